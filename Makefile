@@ -1,0 +1,48 @@
+# Two set-up commands (see README): `make run` and `make test`. Everything they need is installed here.
+SHELL := /bin/bash
+VENV ?= .venv
+BIN := $(VENV)/bin
+PYTHON ?= python3
+export FLASK_APP := wsgi
+BIND ?= 127.0.0.1:5000
+
+.PHONY: run test bench system-deps system-deps-test venv clean
+
+$(BIN)/.installed: requirements.txt requirements-dev.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements-dev.txt
+	touch $@
+
+venv: $(BIN)/.installed
+
+system-deps:
+	scripts/install-system-deps.sh
+
+system-deps-test:
+	scripts/install-system-deps.sh --test
+
+## The whole app on embedded defaults (SQLite, local Redis, local SMTP catcher).
+run: system-deps venv
+	mkdir -p var
+	scripts/ensure-redis.sh
+	$(BIN)/flask db upgrade
+	$(BIN)/flask demo
+	@echo
+	@echo "  Bulksign is starting on http://$(BIND)/  (caught mail: http://$(BIND)/admin/mailbox)"
+	@echo
+	BIND=$(BIND) $(BIN)/honcho start -f Procfile.dev
+
+## The whole suite against real PostgreSQL, Redis, wkhtmltopdf, SMTP and Chromium.
+test: system-deps-test venv
+	scripts/ensure-postgres.sh
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## Every benchmark under bench/, one table of figures (on demand; CI runs a small version in tests).
+bench: system-deps-test venv
+	scripts/ensure-postgres.sh
+	scripts/ensure-redis.sh
+	$(BIN)/python -m bench $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) var/storage var/mailbox .pytest_cache

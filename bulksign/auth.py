@@ -1,0 +1,85 @@
+"""Who may see what. Default deny: every endpoint needs a logged-in user unless marked ``@public``.
+
+API blueprints (names starting with ``api``) authenticate with ``Authorization: Bearer <key>``
+instead of the session cookie, and answer JSON.
+"""
+from __future__ import annotations
+
+from functools import wraps
+
+from flask import Flask, abort, current_app, g, jsonify, redirect, request, url_for
+from flask_babel import lazy_gettext as _l
+from flask_login import current_user, login_user
+
+from .extensions import db, login_manager
+from .models import User, utcnow
+
+
+def public(view):
+    """Mark a view as open to anonymous visitors (login, signing, verification, tracking, health)."""
+    view._bulksign_public = True
+    return view
+
+
+def admin_required(view):
+    """Only admins; staff get 403, anonymous visitors the login page."""
+
+    @wraps(view)
+    def wrapped(*args, **kwargs):
+        if not current_user.is_authenticated:
+            return login_manager.unauthorized()
+        if not current_user.is_admin:
+            abort(403)
+        return view(*args, **kwargs)
+
+    return wrapped
+
+
+def is_api_request() -> bool:
+    return bool(request.blueprint and request.blueprint.startswith("api"))
+
+
+def _authenticate_api() -> None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, secret = header.partition(" ")
+    if scheme.lower() != "bearer" or not secret.strip():
+        abort(401)
+    from .users import user_for_api_key
+
+    user = user_for_api_key(db.session, secret=secret.strip(), now=utcnow())
+    if user is None:
+        abort(401)
+    db.session.commit()
+    g.api_user = user
+    login_user(user, remember=False, fresh=False)
+
+
+def init_app(app: Flask) -> None:
+    login_manager.init_app(app)
+    login_manager.login_view = "auth.login"
+    login_manager.login_message = _l("Please log in to see this page.")
+    login_manager.session_protection = "strong"
+
+    @login_manager.user_loader
+    def load_user(user_id: str) -> User | None:
+        return db.session.get(User, int(user_id)) if user_id.isdigit() else None
+
+    @app.before_request
+    def _default_deny():
+        if request.endpoint is None or request.endpoint == "static":
+            return None
+        view = current_app.view_functions.get(request.endpoint)
+        if getattr(view, "_bulksign_public", False):
+            return None
+        if is_api_request():
+            _authenticate_api()
+            return None
+        if not current_user.is_authenticated:
+            if request.headers.get("HX-Request"):
+                # A polling fragment after the session ended: send the whole page to the login.
+                response = jsonify(error="login required")
+                response.status_code = 401
+                response.headers["HX-Redirect"] = url_for("auth.login", next=request.full_path)
+                return response
+            return redirect(url_for("auth.login", next=request.full_path))
+        return None

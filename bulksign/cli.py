@@ -1,0 +1,126 @@
+"""Flask CLI: ``flask users …``, ``flask jobs …``, ``flask demo``."""
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+from flask import Flask, current_app
+from flask.cli import AppGroup
+
+from .extensions import QUEUE_NAMES, db, get_queue, get_redis
+from .models import utcnow
+
+users_cli = AppGroup("users", help="Staff accounts and API keys.")
+jobs_cli = AppGroup("jobs", help="RQ workers, the scheduler and periodic jobs.")
+
+
+def _fail(message: str) -> None:
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(1)
+
+
+@users_cli.command("create")
+@click.argument("email")
+@click.option("--password", prompt=True, hide_input=True, confirmation_prompt=True)
+@click.option("--role", type=click.Choice(["admin", "staff"]), default="staff", show_default=True)
+def create_user_command(email: str, password: str, role: str) -> None:
+    """Create a user."""
+    from .users import UserError, create_user
+
+    try:
+        user = create_user(db.session, email=email, password=password, role=role, now=utcnow())
+    except UserError as exc:
+        _fail(str(exc))
+    db.session.commit()
+    click.echo(f"Created {user.role} {user.email}.")
+
+
+@users_cli.command("create-api-key")
+@click.argument("email")
+@click.option("--name", default="", help="A label to tell keys apart.")
+def create_api_key_command(email: str, name: str) -> None:
+    """Create an API key for a user and print it once."""
+    from sqlalchemy import select
+
+    from .models import User
+    from .users import create_api_key, normalise_email
+
+    user = db.session.scalar(select(User).where(User.email == normalise_email(email)))
+    if user is None:
+        _fail(f"No user with the email {email}.")
+    created = create_api_key(db.session, user=user, name=name, now=utcnow())
+    db.session.commit()
+    click.echo(created.secret)
+    click.echo("Store this key now: it is not shown again.", err=True)
+
+
+@jobs_cli.command("worker")
+@click.argument("queues", nargs=-1)
+@click.option("--burst", is_flag=True, help="Stop when the queues are empty.")
+def worker_command(queues: tuple[str, ...], burst: bool) -> None:
+    """Run an RQ worker inside the app context (all queues by default)."""
+    from .jobs.worker import AppWorker
+
+    names = queues or QUEUE_NAMES
+    unknown = set(names) - set(QUEUE_NAMES)
+    if unknown:
+        _fail(f"unknown queue(s) {', '.join(sorted(unknown))}; known: {', '.join(QUEUE_NAMES)}")
+    _require_services()
+    worker = AppWorker([get_queue(n) for n in names], connection=get_redis())
+    worker.work(burst=burst, logging_level="INFO", with_scheduler=False)
+
+
+@jobs_cli.command("scheduler")
+@click.option("--interval", default=5, show_default=True, help="Seconds between scheduler polls.")
+def scheduler_command(interval: int) -> None:
+    """Run rq-scheduler with the periodic jobs registered (idempotently)."""
+    from rq_scheduler import Scheduler
+
+    from .jobs.schedule import register_periodic_jobs
+
+    _require_services()
+    scheduler = Scheduler(connection=get_redis(), interval=interval)
+    register_periodic_jobs(scheduler)
+    scheduler.run()
+
+
+@jobs_cli.command("tick")
+def tick_command() -> None:
+    """Run every periodic job once, now, in this process."""
+    from .jobs.periodic import run_periodic
+    from .jobs.schedule import PERIODIC_JOBS
+
+    for job in PERIODIC_JOBS:
+        result = run_periodic(job.func)
+        click.echo(f"{job.name}: {result}")
+
+
+def _require_services() -> None:
+    """One clear line naming the variable when the database or Redis cannot be reached."""
+    from .services import check_services
+
+    report = check_services(db_engine=db.engine, redis=get_redis())
+    if not report.ok:
+        _fail("; ".join(report.problems()))
+
+
+@click.command("demo")
+@click.option("--email", default="admin@example.com", show_default=True)
+@click.option("--password", default="bulksign-demo", show_default=True)
+def demo_command(email: str, password: str) -> None:
+    """Create a demo admin, a demo template and a demo recipients file (idempotent)."""
+    from .demo import create_demo
+
+    result = create_demo(db.session, email=email, password=password, now=utcnow(),
+                         folder=current_app.config["VAR_DIR"])
+    db.session.commit()
+    click.echo(f"Demo login: {result.email} / {result.password}" + (" (existing account kept)" if not result.created_user else ""))
+    click.echo(f"Demo recipients file: {result.csv_path}")
+
+
+def init_app(app: Flask) -> None:
+    app.cli.add_command(users_cli)
+    app.cli.add_command(jobs_cli)
+    app.cli.add_command(demo_command)
+    logging.getLogger("rq").setLevel(logging.INFO)

@@ -1,0 +1,128 @@
+"""Settings from environment variables (12-factor), with embedded defaults for a first run."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import urlsplit
+
+#: The project folder; embedded defaults keep their files under ``var/`` here.
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("BULKSIGN_VAR_DIR", BASE_DIR / "var"))
+
+
+class ConfigError(RuntimeError):
+    """A setting is missing or malformed; the message names the variable."""
+
+
+def _bool(value: str) -> bool:
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number, got {raw!r}") from None
+
+
+def _database_url(raw: str) -> str:
+    # Heroku-style URLs say postgres://; SQLAlchemy wants the psycopg 3 driver named.
+    if raw.startswith("postgres://"):
+        raw = "postgresql://" + raw[len("postgres://"):]
+    if raw.startswith("postgresql://"):
+        raw = "postgresql+psycopg://" + raw[len("postgresql://"):]
+    return raw
+
+
+def load_config(overrides: dict | None = None) -> dict:
+    """Read every setting from the environment, apply ``overrides``, and check them."""
+    env = os.environ
+    cfg: dict = {
+        "SECRET_KEY": env.get("SECRET_KEY", ""),
+        "DATABASE_URL": _database_url(env.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'bulksign.db'}")),
+        "REDIS_URL": env.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
+        "APP_URL": env.get("APP_URL", "http://127.0.0.1:5000").rstrip("/"),
+        "MAIL_SERVER": env.get("MAIL_SERVER", "127.0.0.1"),
+        "MAIL_PORT": _int("MAIL_PORT", 1025),
+        "MAIL_USERNAME": env.get("MAIL_USERNAME") or None,
+        "MAIL_PASSWORD": env.get("MAIL_PASSWORD") or None,
+        "MAIL_USE_TLS": _bool(env.get("MAIL_USE_TLS", "false")),
+        "MAIL_USE_SSL": _bool(env.get("MAIL_USE_SSL", "false")),
+        "MAIL_DEFAULT_SENDER": env.get("MAIL_DEFAULT_SENDER", "Bulksign <no-reply@bulksign.local>"),
+        "MAIL_TIMEOUT_SECONDS": _int("MAIL_TIMEOUT_SECONDS", 30),
+        "MAIL_RATE_PER_MINUTE": _int("MAIL_RATE_PER_MINUTE", 100),
+        "STORAGE_URL": env.get("STORAGE_URL", str(VAR_DIR / "storage")),
+        "S3_ENDPOINT_URL": env.get("S3_ENDPOINT_URL") or None,
+        "PDF_CONCURRENCY": _int("PDF_CONCURRENCY", os.cpu_count() or 1),
+        "PDF_TIMEOUT_SECONDS": _int("PDF_TIMEOUT_SECONDS", 60),
+        "SEAL_PKCS12_PATH": env.get("SEAL_PKCS12_PATH") or None,
+        "SEAL_PKCS12_PASSWORD": env.get("SEAL_PKCS12_PASSWORD") or None,
+        "BOUNCE_WEBHOOK_SECRET": env.get("BOUNCE_WEBHOOK_SECRET", ""),
+        "METRICS_TOKEN": env.get("METRICS_TOKEN", ""),
+        "RECONCILE_AFTER_SECONDS": _int("RECONCILE_AFTER_SECONDS", 300),
+        "LOGIN_RATE_LIMIT": env.get("LOGIN_RATE_LIMIT", "10 per minute"),
+        "SIGNING_RATE_LIMIT": env.get("SIGNING_RATE_LIMIT", "60 per minute"),
+        "MAX_UPLOAD_MB": _int("MAX_UPLOAD_MB", 50),
+        "SESSION_COOKIE_SECURE": _bool(env.get("SESSION_COOKIE_SECURE", "false")),
+        "VAR_DIR": str(VAR_DIR),
+        "LOG_JSON": _bool(env.get("LOG_JSON", "true")),
+    }
+    cfg.update(overrides or {})
+    cfg["DATABASE_URL"] = _database_url(cfg["DATABASE_URL"])
+    _check(cfg)
+    _derive(cfg)
+    return cfg
+
+
+def _check(cfg: dict) -> None:
+    scheme = urlsplit(cfg["DATABASE_URL"]).scheme
+    if not scheme.startswith(("sqlite", "postgresql")):
+        raise ConfigError(f"DATABASE_URL must be a sqlite:/// or postgresql:// URL, got scheme {scheme!r}")
+    if urlsplit(cfg["REDIS_URL"]).scheme not in {"redis", "rediss", "unix"}:
+        raise ConfigError(f"REDIS_URL must be a redis:// URL, got {cfg['REDIS_URL']!r}")
+    if urlsplit(cfg["APP_URL"]).scheme not in {"http", "https"}:
+        raise ConfigError(f"APP_URL must start with http:// or https://, got {cfg['APP_URL']!r}")
+    if not 0 <= cfg["MAIL_RATE_PER_MINUTE"] <= 100_000:
+        raise ConfigError("MAIL_RATE_PER_MINUTE must be between 0 (no limit) and 100000")
+    if cfg["PDF_CONCURRENCY"] < 1:
+        raise ConfigError("PDF_CONCURRENCY must be at least 1")
+
+
+def _derive(cfg: dict) -> None:
+    """Settings that the extensions read under their own names."""
+    if not cfg["SECRET_KEY"]:
+        cfg["SECRET_KEY"] = _embedded_secret_key()
+    cfg["SQLALCHEMY_DATABASE_URI"] = cfg["DATABASE_URL"]
+    cfg.setdefault("SQLALCHEMY_ENGINE_OPTIONS", {"pool_pre_ping": True})
+    cfg["MAX_CONTENT_LENGTH"] = cfg["MAX_UPLOAD_MB"] * 1024 * 1024
+    cfg["RATELIMIT_STORAGE_URI"] = cfg.get("RATELIMIT_STORAGE_URI", cfg["REDIS_URL"])
+    cfg["RATELIMIT_HEADERS_ENABLED"] = True
+    # A Redis outage must not turn logins and signing pages into 500s.
+    cfg["RATELIMIT_SWALLOW_ERRORS"] = True
+    cfg["RATELIMIT_IN_MEMORY_FALLBACK_ENABLED"] = True
+    cfg["RQ_DASHBOARD_REDIS_URL"] = cfg["REDIS_URL"]
+    cfg["SESSION_COOKIE_HTTPONLY"] = True
+    cfg["SESSION_COOKIE_SAMESITE"] = "Lax"
+    cfg["REMEMBER_COOKIE_HTTPONLY"] = True
+    cfg["REMEMBER_COOKIE_SAMESITE"] = "Lax"
+    cfg["WTF_CSRF_TIME_LIMIT"] = None
+    cfg["BABEL_DEFAULT_LOCALE"] = "en"
+    cfg["LANGUAGES"] = ("en", "ru")
+
+
+def _embedded_secret_key() -> str:
+    """A key kept under var/ so that sessions survive a restart of the embedded setup."""
+    path = VAR_DIR / "secret_key"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        import secrets
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        key = secrets.token_hex(32)
+        path.write_text(key)
+        path.chmod(0o600)
+        return key

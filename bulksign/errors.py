@@ -1,0 +1,64 @@
+"""Every error is a page of the app (or JSON for the API), never a stack trace."""
+from __future__ import annotations
+
+import logging
+
+from flask import Flask, jsonify, render_template, request
+from flask_babel import gettext as _
+from flask_wtf.csrf import CSRFError
+from werkzeug.exceptions import HTTPException
+
+from .auth import is_api_request
+
+logger = logging.getLogger(__name__)
+
+MESSAGES = {
+    400: "The request could not be understood.",
+    401: "You need to log in (or give a valid API key) for this.",
+    403: "You do not have access to this page.",
+    404: "There is nothing at this address.",
+    405: "That action is not allowed here.",
+    413: "The file is too large.",
+    429: "Too many attempts. Please wait a minute and try again.",
+    500: "Something went wrong on our side. It has been logged; please try again.",
+}
+
+
+def _respond(code: int, message: str):
+    if is_api_request() or request.accept_mimetypes.best == "application/json":
+        return jsonify(error=message, status=code), code
+    return render_template("errors/error.html", code=code, message=message), code
+
+
+def init_app(app: Flask) -> None:
+    @app.errorhandler(CSRFError)
+    def _csrf(error):
+        return _respond(400, _("The form expired or was sent twice. Go back, reload the page and try again."))
+
+    @app.errorhandler(413)
+    def _too_large(error):
+        limit = app.config["MAX_UPLOAD_MB"]
+        return _respond(413, _("The file is too large: the limit is %(mb)s MB.", mb=limit))
+
+    @app.errorhandler(429)
+    def _rate_limited(error):
+        # Flask-Limiter's description is the limit itself ("3 per 1 minute"): not for people.
+        return _respond(429, _(MESSAGES[429]))
+
+    @app.errorhandler(HTTPException)
+    def _http(error: HTTPException):
+        code = error.code or 500
+        # A description set by the view (abort(404, "...")) is the specific message.
+        custom = error.description if error.description != type(error).description else None
+        return _respond(code, custom or _(MESSAGES.get(code, error.name)))
+
+    @app.errorhandler(Exception)
+    def _unexpected(error: Exception):
+        if isinstance(error, HTTPException):
+            return _http(error)
+        logger.error("unhandled error: %r", error, exc_info=True)
+        from .extensions import db
+
+        db.session.rollback()
+        return _respond(500, _(MESSAGES[500]))
+

@@ -1,0 +1,54 @@
+"""Extension objects, created unbound and attached to the app in ``create_app``."""
+from __future__ import annotations
+
+from flask import current_app
+from flask_babel import Babel
+from flask_limiter import Limiter
+from flask_limiter.util import get_remote_address
+from flask_login import LoginManager
+from flask_mail import Mail
+from flask_migrate import Migrate
+from flask_sqlalchemy import SQLAlchemy
+from flask_wtf.csrf import CSRFProtect
+from redis import Redis
+from rq import Queue
+from sqlalchemy import MetaData
+
+# Deterministic constraint names so Alembic migrations read the same on PostgreSQL and SQLite.
+naming_convention = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+db = SQLAlchemy(metadata=MetaData(naming_convention=naming_convention))
+migrate = Migrate()
+login_manager = LoginManager()
+mail = Mail()
+csrf = CSRFProtect()
+limiter = Limiter(key_func=get_remote_address, default_limits=[])
+babel = Babel()
+
+#: Queue names. ``pdf`` renders and seals, ``mail`` sends through the shared throttle,
+#: ``default`` runs periodic and bulk work, ``webhooks`` delivers to customer endpoints.
+QUEUE_NAMES = ("pdf", "mail", "default", "webhooks")
+
+
+def get_redis() -> Redis:
+    """The app's Redis connection (one pool per process), with timeouts on every call."""
+    ext = current_app.extensions
+    if "bulksign_redis" not in ext:
+        ext["bulksign_redis"] = Redis.from_url(
+            current_app.config["REDIS_URL"], socket_timeout=10, socket_connect_timeout=5,
+            health_check_interval=30,
+        )
+    return ext["bulksign_redis"]
+
+
+def get_queue(name: str) -> Queue:
+    """One of ``QUEUE_NAMES`` on the app's Redis."""
+    if name not in QUEUE_NAMES:
+        raise ValueError(f"unknown queue {name!r}")
+    return Queue(name, connection=get_redis())

@@ -1,0 +1,23 @@
+"""Entry points for periodic jobs: each takes ``now`` from the clock, calls the domain, commits."""
+from __future__ import annotations
+
+import importlib
+from datetime import datetime
+
+from ..batches import refresh_batch_statuses
+from ..extensions import db
+from ..models import utcnow
+
+
+def run_periodic(func_path: str) -> object:
+    """What the scheduler enqueues: import ``func_path`` and call it with the current time."""
+    module_name, _, attr = func_path.rpartition(".")
+    func = getattr(importlib.import_module(module_name), attr)
+    return func(now=utcnow())
+
+
+def rollup_batches(*, now: datetime) -> int:
+    """Close batches whose requests have all been dispatched."""
+    changed = refresh_batch_statuses(db.session, now=now)
+    db.session.commit()
+    return changed

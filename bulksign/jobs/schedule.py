@@ -1,0 +1,61 @@
+"""Periodic jobs declared as data, registered with rq-scheduler idempotently at start-up.
+
+Each job's scheduler id is derived from its name, function and interval, so restarting the
+scheduler (or running two) never schedules a job twice, and a changed interval replaces the old one.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from ..logs import log
+
+logger = logging.getLogger(__name__)
+
+# RQ job ids may hold only letters, digits, "_" and "-".
+ID_PREFIX = "periodic-"
+
+
+@dataclass(frozen=True)
+class PeriodicJob:
+    #: Short stable name, e.g. ``reconcile``.
+    name: str
+    #: Dotted path of a function taking ``now`` (a datetime); it runs inside the app context.
+    func: str
+    interval_seconds: int
+    queue: str = "default"
+    timeout_seconds: int = 600
+
+    @property
+    def job_id(self) -> str:
+        digest = hashlib.sha1(f"{self.func}:{self.interval_seconds}".encode()).hexdigest()[:10]
+        return f"{ID_PREFIX}{self.name}-{digest}"
+
+
+#: Every periodic job. ``flask jobs tick`` runs each once; the scheduler runs each on its interval.
+PERIODIC_JOBS: tuple[PeriodicJob, ...] = (
+    PeriodicJob("batch-rollup", "bulksign.jobs.periodic.rollup_batches", 15),
+)
+
+
+def register_periodic_jobs(scheduler, jobs: tuple[PeriodicJob, ...] = PERIODIC_JOBS) -> list[str]:
+    """Schedule each job unless already scheduled; cancel periodic jobs no longer declared. Returns new ids."""
+    wanted = {job.job_id: job for job in jobs}
+    for scheduled in scheduler.get_jobs():
+        if scheduled.id.startswith(ID_PREFIX) and scheduled.id not in wanted:
+            scheduler.cancel(scheduled)
+            log(logger, logging.INFO, "periodic job removed", job_id=scheduled.id)
+    added = []
+    for job_id, job in wanted.items():
+        if job_id in scheduler:
+            continue
+        scheduler.schedule(
+            scheduled_time=datetime.now(timezone.utc), func="bulksign.jobs.periodic.run_periodic",
+            args=[job.func], interval=job.interval_seconds, repeat=None, id=job_id,
+            queue_name=job.queue, timeout=job.timeout_seconds, result_ttl=job.interval_seconds * 10,
+        )
+        added.append(job_id)
+        log(logger, logging.INFO, "periodic job scheduled", job_id=job_id, interval=job.interval_seconds)
+    return added

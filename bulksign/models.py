@@ -1,0 +1,330 @@
+"""Tables only. Rules live in the domain modules; statuses change only through ``states.transition``."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from flask_login import UserMixin
+from sqlalchemy import JSON, BigInteger, Index, UniqueConstraint, text
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from .extensions import db
+
+# SQLite only auto-increments INTEGER PRIMARY KEY; PostgreSQL gets BIGINT for the big tables.
+BigId = BigInteger().with_variant(db.Integer(), "sqlite")
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class UTCDateTime(db.TypeDecorator):
+    """Timestamps stored as UTC and always read back timezone-aware, on PostgreSQL and SQLite."""
+
+    impl = db.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        if value is not None:
+            if value.tzinfo is None:
+                raise ValueError("naive datetime given; pass an aware UTC time")
+            value = value.astimezone(timezone.utc)
+        return value
+
+    def process_result_value(self, value, dialect):
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value
+
+
+class User(UserMixin, db.Model):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    #: Login name, stored lower-case.
+    email: Mapped[str] = mapped_column(db.String(254), unique=True)
+    #: werkzeug scrypt/pbkdf2 hash; never the password.
+    password_hash: Mapped[str] = mapped_column(db.String(256))
+    #: ``admin`` or ``staff``.
+    role: Mapped[str] = mapped_column(db.String(16), default="staff")
+    #: A disabled account cannot log in or use its API keys.
+    disabled: Mapped[bool] = mapped_column(default=False)
+    #: UI language chosen by the user (``en`` or ``ru``); None follows the browser.
+    locale: Mapped[str | None] = mapped_column(db.String(8))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_login_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+    @property
+    def is_active(self) -> bool:  # Flask-Login refuses inactive users
+        return not self.disabled
+
+
+class ApiKey(db.Model):
+    __tablename__ = "api_keys"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(db.ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    #: sha256 of the key; the key itself is shown once and never stored.
+    key_hash: Mapped[str] = mapped_column(db.String(64), unique=True)
+    #: First characters of the key, so a user can tell keys apart.
+    prefix: Mapped[str] = mapped_column(db.String(16))
+    name: Mapped[str] = mapped_column(db.String(100), default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    user: Mapped[User] = relationship()
+
+
+class DocumentTemplate(db.Model):
+    """A named template; its content lives in immutable ``TemplateVersion`` rows."""
+
+    __tablename__ = "document_templates"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(db.String(200))
+    created_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    #: The newest version, denormalised for the list page.
+    latest_version: Mapped[int] = mapped_column(default=0)
+    archived: Mapped[bool] = mapped_column(default=False)
+
+    versions: Mapped[list["TemplateVersion"]] = relationship(
+        back_populates="template", order_by="TemplateVersion.version"
+    )
+
+
+class TemplateVersion(db.Model):
+    """One saved state of a template. Never updated: editing inserts a new version."""
+
+    __tablename__ = "template_versions"
+    __table_args__ = (UniqueConstraint("template_id", "version"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    template_id: Mapped[int] = mapped_column(db.ForeignKey("document_templates.id", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column()
+    #: The document as HTML with ``{{ variable }}`` placeholders (Jinja, rendered in a sandbox).
+    html: Mapped[str] = mapped_column(db.Text)
+    #: Variable names the HTML uses, extracted at save time.
+    variables: Mapped[list] = mapped_column(JSON, default=list)
+    #: Invitation and reminder mail, as templates too.
+    email_subject: Mapped[str] = mapped_column(db.Text, default="")
+    email_body: Mapped[str] = mapped_column(db.Text, default="")
+    reminder_subject: Mapped[str] = mapped_column(db.Text, default="")
+    reminder_body: Mapped[str] = mapped_column(db.Text, default="")
+    created_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    template: Mapped[DocumentTemplate] = relationship(back_populates="versions")
+
+
+class Batch(db.Model):
+    __tablename__ = "batches"
+    __table_args__ = (UniqueConstraint("created_by_id", "idempotency_key"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(db.String(200))
+    #: The exact template version every request of this batch renders.
+    template_version_id: Mapped[int] = mapped_column(db.ForeignKey("template_versions.id"))
+    created_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"), index=True)
+    #: pending → processing → completed | partially_failed | cancelled (see ``batches``).
+    status: Mapped[str] = mapped_column(db.String(20), default="pending")
+    #: Language of the recipients' pages and mails.
+    language: Mapped[str] = mapped_column(db.String(8), default="en")
+    #: Days after the invitation on which reminders are due, e.g. [2, 4].
+    reminder_days: Mapped[list] = mapped_column(JSON, default=lambda: [2, 4])
+    #: At most this many reminders per request (0–5).
+    max_reminders: Mapped[int] = mapped_column(default=3)
+    #: Days after sending until a request expires.
+    deadline_days: Mapped[int] = mapped_column(default=7)
+    #: Fixed deadline for the whole batch, when staff set one.
+    deadline_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    reply_to: Mapped[str | None] = mapped_column(db.String(254))
+    #: Quiet hours for reminders, local to ``timezone`` (hours 0–23); None: no quiet hours.
+    quiet_hours_start: Mapped[int | None] = mapped_column()
+    quiet_hours_end: Mapped[int | None] = mapped_column()
+    timezone: Mapped[str] = mapped_column(db.String(64), default="UTC")
+    #: Number of requests created; counts per status come from the requests (GROUP BY).
+    total_count: Mapped[int] = mapped_column(default=0)
+    #: Client-supplied key: the same key from the same user creates one batch.
+    idempotency_key: Mapped[str | None] = mapped_column(db.String(200))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    cancelled_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: When the owner got the expiry summary, so it is sent once.
+    expiry_summary_sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    template_version: Mapped[TemplateVersion] = relationship()
+    created_by: Mapped[User | None] = relationship()
+
+
+class SigningRequest(db.Model):
+    __tablename__ = "signing_requests"
+    __table_args__ = (
+        Index("ix_signing_requests_batch_status", "batch_id", "status"),
+        Index("ix_signing_requests_batch_email", "batch_id", "email"),
+        # The reconciler scans only requests in a working state: a small slice of a big table.
+        Index(
+            "ix_signing_requests_working", "status", "status_changed_at",
+            postgresql_where=text("status IN ('pending','generating','generated','sending')"),
+            sqlite_where=text("status IN ('pending','generating','generated','sending')"),
+        ),
+        # Reminders and expiry scan only requests still waiting for the recipient.
+        Index(
+            "ix_signing_requests_waiting", "batch_id", "sent_at",
+            postgresql_where=text("status IN ('sent','opened')"),
+            sqlite_where=text("status IN ('sent','opened')"),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    batch_id: Mapped[int] = mapped_column(db.ForeignKey("batches.id", ondelete="CASCADE"))
+    #: Row number in the uploaded file, as the user sees it in Excel (header is row 1).
+    row_number: Mapped[int | None] = mapped_column()
+    email: Mapped[str] = mapped_column(db.String(254))
+    name: Mapped[str] = mapped_column(db.String(300), default="")
+    phone: Mapped[str | None] = mapped_column(db.String(50))
+    #: The row's values by template variable name.
+    data: Mapped[dict] = mapped_column(JSON, default=dict)
+    #: Current state; changed only by ``states.transition`` (compare-and-set).
+    status: Mapped[str] = mapped_column(db.String(20), default="pending")
+    status_changed_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    #: sha256 hex of the signing token; the token exists only in the recipient's mail.
+    token_hash: Mapped[str | None] = mapped_column(db.String(64), unique=True)
+    sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    email_opened_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    opened_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    signed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    declined_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    decline_reason: Mapped[str | None] = mapped_column(db.Text)
+    #: The name the recipient typed when signing, and where from.
+    signer_name: Mapped[str | None] = mapped_column(db.String(300))
+    signer_ip: Mapped[str | None] = mapped_column(db.String(64))
+    #: PNG bytes of the drawn signature, if any (small: a few KB).
+    signature_image: Mapped[bytes | None] = mapped_column(db.LargeBinary)
+    reminder_count: Mapped[int] = mapped_column(default=0)
+    last_reminder_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: Tries of the current step (render or send), for backoff and the retry bound.
+    attempts: Mapped[int] = mapped_column(default=0)
+    #: What went wrong, in words a person understands.
+    error_message: Mapped[str | None] = mapped_column(db.Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    batch: Mapped[Batch] = relationship()
+
+
+class Document(db.Model):
+    """File metadata; the bytes live in the storage backend under ``storage_key``."""
+
+    __tablename__ = "documents"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    request_id: Mapped[int] = mapped_column(
+        BigId, db.ForeignKey("signing_requests.id", ondelete="CASCADE"), index=True
+    )
+    #: ``original``, ``signed`` or ``certificate``.
+    kind: Mapped[str] = mapped_column(db.String(20))
+    storage_key: Mapped[str] = mapped_column(db.String(500))
+    sha256: Mapped[str] = mapped_column(db.String(64), index=True)
+    size: Mapped[int] = mapped_column(BigInteger)
+    content_type: Mapped[str] = mapped_column(db.String(100), default="application/pdf")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Event(db.Model):
+    """Append-only history of a request: the audit trail."""
+
+    __tablename__ = "events"
+    __table_args__ = (Index("ix_events_request_time", "request_id", "created_at"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    request_id: Mapped[int | None] = mapped_column(
+        BigId, db.ForeignKey("signing_requests.id", ondelete="CASCADE")
+    )
+    batch_id: Mapped[int | None] = mapped_column(db.ForeignKey("batches.id", ondelete="CASCADE"), index=True)
+    #: e.g. ``status.sent``, ``email.opened``, ``page.opened``, ``email.changed``.
+    type: Mapped[str] = mapped_column(db.String(50))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    #: ``system``, ``recipient`` or ``user:<id>``.
+    actor: Mapped[str] = mapped_column(db.String(50), default="system")
+    ip: Mapped[str | None] = mapped_column(db.String(64))
+    user_agent: Mapped[str | None] = mapped_column(db.String(500))
+    details: Mapped[dict] = mapped_column(JSON, default=dict)
+
+
+class OutgoingMail(db.Model):
+    """Every mail, written before it is sent: the Message-ID is fixed so a retry re-sends the same one."""
+
+    __tablename__ = "outgoing_mails"
+    __table_args__ = (Index("ix_outgoing_mails_status_created", "status", "created_at"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    request_id: Mapped[int | None] = mapped_column(
+        BigId, db.ForeignKey("signing_requests.id", ondelete="CASCADE"), index=True
+    )
+    batch_id: Mapped[int | None] = mapped_column(db.ForeignKey("batches.id", ondelete="CASCADE"), index=True)
+    #: ``invitation``, ``reminder``, ``confirmation``, ``expiry_summary``, ``decline_notice``.
+    kind: Mapped[str] = mapped_column(db.String(30))
+    message_id: Mapped[str] = mapped_column(db.String(255), unique=True)
+    to_email: Mapped[str] = mapped_column(db.String(254))
+    subject: Mapped[str] = mapped_column(db.Text, default="")
+    #: ``queued`` → ``sent`` | ``failed`` | ``bounced``.
+    status: Mapped[str] = mapped_column(db.String(20), default="queued")
+    attempts: Mapped[int] = mapped_column(default=0)
+    error: Mapped[str | None] = mapped_column(db.Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class WebhookEndpoint(db.Model):
+    __tablename__ = "webhook_endpoints"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    url: Mapped[str] = mapped_column(db.String(1000))
+    #: HMAC-SHA256 key for the signature header.
+    secret: Mapped[str] = mapped_column(db.String(100))
+    #: Event names this endpoint wants, e.g. ["request.signed", "batch.completed"].
+    events: Mapped[list] = mapped_column(JSON, default=list)
+    active: Mapped[bool] = mapped_column(default=True)
+    created_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class WebhookDelivery(db.Model):
+    __tablename__ = "webhook_deliveries"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    endpoint_id: Mapped[int] = mapped_column(db.ForeignKey("webhook_endpoints.id", ondelete="CASCADE"), index=True)
+    event: Mapped[str] = mapped_column(db.String(50))
+    payload: Mapped[dict] = mapped_column(JSON, default=dict)
+    #: ``pending`` → ``delivered`` | ``failed``.
+    status: Mapped[str] = mapped_column(db.String(20), default="pending")
+    attempts: Mapped[int] = mapped_column(default=0)
+    response_code: Mapped[int | None] = mapped_column()
+    error: Mapped[str | None] = mapped_column(db.Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Export(db.Model):
+    """A file built by a job (e.g. a ZIP of signed PDFs), with progress for the page."""
+
+    __tablename__ = "exports"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    batch_id: Mapped[int] = mapped_column(db.ForeignKey("batches.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(db.String(30), default="signed_zip")
+    #: ``pending`` → ``running`` → ``ready`` | ``failed``.
+    status: Mapped[str] = mapped_column(db.String(20), default="pending")
+    done: Mapped[int] = mapped_column(default=0)
+    total: Mapped[int] = mapped_column(default=0)
+    storage_key: Mapped[str | None] = mapped_column(db.String(500))
+    error: Mapped[str | None] = mapped_column(db.Text)
+    created_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

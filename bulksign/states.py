@@ -1,0 +1,146 @@
+"""The signing-request state machine: one transition table and one compare-and-set writer.
+
+Nothing else in the code assigns ``SigningRequest.status``. Every move is
+``UPDATE signing_requests SET status=:to ... WHERE id IN (:ids) AND status IN (:allowed)``,
+so two workers, a retry and a recipient's click can race and exactly one of them wins.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from sqlalchemy import insert, update
+from sqlalchemy.orm import Session
+
+from .models import Event, SigningRequest
+
+
+class Status(StrEnum):
+    PENDING = "pending"
+    GENERATING = "generating"
+    GENERATED = "generated"
+    SENDING = "sending"
+    SENT = "sent"
+    OPENED = "opened"
+    SIGNED = "signed"
+    DECLINED = "declined"
+    EXPIRED = "expired"
+    FAILED = "failed"
+    BOUNCED = "bounced"
+    CANCELLED = "cancelled"
+
+
+S = Status
+
+#: Every legal move: from-state → the states it may go to. Anything not listed is refused.
+TRANSITIONS: dict[Status, frozenset[Status]] = {
+    # generating/sending → back one step: the reconciler requeues work whose worker died.
+    S.PENDING: frozenset({S.GENERATING, S.CANCELLED}),
+    S.GENERATING: frozenset({S.GENERATED, S.FAILED, S.PENDING, S.CANCELLED}),
+    S.GENERATED: frozenset({S.SENDING, S.FAILED, S.CANCELLED}),
+    S.SENDING: frozenset({S.SENT, S.FAILED, S.BOUNCED, S.GENERATED, S.CANCELLED}),
+    # sent/opened → generated: staff resend with a new link (a fresh invitation goes out).
+    S.SENT: frozenset({S.OPENED, S.EXPIRED, S.BOUNCED, S.CANCELLED, S.GENERATED}),
+    S.OPENED: frozenset({S.SIGNED, S.DECLINED, S.EXPIRED, S.BOUNCED, S.CANCELLED, S.GENERATED}),
+    S.FAILED: frozenset({S.PENDING, S.CANCELLED}),
+    S.EXPIRED: frozenset({S.GENERATED}),
+    S.BOUNCED: frozenset({S.GENERATED, S.CANCELLED}),
+    S.SIGNED: frozenset(),
+    S.DECLINED: frozenset(),
+    S.CANCELLED: frozenset(),
+}
+
+#: States in which the pipeline still owes work (the reconciler watches these).
+WORKING = frozenset({S.PENDING, S.GENERATING, S.GENERATED, S.SENDING})
+#: States in which the recipient can act on the link.
+WAITING_FOR_RECIPIENT = frozenset({S.SENT, S.OPENED})
+#: States in which nothing more will happen unless staff act.
+FINAL = frozenset({S.SIGNED, S.DECLINED, S.EXPIRED, S.FAILED, S.BOUNCED, S.CANCELLED})
+#: States in which the dispatch of a request is over (delivered or explicitly not).
+DISPATCHED = FINAL | WAITING_FOR_RECIPIENT
+
+
+class IllegalTransition(ValueError):
+    """A move the table does not allow; a programming error, never a race."""
+
+
+def can_move(frm: str, to: str) -> bool:
+    """Whether the table allows ``frm`` → ``to``."""
+    return Status(to) in TRANSITIONS[Status(frm)]
+
+
+@dataclass(frozen=True)
+class TransitionResult:
+    """Which requests moved. A request missing from ``won`` was not in an expected state."""
+
+    to: Status
+    won: tuple[int, ...] = field(default_factory=tuple)
+
+    def __bool__(self) -> bool:
+        return bool(self.won)
+
+
+def transition(
+    session: Session,
+    request_ids: int | Sequence[int],
+    *,
+    frm: str | Iterable[str],
+    to: str,
+    now: datetime,
+    actor: str = "system",
+    ip: str | None = None,
+    user_agent: str | None = None,
+    details: dict | None = None,
+    **fields,
+) -> TransitionResult:
+    """Move requests from one of ``frm`` to ``to`` by compare-and-set, append an event per win.
+
+    ``fields`` are further columns set in the same UPDATE (e.g. ``sent_at=now``). The caller
+    commits. Moves not in ``TRANSITIONS`` raise ``IllegalTransition``.
+    """
+    ids = [request_ids] if isinstance(request_ids, int) else list(request_ids)
+    sources = [Status(frm)] if isinstance(frm, str) else [Status(s) for s in frm]
+    target = Status(to)
+    for source in sources:
+        if target not in TRANSITIONS[source]:
+            raise IllegalTransition(f"{source} → {target} is not allowed")
+    if "status" in fields:
+        raise IllegalTransition("status is set by the transition itself")
+    if not ids:
+        return TransitionResult(to=target)
+
+    won: list[int] = []
+    for chunk in _chunks(ids, 1000):
+        stmt = (
+            update(SigningRequest)
+            .where(SigningRequest.id.in_(chunk), SigningRequest.status.in_([s.value for s in sources]))
+            .values(status=target.value, status_changed_at=now, **fields)
+            .returning(SigningRequest.id, SigningRequest.batch_id)
+            .execution_options(synchronize_session=False)
+        )
+        rows = session.execute(stmt).all()
+        won.extend(r.id for r in rows)
+        if rows:
+            session.execute(
+                insert(Event),
+                [
+                    {
+                        "request_id": r.id, "batch_id": r.batch_id, "type": f"status.{target.value}",
+                        "created_at": now, "actor": actor, "ip": ip, "user_agent": user_agent,
+                        "details": details or {},
+                    }
+                    for r in rows
+                ],
+            )
+    # Objects already loaded in this session must not keep showing the old status.
+    for obj in list(session.identity_map.values()):
+        if isinstance(obj, SigningRequest) and obj.id in won:
+            session.expire(obj)
+    return TransitionResult(to=target, won=tuple(won))
+
+
+def _chunks(items: list[int], size: int):
+    for start in range(0, len(items), size):
+        yield items[start:start + size]

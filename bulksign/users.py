@@ -1,0 +1,94 @@
+"""Staff accounts and API keys: creation, authentication, roles."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+from werkzeug.security import check_password_hash, generate_password_hash
+
+from .logs import log
+from .models import ApiKey, User
+from .tokens import IssuedToken, hash_token, new_token
+
+logger = logging.getLogger(__name__)
+
+ROLES = ("admin", "staff")
+MIN_PASSWORD_LENGTH = 8
+#: Checked against when the email is unknown, so both failures take the same time.
+_DUMMY_HASH = generate_password_hash("not-a-real-password")
+
+
+class UserError(ValueError):
+    """Input a person can correct; the message says how."""
+
+
+def normalise_email(email: str) -> str:
+    return email.strip().lower()
+
+
+def create_user(session: Session, *, email: str, password: str, role: str, now: datetime) -> User:
+    """Create a staff or admin account."""
+    email = normalise_email(email)
+    if "@" not in email or len(email) > 254:
+        raise UserError("Enter a valid email address.")
+    if role not in ROLES:
+        raise UserError(f"Role must be one of: {', '.join(ROLES)}.")
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise UserError(f"The password must have at least {MIN_PASSWORD_LENGTH} characters.")
+    if session.scalar(select(User.id).where(func.lower(User.email) == email)):
+        raise UserError(f"A user with the email {email} already exists.")
+    user = User(email=email, password_hash=generate_password_hash(password), role=role, created_at=now)
+    session.add(user)
+    session.flush()
+    log(logger, logging.INFO, "user created", user_id=user.id, role=role)
+    return user
+
+
+def set_password(session: Session, *, user: User, password: str) -> None:
+    """Replace a user's password."""
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise UserError(f"The password must have at least {MIN_PASSWORD_LENGTH} characters.")
+    user.password_hash = generate_password_hash(password)
+    log(logger, logging.INFO, "password set", user_id=user.id)
+
+
+def authenticate(session: Session, *, email: str, password: str, now: datetime) -> User | None:
+    """The active user with these credentials, or None (the caller must not say which part was wrong)."""
+    user = session.scalar(select(User).where(User.email == normalise_email(email)))
+    if user is None:
+        check_password_hash(_DUMMY_HASH, password)
+        return None
+    if not check_password_hash(user.password_hash, password) or user.disabled:
+        return None
+    user.last_login_at = now
+    return user
+
+
+@dataclass(frozen=True)
+class CreatedApiKey:
+    """``secret`` is shown to the user once; only ``key.key_hash`` is stored."""
+
+    key: ApiKey
+    secret: str
+
+
+def create_api_key(session: Session, *, user: User, name: str, now: datetime) -> CreatedApiKey:
+    """Issue an API key for ``user``."""
+    token: IssuedToken = new_token(prefix="bsk_")
+    key = ApiKey(user_id=user.id, key_hash=token.digest, prefix=token.value[:10], name=name, created_at=now)
+    session.add(key)
+    session.flush()
+    log(logger, logging.INFO, "api key created", user_id=user.id, api_key_id=key.id)
+    return CreatedApiKey(key=key, secret=token.value)
+
+
+def user_for_api_key(session: Session, *, secret: str, now: datetime) -> User | None:
+    """The active user owning this unrevoked key, or None."""
+    key = session.scalar(select(ApiKey).where(ApiKey.key_hash == hash_token(secret), ApiKey.revoked_at.is_(None)))
+    if key is None or key.user.disabled:
+        return None
+    key.last_used_at = now
+    return key.user

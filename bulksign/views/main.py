@@ -1,0 +1,33 @@
+"""The staff home page and the navigation every staff page shares."""
+from __future__ import annotations
+
+from flask import Blueprint, Flask, current_app, render_template
+from flask_babel import lazy_gettext as _l
+from flask_login import current_user
+
+bp = Blueprint("main", __name__)
+
+#: (endpoint, label, admins only). Links whose endpoint is not registered are left out.
+NAVIGATION = (
+    ("main.dashboard", _l("Dashboard"), False),
+    ("batches.index", _l("Batches"), False),
+    ("doc_templates.index", _l("Templates"), False),
+    ("admin.index", _l("Admin"), True),
+    ("rq_dashboard.queues_overview", _l("Queues"), True),
+)
+
+
+@bp.get("/")
+def dashboard():
+    return render_template("main/dashboard.html")
+
+
+def init_app(app: Flask) -> None:
+    @app.context_processor
+    def _navigation():
+        def nav_links():
+            is_admin = current_user.is_authenticated and current_user.is_admin
+            return [(endpoint, label) for endpoint, label, admin_only in NAVIGATION
+                    if endpoint in current_app.view_functions and (is_admin or not admin_only)]
+
+        return {"nav_links": nav_links}

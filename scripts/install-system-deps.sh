@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Install the Debian packages bulksign needs, only those missing (idempotent, root or sudo).
+#   wkhtmltopdf + fonts: the PDF renderer and the fonts templates name
+#   redis-server, postgresql: queues and the production database (tests use both)
+#   poppler-utils: pdfsig, an independent PAdES validator used by the tests
+#   chromium: the real browser the UI tests drive through Playwright
+set -euo pipefail
+want=(wkhtmltopdf fonts-dejavu-core fonts-freefont-otf redis-server poppler-utils python3-venv)
+[ "${1:-}" = "--test" ] && want+=(postgresql chromium)
+missing=()
+for pkg in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "Installing Debian packages: ${missing[*]}"
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

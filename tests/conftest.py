@@ -1,0 +1,230 @@
+"""Fixtures on real services: PostgreSQL, Redis, an SMTP server, RQ workers, a live server, Chromium."""
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from datetime import datetime, timezone
+
+import pytest
+
+# Embedded defaults (secret key file, storage, mailbox) go to a throw-away folder, never the checkout.
+os.environ.setdefault("BULKSIGN_VAR_DIR", tempfile.mkdtemp(prefix="bulksign-var-"))
+
+from sqlalchemy import text  # noqa: E402
+
+from bulksign import create_app  # noqa: E402
+from bulksign.extensions import QUEUE_NAMES, db, get_queue, get_redis  # noqa: E402
+from bulksign.models import utcnow  # noqa: E402
+from bulksign.users import create_user  # noqa: E402
+from tests.support.services import RedisServer, postgres_database  # noqa: E402
+from tests.support.smtp import SmtpServer  # noqa: E402
+
+ADMIN = ("admin@example.com", "admin-password")
+STAFF = ("staff@example.com", "staff-password")
+#: A fixed instant for rules that take ``now``.
+NOW = datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture(scope="session")
+def pg_url():
+    with postgres_database() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    server = RedisServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def smtp_server():
+    server = SmtpServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def smtp(smtp_server):
+    smtp_server.reset()
+    yield smtp_server
+    smtp_server.reset()
+
+
+@pytest.fixture(scope="session")
+def _schema(pg_url, redis_server, tmp_path_factory):
+    app = create_app(_test_config(pg_url, redis_server, 2525, tmp_path_factory.mktemp("schema")))
+    with app.app_context():
+        db.create_all()
+        tables = [t.name for t in reversed(db.metadata.sorted_tables)]
+        db.engine.dispose()
+    return tables
+
+
+def _test_config(pg_url, redis_server, smtp_port, folder) -> dict:
+    return {
+        "TESTING": True,
+        "SECRET_KEY": "test-secret-key",
+        "DATABASE_URL": pg_url,
+        "REDIS_URL": redis_server.url,
+        "APP_URL": "http://127.0.0.1:5000",
+        "MAIL_SERVER": "127.0.0.1",
+        "MAIL_PORT": smtp_port,
+        "MAIL_TIMEOUT_SECONDS": 5,
+        "MAIL_RATE_PER_MINUTE": 0,
+        "STORAGE_URL": str(folder / "storage"),
+        "VAR_DIR": str(folder),
+        "LOG_JSON": False,
+    }
+
+
+@pytest.fixture
+def make_app(pg_url, redis_server, smtp_server, _schema, tmp_path):
+    """Build an app on the test services; ``make_app(MAIL_RATE_PER_MINUTE=60)`` changes settings."""
+    created = []
+
+    def factory(**overrides):
+        config = _test_config(pg_url, redis_server, smtp_server.port, tmp_path)
+        config.update(overrides)
+        app = create_app(config)
+        created.append(app)
+        return app
+
+    with db_cleaned(pg_url, redis_server, _schema, tmp_path):
+        yield factory
+    for app in created:
+        with app.app_context():
+            db.session.remove()
+            db.engine.dispose()
+
+
+class db_cleaned:
+    """Empty every table and Redis before a test, so each test starts from nothing."""
+
+    def __init__(self, pg_url, redis_server, tables, folder):
+        self.pg_url, self.redis_server, self.tables, self.folder = pg_url, redis_server, tables, folder
+
+    def __enter__(self):
+        from redis import Redis
+        from sqlalchemy import create_engine
+
+        engine = create_engine(self.pg_url)
+        with engine.begin() as conn:
+            conn.execute(text(f"TRUNCATE {', '.join(self.tables)} RESTART IDENTITY CASCADE"))
+        engine.dispose()
+        Redis.from_url(self.redis_server.url).flushall()
+
+    def __exit__(self, *exc):
+        return False
+
+
+@pytest.fixture
+def app(make_app):
+    app = make_app()
+    with app.app_context():
+        yield app
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+@pytest.fixture
+def users(app):
+    """An admin and a staff user, by role."""
+    admin = create_user(db.session, email=ADMIN[0], password=ADMIN[1], role="admin", now=utcnow())
+    staff = create_user(db.session, email=STAFF[0], password=STAFF[1], role="staff", now=utcnow())
+    db.session.commit()
+    return {"admin": admin, "staff": staff}
+
+
+class AuthActions:
+    def __init__(self, client):
+        self._client = client
+
+    def login(self, email=STAFF[0], password=STAFF[1]):
+        page = self._client.get("/auth/login")
+        return self._client.post(
+            "/auth/login", data={"email": email, "password": password, "csrf_token": csrf_from(page)}
+        )
+
+    def login_admin(self):
+        return self.login(*ADMIN)
+
+    def logout(self):
+        page = self._client.get("/")
+        return self._client.post("/auth/logout", data={"csrf_token": csrf_from(page)})
+
+
+def csrf_from(response) -> str:
+    """The CSRF token of the form on a page, as a browser would submit it."""
+    import re
+
+    match = re.search(rb'name="csrf_token" value="([^"]+)"', response.data)
+    assert match, "no CSRF token on the page"
+    return match.group(1).decode()
+
+
+@pytest.fixture
+def auth(client, users):
+    return AuthActions(client)
+
+
+@pytest.fixture
+def run_jobs(app):
+    """Run real RQ workers in burst mode until the given queues are empty; returns how many jobs ran."""
+    from bulksign.jobs.worker import AppWorker
+
+    def run(*queues: str, max_jobs: int | None = None) -> int:
+        names = queues or QUEUE_NAMES
+        worker = AppWorker([get_queue(n) for n in names], connection=get_redis())
+        worker.work(burst=True, max_jobs=max_jobs, logging_level="WARNING", with_scheduler=True)
+        return worker.successful_job_count + worker.failed_job_count
+
+    return run
+
+
+@pytest.fixture
+def live_server(app):
+    """The app served over real HTTP on a free loopback port (threaded), for browsers and HTTP clients."""
+    from werkzeug.serving import make_server
+
+    from tests.support.services import free_port
+
+    port = free_port()
+    app.config["APP_URL"] = f"http://127.0.0.1:{port}"
+    server = make_server("127.0.0.1", port, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield app.config["APP_URL"]
+    server.shutdown()
+    thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's Chromium driven by Playwright (no browser download)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(
+            executable_path=os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium"), headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+        )
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context()
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    yield page
+    context.close()

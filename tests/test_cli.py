@@ -1,0 +1,116 @@
+"""The operator's commands: users, API keys, workers, scheduler, tick, demo."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from rq_scheduler import Scheduler
+from sqlalchemy import select
+
+from bulksign.extensions import db, get_queue, get_redis
+from bulksign.jobs.schedule import PERIODIC_JOBS, PeriodicJob, register_periodic_jobs
+from bulksign.models import ApiKey, DocumentTemplate, User
+from bulksign.tokens import hash_token
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_users_create_makes_an_account_that_can_log_in(app, client):
+    runner = app.test_cli_runner()
+    result = runner.invoke(args=["users", "create", "Boss@Example.com", "--password", "long-enough", "--role", "admin"])
+    assert result.exit_code == 0, result.output
+    user = db.session.scalar(select(User).where(User.email == "boss@example.com"))
+    assert user.role == "admin" and "long-enough" not in user.password_hash
+
+
+def test_users_create_explains_what_is_wrong(app):
+    runner = app.test_cli_runner()
+    short = runner.invoke(args=["users", "create", "a@example.com", "--password", "short"])
+    assert short.exit_code == 1 and "at least 8 characters" in short.output
+    runner.invoke(args=["users", "create", "a@example.com", "--password", "long-enough"])
+    twice = runner.invoke(args=["users", "create", "a@example.com", "--password", "long-enough"])
+    assert twice.exit_code == 1 and "already exists" in twice.output
+
+
+def test_create_api_key_prints_the_key_once_and_stores_only_its_hash(app, client, users):
+    result = app.test_cli_runner().invoke(args=["users", "create-api-key", "staff@example.com", "--name", "erp"])
+    assert result.exit_code == 0
+    secret = result.stdout.strip().splitlines()[0]
+    stored = db.session.scalar(select(ApiKey))
+    assert stored.key_hash == hash_token(secret) and secret not in stored.key_hash
+    assert client.get("/api/v1/me", headers={"Authorization": f"Bearer {secret}"}).get_json()["email"] == "staff@example.com"
+
+
+def test_worker_burst_runs_queued_jobs(app):
+    job = get_queue("default").enqueue("bulksign.jobs.periodic.run_periodic", "bulksign.jobs.periodic.rollup_batches")
+    result = app.test_cli_runner().invoke(args=["jobs", "worker", "--burst", "default"])
+    assert result.exit_code == 0, result.output
+    job.refresh()
+    assert job.get_status() == "finished" and job.return_value() == 0
+
+
+def test_worker_refuses_unknown_queues(app):
+    result = app.test_cli_runner().invoke(args=["jobs", "worker", "--burst", "nope"])
+    assert result.exit_code == 1 and "unknown queue" in result.output
+
+
+def test_tick_runs_every_periodic_job_once(app):
+    result = app.test_cli_runner().invoke(args=["jobs", "tick"])
+    assert result.exit_code == 0
+    for job in PERIODIC_JOBS:
+        assert f"{job.name}:" in result.output
+
+
+def test_the_scheduler_registers_its_jobs_once_however_often_it_restarts(app):
+    for _ in range(3):
+        register_periodic_jobs(Scheduler(connection=get_redis()))
+    scheduled = [job.id for job in Scheduler(connection=get_redis()).get_jobs()]
+    assert sorted(scheduled) == sorted(job.job_id for job in PERIODIC_JOBS)
+
+
+def test_a_changed_interval_replaces_the_old_schedule(app):
+    old = (PeriodicJob("x", "bulksign.jobs.periodic.rollup_batches", 60),)
+    new = (PeriodicJob("x", "bulksign.jobs.periodic.rollup_batches", 30),)
+    register_periodic_jobs(Scheduler(connection=get_redis()), old)
+    register_periodic_jobs(Scheduler(connection=get_redis()), new)
+    assert [j.id for j in Scheduler(connection=get_redis()).get_jobs()] == [new[0].job_id]
+
+
+def test_demo_creates_a_login_a_template_and_a_file_and_is_idempotent(app, client, tmp_path):
+    runner = app.test_cli_runner()
+    first = runner.invoke(args=["demo"])
+    second = runner.invoke(args=["demo"])
+    assert first.exit_code == second.exit_code == 0
+    assert "admin@example.com / bulksign-demo" in first.output
+    assert db.session.scalar(select(db.func.count()).select_from(DocumentTemplate)) == 1
+    csv_path = Path(app.config["VAR_DIR"]) / "demo" / "recipients.csv"
+    assert "email" in csv_path.read_text(encoding="utf-8-sig").splitlines()[0]
+    page = client.get("/auth/login")
+    from tests.conftest import csrf_from
+
+    login = client.post("/auth/login", data={"email": "admin@example.com", "password": "bulksign-demo",
+                                             "csrf_token": csrf_from(page)})
+    assert login.status_code == 302
+
+
+def _flask(*args, **env):
+    return subprocess.run(
+        [sys.executable, "-m", "flask", *args], cwd=ROOT, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "FLASK_APP": "wsgi", **env},
+    )
+
+
+def test_broken_configuration_is_one_clear_line_naming_the_variable(tmp_path):
+    result = _flask("users", "create", "a@b.c", "--password", "12345678", DATABASE_URL="mysql://x/y")
+    assert result.returncode == 2
+    assert result.stderr.strip() == ("Configuration error: DATABASE_URL must be a sqlite:/// or postgresql:// URL, "
+                                     "got scheme 'mysql'")
+
+
+def test_unreachable_redis_at_worker_start_is_one_clear_line(tmp_path):
+    result = _flask("jobs", "worker", "--burst", DATABASE_URL=f"sqlite:///{tmp_path}/x.db",
+                    REDIS_URL="redis://127.0.0.1:1/0")
+    assert result.returncode == 1
+    assert "REDIS_URL: redis is not reachable" in result.stderr and "Traceback" not in result.stderr

@@ -1,0 +1,113 @@
+"""The request state machine: every allowed move wins once, every other move is refused."""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from sqlalchemy import select
+
+from bulksign.extensions import db
+from bulksign.models import Batch, DocumentTemplate, Event, SigningRequest, TemplateVersion
+from bulksign.states import FINAL, TRANSITIONS, IllegalTransition, Status, can_move, transition
+from tests.conftest import NOW
+
+ALL_PAIRS = list(itertools.product(Status, Status))
+ALLOWED = [(a, b) for a, b in ALL_PAIRS if b in TRANSITIONS[a]]
+REFUSED = [(a, b) for a, b in ALL_PAIRS if b not in TRANSITIONS[a]]
+
+
+def make_requests(count: int = 1, status: Status = Status.PENDING) -> list[int]:
+    template = DocumentTemplate(name="t", latest_version=1)
+    db.session.add(template)
+    db.session.flush()
+    version = TemplateVersion(template_id=template.id, version=1, html="<p>{{ name }}</p>", variables=["name"])
+    db.session.add(version)
+    db.session.flush()
+    batch = Batch(name="b", template_version_id=version.id, status="processing", total_count=count)
+    db.session.add(batch)
+    db.session.flush()
+    rows = [SigningRequest(batch_id=batch.id, email=f"r{i}@example.com", status=status.value) for i in range(count)]
+    db.session.add_all(rows)
+    db.session.commit()
+    return [r.id for r in rows]
+
+
+@pytest.mark.parametrize(("frm", "to"), ALLOWED, ids=[f"{a}->{b}" for a, b in ALLOWED])
+def test_every_allowed_move_wins_once_and_appends_an_event(app, frm, to):
+    (request_id,) = make_requests(status=frm)
+    first = transition(db.session, request_id, frm=frm, to=to, now=NOW)
+    db.session.commit()
+    assert first.won == (request_id,)
+    assert db.session.get(SigningRequest, request_id).status == to
+    events = db.session.scalars(select(Event).where(Event.request_id == request_id)).all()
+    assert [e.type for e in events] == [f"status.{to}"]
+    if frm != to:
+        again = transition(db.session, request_id, frm=frm, to=to, now=NOW)
+        assert not again and again.won == ()
+
+
+@pytest.mark.parametrize(("frm", "to"), REFUSED, ids=[f"{a}->{b}" for a, b in REFUSED])
+def test_every_move_outside_the_table_is_refused(app, frm, to):
+    (request_id,) = make_requests(status=frm)
+    with pytest.raises(IllegalTransition):
+        transition(db.session, request_id, frm=frm, to=to, now=NOW)
+    db.session.rollback()
+    assert db.session.get(SigningRequest, request_id).status == frm
+    assert not can_move(frm, to)
+
+
+@pytest.mark.parametrize("to", [Status.DECLINED, Status.EXPIRED, Status.CANCELLED, Status.OPENED, Status.GENERATED])
+def test_a_signed_request_can_never_change_again(app, to):
+    (request_id,) = make_requests(status=Status.SIGNED)
+    with pytest.raises(IllegalTransition):
+        transition(db.session, request_id, frm=Status.SIGNED, to=to, now=NOW)
+    # Even when a caller claims the request is still "opened", the compare-and-set finds it signed.
+    if to in TRANSITIONS[Status.OPENED]:
+        db.session.rollback()
+        assert not transition(db.session, request_id, frm=Status.OPENED, to=to, now=NOW)
+    db.session.rollback()
+    assert db.session.get(SigningRequest, request_id).status == Status.SIGNED
+
+
+def test_signed_declined_and_cancelled_are_terminal():
+    assert TRANSITIONS[Status.SIGNED] == TRANSITIONS[Status.DECLINED] == TRANSITIONS[Status.CANCELLED] == frozenset()
+    assert {Status.SIGNED, Status.DECLINED, Status.CANCELLED} <= FINAL
+
+
+def test_the_stale_writer_loses_a_race(app):
+    """A sign and a decline read the request as opened at the same time: only the first write counts."""
+    (request_id,) = make_requests(status=Status.OPENED)
+    signed = transition(db.session, request_id, frm=Status.OPENED, to=Status.SIGNED, now=NOW, signed_at=NOW)
+    declined = transition(db.session, request_id, frm=Status.OPENED, to=Status.DECLINED, now=NOW,
+                          decline_reason="no")
+    db.session.commit()
+    assert signed and not declined
+    request = db.session.get(SigningRequest, request_id)
+    assert (request.status, request.signed_at, request.decline_reason) == ("signed", NOW, None)
+
+
+def test_a_bulk_move_reports_exactly_the_requests_that_moved(app):
+    ids = make_requests(count=5)
+    transition(db.session, ids[:2], frm=Status.PENDING, to=Status.CANCELLED, now=NOW)
+    result = transition(db.session, ids, frm=Status.PENDING, to=Status.GENERATING, now=NOW)
+    db.session.commit()
+    assert sorted(result.won) == sorted(ids[2:])
+    statuses = dict(db.session.execute(select(SigningRequest.id, SigningRequest.status)).all())
+    assert [statuses[i] for i in ids] == ["cancelled"] * 2 + ["generating"] * 3
+
+
+def test_a_move_from_several_states_and_extra_fields(app):
+    ids = make_requests(count=2, status=Status.SENT)
+    transition(db.session, ids[0], frm=Status.SENT, to=Status.OPENED, now=NOW, opened_at=NOW)
+    result = transition(db.session, ids, frm=[Status.SENT, Status.OPENED], to=Status.EXPIRED, now=NOW,
+                        actor="system", details={"reason": "deadline"})
+    db.session.commit()
+    assert sorted(result.won) == sorted(ids)
+    event = db.session.scalars(select(Event).where(Event.type == "status.expired")).first()
+    assert event.details == {"reason": "deadline"}
+
+
+def test_status_cannot_be_smuggled_in_as_a_field(app):
+    (request_id,) = make_requests()
+    with pytest.raises(IllegalTransition):
+        transition(db.session, request_id, frm=Status.PENDING, to=Status.GENERATING, now=NOW, status="signed")
