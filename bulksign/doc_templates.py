@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from jinja2 import TemplateSyntaxError, meta
+from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from sqlalchemy.orm import Session
 
@@ -32,6 +33,8 @@ DEFAULT_REMINDER_BODY = (
 
 #: One sandboxed environment for every render: autoescape on, no access to Python internals.
 sandbox = ImmutableSandboxedEnvironment(autoescape=True)
+#: For plain-text mail bodies and subjects: still sandboxed, but HTML escaping would garble text.
+text_sandbox = ImmutableSandboxedEnvironment(autoescape=False)
 
 
 class TemplateError(ValueError):
@@ -99,3 +102,23 @@ def save_version(session: Session, *, template: DocumentTemplate, html: str, use
     session.flush()
     log(logger, logging.INFO, "template version saved", template_id=template.id, version=version.version)
     return SavedVersion(template=template, version=version)
+
+
+def render_html(source: str, context: dict) -> str:
+    """Render a document template to HTML: every value is escaped, nothing outside ``context`` is reachable."""
+    try:
+        return sandbox.from_string(source).render(context)
+    except TemplateSyntaxError as exc:
+        raise TemplateError(exc.message or "syntax error", exc.lineno) from None
+    except SecurityError as exc:
+        raise TemplateError(f"The template tried something that is not allowed: {exc}") from None
+
+
+def render_text(source: str, context: dict) -> str:
+    """Render a mail subject or plain-text body."""
+    try:
+        return text_sandbox.from_string(source).render(context)
+    except TemplateSyntaxError as exc:
+        raise TemplateError(exc.message or "syntax error", exc.lineno) from None
+    except SecurityError as exc:
+        raise TemplateError(f"The template tried something that is not allowed: {exc}") from None

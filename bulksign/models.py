@@ -195,6 +195,8 @@ class SigningRequest(db.Model):
     status_changed_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     #: sha256 hex of the signing token; the token exists only in the recipient's mail.
     token_hash: Mapped[str | None] = mapped_column(db.String(64), unique=True)
+    #: Random input of the token derivation (``tokens.signing_token``); a new nonce kills the old link.
+    token_nonce: Mapped[str | None] = mapped_column(db.String(64))
     sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     email_opened_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     opened_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -279,6 +281,8 @@ class OutgoingMail(db.Model):
     error: Mapped[str | None] = mapped_column(db.Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: Files to attach, read from storage at send time: [{"key", "filename", "content_type"}].
+    attachments: Mapped[list] = mapped_column(JSON, default=list)
 
 
 class WebhookEndpoint(db.Model):

@@ -1,8 +1,8 @@
 """initial schema
 
-Revision ID: d3b4f3c86cbc
+Revision ID: 5a3c6eaf6e4c
 Revises: 
-Create Date: 2026-11-29 10:02:30.728310
+Create Date: 2026-11-29 10:06:35.614213
 
 """
 from alembic import op
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 
 # revision identifiers, used by Alembic.
-revision = 'd3b4f3c86cbc'
+revision = '5a3c6eaf6e4c'
 down_revision = None
 branch_labels = None
 depends_on = None
@@ -162,6 +162,7 @@ def upgrade():
     sa.Column('status', sa.String(length=20), nullable=False),
     sa.Column('status_changed_at', sa.DateTime(timezone=True), nullable=False),
     sa.Column('token_hash', sa.String(length=64), nullable=True),
+    sa.Column('token_nonce', sa.String(length=64), nullable=True),
     sa.Column('sent_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('email_opened_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('opened_at', sa.DateTime(timezone=True), nullable=True),
@@ -234,6 +235,7 @@ def upgrade():
     sa.Column('error', sa.Text(), nullable=True),
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
     sa.Column('sent_at', sa.DateTime(timezone=True), nullable=True),
+    sa.Column('attachments', sa.JSON(), nullable=False),
     sa.ForeignKeyConstraint(['batch_id'], ['batches.id'], name=op.f('fk_outgoing_mails_batch_id_batches'), ondelete='CASCADE'),
     sa.ForeignKeyConstraint(['request_id'], ['signing_requests.id'], name=op.f('fk_outgoing_mails_request_id_signing_requests'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_outgoing_mails')),

@@ -1,0 +1,51 @@
+"""Handing requests to the queues. The database is committed first; jobs carry ids only.
+
+Job ids are derived from the step and the id (``render-42``), so enqueueing work whose job
+still exists is a no-op: the reconciler can re-enqueue freely without doubling work.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rq import Queue
+from rq.job import Job
+
+from .extensions import get_queue, get_redis
+
+#: Job ids per step; RQ allows only letters, digits, "_" and "-".
+RENDER_JOB = "render-{id}"
+SEND_JOB = "send-{id}"
+
+
+def enqueue_unique(queue: Queue, func: str, ids: Sequence[int], job_id_pattern: str, *,
+                   timeout: int = 300, chunk: int = 1000) -> int:
+    """Enqueue ``func(id)`` for each id whose job does not exist yet, pipelined. Returns how many were enqueued."""
+    redis = get_redis()
+    enqueued = 0
+    for start in range(0, len(ids), chunk):
+        part = ids[start:start + chunk]
+        job_ids = [job_id_pattern.format(id=i) for i in part]
+        with redis.pipeline() as pipe:
+            for job_id in job_ids:
+                pipe.exists(Job.key_for(job_id))
+            exists = pipe.execute()
+        fresh = [(i, job_id) for i, job_id, there in zip(part, job_ids, exists) if not there]
+        if not fresh:
+            continue
+        queue.enqueue_many([
+            Queue.prepare_data(func, args=(i,), job_id=job_id, timeout=timeout, result_ttl=600,
+                               failure_ttl=86400)
+            for i, job_id in fresh
+        ])
+        enqueued += len(fresh)
+    return enqueued
+
+
+def enqueue_renders(request_ids: Sequence[int]) -> int:
+    """Queue the PDF step for these requests (they must be committed in ``pending``)."""
+    return enqueue_unique(get_queue("pdf"), "bulksign.jobs.pdf.render", list(request_ids), RENDER_JOB)
+
+
+def enqueue_sends(mail_ids: Sequence[int]) -> int:
+    """Queue the send step for these outgoing mails (committed rows in ``queued``)."""
+    return enqueue_unique(get_queue("mail"), "bulksign.jobs.mail.send", list(mail_ids), SEND_JOB)
