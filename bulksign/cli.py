@@ -74,15 +74,25 @@ def worker_command(queues: tuple[str, ...], burst: bool) -> None:
 @jobs_cli.command("scheduler")
 @click.option("--interval", default=5, show_default=True, help="Seconds between scheduler polls.")
 def scheduler_command(interval: int) -> None:
-    """Run rq-scheduler with the periodic jobs registered (idempotently)."""
-    from rq_scheduler import Scheduler
+    """Run rq-scheduler with the periodic jobs registered (idempotently, on every poll)."""
+    import time
 
-    from .jobs.schedule import register_periodic_jobs
+    from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
+
+    from .jobs.schedule import periodic_scheduler_class
 
     _require_services()
-    scheduler = Scheduler(connection=get_redis(), interval=interval)
-    register_periodic_jobs(scheduler)
-    scheduler.run()
+    scheduler_class = periodic_scheduler_class()
+    delay = 1
+    while True:
+        try:
+            scheduler_class(connection=get_redis(), interval=interval).run()
+            return
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            # A Redis restart must not end the scheduler: wait, reconnect, re-register.
+            logging.getLogger(__name__).warning("redis unavailable (%s); retrying in %s s", exc, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 30)
 
 
 @jobs_cli.command("tick")

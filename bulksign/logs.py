@@ -20,7 +20,7 @@ class JsonFormatter(logging.Formatter):
         }
         if has_request_context():
             line["request_id"] = getattr(g, "request_id", None)
-            line["path"] = _redacted_path(request.path)
+            line["path"] = redact_path(request.path)
         job_id = _current_job_id()
         if job_id:
             line["job_id"] = job_id
@@ -31,7 +31,7 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str, ensure_ascii=False)
 
 
-def _redacted_path(path: str) -> str:
+def redact_path(path: str) -> str:
     # A signing token is a secret: it never reaches a log line.
     for prefix in ("/sign/", "/t/", "/track/"):
         if path.startswith(prefix):

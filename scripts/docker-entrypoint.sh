@@ -4,7 +4,7 @@ set -e
 case "$1" in
   web)
     flask db upgrade
-    exec gunicorn --bind 0.0.0.0:8000 --workers "${WEB_WORKERS:-4}" --threads 4 --access-logfile - wsgi:app ;;
+    exec gunicorn --bind 0.0.0.0:8000 --workers "${WEB_WORKERS:-4}" --threads 4 wsgi:app ;;
   worker) shift; exec flask jobs worker "$@" ;;
   scheduler) exec flask jobs scheduler ;;
   *) exec "$@" ;;

@@ -114,3 +114,13 @@ def test_unreachable_redis_at_worker_start_is_one_clear_line(tmp_path):
                     REDIS_URL="redis://127.0.0.1:1/0")
     assert result.returncode == 1
     assert "REDIS_URL: redis is not reachable" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_scheduler_puts_its_jobs_back_after_redis_lost_them(app, redis_server):
+    from bulksign.jobs.schedule import periodic_scheduler_class
+
+    scheduler = periodic_scheduler_class()(connection=get_redis(), interval=1)
+    scheduler.run(burst=True)
+    get_redis().flushall()  # what a Redis restart without persistence does
+    scheduler.run(burst=True)
+    assert sorted(j.id for j in scheduler.get_jobs()) == sorted(job.job_id for job in PERIODIC_JOBS)

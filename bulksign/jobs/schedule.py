@@ -59,3 +59,20 @@ def register_periodic_jobs(scheduler, jobs: tuple[PeriodicJob, ...] = PERIODIC_J
         added.append(job_id)
         log(logger, logging.INFO, "periodic job scheduled", job_id=job_id, interval=job.interval_seconds)
     return added
+
+
+def periodic_scheduler_class():
+    """rq-scheduler that re-registers the periodic jobs on every poll.
+
+    Registration is idempotent and cheap, and doing it each poll means a Redis that lost its
+    data (restart, flush) gets the reconciler and the other periodic jobs back within one
+    interval, instead of never.
+    """
+    from rq_scheduler import Scheduler
+
+    class PeriodicScheduler(Scheduler):
+        def enqueue_jobs(self):
+            register_periodic_jobs(self)
+            return super().enqueue_jobs()
+
+    return PeriodicScheduler

@@ -1,0 +1,52 @@
+"""Logs are structured and never carry a signing token."""
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
+
+from bulksign.logs import JsonFormatter, redact_path
+from tests.support.services import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_signing_paths_are_redacted():
+    assert redact_path("/sign/abcDEF123") == "/sign/<token>"
+    assert redact_path("/sign/abcDEF123/document") == "/sign/<token>/document"
+    assert redact_path("/batches/3") == "/batches/3"
+
+
+def test_a_log_line_is_one_json_object_with_the_fields():
+    record = logging.LogRecord("bulksign.x", logging.INFO, __file__, 1, "batch finished", None, None)
+    record.fields = {"batch_id": 7}
+    line = json.loads(JsonFormatter().format(record))
+    assert line["message"] == "batch finished" and line["batch_id"] == 7 and line["level"] == "info"
+
+
+def test_gunicorn_access_log_hides_signing_tokens(tmp_path, pg_url, redis_server):
+    port = free_port()
+    env = {"DATABASE_URL": pg_url, "REDIS_URL": redis_server.url, "SECRET_KEY": "x",
+           "BULKSIGN_VAR_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.Popen([str(Path(sys.executable).with_name("gunicorn")), "--bind", f"127.0.0.1:{port}",
+                             "--workers", "1", "wsgi:app"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        secret = "SecretTokenValue1234567890abcdefghijklmnop"
+        for _ in range(100):
+            try:
+                requests.get(f"http://127.0.0.1:{port}/sign/{secret}?x=1", timeout=2)
+                break
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        time.sleep(0.3)
+    finally:
+        proc.terminate()
+        output = proc.communicate(timeout=15)[0]
+    assert "/sign/<token>" in output
+    assert secret not in output
