@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from datetime import datetime
+from html.parser import HTMLParser
 
-from jinja2 import TemplateSyntaxError, meta
+from jinja2 import TemplateSyntaxError, meta, nodes
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .logs import log
@@ -58,6 +61,156 @@ def extract_variables(source: str) -> list[str]:
     return sorted(meta.find_undeclared_variables(ast))
 
 
+#: Attributes through which a tag makes the renderer fetch something (``href`` except on links).
+_URL_ATTRIBUTES = frozenset({"src", "srcset", "poster", "data", "background", "href", "xlink:href",
+                             "lowsrc", "dynsrc", "codebase", "archive", "manifest", "action", "formaction"})
+#: Tags whose ``href`` is a link for the reader, not a fetch by the renderer.
+_LINK_TAGS = frozenset({"a", "area"})
+#: Tags the renderer could load something through even without a URL attribute we know of.
+_REFUSED_TAGS = {"script": "JavaScript is not allowed in a document template (the renderer has it switched off).",
+                 "base": "<base> changes where every link and image is loaded from; it is not allowed."}
+_JINJA = re.compile(r"{{|{%")
+_CSS_URL = re.compile(r"url\(\s*(['\"]?)(.*?)\1\s*\)|@import\s+(['\"])(.*?)\3", re.I | re.S)
+_CSS_ESCAPE = re.compile(r"\\(?:([0-9a-fA-F]{1,6})\s?|(.))", re.S)
+#: A quoted CSS string that is an address (``image-set("http://…")``), wherever it appears.
+_CSS_STRING_URL = re.compile(r"(['\"])\s*((?:https?|ftp|file):.*?|//.*?)\1", re.I | re.S)
+#: A tag whose name is written by Jinja escapes the attribute checks.
+_UNQUOTED_JINJA = re.compile(r"=\s*[^\s\"'>]*(?:{{|{%)")
+_JINJA_TAG = re.compile(r"<\s*/?\s*(?:{{|{%)")
+_URL_NOISE = re.compile(r"[\x00-\x20]+")
+
+
+def _resource_problem(url: str) -> str | None:
+    """Why the renderer must not fetch ``url``, or None for an embedded data: URL or a #fragment."""
+    cleaned = _URL_NOISE.sub("", url).lower()  # browsers drop tabs and newlines inside URLs
+    if cleaned == "" or cleaned.startswith(("data:", "#")):
+        return None
+    return (f"loads {url.strip()[:80]!r}: a document may not fetch external or local files "
+            "(http, https, file, ftp, // or relative paths). Embed images as data: URLs and styles inline.")
+
+
+def _css_unescape(css: str) -> str:
+    """CSS escapes decoded, so that ``\\75 rl(`` is seen as ``url(``."""
+    def one(match: re.Match) -> str:
+        if match.group(1):
+            code = int(match.group(1), 16)
+            return chr(code) if 0 < code <= 0x10FFFF else "\ufffd"
+        return match.group(2)
+
+    return _CSS_ESCAPE.sub(one, css)
+
+
+class _SafetyScanner(HTMLParser):
+    """Walks the template source as HTML and records the first thing that would fetch or run something."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.problem: TemplateError | None = None
+        self._raw_tag: str | None = None
+
+    def _refuse(self, message: str, line: int | None = None) -> None:
+        if self.problem is None:
+            self.problem = TemplateError(message, line or self.getpos()[0])
+
+    def handle_starttag(self, tag, attrs):
+        self._check_tag(tag, attrs)
+        if tag in ("style", "script"):
+            self._raw_tag = tag
+
+    def handle_startendtag(self, tag, attrs):
+        self._check_tag(tag, attrs)
+
+    def handle_endtag(self, tag):
+        if tag == self._raw_tag:
+            self._raw_tag = None
+
+    def handle_data(self, data):
+        if self._raw_tag == "style":
+            self._check_css(data, "<style>", self.getpos()[0])
+
+    def handle_pi(self, data):
+        self._refuse("Processing instructions (<?...>) are not allowed.")
+
+    def _check_tag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        line = self.getpos()[0]
+        if tag in _REFUSED_TAGS:
+            self._refuse(_REFUSED_TAGS[tag], line)
+        if "{" in tag or "}" in tag:
+            self._refuse("A tag name may not be written by a {{ variable }}.", line)
+        if _UNQUOTED_JINJA.search(self.get_starttag_text() or ""):
+            self._refuse(f"<{tag}> has a {{{{ variable }}}} in an unquoted attribute value: a value with spaces would "
+                         "add attributes. Put the value in double quotes.", line)
+        for name, value in attrs:
+            value = value or ""
+            if "{" in name or "}" in name or "%" in name:
+                self._refuse(f"<{tag}> has a {{{{ variable }}}} or {{% tag %}} between its attributes; variables "
+                             "are allowed only inside quoted attribute values.", line)
+                continue
+            if name == "style":
+                self._check_css(value, f"the style of <{tag}>", line)
+            elif name == "srcdoc":
+                self._refuse(f"<{tag} srcdoc> embeds a second document; it is not allowed.", line)
+            elif tag == "meta" and name == "http-equiv" and value.strip().lower() == "refresh":
+                self._refuse("<meta http-equiv=refresh> makes the renderer load another page; it is not allowed.", line)
+            elif name in _URL_ATTRIBUTES and not (name == "href" and tag in _LINK_TAGS):
+                if _JINJA.search(value):
+                    self._refuse(f"<{tag} {name}> uses a {{{{ variable }}}}: recipient data may not choose what "
+                                 "the renderer loads. Put the variable in the text instead.", line)
+                    continue
+                urls = [part.strip().split(" ")[0] for part in re.split(r",\s+", value)] if name == "srcset" else [value]
+                for url in urls:
+                    problem = _resource_problem(url)
+                    if problem:
+                        self._refuse(f"<{tag} {name}> {problem}", line)
+
+    def _check_css(self, css: str, where: str, line: int) -> None:
+        if _JINJA.search(css):
+            offset = css[:_JINJA.search(css).start()].count("\n")
+            self._refuse(f"{where} uses a {{{{ variable }}}}: recipient data may not write styles.", line + offset)
+            return
+        plain = _css_unescape(css)
+        found = [(m.start(), m.group(2) if m.group(2) is not None else m.group(4)) for m in _CSS_URL.finditer(plain)]
+        found += [(m.start(), m.group(2)) for m in _CSS_STRING_URL.finditer(plain)]
+        for start, url in sorted(found):
+            problem = _resource_problem(url)
+            if problem:
+                self._refuse(f"{where} {problem}", line + plain[:start].count("\n"))
+
+
+def _unsafe_jinja(ast: nodes.Template) -> TemplateError | None:
+    """Constructs that would let the template emit unescaped markup the HTML check never saw."""
+    for node in ast.find_all((nodes.Filter, nodes.ScopedEvalContextModifier, nodes.EvalContextModifier)):
+        if isinstance(node, nodes.Filter) and node.name == "safe":
+            return TemplateError("The |safe filter is not allowed: it would let data become markup.", node.lineno)
+        if not isinstance(node, nodes.Filter):
+            return TemplateError("{% autoescape %} is not allowed: every value is escaped.", node.lineno)
+    return None
+
+
+def check_html_safety(source: str) -> None:
+    """Refuse a document template that could make the renderer fetch a resource or run a script.
+
+    wkhtmltopdf silently ignores a refused fetch (exit 0), so a template that reaches a local or
+    external address can only be stopped here, when it is saved. Raises TemplateError with the line.
+    """
+    try:
+        ast = sandbox.parse(source)
+    except TemplateSyntaxError as exc:
+        raise TemplateError(exc.message or "syntax error", exc.lineno) from None
+    problem = _unsafe_jinja(ast)
+    if problem:
+        raise problem
+    tag = _JINJA_TAG.search(source)
+    if tag:
+        raise TemplateError("A tag name may not be written by a {{ variable }} or {% tag %}.",
+                            source[:tag.start()].count("\n") + 1)
+    scanner = _SafetyScanner()
+    scanner.feed(source)
+    scanner.close()
+    if scanner.problem:
+        raise scanner.problem
+
+
 @dataclass(frozen=True)
 class SavedVersion:
     template: DocumentTemplate
@@ -86,6 +239,7 @@ def save_version(session: Session, *, template: DocumentTemplate, html: str, use
     if not html.strip():
         raise TemplateError("The template is empty.")
     variables = extract_variables(html)
+    check_html_safety(html)
     for label, text in (("email subject", email_subject), ("email body", email_body),
                         ("reminder subject", reminder_subject), ("reminder body", reminder_body)):
         try:
@@ -102,6 +256,30 @@ def save_version(session: Session, *, template: DocumentTemplate, html: str, use
     session.flush()
     log(logger, logging.INFO, "template version saved", template_id=template.id, version=version.version)
     return SavedVersion(template=template, version=version)
+
+
+def list_templates(session: Session, *, include_archived: bool = False) -> list[DocumentTemplate]:
+    """Templates by name, for the list page and the API."""
+    query = select(DocumentTemplate).order_by(DocumentTemplate.name, DocumentTemplate.id)
+    if not include_archived:
+        query = query.where(DocumentTemplate.archived.is_(False))
+    return list(session.scalars(query))
+
+
+def get_version(session: Session, *, template_id: int, version: int | None = None) -> TemplateVersion | None:
+    """One version of a template (the newest when ``version`` is None), or None."""
+    query = select(TemplateVersion).where(TemplateVersion.template_id == template_id)
+    if version is None:
+        query = query.order_by(TemplateVersion.version.desc()).limit(1)
+    else:
+        query = query.where(TemplateVersion.version == version)
+    return session.scalar(query)
+
+
+def sample_row(variables: list[str]) -> dict[str, str]:
+    """Values that show where each variable lands, for the preview."""
+    known = {"name": "Jane Example", "email": "jane@example.com", "phone": "+1 555 0100"}
+    return {var: known.get(var, f"[{var}]") for var in variables}
 
 
 def render_html(source: str, context: dict) -> str:
