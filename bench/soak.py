@@ -1,0 +1,400 @@
+"""Whole-system soak with chaos: real processes, a big batch, workers killed, Redis restarted, SMTP down.
+
+``python -m bench.soak [--recipients 10000] [--workers 4] [--small]``
+
+Starts on loopback: gunicorn (the web app), several ``flask jobs worker`` processes, the
+scheduler, a private Redis, a fresh PostgreSQL database and an SMTP sink that answers 451 to a
+share of messages. Sends one batch through the API, and while it runs, bounded in count and time:
+kills a random worker every few seconds (and starts another), restarts Redis once losing its
+data, stops the SMTP sink for a while, and has simulated recipients open their links from the
+caught mail and sign or decline over HTTP, concurrently. Then checks the truth in the database
+against what the sink received and what the web log says, and prints a table.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+
+import requests
+from sqlalchemy import create_engine, text
+
+from tests.support.services import RedisServer, free_port, postgres_database
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+TEMPLATE_HTML = """<!doctype html><html><head><meta charset="utf-8">
+<style>body{font-family:'DejaVu Serif',serif;font-size:12pt}</style></head><body>
+<h1>Monthly act {{ act_number }}</h1>
+<p>Between Example Marketplace and <strong>{{ name }}</strong> ({{ email }}).</p>
+<p>Services rendered in {{ period }} for the amount of {{ amount }}.</p>
+<p>Both parties confirm the services were rendered in full and have no claims.</p>
+</body></html>"""
+
+
+@dataclass(frozen=True)
+class SoakConfig:
+    recipients: int = 10_000
+    workers: int = 4
+    #: Mail throttle for the run; the check is that no 60-s window exceeds it.
+    rate_per_minute: int = 6_000
+    #: Share of messages the sink answers with 451.
+    fail_share: float = 0.03
+    smtp_outage_seconds: float = 60
+    kill_every_seconds: float = 5
+    #: Recipients who open their link and sign or decline.
+    signers: int = 3_000
+    decline_share: float = 0.2
+    reconcile_after_seconds: int = 20
+    time_limit_seconds: float = 3_600
+
+    @classmethod
+    def small(cls) -> "SoakConfig":
+        return cls(recipients=1_000, workers=3, smtp_outage_seconds=10, kill_every_seconds=4, signers=300,
+                   time_limit_seconds=600)
+
+
+@dataclass
+class Chaos:
+    workers_killed: int = 0
+    redis_restarts: int = 0
+    smtp_outages: int = 0
+
+
+class Processes:
+    """The system under test, as separate OS processes with their logs in one folder."""
+
+    def __init__(self, folder: Path, env: dict, cfg: SoakConfig, smtp_port: int, web_port: int):
+        self.folder, self.env, self.cfg = folder, env, cfg
+        self.smtp_port, self.web_port = smtp_port, web_port
+        self.workers: list[subprocess.Popen] = []
+        self.others: dict[str, subprocess.Popen] = {}
+        self.started = 0
+
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+        log = open(self.folder / f"{name}.log", "ab")
+        return subprocess.Popen(args, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+    def flask(self, *args: str, timeout: float = 120) -> str:
+        result = subprocess.run([str(BIN / "flask"), *args], cwd=ROOT, env=self.env, capture_output=True,
+                                text=True, timeout=timeout)
+        if result.returncode != 0:
+            raise RuntimeError(f"flask {' '.join(args)} failed: {result.stderr[-2000:]}")
+        return result.stdout
+
+    def start_web(self) -> None:
+        self.others["web"] = self._spawn("web", [
+            str(BIN / "gunicorn"), "--bind", f"127.0.0.1:{self.web_port}", "--workers", "3", "--threads", "8",
+            "--access-logfile", str(self.folder / "access.log"),
+            "--access-logformat", "%(s)s %(m)s %(U)s", "wsgi:app"])
+
+    def start_scheduler(self) -> None:
+        self.others["scheduler"] = self._spawn("scheduler", [str(BIN / "flask"), "jobs", "scheduler", "--interval", "2"])
+
+    def start_smtp(self) -> None:
+        self.others["smtp"] = self._spawn("smtp", [
+            sys.executable, "-m", "bench.smtp_sink", "--port", str(self.smtp_port),
+            "--log", str(self.folder / "mail.jsonl"), "--fail-share", str(self.cfg.fail_share),
+            "--seed", str(int(time.time()))])
+        _wait_for_port(self.smtp_port, 10)
+
+    def stop(self, name: str) -> None:
+        proc = self.others.pop(name, None)
+        if proc and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=20)
+
+    def start_worker(self) -> None:
+        self.started += 1
+        self.workers.append(self._spawn(f"worker-{self.started}", [str(BIN / "flask"), "jobs", "worker"]))
+
+    def kill_random_worker(self, rng: random.Random) -> None:
+        alive = [w for w in self.workers if w.poll() is None]
+        if alive:
+            victim = rng.choice(alive)
+            os.killpg(victim.pid, signal.SIGKILL)
+            victim.wait(timeout=10)
+
+    def keep_supervised(self) -> None:
+        """What a process supervisor does: a worker or scheduler that died is started again."""
+        self.workers = [w for w in self.workers if w.poll() is None]
+        while len(self.workers) < self.cfg.workers:
+            self.start_worker()
+        if self.others.get("scheduler") and self.others["scheduler"].poll() is not None:
+            self.start_scheduler()
+
+    def stop_all(self) -> None:
+        for proc in self.workers + list(self.others.values()):
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                    proc.wait(timeout=20)
+                except (ProcessLookupError, subprocess.TimeoutExpired):
+                    os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _wait_for_port(port: int, seconds: float) -> None:
+    import socket
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {seconds} s")
+
+
+class _Forms(HTMLParser):
+    """The forms of a page: action, method and fields (hidden, text, checkbox, textarea)."""
+
+    def __init__(self):
+        super().__init__()
+        self.forms: list[dict] = []
+        self._textarea: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "form":
+            self.forms.append({"action": a.get("action", ""), "method": a.get("method", "get").lower(),
+                               "fields": {}, "checkboxes": [], "textareas": []})
+        elif self.forms and tag == "input" and a.get("name"):
+            kind = a.get("type", "text")
+            if kind == "checkbox":
+                self.forms[-1]["checkboxes"].append((a["name"], a.get("value", "on")))
+            elif kind not in ("submit", "button", "file"):
+                self.forms[-1]["fields"][a["name"]] = a.get("value", "")
+        elif self.forms and tag == "textarea" and a.get("name"):
+            self._textarea = a["name"]
+            self.forms[-1]["textareas"].append(a["name"])
+
+    def handle_endtag(self, tag):
+        if tag == "textarea":
+            self._textarea = None
+
+
+def act_as_recipient(link: str, decline: bool) -> str:
+    """Open the signing link like a phone browser would, then sign (consent ticked) or decline."""
+    with requests.Session() as http:
+        page = http.get(link, timeout=30)
+        if page.status_code != 200:
+            return f"open {page.status_code}"
+        parser = _Forms()
+        parser.feed(page.text)
+        posts = [f for f in parser.forms if f["method"] == "post"]
+        form = next((f for f in posts if f["textareas"]), None) if decline else \
+            next((f for f in posts if f["checkboxes"]), None)
+        if form is None:
+            return "no form"
+        data = dict(form["fields"])
+        for name in form["textareas"]:
+            data[name] = "Soak test: the amount is wrong."
+        for name, value in form["checkboxes"]:
+            data[name] = value
+        if not decline:
+            data.setdefault("full_name", "Soak Signer")
+            for key in list(data):
+                if "name" in key and not data[key]:
+                    data[key] = "Soak Signer"
+        action = requests.compat.urljoin(link, form["action"] or link)
+        response = http.post(action, data=data, timeout=30, headers={"Referer": link})
+        return "ok" if response.status_code in (200, 302, 303) else f"post {response.status_code}"
+
+
+def read_mail_log(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def max_in_window(times: list[float], window: float = 60.0) -> int:
+    times = sorted(times)
+    best, start = 0, 0
+    for end, t in enumerate(times):
+        while t - times[start] > window:
+            start += 1
+        best = max(best, end - start + 1)
+    return best
+
+
+def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
+    rng = random.Random(7)
+    chaos = Chaos()
+    redis = RedisServer()
+    redis.start()
+    folder = Path(tempfile.mkdtemp(prefix="bulksign-soak-"))
+    smtp_port, web_port = free_port(), free_port()
+    with postgres_database() as db_url:
+        env = {**os.environ, "FLASK_APP": "wsgi", "DATABASE_URL": db_url, "REDIS_URL": redis.url,
+               "SECRET_KEY": "soak-secret", "APP_URL": f"http://127.0.0.1:{web_port}",
+               "MAIL_SERVER": "127.0.0.1", "MAIL_PORT": str(smtp_port), "MAIL_TIMEOUT_SECONDS": "5",
+               "MAIL_RATE_PER_MINUTE": str(cfg.rate_per_minute), "BULKSIGN_VAR_DIR": str(folder / "var"),
+               "STORAGE_URL": str(folder / "storage"), "RECONCILE_AFTER_SECONDS": str(cfg.reconcile_after_seconds),
+               "SIGNING_RATE_LIMIT": "1000000 per minute", "PDF_CONCURRENCY": "1", "LOG_JSON": "true"}
+        procs = Processes(folder, env, cfg, smtp_port, web_port)
+        engine = create_engine(db_url)
+        try:
+            procs.flask("db", "upgrade")
+            procs.flask("users", "create", "soak@example.com", "--password", "soak-password", "--role", "admin")
+            api_key = procs.flask("users", "create-api-key", "soak@example.com").strip().splitlines()[0]
+            procs.start_smtp()
+            procs.start_web()
+            procs.start_scheduler()
+            for _ in range(cfg.workers):
+                procs.start_worker()
+            _wait_for_port(web_port, 30)
+            base = f"http://127.0.0.1:{web_port}"
+            auth = {"Authorization": f"Bearer {api_key}"}
+            template = requests.post(f"{base}/api/v1/templates", json={"name": "Soak act", "html": TEMPLATE_HTML},
+                                     headers=auth, timeout=30)
+            template.raise_for_status()
+            out = io.StringIO()
+            writer = csv.writer(out)
+            writer.writerow(["email", "name", "act_number", "period", "amount"])
+            for i in range(cfg.recipients):
+                writer.writerow([f"r{i}@soak.example.com", f"Recipient {i}", f"A-{i:06d}", "October 2026",
+                                 f"{100 + i % 900}.00 EUR"])
+            started = time.monotonic()
+            created = requests.post(
+                f"{base}/api/v1/batches", headers={**auth, "Idempotency-Key": "soak-1"}, timeout=300,
+                data={"template_id": template.json()["id"], "name": "Soak batch"},
+                files={"file": ("recipients.csv", out.getvalue().encode(), "text/csv")})
+            created.raise_for_status()
+            batch_id = created.json()["id"]
+            create_seconds = time.monotonic() - started
+
+            signer_pool = ThreadPoolExecutor(max_workers=32)
+            handled_links: set[str] = set()
+            futures = []
+            last_kill = time.monotonic()
+            redis_done = smtp_done = False
+            smtp_back_at = None
+            deadline = started + cfg.time_limit_seconds
+            while time.monotonic() < deadline:
+                time.sleep(1)
+                with engine.connect() as conn:
+                    counts = dict(conn.execute(text(
+                        "SELECT status, count(*) FROM signing_requests WHERE batch_id=:b GROUP BY status"),
+                        {"b": batch_id}).all())
+                working = sum(counts.get(s, 0) for s in ("pending", "generating", "generated", "sending"))
+                dispatched = cfg.recipients - working
+                now = time.monotonic()
+                if now - last_kill >= cfg.kill_every_seconds and working:
+                    procs.kill_random_worker(rng)
+                    chaos.workers_killed += 1
+                    last_kill = now
+                if not redis_done and dispatched >= cfg.recipients * 0.25:
+                    redis.restart_empty()
+                    chaos.redis_restarts += 1
+                    redis_done = True
+                if not smtp_done and dispatched >= cfg.recipients * 0.5:
+                    procs.stop("smtp")
+                    chaos.smtp_outages += 1
+                    smtp_back_at = now + cfg.smtp_outage_seconds
+                    smtp_done = True
+                if smtp_back_at and now >= smtp_back_at:
+                    procs.start_smtp()
+                    smtp_back_at = None
+                procs.keep_supervised()
+                for mail in read_mail_log(folder / "mail.jsonl"):
+                    for link in mail["links"]:
+                        if link not in handled_links and len(handled_links) < cfg.signers:
+                            handled_links.add(link)
+                            futures.append(signer_pool.submit(act_as_recipient, link,
+                                                              rng.random() < cfg.decline_share))
+                signers_done = len(handled_links) >= min(cfg.signers, cfg.recipients) and all(f.done() for f in futures)
+                if not working and signers_done and smtp_back_at is None:
+                    break
+            signer_pool.shutdown(wait=True, cancel_futures=False)
+            elapsed = time.monotonic() - started
+            outcomes = [f.result() for f in futures]
+            time.sleep(3)  # let the last sign/seal jobs settle before reading the truth
+            return _report(cfg, engine, batch_id, folder, chaos, outcomes, create_seconds, elapsed)
+        finally:
+            procs.stop_all()
+            engine.dispose()
+            redis.stop()
+
+
+def _report(cfg, engine, batch_id, folder, chaos, outcomes, create_seconds, elapsed):
+    with engine.connect() as conn:
+        counts = dict(conn.execute(text(
+            "SELECT status, count(*) FROM signing_requests WHERE batch_id=:b GROUP BY status"), {"b": batch_id}).all())
+        signed_twice = conn.execute(text(
+            "SELECT count(*) FROM (SELECT request_id FROM events WHERE type='status.signed' "
+            "GROUP BY request_id HAVING count(*) > 1) x")).scalar()
+        batch_status = conn.execute(text("SELECT status FROM batches WHERE id=:b"), {"b": batch_id}).scalar()
+    mails = read_mail_log(folder / "mail.jsonl")
+    invitations: dict[str, int] = {}
+    for mail in mails:
+        if mail["message_id"].startswith("<invitation-"):
+            for rcpt in mail["to"]:
+                invitations[rcpt] = invitations.get(rcpt, 0) + 1
+    twice = sum(1 for n in invitations.values() if n > 1)
+    statuses = [line.split(" ", 1)[0] for line in (folder / "access.log").read_text().splitlines() if line]
+    five_xx = sum(1 for s in statuses if s.startswith("5"))
+    stuck = sum(counts.get(s, 0) for s in ("pending", "generating", "generated", "sending"))
+    total = sum(counts.values())
+    peak = max_in_window([m["t"] for m in mails])
+    rows = [
+        ("recipients in the batch", f"{total:,}", f"= {cfg.recipients:,}", total == cfg.recipients),
+        ("left in a working state", f"{stuck:,}", "0", stuck == 0),
+        ("batch status", str(batch_status), "completed / partially_failed", batch_status in ("completed", "partially_failed")),
+        ("recipients with an invitation", f"{len(invitations):,}", "", None),
+        ("recipients who got 2+ invitations", f"{twice} ({twice / max(total, 1):.2%})", "≤ 0.1%",
+         twice / max(total, 1) <= 0.001),
+        ("requests signed twice", str(signed_twice), "0", signed_twice == 0),
+        ("mails in the busiest 60 s", f"{peak:,}", f"≤ {cfg.rate_per_minute:,}", peak <= cfg.rate_per_minute),
+        ("5xx in the web log", f"{five_xx} of {len(statuses):,}", "0", five_xx == 0),
+        ("signed / declined over HTTP", f"{outcomes.count('ok'):,} of {len(outcomes):,}", "", None),
+        ("recipient errors", ", ".join(sorted(set(o for o in outcomes if o != 'ok')))[:80] or "none", "", None),
+        ("workers killed / Redis restarts / SMTP outages",
+         f"{chaos.workers_killed} / {chaos.redis_restarts} / {chaos.smtp_outages}", "", None),
+        ("batch creation over the API", f"{create_seconds:.1f} s", "", None),
+        ("whole run", f"{elapsed:.0f} s", "", None),
+        ("final statuses", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), "", None),
+        ("logs", str(folder), "", None),
+    ]
+    return rows
+
+
+def format_rows(rows) -> str:
+    widths = [max(len(str(r[i])) for r in rows) for i in range(3)]
+    lines = []
+    for name, value, target, ok in rows:
+        mark = {True: "ok", False: "FAIL", None: ""}[ok]
+        lines.append(f"{name.ljust(widths[0])}  {value.ljust(widths[1])}  {target.ljust(widths[2])}  {mark}".rstrip())
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--small", action="store_true", help="the CI-sized run (1,000 recipients)")
+    parser.add_argument("--recipients", type=int)
+    parser.add_argument("--workers", type=int)
+    args = parser.parse_args()
+    cfg = SoakConfig.small() if args.small else SoakConfig()
+    overrides = {k: v for k, v in (("recipients", args.recipients), ("workers", args.workers)) if v}
+    if overrides:
+        cfg = SoakConfig(**{**cfg.__dict__, **overrides})
+    rows = run_soak(cfg)
+    print(format_rows(rows))
+    return 0 if all(ok is not False for *_, ok in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
