@@ -19,6 +19,8 @@ from .models import OutgoingMail
 #: kind → dotted path of ``build(session, mail: OutgoingMail, app) -> flask_mail.Message``.
 BUILDERS: dict[str, str] = {
     "invitation": "bulksign.invitations.build_invitation",
+    "confirmation": "bulksign.sealing.build_confirmation",
+    "decline_notice": "bulksign.signing.build_decline_notice",
 }
 
 MESSAGE_ID_DOMAIN = "bulksign.local"
