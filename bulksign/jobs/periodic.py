@@ -21,3 +21,17 @@ def rollup_batches(*, now: datetime) -> int:
     changed = refresh_batch_statuses(db.session, now=now)
     db.session.commit()
     return changed
+
+
+def reconcile_stuck_work(*, now: datetime) -> str:
+    """Re-enqueue requests and mails whose job was lost (Redis flush) or died with its worker."""
+    from datetime import timedelta
+
+    from flask import current_app
+
+    from ..extensions import get_redis
+    from ..reconciler import reconcile
+
+    result = reconcile(db.session, redis=get_redis(), app=current_app._get_current_object(), now=now,
+                       stale_after=timedelta(seconds=current_app.config["RECONCILE_AFTER_SECONDS"]))
+    return str(result)

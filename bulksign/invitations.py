@@ -1,0 +1,111 @@
+"""Invitation mails: the personal signing link, the template's subject and body, an open-tracking pixel.
+
+The mail row is keyed by the request and its link nonce, so re-queueing after a crash finds the
+same row (same Message-ID, same link); a new link (resend, retry) makes a new invitation.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from flask import Flask, current_app
+from flask_mail import Message
+from markupsafe import escape
+from sqlalchemy.orm import Session
+
+from .doc_templates import render_text
+from .links import current_token, issue_link, signing_url
+from .mailer import queue_mail
+from .models import Batch, OutgoingMail, SigningRequest, utcnow
+
+KIND = "invitation"
+
+
+def invitation_key(request: SigningRequest) -> str:
+    return f"invitation-{request.id}-{request.token_nonce[:12]}"
+
+
+def deadline_for(batch: Batch, *, sent_at: datetime) -> datetime:
+    """When a request sent at ``sent_at`` expires: the batch's fixed deadline, else ``deadline_days`` later."""
+    return batch.deadline_at or sent_at + timedelta(days=batch.deadline_days)
+
+
+def tracking_mac(request_id: int, *, secret: str) -> str:
+    """Proof that a pixel URL was made by us; derived from the request id only, never from the signing token."""
+    return hmac.new(secret.encode(), f"open:{request_id}".encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def tracking_url(*, app_url: str, request_id: int, secret: str) -> str:
+    return f"{app_url}/t/{request_id}.{tracking_mac(request_id, secret=secret)}.gif"
+
+
+def mail_context(request: SigningRequest, *, token: str, app: Flask, deadline: datetime) -> dict:
+    """What the subject and body templates may use: the row's data and the standard variables."""
+    batch = request.batch
+    owner = batch.created_by
+    return {
+        **(request.data or {}),
+        "name": request.name or request.email,
+        "email": request.email,
+        "sender": owner.email if owner else app.config["MAIL_DEFAULT_SENDER"],
+        "document_name": batch.template_version.template.name,
+        "signing_link": signing_url(app_url=app.config["APP_URL"], token=token),
+        "deadline": deadline.strftime("%d %B %Y"),
+    }
+
+
+def queue_invitation(session: Session, *, request_id: int, now: datetime, app: Flask) -> OutgoingMail:
+    """The invitation row for a generated request (issuing its link if it has none). The caller commits."""
+    request = session.get(SigningRequest, request_id)
+    secret = app.config["SECRET_KEY"]
+    token = current_token(request, secret=secret) if request.token_hash else None
+    if token is None:
+        token = issue_link(session, request_id=request_id, secret=secret, now=now)
+        session.refresh(request)
+    context = mail_context(request, token=token, app=app, deadline=deadline_for(request.batch, sent_at=now))
+    subject = render_text(request.batch.template_version.email_subject, context).strip()
+    return queue_mail(session, key=invitation_key(request), kind=KIND, to_email=request.email,
+                      subject=" ".join(subject.split()), now=now, request_id=request.id, batch_id=request.batch_id)
+
+
+def dispatch_invitations(request_ids: Sequence[int], *, now: datetime) -> list[int]:
+    """Queue and enqueue the invitations of generated requests; commits. Returns the mail ids."""
+    from .extensions import db
+    from .pipeline import enqueue_sends
+
+    app = current_app._get_current_object()
+    mail_ids = [queue_invitation(db.session, request_id=rid, now=now, app=app).id for rid in request_ids]
+    db.session.commit()
+    enqueue_sends(mail_ids)
+    return mail_ids
+
+
+def build_invitation(session: Session, mail: OutgoingMail, app: Flask) -> Message:
+    """The invitation as it goes out: text and HTML, the link, the pixel, the row's Message-ID."""
+    request = session.get(SigningRequest, mail.request_id)
+    secret = app.config["SECRET_KEY"]
+    token = current_token(request, secret=secret)
+    if token is None or not request.token_hash:
+        raise LookupError(f"request {request.id} has no live signing link")
+    batch = request.batch
+    context = mail_context(request, token=token, app=app, deadline=deadline_for(batch, sent_at=utcnow()))
+    version = batch.template_version
+    subject = " ".join(render_text(version.email_subject, context).split())
+    body = render_text(version.email_body, context)
+    pixel = tracking_url(app_url=app.config["APP_URL"], request_id=request.id, secret=secret)
+    message = Message(subject=subject, recipients=[mail.to_email], body=body,
+                      html=_html_body(body, link=context["signing_link"], pixel=pixel),
+                      sender=app.config["MAIL_DEFAULT_SENDER"],
+                      reply_to=batch.reply_to or (batch.created_by.email if batch.created_by else None))
+    message.msgId = mail.message_id
+    return message
+
+
+def _html_body(text: str, *, link: str, pixel: str) -> str:
+    """The plain body as simple HTML: paragraphs kept, the signing link clickable, the pixel at the end."""
+    html = str(escape(text)).replace(str(escape(link)), f'<a href="{escape(link)}">{escape(link)}</a>')
+    paragraphs = "".join(f"<p>{p.replace(chr(10), '<br>')}</p>" for p in html.split("\n\n") if p.strip())
+    return (f'<!doctype html><html><body style="font-family:sans-serif">{paragraphs}'
+            f'<img src="{escape(pixel)}" width="1" height="1" alt="" style="display:block;border:0"></body></html>')

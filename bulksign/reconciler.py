@@ -1,0 +1,138 @@
+"""The reconciler: work the database says is owed but no live job will do gets queued again.
+
+Requests sit in pending/generating/generated/sending while their job is queued or running. If
+Redis lost the job (flush, restart) or a worker died mid-job (``kill -9``), the request would
+wait for ever. Periodically, requests in a working state for longer than a threshold whose job
+is gone or dead are moved back one step where needed and re-enqueued; so are mails stuck in
+``queued``. Job ids are derived from the ids, so a job that is still alive is never doubled.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from flask import Flask
+from redis import Redis
+from rq.job import Job
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from .logs import log
+from .models import OutgoingMail, SigningRequest
+from .pipeline import RENDER_JOB, SEND_JOB, enqueue_renders, enqueue_sends
+from .states import Status, transition
+
+logger = logging.getLogger(__name__)
+
+#: Job states in which RQ will still run the job by itself.
+_WAITING = {b"queued", b"scheduled", b"deferred"}
+#: A running job whose worker has been silent this long past its timeout is dead.
+_GRACE_SECONDS = 60
+
+
+@dataclass(frozen=True)
+class ReconcileResult:
+    #: Requests whose render was queued again.
+    renders: tuple[int, ...]
+    #: Mails whose send was queued again.
+    sends: tuple[int, ...]
+
+    def __str__(self) -> str:
+        return f"{len(self.renders)} renders and {len(self.sends)} sends re-enqueued"
+
+
+def live_jobs(redis: Redis, job_ids: Sequence[str], *, now: datetime) -> set[str]:
+    """The ids among ``job_ids`` that RQ will still run (or is running on a live worker)."""
+    with redis.pipeline(transaction=False) as pipe:
+        for job_id in job_ids:
+            pipe.hmget(Job.key_for(job_id), "status", "started_at", "timeout", "worker_name")
+        rows = pipe.execute()
+    running = [(job_id, row) for job_id, row in zip(job_ids, rows) if row[0] == b"started"]
+    with redis.pipeline(transaction=False) as pipe:
+        for _, row in running:
+            pipe.exists(f"rq:worker:{(row[3] or b'').decode()}")
+        workers_alive = pipe.execute()
+    alive = {job_id for job_id, row in zip(job_ids, rows) if row[0] in _WAITING}
+    for (job_id, (_, started_at, timeout, _worker)), worker_alive in zip(running, workers_alive):
+        started = datetime.fromisoformat(started_at.decode().replace("Z", "+00:00")) if started_at else None
+        if started and started.tzinfo is None:
+            started = started.replace(tzinfo=now.tzinfo)
+        limit = timedelta(seconds=int(float(timeout or 180)) + _GRACE_SECONDS)
+        if worker_alive and started and now - started < limit:
+            alive.add(job_id)
+    return alive
+
+
+def clear_dead_jobs(redis: Redis, job_ids: Sequence[str], *, now: datetime) -> None:
+    """Delete the keys of finished, failed or orphaned jobs so that the same ids can be enqueued again."""
+    dead = set(job_ids) - live_jobs(redis, job_ids, now=now)
+    if dead:
+        redis.delete(*(Job.key_for(job_id) for job_id in dead))
+
+
+def revive_renders(redis: Redis, request_ids: Sequence[int], *, now: datetime) -> int:
+    """Enqueue renders for committed pending requests, replacing dead jobs of the same id."""
+    clear_dead_jobs(redis, [RENDER_JOB.format(id=i) for i in request_ids], now=now)
+    return enqueue_renders(request_ids)
+
+
+def revive_sends(redis: Redis, mail_ids: Sequence[int], *, now: datetime) -> int:
+    clear_dead_jobs(redis, [SEND_JOB.format(id=i) for i in mail_ids], now=now)
+    return enqueue_sends(mail_ids)
+
+
+def reconcile(session: Session, *, redis: Redis, app: Flask, now: datetime, stale_after: timedelta,
+              limit: int = 5000) -> ReconcileResult:
+    """Find stuck work, fix the states, commit, re-enqueue. Scans at most ``limit`` requests and mails per run."""
+    from .invitations import queue_invitation
+
+    cutoff = now - stale_after
+    stuck = session.execute(
+        select(SigningRequest.id, SigningRequest.status)
+        .where(SigningRequest.status.in_([Status.PENDING, Status.GENERATING, Status.GENERATED, Status.SENDING]),
+               SigningRequest.status_changed_at < cutoff)
+        .order_by(SigningRequest.status_changed_at).limit(limit)
+    ).all()
+    by_status: dict[str, list[int]] = {}
+    for request_id, status in stuck:
+        by_status.setdefault(status, []).append(request_id)
+
+    to_render = by_status.get(Status.PENDING, []) + by_status.get(Status.GENERATING, [])
+    alive = live_jobs(redis, [RENDER_JOB.format(id=i) for i in to_render], now=now)
+    to_render = [i for i in to_render if RENDER_JOB.format(id=i) not in alive]
+    dead_generating = [i for i in by_status.get(Status.GENERATING, []) if i in set(to_render)]
+    transition(session, dead_generating, frm=Status.GENERATING, to=Status.PENDING, now=now,
+               details={"reconciled": True})
+
+    # Invitations: the mail row may be missing (crash before it was written) or its send job gone.
+    to_mail = by_status.get(Status.GENERATED, []) + by_status.get(Status.SENDING, [])
+    mails = {request_id: mail_id for request_id, mail_id in session.execute(
+        select(OutgoingMail.request_id, OutgoingMail.id)
+        .where(OutgoingMail.request_id.in_(to_mail), OutgoingMail.kind == "invitation",
+               OutgoingMail.status == "queued"))} if to_mail else {}
+    alive = live_jobs(redis, [SEND_JOB.format(id=m) for m in mails.values()], now=now)
+    orphans = [r for r in to_mail if r not in mails or SEND_JOB.format(id=mails[r]) not in alive]
+    transition(session, [r for r in orphans if r in set(by_status.get(Status.SENDING, []))],
+               frm=Status.SENDING, to=Status.GENERATED, now=now, details={"reconciled": True})
+    sends = [mails[r] if r in mails else queue_invitation(session, request_id=r, now=now, app=app).id
+             for r in orphans]
+
+    # Other mails (reminders, confirmations …) stuck in queued with no job.
+    queued = session.scalars(
+        select(OutgoingMail.id).where(OutgoingMail.status == "queued", OutgoingMail.created_at < cutoff,
+                                      OutgoingMail.kind != "invitation")
+        .order_by(OutgoingMail.created_at).limit(limit)
+    ).all()
+    alive = live_jobs(redis, [SEND_JOB.format(id=m) for m in queued], now=now)
+    sends += [m for m in queued if SEND_JOB.format(id=m) not in alive]
+    session.commit()
+
+    revive_renders(redis, to_render, now=now)
+    revive_sends(redis, sends, now=now)
+    result = ReconcileResult(renders=tuple(to_render), sends=tuple(sends))
+    if to_render or sends:
+        log(logger, logging.WARNING, "reconciler re-enqueued stuck work", renders=len(to_render), sends=len(sends),
+            request_ids=to_render[:50], mail_ids=sends[:50])
+    return result

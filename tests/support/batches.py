@@ -1,0 +1,44 @@
+"""Make a batch with its requests directly, for pipeline tests (no upload involved)."""
+from __future__ import annotations
+
+from bulksign.doc_templates import create_template
+from bulksign.extensions import db
+from bulksign.models import Batch, SigningRequest
+
+CONTRACT = ('<meta charset="utf-8"><h1 style="font-family:\'DejaVu Serif\'">Contract for {{ name }}</h1>'
+            '<p>Salary: {{ salary }}</p>')
+
+
+def make_batch(*, user, now, recipients: list[tuple[str, str]] | int = 3, html: str = CONTRACT,
+               name: str = "Employment contract", **batch_fields) -> int:
+    """The id of a committed pending batch of ``recipients`` ((email, name) pairs or a count) on a new template."""
+    if isinstance(recipients, int):
+        recipients = [(f"person{i}@example.com", f"Person {i}") for i in range(recipients)]
+    saved = create_template(db.session, name=name, html=html, user=user, now=now)
+    batch = Batch(name=name, template_version_id=saved.version.id, created_by_id=user.id,
+                  total_count=len(recipients), created_at=now, **batch_fields)
+    db.session.add(batch)
+    db.session.flush()
+    db.session.add_all([
+        SigningRequest(batch_id=batch.id, row_number=i + 2, email=email, name=person, data={"salary": str(1000 + i)},
+                       status_changed_at=now, created_at=now)
+        for i, (email, person) in enumerate(recipients)
+    ])
+    db.session.commit()
+    return batch.id
+
+
+def request_ids(batch_id: int) -> list[int]:
+    from sqlalchemy import select
+
+    return list(db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch_id)
+                                   .order_by(SigningRequest.id)))
+
+
+def requests_of(batch_id: int) -> list[SigningRequest]:
+    """Fresh from the database (the workers changed them)."""
+    from sqlalchemy import select
+
+    db.session.expire_all()
+    return list(db.session.scalars(select(SigningRequest).where(SigningRequest.batch_id == batch_id)
+                                   .order_by(SigningRequest.id)))
