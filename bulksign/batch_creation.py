@@ -1,0 +1,183 @@
+"""Creating a batch: all its requests in one transaction, then their render jobs in bulk.
+
+The rows come from ``recipients.validate_recipients`` (valid rows only). An idempotency key
+(the API's ``Idempotency-Key`` header, or the form's one-time token for a double click) makes a
+repeat return the batch the first call created: the unique constraint on
+``batches(created_by_id, idempotency_key)`` settles a race between two concurrent requests.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from redis.exceptions import RedisError
+from sqlalchemy import insert, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from . import pipeline
+from .batches import PROCESSING
+from .logs import log
+from .models import Batch, Event, SigningRequest, TemplateVersion, User
+from .recipients import Recipient, check_email
+from .states import Status
+
+logger = logging.getLogger(__name__)
+
+LANGUAGES = ("en", "ru")
+MAX_REMINDERS = 5
+MAX_DEADLINE_DAYS = 365
+#: Rows per INSERT statement; psycopg sends them as multi-row VALUES.
+INSERT_CHUNK = 2000
+
+
+class BatchError(ValueError):
+    """A setting or the rows cannot make a batch; ``field`` names the form field when there is one."""
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+@dataclass(frozen=True)
+class BatchSettings:
+    name: str
+    deadline_days: int = 7
+    reminder_days: tuple[int, ...] = (2, 4)
+    max_reminders: int = 3
+    reply_to: str | None = None
+    language: str = "en"
+    quiet_hours_start: int | None = None
+    quiet_hours_end: int | None = None
+    timezone: str = "UTC"
+
+    def as_kwargs(self) -> dict:
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class CreatedBatch:
+    batch: Batch
+    #: False when the idempotency key matched a batch created before.
+    created: bool
+    total_count: int
+    #: Render jobs queued now; 0 on a repeat, or when Redis was down (the reconciler queues them later).
+    enqueued: int = 0
+
+
+def _whole_number(raw, field: str, label: str, low: int, high: int) -> int:
+    try:
+        value = int(str(raw).strip())
+    except (TypeError, ValueError):
+        raise BatchError(f"{label} must be a whole number.", field) from None
+    if not low <= value <= high:
+        raise BatchError(f"{label} must be between {low} and {high}.", field)
+    return value
+
+
+def settings_from_form(form: Mapping[str, str], *, default_name: str) -> BatchSettings:
+    """Batch settings from form or multipart fields (all strings), with the defaults for what is blank."""
+    def given(key: str) -> str:
+        return (form.get(key) or "").strip()
+
+    name = given("name") or default_name
+    if len(name) > 200:
+        raise BatchError("The batch name is longer than 200 characters.", "name")
+    deadline = _whole_number(given("deadline_days") or 7, "deadline_days", "Deadline (days)", 1, MAX_DEADLINE_DAYS)
+    raw_days = given("reminder_days") if form.get("reminder_days") is not None else "2,4"
+    days: list[int] = []
+    for part in raw_days.replace(";", ",").replace(" ", ",").split(","):
+        if part:
+            days.append(_whole_number(part, "reminder_days", "Each reminder day", 1, MAX_DEADLINE_DAYS))
+    if len(days) > MAX_REMINDERS:
+        raise BatchError(f"Give at most {MAX_REMINDERS} reminder days.", "reminder_days")
+    if any(d >= deadline for d in days):
+        raise BatchError("Reminder days must come before the deadline.", "reminder_days")
+    max_reminders = _whole_number(given("max_reminders") or 3, "max_reminders", "Maximum reminders", 0, MAX_REMINDERS)
+    reply_to = given("reply_to") or None
+    if reply_to:
+        reply_to, problem = check_email(reply_to)
+        if problem:
+            raise BatchError(f"Reply-to: {problem}", "reply_to")
+    language = given("language") or "en"
+    if language not in LANGUAGES:
+        raise BatchError(f"The recipients' language must be one of {', '.join(LANGUAGES)}.", "language")
+    start, end = given("quiet_hours_start"), given("quiet_hours_end")
+    if bool(start) != bool(end):
+        raise BatchError("Give both the start and the end of the quiet hours, or neither.", "quiet_hours_start")
+    quiet = (None, None)
+    if start:
+        quiet = (_whole_number(start, "quiet_hours_start", "Quiet hours start", 0, 23),
+                 _whole_number(end, "quiet_hours_end", "Quiet hours end", 0, 23))
+        if quiet[0] == quiet[1]:
+            raise BatchError("Quiet hours must start and end at different hours.", "quiet_hours_end")
+    timezone = given("timezone") or "UTC"
+    try:
+        ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise BatchError(f"Unknown time zone {timezone[:60]!r}; use a name such as Europe/Berlin.", "timezone") from None
+    return BatchSettings(name=name, deadline_days=deadline, reminder_days=tuple(sorted(set(days))),
+                         max_reminders=max_reminders, reply_to=reply_to, language=language,
+                         quiet_hours_start=quiet[0], quiet_hours_end=quiet[1], timezone=timezone)
+
+
+def find_by_key(session: Session, *, user_id: int, idempotency_key: str) -> Batch | None:
+    """The batch this user created with this key, if any."""
+    return session.scalar(select(Batch).where(Batch.created_by_id == user_id,
+                                              Batch.idempotency_key == idempotency_key))
+
+
+def create_batch(session: Session, *, user: User, template_version: TemplateVersion, rows: Sequence[Recipient],
+                 name: str, now: datetime, deadline_days: int = 7, reminder_days: Sequence[int] = (2, 4),
+                 max_reminders: int = 3, reply_to: str | None = None, language: str = "en",
+                 quiet_hours_start: int | None = None, quiet_hours_end: int | None = None, timezone: str = "UTC",
+                 idempotency_key: str | None = None) -> CreatedBatch:
+    """Insert the batch and all its requests in one transaction (commits), then queue their renders."""
+    if idempotency_key is not None:
+        idempotency_key = idempotency_key.strip()[:200] or None
+        existing = idempotency_key and find_by_key(session, user_id=user.id, idempotency_key=idempotency_key)
+        if existing:
+            return CreatedBatch(existing, created=False, total_count=existing.total_count)
+    if not rows:
+        raise BatchError("There are no valid rows to create a batch from.")
+    batch = Batch(
+        name=name.strip()[:200], template_version_id=template_version.id, created_by_id=user.id,
+        status=PROCESSING, language=language, reminder_days=list(reminder_days), max_reminders=max_reminders,
+        deadline_days=deadline_days, reply_to=reply_to, quiet_hours_start=quiet_hours_start,
+        quiet_hours_end=quiet_hours_end, timezone=timezone, total_count=len(rows),
+        idempotency_key=idempotency_key, created_at=now, started_at=now,
+    )
+    session.add(batch)
+    try:
+        session.flush()
+    except IntegrityError:
+        # Another request with the same key committed first (a double click): answer with its batch.
+        session.rollback()
+        existing = idempotency_key and find_by_key(session, user_id=user.id, idempotency_key=idempotency_key)
+        if existing:
+            return CreatedBatch(existing, created=False, total_count=existing.total_count)
+        raise
+    ids: list[int] = []
+    statement = insert(SigningRequest).returning(SigningRequest.id)
+    for start in range(0, len(rows), INSERT_CHUNK):
+        ids.extend(session.scalars(statement, [
+            {"batch_id": batch.id, "row_number": r.row_number, "email": r.email, "name": r.name[:300],
+             "phone": r.phone, "data": r.data, "status": Status.PENDING.value, "status_changed_at": now,
+             "created_at": now, "attempts": 0, "reminder_count": 0}
+            for r in rows[start:start + INSERT_CHUNK]
+        ]))
+    session.add(Event(batch_id=batch.id, type="batch.created", created_at=now, actor=f"user:{user.id}",
+                      details={"total_count": len(rows), "template_version_id": template_version.id}))
+    session.commit()
+    log(logger, logging.INFO, "batch created", batch_id=batch.id, total_count=len(rows), user_id=user.id)
+    try:
+        enqueued = pipeline.enqueue_renders(ids)
+    except RedisError as exc:
+        # The requests are committed in ``pending``: the reconciler queues them when Redis is back.
+        log(logger, logging.ERROR, "could not queue renders", batch_id=batch.id, error=str(exc))
+        enqueued = 0
+    return CreatedBatch(batch, created=True, total_count=len(rows), enqueued=enqueued)

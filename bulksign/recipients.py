@@ -1,0 +1,515 @@
+"""Recipient files: read CSV or XLSX as a stream, check every row against a template, report what is wrong.
+
+Nothing here trusts the file: an unreadable upload raises UploadError (a 4xx for the views), and
+everything row-level becomes a RowError with the row number the user sees in Excel (header = 1).
+Cell text is kept as text: a formula such as ``=HYPERLINK(...)`` is never evaluated.
+"""
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+import json
+import re
+import secrets
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import date, datetime, time
+from functools import lru_cache
+from pathlib import PurePosixPath
+
+from email_validator import EmailNotValidError, validate_email
+
+from .storage import Storage, StorageError
+
+#: Errors kept for the page and the API; the counts cover all of them, the CSV report lists all.
+MAX_ERRORS_KEPT = 100
+#: A bigger file is refused before any work: split it into several batches.
+MAX_ROWS = 200_000
+MAX_COLUMNS = 200
+#: Longest value per recognised column; template variables get MAX_VALUE_CHARS.
+COLUMN_LIMITS = {"email": 254, "name": 300, "phone": 50}
+MAX_VALUE_CHARS = 2000
+#: Columns every request has; only ``email`` is required.
+BUILTIN_COLUMNS = ("email", "name", "phone")
+#: Other spellings of the recognised columns, after normalisation.
+ALIASES = {"e_mail": "email", "email_address": "email", "mail": "email", "full_name": "name",
+           "phone_number": "phone", "telephone": "phone", "tel": "phone", "mobile": "phone"}
+CSV_EXTENSIONS = frozenset({".csv", ".txt", ".tsv"})
+XLSX_EXTENSIONS = frozenset({".xlsx", ".xlsm"})
+DELIMITERS = (",", ";", "\t")
+
+_FORMULA_START = ("=", "+", "-", "@")
+_SIMPLE_LOCAL = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*\Z")
+_HEADER_NOISE = re.compile(r"[\s\-]+")
+_UTF8_MULTIBYTE = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
+_UPLOAD_ID = re.compile(r"[0-9a-f]{32}\Z")
+
+
+class UploadError(ValueError):
+    """The file cannot be read at all; ``status`` is the HTTP status to answer with."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+@dataclass(frozen=True)
+class RowError:
+    #: Row number as Excel shows it (the header is row 1).
+    row: int
+    #: The column as written in the file's header (or the template variable when it is missing).
+    column: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Recipient:
+    row_number: int
+    email: str
+    name: str
+    phone: str | None
+    #: Values by template variable name.
+    data: dict
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    #: Non-empty data rows in the file.
+    total_rows: int
+    valid_rows: int
+    invalid_rows: int
+    #: The first errors (MAX_ERRORS_KEPT unless asked otherwise); ``error_count`` counts them all.
+    errors: tuple[RowError, ...]
+    error_count: int
+    warnings: tuple[str, ...]
+    #: The header as written in the file.
+    columns: tuple[str, ...]
+    #: Template variables (or ``email``) without a column: no row can be used.
+    missing_columns: tuple[str, ...]
+    #: ``csv`` or ``xlsx``; encoding and delimiter as detected for CSV.
+    file_format: str
+    encoding: str | None = None
+    delimiter: str | None = None
+    #: The valid rows, only when asked for (``keep_rows=True``).
+    recipients: tuple[Recipient, ...] = field(default=(), repr=False)
+
+    @property
+    def errors_truncated(self) -> bool:
+        return self.error_count > len(self.errors)
+
+    def as_dict(self) -> dict:
+        """The JSON shape of the API."""
+        return {
+            "total_rows": self.total_rows, "valid_rows": self.valid_rows, "invalid_rows": self.invalid_rows,
+            "error_count": self.error_count,
+            "errors": [{"row": e.row, "column": e.column, "message": e.message} for e in self.errors],
+            "warnings": list(self.warnings), "columns": list(self.columns),
+            "missing_columns": list(self.missing_columns), "file_format": self.file_format,
+            "encoding": self.encoding, "delimiter": self.delimiter,
+        }
+
+
+# --- reading -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Table:
+    file_format: str
+    encoding: str | None
+    delimiter: str | None
+    #: (Excel row number, cells) for every record, blank ones included.
+    rows: Iterator[tuple[int, list[str]]]
+
+
+def _extension(filename: str) -> str:
+    return PurePosixPath((filename or "").replace("\\", "/")).suffix.lower()
+
+
+def _open_table(data: bytes, filename: str) -> _Table:
+    ext = _extension(filename)
+    if ext == ".xls" or data.startswith(b"\xd0\xcf\x11\xe0"):
+        raise UploadError("This is an old Excel .xls file. Save it as .xlsx (Excel Workbook) or as CSV and "
+                          "upload that.", 415)
+    if ext not in CSV_EXTENSIONS | XLSX_EXTENSIONS:
+        shown = ext or "no extension"
+        raise UploadError(f"Upload a .csv or .xlsx file (this one has {shown}).", 415)
+    if not data.strip(b" \t\r\n\xef\xbb\xbf\x00"):
+        raise UploadError("The file is empty.")
+    if data.startswith(b"PK\x03\x04"):
+        return _Table("xlsx", None, None, _xlsx_rows(data))
+    if ext in XLSX_EXTENSIONS:
+        raise UploadError("This file is named .xlsx but is not an Excel workbook. Save it again from Excel, "
+                          "or upload it as .csv.")
+    text, encoding = _decode(data)
+    delimiter = _detect_delimiter(text)
+    return _Table("csv", encoding, delimiter, _csv_rows(text, delimiter))
+
+
+def _decode(data: bytes) -> tuple[str, str]:
+    """The file's text and the encoding it was read with: UTF-8 (BOM or not), UTF-16 with a BOM, CP1251, CP1252."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        try:
+            return data.decode("utf-16"), "utf-16"
+        except UnicodeDecodeError:
+            raise UploadError("The file claims to be UTF-16 text but is not. Save it again as CSV UTF-8.") from None
+    _refuse_binary(data)
+    body = data[3:] if data.startswith(codecs.BOM_UTF8) else data
+    try:
+        return body.decode("utf-8"), "utf-8-sig" if body is not data else "utf-8"
+    except UnicodeDecodeError as exc:
+        # Well-formed UTF-8 sequences making up most of the non-ASCII bytes: UTF-8 with foreign lines.
+        utf8_bytes = sum(len(m) for m in _UTF8_MULTIBYTE.findall(body))
+        high = sum(1 for b in body if b >= 0x80)
+        if body is not data or (utf8_bytes and utf8_bytes * 2 >= high):
+            line = body.count(b"\n", 0, exc.start) + 1
+            raise UploadError(f"The file mixes text encodings: line {line} is not UTF-8 although other lines are. "
+                              "Open it in a spreadsheet and save it again as \"CSV UTF-8\".") from None
+    encoding = _guess_single_byte(body)
+    try:
+        return body.decode(encoding), encoding
+    except UnicodeDecodeError:
+        raise UploadError("The file's text encoding is not recognised. Save it again as \"CSV UTF-8\".") from None
+
+
+def _refuse_binary(data: bytes) -> None:
+    head = data[:65536]
+    controls = sum(1 for b in head if b < 0x20 and b not in (0x09, 0x0A, 0x0D))
+    if b"\x00" in head or controls * 100 > len(head):
+        raise UploadError("This does not look like a CSV or Excel file (it contains binary data).")
+
+
+def _guess_single_byte(data: bytes) -> str:
+    """CP1251 when letters above 0xC0 come in runs (Cyrillic words), else CP1252 (accents in Latin words)."""
+    letters = in_runs = 0
+    previous_high = False
+    for i, b in enumerate(data[:262144]):
+        high = b >= 0xC0
+        if high:
+            letters += 1
+            nxt = data[i + 1] if i + 1 < len(data) else 0
+            if previous_high or nxt >= 0xC0:
+                in_runs += 1
+        previous_high = high
+    if any(b in data for b in (b"\x81", b"\x8d", b"\x8f", b"\x90", b"\x9d")):
+        return "cp1251"  # bytes CP1252 leaves undefined
+    return "cp1251" if letters and in_runs * 2 > letters else "cp1252"
+
+
+def _detect_delimiter(text: str) -> str:
+    """The delimiter that splits the first lines into the most columns, consistently."""
+    sample = text[:65536].splitlines()[:50]
+    best, best_score = ",", (0.0, 1)
+    for delimiter in DELIMITERS:
+        try:
+            records = [r for r in csv.reader(sample, delimiter=delimiter) if r]
+        except csv.Error:
+            continue
+        if not records or len(records[0]) < 2:
+            continue
+        width = len(records[0])
+        score = (sum(len(r) == width for r in records) / len(records), width)
+        if score > best_score:
+            best, best_score = delimiter, score
+    return best
+
+
+def _csv_rows(text: str, delimiter: str) -> Iterator[tuple[int, list[str]]]:
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    number = 0
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise UploadError(f"Row {number + 1} cannot be read as CSV ({exc}). Check the quotes in that row.") from None
+        number += 1
+        yield number, cells
+
+
+def _xlsx_rows(data: bytes) -> Iterator[tuple[int, list[str]]]:
+    import openpyxl
+
+    # Untrusted workbooks fail in many ways inside openpyxl/zipfile/XML: each is "cannot read", never a 500.
+    try:
+        workbook = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=False)
+        sheet = workbook.worksheets[0]
+        first = sheet.min_row or 1
+        for offset, values in enumerate(sheet.iter_rows(values_only=True)):
+            yield first + offset, [_cell_text(v) for v in values]
+    except UploadError:
+        raise
+    except Exception:  # noqa: BLE001 - see above
+        raise UploadError("The workbook could not be read. Save it again from Excel as .xlsx, or as CSV.") from None
+
+
+def _cell_text(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # phone numbers and ids stored as numbers
+    if isinstance(value, datetime):
+        return value.date().isoformat() if value.time() == time(0) else value.isoformat(sep=" ")
+    if isinstance(value, date):
+        return value.isoformat()
+    return str(value)
+
+
+# --- checking ----------------------------------------------------------------------------------
+
+def _normalise_header(name: str) -> str:
+    key = _HEADER_NOISE.sub("_", name.strip().lower()).strip("_")
+    return ALIASES.get(key, key)
+
+
+def _column_letter(index: int) -> str:
+    letters = ""
+    index += 1
+    while index:
+        index, rest = divmod(index - 1, 26)
+        letters = chr(65 + rest) + letters
+    return letters
+
+
+def _popular_typos() -> dict[str, str]:
+    popular = ("gmail.com", "googlemail.com", "yahoo.com", "hotmail.com", "outlook.com", "icloud.com",
+               "yandex.ru", "rambler.ru", "protonmail.com", "hotmail.co.uk", "yahoo.co.uk")
+    # Real domains a generated "typo" could hit; never flag them.
+    real = {"mail.com", "mil.ru", "gmx.com", "yandex.com", "outlook.de", "hotmail.de", "live.com"}
+    typos: dict[str, str] = {}
+    for domain in popular:
+        label, _, rest = domain.partition(".")
+        variants = set()
+        for i in range(len(label)):
+            variants.add(label[:i] + label[i + 1:])                       # gmal
+            variants.add(label[:i] + label[i] + label[i:])                # gmaail
+            if i + 1 < len(label):
+                variants.add(label[:i] + label[i + 1] + label[i] + label[i + 2:])  # gmial
+        for variant in variants - {label}:
+            typos[f"{variant}.{rest}"] = domain
+        for tld_typo in ({"com": ("con", "cmo", "comm", "cpm", "vom", "xom", "om", "co", "c0m"),
+                          "ru": ("ry", "ri", "rj", "tu", "ur", "rus")}.get(rest, ())):
+            typos[f"{label}.{tld_typo}"] = domain
+    typos.update({"yahho.com": "yahoo.com", "gnail.com": "gmail.com", "gmaul.com": "gmail.com",
+                  "hotnail.com": "hotmail.com", "mail.ry": "mail.ru", "mail.ri": "mail.ru", "mail.rj": "mail.ru",
+                  "mail.tu": "mail.ru", "mial.ru": "mail.ru", "maill.ru": "mail.ru", "mali.ru": "mail.ru",
+                  "mail.r": "mail.ru", "yndex.ru": "yandex.ru", "yandeks.ru": "yandex.ru", "bk.ry": "bk.ru",
+                  "lits.ru": "list.ru", "inbox.ry": "inbox.ru"})
+    return {typo: right for typo, right in typos.items() if typo not in real and typo not in popular}
+
+
+#: Misspelt big mail domains → the domain meant; an address there would bounce.
+DOMAIN_TYPOS = _popular_typos()
+
+
+@lru_cache(maxsize=4096)
+def _checked_domain(domain: str) -> str:
+    """The normalised domain, checked once per distinct domain by email-validator."""
+    return validate_email(f"x@{domain}", check_deliverability=False).domain
+
+
+def check_email(value: str) -> tuple[str | None, str | None]:
+    """(normalised address, None) or (None, message); suggests the domain meant for an obvious typo."""
+    local, at, domain = value.rpartition("@")
+    try:
+        if at and len(value) <= 254 and len(local) <= 64 and _SIMPLE_LOCAL.match(local):
+            address = f"{local}@{_checked_domain(domain)}"  # the common case: one full check per domain
+        else:
+            address = validate_email(value, check_deliverability=False).normalized
+    except EmailNotValidError as exc:
+        return None, f"Not a valid email address: {exc}"
+    meant = DOMAIN_TYPOS.get(address.rpartition("@")[2].lower())
+    if meant:
+        return None, f"The domain looks misspelt: did you mean {address.rpartition('@')[0]}@{meant}?"
+    return address, None
+
+
+@dataclass(frozen=True)
+class _Columns:
+    #: (cell index, template variable or builtin, header as written)
+    used: tuple[tuple[int, str, str], ...]
+    width: int
+    header: tuple[str, ...]
+    missing: tuple[str, ...]
+    errors: tuple[RowError, ...]
+    warnings: tuple[str, ...]
+
+
+def _match_header(header_row: int, cells: list[str], variables: Iterable[str]) -> _Columns:
+    header = [c.strip() for c in cells]
+    while header and not header[-1]:
+        header.pop()
+    if len(header) > MAX_COLUMNS:
+        raise UploadError(f"The file has {len(header)} columns; the limit is {MAX_COLUMNS}.")
+    wanted = {_normalise_header(v): v for v in variables}
+    for builtin in BUILTIN_COLUMNS:
+        wanted.setdefault(builtin, builtin)
+    used, errors, warnings, seen = [], [], [], {}
+    for index, title in enumerate(header):
+        if not title:
+            warnings.append(f"Column {_column_letter(index)} has no name in the header; its values are ignored.")
+            continue
+        key = _normalise_header(title)
+        if key in seen:
+            errors.append(RowError(header_row, title, f"The column \"{title}\" appears twice (columns "
+                                   f"{_column_letter(seen[key])} and {_column_letter(index)}). Keep one."))
+            continue
+        seen[key] = index
+        if key in wanted:
+            used.append((index, wanted[key], title))
+        else:
+            warnings.append(f"The column \"{title}\" is not used by the template; it is ignored.")
+    required = {_normalise_header(v) for v in variables} - {"name", "phone"} | {"email"}
+    missing = sorted(wanted[k] for k in required if k not in seen)
+    for name in missing:
+        message = ("The column \"email\" is missing: every recipient needs an email address." if name == "email"
+                   else f"The column \"{name}\" is missing: the template uses {{{{ {name} }}}}.")
+        errors.append(RowError(header_row, name, message))
+    return _Columns(tuple(used), len(header), tuple(header), tuple(missing), tuple(errors), tuple(warnings))
+
+
+class _Collector:
+    """Counts and keeps errors while rows stream past."""
+
+    def __init__(self, max_errors: int | None):
+        self.max_errors = max_errors
+        self.kept: list[RowError] = []
+        self.count = 0
+
+    def add(self, error: RowError) -> None:
+        self.count += 1
+        if self.max_errors is None or len(self.kept) < self.max_errors:
+            self.kept.append(error)
+
+
+def validate_recipients(data: bytes, *, filename: str, variables: Iterable[str], keep_rows: bool = False,
+                        max_errors: int | None = MAX_ERRORS_KEPT) -> ValidationReport:
+    """Read the file and check every row against the template's variables; raises UploadError if unreadable."""
+    variables = list(variables)
+    table = _open_table(data, filename)
+    rows = table.rows
+    for header_row, cells in rows:
+        if any(c.strip() for c in cells):
+            break
+    else:
+        raise UploadError("The file has no header row and no data.")
+    columns = _match_header(header_row, cells, variables)
+    collector = _Collector(max_errors)
+    for error in columns.errors:
+        collector.add(error)
+    warnings = list(columns.warnings)
+    formula_columns: set[str] = set()
+    first_row_of: dict[str, int] = {}
+    kept: list[Recipient] = []
+    total = valid = 0
+    unusable = bool(columns.errors)
+    for number, cells in rows:
+        if not any(c.strip() for c in cells):
+            continue
+        total += 1
+        if total > MAX_ROWS:
+            raise UploadError(f"The file has more than {MAX_ROWS:,} rows. Split it into several batches.")
+        errors_before = collector.count
+        if len(cells) > columns.width and any(c.strip() for c in cells[columns.width:]):
+            collector.add(RowError(number, _column_letter(columns.width),
+                                   f"This row has {len(cells)} values but the header has {columns.width} columns. "
+                                   "A value probably contains the delimiter without quotes."))
+        email, name, phone, values = None, "", None, {}
+        for index, var, title in columns.used:
+            value = cells[index].strip() if index < len(cells) else ""
+            limit = COLUMN_LIMITS.get(var, MAX_VALUE_CHARS)
+            if len(value) > limit:
+                collector.add(RowError(number, title, f"Too long: {len(value):,} characters; the limit is {limit:,}."))
+                continue
+            if value.startswith(_FORMULA_START) and len(value) > 1 and title not in formula_columns:
+                formula_columns.add(title)
+                warnings.append(f"The column \"{title}\" has values that look like formulas (first on row {number}); "
+                                "they are kept as plain text and never calculated.")
+            if var == "email":
+                if not value:
+                    collector.add(RowError(number, title, "The email address is empty."))
+                    continue
+                email, problem = check_email(value)
+                if problem:
+                    collector.add(RowError(number, title, problem))
+                    continue
+                key = email.lower()
+                if key in first_row_of:
+                    collector.add(RowError(number, title, f"Duplicate email: {email} is already on row "
+                                                          f"{first_row_of[key]}."))
+                    email = None
+                    continue
+                first_row_of[key] = number
+            elif var == "name":
+                name = value
+            elif var == "phone":
+                phone = value or None
+            elif not value:
+                collector.add(RowError(number, title, f"The value is empty; the template needs {{{{ {var} }}}}."))
+                continue
+            values[var] = value
+        if collector.count == errors_before and not unusable and email:
+            valid += 1
+            if keep_rows:
+                kept.append(Recipient(number, email, name, phone, {v: values.get(v, "") for v in variables}))
+    if total == 0:
+        raise UploadError("The file has a header but no rows of recipients.")
+    return ValidationReport(
+        total_rows=total, valid_rows=valid, invalid_rows=total - valid, errors=tuple(collector.kept),
+        error_count=collector.count, warnings=tuple(warnings), columns=columns.header,
+        missing_columns=columns.missing, file_format=table.file_format, encoding=table.encoding,
+        delimiter=table.delimiter, recipients=tuple(kept),
+    )
+
+
+def error_report_csv(report: ValidationReport) -> str:
+    """All errors of a report (validated with ``max_errors=None``) as CSV, safe to open in a spreadsheet."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["row", "column", "message"])
+    for error in report.errors:
+        writer.writerow([error.row, _spreadsheet_safe(error.column), _spreadsheet_safe(error.message)])
+    return out.getvalue()
+
+
+def _spreadsheet_safe(text: str) -> str:
+    # A cell starting with = + - @ would run as a formula in Excel: quote it as text.
+    return "'" + text if text.startswith(_FORMULA_START + ("\t", "\r")) else text
+
+
+# --- keeping the file between "check" and "create" ---------------------------------------------
+
+@dataclass(frozen=True)
+class StoredUpload:
+    upload_id: str
+    filename: str
+    data: bytes
+    template_id: int | None
+
+
+def store_upload(storage: Storage, *, data: bytes, filename: str, user_id: int, template_id: int | None) -> StoredUpload:
+    """Keep an uploaded file under an unguessable id, so that "create" re-reads the same bytes."""
+    upload_id = secrets.token_hex(16)
+    safe_name = PurePosixPath((filename or "upload").replace("\\", "/")).name[:200]
+    meta = {"filename": safe_name, "user_id": user_id, "template_id": template_id}
+    storage.put(f"uploads/{upload_id}/file", data, content_type="application/octet-stream")
+    storage.put(f"uploads/{upload_id}/meta.json", json.dumps(meta).encode(), content_type="application/json")
+    return StoredUpload(upload_id, safe_name, data, template_id)
+
+
+def load_upload(storage: Storage, *, upload_id: str, user_id: int) -> StoredUpload:
+    """The stored file, if it exists and belongs to this user; raises UploadError otherwise."""
+    gone = UploadError("The uploaded file is no longer available. Upload it again.", 410)
+    if not _UPLOAD_ID.match(upload_id or ""):
+        raise gone
+    try:
+        meta = json.loads(storage.get(f"uploads/{upload_id}/meta.json"))
+        if meta.get("user_id") != user_id:
+            raise gone
+        data = storage.get(f"uploads/{upload_id}/file")
+    except (StorageError, ValueError):
+        raise gone from None
+    return StoredUpload(upload_id, meta["filename"], data, meta.get("template_id"))
