@@ -1,0 +1,263 @@
+"""What a recipient does with a link: open it, sign, or decline. Guarded by the state machine.
+
+Each function commits (the recipient's action is one transaction) and only then queues
+follow-up work, so a job never sees a state that was not committed. A double click runs the
+same compare-and-set twice: the second one loses and reports what already happened.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from io import BytesIO
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from .logs import log
+from .models import Batch, Event, SigningRequest
+from .states import Status, WAITING_FOR_RECIPIENT, transition
+
+logger = logging.getLogger(__name__)
+
+#: A drawn signature is a few KB; anything far bigger is not one.
+MAX_SIGNATURE_BYTES = 200 * 1024
+MAX_SIGNATURE_PIXELS = 4000 * 2000
+MAX_NAME_LENGTH = 300
+MAX_REASON_LENGTH = 2000
+#: Re-opening the page adds a ``page.opened`` event at most this often, so reloads do not flood the audit trail.
+REOPEN_EVENT_EVERY = timedelta(hours=1)
+SEAL_JOB = "seal-{id}"
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+class InvalidInput(ValueError):
+    """Input a person must correct; the message says how."""
+
+
+def deadline_of(request: SigningRequest) -> datetime | None:
+    """When the link stops working: the request's own expiry, else the batch's fixed deadline, else sent + days."""
+    if request.expires_at:
+        return request.expires_at
+    batch: Batch = request.batch
+    if batch.deadline_at:
+        return batch.deadline_at
+    if request.sent_at:
+        return request.sent_at + timedelta(days=batch.deadline_days)
+    return None
+
+
+def page_state(request: SigningRequest | None, *, now: datetime) -> str:
+    """What the recipient's page shows: ``unknown``, ``waiting``, ``expired``, ``signed``, ``declined``,
+    ``cancelled`` or ``unavailable`` (sent out but not in a state the recipient can act on)."""
+    if request is None:
+        return "unknown"
+    status = request.status
+    if status in (Status.SIGNED, Status.DECLINED, Status.CANCELLED, Status.EXPIRED):
+        return str(status)
+    if status in WAITING_FOR_RECIPIENT:
+        deadline = deadline_of(request)
+        return "expired" if deadline is not None and deadline <= now else "waiting"
+    return "unavailable"
+
+
+@dataclass(frozen=True)
+class OpenOutcome:
+    #: ``opened`` (first open), ``reopened``, or the page state when the recipient cannot act.
+    status: str
+    request_id: int
+
+
+@dataclass(frozen=True)
+class SignOutcome:
+    #: ``signed``, ``already_signed``, ``not_allowed`` (expired, declined, cancelled...) or ``invalid``.
+    status: str
+    request_id: int
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class DeclineOutcome:
+    #: ``declined``, ``already_declined``, ``not_allowed`` or ``invalid``.
+    status: str
+    request_id: int
+    message: str = ""
+
+
+def _open(session: Session, request: SigningRequest, *, now: datetime, ip: str | None,
+          user_agent: str | None) -> bool:
+    won = transition(session, request.id, frm=Status.SENT, to=Status.OPENED, now=now, actor="recipient",
+                     ip=ip, user_agent=user_agent, opened_at=now)
+    return bool(won)
+
+
+def open_request(session: Session, *, request_id: int, now: datetime, ip: str | None,
+                 user_agent: str | None) -> OpenOutcome:
+    """The recipient opened the page: the first open moves sent→opened (with an event); commits."""
+    request = session.get(SigningRequest, request_id)
+    state = page_state(request, now=now)
+    if state != "waiting":
+        return OpenOutcome(status=state, request_id=request_id)
+    user_agent = (user_agent or "")[:500]
+    if request.status == Status.SENT and _open(session, request, now=now, ip=ip, user_agent=user_agent):
+        session.commit()
+        return OpenOutcome(status="opened", request_id=request_id)
+    last = session.scalar(select(Event.created_at).where(
+        Event.request_id == request_id, Event.type.in_(["status.opened", "page.opened"]))
+        .order_by(Event.created_at.desc()).limit(1))
+    if last is None or now - last >= REOPEN_EVENT_EVERY:
+        session.add(Event(request_id=request_id, batch_id=request.batch_id, type="page.opened", created_at=now,
+                          actor="recipient", ip=ip, user_agent=user_agent, details={}))
+        session.commit()
+    return OpenOutcome(status="reopened", request_id=request_id)
+
+
+def clean_name(raw: str) -> str:
+    """The typed full name, trimmed; raises InvalidInput when empty, too long or holding control characters."""
+    name = " ".join((raw or "").split())
+    if not name:
+        raise InvalidInput("Type your full name to sign.")
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidInput(f"The name is too long (at most {MAX_NAME_LENGTH} characters).")
+    if _CONTROL.search(name):
+        raise InvalidInput("The name contains characters that cannot be printed.")
+    return name
+
+
+def clean_signature_png(data: bytes | None) -> bytes | None:
+    """A drawn signature as a clean PNG (decoded and re-encoded, metadata dropped), or None when not drawn."""
+    if not data:
+        return None
+    if len(data) > MAX_SIGNATURE_BYTES:
+        raise InvalidInput("The drawn signature is too large. Clear it and draw it again.")
+    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
+        raise InvalidInput("The drawn signature is not a PNG image.")
+    from PIL import Image
+
+    try:
+        with Image.open(BytesIO(data)) as image:
+            if image.format != "PNG" or image.width * image.height > MAX_SIGNATURE_PIXELS:
+                raise InvalidInput("The drawn signature is not a usable image.")
+            image.load()
+            out = BytesIO()
+            image.convert("RGBA").save(out, "PNG", optimize=True)
+    except InvalidInput:
+        raise
+    except Exception:  # Pillow raises many kinds on a broken file; all mean the same to the signer
+        raise InvalidInput("The drawn signature could not be read. Clear it and draw it again.") from None
+    return out.getvalue()
+
+
+def _refused(request: SigningRequest | None, *, now: datetime, done_status: str, done_label: str):
+    """Why a sign/decline did not happen: the same action already done, or the state forbids it."""
+    if request is not None:
+        session_state = page_state(request, now=now)
+        if session_state == done_status:
+            return done_label
+    return "not_allowed"
+
+
+def sign(session: Session, *, request_id: int, now: datetime, signer_name: str, signature_png: bytes | None,
+         consent: bool, ip: str | None, user_agent: str | None) -> SignOutcome:
+    """Sign: (open if still sent,) opened→signed by compare-and-set; commits, then queues the seal job."""
+    try:
+        name = clean_name(signer_name)
+        image = clean_signature_png(signature_png)
+        if not consent:
+            raise InvalidInput("Tick “I agree to sign electronically” to sign.")
+    except InvalidInput as exc:
+        return SignOutcome(status="invalid", request_id=request_id, message=str(exc))
+    request = session.get(SigningRequest, request_id)
+    if page_state(request, now=now) != "waiting":
+        return SignOutcome(status=_refused(request, now=now, done_status="signed", done_label="already_signed"),
+                           request_id=request_id)
+    user_agent = (user_agent or "")[:500]
+    if request.status == Status.SENT:
+        _open(session, request, now=now, ip=ip, user_agent=user_agent)
+    won = transition(session, request_id, frm=Status.OPENED, to=Status.SIGNED, now=now, actor="recipient", ip=ip,
+                     user_agent=user_agent, signer_name=name, signer_ip=(ip or "")[:64], signature_image=image,
+                     signed_at=now)
+    if not won:
+        session.rollback()
+        request = session.get(SigningRequest, request_id)
+        return SignOutcome(status=_refused(request, now=now, done_status="signed", done_label="already_signed"),
+                           request_id=request_id)
+    session.commit()
+    enqueue_seal([request_id])
+    log(logger, logging.INFO, "request signed", request_id=request_id)
+    return SignOutcome(status="signed", request_id=request_id)
+
+
+def decline(session: Session, *, request_id: int, now: datetime, reason: str, ip: str | None,
+            user_agent: str | None) -> DeclineOutcome:
+    """Decline with a reason: opened→declined by compare-and-set, and a notice to the batch owner; commits."""
+    from .mailer import queue_mail
+    from .pipeline import enqueue_sends
+
+    reason = (reason or "").strip()
+    if not reason:
+        return DeclineOutcome(status="invalid", request_id=request_id, message="Tell the sender why you decline.")
+    if len(reason) > MAX_REASON_LENGTH:
+        return DeclineOutcome(status="invalid", request_id=request_id,
+                              message=f"The reason is too long (at most {MAX_REASON_LENGTH} characters).")
+    request = session.get(SigningRequest, request_id)
+    if page_state(request, now=now) != "waiting":
+        return DeclineOutcome(status=_refused(request, now=now, done_status="declined", done_label="already_declined"),
+                              request_id=request_id)
+    user_agent = (user_agent or "")[:500]
+    if request.status == Status.SENT:
+        _open(session, request, now=now, ip=ip, user_agent=user_agent)
+    won = transition(session, request_id, frm=Status.OPENED, to=Status.DECLINED, now=now, actor="recipient", ip=ip,
+                     user_agent=user_agent, details={"reason": reason}, declined_at=now, decline_reason=reason)
+    if not won:
+        session.rollback()
+        request = session.get(SigningRequest, request_id)
+        return DeclineOutcome(status=_refused(request, now=now, done_status="declined", done_label="already_declined"),
+                              request_id=request_id)
+    request = session.get(SigningRequest, request_id)
+    owner_email = decline_notice_recipient(request.batch)
+    mail = None
+    if owner_email:
+        mail = queue_mail(session, key=f"decline-notice-{request_id}", kind="decline_notice", to_email=owner_email,
+                          subject=f"Declined: {request.name or request.email} — {request.batch.name}", now=now,
+                          request_id=request_id, batch_id=request.batch_id)
+        mail_id = mail.id
+    session.commit()
+    if mail is not None:
+        enqueue_sends([mail_id])
+    log(logger, logging.INFO, "request declined", request_id=request_id, notice=bool(mail))
+    return DeclineOutcome(status="declined", request_id=request_id)
+
+
+def decline_notice_recipient(batch: Batch) -> str | None:
+    """Who hears of a decline: the batch owner, else the batch's reply-to address."""
+    if batch.created_by is not None and not batch.created_by.disabled:
+        return batch.created_by.email
+    return batch.reply_to
+
+
+def contact_of(batch: Batch) -> str | None:
+    """Whom a recipient should contact about a batch: its reply-to, else its owner."""
+    return batch.reply_to or (batch.created_by.email if batch.created_by is not None else None)
+
+
+def enqueue_seal(request_ids: list[int]) -> int:
+    """Queue the seal job for signed requests (committed); an existing job for a request is not doubled."""
+    from .extensions import get_queue
+    from .pipeline import enqueue_unique
+
+    return enqueue_unique(get_queue("pdf"), "bulksign.jobs.seal.seal", request_ids, SEAL_JOB)
+
+
+def build_decline_notice(session: Session, mail, app):
+    """The batch owner's notice that a recipient declined, with the reason."""
+    from flask import render_template
+    from flask_mail import Message
+
+    request = session.get(SigningRequest, mail.request_id)
+    body = render_template("emails/decline_notice.txt", request=request, batch=request.batch,
+                           app_url=app.config["APP_URL"])
+    message = Message(subject=mail.subject, recipients=[mail.to_email], body=body)
+    message.msgId = mail.message_id
+    return message

@@ -1,0 +1,201 @@
+"""The recipient's page: ``/sign/<token>`` — view the document, sign or decline. No account, token only."""
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+from io import BytesIO
+
+from flask import (Blueprint, Flask, current_app, g, redirect, render_template, request, send_file,
+                   url_for)
+from flask_babel import gettext as _
+from flask_wtf.csrf import CSRFError
+
+from ..auth import public
+from ..extensions import db, limiter
+from ..links import find_by_token
+from ..logs import log
+from ..models import SigningRequest, utcnow
+from ..sealing import latest_document, signed_filename
+from ..signing import (MAX_SIGNATURE_BYTES, contact_of, deadline_of, decline, open_request, page_state,
+                       sign)
+from ..storage import StorageError, get_storage
+
+logger = logging.getLogger(__name__)
+
+bp = Blueprint("signing", __name__, url_prefix="/sign")
+
+#: One budget per visitor IP for every recipient-facing page (signing and /verify).
+recipient_limit = limiter.shared_limit(lambda: current_app.config["SIGNING_RATE_LIMIT"], scope="recipient-pages")
+
+#: Recipient pages: our own files only, no inline script, never framed by anyone.
+PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+            "frame-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+#: The PDF itself: shown in our own page's iframe only.
+DOCUMENT_CSP = "default-src 'none'; frame-ancestors 'self'"
+SIGNATURE_PREFIX = "data:image/png;base64,"
+STATUS_CODES = {"unknown": 404, "expired": 410, "cancelled": 410, "unavailable": 404}
+
+
+def _find(token: str) -> SigningRequest | None:
+    found = find_by_token(db.session, token)
+    if found is not None:
+        # The page speaks the batch's language, whatever the browser prefers.
+        g.locale = found.batch.language
+    return found
+
+
+def _render(row: SigningRequest | None, token: str, *, state: str, error: str | None = None,
+            form: dict | None = None, status: int | None = None):
+    batch = row.batch if row is not None else None
+    signed_document = latest_document(db.session, row.id, "signed") if state == "signed" else None
+    template = batch.template_version.template if batch is not None and batch.template_version else None
+    html = render_template(
+        "signing/page.html", state=state, row=row, batch=batch, token=token, error=error, form=form or {},
+        document_name=(template.name if template else batch.name) if batch is not None else "",
+        contact=contact_of(batch) if batch is not None else None,
+        deadline=deadline_of(row) if row is not None else None, signed_document=signed_document,
+    )
+    return html, status or (422 if error else STATUS_CODES.get(state, 200))
+
+
+def _client() -> dict:
+    return {"ip": request.remote_addr, "user_agent": request.user_agent.string}
+
+
+@bp.get("/<token>")
+@public
+@recipient_limit
+def page(token: str):
+    row = _find(token)
+    if row is None:
+        return _render(None, token, state="unknown")
+    now = utcnow()
+    open_request(db.session, request_id=row.id, now=now, **_client())
+    row = db.session.get(SigningRequest, row.id)
+    return _render(row, token, state=page_state(row, now=now))
+
+
+def _signature_bytes(raw: str) -> bytes | None:
+    """The drawn signature from the form's data URL; the domain checks that it is a real PNG."""
+    raw = (raw or "").strip()
+    if not raw:
+        return None
+    if not raw.startswith(SIGNATURE_PREFIX) or len(raw) > len(SIGNATURE_PREFIX) + MAX_SIGNATURE_BYTES * 4 // 3 + 4:
+        raise ValueError(_("The drawn signature could not be read. Clear it and draw it again."))
+    try:
+        return base64.b64decode(raw[len(SIGNATURE_PREFIX):], validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(_("The drawn signature could not be read. Clear it and draw it again.")) from None
+
+
+@bp.post("/<token>/sign")
+@public
+@recipient_limit
+def sign_document(token: str):
+    row = _find(token)
+    if row is None:
+        return _render(None, token, state="unknown")
+    form = {"name": request.form.get("name", ""), "consent": request.form.get("consent") == "yes"}
+    try:
+        image = _signature_bytes(request.form.get("signature", ""))
+    except ValueError as exc:
+        return _render(row, token, state=page_state(row, now=utcnow()), error=str(exc), form=form)
+    outcome = sign(db.session, request_id=row.id, now=utcnow(), signer_name=form["name"], signature_png=image,
+                   consent=form["consent"], **_client())
+    if outcome.status == "invalid":
+        row = db.session.get(SigningRequest, row.id)
+        return _render(row, token, state=page_state(row, now=utcnow()), error=_(outcome.message), form=form)
+    # Signed, signed already (a double click) or no longer possible: the page shows which.
+    return redirect(url_for(".page", token=token), 303)
+
+
+@bp.post("/<token>/decline")
+@public
+@recipient_limit
+def decline_document(token: str):
+    row = _find(token)
+    if row is None:
+        return _render(None, token, state="unknown")
+    reason = request.form.get("reason", "")
+    outcome = decline(db.session, request_id=row.id, now=utcnow(), reason=reason, **_client())
+    if outcome.status == "invalid":
+        row = db.session.get(SigningRequest, row.id)
+        return _render(row, token, state=page_state(row, now=utcnow()), error=_(outcome.message),
+                       form={"reason": reason, "declining": True})
+    return redirect(url_for(".page", token=token), 303)
+
+
+def _send_pdf(row: SigningRequest, token: str, *, kind: str, filename: str):
+    document = latest_document(db.session, row.id, kind)
+    if document is None:
+        return _render(row, token, state=page_state(row, now=utcnow()), status=404,
+                       error=_("Your signed copy is being prepared. Reload this page in a minute; "
+                               "it will also be sent to you by email."))
+    try:
+        data = get_storage().get(document.storage_key)
+    except StorageError as exc:
+        log(logger, logging.ERROR, "document missing from storage", request_id=row.id, document_id=document.id,
+            error=str(exc))
+        return _render(row, token, state=page_state(row, now=utcnow()), status=503,
+                       error=_("The document cannot be shown right now. Please try again later."))
+    response = send_file(BytesIO(data), mimetype="application/pdf", download_name=filename,
+                         as_attachment=request.args.get("download") == "1", max_age=0, etag=False)
+    # Its own headers: the PDF is shown in our page's iframe, which the page headers would forbid.
+    response.headers["Content-Security-Policy"] = DOCUMENT_CSP
+    response.headers["X-Frame-Options"] = "SAMEORIGIN"
+    return response
+
+
+@bp.get("/<token>/document")
+@public
+@recipient_limit
+def document(token: str):
+    row = _find(token)
+    state = page_state(row, now=utcnow())
+    if state not in ("waiting", "signed"):
+        return _render(row, token, state=state, status=404 if row is None else 410)
+    return _send_pdf(row, token, kind="original", filename=f"document-{row.id}.pdf")
+
+
+@bp.get("/<token>/signed")
+@public
+@recipient_limit
+def signed_copy(token: str):
+    row = _find(token)
+    state = page_state(row, now=utcnow())
+    if state != "signed":
+        return _render(row, token, state=state, status=404 if row is None else 409)
+    return _send_pdf(row, token, kind="signed", filename=signed_filename(row))
+
+
+def _recipient_error(message: str, status: int):
+    return render_template("signing/message.html", message=message, status=status), status
+
+
+@bp.errorhandler(429)
+def _too_many(error):
+    return _recipient_error(_("Too many requests from your network. Please wait a minute and try again."), 429)
+
+
+@bp.errorhandler(CSRFError)
+def _form_expired(error):
+    return _recipient_error(_("The form expired. Go back, reload the page and try again."), 400)
+
+
+def _is_recipient_path(path: str) -> bool:
+    return path == "/sign" or path.startswith("/sign/") or path == "/verify" or path.startswith("/verify/")
+
+
+def init_app(app: Flask) -> None:
+    @app.after_request
+    def _recipient_headers(response):
+        # On every recipient-facing response, including 404s and 429s: the URL holds a secret.
+        if _is_recipient_path(request.path):
+            response.headers["Cache-Control"] = "no-store"
+            response.headers.pop("Expires", None)
+            response.headers["Referrer-Policy"] = "no-referrer"
+            response.headers["X-Content-Type-Options"] = "nosniff"
+            response.headers.setdefault("Content-Security-Policy", PAGE_CSP)
+            response.headers.setdefault("X-Frame-Options", "DENY")
+        return response

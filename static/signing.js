@@ -1,0 +1,28 @@
+// Glue for the signature pad on /sign/<token> (a static file: the page's CSP allows no inline script).
+(function () {
+  "use strict";
+  var canvas = document.getElementById("signature-pad");
+  var form = document.getElementById("sign-form");
+  if (!canvas || !form || typeof window.SignaturePad !== "function") { return; }
+  document.getElementById("pad-box").hidden = false;
+  var pad = new window.SignaturePad(canvas, { minWidth: 0.8, maxWidth: 2.6, penColor: "#1d2430" });
+
+  // Match the canvas to its CSS size and the screen's pixel ratio, keeping what was drawn.
+  function resize() {
+    var ratio = Math.max(window.devicePixelRatio || 1, 1);
+    var strokes = pad.toData();
+    canvas.width = canvas.offsetWidth * ratio;
+    canvas.height = canvas.offsetHeight * ratio;
+    canvas.getContext("2d").scale(ratio, ratio);
+    pad.clear();
+    pad.fromData(strokes);
+  }
+  window.addEventListener("resize", resize);
+  resize();
+
+  document.getElementById("pad-clear").addEventListener("click", function () { pad.clear(); });
+  form.addEventListener("submit", function () {
+    document.getElementById("signature").value = pad.isEmpty() ? "" : pad.toDataURL("image/png");
+    document.getElementById("sign-button").disabled = true;
+  });
+}());

@@ -1,0 +1,61 @@
+"""A signing request as the pipeline leaves it: in 'sent', with a real stored original PDF and a live link."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from flask import current_app
+
+from bulksign.doc_templates import create_template, render_html
+from bulksign.extensions import db
+from bulksign.links import issue_link
+from bulksign.models import Batch, Document, SigningRequest, User
+from bulksign.pdf import render_pdf
+from bulksign.states import Status, transition
+from bulksign.storage import get_storage
+
+HTML = ('<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'"><h1>Договор {{ number }}</h1>'
+        '<p>Между ООО «Ромашка» и {{ name }}.</p><p>Contract body text.</p></body>')
+#: The path a request takes from creation to an invitation in the recipient's mailbox.
+TO_SENT = (Status.GENERATING, Status.GENERATED, Status.SENDING, Status.SENT)
+_pdf_cache: dict[str, bytes] = {}
+
+
+@dataclass(frozen=True)
+class SentRequest:
+    id: int
+    token: str
+    batch_id: int
+    original: bytes
+
+
+def make_sent_request(*, now: datetime, owner: User | None = None, name: str = "Иван Петров",
+                      email: str = "ivan@example.com", language: str = "en", reply_to: str | None = None,
+                      expires_in: timedelta = timedelta(days=7), template_name: str = "Employment contract") -> SentRequest:
+    """One request in 'sent' with its original rendered by wkhtmltopdf and stored; returns its token."""
+    session = db.session
+    saved = create_template(session, name=template_name, html=HTML, user=owner, now=now)
+    batch = Batch(name="November contracts", template_version_id=saved.version.id,
+                  created_by_id=owner.id if owner else None, language=language, reply_to=reply_to,
+                  status="processing", total_count=1, created_at=now)
+    session.add(batch)
+    session.flush()
+    request = SigningRequest(batch_id=batch.id, row_number=2, email=email, name=name, data={"number": "7"},
+                             status=Status.PENDING, created_at=now, status_changed_at=now)
+    session.add(request)
+    session.flush()
+    html = render_html(HTML, {"number": "7", "name": name})
+    pdf = _pdf_cache.get(html) or _pdf_cache.setdefault(html, render_pdf(html))
+    key = f"batches/{batch.id}/requests/{request.id}/original.pdf"
+    get_storage().put(key, pdf)
+    session.add(Document(request_id=request.id, kind="original", storage_key=key,
+                         sha256=hashlib.sha256(pdf).hexdigest(), size=len(pdf), created_at=now))
+    frm = Status.PENDING
+    for to in TO_SENT:
+        fields = {"sent_at": now, "expires_at": now + expires_in} if to == Status.SENT else {}
+        assert transition(session, request.id, frm=frm, to=to, now=now, **fields)
+        frm = to
+    token = issue_link(session, request_id=request.id, secret=current_app.config["SECRET_KEY"], now=now)
+    session.commit()
+    return SentRequest(id=request.id, token=token, batch_id=batch.id, original=pdf)
