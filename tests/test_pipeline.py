@@ -1,0 +1,94 @@
+"""A batch goes from created to every invitation delivered: render, store, mail, track, roll up."""
+from __future__ import annotations
+
+import re
+
+from sqlalchemy import select
+
+from bulksign.batches import counts_for
+from bulksign.extensions import db, get_queue
+from bulksign.models import Batch, Document, Event, OutgoingMail
+from bulksign.pipeline import enqueue_renders
+from bulksign.storage import get_storage
+from bulksign.tokens import hash_token
+from tests.conftest import NOW
+from tests.support.batches import make_batch, request_ids, requests_of
+
+
+def test_every_recipient_of_a_batch_gets_an_invitation_with_link_and_pixel(app, users, smtp, run_jobs):
+    batch = make_batch(user=users["staff"], now=NOW, recipients=3, reply_to="hr@example.com")
+    enqueue_renders(request_ids(batch))
+    run_jobs("pdf", "mail")
+
+    requests = requests_of(batch)
+    assert [r.status for r in requests] == ["sent"] * 3
+    assert len(smtp.received) == 3
+    for request in requests:
+        (mail,) = smtp.to(request.email)
+        link = re.search(r"http://127\.0\.0\.1:5000/sign/([A-Za-z0-9_-]+)", mail.text()).group(1)
+        assert hash_token(link) == request.token_hash
+        pixel = re.search(r'<img src="([^"]+)"', mail.html()).group(1)
+        assert pixel.startswith(f"http://127.0.0.1:5000/t/{request.id}.") and link not in pixel
+        assert link in mail.html()
+        assert mail.message_id == f"<invitation-{request.id}-{request.token_nonce[:12]}@bulksign.local>"
+        assert str(mail.message["Reply-To"]) == "hr@example.com"
+        assert "Employment contract" in mail.subject
+        assert request.sent_at and request.expires_at and request.expires_at > request.sent_at
+        doc = db.session.scalar(select(Document).where(Document.request_id == request.id))
+        assert get_storage().get(doc.storage_key).startswith(b"%PDF") and doc.size > 1000
+    rows = db.session.scalars(select(OutgoingMail)).all()
+    assert {(m.status, m.attempts) for m in rows} == {("sent", 1)}
+    assert db.session.get(Batch, batch).status == "completed"
+
+
+def test_the_open_pixel_records_the_first_open_once_and_always_answers_a_gif(app, users, smtp, run_jobs, client):
+    batch = make_batch(user=users["staff"], now=NOW, recipients=1)
+    enqueue_renders(request_ids(batch))
+    run_jobs("pdf", "mail")
+    pixel = re.search(r'<img src="http://127.0.0.1:5000([^"]+)"', smtp.received[0].html()).group(1)
+    for _ in range(2):
+        response = client.get(pixel)
+        assert response.status_code == 200 and response.mimetype == "image/gif"
+        assert "no-store" in response.headers["Cache-Control"]
+    (request,) = requests_of(batch)
+    assert request.email_opened_at is not None
+    assert db.session.scalar(select(db.func.count()).select_from(Event).where(Event.type == "email.opened")) == 1
+    forged = client.get(f"/t/{request.id}.{'0' * 32}.gif")
+    assert forged.status_code == 200 and forged.mimetype == "image/gif"
+    assert client.get("/t/garbage").status_code == 200
+
+
+def test_batch_counts_always_equal_the_requests(app, users, smtp, run_jobs):
+    batch = make_batch(user=users["staff"], now=NOW, recipients=4)
+    ids = request_ids(batch)
+    smtp.handler.reject_recipients["person1@example.com"] = "550 5.1.1 No such user"
+    enqueue_renders(ids)
+    for _ in range(20):
+        if not len(get_queue("pdf")) + len(get_queue("mail")):
+            break
+        run_jobs("pdf", "mail", max_jobs=1)
+        counts = counts_for(db.session, [batch])[batch]
+        truth = {}
+        for r in requests_of(batch):
+            truth[r.status] = truth.get(r.status, 0) + 1
+        assert {k: v for k, v in counts.by_status.items() if v} == truth and counts.total == 4
+    assert db.session.get(Batch, batch).status == "partially_failed"
+
+
+def test_a_template_that_makes_wkhtmltopdf_hang_fails_with_a_clear_message(make_app, users_factory=None):
+    app = make_app(PDF_TIMEOUT_SECONDS=1)
+    with app.app_context():
+        from bulksign.users import create_user
+        from bulksign.models import utcnow
+
+        user = create_user(db.session, email="s@example.com", password="password-123", role="staff", now=utcnow())
+        db.session.commit()
+        rows = ("<tr><td>" + "x " * 40 + "</td></tr>") * 60000
+        batch = make_batch(user=user, now=NOW, recipients=1, html=f"<p>{{{{ name }}}}</p><table>{rows}</table>")
+        from bulksign.jobs.pdf import render
+
+        assert render(request_ids(batch)[0]) == "failed"
+        (request,) = requests_of(batch)
+        assert request.status == "failed"
+        assert "longer than 1 s to render" in request.error_message
+        assert db.session.get(Batch, batch).status == "partially_failed"
