@@ -22,6 +22,7 @@ from ..logs import log
 from ..mailer import BUILDERS
 from ..models import OutgoingMail, SigningRequest, utcnow
 from ..states import Status, transition
+from ..storage import StorageError, get_storage
 from ..throttle import MailThrottle
 
 logger = logging.getLogger(__name__)
@@ -135,7 +136,8 @@ def send(mail_id: int) -> str:
     module, _, attr = BUILDERS[mail.kind].rpartition(".")
     try:
         message = getattr(importlib.import_module(module), attr)(session, mail, app)
-    except LookupError as exc:
+        _attach(message, mail.attachments or [])
+    except (LookupError, StorageError) as exc:
         return _finish(mail, "failed", f"The mail could not be built: {exc}")
     outcome = smtp_link.send(message, app=app)
     if outcome.kind == "retry":
@@ -153,6 +155,13 @@ def send(mail_id: int) -> str:
     if outcome.kind == "failed":
         return _finish(mail, "failed", f"The mail server refused the message: {outcome.reason}")
     return _finish(mail, "sent", None)
+
+
+def _attach(message: Message, attachments: list[dict]) -> None:
+    """Files listed on the mail row (e.g. the signed PDF of a confirmation), read from storage at send time."""
+    for item in attachments:
+        message.attach(filename=item["filename"], content_type=item["content_type"],
+                       data=get_storage().get(item["key"]))
 
 
 def _back_to_generated(mail: OutgoingMail) -> None:
