@@ -157,6 +157,8 @@ class Batch(db.Model):
     cancelled_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     #: When the owner got the expiry summary, so it is sent once.
     expiry_summary_sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: When the oldest expiry not yet in an owner summary happened; None: nothing to report.
+    expiry_pending_since: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     template_version: Mapped[TemplateVersion] = relationship()
     created_by: Mapped[User | None] = relationship()
@@ -167,6 +169,12 @@ class SigningRequest(db.Model):
     __table_args__ = (
         Index("ix_signing_requests_batch_status", "batch_id", "status"),
         Index("ix_signing_requests_batch_email", "batch_id", "email"),
+        # Keyset pages of the recipients table: one index per sortable column, id breaks ties.
+        Index("ix_signing_requests_batch_id_id", "batch_id", "id"),
+        Index("ix_signing_requests_batch_name_id", "batch_id", "name", "id"),
+        Index("ix_signing_requests_batch_changed_id", "batch_id", "status_changed_at", "id"),
+        Index("ix_signing_requests_batch_status_id", "batch_id", "status", "id"),
+        Index("ix_signing_requests_batch_email_id", "batch_id", "email", "id"),
         # The reconciler scans only requests in a working state: a small slice of a big table.
         Index(
             "ix_signing_requests_working", "status", "status_changed_at",
@@ -313,6 +321,8 @@ class WebhookDelivery(db.Model):
     error: Mapped[str | None] = mapped_column(db.Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: When a pending delivery is next tried (exponential backoff after a failure).
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime, index=True)
 
 
 class Export(db.Model):

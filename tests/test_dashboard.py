@@ -1,0 +1,201 @@
+"""The staff dashboard: batch list, recipients table (filters, keyset pages, select-all), timeline, no tokens."""
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import event, select
+
+from bulksign import dashboard
+from bulksign.dashboard import DashboardError, RecipientFilter
+from bulksign.extensions import db
+from bulksign.models import Event, OutgoingMail, SigningRequest
+from tests.conftest import NOW
+from tests.support.batchdata import make_batch
+
+MIX = ["sent"] * 5 + ["opened"] * 3 + ["signed"] * 4 + ["bounced"] * 2 + ["failed"] + ["pending"] * 3
+
+
+@pytest.fixture
+def batch(app, users):
+    return make_batch(db.session, statuses=MIX, now=NOW, name="Employment contracts", user_id=users["staff"].id)
+
+
+def test_batch_list_shows_name_template_owner_and_counts_from_the_database(client, auth, batch):
+    auth.login()
+    page = client.get("/batches/").get_data(as_text=True)
+    assert "Employment contracts" in page and "Employment contracts template" in page and "staff@example.com" in page
+    assert 'data-status="signed" data-count="4"' in page and 'data-status="waiting" data-count="3"' in page
+
+
+def test_batch_list_search_by_name_and_newest_first(client, auth, batch, users):
+    make_batch(db.session, statuses=["sent"], now=NOW + timedelta(hours=1), name="Newer NDA")
+    auth.login()
+    page = client.get("/batches/").get_data(as_text=True)
+    assert page.index("Newer NDA") < page.index("Employment contracts")
+    found = client.get("/batches/?q=nda").get_data(as_text=True)
+    assert "Newer NDA" in found and "Employment contracts" not in found
+    empty = client.get("/batches/?q=zzz").get_data(as_text=True)
+    assert "No batch name contains" in empty
+
+
+def test_not_opened_filter_lists_sent_requests_whose_link_was_never_opened(app, batch):
+    page = dashboard.recipients_page(db.session, batch_id=batch.id, flt=RecipientFilter(status="not_opened"))
+    assert len(page.items) == 5 and {r.status for r in page.items} == {"sent"}
+
+
+@pytest.mark.parametrize("status,expected", [("signed", 4), ("problems", 3), ("waiting", 3), ("", len(MIX))])
+def test_status_filters_count(app, batch, status, expected):
+    assert dashboard.count_matching(db.session, batch_id=batch.id, flt=RecipientFilter(status=status)) == expected
+
+
+def test_search_by_email_or_name(app, batch):
+    by_email = dashboard.recipients_page(db.session, batch_id=batch.id, flt=RecipientFilter(q="person000003@"))
+    by_name = dashboard.recipients_page(db.session, batch_id=batch.id, flt=RecipientFilter(q="Person 000004"))
+    assert [r.email for r in by_email.items] == ["person000003@example.org"]
+    assert [r.name for r in by_name.items] == ["Person 000004"]
+    # LIKE wildcards are text, not patterns
+    assert not dashboard.recipients_page(db.session, batch_id=batch.id, flt=RecipientFilter(q="%")).items
+
+
+@pytest.mark.parametrize("sort", ["row", "email", "name", "status", "updated"])
+@pytest.mark.parametrize("desc", [False, True])
+def test_keyset_pages_walk_every_row_once_in_order(app, batch, sort, desc):
+    flt = RecipientFilter(sort=sort, desc=desc)
+    seen, cursor = [], None
+    for _ in range(20):
+        page = dashboard.recipients_page(db.session, batch_id=batch.id, flt=flt, cursor=cursor, limit=4)
+        seen.extend(page.items)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert len(seen) == len(MIX) and len({r.id for r in seen}) == len(MIX)
+    keys = [(getattr(r, dashboard.SORTS[sort].key), r.id) for r in seen]
+    assert keys == sorted(keys, reverse=desc)
+
+
+def test_a_forged_or_foreign_cursor_is_a_clear_400(client, auth, batch):
+    auth.login()
+    response = client.get(f"/batches/{batch.id}/requests?cursor=bm9wZQ")
+    assert response.status_code == 400 and "cursor is not valid" in response.get_data(as_text=True)
+    cursor = dashboard.encode_cursor(RecipientFilter(sort="email"), "a@b", 1)
+    with pytest.raises(DashboardError):
+        dashboard.recipients_page(db.session, batch_id=batch.id, flt=RecipientFilter(sort="name"), cursor=cursor)
+    assert client.get(f"/batches/{batch.id}/requests?sort=password").status_code == 400
+
+
+def test_select_all_matching_resolves_every_id_on_the_server_in_pages(app, batch):
+    other = make_batch(db.session, statuses=["sent"] * 3, now=NOW, name="Other")
+    selection = dashboard.resolve_selection(db.session, batch_id=batch.id, request_ids=[], select_all=True,
+                                            flt=RecipientFilter(status="sent"))
+    assert len(selection.request_ids) == 5
+    pages = list(dashboard.matching_id_pages(db.session, batch_id=batch.id, flt=RecipientFilter(), page_size=7))
+    assert [len(p) for p in pages] == [7, 7, 4]
+    # ids of another batch are dropped from a hand-made selection
+    foreign = db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == other.id)).all()
+    picked = dashboard.resolve_selection(db.session, batch_id=batch.id, request_ids=[*foreign, pages[0][0]],
+                                         select_all=False, flt=RecipientFilter())
+    assert picked.request_ids == (pages[0][0],)
+
+
+def test_timeline_shows_events_mails_and_what_to_do_about_a_bounce(client, auth, batch):
+    bounced = db.session.scalar(select(SigningRequest).where(SigningRequest.batch_id == batch.id,
+                                                             SigningRequest.status == "bounced").limit(1))
+    db.session.add(Event(request_id=bounced.id, batch_id=batch.id, type="status.sent", created_at=NOW))
+    db.session.add(OutgoingMail(request_id=bounced.id, batch_id=batch.id, kind="invitation", message_id="<x@y>",
+                                to_email=bounced.email, status="bounced", error="550 5.1.1 no such user",
+                                created_at=NOW))
+    db.session.commit()
+    auth.login()
+    html = client.get(f"/batches/{batch.id}/requests/{bounced.id}").get_data(as_text=True)
+    assert "Fix the email address, then resend with a new link" in html
+    assert "The mailbox does not exist" in html and "invitation mail" in html
+    assert client.get(f"/batches/{batch.id + 99}/requests/{bounced.id}").status_code == 404
+
+
+def test_no_staff_page_shows_a_signing_token_or_nonce(client, auth, batch):
+    rows = db.session.execute(select(SigningRequest.id, SigningRequest.token_hash, SigningRequest.token_nonce)
+                              .where(SigningRequest.batch_id == batch.id)).all()
+    auth.login()
+    pages = [client.get("/batches/"), client.get(f"/batches/{batch.id}"), client.get(f"/batches/{batch.id}/progress"),
+             client.get(f"/batches/{batch.id}/requests?status=sent"), client.get(f"/batches/{batch.id}/export.csv")]
+    pages += [client.get(f"/batches/{batch.id}/requests/{r.id}") for r in rows[:5]]
+    for response in pages:
+        assert response.status_code == 200
+        body = response.get_data(as_text=True)
+        assert "/sign/" not in body
+        for r in rows:
+            assert r.token_hash not in body and r.token_nonce not in body
+
+
+def test_progress_fragment_polls_while_active_and_stops_when_final(client, auth, batch):
+    auth.login()
+    active = client.get(f"/batches/{batch.id}/progress").get_data(as_text=True)
+    assert 'hx-trigger="every 2s"' in active
+    batch.status = "completed"
+    db.session.commit()
+    final = client.get(f"/batches/{batch.id}/progress").get_data(as_text=True)
+    assert "hx-trigger" not in final and 'data-count="4"' in final
+
+
+def test_throughput_and_eta_from_recent_status_changes(app, batch):
+    rate = dashboard.throughput(db.session, batch_id=batch.id, working=3, now=NOW)
+    # 15 requests left the pipeline in the last 5 minutes (make_batch spreads status_changed_at over seconds)
+    assert rate.per_minute == pytest.approx(15 / 5)
+    assert rate.eta == timedelta(minutes=1)
+    assert dashboard.throughput(db.session, batch_id=batch.id, working=3, now=NOW + timedelta(hours=1)).eta is None
+
+
+class QueryCounter:
+    def __init__(self, engine):
+        self.engine, self.count = engine, 0
+
+    def __enter__(self):
+        event.listen(self.engine, "before_cursor_execute", self._hit)
+        return self
+
+    def _hit(self, *args, **kwargs):
+        self.count += 1
+
+    def __exit__(self, *exc):
+        event.remove(self.engine, "before_cursor_execute", self._hit)
+
+
+def _fresh_request_state():
+    """The test shares the client's app context: start each request with an empty session and no cached user."""
+    from flask import g
+
+    db.session.remove()
+    g.pop("_login_user", None)
+
+
+def test_pages_run_a_constant_number_of_queries_whatever_the_number_of_rows(client, auth, users):
+    auth.login()
+    small = make_batch(db.session, statuses=["sent"] * 3, now=NOW, name="Small", user_id=users["staff"].id)
+    big = make_batch(db.session, statuses=MIX * 10, now=NOW, name="Big", user_id=users["admin"].id)
+    urls = ["/batches/{id}", "/batches/{id}/progress", "/batches/{id}/requests?status=sent",
+            "/batches/{id}/requests?sort=email"]
+    small_id, big_id = small.id, big.id
+    for url in urls:
+        counts = []
+        for batch_id in (small_id, big_id):
+            _fresh_request_state()
+            with QueryCounter(db.engine) as counter:
+                assert client.get(url.format(id=batch_id)).status_code == 200
+            counts.append(counter.count)
+        assert counts[0] == counts[1], url
+    listing = []
+    for extra in range(2):
+        make_batch(db.session, statuses=["sent"] * 2, now=NOW, name=f"More {extra}")
+        _fresh_request_state()
+        with QueryCounter(db.engine) as counter:
+            client.get("/batches/")
+        listing.append(counter.count)
+    assert listing[0] == listing[1]
+
+
+def test_csv_export_link_keeps_the_filter(client, auth, batch):
+    auth.login()
+    html = client.get(f"/batches/{batch.id}?status=signed&q=Person").get_data(as_text=True)
+    assert re.search(r'export\.csv\?[^"]*status=signed', html)
