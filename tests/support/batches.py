@@ -42,3 +42,13 @@ def requests_of(batch_id: int) -> list[SigningRequest]:
     db.session.expire_all()
     return list(db.session.scalars(select(SigningRequest).where(SigningRequest.batch_id == batch_id)
                                    .order_by(SigningRequest.id)))
+
+
+def run_worker(app, *queues: str, max_jobs: int | None = None) -> None:
+    """A real burst AppWorker inside ``app`` (for apps made with ``make_app(...)`` settings)."""
+    from bulksign.extensions import get_queue, get_redis
+    from bulksign.jobs.worker import AppWorker
+
+    with app.app_context():
+        worker = AppWorker([get_queue(n) for n in queues], connection=get_redis())
+        worker.work(burst=True, max_jobs=max_jobs, logging_level="WARNING", with_scheduler=True)

@@ -1,0 +1,103 @@
+"""Invitations reach the recipient through SMTP trouble: retried when it may pass, bounced when refused."""
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+
+from bulksign.extensions import db, get_queue
+from bulksign.models import Batch, OutgoingMail
+from bulksign.pipeline import enqueue_renders
+from bulksign.users import create_user
+from tests.conftest import NOW
+from tests.support.batches import make_batch, request_ids, requests_of, run_worker
+from tests.support.services import free_port
+
+
+@pytest.fixture
+def fast_retry_app(make_app):
+    """Backoff 0: RQ re-queues a failed attempt at once, so a burst worker sees every attempt."""
+    app = make_app(RETRY_BACKOFF_SECONDS=0, MAIL_MAX_ATTEMPTS=3)
+    with app.app_context():
+        yield app
+
+
+@pytest.fixture
+def staff(fast_retry_app):
+    user = create_user(db.session, email="staff@example.com", password="password-123", role="staff", now=NOW)
+    db.session.commit()
+    return user
+
+
+def _mails():
+    db.session.expire_all()
+    return db.session.scalars(select(OutgoingMail).order_by(OutgoingMail.id)).all()
+
+
+def test_mail_waits_while_the_smtp_server_is_down_and_goes_out_when_it_is_back(fast_retry_app, staff, smtp):
+    batch = make_batch(user=staff, now=NOW, recipients=1)
+    fast_retry_app.config["MAIL_PORT"] = free_port()  # nothing listens: connection refused
+    enqueue_renders(request_ids(batch))
+    run_worker(fast_retry_app, "pdf")
+    run_worker(fast_retry_app, "mail", max_jobs=1)
+    (request,) = requests_of(batch)
+    (mail,) = _mails()
+    assert request.status == "generated" and mail.status == "queued" and mail.attempts == 1
+    assert "could not be reached" in mail.error
+    assert len(get_queue("mail")) == 1  # the retry is queued, not lost
+
+    fast_retry_app.config["MAIL_PORT"] = smtp.port
+    run_worker(fast_retry_app, "mail")
+    (request,) = requests_of(batch)
+    (mail,) = _mails()
+    assert request.status == "sent" and mail.status == "sent" and mail.attempts == 2
+    assert len(smtp.received) == 1
+
+
+def test_a_temporary_refusal_is_retried_and_then_delivered(fast_retry_app, staff, smtp):
+    batch = make_batch(user=staff, now=NOW, recipients=1)
+    smtp.handler.scripted_replies.append("451 4.3.0 Mailbox busy, try later")
+    enqueue_renders(request_ids(batch))
+    run_worker(fast_retry_app, "pdf", "mail")
+    (request,) = requests_of(batch)
+    (mail,) = _mails()
+    assert request.status == "sent" and mail.attempts == 2 and mail.error is None
+    assert len(smtp.received) == 1 and smtp.received[0].message_id == mail.message_id
+
+
+def test_a_recipient_the_server_refuses_is_bounced_with_the_servers_reason(fast_retry_app, staff, smtp):
+    batch = make_batch(user=staff, now=NOW, recipients=[("ok@example.com", "Ok"), ("gone@example.com", "Gone")])
+    smtp.handler.reject_recipients["gone@example.com"] = "550 5.1.1 No such user here"
+    enqueue_renders(request_ids(batch))
+    run_worker(fast_retry_app, "pdf", "mail")
+    ok, gone = requests_of(batch)
+    assert ok.status == "sent"
+    assert gone.status == "bounced" and "550 5.1.1 No such user here" in gone.error_message
+    assert {m.to_email: m.status for m in _mails()} == {"ok@example.com": "sent", "gone@example.com": "bounced"}
+    assert len(smtp.received) == 1
+    assert db.session.get(Batch, batch).status == "partially_failed"
+
+
+def test_a_server_that_never_comes_back_fails_the_request_with_a_clear_message(fast_retry_app, staff, smtp):
+    batch = make_batch(user=staff, now=NOW, recipients=1)
+    fast_retry_app.config["MAIL_PORT"] = free_port()
+    enqueue_renders(request_ids(batch))
+    run_worker(fast_retry_app, "pdf", "mail")
+    (request,) = requests_of(batch)
+    (mail,) = _mails()
+    assert mail.status == "failed" and mail.attempts == 3
+    assert request.status == "failed"
+    assert request.error_message.startswith("The mail could not be delivered after 3 attempts")
+    assert db.session.get(Batch, batch).status == "partially_failed"
+
+
+def test_one_smtp_connection_carries_many_mails(fast_retry_app, staff, smtp):
+    from bulksign.jobs.mail import smtp_link
+
+    batch = make_batch(user=staff, now=NOW, recipients=3)
+    enqueue_renders(request_ids(batch))
+    run_worker(fast_retry_app, "pdf")
+    run_worker(fast_retry_app, "mail", max_jobs=1)
+    connection = smtp_link.host
+    run_worker(fast_retry_app, "mail")
+    assert connection is not None and smtp_link.host is connection
+    assert len(smtp.received) == 3
