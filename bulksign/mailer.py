@@ -21,6 +21,8 @@ BUILDERS: dict[str, str] = {
     "invitation": "bulksign.invitations.build_invitation",
     "confirmation": "bulksign.sealing.build_confirmation",
     "decline_notice": "bulksign.signing.build_decline_notice",
+    "reminder": "bulksign.reminders.build_reminder",
+    "expiry_summary": "bulksign.expiry.build_expiry_summary",
 }
 
 MESSAGE_ID_DOMAIN = "bulksign.local"
@@ -44,3 +46,29 @@ def queue_mail(session: Session, *, key: str, kind: str, to_email: str, subject:
     insert = pg_insert if dialect == "postgresql" else sqlite_insert
     session.execute(insert(OutgoingMail).values(**values).on_conflict_do_nothing(index_elements=["message_id"]))
     return session.scalar(select(OutgoingMail).where(OutgoingMail.message_id == values["message_id"]))
+
+
+def queue_mails(session: Session, mails: list[dict], *, now: datetime) -> list[int]:
+    """``queue_mail`` for many mails, a thousand per INSERT (each dict holds its keywords but ``now``); ids in order.
+
+    For set-based producers (a reminder tick of 50,000 mails): one statement per page instead of two per mail.
+    """
+    if not mails:
+        return []
+    rows = []
+    for mail in mails:
+        if mail["kind"] not in BUILDERS:
+            raise ValueError(f"no message builder for mail kind {mail['kind']!r}")
+        rows.append(dict(message_id=message_id_for(mail["key"]), kind=mail["kind"], to_email=mail["to_email"],
+                         subject=mail["subject"][:1000], request_id=mail.get("request_id"),
+                         batch_id=mail.get("batch_id"), attachments=mail.get("attachments") or [],
+                         status="queued", created_at=now))
+    dialect = session.get_bind().dialect.name
+    insert = pg_insert if dialect == "postgresql" else sqlite_insert
+    found: dict[str, int] = {}
+    for start in range(0, len(rows), 1000):  # bind parameters per statement are limited
+        chunk = rows[start:start + 1000]
+        session.execute(insert(OutgoingMail).values(chunk).on_conflict_do_nothing(index_elements=["message_id"]))
+        found.update(session.execute(select(OutgoingMail.message_id, OutgoingMail.id).where(
+            OutgoingMail.message_id.in_([row["message_id"] for row in chunk]))).all())
+    return [found[row["message_id"]] for row in rows]

@@ -35,3 +35,29 @@ def reconcile_stuck_work(*, now: datetime) -> str:
     result = reconcile(db.session, redis=get_redis(), app=current_app._get_current_object(), now=now,
                        stale_after=timedelta(seconds=current_app.config["RECONCILE_AFTER_SECONDS"]))
     return str(result)
+
+
+def _commit_and_send(mail_ids: list[int]) -> None:
+    """After each page: commit (short locks, nothing lost on a crash later), then hand the mails to the queue."""
+    from ..pipeline import enqueue_sends
+
+    db.session.commit()
+    enqueue_sends(mail_ids)
+
+
+def send_due_reminders(*, now: datetime) -> str:
+    """Queue the automatic reminders due now, a committed page at a time."""
+    from ..reminders import queue_due_reminders
+
+    result = queue_due_reminders(db.session, now=now, on_page=_commit_and_send)
+    db.session.commit()
+    return str(result)
+
+
+def expire_requests(*, now: datetime) -> str:
+    """Expire requests past their deadline and mail each batch owner one summary per wave."""
+    from ..expiry import expire_due
+
+    result = expire_due(db.session, now=now, on_page=_commit_and_send)
+    db.session.commit()
+    return str(result)

@@ -38,6 +38,9 @@ class PeriodicJob:
 PERIODIC_JOBS: tuple[PeriodicJob, ...] = (
     PeriodicJob("batch-rollup", "bulksign.jobs.periodic.rollup_batches", 15),
     PeriodicJob("reconcile", "bulksign.jobs.periodic.reconcile_stuck_work", 60),
+    # Expiry first in a tick: a request past its deadline gets no reminder.
+    PeriodicJob("expiry", "bulksign.jobs.periodic.expire_requests", 60),
+    PeriodicJob("reminders", "bulksign.jobs.periodic.send_due_reminders", 60),
 )
 
 

@@ -1,0 +1,329 @@
+"""Reminders: automatic ones on the batch's schedule, manual ones from staff; each one mailed exactly once.
+
+The only guard is the request's ``reminder_count``, advanced by a compare-and-set UPDATE before
+the mail row is written (in the same transaction). Two schedulers, a retried job and a staff
+click all race on that UPDATE; the loser sees the row already advanced and queues nothing.
+Reminder mails are keyed by request, link nonce and number: a resend (new link) starts a fresh
+series, and a crash after the commit re-finds the same mail row.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from flask import Flask, current_app
+from flask_mail import Message
+from sqlalchemy import and_, exists, func, insert, or_, select, update
+from sqlalchemy.orm import Session
+
+from .batches import BatchActionError, _batch_for
+from .doc_templates import DEFAULT_REMINDER_BODY, DEFAULT_REMINDER_SUBJECT, render_text, text_sandbox
+from .invitations import _html_body, mail_context, tracking_url
+from .links import current_token
+from .logs import log
+from .mailer import queue_mails
+from .models import Batch, Event, OutgoingMail, SigningRequest, User
+from .states import Status
+from .tokens import signing_token
+
+logger = logging.getLogger(__name__)
+
+KIND = "reminder"
+#: Used when a batch has no schedule of its own.
+DEFAULT_REMINDER_DAYS = (2, 4)
+#: Upper bound of ``batch.max_reminders``, whatever was stored.
+MAX_REMINDERS_LIMIT = 5
+#: A manual reminder is refused this soon after the invitation or the previous reminder.
+MANUAL_COOLDOWN = timedelta(hours=1)
+WAITING = (Status.SENT.value, Status.OPENED.value)
+SELECTORS = ("not_signed", "not_opened")
+
+#: Why a request got no reminder → what staff read (translated in the views).
+SKIP_REASONS = {
+    "signed": "already signed",
+    "declined": "declined",
+    "reminded_recently": "reminded within the last hour",
+    "bounced": "bounced",
+    "expired": "expired",
+    "cancelled": "cancelled",
+    "not_sent": "not sent yet",
+    "not_found": "not in this batch",
+}
+
+
+@dataclass(frozen=True)
+class ReminderTickResult:
+    #: Reminder mails written by this tick.
+    queued: int
+    #: Due reminders held back because their batch is in its quiet hours.
+    waiting_quiet_hours: int = 0
+    #: False when the time budget ran out; the next tick continues.
+    complete: bool = True
+    mail_ids: tuple[int, ...] = field(default=(), repr=False)
+
+    def __str__(self) -> str:
+        return f"{self.queued} reminders queued, {self.waiting_quiet_hours} waiting for the end of quiet hours"
+
+
+@dataclass(frozen=True)
+class ManualReminderResult:
+    queued: int
+    #: reason (a key of ``SKIP_REASONS``) → how many requests were skipped for it.
+    skipped: dict[str, int]
+    mail_ids: tuple[int, ...] = field(default=(), repr=False)
+
+
+def reminder_schedule(batch: Batch) -> tuple[float, ...]:
+    """The days after the invitation on which automatic reminders are due, capped by the batch's maximum."""
+    raw = DEFAULT_REMINDER_DAYS if batch.reminder_days is None else batch.reminder_days
+    days = sorted({float(d) for d in raw if isinstance(d, (int, float)) and not isinstance(d, bool) and d > 0})
+    cap = max(0, min(MAX_REMINDERS_LIMIT, 3 if batch.max_reminders is None else batch.max_reminders))
+    return tuple(days[:cap])
+
+
+def next_reminder_at(batch: Batch, *, sent_at: datetime | None, reminder_count: int) -> datetime | None:
+    """When the next automatic reminder of a waiting request falls due (quiet hours aside), or None."""
+    schedule = reminder_schedule(batch)
+    if sent_at is None or reminder_count >= len(schedule):
+        return None
+    return sent_at + timedelta(days=schedule[reminder_count])
+
+
+def _zone(batch: Batch) -> ZoneInfo:
+    try:
+        return ZoneInfo(batch.timezone or "UTC")
+    except (ZoneInfoNotFoundError, ValueError):
+        log(logger, logging.WARNING, "unknown batch time zone, using UTC", batch_id=batch.id, timezone=batch.timezone)
+        return ZoneInfo("UTC")
+
+
+def in_quiet_hours(batch: Batch, *, now: datetime) -> bool:
+    """Whether ``now`` falls in the batch's quiet hours (local to its time zone; 20→8 spans midnight)."""
+    start, end = batch.quiet_hours_start, batch.quiet_hours_end
+    if start is None or end is None or start == end:
+        return False
+    hour = now.astimezone(_zone(batch)).hour
+    return start <= hour < end if start < end else (hour >= start or hour < end)
+
+
+class _ReminderMails:
+    """Writes reminder mail rows (and their events) for requests whose counter this transaction advanced."""
+
+    def __init__(self, session: Session, batch: Batch, app: Flask):
+        self.session, self.batch, self.app = session, batch, app
+        version = batch.template_version
+        self.subject = text_sandbox.from_string(version.reminder_subject or DEFAULT_REMINDER_SUBJECT)
+
+    def queue(self, rows: Sequence, *, now: datetime, actor: str, manual: bool) -> list[int]:
+        """``rows`` carry id, email, name, data, token_nonce, expires_at and the new reminder_count."""
+        if not rows:
+            return []
+        secret = self.app.config["SECRET_KEY"]
+        mails = []
+        for row in rows:
+            token = signing_token(secret=secret, request_id=row.id, nonce=row.token_nonce or "")
+            context = mail_context(_RowView(row, self.batch), token=token, app=self.app,
+                                   deadline=row.expires_at or now)
+            mails.append(dict(key=reminder_key(row.id, row.token_nonce, row.reminder_count), kind=KIND,
+                              to_email=row.email, subject=" ".join(self.subject.render(context).split()),
+                              request_id=row.id, batch_id=self.batch.id))
+        ids = queue_mails(self.session, mails, now=now)
+        self.session.execute(insert(Event), [
+            {"request_id": row.id, "batch_id": self.batch.id, "type": "reminder.queued", "created_at": now,
+             "actor": actor, "details": {"number": row.reminder_count, "manual": manual}}
+            for row in rows
+        ])
+        return ids
+
+
+@dataclass(frozen=True)
+class _RowView:
+    """A RETURNING row seen as the request ``invitations.mail_context`` expects, without loading the ORM object."""
+
+    row: object
+    batch: Batch
+
+    def __getattr__(self, name):
+        return getattr(self.row, name)
+
+
+def reminder_key(request_id: int, nonce: str | None, number: int) -> str:
+    return f"reminder-{request_id}-{(nonce or '')[:12]}-{number}"
+
+
+_RETURNED = (SigningRequest.id, SigningRequest.email, SigningRequest.name, SigningRequest.data,
+             SigningRequest.token_nonce, SigningRequest.expires_at, SigningRequest.reminder_count)
+
+
+def queue_due_reminders(session: Session, *, now: datetime, page_size: int = 2000,
+                        on_page: Callable[[list[int]], None] | None = None,
+                        time_budget_seconds: float = 300.0) -> ReminderTickResult:
+    """Advance and queue every automatic reminder due at ``now``, a page of requests at a time.
+
+    ``on_page`` runs after each page with its mail ids (the periodic job commits and enqueues
+    there, so locks are short and a crash loses nothing it has not committed); without it the
+    caller commits once at the end.
+    """
+    app = current_app._get_current_object()
+    started = time.monotonic()
+    has_waiting = exists().where(SigningRequest.batch_id == Batch.id, SigningRequest.status.in_(WAITING))
+    batch_ids = session.scalars(select(Batch.id).where(has_waiting).order_by(Batch.id)).all()
+    queued, waiting, all_ids = 0, 0, []
+    for batch_id in batch_ids:
+        batch = session.get(Batch, batch_id)
+        schedule = reminder_schedule(batch)
+        if not schedule:
+            continue
+        if in_quiet_hours(batch, now=now):
+            waiting += _count_due(session, batch=batch, schedule=schedule, now=now)
+            continue
+        mails = _ReminderMails(session, batch, app)
+        # Highest number first: a request that missed a reminder (scheduler down) gets only the latest one.
+        for number in range(len(schedule), 0, -1):
+            due = _due(batch_id, number=number, sent_before=now - timedelta(days=schedule[number - 1]), now=now)
+            after = 0
+            while True:
+                if time.monotonic() - started > time_budget_seconds:
+                    log(logger, logging.WARNING, "reminder tick stopped at its time budget", queued=queued)
+                    return ReminderTickResult(queued, waiting, False, tuple(all_ids))
+                ids = session.scalars(select(SigningRequest.id).where(*due, SigningRequest.id > after)
+                                      .order_by(SigningRequest.id).limit(page_size)).all()
+                if not ids:
+                    break
+                after = ids[-1]
+                rows = session.execute(
+                    update(SigningRequest).where(SigningRequest.id.in_(ids), *due)
+                    .values(reminder_count=number, last_reminder_at=now).returning(*_RETURNED)
+                    .execution_options(synchronize_session=False)
+                ).all()
+                mail_ids = mails.queue(rows, now=now, actor="system", manual=False)
+                queued += len(mail_ids)
+                all_ids.extend(mail_ids)
+                if on_page:
+                    on_page(mail_ids)
+    if queued or waiting:
+        log(logger, logging.INFO, "reminders queued", queued=queued, waiting_quiet_hours=waiting)
+    return ReminderTickResult(queued, waiting, True, tuple(all_ids))
+
+
+def _due(batch_id: int, *, number: int, sent_before: datetime, now: datetime) -> tuple:
+    """Conditions under which reminder ``number`` is due; also the compare-and-set guard of the UPDATE."""
+    return (SigningRequest.batch_id == batch_id, SigningRequest.status.in_(WAITING),
+            SigningRequest.sent_at <= sent_before, SigningRequest.reminder_count < number,
+            or_(SigningRequest.expires_at.is_(None), SigningRequest.expires_at > now))
+
+
+def _count_due(session: Session, *, batch: Batch, schedule: tuple[float, ...], now: datetime) -> int:
+    """How many requests of the batch have some reminder due at ``now``."""
+    any_due = or_(*(and_(*_due(batch.id, number=n, sent_before=now - timedelta(days=days), now=now))
+                    for n, days in enumerate(schedule, start=1)))
+    return session.scalar(select(func.count()).select_from(SigningRequest).where(any_due))
+
+
+def _skip_reason(row, *, now: datetime) -> str | None:
+    """Why a manual reminder cannot go to this request now, or None when it can."""
+    if row.status in WAITING:
+        if row.expires_at is not None and row.expires_at <= now:
+            return "expired"
+        recent = now - MANUAL_COOLDOWN
+        if (row.last_reminder_at and row.last_reminder_at > recent) or (row.sent_at and row.sent_at > recent):
+            return "reminded_recently"
+        return None
+    if row.status in ("signed", "declined", "bounced", "expired", "cancelled"):
+        return row.status
+    return "not_sent"
+
+
+def _selection_pages(session: Session, *, batch_id: int, request_ids: Iterable[int] | None, selector: str | None,
+                     page_size: int):
+    """Pages of (id, status, sent_at, last_reminder_at, expires_at) of the chosen requests, and ids not found."""
+    columns = (SigningRequest.id, SigningRequest.status, SigningRequest.sent_at, SigningRequest.last_reminder_at,
+               SigningRequest.expires_at)
+    if request_ids is not None:
+        ids = sorted(set(request_ids))
+        for start in range(0, len(ids), page_size):
+            chunk = ids[start:start + page_size]
+            rows = session.execute(select(*columns).where(SigningRequest.batch_id == batch_id,
+                                                          SigningRequest.id.in_(chunk))).all()
+            yield rows, len(chunk) - len(rows)
+        return
+    chosen = (SigningRequest.status != Status.SIGNED.value if selector == "not_signed"
+              else SigningRequest.status.not_in([Status.OPENED.value, Status.SIGNED.value, Status.DECLINED.value]))
+    after = 0
+    while True:
+        rows = session.execute(select(*columns).where(SigningRequest.batch_id == batch_id, chosen,
+                                                      SigningRequest.id > after)
+                               .order_by(SigningRequest.id).limit(page_size)).all()
+        if not rows:
+            return
+        after = rows[-1].id
+        yield rows, 0
+
+
+def send_manual_reminders(session: Session, *, batch_id: int, user: User, now: datetime,
+                          request_ids: Iterable[int] | None = None, selector: str | None = None,
+                          page_size: int = 1000) -> ManualReminderResult:
+    """Staff remind chosen requests (or all not signed / not opened) now; each skip is counted by reason. The caller commits, then enqueues ``mail_ids``."""
+    if (request_ids is None) == (selector is None):
+        raise BatchActionError("Choose the recipients to remind, or all who have not signed / not opened.")
+    if selector is not None and selector not in SELECTORS:
+        raise BatchActionError(f"Unknown selection {selector!r}; use one of: {', '.join(SELECTORS)}.")
+    batch = _batch_for(session, batch_id=batch_id, user=user)
+    mails = _ReminderMails(session, batch, current_app._get_current_object())
+    skipped: dict[str, int] = {}
+    mail_ids: list[int] = []
+    recent = now - MANUAL_COOLDOWN
+    for rows, missing in _selection_pages(session, batch_id=batch_id, request_ids=request_ids, selector=selector,
+                                          page_size=page_size):
+        if missing:
+            skipped["not_found"] = skipped.get("not_found", 0) + missing
+        eligible = []
+        for row in rows:
+            reason = _skip_reason(row, now=now)
+            if reason:
+                skipped[reason] = skipped.get(reason, 0) + 1
+            else:
+                eligible.append(row.id)
+        if not eligible:
+            continue
+        # The compare-and-set: a reminder (automatic or manual) that won meanwhile set last_reminder_at.
+        won = session.execute(
+            update(SigningRequest).where(
+                SigningRequest.id.in_(eligible), SigningRequest.status.in_(WAITING),
+                or_(SigningRequest.last_reminder_at.is_(None), SigningRequest.last_reminder_at <= recent),
+                SigningRequest.sent_at <= recent,
+                or_(SigningRequest.expires_at.is_(None), SigningRequest.expires_at > now))
+            .values(reminder_count=SigningRequest.reminder_count + 1, last_reminder_at=now).returning(*_RETURNED)
+            .execution_options(synchronize_session=False)
+        ).all()
+        if len(won) < len(eligible):
+            skipped["reminded_recently"] = skipped.get("reminded_recently", 0) + len(eligible) - len(won)
+        mail_ids.extend(mails.queue(won, now=now, actor=f"user:{user.id}", manual=True))
+    log(logger, logging.INFO, "manual reminders queued", batch_id=batch_id, user_id=user.id, queued=len(mail_ids),
+        skipped=skipped)
+    return ManualReminderResult(queued=len(mail_ids), skipped=skipped, mail_ids=tuple(mail_ids))
+
+
+def build_reminder(session: Session, mail: OutgoingMail, app: Flask) -> Message:
+    """The reminder as it goes out: its own text, the request's current link, the pixel, the row's Message-ID."""
+    request = session.get(SigningRequest, mail.request_id)
+    if request is None or request.status not in WAITING:
+        raise LookupError(f"request {mail.request_id} no longer waits for a signature")
+    secret = app.config["SECRET_KEY"]
+    token = current_token(request, secret=secret)
+    if token is None or not request.token_hash or f"-{request.token_nonce[:12]}-" not in mail.message_id:
+        raise LookupError(f"request {request.id} has a newer link than this reminder")
+    batch = request.batch
+    context = mail_context(request, token=token, app=app, deadline=request.expires_at or mail.created_at)
+    body = render_text(batch.template_version.reminder_body or DEFAULT_REMINDER_BODY, context)
+    pixel = tracking_url(app_url=app.config["APP_URL"], request_id=request.id, secret=secret)
+    message = Message(subject=mail.subject, recipients=[mail.to_email], body=body,
+                      html=_html_body(body, link=context["signing_link"], pixel=pixel),
+                      sender=app.config["MAIL_DEFAULT_SENDER"],
+                      reply_to=batch.reply_to or (batch.created_by.email if batch.created_by else None))
+    message.msgId = mail.message_id
+    return message

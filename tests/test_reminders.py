@@ -1,0 +1,222 @@
+"""Automatic and manual reminders, with the time passed in: due on the batch's days, each exactly once."""
+from __future__ import annotations
+
+import re
+import threading
+from datetime import timedelta
+
+import pytest
+from sqlalchemy.orm import Session
+
+from bulksign.batches import BatchActionError
+from bulksign.extensions import db
+from bulksign.jobs.periodic import send_due_reminders
+from bulksign.pipeline import enqueue_renders
+from bulksign.reminders import queue_due_reminders, send_manual_reminders
+from bulksign.states import Status, transition
+from bulksign.tokens import hash_token
+from tests.conftest import NOW
+from tests.support.batches import make_batch, request_ids, requests_of
+from tests.support.waiting import mails, request, sent_batch
+
+DAY = timedelta(days=1)
+
+
+def tick(now):
+    result = queue_due_reminders(db.session, now=now)
+    db.session.commit()
+    return result.queued
+
+
+def test_reminders_go_out_on_day_2_and_day_4_only(app, users):
+    _, (rid,) = sent_batch(user=users["staff"], sent_at=NOW)
+    assert tick(NOW + 1 * DAY) == 0
+    assert tick(NOW + 2 * DAY) == 1
+    assert tick(NOW + 3 * DAY) == 0
+    assert tick(NOW + 4 * DAY) == 1
+    assert tick(NOW + 5 * DAY) == 0
+    first, second = mails("reminder")
+    assert first.message_id.endswith("-1@bulksign.local>") and second.message_id.endswith("-2@bulksign.local>")
+    assert first.to_email == "person0@example.com" and first.request_id == rid
+    assert request(rid).reminder_count == 2 and request(rid).last_reminder_at == NOW + 4 * DAY
+
+
+def test_a_maximum_of_one_stops_after_the_first(app, users):
+    sent_batch(user=users["staff"], sent_at=NOW, max_reminders=1)
+    assert [tick(NOW + d * DAY) for d in (2, 4, 6)] == [1, 0, 0]
+
+
+def test_a_maximum_of_zero_sends_none(app, users):
+    sent_batch(user=users["staff"], sent_at=NOW, max_reminders=0)
+    assert tick(NOW + 5 * DAY) == 0
+
+
+def test_signing_between_reminders_stops_them(app, users):
+    _, (rid,) = sent_batch(user=users["staff"], sent_at=NOW)
+    assert tick(NOW + 2 * DAY) == 1
+    transition(db.session, rid, frm=Status.SENT, to=Status.OPENED, now=NOW + 3 * DAY)
+    transition(db.session, rid, frm=Status.OPENED, to=Status.SIGNED, now=NOW + 3 * DAY)
+    db.session.commit()
+    assert tick(NOW + 4 * DAY) == 0
+
+
+@pytest.mark.parametrize("status", ["declined", "bounced", "cancelled", "expired"])
+def test_requests_no_longer_waiting_are_never_reminded(app, users, status):
+    _, (rid,) = sent_batch(user=users["staff"], sent_at=NOW)
+    path = {"declined": ["opened", "declined"], "bounced": ["bounced"], "cancelled": ["cancelled"],
+            "expired": ["expired"]}[status]
+    frm = "sent"
+    for to in path:
+        transition(db.session, rid, frm=frm, to=to, now=NOW + DAY)
+        frm = to
+    db.session.commit()
+    assert tick(NOW + 2 * DAY) == 0
+
+
+def test_opened_but_unsigned_requests_are_reminded(app, users):
+    _, (rid,) = sent_batch(user=users["staff"], sent_at=NOW)
+    transition(db.session, rid, frm=Status.SENT, to=Status.OPENED, now=NOW + DAY)
+    db.session.commit()
+    assert tick(NOW + 2 * DAY) == 1
+
+
+def test_a_missed_schedule_catches_up_with_one_reminder_not_two(app, users):
+    sent_batch(user=users["staff"], sent_at=NOW)
+    assert tick(NOW + 5 * DAY) == 1
+    assert tick(NOW + 5 * DAY + timedelta(minutes=1)) == 0
+    (mail,) = mails("reminder")
+    assert mail.message_id.endswith("-2@bulksign.local>")
+
+
+def test_two_ticks_at_the_same_instant_send_one_reminder(app, users):
+    sent_batch(user=users["staff"], sent_at=NOW, recipients=3)
+    assert send_due_reminders(now=NOW + 2 * DAY).startswith("3 reminders queued")
+    assert send_due_reminders(now=NOW + 2 * DAY).startswith("0 reminders queued")
+    assert len(mails("reminder")) == 3
+
+
+def test_two_schedulers_racing_in_two_sessions_send_each_reminder_once(app, users):
+    batch_id, _ = sent_batch(user=users["staff"], sent_at=NOW, recipients=200)
+    results, barrier = [], threading.Barrier(2)
+
+    def scheduler():
+        with app.app_context(), Session(db.engine) as session:
+            barrier.wait(timeout=10)
+            results.append(queue_due_reminders(session, now=NOW + 2 * DAY, page_size=20,
+                                               on_page=lambda _ids: session.commit()).queued)
+            session.commit()
+
+    threads = [threading.Thread(target=scheduler) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sum(results) == 200
+    assert len(mails("reminder")) == 200
+    assert {r.reminder_count for r in requests_of(batch_id)} == {1}
+
+
+def test_quiet_hours_hold_due_reminders_until_the_morning(app, users):
+    # Berlin is UTC+1 in November: 20:00–08:00 local is 19:00–07:00 UTC.
+    sent_at = NOW.replace(hour=21)
+    sent_batch(user=users["staff"], sent_at=sent_at, quiet_hours_start=20, quiet_hours_end=8,
+               timezone="Europe/Berlin")
+    night = sent_at + 2 * DAY  # 22:00 in Berlin
+    result = queue_due_reminders(db.session, now=night)
+    assert (result.queued, result.waiting_quiet_hours) == (0, 1)
+    assert tick(night.replace(hour=6, minute=59) + DAY) == 0  # 07:59 in Berlin
+    assert tick(night.replace(hour=7, minute=0) + DAY) == 1  # 08:00 in Berlin
+
+
+def test_the_reminder_is_its_own_text_with_the_same_link_through_the_mail_queue(app, users, smtp, run_jobs):
+    batch = make_batch(user=users["staff"], now=NOW, recipients=1)
+    enqueue_renders(request_ids(batch))
+    run_jobs("pdf", "mail")
+    (invitation,) = smtp.received
+    (req,) = requests_of(batch)
+    rid, nonce, token_hash = req.id, req.token_nonce, req.token_hash
+    assert send_due_reminders(now=req.sent_at + 2 * DAY).startswith("1 reminders queued")
+    run_jobs("mail")
+    reminder = smtp.received[1]
+    assert reminder.subject != invitation.subject and "Reminder" in reminder.subject
+    assert reminder.text() != invitation.text() and "reminder" in reminder.text()
+    link = re.search(r"/sign/([A-Za-z0-9_-]+)", reminder.text()).group(1)
+    assert link in invitation.text() and hash_token(link) == token_hash
+    assert reminder.message_id == f"<reminder-{rid}-{nonce[:12]}-1@bulksign.local>"
+    (row,) = mails("reminder")
+    assert row.status == "sent" and row.sent_at is not None
+
+
+def test_a_reminder_queued_before_the_recipient_signed_is_not_sent(app, users, smtp, run_jobs):
+    _, (rid,) = sent_batch(user=users["staff"], sent_at=NOW)
+    send_due_reminders(now=NOW + 2 * DAY)
+    transition(db.session, rid, frm=Status.SENT, to=Status.OPENED, now=NOW + 2 * DAY)
+    transition(db.session, rid, frm=Status.OPENED, to=Status.SIGNED, now=NOW + 2 * DAY)
+    db.session.commit()
+    run_jobs("mail")
+    assert smtp.received == [] and mails("reminder")[0].status == "failed"
+
+
+# Manual reminders
+
+def test_a_manual_reminder_right_after_an_automatic_one_is_skipped_with_a_reason(app, users):
+    batch_id, ids = sent_batch(user=users["staff"], sent_at=NOW, recipients=2)
+    assert tick(NOW + 2 * DAY) == 2
+    result = send_manual_reminders(db.session, batch_id=batch_id, user=users["staff"], now=NOW + 2 * DAY
+                                   + timedelta(minutes=5), request_ids=ids)
+    assert (result.queued, result.skipped) == (0, {"reminded_recently": 2})
+    later = send_manual_reminders(db.session, batch_id=batch_id, user=users["staff"], now=NOW + 2 * DAY
+                                  + timedelta(hours=2), request_ids=ids[:1])
+    db.session.commit()
+    assert (later.queued, later.skipped) == (1, {})
+    assert len(mails("reminder")) == 3
+
+
+def test_manual_reminders_count_every_skip_by_reason(app, users):
+    batch_id, ids = sent_batch(user=users["staff"], sent_at=NOW, recipients=6)
+    signed, declined, bounced, cancelled, _, waiting = ids
+    for rid, path in ((signed, ["opened", "signed"]), (declined, ["opened", "declined"]), (bounced, ["bounced"]),
+                      (cancelled, ["cancelled"])):
+        frm = "sent"
+        for to in path:
+            transition(db.session, rid, frm=frm, to=to, now=NOW + DAY)
+            frm = to
+    db.session.commit()
+    result = send_manual_reminders(db.session, batch_id=batch_id, user=users["staff"], now=NOW + DAY,
+                                   request_ids=[*ids, 999999])
+    assert result.queued == 2
+    assert result.skipped == {"signed": 1, "declined": 1, "bounced": 1, "cancelled": 1, "not_found": 1}
+    assert request(waiting).reminder_count == 1
+
+
+def test_manual_selectors_choose_not_signed_or_not_opened(app, users):
+    batch_id, ids = sent_batch(user=users["staff"], sent_at=NOW, recipients=3)
+    transition(db.session, ids[0], frm="sent", to="opened", now=NOW + DAY)
+    transition(db.session, ids[1], frm="sent", to="opened", now=NOW + DAY)
+    transition(db.session, ids[1], frm="opened", to="signed", now=NOW + DAY)
+    db.session.commit()
+    not_opened = send_manual_reminders(db.session, batch_id=batch_id, user=users["staff"], now=NOW + DAY,
+                                       selector="not_opened")
+    assert (not_opened.queued, not_opened.skipped) == (1, {})
+    not_signed = send_manual_reminders(db.session, batch_id=batch_id, user=users["staff"], now=NOW + DAY,
+                                       selector="not_signed")
+    assert (not_signed.queued, not_signed.skipped) == (1, {"reminded_recently": 1})
+
+
+def test_a_manual_reminder_counts_towards_the_schedule(app, users):
+    batch_id, ids = sent_batch(user=users["staff"], sent_at=NOW)
+    send_manual_reminders(db.session, batch_id=batch_id, user=users["staff"], now=NOW + DAY, request_ids=ids)
+    db.session.commit()
+    assert [tick(NOW + d * DAY) for d in (2, 4)] == [0, 1]
+    assert len(mails("reminder")) == 2
+
+
+def test_manual_reminders_need_a_choice_and_the_batch_owner(app, users):
+    batch_id, ids = sent_batch(user=users["admin"], sent_at=NOW)
+    with pytest.raises(BatchActionError):
+        send_manual_reminders(db.session, batch_id=batch_id, user=users["admin"], now=NOW + DAY)
+    with pytest.raises(BatchActionError):
+        send_manual_reminders(db.session, batch_id=batch_id, user=users["admin"], now=NOW + DAY, selector="x")
+    with pytest.raises(BatchActionError) as denied:
+        send_manual_reminders(db.session, batch_id=batch_id, user=users["staff"], now=NOW + DAY, request_ids=ids)
+    assert denied.value.status == 403
