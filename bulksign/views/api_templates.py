@@ -1,0 +1,43 @@
+"""JSON API for document templates: create (a first version) and list."""
+from __future__ import annotations
+
+from flask import Blueprint, g, jsonify, request
+
+from .. import doc_templates as dt
+from ..extensions import db
+from ..models import DocumentTemplate, TemplateVersion, utcnow
+from .api import api_error
+
+bp = Blueprint("api_templates", __name__, url_prefix="/api/v1")
+
+MAIL_FIELDS = ("email_subject", "email_body", "reminder_subject", "reminder_body")
+
+
+def template_json(template: DocumentTemplate, version: TemplateVersion | None) -> dict:
+    return {"id": template.id, "name": template.name, "version": template.latest_version,
+            "variables": list(version.variables) if version else [],
+            "created_at": template.created_at.isoformat()}
+
+
+@bp.post("/templates")
+def create():
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        return api_error("Send a JSON object with \"name\" and \"html\".", 400)
+    fields = {"name": body.get("name"), "html": body.get("html"),
+              **{f: body[f] for f in MAIL_FIELDS if body.get(f) is not None}}
+    if not all(isinstance(v, str) for v in fields.values()) or fields["name"] is None:
+        return api_error("\"name\" and \"html\" (and any mail texts) must be strings.", 400)
+    try:
+        saved = dt.create_template(db.session, user=g.api_user, now=utcnow(), **fields)
+        db.session.commit()
+    except dt.TemplateError as exc:
+        db.session.rollback()
+        return api_error(exc.message, 422, line=exc.line)
+    return jsonify(template_json(saved.template, saved.version)), 201
+
+
+@bp.get("/templates")
+def index():
+    templates = dt.list_templates(db.session)
+    return jsonify(templates=[template_json(t, dt.get_version(db.session, template_id=t.id)) for t in templates])

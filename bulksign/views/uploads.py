@@ -1,0 +1,112 @@
+"""Staff pages for a new batch: pick a template, upload recipients, see the errors, create the batch.
+
+The uploaded file is stored under an unguessable id between "check" and "create", and read again
+on create: nothing the browser sends back about the rows is trusted.
+"""
+from __future__ import annotations
+
+import secrets
+
+from flask import Blueprint, Response, abort, flash, redirect, render_template, request, url_for
+from flask_babel import gettext as _
+from flask_login import current_user
+
+from .. import doc_templates as dt
+from ..batch_creation import BatchError, create_batch, settings_from_form
+from ..extensions import db
+from ..models import TemplateVersion, utcnow
+from ..recipients import (StoredUpload, UploadError, ValidationReport, error_report_csv, load_upload, store_upload,
+                          validate_recipients)
+from ..storage import get_storage
+
+bp = Blueprint("uploads", __name__, url_prefix="/batches")
+
+
+def uploaded_file() -> tuple[bytes, str]:
+    """The bytes and name of the multipart ``file`` field; UploadError when none was chosen."""
+    upload = request.files.get("file")
+    if upload is None or not upload.filename:
+        raise UploadError(_("Choose a recipients file (.csv or .xlsx) to upload."))
+    return upload.read(), upload.filename
+
+
+def template_version(raw_id) -> TemplateVersion:
+    """The newest version of the chosen template; UploadError when there is none."""
+    try:
+        template_id = int(raw_id)
+    except (TypeError, ValueError):
+        raise UploadError(_("Choose a template.")) from None
+    version = dt.get_version(db.session, template_id=template_id)
+    if version is None:
+        raise UploadError(_("There is no template with id %(id)s.", id=template_id), 404)
+    return version
+
+
+def _page(*, status: int = 200, report: ValidationReport | None = None, upload: StoredUpload | None = None,
+          error: str | None = None, template_id: int | None = None, field_errors: dict | None = None):
+    return render_template(
+        "uploads/new.html", templates=dt.list_templates(db.session), report=report, upload=upload,
+        error=error, template_id=template_id or request.values.get("template_id", type=int),
+        form=request.form, form_token=request.form.get("form_token") or secrets.token_hex(16),
+        field_errors=field_errors or {},
+    ), status
+
+
+@bp.get("/new")
+def new():
+    return _page()
+
+
+@bp.post("/new/validate")
+def validate():
+    """Store the file and check it; an HTMX request gets only the preview partial."""
+    partial = bool(request.headers.get("HX-Request"))
+    try:
+        version = template_version(request.form.get("template_id"))
+        data, filename = uploaded_file()
+        report = validate_recipients(data, filename=filename, variables=version.variables)
+        upload = store_upload(get_storage(), data=data, filename=filename, user_id=current_user.id,
+                              template_id=version.template_id)
+    except UploadError as exc:
+        if partial:
+            return render_template("uploads/_preview.html", error=exc.message, report=None), exc.status
+        return _page(status=exc.status, error=exc.message)
+    if partial:
+        return render_template("uploads/_preview.html", report=report, upload=upload, error=None)
+    return _page(report=report, upload=upload, template_id=version.template_id)
+
+
+@bp.post("/new")
+def create():
+    """Create the batch from the stored file's valid rows; a repeated form token returns the same batch."""
+    try:
+        upload = load_upload(get_storage(), upload_id=request.form.get("upload_id", ""), user_id=current_user.id)
+        version = template_version(upload.template_id)
+        report = validate_recipients(upload.data, filename=upload.filename, variables=version.variables,
+                                     keep_rows=True)
+        settings = settings_from_form(request.form, default_name=f"{version.template.name} ({utcnow():%Y-%m-%d})")
+        result = create_batch(db.session, user=current_user, template_version=version, rows=report.recipients,
+                              now=utcnow(), idempotency_key=request.form.get("form_token") or None,
+                              **settings.as_kwargs())
+    except UploadError as exc:
+        return _page(status=exc.status, error=exc.message)
+    except BatchError as exc:
+        db.session.rollback()
+        return _page(status=422, error=exc.message, field_errors={exc.field: exc.message} if exc.field else {})
+    if result.created:
+        flash(_("Batch created with %(n)s recipients. Documents are being prepared.", n=result.total_count), "success")
+    return redirect(url_for("batches.detail", batch_id=result.batch.id), 303)
+
+
+@bp.get("/uploads/<upload_id>/errors.csv")
+def error_report(upload_id: str):
+    """Every error of the stored file, as a spreadsheet-safe CSV."""
+    try:
+        upload = load_upload(get_storage(), upload_id=upload_id, user_id=current_user.id)
+        version = template_version(upload.template_id)
+        report = validate_recipients(upload.data, filename=upload.filename, variables=version.variables,
+                                     max_errors=None)
+    except UploadError as exc:
+        abort(exc.status, exc.message)
+    return Response("\ufeff" + error_report_csv(report), mimetype="text/csv", headers={
+        "Content-Disposition": f'attachment; filename="errors-{upload.upload_id[:8]}.csv"'})

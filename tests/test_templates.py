@@ -1,0 +1,165 @@
+"""Document templates: versions, variables, the save-time safety check, the pages and the PDF preview."""
+from __future__ import annotations
+
+import io
+
+import pytest
+from sqlalchemy import select
+
+from bulksign.demo import DEMO_HTML
+from bulksign.doc_templates import (TemplateError, check_html_safety, create_template, extract_variables,
+                                    get_version, list_templates, render_html, save_version)
+from bulksign.extensions import db
+from bulksign.models import DocumentTemplate
+from bulksign.pdf import render_pdf
+from tests.conftest import NOW, csrf_from
+
+MAIL = {"email_subject": "Sign {{ document_name }}", "email_body": "Hi {{ name }} {{ signing_link }}",
+        "reminder_subject": "Reminder", "reminder_body": "{{ signing_link }}"}
+
+
+def test_each_save_is_a_new_immutable_version(app, users):
+    first = create_template(db.session, name="NDA", html="<p>{{ name }}</p>", user=users["staff"], now=NOW)
+    second = save_version(db.session, template=first.template, html="<p>{{ name }} {{ city }}</p>",
+                          user=users["staff"], now=NOW, **MAIL)
+    db.session.commit()
+    assert (first.version.version, second.version.version, first.template.latest_version) == (1, 2, 2)
+    assert get_version(db.session, template_id=first.template.id, version=1).html == "<p>{{ name }}</p>"
+    assert get_version(db.session, template_id=first.template.id).variables == ["city", "name"]
+    assert [t.name for t in list_templates(db.session)] == ["NDA"]
+
+
+def test_a_syntax_error_is_refused_with_its_line(app, users):
+    with pytest.raises(TemplateError) as caught:
+        create_template(db.session, name="Broken", html="<p>ok</p>\n<p>{{ name </p>", user=users["staff"], now=NOW)
+    assert caught.value.line == 2
+
+
+def test_the_demo_template_passes_the_safety_check():
+    check_html_safety(DEMO_HTML.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("html, line, words", [
+    ('<p>x</p>\n<img src="http://127.0.0.1:6379/">', 2, "may not fetch"),
+    ('<img src="https://example.com/logo.png">', 1, "may not fetch"),
+    ('<img src="//example.com/logo.png">', 1, "may not fetch"),
+    ('<img src="file:///etc/passwd">', 1, "may not fetch"),
+    ('<iframe src="ftp://example.com/x"></iframe>', 1, "may not fetch"),
+    ('<link rel="stylesheet" href="http://example.com/a.css">', 1, "may not fetch"),
+    ('<video poster="http://example.com/p.png"></video>', 1, "may not fetch"),
+    ('<object data="http://example.com/x"></object>', 1, "may not fetch"),
+    ('<img srcset="data:image/png;base64,AA 1x, http://example.com/x.png 2x">', 1, "may not fetch"),
+    ('<style>\nbody { color: red }\n@import "http://example.com/a.css";\n</style>', 3, "may not fetch"),
+    ('<style>p { background: url( \'file:///etc/passwd\' ) }</style>', 1, "may not fetch"),
+    ('<p style="background:u\\72 l(http://127.0.0.1/)">x</p>', 1, "may not fetch"),
+    ('<img src="{{ photo }}">', 1, "variable"),
+    ('<a href="#top">top</a><img src="data:image/png;base64,{{ photo }}">', 1, "variable"),
+    ('<style>p { color: {{ colour }} }</style>', 1, "variable"),
+    ('<p style="color: {{ colour }}">x</p>', 1, "variable"),
+    ('<img alt={{ name }}>', 1, "quotes"),
+    ('<{{ tag }} src="http://x/">', 1, "tag name"),
+    ('<script>document.write("x")</script>', 1, "JavaScript"),
+    ('{{ "<img src=http://127.0.0.1/>" | safe }}', 1, "safe"),
+    ('{% autoescape false %}{{ name }}{% endautoescape %}', 1, "autoescape"),
+    ('<meta http-equiv="refresh" content="0;url=http://127.0.0.1/">', 1, "refresh"),
+])
+def test_a_template_that_would_fetch_or_run_something_is_refused_at_save_with_the_line(app, users, html, line, words):
+    with pytest.raises(TemplateError) as caught:
+        create_template(db.session, name="Risky", html=html, user=users["staff"], now=NOW)
+    assert caught.value.line == line and words in str(caught.value)
+    db.session.rollback()
+    assert db.session.scalar(select(DocumentTemplate)) is None
+
+
+def test_embedded_images_links_and_variables_in_text_are_fine(app, users):
+    html = ('<style>p { color: #333; content: "\\2014" }</style><a href="https://example.com/terms">terms</a>'
+            '<img src="data:image/png;base64,iVBORw0KGgo=" alt="{{ name }}"><p title="{{ city }}">{{ name }}</p>')
+    saved = create_template(db.session, name="Fine", html=html, user=users["staff"], now=NOW)
+    assert saved.version.variables == ["city", "name"]
+
+
+def test_recipient_data_cannot_inject_markup_into_the_document():
+    out = render_html('<p title="{{ name }}">{{ name }}</p>', {"name": '"><iframe src="file:///etc/passwd">'})
+    assert "<iframe" not in out and "&#34;&gt;&lt;iframe" in out
+
+
+def test_variables_are_extracted_from_loops_and_conditions():
+    assert extract_variables("{% if vip %}{{ name }}{% endif %}{% for x in items %}{{ x }}{% endfor %}") == [
+        "items", "name", "vip"]
+
+
+def test_staff_create_a_template_in_the_browser_and_see_its_variables(client, auth):
+    auth.login()
+    page = client.get("/templates/new")
+    assert page.status_code == 200 and "Please sign" in page.get_data(as_text=True)
+    response = client.post("/templates/new", data={
+        "csrf_token": csrf_from(page), "name": "Offer letter", "html": "<p>Dear {{ name }}, {{ salary }}</p>",
+        "email_subject": "", "email_body": "", "reminder_subject": "", "reminder_body": ""})
+    assert response.status_code == 302
+    detail = client.get(response.headers["Location"]).get_data(as_text=True)
+    assert "Offer letter" in detail and "email, salary" in detail and "Version 1" in detail
+    version = get_version(db.session, template_id=db.session.scalar(select(DocumentTemplate.id)))
+    assert version.email_subject.startswith("Please sign")
+
+
+def test_an_html_file_upload_makes_a_new_version(client, auth):
+    auth.login()
+    page = client.get("/templates/new")
+    client.post("/templates/new", data={"csrf_token": csrf_from(page), "name": "T", "html": "<p>{{ a }}</p>"})
+    template_id = db.session.scalar(select(DocumentTemplate.id))
+    edit = client.get(f"/templates/{template_id}/edit")
+    assert "{{ a }}" in edit.get_data(as_text=True)
+    response = client.post(f"/templates/{template_id}/edit", data={
+        "csrf_token": csrf_from(edit), "html": "",
+        "html_file": (io.BytesIO("\ufeff<p>{{ b }} — ü</p>".encode()), "contract.html")},
+        content_type="multipart/form-data")
+    assert response.status_code == 302
+    assert get_version(db.session, template_id=template_id).variables == ["b"]
+    versions = client.get(f"/templates/{template_id}").get_data(as_text=True)
+    assert "Version 2" in versions and "Version 1" in versions
+
+
+def test_a_refused_template_shows_the_line_and_keeps_the_text(client, auth):
+    auth.login()
+    page = client.get("/templates/new")
+    response = client.post("/templates/new", data={
+        "csrf_token": csrf_from(page), "name": "Bad", "html": "<p>a</p>\n<img src=\"http://127.0.0.1:1/\">"})
+    body = response.get_data(as_text=True)
+    assert response.status_code == 422 and "Line 2:" in body and "127.0.0.1:1" in body
+
+
+def test_preview_is_a_real_pdf_rendered_with_sample_values(client, auth, users):
+    saved = create_template(db.session, name="P", html='<meta charset="utf-8"><p>{{ name }} — {{ city }}</p>',
+                            user=users["staff"], now=NOW)
+    db.session.commit()
+    auth.login()
+    partial = client.get(f"/templates/{saved.template.id}/preview", headers={"HX-Request": "true"})
+    assert b"<iframe" in partial.data and b"preview.pdf" in partial.data
+    pdf = client.get(f"/templates/{saved.template.id}/preview.pdf")
+    assert pdf.status_code == 200 and pdf.data.startswith(b"%PDF") and pdf.mimetype == "application/pdf"
+    assert pdf.headers["Content-Disposition"].startswith("inline")
+
+
+def test_the_preview_and_a_worker_render_the_same_way():
+    assert render_pdf(render_html("<p>{{ name }}</p>", {"name": "Jane"})).startswith(b"%PDF")
+
+
+def test_templates_api_creates_and_lists(client, users):
+    from bulksign.users import create_api_key
+
+    key = create_api_key(db.session, user=users["staff"], name="t", now=NOW).secret
+    db.session.commit()
+    headers = {"Authorization": f"Bearer {key}"}
+    created = client.post("/api/v1/templates", json={"name": "API", "html": "<p>{{ name }} {{ role }}</p>"},
+                          headers=headers)
+    assert created.status_code == 201
+    assert created.json == {**created.json, "name": "API", "version": 1, "variables": ["name", "role"]}
+    bad = client.post("/api/v1/templates", json={"name": "Bad", "html": "<p>\n{% if %}</p>"}, headers=headers)
+    assert bad.status_code == 422 and bad.json["line"] == 2 and bad.json["error"]
+    unsafe = client.post("/api/v1/templates", json={"name": "U", "html": '<img src="http://127.0.0.1/">'},
+                         headers=headers)
+    assert unsafe.status_code == 422 and "may not fetch" in unsafe.json["error"]
+    assert client.post("/api/v1/templates", data="nope", headers=headers).status_code == 400
+    listed = client.get("/api/v1/templates", headers=headers)
+    assert [t["name"] for t in listed.json["templates"]] == ["API"]
+    assert client.get("/api/v1/templates").status_code == 401
