@@ -26,10 +26,11 @@ if not now then
 end
 local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
 if tat > now then
-  return {0, tat - now}
+  return {0, tat - now, now}
 end
-redis.call('SET', KEYS[1], now + interval, 'PX', math.ceil(interval / 1000) + 1000)
-return {1, 0}
+-- The key outlives its use by a minute (a passed test clock may run slower than real time).
+redis.call('SET', KEYS[1], now + interval, 'PX', math.ceil(interval / 1000) + 60000)
+return {1, 0, now}
 """
 
 
@@ -38,6 +39,8 @@ class Decision:
     allowed: bool
     #: How long to wait before asking again (0 when allowed).
     wait_seconds: float
+    #: The limiter's clock when it decided (µs); what a check of the rate must count by.
+    at_us: int = 0
 
 
 class MailThrottle:
@@ -53,8 +56,9 @@ class MailThrottle:
         """Claim a send slot now, or say how long until the next one; ``now_us`` replaces Redis's clock in tests."""
         if not self.rate:
             return Decision(True, 0.0)
-        allowed, wait_us = self._script(keys=[self.key], args=[self.interval_us, "" if now_us is None else now_us])
-        return Decision(bool(allowed), int(wait_us) / 1_000_000)
+        allowed, wait_us, at_us = self._script(keys=[self.key],
+                                               args=[self.interval_us, "" if now_us is None else now_us])
+        return Decision(bool(allowed), int(wait_us) / 1_000_000, int(at_us))
 
     def acquire(self, *, max_wait_seconds: float, sleep: Callable[[float], None] = time.sleep,
                 clock: Callable[[], float] = time.monotonic) -> Decision:
