@@ -27,8 +27,11 @@ def invitation_key(request: SigningRequest) -> str:
     return f"invitation-{request.id}-{request.token_nonce[:12]}"
 
 
-def deadline_for(batch: Batch, *, sent_at: datetime) -> datetime:
-    """When a request sent at ``sent_at`` expires: the batch's fixed deadline, else ``deadline_days`` later."""
+def deadline_for(batch: Batch, *, sent_at: datetime, days: int | None = None) -> datetime:
+    """When a request sent at ``sent_at`` expires: its own ``days`` (a resend extended it), else the batch's
+    fixed deadline, else the batch's ``deadline_days`` later."""
+    if days:
+        return sent_at + timedelta(days=days)
     return batch.deadline_at or sent_at + timedelta(days=batch.deadline_days)
 
 
@@ -64,7 +67,8 @@ def queue_invitation(session: Session, *, request_id: int, now: datetime, app: F
     if token is None:
         token = issue_link(session, request_id=request_id, secret=secret, now=now)
         session.refresh(request)
-    context = mail_context(request, token=token, app=app, deadline=deadline_for(request.batch, sent_at=now))
+    context = mail_context(request, token=token, app=app, deadline=deadline_for(request.batch, sent_at=now,
+                                                                                 days=request.deadline_days))
     subject = render_text(request.batch.template_version.email_subject, context).strip()
     return queue_mail(session, key=invitation_key(request), kind=KIND, to_email=request.email,
                       subject=" ".join(subject.split()), now=now, request_id=request.id, batch_id=request.batch_id)
@@ -90,7 +94,8 @@ def build_invitation(session: Session, mail: OutgoingMail, app: Flask) -> Messag
     if token is None or not request.token_hash:
         raise LookupError(f"request {request.id} has no live signing link")
     batch = request.batch
-    context = mail_context(request, token=token, app=app, deadline=deadline_for(batch, sent_at=utcnow()))
+    context = mail_context(request, token=token, app=app, deadline=deadline_for(batch, sent_at=utcnow(),
+                                                                                days=request.deadline_days))
     version = batch.template_version
     subject = " ".join(render_text(version.email_subject, context).split())
     body = render_text(version.email_body, context)

@@ -184,7 +184,8 @@ def _finish(mail: OutgoingMail, outcome: str, error: str | None) -> str:
         batch_id = request.batch_id
         if outcome == "sent":
             transition(session, request.id, frm=Status.SENDING, to=Status.SENT, now=now, sent_at=now,
-                       expires_at=deadline_for(request.batch, sent_at=now), error_message=None,
+                       expires_at=deadline_for(request.batch, sent_at=now, days=request.deadline_days),
+                       error_message=None,
                        details={"message_id": mail.message_id})
         else:
             transition(session, request.id, frm=Status.SENDING, to=Status(outcome), now=now,

@@ -1,0 +1,161 @@
+"""Resend with a new link (the old link dies at once) and address corrections, through the real mail worker."""
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from flask import current_app
+from sqlalchemy import select, update
+
+from bulksign.batches import BatchActionError
+from bulksign.expiry import expire_due
+from bulksign.extensions import db
+from bulksign.links import current_token, find_by_token
+from bulksign.models import Batch, Event, User
+from bulksign.pipeline import enqueue_renders, enqueue_sends
+from bulksign.reminders import queue_due_reminders
+from bulksign.resend import change_email, resend_with_new_link
+from bulksign.states import Status, transition
+from bulksign.tokens import hash_token
+from tests.conftest import NOW
+from tests.support.batches import make_batch, request_ids
+from tests.support.waiting import mails, request, sent_batch
+
+DAY = timedelta(days=1)
+
+
+def _token(request_id):
+    return current_token(request(request_id), secret=current_app.config["SECRET_KEY"])
+
+
+def _resend(user, ids, now, **kwargs):
+    result = resend_with_new_link(db.session, request_ids=ids, user=user, now=now, **kwargs)
+    db.session.commit()
+    enqueue_sends(result.mail_ids)
+    return result
+
+
+def _link_in(mail) -> str:
+    return re.search(r"/sign/([A-Za-z0-9_-]+)", mail.text()).group(1)
+
+
+def test_resend_kills_the_old_link_at_once_and_a_new_invitation_goes_out(app, users, smtp, run_jobs):
+    _, (rid,) = sent_batch(user=users["staff"], sent_at=NOW)
+    old = _token(rid)
+    result = _resend(users["staff"], [rid], NOW + 2 * DAY)
+    assert (result.resent, result.skipped) == (1, {})
+    assert find_by_token(db.session, old) is None
+    assert request(rid).status == "generated"
+    run_jobs("mail")
+    (invitation,) = smtp.received
+    new = _link_in(invitation)
+    assert new != old and hash_token(new) == request(rid).token_hash
+    req = request(rid)
+    assert req.status == "sent" and req.sent_at > NOW + DAY and req.expires_at == req.sent_at + 7 * DAY
+    assert invitation.message_id == f"<invitation-{rid}-{req.token_nonce[:12]}@bulksign.local>"
+
+
+def test_an_expired_request_can_be_resent_with_an_extended_deadline(app, users, smtp, run_jobs, client):
+    _, (rid,) = sent_batch(user=users["staff"], sent_at=NOW)
+    expire_due(db.session, now=NOW + 7 * DAY)
+    db.session.commit()
+    assert request(rid).status == "expired"
+    assert _resend(users["staff"], [rid], NOW + 8 * DAY, extend_days=14).resent == 1
+    run_jobs("mail")
+    req = request(rid)
+    assert req.status == "sent" and req.expires_at == req.sent_at + 14 * DAY
+    assert client.get(f"/sign/{_link_in(smtp.received[-1])}").status_code == 200
+
+
+def test_a_resend_past_the_batchs_fixed_deadline_needs_extra_days(app, users):
+    _, (rid,) = sent_batch(user=users["staff"], sent_at=NOW, deadline_at=NOW + 3 * DAY)
+    skipped = resend_with_new_link(db.session, request_ids=[rid], user=users["staff"], now=NOW + 4 * DAY)
+    assert (skipped.resent, skipped.skipped) == (0, {"deadline_passed": 1})
+    extended = resend_with_new_link(db.session, request_ids=[rid], user=users["staff"], now=NOW + 4 * DAY,
+                                    extend_days=5)
+    assert extended.resent == 1 and request(rid).deadline_days == 5
+
+
+def test_resend_skips_what_cannot_get_a_new_link_and_says_why(app, users):
+    _, ids = sent_batch(user=users["staff"], sent_at=NOW, recipients=3)
+    transition(db.session, ids[0], frm="sent", to="opened", now=NOW)
+    transition(db.session, ids[0], frm="opened", to="signed", now=NOW)
+    transition(db.session, ids[1], frm="sent", to="cancelled", now=NOW)
+    db.session.commit()
+    result = resend_with_new_link(db.session, request_ids=[*ids, 424242], user=users["staff"], now=NOW + DAY)
+    assert (result.resent, result.skipped) == (1, {"signed": 1, "cancelled": 1, "not_found": 1})
+    with pytest.raises(BatchActionError):
+        resend_with_new_link(db.session, request_ids=ids, user=users["staff"], now=NOW, extend_days=0)
+
+
+def test_a_double_click_resends_once(app, users):
+    _, (rid,) = sent_batch(user=users["staff"], sent_at=NOW)
+    first = resend_with_new_link(db.session, request_ids=[rid], user=users["staff"], now=NOW + DAY)
+    second = resend_with_new_link(db.session, request_ids=[rid], user=users["staff"], now=NOW + DAY)
+    db.session.commit()
+    assert (first.resent, second.resent, second.skipped) == (1, 0, {"not_sent": 1})
+    assert len(mails("invitation")) == 1
+
+
+def test_reminders_start_afresh_for_the_new_link(app, users):
+    _, (rid,) = sent_batch(user=users["staff"], sent_at=NOW)
+    assert queue_due_reminders(db.session, now=NOW + 2 * DAY).queued == 1
+    resend_with_new_link(db.session, request_ids=[rid], user=users["staff"], now=NOW + 3 * DAY)
+    assert mails("reminder")[0].status == "cancelled"
+    # As the send job does for the new invitation:
+    transition(db.session, rid, frm="generated", to="sending", now=NOW + 3 * DAY)
+    transition(db.session, rid, frm="sending", to="sent", now=NOW + 3 * DAY, sent_at=NOW + 3 * DAY)
+    db.session.commit()
+    assert queue_due_reminders(db.session, now=NOW + 5 * DAY).queued == 1
+    db.session.commit()
+    old, new = mails("reminder")
+    assert old.message_id != new.message_id and request(rid).token_nonce[:12] in new.message_id
+
+
+def test_bounced_then_address_corrected_then_resent_reaches_the_new_address(app, users, smtp, run_jobs):
+    staff_id = users["staff"].id
+    batch = make_batch(user=users["staff"], now=NOW, recipients=[("typo@exmaple.com", "Ann")])
+    smtp.handler.reject_recipients["typo@exmaple.com"] = "550 5.1.1 No such user"
+    enqueue_renders(request_ids(batch))
+    run_jobs("pdf", "mail")
+    (rid,) = request_ids(batch)
+    assert request(rid).status == "bounced"
+    staff = db.session.get(User, staff_id)
+    change = change_email(db.session, request_id=rid, new_email=" ann@example.com ", user=staff, now=NOW + DAY)
+    db.session.commit()
+    assert (change.old_email, change.new_email, change.changed) == ("typo@exmaple.com", "ann@example.com", True)
+    event = db.session.scalar(select(Event).where(Event.type == "email.changed"))
+    assert event.details == {"old": "typo@exmaple.com", "new": "ann@example.com"}
+    assert event.actor == f"user:{staff_id}"
+    assert _resend(staff, [rid], NOW + DAY).resent == 1
+    run_jobs("mail")
+    (mail,) = smtp.to("ann@example.com")
+    assert request(rid).status == "sent" and hash_token(_link_in(mail)) == request(rid).token_hash
+    assert db.session.get(Batch, batch).status in ("processing", "completed")
+
+
+def test_an_address_change_is_validated_and_refused_on_closed_records(app, users):
+    _, (rid,) = sent_batch(user=users["staff"], sent_at=NOW)
+    for bad in ("not an email", "a@b", ""):
+        with pytest.raises(BatchActionError) as caught:
+            change_email(db.session, request_id=rid, new_email=bad, user=users["staff"], now=NOW)
+        assert caught.value.status == 400 and "valid email" in caught.value.message
+    with pytest.raises(BatchActionError) as missing:
+        change_email(db.session, request_id=999999, new_email="x@example.com", user=users["staff"], now=NOW)
+    assert missing.value.status == 404
+    transition(db.session, rid, frm="sent", to="opened", now=NOW)
+    transition(db.session, rid, frm="opened", to="signed", now=NOW)
+    with pytest.raises(BatchActionError) as closed:
+        change_email(db.session, request_id=rid, new_email="x@example.com", user=users["staff"], now=NOW)
+    assert closed.value.status == 409
+
+
+def test_only_the_owner_or_an_admin_may_resend(app, users):
+    _, (rid,) = sent_batch(user=users["admin"], sent_at=NOW)
+    with pytest.raises(BatchActionError) as denied:
+        resend_with_new_link(db.session, request_ids=[rid], user=users["staff"], now=NOW + DAY)
+    assert denied.value.status == 403
+    db.session.execute(update(Batch).values(created_by_id=users["staff"].id))
+    assert resend_with_new_link(db.session, request_ids=[rid], user=users["staff"], now=NOW + DAY).resent == 1
+    assert request(rid).status == Status.GENERATED
