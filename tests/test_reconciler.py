@@ -1,0 +1,116 @@
+"""Nothing is lost when a worker dies mid-job or Redis forgets every job: the reconciler finishes the batch."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import timedelta
+
+from bulksign.config import BASE_DIR
+from bulksign.extensions import db, get_queue, get_redis
+from bulksign.jobs.periodic import reconcile_stuck_work
+from bulksign.models import Batch, OutgoingMail, utcnow
+from bulksign.pipeline import enqueue_renders
+from bulksign.reconciler import reconcile
+from bulksign.states import transition
+from tests.conftest import NOW
+from tests.support.batches import make_batch, request_ids, requests_of, run_worker
+
+LATER = timedelta(minutes=10)
+
+
+def _reconcile(app, *, now):
+    return reconcile(db.session, redis=get_redis(), app=app, now=now, stale_after=timedelta(minutes=5))
+
+
+def test_a_render_whose_worker_vanished_is_rendered_again(app, users, smtp, run_jobs):
+    batch = make_batch(user=users["staff"], now=utcnow(), recipients=2)
+    ids = request_ids(batch)
+    # As if a worker took the job, moved the request to generating and was killed (no job left).
+    transition(db.session, ids[0], frm="pending", to="generating", now=utcnow())
+    db.session.commit()
+    assert _reconcile(app, now=utcnow()).renders == ()  # too recent to call stuck
+    result = _reconcile(app, now=utcnow() + LATER)
+    assert set(result.renders) == set(ids)
+    assert requests_of(batch)[0].status == "pending"
+    run_jobs("pdf", "mail")
+    assert [r.status for r in requests_of(batch)] == ["sent", "sent"]
+    assert len(smtp.received) == 2
+
+
+def test_live_jobs_are_not_doubled(app, users, smtp, run_jobs):
+    batch = make_batch(user=users["staff"], now=NOW, recipients=3)
+    enqueue_renders(request_ids(batch))
+    assert _reconcile(app, now=utcnow() + LATER).renders == ()
+    assert len(get_queue("pdf")) == 3
+
+
+def test_redis_flushed_mid_batch_the_reconciler_finishes_it(app, users, smtp, run_jobs, redis_server):
+    batch = make_batch(user=users["staff"], now=NOW, recipients=6)
+    enqueue_renders(request_ids(batch))
+    run_jobs("pdf", max_jobs=3)
+    run_jobs("mail", max_jobs=1)
+    redis_server.restart_empty()  # every queued job is gone
+    assert len(get_queue("pdf")) == 0 and len(get_queue("mail")) == 0
+    statuses = sorted(r.status for r in requests_of(batch))
+    assert statuses == ["generated", "generated", "pending", "pending", "pending", "sent"]
+
+    assert reconcile_stuck_work(now=utcnow() + LATER).startswith("3 renders and 2 sends")
+    run_jobs("pdf", "mail")
+    assert {r.status for r in requests_of(batch)} == {"sent"}
+    assert sorted(m.rcpt_tos[0] for m in smtp.received) == sorted(r.email for r in requests_of(batch))
+    assert db.session.get(Batch, batch).status == "completed"
+
+
+def _worker_env(app) -> dict:
+    c = app.config
+    return {**os.environ, "FLASK_APP": "wsgi", "DATABASE_URL": c["DATABASE_URL"], "REDIS_URL": c["REDIS_URL"],
+            "SECRET_KEY": c["SECRET_KEY"], "MAIL_PORT": str(c["MAIL_PORT"]), "MAIL_RATE_PER_MINUTE": "0",
+            "STORAGE_URL": c["STORAGE_URL"], "APP_URL": c["APP_URL"], "BULKSIGN_VAR_DIR": c["VAR_DIR"]}
+
+
+def test_a_worker_killed_after_the_smtp_send_causes_one_duplicate_with_the_same_message_id(app, users, smtp,
+                                                                                         run_jobs):
+    batch = make_batch(user=users["staff"], now=NOW, recipients=1)
+    enqueue_renders(request_ids(batch))
+    run_jobs("pdf")
+
+    # The SMTP server accepts the message, then holds its answer until the worker has been killed.
+    release = threading.Event()
+    original = smtp.handler.handle_DATA
+
+    async def accept_then_hang(server, session, envelope):
+        await original(server, session, envelope)
+        while not release.is_set():
+            await __import__("asyncio").sleep(0.05)
+        return "250 OK"
+
+    smtp.handler.handle_DATA = accept_then_hang
+    worker = subprocess.Popen([sys.executable, "-m", "flask", "jobs", "worker", "--burst", "mail"],
+                              cwd=BASE_DIR, env=_worker_env(app), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not smtp.received and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert smtp.received, "the worker never sent"
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=10)
+    finally:
+        release.set()
+        smtp.handler.handle_DATA = original
+        if worker.poll() is None:
+            worker.kill()
+    (request,) = requests_of(batch)
+    assert request.status == "sending"
+
+    _reconcile(app, now=utcnow() + LATER)
+    run_jobs("mail")
+    (request,) = requests_of(batch)
+    (mail,) = db.session.query(OutgoingMail).all()
+    assert request.status == "sent" and mail.status == "sent"
+    assert len(smtp.received) == 2
+    assert smtp.received[0].message_id == smtp.received[1].message_id == mail.message_id
