@@ -16,7 +16,7 @@ from ..extensions import db, limiter
 from ..links import find_by_token
 from ..logs import log
 from ..models import SigningRequest, utcnow
-from ..sealing import latest_document, signed_filename
+from ..sealing import latest_document, seal_status, signed_filename
 from ..signing import (MAX_SIGNATURE_BYTES, contact_of, deadline_of, decline, open_request, page_state,
                        sign)
 from ..storage import StorageError, get_storage
@@ -188,6 +188,9 @@ def _is_recipient_path(path: str) -> bool:
 
 
 def init_app(app: Flask) -> None:
+    # The admin page reports which certificate seals documents (and whether it is self-signed).
+    app.jinja_env.globals["seal_status"] = lambda: seal_status(current_app.config)
+
     @app.after_request
     def _recipient_headers(response):
         # On every recipient-facing response, including 404s and 429s: the URL holds a secret.

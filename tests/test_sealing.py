@@ -1,0 +1,187 @@
+"""The signed record: stamped last page, audit certificate, PAdES seal (pyHanko and pdfsig), mail, key handling."""
+from __future__ import annotations
+
+import hashlib
+import io
+import subprocess
+from datetime import timedelta
+
+import pytest
+from pypdf import PdfReader
+from sqlalchemy import select
+
+from bulksign import sealing
+from bulksign.extensions import db
+from bulksign.jobs.seal import seal
+from bulksign.models import Document, Event, OutgoingMail, utcnow
+from bulksign.sealing import SealError, check_seal, seal_key, seal_status
+from bulksign.signing import open_request, sign
+from bulksign.storage import get_storage
+from tests.conftest import NOW, csrf_from
+from tests.support.signing_requests import make_sent_request
+from tests.test_signing import png
+
+
+def signed_request(*, owner, name="Иван Петров", image=True, **kwargs):
+    r = make_sent_request(now=NOW, owner=owner, name=name, **kwargs)
+    db.session.add(Event(request_id=r.id, batch_id=r.batch_id, type="email.opened", created_at=NOW + timedelta(minutes=3),
+                         ip="192.0.2.7", user_agent="MailClient/2"))
+    db.session.commit()
+    open_request(db.session, request_id=r.id, now=NOW + timedelta(minutes=10), ip="203.0.113.5",
+                 user_agent="Mozilla/5.0 (iPhone) Safari")
+    outcome = sign(db.session, request_id=r.id, now=NOW + timedelta(minutes=12), signer_name=name,
+                   signature_png=png() if image else None, consent=True, ip="203.0.113.5",
+                   user_agent="Mozilla/5.0 (iPhone) Safari")
+    assert outcome.status == "signed"
+    return r
+
+
+def signed_document(request_id: int) -> Document:
+    return db.session.scalar(select(Document).where(Document.request_id == request_id, Document.kind == "signed"))
+
+
+def test_the_seal_job_stores_a_signed_pdf_beside_the_original(app, users, run_jobs):
+    r = signed_request(owner=users["staff"])
+    run_jobs("pdf")
+    kinds = sorted(d.kind for d in db.session.scalars(select(Document).where(Document.request_id == r.id)))
+    assert kinds == ["original", "signed"]
+    doc = signed_document(r.id)
+    data = get_storage().get(doc.storage_key)
+    assert doc.sha256 == hashlib.sha256(data).hexdigest() and doc.size == len(data)
+    assert get_storage().get(f"batches/{r.batch_id}/requests/{r.id}/original.pdf") == r.original
+    reader = PdfReader(io.BytesIO(data))
+    assert len(reader.pages) == len(PdfReader(io.BytesIO(r.original)).pages) + 1
+
+
+def test_the_last_page_carries_the_signature_block_and_the_audit_page_every_event(app, users, run_jobs):
+    r = signed_request(owner=users["staff"])
+    run_jobs("pdf")
+    reader = PdfReader(io.BytesIO(get_storage().get(signed_document(r.id).storage_key)))
+    block = " ".join(reader.pages[-2].extract_text().split())
+    for line in ("Signed electronically", "Иван Петров", "2026-11-02 09:12:00 UTC", "IP 203.0.113.5", "Договор 7"):
+        assert line in block
+    assert reader.pages[-2]["/Resources"]["/XObject"], "the drawn signature is on the page"
+    audit = " ".join(reader.pages[-1].extract_text().split())
+    for line in ("Audit certificate", "Employment contract", "November contracts", "ivan@example.com",
+                 "Created", "Sent", "Email opened", "192.0.2.7", "MailClient/2", "Page opened", "Signed",
+                 "Mozilla/5.0 (iPhone) Safari", "203.0.113.5", hashlib.sha256(r.original).hexdigest()):
+        assert line in audit, line
+
+
+def test_the_seal_is_valid_for_pyhanko_and_for_pdfsig(app, users, run_jobs, tmp_path):
+    r = signed_request(owner=users["staff"], image=False)
+    run_jobs("pdf")
+    data = get_storage().get(signed_document(r.id).storage_key)
+    check = check_seal(data, seal_key(app.config))
+    assert check.intact and check.whole_file and check.ours and check.valid
+    path = tmp_path / "signed.pdf"
+    path.write_bytes(data)
+    out = subprocess.run(["pdfsig", str(path)], capture_output=True, text=True, timeout=30).stdout
+    assert "Signature is Valid" in out and "Total document signed" in out and "ETSI.CAdES.detached" in out
+
+
+def test_sealing_twice_does_nothing_the_second_time(app, users, smtp, run_jobs):
+    r = signed_request(owner=users["staff"])
+    first = seal(r.id)
+    second = seal(r.id)
+    assert (first.status, second.status) == ("sealed", "already_sealed") and first.document_id == second.document_id
+    assert len(db.session.scalars(select(Document).where(Document.kind == "signed")).all()) == 1
+    assert len(db.session.scalars(select(OutgoingMail).where(OutgoingMail.kind == "confirmation")).all()) == 1
+
+
+def test_a_request_that_is_not_signed_is_not_sealed(app, users):
+    r = make_sent_request(now=NOW, owner=users["staff"])
+    assert seal(r.id).status == "not_signed"
+    assert seal(999_999).status == "not_signed"
+    assert signed_document(r.id) is None
+
+
+def test_the_recipient_gets_the_signed_pdf_by_mail(app, users, smtp, run_jobs):
+    r = signed_request(owner=users["staff"], reply_to="hr@example.com")
+    run_jobs("pdf")
+    run_jobs("mail")
+    (mail,) = smtp.to("ivan@example.com")
+    assert "Signed" in mail.subject and "November contracts" in mail.subject
+    (attachment,) = list(mail.message.iter_attachments())
+    assert attachment.get_content_type() == "application/pdf" and attachment.get_filename() == f"signed-{r.id}.pdf"
+    assert attachment.get_content() == get_storage().get(signed_document(r.id).storage_key)
+    assert r.token not in mail.text()
+    assert db.session.scalar(select(OutgoingMail.status).where(OutgoingMail.kind == "confirmation")) == "sent"
+
+
+def test_the_signed_copy_can_be_downloaded_from_the_link(app, users, client, run_jobs):
+    r = make_sent_request(now=utcnow() - timedelta(minutes=5), owner=users["staff"])
+    page = client.get(f"/sign/{r.token}")
+    client.post(f"/sign/{r.token}/sign", data={"csrf_token": csrf_from(page), "name": "Иван", "consent": "yes"})
+    run_jobs("pdf")
+    html = client.get(f"/sign/{r.token}").get_data(as_text=True)
+    assert f"/sign/{r.token}/signed?download=1" in html
+    copy = client.get(f"/sign/{r.token}/signed?download=1")
+    assert copy.status_code == 200 and copy.data == get_storage().get(signed_document(r.id).storage_key)
+
+
+# --- the seal key --------------------------------------------------------------------------------
+
+def test_without_configuration_a_self_signed_seal_is_created_once_and_reported_to_admins(app, users, client, auth):
+    auth.login_admin()
+    before = client.get("/admin/").get_data(as_text=True)
+    assert "self-signed certificate" in before and "created when the first document is sealed" in before
+    key = seal_key(app.config)
+    assert key.self_signed and seal_key(app.config) is key
+    path = sealing._self_signed_path(app.config["VAR_DIR"])
+    assert path.exists() and (path.stat().st_mode & 0o777) == 0o600
+    after = client.get("/admin/").get_data(as_text=True)
+    assert key.fingerprint in after and "(self-signed)" in after
+
+
+def _pkcs12(tmp_path, password: bytes):
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import BestAvailableEncryption, pkcs12
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "ACME Corp document seal")])
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(1).not_valid_before(utcnow() - timedelta(days=1))
+            .not_valid_after(utcnow() + timedelta(days=365)).sign(key, hashes.SHA256()))
+    path = tmp_path / "org.p12"
+    path.write_bytes(pkcs12.serialize_key_and_certificates(b"org", key, cert, None, BestAvailableEncryption(password)))
+    return str(path)
+
+
+def test_an_organisation_pkcs12_seals_instead(make_app, tmp_path):
+    path = _pkcs12(tmp_path, b"s3cret")
+    app = make_app(SEAL_PKCS12_PATH=path, SEAL_PKCS12_PASSWORD="s3cret")
+    with app.app_context():
+        key = seal_key(app.config)
+        assert not key.self_signed and "ACME Corp" in key.subject
+        sealed = sealing.apply_seal(make_pdf(), key)
+        assert check_seal(sealed, key).valid
+        assert not sealing._self_signed_path(app.config["VAR_DIR"]).exists()
+        status = seal_status(app.config)
+        assert status.configured and status.fingerprint == key.fingerprint
+
+
+def test_a_wrong_pkcs12_password_is_a_clear_error(make_app, tmp_path):
+    path = _pkcs12(tmp_path, b"right")
+    app = make_app(SEAL_PKCS12_PATH=path, SEAL_PKCS12_PASSWORD="wrong")
+    with app.app_context():
+        with pytest.raises(SealError, match="wrong password"):
+            seal_key(app.config)
+        assert "wrong password" in seal_status(app.config).error
+
+
+def test_the_cached_signer_and_pyhanko_plain_signer_make_equally_valid_seals(app):
+    key = seal_key(app.config)
+    plain = sealing.load_seal_key(pkcs12_bytes=sealing._self_signed_path(app.config["VAR_DIR"]).read_bytes(),
+                                  password=None, path="x", self_signed=True, cache_key_material=False)
+    for signer_key in (key, plain):
+        assert check_seal(sealing.apply_seal(make_pdf(), signer_key), key).valid
+
+
+def make_pdf() -> bytes:
+    from bulksign.pdf import render_pdf
+
+    return render_pdf('<meta charset="utf-8"><p>Seal me</p>')
