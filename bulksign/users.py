@@ -92,3 +92,20 @@ def user_for_api_key(session: Session, *, secret: str, now: datetime) -> User | 
         return None
     key.last_used_at = now
     return key.user
+
+
+def set_disabled(session: Session, *, user: User, disabled: bool, by: User) -> None:
+    """Disable or re-enable an account (its API keys stop or start working with it)."""
+    if user.id == by.id and disabled:
+        raise UserError("You cannot disable your own account.")
+    user.disabled = disabled
+    log(logger, logging.INFO, "user disabled" if disabled else "user enabled", user_id=user.id, by_user_id=by.id)
+
+
+def revoke_api_key(session: Session, *, key_id: int, now: datetime) -> ApiKey | None:
+    """Revoke a key; it stops working at once. None when there is no such key."""
+    key = session.get(ApiKey, key_id)
+    if key is not None and key.revoked_at is None:
+        key.revoked_at = now
+        log(logger, logging.INFO, "api key revoked", user_id=key.user_id, api_key_id=key.id)
+    return key

@@ -37,6 +37,7 @@ class PeriodicJob:
 #: Every periodic job. ``flask jobs tick`` runs each once; the scheduler runs each on its interval.
 PERIODIC_JOBS: tuple[PeriodicJob, ...] = (
     PeriodicJob("batch-rollup", "bulksign.jobs.periodic.rollup_batches", 15),
+    PeriodicJob("webhooks", "bulksign.jobs.webhooks.dispatch", 15),
     PeriodicJob("reconcile", "bulksign.jobs.periodic.reconcile_stuck_work", 60),
     # Expiry first in a tick: a request past its deadline gets no reminder.
     PeriodicJob("expiry", "bulksign.jobs.periodic.expire_requests", 60),

@@ -1,15 +1,21 @@
-"""Admin pages: overview, and the mails caught by the embedded SMTP catcher."""
+"""Admin pages: users and API keys, outgoing webhooks, and the mails caught by the embedded SMTP catcher."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from flask import Blueprint, abort, current_app, render_template
+import secrets
+
+from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
+from flask_babel import gettext as _
+from flask_login import current_user
 from sqlalchemy import select
 
+from .. import webhooks_out
 from ..auth import admin_required
 from ..devmail import list_caught, read_caught
 from ..extensions import db
-from ..models import User
+from ..models import ApiKey, User, WebhookDelivery, WebhookEndpoint, utcnow
+from ..users import UserError, create_api_key, create_user, revoke_api_key, set_disabled, set_password
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
@@ -27,7 +33,112 @@ def _mailbox() -> Path:
 @bp.get("/")
 def index():
     users = db.session.scalars(select(User).order_by(User.email)).all()
-    return render_template("admin/index.html", users=users)
+    keys = db.session.scalars(select(ApiKey).order_by(ApiKey.created_at.desc())).all()
+    return render_template("admin/index.html", users=users, keys=keys)
+
+
+def _user_or_404(user_id: int) -> User:
+    return db.session.get(User, user_id) or abort(404)
+
+
+@bp.post("/users")
+def create_staff():
+    try:
+        user = create_user(db.session, email=request.form.get("email", ""), password=request.form.get("password", ""),
+                           role=request.form.get("role", "staff"), now=utcnow())
+    except UserError as exc:
+        db.session.rollback()
+        flash(str(exc), "error")
+        return redirect(url_for("admin.index"))
+    db.session.commit()
+    flash(_("Account %(email)s created. Give them the password; they can log in now.", email=user.email), "success")
+    return redirect(url_for("admin.index"))
+
+
+@bp.post("/users/<int:user_id>/password")
+def reset_password(user_id: int):
+    user = _user_or_404(user_id)
+    password = request.form.get("password", "").strip() or secrets.token_urlsafe(12)
+    try:
+        set_password(db.session, user=user, password=password)
+    except UserError as exc:
+        flash(str(exc), "error")
+        return redirect(url_for("admin.index"))
+    db.session.commit()
+    # Shown once, on the next page only; it is not stored anywhere but as a hash.
+    return render_template("admin/shown_once.html", title=_("New password for %(email)s", email=user.email),
+                           secret=password, hint=_("Give it to the user; it is not shown again."))
+
+
+@bp.post("/users/<int:user_id>/disabled")
+def toggle_disabled(user_id: int):
+    user = _user_or_404(user_id)
+    try:
+        set_disabled(db.session, user=user, disabled=request.form.get("disabled") == "1", by=current_user)
+    except UserError as exc:
+        flash(str(exc), "error")
+        return redirect(url_for("admin.index"))
+    db.session.commit()
+    flash(_("%(email)s can no longer log in or use API keys.", email=user.email) if user.disabled
+          else _("%(email)s can log in again.", email=user.email), "success")
+    return redirect(url_for("admin.index"))
+
+
+@bp.post("/users/<int:user_id>/api-keys")
+def new_api_key(user_id: int):
+    user = _user_or_404(user_id)
+    created = create_api_key(db.session, user=user, name=request.form.get("name", "").strip()[:100], now=utcnow())
+    db.session.commit()
+    return render_template("admin/shown_once.html", title=_("API key for %(email)s", email=user.email),
+                           secret=created.secret,
+                           hint=_("Copy it now: it is shown only once. Send it as \"Authorization: Bearer <key>\"."))
+
+
+@bp.post("/api-keys/<int:key_id>/revoke")
+def revoke_key(key_id: int):
+    if revoke_api_key(db.session, key_id=key_id, now=utcnow()) is None:
+        abort(404)
+    db.session.commit()
+    flash(_("The API key is revoked; programs using it are refused from now on."), "success")
+    return redirect(url_for("admin.index"))
+
+
+@bp.get("/webhooks")
+def webhooks():
+    endpoints = db.session.scalars(select(WebhookEndpoint).order_by(WebhookEndpoint.id)).all()
+    status = request.args.get("status", "")
+    query = select(WebhookDelivery).order_by(WebhookDelivery.id.desc()).limit(200)
+    if status in ("pending", "delivered", "failed"):
+        query = query.where(WebhookDelivery.status == status)
+    return render_template("admin/webhooks.html", endpoints=endpoints, deliveries=db.session.scalars(query).all(),
+                           events=webhooks_out.EVENTS, status=status)
+
+
+@bp.post("/webhooks")
+def create_webhook():
+    try:
+        endpoint = webhooks_out.create_endpoint(db.session, url=request.form.get("url", ""),
+                                                events=request.form.getlist("events"), user_id=current_user.id,
+                                                now=utcnow())
+    except webhooks_out.WebhookError as exc:
+        db.session.rollback()
+        flash(str(exc), "error")
+        return redirect(url_for("admin.webhooks"))
+    db.session.commit()
+    return render_template("admin/shown_once.html", title=_("Signing secret for %(url)s", url=endpoint.url),
+                           secret=endpoint.secret,
+                           hint=_("Each delivery carries X-Bulksign-Signature: sha256=HMAC-SHA256(secret, body). "
+                                  "Keep the secret to check it."), back=url_for("admin.webhooks"))
+
+
+@bp.post("/webhooks/<int:endpoint_id>/active")
+def toggle_webhook(endpoint_id: int):
+    endpoint = db.session.get(WebhookEndpoint, endpoint_id) or abort(404)
+    endpoint.active = request.form.get("active") == "1"
+    db.session.commit()
+    flash(_("Endpoint enabled.") if endpoint.active else _("Endpoint paused: no new deliveries are made for it."),
+          "success")
+    return redirect(url_for("admin.webhooks"))
 
 
 @bp.get("/mailbox")

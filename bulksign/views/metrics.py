@@ -1,0 +1,35 @@
+"""``GET /metrics`` in Prometheus text format: with ``Authorization: Bearer <METRICS_TOKEN>``, or from loopback."""
+from __future__ import annotations
+
+import hmac
+import ipaddress
+
+from flask import Blueprint, Response, abort, current_app, request
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from ..auth import public
+from ..extensions import QUEUE_NAMES, db, get_queue
+from ..metrics import registry_for, snapshot
+from ..models import utcnow
+
+bp = Blueprint("metrics", __name__)
+
+
+def _allowed() -> bool:
+    token = current_app.config.get("METRICS_TOKEN", "")
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    if token:
+        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+    try:
+        return ipaddress.ip_address(request.remote_addr or "").is_loopback
+    except ValueError:
+        return False
+
+
+@bp.get("/metrics")
+@public
+def metrics():
+    if not _allowed():
+        abort(403)
+    snap = snapshot(db.session, queues={name: get_queue(name) for name in QUEUE_NAMES}, now=utcnow())
+    return Response(generate_latest(registry_for(snap)), mimetype=CONTENT_TYPE_LATEST)

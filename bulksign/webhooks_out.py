@@ -1,0 +1,198 @@
+"""Outgoing webhooks: customer endpoints hear about request and batch events, signed with HMAC-SHA256.
+
+Deliveries are rows first (``emit``), then POSTed by a job on the ``webhooks`` queue; a failed
+POST is retried with exponential backoff (``next_attempt_at``) up to ``MAX_ATTEMPTS``. A periodic
+job turns new ``events`` rows into deliveries, so no state change anywhere needs a webhook call.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import secrets
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from urllib.parse import urlsplit
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from .logs import log
+from .models import Batch, Event, SigningRequest, WebhookDelivery, WebhookEndpoint
+
+logger = logging.getLogger(__name__)
+
+#: Event names endpoints may subscribe to.
+EVENTS = ("request.sent", "request.opened", "request.signed", "request.declined", "request.bounced",
+          "request.expired", "batch.completed")
+#: ``events.type`` → webhook event.
+EVENT_TYPES = {f"status.{name.split('.')[1]}": name for name in EVENTS if name.startswith("request.")}
+SIGNATURE_HEADER = "X-Bulksign-Signature"
+MAX_ATTEMPTS = 8
+BACKOFF_BASE = timedelta(seconds=30)
+BACKOFF_MAX = timedelta(hours=6)
+TIMEOUT_SECONDS = 10
+
+
+class WebhookError(ValueError):
+    """Input a person can correct; the message says how."""
+
+
+def sign(secret: str, body: bytes) -> str:
+    """The signature header value: ``sha256=<hex HMAC of the raw body>``."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def create_endpoint(session: Session, *, url: str, events: list[str], user_id: int | None,
+                    now: datetime) -> WebhookEndpoint:
+    """Register an endpoint; its signing secret is generated here."""
+    url = url.strip()
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc or len(url) > 1000:
+        raise WebhookError("Enter the endpoint's full address, starting with https:// (or http://).")
+    unknown = sorted(set(events) - set(EVENTS))
+    if unknown:
+        raise WebhookError(f"Unknown events: {', '.join(unknown)}.")
+    if not events:
+        raise WebhookError("Choose at least one event to send to this endpoint.")
+    endpoint = WebhookEndpoint(url=url, events=[e for e in EVENTS if e in events], secret=secrets.token_hex(24),
+                               active=True, created_by_id=user_id, created_at=now)
+    session.add(endpoint)
+    session.flush()
+    log(logger, logging.INFO, "webhook endpoint created", endpoint_id=endpoint.id)
+    return endpoint
+
+
+@dataclass(frozen=True)
+class EmitResult:
+    delivery_ids: tuple[int, ...]
+
+
+def emit(session: Session, *, event: str, payload: dict, now: datetime) -> EmitResult:
+    """Record one delivery per active endpoint that wants ``event`` (the caller commits)."""
+    if event not in EVENTS:
+        raise ValueError(f"unknown webhook event {event!r}")
+    endpoints = session.scalars(select(WebhookEndpoint).where(WebhookEndpoint.active.is_(True))).all()
+    deliveries = [WebhookDelivery(endpoint_id=e.id, event=event, payload=payload, status="pending",
+                                  created_at=now, next_attempt_at=now)
+                  for e in endpoints if event in (e.events or [])]
+    session.add_all(deliveries)
+    session.flush()
+    return EmitResult(delivery_ids=tuple(d.id for d in deliveries))
+
+
+@dataclass(frozen=True)
+class CollectResult:
+    #: The cursors to pass next time.
+    last_event_id: int
+    batches_since: datetime
+    deliveries: int
+
+
+def collect(session: Session, *, after_event_id: int | None, batches_since: datetime | None, now: datetime,
+            limit: int = 5000) -> CollectResult:
+    """Turn events after ``after_event_id`` and batches finished since ``batches_since`` into deliveries.
+
+    With no cursor yet, start from now: an endpoint hears about what happens after it exists.
+    """
+    top = session.scalar(select(func.coalesce(func.max(Event.id), 0)))
+    if after_event_id is None:
+        after_event_id = top
+    batches_since = batches_since or now
+    made = 0
+    rows = session.execute(
+        select(Event.id, Event.type, Event.created_at, SigningRequest.id, SigningRequest.batch_id,
+               SigningRequest.email, SigningRequest.name, SigningRequest.row_number)
+        .join(SigningRequest, SigningRequest.id == Event.request_id)
+        .where(Event.id > after_event_id, Event.id <= top, Event.type.in_(list(EVENT_TYPES)))
+        .order_by(Event.id).limit(limit)
+    ).all()
+    wanted = _wanted_events(session)
+    for event_id, etype, at, request_id, batch_id, email, name, row_number in rows:
+        if EVENT_TYPES[etype] in wanted:
+            made += len(emit(session, event=EVENT_TYPES[etype], now=now, payload={
+                "request": {"id": request_id, "batch_id": batch_id, "email": email, "name": name,
+                            "row_number": row_number},
+                "occurred_at": at.isoformat()}).delivery_ids)
+    # A full page may have more behind it; otherwise everything up to ``top`` has been seen.
+    last_event_id = rows[-1][0] if len(rows) == limit else top
+    finished = session.scalars(
+        select(Batch).where(Batch.finished_at > batches_since, Batch.finished_at <= now)
+        .order_by(Batch.finished_at).limit(1000)).all()
+    if "batch.completed" in wanted:
+        for batch in finished:
+            made += len(emit(session, event="batch.completed", now=now, payload={
+                "batch": {"id": batch.id, "name": batch.name, "status": batch.status,
+                          "total_count": batch.total_count},
+                "occurred_at": batch.finished_at.isoformat()}).delivery_ids)
+    next_since = finished[-1].finished_at if len(finished) == 1000 else now
+    return CollectResult(last_event_id=last_event_id, batches_since=next_since, deliveries=made)
+
+
+def _wanted_events(session: Session) -> set[str]:
+    wanted: set[str] = set()
+    for events in session.scalars(select(WebhookEndpoint.events).where(WebhookEndpoint.active.is_(True))):
+        wanted.update(events or [])
+    return wanted
+
+
+def due_deliveries(session: Session, *, now: datetime, limit: int = 1000) -> list[tuple[int, int]]:
+    """(delivery id, attempts) of pending deliveries whose time has come."""
+    return [tuple(r) for r in session.execute(
+        select(WebhookDelivery.id, WebhookDelivery.attempts)
+        .where(WebhookDelivery.status == "pending", WebhookDelivery.next_attempt_at <= now)
+        .order_by(WebhookDelivery.next_attempt_at).limit(limit))]
+
+
+def backoff(attempts: int) -> timedelta:
+    """Wait before try ``attempts + 1``: 30 s, 1 min, 2 min, ... at most 6 h."""
+    return min(BACKOFF_BASE * (2 ** max(0, attempts - 1)), BACKOFF_MAX)
+
+
+@dataclass(frozen=True)
+class DeliveryResult:
+    delivery_id: int
+    status: str
+    response_code: int | None = None
+    error: str | None = None
+
+
+def deliver(session: Session, *, delivery_id: int, now: datetime, timeout: float = TIMEOUT_SECONDS) -> DeliveryResult:
+    """POST one pending delivery; record the outcome and, after a failure, when to try again (the caller commits)."""
+    delivery = session.get(WebhookDelivery, delivery_id)
+    if delivery is None or delivery.status != "pending":
+        return DeliveryResult(delivery_id=delivery_id, status=delivery.status if delivery else "missing")
+    if delivery.next_attempt_at is not None and delivery.next_attempt_at > now:
+        return DeliveryResult(delivery_id=delivery_id, status="waiting")  # a duplicate job before the backoff ended
+    endpoint = session.get(WebhookEndpoint, delivery.endpoint_id)
+    body = json.dumps({"id": delivery.id, "event": delivery.event, "created_at": delivery.created_at.isoformat(),
+                       "data": delivery.payload}, separators=(",", ":"), ensure_ascii=False).encode()
+    request = urllib.request.Request(endpoint.url, data=body, method="POST", headers={
+        "Content-Type": "application/json", "User-Agent": "Bulksign-Webhooks/1",
+        SIGNATURE_HEADER: sign(endpoint.secret, body), "X-Bulksign-Event": delivery.event,
+        "X-Bulksign-Delivery": str(delivery.id)})
+    delivery.attempts += 1
+    code, error = None, None
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (admin-set http(s) URL)
+            code = response.status
+    except urllib.error.HTTPError as exc:
+        code, error = exc.code, f"The endpoint answered HTTP {exc.code}."
+    except (urllib.error.URLError, OSError) as exc:
+        error = f"Could not reach the endpoint: {getattr(exc, 'reason', exc)}."
+    delivery.response_code = code
+    if error is None and code is not None and 200 <= code < 300:
+        delivery.status, delivery.delivered_at, delivery.error, delivery.next_attempt_at = "delivered", now, None, None
+        log(logger, logging.INFO, "webhook delivered", delivery_id=delivery.id, endpoint_id=endpoint.id, code=code)
+    else:
+        delivery.error = error or f"The endpoint answered HTTP {code}."
+        if delivery.attempts >= MAX_ATTEMPTS:
+            delivery.status, delivery.next_attempt_at = "failed", None
+        else:
+            delivery.next_attempt_at = now + backoff(delivery.attempts)
+        log(logger, logging.WARNING, "webhook delivery failed", delivery_id=delivery.id, endpoint_id=endpoint.id,
+            attempts=delivery.attempts, error=delivery.error)
+    return DeliveryResult(delivery_id=delivery.id, status=delivery.status, response_code=code, error=delivery.error)
