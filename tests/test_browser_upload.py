@@ -1,0 +1,43 @@
+"""Staff create a template, check a file with one bad row without leaving the page, and start the batch."""
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import STAFF
+
+pytestmark = pytest.mark.browser
+
+CSV = (b"Email;Name;Position\r\nanna@example.com;Anna Petrova;Accountant\r\n"
+       b"john@gmial.com;John Smith;Engineer\r\nivan@example.com;Ivan Sidorov;Driver\r\n")
+
+
+def test_upload_shows_the_bad_row_in_place_and_creates_the_batch(users, live_server, page):
+    page.goto(f"{live_server}/auth/login")
+    page.fill("input[name=email]", STAFF[0])
+    page.fill("input[name=password]", STAFF[1])
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server}/")
+
+    page.goto(f"{live_server}/templates/new")
+    page.fill("input[name=name]", "Employment contract")
+    page.fill("textarea[name=html]", "<p>{{ name }} is hired as {{ position }}.</p>")
+    page.click("main button[type=submit]")
+    assert page.locator("#variables").inner_text() == "email, position"
+
+    page.click("text=Start a batch")
+    page.wait_for_url("**/batches/new?template_id=*")
+    page.evaluate("window.stillTheSamePage = true")
+    page.set_input_files("input[name=file]", files=[{"name": "people.csv", "mimeType": "text/csv", "buffer": CSV}])
+    page.click("text=Check the file")
+    error_row = page.locator("#errors tbody tr")
+    error_row.first.wait_for()
+    assert error_row.count() == 1
+    assert error_row.locator("td").all_inner_texts() == [
+        "3", "Email", "The domain looks misspelt: did you mean john@gmail.com?"]
+    assert page.locator("#valid-rows").inner_text() == "2"
+    assert page.evaluate("window.stillTheSamePage") is True  # no full reload
+
+    page.fill("input[name=name]", "Hiring, November")
+    page.click("#create-batch")
+    page.wait_for_url(f"{live_server}/batches/*")
+    assert "Hiring, November" in page.locator("h1").inner_text()
