@@ -15,7 +15,8 @@ from bulksign.pipeline import enqueue_renders
 from bulksign.reminders import queue_due_reminders, send_manual_reminders
 from bulksign.states import Status, transition
 from bulksign.tokens import hash_token
-from tests.conftest import NOW
+from bulksign.models import utcnow
+from tests.conftest import NOW, csrf_from
 from tests.support.batches import make_batch, request_ids, requests_of
 from tests.support.waiting import mails, request, sent_batch
 
@@ -220,3 +221,63 @@ def test_manual_reminders_need_a_choice_and_the_batch_owner(app, users):
     with pytest.raises(BatchActionError) as denied:
         send_manual_reminders(db.session, batch_id=batch_id, user=users["staff"], now=NOW + DAY, request_ids=ids)
     assert denied.value.status == 403
+
+
+# The API and the staff forms
+
+def _api_key(user):
+    from bulksign.users import create_api_key
+
+    secret = create_api_key(db.session, user=user, name="erp", now=NOW).secret
+    db.session.commit()
+    return {"Authorization": f"Bearer {secret}"}
+
+
+def test_api_remind_by_ids_or_all_unsigned_answers_202_with_counts(app, users, client):
+    batch_id, ids = sent_batch(user=users["staff"], sent_at=utcnow() - 2 * DAY, recipients=3)
+    transition(db.session, ids[0], frm="sent", to="opened", now=utcnow())
+    transition(db.session, ids[0], frm="opened", to="signed", now=utcnow())
+    db.session.commit()
+    headers = _api_key(users["staff"])
+    by_ids = client.post(f"/api/v1/batches/{batch_id}/remind", json={"request_ids": ids[:2]}, headers=headers)
+    assert by_ids.status_code == 202 and by_ids.get_json() == {"queued": 1, "skipped": {"signed": 1}}
+    everyone = client.post(f"/api/v1/batches/{batch_id}/remind", json={"all_unsigned": True}, headers=headers)
+    assert everyone.status_code == 202
+    assert everyone.get_json() == {"queued": 1, "skipped": {"reminded_recently": 1}}
+    assert len(mails("reminder")) == 2
+    from bulksign.extensions import get_queue
+
+    assert len(get_queue("mail")) == 2  # enqueued after the commit
+
+
+@pytest.mark.parametrize("body", [None, [], {}, {"request_ids": []}, {"request_ids": ["1"]}, {"request_ids": [True]},
+                                  {"request_ids": [1], "all_unsigned": True}, {"all_unsigned": "yes"}])
+def test_api_remind_explains_a_bad_body(app, users, client, body):
+    batch_id, _ = sent_batch(user=users["staff"], sent_at=NOW)
+    response = client.post(f"/api/v1/batches/{batch_id}/remind", json=body, headers=_api_key(users["staff"]))
+    assert response.status_code == 400 and "request_ids" in response.get_json()["error"]
+
+
+def test_api_remind_refuses_unknown_batches_strangers_and_anonymous_callers(app, users, client):
+    batch_id, ids = sent_batch(user=users["admin"], sent_at=NOW)
+    headers = _api_key(users["staff"])
+    assert client.post("/api/v1/batches/999/remind", json={"all_unsigned": True}, headers=headers).status_code == 404
+    assert client.post(f"/api/v1/batches/{batch_id}/remind", json={"all_unsigned": True},
+                       headers=headers).status_code == 403
+    assert client.post(f"/api/v1/batches/{batch_id}/remind", json={"all_unsigned": True}).status_code == 401
+
+
+def test_staff_remind_all_not_signed_from_the_batch_page_and_read_the_result(app, users, client, auth):
+    batch_id, ids = sent_batch(user=users["staff"], sent_at=utcnow() - 2 * DAY, recipients=2)
+    auth.login()
+    page = client.get(f"/batches/{batch_id}")
+    token = csrf_from(page)
+    response = client.post(f"/batches/{batch_id}/remind", data={"selector": "not_signed", "csrf_token": token})
+    assert response.status_code == 302 and response.headers["Location"].endswith(f"/batches/{batch_id}")
+    assert "2 reminders queued." in client.get(f"/batches/{batch_id}").get_data(as_text=True)
+    again = client.post(f"/batches/{batch_id}/remind", data={"request_ids": [str(i) for i in ids], "csrf_token": token},
+                        headers={"HX-Request": "true"})
+    text = again.get_data(as_text=True)
+    assert again.status_code == 200 and "0 reminders queued." in text and "2 reminded within the last hour" in text
+    assert client.post(f"/batches/{batch_id}/remind", data={"selector": "not_signed"}).status_code == 400  # no CSRF
+    assert client.post(f"/batches/{batch_id}/remind", data={"request_ids": "x", "csrf_token": token}).status_code == 400

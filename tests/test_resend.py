@@ -18,7 +18,7 @@ from bulksign.reminders import queue_due_reminders
 from bulksign.resend import change_email, resend_with_new_link
 from bulksign.states import Status, transition
 from bulksign.tokens import hash_token
-from tests.conftest import NOW
+from tests.conftest import NOW, csrf_from
 from tests.support.batches import make_batch, request_ids
 from tests.support.waiting import mails, request, sent_batch
 
@@ -159,3 +159,57 @@ def test_only_the_owner_or_an_admin_may_resend(app, users):
     db.session.execute(update(Batch).values(created_by_id=users["staff"].id))
     assert resend_with_new_link(db.session, request_ids=[rid], user=users["staff"], now=NOW + DAY).resent == 1
     assert request(rid).status == Status.GENERATED
+
+
+# The API and the staff forms
+
+def _api_key(user):
+    from bulksign.users import create_api_key
+
+    secret = create_api_key(db.session, user=user, name="erp", now=NOW).secret
+    db.session.commit()
+    return {"Authorization": f"Bearer {secret}"}
+
+
+def test_api_resend_answers_202_and_the_old_link_dies(app, users, client):
+    _, (rid,) = sent_batch(user=users["staff"], sent_at=NOW)
+    old, headers = _token(rid), _api_key(users["staff"])
+    response = client.post(f"/api/v1/requests/{rid}/resend", json={"extend_days": 10}, headers=headers)
+    assert response.status_code == 202 and response.get_json() == {"resent": 1, "request_id": rid,
+                                                                   "status": "generated"}
+    assert find_by_token(db.session, old) is None and request(rid).deadline_days == 10
+    again = client.post(f"/api/v1/requests/{rid}/resend", headers=headers)
+    assert again.status_code == 409 and again.get_json()["reason"] == "not_sent"
+    assert client.post("/api/v1/requests/999999/resend", headers=headers).status_code == 404
+    for bad in ({"extend_days": 0}, {"extend_days": "7"}, {"extend_days": 1000}, [1]):
+        assert client.post(f"/api/v1/requests/{rid}/resend", json=bad, headers=headers).status_code == 400
+
+
+def test_api_corrects_an_address(app, users, client):
+    _, (rid,) = sent_batch(user=users["staff"], sent_at=NOW)
+    headers = _api_key(users["staff"])
+    bad = client.post(f"/api/v1/requests/{rid}/email", json={"email": "nope"}, headers=headers)
+    assert bad.status_code == 400 and "valid email" in bad.get_json()["error"]
+    ok = client.post(f"/api/v1/requests/{rid}/email", json={"email": "new@example.com"}, headers=headers)
+    assert ok.status_code == 200 and ok.get_json()["changed"] and request(rid).email == "new@example.com"
+
+
+def test_staff_correct_an_address_then_resend_from_the_batch_page(app, users, client, auth):
+    batch_id, (rid,) = sent_batch(user=users["staff"], sent_at=NOW)
+    old = _token(rid)
+    auth.login()
+    token = csrf_from(client.get(f"/batches/{batch_id}"))
+    changed = client.post(f"/requests/{rid}/email", data={"email": "fixed@example.com", "csrf_token": token},
+                          headers={"HX-Request": "true"})
+    assert changed.status_code == 200 and "fixed@example.com" in changed.get_data(as_text=True)
+    invalid = client.post(f"/requests/{rid}/email", data={"email": "fixed@", "csrf_token": token},
+                          headers={"HX-Request": "true"})
+    assert invalid.status_code == 400 and "valid email" in invalid.get_data(as_text=True)
+    resent = client.post(f"/batches/{batch_id}/resend", data={"request_ids": [str(rid)], "extend_days": "3",
+                                                              "csrf_token": token})
+    assert resent.status_code == 302
+    assert "1 new links sent" in client.get(f"/batches/{batch_id}").get_data(as_text=True)
+    assert find_by_token(db.session, old) is None
+    (invitation,) = mails("invitation")
+    assert invitation.to_email == "fixed@example.com"
+    assert client.post(f"/requests/{rid}/resend", data={"extend_days": "x", "csrf_token": token}).status_code == 400

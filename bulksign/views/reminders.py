@@ -1,0 +1,143 @@
+"""Staff actions from the batch page: remind now, resend with a new link, correct an address.
+
+Form fields: ``request_ids`` (repeated), ``selector`` (``not_signed`` / ``not_opened``),
+``extend_days``, ``email``. HTMX posts get the ``reminders/_result.html`` partial; plain posts
+are redirected back to the batch page with a flash saying what was queued and what was skipped.
+"""
+from __future__ import annotations
+
+from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
+from flask_babel import gettext as _, lazy_gettext as _l
+from flask_login import current_user
+
+from ..batches import BatchActionError
+from ..extensions import db
+from ..models import SigningRequest, utcnow
+from ..pipeline import enqueue_sends
+from ..reminders import SELECTORS, send_manual_reminders
+from ..resend import MAX_EXTEND_DAYS, change_email, resend_with_new_link
+
+bp = Blueprint("reminders", __name__)
+
+#: Skip reasons of reminders and resends, as staff read them.
+REASONS = {
+    "signed": _l("already signed"),
+    "declined": _l("declined"),
+    "reminded_recently": _l("reminded within the last hour"),
+    "bounced": _l("bounced"),
+    "expired": _l("expired"),
+    "cancelled": _l("cancelled"),
+    "not_sent": _l("not sent yet"),
+    "not_found": _l("not in this batch"),
+    "deadline_passed": _l("the batch's deadline has passed (give extra days)"),
+    "changed_meanwhile": _l("changed by someone else meanwhile"),
+}
+
+
+def skipped_text(skipped: dict[str, int]) -> str:
+    return ", ".join(f"{n} {REASONS.get(reason, reason)}" for reason, n in sorted(skipped.items()))
+
+
+def _ids() -> list[int] | None:
+    raw = request.form.getlist("request_ids")
+    if not raw:
+        return None
+    if not all(value.isdigit() for value in raw):
+        abort(400, description=_("The selection contains an invalid row id."))
+    return [int(value) for value in raw]
+
+
+def _extend_days() -> int | None:
+    raw = (request.form.get("extend_days") or "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_EXTEND_DAYS:
+        abort(400, description=_("Extra days must be a whole number from 1 to %(n)s.", n=MAX_EXTEND_DAYS))
+    return int(raw)
+
+
+def _answer(batch_id: int, message: str, category: str):
+    if request.headers.get("HX-Request"):
+        return render_template("reminders/_result.html", message=message, category=category)
+    flash(message, category)
+    return redirect(url_for("batches.detail", batch_id=batch_id))
+
+
+def _refused(batch_id: int, exc: BatchActionError):
+    db.session.rollback()
+    if exc.status == 404:
+        abort(404)
+    if request.headers.get("HX-Request"):
+        return render_template("reminders/_result.html", message=exc.message, category="error"), exc.status
+    flash(exc.message, "error")
+    return redirect(url_for("batches.detail", batch_id=batch_id))
+
+
+def _summary(done: str, skipped: dict[str, int]) -> str:
+    if not skipped:
+        return done
+    return _("%(done)s Skipped %(n)s: %(why)s.", done=done, n=sum(skipped.values()), why=skipped_text(skipped))
+
+
+@bp.post("/batches/<int:batch_id>/remind")
+def remind(batch_id: int):
+    ids, selector = _ids(), request.form.get("selector") or None
+    if selector is not None and selector not in SELECTORS:
+        abort(400, description=_("Unknown selection."))
+    if ids is None and selector is None:
+        return _answer(batch_id, _("Select recipients, or choose all who have not signed / not opened."), "error")
+    try:
+        result = send_manual_reminders(db.session, batch_id=batch_id, user=current_user, now=utcnow(),
+                                       request_ids=ids, selector=None if ids is not None else selector)
+    except BatchActionError as exc:
+        return _refused(batch_id, exc)
+    db.session.commit()
+    enqueue_sends(result.mail_ids)
+    done = _("%(n)s reminders queued.", n=result.queued)
+    return _answer(batch_id, _summary(done, result.skipped), "success" if result.queued else "info")
+
+
+def _resend(batch_id: int, ids: list[int] | None):
+    if not ids:
+        return _answer(batch_id, _("Select the recipients who should get a new link."), "error")
+    try:
+        result = resend_with_new_link(db.session, request_ids=ids, user=current_user, now=utcnow(),
+                                      extend_days=_extend_days())
+    except BatchActionError as exc:
+        return _refused(batch_id, exc)
+    db.session.commit()
+    enqueue_sends(result.mail_ids)
+    done = _("%(n)s new links sent; the old links no longer work.", n=result.resent)
+    return _answer(batch_id, _summary(done, result.skipped), "success" if result.resent else "info")
+
+
+@bp.post("/batches/<int:batch_id>/resend")
+def resend_selected(batch_id: int):
+    return _resend(batch_id, _ids())
+
+
+def _request_or_404(request_id: int) -> SigningRequest:
+    found = db.session.get(SigningRequest, request_id)
+    if found is None:
+        abort(404)
+    return found
+
+
+@bp.post("/requests/<int:request_id>/resend")
+def resend_one(request_id: int):
+    return _resend(_request_or_404(request_id).batch_id, [request_id])
+
+
+@bp.post("/requests/<int:request_id>/email")
+def update_email(request_id: int):
+    batch_id = _request_or_404(request_id).batch_id
+    try:
+        change = change_email(db.session, request_id=request_id, new_email=request.form.get("email", ""),
+                              user=current_user, now=utcnow())
+    except BatchActionError as exc:
+        return _refused(batch_id, exc)
+    db.session.commit()
+    if not change.changed:
+        return _answer(batch_id, _("The address is unchanged."), "info")
+    return _answer(batch_id, _("Address changed from %(old)s to %(new)s. Resend to send a new link there.",
+                               old=change.old_email, new=change.new_email), "success")
