@@ -92,3 +92,33 @@ def test_a_template_that_makes_wkhtmltopdf_hang_fails_with_a_clear_message(make_
         assert request.status == "failed"
         assert "longer than 1 s to render" in request.error_message
         assert db.session.get(Batch, batch).status == "partially_failed"
+
+
+def test_unwritable_storage_is_retried_then_fails_with_a_clear_message(make_app, smtp, tmp_path):
+    from bulksign.models import utcnow
+    from bulksign.storage import LocalStorage
+    from bulksign.users import create_user
+    from tests.support.batches import run_worker
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    app = make_app(STORAGE_URL=str(blocker / "storage"), RETRY_BACKOFF_SECONDS=0, RENDER_MAX_ATTEMPTS=2)
+    with app.app_context():
+        user = create_user(db.session, email="s@example.com", password="password-123", role="staff", now=utcnow())
+        db.session.commit()
+        batch = make_batch(user=user, now=NOW, recipients=2)
+        enqueue_renders(request_ids(batch))
+
+        run_worker(app, "pdf", max_jobs=1)
+        first = requests_of(batch)[0]
+        assert first.status == "pending" and "Could not write the document to storage" in first.error_message
+
+        run_worker(app, "pdf", max_jobs=2)  # the second request's first try, the first request's last
+        first = requests_of(batch)[0]
+        assert first.status == "failed"
+        assert first.error_message.startswith("Could not write the document to storage (Not a directory)")
+        assert "gave up after 2 attempts" in first.error_message
+
+        app.extensions["bulksign_storage"] = LocalStorage(tmp_path / "storage")  # the disk is back
+        run_worker(app, "pdf", "mail")
+        assert [r.status for r in requests_of(batch)] == ["failed", "sent"]
