@@ -124,3 +124,16 @@ def test_the_scheduler_puts_its_jobs_back_after_redis_lost_them(app, redis_serve
     get_redis().flushall()  # what a Redis restart without persistence does
     scheduler.run(burst=True)
     assert sorted(j.id for j in scheduler.get_jobs()) == sorted(job.job_id for job in PERIODIC_JOBS)
+
+
+def test_tick_runs_expiry_and_reminders_and_the_scheduler_registers_them_once(app):
+    names = [job.name for job in PERIODIC_JOBS]
+    assert "expiry" in names and "reminders" in names and names.index("expiry") < names.index("reminders")
+    result = app.test_cli_runner().invoke(args=["jobs", "tick"])
+    assert "expiry: 0 requests expired, 0 summaries queued" in result.output
+    assert "reminders: 0 reminders queued" in result.output
+    for _ in range(3):
+        register_periodic_jobs(Scheduler(connection=get_redis()))
+    ids = [job.id for job in Scheduler(connection=get_redis()).get_jobs()]
+    assert sum(1 for i in ids if i.startswith("periodic-reminders-")) == 1
+    assert sum(1 for i in ids if i.startswith("periodic-expiry-")) == 1
