@@ -7,6 +7,7 @@ repeat return the batch the first call created: the unique constraint on
 """
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ logger = logging.getLogger(__name__)
 LANGUAGES = ("en", "ru")
 MAX_REMINDERS = 5
 MAX_DEADLINE_DAYS = 365
-#: Rows per INSERT statement; psycopg sends them as multi-row VALUES.
+#: Rows per INSERT statement where COPY is not available (SQLite).
 INSERT_CHUNK = 2000
 
 
@@ -131,6 +132,29 @@ def find_by_key(session: Session, *, user_id: int, idempotency_key: str) -> Batc
                                               Batch.idempotency_key == idempotency_key))
 
 
+_COPY_COLUMNS = ("batch_id", "row_number", "email", "name", "phone", "data", "status", "status_changed_at",
+                 "created_at", "attempts", "reminder_count")
+
+
+def _insert_requests(session: Session, *, batch_id: int, rows: Sequence[Recipient], now: datetime) -> list[int]:
+    """Insert one pending request per row inside the session's transaction; returns their ids."""
+    values = [(batch_id, r.row_number, r.email, r.name[:300], r.phone, r.data, Status.PENDING.value, now, now, 0, 0)
+              for r in rows]
+    if session.get_bind().dialect.name == "postgresql":
+        # COPY is ~10x faster than multi-row INSERTs for 10,000+ rows (bench/bench_batch_creation.py).
+        cursor = session.connection().connection.driver_connection.cursor()
+        with cursor.copy(f"COPY signing_requests ({', '.join(_COPY_COLUMNS)}) FROM STDIN") as copy:
+            for row in values:
+                copy.write_row(row[:5] + (json.dumps(row[5]),) + row[6:])
+        return list(session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch_id)
+                                    .order_by(SigningRequest.id)))
+    ids: list[int] = []
+    for start in range(0, len(values), INSERT_CHUNK):
+        ids.extend(session.scalars(insert(SigningRequest).returning(SigningRequest.id),
+                                   [dict(zip(_COPY_COLUMNS, row)) for row in values[start:start + INSERT_CHUNK]]))
+    return ids
+
+
 def create_batch(session: Session, *, user: User, template_version: TemplateVersion, rows: Sequence[Recipient],
                  name: str, now: datetime, deadline_days: int = 7, reminder_days: Sequence[int] = (2, 4),
                  max_reminders: int = 3, reply_to: str | None = None, language: str = "en",
@@ -161,15 +185,7 @@ def create_batch(session: Session, *, user: User, template_version: TemplateVers
         if existing:
             return CreatedBatch(existing, created=False, total_count=existing.total_count)
         raise
-    ids: list[int] = []
-    statement = insert(SigningRequest).returning(SigningRequest.id)
-    for start in range(0, len(rows), INSERT_CHUNK):
-        ids.extend(session.scalars(statement, [
-            {"batch_id": batch.id, "row_number": r.row_number, "email": r.email, "name": r.name[:300],
-             "phone": r.phone, "data": r.data, "status": Status.PENDING.value, "status_changed_at": now,
-             "created_at": now, "attempts": 0, "reminder_count": 0}
-            for r in rows[start:start + INSERT_CHUNK]
-        ]))
+    ids = _insert_requests(session, batch_id=batch.id, rows=rows, now=now)
     session.add(Event(batch_id=batch.id, type="batch.created", created_at=now, actor=f"user:{user.id}",
                       details={"total_count": len(rows), "template_version_id": template_version.id}))
     session.commit()
