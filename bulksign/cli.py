@@ -58,17 +58,71 @@ def create_api_key_command(email: str, name: str) -> None:
 @jobs_cli.command("worker")
 @click.argument("queues", nargs=-1)
 @click.option("--burst", is_flag=True, help="Stop when the queues are empty.")
-def worker_command(queues: tuple[str, ...], burst: bool) -> None:
-    """Run an RQ worker inside the app context (all queues by default)."""
-    from .jobs.worker import AppWorker
-
+@click.option("--processes", default=1, show_default=True,
+              help="Worker processes to fork on this host; 0: PDF_CONCURRENCY (one per core by default).")
+def worker_command(queues: tuple[str, ...], burst: bool, processes: int) -> None:
+    """Run RQ workers inside the app context (all queues by default)."""
     names = queues or QUEUE_NAMES
     unknown = set(names) - set(QUEUE_NAMES)
     if unknown:
         _fail(f"unknown queue(s) {', '.join(sorted(unknown))}; known: {', '.join(QUEUE_NAMES)}")
     _require_services()
+    count = processes or current_app.config["PDF_CONCURRENCY"]
+    if count <= 1:
+        _run_worker(names, burst=burst)
+    else:
+        _run_worker_processes(names, burst=burst, count=count)
+
+
+def _run_worker(names, *, burst: bool) -> None:
+    from .jobs.worker import AppWorker
+
     worker = AppWorker([get_queue(n) for n in names], connection=get_redis())
-    worker.work(burst=burst, logging_level="INFO", with_scheduler=False)
+    # with_scheduler: RQ's retry backoff parks jobs in its scheduled registry; some worker must move them back.
+    worker.work(burst=burst, logging_level="INFO", with_scheduler=True)
+
+
+def _run_worker_processes(names, *, burst: bool, count: int) -> None:
+    """Fork ``count`` workers (no connection is shared across the fork) and pass SIGTERM/SIGINT on to them."""
+    import os
+    import signal
+    import time
+
+    db.engine.dispose()
+    current_app.extensions.pop("bulksign_redis", None)
+    children: set[int] = set()
+    stopping = False
+
+    def spawn() -> None:
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                _run_worker(names, burst=burst)
+            except BaseException:  # a child must never return into the parent's loop
+                logging.getLogger(__name__).exception("worker process crashed")
+                code = 1
+            finally:
+                os._exit(code)
+        children.add(pid)
+
+    def stop(signum, _frame) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in children:
+            os.kill(pid, signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for _ in range(count):
+        spawn()
+    while children:
+        pid, status = os.wait()
+        children.discard(pid)
+        if not (stopping or burst) and status != 0:
+            # A crashed worker is replaced; the pause keeps a crash loop from spinning.
+            time.sleep(1)
+            spawn()
 
 
 @jobs_cli.command("scheduler")

@@ -122,3 +122,19 @@ def test_unwritable_storage_is_retried_then_fails_with_a_clear_message(make_app,
         app.extensions["bulksign_storage"] = LocalStorage(tmp_path / "storage")  # the disk is back
         run_worker(app, "pdf", "mail")
         assert [r.status for r in requests_of(batch)] == ["failed", "sent"]
+
+
+def test_several_worker_processes_share_one_batch(app, users, smtp):
+    import subprocess
+    import sys
+
+    from bulksign.config import BASE_DIR
+    from tests.support.batches import worker_env
+
+    batch = make_batch(user=users["staff"], now=NOW, recipients=6)
+    enqueue_renders(request_ids(batch))
+    done = subprocess.run([sys.executable, "-m", "flask", "jobs", "worker", "--burst", "--processes", "2", "pdf", "mail"],
+                          cwd=BASE_DIR, env=worker_env(app), capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert {r.status for r in requests_of(batch)} == {"sent"}
+    assert len(smtp.received) == 6

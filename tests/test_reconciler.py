@@ -1,7 +1,6 @@
 """Nothing is lost when a worker dies mid-job or Redis forgets every job: the reconciler finishes the batch."""
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from bulksign.pipeline import enqueue_renders
 from bulksign.reconciler import reconcile
 from bulksign.states import transition
 from tests.conftest import NOW
-from tests.support.batches import make_batch, request_ids, requests_of, run_worker
+from tests.support.batches import make_batch, request_ids, requests_of, worker_env
 
 LATER = timedelta(minutes=10)
 
@@ -65,13 +64,6 @@ def test_redis_flushed_mid_batch_the_reconciler_finishes_it(app, users, smtp, ru
     assert db.session.get(Batch, batch).status == "completed"
 
 
-def _worker_env(app) -> dict:
-    c = app.config
-    return {**os.environ, "FLASK_APP": "wsgi", "DATABASE_URL": c["DATABASE_URL"], "REDIS_URL": c["REDIS_URL"],
-            "SECRET_KEY": c["SECRET_KEY"], "MAIL_PORT": str(c["MAIL_PORT"]), "MAIL_RATE_PER_MINUTE": "0",
-            "STORAGE_URL": c["STORAGE_URL"], "APP_URL": c["APP_URL"], "BULKSIGN_VAR_DIR": c["VAR_DIR"]}
-
-
 def test_a_worker_killed_after_the_smtp_send_causes_one_duplicate_with_the_same_message_id(app, users, smtp,
                                                                                          run_jobs):
     batch = make_batch(user=users["staff"], now=NOW, recipients=1)
@@ -90,7 +82,7 @@ def test_a_worker_killed_after_the_smtp_send_causes_one_duplicate_with_the_same_
 
     smtp.handler.handle_DATA = accept_then_hang
     worker = subprocess.Popen([sys.executable, "-m", "flask", "jobs", "worker", "--burst", "mail"],
-                              cwd=BASE_DIR, env=_worker_env(app), stdout=subprocess.DEVNULL,
+                              cwd=BASE_DIR, env=worker_env(app), stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30

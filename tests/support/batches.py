@@ -52,3 +52,13 @@ def run_worker(app, *queues: str, max_jobs: int | None = None) -> None:
     with app.app_context():
         worker = AppWorker([get_queue(n) for n in queues], connection=get_redis())
         worker.work(burst=True, max_jobs=max_jobs, logging_level="WARNING", with_scheduler=True)
+
+
+def worker_env(app) -> dict:
+    """Environment for a ``flask jobs worker`` subprocess on the same services as ``app``."""
+    import os
+
+    c = app.config
+    return {**os.environ, "FLASK_APP": "wsgi", "DATABASE_URL": c["DATABASE_URL"], "REDIS_URL": c["REDIS_URL"],
+            "SECRET_KEY": c["SECRET_KEY"], "MAIL_PORT": str(c["MAIL_PORT"]), "MAIL_RATE_PER_MINUTE": "0",
+            "STORAGE_URL": c["STORAGE_URL"], "APP_URL": c["APP_URL"], "BULKSIGN_VAR_DIR": c["VAR_DIR"]}
