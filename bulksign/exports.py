@@ -79,7 +79,7 @@ def start_signed_zip(session: Session, *, batch_id: int, user_id: int | None, no
                                                   Export.status.in_(["pending", "running"])))
     if running is not None:
         return ExportStarted(export=running, created=False)
-    total = session.scalar(_signed_documents(batch_id).with_only_columns(func.count())) or 0
+    total = session.scalar(_signed_documents(batch_id).with_only_columns(func.count()).order_by(None)) or 0
     export = Export(batch_id=batch_id, kind=SIGNED_ZIP, status="pending", total=total, done=0,
                     created_by_id=user_id, created_at=now)
     session.add(export)
