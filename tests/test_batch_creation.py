@@ -121,3 +121,17 @@ def test_quiet_hours_and_reminders_are_kept(version, users):
     assert (batch.reminder_days, batch.max_reminders, batch.quiet_hours_start, batch.quiet_hours_end,
             batch.timezone, batch.language, batch.reply_to) == ([1, 3], 2, 21, 8, "Europe/Moscow", "ru",
                                                                "HR@example.com")
+
+
+def test_when_redis_is_down_the_batch_is_still_created_and_left_for_the_reconciler(make_app):
+    from bulksign.users import create_user
+    from tests.support.services import free_port
+
+    app = make_app(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")
+    with app.app_context():
+        user = create_user(db.session, email="s@example.com", password="staff-password", role="staff", now=NOW)
+        version = create_template(db.session, name="T", html=HTML, user=user, now=NOW).version
+        db.session.commit()
+        result = create_batch(db.session, user=user, template_version=version, rows=rows(3), name="R", now=NOW)
+        assert result.created and result.enqueued == 0
+        assert set(db.session.scalars(select(SigningRequest.status))) == {"pending"}

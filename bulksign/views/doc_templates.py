@@ -1,6 +1,8 @@
 """Staff pages for document templates: list, create, edit (a new version each save), details, PDF preview."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
@@ -50,24 +52,31 @@ def index():
     return render_template("doc_templates/index.html", templates=templates, latest=latest)
 
 
-@bp.route("/new", methods=["GET", "POST"])
-def new():
-    form = {"name": "", "html": "", **DEFAULTS}
+def _form_page(form: dict, template: DocumentTemplate | None, save: Callable[[str, dict], dt.SavedVersion]):
+    """On POST, ``save(html, mail_fields)`` and go to the template; else (or on a refusal) the form."""
     error = None
     if request.method == "POST":
-        form = {"name": request.form.get("name", ""), "html": request.form.get("html", ""), **_mail_fields()}
+        form.update(html=request.form.get("html", ""), **_mail_fields())
         try:
             form["html"] = _submitted_html()
-            saved = dt.create_template(db.session, name=form["name"], html=form["html"], user=current_user,
-                                       now=utcnow(), **_mail_fields())
+            saved = save(form["html"], _mail_fields())
             db.session.commit()
         except dt.TemplateError as exc:
             db.session.rollback()
             error = exc
         else:
-            flash(_("Template saved (version %(n)s).", n=saved.version.version), "success")
+            flash(_("Saved as version %(n)s. Batches already created keep the version they used.",
+                    n=saved.version.version), "success")
             return redirect(url_for(".detail", template_id=saved.template.id))
-    return render_template("doc_templates/form.html", form=form, error=error, template=None), 422 if error else 200
+    return (render_template("doc_templates/form.html", form=form, error=error, template=template),
+            422 if error else 200)
+
+
+@bp.route("/new", methods=["GET", "POST"])
+def new():
+    form = {"name": request.form.get("name", ""), "html": "", **DEFAULTS}
+    return _form_page(form, None, lambda html, mail: dt.create_template(
+        db.session, name=form["name"], html=html, user=current_user, now=utcnow(), **mail))
 
 
 @bp.route("/<int:template_id>/edit", methods=["GET", "POST"])
@@ -76,23 +85,8 @@ def edit(template_id: int):
     version = dt.get_version(db.session, template_id=template.id)
     form = {"name": template.name, "html": version.html if version else "",
             **{f: getattr(version, f) if version else DEFAULTS[f] for f in MAIL_FIELDS}}
-    error = None
-    if request.method == "POST":
-        form.update(html=request.form.get("html", ""), **_mail_fields())
-        try:
-            form["html"] = _submitted_html()
-            saved = dt.save_version(db.session, template=template, html=form["html"], user=current_user,
-                                    now=utcnow(), **_mail_fields())
-            db.session.commit()
-        except dt.TemplateError as exc:
-            db.session.rollback()
-            error = exc
-        else:
-            flash(_("Saved as version %(n)s. Batches already created keep the version they used.",
-                    n=saved.version.version), "success")
-            return redirect(url_for(".detail", template_id=template.id))
-    return (render_template("doc_templates/form.html", form=form, error=error, template=template),
-            422 if error else 200)
+    return _form_page(form, template, lambda html, mail: dt.save_version(
+        db.session, template=template, html=html, user=current_user, now=utcnow(), **mail))
 
 
 @bp.get("/<int:template_id>")
