@@ -135,3 +135,15 @@ def test_when_redis_is_down_the_batch_is_still_created_and_left_for_the_reconcil
         result = create_batch(db.session, user=user, template_version=version, rows=rows(3), name="R", now=NOW)
         assert result.created and result.enqueued == 0
         assert set(db.session.scalars(select(SigningRequest.status))) == {"pending"}
+
+
+def test_a_big_batch_queues_one_fan_out_job_that_queues_the_renders(version, users, run_jobs, monkeypatch):
+    import bulksign.batch_creation
+
+    monkeypatch.setattr(bulksign.batch_creation, "INLINE_ENQUEUE_MAX", 5)
+    result = create_batch(db.session, user=users["staff"], template_version=version, rows=rows(8), name="Big", now=NOW)
+    assert result.enqueued == 0 and get_queue("pdf").count == 0
+    assert get_queue("default").job_ids == [f"enqueue-renders-{result.batch.id}"]
+    run_jobs("default")
+    ids = db.session.scalars(select(SigningRequest.id)).all()
+    assert set(get_queue("pdf").job_ids) == {f"render-{i}" for i in ids} and len(ids) == 8
