@@ -199,3 +199,45 @@ def test_csv_export_link_keeps_the_filter(client, auth, batch):
     auth.login()
     html = client.get(f"/batches/{batch.id}?status=signed&q=Person").get_data(as_text=True)
     assert re.search(r'export\.csv\?[^"]*status=signed', html)
+
+
+def _bulk(client, batch_id, **form):
+    page = client.get(f"/batches/{batch_id}")
+    from tests.conftest import csrf_from
+
+    return client.post(f"/batches/{batch_id}/actions", data={"csrf_token": csrf_from(page), **form},
+                       follow_redirects=True)
+
+
+def test_select_all_matching_then_remind_queues_one_reminder_per_matching_request(client, auth, batch):
+    auth.login()
+    html = _bulk(client, batch.id, action="remind", select_all="1", status="not_opened").get_data(as_text=True)
+    assert "5 reminders queued." in html
+    mails = db.session.scalars(select(OutgoingMail).where(OutgoingMail.kind == "reminder")).all()
+    assert len(mails) == 5 and all(m.to_email.endswith("@example.org") for m in mails)
+
+
+def test_cancel_selected_rows_and_empty_selection_message(client, auth, batch):
+    auth.login()
+    ids = db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch.id,
+                                                             SigningRequest.status == "sent").limit(2)).all()
+    html = _bulk(client, batch.id, action="cancel", request_ids=[str(i) for i in ids]).get_data(as_text=True)
+    assert "2 requests cancelled" in html
+    assert "Select at least one recipient" in _bulk(client, batch.id, action="cancel").get_data(as_text=True)
+    assert _bulk(client, batch.id, action="cancel", request_ids=["x"]).status_code == 400
+
+
+def test_retry_failed_from_the_page_puts_them_back_in_the_pipeline(client, auth, batch):
+    auth.login()
+    html = _bulk(client, batch.id, action="retry", select_all="1", status="problems").get_data(as_text=True)
+    assert "1 failed requests are being prepared and sent again." in html
+    from bulksign.extensions import get_queue
+
+    assert get_queue("pdf").count == 1
+
+
+def test_someone_elses_batch_cannot_be_cancelled_by_staff(client, auth, users):
+    other = make_batch(db.session, statuses=["sent"], now=NOW, user_id=users["admin"].id, name="Admin's")
+    auth.login()
+    html = _bulk(client, other.id, action="cancel_batch").get_data(as_text=True)
+    assert "Only the batch&#39;s owner or an admin can do this." in html

@@ -5,8 +5,6 @@ only swaps HTML. No page shows a recipient's signing link or token.
 """
 from __future__ import annotations
 
-import dataclasses
-import importlib
 import logging
 
 from flask import (Blueprint, Response, abort, current_app, flash, redirect, render_template, request,
@@ -16,22 +14,24 @@ from flask_login import current_user
 
 from .. import dashboard
 from ..dashboard import DashboardError, RecipientFilter
+from ..batches import BatchActionError, cancel_batch, cancel_requests, retry_failed
 from ..exports import latest_export, recipients_csv, start_signed_zip
-from ..extensions import db, get_queue
+from ..extensions import db, get_queue, get_redis
 from ..logs import log
 from ..models import Batch, utcnow
+from ..pipeline import enqueue_sends
+from ..reconciler import revive_renders
+from ..reminders import send_manual_reminders
+from ..resend import resend_with_new_link
 from ..storage import StorageError, get_storage
+# The reminders views own the wording of skips and the extra-days field; bulk actions reuse them.
+from .reminders import _extend_days, _summary as _with_skips
 
 bp = Blueprint("batches", __name__, url_prefix="/batches")
 logger = logging.getLogger(__name__)
 
-#: Bulk actions on selected requests: form value → dotted path of the domain function.
-BULK_ACTIONS = {
-    "remind": "bulksign.reminders.send_manual_reminders",
-    "resend": "bulksign.resend.resend_with_new_link",
-    "cancel": "bulksign.batches.cancel_requests",
-    "retry": "bulksign.batches.retry_failed",
-}
+#: Bulk actions on the selected requests (ticked rows, or every row matching the filter).
+BULK_ACTIONS = ("remind", "resend", "retry", "cancel")
 
 
 @bp.app_template_global()
@@ -124,68 +124,64 @@ def _ids_from_form() -> list[int]:
     return ids
 
 
-def _domain(path: str):
-    """The domain function behind a bulk action, or None while that part is not installed."""
-    module_name, _, attr = path.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError):
-        return None
-
-
-def _summary(result) -> str:
-    """A result dataclass as "field: n" pairs, for the flash message."""
-    if not dataclasses.is_dataclass(result):
-        return ""
-    parts = []
-    for f in dataclasses.fields(result):
-        value = getattr(result, f.name)
-        if isinstance(value, (list, tuple, set, frozenset)):
-            value = len(value)
-        if isinstance(value, dict):
-            value = ", ".join(f"{k}: {v}" for k, v in value.items()) or "0"
-        if isinstance(value, (int, str)):
-            parts.append(f"{f.name.replace('_', ' ')}: {value}")
-    return "; ".join(parts)
+def _run_action(action: str, *, batch_id: int, ids: list[int], now) -> tuple[str, str]:
+    """Call the domain for one bulk action, commit, enqueue the follow-up jobs; (message, flash category)."""
+    user = current_user._get_current_object()
+    if action == "cancel_batch":
+        result = cancel_batch(db.session, batch_id=batch_id, user=user, now=now)
+        db.session.commit()
+        return _("The batch is cancelled: %(n)s requests stopped and their links no longer work.",
+                 n=len(result.cancelled)), "success"
+    if action == "cancel":
+        result = cancel_requests(db.session, request_ids=ids, user=user, now=now)
+        db.session.commit()
+        return _("%(n)s requests cancelled; their links no longer work.", n=len(result.cancelled)), "success"
+    if action == "retry":
+        result = retry_failed(db.session, batch_id=batch_id, user=user, now=now, request_ids=ids)
+        db.session.commit()
+        revive_renders(get_redis(), list(result.retried), now=now)
+        if not result.retried:
+            return _("None of the selected requests had failed; nothing to retry."), "info"
+        return _("%(n)s failed requests are being prepared and sent again.", n=len(result.retried)), "success"
+    if action == "remind":
+        result = send_manual_reminders(db.session, batch_id=batch_id, user=user, now=now, request_ids=ids)
+        db.session.commit()
+        enqueue_sends(result.mail_ids)
+        return (_with_skips(_("%(n)s reminders queued.", n=result.queued), result.skipped),
+                "success" if result.queued else "info")
+    result = resend_with_new_link(db.session, request_ids=ids, user=user, now=now, extend_days=_extend_days())
+    db.session.commit()
+    enqueue_sends(result.mail_ids)
+    return (_with_skips(_("%(n)s new links sent; the old links no longer work.", n=result.resent), result.skipped),
+            "success" if result.resent else "info")
 
 
 @bp.post("/<int:batch_id>/actions")
 def bulk_action(batch_id: int):
-    view = _batch_or_404(batch_id)
+    _batch_or_404(batch_id)
     action = request.form.get("action", "")
     flt = _filter_from(request.form)
     back = redirect(url_for("batches.detail", batch_id=batch_id, **flt.as_args()))
-    now = utcnow()
-    if action == "cancel_batch":
-        func = _domain("bulksign.batches.cancel_batch")
-        if func is None:
-            flash(_("Cancelling a batch is not available yet."), "error")
-            return back
-        result = func(db.session, batch_id=batch_id, user=current_user, now=now)
-    else:
+    ids: list[int] = []
+    if action != "cancel_batch":
         if action not in BULK_ACTIONS:
             flash(_("Choose an action for the selected recipients."), "error")
             return back
-        selection = dashboard.resolve_selection(
+        ids = list(dashboard.resolve_selection(
             db.session, batch_id=batch_id, request_ids=_ids_from_form(),
-            select_all=request.form.get("select_all") == "1", flt=flt)
-        if not selection.request_ids:
+            select_all=request.form.get("select_all") == "1", flt=flt).request_ids)
+        if not ids:
             flash(_("Select at least one recipient (tick the rows, or \"select all matching\") first."), "error")
             return back
-        func = _domain(BULK_ACTIONS[action])
-        if func is None:
-            flash(_("This action is not available yet."), "error")
-            return back
-        ids = list(selection.request_ids)
-        if action == "remind":
-            result = func(db.session, batch_id=batch_id, user=current_user, now=now, request_ids=ids)
-        elif action == "retry":
-            result = func(db.session, batch_id=batch_id, user=current_user, now=now, request_ids=ids)
-        else:
-            result = func(db.session, request_ids=ids, user=current_user, now=now)
-    db.session.commit()
-    log(logger, logging.INFO, "bulk action", batch_id=view.batch.id, action=action, user_id=current_user.id)
-    flash(_("Done. %(summary)s", summary=_summary(result)), "success")
+    try:
+        message, category = _run_action(action, batch_id=batch_id, ids=ids, now=utcnow())
+    except BatchActionError as exc:
+        db.session.rollback()
+        flash(exc.message, "error")
+        return back
+    log(logger, logging.INFO, "bulk action", batch_id=batch_id, action=action, requests=len(ids),
+        user_id=current_user.id)
+    flash(message, category)
     return back
 
 
