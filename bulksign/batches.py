@@ -75,6 +75,17 @@ def refresh_batch_statuses(session: Session, *, now: datetime, batch_ids: Iterab
     return moved
 
 
+def close_if_done(session: Session, *, batch_id: int, now: datetime) -> bool:
+    """After a request of the batch was dispatched: close the batch if nothing is left to do. The caller commits.
+
+    One indexed existence probe per call; the full GROUP BY runs only when the batch may be done,
+    so a 10,000-request batch does not count itself 10,000 times.
+    """
+    busy = session.scalar(select(SigningRequest.id).where(
+        SigningRequest.batch_id == batch_id, SigningRequest.status.in_([s.value for s in WORKING])).limit(1))
+    return busy is None and bool(refresh_batch_statuses(session, now=now, batch_ids=[batch_id]))
+
+
 def mark_batch_started(session: Session, *, batch_id: int, now: datetime) -> bool:
     """pending → processing when its first request starts moving; the caller commits."""
     result = session.execute(

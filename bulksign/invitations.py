@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from flask import Flask, current_app
+from flask import Flask
 from flask_mail import Message
 from markupsafe import escape
 from sqlalchemy.orm import Session
@@ -72,18 +71,6 @@ def queue_invitation(session: Session, *, request_id: int, now: datetime, app: F
     subject = render_text(request.batch.template_version.email_subject, context).strip()
     return queue_mail(session, key=invitation_key(request), kind=KIND, to_email=request.email,
                       subject=" ".join(subject.split()), now=now, request_id=request.id, batch_id=request.batch_id)
-
-
-def dispatch_invitations(request_ids: Sequence[int], *, now: datetime) -> list[int]:
-    """Queue and enqueue the invitations of generated requests; commits. Returns the mail ids."""
-    from .extensions import db
-    from .pipeline import enqueue_sends
-
-    app = current_app._get_current_object()
-    mail_ids = [queue_invitation(db.session, request_id=rid, now=now, app=app).id for rid in request_ids]
-    db.session.commit()
-    enqueue_sends(mail_ids)
-    return mail_ids
 
 
 def build_invitation(session: Session, mail: OutgoingMail, app: Flask) -> Message:

@@ -56,7 +56,7 @@ def live_jobs(redis: Redis, job_ids: Sequence[str], *, now: datetime) -> set[str
         workers_alive = pipe.execute()
     alive = {job_id for job_id, row in zip(job_ids, rows) if row[0] in _WAITING}
     for (job_id, (_, started_at, timeout, _worker)), worker_alive in zip(running, workers_alive):
-        started = datetime.fromisoformat(started_at.decode().replace("Z", "+00:00")) if started_at else None
+        started = datetime.fromisoformat(started_at.decode()) if started_at else None
         if started and started.tzinfo is None:
             started = started.replace(tzinfo=now.tzinfo)
         limit = timedelta(seconds=int(float(timeout or 180)) + _GRACE_SECONDS)

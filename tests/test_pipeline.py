@@ -78,8 +78,8 @@ def test_batch_counts_always_equal_the_requests(app, users, smtp, run_jobs):
 def test_a_template_that_makes_wkhtmltopdf_hang_fails_with_a_clear_message(make_app, users_factory=None):
     app = make_app(PDF_TIMEOUT_SECONDS=1)
     with app.app_context():
-        from bulksign.users import create_user
         from bulksign.models import utcnow
+        from bulksign.users import create_user
 
         user = create_user(db.session, email="s@example.com", password="password-123", role="staff", now=utcnow())
         db.session.commit()
@@ -134,7 +134,7 @@ def test_several_worker_processes_share_one_batch(app, users, smtp):
     batch = make_batch(user=users["staff"], now=NOW, recipients=6)
     enqueue_renders(request_ids(batch))
     done = subprocess.run([sys.executable, "-m", "flask", "jobs", "worker", "--burst", "--processes", "2", "pdf", "mail"],
-                          cwd=BASE_DIR, env=worker_env(app), capture_output=True, timeout=120)
+                          cwd=BASE_DIR, env=worker_env(app), capture_output=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert {r.status for r in requests_of(batch)} == {"sent"}
     assert len(smtp.received) == 6

@@ -9,15 +9,15 @@ from __future__ import annotations
 import importlib
 import logging
 import smtplib
-import socket
 from dataclasses import dataclass
 
 from flask import Flask, current_app
 from flask_mail import Message, sanitize_address, sanitize_addresses
 
-from ..batches import refresh_batch_statuses
+from ..batches import close_if_done
 from ..extensions import db, get_redis
-from ..invitations import KIND as INVITATION, deadline_for
+from ..invitations import KIND as INVITATION
+from ..invitations import deadline_for
 from ..logs import log
 from ..mailer import BUILDERS
 from ..models import OutgoingMail, SigningRequest, utcnow
@@ -91,7 +91,7 @@ class SmtpLink:
         except smtplib.SMTPResponseException as exc:
             self.close()
             return _by_code(exc.smtp_code, exc.smtp_error, permanent="failed")
-        except (smtplib.SMTPException, OSError, socket.timeout) as exc:
+        except (TimeoutError, smtplib.SMTPException, OSError) as exc:
             self.close()
             return SmtpOutcome("retry", f"The mail server could not be reached ({exc.__class__.__name__}: {exc}).")
 
@@ -190,7 +190,7 @@ def _finish(mail: OutgoingMail, outcome: str, error: str | None) -> str:
         else:
             transition(session, request.id, frm=Status.SENDING, to=Status(outcome), now=now,
                        error_message=error[:2000], details={"error": error[:500]})
-        refresh_batch_statuses(session, now=now, batch_ids=[batch_id])
+        close_if_done(session, batch_id=batch_id, now=now)
     elif outcome == "bounced" and mail.request_id:
         # A reminder refused for good: the address is dead, whatever the invitation did.
         transition(session, mail.request_id, frm=[Status.SENT, Status.OPENED], to=Status.BOUNCED, now=now,

@@ -5,13 +5,16 @@ import hashlib
 import logging
 
 from flask import current_app
+from sqlalchemy.orm import joinedload
 
-from ..batches import mark_batch_started, refresh_batch_statuses
+from ..batches import close_if_done, mark_batch_started
 from ..doc_templates import TemplateError, render_html
 from ..extensions import db
+from ..invitations import queue_invitation
 from ..logs import log
-from ..models import Document, SigningRequest, utcnow
+from ..models import Batch, Document, SigningRequest, TemplateVersion, utcnow
 from ..pdf import RenderError, render_pdf
+from ..pipeline import enqueue_sends
 from ..states import Status, transition
 from ..storage import StorageError, get_storage
 
@@ -39,8 +42,9 @@ def render(request_id: int) -> str:
                       attempts=SigningRequest.attempts + 1):
         session.rollback()
         return "skipped: not pending"
-    request = session.get(SigningRequest, request_id)
-    mark_batch_started(session, batch_id=request.batch_id, now=now)
+    request = _load(request_id)
+    if request.batch.status == "pending":
+        mark_batch_started(session, batch_id=request.batch_id, now=now)
     session.commit()
 
     version = request.batch.template_version
@@ -65,13 +69,25 @@ def render(request_id: int) -> str:
         # Cancelled (or reconciled) while rendering: the stored file is simply unused.
         session.rollback()
         return "skipped: no longer generating"
+    # The invitation row is written in the same transaction: a generated request always has one.
+    try:
+        mail = queue_invitation(session, request_id=request_id, now=utcnow(), app=current_app._get_current_object())
+    except TemplateError as exc:
+        session.rollback()  # back in generating, without the document row
+        return _fail(_load(request_id), f"The invitation mail could not be filled in: {exc}", detail="")
+    mail_id = mail.id
     session.commit()
     log(logger, logging.INFO, "document rendered", request_id=request_id, size=len(data))
-
-    from ..invitations import dispatch_invitations
-
-    dispatch_invitations([request_id], now=utcnow())
+    enqueue_sends([mail_id])
     return "generated"
+
+
+def _load(request_id: int) -> SigningRequest:
+    """The request with everything the render and its invitation read, in one query."""
+    batch = joinedload(SigningRequest.batch)
+    return db.session.get(SigningRequest, request_id, options=[
+        batch.joinedload(Batch.template_version).joinedload(TemplateVersion.template),
+        batch.joinedload(Batch.created_by)])
 
 
 def _retry_or_fail(request: SigningRequest, message: str, *, detail: str) -> str:
@@ -92,7 +108,7 @@ def _fail(request: SigningRequest, message: str, *, detail: str) -> str:
     request_id, batch_id = request.id, request.batch_id
     transition(session, request_id, frm=Status.GENERATING, to=Status.FAILED, now=utcnow(),
                error_message=message[:2000], details={"error": message[:500]})
-    refresh_batch_statuses(session, now=utcnow(), batch_ids=[batch_id])
+    close_if_done(session, batch_id=batch_id, now=utcnow())
     session.commit()
     log(logger, logging.ERROR, "render failed", request_id=request_id, batch_id=batch_id, error=message,
         detail=detail)
