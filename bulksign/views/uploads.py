@@ -69,10 +69,10 @@ def validate():
                               template_id=version.template_id)
     except UploadError as exc:
         if partial:
-            return render_template("uploads/_preview.html", error=exc.message, report=None), exc.status
+            return render_template("uploads/_preview.html", error=exc.message, report=None, oob=True), exc.status
         return _page(status=exc.status, error=exc.message)
     if partial:
-        return render_template("uploads/_preview.html", report=report, upload=upload, error=None)
+        return render_template("uploads/_preview.html", report=report, upload=upload, error=None, oob=True)
     return _page(report=report, upload=upload, template_id=version.template_id)
 
 
