@@ -232,16 +232,18 @@ def _xlsx_rows(data: bytes) -> Iterator[tuple[int, list[str]]]:
     import openpyxl
 
     # Untrusted workbooks fail in many ways inside openpyxl/zipfile/XML: each is "cannot read", never a 500.
+    workbook = None
     try:
         workbook = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=False)
         sheet = workbook.worksheets[0]
         first = sheet.min_row or 1
         for offset, values in enumerate(sheet.iter_rows(values_only=True)):
             yield first + offset, [_cell_text(v) for v in values]
-    except UploadError:
-        raise
     except Exception:  # noqa: BLE001 - see above
         raise UploadError("The workbook could not be read. Save it again from Excel as .xlsx, or as CSV.") from None
+    finally:
+        if workbook is not None:
+            workbook.close()
 
 
 def _cell_text(value) -> str:

@@ -196,3 +196,21 @@ def test_random_csv_like_text_never_crashes_the_reader(text, encoding):
     else:
         assert report.total_rows == report.valid_rows + report.invalid_rows
         assert all(e.row >= 1 for e in report.errors)
+
+
+GOOD_XLSX = xlsx([["email", "name", "position"], ["a@example.com", "A", "Dev"], ["b@example.com", "B", "Ops"]])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(flips=st.lists(st.tuples(st.integers(0, len(GOOD_XLSX) - 1), st.integers(0, 255)), min_size=1, max_size=8),
+       cut=st.integers(4, len(GOOD_XLSX)))
+def test_damaged_workbooks_never_crash_the_reader(flips, cut):
+    data = bytearray(GOOD_XLSX)
+    for position, value in flips:
+        data[position] = value
+    try:
+        report = check(bytes(data[:cut]), filename="people.xlsx")
+    except UploadError as exc:
+        assert exc.message and 400 <= exc.status < 500
+    else:
+        assert report.total_rows == report.valid_rows + report.invalid_rows
