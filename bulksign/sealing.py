@@ -7,11 +7,13 @@ is configured, a self-signed seal certificate is created under ``VAR_DIR/seal/``
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import os
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from io import BytesIO
@@ -377,6 +379,16 @@ def build_signed_pdf(original: bytes, record: AuditRecord, *, image_png: bytes |
     return out.getvalue()
 
 
+def _outside_event_loop(func, *args, **kwargs):
+    """Call one of pyHanko's sync functions: they use asyncio.run(), which fails inside a running loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return func(*args, **kwargs)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(func, *args, **kwargs).result()
+
+
 def apply_seal(pdf: bytes, key: SealKey) -> bytes:
     """Seal the whole file with a PAdES B-B signature (an invisible signature field)."""
     from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
@@ -385,7 +397,7 @@ def apply_seal(pdf: bytes, key: SealKey) -> bytes:
     writer = IncrementalPdfFileWriter(BytesIO(pdf), strict=False)
     meta = signers.PdfSignatureMetadata(field_name=SEAL_FIELD, md_algorithm="sha256",
                                         subfilter=fields.SigSeedSubFilter.PADES, reason="Document sealed by Bulksign")
-    return signers.sign_pdf(writer, meta, signer=key.signer).getvalue()
+    return _outside_event_loop(signers.sign_pdf, writer, meta, signer=key.signer).getvalue()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -428,7 +440,8 @@ def check_seal(pdf: bytes, key: SealKey) -> SealCheck:
         return SealCheck(readable=True)
     sig = signatures[-1]
     try:
-        status = validate_pdf_signature(sig, ValidationContext(trust_roots=[key.certificate], allow_fetching=False))
+        status = _outside_event_loop(validate_pdf_signature, sig,
+                                     ValidationContext(trust_roots=[key.certificate], allow_fetching=False))
     except Exception as exc:
         log(logger, logging.INFO, "seal validation failed", error=repr(exc)[:300])
         return SealCheck(readable=True, sealed=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
+import re
 from io import BytesIO
 
 from flask import (Blueprint, Flask, current_app, g, redirect, render_template, request, send_file,
@@ -187,7 +188,22 @@ def _is_recipient_path(path: str) -> bool:
     return path == "/sign" or path.startswith("/sign/") or path == "/verify" or path.startswith("/verify/")
 
 
+class RedactSigningTokens(logging.Filter):
+    """The development server's access log (``werkzeug``) writes request lines; the token must not appear."""
+
+    TOKEN_IN_PATH = re.compile(r"(/sign/)[^/\s?\"]+")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "/sign/" in message:
+            record.msg, record.args = self.TOKEN_IN_PATH.sub(r"\1<token>", message), None
+        return True
+
+
 def init_app(app: Flask) -> None:
+    werkzeug_logger = logging.getLogger("werkzeug")
+    if not any(isinstance(f, RedactSigningTokens) for f in werkzeug_logger.filters):
+        werkzeug_logger.addFilter(RedactSigningTokens())
     # The admin page reports which certificate seals documents (and whether it is self-signed).
     app.jinja_env.globals["seal_status"] = lambda: seal_status(current_app.config)
 

@@ -1,0 +1,218 @@
+"""A recipient signs in a real Chromium: from the invitation mail to a sealed PDF that validates everywhere."""
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+from datetime import timedelta
+
+import pytest
+from pypdf import PdfReader
+from sqlalchemy import select
+
+from bulksign.extensions import db
+from bulksign.models import Event, SigningRequest, utcnow
+from bulksign.pipeline import enqueue_renders
+from bulksign.sealing import check_seal, seal_key
+from bulksign.signing import decline
+from bulksign.states import Status, transition
+from tests.support.batches import make_batch, request_ids
+from tests.support.signing_requests import make_sent_request
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def watched(page):
+    """The page, with every console error and CSP violation collected (there must be none)."""
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.problems = problems
+    return page
+
+
+def draw(page, selector="#signature-pad"):
+    page.wait_for_selector("#pad-box", state="visible")
+    page.locator(selector).scroll_into_view_if_needed()
+    box = page.locator(selector).bounding_box()
+    x, y = box["x"] + 20, box["y"] + box["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    for i in range(1, 30):
+        page.mouse.move(x + i * 8, y + (12 if i % 2 else -12), steps=2)
+    page.mouse.up()
+
+
+def agree(page):
+    consent = page.locator("input[name=consent]")
+    consent.scroll_into_view_if_needed()
+    consent.check()
+
+
+def fresh(request_id: int) -> SigningRequest:
+    db.session.expire_all()
+    return db.session.get(SigningRequest, request_id)
+
+
+def signed_bytes(page) -> bytes:
+    with page.expect_download() as download:
+        page.click("text=Download the signed copy (PDF)")
+    return open(download.value.path(), "rb").read()
+
+
+def test_a_recipient_signs_from_the_invitation_and_gets_a_sealed_pdf(app, users, live_server, watched, smtp, run_jobs,
+                                                                     tmp_path):
+    page = watched
+    batch = make_batch(user=users["staff"], now=utcnow(), recipients=[("olga@example.com", "Ольга Смирнова")],
+                       reply_to="hr@example.com")
+    enqueue_renders(request_ids(batch))
+    run_jobs("pdf", "mail")
+    (invitation,) = smtp.to("olga@example.com")
+    link = re.search(r"http://127\.0\.0\.1:\d+/sign/[A-Za-z0-9_-]+", invitation.text()).group(0)
+
+    page.goto(link)
+    assert page.locator("h1").inner_text() == "Employment contract"
+    assert page.locator("iframe.pdf").count() == 1 and page.locator("#pad-box").is_visible()
+    assert page.input_value("input[name=name]") == "Ольга Смирнова"
+    draw(page)
+    page.fill("input[name=name]", "Ольга Ивановна Смирнова")
+    agree(page)
+    page.click("#sign-button")
+    page.wait_for_selector("text=You signed this document")
+    (request_id,) = request_ids(batch)
+    row = fresh(request_id)
+    assert row.status == "signed" and row.signature_image and row.signer_name == "Ольга Ивановна Смирнова"
+
+    assert run_jobs("pdf") >= 0
+    page.reload()
+    data = signed_bytes(page)
+    reader = PdfReader(io.BytesIO(data))
+    stamped = " ".join(reader.pages[-2].extract_text().split())
+    assert "Signed electronically" in stamped and "Ольга Ивановна Смирнова" in stamped and "IP 127.0.0.1" in stamped
+    assert reader.pages[-2]["/Resources"]["/XObject"], "the drawn signature is stamped"
+    audit = " ".join(reader.pages[-1].extract_text().split())
+    for line in ("Audit certificate", "Employment contract", "olga@example.com", "Created", "Sent", "Page opened",
+                 "Signed", "HeadlessChrome", "Original sha256"):
+        assert line in audit, line
+    assert check_seal(data, seal_key(app.config)).valid
+    path = tmp_path / "signed.pdf"
+    path.write_bytes(data)
+    pdfsig = subprocess.run(["pdfsig", str(path)], capture_output=True, text=True, timeout=30).stdout
+    assert "Signature is Valid" in pdfsig and "Total document signed" in pdfsig
+
+    run_jobs("mail")
+    confirmation = [m for m in smtp.to("olga@example.com") if m.subject.startswith("Signed")]
+    (attachment,) = list(confirmation[0].message.iter_attachments())
+    assert attachment.get_content() == data
+    assert page.problems == []
+
+
+def test_the_access_log_of_the_browsing_never_holds_the_token(app, users, live_server, page, caplog):
+    r = make_sent_request(now=utcnow() - timedelta(minutes=1), owner=users["staff"])
+    with caplog.at_level("INFO", logger="werkzeug"):
+        page.goto(f"{live_server}/sign/{r.token}")  # the page and its document iframe
+    lines = [record.getMessage() for record in caplog.records]
+    assert any("/sign/<token>" in line for line in lines)
+    assert not any(r.token in line for line in lines)
+
+
+def test_a_phone_signs_with_a_finger(app, users, live_server, browser, run_jobs):
+    r = make_sent_request(now=utcnow() - timedelta(minutes=1), owner=users["staff"])
+    context = browser.new_context(viewport={"width": 360, "height": 740}, has_touch=True, is_mobile=True,
+                                  device_scale_factor=2)
+    try:
+        page = context.new_page()
+        page.goto(f"{live_server}/sign/{r.token}")
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), "no sideways scrolling"
+        page.wait_for_selector("#pad-box", state="visible")
+        page.locator("#signature-pad").scroll_into_view_if_needed()
+        box = page.locator("#signature-pad").bounding_box()
+        cdp = context.new_cdp_session(page)
+        x, y = box["x"] + 15, box["y"] + box["height"] / 2
+        cdp.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [{"x": x, "y": y}]})
+        for i in range(1, 25):
+            cdp.send("Input.dispatchTouchEvent",
+                     {"type": "touchMove", "touchPoints": [{"x": x + i * 10, "y": y + (15 if i % 2 else -15)}]})
+        cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+        agree(page)
+        page.click("#sign-button")
+        page.wait_for_selector("text=You signed this document")
+    finally:
+        context.close()
+    assert fresh(r.id).signature_image, "the finger drawing arrived"
+
+
+def test_without_javascript_the_page_reads_and_signs_with_the_typed_name(app, users, live_server, browser):
+    r = make_sent_request(now=utcnow() - timedelta(minutes=1), owner=users["staff"])
+    context = browser.new_context(java_script_enabled=False)
+    try:
+        page = context.new_page()
+        page.goto(f"{live_server}/sign/{r.token}")
+        assert not page.locator("#pad-box").is_visible()
+        assert page.locator("text=Employment contract").count() >= 1
+        agree(page)
+        page.click("#sign-button")
+        page.wait_for_selector("text=You signed this document")
+    finally:
+        context.close()
+    row = fresh(r.id)
+    assert row.status == "signed" and row.signature_image is None
+
+
+def test_a_double_click_on_sign_signs_once(app, users, live_server, watched):
+    r = make_sent_request(now=utcnow() - timedelta(minutes=1), owner=users["staff"])
+    watched.goto(f"{live_server}/sign/{r.token}")
+    agree(watched)
+    watched.dblclick("#sign-button")
+    watched.wait_for_selector("text=You signed this document")
+    events = db.session.scalars(select(Event).where(Event.request_id == r.id, Event.type == "status.signed")).all()
+    assert len(events) == 1 and watched.problems == []
+
+
+def test_a_recipient_declines_with_a_reason(app, users, live_server, watched):
+    r = make_sent_request(now=utcnow() - timedelta(minutes=1), owner=users["staff"])
+    watched.goto(f"{live_server}/sign/{r.token}")
+    watched.click("text=I do not want to sign")
+    watched.fill("textarea[name=reason]", "The start date is wrong")
+    watched.click("button:has-text('Decline')")
+    watched.wait_for_selector("text=You declined to sign this document")
+    assert fresh(r.id).decline_reason == "The start date is wrong"
+
+
+def test_each_dead_link_explains_itself(app, users, live_server, page):
+    now = utcnow()
+    expired = make_sent_request(now=now - timedelta(days=9), owner=users["staff"], email="e@example.com",
+                                reply_to="hr@example.com")
+    declined = make_sent_request(now=now, owner=users["staff"], email="d@example.com")
+    cancelled = make_sent_request(now=now, owner=users["staff"], email="c@example.com")
+    decline(db.session, request_id=declined.id, now=now, reason="no", ip=None, user_agent=None)
+    transition(db.session, cancelled.id, frm=Status.SENT, to=Status.CANCELLED, now=now)
+    db.session.commit()
+    cases = [("A" * 43, "This link is not valid"),
+             (expired.token, "This link has expired"),
+             (declined.token, "You declined to sign this document"),
+             (cancelled.token, "This request was withdrawn")]
+    for token, text in cases:
+        response = page.goto(f"{live_server}/sign/{token}")
+        assert response.status in (200, 404, 410)
+        assert page.locator(f"text={text}").count() == 1, text
+        assert page.locator("input[name=consent]").count() == 0
+    page.goto(f"{live_server}/sign/{expired.token}")
+    assert "contact hr@example.com" in page.locator(".state-expired").inner_text()
+
+
+def test_verify_rejects_a_tampered_pdf_in_the_browser(app, users, live_server, page, run_jobs):
+    from tests.test_sealing import signed_document, signed_request
+    from bulksign.storage import get_storage
+
+    r = signed_request(owner=users["staff"], image=False)
+    run_jobs("pdf")
+    data = bytearray(get_storage().get(signed_document(r.id).storage_key))
+    data[data.index(b"/Producer") + 12] ^= 0x01
+    page.goto(f"{live_server}/verify")
+    page.set_input_files("input[name=file]", files=[{"name": "contract.pdf", "mimeType": "application/pdf",
+                                                      "buffer": bytes(data)}])
+    page.click("button:has-text('Verify')")
+    page.wait_for_selector("#verdict")
+    assert "Rejected: this file was changed" in page.locator("#verdict").inner_text()
