@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from email.utils import make_msgid  # noqa: F401  (re-exported for builders)
 
-from sqlalchemy import select
+from sqlalchemy import JSON, Select, String, literal, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -33,6 +33,11 @@ def message_id_for(key: str) -> str:
     return f"<{key}@{MESSAGE_ID_DOMAIN}>"
 
 
+def message_id_sql(key):
+    """``message_id_for`` as a SQL expression over a SQL ``key`` expression, for set-based inserts."""
+    return literal("<", String) + key + literal(f"@{MESSAGE_ID_DOMAIN}>", String)
+
+
 def queue_mail(session: Session, *, key: str, kind: str, to_email: str, subject: str, now: datetime,
                request_id: int | None = None, batch_id: int | None = None,
                attachments: list[dict] | None = None) -> OutgoingMail:
@@ -49,7 +54,7 @@ def queue_mail(session: Session, *, key: str, kind: str, to_email: str, subject:
 
 
 def queue_mails(session: Session, mails: list[dict], *, now: datetime) -> list[int]:
-    """``queue_mail`` for many mails, a thousand per INSERT (each dict holds its keywords but ``now``); ids in order.
+    """``queue_mail`` for many mails in batched INSERTs (each dict holds its keywords but ``now``); ids in order.
 
     For set-based producers (a reminder tick of 50,000 mails): one statement per page instead of two per mail.
     """
@@ -65,10 +70,27 @@ def queue_mails(session: Session, mails: list[dict], *, now: datetime) -> list[i
                          status="queued", created_at=now))
     dialect = session.get_bind().dialect.name
     insert = pg_insert if dialect == "postgresql" else sqlite_insert
-    found: dict[str, int] = {}
-    for start in range(0, len(rows), 1000):  # bind parameters per statement are limited
-        chunk = rows[start:start + 1000]
-        session.execute(insert(OutgoingMail).values(chunk).on_conflict_do_nothing(index_elements=["message_id"]))
-        found.update(session.execute(select(OutgoingMail.message_id, OutgoingMail.id).where(
-            OutgoingMail.message_id.in_([row["message_id"] for row in chunk]))).all())
+    # A parameter list (not .values(list)): SQLAlchemy batches it into multi-row INSERTs with one cached compile.
+    stmt = (insert(OutgoingMail).on_conflict_do_nothing(index_elements=["message_id"])
+            .returning(OutgoingMail.message_id, OutgoingMail.id))
+    found = dict(session.execute(stmt, rows).all())
+    missing = [row["message_id"] for row in rows if row["message_id"] not in found]
+    if missing:  # written before (a retried tick): the same rows
+        found.update(session.execute(select(OutgoingMail.message_id, OutgoingMail.id)
+                                     .where(OutgoingMail.message_id.in_(missing))).all())
     return [found[row["message_id"]] for row in rows]
+
+
+def queue_mails_from(session: Session, rows: Select, *, kind: str) -> list[int]:
+    """Set-based ``queue_mail``: ``rows`` selects (message_id, to_email, subject, request_id, batch_id, created_at)
+    per mail; mails whose Message-ID exists already are left alone. Returns the ids of the new rows."""
+    if kind not in BUILDERS:
+        raise ValueError(f"no message builder for mail kind {kind!r}")
+    dialect = session.get_bind().dialect.name
+    insert = pg_insert if dialect == "postgresql" else sqlite_insert
+    stmt = (insert(OutgoingMail).from_select(
+        ["message_id", "to_email", "subject", "request_id", "batch_id", "created_at", "kind", "status", "attachments",
+         "attempts"],
+        rows.add_columns(literal(kind, String), literal("queued", String), literal([], JSON), literal(0)))
+        .on_conflict_do_nothing(index_elements=["message_id"]).returning(OutgoingMail.id))
+    return list(session.scalars(stmt))

@@ -12,21 +12,23 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from flask import Flask, current_app
 from flask_mail import Message
-from sqlalchemy import and_, exists, func, insert, or_, select, update
+from sqlalchemy import String, and_, cast, exists, func, insert, literal, or_, select, update
 from sqlalchemy.orm import Session
 
 from .batches import BatchActionError, _batch_for
-from .doc_templates import DEFAULT_REMINDER_BODY, DEFAULT_REMINDER_SUBJECT, render_text, text_sandbox
+from .doc_templates import (DEFAULT_REMINDER_BODY, DEFAULT_REMINDER_SUBJECT, extract_variables, render_text,
+                            text_sandbox)
 from .invitations import _html_body, mail_context, tracking_url
 from .links import current_token
 from .logs import log
-from .mailer import queue_mails
-from .models import Batch, Event, OutgoingMail, SigningRequest, User
+from .mailer import message_id_sql, queue_mails, queue_mails_from
+from .models import Batch, Event, OutgoingMail, SigningRequest, User, UTCDateTime
 from .states import Status
 from .tokens import signing_token
 
@@ -41,6 +43,8 @@ MAX_REMINDERS_LIMIT = 5
 MANUAL_COOLDOWN = timedelta(hours=1)
 WAITING = (Status.SENT.value, Status.OPENED.value)
 SELECTORS = ("not_signed", "not_opened")
+#: Mail variables that are the same for every request of a batch.
+_BATCH_VARIABLES = {"document_name", "sender"}
 
 #: Why a request got no reminder → what staff read (translated in the views).
 SKIP_REASONS = {
@@ -115,11 +119,29 @@ class _ReminderMails:
 
     def __init__(self, session: Session, batch: Batch, app: Flask):
         self.session, self.batch, self.app = session, batch, app
-        version = batch.template_version
-        self.subject = text_sandbox.from_string(version.reminder_subject or DEFAULT_REMINDER_SUBJECT)
+        source = batch.template_version.reminder_subject or DEFAULT_REMINDER_SUBJECT
+        self.subject = text_sandbox.from_string(source)
+        #: The subject when it is the same for every recipient (the default one is): then no row is read.
+        self.batch_subject = None
+        if set(extract_variables(source)) <= _BATCH_VARIABLES:
+            nobody = _RowView(SimpleNamespace(data={}, name="", email=""), batch)
+            context = mail_context(nobody, token="", app=app, deadline=datetime.now(timezone.utc))
+            self.batch_subject = " ".join(self.subject.render(context).split())
 
-    def queue(self, rows: Sequence, *, now: datetime, actor: str, manual: bool) -> list[int]:
-        """``rows`` carry id, email, name, data, token_nonce, expires_at and the new reminder_count."""
+    def queue_set_based(self, request_ids: Sequence[int], *, number: int, now: datetime) -> list[int]:
+        """Automatic reminder ``number`` for these requests, in two INSERT … SELECTs (needs ``batch_subject``)."""
+        if not request_ids:
+            return []
+        chosen = SigningRequest.id.in_(request_ids)
+        return queue_mails_from(self.session, select(
+            message_id_sql(_reminder_key_sql(number)), SigningRequest.email, literal(self.batch_subject, String),
+            SigningRequest.id, SigningRequest.batch_id, literal(now, UTCDateTime)).where(chosen), kind=KIND)
+
+    def queue(self, rows: Sequence, *, now: datetime, user: User | None) -> list[int]:
+        """``rows`` carry id, email, name, data, token_nonce, expires_at and the new reminder_count.
+
+        A manual reminder also gets an event naming the user; for automatic ones the outgoing-mail log is the record.
+        """
         if not rows:
             return []
         secret = self.app.config["SECRET_KEY"]
@@ -132,11 +154,12 @@ class _ReminderMails:
                               to_email=row.email, subject=" ".join(self.subject.render(context).split()),
                               request_id=row.id, batch_id=self.batch.id))
         ids = queue_mails(self.session, mails, now=now)
-        self.session.execute(insert(Event), [
-            {"request_id": row.id, "batch_id": self.batch.id, "type": "reminder.queued", "created_at": now,
-             "actor": actor, "details": {"number": row.reminder_count, "manual": manual}}
-            for row in rows
-        ])
+        if user is not None:
+            self.session.execute(insert(Event), [
+                {"request_id": row.id, "batch_id": self.batch.id, "type": "reminder.manual", "created_at": now,
+                 "actor": f"user:{user.id}", "details": {"number": row.reminder_count}}
+                for row in rows
+            ])
         return ids
 
 
@@ -153,6 +176,12 @@ class _RowView:
 
 def reminder_key(request_id: int, nonce: str | None, number: int) -> str:
     return f"reminder-{request_id}-{(nonce or '')[:12]}-{number}"
+
+
+def _reminder_key_sql(number: int):
+    """``reminder_key`` computed by the database for each request row."""
+    return (literal("reminder-", String) + cast(SigningRequest.id, String) + literal("-", String)
+            + func.substr(func.coalesce(SigningRequest.token_nonce, ""), 1, 12) + literal(f"-{number}", String))
 
 
 _RETURNED = (SigningRequest.id, SigningRequest.email, SigningRequest.name, SigningRequest.data,
@@ -190,17 +219,23 @@ def queue_due_reminders(session: Session, *, now: datetime, page_size: int = 200
                 if time.monotonic() - started > time_budget_seconds:
                     log(logger, logging.WARNING, "reminder tick stopped at its time budget", queued=queued)
                     return ReminderTickResult(queued, waiting, False, tuple(all_ids))
-                ids = session.scalars(select(SigningRequest.id).where(*due, SigningRequest.id > after)
-                                      .order_by(SigningRequest.id).limit(page_size)).all()
-                if not ids:
-                    break
-                after = ids[-1]
-                rows = session.execute(
-                    update(SigningRequest).where(SigningRequest.id.in_(ids), *due)
-                    .values(reminder_count=number, last_reminder_at=now).returning(*_RETURNED)
-                    .execution_options(synchronize_session=False)
-                ).all()
-                mail_ids = mails.queue(rows, now=now, actor="system", manual=False)
+                page = (select(SigningRequest.id).where(*due, SigningRequest.id > after)
+                        .order_by(SigningRequest.id).limit(page_size).scalar_subquery())
+                # Repeating ``due`` outside the page is the compare-and-set: PostgreSQL re-checks it on rows
+                # another scheduler changed meanwhile, and skips them.
+                advance = (update(SigningRequest).where(SigningRequest.id.in_(page), *due)
+                           .values(reminder_count=number, last_reminder_at=now)
+                           .execution_options(synchronize_session=False))
+                if mails.batch_subject is not None:
+                    won = session.scalars(advance.returning(SigningRequest.id)).all()
+                    mail_ids = mails.queue_set_based(won, number=number, now=now)
+                else:
+                    rows = session.execute(advance.returning(*_RETURNED)).all()
+                    won = [row.id for row in rows]
+                    mail_ids = mails.queue(rows, now=now, user=None)
+                if not won:
+                    break  # nothing left, or the rest was taken by another scheduler
+                after = max(won)
                 queued += len(mail_ids)
                 all_ids.extend(mail_ids)
                 if on_page:
@@ -302,7 +337,7 @@ def send_manual_reminders(session: Session, *, batch_id: int, user: User, now: d
         ).all()
         if len(won) < len(eligible):
             skipped["reminded_recently"] = skipped.get("reminded_recently", 0) + len(eligible) - len(won)
-        mail_ids.extend(mails.queue(won, now=now, actor=f"user:{user.id}", manual=True))
+        mail_ids.extend(mails.queue(won, now=now, user=user))
     log(logger, logging.INFO, "manual reminders queued", batch_id=batch_id, user_id=user.id, queued=len(mail_ids),
         skipped=skipped)
     return ManualReminderResult(queued=len(mail_ids), skipped=skipped, mail_ids=tuple(mail_ids))

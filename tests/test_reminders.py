@@ -15,7 +15,7 @@ from bulksign.pipeline import enqueue_renders
 from bulksign.reminders import queue_due_reminders, send_manual_reminders
 from bulksign.states import Status, transition
 from bulksign.tokens import hash_token
-from bulksign.models import utcnow
+from bulksign.models import Event, utcnow
 from tests.conftest import NOW, csrf_from
 from tests.support.batches import make_batch, request_ids, requests_of
 from tests.support.waiting import mails, request, sent_batch
@@ -79,6 +79,18 @@ def test_opened_but_unsigned_requests_are_reminded(app, users):
     transition(db.session, rid, frm=Status.SENT, to=Status.OPENED, now=NOW + DAY)
     db.session.commit()
     assert tick(NOW + 2 * DAY) == 1
+
+
+def test_a_personal_reminder_subject_is_rendered_for_each_recipient(app, users):
+    from bulksign.models import Batch, TemplateVersion
+
+    batch_id, _ = sent_batch(user=users["staff"], sent_at=NOW, recipients=2)
+    version = db.session.get(TemplateVersion, db.session.get(Batch, batch_id).template_version_id)
+    version.reminder_subject = "{{ name }}, please sign by {{ deadline }}"
+    db.session.commit()
+    assert tick(NOW + 2 * DAY) == 2
+    assert [m.subject for m in mails("reminder")] == ["Person 0, please sign by 09 November 2026",
+                                                      "Person 1, please sign by 09 November 2026"]
 
 
 def test_a_missed_schedule_catches_up_with_one_reminder_not_two(app, users):
@@ -188,6 +200,8 @@ def test_manual_reminders_count_every_skip_by_reason(app, users):
     assert result.queued == 2
     assert result.skipped == {"signed": 1, "declined": 1, "bounced": 1, "cancelled": 1, "not_found": 1}
     assert request(waiting).reminder_count == 1
+    events = db.session.scalars(db.select(Event).where(Event.type == "reminder.manual")).all()
+    assert {e.actor for e in events} == {f"user:{users['staff'].id}"} and len(events) == 2
 
 
 def test_manual_selectors_choose_not_signed_or_not_opened(app, users):

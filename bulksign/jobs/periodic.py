@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import importlib
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+
+from flask import current_app
 
 from ..batches import refresh_batch_statuses
 from ..extensions import db
@@ -37,20 +40,49 @@ def reconcile_stuck_work(*, now: datetime) -> str:
     return str(result)
 
 
-def _commit_and_send(mail_ids: list[int]) -> None:
-    """After each page: commit (short locks, nothing lost on a crash later), then hand the mails to the queue."""
-    from ..pipeline import enqueue_sends
+class _CommitThenSend:
+    """After each page: commit (short locks; a crash later loses nothing), then enqueue the page's sends.
 
-    db.session.commit()
-    enqueue_sends(mail_ids)
+    The enqueueing (RQ's per-job work, in Python) runs on one background thread, so it overlaps the
+    database work of the next page instead of adding to it. If it fails, the mails are committed
+    and the reconciler enqueues them.
+    """
+
+    def __init__(self):
+        self.app = current_app._get_current_object()
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="enqueue-sends")
+        self.pending = []
+
+    def __call__(self, mail_ids: list[int]) -> None:
+        db.session.commit()
+        if mail_ids:
+            self.pending.append(self.pool.submit(self._enqueue, list(mail_ids)))
+
+    def _enqueue(self, mail_ids: list[int]) -> int:
+        from ..pipeline import enqueue_sends
+
+        with self.app.app_context():
+            return enqueue_sends(mail_ids)
+
+    def finish(self) -> None:
+        """Wait for the enqueueing of every committed page."""
+        try:
+            for future in self.pending:
+                future.result()
+        finally:
+            self.pool.shutdown()
 
 
 def send_due_reminders(*, now: datetime) -> str:
     """Queue the automatic reminders due now, a committed page at a time."""
     from ..reminders import queue_due_reminders
 
-    result = queue_due_reminders(db.session, now=now, on_page=_commit_and_send)
-    db.session.commit()
+    pages = _CommitThenSend()
+    try:
+        result = queue_due_reminders(db.session, now=now, on_page=pages)
+        db.session.commit()
+    finally:
+        pages.finish()
     return str(result)
 
 
@@ -58,6 +90,10 @@ def expire_requests(*, now: datetime) -> str:
     """Expire requests past their deadline and mail each batch owner one summary per wave."""
     from ..expiry import expire_due
 
-    result = expire_due(db.session, now=now, on_page=_commit_and_send)
-    db.session.commit()
+    pages = _CommitThenSend()
+    try:
+        result = expire_due(db.session, now=now, on_page=pages)
+        db.session.commit()
+    finally:
+        pages.finish()
     return str(result)
