@@ -42,7 +42,6 @@ DELIMITERS = (",", ";", "\t")
 _FORMULA_START = ("=", "+", "-", "@")
 _SIMPLE_LOCAL = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*\Z")
 _HEADER_NOISE = re.compile(r"[\s\-]+")
-_UTF8_MULTIBYTE = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
 _UPLOAD_ID = re.compile(r"[0-9a-f]{32}\Z")
 
 
@@ -158,10 +157,11 @@ def _decode(data: bytes) -> tuple[str, str]:
     try:
         return body.decode("utf-8"), "utf-8-sig" if body is not data else "utf-8"
     except UnicodeDecodeError as exc:
-        # Well-formed UTF-8 sequences making up most of the non-ASCII bytes: UTF-8 with foreign lines.
-        utf8_bytes = sum(len(m) for m in _UTF8_MULTIBYTE.findall(body))
-        high = sum(1 for b in body if b >= 0x80)
-        if body is not data or (utf8_bytes and utf8_bytes * 2 >= high):
+        # Well-formed UTF-8 characters as common as broken bytes: UTF-8 with some foreign lines.
+        lenient = body[:exc.start + 65536].decode("utf-8", errors="replace")  # all valid up to exc.start
+        broken = lenient.count("\ufffd")
+        well_formed = len(lenient) - len(lenient.encode("ascii", errors="ignore")) - broken
+        if body is not data or (well_formed and well_formed * 2 >= broken):
             line = body.count(b"\n", 0, exc.start) + 1
             raise UploadError(f"The file mixes text encodings: line {line} is not UTF-8 although other lines are. "
                               "Open it in a spreadsheet and save it again as \"CSV UTF-8\".") from None
