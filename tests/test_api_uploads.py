@@ -195,3 +195,17 @@ def test_another_user_cannot_use_my_upload(client, auth, template_id):
     auth.logout()
     auth.login_admin()
     assert client.get(link).status_code == 410
+
+
+def test_a_batch_created_over_the_api_renders_each_row_into_its_own_pdf(api, template_id, run_jobs):
+    from pypdf import PdfReader
+
+    from bulksign.models import Document
+    from bulksign.storage import get_storage
+
+    created = api("/api/v1/batches", data={"template_id": template_id, "file": upload(GOOD)})
+    run_jobs("pdf")
+    documents = db.session.scalars(select(Document).order_by(Document.request_id)).all()
+    assert len(documents) == 2
+    text = PdfReader(io.BytesIO(get_storage().get(documents[0].storage_key))).pages[0].extract_text()
+    assert " ".join(text.split()) == "Anna: Accountant" and created.status_code == 201
