@@ -286,8 +286,11 @@ def recipients_page(session: Session, *, batch_id: int, flt: RecipientFilter, cu
     return RecipientPage(items=tuple(rows), next_cursor=next_cursor, filter=flt)
 
 
-def count_matching(session: Session, *, batch_id: int, flt: RecipientFilter) -> int:
-    """How many recipients match the filter (for "select all N")."""
+def count_matching(session: Session, *, batch_id: int, flt: RecipientFilter, counts: BatchCounts | None = None) -> int:
+    """How many recipients match the filter (for "select all N"); from ``counts`` when a status filter allows."""
+    if counts is not None and not flt.q and flt.status != NOT_OPENED:
+        group = {"": list(counts.by_status), WAITING: sorted(WORKING), PROBLEMS: [Status.FAILED, Status.BOUNCED]}
+        return sum(counts.by_status.get(s, 0) for s in group.get(flt.status, [flt.status]))
     return session.scalar(select(func.count()).select_from(SigningRequest).where(*_conditions(batch_id, flt)))
 
 

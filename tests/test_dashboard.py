@@ -241,3 +241,14 @@ def test_someone_elses_batch_cannot_be_cancelled_by_staff(client, auth, users):
     auth.login()
     html = _bulk(client, other.id, action="cancel_batch").get_data(as_text=True)
     assert "Only the batch&#39;s owner or an admin can do this." in html
+
+
+@pytest.mark.parametrize("status", ["", "signed", "waiting", "problems", "not_opened"])
+@pytest.mark.parametrize("q", ["", "person00001"])
+def test_matching_count_from_the_batch_counts_equals_the_counted_one(app, batch, status, q):
+    from bulksign.batches import counts_for
+
+    flt = RecipientFilter(status=status, q=q)
+    counts = counts_for(db.session, [batch.id])[batch.id]
+    assert dashboard.count_matching(db.session, batch_id=batch.id, flt=flt, counts=counts) == \
+        dashboard.count_matching(db.session, batch_id=batch.id, flt=flt)

@@ -22,10 +22,9 @@ from ..models import Batch, utcnow
 from ..pipeline import enqueue_sends
 from ..reconciler import revive_renders
 from ..reminders import send_manual_reminders
-from ..resend import resend_with_new_link
+from ..resend import MAX_EXTEND_DAYS, resend_with_new_link
 from ..storage import StorageError, get_storage
-# The reminders views own the wording of skips and the extra-days field; bulk actions reuse them.
-from .reminders import _extend_days, _summary as _with_skips
+from .reminders import skipped_text
 
 bp = Blueprint("batches", __name__, url_prefix="/batches")
 logger = logging.getLogger(__name__)
@@ -37,6 +36,12 @@ BULK_ACTIONS = ("remind", "resend", "retry", "cancel")
 @bp.app_template_global()
 def status_label(status: str) -> str:
     return dashboard.STATUS_LABELS.get(status, status)
+
+
+@bp.app_template_global()
+def status_labels() -> dict[str, str]:
+    """Every status word translated once, for tables that show one per row."""
+    return {status: str(label) for status, label in dashboard.STATUS_LABELS.items()}
 
 
 @bp.app_template_global()
@@ -68,13 +73,13 @@ def index():
                            can_create="uploads.new" in current_app.view_functions)
 
 
-def _table_context(batch_id: int, flt: RecipientFilter, cursor: str | None) -> dict:
+def _table_context(batch_id: int, flt: RecipientFilter, cursor: str | None, counts=None) -> dict:
     try:
         page = dashboard.recipients_page(db.session, batch_id=batch_id, flt=flt, cursor=cursor)
     except DashboardError as exc:
         abort(400, description=str(exc))
     return {"page": page, "flt": flt, "cursor": cursor,
-            "matching": dashboard.count_matching(db.session, batch_id=batch_id, flt=flt)}
+            "matching": dashboard.count_matching(db.session, batch_id=batch_id, flt=flt, counts=counts)}
 
 
 def _progress_context(view: dashboard.BatchView) -> dict:
@@ -89,7 +94,7 @@ def detail(batch_id: int):
     return render_template(
         "batches/detail.html", schedule=dashboard.reminder_schedule(view.batch),
         export=latest_export(db.session, batch_id=batch_id), filters=dashboard.FILTERS,
-        **_progress_context(view), **_table_context(batch_id, flt, request.args.get("cursor")),
+        **_progress_context(view), **_table_context(batch_id, flt, request.args.get("cursor"), view.counts),
     )
 
 
@@ -122,6 +127,19 @@ def _ids_from_form() -> list[int]:
             abort(400, description=_("The selection contains an invalid row id."))
         ids.append(int(raw))
     return ids
+
+
+def _extend_days() -> int | None:
+    raw = (request.form.get("extend_days") or "").strip()
+    if raw and not (raw.isdigit() and 1 <= int(raw) <= MAX_EXTEND_DAYS):
+        abort(400, description=_("Extra days must be a whole number from 1 to %(n)s.", n=MAX_EXTEND_DAYS))
+    return int(raw) if raw else None
+
+
+def _with_skips(done: str, skipped: dict[str, int]) -> str:
+    if not skipped:
+        return done
+    return _("%(done)s Skipped %(n)s: %(why)s.", done=done, n=sum(skipped.values()), why=skipped_text(skipped))
 
 
 def _run_action(action: str, *, batch_id: int, ids: list[int], now) -> tuple[str, str]:

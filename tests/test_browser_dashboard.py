@@ -1,0 +1,118 @@
+"""The dashboard in a real Chromium: live progress while a real worker runs, filters, select-all + remind, CSV, Russian."""
+from __future__ import annotations
+
+import csv
+import io
+import re
+import threading
+
+import pytest
+from flask import g
+from sqlalchemy import select
+
+from bulksign.extensions import db
+from bulksign.models import OutgoingMail, SigningRequest
+from bulksign.pipeline import enqueue_renders
+from tests.conftest import NOW, STAFF
+from tests.support.batchdata import make_batch
+
+pytestmark = pytest.mark.browser
+
+
+def _login(page, live_server):
+    page.goto(f"{live_server}/auth/login")
+    page.fill("input[name=email]", STAFF[0])
+    page.fill("input[name=password]", STAFF[1])
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server}/")
+
+
+def _count(page, status: str) -> int:
+    return int(page.locator(f"#progress .legend li[data-status={status}] .count").inner_text())
+
+
+def test_the_progress_bar_moves_while_a_real_worker_runs_and_stops_polling_when_done(
+        app, users, live_server, page, smtp, run_jobs):
+    batch = make_batch(db.session, statuses=["pending"] * 6, now=NOW, user_id=users["staff"].id)
+    batch_id = batch.id
+    ids = db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch_id)).all()
+    enqueue_renders(ids)
+    _login(page, live_server)
+    page.goto(f"{live_server}/batches/{batch_id}")
+    assert _count(page, "waiting") == 6 and page.locator("#progress").get_attribute("hx-trigger") == "every 2s"
+    # Real workers render every PDF and send three invitations; the page picks it up by itself.
+    run_jobs("pdf")
+    run_jobs("mail", max_jobs=3)
+    g.pop("_login_user", None)
+    page.wait_for_function("() => +document.querySelector('#progress li[data-status=sent] .count').textContent === 3",
+                           timeout=15_000)
+    assert _count(page, "waiting") == 3 and page.locator("#progress").get_attribute("data-active") == "yes"
+    run_jobs("mail")
+    page.wait_for_function("() => +document.querySelector('#progress li[data-status=sent] .count').textContent === 6",
+                           timeout=15_000)
+    assert page.locator("#progress").get_attribute("data-active") == "no"
+    assert page.locator("#progress").get_attribute("hx-trigger") is None
+    assert len(smtp.received) == 6
+
+
+@pytest.fixture
+def mixed(app, users):
+    return make_batch(db.session, statuses=["sent"] * 60 + ["signed"] * 5 + ["bounced"] * 2, now=NOW,
+                      user_id=users["staff"].id, name="Browser batch")
+
+
+def test_filtering_the_table_and_opening_a_timeline(live_server, page, mixed):
+    _login(page, live_server)
+    page.goto(f"{live_server}/batches/{mixed.id}")
+    assert page.locator("table.recipients tbody tr").count() == 50 and page.locator("#next-page").count() == 1
+    page.select_option("#filter-status", "signed")
+    page.wait_for_function("() => document.querySelectorAll('table.recipients tbody tr').length === 5")
+    assert set(page.locator("table.recipients tbody .badge").all_inner_texts()) == {"signed"}
+    page.select_option("#filter-status", "bounced")
+    page.wait_for_function("() => document.querySelectorAll('table.recipients tbody tr').length === 2")
+    page.locator("a.open-timeline").first.click()
+    page.wait_for_selector("#panel .timeline")
+    assert "Fix the email address, then resend with a new link" in page.locator("#panel").inner_text()
+    page.select_option("#filter-status", "")
+    page.fill("#filter-q", "person000007")
+    page.press("#filter-q", "Enter")
+    page.wait_for_function("() => document.querySelectorAll('table.recipients tbody tr').length === 1")
+
+
+def test_select_all_matching_then_send_a_reminder(live_server, page, mixed):
+    _login(page, live_server)
+    page.goto(f"{live_server}/batches/{mixed.id}?status=sent")
+    page.check("#check-page")
+    page.click("#select-all-matching")
+    assert page.locator("#all-selected").is_visible()
+    page.select_option("#bulk-action", "remind")
+    page.click("#bulk-apply")
+    page.wait_for_selector(".flash-success")
+    assert "60 reminders queued." in page.locator(".flash-success").inner_text()
+    with db.engine.connect() as conn:
+        assert conn.execute(select(OutgoingMail.id).where(OutgoingMail.kind == "reminder")).all().__len__() == 60
+
+
+def test_csv_export_downloads_the_filtered_rows(live_server, page, mixed, tmp_path):
+    _login(page, live_server)
+    page.goto(f"{live_server}/batches/{mixed.id}?status=signed")
+    with page.expect_download() as download:
+        page.click("#csv-export")
+    path = tmp_path / "export.csv"
+    download.value.save_as(path)
+    data = path.read_bytes()
+    assert data.startswith(b"\xef\xbb\xbf")
+    rows = list(csv.DictReader(io.StringIO(data.decode("utf-8-sig"))))
+    assert len(rows) == 5 and {r["status"] for r in rows} == {"signed"}
+
+
+def test_staff_switch_the_interface_to_russian(live_server, page, mixed):
+    _login(page, live_server)
+    page.goto(f"{live_server}/batches/")
+    page.select_option("select[name=language]", "ru")
+    page.wait_for_load_state()
+    assert page.locator("h1").inner_text() == "Рассылки"
+    assert page.locator("html").get_attribute("lang") == "ru"
+    page.goto(f"{live_server}/batches/{mixed.id}")
+    assert "получателей" in page.locator("#progress").inner_text()
+    assert re.search("подписан", page.locator("#progress .legend").inner_text())
