@@ -53,6 +53,11 @@ def queue_mail(session: Session, *, key: str, kind: str, to_email: str, subject:
     return session.scalar(select(OutgoingMail).where(OutgoingMail.message_id == values["message_id"]))
 
 
+def _upsert_for(session: Session):
+    """The INSERT construct with ``on_conflict_do_nothing`` for the session's database."""
+    return pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+
+
 def queue_mails(session: Session, mails: list[dict], *, now: datetime) -> list[int]:
     """``queue_mail`` for many mails in batched INSERTs (each dict holds its keywords but ``now``); ids in order.
 
@@ -68,8 +73,7 @@ def queue_mails(session: Session, mails: list[dict], *, now: datetime) -> list[i
                          subject=mail["subject"][:1000], request_id=mail.get("request_id"),
                          batch_id=mail.get("batch_id"), attachments=mail.get("attachments") or [],
                          status="queued", created_at=now))
-    dialect = session.get_bind().dialect.name
-    insert = pg_insert if dialect == "postgresql" else sqlite_insert
+    insert = _upsert_for(session)
     # A parameter list (not .values(list)): SQLAlchemy batches it into multi-row INSERTs with one cached compile.
     stmt = (insert(OutgoingMail).on_conflict_do_nothing(index_elements=["message_id"])
             .returning(OutgoingMail.message_id, OutgoingMail.id))
@@ -86,8 +90,7 @@ def queue_mails_from(session: Session, rows: Select, *, kind: str) -> list[int]:
     per mail; mails whose Message-ID exists already are left alone. Returns the ids of the new rows."""
     if kind not in BUILDERS:
         raise ValueError(f"no message builder for mail kind {kind!r}")
-    dialect = session.get_bind().dialect.name
-    insert = pg_insert if dialect == "postgresql" else sqlite_insert
+    insert = _upsert_for(session)
     stmt = (insert(OutgoingMail).from_select(
         ["message_id", "to_email", "subject", "request_id", "batch_id", "created_at", "kind", "status", "attachments",
          "attempts"],

@@ -19,6 +19,14 @@ from tests.support.waiting import mails, request, sent_batch
 DAY = timedelta(days=1)
 
 
+def _stagger(ids, *, minutes: int):
+    """Deadlines ``minutes`` apart from day 7, as when the invitations went out at the throttle's pace."""
+    for n, rid in enumerate(ids):
+        db.session.execute(update(SigningRequest).where(SigningRequest.id == rid)
+                           .values(expires_at=NOW + 7 * DAY + timedelta(minutes=minutes * n)))
+    db.session.commit()
+
+
 def tick(now):
     result = expire_due(db.session, now=now)
     db.session.commit()
@@ -54,11 +62,7 @@ def test_at_day_7_unsigned_requests_expire_and_the_owner_gets_exactly_one_summar
 
 def test_a_batch_expiring_over_several_ticks_gets_one_summary_for_the_wave(app, users):
     batch_id, ids = sent_batch(user=users["staff"], sent_at=NOW, recipients=3)
-    # The invitations went out at the throttle's pace: deadlines 20 minutes apart.
-    for n, rid in enumerate(ids):
-        db.session.execute(update(SigningRequest).where(SigningRequest.id == rid)
-                           .values(expires_at=NOW + 7 * DAY + timedelta(minutes=20 * n)))
-    db.session.commit()
+    _stagger(ids, minutes=20)
     deadline = NOW + 7 * DAY
     assert tick(deadline) == (1, 0)
     assert tick(deadline + timedelta(minutes=20)) == (1, 0)
@@ -84,9 +88,6 @@ def test_a_later_wave_gets_its_own_summary_listing_only_its_requests(app, users,
 
 def test_a_trickle_of_expiries_still_gets_a_summary_within_a_day(app, users):
     _, ids = sent_batch(user=users["staff"], sent_at=NOW, recipients=40)
-    for n, rid in enumerate(ids):
-        db.session.execute(update(SigningRequest).where(SigningRequest.id == rid)
-                           .values(expires_at=NOW + 7 * DAY + timedelta(minutes=50 * n)))
-    db.session.commit()
+    _stagger(ids, minutes=50)
     summaries = [tick(NOW + 7 * DAY + timedelta(minutes=50 * n))[1] for n in range(31)]
     assert sum(summaries) == 1 and summaries.index(1) == 29  # 24 h after the first expiry

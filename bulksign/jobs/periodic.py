@@ -73,27 +73,26 @@ class _CommitThenSend:
             self.pool.shutdown()
 
 
-def send_due_reminders(*, now: datetime) -> str:
-    """Queue the automatic reminders due now, a committed page at a time."""
-    from ..reminders import queue_due_reminders
-
+def _in_pages(domain, *, now: datetime) -> str:
+    """Run a paged domain function (``on_page`` keyword) with a commit and the send enqueue after each page."""
     pages = _CommitThenSend()
     try:
-        result = queue_due_reminders(db.session, now=now, on_page=pages)
+        result = domain(db.session, now=now, on_page=pages)
         db.session.commit()
     finally:
         pages.finish()
     return str(result)
+
+
+def send_due_reminders(*, now: datetime) -> str:
+    """Queue the automatic reminders due now, a committed page at a time."""
+    from ..reminders import queue_due_reminders
+
+    return _in_pages(queue_due_reminders, now=now)
 
 
 def expire_requests(*, now: datetime) -> str:
     """Expire requests past their deadline and mail each batch owner one summary per wave."""
     from ..expiry import expire_due
 
-    pages = _CommitThenSend()
-    try:
-        result = expire_due(db.session, now=now, on_page=pages)
-        db.session.commit()
-    finally:
-        pages.finish()
-    return str(result)
+    return _in_pages(expire_due, now=now)

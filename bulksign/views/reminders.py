@@ -47,7 +47,8 @@ def _ids() -> list[int] | None:
     return [int(value) for value in raw]
 
 
-def _extend_days() -> int | None:
+def extend_days_field() -> int | None:
+    """The optional ``extend_days`` form field (1–365); a 400 with the reason otherwise."""
     raw = (request.form.get("extend_days") or "").strip()
     if not raw:
         return None
@@ -73,10 +74,18 @@ def _refused(batch_id: int, exc: BatchActionError):
     return redirect(url_for("batches.detail", batch_id=batch_id))
 
 
-def _summary(done: str, skipped: dict[str, int]) -> str:
+def with_skips(done: str, skipped: dict[str, int]) -> str:
+    """``done`` followed by how many were skipped and why, for a flash or a partial."""
     if not skipped:
         return done
     return _("%(done)s Skipped %(n)s: %(why)s.", done=done, n=sum(skipped.values()), why=skipped_text(skipped))
+
+
+def _queued(batch_id: int, *, done: str, count: int, skipped: dict[str, int], mail_ids):
+    """Commit, hand the new mails to the queue, say what was done and what was skipped why."""
+    db.session.commit()
+    enqueue_sends(mail_ids)
+    return _answer(batch_id, with_skips(done, skipped), "success" if count else "info")
 
 
 @bp.post("/batches/<int:batch_id>/remind")
@@ -91,10 +100,8 @@ def remind(batch_id: int):
                                        request_ids=ids, selector=None if ids is not None else selector)
     except BatchActionError as exc:
         return _refused(batch_id, exc)
-    db.session.commit()
-    enqueue_sends(result.mail_ids)
-    done = _("%(n)s reminders queued.", n=result.queued)
-    return _answer(batch_id, _summary(done, result.skipped), "success" if result.queued else "info")
+    return _queued(batch_id, done=_("%(n)s reminders queued.", n=result.queued), count=result.queued,
+                   skipped=result.skipped, mail_ids=result.mail_ids)
 
 
 def _resend(batch_id: int, ids: list[int] | None):
@@ -102,13 +109,11 @@ def _resend(batch_id: int, ids: list[int] | None):
         return _answer(batch_id, _("Select the recipients who should get a new link."), "error")
     try:
         result = resend_with_new_link(db.session, request_ids=ids, user=current_user, now=utcnow(),
-                                      extend_days=_extend_days())
+                                      extend_days=extend_days_field())
     except BatchActionError as exc:
         return _refused(batch_id, exc)
-    db.session.commit()
-    enqueue_sends(result.mail_ids)
-    done = _("%(n)s new links sent; the old links no longer work.", n=result.resent)
-    return _answer(batch_id, _summary(done, result.skipped), "success" if result.resent else "info")
+    return _queued(batch_id, done=_("%(n)s new links sent; the old links no longer work.", n=result.resent),
+                   count=result.resent, skipped=result.skipped, mail_ids=result.mail_ids)
 
 
 @bp.post("/batches/<int:batch_id>/resend")
