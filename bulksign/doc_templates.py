@@ -1,6 +1,7 @@
 """Document templates: immutable versions, variables extracted at save, rendered in Jinja's sandbox."""
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from dataclasses import dataclass
@@ -282,10 +283,16 @@ def sample_row(variables: list[str]) -> dict[str, str]:
     return {var: known.get(var, f"[{var}]") for var in variables}
 
 
+@functools.lru_cache(maxsize=128)
+def _compiled(env_name: str, source: str):
+    # Versions never change, so a worker compiles each one once, not once per recipient.
+    return (sandbox if env_name == "html" else text_sandbox).from_string(source)
+
+
 def render_html(source: str, context: dict) -> str:
     """Render a document template to HTML: every value is escaped, nothing outside ``context`` is reachable."""
     try:
-        return sandbox.from_string(source).render(context)
+        return _compiled("html", source).render(context)
     except TemplateSyntaxError as exc:
         raise TemplateError(exc.message or "syntax error", exc.lineno) from None
     except SecurityError as exc:
@@ -295,7 +302,7 @@ def render_html(source: str, context: dict) -> str:
 def render_text(source: str, context: dict) -> str:
     """Render a mail subject or plain-text body."""
     try:
-        return text_sandbox.from_string(source).render(context)
+        return _compiled("text", source).render(context)
     except TemplateSyntaxError as exc:
         raise TemplateError(exc.message or "syntax error", exc.lineno) from None
     except SecurityError as exc:

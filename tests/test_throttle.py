@@ -6,18 +6,8 @@ import time
 
 from redis import Redis
 
+from bench.bench_throttle import max_in_window
 from bulksign.throttle import MailThrottle
-
-
-def max_in_window(times: list[int], window: int) -> int:
-    """The highest number of events in any half-open window [t, t + window), in whole µs (no float drift)."""
-    times = sorted(times)
-    best, start = 0, 0
-    for end, t in enumerate(times):
-        while t - times[start] >= window:
-            start += 1
-        best = max(best, end - start + 1)
-    return best
 
 
 def test_the_limiter_spaces_sends_evenly_with_a_passed_clock(redis_server):

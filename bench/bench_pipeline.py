@@ -1,0 +1,175 @@
+"""The whole dispatch pipeline (render → store → invitation → SMTP) against a bare wkhtmltopdf loop.
+
+A batch of N recipients (10,000; small: 60) with the throttle off goes through real worker
+processes (``flask jobs worker``, one per PDF_CONCURRENCY) to a local aiosmtpd sink. In the same
+run, the same documents are rendered by a bare loop of wkhtmltopdf with the same options and
+the same concurrency. Worker memory is sampled from /proc: growth from 10 % of the batch to its end.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from bench import Figure, bench_app
+
+ROOT = Path(__file__).resolve().parent.parent
+CLAUSES = "".join(
+    f"<h2>{i}. Clause</h2><p>{'The Employee shall perform the duties of the position with care and diligence. ' * 6}</p>"
+    for i in range(1, 13))
+
+
+def _contract() -> str:
+    html = (ROOT / "bulksign/demo_files/contract.html").read_text()
+    return html.replace("</body>", CLAUSES + "</body>")  # about two pages, like a real contract
+
+
+def _rss_mb(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+class _Sink:
+    """Counts messages; keeps nothing (10,000 mails must not fill the bench's memory)."""
+
+    def __init__(self):
+        self.count = 0
+
+    async def handle_DATA(self, server, session, envelope):
+        self.count += 1
+        return "250 OK"
+
+
+def _create_batch(app, n: int) -> int:
+    from sqlalchemy import insert
+
+    from bulksign.doc_templates import create_template
+    from bulksign.extensions import db
+    from bulksign.models import Batch, SigningRequest, utcnow
+    from bulksign.users import create_user
+
+    now = utcnow()
+    user = create_user(db.session, email="bench@example.com", password="bench-password", role="staff", now=now)
+    saved = create_template(db.session, name="Employment agreement", html=_contract(), user=user, now=now)
+    batch = Batch(name="bench", template_version_id=saved.version.id, created_by_id=user.id, total_count=n,
+                  created_at=now)
+    db.session.add(batch)
+    db.session.flush()
+    db.session.execute(insert(SigningRequest), [
+        {"batch_id": batch.id, "row_number": i + 2, "email": f"r{i}@example.com", "name": f"Recipient {i}",
+         "data": {"contract_number": f"C-{i}", "city": "Riga", "position": "Engineer", "salary": "4200",
+                  "start_date": "2027-01-01"}, "status": "pending", "status_changed_at": now, "created_at": now}
+        for i in range(n)])
+    db.session.commit()
+    return batch.id
+
+
+def _bare_loop(html: str, n: int, concurrency: int) -> float:
+    """docs/s of wkhtmltopdf alone (same options, same concurrency)."""
+    from bulksign.pdf import render_pdf
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(concurrency) as pool:
+        for pdf in pool.map(lambda _: render_pdf(html, timeout=60), range(n)):
+            assert pdf.startswith(b"%PDF")
+    return n / (time.monotonic() - started)
+
+
+def _wait_for_workers(count: int, *, timeout: float) -> None:
+    from rq import Worker
+
+    from bulksign.extensions import get_redis
+
+    deadline = time.monotonic() + timeout
+    while len(Worker.all(connection=get_redis())) < count:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the bench workers did not start")
+        time.sleep(0.1)
+
+
+def run(*, small: bool) -> list[Figure]:
+    from aiosmtpd.controller import Controller
+    from sqlalchemy import func, select
+
+    from bulksign.doc_templates import render_html
+    from bulksign.extensions import db
+    from bulksign.jobs.pdf import document_context
+    from bulksign.models import SigningRequest
+    from bulksign.pipeline import enqueue_renders
+    from tests.support.batches import worker_env
+    from tests.support.services import free_port
+
+    n = 60 if small else 10_000
+    sink = _Sink()
+    port = free_port()
+    controller = Controller(sink, hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        with bench_app(MAIL_PORT=port) as app:
+            concurrency = app.config["PDF_CONCURRENCY"]
+            batch_id = _create_batch(app, n)
+            sample = db.session.scalars(select(SigningRequest).limit(1)).first()
+            html = render_html(db.session.get(type(sample.batch), batch_id).template_version.html,
+                               document_context(sample))
+            ids = list(db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch_id)))
+            db.session.commit()
+
+            # Workers start (imports, connections) before the clock does: the figure is throughput.
+            workers = [subprocess.Popen([sys.executable, "-m", "flask", "jobs", "worker", "pdf", "mail"],
+                                        cwd=ROOT, env=worker_env(app), stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL) for _ in range(concurrency)]
+            _wait_for_workers(concurrency, timeout=60)
+            started = time.monotonic()
+            enqueue_renders(ids)
+            warm: dict[int, float] = {}
+            last: dict[int, float] = {}
+            sent = 0
+            deadline = started + (300 if small else 3600)
+            while sent < n and time.monotonic() < deadline:
+                time.sleep(0.2)
+                for w in workers:
+                    rss = _rss_mb(w.pid)
+                    if rss is not None:
+                        last[w.pid] = rss
+                        if sent >= n // 10:
+                            warm.setdefault(w.pid, rss)
+                db.session.rollback()
+                sent = db.session.scalar(select(func.count()).where(SigningRequest.batch_id == batch_id,
+                                                                     SigningRequest.status == "sent"))
+            elapsed = time.monotonic() - started
+            for w in workers:
+                w.terminate()
+            for w in workers:
+                try:
+                    w.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    w.kill()
+            pipeline_rate = sent / elapsed
+            bare_n = min(n, 40 if small else 2000)
+            bare_rate = _bare_loop(html, bare_n, concurrency)
+    finally:
+        controller.stop()
+
+    growth = max((last[pid] - warm[pid] for pid in warm if pid in last), default=0.0)
+    ratio = pipeline_rate / bare_rate
+    label = f"{n:,} recipients" + (" (small)" if small else "")
+    return [
+        Figure(f"pipeline docs/s, {label}, {concurrency} workers", pipeline_rate, "docs/s", "≥ 0.8 × bare",
+               ratio >= 0.8, ratio, f"bare wkhtmltopdf {bare_rate:.1f} docs/s ({bare_n} docs)"),
+        Figure(f"invitations delivered, {label}", sink.count, "mails", f"= {n}", sink.count >= n and sent == n),
+        Figure(f"worker memory growth, 10 % → 100 % of {label}", max(growth, 0.0), "MB", "< 30 MB", growth < 30),
+    ]
+
+
+if __name__ == "__main__":
+    for figure in run(small="--small" in sys.argv):
+        print(figure)
+    os._exit(0)
