@@ -187,6 +187,12 @@ class SigningRequest(db.Model):
             postgresql_where=text("status IN ('sent','opened')"),
             sqlite_where=text("status IN ('sent','opened')"),
         ),
+        # Expiry finds waiting requests past their deadline without visiting the others.
+        Index(
+            "ix_signing_requests_waiting_expiry", "expires_at",
+            postgresql_where=text("status IN ('sent','opened')"),
+            sqlite_where=text("status IN ('sent','opened')"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
