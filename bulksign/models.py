@@ -193,6 +193,11 @@ class SigningRequest(db.Model):
             postgresql_where=text("status IN ('sent','opened')"),
             sqlite_where=text("status IN ('sent','opened')"),
         ),
+        # The seal safety net looks only at recent signatures (a lost or failed seal job).
+        Index(
+            "ix_signing_requests_signed", "signed_at",
+            postgresql_where=text("status = 'signed'"), sqlite_where=text("status = 'signed'"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)

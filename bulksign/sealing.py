@@ -550,6 +550,17 @@ def seal_request(session: Session, *, request_id: int, now: datetime, storage, k
     return outcome
 
 
+def unsealed_requests(session: Session, *, now: datetime, grace: timedelta = timedelta(minutes=5),
+                      window: timedelta = timedelta(days=7), limit: int = 1000) -> list[int]:
+    """Requests signed between ``window`` and ``grace`` ago that still have no signed document."""
+    has_signed = select(Document.id).where(Document.request_id == SigningRequest.id, Document.kind == "signed")
+    return list(session.scalars(
+        select(SigningRequest.id)
+        .where(SigningRequest.status == Status.SIGNED, SigningRequest.signed_at <= now - grace,
+               SigningRequest.signed_at >= now - window, ~has_signed.exists())
+        .order_by(SigningRequest.signed_at).limit(limit)))
+
+
 def _confirmation_subject(request: SigningRequest) -> str:
     from flask_babel import force_locale, gettext as _
 

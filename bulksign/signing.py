@@ -244,10 +244,14 @@ def contact_of(batch: Batch) -> str | None:
 
 def enqueue_seal(request_ids: list[int]) -> int:
     """Queue the seal job for signed requests (committed); an existing job for a request is not doubled."""
-    from .extensions import get_queue
-    from .pipeline import enqueue_unique
+    from flask import current_app
 
-    return enqueue_unique(get_queue("pdf"), "bulksign.jobs.seal.seal", request_ids, SEAL_JOB)
+    from .extensions import get_queue
+    from .pipeline import backoff, enqueue_unique
+
+    # A storage or database hiccup is retried by RQ; the periodic ``seal_missing`` catches the rest.
+    return enqueue_unique(get_queue("pdf"), "bulksign.jobs.seal.seal", request_ids, SEAL_JOB,
+                          retry=backoff(current_app.config.get("SEAL_MAX_ATTEMPTS", 3)))
 
 
 def build_decline_notice(session: Session, mail, app):

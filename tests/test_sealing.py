@@ -13,7 +13,7 @@ from sqlalchemy import select
 from bulksign import sealing
 from bulksign.extensions import db
 from bulksign.jobs.seal import seal
-from bulksign.models import Document, Event, OutgoingMail, utcnow
+from bulksign.models import Document, Event, OutgoingMail, SigningRequest, utcnow
 from bulksign.sealing import SealError, check_seal, seal_key, seal_status
 from bulksign.signing import open_request, sign
 from bulksign.storage import get_storage
@@ -185,3 +185,26 @@ def make_pdf() -> bytes:
     from bulksign.pdf import render_pdf
 
     return render_pdf('<meta charset="utf-8"><p>Seal me</p>')
+
+
+def test_a_lost_or_failed_seal_job_is_queued_again_by_the_safety_net(app, users, run_jobs):
+    from bulksign.extensions import get_queue, get_redis
+    from bulksign.jobs.seal import seal_missing
+
+    r = signed_request(owner=users["staff"])
+    get_queue("pdf").empty()
+    get_redis().flushdb()  # Redis lost the job
+    signed_at = db.session.get(SigningRequest, r.id).signed_at
+    app.config.update(RETRY_BACKOFF_SECONDS=0, SEAL_MAX_ATTEMPTS=1)
+    assert seal_missing(now=signed_at + timedelta(minutes=1)) == 0, "within the grace period nothing happens"
+    assert seal_missing(now=signed_at + timedelta(minutes=10)) == 1
+    storage = get_storage()
+    original = storage.get(f"batches/{r.batch_id}/requests/{r.id}/original.pdf")
+    storage.delete(f"batches/{r.batch_id}/requests/{r.id}/original.pdf")
+    run_jobs("pdf")  # fails twice (one retry): the original is missing; the job stays failed in Redis
+    assert signed_document(r.id) is None
+    storage.put(f"batches/{r.batch_id}/requests/{r.id}/original.pdf", original)
+    assert seal_missing(now=signed_at + timedelta(minutes=10)) == 1, "the failed job is replaced"
+    run_jobs("pdf")
+    assert signed_document(r.id) is not None
+    assert seal_missing(now=signed_at + timedelta(minutes=20)) == 0

@@ -42,6 +42,7 @@ PERIODIC_JOBS: tuple[PeriodicJob, ...] = (
     # Expiry first in a tick: a request past its deadline gets no reminder.
     PeriodicJob("expiry", "bulksign.jobs.periodic.expire_requests", 60),
     PeriodicJob("reminders", "bulksign.jobs.periodic.send_due_reminders", 60),
+    PeriodicJob("reseal", "bulksign.jobs.seal.seal_missing", 300),
 )
 
 

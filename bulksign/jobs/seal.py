@@ -1,15 +1,37 @@
 """Queue ``pdf``: seal the signed document of a request (idempotent: a second run finds it and stops)."""
 from __future__ import annotations
 
+import logging
+from datetime import datetime
+
 from flask import current_app
 
-from ..extensions import db
+from ..extensions import db, get_redis
+from ..logs import log
 from ..models import utcnow
-from ..sealing import SealOutcome, seal_key, seal_request
+from ..reconciler import clear_dead_jobs
+from ..sealing import SealOutcome, seal_key, seal_request, unsealed_requests
+from ..signing import SEAL_JOB, enqueue_seal
 from ..storage import get_storage
+
+logger = logging.getLogger(__name__)
 
 
 def seal(request_id: int) -> SealOutcome:
     """Build, seal and store the signed PDF of ``request_id`` and queue the confirmation mail."""
     return seal_request(db.session, request_id=request_id, now=utcnow(), storage=get_storage(),
                         key=seal_key(current_app.config))
+
+
+def seal_missing(*, now: datetime) -> int:
+    """Periodic safety net: queue the seal again for signed requests whose seal job was lost or failed."""
+    ids = unsealed_requests(db.session, now=now)
+    db.session.rollback()
+    if not ids:
+        return 0
+    # A failed job keeps its id in Redis for a day; clear dead ones so the same id can run again.
+    clear_dead_jobs(get_redis(), [SEAL_JOB.format(id=i) for i in ids], now=now)
+    enqueued = enqueue_seal(ids)
+    log(logger, logging.WARNING, "signed requests without a sealed document; seal queued again",
+        count=len(ids), enqueued=enqueued, first_request_id=ids[0])
+    return enqueued
