@@ -16,7 +16,7 @@ from flask import current_app
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from .batches import COMPLETED, PARTIALLY_FAILED, PROCESSING, BatchActionError, _batch_for
+from .batches import CANCELLED, COMPLETED, PARTIALLY_FAILED, PROCESSING, BatchActionError, _batch_for
 from .invitations import KIND as INVITATION, queue_invitation
 from .logs import log
 from .models import Batch, Event, OutgoingMail, SigningRequest, User
@@ -52,6 +52,8 @@ class EmailChange:
 def _skip_reason(status: str, *, batch: Batch, extend_days: int | None, now: datetime) -> str | None:
     if status in EMAIL_FROZEN:
         return status
+    if batch.status == CANCELLED:
+        return "cancelled"  # staff stopped the whole batch
     if status not in RESENDABLE:
         return "not_sent"
     if extend_days is None and batch.deadline_at is not None and batch.deadline_at <= now:

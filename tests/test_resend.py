@@ -89,6 +89,16 @@ def test_resend_skips_what_cannot_get_a_new_link_and_says_why(app, users):
         resend_with_new_link(db.session, request_ids=ids, user=users["staff"], now=NOW, extend_days=0)
 
 
+def test_a_cancelled_batch_gets_no_new_links(app, users):
+    from bulksign.batches import cancel_batch
+
+    batch_id, (rid,) = sent_batch(user=users["staff"], sent_at=NOW)
+    transition(db.session, rid, frm="sent", to="bounced", now=NOW)
+    cancel_batch(db.session, batch_id=batch_id, user=users["staff"], now=NOW)
+    result = resend_with_new_link(db.session, request_ids=[rid], user=users["staff"], now=NOW + DAY)
+    assert (result.resent, result.skipped) == (0, {"cancelled": 1})
+
+
 def test_a_double_click_resends_once(app, users):
     _, (rid,) = sent_batch(user=users["staff"], sent_at=NOW)
     first = resend_with_new_link(db.session, request_ids=[rid], user=users["staff"], now=NOW + DAY)
