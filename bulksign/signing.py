@@ -149,13 +149,23 @@ def clean_signature_png(data: bytes | None) -> bytes | None:
     return out.getvalue()
 
 
-def _refused(request: SigningRequest | None, *, now: datetime, done_status: str, done_label: str):
-    """Why a sign/decline did not happen: the same action already done, or the state forbids it."""
-    if request is not None:
-        session_state = page_state(request, now=now)
-        if session_state == done_status:
-            return done_label
-    return "not_allowed"
+def _act(session: Session, *, request_id: int, now: datetime, ip: str | None, user_agent: str | None,
+         to: Status, details: dict | None = None, **fields) -> str:
+    """The recipient's final move: open first if still sent, then opened→``to`` by compare-and-set.
+
+    Returns ``won``, ``already_<to>`` (the same move happened before: a double click) or ``not_allowed``.
+    """
+    request = session.get(SigningRequest, request_id)
+    if page_state(request, now=now) == "waiting":
+        user_agent = (user_agent or "")[:500]
+        if request.status == Status.SENT:
+            _open(session, request, now=now, ip=ip, user_agent=user_agent)
+        if transition(session, request_id, frm=Status.OPENED, to=to, now=now, actor="recipient", ip=ip,
+                      user_agent=user_agent, details=details, **fields):
+            return "won"
+        session.rollback()
+        request = session.get(SigningRequest, request_id)
+    return f"already_{to}" if page_state(request, now=now) == str(to) else "not_allowed"
 
 
 def sign(session: Session, *, request_id: int, now: datetime, signer_name: str, signature_png: bytes | None,
@@ -168,21 +178,10 @@ def sign(session: Session, *, request_id: int, now: datetime, signer_name: str, 
             raise InvalidInput("Tick “I agree to sign electronically” to sign.")
     except InvalidInput as exc:
         return SignOutcome(status="invalid", request_id=request_id, message=str(exc))
-    request = session.get(SigningRequest, request_id)
-    if page_state(request, now=now) != "waiting":
-        return SignOutcome(status=_refused(request, now=now, done_status="signed", done_label="already_signed"),
-                           request_id=request_id)
-    user_agent = (user_agent or "")[:500]
-    if request.status == Status.SENT:
-        _open(session, request, now=now, ip=ip, user_agent=user_agent)
-    won = transition(session, request_id, frm=Status.OPENED, to=Status.SIGNED, now=now, actor="recipient", ip=ip,
-                     user_agent=user_agent, signer_name=name, signer_ip=(ip or "")[:64], signature_image=image,
-                     signed_at=now)
-    if not won:
-        session.rollback()
-        request = session.get(SigningRequest, request_id)
-        return SignOutcome(status=_refused(request, now=now, done_status="signed", done_label="already_signed"),
-                           request_id=request_id)
+    result = _act(session, request_id=request_id, now=now, ip=ip, user_agent=user_agent, to=Status.SIGNED,
+                  signer_name=name, signer_ip=(ip or "")[:64], signature_image=image, signed_at=now)
+    if result != "won":
+        return SignOutcome(status=result, request_id=request_id)
     session.commit()
     enqueue_seal([request_id])
     log(logger, logging.INFO, "request signed", request_id=request_id)
@@ -201,32 +200,21 @@ def decline(session: Session, *, request_id: int, now: datetime, reason: str, ip
     if len(reason) > MAX_REASON_LENGTH:
         return DeclineOutcome(status="invalid", request_id=request_id,
                               message=f"The reason is too long (at most {MAX_REASON_LENGTH} characters).")
-    request = session.get(SigningRequest, request_id)
-    if page_state(request, now=now) != "waiting":
-        return DeclineOutcome(status=_refused(request, now=now, done_status="declined", done_label="already_declined"),
-                              request_id=request_id)
-    user_agent = (user_agent or "")[:500]
-    if request.status == Status.SENT:
-        _open(session, request, now=now, ip=ip, user_agent=user_agent)
-    won = transition(session, request_id, frm=Status.OPENED, to=Status.DECLINED, now=now, actor="recipient", ip=ip,
-                     user_agent=user_agent, details={"reason": reason}, declined_at=now, decline_reason=reason)
-    if not won:
-        session.rollback()
-        request = session.get(SigningRequest, request_id)
-        return DeclineOutcome(status=_refused(request, now=now, done_status="declined", done_label="already_declined"),
-                              request_id=request_id)
+    result = _act(session, request_id=request_id, now=now, ip=ip, user_agent=user_agent, to=Status.DECLINED,
+                  details={"reason": reason}, declined_at=now, decline_reason=reason)
+    if result != "won":
+        return DeclineOutcome(status=result, request_id=request_id)
     request = session.get(SigningRequest, request_id)
     owner_email = decline_notice_recipient(request.batch)
-    mail = None
+    mail_id = None
     if owner_email:
-        mail = queue_mail(session, key=f"decline-notice-{request_id}", kind="decline_notice", to_email=owner_email,
-                          subject=f"Declined: {request.name or request.email} — {request.batch.name}", now=now,
-                          request_id=request_id, batch_id=request.batch_id)
-        mail_id = mail.id
+        mail_id = queue_mail(session, key=f"decline-notice-{request_id}", kind="decline_notice", to_email=owner_email,
+                             subject=f"Declined: {request.name or request.email} — {request.batch.name}", now=now,
+                             request_id=request_id, batch_id=request.batch_id).id
     session.commit()
-    if mail is not None:
+    if mail_id is not None:
         enqueue_sends([mail_id])
-    log(logger, logging.INFO, "request declined", request_id=request_id, notice=bool(mail))
+    log(logger, logging.INFO, "request declined", request_id=request_id, notice=mail_id is not None)
     return DeclineOutcome(status="declined", request_id=request_id)
 
 
