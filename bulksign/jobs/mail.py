@@ -17,7 +17,7 @@ from flask_mail import Message, sanitize_address, sanitize_addresses
 from ..batches import close_if_done
 from ..extensions import db, get_redis
 from ..invitations import KIND as INVITATION
-from ..invitations import deadline_for
+from ..invitations import deadline_for, load_request
 from ..logs import log
 from ..mailer import BUILDERS
 from ..models import OutgoingMail, SigningRequest, utcnow
@@ -126,6 +126,8 @@ def send(mail_id: int) -> str:
         session.commit()
         return "skipped: request cancelled"
     session.commit()
+    if mail.request_id:
+        load_request(session, mail.request_id)  # one query instead of a lazy load per relationship
 
     throttle = MailThrottle(get_redis(), rate=app.config["MAIL_RATE_PER_MINUTE"],
                             window_seconds=app.config.get("MAIL_RATE_WINDOW_SECONDS", 60))

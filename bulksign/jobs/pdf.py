@@ -5,14 +5,13 @@ import hashlib
 import logging
 
 from flask import current_app
-from sqlalchemy.orm import joinedload
 
 from ..batches import close_if_done, mark_batch_started
 from ..doc_templates import TemplateError, render_html
 from ..extensions import db
-from ..invitations import queue_invitation
+from ..invitations import load_request, queue_invitation
 from ..logs import log
-from ..models import Batch, Document, SigningRequest, TemplateVersion, utcnow
+from ..models import Document, SigningRequest, utcnow
 from ..pdf import RenderError, render_pdf
 from ..pipeline import enqueue_sends
 from ..states import Status, transition
@@ -42,7 +41,7 @@ def render(request_id: int) -> str:
                       attempts=SigningRequest.attempts + 1):
         session.rollback()
         return "skipped: not pending"
-    request = _load(request_id)
+    request = load_request(db.session, request_id)
     if request.batch.status == "pending":
         mark_batch_started(session, batch_id=request.batch_id, now=now)
     session.commit()
@@ -74,20 +73,12 @@ def render(request_id: int) -> str:
         mail = queue_invitation(session, request_id=request_id, now=utcnow(), app=current_app._get_current_object())
     except TemplateError as exc:
         session.rollback()  # back in generating, without the document row
-        return _fail(_load(request_id), f"The invitation mail could not be filled in: {exc}", detail="")
+        return _fail(load_request(db.session, request_id), f"The invitation mail could not be filled in: {exc}", detail="")
     mail_id = mail.id
     session.commit()
     log(logger, logging.INFO, "document rendered", request_id=request_id, size=len(data))
     enqueue_sends([mail_id])
     return "generated"
-
-
-def _load(request_id: int) -> SigningRequest:
-    """The request with everything the render and its invitation read, in one query."""
-    batch = joinedload(SigningRequest.batch)
-    return db.session.get(SigningRequest, request_id, options=[
-        batch.joinedload(Batch.template_version).joinedload(TemplateVersion.template),
-        batch.joinedload(Batch.created_by)])
 
 
 def _retry_or_fail(request: SigningRequest, message: str, *, detail: str) -> str:
