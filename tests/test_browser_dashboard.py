@@ -109,8 +109,8 @@ def test_csv_export_downloads_the_filtered_rows(live_server, page, mixed, tmp_pa
 def test_staff_switch_the_interface_to_russian(live_server, page, mixed):
     _login(page, live_server)
     page.goto(f"{live_server}/batches/")
-    page.select_option("select[name=language]", "ru")
-    page.wait_for_load_state()
+    with page.expect_navigation():
+        page.select_option("select[name=language]", "ru")
     assert page.locator("h1").inner_text() == "Рассылки"
     assert page.locator("html").get_attribute("lang") == "ru"
     page.goto(f"{live_server}/batches/{mixed.id}")
