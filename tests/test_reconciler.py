@@ -11,7 +11,7 @@ from datetime import timedelta
 from bulksign.config import BASE_DIR
 from bulksign.extensions import db, get_queue, get_redis
 from bulksign.jobs.periodic import reconcile_stuck_work
-from bulksign.models import Batch, OutgoingMail, utcnow
+from bulksign.models import Batch, OutgoingMail, SigningRequest, utcnow
 from bulksign.pipeline import enqueue_renders
 from bulksign.reconciler import reconcile
 from bulksign.states import transition
@@ -106,3 +106,33 @@ def test_a_worker_killed_after_the_smtp_send_causes_one_duplicate_with_the_same_
     assert request.status == "sent" and mail.status == "sent"
     assert len(smtp.received) == 2
     assert smtp.received[0].message_id == smtp.received[1].message_id == mail.message_id
+
+
+def test_a_request_whose_worker_dies_every_time_ends_failed_not_looping(make_app, smtp):
+    from bulksign.jobs.mail import send
+    from bulksign.jobs.pdf import render
+    from bulksign.users import create_user
+
+    app = make_app(RENDER_MAX_ATTEMPTS=2, MAIL_MAX_ATTEMPTS=2)
+    with app.app_context():
+        user = create_user(db.session, email="s@example.com", password="password-123", role="staff", now=NOW)
+        db.session.commit()
+        batch = make_batch(user=user, now=NOW, recipients=2)
+        first, second = request_ids(batch)
+        # The render worker dies after claiming, three times over (claim, then the reconciler puts it back).
+        for _ in range(3):
+            transition(db.session, first, frm="pending", to="generating", now=NOW,
+                       attempts=SigningRequest.attempts + 1)
+            transition(db.session, first, frm="generating", to="pending", now=NOW)
+            db.session.commit()
+        assert render(first) == "failed"
+        assert "could not be rendered after 2 attempts" in requests_of(batch)[0].error_message
+
+        render(second)
+        mail = db.session.query(OutgoingMail).one()
+        mail.attempts = 2  # two sends claimed, the worker died in each
+        db.session.commit()
+        assert send(mail.id) == "failed"
+        assert requests_of(batch)[1].status == "failed"
+        assert "after 2 attempts" in requests_of(batch)[1].error_message
+        assert smtp.received == []

@@ -125,6 +125,12 @@ def send(mail_id: int) -> str:
         mail.status = "cancelled"
         session.commit()
         return "skipped: request cancelled"
+    limit = app.config.get("MAIL_MAX_ATTEMPTS", 5)
+    if mail.attempts >= limit:
+        # Claims are counted before the send, so even a worker that dies every time gives up.
+        return _finish(mail, "failed", f"The mail could not be delivered after {mail.attempts} attempts: "
+                                       f"{mail.error or 'the worker stopped while sending'}")
+    mail.attempts += 1
     session.commit()
     if mail.request_id:
         load_request(session, mail.request_id)  # one query instead of a lazy load per relationship
@@ -132,6 +138,7 @@ def send(mail_id: int) -> str:
     throttle = MailThrottle(get_redis(), rate=app.config["MAIL_RATE_PER_MINUTE"],
                             window_seconds=app.config.get("MAIL_RATE_WINDOW_SECONDS", 60))
     if not throttle.acquire(max_wait_seconds=app.config.get("THROTTLE_MAX_WAIT_SECONDS", 120)).allowed:
+        mail.attempts -= 1  # waiting is not failing
         _back_to_generated(mail)
         raise TransientFailure("mail throttle busy")
 
@@ -143,8 +150,7 @@ def send(mail_id: int) -> str:
         return _finish(mail, "failed", f"The mail could not be built: {exc}")
     outcome = smtp_link.send(message, app=app)
     if outcome.kind == "retry":
-        mail.attempts += 1
-        if mail.attempts >= app.config.get("MAIL_MAX_ATTEMPTS", 5):
+        if mail.attempts >= limit:
             return _finish(mail, "failed", f"The mail could not be delivered after {mail.attempts} attempts: "
                                            f"{outcome.reason}")
         mail.error = outcome.reason
@@ -179,7 +185,6 @@ def _finish(mail: OutgoingMail, outcome: str, error: str | None) -> str:
     now = utcnow()
     mail.status, mail.error = outcome, error
     if outcome == "sent":
-        mail.attempts += 1
         mail.sent_at = now
     if mail.kind == INVITATION:
         request = session.get(SigningRequest, mail.request_id)
