@@ -74,6 +74,9 @@ def test_a_recipient_signs_from_the_invitation_and_gets_a_sealed_pdf(app, users,
     page.goto(link)
     assert page.locator("h1").inner_text() == "Employment contract"
     assert page.locator("iframe.pdf").count() == 1 and page.locator("#pad-box").is_visible()
+    # The PDF loads in its iframe despite the page's strict CSP (Chromium's viewer is a frame of its own).
+    page.wait_for_function("() => document.querySelector('iframe.pdf').contentWindow !== null")
+    assert any(frame.url.endswith("/document") for frame in page.frames)
     assert page.input_value("input[name=name]") == "Ольга Смирнова"
     draw(page)
     page.fill("input[name=name]", "Ольга Ивановна Смирнова")
