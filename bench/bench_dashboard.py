@@ -108,7 +108,7 @@ def run(*, small: bool) -> list[Figure]:
     from tests.support.batchdata import make_batch
     from tests.support.services import free_port
 
-    rows, repeats = (5_000, 30) if small else (100_000, 100)
+    rows, repeats = (5_000, 20) if small else (100_000, 100)
     with bench_app() as app:
         user = create_user(db.session, email="bench@example.com", password="bench-password", role="admin",
                            now=utcnow())

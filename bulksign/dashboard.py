@@ -120,14 +120,19 @@ class BatchPage:
     has_next: bool
 
 
+def _batches_with_template_and_owner():
+    """(batch, template name, owner's email) rows: one query for what the list and the batch page show."""
+    return (select(Batch, DocumentTemplate.name, User.email)
+            .join(TemplateVersion, TemplateVersion.id == Batch.template_version_id)
+            .join(DocumentTemplate, DocumentTemplate.id == TemplateVersion.template_id)
+            .outerjoin(User, User.id == Batch.created_by_id))
+
+
 def list_batches(session: Session, *, q: str = "", page: int = 1, per_page: int = BATCH_PAGE_SIZE) -> BatchPage:
     """Batches newest first, searched by name, with who started them, the template and counts (3 queries)."""
     page = max(1, page)
     query = (
-        select(Batch, DocumentTemplate.name, User.email)
-        .join(TemplateVersion, TemplateVersion.id == Batch.template_version_id)
-        .join(DocumentTemplate, DocumentTemplate.id == TemplateVersion.template_id)
-        .outerjoin(User, User.id == Batch.created_by_id)
+        _batches_with_template_and_owner()
         .order_by(Batch.created_at.desc(), Batch.id.desc())
         .limit(per_page + 1).offset((page - 1) * per_page)
     )
@@ -155,13 +160,7 @@ class BatchView:
 
 def batch_view(session: Session, *, batch_id: int) -> BatchView | None:
     """One batch with its template, owner and counts (2 queries), or None."""
-    found = session.execute(
-        select(Batch, DocumentTemplate.name, User.email)
-        .join(TemplateVersion, TemplateVersion.id == Batch.template_version_id)
-        .join(DocumentTemplate, DocumentTemplate.id == TemplateVersion.template_id)
-        .outerjoin(User, User.id == Batch.created_by_id)
-        .where(Batch.id == batch_id)
-    ).first()
+    found = session.execute(_batches_with_template_and_owner().where(Batch.id == batch_id)).first()
     if found is None:
         return None
     batch, tname, email = found
