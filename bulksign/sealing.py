@@ -242,6 +242,9 @@ class AuditRecord:
 #: Event type → label on the audit certificate; other types print as they are.
 EVENT_LABELS = {
     "request.created": "Created",
+    "status.generating": "Document generation started",
+    "status.generated": "Document generated",
+    "status.sending": "Invitation being sent",
     "status.sent": "Sent",
     "email.opened": "Email opened",
     "status.opened": "Page opened",
@@ -341,7 +344,7 @@ def audit_certificate(record: AuditRecord) -> bytes:
     event_rows = [[p("Time (UTC)", small), p("Event", small), p("IP", small), p("User agent", small)]]
     event_rows += [[p(_utc(line.at), small), p(line.label, small), p(line.ip or "—", small),
                     p(line.user_agent or "—", small)] for line in record.lines]
-    event_table = Table(event_rows, colWidths=[34 * mm, 32 * mm, 26 * mm, 78 * mm], repeatRows=1)
+    event_table = Table(event_rows, colWidths=[37 * mm, 33 * mm, 26 * mm, 74 * mm], repeatRows=1)
     grid = TableStyle([("GRID", (0, 0), (-1, -1), 0.3, colors.HexColor("#c9ced8")),
                        ("VALIGN", (0, 0), (-1, -1), "TOP"),
                        ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#eef0f4"))])
