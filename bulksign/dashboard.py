@@ -418,10 +418,3 @@ def throughput(session: Session, *, batch_id: int, working: int, now: datetime) 
     per_minute = done / (RATE_WINDOW.total_seconds() / 60)
     eta = timedelta(seconds=round(working / per_minute * 60)) if working and per_minute else None
     return Throughput(per_minute=per_minute, eta=eta)
-
-
-def reminder_schedule(batch: Batch) -> tuple[int, ...]:
-    """Days after the invitation on which reminders go out, bounded by the batch's maximum."""
-    days = sorted(int(d) for d in (batch.reminder_days or []) if str(d).lstrip("-").isdigit() and int(d) > 0)
-    return tuple(days[: batch.max_reminders])
-

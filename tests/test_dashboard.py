@@ -252,3 +252,17 @@ def test_matching_count_from_the_batch_counts_equals_the_counted_one(app, batch,
     counts = counts_for(db.session, [batch.id])[batch.id]
     assert dashboard.count_matching(db.session, batch_id=batch.id, flt=flt, counts=counts) == \
         dashboard.count_matching(db.session, batch_id=batch.id, flt=flt)
+
+
+def test_batch_page_shows_deadline_reminder_schedule_throughput_and_eta(client, auth, batch):
+    auth.login()
+    html = client.get(f"/batches/{batch.id}").get_data(as_text=True)
+    assert "on days 2, 4 after the invitation (at most 3)" in html and "7 days after sending" in html
+    fragment = client.get(f"/batches/{batch.id}/progress").get_data(as_text=True)
+    assert "3 still being prepared or sent" in fragment and 'id="throughput"' in fragment
+
+
+def test_unknown_batch_is_404_everywhere(client, auth, users):
+    auth.login()
+    for url in ("/batches/999", "/batches/999/progress", "/batches/999/requests", "/batches/999/export.csv"):
+        assert client.get(url).status_code == 404, url

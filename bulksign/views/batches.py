@@ -21,7 +21,7 @@ from ..logs import log
 from ..models import Batch, utcnow
 from ..pipeline import enqueue_sends
 from ..reconciler import revive_renders
-from ..reminders import send_manual_reminders
+from ..reminders import reminder_schedule, send_manual_reminders
 from ..resend import MAX_EXTEND_DAYS, resend_with_new_link
 from ..storage import StorageError, get_storage
 from .reminders import skipped_text
@@ -92,7 +92,7 @@ def detail(batch_id: int):
     view = _batch_or_404(batch_id)
     flt = _filter_from(request.args)
     return render_template(
-        "batches/detail.html", schedule=dashboard.reminder_schedule(view.batch),
+        "batches/detail.html", schedule=["%g" % day for day in reminder_schedule(view.batch)],
         export=latest_export(db.session, batch_id=batch_id), filters=dashboard.FILTERS,
         **_progress_context(view), **_table_context(batch_id, flt, request.args.get("cursor"), view.counts),
     )
