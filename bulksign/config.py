@@ -65,6 +65,8 @@ def load_config(overrides: dict | None = None) -> dict:
         "RECONCILE_AFTER_SECONDS": _int("RECONCILE_AFTER_SECONDS", 300),
         "LOGIN_RATE_LIMIT": env.get("LOGIN_RATE_LIMIT", "10 per minute"),
         "SIGNING_RATE_LIMIT": env.get("SIGNING_RATE_LIMIT", "60 per minute"),
+        # Reverse proxies in front of the app that append to X-Forwarded-For (0: clients connect directly).
+        "PROXY_HOPS": _int("PROXY_HOPS", 0),
         "MAX_UPLOAD_MB": _int("MAX_UPLOAD_MB", 50),
         "SESSION_COOKIE_SECURE": _bool(env.get("SESSION_COOKIE_SECURE", "false")),
         "VAR_DIR": str(VAR_DIR),

@@ -316,6 +316,19 @@ def test_too_many_requests_from_one_ip_get_a_friendly_429(make_app):
         assert client.get("/verify").status_code == 429
 
 
+def test_behind_a_proxy_each_recipient_has_their_own_budget_and_address(make_app):
+    app = make_app(SIGNING_RATE_LIMIT="2 per minute", PROXY_HOPS=1)
+    with app.app_context():
+        client = app.test_client()
+        one = {"X-Forwarded-For": "198.51.100.1"}
+        assert [client.get("/verify", headers=one).status_code for _ in range(3)] == [200, 200, 429]
+        assert client.get("/verify", headers={"X-Forwarded-For": "spoofed, 198.51.100.2"}).status_code == 200
+        r = make_sent_request(now=utcnow(), owner=None)
+        client.get(f"/sign/{r.token}", headers={"X-Forwarded-For": "198.51.100.3"})
+        (event,) = events(r.id, "status.opened")
+        assert event.ip == "198.51.100.3"
+
+
 def test_signing_paths_never_reach_a_log_line_with_their_token(sent):
     for suffix in ("", "/document", "/signed", "/sign", "/decline"):
         assert sent.token not in redact_path(f"/sign/{sent.token}{suffix}")

@@ -26,8 +26,23 @@ logger = logging.getLogger(__name__)
 
 bp = Blueprint("signing", __name__, url_prefix="/sign")
 
+def client_ip() -> str:
+    """The visitor's address; behind ``PROXY_HOPS`` trusted proxies, the one they saw (X-Forwarded-For).
+
+    Without this, every recipient behind a load balancer would share one rate-limit budget and
+    the audit trail would record the proxy's address.
+    """
+    hops = current_app.config.get("PROXY_HOPS", 0)
+    if hops:
+        forwarded = [part.strip() for part in request.headers.get("X-Forwarded-For", "").split(",") if part.strip()]
+        if len(forwarded) >= hops:
+            return forwarded[-hops][:64]
+    return request.remote_addr or ""
+
+
 #: One budget per visitor IP for every recipient-facing page (signing and /verify).
-recipient_limit = limiter.shared_limit(lambda: current_app.config["SIGNING_RATE_LIMIT"], scope="recipient-pages")
+recipient_limit = limiter.shared_limit(lambda: current_app.config["SIGNING_RATE_LIMIT"], scope="recipient-pages",
+                                       key_func=client_ip)
 
 #: Recipient pages: our own files only, no inline script, never framed by anyone.
 PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -61,7 +76,7 @@ def _render(row: SigningRequest | None, token: str, *, state: str, error: str | 
 
 
 def _client() -> dict:
-    return {"ip": request.remote_addr, "user_agent": request.user_agent.string}
+    return {"ip": client_ip(), "user_agent": request.user_agent.string}
 
 
 @bp.get("/<token>")
