@@ -24,33 +24,44 @@ def max_in_window(times_us: list[int], window_us: int) -> int:
     return best
 
 
-def run(*, small: bool) -> list[Figure]:
+def contend(redis_url: str, *, rate: int, window_seconds: float, duration: float, senders: int,
+            key: str = "bench") -> list[int]:
+    """``senders`` threads, each with its own connection, take every slot they can for ``duration`` s.
+
+    Returns the limiter's clock (µs) of every granted slot.
+    """
     from redis import Redis
 
     from bulksign.throttle import MailThrottle
+
+    granted: list[int] = []
+    lock = threading.Lock()
+    stop_at = time.monotonic() + duration
+
+    def sender() -> None:
+        throttle = MailThrottle(Redis.from_url(redis_url), rate=rate, window_seconds=window_seconds, key=key)
+        while time.monotonic() < stop_at:
+            decision = throttle.acquire(max_wait_seconds=max(0.0, stop_at - time.monotonic()))
+            if decision.allowed:
+                with lock:
+                    granted.append(decision.at_us)
+
+    threads = [threading.Thread(target=sender) for _ in range(senders)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=duration + 30)
+    return granted
+
+
+def run(*, small: bool) -> list[Figure]:
     from tests.support.services import RedisServer
 
     rate, window, duration, senders = (50, 2.0, 6.0, 6) if small else (100, 60.0, 180.0, 8)
     server = RedisServer()
     server.start()
-    granted: list[int] = []
-    lock = threading.Lock()
     try:
-        stop_at = time.monotonic() + duration
-
-        def sender() -> None:
-            throttle = MailThrottle(Redis.from_url(server.url), rate=rate, window_seconds=window, key="bench")
-            while time.monotonic() < stop_at:
-                decision = throttle.acquire(max_wait_seconds=max(0.0, stop_at - time.monotonic()))
-                if decision.allowed:
-                    with lock:
-                        granted.append(decision.at_us)
-
-        threads = [threading.Thread(target=sender) for _ in range(senders)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=duration + 30)
+        granted = contend(server.url, rate=rate, window_seconds=window, duration=duration, senders=senders)
     finally:
         server.stop()
 

@@ -75,18 +75,13 @@ def test_batch_counts_always_equal_the_requests(app, users, smtp, run_jobs):
     assert db.session.get(Batch, batch).status == "partially_failed"
 
 
-def test_a_template_that_makes_wkhtmltopdf_hang_fails_with_a_clear_message(make_app, users_factory=None):
+def test_a_template_that_makes_wkhtmltopdf_hang_fails_with_a_clear_message(make_app):
+    from bulksign.jobs.pdf import render
+
     app = make_app(PDF_TIMEOUT_SECONDS=1)
     with app.app_context():
-        from bulksign.models import utcnow
-        from bulksign.users import create_user
-
-        user = create_user(db.session, email="s@example.com", password="password-123", role="staff", now=utcnow())
-        db.session.commit()
         rows = ("<tr><td>" + "x " * 40 + "</td></tr>") * 60000
-        batch = make_batch(user=user, now=NOW, recipients=1, html=f"<p>{{{{ name }}}}</p><table>{rows}</table>")
-        from bulksign.jobs.pdf import render
-
+        batch = make_batch(now=NOW, recipients=1, html=f"<p>{{{{ name }}}}</p><table>{rows}</table>")
         assert render(request_ids(batch)[0]) == "failed"
         (request,) = requests_of(batch)
         assert request.status == "failed"
@@ -95,18 +90,14 @@ def test_a_template_that_makes_wkhtmltopdf_hang_fails_with_a_clear_message(make_
 
 
 def test_unwritable_storage_is_retried_then_fails_with_a_clear_message(make_app, smtp, tmp_path):
-    from bulksign.models import utcnow
     from bulksign.storage import LocalStorage
-    from bulksign.users import create_user
     from tests.support.batches import run_worker
 
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     app = make_app(STORAGE_URL=str(blocker / "storage"), RETRY_BACKOFF_SECONDS=0, RENDER_MAX_ATTEMPTS=2)
     with app.app_context():
-        user = create_user(db.session, email="s@example.com", password="password-123", role="staff", now=utcnow())
-        db.session.commit()
-        batch = make_batch(user=user, now=NOW, recipients=2)
+        batch = make_batch(now=NOW, recipients=2)
         enqueue_renders(request_ids(batch))
 
         run_worker(app, "pdf", max_jobs=1)

@@ -111,13 +111,10 @@ def test_a_worker_killed_after_the_smtp_send_causes_one_duplicate_with_the_same_
 def test_a_request_whose_worker_dies_every_time_ends_failed_not_looping(make_app, smtp):
     from bulksign.jobs.mail import send
     from bulksign.jobs.pdf import render
-    from bulksign.users import create_user
 
     app = make_app(RENDER_MAX_ATTEMPTS=2, MAIL_MAX_ATTEMPTS=2)
     with app.app_context():
-        user = create_user(db.session, email="s@example.com", password="password-123", role="staff", now=NOW)
-        db.session.commit()
-        batch = make_batch(user=user, now=NOW, recipients=2)
+        batch = make_batch(now=NOW, recipients=2)
         first, second = request_ids(batch)
         # The render worker dies after claiming, three times over (claim, then the reconciler puts it back).
         for _ in range(3):

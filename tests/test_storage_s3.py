@@ -61,16 +61,13 @@ def test_the_pipeline_renders_into_s3(s3_endpoint, aws_env, make_app, smtp):
     from bulksign.models import Document
     from bulksign.pipeline import enqueue_renders
     from bulksign.storage import get_storage
-    from bulksign.users import create_user
     from tests.conftest import NOW
     from tests.support.batches import make_batch, request_ids, requests_of, run_worker
 
     boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket="pipeline")
     app = make_app(STORAGE_URL="s3://pipeline/docs", S3_ENDPOINT_URL=s3_endpoint)
     with app.app_context():
-        user = create_user(db.session, email="s@example.com", password="password-123", role="staff", now=NOW)
-        db.session.commit()
-        batch = make_batch(user=user, now=NOW, recipients=2)
+        batch = make_batch(now=NOW, recipients=2)
         enqueue_renders(request_ids(batch))
         run_worker(app, "pdf", "mail")
         assert {r.status for r in requests_of(batch)} == {"sent"}

@@ -1,12 +1,11 @@
 """The global mail throttle: never more than R sends in any window, however many workers ask."""
 from __future__ import annotations
 
-import threading
 import time
 
 from redis import Redis
 
-from bench.bench_throttle import max_in_window
+from bench.bench_throttle import contend, max_in_window
 from bulksign.throttle import MailThrottle
 
 
@@ -39,23 +38,7 @@ def test_concurrent_workers_sharing_redis_stay_under_the_rate(redis_server):
     # A scaled window (2 s for 40 sends) keeps the test short; the rule is the same as 100 per 60 s.
     rate, window = 40, 2.0
     Redis.from_url(redis_server.url).delete("t:real")
-    granted: list[int] = []
-    lock = threading.Lock()
-    stop_at = time.monotonic() + 4.0
-
-    def worker():
-        throttle = MailThrottle(Redis.from_url(redis_server.url), rate=rate, window_seconds=window, key="t:real")
-        while time.monotonic() < stop_at:
-            decision = throttle.acquire(max_wait_seconds=max(0.0, stop_at - time.monotonic()))
-            if decision.allowed:
-                with lock:
-                    granted.append(decision.at_us)
-
-    threads = [threading.Thread(target=worker) for _ in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=10)
+    granted = contend(redis_server.url, rate=rate, window_seconds=window, duration=4.0, senders=6, key="t:real")
     assert max_in_window(granted, int(window * 1_000_000)) <= rate
     assert len(granted) >= 0.9 * rate * 2
 
@@ -69,15 +52,12 @@ def test_a_send_job_waits_for_the_throttle_instead_of_failing(make_app, smtp):
     from bulksign.extensions import db
     from bulksign.models import OutgoingMail
     from bulksign.pipeline import enqueue_renders
-    from bulksign.users import create_user
     from tests.conftest import NOW
     from tests.support.batches import make_batch, request_ids, requests_of, run_worker
 
     app = make_app(MAIL_RATE_PER_MINUTE=5, MAIL_RATE_WINDOW_SECONDS=1)
     with app.app_context():
-        user = create_user(db.session, email="s@example.com", password="password-123", role="staff", now=NOW)
-        db.session.commit()
-        batch = make_batch(user=user, now=NOW, recipients=8)
+        batch = make_batch(now=NOW, recipients=8)
         enqueue_renders(request_ids(batch))
         run_worker(app, "pdf")
         started = time.monotonic()

@@ -4,14 +4,17 @@ from __future__ import annotations
 from bulksign.doc_templates import create_template
 from bulksign.extensions import db
 from bulksign.models import Batch, SigningRequest
+from bulksign.users import create_user
 
 CONTRACT = ('<meta charset="utf-8"><h1 style="font-family:\'DejaVu Serif\'">Contract for {{ name }}</h1>'
             '<p>Salary: {{ salary }}</p>')
 
 
-def make_batch(*, user, now, recipients: list[tuple[str, str]] | int = 3, html: str = CONTRACT,
+def make_batch(*, now, user=None, recipients: list[tuple[str, str]] | int = 3, html: str = CONTRACT,
                name: str = "Employment contract", **batch_fields) -> int:
     """The id of a committed pending batch of ``recipients`` ((email, name) pairs or a count) on a new template."""
+    if user is None:
+        user = create_user(db.session, email="owner@example.com", password="owner-password", role="staff", now=now)
     if isinstance(recipients, int):
         recipients = [(f"person{i}@example.com", f"Person {i}") for i in range(recipients)]
     saved = create_template(db.session, name=name, html=html, user=user, now=now)
