@@ -392,8 +392,9 @@ def _event_detail(details: dict | None) -> str:
     # Details are written by the app, never secrets; still, anything that looks like a link or token stays out.
     if not details:
         return ""
+    secret_words = ("token", "nonce", "link", "url", "secret")
     return ", ".join(f"{k}: {v}" for k, v in details.items()
-                     if "token" not in k and "link" not in k and "url" not in k)[:500]
+                     if not any(word in k.lower() for word in secret_words))[:500]
 
 
 # --- Throughput and ETA -------------------------------------------------------------------------

@@ -13,8 +13,8 @@ from flask_babel import gettext as _
 from flask_login import current_user
 
 from .. import dashboard
-from ..dashboard import DashboardError, RecipientFilter
 from ..batches import BatchActionError, cancel_batch, cancel_requests, retry_failed
+from ..dashboard import DashboardError, RecipientFilter
 from ..exports import latest_export, recipients_csv, start_signed_zip
 from ..extensions import db, get_queue, get_redis
 from ..logs import log
