@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from flask import Flask, current_app
 from flask_mail import Message
-from sqlalchemy import String, and_, cast, exists, func, insert, literal, or_, select, update
+from sqlalchemy import JSON, String, and_, cast, exists, func, insert, literal, or_, select, update
 from sqlalchemy.orm import Session
 
 from .batches import BatchActionError, _batch_for
@@ -46,17 +46,8 @@ SELECTORS = ("not_signed", "not_opened")
 #: Mail variables that are the same for every request of a batch.
 _BATCH_VARIABLES = {"document_name", "sender"}
 
-#: Why a request got no reminder → what staff read (translated in the views).
-SKIP_REASONS = {
-    "signed": "already signed",
-    "declined": "declined",
-    "reminded_recently": "reminded within the last hour",
-    "bounced": "bounced",
-    "expired": "expired",
-    "cancelled": "cancelled",
-    "not_sent": "not sent yet",
-    "not_found": "not in this batch",
-}
+#: Why a manual reminder was not sent to a request (the views word them for people).
+SKIP_REASONS = ("signed", "declined", "reminded_recently", "bounced", "expired", "cancelled", "not_sent", "not_found")
 
 
 @dataclass(frozen=True)
@@ -115,7 +106,7 @@ def in_quiet_hours(batch: Batch, *, now: datetime) -> bool:
 
 
 class _ReminderMails:
-    """Writes reminder mail rows (and their events) for requests whose counter this transaction advanced."""
+    """Writes reminder mail rows for requests whose counter this transaction advanced (and events for manual ones)."""
 
     def __init__(self, session: Session, batch: Batch, app: Flask):
         self.session, self.batch, self.app = session, batch, app
@@ -124,43 +115,44 @@ class _ReminderMails:
         #: The subject when it is the same for every recipient (the default one is): then no row is read.
         self.batch_subject = None
         if set(extract_variables(source)) <= _BATCH_VARIABLES:
+            # No per-recipient variable is used, so an empty recipient renders the same subject.
             nobody = _RowView(SimpleNamespace(data={}, name="", email=""), batch)
             context = mail_context(nobody, token="", app=app, deadline=datetime.now(timezone.utc))
             self.batch_subject = " ".join(self.subject.render(context).split())
 
-    def queue_set_based(self, request_ids: Sequence[int], *, number: int, now: datetime) -> list[int]:
-        """Automatic reminder ``number`` for these requests, in two INSERT … SELECTs (needs ``batch_subject``)."""
-        if not request_ids:
-            return []
-        chosen = SigningRequest.id.in_(request_ids)
-        return queue_mails_from(self.session, select(
-            message_id_sql(_reminder_key_sql(number)), SigningRequest.email, literal(self.batch_subject, String),
-            SigningRequest.id, SigningRequest.batch_id, literal(now, UTCDateTime)).where(chosen), kind=KIND)
+    @property
+    def returning(self) -> tuple:
+        """What the advancing UPDATE must return for ``queue``: only ids when the subject is the batch's."""
+        return (SigningRequest.id,) if self.batch_subject is not None else _RETURNED
 
     def queue(self, rows: Sequence, *, now: datetime, user: User | None) -> list[int]:
-        """``rows`` carry id, email, name, data, token_nonce, expires_at and the new reminder_count.
-
-        A manual reminder also gets an event naming the user; for automatic ones the outgoing-mail log is the record.
-        """
+        """Mail rows for requests just advanced (``rows`` as ``returning`` says); a manual reminder also gets
+        an event naming the user; for automatic ones the outgoing-mail log is the record."""
         if not rows:
             return []
-        secret = self.app.config["SECRET_KEY"]
-        mails = []
-        for row in rows:
-            token = signing_token(secret=secret, request_id=row.id, nonce=row.token_nonce or "")
-            context = mail_context(_RowView(row, self.batch), token=token, app=self.app,
-                                   deadline=row.expires_at or now)
-            mails.append(dict(key=reminder_key(row.id, row.token_nonce, row.reminder_count), kind=KIND,
-                              to_email=row.email, subject=" ".join(self.subject.render(context).split()),
-                              request_id=row.id, batch_id=self.batch.id))
-        ids = queue_mails(self.session, mails, now=now)
+        chosen = SigningRequest.id.in_([row.id for row in rows])
+        if self.batch_subject is not None:
+            # Set-based: the database writes the keys from the counters the UPDATE just set.
+            ids = queue_mails_from(self.session, select(
+                message_id_sql(_REMINDER_KEY_SQL), SigningRequest.email, literal(self.batch_subject, String),
+                SigningRequest.id, SigningRequest.batch_id, literal(now, UTCDateTime)).where(chosen), kind=KIND)
+        else:
+            ids = queue_mails(self.session, [self._personal(row, now=now) for row in rows], now=now)
         if user is not None:
-            self.session.execute(insert(Event), [
-                {"request_id": row.id, "batch_id": self.batch.id, "type": "reminder.manual", "created_at": now,
-                 "actor": f"user:{user.id}", "details": {"number": row.reminder_count}}
-                for row in rows
-            ])
+            self.session.execute(insert(Event).from_select(
+                ["request_id", "batch_id", "type", "created_at", "actor", "details"],
+                select(SigningRequest.id, SigningRequest.batch_id, literal("reminder.manual", String),
+                       literal(now, UTCDateTime), literal(f"user:{user.id}", String), literal({}, JSON))
+                .where(chosen)))
         return ids
+
+    def _personal(self, row, *, now: datetime) -> dict:
+        """``queue_mails`` keywords of one reminder whose subject names the recipient."""
+        token = signing_token(secret=self.app.config["SECRET_KEY"], request_id=row.id, nonce=row.token_nonce or "")
+        context = mail_context(_RowView(row, self.batch), token=token, app=self.app, deadline=row.expires_at or now)
+        return dict(key=reminder_key(row.id, row.token_nonce, row.reminder_count), kind=KIND, to_email=row.email,
+                    subject=" ".join(self.subject.render(context).split()), request_id=row.id,
+                    batch_id=self.batch.id)
 
 
 @dataclass(frozen=True)
@@ -178,10 +170,10 @@ def reminder_key(request_id: int, nonce: str | None, number: int) -> str:
     return f"reminder-{request_id}-{(nonce or '')[:12]}-{number}"
 
 
-def _reminder_key_sql(number: int):
-    """``reminder_key`` computed by the database for each request row."""
-    return (literal("reminder-", String) + cast(SigningRequest.id, String) + literal("-", String)
-            + func.substr(func.coalesce(SigningRequest.token_nonce, ""), 1, 12) + literal(f"-{number}", String))
+#: ``reminder_key`` computed by the database from a request row (after its counter was advanced).
+_REMINDER_KEY_SQL = (literal("reminder-", String) + cast(SigningRequest.id, String) + literal("-", String)
+                     + func.substr(func.coalesce(SigningRequest.token_nonce, ""), 1, 12) + literal("-", String)
+                     + cast(SigningRequest.reminder_count, String))
 
 
 _RETURNED = (SigningRequest.id, SigningRequest.email, SigningRequest.name, SigningRequest.data,
@@ -226,16 +218,11 @@ def queue_due_reminders(session: Session, *, now: datetime, page_size: int = 200
                 advance = (update(SigningRequest).where(SigningRequest.id.in_(page), *due)
                            .values(reminder_count=number, last_reminder_at=now)
                            .execution_options(synchronize_session=False))
-                if mails.batch_subject is not None:
-                    won = session.scalars(advance.returning(SigningRequest.id)).all()
-                    mail_ids = mails.queue_set_based(won, number=number, now=now)
-                else:
-                    rows = session.execute(advance.returning(*_RETURNED)).all()
-                    won = [row.id for row in rows]
-                    mail_ids = mails.queue(rows, now=now, user=None)
+                won = session.execute(advance.returning(*mails.returning)).all()
                 if not won:
                     break  # nothing left, or the rest was taken by another scheduler
-                after = max(won)
+                mail_ids = mails.queue(won, now=now, user=None)
+                after = max(row.id for row in won)
                 queued += len(mail_ids)
                 all_ids.extend(mail_ids)
                 if on_page:
@@ -332,7 +319,8 @@ def send_manual_reminders(session: Session, *, batch_id: int, user: User, now: d
                 or_(SigningRequest.last_reminder_at.is_(None), SigningRequest.last_reminder_at <= recent),
                 SigningRequest.sent_at <= recent,
                 or_(SigningRequest.expires_at.is_(None), SigningRequest.expires_at > now))
-            .values(reminder_count=SigningRequest.reminder_count + 1, last_reminder_at=now).returning(*_RETURNED)
+            .values(reminder_count=SigningRequest.reminder_count + 1, last_reminder_at=now)
+            .returning(*mails.returning)
             .execution_options(synchronize_session=False)
         ).all()
         if len(won) < len(eligible):
