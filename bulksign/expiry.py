@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from flask import Flask
-from flask_babel import force_locale, gettext as _
+from flask_babel import force_locale
+from flask_babel import gettext as _
 from flask_mail import Message
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session

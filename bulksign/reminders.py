@@ -22,8 +22,7 @@ from sqlalchemy import JSON, String, and_, cast, exists, func, insert, literal, 
 from sqlalchemy.orm import Session
 
 from .batches import BatchActionError, _batch_for
-from .doc_templates import (DEFAULT_REMINDER_BODY, DEFAULT_REMINDER_SUBJECT, extract_variables, render_text,
-                            text_sandbox)
+from .doc_templates import DEFAULT_REMINDER_BODY, DEFAULT_REMINDER_SUBJECT, extract_variables, render_text, text_sandbox
 from .invitations import _html_body, mail_context, tracking_url
 from .links import current_token
 from .logs import log
@@ -150,9 +149,9 @@ class _ReminderMails:
         """``queue_mails`` keywords of one reminder whose subject names the recipient."""
         token = signing_token(secret=self.app.config["SECRET_KEY"], request_id=row.id, nonce=row.token_nonce or "")
         context = mail_context(_RowView(row, self.batch), token=token, app=self.app, deadline=row.expires_at or now)
-        return dict(key=reminder_key(row.id, row.token_nonce, row.reminder_count), kind=KIND, to_email=row.email,
-                    subject=" ".join(self.subject.render(context).split()), request_id=row.id,
-                    batch_id=self.batch.id)
+        return {"key": reminder_key(row.id, row.token_nonce, row.reminder_count), "kind": KIND, "to_email": row.email,
+                "subject": " ".join(self.subject.render(context).split()), "request_id": row.id,
+                "batch_id": self.batch.id}
 
 
 @dataclass(frozen=True)

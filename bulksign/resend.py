@@ -17,7 +17,8 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from .batches import CANCELLED, COMPLETED, PARTIALLY_FAILED, PROCESSING, BatchActionError, _batch_for
-from .invitations import KIND as INVITATION, queue_invitation
+from .invitations import KIND as INVITATION
+from .invitations import queue_invitation
 from .logs import log
 from .models import Batch, Event, OutgoingMail, SigningRequest, User
 from .reminders import KIND as REMINDER

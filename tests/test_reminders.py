@@ -11,11 +11,11 @@ from sqlalchemy.orm import Session
 from bulksign.batches import BatchActionError
 from bulksign.extensions import db
 from bulksign.jobs.periodic import send_due_reminders
+from bulksign.models import Event, utcnow
 from bulksign.pipeline import enqueue_renders
 from bulksign.reminders import queue_due_reminders, send_manual_reminders
 from bulksign.states import Status, transition
 from bulksign.tokens import hash_token
-from bulksign.models import Event, utcnow
 from tests.conftest import NOW, csrf_from
 from tests.support.batches import make_batch, request_ids, requests_of
 from tests.support.waiting import mails, request, sent_batch
@@ -273,7 +273,7 @@ def test_api_remind_explains_a_bad_body(app, users, client, body):
 
 
 def test_api_remind_refuses_unknown_batches_strangers_and_anonymous_callers(app, users, client):
-    batch_id, ids = sent_batch(user=users["admin"], sent_at=NOW)
+    batch_id, _ = sent_batch(user=users["admin"], sent_at=NOW)
     headers = _api_key(users["staff"])
     assert client.post("/api/v1/batches/999/remind", json={"all_unsigned": True}, headers=headers).status_code == 404
     assert client.post(f"/api/v1/batches/{batch_id}/remind", json={"all_unsigned": True},

@@ -7,7 +7,8 @@ are redirected back to the batch page with a flash saying what was queued and wh
 from __future__ import annotations
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
-from flask_babel import gettext as _, lazy_gettext as _l
+from flask_babel import gettext as _
+from flask_babel import lazy_gettext as _l
 from flask_login import current_user
 
 from ..batches import BatchActionError
