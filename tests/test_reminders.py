@@ -295,3 +295,15 @@ def test_staff_remind_all_not_signed_from_the_batch_page_and_read_the_result(app
     assert again.status_code == 200 and "0 reminders queued." in text and "2 reminded within the last hour" in text
     assert client.post(f"/batches/{batch_id}/remind", data={"selector": "not_signed"}).status_code == 400  # no CSRF
     assert client.post(f"/batches/{batch_id}/remind", data={"request_ids": "x", "csrf_token": token}).status_code == 400
+
+
+def test_the_batch_page_partials_post_to_the_reminder_endpoints(app, users):
+    from flask import render_template
+
+    batch_id, (rid,) = sent_batch(user=users["staff"], sent_at=NOW)
+    with app.test_request_context():
+        actions = render_template("reminders/_actions.html", batch_id=batch_id)
+        one = render_template("reminders/_request_actions.html", r=request(rid))
+    assert actions.count(f'hx-post="/batches/{batch_id}/remind"') == 2 and 'value="not_opened"' in actions
+    assert f'action="/requests/{rid}/email"' in one and f'action="/requests/{rid}/resend"' in one
+    assert 'name="csrf_token"' in one and "/sign/" not in one
