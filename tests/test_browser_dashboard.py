@@ -95,7 +95,9 @@ def test_select_all_matching_then_send_a_reminder(live_server, page, mixed):
 
 def test_csv_export_downloads_the_filtered_rows(live_server, page, mixed, tmp_path):
     _login(page, live_server)
-    page.goto(f"{live_server}/batches/{mixed.id}?status=signed")
+    page.goto(f"{live_server}/batches/{mixed.id}")
+    page.select_option("#filter-status", "signed")
+    page.wait_for_function("() => document.querySelectorAll('table.recipients tbody tr').length === 5")
     with page.expect_download() as download:
         page.click("#csv-export")
     path = tmp_path / "export.csv"
