@@ -127,3 +127,20 @@ def test_users_are_listed_with_their_state(client, auth, users):
     auth.login_admin()
     html = _admin_page(client).get_data(as_text=True)
     assert all(u.email in html for u in db.session.scalars(select(User)))
+
+
+def test_pdf_render_time_histogram_comes_from_the_events(app, users):
+    from datetime import timedelta
+
+    from bulksign.metrics import render_durations
+    from bulksign.models import Event, SigningRequest
+
+    batch = make_batch(db.session, statuses=["generated", "generated"], now=NOW)
+    ids = db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch.id)).all()
+    for request_id, seconds in zip(ids, (0.3, 2.0)):
+        db.session.add(Event(request_id=request_id, batch_id=batch.id, type="status.generating", created_at=NOW))
+        db.session.add(Event(request_id=request_id, batch_id=batch.id, type="status.generated",
+                             created_at=NOW + timedelta(seconds=seconds)))
+    db.session.commit()
+    assert sorted(render_durations(db.session, now=NOW + timedelta(minutes=1))) == [0.3, 2.0]
+    assert render_durations(db.session, now=NOW + timedelta(hours=2)) == ()
