@@ -307,3 +307,40 @@ def test_the_batch_page_partials_post_to_the_reminder_endpoints(app, users):
     assert actions.count(f'hx-post="/batches/{batch_id}/remind"') == 2 and 'value="not_opened"' in actions
     assert f'action="/requests/{rid}/email"' in one and f'action="/requests/{rid}/resend"' in one
     assert 'name="csrf_token"' in one and "/sign/" not in one
+
+
+def test_an_automatic_and_a_manual_reminder_at_the_same_moment_send_one_mail(app, users):
+    batch_id, ids = sent_batch(user=users["staff"], sent_at=NOW, recipients=100)
+    staff_id, barrier, counts = users["staff"].id, threading.Barrier(2), {}
+
+    def automatic():
+        with app.app_context(), Session(db.engine) as session:
+            barrier.wait(timeout=10)
+            counts["auto"] = queue_due_reminders(session, now=NOW + 2 * DAY, page_size=10,
+                                                 on_page=lambda _ids: session.commit()).queued
+            session.commit()
+
+    def manual():
+        from bulksign.models import User
+
+        with app.app_context(), Session(db.engine) as session:
+            user = session.get(User, staff_id)
+            barrier.wait(timeout=10)
+            counts["manual"] = send_manual_reminders(session, batch_id=batch_id, user=user, now=NOW + 2 * DAY,
+                                                     request_ids=ids, page_size=10).queued
+            session.commit()
+
+    threads = [threading.Thread(target=automatic), threading.Thread(target=manual)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert counts["auto"] + counts["manual"] == 100 and len(mails("reminder")) == 100
+    assert {r.reminder_count for r in requests_of(batch_id)} == {1}
+
+
+def test_a_tick_out_of_time_stops_and_the_next_one_finishes(app, users):
+    sent_batch(user=users["staff"], sent_at=NOW, recipients=3)
+    stopped = queue_due_reminders(db.session, now=NOW + 2 * DAY, time_budget_seconds=-1)
+    assert (stopped.queued, stopped.complete) == (0, False)
+    assert tick(NOW + 2 * DAY) == 3
