@@ -23,8 +23,9 @@ from sqlalchemy.orm import Session
 
 from .batches import counts_for
 from .logs import log
-from .mailer import queue_mail
+from .mailer import cancel_queued, queue_mail
 from .models import Batch, OutgoingMail, SigningRequest
+from .reminders import KIND as REMINDER
 from .states import WAITING_FOR_RECIPIENT, Status, transition
 
 logger = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ def expire_due(session: Session, *, now: datetime, page_size: int = 1000,
         after = ids[-1]
         won = transition(session, ids, frm=WAITING, to=Status.EXPIRED, now=now).won
         if won:
+            cancel_queued(session, request_ids=list(won), kinds=[REMINDER])
             batch_ids = session.scalars(select(SigningRequest.batch_id).where(SigningRequest.id.in_(won))
                                         .distinct()).all()
             session.execute(update(Batch).where(Batch.id.in_(batch_ids), Batch.expiry_pending_since.is_(None))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from email.utils import make_msgid  # noqa: F401  (re-exported for builders)
 
-from sqlalchemy import JSON, Select, String, literal, select
+from sqlalchemy import JSON, Select, String, literal, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -97,3 +97,11 @@ def queue_mails_from(session: Session, rows: Select, *, kind: str) -> list[int]:
         rows.add_columns(literal(kind, String), literal("queued", String), literal([], JSON), literal(0)))
         .on_conflict_do_nothing(index_elements=["message_id"]).returning(OutgoingMail.id))
     return list(session.scalars(stmt))
+
+
+def cancel_queued(session: Session, *, request_ids: list[int], kinds: list[str]) -> None:
+    """Queued mails of these kinds for these requests will not go out (the send job skips what is not queued)."""
+    if request_ids:
+        session.execute(update(OutgoingMail).where(OutgoingMail.request_id.in_(request_ids),
+                                                   OutgoingMail.status == "queued", OutgoingMail.kind.in_(kinds))
+                        .values(status="cancelled"))

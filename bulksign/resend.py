@@ -20,7 +20,8 @@ from .batches import CANCELLED, COMPLETED, PARTIALLY_FAILED, PROCESSING, BatchAc
 from .invitations import KIND as INVITATION
 from .invitations import queue_invitation
 from .logs import log
-from .models import Batch, Event, OutgoingMail, SigningRequest, User
+from .mailer import cancel_queued
+from .models import Batch, Event, SigningRequest, User
 from .reminders import KIND as REMINDER
 from .states import Status, transition
 
@@ -98,9 +99,7 @@ def resend_with_new_link(session: Session, *, request_ids: Iterable[int], user: 
         if not won:
             continue
         # Mails of the old link still waiting in the queue must not go out.
-        session.execute(update(OutgoingMail).where(OutgoingMail.request_id.in_(won), OutgoingMail.status == "queued",
-                                                   OutgoingMail.kind.in_([INVITATION, REMINDER]))
-                        .values(status="cancelled"))
+        cancel_queued(session, request_ids=list(won), kinds=[INVITATION, REMINDER])
         mail_ids += [queue_invitation(session, request_id=rid, now=now, app=app).id for rid in won]
     touched = [b.id for b in batches.values() if b.status in (COMPLETED, PARTIALLY_FAILED)]
     if mail_ids and touched:

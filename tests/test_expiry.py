@@ -91,3 +91,12 @@ def test_a_trickle_of_expiries_still_gets_a_summary_within_a_day(app, users):
     _stagger(ids, minutes=50)
     summaries = [tick(NOW + 7 * DAY + timedelta(minutes=50 * n))[1] for n in range(31)]
     assert sum(summaries) == 1 and summaries.index(1) == 29  # 24 h after the first expiry
+
+
+def test_a_reminder_still_queued_at_the_deadline_is_cancelled(app, users):
+    from bulksign.reminders import queue_due_reminders
+
+    sent_batch(user=users["staff"], sent_at=NOW)
+    assert queue_due_reminders(db.session, now=NOW + 4 * DAY).queued == 1
+    assert tick(NOW + 7 * DAY) == (1, 1)
+    assert [m.status for m in mails("reminder")] == ["cancelled"]
