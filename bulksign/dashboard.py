@@ -169,6 +169,14 @@ def batch_view(session: Session, *, batch_id: int) -> BatchView | None:
                      counts=counts)
 
 
+def batch_progress(session: Session, *, batch_id: int) -> tuple[Batch, Progress] | None:
+    """Just the batch and its bar, for the polled fragment (2 light queries), or None."""
+    batch = session.get(Batch, batch_id)
+    if batch is None:
+        return None
+    return batch, progress_for(batch, counts_for(session, [batch_id])[batch_id])
+
+
 # --- The recipients table -------------------------------------------------------------------
 
 @dataclass(frozen=True)

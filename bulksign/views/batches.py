@@ -82,9 +82,9 @@ def _table_context(batch_id: int, flt: RecipientFilter, cursor: str | None, coun
             "matching": dashboard.count_matching(db.session, batch_id=batch_id, flt=flt, counts=counts)}
 
 
-def _progress_context(view: dashboard.BatchView) -> dict:
-    rate = dashboard.throughput(db.session, batch_id=view.batch.id, working=view.progress.working, now=utcnow())
-    return {"view": view, "batch": view.batch, "progress": view.progress, "rate": rate}
+def _progress_context(batch: Batch, progress: dashboard.Progress) -> dict:
+    rate = dashboard.throughput(db.session, batch_id=batch.id, working=progress.working, now=utcnow())
+    return {"batch": batch, "progress": progress, "rate": rate}
 
 
 @bp.get("/<int:batch_id>")
@@ -94,13 +94,16 @@ def detail(batch_id: int):
     return render_template(
         "batches/detail.html", schedule=["%g" % day for day in reminder_schedule(view.batch)],
         export=latest_export(db.session, batch_id=batch_id), filters=dashboard.FILTERS,
-        **_progress_context(view), **_table_context(batch_id, flt, request.args.get("cursor"), view.counts),
+        view=view, **_progress_context(view.batch, view.progress), **_table_context(batch_id, flt, request.args.get("cursor"), view.counts),
     )
 
 
 @bp.get("/<int:batch_id>/progress")
 def progress(batch_id: int):
-    return render_template("batches/_progress.html", **_progress_context(_batch_or_404(batch_id)))
+    found = dashboard.batch_progress(db.session, batch_id=batch_id)
+    if found is None:
+        abort(404)
+    return render_template("batches/_progress.html", **_progress_context(*found))
 
 
 @bp.get("/<int:batch_id>/requests")
