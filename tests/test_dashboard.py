@@ -168,6 +168,7 @@ def _fresh_request_state():
 
     db.session.remove()
     g.pop("_login_user", None)
+    g.pop("_flask_babel", None)  # Flask-Babel caches the locale on g
 
 
 def test_pages_run_a_constant_number_of_queries_whatever_the_number_of_rows(client, auth, users):
@@ -266,3 +267,19 @@ def test_unknown_batch_is_404_everywhere(client, auth, users):
     auth.login()
     for url in ("/batches/999", "/batches/999/progress", "/batches/999/requests", "/batches/999/export.csv"):
         assert client.get(url).status_code == 404, url
+
+
+def test_staff_pages_render_in_russian(client, auth, batch, users):
+    users["staff"].locale = "ru"
+    db.session.commit()
+    batch_id = batch.id
+    auth.login()
+    _fresh_request_state()
+    listing = client.get("/batches/").get_data(as_text=True)
+    assert "Рассылки" in listing and 'lang="ru"' in listing
+    page = client.get(f"/batches/{batch_id}").get_data(as_text=True)
+    assert "подписано" in page and "Выгрузить этих получателей (CSV)" in page
+    bounced = db.session.scalar(select(SigningRequest.id).where(SigningRequest.batch_id == batch_id,
+                                                                SigningRequest.status == "bounced").limit(1))
+    _fresh_request_state()
+    assert "Что можно сделать:" in client.get(f"/batches/{batch_id}/requests/{bounced}").get_data(as_text=True)
