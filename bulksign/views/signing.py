@@ -5,6 +5,7 @@ import base64
 import binascii
 import logging
 import re
+from functools import wraps
 from io import BytesIO
 
 from flask import (Blueprint, Flask, current_app, g, redirect, render_template, request, send_file,
@@ -79,13 +80,30 @@ def _client() -> dict:
     return {"ip": client_ip(), "user_agent": request.user_agent.string}
 
 
+def _again(row: SigningRequest, token: str, *, error: str, form: dict | None = None, status: int | None = None):
+    """The page as it stands now (the row re-read), with a message for the recipient."""
+    row = db.session.get(SigningRequest, row.id)
+    return _render(row, token, state=page_state(row, now=utcnow()), error=error, form=form, status=status)
+
+
+def _by_token(view):
+    """Look the token up first: an unknown token gets the same "not valid" page on every route."""
+
+    @wraps(view)
+    def wrapped(token: str):
+        row = _find(token)
+        if row is None:
+            return _render(None, token, state="unknown")
+        return view(token, row)
+
+    return wrapped
+
+
 @bp.get("/<token>")
 @public
 @recipient_limit
-def page(token: str):
-    row = _find(token)
-    if row is None:
-        return _render(None, token, state="unknown")
+@_by_token
+def page(token: str, row: SigningRequest):
     now = utcnow()
     open_request(db.session, request_id=row.id, now=now, **_client())
     row = db.session.get(SigningRequest, row.id)
@@ -108,20 +126,17 @@ def _signature_bytes(raw: str) -> bytes | None:
 @bp.post("/<token>/sign")
 @public
 @recipient_limit
-def sign_document(token: str):
-    row = _find(token)
-    if row is None:
-        return _render(None, token, state="unknown")
+@_by_token
+def sign_document(token: str, row: SigningRequest):
     form = {"name": request.form.get("name", ""), "consent": request.form.get("consent") == "yes"}
     try:
         image = _signature_bytes(request.form.get("signature", ""))
     except ValueError as exc:
-        return _render(row, token, state=page_state(row, now=utcnow()), error=str(exc), form=form)
+        return _again(row, token, error=str(exc), form=form)
     outcome = sign(db.session, request_id=row.id, now=utcnow(), signer_name=form["name"], signature_png=image,
                    consent=form["consent"], **_client())
     if outcome.status == "invalid":
-        row = db.session.get(SigningRequest, row.id)
-        return _render(row, token, state=page_state(row, now=utcnow()), error=_(outcome.message), form=form)
+        return _again(row, token, error=_(outcome.message), form=form)
     # Signed, signed already (a double click) or no longer possible: the page shows which.
     return redirect(url_for(".page", token=token), 303)
 
@@ -129,32 +144,26 @@ def sign_document(token: str):
 @bp.post("/<token>/decline")
 @public
 @recipient_limit
-def decline_document(token: str):
-    row = _find(token)
-    if row is None:
-        return _render(None, token, state="unknown")
+@_by_token
+def decline_document(token: str, row: SigningRequest):
     reason = request.form.get("reason", "")
     outcome = decline(db.session, request_id=row.id, now=utcnow(), reason=reason, **_client())
     if outcome.status == "invalid":
-        row = db.session.get(SigningRequest, row.id)
-        return _render(row, token, state=page_state(row, now=utcnow()), error=_(outcome.message),
-                       form={"reason": reason, "declining": True})
+        return _again(row, token, error=_(outcome.message), form={"reason": reason, "declining": True})
     return redirect(url_for(".page", token=token), 303)
 
 
 def _send_pdf(row: SigningRequest, token: str, *, kind: str, filename: str):
     document = latest_document(db.session, row.id, kind)
     if document is None:
-        return _render(row, token, state=page_state(row, now=utcnow()), status=404,
-                       error=_("Your signed copy is being prepared. Reload this page in a minute; "
-                               "it will also be sent to you by email."))
+        return _again(row, token, status=404, error=_("Your signed copy is being prepared. Reload this page in a "
+                                                       "minute; it will also be sent to you by email."))
     try:
         data = get_storage().get(document.storage_key)
     except StorageError as exc:
         log(logger, logging.ERROR, "document missing from storage", request_id=row.id, document_id=document.id,
             error=str(exc))
-        return _render(row, token, state=page_state(row, now=utcnow()), status=503,
-                       error=_("The document cannot be shown right now. Please try again later."))
+        return _again(row, token, status=503, error=_("The document cannot be shown right now. Please try again later."))
     response = send_file(BytesIO(data), mimetype="application/pdf", download_name=filename,
                          as_attachment=request.args.get("download") == "1", max_age=0, etag=False)
     # Its own headers: the PDF is shown in our page's iframe, which the page headers would forbid.
@@ -166,22 +175,22 @@ def _send_pdf(row: SigningRequest, token: str, *, kind: str, filename: str):
 @bp.get("/<token>/document")
 @public
 @recipient_limit
-def document(token: str):
-    row = _find(token)
+@_by_token
+def document(token: str, row: SigningRequest):
     state = page_state(row, now=utcnow())
     if state not in ("waiting", "signed"):
-        return _render(row, token, state=state, status=404 if row is None else 410)
+        return _render(row, token, state=state, status=410)
     return _send_pdf(row, token, kind="original", filename=f"document-{row.id}.pdf")
 
 
 @bp.get("/<token>/signed")
 @public
 @recipient_limit
-def signed_copy(token: str):
-    row = _find(token)
+@_by_token
+def signed_copy(token: str, row: SigningRequest):
     state = page_state(row, now=utcnow())
     if state != "signed":
-        return _render(row, token, state=state, status=404 if row is None else 409)
+        return _render(row, token, state=state, status=409)
     return _send_pdf(row, token, kind="signed", filename=signed_filename(row))
 
 
