@@ -111,6 +111,7 @@ class BatchRow:
     template_name: str | None
     started_by: str | None
     progress: Progress
+    counts: BatchCounts
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,8 @@ def list_batches(session: Session, *, q: str = "", page: int = 1, per_page: int 
     found = found[:per_page]
     counts = counts_for(session, [b.id for b, _, _ in found])
     rows = tuple(
-        BatchRow(batch=b, template_name=tname, started_by=email, progress=progress_for(b, counts[b.id]))
+        BatchRow(batch=b, template_name=tname, started_by=email, progress=progress_for(b, counts[b.id]),
+                 counts=counts[b.id])
         for b, tname, email in found
     )
     return BatchPage(rows=rows, page=page, has_next=has_next)

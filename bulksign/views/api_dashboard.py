@@ -17,7 +17,7 @@ def _iso(value):
     return value.isoformat() if value else None
 
 
-def _batch_json(view) -> dict:
+def _batch_json(view: dashboard.BatchView | dashboard.BatchRow) -> dict:
     b = view.batch
     return {"id": b.id, "name": b.name, "status": b.status, "total_count": b.total_count,
             "counts": view.counts.by_status,
@@ -40,11 +40,7 @@ def list_batches():
     if not page.isdigit() or int(page) < 1:
         return api_error("page must be a whole number from 1.", 400)
     listing = dashboard.list_batches(db.session, q=request.args.get("q", "")[:200], page=int(page))
-    items = [{"id": row.batch.id, "name": row.batch.name, "status": row.batch.status,
-              "total_count": row.batch.total_count, "counts": {s.key: s.count for s in row.progress.segments},
-              "created_at": _iso(row.batch.created_at), "deadline_at": _iso(row.batch.deadline_at),
-              "template": row.template_name, "created_by": row.started_by} for row in listing.rows]
-    return jsonify(items=items, page=listing.page, next_page=listing.page + 1 if listing.has_next else None)
+    return jsonify(items=[_batch_json(row) for row in listing.rows], page=listing.page, next_page=listing.page + 1 if listing.has_next else None)
 
 
 @bp.get("/batches/<int:batch_id>")
