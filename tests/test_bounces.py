@@ -7,10 +7,10 @@ import pytest
 from sqlalchemy import select
 
 from bulksign.extensions import db, get_queue
+from bulksign.links import find_by_token
 from bulksign.models import Batch, OutgoingMail
 from bulksign.pipeline import enqueue_renders
 from bulksign.users import create_api_key
-from bulksign.links import find_by_token
 from tests.conftest import NOW
 from tests.support.batches import make_batch, request_ids, requests_of
 
