@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from flask_babel import lazy_gettext as _l
 from sqlalchemy import func, literal, or_, select, tuple_
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from .batches import BATCH_FINAL, BatchCounts, counts_for
 from .models import Batch, DocumentTemplate, Event, OutgoingMail, SigningRequest, TemplateVersion, User
@@ -279,7 +279,9 @@ def recipients_page(session: Session, *, batch_id: int, flt: RecipientFilter, cu
     limit = max(1, min(limit, MAX_PAGE_SIZE))
     column = SORTS[flt.sort]
     key = (column, SigningRequest.id) if flt.sort != "row" else (SigningRequest.id,)
-    query = select(SigningRequest).where(*_conditions(batch_id, flt))
+    # The drawn signature and the row's data are not shown in tables: leave them in the database.
+    query = (select(SigningRequest).where(*_conditions(batch_id, flt))
+             .options(defer(SigningRequest.signature_image), defer(SigningRequest.data)))
     if cursor:
         value, last_id = decode_cursor(flt, cursor)
         after = tuple_(*key) if len(key) > 1 else key[0]
