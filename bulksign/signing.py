@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from io import BytesIO
 
+from flask_babel import lazy_gettext as _l
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -33,7 +34,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 class InvalidInput(ValueError):
-    """Input a person must correct; the message says how."""
+    """Input a person must correct; the message (lazily translated, in the page's language) says how."""
 
 
 def deadline_of(request: SigningRequest) -> datetime | None:
@@ -74,6 +75,7 @@ class SignOutcome:
     #: ``signed``, ``already_signed``, ``not_allowed`` (expired, declined, cancelled...) or ``invalid``.
     status: str
     request_id: int
+    #: For ``invalid``: what to correct (lazily translated: ``str()`` it where it is shown).
     message: str = ""
 
 
@@ -82,6 +84,7 @@ class DeclineOutcome:
     #: ``declined``, ``already_declined``, ``not_allowed`` or ``invalid``.
     status: str
     request_id: int
+    #: For ``invalid``: what to correct (lazily translated: ``str()`` it where it is shown).
     message: str = ""
 
 
@@ -117,11 +120,11 @@ def clean_name(raw: str) -> str:
     """The typed full name, trimmed; raises InvalidInput when empty, too long or holding control characters."""
     name = " ".join((raw or "").split())
     if not name:
-        raise InvalidInput("Type your full name to sign.")
+        raise InvalidInput(_l("Type your full name to sign."))
     if len(name) > MAX_NAME_LENGTH:
-        raise InvalidInput(f"The name is too long (at most {MAX_NAME_LENGTH} characters).")
+        raise InvalidInput(_l("The name is too long (at most %(count)s characters).", count=MAX_NAME_LENGTH))
     if _CONTROL.search(name):
-        raise InvalidInput("The name contains characters that cannot be printed.")
+        raise InvalidInput(_l("The name contains characters that cannot be printed."))
     return name
 
 
@@ -130,22 +133,22 @@ def clean_signature_png(data: bytes | None) -> bytes | None:
     if not data:
         return None
     if len(data) > MAX_SIGNATURE_BYTES:
-        raise InvalidInput("The drawn signature is too large. Clear it and draw it again.")
+        raise InvalidInput(_l("The drawn signature is too large. Clear it and draw it again."))
     if not data.startswith(b"\x89PNG\r\n\x1a\n"):
-        raise InvalidInput("The drawn signature is not a PNG image.")
+        raise InvalidInput(_l("The drawn signature is not a PNG image."))
     from PIL import Image
 
     try:
         with Image.open(BytesIO(data)) as image:
             if image.format != "PNG" or image.width * image.height > MAX_SIGNATURE_PIXELS:
-                raise InvalidInput("The drawn signature is not a usable image.")
+                raise InvalidInput(_l("The drawn signature is not a usable image."))
             image.load()
             out = BytesIO()
             image.convert("RGBA").save(out, "PNG", optimize=True)
     except InvalidInput:
         raise
     except Exception:  # Pillow raises many kinds on a broken file; all mean the same to the signer
-        raise InvalidInput("The drawn signature could not be read. Clear it and draw it again.") from None
+        raise InvalidInput(_l("The drawn signature could not be read. Clear it and draw it again.")) from None
     return out.getvalue()
 
 
@@ -175,9 +178,9 @@ def sign(session: Session, *, request_id: int, now: datetime, signer_name: str, 
         name = clean_name(signer_name)
         image = clean_signature_png(signature_png)
         if not consent:
-            raise InvalidInput("Tick “I agree to sign electronically” to sign.")
+            raise InvalidInput(_l("Tick “I agree to sign electronically” to sign."))
     except InvalidInput as exc:
-        return SignOutcome(status="invalid", request_id=request_id, message=str(exc))
+        return SignOutcome(status="invalid", request_id=request_id, message=exc.args[0])
     result = _act(session, request_id=request_id, now=now, ip=ip, user_agent=user_agent, to=Status.SIGNED,
                   signer_name=name, signer_ip=(ip or "")[:64], signature_image=image, signed_at=now)
     if result != "won":
@@ -196,10 +199,10 @@ def decline(session: Session, *, request_id: int, now: datetime, reason: str, ip
 
     reason = (reason or "").strip()
     if not reason:
-        return DeclineOutcome(status="invalid", request_id=request_id, message="Tell the sender why you decline.")
+        return DeclineOutcome(status="invalid", request_id=request_id, message=_l("Tell the sender why you decline."))
     if len(reason) > MAX_REASON_LENGTH:
         return DeclineOutcome(status="invalid", request_id=request_id,
-                              message=f"The reason is too long (at most {MAX_REASON_LENGTH} characters).")
+                              message=_l("The reason is too long (at most %(count)s characters).", count=MAX_REASON_LENGTH))
     result = _act(session, request_id=request_id, now=now, ip=ip, user_agent=user_agent, to=Status.DECLINED,
                   details={"reason": reason}, declined_at=now, decline_reason=reason)
     if result != "won":

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
+from flask_babel import lazy_gettext as _l
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -69,7 +70,7 @@ def verify_fingerprint(session: Session, *, sha256: str) -> Verdict:
     """Look up a bare sha256: issued or not, which kind, when; never for whom."""
     digest = (sha256 or "").strip().lower()
     if not _SHA256.match(digest):
-        raise InvalidFingerprint("A sha256 fingerprint is 64 characters 0-9 and a-f.")
+        raise InvalidFingerprint(_l("A sha256 fingerprint is 64 characters 0-9 and a-f."))
     document = _issued(session, digest)
     if document is None:
         return Verdict(outcome="unknown", sha256=digest)

@@ -238,7 +238,8 @@ def test_a_signed_request_cannot_be_declined_and_a_declined_one_cannot_be_signed
 # --- dead links ----------------------------------------------------------------------------------
 
 def test_an_unknown_token_gets_the_same_not_valid_page_whatever_it_looks_like(client, sent):
-    pages = [client.get(f"/sign/{token}") for token in ("x", sent.token[:-1] + "A", "a" * 43, "é" * 10)]
+    near_miss = sent.token[:-1] + ("B" if sent.token.endswith("A") else "A")
+    pages = [client.get(f"/sign/{token}") for token in ("x", near_miss, "a" * 43, "é" * 10)]
     assert {p.status_code for p in pages} == {404}
     for p in pages:
         assert "This link is not valid" in p.get_data(as_text=True)

@@ -136,7 +136,7 @@ def sign_document(token: str, row: SigningRequest):
     outcome = sign(db.session, request_id=row.id, now=utcnow(), signer_name=form["name"], signature_png=image,
                    consent=form["consent"], **_client())
     if outcome.status == "invalid":
-        return _again(row, token, error=_(outcome.message), form=form)
+        return _again(row, token, error=str(outcome.message), form=form)
     # Signed, signed already (a double click) or no longer possible: the page shows which.
     return redirect(url_for(".page", token=token), 303)
 
@@ -149,7 +149,7 @@ def decline_document(token: str, row: SigningRequest):
     reason = request.form.get("reason", "")
     outcome = decline(db.session, request_id=row.id, now=utcnow(), reason=reason, **_client())
     if outcome.status == "invalid":
-        return _again(row, token, error=_(outcome.message), form={"reason": reason, "declining": True})
+        return _again(row, token, error=str(outcome.message), form={"reason": reason, "declining": True})
     return redirect(url_for(".page", token=token), 303)
 
 
