@@ -97,7 +97,8 @@ def test_the_page_shows_the_document_sender_and_deadline(client, sent):
 
 def test_the_page_follows_the_batch_language(app, users, client):
     r = make_sent_request(now=utcnow(), owner=users["staff"], language="ru")
-    assert '<html lang="ru">' in client.get(f"/sign/{r.token}").get_data(as_text=True)
+    html = client.get(f"/sign/{r.token}", headers={"Accept-Language": "en"}).get_data(as_text=True)
+    assert '<html lang="ru">' in html and "Я согласен(на) подписать электронно" in html
 
 
 # --- signing -------------------------------------------------------------------------------------
