@@ -283,3 +283,16 @@ def test_staff_pages_render_in_russian(client, auth, batch, users):
                                                                 SigningRequest.status == "bounced").limit(1))
     _fresh_request_state()
     assert "Что можно сделать:" in client.get(f"/batches/{batch_id}/requests/{bounced}").get_data(as_text=True)
+
+
+def test_a_large_select_all_runs_in_a_background_job(client, auth, batch, run_jobs, monkeypatch):
+    from bulksign.views import batches as views
+
+    monkeypatch.setattr(views, "INLINE_LIMIT", 3)
+    auth.login()
+    html = _bulk(client, batch.id, action="remind", select_all="1", status="not_opened").get_data(as_text=True)
+    assert "being applied to 5 recipients in the background" in html
+    assert not db.session.scalars(select(OutgoingMail.id)).all()
+    run_jobs("default")
+    with db.engine.connect() as conn:
+        assert len(conn.execute(select(OutgoingMail.id).where(OutgoingMail.kind == "reminder")).all()) == 5

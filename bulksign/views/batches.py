@@ -6,6 +6,7 @@ only swaps HTML. No page shows a recipient's signing link or token.
 from __future__ import annotations
 
 import logging
+import uuid
 
 from flask import (Blueprint, Response, abort, current_app, flash, redirect, render_template, request,
                    stream_with_context, url_for)
@@ -13,25 +14,20 @@ from flask_babel import gettext as _
 from flask_login import current_user
 
 from .. import dashboard
-from ..batches import BatchActionError, cancel_batch, cancel_requests, retry_failed
+from ..batches import BatchActionError
+from ..bulk_actions import ACTIONS, INLINE_LIMIT, BulkOutcome, apply_action, follow_up
 from ..dashboard import DashboardError, RecipientFilter
 from ..exports import latest_export, recipients_csv, start_signed_zip
 from ..extensions import db, get_queue, get_redis
 from ..logs import log
 from ..models import Batch, utcnow
-from ..pipeline import enqueue_sends
-from ..reconciler import revive_renders
-from ..reminders import reminder_schedule, send_manual_reminders
-from ..resend import MAX_EXTEND_DAYS, resend_with_new_link
+from ..reminders import reminder_schedule
+from ..resend import MAX_EXTEND_DAYS
 from ..storage import StorageError, get_storage
 from .reminders import skipped_text
 
 bp = Blueprint("batches", __name__, url_prefix="/batches")
 logger = logging.getLogger(__name__)
-
-#: Bulk actions on the selected requests (ticked rows, or every row matching the filter).
-BULK_ACTIONS = ("remind", "resend", "retry", "cancel")
-
 
 @bp.app_template_global()
 def status_label(status: str) -> str:
@@ -145,36 +141,31 @@ def _with_skips(done: str, skipped: dict[str, int]) -> str:
     return _("%(done)s Skipped %(n)s: %(why)s.", done=done, n=sum(skipped.values()), why=skipped_text(skipped))
 
 
-def _run_action(action: str, *, batch_id: int, ids: list[int], now) -> tuple[str, str]:
-    """Call the domain for one bulk action, commit, enqueue the follow-up jobs; (message, flash category)."""
-    user = current_user._get_current_object()
-    if action == "cancel_batch":
-        result = cancel_batch(db.session, batch_id=batch_id, user=user, now=now)
-        db.session.commit()
-        return _("The batch is cancelled: %(n)s requests stopped and their links no longer work.",
-                 n=len(result.cancelled)), "success"
-    if action == "cancel":
-        result = cancel_requests(db.session, request_ids=ids, user=user, now=now)
-        db.session.commit()
-        return _("%(n)s requests cancelled; their links no longer work.", n=len(result.cancelled)), "success"
-    if action == "retry":
-        result = retry_failed(db.session, batch_id=batch_id, user=user, now=now, request_ids=ids)
-        db.session.commit()
-        revive_renders(get_redis(), list(result.retried), now=now)
-        if not result.retried:
+def _message(outcome: BulkOutcome) -> tuple[str, str]:
+    """What a finished bulk action tells the user, and the flash category."""
+    n = outcome.done
+    if outcome.action == "cancel_batch":
+        return _("The batch is cancelled: %(n)s requests stopped and their links no longer work.", n=n), "success"
+    if outcome.action == "cancel":
+        return _("%(n)s requests cancelled; their links no longer work.", n=n), "success"
+    if outcome.action == "retry":
+        if not n:
             return _("None of the selected requests had failed; nothing to retry."), "info"
-        return _("%(n)s failed requests are being prepared and sent again.", n=len(result.retried)), "success"
-    if action == "remind":
-        result = send_manual_reminders(db.session, batch_id=batch_id, user=user, now=now, request_ids=ids)
-        db.session.commit()
-        enqueue_sends(result.mail_ids)
-        return (_with_skips(_("%(n)s reminders queued.", n=result.queued), result.skipped),
-                "success" if result.queued else "info")
-    result = resend_with_new_link(db.session, request_ids=ids, user=user, now=now, extend_days=_extend_days())
-    db.session.commit()
-    enqueue_sends(result.mail_ids)
-    return (_with_skips(_("%(n)s new links sent; the old links no longer work.", n=result.resent), result.skipped),
-            "success" if result.resent else "info")
+        return _("%(n)s failed requests are being prepared and sent again.", n=n), "success"
+    done = (_("%(n)s reminders queued.", n=n) if outcome.action == "remind"
+            else _("%(n)s new links sent; the old links no longer work.", n=n))
+    return _with_skips(done, outcome.skipped), "success" if n else "info"
+
+
+def _in_background(batch_id: int, action: str, flt: RecipientFilter, matching: int):
+    get_queue("default").enqueue(
+        "bulksign.jobs.bulk.apply_to_filter", batch_id, action, current_user.id, flt.status, flt.q, _extend_days(),
+        job_id=f"bulk-{batch_id}-{action}-{uuid.uuid4().hex[:12]}", job_timeout=3600, result_ttl=3600,
+        failure_ttl=86400)
+    log(logger, logging.INFO, "bulk action queued", batch_id=batch_id, action=action, requests=matching,
+        user_id=current_user.id)
+    flash(_("The action is being applied to %(n)s recipients in the background; the progress bar shows it "
+            "as it happens.", n=matching), "info")
 
 
 @bp.post("/<int:batch_id>/actions")
@@ -185,24 +176,33 @@ def bulk_action(batch_id: int):
     back = redirect(url_for("batches.detail", batch_id=batch_id, **flt.as_args()))
     ids: list[int] = []
     if action != "cancel_batch":
-        if action not in BULK_ACTIONS:
+        if action not in ACTIONS:
             flash(_("Choose an action for the selected recipients."), "error")
             return back
-        ids = list(dashboard.resolve_selection(
-            db.session, batch_id=batch_id, request_ids=_ids_from_form(),
-            select_all=request.form.get("select_all") == "1", flt=flt).request_ids)
+        select_all = request.form.get("select_all") == "1"
+        if select_all:
+            matching = dashboard.count_matching(db.session, batch_id=batch_id, flt=flt)
+            if matching > INLINE_LIMIT:
+                _in_background(batch_id, action, flt, matching)
+                return back
+        ids = list(dashboard.resolve_selection(db.session, batch_id=batch_id, request_ids=_ids_from_form(),
+                                               select_all=select_all, flt=flt).request_ids)
         if not ids:
             flash(_("Select at least one recipient (tick the rows, or \"select all matching\") first."), "error")
             return back
+    now = utcnow()
     try:
-        message, category = _run_action(action, batch_id=batch_id, ids=ids, now=utcnow())
+        outcome = apply_action(db.session, action=action, batch_id=batch_id, request_ids=ids,
+                               user=current_user._get_current_object(), now=now, extend_days=_extend_days())
     except BatchActionError as exc:
         db.session.rollback()
         flash(exc.message, "error")
         return back
+    db.session.commit()
+    follow_up(outcome, redis=get_redis(), now=now)
     log(logger, logging.INFO, "bulk action", batch_id=batch_id, action=action, requests=len(ids),
         user_id=current_user.id)
-    flash(message, category)
+    flash(*_message(outcome))
     return back
 
 

@@ -1,0 +1,62 @@
+"""Staff actions on many requests at once, through the domain function that owns each action.
+
+The dashboard runs small selections in the request and hands large ones ("select all N
+matching") to a job on the ``default`` queue, so a 100,000-row reminder never holds a web worker.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from redis import Redis
+from sqlalchemy.orm import Session
+
+from .batches import cancel_batch, cancel_requests, retry_failed
+from .models import User
+from .pipeline import enqueue_sends
+from .reconciler import revive_renders
+from .reminders import send_manual_reminders
+from .resend import resend_with_new_link
+
+#: Actions on selected requests; ``cancel_batch`` acts on the whole batch.
+ACTIONS = ("remind", "resend", "retry", "cancel")
+#: Larger selections run in a job.
+INLINE_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class BulkOutcome:
+    action: str
+    #: Requests the action applied to (reminded, resent, retried, cancelled).
+    done: int
+    #: reason → how many requests were skipped for it (reminders and resends).
+    skipped: dict[str, int] = field(default_factory=dict)
+    mail_ids: tuple[int, ...] = field(default=(), repr=False)
+    render_ids: tuple[int, ...] = field(default=(), repr=False)
+
+
+def apply_action(session: Session, *, action: str, batch_id: int, request_ids: list[int], user: User,
+                 now: datetime, extend_days: int | None = None) -> BulkOutcome:
+    """Run one bulk action. The caller commits, then calls ``follow_up``. Refusals raise ``BatchActionError``."""
+    if action == "cancel_batch":
+        return BulkOutcome(action, len(cancel_batch(session, batch_id=batch_id, user=user, now=now).cancelled))
+    if action == "cancel":
+        return BulkOutcome(action, len(cancel_requests(session, request_ids=request_ids, user=user, now=now).cancelled))
+    if action == "retry":
+        retried = retry_failed(session, batch_id=batch_id, user=user, now=now, request_ids=request_ids).retried
+        return BulkOutcome(action, len(retried), render_ids=tuple(retried))
+    if action == "remind":
+        result = send_manual_reminders(session, batch_id=batch_id, user=user, now=now, request_ids=request_ids)
+        return BulkOutcome(action, result.queued, dict(result.skipped), mail_ids=tuple(result.mail_ids))
+    if action == "resend":
+        result = resend_with_new_link(session, request_ids=request_ids, user=user, now=now, extend_days=extend_days)
+        return BulkOutcome(action, result.resent, dict(result.skipped), mail_ids=tuple(result.mail_ids))
+    raise ValueError(f"unknown bulk action {action!r}")
+
+
+def follow_up(outcome: BulkOutcome, *, redis: Redis, now: datetime) -> None:
+    """After the commit: queue the mails and renders the action created."""
+    if outcome.mail_ids:
+        enqueue_sends(list(outcome.mail_ids))
+    if outcome.render_ids:
+        revive_renders(redis, list(outcome.render_ids), now=now)
