@@ -144,3 +144,12 @@ def test_pdf_render_time_histogram_comes_from_the_events(app, users):
     db.session.commit()
     assert sorted(render_durations(db.session, now=NOW + timedelta(minutes=1))) == [0.3, 2.0]
     assert render_durations(db.session, now=NOW + timedelta(hours=2)) == ()
+
+
+def test_the_queues_link_is_in_the_navigation_for_admins_only(client, auth):
+    auth.login()
+    assert "/admin/rq/" not in client.get("/batches/").get_data(as_text=True)
+    auth.logout()
+    auth.login_admin()
+    g.pop("_login_user", None)
+    assert 'href="/admin/rq/"' in client.get("/batches/").get_data(as_text=True)
