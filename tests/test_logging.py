@@ -29,7 +29,7 @@ def test_a_log_line_is_one_json_object_with_the_fields():
     assert line["message"] == "batch finished" and line["batch_id"] == 7 and line["level"] == "info"
 
 
-def test_gunicorn_access_log_hides_signing_tokens(tmp_path, pg_url, redis_server):
+def test_gunicorn_access_log_hides_signing_tokens(tmp_path, pg_url, redis_server, _schema):
     port = free_port()
     env = {"DATABASE_URL": pg_url, "REDIS_URL": redis_server.url, "SECRET_KEY": "x",
            "BULKSIGN_VAR_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
@@ -38,13 +38,16 @@ def test_gunicorn_access_log_hides_signing_tokens(tmp_path, pg_url, redis_server
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         secret = "SecretTokenValue1234567890abcdefghijklmnop"
-        for _ in range(100):
+        # Booting gunicorn takes seconds on a loaded machine: wait for it, bounded.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
             try:
-                requests.get(f"http://127.0.0.1:{port}/sign/{secret}?x=1", timeout=2)
+                answer = requests.get(f"http://127.0.0.1:{port}/sign/{secret}?x=1", timeout=30)
                 break
             except requests.ConnectionError:
-                time.sleep(0.1)
-        time.sleep(0.3)
+                time.sleep(0.2)
+        assert answer.status_code == 404
+        time.sleep(0.5)
     finally:
         proc.terminate()
         output = proc.communicate(timeout=15)[0]
