@@ -167,9 +167,8 @@ class Batch(db.Model):
 class SigningRequest(db.Model):
     __tablename__ = "signing_requests"
     __table_args__ = (
-        Index("ix_signing_requests_batch_status", "batch_id", "status"),
-        Index("ix_signing_requests_batch_email", "batch_id", "email"),
         # Keyset pages of the recipients table: one index per sortable column, id breaks ties.
+        # (batch_id, status, id) also serves the dashboard's GROUP BY (batch_id, status).
         Index("ix_signing_requests_batch_id_id", "batch_id", "id"),
         Index("ix_signing_requests_batch_name_id", "batch_id", "name", "id"),
         Index("ix_signing_requests_batch_changed_id", "batch_id", "status_changed_at", "id"),
@@ -296,7 +295,7 @@ class OutgoingMail(db.Model):
     message_id: Mapped[str] = mapped_column(db.String(255), unique=True)
     to_email: Mapped[str] = mapped_column(db.String(254))
     subject: Mapped[str] = mapped_column(db.Text, default="")
-    #: ``queued`` → ``sent`` | ``failed`` | ``bounced``.
+    #: ``queued`` → ``sent`` | ``failed`` | ``bounced`` | ``cancelled`` (its request was cancelled or resent).
     status: Mapped[str] = mapped_column(db.String(20), default="queued")
     attempts: Mapped[int] = mapped_column(default=0)
     error: Mapped[str | None] = mapped_column(db.Text)

@@ -1,8 +1,8 @@
 """initial schema
 
-Revision ID: 5a3c6eaf6e4c
+Revision ID: 6d124784f55f
 Revises: 
-Create Date: 2026-11-29 10:06:35.614213
+Create Date: 2026-11-29 11:05:05.936602
 
 """
 from alembic import op
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 
 # revision identifiers, used by Alembic.
-revision = '5a3c6eaf6e4c'
+revision = '6d124784f55f'
 down_revision = None
 branch_labels = None
 depends_on = None
@@ -95,11 +95,13 @@ def upgrade():
     sa.Column('error', sa.Text(), nullable=True),
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
     sa.Column('delivered_at', sa.DateTime(timezone=True), nullable=True),
+    sa.Column('next_attempt_at', sa.DateTime(timezone=True), nullable=True),
     sa.ForeignKeyConstraint(['endpoint_id'], ['webhook_endpoints.id'], name=op.f('fk_webhook_deliveries_endpoint_id_webhook_endpoints'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_webhook_deliveries'))
     )
     with op.batch_alter_table('webhook_deliveries', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_webhook_deliveries_endpoint_id'), ['endpoint_id'], unique=False)
+        batch_op.create_index(batch_op.f('ix_webhook_deliveries_next_attempt_at'), ['next_attempt_at'], unique=False)
 
     op.create_table('batches',
     sa.Column('id', sa.Integer(), nullable=False),
@@ -123,6 +125,7 @@ def upgrade():
     sa.Column('finished_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('cancelled_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('expiry_summary_sent_at', sa.DateTime(timezone=True), nullable=True),
+    sa.Column('expiry_pending_since', sa.DateTime(timezone=True), nullable=True),
     sa.ForeignKeyConstraint(['created_by_id'], ['users.id'], name=op.f('fk_batches_created_by_id_users'), ondelete='SET NULL'),
     sa.ForeignKeyConstraint(['template_version_id'], ['template_versions.id'], name=op.f('fk_batches_template_version_id_template_versions')),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_batches')),
@@ -175,6 +178,7 @@ def upgrade():
     sa.Column('reminder_count', sa.Integer(), nullable=False),
     sa.Column('last_reminder_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('expires_at', sa.DateTime(timezone=True), nullable=True),
+    sa.Column('deadline_days', sa.Integer(), nullable=True),
     sa.Column('attempts', sa.Integer(), nullable=False),
     sa.Column('error_message', sa.Text(), nullable=True),
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
@@ -183,9 +187,14 @@ def upgrade():
     sa.UniqueConstraint('token_hash', name=op.f('uq_signing_requests_token_hash'))
     )
     with op.batch_alter_table('signing_requests', schema=None) as batch_op:
-        batch_op.create_index('ix_signing_requests_batch_email', ['batch_id', 'email'], unique=False)
-        batch_op.create_index('ix_signing_requests_batch_status', ['batch_id', 'status'], unique=False)
+        batch_op.create_index('ix_signing_requests_batch_changed_id', ['batch_id', 'status_changed_at', 'id'], unique=False)
+        batch_op.create_index('ix_signing_requests_batch_email_id', ['batch_id', 'email', 'id'], unique=False)
+        batch_op.create_index('ix_signing_requests_batch_id_id', ['batch_id', 'id'], unique=False)
+        batch_op.create_index('ix_signing_requests_batch_name_id', ['batch_id', 'name', 'id'], unique=False)
+        batch_op.create_index('ix_signing_requests_batch_status_id', ['batch_id', 'status', 'id'], unique=False)
+        batch_op.create_index('ix_signing_requests_signed', ['signed_at'], unique=False, postgresql_where=sa.text("status = 'signed'"), sqlite_where=sa.text("status = 'signed'"))
         batch_op.create_index('ix_signing_requests_waiting', ['batch_id', 'sent_at'], unique=False, postgresql_where=sa.text("status IN ('sent','opened')"), sqlite_where=sa.text("status IN ('sent','opened')"))
+        batch_op.create_index('ix_signing_requests_waiting_expiry', ['expires_at'], unique=False, postgresql_where=sa.text("status IN ('sent','opened')"), sqlite_where=sa.text("status IN ('sent','opened')"))
         batch_op.create_index('ix_signing_requests_working', ['status', 'status_changed_at'], unique=False, postgresql_where=sa.text("status IN ('pending','generating','generated','sending')"), sqlite_where=sa.text("status IN ('pending','generating','generated','sending')"))
 
     op.create_table('documents',
@@ -269,9 +278,14 @@ def downgrade():
     op.drop_table('documents')
     with op.batch_alter_table('signing_requests', schema=None) as batch_op:
         batch_op.drop_index('ix_signing_requests_working', postgresql_where=sa.text("status IN ('pending','generating','generated','sending')"), sqlite_where=sa.text("status IN ('pending','generating','generated','sending')"))
+        batch_op.drop_index('ix_signing_requests_waiting_expiry', postgresql_where=sa.text("status IN ('sent','opened')"), sqlite_where=sa.text("status IN ('sent','opened')"))
         batch_op.drop_index('ix_signing_requests_waiting', postgresql_where=sa.text("status IN ('sent','opened')"), sqlite_where=sa.text("status IN ('sent','opened')"))
-        batch_op.drop_index('ix_signing_requests_batch_status')
-        batch_op.drop_index('ix_signing_requests_batch_email')
+        batch_op.drop_index('ix_signing_requests_signed', postgresql_where=sa.text("status = 'signed'"), sqlite_where=sa.text("status = 'signed'"))
+        batch_op.drop_index('ix_signing_requests_batch_status_id')
+        batch_op.drop_index('ix_signing_requests_batch_name_id')
+        batch_op.drop_index('ix_signing_requests_batch_id_id')
+        batch_op.drop_index('ix_signing_requests_batch_email_id')
+        batch_op.drop_index('ix_signing_requests_batch_changed_id')
 
     op.drop_table('signing_requests')
     with op.batch_alter_table('exports', schema=None) as batch_op:
@@ -284,6 +298,7 @@ def downgrade():
 
     op.drop_table('batches')
     with op.batch_alter_table('webhook_deliveries', schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f('ix_webhook_deliveries_next_attempt_at'))
         batch_op.drop_index(batch_op.f('ix_webhook_deliveries_endpoint_id'))
 
     op.drop_table('webhook_deliveries')
