@@ -67,6 +67,14 @@ def load_config(overrides: dict | None = None) -> dict:
         "SIGNING_RATE_LIMIT": env.get("SIGNING_RATE_LIMIT", "60 per minute"),
         # Reverse proxies in front of the app that append to X-Forwarded-For (0: clients connect directly).
         "PROXY_HOPS": _int("PROXY_HOPS", 0),
+        # Retries: RQ waits RETRY_BACKOFF_SECONDS × 1, 2, 4 …; the jobs give up after these many tries.
+        "RETRY_BACKOFF_SECONDS": _int("RETRY_BACKOFF_SECONDS", 10),
+        "RENDER_MAX_ATTEMPTS": _int("RENDER_MAX_ATTEMPTS", 3),
+        "MAIL_MAX_ATTEMPTS": _int("MAIL_MAX_ATTEMPTS", 5),
+        "SEAL_MAX_ATTEMPTS": _int("SEAL_MAX_ATTEMPTS", 3),
+        # The throttle's window (MAIL_RATE_PER_MINUTE per this many seconds) and how long a send may wait for it.
+        "MAIL_RATE_WINDOW_SECONDS": _int("MAIL_RATE_WINDOW_SECONDS", 60),
+        "THROTTLE_MAX_WAIT_SECONDS": _int("THROTTLE_MAX_WAIT_SECONDS", 120),
         "MAX_UPLOAD_MB": _int("MAX_UPLOAD_MB", 50),
         "SESSION_COOKIE_SECURE": _bool(env.get("SESSION_COOKIE_SECURE", "false")),
         "VAR_DIR": str(VAR_DIR),
@@ -110,6 +118,8 @@ def _derive(cfg: dict) -> None:
     cfg["SESSION_COOKIE_SAMESITE"] = "Lax"
     cfg["REMEMBER_COOKIE_HTTPONLY"] = True
     cfg["REMEMBER_COOKIE_SAMESITE"] = "Lax"
+    # "Remember me" is a long-lived login: behind TLS it must not travel over plain http either.
+    cfg["REMEMBER_COOKIE_SECURE"] = cfg["SESSION_COOKIE_SECURE"]
     cfg["WTF_CSRF_TIME_LIMIT"] = None
     cfg["BABEL_DEFAULT_LOCALE"] = "en"
     cfg["LANGUAGES"] = ("en", "ru")

@@ -47,13 +47,13 @@ def backoff(max_attempts: int) -> Retry:
 
     The jobs count attempts in the database and give up themselves; RQ only does the waiting.
     """
-    base = current_app.config.get("RETRY_BACKOFF_SECONDS", 10)
+    base = current_app.config["RETRY_BACKOFF_SECONDS"]
     return Retry(max=max_attempts, interval=[base * 2 ** n for n in range(max_attempts)])
 
 
 def enqueue_renders(request_ids: Sequence[int]) -> int:
     """Queue the PDF step for these requests (they must be committed in ``pending``)."""
-    attempts = current_app.config.get("RENDER_MAX_ATTEMPTS", 3)
+    attempts = current_app.config["RENDER_MAX_ATTEMPTS"]
     return enqueue_unique(get_queue("pdf"), "bulksign.jobs.pdf.render", list(request_ids), RENDER_JOB,
                           retry=backoff(attempts))
 
@@ -61,6 +61,6 @@ def enqueue_renders(request_ids: Sequence[int]) -> int:
 def enqueue_sends(mail_ids: Sequence[int]) -> int:
     """Queue the send step for these outgoing mails (committed rows in ``queued``)."""
     # One more than the SMTP bound: a job that found the throttle busy for too long retries too.
-    attempts = current_app.config.get("MAIL_MAX_ATTEMPTS", 5) + 1
+    attempts = current_app.config["MAIL_MAX_ATTEMPTS"] + 1
     return enqueue_unique(get_queue("mail"), "bulksign.jobs.mail.send", list(mail_ids), SEND_JOB,
                           retry=backoff(attempts))

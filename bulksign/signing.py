@@ -242,7 +242,7 @@ def enqueue_seal(request_ids: list[int]) -> int:
 
     # A storage or database hiccup is retried by RQ; the periodic ``seal_missing`` catches the rest.
     return enqueue_unique(get_queue("pdf"), "bulksign.jobs.seal.seal", request_ids, SEAL_JOB,
-                          retry=backoff(current_app.config.get("SEAL_MAX_ATTEMPTS", 3)))
+                          retry=backoff(current_app.config["SEAL_MAX_ATTEMPTS"]))
 
 
 def build_decline_notice(session: Session, mail, app):

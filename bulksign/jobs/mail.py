@@ -125,7 +125,7 @@ def send(mail_id: int) -> str:
         mail.status = "cancelled"
         session.commit()
         return "skipped: request cancelled"
-    limit = app.config.get("MAIL_MAX_ATTEMPTS", 5)
+    limit = app.config["MAIL_MAX_ATTEMPTS"]
     if mail.attempts >= limit:
         # Claims are counted before the send, so even a worker that dies every time gives up.
         return _finish(mail, "failed", f"The mail could not be delivered after {mail.attempts} attempts: "
@@ -136,8 +136,8 @@ def send(mail_id: int) -> str:
         load_request(session, mail.request_id)  # one query instead of a lazy load per relationship
 
     throttle = MailThrottle(get_redis(), rate=app.config["MAIL_RATE_PER_MINUTE"],
-                            window_seconds=app.config.get("MAIL_RATE_WINDOW_SECONDS", 60))
-    if not throttle.acquire(max_wait_seconds=app.config.get("THROTTLE_MAX_WAIT_SECONDS", 120)).allowed:
+                            window_seconds=app.config["MAIL_RATE_WINDOW_SECONDS"])
+    if not throttle.acquire(max_wait_seconds=app.config["THROTTLE_MAX_WAIT_SECONDS"]).allowed:
         mail.attempts -= 1  # waiting is not failing
         _back_to_generated(mail)
         raise TransientFailure("mail throttle busy")

@@ -45,7 +45,7 @@ def render(request_id: int) -> str:
     if request.batch.status == "pending":
         mark_batch_started(session, batch_id=request.batch_id, now=now)
     session.commit()
-    limit = current_app.config.get("RENDER_MAX_ATTEMPTS", 3)
+    limit = current_app.config["RENDER_MAX_ATTEMPTS"]
     if request.attempts > limit:
         # Restarted by the reconciler again and again: the worker dies on this document.
         return _fail(request, f"The document could not be rendered after {limit} attempts "
@@ -88,7 +88,7 @@ def render(request_id: int) -> str:
 
 def _retry_or_fail(request: SigningRequest, message: str, *, detail: str) -> str:
     session = db.session
-    if request.attempts >= current_app.config.get("RENDER_MAX_ATTEMPTS", 3):
+    if request.attempts >= current_app.config["RENDER_MAX_ATTEMPTS"]:
         return _fail(request, f"{message} (gave up after {request.attempts} attempts)", detail=detail)
     transition(session, request.id, frm=Status.GENERATING, to=Status.PENDING, now=utcnow(),
                error_message=message, details={"retry": request.attempts})
