@@ -180,11 +180,19 @@ def run_jobs(app):
     """Run real RQ workers in burst mode until the given queues are empty; returns how many jobs ran."""
     from bulksign.jobs.worker import AppWorker
 
+    class CountingWorker(AppWorker):
+        # RQ keeps its job counters in Redis only, and a burst worker deletes its key on exit.
+        performed = 0
+
+        def perform_job(self, job, queue):
+            self.performed += 1
+            return super().perform_job(job, queue)
+
     def run(*queues: str, max_jobs: int | None = None) -> int:
         names = queues or QUEUE_NAMES
-        worker = AppWorker([get_queue(n) for n in names], connection=get_redis())
+        worker = CountingWorker([get_queue(n) for n in names], connection=get_redis())
         worker.work(burst=True, max_jobs=max_jobs, logging_level="WARNING", with_scheduler=True)
-        return worker.successful_job_count + worker.failed_job_count
+        return worker.performed
 
     return run
 

@@ -137,3 +137,9 @@ def test_tick_runs_expiry_and_reminders_and_the_scheduler_registers_them_once(ap
     ids = [job.id for job in Scheduler(connection=get_redis()).get_jobs()]
     assert sum(1 for i in ids if i.startswith("periodic-reminders-")) == 1
     assert sum(1 for i in ids if i.startswith("periodic-expiry-")) == 1
+
+
+def test_the_test_worker_reports_how_many_jobs_it_ran(app, run_jobs):
+    for _ in range(3):
+        get_queue("default").enqueue("bulksign.jobs.periodic.run_periodic", "bulksign.jobs.periodic.rollup_batches")
+    assert run_jobs("default") == 3
