@@ -22,6 +22,10 @@ WKHTMLTOPDF_OPTIONS: dict[str, str] = {
     "margin-bottom": "20mm",
     "margin-left": "20mm",
     "margin-right": "20mm",
+    # No network either: every http(s) load goes to a proxy on port 0, which refuses at once. The template
+    # check refuses external URLs, but an HTML parser differential (``<!--><iframe src=…>``) got past it and
+    # read internal services (/metrics, /healthz) into the PDF.
+    "proxy": "http://127.0.0.1:0",
     "load-error-handling": "abort",
     "load-media-error-handling": "abort",
 }
