@@ -9,7 +9,7 @@ from datetime import datetime
 from html.parser import HTMLParser
 
 from jinja2 import TemplateSyntaxError, meta, nodes
-from jinja2.exceptions import SecurityError
+from jinja2.exceptions import SecurityError, TemplateRuntimeError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -289,21 +289,24 @@ def _compiled(env_name: str, source: str):
     return (sandbox if env_name == "html" else text_sandbox).from_string(source)
 
 
-def render_html(source: str, context: dict) -> str:
-    """Render a document template to HTML: every value is escaped, nothing outside ``context`` is reachable."""
+def _render(env_name: str, source: str, context: dict) -> str:
     try:
-        return _compiled("html", source).render(context)
+        return _compiled(env_name, source).render(context)
     except TemplateSyntaxError as exc:
         raise TemplateError(exc.message or "syntax error", exc.lineno) from None
     except SecurityError as exc:
         raise TemplateError(f"The template tried something that is not allowed: {exc}") from None
+    # An expression that fails on the row's values ({{ name.first }}, {{ 1/0 }}, {{ 'a' + 1 }}) is the
+    # template's fault: a clear refusal, not a 500 on the preview or a render job that dies unexplained.
+    except (TemplateRuntimeError, ArithmeticError, LookupError, TypeError, ValueError) as exc:
+        raise TemplateError(f"The template could not be filled in: {exc}") from None
+
+
+def render_html(source: str, context: dict) -> str:
+    """Render a document template to HTML: every value is escaped, nothing outside ``context`` is reachable."""
+    return _render("html", source, context)
 
 
 def render_text(source: str, context: dict) -> str:
     """Render a mail subject or plain-text body."""
-    try:
-        return _compiled("text", source).render(context)
-    except TemplateSyntaxError as exc:
-        raise TemplateError(exc.message or "syntax error", exc.lineno) from None
-    except SecurityError as exc:
-        raise TemplateError(f"The template tried something that is not allowed: {exc}") from None
+    return _render("text", source, context)
