@@ -213,3 +213,243 @@ def test_login_signing_and_verify_are_rate_limited_with_a_friendly_page(make_app
     # /verify shares the recipients' budget: a guesser cannot switch to it.
     assert client.get("/verify").status_code == 429
     assert client.post(f"/sign/{'g' * 43}/sign", data={"name": "x", "csrf_token": token}).status_code == 429
+
+
+# --- XSS: what staff and recipients typed is text on every page, mail and PDF ---------------------
+
+SCRIPT = "<script>alert(1)</script>"
+ATTRIBUTE = '"><img src=x onerror=alert(1)>'
+#: The dangerous fragments of both payloads, which must never reach HTML unescaped.
+RAW = ("<script>alert(1)", "<img src=x onerror")
+#: A row value that would pull a local file into the PDF if it were not escaped.
+FILE_ROW = '<iframe src="file:///etc/passwd"></iframe><img src="file:///etc/passwd">'
+XSS_HTML = ('<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'"><h1>Contract</h1>'
+            '<p>For {{ name }}, salary {{ salary }}.</p></body>')
+
+
+def _assert_escaped(body: str, where: str) -> None:
+    for raw in RAW:
+        assert raw not in body, f"{raw!r} unescaped on {where}"
+
+
+@pytest.fixture
+def hostile(app, users, smtp, run_jobs):
+    """A batch whose template, batch, recipients, decline reason and error text all carry script payloads,
+    taken through the real pipeline (PDF render, invitation mail) and a real decline."""
+    from bulksign.links import issue_link
+    from bulksign.models import SigningRequest, utcnow
+    from bulksign.pipeline import enqueue_renders
+    from bulksign.signing import decline
+    from tests.support.batches import make_batch, request_ids
+
+    now = utcnow()
+    batch_id = make_batch(now=now, user=users["staff"], html=XSS_HTML, name=f"Batch {SCRIPT} {ATTRIBUTE}",
+                          recipients=[("xss1@example.com", f"Eve {SCRIPT}"), ("xss2@example.com", f"Mal {ATTRIBUTE}"),
+                                      ("xss3@example.com", FILE_ROW)])
+    ids = request_ids(batch_id)
+    enqueue_renders(ids)
+    run_jobs("pdf", "mail")
+    token = issue_link(db.session, request_id=ids[1], secret=app.config["SECRET_KEY"], now=now)
+    db.session.commit()
+    assert decline(db.session, request_id=ids[1], now=now, reason=f"No {SCRIPT} {ATTRIBUTE}", ip="127.0.0.1",
+                   user_agent=f"UA {SCRIPT}").status == "declined"
+    run_jobs("mail")
+    failed = SigningRequest(batch_id=batch_id, row_number=9, email=f'x{ATTRIBUTE}@example.com', name=SCRIPT,
+                            data={"name": SCRIPT}, status="failed", error_message=f"Error {SCRIPT} {ATTRIBUTE}",
+                            created_at=now, status_changed_at=now)
+    db.session.add(failed)
+    db.session.commit()
+    return {"batch_id": batch_id, "ids": [*ids, failed.id], "token": token}
+
+
+def _caught_into_mailbox(app, smtp) -> list[str]:
+    """The mails the SMTP server received, dropped where the admin mailbox reads them."""
+    from pathlib import Path
+
+    folder = Path(app.config["VAR_DIR"]) / "mailbox"
+    folder.mkdir(parents=True, exist_ok=True)
+    names = []
+    for i, received in enumerate(smtp.received):
+        name = f"{1_800_000_000 + i}.000000-{i:08x}.eml"
+        (folder / name).write_bytes(received.message.as_bytes())
+        names.append(name)
+    return names
+
+
+def test_script_payloads_render_escaped_on_every_staff_page(app, client, auth, hostile, smtp):
+    from bulksign.models import Batch
+
+    batch_id = hostile["batch_id"]
+    template_id = db.session.get(Batch, batch_id).template_version.template_id
+    mails = _caught_into_mailbox(app, smtp)
+    assert mails
+    auth.login_admin()
+    pages = ["/", "/batches/", f"/batches/?q={SCRIPT}", f"/batches/{batch_id}", f"/batches/{batch_id}/requests",
+             f"/batches/{batch_id}/progress", f"/batches/{batch_id}/requests?q={ATTRIBUTE}",
+             f"/batches/{batch_id}/requests?status={SCRIPT}", f"/batches/{batch_id}/requests?sort={ATTRIBUTE}",
+             f"/batches/{batch_id}/requests?cursor={SCRIPT}", f"/batches/{batch_id}?status=failed",
+             "/templates/", f"/templates/{template_id}", f"/templates/{template_id}/edit",
+             f"/templates/{template_id}/preview", "/batches/new", "/admin/", "/admin/mailbox",
+             *[f"/batches/{batch_id}/requests/{rid}" for rid in hostile["ids"]],
+             *[f"/admin/mailbox/{name}" for name in mails]]
+    escaped_seen = 0
+    for path in pages:
+        response = client.get(path)
+        assert response.status_code in (200, 400), (path, response.status_code)
+        body = response.get_data(as_text=True)
+        _assert_escaped(body, path)
+        escaped_seen += "&lt;script&gt;alert(1)&lt;/script&gt;" in body or "&#34;&gt;&lt;img src=x" in body
+    assert escaped_seen >= 10  # the payloads were on the pages, escaped (not merely absent)
+    timeline = client.get(f"/batches/{batch_id}/requests/{hostile['ids'][1]}").get_data(as_text=True)
+    assert "No &lt;script&gt;alert(1)&lt;/script&gt;" in timeline  # the decline reason
+
+
+def test_script_payloads_are_escaped_in_the_html_part_of_every_mail(hostile, smtp):
+    assert len(smtp.received) >= 3  # two invitations and the owner's decline notice
+    for received in smtp.received:
+        html = received.html()
+        if html:
+            _assert_escaped(html, f"mail {received.subject}")
+    notices = smtp.to("staff@example.com")
+    assert notices and f"No {SCRIPT}" in notices[0].text()  # the owner reads the reason as plain text
+    invitations = [m for m in smtp.received if m.html()]
+    assert any("Eve &lt;script&gt;alert(1)&lt;/script&gt;" in m.html() for m in invitations)
+
+
+def _pdf_text(data: bytes) -> str:
+    return subprocess.run(["pdftotext", "-enc", "UTF-8", "-", "-"], input=data, capture_output=True, timeout=30,
+                          check=True).stdout.decode()
+
+
+#: PDF objects that run or open something: none may be in a document made from a row.
+ACTIVE_PDF = (b"/JavaScript", b"/JS", b"/Launch", b"/OpenAction", b"/AA", b"/EmbeddedFile", b"/RichMedia",
+              b"/SubmitForm")
+
+
+def _assert_inert(pdf: bytes, where: str) -> None:
+    for marker in ACTIVE_PDF:
+        assert marker not in pdf, f"{marker!r} in {where}"
+
+
+def test_script_payloads_are_literal_text_in_the_pdfs_with_no_active_content(app, hostile):
+    from bulksign.models import Document
+    from bulksign.storage import get_storage
+
+    documents = db.session.scalars(db.select(Document).where(Document.request_id.in_(hostile["ids"][:3]))).all()
+    assert len(documents) == 3
+    texts = []
+    for document in documents:
+        pdf = get_storage().get(document.storage_key)
+        _assert_inert(pdf, document.storage_key)
+        texts.append(_pdf_text(pdf))
+    joined = " ".join(" ".join(text.split()) for text in texts)
+    assert "Eve <script>alert(1)</script>" in joined
+    assert 'Mal "><img src=x onerror=alert(1)>' in joined
+    assert FILE_ROW in joined and "root:x:" not in joined
+
+
+# --- template injection and what the PDF renderer may read ----------------------------------------
+
+#: Jinja expressions that reach Python internals or app state in an unsandboxed template.
+INJECTIONS = ["{{ config }}", "{{ ''.__class__.__mro__ }}", "{{ self }}", "{{ cycler.__init__.__globals__ }}",
+              "{{ request }}", "{{ ''.__class__.__mro__[1].__subclasses__() }}", "{{ lipsum.__globals__ }}",
+              "{{ joiner.__init__.__globals__ }}", "{{ namespace.__init__.__globals__ }}", "{{ url_for.__globals__ }}",
+              "{{ g }}", "{{ session }}", "{{ ''|attr('__class__') }}", "{{ '%s' % config }}",
+              "{{ range.__self__ }}", "{% for k in self.__dict__ %}{{ k }}{% endfor %}", "{{ config.items() }}",
+              "{{ self._TemplateReference__context }}", "{{ ().__class__.__base__.__subclasses__() }}"]
+#: What would show in the output if an injection reached anything.
+LEAKS = ("test-secret-key", "SECRET_KEY", "postgresql", "<class", " at 0x", "__globals__", "builtins", "<function",
+         "<bound", "Request", "Undefined", "Config", "<module")
+
+
+def _assert_no_leak(text: str, where: str) -> None:
+    for leak in LEAKS:
+        assert leak not in text, f"{leak!r} in {where}"
+
+
+@pytest.mark.parametrize("payload", INJECTIONS)
+def test_template_expressions_cannot_reach_internals_in_documents_or_mails(app, payload):
+    from bulksign.doc_templates import TemplateError, render_html, render_text
+
+    for render in (render_html, render_text):
+        try:
+            out = render(f"<p>A {payload} B</p>", {"name": "Ann"})
+        except TemplateError:
+            continue
+        _assert_no_leak(out, f"{render.__name__}({payload})")
+    # A row value is data, never a template.
+    assert render_html("<p>{{ name }}</p>", {"name": payload}).count("{") == payload.count("{")
+
+
+def _save_template(client, html: str, **fields):
+    page = client.get("/templates/new")
+    return client.post("/templates/new", data={"csrf_token": csrf_from(page), "name": "Probe", "html": html, **fields})
+
+
+def _preview_text(client, saved) -> str | None:
+    """The text of the saved template's PDF preview, or None when the template or its render was refused."""
+    if saved.status_code != 302:
+        assert saved.status_code == 422, saved.status_code
+        return None
+    preview = client.get(saved.headers["Location"].rstrip("/") + "/preview.pdf")
+    if preview.status_code == 422:
+        return None
+    assert preview.status_code == 200
+    _assert_inert(preview.data, "preview")
+    return _pdf_text(preview.data)
+
+
+@pytest.mark.parametrize("payload", ["{{ config }}", "{{ ''.__class__.__mro__ }}", "{{ self }}",
+                                     "{{ cycler.__init__.__globals__ }}", "{{ request }}"])
+def test_template_injection_through_the_template_pages_shows_nothing_harmful(client, auth, payload):
+    auth.login()
+    saved = _save_template(client, f"<p>A {payload} B</p>", email_subject=f"S {payload}", email_body=f"B {payload}")
+    _assert_no_leak(saved.get_data(as_text=True), "the form")
+    text = _preview_text(client, saved)
+    if text is not None:
+        _assert_no_leak(text, f"the preview of {payload}")
+
+
+@pytest.mark.parametrize("expression", ["{{ name.first.last }}", "{{ 1/0 }}", "{{ name + 1 }}", "{{ range(10**6) }}",
+                                        "{{ '%d' % name }}", "{{ name.items() }}"])
+def test_a_template_that_fails_on_its_values_is_a_clear_422_never_a_500(client, auth, expression):
+    auth.login()
+    saved = _save_template(client, f"<p>{expression}</p>")
+    preview = client.get(saved.headers["Location"].rstrip("/") + "/preview.pdf") if saved.status_code == 302 else saved
+    assert preview.status_code == 422, (expression, preview.status_code)
+    assert "could not be filled in" in preview.get_data(as_text=True) or saved.status_code == 422
+
+
+FILE_READS = [
+    '<iframe src="file:///etc/passwd" width="600" height="900"></iframe>',
+    '<img src="file:///etc/passwd">',
+    '<object data="file:///etc/passwd" type="text/plain" width="600" height="900"></object>',
+    '<embed src="file:///etc/passwd" type="text/plain">',
+    '<link rel="stylesheet" href="file:///etc/passwd">',
+    '<style>@import url("file:///etc/passwd");</style><p>x</p>',
+    '<p style="background:url(file:///etc/passwd)">x</p>',
+    '<iframe src="/etc/passwd" width="600" height="900"></iframe>',
+    '<iframe src="../../../../../../etc/passwd" width="600" height="900"></iframe>',
+    '<iframe src="FiLe:///etc/passwd"></iframe>',
+    '<iframe src="fi\nle:///etc/passwd"></iframe>',
+    '<base href="file:///etc/"><iframe src="passwd" width="600" height="900"></iframe>',
+    '<meta http-equiv="refresh" content="0;url=file:///etc/passwd">',
+    # Python's HTML parser reads "<!-->" as an open comment, WebKit as an empty one.
+    '<!--><iframe src="file:///etc/passwd" width="600" height="900"></iframe>-->',
+]
+
+
+@pytest.mark.parametrize("html", FILE_READS)
+def test_a_template_cannot_read_a_local_file_into_the_pdf(client, auth, html):
+    auth.login()
+    text = _preview_text(client, _save_template(client, f"<p>Contract</p>{html}"))
+    assert text is None or "root:x:" not in text
+
+
+def test_a_template_cannot_read_internal_web_services_into_the_pdf(client, auth, live_server):
+    """The PDF renderer runs next to internal services (/metrics from loopback, cloud metadata): no network."""
+    auth.login()
+    for html in (f'<!--><iframe src="{live_server}/healthz" width="600" height="300"></iframe>-->',
+                 f'<!--><iframe src="{live_server}/metrics" width="600" height="900"></iframe>-->'):
+        text = _preview_text(client, _save_template(client, f"<p>Contract</p>{html}"))
+        assert text is None or ("database" not in text and "bulksign_" not in text), text
