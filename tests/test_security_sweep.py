@@ -453,3 +453,130 @@ def test_a_template_cannot_read_internal_web_services_into_the_pdf(client, auth,
                  f'<!--><iframe src="{live_server}/metrics" width="600" height="900"></iframe>-->'):
         text = _preview_text(client, _save_template(client, f"<p>Contract</p>{html}"))
         assert text is None or ("database" not in text and "bulksign_" not in text), text
+
+
+# --- path traversal ------------------------------------------------------------------------------
+
+TRAVERSALS = ["../../../../../../etc/passwd", "..%2f..%2f..%2f..%2fetc%2fpasswd", "%2e%2e%2f%2e%2e%2fetc%2fpasswd",
+              "%252e%252e%252fetc%252fpasswd", "..\\..\\..\\etc\\passwd", "/etc/passwd", "%2fetc%2fpasswd",
+              "....//....//etc/passwd", "..%00/etc/passwd"]
+#: What a leaked file would show: /etc/passwd, or our own source code or settings.
+LEAKED = ("root:x:", "SECRET_KEY", "def create_app", "import ")
+
+
+@pytest.mark.parametrize("key", ["../x", "a/../../b", "/etc/passwd", "%2e%2e%2fetc%2fpasswd", "..%2fx",
+                                 "a/%2e%2e/b", "a\\..\\b", "a/\x00/b", "C:\\Windows\\win.ini", "a/../" * 3 + "b"])
+def test_storage_keys_that_could_leave_the_storage_root_are_refused_by_every_backend(tmp_path, key):
+    from bulksign.storage import InvalidKey, LocalStorage, check_key
+
+    with pytest.raises(InvalidKey):
+        check_key(key)  # S3Storage checks every key with the same function
+    with pytest.raises(InvalidKey):
+        LocalStorage(tmp_path / "root").get(key)
+
+
+def _assert_nothing_leaked(response, where: str) -> None:
+    assert response.status_code in (400, 403, 404, 405, 410), (where, response.status_code)
+    body = response.get_data(as_text=True)
+    for leak in LEAKED:
+        assert leak not in body, (where, leak)
+
+
+def test_download_routes_refuse_traversal_in_their_path(app, client, auth):
+    auth.login_admin()
+    for attack in TRAVERSALS:
+        for path in (f"/batches/uploads/{attack}/errors.csv", f"/admin/mailbox/{attack}", f"/admin/mailbox/{attack}.eml",
+                     f"/static/{attack}", f"/static/..%2f..%2fbulksign%2fconfig.py", f"/admin/rq/static/{attack}",
+                     "/static/../bulksign/config.py", "/admin/rq/static/..%2f..%2fweb.py",
+                     f"/sign/{attack}", f"/sign/{attack}/document", f"/sign/{attack}/signed", f"/t/{attack}"):
+            response = client.get(path, follow_redirects=True)  # werkzeug merges "//" with a 308
+            if path.startswith("/t/"):  # the pixel answers a GIF whatever it is given
+                assert response.mimetype == "image/gif"
+                continue
+            _assert_nothing_leaked(response, path)
+
+
+def test_documents_and_exports_with_a_forged_storage_key_serve_nothing(app, client, auth, users):
+    from bulksign.models import Document, Export, utcnow
+    from tests.conftest import NOW
+    from tests.support.signing_requests import make_sent_request
+
+    sent = make_sent_request(now=utcnow(), owner=users["staff"])
+    document = db.session.scalars(db.select(Document).where(Document.request_id == sent.id)).one()
+    auth.login_admin()
+    for key in ("../../../../../../etc/passwd", "/etc/passwd", "..%2f..%2fetc%2fpasswd"):
+        document.storage_key = key
+        export = Export(batch_id=sent.batch_id, status="ready", storage_key=key, created_at=NOW)
+        db.session.add(export)
+        db.session.commit()
+        original = client.get(f"/sign/{sent.token}/document")
+        assert original.status_code == 503 and "root:x:" not in original.get_data(as_text=True), key
+        _assert_nothing_leaked(client.get(f"/batches/{sent.batch_id}/exports/{export.id}/download"), key)
+
+
+# --- CSV / formula injection ---------------------------------------------------------------------
+
+FORMULAS = ["=1+1", "+1+1", "-1+1", "@SUM(A1)", "\t=1+1", "\r=1+1", "=HYPERLINK(\"http://evil.example\",\"x\")",
+            "=cmd|' /C calc'!A0"]
+
+
+def _assert_no_formula_cell(rows: list[list[str]], *, skip_columns: int = 0) -> int:
+    from bulksign.exports import FORMULA_START
+
+    cells = 0
+    for row in rows[1:]:
+        for cell in row[skip_columns:]:
+            assert not cell.startswith(FORMULA_START), row
+            cells += 1
+    return cells
+
+
+def test_recipients_csv_export_escapes_every_formula_prefix(app, client, auth, users):
+    import csv
+    import io
+
+    from bulksign.models import SigningRequest
+    from tests.conftest import NOW
+    from tests.support.batchdata import make_batch
+
+    batch = make_batch(db.session, statuses=["declined"] * len(FORMULAS), now=NOW, user_id=users["staff"].id)
+    rows = db.session.scalars(db.select(SigningRequest).where(SigningRequest.batch_id == batch.id)
+                              .order_by(SigningRequest.id)).all()
+    for row, formula in zip(rows, FORMULAS):
+        row.name, row.decline_reason, row.error_message, row.phone = formula, formula, formula, formula
+        row.email = f"{formula}@example.com"
+    db.session.commit()
+    auth.login()
+    response = client.get(f"/batches/{batch.id}/export.csv")
+    assert response.status_code == 200
+    table = list(csv.reader(io.StringIO(response.get_data(as_text=True).lstrip("\ufeff"), newline="")))
+    assert len(table) == len(FORMULAS) + 1
+    _assert_no_formula_cell(table)
+    names = [r[table[0].index("name")] for r in table[1:]]
+    assert names == ["'" + f for f in FORMULAS]  # kept, as text
+
+
+def test_error_report_csv_escapes_every_formula_prefix(app, client, auth, users):
+    import csv
+    import io
+
+    from bulksign.doc_templates import create_template
+    from bulksign.models import utcnow
+
+    saved = create_template(db.session, name="T", html="<p>{{ name }} {{ position }}</p>", user=users["staff"],
+                            now=utcnow())
+    db.session.commit()
+    header = "email,name,position,=cmd|' /C calc'!A0,@SUM(A1),@SUM(A1)\n"
+    body = "".join(f'"{f}","{f}",,x,y,z\n' for f in FORMULAS)
+    auth.login()
+    page = client.get("/batches/new")
+    checked = client.post("/batches/new/validate", content_type="multipart/form-data", data={
+        "csrf_token": csrf_from(page), "template_id": str(saved.template.id),
+        "file": (io.BytesIO((header + body).encode()), "people.csv")})
+    assert checked.status_code in (200, 422)
+    link = re.search(r'/batches/uploads/([0-9a-f]{32})/errors\.csv', checked.get_data(as_text=True))
+    assert link, "no error report link on the check page"
+    report = client.get(link.group(0))
+    assert report.status_code == 200 and report.mimetype == "text/csv"
+    table = list(csv.reader(io.StringIO(report.get_data(as_text=True).lstrip("\ufeff"), newline="")))
+    assert _assert_no_formula_cell(table) >= 2 * len(FORMULAS)
