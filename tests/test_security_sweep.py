@@ -580,3 +580,73 @@ def test_error_report_csv_escapes_every_formula_prefix(app, client, auth, users)
     assert report.status_code == 200 and report.mimetype == "text/csv"
     table = list(csv.reader(io.StringIO(report.get_data(as_text=True).lstrip("\ufeff"), newline="")))
     assert _assert_no_formula_cell(table) >= 2 * len(FORMULAS)
+
+
+# --- signer links never reach staff ----------------------------------------------------------------
+
+#: Listings that take the recipients filter.
+FILTERED = {"batches.detail", "batches.table", "batches.export_csv", "api_dashboard.list_requests",
+            "api_dashboard.export_csv"}
+
+
+def _staff_get_urls(app, *, batch_id: int, request_id: int, template_id: int, export_id: int) -> list[str]:
+    """Every staff GET route that can be built for this batch and request (admin pages included)."""
+    values = {"batch_id": batch_id, "request_id": request_id, "template_id": template_id, "export_id": export_id,
+              "instance_number": 0}
+    urls = []
+    for rule in _rules(app, public=False):
+        if "GET" not in rule.methods or not set(rule.arguments) <= set(values):
+            continue
+        url = _url(rule, **values)
+        urls.append(url)
+        if rule.endpoint in FILTERED:  # the filters and search the pages offer
+            urls += [f"{url}?status=sent", f"{url}?status=opened", f"{url}?q=link", f"{url}?sort=email&dir=desc"]
+    return urls
+
+
+def test_no_staff_page_export_or_api_response_contains_a_signing_link(app, client, auth, users, smtp, run_jobs):
+    from bulksign.links import current_token
+    from bulksign.models import Batch, Export, SigningRequest, User, utcnow
+    from bulksign.pipeline import enqueue_renders
+    from bulksign.signing import open_request
+    from bulksign.users import create_api_key
+    from tests.support.batches import make_batch, request_ids
+
+    now = utcnow()
+    admin_id = users["admin"].id  # the workers end the session these were loaded in
+    batch_id = make_batch(now=now, user=users["staff"], recipients=[("ann@example.com", "Ann"), ("bob@example.com", "Bob")])
+    version = db.session.get(Batch, batch_id).template_version
+    template_id = version.template_id
+    # A staff-written subject that carries the link: the mail log on staff pages must still not show it.
+    version.email_subject = "Sign {{ document_name }}: {{ signing_link }}"
+    db.session.commit()
+    ids = request_ids(batch_id)
+    enqueue_renders(ids)
+    run_jobs("pdf", "mail")
+    request = db.session.get(SigningRequest, ids[0])
+    token = current_token(request, secret=app.config["SECRET_KEY"])
+    assert token and request.status == "sent" and token in smtp.to("ann@example.com")[0].subject
+    open_request(db.session, request_id=ids[0], now=now, ip="127.0.0.1", user_agent="Browser")
+    export = Export(batch_id=batch_id, status="ready", storage_key="exports/none.zip", created_at=now)
+    db.session.add(export)
+    key = create_api_key(db.session, user=db.session.get(User, admin_id), name="sweep", now=now)
+    db.session.commit()
+    secrets = (token, f"/sign/{token}", request.token_nonce)
+
+    auth.login_admin()
+    urls = _staff_get_urls(app, batch_id=batch_id, request_id=ids[0], template_id=template_id,
+                           export_id=export.id)
+    bearer = {"Authorization": f"Bearer {key.secret}"}
+    fetched = 0
+    for url in urls:
+        response = client.get(url, headers=bearer if url.startswith("/api/") else {}, follow_redirects=True)
+        if response.status_code != 200:
+            assert response.status_code in (404, 422), (url, response.status_code)
+            continue
+        for secret in secrets:
+            assert secret.encode() not in response.data, (url, secret[:12])
+        fetched += 1
+    assert fetched >= 20
+    assert {f"/batches/{batch_id}", f"/batches/{batch_id}/requests", f"/batches/{batch_id}/export.csv",
+            f"/batches/{batch_id}/requests/{ids[0]}", f"/api/v1/batches/{batch_id}/requests",
+            f"/api/v1/batches/{batch_id}/export.csv", f"/api/v1/batches/{batch_id}"} <= set(urls)
