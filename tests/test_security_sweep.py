@@ -367,18 +367,18 @@ def _assert_no_leak(text: str, where: str) -> None:
         assert leak not in text, f"{leak!r} in {where}"
 
 
-@pytest.mark.parametrize("payload", INJECTIONS)
-def test_template_expressions_cannot_reach_internals_in_documents_or_mails(app, payload):
+def test_template_expressions_cannot_reach_internals_in_documents_or_mails(app):
     from bulksign.doc_templates import TemplateError, render_html, render_text
 
-    for render in (render_html, render_text):
-        try:
-            out = render(f"<p>A {payload} B</p>", {"name": "Ann"})
-        except TemplateError:
-            continue
-        _assert_no_leak(out, f"{render.__name__}({payload})")
-    # A row value is data, never a template.
-    assert render_html("<p>{{ name }}</p>", {"name": payload}).count("{") == payload.count("{")
+    for payload in INJECTIONS:
+        for render in (render_html, render_text):
+            try:
+                out = render(f"<p>A {payload} B</p>", {"name": "Ann"})
+            except TemplateError:
+                continue
+            _assert_no_leak(out, f"{render.__name__}({payload})")
+        # A row value is data, never a template.
+        assert render_html("<p>{{ name }}</p>", {"name": payload}).count("{") == payload.count("{")
 
 
 def _save_template(client, html: str, **fields):
@@ -399,25 +399,26 @@ def _preview_text(client, saved) -> str | None:
     return _pdf_text(preview.data)
 
 
-@pytest.mark.parametrize("payload", ["{{ config }}", "{{ ''.__class__.__mro__ }}", "{{ self }}",
-                                     "{{ cycler.__init__.__globals__ }}", "{{ request }}"])
-def test_template_injection_through_the_template_pages_shows_nothing_harmful(client, auth, payload):
+def test_template_injection_through_the_template_pages_shows_nothing_harmful(client, auth):
     auth.login()
-    saved = _save_template(client, f"<p>A {payload} B</p>", email_subject=f"S {payload}", email_body=f"B {payload}")
-    _assert_no_leak(saved.get_data(as_text=True), "the form")
-    text = _preview_text(client, saved)
-    if text is not None:
-        _assert_no_leak(text, f"the preview of {payload}")
+    for payload in INJECTIONS[:5]:
+        saved = _save_template(client, f"<p>A {payload} B</p>", email_subject=f"S {payload}",
+                               email_body=f"B {payload}")
+        _assert_no_leak(saved.get_data(as_text=True), f"the form with {payload}")
+        text = _preview_text(client, saved)
+        if text is not None:
+            _assert_no_leak(text, f"the preview of {payload}")
 
 
-@pytest.mark.parametrize("expression", ["{{ name.first.last }}", "{{ 1/0 }}", "{{ name + 1 }}", "{{ range(10**6) }}",
-                                        "{{ '%d' % name }}", "{{ name.items() }}"])
-def test_a_template_that_fails_on_its_values_is_a_clear_422_never_a_500(client, auth, expression):
+def test_a_template_that_fails_on_its_values_is_a_clear_422_never_a_500(client, auth):
     auth.login()
-    saved = _save_template(client, f"<p>{expression}</p>")
-    preview = client.get(saved.headers["Location"].rstrip("/") + "/preview.pdf") if saved.status_code == 302 else saved
-    assert preview.status_code == 422, (expression, preview.status_code)
-    assert "could not be filled in" in preview.get_data(as_text=True) or saved.status_code == 422
+    for expression in ("{{ name.first.last }}", "{{ 1/0 }}", "{{ name + 1 }}", "{{ range(10**6) }}",
+                       "{{ '%d' % name }}", "{{ name.items() }}"):
+        saved = _save_template(client, f"<p>{expression}</p>")
+        preview = (client.get(saved.headers["Location"].rstrip("/") + "/preview.pdf") if saved.status_code == 302
+                   else saved)
+        assert preview.status_code == 422, (expression, preview.status_code)
+        assert "could not be filled in" in preview.get_data(as_text=True) or saved.status_code == 422
 
 
 FILE_READS = [
@@ -439,11 +440,11 @@ FILE_READS = [
 ]
 
 
-@pytest.mark.parametrize("html", FILE_READS)
-def test_a_template_cannot_read_a_local_file_into_the_pdf(client, auth, html):
+def test_a_template_cannot_read_a_local_file_into_the_pdf(client, auth):
     auth.login()
-    text = _preview_text(client, _save_template(client, f"<p>Contract</p>{html}"))
-    assert text is None or "root:x:" not in text
+    for html in FILE_READS:
+        text = _preview_text(client, _save_template(client, f"<p>Contract</p>{html}"))
+        assert text is None or "root:x:" not in text, html
 
 
 def test_a_template_cannot_read_internal_web_services_into_the_pdf(client, auth, live_server):
