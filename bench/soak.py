@@ -34,6 +34,8 @@ from sqlalchemy import create_engine, text
 from tests.support.services import RedisServer, free_port, postgres_database
 
 ROOT = Path(__file__).resolve().parent.parent
+PDF_QUEUES = ("pdf",)
+OTHER_QUEUES = ("mail", "default", "webhooks")
 BIN = Path(sys.executable).parent
 
 TEMPLATE_HTML = """<!doctype html><html><head><meta charset="utf-8">
@@ -55,6 +57,8 @@ class SoakConfig:
     fail_share: float = 0.03
     smtp_outage_seconds: float = 60
     kill_every_seconds: float = 5
+    #: Only workers this old are killed: killing one still importing the app tests nothing.
+    kill_min_age_seconds: float = 10
     #: Recipients who open their link and sign or decline.
     signers: int = 3_000
     decline_share: float = 0.2
@@ -63,7 +67,7 @@ class SoakConfig:
 
     @classmethod
     def small(cls) -> "SoakConfig":
-        return cls(recipients=1_000, workers=3, smtp_outage_seconds=10, kill_every_seconds=4, signers=300,
+        return cls(recipients=1_000, workers=3, smtp_outage_seconds=15, kill_every_seconds=6, signers=300,
                    time_limit_seconds=600)
 
 
@@ -80,7 +84,8 @@ class Processes:
     def __init__(self, folder: Path, env: dict, cfg: SoakConfig, smtp_port: int, web_port: int):
         self.folder, self.env, self.cfg = folder, env, cfg
         self.smtp_port, self.web_port = smtp_port, web_port
-        self.workers: list[subprocess.Popen] = []
+        #: (process, queues, started at); as deployed: render workers on pdf, one on the other queues.
+        self.workers: list[tuple[subprocess.Popen, tuple[str, ...], float]] = []
         self.others: dict[str, subprocess.Popen] = {}
         self.started = 0
 
@@ -118,27 +123,34 @@ class Processes:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=20)
 
-    def start_worker(self) -> None:
+    def start_worker(self, queues: tuple[str, ...]) -> None:
         self.started += 1
-        self.workers.append(self._spawn(f"worker-{self.started}", [str(BIN / "flask"), "jobs", "worker"]))
+        proc = self._spawn(f"worker-{self.started}", [str(BIN / "flask"), "jobs", "worker", *queues])
+        self.workers.append((proc, queues, time.monotonic()))
 
-    def kill_random_worker(self, rng: random.Random) -> None:
-        alive = [w for w in self.workers if w.poll() is None]
-        if alive:
-            victim = rng.choice(alive)
-            os.killpg(victim.pid, signal.SIGKILL)
-            victim.wait(timeout=10)
+    def kill_random_worker(self, rng: random.Random) -> bool:
+        now = time.monotonic()
+        grown = [w for w in self.workers if w[0].poll() is None and now - w[2] >= self.cfg.kill_min_age_seconds]
+        if not grown:
+            return False
+        victim = rng.choice(grown)[0]
+        os.killpg(victim.pid, signal.SIGKILL)
+        victim.wait(timeout=10)
+        return True
 
     def keep_supervised(self) -> None:
         """What a process supervisor does: a worker or scheduler that died is started again."""
-        self.workers = [w for w in self.workers if w.poll() is None]
-        while len(self.workers) < self.cfg.workers:
-            self.start_worker()
+        self.workers = [w for w in self.workers if w[0].poll() is None]
+        wanted = [PDF_QUEUES] * self.cfg.workers + [OTHER_QUEUES]
+        for queues in set(wanted):
+            missing = wanted.count(queues) - sum(1 for w in self.workers if w[1] == queues)
+            for _ in range(missing):
+                self.start_worker(queues)
         if self.others.get("scheduler") and self.others["scheduler"].poll() is not None:
             self.start_scheduler()
 
     def stop_all(self) -> None:
-        for proc in self.workers + list(self.others.values()):
+        for proc in [w[0] for w in self.workers] + list(self.others.values()):
             if proc.poll() is None:
                 try:
                     os.killpg(proc.pid, signal.SIGTERM)
@@ -254,8 +266,7 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
             procs.start_smtp()
             procs.start_web()
             procs.start_scheduler()
-            for _ in range(cfg.workers):
-                procs.start_worker()
+            procs.keep_supervised()
             _wait_for_port(web_port, 30)
             base = f"http://127.0.0.1:{web_port}"
             auth = {"Authorization": f"Bearer {api_key}"}
@@ -293,8 +304,7 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
                 working = sum(counts.get(s, 0) for s in ("pending", "generating", "generated", "sending"))
                 dispatched = cfg.recipients - working
                 now = time.monotonic()
-                if now - last_kill >= cfg.kill_every_seconds and working:
-                    procs.kill_random_worker(rng)
+                if now - last_kill >= cfg.kill_every_seconds and working and procs.kill_random_worker(rng):
                     chaos.workers_killed += 1
                     last_kill = now
                 if not redis_done and dispatched >= cfg.recipients * 0.25:
@@ -339,12 +349,17 @@ def _report(cfg, engine, batch_id, folder, chaos, outcomes, create_seconds, elap
             "GROUP BY request_id HAVING count(*) > 1) x")).scalar()
         batch_status = conn.execute(text("SELECT status FROM batches WHERE id=:b"), {"b": batch_id}).scalar()
     mails = read_mail_log(folder / "mail.jsonl")
-    invitations: dict[str, int] = {}
+    invitations: dict[str, list[str]] = {}
     for mail in mails:
         if mail["message_id"].startswith("<invitation-"):
             for rcpt in mail["to"]:
-                invitations[rcpt] = invitations.get(rcpt, 0) + 1
-    twice = sum(1 for n in invitations.values() if n > 1)
+                invitations.setdefault(rcpt, []).append(mail["message_id"])
+    repeated = [ids for ids in invitations.values() if len(ids) > 1]
+    twice = len(repeated)
+    # The same Message-ID twice: a worker died between the SMTP send and marking the mail sent,
+    # and the retry re-sent that very message (mail clients show it once). Different ids would
+    # mean two links, which must never happen.
+    same_id = sum(1 for ids in repeated if len(set(ids)) == 1)
     statuses = [line.split(" ", 1)[0] for line in (folder / "access.log").read_text().splitlines() if line]
     five_xx = sum(1 for s in statuses if s.startswith("5"))
     stuck = sum(counts.get(s, 0) for s in ("pending", "generating", "generated", "sending"))
@@ -357,6 +372,7 @@ def _report(cfg, engine, batch_id, folder, chaos, outcomes, create_seconds, elap
         ("recipients with an invitation", f"{len(invitations):,}", "", None),
         ("recipients who got 2+ invitations", f"{twice} ({twice / max(total, 1):.2%})", "≤ 0.1%",
          twice / max(total, 1) <= 0.001),
+        ("… of them the same Message-ID (crash after send)", f"{same_id} of {twice}", f"= {twice}", same_id == twice),
         ("requests signed twice", str(signed_twice), "0", signed_twice == 0),
         ("mails in the busiest 60 s", f"{peak:,}", f"≤ {cfg.rate_per_minute:,}", peak <= cfg.rate_per_minute),
         ("5xx in the web log", f"{five_xx} of {len(statuses):,}", "0", five_xx == 0),
