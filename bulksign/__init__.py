@@ -21,12 +21,13 @@ def create_app(config: dict | None = None) -> Flask:
     from . import logs
     logs.init_app(app)
 
-    from . import auth, i18n
+    from . import auth, errors, i18n
     from .extensions import csrf, db, limiter, mail, migrate
 
     db.init_app(app)
     migrate.init_app(app, db, directory=str(BASE_DIR / "migrations"), render_as_batch=True)
     mail.init_app(app)
+    errors.guard_forms(app)
     csrf.init_app(app)
     limiter.init_app(app)
     i18n.init_app(app)
@@ -34,7 +35,7 @@ def create_app(config: dict | None = None) -> Flask:
 
     _register_blueprints(app)
 
-    from . import errors, cli, sqlite
+    from . import cli, sqlite
     errors.init_app(app)
     cli.init_app(app)
     sqlite.init_app(app)

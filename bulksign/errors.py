@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, jsonify, render_template, request
+from flask import Flask, abort, jsonify, render_template, request
 from flask_babel import gettext as _
 from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException
@@ -28,6 +28,15 @@ def _respond(code: int, message: str):
     if is_api_request() or request.accept_mimetypes.best == "application/json":
         return jsonify(error=message, status=code), code
     return render_template("errors/error.html", code=code, message=message), code
+
+
+def guard_forms(app: Flask) -> None:
+    """Register before CSRF protection, which crashes (AttributeError, a 500) on a multipart field without a name."""
+
+    @app.before_request
+    def _nameless_form_fields():
+        if request.method in ("POST", "PUT", "PATCH", "DELETE") and any(not isinstance(k, str) for k in request.form):
+            abort(400, description=_("The form could not be read. Go back, reload the page and try again."))
 
 
 def init_app(app: Flask) -> None:
