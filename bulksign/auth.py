@@ -83,3 +83,11 @@ def init_app(app: Flask) -> None:
                 return response
             return redirect(url_for("auth.login", next=request.full_path))
         return None
+
+    @app.after_request
+    def _not_framed_by_other_sites(response):
+        # Staff pages carry one-click actions (cancel a batch, revoke a key): no other site may frame them
+        # (clickjacking). Same-origin framing stays: the template page shows its PDF preview in an iframe.
+        response.headers.setdefault("X-Frame-Options", "SAMEORIGIN")
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        return response
