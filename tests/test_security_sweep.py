@@ -651,3 +651,23 @@ def test_no_staff_page_export_or_api_response_contains_a_signing_link(app, clien
     assert {f"/batches/{batch_id}", f"/batches/{batch_id}/requests", f"/batches/{batch_id}/export.csv",
             f"/batches/{batch_id}/requests/{ids[0]}", f"/api/v1/batches/{batch_id}/requests",
             f"/api/v1/batches/{batch_id}/export.csv", f"/api/v1/batches/{batch_id}"} <= set(urls)
+
+
+def test_no_other_site_may_frame_a_staff_page(app, client, auth):
+    """Clickjacking: a hidden frame of the batch page must not turn a click elsewhere into "cancel the batch"."""
+    auth.login_admin()
+    for path in ("/auth/login", "/", "/batches/", "/batches/new", "/templates/", "/admin/", "/admin/webhooks",
+                 "/batches/999", "/admin/rq/"):
+        response = client.get(path)
+        assert response.headers.get("X-Frame-Options") in ("DENY", "SAMEORIGIN"), path
+        assert response.headers.get("X-Content-Type-Options") == "nosniff", path
+    assert client.get(f"/sign/{'x' * 43}").headers["X-Frame-Options"] == "DENY"  # recipients: stricter still
+
+
+@pytest.mark.xfail(strict=True, reason="metrics.py trusts request.remote_addr, which behind a reverse proxy on the same "
+                                      "host (PROXY_HOPS>0) is always loopback: /metrics is open to the internet "
+                                      "unless METRICS_TOKEN is set")
+def test_metrics_behind_a_reverse_proxy_are_not_open_to_every_visitor(make_app):
+    app = make_app(PROXY_HOPS=1)
+    # The proxy connects from loopback and names the real visitor in X-Forwarded-For.
+    assert app.test_client().get("/metrics", headers={"X-Forwarded-For": "198.51.100.7"}).status_code == 403
