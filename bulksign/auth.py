@@ -9,7 +9,7 @@ from functools import wraps
 
 from flask import Flask, abort, current_app, g, jsonify, redirect, request, url_for
 from flask_babel import lazy_gettext as _l
-from flask_login import current_user, login_user
+from flask_login import current_user
 
 from .extensions import db, login_manager
 from .models import User, utcnow
@@ -51,7 +51,9 @@ def _authenticate_api() -> None:
         abort(401)
     db.session.commit()
     g.api_user = user
-    login_user(user, remember=False, fresh=False)
+    # current_user for this request only. login_user() would write the session: every API answer carried a
+    # staff login cookie that kept working in the web UI after the key was revoked.
+    g._login_user = user
 
 
 def init_app(app: Flask) -> None:
