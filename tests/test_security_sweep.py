@@ -671,3 +671,20 @@ def test_metrics_behind_a_reverse_proxy_are_not_open_to_every_visitor(make_app):
     app = make_app(PROXY_HOPS=1)
     # The proxy connects from loopback and names the real visitor in X-Forwarded-For.
     assert app.test_client().get("/metrics", headers={"X-Forwarded-For": "198.51.100.7"}).status_code == 403
+
+
+def test_an_api_key_never_becomes_a_web_session_that_outlives_it(app, make_app, users):
+    from bulksign.models import utcnow
+    from bulksign.users import create_api_key, revoke_api_key
+
+    key = create_api_key(db.session, user=users["admin"], name="ci", now=utcnow())
+    db.session.commit()
+    # An app with no context pushed by the test: each request gets its own, as in production.
+    client = make_app().test_client()
+    response = client.get("/api/v1/me", headers={"Authorization": f"Bearer {key.secret}"})
+    assert response.status_code == 200 and response.get_json()["email"] == "admin@example.com"
+    assert not response.headers.getlist("Set-Cookie")
+    revoke_api_key(db.session, key_id=key.key.id, now=utcnow())
+    db.session.commit()
+    assert client.get("/admin/").status_code == 302  # the cookie jar of a leaked key's client opens nothing
+    assert client.get("/api/v1/me", headers={"Authorization": f"Bearer {key.secret}"}).status_code == 401
