@@ -153,3 +153,11 @@ def test_the_queues_link_is_in_the_navigation_for_admins_only(client, auth):
     auth.login_admin()
     g.pop("_login_user", None)
     assert 'href="/admin/rq/"' in client.get("/batches/").get_data(as_text=True)
+
+
+def test_metrics_behind_a_local_reverse_proxy_judge_the_forwarded_visitor(make_app):
+    app = make_app(PROXY_HOPS=1)
+    with app.app_context():
+        client = app.test_client()
+        assert client.get("/metrics", headers={"X-Forwarded-For": "198.51.100.7"}).status_code == 403
+        assert client.get("/metrics", headers={"X-Forwarded-For": "127.0.0.1"}).status_code == 200

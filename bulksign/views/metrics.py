@@ -1,4 +1,7 @@
-"""``GET /metrics`` in Prometheus text format: with ``Authorization: Bearer <METRICS_TOKEN>``, or from loopback."""
+"""``GET /metrics`` in Prometheus text format: with ``Authorization: Bearer <METRICS_TOKEN>``, or from loopback.
+
+Loopback means the visitor's own address, as ``PROXY_HOPS`` trusted proxies report it.
+"""
 from __future__ import annotations
 
 import hmac
@@ -11,6 +14,7 @@ from ..auth import public
 from ..extensions import QUEUE_NAMES, db, get_queue
 from ..metrics import registry_for, snapshot
 from ..models import utcnow
+from .signing import client_ip
 
 bp = Blueprint("metrics", __name__)
 
@@ -21,7 +25,8 @@ def _allowed() -> bool:
     if token:
         return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
     try:
-        return ipaddress.ip_address(request.remote_addr or "").is_loopback
+        # Behind PROXY_HOPS proxies on this host every connection is local: judge the visitor they name.
+        return ipaddress.ip_address(client_ip()).is_loopback
     except ValueError:
         return False
 
