@@ -5,6 +5,7 @@ instead of the session cookie, and answer JSON.
 """
 from __future__ import annotations
 
+import hmac
 from functools import wraps
 
 from flask import Flask, abort, current_app, g, jsonify, redirect, request, url_for
@@ -64,7 +65,10 @@ def init_app(app: Flask) -> None:
 
     @login_manager.user_loader
     def load_user(user_id: str) -> User | None:
-        return db.session.get(User, int(user_id)) if user_id.isdigit() else None
+        raw_id = user_id.partition(":")[0]
+        user = db.session.get(User, int(raw_id)) if raw_id.isdigit() else None
+        # A session made before a password change names the old password's stamp: it is over.
+        return user if user is not None and hmac.compare_digest(user.get_id(), user_id) else None
 
     @app.before_request
     def _default_deny():

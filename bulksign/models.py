@@ -1,6 +1,7 @@
 """Tables only. Rules live in the domain modules; statuses change only through ``states.transition``."""
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime, timezone
 
 from flask_login import UserMixin
@@ -60,6 +61,10 @@ class User(UserMixin, db.Model):
     @property
     def is_active(self) -> bool:  # Flask-Login refuses inactive users
         return not self.disabled
+
+    def get_id(self) -> str:
+        # What the session and "remember me" cookies hold: a new password ends every login made with the old one.
+        return f"{self.id}:{hashlib.sha256(self.password_hash.encode()).hexdigest()[:16]}"
 
 
 class ApiKey(db.Model):
