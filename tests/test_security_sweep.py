@@ -679,3 +679,20 @@ def test_an_api_key_never_becomes_a_web_session_that_outlives_it(app, make_app, 
     db.session.commit()
     assert client.get("/admin/").status_code == 302  # the cookie jar of a leaked key's client opens nothing
     assert client.get("/api/v1/me", headers={"Authorization": f"Bearer {key.secret}"}).status_code == 401
+
+
+def test_a_password_reset_ends_the_sessions_made_with_the_old_password(make_app, users):
+    from bulksign.models import User
+    from bulksign.users import set_password
+
+    staff_id = users["staff"].id
+    client = make_app().test_client()  # its own app context per request, as in production
+    page = client.get("/auth/login")
+    client.post("/auth/login", data={"email": "staff@example.com", "password": "staff-password", "remember": "1",
+                                     "csrf_token": csrf_from(page)})
+    assert client.get("/batches/").status_code == 200
+    set_password(db.session, user=db.session.get(User, staff_id), password="a-new-password-7")
+    db.session.commit()
+    assert client.get("/batches/").status_code == 302  # neither the session nor "remember me" lets it back in
+    client.delete_cookie("session")
+    assert client.get("/batches/").status_code == 302
