@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import io
-from datetime import date
+from datetime import date, datetime
 
 import openpyxl
 import pytest
@@ -210,6 +210,28 @@ def test_damaged_workbooks_never_crash_the_reader(flips, cut):
         data[position] = value
     try:
         report = check(bytes(data[:cut]), filename="people.xlsx")
+    except UploadError as exc:
+        assert exc.message and 400 <= exc.status < 500
+    else:
+        assert report.total_rows == report.valid_rows + report.invalid_rows
+
+
+#: What a cell of a real workbook can hold (openpyxl refuses control characters in strings, as Excel does).
+cells = st.one_of(
+    st.none(), st.booleans(), st.integers(-10**20, 10**20), st.floats(allow_nan=True, allow_infinity=True),
+    st.datetimes(min_value=datetime(1900, 3, 1)), st.dates(min_value=date(1900, 3, 1)),
+    st.text(st.characters(blacklist_categories=("Cc", "Cs")), max_size=60),
+    st.sampled_from(["=1+1", "=HYPERLINK(\"http://x\")", "@SUM(A1)", "#N/A", " a@example.com ", "A" * 40000]),
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(header=st.lists(st.one_of(st.sampled_from(["email", "name", "position", "Email", " NAME ", ""]), cells),
+                       min_size=1, max_size=6),
+       rows=st.lists(st.lists(cells, max_size=7), max_size=12))
+def test_well_formed_workbooks_with_any_cell_values_never_crash_the_reader(header, rows):
+    try:
+        report = check(xlsx([header, *rows]), filename="people.xlsx")
     except UploadError as exc:
         assert exc.message and 400 <= exc.status < 500
     else:
