@@ -35,10 +35,34 @@ DEFAULT_REMINDER_BODY = (
     "The link stays valid until {{ deadline }}.\n"
 )
 
+#: The most characters (or list items) one ``*`` may make, and the most bits a ``*`` or ``**`` of numbers may make.
+MAX_PRODUCT_LENGTH = 100_000
+MAX_NUMBER_BITS = 100_000
+
+
+class _BoundedSandbox(ImmutableSandboxedEnvironment):
+    """Jinja's sandbox bounds ``range`` but not ``'a' * 10**10`` or ``(10**1000)**1000``: one of those in a
+    template took gigabytes or hours in the web worker (preview) or a render job."""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(self, context, operator, left, right):
+        if operator == "*":
+            for items, times in ((left, right), (right, left)):
+                if isinstance(items, (str, list, tuple)) and isinstance(times, int) \
+                        and len(items) * times > MAX_PRODUCT_LENGTH:
+                    raise SecurityError(f"a repeat longer than {MAX_PRODUCT_LENGTH} characters")
+        if isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and (
+                left.bit_length() * right if operator == "**" else left.bit_length() + right.bit_length()
+        ) > MAX_NUMBER_BITS:
+            raise SecurityError("a number too large to print")
+        return super().call_binop(context, operator, left, right)
+
+
 #: One sandboxed environment for every render: autoescape on, no access to Python internals.
-sandbox = ImmutableSandboxedEnvironment(autoescape=True)
+sandbox = _BoundedSandbox(autoescape=True)
 #: For plain-text mail bodies and subjects: still sandboxed, but HTML escaping would garble text.
-text_sandbox = ImmutableSandboxedEnvironment(autoescape=False)
+text_sandbox = _BoundedSandbox(autoescape=False)
 
 
 class TemplateError(ValueError):
