@@ -22,9 +22,8 @@ from ..extensions import db, get_queue, get_redis
 from ..logs import log
 from ..models import Batch, utcnow
 from ..reminders import reminder_schedule
-from ..resend import MAX_EXTEND_DAYS
 from ..storage import StorageError, get_storage
-from .reminders import skipped_text
+from .reminders import extend_days_field as _extend_days, with_skips as _with_skips
 
 bp = Blueprint("batches", __name__, url_prefix="/batches")
 logger = logging.getLogger(__name__)
@@ -126,19 +125,6 @@ def _ids_from_form() -> list[int]:
             abort(400, description=_("The selection contains an invalid row id."))
         ids.append(int(raw))
     return ids
-
-
-def _extend_days() -> int | None:
-    raw = (request.form.get("extend_days") or "").strip()
-    if raw and not (raw.isdigit() and 1 <= int(raw) <= MAX_EXTEND_DAYS):
-        abort(400, description=_("Extra days must be a whole number from 1 to %(n)s.", n=MAX_EXTEND_DAYS))
-    return int(raw) if raw else None
-
-
-def _with_skips(done: str, skipped: dict[str, int]) -> str:
-    if not skipped:
-        return done
-    return _("%(done)s Skipped %(n)s: %(why)s.", done=done, n=sum(skipped.values()), why=skipped_text(skipped))
 
 
 def _message(outcome: BulkOutcome) -> tuple[str, str]:
