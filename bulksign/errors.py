@@ -6,6 +6,7 @@ import logging
 from flask import Flask, abort, jsonify, render_template, request
 from flask_babel import gettext as _
 from flask_wtf.csrf import CSRFError
+from sqlalchemy.exc import DataError
 from werkzeug.exceptions import HTTPException
 
 from .auth import is_api_request
@@ -43,6 +44,15 @@ def init_app(app: Flask) -> None:
     @app.errorhandler(CSRFError)
     def _csrf(error):
         return _respond(400, _("The form expired or was sent twice. Go back, reload the page and try again."))
+
+    @app.errorhandler(DataError)
+    def _unrepresentable(error: DataError):
+        # A value PostgreSQL cannot hold (an id past its integer range, a NUL byte in a search) is bad input.
+        from .extensions import db
+
+        db.session.rollback()
+        logger.warning("value refused by the database: %s", type(error.orig).__name__)
+        return _respond(400, _("A value in the request is out of range or contains characters that are not allowed."))
 
     @app.errorhandler(413)
     def _too_large(error):
