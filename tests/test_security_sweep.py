@@ -5,6 +5,7 @@ walks read ``app.url_map``, so a new route is checked (or fails) without anyone 
 """
 from __future__ import annotations
 
+import io
 import re
 import subprocess
 
@@ -538,7 +539,6 @@ def _assert_no_formula_cell(rows: list[list[str]], *, skip_columns: int = 0) -> 
 
 def test_recipients_csv_export_escapes_every_formula_prefix(app, client, auth, users):
     import csv
-    import io
 
     from bulksign.models import SigningRequest
     from tests.conftest import NOW
@@ -563,7 +563,6 @@ def test_recipients_csv_export_escapes_every_formula_prefix(app, client, auth, u
 
 def test_error_report_csv_escapes_every_formula_prefix(app, client, auth, users):
     import csv
-    import io
 
     from bulksign.doc_templates import create_template
     from bulksign.models import utcnow
@@ -700,3 +699,21 @@ def test_a_password_reset_ends_the_sessions_made_with_the_old_password(make_app,
     assert client.get("/batches/").status_code == 302  # neither the session nor "remember me" lets it back in
     client.delete_cookie("session")
     assert client.get("/batches/").status_code == 302
+
+
+def test_values_the_database_cannot_hold_are_a_400_never_a_500(app, client, auth, users):
+    from bulksign.models import utcnow
+    from bulksign.users import create_api_key
+
+    key = create_api_key(db.session, user=users["admin"], name="ci", now=utcnow()).secret
+    auth.login_admin()
+    for path in ("/batches/2147483648", "/templates/2147483648", "/batches/99999999999999999999",
+                 "/batches/1/requests/99999999999999999999", "/batches/?q=%00", "/templates/2147483648/preview.pdf"):
+        response = client.get(path)
+        assert response.status_code in (400, 404), (path, response.status_code)
+    api = client.get("/api/v1/batches/2147483648", headers={"Authorization": f"Bearer {key}"})
+    assert api.status_code in (400, 404) and api.is_json
+    page = client.get("/batches/new")
+    checked = client.post("/batches/new/validate", content_type="multipart/form-data", data={
+        "csrf_token": csrf_from(page), "template_id": "2147483648", "file": (io.BytesIO(b"email\n"), "a.csv")})
+    assert checked.status_code in (400, 404)
