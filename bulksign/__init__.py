@@ -21,7 +21,7 @@ def create_app(config: dict | None = None) -> Flask:
     from . import logs
     logs.init_app(app)
 
-    from . import auth, errors, i18n
+    from . import auth, errors, i18n, users
     from .extensions import csrf, db, limiter, mail, migrate
 
     db.init_app(app)
@@ -32,6 +32,7 @@ def create_app(config: dict | None = None) -> Flask:
     limiter.init_app(app)
     i18n.init_app(app)
     auth.init_app(app)
+    users.configure(method=app.config["PASSWORD_HASH_METHOD"])
 
     _register_blueprints(app)
 

@@ -67,6 +67,7 @@ def load_config(overrides: dict | None = None) -> dict:
         "SIGNING_RATE_LIMIT": env.get("SIGNING_RATE_LIMIT", "60 per minute"),
         # Reverse proxies in front of the app that append to X-Forwarded-For (0: clients connect directly).
         "PROXY_HOPS": _int("PROXY_HOPS", 0),
+        "PASSWORD_HASH_METHOD": env.get("PASSWORD_HASH_METHOD", "scrypt"),
         # Retries: RQ waits RETRY_BACKOFF_SECONDS × 1, 2, 4 …; the jobs give up after these many tries.
         "RETRY_BACKOFF_SECONDS": _int("RETRY_BACKOFF_SECONDS", 10),
         "RENDER_MAX_ATTEMPTS": _int("RENDER_MAX_ATTEMPTS", 3),
