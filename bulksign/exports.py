@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from .dashboard import RecipientFilter, recipients_page
 from .logs import log
 from .models import Document, Export, SigningRequest
+from .spreadsheets import formula_safe
 from .storage import Storage, StorageError
 
 logger = logging.getLogger(__name__)
@@ -24,7 +25,6 @@ logger = logging.getLogger(__name__)
 #: UTF-8 byte order mark: Excel reads the file as UTF-8 only with it.
 BOM = "\ufeff"
 #: A cell starting with one of these is a formula in Excel/LibreOffice ("CSV injection").
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 CSV_COLUMNS = ("row", "email", "name", "phone", "status", "sent_at", "opened_at", "signed_at", "declined_at",
                "decline_reason", "reminders", "expires_at", "error")
 SIGNED_ZIP = "signed_zip"
@@ -37,8 +37,7 @@ def safe_cell(value) -> str:
         return ""
     if isinstance(value, datetime):
         return value.isoformat(timespec="seconds")
-    text = str(value)
-    return "'" + text if text.startswith(FORMULA_START) else text
+    return formula_safe(str(value))
 
 
 def _csv_row(r: SigningRequest) -> list[str]:

@@ -20,6 +20,7 @@ from pathlib import PurePosixPath
 
 from email_validator import EmailNotValidError, validate_email
 
+from .spreadsheets import formula_safe
 from .storage import Storage, StorageError
 
 #: Errors kept for the page and the API; the counts cover all of them, the CSV report lists all.
@@ -473,13 +474,8 @@ def error_report_csv(report: ValidationReport) -> str:
     writer = csv.writer(out)
     writer.writerow(["row", "column", "message"])
     for error in report.errors:
-        writer.writerow([error.row, _spreadsheet_safe(error.column), _spreadsheet_safe(error.message)])
+        writer.writerow([error.row, formula_safe(error.column), formula_safe(error.message)])
     return out.getvalue()
-
-
-def _spreadsheet_safe(text: str) -> str:
-    # A cell starting with = + - @ would run as a formula in Excel: quote it as text.
-    return "'" + text if text.startswith(_FORMULA_START + ("\t", "\r")) else text
 
 
 # --- keeping the file between "check" and "create" ---------------------------------------------

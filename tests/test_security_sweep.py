@@ -527,7 +527,7 @@ FORMULAS = ["=1+1", "+1+1", "-1+1", "@SUM(A1)", "\t=1+1", "\r=1+1", "=HYPERLINK(
 
 
 def _assert_no_formula_cell(rows: list[list[str]], *, skip_columns: int = 0) -> int:
-    from bulksign.exports import FORMULA_START
+    from bulksign.spreadsheets import FORMULA_START
 
     cells = 0
     for row in rows[1:]:
