@@ -14,7 +14,7 @@ os.environ.setdefault("BULKSIGN_VAR_DIR", tempfile.mkdtemp(prefix="bulksign-var-
 from sqlalchemy import text  # noqa: E402
 
 from bulksign import create_app  # noqa: E402
-from bulksign.extensions import QUEUE_NAMES, db, get_queue, get_redis  # noqa: E402
+from bulksign.extensions import db  # noqa: E402
 from bulksign.models import utcnow  # noqa: E402
 from bulksign.users import create_user  # noqa: E402
 from tests.support.services import RedisServer, postgres_database  # noqa: E402
@@ -180,23 +180,9 @@ def auth(client, users):
 @pytest.fixture
 def run_jobs(app):
     """Run real RQ workers in burst mode until the given queues are empty; returns how many jobs ran."""
-    from bulksign.jobs.worker import AppWorker
+    from tests.support.workers import run_burst_worker
 
-    class CountingWorker(AppWorker):
-        # RQ keeps its job counters in Redis only, and a burst worker deletes its key on exit.
-        performed = 0
-
-        def perform_job(self, job, queue):
-            self.performed += 1
-            return super().perform_job(job, queue)
-
-    def run(*queues: str, max_jobs: int | None = None) -> int:
-        names = queues or QUEUE_NAMES
-        worker = CountingWorker([get_queue(n) for n in names], connection=get_redis())
-        worker.work(burst=True, max_jobs=max_jobs, logging_level="WARNING", with_scheduler=True)
-        return worker.performed
-
-    return run
+    return run_burst_worker
 
 
 @pytest.fixture

@@ -47,14 +47,12 @@ def requests_of(batch_id: int) -> list[SigningRequest]:
                                    .order_by(SigningRequest.id)))
 
 
-def run_worker(app, *queues: str, max_jobs: int | None = None) -> None:
-    """A real burst AppWorker inside ``app`` (for apps made with ``make_app(...)`` settings)."""
-    from bulksign.extensions import get_queue, get_redis
-    from bulksign.jobs.worker import AppWorker
+def run_worker(app, *queues: str, max_jobs: int | None = None) -> int:
+    """A real burst worker inside ``app`` (for apps made with ``make_app(...)`` settings)."""
+    from tests.support.workers import run_burst_worker
 
     with app.app_context():
-        worker = AppWorker([get_queue(n) for n in queues], connection=get_redis())
-        worker.work(burst=True, max_jobs=max_jobs, logging_level="WARNING", with_scheduler=True)
+        return run_burst_worker(*queues, max_jobs=max_jobs)
 
 
 def worker_env(app) -> dict:

@@ -1,0 +1,30 @@
+"""Real RQ workers in the test process: burst mode, counted, leaving the process's signals as they were."""
+from __future__ import annotations
+
+import signal
+
+from bulksign.extensions import QUEUE_NAMES, get_queue, get_redis
+from bulksign.jobs.worker import AppWorker
+
+
+class CountingWorker(AppWorker):
+    # RQ keeps its job counters in Redis only, and a burst worker deletes its key on exit.
+    performed = 0
+
+    def perform_job(self, job, queue):
+        self.performed += 1
+        return super().perform_job(job, queue)
+
+
+def run_burst_worker(*queues: str, max_jobs: int | None = None) -> int:
+    """Work the queues (all by default) until empty, in the current app context; returns how many jobs ran."""
+    worker = CountingWorker([get_queue(n) for n in (queues or QUEUE_NAMES)], connection=get_redis())
+    # RQ installs SIGTERM/SIGINT handlers that outlive the worker: without restoring them, the
+    # test process turns a later Ctrl-C or kill into StopRequested inside unrelated tests.
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        worker.work(burst=True, max_jobs=max_jobs, logging_level="WARNING", with_scheduler=True)
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    return worker.performed
