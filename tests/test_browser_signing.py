@@ -34,6 +34,9 @@ def watched(page):
 
 def draw(page, selector="#signature-pad"):
     page.wait_for_selector("#pad-box", state="visible")
+    # The document iframe may still be loading and move the pad: draw once the layout has settled,
+    # as a person would, or the strokes can land beside the canvas.
+    page.wait_for_load_state("load")
     page.locator(selector).scroll_into_view_if_needed()
     box = page.locator(selector).bounding_box()
     x, y = box["x"] + 20, box["y"] + box["height"] / 2
