@@ -7,7 +7,6 @@ so a retry after a crash re-sends the same Message-ID with the same content.
 from __future__ import annotations
 
 from datetime import datetime
-from email.utils import make_msgid  # noqa: F401  (re-exported for builders)
 
 from sqlalchemy import JSON, Select, String, literal, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert

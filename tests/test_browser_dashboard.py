@@ -4,7 +4,6 @@ from __future__ import annotations
 import csv
 import io
 import re
-import threading
 
 import pytest
 from flask import g
