@@ -51,6 +51,8 @@ def parse_bounce(payload: object) -> list[BounceReport]:
             payload = json.loads(payload.get("Message") or "")
         except ValueError:
             raise BounceFormatError("The SNS Message is not JSON.") from None
+        if not isinstance(payload, dict):
+            raise BounceFormatError("The SNS Message must be a JSON object.")
     if "notificationType" in payload or "eventType" in payload:
         return _ses(payload)
     if "RecordType" in payload or "Email" in payload:
