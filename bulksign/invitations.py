@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from flask import Flask
 from flask_mail import Message
 from markupsafe import escape
+from sqlalchemy import select
 from sqlalchemy.orm import Session, joinedload
 
-from .doc_templates import render_text
-from .links import current_token, issue_link, signing_url
-from .mailer import queue_mail
+from .doc_templates import TemplateError, render_text
+from .links import current_token, issue_links, signing_url
+from .mailer import queue_mails
 from .models import Batch, OutgoingMail, SigningRequest, TemplateVersion, utcnow
 
 KIND = "invitation"
@@ -58,27 +61,56 @@ def mail_context(request: SigningRequest, *, token: str, app: Flask, deadline: d
     }
 
 
-def load_request(session: Session, request_id: int) -> SigningRequest | None:
-    """The request with its batch, template version, template and owner, in one query (what render and mail read)."""
+def load_requests(session: Session, request_ids: Sequence[int]) -> list[SigningRequest]:
+    """The requests with their batch, template version, template and owner, in one query, in id order."""
     batch = joinedload(SigningRequest.batch)
-    return session.get(SigningRequest, request_id, options=[
-        batch.joinedload(Batch.template_version).joinedload(TemplateVersion.template),
-        batch.joinedload(Batch.created_by)])
+    return list(session.scalars(
+        select(SigningRequest).where(SigningRequest.id.in_(list(request_ids))).order_by(SigningRequest.id)
+        .options(batch.joinedload(Batch.template_version).joinedload(TemplateVersion.template),
+                 batch.joinedload(Batch.created_by))).unique())
 
 
-def queue_invitation(session: Session, *, request_id: int, now: datetime, app: Flask) -> OutgoingMail:
-    """The invitation row for a generated request (issuing its link if it has none). The caller commits."""
-    request = session.get(SigningRequest, request_id)
+def load_request(session: Session, request_id: int) -> SigningRequest | None:
+    """One request as ``load_requests`` loads it (what render and mail read), or None."""
+    found = load_requests(session, [request_id])
+    return found[0] if found else None
+
+
+@dataclass(frozen=True)
+class QueuedInvitations:
+    #: request id → id of its invitation row.
+    mail_ids: dict[int, int]
+    #: request id → why its invitation could not be written (the subject template failed on its row).
+    errors: dict[int, str]
+
+
+def queue_invitations(session: Session, *, request_ids: Sequence[int], now: datetime, app: Flask) -> QueuedInvitations:
+    """The invitation rows of generated requests (issuing a link where there is none), in a few statements. The caller commits."""
+    requests = load_requests(session, request_ids)
     secret = app.config["SECRET_KEY"]
-    token = current_token(request, secret=secret) if request.token_hash else None
-    if token is None:
-        token = issue_link(session, request_id=request_id, secret=secret, now=now)
-        session.refresh(request)
-    context = mail_context(request, token=token, app=app, deadline=deadline_for(request.batch, sent_at=now,
-                                                                                 days=request.deadline_days))
-    subject = render_text(request.batch.template_version.email_subject, context).strip()
-    return queue_mail(session, key=invitation_key(request), kind=KIND, to_email=request.email,
-                      subject=" ".join(subject.split()), now=now, request_id=request.id, batch_id=request.batch_id)
+    tokens = {r.id: current_token(r, secret=secret) for r in requests if r.token_hash}
+    tokens.update(issue_links(session, requests=[r for r in requests if r.id not in tokens], secret=secret, now=now))
+    mails, errors = [], {}
+    for request in requests:
+        context = mail_context(request, token=tokens[request.id], app=app,
+                               deadline=deadline_for(request.batch, sent_at=now, days=request.deadline_days))
+        try:
+            subject = render_text(request.batch.template_version.email_subject, context)
+        except TemplateError as exc:
+            errors[request.id] = f"The invitation mail could not be filled in: {exc}"
+            continue
+        mails.append(dict(key=invitation_key(request), kind=KIND, to_email=request.email,
+                          subject=" ".join(subject.split()), request_id=request.id, batch_id=request.batch_id))
+    ids = queue_mails(session, mails, now=now)
+    return QueuedInvitations(mail_ids={m["request_id"]: i for m, i in zip(mails, ids)}, errors=errors)
+
+
+def queue_invitation(session: Session, *, request_id: int, now: datetime, app: Flask) -> int:
+    """The id of the invitation row of one generated request; raises ``TemplateError`` if it cannot be written."""
+    queued = queue_invitations(session, request_ids=[request_id], now=now, app=app)
+    if request_id in queued.errors:
+        raise TemplateError(queued.errors[request_id])
+    return queued.mail_ids[request_id]
 
 
 def build_invitation(session: Session, mail: OutgoingMail, app: Flask) -> Message:

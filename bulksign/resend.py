@@ -17,8 +17,9 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from .batches import CANCELLED, COMPLETED, PARTIALLY_FAILED, PROCESSING, BatchActionError, _batch_for
+from .doc_templates import TemplateError
 from .invitations import KIND as INVITATION
-from .invitations import queue_invitation
+from .invitations import queue_invitations
 from .logs import log
 from .mailer import cancel_queued
 from .models import Batch, Event, SigningRequest, User
@@ -100,7 +101,10 @@ def resend_with_new_link(session: Session, *, request_ids: Iterable[int], user: 
             continue
         # Mails of the old link still waiting in the queue must not go out.
         cancel_queued(session, request_ids=list(won), kinds=[INVITATION, REMINDER])
-        mail_ids += [queue_invitation(session, request_id=rid, now=now, app=app).id for rid in won]
+        queued = queue_invitations(session, request_ids=won, now=now, app=app)
+        if queued.errors:
+            raise TemplateError(next(iter(queued.errors.values())))
+        mail_ids += [queued.mail_ids[rid] for rid in won]
     touched = [b.id for b in batches.values() if b.status in (COMPLETED, PARTIALLY_FAILED)]
     if mail_ids and touched:
         session.execute(update(Batch).where(Batch.id.in_(touched)).values(status=PROCESSING, finished_at=None))
