@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from redis import Redis
 from sqlalchemy.orm import Session
 
 from .batches import cancel_batch, cancel_requests, retry_failed
@@ -54,9 +53,9 @@ def apply_action(session: Session, *, action: str, batch_id: int, request_ids: l
     raise ValueError(f"unknown bulk action {action!r}")
 
 
-def follow_up(outcome: BulkOutcome, *, redis: Redis, now: datetime) -> None:
+def follow_up(outcome: BulkOutcome) -> None:
     """After the commit: queue the mails and renders the action created."""
     if outcome.mail_ids:
         enqueue_sends(list(outcome.mail_ids))
     if outcome.render_ids:
-        revive_renders(redis, list(outcome.render_ids), now=now)
+        revive_renders(list(outcome.render_ids))

@@ -58,6 +58,9 @@ def load_config(overrides: dict | None = None) -> dict:
         "S3_ENDPOINT_URL": env.get("S3_ENDPOINT_URL") or None,
         "PDF_CONCURRENCY": _int("PDF_CONCURRENCY", os.cpu_count() or 1),
         "PDF_TIMEOUT_SECONDS": _int("PDF_TIMEOUT_SECONDS", 60),
+        # Work per job: per-job costs are paid once per chunk; a killed worker redoes at most one chunk.
+        "RENDER_CHUNK_SIZE": _int("RENDER_CHUNK_SIZE", 10),
+        "SEND_CHUNK_SIZE": _int("SEND_CHUNK_SIZE", 20),
         "SEAL_PKCS12_PATH": env.get("SEAL_PKCS12_PATH") or None,
         "SEAL_PKCS12_PASSWORD": env.get("SEAL_PKCS12_PASSWORD") or None,
         "BOUNCE_WEBHOOK_SECRET": env.get("BOUNCE_WEBHOOK_SECRET", ""),
@@ -98,8 +101,9 @@ def _check(cfg: dict) -> None:
         raise ConfigError(f"APP_URL must start with http:// or https://, got {cfg['APP_URL']!r}")
     if not 0 <= cfg["MAIL_RATE_PER_MINUTE"] <= 100_000:
         raise ConfigError("MAIL_RATE_PER_MINUTE must be between 0 (no limit) and 100000")
-    if cfg["PDF_CONCURRENCY"] < 1:
-        raise ConfigError("PDF_CONCURRENCY must be at least 1")
+    for name in ("PDF_CONCURRENCY", "RENDER_CHUNK_SIZE", "SEND_CHUNK_SIZE"):
+        if cfg[name] < 1:
+            raise ConfigError(f"{name} must be at least 1")
 
 
 def _derive(cfg: dict) -> None:

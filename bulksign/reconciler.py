@@ -4,7 +4,8 @@ Requests sit in pending/generating/generated/sending while their job is queued o
 Redis lost the job (flush, restart) or a worker died mid-job (``kill -9``), the request would
 wait for ever. Periodically, requests in a working state for longer than a threshold whose job
 is gone or dead are moved back one step where needed and re-enqueued; so are mails stuck in
-``queued``. Job ids are derived from the ids, so a job that is still alive is never doubled.
+``queued``. Which job owns an id is recorded in Redis (``pipeline.owners``), so a job that is
+still alive is never doubled.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from .logs import log
 from .models import OutgoingMail, SigningRequest
-from .pipeline import RENDER_JOB, SEND_JOB, enqueue_renders, enqueue_sends
+from .pipeline import RENDER, SEND, Step, disown, enqueue_chunked, owners
 from .states import Status, transition
 
 logger = logging.getLogger(__name__)
@@ -72,21 +73,28 @@ def clear_dead_jobs(redis: Redis, job_ids: Sequence[str], *, now: datetime) -> N
         redis.delete(*(Job.key_for(job_id) for job_id in dead))
 
 
-def revive_renders(redis: Redis, request_ids: Sequence[int], *, now: datetime) -> int:
-    """Enqueue renders for committed pending requests, replacing dead jobs of the same id."""
-    clear_dead_jobs(redis, [RENDER_JOB.format(id=i) for i in request_ids], now=now)
-    return enqueue_renders(request_ids)
+def revive_renders(request_ids: Sequence[int], *, chunk_size: int | None = None) -> int:
+    """Queue renders for committed pending requests, whatever job owned them before."""
+    disown(RENDER, request_ids)
+    return enqueue_chunked(RENDER, request_ids, chunk_size=chunk_size)
 
 
-def revive_sends(redis: Redis, mail_ids: Sequence[int], *, now: datetime) -> int:
-    clear_dead_jobs(redis, [SEND_JOB.format(id=i) for i in mail_ids], now=now)
-    return enqueue_sends(mail_ids)
+def revive_sends(mail_ids: Sequence[int]) -> int:
+    """Queue sends for committed queued mails, whatever job owned them before."""
+    disown(SEND, mail_ids)
+    return enqueue_chunked(SEND, mail_ids)
+
+
+def _without_live_owner(step: Step, ids: Sequence[int], *, redis: Redis, now: datetime) -> list[int]:
+    owned = owners(step, ids)
+    alive = live_jobs(redis, sorted(set(owned.values())), now=now)
+    return [i for i in ids if owned.get(i) not in alive]
 
 
 def reconcile(session: Session, *, redis: Redis, app: Flask, now: datetime, stale_after: timedelta,
               limit: int = 5000) -> ReconcileResult:
     """Find stuck work, fix the states, commit, re-enqueue. Scans at most ``limit`` requests and mails per run."""
-    from .invitations import queue_invitation
+    from .invitations import queue_invitations
 
     cutoff = now - stale_after
     stuck = session.execute(
@@ -99,9 +107,8 @@ def reconcile(session: Session, *, redis: Redis, app: Flask, now: datetime, stal
     for request_id, status in stuck:
         by_status.setdefault(status, []).append(request_id)
 
-    to_render = by_status.get(Status.PENDING, []) + by_status.get(Status.GENERATING, [])
-    alive = live_jobs(redis, [RENDER_JOB.format(id=i) for i in to_render], now=now)
-    to_render = [i for i in to_render if RENDER_JOB.format(id=i) not in alive]
+    to_render = _without_live_owner(RENDER, by_status.get(Status.PENDING, []) + by_status.get(Status.GENERATING, []),
+                                    redis=redis, now=now)
     dead_generating = [i for i in by_status.get(Status.GENERATING, []) if i in set(to_render)]
     transition(session, dead_generating, frm=Status.GENERATING, to=Status.PENDING, now=now,
                details={"reconciled": True})
@@ -112,12 +119,15 @@ def reconcile(session: Session, *, redis: Redis, app: Flask, now: datetime, stal
         select(OutgoingMail.request_id, OutgoingMail.id)
         .where(OutgoingMail.request_id.in_(to_mail), OutgoingMail.kind == "invitation",
                OutgoingMail.status == "queued"))} if to_mail else {}
-    alive = live_jobs(redis, [SEND_JOB.format(id=m) for m in mails.values()], now=now)
-    orphans = [r for r in to_mail if r not in mails or SEND_JOB.format(id=mails[r]) not in alive]
+    unowned = set(_without_live_owner(SEND, sorted(mails.values()), redis=redis, now=now))
+    orphans = [r for r in to_mail if r not in mails or mails[r] in unowned]
     transition(session, [r for r in orphans if r in set(by_status.get(Status.SENDING, []))],
                frm=Status.SENDING, to=Status.GENERATED, now=now, details={"reconciled": True})
-    sends = [mails[r] if r in mails else queue_invitation(session, request_id=r, now=now, app=app).id
-             for r in orphans]
+    missing = queue_invitations(session, request_ids=[r for r in orphans if r not in mails], now=now, app=app)
+    for request_id, message in missing.errors.items():
+        transition(session, request_id, frm=Status.GENERATED, to=Status.FAILED, now=now, error_message=message,
+                   details={"error": message[:500]})
+    sends = [mails[r] if r in mails else missing.mail_ids[r] for r in orphans if r not in missing.errors]
 
     # Other mails (reminders, confirmations …) stuck in queued with no job.
     queued = session.scalars(
@@ -125,12 +135,14 @@ def reconcile(session: Session, *, redis: Redis, app: Flask, now: datetime, stal
                                       OutgoingMail.kind != "invitation")
         .order_by(OutgoingMail.created_at).limit(limit)
     ).all()
-    alive = live_jobs(redis, [SEND_JOB.format(id=m) for m in queued], now=now)
-    sends += [m for m in queued if SEND_JOB.format(id=m) not in alive]
+    sends += _without_live_owner(SEND, queued, redis=redis, now=now)
     session.commit()
 
-    revive_renders(redis, to_render, now=now)
-    revive_sends(redis, sends, now=now)
+    # A worker died while these were rendering: one per job, so a document that kills the renderer
+    # does not take a whole chunk down with it each time.
+    revive_renders(dead_generating, chunk_size=1)
+    revive_renders([i for i in to_render if i not in set(dead_generating)])
+    revive_sends(sends)
     result = ReconcileResult(renders=tuple(to_render), sends=tuple(sends))
     if to_render or sends:
         log(logger, logging.WARNING, "reconciler re-enqueued stuck work", renders=len(to_render), sends=len(sends),

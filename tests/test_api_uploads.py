@@ -8,10 +8,12 @@ import pytest
 from sqlalchemy import func, select
 
 from bulksign.doc_templates import create_template
-from bulksign.extensions import db, get_queue
+from bulksign.extensions import db
 from bulksign.models import Batch, SigningRequest
+from bulksign.pipeline import RENDER
 from bulksign.users import create_api_key
 from tests.conftest import NOW, csrf_from
+from tests.support.workers import queued
 
 GOOD = b"email,name,position\nanna@example.com,Anna,Accountant\njohn@example.com,John,Engineer\n"
 ONE_BAD = GOOD + b"broken@gmial.com,Broken,Clerk\n"
@@ -79,7 +81,8 @@ def test_api_refuses_rows_with_errors_unless_told_to_skip_them(api, template_id)
     assert created.json == {"id": created.json["id"], "status": "processing", "total_count": 2}
     batch = db.session.get(Batch, created.json["id"])
     assert (batch.name, batch.reminder_days, batch.max_reminders, batch.deadline_days) == ("Nov", [1, 3], 2, 5)
-    assert len(get_queue("pdf").job_ids) == 2
+    ids = db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch.id)).all()
+    assert len(ids) == 2 and queued(RENDER, ids) == set(ids)
 
 
 def test_api_same_idempotency_key_creates_one_batch(api, template_id):

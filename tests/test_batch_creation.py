@@ -10,8 +10,10 @@ from bulksign.batch_creation import BatchError, create_batch, settings_from_form
 from bulksign.doc_templates import create_template
 from bulksign.extensions import db, get_queue
 from bulksign.models import Batch, Event, SigningRequest
+from bulksign.pipeline import RENDER
 from bulksign.recipients import validate_recipients
 from tests.conftest import NOW
+from tests.support.workers import queued
 
 HTML = "<p>{{ name }} works as {{ position }}.</p>"
 
@@ -42,8 +44,7 @@ def test_creating_a_batch_inserts_pending_requests_and_queues_one_render_job_eac
     first = min(requests, key=lambda r: r.row_number)
     assert (first.row_number, first.email, first.name, first.data) == (
         2, "user0@example.com", "User 0", {"name": "User 0", "position": "Engineer"})
-    job_ids = set(get_queue("pdf").job_ids)
-    assert job_ids == {f"render-{r.id}" for r in requests}
+    assert queued(RENDER, [r.id for r in requests]) == {r.id for r in requests}
     assert db.session.scalar(select(func.count()).select_from(Event).where(Event.type == "batch.created")) == 1
 
 
@@ -146,4 +147,4 @@ def test_a_big_batch_queues_one_fan_out_job_that_queues_the_renders(version, use
     assert get_queue("default").job_ids == [f"enqueue-renders-{result.batch.id}"]
     run_jobs("default")
     ids = db.session.scalars(select(SigningRequest.id)).all()
-    assert set(get_queue("pdf").job_ids) == {f"render-{i}" for i in ids} and len(ids) == 8
+    assert queued(RENDER, ids) == set(ids) and len(ids) == 8

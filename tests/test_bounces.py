@@ -13,6 +13,7 @@ from bulksign.pipeline import enqueue_renders
 from bulksign.users import create_api_key
 from tests.conftest import NOW
 from tests.support.batches import make_batch, request_ids, requests_of
+from tests.support.workers import one_per_job
 
 SECRET = "bounce-secret-123"
 
@@ -91,6 +92,7 @@ def _api(client, user):
 
 def test_cancelling_a_batch_stops_unsent_work_and_kills_sent_links(app, users, smtp, run_jobs, client):
     headers = _api(client, users["staff"])
+    one_per_job(app)
     batch = make_batch(user=users["staff"], now=NOW, recipients=4)
     ids = request_ids(batch)
     enqueue_renders(ids)

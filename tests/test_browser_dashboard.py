@@ -32,6 +32,7 @@ def _count(page, status: str) -> int:
 
 def test_the_progress_bar_moves_while_a_real_worker_runs_and_stops_polling_when_done(
         app, users, live_server, page, smtp, run_jobs):
+    app.config["SEND_CHUNK_SIZE"] = 1  # three jobs, three invitations: the page shows each
     batch = make_batch(db.session, statuses=["pending"] * 6, now=NOW, user_id=users["staff"].id)
     batch_id = batch.id
     ids = db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch_id)).all()

@@ -11,6 +11,7 @@ from bulksign.users import create_user
 from tests.conftest import NOW
 from tests.support.batches import make_batch, request_ids, requests_of, run_worker
 from tests.support.services import free_port
+from tests.support.workers import one_per_job
 
 
 @pytest.fixture
@@ -93,6 +94,7 @@ def test_a_server_that_never_comes_back_fails_the_request_with_a_clear_message(f
 def test_one_smtp_connection_carries_many_mails(fast_retry_app, staff, smtp):
     from bulksign.jobs.mail import smtp_link
 
+    one_per_job(fast_retry_app)
     batch = make_batch(user=staff, now=NOW, recipients=3)
     enqueue_renders(request_ids(batch))
     run_worker(fast_retry_app, "pdf")

@@ -6,13 +6,14 @@ import re
 from sqlalchemy import select
 
 from bulksign.batches import counts_for
-from bulksign.extensions import db, get_queue
+from bulksign.extensions import db, get_queue, get_redis
 from bulksign.models import Batch, Document, Event, OutgoingMail
-from bulksign.pipeline import enqueue_renders
+from bulksign.pipeline import RENDER, SEND, enqueue_renders, owners
 from bulksign.storage import get_storage
 from bulksign.tokens import hash_token
 from tests.conftest import NOW
 from tests.support.batches import make_batch, request_ids, requests_of
+from tests.support.workers import one_per_job
 
 
 def test_every_recipient_of_a_batch_gets_an_invitation_with_link_and_pixel(app, users, smtp, run_jobs):
@@ -39,6 +40,9 @@ def test_every_recipient_of_a_batch_gets_an_invitation_with_link_and_pixel(app, 
     rows = db.session.scalars(select(OutgoingMail)).all()
     assert {(m.status, m.attempts) for m in rows} == {("sent", 1)}
     assert db.session.get(Batch, batch).status == "completed"
+    # Finished jobs leave nothing behind in Redis: no owners, no kept results.
+    assert owners(RENDER, request_ids(batch)) == {} and owners(SEND, [m.id for m in rows]) == {}
+    assert get_redis().keys("rq:job:*") == []
 
 
 def test_the_open_pixel_records_the_first_open_once_and_always_answers_a_gif(app, users, smtp, run_jobs, client):
@@ -59,6 +63,7 @@ def test_the_open_pixel_records_the_first_open_once_and_always_answers_a_gif(app
 
 
 def test_batch_counts_always_equal_the_requests(app, users, smtp, run_jobs):
+    one_per_job(app)
     batch = make_batch(user=users["staff"], now=NOW, recipients=4)
     ids = request_ids(batch)
     smtp.handler.reject_recipients["person1@example.com"] = "550 5.1.1 No such user"
@@ -76,13 +81,13 @@ def test_batch_counts_always_equal_the_requests(app, users, smtp, run_jobs):
 
 
 def test_a_template_that_makes_wkhtmltopdf_hang_fails_with_a_clear_message(make_app):
-    from bulksign.jobs.pdf import render
+    from bulksign.jobs.pdf import render_many
 
     app = make_app(PDF_TIMEOUT_SECONDS=1)
     with app.app_context():
         rows = ("<tr><td>" + "x " * 40 + "</td></tr>") * 60000
         batch = make_batch(now=NOW, recipients=1, html=f"<p>{{{{ name }}}}</p><table>{rows}</table>")
-        assert render(request_ids(batch)[0]) == "failed"
+        assert render_many(request_ids(batch)) == "failed 1"
         (request,) = requests_of(batch)
         assert request.status == "failed"
         assert "longer than 1 s to render" in request.error_message
@@ -95,7 +100,8 @@ def test_unwritable_storage_is_retried_then_fails_with_a_clear_message(make_app,
 
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    app = make_app(STORAGE_URL=str(blocker / "storage"), RETRY_BACKOFF_SECONDS=0, RENDER_MAX_ATTEMPTS=2)
+    app = make_app(STORAGE_URL=str(blocker / "storage"), RETRY_BACKOFF_SECONDS=0, RENDER_MAX_ATTEMPTS=2,
+                   RENDER_CHUNK_SIZE=1)
     with app.app_context():
         batch = make_batch(now=NOW, recipients=2)
         enqueue_renders(request_ids(batch))

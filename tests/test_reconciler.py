@@ -17,6 +17,7 @@ from bulksign.reconciler import reconcile
 from bulksign.states import transition
 from tests.conftest import NOW
 from tests.support.batches import make_batch, request_ids, requests_of, worker_env
+from tests.support.workers import one_per_job
 
 LATER = timedelta(minutes=10)
 
@@ -42,12 +43,14 @@ def test_a_render_whose_worker_vanished_is_rendered_again(app, users, smtp, run_
 
 def test_live_jobs_are_not_doubled(app, users, smtp, run_jobs):
     batch = make_batch(user=users["staff"], now=NOW, recipients=3)
-    enqueue_renders(request_ids(batch))
+    assert enqueue_renders(request_ids(batch)) == 3
     assert _reconcile(app, now=utcnow() + LATER).renders == ()
-    assert len(get_queue("pdf")) == 3
+    assert enqueue_renders(request_ids(batch)) == 0
+    assert len(get_queue("pdf")) == 1  # one chunk carries the three requests
 
 
 def test_redis_flushed_mid_batch_the_reconciler_finishes_it(app, users, smtp, run_jobs, redis_server):
+    one_per_job(app)
     batch = make_batch(user=users["staff"], now=NOW, recipients=6)
     enqueue_renders(request_ids(batch))
     run_jobs("pdf", max_jobs=3)
@@ -64,13 +67,13 @@ def test_redis_flushed_mid_batch_the_reconciler_finishes_it(app, users, smtp, ru
     assert db.session.get(Batch, batch).status == "completed"
 
 
-def test_a_worker_killed_after_the_smtp_send_causes_one_duplicate_with_the_same_message_id(app, users, smtp,
-                                                                                         run_jobs):
-    batch = make_batch(user=users["staff"], now=NOW, recipients=1)
+def test_a_worker_killed_mid_chunk_causes_one_duplicate_with_the_same_message_id(app, users, smtp, run_jobs):
+    batch = make_batch(user=users["staff"], now=NOW, recipients=3)
     enqueue_renders(request_ids(batch))
     run_jobs("pdf")
+    assert len(get_queue("mail")) == 1  # one job carries the three invitations
 
-    # The SMTP server accepts the message, then holds its answer until the worker has been killed.
+    # The SMTP server accepts the first message, then holds its answer until the worker has been killed.
     release = threading.Event()
     original = smtp.handler.handle_DATA
 
@@ -96,21 +99,21 @@ def test_a_worker_killed_after_the_smtp_send_causes_one_duplicate_with_the_same_
         smtp.handler.handle_DATA = original
         if worker.poll() is None:
             worker.kill()
-    (request,) = requests_of(batch)
-    assert request.status == "sending"
+    assert [r.status for r in requests_of(batch)] == ["sending"] * 3
 
     _reconcile(app, now=utcnow() + LATER)
     run_jobs("mail")
-    (request,) = requests_of(batch)
-    (mail,) = db.session.query(OutgoingMail).all()
-    assert request.status == "sent" and mail.status == "sent"
-    assert len(smtp.received) == 2
-    assert smtp.received[0].message_id == smtp.received[1].message_id == mail.message_id
+    mails = db.session.query(OutgoingMail).order_by(OutgoingMail.id).all()
+    assert [r.status for r in requests_of(batch)] == ["sent"] * 3 and {m.status for m in mails} == {"sent"}
+    # Only the mail in flight went out twice, under its own Message-ID; the other two once.
+    assert len(smtp.received) == 4
+    assert [m.message_id for m in smtp.received].count(mails[0].message_id) == 2
+    assert {m.message_id for m in smtp.received} == {m.message_id for m in mails}
 
 
 def test_a_request_whose_worker_dies_every_time_ends_failed_not_looping(make_app, smtp):
-    from bulksign.jobs.mail import send
-    from bulksign.jobs.pdf import render
+    from bulksign.jobs.mail import send_many
+    from bulksign.jobs.pdf import render_many
 
     app = make_app(RENDER_MAX_ATTEMPTS=2, MAIL_MAX_ATTEMPTS=2)
     with app.app_context():
@@ -122,14 +125,14 @@ def test_a_request_whose_worker_dies_every_time_ends_failed_not_looping(make_app
                        attempts=SigningRequest.attempts + 1)
             transition(db.session, first, frm="generating", to="pending", now=NOW)
             db.session.commit()
-        assert render(first) == "failed"
+        assert render_many([first]) == "failed 1"
         assert "could not be rendered after 2 attempts" in requests_of(batch)[0].error_message
 
-        render(second)
+        render_many([second])
         mail = db.session.query(OutgoingMail).one()
         mail.attempts = 2  # two sends claimed, the worker died in each
         db.session.commit()
-        assert send(mail.id) == "failed"
+        assert send_many([mail.id]) == "failed 1"
         assert requests_of(batch)[1].status == "failed"
         assert "after 2 attempts" in requests_of(batch)[1].error_message
         assert smtp.received == []

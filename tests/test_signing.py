@@ -15,6 +15,7 @@ from bulksign.extensions import db, get_queue
 from bulksign.links import issue_link
 from bulksign.logs import redact_path
 from bulksign.models import Event, OutgoingMail, SigningRequest, utcnow
+from bulksign.pipeline import SEND, owners
 from bulksign.signing import MAX_SIGNATURE_BYTES, decline, open_request, sign
 from bulksign.states import Status, transition
 from tests.conftest import NOW, csrf_from
@@ -208,7 +209,7 @@ def test_declining_needs_a_reason_records_it_and_tells_the_owner(client, sent):
     assert (row.status, row.decline_reason) == ("declined", "Wrong salary") and row.declined_at
     (mail,) = db.session.scalars(select(OutgoingMail)).all()
     assert (mail.kind, mail.to_email, mail.request_id) == ("decline_notice", "staff@example.com", sent.id)
-    assert f"send-{mail.id}" in get_queue("mail").job_ids
+    assert owners(SEND, [mail.id])[mail.id] in get_queue("mail").job_ids
     html = client.get(f"/sign/{sent.token}").get_data(as_text=True)
     assert "You declined to sign this document" in html and 'name="consent"' not in html
 

@@ -6,7 +6,7 @@ import logging
 from ..batches import BatchActionError
 from ..bulk_actions import apply_action, follow_up
 from ..dashboard import RecipientFilter, resolve_selection
-from ..extensions import db, get_redis
+from ..extensions import db
 from ..logs import log
 from ..models import User, utcnow
 
@@ -31,7 +31,7 @@ def apply_to_filter(batch_id: int, action: str, user_id: int, status: str, q: st
             error=exc.message)
         return f"refused: {exc.message}"
     db.session.commit()
-    follow_up(outcome, redis=get_redis(), now=now)
+    follow_up(outcome)
     log(logger, logging.INFO, "bulk action done", batch_id=batch_id, action=action, user_id=user_id,
         requests=len(ids), done=outcome.done, skipped=outcome.skipped)
     return f"{action}: {outcome.done}"

@@ -1,26 +1,31 @@
-"""Queue ``mail``: send one outgoing mail through the global throttle and one reused SMTP connection.
+"""Queue ``mail``: send outgoing mails through the global throttle and one reused SMTP connection.
 
-Order of a send: (invitations: generated → sending, committed) → throttle → SMTP → mark the mail
-row and the request, commit. A crash between the SMTP answer and the commit leaves the request in
-``sending``; the reconciler sends it again with the same Message-ID: at most one duplicate.
+A job sends a chunk of mails. Order: (invitations: generated → sending, attempts counted, one
+commit for the chunk) → per mail: throttle → SMTP → mark the mail row and the request, commit.
+A crash between an SMTP answer and its commit leaves that request in ``sending``; the
+reconciler sends it again with the same Message-ID: at most one duplicate per crash.
 """
 from __future__ import annotations
 
 import importlib
 import logging
 import smtplib
+from collections import Counter
 from dataclasses import dataclass
 
 from flask import Flask, current_app
 from flask_mail import Message, sanitize_address, sanitize_addresses
+from rq import get_current_job
+from sqlalchemy import select
 
 from ..batches import close_if_done
 from ..extensions import db, get_redis
 from ..invitations import KIND as INVITATION
-from ..invitations import deadline_for, load_request
+from ..invitations import deadline_for, load_requests
 from ..logs import log
 from ..mailer import BUILDERS
 from ..models import OutgoingMail, SigningRequest, utcnow
+from ..pipeline import SEND, release
 from ..states import Status, transition
 from ..storage import StorageError, get_storage
 from ..throttle import MailThrottle
@@ -34,7 +39,8 @@ class TransientFailure(RuntimeError):
 
 @dataclass(frozen=True)
 class SmtpOutcome:
-    #: ``sent``, ``retry`` (4xx, refused, timeout), ``bounced`` (recipient rejected) or ``failed`` (other 5xx).
+    #: ``sent``, ``retry`` (4xx), ``unreachable`` (refused, timeout, dropped), ``bounced`` (recipient rejected)
+    #: or ``failed`` (other 5xx).
     kind: str
     #: The server's answer or the network error, in words.
     reason: str = ""
@@ -93,7 +99,7 @@ class SmtpLink:
             return _by_code(exc.smtp_code, exc.smtp_error, permanent="failed")
         except (TimeoutError, smtplib.SMTPException, OSError) as exc:
             self.close()
-            return SmtpOutcome("retry", f"The mail server could not be reached ({exc.__class__.__name__}: {exc}).")
+            return SmtpOutcome("unreachable", f"The mail server could not be reached ({exc.__class__.__name__}: {exc}).")
 
     def _deliver(self, message: Message) -> None:
         self.host.sendmail(sanitize_address(message.sender), list(sanitize_addresses(message.send_to)),
@@ -109,60 +115,112 @@ def _by_code(code: int, text: bytes | str, *, permanent: str) -> SmtpOutcome:
 smtp_link = SmtpLink()
 
 
-def send(mail_id: int) -> str:
-    """Send one queued mail. Returns what happened, for the job result; raises TransientFailure to retry."""
-    app = current_app._get_current_object()
-    session = db.session
-    mail = session.get(OutgoingMail, mail_id)
-    if mail is None or mail.status != "queued":
-        return f"skipped: mail {'missing' if mail is None else mail.status}"
-    request = session.get(SigningRequest, mail.request_id) if mail.request_id else None
-    invitation = mail.kind == INVITATION
-    if invitation and not transition(session, request.id, frm=Status.GENERATED, to=Status.SENDING, now=utcnow()):
-        session.rollback()
-        return "skipped: request not generated"
-    if request is not None and request.status == Status.CANCELLED:
-        mail.status = "cancelled"
-        session.commit()
-        return "skipped: request cancelled"
-    limit = app.config["MAIL_MAX_ATTEMPTS"]
-    if mail.attempts >= limit:
-        # Claims are counted before the send, so even a worker that dies every time gives up.
-        return _finish(mail, "failed", f"The mail could not be delivered after {mail.attempts} attempts: "
-                                       f"{mail.error or 'the worker stopped while sending'}")
-    mail.attempts += 1
-    session.commit()
-    if mail.request_id:
-        load_request(session, mail.request_id)  # one query instead of a lazy load per relationship
+def send_many(mail_ids: list[int]) -> str:
+    """Send the queued mails among ``mail_ids``; returns what happened, for the job result. Raises TransientFailure to retry."""
+    session = db.session()
+    # Each mail's outcome is committed on its own (a crash re-sends at most the mail in flight);
+    # the chunk's rows stay loaded across those commits instead of being re-read one by one.
+    session.expire_on_commit = False
+    try:
+        outcome = _send_chunk(mail_ids, app=current_app._get_current_object())
+    finally:
+        session.expire_on_commit = True
+    job = get_current_job()
+    if job is not None:
+        release(SEND, mail_ids, job_id=job.id)
+    return outcome
 
+
+@dataclass(frozen=True)
+class Delivery:
+    #: ``sent``, ``bounced`` or ``failed`` (final), ``retry`` (try again later) or ``unreachable`` (retry; stop the chunk).
+    status: str
+    #: What a person reads on the mail and the request.
+    error: str | None = None
+
+
+def _send_chunk(mail_ids: list[int], *, app: Flask) -> str:
+    session = db.session
+    to_send, exhausted = _claim(mail_ids, limit=app.config["MAIL_MAX_ATTEMPTS"])
+    if not to_send and not exhausted:
+        return "skipped: nothing to send"
+    requests = {r.id: r for r in load_requests(session, [m.request_id for m in to_send + exhausted if m.request_id])}
+    outcomes: Counter[str] = Counter()
+    for mail in exhausted:
+        outcomes[_settle(mail, requests.get(mail.request_id), Delivery(
+            "failed", f"The mail could not be delivered after {mail.attempts} attempts: "
+                      f"{mail.error or 'the worker stopped while sending'}"))] += 1
     throttle = MailThrottle(get_redis(), rate=app.config["MAIL_RATE_PER_MINUTE"],
                             window_seconds=app.config["MAIL_RATE_WINDOW_SECONDS"])
-    if not throttle.acquire(max_wait_seconds=app.config["THROTTLE_MAX_WAIT_SECONDS"]).allowed:
-        mail.attempts -= 1  # waiting is not failing
-        _back_to_generated(mail)
-        raise TransientFailure("mail throttle busy")
+    retry_reason = ""
+    for position, mail in enumerate(to_send):
+        if not throttle.acquire(max_wait_seconds=app.config["THROTTLE_MAX_WAIT_SECONDS"]).allowed:
+            _give_back(to_send[position:], untried=True)
+            retry_reason = "mail throttle busy"
+            break
+        delivery = _deliver_one(mail, app=app)
+        outcomes[_settle(mail, requests.get(mail.request_id), delivery)] += 1
+        if delivery.status in ("retry", "unreachable"):
+            retry_reason = delivery.error
+        if delivery.status == "unreachable":
+            # The server is down or silent: the rest of the chunk would only wait for the same timeout.
+            _give_back(to_send[position + 1:], untried=True)
+            break
+    for batch_id in {r.batch_id for r in requests.values()}:
+        close_if_done(session, batch_id=batch_id, now=utcnow())
+    session.commit()
+    summary = ", ".join(f"{kind} {n}" for kind, n in sorted(outcomes.items()))
+    if retry_reason:
+        raise TransientFailure(f"{summary or 'nothing sent'}; the rest will be tried again: {retry_reason}")
+    return summary
 
+
+def _claim(mail_ids: list[int], *, limit: int) -> tuple[list[OutgoingMail], list[OutgoingMail]]:
+    """The chunk's queued mails this job may send (one more attempt counted) and those out of attempts; committed."""
+    session = db.session
+    mails = list(session.scalars(select(OutgoingMail).where(OutgoingMail.id.in_(mail_ids),
+                                                            OutgoingMail.status == "queued")
+                                 .order_by(OutgoingMail.id)))
+    claimed = set(transition(session, [m.request_id for m in mails if m.kind == INVITATION],
+                             frm=Status.GENERATED, to=Status.SENDING, now=utcnow()).won)
+    # An invitation whose request is not ``generated`` belongs to someone else (or was cancelled meanwhile).
+    mails = [m for m in mails if m.kind != INVITATION or m.request_id in claimed]
+    cancelled = set(session.scalars(select(SigningRequest.id).where(
+        SigningRequest.id.in_([m.request_id for m in mails if m.request_id]),
+        SigningRequest.status == Status.CANCELLED)))
+    to_send, exhausted = [], []
+    for mail in mails:
+        if mail.request_id in cancelled:
+            mail.status = "cancelled"
+        elif mail.attempts >= limit:
+            # Claims are counted before the send, so even a worker that dies every time gives up.
+            exhausted.append(mail)
+        else:
+            mail.attempts += 1
+            to_send.append(mail)
+    session.commit()
+    return to_send, exhausted
+
+
+def _deliver_one(mail: OutgoingMail, *, app: Flask) -> Delivery:
+    """Build one mail and hand it to the SMTP server; what the server said, in words."""
     module, _, attr = BUILDERS[mail.kind].rpartition(".")
     try:
-        message = getattr(importlib.import_module(module), attr)(session, mail, app)
+        message = getattr(importlib.import_module(module), attr)(db.session, mail, app)
         _attach(message, mail.attachments or [])
     except (LookupError, StorageError) as exc:
-        return _finish(mail, "failed", f"The mail could not be built: {exc}")
+        return Delivery("failed", f"The mail could not be built: {exc}")
     outcome = smtp_link.send(message, app=app)
-    if outcome.kind == "retry":
-        if mail.attempts >= limit:
-            return _finish(mail, "failed", f"The mail could not be delivered after {mail.attempts} attempts: "
-                                           f"{outcome.reason}")
-        mail.error = outcome.reason
-        _back_to_generated(mail)
-        log(logger, logging.WARNING, "mail not sent, will retry", mail_id=mail_id, request_id=mail.request_id,
-            attempt=mail.attempts, error=outcome.reason)
-        raise TransientFailure(outcome.reason)
+    if outcome.kind in ("retry", "unreachable"):
+        if mail.attempts >= app.config["MAIL_MAX_ATTEMPTS"]:
+            return Delivery("failed", f"The mail could not be delivered after {mail.attempts} attempts: "
+                                      f"{outcome.reason}")
+        return Delivery(outcome.kind, outcome.reason)
     if outcome.kind == "bounced":
-        return _finish(mail, "bounced", f"The recipient's mail server refused the address: {outcome.reason}")
+        return Delivery("bounced", f"The recipient's mail server refused the address: {outcome.reason}")
     if outcome.kind == "failed":
-        return _finish(mail, "failed", f"The mail server refused the message: {outcome.reason}")
-    return _finish(mail, "sent", None)
+        return Delivery("failed", f"The mail server refused the message: {outcome.reason}")
+    return Delivery("sent")
 
 
 def _attach(message: Message, attachments: list[dict]) -> None:
@@ -172,38 +230,47 @@ def _attach(message: Message, attachments: list[dict]) -> None:
                        data=get_storage().get(item["key"]))
 
 
-def _back_to_generated(mail: OutgoingMail) -> None:
-    """Between attempts an invitation's request waits in ``generated``: the retry can claim it again."""
-    if mail.kind == INVITATION:
-        transition(db.session, mail.request_id, frm=Status.SENDING, to=Status.GENERATED, now=utcnow(),
-                   details={"retry": mail.attempts})
+def _give_back(mails: list[OutgoingMail], *, untried: bool) -> None:
+    """Between attempts an invitation's request waits in ``generated``: the retry can claim it again. Committed.
+
+    ``untried``: these mails were claimed but not sent (the throttle or the server stopped the chunk),
+    so their claim does not count as an attempt.
+    """
+    if untried:
+        for mail in mails:
+            mail.attempts -= 1
+    transition(db.session, [m.request_id for m in mails if m.kind == INVITATION], frm=Status.SENDING,
+               to=Status.GENERATED, now=utcnow(), details={"retry": True})
     db.session.commit()
 
 
-def _finish(mail: OutgoingMail, outcome: str, error: str | None) -> str:
+def _settle(mail: OutgoingMail, request: SigningRequest | None, delivery: Delivery) -> str:
+    """Record one mail's outcome on the mail and its request, committed at once. Returns the outcome."""
     session = db.session
     now = utcnow()
-    mail.status, mail.error = outcome, error
-    if outcome == "sent":
+    if delivery.status in ("retry", "unreachable"):
+        mail.error = delivery.error
+        log(logger, logging.WARNING, "mail not sent, will retry", mail_id=mail.id, request_id=mail.request_id,
+            attempt=mail.attempts, error=delivery.error)
+        _give_back([mail], untried=False)
+        return "retry"
+    mail.status, mail.error = delivery.status, delivery.error
+    if delivery.status == "sent":
         mail.sent_at = now
     if mail.kind == INVITATION:
-        request = session.get(SigningRequest, mail.request_id)
-        batch_id = request.batch_id
-        if outcome == "sent":
+        if delivery.status == "sent":
             transition(session, request.id, frm=Status.SENDING, to=Status.SENT, now=now, sent_at=now,
                        expires_at=deadline_for(request.batch, sent_at=now, days=request.deadline_days),
-                       error_message=None,
-                       details={"message_id": mail.message_id})
+                       error_message=None, details={"message_id": mail.message_id})
         else:
-            transition(session, request.id, frm=Status.SENDING, to=Status(outcome), now=now,
-                       error_message=error[:2000], details={"error": error[:500]})
-        close_if_done(session, batch_id=batch_id, now=now)
-    elif outcome == "bounced" and mail.request_id:
+            transition(session, request.id, frm=Status.SENDING, to=Status(delivery.status), now=now,
+                       error_message=delivery.error[:2000], details={"error": delivery.error[:500]})
+    elif delivery.status == "bounced" and mail.request_id:
         # A reminder refused for good: the address is dead, whatever the invitation did.
         transition(session, mail.request_id, frm=[Status.SENT, Status.OPENED], to=Status.BOUNCED, now=now,
-                   error_message=error[:2000], details={"error": error[:500], "kind": mail.kind})
+                   error_message=delivery.error[:2000], details={"error": delivery.error[:500], "kind": mail.kind})
     session.commit()
-    level = logging.INFO if outcome == "sent" else logging.ERROR
-    log(logger, level, f"mail {outcome}", mail_id=mail.id, request_id=mail.request_id, kind=mail.kind,
-        error=error)
-    return outcome
+    level = logging.INFO if delivery.status == "sent" else logging.ERROR
+    log(logger, level, f"mail {delivery.status}", mail_id=mail.id, request_id=mail.request_id, kind=mail.kind,
+        error=delivery.error)
+    return delivery.status

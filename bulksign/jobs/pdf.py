@@ -1,19 +1,29 @@
-"""Queue ``pdf``: render one request's document, store it, record it, hand the request to the mail step."""
+"""Queue ``pdf``: render a chunk of requests' documents, store them, record them, hand them to the mail step.
+
+A chunk is claimed in one compare-and-set (pending → generating), rendered one by one, and
+settled in one transaction: the documents, generated → … , the invitation rows. A worker killed
+mid-chunk leaves its requests in ``generating``; the reconciler queues them again one per job,
+so a document that kills the renderer takes only itself down (``RENDER_MAX_ATTEMPTS``).
+"""
 from __future__ import annotations
 
 import hashlib
 import logging
+from collections import Counter
+from dataclasses import dataclass
 
-from flask import current_app
+from flask import Flask, current_app
+from rq import get_current_job
+from sqlalchemy import select
 
 from ..batches import close_if_done, mark_batch_started
 from ..doc_templates import TemplateError, render_html
 from ..extensions import db
-from ..invitations import load_request, queue_invitation
+from ..invitations import load_requests, queue_invitations
 from ..logs import log
 from ..models import Document, SigningRequest, utcnow
 from ..pdf import RenderError, render_pdf
-from ..pipeline import enqueue_sends
+from ..pipeline import RENDER, enqueue_sends, release
 from ..states import Status, transition
 from ..storage import StorageError, get_storage
 
@@ -21,7 +31,7 @@ logger = logging.getLogger(__name__)
 
 
 class TransientFailure(RuntimeError):
-    """Raised after the request was put back in ``pending``: RQ re-runs the job after a backoff."""
+    """Raised after some requests were put back in ``pending``: RQ re-runs the job after a backoff."""
 
 
 def original_key(request: SigningRequest) -> str:
@@ -33,78 +43,119 @@ def document_context(request: SigningRequest) -> dict:
     return {**(request.data or {}), "email": request.email, "name": request.name, "phone": request.phone or ""}
 
 
-def render(request_id: int) -> str:
-    """pending → generating → generated, then queue the invitation. Returns what happened, for the job result."""
+@dataclass(frozen=True)
+class Rendered:
+    request: SigningRequest
+    key: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Problem:
+    request: SigningRequest
+    #: What a person reads on the request.
+    message: str
+    #: What the log keeps (stderr of the renderer, the storage error …).
+    detail: str = ""
+
+
+def render_many(request_ids: list[int]) -> str:
+    """Render the pending requests among ``request_ids``; returns what happened, for the job result."""
+    outcome = _render_chunk(request_ids, app=current_app._get_current_object())
+    job = get_current_job()
+    if job is not None:
+        release(RENDER, request_ids, job_id=job.id)
+    return outcome
+
+
+def _render_chunk(request_ids: list[int], *, app: Flask) -> str:
     session = db.session
     now = utcnow()
-    if not transition(session, request_id, frm=Status.PENDING, to=Status.GENERATING, now=now,
-                      attempts=SigningRequest.attempts + 1):
+    claimed = transition(session, request_ids, frm=Status.PENDING, to=Status.GENERATING, now=now,
+                         attempts=SigningRequest.attempts + 1).won
+    if not claimed:
         session.rollback()
-        return "skipped: not pending"
-    request = load_request(db.session, request_id)
-    if request.batch.status == "pending":
-        mark_batch_started(session, batch_id=request.batch_id, now=now)
+        return "skipped: none pending"
+    for batch_id in session.scalars(select(SigningRequest.batch_id).where(SigningRequest.id.in_(claimed)).distinct()):
+        mark_batch_started(session, batch_id=batch_id, now=now)
     session.commit()
-    limit = current_app.config["RENDER_MAX_ATTEMPTS"]
-    if request.attempts > limit:
-        # Restarted by the reconciler again and again: the worker dies on this document.
-        return _fail(request, f"The document could not be rendered after {limit} attempts "
-                              "(the renderer stopped each time).", detail="")
 
-    version = request.batch.template_version
-    try:
-        html = render_html(version.html, document_context(request))
-        data = render_pdf(html, timeout=current_app.config["PDF_TIMEOUT_SECONDS"])
-        key = original_key(request)
-        get_storage().put(key, data, content_type="application/pdf")
-    except TemplateError as exc:
-        return _fail(request, f"The template could not be filled in: {exc}", detail="")
-    except RenderError as exc:
-        if exc.transient:
-            return _retry_or_fail(request, exc.message, detail=exc.detail)
-        return _fail(request, exc.message, detail=exc.detail)
-    except StorageError as exc:
-        return _retry_or_fail(request, str(exc), detail=repr(exc.__cause__))
-
-    session.add(Document(request_id=request.id, kind="original", storage_key=key,
-                         sha256=hashlib.sha256(data).hexdigest(), size=len(data), created_at=utcnow()))
-    if not transition(session, request.id, frm=Status.GENERATING, to=Status.GENERATED, now=utcnow(),
-                      attempts=0, error_message=None):
-        # Cancelled (or reconciled) while rendering: the stored file is simply unused.
-        session.rollback()
-        return "skipped: no longer generating"
-    # The invitation row is written in the same transaction: a generated request always has one.
-    try:
-        mail = queue_invitation(session, request_id=request_id, now=utcnow(), app=current_app._get_current_object())
-    except TemplateError as exc:
-        session.rollback()  # back in generating, without the document row
-        return _fail(load_request(db.session, request_id), f"The invitation mail could not be filled in: {exc}", detail="")
-    mail_id = mail.id
-    session.commit()
-    log(logger, logging.INFO, "document rendered", request_id=request_id, size=len(data))
-    enqueue_sends([mail_id])
-    return "generated"
+    limit = app.config["RENDER_MAX_ATTEMPTS"]
+    rendered: list[Rendered] = []
+    failed: list[Problem] = []
+    retry: list[Problem] = []
+    for request in load_requests(session, claimed):
+        if request.attempts > limit:
+            # Queued again and again by the reconciler: the worker dies on this document.
+            failed.append(Problem(request, f"The document could not be rendered after {limit} attempts "
+                                           "(the renderer stopped each time)."))
+            continue
+        try:
+            rendered.append(_render_one(request, app=app))
+        except TemplateError as exc:
+            failed.append(Problem(request, f"The template could not be filled in: {exc}"))
+        except RenderError as exc:
+            (retry if exc.transient and request.attempts < limit else failed).append(
+                Problem(request, _gave_up(exc.message, request, limit, transient=exc.transient), exc.detail))
+        except StorageError as exc:
+            (retry if request.attempts < limit else failed).append(
+                Problem(request, _gave_up(str(exc), request, limit, transient=True), repr(exc.__cause__)))
+    return _settle(rendered=rendered, failed=failed, retry=retry, app=app)
 
 
-def _retry_or_fail(request: SigningRequest, message: str, *, detail: str) -> str:
+def _gave_up(message: str, request: SigningRequest, limit: int, *, transient: bool) -> str:
+    return f"{message} (gave up after {request.attempts} attempts)" if transient and request.attempts >= limit \
+        else message
+
+
+def _render_one(request: SigningRequest, *, app: Flask) -> Rendered:
+    html = render_html(request.batch.template_version.html, document_context(request))
+    data = render_pdf(html, timeout=app.config["PDF_TIMEOUT_SECONDS"])
+    key = original_key(request)
+    get_storage().put(key, data, content_type="application/pdf")
+    return Rendered(request, key, data)
+
+
+def _settle(*, rendered: list[Rendered], failed: list[Problem], retry: list[Problem], app: Flask) -> str:
+    """One transaction for the whole chunk: documents, states, invitation rows; then queue the sends."""
     session = db.session
-    if request.attempts >= current_app.config["RENDER_MAX_ATTEMPTS"]:
-        return _fail(request, f"{message} (gave up after {request.attempts} attempts)", detail=detail)
-    transition(session, request.id, frm=Status.GENERATING, to=Status.PENDING, now=utcnow(),
-               error_message=message, details={"retry": request.attempts})
+    now = utcnow()
+    # Cancelled (or reconciled) while rendering: its stored file is simply unused.
+    won = set(transition(session, [r.request.id for r in rendered], frm=Status.GENERATING, to=Status.GENERATED,
+                         now=now, attempts=0, error_message=None).won)
+    session.add_all([Document(request_id=r.request.id, kind="original", storage_key=r.key,
+                              sha256=hashlib.sha256(r.data).hexdigest(), size=len(r.data), created_at=now)
+                     for r in rendered if r.request.id in won])
+    # The invitation rows are written in the same transaction: a generated request always has one.
+    invitations = queue_invitations(session, request_ids=sorted(won), now=now, app=app)
+    by_id = {r.request.id: r.request for r in rendered}
+    for request_id, message in invitations.errors.items():
+        _fail(Problem(by_id[request_id], message), frm=Status.GENERATED, now=now)
+    for problem in failed:
+        _fail(problem, frm=Status.GENERATING, now=now)
+    for problem in retry:
+        transition(session, problem.request.id, frm=Status.GENERATING, to=Status.PENDING, now=now,
+                   error_message=problem.message[:2000], details={"retry": problem.request.attempts})
+        log(logger, logging.WARNING, "render failed, will retry", request_id=problem.request.id,
+            attempt=problem.request.attempts, error=problem.message, detail=problem.detail)
+    for batch_id in {p.request.batch_id for p in failed} | {by_id[i].batch_id for i in invitations.errors}:
+        close_if_done(session, batch_id=batch_id, now=now)
+    counts = Counter({"generated": len(invitations.mail_ids), "failed": len(failed) + len(invitations.errors),
+                      "retried": len(retry)})
+    retry_message = retry[0].message if retry else ""
     session.commit()
-    log(logger, logging.WARNING, "render failed, will retry", request_id=request.id, attempt=request.attempts,
-        error=message, detail=detail)
-    raise TransientFailure(message)
+
+    log(logger, logging.INFO, "documents rendered", generated=counts["generated"], failed=counts["failed"],
+        retried=counts["retried"], request_ids=sorted(invitations.mail_ids))
+    enqueue_sends(sorted(invitations.mail_ids.values()))
+    if retry:
+        raise TransientFailure(f"{len(retry)} documents will be rendered again: {retry_message}")
+    return ", ".join(f"{kind} {n}" for kind, n in counts.items() if n) or "nothing to do"
 
 
-def _fail(request: SigningRequest, message: str, *, detail: str) -> str:
-    session = db.session
-    request_id, batch_id = request.id, request.batch_id
-    transition(session, request_id, frm=Status.GENERATING, to=Status.FAILED, now=utcnow(),
-               error_message=message[:2000], details={"error": message[:500]})
-    close_if_done(session, batch_id=batch_id, now=utcnow())
-    session.commit()
-    log(logger, logging.ERROR, "render failed", request_id=request_id, batch_id=batch_id, error=message,
-        detail=detail)
-    return "failed"
+def _fail(problem: Problem, *, frm: Status, now) -> None:
+    request = problem.request
+    transition(db.session, request.id, frm=frm, to=Status.FAILED, now=now, error_message=problem.message[:2000],
+               details={"error": problem.message[:500]})
+    log(logger, logging.ERROR, "render failed", request_id=request.id, batch_id=request.batch_id,
+        error=problem.message, detail=problem.detail)

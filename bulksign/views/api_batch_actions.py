@@ -4,7 +4,7 @@ from __future__ import annotations
 from flask import Blueprint, g, jsonify, request
 
 from ..batches import BatchActionError, cancel_batch, retry_failed
-from ..extensions import db, get_redis
+from ..extensions import db
 from ..models import utcnow
 from ..reconciler import revive_renders
 from .api import api_error
@@ -36,5 +36,5 @@ def retry(batch_id: int):
         db.session.rollback()
         return api_error(exc.message, exc.status)
     db.session.commit()
-    revive_renders(get_redis(), list(result.retried), now=now)
+    revive_renders(list(result.retried))
     return jsonify(batch_id=batch_id, retried=len(result.retried)), 202

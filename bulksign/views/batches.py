@@ -18,7 +18,7 @@ from ..batches import BatchActionError
 from ..bulk_actions import ACTIONS, INLINE_LIMIT, BulkOutcome, apply_action, follow_up
 from ..dashboard import DashboardError, RecipientFilter
 from ..exports import latest_export, recipients_csv, start_signed_zip
-from ..extensions import db, get_queue, get_redis
+from ..extensions import db, get_queue
 from ..logs import log
 from ..models import Batch, utcnow
 from ..reminders import reminder_schedule
@@ -185,7 +185,7 @@ def bulk_action(batch_id: int):
         flash(exc.message, "error")
         return back
     db.session.commit()
-    follow_up(outcome, redis=get_redis(), now=now)
+    follow_up(outcome)
     log(logger, logging.INFO, "bulk action", batch_id=batch_id, action=action, requests=len(ids),
         user_id=current_user.id)
     flash(*_message(outcome))

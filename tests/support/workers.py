@@ -28,3 +28,16 @@ def run_burst_worker(*queues: str, max_jobs: int | None = None) -> int:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
     return worker.performed
+
+
+def one_per_job(app) -> None:
+    """Jobs carry one request (render) or one mail (send) each, so a test can stop the pipeline between recipients."""
+    app.config.update(RENDER_CHUNK_SIZE=1, SEND_CHUNK_SIZE=1)
+
+
+def queued(step, ids) -> set[int]:
+    """The ids among ``ids`` whose ``step`` waits in its queue (owned by a job that is in the queue)."""
+    from bulksign.pipeline import owners
+
+    waiting = set(get_queue(step.queue).job_ids)
+    return {i for i, job_id in owners(step, list(ids)).items() if job_id in waiting}
