@@ -1,8 +1,10 @@
 """The signing-request state machine: one transition table and one compare-and-set writer.
 
-Nothing else in the code assigns ``SigningRequest.status``. Every move is
-``UPDATE signing_requests SET status=:to ... WHERE id IN (:ids) AND status IN (:allowed)``,
-so two workers, a retry and a recipient's click can race and exactly one of them wins.
+Nothing else in the code assigns ``SigningRequest.status``. Every move locks the requests still in
+an allowed state (``SELECT ... WHERE id IN (:ids) AND status IN (:allowed) FOR UPDATE``), then
+``UPDATE signing_requests SET status=:to ...`` those, so two workers, a retry and a recipient's click
+can race and exactly one of them wins. The lock also tells each winner's old status, which the
+per-batch counters (``batch_counts``) move from in the same transaction.
 """
 from __future__ import annotations
 
@@ -11,9 +13,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import insert, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
+from . import batch_counts
 from .models import Event, SigningRequest
 
 
@@ -98,9 +101,11 @@ def transition(
     """Move requests from one of ``frm`` to ``to`` by compare-and-set, append an event per win.
 
     ``fields`` are further columns set in the same UPDATE (e.g. ``sent_at=now``). The caller
-    commits. Moves not in ``TRANSITIONS`` raise ``IllegalTransition``.
+    commits; the batch counters follow at that commit. Moves not in ``TRANSITIONS`` raise
+    ``IllegalTransition``.
     """
-    ids = [request_ids] if isinstance(request_ids, int) else list(request_ids)
+    # Sorted: the row locks are taken in id order, so two movers of overlapping sets queue instead of deadlocking.
+    ids = [request_ids] if isinstance(request_ids, int) else sorted(set(request_ids))
     sources = [Status(frm)] if isinstance(frm, str) else [Status(s) for s in frm]
     target = Status(to)
     for source in sources:
@@ -111,17 +116,29 @@ def transition(
     if not ids:
         return TransitionResult(to=target)
 
+    allowed = [s.value for s in sources]
     won: list[int] = []
+    moves: list[tuple[int, str, str]] = []
     for chunk in _chunks(ids, 1000):
+        # On PostgreSQL (READ COMMITTED) FOR UPDATE waits for a concurrent mover, then re-checks the status
+        # and returns the row as that mover left it, or skips it. SQLite ignores it but has one writer at a time.
+        old_status = dict(session.execute(
+            select(SigningRequest.id, SigningRequest.status)
+            .where(SigningRequest.id.in_(chunk), SigningRequest.status.in_(allowed))
+            .order_by(SigningRequest.id).with_for_update()
+        ).all())
+        if not old_status:
+            continue
         stmt = (
             update(SigningRequest)
-            .where(SigningRequest.id.in_(chunk), SigningRequest.status.in_([s.value for s in sources]))
+            .where(SigningRequest.id.in_(list(old_status)), SigningRequest.status.in_(allowed))
             .values(status=target.value, status_changed_at=now, **fields)
             .returning(SigningRequest.id, SigningRequest.batch_id)
             .execution_options(synchronize_session=False)
         )
         rows = session.execute(stmt).all()
         won.extend(r.id for r in rows)
+        moves.extend((r.batch_id, old_status[r.id], target.value) for r in rows)
         if rows:
             session.execute(
                 insert(Event),
@@ -134,6 +151,7 @@ def transition(
                     for r in rows
                 ],
             )
+    batch_counts.record_moves(session, moves)
     # Objects already loaded in this session must not keep showing the old status.
     for obj in list(session.identity_map.values()):
         if isinstance(obj, SigningRequest) and obj.id in won:
