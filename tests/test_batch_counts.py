@@ -7,6 +7,7 @@ import threading
 
 import pytest
 from sqlalchemy import event, select, text, update
+from sqlalchemy.orm import Session
 
 from bulksign import batch_counts
 from bulksign.doc_templates import create_template
@@ -86,6 +87,32 @@ def test_counters_equal_the_group_by_after_random_moves_commits_and_rollbacks(an
     assert min(outcomes.values()) > 10
     totals = {bid: sum(c.values()) for bid, c in batch_counts.counters(db.session, batches).items()}
     assert totals == {batches[0]: 40, batches[1]: 55, batches[2]: 25}
+
+
+def test_on_sqlite_a_move_committed_just_before_ours_is_counted_from_the_status_it_really_left(make_app, tmp_path):
+    # pysqlite begins a transaction only at the first write: a status read before the UPDATE may be stale.
+    app = make_app(DATABASE_URL=f"sqlite:///{tmp_path}/race.db")
+    with app.app_context():
+        db.create_all()
+        batch_id = make_batch(db.session, statuses=["sent"], now=NOW).id
+        (request_id,) = request_ids(batch_id)
+        other = Session(db.engine)
+        raced = []
+
+        def recipient_opens_first(conn, cursor, statement, parameters, context, executemany):
+            if statement.startswith("UPDATE signing_requests") and conn is not other.connection() and not raced:
+                raced.append(transition(other, request_id, frm=S.SENT, to=S.OPENED, now=NOW).won)
+                other.commit()
+
+        event.listen(db.engine, "before_cursor_execute", recipient_opens_first)
+        try:
+            won = transition(db.session, request_id, frm=[S.SENT, S.OPENED], to=S.CANCELLED, now=NOW).won
+            db.session.commit()
+        finally:
+            event.remove(db.engine, "before_cursor_execute", recipient_opens_first)
+            other.close()
+        assert raced == [(request_id,)] and won == (request_id,)
+        assert_counters_match([batch_id])
 
 
 def test_a_rolled_back_savepoint_does_not_leave_its_moves_in_the_counters(app):
