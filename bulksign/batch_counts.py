@@ -97,6 +97,11 @@ def rebuild(session: Session, *, batch_ids: Iterable[int]) -> None:
         return
     # Lock the existing rows first, in the commit hook's order: a mover that commits meanwhile is either
     # done before the GROUP BY below (which then sees its rows) or waits and adds its deltas after ours.
+    if session.get_bind().dialect.name == "sqlite":
+        # No row locks, and pysqlite begins a transaction only at the first write: writing first keeps every
+        # other writer out until this commit.
+        session.connection().execute(update(_COUNTERS).where(_COUNTERS.c.batch_id.in_(ids))
+                                     .values(count=_COUNTERS.c.count))
     existing = {tuple(row) for row in session.execute(
         select(BatchStatusCount.batch_id, BatchStatusCount.status).where(BatchStatusCount.batch_id.in_(ids))
         .order_by(BatchStatusCount.batch_id, BatchStatusCount.status).with_for_update()
@@ -139,14 +144,11 @@ def _after_soft_rollback(session: Session, previous_transaction: SessionTransact
     if previous_transaction.nested and session.info.get(_PENDING):
         # Which notes the savepoint took back is not known: count those batches afresh at commit.
         session.info.setdefault(_STALE, set()).update(b for b, _ in session.info[_PENDING])
-    elif previous_transaction.parent is None:
-        session.info.pop(_PENDING, None)
-        session.info.pop(_STALE, None)
 
 
 def _after_transaction_end(session: Session, transaction: SessionTransaction) -> None:
-    # The outermost transaction is over: applied at commit, or gone. ``Session.close()`` ends one without a
-    # rollback event, and the same Session object may begin the next.
+    # The outermost transaction is over: committed (notes applied), rolled back, or closed; the notes go.
+    # Not on after_rollback: ``Session.close()`` ends a transaction without one, and the Session lives on.
     if transaction.parent is None:
         session.info.pop(_PENDING, None)
         session.info.pop(_STALE, None)
