@@ -51,6 +51,7 @@ class _Sink:
 def _create_batch(app, n: int) -> int:
     from sqlalchemy import insert
 
+    from bulksign import batch_counts
     from bulksign.doc_templates import create_template
     from bulksign.extensions import db
     from bulksign.models import Batch, SigningRequest, utcnow
@@ -68,6 +69,7 @@ def _create_batch(app, n: int) -> int:
          "data": {"contract_number": f"C-{i}", "city": "Riga", "position": "Engineer", "salary": "4200",
                   "start_date": "2027-01-01"}, "status": "pending", "status_changed_at": now, "created_at": now}
         for i in range(n)])
+    batch_counts.rebuild(db.session, batch_ids=[batch.id])
     db.session.commit()
     return batch.id
 

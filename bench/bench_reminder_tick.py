@@ -37,6 +37,7 @@ def _insert_requests(session, *, batch_id: int, count: int, due: int, now: datet
 def run(*, small: bool) -> list[Figure]:
     from sqlalchemy import select, text
 
+    from bulksign import batch_counts
     from bulksign.doc_templates import create_template
     from bulksign.extensions import db, get_redis
     from bulksign.jobs.periodic import send_due_reminders
@@ -55,6 +56,7 @@ def run(*, small: bool) -> list[Figure]:
         db.session.add(batch)
         db.session.commit()
         _insert_requests(db.session, batch_id=batch.id, count=count, due=due, now=now)
+        batch_counts.rebuild(db.session, batch_ids=[batch.id])
         db.session.execute(text("ANALYZE signing_requests"))
         db.session.commit()
 

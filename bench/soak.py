@@ -348,6 +348,9 @@ def _report(cfg, engine, batch_id, folder, chaos, outcomes, create_seconds, elap
             "SELECT count(*) FROM (SELECT request_id FROM events WHERE type='status.signed' "
             "GROUP BY request_id HAVING count(*) > 1) x")).scalar()
         batch_status = conn.execute(text("SELECT status FROM batches WHERE id=:b"), {"b": batch_id}).scalar()
+        # What the dashboard shows: killed workers and restarts must not make it drift from the rows.
+        counters = dict(conn.execute(text(
+            "SELECT status, count FROM batch_status_counts WHERE batch_id=:b AND count <> 0"), {"b": batch_id}).all())
     mails = read_mail_log(folder / "mail.jsonl")
     invitations: dict[str, list[str]] = {}
     for mail in mails:
@@ -368,6 +371,8 @@ def _report(cfg, engine, batch_id, folder, chaos, outcomes, create_seconds, elap
     rows = [
         ("recipients in the batch", f"{total:,}", f"= {cfg.recipients:,}", total == cfg.recipients),
         ("left in a working state", f"{stuck:,}", "0", stuck == 0),
+        ("dashboard counters equal to the rows", "yes" if counters == counts else f"no: {sorted(counters.items())}",
+         "yes", counters == counts),
         ("batch status", str(batch_status), "completed / partially_failed", batch_status in ("completed", "partially_failed")),
         ("recipients with an invitation", f"{len(invitations):,}", "", None),
         ("recipients who got 2+ invitations", f"{twice} ({twice / max(total, 1):.2%})", "≤ 0.1%",

@@ -19,7 +19,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from . import pipeline
+from . import batch_counts, pipeline
 from .batches import PROCESSING
 from .extensions import get_queue
 from .logs import log
@@ -192,6 +192,7 @@ def create_batch(session: Session, *, user: User, template_version: TemplateVers
             return CreatedBatch(existing, created=False, total_count=existing.total_count)
         raise
     ids = _insert_requests(session, batch_id=batch.id, rows=rows, now=now)
+    batch_counts.seed(session, batch_id=batch.id, counts={Status.PENDING.value: len(ids)})
     session.add(Event(batch_id=batch.id, type="batch.created", created_at=now, actor=f"user:{user.id}",
                       details={"total_count": len(rows), "template_version_id": template_version.id}))
     session.commit()

@@ -1,4 +1,8 @@
-"""Batch status, derived from its requests: counts always come from the database (GROUP BY)."""
+"""Batch status, derived from its requests: counts come from the per-batch counters (``batch_counts``).
+
+Pages read the counters; closing a batch counts its requests exactly (GROUP BY), because it runs in
+the transaction that just moved them, whose moves the counters see only at commit.
+"""
 from __future__ import annotations
 
 import logging
@@ -6,9 +10,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from . import batch_counts
 from .logs import log
 from .models import Batch, OutgoingMail, SigningRequest, User
 from .states import FINAL, WORKING, Status, transition
@@ -40,18 +45,13 @@ class BatchCounts:
 
 
 def counts_for(session: Session, batch_ids: Iterable[int]) -> dict[int, BatchCounts]:
-    """Counts per status for each batch, in one indexed GROUP BY."""
-    ids = list(batch_ids)
-    raw: dict[int, dict[str, int]] = {bid: {s.value: 0 for s in Status} for bid in ids}
-    if ids:
-        rows = session.execute(
-            select(SigningRequest.batch_id, SigningRequest.status, func.count())
-            .where(SigningRequest.batch_id.in_(ids))
-            .group_by(SigningRequest.batch_id, SigningRequest.status)
-        )
-        for batch_id, status, count in rows:
-            raw[batch_id][status] = count
-    return {bid: BatchCounts(by_status=counts) for bid, counts in raw.items()}
+    """Counts per status for each batch from its counters (one query on their key), as last committed."""
+    return {bid: BatchCounts(by_status=counts) for bid, counts in batch_counts.counters(session, batch_ids).items()}
+
+
+def exact_counts_for(session: Session, batch_ids: Iterable[int]) -> dict[int, BatchCounts]:
+    """Counts per status for each batch from its requests (GROUP BY), this transaction's moves included."""
+    return {bid: BatchCounts(by_status=counts) for bid, counts in batch_counts.recount(session, batch_ids).items()}
 
 
 def refresh_batch_statuses(session: Session, *, now: datetime, batch_ids: Iterable[int] | None = None) -> int:
@@ -61,7 +61,8 @@ def refresh_batch_statuses(session: Session, *, now: datetime, batch_ids: Iterab
         query = query.where(Batch.id.in_(list(batch_ids)))
     ids = session.scalars(query).all()
     moved = 0
-    for batch_id, counts in counts_for(session, ids).items():
+    # Exact: the caller may have just moved requests of these batches, not yet in the counters.
+    for batch_id, counts in exact_counts_for(session, ids).items():
         if counts.working:
             continue
         final = PARTIALLY_FAILED if counts.failed else COMPLETED

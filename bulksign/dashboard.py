@@ -1,6 +1,6 @@
 """What the staff dashboard shows: batch lists, the recipients table (keyset pages), timelines, progress.
 
-Counts always come from the database (one GROUP BY per page, ``batches.counts_for``). The
+Counts come from the per-batch counters (one query on their key per page, ``batches.counts_for``). The
 recipients table is paged by keyset (``WHERE (sort, id) > (:last_sort, :last_id)``) with an
 opaque cursor, never OFFSET: page 2,000 of a 100,000-row batch costs what page 1 costs.
 """

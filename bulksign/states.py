@@ -1,8 +1,11 @@
 """The signing-request state machine: one transition table and one compare-and-set writer.
 
-Nothing else in the code assigns ``SigningRequest.status``. Every move is
-``UPDATE signing_requests SET status=:to ... WHERE id IN (:ids) AND status IN (:allowed)``,
-so two workers, a retry and a recipient's click can race and exactly one of them wins.
+Nothing else in the code assigns ``SigningRequest.status``. Every move locks the requests still in
+an allowed state (``SELECT ... WHERE id IN (:ids) AND status IN (:allowed) FOR UPDATE``), then
+``UPDATE signing_requests SET status=:to ...`` those, so two workers, a retry and a recipient's click
+can race and exactly one of them wins. The lock also tells each winner's old status, which the
+per-batch counters (``batch_counts``) move from in the same transaction. (SQLite has no row locks:
+there it is one ``UPDATE ... WHERE id IN (:ids) AND status = :allowed`` per allowed state.)
 """
 from __future__ import annotations
 
@@ -11,9 +14,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import insert, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
+from . import batch_counts
 from .models import Event, SigningRequest
 
 
@@ -98,9 +102,11 @@ def transition(
     """Move requests from one of ``frm`` to ``to`` by compare-and-set, append an event per win.
 
     ``fields`` are further columns set in the same UPDATE (e.g. ``sent_at=now``). The caller
-    commits. Moves not in ``TRANSITIONS`` raise ``IllegalTransition``.
+    commits; the batch counters follow at that commit. Moves not in ``TRANSITIONS`` raise
+    ``IllegalTransition``.
     """
-    ids = [request_ids] if isinstance(request_ids, int) else list(request_ids)
+    # Sorted: the row locks are taken in id order, so two movers of overlapping sets queue instead of deadlocking.
+    ids = [request_ids] if isinstance(request_ids, int) else sorted(set(request_ids))
     sources = [Status(frm)] if isinstance(frm, str) else [Status(s) for s in frm]
     target = Status(to)
     for source in sources:
@@ -111,17 +117,15 @@ def transition(
     if not ids:
         return TransitionResult(to=target)
 
+    allowed = list(dict.fromkeys(s.value for s in sources))
+    values = {"status": target.value, "status_changed_at": now, **fields}
+    move = _move_per_source if session.get_bind().dialect.name == "sqlite" else _lock_and_move
     won: list[int] = []
+    moves: list[tuple[int, str, str]] = []
     for chunk in _chunks(ids, 1000):
-        stmt = (
-            update(SigningRequest)
-            .where(SigningRequest.id.in_(chunk), SigningRequest.status.in_([s.value for s in sources]))
-            .values(status=target.value, status_changed_at=now, **fields)
-            .returning(SigningRequest.id, SigningRequest.batch_id)
-            .execution_options(synchronize_session=False)
-        )
-        rows = session.execute(stmt).all()
+        rows = move(session, chunk, allowed=allowed, values=values)
         won.extend(r.id for r in rows)
+        moves.extend((r.batch_id, r.old_status, target.value) for r in rows)
         if rows:
             session.execute(
                 insert(Event),
@@ -134,11 +138,52 @@ def transition(
                     for r in rows
                 ],
             )
+    batch_counts.record_moves(session, moves)
     # Objects already loaded in this session must not keep showing the old status.
     for obj in list(session.identity_map.values()):
         if isinstance(obj, SigningRequest) and obj.id in won:
             session.expire(obj)
     return TransitionResult(to=target, won=tuple(won))
+
+
+@dataclass(frozen=True)
+class _Moved:
+    """One request a transition moved, and the status it left."""
+
+    id: int
+    batch_id: int
+    old_status: str
+
+
+def _update(chunk: list[int], *conditions, values: dict):
+    return (update(SigningRequest).where(SigningRequest.id.in_(chunk), *conditions).values(**values)
+            .returning(SigningRequest.id, SigningRequest.batch_id).execution_options(synchronize_session=False))
+
+
+def _lock_and_move(session: Session, chunk: list[int], *, allowed: list[str], values: dict) -> list[_Moved]:
+    """Lock the requests of ``chunk`` still in an ``allowed`` status, in id order, then move them."""
+    # FOR UPDATE under READ COMMITTED waits for a concurrent mover, re-checks the status and returns the row
+    # as that mover left it (or skips it): the status read here is the one the UPDATE below replaces.
+    old = dict(session.execute(
+        select(SigningRequest.id, SigningRequest.status)
+        .where(SigningRequest.id.in_(chunk), SigningRequest.status.in_(allowed))
+        .order_by(SigningRequest.id).with_for_update()
+    ).all())
+    if not old:
+        return []
+    rows = session.execute(_update(list(old), SigningRequest.status.in_(allowed), values=values)).all()
+    return [_Moved(r.id, r.batch_id, old[r.id]) for r in rows]
+
+
+def _move_per_source(session: Session, chunk: list[int], *, allowed: list[str], values: dict) -> list[_Moved]:
+    """SQLite: one UPDATE per allowed status, so each winner's old status is the one its UPDATE matched."""
+    # pysqlite begins a transaction only at the first write: a status SELECTed before it may already be stale.
+    # The table has no self-moves, so a request moved by one of these UPDATEs matches none of the others.
+    moved: list[_Moved] = []
+    for source in allowed:
+        rows = session.execute(_update(chunk, SigningRequest.status == source, values=values)).all()
+        moved.extend(_Moved(r.id, r.batch_id, source) for r in rows)
+    return moved
 
 
 def _chunks(items: list[int], size: int):

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from rq_scheduler import Scheduler
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from bulksign.extensions import db, get_queue, get_redis
 from bulksign.jobs.schedule import PERIODIC_JOBS, PeriodicJob, register_periodic_jobs
@@ -143,3 +143,23 @@ def test_the_test_worker_reports_how_many_jobs_it_ran(app, run_jobs):
     for _ in range(3):
         get_queue("default").enqueue("bulksign.jobs.periodic.run_periodic", "bulksign.jobs.periodic.rollup_batches")
     assert run_jobs("default") == 3
+
+
+def test_batches_rebuild_counts_repairs_drifted_counters_and_says_how_many_differed(app):
+    from bulksign import batch_counts
+    from tests.conftest import NOW
+    from tests.support.batchdata import make_batch
+
+    ids = [make_batch(db.session, statuses=["sent", "signed"], now=NOW, name="A").id,
+           make_batch(db.session, statuses=["pending"], now=NOW, name="B").id]
+    db.session.execute(text("UPDATE batch_status_counts SET count = 7 WHERE batch_id = :b AND status = 'signed'"),
+                       {"b": ids[0]})
+    db.session.commit()
+    runner = app.test_cli_runner()
+    result = runner.invoke(args=["batches", "rebuild-counts"])
+    assert result.exit_code == 0, result.output
+    assert "of 2 batches; 1 differed" in result.output
+    db.session.rollback()
+    assert batch_counts.counters(db.session, ids) == batch_counts.recount(db.session, ids)
+    unknown = runner.invoke(args=["batches", "rebuild-counts", str(ids[1]), "999"])
+    assert unknown.exit_code == 1 and "999" in unknown.output

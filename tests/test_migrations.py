@@ -5,7 +5,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from flask_migrate import downgrade, upgrade
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine, inspect, text
 
 from bulksign import create_app
 from bulksign.extensions import db
@@ -34,4 +34,30 @@ def test_migrations_upgrade_to_the_models_and_downgrade_to_nothing(empty_databas
         downgrade(revision="base")
         assert set(inspect(engine).get_table_names()) <= {"alembic_version"}
         engine.dispose()
+        db.engine.dispose()
+
+
+def test_the_counters_migration_back_fills_every_status_of_every_batch(empty_database_url, redis_server, tmp_path):
+    from bulksign import batch_counts
+    from bulksign.states import Status
+    from tests.conftest import NOW
+    from tests.support.batchdata import make_batch
+
+    app = create_app({"DATABASE_URL": empty_database_url, "REDIS_URL": redis_server.url, "SECRET_KEY": "x",
+                      "VAR_DIR": str(tmp_path), "TESTING": True})
+    with app.app_context():
+        upgrade()
+        batches = [make_batch(db.session, statuses=["sent", "signed", "sent", "failed"], now=NOW, name="A").id,
+                   make_batch(db.session, statuses=["pending"] * 3, now=NOW, name="B").id,
+                   make_batch(db.session, statuses=[], now=NOW, name="Empty").id]
+        truth = batch_counts.recount(db.session, batches)
+        db.session.remove()
+        # Back to the schema without counters, with the requests kept, and up again: the back-fill runs.
+        downgrade(revision="6d124784f55f")
+        upgrade()
+        assert batch_counts.counters(db.session, batches) == truth
+        # Twelve rows per batch, zeros and the empty batch included: a move only ever UPDATEs.
+        assert db.session.scalar(text("SELECT count(*) FROM batch_status_counts")) == 3 * len(Status)
+        db.session.remove()
+        downgrade(revision="base")
         db.engine.dispose()

@@ -238,6 +238,7 @@ def _assert_escaped(body: str, where: str) -> None:
 def hostile(app, users, smtp, run_jobs):
     """A batch whose template, batch, recipients, decline reason and error text all carry script payloads,
     taken through the real pipeline (PDF render, invitation mail) and a real decline."""
+    from bulksign import batch_counts
     from bulksign.links import issue_link
     from bulksign.models import SigningRequest, utcnow
     from bulksign.pipeline import enqueue_renders
@@ -260,6 +261,7 @@ def hostile(app, users, smtp, run_jobs):
                             data={"name": SCRIPT}, status="failed", error_message=f"Error {SCRIPT} {ATTRIBUTE}",
                             created_at=now, status_changed_at=now)
     db.session.add(failed)
+    batch_counts.rebuild(db.session, batch_ids=[batch_id])
     db.session.commit()
     return {"batch_id": batch_id, "ids": [*ids, failed.id], "token": token}
 

@@ -6,6 +6,7 @@ import itertools
 import pytest
 from sqlalchemy import select
 
+from bulksign import batch_counts
 from bulksign.extensions import db
 from bulksign.models import Batch, DocumentTemplate, Event, SigningRequest, TemplateVersion
 from bulksign.states import FINAL, TRANSITIONS, IllegalTransition, Status, can_move, transition
@@ -28,6 +29,7 @@ def make_requests(count: int = 1, status: Status = Status.PENDING) -> list[int]:
     db.session.flush()
     rows = [SigningRequest(batch_id=batch.id, email=f"r{i}@example.com", status=status.value) for i in range(count)]
     db.session.add_all(rows)
+    batch_counts.rebuild(db.session, batch_ids=[batch.id])
     db.session.commit()
     return [r.id for r in rows]
 

@@ -1,6 +1,7 @@
 """Make a batch with its requests directly, for pipeline tests (no upload involved)."""
 from __future__ import annotations
 
+from bulksign import batch_counts
 from bulksign.doc_templates import create_template
 from bulksign.extensions import db
 from bulksign.models import Batch, SigningRequest
@@ -27,6 +28,7 @@ def make_batch(*, now, user=None, recipients: list[tuple[str, str]] | int = 3, h
                        status_changed_at=now, created_at=now)
         for i, (email, person) in enumerate(recipients)
     ])
+    batch_counts.rebuild(db.session, batch_ids=[batch.id])
     db.session.commit()
     return batch.id
 

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 from flask import current_app
 
+from bulksign import batch_counts
 from bulksign.doc_templates import create_template, render_html
 from bulksign.extensions import db
 from bulksign.links import issue_link
@@ -45,6 +46,8 @@ def make_sent_request(*, now: datetime, owner: User | None = None, name: str = "
                              status=Status.PENDING, created_at=now, status_changed_at=now)
     session.add(request)
     session.flush()
+    # As batch creation does: the counters exist before the request moves, so its moves below count.
+    batch_counts.seed(session, batch_id=batch.id, counts={Status.PENDING.value: 1})
     html = render_html(HTML, {"number": "7", "name": name})
     pdf = _pdf_cache.get(html) or _pdf_cache.setdefault(html, render_pdf(html))
     key = f"batches/{batch.id}/requests/{request.id}/original.pdf"
