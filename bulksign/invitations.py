@@ -85,7 +85,10 @@ class QueuedInvitations:
 
 
 def queue_invitations(session: Session, *, request_ids: Sequence[int], now: datetime, app: Flask) -> QueuedInvitations:
-    """The invitation rows of generated requests (issuing a link where there is none), in a few statements. The caller commits."""
+    """The invitation rows of generated requests (issuing a link where none is live), in a few statements.
+
+    The caller commits.
+    """
     requests = load_requests(session, request_ids)
     secret = app.config["SECRET_KEY"]
     tokens = {r.id: current_token(r, secret=secret) for r in requests if r.token_hash}

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, literal, select, update
 from sqlalchemy.orm import Session
 
 from . import batch_counts
@@ -119,25 +119,23 @@ def transition(
 
     allowed = list(dict.fromkeys(s.value for s in sources))
     values = {"status": target.value, "status_changed_at": now, **fields}
-    move = _move_per_source if session.get_bind().dialect.name == "sqlite" else _lock_and_move
+    event = {"type": f"status.{target.value}", "created_at": now, "actor": actor, "ip": ip,
+             "user_agent": user_agent, "details": details or {}}
+    dialect = session.get_bind().dialect.name
     won: list[int] = []
     moves: list[tuple[int, str, str]] = []
     for chunk in _chunks(ids, 1000):
-        rows = move(session, chunk, allowed=allowed, values=values)
+        if dialect == "postgresql" and len(allowed) == 1:
+            # The hot path (every pipeline step): the move and its events in one round trip.
+            rows = _move_and_log(session, chunk, source=allowed[0], values=values, event=event)
+        else:
+            # From one status, the UPDATE's own match says what each winner left: no locking read needed.
+            move = _move_per_source if len(allowed) == 1 or dialect == "sqlite" else _lock_and_move
+            rows = move(session, chunk, allowed=allowed, values=values)
+            if rows:
+                session.execute(insert(Event), [{"request_id": r.id, "batch_id": r.batch_id, **event} for r in rows])
         won.extend(r.id for r in rows)
         moves.extend((r.batch_id, r.old_status, target.value) for r in rows)
-        if rows:
-            session.execute(
-                insert(Event),
-                [
-                    {
-                        "request_id": r.id, "batch_id": r.batch_id, "type": f"status.{target.value}",
-                        "created_at": now, "actor": actor, "ip": ip, "user_agent": user_agent,
-                        "details": details or {},
-                    }
-                    for r in rows
-                ],
-            )
     batch_counts.record_moves(session, moves)
     # Objects already loaded in this session must not keep showing the old status.
     for obj in list(session.identity_map.values()):
@@ -160,6 +158,17 @@ def _update(chunk: list[int], *conditions, values: dict):
             .returning(SigningRequest.id, SigningRequest.batch_id).execution_options(synchronize_session=False))
 
 
+def _move_and_log(session: Session, chunk: list[int], *, source: str, values: dict, event: dict) -> list[_Moved]:
+    """PostgreSQL: ``WITH moved AS (UPDATE … RETURNING) INSERT INTO events SELECT … FROM moved``."""
+    moved = _update(chunk, SigningRequest.status == source, values=values).cte("moved")
+    columns = Event.__table__.c
+    logged = (insert(Event).from_select(
+        ["request_id", "batch_id", *event],
+        select(moved.c.id, moved.c.batch_id, *(literal(v, columns[k].type) for k, v in event.items())))
+        .add_cte(moved).returning(Event.request_id, Event.batch_id))
+    return [_Moved(r.request_id, r.batch_id, source) for r in session.execute(logged)]
+
+
 def _lock_and_move(session: Session, chunk: list[int], *, allowed: list[str], values: dict) -> list[_Moved]:
     """Lock the requests of ``chunk`` still in an ``allowed`` status, in id order, then move them."""
     # FOR UPDATE under READ COMMITTED waits for a concurrent mover, re-checks the status and returns the row
@@ -176,9 +185,12 @@ def _lock_and_move(session: Session, chunk: list[int], *, allowed: list[str], va
 
 
 def _move_per_source(session: Session, chunk: list[int], *, allowed: list[str], values: dict) -> list[_Moved]:
-    """SQLite: one UPDATE per allowed status, so each winner's old status is the one its UPDATE matched."""
-    # pysqlite begins a transaction only at the first write: a status SELECTed before it may already be stale.
-    # The table has no self-moves, so a request moved by one of these UPDATEs matches none of the others.
+    """One UPDATE per allowed status, so each winner's old status is the one its UPDATE matched.
+
+    Used for moves from a single status, and always on SQLite: pysqlite begins a transaction only at
+    the first write, so a status SELECTed before it may already be stale. The table has no self-moves,
+    so a request moved by one of these UPDATEs matches none of the others.
+    """
     moved: list[_Moved] = []
     for source in allowed:
         rows = session.execute(_update(chunk, SigningRequest.status == source, values=values)).all()

@@ -99,7 +99,8 @@ class SmtpLink:
             return _by_code(exc.smtp_code, exc.smtp_error, permanent="failed")
         except (TimeoutError, smtplib.SMTPException, OSError) as exc:
             self.close()
-            return SmtpOutcome("unreachable", f"The mail server could not be reached ({exc.__class__.__name__}: {exc}).")
+            return SmtpOutcome("unreachable",
+                               f"The mail server could not be reached ({exc.__class__.__name__}: {exc}).")
 
     def _deliver(self, message: Message) -> None:
         self.host.sendmail(sanitize_address(message.sender), list(sanitize_addresses(message.send_to)),
@@ -116,7 +117,7 @@ smtp_link = SmtpLink()
 
 
 def send_many(mail_ids: list[int]) -> str:
-    """Send the queued mails among ``mail_ids``; returns what happened, for the job result. Raises TransientFailure to retry."""
+    """Send the queued mails among ``mail_ids``; returns what happened. Raises TransientFailure to retry the rest."""
     session = db.session()
     # Each mail's outcome is committed on its own (a crash re-sends at most the mail in flight);
     # the chunk's rows stay loaded across those commits instead of being re-read one by one.
@@ -133,7 +134,8 @@ def send_many(mail_ids: list[int]) -> str:
 
 @dataclass(frozen=True)
 class Delivery:
-    #: ``sent``, ``bounced`` or ``failed`` (final), ``retry`` (try again later) or ``unreachable`` (retry; stop the chunk).
+    #: ``sent``, ``bounced`` or ``failed`` (final), ``retry`` (try again later)
+    #: or ``unreachable`` (retry, and stop the chunk).
     status: str
     #: What a person reads on the mail and the request.
     error: str | None = None

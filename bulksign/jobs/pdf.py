@@ -45,7 +45,9 @@ def document_context(request: SigningRequest) -> dict:
 
 @dataclass(frozen=True)
 class Rendered:
-    request: SigningRequest
+    # Ids, not the request: the settling transition expires the loaded request.
+    request_id: int
+    batch_id: int
     key: str
     data: bytes
 
@@ -113,7 +115,7 @@ def _render_one(request: SigningRequest, *, app: Flask) -> Rendered:
     data = render_pdf(html, timeout=app.config["PDF_TIMEOUT_SECONDS"])
     key = original_key(request)
     get_storage().put(key, data, content_type="application/pdf")
-    return Rendered(request, key, data)
+    return Rendered(request.id, request.batch_id, key, data)
 
 
 def _settle(*, rendered: list[Rendered], failed: list[Problem], retry: list[Problem], app: Flask) -> str:
@@ -121,16 +123,15 @@ def _settle(*, rendered: list[Rendered], failed: list[Problem], retry: list[Prob
     session = db.session
     now = utcnow()
     # Cancelled (or reconciled) while rendering: its stored file is simply unused.
-    won = set(transition(session, [r.request.id for r in rendered], frm=Status.GENERATING, to=Status.GENERATED,
+    won = set(transition(session, [r.request_id for r in rendered], frm=Status.GENERATING, to=Status.GENERATED,
                          now=now, attempts=0, error_message=None).won)
-    session.add_all([Document(request_id=r.request.id, kind="original", storage_key=r.key,
+    session.add_all([Document(request_id=r.request_id, kind="original", storage_key=r.key,
                               sha256=hashlib.sha256(r.data).hexdigest(), size=len(r.data), created_at=now)
-                     for r in rendered if r.request.id in won])
+                     for r in rendered if r.request_id in won])
     # The invitation rows are written in the same transaction: a generated request always has one.
     invitations = queue_invitations(session, request_ids=sorted(won), now=now, app=app)
-    by_id = {r.request.id: r.request for r in rendered}
     for request_id, message in invitations.errors.items():
-        _fail(Problem(by_id[request_id], message), frm=Status.GENERATED, now=now)
+        _fail(Problem(session.get(SigningRequest, request_id), message), frm=Status.GENERATED, now=now)
     for problem in failed:
         _fail(problem, frm=Status.GENERATING, now=now)
     for problem in retry:
@@ -138,7 +139,9 @@ def _settle(*, rendered: list[Rendered], failed: list[Problem], retry: list[Prob
                    error_message=problem.message[:2000], details={"retry": problem.request.attempts})
         log(logger, logging.WARNING, "render failed, will retry", request_id=problem.request.id,
             attempt=problem.request.attempts, error=problem.message, detail=problem.detail)
-    for batch_id in {p.request.batch_id for p in failed} | {by_id[i].batch_id for i in invitations.errors}:
+    touched = {p.request.batch_id for p in failed}
+    touched |= {r.batch_id for r in rendered if r.request_id in invitations.errors}
+    for batch_id in touched:
         close_if_done(session, batch_id=batch_id, now=now)
     counts = Counter({"generated": len(invitations.mail_ids), "failed": len(failed) + len(invitations.errors),
                       "retried": len(retry)})
