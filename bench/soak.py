@@ -333,11 +333,38 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
             elapsed = time.monotonic() - started
             outcomes = [f.result() for f in futures]
             time.sleep(3)  # let the last sign/seal jobs settle before reading the truth
+            _write_stuck(engine, batch_id, redis.url, folder / "stuck.jsonl")
             return _report(cfg, engine, batch_id, folder, chaos, outcomes, create_seconds, elapsed)
         finally:
             procs.stop_all()
             engine.dispose()
             redis.stop()
+
+
+def _write_stuck(engine, batch_id: int, redis_url: str, path: Path) -> None:
+    """For a run that ends with work left: each stuck request with the job Redis says owns it, for the post-mortem."""
+    from redis import Redis
+
+    with engine.connect() as conn:
+        stuck = conn.execute(text(
+            "SELECT r.id, r.status, r.status_changed_at, m.id FROM signing_requests r LEFT JOIN outgoing_mails m "
+            "ON m.request_id = r.id AND m.kind = 'invitation' AND m.status = 'queued' WHERE r.batch_id = :b "
+            "AND r.status IN ('pending', 'generating', 'generated', 'sending') ORDER BY r.id"), {"b": batch_id}).all()
+    if not stuck:
+        return
+    redis = Redis.from_url(redis_url)
+    with path.open("w") as out:
+        for request_id, status, changed, mail_id in stuck:
+            step, owned = ("send", mail_id) if status in ("generated", "sending") else ("render", request_id)
+            job_id = redis.hget(f"bulksign:owner:{step}", owned) if owned else None
+            job = {k.decode(): v.decode(errors="replace")[:200] for k, v in
+                   redis.hgetall(f"rq:job:{job_id.decode()}").items()
+                   if k in (b"status", b"worker_name", b"started_at", b"last_heartbeat", b"enqueued_at",
+                            b"ended_at", b"retries_left", b"exc_info")} if job_id else {}
+            worker_alive = bool(job.get("worker_name")) and bool(redis.exists(f"rq:worker:{job['worker_name']}"))
+            out.write(json.dumps({"request": request_id, "status": status, "changed": str(changed), "mail": mail_id,
+                                  "owner": job_id.decode() if job_id else None, "job": job,
+                                  "worker_alive": worker_alive}) + "\n")
 
 
 def _report(cfg, engine, batch_id, folder, chaos, outcomes, create_seconds, elapsed):

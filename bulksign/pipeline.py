@@ -17,12 +17,17 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from flask import current_app
-from rq import Queue, Retry
+from rq import Queue, Retry, get_current_job
 from rq.job import Job
 
 from .extensions import get_queue, get_redis
+
+#: Seconds a finished chunk job stays in Redis. Not 0: RQ 2.12 deletes such a job through its execution
+#: records and raises if one expired (a run on a killed worker), turning a success into a failure.
+RESULT_TTL = 60
 
 #: RQ job states in which the job will still run (or is running).
 LIVE_STATES = {b"queued", b"scheduled", b"deferred", b"started"}
@@ -131,10 +136,23 @@ def enqueue_chunked(step: Step, ids: Sequence[int], *, chunk_size: int | None = 
     for start in range(0, len(chunks), 1000):
         queue.enqueue_many([
             Queue.prepare_data(step.func, args=(chunk,), job_id=job_id, timeout=step.seconds_each * len(chunk) + 60,
-                               result_ttl=0, failure_ttl=86400, retry=retry)
+                               result_ttl=RESULT_TTL, failure_ttl=86400, retry=retry)
             for chunk, job_id in zip(chunks[start:start + 1000], job_ids[start:start + 1000])
         ])
     return len(fresh)
+
+
+def pulse() -> None:
+    """Tell the reconciler the running chunk job is alive: called before each item of a chunk.
+
+    A chunk may rightly run for many minutes, so its RQ timeout says little; and after Redis lost
+    its data, RQ re-creates a worker's key without expiry, so a killed worker can look alive for
+    ever. The reconciler trusts a running chunk job only while its last pulse is recent
+    (``Step.seconds_each``).
+    """
+    job = get_current_job()
+    if job is not None:
+        job.heartbeat(datetime.now(timezone.utc), 0)
 
 
 def release(step: Step, ids: Sequence[int], *, job_id: str) -> None:

@@ -44,11 +44,15 @@ class ReconcileResult:
         return f"{len(self.renders)} renders and {len(self.sends)} sends re-enqueued"
 
 
-def live_jobs(redis: Redis, job_ids: Sequence[str], *, now: datetime) -> set[str]:
-    """The ids among ``job_ids`` that RQ will still run (or is running on a live worker)."""
+def live_jobs(redis: Redis, job_ids: Sequence[str], *, now: datetime, beat_seconds: int | None = None) -> set[str]:
+    """The ids among ``job_ids`` that RQ will still run (or is running on a live worker).
+
+    A running job is alive while its worker's key exists and it started less than its timeout ago;
+    with ``beat_seconds`` (chunk jobs, see ``pipeline.pulse``), while its last pulse is that recent.
+    """
     with redis.pipeline(transaction=False) as pipe:
         for job_id in job_ids:
-            pipe.hmget(Job.key_for(job_id), "status", "started_at", "timeout", "worker_name")
+            pipe.hmget(Job.key_for(job_id), "status", "started_at", "timeout", "worker_name", "last_heartbeat")
         rows = pipe.execute()
     running = [(job_id, row) for job_id, row in zip(job_ids, rows) if row[0] == b"started"]
     with redis.pipeline(transaction=False) as pipe:
@@ -56,14 +60,21 @@ def live_jobs(redis: Redis, job_ids: Sequence[str], *, now: datetime) -> set[str
             pipe.exists(f"rq:worker:{(row[3] or b'').decode()}")
         workers_alive = pipe.execute()
     alive = {job_id for job_id, row in zip(job_ids, rows) if row[0] in _WAITING}
-    for (job_id, (_, started_at, timeout, _worker)), worker_alive in zip(running, workers_alive):
-        started = datetime.fromisoformat(started_at.decode()) if started_at else None
-        if started and started.tzinfo is None:
-            started = started.replace(tzinfo=now.tzinfo)
-        limit = timedelta(seconds=int(float(timeout or 180)) + _GRACE_SECONDS)
-        if worker_alive and started and now - started < limit:
+    for (job_id, (_, started_at, timeout, _worker, beat)), worker_alive in zip(running, workers_alive):
+        if beat_seconds is None:
+            since, limit = _instant(started_at, now), int(float(timeout or 180))
+        else:
+            since, limit = _instant(beat or started_at, now), beat_seconds
+        if worker_alive and since and now - since < timedelta(seconds=limit + _GRACE_SECONDS):
             alive.add(job_id)
     return alive
+
+
+def _instant(raw: bytes | None, now: datetime) -> datetime | None:
+    if not raw:
+        return None
+    moment = datetime.fromisoformat(raw.decode().replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=now.tzinfo)
 
 
 def clear_dead_jobs(redis: Redis, job_ids: Sequence[str], *, now: datetime) -> None:
@@ -87,7 +98,7 @@ def revive_sends(mail_ids: Sequence[int]) -> int:
 
 def _without_live_owner(step: Step, ids: Sequence[int], *, redis: Redis, now: datetime) -> list[int]:
     owned = owners(step, ids)
-    alive = live_jobs(redis, sorted(set(owned.values())), now=now)
+    alive = live_jobs(redis, sorted(set(owned.values())), now=now, beat_seconds=step.seconds_each)
     return [i for i in ids if owned.get(i) not in alive]
 
 

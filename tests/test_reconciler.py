@@ -12,7 +12,7 @@ from bulksign.config import BASE_DIR
 from bulksign.extensions import db, get_queue, get_redis
 from bulksign.jobs.periodic import reconcile_stuck_work
 from bulksign.models import Batch, OutgoingMail, SigningRequest, utcnow
-from bulksign.pipeline import enqueue_renders
+from bulksign.pipeline import RENDER, enqueue_renders, owners
 from bulksign.reconciler import reconcile
 from bulksign.states import transition
 from tests.conftest import NOW
@@ -26,19 +26,42 @@ def _reconcile(app, *, now):
     return reconcile(db.session, redis=get_redis(), app=app, now=now, stale_after=timedelta(minutes=5))
 
 
-def test_a_render_whose_worker_vanished_is_rendered_again(app, users, smtp, run_jobs):
-    batch = make_batch(user=users["staff"], now=utcnow(), recipients=2)
+def test_a_render_whose_worker_vanished_is_rendered_again_one_per_job(app, users, smtp, run_jobs):
+    batch = make_batch(user=users["staff"], now=utcnow(), recipients=3)
     ids = request_ids(batch)
-    # As if a worker took the job, moved the request to generating and was killed (no job left).
-    transition(db.session, ids[0], frm="pending", to="generating", now=utcnow())
+    # As if a worker took a chunk, moved two requests to generating and was killed (no job left).
+    transition(db.session, ids[:2], frm="pending", to="generating", now=utcnow())
     db.session.commit()
     assert _reconcile(app, now=utcnow()).renders == ()  # too recent to call stuck
     result = _reconcile(app, now=utcnow() + LATER)
     assert set(result.renders) == set(ids)
-    assert requests_of(batch)[0].status == "pending"
+    assert [r.status for r in requests_of(batch)] == ["pending"] * 3
+    # A document that killed its worker may do it again: each suspect is queued alone.
+    assert len(set(owners(RENDER, ids).values())) == 3
     run_jobs("pdf", "mail")
-    assert [r.status for r in requests_of(batch)] == ["sent", "sent"]
-    assert len(smtp.received) == 2
+    assert [r.status for r in requests_of(batch)] == ["sent"] * 3
+    assert len(smtp.received) == 3
+
+
+def test_a_chunk_counts_as_alive_while_it_pulses_even_if_its_worker_key_outlives_the_worker(app, users):
+    from rq.utils import utcformat
+
+    batch = make_batch(user=users["staff"], now=utcnow(), recipients=2)
+    ids = request_ids(batch)
+    enqueue_renders(ids)
+    (job_id,) = set(owners(RENDER, ids).values())
+    # As RQ leaves it after a Redis restart: the worker's key re-created without expiry, the worker since killed.
+    redis = get_redis()
+    redis.hset("rq:worker:gone", "state", "busy")
+    transition(db.session, ids, frm="pending", to="generating", now=utcnow())
+    db.session.commit()
+    later = utcnow() + LATER
+    redis.hset(f"rq:job:{job_id}", mapping={"status": "started", "worker_name": "gone",
+                                           "started_at": utcformat(utcnow()),
+                                           "last_heartbeat": utcformat(later - timedelta(seconds=30))})
+    assert _reconcile(app, now=later).renders == ()  # it pulsed half a minute ago: still rendering
+    assert set(_reconcile(app, now=later + timedelta(minutes=5)).renders) == set(ids)
+    assert [r.status for r in requests_of(batch)] == ["pending"] * 2
 
 
 def test_live_jobs_are_not_doubled(app, users, smtp, run_jobs):

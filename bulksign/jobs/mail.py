@@ -23,9 +23,9 @@ from ..extensions import db, get_redis
 from ..invitations import KIND as INVITATION
 from ..invitations import deadline_for, load_requests
 from ..logs import log
-from ..mailer import BUILDERS
+from ..mailer import BUILDERS, MailNotNeeded
 from ..models import OutgoingMail, SigningRequest, utcnow
-from ..pipeline import SEND, release
+from ..pipeline import SEND, pulse, release
 from ..states import Status, transition
 from ..storage import StorageError, get_storage
 from ..throttle import MailThrottle
@@ -134,7 +134,7 @@ def send_many(mail_ids: list[int]) -> str:
 
 @dataclass(frozen=True)
 class Delivery:
-    #: ``sent``, ``bounced`` or ``failed`` (final), ``retry`` (try again later)
+    #: ``sent``, ``bounced``, ``failed`` or ``cancelled`` (final), ``retry`` (try again later)
     #: or ``unreachable`` (retry, and stop the chunk).
     status: str
     #: What a person reads on the mail and the request.
@@ -156,6 +156,7 @@ def _send_chunk(mail_ids: list[int], *, app: Flask) -> str:
                             window_seconds=app.config["MAIL_RATE_WINDOW_SECONDS"])
     retry_reason = ""
     for position, mail in enumerate(to_send):
+        pulse()
         if not throttle.acquire(max_wait_seconds=app.config["THROTTLE_MAX_WAIT_SECONDS"]).allowed:
             _give_back(to_send[position:], untried=True)
             retry_reason = "mail throttle busy"
@@ -210,6 +211,8 @@ def _deliver_one(mail: OutgoingMail, *, app: Flask) -> Delivery:
     try:
         message = getattr(importlib.import_module(module), attr)(db.session, mail, app)
         _attach(message, mail.attachments or [])
+    except MailNotNeeded as exc:
+        return Delivery("cancelled", f"Not sent, no longer needed: {exc}.")
     except (LookupError, StorageError) as exc:
         return Delivery("failed", f"The mail could not be built: {exc}")
     outcome = smtp_link.send(message, app=app)
@@ -272,7 +275,7 @@ def _settle(mail: OutgoingMail, request: SigningRequest | None, delivery: Delive
         transition(session, mail.request_id, frm=[Status.SENT, Status.OPENED], to=Status.BOUNCED, now=now,
                    error_message=delivery.error[:2000], details={"error": delivery.error[:500], "kind": mail.kind})
     session.commit()
-    level = logging.INFO if delivery.status == "sent" else logging.ERROR
+    level = logging.INFO if delivery.status in ("sent", "cancelled") else logging.ERROR
     log(logger, level, f"mail {delivery.status}", mail_id=mail.id, request_id=mail.request_id, kind=mail.kind,
         error=delivery.error)
     return delivery.status

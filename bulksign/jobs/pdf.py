@@ -23,7 +23,7 @@ from ..invitations import load_requests, queue_invitations
 from ..logs import log
 from ..models import Document, SigningRequest, utcnow
 from ..pdf import RenderError, render_pdf
-from ..pipeline import RENDER, enqueue_sends, release
+from ..pipeline import RENDER, enqueue_sends, pulse, release
 from ..states import Status, transition
 from ..storage import StorageError, get_storage
 
@@ -87,6 +87,7 @@ def _render_chunk(request_ids: list[int], *, app: Flask) -> str:
     failed: list[Problem] = []
     retry: list[Problem] = []
     for request in load_requests(session, claimed):
+        pulse()
         if request.attempts > limit:
             # Queued again and again by the reconciler: the worker dies on this document.
             failed.append(Problem(request, f"The document could not be rendered after {limit} attempts "
