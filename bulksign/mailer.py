@@ -27,6 +27,13 @@ BUILDERS: dict[str, str] = {
 MESSAGE_ID_DOMAIN = "bulksign.local"
 
 
+class MailNotNeeded(LookupError):
+    """Raised by a builder when the mail has lost its purpose (the recipient signed, a newer link went out).
+
+    The mail is marked ``cancelled`` with the reason, not ``failed``: nothing went wrong.
+    """
+
+
 def message_id_for(key: str) -> str:
     """The Message-ID of the mail known by ``key`` (e.g. ``invitation-42-1``): the same key, the same id."""
     return f"<{key}@{MESSAGE_ID_DOMAIN}>"

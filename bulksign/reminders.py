@@ -21,12 +21,12 @@ from flask_mail import Message
 from sqlalchemy import JSON, String, and_, cast, exists, func, insert, literal, or_, select, update
 from sqlalchemy.orm import Session
 
-from .batches import BatchActionError, _batch_for
+from .batches import BatchActionError, batch_for_action
 from .doc_templates import DEFAULT_REMINDER_BODY, DEFAULT_REMINDER_SUBJECT, extract_variables, render_text, text_sandbox
-from .invitations import _html_body, mail_context, tracking_url
+from .invitations import html_body, mail_context, tracking_url
 from .links import current_token
 from .logs import log
-from .mailer import message_id_sql, queue_mails, queue_mails_from
+from .mailer import MailNotNeeded, message_id_sql, queue_mails, queue_mails_from
 from .models import Batch, Event, OutgoingMail, SigningRequest, User, UTCDateTime
 from .states import Status
 from .tokens import signing_token
@@ -293,7 +293,7 @@ def send_manual_reminders(session: Session, *, batch_id: int, user: User, now: d
         raise BatchActionError("Choose the recipients to remind, or all who have not signed / not opened.")
     if selector is not None and selector not in SELECTORS:
         raise BatchActionError(f"Unknown selection {selector!r}; use one of: {', '.join(SELECTORS)}.")
-    batch = _batch_for(session, batch_id=batch_id, user=user)
+    batch = batch_for_action(session, batch_id=batch_id, user=user)
     mails = _ReminderMails(session, batch, current_app._get_current_object())
     skipped: dict[str, int] = {}
     mail_ids: list[int] = []
@@ -334,17 +334,17 @@ def build_reminder(session: Session, mail: OutgoingMail, app: Flask) -> Message:
     """The reminder as it goes out: its own text, the request's current link, the pixel, the row's Message-ID."""
     request = session.get(SigningRequest, mail.request_id)
     if request is None or request.status not in WAITING:
-        raise LookupError(f"request {mail.request_id} no longer waits for a signature")
+        raise MailNotNeeded(f"request {mail.request_id} no longer waits for a signature")
     secret = app.config["SECRET_KEY"]
     token = current_token(request, secret=secret)
     if token is None or not request.token_hash or f"-{request.token_nonce[:12]}-" not in mail.message_id:
-        raise LookupError(f"request {request.id} has a newer link than this reminder")
+        raise MailNotNeeded(f"request {request.id} has a newer link than this reminder")
     batch = request.batch
     context = mail_context(request, token=token, app=app, deadline=request.expires_at or mail.created_at)
     body = render_text(batch.template_version.reminder_body or DEFAULT_REMINDER_BODY, context)
     pixel = tracking_url(app_url=app.config["APP_URL"], request_id=request.id, secret=secret)
     message = Message(subject=mail.subject, recipients=[mail.to_email], body=body,
-                      html=_html_body(body, link=context["signing_link"], pixel=pixel),
+                      html=html_body(body, link=context["signing_link"], pixel=pixel),
                       sender=app.config["MAIL_DEFAULT_SENDER"],
                       reply_to=batch.reply_to or (batch.created_by.email if batch.created_by else None))
     message.msgId = mail.message_id
