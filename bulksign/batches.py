@@ -123,7 +123,7 @@ class RetryResult:
     retried: tuple[int, ...]
 
 
-def _batch_for(session: Session, *, batch_id: int, user: User) -> Batch:
+def batch_for_action(session: Session, *, batch_id: int, user: User) -> Batch:
     batch = session.get(Batch, batch_id)
     if batch is None:
         raise BatchActionError("No such batch.", 404)
@@ -146,7 +146,7 @@ def _cancel(session: Session, *, request_ids: list[int], user: User, now: dateti
 
 def cancel_batch(session: Session, *, batch_id: int, user: User, now: datetime) -> CancelResult:
     """Stop a batch: every request not yet final is cancelled and its link dies. The caller commits."""
-    batch = _batch_for(session, batch_id=batch_id, user=user)
+    batch = batch_for_action(session, batch_id=batch_id, user=user)
     ids = session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch_id,
                                                            SigningRequest.status.in_(CANCELLABLE))).all()
     won = _cancel(session, request_ids=list(ids), user=user, now=now)
@@ -161,7 +161,7 @@ def cancel_requests(session: Session, *, request_ids: Iterable[int], user: User,
     ids = list(request_ids)
     batch_ids = set(session.scalars(select(SigningRequest.batch_id).where(SigningRequest.id.in_(ids))).all())
     for batch_id in batch_ids:
-        _batch_for(session, batch_id=batch_id, user=user)
+        batch_for_action(session, batch_id=batch_id, user=user)
     won = _cancel(session, request_ids=ids, user=user, now=now)
     refresh_batch_statuses(session, now=now, batch_ids=batch_ids)
     log(logger, logging.INFO, "requests cancelled", user_id=user.id, requests=len(won))
@@ -175,7 +175,7 @@ def retry_failed(session: Session, *, batch_id: int, user: User, now: datetime,
     Compare-and-set: a second click finds nothing failed and retries nothing. Each retried request
     gets a fresh link and so a fresh invitation (the failed one never reached the recipient).
     """
-    batch = _batch_for(session, batch_id=batch_id, user=user)
+    batch = batch_for_action(session, batch_id=batch_id, user=user)
     if batch.status == CANCELLED:
         raise BatchActionError("The batch was cancelled; its requests cannot be retried.", 409)
     query = select(SigningRequest.id).where(SigningRequest.batch_id == batch_id,

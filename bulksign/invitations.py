@@ -131,14 +131,14 @@ def build_invitation(session: Session, mail: OutgoingMail, app: Flask) -> Messag
     body = render_text(version.email_body, context)
     pixel = tracking_url(app_url=app.config["APP_URL"], request_id=request.id, secret=secret)
     message = Message(subject=subject, recipients=[mail.to_email], body=body,
-                      html=_html_body(body, link=context["signing_link"], pixel=pixel),
+                      html=html_body(body, link=context["signing_link"], pixel=pixel),
                       sender=app.config["MAIL_DEFAULT_SENDER"],
                       reply_to=batch.reply_to or (batch.created_by.email if batch.created_by else None))
     message.msgId = mail.message_id
     return message
 
 
-def _html_body(text: str, *, link: str, pixel: str) -> str:
+def html_body(text: str, *, link: str, pixel: str) -> str:
     """The plain body as simple HTML: paragraphs kept, the signing link clickable, the pixel at the end."""
     html = str(escape(text)).replace(str(escape(link)), f'<a href="{escape(link)}">{escape(link)}</a>')
     paragraphs = "".join(f"<p>{p.replace(chr(10), '<br>')}</p>" for p in html.split("\n\n") if p.strip())

@@ -16,7 +16,7 @@ from flask import current_app
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from .batches import CANCELLED, COMPLETED, PARTIALLY_FAILED, PROCESSING, BatchActionError, _batch_for
+from .batches import CANCELLED, COMPLETED, PARTIALLY_FAILED, PROCESSING, BatchActionError, batch_for_action
 from .doc_templates import TemplateError
 from .invitations import KIND as INVITATION
 from .invitations import queue_invitations
@@ -83,7 +83,7 @@ def resend_with_new_link(session: Session, *, request_ids: Iterable[int], user: 
         eligible = []
         for row in rows:
             if row.batch_id not in batches:
-                batches[row.batch_id] = _batch_for(session, batch_id=row.batch_id, user=user)
+                batches[row.batch_id] = batch_for_action(session, batch_id=row.batch_id, user=user)
             reason = _skip_reason(row.status, batch=batches[row.batch_id], extend_days=extend_days, now=now)
             if reason:
                 skipped[reason] = skipped.get(reason, 0) + 1
@@ -118,7 +118,7 @@ def change_email(session: Session, *, request_id: int, new_email: str, user: Use
     request = session.get(SigningRequest, request_id)
     if request is None:
         raise BatchActionError("No such request.", 404)
-    _batch_for(session, batch_id=request.batch_id, user=user)
+    batch_for_action(session, batch_id=request.batch_id, user=user)
     if request.status in EMAIL_FROZEN:
         raise BatchActionError(f"The request is {request.status}; its address can no longer change.", 409)
     try:
