@@ -1,9 +1,9 @@
-"""gunicorn access logs without secrets: signing tokens in paths are replaced by ``<token>``."""
+"""gunicorn access logs without secrets: signing tokens in paths become ``<token>``, secret query values ``<redacted>``."""
 from __future__ import annotations
 
 from gunicorn.glogging import Logger
 
-from .logs import redact_path
+from .logs import redact_path, redact_query
 
 
 class RedactingLogger(Logger):
@@ -15,4 +15,9 @@ class RedactingLogger(Logger):
             atoms["U"] = safe
             atoms["r"] = atoms.get("r", "").replace(path, safe)
             atoms["q"] = ""
+        query = atoms.get("q", "")
+        safe_query = redact_query(query)
+        if safe_query != query:
+            atoms["q"] = safe_query
+            atoms["r"] = atoms.get("r", "").replace(query, safe_query)
         return atoms

@@ -39,6 +39,21 @@ def redact_path(path: str) -> str:
     return path
 
 
+#: Query parameters that carry secrets (the bounce webhook's ``?token=`` for providers that only take a URL).
+SECRET_PARAMETERS = frozenset({"token", "secret", "key", "api_key"})
+
+
+def redact_query(query: str) -> str:
+    """The query string with the values of secret-bearing parameters replaced by ``<redacted>``."""
+    if not query:
+        return query
+    parts = []
+    for part in query.split("&"):
+        name, sep, _ = part.partition("=")
+        parts.append(f"{name}=<redacted>" if sep and name.lower() in SECRET_PARAMETERS else part)
+    return "&".join(parts)
+
+
 def _current_job_id() -> str | None:
     try:
         from rq import get_current_job

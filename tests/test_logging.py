@@ -10,10 +10,15 @@ from pathlib import Path
 
 import requests
 
-from bulksign.logs import JsonFormatter, redact_path
+from bulksign.logs import JsonFormatter, redact_path, redact_query
 from tests.support.services import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_secret_query_values_are_redacted():
+    assert redact_query("token=s3cret&x=1") == "token=<redacted>&x=1"
+    assert redact_query("status=sent&q=Token") == "status=sent&q=Token"
 
 
 def test_signing_paths_are_redacted():
@@ -29,7 +34,7 @@ def test_a_log_line_is_one_json_object_with_the_fields():
     assert line["message"] == "batch finished" and line["batch_id"] == 7 and line["level"] == "info"
 
 
-def test_gunicorn_access_log_hides_signing_tokens(tmp_path, pg_url, redis_server, _schema):
+def test_gunicorn_access_log_hides_signing_tokens_and_the_bounce_secret(tmp_path, pg_url, redis_server, _schema):
     port = free_port()
     env = {"DATABASE_URL": pg_url, "REDIS_URL": redis_server.url, "SECRET_KEY": "x",
            "BULKSIGN_VAR_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
@@ -47,9 +52,12 @@ def test_gunicorn_access_log_hides_signing_tokens(tmp_path, pg_url, redis_server
             except requests.ConnectionError:
                 time.sleep(0.2)
         assert answer.status_code == 404
+        # Providers that only take a URL carry the bounce webhook's secret in ?token=.
+        assert requests.post(f"http://127.0.0.1:{port}/webhooks/bounces?token={secret}", json={},
+                             timeout=30).status_code in (401, 404)
         time.sleep(0.5)
     finally:
         proc.terminate()
         output = proc.communicate(timeout=15)[0]
-    assert "/sign/<token>" in output
+    assert "/sign/<token>" in output and "/webhooks/bounces?token=<redacted>" in output
     assert secret not in output
