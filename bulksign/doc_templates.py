@@ -1,9 +1,13 @@
 """Document templates: immutable versions, variables extracted at save, rendered in Jinja's sandbox."""
 from __future__ import annotations
 
+import ctypes
 import functools
 import logging
 import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from html.parser import HTMLParser
@@ -38,6 +42,10 @@ DEFAULT_REMINDER_BODY = (
 #: The most characters (or list items) one ``*`` may make, and the most bits a ``*`` or ``**`` of numbers may make.
 MAX_PRODUCT_LENGTH = 100_000
 MAX_NUMBER_BITS = 100_000
+#: One fill-in of a template (a document, a subject, a body) may take this long and make this much text.
+#: Loops inside loops over ``range(100000)`` otherwise keep a web worker (preview) or a render job busy for hours.
+MAX_RENDER_SECONDS = 5.0
+MAX_OUTPUT_CHARS = 10_000_000
 
 
 class _BoundedSandbox(ImmutableSandboxedEnvironment):
@@ -65,6 +73,37 @@ sandbox = _BoundedSandbox(autoescape=True)
 text_sandbox = _BoundedSandbox(autoescape=False)
 
 
+class _OutOfTime(BaseException):
+    """Raised inside a render that ran past ``MAX_RENDER_SECONDS``; a BaseException so no ``except Exception``
+    in Jinja or in a filter can swallow it."""
+
+
+@contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Interrupt the calling thread's Python code with ``_OutOfTime`` once ``seconds`` have passed."""
+    thread_id = threading.get_ident()
+    finished = threading.Event()
+    lock = threading.Lock()
+    state = {"done": False}
+
+    def watchdog() -> None:
+        if finished.wait(seconds):
+            return
+        with lock:
+            # Only while the render still runs: the exception then lands inside this ``with`` block.
+            if not state["done"]:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(_OutOfTime))
+
+    watcher = threading.Thread(target=watchdog, name="template-time-limit", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        with lock:
+            state["done"] = True
+        finished.set()
+
+
 class TemplateError(ValueError):
     """The template cannot be used; ``line`` is 1-based when known."""
 
@@ -75,6 +114,10 @@ class TemplateError(ValueError):
 
     def __str__(self) -> str:
         return f"line {self.line}: {self.message}" if self.line else self.message
+
+
+class TemplateTooCostly(TemplateError):
+    """Filling the template in takes too long or makes too much text, whatever the row's values."""
 
 
 def extract_variables(source: str) -> list[str]:
@@ -265,6 +308,7 @@ def save_version(session: Session, *, template: DocumentTemplate, html: str, use
         raise TemplateError("The template is empty.")
     variables = extract_variables(html)
     check_html_safety(html)
+    _check_cost(html, sample_row(variables))
     for label, text in (("email subject", email_subject), ("email body", email_body),
                         ("reminder subject", reminder_subject), ("reminder body", reminder_body)):
         try:
@@ -315,7 +359,19 @@ def _compiled(env_name: str, source: str):
 
 def _render(env_name: str, source: str, context: dict) -> str:
     try:
-        return _compiled(env_name, source).render(context)
+        template = _compiled(env_name, source)
+        parts, size = [], 0
+        with _time_limit(MAX_RENDER_SECONDS):
+            for part in template.generate(context):
+                size += len(part)
+                if size > MAX_OUTPUT_CHARS:
+                    raise TemplateTooCostly(f"The template makes more than {MAX_OUTPUT_CHARS:,} characters of text "
+                                            "for one recipient (a loop inside a loop?).")
+                parts.append(part)
+        return "".join(parts)
+    except _OutOfTime:
+        raise TemplateTooCostly(f"The template took longer than {MAX_RENDER_SECONDS:g} s to fill in for one "
+                                "recipient (a loop inside a loop?).") from None
     except TemplateSyntaxError as exc:
         raise TemplateError(exc.message or "syntax error", exc.lineno) from None
     except SecurityError as exc:
@@ -323,7 +379,19 @@ def _render(env_name: str, source: str, context: dict) -> str:
     # An expression that fails on the row's values ({{ name.first }}, {{ 1/0 }}, {{ 'a' + 1 }}) is the
     # template's fault: a clear refusal, not a 500 on the preview or a render job that dies unexplained.
     except (TemplateRuntimeError, ArithmeticError, LookupError, TypeError, ValueError) as exc:
+        if isinstance(exc, TemplateError):
+            raise
         raise TemplateError(f"The template could not be filled in: {exc}") from None
+
+
+def _check_cost(source: str, context: dict) -> None:
+    """Refuse at save a template too costly to fill in; other failures depend on the real rows' values."""
+    try:
+        render_html(source, context)
+    except TemplateTooCostly:
+        raise
+    except TemplateError:
+        pass
 
 
 def render_html(source: str, context: dict) -> str:

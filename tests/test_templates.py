@@ -163,3 +163,23 @@ def test_templates_api_creates_and_lists(client, users):
     listed = client.get("/api/v1/templates", headers=headers)
     assert [t["name"] for t in listed.json["templates"]] == ["API"]
     assert client.get("/api/v1/templates").status_code == 401
+
+
+LOOPS_IN_LOOPS = "{% set xs = range(100000)|list %}{% for a in xs %}{% for b in xs %}{% endfor %}{% endfor %}"
+FLOOD = "{% for a in range(100000) %}{% for b in range(1000) %}{{ name }} is here. {% endfor %}{% endfor %}"
+
+
+@pytest.mark.parametrize(("source", "words"), [(LOOPS_IN_LOOPS, "took longer than 5 s"),
+                                                (FLOOD, "more than 10,000,000 characters")])
+def test_a_template_that_would_keep_a_worker_busy_for_hours_is_refused_in_seconds(app, users, source, words):
+    import time
+
+    started = time.monotonic()
+    with pytest.raises(TemplateError, match=words):
+        render_html(source, {"name": "Jane"})
+    with pytest.raises(TemplateError, match=words):
+        create_template(db.session, name="Loops", html=f"<p>{source}</p>", user=users["staff"], now=NOW)
+    assert time.monotonic() - started < 30
+    # The thread that rendered is fine afterwards: no interruption is left pending for later code.
+    time.sleep(0.1)
+    assert render_html("<p>{{ name }}</p>", {"name": "Jane"}) == "<p>Jane</p>"
