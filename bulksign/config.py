@@ -65,6 +65,8 @@ def load_config(overrides: dict | None = None) -> dict:
         "SEAL_PKCS12_PASSWORD": env.get("SEAL_PKCS12_PASSWORD") or None,
         "BOUNCE_WEBHOOK_SECRET": env.get("BOUNCE_WEBHOOK_SECRET", ""),
         "METRICS_TOKEN": env.get("METRICS_TOKEN", ""),
+        # Outgoing webhooks may reach this host itself (loopback); link-local addresses never.
+        "WEBHOOK_ALLOW_LOCAL": _bool(env.get("WEBHOOK_ALLOW_LOCAL", "false")),
         "RECONCILE_AFTER_SECONDS": _int("RECONCILE_AFTER_SECONDS", 300),
         "LOGIN_RATE_LIMIT": env.get("LOGIN_RATE_LIMIT", "10 per minute"),
         "SIGNING_RATE_LIMIT": env.get("SIGNING_RATE_LIMIT", "60 per minute"),

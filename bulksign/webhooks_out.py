@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import http.client
+import ipaddress
 import json
 import logging
 import secrets
@@ -39,6 +41,55 @@ TIMEOUT_SECONDS = 10
 
 class WebhookError(ValueError):
     """Input a person can correct; the message says how."""
+
+
+class ForbiddenAddress(OSError):
+    """The endpoint's name resolved to an address deliveries must not reach."""
+
+
+def forbidden_reason(address: str, *, allow_local: bool) -> str | None:
+    """Why a POST must not go to ``address`` (an IP), or None.
+
+    Link-local addresses (cloud metadata services at 169.254.169.254) are never reached; this host's
+    own addresses (loopback, unspecified) only with ``WEBHOOK_ALLOW_LOCAL``: an admin's typo, a
+    redirect or a DNS answer must not turn a webhook into a request to internal services of the host.
+    Private networks (10/8, 192.168/16 ...) are allowed: in-house systems are a normal destination.
+    """
+    ip = ipaddress.ip_address(address.split("%")[0])
+    if getattr(ip, "ipv4_mapped", None):
+        ip = ip.ipv4_mapped
+    if ip.is_link_local or ip.is_multicast or ip.is_reserved:
+        return f"{ip} is a link-local or reserved address"
+    if (ip.is_loopback or ip.is_unspecified) and not allow_local:
+        return f"{ip} is this host (set WEBHOOK_ALLOW_LOCAL=true to allow it)"
+    return None
+
+
+def _guarded(connection_class: type[http.client.HTTPConnection], allow_local: bool):
+    class Guarded(connection_class):
+        # Checked on the connected socket, after DNS and for every redirect hop: no rebinding in between.
+        def connect(self):
+            super().connect()
+            reason = forbidden_reason(self.sock.getpeername()[0], allow_local=allow_local)
+            if reason:
+                self.close()
+                raise ForbiddenAddress(f"refused to deliver to {self.host}: {reason}")
+    return Guarded
+
+
+def _opener(*, allow_local: bool) -> urllib.request.OpenerDirector:
+    http_class, https_class = (_guarded(c, allow_local) for c in (http.client.HTTPConnection,
+                                                                   http.client.HTTPSConnection))
+
+    class GuardedHTTP(urllib.request.HTTPHandler):
+        def http_open(self, req):
+            return self.do_open(http_class, req)
+
+    class GuardedHTTPS(urllib.request.HTTPSHandler):
+        def https_open(self, req):
+            return self.do_open(https_class, req, context=self._context)
+
+    return urllib.request.build_opener(GuardedHTTP, GuardedHTTPS)
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -160,7 +211,8 @@ class DeliveryResult:
     error: str | None = None
 
 
-def deliver(session: Session, *, delivery_id: int, now: datetime, timeout: float = TIMEOUT_SECONDS) -> DeliveryResult:
+def deliver(session: Session, *, delivery_id: int, now: datetime, timeout: float = TIMEOUT_SECONDS,
+            allow_local: bool = False) -> DeliveryResult:
     """POST one pending delivery; record the outcome and, after a failure, when to try again (the caller commits)."""
     delivery = session.get(WebhookDelivery, delivery_id)
     if delivery is None or delivery.status != "pending":
@@ -177,12 +229,19 @@ def deliver(session: Session, *, delivery_id: int, now: datetime, timeout: float
     delivery.attempts += 1
     code, error = None, None
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (admin-set http(s) URL)
+        with _opener(allow_local=allow_local).open(request, timeout=timeout) as response:
             code = response.status
     except urllib.error.HTTPError as exc:
         code, error = exc.code, f"The endpoint answered HTTP {exc.code}."
-    except (urllib.error.URLError, OSError) as exc:
-        error = f"Could not reach the endpoint: {getattr(exc, 'reason', exc)}."
+    except ForbiddenAddress as exc:
+        error = f"Not delivered: {exc}."
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, ForbiddenAddress):
+            error = f"Not delivered: {exc.reason}."
+        else:
+            error = f"Could not reach the endpoint: {exc.reason}."
+    except OSError as exc:
+        error = f"Could not reach the endpoint: {exc}."
     delivery.response_code = code
     if error is None and code is not None and 200 <= code < 300:
         delivery.status, delivery.delivered_at, delivery.error, delivery.next_attempt_at = "delivered", now, None, None

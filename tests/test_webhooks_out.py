@@ -52,7 +52,8 @@ class Receiver:
 
 
 @pytest.fixture
-def receiver():
+def receiver(app):
+    app.config["WEBHOOK_ALLOW_LOCAL"] = True  # the receiver listens on loopback, like an endpoint on a dev box
     with Receiver() as r:
         yield r
 
@@ -90,13 +91,13 @@ def test_a_failing_endpoint_is_retried_with_growing_waits_then_given_up(app, use
     receiver.codes = [500] * 20
     at, waits = NOW, []
     for _ in range(webhooks_out.MAX_ATTEMPTS):
-        result = webhooks_out.deliver(db.session, delivery_id=ids[0], now=at)
+        result = webhooks_out.deliver(db.session, delivery_id=ids[0], now=at, allow_local=True)
         db.session.commit()
         delivery = db.session.get(WebhookDelivery, ids[0])
         if delivery.next_attempt_at:
             waits.append(delivery.next_attempt_at - at)
             # Too early: a duplicate job does nothing.
-            assert webhooks_out.deliver(db.session, delivery_id=ids[0], now=at).status == "waiting"
+            assert webhooks_out.deliver(db.session, delivery_id=ids[0], now=at, allow_local=True).status == "waiting"
             at = delivery.next_attempt_at
     assert result.status == "failed" and len(receiver.received) == webhooks_out.MAX_ATTEMPTS
     assert waits == sorted(waits) and waits[0] == timedelta(seconds=30) and waits[1] == timedelta(seconds=60)
@@ -109,8 +110,23 @@ def test_an_unreachable_endpoint_is_a_recorded_failure_not_a_crash(app, users):
     webhooks_out.create_endpoint(db.session, url=f"http://127.0.0.1:{free_port()}/x", events=["batch.completed"],
                                  user_id=None, now=NOW)
     ids = webhooks_out.emit(db.session, event="batch.completed", payload={}, now=NOW).delivery_ids
-    result = webhooks_out.deliver(db.session, delivery_id=ids[0], now=NOW, timeout=2)
+    result = webhooks_out.deliver(db.session, delivery_id=ids[0], now=NOW, timeout=2, allow_local=True)
     assert result.status == "pending" and "Could not reach" in result.error
+
+
+def test_deliveries_never_reach_this_host_unless_allowed_nor_link_local_addresses(app, users, receiver):
+    app.config["WEBHOOK_ALLOW_LOCAL"] = False  # the default
+    webhooks_out.create_endpoint(db.session, url=receiver.url.replace("127.0.0.1", "localhost"),
+                                 events=["batch.completed"], user_id=None, now=NOW)
+    ids = webhooks_out.emit(db.session, event="batch.completed", payload={}, now=NOW).delivery_ids
+    result = webhooks_out.deliver(db.session, delivery_id=ids[0], now=NOW, timeout=2)
+    assert result.status == "pending" and "this host" in result.error and "WEBHOOK_ALLOW_LOCAL" in result.error
+    assert receiver.received == []
+    # Cloud metadata services sit on link-local addresses: refused whatever the setting.
+    for address in ("169.254.169.254", "fe80::1", "::ffff:169.254.169.254"):
+        assert "link-local" in webhooks_out.forbidden_reason(address, allow_local=True)
+    assert webhooks_out.forbidden_reason("::ffff:127.0.0.1", allow_local=False)
+    assert webhooks_out.forbidden_reason("10.1.2.3", allow_local=False) is None
 
 
 def test_finished_batches_emit_batch_completed(app, users, receiver, run_jobs):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from flask import current_app
 from rq.job import Job
 
 from ..extensions import db, get_queue, get_redis
@@ -35,6 +36,7 @@ def dispatch(*, now: datetime) -> int:
 
 def deliver(delivery_id: int) -> str:
     """POST one delivery and record the outcome."""
-    result = deliver_one(db.session, delivery_id=delivery_id, now=utcnow())
+    result = deliver_one(db.session, delivery_id=delivery_id, now=utcnow(),
+                         allow_local=current_app.config["WEBHOOK_ALLOW_LOCAL"])
     db.session.commit()
     return result.status
