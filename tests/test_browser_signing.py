@@ -32,19 +32,28 @@ def watched(page):
     return page
 
 
+INKED = """(selector) => { const c = document.querySelector(selector);
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  for (let i = 3; i < d.length; i += 4) { if (d[i]) return true; } return false; }"""
+
+
 def draw(page, selector="#signature-pad"):
     page.wait_for_selector("#pad-box", state="visible")
     # The document iframe may still be loading and move the pad: draw once the layout has settled,
-    # as a person would, or the strokes can land beside the canvas.
+    # as a person would, and look again if no ink shows (a person whose stroke missed draws again).
     page.wait_for_load_state("load")
-    page.locator(selector).scroll_into_view_if_needed()
-    box = page.locator(selector).bounding_box()
-    x, y = box["x"] + 20, box["y"] + box["height"] / 2
-    page.mouse.move(x, y)
-    page.mouse.down()
-    for i in range(1, 30):
-        page.mouse.move(x + i * 8, y + (12 if i % 2 else -12), steps=2)
-    page.mouse.up()
+    for _ in range(3):
+        page.locator(selector).scroll_into_view_if_needed()
+        box = page.locator(selector).bounding_box()
+        x, y = box["x"] + 20, box["y"] + box["height"] / 2
+        page.mouse.move(x, y)
+        page.mouse.down()
+        for i in range(1, 30):
+            page.mouse.move(x + i * 8, y + (12 if i % 2 else -12), steps=2)
+        page.mouse.up()
+        if page.evaluate(INKED, selector):
+            return
+    raise AssertionError("three strokes on the signature pad left no ink")
 
 
 def agree(page):
