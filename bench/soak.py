@@ -203,6 +203,12 @@ def act_as_recipient(link: str, decline: bool) -> str:
     """Open the signing link like a phone browser would, then sign (consent ticked) or decline."""
     with requests.Session() as http:
         page = http.get(link, timeout=30)
+        # "On its way": the mail went out before its send was recorded; the page reloads, so do we (bounded).
+        for _ in range(12):
+            if page.status_code != 200 or "state-on-its-way" not in page.text:
+                break
+            time.sleep(10)
+            page = http.get(link, timeout=30)
         if page.status_code != 200:
             return f"open {page.status_code}"
         parser = _Forms()

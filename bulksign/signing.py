@@ -51,10 +51,14 @@ def deadline_of(request: SigningRequest) -> datetime | None:
 
 def page_state(request: SigningRequest | None, *, now: datetime) -> str:
     """What the recipient's page shows: ``unknown``, ``waiting``, ``expired``, ``signed``, ``declined``,
-    ``cancelled`` or ``unavailable`` (sent out but not in a state the recipient can act on)."""
+    ``cancelled``, ``on_its_way`` or ``unavailable`` (sent out but not in a state the recipient can act on)."""
     if request is None:
         return "unknown"
     status = request.status
+    if status in (Status.GENERATED, Status.SENDING) and request.token_hash:
+        # The invitation is out, or about to be: its sender has not recorded the send yet (a worker that
+        # died between the SMTP answer and its commit waits for the reconciler). Not an error: come back.
+        return "on_its_way"
     if status in (Status.SIGNED, Status.DECLINED, Status.CANCELLED, Status.EXPIRED):
         return str(status)
     if status in WAITING_FOR_RECIPIENT:

@@ -353,3 +353,19 @@ def test_pdf_queue_counts_one_seal_job_per_signature(app, users):
              user_agent=None)
     assert sorted(get_queue("pdf").job_ids) == sorted(f"seal-{i}" for i in ids)
     assert db.session.scalar(select(func.count()).select_from(Event).where(Event.type == "status.signed")) == 3
+
+
+def test_a_link_opened_before_its_send_is_recorded_says_the_document_is_on_its_way(app, users, client, run_jobs):
+    from bulksign.links import current_token
+    from bulksign.pipeline import enqueue_renders
+    from tests.support.batches import make_batch, request_ids, requests_of
+
+    batch = make_batch(user=users["staff"], now=NOW, recipients=1)
+    enqueue_renders(request_ids(batch))
+    run_jobs("pdf")
+    (row,) = requests_of(batch)  # generated: the link exists, the invitation is queued (or its send not yet recorded)
+    page = client.get(f"/sign/{current_token(row, secret=app.config['SECRET_KEY'])}")
+    html = page.get_data(as_text=True)
+    assert page.status_code == 200 and "Your document is on its way" in html
+    assert 'http-equiv="refresh"' in html and 'name="consent"' not in html
+    assert requests_of(batch)[0].status == "generated"  # opening it changed nothing
