@@ -12,7 +12,7 @@ from bulksign.config import BASE_DIR
 from bulksign.extensions import db, get_queue, get_redis
 from bulksign.jobs.periodic import reconcile_stuck_work
 from bulksign.models import Batch, OutgoingMail, SigningRequest, utcnow
-from bulksign.pipeline import RENDER, enqueue_renders, owners
+from bulksign.pipeline import RENDER, SEND, enqueue_renders, owners
 from bulksign.reconciler import reconcile
 from bulksign.states import transition
 from tests.conftest import NOW
@@ -62,6 +62,23 @@ def test_a_chunk_counts_as_alive_while_it_pulses_even_if_its_worker_key_outlives
     assert _reconcile(app, now=later).renders == ()  # it pulsed half a minute ago: still rendering
     assert set(_reconcile(app, now=later + timedelta(minutes=5)).renders) == set(ids)
     assert [r.status for r in requests_of(batch)] == ["pending"] * 2
+
+
+def test_a_job_taken_off_its_queue_by_a_worker_that_died_at_once_is_queued_again(app, users, smtp, run_jobs):
+    from rq.utils import utcformat
+
+    batch = make_batch(user=users["staff"], now=utcnow(), recipients=2)
+    enqueue_renders(request_ids(batch))
+    run_jobs("pdf")
+    mail_ids = [m.id for m in db.session.query(OutgoingMail).order_by(OutgoingMail.id)]
+    (job_id,) = set(owners(SEND, mail_ids).values())
+    # The worker moved the job off the list and was killed before marking it started: RQ says "queued" for ever.
+    redis = get_redis()
+    redis.lrem("rq:queue:mail", 0, job_id)
+    redis.hset(f"rq:job:{job_id}", "enqueued_at", utcformat(utcnow() - timedelta(minutes=2)))
+    assert sorted(_reconcile(app, now=utcnow() + LATER).sends) == mail_ids
+    run_jobs("mail")
+    assert [r.status for r in requests_of(batch)] == ["sent"] * 2 and len(smtp.received) == 2
 
 
 def test_live_jobs_are_not_doubled(app, users, smtp, run_jobs):
