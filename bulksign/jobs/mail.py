@@ -147,6 +147,8 @@ def _send_chunk(mail_ids: list[int], *, app: Flask) -> str:
     if not to_send and not exhausted:
         return "skipped: nothing to send"
     requests = {r.id: r for r in load_requests(session, [m.request_id for m in to_send + exhausted if m.request_id])}
+    # Read now: a settled request is expired by its transition, and re-reading each one costs a query.
+    batch_ids = {r.batch_id for r in requests.values()}
     outcomes: Counter[str] = Counter()
     for mail in exhausted:
         outcomes[_settle(mail, requests.get(mail.request_id), Delivery(
@@ -169,7 +171,7 @@ def _send_chunk(mail_ids: list[int], *, app: Flask) -> str:
             # The server is down or silent: the rest of the chunk would only wait for the same timeout.
             _give_back(to_send[position + 1:], untried=True)
             break
-    for batch_id in {r.batch_id for r in requests.values()}:
+    for batch_id in batch_ids:
         close_if_done(session, batch_id=batch_id, now=utcnow())
     session.commit()
     summary = ", ".join(f"{kind} {n}" for kind, n in sorted(outcomes.items()))
