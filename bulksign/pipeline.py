@@ -155,10 +155,11 @@ def pulse() -> None:
         job.heartbeat(datetime.now(timezone.utc), 0)
 
 
-def release(step: Step, ids: Sequence[int], *, job_id: str) -> None:
-    """The job ``job_id`` is done with these ids: they no longer have an owner (unless a newer job took them)."""
-    if ids:
-        get_redis().eval(_RELEASE, 1, step.owners_key, job_id, *ids)
+def release(step: Step, ids: Sequence[int]) -> None:
+    """The running chunk job is done with these ids: they no longer have an owner (unless a newer job took them)."""
+    job = get_current_job()
+    if job is not None and ids:
+        get_redis().eval(_RELEASE, 1, step.owners_key, job.id, *ids)
 
 
 def disown(step: Step, ids: Sequence[int]) -> None:

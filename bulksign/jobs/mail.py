@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from flask import Flask, current_app
 from flask_mail import Message, sanitize_address, sanitize_addresses
-from rq import get_current_job
 from sqlalchemy import select
 
 from ..batches import close_if_done
@@ -126,9 +125,7 @@ def send_many(mail_ids: list[int]) -> str:
         outcome = _send_chunk(mail_ids, app=current_app._get_current_object())
     finally:
         session.expire_on_commit = True
-    job = get_current_job()
-    if job is not None:
-        release(SEND, mail_ids, job_id=job.id)
+    release(SEND, mail_ids)
     return outcome
 
 

@@ -13,7 +13,6 @@ from collections import Counter
 from dataclasses import dataclass
 
 from flask import Flask, current_app
-from rq import get_current_job
 from sqlalchemy import select
 
 from ..batches import close_if_done, mark_batch_started
@@ -64,9 +63,7 @@ class Problem:
 def render_many(request_ids: list[int]) -> str:
     """Render the pending requests among ``request_ids``; returns what happened, for the job result."""
     outcome = _render_chunk(request_ids, app=current_app._get_current_object())
-    job = get_current_job()
-    if job is not None:
-        release(RENDER, request_ids, job_id=job.id)
+    release(RENDER, request_ids)
     return outcome
 
 
