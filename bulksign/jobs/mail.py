@@ -18,6 +18,7 @@ from flask_mail import Message, sanitize_address, sanitize_addresses
 from sqlalchemy import select
 
 from ..batches import close_if_done
+from ..dkim_signing import sign as dkim_sign
 from ..extensions import db, get_redis
 from ..invitations import KIND as INVITATION
 from ..invitations import deadline_for, load_requests
@@ -80,15 +81,18 @@ class SmtpLink:
             if fresh:
                 self.close()
                 self.host, self.settings = self._open(settings), settings
+            data = message.as_bytes()
+            if c.get("DKIM_KEY"):
+                data = dkim_sign(data, key=c["DKIM_KEY"])
             try:
-                self._deliver(message)
+                self._deliver(message, data)
             except smtplib.SMTPServerDisconnected:
                 # An idle connection the server closed: one fresh connection, once.
                 self.close()
                 if fresh:
                     raise
                 self.host = self._open(settings)
-                self._deliver(message)
+                self._deliver(message, data)
             return SmtpOutcome("sent")
         except smtplib.SMTPRecipientsRefused as exc:
             code, text = next(iter(exc.recipients.values()))
@@ -101,9 +105,9 @@ class SmtpLink:
             return SmtpOutcome("unreachable",
                                f"The mail server could not be reached ({exc.__class__.__name__}: {exc}).")
 
-    def _deliver(self, message: Message) -> None:
+    def _deliver(self, message: Message, data: bytes) -> None:
         self.host.sendmail(sanitize_address(message.sender), list(sanitize_addresses(message.send_to)),
-                           message.as_bytes(), message.mail_options, message.rcpt_options)
+                           data, message.mail_options, message.rcpt_options)
 
 
 def _by_code(code: int, text: bytes | str, *, permanent: str) -> SmtpOutcome:
