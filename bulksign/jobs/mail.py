@@ -28,6 +28,7 @@ from ..models import OutgoingMail, SigningRequest, utcnow
 from ..pipeline import SEND, pulse, release
 from ..states import Status, transition
 from ..storage import StorageError, get_storage
+from ..suppressions import address_is_dead, describe, in_force_among, suppress
 from ..throttle import MailThrottle
 
 logger = logging.getLogger(__name__)
@@ -187,6 +188,7 @@ def _claim(mail_ids: list[int], *, limit: int) -> tuple[list[OutgoingMail], list
     mails = list(session.scalars(select(OutgoingMail).where(OutgoingMail.id.in_(mail_ids),
                                                             OutgoingMail.status == "queued")
                                  .order_by(OutgoingMail.id)))
+    mails = _without_suppressed(mails)
     claimed = set(transition(session, [m.request_id for m in mails if m.kind == INVITATION],
                              frm=Status.GENERATED, to=Status.SENDING, now=utcnow()).won)
     # An invitation whose request is not ``generated`` belongs to someone else (or was cancelled meanwhile).
@@ -206,6 +208,26 @@ def _claim(mail_ids: list[int], *, limit: int) -> tuple[list[OutgoingMail], list
             to_send.append(mail)
     session.commit()
     return to_send, exhausted
+
+
+def _without_suppressed(mails: list[OutgoingMail]) -> list[OutgoingMail]:
+    """Mails to addresses on the suppression list are not sent; their invitations fail with the reason."""
+    barred = in_force_among(db.session, [m.to_email for m in mails])
+    if not barred:
+        return mails
+    now = utcnow()
+    for mail in mails:
+        entry = barred.get(mail.to_email.lower())
+        if entry is None:
+            continue
+        reason = f"Not sent: {describe(entry)} An admin can lift the entry; then retry."
+        mail.status, mail.error = "cancelled", reason
+        if mail.kind == INVITATION:
+            transition(db.session, mail.request_id, frm=Status.GENERATED, to=Status.FAILED, now=now,
+                       error_message=reason, details={"suppressed": entry.source})
+        log(logger, logging.INFO, "mail to a suppressed address not sent", mail_id=mail.id,
+            request_id=mail.request_id, kind=mail.kind)
+    return [m for m in mails if m.to_email.lower() not in barred]
 
 
 def _deliver_one(mail: OutgoingMail, *, app: Flask) -> Delivery:
@@ -265,6 +287,9 @@ def _settle(mail: OutgoingMail, request: SigningRequest | None, delivery: Delive
     mail.status, mail.error = delivery.status, delivery.error
     if delivery.status == "sent":
         mail.sent_at = now
+    if delivery.status == "bounced" and address_is_dead(delivery.error or ""):
+        suppress(session, email=mail.to_email, source="smtp", reason=delivery.error or "", now=now,
+                 batch_id=mail.batch_id, request_id=mail.request_id)
     if mail.kind == INVITATION:
         if delivery.status == "sent":
             transition(session, request.id, frm=Status.SENDING, to=Status.SENT, now=now, sent_at=now,
