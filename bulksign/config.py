@@ -68,6 +68,12 @@ def load_config(overrides: dict | None = None) -> dict:
         "SEND_CHUNK_SIZE": _int("SEND_CHUNK_SIZE", 20),
         "SEAL_PKCS12_PATH": env.get("SEAL_PKCS12_PATH") or None,
         "SEAL_PKCS12_PASSWORD": env.get("SEAL_PKCS12_PASSWORD") or None,
+        # RFC 3161 time-stamps on every seal (PAdES B-T; B-LT with the TSA's CA certificate).
+        "TSA_URL": env.get("TSA_URL", ""),
+        "TSA_USERNAME": env.get("TSA_USERNAME", ""),
+        "TSA_PASSWORD": env.get("TSA_PASSWORD", ""),
+        "TSA_CA_CERT_PATH": env.get("TSA_CA_CERT_PATH", ""),
+        "TSA_TIMEOUT_SECONDS": _int("TSA_TIMEOUT_SECONDS", 10),
         "BOUNCE_WEBHOOK_SECRET": env.get("BOUNCE_WEBHOOK_SECRET", ""),
         "METRICS_TOKEN": env.get("METRICS_TOKEN", ""),
         # Outgoing webhooks may reach this host itself (loopback); link-local addresses never.

@@ -277,7 +277,24 @@ class Document(db.Model):
     sha256: Mapped[str] = mapped_column(db.String(64), index=True)
     size: Mapped[int] = mapped_column(BigInteger)
     content_type: Mapped[str] = mapped_column(db.String(100), default="application/pdf")
+    #: sha256 of the certificate that sealed a signed document (``seal_certificates``); None otherwise.
+    seal_fingerprint: Mapped[str | None] = mapped_column(db.String(64))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class SealCertificate(db.Model):
+    """Every certificate that has sealed documents here: /verify trusts them after the seal is replaced."""
+
+    __tablename__ = "seal_certificates"
+
+    #: sha256 hex of the certificate (DER).
+    fingerprint: Mapped[str] = mapped_column(db.String(64), primary_key=True)
+    subject: Mapped[str] = mapped_column(db.String(500))
+    #: The certificate, DER.
+    der: Mapped[bytes] = mapped_column(db.LargeBinary)
+    not_after: Mapped[datetime] = mapped_column(UTCDateTime)
+    #: The first seal made with it.
+    first_used_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
 class Event(db.Model):

@@ -1,4 +1,8 @@
-"""The signed record: original pages + signature block + audit certificate, sealed with PAdES B-B.
+"""The signed record: original pages + signature block + audit certificate, sealed with PAdES.
+
+B-B by default; with ``TSA_URL`` every seal carries an RFC 3161 time-stamp (B-T), and with the
+TSA's CA (``TSA_CA_CERT_PATH``) the validation data too (B-LT), so the seal can be checked long
+after the certificates expire.
 
 The organisation's key (``SEAL_PKCS12_PATH``) is loaded once per process: pyHanko's
 ``SimpleSigner`` parses the private key again for every raw signature (twice per seal),
@@ -14,6 +18,7 @@ import os
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from io import BytesIO
@@ -24,7 +29,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .logs import log
-from .models import Batch, Document, Event, SigningRequest
+from .models import Batch, Document, Event, SealCertificate, SigningRequest
 from .states import Status
 
 logger = logging.getLogger(__name__)
@@ -392,15 +397,69 @@ def _outside_event_loop(func, *args, **kwargs):
         return pool.submit(func, *args, **kwargs).result()
 
 
-def apply_seal(pdf: bytes, key: SealKey) -> bytes:
-    """Seal the whole file with a PAdES B-B signature (an invisible signature field)."""
+@dataclass(frozen=True)
+class TimeStamping:
+    """Where seals get their RFC 3161 time-stamp, and which roots vouch for the authority."""
+
+    url: str
+    auth: tuple[str, str] | None
+    timeout_seconds: int
+    #: The TSA's CA certificates (asn1crypto): with them the seal embeds its validation data (B-LT).
+    trust_roots: tuple = ()
+
+
+def timestamping(config) -> TimeStamping | None:
+    """The time-stamping settings (``TSA_URL`` …), or None when seals carry no time-stamp."""
+    url = config.get("TSA_URL") or ""
+    if not url:
+        return None
+    roots: tuple = ()
+    if config.get("TSA_CA_CERT_PATH"):
+        from asn1crypto import pem, x509
+
+        try:
+            raw = Path(config["TSA_CA_CERT_PATH"]).read_bytes()
+        except OSError as exc:
+            raise SealError(f"TSA_CA_CERT_PATH cannot be read ({exc.strerror}).") from exc
+        roots = tuple(x509.Certificate.load(der) for _, _, der in pem.unarmor(raw, multiple=True)) \
+            if pem.detect(raw) else (x509.Certificate.load(raw),)
+    username = config.get("TSA_USERNAME") or ""
+    return TimeStamping(url=url, auth=(username, config.get("TSA_PASSWORD") or "") if username else None,
+                        timeout_seconds=int(config.get("TSA_TIMEOUT_SECONDS") or 10), trust_roots=roots)
+
+
+def apply_seal(pdf: bytes, key: SealKey, *, tsa: TimeStamping | None = None) -> bytes:
+    """Seal the whole file with a PAdES signature (an invisible field): B-B, or B-T/B-LT with a time-stamp."""
     from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
     from pyhanko.sign import fields, signers
+    from pyhanko.sign.timestamps import TimestampRequestError
+    from pyhanko.sign.timestamps.requests_client import HTTPTimeStamper
+    from pyhanko_certvalidator import ValidationContext
 
-    writer = IncrementalPdfFileWriter(BytesIO(pdf), strict=False)
-    meta = signers.PdfSignatureMetadata(field_name=SEAL_FIELD, md_algorithm="sha256",
-                                        subfilter=fields.SigSeedSubFilter.PADES, reason="Document sealed by Bulksign")
-    return _outside_event_loop(signers.sign_pdf, writer, meta, signer=key.signer).getvalue()
+    def sign(**extra) -> bytes:
+        meta = signers.PdfSignatureMetadata(field_name=SEAL_FIELD, md_algorithm="sha256",
+                                            subfilter=fields.SigSeedSubFilter.PADES,
+                                            reason="Document sealed by Bulksign", **extra)
+        writer = IncrementalPdfFileWriter(BytesIO(pdf), strict=False)
+        return _outside_event_loop(signers.sign_pdf, writer, meta, signer=key.signer, timestamper=stamper).getvalue()
+
+    if tsa is None:
+        stamper = None
+        return sign()
+    stamper = HTTPTimeStamper(tsa.url, timeout=tsa.timeout_seconds, auth=tsa.auth)
+    try:
+        if tsa.trust_roots:
+            try:
+                context = ValidationContext(trust_roots=[key.certificate, *tsa.trust_roots], allow_fetching=True)
+                return sign(embed_validation_info=True, validation_context=context)
+            except TimestampRequestError:
+                raise
+            except Exception as exc:  # a chain pyHanko cannot complete: the time-stamp alone still holds
+                log(logger, logging.WARNING, "seal validation data not embedded; sealing with a time-stamp only",
+                    error=repr(exc)[:300])
+        return sign()
+    except TimestampRequestError as exc:
+        raise SealError(f"The time-stamp authority {tsa.url} did not answer ({exc}).") from exc
 
 
 # ---------------------------------------------------------------------------------------------
@@ -415,22 +474,27 @@ class SealCheck:
     sealed: bool = False
     #: The signed bytes are unchanged and the signature verifies.
     intact: bool = False
-    #: The signature covers the whole file (nothing appended after sealing).
+    #: The signature covers the whole file (nothing appended after sealing but its own validation data).
     whole_file: bool = False
-    #: Signed by this installation's seal certificate.
+    #: Signed by this installation's seal certificate, or one it used before.
     ours: bool = False
     signer: str = ""
     signed_at: datetime | None = None
+    #: When a trusted time-stamp authority vouched the seal existed (PAdES B-T); None: no trusted time-stamp.
+    timestamped_at: datetime | None = None
+    #: The seal carries its validation data (PAdES B-LT).
+    long_term: bool = False
 
     @property
     def valid(self) -> bool:
         return self.intact and self.whole_file and self.ours
 
 
-def check_seal(pdf: bytes, key: SealKey) -> SealCheck:
-    """Validate the seal of ``pdf`` against our certificate; never raises on bad input."""
+def check_seal(pdf: bytes, key: SealKey, *, past: Sequence = (), tsa_roots: Sequence = ()) -> SealCheck:
+    """Validate the seal of ``pdf`` against our certificate and the ``past`` ones; never raises on bad input."""
     from pyhanko.pdf_utils.reader import PdfFileReader
     from pyhanko.sign.validation import validate_pdf_signature
+    from pyhanko.sign.diff_analysis import ModificationLevel
     from pyhanko.sign.validation.status import SignatureCoverageLevel
     from pyhanko_certvalidator import ValidationContext
 
@@ -443,18 +507,31 @@ def check_seal(pdf: bytes, key: SealKey) -> SealCheck:
         return SealCheck(readable=True)
     sig = signatures[-1]
     try:
+        roots = [key.certificate, *past, *tsa_roots]
         status = _outside_event_loop(validate_pdf_signature, sig,
-                                     ValidationContext(trust_roots=[key.certificate], allow_fetching=False))
+                                     ValidationContext(trust_roots=roots, allow_fetching=False),
+                                     ts_validation_context=ValidationContext(trust_roots=roots, allow_fetching=False))
     except Exception as exc:
         log(logger, logging.INFO, "seal validation failed", error=repr(exc)[:300])
         return SealCheck(readable=True, sealed=True)
     cert = status.signing_cert
     fingerprint = hashlib.sha256(cert.dump()).hexdigest() if cert is not None else ""
+    ours = {key.fingerprint, *(hashlib.sha256(c.dump()).hexdigest() for c in past)}
+    stamp = status.timestamp_validity
+    try:
+        long_term = "/DSS" in reader.root
+    except Exception:
+        long_term = False
     return SealCheck(
         readable=True, sealed=True, intact=bool(status.intact and status.valid),
-        whole_file=status.coverage == SignatureCoverageLevel.ENTIRE_FILE,
-        ours=fingerprint == key.fingerprint, signer=cert.subject.human_friendly if cert is not None else "",
+        whole_file=status.coverage == SignatureCoverageLevel.ENTIRE_FILE or (
+            # B-LT appends its validation data after the signature: the only addition allowed.
+            status.coverage == SignatureCoverageLevel.ENTIRE_REVISION
+            and status.modification_level == ModificationLevel.LTA_UPDATES),
+        ours=fingerprint in ours, signer=cert.subject.human_friendly if cert is not None else "",
         signed_at=status.signer_reported_dt,
+        timestamped_at=stamp.timestamp if stamp is not None and stamp.intact and stamp.valid and stamp.trusted else None,
+        long_term=long_term,
     )
 
 
@@ -506,7 +583,8 @@ def latest_document(session: Session, request_id: int, kind: str) -> Document | 
                           .order_by(Document.id.desc()).limit(1))
 
 
-def seal_request(session: Session, *, request_id: int, now: datetime, storage, key: SealKey) -> SealOutcome:
+def seal_request(session: Session, *, request_id: int, now: datetime, storage, key: SealKey,
+                 tsa: TimeStamping | None = None) -> SealOutcome:
     """Build, seal and store the signed PDF of a signed request, and queue its confirmation mail; commits.
 
     Idempotent: a request that already has its signed document is left alone. The row lock
@@ -530,12 +608,14 @@ def seal_request(session: Session, *, request_id: int, now: datetime, storage, k
         return SealOutcome(status="no_original", request_id=request_id)
     data = storage.get(original.storage_key)
     record = audit_record(session, request, original)
-    sealed = apply_seal(build_signed_pdf(data, record, image_png=request.signature_image), key)
+    sealed = apply_seal(build_signed_pdf(data, record, image_png=request.signature_image), key, tsa=tsa)
     storage_key = signed_storage_key(request)
     storage.put(storage_key, sealed, content_type="application/pdf")
     digest = hashlib.sha256(sealed).hexdigest()
+    remember_certificate(session, key, now=now)
     document = Document(request_id=request.id, kind="signed", storage_key=storage_key, sha256=digest,
-                        size=len(sealed), content_type="application/pdf", created_at=now)
+                        size=len(sealed), content_type="application/pdf", created_at=now,
+                        seal_fingerprint=key.fingerprint)
     session.add(document)
     session.add(Event(request_id=request.id, batch_id=request.batch_id, type="document.sealed", created_at=now,
                       details={"sha256": digest, "seal": key.fingerprint[:16]}))
@@ -551,6 +631,23 @@ def seal_request(session: Session, *, request_id: int, now: datetime, storage, k
     log(logger, logging.INFO, "signed document sealed", request_id=request_id, document_id=outcome.document_id,
         size=len(sealed))
     return outcome
+
+
+def remember_certificate(session: Session, key: SealKey, *, now: datetime) -> None:
+    """Keep the seal's certificate, so /verify recognises its documents after the certificate is replaced."""
+    # One primary-key read per seal (a seal costs ~30 ms); a per-process memo would miss a restored database.
+    if session.get(SealCertificate, key.fingerprint) is None:
+        with session.begin_nested():  # two workers sealing at once with a new certificate: the first row stays
+            session.add(SealCertificate(fingerprint=key.fingerprint, subject=key.subject[:500],
+                                        der=key.certificate.dump(), not_after=key.not_after, first_used_at=now))
+
+
+def past_certificates(session: Session, *, current: SealKey) -> list:
+    """The certificates that sealed documents here before ``current`` (asn1crypto objects)."""
+    from asn1crypto import x509
+
+    return [x509.Certificate.load(der) for der in session.scalars(
+        select(SealCertificate.der).where(SealCertificate.fingerprint != current.fingerprint))]
 
 
 def unsealed_requests(session: Session, *, now: datetime, grace: timedelta = timedelta(minutes=5),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -16,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .models import Document, SigningRequest
-from .sealing import SealCheck, SealKey, check_seal
+from .sealing import SealCheck, SealKey, check_seal, past_certificates
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -39,12 +40,12 @@ def _issued(session: Session, sha256: str) -> Document | None:
     return session.scalar(select(Document).where(Document.sha256 == sha256).order_by(Document.id).limit(1))
 
 
-def verify_file(session: Session, *, data: bytes, key: SealKey) -> Verdict:
-    """Check an uploaded file: our record by its sha256, and its PAdES seal against our certificate."""
+def verify_file(session: Session, *, data: bytes, key: SealKey, tsa_roots: Sequence = ()) -> Verdict:
+    """Check an uploaded file: our record by its sha256, and its PAdES seal against our certificates, past and present."""
     digest = hashlib.sha256(data).hexdigest()
     if not data.lstrip()[:5] == b"%PDF-":
         return Verdict(outcome="not_pdf", sha256=digest)
-    seal = check_seal(data, key)
+    seal = check_seal(data, key, past=past_certificates(session, current=key), tsa_roots=tsa_roots)
     if not seal.readable:
         return Verdict(outcome="not_pdf", sha256=digest)
     document = _issued(session, digest)

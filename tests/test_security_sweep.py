@@ -28,7 +28,7 @@ EXPECTED_PUBLIC = {
 }
 #: Blueprints that take no CSRF token, each reviewed: API (bearer key, no ambient cookie), inbound webhooks
 #: (shared secret), rq-dashboard (its JavaScript posts without a token; admins only, same-origin checked).
-EXPECTED_CSRF_EXEMPT = {"api", "api_batch_actions", "api_dashboard", "api_reminders", "api_templates",
+EXPECTED_CSRF_EXEMPT = {"api", "api_batch_actions", "api_dashboard", "api_reminders", "api_suppressions", "api_templates",
                         "api_uploads", "webhooks", "rq_dashboard"}
 ADMIN_BLUEPRINTS = ("admin", "rq_dashboard")
 STATE_CHANGING = {"POST", "PUT", "PATCH", "DELETE"}

@@ -10,7 +10,7 @@ from ..extensions import db, get_redis
 from ..logs import log
 from ..models import utcnow
 from ..reconciler import clear_dead_jobs
-from ..sealing import SealOutcome, seal_key, seal_request, unsealed_requests
+from ..sealing import SealOutcome, seal_key, seal_request, timestamping, unsealed_requests
 from ..signing import SEAL_JOB, enqueue_seal
 from ..storage import get_storage
 
@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 def seal(request_id: int) -> SealOutcome:
     """Build, seal and store the signed PDF of ``request_id`` and queue the confirmation mail."""
     return seal_request(db.session, request_id=request_id, now=utcnow(), storage=get_storage(),
-                        key=seal_key(current_app.config))
+                        key=seal_key(current_app.config), tsa=timestamping(current_app.config))
 
 
 def seal_missing(*, now: datetime) -> int:

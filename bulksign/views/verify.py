@@ -6,7 +6,7 @@ from flask_babel import gettext as _
 
 from ..auth import public
 from ..extensions import db
-from ..sealing import SealError, seal_key
+from ..sealing import SealError, seal_key, timestamping
 from ..verification import InvalidFingerprint, verify_file, verify_fingerprint
 from .signing import recipient_limit
 
@@ -29,7 +29,9 @@ def verify():
             data = upload.stream.read(MAX_VERIFY_BYTES + 1)
             if len(data) > MAX_VERIFY_BYTES:
                 return _error(_("The file is too large to be a document issued here."), 413)
-            verdict = verify_file(db.session, data=data, key=seal_key(current_app.config))
+            tsa = timestamping(current_app.config)
+            verdict = verify_file(db.session, data=data, key=seal_key(current_app.config),
+                                  tsa_roots=tsa.trust_roots if tsa else ())
         elif fingerprint:
             verdict = verify_fingerprint(db.session, sha256=fingerprint)
         else:
