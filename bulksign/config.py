@@ -121,7 +121,9 @@ def _derive(cfg: dict) -> None:
     cfg["RATELIMIT_HEADERS_ENABLED"] = True
     # A Redis outage must not turn logins and signing pages into 500s.
     cfg["RATELIMIT_SWALLOW_ERRORS"] = True
-    cfg["RATELIMIT_IN_MEMORY_FALLBACK_ENABLED"] = True
+    # The in-memory fallback keeps limits while Redis is away, at the cost of an expiry timer thread;
+    # processes that serve no requests (workers, scheduler, one-shot commands) turn it off (wsgi.py).
+    cfg.setdefault("RATELIMIT_IN_MEMORY_FALLBACK_ENABLED", True)
     cfg["RQ_DASHBOARD_REDIS_URL"] = cfg["REDIS_URL"]
     cfg["SESSION_COOKIE_HTTPONLY"] = True
     cfg["SESSION_COOKIE_SAMESITE"] = "Lax"
