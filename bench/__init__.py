@@ -27,21 +27,29 @@ class Figure:
 
 
 @contextlib.contextmanager
-def bench_app(**overrides):
-    """An app on a fresh PostgreSQL database and a private Redis, with the schema created; cleaned up after."""
+def bench_app(*, pgbouncer: bool = False, **overrides):
+    """An app on a fresh PostgreSQL database and a private Redis, with the schema created; cleaned up after.
+
+    ``pgbouncer``: the app (and the workers given ``worker_env(app)``) reach the database through a
+    private PgBouncer in transaction pooling, as the README deploys it.
+    """
     import os
     import tempfile
 
     os.environ.setdefault("BULKSIGN_VAR_DIR", tempfile.mkdtemp(prefix="bulksign-bench-"))
     from bulksign import create_app
     from bulksign.extensions import db
-    from tests.support.services import RedisServer, postgres_database
+    from tests.support.pgbouncer import PgBouncer
+    from tests.support.services import PG_ADMIN_URL, RedisServer, postgres_database
 
     redis = RedisServer()
     redis.start()
+    bouncer = PgBouncer(PG_ADMIN_URL) if pgbouncer else None
     try:
+        if bouncer:
+            bouncer.start()
         with postgres_database() as url, tempfile.TemporaryDirectory(prefix="bulksign-bench-") as folder:
-            config = {"DATABASE_URL": url, "REDIS_URL": redis.url, "SECRET_KEY": "bench", "VAR_DIR": folder,
+            config = {"DATABASE_URL": bouncer.url_for(url) if bouncer else url, "REDIS_URL": redis.url, "SECRET_KEY": "bench", "VAR_DIR": folder,
                       "STORAGE_URL": f"{folder}/storage", "MAIL_RATE_PER_MINUTE": 0, "LOG_JSON": False,
                       "MAIL_SERVER": "127.0.0.1", "MAIL_PORT": 1}
             config.update(overrides)
@@ -54,6 +62,8 @@ def bench_app(**overrides):
                     db.session.remove()
                     db.engine.dispose()
     finally:
+        if bouncer:
+            bouncer.stop()
         redis.stop()
 
 

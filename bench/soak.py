@@ -3,8 +3,8 @@
 ``python -m bench.soak [--recipients 10000] [--workers 4] [--small]``
 
 Starts on loopback: gunicorn (the web app), several ``flask jobs worker`` processes, the
-scheduler, a private Redis, a fresh PostgreSQL database and an SMTP sink that answers 451 to a
-share of messages. Sends one batch through the API, and while it runs, bounded in count and time:
+scheduler, a private Redis, a fresh PostgreSQL database behind a private PgBouncer in transaction
+pooling (as the README deploys it) and an SMTP sink that answers 451 to a share of messages. Sends one batch through the API, and while it runs, bounded in count and time:
 kills a random worker every few seconds (and starts another), restarts Redis once losing its
 data, stops the SMTP sink for a while, and has simulated recipients open their links from the
 caught mail and sign or decline over HTTP, concurrently. Then checks the truth in the database
@@ -24,14 +24,16 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 
 import requests
 from sqlalchemy import create_engine, text
 
-from tests.support.services import RedisServer, free_port, postgres_database
+from bulksign.config import engine_options_for_pooler
+from tests.support.pgbouncer import PgBouncer
+from tests.support.services import PG_ADMIN_URL, RedisServer, free_port, postgres_database
 
 ROOT = Path(__file__).resolve().parent.parent
 PDF_QUEUES = ("pdf",)
@@ -64,11 +66,15 @@ class SoakConfig:
     decline_share: float = 0.2
     reconcile_after_seconds: int = 20
     time_limit_seconds: float = 3_600
+    #: Share of recipients with a second invitation that the full-size report holds the run to (None: none).
+    #: What the design promises is checked always: a second copy only where a crash landed inside its send.
+    duplicate_share_target: float | None = 0.001
 
     @classmethod
     def small(cls) -> "SoakConfig":
+        # 1,000 recipients and ~60 kills: a share would be a bet on where the kills land, not a verdict.
         return cls(recipients=1_000, workers=3, smtp_outage_seconds=15, kill_every_seconds=6, signers=300,
-                   time_limit_seconds=600)
+                   time_limit_seconds=600, duplicate_share_target=None)
 
 
 @dataclass
@@ -76,6 +82,25 @@ class Chaos:
     workers_killed: int = 0
     redis_restarts: int = 0
     smtp_outages: int = 0
+    #: Kills and outages that landed inside a send: the sink had taken a mail the database did not record as sent.
+    inside_a_send: int = 0
+    #: Message-ID → copies the sink had taken, unrecorded, at such an interruption (each may be sent once more).
+    unrecorded: dict[str, int] = field(default_factory=dict)
+
+    def interrupted(self, engine, mail_log: Path) -> None:
+        """After the mail worker was killed or the sink stopped: did it land between an SMTP answer and its record?"""
+        copies: dict[str, int] = {}
+        for mail in read_mail_log(mail_log):
+            if mail["message_id"].startswith("<invitation-"):
+                copies[mail["message_id"]] = copies.get(mail["message_id"], 0) + 1
+        with engine.connect() as conn:
+            recorded = set(conn.execute(text(
+                "SELECT message_id FROM outgoing_mails WHERE status = 'sent' AND message_id = ANY(:ids)"),
+                {"ids": list(copies)}).scalars())
+        caught = {mid: n for mid, n in copies.items() if mid not in recorded and n > self.unrecorded.get(mid, 0)}
+        if caught:
+            self.inside_a_send += 1
+            self.unrecorded.update(caught)
 
 
 class Processes:
@@ -128,15 +153,16 @@ class Processes:
         proc = self._spawn(f"worker-{self.started}", [str(BIN / "flask"), "jobs", "worker", *queues])
         self.workers.append((proc, queues, time.monotonic()))
 
-    def kill_random_worker(self, rng: random.Random) -> bool:
+    def kill_random_worker(self, rng: random.Random) -> tuple[str, ...] | None:
+        """SIGKILL a random worker old enough; returns its queues (None: none was old enough)."""
         now = time.monotonic()
         grown = [w for w in self.workers if w[0].poll() is None and now - w[2] >= self.cfg.kill_min_age_seconds]
         if not grown:
-            return False
-        victim = rng.choice(grown)[0]
+            return None
+        victim, queues, _ = rng.choice(grown)
         os.killpg(victim.pid, signal.SIGKILL)
         victim.wait(timeout=10)
-        return True
+        return queues
 
     def keep_supervised(self) -> None:
         """What a process supervisor does: a worker or scheduler that died is started again."""
@@ -254,9 +280,12 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
     chaos = Chaos()
     redis = RedisServer()
     redis.start()
+    bouncer = PgBouncer(PG_ADMIN_URL)
+    bouncer.start()
     folder = Path(tempfile.mkdtemp(prefix="bulksign-soak-"))
     smtp_port, web_port = free_port(), free_port()
-    with postgres_database() as db_url:
+    with postgres_database() as direct_url:
+        db_url = bouncer.url_for(direct_url)
         env = {**os.environ, "FLASK_APP": "wsgi", "DATABASE_URL": db_url, "REDIS_URL": redis.url,
                "SECRET_KEY": "soak-secret", "APP_URL": f"http://127.0.0.1:{web_port}",
                "MAIL_SERVER": "127.0.0.1", "MAIL_PORT": str(smtp_port), "MAIL_TIMEOUT_SECONDS": "5",
@@ -264,7 +293,7 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
                "STORAGE_URL": str(folder / "storage"), "RECONCILE_AFTER_SECONDS": str(cfg.reconcile_after_seconds),
                "SIGNING_RATE_LIMIT": "1000000 per minute", "PDF_CONCURRENCY": "1", "LOG_JSON": "true"}
         procs = Processes(folder, env, cfg, smtp_port, web_port)
-        engine = create_engine(db_url)
+        engine = create_engine(db_url, **engine_options_for_pooler({}))
         try:
             procs.flask("db", "upgrade")
             procs.flask("users", "create", "soak@example.com", "--password", "soak-password", "--role", "admin")
@@ -310,9 +339,13 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
                 working = sum(counts.get(s, 0) for s in ("pending", "generating", "generated", "sending"))
                 dispatched = cfg.recipients - working
                 now = time.monotonic()
-                if now - last_kill >= cfg.kill_every_seconds and working and procs.kill_random_worker(rng):
-                    chaos.workers_killed += 1
-                    last_kill = now
+                if now - last_kill >= cfg.kill_every_seconds and working:
+                    killed = procs.kill_random_worker(rng)
+                    if killed is not None:
+                        chaos.workers_killed += 1
+                        last_kill = now
+                        if "mail" in killed:
+                            chaos.interrupted(engine, folder / "mail.jsonl")
                 if not redis_done and dispatched >= cfg.recipients * 0.25:
                     redis.restart_empty()
                     chaos.redis_restarts += 1
@@ -320,6 +353,10 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
                 if not smtp_done and dispatched >= cfg.recipients * 0.5:
                     procs.stop("smtp")
                     chaos.smtp_outages += 1
+                    # A message the sink logged just before it died may have lost its 250: the worker
+                    # records what it did get an answer for within moments, the rest may go out again.
+                    time.sleep(2)
+                    chaos.interrupted(engine, folder / "mail.jsonl")
                     smtp_back_at = now + cfg.smtp_outage_seconds
                     smtp_done = True
                 if smtp_back_at and now >= smtp_back_at:
@@ -344,6 +381,7 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
         finally:
             procs.stop_all()
             engine.dispose()
+            bouncer.stop()
             redis.stop()
 
 
@@ -396,6 +434,10 @@ def _report(cfg, engine, batch_id, folder, chaos, outcomes, create_seconds, elap
     # and the retry re-sent that very message (mail clients show it once). Different ids would
     # mean two links, which must never happen.
     same_id = sum(1 for ids in repeated if len(set(ids)) == 1)
+    # The design's promise: a crash between the SMTP answer and its record re-sends that mail once more,
+    # and nothing else sends one twice. So every extra copy must belong to a mail caught in flight.
+    extra = sum(len(ids) - 1 for ids in repeated)
+    unexplained = [ids[0] for ids in repeated if len(ids) - 1 > chaos.unrecorded.get(ids[0], 0)]
     statuses = [line.split(" ", 1)[0] for line in (folder / "access.log").read_text().splitlines() if line]
     five_xx = sum(1 for s in statuses if s.startswith("5"))
     stuck = sum(counts.get(s, 0) for s in ("pending", "generating", "generated", "sending"))
@@ -408,9 +450,15 @@ def _report(cfg, engine, batch_id, folder, chaos, outcomes, create_seconds, elap
          "yes", counters == counts),
         ("batch status", str(batch_status), "completed / partially_failed", batch_status in ("completed", "partially_failed")),
         ("recipients with an invitation", f"{len(invitations):,}", "", None),
-        ("recipients who got 2+ invitations", f"{twice} ({twice / max(total, 1):.2%})", "≤ 0.1%",
-         twice / max(total, 1) <= 0.001),
+        ("kills / outages inside a send (SMTP answered, not recorded)", str(chaos.inside_a_send), "", None),
+        ("second invitations (extra copies)", f"{extra} to {twice} recipients ({twice / max(total, 1):.2%})",
+         f"≤ {chaos.inside_a_send} (kills inside a send)", extra <= chaos.inside_a_send),
         ("… of them the same Message-ID (crash after send)", f"{same_id} of {twice}", f"= {twice}", same_id == twice),
+        *([("recipients who got 2+ invitations (full-size target)", f"{twice / max(total, 1):.2%}",
+            f"≤ {cfg.duplicate_share_target:.1%}", twice / max(total, 1) <= cfg.duplicate_share_target)]
+          if cfg.duplicate_share_target is not None else []),
+        ("second invitations with no interruption to explain them", ", ".join(unexplained)[:80] or "none", "none",
+         not unexplained),
         ("requests signed twice", str(signed_twice), "0", signed_twice == 0),
         ("mails in the busiest 60 s", f"{peak:,}", f"≤ {cfg.rate_per_minute:,}", peak <= cfg.rate_per_minute),
         ("5xx in the web log", f"{five_xx} of {len(statuses):,}", "0", five_xx == 0),

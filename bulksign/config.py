@@ -138,12 +138,16 @@ def _derive(cfg: dict) -> None:
         cfg["SECRET_KEY"] = _embedded_secret_key()
     cfg["SQLALCHEMY_DATABASE_URI"] = cfg["DATABASE_URL"]
     cfg.setdefault("SQLALCHEMY_ENGINE_OPTIONS", {"pool_pre_ping": True})
+    if cfg["DATABASE_URL"].startswith("postgresql"):
+        cfg["SQLALCHEMY_ENGINE_OPTIONS"] = engine_options_for_pooler(cfg["SQLALCHEMY_ENGINE_OPTIONS"])
     cfg["MAX_CONTENT_LENGTH"] = cfg["MAX_UPLOAD_MB"] * 1024 * 1024
     cfg["RATELIMIT_STORAGE_URI"] = cfg.get("RATELIMIT_STORAGE_URI", cfg["REDIS_URL"])
     cfg["RATELIMIT_HEADERS_ENABLED"] = True
     # A Redis outage must not turn logins and signing pages into 500s.
     cfg["RATELIMIT_SWALLOW_ERRORS"] = True
-    cfg["RATELIMIT_IN_MEMORY_FALLBACK_ENABLED"] = True
+    # The in-memory fallback keeps limits while Redis is away, at the cost of an expiry timer thread;
+    # processes that serve no requests (workers, scheduler, one-shot commands) turn it off (wsgi.py).
+    cfg.setdefault("RATELIMIT_IN_MEMORY_FALLBACK_ENABLED", True)
     cfg["RQ_DASHBOARD_REDIS_URL"] = cfg["REDIS_URL"]
     cfg["SESSION_COOKIE_HTTPONLY"] = True
     cfg["SESSION_COOKIE_SAMESITE"] = "Lax"
@@ -154,6 +158,19 @@ def _derive(cfg: dict) -> None:
     cfg["WTF_CSRF_TIME_LIMIT"] = None
     cfg["BABEL_DEFAULT_LOCALE"] = "en"
     cfg["LANGUAGES"] = ("en", "ru")
+
+
+def engine_options_for_pooler(options: dict) -> dict:
+    """``create_engine`` options that stay correct behind PgBouncer in transaction pooling (or none).
+
+    Always, not by a setting: a pooler hands a server connection to another client after each
+    transaction, so psycopg's server-side prepared statements (made after a statement ran five
+    times on a connection) collide there ("prepared statement _pg3_0 already exists"), and
+    forgetting a setting would turn every signing page into a 500. Direct connections lose little:
+    the hot statements are short and planning them costs far less than a round trip.
+    """
+    connect_args = {**options.get("connect_args", {}), "prepare_threshold": None}
+    return {**options, "connect_args": connect_args}
 
 
 def _embedded_secret_key() -> str:

@@ -19,8 +19,9 @@ from sqlalchemy.orm import Session, joinedload
 
 from .doc_templates import TemplateError, render_text
 from .links import current_token, issue_links, signing_url
-from .mailer import queue_mails
+from .mailer import message_id_for, queue_mails
 from .models import Batch, OutgoingMail, SigningRequest, TemplateVersion, utcnow
+from .states import Status, transition
 
 KIND = "invitation"
 
@@ -114,6 +115,25 @@ def queue_invitation(session: Session, *, request_id: int, now: datetime, app: F
     if request_id in queued.errors:
         raise TemplateError(queued.errors[request_id])
     return queued.mail_ids[request_id]
+
+
+def record_sent(session: Session, *, request: SigningRequest, mail: OutgoingMail, now: datetime,
+                reconciled: bool = False) -> bool:
+    """sending → sent for a request whose invitation ``mail`` the server accepted (``mail.sent_at``); the caller commits."""
+    details = {"message_id": mail.message_id, **({"reconciled": True} if reconciled else {})}
+    return bool(transition(session, request.id, frm=Status.SENDING, to=Status.SENT, now=now, sent_at=mail.sent_at,
+                           expires_at=deadline_for(request.batch, sent_at=mail.sent_at, days=request.deadline_days),
+                           error_message=None, details=details))
+
+
+def delivered_invitations(session: Session, *, request_ids: Sequence[int]) -> list[tuple[SigningRequest, OutgoingMail]]:
+    """The requests among ``request_ids`` whose current invitation is recorded sent, each with that mail."""
+    requests = {message_id_for(invitation_key(r)): r for r in load_requests(session, request_ids) if r.token_nonce}
+    if not requests:
+        return []
+    mails = session.scalars(select(OutgoingMail).where(OutgoingMail.message_id.in_(list(requests)),
+                                                       OutgoingMail.status == "sent"))
+    return [(requests[mail.message_id], mail) for mail in mails]
 
 
 def build_invitation(session: Session, mail: OutgoingMail, app: Flask) -> Message:

@@ -20,6 +20,7 @@ from rq.job import Job
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from .batches import close_if_done
 from .logs import log
 from .models import OutgoingMail, SigningRequest
 from .pipeline import RENDER, SEND, Step, disown, enqueue_chunked, owners
@@ -123,7 +124,7 @@ def _without_live_owner(step: Step, ids: Sequence[int], *, redis: Redis, now: da
 def reconcile(session: Session, *, redis: Redis, app: Flask, now: datetime, stale_after: timedelta,
               limit: int = 5000) -> ReconcileResult:
     """Find stuck work, fix the states, commit, re-enqueue. Scans at most ``limit`` requests and mails per run."""
-    from .invitations import queue_invitations
+    from .invitations import delivered_invitations, queue_invitations, record_sent
 
     cutoff = now - stale_after
     stuck = session.execute(
@@ -142,8 +143,16 @@ def reconcile(session: Session, *, redis: Redis, app: Flask, now: datetime, stal
     transition(session, dead_generating, frm=Status.GENERATING, to=Status.PENDING, now=now,
                details={"reconciled": True})
 
+    # A worker killed after recording the server's answer but before moving the request: only the move is left.
+    delivered = delivered_invitations(session, request_ids=by_status.get(Status.SENDING, []))
+    for request, mail in delivered:
+        record_sent(session, request=request, mail=mail, now=now, reconciled=True)
+    for batch_id in {request.batch_id for request, _ in delivered}:
+        close_if_done(session, batch_id=batch_id, now=now)
+    done = {request.id for request, _ in delivered}
+
     # Invitations: the mail row may be missing (crash before it was written) or its send job gone.
-    to_mail = by_status.get(Status.GENERATED, []) + by_status.get(Status.SENDING, [])
+    to_mail = [r for r in by_status.get(Status.GENERATED, []) + by_status.get(Status.SENDING, []) if r not in done]
     mails = {request_id: mail_id for request_id, mail_id in session.execute(
         select(OutgoingMail.request_id, OutgoingMail.id)
         .where(OutgoingMail.request_id.in_(to_mail), OutgoingMail.kind == "invitation",
@@ -173,7 +182,7 @@ def reconcile(session: Session, *, redis: Redis, app: Flask, now: datetime, stal
     revive_renders([i for i in to_render if i not in set(dead_generating)])
     revive_sends(sends)
     result = ReconcileResult(renders=tuple(to_render), sends=tuple(sends))
-    if to_render or sends:
+    if to_render or sends or done:
         log(logger, logging.WARNING, "reconciler re-enqueued stuck work", renders=len(to_render), sends=len(sends),
-            request_ids=to_render[:50], mail_ids=sends[:50])
+            request_ids=to_render[:50], mail_ids=sends[:50], delivered=sorted(done)[:50])
     return result

@@ -16,6 +16,7 @@ from enum import StrEnum
 
 from sqlalchemy import insert, literal, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.util import identity_key
 
 from . import batch_counts
 from .models import Event, SigningRequest
@@ -137,10 +138,12 @@ def transition(
         won.extend(r.id for r in rows)
         moves.extend((r.batch_id, r.old_status, target.value) for r in rows)
     batch_counts.record_moves(session, moves)
-    # Objects already loaded in this session must not keep showing the old status.
-    for obj in list(session.identity_map.values()):
-        if isinstance(obj, SigningRequest) and obj.id in won:
-            session.expire(obj)
+    # Objects already loaded in this session must not keep showing the old status. Found by identity key:
+    # reading ``obj.id`` of a request an earlier move expired would reload it, one SELECT per request.
+    for request_id in won:
+        loaded = session.identity_map.get(identity_key(SigningRequest, request_id))
+        if loaded is not None:
+            session.expire(loaded)
     return TransitionResult(to=target, won=tuple(won))
 
 

@@ -17,7 +17,8 @@ from bulksign import create_app  # noqa: E402
 from bulksign.extensions import db  # noqa: E402
 from bulksign.models import utcnow  # noqa: E402
 from bulksign.users import create_user  # noqa: E402
-from tests.support.services import RedisServer, postgres_database  # noqa: E402
+from tests.support.pgbouncer import PgBouncer  # noqa: E402
+from tests.support.services import PG_ADMIN_URL, RedisServer, postgres_database  # noqa: E402
 from tests.support.smtp import SmtpServer  # noqa: E402
 
 ADMIN = ("admin@example.com", "admin-password")
@@ -30,6 +31,21 @@ NOW = datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc)
 def pg_url():
     with postgres_database() as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def pgbouncer():
+    """A private PgBouncer in transaction pooling in front of the test server."""
+    bouncer = PgBouncer(PG_ADMIN_URL)
+    bouncer.start()
+    yield bouncer
+    bouncer.stop()
+
+
+@pytest.fixture(scope="session")
+def app_db_url(pg_url, pgbouncer):
+    """What the app under test connects to: the test database through PgBouncer, as the README deploys it."""
+    return pgbouncer.url_for(pg_url)
 
 
 @pytest.fixture(scope="session")
@@ -56,8 +72,8 @@ def smtp(smtp_server):
 
 
 @pytest.fixture(scope="session")
-def _schema(pg_url, redis_server, tmp_path_factory):
-    app = create_app(_test_config(pg_url, redis_server, 2525, tmp_path_factory.mktemp("schema")))
+def _schema(app_db_url, redis_server, tmp_path_factory):
+    app = create_app(_test_config(app_db_url, redis_server, 2525, tmp_path_factory.mktemp("schema")))
     with app.app_context():
         db.create_all()
         tables = [t.name for t in reversed(db.metadata.sorted_tables)]
@@ -65,11 +81,11 @@ def _schema(pg_url, redis_server, tmp_path_factory):
     return tables
 
 
-def _test_config(pg_url, redis_server, smtp_port, folder) -> dict:
+def _test_config(database_url, redis_server, smtp_port, folder) -> dict:
     return {
         "TESTING": True,
         "SECRET_KEY": "test-secret-key",
-        "DATABASE_URL": pg_url,
+        "DATABASE_URL": database_url,
         "REDIS_URL": redis_server.url,
         "APP_URL": "http://127.0.0.1:5000",
         "MAIL_SERVER": "127.0.0.1",
@@ -85,12 +101,12 @@ def _test_config(pg_url, redis_server, smtp_port, folder) -> dict:
 
 
 @pytest.fixture
-def make_app(pg_url, redis_server, smtp_server, _schema, tmp_path):
+def make_app(pg_url, app_db_url, redis_server, smtp_server, _schema, tmp_path):
     """Build an app on the test services; ``make_app(MAIL_RATE_PER_MINUTE=60)`` changes settings."""
     created = []
 
     def factory(**overrides):
-        config = _test_config(pg_url, redis_server, smtp_server.port, tmp_path)
+        config = _test_config(app_db_url, redis_server, smtp_server.port, tmp_path)
         config.update(overrides)
         app = create_app(config)
         created.append(app)

@@ -163,3 +163,17 @@ def test_batches_rebuild_counts_repairs_drifted_counters_and_says_how_many_diffe
     assert batch_counts.counters(db.session, ids) == batch_counts.recount(db.session, ids)
     unknown = runner.invoke(args=["batches", "rebuild-counts", str(ids[1]), "999"])
     assert unknown.exit_code == 1 and "999" in unknown.output
+
+
+def test_only_the_web_process_keeps_the_rate_limits_in_memory_fallback(app):
+    """Its timer thread helps a process that serves requests while Redis is away; a command it only costs."""
+    from tests.support.batches import worker_env
+
+    probe = ("import gc; from limits.storage import MemoryStorage; "
+             "print('fallbacks:', sum(isinstance(o, MemoryStorage) for o in gc.get_objects()))")
+    served = subprocess.run([sys.executable, "-c", f"import wsgi; {probe}"], cwd=ROOT, env=worker_env(app),
+                            capture_output=True, text=True, timeout=60)
+    command = subprocess.run([sys.executable, "-m", "flask", "shell"], input=probe, cwd=ROOT, env=worker_env(app),
+                             capture_output=True, text=True, timeout=60)
+    assert "fallbacks: 1" in served.stdout, served.stderr[-2000:]
+    assert "fallbacks: 0" in command.stdout, command.stderr[-2000:]

@@ -17,8 +17,9 @@ def empty_database_url(request, tmp_path):
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path}/migrations.db"
     else:
+        # `flask db upgrade` in production goes through PgBouncer (transaction pooling) like everything else.
         with postgres_database() as url:
-            yield url
+            yield request.getfixturevalue("pgbouncer").url_for(url)
 
 
 def test_migrations_upgrade_to_the_models_and_downgrade_to_nothing(empty_database_url, redis_server, tmp_path):
@@ -26,7 +27,7 @@ def test_migrations_upgrade_to_the_models_and_downgrade_to_nothing(empty_databas
                       "VAR_DIR": str(tmp_path), "TESTING": True})
     with app.app_context():
         upgrade()
-        engine = create_engine(app.config["SQLALCHEMY_DATABASE_URI"])
+        engine = create_engine(app.config["SQLALCHEMY_DATABASE_URI"], **app.config["SQLALCHEMY_ENGINE_OPTIONS"])
         with engine.connect() as conn:
             diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": False}), db.metadata)
         assert diff == [], "models and migrations differ: run `flask db migrate`"

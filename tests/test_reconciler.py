@@ -151,6 +151,30 @@ def test_a_worker_killed_mid_chunk_causes_one_duplicate_with_the_same_message_id
     assert {m.message_id for m in smtp.received} == {m.message_id for m in mails}
 
 
+def test_a_worker_killed_after_recording_the_servers_answer_sends_nothing_again(app, users, smtp, run_jobs):
+    batch = make_batch(user=users["staff"], now=NOW, recipients=2)
+    enqueue_renders(request_ids(batch))
+    run_jobs("pdf")
+    get_queue("mail").empty()
+    first, second = db.session.query(OutgoingMail).order_by(OutgoingMail.id).all()
+    # The worker claimed both, the server accepted the first, its row was committed sent: then kill -9.
+    transition(db.session, [first.request_id, second.request_id], frm="generated", to="sending", now=utcnow())
+    accepted_at = utcnow()
+    first.status, first.sent_at, first.attempts = "sent", accepted_at, 1
+    db.session.commit()
+    unsent = (second.id, second.to_email)
+
+    result = _reconcile(app, now=utcnow() + LATER)
+    assert result.sends == (unsent[0],)
+    run_jobs("mail")
+    requests = requests_of(batch)
+    assert [r.status for r in requests] == ["sent", "sent"]
+    assert requests[0].sent_at == accepted_at and requests[0].expires_at > accepted_at
+    # Only the mail that had not gone out was sent: nobody got a second invitation.
+    assert [m.rcpt_tos for m in smtp.received] == [[unsent[1]]]
+    assert db.session.get(Batch, batch).status == "completed"
+
+
 def test_a_request_whose_worker_dies_every_time_ends_failed_not_looping(make_app, smtp):
     from bulksign.jobs.mail import send_many
     from bulksign.jobs.pdf import render_many

@@ -1,9 +1,12 @@
 """Queue ``mail``: send outgoing mails through the global throttle and one reused SMTP connection.
 
 A job sends a chunk of mails. Order: (invitations: generated → sending, attempts counted, one
-commit for the chunk) → per mail: throttle → SMTP → mark the mail row and the request, commit.
-A crash between an SMTP answer and its commit leaves that request in ``sending``; the
-reconciler sends it again with the same Message-ID: at most one duplicate per crash.
+commit for the chunk) → per mail: throttle → SMTP → mark the mail row sent, commit at once →
+move the request, commit. A crash between an SMTP answer and the first commit (one UPDATE and its
+COMMIT: the narrowest window there can be without two-phase commit with the SMTP server) leaves
+the mail queued and its request in ``sending``; the reconciler sends it again with the same
+Message-ID: at most one duplicate per crash. A crash after it leaves the mail sent and the
+request in ``sending``: the reconciler only finishes the move (``invitations.record_sent``).
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from ..batches import close_if_done
 from ..dkim_signing import sign as dkim_sign
 from ..extensions import db, get_redis
 from ..invitations import KIND as INVITATION
-from ..invitations import deadline_for, load_requests
+from ..invitations import load_requests, record_sent
 from ..logs import log
 from ..mailer import BUILDERS, MailNotNeeded
 from ..models import OutgoingMail, SigningRequest, utcnow
@@ -287,14 +290,14 @@ def _settle(mail: OutgoingMail, request: SigningRequest | None, delivery: Delive
     mail.status, mail.error = delivery.status, delivery.error
     if delivery.status == "sent":
         mail.sent_at = now
+        # The server has it: record that alone, at once, before anything else can fail or be killed.
+        session.commit()
     if delivery.status == "bounced" and address_is_dead(delivery.error or ""):
         suppress(session, email=mail.to_email, source="smtp", reason=delivery.error or "", now=now,
                  batch_id=mail.batch_id, request_id=mail.request_id)
     if mail.kind == INVITATION:
         if delivery.status == "sent":
-            transition(session, request.id, frm=Status.SENDING, to=Status.SENT, now=now, sent_at=now,
-                       expires_at=deadline_for(request.batch, sent_at=now, days=request.deadline_days),
-                       error_message=None, details={"message_id": mail.message_id})
+            record_sent(session, request=request, mail=mail, now=now)
         else:
             transition(session, request.id, frm=Status.SENDING, to=Status(delivery.status), now=now,
                        error_message=delivery.error[:2000], details={"error": delivery.error[:500]})
