@@ -5,6 +5,8 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from .redis_client import check_url, rate_limit_storage
+
 #: The project folder; embedded defaults keep their files under ``var/`` here.
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("BULKSIGN_VAR_DIR", BASE_DIR / "var"))
@@ -97,8 +99,9 @@ def _check(cfg: dict) -> None:
     scheme = urlsplit(cfg["DATABASE_URL"]).scheme
     if not scheme.startswith(("sqlite", "postgresql")):
         raise ConfigError(f"DATABASE_URL must be a sqlite:/// or postgresql:// URL, got scheme {scheme!r}")
-    if urlsplit(cfg["REDIS_URL"]).scheme not in {"redis", "rediss", "unix"}:
-        raise ConfigError(f"REDIS_URL must be a redis:// URL, got {cfg['REDIS_URL']!r}")
+    problem = check_url(cfg["REDIS_URL"])
+    if problem:
+        raise ConfigError(f"REDIS_URL {problem}, got {cfg['REDIS_URL']!r}")
     if urlsplit(cfg["APP_URL"]).scheme not in {"http", "https"}:
         raise ConfigError(f"APP_URL must start with http:// or https://, got {cfg['APP_URL']!r}")
     if not 0 <= cfg["MAIL_RATE_PER_MINUTE"] <= 100_000:
@@ -115,7 +118,8 @@ def _derive(cfg: dict) -> None:
     cfg["SQLALCHEMY_DATABASE_URI"] = cfg["DATABASE_URL"]
     cfg.setdefault("SQLALCHEMY_ENGINE_OPTIONS", {"pool_pre_ping": True})
     cfg["MAX_CONTENT_LENGTH"] = cfg["MAX_UPLOAD_MB"] * 1024 * 1024
-    cfg["RATELIMIT_STORAGE_URI"] = cfg.get("RATELIMIT_STORAGE_URI", cfg["REDIS_URL"])
+    if "RATELIMIT_STORAGE_URI" not in cfg:
+        cfg["RATELIMIT_STORAGE_URI"], cfg["RATELIMIT_STORAGE_OPTIONS"] = rate_limit_storage(cfg["REDIS_URL"])
     cfg["RATELIMIT_HEADERS_ENABLED"] = True
     # A Redis outage must not turn logins and signing pages into 500s.
     cfg["RATELIMIT_SWALLOW_ERRORS"] = True
