@@ -83,6 +83,10 @@ def load_config(overrides: dict | None = None) -> dict:
         # The throttle's window (MAIL_RATE_PER_MINUTE per this many seconds) and how long a send may wait for it.
         "MAIL_RATE_WINDOW_SECONDS": _int("MAIL_RATE_WINDOW_SECONDS", 60),
         "THROTTLE_MAX_WAIT_SECONDS": _int("THROTTLE_MAX_WAIT_SECONDS", 120),
+        # A worker ends cleanly after this many jobs, or after a job that left it above this size
+        # (0: never); its supervisor starts a fresh one.
+        "WORKER_MAX_JOBS": _int("WORKER_MAX_JOBS", 0),
+        "WORKER_MAX_RSS_MB": _int("WORKER_MAX_RSS_MB", 1024),
         "MAX_UPLOAD_MB": _int("MAX_UPLOAD_MB", 50),
         "SESSION_COOKIE_SECURE": _bool(env.get("SESSION_COOKIE_SECURE", "false")),
         "VAR_DIR": str(VAR_DIR),
