@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from redis import Redis
-from redis.sentinel import Sentinel
+from redis.sentinel import Sentinel, SentinelManagedConnection
 
 SENTINEL_SCHEME = "redis+sentinel"
 PLAIN_SCHEMES = {"redis", "rediss", "unix"}
@@ -30,6 +30,19 @@ class SentinelTarget:
     db: int = 0
     #: Password of the master and replicas (and of the sentinels, if they ask for one).
     password: str | None = None
+
+
+class _SentinelConnection(SentinelManagedConnection):
+    """redis-py's Sentinel connection, but dropped when a read is interrupted, like a plain one.
+
+    redis-py 6.4 keeps a Sentinel connection whose read raised (``disconnect_on_error=False``): a
+    worker stopped by SIGTERM inside its BLPOP then sends its goodbye on a connection still waiting
+    for the BLPOP answer and hangs there for minutes (measured: 60 s and more).
+    """
+
+    def read_response(self, disable_decoding=False, *, disconnect_on_error=True, push_request=False):
+        return super().read_response(disable_decoding=disable_decoding, disconnect_on_error=disconnect_on_error,
+                                     push_request=push_request)
 
 
 def parse_sentinel_url(url: str) -> SentinelTarget:
@@ -80,7 +93,7 @@ def connect(url: str, **options) -> Redis:
         sentinel_options["password"] = target.password
     sentinel = Sentinel(list(target.sentinels), sentinel_kwargs=sentinel_options, password=target.password,
                         **options)
-    return sentinel.master_for(target.master, db=target.db)
+    return sentinel.master_for(target.master, db=target.db, connection_class=_SentinelConnection)
 
 
 def rate_limit_storage(url: str) -> tuple[str, dict]:
