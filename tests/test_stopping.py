@@ -12,7 +12,7 @@ from bulksign.pipeline import RENDER, SEND, enqueue_renders
 from bulksign.readiness import SCHEDULER_TICK_KEY
 from tests.conftest import NOW
 from tests.support.batches import make_batch, request_ids, requests_of, run_worker, worker_env
-from tests.support.processes import start, stop, terminate_and_time, wait_for
+from tests.support.processes import start, terminate_once
 from tests.support.services import free_port
 from tests.support.workers import queued
 
@@ -35,12 +35,8 @@ def test_a_mail_worker_waiting_on_the_throttle_exits_promptly_and_hands_back_the
         run_worker(app, "pdf")  # renders, writes the invitations and queues one send job for the four
         worker = start(["jobs", "worker", "mail"], env={**worker_env(app), "MAIL_RATE_PER_MINUTE": "2"},
                        log=tmp_path / "worker.log")
-        try:
-            wait_for(lambda: [r.status for r in requests_of(batch)].count("sent") == 1, timeout=60,
-                     what="the first invitation to be sent")
-            seconds = terminate_and_time(worker, give_up_after=150)
-        finally:
-            stop(worker)
+        seconds = terminate_once(worker, lambda: [r.status for r in requests_of(batch)].count("sent") == 1,
+                                 what="the first invitation to be sent", give_up_after=150)
         print(f"mail worker waiting on the throttle exited {seconds:.1f} s after SIGTERM")
         assert seconds < EXIT_WITHIN_SECONDS and worker.returncode == 0
 
@@ -65,12 +61,8 @@ def test_a_render_worker_stopped_mid_chunk_exits_promptly_and_hands_back_what_it
         batch = make_batch(now=NOW, recipients=40)
         enqueue_renders(request_ids(batch))
         worker = start(["jobs", "worker", "pdf"], env=worker_env(app), log=tmp_path / "worker.log")
-        try:
-            wait_for(lambda: "generating" in {r.status for r in requests_of(batch)}, timeout=60,
-                     what="the chunk to be claimed")
-            seconds = terminate_and_time(worker)
-        finally:
-            stop(worker)
+        seconds = terminate_once(worker, lambda: "generating" in {r.status for r in requests_of(batch)},
+                                 what="the chunk to be claimed")
         print(f"render worker mid-chunk exited {seconds:.1f} s after SIGTERM")
         assert seconds < EXIT_WITHIN_SECONDS and worker.returncode == 0
 
@@ -91,11 +83,8 @@ def test_the_scheduler_exits_promptly_and_leaves_its_lock_free(make_app, tmp_pat
     with app.app_context():
         scheduler = start(["jobs", "scheduler", "--interval", "1"], env=worker_env(app),
                           log=tmp_path / "scheduler.log")
-        try:
-            wait_for(lambda: get_redis().exists(SCHEDULER_TICK_KEY), timeout=60, what="the scheduler's first tick")
-            seconds = terminate_and_time(scheduler)
-        finally:
-            stop(scheduler)
+        seconds = terminate_once(scheduler, lambda: get_redis().exists(SCHEDULER_TICK_KEY),
+                                 what="the scheduler's first tick")
         print(f"scheduler exited {seconds:.1f} s after SIGTERM")
         assert seconds < EXIT_WITHIN_SECONDS and scheduler.returncode == 0
         # A replacement scheduler can take over at once.
@@ -108,17 +97,14 @@ def test_the_web_server_exits_promptly(make_app, tmp_path):
     with app.app_context():
         web = start(["gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", "2", "--threads", "4", "wsgi:app"],
                     env=worker_env(app), log=tmp_path / "web.log")
-        try:
-            def answers():
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as response:
-                        return json.load(response)["status"] == "ok"
-                except OSError:
-                    return False
 
-            wait_for(answers, timeout=60, what="gunicorn to answer /healthz", every=0.3)
-            seconds = terminate_and_time(web)
-        finally:
-            stop(web)
+        def answers():
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as response:
+                    return json.load(response)["status"] == "ok"
+            except OSError:
+                return False
+
+        seconds = terminate_once(web, answers, what="gunicorn to answer /healthz")
         print(f"gunicorn exited {seconds:.1f} s after SIGTERM")
         assert seconds < EXIT_WITHIN_SECONDS and web.returncode == 0

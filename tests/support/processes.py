@@ -49,3 +49,13 @@ def stop(process: subprocess.Popen) -> None:
     if process.poll() is None:
         process.kill()
         process.wait(timeout=10)
+
+
+def terminate_once(process: subprocess.Popen, ready: Callable[[], object], *, what: str, timeout: float = 60,
+                   give_up_after: float = 60) -> float:
+    """Wait until ``ready()``, SIGTERM the process and return the seconds until it exited (gone either way)."""
+    try:
+        wait_for(ready, timeout=timeout, what=what, every=0.3)
+        return terminate_and_time(process, give_up_after=give_up_after)
+    finally:
+        stop(process)
