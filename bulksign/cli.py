@@ -69,9 +69,11 @@ def worker_command(queues: tuple[str, ...], burst: bool, processes: int) -> None
         _fail(f"unknown queue(s) {', '.join(sorted(unknown))}; known: {', '.join(QUEUE_NAMES)}")
     _require_services()
     count = processes or current_app.config["PDF_CONCURRENCY"]
-    if count <= 1:
+    if count <= 1 and burst:
         _run_worker(names, burst=burst)
     else:
+        # Even one long-running worker gets a parent: it recycles itself, and not every supervisor
+        # restarts a process that ended cleanly (honcho under `make run` stops everything instead).
         _run_worker_processes(names, burst=burst, count=count)
 
 
