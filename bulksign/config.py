@@ -113,6 +113,9 @@ def _check(cfg: dict) -> None:
     for name in ("PDF_CONCURRENCY", "RENDER_CHUNK_SIZE", "SEND_CHUNK_SIZE"):
         if cfg[name] < 1:
             raise ConfigError(f"{name} must be at least 1")
+    for name in ("WORKER_MAX_JOBS", "WORKER_MAX_RSS_MB"):
+        if cfg[name] < 0:
+            raise ConfigError(f"{name} must be 0 (no limit) or more")
 
 
 def _derive(cfg: dict) -> None:

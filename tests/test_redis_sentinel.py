@@ -97,3 +97,19 @@ def test_a_batch_completes_through_a_failover_without_a_second_invitation(make_a
         # the same Message-ID: nobody holds two different ones.
         assert len(per_recipient) == 20 and all(len(ids) == 1 for ids in per_recipient.values())
         assert set().union(*per_recipient.values()) == invitations
+
+
+def test_a_malformed_sentinel_url_is_one_clear_line_naming_the_variable(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from bulksign.config import BASE_DIR
+
+    result = subprocess.run([sys.executable, "-m", "flask", "jobs", "worker", "--burst"], cwd=BASE_DIR,
+                            capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "FLASK_APP": "wsgi", "DATABASE_URL": f"sqlite:///{tmp_path}/x.db",
+                                 "REDIS_URL": "redis+sentinel://127.0.0.1/bulksign"})
+    assert result.returncode == 2
+    assert result.stderr.strip() == ("Configuration error: REDIS_URL sentinel '127.0.0.1' must be host:port, "
+                                     "got 'redis+sentinel://127.0.0.1/bulksign'")
