@@ -2,3 +2,6 @@
 logger_class = "bulksign.gunicorn_logging.RedactingLogger"
 accesslog = "-"
 access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms "%(a)s" rid=%({x-request-id}o)s'
+# SIGTERM: requests in flight get this long to finish, so the web process is gone within 10 s
+# (a supervisor's stop timeout, or docker's stop_grace_period, must be longer). Requests are short.
+graceful_timeout = 8

@@ -70,22 +70,30 @@ def worker_command(queues: tuple[str, ...], burst: bool, processes: int) -> None
         _fail(f"unknown queue(s) {', '.join(sorted(unknown))}; known: {', '.join(QUEUE_NAMES)}")
     _require_services()
     count = processes or current_app.config["PDF_CONCURRENCY"]
-    if count <= 1:
+    if count <= 1 and burst:
         _run_worker(names, burst=burst)
     else:
+        # Even one long-running worker gets a parent: it recycles itself, and not every supervisor
+        # restarts a process that ended cleanly (honcho under `make run` stops everything instead).
         _run_worker_processes(names, burst=burst, count=count)
 
 
 def _run_worker(names, *, burst: bool) -> None:
     from .jobs.worker import AppWorker
 
-    worker = AppWorker([get_queue(n) for n in names], connection=get_redis())
+    config = current_app.config
+    worker = AppWorker([get_queue(n) for n in names], connection=get_redis(), max_rss_mb=config["WORKER_MAX_RSS_MB"])
     # with_scheduler: RQ's retry backoff parks jobs in its scheduled registry; some worker must move them back.
-    worker.work(burst=burst, logging_level="INFO", with_scheduler=True)
+    # max_jobs / max_rss_mb: the worker ends cleanly and its supervisor (or the parent below) starts a fresh one.
+    worker.work(burst=burst, logging_level="INFO", with_scheduler=True, max_jobs=config["WORKER_MAX_JOBS"] or None)
 
 
 def _run_worker_processes(names, *, burst: bool, count: int) -> None:
-    """Fork ``count`` workers (no connection is shared across the fork) and pass SIGTERM/SIGINT on to them."""
+    """Fork ``count`` workers (no connection is shared across the fork) and pass SIGTERM/SIGINT on to them.
+
+    A worker that ends (recycled after WORKER_MAX_JOBS or WORKER_MAX_RSS_MB, or crashed) is replaced
+    until this process is asked to stop.
+    """
     import os
     import signal
     import time
@@ -98,6 +106,9 @@ def _run_worker_processes(names, *, burst: bool, count: int) -> None:
     def spawn() -> None:
         pid = os.fork()
         if pid == 0:
+            # Until RQ installs its own handlers, a signal must not run the parent's handler (which signals siblings).
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
             code = 0
             try:
                 _run_worker(names, burst=burst)
@@ -121,9 +132,12 @@ def _run_worker_processes(names, *, burst: bool, count: int) -> None:
     while children:
         pid, status = os.wait()
         children.discard(pid)
-        if not (stopping or burst) and status != 0:
-            # A crashed worker is replaced; the pause keeps a crash loop from spinning.
+        if stopping or burst:
+            continue
+        if status != 0:
+            # The pause keeps a crash loop from spinning.
             time.sleep(1)
+        if not stopping:
             spawn()
 
 

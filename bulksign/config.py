@@ -5,6 +5,8 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from .redis_client import check_url, rate_limit_storage
+
 #: The project folder; embedded defaults keep their files under ``var/`` here.
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("BULKSIGN_VAR_DIR", BASE_DIR / "var"))
@@ -92,6 +94,10 @@ def load_config(overrides: dict | None = None) -> dict:
         # The throttle's window (MAIL_RATE_PER_MINUTE per this many seconds) and how long a send may wait for it.
         "MAIL_RATE_WINDOW_SECONDS": _int("MAIL_RATE_WINDOW_SECONDS", 60),
         "THROTTLE_MAX_WAIT_SECONDS": _int("THROTTLE_MAX_WAIT_SECONDS", 120),
+        # A worker ends cleanly after this many jobs, or after a job that left it above this size
+        # (0: never); its supervisor starts a fresh one.
+        "WORKER_MAX_JOBS": _int("WORKER_MAX_JOBS", 0),
+        "WORKER_MAX_RSS_MB": _int("WORKER_MAX_RSS_MB", 1024),
         "MAX_UPLOAD_MB": _int("MAX_UPLOAD_MB", 50),
         "SESSION_COOKIE_SECURE": _bool(env.get("SESSION_COOKIE_SECURE", "false")),
         "VAR_DIR": str(VAR_DIR),
@@ -108,8 +114,9 @@ def _check(cfg: dict) -> None:
     scheme = urlsplit(cfg["DATABASE_URL"]).scheme
     if not scheme.startswith(("sqlite", "postgresql")):
         raise ConfigError(f"DATABASE_URL must be a sqlite:/// or postgresql:// URL, got scheme {scheme!r}")
-    if urlsplit(cfg["REDIS_URL"]).scheme not in {"redis", "rediss", "unix"}:
-        raise ConfigError(f"REDIS_URL must be a redis:// URL, got {cfg['REDIS_URL']!r}")
+    problem = check_url(cfg["REDIS_URL"])
+    if problem:
+        raise ConfigError(f"REDIS_URL {problem}, got {cfg['REDIS_URL']!r}")
     if urlsplit(cfg["APP_URL"]).scheme not in {"http", "https"}:
         raise ConfigError(f"APP_URL must start with http:// or https://, got {cfg['APP_URL']!r}")
     if not 0 <= cfg["MAIL_RATE_PER_MINUTE"] <= 100_000:
@@ -117,6 +124,9 @@ def _check(cfg: dict) -> None:
     for name in ("PDF_CONCURRENCY", "RENDER_CHUNK_SIZE", "SEND_CHUNK_SIZE"):
         if cfg[name] < 1:
             raise ConfigError(f"{name} must be at least 1")
+    for name in ("WORKER_MAX_JOBS", "WORKER_MAX_RSS_MB"):
+        if cfg[name] < 0:
+            raise ConfigError(f"{name} must be 0 (no limit) or more")
     _check_dkim(cfg)
 
 
@@ -141,7 +151,8 @@ def _derive(cfg: dict) -> None:
     if cfg["DATABASE_URL"].startswith("postgresql"):
         cfg["SQLALCHEMY_ENGINE_OPTIONS"] = engine_options_for_pooler(cfg["SQLALCHEMY_ENGINE_OPTIONS"])
     cfg["MAX_CONTENT_LENGTH"] = cfg["MAX_UPLOAD_MB"] * 1024 * 1024
-    cfg["RATELIMIT_STORAGE_URI"] = cfg.get("RATELIMIT_STORAGE_URI", cfg["REDIS_URL"])
+    if "RATELIMIT_STORAGE_URI" not in cfg:
+        cfg["RATELIMIT_STORAGE_URI"], cfg["RATELIMIT_STORAGE_OPTIONS"] = rate_limit_storage(cfg["REDIS_URL"])
     cfg["RATELIMIT_HEADERS_ENABLED"] = True
     # A Redis outage must not turn logins and signing pages into 500s.
     cfg["RATELIMIT_SWALLOW_ERRORS"] = True

@@ -14,6 +14,8 @@ from redis import Redis
 from rq import Queue
 from sqlalchemy import MetaData
 
+from .redis_client import connect
+
 # Deterministic constraint names so Alembic migrations read the same on PostgreSQL and SQLite.
 naming_convention = {
     "ix": "ix_%(column_0_label)s",
@@ -37,13 +39,10 @@ QUEUE_NAMES = ("pdf", "mail", "default", "webhooks")
 
 
 def get_redis() -> Redis:
-    """The app's Redis connection (one pool per process), with timeouts on every call."""
+    """The app's Redis connection (one pool per process; a plain server or the Sentinel master), with timeouts."""
     ext = current_app.extensions
     if "bulksign_redis" not in ext:
-        ext["bulksign_redis"] = Redis.from_url(
-            current_app.config["REDIS_URL"], socket_timeout=10, socket_connect_timeout=5,
-            health_check_interval=30,
-        )
+        ext["bulksign_redis"] = connect(current_app.config["REDIS_URL"])
     return ext["bulksign_redis"]
 
 

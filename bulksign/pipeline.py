@@ -162,6 +162,16 @@ def release(step: Step, ids: Sequence[int]) -> None:
         get_redis().eval(_RELEASE, 1, step.owners_key, job.id, *ids)
 
 
+def hand_back(step: Step, ids: Sequence[int]) -> int:
+    """The running chunk job stops before these (committed, untried) ids: queue them again for another worker.
+
+    If Redis cannot take them now, they stay in the database's waiting state and the reconciler
+    queues them later. Returns how many were queued.
+    """
+    release(step, ids)
+    return enqueue_chunked(step, ids)
+
+
 def disown(step: Step, ids: Sequence[int]) -> None:
     """Forget the owners of these ids (the reconciler found their jobs dead), so they can be queued again."""
     if ids:

@@ -8,6 +8,7 @@ hosts with skewed clocks still agree. Waiting is not failing: callers wait and t
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -61,12 +62,18 @@ class MailThrottle:
         return Decision(bool(allowed), int(wait_us) / 1_000_000, int(at_us))
 
     def acquire(self, *, max_wait_seconds: float, sleep: Callable[[float], None] = time.sleep,
-                clock: Callable[[], float] = time.monotonic) -> Decision:
-        """Wait (sleeping) for a slot for at most ``max_wait_seconds``; the last decision says whether one was won."""
+                clock: Callable[[], float] = time.monotonic, stop: threading.Event | None = None) -> Decision:
+        """Wait (sleeping) for a slot for at most ``max_wait_seconds``; the last decision says whether one was won.
+
+        ``stop``: once set, the wait ends at once without a slot (the process is shutting down).
+        """
         deadline = clock() + max_wait_seconds
         while True:
             decision = self.try_acquire()
             remaining = deadline - clock()
-            if decision.allowed or remaining <= 0:
+            if decision.allowed or remaining <= 0 or (stop is not None and stop.is_set()):
                 return decision
-            sleep(min(decision.wait_seconds, remaining))
+            if stop is not None:
+                stop.wait(min(decision.wait_seconds, remaining))
+            else:
+                sleep(min(decision.wait_seconds, remaining))

@@ -5,9 +5,10 @@
 #   poppler-utils: pdfsig, an independent PAdES validator used by the tests
 #   chromium: the real browser the UI tests drive through Playwright
 #   pgbouncer: the tests, bench and soak run the app through a private one in transaction pooling
+#   redis-sentinel: the failover tests run a real Sentinel over a master and a replica
 set -euo pipefail
 want=(wkhtmltopdf fonts-dejavu-core fonts-freefont-otf redis-server poppler-utils python3-venv)
-[ "${1:-}" = "--test" ] && want+=(postgresql pgbouncer chromium)
+[ "${1:-}" = "--test" ] && want+=(postgresql pgbouncer chromium redis-sentinel)
 missing=()
 for pkg in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -1,6 +1,7 @@
 """The global mail throttle: never more than R sends in any window, however many workers ask."""
 from __future__ import annotations
 
+import threading
 import time
 
 from redis import Redis
@@ -65,3 +66,11 @@ def test_a_send_job_waits_for_the_throttle_instead_of_failing(make_app, smtp):
         assert time.monotonic() - started >= 1.2  # 8 sends at 5 per second: the 6th waited
         assert {r.status for r in requests_of(batch)} == {"sent"}
         assert {m.attempts for m in db.session.query(OutgoingMail)} == {1}
+
+
+def test_a_stop_request_ends_the_wait_for_a_slot_without_one(redis_server):
+    throttle = MailThrottle(Redis.from_url(redis_server.url), rate=1, window_seconds=60, key="t:stop")
+    assert throttle.try_acquire().allowed
+    stop = threading.Event()
+    stop.set()  # SIGTERM came: waiting the minute for the next slot would hold the worker's exit
+    assert not throttle.acquire(max_wait_seconds=120, stop=stop).allowed

@@ -20,6 +20,7 @@ from flask import Flask, current_app
 from flask_mail import Message, sanitize_address, sanitize_addresses
 from sqlalchemy import select
 
+from .. import stopping
 from ..batches import close_if_done
 from ..dkim_signing import sign as dkim_sign
 from ..extensions import db, get_redis
@@ -28,7 +29,7 @@ from ..invitations import load_requests, record_sent
 from ..logs import log
 from ..mailer import BUILDERS, MailNotNeeded
 from ..models import OutgoingMail, SigningRequest, utcnow
-from ..pipeline import SEND, pulse, release
+from ..pipeline import SEND, hand_back, pulse, release
 from ..states import Status, transition
 from ..storage import StorageError, get_storage
 from ..suppressions import address_is_dead, describe, in_force_among, suppress
@@ -162,11 +163,19 @@ def _send_chunk(mail_ids: list[int], *, app: Flask) -> str:
     throttle = MailThrottle(get_redis(), rate=app.config["MAIL_RATE_PER_MINUTE"],
                             window_seconds=app.config["MAIL_RATE_WINDOW_SECONDS"])
     retry_reason = ""
+    handed_back: list[OutgoingMail] = []
     for position, mail in enumerate(to_send):
         pulse()
-        if not throttle.acquire(max_wait_seconds=app.config["THROTTLE_MAX_WAIT_SECONDS"]).allowed:
-            _give_back(to_send[position:], untried=True)
-            retry_reason = "mail throttle busy"
+        if stopping.is_requested():
+            handed_back = to_send[position:]
+            break
+        if not throttle.acquire(max_wait_seconds=app.config["THROTTLE_MAX_WAIT_SECONDS"],
+                                stop=stopping.requested).allowed:
+            if stopping.is_requested():
+                handed_back = to_send[position:]
+            else:
+                _give_back(to_send[position:], untried=True)
+                retry_reason = "mail throttle busy"
             break
         delivery = _deliver_one(mail, app=app)
         outcomes[_settle(mail, requests.get(mail.request_id), delivery)] += 1
@@ -176,6 +185,12 @@ def _send_chunk(mail_ids: list[int], *, app: Flask) -> str:
             # The server is down or silent: the rest of the chunk would only wait for the same timeout.
             _give_back(to_send[position + 1:], untried=True)
             break
+    if handed_back:
+        # The worker is stopping: the unsent rest goes back untried, to the queue, for another worker.
+        _give_back(handed_back, untried=True)
+        hand_back(SEND, [m.id for m in handed_back])
+        outcomes["handed back"] = len(handed_back)
+        log(logger, logging.INFO, "worker stopping, mails handed back", mail_ids=[m.id for m in handed_back])
     for batch_id in batch_ids:
         close_if_done(session, batch_id=batch_id, now=utcnow())
     session.commit()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from flask import Flask, current_app
 from sqlalchemy import select
 
+from .. import stopping
 from ..batches import close_if_done, mark_batch_started
 from ..doc_templates import TemplateError, render_html
 from ..extensions import db
@@ -22,7 +23,7 @@ from ..invitations import load_requests, queue_invitations
 from ..logs import log
 from ..models import Document, SigningRequest, utcnow
 from ..pdf import RenderError, render_pdf
-from ..pipeline import RENDER, enqueue_sends, pulse, release
+from ..pipeline import RENDER, enqueue_sends, hand_back, pulse, release
 from ..states import Status, transition
 from ..storage import StorageError, get_storage
 
@@ -83,8 +84,12 @@ def _render_chunk(request_ids: list[int], *, app: Flask) -> str:
     rendered: list[Rendered] = []
     failed: list[Problem] = []
     retry: list[Problem] = []
+    untried: list[int] = []
     for request in load_requests(session, claimed):
         pulse()
+        if stopping.is_requested():
+            untried.append(request.id)
+            continue
         if request.attempts > limit:
             # Queued again and again by the reconciler: the worker dies on this document.
             failed.append(Problem(request, f"The document could not be rendered after {limit} attempts "
@@ -100,7 +105,7 @@ def _render_chunk(request_ids: list[int], *, app: Flask) -> str:
         except StorageError as exc:
             (retry if request.attempts < limit else failed).append(
                 Problem(request, _gave_up(str(exc), request, limit, transient=True), repr(exc.__cause__)))
-    return _settle(rendered=rendered, failed=failed, retry=retry, app=app)
+    return _settle(rendered=rendered, failed=failed, retry=retry, untried=untried, app=app)
 
 
 def _gave_up(message: str, request: SigningRequest, limit: int, *, transient: bool) -> str:
@@ -116,8 +121,13 @@ def _render_one(request: SigningRequest, *, app: Flask) -> Rendered:
     return Rendered(request.id, request.batch_id, key, data)
 
 
-def _settle(*, rendered: list[Rendered], failed: list[Problem], retry: list[Problem], app: Flask) -> str:
-    """One transaction for the whole chunk: documents, states, invitation rows; then queue the sends."""
+def _settle(*, rendered: list[Rendered], failed: list[Problem], retry: list[Problem], untried: list[int],
+            app: Flask) -> str:
+    """One transaction for the whole chunk: documents, states, invitation rows; then queue the sends.
+
+    ``untried``: requests the chunk did not render because the worker is stopping; they go back to
+    ``pending`` with their claim uncounted and are queued again for another worker.
+    """
     session = db.session
     now = utcnow()
     # Cancelled (or reconciled) while rendering: its stored file is simply unused.
@@ -137,18 +147,23 @@ def _settle(*, rendered: list[Rendered], failed: list[Problem], retry: list[Prob
                    error_message=problem.message[:2000], details={"retry": problem.request.attempts})
         log(logger, logging.WARNING, "render failed, will retry", request_id=problem.request.id,
             attempt=problem.request.attempts, error=problem.message, detail=problem.detail)
+    transition(session, untried, frm=Status.GENERATING, to=Status.PENDING, now=now,
+               attempts=SigningRequest.attempts - 1, details={"handed_back": True})
     touched = {p.request.batch_id for p in failed}
     touched |= {r.batch_id for r in rendered if r.request_id in invitations.errors}
     for batch_id in touched:
         close_if_done(session, batch_id=batch_id, now=now)
     counts = Counter({"generated": len(invitations.mail_ids), "failed": len(failed) + len(invitations.errors),
-                      "retried": len(retry)})
+                      "retried": len(retry), "handed back": len(untried)})
     retry_message = retry[0].message if retry else ""
     session.commit()
 
     log(logger, logging.INFO, "documents rendered", generated=counts["generated"], failed=counts["failed"],
         retried=counts["retried"], request_ids=sorted(invitations.mail_ids))
     enqueue_sends(sorted(invitations.mail_ids.values()))
+    if untried:
+        log(logger, logging.INFO, "worker stopping, renders handed back", request_ids=untried)
+        hand_back(RENDER, untried)
     if retry:
         raise TransientFailure(f"{len(retry)} documents will be rendered again: {retry_message}")
     return ", ".join(f"{kind} {n}" for kind, n in counts.items() if n) or "nothing to do"

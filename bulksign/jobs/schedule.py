@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from ..logs import log
+from ..readiness import record_scheduler_tick
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +80,9 @@ def periodic_scheduler_class():
     class PeriodicScheduler(Scheduler):
         def enqueue_jobs(self):
             register_periodic_jobs(self)
-            return super().enqueue_jobs()
+            jobs = super().enqueue_jobs()
+            # Readiness (/readyz) fails when this stops for a few minutes.
+            record_scheduler_tick(self.connection, now=datetime.now(timezone.utc))
+            return jobs
 
     return PeriodicScheduler

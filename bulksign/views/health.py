@@ -1,10 +1,17 @@
-"""``GET /healthz`` for load balancers: 200 when the database and Redis answer, 503 otherwise."""
+"""Probes for load balancers and supervisors.
+
+``GET /healthz`` (liveness): 200 when the database and Redis answer, 503 otherwise.
+``GET /readyz`` (readiness): also 503 while the scheduler has not ticked for 3 minutes or jobs wait
+in a queue no worker listens on; the JSON body says why.
+"""
 from __future__ import annotations
 
 from flask import Blueprint, jsonify
 
 from ..auth import public
-from ..extensions import db, get_redis
+from ..extensions import QUEUE_NAMES, db, get_redis
+from ..models import utcnow
+from ..readiness import check_readiness
 from ..services import check_services
 
 bp = Blueprint("health", __name__)
@@ -15,3 +22,20 @@ bp = Blueprint("health", __name__)
 def healthz():
     report = check_services(db_engine=db.engine, redis=get_redis())
     return jsonify(status="ok" if report.ok else "unavailable", checks=report.checks), (200 if report.ok else 503)
+
+
+@bp.get("/readyz")
+@public
+def readyz():
+    report = check_services(db_engine=db.engine, redis=get_redis())
+    if not report.ok:
+        return jsonify(status="unavailable", checks=report.checks, problems=report.problems()), 503
+    ready = check_readiness(redis=get_redis(), queue_names=QUEUE_NAMES, now=utcnow())
+    body = {
+        "status": "ok" if ready.ok else "unavailable",
+        "checks": report.checks,
+        "problems": list(ready.problems),
+        "scheduler_last_tick": ready.scheduler_tick.isoformat() if ready.scheduler_tick else None,
+        "queues": {name: {"waiting": waiting, "workers": workers} for name, (waiting, workers) in ready.queues.items()},
+    }
+    return jsonify(body), (200 if ready.ok else 503)

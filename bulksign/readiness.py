@@ -1,0 +1,62 @@
+"""Readiness: is this deployment doing its work, not only alive? (``/readyz``; ``/healthz`` stays liveness.)
+
+Ready means: the database and Redis answer, the scheduler ticked within ``SCHEDULER_STALE_AFTER``
+(it records each tick in Redis), and every queue that holds jobs has at least one live worker
+listening on it. A worker counts while RQ's key for it exists (it is refreshed by the worker's
+heartbeat; a killed worker's key lapses after RQ's worker TTL).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from redis import Redis
+from rq import Queue
+from rq.worker_registration import get_keys
+
+#: The scheduler's last tick, as a POSIX timestamp.
+SCHEDULER_TICK_KEY = "bulksign:scheduler:last_tick"
+SCHEDULER_STALE_AFTER = timedelta(minutes=3)
+
+
+@dataclass(frozen=True)
+class Readiness:
+    #: What stops the deployment from working, in words; empty when ready.
+    problems: tuple[str, ...]
+    #: When the scheduler last ticked (None: never, or Redis lost the record).
+    scheduler_tick: datetime | None
+    #: Queue name → (jobs waiting, live workers listening).
+    queues: dict[str, tuple[int, int]]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def record_scheduler_tick(redis: Redis, *, now: datetime) -> None:
+    """Called by the scheduler on every poll."""
+    redis.set(SCHEDULER_TICK_KEY, now.timestamp())
+
+
+def check_readiness(*, redis: Redis, queue_names: tuple[str, ...], now: datetime) -> Readiness:
+    """Ask Redis about the scheduler and the workers of each queue (Redis must answer)."""
+    raw = redis.get(SCHEDULER_TICK_KEY)
+    tick = datetime.fromtimestamp(float(raw), tz=timezone.utc) if raw else None
+    problems = []
+    if tick is None:
+        problems.append("the scheduler has not ticked yet (is `flask jobs scheduler` running?)")
+    elif now - tick > SCHEDULER_STALE_AFTER:
+        problems.append(f"the scheduler has not ticked for {int((now - tick).total_seconds())} s")
+    queues = {}
+    for name in queue_names:
+        keys = sorted(get_keys(queue=Queue(name, connection=redis)))
+        with redis.pipeline(transaction=False) as pipe:
+            pipe.llen(f"rq:queue:{name}")
+            for key in keys:
+                pipe.exists(key)
+            waiting, *alive = pipe.execute()
+        queues[name] = (waiting, sum(alive))
+        if waiting and not sum(alive):
+            problems.append(f"{waiting} jobs wait in queue {name} and no worker listens on it")
+    return Readiness(tuple(problems), tick, queues)
+

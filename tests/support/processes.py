@@ -1,0 +1,61 @@
+"""Real app processes (``flask jobs …``, gunicorn) as subprocesses, and bounded waits on them."""
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bulksign.config import BASE_DIR
+
+
+def start(args: list[str], *, env: dict, log: Path) -> subprocess.Popen:
+    """``flask <args>`` (or gunicorn when ``args[0]`` is ``gunicorn``) in the project folder, output into ``log``."""
+    command = [str(Path(sys.executable).with_name("gunicorn")), *args[1:]] if args[0] == "gunicorn" \
+        else [sys.executable, "-m", "flask", *args]
+    with open(log, "ab") as out:
+        return subprocess.Popen(command, cwd=BASE_DIR, env={**env, "FLASK_APP": "wsgi"}, stdout=out,
+                                stderr=subprocess.STDOUT)
+
+
+def wait_for(check: Callable[[], object], *, timeout: float, what: str, every: float = 0.1):
+    """Poll ``check`` until it returns something true (returned), for at most ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(every)
+
+
+def terminate_and_time(process: subprocess.Popen, *, give_up_after: float = 60) -> float:
+    """SIGTERM the process and return the seconds until it exited (killed after ``give_up_after``)."""
+    started = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=give_up_after)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+    return time.monotonic() - started
+
+
+def stop(process: subprocess.Popen) -> None:
+    """Make sure a process started by a test is gone (after a failed assertion)."""
+    if process.poll() is None:
+        process.kill()
+        process.wait(timeout=10)
+
+
+def terminate_once(process: subprocess.Popen, ready: Callable[[], object], *, what: str, timeout: float = 60,
+                   give_up_after: float = 60) -> float:
+    """Wait until ``ready()``, SIGTERM the process and return the seconds until it exited (gone either way)."""
+    try:
+        wait_for(ready, timeout=timeout, what=what, every=0.3)
+        return terminate_and_time(process, give_up_after=give_up_after)
+    finally:
+        stop(process)
