@@ -262,22 +262,6 @@ def _refuse_too_many_records(text: str, delimiter: str) -> None:
         return  # the row-by-row read names the broken row
 
 
-class _Lines:
-    """The text's lines, keeping those the csv reader took for the record it is reading."""
-
-    def __init__(self, text: str):
-        self._lines = iter(io.StringIO(text, newline=""))
-        self.taken: list[str] = []
-
-    def __iter__(self):
-        return self
-
-    def __next__(self) -> str:
-        line = next(self._lines)
-        self.taken.append(line)
-        return line
-
-
 def _quote_problem(lines: list[str], cells: list[str], delimiter: str, width: int, start: int) -> str | None:
     """Why a record spread over several lines is a quote left open rather than a value with line breaks."""
     try:
@@ -299,13 +283,12 @@ def _quote_problem(lines: list[str], cells: list[str], delimiter: str, width: in
 
 
 def _csv_rows(text: str, delimiter: str, deadline: float) -> Iterator[_Row]:
-    lines = _Lines(text)
-    reader = csv.reader(lines, delimiter=delimiter)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    lines: list[str] | None = None  # split only for a file with a record over several lines
     number = 0
     width = 0
     while True:
         start = reader.line_num + 1
-        lines.taken.clear()
         try:
             cells = next(reader)
         except StopIteration:
@@ -321,8 +304,10 @@ def _csv_rows(text: str, delimiter: str, deadline: float) -> Iterator[_Row]:
         if not width and any(c.strip() for c in cells):
             width = len(cells)
         problem = None
-        if len(lines.taken) > 1:
-            problem = _quote_problem(lines.taken, cells, delimiter, width, start)
+        if reader.line_num > start:
+            if lines is None:
+                lines = io.StringIO(text, newline="").readlines()
+            problem = _quote_problem(lines[start - 1:reader.line_num], cells, delimiter, width, start)
         yield _Row(number, cells, start, problem)
 
 
@@ -428,9 +413,11 @@ class _XlsxCells:
     """
 
     def __init__(self, parser):
+        from openpyxl.utils.cell import column_index_from_string
         from openpyxl.worksheet._reader import FORMULA_TAG, INLINE_STRING, SHEET_MAIN_NS, VALUE_TAG
 
         self.parser = parser
+        self._column_index = column_index_from_string
         self.count = 0
         self.column = 0
         self._formula, self._inline, self._value = FORMULA_TAG, INLINE_STRING, VALUE_TAG
@@ -441,19 +428,19 @@ class _XlsxCells:
         self.parser.row_counter = number
 
     def read(self, element) -> tuple[int, str]:
-        from openpyxl.utils.cell import column_index_from_string
-
         self.count += 1
         if self.count > MAX_CELLS:
             raise UploadError(f"The sheet has more than {MAX_CELLS:,} cells, empty formatted ones included. Delete "
                               "the unused rows and columns, or save it as CSV.", 413)
         reference = element.get("r")
-        self.column = column_index_from_string(reference.rstrip("0123456789")) if reference else self.column + 1
+        self.column = self._column_index(reference.rstrip("0123456789")) if reference else self.column + 1
         kind = element.get("t", "n")
         if kind == "inlineStr":
             block = element.find(self._inline)
             if block is None:
                 return self.column, ""
+            if len(block) == 1:  # plain text, no formatted runs
+                return self.column, (block[0].text or "") if block[0].tag == self._text else ""
             return self.column, (block.findtext(self._text) or "") + "".join(
                 run.findtext(self._text) or "" for run in block.iterfind(self._run))
         value = element.findtext(self._value)
