@@ -116,7 +116,11 @@ class TemplateError(ValueError):
         return f"line {self.line}: {self.message}" if self.line else self.message
 
 
-class TemplateTooCostly(TemplateError):
+class TemplateBroken(TemplateError):
+    """The template fails in a way no row's values can avoid; refused when it is saved."""
+
+
+class TemplateTooCostly(TemplateBroken):
     """Filling the template in takes too long or makes too much text, whatever the row's values."""
 
 
@@ -382,13 +386,21 @@ def _render(env_name: str, source: str, context: dict) -> str:
         if isinstance(exc, TemplateError):
             raise
         raise TemplateError(f"The template could not be filled in: {exc}") from None
+    except RecursionError:
+        raise TemplateBroken("The template could not be filled in: a macro calls itself without end.") from None
+    except MemoryError:
+        raise TemplateTooCostly("The template needs more memory than one document may take.") from None
+    # Anything else a filter or a method raises (``'text'|xmlattr``: AttributeError) is still the template's
+    # fault: it failed one recipient's whole render chunk, and the template's save with a 500.
+    except Exception as exc:  # noqa: BLE001 - see above
+        raise TemplateBroken(f"The template could not be filled in: {type(exc).__name__}: {exc}") from None
 
 
 def _check_cost(source: str, context: dict) -> None:
-    """Refuse at save a template too costly to fill in; other failures depend on the real rows' values."""
+    """Refuse at save a template too costly or broken for any row; value errors depend on the real rows."""
     try:
         render_html(source, context)
-    except TemplateTooCostly:
+    except TemplateBroken:
         raise
     except TemplateError:
         pass

@@ -183,3 +183,16 @@ def test_a_template_that_would_keep_a_worker_busy_for_hours_is_refused_in_second
     # The thread that rendered is fine afterwards: no interruption is left pending for later code.
     time.sleep(0.1)
     assert render_html("<p>{{ name }}</p>", {"name": "Jane"}) == "<p>Jane</p>"
+
+
+@pytest.mark.parametrize(("source", "words"), [("{{ name|xmlattr }}", "could not be filled in: AttributeError"),
+                                                ("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}",
+                                                 "a macro calls itself without end")])
+def test_saving_a_template_that_fails_for_every_row_is_a_clear_422(client, auth, users, source, words):
+    from tests.conftest import csrf_from
+
+    auth.login()
+    page = client.get("/templates/new")
+    saved = client.post("/templates/new", data={"csrf_token": csrf_from(page), "name": "Broken",
+                                                 "html": f"<p>{source}</p>"})
+    assert saved.status_code == 422 and words in saved.get_data(as_text=True)
