@@ -109,7 +109,7 @@ def _joined_length(items: list, separator: str) -> int:
 def _bounded_filters(filters: dict) -> dict:
     """Jinja's filters whose width or count argument could make gigabytes in one step, checked first."""
     center, indent, fmt, replace, join = (filters[n] for n in ("center", "indent", "format", "replace", "join"))
-    batch, slice_, wordwrap = filters["batch"], filters["slice"], filters["wordwrap"]
+    batch, slice_, wordwrap, sum_ = filters["batch"], filters["slice"], filters["wordwrap"], filters["sum"]
 
     def bounded_center(value, width=80):
         _width(width)
@@ -146,11 +146,18 @@ def _bounded_filters(filters: dict) -> dict:
         _refuse_long(len(str(s)) * (1 + len(wrapstring or "\n")) // max(int(width), 1))
         return wordwrap(environment, s, width, break_long_words, wrapstring, break_on_hyphens)
 
-    for bounded, original in ((bounded_replace, replace), (bounded_join, join), (bounded_wordwrap, wordwrap)):
+    def bounded_sum(environment, iterable, attribute=None, start=0):
+        items = list(iterable)
+        if attribute is None and isinstance(start, (str, list, tuple)):  # sum() of lists: one C call, n² memory
+            _refuse_long(len(start) + sum(len(i) for i in items if isinstance(i, (str, list, tuple))))
+        return sum_(environment, items, attribute, start)
+
+    for bounded, original in ((bounded_replace, replace), (bounded_join, join), (bounded_wordwrap, wordwrap),
+                              (bounded_sum, sum_)):
         bounded.jinja_pass_arg = original.jinja_pass_arg  # eval context / environment, as Jinja passes them
     return {**filters, "center": bounded_center, "indent": bounded_indent, "format": bounded_format,
             "replace": bounded_replace, "join": bounded_join, "batch": bounded_batch, "slice": bounded_slice,
-            "wordwrap": bounded_wordwrap}
+            "wordwrap": bounded_wordwrap, "sum": bounded_sum}
 
 
 def _check_str_method(method, args: tuple, kwargs: dict) -> tuple:

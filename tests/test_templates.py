@@ -204,7 +204,8 @@ ONE_HUGE_STEP = ["{{ 'a'|center(1000000000) }}", "{{ '%999999999s'|format(name) 
                  "{{ '{:>999999999}'.format(name) }}", "{{ 'ab'.join(['x' * 100000] * 1000) }}",
                  "{{ range(100000)|join('x' * 100000) }}", "{{ [1]|batch(10**9, 'x')|list|length }}",
                  "{{ name|indent(10**9) }}", "{{ '%.999999999f'|format(1.5) }}", "{{ '\t'.expandtabs(10**9) }}",
-                 "{% macro d(s, n) %}{% if n %}{{ d(s ~ s, n - 1) }}{% endif %}{% endmacro %}{{ d(name, 40) }}"]
+                 "{% macro d(s, n) %}{% if n %}{{ d(s ~ s, n - 1) }}{% endif %}{% endmacro %}{{ d(name, 40) }}",
+                 "{{ ([[1] * 100000] * 100000)|sum(start=[])|length }}"]
 
 
 @pytest.mark.parametrize("source", ONE_HUGE_STEP)
@@ -217,9 +218,9 @@ def test_a_width_or_count_that_would_make_gigabytes_in_one_step_is_refused_befor
 
 def test_ordinary_widths_joins_and_replacements_still_work():
     out = render_html("{{ name|center(10) }}|{{ '%5s'|format(name) }}|{{ '%d' % 3 }}|{{ name|replace('a', 'o') }}|"
-                      "{{ [name, name]|join(', ') }}|{{ '{:>6}'.format(name) }}|{{ name ~ '!' }}|{{ name + '?' }}",
-                      {"name": "Jane"})
-    assert out == "   Jane   | Jane|3|Jone|Jane, Jane|  Jane|Jane!|Jane?"
+                      "{{ [name, name]|join(', ') }}|{{ '{:>6}'.format(name) }}|{{ name ~ '!' }}|{{ name + '?' }}|"
+                      "{{ [1, 2]|sum }}|{{ [[1], [2]]|sum(start=[]) }}", {"name": "Jane"})
+    assert out == "   Jane   | Jane|3|Jone|Jane, Jane|  Jane|Jane!|Jane?|3|[1, 2]"
 
 
 def test_a_template_of_45_mb_is_refused_before_any_parsing(client, users):
