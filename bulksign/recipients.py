@@ -130,7 +130,7 @@ class _Row(NamedTuple):
     #: Excel row number (CSV: the record's number).
     number: int
     cells: list[str]
-    #: CSV: the line the record starts on, when it differs from ``number`` or matters for a message.
+    #: CSV: the line the record starts on (values with line breaks make it differ from ``number``).
     line: int | None = None
     #: Why the record as read cannot be trusted (a quote left open), for a row error.
     problem: str | None = None
@@ -257,7 +257,7 @@ def _refuse_too_many_records(text: str, delimiter: str) -> None:
     try:
         for number, _ in enumerate(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter), start=1):
             if number > MAX_FILE_ROWS:
-                raise _too_many_rows(number)
+                raise _too_many_rows()
     except csv.Error:
         return  # the row-by-row read names the broken row
 
@@ -298,7 +298,7 @@ def _csv_rows(text: str, delimiter: str, deadline: float) -> Iterator[_Row]:
                               "that row.") from None
         number += 1
         if number > MAX_FILE_ROWS:
-            raise _too_many_rows(number)
+            raise _too_many_rows()
         if number % 1000 == 0 and clock.monotonic() > deadline:
             raise _out_of_time()
         if not width and any(c.strip() for c in cells):
