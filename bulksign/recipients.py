@@ -332,22 +332,23 @@ def _refuse_zip_bombs(data: bytes) -> None:
                           413)
 
 
-def _refuse_too_many_row_tags(source) -> None:
-    """Count ``<row`` tags (blank rows too) in the sheet's XML as it unpacks; far cheaper than parsing it."""
-    tags = (b"<row ", b"<row>", b"<row/>")
+def _count_tags(source, tags: tuple[bytes, ...], limit: int) -> bool:
+    """Whether the XML part holds more than ``limit`` of these start tags, counted as it unpacks (no parsing)."""
     count, tail = 0, b""
     while chunk := source.read(1 << 20):
         window = tail + chunk
         count += sum(window.count(tag) for tag in tags)
-        if count > MAX_FILE_ROWS:
-            raise _too_many_rows()
-        tail = window[-5:]  # shorter than any tag: no tag is counted twice
+        if count > limit:
+            return True
+        tail = window[-(min(map(len, tags)) - 1):]  # shorter than any tag: no tag is counted twice
+    return False
 
 
 def _xlsx_rows(data: bytes, deadline: float) -> Iterator[_Row]:
     _refuse_zip_bombs(data)
     from openpyxl.reader.excel import ExcelReader
     from openpyxl.styles.stylesheet import apply_stylesheet
+    from openpyxl.xml.constants import SHARED_STRINGS
     from openpyxl.worksheet._reader import CELL_TAG, ROW_TAG, WorkSheetParser
     from openpyxl.xml.functions import iterparse
 
@@ -362,13 +363,20 @@ def _xlsx_rows(data: bytes, deadline: float) -> Iterator[_Row]:
         reader = ExcelReader(io.BytesIO(data), read_only=True, data_only=False)
         archive = reader.archive
         reader.read_manifest()
+        strings = reader.package.find(SHARED_STRINGS)
+        if strings is not None:
+            with archive.open(strings.PartName[1:]) as source:
+                if _count_tags(source, (b"<si>", b"<si "), MAX_CELLS):
+                    raise UploadError(f"The workbook has more than {MAX_CELLS:,} different texts. Split it into "
+                                      "several files, or save it as CSV.", 413)
         reader.read_strings()
         reader.read_workbook()
         apply_stylesheet(archive, reader.wb)
         sheet_path = next(rel.target for _, rel in reader.parser.find_sheets()
                           if rel.target in reader.valid_files and "chartsheet" not in rel.Type)
         with archive.open(sheet_path) as source:
-            _refuse_too_many_row_tags(source)
+            if _count_tags(source, (b"<row ", b"<row>", b"<row/>"), MAX_FILE_ROWS):  # blank rows too
+                raise _too_many_rows()
         with archive.open(sheet_path) as source:
             cells = _XlsxCells(WorkSheetParser(source, reader.shared_strings, data_only=False, epoch=reader.wb.epoch,
                                                date_formats=reader.wb._date_formats,

@@ -244,7 +244,7 @@ from bulksign import recipients  # noqa: E402
 from tests.support import hostile_files  # noqa: E402
 
 REFUSALS = {"whole sheet claimed": "beyond the limit of 200 columns", "1.5 GB of empty rows": "mostly empty space",
-            "one endless row": "mostly empty space", "250,000 rows (xlsx)": "more than 200,000 rows",
+            "one endless row": "mostly empty space", "4.1 million texts": "different texts", "250,000 rows (xlsx)": "more than 200,000 rows",
             "250,000 rows (csv)": "more than 200,000 rows", "two million blank lines": "blank rows count too"}
 
 
@@ -311,3 +311,12 @@ def test_a_nul_byte_after_the_first_64_kb_is_a_row_error_naming_the_line():
     assert [(e.row, e.column) for e in report.errors] == [(3002, "name")]
     assert "NUL character (line 3,002)" in report.errors[0].message
     assert all("\x00" not in r.name for r in report.recipients)
+
+
+def test_a_shared_strings_table_beyond_the_cell_budget_is_refused_before_it_is_loaded(monkeypatch):
+    report = check(hostile_files.shared_strings_xlsx(10), filename="people.xlsx", variables=["name"], keep_rows=True)
+    assert [(r.email, r.name) for r in report.recipients] == [("a@example.com", "Ann")]
+    monkeypatch.setattr(recipients, "MAX_CELLS", 9)
+    with pytest.raises(UploadError, match="more than 9 different texts") as caught:
+        check(hostile_files.shared_strings_xlsx(10), filename="people.xlsx", variables=["name"])
+    assert caught.value.status == 413

@@ -43,11 +43,20 @@ def _cell(ref: str, text: str) -> str:
     return f'<c r="{ref}" t="inlineStr"><is><t>{text}</t></is></c>'
 
 
-def _workbook(sheet_chunks, *, ref: str = "A1:B3") -> bytes:
+_SHARED_STRINGS_TYPE = ('<Override PartName="/xl/sharedStrings.xml" ContentType="application/'
+                        'vnd.openxmlformats-officedocument.spreadsheetml.sharedStrings+xml"/></Types>')
+
+
+def _workbook(sheet_chunks, *, ref: str = "A1:B3", shared_strings: list[str] | None = None) -> bytes:
     """A minimal .xlsx whose first sheet is the concatenation of ``sheet_chunks`` (strings), streamed into the zip."""
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("[Content_Types].xml", _CONTENT_TYPES)
+        if shared_strings is None:
+            archive.writestr("[Content_Types].xml", _CONTENT_TYPES)
+        else:
+            archive.writestr("[Content_Types].xml", _CONTENT_TYPES.replace("</Types>", _SHARED_STRINGS_TYPE))
+            archive.writestr("xl/sharedStrings.xml", '<sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/'
+                             '2006/main">' + "".join(f"<si><t>{text}</t></si>" for text in shared_strings) + "</sst>")
         archive.writestr("_rels/.rels", _ROOT_RELS)
         archive.writestr("xl/workbook.xml", _WORKBOOK)
         archive.writestr("xl/_rels/workbook.xml.rels", _WORKBOOK_RELS)
@@ -89,6 +98,14 @@ def many_rows_xlsx(rows: int = 250_000) -> bytes:
     return _workbook(["".join(lines[i:i + 10_000]) for i in range(0, len(lines), 10_000)])
 
 
+def shared_strings_xlsx(texts: int) -> bytes:
+    """A header and one row whose cells point into a table of ``texts`` different texts."""
+    rows = ['<row r="1"><c r="A1" t="s"><v>0</v></c><c r="B1" t="s"><v>1</v></c></row>',
+            '<row r="2"><c r="A2" t="s"><v>2</v></c><c r="B2" t="s"><v>3</v></c></row>']
+    return _workbook(rows, shared_strings=["email", "name", "a@example.com", "Ann"]
+                     + [f"text {n}" for n in range(texts - 4)])
+
+
 def many_rows_csv(rows: int = 250_000) -> bytes:
     return ("email,name\r\n" + "".join(f"person{n}@example.com,Person {n}\r\n" for n in range(rows))).encode()
 
@@ -116,6 +133,7 @@ HOSTILE_RECIPIENT_FILES = {
     "1.5 GB of empty rows": ("people.xlsx", empty_rows_xlsx),
     "one endless row": ("people.xlsx", wide_row_xlsx),
     "250,000 rows (xlsx)": ("people.xlsx", many_rows_xlsx),
+    "4.1 million texts": ("people.xlsx", lambda: shared_strings_xlsx(4_100_000)),
     "250,000 rows (csv)": ("people.csv", many_rows_csv),
     "two million blank lines": ("people.csv", blank_lines_csv),
 }
