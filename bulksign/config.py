@@ -65,6 +65,10 @@ def load_config(overrides: dict | None = None) -> dict:
         "S3_ENDPOINT_URL": env.get("S3_ENDPOINT_URL") or None,
         "PDF_CONCURRENCY": _int("PDF_CONCURRENCY", os.cpu_count() or 1),
         "PDF_TIMEOUT_SECONDS": _int("PDF_TIMEOUT_SECONDS", 60),
+        # A preview renders in the web request: it must give up before gunicorn kills the worker (its --timeout,
+        # WEB_TIMEOUT_SECONDS, read by gunicorn.conf.py too) and answer a 422 instead.
+        "PREVIEW_TIMEOUT_SECONDS": _int("PREVIEW_TIMEOUT_SECONDS", 15),
+        "WEB_TIMEOUT_SECONDS": _int("WEB_TIMEOUT_SECONDS", 30),
         # Work per job: per-job costs are paid once per chunk; a killed worker redoes at most one chunk.
         "RENDER_CHUNK_SIZE": _int("RENDER_CHUNK_SIZE", 10),
         "SEND_CHUNK_SIZE": _int("SEND_CHUNK_SIZE", 20),
@@ -121,6 +125,9 @@ def _check(cfg: dict) -> None:
         raise ConfigError(f"APP_URL must start with http:// or https://, got {cfg['APP_URL']!r}")
     if not 0 <= cfg["MAIL_RATE_PER_MINUTE"] <= 100_000:
         raise ConfigError("MAIL_RATE_PER_MINUTE must be between 0 (no limit) and 100000")
+    if not 1 <= cfg["PREVIEW_TIMEOUT_SECONDS"] <= cfg["WEB_TIMEOUT_SECONDS"] - 10:
+        raise ConfigError("PREVIEW_TIMEOUT_SECONDS must be at least 1 and 10 less than WEB_TIMEOUT_SECONDS "
+                          "(gunicorn's timeout): a slower preview would get the web worker killed")
     for name in ("PDF_CONCURRENCY", "RENDER_CHUNK_SIZE", "SEND_CHUNK_SIZE"):
         if cfg[name] < 1:
             raise ConfigError(f"{name} must be at least 1")

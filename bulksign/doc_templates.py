@@ -5,6 +5,7 @@ import ctypes
 import functools
 import logging
 import re
+import string
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,6 +14,7 @@ from datetime import datetime
 from html.parser import HTMLParser
 
 from jinja2 import TemplateSyntaxError, meta, nodes
+from jinja2.compiler import CodeGenerator
 from jinja2.exceptions import SecurityError, TemplateRuntimeError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from sqlalchemy import select
@@ -46,24 +48,187 @@ MAX_NUMBER_BITS = 100_000
 #: Loops inside loops over ``range(100000)`` otherwise keep a web worker (preview) or a render job busy for hours.
 MAX_RENDER_SECONDS = 5.0
 MAX_OUTPUT_CHARS = 10_000_000
+#: Longest template and mail text a version may have: a 45 MB ``html`` field took a web worker 15 s to check.
+MAX_TEMPLATE_CHARS = 2_000_000
+MAX_MAIL_TEXT_CHARS = 100_000
+
+
+#: Widest field a printf/format spec, ``center`` or ``indent`` may ask for, and most a ``batch``/``slice`` may pad to.
+MAX_WIDTH = MAX_PRODUCT_LENGTH
+class _TooBig(SecurityError):
+    """One step would make a text or a number too large, whatever the time limit; refused at save too."""
+
+
+_PRINTF_FIELD = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?")
+_SPEC_NUMBER = re.compile(r"\d+")
+
+
+def _refuse_wide_printf(text) -> None:
+    """``'%999999999s'|format(x)`` makes a gigabyte in one C call that no time limit can interrupt."""
+    if not isinstance(text, str) or "%" not in text:
+        return
+    for match in _PRINTF_FIELD.finditer(text):
+        for number in match.groups():
+            if number == "*":
+                raise _TooBig("a width taken from a value in a % format")
+            if number and int(number) > MAX_WIDTH:
+                raise _TooBig(f"a format width over {MAX_WIDTH}")
+
+
+def _refuse_wide_format_spec(text: str) -> None:
+    """The same for ``'{:>999999999}'.format(x)``, and widths nested from values (``{:{w}}``)."""
+    for _, _, spec, _ in string.Formatter().parse(text):
+        if spec and "{" in spec:
+            raise _TooBig("a width taken from a value in a format")
+        if spec and any(int(n) > MAX_WIDTH for n in _SPEC_NUMBER.findall(spec)):
+            raise _TooBig(f"a format width over {MAX_WIDTH}")
+
+
+def _refuse_long(length: int) -> None:
+    if length > MAX_OUTPUT_CHARS:
+        raise _TooBig(f"a text longer than {MAX_OUTPUT_CHARS:,} characters")
+
+
+def _width(value, name: str = "width") -> None:
+    size = len(value) if isinstance(value, str) else value
+    if isinstance(size, int) and size > MAX_WIDTH:
+        raise _TooBig(f"a {name} over {MAX_WIDTH}")
+
+
+def _replaced_length(text: str, old: str, new: str, count: int | None) -> int:
+    hits = len(text) + 1 if old == "" else text.count(old)
+    if count is not None and count >= 0:
+        hits = min(hits, count)
+    return len(text) + hits * (len(new) - len(old))
+
+
+def _joined_length(items: list, separator: str) -> int:
+    return sum(len(str(item)) for item in items) + len(separator) * max(len(items) - 1, 0)
+
+
+def _bounded_filters(filters: dict) -> dict:
+    """Jinja's filters whose width or count argument could make gigabytes in one step, checked first."""
+    center, indent, fmt, replace, join = (filters[n] for n in ("center", "indent", "format", "replace", "join"))
+    batch, slice_, wordwrap, sum_ = filters["batch"], filters["slice"], filters["wordwrap"], filters["sum"]
+
+    def bounded_center(value, width=80):
+        _width(width)
+        return center(value, width)
+
+    def bounded_indent(value, width=4, *args, **kwargs):
+        _width(width)
+        _refuse_long(len(str(value)) + (str(value).count("\n") + 1) * (len(width) if isinstance(width, str) else width))
+        return indent(value, width, *args, **kwargs)
+
+    def bounded_format(value, *args, **kwargs):
+        _refuse_wide_printf(value)
+        return fmt(value, *args, **kwargs)
+
+    def bounded_replace(eval_ctx, value, old, new, count=None):
+        _refuse_long(_replaced_length(str(value), str(old), str(new), count))
+        return replace(eval_ctx, value, old, new, count)
+
+    def bounded_join(eval_ctx, value, d="", attribute=None):
+        items = list(value)
+        if attribute is None:
+            _refuse_long(_joined_length(items, str(d)))
+        return join(eval_ctx, items, d, attribute)
+
+    def bounded_batch(value, linecount, fill_with=None):
+        _width(linecount, "batch size")
+        return batch(value, linecount, fill_with)
+
+    def bounded_slice(value, slices, fill_with=None):
+        _width(slices, "number of slices")
+        return slice_(value, slices, fill_with)
+
+    def bounded_wordwrap(environment, s, width=79, break_long_words=True, wrapstring=None, break_on_hyphens=True):
+        _refuse_long(len(str(s)) * (1 + len(wrapstring or "\n")) // max(int(width), 1))
+        return wordwrap(environment, s, width, break_long_words, wrapstring, break_on_hyphens)
+
+    def bounded_sum(environment, iterable, attribute=None, start=0):
+        items = list(iterable)
+        if attribute is None and isinstance(start, (str, list, tuple)):  # sum() of lists: one C call, n² memory
+            _refuse_long(len(start) + sum(len(i) for i in items if isinstance(i, (str, list, tuple))))
+        return sum_(environment, items, attribute, start)
+
+    for bounded, original in ((bounded_replace, replace), (bounded_join, join), (bounded_wordwrap, wordwrap),
+                              (bounded_sum, sum_)):
+        bounded.jinja_pass_arg = original.jinja_pass_arg  # eval context / environment, as Jinja passes them
+    return {**filters, "center": bounded_center, "indent": bounded_indent, "format": bounded_format,
+            "replace": bounded_replace, "join": bounded_join, "batch": bounded_batch, "slice": bounded_slice,
+            "wordwrap": bounded_wordwrap, "sum": bounded_sum}
+
+
+def _check_str_method(method, args: tuple, kwargs: dict) -> tuple:
+    """Refuse a ``str`` method call that would make a huge text; returns the arguments to call it with."""
+    method = getattr(method, "__wrapped__", method)
+    owner, name = getattr(method, "__self__", None), getattr(method, "__name__", "")
+    if not isinstance(owner, str):
+        return args
+    if name in ("center", "ljust", "rjust", "zfill") and args:
+        _width(args[0])
+    elif name == "expandtabs":
+        tab = args[0] if args else kwargs.get("tabsize", 8)
+        _refuse_long(len(owner) + owner.count("\t") * (tab if isinstance(tab, int) else 0))
+    elif name == "replace" and len(args) >= 2:
+        count = args[2] if len(args) > 2 else kwargs.get("count")
+        _refuse_long(_replaced_length(owner, str(args[0]), str(args[1]), count if isinstance(count, int) else None))
+    elif name == "join" and args:
+        items = list(args[0])
+        _refuse_long(_joined_length(items, owner))
+        return (items, *args[1:])
+    elif name in ("format", "format_map"):
+        _refuse_wide_format_spec(owner)
+    return args
+
+
+class _BoundedCodeGenerator(CodeGenerator):
+    """Checks the length of every ``~`` join: a macro doubling a text forty times asked for a terabyte."""
+
+    def visit_Concat(self, node, frame):
+        self.write("environment.bounded_text(")
+        super().visit_Concat(node, frame)
+        self.write(")")
 
 
 class _BoundedSandbox(ImmutableSandboxedEnvironment):
-    """Jinja's sandbox bounds ``range`` but not ``'a' * 10**10`` or ``(10**1000)**1000``: one of those in a
-    template took gigabytes or hours in the web worker (preview) or a render job."""
+    """Jinja's sandbox bounds ``range`` but not ``'a' * 10**10``, ``(10**1000)**1000``, ``center(1000000000)``,
+    ``'%999999999s'|format``, ``replace`` or ``~`` multiplying a long text: each one C call that took gigabytes
+    or minutes in the web worker (preview) or a render job, beyond the reach of the time limit. These are
+    refused before they run (widths and counts), or as soon as a text grows past ``MAX_OUTPUT_CHARS``."""
 
-    intercepted_binops = frozenset({"*", "**"})
+    intercepted_binops = frozenset({"*", "**", "%", "+"})
+    code_generator_class = _BoundedCodeGenerator
+
+    def __init__(self, **options):
+        super().__init__(**options)
+        self.filters = _bounded_filters(self.filters)
+
+    @staticmethod
+    def bounded_text(text):
+        if isinstance(text, str):
+            _refuse_long(len(text))
+        return text
+
+    def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 - Jinja's own signature
+        args = _check_str_method(__obj, args, kwargs)
+        return __self.bounded_text(super().call(__context, __obj, *args, **kwargs))
 
     def call_binop(self, context, operator, left, right):
         if operator == "*":
             for items, times in ((left, right), (right, left)):
                 if isinstance(items, (str, list, tuple)) and isinstance(times, int) \
                         and len(items) * times > MAX_PRODUCT_LENGTH:
-                    raise SecurityError(f"a repeat longer than {MAX_PRODUCT_LENGTH} characters")
-        if isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and (
+                    raise _TooBig(f"a repeat longer than {MAX_PRODUCT_LENGTH} characters")
+        elif operator == "%":
+            _refuse_wide_printf(left)
+        elif operator == "+" and isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)):
+            _refuse_long(len(left) + len(right))
+        if isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and operator in ("*", "**") and (
                 left.bit_length() * right if operator == "**" else left.bit_length() + right.bit_length()
         ) > MAX_NUMBER_BITS:
-            raise SecurityError("a number too large to print")
+            raise _TooBig("a number too large to print")
         return super().call_binop(context, operator, left, right)
 
 
@@ -116,7 +281,11 @@ class TemplateError(ValueError):
         return f"line {self.line}: {self.message}" if self.line else self.message
 
 
-class TemplateTooCostly(TemplateError):
+class TemplateBroken(TemplateError):
+    """The template fails in a way no row's values can avoid; refused when it is saved."""
+
+
+class TemplateTooCostly(TemplateBroken):
     """Filling the template in takes too long or makes too much text, whatever the row's values."""
 
 
@@ -306,6 +475,13 @@ def save_version(session: Session, *, template: DocumentTemplate, html: str, use
     """Insert the next immutable version of ``template``."""
     if not html.strip():
         raise TemplateError("The template is empty.")
+    if len(html) > MAX_TEMPLATE_CHARS:
+        raise TemplateError(f"The template has {len(html):,} characters; the limit is {MAX_TEMPLATE_CHARS:,}. "
+                            "Embed smaller images, or link fewer of them.")
+    for label, text in (("email subject", email_subject), ("email body", email_body),
+                        ("reminder subject", reminder_subject), ("reminder body", reminder_body)):
+        if len(text) > MAX_MAIL_TEXT_CHARS:
+            raise TemplateError(f"The {label} has {len(text):,} characters; the limit is {MAX_MAIL_TEXT_CHARS:,}.")
     variables = extract_variables(html)
     check_html_safety(html)
     _check_cost(html, sample_row(variables))
@@ -374,6 +550,8 @@ def _render(env_name: str, source: str, context: dict) -> str:
                                 "recipient (a loop inside a loop?).") from None
     except TemplateSyntaxError as exc:
         raise TemplateError(exc.message or "syntax error", exc.lineno) from None
+    except _TooBig as exc:
+        raise TemplateTooCostly(f"The template tried something that is not allowed: {exc}") from None
     except SecurityError as exc:
         raise TemplateError(f"The template tried something that is not allowed: {exc}") from None
     # An expression that fails on the row's values ({{ name.first }}, {{ 1/0 }}, {{ 'a' + 1 }}) is the
@@ -382,13 +560,21 @@ def _render(env_name: str, source: str, context: dict) -> str:
         if isinstance(exc, TemplateError):
             raise
         raise TemplateError(f"The template could not be filled in: {exc}") from None
+    except RecursionError:
+        raise TemplateBroken("The template could not be filled in: a macro calls itself without end.") from None
+    except MemoryError:
+        raise TemplateTooCostly("The template needs more memory than one document may take.") from None
+    # Anything else a filter or a method raises (``'text'|xmlattr``: AttributeError) is still the template's
+    # fault: it failed one recipient's whole render chunk, and the template's save with a 500.
+    except Exception as exc:  # noqa: BLE001 - see above
+        raise TemplateBroken(f"The template could not be filled in: {type(exc).__name__}: {exc}") from None
 
 
 def _check_cost(source: str, context: dict) -> None:
-    """Refuse at save a template too costly to fill in; other failures depend on the real rows' values."""
+    """Refuse at save a template too costly or broken for any row; value errors depend on the real rows."""
     try:
         render_html(source, context)
-    except TemplateTooCostly:
+    except TemplateBroken:
         raise
     except TemplateError:
         pass

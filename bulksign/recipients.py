@@ -12,11 +12,14 @@ import io
 import json
 import re
 import secrets
+import time as clock
+import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from functools import lru_cache
 from pathlib import PurePosixPath
+from typing import NamedTuple
 
 from email_validator import EmailNotValidError, validate_email
 
@@ -28,6 +31,16 @@ MAX_ERRORS_KEPT = 100
 #: A bigger file is refused before any work: split it into several batches.
 MAX_ROWS = 200_000
 MAX_COLUMNS = 200
+#: Rows a file may reach, blank ones included: a sheet claiming row 1,048,576 is refused at that row, not read to it.
+MAX_FILE_ROWS = MAX_ROWS + 1
+#: Cells an .xlsx sheet may hold, empty formatted ones included (a full sheet of 200 columns would need 40 million).
+MAX_CELLS = 4_000_000
+#: What an .xlsx may unpack to, and how much bigger than packed one part may be (Apache POI refuses beyond
+#: 100 too): 2.2 MB that unpack to 1.5 GB of empty rows kept a web worker busy for its whole timeout.
+MAX_UNPACKED_BYTES = 256 * 1024 * 1024
+MAX_COMPRESSION_RATIO = 100
+#: Reading and checking one file may take this long; below gunicorn's 30 s, so a request is answered, not killed.
+MAX_READ_SECONDS = 20.0
 #: Longest value per recognised column; template variables get MAX_VALUE_CHARS.
 COLUMN_LIMITS = {"email": 254, "name": 300, "phone": 50}
 MAX_VALUE_CHARS = 2000
@@ -113,20 +126,41 @@ class ValidationReport:
 
 # --- reading -----------------------------------------------------------------------------------
 
+class _Row(NamedTuple):
+    #: Excel row number (CSV: the record's number).
+    number: int
+    cells: list[str]
+    #: CSV: the line the record starts on (values with line breaks make it differ from ``number``).
+    line: int | None = None
+    #: Why the record as read cannot be trusted (a quote left open), for a row error.
+    problem: str | None = None
+
+
 @dataclass(frozen=True)
 class _Table:
     file_format: str
     encoding: str | None
     delimiter: str | None
-    #: (Excel row number, cells) for every record, blank ones included.
-    rows: Iterator[tuple[int, list[str]]]
+    #: Every record, blank ones included.
+    rows: Iterator[_Row]
 
 
 def _extension(filename: str) -> str:
     return PurePosixPath((filename or "").replace("\\", "/")).suffix.lower()
 
 
-def _open_table(data: bytes, filename: str) -> _Table:
+def _too_many_rows(reached: int | None = None) -> UploadError:
+    where = f": it reaches row {reached:,}" if reached else ""
+    return UploadError(f"The file has more than {MAX_ROWS:,} rows (blank rows count too){where}. Split it into "
+                       "several batches, and delete empty rows at its end.", 413)
+
+
+def _out_of_time() -> UploadError:
+    return UploadError(f"The file took longer than {MAX_READ_SECONDS:g} s to read. Split it into several smaller "
+                       "files, or save it as CSV.", 413)
+
+
+def _open_table(data: bytes, filename: str, deadline: float) -> _Table:
     ext = _extension(filename)
     if ext == ".xls" or data.startswith(b"\xd0\xcf\x11\xe0"):
         raise UploadError("This is an old Excel .xls file. Save it as .xlsx (Excel Workbook) or as CSV and "
@@ -137,13 +171,14 @@ def _open_table(data: bytes, filename: str) -> _Table:
     if not data.strip(b" \t\r\n\xef\xbb\xbf\x00"):
         raise UploadError("The file is empty.")
     if data.startswith(b"PK\x03\x04"):
-        return _Table("xlsx", None, None, _xlsx_rows(data))
+        return _Table("xlsx", None, None, _xlsx_rows(data, deadline))
     if ext in XLSX_EXTENSIONS:
         raise UploadError("This file is named .xlsx but is not an Excel workbook. Save it again from Excel, "
                           "or upload it as .csv.")
     text, encoding = _decode(data)
     delimiter = _detect_delimiter(text)
-    return _Table("csv", encoding, delimiter, _csv_rows(text, delimiter))
+    _refuse_too_many_records(text, delimiter)
+    return _Table("csv", encoding, delimiter, _csv_rows(text, delimiter, deadline))
 
 
 def _decode(data: bytes) -> tuple[str, str]:
@@ -215,36 +250,219 @@ def _detect_delimiter(text: str) -> str:
     return best
 
 
-def _csv_rows(text: str, delimiter: str) -> Iterator[tuple[int, list[str]]]:
+def _refuse_too_many_records(text: str, delimiter: str) -> None:
+    """Count the records first (bare csv.reader, a tenth of a check's cost) so a too-long file is refused at once."""
+    if text.count("\n") < MAX_FILE_ROWS:
+        return
+    try:
+        for number, _ in enumerate(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter), start=1):
+            if number > MAX_FILE_ROWS:
+                raise _too_many_rows()
+    except csv.Error:
+        return  # the row-by-row read names the broken row
+
+
+def _quote_problem(lines: list[str], cells: list[str], delimiter: str, width: int, start: int) -> str | None:
+    """Why a record spread over several lines is a quote left open rather than a value with line breaks."""
+    try:
+        for _ in csv.reader(lines, delimiter=delimiter, strict=True):
+            pass
+    except csv.Error as exc:
+        if "end of data" in str(exc):
+            return (f"Line {start:,}: a quote opens here and is never closed, so the {len(lines) - 1:,} lines after it "
+                    "became part of one value. Close the quote or remove it.")
+    for cell in cells:
+        if "\n" not in cell and "\r" not in cell:
+            continue
+        for inner in cell.splitlines()[1:]:
+            # A line inside the value that reads as a whole row of the file: rows were swallowed.
+            if width > 1 and len(next(csv.reader([inner], delimiter=delimiter), [])) >= width:
+                return (f"Line {start:,}: a quoted value runs over {len(lines):,} lines and takes in what look like "
+                        f"other rows (\"{inner[:60]}\"). Check the quotes on line {start:,}.")
+    return None
+
+
+def _csv_rows(text: str, delimiter: str, deadline: float) -> Iterator[_Row]:
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    lines: list[str] | None = None  # split only for a file with a record over several lines
     number = 0
+    width = 0
     while True:
+        start = reader.line_num + 1
         try:
             cells = next(reader)
         except StopIteration:
             return
         except csv.Error as exc:
-            raise UploadError(f"Row {number + 1} cannot be read as CSV ({exc}). Check the quotes in that row.") from None
+            raise UploadError(f"Row {number + 1} (line {start:,}) cannot be read as CSV ({exc}). Check the quotes in "
+                              "that row.") from None
         number += 1
-        yield number, cells
+        if number > MAX_FILE_ROWS:
+            raise _too_many_rows()
+        if number % 1000 == 0 and clock.monotonic() > deadline:
+            raise _out_of_time()
+        if not width and any(c.strip() for c in cells):
+            width = len(cells)
+        problem = None
+        if reader.line_num > start:
+            if lines is None:
+                lines = io.StringIO(text, newline="").readlines()
+            problem = _quote_problem(lines[start - 1:reader.line_num], cells, delimiter, width, start)
+        yield _Row(number, cells, start, problem)
 
 
-def _xlsx_rows(data: bytes) -> Iterator[tuple[int, list[str]]]:
-    import openpyxl
+def _refuse_zip_bombs(data: bytes) -> None:
+    """Check what the workbook's parts unpack to before opening it; zipfile stops a part at its declared size."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            parts = archive.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError):
+        raise UploadError("The workbook could not be read. Save it again from Excel as .xlsx, or as CSV.") from None
+    unpacked = 0
+    for part in parts:
+        unpacked += part.file_size
+        if part.file_size > 1024 * 1024 and part.file_size > MAX_COMPRESSION_RATIO * max(part.compress_size, 1):
+            raise UploadError(f"The workbook is mostly empty space: its part {part.filename[:80]} unpacks to "
+                              f"{part.file_size // part.compress_size:,} times its size (empty rows or columns "
+                              "formatted to the end of the sheet?). Delete the unused rows and columns, or save the "
+                              "sheet as CSV.", 413)
+    if unpacked > MAX_UNPACKED_BYTES:
+        raise UploadError(f"The workbook unpacks to {unpacked / 1024 / 1024:,.0f} MB; the limit is "
+                          f"{MAX_UNPACKED_BYTES // 1024 // 1024} MB. Split it into several files, or save it as CSV.",
+                          413)
+
+
+def _count_tags(source, tags: tuple[bytes, ...], limit: int) -> bool:
+    """Whether the XML part holds more than ``limit`` of these start tags, counted as it unpacks (no parsing)."""
+    count, tail = 0, b""
+    while chunk := source.read(1 << 20):
+        window = tail + chunk
+        count += sum(window.count(tag) for tag in tags)
+        if count > limit:
+            return True
+        tail = window[-(min(map(len, tags)) - 1):]  # shorter than any tag: no tag is counted twice
+    return False
+
+
+def _xlsx_rows(data: bytes, deadline: float) -> Iterator[_Row]:
+    _refuse_zip_bombs(data)
+    from openpyxl.reader.excel import ExcelReader
+    from openpyxl.styles.stylesheet import apply_stylesheet
+    from openpyxl.xml.constants import SHARED_STRINGS
+    from openpyxl.worksheet._reader import CELL_TAG, ROW_TAG, WorkSheetParser
+    from openpyxl.xml.functions import iterparse
 
     # Untrusted workbooks fail in many ways inside openpyxl/zipfile/XML: each is "cannot read", never a 500.
-    workbook = None
+    # openpyxl's own row iterator pads every row to the claimed dimension (A1:XFD1048576: 17 billion cells) and
+    # parses a whole row before yielding it; this loop counts every row and cell as the XML streams past instead.
+    archive = None
     try:
-        workbook = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=False)
-        sheet = workbook.worksheets[0]
-        first = sheet.min_row or 1
-        for offset, values in enumerate(sheet.iter_rows(values_only=True)):
-            yield first + offset, [_cell_text(v) for v in values]
+        # openpyxl's load_workbook parses every sheet in full when one has no <dimension>: its parts are used
+        # here without that pass, and rows are counted on the raw XML first, so that a too-long sheet is refused
+        # in a tenth of the time reading it would take.
+        reader = ExcelReader(io.BytesIO(data), read_only=True, data_only=False)
+        archive = reader.archive
+        reader.read_manifest()
+        strings = reader.package.find(SHARED_STRINGS)
+        if strings is not None:
+            with archive.open(strings.PartName[1:]) as source:
+                if _count_tags(source, (b"<si>", b"<si "), MAX_CELLS):
+                    raise UploadError(f"The workbook has more than {MAX_CELLS:,} different texts. Split it into "
+                                      "several files, or save it as CSV.", 413)
+        reader.read_strings()
+        reader.read_workbook()
+        apply_stylesheet(archive, reader.wb)
+        sheet_path = next(rel.target for _, rel in reader.parser.find_sheets()
+                          if rel.target in reader.valid_files and "chartsheet" not in rel.Type)
+        with archive.open(sheet_path) as source:
+            if _count_tags(source, (b"<row ", b"<row>", b"<row/>"), MAX_FILE_ROWS):  # blank rows too
+                raise _too_many_rows()
+        with archive.open(sheet_path) as source:
+            cells = _XlsxCells(WorkSheetParser(source, reader.shared_strings, data_only=False, epoch=reader.wb.epoch,
+                                               date_formats=reader.wb._date_formats,
+                                               timedelta_formats=reader.wb._timedelta_formats))
+            rows = number = 0
+            values: dict[int, str] = {}
+            for _, element in iterparse(source):
+                if element.tag == CELL_TAG:
+                    if cells.count % 1000 == 0 and clock.monotonic() > deadline:
+                        raise _out_of_time()
+                    column, text = cells.read(element)
+                    if text:
+                        if column > MAX_COLUMNS + 1:
+                            raise UploadError(f"Cell {element.get('r') or _column_letter(column - 1)} has a value, "
+                                              f"beyond the limit of {MAX_COLUMNS} columns. Delete the columns after "
+                                              f"{_column_letter(MAX_COLUMNS - 1)}, or save the sheet as CSV.", 413)
+                        values[column] = text
+                    element.clear()
+                elif element.tag == ROW_TAG:
+                    rows += 1
+                    number = int(element.get("r") or number + 1)
+                    if number > MAX_FILE_ROWS or rows > MAX_FILE_ROWS:
+                        raise _too_many_rows(max(number, rows))
+                    element.clear()
+                    cells.next_row(number)
+                    yield _Row(number, [values.get(i, "") for i in range(1, max(values, default=0) + 1)])
+                    values = {}
+    except UploadError:
+        raise
     except Exception:  # noqa: BLE001 - see above
         raise UploadError("The workbook could not be read. Save it again from Excel as .xlsx, or as CSV.") from None
     finally:
-        if workbook is not None:
-            workbook.close()
+        if archive is not None:
+            archive.close()
+
+
+class _XlsxCells:
+    """Reads one ``<c>`` element to (column, text), counting every cell against MAX_CELLS.
+
+    Plain text and numbers take a short path (openpyxl's ``parse_cell`` builds objects per inline string: ten
+    times slower); formulas and dates go through openpyxl, which knows shared formulas and date styles.
+    """
+
+    def __init__(self, parser):
+        from openpyxl.utils.cell import column_index_from_string
+        from openpyxl.worksheet._reader import FORMULA_TAG, INLINE_STRING, SHEET_MAIN_NS, VALUE_TAG
+
+        self.parser = parser
+        self._column_index = column_index_from_string
+        self.count = 0
+        self.column = 0
+        self._formula, self._inline, self._value = FORMULA_TAG, INLINE_STRING, VALUE_TAG
+        self._text, self._run = f"{{{SHEET_MAIN_NS}}}t", f"{{{SHEET_MAIN_NS}}}r"
+
+    def next_row(self, number: int) -> None:
+        self.column = 0
+        self.parser.row_counter = number
+
+    def read(self, element) -> tuple[int, str]:
+        self.count += 1
+        if self.count > MAX_CELLS:
+            raise UploadError(f"The sheet has more than {MAX_CELLS:,} cells, empty formatted ones included. Delete "
+                              "the unused rows and columns, or save it as CSV.", 413)
+        reference = element.get("r")
+        self.column = self._column_index(reference.rstrip("0123456789")) if reference else self.column + 1
+        kind = element.get("t", "n")
+        if kind == "inlineStr":
+            block = element.find(self._inline)
+            if block is None:
+                return self.column, ""
+            if len(block) == 1:  # plain text, no formatted runs
+                return self.column, (block[0].text or "") if block[0].tag == self._text else ""
+            return self.column, (block.findtext(self._text) or "") + "".join(
+                run.findtext(self._text) or "" for run in block.iterfind(self._run))
+        value = element.findtext(self._value)
+        if element.find(self._formula) is None and value is not None:
+            if kind == "s":
+                return self.column, str(self.parser.shared_strings[int(value)])
+            if kind in ("str", "e"):
+                return self.column, value
+            if kind == "n" and int(element.get("s", 0)) not in self.parser.date_formats:
+                return self.column, _cell_text(float(value) if "." in value or "e" in value.lower() else int(value))
+        elif value is None and element.find(self._formula) is None:
+            return self.column, ""
+        self.parser.col_counter = self.column - 1
+        return self.column, _cell_text(self.parser.parse_cell(element)["value"])
 
 
 def _cell_text(value) -> str:
@@ -392,9 +610,9 @@ def validate_recipients(data: bytes, *, filename: str, variables: Iterable[str],
                         max_errors: int | None = MAX_ERRORS_KEPT) -> ValidationReport:
     """Read the file and check every row against the template's variables; raises UploadError if unreadable."""
     variables = list(variables)
-    table = _open_table(data, filename)
+    table = _open_table(data, filename, clock.monotonic() + MAX_READ_SECONDS)
     rows = table.rows
-    for header_row, cells in rows:
+    for header_row, cells, _, _ in rows:
         if any(c.strip() for c in cells):
             break
     else:
@@ -409,13 +627,15 @@ def validate_recipients(data: bytes, *, filename: str, variables: Iterable[str],
     kept: list[Recipient] = []
     total = valid = 0
     unusable = bool(columns.errors)
-    for number, cells in rows:
+    for number, cells, line, problem in rows:
         if not any(c.strip() for c in cells):
             continue
         total += 1
-        if total > MAX_ROWS:
-            raise UploadError(f"The file has more than {MAX_ROWS:,} rows. Split it into several batches.")
         errors_before = collector.count
+        if problem:
+            opened = next((i for i, c in enumerate(cells) if "\n" in c or "\r" in c), 0)
+            collector.add(RowError(number, columns.header[opened] if opened < len(columns.header)
+                                   else _column_letter(opened), problem))
         if len(cells) > columns.width and any(c.strip() for c in cells[columns.width:]):
             collector.add(RowError(number, _column_letter(columns.width),
                                    f"This row has {len(cells)} values but the header has {columns.width} columns. "
@@ -426,6 +646,11 @@ def validate_recipients(data: bytes, *, filename: str, variables: Iterable[str],
             limit = COLUMN_LIMITS.get(var, MAX_VALUE_CHARS)
             if len(value) > limit:
                 collector.add(RowError(number, title, f"Too long: {len(value):,} characters; the limit is {limit:,}."))
+                continue
+            if "\x00" in value:
+                where = f" (line {line:,})" if line else ""
+                collector.add(RowError(number, title, f"The value contains a NUL character{where}, which is binary "
+                                                      "data, not text. Remove it, or save the file again as CSV UTF-8."))
                 continue
             if value.startswith(_FORMULA_START) and len(value) > 1 and title not in formula_columns:
                 formula_columns.add(title)

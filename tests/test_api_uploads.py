@@ -212,3 +212,18 @@ def test_a_batch_created_over_the_api_renders_each_row_into_its_own_pdf(api, tem
     assert len(documents) == 2
     text = PdfReader(io.BytesIO(get_storage().get(documents[0].storage_key))).pages[0].extract_text()
     assert " ".join(text.split()) == "Anna: Accountant" and created.status_code == 201
+
+
+def test_a_nul_byte_late_in_the_file_is_a_row_error_at_creation_never_a_500(api, users):
+    from tests.support.hostile_files import late_nul_csv
+
+    template_id = create_template(db.session, name="Names", html="<p>{{ name }}</p>", user=users["staff"],
+                                  now=NOW).template.id
+    db.session.commit()
+
+    refused = api("/api/v1/batches", data={"template_id": template_id, "file": upload(late_nul_csv())})
+    assert refused.status_code == 422 and refused.json["invalid_rows"] == 1
+    assert "NUL character (line 3,002)" in refused.json["errors"][0]["message"]
+    created = api("/api/v1/batches", data={"template_id": template_id, "skip_invalid": "true",
+                                           "file": upload(late_nul_csv())})
+    assert created.status_code == 201 and created.json["total_count"] == 3000

@@ -41,3 +41,34 @@ def test_upload_shows_the_bad_row_in_place_and_creates_the_batch(users, live_ser
     page.click("#create-batch")
     page.wait_for_url(f"{live_server}/batches/*")
     assert "Hiring, November" in page.locator("h1").inner_text()
+
+
+def test_a_hostile_or_careless_file_gets_its_reason_in_place(users, live_server, page):
+    """The whole-sheet workbook is refused at once; an open quote is a row error naming its line (issue 20)."""
+    from pathlib import Path
+
+    from bulksign.doc_templates import create_template
+    from bulksign.extensions import db
+    from tests.conftest import NOW
+    from tests.support.hostile_files import stray_quote_csv, whole_sheet_xlsx
+
+    template = create_template(db.session, name="Contract", html="<p>{{ name }}</p>", user=users["staff"], now=NOW)
+    db.session.commit()
+    page.goto(f"{live_server}/auth/login")
+    page.fill("input[name=email]", STAFF[0])
+    page.fill("input[name=password]", STAFF[1])
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server}/")
+    artifacts = Path(__file__).resolve().parent.parent / "test-artifacts"
+    artifacts.mkdir(exist_ok=True)
+    for name, data, expected in (
+            ("people.xlsx", whole_sheet_xlsx(), "beyond the limit of 200 columns"),
+            ("people.csv", stray_quote_csv(), "Line 2: a quote opens here and is never closed")):
+        page.goto(f"{live_server}/batches/new?template_id={template.template.id}")
+        page.set_input_files("input[name=file]", files=[{"name": name, "mimeType": "application/octet-stream",
+                                                         "buffer": data}])
+        page.click("text=Check the file")
+        page.locator(f"text={expected}").first.wait_for()
+        for width in (1366, 360):
+            page.set_viewport_size({"width": width, "height": 900})
+            page.screenshot(path=str(artifacts / f"upload-refused-{Path(name).suffix[1:]}-{width}.png"), full_page=True)

@@ -61,3 +61,20 @@ def test_gunicorn_access_log_hides_signing_tokens_and_the_bounce_secret(tmp_path
         output = proc.communicate(timeout=15)[0]
     assert "/sign/<token>" in output and "/webhooks/bounces?token=<redacted>" in output
     assert secret not in output
+
+
+def test_the_access_log_survives_a_request_gunicorn_answers_itself_after_killing_its_worker():
+    """gunicorn logs the 500 of a timed-out worker with an environ that has no PATH_INFO nor QUERY_STRING."""
+    from datetime import timedelta
+    from types import SimpleNamespace
+
+    from gunicorn.config import Config
+
+    from bulksign.gunicorn_logging import RedactingLogger
+
+    logger = RedactingLogger(Config())
+    environ = {"REQUEST_METHOD": "GET", "RAW_URI": "/sign/SecretTokenValue", "SERVER_PROTOCOL": "HTTP/1.1",
+               "REMOTE_ADDR": "127.0.0.1"}
+    resp = SimpleNamespace(status="500 Internal Server Error", headers=[], sent=0)
+    atoms = logger.atoms(resp, SimpleNamespace(headers=[]), environ, timedelta(seconds=30))
+    assert atoms["s"] == "500" and not atoms["U"] and "SecretTokenValue" not in str(atoms["U"])

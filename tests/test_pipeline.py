@@ -85,7 +85,8 @@ def test_a_template_that_makes_wkhtmltopdf_hang_fails_with_a_clear_message(make_
 
     app = make_app(PDF_TIMEOUT_SECONDS=1)
     with app.app_context():
-        rows = ("<tr><td>" + "x " * 40 + "</td></tr>") * 60000
+        # A small template (they are capped at 2,000,000 characters) that fills in to a 5 MB table.
+        rows = "{% for i in range(60000) %}<tr><td>{{ 'x ' * 40 }}</td></tr>{% endfor %}"
         batch = make_batch(now=NOW, recipients=1, html=f"<p>{{{{ name }}}}</p><table>{rows}</table>")
         assert render_many(request_ids(batch)) == "failed 1"
         (request,) = requests_of(batch)
@@ -135,3 +136,21 @@ def test_several_worker_processes_share_one_batch(app, users, smtp):
     assert done.returncode == 0, done.stderr[-2000:]
     assert {r.status for r in requests_of(batch)} == {"sent"}
     assert len(smtp.received) == 6
+
+
+def test_a_row_whose_template_raises_any_error_fails_alone_at_once_with_the_template_message(make_app):
+    from bulksign.jobs.pdf import render_many
+
+    app = make_app()
+    with app.app_context():
+        # Only the recipient called "Bad" trips the errors (the save's sample row does not).
+        html = ("<p>{{ name }}</p>{% macro down(n) %}{{ down(n) }}{% endmacro %}"
+                "{% if name == 'Bad' %}{{ name|xmlattr }}{% endif %}{% if name == 'Deep' %}{{ down(1) }}{% endif %}")
+        batch = make_batch(now=NOW, recipients=[("a@example.com", "Ann"), ("b@example.com", "Bad"),
+                                                ("c@example.com", "Cy"), ("d@example.com", "Deep")], html=html)
+        assert render_many(request_ids(batch)) == "generated 2, failed 2"
+        by_name = {r.name: r for r in requests_of(batch)}
+        assert by_name["Ann"].status == by_name["Cy"].status == "generated"
+        assert by_name["Bad"].status == by_name["Deep"].status == "failed"
+        assert "AttributeError" in by_name["Bad"].error_message
+        assert "a macro calls itself without end" in by_name["Deep"].error_message

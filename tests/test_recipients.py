@@ -236,3 +236,87 @@ def test_well_formed_workbooks_with_any_cell_values_never_crash_the_reader(heade
         assert exc.message and 400 <= exc.status < 500
     else:
         assert report.total_rows == report.valid_rows + report.invalid_rows
+
+
+# --- hostile and careless files (issue 20) -------------------------------------------------------------------
+
+from bulksign import recipients  # noqa: E402
+from tests.support import hostile_files  # noqa: E402
+
+REFUSALS = {"whole sheet claimed": "beyond the limit of 200 columns", "1.5 GB of empty rows": "mostly empty space",
+            "one endless row": "mostly empty space", "4.1 million texts": "different texts", "250,000 rows (xlsx)": "more than 200,000 rows",
+            "250,000 rows (csv)": "more than 200,000 rows", "two million blank lines": "blank rows count too"}
+
+
+@pytest.mark.parametrize("name", sorted(hostile_files.HOSTILE_RECIPIENT_FILES))
+def test_files_built_to_stall_the_reader_are_refused_with_what_to_do(name):
+    filename, build = hostile_files.HOSTILE_RECIPIENT_FILES[name]
+    with pytest.raises(UploadError) as caught:
+        check(build(), filename=filename, variables=["name"])
+    assert caught.value.status == 413 and REFUSALS[name] in caught.value.message
+
+
+def test_a_sheet_reaching_row_1048576_is_refused_at_that_row_not_read_to_it():
+    rows = hostile_files._header_and_rows(1) + ['<row r="1048576"><c r="A1048576"><v>1</v></c></row>']
+    with pytest.raises(UploadError, match="reaches row 1,048,576"):
+        check(hostile_files._workbook(rows, ref="A1:XFD1048576"), filename="people.xlsx", variables=["name"])
+
+
+def test_empty_formatted_cells_count_against_the_cell_budget(monkeypatch):
+    monkeypatch.setattr(recipients, "MAX_CELLS", 1000)
+    with pytest.raises(UploadError, match="more than 1,000 cells, empty formatted ones included"):
+        check(hostile_files.wide_row_xlsx(cells=10_000), filename="people.xlsx", variables=["name"])
+
+
+@pytest.mark.parametrize("filename, build", [("people.csv", lambda: hostile_files.many_rows_csv(5000)),
+                                             ("people.xlsx", lambda: hostile_files.many_rows_xlsx(5000))])
+def test_reading_stops_with_a_clear_message_when_it_takes_too_long(monkeypatch, filename, build):
+    monkeypatch.setattr(recipients, "MAX_READ_SECONDS", 0)
+    with pytest.raises(UploadError, match="took longer than 0 s to read") as caught:
+        check(build(), filename=filename, variables=["name"])
+    assert caught.value.status == 413
+
+
+def test_a_workbook_with_real_rows_reads_them_all_whatever_its_dimension_claims():
+    report = check(hostile_files.many_rows_xlsx(50), filename="people.xlsx", variables=["name"])
+    assert (report.total_rows, report.valid_rows) == (50, 50)
+
+
+def test_a_quote_left_open_is_a_row_error_naming_its_line_not_ten_recipients_lost():
+    report = check(hostile_files.stray_quote_csv(), variables=["name"])
+    assert report.valid_rows == 0 and report.invalid_rows == 1
+    assert (2, "name") in [(e.row, e.column) for e in report.errors]
+    assert any("Line 2: a quote opens here and is never closed, so the 10 lines after it" in e.message
+               for e in report.errors)
+
+
+def test_a_closed_quote_that_swallowed_whole_rows_is_a_row_error():
+    data = b'email,name\r\na@example.com,"Ann\r\nb@example.com,Bob\r\nc@example.com,Cy"\r\nd@example.com,Dee\r\n'
+    report = check(data, variables=["name"])
+    assert report.valid_rows == 1
+    assert [(e.row, e.column) for e in report.errors] == [(2, "name")]
+    assert "Line 2: a quoted value runs over 3 lines" in report.errors[0].message
+
+
+def test_a_quoted_value_with_line_breaks_and_commas_is_still_one_good_value():
+    data = b'email,name,position\r\na@example.com,Ann,"Building 4,\r\nfloor 2"\r\nb@example.com,Bob,Ops\r\n'
+    report = check(data, keep_rows=True)
+    assert report.valid_rows == 2 and report.errors == ()
+    assert report.recipients[0].data["position"] == "Building 4,\r\nfloor 2"
+
+
+def test_a_nul_byte_after_the_first_64_kb_is_a_row_error_naming_the_line():
+    report = check(hostile_files.late_nul_csv(), variables=["name"], keep_rows=True)
+    assert report.valid_rows == 3000 and report.invalid_rows == 1
+    assert [(e.row, e.column) for e in report.errors] == [(3002, "name")]
+    assert "NUL character (line 3,002)" in report.errors[0].message
+    assert all("\x00" not in r.name for r in report.recipients)
+
+
+def test_a_shared_strings_table_beyond_the_cell_budget_is_refused_before_it_is_loaded(monkeypatch):
+    report = check(hostile_files.shared_strings_xlsx(10), filename="people.xlsx", variables=["name"], keep_rows=True)
+    assert [(r.email, r.name) for r in report.recipients] == [("a@example.com", "Ann")]
+    monkeypatch.setattr(recipients, "MAX_CELLS", 9)
+    with pytest.raises(UploadError, match="more than 9 different texts") as caught:
+        check(hostile_files.shared_strings_xlsx(10), filename="people.xlsx", variables=["name"])
+    assert caught.value.status == 413

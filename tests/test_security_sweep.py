@@ -14,6 +14,7 @@ from werkzeug.routing import Rule
 
 from bulksign.extensions import csrf, db
 from tests.conftest import csrf_from
+from tests.support.hostile_files import HOSTILE_RECIPIENT_FILES
 
 #: Routes open to anonymous visitors, each reviewed: add a route here only after deciding it may be public.
 EXPECTED_PUBLIC = {
@@ -419,7 +420,11 @@ def test_a_template_that_fails_or_explodes_on_its_values_is_a_clear_422_never_a_
     for expression in ("{{ name.first.last }}", "{{ 1/0 }}", "{{ name + 1 }}", "{{ range(10**6) }}",
                        "{{ '%d' % name }}", "{{ name.items() }}",
                        # gigabytes of text or a number with a million digits, in the web worker
-                       "{{ name * 10**10 }}", "{{ [name] * 10**9 }}", "{{ (10**1000)**1000 }}"):
+                       "{{ name * 10**10 }}", "{{ [name] * 10**9 }}", "{{ (10**1000)**1000 }}",
+                       # one C call of 15–30 s, out of the time limit's reach; errors the render job did not catch
+                       "{{ 'a'|center(1000000000) }}", "{{ '%999999999s'|format(name) }}",
+                       "{{ ('x' * 100000)|replace('x', 'x' * 100000) }}", "{{ name|xmlattr }}",
+                       "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}"):
         saved = _save_template(client, f"<p>{expression}</p>")
         preview = (client.get(saved.headers["Location"].rstrip("/") + "/preview.pdf") if saved.status_code == 302
                    else saved)
@@ -576,6 +581,7 @@ def test_error_report_csv_escapes_every_formula_prefix(app, client, auth, users)
     body = "".join(f'"{f}","{f}",,x,y,z\n' for f in FORMULAS)
     auth.login()
     page = client.get("/batches/new")
+    print(page.status_code, page.headers.get("Location"), page.data[:3000])
     checked = client.post("/batches/new/validate", content_type="multipart/form-data", data={
         "csrf_token": csrf_from(page), "template_id": str(saved.template.id),
         "file": (io.BytesIO((header + body).encode()), "people.csv")})
@@ -730,3 +736,77 @@ def test_a_nul_byte_in_the_recipients_search_is_a_400_even_on_the_streamed_csv(a
     for path in (f"/batches/{batch.id}/export.csv?q=a%00b", f"/batches/{batch.id}/requests?q=%00"):
         response = client.get(path)
         assert response.status_code == 400, (path, response.status_code)
+
+
+# --- recipient files built to stall the site (issue 20) ------------------------------------------------------
+
+def _recipients_template(users) -> int:
+    from bulksign.doc_templates import create_template
+    from bulksign.models import utcnow
+
+    saved = create_template(db.session, name="Probe", html="<p>{{ name }}</p>", user=users["staff"], now=utcnow())
+    db.session.commit()
+    return saved.template.id
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_RECIPIENT_FILES))
+def test_hostile_recipient_files_are_refused_by_the_api_and_the_page_with_a_clear_message(app, client, auth, users,
+                                                                                           name):
+    from bulksign.models import utcnow
+    from bulksign.users import create_api_key
+
+    filename, build = HOSTILE_RECIPIENT_FILES[name]
+    data = build()
+    template_id = _recipients_template(users)
+    key = create_api_key(db.session, user=users["staff"], name="probe", now=utcnow()).secret
+    db.session.commit()
+    auth.login()
+    page = client.get("/batches/new")
+    checked = client.post("/batches/new/validate", content_type="multipart/form-data", headers={"HX-Request": "true"},
+                          data={"csrf_token": csrf_from(page), "template_id": template_id,
+                                "file": (io.BytesIO(data), filename)})
+    assert checked.status_code == 413, name
+    # The API last: its bearer key stays the request's user in the test's app context.
+    api = app.test_client().post("/api/v1/batches/validate", headers={"Authorization": f"Bearer {key}"},
+                                 content_type="multipart/form-data",
+                                 data={"template_id": template_id, "file": (io.BytesIO(data), filename)})
+    assert api.status_code == 413 and api.is_json, (name, api.status_code, api.get_data(as_text=True)[:300])
+    assert "Split" in api.json["error"] or "Delete" in api.json["error"], api.json["error"]
+    assert api.json["error"].split(":")[0].split("(")[0] in checked.get_data(as_text=True), name
+
+
+def test_healthz_answers_while_the_worst_recipient_files_are_checked(live_server, users):
+    """The probe's 1.7 KB sheet kept a web worker busy past gunicorn's timeout; /healthz waited 30.8 s."""
+    import threading
+    import time
+
+    import requests
+
+    from bulksign.models import utcnow
+    from bulksign.users import create_api_key
+
+    template_id = _recipients_template(users)
+    key = create_api_key(db.session, user=users["staff"], name="probe", now=utcnow()).secret
+    db.session.commit()
+    files = {name: (filename, build()) for name, (filename, build) in HOSTILE_RECIPIENT_FILES.items()}
+    answers: dict[str, requests.Response] = {}
+
+    def check_all() -> None:
+        with requests.Session() as session:
+            for name, (filename, data) in files.items():
+                answers[name] = session.post(f"{live_server}/api/v1/batches/validate", timeout=60,
+                                             headers={"Authorization": f"Bearer {key}"},
+                                             data={"template_id": template_id}, files={"file": (filename, data)})
+
+    uploader = threading.Thread(target=check_all, daemon=True)
+    uploader.start()
+    health: list[tuple[int, float]] = []
+    deadline = time.monotonic() + 300
+    while uploader.is_alive() and time.monotonic() < deadline:
+        started = time.monotonic()
+        health.append((requests.get(f"{live_server}/healthz", timeout=30).status_code, time.monotonic() - started))
+        time.sleep(0.05)
+    uploader.join(timeout=120)
+    assert {name: r.status_code for name, r in answers.items()} == {name: 413 for name in files}
+    assert health and all(status == 200 for status, _ in health)
+    print(f"/healthz while checking: {len(health)} answers, slowest {max(s for _, s in health):.3f} s")

@@ -183,3 +183,68 @@ def test_a_template_that_would_keep_a_worker_busy_for_hours_is_refused_in_second
     # The thread that rendered is fine afterwards: no interruption is left pending for later code.
     time.sleep(0.1)
     assert render_html("<p>{{ name }}</p>", {"name": "Jane"}) == "<p>Jane</p>"
+
+
+@pytest.mark.parametrize(("source", "words"), [("{{ name|xmlattr }}", "could not be filled in: AttributeError"),
+                                                ("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}",
+                                                 "a macro calls itself without end")])
+def test_saving_a_template_that_fails_for_every_row_is_a_clear_422(client, auth, users, source, words):
+    from tests.conftest import csrf_from
+
+    auth.login()
+    page = client.get("/templates/new")
+    saved = client.post("/templates/new", data={"csrf_token": csrf_from(page), "name": "Broken",
+                                                 "html": f"<p>{source}</p>"})
+    assert saved.status_code == 422 and words in saved.get_data(as_text=True)
+
+
+#: What the outside probe saved (issue 20): each pinned a web worker for 15–30 s in one string operation.
+ONE_HUGE_STEP = ["{{ 'a'|center(1000000000) }}", "{{ '%999999999s'|format(name) }}", "{{ '%999999999s' % name }}",
+                 "{{ ('x' * 100000)|replace('x', 'x' * 100000) }}", "{{ name.center(10**9) }}",
+                 "{{ '{:>999999999}'.format(name) }}", "{{ 'ab'.join(['x' * 100000] * 1000) }}",
+                 "{{ range(100000)|join('x' * 100000) }}", "{{ [1]|batch(10**9, 'x')|list|length }}",
+                 "{{ name|indent(10**9) }}", "{{ '%.999999999f'|format(1.5) }}", "{{ '\t'.expandtabs(10**9) }}",
+                 "{% macro d(s, n) %}{% if n %}{{ d(s ~ s, n - 1) }}{% endif %}{% endmacro %}{{ d(name, 40) }}",
+                 "{{ ([[1] * 100000] * 100000)|sum(start=[])|length }}"]
+
+
+@pytest.mark.parametrize("source", ONE_HUGE_STEP)
+def test_a_width_or_count_that_would_make_gigabytes_in_one_step_is_refused_before_it_runs(app, users, source):
+    with pytest.raises(TemplateError, match="not allowed: a (format )?width|not allowed: a text longer|batch size"):
+        render_html(f"<p>{source}</p>", {"name": "Jane"})
+    with pytest.raises(TemplateError):
+        create_template(db.session, name="Huge", html=f"<p>{source}</p>", user=users["staff"], now=NOW)
+
+
+def test_ordinary_widths_joins_and_replacements_still_work():
+    out = render_html("{{ name|center(10) }}|{{ '%5s'|format(name) }}|{{ '%d' % 3 }}|{{ name|replace('a', 'o') }}|"
+                      "{{ [name, name]|join(', ') }}|{{ '{:>6}'.format(name) }}|{{ name ~ '!' }}|{{ name + '?' }}|"
+                      "{{ [1, 2]|sum }}|{{ [[1], [2]]|sum(start=[]) }}", {"name": "Jane"})
+    assert out == "   Jane   | Jane|3|Jone|Jane, Jane|  Jane|Jane!|Jane?|3|[1, 2]"
+
+
+def test_a_template_of_45_mb_is_refused_before_any_parsing(client, users):
+    from bulksign.users import create_api_key
+
+    key = create_api_key(db.session, user=users["staff"], name="t", now=NOW).secret
+    db.session.commit()
+    huge = client.post("/api/v1/templates", json={"name": "Huge", "html": "<p>x</p>" * 6_000_000},
+                       headers={"Authorization": f"Bearer {key}"})
+    assert huge.status_code == 422 and "the limit is 2,000,000" in huge.json["error"]
+
+
+def test_a_preview_gives_up_before_the_web_worker_is_killed(make_app, users):
+    from bulksign.config import ConfigError, load_config
+    from tests.conftest import AuthActions
+
+    with pytest.raises(ConfigError, match="PREVIEW_TIMEOUT_SECONDS"):
+        load_config({"PREVIEW_TIMEOUT_SECONDS": 25, "WEB_TIMEOUT_SECONDS": 30})
+    app = make_app(PREVIEW_TIMEOUT_SECONDS=1)
+    with app.app_context():
+        saved = create_template(db.session, name="Nested", html="<div>" * 100_000 + "{{ name }}" + "</div>" * 100_000,
+                                user=None, now=NOW)
+        db.session.commit()
+        client = app.test_client()
+        AuthActions(client).login()
+        preview = client.get(f"/templates/{saved.template.id}/preview.pdf")
+    assert preview.status_code == 422 and "longer than 1 s to render" in preview.get_data(as_text=True)

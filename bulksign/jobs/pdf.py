@@ -105,6 +105,10 @@ def _render_chunk(request_ids: list[int], *, app: Flask) -> str:
         except StorageError as exc:
             (retry if request.attempts < limit else failed).append(
                 Problem(request, _gave_up(str(exc), request, limit, transient=True), repr(exc.__cause__)))
+        except Exception as exc:  # noqa: BLE001 - one request's surprise must not take its chunk down
+            logger.exception("render crashed", extra={"fields": {"request_id": request.id}})
+            failed.append(Problem(request, f"The document could not be rendered: {type(exc).__name__}: {exc}",
+                                  repr(exc)))
     return _settle(rendered=rendered, failed=failed, retry=retry, untried=untried, app=app)
 
 

@@ -115,7 +115,7 @@ def preview_pdf(template_id: int):
     version = dt.get_version(db.session, template_id=template.id, version=number) or abort(404)
     try:
         html = dt.render_html(version.html, dt.sample_row(version.variables))
-        pdf = render_pdf(html, timeout=current_app.config["PDF_TIMEOUT_SECONDS"])
+        pdf = render_pdf(html, timeout=current_app.config["PREVIEW_TIMEOUT_SECONDS"])
     except (dt.TemplateError, RenderError) as exc:
         abort(422, str(getattr(exc, "message", exc)))
     return Response(pdf, mimetype="application/pdf", headers={
