@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from . import batch_counts
 from .models import Event, SigningRequest
+from .slicing import slices
 
 
 class Status(StrEnum):
@@ -124,7 +125,7 @@ def transition(
     dialect = session.get_bind().dialect.name
     won: list[int] = []
     moves: list[tuple[int, str, str]] = []
-    for chunk in _chunks(ids, 1000):
+    for chunk in slices(ids):
         if dialect == "postgresql" and len(allowed) == 1:
             # The hot path (every pipeline step): the move and its events in one round trip.
             rows = _move_and_log(session, chunk, source=allowed[0], values=values, event=event)
@@ -196,8 +197,3 @@ def _move_per_source(session: Session, chunk: list[int], *, allowed: list[str], 
         rows = session.execute(_update(chunk, SigningRequest.status == source, values=values)).all()
         moved.extend(_Moved(r.id, r.batch_id, source) for r in rows)
     return moved
-
-
-def _chunks(items: list[int], size: int):
-    for start in range(0, len(items), size):
-        yield items[start:start + size]
