@@ -6,12 +6,13 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from .batches import COMPLETED, PARTIALLY_FAILED, refresh_batch_statuses
 from .logs import log
 from .models import Batch, OutgoingMail, SigningRequest
+from .slicing import slices
 from .states import Status, transition
 
 logger = logging.getLogger(__name__)
@@ -92,15 +93,19 @@ def record_bounce(session: Session, *, report: BounceReport, now: datetime) -> B
         mid = report.message_id if report.message_id.startswith("<") else f"<{report.message_id}>"
         ids = session.scalars(query.where(OutgoingMail.message_id == mid)).all()
     else:
+        # Providers report the address in their own case (often lowered); the stored one is as the file spelt it.
         ids = session.scalars(select(SigningRequest.id).where(
-            SigningRequest.email == report.email, SigningRequest.status.in_([s.value for s in BOUNCEABLE]))).all()
+            func.lower(SigningRequest.email) == report.email,
+            SigningRequest.status.in_([s.value for s in BOUNCEABLE]))).all()
     reason = f"The recipient's mail server returned the invitation: {report.reason}"
     won = transition(session, list(ids), frm=BOUNCEABLE, to=Status.BOUNCED, now=now, error_message=reason,
                      details={"reason": report.reason[:500], "source": "webhook"}).won
-    if won:
-        session.execute(update(OutgoingMail).where(OutgoingMail.request_id.in_(won), OutgoingMail.status == "sent")
+    batch_ids: set[int] = set()
+    for part in slices(won):
+        session.execute(update(OutgoingMail).where(OutgoingMail.request_id.in_(part), OutgoingMail.status == "sent")
                         .values(status="bounced", error=reason))
-        batch_ids = set(session.scalars(select(SigningRequest.batch_id).where(SigningRequest.id.in_(won))).all())
+        batch_ids.update(session.scalars(select(SigningRequest.batch_id).where(SigningRequest.id.in_(part))))
+    if won:
         refresh_batch_statuses(session, now=now, batch_ids=batch_ids)
         # A finished batch with a late bounce did not fully succeed after all.
         session.execute(update(Batch).where(Batch.id.in_(batch_ids), Batch.status == COMPLETED)

@@ -179,6 +179,8 @@ class SigningRequest(db.Model):
         Index("ix_signing_requests_batch_changed_id", "batch_id", "status_changed_at", "id"),
         Index("ix_signing_requests_batch_status_id", "batch_id", "status", "id"),
         Index("ix_signing_requests_batch_email_id", "batch_id", "email", "id"),
+        # Bounce reports name an address in the provider's case: they match on lower(email).
+        Index("ix_signing_requests_email_lower", text("lower(email)")),
         # The reconciler scans only requests in a working state: a small slice of a big table.
         Index(
             "ix_signing_requests_working", "status", "status_changed_at",
