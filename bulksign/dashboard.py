@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, defer
 
 from .batches import BATCH_FINAL, BatchCounts, counts_for
 from .models import Batch, DocumentTemplate, Event, OutgoingMail, SigningRequest, TemplateVersion, User
+from .slicing import slices
 from .states import WORKING, Status
 
 #: Words for request and batch states, and for the table's extra filters.
@@ -340,10 +341,9 @@ def resolve_selection(session: Session, *, batch_id: int, request_ids: list[int]
         return Selection(request_ids=tuple(ids))
     if not request_ids:
         return Selection(request_ids=())
-    mine = session.scalars(
-        select(SigningRequest.id).where(SigningRequest.batch_id == batch_id, SigningRequest.id.in_(request_ids))
-        .order_by(SigningRequest.id)
-    ).all()
+    mine = [i for part in slices(sorted(set(request_ids))) for i in session.scalars(
+        select(SigningRequest.id).where(SigningRequest.batch_id == batch_id, SigningRequest.id.in_(part))
+        .order_by(SigningRequest.id))]
     return Selection(request_ids=tuple(mine))
 
 

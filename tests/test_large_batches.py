@@ -1,0 +1,105 @@
+"""Set-based staff actions on a batch bigger than one SQL statement's parameter limit (65,535).
+
+The rows are inserted with one INSERT ... SELECT: the point is what cancel and retry do with them,
+not how they got there.
+"""
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import func, select, text
+
+from bulksign import batch_counts
+from bulksign.extensions import db
+from bulksign.models import Batch, OutgoingMail, SigningRequest
+from bulksign.users import create_api_key
+from tests.conftest import NOW, csrf_from
+from tests.support.batches import make_batch
+
+pytestmark = pytest.mark.slow
+
+#: The probe's batch size, well past 65,535 bind parameters (the limit of one PostgreSQL statement).
+BIG = 200_000
+#: Just past that limit: enough for the paths the 200,000-row test does not take, in less time.
+OVER_LIMIT = 70_000
+
+
+def _big_batch(owner, *, status: str, count: int = BIG) -> int:
+    """A batch of ``count`` requests in ``status``, the first thousand with a queued invitation."""
+    batch_id = make_batch(now=NOW, user=owner, recipients=0)
+    db.session.execute(text(
+        "INSERT INTO signing_requests (batch_id, row_number, email, name, data, status, status_changed_at,"
+        " created_at, attempts, reminder_count)"
+        " SELECT :batch, n + 1, 'person' || n || '@example.com', 'Person ' || n, '{}', :status, :now, :now, 0, 0"
+        " FROM generate_series(1, :count) AS n"), {"batch": batch_id, "status": status, "now": NOW, "count": count})
+    db.session.execute(text(
+        "INSERT INTO outgoing_mails (request_id, batch_id, kind, message_id, to_email, subject, status, created_at,"
+        " attempts, attachments)"
+        " SELECT id, batch_id, 'invitation', '<m' || id || '@bulksign>', email, '', 'queued', :now, 0, '[]'"
+        " FROM signing_requests"
+        " WHERE batch_id = :batch ORDER BY id LIMIT 1000"), {"batch": batch_id, "now": NOW})
+    batch_counts.rebuild(db.session, batch_ids=[batch_id])
+    db.session.commit()
+    return batch_id
+
+
+def _statuses(batch_id: int) -> dict[str, int]:
+    db.session.expire_all()
+    return dict(db.session.execute(select(SigningRequest.status, func.count()).where(
+        SigningRequest.batch_id == batch_id).group_by(SigningRequest.status)).all())
+
+
+def _api(users):
+    secret = create_api_key(db.session, user=users["staff"], name="t", now=NOW).secret
+    db.session.commit()
+    return {"Authorization": f"Bearer {secret}"}
+
+
+def test_the_api_cancels_a_batch_of_200000_open_requests(client, users, run_jobs):
+    batch_id = _big_batch(users["staff"], status="sent")
+    response = client.post(f"/api/v1/batches/{batch_id}/cancel", headers=_api(users))
+    assert response.status_code == 202, response.get_data(as_text=True)
+    assert response.json["status"] == "cancelled" and response.json["in_background"] == BIG
+    run_jobs("default")
+    assert _statuses(batch_id) == {"cancelled": BIG}
+    assert batch_counts.counters(db.session, [batch_id])[batch_id]["cancelled"] == BIG
+    assert set(db.session.scalars(select(OutgoingMail.status))) == {"cancelled"}
+
+
+def test_the_web_cancels_a_batch_of_more_open_requests_than_one_statement_takes(client, auth, users, run_jobs):
+    batch_id = _big_batch(users["staff"], status="pending", count=OVER_LIMIT)
+    auth.login()
+    page = client.get(f"/batches/{batch_id}")
+    response = client.post(f"/batches/{batch_id}/actions", data={"action": "cancel_batch",
+                                                                  "csrf_token": csrf_from(page)})
+    assert response.status_code == 302
+    assert "in the background" in client.get(response.headers["Location"]).get_data(as_text=True)
+    assert db.session.get(Batch, batch_id).status == "cancelled"  # at once; the job stops the requests
+    run_jobs("default")
+    assert _statuses(batch_id) == {"cancelled": OVER_LIMIT}
+
+
+def test_cancel_all_matching_reaches_every_request_past_one_statements_limit(client, auth, users, run_jobs):
+    batch_id = _big_batch(users["staff"], status="sent", count=OVER_LIMIT)
+    auth.login()
+    page = client.get(f"/batches/{batch_id}")
+    response = client.post(f"/batches/{batch_id}/actions", data={
+        "action": "cancel", "select_all": "1", "status": "", "q": "", "csrf_token": csrf_from(page)})
+    assert response.status_code == 302
+    run_jobs("default")
+    assert _statuses(batch_id) == {"cancelled": OVER_LIMIT}
+
+
+def test_retry_failed_takes_more_request_ids_than_one_statement_takes(client, users, run_jobs):
+    # Few of them failed: the point is the id list, not rendering thousands of documents again.
+    batch_id = _big_batch(users["staff"], status="sent", count=OVER_LIMIT)
+    ids = list(db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch_id)
+                                  .order_by(SigningRequest.id)))
+    db.session.execute(text("UPDATE signing_requests SET status = 'failed' WHERE id <= :top"), {"top": ids[99]})
+    batch_counts.rebuild(db.session, batch_ids=[batch_id])
+    db.session.commit()
+    response = client.post(f"/api/v1/batches/{batch_id}/retry-failed", json={"request_ids": ids},
+                           headers=_api(users))
+    assert response.status_code == 202, response.get_data(as_text=True)
+    assert response.json["in_background"] == OVER_LIMIT
+    run_jobs("default")
+    assert _statuses(batch_id) == {"pending": 100, "sent": OVER_LIMIT - 100}
