@@ -50,7 +50,7 @@ def parse_bounce(payload: object) -> list[BounceReport]:
             return []
         try:
             payload = json.loads(payload.get("Message") or "")
-        except ValueError:
+        except (ValueError, RecursionError):
             raise BounceFormatError("The SNS Message is not JSON.") from None
         if not isinstance(payload, dict):
             raise BounceFormatError("The SNS Message must be a JSON object.")

@@ -251,7 +251,7 @@ def decode_cursor(flt: RecipientFilter, cursor: str) -> tuple[object, int]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         sort, desc, value, last_id = json.loads(raw)
-    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
+    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError, RecursionError):
         raise DashboardError("The page cursor is not valid; start again from the first page.") from None
     if sort != flt.sort or bool(desc) != flt.desc or not isinstance(last_id, int):
         raise DashboardError("The page cursor belongs to another sort order; start again from the first page.")

@@ -730,3 +730,87 @@ def test_a_nul_byte_in_the_recipients_search_is_a_400_even_on_the_streamed_csv(a
     for path in (f"/batches/{batch.id}/export.csv?q=a%00b", f"/batches/{batch.id}/requests?q=%00"):
         response = client.get(path)
         assert response.status_code == 400, (path, response.status_code)
+
+
+#: Time zones that are not zones: folders of the zone database, and a name longer than the column.
+NOT_TIME_ZONES = ("America", "Etc", "Europe/", "x" * 300, "../../etc/passwd")
+
+
+def test_a_time_zone_that_is_not_one_is_a_clear_error_on_the_api_and_the_batch_form(app, client, auth, users):
+    from bulksign.doc_templates import create_template
+    from bulksign.models import utcnow
+    from bulksign.users import create_api_key
+
+    template_id = create_template(db.session, name="C", html="<p>{{ name }}</p>", user=users["staff"],
+                                  now=utcnow()).template.id
+    key = create_api_key(db.session, user=users["staff"], name="ci", now=utcnow()).secret
+    db.session.commit()
+    auth.login()
+    page = client.get(f"/batches/new?template_id={template_id}")
+    preview = client.post("/batches/new/validate", content_type="multipart/form-data", data={
+        "csrf_token": csrf_from(page), "template_id": template_id,
+        "file": (io.BytesIO(b"email,name\na@example.com,A\n"), "people.csv")}).get_data(as_text=True)
+    upload_id = re.search(r'name="upload_id" value="([0-9a-f]+)"', preview).group(1)
+    for zone in NOT_TIME_ZONES:
+        response = client.post("/batches/new", data={"csrf_token": csrf_from(page), "upload_id": upload_id,
+                                                      "timezone": zone})
+        assert response.status_code in (400, 422) and "Unknown time zone" in response.get_data(as_text=True), zone
+    # After the pages: the test's app context would carry the API user into them.
+    for zone in NOT_TIME_ZONES:
+        response = client.post("/api/v1/batches", headers={"Authorization": f"Bearer {key}"},
+                               content_type="multipart/form-data", data={
+                                   "template_id": template_id, "timezone": zone,
+                                   "file": (io.BytesIO(b"email,name\na@example.com,A\n"), "people.csv")})
+        assert response.status_code in (400, 422) and "time zone" in response.json["error"], (zone, response.json)
+
+
+def test_json_nested_deeper_than_the_parser_goes_is_a_400_on_every_json_endpoint(app, client, users):
+    from bulksign.models import utcnow
+    from bulksign.users import create_api_key
+
+    app.config["BOUNCE_WEBHOOK_SECRET"] = "bounce-secret"
+    key = create_api_key(db.session, user=users["admin"], name="ci", now=utcnow()).secret
+    db.session.commit()
+    deep = "[" * 100_000
+    sns = '{"Type": "Notification", "Message": "' + deep + '"}'
+    api = {"Authorization": f"Bearer {key}"}
+    posts = [(rule.rule, api) for rule in _rules(app, blueprints=tuple(EXPECTED_CSRF_EXEMPT - {"rq_dashboard",
+                                                                                              "webhooks"}))
+             if "POST" in rule.methods]
+    assert posts, "no JSON endpoint found"
+    for path, headers in posts + [("/webhooks/bounces", {"X-Bounce-Secret": "bounce-secret"})]:
+        path = re.sub(r"<[^>]+>", "1", path)
+        for body in (deep, sns):
+            response = client.post(path, data=body, headers=headers, content_type="application/json")
+            assert response.status_code < 500, (path, response.status_code)
+
+
+def test_retry_failed_refuses_ids_that_are_not_whole_numbers(app, client, users):
+    from bulksign.models import utcnow
+    from bulksign.users import create_api_key
+    from tests.support.batchdata import make_batch
+
+    batch = make_batch(db.session, statuses=["failed"], now=utcnow(), user_id=users["staff"].id)
+    key = create_api_key(db.session, user=users["staff"], name="ci", now=utcnow()).secret
+    db.session.commit()
+    for body in ({"request_ids": [True]}, {"request_ids": [1.5]}, {"request_ids": ["1"]}, {"request_ids": [2 ** 70]},
+                 [1, 2], "x"):
+        response = client.post(f"/api/v1/batches/{batch.id}/retry-failed", json=body,
+                               headers={"Authorization": f"Bearer {key}"})
+        assert response.status_code == 400 and "request_ids" in response.json["error"], (body, response.status_code)
+
+
+@pytest.mark.parametrize("path", [
+    "/admin/rq/7/view/queues", "/admin/rq/7/data/queues.json", "/admin/rq/0/view/job/no-such-job",
+    "/admin/rq/0/data/job/no-such-job.json", "/admin/rq/0/view/jobs/no-such-queue/queued/8/asc/1",
+    "/admin/rq/0/view/jobs/default/no-such-registry/8/asc/1",
+    "/admin/rq/0/data/jobs/default/no-such-registry/8/asc/1.json",
+    "/admin/rq/0/data/jobs/no-such-queue/failed/8/asc/1.json", "/admin/rq/0/data/jobs/default/failed/0/asc/1.json",
+    "/admin/rq/0/data/jobs/default/failed/x/asc/y.json",
+])
+def test_rq_dashboard_addresses_naming_nothing_are_a_404(app, client, auth, path):
+    from bulksign.extensions import get_queue
+
+    get_queue("default").enqueue("bulksign.jobs.periodic.tick")  # the default queue exists
+    auth.login_admin()
+    assert client.get(path).status_code == 404

@@ -35,11 +35,11 @@ def cancel(batch_id: int):
 
 @bp.post("/batches/<int:batch_id>/retry-failed")
 def retry(batch_id: int):
-    body = request.get_json(silent=True) or {}
+    body = request.get_json(silent=True)
     ids = body.get("request_ids") if isinstance(body, dict) else None
     # bool is an int in Python, not a request id.
-    if ids is not None and not (isinstance(ids, list) and len(ids) <= MAX_IDS
-                                and all(type(i) is int and 0 < i < 2 ** 63 for i in ids)):
+    if body is not None and not isinstance(body, dict) or ids is not None and not (
+            isinstance(ids, list) and len(ids) <= MAX_IDS and all(type(i) is int and 0 < i < 2 ** 63 for i in ids)):
         return api_error(f"request_ids must be a list of at most {MAX_IDS} request ids (whole numbers).", 400)
     try:
         outcome = apply_action(db.session, action="retry", batch_id=batch_id, request_ids=ids,
