@@ -53,6 +53,8 @@ class User(UserMixin, db.Model):
     locale: Mapped[str | None] = mapped_column(db.String(8))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_login_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: Raised by every logout: sessions and "remember me" cookies issued before it stop working.
+    logouts: Mapped[int] = mapped_column(default=0, server_default="0")
 
     @property
     def is_admin(self) -> bool:
@@ -63,8 +65,10 @@ class User(UserMixin, db.Model):
         return not self.disabled
 
     def get_id(self) -> str:
-        # What the session and "remember me" cookies hold: a new password ends every login made with the old one.
-        return f"{self.id}:{hashlib.sha256(self.password_hash.encode()).hexdigest()[:16]}"
+        # What the session and "remember me" cookies hold: a new password, or a logout, ends every login made
+        # before it. (No suffix before the first logout: logins made before this column existed stay valid.)
+        stamp = self.password_hash + (f":{self.logouts}" if self.logouts else "")
+        return f"{self.id}:{hashlib.sha256(stamp.encode()).hexdigest()[:16]}"
 
 
 class ApiKey(db.Model):

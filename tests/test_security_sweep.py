@@ -184,9 +184,13 @@ def _cookie(response, name: str) -> str:
     return headers[-1]
 
 
-@pytest.mark.parametrize("secure", [False, True])
-def test_session_and_remember_cookies_are_httponly_lax_and_secure_behind_tls(make_app, users, secure):
-    app = make_app(SESSION_COOKIE_SECURE=secure)
+@pytest.mark.parametrize("settings, secure", [
+    ({"SESSION_COOKIE_SECURE": False}, False), ({"SESSION_COOKIE_SECURE": True}, True),
+    # Behind TLS by default: an https APP_URL is enough.
+    ({"APP_URL": "https://sign.example.com", "SESSION_COOKIE_SECURE": ""}, True),
+])
+def test_session_and_remember_cookies_are_httponly_lax_and_secure_behind_tls(make_app, users, settings, secure):
+    app = make_app(**settings)
     client = app.test_client()
     base = "https://localhost" if secure else "http://localhost"
     page = client.get("/auth/login", base_url=base)
@@ -197,7 +201,7 @@ def test_session_and_remember_cookies_are_httponly_lax_and_secure_behind_tls(mak
     for name in ("session", "remember_token"):
         cookie = _cookie(response, name)
         assert "HttpOnly" in cookie and "SameSite=Lax" in cookie, cookie
-        assert ("Secure" in cookie) == secure, cookie
+        assert bool(re.search(r";\s*Secure(;|$)", cookie)) == secure, cookie
 
 
 def test_login_signing_and_verify_are_rate_limited_with_a_friendly_page(make_app, users):
@@ -814,3 +818,51 @@ def test_rq_dashboard_addresses_naming_nothing_are_a_404(app, client, auth, path
     get_queue("default").enqueue("bulksign.jobs.periodic.tick")  # the default queue exists
     auth.login_admin()
     assert client.get(path).status_code == 404
+
+
+def test_behind_tls_browsers_are_told_to_stay_on_https_and_links_are_https(make_app, users):
+    app = make_app(APP_URL="https://sign.example.com", SESSION_COOKIE_SECURE="")
+    response = app.test_client().get("/auth/login", base_url="https://sign.example.com")
+    assert response.headers["Strict-Transport-Security"] == "max-age=31536000"
+    with app.test_request_context():
+        from flask import url_for
+
+        assert url_for("auth.login", _external=True).startswith("https://")
+    plain = make_app(APP_URL="http://127.0.0.1:5000").test_client().get("/auth/login")
+    assert "Strict-Transport-Security" not in plain.headers
+
+
+def test_every_page_has_a_content_security_policy_and_staff_pages_are_never_cached(app, client, auth):
+    from bulksign.models import utcnow
+    from tests.support.signing_requests import make_sent_request
+
+    token = make_sent_request(now=utcnow()).token
+    db.session.commit()
+    for path in ("/auth/login", f"/sign/{token}", "/verify", "/no-such-page"):
+        csp = client.get(path).headers.get("Content-Security-Policy", "")
+        assert "script-src 'self'" in csp and "unsafe-inline" not in csp.partition("script-src")[2].split(";")[0], path
+    auth.login_admin()
+    for path in ("/", "/batches/", "/templates/", "/admin/", "/admin/rq/"):
+        response = client.get(path)
+        assert response.status_code == 200 and response.headers["Cache-Control"] == "no-store", path
+        assert "default-src 'self'" in response.headers["Content-Security-Policy"], path
+    assert client.get("/static/app.css").headers.get("Cache-Control") != "no-store"
+
+
+def test_logging_out_ends_the_remember_me_cookie_too(app, users):
+    client = app.test_client()
+    page = client.get("/auth/login")
+    client.post("/auth/login", data={"email": "staff@example.com", "password": "staff-password", "remember": "1",
+                                     "csrf_token": csrf_from(page)})
+    remember = client.get_cookie("remember_token").value
+    with app.app_context():
+        thief = app.test_client()
+        thief.set_cookie("remember_token", remember)
+        assert thief.get("/batches/").status_code == 200  # the cookie alone logs in, until the logout
+    client.post("/auth/logout", data={"csrf_token": csrf_from(client.get("/batches/"))})
+    # A copy of the cookie kept from before the logout (another device, a thief) logs nobody in. (Its own app
+    # context: the test's would hand the request the user the previous one loaded.)
+    thief = app.test_client()
+    thief.set_cookie("remember_token", remember)
+    with app.app_context():
+        assert thief.get("/batches/").status_code == 302
