@@ -103,3 +103,19 @@ def test_retry_failed_takes_more_request_ids_than_one_statement_takes(client, us
     assert response.json["in_background"] == OVER_LIMIT
     run_jobs("default")
     assert _statuses(batch_id) == {"pending": 100, "sent": OVER_LIMIT - 100}
+
+
+def test_the_api_reminds_more_listed_requests_than_one_statement_takes(client, users, run_jobs):
+    batch_id = _big_batch(users["staff"], status="sent", count=OVER_LIMIT)
+    ids = list(db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch_id)
+                                  .order_by(SigningRequest.id)))
+    # A hundred were invited three days ago; the rest just now, too soon for a reminder.
+    db.session.execute(text("UPDATE signing_requests SET sent_at = now() - CASE WHEN id <= :top"
+                            " THEN interval '3 days' ELSE interval '0' END WHERE batch_id = :batch"),
+                       {"top": ids[99], "batch": batch_id})
+    db.session.commit()
+    response = client.post(f"/api/v1/batches/{batch_id}/remind", json={"request_ids": ids}, headers=_api(users))
+    assert response.status_code == 202 and response.json["in_background"] == OVER_LIMIT
+    run_jobs("default")
+    reminded = db.session.scalars(select(OutgoingMail.request_id).where(OutgoingMail.kind == "reminder"))
+    assert sorted(reminded) == ids[:100]
