@@ -53,7 +53,8 @@ def remind(batch_id: int):
     db.session.commit()
     if ids is not None:
         follow_up(outcome)
-        return jsonify(queued=outcome.done, skipped=outcome.skipped, in_background=outcome.in_background), 202
+        more = {"in_background": outcome.in_background} if outcome.in_background else {}
+        return jsonify(queued=outcome.done, skipped=outcome.skipped, **more), 202
     enqueue_sends(result.mail_ids)
     return jsonify(queued=result.queued, skipped=result.skipped), 202
 
