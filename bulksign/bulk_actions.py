@@ -24,13 +24,14 @@ from .pipeline import enqueue_sends
 from .reconciler import revive_renders
 from .reminders import send_manual_reminders
 from .resend import resend_with_new_link
+from .states import Status
 
 #: Actions on selected requests; ``cancel_batch`` acts on the whole batch.
 ACTIONS = ("remind", "resend", "retry", "cancel")
 #: Larger selections run in a job.
 INLINE_LIMIT = 1000
-#: Requests a background bulk job acts on per commit.
-JOB_SLICE = 1000
+#: Requests a background bulk job acts on per commit; at most INLINE_LIMIT, or each slice would go to a job again.
+JOB_SLICE = INLINE_LIMIT
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,7 @@ def reachable_ids(session: Session, *, action: str, batch_id: int) -> list[int]:
         return open_request_ids(session, batch_id=batch_id)
     if action == "retry":
         return list(session.scalars(select(SigningRequest.id).where(
-            SigningRequest.batch_id == batch_id, SigningRequest.status == "failed").order_by(SigningRequest.id)))
+            SigningRequest.batch_id == batch_id, SigningRequest.status == Status.FAILED).order_by(SigningRequest.id)))
     raise ValueError(f"no whole-batch selection for {action!r}")
 
 
