@@ -3,7 +3,7 @@
 Bounce reports name the address in the provider's case; they are matched on lower(email).
 
 Revision ID: 3b7d1c2e9a41
-Revises: 94228360f359
+Revises: b7c1d2e3f4a5
 Create Date: 2026-12-01 00:40:00
 
 """
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 # revision identifiers, used by Alembic.
 revision = '3b7d1c2e9a41'
-down_revision = '94228360f359'
+down_revision = 'b7c1d2e3f4a5'
 branch_labels = None
 depends_on = None
 
