@@ -24,14 +24,14 @@ from .pipeline import enqueue_sends
 from .reconciler import revive_renders
 from .reminders import send_manual_reminders
 from .resend import resend_with_new_link
-from .states import Status
+from .states import WAITING_FOR_RECIPIENT, Status
 
 #: Actions on selected requests; ``cancel_batch`` acts on the whole batch.
 ACTIONS = ("remind", "resend", "retry", "cancel")
 #: Larger selections run in a job.
 INLINE_LIMIT = 1000
-#: Requests a background bulk job acts on per commit; at most INLINE_LIMIT, or each slice would go to a job again.
-JOB_SLICE = INLINE_LIMIT
+#: Requests a background bulk job acts on per commit.
+JOB_SLICE = 1000
 
 
 @dataclass(frozen=True)
@@ -49,26 +49,33 @@ class BulkOutcome:
 
 
 def apply_action(session: Session, *, action: str, batch_id: int, request_ids: list[int] | None, user: User,
-                 now: datetime, extend_days: int | None = None) -> BulkOutcome:
-    """Run one bulk action, or prepare its job past ``INLINE_LIMIT`` requests. The caller commits, then calls
-    ``follow_up``. Refusals raise ``BatchActionError``. ``request_ids`` None: all the batch's failed (retry)."""
+                 now: datetime, extend_days: int | None = None, selector: str | None = None,
+                 inline: bool = False) -> BulkOutcome:
+    """Run one bulk action, or prepare its job past ``INLINE_LIMIT`` requests (``inline``: the job itself runs
+    it). The caller commits, then calls ``follow_up``. Refusals raise ``BatchActionError``. ``request_ids``
+    None: all the batch's failed (retry), or the requests ``selector`` names (remind)."""
     if action == "cancel_batch":
-        if (n := open_count(session, batch_id=batch_id)) > INLINE_LIMIT:
+        if (n := open_count(session, batch_id=batch_id)) > INLINE_LIMIT and not inline:
             stop_batch(session, batch_id=batch_id, user=user, now=now)
-            return _later("cancel", n, batch_id=batch_id, user=user, request_ids=None, extend_days=None)
+            return _later("cancel", n, batch_id=batch_id, user=user)
         return BulkOutcome(action, len(cancel_batch(session, batch_id=batch_id, user=user, now=now).cancelled))
-    whole = action == "retry" and request_ids is None
-    if (n := failed_count(session, batch_id=batch_id) if whole else len(request_ids or ())) > INLINE_LIMIT:
+    if request_ids is not None:
+        n = len(request_ids)
+    else:
+        n = failed_count(session, batch_id=batch_id) if action == "retry" else waiting_count(session, batch_id=batch_id)
+    if n > INLINE_LIMIT and not inline:
         # Refuse now what the job would refuse; the rest of the checks are per request, in the job.
         (batch_for_retry if action == "retry" else batch_for_action)(session, batch_id=batch_id, user=user)
-        return _later(action, n, batch_id=batch_id, user=user, request_ids=request_ids, extend_days=extend_days)
+        return _later(action, n, batch_id=batch_id, user=user, request_ids=request_ids, extend_days=extend_days,
+                      selector=selector)
     if action == "cancel":
         return BulkOutcome(action, len(cancel_requests(session, request_ids=request_ids, user=user, now=now).cancelled))
     if action == "retry":
         retried = retry_failed(session, batch_id=batch_id, user=user, now=now, request_ids=request_ids).retried
         return BulkOutcome(action, len(retried), render_ids=tuple(retried))
     if action == "remind":
-        result = send_manual_reminders(session, batch_id=batch_id, user=user, now=now, request_ids=request_ids)
+        result = send_manual_reminders(session, batch_id=batch_id, user=user, now=now, request_ids=request_ids,
+                                       selector=selector if request_ids is None else None)
         return BulkOutcome(action, result.queued, dict(result.skipped), mail_ids=tuple(result.mail_ids))
     if action == "resend":
         result = resend_with_new_link(session, request_ids=request_ids, user=user, now=now, extend_days=extend_days)
@@ -76,11 +83,11 @@ def apply_action(session: Session, *, action: str, batch_id: int, request_ids: l
     raise ValueError(f"unknown bulk action {action!r}")
 
 
-def _later(action: str, n: int, *, batch_id: int, user: User, request_ids: list[int] | None,
-           extend_days: int | None) -> BulkOutcome:
+def _later(action: str, n: int, *, batch_id: int, user: User, request_ids: list[int] | None = None,
+           extend_days: int | None = None, selector: str | None = None) -> BulkOutcome:
     return BulkOutcome(action, 0, in_background=n, job={
         "action": action, "batch_id": batch_id, "user_id": user.id, "request_ids": request_ids,
-        "extend_days": extend_days})
+        "extend_days": extend_days, "selector": selector})
 
 
 def follow_up(outcome: BulkOutcome) -> None:
@@ -104,6 +111,12 @@ def failed_count(session: Session, *, batch_id: int) -> int:
     return batch_counts.counters(session, [batch_id])[batch_id]["failed"]
 
 
+def waiting_count(session: Session, *, batch_id: int) -> int:
+    """How many requests wait for their recipient (what a remind-all may reach; from the counters)."""
+    counts = batch_counts.counters(session, [batch_id])[batch_id]
+    return sum(counts[status] for status in WAITING_FOR_RECIPIENT)
+
+
 def reachable_ids(session: Session, *, action: str, batch_id: int) -> list[int]:
     """Every request of the batch a whole-batch ``cancel`` or ``retry`` acts on, in id order."""
     if action == "cancel":
@@ -115,13 +128,14 @@ def reachable_ids(session: Session, *, action: str, batch_id: int) -> list[int]:
 
 
 def enqueue_bulk(*, action: str, batch_id: int, user_id: int, request_ids: list[int] | None = None,
-                 flt: RecipientFilter | None = None, extend_days: int | None = None) -> str:
+                 flt: RecipientFilter | None = None, extend_days: int | None = None,
+                 selector: str | None = None) -> str:
     """Run ``action`` in a background job on ``request_ids``, on the rows matching ``flt``, or (neither given)
-    on ``reachable_ids``; returns the job's id."""
+    on the ``selector``'s requests (remind) or ``reachable_ids``; returns the job's id."""
     if flt is not None:
         func, args = "bulksign.jobs.bulk.apply_to_filter", (batch_id, action, user_id, flt.status, flt.q, extend_days)
     else:
-        func, args = "bulksign.jobs.bulk.apply_to_ids", (batch_id, action, user_id, request_ids, extend_days)
+        func, args = "bulksign.jobs.bulk.apply_to_ids", (batch_id, action, user_id, request_ids, extend_days, selector)
     job = get_queue("default").enqueue(func, *args, job_id=f"bulk-{batch_id}-{action}-{uuid.uuid4().hex[:12]}",
                                        job_timeout=3600, result_ttl=3600, failure_ttl=86400)
     return job.id

@@ -119,3 +119,19 @@ def test_the_api_reminds_more_listed_requests_than_one_statement_takes(client, u
     run_jobs("default")
     reminded = db.session.scalars(select(OutgoingMail.request_id).where(OutgoingMail.kind == "reminder"))
     assert sorted(reminded) == ids[:100]
+
+
+def test_remind_all_not_signed_on_a_big_batch_runs_as_a_job(client, auth, users, run_jobs):
+    batch_id = _big_batch(users["staff"], status="sent", count=1500)
+    db.session.execute(text("UPDATE signing_requests SET sent_at = now() - interval '3 days' WHERE batch_id = :b"),
+                       {"b": batch_id})
+    db.session.commit()
+    auth.login()
+    page = client.get(f"/batches/{batch_id}")
+    response = client.post(f"/batches/{batch_id}/remind", data={"selector": "not_signed",
+                                                                "csrf_token": csrf_from(page)})
+    assert response.status_code == 302
+    assert "1500 recipients in the background" in client.get(response.headers["Location"]).get_data(as_text=True)
+    assert db.session.scalar(select(func.count()).select_from(OutgoingMail).where(OutgoingMail.kind == "reminder")) == 0
+    run_jobs("default")
+    assert db.session.scalar(select(func.count()).select_from(OutgoingMail).where(OutgoingMail.kind == "reminder")) == 1500

@@ -23,18 +23,23 @@ def apply_to_filter(batch_id: int, action: str, user_id: int, status: str, q: st
 
 
 def apply_to_ids(batch_id: int, action: str, user_id: int, request_ids: list[int] | None,
-                 extend_days: int | None = None) -> str:
+                 extend_days: int | None = None, selector: str | None = None) -> str:
     """Apply the action as ``user_id`` to ``request_ids`` (None: every request of the batch it can reach),
-    committing and queueing follow-ups after each slice, so a stop part-way keeps what was done."""
+    committing and queueing follow-ups after each slice, so a stop part-way keeps what was done.
+    A reminder to a ``selector`` ("all not signed") runs as one call: it pages through the batch itself."""
     user = db.session.get(User, user_id)
     if user is None or user.disabled:
         return "skipped: user gone"
-    ids = reachable_ids(db.session, action=action, batch_id=batch_id) if request_ids is None else request_ids
+    if selector is not None:
+        ids, parts = [], [None]
+    else:
+        ids = reachable_ids(db.session, action=action, batch_id=batch_id) if request_ids is None else request_ids
+        parts = slices(ids, JOB_SLICE)
     done, skipped = 0, {}
-    for part in slices(ids, JOB_SLICE):
+    for part in parts:
         try:
             outcome = apply_action(db.session, action=action, batch_id=batch_id, request_ids=part, user=user,
-                                   now=utcnow(), extend_days=extend_days)
+                                   now=utcnow(), extend_days=extend_days, selector=selector, inline=True)
         except BatchActionError as exc:
             db.session.rollback()
             log(logger, logging.WARNING, "bulk action refused", batch_id=batch_id, action=action, user_id=user_id,

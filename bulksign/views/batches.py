@@ -22,7 +22,7 @@ from ..logs import log
 from ..models import Batch, utcnow
 from ..reminders import reminder_schedule
 from ..storage import StorageError, get_storage
-from .reminders import extend_days_field as _extend_days, with_skips as _with_skips
+from .reminders import background_message, extend_days_field as _extend_days, with_skips as _with_skips
 
 bp = Blueprint("batches", __name__, url_prefix="/batches")
 logger = logging.getLogger(__name__)
@@ -130,7 +130,7 @@ def _message(outcome: BulkOutcome) -> tuple[str, str]:
     """What a finished bulk action tells the user, and the flash category."""
     n = outcome.done
     if outcome.in_background:
-        return _background_message(outcome.in_background), "info"
+        return background_message(outcome.in_background), "info"
     if outcome.action == "cancel_batch":
         return _("The batch is cancelled: %(n)s requests stopped and their links no longer work.", n=n), "success"
     if outcome.action == "cancel":
@@ -148,12 +148,7 @@ def _in_background(batch_id: int, action: str, flt: RecipientFilter, matching: i
     enqueue_bulk(action=action, batch_id=batch_id, user_id=current_user.id, flt=flt, extend_days=_extend_days())
     log(logger, logging.INFO, "bulk action queued", batch_id=batch_id, action=action, requests=matching,
         user_id=current_user.id)
-    flash(_background_message(matching), "info")
-
-
-def _background_message(n: int) -> str:
-    return _("The action is being applied to %(n)s recipients in the background; the progress bar shows it "
-             "as it happens.", n=n)
+    flash(background_message(matching), "info")
 
 
 @bp.post("/<int:batch_id>/actions")
