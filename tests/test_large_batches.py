@@ -54,6 +54,15 @@ def _api(users):
     return {"Authorization": f"Bearer {secret}"}
 
 
+def _staff_post(client, auth, batch_id: int, route: str, **form):
+    """A staff user's form post from the batch page; the redirect back to it."""
+    auth.login()
+    page = client.get(f"/batches/{batch_id}")
+    response = client.post(f"/batches/{batch_id}/{route}", data={**form, "csrf_token": csrf_from(page)})
+    assert response.status_code == 302
+    return response
+
+
 def test_the_api_cancels_a_batch_of_200000_open_requests(client, users, run_jobs):
     batch_id = _big_batch(users["staff"], status="sent")
     response = client.post(f"/api/v1/batches/{batch_id}/cancel", headers=_api(users))
@@ -67,11 +76,7 @@ def test_the_api_cancels_a_batch_of_200000_open_requests(client, users, run_jobs
 
 def test_the_web_cancels_a_batch_of_more_open_requests_than_one_statement_takes(client, auth, users, run_jobs):
     batch_id = _big_batch(users["staff"], status="pending", count=OVER_LIMIT)
-    auth.login()
-    page = client.get(f"/batches/{batch_id}")
-    response = client.post(f"/batches/{batch_id}/actions", data={"action": "cancel_batch",
-                                                                  "csrf_token": csrf_from(page)})
-    assert response.status_code == 302
+    response = _staff_post(client, auth, batch_id, "actions", action="cancel_batch")
     assert "in the background" in client.get(response.headers["Location"]).get_data(as_text=True)
     assert db.session.get(Batch, batch_id).status == "cancelled"  # at once; the job stops the requests
     run_jobs("default")
@@ -80,11 +85,7 @@ def test_the_web_cancels_a_batch_of_more_open_requests_than_one_statement_takes(
 
 def test_cancel_all_matching_reaches_every_request_past_one_statements_limit(client, auth, users, run_jobs):
     batch_id = _big_batch(users["staff"], status="sent", count=OVER_LIMIT)
-    auth.login()
-    page = client.get(f"/batches/{batch_id}")
-    response = client.post(f"/batches/{batch_id}/actions", data={
-        "action": "cancel", "select_all": "1", "status": "", "q": "", "csrf_token": csrf_from(page)})
-    assert response.status_code == 302
+    _staff_post(client, auth, batch_id, "actions", action="cancel", select_all="1", status="", q="")
     run_jobs("default")
     assert _statuses(batch_id) == {"cancelled": OVER_LIMIT}
 
@@ -126,11 +127,7 @@ def test_remind_all_not_signed_on_a_big_batch_runs_as_a_job(client, auth, users,
     db.session.execute(text("UPDATE signing_requests SET sent_at = now() - interval '3 days' WHERE batch_id = :b"),
                        {"b": batch_id})
     db.session.commit()
-    auth.login()
-    page = client.get(f"/batches/{batch_id}")
-    response = client.post(f"/batches/{batch_id}/remind", data={"selector": "not_signed",
-                                                                "csrf_token": csrf_from(page)})
-    assert response.status_code == 302
+    response = _staff_post(client, auth, batch_id, "remind", selector="not_signed")
     assert "1500 recipients in the background" in client.get(response.headers["Location"]).get_data(as_text=True)
     assert db.session.scalar(select(func.count()).select_from(OutgoingMail).where(OutgoingMail.kind == "reminder")) == 0
     run_jobs("default")
