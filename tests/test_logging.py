@@ -76,3 +76,13 @@ def test_gunicorn_access_log_hides_signing_tokens_and_the_bounce_secret(tmp_path
     assert "/sign/<token>" in output and "/webhooks/bounces?token=<redacted>" in output
     assert "/webhooks/bounces?%74oken=<redacted>" in output
     assert secret not in output and secret[1:] not in output
+
+
+def test_the_development_servers_request_lines_hide_tokens_however_the_path_is_spelt():
+    from bulksign.views.signing import RedactSigningTokens
+
+    for path in ("/sign/SecretTok3n", "//sign/SecretTok3n", "/%73ign/SecretTok3n", "/sign/%53ecretTok3n/document"):
+        record = logging.LogRecord("werkzeug", logging.INFO, __file__, 1, '127.0.0.1 - - "GET %s HTTP/1.1" 200 -',
+                                   (path,), None)
+        RedactSigningTokens().filter(record)
+        assert "ecretTok3n" not in record.getMessage() and "/sign/<token>" in record.getMessage(), path
