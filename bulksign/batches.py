@@ -133,10 +133,10 @@ def batch_for_action(session: Session, *, batch_id: int, user: User) -> Batch:
     return batch
 
 
-def _cancel(session: Session, *, request_ids: list[int], user: User, now: datetime) -> tuple[int, ...]:
+def _cancel(session: Session, *, request_ids: list[int], actor: str, now: datetime) -> tuple[int, ...]:
     # Clearing token_hash kills links already mailed; queued mails of these requests are not sent.
     won = transition(session, request_ids, frm=CANCELLABLE, to=Status.CANCELLED, now=now,
-                     actor=f"user:{user.id}", token_hash=None).won
+                     actor=actor, token_hash=None).won
     for part in slices(won):
         session.execute(
             update(OutgoingMail).where(OutgoingMail.request_id.in_(part), OutgoingMail.status == "queued")
@@ -162,7 +162,7 @@ def open_request_ids(session: Session, *, batch_id: int) -> list[int]:
 def cancel_batch(session: Session, *, batch_id: int, user: User, now: datetime) -> CancelResult:
     """Stop a batch: every request not yet final is cancelled and its link dies. The caller commits."""
     stop_batch(session, batch_id=batch_id, user=user, now=now)
-    won = _cancel(session, request_ids=open_request_ids(session, batch_id=batch_id), user=user, now=now)
+    won = _cancel(session, request_ids=open_request_ids(session, batch_id=batch_id), actor=f"user:{user.id}", now=now)
     log(logger, logging.INFO, "batch cancelled", batch_id=batch_id, user_id=user.id, requests=len(won))
     return CancelResult(batch_id=batch_id, cancelled=won)
 
@@ -174,10 +174,22 @@ def cancel_requests(session: Session, *, request_ids: Iterable[int], user: User,
         select(SigningRequest.batch_id).where(SigningRequest.id.in_(part)).distinct())}
     for batch_id in batch_ids:
         batch_for_action(session, batch_id=batch_id, user=user)
-    won = _cancel(session, request_ids=ids, user=user, now=now)
+    won = _cancel(session, request_ids=ids, actor=f"user:{user.id}", now=now)
     refresh_batch_statuses(session, now=now, batch_ids=batch_ids)
     log(logger, logging.INFO, "requests cancelled", user_id=user.id, requests=len(won))
     return CancelResult(batch_id=batch_ids.pop() if len(batch_ids) == 1 else None, cancelled=won)
+
+
+def cancel_if_batch_stopped(session: Session, *, request_ids: Iterable[int], now: datetime) -> set[int]:
+    """Cancel those of ``request_ids`` whose batch is cancelled, and return them. The caller commits.
+
+    A big batch's cancel stops the batch at once and its requests in a job; the pipeline asks this
+    first, so no document is rendered and no invitation sent for a batch that was already stopped.
+    """
+    stopped = [i for part in slices(sorted(set(request_ids))) for i in session.scalars(
+        select(SigningRequest.id).join(Batch, Batch.id == SigningRequest.batch_id)
+        .where(SigningRequest.id.in_(part), Batch.status == CANCELLED))]
+    return set(_cancel(session, request_ids=stopped, actor="system", now=now)) if stopped else set()
 
 
 def batch_for_retry(session: Session, *, batch_id: int, user: User) -> Batch:

@@ -132,3 +132,27 @@ def test_remind_all_not_signed_on_a_big_batch_runs_as_a_job(client, auth, users,
     assert db.session.scalar(select(func.count()).select_from(OutgoingMail).where(OutgoingMail.kind == "reminder")) == 0
     run_jobs("default")
     assert db.session.scalar(select(func.count()).select_from(OutgoingMail).where(OutgoingMail.kind == "reminder")) == 1500
+
+
+
+def test_a_stopped_batch_renders_and_sends_nothing_more_while_its_cancel_job_waits(app, users, smtp, run_jobs):
+    from bulksign.batches import stop_batch
+    from bulksign.models import Document, User, utcnow
+    from bulksign.pipeline import enqueue_renders
+    from tests.support.batches import request_ids, requests_of
+
+    staff_id = users["staff"].id
+    rendered = make_batch(now=NOW, user=users["staff"], recipients=2, name="Rendered")
+    enqueue_renders(request_ids(rendered))
+    run_jobs("pdf")  # invitations queued, not sent yet
+    staff = db.session.get(User, staff_id)
+    pending = make_batch(now=NOW, user=staff, recipients=2, name="Pending")
+    enqueue_renders(request_ids(pending))
+    for batch_id in (rendered, pending):  # as a big cancel does, before its job reaches the requests
+        stop_batch(db.session, batch_id=batch_id, user=staff, now=utcnow())
+    db.session.commit()
+    run_jobs("pdf", "mail")
+    assert [r.status for r in requests_of(rendered) + requests_of(pending)] == ["cancelled"] * 4
+    assert smtp.received == []
+    assert db.session.scalar(select(func.count()).select_from(Document).join(
+        SigningRequest, SigningRequest.id == Document.request_id).where(SigningRequest.batch_id == pending)) == 0
