@@ -28,6 +28,7 @@ def create_app(config: dict | None = None) -> Flask:
     migrate.init_app(app, db, directory=str(BASE_DIR / "migrations"), render_as_batch=True)
     mail.init_app(app)
     errors.guard_forms(app)
+    errors.guard_json(app)
     csrf.init_app(app)
     limiter.init_app(app)
     i18n.init_app(app)

@@ -16,6 +16,16 @@ from .extensions import db, login_manager
 from .models import User, utcnow
 
 
+#: Staff pages: scripts and styles from this site only (the vendored htmx, dashboard.js, staff.js), no inline
+#: script; inline style attributes stay (the progress bar's widths, htmx's indicator style).
+STAFF_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+             "object-src 'none'; form-action 'self'; base-uri 'none'; frame-ancestors 'self'")
+#: rq-dashboard's own pages run inline scripts; admins only, and still nothing from other sites.
+RQ_DASHBOARD_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+                    "img-src 'self' data:; object-src 'none'; form-action 'self'; base-uri 'none'; "
+                    "frame-ancestors 'self'")
+
+
 def public(view):
     """Mark a view as open to anonymous visitors (login, signing, verification, tracking, health)."""
     view._bulksign_public = True
@@ -91,9 +101,19 @@ def init_app(app: Flask) -> None:
         return None
 
     @app.after_request
-    def _not_framed_by_other_sites(response):
+    def _security_headers(response):
         # Staff pages carry one-click actions (cancel a batch, revoke a key): no other site may frame them
         # (clickjacking). Same-origin framing stays: the template page shows its PDF preview in an iframe.
         response.headers.setdefault("X-Frame-Options", "SAMEORIGIN")
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        # Recipient pages set their own, stricter policy first.
+        response.headers.setdefault("Content-Security-Policy",
+                                    RQ_DASHBOARD_CSP if request.blueprint == "rq_dashboard" else STAFF_CSP)
+        if current_app.config.get("HSTS"):
+            response.headers.setdefault("Strict-Transport-Security", current_app.config["HSTS"])
+        view = current_app.view_functions.get(request.endpoint) if request.endpoint not in (None, "static") else None
+        if view is not None and not getattr(view, "_bulksign_public", False):
+            # Staff pages and API answers show recipients' names, addresses and data: no cache keeps a copy.
+            response.headers["Cache-Control"] = "no-store"
+            response.headers.pop("Expires", None)
         return response

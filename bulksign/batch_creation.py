@@ -7,12 +7,13 @@ repeat return the batch the first call created: the unique constraint on
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import available_timezones
 
 from redis.exceptions import RedisError
 from sqlalchemy import insert, select
@@ -123,13 +124,17 @@ def settings_from_form(form: Mapping[str, str], *, default_name: str) -> BatchSe
         if quiet[0] == quiet[1]:
             raise BatchError("Quiet hours must start and end at different hours.", "quiet_hours_end")
     timezone = given("timezone") or "UTC"
-    try:
-        ZoneInfo(timezone)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise BatchError(f"Unknown time zone {timezone[:60]!r}; use a name such as Europe/Berlin.", "timezone") from None
+    # By name from the list, not by trying ZoneInfo: "America" is a folder of the zone database (an OSError).
+    if timezone not in _time_zones():
+        raise BatchError(f"Unknown time zone {timezone[:60]!r}; use a name such as Europe/Berlin.", "timezone")
     return BatchSettings(name=name, deadline_days=deadline, reminder_days=tuple(sorted(set(days))),
                          max_reminders=max_reminders, reply_to=reply_to, language=language,
                          quiet_hours_start=quiet[0], quiet_hours_end=quiet[1], timezone=timezone)
+
+
+@functools.cache
+def _time_zones() -> frozenset[str]:
+    return frozenset(available_timezones())
 
 
 def find_by_key(session: Session, *, user_id: int, idempotency_key: str) -> Batch | None:

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from . import batch_counts
 from .logs import log
 from .models import Batch, OutgoingMail, SigningRequest, User
+from .slicing import slices
 from .states import FINAL, WORKING, Status, transition
 
 logger = logging.getLogger(__name__)
@@ -132,40 +133,71 @@ def batch_for_action(session: Session, *, batch_id: int, user: User) -> Batch:
     return batch
 
 
-def _cancel(session: Session, *, request_ids: list[int], user: User, now: datetime) -> tuple[int, ...]:
+def _cancel(session: Session, *, request_ids: list[int], actor: str, now: datetime) -> tuple[int, ...]:
     # Clearing token_hash kills links already mailed; queued mails of these requests are not sent.
     won = transition(session, request_ids, frm=CANCELLABLE, to=Status.CANCELLED, now=now,
-                     actor=f"user:{user.id}", token_hash=None).won
-    if won:
+                     actor=actor, token_hash=None).won
+    for part in slices(won):
         session.execute(
-            update(OutgoingMail).where(OutgoingMail.request_id.in_(won), OutgoingMail.status == "queued")
+            update(OutgoingMail).where(OutgoingMail.request_id.in_(part), OutgoingMail.status == "queued")
             .values(status="cancelled")
         )
     return won
 
 
-def cancel_batch(session: Session, *, batch_id: int, user: User, now: datetime) -> CancelResult:
-    """Stop a batch: every request not yet final is cancelled and its link dies. The caller commits."""
+def stop_batch(session: Session, *, batch_id: int, user: User, now: datetime) -> None:
+    """Mark a batch cancelled without touching its requests (``open_request_ids`` then go through
+    ``cancel_requests`` in slices, in a job). The caller commits."""
     batch = batch_for_action(session, batch_id=batch_id, user=user)
-    ids = session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch_id,
-                                                           SigningRequest.status.in_(CANCELLABLE))).all()
-    won = _cancel(session, request_ids=list(ids), user=user, now=now)
     session.execute(update(Batch).where(Batch.id == batch.id, Batch.status != CANCELLED)
                     .values(status=CANCELLED, cancelled_at=now, finished_at=now))
+
+
+def open_request_ids(session: Session, *, batch_id: int) -> list[int]:
+    """The batch's requests a cancel would stop, in id order."""
+    return list(session.scalars(select(SigningRequest.id).where(
+        SigningRequest.batch_id == batch_id, SigningRequest.status.in_(CANCELLABLE)).order_by(SigningRequest.id)))
+
+
+def cancel_batch(session: Session, *, batch_id: int, user: User, now: datetime) -> CancelResult:
+    """Stop a batch: every request not yet final is cancelled and its link dies. The caller commits."""
+    stop_batch(session, batch_id=batch_id, user=user, now=now)
+    won = _cancel(session, request_ids=open_request_ids(session, batch_id=batch_id), actor=f"user:{user.id}", now=now)
     log(logger, logging.INFO, "batch cancelled", batch_id=batch_id, user_id=user.id, requests=len(won))
     return CancelResult(batch_id=batch_id, cancelled=won)
 
 
 def cancel_requests(session: Session, *, request_ids: Iterable[int], user: User, now: datetime) -> CancelResult:
     """Cancel some requests (of batches the user may act on); the batch closes if nothing is left. The caller commits."""
-    ids = list(request_ids)
-    batch_ids = set(session.scalars(select(SigningRequest.batch_id).where(SigningRequest.id.in_(ids))).all())
+    ids = sorted(set(request_ids))
+    batch_ids = {batch_id for part in slices(ids) for batch_id in session.scalars(
+        select(SigningRequest.batch_id).where(SigningRequest.id.in_(part)).distinct())}
     for batch_id in batch_ids:
         batch_for_action(session, batch_id=batch_id, user=user)
-    won = _cancel(session, request_ids=ids, user=user, now=now)
+    won = _cancel(session, request_ids=ids, actor=f"user:{user.id}", now=now)
     refresh_batch_statuses(session, now=now, batch_ids=batch_ids)
     log(logger, logging.INFO, "requests cancelled", user_id=user.id, requests=len(won))
     return CancelResult(batch_id=batch_ids.pop() if len(batch_ids) == 1 else None, cancelled=won)
+
+
+def cancel_if_batch_stopped(session: Session, *, request_ids: Iterable[int], now: datetime) -> set[int]:
+    """Cancel those of ``request_ids`` whose batch is cancelled, and return them. The caller commits.
+
+    A big batch's cancel stops the batch at once and its requests in a job; the pipeline asks this
+    first, so no document is rendered and no invitation sent for a batch that was already stopped.
+    """
+    stopped = [i for part in slices(sorted(set(request_ids))) for i in session.scalars(
+        select(SigningRequest.id).join(Batch, Batch.id == SigningRequest.batch_id)
+        .where(SigningRequest.id.in_(part), Batch.status == CANCELLED))]
+    return set(_cancel(session, request_ids=stopped, actor="system", now=now)) if stopped else set()
+
+
+def batch_for_retry(session: Session, *, batch_id: int, user: User) -> Batch:
+    """The batch, if the user may retry its failed requests; else ``BatchActionError``."""
+    batch = batch_for_action(session, batch_id=batch_id, user=user)
+    if batch.status == CANCELLED:
+        raise BatchActionError("The batch was cancelled; its requests cannot be retried.", 409)
+    return batch
 
 
 def retry_failed(session: Session, *, batch_id: int, user: User, now: datetime,
@@ -175,14 +207,15 @@ def retry_failed(session: Session, *, batch_id: int, user: User, now: datetime,
     Compare-and-set: a second click finds nothing failed and retries nothing. Each retried request
     gets a fresh link and so a fresh invitation (the failed one never reached the recipient).
     """
-    batch = batch_for_action(session, batch_id=batch_id, user=user)
-    if batch.status == CANCELLED:
-        raise BatchActionError("The batch was cancelled; its requests cannot be retried.", 409)
+    batch_for_retry(session, batch_id=batch_id, user=user)
     query = select(SigningRequest.id).where(SigningRequest.batch_id == batch_id,
                                             SigningRequest.status == Status.FAILED)
-    if request_ids is not None:
-        query = query.where(SigningRequest.id.in_(list(request_ids)))
-    won = transition(session, session.scalars(query).all(), frm=Status.FAILED, to=Status.PENDING, now=now,
+    if request_ids is None:
+        failed = list(session.scalars(query))
+    else:
+        failed = [i for part in slices(sorted(set(request_ids)))
+                  for i in session.scalars(query.where(SigningRequest.id.in_(part)))]
+    won = transition(session, failed, frm=Status.FAILED, to=Status.PENDING, now=now,
                      actor=f"user:{user.id}", attempts=0, error_message=None, token_hash=None,
                      token_nonce=None).won
     if won:

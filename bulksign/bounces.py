@@ -11,13 +11,14 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import JSON, String, insert, literal, select, update
+from sqlalchemy import JSON, String, func, insert, literal, select, update
 from sqlalchemy.orm import Session
 
 from .batches import COMPLETED, PARTIALLY_FAILED, refresh_batch_statuses
 from .logs import log
 from .mailer import cancel_queued
 from .models import Batch, Event, OutgoingMail, SigningRequest, UTCDateTime
+from .slicing import slices
 from .states import DISPATCHED, Status, transition
 from .suppressions import suppress
 
@@ -63,7 +64,7 @@ def parse_bounce(payload: object) -> list[BounceReport]:
             return []
         try:
             payload = json.loads(payload.get("Message") or "")
-        except ValueError:
+        except (ValueError, RecursionError):
             raise BounceFormatError("The SNS Message is not JSON.") from None
         if not isinstance(payload, dict):
             raise BounceFormatError("The SNS Message must be a JSON object.")
@@ -136,8 +137,9 @@ def _reported_requests(session: Session, report: BounceReport, *, statuses) -> l
         mid = report.message_id if report.message_id.startswith("<") else f"<{report.message_id}>"
         return list(session.scalars(select(OutgoingMail.request_id).where(
             OutgoingMail.request_id.is_not(None), OutgoingMail.message_id == mid)))
+    # Providers report the address in their own case (often lowered); the stored one is as the file spelt it.
     return list(session.scalars(select(SigningRequest.id).where(
-        SigningRequest.email == report.email, SigningRequest.status.in_([s.value for s in statuses]))))
+        func.lower(SigningRequest.email) == report.email, SigningRequest.status.in_([s.value for s in statuses]))))
 
 
 def _suppress_reported(session: Session, report: BounceReport, request_ids: list[int], *, source: str,
@@ -189,10 +191,12 @@ def record_bounce(session: Session, *, report: BounceReport, now: datetime) -> B
     reason = f"The recipient's mail server returned the invitation: {report.reason}"
     won = transition(session, list(ids), frm=BOUNCEABLE, to=Status.BOUNCED, now=now, error_message=reason,
                      details={"reason": report.reason[:500], "source": "webhook"}).won
-    if won:
-        session.execute(update(OutgoingMail).where(OutgoingMail.request_id.in_(won), OutgoingMail.status == "sent")
+    batch_ids: set[int] = set()
+    for part in slices(won):
+        session.execute(update(OutgoingMail).where(OutgoingMail.request_id.in_(part), OutgoingMail.status == "sent")
                         .values(status="bounced", error=reason))
-        batch_ids = set(session.scalars(select(SigningRequest.batch_id).where(SigningRequest.id.in_(won))).all())
+        batch_ids.update(session.scalars(select(SigningRequest.batch_id).where(SigningRequest.id.in_(part))))
+    if won:
         refresh_batch_statuses(session, now=now, batch_ids=batch_ids)
         # A finished batch with a late bounce did not fully succeed after all.
         session.execute(update(Batch).where(Batch.id.in_(batch_ids), Batch.status == COMPLETED)

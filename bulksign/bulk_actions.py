@@ -1,26 +1,37 @@
 """Staff actions on many requests at once, through the domain function that owns each action.
 
-The dashboard runs small selections in the request and hands large ones ("select all N
-matching") to a job on the ``default`` queue, so a 100,000-row reminder never holds a web worker.
+The dashboard and the API run small selections in the request and hand large ones ("select all N
+matching", a big batch's cancel, a long id list) to a job on the ``default`` queue, so a 200,000-row
+cancel never holds a web worker. The job commits one slice at a time: its row locks are brief and
+the progress bar moves while it runs.
 """
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .batches import cancel_batch, cancel_requests, retry_failed
-from .models import User
+from . import batch_counts
+from .batches import (CANCELLABLE, batch_for_action, batch_for_retry, cancel_batch, cancel_requests,
+                      open_request_ids, retry_failed, stop_batch)
+from .dashboard import RecipientFilter
+from .extensions import get_queue
+from .models import SigningRequest, User
 from .pipeline import enqueue_sends
 from .reconciler import revive_renders
 from .reminders import send_manual_reminders
 from .resend import resend_with_new_link
+from .states import WAITING_FOR_RECIPIENT, Status
 
 #: Actions on selected requests; ``cancel_batch`` acts on the whole batch.
 ACTIONS = ("remind", "resend", "retry", "cancel")
 #: Larger selections run in a job.
 INLINE_LIMIT = 1000
+#: Requests a background bulk job acts on per commit.
+JOB_SLICE = 1000
 
 
 @dataclass(frozen=True)
@@ -32,20 +43,39 @@ class BulkOutcome:
     skipped: dict[str, int] = field(default_factory=dict)
     mail_ids: tuple[int, ...] = field(default=(), repr=False)
     render_ids: tuple[int, ...] = field(default=(), repr=False)
+    #: Requests left to the background job ``follow_up`` queues (a big batch's cancel has stopped the batch already).
+    in_background: int = 0
+    job: dict | None = field(default=None, repr=False)
 
 
-def apply_action(session: Session, *, action: str, batch_id: int, request_ids: list[int], user: User,
-                 now: datetime, extend_days: int | None = None) -> BulkOutcome:
-    """Run one bulk action. The caller commits, then calls ``follow_up``. Refusals raise ``BatchActionError``."""
+def apply_action(session: Session, *, action: str, batch_id: int, request_ids: list[int] | None, user: User,
+                 now: datetime, extend_days: int | None = None, selector: str | None = None,
+                 inline: bool = False) -> BulkOutcome:
+    """Run one bulk action, or prepare its job past ``INLINE_LIMIT`` requests (``inline``: the job itself runs
+    it). The caller commits, then calls ``follow_up``. Refusals raise ``BatchActionError``. ``request_ids``
+    None: all the batch's failed (retry), or the requests ``selector`` names (remind)."""
     if action == "cancel_batch":
+        if (n := open_count(session, batch_id=batch_id)) > INLINE_LIMIT and not inline:
+            stop_batch(session, batch_id=batch_id, user=user, now=now)
+            return _later("cancel", n, batch_id=batch_id, user=user)
         return BulkOutcome(action, len(cancel_batch(session, batch_id=batch_id, user=user, now=now).cancelled))
+    if request_ids is not None:
+        n = len(request_ids)
+    else:
+        n = failed_count(session, batch_id=batch_id) if action == "retry" else waiting_count(session, batch_id=batch_id)
+    if n > INLINE_LIMIT and not inline:
+        # Refuse now what the job would refuse; the rest of the checks are per request, in the job.
+        (batch_for_retry if action == "retry" else batch_for_action)(session, batch_id=batch_id, user=user)
+        return _later(action, n, batch_id=batch_id, user=user, request_ids=request_ids, extend_days=extend_days,
+                      selector=selector)
     if action == "cancel":
         return BulkOutcome(action, len(cancel_requests(session, request_ids=request_ids, user=user, now=now).cancelled))
     if action == "retry":
         retried = retry_failed(session, batch_id=batch_id, user=user, now=now, request_ids=request_ids).retried
         return BulkOutcome(action, len(retried), render_ids=tuple(retried))
     if action == "remind":
-        result = send_manual_reminders(session, batch_id=batch_id, user=user, now=now, request_ids=request_ids)
+        result = send_manual_reminders(session, batch_id=batch_id, user=user, now=now, request_ids=request_ids,
+                                       selector=selector if request_ids is None else None)
         return BulkOutcome(action, result.queued, dict(result.skipped), mail_ids=tuple(result.mail_ids))
     if action == "resend":
         result = resend_with_new_link(session, request_ids=request_ids, user=user, now=now, extend_days=extend_days)
@@ -53,9 +83,59 @@ def apply_action(session: Session, *, action: str, batch_id: int, request_ids: l
     raise ValueError(f"unknown bulk action {action!r}")
 
 
+def _later(action: str, n: int, *, batch_id: int, user: User, request_ids: list[int] | None = None,
+           extend_days: int | None = None, selector: str | None = None) -> BulkOutcome:
+    return BulkOutcome(action, 0, in_background=n, job={
+        "action": action, "batch_id": batch_id, "user_id": user.id, "request_ids": request_ids,
+        "extend_days": extend_days, "selector": selector})
+
+
 def follow_up(outcome: BulkOutcome) -> None:
-    """After the commit: queue the mails and renders the action created."""
+    """After the commit: queue the mails and renders the action created, or the job that does the action."""
     if outcome.mail_ids:
         enqueue_sends(list(outcome.mail_ids))
     if outcome.render_ids:
         revive_renders(list(outcome.render_ids))
+    if outcome.job:
+        enqueue_bulk(**outcome.job)
+
+
+def open_count(session: Session, *, batch_id: int) -> int:
+    """How many requests a cancel of the whole batch would stop (from the counters)."""
+    counts = batch_counts.counters(session, [batch_id])[batch_id]
+    return sum(counts[status] for status in CANCELLABLE)
+
+
+def failed_count(session: Session, *, batch_id: int) -> int:
+    """How many failed requests a retry of the whole batch would take up (from the counters)."""
+    return batch_counts.counters(session, [batch_id])[batch_id]["failed"]
+
+
+def waiting_count(session: Session, *, batch_id: int) -> int:
+    """How many requests wait for their recipient (what a remind-all may reach; from the counters)."""
+    counts = batch_counts.counters(session, [batch_id])[batch_id]
+    return sum(counts[status] for status in WAITING_FOR_RECIPIENT)
+
+
+def reachable_ids(session: Session, *, action: str, batch_id: int) -> list[int]:
+    """Every request of the batch a whole-batch ``cancel`` or ``retry`` acts on, in id order."""
+    if action == "cancel":
+        return open_request_ids(session, batch_id=batch_id)
+    if action == "retry":
+        return list(session.scalars(select(SigningRequest.id).where(
+            SigningRequest.batch_id == batch_id, SigningRequest.status == Status.FAILED).order_by(SigningRequest.id)))
+    raise ValueError(f"no whole-batch selection for {action!r}")
+
+
+def enqueue_bulk(*, action: str, batch_id: int, user_id: int, request_ids: list[int] | None = None,
+                 flt: RecipientFilter | None = None, extend_days: int | None = None,
+                 selector: str | None = None) -> str:
+    """Run ``action`` in a background job on ``request_ids``, on the rows matching ``flt``, or (neither given)
+    on the ``selector``'s requests (remind) or ``reachable_ids``; returns the job's id."""
+    if flt is not None:
+        func, args = "bulksign.jobs.bulk.apply_to_filter", (batch_id, action, user_id, flt.status, flt.q, extend_days)
+    else:
+        func, args = "bulksign.jobs.bulk.apply_to_ids", (batch_id, action, user_id, request_ids, extend_days, selector)
+    job = get_queue("default").enqueue(func, *args, job_id=f"bulk-{batch_id}-{action}-{uuid.uuid4().hex[:12]}",
+                                       job_timeout=3600, result_ttl=3600, failure_ttl=86400)
+    return job.id

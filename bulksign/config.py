@@ -103,7 +103,9 @@ def load_config(overrides: dict | None = None) -> dict:
         "WORKER_MAX_JOBS": _int("WORKER_MAX_JOBS", 0),
         "WORKER_MAX_RSS_MB": _int("WORKER_MAX_RSS_MB", 1024),
         "MAX_UPLOAD_MB": _int("MAX_UPLOAD_MB", 50),
-        "SESSION_COOKIE_SECURE": _bool(env.get("SESSION_COOKIE_SECURE", "false")),
+        # Empty: secure when APP_URL is https (see _derive).
+        "SESSION_COOKIE_SECURE": env.get("SESSION_COOKIE_SECURE", ""),
+        "HSTS_SECONDS": _int("HSTS_SECONDS", 31_536_000),
         "VAR_DIR": str(VAR_DIR),
         "LOG_JSON": _bool(env.get("LOG_JSON", "true")),
     }
@@ -167,6 +169,13 @@ def _derive(cfg: dict) -> None:
     # processes that serve no requests (workers, scheduler, one-shot commands) turn it off (wsgi.py).
     cfg.setdefault("RATELIMIT_IN_MEMORY_FALLBACK_ENABLED", True)
     cfg["RQ_DASHBOARD_REDIS_URL"] = cfg["REDIS_URL"]
+    # Behind TLS (APP_URL https) cookies never travel over plain http, links are built https, and browsers
+    # are told to come back over https only; SESSION_COOKIE_SECURE=false still opts out (a TLS-less test rig).
+    https = urlsplit(cfg["APP_URL"]).scheme == "https"
+    secure = cfg["SESSION_COOKIE_SECURE"]
+    cfg["SESSION_COOKIE_SECURE"] = https if secure in ("", None) else _bool(str(secure))
+    cfg["PREFERRED_URL_SCHEME"] = "https" if https else "http"
+    cfg["HSTS"] = f"max-age={cfg['HSTS_SECONDS']}" if https and cfg["HSTS_SECONDS"] > 0 else None
     cfg["SESSION_COOKIE_HTTPONLY"] = True
     cfg["SESSION_COOKIE_SAMESITE"] = "Lax"
     cfg["REMEMBER_COOKIE_HTTPONLY"] = True

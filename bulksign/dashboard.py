@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, defer
 
 from .batches import BATCH_FINAL, BatchCounts, counts_for
 from .models import Batch, DocumentTemplate, Event, OutgoingMail, SigningRequest, TemplateVersion, User
+from .slicing import slices
 from .states import WORKING, Status
 
 #: Words for request and batch states, and for the table's extra filters.
@@ -250,7 +251,7 @@ def decode_cursor(flt: RecipientFilter, cursor: str) -> tuple[object, int]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         sort, desc, value, last_id = json.loads(raw)
-    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
+    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError, RecursionError):
         raise DashboardError("The page cursor is not valid; start again from the first page.") from None
     if sort != flt.sort or bool(desc) != flt.desc or not isinstance(last_id, int):
         raise DashboardError("The page cursor belongs to another sort order; start again from the first page.")
@@ -340,10 +341,9 @@ def resolve_selection(session: Session, *, batch_id: int, request_ids: list[int]
         return Selection(request_ids=tuple(ids))
     if not request_ids:
         return Selection(request_ids=())
-    mine = session.scalars(
-        select(SigningRequest.id).where(SigningRequest.batch_id == batch_id, SigningRequest.id.in_(request_ids))
-        .order_by(SigningRequest.id)
-    ).all()
+    mine = [i for part in slices(sorted(set(request_ids))) for i in session.scalars(
+        select(SigningRequest.id).where(SigningRequest.batch_id == batch_id, SigningRequest.id.in_(part))
+        .order_by(SigningRequest.id))]
     return Selection(request_ids=tuple(mine))
 
 

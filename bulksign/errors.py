@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 
 from flask import Flask, abort, jsonify, render_template, request
+from flask.json.provider import DefaultJSONProvider
 from flask_babel import gettext as _
 from flask_wtf.csrf import CSRFError
 from sqlalchemy.exc import DataError
@@ -38,6 +39,22 @@ def guard_forms(app: Flask) -> None:
     def _nameless_form_fields():
         if request.method in ("POST", "PUT", "PATCH", "DELETE") and any(not isinstance(k, str) for k in request.form):
             abort(400, description=_("The form could not be read. Go back, reload the page and try again."))
+
+
+class _BoundedJSON(DefaultJSONProvider):
+    """Flask's JSON, but a body nested deeper than the parser can recurse is bad input, not a crash."""
+
+    def loads(self, s, **kwargs):
+        try:
+            return super().loads(s, **kwargs)
+        except RecursionError:
+            # A ValueError is what request.get_json() turns into a 400 (or None when silent).
+            raise ValueError("JSON nested too deeply") from None
+
+
+def guard_json(app: Flask) -> None:
+    """Every ``request.get_json()`` of the app parses through ``_BoundedJSON``."""
+    app.json = _BoundedJSON(app)
 
 
 def init_app(app: Flask) -> None:

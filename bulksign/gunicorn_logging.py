@@ -3,22 +3,19 @@ from __future__ import annotations
 
 from gunicorn.glogging import Logger
 
-from .logs import redact_path, redact_query
+from .logs import LOG_TARGET, redact_path, redact_query
 
 
 class RedactingLogger(Logger):
     def atoms(self, resp, req, environ, request_time):
         atoms = super().atoms(resp, req, environ, request_time)
-        # A request gunicorn answers itself (a worker killed mid-request: 500) has no PATH_INFO nor QUERY_STRING.
-        path = atoms.get("U") or ""
-        safe = redact_path(path)
-        if safe != path:
-            atoms["U"] = safe
-            atoms["r"] = atoms.get("r", "").replace(path, safe)
-            atoms["q"] = ""
-        query = atoms.get("q") or ""
-        safe_query = redact_query(query)
-        if safe_query != query:
-            atoms["q"] = safe_query
-            atoms["r"] = atoms.get("r", "").replace(query, safe_query)
+        # What the app matched (after decoding) decides what is secret; a request it never saw (a killed
+        # worker, a refused request line) falls back to reading the path as the router would.
+        target = environ.get(LOG_TARGET)
+        if target is None:
+            query = redact_query(atoms.get("q") or "")
+            target = redact_path(atoms.get("U") or "") + (f"?{query}" if query else "")
+        path, _, query = target.partition("?")
+        atoms["U"], atoms["q"] = path, query
+        atoms["r"] = f"{environ.get('REQUEST_METHOD', '-')} {target} {environ.get('SERVER_PROTOCOL', '-')}"
         return atoms

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import uuid
 from datetime import datetime, timezone
+from urllib.parse import unquote, unquote_plus
 
 from flask import Flask, g, has_request_context, request
 
@@ -20,7 +22,7 @@ class JsonFormatter(logging.Formatter):
         }
         if has_request_context():
             line["request_id"] = getattr(g, "request_id", None)
-            line["path"] = redact_path(request.path)
+            line["path"] = request_log_target().partition("?")[0]
         job_id = _current_job_id()
         if job_id:
             line["job_id"] = job_id
@@ -32,6 +34,9 @@ class JsonFormatter(logging.Formatter):
 
 
 def redact_path(path: str) -> str:
+    """A path with the signing token or tracking mac replaced by ``<token>``, read as the router reads it:
+    percent-decoded, slashes merged (``//sign/…`` and ``/%73ign/…`` are ``/sign/…``)."""
+    path = re.sub(r"/{2,}", "/", unquote(path or ""))
     # A signing token is a secret: it never reaches a log line.
     for prefix in ("/sign/", "/t/", "/track/"):
         if path.startswith(prefix):
@@ -41,17 +46,35 @@ def redact_path(path: str) -> str:
 
 #: Query parameters that carry secrets (the bounce webhook's ``?token=`` for providers that only take a URL).
 SECRET_PARAMETERS = frozenset({"token", "secret", "key", "api_key"})
+#: Route arguments that are secrets: signing tokens, and the tracking pixel's mac.
+SECRET_ROUTE_ARGUMENTS = {"token": "<token>", "name": "<token>"}
+#: Where the app leaves the request line's path and query, secrets replaced, for gunicorn's access log.
+LOG_TARGET = "bulksign.log_target"
 
 
 def redact_query(query: str) -> str:
-    """The query string with the values of secret-bearing parameters replaced by ``<redacted>``."""
+    """The query string with the values of secret-bearing parameters replaced by ``<redacted>``.
+
+    Names are compared decoded, as the app reads them: ``%74oken`` is ``token``."""
     if not query:
         return query
     parts = []
     for part in query.split("&"):
         name, sep, _ = part.partition("=")
-        parts.append(f"{name}=<redacted>" if sep and name.lower() in SECRET_PARAMETERS else part)
+        secret = sep and unquote_plus(name).strip().lower() in SECRET_PARAMETERS
+        parts.append(f"{name}=<redacted>" if secret else part)
     return "&".join(parts)
+
+
+def request_log_target() -> str:
+    """This request's path and query as logs may show them: the secrets of the route it matched replaced."""
+    path = request.path
+    secret_endpoint = request.blueprint in ("signing", "tracking")
+    for name, value in (request.view_args or {}).items():
+        if secret_endpoint and name in SECRET_ROUTE_ARGUMENTS and isinstance(value, str) and value:
+            path = path.replace(value, SECRET_ROUTE_ARGUMENTS[name])
+    query = redact_query(request.query_string.decode("latin-1"))
+    return redact_path(path) + (f"?{query}" if query else "")
 
 
 def _current_job_id() -> str | None:
@@ -82,6 +105,7 @@ def init_app(app: Flask) -> None:
     @app.after_request
     def _echo_request_id(response):
         response.headers["X-Request-ID"] = getattr(g, "request_id", "")
+        request.environ[LOG_TARGET] = request_log_target()
         return response
 
 

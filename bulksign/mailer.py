@@ -14,6 +14,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from .models import OutgoingMail
+from .slicing import slices
 
 #: kind → dotted path of ``build(session, mail: OutgoingMail, app) -> flask_mail.Message``.
 BUILDERS: dict[str, str] = {
@@ -85,9 +86,9 @@ def queue_mails(session: Session, mails: list[dict], *, now: datetime) -> list[i
             .returning(OutgoingMail.message_id, OutgoingMail.id))
     found = dict(session.execute(stmt, rows).all())
     missing = [row["message_id"] for row in rows if row["message_id"] not in found]
-    if missing:  # written before (a retried tick): the same rows
+    for part in slices(missing):  # written before (a retried tick): the same rows
         found.update(session.execute(select(OutgoingMail.message_id, OutgoingMail.id)
-                                     .where(OutgoingMail.message_id.in_(missing))).all())
+                                     .where(OutgoingMail.message_id.in_(part))).all())
     return [found[row["message_id"]] for row in rows]
 
 
@@ -107,7 +108,7 @@ def queue_mails_from(session: Session, rows: Select, *, kind: str) -> list[int]:
 
 def cancel_queued(session: Session, *, request_ids: list[int], kinds: list[str]) -> None:
     """Queued mails of these kinds for these requests will not go out (the send job skips what is not queued)."""
-    if request_ids:
-        session.execute(update(OutgoingMail).where(OutgoingMail.request_id.in_(request_ids),
+    for part in slices(request_ids):
+        session.execute(update(OutgoingMail).where(OutgoingMail.request_id.in_(part),
                                                    OutgoingMail.status == "queued", OutgoingMail.kind.in_(kinds))
                         .values(status="cancelled"))

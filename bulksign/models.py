@@ -53,6 +53,8 @@ class User(UserMixin, db.Model):
     locale: Mapped[str | None] = mapped_column(db.String(8))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_login_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: Raised by every logout: sessions and "remember me" cookies issued before it stop working.
+    logouts: Mapped[int] = mapped_column(default=0, server_default="0")
 
     @property
     def is_admin(self) -> bool:
@@ -63,8 +65,10 @@ class User(UserMixin, db.Model):
         return not self.disabled
 
     def get_id(self) -> str:
-        # What the session and "remember me" cookies hold: a new password ends every login made with the old one.
-        return f"{self.id}:{hashlib.sha256(self.password_hash.encode()).hexdigest()[:16]}"
+        # What the session and "remember me" cookies hold: a new password, or a logout, ends every login made
+        # before it. (No suffix before the first logout: logins made before this column existed stay valid.)
+        stamp = self.password_hash + (f":{self.logouts}" if self.logouts else "")
+        return f"{self.id}:{hashlib.sha256(stamp.encode()).hexdigest()[:16]}"
 
 
 class ApiKey(db.Model):
@@ -179,6 +183,8 @@ class SigningRequest(db.Model):
         Index("ix_signing_requests_batch_changed_id", "batch_id", "status_changed_at", "id"),
         Index("ix_signing_requests_batch_status_id", "batch_id", "status", "id"),
         Index("ix_signing_requests_batch_email_id", "batch_id", "email", "id"),
+        # Bounce reports name an address in the provider's case: they match on lower(email).
+        Index("ix_signing_requests_email_lower", text("lower(email)")),
         # The reconciler scans only requests in a working state: a small slice of a big table.
         Index(
             "ix_signing_requests_working", "status", "status_changed_at",

@@ -5,11 +5,13 @@ Redis lost the job (flush, restart) or a worker died mid-job (``kill -9``), the 
 wait for ever. Periodically, requests in a working state for longer than a threshold whose job
 is gone or dead are moved back one step where needed and re-enqueued; so are mails stuck in
 ``queued``. Which job owns an id is recorded in Redis (``pipeline.owners``), so a job that is
-still alive is never doubled.
+still alive is never doubled. Jobs parked in RQ's scheduled registries (retry backoff) are handed
+to their queues here when the worker whose scheduler should do it is dead.
 """
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -17,10 +19,14 @@ from datetime import datetime, timedelta
 from flask import Flask
 from redis import Redis
 from rq.job import Job
+from rq.registry import ScheduledJobRegistry
+from rq.scheduler import SCHEDULER_KEY_TEMPLATE, RQScheduler
+from rq.scripts import acquire_or_refresh_lock, release_lock
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .batches import close_if_done
+from .extensions import QUEUE_NAMES, get_queue
 from .logs import log
 from .models import OutgoingMail, SigningRequest
 from .pipeline import RENDER, SEND, Step, disown, enqueue_chunked, owners
@@ -32,6 +38,9 @@ logger = logging.getLogger(__name__)
 _WAITING = {b"queued", b"scheduled", b"deferred"}
 #: A running job whose worker has been silent this long past its timeout is dead.
 _GRACE_SECONDS = 60
+#: RQ's scheduler beats every second; one silent this long is dead (its lock would hold for another minute,
+#: and live workers try to take it over only every ten).
+_SCHEDULER_SILENCE = timedelta(seconds=15)
 
 
 @dataclass(frozen=True)
@@ -66,12 +75,22 @@ def live_jobs(redis: Redis, job_ids: Sequence[str], *, now: datetime, beat_secon
             pipe.exists(f"rq:worker:{(row[3] or b'').decode()}")
         workers_alive = pipe.execute()
     waiting = _waiting_in(redis, queue) if queue and any(row[0] == b"queued" for row in rows) else None
+    if queue and any(row[0] == b"scheduled" for row in rows):
+        with redis.pipeline(transaction=False) as pipe:
+            for job_id in job_ids:
+                pipe.zscore(ScheduledJobRegistry(queue, connection=redis).key, job_id)
+            due_at = dict(zip(job_ids, pipe.execute()))
     alive = set()
     for job_id, row in zip(job_ids, rows):
         if row[0] == b"queued" and waiting is not None and job_id not in waiting:
             enqueued = _instant(row[5], now)
             if enqueued is None or now - enqueued >= timedelta(seconds=_GRACE_SECONDS):
                 continue
+        # Scheduled: alive while it waits in the registry for a moment still ahead (``move_due_scheduled``
+        # hands it to its queue then, if no live RQ scheduler did); gone from the registry, or long overdue, dead.
+        if row[0] == b"scheduled" and queue and (
+                due_at[job_id] is None or due_at[job_id] < now.timestamp() - _GRACE_SECONDS):
+            continue
         if row[0] in _WAITING:
             alive.add(job_id)
     for (job_id, (_, started_at, timeout, _worker, beat, _enqueued)), worker_alive in zip(running, workers_alive):
@@ -94,6 +113,48 @@ def _instant(raw: bytes | None, now: datetime) -> datetime | None:
         return None
     moment = datetime.fromisoformat(raw.decode().replace("Z", "+00:00"))
     return moment if moment.tzinfo else moment.replace(tzinfo=now.tzinfo)
+
+
+def move_due_scheduled(redis: Redis, *, queues: Sequence[str], now: datetime) -> int:
+    """Hand the due jobs of RQ's scheduled registries (retry backoff) to their queues where no live scheduler
+    does; returns how many moved.
+
+    RQ's scheduler runs inside one worker and locks each queue; a killed worker's lock outlives it, and the
+    others look for a free lock only every ten minutes, so retried sends stalled. A lock whose holder stopped
+    beating is released, and the reconciler moves the due jobs itself, under the same lock.
+    """
+    token = f"bulksign-reconciler-{secrets.token_hex(4)}"
+    moved = 0
+    for name in queues:
+        lock = RQScheduler.get_locking_key(name)
+        holder = redis.get(lock)
+        if holder is not None:
+            if _scheduler_alive(redis, holder.decode(), now=now):
+                continue
+            release_lock(redis, lock, holder.decode())
+            log(logger, logging.WARNING, "released the scheduler lock of a dead worker", queue=name,
+                holder=holder.decode())
+        if acquire_or_refresh_lock(redis, lock, token, 60) != "acquired":
+            continue
+        try:
+            registry = ScheduledJobRegistry(name, connection=redis)
+            job_ids = registry.get_jobs_to_schedule(int(now.timestamp()))
+            queue = get_queue(name)
+            for job_id, job in zip(job_ids, Job.fetch_many(job_ids, connection=redis)):
+                if job is not None:
+                    queue.enqueue_job(job, at_front=job.should_enqueue_at_front())
+                registry.remove(job_id)
+            moved += len(job_ids)
+        finally:
+            release_lock(redis, lock, token)
+    if moved:
+        log(logger, logging.WARNING, "reconciler moved due scheduled jobs to their queues", jobs=moved)
+    return moved
+
+
+def _scheduler_alive(redis: Redis, name: str, *, now: datetime) -> bool:
+    beat = _instant(redis.hget(SCHEDULER_KEY_TEMPLATE % name, "last_heartbeat"), now)
+    return beat is not None and now - beat < _SCHEDULER_SILENCE
 
 
 def clear_dead_jobs(redis: Redis, job_ids: Sequence[str], *, now: datetime) -> None:
@@ -126,6 +187,7 @@ def reconcile(session: Session, *, redis: Redis, app: Flask, now: datetime, stal
     """Find stuck work, fix the states, commit, re-enqueue. Scans at most ``limit`` requests and mails per run."""
     from .invitations import delivered_invitations, queue_invitations, record_sent
 
+    move_due_scheduled(redis, queues=QUEUE_NAMES, now=now)
     cutoff = now - stale_after
     stuck = session.execute(
         select(SigningRequest.id, SigningRequest.status)

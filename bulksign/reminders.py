@@ -90,7 +90,7 @@ def next_reminder_at(batch: Batch, *, sent_at: datetime | None, reminder_count: 
 def _zone(batch: Batch) -> ZoneInfo:
     try:
         return ZoneInfo(batch.timezone or "UTC")
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a folder of the zone database ("America")
         log(logger, logging.WARNING, "unknown batch time zone, using UTC", batch_id=batch.id, timezone=batch.timezone)
         return ZoneInfo("UTC")
 

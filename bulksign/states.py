@@ -20,6 +20,7 @@ from sqlalchemy.orm.util import identity_key
 
 from . import batch_counts
 from .models import Event, SigningRequest
+from .slicing import slices
 
 
 class Status(StrEnum):
@@ -125,14 +126,14 @@ def transition(
     dialect = session.get_bind().dialect.name
     won: list[int] = []
     moves: list[tuple[int, str, str]] = []
-    for chunk in _chunks(ids, 1000):
+    for chunk in slices(ids):
         if dialect == "postgresql" and len(allowed) == 1:
             # The hot path (every pipeline step): the move and its events in one round trip.
             rows = _move_and_log(session, chunk, source=allowed[0], values=values, event=event)
+        elif dialect == "postgresql":
+            rows = _lock_and_move(session, chunk, allowed=allowed, values=values, event=event)
         else:
-            # From one status, the UPDATE's own match says what each winner left: no locking read needed.
-            move = _move_per_source if len(allowed) == 1 or dialect == "sqlite" else _lock_and_move
-            rows = move(session, chunk, allowed=allowed, values=values)
+            rows = _move_per_source(session, chunk, allowed=allowed, values=values)
             if rows:
                 session.execute(insert(Event), [{"request_id": r.id, "batch_id": r.batch_id, **event} for r in rows])
         won.extend(r.id for r in rows)
@@ -172,35 +173,32 @@ def _move_and_log(session: Session, chunk: list[int], *, source: str, values: di
     return [_Moved(r.request_id, r.batch_id, source) for r in session.execute(logged)]
 
 
-def _lock_and_move(session: Session, chunk: list[int], *, allowed: list[str], values: dict) -> list[_Moved]:
-    """Lock the requests of ``chunk`` still in an ``allowed`` status, in id order, then move them."""
+def _lock_and_move(session: Session, chunk: list[int], *, allowed: list[str], values: dict,
+                   event: dict) -> list[_Moved]:
+    """Lock the requests of ``chunk`` still in an ``allowed`` status, in id order, then move each group of
+    them from the status it was locked in (``_move_and_log``: the move and its events in one round trip)."""
     # FOR UPDATE under READ COMMITTED waits for a concurrent mover, re-checks the status and returns the row
-    # as that mover left it (or skips it): the status read here is the one the UPDATE below replaces.
-    old = dict(session.execute(
+    # as that mover left it (or skips it): the status read here is the one the UPDATEs below replace.
+    locked: dict[str, list[int]] = {}
+    for request_id, status in session.execute(
         select(SigningRequest.id, SigningRequest.status)
         .where(SigningRequest.id.in_(chunk), SigningRequest.status.in_(allowed))
         .order_by(SigningRequest.id).with_for_update()
-    ).all())
-    if not old:
-        return []
-    rows = session.execute(_update(list(old), SigningRequest.status.in_(allowed), values=values)).all()
-    return [_Moved(r.id, r.batch_id, old[r.id]) for r in rows]
+    ):
+        locked.setdefault(status, []).append(request_id)
+    return [moved for source, ids in locked.items()
+            for moved in _move_and_log(session, ids, source=source, values=values, event=event)]
 
 
 def _move_per_source(session: Session, chunk: list[int], *, allowed: list[str], values: dict) -> list[_Moved]:
     """One UPDATE per allowed status, so each winner's old status is the one its UPDATE matched.
 
-    Used for moves from a single status, and always on SQLite: pysqlite begins a transaction only at
-    the first write, so a status SELECTed before it may already be stale. The table has no self-moves,
-    so a request moved by one of these UPDATEs matches none of the others.
+    Used on SQLite: pysqlite begins a transaction only at the first write, so a status SELECTed before it
+    may already be stale. The table has no self-moves, so a request moved by one of these UPDATEs matches
+    none of the others.
     """
     moved: list[_Moved] = []
     for source in allowed:
         rows = session.execute(_update(chunk, SigningRequest.status == source, values=values)).all()
         moved.extend(_Moved(r.id, r.batch_id, source) for r in rows)
     return moved
-
-
-def _chunks(items: list[int], size: int):
-    for start in range(0, len(items), size):
-        yield items[start:start + size]

@@ -53,6 +53,29 @@ def test_a_postmark_bounce_marks_the_address_bounced(client, sent_batch):
     assert b.status == "bounced" and "550 5.1.1" in b.error_message and a.status == "sent"
 
 
+def test_a_bounce_matches_the_address_whatever_its_case(app, users, smtp, run_jobs, client):
+    app.config["BOUNCE_WEBHOOK_SECRET"] = SECRET
+    batch = make_batch(user=users["staff"], now=NOW, recipients=[("Mixed.Case@Example.com", "M"), ("b@example.com", "B")])
+    enqueue_renders(request_ids(batch))
+    run_jobs("pdf", "mail")
+    response = _post(client, {"email": "mixed.case@example.com", "reason": "550 no such user"})
+    assert response.status_code == 200 and response.json["bounced"] == 1
+    assert [r.status for r in requests_of(batch)] == ["bounced", "sent"]
+
+
+def test_the_bounce_lookup_by_address_uses_an_index(app):
+    from sqlalchemy import func, text
+
+    from bulksign.models import SigningRequest
+
+    query = select(SigningRequest.id).where(func.lower(SigningRequest.email) == "x@example.com")
+    db.session.execute(text("SET LOCAL enable_seqscan = off"))
+    plan = "\n".join(db.session.scalars(text("EXPLAIN " + str(query.compile(
+        db.engine, compile_kwargs={"literal_binds": True})))))
+    db.session.rollback()
+    assert "ix_signing_requests_email_lower" in plan, plan
+
+
 def test_an_ses_bounce_through_sns_marks_the_request_bounced(client, sent_batch):
     a, _ = requests_of(sent_batch)
     message_id = db.session.scalar(select(OutgoingMail.message_id).where(OutgoingMail.request_id == a.id))

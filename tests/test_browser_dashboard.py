@@ -118,3 +118,39 @@ def test_staff_switch_the_interface_to_russian(live_server, page, mixed):
     page.goto(f"{live_server}/batches/{mixed.id}")
     assert "получателей" in page.locator("#progress").inner_text()
     assert re.search("подписан", page.locator("#progress .legend").inner_text())
+
+
+def test_the_staff_pages_work_under_their_content_security_policy(live_server, page, mixed):
+    from pathlib import Path
+
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" and "Failed to load" not in m.text
+            else None)
+    page.on("response", lambda r: problems.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.on("dialog", lambda dialog: dialog.accept())
+    _login(page, live_server)
+    response = page.goto(f"{live_server}/batches/{mixed.id}")
+    assert "script-src 'self'" in response.headers["content-security-policy"]
+    assert response.headers["cache-control"] == "no-store"
+    # htmx (filter, timeline), staff.js (close the panel, confirm the cancel), dashboard.js (selection).
+    page.select_option("#filter-status", "bounced")
+    page.wait_for_function("() => document.querySelectorAll('table.recipients tbody tr').length === 2")
+    page.locator("a.open-timeline").first.click()
+    page.wait_for_selector("#panel .timeline")
+    page.click("#panel [data-clear]")
+    page.wait_for_function("() => !document.querySelector('#panel .timeline')")
+    page.check("#check-page")
+    assert page.locator("#selection-bar").is_visible()
+    artifacts = Path(__file__).resolve().parent.parent / "test-artifacts"
+    artifacts.mkdir(exist_ok=True)
+    for width in (1366, 360):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.screenshot(path=str(artifacts / f"dashboard-under-csp-{width}.png"), full_page=True)
+    page.click("form[data-confirm] button[type=submit]")
+    page.wait_for_selector(".flash-success")
+    assert "The batch is cancelled" in page.locator(".flash-success").inner_text()
+    with page.expect_navigation():
+        page.select_option("select[name=language]", "ru")
+    assert page.locator("html").get_attribute("lang") == "ru"
+    assert problems == []

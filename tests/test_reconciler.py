@@ -200,3 +200,59 @@ def test_a_request_whose_worker_dies_every_time_ends_failed_not_looping(make_app
         assert requests_of(batch)[1].status == "failed"
         assert "after 2 attempts" in requests_of(batch)[1].error_message
         assert smtp.received == []
+
+
+def test_sends_waiting_in_the_scheduled_registry_of_a_killed_worker_go_out_at_the_next_reconcile(app, users, smtp,
+                                                                                                 run_jobs):
+    import os
+
+    from rq.job import Job
+    from rq.scheduler import RQScheduler
+
+    redis, lock = get_redis(), RQScheduler.get_locking_key("mail")
+    # A real worker with RQ's scheduler, which takes the mail queue's scheduler lock; then SIGKILLed with it.
+    worker = subprocess.Popen([sys.executable, "-m", "flask", "jobs", "worker", "mail"], cwd=BASE_DIR,
+                              env=worker_env(app), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while redis.get(lock) is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        holder = redis.get(lock)
+        assert holder, "the worker never took the scheduler lock"
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(timeout=10)
+
+    # Sends that wait out a retry backoff, as RQ parks them: in the mail queue's scheduled registry.
+    batch = make_batch(user=users["staff"], now=utcnow(), recipients=3)
+    enqueue_renders(request_ids(batch))
+    run_jobs("pdf")
+    queue = get_queue("mail")
+    for job_id in queue.job_ids:
+        job = Job.fetch(job_id, connection=redis)
+        queue.remove(job)
+        queue.schedule_job(job, utcnow() + timedelta(seconds=30))
+    run_jobs("mail")  # a live worker cannot take the dead one's lock: nothing moves
+    assert [r.status for r in requests_of(batch)] == ["generated"] * 3
+
+    # The next reconcile, once the dead scheduler has been silent and the backoff is over.
+    _reconcile(app, now=utcnow() + LATER)
+    assert redis.get(lock) != holder
+    run_jobs("mail")
+    assert [r.status for r in requests_of(batch)] == ["sent"] * 3
+    assert sorted(to for m in smtp.received for to in m.rcpt_tos) == sorted(r.email for r in requests_of(batch))
+
+
+def test_a_scheduled_job_is_alive_only_while_it_waits_in_the_registry_for_a_moment_ahead(app):
+    from rq.registry import ScheduledJobRegistry
+
+    from bulksign.reconciler import live_jobs
+
+    redis, queue, now = get_redis(), get_queue("mail"), utcnow()
+    ahead = queue.enqueue_at(now + timedelta(minutes=2), "bulksign.jobs.periodic.tick")
+    lost = queue.enqueue_at(now + timedelta(minutes=2), "bulksign.jobs.periodic.tick")
+    ScheduledJobRegistry("mail", connection=redis).remove(lost.id)
+    overdue = queue.enqueue_at(now - timedelta(minutes=10), "bulksign.jobs.periodic.tick")
+    ids = [ahead.id, lost.id, overdue.id]
+    assert live_jobs(redis, ids, now=now, queue="mail") == {ahead.id}

@@ -185,9 +185,13 @@ def _cookie(response, name: str) -> str:
     return headers[-1]
 
 
-@pytest.mark.parametrize("secure", [False, True])
-def test_session_and_remember_cookies_are_httponly_lax_and_secure_behind_tls(make_app, users, secure):
-    app = make_app(SESSION_COOKIE_SECURE=secure)
+@pytest.mark.parametrize("settings, secure", [
+    ({"SESSION_COOKIE_SECURE": False}, False), ({"SESSION_COOKIE_SECURE": True}, True),
+    # Behind TLS by default: an https APP_URL is enough.
+    ({"APP_URL": "https://sign.example.com", "SESSION_COOKIE_SECURE": ""}, True),
+])
+def test_session_and_remember_cookies_are_httponly_lax_and_secure_behind_tls(make_app, users, settings, secure):
+    app = make_app(**settings)
     client = app.test_client()
     base = "https://localhost" if secure else "http://localhost"
     page = client.get("/auth/login", base_url=base)
@@ -198,7 +202,7 @@ def test_session_and_remember_cookies_are_httponly_lax_and_secure_behind_tls(mak
     for name in ("session", "remember_token"):
         cookie = _cookie(response, name)
         assert "HttpOnly" in cookie and "SameSite=Lax" in cookie, cookie
-        assert ("Secure" in cookie) == secure, cookie
+        assert bool(re.search(r";\s*Secure(;|$)", cookie)) == secure, cookie
 
 
 def test_login_signing_and_verify_are_rate_limited_with_a_friendly_page(make_app, users):
@@ -810,3 +814,135 @@ def test_healthz_answers_while_the_worst_recipient_files_are_checked(live_server
     assert {name: r.status_code for name, r in answers.items()} == {name: 413 for name in files}
     assert health and all(status == 200 for status, _ in health)
     print(f"/healthz while checking: {len(health)} answers, slowest {max(s for _, s in health):.3f} s")
+
+
+#: Time zones that are not zones: folders of the zone database, and a name longer than the column.
+NOT_TIME_ZONES = ("America", "Etc", "Europe/", "x" * 300, "../../etc/passwd")
+
+
+def test_a_time_zone_that_is_not_one_is_a_clear_error_on_the_api_and_the_batch_form(app, client, auth, users):
+    from bulksign.doc_templates import create_template
+    from bulksign.models import utcnow
+    from bulksign.users import create_api_key
+
+    template_id = create_template(db.session, name="C", html="<p>{{ name }}</p>", user=users["staff"],
+                                  now=utcnow()).template.id
+    key = create_api_key(db.session, user=users["staff"], name="ci", now=utcnow()).secret
+    db.session.commit()
+    auth.login()
+    page = client.get(f"/batches/new?template_id={template_id}")
+    preview = client.post("/batches/new/validate", content_type="multipart/form-data", data={
+        "csrf_token": csrf_from(page), "template_id": template_id,
+        "file": (io.BytesIO(b"email,name\na@example.com,A\n"), "people.csv")}).get_data(as_text=True)
+    upload_id = re.search(r'name="upload_id" value="([0-9a-f]+)"', preview).group(1)
+    for zone in NOT_TIME_ZONES:
+        response = client.post("/batches/new", data={"csrf_token": csrf_from(page), "upload_id": upload_id,
+                                                      "timezone": zone})
+        assert response.status_code in (400, 422) and "Unknown time zone" in response.get_data(as_text=True), zone
+    # After the pages: the test's app context would carry the API user into them.
+    for zone in NOT_TIME_ZONES:
+        response = client.post("/api/v1/batches", headers={"Authorization": f"Bearer {key}"},
+                               content_type="multipart/form-data", data={
+                                   "template_id": template_id, "timezone": zone,
+                                   "file": (io.BytesIO(b"email,name\na@example.com,A\n"), "people.csv")})
+        assert response.status_code in (400, 422) and "time zone" in response.json["error"], (zone, response.json)
+
+
+def test_json_nested_deeper_than_the_parser_goes_is_a_400_on_every_json_endpoint(app, client, users):
+    from bulksign.models import utcnow
+    from bulksign.users import create_api_key
+
+    app.config["BOUNCE_WEBHOOK_SECRET"] = "bounce-secret"
+    key = create_api_key(db.session, user=users["admin"], name="ci", now=utcnow()).secret
+    db.session.commit()
+    deep = "[" * 100_000
+    sns = '{"Type": "Notification", "Message": "' + deep + '"}'
+    api = {"Authorization": f"Bearer {key}"}
+    posts = [(rule.rule, api) for rule in _rules(app, blueprints=tuple(EXPECTED_CSRF_EXEMPT - {"rq_dashboard",
+                                                                                              "webhooks"}))
+             if "POST" in rule.methods]
+    assert posts, "no JSON endpoint found"
+    for path, headers in posts + [("/webhooks/bounces", {"X-Bounce-Secret": "bounce-secret"})]:
+        path = re.sub(r"<[^>]+>", "1", path)
+        for body in (deep, sns):
+            response = client.post(path, data=body, headers=headers, content_type="application/json")
+            assert response.status_code < 500, (path, response.status_code)
+
+
+def test_retry_failed_refuses_ids_that_are_not_whole_numbers(app, client, users):
+    from bulksign.models import utcnow
+    from bulksign.users import create_api_key
+    from tests.support.batchdata import make_batch
+
+    batch = make_batch(db.session, statuses=["failed"], now=utcnow(), user_id=users["staff"].id)
+    key = create_api_key(db.session, user=users["staff"], name="ci", now=utcnow()).secret
+    db.session.commit()
+    for body in ({"request_ids": [True]}, {"request_ids": [1.5]}, {"request_ids": ["1"]}, {"request_ids": [2 ** 70]},
+                 [1, 2], "x"):
+        response = client.post(f"/api/v1/batches/{batch.id}/retry-failed", json=body,
+                               headers={"Authorization": f"Bearer {key}"})
+        assert response.status_code == 400 and "request_ids" in response.json["error"], (body, response.status_code)
+
+
+@pytest.mark.parametrize("path", [
+    "/admin/rq/7/view/queues", "/admin/rq/7/data/queues.json", "/admin/rq/0/view/job/no-such-job",
+    "/admin/rq/0/data/job/no-such-job.json", "/admin/rq/0/view/jobs/no-such-queue/queued/8/asc/1",
+    "/admin/rq/0/view/jobs/default/no-such-registry/8/asc/1",
+    "/admin/rq/0/data/jobs/default/no-such-registry/8/asc/1.json",
+    "/admin/rq/0/data/jobs/no-such-queue/failed/8/asc/1.json", "/admin/rq/0/data/jobs/default/failed/0/asc/1.json",
+    "/admin/rq/0/data/jobs/default/failed/x/asc/y.json",
+])
+def test_rq_dashboard_addresses_naming_nothing_are_a_404(app, client, auth, path):
+    from bulksign.extensions import get_queue
+
+    get_queue("default").enqueue("bulksign.jobs.periodic.tick")  # the default queue exists
+    auth.login_admin()
+    assert client.get(path).status_code == 404
+
+
+def test_behind_tls_browsers_are_told_to_stay_on_https_and_links_are_https(make_app, users):
+    app = make_app(APP_URL="https://sign.example.com", SESSION_COOKIE_SECURE="")
+    response = app.test_client().get("/auth/login", base_url="https://sign.example.com")
+    assert response.headers["Strict-Transport-Security"] == "max-age=31536000"
+    with app.test_request_context():
+        from flask import url_for
+
+        assert url_for("auth.login", _external=True).startswith("https://")
+    plain = make_app(APP_URL="http://127.0.0.1:5000").test_client().get("/auth/login")
+    assert "Strict-Transport-Security" not in plain.headers
+
+
+def test_every_page_has_a_content_security_policy_and_staff_pages_are_never_cached(app, client, auth):
+    from bulksign.models import utcnow
+    from tests.support.signing_requests import make_sent_request
+
+    token = make_sent_request(now=utcnow()).token
+    db.session.commit()
+    for path in ("/auth/login", f"/sign/{token}", "/verify", "/no-such-page"):
+        csp = client.get(path).headers.get("Content-Security-Policy", "")
+        assert "script-src 'self'" in csp and "unsafe-inline" not in csp.partition("script-src")[2].split(";")[0], path
+    auth.login_admin()
+    for path in ("/", "/batches/", "/templates/", "/admin/", "/admin/rq/"):
+        response = client.get(path)
+        assert response.status_code == 200 and response.headers["Cache-Control"] == "no-store", path
+        assert "default-src 'self'" in response.headers["Content-Security-Policy"], path
+    assert client.get("/static/app.css").headers.get("Cache-Control") != "no-store"
+
+
+def test_logging_out_ends_the_remember_me_cookie_too(app, users):
+    client = app.test_client()
+    page = client.get("/auth/login")
+    client.post("/auth/login", data={"email": "staff@example.com", "password": "staff-password", "remember": "1",
+                                     "csrf_token": csrf_from(page)})
+    remember = client.get_cookie("remember_token").value
+    with app.app_context():
+        thief = app.test_client()
+        thief.set_cookie("remember_token", remember)
+        assert thief.get("/batches/").status_code == 200  # the cookie alone logs in, until the logout
+    client.post("/auth/logout", data={"csrf_token": csrf_from(client.get("/batches/"))})
+    # A copy of the cookie kept from before the logout (another device, a thief) logs nobody in. (Its own app
+    # context: the test's would hand the request the user the previous one loaded.)
+    thief = app.test_client()
+    thief.set_cookie("remember_token", remember)
+    with app.app_context():
+        assert thief.get("/batches/").status_code == 302

@@ -1,37 +1,55 @@
-"""Bulk actions too large for a web request ("select all N matching"), on the ``default`` queue."""
+"""Bulk actions too large for a web request, on the ``default`` queue: one slice of requests per commit."""
 from __future__ import annotations
 
 import logging
 
 from ..batches import BatchActionError
-from ..bulk_actions import apply_action, follow_up
+from ..bulk_actions import JOB_SLICE, apply_action, follow_up, reachable_ids
 from ..dashboard import RecipientFilter, resolve_selection
 from ..extensions import db
 from ..logs import log
 from ..models import User, utcnow
+from ..slicing import slices
 
 logger = logging.getLogger(__name__)
 
 
 def apply_to_filter(batch_id: int, action: str, user_id: int, status: str, q: str,
                     extend_days: int | None = None) -> str:
-    """Resolve every request matching the filter, apply the action as ``user_id``, commit, queue follow-ups."""
+    """Resolve every request matching the filter, then apply the action to them as ``apply_to_ids`` does."""
+    ids = list(resolve_selection(db.session, batch_id=batch_id, request_ids=[], select_all=True,
+                                 flt=RecipientFilter(status=status, q=q)).request_ids)
+    return apply_to_ids(batch_id, action, user_id, ids, extend_days)
+
+
+def apply_to_ids(batch_id: int, action: str, user_id: int, request_ids: list[int] | None,
+                 extend_days: int | None = None, selector: str | None = None) -> str:
+    """Apply the action as ``user_id`` to ``request_ids`` (None: every request of the batch it can reach),
+    committing and queueing follow-ups after each slice, so a stop part-way keeps what was done.
+    A reminder to a ``selector`` ("all not signed") runs as one call: it pages through the batch itself."""
     user = db.session.get(User, user_id)
     if user is None or user.disabled:
         return "skipped: user gone"
-    ids = list(resolve_selection(db.session, batch_id=batch_id, request_ids=[], select_all=True,
-                                 flt=RecipientFilter(status=status, q=q)).request_ids)
-    now = utcnow()
-    try:
-        outcome = apply_action(db.session, action=action, batch_id=batch_id, request_ids=ids, user=user, now=now,
-                               extend_days=extend_days)
-    except BatchActionError as exc:
-        db.session.rollback()
-        log(logger, logging.WARNING, "bulk action refused", batch_id=batch_id, action=action, user_id=user_id,
-            error=exc.message)
-        return f"refused: {exc.message}"
-    db.session.commit()
-    follow_up(outcome)
+    if selector is not None:
+        ids, parts = [], [None]
+    else:
+        ids = reachable_ids(db.session, action=action, batch_id=batch_id) if request_ids is None else request_ids
+        parts = slices(ids, JOB_SLICE)
+    done, skipped = 0, {}
+    for part in parts:
+        try:
+            outcome = apply_action(db.session, action=action, batch_id=batch_id, request_ids=part, user=user,
+                                   now=utcnow(), extend_days=extend_days, selector=selector, inline=True)
+        except BatchActionError as exc:
+            db.session.rollback()
+            log(logger, logging.WARNING, "bulk action refused", batch_id=batch_id, action=action, user_id=user_id,
+                error=exc.message, done=done)
+            return f"refused: {exc.message}"
+        db.session.commit()
+        follow_up(outcome)
+        done += outcome.done
+        for reason, n in outcome.skipped.items():
+            skipped[reason] = skipped.get(reason, 0) + n
     log(logger, logging.INFO, "bulk action done", batch_id=batch_id, action=action, user_id=user_id,
-        requests=len(ids), done=outcome.done, skipped=outcome.skipped)
-    return f"{action}: {outcome.done}"
+        requests=len(ids), done=done, skipped=skipped)
+    return f"{action}: {done}"

@@ -21,7 +21,7 @@ from flask_mail import Message, sanitize_address, sanitize_addresses
 from sqlalchemy import select
 
 from .. import stopping
-from ..batches import close_if_done
+from ..batches import cancel_if_batch_stopped, close_if_done
 from ..dkim_signing import sign as dkim_sign
 from ..extensions import db, get_redis
 from ..invitations import KIND as INVITATION
@@ -207,6 +207,7 @@ def _claim(mail_ids: list[int], *, limit: int) -> tuple[list[OutgoingMail], list
                                                             OutgoingMail.status == "queued")
                                  .order_by(OutgoingMail.id)))
     mails = _without_suppressed(mails)
+    cancel_if_batch_stopped(session, request_ids=[m.request_id for m in mails if m.request_id], now=utcnow())
     claimed = set(transition(session, [m.request_id for m in mails if m.kind == INVITATION],
                              frm=Status.GENERATED, to=Status.SENDING, now=utcnow()).won)
     # An invitation whose request is not ``generated`` belongs to someone else (or was cancelled meanwhile).

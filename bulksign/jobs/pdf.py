@@ -16,7 +16,7 @@ from flask import Flask, current_app
 from sqlalchemy import select
 
 from .. import stopping
-from ..batches import close_if_done, mark_batch_started
+from ..batches import cancel_if_batch_stopped, close_if_done, mark_batch_started
 from ..doc_templates import TemplateError, render_html
 from ..extensions import db
 from ..invitations import load_requests, queue_invitations
@@ -71,10 +71,12 @@ def render_many(request_ids: list[int]) -> str:
 def _render_chunk(request_ids: list[int], *, app: Flask) -> str:
     session = db.session
     now = utcnow()
-    claimed = transition(session, request_ids, frm=Status.PENDING, to=Status.GENERATING, now=now,
+    stopped = cancel_if_batch_stopped(session, request_ids=request_ids, now=now)
+    claimed = transition(session, [i for i in request_ids if i not in stopped], frm=Status.PENDING,
+                         to=Status.GENERATING, now=now,
                          attempts=SigningRequest.attempts + 1).won
     if not claimed:
-        session.rollback()
+        session.commit()  # the stopped ones
         return "skipped: none pending"
     for batch_id in session.scalars(select(SigningRequest.batch_id).where(SigningRequest.id.in_(claimed)).distinct()):
         mark_batch_started(session, batch_id=batch_id, now=now)

@@ -4,10 +4,10 @@ from __future__ import annotations
 from flask import Blueprint, g, jsonify, request
 
 from ..batches import BatchActionError
+from ..bulk_actions import apply_action, follow_up
 from ..extensions import db
 from ..models import utcnow
 from ..pipeline import enqueue_sends
-from ..reminders import send_manual_reminders
 from ..resend import MAX_EXTEND_DAYS, change_email, resend_with_new_link
 from .api import api_error
 
@@ -39,14 +39,16 @@ def remind(batch_id: int):
                             or not all(_whole(i) and i > 0 for i in ids)):
         return api_error(f"request_ids must be a list of 1 to {MAX_IDS} positive whole numbers.", 400)
     try:
-        result = send_manual_reminders(db.session, batch_id=batch_id, user=g.api_user, now=utcnow(),
-                                       request_ids=ids, selector="not_signed" if all_unsigned else None)
+        # Past INLINE_LIMIT requests this runs as a job; ``in_background`` then says how many it goes through.
+        outcome = apply_action(db.session, action="remind", batch_id=batch_id, request_ids=ids,
+                               selector=None if ids is not None else "not_signed", user=g.api_user, now=utcnow())
     except BatchActionError as exc:
         db.session.rollback()
         return api_error(exc.message, exc.status)
     db.session.commit()
-    enqueue_sends(result.mail_ids)
-    return jsonify(queued=result.queued, skipped=result.skipped), 202
+    follow_up(outcome)
+    more = {"in_background": outcome.in_background} if outcome.in_background else {}
+    return jsonify(queued=outcome.done, skipped=outcome.skipped, **more), 202
 
 
 @bp.post("/requests/<int:request_id>/resend")

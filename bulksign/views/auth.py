@@ -44,6 +44,10 @@ def login():
 @bp.post("/logout")
 @login_required
 def logout():
+    # The cookie goes, and so does what it was worth: a copy of the one-year "remember me" cookie (another
+    # device, a stolen one) no longer logs anyone in. This ends the user's other sessions too.
+    current_user.logouts += 1
+    db.session.commit()
     logout_user()
     flash(_("You are logged out."), "info")
     return redirect(url_for("auth.login"))

@@ -6,7 +6,6 @@ only swaps HTML. No page shows a recipient's signing link or token.
 from __future__ import annotations
 
 import logging
-import uuid
 
 from flask import (Blueprint, Response, abort, current_app, flash, redirect, render_template, request,
                    stream_with_context, url_for)
@@ -15,7 +14,7 @@ from flask_login import current_user
 
 from .. import dashboard
 from ..batches import BatchActionError
-from ..bulk_actions import ACTIONS, INLINE_LIMIT, BulkOutcome, apply_action, follow_up
+from ..bulk_actions import ACTIONS, INLINE_LIMIT, BulkOutcome, apply_action, enqueue_bulk, follow_up
 from ..dashboard import DashboardError, RecipientFilter
 from ..exports import latest_export, recipients_csv, start_signed_zip
 from ..extensions import db, get_queue
@@ -23,7 +22,7 @@ from ..logs import log
 from ..models import Batch, utcnow
 from ..reminders import reminder_schedule
 from ..storage import StorageError, get_storage
-from .reminders import extend_days_field as _extend_days, with_skips as _with_skips
+from .reminders import background_message, extend_days_field as _extend_days, with_skips as _with_skips
 
 bp = Blueprint("batches", __name__, url_prefix="/batches")
 logger = logging.getLogger(__name__)
@@ -130,6 +129,8 @@ def _ids_from_form() -> list[int]:
 def _message(outcome: BulkOutcome) -> tuple[str, str]:
     """What a finished bulk action tells the user, and the flash category."""
     n = outcome.done
+    if outcome.in_background:
+        return background_message(outcome.in_background), "info"
     if outcome.action == "cancel_batch":
         return _("The batch is cancelled: %(n)s requests stopped and their links no longer work.", n=n), "success"
     if outcome.action == "cancel":
@@ -144,14 +145,10 @@ def _message(outcome: BulkOutcome) -> tuple[str, str]:
 
 
 def _in_background(batch_id: int, action: str, flt: RecipientFilter, matching: int):
-    get_queue("default").enqueue(
-        "bulksign.jobs.bulk.apply_to_filter", batch_id, action, current_user.id, flt.status, flt.q, _extend_days(),
-        job_id=f"bulk-{batch_id}-{action}-{uuid.uuid4().hex[:12]}", job_timeout=3600, result_ttl=3600,
-        failure_ttl=86400)
+    enqueue_bulk(action=action, batch_id=batch_id, user_id=current_user.id, flt=flt, extend_days=_extend_days())
     log(logger, logging.INFO, "bulk action queued", batch_id=batch_id, action=action, requests=matching,
         user_id=current_user.id)
-    flash(_("The action is being applied to %(n)s recipients in the background; the progress bar shows it "
-            "as it happens.", n=matching), "info")
+    flash(background_message(matching), "info")
 
 
 @bp.post("/<int:batch_id>/actions")

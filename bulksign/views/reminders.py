@@ -12,10 +12,11 @@ from flask_babel import lazy_gettext as _l
 from flask_login import current_user
 
 from ..batches import BatchActionError
+from ..bulk_actions import apply_action, follow_up
 from ..extensions import db
 from ..models import SigningRequest, utcnow
 from ..pipeline import enqueue_sends
-from ..reminders import SELECTORS, send_manual_reminders
+from ..reminders import SELECTORS
 from ..resend import MAX_EXTEND_DAYS, change_email, resend_with_new_link
 
 bp = Blueprint("reminders", __name__)
@@ -33,6 +34,12 @@ REASONS = {
     "deadline_passed": _l("the batch's deadline has passed (give extra days)"),
     "changed_meanwhile": _l("changed by someone else meanwhile"),
 }
+
+
+def background_message(n: int) -> str:
+    """What staff read when an action went to a background job."""
+    return _("The action is being applied to %(n)s recipients in the background; the progress bar shows it "
+             "as it happens.", n=n)
 
 
 def skipped_text(skipped: dict[str, int]) -> str:
@@ -97,12 +104,18 @@ def remind(batch_id: int):
     if ids is None and selector is None:
         return _answer(batch_id, _("Select recipients, or choose all who have not signed / not opened."), "error")
     try:
-        result = send_manual_reminders(db.session, batch_id=batch_id, user=current_user, now=utcnow(),
-                                       request_ids=ids, selector=None if ids is not None else selector)
+        # Past INLINE_LIMIT requests this runs as a job.
+        outcome = apply_action(db.session, action="remind", batch_id=batch_id, request_ids=ids,
+                               selector=None if ids is not None else selector,
+                               user=current_user._get_current_object(), now=utcnow())
     except BatchActionError as exc:
         return _refused(batch_id, exc)
-    return _queued(batch_id, done=_("%(n)s reminders queued.", n=result.queued), count=result.queued,
-                   skipped=result.skipped, mail_ids=result.mail_ids)
+    if outcome.in_background:
+        db.session.commit()
+        follow_up(outcome)
+        return _answer(batch_id, background_message(outcome.in_background), "info")
+    return _queued(batch_id, done=_("%(n)s reminders queued.", n=outcome.done), count=outcome.done,
+                   skipped=outcome.skipped, mail_ids=outcome.mail_ids)
 
 
 def _resend(batch_id: int, ids: list[int] | None):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from flask import Flask, abort, request
+from flask import Flask, abort, current_app, request
 from flask_login import current_user
 
 
@@ -37,4 +37,36 @@ def init_app(app: Flask) -> None:
             abort(403)
         if request.endpoint == "rq_dashboard.requeue_all" and request.method != "POST":
             abort(405)
+        _names_something(request.view_args or {})
         return None
+
+
+#: The registries rq-dashboard can list; any other name in its URLs crashes it.
+REGISTRIES = frozenset({"queued", "failed", "deferred", "started", "finished", "scheduled", "canceled"})
+
+
+def _names_something(args: dict) -> None:
+    """404 for an rq-dashboard URL naming an instance, queue, registry, job or page that is not there
+    (rq-dashboard itself answers those with a 500)."""
+    from rq import Queue
+    from rq.job import Job
+
+    from ..extensions import get_redis
+
+    instances = current_app.config.get("RQ_DASHBOARD_REDIS_URL")
+    count = 1 if isinstance(instances, str) else len(instances or ())
+    redis = get_redis()
+    if "instance_number" in args and not 0 <= args["instance_number"] < count:
+        abort(404)
+    if args.get("registry_name") is not None and args["registry_name"] not in REGISTRIES:
+        abort(404)
+    if args.get("order") is not None and args["order"] not in ("asc", "dsc"):
+        abort(404)
+    for number in ("per_page", "page"):
+        if number in args and not (str(args[number]).isdigit() and 0 < int(args[number]) <= 10_000):
+            abort(404)
+    if args.get("queue_name") is not None and args["queue_name"] not in {
+            q.name for q in Queue.all(connection=redis)}:
+        abort(404)
+    if "job_id" in args and not Job.exists(args["job_id"], connection=redis):
+        abort(404)

@@ -7,6 +7,7 @@ import logging
 import re
 from functools import wraps
 from io import BytesIO
+from urllib.parse import unquote
 
 from flask import (Blueprint, Flask, current_app, g, redirect, render_template, request, send_file,
                    url_for)
@@ -218,7 +219,8 @@ class RedactSigningTokens(logging.Filter):
     TOKEN_IN_PATH = re.compile(r"(/sign/)[^/\s?\"]+")
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
+        # Read as the router reads the path: /%73ign/… and //sign/… are /sign/… too.
+        message = re.sub(r"/{2,}", "/", unquote(record.getMessage()))
         if "/sign/" in message:
             record.msg, record.args = self.TOKEN_IN_PATH.sub(r"\1<token>", message), None
         return True
