@@ -42,17 +42,9 @@ def parse_bounce(payload: object) -> list[BounceReport]:
 
     A non-bounce notification (SES delivery, SNS subscription) gives an empty list.
     """
-    if not isinstance(payload, dict):
-        raise BounceFormatError("The body must be a JSON object.")
-    if payload.get("Type") in ("Notification", "SubscriptionConfirmation", "UnsubscribeConfirmation"):
-        if payload["Type"] != "Notification":
-            return []
-        try:
-            payload = json.loads(payload.get("Message") or "")
-        except ValueError:
-            raise BounceFormatError("The SNS Message is not JSON.") from None
-        if not isinstance(payload, dict):
-            raise BounceFormatError("The SNS Message must be a JSON object.")
+    payload = _unwrapped(payload)
+    if payload is None:
+        return []
     if "notificationType" in payload or "eventType" in payload:
         return _ses(payload)
     if "RecordType" in payload or "Email" in payload:
@@ -63,6 +55,35 @@ def parse_bounce(payload: object) -> list[BounceReport]:
     if payload.get("email") or payload.get("message_id"):
         return [_report(payload.get("email"), payload.get("message_id"), payload.get("reason") or "bounced")]
     raise BounceFormatError("Give \"email\" or \"message_id\", and \"reason\".")
+
+
+def count_complaints(payload: object) -> int:
+    """Recipients who marked the mail as spam, in an Amazon SES/SNS complaint or a Postmark spam complaint."""
+    try:
+        payload = _unwrapped(payload)
+    except BounceFormatError:
+        return 0
+    if payload is None:
+        return 0
+    if (payload.get("notificationType") or payload.get("eventType")) == "Complaint":
+        return len((payload.get("complaint") or {}).get("complainedRecipients") or []) or 1
+    return 1 if payload.get("RecordType") == "SpamComplaint" else 0
+
+
+def _unwrapped(payload: object) -> dict | None:
+    """The notification itself: an SNS envelope's Message parsed; None for SNS subscription messages."""
+    if not isinstance(payload, dict):
+        raise BounceFormatError("The body must be a JSON object.")
+    if payload.get("Type") in ("Notification", "SubscriptionConfirmation", "UnsubscribeConfirmation"):
+        if payload["Type"] != "Notification":
+            return None
+        try:
+            payload = json.loads(payload.get("Message") or "")
+        except ValueError:
+            raise BounceFormatError("The SNS Message is not JSON.") from None
+        if not isinstance(payload, dict):
+            raise BounceFormatError("The SNS Message must be a JSON object.")
+    return payload
 
 
 def _ses(message: dict) -> list[BounceReport]:

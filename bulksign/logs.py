@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import uuid
 from datetime import datetime, timezone
@@ -21,7 +22,7 @@ class JsonFormatter(logging.Formatter):
         if has_request_context():
             line["request_id"] = getattr(g, "request_id", None)
             line["path"] = redact_path(request.path)
-        job_id = _current_job_id()
+        job_id = current_job_id()
         if job_id:
             line["job_id"] = job_id
         for key, value in getattr(record, "fields", {}).items():
@@ -31,9 +32,13 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str, ensure_ascii=False)
 
 
+#: Paths whose next segment is a secret token (signing links, tracking pixels).
+TOKEN_PATH_PREFIXES = ("/sign/", "/t/", "/track/")
+
+
 def redact_path(path: str) -> str:
     # A signing token is a secret: it never reaches a log line.
-    for prefix in ("/sign/", "/t/", "/track/"):
+    for prefix in TOKEN_PATH_PREFIXES:
         if path.startswith(prefix):
             return prefix + "<token>" + ("/" + path.split("/", 3)[3] if path.count("/") > 2 else "")
     return path
@@ -54,7 +59,17 @@ def redact_query(query: str) -> str:
     return "&".join(parts)
 
 
-def _current_job_id() -> str | None:
+_TOKEN_IN_TEXT = re.compile("(" + "|".join(re.escape(p) for p in TOKEN_PATH_PREFIXES) + r")[^/?#\s\"'<>]+")
+_QUERY_IN_TEXT = re.compile(r"\?([^\s#\"'<>]*)")
+
+
+def redact_text(text: str) -> str:
+    """Free text (an error message, a URL in it) with tokens in paths and secret query values redacted."""
+    text = _TOKEN_IN_TEXT.sub(lambda m: m.group(1) + "<token>", text)
+    return _QUERY_IN_TEXT.sub(lambda m: "?" + redact_query(m.group(1)), text)
+
+
+def current_job_id() -> str | None:
     try:
         from rq import get_current_job
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import logging
 import smtplib
+import time
 from collections import Counter
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ from flask import Flask, current_app
 from flask_mail import Message, sanitize_address, sanitize_addresses
 from sqlalchemy import select
 
+from .. import telemetry
 from ..batches import close_if_done
 from ..extensions import db, get_redis
 from ..invitations import KIND as INVITATION
@@ -156,7 +158,7 @@ def _send_chunk(mail_ids: list[int], *, app: Flask) -> str:
     retry_reason = ""
     for position, mail in enumerate(to_send):
         pulse()
-        if not throttle.acquire(max_wait_seconds=app.config["THROTTLE_MAX_WAIT_SECONDS"]).allowed:
+        if not _acquire(throttle, max_wait_seconds=app.config["THROTTLE_MAX_WAIT_SECONDS"]):
             _give_back(to_send[position:], untried=True)
             retry_reason = "mail throttle busy"
             break
@@ -175,6 +177,16 @@ def _send_chunk(mail_ids: list[int], *, app: Flask) -> str:
     if retry_reason:
         raise TransientFailure(f"{summary or 'nothing sent'}; the rest will be tried again: {retry_reason}")
     return summary
+
+
+def _acquire(throttle: MailThrottle, *, max_wait_seconds: float) -> bool:
+    """Wait for a throttle slot; how long the wait took and whether it won go to ``telemetry``."""
+    started = time.monotonic()
+    allowed = throttle.acquire(max_wait_seconds=max_wait_seconds).allowed
+    with telemetry.record(get_redis()) as figures:
+        figures.count(telemetry.THROTTLE_WAIT, amount=time.monotonic() - started)
+        figures.count(telemetry.THROTTLE_SLOTS, ("won" if allowed else "timed_out",))
+    return allowed
 
 
 def _claim(mail_ids: list[int], *, limit: int) -> tuple[list[OutgoingMail], list[OutgoingMail]]:
@@ -252,6 +264,9 @@ def _settle(mail: OutgoingMail, request: SigningRequest | None, delivery: Delive
     """Record one mail's outcome on the mail and its request, committed at once. Returns the outcome."""
     session = db.session
     now = utcnow()
+    with telemetry.record(get_redis()) as figures:
+        figures.count(telemetry.MAILS, (mail.kind, "deferred" if delivery.status in ("retry", "unreachable")
+                                        else delivery.status))
     if delivery.status in ("retry", "unreachable"):
         mail.error = delivery.error
         log(logger, logging.WARNING, "mail not sent, will retry", mail_id=mail.id, request_id=mail.request_id,

@@ -76,9 +76,14 @@ def periodic_scheduler_class():
     """
     from rq_scheduler import Scheduler
 
+    from ..models import utcnow
+    from ..scheduler_ticks import record_tick
+
     class PeriodicScheduler(Scheduler):
         def enqueue_jobs(self):
             register_periodic_jobs(self)
-            return super().enqueue_jobs()
+            enqueued = super().enqueue_jobs()
+            record_tick(self.connection, now=utcnow())
+            return enqueued
 
     return PeriodicScheduler

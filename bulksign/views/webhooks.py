@@ -6,8 +6,9 @@ import hmac
 from flask import Blueprint, Flask, abort, current_app, jsonify, request
 
 from ..auth import public
-from ..bounces import BounceFormatError, parse_bounce, record_bounce
-from ..extensions import csrf, db
+from .. import telemetry
+from ..bounces import BounceFormatError, count_complaints, parse_bounce, record_bounce
+from ..extensions import csrf, db, get_redis
 from ..models import utcnow
 
 bp = Blueprint("webhooks", __name__, url_prefix="/webhooks")
@@ -37,6 +38,9 @@ def bounces():
     now = utcnow()
     bounced = [rid for report in reports for rid in record_bounce(db.session, report=report, now=now).bounced]
     db.session.commit()
+    with telemetry.record(get_redis()) as figures:
+        figures.count(telemetry.MAIL_REPORTS, ("bounce",), len(reports))
+        figures.count(telemetry.MAIL_REPORTS, ("complaint",), count_complaints(payload))
     return jsonify(received=len(reports), bounced=len(bounced))
 
 
