@@ -162,18 +162,19 @@ def resident_bytes() -> int | None:
         return None
 
 
-_last_report = {"at": 0.0}
+#: role → when this process last reported its gauges (a test process is web and worker at once).
+_last_report: dict[str, float] = {}
 
 
 def report_process(redis: Redis, *, role: str, pool_in_use: int | None, force: bool = False) -> None:
     """Refresh this process's gauges (memory, database connections in use), at most every few seconds."""
     now = time.time()
-    if not force and now - _last_report["at"] < PROCESS_REFRESH_SECONDS:
+    if not force and now - _last_report.get(role, 0.0) < PROCESS_REFRESH_SECONDS:
         return
-    _last_report["at"] = now
-    value = json.dumps({"role": role, "rss": resident_bytes(), "pool": pool_in_use, "at": now})
+    _last_report[role] = now
+    value = json.dumps({"rss": resident_bytes(), "pool": pool_in_use, "at": now})
     try:
-        redis.hset(PROCESSES_KEY, process_id(), value)
+        redis.hset(PROCESSES_KEY, _SEP.join((process_id(), role)), value)
     except RedisError as exc:
         logger.warning("telemetry not recorded: %s", exc)
 
@@ -190,21 +191,22 @@ def processes(redis: Redis, *, now: float | None = None) -> list[ProcessFigures]
     """The live processes' last figures; those silent for ``PROCESS_STALE_SECONDS`` are forgotten."""
     now = time.time() if now is None else now
     live, stale = [], []
-    for name, raw in sorted(redis.hgetall(PROCESSES_KEY).items()):
+    for field, raw in sorted(redis.hgetall(PROCESSES_KEY).items()):
         data = json.loads(raw)
         if now - data["at"] > PROCESS_STALE_SECONDS:
-            stale.append(name)
+            stale.append(field)
         else:
-            live.append(ProcessFigures(name.decode(), data["role"], data["rss"], data["pool"]))
+            process, _, role = field.decode().partition(_SEP)
+            live.append(ProcessFigures(process, role, data["rss"], data["pool"]))
     if stale:
         redis.hdel(PROCESSES_KEY, *stale)
     return live
 
 
-def forget_process(redis: Redis) -> None:
+def forget_process(redis: Redis, *, role: str) -> None:
     """This process is stopping: its gauges go now rather than when they turn stale."""
     try:
-        redis.hdel(PROCESSES_KEY, process_id())
+        redis.hdel(PROCESSES_KEY, _SEP.join((process_id(), role)))
     except RedisError:
         pass
 

@@ -44,9 +44,11 @@ class AppWorker(SimpleWorker):
         return result
 
     def register_death(self, *args, **kwargs):
-        telemetry.forget_process(self.connection)
+        telemetry.forget_process(self.connection, role=self._role())
         return super().register_death(*args, **kwargs)
 
+    def _role(self) -> str:
+        return "worker:" + ",".join(self.queue_names())
+
     def _report_process(self) -> None:
-        telemetry.report_process(self.connection, role="worker:" + ",".join(self.queue_names()),
-                                 pool_in_use=telemetry.pool_in_use(db.engine))
+        telemetry.report_process(self.connection, role=self._role(), pool_in_use=telemetry.pool_in_use(db.engine))
