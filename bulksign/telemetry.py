@@ -162,21 +162,36 @@ def resident_bytes() -> int | None:
         return None
 
 
-#: role → when this process last reported its gauges (a test process is web and worker at once).
-_last_report: dict[str, float] = {}
+class ProcessReporter:
+    """Refreshes one process's gauges (memory, database connections in use), at most every few seconds.
 
+    One per app (web) or per worker, so a process playing both parts (the tests) reports both.
+    """
 
-def report_process(redis: Redis, *, role: str, pool_in_use: int | None, force: bool = False) -> None:
-    """Refresh this process's gauges (memory, database connections in use), at most every few seconds."""
-    now = time.time()
-    if not force and now - _last_report.get(role, 0.0) < PROCESS_REFRESH_SECONDS:
-        return
-    _last_report[role] = now
-    value = json.dumps({"rss": resident_bytes(), "pool": pool_in_use, "at": now})
-    try:
-        redis.hset(PROCESSES_KEY, _SEP.join((process_id(), role)), value)
-    except RedisError as exc:
-        logger.warning("telemetry not recorded: %s", exc)
+    def __init__(self, role: str):
+        self.role = role
+        self.last = 0.0
+
+    @property
+    def field(self) -> str:
+        return _SEP.join((process_id(), self.role))
+
+    def report(self, redis: Redis, *, pool_in_use: int | None) -> None:
+        now = time.time()
+        if now - self.last < PROCESS_REFRESH_SECONDS:
+            return
+        self.last = now
+        try:
+            redis.hset(PROCESSES_KEY, self.field, json.dumps({"rss": resident_bytes(), "pool": pool_in_use, "at": now}))
+        except RedisError as exc:
+            logger.warning("telemetry not recorded: %s", exc)
+
+    def forget(self, redis: Redis) -> None:
+        """The process is stopping: its gauges go now rather than when they turn stale."""
+        try:
+            redis.hdel(PROCESSES_KEY, self.field)
+        except RedisError:
+            pass
 
 
 @dataclass(frozen=True)
@@ -203,14 +218,6 @@ def processes(redis: Redis, *, now: float | None = None) -> list[ProcessFigures]
     return live
 
 
-def forget_process(redis: Redis, *, role: str) -> None:
-    """This process is stopping: its gauges go now rather than when they turn stale."""
-    try:
-        redis.hdel(PROCESSES_KEY, _SEP.join((process_id(), role)))
-    except RedisError:
-        pass
-
-
 def pool_in_use(engine) -> int | None:
     """Database connections this process has checked out of its pool (None for pools that do not count)."""
     checkedout = getattr(engine.pool, "checkedout", None)
@@ -220,6 +227,8 @@ def pool_in_use(engine) -> int | None:
 def init_app(app: Flask) -> None:
     """Time and count every request by endpoint (the route's name: never a token from the URL)."""
     from .extensions import db, get_redis
+
+    reporter = ProcessReporter("web")
 
     @app.before_request
     def _start_clock():
@@ -236,5 +245,5 @@ def init_app(app: Flask) -> None:
         with record(redis) as figures:
             figures.observe(HTTP_DURATION, labels, time.perf_counter() - started)
             figures.count(HTTP_REQUESTS, labels + (f"{response.status_code // 100}xx",))
-        report_process(redis, role="web", pool_in_use=pool_in_use(db.engine))
+        reporter.report(redis, pool_in_use=pool_in_use(db.engine))
         return response

@@ -4,9 +4,10 @@
 #   redis-server, postgresql: queues and the production database (tests use both)
 #   poppler-utils: pdfsig, an independent PAdES validator used by the tests
 #   chromium: the real browser the UI tests drive through Playwright
+#   prometheus: promtool, which checks /metrics and the alert rules (with their unit tests)
 set -euo pipefail
 want=(wkhtmltopdf fonts-dejavu-core fonts-freefont-otf redis-server poppler-utils python3-venv)
-[ "${1:-}" = "--test" ] && want+=(postgresql chromium)
+[ "${1:-}" = "--test" ] && want+=(postgresql chromium prometheus)
 missing=()
 for pkg in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -44,11 +44,13 @@ class AppWorker(SimpleWorker):
         return result
 
     def register_death(self, *args, **kwargs):
-        telemetry.forget_process(self.connection, role=self._role())
+        self._reporter().forget(self.connection)
         return super().register_death(*args, **kwargs)
 
-    def _role(self) -> str:
-        return "worker:" + ",".join(self.queue_names())
+    def _reporter(self) -> telemetry.ProcessReporter:
+        if not hasattr(self, "_process_reporter"):
+            self._process_reporter = telemetry.ProcessReporter("worker:" + ",".join(self.queue_names()))
+        return self._process_reporter
 
     def _report_process(self) -> None:
-        telemetry.report_process(self.connection, role=self._role(), pool_in_use=telemetry.pool_in_use(db.engine))
+        self._reporter().report(self.connection, pool_in_use=telemetry.pool_in_use(db.engine))
