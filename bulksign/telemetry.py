@@ -78,8 +78,8 @@ FAMILIES: tuple[Family, ...] = (HTTP_DURATION, HTTP_REQUESTS, JOB_DURATION, JOBS
                                 THROTTLE_WAIT, THROTTLE_SLOTS, PDF_RENDER)
 
 
-class Batch:
-    """Figures gathered and written in one pipelined round trip: ``with Batch(redis) as b: b.count(...)``."""
+class Figures:
+    """Figures gathered and written in one pipelined round trip: ``with record(redis) as f: f.count(...)``."""
 
     def __init__(self, redis: Redis):
         self.pipe = redis.pipeline(transaction=False)
@@ -97,7 +97,7 @@ class Batch:
         self.pipe.hincrby(family.key, _SEP.join(labels + (bucket,)), 1)
         self.pipe.hincrbyfloat(family.key, _SEP.join(labels + ("sum",)), seconds)
 
-    def __enter__(self) -> Batch:
+    def __enter__(self) -> Figures:
         return self
 
     def __exit__(self, exc_type, *_) -> bool:
@@ -109,9 +109,9 @@ class Batch:
         return False
 
 
-def record(redis: Redis) -> Batch:
-    """A batch of figures for ``redis``, written when the ``with`` block ends."""
-    return Batch(redis)
+def record(redis: Redis) -> Figures:
+    """Figures for ``redis``, written when the ``with`` block ends (dropped if Redis fails)."""
+    return Figures(redis)
 
 
 @dataclass(frozen=True)

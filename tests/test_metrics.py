@@ -142,14 +142,19 @@ def test_processes_that_fell_silent_are_forgotten(app):
     assert telemetry.processes(redis) == []
 
 
-def test_promtool_accepts_the_metrics(app, users, smtp, client):
-    batch = make_batch(user=users["staff"], now=NOW, recipients=2)
+def scrape_after_work(client, *, owner) -> str:
+    """A scrape after a batch was rendered and sent, a job retried then failed, and the scheduler polled."""
+    batch = make_batch(user=owner, now=NOW, recipients=2)
     enqueue_renders(request_ids(batch))
     run_burst_worker("pdf", "mail")
     get_queue("default").enqueue("tests.test_metrics.fails_always", retry=Retry(max=1))
     run_burst_worker("default")
     periodic_scheduler_class()(connection=get_redis()).enqueue_jobs()
+    return scrape(client)
+
+
+def test_promtool_accepts_the_metrics(app, users, smtp, client):
+    text = scrape_after_work(client, owner=users["staff"])
     assert shutil.which("promtool"), "promtool is missing: run scripts/install-system-deps.sh --test"
-    checked = subprocess.run(["promtool", "check", "metrics"], input=scrape(client), capture_output=True, text=True,
-                             timeout=60)
+    checked = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
     assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -8,15 +8,9 @@ import subprocess
 from pathlib import Path
 
 import yaml
-from rq import Retry
 
 from bulksign.config import BASE_DIR
-from bulksign.extensions import get_queue, get_redis
-from bulksign.jobs.schedule import periodic_scheduler_class
-from bulksign.pipeline import enqueue_renders
-from tests.conftest import NOW
-from tests.support.batches import make_batch, request_ids
-from tests.support.workers import run_burst_worker
+from tests.test_metrics import scrape_after_work
 
 PROMETHEUS = BASE_DIR / "deploy" / "prometheus"
 DASHBOARD = BASE_DIR / "deploy" / "grafana" / "bulksign.json"
@@ -64,14 +58,8 @@ def test_every_metric_the_rules_and_the_dashboard_read_is_exposed(make_app, user
     app = make_app(BOUNCE_WEBHOOK_SECRET="hook")
     with app.app_context():
         client = app.test_client()
-        batch = make_batch(user=users["staff"], now=NOW, recipients=2)
-        enqueue_renders(request_ids(batch))
-        run_burst_worker("pdf", "mail")
-        get_queue("default").enqueue("tests.test_metrics.fails_always", retry=Retry(max=1))
-        run_burst_worker("default")
-        periodic_scheduler_class()(connection=get_redis()).enqueue_jobs()
         client.post("/webhooks/bounces?token=hook", json={"email": "x@example.com", "reason": "550"})
-        text = client.get("/metrics", environ_base={"REMOTE_ADDR": "127.0.0.1"}).get_data(as_text=True)
+        text = scrape_after_work(client, owner=users["staff"])
     exposed = set(re.findall(r"^(bulksign_[a-z_]+)", text, re.M))
     used = _names_in(_rule_expressions() + _dashboard_expressions())
     assert used - exposed == set()
