@@ -12,10 +12,12 @@ from __future__ import annotations
 import logging
 import re
 
-from flask import Flask, g, has_request_context
+from contextlib import contextmanager
+
+from flask import Flask
 
 from . import __version__
-from .logs import current_job_id, redact_query, redact_text
+from .logs import current_request_id, redact_query, redact_text
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +66,18 @@ def capture(error, *, level: str = "error", **tags: str) -> None:
         sentry_sdk.capture_exception(error)
 
 
+@contextmanager
+def job_scope(job):
+    """Around one job: its errors carry its id, and the id of the request that enqueued it, if one did."""
+    import sentry_sdk
+
+    with sentry_sdk.isolation_scope() as scope:
+        scope.set_tag("job_id", job.id)
+        if job.meta.get("request_id"):
+            scope.set_tag("request_id", job.meta["request_id"])
+        yield
+
+
 def flush(timeout: float = 2.0) -> None:
     """Send what is queued before a process ends on ``os._exit`` (forked workers)."""
     import sentry_sdk
@@ -72,14 +86,10 @@ def flush(timeout: float = 2.0) -> None:
 
 
 def scrub(event: dict, *, send_pii: bool) -> dict:
-    """``before_send``: tag the request or job id, then take secrets (and addresses unless ``send_pii``) out."""
-    tags = event.setdefault("tags", {})
-    if has_request_context() and getattr(g, "request_id", None):
-        tags["request_id"] = g.request_id
-    # Inside a job, or after it (RQ reports a failure once the job has left its stack): Sentry's RQ extra.
-    job_id = current_job_id() or (event.get("extra", {}).get("rq-job") or {}).get("job_id")
-    if job_id:
-        tags["job_id"] = job_id
+    """``before_send``: tag the request id, then take secrets (and addresses unless ``send_pii``) out."""
+    request_id = current_request_id()
+    if request_id:
+        event.setdefault("tags", {})["request_id"] = request_id
     request = event.get("request")
     if isinstance(request, dict):
         if isinstance(request.get("query_string"), str):

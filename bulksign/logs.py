@@ -69,6 +69,11 @@ def redact_text(text: str) -> str:
     return _QUERY_IN_TEXT.sub(lambda m: "?" + redact_query(m.group(1)), text)
 
 
+def current_request_id() -> str | None:
+    """The id of the request being answered, if any."""
+    return getattr(g, "request_id", None) if has_request_context() else None
+
+
 def current_job_id() -> str | None:
     try:
         from rq import get_current_job

@@ -5,6 +5,7 @@ import json
 
 import pytest
 import sentry_sdk
+from flask import g
 from rq import Retry
 
 from bulksign.error_tracking import scrub
@@ -87,12 +88,16 @@ def test_an_error_in_the_bounce_webhook_keeps_its_token_out_of_sentry(tracked_ap
 
 
 def test_a_failing_job_reaches_sentry_when_retried_and_when_it_finally_fails(tracked_app, sentry):
-    job = get_queue("default").enqueue("tests.test_error_tracking.explode", 7, retry=Retry(max=1))
+    # Enqueued while answering a request (as staff actions do): the job's errors name that request.
+    with tracked_app.test_request_context("/batches/1/remind", method="POST"):
+        g.request_id = "req0fromthepage1"
+        job = get_queue("default").enqueue("tests.test_error_tracking.explode", 7, retry=Retry(max=1))
     run_burst_worker("default")
 
     retried, failed = _sent(sentry, 2)
     assert retried["level"] == "warning" and failed["level"] == "error"
     assert retried["tags"]["job_id"] == failed["tags"]["job_id"] == job.id
+    assert retried["tags"]["request_id"] == failed["tags"]["request_id"] == "req0fromthepage1"
     assert "/sign/<token>" in failed["exception"]["values"][-1]["value"]
     _assert_no_secrets(sentry)
 

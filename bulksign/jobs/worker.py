@@ -6,7 +6,7 @@ import time
 from rq.worker import SimpleWorker
 
 from .. import telemetry
-from ..error_tracking import capture
+from ..error_tracking import capture, job_scope
 from ..extensions import db
 
 
@@ -22,7 +22,8 @@ class AppWorker(SimpleWorker):
         started = time.perf_counter()
         self._outcome = "succeeded"
         try:
-            return super().perform_job(job, queue)
+            with job_scope(job):
+                return super().perform_job(job, queue)
         finally:
             db.session.remove()
             with telemetry.record(self.connection) as figures:
