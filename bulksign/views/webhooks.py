@@ -1,13 +1,14 @@
-"""Inbound webhooks from the mail provider: ``POST /webhooks/bounces`` (shared secret, no session, no CSRF)."""
+"""Inbound webhooks from the mail provider: ``POST /webhooks/bounces`` takes bounces and spam complaints
+(shared secret, no session, no CSRF)."""
 from __future__ import annotations
 
 import hmac
 
 from flask import Blueprint, Flask, abort, current_app, jsonify, request
 
-from ..auth import public
 from .. import telemetry
-from ..bounces import BounceFormatError, count_complaints, parse_bounce, record_bounce
+from ..auth import public
+from ..bounces import BounceFormatError, parse_bounce, record_report
 from ..extensions import csrf, db, get_redis
 from ..models import utcnow
 
@@ -36,12 +37,13 @@ def bounces():
     except BounceFormatError as exc:
         return jsonify(error=str(exc)), 400
     now = utcnow()
-    bounced = [rid for report in reports for rid in record_bounce(db.session, report=report, now=now).bounced]
+    results = [record_report(db.session, report=report, now=now) for report in reports]
     db.session.commit()
     with telemetry.record(get_redis()) as figures:
-        figures.count(telemetry.MAIL_REPORTS, ("bounce",), len(reports))
-        figures.count(telemetry.MAIL_REPORTS, ("complaint",), count_complaints(payload))
-    return jsonify(received=len(reports), bounced=len(bounced))
+        for kind in ("bounce", "complaint"):
+            figures.count(telemetry.MAIL_REPORTS, (kind,), sum(1 for r in reports if r.kind == kind))
+    return jsonify(received=len(reports), bounced=sum(len(r.bounced) for r in results),
+                   complained=sum(len(r.complained) for r in results))
 
 
 def init_app(app: Flask) -> None:
