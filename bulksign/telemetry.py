@@ -8,7 +8,9 @@ one pipelined round trip per request, job or mail, and whichever web process ans
 them back: every web process reports the same totals, as it already does for the database figures.
 
 Counters start again from zero when Redis loses its data; Prometheus' ``rate()`` reads that as a
-counter reset. Recording never fails the work it measures: a Redis error drops the figure.
+counter reset. Recording never fails the work it measures: a Redis error drops the figure, and
+this process stops recording for ``PAUSE_AFTER_FAILURE_SECONDS``, so that a Redis that does not
+answer (each try waits for the connect timeout) slows one request, not every one.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import socket
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from weakref import WeakKeyDictionary
 
 from flask import Flask, g, request
 from redis import Redis
@@ -33,7 +36,20 @@ PROCESSES_KEY = PREFIX + "processes"
 PROCESS_STALE_SECONDS = 600
 #: A process refreshes its gauges at most this often.
 PROCESS_REFRESH_SECONDS = 10
+#: After a Redis error, figures are dropped without trying for this long.
+PAUSE_AFTER_FAILURE_SECONDS = 30
 _SEP = "\x1f"
+#: Per Redis client (its connection pool): until when figures for it are dropped untried.
+_paused_until: WeakKeyDictionary = WeakKeyDictionary()
+
+
+def _paused(redis: Redis) -> bool:
+    return time.monotonic() < _paused_until.get(redis.connection_pool, 0.0)
+
+
+def _failed(redis: Redis, exc: Exception) -> None:
+    _paused_until[redis.connection_pool] = time.monotonic() + PAUSE_AFTER_FAILURE_SECONDS
+    logger.warning("telemetry not recorded, pausing for %s s: %s", PAUSE_AFTER_FAILURE_SECONDS, exc)
 
 
 @dataclass(frozen=True)
@@ -82,6 +98,7 @@ class Figures:
     """Figures gathered and written in one pipelined round trip: ``with record(redis) as f: f.count(...)``."""
 
     def __init__(self, redis: Redis):
+        self.redis = redis
         self.pipe = redis.pipeline(transaction=False)
 
     def count(self, family: Family, labels: tuple[str, ...] = (), amount: float = 1) -> None:
@@ -101,11 +118,11 @@ class Figures:
         return self
 
     def __exit__(self, exc_type, *_) -> bool:
-        if exc_type is None:
+        if exc_type is None and not _paused(self.redis):
             try:
                 self.pipe.execute()
             except RedisError as exc:
-                logger.warning("telemetry not recorded: %s", exc)
+                _failed(self.redis, exc)
         return False
 
 
@@ -178,13 +195,13 @@ class ProcessReporter:
 
     def report(self, redis: Redis, *, pool_in_use: int | None) -> None:
         now = time.time()
-        if now - self.last < PROCESS_REFRESH_SECONDS:
+        if now - self.last < PROCESS_REFRESH_SECONDS or _paused(redis):
             return
         self.last = now
         try:
             redis.hset(PROCESSES_KEY, self.field, json.dumps({"rss": resident_bytes(), "pool": pool_in_use, "at": now}))
         except RedisError as exc:
-            logger.warning("telemetry not recorded: %s", exc)
+            _failed(redis, exc)
 
     def forget(self, redis: Redis) -> None:
         """The process is stopping: its gauges go now rather than when they turn stale."""

@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import re
 import shutil
+import socket
 import subprocess
+import threading
 import time
 
 from prometheus_client.parser import text_string_to_metric_families
+from redis import Redis
 from rq import Retry, Worker
 from sqlalchemy import event
 
@@ -158,3 +161,42 @@ def test_promtool_accepts_the_metrics(app, users, smtp, client):
     assert shutil.which("promtool"), "promtool is missing: run scripts/install-system-deps.sh --test"
     checked = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_after_a_redis_failure_figures_are_dropped_without_trying_for_a_while(app):
+    # A "Redis" that accepts and hangs up at once: each try is one accepted connection (or a few, with retries).
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    accepted = []
+
+    def hang_up():
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            accepted.append(1)
+            conn.close()
+
+    thread = threading.Thread(target=hang_up, daemon=True)
+    thread.start()
+    broken = Redis(port=listener.getsockname()[1], socket_connect_timeout=2, socket_timeout=2)
+    try:
+        with telemetry.record(broken) as figures:
+            figures.count(telemetry.JOBS, ("pdf", "succeeded"))
+        tried = len(accepted)
+        assert tried >= 1
+        for _ in range(5):
+            with telemetry.record(broken) as figures:
+                figures.count(telemetry.JOBS, ("pdf", "succeeded"))
+        telemetry.ProcessReporter("web").report(broken, pool_in_use=0)
+        assert len(accepted) == tried
+        # Another Redis client (the app's own) is not held back by the broken one.
+        with telemetry.record(get_redis()) as figures:
+            figures.count(telemetry.JOBS, ("pdf", "succeeded"))
+        assert telemetry.read(get_redis())[telemetry.JOBS.name] == {("pdf", "succeeded"): 1}
+    finally:
+        listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() waiting in the thread
+        listener.close()
+        thread.join(timeout=5)
