@@ -5,6 +5,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -14,11 +15,12 @@ from rq import Retry, Worker
 from sqlalchemy import event
 
 from bulksign import telemetry
+from bulksign.config import BASE_DIR
 from bulksign.extensions import db, get_queue, get_redis
 from bulksign.jobs.schedule import periodic_scheduler_class
 from bulksign.pipeline import enqueue_renders
 from tests.conftest import NOW
-from tests.support.batches import make_batch, request_ids
+from tests.support.batches import make_batch, request_ids, worker_env
 from tests.support.workers import run_burst_worker
 
 LOCAL = {"REMOTE_ADDR": "127.0.0.1"}
@@ -71,6 +73,17 @@ def test_a_sent_batch_shows_in_jobs_mails_render_times_and_batch_counts(app, use
     # The worker reported its memory while it ran (a stopped worker is gone); the web reports its connections.
     assert any(role == "worker:pdf,mail,default" and rss > 0 for role, rss in probe.return_value())
     assert re.search(r'^bulksign_db_pool_connections_in_use\{process="[^"]+",role="web"\} \d', text, re.M)
+
+
+def test_forked_worker_processes_add_to_the_figures_the_web_reports(app, users, smtp, client):
+    batch = make_batch(user=users["staff"], now=NOW, recipients=6)
+    enqueue_renders(request_ids(batch))
+    done = subprocess.run([sys.executable, "-m", "flask", "jobs", "worker", "--burst", "--processes", "2", "pdf", "mail"],
+                          cwd=BASE_DIR, env=worker_env(app), capture_output=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = scrape(client)
+    assert value(text, 'bulksign_mails_total{kind="invitation",status="sent"}') == 6
+    assert value(text, "bulksign_pdf_render_seconds_count") == 6
 
 
 def test_a_job_that_fails_after_a_retry_counts_once_retried_and_once_failed(app, client):
