@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 from redis import Redis
@@ -213,3 +214,35 @@ def test_after_a_redis_failure_figures_are_dropped_without_trying_for_a_while(ap
         listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() waiting in the thread
         listener.close()
         thread.join(timeout=5)
+
+
+def test_requests_served_by_several_gunicorn_workers_add_up_in_one_scrape(app, tmp_path):
+    import requests
+
+    from tests.support.services import free_port
+
+    port = free_port()
+    c = app.config
+    env = {"DATABASE_URL": c["DATABASE_URL"], "REDIS_URL": c["REDIS_URL"], "SECRET_KEY": "x",
+           "BULKSIGN_VAR_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.Popen([str(Path(sys.executable).with_name("gunicorn")), "--bind", f"127.0.0.1:{port}",
+                             "--workers", "2", "wsgi:app"], cwd=BASE_DIR, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60  # booting takes seconds on a loaded machine: wait, bounded
+        while time.monotonic() < deadline:
+            try:
+                requests.get(f"http://127.0.0.1:{port}/healthz", timeout=30)
+                break
+            except requests.ConnectionError:
+                time.sleep(0.2)
+        # A new connection each time: the two workers both answer some.
+        for _ in range(19):
+            assert requests.get(f"http://127.0.0.1:{port}/healthz", timeout=30,
+                                headers={"Connection": "close"}).status_code == 200
+        text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+    assert value(text, 'bulksign_http_requests_total{endpoint="health.healthz",method="GET",status="2xx"}') == 20
+    assert len(re.findall(r'^bulksign_db_pool_connections_in_use\{process="[^"]+",role="web"\}', text, re.M)) >= 1
