@@ -22,7 +22,7 @@ class JsonFormatter(logging.Formatter):
         if has_request_context():
             line["request_id"] = getattr(g, "request_id", None)
             line["path"] = redact_path(request.path)
-        job_id = current_job_id()
+        job_id = _current_job_id()
         if job_id:
             line["job_id"] = job_id
         for key, value in getattr(record, "fields", {}).items():
@@ -74,7 +74,7 @@ def current_request_id() -> str | None:
     return getattr(g, "request_id", None) if has_request_context() else None
 
 
-def current_job_id() -> str | None:
+def _current_job_id() -> str | None:
     try:
         from rq import get_current_job
 
