@@ -74,7 +74,7 @@ def queue_figures(queue: Queue, *, now: datetime) -> QueueFigures:
 
 def snapshot(session: Session, *, redis: Redis, queues: dict[str, Queue], now: datetime,
              mail_limit_per_second: float) -> Snapshot:
-    """Read every figure once: 3 queries on small tables, a few Redis round trips per queue, one for telemetry."""
+    """Read every figure once: 4 queries on small tables, a few Redis round trips per queue, two for telemetry."""
     by_status = dict(session.execute(select(BatchStatusCount.status, func.sum(BatchStatusCount.count))
                                      .group_by(BatchStatusCount.status)).all())
     recent = (select(Batch.id, Batch.created_at)
