@@ -246,3 +246,16 @@ def test_requests_served_by_several_gunicorn_workers_add_up_in_one_scrape(app, t
         proc.wait(timeout=15)
     assert value(text, 'bulksign_http_requests_total{endpoint="health.healthz",method="GET",status="2xx"}') == 20
     assert len(re.findall(r'^bulksign_db_pool_connections_in_use\{process="[^"]+",role="web"\}', text, re.M)) >= 1
+
+
+def test_errors_count_as_5xx_under_the_route_name_never_the_token(app, client, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("database fell over")
+
+    monkeypatch.setattr("bulksign.views.signing.find_by_token", broken)
+    assert client.get("/sign/SecretToken123456789").status_code == 500
+    assert client.get("/no/such/page").status_code == 404
+    text = scrape(client)
+    assert value(text, 'bulksign_http_requests_total{endpoint="signing.page",method="GET",status="5xx"}') == 1
+    assert value(text, 'bulksign_http_requests_total{endpoint="unmatched",method="GET",status="4xx"}') == 1
+    assert "SecretToken123456789" not in text
