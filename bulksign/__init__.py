@@ -8,6 +8,9 @@ from flask import Flask
 
 from .config import BASE_DIR, load_config
 
+#: What error reports name as the release (``bulksign@<version>``).
+__version__ = "1.0.0"
+
 
 def create_app(config: dict | None = None) -> Flask:
     """Build the app: settings from the environment (then ``config``), extensions, blueprints, CLI."""
@@ -18,8 +21,10 @@ def create_app(config: dict | None = None) -> Flask:
     )
     app.config.update(load_config(config))
 
-    from . import logs
+    from . import error_tracking, logs, telemetry
     logs.init_app(app)
+    error_tracking.init_app(app)
+    telemetry.init_app(app)
 
     from . import auth, errors, i18n, users
     from .extensions import csrf, db, limiter, mail, migrate

@@ -98,6 +98,8 @@ def _run_worker_processes(names, *, burst: bool, count: int) -> None:
     import signal
     import time
 
+    from .error_tracking import capture, flush
+
     db.engine.dispose()
     current_app.extensions.pop("bulksign_redis", None)
     children: set[int] = set()
@@ -112,10 +114,12 @@ def _run_worker_processes(names, *, burst: bool, count: int) -> None:
             code = 0
             try:
                 _run_worker(names, burst=burst)
-            except BaseException:  # a child must never return into the parent's loop
+            except BaseException as exc:  # a child must never return into the parent's loop
                 logging.getLogger(__name__).exception("worker process crashed")
+                capture(exc)
                 code = 1
             finally:
+                flush()  # os._exit skips the SDK's own flush at exit
                 os._exit(code)
         children.add(pid)
 
@@ -149,6 +153,7 @@ def scheduler_command(interval: int) -> None:
 
     from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
+    from .error_tracking import capture, flush
     from .jobs.schedule import periodic_scheduler_class
 
     _require_services()
@@ -163,6 +168,10 @@ def scheduler_command(interval: int) -> None:
             logging.getLogger(__name__).warning("redis unavailable (%s); retrying in %s s", exc, delay)
             time.sleep(delay)
             delay = min(delay * 2, 30)
+        except Exception as exc:
+            capture(exc)
+            flush()
+            raise
 
 
 @jobs_cli.command("tick")

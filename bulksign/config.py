@@ -82,6 +82,10 @@ def load_config(overrides: dict | None = None) -> dict:
         "TSA_TIMEOUT_SECONDS": _int("TSA_TIMEOUT_SECONDS", 10),
         "BOUNCE_WEBHOOK_SECRET": env.get("BOUNCE_WEBHOOK_SECRET", ""),
         "METRICS_TOKEN": env.get("METRICS_TOKEN", ""),
+        # Error tracking: off when the DSN is empty; recipients' addresses are sent only with SENTRY_SEND_PII.
+        "SENTRY_DSN": env.get("SENTRY_DSN", ""),
+        "SENTRY_ENVIRONMENT": env.get("SENTRY_ENVIRONMENT", "production"),
+        "SENTRY_SEND_PII": _bool(env.get("SENTRY_SEND_PII", "false")),
         # Outgoing webhooks may reach this host itself (loopback); link-local addresses never.
         "WEBHOOK_ALLOW_LOCAL": _bool(env.get("WEBHOOK_ALLOW_LOCAL", "false")),
         "RECONCILE_AFTER_SECONDS": _int("RECONCILE_AFTER_SECONDS", 300),

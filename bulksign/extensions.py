@@ -46,8 +46,20 @@ def get_redis() -> Redis:
     return ext["bulksign_redis"]
 
 
+class AppQueue(Queue):
+    """A job enqueued while answering a request carries that request's id: its errors name the request."""
+
+    def create_job(self, *args, meta: dict | None = None, **kwargs):
+        from .logs import current_request_id
+
+        request_id = current_request_id()
+        if request_id:
+            meta = {**(meta or {}), "request_id": request_id}
+        return super().create_job(*args, meta=meta, **kwargs)
+
+
 def get_queue(name: str) -> Queue:
     """One of ``QUEUE_NAMES`` on the app's Redis."""
     if name not in QUEUE_NAMES:
         raise ValueError(f"unknown queue {name!r}")
-    return Queue(name, connection=get_redis())
+    return AppQueue(name, connection=get_redis())

@@ -33,12 +33,16 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str, ensure_ascii=False)
 
 
+#: Paths whose next segment is a secret token (signing links, tracking pixels).
+TOKEN_PATH_PREFIXES = ("/sign/", "/t/", "/track/")
+
+
 def redact_path(path: str) -> str:
     """A path with the signing token or tracking mac replaced by ``<token>``, read as the router reads it:
     percent-decoded, slashes merged (``//sign/…`` and ``/%73ign/…`` are ``/sign/…``)."""
     path = re.sub(r"/{2,}", "/", unquote(path or ""))
     # A signing token is a secret: it never reaches a log line.
-    for prefix in ("/sign/", "/t/", "/track/"):
+    for prefix in TOKEN_PATH_PREFIXES:
         if path.startswith(prefix):
             return prefix + "<token>" + ("/" + path.split("/", 3)[3] if path.count("/") > 2 else "")
     return path
@@ -75,6 +79,21 @@ def request_log_target() -> str:
             path = path.replace(value, SECRET_ROUTE_ARGUMENTS[name])
     query = redact_query(request.query_string.decode("latin-1"))
     return redact_path(path) + (f"?{query}" if query else "")
+
+
+_TOKEN_IN_TEXT = re.compile("(" + "|".join(re.escape(p) for p in TOKEN_PATH_PREFIXES) + r")[^/?#\s\"'<>]+")
+_QUERY_IN_TEXT = re.compile(r"\?([^\s#\"'<>]*)")
+
+
+def redact_text(text: str) -> str:
+    """Free text (an error message, a URL in it) with tokens in paths and secret query values redacted."""
+    text = _TOKEN_IN_TEXT.sub(lambda m: m.group(1) + "<token>", text)
+    return _QUERY_IN_TEXT.sub(lambda m: "?" + redact_query(m.group(1)), text)
+
+
+def current_request_id() -> str | None:
+    """The id of the request being answered, if any."""
+    return getattr(g, "request_id", None) if has_request_context() else None
 
 
 def _current_job_id() -> str | None:

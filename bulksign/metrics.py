@@ -1,59 +1,106 @@
-"""Numbers for Prometheus, read fresh at each scrape: requests by status, queues, mails, render times, reminders.
+"""Numbers for Prometheus, read fresh at each scrape: requests and batches, queues, the scheduler, and ``telemetry``.
 
-Everything comes from the database (GROUP BY) and Redis (queue lengths), so every web process
-reports the same totals and nothing is lost when a process restarts.
+State comes from the database and Redis, so every web process reports the same totals and nothing
+is lost when a process restarts. A scrape stays cheap however big the batches: requests per status
+come from the per-batch counters (``batch_status_counts``, a row per batch and status), never from
+counting ``signing_requests``; what processes count as they work (requests served, jobs, mails,
+throttle waits, render times, memory) is read from Redis (``telemetry``).
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import CollectorRegistry
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session, aliased
+from redis import Redis
+from rq import Queue
+from rq.worker_registration import get_keys
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session
 
-from .models import Event, OutgoingMail, SigningRequest
+from . import telemetry
+from .batches import PENDING, PROCESSING
+from .models import Batch, BatchStatusCount
+from .scheduler_ticks import last_tick
 
-#: Render durations are measured from the events of this recent window.
-RENDER_WINDOW = timedelta(hours=1)
-RENDER_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+#: Batches are shown one by one while in flight and for this long after they finished (late bounces).
+RECENT_BATCHES = timedelta(days=7)
+
+
+@dataclass(frozen=True)
+class QueueFigures:
+    #: Jobs per state: queued, started, failed, scheduled.
+    jobs: dict[str, int]
+    #: Seconds since the job at the head of the queue was enqueued (0 when empty).
+    oldest_age_seconds: float
+    #: Live workers listening on the queue.
+    workers: int
 
 
 @dataclass(frozen=True)
 class Snapshot:
     requests_by_status: dict[str, int]
-    mails_by_kind_status: dict[tuple[str, str], int]
-    queue_depths: dict[str, dict[str, int]]
-    render_seconds: tuple[float, ...]
+    #: batch id → status → requests, for batches in flight or finished within ``RECENT_BATCHES``.
+    batches: dict[int, dict[str, int]]
+    batch_created: dict[int, datetime]
+    batches_in_flight: int
+    queues: dict[str, QueueFigures]
+    scheduler_last_tick: datetime | None
+    #: Sends per second the throttle allows (0: no limit).
+    mail_limit_per_second: float
+    counted: dict
+    processes: list[telemetry.ProcessFigures]
 
 
-def render_durations(session: Session, *, now: datetime, limit: int = 5000) -> tuple[float, ...]:
-    """Seconds between ``status.generating`` and the following ``status.generated`` of each request, recently."""
-    start = aliased(Event)
-    started_at = (select(func.max(start.created_at))
-                  .where(start.request_id == Event.request_id, start.type == "status.generating",
-                         start.created_at <= Event.created_at)
-                  .correlate(Event).scalar_subquery())
-    rows = session.execute(
-        select(Event.created_at, started_at)
-        .where(Event.type == "status.generated", Event.created_at >= now - RENDER_WINDOW)
-        .order_by(Event.id.desc()).limit(limit)
-    ).all()
-    return tuple(max(0.0, (done - began).total_seconds()) for done, began in rows if began is not None)
+def queue_figures(queue: Queue, *, now: datetime) -> QueueFigures:
+    """A queue's job counts, its oldest job's age and its live workers (a few Redis round trips)."""
+    jobs = {"queued": queue.count, "started": queue.started_job_registry.count,
+            "failed": queue.failed_job_registry.count, "scheduled": queue.scheduled_job_registry.count}
+    age = 0.0
+    head = queue.get_job_ids(0, 1)
+    job = queue.fetch_job(head[0]) if head else None
+    if job is not None and job.enqueued_at:
+        age = max(0.0, (now - job.enqueued_at.replace(tzinfo=now.tzinfo)).total_seconds())
+    # The registry keeps a killed worker until some worker cleans it up; its own key expires with its heartbeat.
+    keys = list(get_keys(queue=queue))
+    pipe = queue.connection.pipeline(transaction=False)
+    for key in keys:
+        pipe.exists(key)
+    workers = sum(pipe.execute()) if keys else 0
+    return QueueFigures(jobs=jobs, oldest_age_seconds=age, workers=workers)
 
 
-def snapshot(session: Session, *, queues: dict, now: datetime) -> Snapshot:
-    """Read every figure once (3 queries + one Redis round trip per queue)."""
-    by_status = dict(session.execute(select(SigningRequest.status, func.count()).group_by(SigningRequest.status)).all())
-    mails = {(kind, status): n for kind, status, n in session.execute(
-        select(OutgoingMail.kind, OutgoingMail.status, func.count()).group_by(OutgoingMail.kind, OutgoingMail.status))}
-    depths = {}
-    for name, queue in queues.items():
-        depths[name] = {"queued": queue.count, "started": queue.started_job_registry.count,
-                        "failed": queue.failed_job_registry.count, "scheduled": queue.scheduled_job_registry.count}
-    return Snapshot(requests_by_status=by_status, mails_by_kind_status=mails, queue_depths=depths,
-                    render_seconds=render_durations(session, now=now))
+def snapshot(session: Session, *, redis: Redis, queues: dict[str, Queue], now: datetime,
+             mail_limit_per_second: float) -> Snapshot:
+    """Read every figure once: 4 queries on small tables, a few Redis round trips per queue, two for telemetry."""
+    by_status = dict(session.execute(select(BatchStatusCount.status, func.sum(BatchStatusCount.count))
+                                     .group_by(BatchStatusCount.status)).all())
+    recent = (select(Batch.id, Batch.created_at)
+              .where(or_(Batch.status.in_([PENDING, PROCESSING]), Batch.finished_at >= now - RECENT_BATCHES)))
+    created = dict(session.execute(recent).all())
+    batches: dict[int, dict[str, int]] = {bid: {} for bid in created}
+    if created:
+        rows = session.execute(select(BatchStatusCount.batch_id, BatchStatusCount.status, BatchStatusCount.count)
+                               .where(BatchStatusCount.batch_id.in_(list(created))))
+        for batch_id, status, n in rows:
+            batches[batch_id][status] = n
+    in_flight = session.scalar(select(func.count()).select_from(Batch)
+                               .where(Batch.status.in_([PENDING, PROCESSING]))) or 0
+    return Snapshot(
+        requests_by_status={s: int(n or 0) for s, n in by_status.items()}, batches=batches, batch_created=created,
+        batches_in_flight=in_flight, queues={name: queue_figures(q, now=now) for name, q in queues.items()},
+        scheduler_last_tick=last_tick(redis), mail_limit_per_second=mail_limit_per_second,
+        counted=telemetry.read(redis), processes=telemetry.processes(redis, now=time.time()),
+    )
+
+
+def _gauge(name: str, help_text: str, labels: list[str], samples) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, help_text, labels=labels)
+    for label_values, value in samples:
+        family.add_metric(list(label_values), value)
+    return family
 
 
 class _SnapshotCollector:
@@ -62,27 +109,50 @@ class _SnapshotCollector:
 
     def collect(self):
         snap = self.snap
-        requests = GaugeMetricFamily("bulksign_requests", "Signing requests by current status", labels=["status"])
-        for status, n in sorted(snap.requests_by_status.items()):
-            requests.add_metric([status], n)
-        yield requests
-        depth = GaugeMetricFamily("bulksign_queue_jobs", "RQ jobs per queue and state", labels=["queue", "state"])
-        for queue, states in sorted(snap.queue_depths.items()):
-            for state, n in states.items():
-                depth.add_metric([queue, state], n)
-        yield depth
-        mails = CounterMetricFamily("bulksign_mails", "Outgoing mails by kind and status", labels=["kind", "status"])
-        for (kind, status), n in sorted(snap.mails_by_kind_status.items()):
-            mails.add_metric([kind, status], n)
-        yield mails
+        yield _gauge("bulksign_requests", "Signing requests by current status", ["status"],
+                     [((s,), n) for s, n in sorted(snap.requests_by_status.items())])
+        yield _gauge("bulksign_batches_in_flight", "Batches pending or processing", [],
+                     [((), snap.batches_in_flight)])
+        yield _gauge("bulksign_batch_requests", "Requests of a batch in flight or finished this week, by status",
+                     ["batch_id", "status"],
+                     [((str(b), s), n) for b, counts in sorted(snap.batches.items()) for s, n in sorted(counts.items())])
+        yield _gauge("bulksign_batch_created_timestamp_seconds", "When the batch was created", ["batch_id"],
+                     [((str(b),), at.timestamp()) for b, at in sorted(snap.batch_created.items())])
+        yield _gauge("bulksign_queue_jobs", "RQ jobs per queue and state", ["queue", "state"],
+                     [((q, state), n) for q, figures in sorted(snap.queues.items())
+                      for state, n in figures.jobs.items()])
+        yield _gauge("bulksign_queue_oldest_job_age_seconds", "Age of the job at the head of the queue",
+                     ["queue"], [((q,), f.oldest_age_seconds) for q, f in sorted(snap.queues.items())])
+        yield _gauge("bulksign_queue_workers", "Live RQ workers listening on the queue", ["queue"],
+                     [((q,), f.workers) for q, f in sorted(snap.queues.items())])
+        if snap.scheduler_last_tick is not None:
+            yield _gauge("bulksign_scheduler_last_tick_timestamp_seconds", "When the scheduler last polled", [],
+                         [((), snap.scheduler_last_tick.timestamp())])
+        yield _gauge("bulksign_mail_throttle_limit_per_second", "Sends per second the mail throttle allows (0: none)",
+                     [], [((), snap.mail_limit_per_second)])
+        yield _gauge("bulksign_process_resident_memory_bytes", "Resident memory of each web and worker process",
+                     ["process", "role"],
+                     [((p.process, p.role), p.rss_bytes) for p in snap.processes if p.rss_bytes is not None])
+        yield _gauge("bulksign_db_pool_connections_in_use", "Database connections checked out, per process",
+                     ["process", "role"],
+                     [((p.process, p.role), p.pool_in_use) for p in snap.processes if p.pool_in_use is not None])
+        yield from self._counted()
+
+    def _counted(self):
+        for family in telemetry.FAMILIES:
+            values = self.snap.counted.get(family.name, {})
+            if family.kind == "counter":
+                metric = CounterMetricFamily(family.name, family.help, labels=list(family.labels))
+                for labels, value in sorted(values.items()):
+                    metric.add_metric(list(labels), value)
+            else:
+                metric = HistogramMetricFamily(family.name, family.help, labels=list(family.labels))
+                for labels, histogram in sorted(values.items()):
+                    metric.add_metric(list(labels), buckets=list(histogram.buckets), sum_value=histogram.sum)
+            yield metric
         reminders = CounterMetricFamily("bulksign_reminders_sent", "Reminder mails sent")
-        reminders.add_metric([], snap.mails_by_kind_status.get(("reminder", "sent"), 0))
+        reminders.add_metric([], self.snap.counted.get(telemetry.MAILS.name, {}).get(("reminder", "sent"), 0))
         yield reminders
-        values = snap.render_seconds
-        buckets = [(str(le), sum(1 for v in values if v <= le)) for le in RENDER_BUCKETS] + [("+Inf", len(values))]
-        yield HistogramMetricFamily("bulksign_pdf_render_seconds",
-                                    "PDF render time (generating → generated) over the last hour",
-                                    buckets=buckets, sum_value=sum(values))
 
 
 def registry_for(snap: Snapshot) -> CollectorRegistry:

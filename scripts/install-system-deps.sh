@@ -6,9 +6,10 @@
 #   chromium: the real browser the UI tests drive through Playwright
 #   pgbouncer: the tests, bench and soak run the app through a private one in transaction pooling
 #   redis-sentinel: the failover tests run a real Sentinel over a master and a replica
+#   prometheus: promtool, which checks /metrics and the alert rules (with their unit tests)
 set -euo pipefail
 want=(wkhtmltopdf fonts-dejavu-core fonts-freefont-otf redis-server poppler-utils python3-venv)
-[ "${1:-}" = "--test" ] && want+=(postgresql pgbouncer chromium redis-sentinel)
+[ "${1:-}" = "--test" ] && want+=(postgresql pgbouncer chromium redis-sentinel prometheus)
 missing=()
 for pkg in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import logging
 import smtplib
+import time
 from collections import Counter
 from dataclasses import dataclass
 
@@ -20,7 +21,7 @@ from flask import Flask, current_app
 from flask_mail import Message, sanitize_address, sanitize_addresses
 from sqlalchemy import select
 
-from .. import stopping
+from .. import stopping, telemetry
 from ..batches import cancel_if_batch_stopped, close_if_done
 from ..dkim_signing import sign as dkim_sign
 from ..extensions import db, get_redis
@@ -169,8 +170,8 @@ def _send_chunk(mail_ids: list[int], *, app: Flask) -> str:
         if stopping.is_requested():
             handed_back = to_send[position:]
             break
-        if not throttle.acquire(max_wait_seconds=app.config["THROTTLE_MAX_WAIT_SECONDS"],
-                                stop=stopping.requested).allowed:
+        if not _acquire(throttle, max_wait_seconds=app.config["THROTTLE_MAX_WAIT_SECONDS"],
+                        stop=stopping.requested):
             if stopping.is_requested():
                 handed_back = to_send[position:]
             else:
@@ -198,6 +199,16 @@ def _send_chunk(mail_ids: list[int], *, app: Flask) -> str:
     if retry_reason:
         raise TransientFailure(f"{summary or 'nothing sent'}; the rest will be tried again: {retry_reason}")
     return summary
+
+
+def _acquire(throttle: MailThrottle, *, max_wait_seconds: float, stop) -> bool:
+    """Wait for a throttle slot (until ``stop()``); how long the wait took and whether it won go to ``telemetry``."""
+    started = time.monotonic()
+    allowed = throttle.acquire(max_wait_seconds=max_wait_seconds, stop=stop).allowed
+    with telemetry.record(get_redis()) as figures:
+        figures.count(telemetry.THROTTLE_WAIT, amount=time.monotonic() - started)
+        figures.count(telemetry.THROTTLE_SLOTS, ("won" if allowed else "timed_out",))
+    return allowed
 
 
 def _claim(mail_ids: list[int], *, limit: int) -> tuple[list[OutgoingMail], list[OutgoingMail]]:
@@ -297,6 +308,9 @@ def _settle(mail: OutgoingMail, request: SigningRequest | None, delivery: Delive
     """Record one mail's outcome on the mail and its request, committed at once. Returns the outcome."""
     session = db.session
     now = utcnow()
+    with telemetry.record(get_redis()) as figures:
+        figures.count(telemetry.MAILS, (mail.kind, "deferred" if delivery.status in ("retry", "unreachable")
+                                        else delivery.status))
     if delivery.status in ("retry", "unreachable"):
         mail.error = delivery.error
         log(logger, logging.WARNING, "mail not sent, will retry", mail_id=mail.id, request_id=mail.request_id,

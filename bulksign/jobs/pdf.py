@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections import Counter
 from dataclasses import dataclass
 
 from flask import Flask, current_app
 from sqlalchemy import select
 
-from .. import stopping
+from .. import stopping, telemetry
 from ..batches import cancel_if_batch_stopped, close_if_done, mark_batch_started
 from ..doc_templates import TemplateError, render_html
-from ..extensions import db
+from ..extensions import db, get_redis
 from ..invitations import load_requests, queue_invitations
 from ..logs import log
 from ..models import Document, SigningRequest, utcnow
@@ -121,7 +122,10 @@ def _gave_up(message: str, request: SigningRequest, limit: int, *, transient: bo
 
 def _render_one(request: SigningRequest, *, app: Flask) -> Rendered:
     html = render_html(request.batch.template_version.html, document_context(request))
+    started = time.perf_counter()
     data = render_pdf(html, timeout=app.config["PDF_TIMEOUT_SECONDS"])
+    with telemetry.record(get_redis()) as figures:
+        figures.observe(telemetry.PDF_RENDER, (), time.perf_counter() - started)
     key = original_key(request)
     get_storage().put(key, data, content_type="application/pdf")
     return Rendered(request.id, request.batch_id, key, data)

@@ -11,7 +11,7 @@ from flask import Blueprint, Response, abort, current_app, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ..auth import public
-from ..extensions import QUEUE_NAMES, db, get_queue
+from ..extensions import QUEUE_NAMES, db, get_queue, get_redis
 from ..metrics import registry_for, snapshot
 from ..models import utcnow
 from .signing import client_ip
@@ -36,5 +36,8 @@ def _allowed() -> bool:
 def metrics():
     if not _allowed():
         abort(403)
-    snap = snapshot(db.session, queues={name: get_queue(name) for name in QUEUE_NAMES}, now=utcnow())
+    config = current_app.config
+    rate = config["MAIL_RATE_PER_MINUTE"]
+    snap = snapshot(db.session, redis=get_redis(), queues={name: get_queue(name) for name in QUEUE_NAMES},
+                    now=utcnow(), mail_limit_per_second=rate / config["MAIL_RATE_WINDOW_SECONDS"] if rate else 0.0)
     return Response(generate_latest(registry_for(snap)), mimetype=CONTENT_TYPE_LATEST)

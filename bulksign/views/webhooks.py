@@ -6,9 +6,10 @@ import hmac
 
 from flask import Blueprint, Flask, abort, current_app, jsonify, request
 
+from .. import telemetry
 from ..auth import public
 from ..bounces import BounceFormatError, parse_bounce, record_report
-from ..extensions import csrf, db
+from ..extensions import csrf, db, get_redis
 from ..models import utcnow
 
 bp = Blueprint("webhooks", __name__, url_prefix="/webhooks")
@@ -38,6 +39,9 @@ def bounces():
     now = utcnow()
     results = [record_report(db.session, report=report, now=now) for report in reports]
     db.session.commit()
+    with telemetry.record(get_redis()) as figures:
+        for kind in ("bounce", "complaint"):
+            figures.count(telemetry.MAIL_REPORTS, (kind,), sum(1 for r in reports if r.kind == kind))
     return jsonify(received=len(reports), bounced=sum(len(r.bounced) for r in results),
                    complained=sum(len(r.complained) for r in results))
 
