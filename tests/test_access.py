@@ -382,3 +382,35 @@ def test_admins_manage_teams_and_roles_on_the_admin_page_and_every_change_names_
     staff, staff_token = _web(app, world["people"]["staff_a"])
     assert staff.get("/admin/teams").status_code == 403
     assert staff.post("/admin/teams", data={"csrf_token": staff_token, "name": "Mine"}).status_code == 403
+
+
+# --- outgoing webhooks ---------------------------------------------------------------------------
+
+def test_a_teams_webhook_endpoint_hears_only_its_teams_events_and_an_organisation_wide_one_hears_all(app, world):
+    from datetime import timedelta
+
+    from bulksign import webhooks_out
+    from bulksign.models import WebhookDelivery
+    from bulksign.states import transition
+
+    hr_batch = make_batch(db.session, statuses=["opened"], now=NOW, name="HR contracts",
+                          user_id=world["people"]["staff_b"].id, team_id=world["team_b"])
+    endpoints = {name: webhooks_out.create_endpoint(db.session, url=f"https://{name}.example/hook",
+                                                    events=["request.signed"], user_id=None, now=NOW,
+                                                    team_id=team).id
+                 for name, team in [("accounting", world["team_a"]), ("hr", world["team_b"]), ("all", None)]}
+    db.session.commit()
+    webhooks_out.collect(db.session, after_event_id=None, batches_since=None, now=NOW)
+    accounting_request = db.session.scalar(db.select(SigningRequest.id).where(
+        SigningRequest.batch_id == world["batch_id"], SigningRequest.status == "sent"))
+    transition(db.session, accounting_request, frm="sent", to="opened", now=NOW)
+    transition(db.session, accounting_request, frm="opened", to="signed", now=NOW)
+    hr_request = db.session.scalar(db.select(SigningRequest.id).where(SigningRequest.batch_id == hr_batch.id))
+    transition(db.session, hr_request, frm="opened", to="signed", now=NOW)
+    db.session.commit()
+    webhooks_out.collect(db.session, after_event_id=0, batches_since=NOW, now=NOW + timedelta(seconds=1))
+    heard = {}
+    for delivery in db.session.scalars(db.select(WebhookDelivery)):
+        heard.setdefault(delivery.endpoint_id, set()).add(delivery.payload["request"]["id"])
+    assert heard == {endpoints["accounting"]: {accounting_request}, endpoints["hr"]: {hr_request},
+                     endpoints["all"]: {accounting_request, hr_request}}
