@@ -86,20 +86,28 @@ def create_team_command(name: str) -> None:
     click.echo(f"Created team {team.name}.")
 
 
-@teams_cli.command("add")
-@click.argument("name")
-@click.argument("email")
-def add_member_command(name: str, email: str) -> None:
-    """Put a user in a team (recorded as done from the command line)."""
-    from .teams import TeamError, add_member, team_by_name
+def _change_membership(name: str, email: str, *, add: bool) -> None:
+    from .teams import TeamError, add_member, remove_member, team_by_name
 
     try:
         team = team_by_name(db.session, name=name)
     except TeamError as exc:
         _fail(str(exc))
-    added = add_member(db.session, team=team, user=_user_by_email(email), by=None, now=utcnow())
+    change = add_member if add else remove_member
+    changed = change(db.session, team=team, user=_user_by_email(email), by=None, now=utcnow())
     db.session.commit()
-    click.echo(f"{email} is {'now' if added else 'already'} in {team.name}.")
+    if add:
+        click.echo(f"{email} is {'now' if changed else 'already'} in {team.name}.")
+    else:
+        click.echo(f"{email} {'left' if changed else 'was not in'} {team.name}.")
+
+
+@teams_cli.command("add")
+@click.argument("name")
+@click.argument("email")
+def add_member_command(name: str, email: str) -> None:
+    """Put a user in a team (recorded as done from the command line)."""
+    _change_membership(name, email, add=True)
 
 
 @teams_cli.command("remove")
@@ -107,15 +115,7 @@ def add_member_command(name: str, email: str) -> None:
 @click.argument("email")
 def remove_member_command(name: str, email: str) -> None:
     """Take a user out of a team (recorded as done from the command line)."""
-    from .teams import TeamError, remove_member, team_by_name
-
-    try:
-        team = team_by_name(db.session, name=name)
-    except TeamError as exc:
-        _fail(str(exc))
-    removed = remove_member(db.session, team=team, user=_user_by_email(email), by=None, now=utcnow())
-    db.session.commit()
-    click.echo(f"{email} {'left' if removed else 'was not in'} {team.name}.")
+    _change_membership(name, email, add=False)
 
 
 @jobs_cli.command("worker")
