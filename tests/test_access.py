@@ -41,7 +41,7 @@ CREATES = {"uploads.new", "uploads.create", "uploads.validate", "uploads.error_r
 #: The user's own session and account.
 OWN = {"main.dashboard", "auth.logout", "auth.set_language", "api.me"}
 #: Admins only (tested route by route in test_security_sweep); ids there are users, keys and endpoints.
-ADMIN_BLUEPRINTS = {"admin", "rq_dashboard"}
+ADMIN_BLUEPRINTS = {"admin", "rq_dashboard", "suppressions", "api_suppressions"}
 ID_ARGUMENTS = {"batch_id", "request_id", "template_id"}
 
 

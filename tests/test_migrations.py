@@ -79,7 +79,7 @@ def test_the_teams_migration_puts_existing_users_and_data_in_a_default_team(empt
         batch_id = make_batch(db.session, statuses=["sent"], now=NOW, user_id=owner_id, team_id=None).id
         db.session.remove()
         # Back to the schema before teams, with the data kept, and up again.
-        downgrade(revision="94228360f359")
+        downgrade(revision="b7c1d2e3f4a5")
         upgrade()
         team = db.session.scalar(select(Team))
         assert team.name == "Default"

@@ -5,7 +5,7 @@ becomes invisible to its owner, every existing user joins a team named "Default"
 existing batch, template and endpoint moves into it (only when there is something to move).
 
 Revision ID: f7ec47aedb66
-Revises: 94228360f359
+Revises: b7c1d2e3f4a5
 Create Date: 2026-12-01 00:18:26.979525
 
 """
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 # revision identifiers, used by Alembic.
 revision = 'f7ec47aedb66'
-down_revision = '94228360f359'
+down_revision = 'b7c1d2e3f4a5'
 branch_labels = None
 depends_on = None
 
