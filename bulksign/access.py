@@ -22,7 +22,9 @@ from sqlalchemy import ColumnElement, Select, delete, or_, select, true
 from sqlalchemy.orm import Session
 
 from .logs import log
-from .models import Batch, BatchShare, DocumentTemplate, SigningRequest, TeamMember, User
+from .models import Batch, BatchShare, DocumentTemplate, SigningRequest, Team, TeamMember, User
+from .notices import notice_recipient
+from .recipients import check_email
 
 ADMIN, MANAGER, STAFF, VIEWER = "admin", "manager", "staff", "viewer"
 ROLES = (ADMIN, MANAGER, STAFF, VIEWER)
@@ -55,10 +57,8 @@ def team_ids_of(session: Session, *, user: User) -> set[int]:
     return set(session.scalars(user_team_ids(user)))
 
 
-def teams_of(session: Session, *, user: User) -> list["Team"]:
+def teams_of(session: Session, *, user: User) -> list[Team]:
     """The user's teams, by name."""
-    from .models import Team
-
     return list(session.scalars(select(Team).where(Team.id.in_(user_team_ids(user))).order_by(Team.name)))
 
 
@@ -68,11 +68,6 @@ def batch_filter(user: User) -> ColumnElement[bool]:
         return true()
     return or_(Batch.created_by_id == user.id, Batch.team_id.in_(user_team_ids(user)),
                Batch.id.in_(select(BatchShare.batch_id).where(BatchShare.user_id == user.id)))
-
-
-def visible_batches(user: User) -> Select:
-    """The ids of the batches ``user`` may see, as a subquery."""
-    return select(Batch.id).where(batch_filter(user))
 
 
 def template_filter(user: User) -> ColumnElement[bool]:
@@ -160,8 +155,6 @@ def team_for_new(session: Session, *, user: User, team_id: int | None, preferred
     """
     mine = team_ids_of(session, user=user)
     if team_id is not None:
-        from .models import Team
-
         if team_id in mine or (user.is_admin and session.get(Team, team_id) is not None):
             return team_id
         raise Refused("Choose one of your teams.", 422)
@@ -201,8 +194,6 @@ def unshare_batch(session: Session, *, batch_id: int, user_id: int, user: User) 
 
 def set_notice_address(session: Session, *, batch_id: int, email: str | None, user: User) -> Batch:
     """Name who gets the batch's expiry summary, decline notices and completion notice (None: the owner)."""
-    from .recipients import check_email
-
     batch = batch_for_action(session, batch_id=batch_id, user=user)
     address = (email or "").strip() or None
     if address:
@@ -239,9 +230,6 @@ class BatchAccess:
 
 def batch_access(session: Session, *, batch: Batch, user: User) -> BatchAccess:
     """The batch's team, notice address and shares, for a user who sees it."""
-    from .models import Team
-    from .notices import notice_recipient
-
     team = session.get(Team, batch.team_id) if batch.team_id is not None else None
     # Always one query for the owner (the notice address may be theirs), whether or not it is the viewing user.
     owner = session.scalar(select(User).where(User.id == batch.created_by_id))
