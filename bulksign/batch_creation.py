@@ -20,7 +20,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from . import batch_counts, pipeline
+from . import access, batch_counts, pipeline
 from .batches import PROCESSING
 from .extensions import get_queue
 from .logs import log
@@ -61,6 +61,10 @@ class BatchSettings:
     quiet_hours_start: int | None = None
     quiet_hours_end: int | None = None
     timezone: str = "UTC"
+    #: Who gets the expiry summary, decline notices and the completion notice; None: the owner.
+    notify_email: str | None = None
+    #: The team the batch belongs to; None: the template's team if the user is in it, else the user's first.
+    team_id: int | None = None
 
     def as_kwargs(self) -> dict:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
@@ -111,6 +115,12 @@ def settings_from_form(form: Mapping[str, str], *, default_name: str) -> BatchSe
         reply_to, problem = check_email(reply_to)
         if problem:
             raise BatchError(f"Reply-to: {problem}", "reply_to")
+    notify_email = given("notify_email") or None
+    if notify_email:
+        notify_email, problem = check_email(notify_email)
+        if problem:
+            raise BatchError(f"Notices to: {problem}", "notify_email")
+    team_id = _whole_number(given("team_id"), "team_id", "Team", 1, 2**31 - 1) if given("team_id") else None
     language = given("language") or "en"
     if language not in LANGUAGES:
         raise BatchError(f"The recipients' language must be one of {', '.join(LANGUAGES)}.", "language")
@@ -129,7 +139,8 @@ def settings_from_form(form: Mapping[str, str], *, default_name: str) -> BatchSe
         raise BatchError(f"Unknown time zone {timezone[:60]!r}; use a name such as Europe/Berlin.", "timezone")
     return BatchSettings(name=name, deadline_days=deadline, reminder_days=tuple(sorted(set(days))),
                          max_reminders=max_reminders, reply_to=reply_to, language=language,
-                         quiet_hours_start=quiet[0], quiet_hours_end=quiet[1], timezone=timezone)
+                         quiet_hours_start=quiet[0], quiet_hours_end=quiet[1], timezone=timezone,
+                         notify_email=notify_email, team_id=team_id)
 
 
 @functools.cache
@@ -170,8 +181,19 @@ def create_batch(session: Session, *, user: User, template_version: TemplateVers
                  name: str, now: datetime, deadline_days: int = 7, reminder_days: Sequence[int] = (2, 4),
                  max_reminders: int = 3, reply_to: str | None = None, language: str = "en",
                  quiet_hours_start: int | None = None, quiet_hours_end: int | None = None, timezone: str = "UTC",
+                 notify_email: str | None = None, team_id: int | None = None,
                  idempotency_key: str | None = None) -> CreatedBatch:
-    """Insert the batch and all its requests in one transaction (commits), then queue their renders."""
+    """Insert the batch and all its requests in one transaction (commits), then queue their renders.
+
+    The batch belongs to ``team_id`` (one of the user's teams), else to the template's team when the
+    user is in it, else to the user's first team. Viewers are refused (``access.Refused``, 403).
+    """
+    access.require_creator(user)
+    try:
+        team_id = access.team_for_new(session, user=user, team_id=team_id,
+                                      preferred=template_version.template.team_id)
+    except access.Refused as exc:
+        raise BatchError(exc.message, "team_id") from None
     if idempotency_key is not None:
         idempotency_key = idempotency_key.strip()[:200] or None
         existing = idempotency_key and find_by_key(session, user_id=user.id, idempotency_key=idempotency_key)
@@ -183,7 +205,8 @@ def create_batch(session: Session, *, user: User, template_version: TemplateVers
         name=name.strip()[:200], template_version_id=template_version.id, created_by_id=user.id,
         status=PROCESSING, language=language, reminder_days=list(reminder_days), max_reminders=max_reminders,
         deadline_days=deadline_days, reply_to=reply_to, quiet_hours_start=quiet_hours_start,
-        quiet_hours_end=quiet_hours_end, timezone=timezone, total_count=len(rows),
+        quiet_hours_end=quiet_hours_end, timezone=timezone, total_count=len(rows), team_id=team_id,
+        notify_email=notify_email,
         idempotency_key=idempotency_key, created_at=now, started_at=now,
     )
     session.add(batch)

@@ -13,7 +13,7 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from . import batch_counts
+from . import access, batch_counts, notices
 from .logs import log
 from .models import Batch, OutgoingMail, SigningRequest, User
 from .slicing import slices
@@ -74,6 +74,7 @@ def refresh_batch_statuses(session: Session, *, now: datetime, batch_ids: Iterab
         if result.rowcount:
             moved += 1
             log(logger, logging.INFO, "batch finished", batch_id=batch_id, status=final)
+            notices.queue_completion_notice(session, batch=session.get(Batch, batch_id), now=now)
     return moved
 
 
@@ -125,12 +126,11 @@ class RetryResult:
 
 
 def batch_for_action(session: Session, *, batch_id: int, user: User) -> Batch:
-    batch = session.get(Batch, batch_id)
-    if batch is None:
-        raise BatchActionError("No such batch.", 404)
-    if not (user.is_admin or batch.created_by_id == user.id):
-        raise BatchActionError("Only the batch's owner or an admin can do this.", 403)
-    return batch
+    """The batch if ``user`` may act on it (``access``); BatchActionError 404 when out of sight, 403 when read only."""
+    try:
+        return access.batch_for_action(session, batch_id=batch_id, user=user)
+    except access.Refused as exc:
+        raise BatchActionError(exc.message, exc.status) from None
 
 
 def _cancel(session: Session, *, request_ids: list[int], actor: str, now: datetime) -> tuple[int, ...]:

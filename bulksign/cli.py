@@ -8,12 +8,14 @@ import click
 from flask import Flask, current_app
 from flask.cli import AppGroup
 
+from .access import ROLES
 from .extensions import QUEUE_NAMES, db, get_queue, get_redis
 from .models import utcnow
 
 users_cli = AppGroup("users", help="Staff accounts and API keys.")
 jobs_cli = AppGroup("jobs", help="RQ workers, the scheduler and periodic jobs.")
 batches_cli = AppGroup("batches", help="Batch maintenance.")
+teams_cli = AppGroup("teams", help="Teams (departments) and who is in them.")
 mail_cli = AppGroup("mail", help="Outgoing mail set-up.")
 
 
@@ -25,17 +27,24 @@ def _fail(message: str) -> None:
 @users_cli.command("create")
 @click.argument("email")
 @click.option("--password", prompt=True, hide_input=True, confirmation_prompt=True)
-@click.option("--role", type=click.Choice(["admin", "staff"]), default="staff", show_default=True)
-def create_user_command(email: str, password: str, role: str) -> None:
-    """Create a user."""
+@click.option("--role", type=click.Choice(ROLES), default="staff",
+              show_default=True)
+@click.option("--team", "team_names", multiple=True, help="A team to join (repeat for several); it must exist.")
+def create_user_command(email: str, password: str, role: str, team_names: tuple[str, ...]) -> None:
+    """Create a user, in the given teams."""
+    from .teams import TeamError, add_member, team_by_name
     from .users import UserError, create_user
 
+    now = utcnow()
     try:
-        user = create_user(db.session, email=email, password=password, role=role, now=utcnow())
-    except UserError as exc:
+        teams = [team_by_name(db.session, name=name) for name in team_names]
+        user = create_user(db.session, email=email, password=password, role=role, now=now)
+        for team in teams:
+            add_member(db.session, team=team, user=user, by=None, now=now)
+    except (UserError, TeamError) as exc:
         _fail(str(exc))
     db.session.commit()
-    click.echo(f"Created {user.role} {user.email}.")
+    click.echo(f"Created {user.role} {user.email}" + (f" in {', '.join(t.name for t in teams)}." if teams else "."))
 
 
 @users_cli.command("create-api-key")
@@ -43,18 +52,71 @@ def create_user_command(email: str, password: str, role: str) -> None:
 @click.option("--name", default="", help="A label to tell keys apart.")
 def create_api_key_command(email: str, name: str) -> None:
     """Create an API key for a user and print it once."""
-    from sqlalchemy import select
+    from .users import create_api_key
 
-    from .models import User
-    from .users import create_api_key, normalise_email
-
-    user = db.session.scalar(select(User).where(User.email == normalise_email(email)))
-    if user is None:
-        _fail(f"No user with the email {email}.")
+    user = _user_by_email(email)
     created = create_api_key(db.session, user=user, name=name, now=utcnow())
     db.session.commit()
     click.echo(created.secret)
     click.echo("Store this key now: it is not shown again.", err=True)
+
+
+def _user_by_email(email: str):
+    from sqlalchemy import select
+
+    from .models import User
+    from .users import normalise_email
+
+    user = db.session.scalar(select(User).where(User.email == normalise_email(email)))
+    if user is None:
+        _fail(f"No user with the email {email}.")
+    return user
+
+
+@teams_cli.command("create")
+@click.argument("name")
+def create_team_command(name: str) -> None:
+    """Create a team."""
+    from .teams import TeamError, create_team
+
+    try:
+        team = create_team(db.session, name=name, now=utcnow())
+    except TeamError as exc:
+        _fail(str(exc))
+    db.session.commit()
+    click.echo(f"Created team {team.name}.")
+
+
+def _change_membership(name: str, email: str, *, add: bool) -> None:
+    from .teams import TeamError, add_member, remove_member, team_by_name
+
+    try:
+        team = team_by_name(db.session, name=name)
+    except TeamError as exc:
+        _fail(str(exc))
+    change = add_member if add else remove_member
+    changed = change(db.session, team=team, user=_user_by_email(email), by=None, now=utcnow())
+    db.session.commit()
+    if add:
+        click.echo(f"{email} is {'now' if changed else 'already'} in {team.name}.")
+    else:
+        click.echo(f"{email} {'left' if changed else 'was not in'} {team.name}.")
+
+
+@teams_cli.command("add")
+@click.argument("name")
+@click.argument("email")
+def add_member_command(name: str, email: str) -> None:
+    """Put a user in a team (recorded as done from the command line)."""
+    _change_membership(name, email, add=True)
+
+
+@teams_cli.command("remove")
+@click.argument("name")
+@click.argument("email")
+def remove_member_command(name: str, email: str) -> None:
+    """Take a user out of a team (recorded as done from the command line)."""
+    _change_membership(name, email, add=False)
 
 
 @jobs_cli.command("worker")
@@ -265,6 +327,7 @@ def init_app(app: Flask) -> None:
     app.cli.add_command(users_cli)
     app.cli.add_command(jobs_cli)
     app.cli.add_command(batches_cli)
+    app.cli.add_command(teams_cli)
     app.cli.add_command(mail_cli)
     app.cli.add_command(demo_command)
     logging.getLogger("rq").setLevel(logging.INFO)

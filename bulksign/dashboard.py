@@ -17,6 +17,7 @@ from flask_babel import lazy_gettext as _l
 from sqlalchemy import func, literal, or_, select, tuple_
 from sqlalchemy.orm import Session, defer
 
+from . import access
 from .batches import BATCH_FINAL, BatchCounts, counts_for
 from .models import Batch, DocumentTemplate, Event, OutgoingMail, SigningRequest, TemplateVersion, User
 from .slicing import slices
@@ -130,11 +131,13 @@ def _batches_with_template_and_owner():
             .outerjoin(User, User.id == Batch.created_by_id))
 
 
-def list_batches(session: Session, *, q: str = "", page: int = 1, per_page: int = BATCH_PAGE_SIZE) -> BatchPage:
-    """Batches newest first, searched by name, with who started them, the template and counts (3 queries)."""
+def list_batches(session: Session, *, user: User, q: str = "", page: int = 1,
+                 per_page: int = BATCH_PAGE_SIZE) -> BatchPage:
+    """The batches ``user`` may see, newest first, searched by name, with owner, template and counts (3 queries)."""
     page = max(1, page)
     query = (
         _batches_with_template_and_owner()
+        .where(access.batch_filter(user))
         .order_by(Batch.created_at.desc(), Batch.id.desc())
         .limit(per_page + 1).offset((page - 1) * per_page)
     )

@@ -20,6 +20,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from . import access
 from .logs import log
 from .models import DocumentTemplate, TemplateVersion, User
 
@@ -457,12 +458,19 @@ class SavedVersion:
 def create_template(session: Session, *, name: str, html: str, user: User | None, now: datetime,
                     email_subject: str = DEFAULT_EMAIL_SUBJECT, email_body: str = DEFAULT_EMAIL_BODY,
                     reminder_subject: str = DEFAULT_REMINDER_SUBJECT,
-                    reminder_body: str = DEFAULT_REMINDER_BODY) -> SavedVersion:
-    """A new template with its first version."""
+                    reminder_body: str = DEFAULT_REMINDER_BODY, team_id: int | None = None) -> SavedVersion:
+    """A new template with its first version, shared with ``team_id`` (default: the user's first team)."""
+    if user is not None:
+        access.require_creator(user)
     name = name.strip()
     if not name:
         raise TemplateError("Give the template a name.")
-    template = DocumentTemplate(name=name[:200], created_by_id=user.id if user else None, created_at=now)
+    try:
+        team_id = access.team_for_new(session, user=user, team_id=team_id) if user is not None else team_id
+    except access.Refused as exc:
+        raise TemplateError(exc.message) from None
+    template = DocumentTemplate(name=name[:200], created_by_id=user.id if user else None, team_id=team_id,
+                                created_at=now)
     session.add(template)
     session.flush()
     return save_version(session, template=template, html=html, user=user, now=now,
@@ -472,7 +480,9 @@ def create_template(session: Session, *, name: str, html: str, user: User | None
 
 def save_version(session: Session, *, template: DocumentTemplate, html: str, user: User | None, now: datetime,
                  email_subject: str, email_body: str, reminder_subject: str, reminder_body: str) -> SavedVersion:
-    """Insert the next immutable version of ``template``."""
+    """Insert the next immutable version of ``template``; Refused(403) for a user who may only use it."""
+    if user is not None and not access.may_edit_template(session, template=template, user=user):
+        raise access.Refused("Only the template's owner, a manager of its team or an admin can change it.", 403)
     if not html.strip():
         raise TemplateError("The template is empty.")
     if len(html) > MAX_TEMPLATE_CHARS:
@@ -503,9 +513,10 @@ def save_version(session: Session, *, template: DocumentTemplate, html: str, use
     return SavedVersion(template=template, version=version)
 
 
-def list_templates(session: Session, *, include_archived: bool = False) -> list[DocumentTemplate]:
-    """Templates by name, for the list page and the API."""
-    query = select(DocumentTemplate).order_by(DocumentTemplate.name, DocumentTemplate.id)
+def list_templates(session: Session, *, user: User, include_archived: bool = False) -> list[DocumentTemplate]:
+    """The templates ``user`` may see, by name, for the list page and the API."""
+    query = (select(DocumentTemplate).where(access.template_filter(user))
+             .order_by(DocumentTemplate.name, DocumentTemplate.id))
     if not include_archived:
         query = query.where(DocumentTemplate.archived.is_(False))
     return list(session.scalars(query))

@@ -1,4 +1,4 @@
-"""Expiry: requests still unsigned at their deadline become ``expired``; the owner gets one summary per wave.
+"""Expiry: requests unsigned at their deadline become ``expired``; the batch's notice address gets one summary per wave.
 
 Requests of one batch expire over a spread of time (the invitations went out at the throttle's
 pace, resends get later deadlines), so the summary is not sent per tick: a batch collects its
@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 from .batches import counts_for
 from .logs import log
 from .mailer import cancel_queued, queue_mail
+from .notices import notice_locale, notice_recipient
 from .models import Batch, OutgoingMail, SigningRequest
 from .reminders import KIND as REMINDER
 from .states import WAITING_FOR_RECIPIENT, Status, transition
@@ -137,22 +138,22 @@ def _wave_query(session: Session, *, batch_id: int, until: datetime):
 
 
 def _queue_summary(session: Session, *, batch: Batch, now: datetime) -> OutgoingMail | None:
-    owner = batch.created_by
+    to_email = notice_recipient(batch, owner=batch.created_by)
     count = session.scalar(_wave_query(session, batch_id=batch.id, until=now).with_only_columns(func.count()))
-    if owner is None or not count:
-        log(logger, logging.WARNING, "expiry summary not sent: no owner or nothing expired", batch_id=batch.id)
+    if to_email is None or not count:
+        log(logger, logging.WARNING, "expiry summary not sent: nobody to tell or nothing expired", batch_id=batch.id)
         return None
     number = 1 + session.scalar(select(func.count()).select_from(OutgoingMail).where(
         OutgoingMail.batch_id == batch.id, OutgoingMail.kind == KIND))
-    with force_locale(owner.locale or "en"):
+    with force_locale(notice_locale(batch)):
         subject = _("%(count)s recipients did not sign \"%(batch)s\" before the deadline", count=count,
                     batch=batch.name)
-    return queue_mail(session, key=f"expiry-summary-{batch.id}-{number}", kind=KIND, to_email=owner.email,
+    return queue_mail(session, key=f"expiry-summary-{batch.id}-{number}", kind=KIND, to_email=to_email,
                       subject=subject, now=now, batch_id=batch.id)
 
 
 def build_expiry_summary(session: Session, mail: OutgoingMail, app: Flask) -> Message:
-    """The owner's summary: who did not sign in this wave, the batch's totals, a link to the batch page."""
+    """The summary (to the notice address): who did not sign in this wave, the batch's totals, a link to the batch page."""
     batch = session.get(Batch, mail.batch_id)
     if batch is None:
         raise LookupError(f"batch {mail.batch_id} no longer exists")
@@ -160,8 +161,7 @@ def build_expiry_summary(session: Session, mail: OutgoingMail, app: Flask) -> Me
     total = session.scalar(query.with_only_columns(func.count()))
     listed = session.scalars(query.order_by(SigningRequest.row_number, SigningRequest.id).limit(LISTED_MAX)).all()
     counts = counts_for(session, [batch.id])[batch.id]
-    owner = batch.created_by
-    with force_locale(owner.locale if owner and owner.locale else "en"):
+    with force_locale(notice_locale(batch)):
         lines = [_("These recipients did not sign \"%(batch)s\" before the deadline; their links have expired:",
                    batch=batch.name), ""]
         lines += [f"- {r.name} <{r.email}>" if r.name else f"- {r.email}" for r in listed]

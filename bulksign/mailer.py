@@ -23,6 +23,7 @@ BUILDERS: dict[str, str] = {
     "decline_notice": "bulksign.signing.build_decline_notice",
     "reminder": "bulksign.reminders.build_reminder",
     "expiry_summary": "bulksign.expiry.build_expiry_summary",
+    "completion_notice": "bulksign.notices.build_completion_notice",
 }
 
 MESSAGE_ID_DOMAIN = "bulksign.local"

@@ -45,7 +45,8 @@ class User(UserMixin, db.Model):
     email: Mapped[str] = mapped_column(db.String(254), unique=True)
     #: werkzeug scrypt/pbkdf2 hash; never the password.
     password_hash: Mapped[str] = mapped_column(db.String(256))
-    #: ``admin`` or ``staff``.
+    #: ``admin`` (everything), ``manager`` (everything in their teams), ``staff`` (own batches, sees the
+    #: team's) or ``viewer`` (reads the team's); see ``access``.
     role: Mapped[str] = mapped_column(db.String(16), default="staff")
     #: A disabled account cannot log in or use its API keys.
     disabled: Mapped[bool] = mapped_column(default=False)
@@ -69,6 +70,43 @@ class User(UserMixin, db.Model):
         # before it. (No suffix before the first logout: logins made before this column existed stay valid.)
         stamp = self.password_hash + (f":{self.logouts}" if self.logouts else "")
         return f"{self.id}:{hashlib.sha256(stamp.encode()).hexdigest()[:16]}"
+
+
+class Team(db.Model):
+    """A department: its members see its batches and templates (``access``)."""
+
+    __tablename__ = "teams"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    #: Unique name, as people call the department.
+    name: Mapped[str] = mapped_column(db.String(100), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class TeamMember(db.Model):
+    """A user in a team; a user may be in several."""
+
+    __tablename__ = "team_members"
+
+    team_id: Mapped[int] = mapped_column(db.ForeignKey("teams.id", ondelete="CASCADE"), primary_key=True)
+    user_id: Mapped[int] = mapped_column(db.ForeignKey("users.id", ondelete="CASCADE"), primary_key=True, index=True)
+    added_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class MembershipChange(db.Model):
+    """Audit of team membership: who added or removed whom, when. Kept when the team or user is gone."""
+
+    __tablename__ = "membership_changes"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    #: Team and user named, not referenced: the record outlives both.
+    team_name: Mapped[str] = mapped_column(db.String(100))
+    user_email: Mapped[str] = mapped_column(db.String(254))
+    #: ``added`` or ``removed``.
+    action: Mapped[str] = mapped_column(db.String(10))
+    #: Who made the change: ``user:<id> <email>`` or ``cli``.
+    actor: Mapped[str] = mapped_column(db.String(300))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
 
 
 class ApiKey(db.Model):
@@ -96,6 +134,8 @@ class DocumentTemplate(db.Model):
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(db.String(200))
     created_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))
+    #: The team that shares it; None: only its creator (and admins) see it.
+    team_id: Mapped[int | None] = mapped_column(db.ForeignKey("teams.id", ondelete="SET NULL"), index=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     #: The newest version, denormalised for the list page.
     latest_version: Mapped[int] = mapped_column(default=0)
@@ -139,6 +179,10 @@ class Batch(db.Model):
     #: The exact template version every request of this batch renders.
     template_version_id: Mapped[int] = mapped_column(db.ForeignKey("template_versions.id"))
     created_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"), index=True)
+    #: The team whose members see the batch; None: only its creator, users it is shared with and admins.
+    team_id: Mapped[int | None] = mapped_column(db.ForeignKey("teams.id", ondelete="SET NULL"), index=True)
+    #: Who gets the expiry summary, decline notices and the completion notice; None: the owner.
+    notify_email: Mapped[str | None] = mapped_column(db.String(254))
     #: pending → processing → completed | partially_failed | cancelled (see ``batches``).
     status: Mapped[str] = mapped_column(db.String(20), default="pending")
     #: Language of the recipients' pages and mails.
@@ -171,6 +215,17 @@ class Batch(db.Model):
 
     template_version: Mapped[TemplateVersion] = relationship()
     created_by: Mapped[User | None] = relationship()
+
+
+class BatchShare(db.Model):
+    """A batch shown to a named user outside its team (read only)."""
+
+    __tablename__ = "batch_shares"
+
+    batch_id: Mapped[int] = mapped_column(db.ForeignKey("batches.id", ondelete="CASCADE"), primary_key=True)
+    user_id: Mapped[int] = mapped_column(db.ForeignKey("users.id", ondelete="CASCADE"), primary_key=True, index=True)
+    created_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class SigningRequest(db.Model):
@@ -335,7 +390,7 @@ class OutgoingMail(db.Model):
         BigId, db.ForeignKey("signing_requests.id", ondelete="CASCADE"), index=True
     )
     batch_id: Mapped[int | None] = mapped_column(db.ForeignKey("batches.id", ondelete="CASCADE"), index=True)
-    #: ``invitation``, ``reminder``, ``confirmation``, ``expiry_summary``, ``decline_notice``.
+    #: ``invitation``, ``reminder``, ``confirmation``, ``expiry_summary``, ``decline_notice``, ``completion_notice``.
     kind: Mapped[str] = mapped_column(db.String(30))
     message_id: Mapped[str] = mapped_column(db.String(255), unique=True)
     to_email: Mapped[str] = mapped_column(db.String(254))
@@ -384,6 +439,8 @@ class WebhookEndpoint(db.Model):
     #: Event names this endpoint wants, e.g. ["request.signed", "batch.completed"].
     events: Mapped[list] = mapped_column(JSON, default=list)
     active: Mapped[bool] = mapped_column(default=True)
+    #: The team whose events it hears; None: every team's (an organisation-wide endpoint).
+    team_id: Mapped[int | None] = mapped_column(db.ForeignKey("teams.id", ondelete="CASCADE"), index=True)
     created_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 

@@ -197,8 +197,9 @@ def sign(session: Session, *, request_id: int, now: datetime, signer_name: str, 
 
 def decline(session: Session, *, request_id: int, now: datetime, reason: str, ip: str | None,
             user_agent: str | None) -> DeclineOutcome:
-    """Decline with a reason: opened→declined by compare-and-set, and a notice to the batch owner; commits."""
+    """Decline with a reason: opened→declined by compare-and-set, and a notice to the batch's notice address; commits."""
     from .mailer import queue_mail
+    from .notices import notice_recipient
     from .pipeline import enqueue_sends
 
     reason = (reason or "").strip()
@@ -212,7 +213,7 @@ def decline(session: Session, *, request_id: int, now: datetime, reason: str, ip
     if result != "won":
         return DeclineOutcome(status=result, request_id=request_id)
     request = session.get(SigningRequest, request_id)
-    owner_email = decline_notice_recipient(request.batch)
+    owner_email = notice_recipient(request.batch, owner=request.batch.created_by)
     mail_id = None
     if owner_email:
         mail_id = queue_mail(session, key=f"decline-notice-{request_id}", kind="decline_notice", to_email=owner_email,
@@ -223,13 +224,6 @@ def decline(session: Session, *, request_id: int, now: datetime, reason: str, ip
         enqueue_sends([mail_id])
     log(logger, logging.INFO, "request declined", request_id=request_id, notice=mail_id is not None)
     return DeclineOutcome(status="declined", request_id=request_id)
-
-
-def decline_notice_recipient(batch: Batch) -> str | None:
-    """Who hears of a decline: the batch owner, else the batch's reply-to address."""
-    if batch.created_by is not None and not batch.created_by.disabled:
-        return batch.created_by.email
-    return batch.reply_to
 
 
 def contact_of(batch: Batch) -> str | None:

@@ -9,13 +9,14 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 from werkzeug.security import check_password_hash, generate_password_hash
 
+from . import access
 from .logs import log
 from .models import ApiKey, User
 from .tokens import IssuedToken, hash_token, new_token
 
 logger = logging.getLogger(__name__)
 
-ROLES = ("admin", "staff")
+ROLES = access.ROLES
 MIN_PASSWORD_LENGTH = 8
 #: werkzeug hash method for new passwords; scrypt (werkzeug's default) unless configured
 #: (PASSWORD_HASH_METHOD). The test suite uses a cheap one: 0.24 s per scrypt hash here.
@@ -50,7 +51,7 @@ def normalise_email(email: str) -> str:
 
 
 def create_user(session: Session, *, email: str, password: str, role: str, now: datetime) -> User:
-    """Create a staff or admin account."""
+    """Create an account with one of ``access.ROLES`` (teams are joined with ``teams.add_member``)."""
     email = normalise_email(email)
     if "@" not in email or len(email) > 254:
         raise UserError("Enter a valid email address.")
@@ -120,6 +121,16 @@ def set_disabled(session: Session, *, user: User, disabled: bool, by: User) -> N
         raise UserError("You cannot disable your own account.")
     user.disabled = disabled
     log(logger, logging.INFO, "user disabled" if disabled else "user enabled", user_id=user.id, by_user_id=by.id)
+
+
+def set_role(session: Session, *, user: User, role: str, by: User) -> None:
+    """Change a user's role; an admin cannot demote themselves (someone must be left to manage users)."""
+    if role not in ROLES:
+        raise UserError(f"Role must be one of: {', '.join(ROLES)}.")
+    if user.id == by.id and role != user.role:
+        raise UserError("You cannot change your own role.")
+    user.role = role
+    log(logger, logging.INFO, "role changed", user_id=user.id, role=role, by_user_id=by.id)
 
 
 def revoke_api_key(session: Session, *, key_id: int, now: datetime) -> ApiKey | None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from .logs import log
@@ -98,8 +98,8 @@ def sign(secret: str, body: bytes) -> str:
 
 
 def create_endpoint(session: Session, *, url: str, events: list[str], user_id: int | None,
-                    now: datetime) -> WebhookEndpoint:
-    """Register an endpoint; its signing secret is generated here."""
+                    now: datetime, team_id: int | None = None) -> WebhookEndpoint:
+    """Register an endpoint hearing ``team_id``'s events (None: every team's); its signing secret is generated here."""
     url = url.strip()
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc or len(url) > 1000:
@@ -110,7 +110,7 @@ def create_endpoint(session: Session, *, url: str, events: list[str], user_id: i
     if not events:
         raise WebhookError("Choose at least one event to send to this endpoint.")
     endpoint = WebhookEndpoint(url=url, events=[e for e in EVENTS if e in events], secret=secrets.token_hex(24),
-                               active=True, created_by_id=user_id, created_at=now)
+                               active=True, created_by_id=user_id, created_at=now, team_id=team_id)
     session.add(endpoint)
     session.flush()
     log(logger, logging.INFO, "webhook endpoint created", endpoint_id=endpoint.id)
@@ -122,11 +122,16 @@ class EmitResult:
     delivery_ids: tuple[int, ...]
 
 
-def emit(session: Session, *, event: str, payload: dict, now: datetime) -> EmitResult:
-    """Record one delivery per active endpoint that wants ``event`` (the caller commits)."""
+def emit(session: Session, *, event: str, payload: dict, team_id: int | None, now: datetime) -> EmitResult:
+    """Record one delivery per active endpoint that wants ``event`` of team ``team_id`` (the caller commits).
+
+    An endpoint of a team hears only that team's events; one without a team hears every team's.
+    """
     if event not in EVENTS:
         raise ValueError(f"unknown webhook event {event!r}")
-    endpoints = session.scalars(select(WebhookEndpoint).where(WebhookEndpoint.active.is_(True))).all()
+    endpoints = session.scalars(select(WebhookEndpoint).where(
+        WebhookEndpoint.active.is_(True),
+        or_(WebhookEndpoint.team_id.is_(None), WebhookEndpoint.team_id == team_id))).all()
     deliveries = [WebhookDelivery(endpoint_id=e.id, event=event, payload=payload, status="pending",
                                   created_at=now, next_attempt_at=now)
                   for e in endpoints if event in (e.events or [])]
@@ -156,15 +161,16 @@ def collect(session: Session, *, after_event_id: int | None, batches_since: date
     made = 0
     rows = session.execute(
         select(Event.id, Event.type, Event.created_at, SigningRequest.id, SigningRequest.batch_id,
-               SigningRequest.email, SigningRequest.name, SigningRequest.row_number)
+               SigningRequest.email, SigningRequest.name, SigningRequest.row_number, Batch.team_id)
         .join(SigningRequest, SigningRequest.id == Event.request_id)
+        .join(Batch, Batch.id == SigningRequest.batch_id)
         .where(Event.id > after_event_id, Event.id <= top, Event.type.in_(list(EVENT_TYPES)))
         .order_by(Event.id).limit(limit)
     ).all()
     wanted = _wanted_events(session)
-    for event_id, etype, at, request_id, batch_id, email, name, row_number in rows:
+    for event_id, etype, at, request_id, batch_id, email, name, row_number, team_id in rows:
         if EVENT_TYPES[etype] in wanted:
-            made += len(emit(session, event=EVENT_TYPES[etype], now=now, payload={
+            made += len(emit(session, event=EVENT_TYPES[etype], now=now, team_id=team_id, payload={
                 "request": {"id": request_id, "batch_id": batch_id, "email": email, "name": name,
                             "row_number": row_number},
                 "occurred_at": at.isoformat()}).delivery_ids)
@@ -175,7 +181,7 @@ def collect(session: Session, *, after_event_id: int | None, batches_since: date
         .order_by(Batch.finished_at).limit(1000)).all()
     if "batch.completed" in wanted:
         for batch in finished:
-            made += len(emit(session, event="batch.completed", now=now, payload={
+            made += len(emit(session, event="batch.completed", now=now, team_id=batch.team_id, payload={
                 "batch": {"id": batch.id, "name": batch.name, "status": batch.status,
                           "total_count": batch.total_count},
                 "occurred_at": batch.finished_at.isoformat()}).delivery_ids)

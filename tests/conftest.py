@@ -23,6 +23,8 @@ from tests.support.smtp import SmtpServer  # noqa: E402
 
 ADMIN = ("admin@example.com", "admin-password")
 STAFF = ("staff@example.com", "staff-password")
+#: The team the ``users`` fixture puts both users in; test data without a team named goes there.
+DEFAULT_TEAM = "Default"
 #: A fixed instant for rules that take ``now``.
 NOW = datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc)
 
@@ -154,9 +156,14 @@ def client(app):
 
 @pytest.fixture
 def users(app):
-    """An admin and a staff user, by role."""
+    """An admin and a staff user, by role, both in the team "Default" (as the migration leaves an installation)."""
+    from bulksign.teams import add_member, create_team
+
     admin = create_user(db.session, email=ADMIN[0], password=ADMIN[1], role="admin", now=utcnow())
     staff = create_user(db.session, email=STAFF[0], password=STAFF[1], role="staff", now=utcnow())
+    team = create_team(db.session, name=DEFAULT_TEAM, now=utcnow())
+    for user in (admin, staff):
+        add_member(db.session, team=team, user=user, by=None, now=utcnow())
     db.session.commit()
     return {"admin": admin, "staff": staff}
 

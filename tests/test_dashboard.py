@@ -241,7 +241,7 @@ def test_someone_elses_batch_cannot_be_cancelled_by_staff(client, auth, users):
     other = make_batch(db.session, statuses=["sent"], now=NOW, user_id=users["admin"].id, name="Admin's")
     auth.login()
     html = _bulk(client, other.id, action="cancel_batch").get_data(as_text=True)
-    assert "Only the batch&#39;s owner or an admin can do this." in html
+    assert "Only the batch&#39;s owner, a manager of its team or an admin can do this." in html
 
 
 @pytest.mark.parametrize("status", ["", "signed", "waiting", "problems", "not_opened"])

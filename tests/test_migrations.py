@@ -5,7 +5,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from flask_migrate import downgrade, upgrade
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import create_engine, inspect, select, text
 
 from bulksign import create_app
 from bulksign.extensions import db
@@ -61,4 +61,31 @@ def test_the_counters_migration_back_fills_every_status_of_every_batch(empty_dat
         assert db.session.scalar(text("SELECT count(*) FROM batch_status_counts")) == 3 * len(Status)
         db.session.remove()
         downgrade(revision="base")
+        db.engine.dispose()
+
+
+def test_the_teams_migration_puts_existing_users_and_data_in_a_default_team(empty_database_url, redis_server, tmp_path):
+    from bulksign.models import Batch, DocumentTemplate, Team, TeamMember
+    from bulksign.users import create_user
+    from tests.conftest import NOW
+    from tests.support.batchdata import make_batch
+
+    app = create_app({"DATABASE_URL": empty_database_url, "REDIS_URL": redis_server.url, "SECRET_KEY": "x",
+                      "VAR_DIR": str(tmp_path), "TESTING": True})
+    with app.app_context():
+        upgrade()
+        owner = create_user(db.session, email="owner@example.com", password="owner-password", role="staff", now=NOW)
+        db.session.commit()
+        owner_id = owner.id
+        batch_id = make_batch(db.session, statuses=["sent"], now=NOW, user_id=owner_id, team_id=None).id
+        db.session.remove()
+        # Back to the schema before teams, with the data kept, and up again.
+        downgrade(revision="b7c1d2e3f4a5")
+        upgrade()
+        team = db.session.scalar(select(Team))
+        assert team.name == "Default"
+        assert db.session.scalars(select(TeamMember.user_id)).all() == [owner_id]
+        assert db.session.get(Batch, batch_id).team_id == team.id
+        assert set(db.session.scalars(select(DocumentTemplate.team_id))) == {team.id}
+        db.session.remove()
         db.engine.dispose()

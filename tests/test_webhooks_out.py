@@ -86,7 +86,7 @@ def test_a_signed_request_reaches_the_endpoint_as_signed_json(app, users, receiv
 def test_a_failing_endpoint_is_retried_with_growing_waits_then_given_up(app, users, receiver):
     make_batch(db.session, statuses=["sent"], now=NOW)
     webhooks_out.create_endpoint(db.session, url=receiver.url, events=["batch.completed"], user_id=None, now=NOW)
-    ids = webhooks_out.emit(db.session, event="batch.completed", payload={"batch": {"id": 1}}, now=NOW).delivery_ids
+    ids = webhooks_out.emit(db.session, event="batch.completed", payload={"batch": {"id": 1}}, team_id=None, now=NOW).delivery_ids
     db.session.commit()
     receiver.codes = [500] * 20
     at, waits = NOW, []
@@ -109,7 +109,7 @@ def test_an_unreachable_endpoint_is_a_recorded_failure_not_a_crash(app, users):
 
     webhooks_out.create_endpoint(db.session, url=f"http://127.0.0.1:{free_port()}/x", events=["batch.completed"],
                                  user_id=None, now=NOW)
-    ids = webhooks_out.emit(db.session, event="batch.completed", payload={}, now=NOW).delivery_ids
+    ids = webhooks_out.emit(db.session, event="batch.completed", payload={}, team_id=None, now=NOW).delivery_ids
     result = webhooks_out.deliver(db.session, delivery_id=ids[0], now=NOW, timeout=2, allow_local=True)
     assert result.status == "pending" and "Could not reach" in result.error
 
@@ -118,7 +118,7 @@ def test_deliveries_never_reach_this_host_unless_allowed_nor_link_local_addresse
     app.config["WEBHOOK_ALLOW_LOCAL"] = False  # the default
     webhooks_out.create_endpoint(db.session, url=receiver.url.replace("127.0.0.1", "localhost"),
                                  events=["batch.completed"], user_id=None, now=NOW)
-    ids = webhooks_out.emit(db.session, event="batch.completed", payload={}, now=NOW).delivery_ids
+    ids = webhooks_out.emit(db.session, event="batch.completed", payload={}, team_id=None, now=NOW).delivery_ids
     result = webhooks_out.deliver(db.session, delivery_id=ids[0], now=NOW, timeout=2)
     assert result.status == "pending" and "this host" in result.error and "WEBHOOK_ALLOW_LOCAL" in result.error
     assert receiver.received == []
@@ -155,7 +155,7 @@ def test_admin_registers_an_endpoint_and_sees_the_delivery_log(client, auth, rec
     shown = client.post("/admin/webhooks", data={"url": receiver.url, "events": ["request.signed", "batch.completed"],
                                                  "csrf_token": csrf_from(page)})
     assert 'id="secret"' in shown.get_data(as_text=True)
-    webhooks_out.emit(db.session, event="batch.completed", payload={}, now=NOW)
+    webhooks_out.emit(db.session, event="batch.completed", payload={}, team_id=None, now=NOW)
     db.session.commit()
     log = client.get("/admin/webhooks").get_data(as_text=True)
     assert receiver.url in log and "batch.completed" in log and "pending" in log

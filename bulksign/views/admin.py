@@ -1,4 +1,4 @@
-"""Admin pages: users and API keys, outgoing webhooks, and the mails caught by the embedded SMTP catcher."""
+"""Admin pages: users and API keys, teams and roles, outgoing webhooks, and the mails caught by the SMTP catcher."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,8 +14,10 @@ from .. import webhooks_out
 from ..auth import admin_required
 from ..devmail import list_caught, read_caught
 from ..extensions import db
-from ..models import ApiKey, User, WebhookDelivery, WebhookEndpoint, utcnow
-from ..users import UserError, create_api_key, create_user, revoke_api_key, set_disabled, set_password
+from ..models import ApiKey, Team, User, WebhookDelivery, WebhookEndpoint, utcnow
+from ..teams import TeamError, add_member, create_team, recent_changes, remove_member, teams_with_members
+from ..users import (ROLES, UserError, create_api_key, create_user, normalise_email, revoke_api_key, set_disabled,
+                     set_password, set_role)
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
@@ -34,7 +36,8 @@ def _mailbox() -> Path:
 def index():
     users = db.session.scalars(select(User).order_by(User.email)).all()
     keys = db.session.scalars(select(ApiKey).order_by(ApiKey.created_at.desc())).all()
-    return render_template("admin/index.html", users=users, keys=keys)
+    return render_template("admin/index.html", users=users, keys=keys,
+                           teams=db.session.scalars(select(Team).order_by(Team.name)).all())
 
 
 def _user_or_404(user_id: int) -> User:
@@ -46,6 +49,9 @@ def create_staff():
     try:
         user = create_user(db.session, email=request.form.get("email", ""), password=request.form.get("password", ""),
                            role=request.form.get("role", "staff"), now=utcnow())
+        team_id = request.form.get("team_id", type=int)
+        if team_id is not None:
+            add_member(db.session, team=_team_or_404(team_id), user=user, by=current_user, now=utcnow())
     except UserError as exc:
         db.session.rollback()
         flash(str(exc), "error")
@@ -111,7 +117,8 @@ def webhooks():
     if status in ("pending", "delivered", "failed"):
         query = query.where(WebhookDelivery.status == status)
     return render_template("admin/webhooks.html", endpoints=endpoints, deliveries=db.session.scalars(query).all(),
-                           events=webhooks_out.EVENTS, status=status)
+                           events=webhooks_out.EVENTS, status=status,
+                           teams=db.session.scalars(select(Team).order_by(Team.name)).all())
 
 
 @bp.post("/webhooks")
@@ -119,7 +126,7 @@ def create_webhook():
     try:
         endpoint = webhooks_out.create_endpoint(db.session, url=request.form.get("url", ""),
                                                 events=request.form.getlist("events"), user_id=current_user.id,
-                                                now=utcnow())
+                                                team_id=request.form.get("team_id", type=int), now=utcnow())
     except webhooks_out.WebhookError as exc:
         db.session.rollback()
         flash(str(exc), "error")
@@ -159,3 +166,64 @@ def caught_mail(name: str):
         html=html.get_content() if html else None, plain=plain.get_content() if plain else None,
         attachments=attachments,
     )
+
+
+@bp.get("/teams")
+def teams():
+    return render_template("admin/teams.html", rows=teams_with_members(db.session), changes=recent_changes(db.session),
+                           users=db.session.scalars(select(User).order_by(User.email)).all(), roles=ROLES)
+
+
+def _team_or_404(team_id: int) -> Team:
+    return db.session.get(Team, team_id) or abort(404)
+
+
+@bp.post("/teams")
+def create_team_page():
+    try:
+        team = create_team(db.session, name=request.form.get("name", ""), now=utcnow())
+    except TeamError as exc:
+        db.session.rollback()
+        flash(str(exc), "error")
+        return redirect(url_for("admin.teams"))
+    db.session.commit()
+    flash(_("Team %(name)s created. Add its members below.", name=team.name), "success")
+    return redirect(url_for("admin.teams"))
+
+
+@bp.post("/teams/<int:team_id>/members")
+def add_team_member(team_id: int):
+    team = _team_or_404(team_id)
+    email = normalise_email(request.form.get("email", ""))
+    user = db.session.scalar(select(User).where(User.email == email))
+    if user is None:
+        flash(_("No user with the email %(email)s.", email=email), "error")
+        return redirect(url_for("admin.teams"))
+    added = add_member(db.session, team=team, user=user, by=current_user, now=utcnow())
+    db.session.commit()
+    flash(_("%(email)s is now in %(team)s.", email=user.email, team=team.name) if added
+          else _("%(email)s was already in %(team)s.", email=user.email, team=team.name), "success")
+    return redirect(url_for("admin.teams"))
+
+
+@bp.post("/teams/<int:team_id>/members/<int:user_id>/remove")
+def remove_team_member(team_id: int, user_id: int):
+    team, user = _team_or_404(team_id), _user_or_404(user_id)
+    remove_member(db.session, team=team, user=user, by=current_user, now=utcnow())
+    db.session.commit()
+    flash(_("%(email)s left %(team)s; they no longer see its batches and templates (their own stay theirs).",
+            email=user.email, team=team.name), "success")
+    return redirect(url_for("admin.teams"))
+
+
+@bp.post("/users/<int:user_id>/role")
+def change_role(user_id: int):
+    user = _user_or_404(user_id)
+    try:
+        set_role(db.session, user=user, role=request.form.get("role", ""), by=current_user)
+    except UserError as exc:
+        flash(str(exc), "error")
+        return redirect(url_for("admin.teams"))
+    db.session.commit()
+    flash(_("%(email)s is now %(role)s.", email=user.email, role=user.role), "success")
+    return redirect(url_for("admin.teams"))

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 from flask import Blueprint, g, jsonify
 
+from .. import access
+from ..extensions import db
+
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
 
@@ -16,4 +19,5 @@ def api_error(message: str, status: int, **extra):
 @bp.get("/me")
 def me():
     user = g.api_user
-    return jsonify(id=user.id, email=user.email, role=user.role)
+    return jsonify(id=user.id, email=user.email, role=user.role,
+                   teams=[{"id": t.id, "name": t.name} for t in access.teams_of(db.session, user=user)])

@@ -1,7 +1,7 @@
 """JSON API for following batches: list, one batch with counts, its requests (keyset pages), CSV export."""
 from __future__ import annotations
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint, g, jsonify, request
 
 from .. import dashboard
 from ..dashboard import DashboardError, RecipientFilter
@@ -22,7 +22,7 @@ def _batch_json(view: dashboard.BatchView | dashboard.BatchRow) -> dict:
     return {"id": b.id, "name": b.name, "status": b.status, "total_count": b.total_count,
             "counts": view.counts.by_status,
             "created_at": _iso(b.created_at), "deadline_at": _iso(b.deadline_at),
-            "template": view.template_name, "created_by": view.started_by}
+            "template": view.template_name, "created_by": view.started_by, "team_id": b.team_id}
 
 
 def _request_json(r: SigningRequest) -> dict:
@@ -39,7 +39,7 @@ def list_batches():
     page = request.args.get("page", "1")
     if not page.isdigit() or int(page) < 1:
         return api_error("page must be a whole number from 1.", 400)
-    listing = dashboard.list_batches(db.session, q=request.args.get("q", "")[:200], page=int(page))
+    listing = dashboard.list_batches(db.session, user=g.api_user, q=request.args.get("q", "")[:200], page=int(page))
     return jsonify(items=[_batch_json(row) for row in listing.rows], page=listing.page, next_page=listing.page + 1 if listing.has_next else None)
 
 

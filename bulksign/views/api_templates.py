@@ -14,7 +14,7 @@ MAIL_FIELDS = ("email_subject", "email_body", "reminder_subject", "reminder_body
 
 
 def template_json(template: DocumentTemplate, version: TemplateVersion | None) -> dict:
-    return {"id": template.id, "name": template.name, "version": template.latest_version,
+    return {"id": template.id, "name": template.name, "version": template.latest_version, "team_id": template.team_id,
             "variables": list(version.variables) if version else [],
             "created_at": template.created_at.isoformat()}
 
@@ -24,12 +24,15 @@ def create():
     body = request.get_json(silent=True)
     if not isinstance(body, dict):
         return api_error("Send a JSON object with \"name\" and \"html\".", 400)
+    team_id = body.get("team_id")
+    if team_id is not None and (not isinstance(team_id, int) or isinstance(team_id, bool)):
+        return api_error("\"team_id\" must be a team's id (a whole number).", 400)
     fields = {"name": body.get("name"), "html": body.get("html"),
               **{f: body[f] for f in MAIL_FIELDS if body.get(f) is not None}}
     if not all(isinstance(v, str) for v in fields.values()) or fields["name"] is None:
         return api_error("\"name\" and \"html\" (and any mail texts) must be strings.", 400)
     try:
-        saved = dt.create_template(db.session, user=g.api_user, now=utcnow(), **fields)
+        saved = dt.create_template(db.session, user=g.api_user, now=utcnow(), team_id=team_id, **fields)
         db.session.commit()
     except dt.TemplateError as exc:
         db.session.rollback()
@@ -39,5 +42,5 @@ def create():
 
 @bp.get("/templates")
 def index():
-    templates = dt.list_templates(db.session)
+    templates = dt.list_templates(db.session, user=g.api_user)
     return jsonify(templates=[template_json(t, dt.get_version(db.session, template_id=t.id)) for t in templates])

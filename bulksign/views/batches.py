@@ -62,7 +62,7 @@ def _batch_or_404(batch_id: int) -> dashboard.BatchView:
 def index():
     q = request.args.get("q", "").strip()[:200]
     page = request.args.get("page", "1")
-    listing = dashboard.list_batches(db.session, q=q, page=int(page) if page.isdigit() else 1)
+    listing = dashboard.list_batches(db.session, user=current_user, q=q, page=int(page) if page.isdigit() else 1)
     return render_template("batches/index.html", listing=listing, q=q,
                            can_create="uploads.new" in current_app.view_functions)
 

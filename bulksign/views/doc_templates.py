@@ -7,7 +7,7 @@ from flask import Blueprint, Response, abort, current_app, flash, redirect, rend
 from flask_babel import gettext as _
 from flask_login import current_user
 
-from .. import doc_templates as dt
+from .. import access, doc_templates as dt
 from ..extensions import db
 from ..models import DocumentTemplate, utcnow
 from ..pdf import RenderError, render_pdf
@@ -47,7 +47,7 @@ def _mail_fields() -> dict[str, str]:
 
 @bp.get("/")
 def index():
-    templates = dt.list_templates(db.session)
+    templates = dt.list_templates(db.session, user=current_user)
     latest = {t.id: dt.get_version(db.session, template_id=t.id) for t in templates}
     return render_template("doc_templates/index.html", templates=templates, latest=latest)
 
@@ -76,12 +76,13 @@ def _form_page(form: dict, template: DocumentTemplate | None, save: Callable[[st
 def new():
     form = {"name": request.form.get("name", ""), "html": "", **DEFAULTS}
     return _form_page(form, None, lambda html, mail: dt.create_template(
-        db.session, name=form["name"], html=html, user=current_user, now=utcnow(), **mail))
+        db.session, name=form["name"], html=html, user=current_user, now=utcnow(),
+        team_id=request.form.get("team_id", type=int), **mail))
 
 
 @bp.route("/<int:template_id>/edit", methods=["GET", "POST"])
 def edit(template_id: int):
-    template = _template_or_404(template_id)
+    template = access.template_for_edit(db.session, template_id=template_id, user=current_user)
     version = dt.get_version(db.session, template_id=template.id)
     form = {"name": template.name, "html": version.html if version else "",
             **{f: getattr(version, f) if version else DEFAULTS[f] for f in MAIL_FIELDS}}

@@ -11,7 +11,7 @@ from flask import Blueprint, Response, abort, flash, redirect, render_template, 
 from flask_babel import gettext as _
 from flask_login import current_user
 
-from .. import doc_templates as dt
+from .. import access, doc_templates as dt
 from ..batch_creation import BatchError, create_batch, settings_from_form
 from ..extensions import db
 from ..models import TemplateVersion, utcnow
@@ -31,12 +31,17 @@ def uploaded_file() -> tuple[bytes, str]:
 
 
 def template_version(raw_id) -> TemplateVersion:
-    """The newest version of the chosen template; UploadError when there is none."""
+    """The newest version of the chosen template, if the user may use it; UploadError when there is none."""
     try:
         template_id = int(raw_id)
     except (TypeError, ValueError):
         raise UploadError(_("Choose a template.")) from None
-    version = dt.get_version(db.session, template_id=template_id)
+    try:
+        access.template_for_use(db.session, template_id=template_id, user=current_user)
+    except access.Refused:
+        version = None
+    else:
+        version = dt.get_version(db.session, template_id=template_id)
     if version is None:
         raise UploadError(_("There is no template with id %(id)s.", id=template_id), 404)
     return version
@@ -45,7 +50,7 @@ def template_version(raw_id) -> TemplateVersion:
 def _page(*, status: int = 200, report: ValidationReport | None = None, upload: StoredUpload | None = None,
           error: str | None = None, template_id: int | None = None, field_errors: dict | None = None):
     return render_template(
-        "uploads/new.html", templates=dt.list_templates(db.session), report=report, upload=upload,
+        "uploads/new.html", templates=dt.list_templates(db.session, user=current_user), report=report, upload=upload,
         error=error, template_id=template_id or request.values.get("template_id", type=int),
         form=request.form, form_token=request.form.get("form_token") or secrets.token_hex(16),
         field_errors=field_errors or {},
@@ -54,12 +59,14 @@ def _page(*, status: int = 200, report: ValidationReport | None = None, upload: 
 
 @bp.get("/new")
 def new():
+    access.require_creator(current_user)
     return _page()
 
 
 @bp.post("/new/validate")
 def validate():
     """Store the file and check it; an HTMX request gets only the preview partial."""
+    access.require_creator(current_user)
     partial = bool(request.headers.get("HX-Request"))
     try:
         version = template_version(request.form.get("template_id"))

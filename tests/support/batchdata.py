@@ -3,23 +3,33 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import insert
+from sqlalchemy import insert, select
 
 from bulksign import batch_counts
-from bulksign.models import Batch, DocumentTemplate, SigningRequest, TemplateVersion
+from bulksign.models import Batch, DocumentTemplate, SigningRequest, Team, TemplateVersion
+
+#: ``make_batch``'s default team: the one the ``users`` fixture makes, if there is one.
+DEFAULT = object()
 
 
 def make_batch(session, *, statuses: list[str], now: datetime, name: str = "Contracts", user_id: int | None = None,
-               batch_status: str = "processing", email_domain: str = "example.org", chunk: int = 5000) -> Batch:
-    """A batch whose i-th request is in ``statuses[i]``; committed. Emails are ``person<i>@<domain>``."""
-    template = DocumentTemplate(name=f"{name} template", created_by_id=user_id, created_at=now, latest_version=1)
+               batch_status: str = "processing", email_domain: str = "example.org", chunk: int = 5000,
+               team_id=DEFAULT) -> Batch:
+    """A batch whose i-th request is in ``statuses[i]``; committed. Emails are ``person<i>@<domain>``.
+
+    Batch and template belong to ``team_id`` (default: the team named "Default", when there is one).
+    """
+    if team_id is DEFAULT:
+        team_id = session.scalar(select(Team.id).where(Team.name == "Default"))
+    template = DocumentTemplate(name=f"{name} template", created_by_id=user_id, created_at=now, latest_version=1,
+                                team_id=team_id)
     session.add(template)
     session.flush()
     version = TemplateVersion(template_id=template.id, version=1, html="<p>{{ name }}</p>", variables=["name"],
                               created_at=now)
     session.add(version)
     session.flush()
-    batch = Batch(name=name, template_version_id=version.id, created_by_id=user_id, status=batch_status,
+    batch = Batch(name=name, template_version_id=version.id, created_by_id=user_id, team_id=team_id, status=batch_status,
                   total_count=len(statuses), created_at=now, started_at=now)
     session.add(batch)
     session.flush()

@@ -19,6 +19,7 @@ def make_batch(*, now, user=None, recipients: list[tuple[str, str]] | int = 3, h
     if isinstance(recipients, int):
         recipients = [(f"person{i}@example.com", f"Person {i}") for i in range(recipients)]
     saved = create_template(db.session, name=name, html=html, user=user, now=now)
+    batch_fields.setdefault("team_id", saved.template.team_id)  # as batch creation does: the template's team
     batch = Batch(name=name, template_version_id=saved.version.id, created_by_id=user.id,
                   total_count=len(recipients), created_at=now, **batch_fields)
     db.session.add(batch)

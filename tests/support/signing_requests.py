@@ -38,7 +38,7 @@ def make_sent_request(*, now: datetime, owner: User | None = None, name: str = "
     session = db.session
     saved = create_template(session, name=template_name, html=HTML, user=owner, now=now)
     batch = Batch(name="November contracts", template_version_id=saved.version.id,
-                  created_by_id=owner.id if owner else None, language=language, reply_to=reply_to,
+                  created_by_id=owner.id if owner else None, team_id=saved.template.team_id, language=language, reply_to=reply_to,
                   status="processing", total_count=1, created_at=now)
     session.add(batch)
     session.flush()

@@ -1,0 +1,56 @@
+"""Every id in a staff or API URL is looked up through ``access`` before the view runs.
+
+A route with ``<int:batch_id>``, ``<int:request_id>`` or ``<int:template_id>`` answers 404 for an id
+out of the user's sight, whatever the view does next: a new route is covered the day it is added.
+Admin pages (ids of users, keys, endpoints) are admins' only and public routes carry their own secret.
+"""
+from __future__ import annotations
+
+from flask import Flask, current_app, request
+from flask_login import current_user
+from werkzeug.exceptions import Forbidden, NotFound, UnprocessableEntity
+
+from .. import access
+from ..extensions import db
+
+#: URL argument → the look-up that refuses an id the user may not see.
+LOOKUPS = {
+    "batch_id": access.batch_for_read,
+    "request_id": access.request_for_read,
+    "template_id": access.template_for_use,
+}
+#: Blueprints only admins reach (checked by their own hooks).
+ADMIN_ONLY = ("admin", "rq_dashboard")
+_AS_HTTP = {404: NotFound, 403: Forbidden, 422: UnprocessableEntity}
+
+
+def init_app(app: Flask) -> None:
+    @app.before_request
+    def _ids_within_reach():
+        # Registered after the default-deny hook: the user is known (session or API key) when this runs.
+        if not request.view_args or request.blueprint in ADMIN_ONLY:
+            return None
+        view = current_app.view_functions.get(request.endpoint)
+        if view is None or getattr(view, "_bulksign_public", False):
+            return None
+        user = current_user._get_current_object()
+        for name, lookup in LOOKUPS.items():
+            if name in request.view_args:
+                lookup(db.session, **{name: request.view_args[name]}, user=user)
+        return None
+
+    @app.template_global()
+    def my_teams():
+        """The logged-in user's teams (forms offer a choice when there are several)."""
+        return access.teams_of(db.session, user=current_user)
+
+    @app.template_global()
+    def may_edit_template(template) -> bool:
+        """Whether the user may save new versions of ``template`` (the Edit button shows only then)."""
+        return access.may_edit_template(db.session, template=template, user=current_user)
+
+    @app.errorhandler(access.Refused)
+    def _refused(error: access.Refused):
+        # Through the HTTP error handlers: a page, a fragment's error or the API's JSON, as for any 404/403.
+        db.session.rollback()
+        return current_app.handle_http_exception(_AS_HTTP.get(error.status, Forbidden)(error.message))

@@ -1,0 +1,79 @@
+"""Teams in a real Chromium: an admin builds a team on the admin page; an owner shares a batch and names who is told."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bulksign.extensions import db
+from bulksign.models import Batch, Team, utcnow
+from bulksign.teams import add_member, create_team
+from bulksign.users import create_user
+from tests.conftest import ADMIN, NOW, STAFF, DEFAULT_TEAM
+from tests.support.batchdata import make_batch
+
+pytestmark = pytest.mark.browser
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+
+
+def _shots(page, name: str, part: str = "body") -> None:
+    """The page at desktop and phone width, for a person to look at; ``part`` fits the phone's width."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    for width, height in ((1366, 900), (360, 740)):
+        page.set_viewport_size({"width": width, "height": height})
+        page.screenshot(path=str(ARTIFACTS / f"{name}-{width}.png"), full_page=True)
+    assert page.locator(part).evaluate("e => e.scrollWidth <= window.innerWidth + 1"), name
+    page.set_viewport_size({"width": 1366, "height": 900})
+
+
+def _login(page, live_server, email, password):
+    page.goto(f"{live_server}/auth/login")
+    page.fill("input[name=email]", email)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server}/")
+
+
+def test_an_admin_creates_a_team_adds_a_member_and_sees_who_did_it(app, users, live_server, page):
+    create_user(db.session, email="clerk@example.com", password="clerk-password", role="staff", now=utcnow())
+    db.session.commit()
+    _login(page, live_server, *ADMIN)
+    page.goto(f"{live_server}/admin/")
+    page.click("text=Teams, roles and membership changes")
+    page.fill("input[name=name]", "Accounting")
+    page.click("text=Create team")
+    page.wait_for_selector("text=Team Accounting created")
+    row = page.locator("#teams tr[data-team=Accounting]")
+    row.locator("input[name=email]").fill("clerk@example.com")
+    row.locator("button:has-text('Add')").click()
+    page.wait_for_selector("text=clerk@example.com is now in Accounting")
+    assert "clerk@example.com" in page.locator("#teams tr[data-team=Accounting]").inner_text()
+    assert "admin@example.com" in page.locator("#membership-changes").inner_text()
+    _shots(page, "admin-teams")
+
+
+def test_an_owner_shares_a_batch_with_another_team_and_names_who_gets_the_notices(app, users, live_server, page):
+    hr = create_team(db.session, name="HR", now=utcnow())
+    reader = create_user(db.session, email="reader@example.com", password="reader-password", role="viewer",
+                         now=utcnow())
+    add_member(db.session, team=hr, user=reader, by=None, now=utcnow())
+    db.session.commit()
+    batch_id = make_batch(db.session, statuses=["sent", "signed"], now=NOW, name="Salaries Q4",
+                          user_id=users["staff"].id).id
+    _login(page, live_server, *STAFF)
+    page.goto(f"{live_server}/batches/{batch_id}")
+    page.click(f"#batch-access summary")
+    assert DEFAULT_TEAM in page.locator("#batch-access summary").inner_text()
+    page.fill("#batch-access input[name=email]", "reader@example.com")
+    page.click("#batch-access button:has-text('Share')")
+    page.wait_for_selector("text=reader@example.com can now see this batch")
+    page.click("#batch-access summary")
+    page.fill("#batch-access input[name=notify_email]", "head-of-hr@example.com")
+    page.click("#batch-access button:has-text('Save')")
+    page.wait_for_selector("text=Notices about this batch go to head-of-hr@example.com")
+    page.click("#batch-access summary")
+    # The recipients table of the batch page scrolls sideways on a phone (as before); the new panel must not.
+    _shots(page, "batch-access", part="#batch-access")
+    db.session.expire_all()
+    assert db.session.get(Batch, batch_id).notify_email == "head-of-hr@example.com"
+    assert db.session.get(Team, hr.id) is not None
