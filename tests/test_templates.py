@@ -237,12 +237,16 @@ def test_a_preview_gives_up_before_the_web_worker_is_killed(make_app, users):
     from bulksign.config import ConfigError, load_config
     from tests.conftest import AuthActions
 
+    from bulksign.models import User
+
     with pytest.raises(ConfigError, match="PREVIEW_TIMEOUT_SECONDS"):
         load_config({"PREVIEW_TIMEOUT_SECONDS": 25, "WEB_TIMEOUT_SECONDS": 30})
+    staff_id = users["staff"].id
     app = make_app(PREVIEW_TIMEOUT_SECONDS=1)
     with app.app_context():
+        # The staff user's own template: with teams, a template of nobody is out of their reach (404).
         saved = create_template(db.session, name="Nested", html="<div>" * 100_000 + "{{ name }}" + "</div>" * 100_000,
-                                user=None, now=NOW)
+                                user=db.session.get(User, staff_id), now=NOW)
         db.session.commit()
         client = app.test_client()
         AuthActions(client).login()
