@@ -14,8 +14,8 @@ from redis import Redis
 from rq import Queue
 from rq.worker_registration import get_keys
 
-#: The scheduler's last tick, as a POSIX timestamp.
-SCHEDULER_TICK_KEY = "bulksign:scheduler:last_tick"
+from .scheduler_ticks import KEY as SCHEDULER_TICK_KEY  # noqa: F401 - tests wait on it
+from .scheduler_ticks import last_tick, record_tick as record_scheduler_tick  # noqa: F401 - the scheduler writes
 SCHEDULER_STALE_AFTER = timedelta(minutes=3)
 
 
@@ -33,15 +33,9 @@ class Readiness:
         return not self.problems
 
 
-def record_scheduler_tick(redis: Redis, *, now: datetime) -> None:
-    """Called by the scheduler on every poll."""
-    redis.set(SCHEDULER_TICK_KEY, now.timestamp())
-
-
 def check_readiness(*, redis: Redis, queue_names: tuple[str, ...], now: datetime) -> Readiness:
     """Ask Redis about the scheduler and the workers of each queue (Redis must answer)."""
-    raw = redis.get(SCHEDULER_TICK_KEY)
-    tick = datetime.fromtimestamp(float(raw), tz=timezone.utc) if raw else None
+    tick = last_tick(redis)
     problems = []
     if tick is None:
         problems.append("the scheduler has not ticked yet (is `flask jobs scheduler` running?)")
