@@ -17,6 +17,7 @@ from . import batch_counts
 from .logs import log
 from .models import Batch, OutgoingMail, SigningRequest, User
 from .states import FINAL, WORKING, Status, transition
+from .messages import N_
 
 logger = logging.getLogger(__name__)
 
@@ -126,9 +127,9 @@ class RetryResult:
 def batch_for_action(session: Session, *, batch_id: int, user: User) -> Batch:
     batch = session.get(Batch, batch_id)
     if batch is None:
-        raise BatchActionError("No such batch.", 404)
+        raise BatchActionError(N_("No such batch."), 404)
     if not (user.is_admin or batch.created_by_id == user.id):
-        raise BatchActionError("Only the batch's owner or an admin can do this.", 403)
+        raise BatchActionError(N_("Only the batch's owner or an admin can do this."), 403)
     return batch
 
 
@@ -177,7 +178,7 @@ def retry_failed(session: Session, *, batch_id: int, user: User, now: datetime,
     """
     batch = batch_for_action(session, batch_id=batch_id, user=user)
     if batch.status == CANCELLED:
-        raise BatchActionError("The batch was cancelled; its requests cannot be retried.", 409)
+        raise BatchActionError(N_("The batch was cancelled; its requests cannot be retried."), 409)
     query = select(SigningRequest.id).where(SigningRequest.batch_id == batch_id,
                                             SigningRequest.status == Status.FAILED)
     if request_ids is not None:

@@ -32,11 +32,16 @@ class BulkOutcome:
     skipped: dict[str, int] = field(default_factory=dict)
     mail_ids: tuple[int, ...] = field(default=(), repr=False)
     render_ids: tuple[int, ...] = field(default=(), repr=False)
+    #: The earliest and latest new deadline a resend with extra days gave.
+    deadlines: tuple[datetime, datetime] | None = None
 
 
 def apply_action(session: Session, *, action: str, batch_id: int, request_ids: list[int], user: User,
-                 now: datetime, extend_days: int | None = None) -> BulkOutcome:
-    """Run one bulk action. The caller commits, then calls ``follow_up``. Refusals raise ``BatchActionError``."""
+                 now: datetime, extend_days: int | None = None, force: bool = False) -> BulkOutcome:
+    """Run one bulk action (``force``: remind even within the hour). The caller commits, then calls ``follow_up``.
+
+    Refusals raise ``BatchActionError``.
+    """
     if action == "cancel_batch":
         return BulkOutcome(action, len(cancel_batch(session, batch_id=batch_id, user=user, now=now).cancelled))
     if action == "cancel":
@@ -45,11 +50,13 @@ def apply_action(session: Session, *, action: str, batch_id: int, request_ids: l
         retried = retry_failed(session, batch_id=batch_id, user=user, now=now, request_ids=request_ids).retried
         return BulkOutcome(action, len(retried), render_ids=tuple(retried))
     if action == "remind":
-        result = send_manual_reminders(session, batch_id=batch_id, user=user, now=now, request_ids=request_ids)
+        result = send_manual_reminders(session, batch_id=batch_id, user=user, now=now, request_ids=request_ids,
+                                       force=force)
         return BulkOutcome(action, result.queued, dict(result.skipped), mail_ids=tuple(result.mail_ids))
     if action == "resend":
         result = resend_with_new_link(session, request_ids=request_ids, user=user, now=now, extend_days=extend_days)
-        return BulkOutcome(action, result.resent, dict(result.skipped), mail_ids=tuple(result.mail_ids))
+        return BulkOutcome(action, result.resent, dict(result.skipped), mail_ids=tuple(result.mail_ids),
+                           deadlines=result.deadlines)
     raise ValueError(f"unknown bulk action {action!r}")
 
 

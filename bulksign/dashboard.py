@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session, defer
 from .batches import BATCH_FINAL, BatchCounts, counts_for
 from .models import Batch, DocumentTemplate, Event, OutgoingMail, SigningRequest, TemplateVersion, User
 from .states import WORKING, Status
+from .messages import N_
 
 #: Words for request and batch states, and for the table's extra filters.
 STATUS_LABELS = {
@@ -195,18 +196,18 @@ class RecipientFilter:
         """From query-string values; unknown values raise ``DashboardError``."""
         status = (status or "").strip()
         if status and status not in FILTERS:
-            raise DashboardError(f"Unknown status filter {status!r}.")
+            raise DashboardError(N_("Unknown status filter %(value)r.", value=status))
         sort = (sort or "row").strip()
         if sort not in SORTS:
-            raise DashboardError(f"Unknown sort column {sort!r}; use one of: {', '.join(SORTS)}.")
+            raise DashboardError(N_("Unknown sort column %(value)r; use one of: %(known)s.", value=sort, known=", ".join(SORTS)))
         if direction not in (None, "", "asc", "desc"):
-            raise DashboardError("The sort direction must be asc or desc.")
+            raise DashboardError(N_("The sort direction must be asc or desc."))
         q = (q or "").strip()
         if len(q) > 200:
-            raise DashboardError("The search text is too long (at most 200 characters).")
+            raise DashboardError(N_("The search text is too long (at most 200 characters)."))
         # PostgreSQL text cannot hold NUL: on the streamed CSV its error came after the 200 and cut the download.
         if "\x00" in q:
-            raise DashboardError("The search text contains a character that is not allowed.")
+            raise DashboardError(N_("The search text contains a character that is not allowed."))
         return cls(status=status, q=q, sort=sort, desc=direction == "desc")
 
     def as_args(self) -> dict[str, str]:
@@ -251,21 +252,21 @@ def decode_cursor(flt: RecipientFilter, cursor: str) -> tuple[object, int]:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         sort, desc, value, last_id = json.loads(raw)
     except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
-        raise DashboardError("The page cursor is not valid; start again from the first page.") from None
+        raise DashboardError(N_("The page cursor is not valid; start again from the first page.")) from None
     if sort != flt.sort or bool(desc) != flt.desc or not isinstance(last_id, int):
-        raise DashboardError("The page cursor belongs to another sort order; start again from the first page.")
+        raise DashboardError(N_("The page cursor belongs to another sort order; start again from the first page."))
     if flt.sort == "updated":
         try:
             value = datetime.fromisoformat(value)
         except (TypeError, ValueError):
-            raise DashboardError("The page cursor is not valid; start again from the first page.") from None
+            raise DashboardError(N_("The page cursor is not valid; start again from the first page.")) from None
         if value.tzinfo is None:
-            raise DashboardError("The page cursor is not valid; start again from the first page.")
+            raise DashboardError(N_("The page cursor is not valid; start again from the first page."))
     elif flt.sort == "row":
         if not isinstance(value, int):
-            raise DashboardError("The page cursor is not valid; start again from the first page.")
+            raise DashboardError(N_("The page cursor is not valid; start again from the first page."))
     elif not isinstance(value, str):
-        raise DashboardError("The page cursor is not valid; start again from the first page.")
+        raise DashboardError(N_("The page cursor is not valid; start again from the first page."))
     return value, last_id
 
 

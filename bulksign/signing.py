@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from io import BytesIO
 
+from flask_babel import force_locale, gettext
 from flask_babel import lazy_gettext as _l
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -215,9 +216,11 @@ def decline(session: Session, *, request_id: int, now: datetime, reason: str, ip
     owner_email = decline_notice_recipient(request.batch)
     mail_id = None
     if owner_email:
+        with force_locale(owner_language(request.batch)):
+            subject = gettext("Declined: %(who)s — %(batch)s", who=request.name or request.email,
+                              batch=request.batch.name)
         mail_id = queue_mail(session, key=f"decline-notice-{request_id}", kind="decline_notice", to_email=owner_email,
-                             subject=f"Declined: {request.name or request.email} — {request.batch.name}", now=now,
-                             request_id=request_id, batch_id=request.batch_id).id
+                             subject=subject, now=now, request_id=request_id, batch_id=request.batch_id).id
     session.commit()
     if mail_id is not None:
         enqueue_sends([mail_id])
@@ -230,6 +233,12 @@ def decline_notice_recipient(batch: Batch) -> str | None:
     if batch.created_by is not None and not batch.created_by.disabled:
         return batch.created_by.email
     return batch.reply_to
+
+
+def owner_language(batch: Batch) -> str:
+    """The owner's notices speak the owner's interface language (English when they chose none)."""
+    owner = batch.created_by
+    return owner.locale if owner is not None and owner.locale else "en"
 
 
 def contact_of(batch: Batch) -> str | None:
@@ -254,9 +263,12 @@ def build_decline_notice(session: Session, mail, app):
     from flask import render_template
     from flask_mail import Message
 
+    from .sealing import document_title
+
     request = session.get(SigningRequest, mail.request_id)
-    body = render_template("emails/decline_notice.txt", request=request, batch=request.batch,
-                           app_url=app.config["APP_URL"])
+    with force_locale(owner_language(request.batch)):
+        body = render_template("emails/decline_notice.txt", request=request, batch=request.batch,
+                               document_name=document_title(request.batch), app_url=app.config["APP_URL"])
     message = Message(subject=mail.subject, recipients=[mail.to_email], body=body)
     message.msgId = mail.message_id
     return message

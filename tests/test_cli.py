@@ -163,3 +163,16 @@ def test_batches_rebuild_counts_repairs_drifted_counters_and_says_how_many_diffe
     assert batch_counts.counters(db.session, ids) == batch_counts.recount(db.session, ids)
     unknown = runner.invoke(args=["batches", "rebuild-counts", str(ids[1]), "999"])
     assert unknown.exit_code == 1 and "999" in unknown.output
+
+
+def test_make_run_on_another_port_mails_links_to_that_port(monkeypatch):
+    from bulksign.config import load_config
+
+    monkeypatch.delenv("APP_URL", raising=False)
+    monkeypatch.setenv("BIND", "127.0.0.1:5600")
+    assert load_config()["APP_URL"] == "http://127.0.0.1:5600"
+    monkeypatch.setenv("BIND", "0.0.0.0:8080")
+    assert load_config()["APP_URL"] == "http://127.0.0.1:8080"
+    monkeypatch.setenv("APP_URL", "https://sign.example.com/")
+    assert load_config()["APP_URL"] == "https://sign.example.com"
+

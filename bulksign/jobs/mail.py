@@ -20,7 +20,7 @@ from sqlalchemy import select
 from ..batches import close_if_done
 from ..extensions import db, get_redis
 from ..invitations import KIND as INVITATION
-from ..invitations import deadline_for, load_requests
+from ..invitations import load_requests, request_deadline
 from ..logs import log
 from ..mailer import BUILDERS, MailNotNeeded
 from ..models import OutgoingMail, SigningRequest, utcnow
@@ -264,7 +264,7 @@ def _settle(mail: OutgoingMail, request: SigningRequest | None, delivery: Delive
     if mail.kind == INVITATION:
         if delivery.status == "sent":
             transition(session, request.id, frm=Status.SENDING, to=Status.SENT, now=now, sent_at=now,
-                       expires_at=deadline_for(request.batch, sent_at=now, days=request.deadline_days),
+                       expires_at=request_deadline(request, sent_at=now),
                        error_message=None, details={"message_id": mail.message_id})
         else:
             transition(session, request.id, frm=Status.SENDING, to=Status(delivery.status), now=now,

@@ -11,6 +11,7 @@ import uuid
 from flask import (Blueprint, Response, abort, current_app, flash, redirect, render_template, request,
                    stream_with_context, url_for)
 from flask_babel import gettext as _
+from flask_babel import ngettext
 from flask_login import current_user
 
 from .. import dashboard
@@ -23,7 +24,8 @@ from ..logs import log
 from ..models import Batch, utcnow
 from ..reminders import reminder_schedule
 from ..storage import StorageError, get_storage
-from .reminders import extend_days_field as _extend_days, with_skips as _with_skips
+from .reminders import extend_days_field as _extend_days
+from .reminders import reminders_done, resend_done
 
 bp = Blueprint("batches", __name__, url_prefix="/batches")
 logger = logging.getLogger(__name__)
@@ -127,20 +129,26 @@ def _ids_from_form() -> list[int]:
     return ids
 
 
-def _message(outcome: BulkOutcome) -> tuple[str, str]:
+def _message(outcome: BulkOutcome, batch: Batch) -> tuple[str, str]:
     """What a finished bulk action tells the user, and the flash category."""
     n = outcome.done
     if outcome.action == "cancel_batch":
-        return _("The batch is cancelled: %(n)s requests stopped and their links no longer work.", n=n), "success"
+        return ngettext("The batch is cancelled: %(num)s request stopped and its link no longer works.",
+                        "The batch is cancelled: %(num)s requests stopped and their links no longer work.", n), "success"
     if outcome.action == "cancel":
-        return _("%(n)s requests cancelled; their links no longer work.", n=n), "success"
+        return ngettext("%(num)s request cancelled; its link no longer works.",
+                        "%(num)s requests cancelled; their links no longer work.", n), "success"
     if outcome.action == "retry":
         if not n:
             return _("None of the selected requests had failed; nothing to retry."), "info"
-        return _("%(n)s failed requests are being prepared and sent again.", n=n), "success"
-    done = (_("%(n)s reminders queued.", n=n) if outcome.action == "remind"
-            else _("%(n)s new links sent; the old links no longer work.", n=n))
-    return _with_skips(done, outcome.skipped), "success" if n else "info"
+        return ngettext("%(num)s failed request is being prepared and sent again.",
+                        "%(num)s failed requests are being prepared and sent again.", n), "success"
+    if outcome.action == "remind":
+        message, category, offer = reminders_done(n, outcome.skipped)
+        if offer:
+            message += " " + _("To remind them now anyway, tick \"Send anyway\" and apply again.")
+        return message, category
+    return resend_done(n, outcome.skipped, deadlines=outcome.deadlines, batch=batch)
 
 
 def _in_background(batch_id: int, action: str, flt: RecipientFilter, matching: int):
@@ -156,7 +164,7 @@ def _in_background(batch_id: int, action: str, flt: RecipientFilter, matching: i
 
 @bp.post("/<int:batch_id>/actions")
 def bulk_action(batch_id: int):
-    _batch_or_404(batch_id)
+    view = _batch_or_404(batch_id)
     action = request.form.get("action", "")
     flt = _filter_from(request.form)
     back = redirect(url_for("batches.detail", batch_id=batch_id, **flt.as_args()))
@@ -179,16 +187,17 @@ def bulk_action(batch_id: int):
     now = utcnow()
     try:
         outcome = apply_action(db.session, action=action, batch_id=batch_id, request_ids=ids,
-                               user=current_user._get_current_object(), now=now, extend_days=_extend_days())
+                               user=current_user._get_current_object(), now=now, extend_days=_extend_days(),
+                               force=request.form.get("force") == "1")
     except BatchActionError as exc:
         db.session.rollback()
-        flash(exc.message, "error")
+        flash(str(exc.message), "error")
         return back
     db.session.commit()
     follow_up(outcome)
     log(logger, logging.INFO, "bulk action", batch_id=batch_id, action=action, requests=len(ids),
         user_id=current_user.id)
-    flash(*_message(outcome))
+    flash(*_message(outcome, view.batch))
     return back
 
 
