@@ -37,5 +37,11 @@ class N_:
     def __contains__(self, part: str) -> bool:
         return part in self.english or part in str(self)
 
+    def __getattr__(self, name):
+        # Read like text where code (or a test) treats it as one: startswith, lower, splitlines ...
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.english, name)
+
     def __repr__(self) -> str:
         return f"N_({self.english!r})"

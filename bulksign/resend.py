@@ -30,10 +30,11 @@ from .messages import N_
 
 logger = logging.getLogger(__name__)
 
-#: Delivered (or tried) and not final for the recipient: these may get a new link.
-RESENDABLE = (Status.SENT.value, Status.OPENED.value, Status.EXPIRED.value, Status.BOUNCED.value)
+#: Delivered (or tried) and not signed: these may get a new link (a declined recipient is invited again).
+RESENDABLE = (Status.SENT.value, Status.OPENED.value, Status.EXPIRED.value, Status.BOUNCED.value,
+              Status.DECLINED.value)
 #: The record is closed: the address is part of it.
-EMAIL_FROZEN = (Status.SIGNED.value, Status.DECLINED.value, Status.CANCELLED.value)
+EMAIL_FROZEN = (Status.SIGNED.value, Status.CANCELLED.value)
 MAX_EXTEND_DAYS = 365
 
 
@@ -99,7 +100,7 @@ def resend_with_new_link(session: Session, *, request_ids: Iterable[int], user: 
         won = transition(session, eligible, frm=RESENDABLE, to=Status.GENERATED, now=now, actor=f"user:{user.id}",
                          details={"resend": True, "extend_days": extend_days}, token_hash=None, token_nonce=None,
                          reminder_count=0, last_reminder_at=None, expires_at=None, attempts=0,
-                         error_message=None).won
+                         error_message=None, declined_at=None, decline_reason=None).won
         if len(won) < len(eligible):
             skipped["changed_meanwhile"] = skipped.get("changed_meanwhile", 0) + len(eligible) - len(won)
         if not won:

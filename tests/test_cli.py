@@ -176,3 +176,9 @@ def test_make_run_on_another_port_mails_links_to_that_port(monkeypatch):
     monkeypatch.setenv("APP_URL", "https://sign.example.com/")
     assert load_config()["APP_URL"] == "https://sign.example.com"
 
+
+
+def test_browsers_asking_for_favicon_ico_get_the_icon(client):
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301 and response.headers["Location"].endswith("/static/favicon.svg")
+    assert client.get("/static/favicon.svg").status_code == 200

@@ -256,3 +256,17 @@ def test_a_resend_without_extra_days_keeps_an_earlier_extension(app, users):
     transition(db.session, rid, frm="sending", to="sent", now=NOW + DAY, sent_at=NOW + DAY)
     resend_with_new_link(db.session, request_ids=[rid], user=users["staff"], now=NOW + 2 * DAY)
     assert request(rid).expires_at == NOW + 13 * DAY
+
+
+def test_a_declined_recipient_can_be_invited_again(app, users, smtp, run_jobs, client):
+    _, (rid,) = sent_batch(user=users["staff"], sent_at=utcnow())
+    transition(db.session, rid, frm="sent", to="opened", now=utcnow())
+    transition(db.session, rid, frm="opened", to="declined", now=utcnow(), declined_at=utcnow(),
+               decline_reason="Wrong salary")
+    db.session.commit()
+    assert _resend(users["staff"], [rid], utcnow()).resent == 1
+    run_jobs("mail")
+    req = request(rid)
+    assert req.status == "sent" and req.declined_at is None and req.decline_reason is None
+    page = client.get(f"/sign/{_link_in(smtp.received[-1])}")
+    assert page.status_code == 200 and 'id="sign-form"' in page.get_data(as_text=True)

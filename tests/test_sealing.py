@@ -62,7 +62,8 @@ def test_the_last_page_carries_the_signature_block_and_the_audit_page_every_even
         assert line in block
     assert reader.pages[-2]["/Resources"]["/XObject"], "the drawn signature is on the page"
     audit = " ".join(reader.pages[-1].extract_text().split())
-    for line in ("Audit certificate", "Employment contract", "November contracts", "ivan@example.com",
+    assert "November contracts" not in audit  # the batch's internal name is not the recipient's business
+    for line in ("Audit certificate", "Employment contract", "ivan@example.com",
                  "Created", "Sent", "Email opened", "192.0.2.7", "MailClient/2", "Page opened", "Signed",
                  "Mozilla/5.0 (iPhone) Safari", "203.0.113.5", hashlib.sha256(r.original).hexdigest()):
         assert line in audit, line
@@ -101,7 +102,8 @@ def test_the_recipient_gets_the_signed_pdf_by_mail(app, users, smtp, run_jobs):
     run_jobs("pdf")
     run_jobs("mail")
     (mail,) = smtp.to("ivan@example.com")
-    assert "Signed" in mail.subject and "November contracts" in mail.subject
+    # The document's title, never the batch's internal name.
+    assert mail.subject == "Signed: Employment contract" and "November contracts" not in mail.text()
     (attachment,) = list(mail.message.iter_attachments())
     assert attachment.get_content_type() == "application/pdf" and attachment.get_filename() == f"signed-{r.id}.pdf"
     assert attachment.get_content() == get_storage().get(signed_document(r.id).storage_key)

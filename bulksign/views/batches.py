@@ -11,6 +11,7 @@ import uuid
 from flask import (Blueprint, Response, abort, current_app, flash, redirect, render_template, request,
                    stream_with_context, url_for)
 from flask_babel import gettext as _
+from flask_babel import lazy_gettext as _l
 from flask_babel import ngettext
 from flask_login import current_user
 
@@ -80,8 +81,28 @@ def _table_context(batch_id: int, flt: RecipientFilter, cursor: str | None, coun
 
 
 def _progress_context(batch: Batch, progress: dashboard.Progress) -> dict:
-    rate = dashboard.throughput(db.session, batch_id=batch.id, working=progress.working, now=utcnow())
+    rate = dashboard.throughput(db.session, batch=batch, working=progress.working, now=utcnow())
     return {"batch": batch, "progress": progress, "rate": rate}
+
+
+@bp.app_template_global()
+def phase_label(phase: dashboard.Phase) -> str:
+    """A batch's phase in the words staff use."""
+    if phase.key == "closed_unsigned":
+        return ngettext("closed with %(num)s unsigned", "closed with %(num)s unsigned", phase.count)
+    if phase.key == "partly_failed":
+        return ngettext("partly failed (%(num)s)", "partly failed (%(num)s)", phase.count)
+    return str(PHASE_WORDS[phase.key])
+
+
+#: Words of the phases without a count.
+PHASE_WORDS = {"sending": _l("sending"), "waiting": _l("waiting for signatures"), "all_signed": _l("all signed"),
+               "cancelled": _l("cancelled")}
+
+
+def _shown_ids() -> list[int]:
+    """The recipients table's rows on screen (the poll sends them), so their cells follow the bar."""
+    return [int(v) for v in request.args.getlist("shown")[:dashboard.MAX_PAGE_SIZE] if v.isdigit()]
 
 
 @bp.get("/<int:batch_id>")
@@ -100,7 +121,9 @@ def progress(batch_id: int):
     found = dashboard.batch_progress(db.session, batch_id=batch_id)
     if found is None:
         abort(404)
-    return render_template("batches/_progress.html", **_progress_context(*found))
+    # Only the rows on screen are re-read: their status cells are swapped in place (selection and scroll stay).
+    rows = dashboard.rows_by_id(db.session, batch_id=batch_id, request_ids=_shown_ids())
+    return render_template("batches/_progress.html", rows=rows, **_progress_context(*found))
 
 
 @bp.get("/<int:batch_id>/requests")
@@ -108,8 +131,12 @@ def table(batch_id: int):
     if db.session.get(Batch, batch_id) is None:
         abort(404)
     flt = _filter_from(request.args)
-    return render_template("batches/_table.html", batch_id=batch_id, filters=dashboard.FILTERS,
-                           **_table_context(batch_id, flt, request.args.get("cursor")))
+    cursor = request.args.get("cursor")
+    html = render_template("batches/_table.html", batch_id=batch_id, filters=dashboard.FILTERS,
+                           **_table_context(batch_id, flt, cursor))
+    # The address bar follows the filter, sort and page: a reload, a bookmark or "back" shows the same table.
+    page_url = url_for("batches.detail", batch_id=batch_id, **flt.as_args(), **({"cursor": cursor} if cursor else {}))
+    return html, {"HX-Push-Url": page_url}
 
 
 @bp.get("/<int:batch_id>/requests/<int:request_id>")
