@@ -270,12 +270,15 @@ def _register_fonts() -> None:
         pdfmetrics.registerFont(TTFont("DejaVuSans-Bold", FONT_BOLD_PATH))
 
 
-def _local(at: datetime, zone: str) -> str:
-    """A moment in the recipient's time zone, with its UTC offset so that it is exact anywhere."""
+def _local(at: datetime, zone: str, *, short: bool = False) -> str:
+    """A moment in the recipient's time zone, with its UTC offset so that it is exact anywhere
+    (``short``: the offset without the zone's name, for the narrow signature block)."""
     local = at.astimezone(ZoneInfo(zone))
+    if zone == "UTC":
+        return f"{local:%Y-%m-%d %H:%M:%S} UTC"
     offset = local.strftime("%z")
-    return f"{local:%Y-%m-%d %H:%M:%S} {zone} (UTC{offset[:3]}:{offset[3:]})" if zone != "UTC" else \
-        f"{local:%Y-%m-%d %H:%M:%S} UTC"
+    offset = f"UTC{offset[:3]}:{offset[3:]}"
+    return f"{local:%Y-%m-%d %H:%M:%S} {offset}" if short else f"{local:%Y-%m-%d %H:%M:%S} {zone} ({offset})"
 
 
 def _in_language(language: str):
@@ -321,7 +324,7 @@ def signature_block(*, width: float, height: float, origin: tuple[float, float],
         text_x = x + img_w + 4 * mm
     text_w = x + box_w - text_x - 2 * mm
     rows = [("DejaVuSans-Bold", str(N_("Signed electronically"))), ("DejaVuSans", signer_name),
-            ("DejaVuSans", _local(signed_at, zone)), ("DejaVuSans", str(N_("IP %(ip)s", ip=signer_ip)))]
+            ("DejaVuSans", _local(signed_at, zone, short=True)), ("DejaVuSans", str(N_("IP %(ip)s", ip=signer_ip)))]
     c.setFillColorRGB(0.1, 0.14, 0.19)
     for i, (font, text) in enumerate(rows):
         c.setFont(font, 7)

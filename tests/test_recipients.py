@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bulksign.recipients import (MAX_VALUE_CHARS, UploadError, check_email, error_report_csv, load_upload,
-                                 store_upload, validate_recipients)
+                                 store_upload, typo_domains, validate_recipients)
 from bulksign.storage import LocalStorage
 
 VARS = ["name", "position"]
@@ -237,3 +237,25 @@ def test_well_formed_workbooks_with_any_cell_values_never_crash_the_reader(heade
         assert exc.message and 400 <= exc.status < 500
     else:
         assert report.total_rows == report.valid_rows + report.invalid_rows
+
+
+def test_row_problems_and_warnings_speak_the_staff_members_language(app):
+    from flask_babel import force_locale
+
+    report = check("email,name,position,notes\nb@gmial.com,B,Dev,x\n,C,Dev,y\n".encode())
+    with force_locale("ru"):
+        assert [str(e.message) for e in report.errors] == [
+            "Похоже, домен написан с ошибкой: может быть, b@gmail.com?", "Адрес почты пуст."]
+        assert [str(w) for w in report.warnings] == ["Столбец «notes» не используется шаблоном и пропускается."]
+
+
+def test_a_misspelt_domain_can_be_accepted_or_kept_as_written(app):
+    data = "email,name,position\nb@gmial.com,B,Dev\nc@gmial.com,C,Dev\n".encode()
+    report = check(data)
+    assert typo_domains(report) == {"gmial.com": "gmail.com"} and report.valid_rows == 0
+    accepted = check(data, keep_rows=True, domain_choices={"gmial.com": "gmail.com"})
+    assert [r.email for r in accepted.recipients] == ["b@gmail.com", "c@gmail.com"]
+    kept = check(data, keep_rows=True, domain_choices={"gmial.com": "gmial.com"})
+    assert [r.email for r in kept.recipients] == ["b@gmial.com", "c@gmial.com"]
+    # Any other answer is not a choice staff were offered: the question stays.
+    assert check(data, domain_choices={"gmial.com": "evil.example"}).valid_rows == 0

@@ -270,3 +270,13 @@ def test_a_declined_recipient_can_be_invited_again(app, users, smtp, run_jobs, c
     assert req.status == "sent" and req.declined_at is None and req.decline_reason is None
     page = client.get(f"/sign/{_link_in(smtp.received[-1])}")
     assert page.status_code == 200 and 'id="sign-form"' in page.get_data(as_text=True)
+
+
+def test_a_russian_batch_invites_in_russian_with_the_deadline_in_its_time_zone(app, users, smtp, run_jobs):
+    _, (rid,) = sent_batch(user=users["staff"], sent_at=utcnow(), language="ru", timezone="Europe/Moscow")
+    _resend(users["staff"], [rid], utcnow())
+    run_jobs("mail")
+    (invitation,) = smtp.received
+    deadline = request(rid).expires_at.astimezone(ZoneInfo("Europe/Moscow"))
+    assert invitation.subject.startswith("Пожалуйста, подпишите:")
+    assert "Здравствуйте" in invitation.text() and f"{deadline:%H:%M} (Europe/Moscow)" in invitation.text()

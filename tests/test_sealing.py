@@ -210,3 +210,23 @@ def test_a_lost_or_failed_seal_job_is_queued_again_by_the_safety_net(app, users,
     run_jobs("pdf")
     assert signed_document(r.id) is not None
     assert seal_missing(now=signed_at + timedelta(minutes=20)) == 0
+
+
+def test_a_russian_batch_seals_a_russian_record_in_its_time_zone_and_mails_in_russian(app, users, run_jobs, smtp):
+    from sqlalchemy import update
+
+    from bulksign.models import Batch
+
+    r = signed_request(owner=users["staff"], language="ru")
+    db.session.execute(update(Batch).where(Batch.id == r.batch_id).values(timezone="Europe/Moscow"))
+    db.session.commit()
+    run_jobs("pdf")
+    reader = PdfReader(io.BytesIO(get_storage().get(signed_document(r.id).storage_key)))
+    block = " ".join(reader.pages[-2].extract_text().split())
+    # Signed at 09:12 UTC: 12:12 in Moscow.
+    assert "Подписано электронно" in block and "2026-11-02 12:12:00 UTC+03:00" in block
+    audit = " ".join(reader.pages[-1].extract_text().split())
+    assert "Сертификат аудита" in audit and "Время (Europe/Moscow)" in audit and "Audit certificate" not in audit
+    run_jobs("mail")
+    (mail,) = smtp.to("ivan@example.com")
+    assert mail.subject == "Подписано: Employment contract" and "2 ноября 2026, 12:12 (Europe/Moscow)" in mail.text()
