@@ -64,6 +64,11 @@ def load_config(overrides: dict | None = None) -> dict:
         "MAIL_DEFAULT_SENDER": env.get("MAIL_DEFAULT_SENDER", "Bulksign <no-reply@bulksign.local>"),
         "MAIL_TIMEOUT_SECONDS": _int("MAIL_TIMEOUT_SECONDS", 30),
         "MAIL_RATE_PER_MINUTE": _int("MAIL_RATE_PER_MINUTE", 100),
+        # DKIM signing of every outgoing mail (off while DKIM_DOMAIN is empty).
+        "DKIM_DOMAIN": env.get("DKIM_DOMAIN", ""),
+        "DKIM_SELECTOR": env.get("DKIM_SELECTOR", ""),
+        "DKIM_PRIVATE_KEY": env.get("DKIM_PRIVATE_KEY", ""),
+        "DKIM_PRIVATE_KEY_PATH": env.get("DKIM_PRIVATE_KEY_PATH", ""),
         "STORAGE_URL": env.get("STORAGE_URL", str(VAR_DIR / "storage")),
         "S3_ENDPOINT_URL": env.get("S3_ENDPOINT_URL") or None,
         "PDF_CONCURRENCY": _int("PDF_CONCURRENCY", os.cpu_count() or 1),
@@ -116,6 +121,19 @@ def _check(cfg: dict) -> None:
     for name in ("PDF_CONCURRENCY", "RENDER_CHUNK_SIZE", "SEND_CHUNK_SIZE"):
         if cfg[name] < 1:
             raise ConfigError(f"{name} must be at least 1")
+    _check_dkim(cfg)
+
+
+def _check_dkim(cfg: dict) -> None:
+    """Read the DKIM key once, at start: a broken key stops the process instead of every mail."""
+    from .dkim_signing import DkimConfigError, key_from_settings
+
+    try:
+        cfg["DKIM_KEY"] = key_from_settings(domain=cfg["DKIM_DOMAIN"], selector=cfg["DKIM_SELECTOR"],
+                                            private_key=cfg["DKIM_PRIVATE_KEY"],
+                                            private_key_path=cfg["DKIM_PRIVATE_KEY_PATH"])
+    except DkimConfigError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _derive(cfg: dict) -> None:
