@@ -39,6 +39,16 @@ def _database_url(raw: str) -> str:
     return raw
 
 
+def _app_url(env) -> str:
+    """``APP_URL``, else the address ``make run`` binds (``BIND``): links in mail must reach the running app."""
+    if env.get("APP_URL"):
+        return env["APP_URL"].rstrip("/")
+    host, _, port = (env.get("BIND") or "127.0.0.1:5000").strip().rpartition(":")
+    # A wildcard bind is reachable on loopback; a link to 0.0.0.0 works in no mail client.
+    host = "127.0.0.1" if host in ("", "0.0.0.0", "[::]", "::") else host
+    return f"http://{host}:{port}"
+
+
 def load_config(overrides: dict | None = None) -> dict:
     """Read every setting from the environment, apply ``overrides``, and check them."""
     env = os.environ
@@ -46,7 +56,7 @@ def load_config(overrides: dict | None = None) -> dict:
         "SECRET_KEY": env.get("SECRET_KEY", ""),
         "DATABASE_URL": _database_url(env.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'bulksign.db'}")),
         "REDIS_URL": env.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
-        "APP_URL": env.get("APP_URL", "http://127.0.0.1:5000").rstrip("/"),
+        "APP_URL": _app_url(env),
         "MAIL_SERVER": env.get("MAIL_SERVER", "127.0.0.1"),
         "MAIL_PORT": _int("MAIL_PORT", 1025),
         "MAIL_USERNAME": env.get("MAIL_USERNAME") or None,

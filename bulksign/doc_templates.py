@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from . import access
 from .logs import log
+from .messages import N_
 from .models import DocumentTemplate, TemplateVersion, User
 
 logger = logging.getLogger(__name__)
@@ -29,18 +30,33 @@ logger = logging.getLogger(__name__)
 #: Variables every request has whatever the file's columns; not required as columns.
 BUILTIN_VARIABLES = frozenset({"email", "name", "phone"})
 
-DEFAULT_EMAIL_SUBJECT = "Please sign: {{ document_name }}"
-DEFAULT_EMAIL_BODY = (
+# The default mail texts are message ids: a template that keeps one mails it in its batch's language
+# (``mail_text``). Outside a request N_ renders the English id, which is what a new version stores.
+DEFAULT_EMAIL_SUBJECT = N_("Please sign: {{ document_name }}").msgid
+DEFAULT_EMAIL_BODY = N_(
     "Hello {{ name }},\n\n{{ sender }} asks you to sign \"{{ document_name }}\".\n"
     "Open the document and sign it here:\n{{ signing_link }}\n\n"
     "The link is personal: please do not forward it. It is valid until {{ deadline }}.\n"
-)
-DEFAULT_REMINDER_SUBJECT = "Reminder: \"{{ document_name }}\" is waiting for your signature"
-DEFAULT_REMINDER_BODY = (
+).msgid
+DEFAULT_REMINDER_SUBJECT = N_("Reminder: \"{{ document_name }}\" is waiting for your signature").msgid
+DEFAULT_REMINDER_BODY = N_(
     "Hello {{ name }},\n\nA friendly reminder: \"{{ document_name }}\" from {{ sender }} is still "
     "waiting for your signature.\nIt takes a minute:\n{{ signing_link }}\n\n"
     "The link stays valid until {{ deadline }}.\n"
-)
+).msgid
+_DEFAULT_MAIL_TEXTS = frozenset({DEFAULT_EMAIL_SUBJECT, DEFAULT_EMAIL_BODY, DEFAULT_REMINDER_SUBJECT,
+                                 DEFAULT_REMINDER_BODY})
+
+
+def mail_text(source: str, *, language: str) -> str:
+    """A mail template as the batch's recipients read it: a default text in their language, staff's own as written."""
+    if source not in _DEFAULT_MAIL_TEXTS:
+        return source
+    from flask_babel import force_locale, gettext
+
+    with force_locale(language):
+        return gettext(source)
+
 
 #: The most characters (or list items) one ``*`` may make, and the most bits a ``*`` or ``**`` of numbers may make.
 MAX_PRODUCT_LENGTH = 100_000

@@ -21,6 +21,7 @@ EXPECTED_PUBLIC = {
     "auth.login",  # the login form
     "health.healthz",  # load balancer probe: says ok or names the broken service, nothing else
     "health.readyz",  # readiness probe: ok, or which dependency is not ready (scheduler, workers, services)
+    "main.favicon",  # a redirect to the static icon, which browsers ask for before any login
     "metrics.metrics",  # its own rule: a bearer METRICS_TOKEN, or loopback when none is set
     "signing.page", "signing.document", "signing.signed_copy", "signing.sign_document",
     "signing.decline_document",  # the token in the URL is the credential
