@@ -5,6 +5,10 @@ from flask import Blueprint, Flask, current_app, render_template
 from flask_babel import lazy_gettext as _l
 from flask_login import current_user
 
+from ..extensions import db
+from ..home import home
+from ..models import utcnow
+
 bp = Blueprint("main", __name__)
 
 #: (endpoint, label, admins only). Links whose endpoint is not registered are left out.
@@ -17,9 +21,17 @@ NAVIGATION = (
 )
 
 
+#: Headings of the attention tiles on the home page.
+ATTENTION_LABELS = {
+    "failed": _l("failed"), "bounced": _l("bounced"), "expiring": _l("expire within 24 hours"),
+    "declined": _l("declined"),
+}
+
+
 @bp.get("/")
 def dashboard():
-    return render_template("main/dashboard.html")
+    return render_template("main/dashboard.html", home=home(db.session, now=utcnow()),
+                           attention_labels=ATTENTION_LABELS, can_create="uploads.new" in current_app.view_functions)
 
 
 def init_app(app: Flask) -> None:
