@@ -28,7 +28,7 @@
     // Text markers become chips; markers inside attributes stay as text and are swapped back on the way out.
     function chips(root) {
       var walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT), found = [], node;
-      while ((node = walker.nextNode())) if (MARK.test(node.nodeValue)) found.push(node);
+      while ((node = walker.nextNode())) if (node.nodeValue.indexOf("\u27e6") >= 0) found.push(node);
       found.forEach(function (text) {
         var parts = text.nodeValue.split(/(\u27e6\d+\u27e7)/), frag = document.createDocumentFragment();
         parts.forEach(function (p) {
@@ -37,7 +37,6 @@
         });
         text.parentNode.replaceChild(frag, text);
       });
-      MARK.lastIndex = 0;
     }
     function serialise() {
       var copy = editor.content.cloneNode(true);
@@ -49,10 +48,12 @@
     function order(html) { return (html.match(JINJA) || []).join("\n"); }
 
     function load() {
-      var html = source.value, parts = BODY.exec(html);
-      head = parts ? parts[1] : ""; tail = parts ? parts[3] : "";
+      var html = source.value, parts = BODY.exec(html) || ["", "", html, ""];
+      // Whitespace around the body stays outside the editor: pell re-wraps content whose first node is text.
+      var inner = /^(\s*)([\s\S]*?)(\s*)$/.exec(parts[2]);
+      head = parts[1] + inner[1]; tail = inner[3] + parts[3];
       tokens = [];
-      var marked = (parts ? parts[2] : html).replace(JINJA, function (m) { tokens.push(m); return "\u27e6" + (tokens.length - 1) + "\u27e7"; });
+      var marked = inner[2].replace(JINJA, function (m) { tokens.push(m); return "\u27e6" + (tokens.length - 1) + "\u27e7"; });
       editor.content.innerHTML = marked;
       chips(editor.content);
       // The browser may move text out of a table; if the template's tags no longer come in the same order,
@@ -75,7 +76,8 @@
       defaultParagraphSeparator: "p",
       onChange: function () { source.value = serialise(); },
       actions: [
-        "bold", "italic", "underline", "heading1", "heading2", "paragraph", "olist", "ulist", "line",
+        "bold", "italic", "underline", { name: "heading1", icon: "H1" }, { name: "heading2", icon: "H2" }, "paragraph",
+        "olist", "ulist", "line",
         { name: "placeholder", icon: "{{ }}", title: pane.getAttribute("data-insert"), result: function () {
           var name = window.prompt(pane.getAttribute("data-ask"), "");
           if (!name || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name.trim())) return;
@@ -89,8 +91,10 @@
     editor.content.setAttribute("role", "textbox");
     editor.content.setAttribute("aria-multiline", "true");
     editor.content.setAttribute("aria-label", pane.getAttribute("data-label"));
+    // The accessible name starts with the visible text (WCAG 2.5.3): "H1: Heading 1", "B: Bold".
     editor.querySelectorAll("button").forEach(function (b) {
-      b.setAttribute("aria-label", b.getAttribute("title") || b.textContent);
+      var text = b.textContent.trim(), title = b.getAttribute("title") || text;
+      b.setAttribute("aria-label", /^[A-Za-z0-9]+$/.test(text) && title.indexOf(text) !== 0 ? text + ": " + title : title);
     });
     tabs.hidden = false;
     tabSource.addEventListener("click", function () { show(false); });
