@@ -146,12 +146,13 @@ def html_body(text: str, *, link: str, pixel: str) -> str:
 
     brand = brand_from(current_app.config)
     logo = logo_src(brand, base=current_app.config["APP_URL"])
-    paragraphs = [Markup("<br>".join(_linked(line, link) for line in p.split("\n")))
+    paragraphs = [Markup("<br>".join(_linked(line, link, color=brand.text_color) for line in p.split("\n")))
                   for p in text.split("\n\n") if p.strip()]
     return render_template("emails/_branded.html", brand=brand, paragraphs=paragraphs, link=link, pixel=pixel,
                            logo=None if logo.lower().endswith(".svg") else logo)
 
 
-def _linked(line: str, link: str) -> str:
+def _linked(line: str, link: str, *, color: str) -> str:
     """One escaped line of text with the signing link made clickable."""
-    return str(escape(line)).replace(str(escape(link)), f'<a href="{escape(link)}">{escape(link)}</a>')
+    return str(escape(line)).replace(str(escape(link)),
+                                     f'<a href="{escape(link)}" style="color:{color}">{escape(link)}</a>')

@@ -87,6 +87,9 @@ def test_every_page_of_the_journey_is_accessible_and_fits_a_desktop_and_a_phone(
     panel, table = page.locator("#panel").bounding_box(), page.locator("table.recipients").bounding_box()
     assert table["x"] + table["width"] <= panel["x"] + 1, "the panel covers the table"
     assert page.evaluate("() => { const p = document.getElementById('panel'); return p.scrollWidth <= p.clientWidth; }")
+    # Dates stay on one line beside the panel.
+    assert page.evaluate("getComputedStyle(document.querySelector('table.recipients tbody td:nth-child(6)')).whiteSpace") \
+        == "nowrap"
 
     page.goto(f"{base}/batches/new?template_id={journey['template_id']}")
     check("upload")
@@ -157,3 +160,15 @@ def test_the_rich_editor_keeps_placeholders_attributes_and_the_head_as_written(l
     assert page.locator("#rich-editor .pell-content").get_attribute("contenteditable") == "false"
     page.click("#tab-source")
     assert page.input_value("#html-source") == looped
+
+
+def test_the_html_invitation_reads_well_on_a_desktop_and_a_phone(live_server, page):
+    from bulksign.invitations import html_body
+
+    text = ("Hello Anna,\n\nAcme HR asks you to sign \"Offer letter\".\nOpen the document and sign it here:\n"
+            f"{live_server}/sign/abc\n\nThe link is personal: please do not forward it.")
+    html = html_body(text, link=f"{live_server}/sign/abc", pixel=f"{live_server}/t/1.x.gif")
+    page.goto(f"{live_server}/auth/login")  # an origin for axe's script
+    page.set_content(html)
+    found = {w: v for w, v in look_at(page, live_server, "mail-invitation").items() if v}
+    assert found == {}, json.dumps(found, indent=1)

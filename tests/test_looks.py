@@ -81,6 +81,7 @@ def test_invitations_carry_a_branded_html_part_with_the_same_text_and_keep_the_t
         assert "Hello Person 0," in text and "<" not in text
         assert "Acme HR" in html and "border-top:4px solid #0b7a4b" in html
         assert html.count(f'href="{link}"') == 2  # the link in the text and the button
+        assert 'style="color:#0b7a4b"' in html
         assert "Open the document to sign" in html and "Hello Person 0," in html
 
 

@@ -18,6 +18,7 @@ from tests.conftest import csrf_from
 #: Routes open to anonymous visitors, each reviewed: add a route here only after deciding it may be public.
 EXPECTED_PUBLIC = {
     "auth.login",  # the login form
+    "brand.stylesheet", "brand.logo",  # the organisation's colours and logo: settings, no data; recipient pages use them
     "health.healthz",  # load balancer probe: says ok or names the broken service, nothing else
     "metrics.metrics",  # its own rule: a bearer METRICS_TOKEN, or loopback when none is set
     "signing.page", "signing.document", "signing.signed_copy", "signing.sign_document",
