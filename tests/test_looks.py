@@ -181,3 +181,16 @@ def test_the_template_form_shows_the_plain_error_the_line_and_its_text(client, a
     assert "Line 2:" in page and "A placeholder has a space in it" in page and "{{ I_agree }}" in page
     assert "&lt;p&gt;{{ I agree }} to the terms&lt;/p&gt;" in page and "expected token" not in page
     assert 'id="rich-pane"' in page and "pell-1.0.6.min.js" in page
+
+
+def test_a_mailbox_search_opens_a_bounded_number_of_files_per_page_and_goes_on_from_there(tmp_path, monkeypatch):
+    from bulksign import devmail
+
+    _catch(tmp_path, 30)
+    monkeypatch.setattr(devmail, "SCAN_LIMIT", 10)
+    first = devmail.list_caught(tmp_path, q="Offer 1")
+    assert [m.subject for m in first.mails] == []  # 29…20 scanned: no match yet, but the search goes on
+    second = devmail.list_caught(tmp_path, q="Offer 1", before=first.next_before)
+    assert [m.subject for m in second.mails] == [f"Offer {i}" for i in range(19, 9, -1)]
+    third = devmail.list_caught(tmp_path, q="Offer 1", before=second.next_before)
+    assert [m.subject for m in third.mails] == ["Offer 1"] and third.next_before is None
