@@ -82,8 +82,9 @@ def home(session: Session, *, now: datetime, batch_ids: Select | None = None) ->
     rows = session.execute(
         select(Batch.id, Batch.name, outstanding, *per_kind.values())
         .join(BatchStatusCount, BatchStatusCount.batch_id == Batch.id)
-        .where(Batch.id.in_(scope),
-               Batch.status != CANCELLED)
+        # Only the counters that can add something: most rows of finished batches are zeros.
+        .where(Batch.id.in_(scope), Batch.status != CANCELLED, BatchStatusCount.count > 0,
+               BatchStatusCount.status.in_([*OUTSTANDING, FAILED, BOUNCED, DECLINED]))
         .group_by(Batch.id, Batch.name, Batch.created_at)
         .having(or_(outstanding > 0, Batch.created_at >= now - RECENT))
         .order_by(Batch.created_at.desc(), Batch.id.desc())

@@ -80,13 +80,17 @@ def test_every_page_of_the_journey_is_accessible_and_fits_a_desktop_and_a_phone(
     check("batch-detail")
     # The recipient panel beside the table: a long address wraps inside it, the history is all reachable.
     page.goto(f"{base}/batches/{journey['batch_id']}?status=bounced")
-    page.locator(f"#r{journey['long_id']} a.open-timeline").click()
+    page.locator(f"#r{journey['long_id']} a.open-timeline").focus()  # with the keyboard: focus, then Enter
+    page.keyboard.press("Enter")
     page.wait_for_selector("#panel .timeline")
     check("batch-detail-panel")
     page.set_viewport_size({"width": 1366, "height": 900})
     panel, table = page.locator("#panel").bounding_box(), page.locator("table.recipients").bounding_box()
     assert table["x"] + table["width"] <= panel["x"] + 1, "the panel covers the table"
     assert page.evaluate("() => { const p = document.getElementById('panel'); return p.scrollWidth <= p.clientWidth; }")
+    # A long history scrolls inside the panel, which never grows past the window.
+    assert page.evaluate("getComputedStyle(document.getElementById('panel')).overflowY") == "auto"
+    assert page.locator("#panel").bounding_box()["height"] <= 900
     # Dates stay on one line beside the panel.
     assert page.evaluate("getComputedStyle(document.querySelector('table.recipients tbody td:nth-child(6)')).whiteSpace") \
         == "nowrap"
