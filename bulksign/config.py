@@ -54,6 +54,11 @@ def load_config(overrides: dict | None = None) -> dict:
         "MAIL_DEFAULT_SENDER": env.get("MAIL_DEFAULT_SENDER", "Bulksign <no-reply@bulksign.local>"),
         "MAIL_TIMEOUT_SECONDS": _int("MAIL_TIMEOUT_SECONDS", 30),
         "MAIL_RATE_PER_MINUTE": _int("MAIL_RATE_PER_MINUTE", 100),
+        # DKIM signing of every outgoing mail (off while DKIM_DOMAIN is empty).
+        "DKIM_DOMAIN": env.get("DKIM_DOMAIN", ""),
+        "DKIM_SELECTOR": env.get("DKIM_SELECTOR", ""),
+        "DKIM_PRIVATE_KEY": env.get("DKIM_PRIVATE_KEY", ""),
+        "DKIM_PRIVATE_KEY_PATH": env.get("DKIM_PRIVATE_KEY_PATH", ""),
         "STORAGE_URL": env.get("STORAGE_URL", str(VAR_DIR / "storage")),
         "S3_ENDPOINT_URL": env.get("S3_ENDPOINT_URL") or None,
         "PDF_CONCURRENCY": _int("PDF_CONCURRENCY", os.cpu_count() or 1),
@@ -112,6 +117,7 @@ def _check(cfg: dict) -> None:
         if cfg[name] < 1:
             raise ConfigError(f"{name} must be at least 1")
     _check_brand(cfg)
+    _check_dkim(cfg)
 
 
 #: Image types a logo file may have (the browser and mail clients show these).
@@ -134,6 +140,18 @@ def _check_brand(cfg: dict) -> None:
             raise ConfigError(f"ORG_LOGO must be an http(s) URL or an image file ({', '.join(LOGO_TYPES)}), got {logo!r}")
         if not path.is_file():
             raise ConfigError(f"ORG_LOGO names a file that does not exist: {logo!r}")
+
+
+def _check_dkim(cfg: dict) -> None:
+    """Read the DKIM key once, at start: a broken key stops the process instead of every mail."""
+    from .dkim_signing import DkimConfigError, key_from_settings
+
+    try:
+        cfg["DKIM_KEY"] = key_from_settings(domain=cfg["DKIM_DOMAIN"], selector=cfg["DKIM_SELECTOR"],
+                                            private_key=cfg["DKIM_PRIVATE_KEY"],
+                                            private_key_path=cfg["DKIM_PRIVATE_KEY_PATH"])
+    except DkimConfigError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _derive(cfg: dict) -> None:

@@ -240,6 +240,8 @@ class SigningRequest(db.Model):
     attempts: Mapped[int] = mapped_column(default=0)
     #: What went wrong, in words a person understands.
     error_message: Mapped[str | None] = mapped_column(db.Text)
+    #: When the recipient's mail provider reported our mail as spam: no more reminders go to them.
+    complained_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     batch: Mapped[Batch] = relationship()
@@ -323,6 +325,30 @@ class OutgoingMail(db.Model):
     sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     #: Files to attach, read from storage at send time: [{"key", "filename", "content_type"}].
     attachments: Mapped[list] = mapped_column(JSON, default=list)
+
+
+class Suppression(db.Model):
+    """An address no mail goes to (it hard-bounced or complained), across all batches, until an admin lifts it."""
+
+    __tablename__ = "suppressions"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    #: Lower-cased: providers report addresses in any case.
+    email: Mapped[str] = mapped_column(db.String(254), unique=True)
+    #: ``bounce`` (hard bounce reported by the provider), ``smtp`` (refused when sending), ``complaint``
+    #: (marked as spam) or ``manual``.
+    source: Mapped[str] = mapped_column(db.String(20))
+    #: What the provider or the mail server said, in words.
+    reason: Mapped[str] = mapped_column(db.Text, default="")
+    #: The batch and request whose mail caused the entry, if any.
+    batch_id: Mapped[int | None] = mapped_column(db.ForeignKey("batches.id", ondelete="SET NULL"))
+    request_id: Mapped[int | None] = mapped_column(BigId, db.ForeignKey("signing_requests.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    #: When an admin lifted the entry (mail goes to the address again); None: in force.
+    lifted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    lifted_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))
+
+    lifted_by: Mapped[User | None] = relationship()
 
 
 class WebhookEndpoint(db.Model):

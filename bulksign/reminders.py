@@ -235,6 +235,8 @@ def _due(batch_id: int, *, number: int, sent_before: datetime, now: datetime) ->
     """Conditions under which reminder ``number`` is due; also the compare-and-set guard of the UPDATE."""
     return (SigningRequest.batch_id == batch_id, SigningRequest.status.in_(WAITING),
             SigningRequest.sent_at <= sent_before, SigningRequest.reminder_count < number,
+            # A recipient who marked our mail as spam is not reminded (the send would be refused anyway).
+            SigningRequest.complained_at.is_(None),
             or_(SigningRequest.expires_at.is_(None), SigningRequest.expires_at > now))
 
 

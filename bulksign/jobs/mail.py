@@ -18,6 +18,7 @@ from flask_mail import Message, sanitize_address, sanitize_addresses
 from sqlalchemy import select
 
 from ..batches import close_if_done
+from ..dkim_signing import sign as dkim_sign
 from ..extensions import db, get_redis
 from ..invitations import KIND as INVITATION
 from ..invitations import deadline_for, load_requests
@@ -27,6 +28,7 @@ from ..models import OutgoingMail, SigningRequest, utcnow
 from ..pipeline import SEND, pulse, release
 from ..states import Status, transition
 from ..storage import StorageError, get_storage
+from ..suppressions import address_is_dead, describe, in_force_among, suppress
 from ..throttle import MailThrottle
 
 logger = logging.getLogger(__name__)
@@ -80,15 +82,18 @@ class SmtpLink:
             if fresh:
                 self.close()
                 self.host, self.settings = self._open(settings), settings
+            data = message.as_bytes()
+            if c.get("DKIM_KEY"):
+                data = dkim_sign(data, key=c["DKIM_KEY"])
             try:
-                self._deliver(message)
+                self._deliver(message, data)
             except smtplib.SMTPServerDisconnected:
                 # An idle connection the server closed: one fresh connection, once.
                 self.close()
                 if fresh:
                     raise
                 self.host = self._open(settings)
-                self._deliver(message)
+                self._deliver(message, data)
             return SmtpOutcome("sent")
         except smtplib.SMTPRecipientsRefused as exc:
             code, text = next(iter(exc.recipients.values()))
@@ -101,9 +106,9 @@ class SmtpLink:
             return SmtpOutcome("unreachable",
                                f"The mail server could not be reached ({exc.__class__.__name__}: {exc}).")
 
-    def _deliver(self, message: Message) -> None:
+    def _deliver(self, message: Message, data: bytes) -> None:
         self.host.sendmail(sanitize_address(message.sender), list(sanitize_addresses(message.send_to)),
-                           message.as_bytes(), message.mail_options, message.rcpt_options)
+                           data, message.mail_options, message.rcpt_options)
 
 
 def _by_code(code: int, text: bytes | str, *, permanent: str) -> SmtpOutcome:
@@ -183,6 +188,7 @@ def _claim(mail_ids: list[int], *, limit: int) -> tuple[list[OutgoingMail], list
     mails = list(session.scalars(select(OutgoingMail).where(OutgoingMail.id.in_(mail_ids),
                                                             OutgoingMail.status == "queued")
                                  .order_by(OutgoingMail.id)))
+    mails = _without_suppressed(mails)
     claimed = set(transition(session, [m.request_id for m in mails if m.kind == INVITATION],
                              frm=Status.GENERATED, to=Status.SENDING, now=utcnow()).won)
     # An invitation whose request is not ``generated`` belongs to someone else (or was cancelled meanwhile).
@@ -202,6 +208,26 @@ def _claim(mail_ids: list[int], *, limit: int) -> tuple[list[OutgoingMail], list
             to_send.append(mail)
     session.commit()
     return to_send, exhausted
+
+
+def _without_suppressed(mails: list[OutgoingMail]) -> list[OutgoingMail]:
+    """Mails to addresses on the suppression list are not sent; their invitations fail with the reason."""
+    barred = in_force_among(db.session, [m.to_email for m in mails])
+    if not barred:
+        return mails
+    now = utcnow()
+    for mail in mails:
+        entry = barred.get(mail.to_email.lower())
+        if entry is None:
+            continue
+        reason = f"Not sent: {describe(entry)} An admin can lift the entry; then retry."
+        mail.status, mail.error = "cancelled", reason
+        if mail.kind == INVITATION:
+            transition(db.session, mail.request_id, frm=Status.GENERATED, to=Status.FAILED, now=now,
+                       error_message=reason, details={"suppressed": entry.source})
+        log(logger, logging.INFO, "mail to a suppressed address not sent", mail_id=mail.id,
+            request_id=mail.request_id, kind=mail.kind)
+    return [m for m in mails if m.to_email.lower() not in barred]
 
 
 def _deliver_one(mail: OutgoingMail, *, app: Flask) -> Delivery:
@@ -261,6 +287,9 @@ def _settle(mail: OutgoingMail, request: SigningRequest | None, delivery: Delive
     mail.status, mail.error = delivery.status, delivery.error
     if delivery.status == "sent":
         mail.sent_at = now
+    if delivery.status == "bounced" and address_is_dead(delivery.error or ""):
+        suppress(session, email=mail.to_email, source="smtp", reason=delivery.error or "", now=now,
+                 batch_id=mail.batch_id, request_id=mail.request_id)
     if mail.kind == INVITATION:
         if delivery.status == "sent":
             transition(session, request.id, frm=Status.SENDING, to=Status.SENT, now=now, sent_at=now,

@@ -31,7 +31,7 @@ def _request_json(r: SigningRequest) -> dict:
             "status_changed_at": _iso(r.status_changed_at), "sent_at": _iso(r.sent_at),
             "opened_at": _iso(r.opened_at), "signed_at": _iso(r.signed_at), "declined_at": _iso(r.declined_at),
             "decline_reason": r.decline_reason, "reminder_count": r.reminder_count,
-            "expires_at": _iso(r.expires_at), "error": r.error_message}
+            "expires_at": _iso(r.expires_at), "complained_at": _iso(r.complained_at), "error": r.error_message}
 
 
 @bp.get("/batches")

@@ -1,4 +1,5 @@
-"""Inbound webhooks from the mail provider: ``POST /webhooks/bounces`` (shared secret, no session, no CSRF)."""
+"""Inbound webhooks from the mail provider: ``POST /webhooks/bounces`` takes bounces and spam complaints
+(shared secret, no session, no CSRF)."""
 from __future__ import annotations
 
 import hmac
@@ -6,7 +7,7 @@ import hmac
 from flask import Blueprint, Flask, abort, current_app, jsonify, request
 
 from ..auth import public
-from ..bounces import BounceFormatError, parse_bounce, record_bounce
+from ..bounces import BounceFormatError, parse_bounce, record_report
 from ..extensions import csrf, db
 from ..models import utcnow
 
@@ -35,9 +36,10 @@ def bounces():
     except BounceFormatError as exc:
         return jsonify(error=str(exc)), 400
     now = utcnow()
-    bounced = [rid for report in reports for rid in record_bounce(db.session, report=report, now=now).bounced]
+    results = [record_report(db.session, report=report, now=now) for report in reports]
     db.session.commit()
-    return jsonify(received=len(reports), bounced=len(bounced))
+    return jsonify(received=len(reports), bounced=sum(len(r.bounced) for r in results),
+                   complained=sum(len(r.complained) for r in results))
 
 
 def init_app(app: Flask) -> None:

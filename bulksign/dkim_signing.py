@@ -1,0 +1,89 @@
+"""DKIM: every outgoing mail is signed for the organisation's domain, so receivers can trust its From.
+
+The key is read once per process from ``DKIM_PRIVATE_KEY`` (PEM text) or ``DKIM_PRIVATE_KEY_PATH``;
+``flask mail dkim-keygen`` makes a key and prints the DNS TXT record to publish for it.
+"""
+from __future__ import annotations
+
+import base64
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import dkim
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+#: Headers a signature covers: what a reader trusts (who, to whom, what about, which message, its body's type).
+SIGNED_HEADERS = (b"from", b"to", b"cc", b"reply-to", b"subject", b"date", b"message-id", b"mime-version",
+                  b"content-type", b"content-transfer-encoding")
+
+
+class DkimConfigError(ValueError):
+    """The DKIM settings are incomplete or the key cannot be read; the message names the variable."""
+
+
+@dataclass(frozen=True)
+class DkimKey:
+    #: The signing domain (``d=``), e.g. ``example.com``: the From address's domain or a parent of it.
+    domain: str
+    #: The selector (``s=``): the record lives at ``<selector>._domainkey.<domain>``.
+    selector: str
+    #: The RSA private key, PEM.
+    private_pem: bytes
+
+
+@dataclass(frozen=True)
+class GeneratedKey:
+    #: The new private key, PEM (PKCS#1), to store where ``DKIM_PRIVATE_KEY_PATH`` points.
+    private_pem: bytes
+    #: The record's name, e.g. ``mail2026._domainkey.example.com``.
+    record_name: str
+    #: The record's value, e.g. ``v=DKIM1; k=rsa; p=MIIB…``.
+    record_value: str
+
+    def zone_line(self) -> str:
+        """The record as a zone-file line; the value is split into 255-character strings as DNS requires."""
+        parts = " ".join(f'"{chunk}"' for chunk in textwrap.wrap(self.record_value, 255, break_on_hyphens=False))
+        return f"{self.record_name}. IN TXT ( {parts} )"
+
+
+def key_from_settings(*, domain: str, selector: str, private_key: str, private_key_path: str) -> DkimKey | None:
+    """The DKIM key the settings describe, or None when ``DKIM_DOMAIN`` is empty (signing off)."""
+    if not domain:
+        return None
+    if not selector:
+        raise DkimConfigError("DKIM_SELECTOR must be set when DKIM_DOMAIN is")
+    if private_key:
+        pem = private_key.replace("\\n", "\n").encode()
+    elif private_key_path:
+        try:
+            pem = Path(private_key_path).read_bytes()
+        except OSError as exc:
+            raise DkimConfigError(f"DKIM_PRIVATE_KEY_PATH cannot be read ({exc.strerror}: {private_key_path})") from None
+    else:
+        raise DkimConfigError("DKIM_PRIVATE_KEY or DKIM_PRIVATE_KEY_PATH must be set when DKIM_DOMAIN is")
+    key = DkimKey(domain=domain.strip().lower(), selector=selector.strip(), private_pem=pem)
+    try:
+        sign(b"From: check@" + key.domain.encode() + b"\r\n\r\ncheck\r\n", key=key)
+    except (dkim.KeyFormatError, dkim.DKIMException, ValueError) as exc:
+        raise DkimConfigError(f"the DKIM private key is not a usable RSA key in PEM form ({exc})") from None
+    return key
+
+
+def sign(message: bytes, *, key: DkimKey) -> bytes:
+    """The message with a ``DKIM-Signature`` header in front (relaxed/relaxed, rsa-sha256)."""
+    header = dkim.sign(message, key.selector.encode(), key.domain.encode(), key.private_pem,
+                       canonicalize=(b"relaxed", b"relaxed"), include_headers=list(SIGNED_HEADERS))
+    return header + message
+
+
+def generate_key(*, domain: str, selector: str, bits: int = 2048) -> GeneratedKey:
+    """A new RSA key and the TXT record that publishes its public half."""
+    private = rsa.generate_private_key(public_exponent=65537, key_size=bits)
+    private_pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                                        serialization.NoEncryption())
+    public_der = private.public_key().public_bytes(serialization.Encoding.DER,
+                                                   serialization.PublicFormat.SubjectPublicKeyInfo)
+    return GeneratedKey(private_pem=private_pem, record_name=f"{selector}._domainkey.{domain.lower()}",
+                        record_value=f"v=DKIM1; k=rsa; p={base64.b64encode(public_der).decode()}")
