@@ -71,13 +71,15 @@
       pane.hidden = !rich;
       if (rich) load();
     }
+    // pell's own button titles are English: the page gives them in the staff's language.
+    var titles = JSON.parse(pane.getAttribute("data-titles") || "{}");
     editor = window.pell.init({
       element: holder,
       defaultParagraphSeparator: "p",
       onChange: function () { source.value = serialise(); },
       actions: [
-        "bold", "italic", "underline", { name: "heading1", icon: "H1" }, { name: "heading2", icon: "H2" }, "paragraph",
-        "olist", "ulist", "line",
+        { name: "bold" }, { name: "italic" }, { name: "underline" }, { name: "heading1", icon: "H1" },
+        { name: "heading2", icon: "H2" }, { name: "paragraph" }, { name: "olist" }, { name: "ulist" }, { name: "line" },
         { name: "placeholder", icon: "{{ }}", title: pane.getAttribute("data-insert"), result: function () {
           var name = window.prompt(pane.getAttribute("data-ask"), "");
           if (!name || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name.trim())) return;
@@ -86,7 +88,7 @@
           document.execCommand("insertHTML", false, chip(tokens.length - 1).outerHTML + "\u00a0");
           source.value = serialise();
         } }
-      ]
+      ].map(function (a) { if (titles[a.name]) a.title = titles[a.name]; return a; })
     });
     editor.content.setAttribute("role", "textbox");
     editor.content.setAttribute("aria-multiline", "true");

@@ -176,3 +176,26 @@ def test_the_html_invitation_reads_well_on_a_desktop_and_a_phone(live_server, pa
     page.set_content(html)
     found = {w: v for w, v in look_at(page, live_server, "mail-invitation").items() if v}
     assert found == {}, json.dumps(found, indent=1)
+
+
+def test_the_russian_interface_fits_a_phone_and_passes_the_same_check(live_server, page, journey):
+    _log_in(page, live_server, STAFF)
+    page.select_option("select[name=language]", "ru")
+    page.wait_for_load_state("load")
+    assert page.locator("html").get_attribute("lang") == "ru"
+    problems = {}
+    for name, path in [("ru-dashboard-home", "/"), ("ru-batch-detail", f"/batches/{journey['batch_id']}"),
+                       ("ru-template-form", f"/templates/{journey['template_id']}/edit")]:
+        page.goto(live_server + path)
+        found = {w: v for w, v in look_at(page, live_server, name).items() if v}
+        if found:
+            problems[name] = found
+    assert problems == {}, json.dumps(problems, indent=1, ensure_ascii=False)
+    # The panel's Close button gives focus back to the row it was opened from.
+    page.goto(f"{live_server}/batches/{journey['batch_id']}")
+    page.locator("a.open-timeline").first.focus()
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#panel-close")
+    page.focus("#panel-close")
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.classList.contains('open-timeline')")
