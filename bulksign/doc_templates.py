@@ -20,7 +20,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from . import access
+from . import access, template_words
 from .logs import log
 from .messages import N_
 from .models import DocumentTemplate, TemplateVersion, User
@@ -287,12 +287,23 @@ def _time_limit(seconds: float) -> Iterator[None]:
 
 
 class TemplateError(ValueError):
-    """The template cannot be used; ``line`` is 1-based when known."""
+    """The template cannot be used; ``line`` is 1-based when known, ``hint`` says how to fix it, ``excerpt`` is the
+    text of that line."""
 
-    def __init__(self, message: str, line: int | None = None):
+    def __init__(self, message: str, line: int | None = None, *, hint: str | None = None, excerpt: str | None = None):
         super().__init__(message)
         self.message = message
         self.line = line
+        self.hint = hint
+        self.excerpt = excerpt
+
+
+def syntax_error(exc: TemplateSyntaxError, source: str) -> TemplateError:
+    """Jinja's syntax error in plain words, with the line, its text and a hint."""
+    lines = source.splitlines()
+    line_text = lines[exc.lineno - 1] if exc.lineno and 0 < exc.lineno <= len(lines) else ""
+    plain = template_words.explain(exc.message or "", line_text=line_text)
+    return TemplateError(plain.message, exc.lineno, hint=plain.hint, excerpt=line_text.strip()[:300] or None)
 
     def __str__(self) -> str:
         return f"line {self.line}: {self.message}" if self.line else self.message
@@ -311,7 +322,7 @@ def extract_variables(source: str) -> list[str]:
     try:
         ast = sandbox.parse(source)
     except TemplateSyntaxError as exc:
-        raise TemplateError(exc.message or "syntax error", exc.lineno) from None
+        raise syntax_error(exc, source) from None
     return sorted(meta.find_undeclared_variables(ast))
 
 
@@ -450,7 +461,7 @@ def check_html_safety(source: str) -> None:
     try:
         ast = sandbox.parse(source)
     except TemplateSyntaxError as exc:
-        raise TemplateError(exc.message or "syntax error", exc.lineno) from None
+        raise syntax_error(exc, source) from None
     problem = _unsafe_jinja(ast)
     if problem:
         raise problem
@@ -516,7 +527,7 @@ def save_version(session: Session, *, template: DocumentTemplate, html: str, use
         try:
             extract_variables(text)
         except TemplateError as exc:
-            raise TemplateError(f"{label}: {exc.message}", exc.line) from None
+            raise TemplateError(f"{label}: {exc.message}", exc.line, hint=exc.hint, excerpt=exc.excerpt) from None
     template.latest_version += 1
     version = TemplateVersion(
         template_id=template.id, version=template.latest_version, html=html, variables=variables,
@@ -576,7 +587,7 @@ def _render(env_name: str, source: str, context: dict) -> str:
         raise TemplateTooCostly(f"The template took longer than {MAX_RENDER_SECONDS:g} s to fill in for one "
                                 "recipient (a loop inside a loop?).") from None
     except TemplateSyntaxError as exc:
-        raise TemplateError(exc.message or "syntax error", exc.lineno) from None
+        raise syntax_error(exc, source) from None
     except _TooBig as exc:
         raise TemplateTooCostly(f"The template tried something that is not allowed: {exc}") from None
     except SecurityError as exc:

@@ -13,10 +13,11 @@ from datetime import datetime, timedelta
 
 from flask import Flask
 from flask_mail import Message
-from markupsafe import escape
+from markupsafe import Markup, escape
 from sqlalchemy import select
 from sqlalchemy.orm import Session, joinedload
 
+from .branding import brand_from, logo_src
 from .doc_templates import TemplateError, mail_text, render_text
 from .links import current_token, issue_links, signing_url
 from .localtime import batch_time
@@ -171,8 +172,19 @@ def build_invitation(session: Session, mail: OutgoingMail, app: Flask) -> Messag
 
 
 def html_body(text: str, *, link: str, pixel: str) -> str:
-    """The plain body as simple HTML: paragraphs kept, the signing link clickable, the pixel at the end."""
-    html = str(escape(text)).replace(str(escape(link)), f'<a href="{escape(link)}">{escape(link)}</a>')
-    paragraphs = "".join(f"<p>{p.replace(chr(10), '<br>')}</p>" for p in html.split("\n\n") if p.strip())
-    return (f'<!doctype html><html><body style="font-family:sans-serif">{paragraphs}'
-            f'<img src="{escape(pixel)}" width="1" height="1" alt="" style="display:block;border:0"></body></html>')
+    """The plain body as HTML in the organisation's look: same paragraphs, the signing link clickable and as a
+    button, the open pixel at the end."""
+    from flask import current_app, render_template
+
+    brand = brand_from(current_app.config)
+    logo = logo_src(brand, base=current_app.config["APP_URL"])
+    paragraphs = [Markup("<br>".join(_linked(line, link, color=brand.text_color) for line in p.split("\n")))
+                  for p in text.split("\n\n") if p.strip()]
+    return render_template("emails/_branded.html", brand=brand, paragraphs=paragraphs, link=link, pixel=pixel,
+                           logo=None if logo.lower().endswith(".svg") else logo)
+
+
+def _linked(line: str, link: str, *, color: str) -> str:
+    """One escaped line of text with the signing link made clickable."""
+    return str(escape(line)).replace(str(escape(link)),
+                                     f'<a href="{escape(link)}" style="color:{color}">{escape(link)}</a>')
