@@ -297,6 +297,9 @@ class TemplateError(ValueError):
         self.hint = hint
         self.excerpt = excerpt
 
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.message}" if self.line else str(self.message)
+
 
 def syntax_error(exc: TemplateSyntaxError, source: str) -> TemplateError:
     """Jinja's syntax error in plain words, with the line, its text and a hint."""
@@ -304,9 +307,6 @@ def syntax_error(exc: TemplateSyntaxError, source: str) -> TemplateError:
     line_text = lines[exc.lineno - 1] if exc.lineno and 0 < exc.lineno <= len(lines) else ""
     plain = template_words.explain(exc.message or "", line_text=line_text)
     return TemplateError(plain.message, exc.lineno, hint=plain.hint, excerpt=line_text.strip()[:300] or None)
-
-    def __str__(self) -> str:
-        return f"line {self.line}: {self.message}" if self.line else self.message
 
 
 class TemplateBroken(TemplateError):
