@@ -18,6 +18,7 @@ from sqlalchemy import bindparam, event, func, insert, select, update
 from sqlalchemy.orm import Session, SessionTransaction
 
 from .models import BatchStatusCount, SigningRequest
+from .status import Status
 
 #: ``session.info`` key: the transaction's moves not applied yet, Counter{(batch_id, status): delta}.
 _PENDING = "batch_counts.pending"
@@ -34,8 +35,6 @@ _SET = (update(_COUNTERS)
 
 
 def _statuses() -> list[str]:
-    from .states import Status  # states imports this module: the statuses are looked up on use
-
     return [s.value for s in Status]
 
 

@@ -21,12 +21,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from . import access, batch_counts, pipeline
-from .batches import PROCESSING
 from .extensions import get_queue
 from .logs import log
 from .models import Batch, Event, SigningRequest, TemplateVersion, User
 from .recipients import Recipient, check_email
-from .states import Status
+from .states import BatchStatus, Status
 from .messages import N_
 
 logger = logging.getLogger(__name__)
@@ -204,7 +203,8 @@ def create_batch(session: Session, *, user: User, template_version: TemplateVers
         raise BatchError(N_("There are no valid rows to create a batch from."))
     batch = Batch(
         name=name.strip()[:200], template_version_id=template_version.id, created_by_id=user.id,
-        status=PROCESSING, language=language, reminder_days=list(reminder_days), max_reminders=max_reminders,
+        status=BatchStatus.PROCESSING, language=language, reminder_days=list(reminder_days),
+        max_reminders=max_reminders,
         deadline_days=deadline_days, reply_to=reply_to, quiet_hours_start=quiet_hours_start,
         quiet_hours_end=quiet_hours_end, timezone=timezone, total_count=len(rows), team_id=team_id,
         notify_email=notify_email,

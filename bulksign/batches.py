@@ -17,15 +17,12 @@ from . import access, batch_counts, notices
 from .logs import log
 from .models import Batch, OutgoingMail, SigningRequest, User
 from .slicing import slices
-from .states import FINAL, WORKING, Status, transition
+from .states import FINAL, WORKING, BatchStatus, Status, move_batches, transition
 from .messages import N_
 
 logger = logging.getLogger(__name__)
 
-#: Batch states; ``processing`` while any request still owes dispatch work.
-PENDING, PROCESSING, COMPLETED, PARTIALLY_FAILED, CANCELLED = (
-    "pending", "processing", "completed", "partially_failed", "cancelled")
-BATCH_FINAL = frozenset({COMPLETED, PARTIALLY_FAILED, CANCELLED})
+B = BatchStatus
 
 
 @dataclass(frozen=True)
@@ -58,7 +55,7 @@ def exact_counts_for(session: Session, batch_ids: Iterable[int]) -> dict[int, Ba
 
 def refresh_batch_statuses(session: Session, *, now: datetime, batch_ids: Iterable[int] | None = None) -> int:
     """Move processing batches with no work left to completed or partially_failed. Returns how many moved."""
-    query = select(Batch.id).where(Batch.status == PROCESSING)
+    query = select(Batch.id).where(Batch.status == B.PROCESSING)
     if batch_ids is not None:
         query = query.where(Batch.id.in_(list(batch_ids)))
     ids = session.scalars(query).all()
@@ -67,12 +64,8 @@ def refresh_batch_statuses(session: Session, *, now: datetime, batch_ids: Iterab
     for batch_id, counts in exact_counts_for(session, ids).items():
         if counts.working:
             continue
-        final = PARTIALLY_FAILED if counts.failed else COMPLETED
-        result = session.execute(
-            update(Batch).where(Batch.id == batch_id, Batch.status == PROCESSING)
-            .values(status=final, finished_at=now)
-        )
-        if result.rowcount:
+        final = B.PARTIALLY_FAILED if counts.failed else B.COMPLETED
+        if move_batches(session, batch_id, frm=B.PROCESSING, to=final, finished_at=now):
             moved += 1
             log(logger, logging.INFO, "batch finished", batch_id=batch_id, status=final)
             notices.queue_completion_notice(session, batch=session.get(Batch, batch_id), now=now)
@@ -92,11 +85,7 @@ def close_if_done(session: Session, *, batch_id: int, now: datetime) -> bool:
 
 def mark_batch_started(session: Session, *, batch_id: int, now: datetime) -> bool:
     """pending → processing when its first request starts moving; the caller commits."""
-    result = session.execute(
-        update(Batch).where(Batch.id == batch_id, Batch.status == PENDING)
-        .values(status=PROCESSING, started_at=now)
-    )
-    return bool(result.rowcount)
+    return bool(move_batches(session, batch_id, frm=B.PENDING, to=B.PROCESSING, started_at=now))
 
 
 class BatchActionError(ValueError):
@@ -150,8 +139,7 @@ def stop_batch(session: Session, *, batch_id: int, user: User, now: datetime) ->
     """Mark a batch cancelled without touching its requests (``open_request_ids`` then go through
     ``cancel_requests`` in slices, in a job). The caller commits."""
     batch = batch_for_action(session, batch_id=batch_id, user=user)
-    session.execute(update(Batch).where(Batch.id == batch.id, Batch.status != CANCELLED)
-                    .values(status=CANCELLED, cancelled_at=now, finished_at=now))
+    move_batches(session, batch.id, frm=set(B) - {B.CANCELLED}, to=B.CANCELLED, cancelled_at=now, finished_at=now)
 
 
 def open_request_ids(session: Session, *, batch_id: int) -> list[int]:
@@ -189,14 +177,14 @@ def cancel_if_batch_stopped(session: Session, *, request_ids: Iterable[int], now
     """
     stopped = [i for part in slices(sorted(set(request_ids))) for i in session.scalars(
         select(SigningRequest.id).join(Batch, Batch.id == SigningRequest.batch_id)
-        .where(SigningRequest.id.in_(part), Batch.status == CANCELLED))]
+        .where(SigningRequest.id.in_(part), Batch.status == B.CANCELLED))]
     return set(_cancel(session, request_ids=stopped, actor="system", now=now)) if stopped else set()
 
 
 def batch_for_retry(session: Session, *, batch_id: int, user: User) -> Batch:
     """The batch, if the user may retry its failed requests; else ``BatchActionError``."""
     batch = batch_for_action(session, batch_id=batch_id, user=user)
-    if batch.status == CANCELLED:
+    if batch.status == B.CANCELLED:
         raise BatchActionError(N_("The batch was cancelled; its requests cannot be retried."), 409)
     return batch
 
@@ -220,7 +208,6 @@ def retry_failed(session: Session, *, batch_id: int, user: User, now: datetime,
                      actor=f"user:{user.id}", attempts=0, error_message=None, token_hash=None,
                      token_nonce=None).won
     if won:
-        session.execute(update(Batch).where(Batch.id == batch_id, Batch.status.in_([COMPLETED, PARTIALLY_FAILED]))
-                        .values(status=PROCESSING, finished_at=None))
+        move_batches(session, batch_id, frm=(B.COMPLETED, B.PARTIALLY_FAILED), to=B.PROCESSING, finished_at=None)
     log(logger, logging.INFO, "failed requests retried", batch_id=batch_id, user_id=user.id, requests=len(won))
     return RetryResult(batch_id=batch_id, retried=won)

@@ -14,12 +14,12 @@ from datetime import datetime
 from sqlalchemy import JSON, String, func, insert, literal, select, update
 from sqlalchemy.orm import Session
 
-from .batches import COMPLETED, PARTIALLY_FAILED, refresh_batch_statuses
+from .batches import refresh_batch_statuses
 from .logs import log
 from .mailer import cancel_queued
-from .models import Batch, Event, OutgoingMail, SigningRequest, UTCDateTime
+from .models import Event, OutgoingMail, SigningRequest, UTCDateTime
 from .slicing import slices
-from .states import DISPATCHED, Status, transition
+from .states import DISPATCHED, BatchStatus, Status, move_batches, transition
 from .suppressions import suppress
 
 logger = logging.getLogger(__name__)
@@ -199,7 +199,6 @@ def record_bounce(session: Session, *, report: BounceReport, now: datetime) -> B
     if won:
         refresh_batch_statuses(session, now=now, batch_ids=batch_ids)
         # A finished batch with a late bounce did not fully succeed after all.
-        session.execute(update(Batch).where(Batch.id.in_(batch_ids), Batch.status == COMPLETED)
-                        .values(status=PARTIALLY_FAILED))
+        move_batches(session, batch_ids, frm=BatchStatus.COMPLETED, to=BatchStatus.PARTIALLY_FAILED)
     log(logger, logging.INFO, "bounce reported", request_ids=list(won), matched=len(ids))
     return BounceResult(bounced=won)

@@ -18,10 +18,10 @@ from sqlalchemy import func, literal, or_, select, tuple_
 from sqlalchemy.orm import Session, defer
 
 from . import access
-from .batches import BATCH_FINAL, BatchCounts, counts_for
+from .batches import BatchCounts, counts_for
 from .models import Batch, DocumentTemplate, Event, OutgoingMail, SigningRequest, TemplateVersion, User
 from .slicing import slices
-from .states import WORKING, Status
+from .states import BATCH_FINAL, WORKING, BatchStatus, Status
 from .messages import N_
 
 #: Words for request and batch states, and for the table's extra filters.
@@ -116,7 +116,7 @@ def batch_phase(batch: Batch, counts: BatchCounts) -> Phase:
     def phase(key: str, count: int = 0) -> Phase:
         return Phase(key=key, tone=PHASE_TONES[key], count=count)
 
-    if batch.status == "cancelled":
+    if batch.status == BatchStatus.CANCELLED:
         return phase("cancelled")
     if batch.status not in BATCH_FINAL or counts.working:
         return phase("sending")
@@ -152,7 +152,7 @@ def progress_for(batch: Batch, counts: BatchCounts) -> Progress:
     for key, label, statuses in PROGRESS_SEGMENTS:
         n = sum(counts.by_status.get(s, 0) for s in statuses)
         segments.append(Segment(key=key, label=label, count=n, percent=(100.0 * n / total) if total else 0.0))
-    active = batch.status not in BATCH_FINAL and (counts.working > 0 or batch.status == "pending")
+    active = batch.status not in BATCH_FINAL and (counts.working > 0 or batch.status == BatchStatus.PENDING)
     rendering = sum(counts.by_status.get(s, 0) for s in (Status.PENDING, Status.GENERATING))
     return Progress(total=total, segments=tuple(segments), working=counts.working, active=active,
                     phase=batch_phase(batch, counts), rendered=total - rendering, rendering=rendering)

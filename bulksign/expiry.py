@@ -32,7 +32,6 @@ from .states import WAITING_FOR_RECIPIENT, Status, transition
 logger = logging.getLogger(__name__)
 
 KIND = "expiry_summary"
-WAITING = tuple(s.value for s in WAITING_FOR_RECIPIENT)
 #: More expiries due this soon belong to the same wave: wait for them.
 SETTLE = timedelta(hours=1)
 #: A summary is never held back longer than this after the first expiry it reports.
@@ -69,14 +68,14 @@ def expire_due(session: Session, *, now: datetime, page_size: int = 1000,
             log(logger, logging.WARNING, "expiry tick stopped at its time budget", expired=expired)
             break
         ids = session.scalars(
-            select(SigningRequest.id).where(SigningRequest.status.in_(WAITING), SigningRequest.expires_at <= now,
-                                            SigningRequest.id > after)
+            select(SigningRequest.id).where(SigningRequest.status.in_(WAITING_FOR_RECIPIENT),
+                                            SigningRequest.expires_at <= now, SigningRequest.id > after)
             .order_by(SigningRequest.id).limit(page_size)
         ).all()
         if not ids:
             break
         after = ids[-1]
-        won = transition(session, ids, frm=WAITING, to=Status.EXPIRED, now=now).won
+        won = transition(session, ids, frm=WAITING_FOR_RECIPIENT, to=Status.EXPIRED, now=now).won
         if won:
             cancel_queued(session, request_ids=list(won), kinds=[REMINDER])
             batch_ids = session.scalars(select(SigningRequest.batch_id).where(SigningRequest.id.in_(won))
@@ -98,7 +97,7 @@ def _wave_settled(session: Session, *, batch_id: int, since: datetime, now: date
     if since <= now - MAX_WAIT:
         return True
     more_soon = session.scalar(select(SigningRequest.id).where(
-        SigningRequest.batch_id == batch_id, SigningRequest.status.in_(WAITING),
+        SigningRequest.batch_id == batch_id, SigningRequest.status.in_(WAITING_FOR_RECIPIENT),
         SigningRequest.expires_at <= now + SETTLE).limit(1))
     return more_soon is None
 

@@ -12,10 +12,10 @@ from datetime import datetime, timedelta
 from sqlalchemy import Select, case, func, or_, select
 from sqlalchemy.orm import Session
 
-from .batches import CANCELLED, counts_for
+from .batches import counts_for
 from .dashboard import Progress, progress_for
 from .models import Batch, BatchStatusCount, SigningRequest
-from .states import WAITING_FOR_RECIPIENT, WORKING, Status
+from .states import WAITING_FOR_RECIPIENT, WORKING, BatchStatus, Status
 
 #: A batch is in flight while some of its requests are being prepared, sent, or wait for the recipient.
 OUTSTANDING = tuple(sorted(WORKING | WAITING_FOR_RECIPIENT))
@@ -83,7 +83,7 @@ def home(session: Session, *, now: datetime, batch_ids: Select | None = None) ->
         select(Batch.id, Batch.name, outstanding, *per_kind.values())
         .join(BatchStatusCount, BatchStatusCount.batch_id == Batch.id)
         # Only the counters that can add something: most rows of finished batches are zeros.
-        .where(Batch.id.in_(scope), Batch.status != CANCELLED, BatchStatusCount.count > 0,
+        .where(Batch.id.in_(scope), Batch.status != BatchStatus.CANCELLED, BatchStatusCount.count > 0,
                BatchStatusCount.status.in_([*OUTSTANDING, FAILED, BOUNCED, DECLINED]))
         .group_by(Batch.id, Batch.name, Batch.created_at)
         .having(or_(outstanding > 0, Batch.created_at >= now - RECENT))

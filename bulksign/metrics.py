@@ -21,7 +21,7 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from . import telemetry
-from .batches import PENDING, PROCESSING
+from .status import BatchStatus
 from .models import Batch, BatchStatusCount
 from .scheduler_ticks import last_tick
 
@@ -77,8 +77,8 @@ def snapshot(session: Session, *, redis: Redis, queues: dict[str, Queue], now: d
     """Read every figure once: 4 queries on small tables, a few Redis round trips per queue, two for telemetry."""
     by_status = dict(session.execute(select(BatchStatusCount.status, func.sum(BatchStatusCount.count))
                                      .group_by(BatchStatusCount.status)).all())
-    recent = (select(Batch.id, Batch.created_at)
-              .where(or_(Batch.status.in_([PENDING, PROCESSING]), Batch.finished_at >= now - RECENT_BATCHES)))
+    open_batch = Batch.status.in_([BatchStatus.PENDING, BatchStatus.PROCESSING])
+    recent = select(Batch.id, Batch.created_at).where(or_(open_batch, Batch.finished_at >= now - RECENT_BATCHES))
     created = dict(session.execute(recent).all())
     batches: dict[int, dict[str, int]] = {bid: {} for bid in created}
     if created:
@@ -87,7 +87,7 @@ def snapshot(session: Session, *, redis: Redis, queues: dict[str, Queue], now: d
         for batch_id, status, n in rows:
             batches[batch_id][status] = n
     in_flight = session.scalar(select(func.count()).select_from(Batch)
-                               .where(Batch.status.in_([PENDING, PROCESSING]))) or 0
+                               .where(open_batch)) or 0
     return Snapshot(
         requests_by_status={s: int(n or 0) for s, n in by_status.items()}, batches=batches, batch_created=created,
         batches_in_flight=in_flight, queues={name: queue_figures(q, now=now) for name, q in queues.items()},

@@ -9,6 +9,7 @@ from sqlalchemy import JSON, BigInteger, Index, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from .extensions import db
+from .status import WAITING_FOR_RECIPIENT, WORKING, sql_in
 
 # SQLite only auto-increments INTEGER PRIMARY KEY; PostgreSQL gets BIGINT for the big tables.
 BigId = BigInteger().with_variant(db.Integer(), "sqlite")
@@ -183,7 +184,8 @@ class Batch(db.Model):
     team_id: Mapped[int | None] = mapped_column(db.ForeignKey("teams.id", ondelete="SET NULL"), index=True)
     #: Who gets the expiry summary, decline notices and the completion notice; None: the owner.
     notify_email: Mapped[str | None] = mapped_column(db.String(254))
-    #: pending → processing → completed | partially_failed | cancelled (see ``batches``).
+    #: A ``status.BatchStatus``: pending → processing → completed | partially_failed | cancelled; written by
+    #: ``states.move_batches`` only.
     status: Mapped[str] = mapped_column(db.String(20), default="pending")
     #: Language of the recipients' pages and mails.
     language: Mapped[str] = mapped_column(db.String(8), default="en")
@@ -243,20 +245,20 @@ class SigningRequest(db.Model):
         # The reconciler scans only requests in a working state: a small slice of a big table.
         Index(
             "ix_signing_requests_working", "status", "status_changed_at",
-            postgresql_where=text("status IN ('pending','generating','generated','sending')"),
-            sqlite_where=text("status IN ('pending','generating','generated','sending')"),
+            postgresql_where=text(sql_in(WORKING)),
+            sqlite_where=text(sql_in(WORKING)),
         ),
         # Reminders and expiry scan only requests still waiting for the recipient.
         Index(
             "ix_signing_requests_waiting", "batch_id", "sent_at",
-            postgresql_where=text("status IN ('sent','opened')"),
-            sqlite_where=text("status IN ('sent','opened')"),
+            postgresql_where=text(sql_in(WAITING_FOR_RECIPIENT)),
+            sqlite_where=text(sql_in(WAITING_FOR_RECIPIENT)),
         ),
         # Expiry finds waiting requests past their deadline without visiting the others.
         Index(
             "ix_signing_requests_waiting_expiry", "expires_at",
-            postgresql_where=text("status IN ('sent','opened')"),
-            sqlite_where=text("status IN ('sent','opened')"),
+            postgresql_where=text(sql_in(WAITING_FOR_RECIPIENT)),
+            sqlite_where=text(sql_in(WAITING_FOR_RECIPIENT)),
         ),
         # The seal safety net looks only at recent signatures (a lost or failed seal job).
         Index(

@@ -29,7 +29,7 @@ from .localtime import zone_of
 from .logs import log
 from .mailer import MailNotNeeded, message_id_sql, queue_mails, queue_mails_from
 from .models import Batch, Event, OutgoingMail, SigningRequest, User, UTCDateTime
-from .states import Status
+from .states import WAITING_FOR_RECIPIENT, Status
 from .tokens import signing_token
 from .messages import N_
 
@@ -44,7 +44,6 @@ MAX_REMINDERS_LIMIT = 5
 MANUAL_COOLDOWN = timedelta(hours=1)
 #: ... unless staff send it anyway; even then not twice within this (a double click).
 FORCED_COOLDOWN = timedelta(minutes=1)
-WAITING = (Status.SENT.value, Status.OPENED.value)
 SELECTORS = ("not_signed", "not_opened")
 #: Mail variables that are the same for every request of a batch.
 _BATCH_VARIABLES = {"document_name", "sender"}
@@ -189,7 +188,7 @@ def queue_due_reminders(session: Session, *, now: datetime, page_size: int = 200
     """
     app = current_app._get_current_object()
     started = time.monotonic()
-    has_waiting = exists().where(SigningRequest.batch_id == Batch.id, SigningRequest.status.in_(WAITING))
+    has_waiting = exists().where(SigningRequest.batch_id == Batch.id, SigningRequest.status.in_(WAITING_FOR_RECIPIENT))
     batch_ids = session.scalars(select(Batch.id).where(has_waiting).order_by(Batch.id)).all()
     queued, waiting, all_ids = 0, 0, []
     for batch_id in batch_ids:
@@ -232,7 +231,7 @@ def queue_due_reminders(session: Session, *, now: datetime, page_size: int = 200
 
 def _due(batch_id: int, *, number: int, sent_before: datetime, now: datetime) -> tuple:
     """Conditions under which reminder ``number`` is due; also the compare-and-set guard of the UPDATE."""
-    return (SigningRequest.batch_id == batch_id, SigningRequest.status.in_(WAITING),
+    return (SigningRequest.batch_id == batch_id, SigningRequest.status.in_(WAITING_FOR_RECIPIENT),
             SigningRequest.sent_at <= sent_before, SigningRequest.reminder_count < number,
             # A recipient who marked our mail as spam is not reminded (the send would be refused anyway).
             SigningRequest.complained_at.is_(None),
@@ -248,7 +247,7 @@ def _count_due(session: Session, *, batch: Batch, schedule: tuple[float, ...], n
 
 def _skip_reason(row, *, now: datetime, force: bool) -> str | None:
     """Why a manual reminder cannot go to this request now, or None when it can."""
-    if row.status in WAITING:
+    if row.status in WAITING_FOR_RECIPIENT:
         if row.expires_at is not None and row.expires_at <= now:
             return "expired"
         if force:
@@ -327,7 +326,7 @@ def send_manual_reminders(session: Session, *, batch_id: int, user: User, now: d
         # The compare-and-set: a reminder (automatic or manual) that won meanwhile set last_reminder_at.
         won = session.execute(
             update(SigningRequest).where(
-                SigningRequest.id.in_(eligible), SigningRequest.status.in_(WAITING), *cooled,
+                SigningRequest.id.in_(eligible), SigningRequest.status.in_(WAITING_FOR_RECIPIENT), *cooled,
                 or_(SigningRequest.expires_at.is_(None), SigningRequest.expires_at > now))
             .values(reminder_count=SigningRequest.reminder_count + 1, last_reminder_at=now)
             .returning(*mails.returning)
@@ -344,7 +343,7 @@ def send_manual_reminders(session: Session, *, batch_id: int, user: User, now: d
 def build_reminder(session: Session, mail: OutgoingMail, app: Flask) -> Message:
     """The reminder as it goes out: its own text, the request's current link, the pixel, the row's Message-ID."""
     request = session.get(SigningRequest, mail.request_id)
-    if request is None or request.status not in WAITING:
+    if request is None or request.status not in WAITING_FOR_RECIPIENT:
         raise MailNotNeeded(f"request {mail.request_id} no longer waits for a signature")
     secret = app.config["SECRET_KEY"]
     token = current_token(request, secret=secret)

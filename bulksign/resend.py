@@ -17,7 +17,7 @@ from flask import current_app
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from .batches import CANCELLED, COMPLETED, PARTIALLY_FAILED, PROCESSING, BatchActionError, batch_for_action
+from .batches import BatchActionError, batch_for_action
 from .doc_templates import TemplateError
 from .invitations import KIND as INVITATION
 from .invitations import extended_deadline, queue_invitations
@@ -25,7 +25,7 @@ from .logs import log
 from .mailer import cancel_queued
 from .models import Batch, Event, SigningRequest, User
 from .reminders import KIND as REMINDER
-from .states import Status, transition
+from .states import BatchStatus, Status, move_batches, transition
 from .messages import N_
 
 logger = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ class EmailChange:
 def _skip_reason(status: str, *, batch: Batch, extend_days: int | None, now: datetime) -> str | None:
     if status in EMAIL_FROZEN:
         return status
-    if batch.status == CANCELLED:
+    if batch.status == BatchStatus.CANCELLED:
         return "cancelled"  # staff stopped the whole batch
     if status not in RESENDABLE:
         return "not_sent"
@@ -115,9 +115,9 @@ def resend_with_new_link(session: Session, *, request_ids: Iterable[int], user: 
         if queued.errors:
             raise TemplateError(next(iter(queued.errors.values())))
         mail_ids += [queued.mail_ids[rid] for rid in won]
-    touched = [b.id for b in batches.values() if b.status in (COMPLETED, PARTIALLY_FAILED)]
-    if mail_ids and touched:
-        session.execute(update(Batch).where(Batch.id.in_(touched)).values(status=PROCESSING, finished_at=None))
+    if mail_ids:
+        move_batches(session, batches, frm=(BatchStatus.COMPLETED, BatchStatus.PARTIALLY_FAILED),
+                     to=BatchStatus.PROCESSING, finished_at=None)
     log(logger, logging.INFO, "requests resent with new links", user_id=user.id, resent=len(mail_ids),
         skipped=skipped, extend_days=extend_days)
     return ResendResult(resent=len(mail_ids), skipped=skipped, mail_ids=tuple(mail_ids),

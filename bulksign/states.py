@@ -1,7 +1,8 @@
-"""The signing-request state machine: one transition table and one compare-and-set writer.
+"""The state machines of requests and batches: one compare-and-set writer each (tables in ``status``).
 
-Nothing else in the code assigns ``SigningRequest.status``. Every move locks the requests still in
-an allowed state (``SELECT ... WHERE id IN (:ids) AND status IN (:allowed) FOR UPDATE``), then
+Nothing else in the code assigns ``SigningRequest.status`` or ``Batch.status`` (``move_batches``).
+Every move of requests locks those still in an allowed state
+(``SELECT ... WHERE id IN (:ids) AND status IN (:allowed) FOR UPDATE``), then
 ``UPDATE signing_requests SET status=:to ...`` those, so two workers, a retry and a recipient's click
 can race and exactly one of them wins. The lock also tells each winner's old status, which the
 per-batch counters (``batch_counts``) move from in the same transaction. (SQLite has no row locks:
@@ -19,63 +20,13 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.util import identity_key
 
 from . import batch_counts
-from .models import Event, SigningRequest
+from .models import Batch, Event, SigningRequest
+# The statuses, tables and sets live in the leaf module ``status``; callers keep importing them from here too.
+from .status import (  # noqa: F401
+    BATCH_FINAL, BATCH_TRANSITIONS, DISPATCHED, FINAL, TRANSITIONS, WAITING_FOR_RECIPIENT, WORKING, BatchStatus,
+    IllegalTransition, Status, can_move,
+)
 from .slicing import slices
-
-
-class Status(StrEnum):
-    PENDING = "pending"
-    GENERATING = "generating"
-    GENERATED = "generated"
-    SENDING = "sending"
-    SENT = "sent"
-    OPENED = "opened"
-    SIGNED = "signed"
-    DECLINED = "declined"
-    EXPIRED = "expired"
-    FAILED = "failed"
-    BOUNCED = "bounced"
-    CANCELLED = "cancelled"
-
-
-S = Status
-
-#: Every legal move: from-state → the states it may go to. Anything not listed is refused.
-TRANSITIONS: dict[Status, frozenset[Status]] = {
-    # generating/sending → back one step: the reconciler requeues work whose worker died.
-    S.PENDING: frozenset({S.GENERATING, S.CANCELLED}),
-    S.GENERATING: frozenset({S.GENERATED, S.FAILED, S.PENDING, S.CANCELLED}),
-    S.GENERATED: frozenset({S.SENDING, S.FAILED, S.CANCELLED}),
-    S.SENDING: frozenset({S.SENT, S.FAILED, S.BOUNCED, S.GENERATED, S.CANCELLED}),
-    # sent/opened → generated: staff resend with a new link (a fresh invitation goes out).
-    S.SENT: frozenset({S.OPENED, S.EXPIRED, S.BOUNCED, S.CANCELLED, S.GENERATED}),
-    S.OPENED: frozenset({S.SIGNED, S.DECLINED, S.EXPIRED, S.BOUNCED, S.CANCELLED, S.GENERATED}),
-    S.FAILED: frozenset({S.PENDING, S.CANCELLED}),
-    S.EXPIRED: frozenset({S.GENERATED}),
-    S.BOUNCED: frozenset({S.GENERATED, S.CANCELLED}),
-    S.SIGNED: frozenset(),
-    # declined → generated: staff invite again (a new link) once the recipient's concern is settled.
-    S.DECLINED: frozenset({S.GENERATED}),
-    S.CANCELLED: frozenset(),
-}
-
-#: States in which the pipeline still owes work (the reconciler watches these).
-WORKING = frozenset({S.PENDING, S.GENERATING, S.GENERATED, S.SENDING})
-#: States in which the recipient can act on the link.
-WAITING_FOR_RECIPIENT = frozenset({S.SENT, S.OPENED})
-#: States in which nothing more will happen unless staff act.
-FINAL = frozenset({S.SIGNED, S.DECLINED, S.EXPIRED, S.FAILED, S.BOUNCED, S.CANCELLED})
-#: States in which the dispatch of a request is over (delivered or explicitly not).
-DISPATCHED = FINAL | WAITING_FOR_RECIPIENT
-
-
-class IllegalTransition(ValueError):
-    """A move the table does not allow; a programming error, never a race."""
-
-
-def can_move(frm: str, to: str) -> bool:
-    """Whether the table allows ``frm`` → ``to``."""
-    return Status(to) in TRANSITIONS[Status(frm)]
 
 
 @dataclass(frozen=True)
@@ -110,13 +61,7 @@ def transition(
     """
     # Sorted: the row locks are taken in id order, so two movers of overlapping sets queue instead of deadlocking.
     ids = [request_ids] if isinstance(request_ids, int) else sorted(set(request_ids))
-    sources = [Status(frm)] if isinstance(frm, str) else [Status(s) for s in frm]
-    target = Status(to)
-    for source in sources:
-        if target not in TRANSITIONS[source]:
-            raise IllegalTransition(f"{source} → {target} is not allowed")
-    if "status" in fields:
-        raise IllegalTransition("status is set by the transition itself")
+    sources, target = _checked(TRANSITIONS, frm=frm, to=to, fields=fields)
     if not ids:
         return TransitionResult(to=target)
 
@@ -147,6 +92,36 @@ def transition(
         if loaded is not None:
             session.expire(loaded)
     return TransitionResult(to=target, won=tuple(won))
+
+
+def move_batches(session: Session, batch_ids: int | Iterable[int], *, frm: str | Iterable[str], to: str,
+                 **fields) -> int:
+    """Move batches from one of ``frm`` to ``to`` by compare-and-set; returns how many moved. The caller commits.
+
+    ``UPDATE batches SET status=:to ... WHERE id IN (:ids) AND status IN (:frm)``: of two racing movers one
+    wins. ``fields`` are further columns set in the same UPDATE. Moves not in ``BATCH_TRANSITIONS`` raise
+    ``IllegalTransition``.
+    """
+    ids = [batch_ids] if isinstance(batch_ids, int) else sorted(set(batch_ids))
+    sources, target = _checked(BATCH_TRANSITIONS, frm=frm, to=to, fields=fields)
+    moved = 0
+    for chunk in slices(ids):
+        moved += session.execute(update(Batch).where(Batch.id.in_(chunk), Batch.status.in_([s.value for s in sources]))
+                                 .values(status=target.value, **fields)).rowcount
+    return moved
+
+
+def _checked(table: dict, *, frm: str | Iterable[str], to: str, fields: dict) -> tuple[list, StrEnum]:
+    """The sources and target of a move as members of the table's enum; ``IllegalTransition`` off the table."""
+    kind = type(next(iter(table)))
+    sources = [kind(frm)] if isinstance(frm, str) else [kind(s) for s in frm]
+    target = kind(to)
+    for source in sources:
+        if target not in table[source]:
+            raise IllegalTransition(f"{kind.__name__} {source} → {target} is not allowed")
+    if "status" in fields:
+        raise IllegalTransition("status is set by the transition itself")
+    return sources, target
 
 
 @dataclass(frozen=True)

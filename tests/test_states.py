@@ -9,7 +9,11 @@ from sqlalchemy import select
 from bulksign import batch_counts
 from bulksign.extensions import db
 from bulksign.models import Batch, DocumentTemplate, Event, SigningRequest, TemplateVersion
-from bulksign.states import FINAL, TRANSITIONS, IllegalTransition, Status, can_move, transition
+from bulksign.states import (
+    FINAL, TRANSITIONS, WAITING_FOR_RECIPIENT, WORKING, BatchStatus, IllegalTransition, Status, can_move, move_batches,
+    transition,
+)
+from bulksign.status import sql_in
 from tests.conftest import NOW
 
 ALL_PAIRS = list(itertools.product(Status, Status))
@@ -123,3 +127,32 @@ def test_status_cannot_be_smuggled_in_as_a_field(app):
     (request_id,) = make_requests()
     with pytest.raises(IllegalTransition):
         transition(db.session, request_id, frm=Status.PENDING, to=Status.GENERATING, now=NOW, status="signed")
+
+
+def test_a_batch_moves_by_compare_and_set_and_only_along_the_table(app):
+    (request_id,) = make_requests()
+    batch_id = db.session.get(SigningRequest, request_id).batch_id
+    done = dict(frm=BatchStatus.PROCESSING, to=BatchStatus.COMPLETED, finished_at=NOW)
+    assert move_batches(db.session, batch_id, **done) == 1
+    assert move_batches(db.session, batch_id, **done) == 0  # the second mover finds it moved already
+    db.session.commit()
+    assert db.session.get(Batch, batch_id).status == BatchStatus.COMPLETED
+    with pytest.raises(IllegalTransition):
+        move_batches(db.session, batch_id, frm=BatchStatus.CANCELLED, to=BatchStatus.PROCESSING)
+    with pytest.raises(IllegalTransition):
+        move_batches(db.session, batch_id, frm=BatchStatus.COMPLETED, to=BatchStatus.PENDING)
+
+
+def test_the_partial_indexes_are_derived_from_the_state_sets_and_match_the_migration():
+    from pathlib import Path
+
+    migration = (Path(__file__).parent.parent / "migrations/versions/6d124784f55f_initial_schema.py").read_text()
+    indexes = {i.name: i for i in SigningRequest.__table__.indexes}
+    assert str(indexes["ix_signing_requests_working"].dialect_options["postgresql"]["where"]) == sql_in(WORKING)
+    for name in ("ix_signing_requests_waiting", "ix_signing_requests_waiting_expiry"):
+        where = str(indexes[name].dialect_options["postgresql"]["where"])
+        assert where == sql_in(WAITING_FOR_RECIPIENT) == "status IN ('sent','opened')"
+    for index in indexes.values():
+        for dialect in ("postgresql", "sqlite"):
+            if (where := index.dialect_options[dialect].get("where")) is not None:
+                assert f'{dialect}_where=sa.text("{where}")' in migration, index.name
