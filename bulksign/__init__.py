@@ -1,8 +1,7 @@
 """Bulksign: send thousands of personalised documents for e-signature and follow each to the end."""
 from __future__ import annotations
 
-import importlib
-import pkgutil
+from types import ModuleType
 
 from flask import Flask
 
@@ -50,16 +49,50 @@ def create_app(config: dict | None = None) -> Flask:
 
 
 def _register_blueprints(app: Flask) -> None:
-    """Every module in ``bulksign.views`` that defines ``bp`` is registered (and may define ``init_app``)."""
-    from . import views
+    """Every view module, listed: ``api=True`` is the security decision (bearer key instead of session, no CSRF)."""
+    from .views import (admin, api, api_batch_actions, api_dashboard, api_reminders, api_suppressions, api_templates,
+                        api_uploads, auth, batch_access, batches, brand, doc_templates, health, main, metrics, reach,
+                        reminders, rq_admin, signing, suppressions, tracking, uploads, verify, webhooks)
+    from .auth import API_BLUEPRINTS
+
+    app.extensions[API_BLUEPRINTS] = set()
+    _register(app, admin)
+    _register(app, api, api=True)
+    _register(app, api_batch_actions, api=True)
+    _register(app, api_dashboard, api=True)
+    _register(app, api_reminders, api=True)
+    _register(app, api_suppressions, api=True)
+    _register(app, api_templates, api=True)
+    _register(app, api_uploads, api=True)
+    _register(app, auth)
+    _register(app, batch_access)
+    _register(app, batches)
+    _register(app, brand)
+    _register(app, doc_templates)
+    _register(app, health)
+    _register(app, main)
+    _register(app, metrics)
+    _register(app, reach)
+    _register(app, reminders)
+    _register(app, rq_admin)
+    _register(app, signing)
+    _register(app, suppressions)
+    _register(app, tracking)
+    _register(app, uploads)
+    _register(app, verify)
+    _register(app, webhooks)
+
+
+def _register(app: Flask, module: ModuleType, *, api: bool = False) -> None:
+    """Register the module's ``bp`` (if any) and run its ``init_app`` (if any)."""
+    from .auth import API_BLUEPRINTS
     from .extensions import csrf
 
-    for info in sorted(pkgutil.iter_modules(views.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{views.__name__}.{info.name}")
-        if hasattr(module, "bp"):
-            app.register_blueprint(module.bp)
+    if hasattr(module, "bp"):
+        app.register_blueprint(module.bp)
+        if api:
             # API calls carry a bearer key, not an ambient cookie: CSRF cannot apply to them.
-            if module.bp.name.startswith("api"):
-                csrf.exempt(module.bp)
-        if hasattr(module, "init_app"):
-            module.init_app(app)
+            app.extensions[API_BLUEPRINTS].add(module.bp.name)
+            csrf.exempt(module.bp)
+    if hasattr(module, "init_app"):
+        module.init_app(app)

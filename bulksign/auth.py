@@ -46,8 +46,13 @@ def admin_required(view):
     return wrapped
 
 
+#: ``app.extensions`` key: names of the blueprints the factory registered with ``api=True``.
+API_BLUEPRINTS = "bulksign.api_blueprints"
+
+
 def is_api_request() -> bool:
-    return bool(request.blueprint and request.blueprint.startswith("api"))
+    """Whether the request is for an API blueprint: bearer key authentication, JSON errors."""
+    return request.blueprint in current_app.extensions[API_BLUEPRINTS]
 
 
 def _authenticate_api() -> None:
