@@ -8,7 +8,7 @@ from ..extensions import db
 from ..models import Batch, utcnow
 from ..recipients import UploadError, validate_recipients
 from .api import api_error
-from .uploads import template_version, uploaded_file
+from ._forms import template_version, uploaded_file
 
 bp = Blueprint("api_uploads", __name__, url_prefix="/api/v1")
 

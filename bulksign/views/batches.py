@@ -24,8 +24,8 @@ from ..logs import log
 from ..models import Batch, utcnow
 from ..reminders import reminder_schedule
 from ..storage import StorageError, get_storage
-from .reminders import background_message, reminders_done, resend_done
-from .reminders import extend_days_field as _extend_days
+from ._forms import extend_days_field
+from ._results import background_message, reminders_done, resend_done
 
 bp = Blueprint("batches", __name__, url_prefix="/batches")
 logger = logging.getLogger(__name__)
@@ -180,7 +180,7 @@ def _message(outcome: BulkOutcome, batch: Batch) -> tuple[str, str]:
 
 
 def _in_background(batch_id: int, action: str, flt: RecipientFilter, matching: int):
-    enqueue_bulk(action=action, batch_id=batch_id, user_id=current_user.id, flt=flt, extend_days=_extend_days(),
+    enqueue_bulk(action=action, batch_id=batch_id, user_id=current_user.id, flt=flt, extend_days=extend_days_field(),
                  force=request.form.get("force") == "1")
     log(logger, logging.INFO, "bulk action queued", batch_id=batch_id, action=action, requests=matching,
         user_id=current_user.id)
@@ -212,7 +212,7 @@ def bulk_action(batch_id: int):
     now = utcnow()
     try:
         outcome = apply_action(db.session, action=action, batch_id=batch_id, request_ids=ids,
-                               user=current_user._get_current_object(), now=now, extend_days=_extend_days(),
+                               user=current_user._get_current_object(), now=now, extend_days=extend_days_field(),
                                force=request.form.get("force") == "1")
     except BatchActionError as exc:
         db.session.rollback()

@@ -14,7 +14,7 @@ from ..auth import public
 from ..extensions import QUEUE_NAMES, db, get_queue, get_redis
 from ..metrics import registry_for, snapshot
 from ..models import utcnow
-from .signing import client_ip
+from ._forms import client_ip
 
 bp = Blueprint("metrics", __name__)
 

@@ -6,49 +6,21 @@ are redirected back to the batch page with a flash saying what was queued and wh
 """
 from __future__ import annotations
 
-from datetime import datetime
-
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
-from flask_babel import get_locale, ngettext
 from flask_babel import gettext as _
-from flask_babel import lazy_gettext as _l
 from flask_login import current_user
 
 from ..batches import BatchActionError
 from ..bulk_actions import apply_action, follow_up
 from ..extensions import db
-from ..localtime import batch_time
 from ..models import Batch, SigningRequest, utcnow
 from ..pipeline import enqueue_sends
-from ..reminders import COOLDOWN_REASONS, SELECTORS
-from ..resend import MAX_EXTEND_DAYS, change_email, resend_with_new_link
+from ..reminders import SELECTORS
+from ..resend import change_email, resend_with_new_link
+from ._forms import extend_days_field
+from ._results import background_message, reminders_done, resend_done
 
 bp = Blueprint("reminders", __name__)
-
-#: Skip reasons of reminders and resends, as staff read them.
-REASONS = {
-    "signed": _l("already signed"),
-    "declined": _l("declined"),
-    "invited_recently": _l("invited less than an hour ago"),
-    "reminded_recently": _l("reminded within the last hour"),
-    "bounced": _l("bounced"),
-    "expired": _l("expired"),
-    "cancelled": _l("cancelled"),
-    "not_sent": _l("not sent yet"),
-    "not_found": _l("not in this batch"),
-    "deadline_passed": _l("the batch's deadline has passed (give extra days)"),
-    "changed_meanwhile": _l("changed by someone else meanwhile"),
-}
-
-
-def background_message(n: int) -> str:
-    """What staff read when an action went to a background job."""
-    return _("The action is being applied to %(n)s recipients in the background; the progress bar shows it "
-             "as it happens.", n=n)
-
-
-def skipped_text(skipped: dict[str, int]) -> str:
-    return ", ".join(f"{n} {REASONS.get(reason, reason)}" for reason, n in sorted(skipped.items()))
 
 
 def _ids() -> list[int] | None:
@@ -60,14 +32,7 @@ def _ids() -> list[int] | None:
     return [int(value) for value in raw]
 
 
-def extend_days_field() -> int | None:
-    """The optional ``extend_days`` form field (1–365); a 400 with the reason otherwise."""
-    raw = (request.form.get("extend_days") or "").strip()
-    if not raw:
-        return None
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_EXTEND_DAYS:
-        abort(400, description=_("Extra days must be a whole number from 1 to %(n)s.", n=MAX_EXTEND_DAYS))
-    return int(raw)
+
 
 
 def _answer(batch_id: int, message: str, category: str, *, send_anyway: dict | None = None):
@@ -79,29 +44,6 @@ def _answer(batch_id: int, message: str, category: str, *, send_anyway: dict | N
     return redirect(url_for("batches.detail", batch_id=batch_id))
 
 
-def reminders_done(queued: int, skipped: dict[str, int]) -> tuple[str, str, bool]:
-    """What a manual reminder tells staff, its category, and whether to offer "send anyway".
-
-    Nothing sent because everyone was invited or reminded within the hour is a warning, not a success.
-    """
-    done = ngettext("%(num)s reminder queued.", "%(num)s reminders queued.", queued)
-    cooling = sum(n for reason, n in skipped.items() if reason in COOLDOWN_REASONS)
-    category = "success" if queued else ("warning" if cooling else "info")
-    return with_skips(done, skipped), category, bool(cooling)
-
-
-def resend_done(resent: int, skipped: dict[str, int], *, deadlines: tuple[datetime, datetime] | None,
-                batch: Batch | None) -> tuple[str, str]:
-    """What a resend tells staff (with the new deadline extra days gave), and the category."""
-    done = ngettext("%(num)s new link sent; the old link no longer works.",
-                    "%(num)s new links sent; the old links no longer work.", resent)
-    if deadlines and batch is not None:
-        first, last = (batch_time(at, batch, locale=str(get_locale())) for at in deadlines)
-        done += " " + (_("New deadline: %(date)s.", date=first) if first == last
-                       else _("New deadlines from %(first)s to %(last)s.", first=first, last=last))
-    return with_skips(done, skipped), "success" if resent else "info"
-
-
 def _refused(batch_id: int, exc: BatchActionError):
     db.session.rollback()
     if exc.status == 404:
@@ -110,13 +52,6 @@ def _refused(batch_id: int, exc: BatchActionError):
         return render_template("reminders/_result.html", message=exc.message, category="error"), exc.status
     flash(str(exc.message), "error")
     return redirect(url_for("batches.detail", batch_id=batch_id))
-
-
-def with_skips(done: str, skipped: dict[str, int]) -> str:
-    """``done`` followed by how many were skipped and why, for a flash or a partial."""
-    if not skipped:
-        return done
-    return _("%(done)s Skipped %(n)s: %(why)s.", done=done, n=sum(skipped.values()), why=skipped_text(skipped))
 
 
 @bp.post("/batches/<int:batch_id>/remind")

@@ -15,6 +15,7 @@ from flask_babel import gettext as _
 from flask_wtf.csrf import CSRFError
 
 from ..auth import public
+from ._forms import client_ip
 from .brand import logo_origin
 from ..extensions import db, limiter
 from ..links import find_by_token
@@ -28,20 +29,6 @@ from ..storage import StorageError, get_storage
 logger = logging.getLogger(__name__)
 
 bp = Blueprint("signing", __name__, url_prefix="/sign")
-
-def client_ip() -> str:
-    """The visitor's address; behind ``PROXY_HOPS`` trusted proxies, the one they saw (X-Forwarded-For).
-
-    Without this, every recipient behind a load balancer would share one rate-limit budget and
-    the audit trail would record the proxy's address.
-    """
-    hops = current_app.config.get("PROXY_HOPS", 0)
-    if hops:
-        forwarded = [part.strip() for part in request.headers.get("X-Forwarded-For", "").split(",") if part.strip()]
-        if len(forwarded) >= hops:
-            return forwarded[-hops][:64]
-    return request.remote_addr or ""
-
 
 #: One budget per visitor IP for every recipient-facing page (signing and /verify).
 recipient_limit = limiter.shared_limit(lambda: current_app.config["SIGNING_RATE_LIMIT"], scope="recipient-pages",

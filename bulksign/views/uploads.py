@@ -14,38 +14,14 @@ from flask_login import current_user
 from .. import access, doc_templates as dt
 from ..batch_creation import BatchError, create_batch, settings_from_form
 from ..extensions import db
-from ..models import TemplateVersion, utcnow
+from ..models import utcnow
 from ..localtime import zone_names
 from ..recipients import (StoredUpload, UploadError, ValidationReport, error_report_csv, load_upload, store_upload,
                           typo_domains, validate_recipients)
 from ..storage import get_storage
+from ._forms import template_version, uploaded_file
 
 bp = Blueprint("uploads", __name__, url_prefix="/batches")
-
-
-def uploaded_file() -> tuple[bytes, str]:
-    """The bytes and name of the multipart ``file`` field; UploadError when none was chosen."""
-    upload = request.files.get("file")
-    if upload is None or not upload.filename:
-        raise UploadError(_("Choose a recipients file (.csv or .xlsx) to upload."))
-    return upload.read(), upload.filename
-
-
-def template_version(raw_id) -> TemplateVersion:
-    """The newest version of the chosen template, if the user may use it; UploadError when there is none."""
-    try:
-        template_id = int(raw_id)
-    except (TypeError, ValueError):
-        raise UploadError(_("Choose a template.")) from None
-    try:
-        access.template_for_use(db.session, template_id=template_id, user=current_user)
-    except access.Refused:
-        version = None
-    else:
-        version = dt.get_version(db.session, template_id=template_id)
-    if version is None:
-        raise UploadError(_("There is no template with id %(id)s.", id=template_id), 404)
-    return version
 
 
 def domain_choices() -> dict[str, str]:
