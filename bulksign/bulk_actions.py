@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from . import batch_counts
-from .batches import (CANCELLABLE, batch_for_action, batch_for_retry, cancel_batch, cancel_requests,
+from .batches import (CANCELLABLE, BatchActionError, batch_for_action, batch_for_retry, cancel_batch, cancel_requests,
                       open_request_ids, retry_failed, stop_batch)
 from .dashboard import RecipientFilter
 from .extensions import get_queue
@@ -85,6 +85,23 @@ def apply_action(session: Session, *, action: str, batch_id: int, request_ids: l
         return BulkOutcome(action, result.resent, dict(result.skipped), mail_ids=tuple(result.mail_ids),
                            deadlines=result.deadlines)
     raise ValueError(f"unknown bulk action {action!r}")
+
+
+def run_staff_action(session: Session, *, action: str, batch_id: int, request_ids: list[int] | None, user: User,
+                     now: datetime, extend_days: int | None = None, selector: str | None = None, force: bool = False,
+                     inline: bool = False) -> BulkOutcome:
+    """The one way views and jobs run a staff action: ``apply_action``, commit, then ``follow_up`` (mails,
+    renders, the job). A refusal rolls the session back and raises ``BatchActionError`` for the caller to word."""
+    try:
+        outcome = apply_action(session, action=action, batch_id=batch_id, request_ids=request_ids, user=user,
+                               now=now, extend_days=extend_days, selector=selector, force=force, inline=inline)
+    except BatchActionError:
+        session.rollback()
+        raise
+    # Jobs are enqueued only after the commit: a worker must find the rows the action wrote.
+    session.commit()
+    follow_up(outcome)
+    return outcome
 
 
 def _later(action: str, n: int, *, batch_id: int, user: User, request_ids: list[int] | None = None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 
 from ..batches import BatchActionError
-from ..bulk_actions import JOB_SLICE, apply_action, follow_up, reachable_ids
+from ..bulk_actions import JOB_SLICE, reachable_ids, run_staff_action
 from ..dashboard import RecipientFilter, resolve_selection
 from ..extensions import db
 from ..logs import log
@@ -38,16 +38,13 @@ def apply_to_ids(batch_id: int, action: str, user_id: int, request_ids: list[int
     done, skipped = 0, {}
     for part in parts:
         try:
-            outcome = apply_action(db.session, action=action, batch_id=batch_id, request_ids=part, user=user,
-                                   now=utcnow(), extend_days=extend_days, selector=selector, force=force,
-                                   inline=True)
+            outcome = run_staff_action(db.session, action=action, batch_id=batch_id, request_ids=part, user=user,
+                                       now=utcnow(), extend_days=extend_days, selector=selector, force=force,
+                                       inline=True)
         except BatchActionError as exc:
-            db.session.rollback()
             log(logger, logging.WARNING, "bulk action refused", batch_id=batch_id, action=action, user_id=user_id,
                 error=exc.message, done=done)
             return f"refused: {exc.message}"
-        db.session.commit()
-        follow_up(outcome)
         done += outcome.done
         for reason, n in outcome.skipped.items():
             skipped[reason] = skipped.get(reason, 0) + n

@@ -8,7 +8,7 @@ from __future__ import annotations
 from flask import Blueprint, g, jsonify, request
 
 from ..batches import BatchActionError
-from ..bulk_actions import apply_action, follow_up
+from ..bulk_actions import run_staff_action
 from ..extensions import db
 from ..models import utcnow
 from .api import api_error
@@ -22,13 +22,10 @@ MAX_IDS = 100_000
 @bp.post("/batches/<int:batch_id>/cancel")
 def cancel(batch_id: int):
     try:
-        outcome = apply_action(db.session, action="cancel_batch", batch_id=batch_id, request_ids=None,
-                               user=g.api_user, now=utcnow())
+        outcome = run_staff_action(db.session, action="cancel_batch", batch_id=batch_id, request_ids=None,
+                                   user=g.api_user, now=utcnow())
     except BatchActionError as exc:
-        db.session.rollback()
         return api_error(exc.message, exc.status)
-    db.session.commit()
-    follow_up(outcome)
     return jsonify(batch_id=batch_id, status="cancelled", cancelled=outcome.done,
                    in_background=outcome.in_background), 202
 
@@ -42,11 +39,8 @@ def retry(batch_id: int):
             isinstance(ids, list) and len(ids) <= MAX_IDS and all(type(i) is int and 0 < i < 2 ** 63 for i in ids)):
         return api_error(f"request_ids must be a list of at most {MAX_IDS} request ids (whole numbers).", 400)
     try:
-        outcome = apply_action(db.session, action="retry", batch_id=batch_id, request_ids=ids,
-                               user=g.api_user, now=utcnow())
+        outcome = run_staff_action(db.session, action="retry", batch_id=batch_id, request_ids=ids,
+                                   user=g.api_user, now=utcnow())
     except BatchActionError as exc:
-        db.session.rollback()
         return api_error(exc.message, exc.status)
-    db.session.commit()
-    follow_up(outcome)
     return jsonify(batch_id=batch_id, retried=outcome.done, in_background=outcome.in_background), 202

@@ -4,7 +4,7 @@ from __future__ import annotations
 from flask import Blueprint, g, jsonify, request
 
 from ..batches import BatchActionError
-from ..bulk_actions import apply_action, follow_up
+from ..bulk_actions import run_staff_action
 from ..extensions import db
 from ..models import utcnow
 from ..pipeline import enqueue_sends
@@ -42,14 +42,11 @@ def remind(batch_id: int):
         return api_error("force must be true or false.", 400)
     try:
         # Past INLINE_LIMIT requests this runs as a job; ``in_background`` then says how many it goes through.
-        outcome = apply_action(db.session, action="remind", batch_id=batch_id, request_ids=ids,
-                               selector=None if ids is not None else "not_signed", user=g.api_user, now=utcnow(),
-                               force=body.get("force", False))
+        outcome = run_staff_action(db.session, action="remind", batch_id=batch_id, request_ids=ids,
+                                   selector=None if ids is not None else "not_signed", user=g.api_user,
+                                   now=utcnow(), force=body.get("force", False))
     except BatchActionError as exc:
-        db.session.rollback()
         return api_error(exc.message, exc.status)
-    db.session.commit()
-    follow_up(outcome)
     more = {"in_background": outcome.in_background} if outcome.in_background else {}
     return jsonify(queued=outcome.done, skipped=outcome.skipped, **more), 202
 

@@ -16,7 +16,7 @@ from flask_login import current_user
 
 from .. import dashboard
 from ..batches import BatchActionError
-from ..bulk_actions import ACTIONS, INLINE_LIMIT, BulkOutcome, apply_action, enqueue_bulk, follow_up
+from ..bulk_actions import ACTIONS, INLINE_LIMIT, BulkOutcome, enqueue_bulk, run_staff_action
 from ..dashboard import DashboardError, RecipientFilter
 from ..exports import latest_export, recipients_csv, start_signed_zip
 from ..extensions import db, get_queue
@@ -211,15 +211,12 @@ def bulk_action(batch_id: int):
             return back
     now = utcnow()
     try:
-        outcome = apply_action(db.session, action=action, batch_id=batch_id, request_ids=ids,
-                               user=current_user._get_current_object(), now=now, extend_days=extend_days_field(),
-                               force=request.form.get("force") == "1")
+        outcome = run_staff_action(db.session, action=action, batch_id=batch_id, request_ids=ids,
+                                   user=current_user._get_current_object(), now=now,
+                                   extend_days=extend_days_field(), force=request.form.get("force") == "1")
     except BatchActionError as exc:
-        db.session.rollback()
         flash(str(exc.message), "error")
         return back
-    db.session.commit()
-    follow_up(outcome)
     log(logger, logging.INFO, "bulk action", batch_id=batch_id, action=action, requests=len(ids),
         user_id=current_user.id)
     flash(*_message(outcome, view.batch))

@@ -11,12 +11,11 @@ from flask_babel import gettext as _
 from flask_login import current_user
 
 from ..batches import BatchActionError
-from ..bulk_actions import apply_action, follow_up
+from ..bulk_actions import run_staff_action
 from ..extensions import db
 from ..models import Batch, SigningRequest, utcnow
-from ..pipeline import enqueue_sends
 from ..reminders import SELECTORS
-from ..resend import change_email, resend_with_new_link
+from ..resend import change_email
 from ._forms import extend_days_field
 from ._results import background_message, reminders_done, resend_done
 
@@ -64,13 +63,11 @@ def remind(batch_id: int):
     force = request.form.get("force") == "1"
     try:
         # Past INLINE_LIMIT requests this runs as a job.
-        outcome = apply_action(db.session, action="remind", batch_id=batch_id, request_ids=ids,
-                               selector=None if ids is not None else selector, force=force,
-                               user=current_user._get_current_object(), now=utcnow())
+        outcome = run_staff_action(db.session, action="remind", batch_id=batch_id, request_ids=ids,
+                                   selector=None if ids is not None else selector, force=force,
+                                   user=current_user._get_current_object(), now=utcnow())
     except BatchActionError as exc:
         return _refused(batch_id, exc)
-    db.session.commit()
-    follow_up(outcome)
     if outcome.in_background:
         return _answer(batch_id, background_message(outcome.in_background), "info")
     message, category, offer = reminders_done(outcome.done, outcome.skipped)
@@ -83,13 +80,14 @@ def _resend(batch_id: int, ids: list[int] | None):
     if not ids:
         return _answer(batch_id, _("Select the recipients who should get a new link."), "error")
     try:
-        result = resend_with_new_link(db.session, request_ids=ids, user=current_user, now=utcnow(),
-                                      extend_days=extend_days_field())
+        outcome = run_staff_action(db.session, action="resend", batch_id=batch_id, request_ids=ids,
+                                   user=current_user._get_current_object(), now=utcnow(),
+                                   extend_days=extend_days_field())
     except BatchActionError as exc:
         return _refused(batch_id, exc)
-    db.session.commit()
-    enqueue_sends(result.mail_ids)
-    return _answer(batch_id, *resend_done(result.resent, result.skipped, deadlines=result.deadlines,
+    if outcome.in_background:
+        return _answer(batch_id, background_message(outcome.in_background), "info")
+    return _answer(batch_id, *resend_done(outcome.done, outcome.skipped, deadlines=outcome.deadlines,
                                           batch=db.session.get(Batch, batch_id)))
 
 
