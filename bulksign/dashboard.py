@@ -138,6 +138,8 @@ class Progress:
     working: int
     #: The batch can change without staff acting (the page keeps polling).
     active: bool
+    #: The batch is completed, partially failed or cancelled (``BATCH_FINAL``): nothing left to cancel.
+    final: bool = False
     phase: Phase = Phase("sending", "progress")
     #: Documents rendered so far while some are still waiting for theirs (for "preparing documents n/N").
     rendered: int = 0
@@ -152,9 +154,10 @@ def progress_for(batch: Batch, counts: BatchCounts) -> Progress:
     for key, label, statuses in PROGRESS_SEGMENTS:
         n = sum(counts.by_status.get(s, 0) for s in statuses)
         segments.append(Segment(key=key, label=label, count=n, percent=(100.0 * n / total) if total else 0.0))
-    active = batch.status not in BATCH_FINAL and (counts.working > 0 or batch.status == BatchStatus.PENDING)
+    final = batch.status in BATCH_FINAL
+    active = not final and (counts.working > 0 or batch.status == BatchStatus.PENDING)
     rendering = sum(counts.by_status.get(s, 0) for s in (Status.PENDING, Status.GENERATING))
-    return Progress(total=total, segments=tuple(segments), working=counts.working, active=active,
+    return Progress(total=total, segments=tuple(segments), working=counts.working, active=active, final=final,
                     phase=batch_phase(batch, counts), rendered=total - rendering, rendering=rendering)
 
 
