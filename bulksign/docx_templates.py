@@ -17,6 +17,7 @@ import zipfile
 
 from docxtpl import DocxTemplate
 from jinja2 import TemplateSyntaxError
+from markupsafe import Markup
 from pypdf import PdfReader
 from pypdf.errors import PdfReadError
 
@@ -65,6 +66,40 @@ class _Part:
 
 
 _JINJA = _SandboxForDocx()
+
+#: ``{{ signature }}`` marks where the signature goes (see the sigplace contract, ``signature_box``): an empty
+#: framed box of ``SIGNATURE_BOX_MM``, with ``SIGNATURE_MARK`` in tiny white letters in its top-left corner,
+#: where ``find_signature_box`` reads it back from the PDF. Word cannot pin a word to the bottom-right
+#: corner, so the box has the standard size.
+SIGNATURE_VARIABLE = "signature"
+SIGNATURE_MARK = "BULKSIGNSIGTL"
+SIGNATURE_BOX_MM = (60, 22)
+_EMU_PER_MM = 36000
+
+
+def _signature_box() -> Markup:
+    """An inline text-box shape: it ends the placeholder's run, sits in the line like a letter, and reopens it."""
+    width, height = (mm * _EMU_PER_MM for mm in SIGNATURE_BOX_MM)
+    return Markup(
+        '</w:t></w:r><w:r><w:drawing>'
+        '<wp:inline distT="0" distB="0" distL="0" distR="0" '
+        'xmlns:wp="http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing">'
+        f'<wp:extent cx="{width}" cy="{height}"/><wp:docPr id="1" name="bulksign-signature"/>'
+        '<a:graphic xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main">'
+        '<a:graphicData uri="http://schemas.microsoft.com/office/word/2010/wordprocessingShape">'
+        '<wps:wsp xmlns:wps="http://schemas.microsoft.com/office/word/2010/wordprocessingShape">'
+        '<wps:cNvSpPr txBox="1"/><wps:spPr>'
+        f'<a:xfrm><a:off x="0" y="0"/><a:ext cx="{width}" cy="{height}"/></a:xfrm>'
+        '<a:prstGeom prst="rect"><a:avLst/></a:prstGeom><a:noFill/>'
+        '<a:ln w="9525"><a:solidFill><a:srgbClr val="9AA3B2"/></a:solidFill></a:ln></wps:spPr>'
+        '<wps:txbx><w:txbxContent><w:p><w:pPr><w:spacing w:before="0" w:after="0" w:line="20" '
+        'w:lineRule="exact"/></w:pPr><w:r><w:rPr><w:color w:val="FFFFFF"/><w:sz w:val="2"/></w:rPr>'
+        f'<w:t>{SIGNATURE_MARK}</w:t></w:r></w:p></w:txbxContent></wps:txbx>'
+        '<wps:bodyPr lIns="0" tIns="0" rIns="0" bIns="0" anchor="t"><a:noAutofit/></wps:bodyPr></wps:wsp>'
+        '</a:graphicData></a:graphic></wp:inline></w:drawing></w:r><w:r><w:t xml:space="preserve">')
+
+
+_SIGNATURE_BOX = _signature_box()
 
 
 def _read_parts(data: bytes) -> dict[str, bytes]:
@@ -150,10 +185,12 @@ def variables(data: bytes) -> list[str]:
 
 
 def fill(data: bytes, row: dict) -> bytes:
-    """The .docx with the row's values in place of the placeholders (no conversion)."""
+    """The .docx with the row's values in place of the placeholders (no conversion).
+
+    ``{{ signature }}`` is always the signature box, whatever the row holds under that name."""
     template = _template(data)
     try:
-        template.render(row, jinja_env=_JINJA)
+        template.render({**row, SIGNATURE_VARIABLE: _SIGNATURE_BOX}, jinja_env=_JINJA)
     except TemplateSyntaxError as exc:
         raise TemplateError(f"A placeholder is written wrong: {exc.message or 'syntax error'}.") from None
     except TemplateError as exc:
