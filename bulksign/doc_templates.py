@@ -568,7 +568,8 @@ def _file_variables(session: Session, *, template: DocumentTemplate, kind: str,
     if file is None:
         previous = get_version(session, template_id=template.id)
         if previous is None or previous.kind != kind:
-            raise TemplateError(f"Upload the template file ({template_kinds.file_kind(kind).extensions[0]}).")
+            raise TemplateError(N_("Upload the template file (%(extension)s).",
+                                   extension=template_kinds.file_kind(kind).extensions[0]))
         return list(previous.variables), previous.source_key
     variables = template_kinds.check_file(kind=kind, data=file)
     key = template_kinds.source_key(template_id=template.id, kind=kind, data=file)

@@ -23,6 +23,7 @@ from pypdf.errors import PdfReadError
 
 from . import libreoffice
 from .doc_templates import TemplateError, render_html, sample_row, sandbox
+from .messages import N_
 from .models import TemplateVersion
 
 #: Largest .docx accepted, and most it may unpack to (all parts) or any part to, times its packed size.
@@ -105,37 +106,40 @@ _SIGNATURE_BOX = _signature_box()
 def _read_parts(data: bytes) -> dict[str, bytes]:
     """The document's XML parts, after checking what the archive holds and unpacks to."""
     if len(data) > MAX_DOCX_BYTES:
-        raise TemplateError(f"The Word file has {len(data) / 1024 / 1024:.1f} MB; the limit is "
-                            f"{MAX_DOCX_BYTES // 1024 // 1024} MB. Make the images in it smaller.")
+        raise TemplateError(N_("The Word file has %(size).1f MB; the limit is %(limit)d MB. Make the images in it "
+                               "smaller.", size=len(data) / 1024 / 1024, limit=MAX_DOCX_BYTES // 1024 // 1024))
     if data.startswith(_OLE_MAGIC):
-        raise TemplateError("The Word file is password-protected (or an old .doc). Remove the password "
-                            "(File → Info → Protect Document) and save it as .docx.")
+        raise TemplateError(N_("The Word file is password-protected (or an old .doc). Remove the password "
+                               "(File → Info → Protect Document) and save it as .docx."))
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             infos = archive.infolist()
             if len(infos) > MAX_PARTS:
-                raise TemplateError(f"The Word file has {len(infos):,} parts; the limit is {MAX_PARTS:,}.")
+                raise TemplateError(N_("The Word file has %(n)d parts; the limit is %(limit)d.", n=len(infos),
+                                       limit=MAX_PARTS))
             unpacked = 0
             for info in infos:
                 unpacked += info.file_size
                 if info.file_size > 1024 * 1024 and info.file_size > MAX_COMPRESSION_RATIO * max(info.compress_size, 1):
-                    raise TemplateError(f"The Word file is not a real document: its part {info.filename[:80]} "
-                                        f"unpacks to {info.file_size // max(info.compress_size, 1):,} times its size.")
+                    raise TemplateError(N_("The Word file is not a real document: its part %(part)s unpacks to "
+                                           "%(ratio)d times its size.", part=info.filename[:80],
+                                           ratio=info.file_size // max(info.compress_size, 1)))
             if unpacked > MAX_UNPACKED_BYTES:
-                raise TemplateError(f"The Word file unpacks to {unpacked / 1024 / 1024:,.0f} MB; the limit is "
-                                    f"{MAX_UNPACKED_BYTES // 1024 // 1024} MB.")
+                raise TemplateError(N_("The Word file unpacks to %(size)d MB; the limit is %(limit)d MB.",
+                                       size=unpacked // 1024 // 1024, limit=MAX_UNPACKED_BYTES // 1024 // 1024))
             names = {info.filename for info in infos}
             if "word/document.xml" not in names:
-                raise TemplateError("The file is not a Word document. Save it from Word as .docx and upload it again.")
+                raise TemplateError(N_("The file is not a Word document. Save it from Word as .docx and upload "
+                                       "it again."))
             if any(_MACROS.search(name) for name in names) or \
                     _MACRO_CONTENT_TYPE in archive.read("[Content_Types].xml"):
-                raise TemplateError("The Word file contains macros, which are not allowed. Save it as a Word "
-                                    "Document (.docx) without macros and upload that.")
+                raise TemplateError(N_("The Word file contains macros, which are not allowed. Save it as a Word "
+                                       "Document (.docx) without macros and upload that."))
             return {name: archive.read(name) for name in names if _XML_PART.match(name)}
     except (zipfile.BadZipFile, zipfile.LargeZipFile, KeyError, OSError, EOFError, RuntimeError):
         # RuntimeError: zipfile's "encrypted, password required" for a zip-level password.
-        raise TemplateError("The Word file is broken or password-protected and cannot be read. Open it in Word, "
-                            "save it again as .docx and upload that.") from None
+        raise TemplateError(N_("The Word file is broken or password-protected and cannot be read. Open it in "
+                               "Word, save it again as .docx and upload that.")) from None
 
 
 def _refuse_fetches(parts: dict[str, bytes]) -> None:
@@ -144,28 +148,28 @@ def _refuse_fetches(parts: dict[str, bytes]) -> None:
         if name.endswith(".rels"):
             external = [rel for rel in re.findall(rb"<Relationship\b[^>]*>", xml) if _EXTERNAL.search(rel)]
             if any(not _HYPERLINK_REL.match(rel) for rel in external):
-                raise TemplateError("The Word file links to an outside file or address (a linked image or "
-                                    "document). Insert images into the document instead of linking them.")
+                raise TemplateError(N_("The Word file links to an outside file or address (a linked image or "
+                                       "document). Insert images into the document instead of linking them."))
             continue
         if _EMBEDDED_DOCUMENT.search(xml):
-            raise TemplateError("The Word file embeds another document (a sub-document or an imported chunk). "
-                                "Paste its content into the template instead.")
+            raise TemplateError(N_("The Word file embeds another document (a sub-document or an imported "
+                                   "chunk). Paste its content into the template instead."))
         for match in _FIELD_CODE.finditer(xml.decode("utf-8", "replace")):
             code = match.group(1) or match.group(2) or ""
             if _FETCHING_FIELD.search(code.upper()):
-                raise TemplateError("The Word file has a field that loads another file (INCLUDETEXT, "
-                                    "INCLUDEPICTURE, LINK …). Replace the field with its content.")
+                raise TemplateError(N_("The Word file has a field that loads another file (INCLUDETEXT, "
+                                       "INCLUDEPICTURE, LINK …). Replace the field with its content."))
             if "{{" in code or "{%" in code:
-                raise TemplateError("A {{ variable }} inside a Word field code is not allowed: recipient data "
-                                    "may not write field codes. Put the variable in the text.")
+                raise TemplateError(N_("A {{ variable }} inside a Word field code is not allowed: recipient "
+                                       "data may not write field codes. Put the variable in the text."))
 
 
 def _template(data: bytes) -> DocxTemplate:
     try:
         return DocxTemplate(io.BytesIO(data))
     except Exception as exc:  # noqa: BLE001 - python-docx fails on broken parts in many ways
-        raise TemplateError("The Word file is broken and cannot be read. Open it in Word, save it again as "
-                            f".docx and upload that. ({type(exc).__name__})") from None
+        raise TemplateError(N_("The Word file is broken and cannot be read. Open it in Word, save it again as "
+                               ".docx and upload that. (%(error)s)", error=type(exc).__name__)) from None
 
 
 def variables(data: bytes) -> list[str]:
@@ -174,12 +178,13 @@ def variables(data: bytes) -> list[str]:
     try:
         found = sorted(_template(data).get_undeclared_template_variables(jinja_env=_JINJA))
     except TemplateSyntaxError as exc:
-        raise TemplateError(f"A placeholder is written wrong: {exc.message or 'syntax error'}. Check the "
-                            "{{ }} and {% %} in the document.") from None
+        raise TemplateError(N_("A placeholder is written wrong: %(error)s. Check the {{ }} and {%% %%} in the "
+                               "document.", error=exc.message or "syntax error")) from None
     except TemplateError:
         raise
     except Exception as exc:  # noqa: BLE001 - see _template
-        raise TemplateError(f"The Word file cannot be read as a template ({type(exc).__name__}).") from None
+        raise TemplateError(N_("The Word file cannot be read as a template (%(error)s).",
+                               error=type(exc).__name__)) from None
     fill(data, sample_row(found))  # refuses a template too costly or broken for any row, as for HTML
     return found
 
@@ -192,7 +197,8 @@ def fill(data: bytes, row: dict) -> bytes:
     try:
         template.render({**row, SIGNATURE_VARIABLE: _SIGNATURE_BOX}, jinja_env=_JINJA)
     except TemplateSyntaxError as exc:
-        raise TemplateError(f"A placeholder is written wrong: {exc.message or 'syntax error'}.") from None
+        raise TemplateError(N_("A placeholder is written wrong: %(error)s. Check the {{ }} and {%% %%} in the "
+                               "document.", error=exc.message or "syntax error")) from None
     except TemplateError as exc:
         raise type(exc)(exc.message) from None  # a line of the XML would mean nothing to the reader
     out = io.BytesIO()
@@ -206,7 +212,8 @@ def page_count(pdf: bytes) -> int:
     try:
         return len(PdfReader(io.BytesIO(pdf)).pages)
     except (PdfReadError, ValueError) as exc:
-        raise TemplateError(f"LibreOffice made an unreadable PDF of the document ({exc}).") from None
+        raise TemplateError(N_("LibreOffice made an unreadable PDF of the document (%(error)s).",
+                               error=str(exc))) from None
 
 
 def render(version: TemplateVersion, source: bytes, row: dict, *, timeout: float) -> bytes:
@@ -214,5 +221,6 @@ def render(version: TemplateVersion, source: bytes, row: dict, *, timeout: float
     pdf = libreoffice.converter().convert(fill(source, row), timeout=timeout)
     pages = page_count(pdf)
     if pages > MAX_PAGES:
-        raise TemplateError(f"The document has {pages:,} pages for this recipient; the limit is {MAX_PAGES}.")
+        raise TemplateError(N_("The document has %(pages)d pages for this recipient; the limit is %(limit)d.",
+                               pages=pages, limit=MAX_PAGES))
     return pdf
