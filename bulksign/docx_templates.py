@@ -11,6 +11,7 @@ documents): the PDF must hold only the template and the row.
 """
 from __future__ import annotations
 
+import functools
 import io
 import re
 import zipfile
@@ -22,7 +23,7 @@ from pypdf import PdfReader
 from pypdf.errors import PdfReadError
 
 from . import libreoffice
-from .doc_templates import TemplateError, render_html, sample_row, sandbox
+from .doc_templates import TemplateError, _unsafe_jinja, render_html, sample_row, sandbox
 from .messages import N_
 from .models import TemplateVersion
 
@@ -43,19 +44,34 @@ _HYPERLINK_REL = re.compile(rb'<Relationship\b[^>]*/hyperlink"[^>]*>', re.I)
 _FETCHING_FIELD = re.compile(r"\b(INCLUDETEXT|INCLUDEPICTURE|LINK|DDE|DDEAUTO|IMPORT|INCLUDE)\b")
 _FIELD_CODE = re.compile(r"<w:instrText[^>]*>([^<]*)</w:instrText>|w:instr=\"([^\"]*)\"")
 _EMBEDDED_DOCUMENT = re.compile(rb"<w:altChunk\b|/subDocument\"", re.I)
+_HAS_JINJA = re.compile(r"{{|{%|{#")
 _XML_PART = re.compile(r"^(word/.*\.xml|word/_rels/.*\.rels)$")
 
 
 class _SandboxForDocx:
-    """What docxtpl asks of a Jinja environment, answered by the HTML templates' bounded, escaping render."""
+    """What docxtpl asks of a Jinja environment, answered by the HTML templates' bounded, escaping render.
+
+    docxtpl turns ``&lt;`` back into ``<`` inside ``{{ }}``, so ``{{ "<w:r>…"|safe }}`` would write Word XML
+    (a field that reads a file): ``|safe`` and ``{% autoescape %}`` are refused, as in HTML templates."""
 
     autoescape = True
 
     def parse(self, source: str):
-        return sandbox.parse(source)
+        return _checked(source)
 
     def from_string(self, source: str) -> _Part:
+        _checked(source)
         return _Part(source)
+
+
+@functools.lru_cache(maxsize=64)
+def _checked(source: str):
+    # Versions never change: a worker checks each part once, not once per recipient.
+    ast = sandbox.parse(source)
+    problem = _unsafe_jinja(ast)
+    if problem:
+        raise problem
+    return ast
 
 
 class _Part:
@@ -63,6 +79,8 @@ class _Part:
         self.source = source
 
     def render(self, context: dict) -> str:
+        if not _HAS_JINJA.search(self.source):
+            return self.source  # most parts (styles, empty properties) hold no placeholder: no sandbox round
         return render_html(self.source, context)
 
 
@@ -154,14 +172,15 @@ def _refuse_fetches(parts: dict[str, bytes]) -> None:
         if _EMBEDDED_DOCUMENT.search(xml):
             raise TemplateError(N_("The Word file embeds another document (a sub-document or an imported "
                                    "chunk). Paste its content into the template instead."))
-        for match in _FIELD_CODE.finditer(xml.decode("utf-8", "replace")):
-            code = match.group(1) or match.group(2) or ""
-            if _FETCHING_FIELD.search(code.upper()):
-                raise TemplateError(N_("The Word file has a field that loads another file (INCLUDETEXT, "
-                                       "INCLUDEPICTURE, LINK …). Replace the field with its content."))
-            if "{{" in code or "{%" in code:
-                raise TemplateError(N_("A {{ variable }} inside a Word field code is not allowed: recipient "
-                                       "data may not write field codes. Put the variable in the text."))
+        # Word splits a field code over several runs: the part's codes are checked joined up.
+        codes = _FIELD_CODE.finditer(xml.decode("utf-8", "replace"))
+        code = "".join(match.group(1) or match.group(2) or "" for match in codes)
+        if _FETCHING_FIELD.search(code.upper()):
+            raise TemplateError(N_("The Word file has a field that loads another file (INCLUDETEXT, "
+                                   "INCLUDEPICTURE, LINK …). Replace the field with its content."))
+        if "{{" in code or "{%" in code:
+            raise TemplateError(N_("A {{ variable }} inside a Word field code is not allowed: recipient "
+                                   "data may not write field codes. Put the variable in the text."))
 
 
 def _template(data: bytes) -> DocxTemplate:
@@ -180,8 +199,8 @@ def variables(data: bytes) -> list[str]:
     except TemplateSyntaxError as exc:
         raise TemplateError(N_("A placeholder is written wrong: %(error)s. Check the {{ }} and {%% %%} in the "
                                "document.", error=exc.message or "syntax error")) from None
-    except TemplateError:
-        raise
+    except TemplateError as exc:
+        raise type(exc)(exc.message) from None  # a line of the XML would mean nothing to the reader
     except Exception as exc:  # noqa: BLE001 - see _template
         raise TemplateError(N_("The Word file cannot be read as a template (%(error)s).",
                                error=type(exc).__name__)) from None
@@ -203,9 +222,7 @@ def fill(data: bytes, row: dict) -> bytes:
         raise type(exc)(exc.message) from None  # a line of the XML would mean nothing to the reader
     out = io.BytesIO()
     template.save(out)
-    filled = out.getvalue()
-    _refuse_fetches(_read_parts(filled))
-    return filled
+    return out.getvalue()
 
 
 def page_count(pdf: bytes) -> int:

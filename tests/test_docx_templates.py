@@ -38,13 +38,14 @@ def test_the_api_takes_a_word_file_and_answers_its_kind_and_variables(client, us
     key = create_api_key(db.session, user=users["staff"], name="t", now=NOW).secret
     db.session.commit()
     headers = {"Authorization": f"Bearer {key}"}
+    contract = docx_files.contract()
     created = client.post("/api/v1/templates", headers=headers, content_type="multipart/form-data",
-                          data={"name": "Contract", "file": (io.BytesIO(docx_files.contract()), "contract.docx")})
+                          data={"name": "Contract", "file": (io.BytesIO(contract), "contract.docx")})
     assert created.status_code == 201, created.json
     assert created.json == {**created.json, "name": "Contract", "version": 1, "kind": "docx",
                             "variables": ["city", "email", "name", "number", "role", "salary"]}
     version = get_version(db.session, template_id=created.json["id"])
-    assert version.source_key.endswith(".docx") and get_storage().get(version.source_key) == docx_files.contract()
+    assert version.source_key.endswith(".docx") and get_storage().get(version.source_key) == contract
     html = client.post("/api/v1/templates", headers=headers, content_type="multipart/form-data",
                        data={"name": "H", "file": (io.BytesIO(b"<p>{{ a }}</p>"), "t.html")})
     assert html.status_code == 201 and html.json["kind"] == "html" and html.json["variables"] == ["a"]
@@ -202,3 +203,16 @@ def test_staff_upload_a_word_template_in_the_browser_and_preview_it_as_a_pdf(cli
     docm = client.post("/templates/new", content_type="multipart/form-data", data={
         "csrf_token": csrf_from(new), "name": "M", "file": (io.BytesIO(docx_files.simple()), "m.docm")})
     assert docm.status_code == 422 and "macro" in docm.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("text", ['{{ "<w:r><w:t>x</w:t></w:r>"|safe }}',
+                                  '{% autoescape false %}{{ name }}{% endautoescape %}'])
+def test_a_word_template_cannot_turn_text_into_word_xml(text):
+    with pytest.raises(TemplateError, match="not allowed"):
+        docx_templates.variables(docx_files.simple(text))
+
+
+def test_a_fetching_field_split_over_runs_is_still_refused():
+    split = _field("INCLU").replace("</w:p>", "") + _field('DETEXT "/etc/passwd"')
+    with pytest.raises(TemplateError, match="loads another file"):
+        docx_templates.variables(_with_document_xml(lambda xml: xml.replace("</w:p>", split, 1)))
