@@ -12,6 +12,7 @@ unoserver package installed in our environment, and this process speaks XML-RPC 
 from __future__ import annotations
 
 import atexit
+import ctypes
 import http.client
 import logging
 import os
@@ -35,6 +36,7 @@ UNO_PYTHON = os.environ.get("UNO_PYTHON", "/usr/bin/python3")
 SOFFICE = os.environ.get("SOFFICE_PATH", "soffice")
 #: Conversions one LibreOffice serves before it is replaced.
 MAX_DOCUMENTS = int(os.environ.get("LIBREOFFICE_MAX_DOCUMENTS", "500"))
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 #: How long a cold start may take (first start in a fresh profile: 3–10 s here).
 START_SECONDS = 60.0
 
@@ -109,7 +111,8 @@ class Converter:
         try:
             # A session of its own: stopping it kills soffice too, by this group's id.
             self._process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                             stderr=subprocess.DEVNULL, start_new_session=True)
+                                             stderr=subprocess.DEVNULL, start_new_session=True,
+                                             preexec_fn=_end_with_parent)
         except OSError as exc:
             raise RenderError("LibreOffice is not available on this server.", transient=True,
                               detail=str(exc)) from None
@@ -149,6 +152,12 @@ class Converter:
     def pid(self) -> int | None:
         """The unoserver's process id while it runs (tests kill it to see the converter recover)."""
         return self._process.pid if self._process is not None and self._process.poll() is None else None
+
+
+def _end_with_parent() -> None:
+    """In the child: SIGTERM when the process (strictly, the thread) that started it dies, even by SIGKILL;
+    unoserver passes it on to soffice, so a killed worker leaves no LibreOffice behind."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _unoserver_path() -> str:

@@ -6,6 +6,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 import zipfile
 
@@ -216,3 +217,27 @@ def test_a_fetching_field_split_over_runs_is_still_refused():
     split = _field("INCLU").replace("</w:p>", "") + _field('DETEXT "/etc/passwd"')
     with pytest.raises(TemplateError, match="loads another file"):
         docx_templates.variables(_with_document_xml(lambda xml: xml.replace("</w:p>", split, 1)))
+
+
+def test_a_killed_worker_leaves_no_libreoffice_behind(tmp_path):
+    script = ("import sys, time; from bulksign import libreoffice; c = libreoffice.converter(); "
+              "c.convert(open(sys.argv[1], 'rb').read(), timeout=120); print(c.pid, flush=True); time.sleep(600)")
+    (tmp_path / "a.docx").write_bytes(docx_files.simple())
+    worker = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "a.docx")], stdout=subprocess.PIPE, text=True)
+    server = int(worker.stdout.readline())
+    office = [int(p) for p in subprocess.run(["pgrep", "-s", str(server)], capture_output=True, text=True).stdout.split()]
+    assert len(office) >= 2  # unoserver and soffice, in their own session
+    worker.kill()
+    worker.wait()
+    deadline = time.monotonic() + 20
+    while any(_alive(p) for p in office) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in office)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
