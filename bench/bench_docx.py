@@ -13,9 +13,8 @@ import os
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 
-from bench import Figure, bench_app
+from bench import Figure, bench_app, docs_per_second, stop_processes
 from bench.bench_pipeline import ROOT, _wait_for_workers
 
 
@@ -43,11 +42,7 @@ def _create_batch(user, version_id: int, n: int, *, offset: int = 0) -> int:
 
 def _bare_loop(filled: bytes, n: int, converters: list) -> float:
     """docs/s of LibreOffice alone: the same filled .docx, one warm converter per thread."""
-    started = time.monotonic()
-    with ThreadPoolExecutor(len(converters)) as pool:
-        for pdf in pool.map(lambda i: converters[i % len(converters)].convert(filled, timeout=60), range(n)):
-            assert pdf.startswith(b"%PDF")
-    return n / (time.monotonic() - started)
+    return docs_per_second(lambda i: converters[i % len(converters)].convert(filled, timeout=60), n, len(converters))
 
 
 def _generate(ids: list[int], *, deadline: float) -> int:
@@ -115,13 +110,7 @@ def run(*, small: bool) -> list[Figure]:
             elapsed = time.monotonic() - started
             bare_after = _bare_loop(filled, bare_n, converters)
         finally:
-            for w in workers:
-                w.terminate()
-            for w in workers:
-                try:
-                    w.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    w.kill()
+            stop_processes(workers)
             for converter in converters:
                 converter.stop()
         failed = db.session.scalars(select(SigningRequest.error_message).where(
