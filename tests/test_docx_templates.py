@@ -159,6 +159,10 @@ def test_the_converter_is_kept_warm_and_replaced_when_it_dies_hangs_or_has_serve
     converter = libreoffice.Converter(max_documents=2)
     try:
         filled = docx_templates.fill(docx_files.simple(), {"name": "Warm"})
+        # A caller that cannot wait for the start (a preview) gets an answer in time; the start goes on.
+        with pytest.raises(RenderError, match="still starting") as starting:
+            converter.convert(filled, timeout=0.01)
+        assert starting.value.transient and converter.pid is not None
         for _ in range(2):
             assert "Warm" in pdftotext(converter.convert(filled, timeout=60))
         assert converter.starts == 1
