@@ -111,7 +111,7 @@ def test_an_html_file_upload_makes_a_new_version(client, auth):
     assert "{{ a }}" in edit.get_data(as_text=True)
     response = client.post(f"/templates/{template_id}/edit", data={
         "csrf_token": csrf_from(edit), "html": "",
-        "html_file": (io.BytesIO("\ufeff<p>{{ b }} — ü</p>".encode()), "contract.html")},
+        "file": (io.BytesIO("\ufeff<p>{{ b }} — ü</p>".encode()), "contract.html")},
         content_type="multipart/form-data")
     assert response.status_code == 302
     assert get_version(db.session, template_id=template_id).variables == ["b"]
