@@ -71,7 +71,15 @@ class FieldBox:
     def to_json(self) -> dict:
         """As stored in ``TemplateVersion.pdf_boxes`` (staff-placed boxes)."""
         return {"name": self.name, "page": self.page, "x": round(self.x, 2), "y": round(self.y, 2),
-                "w": round(self.w, 2), "h": round(self.h, 2), "font_size": self.font_size}
+                "w": round(self.w, 2), "h": round(self.h, 2), "font_size": self.font_size,
+                "multiline": self.multiline}
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> FieldBox:
+        """A box stored by ``to_json``."""
+        return cls(name=data["name"], page=int(data["page"]), x=float(data["x"]), y=float(data["y"]),
+                   w=float(data["w"]), h=float(data["h"]), font_size=float(data.get("font_size") or 0),
+                   multiline=bool(data.get("multiline")))
 
 
 @dataclass(frozen=True)
@@ -480,3 +488,34 @@ def fill(data: bytes, row: Mapping, *, placed: tuple[FieldBox, ...] = ()) -> byt
     out = BytesIO()
     writer.write(out)
     return out.getvalue()
+
+
+# --- the template kind (``template_kinds.KINDS["pdf"]``) ------------------------------------------------------
+
+
+def placed_boxes(version) -> tuple[FieldBox, ...]:
+    """The boxes staff placed on a PDF template version's pages."""
+    return tuple(FieldBox.from_json(b) for b in version.pdf_boxes or ())
+
+
+def place(data: bytes, boxes: Iterable[Mapping]) -> tuple[list[str], list[dict] | None]:
+    """Check boxes staff placed on ``data``'s pages and fill it once with sample values: the version's variables
+    (form fields and boxes) and its boxes as stored; TemplateError naming a wrong box."""
+    form = read_form(data)
+    placed = check_boxes(form, boxes)
+    names = sorted({f.name for f in (*form.fields, *placed)} - {SIGNATURE_VARIABLE})
+    fill(data, {name: f"[{name}]" for name in names}, placed=placed)
+    return names, [b.to_json() for b in placed] or None
+
+
+def variables(data: bytes) -> list[str]:
+    """The form's field names, sorted; TemplateError for a PDF that cannot be a template (checked by filling
+    it once with sample values, as HTML and Word templates are)."""
+    form = read_form(data)
+    fill(data, {name: f"[{name}]" for name in form.variables})
+    return form.variables
+
+
+def render(version, source: bytes, row: Mapping, *, timeout: float) -> bytes:
+    """One recipient's PDF from a PDF template version (``timeout`` unused: filling takes milliseconds)."""
+    return fill(source, row, placed=placed_boxes(version))

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from flask_babel import lazy_gettext as _l
 
-from . import docx_templates
+from . import docx_templates, pdf_forms
 from .doc_templates import TemplateError, render_html
 from .models import TemplateVersion
 from .pdf import render_pdf
@@ -51,11 +51,13 @@ class Kind:
     render: Callable[..., bytes]
 
 
-#: The file kinds, in the order the form offers them (after HTML). ``pdf`` (fillable forms) plugs in here.
+#: The file kinds, in the order the form offers them (after HTML).
 KINDS: dict[str, Kind] = {
     "docx": Kind(name="docx", label=_l("Word (.docx)"), extensions=(".docx",),
                  content_type="application/vnd.openxmlformats-officedocument.wordprocessingml.document",
                  variables=docx_templates.variables, render=docx_templates.render),
+    "pdf": Kind(name="pdf", label=_l("PDF"), extensions=(".pdf",), content_type="application/pdf",
+                variables=pdf_forms.variables, render=pdf_forms.render),
 }
 
 #: Extensions refused with their own reason rather than "not a template file".
