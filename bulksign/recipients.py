@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 from email_validator import EmailNotValidError, validate_email
 
+from .signature_box import SIGNATURE_VARIABLE
 from .spreadsheets import formula_safe
 from .storage import Storage, StorageError
 
@@ -565,7 +566,8 @@ def _match_header(header_row: int, cells: list[str], variables: Iterable[str]) -
         header.pop()
     if len(header) > MAX_COLUMNS:
         raise UploadError(f"The file has {len(header)} columns; the limit is {MAX_COLUMNS}.")
-    wanted = {_normalise_header(v): v for v in variables}
+    # ``{{ signature }}`` is the signature's place in the document, never a column.
+    wanted = {_normalise_header(v): v for v in variables if v != SIGNATURE_VARIABLE}
     for builtin in BUILTIN_COLUMNS:
         wanted.setdefault(builtin, builtin)
     used, errors, warnings, seen = [], [], [], {}
@@ -583,7 +585,7 @@ def _match_header(header_row: int, cells: list[str], variables: Iterable[str]) -
             used.append((index, wanted[key], title))
         else:
             warnings.append(f"The column \"{title}\" is not used by the template; it is ignored.")
-    required = {_normalise_header(v) for v in variables} - {"name", "phone"} | {"email"}
+    required = {_normalise_header(v) for v in variables if v != SIGNATURE_VARIABLE} - {"name", "phone"} | {"email"}
     missing = sorted(wanted[k] for k in required if k not in seen)
     for name in missing:
         message = ("The column \"email\" is missing: every recipient needs an email address." if name == "email"
