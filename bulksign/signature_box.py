@@ -23,9 +23,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from io import BytesIO
 
-from flask_babel import lazy_gettext as _l
 from markupsafe import Markup
 
+from .messages import N_
 from .poppler import page_words
 
 #: The template variable that marks the place: ``{{ signature }}`` (not a column of the recipients file).
@@ -51,8 +51,8 @@ _MARK_STYLE = ("position:absolute;{where};font:1px/1px 'DejaVu Sans',sans-serif;
 class SignatureBoxError(ValueError):
     """A given box does not fit its document; ``message`` is for people."""
 
-    def __init__(self, message):
-        super().__init__(str(message))
+    def __init__(self, message: N_):
+        super().__init__(message.english)
         self.message = message
 
 
@@ -130,13 +130,13 @@ def check_box(pdf: bytes, box: SignatureBox) -> SignatureBox:
 
     pages = PdfReader(BytesIO(pdf)).pages
     if not 0 <= box.page < len(pages):
-        raise SignatureBoxError(_l("The signature box is on page %(page)d; the document has %(pages)d.",
+        raise SignatureBoxError(N_("The signature box is on page %(page)d; the document has %(pages)d.",
                                    page=box.page + 1, pages=len(pages)))
     media = pages[box.page].mediabox
     if box.w < MIN_WIDTH_PT or box.h < MIN_HEIGHT_PT:
-        raise SignatureBoxError(_l("The signature box is too small: make it at least %(w)d × %(h)d mm.",
+        raise SignatureBoxError(N_("The signature box is too small: make it at least %(w)d × %(h)d mm.",
                                    w=round(MIN_WIDTH_PT / _MM), h=round(MIN_HEIGHT_PT / _MM)))
     if box.x < float(media.left) - 0.5 or box.y < float(media.bottom) - 0.5 \
             or box.x + box.w > float(media.right) + 0.5 or box.y + box.h > float(media.top) + 0.5:
-        raise SignatureBoxError(_l("The signature box reaches beyond the edge of its page."))
+        raise SignatureBoxError(N_("The signature box reaches beyond the edge of its page."))
     return box

@@ -34,7 +34,7 @@ PAGE = ('<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'">{body}
 MARKED = PAGE.format(body='<h1>Трудовой договор № {{ salary }}</h1><p>Работник: {{ name }}. Текст договора.</p>'
                           '<p>Подпись работника: {{ signature }} — дата подписи ниже.</p><p>Конец договора.</p>')
 RECORD = sealing.AuditRecord(
-    document_name="Трудовой договор", batch_name="Ноябрь", batch_id=1, request_id=2, recipient_name="Иван Петров",
+    document_name="Трудовой договор", batch_id=1, request_id=2, recipient_name="Иван Петров",
     recipient_email="ivan@example.com", signer_name="Иван Петров", signer_ip="203.0.113.5",
     signed_at=datetime(2026, 11, 2, 9, 12, tzinfo=timezone.utc), original_sha256="0" * 64, lines=())
 
