@@ -24,11 +24,12 @@ from . import access, template_words
 from .logs import log
 from .messages import N_
 from .models import DocumentTemplate, TemplateVersion, User
+from .signature_box import SIGNATURE_VARIABLE, html_mark
 
 logger = logging.getLogger(__name__)
 
 #: Variables every request has whatever the file's columns; not required as columns.
-BUILTIN_VARIABLES = frozenset({"email", "name", "phone"})
+BUILTIN_VARIABLES = frozenset({"email", "name", "phone", SIGNATURE_VARIABLE})
 
 # The default mail texts are message ids: a template that keeps one mails it in its batch's language
 # (``mail_text``). Outside a request N_ renders the English id, which is what a new version stores.
@@ -606,7 +607,8 @@ def get_version(session: Session, *, template_id: int, version: int | None = Non
 
 def sample_row(variables: list[str]) -> dict[str, str]:
     """Values that show where each variable lands, for the preview."""
-    known = {"name": "Jane Example", "email": "jane@example.com", "phone": "+1 555 0100"}
+    known = {"name": "Jane Example", "email": "jane@example.com", "phone": "+1 555 0100",
+             SIGNATURE_VARIABLE: html_mark()}
     return {var: known.get(var, f"[{var}]") for var in variables}
 
 

@@ -350,6 +350,9 @@ class Document(db.Model):
     content_type: Mapped[str] = mapped_column(db.String(100), default="application/pdf")
     #: sha256 of the certificate that sealed a signed document (``seal_certificates``); None otherwise.
     seal_fingerprint: Mapped[str | None] = mapped_column(db.String(64))
+    #: Where an original's signature goes, ``SignatureBox.to_json()`` (page, x, y, w, h in points); None: the
+    #: document marks no place, sealing appends a signature page.
+    signature_box: Mapped[dict | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

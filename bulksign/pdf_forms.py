@@ -21,6 +21,7 @@ from io import BytesIO
 
 from .doc_templates import TemplateError
 from .messages import N_
+from .signature_box import SIGNATURE_VARIABLE, SignatureBox, SignatureBoxError, check_box
 
 #: Largest PDF template, most pages and most fields or boxes it may have.
 MAX_PDF_BYTES = 20 * 1024 * 1024
@@ -39,8 +40,6 @@ FONT_PATH = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 FONT_RANGES = ((0x20, 0x7E), (0xA0, 0x24F), (0x370, 0x3FF), (0x400, 0x52F), (0x2010, 0x205E), (0x20A0, 0x20BF),
                (0x2116, 0x2122))
 _FONT_NAME = "/BsFont"
-#: The field or box that marks where the signature goes (``signature_box.SIGNATURE_VARIABLE``), never a column.
-SIGNATURE_VARIABLE = "signature"
 
 # Field flags (PDF 32000-1, 12.7.4.3): multiline and comb text fields.
 _MULTILINE = 1 << 12
@@ -249,9 +248,20 @@ def check_boxes(form: PdfForm, boxes: Iterable[Mapping]) -> tuple[FieldBox, ...]
     return tuple(checked)
 
 
-def signature_place(boxes: Iterable[FieldBox]) -> FieldBox | None:
+def signature_place(boxes: Iterable[FieldBox]) -> SignatureBox | None:
     """Where the signature goes: the field or box named ``signature``; None (a signature page is appended)."""
-    return next((box for box in boxes if box.name == SIGNATURE_VARIABLE), None)
+    box = next((box for box in boxes if box.name == SIGNATURE_VARIABLE), None)
+    return SignatureBox(page=box.page, x=box.x, y=box.y, w=box.w, h=box.h) if box else None
+
+
+def _check_signature_place(data: bytes, boxes: Iterable[FieldBox]) -> None:
+    """Refuse at save a signature field or box the signature block cannot fit in (``signature_box.check_box``)."""
+    place = signature_place(boxes)
+    if place is not None:
+        try:
+            check_box(data, place)
+        except SignatureBoxError as exc:
+            raise TemplateError(exc.message) from None
 
 
 # --- filling ----------------------------------------------------------------------------------------------
@@ -294,6 +304,8 @@ class _Prepared:
 
     base: bytes
     boxes: tuple[FieldBox, ...]
+    #: Where the signature goes (the field or box named ``signature``), the same for every recipient.
+    signature: SignatureBox | None
 
 
 @functools.lru_cache(maxsize=8)
@@ -304,6 +316,7 @@ def _prepare(data: bytes, placed: tuple[FieldBox, ...]) -> _Prepared:
 
     form = read_form(data)
     boxes = tuple(b for b in (*form.fields, *placed) if b.name != SIGNATURE_VARIABLE)
+    signature = signature_place((*form.fields, *placed))
     writer = PdfWriter(clone_from=PdfReader(BytesIO(data)))
     for index, page in enumerate(writer.pages):
         if "/Annots" in page:
@@ -330,7 +343,7 @@ def _prepare(data: bytes, placed: tuple[FieldBox, ...]) -> _Prepared:
     writer.compress_identical_objects(remove_duplicates=False, remove_unreferenced=True)
     out = BytesIO()
     writer.write(out)
-    return _Prepared(base=out.getvalue(), boxes=boxes)
+    return _Prepared(base=out.getvalue(), boxes=boxes, signature=signature)
 
 
 def _compress_font_file(font_ref) -> None:
@@ -494,6 +507,7 @@ def place(data: bytes, boxes: Iterable[Mapping]) -> tuple[list[str], list[dict] 
     (form fields and boxes) and its boxes as stored; TemplateError naming a wrong box."""
     form = read_form(data)
     placed = check_boxes(form, boxes)
+    _check_signature_place(data, (*form.fields, *placed))
     names = sorted({f.name for f in (*form.fields, *placed)} - {SIGNATURE_VARIABLE})
     fill(data, {name: f"[{name}]" for name in names}, placed=placed)
     return names, [b.to_json() for b in placed] or None
@@ -503,6 +517,7 @@ def variables(data: bytes) -> list[str]:
     """The form's field names, sorted; TemplateError for a PDF that cannot be a template (checked by filling
     it once with sample values, as HTML and Word templates are)."""
     form = read_form(data)
+    _check_signature_place(data, form.fields)
     fill(data, {name: f"[{name}]" for name in form.variables})
     return form.variables
 
@@ -510,3 +525,8 @@ def variables(data: bytes) -> list[str]:
 def render(version, source: bytes, row: Mapping, *, timeout: float) -> bytes:
     """One recipient's PDF from a PDF template version (``timeout`` unused: filling takes milliseconds)."""
     return fill(source, row, placed=placed_boxes(version))
+
+
+def signature_box(source: bytes, *, placed: tuple[FieldBox, ...] = ()) -> SignatureBox | None:
+    """Where the signature goes in every document of a PDF template (its field or box named ``signature``)."""
+    return _prepare(source, placed).signature

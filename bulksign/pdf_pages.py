@@ -5,14 +5,10 @@ the page: the placement editor lays its boxes over them.
 """
 from __future__ import annotations
 
-import subprocess
-import tempfile
-from pathlib import Path
-
+from . import poppler
 from .messages import N_
 from .storage import Storage
 
-PDFTOPPM = "/usr/bin/pdftoppm"
 #: Image widths offered (pixels): one for a screen, twice that for sharp text on dense screens.
 WIDTHS = (800, 1600)
 #: A page that takes longer than this to draw is not worth waiting for.
@@ -47,20 +43,10 @@ def page_png(storage: Storage, *, pdf_key: str, page: int, width: int) -> bytes:
 
 def draw_page(pdf: bytes, *, page: int, width: int) -> bytes:
     """Draw one page (from 0) of ``pdf`` as a PNG ``width`` pixels wide (its crop box, as viewers show it)."""
-    with tempfile.TemporaryDirectory(prefix="bulksign-pages-") as folder:
-        source = Path(folder) / "in.pdf"
-        source.write_bytes(pdf)
-        try:
-            proc = subprocess.run([PDFTOPPM, "-q", "-png", "-f", str(page + 1), "-l", str(page + 1), "-singlefile",
-                                   "-scale-to-x", str(width), "-scale-to-y", "-1", str(source),
-                                   str(Path(folder) / "page")],  # this poppler writes no PNG to stdout
-                                  capture_output=True, timeout=TIMEOUT_SECONDS)
-        except subprocess.TimeoutExpired:
-            raise PageImageError(N_("Page %(page)d took too long to draw.", page=page + 1)) from None
-        except OSError:
-            raise PageImageError(N_("Pages cannot be drawn on this server (poppler-utils is missing).")) from None
-        image = Path(folder) / "page.png"
-        png = image.read_bytes() if proc.returncode == 0 and image.exists() else b""
-    if not png.startswith(b"\x89PNG"):
+    try:
+        png = poppler.page_png(pdf, number=page + 1, width_px=width, timeout=TIMEOUT_SECONDS)
+    except poppler.PopplerError:
+        raise PageImageError(N_("Page %(page)d could not be drawn.", page=page + 1)) from None
+    if not png.startswith(b"\x89PNG"):  # a page number past the end: pdftoppm draws nothing, and says so
         raise PageImageError(N_("Page %(page)d could not be drawn.", page=page + 1))
     return png

@@ -115,6 +115,11 @@ def test_wrong_boxes_are_refused_naming_the_box(box, message):
         pdf_forms.check_boxes(pdf_forms.read_form(plain_pdf()), [box])
 
 
+def test_a_signature_box_too_small_for_the_block_is_refused_at_save():
+    with pytest.raises(TemplateError, match="signature box is too small"):
+        pdf_forms.place(plain_pdf(), [{"name": "signature", "page": 0, "x": 72, "y": 60, "w": 60, "h": 20}])
+
+
 def test_one_signature_place_only():
     form = pdf_forms.read_form(contract_form(signature=True))
     with pytest.raises(TemplateError, match="one place for the signature"):

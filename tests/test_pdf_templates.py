@@ -111,9 +111,11 @@ def test_each_recipient_gets_their_own_flattened_pdf_from_the_render_job(app, us
     texts = {}
     for request in requests_of(batch):
         assert request.status == "generated", request.error_message
-        data = get_storage().get(db.session.scalar(select(Document.storage_key)
-                                                   .where(Document.request_id == request.id)))
+        document = db.session.scalar(select(Document).where(Document.request_id == request.id))
+        data = get_storage().get(document.storage_key)
         assert not PdfReader(BytesIO(data)).get_fields()
+        # The form's field named "signature" is where sealing stamps the signature (signature_box).
+        assert document.signature_box == {"page": 1, "x": 300.0, "y": 40.0, "w": 200.0, "h": 60.0}
         texts[request.name] = pdftotext(data)
     assert "Анна Иванова" in texts["Анна Иванова"] and "a@example.com" in texts["Анна Иванова"]
     assert "Борис Петров" not in texts["Анна Иванова"] and "b@example.com" not in texts["Анна Иванова"]

@@ -25,6 +25,7 @@ def upgrade():
 
 
 def downgrade():
-    with op.batch_alter_table('template_versions', schema=None) as batch_op:
-        batch_op.drop_column('source_key')
-        batch_op.drop_column('kind')
+    # Not in batch mode: SQLite (3.35+) drops a plain column in place, where batch mode re-creates the table and
+    # fails while batches point at its rows.
+    op.drop_column('template_versions', 'source_key')
+    op.drop_column('template_versions', 'kind')
