@@ -572,7 +572,8 @@ def _file_variables(session: Session, *, template: DocumentTemplate, kind: str, 
     if file is None:
         previous = get_version(session, template_id=template.id)
         if previous is None or previous.kind != kind:
-            raise TemplateError(f"Upload the template file ({template_kinds.file_kind(kind).extensions[0]}).")
+            raise TemplateError(N_("Upload the template file (%(extension)s).",
+                                   extension=template_kinds.file_kind(kind).extensions[0]))
         variables, key, placed = list(previous.variables), previous.source_key, previous.pdf_boxes
     else:
         variables = template_kinds.check_file(kind=kind, data=file)

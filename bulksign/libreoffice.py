@@ -12,6 +12,7 @@ unoserver package installed in our environment, and this process speaks XML-RPC 
 from __future__ import annotations
 
 import atexit
+import ctypes
 import http.client
 import logging
 import os
@@ -35,6 +36,7 @@ UNO_PYTHON = os.environ.get("UNO_PYTHON", "/usr/bin/python3")
 SOFFICE = os.environ.get("SOFFICE_PATH", "soffice")
 #: Conversions one LibreOffice serves before it is replaced.
 MAX_DOCUMENTS = int(os.environ.get("LIBREOFFICE_MAX_DOCUMENTS", "500"))
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 #: How long a cold start may take (first start in a fresh profile: 3–10 s here).
 START_SECONDS = 60.0
 
@@ -72,16 +74,23 @@ class Converter:
         self._process: subprocess.Popen | None = None
         self._profile: str | None = None
         self._port = 0
+        self._ready = False
+        self._started_at = 0.0
         self._lock = threading.Lock()
 
     def convert(self, data: bytes, *, timeout: float) -> bytes:
-        """The PDF of one Word document; RenderError (transient) when LibreOffice fails or hangs."""
+        """The PDF of one Word document within ``timeout`` seconds, start included; RenderError (transient)
+        when LibreOffice fails, hangs or is still starting."""
+        deadline = time.monotonic() + timeout
         with self._lock:  # one LibreOffice converts one document at a time
             if self._process is None or self._process.poll() is not None or self.served >= self.max_documents:
-                self._restart()
+                self._start()
+            if not self._ready:
+                self._wait_until_ready(deadline)
             self.served += 1
+            left = max(deadline - time.monotonic(), 0.01)
             proxy = xmlrpc.client.ServerProxy(f"http://127.0.0.1:{self._port}", allow_none=True,
-                                              transport=_Transport(timeout))
+                                              transport=_Transport(left))
             try:
                 result = proxy.convert(None, xmlrpc.client.Binary(data), None, "pdf", None, [], False)
             except (TimeoutError, socket.timeout):
@@ -99,7 +108,7 @@ class Converter:
             raise RenderError("LibreOffice produced no PDF for the document.", transient=True)
         return pdf
 
-    def _restart(self) -> None:
+    def _start(self) -> None:
         self.stop()
         self._profile = tempfile.mkdtemp(prefix="bulksign-libreoffice-")
         self._port, uno_port = _free_port(), _free_port()
@@ -109,24 +118,32 @@ class Converter:
         try:
             # A session of its own: stopping it kills soffice too, by this group's id.
             self._process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                             stderr=subprocess.DEVNULL, start_new_session=True)
+                                             stderr=subprocess.DEVNULL, start_new_session=True,
+                                             preexec_fn=_end_with_parent)
         except OSError as exc:
             raise RenderError("LibreOffice is not available on this server.", transient=True,
                               detail=str(exc)) from None
         self.served = 0
         self.starts += 1
-        started = time.monotonic()
+        self._ready = False
+        self._started_at = time.monotonic()
+
+    def _wait_until_ready(self, deadline: float) -> None:
+        """Wait for the starting LibreOffice until ``deadline``; a slow start is left running for the next call
+        (a preview must answer before the web worker's timeout), a failed one is ended."""
         proxy = xmlrpc.client.ServerProxy(f"http://127.0.0.1:{self._port}", transport=_Transport(5))
-        while time.monotonic() - started < START_SECONDS:
-            if self._process.poll() is not None:
-                break
+        while self._process.poll() is None and time.monotonic() - self._started_at < START_SECONDS:
             try:
                 proxy.info()
             except (OSError, http.client.HTTPException, xmlrpc.client.Error):
+                if time.monotonic() > deadline:
+                    raise RenderError("LibreOffice is still starting on this server; try again in a moment.",
+                                      transient=True) from None
                 time.sleep(0.1)
                 continue
+            self._ready = True
             log(logger, logging.INFO, "libreoffice started", pid=self._process.pid,
-                seconds=round(time.monotonic() - started, 2))
+                seconds=round(time.monotonic() - self._started_at, 2))
             return
         self.stop()
         raise RenderError("LibreOffice did not start on this server.", transient=True)
@@ -149,6 +166,12 @@ class Converter:
     def pid(self) -> int | None:
         """The unoserver's process id while it runs (tests kill it to see the converter recover)."""
         return self._process.pid if self._process is not None and self._process.poll() is None else None
+
+
+def _end_with_parent() -> None:
+    """In the child: SIGTERM when the process (strictly, the thread) that started it dies, even by SIGKILL;
+    unoserver passes it on to soffice, so a killed worker leaves no LibreOffice behind."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _unoserver_path() -> str:

@@ -28,6 +28,7 @@ from flask_babel import lazy_gettext as _l
 
 from . import docx_templates, pdf_forms
 from .doc_templates import TemplateError, render_html
+from .messages import N_
 from .models import TemplateVersion
 from .pdf import render_pdf
 from .signature_box import SIGNATURE_VARIABLE, SignatureBox, find_signature_box
@@ -63,11 +64,11 @@ KINDS: dict[str, Kind] = {
 
 #: Extensions refused with their own reason rather than "not a template file".
 _REFUSED_EXTENSIONS = {
-    ".docm": "The file is a macro-enabled Word document (.docm); macros are not allowed. "
-             "Save it as a Word Document (.docx) and upload that.",
-    ".dotm": "The file is a macro-enabled Word template (.dotm); macros are not allowed. "
-             "Save it as a Word Document (.docx) and upload that.",
-    ".doc": "The file is an old Word document (.doc). Save it as a Word Document (.docx) and upload that.",
+    ".docm": N_("The file is a macro-enabled Word document (.docm); macros are not allowed. "
+                "Save it as a Word Document (.docx) and upload that."),
+    ".dotm": N_("The file is a macro-enabled Word template (.dotm); macros are not allowed. "
+                "Save it as a Word Document (.docx) and upload that."),
+    ".doc": N_("The file is an old Word document (.doc). Save it as a Word Document (.docx) and upload that."),
 }
 
 
@@ -88,23 +89,23 @@ def kind_for_filename(filename: str) -> str:
         if lowered.endswith(extension):
             raise TemplateError(reason)
     accepted = ", ".join([*HTML_EXTENSIONS[:1], *(k.extensions[0] for k in KINDS.values())])
-    raise TemplateError(f"Upload the template as one of: {accepted}.")
+    raise TemplateError(N_("Upload the template as one of: %(accepted)s.", accepted=accepted))
 
 
 def file_kind(kind: str) -> Kind:
     """The file kind named ``kind``; TemplateError for an unknown one."""
     if kind not in KINDS:
-        raise TemplateError(f"Templates of kind {kind!r} are not available on this server.")
+        raise TemplateError(N_("Templates of kind %(kind)s are not available on this server.", kind=kind))
     return KINDS[kind]
 
 
 def check_file(*, kind: str, data: bytes) -> list[str]:
     """The variables of an uploaded file of ``kind``; TemplateError saying why it is refused."""
     if len(data) > MAX_SOURCE_BYTES:
-        raise TemplateError(f"The file has {len(data) / 1024 / 1024:.1f} MB; the limit is "
-                            f"{MAX_SOURCE_BYTES // 1024 // 1024} MB.")
+        raise TemplateError(N_("The file has %(size).1f MB; the limit is %(limit)d MB.",
+                               size=len(data) / 1024 / 1024, limit=MAX_SOURCE_BYTES // 1024 // 1024))
     if not data:
-        raise TemplateError("The uploaded file is empty.")
+        raise TemplateError(N_("The uploaded file is empty."))
     return file_kind(kind).variables(data)
 
 
