@@ -308,7 +308,9 @@ class _Prepared:
     signature: SignatureBox | None
 
 
-@functools.lru_cache(maxsize=8)
+# A few versions at a time: a render worker fills one batch's version thousands of times; each entry holds the
+# template (up to MAX_PDF_BYTES) and its prepared copy.
+@functools.lru_cache(maxsize=4)
 def _prepare(data: bytes, placed: tuple[FieldBox, ...]) -> _Prepared:
     """Flatten the empty form once per process: its fields out, the font in (~0.3 s for the font, then ms)."""
     from pypdf import PdfReader, PdfWriter
