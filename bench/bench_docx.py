@@ -77,8 +77,8 @@ def run(*, small: bool) -> list[Figure]:
 
     n = 6 if small else int(os.environ.get("BENCH_DOCX_RECIPIENTS", "1000"))
     source = docx_files.contract()
-    # Small: one document per job, so that both workers get some of so few.
-    with bench_app(**({"RENDER_CHUNK_SIZE": 1} if small else {})) as app:
+    # Small: one worker and one document per job; each LibreOffice start costs seconds.
+    with bench_app(**({"RENDER_CHUNK_SIZE": 1, "PDF_CONCURRENCY": 1} if small else {})) as app:
         concurrency = app.config["PDF_CONCURRENCY"]
         user = create_user(db.session, email="bench@example.com", password="bench-password", role="staff",
                            now=utcnow())

@@ -182,7 +182,10 @@ def test_templates_api_creates_and_lists(client, users):
 
 
 LOOPS_IN_LOOPS = "{% set xs = range(100000)|list %}{% for a in xs %}{% for b in xs %}{% endfor %}{% endfor %}"
-FLOOD = "{% for a in range(100000) %}{% for b in range(1000) %}{{ name }} is here. {% endfor %}{% endfor %}"
+# Each turn writes ~1 KB, so the 10,000,000-character limit is met after ~10,000 turns: far from the 5 s limit
+# even on a loaded machine (with 14 bytes a turn it took 700,000 turns and, under load, the clock won).
+FLOOD = ("{% for a in range(100000) %}{% for b in range(1000) %}{{ name }} is here. " + "Filler text. " * 80
+         + "{% endfor %}{% endfor %}")
 
 
 @pytest.mark.parametrize(("source", "words"), [(LOOPS_IN_LOOPS, "took longer than 5 s"),

@@ -19,9 +19,10 @@ depends_on = None
 
 
 def upgrade():
-    with op.batch_alter_table('template_versions', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('kind', sa.String(length=16), server_default='html', nullable=False))
-        batch_op.add_column(sa.Column('source_key', sa.String(length=500), nullable=True))
+    # Plain ALTER TABLE, no batch copy: SQLite would re-create template_versions, and dropping the old
+    # table fails while batches point at it (foreign keys are enforced).
+    op.add_column('template_versions', sa.Column('kind', sa.String(length=16), server_default='html', nullable=False))
+    op.add_column('template_versions', sa.Column('source_key', sa.String(length=500), nullable=True))
 
 
 def downgrade():
