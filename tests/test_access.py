@@ -360,12 +360,13 @@ def test_cli_creates_a_team_and_a_manager_in_it_and_records_the_membership(app):
     unknown = runner.invoke(args=["users", "create", "x@example.com", "--team", "Nope", "--password", "x-password"])
     assert unknown.exit_code == 1 and "No team named Nope" in unknown.output
     assert db.session.scalar(db.select(User).where(User.email == "x@example.com")) is None
-    changes = db.session.scalars(db.select(MembershipChange)).all()
-    assert [(c.team_name, c.user_email, c.action, c.actor) for c in changes] == [
-        ("Accounting", "boss@example.com", "added", "cli")]
+    changes = db.session.scalars(db.select(MembershipChange).order_by(MembershipChange.id)).all()
+    assert [(c.team_name, c.user_email, c.action, c.old_role, c.new_role, c.actor) for c in changes] == [
+        (None, "boss@example.com", "role", None, "manager", "cli"),
+        ("Accounting", "boss@example.com", "added", None, None, "cli")]
     assert runner.invoke(args=["teams", "remove", "Accounting", "boss@example.com"]).exit_code == 0
     assert db.session.scalars(db.select(MembershipChange.action).order_by(MembershipChange.id)).all() == \
-        ["added", "removed"]
+        ["role", "added", "removed"]
 
 
 def test_admins_manage_teams_and_roles_on_the_admin_page_and_every_change_names_who_made_it(app, world):
@@ -379,10 +380,40 @@ def test_admins_manage_teams_and_roles_on_the_admin_page_and_every_change_names_
     assert promoted.status_code == 302 and world["people"]["staff_b"].role == "manager"
     page = admin.get("/admin/teams").get_data(as_text=True)
     assert "staff_b@example.com" in page and f"user:{world['people']['admin'].id} admin@example.com" in page
+    assert "role staff → manager" in page and "added to" in page
     staff, staff_token = _web(app, world["people"]["staff_a"])
     assert staff.get("/admin/teams").status_code == 403
     assert staff.post("/admin/teams", data={"csrf_token": staff_token, "name": "Mine"}).status_code == 403
 
+
+def test_role_changes_are_audited_with_memberships_and_the_admin_pages_narrow_them_to_a_user_or_a_team(app, world):
+    from bulksign.access_audit import recent_changes
+    from bulksign.users import UserError, set_role
+
+    people = world["people"]
+    odd = create_team(db.session, name="<b>R&D</b>", now=utcnow())
+    add_member(db.session, team=odd, user=people["viewer_b"], by=people["admin"], now=utcnow())
+    assert set_role(db.session, user=people["viewer_b"], role="staff", by=people["admin"], now=utcnow())
+    assert not set_role(db.session, user=people["viewer_b"], role="staff", by=people["admin"], now=utcnow())
+    with pytest.raises(UserError):
+        set_role(db.session, user=people["admin"], role="viewer", by=people["admin"], now=utcnow())
+    db.session.commit()
+    mine = recent_changes(db.session, user_email="viewer_b@example.com")
+    assert [(c.action, c.team_name, c.old_role, c.new_role) for c in mine] == [
+        ("role", None, "viewer", "staff"), ("added", "<b>R&D</b>", None, None), ("added", "HR", None, None),
+        ("role", None, None, "viewer")]
+    assert [c.user_email for c in recent_changes(db.session, team_name="<b>R&D</b>")] == ["viewer_b@example.com"]
+
+    admin, _token = _web(app, people["admin"])
+    page = admin.get("/admin/teams?user=viewer_b@example.com").get_data(as_text=True)
+    changes = page[page.index('id="access-changes"'):]
+    assert changes.count("<tr data-action=") == 4 and "manager_a@example.com" not in changes
+    assert "role viewer → staff" in changes and "created as viewer" in changes
+    assert "&lt;b&gt;R&amp;D&lt;/b&gt;" in changes and "<b>R&D</b>" not in page  # a team's name is text, never markup
+    by_team = admin.get("/admin/teams", query_string={"team": "HR"}).get_data(as_text=True)
+    assert by_team[by_team.index('id="access-changes"'):].count("<tr data-action=") == 3  # HR's three members
+    users_page = admin.get("/admin/").get_data(as_text=True)
+    assert users_page[users_page.index('id="access-changes"'):].count("<tr data-action=") == 10
 
 # --- outgoing webhooks ---------------------------------------------------------------------------
 

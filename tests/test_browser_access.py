@@ -48,8 +48,20 @@ def test_an_admin_creates_a_team_adds_a_member_and_sees_who_did_it(app, users, l
     row.locator("button:has-text('Add')").click()
     page.wait_for_selector("text=clerk@example.com is now in Accounting")
     assert "clerk@example.com" in page.locator("#teams tr[data-team=Accounting]").inner_text()
-    assert "admin@example.com" in page.locator("#membership-changes").inner_text()
+    role_row = page.locator("#roles tr", has_text="clerk@example.com")
+    role_row.locator("select[name=role]").select_option("manager")
+    role_row.locator("button:has-text('Change')").click()
+    page.wait_for_selector("text=clerk@example.com is now manager")
+    changes = page.locator("#access-changes").inner_text()
+    assert "role staff → manager" in changes and "added to Accounting" in changes and "admin@example.com" in changes
     _shots(page, "admin-teams")
+    # The users page shows the latest changes too; a user's email leads to their changes alone.
+    page.goto(f"{live_server}/admin/")
+    assert "role staff → manager" in page.locator("#access-changes").inner_text()
+    page.click("#users a:has-text('clerk@example.com')")
+    page.wait_for_selector("text=Only the changes of clerk@example.com")
+    assert page.locator("#access-changes tbody tr").count() == 3  # created, added, role
+    _shots(page, "admin-access-changes-of-a-user")
 
 
 def test_an_owner_shares_a_batch_with_another_team_and_names_who_gets_the_notices(app, users, live_server, page):
