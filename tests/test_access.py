@@ -36,8 +36,8 @@ TEMPLATE_EDITS = {"doc_templates.edit"}
 #: Lists and searches: filtered to what the user sees.
 LISTS = {"batches.index", "doc_templates.index", "api_dashboard.list_batches", "api_templates.index"}
 #: Creating batches and templates: not for viewers; the template must be one the user may use.
-CREATES = {"uploads.new", "uploads.create", "uploads.validate", "uploads.error_report", "doc_templates.new",
-           "api_templates.create", "api_uploads.create", "api_uploads.validate"}
+CREATES = {"uploads.new", "uploads.create", "uploads.validate", "uploads.recheck", "uploads.error_report",
+           "doc_templates.new", "api_templates.create", "api_uploads.create", "api_uploads.validate"}
 #: The user's own session and account.
 OWN = {"main.dashboard", "auth.logout", "auth.set_language", "api.me"}
 #: Admins only (tested route by route in test_security_sweep); ids there are users, keys and endpoints.
@@ -303,12 +303,18 @@ def test_a_batch_names_who_gets_its_decline_expiry_and_completion_notices(app, w
     from tests.support.signing_requests import make_sent_request
 
     owner, token = _web(app, world["people"]["owner_a"])
-    named = owner.post(f"/batches/{world['batch_id']}/notices",
-                       data={"csrf_token": token, "notify_email": "manager_a@example.com"})
-    assert named.status_code == 303
-    assert db.session.get(Batch, world["batch_id"]).notify_email == "manager_a@example.com"
-    bad = owner.post(f"/batches/{world['batch_id']}/notices", data={"csrf_token": token, "notify_email": "nope"})
-    assert bad.status_code == 422
+    page = owner.get(f"/batches/{world['batch_id']}").get_data(as_text=True)
+    assert '<option value="manager_a@example.com" >manager_a@example.com (manager, Accounting)' in page
+    assert "manager_b@example.com" not in page  # another team's manager is not offered
+    for fields, to in [({"notify_to": "manager_a@example.com"}, "manager_a@example.com"),
+                       ({"notify_to": "owner", "notify_email": "typed-then-changed-mind@example.com"}, None),
+                       ({"notify_to": "other", "notify_email": "auditor@example.com"}, "auditor@example.com")]:
+        named = owner.post(f"/batches/{world['batch_id']}/notices", data={"csrf_token": token, **fields})
+        assert named.status_code == 303 and db.session.get(Batch, world["batch_id"]).notify_email == to
+    page = owner.get(f"/batches/{world['batch_id']}").get_data(as_text=True)
+    assert '<option value="other" selected>' in page and 'value="auditor@example.com"' in page
+    for bad in [{"notify_email": "nope"}, {"notify_to": "other"}]:
+        assert owner.post(f"/batches/{world['batch_id']}/notices", data={"csrf_token": token, **bad}).status_code == 422
     # A decline and an expiry, each in a batch that names the head of HR.
     declined = make_sent_request(now=NOW, owner=world["people"]["owner_a"])
     expiring = make_sent_request(now=NOW, owner=world["people"]["owner_a"], email="late@example.com",
@@ -331,7 +337,7 @@ def test_a_batch_names_who_gets_its_decline_expiry_and_completion_notices(app, w
                     ("completion_notice", declined.batch_id): "head-of-hr@example.com"}
 
 
-def test_without_a_named_address_the_owner_hears_of_declines_and_no_completion_notice_is_sent(app, world):
+def test_without_a_named_address_the_owner_hears_of_declines_and_of_the_end_of_the_batch(app, world):
     from bulksign.batches import refresh_batch_statuses
     from bulksign.signing import decline, open_request
     from tests.support.signing_requests import make_sent_request
@@ -341,9 +347,9 @@ def test_without_a_named_address_the_owner_hears_of_declines_and_no_completion_n
     decline(db.session, request_id=sent.id, now=NOW, reason="No", ip=None, user_agent=None)
     refresh_batch_statuses(db.session, now=NOW, batch_ids=[sent.batch_id])
     db.session.commit()
-    told = [(m.kind, m.to_email) for m in db.session.scalars(db.select(OutgoingMail))]
-    assert ("decline_notice", "owner_a@example.com") in told
-    assert not [kind for kind, _ in told if kind == "completion_notice"]
+    told = [(m.kind, m.to_email) for m in db.session.scalars(db.select(OutgoingMail).order_by(OutgoingMail.id))
+            if m.kind.endswith("notice")]
+    assert told == [("decline_notice", "owner_a@example.com"), ("completion_notice", "owner_a@example.com")]
 
 
 # --- teams on the command line and the admin page, audited -------------------------------------

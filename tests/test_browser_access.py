@@ -89,3 +89,22 @@ def test_an_owner_shares_a_batch_with_another_team_and_names_who_gets_the_notice
     db.session.expire_all()
     assert db.session.get(Batch, batch_id).notify_email == "head-of-hr@example.com"
     assert db.session.get(Team, hr.id) is not None
+
+
+def test_the_new_batch_form_offers_the_owner_the_teams_managers_or_another_address(app, users, live_server, page):
+    boss = create_user(db.session, email="boss@example.com", password="boss-password", role="manager", now=utcnow())
+    team = db.session.scalar(db.select(Team).where(Team.name == DEFAULT_TEAM))
+    add_member(db.session, team=team, user=boss, by=None, now=utcnow())
+    db.session.commit()
+    make_batch(db.session, statuses=[], now=NOW, name="Earlier", user_id=users["staff"].id)  # a template to use
+    _login(page, live_server, *STAFF)
+    page.goto(f"{live_server}/batches/new")
+    choice = page.locator("#notify-to")
+    assert choice.input_value() == "owner"
+    assert choice.locator("option").all_inner_texts() == [
+        "me (the owner)", f"boss@example.com (manager, {DEFAULT_TEAM})", "another address…"]
+    page.fill("#create-form input[name=notify_email]", "auditor@example.com")
+    assert choice.input_value() == "other"  # typing an address chooses "another address"
+    choice.select_option("boss@example.com")
+    page.locator("#create-form fieldset.notice-choice").scroll_into_view_if_needed()
+    _shots(page, "new-batch-notices", part="#create-form")
