@@ -8,11 +8,13 @@ both, and records and builds every such mail.
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from datetime import datetime
 
 from flask import Flask
 from flask_babel import force_locale, gettext as _
 from flask_mail import Message
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .logs import log
@@ -91,10 +93,19 @@ def notice_message(mail: OutgoingMail, app: Flask, *, body: str) -> Message:
 
 
 def queue_completion_notice(session: Session, *, batch: Batch, now: datetime) -> OutgoingMail | None:
-    """Record the one mail saying the batch is done; the caller commits. The reconciler sends mails left queued,
-    so no job needs enqueuing here."""
+    """Record the one mail saying the batch is done; the caller commits, then enqueues it
+    (``queued_completion_notices``), or leaves it to the reconciler, which sends mails left queued."""
     return queue_notice(session, batch=batch, kind=COMPLETION, key=f"completion-notice-{batch.id}",
                         subject=N_("Batch \"%(batch)s\" is done", batch=batch.name), now=now)
+
+
+def queued_completion_notices(session: Session, *, batch_ids: Collection[int]) -> list[int]:
+    """The completion notices of these batches still to go out: a job that closed them enqueues these once it
+    has committed, so the end is told now rather than at the reconciler's next pass."""
+    if not batch_ids:
+        return []
+    return list(session.scalars(select(OutgoingMail.id).where(
+        OutgoingMail.batch_id.in_(list(batch_ids)), OutgoingMail.kind == COMPLETION, OutgoingMail.status == "queued")))
 
 
 def build_completion_notice(session: Session, mail: OutgoingMail, app: Flask) -> Message:
