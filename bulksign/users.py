@@ -132,11 +132,11 @@ def set_role(session: Session, *, user: User, role: str, by: User, now: datetime
     """Change a user's role (recorded); False when it was that already. An admin cannot demote themselves
     (someone must be left to manage users)."""
     if role not in ROLES:
-        raise UserError(f"Role must be one of: {', '.join(ROLES)}.")
+        raise UserError(N_("Role must be one of: %(known)s.", known=", ".join(ROLES)))
     if role == user.role:
         return False
     if user.id == by.id:
-        raise UserError("You cannot change your own role.")
+        raise UserError(N_("You cannot change your own role."))
     old_role, user.role = user.role, role
     record_role(session, user=user, old_role=old_role, by=by, now=now)
     return True
