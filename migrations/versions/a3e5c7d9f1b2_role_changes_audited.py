@@ -4,7 +4,7 @@
 after; such a row names no team.
 
 Revision ID: a3e5c7d9f1b2
-Revises: f7ec47aedb66
+Revises: e4b8c2d6f1a3
 Create Date: 2026-12-01 04:30:00
 
 """
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 # revision identifiers, used by Alembic.
 revision = 'a3e5c7d9f1b2'
-down_revision = 'f7ec47aedb66'
+down_revision = 'e4b8c2d6f1a3'
 branch_labels = None
 depends_on = None
 
