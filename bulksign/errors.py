@@ -26,9 +26,22 @@ MESSAGES = {
 }
 
 
+#: HTTP status → the machine-readable ``error.code`` of the API when the view names no more precise one.
+ERROR_CODES = {
+    400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
+    409: "conflict", 413: "too_large", 415: "unsupported_media_type", 422: "unprocessable", 429: "rate_limited",
+    500: "server_error",
+}
+
+
+def error_body(status: int, message: str, *, code: str | None = None, details: dict | None = None) -> dict:
+    """The one error shape of the API: ``{"error": {"code", "message", "details"}}``."""
+    return {"error": {"code": code or ERROR_CODES.get(status, "error"), "message": message, "details": details}}
+
+
 def _respond(code: int, message: str):
     if is_api_request() or request.accept_mimetypes.best == "application/json":
-        return jsonify(error=message, status=code), code
+        return jsonify(error_body(code, message)), code
     return render_template("errors/error.html", code=code, message=message), code
 
 
