@@ -189,7 +189,7 @@ def test_api_resend_answers_202_and_the_old_link_dies(app, users, client):
                                                                    "status": "generated"}
     assert find_by_token(db.session, old) is None and request(rid).deadline_days == 10
     again = client.post(f"/api/v1/requests/{rid}/resend", headers=headers)
-    assert again.status_code == 409 and again.get_json()["reason"] == "not_sent"
+    assert again.status_code == 409 and again.get_json()["error"]["details"]["reason"] == "not_sent"
     assert client.post("/api/v1/requests/999999/resend", headers=headers).status_code == 404
     for bad in ({"extend_days": 0}, {"extend_days": "7"}, {"extend_days": 1000}, [1]):
         assert client.post(f"/api/v1/requests/{rid}/resend", json=bad, headers=headers).status_code == 400
@@ -199,7 +199,7 @@ def test_api_corrects_an_address(app, users, client):
     _, (rid,) = sent_batch(user=users["staff"], sent_at=NOW)
     headers = _api_key(users["staff"])
     bad = client.post(f"/api/v1/requests/{rid}/email", json={"email": "nope"}, headers=headers)
-    assert bad.status_code == 400 and "valid email" in bad.get_json()["error"]
+    assert bad.status_code == 400 and "valid email" in bad.get_json()["error"]["message"]
     ok = client.post(f"/api/v1/requests/{rid}/email", json={"email": "new@example.com"}, headers=headers)
     assert ok.status_code == 200 and ok.get_json()["changed"] and request(rid).email == "new@example.com"
 

@@ -146,17 +146,20 @@ def validation_error(exc: ValidationError, what: str) -> ApiError:
     return ApiError(f"The {what} is not valid: {summary}", 400, code="validation_failed", details=details)
 
 
-def parse_body(model: type[M], *, optional: bool = False) -> M:
-    """The JSON body as ``model`` (strict types: ``true`` is no number); ApiError 400 otherwise."""
+def parse_body(model: type[M], *, optional: bool = False, usage: str | None = None) -> M:
+    """The JSON body as ``model`` (strict types: ``true`` is no number); ApiError 400 otherwise (``usage`` says how)."""
     if optional and not request.get_data():
         return model()
     body = request.get_json(silent=True)
     if not isinstance(body, dict):
-        raise ApiError("Send a JSON object (Content-Type: application/json).", 400, code="validation_failed")
+        raise ApiError(usage or "Send a JSON object (Content-Type: application/json).", 400, code="validation_failed")
     try:
         return model.model_validate(body, strict=True)
     except ValidationError as exc:
-        raise validation_error(exc, "request body") from None
+        error = validation_error(exc, "request body")
+        if usage:
+            error.message = usage
+        raise error from None
 
 
 def parse_query(model: type[M]) -> M:

@@ -66,7 +66,8 @@ class EmailChanged(BaseModel):
            errors=(400, 403, 404), idempotent=True)
 def remind(batch_id: int):
     """A manual reminder counts towards the batch's schedule and is refused within an hour of the previous one."""
-    selection = parse_body(RemindBody).root
+    selection = parse_body(RemindBody, usage=f'Send a JSON object: {{"request_ids": [1, 2]}} (at most {MAX_IDS:,} '
+                                              'request ids) or {"all_unsigned": true}.').root
     ids = selection.request_ids if isinstance(selection, RemindListed) else None
     try:
         # Past INLINE_LIMIT requests this runs as a job; ``in_background`` then says how many it goes through.

@@ -73,7 +73,9 @@ class BatchCreated(BaseModel):
 def _form(model: type[F]) -> F:
     """The multipart fields checked against ``model`` (the file itself is read by ``uploaded_file``)."""
     try:
-        return model.model_validate({**request.form.to_dict(), "file": b""})
+        # Only whether a file came: its bytes are read once, by ``uploaded_file``.
+        given = {"file": b""} if request.files.get("file") else {}
+        return model.model_validate({**request.form.to_dict(), **given})
     except ValidationError as exc:
         raise validation_error(exc, "form") from None
 
