@@ -36,7 +36,8 @@ ERROR_CODES = {
 
 def error_body(status: int, message: str, *, code: str | None = None, details: dict | None = None) -> dict:
     """The one error shape of the API: ``{"error": {"code", "message", "details"}}``."""
-    return {"error": {"code": code or ERROR_CODES.get(status, "error"), "message": message, "details": details}}
+    # str(): domain messages are lazy translations, translated here at the edge.
+    return {"error": {"code": code or ERROR_CODES.get(status, "error"), "message": str(message), "details": details}}
 
 
 def _respond(code: int, message: str):
@@ -99,7 +100,7 @@ def init_app(app: Flask) -> None:
         code = error.code or 500
         # A description set by the view (abort(404, "...")) is the specific message.
         custom = error.description if error.description != type(error).description else None
-        return _respond(code, custom or _(MESSAGES.get(code, error.name)))
+        return _respond(code, str(custom) if custom else _(MESSAGES.get(code, error.name)))
 
     @app.errorhandler(Exception)
     def _unexpected(error: Exception):

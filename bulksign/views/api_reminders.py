@@ -1,6 +1,7 @@
 """JSON API for staff actions after dispatch: remind now, resend with a new link, correct an address."""
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from flask import Blueprint, g
@@ -20,13 +21,16 @@ bp = Blueprint("api_reminders", __name__, url_prefix="/api/v1")
 MAX_IDS = 100_000
 
 
-class RemindListed(BaseModel):
+class _Remind(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    force: bool = Field(False, description="Remind even within an hour of the previous reminder.")
+
+
+class RemindListed(_Remind):
     request_ids: list[RecordId] = Field(min_length=1, max_length=MAX_IDS, description="The requests to remind.")
 
 
-class RemindAllUnsigned(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class RemindAllUnsigned(_Remind):
     all_unsigned: Literal[True] = Field(description="Remind everyone in the batch who has not signed yet.")
 
 
@@ -49,6 +53,7 @@ class Resent(BaseModel):
     resent: int
     request_id: int
     status: Literal["generated"] = Field(description="The request's status: its new invitation is queued.")
+    expires_at: datetime | None = Field(description="The new link's deadline.")
 
 
 class EmailBody(BaseModel):
@@ -65,14 +70,16 @@ class EmailChanged(BaseModel):
 @operation("Remind recipients now", tag="Batch actions", body=RemindBody, responses={202: Reminded},
            errors=(400, 403, 404), idempotent=True)
 def remind(batch_id: int):
-    """A manual reminder counts towards the batch's schedule and is refused within an hour of the previous one."""
+    """A manual reminder counts towards the batch's schedule; within an hour of the previous one only with `force`."""
     selection = parse_body(RemindBody, usage=f'Send a JSON object: {{"request_ids": [1, 2]}} (at most {MAX_IDS:,} '
-                                              'request ids) or {"all_unsigned": true}.').root
+                                              'request ids) or {"all_unsigned": true} (and "force": true to remind '
+                                              'within the hour).').root
     ids = selection.request_ids if isinstance(selection, RemindListed) else None
     try:
         # Past INLINE_LIMIT requests this runs as a job; ``in_background`` then says how many it goes through.
         outcome = apply_action(db.session, action="remind", batch_id=batch_id, request_ids=ids,
-                               selector=None if ids is not None else "not_signed", user=g.api_user, now=utcnow())
+                               selector=None if ids is not None else "not_signed", user=g.api_user, now=utcnow(),
+                               force=selection.force)
     except BatchActionError as exc:
         raise ApiError(exc.message, exc.status) from None
     db.session.commit()
@@ -97,7 +104,8 @@ def resend(request_id: int):
         raise ApiError("This request cannot get a new link now.", 409, details={"reason": next(iter(result.skipped))})
     db.session.commit()
     enqueue_sends(result.mail_ids)
-    return answer(Resent(resent=result.resent, request_id=request_id, status="generated"), 202)
+    return answer(Resent(resent=result.resent, request_id=request_id, status="generated",
+                         expires_at=result.deadlines[0] if result.deadlines else None), 202)
 
 
 @bp.post("/requests/<int:request_id>/email")
