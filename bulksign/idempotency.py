@@ -61,13 +61,14 @@ def claim(session: Session, *, api_key_id: int, key: str, fingerprint: str, now:
             session.rollback()
             return Claim("in_progress")
         return Claim("new")
+    if row.status_code is None and row.created_at + ABANDONED_AFTER > now:
+        # Whatever the body: the first call's outcome is not known yet.
+        session.rollback()
+        return Claim("in_progress")
     if row.fingerprint != fingerprint:
         session.rollback()
         return Claim("mismatch")
     if row.status_code is None:
-        if row.created_at + ABANDONED_AFTER > now:
-            session.rollback()
-            return Claim("in_progress")
         row.created_at, row.expires_at = now, now + TTL
         session.commit()
         return Claim("new")

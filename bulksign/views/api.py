@@ -240,7 +240,12 @@ def _rate_limit_key() -> str:
 
 def limit_per_key(blueprint: Blueprint) -> None:
     """Every API blueprint shares one ``API_RATE_LIMIT`` budget per API key (per address without a key)."""
-    limiter.shared_limit(lambda: current_app.config["API_RATE_LIMIT"], scope="api", key_func=_rate_limit_key)(blueprint)
+    # Blueprints and the limiter are module-level, shared by every app a process builds: decorate once, or each
+    # new app would add another limit and every call would count several times.
+    if not getattr(blueprint, "_bulksign_rate_limited", False):
+        limiter.shared_limit(lambda: current_app.config["API_RATE_LIMIT"], scope="api",
+                             key_func=_rate_limit_key)(blueprint)
+        blueprint._bulksign_rate_limited = True
 
 
 def init_app(app: Flask) -> None:

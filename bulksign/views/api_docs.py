@@ -129,7 +129,7 @@ def _webhooks(schemas: dict) -> dict:
     hooks = {}
     for event in webhooks_out.EVENTS:
         hooks[event] = {"post": {
-            "summary": f"`{event}`", "tags": ["Webhooks"],
+            "summary": f"`{event}`", "tags": ["Webhooks"], "security": [],
             "description": f"POSTed to each endpoint subscribed to `{event}` (set up at /admin/webhooks). Answer "
                            f"2xx within {webhooks_out.TIMEOUT_SECONDS} s; anything else is retried with backoff, "
                            f"up to {webhooks_out.MAX_ATTEMPTS} tries. Check the signature before trusting the body.",
