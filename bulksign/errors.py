@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, abort, jsonify, render_template, request
+from flask import Flask, abort, jsonify, make_response, render_template, request
 from flask.json.provider import DefaultJSONProvider
 from flask_babel import gettext as _
 from flask_wtf.csrf import CSRFError
@@ -100,7 +100,11 @@ def init_app(app: Flask) -> None:
         code = error.code or 500
         # A description set by the view (abort(404, "...")) is the specific message.
         custom = error.description if error.description != type(error).description else None
-        return _respond(code, str(custom) if custom else _(MESSAGES.get(code, error.name)))
+        response = make_response(_respond(code, str(custom) if custom else _(MESSAGES.get(code, error.name))))
+        if getattr(error, "valid_methods", None):
+            # RFC 9110: a 405 names the methods the address does take.
+            response.headers["Allow"] = ", ".join(error.valid_methods)
+        return response
 
     @app.errorhandler(Exception)
     def _unexpected(error: Exception):

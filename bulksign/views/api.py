@@ -11,6 +11,7 @@ import functools
 import hashlib
 import inspect
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, TypeVar
 
@@ -30,12 +31,16 @@ M = TypeVar("M", bound=BaseModel)
 MAX_LIMIT, DEFAULT_LIMIT = 500, 50
 #: Answers a replay of an idempotent call carries, so a client can tell it did not run again.
 REPLAYED_HEADER = "Idempotent-Replayed"
+#: What an ``Idempotency-Key`` may be: visible ASCII, no spaces.
+IDEMPOTENCY_KEY = re.compile(r"[!-~]{1,%d}" % idempotency.MAX_KEY_LENGTH)
 
 
 # --- the shapes every operation shares --------------------------------------------------------------
 
-#: An id of a row (a request, a batch): a positive 64-bit whole number.
-RecordId = Annotated[int, Field(ge=1, le=2 ** 63 - 1)]
+#: Largest id of a table with 32-bit ids (batches, templates, teams) and of one with 64-bit ids (requests).
+MAX_ID, MAX_BIG_ID = 2 ** 31 - 1, 2 ** 63 - 1
+RecordId = Annotated[int, Field(ge=1, le=MAX_ID)]
+RequestId = Annotated[int, Field(ge=1, le=MAX_BIG_ID)]
 #: Text the database can hold: no NUL character (PostgreSQL text refuses it).
 NO_NUL = r"^[^\x00]*$"
 Text = Annotated[str, Field(pattern=NO_NUL)]
@@ -154,12 +159,23 @@ def parse_body(model: type[M], *, optional: bool = False, usage: str | None = No
     if not isinstance(body, dict):
         raise ApiError(usage or "Send a JSON object (Content-Type: application/json).", 400, code="validation_failed")
     try:
-        return model.model_validate(body, strict=True)
+        return model.model_validate(_whole_floats_as_ints(body), strict=True)
     except ValidationError as exc:
         error = validation_error(exc, "request body")
         if usage:
             error.message = usage
         raise error from None
+
+
+def _whole_floats_as_ints(value):
+    # JSON Schema counts 2.0 as an integer; strict pydantic would not (and no field of the API is a float).
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [_whole_floats_as_ints(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _whole_floats_as_ints(v) for k, v in value.items()}
+    return value
 
 
 def parse_query(model: type[M]) -> M:
@@ -193,12 +209,12 @@ def _request_fingerprint() -> str:
 def _idempotent(view):
     @functools.wraps(view)
     def wrapped(*args, **kwargs):
-        key = (request.headers.get("Idempotency-Key") or "").strip()
-        if not key:
+        key = request.headers.get("Idempotency-Key")
+        if key is None:
             return view(*args, **kwargs)
-        if len(key) > idempotency.MAX_KEY_LENGTH:
-            return api_error(f"Idempotency-Key is longer than {idempotency.MAX_KEY_LENGTH} characters.", 400,
-                             code="validation_failed")
+        if not IDEMPOTENCY_KEY.fullmatch(key):
+            return api_error(f"Idempotency-Key must be 1 to {idempotency.MAX_KEY_LENGTH} visible ASCII characters "
+                             "(a UUID, say).", 400, code="validation_failed")
         claim = idempotency.claim(db.session, api_key_id=g.api_key_id, key=key,
                                   fingerprint=_request_fingerprint(), now=utcnow())
         if claim.outcome == "mismatch":

@@ -14,7 +14,7 @@ from ..batches import BatchActionError
 from ..bulk_actions import apply_action, follow_up
 from ..extensions import db
 from ..models import utcnow
-from .api import ApiError, RecordId, answer, operation, parse_body
+from .api import ApiError, RequestId, answer, operation, parse_body
 
 bp = Blueprint("api_batch_actions", __name__, url_prefix="/api/v1")
 
@@ -30,7 +30,7 @@ class Cancelled(BaseModel):
 
 
 class RetryBody(BaseModel):
-    request_ids: list[RecordId] | None = Field(None, max_length=MAX_IDS,
+    request_ids: list[RequestId] | None = Field(None, max_length=MAX_IDS,
                                           description="Failed requests to retry; leave out for every failed one.")
 
 

@@ -109,7 +109,7 @@ def list_batches():
     try:
         after = keyset.decode(query.cursor, datetime, int) if query.cursor else None
     except keyset.CursorError as exc:
-        raise ApiError(str(exc), 400, code="invalid_cursor") from None
+        raise ApiError(str(exc), 422, code="invalid_cursor") from None
     listing = dashboard.list_batches(db.session, user=g.api_user, q=query.q, per_page=query.limit, after=after)
     last = listing.rows[-1].batch if listing.rows and listing.has_next else None
     return answer(BatchPage(items=[_batch_out(row) for row in listing.rows],
@@ -134,7 +134,7 @@ def list_requests(batch_id: int):
         page = dashboard.recipients_page(db.session, batch_id=batch_id, flt=query.to_filter(),
                                          cursor=query.cursor, limit=query.limit)
     except DashboardError as exc:
-        raise ApiError(str(exc), 400, code="invalid_cursor") from None
+        raise ApiError(str(exc), 422, code="invalid_cursor") from None
     return answer(RequestPage(items=[_request_out(r) for r in page.items], next_cursor=page.next_cursor))
 
 

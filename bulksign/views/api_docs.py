@@ -15,7 +15,8 @@ from werkzeug.routing import Rule
 
 from .. import __version__, idempotency, webhooks_out
 from ..auth import public
-from .api import DEFAULT_LIMIT, REPLAYED_HEADER, ErrorResponse, Operation
+from .api import (DEFAULT_LIMIT, IDEMPOTENCY_KEY, MAX_BIG_ID, MAX_ID, NO_NUL, REPLAYED_HEADER, ErrorResponse,
+                  Operation)
 
 bp = Blueprint("api_docs", __name__, url_prefix="/api")
 
@@ -34,7 +35,8 @@ ERROR_MEANINGS = {
     429: "Over the key's rate limit (`API_RATE_LIMIT`); wait `Retry-After` seconds.",
 }
 _ARGUMENT = re.compile(r"<(?:(\w+)(?:\([^)]*\))?:)?(\w+)>")
-_CONVERTER_SCHEMAS = {"int": {"type": "integer", "minimum": 1, "maximum": 2 ** 63 - 1}, "path": {"type": "string"}}
+#: Path arguments of 64-bit ids; the others are of 32-bit ones (``reach.MAX_IDS``).
+_BIG_IDS = {"request_id"}
 
 
 def _api_rules(app: Flask) -> list[tuple[Rule, Operation | None]]:
@@ -59,9 +61,10 @@ def _models(operations: list[Operation]) -> list[tuple[type[BaseModel], str]]:
 
 
 def _parameters(rule: Rule, op: Operation, schemas: dict) -> list[dict]:
-    params = [{"name": name, "in": "path", "required": True,
-               "schema": _CONVERTER_SCHEMAS.get(converter or "default", {"type": "string"})}
-              for converter, name in _ARGUMENT.findall(rule.rule)]
+    params = [{"name": name, "in": "path", "required": True, "schema": (
+        {"type": "integer", "minimum": 1, "maximum": MAX_BIG_ID if name in _BIG_IDS else MAX_ID}
+        if converter == "int" else {"type": "string", "pattern": NO_NUL})}
+        for converter, name in _ARGUMENT.findall(rule.rule)]
     if op.query is not None:
         schema = op.query.model_json_schema(ref_template=REF)
         for name, prop in schema["properties"].items():
@@ -69,7 +72,7 @@ def _parameters(rule: Rule, op: Operation, schemas: dict) -> list[dict]:
                            "description": prop.pop("description", ""), "schema": prop})
     if op.idempotent:
         params.append({"name": "Idempotency-Key", "in": "header", "required": False, "schema": {
-            "type": "string", "minLength": 1, "maxLength": idempotency.MAX_KEY_LENGTH, "pattern": r"^[!-~]+$"},
+            "type": "string", "pattern": f"^{IDEMPOTENCY_KEY.pattern}$"},
             "description": f"Any unique string (a UUID). A repeat with the same key within "
                            f"{idempotency.TTL.total_seconds() / 3600:g} h gets the first answer again (with "
                            f"`{REPLAYED_HEADER}: true`) instead of doing the work twice; the same key with "

@@ -13,7 +13,7 @@ from ..extensions import db
 from ..models import utcnow
 from ..pipeline import enqueue_sends
 from ..resend import MAX_EXTEND_DAYS, change_email, resend_with_new_link
-from .api import ApiError, RecordId, answer, operation, parse_body
+from .api import ApiError, RequestId, answer, operation, parse_body
 
 bp = Blueprint("api_reminders", __name__, url_prefix="/api/v1")
 
@@ -27,7 +27,7 @@ class _Remind(BaseModel):
 
 
 class RemindListed(_Remind):
-    request_ids: list[RecordId] = Field(min_length=1, max_length=MAX_IDS, description="The requests to remind.")
+    request_ids: list[RequestId] = Field(min_length=1, max_length=MAX_IDS, description="The requests to remind.")
 
 
 class RemindAllUnsigned(_Remind):

@@ -58,7 +58,7 @@ def list_suppressions():
     try:
         after = keyset.decode(query.cursor, int)[0] if query.cursor else None
     except keyset.CursorError as exc:
-        raise ApiError(str(exc), 400, code="invalid_cursor") from None
+        raise ApiError(str(exc), 422, code="invalid_cursor") from None
     page = suppressions.list_in_force(db.session, q=query.q.strip(), after=after, limit=query.limit)
     return answer(SuppressionPage(items=[_out(s) for s in page.items],
                                   next_cursor=keyset.encode(page.next_cursor) if page.next_cursor else None))

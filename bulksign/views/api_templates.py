@@ -69,7 +69,7 @@ def index():
     try:
         after = keyset.decode(query.cursor, str, int) if query.cursor else None
     except keyset.CursorError as exc:
-        raise ApiError(str(exc), 400, code="invalid_cursor") from None
+        raise ApiError(str(exc), 422, code="invalid_cursor") from None
     templates = dt.list_templates(db.session, user=g.api_user, after=after, limit=query.limit + 1)
     shown = templates[:query.limit]
     last = shown[-1] if len(templates) > query.limit else None
