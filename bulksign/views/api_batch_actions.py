@@ -65,5 +65,7 @@ def cancel(batch_id: int):
            responses={202: Retried}, errors=(400, 403, 404, 409), idempotent=True)
 def retry(batch_id: int):
     """Failed requests go back to the start of the pipeline (render, then send)."""
-    outcome = _apply("retry", batch_id, parse_body(RetryBody, optional=True).request_ids)
+    body = parse_body(RetryBody, optional=True,
+                      usage=f'Send no body, or {{"request_ids": [1, 2]}} (at most {MAX_IDS:,} request ids).')
+    outcome = _apply("retry", batch_id, body.request_ids)
     return answer(Retried(batch_id=batch_id, retried=outcome.done, in_background=outcome.in_background), 202)
