@@ -291,9 +291,9 @@ expected-statuses = {json.dumps(ACCEPTABLE_FOR_VALID_DATA.split(","))}
     started = time.monotonic()
     command = [ST, "--config-file", str(config), "run", live_server + "/api/v1/openapi.json",
                "--header", f"Authorization:{world['headers']['Authorization']}",
-               "--checks", "all", "--max-examples", os.environ.get("API_FUZZ_EXAMPLES", "12"), "--workers", "2",
+               "--checks", "all", "--max-examples", os.environ.get("API_FUZZ_EXAMPLES", "6"), "--workers", "2",
                "--seed", os.environ.get("API_FUZZ_SEED", "20261201"), "--report", "har",
-               "--report-har-path", str(har), "--request-timeout", "20", "--suppress-health-check", "all",
+               "--report-har-path", str(har), "--request-timeout", "60", "--suppress-health-check", "all",
                "--warnings", "off"]
     if seconds:
         command += ["--max-time", str(seconds)]

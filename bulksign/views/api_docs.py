@@ -15,7 +15,7 @@ from werkzeug.routing import Rule
 
 from .. import __version__, idempotency, webhooks_out
 from ..auth import public
-from .api import (DEFAULT_LIMIT, IDEMPOTENCY_KEY, MAX_BIG_ID, MAX_ID, NO_NUL, REPLAYED_HEADER, ErrorResponse,
+from .api import (DEFAULT_LIMIT, PageQuery, IDEMPOTENCY_KEY, MAX_BIG_ID, MAX_ID, NO_NUL, REPLAYED_HEADER, ErrorResponse,
                   Operation)
 
 bp = Blueprint("api_docs", __name__, url_prefix="/api")
@@ -109,7 +109,9 @@ def _operation(rule: Rule, method: str, op: Operation, schemas: dict, public_vie
     if not public_view:
         errors |= {401, 429}
     if op.idempotent:
-        errors |= {409, 422}
+        errors |= {400, 409, 422}
+    if op.query is not None and issubclass(op.query, PageQuery):
+        errors |= {422}  # a cursor this list did not hand out
     for status in sorted(errors):
         spec["responses"][str(status)] = {"$ref": f"#/components/responses/Error{status}"}
     if public_view:

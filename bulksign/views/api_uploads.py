@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Literal, TypeVar
 
 from flask import Blueprint, g, request
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..batch_creation import (LANGUAGES, MAX_DEADLINE_DAYS, MAX_REMINDERS, BatchError, create_batch,
                               settings_from_form)
@@ -18,27 +18,37 @@ bp = Blueprint("api_uploads", __name__, url_prefix="/api/v1")
 
 
 class RecipientsForm(BaseModel):
+    # Unknown fields are refused, not ignored: a misspelt setting would otherwise silently take its default.
+    model_config = ConfigDict(extra="forbid")
     template_id: RecordId = Field(description="The template whose placeholders the file's columns fill.")
     file: bytes = Field(description="The recipients: .csv (any delimiter, UTF-8 or legacy encodings) or .xlsx, "
                                     "a header row with `email` and the template's variables.")
 
 
+def _no_null_defaults(schema: dict) -> None:
+    for field in schema.get("properties", {}).values():
+        if "default" in field and field["default"] is None:
+            del field["default"]
+
+
 class BatchForm(RecipientsForm):
-    name: Text | None = Field(None, max_length=200, description="Default: the template's name and today's date.")
-    deadline_days: int | None = Field(None, ge=1, le=MAX_DEADLINE_DAYS, description="Days to sign (default 7).")
-    reminder_days: str | None = Field(None, pattern=r"^[0-9, ;]{0,100}$",
-                                      description="Days after the invitation to remind, e.g. `2,4` (the default); "
-                                                  "each before the deadline.")
-    max_reminders: int | None = Field(None, ge=0, le=MAX_REMINDERS, description="Default 3.")
-    reply_to: Text | None = Field(None, max_length=254)
-    notify_email: Text | None = Field(None, max_length=254,
-                                      description="Who gets the expiry summary, decline and completion notices.")
-    team_id: RecordId | None = None
-    language: Literal[LANGUAGES] | None = Field(None, description="The recipients' language (default `en`).")
-    quiet_hours_start: int | None = Field(None, ge=0, le=23, description="No mail from this hour…")
-    quiet_hours_end: int | None = Field(None, ge=0, le=23, description="…to this one, in `timezone`.")
-    timezone: Text | None = Field(None, max_length=60, description="e.g. `Europe/Berlin` (default UTC).")
-    skip_invalid: bool | None = Field(None, description="Create the batch from the valid rows when some have errors.")
+    # Multipart fields are left out, never null: optional ones default to None without allowing (or showing) null.
+    model_config = ConfigDict(json_schema_extra=_no_null_defaults)
+    name: Text = Field(None, max_length=200, description="Default: the template's name and today's date.")
+    deadline_days: int = Field(None, ge=1, le=MAX_DEADLINE_DAYS, description="Days to sign (default 7).")
+    reminder_days: str = Field(None, pattern=r"^[0-9, ;]{0,100}$",
+                        description="Days after the invitation to remind, e.g. `2,4` (the default); "
+                                    "each before the deadline.")
+    max_reminders: int = Field(None, ge=0, le=MAX_REMINDERS, description="Default 3.")
+    reply_to: Text = Field(None, max_length=254)
+    notify_email: Text = Field(None, max_length=254,
+                        description="Who gets the expiry summary, decline and completion notices.")
+    team_id: RecordId = Field(None, description="Default: the template's team.")
+    language: Literal[LANGUAGES] = Field(None, description="The recipients' language (default `en`).")
+    quiet_hours_start: int = Field(None, ge=0, le=23, description="No mail from this hour…")
+    quiet_hours_end: int = Field(None, ge=0, le=23, description="…to this one, in `timezone`.")
+    timezone: Text = Field(None, max_length=60, description="e.g. `Europe/Berlin` (default UTC).")
+    skip_invalid: bool = Field(None, description="Create the batch from the valid rows when some have errors.")
 
 
 F = TypeVar("F", bound=RecipientsForm)
