@@ -4,7 +4,8 @@ The first call claims the key (a committed row, unique per API key) before it do
 concurrent repeat finds it and is told to wait (``in_progress``); once the call has answered, its
 status and body are stored, and a repeat within ``TTL`` gets them back (``replay``) without doing the
 work twice. The same key with another request (method, path or body) is refused (``mismatch``).
-An answer that is a server error is not kept: the client may retry with the same key.
+A refusal (a 4xx the view raises: the request was invalid or not allowed now) or a server error is not
+kept: the key is freed, and the client may send the corrected request, or retry, with it.
 """
 from __future__ import annotations
 
@@ -76,13 +77,13 @@ def claim(session: Session, *, api_key_id: int, key: str, fingerprint: str, now:
     return Claim("replay", status_code=row.status_code, body=row.response_body)
 
 
-def record(session: Session, *, api_key_id: int, key: str, status_code: int, body: dict | None) -> None:
-    """Keep the answer of a claimed call; a server error frees the key instead (the caller commits)."""
+def record(session: Session, *, api_key_id: int, key: str, status_code: int | None, body: dict | None) -> None:
+    """Keep the answer of a claimed call; None (refused, failed) or a server error frees the key (the caller commits)."""
     row = session.scalar(select(IdempotencyKey).where(IdempotencyKey.api_key_id == api_key_id,
                                                       IdempotencyKey.key == key))
     if row is None:
         return
-    if status_code >= 500:
+    if status_code is None or status_code >= 500:
         session.delete(row)
     else:
         row.status_code, row.response_body = status_code, body

@@ -232,7 +232,7 @@ def _idempotent(view):
             response = current_app.make_response(view(*args, **kwargs))
         except Exception:
             db.session.rollback()
-            idempotency.record(db.session, api_key_id=g.api_key_id, key=key, status_code=500, body=None)
+            idempotency.record(db.session, api_key_id=g.api_key_id, key=key, status_code=None, body=None)
             db.session.commit()
             raise
         db.session.rollback()  # whatever the view left unfinished is not ours to commit
