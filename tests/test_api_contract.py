@@ -28,8 +28,9 @@ from sqlalchemy import func, select
 from bulksign import idempotency
 from bulksign.doc_templates import create_template
 from bulksign.extensions import db
-from bulksign.models import IdempotencyKey, utcnow
+from bulksign.models import IdempotencyKey, Team, utcnow
 from bulksign.suppressions import suppress
+from bulksign.teams import add_member
 from bulksign.users import create_api_key, create_user
 from bulksign.views.api_docs import _api_rules, build_spec
 from tests.conftest import NOW
@@ -195,8 +196,9 @@ def _tour(app, world, spec) -> set[tuple[str, str]]:
     client = app.test_client()
     check, seen = _validator(spec), set()
     admin = world["headers"]
-    viewer = _key(create_user(db.session, email="viewer@example.com", password="viewer-password", role="viewer",
-                              now=NOW))
+    reader = create_user(db.session, email="viewer@example.com", password="viewer-password", role="viewer", now=NOW)
+    add_member(db.session, team=db.session.scalar(select(Team)), user=reader, by=None, now=NOW)
+    viewer = _key(reader)  # sees the team's batches and templates, changes nothing
     batch = world["batch_id"]
 
     def call(label, method, url, expected, **kwargs):

@@ -92,7 +92,8 @@ def _form(model: type[F]) -> F:
 
 def _upload_error(exc: UploadError) -> ApiError:
     # An unreadable file is well-formed multipart with content that cannot be processed: 422, not 400.
-    return ApiError(exc.message, 422 if exc.status == 400 else exc.status, code="file_refused")
+    status = 422 if exc.status == 400 else exc.status
+    return ApiError(exc.message, status, code="file_refused" if status in (415, 422) else None)
 
 
 @bp.post("/batches/validate")
