@@ -28,7 +28,7 @@ from sqlalchemy import func, select
 from bulksign import idempotency
 from bulksign.doc_templates import create_template
 from bulksign.extensions import db
-from bulksign.models import IdempotencyKey, Team, utcnow
+from bulksign.models import ApiKey, IdempotencyKey, Team, utcnow
 from bulksign.suppressions import suppress
 from bulksign.teams import add_member
 from bulksign.users import create_api_key, create_user
@@ -245,7 +245,7 @@ def _tour(app, world, spec) -> set[tuple[str, str]]:
     call("DELETE /suppressions/{email}", "DELETE", "/suppressions/tour@example.com", 200, headers=admin)
     call("DELETE /suppressions/{email}", "DELETE", "/suppressions/a%00b", 400, headers=admin)
     # A key whose call is still running (409), and one whose answer is kept for another request (422).
-    key_id = db.session.scalar(select(func.max(IdempotencyKey.api_key_id)))
+    key_id = db.session.scalar(select(func.max(ApiKey.id)).where(ApiKey.user_id == world["admin"].id))
     db.session.add_all([IdempotencyKey(api_key_id=key_id, key=key, fingerprint="another request", status_code=status,
                                        created_at=utcnow(), expires_at=utcnow() + idempotency.TTL)
                         for key, status in (("running", None), ("answered", 201))])
