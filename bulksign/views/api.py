@@ -88,8 +88,8 @@ def api_error(message: str, status: int, *, code: str | None = None, details: di
 
 
 def answer(model: BaseModel, status: int = 200):
-    """A JSON response from the operation's response model."""
-    response = jsonify(model.model_dump(mode="json"))
+    """A JSON response from the operation's response model (fields never set, like an absent suggestion, left out)."""
+    response = jsonify(model.model_dump(mode="json", exclude_unset=True))
     response.status_code = status
     return response
 

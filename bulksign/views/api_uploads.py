@@ -58,6 +58,7 @@ class RowErrorOut(BaseModel):
     row: int
     column: str | None
     message: str
+    suggestion: str = Field(None, description="The likely meant address, for a misspelt domain (else absent).")
 
 
 class ValidationReportOut(BaseModel):
