@@ -17,18 +17,18 @@ from .uploads import template_version, uploaded_file
 bp = Blueprint("api_uploads", __name__, url_prefix="/api/v1")
 
 
+def _no_null_defaults(schema: dict) -> None:
+    for field in schema.get("properties", {}).values():
+        if "default" in field and field["default"] is None:
+            del field["default"]
+
+
 class RecipientsForm(BaseModel):
     # Unknown fields are refused, not ignored: a misspelt setting would otherwise silently take its default.
     model_config = ConfigDict(extra="forbid")
     template_id: RecordId = Field(description="The template whose placeholders the file's columns fill.")
     file: bytes = Field(description="The recipients: .csv (any delimiter, UTF-8 or legacy encodings) or .xlsx, "
                                     "a header row with `email` and the template's variables.")
-
-
-def _no_null_defaults(schema: dict) -> None:
-    for field in schema.get("properties", {}).values():
-        if "default" in field and field["default"] is None:
-            del field["default"]
 
 
 class BatchForm(RecipientsForm):
@@ -55,6 +55,7 @@ F = TypeVar("F", bound=RecipientsForm)
 
 
 class RowErrorOut(BaseModel):
+    model_config = ConfigDict(json_schema_extra=_no_null_defaults)  # absent, never null
     row: int
     column: str | None
     message: str
