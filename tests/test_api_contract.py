@@ -128,7 +128,7 @@ def test_the_docs_page_renders_every_operation_under_the_strict_csp(live_server,
     page.on("pageerror", lambda e: problems.append(str(e)))
     response = page.goto(live_server + "/api/docs")
     assert "script-src 'self'" in response.headers["content-security-policy"]
-    page.wait_for_selector(".opblock-summary-path")
+    page.wait_for_selector(".opblock-summary-path", timeout=60_000)  # 1.7 MB of script on a busy machine
     paths = page.locator(".opblock-summary-path").all_inner_texts()
     assert "/batches/{batch_id}/requests" in [p.replace("\u200b", "") for p in paths]
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -295,9 +295,11 @@ expected-statuses = {json.dumps(ACCEPTABLE_FOR_VALID_DATA.split(","))}
     started = time.monotonic()
     command = [ST, "--config-file", str(config), "run", live_server + "/api/v1/openapi.json",
                "--header", f"Authorization:{world['headers']['Authorization']}",
-               "--checks", "all", "--max-examples", os.environ.get("API_FUZZ_EXAMPLES", "6"), "--workers", "2",
+               "--checks", "all", "--max-examples", os.environ.get("API_FUZZ_EXAMPLES", "6"), "--workers", "1",
                "--seed", os.environ.get("API_FUZZ_SEED", "20261201"), "--report", "har",
                "--report-har-path", str(har), "--request-timeout", "60",
+               # One worker: two threads compiling at once hit CPython 3.11's "AST constructor recursion depth
+               # mismatch" inside the fuzzer (its own runtime error, not a finding about the API).
                # A slow answer is not a wrong one: the check's 10 s default trips on a busy shared CI machine.
                "--max-response-time", "60", "--suppress-health-check", "all",
                "--warnings", "off"]
