@@ -23,12 +23,12 @@ import jsonschema
 import pytest
 import referencing
 from openapi_spec_validator import validate as validate_openapi
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from bulksign import idempotency
 from bulksign.doc_templates import create_template
 from bulksign.extensions import db
-from bulksign.models import ApiKey, IdempotencyKey, Team, utcnow
+from bulksign.models import ApiKey, IdempotencyKey, SigningRequest, Team, utcnow
 from bulksign.suppressions import suppress
 from bulksign.teams import add_member
 from bulksign.users import create_api_key, create_user
@@ -238,6 +238,17 @@ def _tour(app, world, spec) -> set[tuple[str, str]]:
     call("POST /requests/{request_id}/resend", "POST", f"/requests/{request_id}/resend", 409, headers=admin)
     call("POST /requests/{request_id}/email", "POST", f"/requests/{request_id}/email", 200, headers=admin,
          json={"email": "new@example.com"})
+    call("GET /suppressions", "GET", "/suppressions", 404, headers=viewer)  # admins' keys only
+    call("POST /batches/validate", "POST", "/batches/validate", 422, headers=admin, **{**upload(), "data": {
+        **upload()["data"], "file": (io.BytesIO(b""), "r.csv")}})
+    call("POST /batches/{batch_id}/retry-failed", "POST", f"/batches/{new_batch}/retry-failed", 403, headers=viewer)
+    call("POST /batches/{batch_id}/retry-failed", "POST", f"/batches/{new_batch}/retry-failed", 202, headers=admin)
+    call("POST /requests/{request_id}/email", "POST", f"/requests/{request_id}/email", 403, headers=viewer,
+         json={"email": "x@example.com"})
+    call("POST /requests/{request_id}/resend", "POST", f"/requests/{request_id}/resend", 403, headers=viewer)
+    db.session.execute(update(SigningRequest).where(SigningRequest.id == request_id).values(status="expired"))
+    db.session.commit()
+    call("POST /requests/{request_id}/resend", "POST", f"/requests/{request_id}/resend", 202, headers=admin)
     call("POST /templates", "POST", "/templates", 201, headers=admin, json={"name": "T", "html": "<p>x</p>"})
     call("POST /templates", "POST", "/templates", 403, headers=viewer, json={"name": "T", "html": "<p>x</p>"})
     suppress(db.session, email="tour@example.com", source="bounce", reason="550 5.1.1", now=NOW)  # the fuzzer may
