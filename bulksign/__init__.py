@@ -53,6 +53,7 @@ def _register_blueprints(app: Flask) -> None:
     """Every module in ``bulksign.views`` that defines ``bp`` is registered (and may define ``init_app``)."""
     from . import views
     from .extensions import csrf
+    from .views.api import limit_per_key
 
     for info in sorted(pkgutil.iter_modules(views.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{views.__name__}.{info.name}")
@@ -61,5 +62,6 @@ def _register_blueprints(app: Flask) -> None:
             # API calls carry a bearer key, not an ambient cookie: CSRF cannot apply to them.
             if module.bp.name.startswith("api"):
                 csrf.exempt(module.bp)
+                limit_per_key(module.bp)
         if hasattr(module, "init_app"):
             module.init_app(app)

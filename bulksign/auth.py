@@ -47,7 +47,8 @@ def admin_required(view):
 
 
 def is_api_request() -> bool:
-    return bool(request.blueprint and request.blueprint.startswith("api"))
+    # By path too: a URL no route matches (``/api/v1/batches/-1``) has no blueprint, and still wants JSON.
+    return bool(request.blueprint and request.blueprint.startswith("api") or request.path.startswith("/api/"))
 
 
 def _authenticate_api() -> None:
@@ -55,13 +56,15 @@ def _authenticate_api() -> None:
     scheme, _, secret = header.partition(" ")
     if scheme.lower() != "bearer" or not secret.strip():
         abort(401)
-    from .users import user_for_api_key
+    from .users import api_key_for_secret
 
-    user = user_for_api_key(db.session, secret=secret.strip(), now=utcnow())
-    if user is None:
+    key = api_key_for_secret(db.session, secret=secret.strip(), now=utcnow())
+    if key is None:
         abort(401)
     db.session.commit()
-    g.api_user = user
+    g.api_user = user = key.user
+    # Idempotency keys are kept per API key, so the key is remembered along with its user.
+    g.api_key_id = key.id
     # current_user for this request only. login_user() would write the session: every API answer carried a
     # staff login cookie that kept working in the web UI after the key was revoked.
     g._login_user = user

@@ -183,15 +183,22 @@ def _batches_with_template_and_owner():
 
 
 def list_batches(session: Session, *, user: User, q: str = "", page: int = 1,
-                 per_page: int = BATCH_PAGE_SIZE) -> BatchPage:
-    """The batches ``user`` may see, newest first, searched by name, with owner, template and counts (3 queries)."""
+                 per_page: int = BATCH_PAGE_SIZE, after: tuple[datetime, int] | None = None) -> BatchPage:
+    """The batches ``user`` may see, newest first, searched by name, with owner, template and counts (3 queries).
+
+    Pages by number (the staff list), or by keyset after the (created_at, id) of a previous row (the API).
+    """
     page = max(1, page)
     query = (
         _batches_with_template_and_owner()
         .where(access.batch_filter(user))
         .order_by(Batch.created_at.desc(), Batch.id.desc())
-        .limit(per_page + 1).offset((page - 1) * per_page)
+        .limit(per_page + 1)
     )
+    if after is not None:
+        query = query.where(tuple_(Batch.created_at, Batch.id) < tuple_(*after))
+    else:
+        query = query.offset((page - 1) * per_page)
     if q.strip():
         query = query.where(Batch.name.ilike(f"%{_escape_like(q.strip())}%", escape="\\"))
     found = session.execute(query).all()

@@ -497,3 +497,23 @@ class Export(db.Model):
     created_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class IdempotencyKey(db.Model):
+    """An API call made with ``Idempotency-Key``: a repeat gets the stored answer instead of doing it again."""
+
+    __tablename__ = "idempotency_keys"
+    __table_args__ = (UniqueConstraint("api_key_id", "key"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    #: Keys are per API key: two integrations may pick the same key without meeting.
+    api_key_id: Mapped[int] = mapped_column(db.ForeignKey("api_keys.id", ondelete="CASCADE"))
+    key: Mapped[str] = mapped_column(db.String(200))
+    #: sha256 of method, path and body: the same key with another request is refused, not replayed.
+    fingerprint: Mapped[str] = mapped_column(db.String(64))
+    #: None while the first call is still running (a repeat then gets 409).
+    status_code: Mapped[int | None] = mapped_column()
+    response_body: Mapped[dict | None] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    #: After this the row is deleted (periodic job) and the key may be used afresh.
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)

@@ -111,13 +111,13 @@ def create_api_key(session: Session, *, user: User, name: str, now: datetime) ->
     return CreatedApiKey(key=key, secret=token.value)
 
 
-def user_for_api_key(session: Session, *, secret: str, now: datetime) -> User | None:
-    """The active user owning this unrevoked key, or None."""
+def api_key_for_secret(session: Session, *, secret: str, now: datetime) -> ApiKey | None:
+    """This unrevoked key of an active user (``.user`` is who calls), or None."""
     key = session.scalar(select(ApiKey).where(ApiKey.key_hash == hash_token(secret), ApiKey.revoked_at.is_(None)))
     if key is None or key.user.disabled:
         return None
     key.last_used_at = now
-    return key.user
+    return key
 
 
 def set_disabled(session: Session, *, user: User, disabled: bool, by: User) -> None:

@@ -175,7 +175,7 @@ def test_actions_on_the_teams_batch_are_for_its_owner_its_teams_managers_and_adm
         assert resend.status_code in (202, 409)  # 409: this request cannot get a new link now
     else:
         assert (retry.status_code, remind.status_code, resend.status_code) == (403, 403, 403)
-        assert "owner, a manager of its team or an admin" in retry.get_json()["error"]
+        assert "owner, a manager of its team or an admin" in retry.get_json()["error"]["message"]
 
 
 @pytest.mark.parametrize("role, allowed", [("admin", True), ("manager_a", True), ("owner_a", True),
@@ -208,7 +208,7 @@ def test_lists_searches_and_the_api_show_only_the_users_teams_batches_and_templa
     headers = _api_headers(world["people"]["staff_b"])
     names = [b["name"] for b in client.get("/api/v1/batches?q=Salaries", headers=headers).get_json()["items"]]
     assert names == ["Salaries HR"]
-    templates = [t["name"] for t in client.get("/api/v1/templates", headers=headers).get_json()["templates"]]
+    templates = [t["name"] for t in client.get("/api/v1/templates", headers=headers).get_json()["items"]]
     assert templates == ["Salaries HR template"]
     admin, _ = _web(app, world["people"]["admin"])
     page = admin.get("/batches/?q=Salaries").get_data(as_text=True)
@@ -252,7 +252,7 @@ def test_a_viewer_reads_but_cannot_create_batches_or_templates(app, world):
     assert client.post("/templates/new", data={"csrf_token": token, "name": "X", "html": "<p>x</p>"}).status_code == 403
     headers = _api_headers(viewer)
     created = client.post("/api/v1/templates", json={"name": "X", "html": "<p>x</p>"}, headers=headers)
-    assert created.status_code == 403 and created.get_json()["error"]
+    assert created.status_code == 403 and created.get_json()["error"]["message"]
 
 
 def test_staff_use_a_template_their_team_shares_but_another_teams_template_is_not_found(app, world):
@@ -289,7 +289,7 @@ def test_a_user_in_several_teams_chooses_the_batchs_team_and_only_among_their_ow
     stranger = create_team(db.session, name="Legal", now=utcnow())
     db.session.commit()
     refused = create(stranger.id)
-    assert refused.status_code == 422 and refused.get_json()["field"] == "team_id"
+    assert refused.status_code == 422 and refused.get_json()["error"]["details"]["field"] == "team_id"
 
 
 # --- who is told ---------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -190,10 +190,10 @@ def test_api_resend_answers_202_and_the_old_link_dies(app, users, client):
     response = client.post(f"/api/v1/requests/{rid}/resend", json={"extend_days": 10}, headers=headers)
     body = response.get_json()
     assert response.status_code == 202 and (body["resent"], body["request_id"], body["status"]) == (1, rid, "generated")
-    assert body["expires_at"] == request(rid).expires_at.isoformat()
+    assert datetime.fromisoformat(body["expires_at"]) == request(rid).expires_at
     assert find_by_token(db.session, old) is None and request(rid).deadline_days == 10
     again = client.post(f"/api/v1/requests/{rid}/resend", headers=headers)
-    assert again.status_code == 409 and again.get_json()["reason"] == "not_sent"
+    assert again.status_code == 409 and again.get_json()["error"]["details"]["reason"] == "not_sent"
     assert client.post("/api/v1/requests/999999/resend", headers=headers).status_code == 404
     for bad in ({"extend_days": 0}, {"extend_days": "7"}, {"extend_days": 1000}, [1]):
         assert client.post(f"/api/v1/requests/{rid}/resend", json=bad, headers=headers).status_code == 400
@@ -203,7 +203,7 @@ def test_api_corrects_an_address(app, users, client):
     _, (rid,) = sent_batch(user=users["staff"], sent_at=NOW)
     headers = _api_key(users["staff"])
     bad = client.post(f"/api/v1/requests/{rid}/email", json={"email": "nope"}, headers=headers)
-    assert bad.status_code == 400 and "valid email" in bad.get_json()["error"]
+    assert bad.status_code == 400 and "valid email" in bad.get_json()["error"]["message"]
     ok = client.post(f"/api/v1/requests/{rid}/email", json={"email": "new@example.com"}, headers=headers)
     assert ok.status_code == 200 and ok.get_json()["changed"] and request(rid).email == "new@example.com"
 
