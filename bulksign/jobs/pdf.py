@@ -22,6 +22,7 @@ from ..doc_templates import TemplateError, render_html
 from ..extensions import db, get_redis
 from ..invitations import load_requests, queue_invitations
 from ..logs import log
+from ..messages import N_
 from ..models import Document, SigningRequest, utcnow
 from ..pdf import RenderError, render_pdf
 from ..pipeline import RENDER, enqueue_sends, hand_back, pulse, release
@@ -137,7 +138,8 @@ def _render_one(request: SigningRequest, *, app: Flask) -> Rendered:
         try:
             box = find_signature_box(data)
         except PopplerError as exc:
-            raise RenderError("The rendered document could not be read back.", transient=True, detail=str(exc)) from None
+            raise RenderError(N_("The rendered document could not be read back."), transient=True,
+                              detail=str(exc)) from None
     key = original_key(request)
     get_storage().put(key, data, content_type="application/pdf")
     return Rendered(request.id, request.batch_id, key, data, box)
