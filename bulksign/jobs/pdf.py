@@ -18,18 +18,19 @@ from sqlalchemy import select
 
 from .. import stopping, telemetry
 from ..batches import cancel_if_batch_stopped, close_if_done, mark_batch_started
-from ..doc_templates import TemplateError, render_html
+from ..doc_templates import TemplateError
 from ..extensions import db, get_redis
 from ..invitations import load_requests, queue_invitations
 from ..logs import log
 from ..messages import N_
 from ..models import Document, SigningRequest, utcnow
-from ..pdf import RenderError, render_pdf
+from ..pdf import RenderError
 from ..pipeline import RENDER, enqueue_sends, hand_back, pulse, release
 from ..poppler import PopplerError
 from ..signature_box import SIGNATURE_VARIABLE, SignatureBox, find_signature_box, html_mark
 from ..states import Status, transition
 from ..storage import StorageError, get_storage
+from ..template_kinds import render_document
 
 logger = logging.getLogger(__name__)
 
@@ -128,9 +129,8 @@ def _gave_up(message: str, request: SigningRequest, limit: int, *, transient: bo
 
 def _render_one(request: SigningRequest, *, app: Flask) -> Rendered:
     version = request.batch.template_version
-    html = render_html(version.html, document_context(request))
     started = time.perf_counter()
-    data = render_pdf(html, timeout=app.config["PDF_TIMEOUT_SECONDS"])
+    data = render_document(version, document_context(request), timeout=app.config["PDF_TIMEOUT_SECONDS"])
     with telemetry.record(get_redis()) as figures:
         figures.observe(telemetry.PDF_RENDER, (), time.perf_counter() - started)
     box = None
