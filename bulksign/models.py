@@ -165,6 +165,9 @@ class TemplateVersion(db.Model):
     source_key: Mapped[str | None] = mapped_column(db.String(500))
     #: Variable names the document uses, extracted at save time.
     variables: Mapped[list] = mapped_column(JSON, default=list)
+    #: PDF templates: boxes staff placed on the pages (``pdf_forms.FieldBox.to_json()`` each: column, page, place in
+    #: points, font size), filled like form fields; None for other kinds and for PDFs filled by their own fields.
+    pdf_boxes: Mapped[list | None] = mapped_column(JSON)
     #: Invitation and reminder mail, as templates too.
     email_subject: Mapped[str] = mapped_column(db.Text, default="")
     email_body: Mapped[str] = mapped_column(db.Text, default="")

@@ -27,10 +27,10 @@ from ..models import Document, SigningRequest, utcnow
 from ..pdf import RenderError
 from ..pipeline import RENDER, enqueue_sends, hand_back, pulse, release
 from ..poppler import PopplerError
-from ..signature_box import SIGNATURE_VARIABLE, SignatureBox, find_signature_box, html_mark
+from ..signature_box import SIGNATURE_VARIABLE, SignatureBox, html_mark
 from ..states import Status, transition
 from ..storage import StorageError, get_storage
-from ..template_kinds import render_document
+from ..template_kinds import render_document, signature_box
 
 logger = logging.getLogger(__name__)
 
@@ -133,13 +133,11 @@ def _render_one(request: SigningRequest, *, app: Flask) -> Rendered:
     data = render_document(version, document_context(request), timeout=app.config["PDF_TIMEOUT_SECONDS"])
     with telemetry.record(get_redis()) as figures:
         figures.observe(telemetry.PDF_RENDER, (), time.perf_counter() - started)
-    box = None
-    if SIGNATURE_VARIABLE in (version.variables or ()):  # pdftotext costs ~10 ms: only when there can be a mark
-        try:
-            box = find_signature_box(data)
-        except PopplerError as exc:
-            raise RenderError(N_("The rendered document could not be read back."), transient=True,
-                              detail=str(exc)) from None
+    try:
+        box = signature_box(version, data)
+    except PopplerError as exc:
+        raise RenderError(N_("The rendered document could not be read back."), transient=True,
+                          detail=str(exc)) from None
     key = original_key(request)
     get_storage().put(key, data, content_type="application/pdf")
     return Rendered(request.id, request.batch_id, key, data, box)

@@ -5,7 +5,7 @@ field, a box staff placed) and stores it with the original; sealing stamps the b
 or appends a signature page, instead of stamping over the last page's bottom margin.
 
 Revision ID: a3e5f7b9c1d2
-Revises: d3a9e1c7b5f0
+Revises: f7ec47aedb66
 Create Date: 2026-12-01 04:40:00
 
 """
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 # revision identifiers, used by Alembic.
 revision = 'a3e5f7b9c1d2'
-down_revision = 'd3a9e1c7b5f0'
+down_revision = 'f7ec47aedb66'
 branch_labels = None
 depends_on = None
 
