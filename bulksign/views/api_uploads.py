@@ -14,7 +14,9 @@ bp = Blueprint("api_uploads", __name__, url_prefix="/api/v1")
 
 
 def _batch_json(batch: Batch) -> dict:
-    return {"id": batch.id, "status": batch.status, "total_count": batch.total_count}
+    # notify_email: who gets the batch's notices besides its owner's default (null: the owner).
+    return {"id": batch.id, "status": batch.status, "total_count": batch.total_count,
+            "notify_email": batch.notify_email}
 
 
 @bp.post("/batches/validate")
