@@ -22,6 +22,7 @@ from ..doc_templates import TemplateError
 from ..extensions import db, get_redis
 from ..invitations import load_requests, queue_invitations
 from ..logs import log
+from ..messages import N_
 from ..models import Document, SigningRequest, utcnow
 from ..notices import queued_completion_notices
 from ..pdf import RenderError
@@ -136,7 +137,8 @@ def _render_one(request: SigningRequest, *, app: Flask) -> Rendered:
     try:
         box = signature_box(version, data)
     except PopplerError as exc:
-        raise RenderError("The rendered document could not be read back.", transient=True, detail=str(exc)) from None
+        raise RenderError(N_("The rendered document could not be read back."), transient=True,
+                          detail=str(exc)) from None
     key = original_key(request)
     get_storage().put(key, data, content_type="application/pdf")
     return Rendered(request.id, request.batch_id, key, data, box)
