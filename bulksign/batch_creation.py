@@ -65,6 +65,8 @@ class BatchSettings:
     notify_email: str | None = None
     #: The team the batch belongs to; None: the template's team if the user is in it, else the user's first.
     team_id: int | None = None
+    #: Recipients confirm a one-time code (SMS when the row has a phone, else mail) before they can sign.
+    one_time_code: bool = False
 
     def as_kwargs(self) -> dict:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
@@ -137,10 +139,14 @@ def settings_from_form(form: Mapping[str, str], *, default_name: str) -> BatchSe
     # By name from the list, not by trying ZoneInfo: "America" is a folder of the zone database (an OSError).
     if timezone not in _time_zones():
         raise BatchError(f"Unknown time zone {timezone[:60]!r}; use a name such as Europe/Berlin.", "timezone")
+    one_time_code = given("one_time_code").lower()
+    if one_time_code not in ("", "0", "false", "no", "off", "1", "true", "yes", "on"):
+        raise BatchError("One-time code must be true or false.", "one_time_code")
     return BatchSettings(name=name, deadline_days=deadline, reminder_days=tuple(sorted(set(days))),
                          max_reminders=max_reminders, reply_to=reply_to, language=language,
                          quiet_hours_start=quiet[0], quiet_hours_end=quiet[1], timezone=timezone,
-                         notify_email=notify_email, team_id=team_id)
+                         notify_email=notify_email, team_id=team_id,
+                         one_time_code=one_time_code in ("1", "true", "yes", "on"))
 
 
 @functools.cache
@@ -181,7 +187,7 @@ def create_batch(session: Session, *, user: User, template_version: TemplateVers
                  name: str, now: datetime, deadline_days: int = 7, reminder_days: Sequence[int] = (2, 4),
                  max_reminders: int = 3, reply_to: str | None = None, language: str = "en",
                  quiet_hours_start: int | None = None, quiet_hours_end: int | None = None, timezone: str = "UTC",
-                 notify_email: str | None = None, team_id: int | None = None,
+                 notify_email: str | None = None, team_id: int | None = None, one_time_code: bool = False,
                  idempotency_key: str | None = None) -> CreatedBatch:
     """Insert the batch and all its requests in one transaction (commits), then queue their renders.
 
@@ -206,7 +212,7 @@ def create_batch(session: Session, *, user: User, template_version: TemplateVers
         status=PROCESSING, language=language, reminder_days=list(reminder_days), max_reminders=max_reminders,
         deadline_days=deadline_days, reply_to=reply_to, quiet_hours_start=quiet_hours_start,
         quiet_hours_end=quiet_hours_end, timezone=timezone, total_count=len(rows), team_id=team_id,
-        notify_email=notify_email,
+        notify_email=notify_email, one_time_code=one_time_code,
         idempotency_key=idempotency_key, created_at=now, started_at=now,
     )
     session.add(batch)

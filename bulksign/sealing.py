@@ -18,6 +18,7 @@ import os
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -242,6 +243,8 @@ class AuditRecord:
     signed_at: datetime
     original_sha256: str
     lines: tuple[AuditLine, ...]
+    #: How the signer proved who they are beyond the link (a confirmed one-time code), or "".
+    identity: str = ""
 
 
 #: Event type → label on the audit certificate; other types print as they are.
@@ -256,7 +259,16 @@ EVENT_LABELS = {
     "page.opened": "Page opened again",
     "status.signed": "Signed",
     "link.issued": "Signing link issued",
+    # One-time codes (``one_time_codes``): ``{…}`` are filled from the event's details.
+    "code.sent": "One-time code sent by {channel} to {to}",
+    "code.failed": "Wrong one-time code ({tries_left} tries left)",
+    "code.verified": "One-time code confirmed",
+    "code.locked": "One-time code locked: too many wrong tries",
 }
+
+
+def _label(event: Event) -> str:
+    return EVENT_LABELS.get(event.type, event.type).format_map(defaultdict(str, event.details or {}))
 
 
 def _register_fonts() -> None:
@@ -343,6 +355,7 @@ def audit_certificate(record: AuditRecord) -> bytes:
         ("Signed by", record.signer_name),
         ("Signed at", _utc(record.signed_at)),
         ("Signer IP", record.signer_ip),
+        *([("Identity check", record.identity)] if record.identity else []),
         ("Original sha256", record.original_sha256),
     ]
     fact_table = Table([[p(k), p(v)] for k, v in facts], colWidths=[38 * mm, 132 * mm])
@@ -553,8 +566,8 @@ def audit_record(session: Session, request: SigningRequest, original: Document) 
     batch: Batch = request.batch
     events = session.scalars(
         select(Event).where(Event.request_id == request.id).order_by(Event.created_at, Event.id)).all()
-    lines = [AuditLine(at=e.created_at, label=EVENT_LABELS.get(e.type, e.type), ip=e.ip or "",
-                       user_agent=e.user_agent or "") for e in events]
+    lines = [AuditLine(at=e.created_at, label=_label(e), ip=e.ip or "", user_agent=e.user_agent or "")
+             for e in events]
     types = {e.type for e in events}
     if "request.created" not in types:
         lines.insert(0, AuditLine(at=request.created_at, label=EVENT_LABELS["request.created"], ip="", user_agent=""))
@@ -567,7 +580,19 @@ def audit_record(session: Session, request: SigningRequest, original: Document) 
         request_id=request.id, recipient_name=request.name or "", recipient_email=request.email,
         signer_name=request.signer_name or request.name or "", signer_ip=request.signer_ip or "",
         signed_at=request.signed_at, original_sha256=original.sha256, lines=tuple(lines),
+        identity=_identity(events),
     )
+
+
+def _identity(events: Sequence[Event]) -> str:
+    """The last confirmed one-time code before signing, in words: how, where to, when."""
+    verified = [e for e in events if e.type == "code.verified"]
+    if not verified:
+        return ""
+    code_id = verified[-1].details.get("code_id")
+    sent = next((e for e in events if e.type == "code.sent" and e.details.get("code_id") == code_id), None)
+    where = f" sent by {sent.details.get('channel')} to {sent.details.get('to')}" if sent else ""
+    return f"One-time code{where}, confirmed {_utc(verified[-1].created_at)}"
 
 
 def signed_storage_key(request: SigningRequest) -> str:

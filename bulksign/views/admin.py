@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from .. import webhooks_out
 from ..auth import admin_required
-from ..devmail import list_caught, read_caught
+from ..devmail import list_caught, mailbox_folder, read_caught
 from ..extensions import db
 from ..models import ApiKey, Team, User, WebhookDelivery, WebhookEndpoint, utcnow
 from ..teams import TeamError, add_member, create_team, recent_changes, remove_member, teams_with_members
@@ -29,7 +29,7 @@ def _admins_only():
 
 
 def _mailbox() -> Path:
-    return Path(current_app.config["VAR_DIR"]) / "mailbox"
+    return mailbox_folder(current_app.config["VAR_DIR"])
 
 
 @bp.get("/")

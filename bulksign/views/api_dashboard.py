@@ -22,7 +22,8 @@ def _batch_json(view: dashboard.BatchView | dashboard.BatchRow) -> dict:
     return {"id": b.id, "name": b.name, "status": b.status, "total_count": b.total_count,
             "counts": view.counts.by_status,
             "created_at": _iso(b.created_at), "deadline_at": _iso(b.deadline_at),
-            "template": view.template_name, "created_by": view.started_by, "team_id": b.team_id}
+            "template": view.template_name, "created_by": view.started_by, "team_id": b.team_id,
+            "one_time_code": b.one_time_code}
 
 
 def _request_json(r: SigningRequest) -> dict:

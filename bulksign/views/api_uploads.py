@@ -14,7 +14,8 @@ bp = Blueprint("api_uploads", __name__, url_prefix="/api/v1")
 
 
 def _batch_json(batch: Batch) -> dict:
-    return {"id": batch.id, "status": batch.status, "total_count": batch.total_count}
+    return {"id": batch.id, "status": batch.status, "total_count": batch.total_count,
+            "one_time_code": batch.one_time_code}
 
 
 @bp.post("/batches/validate")
