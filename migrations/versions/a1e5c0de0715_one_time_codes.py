@@ -18,8 +18,7 @@ depends_on = None
 
 
 def upgrade():
-    with op.batch_alter_table('batches', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('one_time_code', sa.Boolean(), server_default=sa.false(), nullable=False))
+    op.add_column('batches', sa.Column('one_time_code', sa.Boolean(), server_default=sa.false(), nullable=False))
     op.create_table('one_time_codes',
     sa.Column('id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
     sa.Column('request_id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
@@ -41,5 +40,6 @@ def upgrade():
 def downgrade():
     op.drop_index('ix_one_time_codes_request_created', table_name='one_time_codes')
     op.drop_table('one_time_codes')
-    with op.batch_alter_table('batches', schema=None) as batch_op:
-        batch_op.drop_column('one_time_code')
+    # Not in batch mode: SQLite (3.35+) drops the column in place, where re-creating ``batches`` would
+    # cascade-delete every request of every batch (foreign keys are enforced).
+    op.drop_column('batches', 'one_time_code')
