@@ -24,11 +24,11 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from flask_babel import lazy_gettext as _l
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from .logs import log
+from .messages import N_
 from .models import Event, OneTimeCode, SigningRequest
 from .tokens import new_nonce
 
@@ -175,7 +175,7 @@ def send_code(session: Session, *, request_id: int, secret: str, now: datetime, 
     mail_id = None
     if channel == "email":
         with force_locale(request.batch.language):
-            subject = str(_l("Your code to sign “%(document)s”", document=_document_name(request)))
+            subject = str(N_("Your code to sign “%(document)s”", document=_document_name(request)))
         # The subject is stored with the mail row: it must not hold the code (the body, built at send time, does).
         mail_id = queue_mail(session, key=f"code-{row.id}", kind=MAIL_KIND, to_email=destination,
                              subject=subject, now=now, request_id=request_id, batch_id=request.batch_id).id
@@ -206,8 +206,8 @@ class CodeCheck:
     status: str
     code_id: int | None = None
     tries_left: int = 0
-    #: For ``invalid``: what to correct (lazily translated).
-    message: str = ""
+    #: For ``invalid``: what to correct (translated where it is shown).
+    message: N_ | str = ""
 
 
 def verify_code(session: Session, *, request_id: int, code: str, secret: str, now: datetime, ip: str | None,
@@ -215,7 +215,7 @@ def verify_code(session: Session, *, request_id: int, code: str, secret: str, no
     """Check a typed code against the request's newest code; every try counts, and is an event; commits."""
     typed = _NOT_DIGITS.sub("", code or "")
     if not (len(typed) == CODE_DIGITS and typed.isascii() and typed.isdigit()):
-        return CodeCheck("invalid", message=_l("Type the %(count)s digits of the code.", count=CODE_DIGITS))
+        return CodeCheck("invalid", message=N_("Type the %(count)s digits of the code.", count=CODE_DIGITS))
     request = session.get(SigningRequest, request_id)
     current = _newest(session, request_id)
     if current is None:

@@ -257,7 +257,7 @@ def test_without_a_provider_the_sms_lands_in_the_development_mailbox(app, users)
     otp.dispatch(sent)
     run_worker(app, "mail")
     folder = mailbox_folder(app.config["VAR_DIR"])
-    [caught] = list_caught(folder)
+    [caught] = list_caught(folder).mails
     assert caught.subject == "SMS to +7 900 111-22-33"
     assert code_of(sent, r.id) in read_caught(folder, caught.name).get_content()
 
