@@ -4,26 +4,22 @@ from __future__ import annotations
 import io
 import re
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from pypdf import PdfReader
 
 from bulksign.models import utcnow
 from tests.support.signing_requests import make_sent_request
+from tests.test_browser_dashboard import shoot
 from tests.test_browser_signing import agree, fresh, signed_bytes
 
 pytestmark = pytest.mark.browser
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
 
 def _shots(page, name: str) -> None:
-    """The page at desktop and phone width, for a person to look at; no sideways scrolling on the phone."""
-    ARTIFACTS.mkdir(exist_ok=True)
-    for width, height in ((1366, 900), (360, 740)):
-        page.set_viewport_size({"width": width, "height": height})
-        page.screenshot(path=str(ARTIFACTS / f"{name}-{width}.png"), full_page=True)
-        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"), (name, width)
+    """Screenshots at 1366 and 360 px (``shoot``); the phone width must not scroll sideways."""
+    shoot(page, name)
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"), name
     page.set_viewport_size({"width": 1366, "height": 900})
 
 

@@ -8,7 +8,7 @@ from ..extensions import db
 from ..models import Batch, utcnow
 from ..recipients import UploadError, validate_recipients
 from .api import api_error
-from .uploads import template_version, uploaded_file
+from .uploads import suppression_lookup, template_version, uploaded_file
 
 bp = Blueprint("api_uploads", __name__, url_prefix="/api/v1")
 
@@ -23,7 +23,8 @@ def validate():
     try:
         version = template_version(request.form.get("template_id"))
         data, filename = uploaded_file()
-        report = validate_recipients(data, filename=filename, variables=version.variables)
+        report = validate_recipients(data, filename=filename, variables=version.variables,
+                                     suppressed=suppression_lookup())
     except UploadError as exc:
         return api_error(exc.message, exc.status)
     return jsonify(report.as_dict())

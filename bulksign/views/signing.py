@@ -180,15 +180,26 @@ def decline_document(token: str, row: SigningRequest):
     return redirect(url_for(".page", token=token), 303)
 
 
+def _code_step(view):
+    """A one-time code route: only while the recipient can act and the batch asks for a code; else the page."""
+
+    @wraps(view)
+    def wrapped(token: str, row: SigningRequest):
+        if page_state(row, now=utcnow()) != "waiting" or not one_time_codes.required(row):
+            return redirect(url_for(".page", token=token), 303)
+        return view(token, row)
+
+    return wrapped
+
+
 @bp.post("/<token>/code")
 @public
 @recipient_limit
 @_by_token
+@_code_step
 def send_code(token: str, row: SigningRequest):
     """Send a (new) one-time code to the recipient's phone or mailbox."""
     now = utcnow()
-    if page_state(row, now=now) != "waiting" or not one_time_codes.required(row):
-        return redirect(url_for(".page", token=token), 303)
     sent = one_time_codes.send_code(db.session, request_id=row.id, secret=current_app.config["SECRET_KEY"], now=now,
                                     **_client())
     if sent.status == "too_soon":
@@ -219,10 +230,9 @@ def _code_error(check: one_time_codes.CodeCheck) -> str:
 @public
 @recipient_limit
 @_by_token
+@_code_step
 def verify_code(token: str, row: SigningRequest):
     """Check the typed one-time code; the right one lets this browser see and sign the document."""
-    if page_state(row, now=utcnow()) != "waiting" or not one_time_codes.required(row):
-        return redirect(url_for(".page", token=token), 303)
     check = one_time_codes.verify_code(db.session, request_id=row.id, code=request.form.get("code", ""),
                                        secret=current_app.config["SECRET_KEY"], now=utcnow(), **_client())
     if check.status != "verified":
