@@ -306,7 +306,8 @@ def test_the_signing_page_asks_for_the_code_before_showing_the_document(app, cli
     assert db.session.get(SigningRequest, r.id).status == "signed"
 
 
-def test_the_batch_option_is_read_from_the_form_and_the_api(app, users, client):
+def test_the_batch_option_is_read_from_the_form_and_the_api_and_shown_on_the_batch_page(app, users, client, auth):
+    auth.login()
     assert settings_from_form({"one_time_code": "1"}, default_name="x").one_time_code is True
     assert settings_from_form({}, default_name="x").one_time_code is False
     with pytest.raises(BatchError):
@@ -322,3 +323,4 @@ def test_the_batch_option_is_read_from_the_form_and_the_api(app, users, client):
     assert db.session.get(Batch, created.json["id"]).one_time_code is True
     shown = client.get(f"/api/v1/batches/{created.json['id']}", headers={"Authorization": f"Bearer {key}"})
     assert shown.json["one_time_code"] is True
+    assert b'id="one-time-code"' in client.get(f"/batches/{created.json['id']}").data
