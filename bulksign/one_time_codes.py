@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 from .logs import log
 from .messages import N_
 from .models import Event, OneTimeCode, SigningRequest
+from .sealing import document_title
 from .tokens import new_nonce
 
 logger = logging.getLogger(__name__)
@@ -110,9 +111,6 @@ class CodeStatus:
     #: The masked address or number the next (or current) code goes to.
     masked_to: str
     expires_at: datetime | None = None
-    tries_left: int = MAX_TRIES
-    #: When a new code may be asked for (None: now).
-    resend_at: datetime | None = None
 
 
 def status(session: Session, *, request: SigningRequest, code_id: int | None, now: datetime) -> CodeStatus:
@@ -123,10 +121,9 @@ def status(session: Session, *, request: SigningRequest, code_id: int | None, no
     code = _newest(session, request.id)
     if code is None:
         return CodeStatus("none", channel, mask(channel, destination))
-    resend_at = code.created_at + RESEND_AFTER
+    # A code verified by another browser is spent for this one: it needs a code of its own.
     state = ("locked" if code.locked_at else "expired" if code.expires_at <= now or code.verified_at else "pending")
-    return CodeStatus(state, code.channel, mask(code.channel, code.destination), expires_at=code.expires_at,
-                      tries_left=max(MAX_TRIES - code.attempts, 0), resend_at=resend_at if resend_at > now else None)
+    return CodeStatus(state, code.channel, mask(code.channel, code.destination), expires_at=code.expires_at)
 
 
 @dataclass(frozen=True)
@@ -156,10 +153,12 @@ def send_code(session: Session, *, request_id: int, secret: str, now: datetime, 
     session.execute(select(SigningRequest.id).where(SigningRequest.id == request_id).with_for_update())
     last = _newest(session, request_id)
     if last is not None and last.created_at + RESEND_AFTER > now:
+        session.rollback()
         return CodeSent("too_soon", retry_at=last.created_at + RESEND_AFTER)
     today = session.scalar(select(func.count()).select_from(OneTimeCode).where(
         OneTimeCode.request_id == request_id, OneTimeCode.created_at > now - timedelta(days=1)))
     if today >= MAX_CODES_PER_DAY:
+        session.rollback()
         return CodeSent("too_many")
     channel, destination = channel_of(request)
     nonce = new_nonce()
@@ -175,7 +174,7 @@ def send_code(session: Session, *, request_id: int, secret: str, now: datetime, 
     mail_id = None
     if channel == "email":
         with force_locale(request.batch.language):
-            subject = str(N_("Your code to sign “%(document)s”", document=_document_name(request)))
+            subject = str(N_("Your code to sign “%(document)s”", document=document_title(request.batch)))
         # The subject is stored with the mail row: it must not hold the code (the body, built at send time, does).
         mail_id = queue_mail(session, key=f"code-{row.id}", kind=MAIL_KIND, to_email=destination,
                              subject=subject, now=now, request_id=request_id, batch_id=request.batch_id).id
@@ -264,11 +263,6 @@ def _event(session: Session, request: SigningRequest, type_: str, *, now: dateti
                       actor="recipient", ip=ip, user_agent=(user_agent or "")[:500], details=details))
 
 
-def _document_name(request: SigningRequest) -> str:
-    template = request.batch.template_version.template if request.batch.template_version else None
-    return template.name if template else request.batch.name
-
-
 def code_text(session: Session, *, code_id: int, secret: str, now: datetime) -> tuple[OneTimeCode, str] | None:
     """The code row and the message that carries its code (in the batch's language), or None when the code
     no longer counts (a newer one was issued, it was used, locked or ran out): sending it would only confuse."""
@@ -285,7 +279,7 @@ def code_text(session: Session, *, code_id: int, secret: str, now: datetime) -> 
     code = derive_code(secret=secret, request_id=row.request_id, nonce=row.nonce)
     with force_locale(request.batch.language):
         text = render_template(f"emails/one_time_code_{row.channel}.txt", code=code, request=request,
-                               document=_document_name(request), minutes=int(CODE_TTL.total_seconds() // 60))
+                               document=document_title(request.batch), minutes=int(CODE_TTL.total_seconds() // 60))
     return row, text.strip()
 
 
