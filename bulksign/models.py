@@ -155,10 +155,19 @@ class TemplateVersion(db.Model):
     id: Mapped[int] = mapped_column(primary_key=True)
     template_id: Mapped[int] = mapped_column(db.ForeignKey("document_templates.id", ondelete="CASCADE"))
     version: Mapped[int] = mapped_column()
-    #: The document as HTML with ``{{ variable }}`` placeholders (Jinja, rendered in a sandbox).
+    #: ``html`` (the ``html`` column is the document), ``docx`` or ``pdf`` (an uploaded file, ``source_key``);
+    #: ``bulksign.template_kinds`` renders each kind.
+    kind: Mapped[str] = mapped_column(db.String(16), default="html", server_default="html")
+    #: The document as HTML with ``{{ variable }}`` placeholders (Jinja, rendered in a sandbox); empty for files.
     html: Mapped[str] = mapped_column(db.Text)
-    #: Variable names the HTML uses, extracted at save time.
+    #: Storage key of the uploaded file (Word, PDF) as it was uploaded; None for HTML. Named by its sha256,
+    #: so versions that keep the same file share it.
+    source_key: Mapped[str | None] = mapped_column(db.String(500))
+    #: Variable names the document uses, extracted at save time.
     variables: Mapped[list] = mapped_column(JSON, default=list)
+    #: PDF templates: boxes staff placed on the pages (``pdf_forms.FieldBox.to_json()`` each: column, page, place in
+    #: points, font size), filled like form fields; None for other kinds and for PDFs filled by their own fields.
+    pdf_boxes: Mapped[list | None] = mapped_column(JSON)
     #: Invitation and reminder mail, as templates too.
     email_subject: Mapped[str] = mapped_column(db.Text, default="")
     email_body: Mapped[str] = mapped_column(db.Text, default="")
@@ -344,6 +353,9 @@ class Document(db.Model):
     content_type: Mapped[str] = mapped_column(db.String(100), default="application/pdf")
     #: sha256 of the certificate that sealed a signed document (``seal_certificates``); None otherwise.
     seal_fingerprint: Mapped[str | None] = mapped_column(db.String(64))
+    #: Where an original's signature goes, ``SignatureBox.to_json()`` (page, x, y, w, h in points); None: the
+    #: document marks no place, sealing appends a signature page.
+    signature_box: Mapped[dict | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

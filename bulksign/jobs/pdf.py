@@ -18,15 +18,18 @@ from sqlalchemy import select
 
 from .. import stopping, telemetry
 from ..batches import cancel_if_batch_stopped, close_if_done, mark_batch_started
-from ..doc_templates import TemplateError, render_html
+from ..doc_templates import TemplateError
 from ..extensions import db, get_redis
 from ..invitations import load_requests, queue_invitations
 from ..logs import log
 from ..models import Document, SigningRequest, utcnow
-from ..pdf import RenderError, render_pdf
+from ..pdf import RenderError
 from ..pipeline import RENDER, enqueue_sends, hand_back, pulse, release
+from ..poppler import PopplerError
+from ..signature_box import SIGNATURE_VARIABLE, SignatureBox, html_mark
 from ..states import Status, transition
 from ..storage import StorageError, get_storage
+from ..template_kinds import render_document, signature_box
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +44,8 @@ def original_key(request: SigningRequest) -> str:
 
 def document_context(request: SigningRequest) -> dict:
     """The variables a document sees: the row's columns, then the built-in ones."""
-    return {**(request.data or {}), "email": request.email, "name": request.name, "phone": request.phone or ""}
+    return {**(request.data or {}), "email": request.email, "name": request.name, "phone": request.phone or "",
+            SIGNATURE_VARIABLE: html_mark()}
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,8 @@ class Rendered:
     batch_id: int
     key: str
     data: bytes
+    #: Where the document marks the signature; None: sealing appends a signature page.
+    signature_box: SignatureBox | None = None
 
 
 @dataclass(frozen=True)
@@ -121,14 +127,18 @@ def _gave_up(message: str, request: SigningRequest, limit: int, *, transient: bo
 
 
 def _render_one(request: SigningRequest, *, app: Flask) -> Rendered:
-    html = render_html(request.batch.template_version.html, document_context(request))
+    version = request.batch.template_version
     started = time.perf_counter()
-    data = render_pdf(html, timeout=app.config["PDF_TIMEOUT_SECONDS"])
+    data = render_document(version, document_context(request), timeout=app.config["PDF_TIMEOUT_SECONDS"])
     with telemetry.record(get_redis()) as figures:
         figures.observe(telemetry.PDF_RENDER, (), time.perf_counter() - started)
+    try:
+        box = signature_box(version, data)
+    except PopplerError as exc:
+        raise RenderError("The rendered document could not be read back.", transient=True, detail=str(exc)) from None
     key = original_key(request)
     get_storage().put(key, data, content_type="application/pdf")
-    return Rendered(request.id, request.batch_id, key, data)
+    return Rendered(request.id, request.batch_id, key, data, box)
 
 
 def _settle(*, rendered: list[Rendered], failed: list[Problem], retry: list[Problem], untried: list[int],
@@ -144,7 +154,8 @@ def _settle(*, rendered: list[Rendered], failed: list[Problem], retry: list[Prob
     won = set(transition(session, [r.request_id for r in rendered], frm=Status.GENERATING, to=Status.GENERATED,
                          now=now, attempts=0, error_message=None).won)
     session.add_all([Document(request_id=r.request_id, kind="original", storage_key=r.key,
-                              sha256=hashlib.sha256(r.data).hexdigest(), size=len(r.data), created_at=now)
+                              sha256=hashlib.sha256(r.data).hexdigest(), size=len(r.data), created_at=now,
+                              signature_box=r.signature_box.to_json() if r.signature_box else None)
                      for r in rendered if r.request_id in won])
     # The invitation rows are written in the same transaction: a generated request always has one.
     invitations = queue_invitations(session, request_ids=sorted(won), now=now, app=app)
