@@ -29,7 +29,7 @@ def test_a_recipient_confirms_a_code_then_signs(app, users, live_server, page, s
             else None)
     r = make_sent_request(now=utcnow() - timedelta(minutes=1), owner=users["staff"], one_time_code=True)
     page.goto(f"{live_server}/sign/{r.token}")
-    assert page.locator("iframe.pdf").count() == 0, "no document before the code"
+    assert page.locator(".card.document").count() == 0, "no document before the code"
     _shots(page, "one-time-code-ask")
 
     page.click("text=Send me a code")
@@ -46,7 +46,7 @@ def test_a_recipient_confirms_a_code_then_signs(app, users, live_server, page, s
 
     page.fill("input[name=code]", f"{code[:3]} {code[3:]}")
     page.click("#code-form button[type=submit]")
-    page.wait_for_selector("iframe.pdf")
+    page.wait_for_selector(".card.document")
     agree(page)
     page.click("#sign-button")
     page.wait_for_selector("text=You signed this document")

@@ -284,8 +284,9 @@ def test_every_step_is_on_the_audit_certificate(guarded):
 def test_the_signing_page_asks_for_the_code_before_showing_the_document(app, client, users, smtp):
     r = make_sent_request(now=utcnow() - timedelta(minutes=5), owner=users["staff"], one_time_code=True)
     page = client.get(f"/sign/{r.token}")
-    assert b"Send me a code" in page.data and b"iframe" not in page.data
+    assert b"Send me a code" in page.data and b"card document" not in page.data and b"Contract body" not in page.data
     assert client.get(f"/sign/{r.token}/document").status_code == 403
+    assert client.get(f"/sign/{r.token}/pages/1").status_code == 403
     token = csrf_from(page)
     assert client.post(f"/sign/{r.token}/code", data={"csrf_token": token}).status_code == 303
     assert client.post(f"/sign/{r.token}/code", data={"csrf_token": token}).status_code == 429  # too soon
@@ -297,10 +298,11 @@ def test_the_signing_page_asks_for_the_code_before_showing_the_document(app, cli
                        ).status_code == 303
     assert db.session.get(SigningRequest, r.id).status == "opened"  # not signed: no code yet
     assert client.post(f"/sign/{r.token}/code/verify", data={"csrf_token": token, "code": code}).status_code == 303
-    assert b"iframe" in client.get(f"/sign/{r.token}").data
+    assert b"card document" in client.get(f"/sign/{r.token}").data
+    assert client.get(f"/sign/{r.token}/pages/1").status_code == 200
     assert client.get(f"/sign/{r.token}/document").status_code == 200
     # Another browser with the same link (a forwarded mail) must confirm a code of its own.
-    assert b"iframe" not in app.test_client().get(f"/sign/{r.token}").data
+    assert b"card document" not in app.test_client().get(f"/sign/{r.token}").data
     client.post(f"/sign/{r.token}/sign", data={"csrf_token": token, "name": "Иван", "consent": "yes"})
     db.session.expire_all()
     assert db.session.get(SigningRequest, r.id).status == "signed"
