@@ -25,6 +25,7 @@ from .batches import PROCESSING, close_if_done
 from .extensions import get_queue
 from .logs import log
 from .models import Batch, Event, SigningRequest, Suppression, TemplateVersion, User
+from .notices import NoticeAddressError, chosen_notice_address
 from .recipients import Recipient, check_email
 from .states import Status
 from .suppressions import in_force_among, not_sent_reason
@@ -63,7 +64,8 @@ class BatchSettings:
     quiet_hours_start: int | None = None
     quiet_hours_end: int | None = None
     timezone: str = "UTC"
-    #: Who gets the expiry summary, decline notices and the completion notice; None: the owner.
+    #: Who gets the expiry summary, decline notices and the completion notice (a team manager or any
+    #: address); None: the owner.
     notify_email: str | None = None
     #: The team the batch belongs to; None: the template's team if the user is in it, else the user's first.
     team_id: int | None = None
@@ -121,11 +123,10 @@ def settings_from_form(form: Mapping[str, str], *, default_name: str) -> BatchSe
         reply_to, problem = check_email(reply_to)
         if problem:
             raise BatchError(N_("Reply-to: %(problem)s", problem=problem), "reply_to")
-    notify_email = given("notify_email") or None
-    if notify_email:
-        notify_email, problem = check_email(notify_email)
-        if problem:
-            raise BatchError(N_("Notices to: %(problem)s", problem=problem), "notify_email")
+    try:
+        notify_email = chosen_notice_address(choice=given("notify_to"), email=given("notify_email"))
+    except NoticeAddressError as exc:
+        raise BatchError(N_("Notices to: %(problem)s", problem=exc.args[0]), "notify_email") from None
     team_id = _whole_number(given("team_id"), "team_id", N_("Team"), 1, 2**31 - 1) if given("team_id") else None
     language = given("language") or "en"
     if language not in LANGUAGES:

@@ -94,16 +94,20 @@ class TeamMember(db.Model):
 
 
 class MembershipChange(db.Model):
-    """Audit of team membership: who added or removed whom, when. Kept when the team or user is gone."""
+    """Audit of who may see what: who added or removed whom from a team, or gave whom a role, when.
+    Kept when the team or user is gone."""
 
     __tablename__ = "membership_changes"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    #: Team and user named, not referenced: the record outlives both.
-    team_name: Mapped[str] = mapped_column(db.String(100))
+    #: Team and user named, not referenced: the record outlives both. No team for a role change.
+    team_name: Mapped[str | None] = mapped_column(db.String(100))
     user_email: Mapped[str] = mapped_column(db.String(254))
-    #: ``added`` or ``removed``.
+    #: ``added`` or ``removed`` (team membership), ``role`` (a role given, at creation or later).
     action: Mapped[str] = mapped_column(db.String(10))
+    #: For ``role``: the role before (None when the account was created with ``new_role``) and after.
+    old_role: Mapped[str | None] = mapped_column(db.String(16))
+    new_role: Mapped[str | None] = mapped_column(db.String(16))
     #: Who made the change: ``user:<id> <email>`` or ``cli``.
     actor: Mapped[str] = mapped_column(db.String(300))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)

@@ -12,13 +12,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from io import BytesIO
 
-from flask_babel import force_locale, gettext
+from flask_babel import force_locale
 from flask_babel import lazy_gettext as _l
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from . import one_time_codes
 from .logs import log
+from .messages import N_
 from .models import Batch, Event, SigningRequest
 from .states import Status, WAITING_FOR_RECIPIENT, transition
 
@@ -206,9 +207,9 @@ def sign(session: Session, *, request_id: int, now: datetime, signer_name: str, 
 
 def decline(session: Session, *, request_id: int, now: datetime, reason: str, ip: str | None,
             user_agent: str | None, code_id: int | None = None) -> DeclineOutcome:
-    """Decline with a reason: opened→declined by compare-and-set, and a notice to the batch's notice address; commits."""
-    from .mailer import queue_mail
-    from .notices import notice_locale, notice_recipient
+    """Decline with a reason: opened→declined by compare-and-set, and a notice to whoever the batch names
+    (its owner by default); commits."""
+    from .notices import queue_notice
     from .pipeline import enqueue_sends
 
     reason = (reason or "").strip()
@@ -223,14 +224,10 @@ def decline(session: Session, *, request_id: int, now: datetime, reason: str, ip
     if result != "won":
         return DeclineOutcome(status=result, request_id=request_id)
     request = session.get(SigningRequest, request_id)
-    owner_email = notice_recipient(request.batch, owner=request.batch.created_by)
-    mail_id = None
-    if owner_email:
-        with force_locale(notice_locale(request.batch)):
-            subject = gettext("Declined: %(who)s — %(batch)s", who=request.name or request.email,
-                              batch=request.batch.name)
-        mail_id = queue_mail(session, key=f"decline-notice-{request_id}", kind="decline_notice", to_email=owner_email,
-                             subject=subject, now=now, request_id=request_id, batch_id=request.batch_id).id
+    notice = queue_notice(session, batch=request.batch, kind="decline_notice", key=f"decline-notice-{request_id}",
+                          subject=N_("Declined: %(who)s — %(batch)s", who=request.name or request.email,
+                                     batch=request.batch.name), now=now, request_id=request_id)
+    mail_id = notice.id if notice is not None else None
     session.commit()
     if mail_id is not None:
         enqueue_sends([mail_id])
@@ -256,17 +253,14 @@ def enqueue_seal(request_ids: list[int]) -> int:
 
 
 def build_decline_notice(session: Session, mail, app):
-    """The batch owner's notice that a recipient declined, with the reason."""
+    """The notice that a recipient declined, with the reason."""
     from flask import render_template
-    from flask_mail import Message
 
-    from .notices import notice_locale
+    from .notices import notice_locale, notice_message
     from .sealing import document_title
 
     request = session.get(SigningRequest, mail.request_id)
     with force_locale(notice_locale(request.batch)):
         body = render_template("emails/decline_notice.txt", request=request, batch=request.batch,
                                document_name=document_title(request.batch), app_url=app.config["APP_URL"])
-    message = Message(subject=mail.subject, recipients=[mail.to_email], body=body)
-    message.msgId = mail.message_id
-    return message
+    return notice_message(mail, app, body=body)

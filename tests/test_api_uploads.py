@@ -78,7 +78,8 @@ def test_api_refuses_rows_with_errors_unless_told_to_skip_them(api, template_id)
                                            "skip_invalid": "true", "reminder_days": "1,3", "max_reminders": "2",
                                            "deadline_days": "5"})
     assert created.status_code == 201
-    assert created.json == {"id": created.json["id"], "status": "processing", "total_count": 2, "one_time_code": False}
+    assert created.json == {"id": created.json["id"], "status": "processing", "total_count": 2, "notify_email": None,
+                            "one_time_code": False}
     batch = db.session.get(Batch, created.json["id"])
     assert (batch.name, batch.reminder_days, batch.max_reminders, batch.deadline_days) == ("Nov", [1, 3], 2, 5)
     ids = db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch.id)).all()
@@ -100,6 +101,25 @@ def test_api_bad_settings_and_missing_columns_are_422(api, template_id):
                                            "skip_invalid": "1"})
     assert lacking.status_code == 422 and lacking.json["missing_columns"] == ["position"]
 
+
+@pytest.mark.parametrize("fields, told", [
+    ({}, None),
+    ({"notify_to": "owner", "notify_email": "ignored@example.com"}, None),
+    ({"notify_to": "Boss@Example.com"}, "Boss@example.com"),
+    ({"notify_to": "other", "notify_email": "hr@example.com"}, "hr@example.com"),
+    ({"notify_email": "hr@example.com"}, "hr@example.com"),
+])
+def test_api_names_who_gets_the_notices_the_owner_by_default(api, template_id, fields, told):
+    created = api("/api/v1/batches", data={"template_id": template_id, "file": upload(GOOD), **fields})
+    assert created.status_code == 201 and created.json["notify_email"] == told
+    assert db.session.get(Batch, created.json["id"]).notify_email == told
+
+
+@pytest.mark.parametrize("fields", [{"notify_to": "other"}, {"notify_to": "nope"}, {"notify_email": "x@gmial.com"}])
+def test_api_refuses_a_notice_address_it_cannot_use(api, template_id, fields):
+    refused = api("/api/v1/batches", data={"template_id": template_id, "file": upload(GOOD), **fields})
+    assert refused.status_code == 422 and refused.json["field"] == "notify_email"
+    assert "Notices to" in refused.json["error"] and batch_count() == 0
 
 def test_a_file_over_the_limit_is_refused_with_the_limit_named(make_app, users):
     app = make_app(MAX_UPLOAD_MB=1)

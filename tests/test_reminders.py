@@ -145,12 +145,12 @@ def test_the_reminder_is_its_own_text_with_the_same_link_through_the_mail_queue(
     batch = make_batch(user=users["staff"], now=NOW, recipients=1)
     enqueue_renders(request_ids(batch))
     run_jobs("pdf", "mail")
-    (invitation,) = smtp.received
+    (invitation,) = smtp.of_kind("invitation")
     (req,) = requests_of(batch)
     rid, nonce, token_hash = req.id, req.token_nonce, req.token_hash
     assert send_due_reminders(now=req.sent_at + 2 * DAY).startswith("1 reminders queued")
     run_jobs("mail")
-    reminder = smtp.received[1]
+    (reminder,) = smtp.of_kind("reminder")
     assert reminder.subject != invitation.subject and "Reminder" in reminder.subject
     assert reminder.text() != invitation.text() and "reminder" in reminder.text()
     link = re.search(r"/sign/([A-Za-z0-9_-]+)", reminder.text()).group(1)
@@ -169,7 +169,7 @@ def test_a_reminder_queued_before_the_recipient_signed_is_not_sent(app, users, s
     run_jobs("mail")
     (reminder,) = mails("reminder")
     # Nothing went wrong: the reminder lost its purpose, and says so.
-    assert smtp.received == [] and reminder.status == "cancelled" and "no longer waits" in reminder.error
+    assert smtp.of_kind("reminder") == [] and reminder.status == "cancelled" and "no longer waits" in reminder.error
     assert request(rid).status == "signed"
 
 

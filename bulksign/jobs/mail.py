@@ -30,7 +30,8 @@ from ..invitations import load_requests, record_sent
 from ..logs import log
 from ..mailer import BUILDERS, MailNotNeeded
 from ..models import OutgoingMail, SigningRequest, utcnow
-from ..pipeline import SEND, hand_back, pulse, release
+from ..notices import queued_completion_notices
+from ..pipeline import SEND, enqueue_sends, hand_back, pulse, release
 from ..states import Status, transition
 from ..storage import StorageError, get_storage
 from ..suppressions import address_is_dead, in_force_among, not_sent_reason, suppress
@@ -192,9 +193,9 @@ def _send_chunk(mail_ids: list[int], *, app: Flask) -> str:
         hand_back(SEND, [m.id for m in handed_back])
         outcomes["handed back"] = len(handed_back)
         log(logger, logging.INFO, "worker stopping, mails handed back", mail_ids=[m.id for m in handed_back])
-    for batch_id in batch_ids:
-        close_if_done(session, batch_id=batch_id, now=utcnow())
+    closed = [batch_id for batch_id in batch_ids if close_if_done(session, batch_id=batch_id, now=utcnow())]
     session.commit()
+    enqueue_sends(queued_completion_notices(session, batch_ids=closed))
     summary = ", ".join(f"{kind} {n}" for kind, n in sorted(outcomes.items()))
     if retry_reason:
         raise TransientFailure(f"{summary or 'nothing sent'}; the rest will be tried again: {retry_reason}")

@@ -23,6 +23,7 @@ from ..extensions import db, get_redis
 from ..invitations import load_requests, queue_invitations
 from ..logs import log
 from ..models import Document, SigningRequest, utcnow
+from ..notices import queued_completion_notices
 from ..pdf import RenderError
 from ..pipeline import RENDER, enqueue_sends, hand_back, pulse, release
 from ..poppler import PopplerError
@@ -172,8 +173,7 @@ def _settle(*, rendered: list[Rendered], failed: list[Problem], retry: list[Prob
                attempts=SigningRequest.attempts - 1, details={"handed_back": True})
     touched = {p.request.batch_id for p in failed}
     touched |= {r.batch_id for r in rendered if r.request_id in invitations.errors}
-    for batch_id in touched:
-        close_if_done(session, batch_id=batch_id, now=now)
+    closed = [batch_id for batch_id in touched if close_if_done(session, batch_id=batch_id, now=now)]
     counts = Counter({"generated": len(invitations.mail_ids), "failed": len(failed) + len(invitations.errors),
                       "retried": len(retry), "handed back": len(untried)})
     retry_message = retry[0].message if retry else ""
@@ -181,7 +181,7 @@ def _settle(*, rendered: list[Rendered], failed: list[Problem], retry: list[Prob
 
     log(logger, logging.INFO, "documents rendered", generated=counts["generated"], failed=counts["failed"],
         retried=counts["retried"], request_ids=sorted(invitations.mail_ids))
-    enqueue_sends(sorted(invitations.mail_ids.values()))
+    enqueue_sends(sorted(invitations.mail_ids.values()) + queued_completion_notices(session, batch_ids=closed))
     if untried:
         log(logger, logging.INFO, "worker stopping, renders handed back", request_ids=untried)
         hand_back(RENDER, untried)

@@ -23,7 +23,7 @@ def _batch_json(view: dashboard.BatchView | dashboard.BatchRow) -> dict:
             "counts": view.counts.by_status,
             "created_at": _iso(b.created_at), "deadline_at": _iso(b.deadline_at),
             "template": view.template_name, "created_by": view.started_by, "team_id": b.team_id,
-            "one_time_code": b.one_time_code}
+            "notify_email": b.notify_email, "one_time_code": b.one_time_code}
 
 
 def _request_json(r: SigningRequest) -> dict:

@@ -14,8 +14,9 @@ bp = Blueprint("api_uploads", __name__, url_prefix="/api/v1")
 
 
 def _batch_json(batch: Batch) -> dict:
+    # notify_email: who gets the batch's notices besides its owner's default (null: the owner).
     return {"id": batch.id, "status": batch.status, "total_count": batch.total_count,
-            "one_time_code": batch.one_time_code}
+            "notify_email": batch.notify_email, "one_time_code": batch.one_time_code}
 
 
 @bp.post("/batches/validate")

@@ -78,6 +78,7 @@ def _page(*, status: int = 200, report: ValidationReport | None = None, upload: 
         error=error, template_id=template_id or request.values.get("template_id", type=int),
         form=request.form, form_token=request.form.get("form_token") or secrets.token_hex(16),
         field_errors=field_errors or {}, zones=zone_names(), **_preview_context(report, choices or {}),
+        managers=access.managers_of(db.session, team_ids=access.team_ids_of(db.session, user=current_user)),
     ), status
 
 

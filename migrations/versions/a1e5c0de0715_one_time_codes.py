@@ -1,7 +1,7 @@
 """one-time codes: per batch, recipients confirm a code before they can sign
 
 Revision ID: a1e5c0de0715
-Revises: e4b8c2d6f1a3
+Revises: a3e5c7d9f1b2
 Create Date: 2026-12-01 04:30:00
 
 """
@@ -12,7 +12,7 @@ import bulksign.models
 
 # revision identifiers, used by Alembic.
 revision = 'a1e5c0de0715'
-down_revision = 'e4b8c2d6f1a3'
+down_revision = 'a3e5c7d9f1b2'
 branch_labels = None
 depends_on = None
 
