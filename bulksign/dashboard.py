@@ -143,6 +143,30 @@ class Progress:
     rendered: int = 0
     #: Requests still waiting for their document (pending or being rendered).
     rendering: int = 0
+    #: Requests whose invitation the recipient's mail server accepted, and those it bounced.
+    delivered: int = 0
+    bounced: int = 0
+
+    @property
+    def attempted(self) -> int:
+        """Invitations whose delivery has an answer: accepted or bounced."""
+        return self.delivered + self.bounced
+
+    @property
+    def delivery_rate(self) -> float | None:
+        """delivered / attempted (0–1), or None before any answer."""
+        return self.delivered / self.attempted if self.attempted else None
+
+    @property
+    def delivery_poor(self) -> bool:
+        """More than 5% bounced of at least 20 answers: what fires the ``BulksignBatchBounceRate`` alert."""
+        return self.attempted >= 20 and self.bounced > 0.05 * self.attempted
+
+
+#: Statuses whose invitation was accepted: the same split as the ``BulksignBatchBounceRate`` alert, so the
+#: page and the alert agree. ``failed`` is left out: it mixes documents that never rendered with mails that
+#: never got an answer.
+DELIVERED = (Status.SENT, Status.OPENED, Status.SIGNED, Status.DECLINED, Status.EXPIRED)
 
 
 def progress_for(batch: Batch, counts: BatchCounts) -> Progress:
@@ -155,7 +179,9 @@ def progress_for(batch: Batch, counts: BatchCounts) -> Progress:
     active = batch.status not in BATCH_FINAL and (counts.working > 0 or batch.status == "pending")
     rendering = sum(counts.by_status.get(s, 0) for s in (Status.PENDING, Status.GENERATING))
     return Progress(total=total, segments=tuple(segments), working=counts.working, active=active,
-                    phase=batch_phase(batch, counts), rendered=total - rendering, rendering=rendering)
+                    phase=batch_phase(batch, counts), rendered=total - rendering, rendering=rendering,
+                    delivered=sum(counts.by_status.get(s, 0) for s in DELIVERED),
+                    bounced=counts.by_status.get(Status.BOUNCED, 0))
 
 
 @dataclass(frozen=True)

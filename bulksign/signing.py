@@ -17,6 +17,7 @@ from flask_babel import lazy_gettext as _l
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from . import one_time_codes
 from .logs import log
 from .messages import N_
 from .models import Batch, Event, SigningRequest
@@ -78,7 +79,8 @@ class OpenOutcome:
 
 @dataclass(frozen=True)
 class SignOutcome:
-    #: ``signed``, ``already_signed``, ``not_allowed`` (expired, declined, cancelled...) or ``invalid``.
+    #: ``signed``, ``already_signed``, ``not_allowed`` (expired, declined, cancelled...), ``code_needed`` (the batch
+    #: asks for a one-time code and this session has not entered one) or ``invalid``.
     status: str
     request_id: int
     #: For ``invalid``: what to correct (lazily translated: ``str()`` it where it is shown).
@@ -87,7 +89,7 @@ class SignOutcome:
 
 @dataclass(frozen=True)
 class DeclineOutcome:
-    #: ``declined``, ``already_declined``, ``not_allowed`` or ``invalid``.
+    #: ``declined``, ``already_declined``, ``not_allowed``, ``code_needed`` or ``invalid``.
     status: str
     request_id: int
     #: For ``invalid``: what to correct (lazily translated: ``str()`` it where it is shown).
@@ -159,13 +161,16 @@ def clean_signature_png(data: bytes | None) -> bytes | None:
 
 
 def _act(session: Session, *, request_id: int, now: datetime, ip: str | None, user_agent: str | None,
-         to: Status, details: dict | None = None, **fields) -> str:
+         code_id: int | None, to: Status, details: dict | None = None, **fields) -> str:
     """The recipient's final move: open first if still sent, then opened→``to`` by compare-and-set.
 
-    Returns ``won``, ``already_<to>`` (the same move happened before: a double click) or ``not_allowed``.
+    Returns ``won``, ``already_<to>`` (the same move happened before: a double click), ``code_needed``
+    (``code_id`` is not a verified one-time code of the request, and its batch asks for one) or ``not_allowed``.
     """
     request = session.get(SigningRequest, request_id)
     if page_state(request, now=now) == "waiting":
+        if not one_time_codes.may_act(session, request=request, code_id=code_id, now=now):
+            return "code_needed"
         user_agent = (user_agent or "")[:500]
         if request.status == Status.SENT:
             _open(session, request, now=now, ip=ip, user_agent=user_agent)
@@ -178,8 +183,11 @@ def _act(session: Session, *, request_id: int, now: datetime, ip: str | None, us
 
 
 def sign(session: Session, *, request_id: int, now: datetime, signer_name: str, signature_png: bytes | None,
-         consent: bool, ip: str | None, user_agent: str | None) -> SignOutcome:
-    """Sign: (open if still sent,) opened→signed by compare-and-set; commits, then queues the seal job."""
+         consent: bool, ip: str | None, user_agent: str | None, code_id: int | None = None) -> SignOutcome:
+    """Sign: (open if still sent,) opened→signed by compare-and-set; commits, then queues the seal job.
+
+    ``code_id``: the one-time code the signer's session verified, when the batch asks for one.
+    """
     try:
         name = clean_name(signer_name)
         image = clean_signature_png(signature_png)
@@ -187,8 +195,8 @@ def sign(session: Session, *, request_id: int, now: datetime, signer_name: str, 
             raise InvalidInput(_l("Tick “I agree to sign electronically” to sign."))
     except InvalidInput as exc:
         return SignOutcome(status="invalid", request_id=request_id, message=exc.args[0])
-    result = _act(session, request_id=request_id, now=now, ip=ip, user_agent=user_agent, to=Status.SIGNED,
-                  signer_name=name, signer_ip=(ip or "")[:64], signature_image=image, signed_at=now)
+    result = _act(session, request_id=request_id, now=now, ip=ip, user_agent=user_agent, code_id=code_id,
+                  to=Status.SIGNED, signer_name=name, signer_ip=(ip or "")[:64], signature_image=image, signed_at=now)
     if result != "won":
         return SignOutcome(status=result, request_id=request_id)
     session.commit()
@@ -198,7 +206,7 @@ def sign(session: Session, *, request_id: int, now: datetime, signer_name: str, 
 
 
 def decline(session: Session, *, request_id: int, now: datetime, reason: str, ip: str | None,
-            user_agent: str | None) -> DeclineOutcome:
+            user_agent: str | None, code_id: int | None = None) -> DeclineOutcome:
     """Decline with a reason: opened→declined by compare-and-set, and a notice to whoever the batch names
     (its owner by default); commits."""
     from .notices import queue_notice
@@ -210,7 +218,8 @@ def decline(session: Session, *, request_id: int, now: datetime, reason: str, ip
     if len(reason) > MAX_REASON_LENGTH:
         return DeclineOutcome(status="invalid", request_id=request_id,
                               message=_l("The reason is too long (at most %(count)s characters).", count=MAX_REASON_LENGTH))
-    result = _act(session, request_id=request_id, now=now, ip=ip, user_agent=user_agent, to=Status.DECLINED,
+    result = _act(session, request_id=request_id, now=now, ip=ip, user_agent=user_agent, code_id=code_id,
+                  to=Status.DECLINED,
                   details={"reason": reason}, declined_at=now, decline_reason=reason)
     if result != "won":
         return DeclineOutcome(status=result, request_id=request_id)

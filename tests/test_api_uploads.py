@@ -79,7 +79,8 @@ def test_api_refuses_rows_with_errors_unless_told_to_skip_them(api, template_id)
                                            "skip_invalid": "true", "reminder_days": "1,3", "max_reminders": "2",
                                            "deadline_days": "5"})
     assert created.status_code == 201
-    assert created.json == {"id": created.json["id"], "status": "processing", "total_count": 2, "notify_email": None}
+    assert created.json == {"id": created.json["id"], "status": "processing", "total_count": 2, "notify_email": None,
+                            "one_time_code": False}
     batch = db.session.get(Batch, created.json["id"])
     assert (batch.name, batch.reminder_days, batch.max_reminders, batch.deadline_days) == ("Nov", [1, 3], 2, 5)
     ids = db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch.id)).all()

@@ -170,3 +170,11 @@ def test_the_staff_pages_work_under_their_content_security_policy(live_server, p
         page.select_option("select[name=language]", "ru")
     assert page.locator("html").get_attribute("lang") == "ru"
     assert problems == []
+
+
+def test_the_delivery_rate_sits_next_to_the_progress_bar(live_server, page, mixed):
+    _login(page, live_server)
+    page.goto(f"{live_server}/batches/{mixed.id}")
+    # 60 sent and 5 signed were accepted, 2 bounced: 65 of 67.
+    assert page.inner_text("#delivery-rate") == "Delivered 97% (65 of 67)"
+    shoot(page, "batch-delivery-rate")

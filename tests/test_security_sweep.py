@@ -27,6 +27,7 @@ EXPECTED_PUBLIC = {
     "metrics.metrics",  # its own rule: a bearer METRICS_TOKEN, or loopback when none is set
     "signing.page", "signing.document", "signing.page_image", "signing.signed_copy", "signing.sign_document",
     "signing.decline_document",  # the token in the URL is the credential
+    "signing.send_code", "signing.verify_code",  # one-time codes: the token again, plus the code (5 tries, rate limited)
     "tracking.pixel",  # HMAC of the request id; always a GIF
     "verify.verify",  # anyone may check a document
     "webhooks.bounces",  # shared secret (404 when none is configured)

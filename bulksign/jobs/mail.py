@@ -34,7 +34,7 @@ from ..notices import queued_completion_notices
 from ..pipeline import SEND, enqueue_sends, hand_back, pulse, release
 from ..states import Status, transition
 from ..storage import StorageError, get_storage
-from ..suppressions import address_is_dead, describe, in_force_among, suppress
+from ..suppressions import address_is_dead, in_force_among, not_sent_reason, suppress
 from ..throttle import MailThrottle
 
 logger = logging.getLogger(__name__)
@@ -251,7 +251,7 @@ def _without_suppressed(mails: list[OutgoingMail]) -> list[OutgoingMail]:
         entry = barred.get(mail.to_email.lower())
         if entry is None:
             continue
-        reason = f"Not sent: {describe(entry)} An admin can lift the entry; then retry."
+        reason = not_sent_reason(entry)
         mail.status, mail.error = "cancelled", reason
         if mail.kind == INVITATION:
             transition(db.session, mail.request_id, frm=Status.GENERATED, to=Status.FAILED, now=now,

@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from .. import webhooks_out
 from ..auth import admin_required
-from ..devmail import list_caught, read_caught
+from ..devmail import list_caught, mailbox_folder, read_caught
 from ..extensions import db
 from ..models import ApiKey, Team, User, WebhookDelivery, WebhookEndpoint, utcnow
 from ..access_audit import recent_changes
@@ -30,7 +30,7 @@ def _admins_only():
 
 
 def _mailbox() -> Path:
-    return Path(current_app.config["VAR_DIR"]) / "mailbox"
+    return mailbox_folder(current_app.config["VAR_DIR"])
 
 
 def _refused(endpoint: str, error: Exception | str) -> Response:

@@ -153,9 +153,9 @@ def validation_error(exc: ValidationError, what: str) -> ApiError:
 
 def no_null_defaults(schema: dict) -> None:
     """For multipart models: optional fields are left out, never null, so the description shows no null default."""
-    for field in schema.get("properties", {}).values():
-        if "default" in field and field["default"] is None:
-            del field["default"]
+    for prop in schema.get("properties", {}).values():
+        if "default" in prop and prop["default"] is None:
+            del prop["default"]
 
 
 def parse_form(model: type[M]) -> M:

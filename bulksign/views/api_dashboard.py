@@ -30,6 +30,7 @@ class BatchOut(BaseModel):
     created_by: str | None = Field(description="The owner's e-mail address.")
     team_id: int | None
     notify_email: str | None = Field(description="Who gets the batch's notices; null: its owner.")
+    one_time_code: bool = Field(description="Recipients confirm a one-time code (SMS or mail) before signing.")
 
 
 class BatchPage(NextCursor):
@@ -85,7 +86,7 @@ def _batch_out(view: dashboard.BatchView | dashboard.BatchRow) -> BatchOut:
     return BatchOut(id=b.id, name=b.name, status=b.status, total_count=b.total_count, counts=view.counts.by_status,
                     created_at=b.created_at, deadline_at=b.deadline_at, template=view.template_name,
                     created_by=view.started_by, team_id=b.team_id,
-                    notify_email=b.notify_email)
+                    notify_email=b.notify_email, one_time_code=b.one_time_code)
 
 
 def _request_out(r: SigningRequest) -> SigningRequestOut:

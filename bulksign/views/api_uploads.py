@@ -1,6 +1,7 @@
 """JSON API for recipient files: check one against a template, or create a batch from it (multipart uploads)."""
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from flask import Blueprint, g, request
@@ -12,7 +13,7 @@ from ..extensions import db
 from ..models import utcnow
 from ..recipients import UploadError, validate_recipients
 from .api import ApiError, Link, RecordId, Text, answer, no_null_defaults, operation, parse_form
-from .uploads import template_version, uploaded_file
+from .uploads import suppression_lookup, template_version, uploaded_file
 
 bp = Blueprint("api_uploads", __name__, url_prefix="/api/v1")
 
@@ -46,6 +47,8 @@ class BatchForm(RecipientsForm):
     quiet_hours_end: int = Field(None, ge=0, le=23, description="…to this one, in `timezone`.")
     timezone: Text = Field(None, max_length=60, description="e.g. `Europe/Berlin` (default UTC).")
     skip_invalid: bool = Field(None, description="Create the batch from the valid rows when some have errors.")
+    one_time_code: bool = Field(None, description="Recipients confirm a 6-digit code sent by SMS (rows with a "
+                                                  "phone) or mail before they see and sign (default false).")
 
 
 class RowErrorOut(BaseModel):
@@ -54,6 +57,14 @@ class RowErrorOut(BaseModel):
     column: str | None
     message: str
     suggestion: str = Field(None, description="The likely meant address, for a misspelt domain (else absent).")
+
+
+class SuppressedOut(BaseModel):
+    row: int
+    email: str
+    source: str
+    reason: str
+    since: datetime
 
 
 class ValidationReportOut(BaseModel):
@@ -68,6 +79,8 @@ class ValidationReportOut(BaseModel):
     file_format: str = Field(description="`csv` or `xlsx`.")
     encoding: str | None
     delimiter: str | None
+    suppressed_count: int = Field(description="Valid rows whose address is on the suppression list (not mailed).")
+    suppressed: list[SuppressedOut] = Field(description="The first of them, with the list's reason.")
 
 
 class BatchCreated(BaseModel):
@@ -75,6 +88,7 @@ class BatchCreated(BaseModel):
     status: str
     total_count: int
     notify_email: str | None = Field(description="Who gets the batch's notices; null: its owner.")
+    one_time_code: bool
 
 
 def _upload_error(exc: UploadError) -> ApiError:
@@ -92,7 +106,8 @@ def validate():
     try:
         version = template_version(form.template_id)
         data, filename = uploaded_file()
-        report = validate_recipients(data, filename=filename, variables=version.variables)
+        report = validate_recipients(data, filename=filename, variables=version.variables,
+                                     suppressed=suppression_lookup())
     except UploadError as exc:
         raise _upload_error(exc) from None
     return answer(ValidationReportOut(**report.as_dict()))
@@ -130,4 +145,4 @@ def create():
         raise ApiError(exc.message, 422, code="settings_invalid", details={"field": exc.field}) from None
     batch = result.batch
     return answer(BatchCreated(id=batch.id, status=batch.status, total_count=batch.total_count,
-                               notify_email=batch.notify_email), 201)
+                               notify_email=batch.notify_email, one_time_code=batch.one_time_code), 201)

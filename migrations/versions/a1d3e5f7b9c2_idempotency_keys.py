@@ -14,7 +14,7 @@ import bulksign.models
 
 # revision identifiers, used by Alembic.
 revision = 'a1d3e5f7b9c2'
-down_revision = 'f7ec47aedb66'
+down_revision = 'a3e5c7d9f1b2'
 branch_labels = None
 depends_on = None
 
