@@ -202,6 +202,20 @@ def _wait_for_port(port: int, seconds: float) -> None:
     raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {seconds} s")
 
 
+def _wait_for_web(base: str, seconds: float) -> None:
+    """Until the app answers: gunicorn listens at once, but its workers may take many seconds to import the app
+    on a busy machine, and the first API call would time out meanwhile."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(f"{base}/healthz", timeout=5).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"the web app at {base} did not answer /healthz within {seconds} s")
+
+
 class _Forms(HTMLParser):
     """The forms of a page: action, method and fields (hidden, text, checkbox, textarea)."""
 
@@ -307,8 +321,8 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
             procs.start_web()
             procs.start_scheduler()
             procs.keep_supervised()
-            _wait_for_port(web_port, 30)
             base = f"http://127.0.0.1:{web_port}"
+            _wait_for_web(base, 180)
             auth = {"Authorization": f"Bearer {api_key}"}
             template = requests.post(f"{base}/api/v1/templates", json={"name": "Soak act", "html": TEMPLATE_HTML},
                                      headers=auth, timeout=30)
