@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 PYTHON ?= python3
 export FLASK_APP := wsgi
 BIND ?= 127.0.0.1:5000
+# Signing links in mail point at the address the app listens on, unless APP_URL says otherwise (config.py).
+export BIND
 
 .PHONY: run test bench system-deps system-deps-test venv clean
 
@@ -31,7 +33,7 @@ run: system-deps venv
 	@echo
 	@echo "  Bulksign is starting on http://$(BIND)/  (caught mail: http://$(BIND)/admin/mailbox)"
 	@echo
-	BIND=$(BIND) $(BIN)/honcho start -f Procfile.dev
+	$(BIN)/honcho start -f Procfile.dev
 
 ## The whole suite against real PostgreSQL, Redis, wkhtmltopdf, SMTP and Chromium.
 test: system-deps-test venv

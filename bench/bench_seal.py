@@ -45,7 +45,7 @@ def run(*, small: bool) -> list[Figure]:
     original = render_pdf('<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'">'
                           + "<p>Договор — contract text, paragraph after paragraph.</p>" * 60 + "</body>")
     record = sealing.AuditRecord(
-        document_name="Employment contract", batch_name="Bench", batch_id=1, request_id=1,
+        document_name="Employment contract", batch_id=1, request_id=1,
         recipient_name="Иван Петров", recipient_email="ivan@example.com", signer_name="Иван Петров",
         signer_ip="203.0.113.5", signed_at=now, original_sha256=hashlib.sha256(original).hexdigest(),
         lines=tuple(sealing.AuditLine(now, label, "203.0.113.5", "Mozilla/5.0 (iPhone) Safari")

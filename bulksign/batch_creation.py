@@ -27,6 +27,7 @@ from .logs import log
 from .models import Batch, Event, SigningRequest, TemplateVersion, User
 from .recipients import Recipient, check_email
 from .states import Status
+from .messages import N_
 
 logger = logging.getLogger(__name__)
 
@@ -81,13 +82,13 @@ class CreatedBatch:
     enqueued: int = 0
 
 
-def _whole_number(raw, field: str, label: str, low: int, high: int) -> int:
+def _whole_number(raw, field: str, label: N_, low: int, high: int) -> int:
     try:
         value = int(str(raw).strip())
     except (TypeError, ValueError):
-        raise BatchError(f"{label} must be a whole number.", field) from None
+        raise BatchError(N_("%(label)s must be a whole number.", label=label), field) from None
     if not low <= value <= high:
-        raise BatchError(f"{label} must be between {low} and {high}.", field)
+        raise BatchError(N_("%(label)s must be between %(low)s and %(high)s.", label=label, low=low, high=high), field)
     return value
 
 
@@ -98,45 +99,45 @@ def settings_from_form(form: Mapping[str, str], *, default_name: str) -> BatchSe
 
     name = given("name") or default_name
     if len(name) > 200:
-        raise BatchError("The batch name is longer than 200 characters.", "name")
-    deadline = _whole_number(given("deadline_days") or 7, "deadline_days", "Deadline (days)", 1, MAX_DEADLINE_DAYS)
+        raise BatchError(N_("The batch name is longer than 200 characters."), "name")
+    deadline = _whole_number(given("deadline_days") or 7, "deadline_days", N_("Deadline (days)"), 1, MAX_DEADLINE_DAYS)
     raw_days = given("reminder_days") if form.get("reminder_days") is not None else "2,4"
     days: list[int] = []
     for part in raw_days.replace(";", ",").replace(" ", ",").split(","):
         if part:
-            days.append(_whole_number(part, "reminder_days", "Each reminder day", 1, MAX_DEADLINE_DAYS))
+            days.append(_whole_number(part, "reminder_days", N_("Each reminder day"), 1, MAX_DEADLINE_DAYS))
     if len(days) > MAX_REMINDERS:
-        raise BatchError(f"Give at most {MAX_REMINDERS} reminder days.", "reminder_days")
+        raise BatchError(N_("Give at most %(n)s reminder days.", n=MAX_REMINDERS), "reminder_days")
     if any(d >= deadline for d in days):
-        raise BatchError("Reminder days must come before the deadline.", "reminder_days")
-    max_reminders = _whole_number(given("max_reminders") or 3, "max_reminders", "Maximum reminders", 0, MAX_REMINDERS)
+        raise BatchError(N_("Reminder days must come before the deadline."), "reminder_days")
+    max_reminders = _whole_number(given("max_reminders") or 3, "max_reminders", N_("Maximum reminders"), 0, MAX_REMINDERS)
     reply_to = given("reply_to") or None
     if reply_to:
         reply_to, problem = check_email(reply_to)
         if problem:
-            raise BatchError(f"Reply-to: {problem}", "reply_to")
+            raise BatchError(N_("Reply-to: %(problem)s", problem=problem), "reply_to")
     notify_email = given("notify_email") or None
     if notify_email:
         notify_email, problem = check_email(notify_email)
         if problem:
-            raise BatchError(f"Notices to: {problem}", "notify_email")
-    team_id = _whole_number(given("team_id"), "team_id", "Team", 1, 2**31 - 1) if given("team_id") else None
+            raise BatchError(N_("Notices to: %(problem)s", problem=problem), "notify_email")
+    team_id = _whole_number(given("team_id"), "team_id", N_("Team"), 1, 2**31 - 1) if given("team_id") else None
     language = given("language") or "en"
     if language not in LANGUAGES:
-        raise BatchError(f"The recipients' language must be one of {', '.join(LANGUAGES)}.", "language")
+        raise BatchError(N_("The recipients' language must be one of %(known)s.", known=", ".join(LANGUAGES)), "language")
     start, end = given("quiet_hours_start"), given("quiet_hours_end")
     if bool(start) != bool(end):
-        raise BatchError("Give both the start and the end of the quiet hours, or neither.", "quiet_hours_start")
+        raise BatchError(N_("Give both the start and the end of the quiet hours, or neither."), "quiet_hours_start")
     quiet = (None, None)
     if start:
-        quiet = (_whole_number(start, "quiet_hours_start", "Quiet hours start", 0, 23),
-                 _whole_number(end, "quiet_hours_end", "Quiet hours end", 0, 23))
+        quiet = (_whole_number(start, "quiet_hours_start", N_("Quiet hours start"), 0, 23),
+                 _whole_number(end, "quiet_hours_end", N_("Quiet hours end"), 0, 23))
         if quiet[0] == quiet[1]:
-            raise BatchError("Quiet hours must start and end at different hours.", "quiet_hours_end")
+            raise BatchError(N_("Quiet hours must start and end at different hours."), "quiet_hours_end")
     timezone = given("timezone") or "UTC"
     # By name from the list, not by trying ZoneInfo: "America" is a folder of the zone database (an OSError).
     if timezone not in _time_zones():
-        raise BatchError(f"Unknown time zone {timezone[:60]!r}; use a name such as Europe/Berlin.", "timezone")
+        raise BatchError(N_("Unknown time zone %(value)r; use a name such as Europe/Berlin.", value=timezone[:60]), "timezone")
     return BatchSettings(name=name, deadline_days=deadline, reminder_days=tuple(sorted(set(days))),
                          max_reminders=max_reminders, reply_to=reply_to, language=language,
                          quiet_hours_start=quiet[0], quiet_hours_end=quiet[1], timezone=timezone,
@@ -200,7 +201,7 @@ def create_batch(session: Session, *, user: User, template_version: TemplateVers
         if existing:
             return CreatedBatch(existing, created=False, total_count=existing.total_count)
     if not rows:
-        raise BatchError("There are no valid rows to create a batch from.")
+        raise BatchError(N_("There are no valid rows to create a batch from."))
     batch = Batch(
         name=name.strip()[:200], template_version_id=template_version.id, created_by_id=user.id,
         status=PROCESSING, language=language, reminder_days=list(reminder_days), max_reminders=max_reminders,

@@ -18,6 +18,7 @@ from .logs import log
 from .models import Batch, OutgoingMail, SigningRequest, User
 from .slicing import slices
 from .states import FINAL, WORKING, Status, transition
+from .messages import N_
 
 logger = logging.getLogger(__name__)
 
@@ -196,7 +197,7 @@ def batch_for_retry(session: Session, *, batch_id: int, user: User) -> Batch:
     """The batch, if the user may retry its failed requests; else ``BatchActionError``."""
     batch = batch_for_action(session, batch_id=batch_id, user=user)
     if batch.status == CANCELLED:
-        raise BatchActionError("The batch was cancelled; its requests cannot be retried.", 409)
+        raise BatchActionError(N_("The batch was cancelled; its requests cannot be retried."), 409)
     return batch
 
 

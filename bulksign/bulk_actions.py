@@ -46,14 +46,17 @@ class BulkOutcome:
     #: Requests left to the background job ``follow_up`` queues (a big batch's cancel has stopped the batch already).
     in_background: int = 0
     job: dict | None = field(default=None, repr=False)
+    #: The earliest and latest new deadline a resend with extra days gave.
+    deadlines: tuple[datetime, datetime] | None = None
 
 
 def apply_action(session: Session, *, action: str, batch_id: int, request_ids: list[int] | None, user: User,
                  now: datetime, extend_days: int | None = None, selector: str | None = None,
-                 inline: bool = False) -> BulkOutcome:
+                 force: bool = False, inline: bool = False) -> BulkOutcome:
     """Run one bulk action, or prepare its job past ``INLINE_LIMIT`` requests (``inline``: the job itself runs
     it). The caller commits, then calls ``follow_up``. Refusals raise ``BatchActionError``. ``request_ids``
-    None: all the batch's failed (retry), or the requests ``selector`` names (remind)."""
+    None: all the batch's failed (retry), or the requests ``selector`` names (remind); ``force``: remind even
+    within the hour."""
     if action == "cancel_batch":
         if (n := open_count(session, batch_id=batch_id)) > INLINE_LIMIT and not inline:
             stop_batch(session, batch_id=batch_id, user=user, now=now)
@@ -67,7 +70,7 @@ def apply_action(session: Session, *, action: str, batch_id: int, request_ids: l
         # Refuse now what the job would refuse; the rest of the checks are per request, in the job.
         (batch_for_retry if action == "retry" else batch_for_action)(session, batch_id=batch_id, user=user)
         return _later(action, n, batch_id=batch_id, user=user, request_ids=request_ids, extend_days=extend_days,
-                      selector=selector)
+                      selector=selector, force=force)
     if action == "cancel":
         return BulkOutcome(action, len(cancel_requests(session, request_ids=request_ids, user=user, now=now).cancelled))
     if action == "retry":
@@ -75,19 +78,20 @@ def apply_action(session: Session, *, action: str, batch_id: int, request_ids: l
         return BulkOutcome(action, len(retried), render_ids=tuple(retried))
     if action == "remind":
         result = send_manual_reminders(session, batch_id=batch_id, user=user, now=now, request_ids=request_ids,
-                                       selector=selector if request_ids is None else None)
+                                       selector=selector if request_ids is None else None, force=force)
         return BulkOutcome(action, result.queued, dict(result.skipped), mail_ids=tuple(result.mail_ids))
     if action == "resend":
         result = resend_with_new_link(session, request_ids=request_ids, user=user, now=now, extend_days=extend_days)
-        return BulkOutcome(action, result.resent, dict(result.skipped), mail_ids=tuple(result.mail_ids))
+        return BulkOutcome(action, result.resent, dict(result.skipped), mail_ids=tuple(result.mail_ids),
+                           deadlines=result.deadlines)
     raise ValueError(f"unknown bulk action {action!r}")
 
 
 def _later(action: str, n: int, *, batch_id: int, user: User, request_ids: list[int] | None = None,
-           extend_days: int | None = None, selector: str | None = None) -> BulkOutcome:
+           extend_days: int | None = None, selector: str | None = None, force: bool = False) -> BulkOutcome:
     return BulkOutcome(action, 0, in_background=n, job={
         "action": action, "batch_id": batch_id, "user_id": user.id, "request_ids": request_ids,
-        "extend_days": extend_days, "selector": selector})
+        "extend_days": extend_days, "selector": selector, "force": force})
 
 
 def follow_up(outcome: BulkOutcome) -> None:
@@ -129,13 +133,13 @@ def reachable_ids(session: Session, *, action: str, batch_id: int) -> list[int]:
 
 def enqueue_bulk(*, action: str, batch_id: int, user_id: int, request_ids: list[int] | None = None,
                  flt: RecipientFilter | None = None, extend_days: int | None = None,
-                 selector: str | None = None) -> str:
+                 selector: str | None = None, force: bool = False) -> str:
     """Run ``action`` in a background job on ``request_ids``, on the rows matching ``flt``, or (neither given)
     on the ``selector``'s requests (remind) or ``reachable_ids``; returns the job's id."""
     if flt is not None:
-        func, args = "bulksign.jobs.bulk.apply_to_filter", (batch_id, action, user_id, flt.status, flt.q, extend_days)
+        func, args = "bulksign.jobs.bulk.apply_to_filter", (batch_id, action, user_id, flt.status, flt.q, extend_days, force)
     else:
-        func, args = "bulksign.jobs.bulk.apply_to_ids", (batch_id, action, user_id, request_ids, extend_days, selector)
+        func, args = "bulksign.jobs.bulk.apply_to_ids", (batch_id, action, user_id, request_ids, extend_days, selector, force)
     job = get_queue("default").enqueue(func, *args, job_id=f"bulk-{batch_id}-{action}-{uuid.uuid4().hex[:12]}",
                                        job_timeout=3600, result_ttl=3600, failure_ttl=86400)
     return job.id

@@ -39,6 +39,16 @@ def _database_url(raw: str) -> str:
     return raw
 
 
+def _app_url(env) -> str:
+    """``APP_URL``, else the address ``make run`` binds (``BIND``): links in mail must reach the running app."""
+    if env.get("APP_URL"):
+        return env["APP_URL"].rstrip("/")
+    host, _, port = (env.get("BIND") or "127.0.0.1:5000").strip().rpartition(":")
+    # A wildcard bind is reachable on loopback; a link to 0.0.0.0 works in no mail client.
+    host = "127.0.0.1" if host in ("", "0.0.0.0", "[::]", "::") else host
+    return f"http://{host}:{port}"
+
+
 def load_config(overrides: dict | None = None) -> dict:
     """Read every setting from the environment, apply ``overrides``, and check them."""
     env = os.environ
@@ -46,7 +56,7 @@ def load_config(overrides: dict | None = None) -> dict:
         "SECRET_KEY": env.get("SECRET_KEY", ""),
         "DATABASE_URL": _database_url(env.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'bulksign.db'}")),
         "REDIS_URL": env.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
-        "APP_URL": env.get("APP_URL", "http://127.0.0.1:5000").rstrip("/"),
+        "APP_URL": _app_url(env),
         "MAIL_SERVER": env.get("MAIL_SERVER", "127.0.0.1"),
         "MAIL_PORT": _int("MAIL_PORT", 1025),
         "MAIL_USERNAME": env.get("MAIL_USERNAME") or None,
@@ -112,6 +122,11 @@ def load_config(overrides: dict | None = None) -> dict:
         "HSTS_SECONDS": _int("HSTS_SECONDS", 31_536_000),
         "VAR_DIR": str(VAR_DIR),
         "LOG_JSON": _bool(env.get("LOG_JSON", "true")),
+        # The organisation on staff pages, signing pages and mails: a name, a logo (http(s) URL or image file) and
+        # a hex colour; empty means the bundled Bulksign look.
+        "ORG_NAME": env.get("ORG_NAME", ""),
+        "ORG_LOGO": env.get("ORG_LOGO", ""),
+        "ORG_COLOR": env.get("ORG_COLOR", ""),
     }
     cfg.update(overrides or {})
     cfg["DATABASE_URL"] = _database_url(cfg["DATABASE_URL"])
@@ -140,7 +155,30 @@ def _check(cfg: dict) -> None:
     for name in ("WORKER_MAX_JOBS", "WORKER_MAX_RSS_MB"):
         if cfg[name] < 0:
             raise ConfigError(f"{name} must be 0 (no limit) or more")
+    _check_brand(cfg)
     _check_dkim(cfg)
+
+
+#: Image types a logo file may have (the browser and mail clients show these).
+LOGO_TYPES = {".svg": "image/svg+xml", ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
+              ".gif": "image/gif", ".webp": "image/webp"}
+
+
+def _check_brand(cfg: dict) -> None:
+    from .branding import BrandError, normalise_color
+
+    if cfg.get("ORG_COLOR"):
+        try:
+            normalise_color(cfg["ORG_COLOR"])
+        except BrandError as exc:
+            raise ConfigError(str(exc)) from None
+    logo = (cfg.get("ORG_LOGO") or "").strip()
+    if logo and not logo.startswith(("http://", "https://")):
+        path = Path(logo)
+        if path.suffix.lower() not in LOGO_TYPES:
+            raise ConfigError(f"ORG_LOGO must be an http(s) URL or an image file ({', '.join(LOGO_TYPES)}), got {logo!r}")
+        if not path.is_file():
+            raise ConfigError(f"ORG_LOGO names a file that does not exist: {logo!r}")
 
 
 def _check_dkim(cfg: dict) -> None:

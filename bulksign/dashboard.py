@@ -22,6 +22,7 @@ from .batches import BATCH_FINAL, BatchCounts, counts_for
 from .models import Batch, DocumentTemplate, Event, OutgoingMail, SigningRequest, TemplateVersion, User
 from .slicing import slices
 from .states import WORKING, Status
+from .messages import N_
 
 #: Words for request and batch states, and for the table's extra filters.
 STATUS_LABELS = {
@@ -70,8 +71,11 @@ SORTS = {
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
 BATCH_PAGE_SIZE = 25
-#: Throughput is measured over this window.
-RATE_WINDOW = timedelta(minutes=5)
+#: Throughput is measured over this recent window (at most; never before the batch started) ...
+RATE_WINDOW = timedelta(minutes=2)
+#: ... and only once it has this many dispatches over this many seconds.
+MIN_RATE_BASIS = 5
+MIN_RATE_SECONDS = 15
 
 
 class DashboardError(ValueError):
@@ -86,6 +90,46 @@ class Segment:
     percent: float
 
 
+#: A batch's phase, in the words staff use → what it means (the page colours by meaning: CSS ``tone-<tone>``).
+PHASE_TONES = {
+    "sending": "progress",            # documents are being prepared or invitations sent
+    "waiting": "waiting",             # all sent; some recipients have yet to sign
+    "all_signed": "success",
+    "closed_unsigned": "warning",     # nothing more will happen: some expired or declined
+    "partly_failed": "danger",        # some could not be prepared or delivered
+    "cancelled": "neutral",
+}
+
+
+@dataclass(frozen=True)
+class Phase:
+    """Where a batch stands for staff: ``key`` of ``PHASE_TONES``, its tone, and the count its words need."""
+
+    key: str
+    tone: str
+    #: Unsigned requests of a closed batch, failed ones of a partly failed batch; 0 otherwise.
+    count: int = 0
+
+
+def batch_phase(batch: Batch, counts: BatchCounts) -> Phase:
+    """The batch's state as staff read it: "completed" with nobody signed is not done."""
+    def phase(key: str, count: int = 0) -> Phase:
+        return Phase(key=key, tone=PHASE_TONES[key], count=count)
+
+    if batch.status == "cancelled":
+        return phase("cancelled")
+    if batch.status not in BATCH_FINAL or counts.working:
+        return phase("sending")
+    if counts.failed:
+        return phase("partly_failed", counts.failed)
+    signed = counts.by_status.get(Status.SIGNED, 0)
+    if signed == counts.total:
+        return phase("all_signed")
+    if any(counts.by_status.get(s, 0) for s in (Status.SENT, Status.OPENED)):
+        return phase("waiting")
+    return phase("closed_unsigned", counts.total - signed)
+
+
 @dataclass(frozen=True)
 class Progress:
     total: int
@@ -94,6 +138,11 @@ class Progress:
     working: int
     #: The batch can change without staff acting (the page keeps polling).
     active: bool
+    phase: Phase = Phase("sending", "progress")
+    #: Documents rendered so far while some are still waiting for theirs (for "preparing documents n/N").
+    rendered: int = 0
+    #: Requests still waiting for their document (pending or being rendered).
+    rendering: int = 0
 
 
 def progress_for(batch: Batch, counts: BatchCounts) -> Progress:
@@ -104,7 +153,9 @@ def progress_for(batch: Batch, counts: BatchCounts) -> Progress:
         n = sum(counts.by_status.get(s, 0) for s in statuses)
         segments.append(Segment(key=key, label=label, count=n, percent=(100.0 * n / total) if total else 0.0))
     active = batch.status not in BATCH_FINAL and (counts.working > 0 or batch.status == "pending")
-    return Progress(total=total, segments=tuple(segments), working=counts.working, active=active)
+    rendering = sum(counts.by_status.get(s, 0) for s in (Status.PENDING, Status.GENERATING))
+    return Progress(total=total, segments=tuple(segments), working=counts.working, active=active,
+                    phase=batch_phase(batch, counts), rendered=total - rendering, rendering=rendering)
 
 
 @dataclass(frozen=True)
@@ -199,18 +250,18 @@ class RecipientFilter:
         """From query-string values; unknown values raise ``DashboardError``."""
         status = (status or "").strip()
         if status and status not in FILTERS:
-            raise DashboardError(f"Unknown status filter {status!r}.")
+            raise DashboardError(N_("Unknown status filter %(value)r.", value=status))
         sort = (sort or "row").strip()
         if sort not in SORTS:
-            raise DashboardError(f"Unknown sort column {sort!r}; use one of: {', '.join(SORTS)}.")
+            raise DashboardError(N_("Unknown sort column %(value)r; use one of: %(known)s.", value=sort, known=", ".join(SORTS)))
         if direction not in (None, "", "asc", "desc"):
-            raise DashboardError("The sort direction must be asc or desc.")
+            raise DashboardError(N_("The sort direction must be asc or desc."))
         q = (q or "").strip()
         if len(q) > 200:
-            raise DashboardError("The search text is too long (at most 200 characters).")
+            raise DashboardError(N_("The search text is too long (at most 200 characters)."))
         # PostgreSQL text cannot hold NUL: on the streamed CSV its error came after the 200 and cut the download.
         if "\x00" in q:
-            raise DashboardError("The search text contains a character that is not allowed.")
+            raise DashboardError(N_("The search text contains a character that is not allowed."))
         return cls(status=status, q=q, sort=sort, desc=direction == "desc")
 
     def as_args(self) -> dict[str, str]:
@@ -255,21 +306,21 @@ def decode_cursor(flt: RecipientFilter, cursor: str) -> tuple[object, int]:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         sort, desc, value, last_id = json.loads(raw)
     except (binascii.Error, ValueError, TypeError, UnicodeDecodeError, RecursionError):
-        raise DashboardError("The page cursor is not valid; start again from the first page.") from None
+        raise DashboardError(N_("The page cursor is not valid; start again from the first page.")) from None
     if sort != flt.sort or bool(desc) != flt.desc or not isinstance(last_id, int):
-        raise DashboardError("The page cursor belongs to another sort order; start again from the first page.")
+        raise DashboardError(N_("The page cursor belongs to another sort order; start again from the first page."))
     if flt.sort == "updated":
         try:
             value = datetime.fromisoformat(value)
         except (TypeError, ValueError):
-            raise DashboardError("The page cursor is not valid; start again from the first page.") from None
+            raise DashboardError(N_("The page cursor is not valid; start again from the first page.")) from None
         if value.tzinfo is None:
-            raise DashboardError("The page cursor is not valid; start again from the first page.")
+            raise DashboardError(N_("The page cursor is not valid; start again from the first page."))
     elif flt.sort == "row":
         if not isinstance(value, int):
-            raise DashboardError("The page cursor is not valid; start again from the first page.")
+            raise DashboardError(N_("The page cursor is not valid; start again from the first page."))
     elif not isinstance(value, str):
-        raise DashboardError("The page cursor is not valid; start again from the first page.")
+        raise DashboardError(N_("The page cursor is not valid; start again from the first page."))
     return value, last_id
 
 
@@ -302,6 +353,16 @@ def recipients_page(session: Session, *, batch_id: int, flt: RecipientFilter, cu
         last = rows[-1]
         next_cursor = encode_cursor(flt, getattr(last, column.key) if flt.sort != "row" else last.id, last.id)
     return RecipientPage(items=tuple(rows), next_cursor=next_cursor, filter=flt)
+
+
+def rows_by_id(session: Session, *, batch_id: int, request_ids: list[int]) -> tuple[SigningRequest, ...]:
+    """The batch's requests among ``request_ids`` (one query), for refreshing the table's rows on screen."""
+    if not request_ids:
+        return ()
+    return tuple(session.scalars(
+        select(SigningRequest).where(SigningRequest.batch_id == batch_id, SigningRequest.id.in_(request_ids))
+        .options(defer(SigningRequest.signature_image), defer(SigningRequest.data))
+        .order_by(SigningRequest.id)))
 
 
 def count_matching(session: Session, *, batch_id: int, flt: RecipientFilter, counts: BatchCounts | None = None) -> int:
@@ -359,7 +420,8 @@ ADVICE = {
     Status.BOUNCED: _l("The invitation could not be delivered to this address. "
                        "Fix the email address, then resend with a new link."),
     Status.EXPIRED: _l("The deadline passed before the recipient signed. Resend with a new link to give more time."),
-    Status.DECLINED: _l("The recipient declined to sign. Contact them; a new request needs a new batch."),
+    Status.DECLINED: _l("The recipient declined to sign. Contact them; when their concern is settled, "
+                        "resend with a new link to invite them again."),
 }
 
 
@@ -419,21 +481,28 @@ def _event_detail(details: dict | None) -> str:
 
 @dataclass(frozen=True)
 class Throughput:
-    #: Requests that left the pipeline (sent, failed, ...) per minute over ``RATE_WINDOW``.
-    per_minute: float
-    #: Estimated time until the pipeline is done; None when nothing moves or nothing is left.
+    #: Invitations dispatched per minute over the recent window; None until there is a basis for a rate.
+    per_minute: float | None
+    #: Estimated time until the pipeline is done at that rate; None without a rate or with nothing left.
     eta: timedelta | None
 
 
-def throughput(session: Session, *, batch_id: int, working: int, now: datetime) -> Throughput:
-    """Dispatch rate over the last minutes, and the time left at that rate (one indexed query)."""
+def throughput(session: Session, *, batch: Batch, working: int, now: datetime) -> Throughput:
+    """Dispatch rate over the last ``RATE_WINDOW`` (or since the batch started, if later), and the time left.
+
+    A window that began before the batch would dilute the rate (a 2-minute batch read "1 per minute"),
+    so the window starts no earlier than the batch; and a rate needs ``MIN_RATE_BASIS`` dispatches over
+    at least ``MIN_RATE_SECONDS``, otherwise the page shows no estimate rather than a wrong one.
+    """
+    started = batch.started_at or batch.created_at
+    since = max(now - RATE_WINDOW, started) if started else now - RATE_WINDOW
+    seconds = (now - since).total_seconds()
+    if seconds < MIN_RATE_SECONDS:
+        return Throughput(per_minute=None, eta=None)
     done = session.scalar(
         select(func.count()).select_from(SigningRequest).where(
-            SigningRequest.batch_id == batch_id,
-            SigningRequest.status_changed_at >= now - RATE_WINDOW,
-            SigningRequest.status.not_in(sorted(WORKING)),
-        )
-    ) or 0
-    per_minute = done / (RATE_WINDOW.total_seconds() / 60)
-    eta = timedelta(seconds=round(working / per_minute * 60)) if working and per_minute else None
-    return Throughput(per_minute=per_minute, eta=eta)
+            SigningRequest.batch_id == batch.id, SigningRequest.sent_at >= since)) or 0
+    if done < MIN_RATE_BASIS:
+        return Throughput(per_minute=None, eta=None)
+    per_minute = done / (seconds / 60)
+    return Throughput(per_minute=per_minute, eta=timedelta(seconds=round(working / per_minute * 60)) if working else None)

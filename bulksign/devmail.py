@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import argparse
 import email
+import email.parser
 import email.policy
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -37,21 +39,57 @@ class CaughtMail:
     subject: str
 
 
-def list_caught(folder: Path, *, limit: int = 200) -> list[CaughtMail]:
-    """The newest caught mails first."""
+@dataclass(frozen=True)
+class CaughtPage:
+    mails: tuple[CaughtMail, ...]
+    #: Pass as ``before`` for the next (older) page; None when nothing older is left.
+    next_before: str | None
+
+
+#: File names sort by arrival time (``<unix time>-<random>.eml``), so a name is the keyset cursor.
+CAUGHT_NAME = re.compile(r"^\d+\.\d{6}-[0-9a-f]{8}\.eml$")
+#: At most this many files are opened for one page of a search (it goes on from where it stopped).
+SCAN_LIMIT = 2000
+
+
+def _headers(path: Path) -> email.message.Message:
+    """The mail's headers only (a mail with a large attachment is not read whole)."""
+    with path.open("rb") as fh:
+        head = b""
+        for line in fh:
+            if line in (b"\r\n", b"\n"):
+                break
+            head += line
+    return email.parser.BytesHeaderParser(policy=email.policy.default).parsebytes(head)
+
+
+def list_caught(folder: Path, *, limit: int = 50, before: str | None = None, q: str = "") -> CaughtPage:
+    """The caught mails newest first, ``limit`` at a time, older than the file ``before``; ``q`` searches the
+    addresses (To, From) and the subject, case-insensitively."""
     if not folder.is_dir():
-        return []
-    files = sorted(folder.glob("*.eml"), reverse=True)[:limit]
-    result = []
-    for path in files:
-        with path.open("rb") as fh:
-            msg = email.message_from_binary_file(fh, policy=email.policy.default)
-        result.append(CaughtMail(
-            name=path.name,
-            received_at=datetime.fromtimestamp(float(path.name.split("-")[0]), timezone.utc),
-            to=str(msg.get("To", "")), subject=str(msg.get("Subject", "")),
-        ))
-    return result
+        return CaughtPage(mails=(), next_before=None)
+    if before is not None and not CAUGHT_NAME.match(before):
+        raise ValueError("before must be the name of a caught mail")
+    names = sorted((p.name for p in folder.glob("*.eml")), reverse=True)
+    if before is not None:
+        names = [n for n in names if n < before]
+    needle = q.strip().casefold()
+    found: list[CaughtMail] = []
+    last = None
+    for scanned, name in enumerate(names):
+        if len(found) == limit or scanned == SCAN_LIMIT:
+            return CaughtPage(mails=tuple(found), next_before=last)
+        last = name
+        try:
+            msg = _headers(folder / name)
+        except FileNotFoundError:  # cleaned up meanwhile
+            continue
+        mail = CaughtMail(name=name, received_at=datetime.fromtimestamp(float(name.split("-")[0]), timezone.utc),
+                          to=str(msg.get("To", "")), subject=str(msg.get("Subject", "")))
+        if needle and needle not in f"{mail.to}\n{msg.get('From', '')}\n{mail.subject}".casefold():
+            continue
+        found.append(mail)
+    return CaughtPage(mails=tuple(found), next_before=None)
 
 
 def read_caught(folder: Path, name: str) -> email.message.EmailMessage | None:

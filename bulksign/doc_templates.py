@@ -20,8 +20,9 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from . import access
+from . import access, template_words
 from .logs import log
+from .messages import N_
 from .models import DocumentTemplate, TemplateVersion, User
 
 logger = logging.getLogger(__name__)
@@ -29,18 +30,33 @@ logger = logging.getLogger(__name__)
 #: Variables every request has whatever the file's columns; not required as columns.
 BUILTIN_VARIABLES = frozenset({"email", "name", "phone"})
 
-DEFAULT_EMAIL_SUBJECT = "Please sign: {{ document_name }}"
-DEFAULT_EMAIL_BODY = (
+# The default mail texts are message ids: a template that keeps one mails it in its batch's language
+# (``mail_text``). Outside a request N_ renders the English id, which is what a new version stores.
+DEFAULT_EMAIL_SUBJECT = N_("Please sign: {{ document_name }}").msgid
+DEFAULT_EMAIL_BODY = N_(
     "Hello {{ name }},\n\n{{ sender }} asks you to sign \"{{ document_name }}\".\n"
     "Open the document and sign it here:\n{{ signing_link }}\n\n"
     "The link is personal: please do not forward it. It is valid until {{ deadline }}.\n"
-)
-DEFAULT_REMINDER_SUBJECT = "Reminder: \"{{ document_name }}\" is waiting for your signature"
-DEFAULT_REMINDER_BODY = (
+).msgid
+DEFAULT_REMINDER_SUBJECT = N_("Reminder: \"{{ document_name }}\" is waiting for your signature").msgid
+DEFAULT_REMINDER_BODY = N_(
     "Hello {{ name }},\n\nA friendly reminder: \"{{ document_name }}\" from {{ sender }} is still "
     "waiting for your signature.\nIt takes a minute:\n{{ signing_link }}\n\n"
     "The link stays valid until {{ deadline }}.\n"
-)
+).msgid
+_DEFAULT_MAIL_TEXTS = frozenset({DEFAULT_EMAIL_SUBJECT, DEFAULT_EMAIL_BODY, DEFAULT_REMINDER_SUBJECT,
+                                 DEFAULT_REMINDER_BODY})
+
+
+def mail_text(source: str, *, language: str) -> str:
+    """A mail template as the batch's recipients read it: a default text in their language, staff's own as written."""
+    if source not in _DEFAULT_MAIL_TEXTS:
+        return source
+    from flask_babel import force_locale, gettext
+
+    with force_locale(language):
+        return gettext(source)
+
 
 #: The most characters (or list items) one ``*`` may make, and the most bits a ``*`` or ``**`` of numbers may make.
 MAX_PRODUCT_LENGTH = 100_000
@@ -271,12 +287,23 @@ def _time_limit(seconds: float) -> Iterator[None]:
 
 
 class TemplateError(ValueError):
-    """The template cannot be used; ``line`` is 1-based when known."""
+    """The template cannot be used; ``line`` is 1-based when known, ``hint`` says how to fix it, ``excerpt`` is the
+    text of that line."""
 
-    def __init__(self, message: str, line: int | None = None):
+    def __init__(self, message: str, line: int | None = None, *, hint: str | None = None, excerpt: str | None = None):
         super().__init__(message)
         self.message = message
         self.line = line
+        self.hint = hint
+        self.excerpt = excerpt
+
+
+def syntax_error(exc: TemplateSyntaxError, source: str) -> TemplateError:
+    """Jinja's syntax error in plain words, with the line, its text and a hint."""
+    lines = source.splitlines()
+    line_text = lines[exc.lineno - 1] if exc.lineno and 0 < exc.lineno <= len(lines) else ""
+    plain = template_words.explain(exc.message or "", line_text=line_text)
+    return TemplateError(plain.message, exc.lineno, hint=plain.hint, excerpt=line_text.strip()[:300] or None)
 
     def __str__(self) -> str:
         return f"line {self.line}: {self.message}" if self.line else self.message
@@ -295,7 +322,7 @@ def extract_variables(source: str) -> list[str]:
     try:
         ast = sandbox.parse(source)
     except TemplateSyntaxError as exc:
-        raise TemplateError(exc.message or "syntax error", exc.lineno) from None
+        raise syntax_error(exc, source) from None
     return sorted(meta.find_undeclared_variables(ast))
 
 
@@ -434,7 +461,7 @@ def check_html_safety(source: str) -> None:
     try:
         ast = sandbox.parse(source)
     except TemplateSyntaxError as exc:
-        raise TemplateError(exc.message or "syntax error", exc.lineno) from None
+        raise syntax_error(exc, source) from None
     problem = _unsafe_jinja(ast)
     if problem:
         raise problem
@@ -500,7 +527,7 @@ def save_version(session: Session, *, template: DocumentTemplate, html: str, use
         try:
             extract_variables(text)
         except TemplateError as exc:
-            raise TemplateError(f"{label}: {exc.message}", exc.line) from None
+            raise TemplateError(f"{label}: {exc.message}", exc.line, hint=exc.hint, excerpt=exc.excerpt) from None
     template.latest_version += 1
     version = TemplateVersion(
         template_id=template.id, version=template.latest_version, html=html, variables=variables,
@@ -560,7 +587,7 @@ def _render(env_name: str, source: str, context: dict) -> str:
         raise TemplateTooCostly(f"The template took longer than {MAX_RENDER_SECONDS:g} s to fill in for one "
                                 "recipient (a loop inside a loop?).") from None
     except TemplateSyntaxError as exc:
-        raise TemplateError(exc.message or "syntax error", exc.lineno) from None
+        raise syntax_error(exc, source) from None
     except _TooBig as exc:
         raise TemplateTooCostly(f"The template tried something that is not allowed: {exc}") from None
     except SecurityError as exc:

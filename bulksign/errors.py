@@ -86,7 +86,7 @@ def init_app(app: Flask) -> None:
         code = error.code or 500
         # A description set by the view (abort(404, "...")) is the specific message.
         custom = error.description if error.description != type(error).description else None
-        return _respond(code, custom or _(MESSAGES.get(code, error.name)))
+        return _respond(code, str(custom) if custom else _(MESSAGES.get(code, error.name)))
 
     @app.errorhandler(Exception)
     def _unexpected(error: Exception):

@@ -8,6 +8,7 @@ from .config import BASE_DIR
 from flask_babel import get_locale
 
 from .extensions import babel
+from .localtime import batch_time
 
 
 def select_locale() -> str:
@@ -30,3 +31,6 @@ def init_app(app: Flask) -> None:
     )
 
     app.jinja_env.globals["get_locale"] = get_locale
+    # Recipients read times in their batch's time zone (and the page's language).
+    app.jinja_env.filters["batch_time"] = lambda at, batch, with_time=True: batch_time(
+        at, batch, locale=str(get_locale() or batch.language), with_time=with_time)

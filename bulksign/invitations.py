@@ -13,13 +13,15 @@ from datetime import datetime, timedelta
 
 from flask import Flask
 from flask_mail import Message
-from markupsafe import escape
+from markupsafe import Markup, escape
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, joinedload
 from sqlalchemy.orm.attributes import set_committed_value
 
-from .doc_templates import TemplateError, render_text
+from .branding import brand_from, logo_src
+from .doc_templates import TemplateError, mail_text, render_text
 from .links import current_token, issue_links, signing_url
+from .localtime import batch_time
 from .mailer import message_id_for, queue_mails
 from .models import Batch, OutgoingMail, SigningRequest, TemplateVersion, utcnow
 from .states import Status, transition
@@ -31,12 +33,22 @@ def invitation_key(request: SigningRequest) -> str:
     return f"invitation-{request.id}-{request.token_nonce[:12]}"
 
 
-def deadline_for(batch: Batch, *, sent_at: datetime, days: int | None = None) -> datetime:
-    """When a request sent at ``sent_at`` expires: its own ``days`` (a resend extended it), else the batch's
-    fixed deadline, else the batch's ``deadline_days`` later."""
-    if days:
-        return sent_at + timedelta(days=days)
+def deadline_for(batch: Batch, *, sent_at: datetime) -> datetime:
+    """When a request of ``batch`` sent at ``sent_at`` expires: the batch's fixed deadline, else ``deadline_days`` later."""
     return batch.deadline_at or sent_at + timedelta(days=batch.deadline_days)
+
+
+def request_deadline(request: SigningRequest, *, sent_at: datetime) -> datetime:
+    """The deadline of a request (re)sent at ``sent_at``: the one a resend with extra days fixed, else the batch's."""
+    if request.deadline_days and request.expires_at is not None:
+        return request.expires_at
+    return deadline_for(request.batch, sent_at=sent_at)
+
+
+def extended_deadline(request, *, batch: Batch, extend_days: int, now: datetime) -> datetime:
+    """Extra days extend: from the current deadline, or from now when that has passed (never shortened)."""
+    current = request.expires_at or deadline_for(batch, sent_at=request.sent_at or now)
+    return max(current, now) + timedelta(days=extend_days)
 
 
 def tracking_mac(request_id: int, *, secret: str) -> str:
@@ -59,7 +71,8 @@ def mail_context(request: SigningRequest, *, token: str, app: Flask, deadline: d
         "sender": owner.email if owner else app.config["MAIL_DEFAULT_SENDER"],
         "document_name": batch.template_version.template.name,
         "signing_link": signing_url(app_url=app.config["APP_URL"], token=token),
-        "deadline": deadline.strftime("%d %B %Y"),
+        # Recipients read the date in their batch's language and time zone.
+        "deadline": batch_time(deadline, batch),
     }
 
 
@@ -98,9 +111,10 @@ def queue_invitations(session: Session, *, request_ids: Sequence[int], now: date
     mails, errors = [], {}
     for request in requests:
         context = mail_context(request, token=tokens[request.id], app=app,
-                               deadline=deadline_for(request.batch, sent_at=now, days=request.deadline_days))
+                               deadline=request_deadline(request, sent_at=now))
         try:
-            subject = render_text(request.batch.template_version.email_subject, context)
+            subject = render_text(mail_text(request.batch.template_version.email_subject,
+                                            language=request.batch.language), context)
         except TemplateError as exc:
             errors[request.id] = f"The invitation mail could not be filled in: {exc}"
             continue
@@ -133,7 +147,7 @@ def record_sent(session: Session, *, request: SigningRequest, mail: OutgoingMail
             set_committed_value(mail, name, value)
     details = {"message_id": mail.message_id, **({"reconciled": True} if reconciled else {})}
     return bool(transition(session, request.id, frm=Status.SENDING, to=Status.SENT, now=now, sent_at=mail.sent_at,
-                           expires_at=deadline_for(request.batch, sent_at=mail.sent_at, days=request.deadline_days),
+                           expires_at=request_deadline(request, sent_at=mail.sent_at),
                            error_message=None, details=details, also=also))
 
 
@@ -155,11 +169,10 @@ def build_invitation(session: Session, mail: OutgoingMail, app: Flask) -> Messag
     if token is None or not request.token_hash:
         raise LookupError(f"request {request.id} has no live signing link")
     batch = request.batch
-    context = mail_context(request, token=token, app=app, deadline=deadline_for(batch, sent_at=utcnow(),
-                                                                                days=request.deadline_days))
+    context = mail_context(request, token=token, app=app, deadline=request_deadline(request, sent_at=utcnow()))
     version = batch.template_version
-    subject = " ".join(render_text(version.email_subject, context).split())
-    body = render_text(version.email_body, context)
+    subject = " ".join(render_text(mail_text(version.email_subject, language=batch.language), context).split())
+    body = render_text(mail_text(version.email_body, language=batch.language), context)
     pixel = tracking_url(app_url=app.config["APP_URL"], request_id=request.id, secret=secret)
     message = Message(subject=subject, recipients=[mail.to_email], body=body,
                       html=html_body(body, link=context["signing_link"], pixel=pixel),
@@ -170,8 +183,19 @@ def build_invitation(session: Session, mail: OutgoingMail, app: Flask) -> Messag
 
 
 def html_body(text: str, *, link: str, pixel: str) -> str:
-    """The plain body as simple HTML: paragraphs kept, the signing link clickable, the pixel at the end."""
-    html = str(escape(text)).replace(str(escape(link)), f'<a href="{escape(link)}">{escape(link)}</a>')
-    paragraphs = "".join(f"<p>{p.replace(chr(10), '<br>')}</p>" for p in html.split("\n\n") if p.strip())
-    return (f'<!doctype html><html><body style="font-family:sans-serif">{paragraphs}'
-            f'<img src="{escape(pixel)}" width="1" height="1" alt="" style="display:block;border:0"></body></html>')
+    """The plain body as HTML in the organisation's look: same paragraphs, the signing link clickable and as a
+    button, the open pixel at the end."""
+    from flask import current_app, render_template
+
+    brand = brand_from(current_app.config)
+    logo = logo_src(brand, base=current_app.config["APP_URL"])
+    paragraphs = [Markup("<br>".join(_linked(line, link, color=brand.text_color) for line in p.split("\n")))
+                  for p in text.split("\n\n") if p.strip()]
+    return render_template("emails/_branded.html", brand=brand, paragraphs=paragraphs, link=link, pixel=pixel,
+                           logo=None if logo.lower().endswith(".svg") else logo)
+
+
+def _linked(line: str, link: str, *, color: str) -> str:
+    """One escaped line of text with the signing link made clickable."""
+    return str(escape(line)).replace(str(escape(link)),
+                                     f'<a href="{escape(link)}" style="color:{color}">{escape(link)}</a>')

@@ -295,7 +295,8 @@ class SigningRequest(db.Model):
     reminder_count: Mapped[int] = mapped_column(default=0)
     last_reminder_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    #: Days from sending to expiry given by a resend that extended the deadline; None: the batch's deadline.
+    #: Extra days of the last resend that extended the deadline (then ``expires_at`` holds the extended
+    #: deadline, kept by the send); None: the batch's deadline applies.
     deadline_days: Mapped[int | None] = mapped_column()
     #: Tries of the current step (render or send), for backoff and the retry bound.
     attempts: Mapped[int] = mapped_column(default=0)

@@ -14,7 +14,7 @@ import re
 import secrets
 import time as clock
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from functools import lru_cache
@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 from email_validator import EmailNotValidError, validate_email
 
+from .messages import N_
 from .spreadsheets import formula_safe
 from .storage import Storage, StorageError
 
@@ -62,8 +63,9 @@ _UPLOAD_ID = re.compile(r"[0-9a-f]{32}\Z")
 class UploadError(ValueError):
     """The file cannot be read at all; ``status`` is the HTTP status to answer with."""
 
-    def __init__(self, message: str, status: int = 400):
+    def __init__(self, message, status: int = 400):
         super().__init__(message)
+        #: An ``N_`` message (or text already translated by a view): ``str()`` it where it is shown.
         self.message = message
         self.status = status
 
@@ -74,7 +76,12 @@ class RowError:
     row: int
     #: The column as written in the file's header (or the template variable when it is missing).
     column: str
-    message: str
+    #: What is wrong, translated when shown (``N_``).
+    message: N_
+    #: The row's values as read, for the errors CSV (column header → value).
+    values: dict = field(default_factory=dict, compare=False)
+    #: For a misspelt mail domain: (domain as written, domain meant), which staff may accept or keep.
+    typo: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -96,7 +103,8 @@ class ValidationReport:
     #: The first errors (MAX_ERRORS_KEPT unless asked otherwise); ``error_count`` counts them all.
     errors: tuple[RowError, ...]
     error_count: int
-    warnings: tuple[str, ...]
+    #: Translated when shown (``N_``).
+    warnings: tuple[N_, ...]
     #: The header as written in the file.
     columns: tuple[str, ...]
     #: Template variables (or ``email``) without a column: no row can be used.
@@ -117,8 +125,9 @@ class ValidationReport:
         return {
             "total_rows": self.total_rows, "valid_rows": self.valid_rows, "invalid_rows": self.invalid_rows,
             "error_count": self.error_count,
-            "errors": [{"row": e.row, "column": e.column, "message": e.message} for e in self.errors],
-            "warnings": list(self.warnings), "columns": list(self.columns),
+            "errors": [{"row": e.row, "column": e.column, "message": str(e.message),
+                        **({"suggestion": e.typo[1]} if e.typo else {})} for e in self.errors],
+            "warnings": [str(w) for w in self.warnings], "columns": list(self.columns),
             "missing_columns": list(self.missing_columns), "file_format": self.file_format,
             "encoding": self.encoding, "delimiter": self.delimiter,
         }
@@ -163,18 +172,19 @@ def _out_of_time() -> UploadError:
 def _open_table(data: bytes, filename: str, deadline: float) -> _Table:
     ext = _extension(filename)
     if ext == ".xls" or data.startswith(b"\xd0\xcf\x11\xe0"):
-        raise UploadError("This is an old Excel .xls file. Save it as .xlsx (Excel Workbook) or as CSV and "
-                          "upload that.", 415)
+        raise UploadError(N_("This is an old Excel .xls file. Save it as .xlsx (Excel Workbook) or as CSV and "
+                             "upload that."), 415)
     if ext not in CSV_EXTENSIONS | XLSX_EXTENSIONS:
-        shown = ext or "no extension"
-        raise UploadError(f"Upload a .csv or .xlsx file (this one has {shown}).", 415)
+        if not ext:
+            raise UploadError(N_("Upload a .csv or .xlsx file (this one has no extension)."), 415)
+        raise UploadError(N_("Upload a .csv or .xlsx file (this one has %(ext)s).", ext=ext), 415)
     if not data.strip(b" \t\r\n\xef\xbb\xbf\x00"):
-        raise UploadError("The file is empty.")
+        raise UploadError(N_("The file is empty."))
     if data.startswith(b"PK\x03\x04"):
         return _Table("xlsx", None, None, _xlsx_rows(data, deadline))
     if ext in XLSX_EXTENSIONS:
-        raise UploadError("This file is named .xlsx but is not an Excel workbook. Save it again from Excel, "
-                          "or upload it as .csv.")
+        raise UploadError(N_("This file is named .xlsx but is not an Excel workbook. Save it again from Excel, "
+                             "or upload it as .csv."))
     text, encoding = _decode(data)
     delimiter = _detect_delimiter(text)
     _refuse_too_many_records(text, delimiter)
@@ -187,7 +197,7 @@ def _decode(data: bytes) -> tuple[str, str]:
         try:
             return data.decode("utf-16"), "utf-16"
         except UnicodeDecodeError:
-            raise UploadError("The file claims to be UTF-16 text but is not. Save it again as CSV UTF-8.") from None
+            raise UploadError(N_("The file claims to be UTF-16 text but is not. Save it again as CSV UTF-8.")) from None
     _refuse_binary(data)
     body = data[3:] if data.startswith(codecs.BOM_UTF8) else data
     try:
@@ -199,20 +209,20 @@ def _decode(data: bytes) -> tuple[str, str]:
         well_formed = len(lenient) - len(lenient.encode("ascii", errors="ignore")) - broken
         if body is not data or (well_formed and well_formed * 2 >= broken):
             line = body.count(b"\n", 0, exc.start) + 1
-            raise UploadError(f"The file mixes text encodings: line {line} is not UTF-8 although other lines are. "
-                              "Open it in a spreadsheet and save it again as \"CSV UTF-8\".") from None
+            raise UploadError(N_("The file mixes text encodings: line %(line)s is not UTF-8 although other lines "
+                                 "are. Open it in a spreadsheet and save it again as \"CSV UTF-8\".", line=line)) from None
     encoding = _guess_single_byte(body)
     try:
         return body.decode(encoding), encoding
     except UnicodeDecodeError:
-        raise UploadError("The file's text encoding is not recognised. Save it again as \"CSV UTF-8\".") from None
+        raise UploadError(N_("The file's text encoding is not recognised. Save it again as \"CSV UTF-8\".")) from None
 
 
 def _refuse_binary(data: bytes) -> None:
     head = data[:65536]
     controls = sum(1 for b in head if b < 0x20 and b not in (0x09, 0x0A, 0x0D))
     if b"\x00" in head or controls * 100 > len(head):
-        raise UploadError("This does not look like a CSV or Excel file (it contains binary data).")
+        raise UploadError(N_("This does not look like a CSV or Excel file (it contains binary data)."))
 
 
 def _guess_single_byte(data: bytes) -> str:
@@ -294,8 +304,8 @@ def _csv_rows(text: str, delimiter: str, deadline: float) -> Iterator[_Row]:
         except StopIteration:
             return
         except csv.Error as exc:
-            raise UploadError(f"Row {number + 1} (line {start:,}) cannot be read as CSV ({exc}). Check the quotes in "
-                              "that row.") from None
+            raise UploadError(N_("Row %(row)s (line %(line)s) cannot be read as CSV (%(error)s). Check the quotes in "
+                                 "that row.", row=number + 1, line=f"{start:,}", error=str(exc))) from None
         number += 1
         if number > MAX_FILE_ROWS:
             raise _too_many_rows()
@@ -407,7 +417,7 @@ def _xlsx_rows(data: bytes, deadline: float) -> Iterator[_Row]:
     except UploadError:
         raise
     except Exception:  # noqa: BLE001 - see above
-        raise UploadError("The workbook could not be read. Save it again from Excel as .xlsx, or as CSV.") from None
+        raise UploadError(N_("The workbook could not be read. Save it again from Excel as .xlsx, or as CSV.")) from None
     finally:
         if archive is not None:
             archive.close()
@@ -532,8 +542,12 @@ def _checked_domain(domain: str) -> str:
     return validate_email(f"x@{domain}", check_deliverability=False).domain
 
 
-def check_email(value: str) -> tuple[str | None, str | None]:
-    """(normalised address, None) or (None, message); suggests the domain meant for an obvious typo."""
+def check_email(value: str, *, domain_choices: Mapping[str, str] | None = None) -> tuple[str | None, N_ | None]:
+    """(normalised address, None) or (None, message); suggests the domain meant for an obvious typo.
+
+    ``domain_choices`` are staff's answers to earlier suggestions: misspelt domain → the domain to use
+    (the suggestion accepted, or the domain as written kept).
+    """
     local, at, domain = value.rpartition("@")
     try:
         if at and len(value) <= 254 and len(local) <= 64 and _SIMPLE_LOCAL.match(local):
@@ -541,10 +555,14 @@ def check_email(value: str) -> tuple[str | None, str | None]:
         else:
             address = validate_email(value, check_deliverability=False).normalized
     except EmailNotValidError as exc:
-        return None, f"Not a valid email address: {exc}"
-    meant = DOMAIN_TYPOS.get(address.rpartition("@")[2].lower())
+        return None, N_("Not a valid email address: %(reason)s", reason=str(exc))
+    local, _, domain = address.rpartition("@")
+    meant = DOMAIN_TYPOS.get(domain.lower())
     if meant:
-        return None, f"The domain looks misspelt: did you mean {address.rpartition('@')[0]}@{meant}?"
+        chosen = (domain_choices or {}).get(domain.lower())
+        if chosen in (meant, domain.lower()):
+            return f"{local}@{chosen}", None
+        return None, N_("The domain looks misspelt: did you mean %(address)s?", address=f"{local}@{meant}")
     return address, None
 
 
@@ -564,30 +582,32 @@ def _match_header(header_row: int, cells: list[str], variables: Iterable[str]) -
     while header and not header[-1]:
         header.pop()
     if len(header) > MAX_COLUMNS:
-        raise UploadError(f"The file has {len(header)} columns; the limit is {MAX_COLUMNS}.")
+        raise UploadError(N_("The file has %(n)s columns; the limit is %(limit)s.", n=len(header), limit=MAX_COLUMNS))
     wanted = {_normalise_header(v): v for v in variables}
     for builtin in BUILTIN_COLUMNS:
         wanted.setdefault(builtin, builtin)
     used, errors, warnings, seen = [], [], [], {}
     for index, title in enumerate(header):
         if not title:
-            warnings.append(f"Column {_column_letter(index)} has no name in the header; its values are ignored.")
+            warnings.append(N_("Column %(letter)s has no name in the header; its values are ignored.",
+                               letter=_column_letter(index)))
             continue
         key = _normalise_header(title)
         if key in seen:
-            errors.append(RowError(header_row, title, f"The column \"{title}\" appears twice (columns "
-                                   f"{_column_letter(seen[key])} and {_column_letter(index)}). Keep one."))
+            errors.append(RowError(header_row, title, N_(
+                "The column \"%(column)s\" appears twice (columns %(first)s and %(second)s). Keep one.",
+                column=title, first=_column_letter(seen[key]), second=_column_letter(index))))
             continue
         seen[key] = index
         if key in wanted:
             used.append((index, wanted[key], title))
         else:
-            warnings.append(f"The column \"{title}\" is not used by the template; it is ignored.")
+            warnings.append(N_("The column \"%(column)s\" is not used by the template; it is ignored.", column=title))
     required = {_normalise_header(v) for v in variables} - {"name", "phone"} | {"email"}
     missing = sorted(wanted[k] for k in required if k not in seen)
     for name in missing:
-        message = ("The column \"email\" is missing: every recipient needs an email address." if name == "email"
-                   else f"The column \"{name}\" is missing: the template uses {{{{ {name} }}}}.")
+        message = (N_("The column \"email\" is missing: every recipient needs an email address.") if name == "email"
+                   else N_("The column \"%(column)s\" is missing: the template uses {{ %(column)s }}.", column=name))
         errors.append(RowError(header_row, name, message))
     return _Columns(tuple(used), len(header), tuple(header), tuple(missing), tuple(errors), tuple(warnings))
 
@@ -607,8 +627,12 @@ class _Collector:
 
 
 def validate_recipients(data: bytes, *, filename: str, variables: Iterable[str], keep_rows: bool = False,
-                        max_errors: int | None = MAX_ERRORS_KEPT) -> ValidationReport:
-    """Read the file and check every row against the template's variables; raises UploadError if unreadable."""
+                        max_errors: int | None = MAX_ERRORS_KEPT,
+                        domain_choices: Mapping[str, str] | None = None) -> ValidationReport:
+    """Read the file and check every row against the template's variables; raises UploadError if unreadable.
+
+    ``domain_choices``: misspelt domain → the domain staff chose for it (see ``check_email``).
+    """
     variables = list(variables)
     table = _open_table(data, filename, clock.monotonic() + MAX_READ_SECONDS)
     rows = table.rows
@@ -616,8 +640,13 @@ def validate_recipients(data: bytes, *, filename: str, variables: Iterable[str],
         if any(c.strip() for c in cells):
             break
     else:
-        raise UploadError("The file has no header row and no data.")
+        raise UploadError(N_("The file has no header row and no data."))
     columns = _match_header(header_row, cells, variables)
+
+    def row_values(cells: list[str]) -> dict:
+        # Only for rows with an error: the CSV report shows what the row said next to what is wrong.
+        return {title or _column_letter(i): cells[i] for i, title in enumerate(columns.header) if i < len(cells)}
+
     collector = _Collector(max_errors)
     for error in columns.errors:
         collector.add(error)
@@ -637,15 +666,17 @@ def validate_recipients(data: bytes, *, filename: str, variables: Iterable[str],
             collector.add(RowError(number, columns.header[opened] if opened < len(columns.header)
                                    else _column_letter(opened), problem))
         if len(cells) > columns.width and any(c.strip() for c in cells[columns.width:]):
-            collector.add(RowError(number, _column_letter(columns.width),
-                                   f"This row has {len(cells)} values but the header has {columns.width} columns. "
-                                   "A value probably contains the delimiter without quotes."))
+            collector.add(RowError(number, _column_letter(columns.width), N_(
+                "This row has %(values)s values but the header has %(columns)s columns. "
+                "A value probably contains the delimiter without quotes.", values=len(cells), columns=columns.width),
+                row_values(cells)))
         email, name, phone, values = None, "", None, {}
         for index, var, title in columns.used:
             value = cells[index].strip() if index < len(cells) else ""
             limit = COLUMN_LIMITS.get(var, MAX_VALUE_CHARS)
             if len(value) > limit:
-                collector.add(RowError(number, title, f"Too long: {len(value):,} characters; the limit is {limit:,}."))
+                collector.add(RowError(number, title, N_("Too long: %(n)s characters; the limit is %(limit)s.",
+                                                         n=f"{len(value):,}", limit=f"{limit:,}"), row_values(cells)))
                 continue
             if "\x00" in value:
                 where = f" (line {line:,})" if line else ""
@@ -654,20 +685,23 @@ def validate_recipients(data: bytes, *, filename: str, variables: Iterable[str],
                 continue
             if value.startswith(_FORMULA_START) and len(value) > 1 and title not in formula_columns:
                 formula_columns.add(title)
-                warnings.append(f"The column \"{title}\" has values that look like formulas (first on row {number}); "
-                                "they are kept as plain text and never calculated.")
+                warnings.append(N_("The column \"%(column)s\" has values that look like formulas (first on row "
+                                   "%(row)s); they are kept as plain text and never calculated.", column=title,
+                                   row=number))
             if var == "email":
                 if not value:
-                    collector.add(RowError(number, title, "The email address is empty."))
+                    collector.add(RowError(number, title, N_("The email address is empty."), row_values(cells)))
                     continue
-                email, problem = check_email(value)
+                email, problem = check_email(value, domain_choices=domain_choices)
                 if problem:
-                    collector.add(RowError(number, title, problem))
+                    domain = value.rpartition("@")[2].strip().lower()
+                    typo = (domain, DOMAIN_TYPOS[domain]) if domain in DOMAIN_TYPOS else None
+                    collector.add(RowError(number, title, problem, row_values(cells), typo))
                     continue
                 key = email.lower()
                 if key in first_row_of:
-                    collector.add(RowError(number, title, f"Duplicate email: {email} is already on row "
-                                                          f"{first_row_of[key]}."))
+                    collector.add(RowError(number, title, N_("Duplicate email: %(email)s is already on row %(row)s.",
+                                                             email=email, row=first_row_of[key]), row_values(cells)))
                     email = None
                     continue
                 first_row_of[key] = number
@@ -676,7 +710,8 @@ def validate_recipients(data: bytes, *, filename: str, variables: Iterable[str],
             elif var == "phone":
                 phone = value or None
             elif not value:
-                collector.add(RowError(number, title, f"The value is empty; the template needs {{{{ {var} }}}}."))
+                collector.add(RowError(number, title, N_("The value is empty; the template needs {{ %(variable)s }}.",
+                                                         variable=var), row_values(cells)))
                 continue
             values[var] = value
         if collector.count == errors_before and not unusable and email:
@@ -684,7 +719,7 @@ def validate_recipients(data: bytes, *, filename: str, variables: Iterable[str],
             if keep_rows:
                 kept.append(Recipient(number, email, name, phone, {v: values.get(v, "") for v in variables}))
     if total == 0:
-        raise UploadError("The file has a header but no rows of recipients.")
+        raise UploadError(N_("The file has a header but no rows of recipients."))
     return ValidationReport(
         total_rows=total, valid_rows=valid, invalid_rows=total - valid, errors=tuple(collector.kept),
         error_count=collector.count, warnings=tuple(warnings), columns=columns.header,
@@ -694,13 +729,22 @@ def validate_recipients(data: bytes, *, filename: str, variables: Iterable[str],
 
 
 def error_report_csv(report: ValidationReport) -> str:
-    """All errors of a report (validated with ``max_errors=None``) as CSV, safe to open in a spreadsheet."""
+    """All errors of a report (validated with ``max_errors=None``) as CSV, safe to open in a spreadsheet.
+
+    Each line carries the row's values after the problem, so the file can be fixed from the report alone.
+    """
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(["row", "column", "message"])
+    writer.writerow(["row", "column", "message", *(formula_safe(c) for c in report.columns)])
     for error in report.errors:
-        writer.writerow([error.row, formula_safe(error.column), formula_safe(error.message)])
+        values = [formula_safe(error.values.get(c, "")) for c in report.columns]
+        writer.writerow([error.row, formula_safe(error.column), formula_safe(str(error.message)), *values])
     return out.getvalue()
+
+
+def typo_domains(report: ValidationReport) -> dict[str, str]:
+    """Misspelt domains among the kept errors → the domain meant, for staff to accept or keep."""
+    return {e.typo[0]: e.typo[1] for e in report.errors if e.typo}
 
 
 # --- keeping the file between "check" and "create" ---------------------------------------------
@@ -725,7 +769,7 @@ def store_upload(storage: Storage, *, data: bytes, filename: str, user_id: int, 
 
 def load_upload(storage: Storage, *, upload_id: str, user_id: int) -> StoredUpload:
     """The stored file, if it exists and belongs to this user; raises UploadError otherwise."""
-    gone = UploadError("The uploaded file is no longer available. Upload it again.", 410)
+    gone = UploadError(N_("The uploaded file is no longer available. Upload it again."), 410)
     if not _UPLOAD_ID.match(upload_id or ""):
         raise gone
     try:

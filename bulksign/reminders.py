@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from flask import Flask, current_app
 from flask_mail import Message
@@ -22,14 +21,17 @@ from sqlalchemy import JSON, String, and_, cast, exists, func, insert, literal, 
 from sqlalchemy.orm import Session
 
 from .batches import BatchActionError, batch_for_action
-from .doc_templates import DEFAULT_REMINDER_BODY, DEFAULT_REMINDER_SUBJECT, extract_variables, render_text, text_sandbox
+from .doc_templates import (DEFAULT_REMINDER_BODY, DEFAULT_REMINDER_SUBJECT, extract_variables, mail_text,
+                            render_text, text_sandbox)
 from .invitations import html_body, mail_context, tracking_url
 from .links import current_token
+from .localtime import zone_of
 from .logs import log
 from .mailer import MailNotNeeded, message_id_sql, queue_mails, queue_mails_from
 from .models import Batch, Event, OutgoingMail, SigningRequest, User, UTCDateTime
 from .states import Status
 from .tokens import signing_token
+from .messages import N_
 
 logger = logging.getLogger(__name__)
 
@@ -38,15 +40,20 @@ KIND = "reminder"
 DEFAULT_REMINDER_DAYS = (2, 4)
 #: Upper bound of ``batch.max_reminders``, whatever was stored.
 MAX_REMINDERS_LIMIT = 5
-#: A manual reminder is refused this soon after the invitation or the previous reminder.
+#: A manual reminder is refused this soon after the invitation or the previous reminder...
 MANUAL_COOLDOWN = timedelta(hours=1)
+#: ... unless staff send it anyway; even then not twice within this (a double click).
+FORCED_COOLDOWN = timedelta(minutes=1)
 WAITING = (Status.SENT.value, Status.OPENED.value)
 SELECTORS = ("not_signed", "not_opened")
 #: Mail variables that are the same for every request of a batch.
 _BATCH_VARIABLES = {"document_name", "sender"}
 
 #: Why a manual reminder was not sent to a request (the views word them for people).
-SKIP_REASONS = ("signed", "declined", "reminded_recently", "bounced", "expired", "cancelled", "not_sent", "not_found")
+SKIP_REASONS = ("signed", "declined", "invited_recently", "reminded_recently", "bounced", "expired", "cancelled",
+                "not_sent", "not_found")
+#: Skips that "send anyway" overrides.
+COOLDOWN_REASONS = ("invited_recently", "reminded_recently")
 
 
 @dataclass(frozen=True)
@@ -87,20 +94,12 @@ def next_reminder_at(batch: Batch, *, sent_at: datetime | None, reminder_count: 
     return sent_at + timedelta(days=schedule[reminder_count])
 
 
-def _zone(batch: Batch) -> ZoneInfo:
-    try:
-        return ZoneInfo(batch.timezone or "UTC")
-    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a folder of the zone database ("America")
-        log(logger, logging.WARNING, "unknown batch time zone, using UTC", batch_id=batch.id, timezone=batch.timezone)
-        return ZoneInfo("UTC")
-
-
 def in_quiet_hours(batch: Batch, *, now: datetime) -> bool:
     """Whether ``now`` falls in the batch's quiet hours (local to its time zone; 20→8 spans midnight)."""
     start, end = batch.quiet_hours_start, batch.quiet_hours_end
     if start is None or end is None or start == end:
         return False
-    hour = now.astimezone(_zone(batch)).hour
+    hour = now.astimezone(zone_of(batch)).hour
     return start <= hour < end if start < end else (hour >= start or hour < end)
 
 
@@ -109,7 +108,7 @@ class _ReminderMails:
 
     def __init__(self, session: Session, batch: Batch, app: Flask):
         self.session, self.batch, self.app = session, batch, app
-        source = batch.template_version.reminder_subject or DEFAULT_REMINDER_SUBJECT
+        source = mail_text(batch.template_version.reminder_subject or DEFAULT_REMINDER_SUBJECT, language=batch.language)
         self.subject = text_sandbox.from_string(source)
         #: The subject when it is the same for every recipient (the default one is): then no row is read.
         self.batch_subject = None
@@ -247,14 +246,19 @@ def _count_due(session: Session, *, batch: Batch, schedule: tuple[float, ...], n
     return session.scalar(select(func.count()).select_from(SigningRequest).where(any_due))
 
 
-def _skip_reason(row, *, now: datetime) -> str | None:
+def _skip_reason(row, *, now: datetime, force: bool) -> str | None:
     """Why a manual reminder cannot go to this request now, or None when it can."""
     if row.status in WAITING:
         if row.expires_at is not None and row.expires_at <= now:
             return "expired"
+        if force:
+            recent = now - FORCED_COOLDOWN
+            return "reminded_recently" if row.last_reminder_at and row.last_reminder_at > recent else None
         recent = now - MANUAL_COOLDOWN
-        if (row.last_reminder_at and row.last_reminder_at > recent) or (row.sent_at and row.sent_at > recent):
+        if row.last_reminder_at and row.last_reminder_at > recent:
             return "reminded_recently"
+        if row.sent_at and row.sent_at > recent:
+            return "invited_recently"
         return None
     if row.status in ("signed", "declined", "bounced", "expired", "cancelled"):
         return row.status
@@ -289,24 +293,31 @@ def _selection_pages(session: Session, *, batch_id: int, request_ids: Iterable[i
 
 def send_manual_reminders(session: Session, *, batch_id: int, user: User, now: datetime,
                           request_ids: Iterable[int] | None = None, selector: str | None = None,
-                          page_size: int = 1000) -> ManualReminderResult:
-    """Staff remind chosen requests (or all not signed / not opened) now; each skip is counted by reason. The caller commits, then enqueues ``mail_ids``."""
+                          force: bool = False, page_size: int = 1000) -> ManualReminderResult:
+    """Staff remind chosen requests (or all not signed / not opened) now; each skip is counted by reason.
+
+    ``force`` ("send anyway") skips the hour after the invitation or the last reminder. The caller
+    commits, then enqueues ``mail_ids``.
+    """
     if (request_ids is None) == (selector is None):
-        raise BatchActionError("Choose the recipients to remind, or all who have not signed / not opened.")
+        raise BatchActionError(N_("Choose the recipients to remind, or all who have not signed / not opened."))
     if selector is not None and selector not in SELECTORS:
-        raise BatchActionError(f"Unknown selection {selector!r}; use one of: {', '.join(SELECTORS)}.")
+        raise BatchActionError(N_("Unknown selection %(value)r; use one of: %(known)s.", value=selector, known=", ".join(SELECTORS)))
     batch = batch_for_action(session, batch_id=batch_id, user=user)
     mails = _ReminderMails(session, batch, current_app._get_current_object())
     skipped: dict[str, int] = {}
     mail_ids: list[int] = []
-    recent = now - MANUAL_COOLDOWN
+    recent = now - (FORCED_COOLDOWN if force else MANUAL_COOLDOWN)
+    cooled = [or_(SigningRequest.last_reminder_at.is_(None), SigningRequest.last_reminder_at <= recent)]
+    if not force:
+        cooled.append(SigningRequest.sent_at <= recent)
     for rows, missing in _selection_pages(session, batch_id=batch_id, request_ids=request_ids, selector=selector,
                                           page_size=page_size):
         if missing:
             skipped["not_found"] = skipped.get("not_found", 0) + missing
         eligible = []
         for row in rows:
-            reason = _skip_reason(row, now=now)
+            reason = _skip_reason(row, now=now, force=force)
             if reason:
                 skipped[reason] = skipped.get(reason, 0) + 1
             else:
@@ -316,9 +327,7 @@ def send_manual_reminders(session: Session, *, batch_id: int, user: User, now: d
         # The compare-and-set: a reminder (automatic or manual) that won meanwhile set last_reminder_at.
         won = session.execute(
             update(SigningRequest).where(
-                SigningRequest.id.in_(eligible), SigningRequest.status.in_(WAITING),
-                or_(SigningRequest.last_reminder_at.is_(None), SigningRequest.last_reminder_at <= recent),
-                SigningRequest.sent_at <= recent,
+                SigningRequest.id.in_(eligible), SigningRequest.status.in_(WAITING), *cooled,
                 or_(SigningRequest.expires_at.is_(None), SigningRequest.expires_at > now))
             .values(reminder_count=SigningRequest.reminder_count + 1, last_reminder_at=now)
             .returning(*mails.returning)
@@ -328,7 +337,7 @@ def send_manual_reminders(session: Session, *, batch_id: int, user: User, now: d
             skipped["reminded_recently"] = skipped.get("reminded_recently", 0) + len(eligible) - len(won)
         mail_ids.extend(mails.queue(won, now=now, user=user))
     log(logger, logging.INFO, "manual reminders queued", batch_id=batch_id, user_id=user.id, queued=len(mail_ids),
-        skipped=skipped)
+        skipped=skipped, forced=force)
     return ManualReminderResult(queued=len(mail_ids), skipped=skipped, mail_ids=tuple(mail_ids))
 
 
@@ -343,7 +352,8 @@ def build_reminder(session: Session, mail: OutgoingMail, app: Flask) -> Message:
         raise MailNotNeeded(f"request {request.id} has a newer link than this reminder")
     batch = request.batch
     context = mail_context(request, token=token, app=app, deadline=request.expires_at or mail.created_at)
-    body = render_text(batch.template_version.reminder_body or DEFAULT_REMINDER_BODY, context)
+    body = render_text(mail_text(batch.template_version.reminder_body or DEFAULT_REMINDER_BODY,
+                                 language=batch.language), context)
     pixel = tracking_url(app_url=app.config["APP_URL"], request_id=request.id, secret=secret)
     message = Message(subject=mail.subject, recipients=[mail.to_email], body=body,
                       html=html_body(body, link=context["signing_link"], pixel=pixel),

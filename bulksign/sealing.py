@@ -21,14 +21,18 @@ from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from contextlib import nullcontext
 from io import BytesIO
 from pathlib import Path
+from zoneinfo import ZoneInfo
 from xml.sax.saxutils import escape
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from .localtime import zone_of
 from .logs import log
+from .messages import N_
 from .models import Batch, Document, Event, SealCertificate, SigningRequest
 from .states import Status
 
@@ -222,17 +226,17 @@ def seal_status(config) -> SealStatus:
 @dataclass(frozen=True)
 class AuditLine:
     at: datetime
-    label: str
+    #: Translated when printed (``N_``), or an unknown event type as it is.
+    label: N_ | str
     ip: str
     user_agent: str
 
 
 @dataclass(frozen=True)
 class AuditRecord:
-    """Everything the signature block and the audit certificate print."""
+    """Everything the signature block and the audit certificate print (never the batch's internal name)."""
 
     document_name: str
-    batch_name: str
     batch_id: int
     request_id: int
     recipient_name: str
@@ -242,20 +246,23 @@ class AuditRecord:
     signed_at: datetime
     original_sha256: str
     lines: tuple[AuditLine, ...]
+    #: The recipient's language and time zone (the batch's): the record speaks to them.
+    language: str = "en"
+    timezone: str = "UTC"
 
 
 #: Event type → label on the audit certificate; other types print as they are.
 EVENT_LABELS = {
-    "request.created": "Created",
-    "status.generating": "Document generation started",
-    "status.generated": "Document generated",
-    "status.sending": "Invitation being sent",
-    "status.sent": "Sent",
-    "email.opened": "Email opened",
-    "status.opened": "Page opened",
-    "page.opened": "Page opened again",
-    "status.signed": "Signed",
-    "link.issued": "Signing link issued",
+    "request.created": N_("Created"),
+    "status.generating": N_("Document generation started"),
+    "status.generated": N_("Document generated"),
+    "status.sending": N_("Invitation being sent"),
+    "status.sent": N_("Sent"),
+    "email.opened": N_("Email opened"),
+    "status.opened": N_("Page opened"),
+    "page.opened": N_("Page opened again"),
+    "status.signed": N_("Signed"),
+    "link.issued": N_("Signing link issued"),
 }
 
 
@@ -268,8 +275,23 @@ def _register_fonts() -> None:
         pdfmetrics.registerFont(TTFont("DejaVuSans-Bold", FONT_BOLD_PATH))
 
 
-def _utc(at: datetime) -> str:
-    return at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+def _local(at: datetime, zone: str, *, short: bool = False) -> str:
+    """A moment in the recipient's time zone, with its UTC offset so that it is exact anywhere
+    (``short``: the offset without the zone's name, for the narrow signature block)."""
+    local = at.astimezone(ZoneInfo(zone))
+    if zone == "UTC":
+        return f"{local:%Y-%m-%d %H:%M:%S} UTC"
+    offset = local.strftime("%z")
+    offset = f"UTC{offset[:3]}:{offset[3:]}"
+    return f"{local:%Y-%m-%d %H:%M:%S} {offset}" if short else f"{local:%Y-%m-%d %H:%M:%S} {zone} ({offset})"
+
+
+def _in_language(language: str):
+    """The record's language while it is drawn (outside an app, e.g. a bench, English)."""
+    from flask import has_app_context
+    from flask_babel import force_locale
+
+    return force_locale(language) if has_app_context() else nullcontext()
 
 
 def _fit(text: str, font: str, size: float, width: float) -> str:
@@ -283,7 +305,7 @@ def _fit(text: str, font: str, size: float, width: float) -> str:
 
 
 def signature_block(*, width: float, height: float, origin: tuple[float, float], signer_name: str,
-                    signed_at: datetime, signer_ip: str, image_png: bytes | None) -> bytes:
+                    signed_at: datetime, signer_ip: str, image_png: bytes | None, zone: str = "UTC") -> bytes:
     """A one-page PDF, the size of the target page, with the signature block in its bottom-right margin."""
     from reportlab.lib.units import mm
     from reportlab.lib.utils import ImageReader
@@ -306,8 +328,8 @@ def signature_block(*, width: float, height: float, origin: tuple[float, float],
                     preserveAspectRatio=True, anchor="c", mask="auto")
         text_x = x + img_w + 4 * mm
     text_w = x + box_w - text_x - 2 * mm
-    rows = [("DejaVuSans-Bold", "Signed electronically"), ("DejaVuSans", signer_name),
-            ("DejaVuSans", _utc(signed_at)), ("DejaVuSans", f"IP {signer_ip}")]
+    rows = [("DejaVuSans-Bold", str(N_("Signed electronically"))), ("DejaVuSans", signer_name),
+            ("DejaVuSans", _local(signed_at, zone, short=True)), ("DejaVuSans", str(N_("IP %(ip)s", ip=signer_ip)))]
     c.setFillColorRGB(0.1, 0.14, 0.19)
     for i, (font, text) in enumerate(rows):
         c.setFont(font, 7)
@@ -335,21 +357,22 @@ def audit_certificate(record: AuditRecord) -> bytes:
         # Names and user agents come from people: Paragraph reads markup, so escape everything.
         return Paragraph(escape(str(text)), style)
 
+    zone = record.timezone
     facts = [
-        ("Document", record.document_name),
-        ("Batch", f"{record.batch_name} (#{record.batch_id})"),
-        ("Recipient", f"{record.recipient_name} <{record.recipient_email}>"),
-        ("Request", f"#{record.request_id}"),
-        ("Signed by", record.signer_name),
-        ("Signed at", _utc(record.signed_at)),
-        ("Signer IP", record.signer_ip),
-        ("Original sha256", record.original_sha256),
+        (N_("Document"), record.document_name),
+        (N_("Reference"), f"#{record.batch_id}-{record.request_id}"),
+        (N_("Recipient"), f"{record.recipient_name} <{record.recipient_email}>"),
+        (N_("Signed by"), record.signer_name),
+        (N_("Signed at"), _local(record.signed_at, zone)),
+        (N_("Signer IP"), record.signer_ip),
+        (N_("Original sha256"), record.original_sha256),
     ]
     fact_table = Table([[p(k), p(v)] for k, v in facts], colWidths=[38 * mm, 132 * mm])
-    event_rows = [[p("Time (UTC)", small), p("Event", small), p("IP", small), p("User agent", small)]]
-    event_rows += [[p(_utc(line.at), small), p(line.label, small), p(line.ip or "—", small),
+    event_rows = [[p(N_("Time (%(zone)s)", zone=zone), small), p(N_("Event"), small), p(N_("IP"), small),
+                   p(N_("User agent"), small)]]
+    event_rows += [[p(_local(line.at, zone), small), p(line.label, small), p(line.ip or "—", small),
                     p(line.user_agent or "—", small)] for line in record.lines]
-    event_table = Table(event_rows, colWidths=[37 * mm, 33 * mm, 26 * mm, 74 * mm], repeatRows=1)
+    event_table = Table(event_rows, colWidths=[44 * mm, 33 * mm, 26 * mm, 67 * mm], repeatRows=1)
     grid = TableStyle([("GRID", (0, 0), (-1, -1), 0.3, colors.HexColor("#c9ced8")),
                        ("VALIGN", (0, 0), (-1, -1), "TOP"),
                        ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#eef0f4"))])
@@ -357,29 +380,35 @@ def audit_certificate(record: AuditRecord) -> bytes:
                                     ("VALIGN", (0, 0), (-1, -1), "TOP")]))
     event_table.setStyle(grid)
     story = [
-        p("Audit certificate", title), Spacer(1, 3 * mm),
-        p("This page records how the document above was signed electronically. The whole file is sealed "
-          "with a PAdES signature; any change after sealing breaks the seal."),
-        Spacer(1, 4 * mm), fact_table, Spacer(1, 6 * mm), p("Events", heading), Spacer(1, 2 * mm), event_table,
+        p(N_("Audit certificate"), title), Spacer(1, 3 * mm),
+        p(N_("This page records how the document above was signed electronically. The whole file is sealed "
+             "with a PAdES signature; any change after sealing breaks the seal.")),
+        Spacer(1, 4 * mm), fact_table, Spacer(1, 6 * mm), p(N_("Events"), heading), Spacer(1, 2 * mm), event_table,
     ]
     buf = BytesIO()
     SimpleDocTemplate(buf, pagesize=A4, leftMargin=20 * mm, rightMargin=20 * mm, topMargin=18 * mm,
-                      bottomMargin=18 * mm, title="Audit certificate", author="Bulksign").build(story)
+                      bottomMargin=18 * mm, title=str(N_("Audit certificate")), author="Bulksign").build(story)
     return buf.getvalue()
 
 
 def build_signed_pdf(original: bytes, record: AuditRecord, *, image_png: bytes | None) -> bytes:
-    """Original pages, the signature block stamped on the last page, and the audit certificate appended."""
+    """Original pages, the signature block stamped on the last page, and the audit certificate appended.
+
+    Both speak the recipient's language and give times in the batch's time zone.
+    """
     from pypdf import PdfReader, PdfWriter
 
     writer = PdfWriter(clone_from=PdfReader(BytesIO(original)))
     last = writer.pages[-1]
     box = last.mediabox
-    stamp = signature_block(width=float(box.width), height=float(box.height),
-                            origin=(float(box.left), float(box.bottom)), signer_name=record.signer_name,
-                            signed_at=record.signed_at, signer_ip=record.signer_ip, image_png=image_png)
+    with _in_language(record.language):
+        stamp = signature_block(width=float(box.width), height=float(box.height),
+                                origin=(float(box.left), float(box.bottom)), signer_name=record.signer_name,
+                                signed_at=record.signed_at, signer_ip=record.signer_ip, image_png=image_png,
+                                zone=record.timezone)
+        certificate = audit_certificate(record)
     last.merge_page(PdfReader(BytesIO(stamp)).pages[0])
-    for page in PdfReader(BytesIO(audit_certificate(record))).pages:
+    for page in PdfReader(BytesIO(certificate)).pages:
         writer.add_page(page)
     writer.add_metadata({"/Producer": "Bulksign"})
     out = BytesIO()
@@ -561,13 +590,19 @@ def audit_record(session: Session, request: SigningRequest, original: Document) 
     if request.email_opened_at and "email.opened" not in types:
         lines.append(AuditLine(at=request.email_opened_at, label=EVENT_LABELS["email.opened"], ip="", user_agent=""))
     lines.sort(key=lambda line: line.at)
-    template = batch.template_version.template if batch.template_version else None
     return AuditRecord(
-        document_name=template.name if template else batch.name, batch_name=batch.name, batch_id=batch.id,
+        document_name=document_title(batch), batch_id=batch.id,
         request_id=request.id, recipient_name=request.name or "", recipient_email=request.email,
         signer_name=request.signer_name or request.name or "", signer_ip=request.signer_ip or "",
         signed_at=request.signed_at, original_sha256=original.sha256, lines=tuple(lines),
+        language=batch.language or "en", timezone=zone_of(batch).key,
     )
+
+
+def document_title(batch: Batch) -> str:
+    """What recipients call the document: its template's name, never the batch's internal name."""
+    template = batch.template_version.template if batch.template_version else None
+    return template.name if template else ""
 
 
 def signed_storage_key(request: SigningRequest) -> str:
@@ -665,7 +700,7 @@ def _confirmation_subject(request: SigningRequest) -> str:
     from flask_babel import force_locale, gettext as _
 
     with force_locale(request.batch.language):
-        return _("Signed: %(name)s", name=request.batch.name)
+        return _("Signed: %(name)s", name=document_title(request.batch))
 
 
 def build_confirmation(session: Session, mail, app):
@@ -676,7 +711,8 @@ def build_confirmation(session: Session, mail, app):
 
     request = session.get(SigningRequest, mail.request_id)
     with force_locale(request.batch.language):
-        body = render_template("emails/signing_confirmation.txt", request=request, batch=request.batch)
+        body = render_template("emails/signing_confirmation.txt", request=request, batch=request.batch,
+                               document_name=document_title(request.batch))
     message = Message(subject=mail.subject, recipients=[mail.to_email], body=body,
                       reply_to=request.batch.reply_to or None)
     message.msgId = mail.message_id

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from io import BytesIO
 
+from flask_babel import force_locale, gettext
 from flask_babel import lazy_gettext as _l
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -199,7 +200,7 @@ def decline(session: Session, *, request_id: int, now: datetime, reason: str, ip
             user_agent: str | None) -> DeclineOutcome:
     """Decline with a reason: opened→declined by compare-and-set, and a notice to the batch's notice address; commits."""
     from .mailer import queue_mail
-    from .notices import notice_recipient
+    from .notices import notice_locale, notice_recipient
     from .pipeline import enqueue_sends
 
     reason = (reason or "").strip()
@@ -216,9 +217,11 @@ def decline(session: Session, *, request_id: int, now: datetime, reason: str, ip
     owner_email = notice_recipient(request.batch, owner=request.batch.created_by)
     mail_id = None
     if owner_email:
+        with force_locale(notice_locale(request.batch)):
+            subject = gettext("Declined: %(who)s — %(batch)s", who=request.name or request.email,
+                              batch=request.batch.name)
         mail_id = queue_mail(session, key=f"decline-notice-{request_id}", kind="decline_notice", to_email=owner_email,
-                             subject=f"Declined: {request.name or request.email} — {request.batch.name}", now=now,
-                             request_id=request_id, batch_id=request.batch_id).id
+                             subject=subject, now=now, request_id=request_id, batch_id=request.batch_id).id
     session.commit()
     if mail_id is not None:
         enqueue_sends([mail_id])
@@ -248,9 +251,13 @@ def build_decline_notice(session: Session, mail, app):
     from flask import render_template
     from flask_mail import Message
 
+    from .notices import notice_locale
+    from .sealing import document_title
+
     request = session.get(SigningRequest, mail.request_id)
-    body = render_template("emails/decline_notice.txt", request=request, batch=request.batch,
-                           app_url=app.config["APP_URL"])
+    with force_locale(notice_locale(request.batch)):
+        body = render_template("emails/decline_notice.txt", request=request, batch=request.batch,
+                               document_name=document_title(request.batch), app_url=app.config["APP_URL"])
     message = Message(subject=mail.subject, recipients=[mail.to_email], body=body)
     message.msgId = mail.message_id
     return message

@@ -54,7 +54,8 @@ TRANSITIONS: dict[Status, frozenset[Status]] = {
     S.EXPIRED: frozenset({S.GENERATED}),
     S.BOUNCED: frozenset({S.GENERATED, S.CANCELLED}),
     S.SIGNED: frozenset(),
-    S.DECLINED: frozenset(),
+    # declined → generated: staff invite again (a new link) once the recipient's concern is settled.
+    S.DECLINED: frozenset({S.GENERATED}),
     S.CANCELLED: frozenset(),
 }
 

@@ -13,6 +13,7 @@ from . import access
 from .logs import log
 from .models import ApiKey, User
 from .tokens import IssuedToken, hash_token, new_token
+from .messages import N_
 
 logger = logging.getLogger(__name__)
 
@@ -54,13 +55,13 @@ def create_user(session: Session, *, email: str, password: str, role: str, now: 
     """Create an account with one of ``access.ROLES`` (teams are joined with ``teams.add_member``)."""
     email = normalise_email(email)
     if "@" not in email or len(email) > 254:
-        raise UserError("Enter a valid email address.")
+        raise UserError(N_("Enter a valid email address."))
     if role not in ROLES:
-        raise UserError(f"Role must be one of: {', '.join(ROLES)}.")
+        raise UserError(N_("Role must be one of: %(known)s.", known=", ".join(ROLES)))
     if len(password) < MIN_PASSWORD_LENGTH:
-        raise UserError(f"The password must have at least {MIN_PASSWORD_LENGTH} characters.")
+        raise UserError(N_("The password must have at least %(n)s characters.", n=MIN_PASSWORD_LENGTH))
     if session.scalar(select(User.id).where(func.lower(User.email) == email)):
-        raise UserError(f"A user with the email {email} already exists.")
+        raise UserError(N_("A user with the email %(email)s already exists.", email=email))
     user = User(email=email, password_hash=_hash(password), role=role, created_at=now)
     session.add(user)
     session.flush()
@@ -71,7 +72,7 @@ def create_user(session: Session, *, email: str, password: str, role: str, now: 
 def set_password(session: Session, *, user: User, password: str) -> None:
     """Replace a user's password."""
     if len(password) < MIN_PASSWORD_LENGTH:
-        raise UserError(f"The password must have at least {MIN_PASSWORD_LENGTH} characters.")
+        raise UserError(N_("The password must have at least %(n)s characters.", n=MIN_PASSWORD_LENGTH))
     user.password_hash = _hash(password)
     log(logger, logging.INFO, "password set", user_id=user.id)
 
@@ -118,7 +119,7 @@ def user_for_api_key(session: Session, *, secret: str, now: datetime) -> User | 
 def set_disabled(session: Session, *, user: User, disabled: bool, by: User) -> None:
     """Disable or re-enable an account (its API keys stop or start working with it)."""
     if user.id == by.id and disabled:
-        raise UserError("You cannot disable your own account.")
+        raise UserError(N_("You cannot disable your own account."))
     user.disabled = disabled
     log(logger, logging.INFO, "user disabled" if disabled else "user enabled", user_id=user.id, by_user_id=by.id)
 

@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 
 from .logs import log
 from .models import Batch, Event, SigningRequest, WebhookDelivery, WebhookEndpoint
+from .messages import N_
 
 logger = logging.getLogger(__name__)
 
@@ -103,12 +104,12 @@ def create_endpoint(session: Session, *, url: str, events: list[str], user_id: i
     url = url.strip()
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc or len(url) > 1000:
-        raise WebhookError("Enter the endpoint's full address, starting with https:// (or http://).")
+        raise WebhookError(N_("Enter the endpoint's full address, starting with https:// (or http://)."))
     unknown = sorted(set(events) - set(EVENTS))
     if unknown:
-        raise WebhookError(f"Unknown events: {', '.join(unknown)}.")
+        raise WebhookError(N_("Unknown events: %(events)s.", events=", ".join(unknown)))
     if not events:
-        raise WebhookError("Choose at least one event to send to this endpoint.")
+        raise WebhookError(N_("Choose at least one event to send to this endpoint."))
     endpoint = WebhookEndpoint(url=url, events=[e for e in EVENTS if e in events], secret=secrets.token_hex(24),
                                active=True, created_by_id=user_id, created_at=now, team_id=team_id)
     session.add(endpoint)

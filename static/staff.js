@@ -9,11 +9,15 @@
     var question = e.target.getAttribute && e.target.getAttribute("data-confirm");
     if (question && !window.confirm(question)) e.preventDefault();
   });
-  // <button data-clear="id">: empties that element (closes a side panel).
+  // <button data-clear="id" [data-focus-back="selector"]>: empties that element (closes a side panel) and
+  // gives the focus back to where the panel was opened from.
   document.addEventListener("click", function (e) {
     var button = e.target.closest && e.target.closest("[data-clear]");
     if (!button) return;
     var target = document.getElementById(button.getAttribute("data-clear"));
     if (target) target.innerHTML = "";
+    var back = button.getAttribute("data-focus-back");
+    var focus = back && document.querySelector(back);
+    if (focus) focus.focus();
   });
 })();

@@ -52,7 +52,7 @@ def test_api_validate_reports_totals_and_errors(api, template_id):
     assert response.status_code == 200
     body = response.json
     assert (body["total_rows"], body["valid_rows"], body["invalid_rows"]) == (3, 2, 1)
-    assert body["errors"] == [{"row": 4, "column": "email",
+    assert body["errors"] == [{"row": 4, "column": "email", "suggestion": "gmail.com",
                                "message": "The domain looks misspelt: did you mean broken@gmail.com?"}]
     assert body["warnings"] == []
 
@@ -188,7 +188,7 @@ def test_the_full_error_report_downloads_as_csv(client, auth, template_id):
     report = client.get(link)
     assert report.status_code == 200 and report.mimetype == "text/csv"
     lines = report.get_data(as_text=True).lstrip("\ufeff").splitlines()
-    assert lines[0] == "row,column,message" and len(lines) == 121 and lines[1].startswith("4,email,")
+    assert lines[0].startswith("row,column,message,") and len(lines) == 121 and lines[1].startswith("4,email,")
 
 
 def test_another_user_cannot_use_my_upload(client, auth, template_id):

@@ -40,6 +40,7 @@ def test_the_progress_bar_moves_while_a_real_worker_runs_and_stops_polling_when_
     _login(page, live_server)
     page.goto(f"{live_server}/batches/{batch_id}")
     assert _count(page, "waiting") == 6 and page.locator("#progress").get_attribute("hx-trigger") == "every 2s"
+    page.locator(f"#r{ids[0]} .row-check").check()
     # Real workers render every PDF and send three invitations; the page picks it up by itself.
     run_jobs("pdf")
     run_jobs("mail", max_jobs=3)
@@ -53,6 +54,21 @@ def test_the_progress_bar_moves_while_a_real_worker_runs_and_stops_polling_when_
     assert page.locator("#progress").get_attribute("data-active") == "no"
     assert page.locator("#progress").get_attribute("hx-trigger") is None
     assert len(smtp.received) == 6
+    # The table followed the bar without a reload: every row says "sent", and the ticked row is still ticked.
+    assert page.locator("#table .badge-sent").count() == 6 and page.locator("#table .badge-pending").count() == 0
+    assert page.locator(f"#r{ids[0]} .row-check").is_checked()
+    shoot(page, "batch-live-table")
+
+
+def shoot(page, name: str) -> None:
+    """Screenshots of the page at 1366 and 360 px into test-artifacts/, for a reviewer to look at."""
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parent.parent / "test-artifacts"
+    folder.mkdir(exist_ok=True)
+    for width in (1366, 360):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.screenshot(path=str(folder / f"{name}-{width}.png"), full_page=True)
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import STAFF
+from tests.test_browser_dashboard import shoot
 
 pytestmark = pytest.mark.browser
 
@@ -37,10 +38,27 @@ def test_upload_shows_the_bad_row_in_place_and_creates_the_batch(users, live_ser
     assert page.locator("#valid-rows").inner_text() == "2"
     assert page.evaluate("window.stillTheSamePage") is True  # no full reload
 
+    # The suggestion can be accepted: the file is checked again with gmail.com, all three rows valid.
+    page.click("button.accept-typo")
+    page.locator(".chosen-domain").wait_for()
+    assert page.locator("#valid-rows").inner_text() == "3" and page.locator("#errors").count() == 0
+
+    # The time zone is picked from a list of zone names, not typed.
+    page.select_option("select#timezone", "Europe/Moscow")
+    assert page.locator("select#timezone option").count() > 300
+    shoot(page, "new-batch-zone-picker")
     page.fill("input[name=name]", "Hiring, November")
     page.click("#create-batch")
     page.wait_for_url(f"{live_server}/batches/*")
     assert "Hiring, November" in page.locator("h1").inner_text()
+    assert page.locator("#create-batch").count() == 0
+    from bulksign.extensions import db
+    from bulksign.models import Batch, SigningRequest
+
+    batch = db.session.scalar(db.select(Batch).where(Batch.name == "Hiring, November"))
+    assert batch.timezone == "Europe/Moscow"
+    emails = sorted(db.session.scalars(db.select(SigningRequest.email).where(SigningRequest.batch_id == batch.id)))
+    assert emails == ["anna@example.com", "ivan@example.com", "john@gmail.com"]
 
 
 def test_a_hostile_or_careless_file_gets_its_reason_in_place(users, live_server, page):

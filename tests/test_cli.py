@@ -177,3 +177,21 @@ def test_only_the_web_process_keeps_the_rate_limits_in_memory_fallback(app):
                              capture_output=True, text=True, timeout=60)
     assert "fallbacks: 1" in served.stdout, served.stderr[-2000:]
     assert "fallbacks: 0" in command.stdout, command.stderr[-2000:]
+
+
+def test_make_run_on_another_port_mails_links_to_that_port(monkeypatch):
+    from bulksign.config import load_config
+
+    monkeypatch.delenv("APP_URL", raising=False)
+    monkeypatch.setenv("BIND", "127.0.0.1:5600")
+    assert load_config()["APP_URL"] == "http://127.0.0.1:5600"
+    monkeypatch.setenv("BIND", "0.0.0.0:8080")
+    assert load_config()["APP_URL"] == "http://127.0.0.1:8080"
+    monkeypatch.setenv("APP_URL", "https://sign.example.com/")
+    assert load_config()["APP_URL"] == "https://sign.example.com"
+
+
+def test_browsers_asking_for_favicon_ico_get_the_icon(client):
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301 and response.headers["Location"].endswith("/static/favicon.svg")
+    assert client.get("/static/favicon.svg").status_code == 200

@@ -139,12 +139,61 @@ def test_progress_fragment_polls_while_active_and_stops_when_final(client, auth,
     assert "hx-trigger" not in final and 'data-count="4"' in final
 
 
-def test_throughput_and_eta_from_recent_status_changes(app, batch):
-    rate = dashboard.throughput(db.session, batch_id=batch.id, working=3, now=NOW)
-    # 15 requests left the pipeline in the last 5 minutes (make_batch spreads status_changed_at over seconds)
-    assert rate.per_minute == pytest.approx(15 / 5)
-    assert rate.eta == timedelta(minutes=1)
-    assert dashboard.throughput(db.session, batch_id=batch.id, working=3, now=NOW + timedelta(hours=1)).eta is None
+def _dispatched(batch, *, started, sent):
+    """The batch started at ``started``; its dispatched requests were sent at the times of ``sent``, in turn."""
+    from sqlalchemy import update
+
+    from bulksign.models import Batch
+
+    db.session.execute(update(Batch).where(Batch.id == batch.id).values(started_at=started))
+    ids = db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch.id,
+                                                             SigningRequest.sent_at.is_not(None))
+                             .order_by(SigningRequest.id)).all()
+    for rid, at in zip(ids, sent):
+        db.session.execute(update(SigningRequest).where(SigningRequest.id == rid).values(sent_at=at))
+    db.session.commit()
+    db.session.expire_all()
+
+
+def test_the_rate_counts_only_since_the_batch_started_and_gives_the_time_left(app, batch):
+    # 15 invitations in the 60 seconds since the batch started: 15 per minute, not 15 per 2-minute window.
+    _dispatched(batch, started=NOW - timedelta(seconds=60), sent=[NOW - timedelta(seconds=i) for i in range(15)])
+    rate = dashboard.throughput(db.session, batch=batch, working=30, now=NOW)
+    assert rate.per_minute == pytest.approx(15)
+    assert rate.eta == timedelta(minutes=2)
+
+
+def test_no_estimate_until_there_is_a_basis_for_one(app, batch):
+    _dispatched(batch, started=NOW - timedelta(seconds=5), sent=[NOW] * 15)
+    assert dashboard.throughput(db.session, batch=batch, working=3, now=NOW) == dashboard.Throughput(None, None)
+    _dispatched(batch, started=NOW - timedelta(minutes=1), sent=[NOW] * 2 + [NOW - timedelta(hours=1)] * 13)
+    assert dashboard.throughput(db.session, batch=batch, working=3, now=NOW).per_minute is None
+
+
+def test_the_bar_says_preparing_documents_while_pdfs_render_and_no_estimate_without_a_basis(client, auth, batch):
+    auth.login()
+    fragment = client.get(f"/batches/{batch.id}/progress").get_data(as_text=True)
+    assert "preparing documents 15/18" in fragment
+    assert 'id="throughput"' not in fragment and 'id="eta"' not in fragment
+
+
+@pytest.mark.parametrize("statuses, batch_status, words, tone", [
+    (["sent"] * 2 + ["pending"], "processing", "sending", "progress"),
+    (["sent", "opened", "signed"], "completed", "waiting for signatures", "waiting"),
+    (["signed"] * 3, "completed", "all signed", "success"),
+    (["signed", "expired", "declined"], "completed", "closed with 2 unsigned", "warning"),
+    (["signed", "sent", "bounced"], "partially_failed", "partly failed (1)", "danger"),
+])
+def test_batch_states_are_named_in_staff_words_and_coloured_by_meaning(client, auth, users, statuses, batch_status,
+                                                                       words, tone):
+    made = make_batch(db.session, statuses=statuses, now=NOW, name="States", user_id=users["staff"].id,
+                      batch_status=batch_status)
+    auth.login()
+    fragment = client.get(f"/batches/{made.id}/progress").get_data(as_text=True)
+    state = re.search(r'<span class="state state-(\w+) tone-(\w+)" id="batch-status">([^<]+)</span>', fragment)
+    assert (state.group(3), state.group(2)) == (words, tone)
+    listing = client.get("/batches/").get_data(as_text=True)
+    assert f"tone-{tone}\">{words}</span>" in listing
 
 
 class QueryCounter:
@@ -231,7 +280,7 @@ def test_cancel_selected_rows_and_empty_selection_message(client, auth, batch):
 def test_retry_failed_from_the_page_puts_them_back_in_the_pipeline(client, auth, batch):
     auth.login()
     html = _bulk(client, batch.id, action="retry", select_all="1", status="problems").get_data(as_text=True)
-    assert "1 failed requests are being prepared and sent again." in html
+    assert "1 failed request is being prepared and sent again." in html
     from bulksign.extensions import get_queue
 
     assert get_queue("pdf").count == 1
@@ -260,7 +309,7 @@ def test_batch_page_shows_deadline_reminder_schedule_throughput_and_eta(client, 
     html = client.get(f"/batches/{batch.id}").get_data(as_text=True)
     assert "on days 2, 4 after the invitation (at most 3)" in html and "7 days after sending" in html
     fragment = client.get(f"/batches/{batch.id}/progress").get_data(as_text=True)
-    assert "3 still being prepared or sent" in fragment and 'id="throughput"' in fragment
+    assert "18 recipients" in fragment and "preparing documents 15/18" in fragment
 
 
 def test_unknown_batch_is_404_everywhere(client, auth, users):
@@ -296,3 +345,24 @@ def test_a_large_select_all_runs_in_a_background_job(client, auth, batch, run_jo
     run_jobs("default")
     with db.engine.connect() as conn:
         assert len(conn.execute(select(OutgoingMail.id).where(OutgoingMail.kind == "reminder")).all()) == 5
+
+
+def test_the_progress_poll_refreshes_the_rows_on_screen_in_place(client, auth, batch):
+    auth.login()
+    page = client.get(f"/batches/{batch.id}").get_data(as_text=True)
+    shown = re.findall(r'class="shown-id" name="shown" value="(\d+)"', page)
+    assert len(shown) == 18 and 'hx-include=".shown-id"' in page
+    first = int(shown[0])
+    db.session.execute(db.update(SigningRequest).where(SigningRequest.id == first).values(status="signed"))
+    db.session.commit()
+    fragment = client.get(f"/batches/{batch.id}/progress", query_string={"shown": shown[:2]}).get_data(as_text=True)
+    # Only the status cells of the rows on screen come back, to be swapped out of band (checkboxes stay).
+    assert f'<span id="st-{first}" class="live-cell" hx-swap-oob="true"><span class="badge badge-signed">' in fragment
+    assert f'id="st-{shown[2]}"' not in fragment and "row-check" not in fragment
+
+
+def test_the_table_keeps_its_filter_and_sort_in_the_address_bar(client, auth, batch):
+    auth.login()
+    response = client.get(f"/batches/{batch.id}/requests?status=sent&sort=email&dir=desc",
+                          headers={"HX-Request": "true"})
+    assert response.headers["HX-Push-Url"] == f"/batches/{batch.id}?status=sent&sort=email&dir=desc"

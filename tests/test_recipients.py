@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bulksign.recipients import (MAX_VALUE_CHARS, UploadError, check_email, error_report_csv, load_upload,
-                                 store_upload, validate_recipients)
+                                 store_upload, typo_domains, validate_recipients)
 from bulksign.storage import LocalStorage
 
 VARS = ["name", "position"]
@@ -152,8 +152,9 @@ def test_the_error_report_lists_every_error_and_cannot_run_formulas():
     assert len(shown.errors) == 100 and shown.error_count == 150 and shown.errors_truncated
     full = check(data, max_errors=None)
     report = error_report_csv(full)
-    assert report.splitlines()[0] == "row,column,message" and len(report.splitlines()) == 151
-    assert "'=cmd" not in report  # the formula-like header is only a warning, not an error row
+    # Each error line carries the row's values; the formula-like header is neutralised, and only a warning.
+    assert report.splitlines()[0] == "row,column,message,email,name,position,'=cmd|' /C calc'!A0"
+    assert len(report.splitlines()) == 151 and ",=" not in report
     assert any("=cmd" in w for w in full.warnings)
 
 
@@ -320,3 +321,25 @@ def test_a_shared_strings_table_beyond_the_cell_budget_is_refused_before_it_is_l
     with pytest.raises(UploadError, match="more than 9 different texts") as caught:
         check(hostile_files.shared_strings_xlsx(10), filename="people.xlsx", variables=["name"])
     assert caught.value.status == 413
+
+
+def test_row_problems_and_warnings_speak_the_staff_members_language(app):
+    from flask_babel import force_locale
+
+    report = check("email,name,position,notes\nb@gmial.com,B,Dev,x\n,C,Dev,y\n".encode())
+    with force_locale("ru"):
+        assert [str(e.message) for e in report.errors] == [
+            "Похоже, домен написан с ошибкой: может быть, b@gmail.com?", "Адрес почты пуст."]
+        assert [str(w) for w in report.warnings] == ["Столбец «notes» не используется шаблоном и пропускается."]
+
+
+def test_a_misspelt_domain_can_be_accepted_or_kept_as_written(app):
+    data = "email,name,position\nb@gmial.com,B,Dev\nc@gmial.com,C,Dev\n".encode()
+    report = check(data)
+    assert typo_domains(report) == {"gmial.com": "gmail.com"} and report.valid_rows == 0
+    accepted = check(data, keep_rows=True, domain_choices={"gmial.com": "gmail.com"})
+    assert [r.email for r in accepted.recipients] == ["b@gmail.com", "c@gmail.com"]
+    kept = check(data, keep_rows=True, domain_choices={"gmial.com": "gmial.com"})
+    assert [r.email for r in kept.recipients] == ["b@gmial.com", "c@gmial.com"]
+    # Any other answer is not a choice staff were offered: the question stays.
+    assert check(data, domain_choices={"gmial.com": "evil.example"}).valid_rows == 0

@@ -89,8 +89,8 @@ def test_a_personal_reminder_subject_is_rendered_for_each_recipient(app, users):
     version.reminder_subject = "{{ name }}, please sign by {{ deadline }}"
     db.session.commit()
     assert tick(NOW + 2 * DAY) == 2
-    assert [m.subject for m in mails("reminder")] == ["Person 0, please sign by 09 November 2026",
-                                                      "Person 1, please sign by 09 November 2026"]
+    assert [m.subject for m in mails("reminder")] == ["Person 0, please sign by 9 November 2026, 09:00 (UTC)",
+                                                      "Person 1, please sign by 9 November 2026, 09:00 (UTC)"]
 
 
 def test_a_missed_schedule_catches_up_with_one_reminder_not_two(app, users):
@@ -296,6 +296,7 @@ def test_staff_remind_all_not_signed_from_the_batch_page_and_read_the_result(app
                         headers={"HX-Request": "true"})
     text = again.get_data(as_text=True)
     assert again.status_code == 200 and "0 reminders queued." in text and "2 reminded within the last hour" in text
+    assert "flash-warning" in text and "Send anyway" in text
     assert client.post(f"/batches/{batch_id}/remind", data={"selector": "not_signed"}).status_code == 400  # no CSRF
     assert client.post(f"/batches/{batch_id}/remind", data={"request_ids": "x", "csrf_token": token}).status_code == 400
 
@@ -347,3 +348,45 @@ def test_a_tick_out_of_time_stops_and_the_next_one_finishes(app, users):
     stopped = queue_due_reminders(db.session, now=NOW + 2 * DAY, time_budget_seconds=-1)
     assert (stopped.queued, stopped.complete) == (0, False)
     assert tick(NOW + 2 * DAY) == 3
+
+
+def test_right_after_sending_a_reminder_waits_an_hour_unless_staff_send_it_anyway(app, users):
+    batch_id, ids = sent_batch(user=users["staff"], sent_at=NOW, recipients=2)
+    soon = NOW + timedelta(minutes=10)
+    held = send_manual_reminders(db.session, batch_id=batch_id, user=users["staff"], now=soon, request_ids=ids)
+    assert (held.queued, held.skipped) == (0, {"invited_recently": 2})
+    forced = send_manual_reminders(db.session, batch_id=batch_id, user=users["staff"], now=soon, request_ids=ids,
+                                   force=True)
+    db.session.commit()
+    assert (forced.queued, forced.skipped) == (2, {})
+    # A double click on "send anyway" still sends each reminder once.
+    again = send_manual_reminders(db.session, batch_id=batch_id, user=users["staff"], now=soon, request_ids=ids,
+                                  force=True)
+    assert (again.queued, again.skipped) == (0, {"reminded_recently": 2})
+    assert len(mails("reminder")) == 2
+
+
+def test_staff_are_warned_that_recipients_were_just_invited_and_can_send_anyway(app, users, client, auth):
+    batch_id, ids = sent_batch(user=users["staff"], sent_at=utcnow() - timedelta(minutes=5), recipients=2)
+    auth.login()
+    token = csrf_from(client.get(f"/batches/{batch_id}"))
+    held = client.post(f"/batches/{batch_id}/remind", data={"selector": "not_signed", "csrf_token": token},
+                       headers={"HX-Request": "true"})
+    text = held.get_data(as_text=True)
+    assert "0 reminders queued. Skipped 2: 2 invited less than an hour ago." in text
+    assert "flash-warning" in text and 'name="force" value="1"' in text and 'name="selector" value="not_signed"' in text
+    sent = client.post(f"/batches/{batch_id}/remind", data={"selector": "not_signed", "force": "1", "csrf_token": token},
+                       headers={"HX-Request": "true"})
+    assert "2 reminders queued." in sent.get_data(as_text=True) and len(mails("reminder")) == 2
+
+
+def test_api_remind_can_send_anyway(app, users, client):
+    batch_id, ids = sent_batch(user=users["staff"], sent_at=utcnow(), recipients=1)
+    headers = _api_key(users["staff"])
+    held = client.post(f"/api/v1/batches/{batch_id}/remind", json={"request_ids": ids}, headers=headers)
+    assert held.get_json() == {"queued": 0, "skipped": {"invited_recently": 1}}
+    forced = client.post(f"/api/v1/batches/{batch_id}/remind", json={"request_ids": ids, "force": True},
+                         headers=headers)
+    assert forced.status_code == 202 and forced.get_json() == {"queued": 1, "skipped": {}}
+    assert client.post(f"/api/v1/batches/{batch_id}/remind", json={"request_ids": ids, "force": "yes"},
+                       headers=headers).status_code == 400

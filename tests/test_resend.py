@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 from flask import current_app
@@ -12,7 +13,7 @@ from bulksign.batches import BatchActionError
 from bulksign.expiry import expire_due
 from bulksign.extensions import db
 from bulksign.links import current_token, find_by_token
-from bulksign.models import Batch, Event, User
+from bulksign.models import Batch, Event, User, utcnow
 from bulksign.pipeline import enqueue_renders, enqueue_sends
 from bulksign.reminders import queue_due_reminders
 from bulksign.resend import change_email, resend_with_new_link
@@ -61,10 +62,12 @@ def test_an_expired_request_can_be_resent_with_an_extended_deadline(app, users, 
     expire_due(db.session, now=NOW + 7 * DAY)
     db.session.commit()
     assert request(rid).status == "expired"
-    assert _resend(users["staff"], [rid], NOW + 8 * DAY, extend_days=14).resent == 1
+    resent_at = utcnow()
+    assert _resend(users["staff"], [rid], resent_at, extend_days=14).resent == 1
     run_jobs("mail")
     req = request(rid)
-    assert req.status == "sent" and req.expires_at == req.sent_at + 14 * DAY
+    # The old deadline has passed: the extra days count from the resend.
+    assert req.status == "sent" and req.expires_at == resent_at + 14 * DAY
     assert client.get(f"/sign/{_link_in(smtp.received[-1])}").status_code == 200
 
 
@@ -185,8 +188,9 @@ def test_api_resend_answers_202_and_the_old_link_dies(app, users, client):
     _, (rid,) = sent_batch(user=users["staff"], sent_at=NOW)
     old, headers = _token(rid), _api_key(users["staff"])
     response = client.post(f"/api/v1/requests/{rid}/resend", json={"extend_days": 10}, headers=headers)
-    assert response.status_code == 202 and response.get_json() == {"resent": 1, "request_id": rid,
-                                                                   "status": "generated"}
+    body = response.get_json()
+    assert response.status_code == 202 and (body["resent"], body["request_id"], body["status"]) == (1, rid, "generated")
+    assert body["expires_at"] == request(rid).expires_at.isoformat()
     assert find_by_token(db.session, old) is None and request(rid).deadline_days == 10
     again = client.post(f"/api/v1/requests/{rid}/resend", headers=headers)
     assert again.status_code == 409 and again.get_json()["reason"] == "not_sent"
@@ -218,8 +222,61 @@ def test_staff_correct_an_address_then_resend_from_the_batch_page(app, users, cl
     resent = client.post(f"/batches/{batch_id}/resend", data={"request_ids": [str(rid)], "extend_days": "3",
                                                               "csrf_token": token})
     assert resent.status_code == 302
-    assert "1 new links sent" in client.get(f"/batches/{batch_id}").get_data(as_text=True)
+    assert "1 new link sent; the old link no longer works." in client.get(f"/batches/{batch_id}").get_data(as_text=True)
     assert find_by_token(db.session, old) is None
     (invitation,) = mails("invitation")
     assert invitation.to_email == "fixed@example.com"
     assert client.post(f"/requests/{rid}/resend", data={"extend_days": "x", "csrf_token": token}).status_code == 400
+
+
+def test_extra_days_extend_the_deadline_and_never_shorten_it(app, users, smtp, run_jobs, client, auth):
+    batch_id, (rid,) = sent_batch(user=users["staff"], sent_at=utcnow() - DAY, deadline_at=utcnow() + 6 * DAY)
+    db.session.execute(update(Batch).where(Batch.id == batch_id).values(timezone="Europe/Berlin"))
+    db.session.commit()
+    old_deadline = request(rid).expires_at
+    auth.login()
+    token = csrf_from(client.get(f"/batches/{batch_id}"))
+    answer = client.post(f"/batches/{batch_id}/resend", data={"request_ids": [str(rid)], "extend_days": "3",
+                                                              "csrf_token": token}, headers={"HX-Request": "true"})
+    new_deadline = old_deadline + 3 * DAY  # from the batch's deadline, not from today
+    assert request(rid).expires_at == new_deadline
+    shown = new_deadline.astimezone(ZoneInfo("Europe/Berlin"))
+    said = f"New deadline: {shown.day} {shown:%B %Y, %H:%M} (Europe/Berlin)."
+    assert said in answer.get_data(as_text=True)
+    run_jobs("mail")
+    assert request(rid).status == "sent" and request(rid).expires_at == new_deadline
+    assert f"{shown.day} {shown:%B %Y, %H:%M} (Europe/Berlin)" in smtp.received[-1].text()
+
+
+def test_a_resend_without_extra_days_keeps_an_earlier_extension(app, users):
+    _, (rid,) = sent_batch(user=users["staff"], sent_at=NOW, deadline_at=NOW + 3 * DAY)
+    first = resend_with_new_link(db.session, request_ids=[rid], user=users["staff"], now=NOW + DAY, extend_days=10)
+    assert first.deadlines == (NOW + 13 * DAY, NOW + 13 * DAY)
+    transition(db.session, rid, frm="generated", to="sending", now=NOW + DAY)
+    transition(db.session, rid, frm="sending", to="sent", now=NOW + DAY, sent_at=NOW + DAY)
+    resend_with_new_link(db.session, request_ids=[rid], user=users["staff"], now=NOW + 2 * DAY)
+    assert request(rid).expires_at == NOW + 13 * DAY
+
+
+def test_a_declined_recipient_can_be_invited_again(app, users, smtp, run_jobs, client):
+    _, (rid,) = sent_batch(user=users["staff"], sent_at=utcnow())
+    transition(db.session, rid, frm="sent", to="opened", now=utcnow())
+    transition(db.session, rid, frm="opened", to="declined", now=utcnow(), declined_at=utcnow(),
+               decline_reason="Wrong salary")
+    db.session.commit()
+    assert _resend(users["staff"], [rid], utcnow()).resent == 1
+    run_jobs("mail")
+    req = request(rid)
+    assert req.status == "sent" and req.declined_at is None and req.decline_reason is None
+    page = client.get(f"/sign/{_link_in(smtp.received[-1])}")
+    assert page.status_code == 200 and 'id="sign-form"' in page.get_data(as_text=True)
+
+
+def test_a_russian_batch_invites_in_russian_with_the_deadline_in_its_time_zone(app, users, smtp, run_jobs):
+    _, (rid,) = sent_batch(user=users["staff"], sent_at=utcnow(), language="ru", timezone="Europe/Moscow")
+    _resend(users["staff"], [rid], utcnow())
+    run_jobs("mail")
+    (invitation,) = smtp.received
+    deadline = request(rid).expires_at.astimezone(ZoneInfo("Europe/Moscow"))
+    assert invitation.subject.startswith("Пожалуйста, подпишите:")
+    assert "Здравствуйте" in invitation.text() and f"{deadline:%H:%M} (Europe/Moscow)" in invitation.text()

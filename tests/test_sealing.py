@@ -62,7 +62,8 @@ def test_the_last_page_carries_the_signature_block_and_the_audit_page_every_even
         assert line in block
     assert reader.pages[-2]["/Resources"]["/XObject"], "the drawn signature is on the page"
     audit = " ".join(reader.pages[-1].extract_text().split())
-    for line in ("Audit certificate", "Employment contract", "November contracts", "ivan@example.com",
+    assert "November contracts" not in audit  # the batch's internal name is not the recipient's business
+    for line in ("Audit certificate", "Employment contract", "ivan@example.com",
                  "Created", "Sent", "Email opened", "192.0.2.7", "MailClient/2", "Page opened", "Signed",
                  "Mozilla/5.0 (iPhone) Safari", "203.0.113.5", hashlib.sha256(r.original).hexdigest()):
         assert line in audit, line
@@ -101,7 +102,8 @@ def test_the_recipient_gets_the_signed_pdf_by_mail(app, users, smtp, run_jobs):
     run_jobs("pdf")
     run_jobs("mail")
     (mail,) = smtp.to("ivan@example.com")
-    assert "Signed" in mail.subject and "November contracts" in mail.subject
+    # The document's title, never the batch's internal name.
+    assert mail.subject == "Signed: Employment contract" and "November contracts" not in mail.text()
     (attachment,) = list(mail.message.iter_attachments())
     assert attachment.get_content_type() == "application/pdf" and attachment.get_filename() == f"signed-{r.id}.pdf"
     assert attachment.get_content() == get_storage().get(signed_document(r.id).storage_key)
@@ -208,3 +210,23 @@ def test_a_lost_or_failed_seal_job_is_queued_again_by_the_safety_net(app, users,
     run_jobs("pdf")
     assert signed_document(r.id) is not None
     assert seal_missing(now=signed_at + timedelta(minutes=20)) == 0
+
+
+def test_a_russian_batch_seals_a_russian_record_in_its_time_zone_and_mails_in_russian(app, users, run_jobs, smtp):
+    from sqlalchemy import update
+
+    from bulksign.models import Batch
+
+    r = signed_request(owner=users["staff"], language="ru")
+    db.session.execute(update(Batch).where(Batch.id == r.batch_id).values(timezone="Europe/Moscow"))
+    db.session.commit()
+    run_jobs("pdf")
+    reader = PdfReader(io.BytesIO(get_storage().get(signed_document(r.id).storage_key)))
+    block = " ".join(reader.pages[-2].extract_text().split())
+    # Signed at 09:12 UTC: 12:12 in Moscow.
+    assert "Подписано электронно" in block and "2026-11-02 12:12:00 UTC+03:00" in block
+    audit = " ".join(reader.pages[-1].extract_text().split())
+    assert "Сертификат аудита" in audit and "Время (Europe/Moscow)" in audit and "Audit certificate" not in audit
+    run_jobs("mail")
+    (mail,) = smtp.to("ivan@example.com")
+    assert mail.subject == "Подписано: Employment contract" and "2 ноября 2026, 12:12 (Europe/Moscow)" in mail.text()

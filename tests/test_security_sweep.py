@@ -19,8 +19,10 @@ from tests.support.hostile_files import HOSTILE_RECIPIENT_FILES
 #: Routes open to anonymous visitors, each reviewed: add a route here only after deciding it may be public.
 EXPECTED_PUBLIC = {
     "auth.login",  # the login form
+    "brand.stylesheet", "brand.logo",  # the organisation's colours and logo: settings, no data; recipient pages use them
     "health.healthz",  # load balancer probe: says ok or names the broken service, nothing else
     "health.readyz",  # readiness probe: ok, or which dependency is not ready (scheduler, workers, services)
+    "main.favicon",  # a redirect to the static icon, which browsers ask for before any login
     "metrics.metrics",  # its own rule: a bearer METRICS_TOKEN, or loopback when none is set
     "signing.page", "signing.document", "signing.signed_copy", "signing.sign_document",
     "signing.decline_document",  # the token in the URL is the credential

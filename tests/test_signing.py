@@ -85,8 +85,8 @@ def test_the_page_shows_the_document_sender_and_deadline(client, sent):
     html = page.get_data(as_text=True)
     assert page.status_code == 200
     assert "Employment contract" in html and "staff@example.com" in html and "Иван Петров" in html
-    deadline = fresh(sent.id).expires_at.strftime("%Y-%m-%d %H:%M UTC")
-    assert deadline in html
+    deadline = fresh(sent.id).expires_at
+    assert f"{deadline.day} {deadline:%B %Y, %H:%M} (UTC)" in html  # in the batch's time zone
     assert f'src="/sign/{sent.token}/document"' in html and f"/sign/{sent.token}/document?download=1" in html
     assert 'value="Иван Петров"' in html and 'name="consent"' in html and "I agree to sign electronically" in html
     assert fresh(sent.id).status == "opened"
@@ -113,7 +113,7 @@ def test_signing_from_sent_opens_first_then_signs_and_queues_the_seal(app, clien
     assert len(events(sent.id, "status.opened")) == 1 and len(events(sent.id, "status.signed")) == 1
     assert f"seal-{sent.id}" in get_queue("pdf").job_ids
     page = client.get(f"/sign/{sent.token}").get_data(as_text=True)
-    assert "You signed this document" in page and row.signed_at.strftime("%Y-%m-%d %H:%M UTC") in page
+    assert "You signed this document" in page and f"{row.signed_at.day} {row.signed_at:%B %Y, %H:%M} (UTC)" in page
 
 
 def test_a_post_on_a_request_still_in_sent_signs_it(app, users):

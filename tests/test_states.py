@@ -71,9 +71,19 @@ def test_a_signed_request_can_never_change_again(app, to):
     assert db.session.get(SigningRequest, request_id).status == Status.SIGNED
 
 
-def test_signed_declined_and_cancelled_are_terminal():
-    assert TRANSITIONS[Status.SIGNED] == TRANSITIONS[Status.DECLINED] == TRANSITIONS[Status.CANCELLED] == frozenset()
+def test_signed_and_cancelled_are_terminal_and_a_declined_request_can_only_be_invited_again():
+    assert TRANSITIONS[Status.SIGNED] == TRANSITIONS[Status.CANCELLED] == frozenset()
+    assert TRANSITIONS[Status.DECLINED] == frozenset({Status.GENERATED})
     assert {Status.SIGNED, Status.DECLINED, Status.CANCELLED} <= FINAL
+
+
+def test_a_declined_request_moves_back_to_generated_for_a_new_invitation(app):
+    (request_id,) = make_requests(1, Status.DECLINED)
+    assert transition(db.session, request_id, frm=Status.DECLINED, to=Status.GENERATED, now=NOW, actor="user:1")
+    db.session.commit()
+    assert db.session.get(SigningRequest, request_id).status == Status.GENERATED
+    with pytest.raises(IllegalTransition):
+        transition(db.session, request_id, frm=Status.DECLINED, to=Status.SENT, now=NOW)
 
 
 def test_the_stale_writer_loses_a_race(app):

@@ -15,15 +15,15 @@ logger = logging.getLogger(__name__)
 
 
 def apply_to_filter(batch_id: int, action: str, user_id: int, status: str, q: str,
-                    extend_days: int | None = None) -> str:
+                    extend_days: int | None = None, force: bool = False) -> str:
     """Resolve every request matching the filter, then apply the action to them as ``apply_to_ids`` does."""
     ids = list(resolve_selection(db.session, batch_id=batch_id, request_ids=[], select_all=True,
                                  flt=RecipientFilter(status=status, q=q)).request_ids)
-    return apply_to_ids(batch_id, action, user_id, ids, extend_days)
+    return apply_to_ids(batch_id, action, user_id, ids, extend_days, force=force)
 
 
 def apply_to_ids(batch_id: int, action: str, user_id: int, request_ids: list[int] | None,
-                 extend_days: int | None = None, selector: str | None = None) -> str:
+                 extend_days: int | None = None, selector: str | None = None, force: bool = False) -> str:
     """Apply the action as ``user_id`` to ``request_ids`` (None: every request of the batch it can reach),
     committing and queueing follow-ups after each slice, so a stop part-way keeps what was done.
     A reminder to a ``selector`` ("all not signed") runs as one call: it pages through the batch itself."""
@@ -39,7 +39,8 @@ def apply_to_ids(batch_id: int, action: str, user_id: int, request_ids: list[int
     for part in parts:
         try:
             outcome = apply_action(db.session, action=action, batch_id=batch_id, request_ids=part, user=user,
-                                   now=utcnow(), extend_days=extend_days, selector=selector, inline=True)
+                                   now=utcnow(), extend_days=extend_days, selector=selector, force=force,
+                                   inline=True)
         except BatchActionError as exc:
             db.session.rollback()
             log(logger, logging.WARNING, "bulk action refused", batch_id=batch_id, action=action, user_id=user_id,

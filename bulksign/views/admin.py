@@ -150,7 +150,12 @@ def toggle_webhook(endpoint_id: int):
 
 @bp.get("/mailbox")
 def mailbox():
-    return render_template("admin/mailbox.html", mails=list_caught(_mailbox()))
+    q = request.args.get("q", "").strip()[:200]
+    try:
+        page = list_caught(_mailbox(), before=request.args.get("before") or None, q=q)
+    except ValueError:
+        abort(400, description=_("This page link is broken. Go back to the newest mail."))
+    return render_template("admin/mailbox.html", page=page, q=q, paged=bool(request.args.get("before")))
 
 
 @bp.get("/mailbox/<name>")

@@ -11,7 +11,7 @@ bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
 def api_error(message: str, status: int, **extra):
     """A JSON error response: ``{"error": message, ...}``."""
-    response = jsonify(error=message, **extra)
+    response = jsonify(error=str(message), **extra)  # domain messages translate here, at the edge
     response.status_code = status
     return response
 

@@ -29,7 +29,7 @@ def _whole(value) -> bool:
 @bp.post("/batches/<int:batch_id>/remind")
 def remind(batch_id: int):
     body = _json_object()
-    usage = 'Send a JSON object: {"request_ids": [1, 2]} or {"all_unsigned": true}.'
+    usage = 'Send a JSON object: {"request_ids": [1, 2]} or {"all_unsigned": true} (and "force": true to remind within the hour).'
     if body is None:
         return api_error(usage, 400)
     ids, all_unsigned = body.get("request_ids"), body.get("all_unsigned") is True
@@ -38,10 +38,13 @@ def remind(batch_id: int):
     if ids is not None and (not isinstance(ids, list) or not ids or len(ids) > MAX_IDS
                             or not all(_whole(i) and i > 0 for i in ids)):
         return api_error(f"request_ids must be a list of 1 to {MAX_IDS} positive whole numbers.", 400)
+    if body.get("force", False) not in (True, False):
+        return api_error("force must be true or false.", 400)
     try:
         # Past INLINE_LIMIT requests this runs as a job; ``in_background`` then says how many it goes through.
         outcome = apply_action(db.session, action="remind", batch_id=batch_id, request_ids=ids,
-                               selector=None if ids is not None else "not_signed", user=g.api_user, now=utcnow())
+                               selector=None if ids is not None else "not_signed", user=g.api_user, now=utcnow(),
+                               force=body.get("force", False))
     except BatchActionError as exc:
         db.session.rollback()
         return api_error(exc.message, exc.status)
@@ -71,7 +74,8 @@ def resend(request_id: int):
         return api_error("This request cannot get a new link now.", 409, reason=next(iter(result.skipped)))
     db.session.commit()
     enqueue_sends(result.mail_ids)
-    return jsonify(resent=result.resent, request_id=request_id, status="generated"), 202
+    return jsonify(resent=result.resent, request_id=request_id, status="generated",
+                   expires_at=result.deadlines[0].isoformat() if result.deadlines else None), 202
 
 
 @bp.post("/requests/<int:request_id>/email")

@@ -10,6 +10,8 @@ import logging
 from flask import (Blueprint, Response, abort, current_app, flash, redirect, render_template, request,
                    stream_with_context, url_for)
 from flask_babel import gettext as _
+from flask_babel import lazy_gettext as _l
+from flask_babel import ngettext
 from flask_login import current_user
 
 from .. import dashboard
@@ -22,7 +24,8 @@ from ..logs import log
 from ..models import Batch, utcnow
 from ..reminders import reminder_schedule
 from ..storage import StorageError, get_storage
-from .reminders import background_message, extend_days_field as _extend_days, with_skips as _with_skips
+from .reminders import background_message, reminders_done, resend_done
+from .reminders import extend_days_field as _extend_days
 
 bp = Blueprint("batches", __name__, url_prefix="/batches")
 logger = logging.getLogger(__name__)
@@ -77,8 +80,28 @@ def _table_context(batch_id: int, flt: RecipientFilter, cursor: str | None, coun
 
 
 def _progress_context(batch: Batch, progress: dashboard.Progress) -> dict:
-    rate = dashboard.throughput(db.session, batch_id=batch.id, working=progress.working, now=utcnow())
+    rate = dashboard.throughput(db.session, batch=batch, working=progress.working, now=utcnow())
     return {"batch": batch, "progress": progress, "rate": rate}
+
+
+@bp.app_template_global()
+def phase_label(phase: dashboard.Phase) -> str:
+    """A batch's phase in the words staff use."""
+    if phase.key == "closed_unsigned":
+        return ngettext("closed with %(num)s unsigned", "closed with %(num)s unsigned", phase.count)
+    if phase.key == "partly_failed":
+        return ngettext("partly failed (%(num)s)", "partly failed (%(num)s)", phase.count)
+    return str(PHASE_WORDS[phase.key])
+
+
+#: Words of the phases without a count.
+PHASE_WORDS = {"sending": _l("sending"), "waiting": _l("waiting for signatures"), "all_signed": _l("all signed"),
+               "cancelled": _l("cancelled")}
+
+
+def _shown_ids() -> list[int]:
+    """The recipients table's rows on screen (the poll sends them), so their cells follow the bar."""
+    return [int(v) for v in request.args.getlist("shown")[:dashboard.MAX_PAGE_SIZE] if v.isdigit()]
 
 
 @bp.get("/<int:batch_id>")
@@ -97,7 +120,9 @@ def progress(batch_id: int):
     found = dashboard.batch_progress(db.session, batch_id=batch_id)
     if found is None:
         abort(404)
-    return render_template("batches/_progress.html", **_progress_context(*found))
+    # Only the rows on screen are re-read: their status cells are swapped in place (selection and scroll stay).
+    rows = dashboard.rows_by_id(db.session, batch_id=batch_id, request_ids=_shown_ids())
+    return render_template("batches/_progress.html", rows=rows, **_progress_context(*found))
 
 
 @bp.get("/<int:batch_id>/requests")
@@ -105,8 +130,12 @@ def table(batch_id: int):
     if db.session.get(Batch, batch_id) is None:
         abort(404)
     flt = _filter_from(request.args)
-    return render_template("batches/_table.html", batch_id=batch_id, filters=dashboard.FILTERS,
-                           **_table_context(batch_id, flt, request.args.get("cursor")))
+    cursor = request.args.get("cursor")
+    html = render_template("batches/_table.html", batch_id=batch_id, filters=dashboard.FILTERS,
+                           **_table_context(batch_id, flt, cursor))
+    # The address bar follows the filter, sort and page: a reload, a bookmark or "back" shows the same table.
+    page_url = url_for("batches.detail", batch_id=batch_id, **flt.as_args(), **({"cursor": cursor} if cursor else {}))
+    return html, {"HX-Push-Url": page_url}
 
 
 @bp.get("/<int:batch_id>/requests/<int:request_id>")
@@ -126,26 +155,33 @@ def _ids_from_form() -> list[int]:
     return ids
 
 
-def _message(outcome: BulkOutcome) -> tuple[str, str]:
+def _message(outcome: BulkOutcome, batch: Batch) -> tuple[str, str]:
     """What a finished bulk action tells the user, and the flash category."""
     n = outcome.done
     if outcome.in_background:
         return background_message(outcome.in_background), "info"
     if outcome.action == "cancel_batch":
-        return _("The batch is cancelled: %(n)s requests stopped and their links no longer work.", n=n), "success"
+        return ngettext("The batch is cancelled: %(num)s request stopped and its link no longer works.",
+                        "The batch is cancelled: %(num)s requests stopped and their links no longer work.", n), "success"
     if outcome.action == "cancel":
-        return _("%(n)s requests cancelled; their links no longer work.", n=n), "success"
+        return ngettext("%(num)s request cancelled; its link no longer works.",
+                        "%(num)s requests cancelled; their links no longer work.", n), "success"
     if outcome.action == "retry":
         if not n:
             return _("None of the selected requests had failed; nothing to retry."), "info"
-        return _("%(n)s failed requests are being prepared and sent again.", n=n), "success"
-    done = (_("%(n)s reminders queued.", n=n) if outcome.action == "remind"
-            else _("%(n)s new links sent; the old links no longer work.", n=n))
-    return _with_skips(done, outcome.skipped), "success" if n else "info"
+        return ngettext("%(num)s failed request is being prepared and sent again.",
+                        "%(num)s failed requests are being prepared and sent again.", n), "success"
+    if outcome.action == "remind":
+        message, category, offer = reminders_done(n, outcome.skipped)
+        if offer:
+            message += " " + _("To remind them now anyway, tick \"Send anyway\" and apply again.")
+        return message, category
+    return resend_done(n, outcome.skipped, deadlines=outcome.deadlines, batch=batch)
 
 
 def _in_background(batch_id: int, action: str, flt: RecipientFilter, matching: int):
-    enqueue_bulk(action=action, batch_id=batch_id, user_id=current_user.id, flt=flt, extend_days=_extend_days())
+    enqueue_bulk(action=action, batch_id=batch_id, user_id=current_user.id, flt=flt, extend_days=_extend_days(),
+                 force=request.form.get("force") == "1")
     log(logger, logging.INFO, "bulk action queued", batch_id=batch_id, action=action, requests=matching,
         user_id=current_user.id)
     flash(background_message(matching), "info")
@@ -153,7 +189,7 @@ def _in_background(batch_id: int, action: str, flt: RecipientFilter, matching: i
 
 @bp.post("/<int:batch_id>/actions")
 def bulk_action(batch_id: int):
-    _batch_or_404(batch_id)
+    view = _batch_or_404(batch_id)
     action = request.form.get("action", "")
     flt = _filter_from(request.form)
     back = redirect(url_for("batches.detail", batch_id=batch_id, **flt.as_args()))
@@ -176,16 +212,17 @@ def bulk_action(batch_id: int):
     now = utcnow()
     try:
         outcome = apply_action(db.session, action=action, batch_id=batch_id, request_ids=ids,
-                               user=current_user._get_current_object(), now=now, extend_days=_extend_days())
+                               user=current_user._get_current_object(), now=now, extend_days=_extend_days(),
+                               force=request.form.get("force") == "1")
     except BatchActionError as exc:
         db.session.rollback()
-        flash(exc.message, "error")
+        flash(str(exc.message), "error")
         return back
     db.session.commit()
     follow_up(outcome)
     log(logger, logging.INFO, "bulk action", batch_id=batch_id, action=action, requests=len(ids),
         user_id=current_user.id)
-    flash(*_message(outcome))
+    flash(*_message(outcome, view.batch))
     return back
 
 

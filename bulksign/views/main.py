@@ -1,9 +1,16 @@
 """The staff home page and the navigation every staff page shares."""
 from __future__ import annotations
 
-from flask import Blueprint, Flask, current_app, render_template
+from flask import Blueprint, Flask, current_app, redirect, render_template, url_for
 from flask_babel import lazy_gettext as _l
 from flask_login import current_user
+from sqlalchemy import select
+
+from .. import access
+from ..auth import public
+from ..extensions import db
+from ..home import home
+from ..models import Batch, utcnow
 
 bp = Blueprint("main", __name__)
 
@@ -17,9 +24,25 @@ NAVIGATION = (
 )
 
 
+#: Headings of the attention tiles on the home page.
+ATTENTION_LABELS = {
+    "failed": _l("failed"), "bounced": _l("bounced"), "expiring": _l("expire within 24 hours"),
+    "declined": _l("declined"),
+}
+
+
 @bp.get("/")
 def dashboard():
-    return render_template("main/dashboard.html")
+    visible = select(Batch.id).where(access.batch_filter(current_user))
+    return render_template("main/dashboard.html", home=home(db.session, now=utcnow(), batch_ids=visible),
+                           attention_labels=ATTENTION_LABELS, can_create="uploads.new" in current_app.view_functions)
+
+
+@bp.get("/favicon.ico")
+@public
+def favicon():
+    # Browsers ask for /favicon.ico before reading the page's <link rel="icon">: no 404 in every log.
+    return redirect(url_for("static", filename="favicon.svg"), 301)
 
 
 def init_app(app: Flask) -> None:

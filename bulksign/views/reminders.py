@@ -6,7 +6,10 @@ are redirected back to the batch page with a flash saying what was queued and wh
 """
 from __future__ import annotations
 
+from datetime import datetime
+
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
+from flask_babel import get_locale, ngettext
 from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 from flask_login import current_user
@@ -14,9 +17,10 @@ from flask_login import current_user
 from ..batches import BatchActionError
 from ..bulk_actions import apply_action, follow_up
 from ..extensions import db
-from ..models import SigningRequest, utcnow
+from ..localtime import batch_time
+from ..models import Batch, SigningRequest, utcnow
 from ..pipeline import enqueue_sends
-from ..reminders import SELECTORS
+from ..reminders import COOLDOWN_REASONS, SELECTORS
 from ..resend import MAX_EXTEND_DAYS, change_email, resend_with_new_link
 
 bp = Blueprint("reminders", __name__)
@@ -25,6 +29,7 @@ bp = Blueprint("reminders", __name__)
 REASONS = {
     "signed": _l("already signed"),
     "declined": _l("declined"),
+    "invited_recently": _l("invited less than an hour ago"),
     "reminded_recently": _l("reminded within the last hour"),
     "bounced": _l("bounced"),
     "expired": _l("expired"),
@@ -65,11 +70,36 @@ def extend_days_field() -> int | None:
     return int(raw)
 
 
-def _answer(batch_id: int, message: str, category: str):
+def _answer(batch_id: int, message: str, category: str, *, send_anyway: dict | None = None):
+    """The result as an HTMX partial (with a "send anyway" form when offered) or a flash on the batch page."""
     if request.headers.get("HX-Request"):
-        return render_template("reminders/_result.html", message=message, category=category)
+        return render_template("reminders/_result.html", message=message, category=category, batch_id=batch_id,
+                               send_anyway=send_anyway)
     flash(message, category)
     return redirect(url_for("batches.detail", batch_id=batch_id))
+
+
+def reminders_done(queued: int, skipped: dict[str, int]) -> tuple[str, str, bool]:
+    """What a manual reminder tells staff, its category, and whether to offer "send anyway".
+
+    Nothing sent because everyone was invited or reminded within the hour is a warning, not a success.
+    """
+    done = ngettext("%(num)s reminder queued.", "%(num)s reminders queued.", queued)
+    cooling = sum(n for reason, n in skipped.items() if reason in COOLDOWN_REASONS)
+    category = "success" if queued else ("warning" if cooling else "info")
+    return with_skips(done, skipped), category, bool(cooling)
+
+
+def resend_done(resent: int, skipped: dict[str, int], *, deadlines: tuple[datetime, datetime] | None,
+                batch: Batch | None) -> tuple[str, str]:
+    """What a resend tells staff (with the new deadline extra days gave), and the category."""
+    done = ngettext("%(num)s new link sent; the old link no longer works.",
+                    "%(num)s new links sent; the old links no longer work.", resent)
+    if deadlines and batch is not None:
+        first, last = (batch_time(at, batch, locale=str(get_locale())) for at in deadlines)
+        done += " " + (_("New deadline: %(date)s.", date=first) if first == last
+                       else _("New deadlines from %(first)s to %(last)s.", first=first, last=last))
+    return with_skips(done, skipped), "success" if resent else "info"
 
 
 def _refused(batch_id: int, exc: BatchActionError):
@@ -78,7 +108,7 @@ def _refused(batch_id: int, exc: BatchActionError):
         abort(404)
     if request.headers.get("HX-Request"):
         return render_template("reminders/_result.html", message=exc.message, category="error"), exc.status
-    flash(exc.message, "error")
+    flash(str(exc.message), "error")
     return redirect(url_for("batches.detail", batch_id=batch_id))
 
 
@@ -89,13 +119,6 @@ def with_skips(done: str, skipped: dict[str, int]) -> str:
     return _("%(done)s Skipped %(n)s: %(why)s.", done=done, n=sum(skipped.values()), why=skipped_text(skipped))
 
 
-def _queued(batch_id: int, *, done: str, count: int, skipped: dict[str, int], mail_ids):
-    """Commit, hand the new mails to the queue, say what was done and what was skipped why."""
-    db.session.commit()
-    enqueue_sends(mail_ids)
-    return _answer(batch_id, with_skips(done, skipped), "success" if count else "info")
-
-
 @bp.post("/batches/<int:batch_id>/remind")
 def remind(batch_id: int):
     ids, selector = _ids(), request.form.get("selector") or None
@@ -103,19 +126,22 @@ def remind(batch_id: int):
         abort(400, description=_("Unknown selection."))
     if ids is None and selector is None:
         return _answer(batch_id, _("Select recipients, or choose all who have not signed / not opened."), "error")
+    force = request.form.get("force") == "1"
     try:
         # Past INLINE_LIMIT requests this runs as a job.
         outcome = apply_action(db.session, action="remind", batch_id=batch_id, request_ids=ids,
-                               selector=None if ids is not None else selector,
+                               selector=None if ids is not None else selector, force=force,
                                user=current_user._get_current_object(), now=utcnow())
     except BatchActionError as exc:
         return _refused(batch_id, exc)
+    db.session.commit()
+    follow_up(outcome)
     if outcome.in_background:
-        db.session.commit()
-        follow_up(outcome)
         return _answer(batch_id, background_message(outcome.in_background), "info")
-    return _queued(batch_id, done=_("%(n)s reminders queued.", n=outcome.done), count=outcome.done,
-                   skipped=outcome.skipped, mail_ids=outcome.mail_ids)
+    message, category, offer = reminders_done(outcome.done, outcome.skipped)
+    # "Send anyway" repeats the same choice with the hour's wait lifted.
+    send_anyway = {"request_ids": ids or [], "selector": selector if ids is None else None} if offer else None
+    return _answer(batch_id, message, category, send_anyway=send_anyway)
 
 
 def _resend(batch_id: int, ids: list[int] | None):
@@ -126,8 +152,10 @@ def _resend(batch_id: int, ids: list[int] | None):
                                       extend_days=extend_days_field())
     except BatchActionError as exc:
         return _refused(batch_id, exc)
-    return _queued(batch_id, done=_("%(n)s new links sent; the old links no longer work.", n=result.resent),
-                   count=result.resent, skipped=result.skipped, mail_ids=result.mail_ids)
+    db.session.commit()
+    enqueue_sends(result.mail_ids)
+    return _answer(batch_id, *resend_done(result.resent, result.skipped, deadlines=result.deadlines,
+                                          batch=db.session.get(Batch, batch_id)))
 
 
 @bp.post("/batches/<int:batch_id>/resend")

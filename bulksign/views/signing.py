@@ -15,6 +15,7 @@ from flask_babel import gettext as _
 from flask_wtf.csrf import CSRFError
 
 from ..auth import public
+from .brand import logo_origin
 from ..extensions import db, limiter
 from ..links import find_by_token
 from ..logs import log
@@ -49,6 +50,14 @@ recipient_limit = limiter.shared_limit(lambda: current_app.config["SIGNING_RATE_
 #: Recipient pages: our own files only, no inline script, never framed by anyone.
 PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
             "frame-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+
+
+def page_csp() -> str:
+    """``PAGE_CSP``, letting images come from the organisation's logo host when ``ORG_LOGO`` is a URL."""
+    origin = logo_origin()
+    return PAGE_CSP.replace("img-src 'self' data:;", f"img-src 'self' data: {origin};") if origin else PAGE_CSP
+
+
 #: The PDF itself: shown in our own page's iframe only.
 DOCUMENT_CSP = "default-src 'none'; frame-ancestors 'self'"
 SIGNATURE_PREFIX = "data:image/png;base64,"
@@ -241,6 +250,6 @@ def init_app(app: Flask) -> None:
             response.headers.pop("Expires", None)
             response.headers["Referrer-Policy"] = "no-referrer"
             response.headers["X-Content-Type-Options"] = "nosniff"
-            response.headers.setdefault("Content-Security-Policy", PAGE_CSP)
+            response.headers.setdefault("Content-Security-Policy", page_csp())
             response.headers.setdefault("X-Frame-Options", "DENY")
         return response

@@ -15,8 +15,9 @@ from .. import access, doc_templates as dt
 from ..batch_creation import BatchError, create_batch, settings_from_form
 from ..extensions import db
 from ..models import TemplateVersion, utcnow
+from ..localtime import zone_names
 from ..recipients import (StoredUpload, UploadError, ValidationReport, error_report_csv, load_upload, store_upload,
-                          validate_recipients)
+                          typo_domains, validate_recipients)
 from ..storage import get_storage
 
 bp = Blueprint("uploads", __name__, url_prefix="/batches")
@@ -47,13 +48,29 @@ def template_version(raw_id) -> TemplateVersion:
     return version
 
 
+def domain_choices() -> dict[str, str]:
+    """Staff's answers to "did you mean gmail.com?": ``domain_choice`` fields ``written=chosen`` (at most 50)."""
+    choices = {}
+    for raw in request.form.getlist("domain_choice")[:50]:
+        written, _, chosen = raw.strip().lower().partition("=")
+        if written and chosen:
+            choices[written] = chosen
+    return choices
+
+
+def _preview_context(report: ValidationReport | None, choices: dict[str, str]) -> dict:
+    """What the check's partial needs besides the report: the open typo questions and the answers so far."""
+    return {"typos": typo_domains(report) if report else {}, "choices": choices}
+
+
 def _page(*, status: int = 200, report: ValidationReport | None = None, upload: StoredUpload | None = None,
-          error: str | None = None, template_id: int | None = None, field_errors: dict | None = None):
+          error: str | None = None, template_id: int | None = None, field_errors: dict | None = None,
+          choices: dict[str, str] | None = None):
     return render_template(
         "uploads/new.html", templates=dt.list_templates(db.session, user=current_user), report=report, upload=upload,
         error=error, template_id=template_id or request.values.get("template_id", type=int),
         form=request.form, form_token=request.form.get("form_token") or secrets.token_hex(16),
-        field_errors=field_errors or {},
+        field_errors=field_errors or {}, zones=zone_names(), **_preview_context(report, choices or {}),
     ), status
 
 
@@ -79,8 +96,29 @@ def validate():
             return render_template("uploads/_preview.html", error=exc.message, report=None, oob=True), exc.status
         return _page(status=exc.status, error=exc.message)
     if partial:
-        return render_template("uploads/_preview.html", report=report, upload=upload, error=None, oob=True)
+        return render_template("uploads/_preview.html", report=report, upload=upload, error=None, oob=True,
+                               **_preview_context(report, {}))
     return _page(report=report, upload=upload, template_id=version.template_id)
+
+
+@bp.post("/new/recheck")
+def recheck():
+    """Check the stored file again with staff's answers about misspelt domains (use the suggestion, or keep)."""
+    partial = bool(request.headers.get("HX-Request"))
+    choices = domain_choices()
+    try:
+        upload = load_upload(get_storage(), upload_id=request.form.get("upload_id", ""), user_id=current_user.id)
+        version = template_version(upload.template_id)
+        report = validate_recipients(upload.data, filename=upload.filename, variables=version.variables,
+                                     domain_choices=choices)
+    except UploadError as exc:
+        if partial:
+            return render_template("uploads/_preview.html", error=exc.message, report=None, oob=True), exc.status
+        return _page(status=exc.status, error=exc.message)
+    if partial:
+        return render_template("uploads/_preview.html", report=report, upload=upload, error=None, oob=True,
+                               **_preview_context(report, choices))
+    return _page(report=report, upload=upload, template_id=version.template_id, choices=choices)
 
 
 @bp.post("/new")
@@ -90,7 +128,7 @@ def create():
         upload = load_upload(get_storage(), upload_id=request.form.get("upload_id", ""), user_id=current_user.id)
         version = template_version(upload.template_id)
         report = validate_recipients(upload.data, filename=upload.filename, variables=version.variables,
-                                     keep_rows=True)
+                                     keep_rows=True, domain_choices=domain_choices())
         settings = settings_from_form(request.form, default_name=f"{version.template.name} ({utcnow():%Y-%m-%d})")
         result = create_batch(db.session, user=current_user, template_version=version, rows=report.recipients,
                               now=utcnow(), idempotency_key=request.form.get("form_token") or None,

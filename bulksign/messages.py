@@ -1,0 +1,47 @@
+"""Messages the domain returns for people: a message id and its values, translated only when shown.
+
+Domain modules know nothing of the viewer's language; ``str(message)`` translates in whatever
+language is active there (the staff member's page, the API caller's, a mail's forced locale).
+``N_`` is one of Babel's default extraction keywords, so ``pybabel extract`` finds the ids.
+"""
+from __future__ import annotations
+
+
+class N_:
+    """A translatable message with ``%(name)s`` values; compares and searches like its English text."""
+
+    __slots__ = ("msgid", "values")
+
+    def __init__(self, msgid: str, **values):
+        self.msgid = msgid
+        self.values = values
+
+    def __str__(self) -> str:
+        from flask_babel import gettext
+
+        # Values are substituted into the translated text; gettext leaves escaping to the template.
+        return gettext(self.msgid, **self.values)
+
+    @property
+    def english(self) -> str:
+        return self.msgid % self.values if self.values else self.msgid
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, N_):
+            return (self.msgid, self.values) == (other.msgid, other.values)
+        return self.english == other if isinstance(other, str) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.english)
+
+    def __contains__(self, part: str) -> bool:
+        return part in self.english or part in str(self)
+
+    def __getattr__(self, name):
+        # Read like text where code (or a test) treats it as one: startswith, lower, splitlines ...
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.english, name)
+
+    def __repr__(self) -> str:
+        return f"N_({self.english!r})"

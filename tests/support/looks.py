@@ -1,0 +1,46 @@
+"""Browser-test helpers: screenshots at a desktop and a phone width, and axe-core's accessibility check."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from bulksign.config import BASE_DIR
+
+#: Where the screenshots go (a reviewer opens them; CI keeps the folder as test output).
+ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS", BASE_DIR / "test-artifacts"))
+WIDTHS = (1366, 360)
+#: axe-core, vendored (static/vendor/README.md); loaded from our own origin so strict CSP pages accept it.
+AXE = "/static/vendor/axe-4.14.1.min.js"
+#: What fails a page: WCAG A/AA problems (contrast, names, keyboard) that block or seriously hinder someone.
+BLOCKING = {"serious", "critical"}
+
+RUN_AXE = """async () => {
+  const result = await axe.run(document, {iframes: false, resultTypes: ['violations']});
+  return result.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
+    nodes: v.nodes.slice(0, 5).map(n => n.target.join(' ') + ' :: ' + (n.failureSummary || '').replace(/\\n/g, ' '))}));
+}"""
+
+
+def axe_violations(page, base_url: str) -> list[dict]:
+    """The serious and critical axe-core violations on the page as it is now."""
+    if not page.evaluate("() => typeof window.axe !== 'undefined'"):
+        page.add_script_tag(url=base_url + AXE)
+    return [v for v in page.evaluate(RUN_AXE) if v["impact"] in BLOCKING]
+
+
+def look_at(page, base_url: str, name: str, *, widths=WIDTHS, height: int = 900) -> dict[int, list[dict]]:
+    """Screenshot the page at each width into ``ARTIFACTS/<name>-<width>.png`` and run axe at each; returns
+    width → blocking violations."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    found = {}
+    for width in widths:
+        page.set_viewport_size({"width": width, "height": height})
+        page.wait_for_timeout(150)  # let the layout settle after the resize (a re-flow, not a wait for data)
+        page.screenshot(path=str(ARTIFACTS / f"{name}-{width}.png"), full_page=True)
+        found[width] = axe_violations(page, base_url)
+        # A phone-width page must not scroll sideways: wide content scrolls inside its own box.
+        overflow = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        if overflow > 1:
+            found[width].append({"id": "page-scrolls-sideways", "impact": "serious", "help": f"{overflow}px too wide",
+                                 "nodes": []})
+    return found
