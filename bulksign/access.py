@@ -22,6 +22,7 @@ from sqlalchemy import ColumnElement, Select, delete, or_, select, true
 from sqlalchemy.orm import Session
 
 from .logs import log
+from .messages import N_
 from .models import Batch, BatchShare, DocumentTemplate, SigningRequest, Team, TeamMember, User
 from .notices import notice_recipient
 from .recipients import check_email
@@ -37,14 +38,19 @@ logger = logging.getLogger(__name__)
 class Refused(Exception):
     """Out of reach: ``status`` 404 (not the user's to see) or 403 (seen, not theirs to change)."""
 
-    def __init__(self, message: str, status: int):
+    def __init__(self, message: N_, status: int):
         super().__init__(message)
         self.message = message
         self.status = status
 
 
+#: What is not found, as a whole sentence each (languages inflect the noun).
+_NOT_FOUND = {"batch": N_("No batch with this id."), "request": N_("No request with this id."),
+              "template": N_("No template with this id.")}
+
+
 def _not_found(what: str) -> Refused:
-    return Refused(f"No {what} with this id.", 404)
+    return Refused(_NOT_FOUND[what], 404)
 
 
 def user_team_ids(user: User) -> Select:
@@ -99,7 +105,7 @@ def batch_for_action(session: Session, *, batch_id: int, user: User) -> Batch:
     """The batch if ``user`` may act on it (cancel, remind, resend...); Refused 404 when unseen, 403 when read only."""
     batch = batch_for_read(session, batch_id=batch_id, user=user)
     if not _may_change(session, user, owner_id=batch.created_by_id, team_id=batch.team_id):
-        raise Refused("Only the batch's owner, a manager of its team or an admin can do this.", 403)
+        raise Refused(N_("Only the batch's owner, a manager of its team or an admin can do this."), 403)
     return batch
 
 
@@ -130,8 +136,8 @@ def template_for_edit(session: Session, *, template_id: int, user: User) -> Docu
     """The template if ``user`` may change it (owner, a manager of its team, admin); 404 unseen, 403 use only."""
     template = template_for_use(session, template_id=template_id, user=user)
     if not may_edit_template(session, template=template, user=user):
-        raise Refused("Only the template's owner, a manager of its team or an admin can change it; "
-                      "you may use it for a batch.", 403)
+        raise Refused(N_("Only the template's owner, a manager of its team or an admin can change it; "
+                         "you may use it for a batch."), 403)
     return template
 
 
@@ -143,7 +149,7 @@ def may_edit_template(session: Session, *, template: DocumentTemplate, user: Use
 def require_creator(user: User) -> None:
     """Refused(403) for roles that may not create batches or templates (viewers)."""
     if user.role not in CREATORS:
-        raise Refused("Your account can read its teams' batches and templates but not create any.", 403)
+        raise Refused(N_("Your account can read its teams' batches and templates but not create any."), 403)
 
 
 def team_for_new(session: Session, *, user: User, team_id: int | None, preferred: int | None = None) -> int | None:
@@ -157,7 +163,7 @@ def team_for_new(session: Session, *, user: User, team_id: int | None, preferred
     if team_id is not None:
         if team_id in mine or (user.is_admin and session.get(Team, team_id) is not None):
             return team_id
-        raise Refused("Choose one of your teams.", 422)
+        raise Refused(N_("Choose one of your teams."), 422)
     if preferred is not None and preferred in mine:
         return preferred
     return min(mine) if mine else None
@@ -174,7 +180,7 @@ def share_batch(session: Session, *, batch_id: int, email: str, user: User, now:
     batch = batch_for_action(session, batch_id=batch_id, user=user)
     target = session.scalar(select(User).where(User.email == email.strip().lower()))
     if target is None or target.disabled:
-        raise Refused(f"No active user with the email {email.strip()[:254]}.", 422)
+        raise Refused(N_("No active user with the email %(email)s.", email=email.strip()[:254]), 422)
     if session.get(BatchShare, (batch.id, target.id)) is None:
         session.add(BatchShare(batch_id=batch.id, user_id=target.id, created_by_id=user.id, created_at=now))
         session.flush()
@@ -199,7 +205,7 @@ def set_notice_address(session: Session, *, batch_id: int, email: str | None, us
     if address:
         address, problem = check_email(address)
         if problem:
-            raise Refused(f"Notices to: {problem}", 422)
+            raise Refused(N_("Notices to: %(problem)s", problem=problem), 422)
     batch.notify_email = address
     log(logger, logging.INFO, "notice address set", batch_id=batch.id, user_id=user.id, owner=address is None)
     return batch

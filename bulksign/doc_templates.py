@@ -87,29 +87,29 @@ def _refuse_wide_printf(text) -> None:
     for match in _PRINTF_FIELD.finditer(text):
         for number in match.groups():
             if number == "*":
-                raise _TooBig("a width taken from a value in a % format")
+                raise _TooBig(N_("a width taken from a value in a %(sign)s format", sign="%"))
             if number and int(number) > MAX_WIDTH:
-                raise _TooBig(f"a format width over {MAX_WIDTH}")
+                raise _TooBig(N_("a format width over %(n)s", n=MAX_WIDTH))
 
 
 def _refuse_wide_format_spec(text: str) -> None:
     """The same for ``'{:>999999999}'.format(x)``, and widths nested from values (``{:{w}}``)."""
     for _, _, spec, _ in string.Formatter().parse(text):
         if spec and "{" in spec:
-            raise _TooBig("a width taken from a value in a format")
+            raise _TooBig(N_("a width taken from a value in a format"))
         if spec and any(int(n) > MAX_WIDTH for n in _SPEC_NUMBER.findall(spec)):
-            raise _TooBig(f"a format width over {MAX_WIDTH}")
+            raise _TooBig(N_("a format width over %(n)s", n=MAX_WIDTH))
 
 
 def _refuse_long(length: int) -> None:
     if length > MAX_OUTPUT_CHARS:
-        raise _TooBig(f"a text longer than {MAX_OUTPUT_CHARS:,} characters")
+        raise _TooBig(N_("a text longer than %(n)s characters", n=f"{MAX_OUTPUT_CHARS:,}"))
 
 
-def _width(value, name: str = "width") -> None:
+def _width(value, too_big: N_ = N_("a width over %(n)s", n=MAX_WIDTH)) -> None:
     size = len(value) if isinstance(value, str) else value
     if isinstance(size, int) and size > MAX_WIDTH:
-        raise _TooBig(f"a {name} over {MAX_WIDTH}")
+        raise _TooBig(too_big)
 
 
 def _replaced_length(text: str, old: str, new: str, count: int | None) -> int:
@@ -152,11 +152,11 @@ def _bounded_filters(filters: dict) -> dict:
         return join(eval_ctx, items, d, attribute)
 
     def bounded_batch(value, linecount, fill_with=None):
-        _width(linecount, "batch size")
+        _width(linecount, N_("a batch size over %(n)s", n=MAX_WIDTH))
         return batch(value, linecount, fill_with)
 
     def bounded_slice(value, slices, fill_with=None):
-        _width(slices, "number of slices")
+        _width(slices, N_("a number of slices over %(n)s", n=MAX_WIDTH))
         return slice_(value, slices, fill_with)
 
     def bounded_wordwrap(environment, s, width=79, break_long_words=True, wrapstring=None, break_on_hyphens=True):
@@ -237,7 +237,7 @@ class _BoundedSandbox(ImmutableSandboxedEnvironment):
             for items, times in ((left, right), (right, left)):
                 if isinstance(items, (str, list, tuple)) and isinstance(times, int) \
                         and len(items) * times > MAX_PRODUCT_LENGTH:
-                    raise _TooBig(f"a repeat longer than {MAX_PRODUCT_LENGTH} characters")
+                    raise _TooBig(N_("a repeat longer than %(n)s characters", n=MAX_PRODUCT_LENGTH))
         elif operator == "%":
             _refuse_wide_printf(left)
         elif operator == "+" and isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)):
@@ -245,7 +245,7 @@ class _BoundedSandbox(ImmutableSandboxedEnvironment):
         if isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and operator in ("*", "**") and (
                 left.bit_length() * right if operator == "**" else left.bit_length() + right.bit_length()
         ) > MAX_NUMBER_BITS:
-            raise _TooBig("a number too large to print")
+            raise _TooBig(N_("a number too large to print"))
         return super().call_binop(context, operator, left, right)
 
 
@@ -297,6 +297,9 @@ class TemplateError(ValueError):
         self.hint = hint
         self.excerpt = excerpt
 
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.message}" if self.line else str(self.message)
+
 
 def syntax_error(exc: TemplateSyntaxError, source: str) -> TemplateError:
     """Jinja's syntax error in plain words, with the line, its text and a hint."""
@@ -304,9 +307,6 @@ def syntax_error(exc: TemplateSyntaxError, source: str) -> TemplateError:
     line_text = lines[exc.lineno - 1] if exc.lineno and 0 < exc.lineno <= len(lines) else ""
     plain = template_words.explain(exc.message or "", line_text=line_text)
     return TemplateError(plain.message, exc.lineno, hint=plain.hint, excerpt=line_text.strip()[:300] or None)
-
-    def __str__(self) -> str:
-        return f"line {self.line}: {self.message}" if self.line else self.message
 
 
 class TemplateBroken(TemplateError):
@@ -332,8 +332,8 @@ _URL_ATTRIBUTES = frozenset({"src", "srcset", "poster", "data", "background", "h
 #: Tags whose ``href`` is a link for the reader, not a fetch by the renderer.
 _LINK_TAGS = frozenset({"a", "area"})
 #: Tags the renderer could load something through even without a URL attribute we know of.
-_REFUSED_TAGS = {"script": "JavaScript is not allowed in a document template (the renderer has it switched off).",
-                 "base": "<base> changes where every link and image is loaded from; it is not allowed."}
+_REFUSED_TAGS = {"script": N_("JavaScript is not allowed in a document template (the renderer has it switched off)."),
+                 "base": N_("<base> changes where every link and image is loaded from; it is not allowed.")}
 _JINJA = re.compile(r"{{|{%")
 _CSS_URL = re.compile(r"url\(\s*(['\"]?)(.*?)\1\s*\)|@import\s+(['\"])(.*?)\3", re.I | re.S)
 _CSS_ESCAPE = re.compile(r"\\(?:([0-9a-fA-F]{1,6})\s?|(.))", re.S)
@@ -345,13 +345,13 @@ _JINJA_TAG = re.compile(r"<\s*/?\s*(?:{{|{%)")
 _URL_NOISE = re.compile(r"[\x00-\x20]+")
 
 
-def _resource_problem(url: str) -> str | None:
+def _resource_problem(url: str) -> N_ | None:
     """Why the renderer must not fetch ``url``, or None for an embedded data: URL or a #fragment."""
     cleaned = _URL_NOISE.sub("", url).lower()  # browsers drop tabs and newlines inside URLs
     if cleaned == "" or cleaned.startswith(("data:", "#")):
         return None
-    return (f"loads {url.strip()[:80]!r}: a document may not fetch external or local files "
-            "(http, https, file, ftp, // or relative paths). Embed images as data: URLs and styles inline.")
+    return N_("loads %(url)r: a document may not fetch external or local files (http, https, file, ftp, // or "
+              "relative paths). Embed images as data: URLs and styles inline.", url=url.strip()[:80])
 
 
 def _css_unescape(css: str) -> str:
@@ -373,7 +373,7 @@ class _SafetyScanner(HTMLParser):
         self.problem: TemplateError | None = None
         self._raw_tag: str | None = None
 
-    def _refuse(self, message: str, line: int | None = None) -> None:
+    def _refuse(self, message: N_, line: int | None = None) -> None:
         if self.problem is None:
             self.problem = TemplateError(message, line or self.getpos()[0])
 
@@ -391,47 +391,50 @@ class _SafetyScanner(HTMLParser):
 
     def handle_data(self, data):
         if self._raw_tag == "style":
-            self._check_css(data, "<style>", self.getpos()[0])
+            self._check_css(data, N_("<style>"), self.getpos()[0])
 
     def handle_pi(self, data):
-        self._refuse("Processing instructions (<?...>) are not allowed.")
+        self._refuse(N_("Processing instructions (<?...>) are not allowed."))
 
     def _check_tag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         line = self.getpos()[0]
         if tag in _REFUSED_TAGS:
             self._refuse(_REFUSED_TAGS[tag], line)
         if "{" in tag or "}" in tag:
-            self._refuse("A tag name may not be written by a {{ variable }}.", line)
+            self._refuse(N_("A tag name may not be written by a {{ variable }}."), line)
         if _UNQUOTED_JINJA.search(self.get_starttag_text() or ""):
-            self._refuse(f"<{tag}> has a {{{{ variable }}}} in an unquoted attribute value: a value with spaces would "
-                         "add attributes. Put the value in double quotes.", line)
+            self._refuse(N_("<%(tag)s> has a {{ variable }} in an unquoted attribute value: a value with spaces "
+                            "would add attributes. Put the value in double quotes.", tag=tag), line)
         for name, value in attrs:
             value = value or ""
             if "{" in name or "}" in name or "%" in name:
-                self._refuse(f"<{tag}> has a {{{{ variable }}}} or {{% tag %}} between its attributes; variables "
-                             "are allowed only inside quoted attribute values.", line)
+                self._refuse(N_("<%(tag)s> has a {{ variable }} or {%% tag %%} between its attributes; variables "
+                                "are allowed only inside quoted attribute values.", tag=tag), line)
                 continue
             if name == "style":
-                self._check_css(value, f"the style of <{tag}>", line)
+                self._check_css(value, N_("the style of <%(tag)s>", tag=tag), line)
             elif name == "srcdoc":
-                self._refuse(f"<{tag} srcdoc> embeds a second document; it is not allowed.", line)
+                self._refuse(N_("<%(tag)s srcdoc> embeds a second document; it is not allowed.", tag=tag), line)
             elif tag == "meta" and name == "http-equiv" and value.strip().lower() == "refresh":
-                self._refuse("<meta http-equiv=refresh> makes the renderer load another page; it is not allowed.", line)
+                self._refuse(N_("<meta http-equiv=refresh> makes the renderer load another page; it is not allowed."),
+                             line)
             elif name in _URL_ATTRIBUTES and not (name == "href" and tag in _LINK_TAGS):
                 if _JINJA.search(value):
-                    self._refuse(f"<{tag} {name}> uses a {{{{ variable }}}}: recipient data may not choose what "
-                                 "the renderer loads. Put the variable in the text instead.", line)
+                    self._refuse(N_("<%(tag)s %(name)s> uses a {{ variable }}: recipient data may not choose what "
+                                    "the renderer loads. Put the variable in the text instead.", tag=tag, name=name),
+                                 line)
                     continue
                 urls = [part.strip().split(" ")[0] for part in re.split(r",\s+", value)] if name == "srcset" else [value]
                 for url in urls:
                     problem = _resource_problem(url)
                     if problem:
-                        self._refuse(f"<{tag} {name}> {problem}", line)
+                        self._refuse(N_("<%(tag)s %(name)s> %(problem)s", tag=tag, name=name, problem=problem), line)
 
-    def _check_css(self, css: str, where: str, line: int) -> None:
+    def _check_css(self, css: str, where: N_, line: int) -> None:
         if _JINJA.search(css):
             offset = css[:_JINJA.search(css).start()].count("\n")
-            self._refuse(f"{where} uses a {{{{ variable }}}}: recipient data may not write styles.", line + offset)
+            self._refuse(N_("%(where)s uses a {{ variable }}: recipient data may not write styles.", where=where),
+                         line + offset)
             return
         plain = _css_unescape(css)
         found = [(m.start(), m.group(2) if m.group(2) is not None else m.group(4)) for m in _CSS_URL.finditer(plain)]
@@ -439,16 +442,17 @@ class _SafetyScanner(HTMLParser):
         for start, url in sorted(found):
             problem = _resource_problem(url)
             if problem:
-                self._refuse(f"{where} {problem}", line + plain[:start].count("\n"))
+                self._refuse(N_("%(where)s %(problem)s", where=where, problem=problem),
+                             line + plain[:start].count("\n"))
 
 
 def _unsafe_jinja(ast: nodes.Template) -> TemplateError | None:
     """Constructs that would let the template emit unescaped markup the HTML check never saw."""
     for node in ast.find_all((nodes.Filter, nodes.ScopedEvalContextModifier, nodes.EvalContextModifier)):
         if isinstance(node, nodes.Filter) and node.name == "safe":
-            return TemplateError("The |safe filter is not allowed: it would let data become markup.", node.lineno)
+            return TemplateError(N_("The |safe filter is not allowed: it would let data become markup."), node.lineno)
         if not isinstance(node, nodes.Filter):
-            return TemplateError("{% autoescape %} is not allowed: every value is escaped.", node.lineno)
+            return TemplateError(N_("{% autoescape %} is not allowed: every value is escaped."), node.lineno)
     return None
 
 
@@ -467,7 +471,7 @@ def check_html_safety(source: str) -> None:
         raise problem
     tag = _JINJA_TAG.search(source)
     if tag:
-        raise TemplateError("A tag name may not be written by a {{ variable }} or {% tag %}.",
+        raise TemplateError(N_("A tag name may not be written by a {{ variable }} or {% tag %}."),
                             source[:tag.start()].count("\n") + 1)
     scanner = _SafetyScanner()
     scanner.feed(source)
@@ -491,7 +495,7 @@ def create_template(session: Session, *, name: str, html: str, user: User | None
         access.require_creator(user)
     name = name.strip()
     if not name:
-        raise TemplateError("Give the template a name.")
+        raise TemplateError(N_("Give the template a name."))
     try:
         team_id = access.team_for_new(session, user=user, team_id=team_id) if user is not None else team_id
     except access.Refused as exc:
@@ -509,25 +513,27 @@ def save_version(session: Session, *, template: DocumentTemplate, html: str, use
                  email_subject: str, email_body: str, reminder_subject: str, reminder_body: str) -> SavedVersion:
     """Insert the next immutable version of ``template``; Refused(403) for a user who may only use it."""
     if user is not None and not access.may_edit_template(session, template=template, user=user):
-        raise access.Refused("Only the template's owner, a manager of its team or an admin can change it.", 403)
+        raise access.Refused(N_("Only the template's owner, a manager of its team or an admin can change it."), 403)
     if not html.strip():
-        raise TemplateError("The template is empty.")
+        raise TemplateError(N_("The template is empty."))
     if len(html) > MAX_TEMPLATE_CHARS:
-        raise TemplateError(f"The template has {len(html):,} characters; the limit is {MAX_TEMPLATE_CHARS:,}. "
-                            "Embed smaller images, or link fewer of them.")
-    for label, text in (("email subject", email_subject), ("email body", email_body),
-                        ("reminder subject", reminder_subject), ("reminder body", reminder_body)):
+        raise TemplateError(N_("The template has %(n)s characters; the limit is %(limit)s. Embed smaller images, or "
+                               "link fewer of them.", n=f"{len(html):,}", limit=f"{MAX_TEMPLATE_CHARS:,}"))
+    mail_texts = ((N_("email subject"), email_subject), (N_("email body"), email_body),
+                  (N_("reminder subject"), reminder_subject), (N_("reminder body"), reminder_body))
+    for label, text in mail_texts:
         if len(text) > MAX_MAIL_TEXT_CHARS:
-            raise TemplateError(f"The {label} has {len(text):,} characters; the limit is {MAX_MAIL_TEXT_CHARS:,}.")
+            raise TemplateError(N_("The %(label)s has %(n)s characters; the limit is %(limit)s.", label=label,
+                                   n=f"{len(text):,}", limit=f"{MAX_MAIL_TEXT_CHARS:,}"))
     variables = extract_variables(html)
     check_html_safety(html)
     _check_cost(html, sample_row(variables))
-    for label, text in (("email subject", email_subject), ("email body", email_body),
-                        ("reminder subject", reminder_subject), ("reminder body", reminder_body)):
+    for label, text in mail_texts:
         try:
             extract_variables(text)
         except TemplateError as exc:
-            raise TemplateError(f"{label}: {exc.message}", exc.line, hint=exc.hint, excerpt=exc.excerpt) from None
+            raise TemplateError(N_("%(label)s: %(message)s", label=label, message=exc.message), exc.line,
+                                hint=exc.hint, excerpt=exc.excerpt) from None
     template.latest_version += 1
     version = TemplateVersion(
         template_id=template.id, version=template.latest_version, html=html, variables=variables,
@@ -579,33 +585,35 @@ def _render(env_name: str, source: str, context: dict) -> str:
             for part in template.generate(context):
                 size += len(part)
                 if size > MAX_OUTPUT_CHARS:
-                    raise TemplateTooCostly(f"The template makes more than {MAX_OUTPUT_CHARS:,} characters of text "
-                                            "for one recipient (a loop inside a loop?).")
+                    raise TemplateTooCostly(N_("The template makes more than %(n)s characters of text for one "
+                                               "recipient (a loop inside a loop?).", n=f"{MAX_OUTPUT_CHARS:,}"))
                 parts.append(part)
         return "".join(parts)
     except _OutOfTime:
-        raise TemplateTooCostly(f"The template took longer than {MAX_RENDER_SECONDS:g} s to fill in for one "
-                                "recipient (a loop inside a loop?).") from None
+        raise TemplateTooCostly(N_("The template took longer than %(n)s s to fill in for one recipient (a loop "
+                                   "inside a loop?).", n=f"{MAX_RENDER_SECONDS:g}")) from None
     except TemplateSyntaxError as exc:
         raise syntax_error(exc, source) from None
     except _TooBig as exc:
-        raise TemplateTooCostly(f"The template tried something that is not allowed: {exc}") from None
+        raise TemplateTooCostly(N_("The template tried something that is not allowed: %(what)s", what=exc.args[0])) \
+            from None
     except SecurityError as exc:
-        raise TemplateError(f"The template tried something that is not allowed: {exc}") from None
+        raise TemplateError(N_("The template tried something that is not allowed: %(what)s", what=str(exc))) from None
     # An expression that fails on the row's values ({{ name.first }}, {{ 1/0 }}, {{ 'a' + 1 }}) is the
     # template's fault: a clear refusal, not a 500 on the preview or a render job that dies unexplained.
     except (TemplateRuntimeError, ArithmeticError, LookupError, TypeError, ValueError) as exc:
         if isinstance(exc, TemplateError):
             raise
-        raise TemplateError(f"The template could not be filled in: {exc}") from None
+        raise TemplateError(N_("The template could not be filled in: %(error)s", error=str(exc))) from None
     except RecursionError:
-        raise TemplateBroken("The template could not be filled in: a macro calls itself without end.") from None
+        raise TemplateBroken(N_("The template could not be filled in: a macro calls itself without end.")) from None
     except MemoryError:
-        raise TemplateTooCostly("The template needs more memory than one document may take.") from None
+        raise TemplateTooCostly(N_("The template needs more memory than one document may take.")) from None
     # Anything else a filter or a method raises (``'text'|xmlattr``: AttributeError) is still the template's
     # fault: it failed one recipient's whole render chunk, and the template's save with a 500.
     except Exception as exc:  # noqa: BLE001 - see above
-        raise TemplateBroken(f"The template could not be filled in: {type(exc).__name__}: {exc}") from None
+        raise TemplateBroken(N_("The template could not be filled in: %(error)s",
+                                error=f"{type(exc).__name__}: {exc}")) from None
 
 
 def _check_cost(source: str, context: dict) -> None:

@@ -11,18 +11,19 @@ from sqlalchemy.exc import DataError
 from werkzeug.exceptions import HTTPException
 
 from .auth import is_api_request
+from .messages import N_
 
 logger = logging.getLogger(__name__)
 
 MESSAGES = {
-    400: "The request could not be understood.",
-    401: "You need to log in (or give a valid API key) for this.",
-    403: "You do not have access to this page.",
-    404: "There is nothing at this address.",
-    405: "That action is not allowed here.",
-    413: "The file is too large.",
-    429: "Too many attempts. Please wait a minute and try again.",
-    500: "Something went wrong on our side. It has been logged; please try again.",
+    400: N_("The request could not be understood."),
+    401: N_("You need to log in (or give a valid API key) for this."),
+    403: N_("You do not have access to this page."),
+    404: N_("There is nothing at this address."),
+    405: N_("That action is not allowed here."),
+    413: N_("The file is too large."),
+    429: N_("Too many attempts. Please wait a minute and try again."),
+    500: N_("Something went wrong on our side. It has been logged; please try again."),
 }
 
 
@@ -79,14 +80,14 @@ def init_app(app: Flask) -> None:
     @app.errorhandler(429)
     def _rate_limited(error):
         # Flask-Limiter's description is the limit itself ("3 per 1 minute"): not for people.
-        return _respond(429, _(MESSAGES[429]))
+        return _respond(429, str(MESSAGES[429]))
 
     @app.errorhandler(HTTPException)
     def _http(error: HTTPException):
         code = error.code or 500
         # A description set by the view (abort(404, "...")) is the specific message.
         custom = error.description if error.description != type(error).description else None
-        return _respond(code, str(custom) if custom else _(MESSAGES.get(code, error.name)))
+        return _respond(code, str(custom) if custom else str(MESSAGES.get(code, error.name)))
 
     @app.errorhandler(Exception)
     def _unexpected(error: Exception):
@@ -100,5 +101,5 @@ def init_app(app: Flask) -> None:
         from .extensions import db
 
         db.session.rollback()
-        return _respond(500, _(MESSAGES[500]))
+        return _respond(500, str(MESSAGES[500]))
 

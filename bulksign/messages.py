@@ -24,7 +24,9 @@ class N_:
 
     @property
     def english(self) -> str:
-        return self.msgid % self.values if self.values else self.msgid
+        # A value that is itself a message (a field's label) is taken in English too, not in the page's language.
+        values = {k: v.english if isinstance(v, N_) else v for k, v in self.values.items()}
+        return self.msgid % values if values else self.msgid
 
     def __eq__(self, other) -> bool:
         if isinstance(other, N_):

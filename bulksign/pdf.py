@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pdfkit
 
+from .messages import N_
+
 #: javascript off and no delay: 88 ms instead of 310 ms for a 2-page contract (field notes).
 #: No local file access: a template or a row cannot read file:///etc/passwd into a PDF.
 WKHTMLTOPDF_OPTIONS: dict[str, str] = {
@@ -59,25 +61,24 @@ def render_pdf(html: str, *, timeout: float = 60) -> bytes:
             proc = subprocess.run(args, input=html.encode("utf-8"), capture_output=True, timeout=timeout,
                                   env={**os.environ, "XDG_RUNTIME_DIR": folder})
         except subprocess.TimeoutExpired:
-            raise RenderError(f"The document took longer than {timeout:g} s to render. "
-                              "Simplify the template (fewer or smaller images, shorter tables).",
-                              transient=False) from None
+            raise RenderError(N_("The document took longer than %(n)s s to render. Simplify the template (fewer or "
+                                 "smaller images, shorter tables).", n=f"{timeout:g}"), transient=False) from None
         except OSError as exc:
-            raise RenderError("The PDF renderer is not available on this server.", transient=True,
+            raise RenderError(N_("The PDF renderer is not available on this server."), transient=True,
                               detail=str(exc)) from None
         stderr = proc.stderr.decode("utf-8", "replace")
         if proc.returncode != 0:
             blocked = _BLOCKED.search(stderr)
             if blocked:
                 # wkhtmltopdf writes a PDF even then; using it would hide a broken document.
-                raise RenderError("The template loads an external or local resource (image, style, frame) "
-                                  "that is not allowed. Embed images as data: URLs and styles inline.",
+                raise RenderError(N_("The template loads an external or local resource (image, style, frame) that "
+                                     "is not allowed. Embed images as data: URLs and styles inline."),
                                   detail=stderr[-2000:])
-            raise RenderError("The PDF renderer failed on this document.", transient=proc.returncode < 0,
+            raise RenderError(N_("The PDF renderer failed on this document."), transient=proc.returncode < 0,
                               detail=stderr[-2000:])
         data = out.read_bytes() if out.exists() else b""
         if not data.startswith(b"%PDF"):
-            raise RenderError("The PDF renderer produced no document.", transient=True, detail=stderr[-2000:])
+            raise RenderError(N_("The PDF renderer produced no document."), transient=True, detail=stderr[-2000:])
         return data
 
 

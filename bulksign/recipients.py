@@ -159,14 +159,17 @@ def _extension(filename: str) -> str:
 
 
 def _too_many_rows(reached: int | None = None) -> UploadError:
-    where = f": it reaches row {reached:,}" if reached else ""
-    return UploadError(f"The file has more than {MAX_ROWS:,} rows (blank rows count too){where}. Split it into "
-                       "several batches, and delete empty rows at its end.", 413)
+    if reached:
+        return UploadError(N_("The file has more than %(n)s rows (blank rows count too): it reaches row %(row)s. "
+                              "Split it into several batches, and delete empty rows at its end.",
+                              n=f"{MAX_ROWS:,}", row=f"{reached:,}"), 413)
+    return UploadError(N_("The file has more than %(n)s rows (blank rows count too). Split it into several batches, "
+                          "and delete empty rows at its end.", n=f"{MAX_ROWS:,}"), 413)
 
 
 def _out_of_time() -> UploadError:
-    return UploadError(f"The file took longer than {MAX_READ_SECONDS:g} s to read. Split it into several smaller "
-                       "files, or save it as CSV.", 413)
+    return UploadError(N_("The file took longer than %(n)s s to read. Split it into several smaller files, or save "
+                          "it as CSV.", n=f"{MAX_READ_SECONDS:g}"), 413)
 
 
 def _open_table(data: bytes, filename: str, deadline: float) -> _Table:
@@ -272,23 +275,24 @@ def _refuse_too_many_records(text: str, delimiter: str) -> None:
         return  # the row-by-row read names the broken row
 
 
-def _quote_problem(lines: list[str], cells: list[str], delimiter: str, width: int, start: int) -> str | None:
+def _quote_problem(lines: list[str], cells: list[str], delimiter: str, width: int, start: int) -> N_ | None:
     """Why a record spread over several lines is a quote left open rather than a value with line breaks."""
     try:
         for _ in csv.reader(lines, delimiter=delimiter, strict=True):
             pass
     except csv.Error as exc:
         if "end of data" in str(exc):
-            return (f"Line {start:,}: a quote opens here and is never closed, so the {len(lines) - 1:,} lines after it "
-                    "became part of one value. Close the quote or remove it.")
+            return N_("Line %(line)s: a quote opens here and is never closed, so the %(n)s lines after it became "
+                      "part of one value. Close the quote or remove it.", line=f"{start:,}", n=f"{len(lines) - 1:,}")
     for cell in cells:
         if "\n" not in cell and "\r" not in cell:
             continue
         for inner in cell.splitlines()[1:]:
             # A line inside the value that reads as a whole row of the file: rows were swallowed.
             if width > 1 and len(next(csv.reader([inner], delimiter=delimiter), [])) >= width:
-                return (f"Line {start:,}: a quoted value runs over {len(lines):,} lines and takes in what look like "
-                        f"other rows (\"{inner[:60]}\"). Check the quotes on line {start:,}.")
+                return N_("Line %(line)s: a quoted value runs over %(n)s lines and takes in what look like other "
+                          "rows (\"%(text)s\"). Check the quotes on line %(line)s.", line=f"{start:,}",
+                          n=f"{len(lines):,}", text=inner[:60])
     return None
 
 
@@ -327,19 +331,19 @@ def _refuse_zip_bombs(data: bytes) -> None:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             parts = archive.infolist()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError):
-        raise UploadError("The workbook could not be read. Save it again from Excel as .xlsx, or as CSV.") from None
+        raise UploadError(N_("The workbook could not be read. Save it again from Excel as .xlsx, or as CSV.")) from None
     unpacked = 0
     for part in parts:
         unpacked += part.file_size
         if part.file_size > 1024 * 1024 and part.file_size > MAX_COMPRESSION_RATIO * max(part.compress_size, 1):
-            raise UploadError(f"The workbook is mostly empty space: its part {part.filename[:80]} unpacks to "
-                              f"{part.file_size // part.compress_size:,} times its size (empty rows or columns "
-                              "formatted to the end of the sheet?). Delete the unused rows and columns, or save the "
-                              "sheet as CSV.", 413)
+            raise UploadError(N_("The workbook is mostly empty space: its part %(part)s unpacks to %(n)s times its "
+                                 "size (empty rows or columns formatted to the end of the sheet?). Delete the unused "
+                                 "rows and columns, or save the sheet as CSV.", part=part.filename[:80],
+                                 n=f"{part.file_size // part.compress_size:,}"), 413)
     if unpacked > MAX_UNPACKED_BYTES:
-        raise UploadError(f"The workbook unpacks to {unpacked / 1024 / 1024:,.0f} MB; the limit is "
-                          f"{MAX_UNPACKED_BYTES // 1024 // 1024} MB. Split it into several files, or save it as CSV.",
-                          413)
+        raise UploadError(N_("The workbook unpacks to %(mb)s MB; the limit is %(limit)s MB. Split it into several "
+                             "files, or save it as CSV.", mb=f"{unpacked / 1024 / 1024:,.0f}",
+                             limit=MAX_UNPACKED_BYTES // 1024 // 1024), 413)
 
 
 def _count_tags(source, tags: tuple[bytes, ...], limit: int) -> bool:
@@ -377,8 +381,8 @@ def _xlsx_rows(data: bytes, deadline: float) -> Iterator[_Row]:
         if strings is not None:
             with archive.open(strings.PartName[1:]) as source:
                 if _count_tags(source, (b"<si>", b"<si "), MAX_CELLS):
-                    raise UploadError(f"The workbook has more than {MAX_CELLS:,} different texts. Split it into "
-                                      "several files, or save it as CSV.", 413)
+                    raise UploadError(N_("The workbook has more than %(n)s different texts. Split it into several "
+                                         "files, or save it as CSV.", n=f"{MAX_CELLS:,}"), 413)
         reader.read_strings()
         reader.read_workbook()
         apply_stylesheet(archive, reader.wb)
@@ -400,9 +404,10 @@ def _xlsx_rows(data: bytes, deadline: float) -> Iterator[_Row]:
                     column, text = cells.read(element)
                     if text:
                         if column > MAX_COLUMNS + 1:
-                            raise UploadError(f"Cell {element.get('r') or _column_letter(column - 1)} has a value, "
-                                              f"beyond the limit of {MAX_COLUMNS} columns. Delete the columns after "
-                                              f"{_column_letter(MAX_COLUMNS - 1)}, or save the sheet as CSV.", 413)
+                            raise UploadError(N_("Cell %(cell)s has a value, beyond the limit of %(n)s columns. "
+                                                 "Delete the columns after %(last)s, or save the sheet as CSV.",
+                                                 cell=element.get('r') or _column_letter(column - 1), n=MAX_COLUMNS,
+                                                 last=_column_letter(MAX_COLUMNS - 1)), 413)
                         values[column] = text
                     element.clear()
                 elif element.tag == ROW_TAG:
@@ -448,8 +453,8 @@ class _XlsxCells:
     def read(self, element) -> tuple[int, str]:
         self.count += 1
         if self.count > MAX_CELLS:
-            raise UploadError(f"The sheet has more than {MAX_CELLS:,} cells, empty formatted ones included. Delete "
-                              "the unused rows and columns, or save it as CSV.", 413)
+            raise UploadError(N_("The sheet has more than %(n)s cells, empty formatted ones included. Delete the "
+                                 "unused rows and columns, or save it as CSV.", n=f"{MAX_CELLS:,}"), 413)
         reference = element.get("r")
         self.column = self._column_index(reference.rstrip("0123456789")) if reference else self.column + 1
         kind = element.get("t", "n")
@@ -679,9 +684,11 @@ def validate_recipients(data: bytes, *, filename: str, variables: Iterable[str],
                                                          n=f"{len(value):,}", limit=f"{limit:,}"), row_values(cells)))
                 continue
             if "\x00" in value:
-                where = f" (line {line:,})" if line else ""
-                collector.add(RowError(number, title, f"The value contains a NUL character{where}, which is binary "
-                                                      "data, not text. Remove it, or save the file again as CSV UTF-8."))
+                collector.add(RowError(number, title, N_(
+                    "The value contains a NUL character (line %(line)s), which is binary data, not text. Remove it, "
+                    "or save the file again as CSV UTF-8.", line=f"{line:,}") if line else N_(
+                    "The value contains a NUL character, which is binary data, not text. Remove it, or save the file "
+                    "again as CSV UTF-8.")))
                 continue
             if value.startswith(_FORMULA_START) and len(value) > 1 and title not in formula_columns:
                 formula_columns.add(title)

@@ -9,6 +9,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from .logs import log
+from .messages import N_
 from .models import MembershipChange, Team, TeamMember, User
 
 logger = logging.getLogger(__name__)
@@ -29,9 +30,9 @@ def create_team(session: Session, *, name: str, now: datetime) -> Team:
     """A new team with a unique name."""
     name = " ".join(name.split())
     if not name or len(name) > MAX_NAME:
-        raise TeamError(f"Give the team a name of 1 to {MAX_NAME} characters.")
+        raise TeamError(N_("Give the team a name of 1 to %(n)s characters.", n=MAX_NAME))
     if session.scalar(select(Team.id).where(func.lower(Team.name) == name.lower())):
-        raise TeamError(f"A team named {name} already exists.")
+        raise TeamError(N_("A team named %(name)s already exists.", name=name))
     team = Team(name=name, created_at=now)
     session.add(team)
     session.flush()

@@ -127,9 +127,9 @@ def set_disabled(session: Session, *, user: User, disabled: bool, by: User) -> N
 def set_role(session: Session, *, user: User, role: str, by: User) -> None:
     """Change a user's role; an admin cannot demote themselves (someone must be left to manage users)."""
     if role not in ROLES:
-        raise UserError(f"Role must be one of: {', '.join(ROLES)}.")
+        raise UserError(N_("Role must be one of: %(known)s.", known=", ".join(ROLES)))
     if user.id == by.id and role != user.role:
-        raise UserError("You cannot change your own role.")
+        raise UserError(N_("You cannot change your own role."))
     user.role = role
     log(logger, logging.INFO, "role changed", user_id=user.id, role=role, by_user_id=by.id)
 

@@ -36,7 +36,7 @@ TEMPLATE_EDITS = {"doc_templates.edit"}
 #: Lists and searches: filtered to what the user sees.
 LISTS = {"batches.index", "doc_templates.index", "api_dashboard.list_batches", "api_templates.index"}
 #: Creating batches and templates: not for viewers; the template must be one the user may use.
-CREATES = {"uploads.new", "uploads.create", "uploads.validate", "uploads.error_report", "doc_templates.new",
+CREATES = {"uploads.new", "uploads.create", "uploads.validate", "uploads.recheck", "uploads.error_report", "doc_templates.new",
            "api_templates.create", "api_uploads.create", "api_uploads.validate"}
 #: The user's own session and account.
 OWN = {"main.dashboard", "auth.logout", "auth.set_language", "api.me"}

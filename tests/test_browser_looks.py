@@ -180,8 +180,9 @@ def test_the_html_invitation_reads_well_on_a_desktop_and_a_phone(live_server, pa
 
 def test_the_russian_interface_fits_a_phone_and_passes_the_same_check(live_server, page, journey):
     _log_in(page, live_server, STAFF)
-    page.select_option("select[name=language]", "ru")
-    page.wait_for_load_state("load")
+    # The choice submits itself; "load" alone may still see the English page before the navigation starts.
+    with page.expect_navigation():
+        page.select_option("select[name=language]", "ru")
     assert page.locator("html").get_attribute("lang") == "ru"
     problems = {}
     for name, path in [("ru-dashboard-home", "/"), ("ru-batch-detail", f"/batches/{journey['batch_id']}"),

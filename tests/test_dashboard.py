@@ -293,6 +293,21 @@ def test_someone_elses_batch_cannot_be_cancelled_by_staff(client, auth, users):
     assert "Only the batch&#39;s owner, a manager of its team or an admin can do this." in html
 
 
+def test_a_refusal_reaches_russian_staff_in_russian(client, auth, users):
+    other = make_batch(db.session, statuses=["sent"], now=NOW, user_id=users["admin"].id, name="Admin's")
+    users["staff"].locale = "ru"
+    db.session.commit()
+    other_id = other.id
+    auth.login()
+    _fresh_request_state()
+    html = _bulk(client, other_id, action="cancel_batch").get_data(as_text=True)
+    assert "Это может сделать только владелец рассылки, руководитель её команды или администратор." in html
+    _fresh_request_state()
+    assert "Рассылки с таким номером нет." in client.get("/batches/999").get_data(as_text=True)
+    _fresh_request_state()
+    assert "По этому адресу ничего нет." in client.get("/no-such-page").get_data(as_text=True)
+
+
 @pytest.mark.parametrize("status", ["", "signed", "waiting", "problems", "not_opened"])
 @pytest.mark.parametrize("q", ["", "person00001"])
 def test_matching_count_from_the_batch_counts_equals_the_counted_one(app, batch, status, q):

@@ -71,6 +71,22 @@ def test_a_template_that_would_fetch_or_run_something_is_refused_at_save_with_th
     assert db.session.scalar(select(DocumentTemplate)) is None
 
 
+def test_template_refusals_speak_the_staff_members_language_and_keep_their_english_id(app, users):
+    from flask_babel import force_locale
+
+    with pytest.raises(TemplateError) as script:
+        create_template(db.session, name="Risky", html="<script>x()</script>", user=users["staff"], now=NOW)
+    with pytest.raises(TemplateError) as subject:
+        create_template(db.session, name="Mail", html="<p>x</p>", user=users["staff"], now=NOW,
+                        email_subject="Sign {{ document_name ")
+    db.session.rollback()
+    with force_locale("ru"):
+        assert str(script.value.message).startswith("JavaScript в шаблоне документа не допускается")
+        assert str(subject.value.message).startswith("тема письма: ")
+        # The form opens its mail section by the English label, whatever the page's language.
+        assert subject.value.message.startswith("email subject: ")
+
+
 def test_embedded_images_links_and_variables_in_text_are_fine(app, users):
     html = ('<style>p { color: #333; content: "\\2014" }</style><a href="https://example.com/terms">terms</a>'
             '<img src="data:image/png;base64,iVBORw0KGgo=" alt="{{ name }}"><p title="{{ city }}">{{ name }}</p>')

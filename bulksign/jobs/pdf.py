@@ -103,7 +103,7 @@ def _render_chunk(request_ids: list[int], *, app: Flask) -> str:
             failed.append(Problem(request, f"The template could not be filled in: {exc}"))
         except RenderError as exc:
             (retry if exc.transient and request.attempts < limit else failed).append(
-                Problem(request, _gave_up(exc.message, request, limit, transient=exc.transient), exc.detail))
+                Problem(request, _gave_up(str(exc.message), request, limit, transient=exc.transient), exc.detail))
         except StorageError as exc:
             (retry if request.attempts < limit else failed).append(
                 Problem(request, _gave_up(str(exc), request, limit, transient=True), repr(exc.__cause__)))

@@ -104,6 +104,7 @@ def validate():
 @bp.post("/new/recheck")
 def recheck():
     """Check the stored file again with staff's answers about misspelt domains (use the suggestion, or keep)."""
+    access.require_creator(current_user)
     partial = bool(request.headers.get("HX-Request"))
     choices = domain_choices()
     try:
