@@ -67,6 +67,31 @@ def bench_app(*, pgbouncer: bool = False, **overrides):
         redis.stop()
 
 
+def docs_per_second(render, n: int, concurrency: int) -> float:
+    """How many PDFs ``render(i)`` makes per second, called ``n`` times on ``concurrency`` threads."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(concurrency) as pool:
+        for pdf in pool.map(render, range(n)):
+            assert pdf.startswith(b"%PDF")
+    return n / (time.monotonic() - started)
+
+
+def stop_processes(processes) -> None:
+    """SIGTERM each process, then wait for it (30 s at most, then SIGKILL)."""
+    import subprocess
+
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
 def peak_rss_mb() -> float:
     """This process's peak resident memory so far."""
     import resource

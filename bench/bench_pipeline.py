@@ -13,10 +13,9 @@ import os
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bench import Figure, bench_app
+from bench import Figure, bench_app, docs_per_second, stop_processes
 
 ROOT = Path(__file__).resolve().parent.parent
 CLAUSES = "".join(
@@ -160,11 +159,7 @@ def _bare_loop(html: str, n: int, concurrency: int) -> float:
     """docs/s of wkhtmltopdf alone (same options, same concurrency)."""
     from bulksign.pdf import render_pdf
 
-    started = time.monotonic()
-    with ThreadPoolExecutor(concurrency) as pool:
-        for pdf in pool.map(lambda _: render_pdf(html, timeout=60), range(n)):
-            assert pdf.startswith(b"%PDF")
-    return n / (time.monotonic() - started)
+    return docs_per_second(lambda _: render_pdf(html, timeout=60), n, concurrency)
 
 
 def _wait_for_workers(count: int, *, timeout: float) -> None:
@@ -250,13 +245,7 @@ def run(*, small: bool) -> list[Figure]:
             busy = _cpu_spent(idle_cpu, _cpu_snapshot({**roles, "database": _database_pids(database)}))
             per_doc = {role: own / max(sent, 1) for role, (own, _) in busy.items()}
             wkhtmltopdf_cpu = busy["render"][1] / max(sent, 1)
-            for w in workers:
-                w.terminate()
-            for w in workers:
-                try:
-                    w.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    w.kill()
+            stop_processes(workers)
             pipeline_rate = sent / elapsed
             bare_after = _bare_loop(html, bare_n, concurrency)
             bare_rate = 2 / (1 / bare_before + 1 / bare_after)

@@ -489,8 +489,11 @@ class SavedVersion:
 def create_template(session: Session, *, name: str, html: str, user: User | None, now: datetime,
                     email_subject: str = DEFAULT_EMAIL_SUBJECT, email_body: str = DEFAULT_EMAIL_BODY,
                     reminder_subject: str = DEFAULT_REMINDER_SUBJECT,
-                    reminder_body: str = DEFAULT_REMINDER_BODY, team_id: int | None = None) -> SavedVersion:
-    """A new template with its first version, shared with ``team_id`` (default: the user's first team)."""
+                    reminder_body: str = DEFAULT_REMINDER_BODY, team_id: int | None = None,
+                    kind: str = "html", file: bytes | None = None) -> SavedVersion:
+    """A new template with its first version, shared with ``team_id`` (default: the user's first team).
+
+    ``kind`` other than ``html``: the document is ``file`` (a .docx …), see ``save_version``."""
     if user is not None:
         access.require_creator(user)
     name = name.strip()
@@ -506,28 +509,30 @@ def create_template(session: Session, *, name: str, html: str, user: User | None
     session.flush()
     return save_version(session, template=template, html=html, user=user, now=now,
                         email_subject=email_subject, email_body=email_body,
-                        reminder_subject=reminder_subject, reminder_body=reminder_body)
+                        reminder_subject=reminder_subject, reminder_body=reminder_body, kind=kind, file=file)
 
 
 def save_version(session: Session, *, template: DocumentTemplate, html: str, user: User | None, now: datetime,
-                 email_subject: str, email_body: str, reminder_subject: str, reminder_body: str) -> SavedVersion:
-    """Insert the next immutable version of ``template``; Refused(403) for a user who may only use it."""
+                 email_subject: str, email_body: str, reminder_subject: str, reminder_body: str,
+                 kind: str = "html", file: bytes | None = None) -> SavedVersion:
+    """Insert the next immutable version of ``template``; Refused(403) for a user who may only use it.
+
+    For a file kind (``docx``, ``pdf``) the document is ``file``, checked and kept in storage; without a
+    new file, the version keeps the previous version's file of the same kind (a change of the mail texts)."""
     if user is not None and not access.may_edit_template(session, template=template, user=user):
         raise access.Refused(N_("Only the template's owner, a manager of its team or an admin can change it."), 403)
-    if not html.strip():
-        raise TemplateError(N_("The template is empty."))
-    if len(html) > MAX_TEMPLATE_CHARS:
-        raise TemplateError(N_("The template has %(n)s characters; the limit is %(limit)s. Embed smaller images, or "
-                               "link fewer of them.", n=f"{len(html):,}", limit=f"{MAX_TEMPLATE_CHARS:,}"))
     mail_texts = ((N_("email subject"), email_subject), (N_("email body"), email_body),
                   (N_("reminder subject"), reminder_subject), (N_("reminder body"), reminder_body))
     for label, text in mail_texts:
         if len(text) > MAX_MAIL_TEXT_CHARS:
             raise TemplateError(N_("The %(label)s has %(n)s characters; the limit is %(limit)s.", label=label,
                                    n=f"{len(text):,}", limit=f"{MAX_MAIL_TEXT_CHARS:,}"))
-    variables = extract_variables(html)
-    check_html_safety(html)
-    _check_cost(html, sample_row(variables))
+    source_key = None
+    if kind == "html":
+        variables = _html_variables(html)
+    else:
+        html = ""
+        variables, source_key = _file_variables(session, template=template, kind=kind, file=file)
     for label, text in mail_texts:
         try:
             extract_variables(text)
@@ -536,7 +541,8 @@ def save_version(session: Session, *, template: DocumentTemplate, html: str, use
                                 hint=exc.hint, excerpt=exc.excerpt) from None
     template.latest_version += 1
     version = TemplateVersion(
-        template_id=template.id, version=template.latest_version, html=html, variables=variables,
+        template_id=template.id, version=template.latest_version, kind=kind, html=html, source_key=source_key,
+        variables=variables,
         email_subject=email_subject, email_body=email_body, reminder_subject=reminder_subject,
         reminder_body=reminder_body, created_by_id=user.id if user else None, created_at=now,
     )
@@ -544,6 +550,37 @@ def save_version(session: Session, *, template: DocumentTemplate, html: str, use
     session.flush()
     log(logger, logging.INFO, "template version saved", template_id=template.id, version=version.version)
     return SavedVersion(template=template, version=version)
+
+
+def _html_variables(html: str) -> list[str]:
+    if not html.strip():
+        raise TemplateError(N_("The template is empty."))
+    if len(html) > MAX_TEMPLATE_CHARS:
+        raise TemplateError(N_("The template has %(n)s characters; the limit is %(limit)s. Embed smaller images, or "
+                               "link fewer of them.", n=f"{len(html):,}", limit=f"{MAX_TEMPLATE_CHARS:,}"))
+    variables = extract_variables(html)
+    check_html_safety(html)
+    _check_cost(html, sample_row(variables))
+    return variables
+
+
+def _file_variables(session: Session, *, template: DocumentTemplate, kind: str,
+                    file: bytes | None) -> tuple[list[str], str]:
+    """The variables and storage key of a file kind's version: the new file, or the previous version's."""
+    # Imported here: the kinds' modules build on this one (its sandbox and errors).
+    from . import template_kinds
+    from .storage import get_storage
+
+    if file is None:
+        previous = get_version(session, template_id=template.id)
+        if previous is None or previous.kind != kind:
+            raise TemplateError(N_("Upload the template file (%(extension)s).",
+                                   extension=template_kinds.file_kind(kind).extensions[0]))
+        return list(previous.variables), previous.source_key
+    variables = template_kinds.check_file(kind=kind, data=file)
+    key = template_kinds.source_key(template_id=template.id, kind=kind, data=file)
+    get_storage().put(key, file, content_type=template_kinds.file_kind(kind).content_type)
+    return variables, key
 
 
 def list_templates(session: Session, *, user: User, include_archived: bool = False) -> list[DocumentTemplate]:

@@ -155,9 +155,15 @@ class TemplateVersion(db.Model):
     id: Mapped[int] = mapped_column(primary_key=True)
     template_id: Mapped[int] = mapped_column(db.ForeignKey("document_templates.id", ondelete="CASCADE"))
     version: Mapped[int] = mapped_column()
-    #: The document as HTML with ``{{ variable }}`` placeholders (Jinja, rendered in a sandbox).
+    #: ``html`` (the ``html`` column is the document), ``docx`` or ``pdf`` (an uploaded file, ``source_key``);
+    #: ``bulksign.template_kinds`` renders each kind.
+    kind: Mapped[str] = mapped_column(db.String(16), default="html", server_default="html")
+    #: The document as HTML with ``{{ variable }}`` placeholders (Jinja, rendered in a sandbox); empty for files.
     html: Mapped[str] = mapped_column(db.Text)
-    #: Variable names the HTML uses, extracted at save time.
+    #: Storage key of the uploaded file (Word, PDF) as it was uploaded; None for HTML. Named by its sha256,
+    #: so versions that keep the same file share it.
+    source_key: Mapped[str | None] = mapped_column(db.String(500))
+    #: Variable names the document uses, extracted at save time.
     variables: Mapped[list] = mapped_column(JSON, default=list)
     #: Invitation and reminder mail, as templates too.
     email_subject: Mapped[str] = mapped_column(db.Text, default="")

@@ -87,7 +87,7 @@ THROTTLE_WAIT = Family("bulksign_mail_throttle_wait_seconds", "Seconds senders w
                        "counter")
 THROTTLE_SLOTS = Family("bulksign_mail_throttle_slots", "Throttle slots asked for, by outcome (won, timed_out)",
                         "counter", ("outcome",))
-PDF_RENDER = Family("bulksign_pdf_render_seconds", "Time wkhtmltopdf took for one document", "histogram", (),
+PDF_RENDER = Family("bulksign_pdf_render_seconds", "Time one recipient's PDF took to render (fill in and convert)", "histogram", (),
                     (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0))
 
 FAMILIES: tuple[Family, ...] = (HTTP_DURATION, HTTP_REQUESTS, JOB_DURATION, JOBS, MAILS, MAIL_REPORTS,

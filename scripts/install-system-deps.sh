@@ -3,12 +3,14 @@
 #   wkhtmltopdf + fonts: the PDF renderer and the fonts templates name
 #   redis-server, postgresql: queues and the production database (tests use both)
 #   poppler-utils: pdfsig, an independent PAdES validator used by the tests
+#   libreoffice-writer-nogui + python3-uno: Word templates to PDF (driven through unoserver by the system Python)
 #   chromium: the real browser the UI tests drive through Playwright
 #   pgbouncer: the tests, bench and soak run the app through a private one in transaction pooling
 #   redis-sentinel: the failover tests run a real Sentinel over a master and a replica
 #   prometheus: promtool, which checks /metrics and the alert rules (with their unit tests)
 set -euo pipefail
-want=(wkhtmltopdf fonts-dejavu-core fonts-freefont-otf redis-server poppler-utils python3-venv)
+want=(wkhtmltopdf fonts-dejavu-core fonts-freefont-otf redis-server poppler-utils python3-venv
+      libreoffice-writer-nogui python3-uno)
 [ "${1:-}" = "--test" ] && want+=(postgresql pgbouncer chromium redis-sentinel prometheus)
 missing=()
 for pkg in "${want[@]}"; do

@@ -127,7 +127,7 @@ def test_an_html_file_upload_makes_a_new_version(client, auth):
     assert "{{ a }}" in edit.get_data(as_text=True)
     response = client.post(f"/templates/{template_id}/edit", data={
         "csrf_token": csrf_from(edit), "html": "",
-        "html_file": (io.BytesIO("\ufeff<p>{{ b }} — ü</p>".encode()), "contract.html")},
+        "file": (io.BytesIO("\ufeff<p>{{ b }} — ü</p>".encode()), "contract.html")},
         content_type="multipart/form-data")
     assert response.status_code == 302
     assert get_version(db.session, template_id=template_id).variables == ["b"]
@@ -182,7 +182,10 @@ def test_templates_api_creates_and_lists(client, users):
 
 
 LOOPS_IN_LOOPS = "{% set xs = range(100000)|list %}{% for a in xs %}{% for b in xs %}{% endfor %}{% endfor %}"
-FLOOD = "{% for a in range(100000) %}{% for b in range(1000) %}{{ name }} is here. {% endfor %}{% endfor %}"
+# Each turn writes ~1 KB, so the 10,000,000-character limit is met after ~10,000 turns: far from the 5 s limit
+# even on a loaded machine (with 14 bytes a turn it took 700,000 turns and, under load, the clock won).
+FLOOD = ("{% for a in range(100000) %}{% for b in range(1000) %}{{ name }} is here. " + "Filler text. " * 80
+         + "{% endfor %}{% endfor %}")
 
 
 @pytest.mark.parametrize(("source", "words"), [(LOOPS_IN_LOOPS, "took longer than 5 s"),

@@ -24,15 +24,16 @@ from sqlalchemy import select
 
 from .. import stopping, telemetry
 from ..batches import cancel_if_batch_stopped, close_if_done, mark_batch_started
-from ..doc_templates import TemplateError, render_html
+from ..doc_templates import TemplateError
 from ..extensions import db, get_redis
 from ..invitations import load_requests, queue_invitations
 from ..logs import log
 from ..models import Document, SigningRequest, utcnow
-from ..pdf import RenderError, render_pdf
+from ..pdf import RenderError
 from ..pipeline import RENDER, enqueue_sends, hand_back, pulse, release
 from ..states import Status, transition
 from ..storage import StorageError, get_storage
+from ..template_kinds import prepare_document
 
 logger = logging.getLogger(__name__)
 
@@ -150,13 +151,14 @@ class InFlight:
 
 def _start(request: SigningRequest, renderer: ThreadPoolExecutor, *, app: Flask) -> InFlight:
     """Fill in the request's document and queue it for the renderer (it starts when the one before is done)."""
-    html = render_html(request.batch.template_version.html, document_context(request))
-    return InFlight(request, renderer.submit(_timed_render, html, timeout=app.config["PDF_TIMEOUT_SECONDS"]))
+    convert = prepare_document(request.batch.template_version, document_context(request),
+                               timeout=app.config["PDF_TIMEOUT_SECONDS"])
+    return InFlight(request, renderer.submit(_timed, convert))
 
 
-def _timed_render(html: str, *, timeout: float) -> tuple[bytes, float]:
+def _timed(convert: Callable[[], bytes]) -> tuple[bytes, float]:
     started = time.perf_counter()
-    return render_pdf(html, timeout=timeout), time.perf_counter() - started
+    return convert(), time.perf_counter() - started
 
 
 def _store(document: InFlight) -> Rendered:

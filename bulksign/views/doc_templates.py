@@ -2,15 +2,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
 
-from .. import access, doc_templates as dt
+from .. import access, doc_templates as dt, template_kinds
 from ..extensions import db
 from ..models import DocumentTemplate, utcnow
-from ..pdf import RenderError, render_pdf
+from ..pdf import RenderError
+from ..storage import StorageError
 
 bp = Blueprint("doc_templates", __name__, url_prefix="/templates")
 
@@ -25,20 +27,30 @@ def _template_or_404(template_id: int) -> DocumentTemplate:
     return db.session.get(DocumentTemplate, template_id) or abort(404)
 
 
-def _submitted_html() -> str:
-    """The HTML from the uploaded .html file if one was chosen, else from the textarea."""
-    upload = request.files.get("html_file")
-    if upload and upload.filename:
-        if not upload.filename.lower().endswith((".html", ".htm")):
-            raise dt.TemplateError(_("Upload the template as an .html file."))
-        raw = upload.read(MAX_TEMPLATE_BYTES + 1)
-        if len(raw) > MAX_TEMPLATE_BYTES:
-            raise dt.TemplateError(_("The template file is larger than 2 MB."))
-        try:
-            return raw.decode("utf-8-sig")
-        except UnicodeDecodeError:
-            raise dt.TemplateError(_("Save the .html file as UTF-8 and upload it again.")) from None
-    return request.form.get("html", "")
+@dataclass(frozen=True)
+class Submitted:
+    kind: str
+    html: str
+    file: bytes | None
+
+
+def _submitted_document() -> Submitted:
+    """The document of the form: an uploaded file (its name says the kind), else the chosen kind's fields."""
+    upload = request.files.get("file")
+    if not (upload and upload.filename):
+        kind = request.form.get("kind", template_kinds.HTML)
+        return Submitted(kind, request.form.get("html", "") if kind == template_kinds.HTML else "", None)
+    kind = template_kinds.kind_for_filename(upload.filename)
+    if kind != template_kinds.HTML:
+        raw = upload.read(template_kinds.MAX_SOURCE_BYTES + 1)
+        return Submitted(kind, "", raw)
+    raw = upload.read(MAX_TEMPLATE_BYTES + 1)
+    if len(raw) > MAX_TEMPLATE_BYTES:
+        raise dt.TemplateError(_("The template file is larger than 2 MB."))
+    try:
+        return Submitted(kind, raw.decode("utf-8-sig"), None)
+    except UnicodeDecodeError:
+        raise dt.TemplateError(_("Save the .html file as UTF-8 and upload it again.")) from None
 
 
 def _mail_fields() -> dict[str, str]:
@@ -52,14 +64,16 @@ def index():
     return render_template("doc_templates/index.html", templates=templates, latest=latest)
 
 
-def _form_page(form: dict, template: DocumentTemplate | None, save: Callable[[str, dict], dt.SavedVersion]):
-    """On POST, ``save(html, mail_fields)`` and go to the template; else (or on a refusal) the form."""
+def _form_page(form: dict, template: DocumentTemplate | None, save: Callable[[Submitted, dict], dt.SavedVersion]):
+    """On POST, ``save(document, mail_fields)`` and go to the template; else (or on a refusal) the form."""
     error = None
     if request.method == "POST":
-        form.update(html=request.form.get("html", ""), **_mail_fields())
+        form.update(html=request.form.get("html", ""), kind=request.form.get("kind", template_kinds.HTML),
+                    **_mail_fields())
         try:
-            form["html"] = _submitted_html()
-            saved = save(form["html"], _mail_fields())
+            document = _submitted_document()
+            form.update(kind=document.kind, html=document.html)
+            saved = save(document, _mail_fields())
             db.session.commit()
         except dt.TemplateError as exc:
             db.session.rollback()
@@ -68,16 +82,16 @@ def _form_page(form: dict, template: DocumentTemplate | None, save: Callable[[st
             flash(_("Saved as version %(n)s. Batches already created keep the version they used.",
                     n=saved.version.version), "success")
             return redirect(url_for(".detail", template_id=saved.template.id))
-    return (render_template("doc_templates/form.html", form=form, error=error, template=template),
-            422 if error else 200)
+    return (render_template("doc_templates/form.html", form=form, error=error, template=template,
+                            kinds=template_kinds.choices()), 422 if error else 200)
 
 
 @bp.route("/new", methods=["GET", "POST"])
 def new():
-    form = {"name": request.form.get("name", ""), "html": "", **DEFAULTS}
-    return _form_page(form, None, lambda html, mail: dt.create_template(
-        db.session, name=form["name"], html=html, user=current_user, now=utcnow(),
-        team_id=request.form.get("team_id", type=int), **mail))
+    form = {"name": request.form.get("name", ""), "html": "", "kind": template_kinds.HTML, **DEFAULTS}
+    return _form_page(form, None, lambda document, mail: dt.create_template(
+        db.session, name=form["name"], html=document.html, kind=document.kind, file=document.file,
+        user=current_user, now=utcnow(), team_id=request.form.get("team_id", type=int), **mail))
 
 
 @bp.route("/<int:template_id>/edit", methods=["GET", "POST"])
@@ -85,9 +99,11 @@ def edit(template_id: int):
     template = access.template_for_edit(db.session, template_id=template_id, user=current_user)
     version = dt.get_version(db.session, template_id=template.id)
     form = {"name": template.name, "html": version.html if version else "",
+            "kind": version.kind if version else template_kinds.HTML,
             **{f: getattr(version, f) if version else DEFAULTS[f] for f in MAIL_FIELDS}}
-    return _form_page(form, template, lambda html, mail: dt.save_version(
-        db.session, template=template, html=html, user=current_user, now=utcnow(), **mail))
+    return _form_page(form, template, lambda document, mail: dt.save_version(
+        db.session, template=template, html=document.html, kind=document.kind, file=document.file,
+        user=current_user, now=utcnow(), **mail))
 
 
 @bp.get("/<int:template_id>")
@@ -97,6 +113,7 @@ def detail(template_id: int):
     version = dt.get_version(db.session, template_id=template.id, version=number) or abort(404)
     return render_template("doc_templates/detail.html", template=template, version=version,
                            versions=list(reversed(template.versions)),
+                           kind_label=dict(template_kinds.choices()).get(version.kind, version.kind),
                            required=[v for v in version.variables if v not in dt.BUILTIN_VARIABLES])
 
 
@@ -115,9 +132,9 @@ def preview_pdf(template_id: int):
     number = request.args.get("version", type=int)
     version = dt.get_version(db.session, template_id=template.id, version=number) or abort(404)
     try:
-        html = dt.render_html(version.html, dt.sample_row(version.variables))
-        pdf = render_pdf(html, timeout=current_app.config["PREVIEW_TIMEOUT_SECONDS"])
-    except (dt.TemplateError, RenderError) as exc:
+        pdf = template_kinds.render_document(version, dt.sample_row(version.variables),
+                                             timeout=current_app.config["PREVIEW_TIMEOUT_SECONDS"])
+    except (dt.TemplateError, RenderError, StorageError) as exc:
         abort(422, str(getattr(exc, "message", exc)))
     return Response(pdf, mimetype="application/pdf", headers={
         "Content-Disposition": f'inline; filename="template-{template.id}-v{version.version}-preview.pdf"',

@@ -12,13 +12,15 @@ CONTRACT = ('<meta charset="utf-8"><h1 style="font-family:\'DejaVu Serif\'">Cont
 
 
 def make_batch(*, now, user=None, recipients: list[tuple[str, str]] | int = 3, html: str = CONTRACT,
-               name: str = "Employment contract", **batch_fields) -> int:
-    """The id of a committed pending batch of ``recipients`` ((email, name) pairs or a count) on a new template."""
+               name: str = "Employment contract", kind: str = "html", file: bytes | None = None,
+               **batch_fields) -> int:
+    """The id of a committed pending batch of ``recipients`` ((email, name) pairs or a count) on a new template
+    (``kind`` and ``file``: a template of another kind, e.g. a .docx)."""
     if user is None:
         user = create_user(db.session, email="owner@example.com", password="owner-password", role="staff", now=now)
     if isinstance(recipients, int):
         recipients = [(f"person{i}@example.com", f"Person {i}") for i in range(recipients)]
-    saved = create_template(db.session, name=name, html=html, user=user, now=now)
+    saved = create_template(db.session, name=name, html=html, user=user, now=now, kind=kind, file=file)
     batch_fields.setdefault("team_id", saved.template.team_id)  # as batch creation does: the template's team
     batch = Batch(name=name, template_version_id=saved.version.id, created_by_id=user.id,
                   total_count=len(recipients), created_at=now, **batch_fields)

@@ -1,0 +1,243 @@
+"""Word templates: a .docx with ``{{ column }}`` placeholders, filled by docxtpl, printed by LibreOffice.
+
+The placeholders are Jinja, filled in by the same bounded sandbox as HTML templates (``doc_templates``):
+every value is escaped (for XML here), nothing outside the row is reachable, and the same time and size
+limits apply. docxtpl joins a placeholder that Word split across runs (bold half a name, spell-check
+marks); the XML is never parsed by hand here.
+
+A file is checked before docxtpl opens it (size, what it unpacks to, macros, encryption) and refused
+if it would make LibreOffice load anything from outside (linked images, INCLUDETEXT fields, embedded
+documents): the PDF must hold only the template and the row.
+"""
+from __future__ import annotations
+
+import functools
+import io
+import re
+import zipfile
+
+from docxtpl import DocxTemplate
+from jinja2 import TemplateSyntaxError
+from markupsafe import Markup
+from pypdf import PdfReader
+from pypdf.errors import PdfReadError
+
+from . import libreoffice
+from .doc_templates import TemplateError, _unsafe_jinja, render_html, sample_row, sandbox
+from .messages import N_
+from .models import TemplateVersion
+
+#: Largest .docx accepted, and most it may unpack to (all parts) or any part to, times its packed size.
+MAX_DOCX_BYTES = 10 * 1024 * 1024
+MAX_UNPACKED_BYTES = 100 * 1024 * 1024
+MAX_COMPRESSION_RATIO = 100
+MAX_PARTS = 1000
+#: Most pages one recipient's document may have.
+MAX_PAGES = 100
+
+_OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # an encrypted .docx is an OLE container, not a zip
+_MACROS = re.compile(r"(^|/)vba(Project\.bin|Data\.xml)$", re.I)
+_MACRO_CONTENT_TYPE = b"macroEnabled"
+#: Relationships through which LibreOffice would load a file or address when it opens the document.
+_EXTERNAL = re.compile(rb'TargetMode\s*=\s*"External"', re.I)
+_HYPERLINK_REL = re.compile(rb'<Relationship\b[^>]*/hyperlink"[^>]*>', re.I)
+_FETCHING_FIELD = re.compile(r"\b(INCLUDETEXT|INCLUDEPICTURE|LINK|DDE|DDEAUTO|IMPORT|INCLUDE)\b")
+_FIELD_CODE = re.compile(r"<w:instrText[^>]*>([^<]*)</w:instrText>|w:instr=\"([^\"]*)\"")
+_EMBEDDED_DOCUMENT = re.compile(rb"<w:altChunk\b|/subDocument\"", re.I)
+_HAS_JINJA = re.compile(r"{{|{%|{#")
+_XML_PART = re.compile(r"^(word/.*\.xml|word/_rels/.*\.rels)$")
+
+
+class _SandboxForDocx:
+    """What docxtpl asks of a Jinja environment, answered by the HTML templates' bounded, escaping render.
+
+    docxtpl turns ``&lt;`` back into ``<`` inside ``{{ }}``, so ``{{ "<w:r>…"|safe }}`` would write Word XML
+    (a field that reads a file): ``|safe`` and ``{% autoescape %}`` are refused, as in HTML templates."""
+
+    autoescape = True
+
+    def parse(self, source: str):
+        return _checked(source)
+
+    def from_string(self, source: str) -> _Part:
+        _checked(source)
+        return _Part(source)
+
+
+@functools.lru_cache(maxsize=64)
+def _checked(source: str):
+    # Versions never change: a worker checks each part once, not once per recipient.
+    ast = sandbox.parse(source)
+    problem = _unsafe_jinja(ast)
+    if problem:
+        raise problem
+    return ast
+
+
+class _Part:
+    def __init__(self, source: str):
+        self.source = source
+
+    def render(self, context: dict) -> str:
+        if not _HAS_JINJA.search(self.source):
+            return self.source  # most parts (styles, empty properties) hold no placeholder: no sandbox round
+        return render_html(self.source, context)
+
+
+_JINJA = _SandboxForDocx()
+
+#: ``{{ signature }}`` marks where the signature goes (see the sigplace contract, ``signature_box``): an empty
+#: framed box of ``SIGNATURE_BOX_MM``, with ``SIGNATURE_MARK`` in tiny white letters in its top-left corner,
+#: where ``find_signature_box`` reads it back from the PDF. Word cannot pin a word to the bottom-right
+#: corner, so the box has the standard size.
+SIGNATURE_VARIABLE = "signature"
+SIGNATURE_MARK = "BULKSIGNSIGTL"
+SIGNATURE_BOX_MM = (60, 22)
+_EMU_PER_MM = 36000
+
+
+def _signature_box() -> Markup:
+    """An inline text-box shape: it ends the placeholder's run, sits in the line like a letter, and reopens it."""
+    width, height = (mm * _EMU_PER_MM for mm in SIGNATURE_BOX_MM)
+    return Markup(
+        '</w:t></w:r><w:r><w:drawing>'
+        '<wp:inline distT="0" distB="0" distL="0" distR="0" '
+        'xmlns:wp="http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing">'
+        f'<wp:extent cx="{width}" cy="{height}"/><wp:docPr id="1" name="bulksign-signature"/>'
+        '<a:graphic xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main">'
+        '<a:graphicData uri="http://schemas.microsoft.com/office/word/2010/wordprocessingShape">'
+        '<wps:wsp xmlns:wps="http://schemas.microsoft.com/office/word/2010/wordprocessingShape">'
+        '<wps:cNvSpPr txBox="1"/><wps:spPr>'
+        f'<a:xfrm><a:off x="0" y="0"/><a:ext cx="{width}" cy="{height}"/></a:xfrm>'
+        '<a:prstGeom prst="rect"><a:avLst/></a:prstGeom><a:noFill/>'
+        '<a:ln w="9525"><a:solidFill><a:srgbClr val="9AA3B2"/></a:solidFill></a:ln></wps:spPr>'
+        '<wps:txbx><w:txbxContent><w:p><w:pPr><w:spacing w:before="0" w:after="0" w:line="20" '
+        'w:lineRule="exact"/></w:pPr><w:r><w:rPr><w:color w:val="FFFFFF"/><w:sz w:val="2"/></w:rPr>'
+        f'<w:t>{SIGNATURE_MARK}</w:t></w:r></w:p></w:txbxContent></wps:txbx>'
+        '<wps:bodyPr lIns="0" tIns="0" rIns="0" bIns="0" anchor="t"><a:noAutofit/></wps:bodyPr></wps:wsp>'
+        '</a:graphicData></a:graphic></wp:inline></w:drawing></w:r><w:r><w:t xml:space="preserve">')
+
+
+_SIGNATURE_BOX = _signature_box()
+
+
+def _read_parts(data: bytes) -> dict[str, bytes]:
+    """The document's XML parts, after checking what the archive holds and unpacks to."""
+    if len(data) > MAX_DOCX_BYTES:
+        raise TemplateError(N_("The Word file has %(size).1f MB; the limit is %(limit)d MB. Make the images in it "
+                               "smaller.", size=len(data) / 1024 / 1024, limit=MAX_DOCX_BYTES // 1024 // 1024))
+    if data.startswith(_OLE_MAGIC):
+        raise TemplateError(N_("The Word file is password-protected (or an old .doc). Remove the password "
+                               "(File → Info → Protect Document) and save it as .docx."))
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            infos = archive.infolist()
+            if len(infos) > MAX_PARTS:
+                raise TemplateError(N_("The Word file has %(n)d parts; the limit is %(limit)d.", n=len(infos),
+                                       limit=MAX_PARTS))
+            unpacked = 0
+            for info in infos:
+                unpacked += info.file_size
+                if info.file_size > 1024 * 1024 and info.file_size > MAX_COMPRESSION_RATIO * max(info.compress_size, 1):
+                    raise TemplateError(N_("The Word file is not a real document: its part %(part)s unpacks to "
+                                           "%(ratio)d times its size.", part=info.filename[:80],
+                                           ratio=info.file_size // max(info.compress_size, 1)))
+            if unpacked > MAX_UNPACKED_BYTES:
+                raise TemplateError(N_("The Word file unpacks to %(size)d MB; the limit is %(limit)d MB.",
+                                       size=unpacked // 1024 // 1024, limit=MAX_UNPACKED_BYTES // 1024 // 1024))
+            names = {info.filename for info in infos}
+            if "word/document.xml" not in names:
+                raise TemplateError(N_("The file is not a Word document. Save it from Word as .docx and upload "
+                                       "it again."))
+            if any(_MACROS.search(name) for name in names) or \
+                    _MACRO_CONTENT_TYPE in archive.read("[Content_Types].xml"):
+                raise TemplateError(N_("The Word file contains macros, which are not allowed. Save it as a Word "
+                                       "Document (.docx) without macros and upload that."))
+            return {name: archive.read(name) for name in names if _XML_PART.match(name)}
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, KeyError, OSError, EOFError, RuntimeError):
+        # RuntimeError: zipfile's "encrypted, password required" for a zip-level password.
+        raise TemplateError(N_("The Word file is broken or password-protected and cannot be read. Open it in "
+                               "Word, save it again as .docx and upload that.")) from None
+
+
+def _refuse_fetches(parts: dict[str, bytes]) -> None:
+    """Refuse what would make LibreOffice read a file or an address into the PDF."""
+    for name, xml in parts.items():
+        if name.endswith(".rels"):
+            external = [rel for rel in re.findall(rb"<Relationship\b[^>]*>", xml) if _EXTERNAL.search(rel)]
+            if any(not _HYPERLINK_REL.match(rel) for rel in external):
+                raise TemplateError(N_("The Word file links to an outside file or address (a linked image or "
+                                       "document). Insert images into the document instead of linking them."))
+            continue
+        if _EMBEDDED_DOCUMENT.search(xml):
+            raise TemplateError(N_("The Word file embeds another document (a sub-document or an imported "
+                                   "chunk). Paste its content into the template instead."))
+        # Word splits a field code over several runs: the part's codes are checked joined up.
+        codes = _FIELD_CODE.finditer(xml.decode("utf-8", "replace"))
+        code = "".join(match.group(1) or match.group(2) or "" for match in codes)
+        if _FETCHING_FIELD.search(code.upper()):
+            raise TemplateError(N_("The Word file has a field that loads another file (INCLUDETEXT, "
+                                   "INCLUDEPICTURE, LINK …). Replace the field with its content."))
+        if "{{" in code or "{%" in code:
+            raise TemplateError(N_("A {{ variable }} inside a Word field code is not allowed: recipient "
+                                   "data may not write field codes. Put the variable in the text."))
+
+
+def _template(data: bytes) -> DocxTemplate:
+    try:
+        return DocxTemplate(io.BytesIO(data))
+    except Exception as exc:  # noqa: BLE001 - python-docx fails on broken parts in many ways
+        raise TemplateError(N_("The Word file is broken and cannot be read. Open it in Word, save it again as "
+                               ".docx and upload that. (%(error)s)", error=type(exc).__name__)) from None
+
+
+def variables(data: bytes) -> list[str]:
+    """The placeholders of an uploaded .docx, sorted; TemplateError for a file that cannot be a template."""
+    _refuse_fetches(_read_parts(data))
+    try:
+        found = sorted(_template(data).get_undeclared_template_variables(jinja_env=_JINJA))
+    except TemplateSyntaxError as exc:
+        raise TemplateError(N_("A placeholder is written wrong: %(error)s. Check the {{ }} and {%% %%} in the "
+                               "document.", error=exc.message or "syntax error")) from None
+    except TemplateError as exc:
+        raise type(exc)(exc.message) from None  # a line of the XML would mean nothing to the reader
+    except Exception as exc:  # noqa: BLE001 - see _template
+        raise TemplateError(N_("The Word file cannot be read as a template (%(error)s).",
+                               error=type(exc).__name__)) from None
+    fill(data, sample_row(found))  # refuses a template too costly or broken for any row, as for HTML
+    return found
+
+
+def fill(data: bytes, row: dict) -> bytes:
+    """The .docx with the row's values in place of the placeholders (no conversion).
+
+    ``{{ signature }}`` is always the signature box, whatever the row holds under that name."""
+    template = _template(data)
+    try:
+        template.render({**row, SIGNATURE_VARIABLE: _SIGNATURE_BOX}, jinja_env=_JINJA)
+    except TemplateSyntaxError as exc:
+        raise TemplateError(N_("A placeholder is written wrong: %(error)s. Check the {{ }} and {%% %%} in the "
+                               "document.", error=exc.message or "syntax error")) from None
+    except TemplateError as exc:
+        raise type(exc)(exc.message) from None  # a line of the XML would mean nothing to the reader
+    out = io.BytesIO()
+    template.save(out)
+    return out.getvalue()
+
+
+def page_count(pdf: bytes) -> int:
+    try:
+        return len(PdfReader(io.BytesIO(pdf)).pages)
+    except (PdfReadError, ValueError) as exc:
+        raise TemplateError(N_("LibreOffice made an unreadable PDF of the document (%(error)s).",
+                               error=str(exc))) from None
+
+
+def render(version: TemplateVersion, source: bytes, row: dict, *, timeout: float) -> bytes:
+    """One recipient's PDF: fill the .docx, convert it with this process's warm LibreOffice."""
+    pdf = libreoffice.converter().convert(fill(source, row), timeout=timeout)
+    pages = page_count(pdf)
+    if pages > MAX_PAGES:
+        raise TemplateError(N_("The document has %(pages)d pages for this recipient; the limit is %(limit)d.",
+                               pages=pages, limit=MAX_PAGES))
+    return pdf

@@ -1,0 +1,131 @@
+"""Template kinds: one renderer per kind behind one interface, so batches, jobs and states never ask which.
+
+``html`` is the built-in kind: the version's ``html`` column, filled in by Jinja's sandbox and printed by
+wkhtmltopdf (``doc_templates`` + ``pdf``). Every other kind is an uploaded file kept in storage
+(``TemplateVersion.source_key``) and a ``Kind`` in ``KINDS``; adding a kind is one module and one line there.
+
+A ``Kind``'s contract:
+
+- ``variables(data: bytes) -> list[str]``: check an uploaded file and return the placeholders it uses, sorted.
+  It refuses a file no row could fill (broken, encrypted, macros, too large or too costly) with
+  ``TemplateError`` (or ``TemplateBroken``/``TemplateTooCostly``), whose message tells a person what to do.
+- ``render(version, source, row, *, timeout) -> bytes``: one recipient's PDF. ``source`` is the uploaded file
+  (read once per process, versions never change), ``row`` the recipient's values by variable name, ``timeout``
+  seconds the whole render may take. Raises ``TemplateError`` when the row's values cannot fill the file
+  (the request fails with that message), ``pdf.RenderError`` when the converter fails (``transient=True``:
+  the job retries it). It runs in the render worker, and in the web process for the preview.
+
+No Flask request is used; ``render`` may use the app's storage only through ``source``.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from flask_babel import lazy_gettext as _l
+
+from . import docx_templates
+from .doc_templates import TemplateError, render_html
+from .messages import N_
+from .models import TemplateVersion
+from .pdf import render_pdf
+from .storage import get_storage
+
+#: Largest file any kind may upload; each kind may refuse smaller ones (``docx_templates.MAX_DOCX_BYTES``).
+MAX_SOURCE_BYTES = 20 * 1024 * 1024
+HTML = "html"
+HTML_EXTENSIONS = (".html", ".htm")
+
+
+@dataclass(frozen=True)
+class Kind:
+    #: Stored in ``TemplateVersion.kind``.
+    name: str
+    #: What the template form calls it.
+    label: object
+    #: Upload names this kind takes, lower case with the dot; the first names stored files.
+    extensions: tuple[str, ...]
+    content_type: str
+    variables: Callable[[bytes], list[str]]
+    render: Callable[..., bytes]
+
+
+#: The file kinds, in the order the form offers them (after HTML). ``pdf`` (fillable forms) plugs in here.
+KINDS: dict[str, Kind] = {
+    "docx": Kind(name="docx", label=_l("Word (.docx)"), extensions=(".docx",),
+                 content_type="application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+                 variables=docx_templates.variables, render=docx_templates.render),
+}
+
+#: Extensions refused with their own reason rather than "not a template file".
+_REFUSED_EXTENSIONS = {
+    ".docm": N_("The file is a macro-enabled Word document (.docm); macros are not allowed. "
+                "Save it as a Word Document (.docx) and upload that."),
+    ".dotm": N_("The file is a macro-enabled Word template (.dotm); macros are not allowed. "
+                "Save it as a Word Document (.docx) and upload that."),
+    ".doc": N_("The file is an old Word document (.doc). Save it as a Word Document (.docx) and upload that."),
+}
+
+
+def choices() -> list[tuple[str, object]]:
+    """(kind, label) for the template form: HTML first, then every file kind."""
+    return [(HTML, _l("HTML")), *((k.name, k.label) for k in KINDS.values())]
+
+
+def kind_for_filename(filename: str) -> str:
+    """The kind an uploaded file name says (``html`` for .html); TemplateError for any other file."""
+    lowered = (filename or "").lower().strip()
+    if lowered.endswith(HTML_EXTENSIONS):
+        return HTML
+    for kind in KINDS.values():
+        if lowered.endswith(kind.extensions):
+            return kind.name
+    for extension, reason in _REFUSED_EXTENSIONS.items():
+        if lowered.endswith(extension):
+            raise TemplateError(reason)
+    accepted = ", ".join([*HTML_EXTENSIONS[:1], *(k.extensions[0] for k in KINDS.values())])
+    raise TemplateError(N_("Upload the template as one of: %(accepted)s.", accepted=accepted))
+
+
+def file_kind(kind: str) -> Kind:
+    """The file kind named ``kind``; TemplateError for an unknown one."""
+    if kind not in KINDS:
+        raise TemplateError(N_("Templates of kind %(kind)s are not available on this server.", kind=kind))
+    return KINDS[kind]
+
+
+def check_file(*, kind: str, data: bytes) -> list[str]:
+    """The variables of an uploaded file of ``kind``; TemplateError saying why it is refused."""
+    if len(data) > MAX_SOURCE_BYTES:
+        raise TemplateError(N_("The file has %(size).1f MB; the limit is %(limit)d MB.",
+                               size=len(data) / 1024 / 1024, limit=MAX_SOURCE_BYTES // 1024 // 1024))
+    if not data:
+        raise TemplateError(N_("The uploaded file is empty."))
+    return file_kind(kind).variables(data)
+
+
+def source_key(*, template_id: int, kind: str, data: bytes) -> str:
+    """Where an uploaded file is kept: by content, so a new version with the same file reuses it."""
+    return f"templates/{template_id}/{hashlib.sha256(data).hexdigest()}{file_kind(kind).extensions[0]}"
+
+
+@functools.lru_cache(maxsize=16)
+def _source(key: str) -> bytes:
+    # Keys name immutable content (sha256): a worker reads each file once, not once per recipient.
+    return get_storage().get(key)
+
+
+def render_document(version: TemplateVersion, row: dict, *, timeout: float) -> bytes:
+    """One recipient's PDF from ``version``, whatever its kind (the job and the preview both call this)."""
+    return prepare_document(version, row, timeout=timeout)()
+
+
+def prepare_document(version: TemplateVersion, row: dict, *, timeout: float) -> Callable[[], bytes]:
+    """``render_document`` in two steps: reading the version and the source (and filling in HTML) happen now, in
+    the calling thread (the one that owns the session); the returned conversion may run in another thread."""
+    if version.kind == HTML:
+        return functools.partial(render_pdf, render_html(version.html, row), timeout=timeout)
+    return functools.partial(file_kind(version.kind).render, version, _source(version.source_key), row,
+                             timeout=timeout)

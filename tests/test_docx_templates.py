@@ -1,0 +1,247 @@
+"""Word templates: upload, variables, refusals, the warm LibreOffice, and what each recipient's PDF holds."""
+from __future__ import annotations
+
+import io
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+
+import pytest
+from sqlalchemy import select
+
+from bulksign import docx_templates, libreoffice
+from bulksign.doc_templates import TemplateError, get_version
+from bulksign.extensions import db
+from bulksign.models import Document, DocumentTemplate
+from bulksign.pdf import RenderError
+from bulksign.pipeline import enqueue_renders
+from bulksign.storage import get_storage
+from tests.conftest import NOW, csrf_from
+from tests.support import docx_files
+from tests.support.batches import make_batch, request_ids, requests_of
+
+
+def pdftotext(pdf: bytes) -> str:
+    return subprocess.run(["pdftotext", "-layout", "-", "-"], input=pdf, capture_output=True, check=True).stdout.decode()
+
+
+def test_variables_of_a_word_file_include_split_placeholders_header_and_loops():
+    assert docx_templates.variables(docx_files.contract()) == ["city", "email", "name", "number", "role", "salary"]
+
+
+def test_the_api_takes_a_word_file_and_answers_its_kind_and_variables(client, users):
+    from bulksign.users import create_api_key
+
+    key = create_api_key(db.session, user=users["staff"], name="t", now=NOW).secret
+    db.session.commit()
+    headers = {"Authorization": f"Bearer {key}"}
+    contract = docx_files.contract()
+    created = client.post("/api/v1/templates", headers=headers, content_type="multipart/form-data",
+                          data={"name": "Contract", "file": (io.BytesIO(contract), "contract.docx")})
+    assert created.status_code == 201, created.json
+    assert created.json == {**created.json, "name": "Contract", "version": 1, "kind": "docx",
+                            "variables": ["city", "email", "name", "number", "role", "salary"]}
+    version = get_version(db.session, template_id=created.json["id"])
+    assert version.source_key.endswith(".docx") and get_storage().get(version.source_key) == contract
+    html = client.post("/api/v1/templates", headers=headers, content_type="multipart/form-data",
+                       data={"name": "H", "file": (io.BytesIO(b"<p>{{ a }}</p>"), "t.html")})
+    assert html.status_code == 201 and html.json["kind"] == "html" and html.json["variables"] == ["a"]
+    macro = client.post("/api/v1/templates", headers=headers, content_type="multipart/form-data",
+                        data={"name": "M", "file": (io.BytesIO(docx_files.contract()), "evil.docm")})
+    assert macro.status_code == 422 and "macro" in macro.json["error"]
+
+
+def test_each_recipient_gets_their_own_values_in_their_own_pdf(app, users, run_jobs):
+    batch = make_batch(user=users["staff"], now=NOW, recipients=[("a@example.com", "Анна Иванова"),
+                                                                  ("b@example.com", "Борис Петров")],
+                       html="", kind="docx", file=docx_files.contract())
+    enqueue_renders(request_ids(batch))
+    run_jobs("pdf")
+    texts = {}
+    for request in requests_of(batch):
+        assert request.status == "generated", request.error_message
+        doc = db.session.scalar(select(Document).where(Document.request_id == request.id))
+        texts[request.name] = pdftotext(get_storage().get(doc.storage_key))
+    for name, text in texts.items():
+        other = next(n for n in texts if n != name)
+        assert name in text and other not in text
+        assert "Трудовой договор" in text and "Должность" in text and "Страница 2" in text
+
+
+def _zip_with(parts: dict[str, bytes], base: bytes | None = None) -> bytes:
+    """A copy of ``base`` (a real .docx) with parts added or replaced."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(base or docx_files.simple())) as source, \
+            zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target:
+        for info in source.infolist():
+            if info.filename not in parts:
+                target.writestr(info, source.read(info.filename))
+        for name, data in parts.items():
+            target.writestr(name, data)
+    return out.getvalue()
+
+
+def _with_document_xml(change) -> bytes:
+    with zipfile.ZipFile(io.BytesIO(docx_files.simple())) as source:
+        xml = source.read("word/document.xml").decode()
+    return _zip_with({"word/document.xml": change(xml).encode()})
+
+
+def _field(code: str) -> str:
+    return (f'<w:r><w:fldChar w:fldCharType="begin"/></w:r><w:r><w:instrText xml:space="preserve">{code}'
+            '</w:instrText></w:r><w:r><w:fldChar w:fldCharType="end"/></w:r></w:p>')
+
+
+def _bomb() -> bytes:
+    return _zip_with({"word/media/empty.xml": b"\0" * (150 * 1024 * 1024)})
+
+
+@pytest.mark.parametrize(("make", "words"), [
+    (lambda: _zip_with({"word/vbaProject.bin": b"macro"}), "contains macros"),
+    (lambda: b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 2000, "password-protected"),
+    (lambda: docx_files.simple()[:3000], "broken"),
+    (lambda: b"PK\x03\x04 not really a zip", "broken"),
+    (lambda: b"x" * (docx_templates.MAX_DOCX_BYTES + 1), "the limit is 10 MB"),
+    (_bomb, "unpacks to"),
+    (lambda: _with_document_xml(lambda xml: xml.replace("</w:p>", _field('INCLUDETEXT "/etc/passwd"'), 1)),
+     "loads another file"),
+    (lambda: _with_document_xml(lambda xml: xml.replace("</w:p>", _field("{{ code }}"), 1)),
+     "inside a Word field code"),
+    (lambda: _zip_with({"word/_rels/document.xml.rels": (
+        b'<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+        b'<Relationship Id="rId99" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/image" '
+        b'Target="http://127.0.0.1/secret.png" TargetMode="External"/></Relationships>')}), "links to an outside file"),
+    (lambda: docx_files.simple("{{ name "), "written wrong"),
+    (lambda: docx_files.simple("{{ ''.__class__.__mro__ }}"), "not allowed"),
+    (lambda: docx_files.simple("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}"),
+     "took longer than"),
+])
+def test_a_word_file_that_cannot_be_a_safe_template_is_refused_with_a_clear_message(make, words):
+    with pytest.raises(TemplateError, match=words):
+        docx_templates.variables(make())
+
+
+def test_a_hyperlink_is_fine_and_values_cannot_write_word_xml():
+    assert docx_templates.variables(docx_files.simple("{{ name }} {{ note }}")) == ["name", "note"]
+    filled = docx_templates.fill(docx_files.simple("{{ name }}"), {"name": '</w:t></w:r><w:r><w:t>x & "y" <z>'})
+    with zipfile.ZipFile(io.BytesIO(filled)) as archive:
+        xml = archive.read("word/document.xml").decode()
+    assert "&lt;/w:t&gt;&lt;/w:r&gt;" in xml and "&amp;" in xml and "<w:t>x" not in xml
+
+
+def test_too_many_pages_for_one_recipient_is_refused(monkeypatch):
+    monkeypatch.setattr(docx_templates, "MAX_PAGES", 1)
+    with pytest.raises(TemplateError, match="2 pages for this recipient; the limit is 1"):
+        docx_templates.render(None, docx_files.contract(), {"name": "A"}, timeout=60)
+
+
+def test_signature_marks_a_fixed_size_box_with_the_marker_in_its_top_left_corner():
+    source = docx_files.simple("Signed by {{ name }}: {{ signature }} (date)")
+    assert docx_templates.variables(source) == ["name", "signature"]
+    pdf = docx_templates.render(None, source, {"name": "Anna", "signature": "not a box"}, timeout=60)
+    text = pdftotext(pdf)
+    assert "Signed by Anna:" in text and "(date)" in text and "not a box" not in text
+    words = subprocess.run(["pdftotext", "-bbox", "-", "-"], input=pdf, capture_output=True, check=True).stdout.decode()
+    mark = re.search(rf'xMin="([\d.]+)" yMin="([\d.]+)"[^>]*>{docx_templates.SIGNATURE_MARK}<', words)
+    anna = re.search(r'xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)" yMax="([\d.]+)">Anna:<', words)
+    assert mark and anna
+    # The box stands in the line after "Anna:" and rises 22 mm above the line's foot.
+    x, top = float(mark.group(1)), float(mark.group(2))
+    assert 0 < x - float(anna.group(3)) < 10
+    assert abs(float(anna.group(4)) - top - 22 * 72 / 25.4) < 6
+
+
+def test_the_converter_is_kept_warm_and_replaced_when_it_dies_hangs_or_has_served_enough():
+    converter = libreoffice.Converter(max_documents=2)
+    try:
+        filled = docx_templates.fill(docx_files.simple(), {"name": "Warm"})
+        # A caller that cannot wait for the start (a preview) gets an answer in time; the start goes on.
+        with pytest.raises(RenderError, match="still starting") as starting:
+            converter.convert(filled, timeout=0.01)
+        assert starting.value.transient and converter.pid is not None
+        for _ in range(2):
+            assert "Warm" in pdftotext(converter.convert(filled, timeout=60))
+        assert converter.starts == 1
+        converter.convert(filled, timeout=60)  # the third document: a fresh LibreOffice
+        assert converter.starts == 2
+        os.killpg(converter.pid, signal.SIGKILL)
+        time.sleep(0.2)
+        assert "Warm" in pdftotext(converter.convert(filled, timeout=60))
+        assert converter.starts == 3
+        big = docx_templates.fill(docx_files.simple("{% for i in range(3000) %}Line {{ i }} of many. {% endfor %}"), {})
+        with pytest.raises(RenderError, match="longer than 0.01 s") as hung:
+            converter.convert(big, timeout=0.01)
+        assert hung.value.transient and converter.pid is None
+        assert "Warm" in pdftotext(converter.convert(filled, timeout=60)) and converter.starts == 4
+    finally:
+        converter.stop()
+
+
+def test_staff_upload_a_word_template_in_the_browser_and_preview_it_as_a_pdf(client, auth):
+    auth.login()
+    page = client.get("/templates/new")
+    assert 'value="docx"' in page.get_data(as_text=True)
+    response = client.post("/templates/new", content_type="multipart/form-data", data={
+        "csrf_token": csrf_from(page), "name": "Договор", "kind": "docx",
+        "file": (io.BytesIO(docx_files.contract()), "contract.docx")})
+    assert response.status_code == 302, response.get_data(as_text=True)
+    template_id = db.session.scalar(select(DocumentTemplate.id))
+    detail = client.get(f"/templates/{template_id}").get_data(as_text=True)
+    assert "Word (.docx)" in detail and "city, email, name, number, role, salary" in detail
+    preview = client.get(f"/templates/{template_id}/preview.pdf")
+    assert preview.status_code == 200 and preview.data.startswith(b"%PDF")
+    assert "Jane Example" in pdftotext(preview.data) and "[city]" in pdftotext(preview.data)
+    # A new version with only new mail texts keeps the file; one without any file is refused.
+    edit = client.get(f"/templates/{template_id}/edit")
+    again = client.post(f"/templates/{template_id}/edit", data={"csrf_token": csrf_from(edit), "kind": "docx",
+                                                                 "email_subject": "Подпишите"})
+    assert again.status_code == 302
+    first, second = (get_version(db.session, template_id=template_id, version=n) for n in (1, 2))
+    assert second.source_key == first.source_key and second.email_subject == "Подпишите"
+    new = client.get("/templates/new")
+    missing = client.post("/templates/new", data={"csrf_token": csrf_from(new), "name": "X", "kind": "docx"})
+    assert missing.status_code == 422 and "Upload the template file (.docx)" in missing.get_data(as_text=True)
+    docm = client.post("/templates/new", content_type="multipart/form-data", data={
+        "csrf_token": csrf_from(new), "name": "M", "file": (io.BytesIO(docx_files.simple()), "m.docm")})
+    assert docm.status_code == 422 and "macro" in docm.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("text", ['{{ "<w:r><w:t>x</w:t></w:r>"|safe }}',
+                                  '{% autoescape false %}{{ name }}{% endautoescape %}'])
+def test_a_word_template_cannot_turn_text_into_word_xml(text):
+    with pytest.raises(TemplateError, match="not allowed"):
+        docx_templates.variables(docx_files.simple(text))
+
+
+def test_a_fetching_field_split_over_runs_is_still_refused():
+    split = _field("INCLU").replace("</w:p>", "") + _field('DETEXT "/etc/passwd"')
+    with pytest.raises(TemplateError, match="loads another file"):
+        docx_templates.variables(_with_document_xml(lambda xml: xml.replace("</w:p>", split, 1)))
+
+
+def test_a_killed_worker_leaves_no_libreoffice_behind(tmp_path):
+    script = ("import sys, time; from bulksign import libreoffice; c = libreoffice.converter(); "
+              "c.convert(open(sys.argv[1], 'rb').read(), timeout=120); print(c.pid, flush=True); time.sleep(600)")
+    (tmp_path / "a.docx").write_bytes(docx_files.simple())
+    worker = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "a.docx")], stdout=subprocess.PIPE, text=True)
+    server = int(worker.stdout.readline())
+    office = [int(p) for p in subprocess.run(["pgrep", "-s", str(server)], capture_output=True, text=True).stdout.split()]
+    assert len(office) >= 2  # unoserver and soffice, in their own session
+    worker.kill()
+    worker.wait()
+    deadline = time.monotonic() + 20
+    while any(_alive(p) for p in office) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in office)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
