@@ -101,6 +101,7 @@ def load_config(overrides: dict | None = None) -> dict:
         "RECONCILE_AFTER_SECONDS": _int("RECONCILE_AFTER_SECONDS", 300),
         "LOGIN_RATE_LIMIT": env.get("LOGIN_RATE_LIMIT", "10 per minute"),
         "SIGNING_RATE_LIMIT": env.get("SIGNING_RATE_LIMIT", "60 per minute"),
+        "SIGNING_PAGE_IMAGE_RATE_LIMIT": env.get("SIGNING_PAGE_IMAGE_RATE_LIMIT", "600 per minute"),
         # Reverse proxies in front of the app that append to X-Forwarded-For (0: clients connect directly).
         "PROXY_HOPS": _int("PROXY_HOPS", 0),
         "PASSWORD_HASH_METHOD": env.get("PASSWORD_HASH_METHOD", "scrypt"),

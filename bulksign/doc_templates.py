@@ -24,11 +24,12 @@ from . import access, template_words
 from .logs import log
 from .messages import N_
 from .models import DocumentTemplate, TemplateVersion, User
+from .signature_box import SIGNATURE_VARIABLE, html_mark
 
 logger = logging.getLogger(__name__)
 
 #: Variables every request has whatever the file's columns; not required as columns.
-BUILTIN_VARIABLES = frozenset({"email", "name", "phone"})
+BUILTIN_VARIABLES = frozenset({"email", "name", "phone", SIGNATURE_VARIABLE})
 
 # The default mail texts are message ids: a template that keeps one mails it in its batch's language
 # (``mail_text``). Outside a request N_ renders the English id, which is what a new version stores.
@@ -514,11 +515,12 @@ def create_template(session: Session, *, name: str, html: str, user: User | None
 
 def save_version(session: Session, *, template: DocumentTemplate, html: str, user: User | None, now: datetime,
                  email_subject: str, email_body: str, reminder_subject: str, reminder_body: str,
-                 kind: str = "html", file: bytes | None = None) -> SavedVersion:
+                 kind: str = "html", file: bytes | None = None, pdf_boxes: list[dict] | None = None) -> SavedVersion:
     """Insert the next immutable version of ``template``; Refused(403) for a user who may only use it.
 
     For a file kind (``docx``, ``pdf``) the document is ``file``, checked and kept in storage; without a
-    new file, the version keeps the previous version's file of the same kind (a change of the mail texts)."""
+    new file, the version keeps the previous version's file of the same kind (a change of the mail texts)
+    and, for a PDF, the boxes placed on it. ``pdf_boxes``: a new placement of boxes on the PDF's pages."""
     if user is not None and not access.may_edit_template(session, template=template, user=user):
         raise access.Refused(N_("Only the template's owner, a manager of its team or an admin can change it."), 403)
     mail_texts = ((N_("email subject"), email_subject), (N_("email body"), email_body),
@@ -527,12 +529,13 @@ def save_version(session: Session, *, template: DocumentTemplate, html: str, use
         if len(text) > MAX_MAIL_TEXT_CHARS:
             raise TemplateError(N_("The %(label)s has %(n)s characters; the limit is %(limit)s.", label=label,
                                    n=f"{len(text):,}", limit=f"{MAX_MAIL_TEXT_CHARS:,}"))
-    source_key = None
+    source_key = placed = None
     if kind == "html":
         variables = _html_variables(html)
     else:
         html = ""
-        variables, source_key = _file_variables(session, template=template, kind=kind, file=file)
+        variables, source_key, placed = _file_variables(session, template=template, kind=kind, file=file,
+                                                        pdf_boxes=pdf_boxes)
     for label, text in mail_texts:
         try:
             extract_variables(text)
@@ -542,7 +545,7 @@ def save_version(session: Session, *, template: DocumentTemplate, html: str, use
     template.latest_version += 1
     version = TemplateVersion(
         template_id=template.id, version=template.latest_version, kind=kind, html=html, source_key=source_key,
-        variables=variables,
+        pdf_boxes=placed, variables=variables,
         email_subject=email_subject, email_body=email_body, reminder_subject=reminder_subject,
         reminder_body=reminder_body, created_by_id=user.id if user else None, created_at=now,
     )
@@ -564,11 +567,12 @@ def _html_variables(html: str) -> list[str]:
     return variables
 
 
-def _file_variables(session: Session, *, template: DocumentTemplate, kind: str,
-                    file: bytes | None) -> tuple[list[str], str]:
-    """The variables and storage key of a file kind's version: the new file, or the previous version's."""
+def _file_variables(session: Session, *, template: DocumentTemplate, kind: str, file: bytes | None,
+                    pdf_boxes: list[dict] | None) -> tuple[list[str], str, list[dict] | None]:
+    """The variables, storage key and placed boxes of a file kind's version: the new file (no boxes yet), or the
+    previous version's file and boxes; ``pdf_boxes`` replaces the boxes."""
     # Imported here: the kinds' modules build on this one (its sandbox and errors).
-    from . import template_kinds
+    from . import pdf_forms, template_kinds
     from .storage import get_storage
 
     if file is None:
@@ -576,11 +580,17 @@ def _file_variables(session: Session, *, template: DocumentTemplate, kind: str,
         if previous is None or previous.kind != kind:
             raise TemplateError(N_("Upload the template file (%(extension)s).",
                                    extension=template_kinds.file_kind(kind).extensions[0]))
-        return list(previous.variables), previous.source_key
-    variables = template_kinds.check_file(kind=kind, data=file)
-    key = template_kinds.source_key(template_id=template.id, kind=kind, data=file)
-    get_storage().put(key, file, content_type=template_kinds.file_kind(kind).content_type)
-    return variables, key
+        variables, key, placed = list(previous.variables), previous.source_key, previous.pdf_boxes
+    else:
+        variables = template_kinds.check_file(kind=kind, data=file)
+        key = template_kinds.source_key(template_id=template.id, kind=kind, data=file)
+        get_storage().put(key, file, content_type=template_kinds.file_kind(kind).content_type)
+        placed = None
+    if pdf_boxes is not None:
+        if kind != "pdf":
+            raise TemplateError(N_("Boxes can only be placed on a PDF template."))
+        variables, placed = pdf_forms.place(file if file is not None else get_storage().get(key), pdf_boxes)
+    return variables, key, placed
 
 
 def list_templates(session: Session, *, user: User, include_archived: bool = False) -> list[DocumentTemplate]:
@@ -604,7 +614,8 @@ def get_version(session: Session, *, template_id: int, version: int | None = Non
 
 def sample_row(variables: list[str]) -> dict[str, str]:
     """Values that show where each variable lands, for the preview."""
-    known = {"name": "Jane Example", "email": "jane@example.com", "phone": "+1 555 0100"}
+    known = {"name": "Jane Example", "email": "jane@example.com", "phone": "+1 555 0100",
+             SIGNATURE_VARIABLE: html_mark()}
     return {var: known.get(var, f"[{var}]") for var in variables}
 
 

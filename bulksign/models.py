@@ -165,6 +165,9 @@ class TemplateVersion(db.Model):
     source_key: Mapped[str | None] = mapped_column(db.String(500))
     #: Variable names the document uses, extracted at save time.
     variables: Mapped[list] = mapped_column(JSON, default=list)
+    #: PDF templates: boxes staff placed on the pages (``pdf_forms.FieldBox.to_json()`` each: column, page, place in
+    #: points, font size), filled like form fields; None for other kinds and for PDFs filled by their own fields.
+    pdf_boxes: Mapped[list | None] = mapped_column(JSON)
     #: Invitation and reminder mail, as templates too.
     email_subject: Mapped[str] = mapped_column(db.Text, default="")
     email_body: Mapped[str] = mapped_column(db.Text, default="")
@@ -347,6 +350,9 @@ class Document(db.Model):
     content_type: Mapped[str] = mapped_column(db.String(100), default="application/pdf")
     #: sha256 of the certificate that sealed a signed document (``seal_certificates``); None otherwise.
     seal_fingerprint: Mapped[str | None] = mapped_column(db.String(64))
+    #: Where an original's signature goes, ``SignatureBox.to_json()`` (page, x, y, w, h in points); None: the
+    #: document marks no place, sealing appends a signature page.
+    signature_box: Mapped[dict | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

@@ -24,6 +24,7 @@ from typing import NamedTuple
 from email_validator import EmailNotValidError, validate_email
 
 from .messages import N_
+from .signature_box import SIGNATURE_VARIABLE
 from .spreadsheets import formula_safe
 from .storage import Storage, StorageError
 
@@ -588,7 +589,8 @@ def _match_header(header_row: int, cells: list[str], variables: Iterable[str]) -
         header.pop()
     if len(header) > MAX_COLUMNS:
         raise UploadError(N_("The file has %(n)s columns; the limit is %(limit)s.", n=len(header), limit=MAX_COLUMNS))
-    wanted = {_normalise_header(v): v for v in variables}
+    # ``{{ signature }}`` is the signature's place in the document, never a column.
+    wanted = {_normalise_header(v): v for v in variables if v != SIGNATURE_VARIABLE}
     for builtin in BUILTIN_COLUMNS:
         wanted.setdefault(builtin, builtin)
     used, errors, warnings, seen = [], [], [], {}
@@ -608,7 +610,7 @@ def _match_header(header_row: int, cells: list[str], variables: Iterable[str]) -
             used.append((index, wanted[key], title))
         else:
             warnings.append(N_("The column \"%(column)s\" is not used by the template; it is ignored.", column=title))
-    required = {_normalise_header(v) for v in variables} - {"name", "phone"} | {"email"}
+    required = {_normalise_header(v) for v in variables if v != SIGNATURE_VARIABLE} - {"name", "phone"} | {"email"}
     missing = sorted(wanted[k] for k in required if k not in seen)
     for name in missing:
         message = (N_("The column \"email\" is missing: every recipient needs an email address.") if name == "email"

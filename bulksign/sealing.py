@@ -34,6 +34,7 @@ from .localtime import zone_of
 from .logs import log
 from .messages import N_
 from .models import Batch, Document, Event, SealCertificate, SigningRequest
+from .signature_box import SignatureBox
 from .states import Status
 
 logger = logging.getLogger(__name__)
@@ -304,36 +305,76 @@ def _fit(text: str, font: str, size: float, width: float) -> str:
     return text + "…"
 
 
-def signature_block(*, width: float, height: float, origin: tuple[float, float], signer_name: str,
-                    signed_at: datetime, signer_ip: str, image_png: bytes | None, zone: str = "UTC") -> bytes:
-    """A one-page PDF, the size of the target page, with the signature block in its bottom-right margin."""
+def _draw_block(c, *, x: float, y: float, w: float, h: float, signer_name: str, signed_at: datetime,
+                signer_ip: str, image_png: bytes | None, zone: str) -> None:
+    """The drawn signature and its four lines, laid out inside the box (x, y, w, h) whatever its shape."""
     from reportlab.lib.units import mm
     from reportlab.lib.utils import ImageReader
+    from reportlab.pdfbase.pdfmetrics import stringWidth
+
+    pad = min(2 * mm, h * 0.08, w * 0.04)
+    x, y, w, h = x + pad, y + pad, w - 2 * pad, h - 2 * pad
+    text_x, text_w, text_h = x, w, h
+    if image_png:
+        image = ImageReader(BytesIO(image_png))
+        if w >= 2.2 * h:  # wide: the drawing on the left, the lines beside it
+            img_w = min(w * 0.38, h * 2.5)
+            c.drawImage(image, x, y, img_w, h, preserveAspectRatio=True, anchor="c", mask="auto")
+            text_x, text_w = x + img_w + pad, w - img_w - pad
+        else:  # tall or square: the drawing above, the lines below
+            text_h = h * 0.5
+            c.drawImage(image, x, y + text_h, w, h - text_h, preserveAspectRatio=True, anchor="c", mask="auto")
+    rows = [("DejaVuSans-Bold", str(N_("Signed electronically"))), ("DejaVuSans", signer_name),
+            ("DejaVuSans", _local(signed_at, zone, short=True)), ("DejaVuSans", str(N_("IP %(ip)s", ip=signer_ip)))]
+    # As large as the box allows up to 8 pt; below 4.5 pt a long name is cut (…) rather than made unreadable.
+    widest = max(stringWidth(text, font, 1) for font, text in rows[:1] + rows[2:]) or 1
+    size = max(4.5, min(8.0, text_h / (len(rows) * 1.3), text_w / widest))
+    leading = size * 1.3
+    top = y + text_h - (text_h - leading * len(rows)) / 2  # the lines centred in their part of the box
+    c.setFillColorRGB(0.1, 0.14, 0.19)
+    for i, (font, text) in enumerate(rows):
+        c.setFont(font, size)
+        c.drawString(text_x, top - size - i * leading, _fit(text, font, size, text_w))
+
+
+def signature_stamp(*, width: float, height: float, box: SignatureBox, signer_name: str, signed_at: datetime,
+                    signer_ip: str, image_png: bytes | None, zone: str = "UTC") -> bytes:
+    """A one-page overlay the size of the target page with the block inside ``box`` (user-space points)."""
     from reportlab.pdfgen import canvas
 
     _register_fonts()
     buf = BytesIO()
     c = canvas.Canvas(buf, pagesize=(width, height))
-    c.translate(*origin)
-    # Inside the 20 mm bottom margin the renderer leaves, so the block does not cover the text.
-    box_w, box_h = min(95 * mm, width - 20 * mm), 17 * mm
-    x, y = width - box_w - 10 * mm, 2 * mm
+    # The document draws the box's frame (``{{ signature }}``) or staff chose a bare place: no frame of ours.
+    _draw_block(c, x=box.x, y=box.y, w=box.w, h=box.h, signer_name=signer_name, signed_at=signed_at,
+                signer_ip=signer_ip, image_png=image_png, zone=zone)
+    c.showPage()
+    c.save()
+    return buf.getvalue()
+
+
+def signature_page(record: AuditRecord, *, width: float, height: float, image_png: bytes | None) -> bytes:
+    """The page appended when the document marks no place for the signature: nothing of it is covered."""
+    from reportlab.lib.units import mm
+    from reportlab.pdfgen import canvas
+
+    _register_fonts()
+    buf = BytesIO()
+    c = canvas.Canvas(buf, pagesize=(width, height))
+    left, top = 20 * mm, height - 20 * mm
+    c.setFillColorRGB(0.1, 0.14, 0.19)
+    c.setFont("DejaVuSans-Bold", 15)
+    c.drawString(left, top - 15, str(N_("Signature")))
+    c.setFont("DejaVuSans", 9)
+    c.drawString(left, top - 32, _fit(str(N_("Document: %(name)s", name=record.document_name)), "DejaVuSans", 9,
+                                      width - 2 * left))
+    box_w, box_h = min(95 * mm, width - 2 * left), 30 * mm
+    box_y = top - 44 - box_h
     c.setStrokeColorRGB(0.14, 0.34, 0.85)
     c.setLineWidth(0.6)
-    c.roundRect(x, y, box_w, box_h, 2 * mm)
-    text_x = x + 3 * mm
-    if image_png:
-        img_w, img_h = 32 * mm, box_h - 3 * mm
-        c.drawImage(ImageReader(BytesIO(image_png)), x + 2 * mm, y + 1.5 * mm, img_w, img_h,
-                    preserveAspectRatio=True, anchor="c", mask="auto")
-        text_x = x + img_w + 4 * mm
-    text_w = x + box_w - text_x - 2 * mm
-    rows = [("DejaVuSans-Bold", str(N_("Signed electronically"))), ("DejaVuSans", signer_name),
-            ("DejaVuSans", _local(signed_at, zone, short=True)), ("DejaVuSans", str(N_("IP %(ip)s", ip=signer_ip)))]
-    c.setFillColorRGB(0.1, 0.14, 0.19)
-    for i, (font, text) in enumerate(rows):
-        c.setFont(font, 7)
-        c.drawString(text_x, y + box_h - 4.5 * mm - i * 3.4 * mm, _fit(text, font, 7, text_w))
+    c.roundRect(left, box_y, box_w, box_h, 2 * mm)
+    _draw_block(c, x=left, y=box_y, w=box_w, h=box_h, signer_name=record.signer_name, signed_at=record.signed_at,
+                signer_ip=record.signer_ip, image_png=image_png, zone=record.timezone)
     c.showPage()
     c.save()
     return buf.getvalue()
@@ -391,23 +432,27 @@ def audit_certificate(record: AuditRecord) -> bytes:
     return buf.getvalue()
 
 
-def build_signed_pdf(original: bytes, record: AuditRecord, *, image_png: bytes | None) -> bytes:
-    """Original pages, the signature block stamped on the last page, and the audit certificate appended.
+def build_signed_pdf(original: bytes, record: AuditRecord, *, image_png: bytes | None,
+                     box: SignatureBox | None = None) -> bytes:
+    """Original pages with the signature block in ``box`` (or on an appended signature page), then the audit certificate.
 
     Both speak the recipient's language and give times in the batch's time zone.
     """
     from pypdf import PdfReader, PdfWriter
 
     writer = PdfWriter(clone_from=PdfReader(BytesIO(original)))
-    last = writer.pages[-1]
-    box = last.mediabox
     with _in_language(record.language):
-        stamp = signature_block(width=float(box.width), height=float(box.height),
-                                origin=(float(box.left), float(box.bottom)), signer_name=record.signer_name,
-                                signed_at=record.signed_at, signer_ip=record.signer_ip, image_png=image_png,
-                                zone=record.timezone)
+        if box is not None and 0 <= box.page < len(writer.pages):
+            page = writer.pages[box.page]
+            stamp = signature_stamp(width=float(page.mediabox.right), height=float(page.mediabox.top), box=box,
+                                    signer_name=record.signer_name, signed_at=record.signed_at,
+                                    signer_ip=record.signer_ip, image_png=image_png, zone=record.timezone)
+            page.merge_page(PdfReader(BytesIO(stamp)).pages[0])
+        else:
+            last = writer.pages[-1].mediabox
+            writer.add_page(PdfReader(BytesIO(signature_page(record, width=float(last.width),
+                                                             height=float(last.height), image_png=image_png))).pages[0])
         certificate = audit_certificate(record)
-    last.merge_page(PdfReader(BytesIO(stamp)).pages[0])
     for page in PdfReader(BytesIO(certificate)).pages:
         writer.add_page(page)
     writer.add_metadata({"/Producer": "Bulksign"})
@@ -643,7 +688,8 @@ def seal_request(session: Session, *, request_id: int, now: datetime, storage, k
         return SealOutcome(status="no_original", request_id=request_id)
     data = storage.get(original.storage_key)
     record = audit_record(session, request, original)
-    sealed = apply_seal(build_signed_pdf(data, record, image_png=request.signature_image), key, tsa=tsa)
+    sealed = apply_seal(build_signed_pdf(data, record, image_png=request.signature_image,
+                                         box=SignatureBox.from_json(original.signature_box)), key, tsa=tsa)
     storage_key = signed_storage_key(request)
     storage.put(storage_key, sealed, content_type="application/pdf")
     digest = hashlib.sha256(sealed).hexdigest()

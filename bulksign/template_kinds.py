@@ -26,11 +26,12 @@ from dataclasses import dataclass
 
 from flask_babel import lazy_gettext as _l
 
-from . import docx_templates
+from . import docx_templates, pdf_forms
 from .doc_templates import TemplateError, render_html
 from .messages import N_
 from .models import TemplateVersion
 from .pdf import render_pdf
+from .signature_box import SIGNATURE_VARIABLE, SignatureBox, find_signature_box
 from .storage import get_storage
 
 #: Largest file any kind may upload; each kind may refuse smaller ones (``docx_templates.MAX_DOCX_BYTES``).
@@ -52,11 +53,13 @@ class Kind:
     render: Callable[..., bytes]
 
 
-#: The file kinds, in the order the form offers them (after HTML). ``pdf`` (fillable forms) plugs in here.
+#: The file kinds, in the order the form offers them (after HTML).
 KINDS: dict[str, Kind] = {
     "docx": Kind(name="docx", label=_l("Word (.docx)"), extensions=(".docx",),
                  content_type="application/vnd.openxmlformats-officedocument.wordprocessingml.document",
                  variables=docx_templates.variables, render=docx_templates.render),
+    "pdf": Kind(name="pdf", label=_l("PDF"), extensions=(".pdf",), content_type="application/pdf",
+                variables=pdf_forms.variables, render=pdf_forms.render),
 }
 
 #: Extensions refused with their own reason rather than "not a template file".
@@ -129,3 +132,14 @@ def prepare_document(version: TemplateVersion, row: dict, *, timeout: float) -> 
         return functools.partial(render_pdf, render_html(version.html, row), timeout=timeout)
     return functools.partial(file_kind(version.kind).render, version, _source(version.source_key), row,
                              timeout=timeout)
+
+
+def signature_box(version: TemplateVersion, pdf: bytes) -> SignatureBox | None:
+    """Where the signature goes in ``pdf``, rendered from ``version``: the field or box a PDF template names
+    ``signature``, else the mark ``{{ signature }}`` printed (read back with pdftotext, ~10 ms, so only when the
+    template uses it); None: sealing appends a signature page. Raises ``poppler.PopplerError``."""
+    if version.kind == "pdf":
+        return pdf_forms.signature_box(_source(version.source_key), placed=pdf_forms.placed_boxes(version))
+    if SIGNATURE_VARIABLE in (version.variables or ()):
+        return find_signature_box(pdf)
+    return None

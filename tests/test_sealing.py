@@ -1,4 +1,4 @@
-"""The signed record: stamped last page, audit certificate, PAdES seal (pyHanko and pdfsig), mail, key handling."""
+"""The signed record: signature block, audit certificate, PAdES seal (pyHanko and pdfsig), mail, key handling."""
 from __future__ import annotations
 
 import hashlib
@@ -50,15 +50,18 @@ def test_the_seal_job_stores_a_signed_pdf_beside_the_original(app, users, run_jo
     assert doc.sha256 == hashlib.sha256(data).hexdigest() and doc.size == len(data)
     assert get_storage().get(f"batches/{r.batch_id}/requests/{r.id}/original.pdf") == r.original
     reader = PdfReader(io.BytesIO(data))
-    assert len(reader.pages) == len(PdfReader(io.BytesIO(r.original)).pages) + 1
+    # The document marks no place for the signature: a signature page, then the audit certificate.
+    assert len(reader.pages) == len(PdfReader(io.BytesIO(r.original)).pages) + 2
 
 
-def test_the_last_page_carries_the_signature_block_and_the_audit_page_every_event(app, users, run_jobs):
+def test_an_unmarked_document_gets_a_signature_page_and_the_audit_page_every_event(app, users, run_jobs):
     r = signed_request(owner=users["staff"])
     run_jobs("pdf")
     reader = PdfReader(io.BytesIO(get_storage().get(signed_document(r.id).storage_key)))
+    assert reader.pages[0].extract_text() == PdfReader(io.BytesIO(r.original)).pages[0].extract_text()
     block = " ".join(reader.pages[-2].extract_text().split())
-    for line in ("Signed electronically", "Иван Петров", "2026-11-02 09:12:00 UTC", "IP 203.0.113.5", "Договор 7"):
+    for line in ("Signature", "Document: Employment contract", "Signed electronically", "Иван Петров",
+                 "2026-11-02 09:12:00 UTC", "IP 203.0.113.5"):
         assert line in block
     assert reader.pages[-2]["/Resources"]["/XObject"], "the drawn signature is on the page"
     audit = " ".join(reader.pages[-1].extract_text().split())

@@ -24,7 +24,7 @@ EXPECTED_PUBLIC = {
     "health.readyz",  # readiness probe: ok, or which dependency is not ready (scheduler, workers, services)
     "main.favicon",  # a redirect to the static icon, which browsers ask for before any login
     "metrics.metrics",  # its own rule: a bearer METRICS_TOKEN, or loopback when none is set
-    "signing.page", "signing.document", "signing.signed_copy", "signing.sign_document",
+    "signing.page", "signing.document", "signing.page_image", "signing.signed_copy", "signing.sign_document",
     "signing.decline_document",  # the token in the URL is the credential
     "tracking.pixel",  # HMAC of the request id; always a GIF
     "verify.verify",  # anyone may check a document
@@ -223,6 +223,16 @@ def test_login_signing_and_verify_are_rate_limited_with_a_friendly_page(make_app
     verify = client.get("/verify")
     assert verify.status_code == 429 and b"Too many" in verify.data and b"Traceback" not in verify.data
     assert client.post(f"/sign/{'g' * 43}/sign", data={"name": "x", "csrf_token": token}).status_code == 429
+
+
+def test_page_images_have_their_own_budget_and_stop_a_guesser_too(make_app, users):
+    app = make_app(SIGNING_RATE_LIMIT="2 per minute", SIGNING_PAGE_IMAGE_RATE_LIMIT="3 per minute")
+    client = app.test_client()
+    images = [client.get(f"/sign/{'g' * 43}/pages/{number}") for number in range(1, 5)]
+    assert [r.status_code for r in images] == [404, 404, 404, 429]
+    assert b"Too many requests from your network" in images[-1].data
+    # A page view fetches every page's image: they do not spend the page's own budget.
+    assert client.get(f"/sign/{'g' * 43}").status_code == 404
 
 
 # --- XSS: what staff and recipients typed is text on every page, mail and PDF ---------------------
@@ -508,7 +518,8 @@ def test_download_routes_refuse_traversal_in_their_path(app, client, auth):
         for path in (f"/batches/uploads/{attack}/errors.csv", f"/admin/mailbox/{attack}", f"/admin/mailbox/{attack}.eml",
                      f"/static/{attack}", "/static/..%2f..%2fbulksign%2fconfig.py", f"/admin/rq/static/{attack}",
                      "/static/../bulksign/config.py", "/admin/rq/static/..%2f..%2fweb.py",
-                     f"/sign/{attack}", f"/sign/{attack}/document", f"/sign/{attack}/signed", f"/t/{attack}"):
+                     f"/sign/{attack}", f"/sign/{attack}/document", f"/sign/{attack}/signed",
+                     f"/sign/{attack}/pages/1", f"/t/{attack}"):
             response = client.get(path, follow_redirects=True)  # werkzeug merges "//" with a 308
             if path.startswith("/t/"):  # the pixel answers a GIF whatever it is given
                 assert response.mimetype == "image/gif"
@@ -531,6 +542,8 @@ def test_documents_and_exports_with_a_forged_storage_key_serve_nothing(app, clie
         db.session.commit()
         original = client.get(f"/sign/{sent.token}/document")
         assert original.status_code == 503 and "root:x:" not in original.get_data(as_text=True), key
+        image = client.get(f"/sign/{sent.token}/pages/1")
+        assert image.status_code == 503 and "root:x:" not in image.get_data(as_text=True), key
         _assert_nothing_leaked(client.get(f"/batches/{sent.batch_id}/exports/{export.id}/download"), key)
 
 

@@ -87,7 +87,9 @@ def test_the_page_shows_the_document_sender_and_deadline(client, sent):
     assert "Employment contract" in html and "staff@example.com" in html and "Иван Петров" in html
     deadline = fresh(sent.id).expires_at
     assert f"{deadline.day} {deadline:%B %Y, %H:%M} (UTC)" in html  # in the batch's time zone
-    assert f'src="/sign/{sent.token}/document"' in html and f"/sign/{sent.token}/document?download=1" in html
+    # The pages as images (no PDF frame: phones show none), the text beside them, and the PDF to download.
+    assert f'src="/sign/{sent.token}/pages/1"' in html and 'alt="Page 1 of 1"' in html and "<iframe" not in html
+    assert "Между ООО «Ромашка» и Иван Петров." in html and f"/sign/{sent.token}/document?download=1" in html
     assert 'value="Иван Петров"' in html and 'name="consent"' in html and "I agree to sign electronically" in html
     assert fresh(sent.id).status == "opened"
     document = client.get(f"/sign/{sent.token}/document")
@@ -309,7 +311,7 @@ def _assert_recipient_headers(response, *, framable=False):
         assert "frame-ancestors 'self'" in csp and h["X-Frame-Options"] == "SAMEORIGIN"
     else:
         assert "frame-ancestors 'none'" in csp and h["X-Frame-Options"] == "DENY"
-        assert "script-src 'self'" in csp and "frame-src 'self'" in csp
+        assert "script-src 'self'" in csp and "frame-src" not in csp  # no frames: default-src 'none' forbids them
 
 
 def test_every_recipient_response_carries_the_security_headers(client, sent):

@@ -31,9 +31,11 @@ from ..logs import log
 from ..models import Document, SigningRequest, utcnow
 from ..pdf import RenderError
 from ..pipeline import RENDER, enqueue_sends, hand_back, pulse, release
+from ..poppler import PopplerError
+from ..signature_box import SIGNATURE_VARIABLE, SignatureBox, html_mark
 from ..states import Status, transition
 from ..storage import StorageError, get_storage
-from ..template_kinds import prepare_document
+from ..template_kinds import prepare_document, signature_box
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +50,8 @@ def original_key(request: SigningRequest) -> str:
 
 def document_context(request: SigningRequest) -> dict:
     """The variables a document sees: the row's columns, then the built-in ones."""
-    return {**(request.data or {}), "email": request.email, "name": request.name, "phone": request.phone or ""}
+    return {**(request.data or {}), "email": request.email, "name": request.name, "phone": request.phone or "",
+            SIGNATURE_VARIABLE: html_mark()}
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ class Rendered:
     batch_id: int
     key: str
     data: bytes
+    #: Where the document marks the signature; None: sealing appends a signature page.
+    signature_box: SignatureBox | None = None
 
 
 @dataclass(frozen=True)
@@ -162,14 +167,18 @@ def _timed(convert: Callable[[], bytes]) -> tuple[bytes, float]:
 
 
 def _store(document: InFlight) -> Rendered:
-    """Wait for the document's PDF, store it; raises what rendering or storing raised."""
+    """Wait for the document's PDF, find its signature box, store it; raises what any of that raised."""
     data, seconds = document.result.result()
     with telemetry.record(get_redis()) as figures:
         figures.observe(telemetry.PDF_RENDER, (), seconds)
     request = document.request
+    try:
+        box = signature_box(request.batch.template_version, data)
+    except PopplerError as exc:
+        raise RenderError("The rendered document could not be read back.", transient=True, detail=str(exc)) from None
     key = original_key(request)
     get_storage().put(key, data, content_type="application/pdf")
-    return Rendered(request.id, request.batch_id, key, data)
+    return Rendered(request.id, request.batch_id, key, data, box)
 
 
 def _settle(*, rendered: list[Rendered], failed: list[Problem], retry: list[Problem], untried: list[int],
@@ -185,7 +194,8 @@ def _settle(*, rendered: list[Rendered], failed: list[Problem], retry: list[Prob
     won = set(transition(session, [r.request_id for r in rendered], frm=Status.GENERATING, to=Status.GENERATED,
                          now=now, attempts=0, error_message=None).won)
     session.add_all([Document(request_id=r.request_id, kind="original", storage_key=r.key,
-                              sha256=hashlib.sha256(r.data).hexdigest(), size=len(r.data), created_at=now)
+                              sha256=hashlib.sha256(r.data).hexdigest(), size=len(r.data), created_at=now,
+                              signature_box=r.signature_box.to_json() if r.signature_box else None)
                      for r in rendered if r.request_id in won])
     # The invitation rows are written in the same transaction: a generated request always has one.
     invitations = queue_invitations(session, request_ids=sorted(won), now=now, app=app)

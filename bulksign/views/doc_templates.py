@@ -1,6 +1,7 @@
 """Staff pages for document templates: list, create, edit (a new version each save), details, PDF preview."""
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -8,11 +9,11 @@ from flask import Blueprint, Response, abort, current_app, flash, redirect, rend
 from flask_babel import gettext as _
 from flask_login import current_user
 
-from .. import access, doc_templates as dt, template_kinds
+from .. import access, doc_templates as dt, pdf_forms, pdf_pages, template_kinds
 from ..extensions import db
 from ..models import DocumentTemplate, utcnow
 from ..pdf import RenderError
-from ..storage import StorageError
+from ..storage import StorageError, get_storage
 
 bp = Blueprint("doc_templates", __name__, url_prefix="/templates")
 
@@ -139,3 +140,64 @@ def preview_pdf(template_id: int):
     return Response(pdf, mimetype="application/pdf", headers={
         "Content-Disposition": f'inline; filename="template-{template.id}-v{version.version}-preview.pdf"',
         "Cache-Control": "private, no-store"})
+
+
+def _pdf_version(template: DocumentTemplate):
+    """The version asked for (``?version=``, default the newest), which must be a PDF template's."""
+    version = dt.get_version(db.session, template_id=template.id, version=request.args.get("version", type=int))
+    if version is None or version.kind != "pdf":
+        abort(404)
+    return version
+
+
+@bp.get("/<int:template_id>/pages/<int:page>.png")
+def page_image(template_id: int, page: int):
+    """One page of a PDF template as an image (drawn once, kept in storage), for the placement editor."""
+    version = _pdf_version(_template_or_404(template_id))
+    if not 1 <= page <= pdf_forms.MAX_PAGES:
+        abort(404)
+    try:
+        png = pdf_pages.page_png(get_storage(), pdf_key=version.source_key, page=page - 1,
+                                 width=request.args.get("w", pdf_pages.WIDTHS[0], type=int))
+    except pdf_pages.PageImageError as exc:
+        abort(404, str(exc.message))
+    return Response(png, mimetype="image/png")
+
+
+@bp.route("/<int:template_id>/place", methods=["GET", "POST"])
+def place(template_id: int):
+    """Place boxes on a PDF template's pages (drag a box, bind it to a column): saved as a new version."""
+    template = access.template_for_edit(db.session, template_id=template_id, user=current_user)
+    version = dt.get_version(db.session, template_id=template.id)
+    if version is None or version.kind != "pdf":
+        abort(404)
+    error, boxes = None, version.pdf_boxes or []
+    if request.method == "POST":
+        try:
+            boxes = json.loads(request.form.get("boxes") or "[]")
+            if not isinstance(boxes, list) or not all(isinstance(b, dict) for b in boxes):
+                raise ValueError
+        except ValueError:
+            boxes, error = [], dt.TemplateError(_("The boxes could not be read; place them again."))
+        if error is None:
+            try:
+                saved = dt.save_version(db.session, template=template, html="", kind="pdf", file=None,
+                                        pdf_boxes=boxes, user=current_user, now=utcnow(),
+                                        **{f: getattr(version, f) for f in MAIL_FIELDS})
+                db.session.commit()
+            except dt.TemplateError as exc:
+                db.session.rollback()
+                error = exc
+            else:
+                flash(_("Saved as version %(n)s. Batches already created keep the version they used.",
+                        n=saved.version.version), "success")
+                return redirect(url_for(".detail", template_id=template.id))
+    try:
+        form = pdf_forms.read_form(get_storage().get(version.source_key))
+    except (dt.TemplateError, StorageError) as exc:
+        abort(422, str(getattr(exc, "message", exc)))
+    fields = [{"name": f.name, "page": f.page, "x": f.x, "y": f.y, "w": f.w, "h": f.h} for f in form.fields]
+    suggestions = sorted({*version.variables, *dt.BUILTIN_VARIABLES, pdf_forms.SIGNATURE_VARIABLE})
+    return render_template("doc_templates/place.html", template=template, version=version, form=form,
+                           fields=fields, boxes=boxes, suggestions=suggestions, error=error,
+                           widths=pdf_pages.WIDTHS), 422 if error else 200

@@ -15,11 +15,13 @@ from flask_babel import gettext as _
 from flask_wtf.csrf import CSRFError
 
 from ..auth import public
+from ..document_pages import DocumentPages, document_pages, page_image as stored_page_image
 from .brand import logo_origin
-from ..extensions import db, limiter
+from ..extensions import db, get_redis, limiter
 from ..links import find_by_token
 from ..logs import log
 from ..models import SigningRequest, utcnow
+from ..poppler import PopplerError
 from ..sealing import latest_document, seal_status, signed_filename
 from ..signing import (MAX_SIGNATURE_BYTES, contact_of, deadline_of, decline, open_request, page_state,
                        sign)
@@ -46,10 +48,14 @@ def client_ip() -> str:
 #: One budget per visitor IP for every recipient-facing page (signing and /verify).
 recipient_limit = limiter.shared_limit(lambda: current_app.config["SIGNING_RATE_LIMIT"], scope="recipient-pages",
                                        key_func=client_ip)
+#: The page images of a document: one page view fetches one per page (a 40-page contract, 40 at once), so they
+#: have their own, larger budget; each still needs the token, and a guess costs as much as a page view.
+page_image_limit = limiter.shared_limit(lambda: current_app.config["SIGNING_PAGE_IMAGE_RATE_LIMIT"],
+                                        scope="recipient-page-images", key_func=client_ip)
 
-#: Recipient pages: our own files only, no inline script, never framed by anyone.
+#: Recipient pages: our own files only, no inline script, no frames, never framed by anyone.
 PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-            "frame-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+            "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 
 
 def page_csp() -> str:
@@ -58,7 +64,7 @@ def page_csp() -> str:
     return PAGE_CSP.replace("img-src 'self' data:;", f"img-src 'self' data: {origin};") if origin else PAGE_CSP
 
 
-#: The PDF itself: shown in our own page's iframe only.
+#: The PDF itself, opened or downloaded: browsers' PDF viewers are frames of our origin.
 DOCUMENT_CSP = "default-src 'none'; frame-ancestors 'self'"
 SIGNATURE_PREFIX = "data:image/png;base64,"
 STATUS_CODES = {"unknown": 404, "expired": 410, "cancelled": 410, "unavailable": 404}
@@ -82,8 +88,22 @@ def _render(row: SigningRequest | None, token: str, *, state: str, error: str | 
         document_name=(template.name if template else batch.name) if batch is not None else "",
         contact=contact_of(batch) if batch is not None else None,
         deadline=deadline_of(row) if row is not None else None, signed_document=signed_document,
+        pages=_pages(row) if state == "waiting" else None,
     )
     return html, status or (422 if error else STATUS_CODES.get(state, 200))
+
+
+def _pages(row: SigningRequest) -> DocumentPages | None:
+    """The original's pages and text for the page; None when they cannot be read (Download still works)."""
+    original = latest_document(db.session, row.id, "original")
+    if original is None:
+        return None
+    try:
+        return document_pages(storage=get_storage(), document=original)
+    except (StorageError, PopplerError) as exc:
+        log(logger, logging.ERROR, "document pages unavailable", request_id=row.id, document_id=original.id,
+            error=str(exc))
+        return None
 
 
 def _client() -> dict:
@@ -100,11 +120,11 @@ def _by_token(view):
     """Look the token up first: an unknown token gets the same "not valid" page on every route."""
 
     @wraps(view)
-    def wrapped(token: str):
+    def wrapped(token: str, **kwargs):
         row = _find(token)
         if row is None:
             return _render(None, token, state="unknown")
-        return view(token, row)
+        return view(token, row, **kwargs)
 
     return wrapped
 
@@ -191,6 +211,27 @@ def document(token: str, row: SigningRequest):
     if state not in ("waiting", "signed"):
         return _render(row, token, state=state, status=410)
     return _send_pdf(row, token, kind="original", filename=f"document-{row.id}.pdf")
+
+
+@bp.get("/<token>/pages/<int:number>")
+@public
+@page_image_limit
+@_by_token
+def page_image(token: str, row: SigningRequest, number: int):
+    """One page of the document as an image, for the page's document view (phones show no PDF in a frame)."""
+    state = page_state(row, now=utcnow())
+    if state not in ("waiting", "signed"):
+        return _render(row, token, state=state, status=410)
+    original = latest_document(db.session, row.id, "original")
+    try:
+        data = stored_page_image(storage=get_storage(), redis=get_redis(), document=original,
+                                 number=number) if original is not None else None
+    except (StorageError, PopplerError) as exc:
+        log(logger, logging.ERROR, "page image unavailable", request_id=row.id, page=number, error=str(exc))
+        return _again(row, token, status=503, error=_("The document cannot be shown right now. Please try again later."))
+    if data is None:
+        return _render(row, token, state=state, status=404)
+    return send_file(BytesIO(data), mimetype="image/webp", max_age=0, etag=False)
 
 
 @bp.get("/<token>/signed")

@@ -26,5 +26,7 @@ def upgrade():
 
 
 def downgrade():
+    # Not in batch mode: SQLite (3.35+) drops a plain column in place, where batch mode re-creates the table and
+    # fails while batches point at its rows.
     op.drop_column('template_versions', 'source_key')
     op.drop_column('template_versions', 'kind')

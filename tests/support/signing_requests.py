@@ -13,6 +13,7 @@ from bulksign.extensions import db
 from bulksign.links import issue_link
 from bulksign.models import Batch, Document, SigningRequest, User
 from bulksign.pdf import render_pdf
+from bulksign.signature_box import SignatureBox, find_signature_box, html_mark
 from bulksign.states import Status, transition
 from bulksign.storage import get_storage
 
@@ -20,7 +21,7 @@ HTML = ('<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'"><h1>Д
         '<p>Между ООО «Ромашка» и {{ name }}.</p><p>Contract body text.</p></body>')
 #: The path a request takes from creation to an invitation in the recipient's mailbox.
 TO_SENT = (Status.GENERATING, Status.GENERATED, Status.SENDING, Status.SENT)
-_pdf_cache: dict[str, bytes] = {}
+_pdf_cache: dict[str, tuple[bytes, SignatureBox | None]] = {}
 
 
 @dataclass(frozen=True)
@@ -33,10 +34,11 @@ class SentRequest:
 
 def make_sent_request(*, now: datetime, owner: User | None = None, name: str = "Иван Петров",
                       email: str = "ivan@example.com", language: str = "en", reply_to: str | None = None,
-                      expires_in: timedelta = timedelta(days=7), template_name: str = "Employment contract") -> SentRequest:
-    """One request in 'sent' with its original rendered by wkhtmltopdf and stored; returns its token."""
+                      expires_in: timedelta = timedelta(days=7), template_name: str = "Employment contract",
+                      html: str = HTML) -> SentRequest:
+    """One request in 'sent' with its original rendered by wkhtmltopdf and stored (with its signature box)."""
     session = db.session
-    saved = create_template(session, name=template_name, html=HTML, user=owner, now=now)
+    saved = create_template(session, name=template_name, html=html, user=owner, now=now)
     batch = Batch(name="November contracts", template_version_id=saved.version.id,
                   created_by_id=owner.id if owner else None, team_id=saved.template.team_id, language=language, reply_to=reply_to,
                   status="processing", total_count=1, created_at=now)
@@ -48,12 +50,16 @@ def make_sent_request(*, now: datetime, owner: User | None = None, name: str = "
     session.flush()
     # As batch creation does: the counters exist before the request moves, so its moves below count.
     batch_counts.seed(session, batch_id=batch.id, counts={Status.PENDING.value: 1})
-    html = render_html(HTML, {"number": "7", "name": name})
-    pdf = _pdf_cache.get(html) or _pdf_cache.setdefault(html, render_pdf(html))
+    filled = render_html(html, {"number": "7", "name": name, "signature": html_mark()})
+    if filled not in _pdf_cache:
+        pdf = render_pdf(filled)
+        _pdf_cache[filled] = pdf, find_signature_box(pdf)
+    pdf, box = _pdf_cache[filled]
     key = f"batches/{batch.id}/requests/{request.id}/original.pdf"
     get_storage().put(key, pdf)
     session.add(Document(request_id=request.id, kind="original", storage_key=key,
-                         sha256=hashlib.sha256(pdf).hexdigest(), size=len(pdf), created_at=now))
+                         sha256=hashlib.sha256(pdf).hexdigest(), size=len(pdf), created_at=now,
+                         signature_box=box.to_json() if box else None))
     frm = Status.PENDING
     for to in TO_SENT:
         fields = {"sent_at": now, "expires_at": now + expires_in} if to == Status.SENT else {}

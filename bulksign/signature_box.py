@@ -1,0 +1,142 @@
+"""Where the signature goes: a box (page, x, y, w, h) found in a rendered document, or given by staff.
+
+The contract every template kind follows:
+
+- A renderer that lets the document mark the place prints an empty box of about
+  ``BOX_WIDTH_MM`` × ``BOX_HEIGHT_MM`` with two tiny marker words inside it, invisible (white,
+  1 px): ``MARK_TOP_LEFT`` in its top-left corner and ``MARK_BOTTOM_RIGHT`` in its bottom-right
+  corner. ``find_signature_box(pdf)`` reads them back from the PDF's text (``pdftotext -bbox``)
+  and answers the box between them. A renderer that cannot pin a word to a corner (Word) may
+  print only ``MARK_TOP_LEFT``: the box then has the standard size, down and right from it.
+  HTML templates get this box from ``{{ signature }}`` (``html_mark()``).
+- A renderer that knows the box itself (a PDF form field named ``signature``, a box staff placed
+  on a page) gives it as ``SignatureBox`` directly, checked with ``check_box(pdf, box)``.
+- The render step stores the box with the original document (``Document.signature_box``,
+  ``box.to_json()``); sealing stamps the drawn signature, name, time and IP inside it, or, with
+  no box, appends a signature page, so the block never covers the document's text.
+
+Coordinates are a PDF's own: points (1/72 inch) in the page's default user space, y upwards,
+the same as a ``/Rect`` or pypdf's ``mediabox``. ``page`` counts from 0.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from io import BytesIO
+
+from markupsafe import Markup
+
+from .messages import N_
+from .poppler import page_words
+
+#: The template variable that marks the place: ``{{ signature }}`` (not a column of the recipients file).
+SIGNATURE_VARIABLE = "signature"
+#: The marker words: letters only, so no renderer hyphenates, ligates or breaks them.
+MARK_TOP_LEFT = "BULKSIGNSIGTL"
+MARK_BOTTOM_RIGHT = "BULKSIGNSIGBR"
+#: The printed size of the empty box, and of the box below a lone ``MARK_TOP_LEFT``.
+BOX_WIDTH_MM = 60.0
+BOX_HEIGHT_MM = 22.0
+#: The smallest box a signature block is readable in (about 35 × 10 mm), for boxes staff place.
+MIN_WIDTH_PT = 100.0
+MIN_HEIGHT_PT = 30.0
+
+_MM = 72 / 25.4
+#: wkhtmltopdf prints CSS lengths at 0.7686 of their size (measured: a 70 mm box came out 152.5 pt),
+#: so the HTML box is drawn larger to come out at the standard size.
+_WKHTMLTOPDF_SCALE = 0.7686
+_MARK_STYLE = ("position:absolute;{where};font:1px/1px 'DejaVu Sans',sans-serif;color:#fff;"
+               "white-space:nowrap;margin:0;padding:0")
+
+
+class SignatureBoxError(ValueError):
+    """A given box does not fit its document; ``message`` is for people."""
+
+    def __init__(self, message: N_):
+        super().__init__(message.english)
+        self.message = message
+
+
+@dataclass(frozen=True)
+class SignatureBox:
+    """The place of the signature block: ``page`` from 0, ``x``/``y`` its lower-left corner, in points."""
+
+    page: int
+    x: float
+    y: float
+    w: float
+    h: float
+
+    def to_json(self) -> dict:
+        """As stored in ``Document.signature_box``."""
+        return {k: round(v, 2) if isinstance(v, float) else v for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> SignatureBox | None:
+        """The box stored by ``to_json``, or None when the document has none."""
+        if not data:
+            return None
+        return cls(page=int(data["page"]), x=float(data["x"]), y=float(data["y"]), w=float(data["w"]),
+                   h=float(data["h"]))
+
+
+def html_mark() -> Markup:
+    """What ``{{ signature }}`` prints in an HTML template: an empty framed box holding the two markers."""
+    width = BOX_WIDTH_MM / _WKHTMLTOPDF_SCALE
+    height = BOX_HEIGHT_MM / _WKHTMLTOPDF_SCALE
+    return Markup(
+        f'<span class="bulksign-signature" style="display:inline-block;position:relative;width:{width:.1f}mm;'
+        f'height:{height:.1f}mm;border:0.3mm solid #9aa3b2;border-radius:1.5mm;vertical-align:top;'
+        f'page-break-inside:avoid;box-sizing:border-box">'
+        f'<span style="{_MARK_STYLE.format(where="left:0;top:0")}">{MARK_TOP_LEFT}</span>'
+        f'<span style="{_MARK_STYLE.format(where="right:0;bottom:0")}">{MARK_BOTTOM_RIGHT}</span></span>')
+
+
+def _page_geometry(pdf: bytes) -> list[tuple[float, float, int]]:
+    """Each page's crop box left and top (user space) and its rotation, to turn poppler's boxes into ours."""
+    from pypdf import PdfReader
+
+    return [(float(p.cropbox.left), float(p.cropbox.top), p.rotation % 360) for p in PdfReader(BytesIO(pdf)).pages]
+
+
+def find_signature_box(pdf: bytes) -> SignatureBox | None:
+    """The box the document marks for the signature (the first mark), or None when it has none.
+
+    Raises ``poppler.PopplerError`` for a PDF poppler cannot read. Marks on rotated pages are
+    not looked for: no renderer here rotates pages.
+    """
+    geometry = None
+    for index, page in enumerate(page_words(pdf)):
+        starts = [w for w in page.words if w.text == MARK_TOP_LEFT]
+        if not starts:
+            continue
+        geometry = geometry or _page_geometry(pdf)
+        left, top, rotation = geometry[index]
+        if rotation:
+            continue
+        start = starts[0]
+        ends = [w for w in page.words if w.text == MARK_BOTTOM_RIGHT and w.x1 > start.x0 and w.bottom > start.top]
+        if ends:
+            end = min(ends, key=lambda w: (w.bottom - start.top) + (w.x1 - start.x0))
+            right, bottom = end.x1, end.bottom
+        else:
+            right, bottom = start.x0 + BOX_WIDTH_MM * _MM, start.top + BOX_HEIGHT_MM * _MM
+        return SignatureBox(page=index, x=left + start.x0, y=top - bottom, w=right - start.x0, h=bottom - start.top)
+    return None
+
+
+def check_box(pdf: bytes, box: SignatureBox) -> SignatureBox:
+    """``box`` if it lies on a page of ``pdf`` and is large enough for the block; SignatureBoxError otherwise."""
+    from pypdf import PdfReader
+
+    pages = PdfReader(BytesIO(pdf)).pages
+    if not 0 <= box.page < len(pages):
+        raise SignatureBoxError(N_("The signature box is on page %(page)d; the document has %(pages)d.",
+                                   page=box.page + 1, pages=len(pages)))
+    media = pages[box.page].mediabox
+    if box.w < MIN_WIDTH_PT or box.h < MIN_HEIGHT_PT:
+        raise SignatureBoxError(N_("The signature box is too small: make it at least %(w)d × %(h)d mm.",
+                                   w=round(MIN_WIDTH_PT / _MM), h=round(MIN_HEIGHT_PT / _MM)))
+    if box.x < float(media.left) - 0.5 or box.y < float(media.bottom) - 0.5 \
+            or box.x + box.w > float(media.right) + 0.5 or box.y + box.h > float(media.top) + 0.5:
+        raise SignatureBoxError(N_("The signature box reaches beyond the edge of its page."))
+    return box

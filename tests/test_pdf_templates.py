@@ -1,0 +1,122 @@
+"""PDF templates through the app: upload (page and API), boxes placed on a plain PDF, page images, the render job."""
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+from io import BytesIO
+
+from pypdf import PdfReader
+from sqlalchemy import select
+
+from bulksign.doc_templates import create_template, get_version
+from bulksign.extensions import db
+from bulksign.models import Document, DocumentTemplate
+from bulksign.pipeline import enqueue_renders
+from bulksign.storage import get_storage
+from tests.conftest import NOW, csrf_from
+from tests.support.batches import make_batch, request_ids, requests_of
+from tests.support.pdf_files import contract_form, plain_pdf
+
+FORM = contract_form(fields=("name", "email", "salary"), signature=True)
+
+
+def pdftotext(pdf: bytes) -> str:
+    return subprocess.run(["pdftotext", "-enc", "UTF-8", "-", "-"], input=pdf, capture_output=True,
+                          check=True).stdout.decode()
+
+
+def test_uploading_a_fillable_pdf_makes_a_pdf_template_whose_fields_are_the_variables(client, auth):
+    auth.login()
+    page = client.get("/templates/new")
+    assert 'value="pdf"' in page.get_data(as_text=True)  # the kind is offered
+    response = client.post("/templates/new", content_type="multipart/form-data", data={
+        "csrf_token": csrf_from(page), "name": "Form", "html": "",
+        "file": (io.BytesIO(FORM), "contract.pdf")})
+    assert response.status_code == 302, response.get_data(as_text=True)
+    version = get_version(db.session, template_id=db.session.scalar(select(DocumentTemplate.id)))
+    assert (version.kind, version.variables, version.pdf_boxes) == ("pdf", ["email", "name", "salary"], None)
+    assert get_storage().get(version.source_key) == FORM
+    detail = client.get(f"/templates/{version.template_id}").get_data(as_text=True)
+    assert "PDF" in detail and "Place fields" in detail
+    refused = client.post("/templates/new", content_type="multipart/form-data", data={
+        "csrf_token": csrf_from(page), "name": "Broken", "html": "",
+        "file": (io.BytesIO(FORM[:2000]), "broken.pdf")})
+    assert refused.status_code == 422 and "could not be read" in refused.get_data(as_text=True)
+
+
+def test_the_api_takes_a_pdf_and_answers_its_kind_and_variables(client, users):
+    from bulksign.users import create_api_key
+
+    key = create_api_key(db.session, user=users["staff"], name="t", now=NOW).secret
+    db.session.commit()
+    created = client.post("/api/v1/templates", headers={"Authorization": f"Bearer {key}"},
+                          content_type="multipart/form-data",
+                          data={"name": "Form", "file": (io.BytesIO(FORM), "form.pdf")})
+    assert created.status_code == 201, created.json
+    assert (created.json["kind"], created.json["variables"]) == ("pdf", ["email", "name", "salary"])
+
+
+def test_boxes_placed_on_a_plain_pdf_make_a_new_version_with_their_columns(client, auth, users):
+    auth.login()
+    saved = create_template(db.session, name="Plain", html="", kind="pdf", file=plain_pdf(pages=2),
+                            user=users["staff"], now=NOW)
+    db.session.commit()
+    template_id = saved.template.id
+    page = client.get(f"/templates/{template_id}/place")
+    html = page.get_data(as_text=True)
+    assert page.status_code == 200 and "Page 2 of 2" in html and "pdf_place.js" in html
+    image = client.get(f"/templates/{template_id}/pages/2.png?w=800")
+    assert image.status_code == 200 and image.data.startswith(b"\x89PNG")
+    assert client.get(f"/templates/{template_id}/pages/3.png").status_code == 404
+    boxes = [{"name": "full_name", "page": 0, "x": 72, "y": 60, "w": 220, "h": 20, "font_size": 12},
+             {"name": "signature", "page": 1, "x": 300, "y": 40, "w": 200, "h": 60, "font_size": 0}]
+    response = client.post(f"/templates/{template_id}/place",
+                           data={"csrf_token": csrf_from(page), "boxes": json.dumps(boxes)})
+    assert response.status_code == 302
+    version = get_version(db.session, template_id=template_id)
+    assert (version.version, version.variables, len(version.pdf_boxes)) == (2, ["full_name"], 2)
+    assert version.source_key == saved.version.source_key  # the same file, kept once
+    wrong = client.post(f"/templates/{template_id}/place", data={
+        "csrf_token": csrf_from(page), "boxes": json.dumps([{**boxes[0], "page": 5}])})
+    assert wrong.status_code == 422 and "on page 6; the PDF has 2" in wrong.get_data(as_text=True)
+    # Changing only the mail texts keeps the file and the boxes.
+    edit = client.get(f"/templates/{template_id}/edit")
+    client.post(f"/templates/{template_id}/edit", data={"csrf_token": csrf_from(edit), "kind": "pdf", "html": "",
+                                                        "email_subject": "Sign {{ document_name }} now"})
+    latest = get_version(db.session, template_id=template_id)
+    assert (latest.version, latest.pdf_boxes, latest.variables) == (3, version.pdf_boxes, ["full_name"])
+
+
+def test_pages_and_placement_are_out_of_reach_of_other_teams(client, auth, users):
+    from bulksign.users import create_user
+
+    outsider = create_user(db.session, email="out@example.com", password="outsider-password", role="staff", now=NOW)
+    saved = create_template(db.session, name="Private", html="", kind="pdf", file=plain_pdf(),
+                            user=outsider, now=NOW, team_id=None)
+    db.session.commit()
+    auth.login()
+    assert client.get(f"/templates/{saved.template.id}/pages/1.png").status_code == 404
+    assert client.get(f"/templates/{saved.template.id}/place").status_code == 404
+
+
+def test_each_recipient_gets_their_own_flattened_pdf_from_the_render_job(app, users, smtp, run_jobs):
+    from tests.support.workers import run_burst_worker
+
+    batch = make_batch(user=users["staff"], now=NOW, recipients=[("a@example.com", "Анна Иванова"),
+                                                                  ("b@example.com", "Борис Петров")],
+                       html="", kind="pdf", file=FORM)
+    enqueue_renders(request_ids(batch))
+    run_burst_worker("pdf")
+    texts = {}
+    for request in requests_of(batch):
+        assert request.status == "generated", request.error_message
+        document = db.session.scalar(select(Document).where(Document.request_id == request.id))
+        data = get_storage().get(document.storage_key)
+        assert not PdfReader(BytesIO(data)).get_fields()
+        # The form's field named "signature" is where sealing stamps the signature (signature_box).
+        assert document.signature_box == {"page": 1, "x": 300.0, "y": 40.0, "w": 200.0, "h": 60.0}
+        texts[request.name] = pdftotext(data)
+    assert "Анна Иванова" in texts["Анна Иванова"] and "a@example.com" in texts["Анна Иванова"]
+    assert "Борис Петров" not in texts["Анна Иванова"] and "b@example.com" not in texts["Анна Иванова"]
+    assert "Борис Петров" in texts["Борис Петров"] and "Анна Иванова" not in texts["Борис Петров"]
