@@ -14,6 +14,7 @@ from io import BytesIO
 
 from flask_babel import force_locale
 from flask_babel import lazy_gettext as _l
+from redis.exceptions import RedisError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -200,7 +201,11 @@ def sign(session: Session, *, request_id: int, now: datetime, signer_name: str, 
     if result != "won":
         return SignOutcome(status=result, request_id=request_id)
     session.commit()
-    enqueue_seal([request_id])
+    try:
+        enqueue_seal([request_id])
+    except RedisError as exc:
+        # The signature is committed: the recipient sees it done, and the periodic ``seal_missing`` seals it later.
+        log(logger, logging.ERROR, "could not queue the seal", request_id=request_id, error=str(exc))
     log(logger, logging.INFO, "request signed", request_id=request_id)
     return SignOutcome(status="signed", request_id=request_id)
 
@@ -230,7 +235,11 @@ def decline(session: Session, *, request_id: int, now: datetime, reason: str, ip
     mail_id = notice.id if notice is not None else None
     session.commit()
     if mail_id is not None:
-        enqueue_sends([mail_id])
+        try:
+            enqueue_sends([mail_id])
+        except RedisError as exc:
+            # The notice is committed in ``queued``: the reconciler queues it when Redis is back.
+            log(logger, logging.ERROR, "could not queue the decline notice", request_id=request_id, error=str(exc))
     log(logger, logging.INFO, "request declined", request_id=request_id, notice=mail_id is not None)
     return DeclineOutcome(status="declined", request_id=request_id)
 

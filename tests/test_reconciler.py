@@ -128,7 +128,8 @@ def test_a_worker_killed_mid_chunk_causes_one_duplicate_with_the_same_message_id
                               cwd=BASE_DIR, env=worker_env(app), stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 30
+        # Generous: a worker subprocess took over 30 s to import the app on a machine loaded by parallel runs.
+        deadline = time.monotonic() + 120
         while not smtp.received and time.monotonic() < deadline:
             time.sleep(0.05)
         assert smtp.received, "the worker never sent"
