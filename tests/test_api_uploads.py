@@ -123,8 +123,9 @@ def test_api_names_who_gets_the_notices_the_owner_by_default(api, template_id, f
 @pytest.mark.parametrize("fields", [{"notify_to": "other"}, {"notify_to": "nope"}, {"notify_email": "x@gmial.com"}])
 def test_api_refuses_a_notice_address_it_cannot_use(api, template_id, fields):
     refused = api("/api/v1/batches", data={"template_id": template_id, "file": upload(GOOD), **fields})
-    assert refused.status_code == 422 and refused.json["field"] == "notify_email"
-    assert "Notices to" in refused.json["error"] and batch_count() == 0
+    assert refused.status_code == 422 and refused.json["error"]["details"]["field"] == "notify_email"
+    assert "Notices to" in refused.json["error"]["message"] and batch_count() == 0
+
 
 def test_a_file_over_the_limit_is_refused_with_the_limit_named(make_app, users):
     app = make_app(MAX_UPLOAD_MB=1)
