@@ -8,7 +8,7 @@ BIND ?= 127.0.0.1:5000
 # Signing links in mail point at the address the app listens on, unless APP_URL says otherwise (config.py).
 export BIND
 
-.PHONY: run test bench system-deps system-deps-test venv clean
+.PHONY: run test api-fuzz bench system-deps system-deps-test venv clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,12 @@ run: system-deps venv
 test: system-deps-test venv
 	scripts/ensure-postgres.sh
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## The API fuzzer for longer than `make test` runs it (API_FUZZ_SECONDS of fuzzing and stateful sequences).
+API_FUZZ_SECONDS ?= 600
+api-fuzz: system-deps-test venv
+	scripts/ensure-postgres.sh
+	API_FUZZ_SECONDS=$(API_FUZZ_SECONDS) API_FUZZ_EXAMPLES=200 $(BIN)/python -m pytest -q tests/test_api_contract.py -k schemathesis
 
 ## Every benchmark under bench/, one table of figures (on demand; CI runs a small version in tests).
 bench: system-deps-test venv

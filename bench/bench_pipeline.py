@@ -38,10 +38,84 @@ def _rss_mb(pid: int) -> float | None:
     return None
 
 
-def _cpu_seconds(pid: int) -> float:
-    """CPU time of the process itself (its wkhtmltopdf children not included), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def _stat(pid: int) -> tuple[str, float, float] | None:
+    """(command, own CPU seconds, CPU seconds of its reaped children) of a live process, from /proc."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw.rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return (raw[raw.index("(") + 1:raw.rindex(")")], (int(fields[11]) + int(fields[12])) / tick,
+            (int(fields[13]) + int(fields[14])) / tick)
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its live descendants (a worker is a supervising parent with the real worker below it)."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        for children in Path(f"/proc/{current}/task").glob("*/children"):
+            try:
+                todo.extend(int(c) for c in children.read_text().split())
+            except OSError:
+                pass
+    return found
+
+
+def _reaped_cpu() -> float:
+    """CPU seconds of this process's reaped children (the bare loop's wkhtmltopdf runs)."""
+    times = os.times()
+    return times.children_user + times.children_system
+
+
+def _database_pids(database: str) -> list[int]:
+    """PgBouncer (a child of this process) and the PostgreSQL backends now serving ``database``."""
+    import psycopg
+
+    from tests.support.services import PG_ADMIN_URL
+
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        backends = [row[0] for row in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s",
+                                                   (database,))]
+    return _children_named("pgbouncer") + backends
+
+
+def _worker_pids() -> list[int]:
+    """The RQ workers' own processes (below their supervising parents): the ones whose memory grows."""
+    from rq import Worker
+
+    from bulksign.extensions import get_redis
+
+    return [w.pid for w in Worker.all(connection=get_redis())]
+
+
+def _children_named(name: str) -> list[int]:
+    return [pid for pid in _tree(os.getpid())[1:] if (_stat(pid) or ("",))[0] == name]
+
+
+def _cpu_snapshot(roles: dict[str, list[int]]) -> dict[tuple[str, int], tuple[float, float]]:
+    """(role, pid) → (own CPU, reaped children's CPU) for every process of each role's trees, wkhtmltopdf left out
+    (a render worker's reaped children are the wkhtmltopdf runs: that is what ``reaped`` counts)."""
+    snapshot = {}
+    for role, roots in roles.items():
+        for root in roots:
+            for pid in _tree(root):
+                stat = _stat(pid)
+                if stat is not None and stat[0] != "wkhtmltopdf":
+                    snapshot[(role, pid)] = stat[1:]
+    return snapshot
+
+
+def _cpu_spent(before: dict, after: dict) -> dict[str, tuple[float, float]]:
+    """Role → (own CPU, reaped children's CPU) spent between two snapshots (processes started since count whole)."""
+    spent: dict[str, tuple[float, float]] = {}
+    for (role, pid), (own, reaped) in after.items():
+        own0, reaped0 = before.get((role, pid), (0.0, 0.0))
+        total = spent.get(role, (0.0, 0.0))
+        spent[role] = (total[0] + own - own0, total[1] + reaped - reaped0)
+    return spent
 
 
 class _Sink:
@@ -131,7 +205,9 @@ def run(*, small: bool) -> list[Figure]:
             # The baseline runs half before and half after the pipeline: a machine whose speed drifts
             # during the run (other tenants, thermal) weighs on both sides alike.
             bare_n = min(n, 40 if small else 2000) // 2
+            bare_cpu = _reaped_cpu()
             bare_before = _bare_loop(html, bare_n, concurrency)
+            bare_cpu = _reaped_cpu() - bare_cpu
 
             # Workers start (imports, connections) before the clock does: the figure is throughput.
             # As deployed: PDF_CONCURRENCY render workers and one mail worker (the throttle is global anyway).
@@ -140,7 +216,13 @@ def run(*, small: bool) -> list[Figure]:
                                         stderr=subprocess.DEVNULL)
                        for queues in [("pdf",)] * concurrency + [("mail",)]]
             _wait_for_workers(len(workers), timeout=60)
-            idle_cpu = {w.pid: _cpu_seconds(w.pid) for w in workers}  # imports and start-up are not the pipeline's
+            # Each role's processes: the worker trees (supervisor, worker, RQ's scheduler), the database side
+            # (PgBouncer and the server backends of this database), Redis. Imports and start-up are not counted.
+            database = app.config["DATABASE_URL"].rsplit("/", 1)[1]
+            roles = {"render": [w.pid for w in workers[:-1]], "mail": [workers[-1].pid],
+                     "redis": _children_named("redis-server")}
+            idle_cpu = _cpu_snapshot({**roles, "database": _database_pids(database)})
+            worker_pids = _worker_pids()
             started = time.monotonic()
             enqueue_renders(ids)
             warm: dict[int, float] = {}
@@ -149,20 +231,20 @@ def run(*, small: bool) -> list[Figure]:
             deadline = started + (300 if small else 3600)
             while sent < n and time.monotonic() < deadline:
                 time.sleep(0.2)
-                for w in workers:
-                    rss = _rss_mb(w.pid)
+                for pid in worker_pids:
+                    rss = _rss_mb(pid)
                     if rss is not None:
-                        last[w.pid] = rss
+                        last[pid] = rss
                         if sent >= n // 10:
-                            warm.setdefault(w.pid, rss)
+                            warm.setdefault(pid, rss)
                 db.session.rollback()
                 sent = db.session.scalar(select(func.count()).where(SigningRequest.batch_id == batch_id,
                                                                      SigningRequest.status == "sent"))
             elapsed = time.monotonic() - started
             # What the pipeline adds around the renderer, per document: unlike docs/s, a busy machine barely moves it.
-            busy = {w.pid: _cpu_seconds(w.pid) - idle_cpu[w.pid] for w in workers}
-            render_cpu = sum(busy[w.pid] for w in workers[:-1]) / max(sent, 1)
-            mail_cpu = busy[workers[-1].pid] / max(sent, 1)
+            busy = _cpu_spent(idle_cpu, _cpu_snapshot({**roles, "database": _database_pids(database)}))
+            per_doc = {role: own / max(sent, 1) for role, (own, _) in busy.items()}
+            wkhtmltopdf_cpu = busy["render"][1] / max(sent, 1)
             stop_processes(workers)
             pipeline_rate = sent / elapsed
             bare_after = _bare_loop(html, bare_n, concurrency)
@@ -179,8 +261,14 @@ def run(*, small: bool) -> list[Figure]:
                "docs/s", "≥ 0.9 × bare", ratio >= 0.9, ratio, f"bare wkhtmltopdf {bare_rate:.1f} docs/s ({bare_n} docs before: "
                                      f"{bare_before:.1f}, {bare_n} after: {bare_after:.1f})"),
         Figure(f"invitations delivered, {label}", sink.count, "mails", f"= {n}", sink.count >= n and sent == n),
-        Figure(f"render workers' own CPU per document (wkhtmltopdf not counted), {label}", render_cpu * 1000, "ms"),
-        Figure(f"mail worker's CPU per invitation, {label}", mail_cpu * 1000, "ms"),
+        Figure(f"render workers' own CPU per document (wkhtmltopdf not counted), {label}",
+               per_doc["render"] * 1000, "ms"),
+        Figure(f"mail worker's CPU per invitation, {label}", per_doc["mail"] * 1000, "ms"),
+        Figure(f"database CPU per document (PostgreSQL backends + PgBouncer), {label}",
+               per_doc["database"] * 1000, "ms"),
+        Figure(f"Redis CPU per document, {label}", per_doc["redis"] * 1000, "ms"),
+        Figure(f"wkhtmltopdf CPU per document in the pipeline, {label}", wkhtmltopdf_cpu * 1000, "ms", "", None,
+               wkhtmltopdf_cpu / (bare_cpu / max(bare_n, 1)), f"bare {bare_cpu / max(bare_n, 1) * 1000:.1f} ms"),
         Figure(f"worker memory growth, 10 % → 100 % of {label}", max(growth, 0.0), "MB", "< 30 MB", growth < 30),
     ]
 

@@ -50,9 +50,9 @@ def create_app(config: dict | None = None) -> Flask:
 
 def _register_blueprints(app: Flask) -> None:
     """Every view module, listed: ``api=True`` is the security decision (bearer key instead of session, no CSRF)."""
-    from .views import (admin, api, api_batch_actions, api_dashboard, api_reminders, api_suppressions, api_templates,
-                        api_uploads, auth, batch_access, batches, brand, doc_templates, health, main, metrics, reach,
-                        reminders, rq_admin, signing, suppressions, tracking, uploads, verify, webhooks)
+    from .views import (admin, api, api_batch_actions, api_dashboard, api_docs, api_reminders, api_suppressions,
+                        api_templates, api_uploads, auth, batch_access, batches, brand, doc_templates, health, main,
+                        metrics, reach, reminders, rq_admin, signing, suppressions, tracking, uploads, verify, webhooks)
     from .auth import API_BLUEPRINTS
 
     app.extensions[API_BLUEPRINTS] = set()
@@ -60,6 +60,7 @@ def _register_blueprints(app: Flask) -> None:
     _register(app, api, api=True)
     _register(app, api_batch_actions, api=True)
     _register(app, api_dashboard, api=True)
+    _register(app, api_docs, api=True)
     _register(app, api_reminders, api=True)
     _register(app, api_suppressions, api=True)
     _register(app, api_templates, api=True)
@@ -87,6 +88,7 @@ def _register(app: Flask, module: ModuleType, *, api: bool = False) -> None:
     """Register the module's ``bp`` (if any) and run its ``init_app`` (if any)."""
     from .auth import API_BLUEPRINTS
     from .extensions import csrf
+    from .views.api import limit_per_key
 
     if hasattr(module, "bp"):
         app.register_blueprint(module.bp)
@@ -94,5 +96,6 @@ def _register(app: Flask, module: ModuleType, *, api: bool = False) -> None:
             # API calls carry a bearer key, not an ambient cookie: CSRF cannot apply to them.
             app.extensions[API_BLUEPRINTS].add(module.bp.name)
             csrf.exempt(module.bp)
+            limit_per_key(module.bp)
     if hasattr(module, "init_app"):
         module.init_app(app)

@@ -15,6 +15,7 @@ A batch is also seen by the users it is shared with (read only), and always by i
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -24,8 +25,7 @@ from sqlalchemy.orm import Session
 from .logs import log
 from .messages import N_
 from .models import Batch, BatchShare, DocumentTemplate, SigningRequest, Team, TeamMember, User
-from .notices import notice_recipient
-from .recipients import check_email
+from .notices import NoticeAddressError, chosen_notice_address, notice_recipient
 
 ADMIN, MANAGER, STAFF, VIEWER = "admin", "manager", "staff", "viewer"
 ROLES = (ADMIN, MANAGER, STAFF, VIEWER)
@@ -198,26 +198,35 @@ def unshare_batch(session: Session, *, batch_id: int, user_id: int, user: User) 
     return bool(gone)
 
 
-def set_notice_address(session: Session, *, batch_id: int, email: str | None, user: User) -> Batch:
-    """Name who gets the batch's expiry summary, decline notices and completion notice (None: the owner)."""
+def set_notice_address(session: Session, *, batch_id: int, choice: str | None, email: str | None,
+                       user: User) -> Batch:
+    """Name who gets the batch's expiry summary, decline notices and completion notice: the owner, a team
+    manager or any address (``notices.chosen_notice_address``)."""
     batch = batch_for_action(session, batch_id=batch_id, user=user)
-    address = (email or "").strip() or None
-    if address:
-        address, problem = check_email(address)
-        if problem:
-            raise Refused(N_("Notices to: %(problem)s", problem=problem), 422)
+    try:
+        address = chosen_notice_address(choice=choice, email=email)
+    except NoticeAddressError as exc:
+        raise Refused(N_("Notices to: %(problem)s", problem=exc.args[0]), 422) from None
     batch.notify_email = address
     log(logger, logging.INFO, "notice address set", batch_id=batch.id, user_id=user.id, owner=address is None)
     return batch
 
 
-def managers_of(session: Session, *, team_id: int | None) -> list[User]:
-    """The active managers of a team, by email (whom a batch's notices may go to)."""
-    if team_id is None:
-        return []
-    return list(session.scalars(select(User).join(TeamMember, TeamMember.user_id == User.id)
-                                .where(TeamMember.team_id == team_id, User.role == MANAGER,
-                                       User.disabled.is_(False)).order_by(User.email)))
+@dataclass(frozen=True)
+class Manager:
+    """A team manager a batch's notices may go to."""
+
+    email: str
+    team_name: str
+
+
+def managers_of(session: Session, *, team_ids: Iterable[int]) -> list[Manager]:
+    """The active managers of these teams, by team and email (whom a batch's notices may go to)."""
+    return [Manager(email=email, team_name=team_name) for email, team_name in session.execute(
+        select(User.email, Team.name).join(TeamMember, TeamMember.user_id == User.id)
+        .join(Team, Team.id == TeamMember.team_id)
+        .where(TeamMember.team_id.in_(list(team_ids)), User.role == MANAGER, User.disabled.is_(False))
+        .order_by(Team.name, User.email))]
 
 
 @dataclass(frozen=True)
@@ -229,7 +238,7 @@ class BatchAccess:
     notices_to: str | None
     notify_email: str | None
     shared_with: tuple[User, ...]
-    managers: tuple[User, ...]
+    managers: tuple[Manager, ...]
     #: Whether the viewing user may share the batch and change its notice address.
     can_act: bool
 
@@ -241,5 +250,5 @@ def batch_access(session: Session, *, batch: Batch, user: User) -> BatchAccess:
     owner = session.scalar(select(User).where(User.id == batch.created_by_id))
     return BatchAccess(team_name=team.name if team else None, notices_to=notice_recipient(batch, owner=owner),
                        notify_email=batch.notify_email, shared_with=tuple(shared_with(session, batch_id=batch.id)),
-                       managers=tuple(managers_of(session, team_id=batch.team_id)),
+                       managers=tuple(managers_of(session, team_ids=[batch.team_id] if batch.team_id else [])),
                        can_act=may_act_on_batch(session, batch=batch, user=user))

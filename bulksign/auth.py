@@ -52,7 +52,8 @@ API_BLUEPRINTS = "bulksign.api_blueprints"
 
 def is_api_request() -> bool:
     """Whether the request is for an API blueprint: bearer key authentication, JSON errors."""
-    return request.blueprint in current_app.extensions[API_BLUEPRINTS]
+    # By path too: a URL no route matches (``/api/v1/batches/-1``) has no blueprint, and still wants JSON.
+    return request.blueprint in current_app.extensions[API_BLUEPRINTS] or request.path.startswith("/api/")
 
 
 def _authenticate_api() -> None:
@@ -60,13 +61,15 @@ def _authenticate_api() -> None:
     scheme, _, secret = header.partition(" ")
     if scheme.lower() != "bearer" or not secret.strip():
         abort(401)
-    from .users import user_for_api_key
+    from .users import api_key_for_secret
 
-    user = user_for_api_key(db.session, secret=secret.strip(), now=utcnow())
-    if user is None:
+    key = api_key_for_secret(db.session, secret=secret.strip(), now=utcnow())
+    if key is None:
         abort(401)
     db.session.commit()
-    g.api_user = user
+    g.api_user = user = key.user
+    # Idempotency keys are kept per API key, so the key is remembered along with its user.
+    g.api_key_id = key.id
     # current_user for this request only. login_user() would write the session: every API answer carried a
     # staff login cookie that kept working in the web UI after the key was revoked.
     g._login_user = user

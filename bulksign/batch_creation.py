@@ -21,11 +21,14 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from . import access, batch_counts, pipeline
+from .batches import close_if_done
 from .extensions import get_queue
 from .logs import log
-from .models import Batch, Event, SigningRequest, TemplateVersion, User
+from .models import Batch, Event, SigningRequest, Suppression, TemplateVersion, User
+from .notices import NoticeAddressError, chosen_notice_address
 from .recipients import Recipient, check_email
 from .states import BatchStatus, Status
+from .suppressions import in_force_among, not_sent_reason
 from .messages import N_
 
 logger = logging.getLogger(__name__)
@@ -61,10 +64,13 @@ class BatchSettings:
     quiet_hours_start: int | None = None
     quiet_hours_end: int | None = None
     timezone: str = "UTC"
-    #: Who gets the expiry summary, decline notices and the completion notice; None: the owner.
+    #: Who gets the expiry summary, decline notices and the completion notice (a team manager or any
+    #: address); None: the owner.
     notify_email: str | None = None
     #: The team the batch belongs to; None: the template's team if the user is in it, else the user's first.
     team_id: int | None = None
+    #: Recipients confirm a one-time code (SMS when the row has a phone, else mail) before they can sign.
+    one_time_code: bool = False
 
     def as_kwargs(self) -> dict:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
@@ -79,6 +85,8 @@ class CreatedBatch:
     #: Render jobs queued now; 0 on a repeat, for a batch left to the fan-out job, or when Redis was down
     #: (the reconciler queues them later).
     enqueued: int = 0
+    #: Rows whose address is on the suppression list: created ``failed`` with the reason, not mailed.
+    suppressed: int = 0
 
 
 def _whole_number(raw, field: str, label: N_, low: int, high: int) -> int:
@@ -115,11 +123,10 @@ def settings_from_form(form: Mapping[str, str], *, default_name: str) -> BatchSe
         reply_to, problem = check_email(reply_to)
         if problem:
             raise BatchError(N_("Reply-to: %(problem)s", problem=problem), "reply_to")
-    notify_email = given("notify_email") or None
-    if notify_email:
-        notify_email, problem = check_email(notify_email)
-        if problem:
-            raise BatchError(N_("Notices to: %(problem)s", problem=problem), "notify_email")
+    try:
+        notify_email = chosen_notice_address(choice=given("notify_to"), email=given("notify_email"))
+    except NoticeAddressError as exc:
+        raise BatchError(N_("Notices to: %(problem)s", problem=exc.args[0]), "notify_email") from None
     team_id = _whole_number(given("team_id"), "team_id", N_("Team"), 1, 2**31 - 1) if given("team_id") else None
     language = given("language") or "en"
     if language not in LANGUAGES:
@@ -137,10 +144,14 @@ def settings_from_form(form: Mapping[str, str], *, default_name: str) -> BatchSe
     # By name from the list, not by trying ZoneInfo: "America" is a folder of the zone database (an OSError).
     if timezone not in _time_zones():
         raise BatchError(N_("Unknown time zone %(value)r; use a name such as Europe/Berlin.", value=timezone[:60]), "timezone")
+    one_time_code = given("one_time_code").lower()
+    if one_time_code not in ("", "0", "false", "no", "off", "1", "true", "yes", "on"):
+        raise BatchError(N_("“Ask for a one-time code” must be true or false."), "one_time_code")
     return BatchSettings(name=name, deadline_days=deadline, reminder_days=tuple(sorted(set(days))),
                          max_reminders=max_reminders, reply_to=reply_to, language=language,
                          quiet_hours_start=quiet[0], quiet_hours_end=quiet[1], timezone=timezone,
-                         notify_email=notify_email, team_id=team_id)
+                         notify_email=notify_email, team_id=team_id,
+                         one_time_code=one_time_code in ("1", "true", "yes", "on"))
 
 
 @functools.cache
@@ -155,13 +166,21 @@ def find_by_key(session: Session, *, user_id: int, idempotency_key: str) -> Batc
 
 
 _COPY_COLUMNS = ("batch_id", "row_number", "email", "name", "phone", "data", "status", "status_changed_at",
-                 "created_at", "attempts", "reminder_count")
+                 "created_at", "attempts", "reminder_count", "error_message")
 
 
-def _insert_requests(session: Session, *, batch_id: int, rows: Sequence[Recipient], now: datetime) -> list[int]:
-    """Insert one pending request per row inside the session's transaction; returns their ids."""
-    values = [(batch_id, r.row_number, r.email, r.name[:300], r.phone, r.data, Status.PENDING.value, now, now, 0, 0)
-              for r in rows]
+def _insert_requests(session: Session, *, batch_id: int, rows: Sequence[Recipient], now: datetime,
+                     barred: Mapping[str, Suppression]) -> list[int]:
+    """Insert one request per row inside the session's transaction, in row order; returns their ids.
+
+    Rows whose address is in ``barred`` (the suppression list) are ``failed`` at once with the reason: no
+    document is rendered nor mail sent for them until an admin lifts the entry and staff retry them.
+    """
+    values = []
+    for r in rows:
+        entry = barred.get(r.email.lower())
+        status, error = (Status.FAILED.value, not_sent_reason(entry)) if entry else (Status.PENDING.value, None)
+        values.append((batch_id, r.row_number, r.email, r.name[:300], r.phone, r.data, status, now, now, 0, 0, error))
     if session.get_bind().dialect.name == "postgresql":
         # COPY is ~10x faster than multi-row INSERTs for 10,000+ rows (bench/bench_batch_creation.py).
         cursor = session.connection().connection.driver_connection.cursor()
@@ -181,7 +200,7 @@ def create_batch(session: Session, *, user: User, template_version: TemplateVers
                  name: str, now: datetime, deadline_days: int = 7, reminder_days: Sequence[int] = (2, 4),
                  max_reminders: int = 3, reply_to: str | None = None, language: str = "en",
                  quiet_hours_start: int | None = None, quiet_hours_end: int | None = None, timezone: str = "UTC",
-                 notify_email: str | None = None, team_id: int | None = None,
+                 notify_email: str | None = None, team_id: int | None = None, one_time_code: bool = False,
                  idempotency_key: str | None = None) -> CreatedBatch:
     """Insert the batch and all its requests in one transaction (commits), then queue their renders.
 
@@ -207,7 +226,7 @@ def create_batch(session: Session, *, user: User, template_version: TemplateVers
         max_reminders=max_reminders,
         deadline_days=deadline_days, reply_to=reply_to, quiet_hours_start=quiet_hours_start,
         quiet_hours_end=quiet_hours_end, timezone=timezone, total_count=len(rows), team_id=team_id,
-        notify_email=notify_email,
+        notify_email=notify_email, one_time_code=one_time_code,
         idempotency_key=idempotency_key, created_at=now, started_at=now,
     )
     session.add(batch)
@@ -220,23 +239,34 @@ def create_batch(session: Session, *, user: User, template_version: TemplateVers
         if existing:
             return CreatedBatch(existing, created=False, total_count=existing.total_count)
         raise
-    ids = _insert_requests(session, batch_id=batch.id, rows=rows, now=now)
-    batch_counts.seed(session, batch_id=batch.id, counts={Status.PENDING.value: len(ids)})
+    # Checked here, not only in the upload's preview: an address may have bounced since.
+    barred = in_force_among(session, [r.email for r in rows])
+    ids = _insert_requests(session, batch_id=batch.id, rows=rows, now=now, barred=barred)
+    suppressed = {i: barred[r.email.lower()] for i, r in zip(ids, rows) if r.email.lower() in barred}
+    pending = [i for i in ids if i not in suppressed]
+    batch_counts.seed(session, batch_id=batch.id,
+                      counts={Status.PENDING.value: len(pending), Status.FAILED.value: len(suppressed)})
     session.add(Event(batch_id=batch.id, type="batch.created", created_at=now, actor=f"user:{user.id}",
-                      details={"total_count": len(rows), "template_version_id": template_version.id}))
+                      details={"total_count": len(rows), "template_version_id": template_version.id,
+                               "suppressed": len(suppressed)}))
+    session.add_all([Event(request_id=i, batch_id=batch.id, type="status.failed", created_at=now, actor="system",
+                           details={"suppressed": entry.source}) for i, entry in suppressed.items()])
+    if not pending:
+        close_if_done(session, batch_id=batch.id, now=now)
     session.commit()
-    log(logger, logging.INFO, "batch created", batch_id=batch.id, total_count=len(rows), user_id=user.id)
+    log(logger, logging.INFO, "batch created", batch_id=batch.id, total_count=len(rows), user_id=user.id,
+        suppressed=len(suppressed))
     enqueued = 0
     try:
-        if len(ids) <= INLINE_ENQUEUE_MAX:
-            enqueued = pipeline.enqueue_renders(ids)
+        if len(pending) <= INLINE_ENQUEUE_MAX:
+            enqueued = pipeline.enqueue_renders(pending)
         else:
             pipeline.enqueue_unique(get_queue("default"), "bulksign.jobs.batches.enqueue_renders", [batch.id],
                                     FANOUT_JOB, timeout=1800)
     except RedisError as exc:
         # The requests are committed in ``pending``: the reconciler queues them when Redis is back.
         log(logger, logging.ERROR, "could not queue renders", batch_id=batch.id, error=str(exc))
-    return CreatedBatch(batch, created=True, total_count=len(rows), enqueued=enqueued)
+    return CreatedBatch(batch, created=True, total_count=len(rows), enqueued=enqueued, suppressed=len(suppressed))
 
 
 def enqueue_pending_renders(session: Session, *, batch_id: int) -> int:

@@ -90,6 +90,11 @@ def load_config(overrides: dict | None = None) -> dict:
         "TSA_PASSWORD": env.get("TSA_PASSWORD", ""),
         "TSA_CA_CERT_PATH": env.get("TSA_CA_CERT_PATH", ""),
         "TSA_TIMEOUT_SECONDS": _int("TSA_TIMEOUT_SECONDS", 10),
+        # One-time codes by SMS: an HTTP provider when the URL is set, else the development provider (the
+        # log and the caught-mail folder), so `make run` shows the codes without an SMS account.
+        "SMS_HTTP_URL": env.get("SMS_HTTP_URL", ""),
+        "SMS_HTTP_TOKEN": env.get("SMS_HTTP_TOKEN", ""),
+        "SMS_TIMEOUT_SECONDS": _int("SMS_TIMEOUT_SECONDS", 10),
         "BOUNCE_WEBHOOK_SECRET": env.get("BOUNCE_WEBHOOK_SECRET", ""),
         "METRICS_TOKEN": env.get("METRICS_TOKEN", ""),
         # Error tracking: off when the DSN is empty; recipients' addresses are sent only with SENTRY_SEND_PII.
@@ -102,6 +107,7 @@ def load_config(overrides: dict | None = None) -> dict:
         "LOGIN_RATE_LIMIT": env.get("LOGIN_RATE_LIMIT", "10 per minute"),
         "SIGNING_RATE_LIMIT": env.get("SIGNING_RATE_LIMIT", "60 per minute"),
         "SIGNING_PAGE_IMAGE_RATE_LIMIT": env.get("SIGNING_PAGE_IMAGE_RATE_LIMIT", "600 per minute"),
+        "API_RATE_LIMIT": env.get("API_RATE_LIMIT", "600 per minute"),
         # Reverse proxies in front of the app that append to X-Forwarded-For (0: clients connect directly).
         "PROXY_HOPS": _int("PROXY_HOPS", 0),
         "PASSWORD_HASH_METHOD": env.get("PASSWORD_HASH_METHOD", "scrypt"),
@@ -153,6 +159,8 @@ def _check(cfg: dict) -> None:
     for name in ("PDF_CONCURRENCY", "RENDER_CHUNK_SIZE", "SEND_CHUNK_SIZE"):
         if cfg[name] < 1:
             raise ConfigError(f"{name} must be at least 1")
+    if cfg["SMS_HTTP_URL"] and urlsplit(cfg["SMS_HTTP_URL"]).scheme not in {"http", "https"}:
+        raise ConfigError(f"SMS_HTTP_URL must start with https:// (or http://), got {cfg['SMS_HTTP_URL']!r}")
     for name in ("WORKER_MAX_JOBS", "WORKER_MAX_RSS_MB"):
         if cfg[name] < 0:
             raise ConfigError(f"{name} must be 0 (no limit) or more")

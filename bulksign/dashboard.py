@@ -145,6 +145,30 @@ class Progress:
     rendered: int = 0
     #: Requests still waiting for their document (pending or being rendered).
     rendering: int = 0
+    #: Requests whose invitation the recipient's mail server accepted, and those it bounced.
+    delivered: int = 0
+    bounced: int = 0
+
+    @property
+    def attempted(self) -> int:
+        """Invitations whose delivery has an answer: accepted or bounced."""
+        return self.delivered + self.bounced
+
+    @property
+    def delivery_rate(self) -> float | None:
+        """delivered / attempted (0–1), or None before any answer."""
+        return self.delivered / self.attempted if self.attempted else None
+
+    @property
+    def delivery_poor(self) -> bool:
+        """More than 5% bounced of at least 20 answers: what fires the ``BulksignBatchBounceRate`` alert."""
+        return self.attempted >= 20 and self.bounced > 0.05 * self.attempted
+
+
+#: Statuses whose invitation was accepted: the same split as the ``BulksignBatchBounceRate`` alert, so the
+#: page and the alert agree. ``failed`` is left out: it mixes documents that never rendered with mails that
+#: never got an answer.
+DELIVERED = (Status.SENT, Status.OPENED, Status.SIGNED, Status.DECLINED, Status.EXPIRED)
 
 
 def progress_for(batch: Batch, counts: BatchCounts) -> Progress:
@@ -158,7 +182,9 @@ def progress_for(batch: Batch, counts: BatchCounts) -> Progress:
     active = not final and (counts.working > 0 or batch.status == BatchStatus.PENDING)
     rendering = sum(counts.by_status.get(s, 0) for s in (Status.PENDING, Status.GENERATING))
     return Progress(total=total, segments=tuple(segments), working=counts.working, active=active, final=final,
-                    phase=batch_phase(batch, counts), rendered=total - rendering, rendering=rendering)
+                    phase=batch_phase(batch, counts), rendered=total - rendering, rendering=rendering,
+                    delivered=sum(counts.by_status.get(s, 0) for s in DELIVERED),
+                    bounced=counts.by_status.get(Status.BOUNCED, 0))
 
 
 @dataclass(frozen=True)
@@ -186,15 +212,22 @@ def _batches_with_template_and_owner():
 
 
 def list_batches(session: Session, *, user: User, q: str = "", page: int = 1,
-                 per_page: int = BATCH_PAGE_SIZE) -> BatchPage:
-    """The batches ``user`` may see, newest first, searched by name, with owner, template and counts (3 queries)."""
+                 per_page: int = BATCH_PAGE_SIZE, after: tuple[datetime, int] | None = None) -> BatchPage:
+    """The batches ``user`` may see, newest first, searched by name, with owner, template and counts (3 queries).
+
+    Pages by number (the staff list), or by keyset after the (created_at, id) of a previous row (the API).
+    """
     page = max(1, page)
     query = (
         _batches_with_template_and_owner()
         .where(access.batch_filter(user))
         .order_by(Batch.created_at.desc(), Batch.id.desc())
-        .limit(per_page + 1).offset((page - 1) * per_page)
+        .limit(per_page + 1)
     )
+    if after is not None:
+        query = query.where(tuple_(Batch.created_at, Batch.id) < tuple_(*after))
+    else:
+        query = query.offset((page - 1) * per_page)
     if q.strip():
         query = query.where(Batch.name.ilike(f"%{_escape_like(q.strip())}%", escape="\\"))
     found = session.execute(query).all()

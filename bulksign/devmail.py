@@ -16,18 +16,30 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 
+def mailbox_folder(var_dir: str) -> Path:
+    """Where the embedded setup's caught mail (and the development SMS provider's texts) land."""
+    return Path(var_dir) / "mailbox"
+
+
+def write_caught(folder: Path, data: bytes) -> str:
+    """Store one message as ``folder/<time>-<uuid>.eml`` (whole or not at all); returns the file name."""
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"{time.time():.6f}-{uuid.uuid4().hex[:8]}.eml"
+    tmp = folder / (name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.rename(folder / name)
+    return name
+
+
 class MaildirHandler:
-    """aiosmtpd handler that writes each accepted message to ``folder/<time>-<uuid>.eml``."""
+    """aiosmtpd handler that writes each accepted message with ``write_caught``."""
 
     def __init__(self, folder: Path):
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
 
     async def handle_DATA(self, server, session, envelope):
-        name = f"{time.time():.6f}-{uuid.uuid4().hex[:8]}.eml"
-        tmp = self.folder / (name + ".tmp")
-        tmp.write_bytes(envelope.original_content or envelope.content)
-        tmp.rename(self.folder / name)
+        write_caught(self.folder, envelope.original_content or envelope.content)
         return "250 Message accepted for delivery"
 
 

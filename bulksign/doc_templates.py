@@ -17,7 +17,7 @@ from jinja2 import TemplateSyntaxError, meta, nodes
 from jinja2.compiler import CodeGenerator
 from jinja2.exceptions import SecurityError, TemplateRuntimeError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
-from sqlalchemy import select
+from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
 
 from . import access, template_words
@@ -593,12 +593,15 @@ def _file_variables(session: Session, *, template: DocumentTemplate, kind: str, 
     return variables, key, placed
 
 
-def list_templates(session: Session, *, user: User, include_archived: bool = False) -> list[DocumentTemplate]:
-    """The templates ``user`` may see, by name, for the list page and the API."""
+def list_templates(session: Session, *, user: User, include_archived: bool = False,
+                   after: tuple[str, int] | None = None, limit: int | None = None) -> list[DocumentTemplate]:
+    """The templates ``user`` may see, by name, for the list page and the API (keyset pages after (name, id))."""
     query = (select(DocumentTemplate).where(access.template_filter(user))
-             .order_by(DocumentTemplate.name, DocumentTemplate.id))
+             .order_by(DocumentTemplate.name, DocumentTemplate.id).limit(limit))
     if not include_archived:
         query = query.where(DocumentTemplate.archived.is_(False))
+    if after is not None:
+        query = query.where(tuple_(DocumentTemplate.name, DocumentTemplate.id) > tuple_(*after))
     return list(session.scalars(query))
 
 

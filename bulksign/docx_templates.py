@@ -26,6 +26,7 @@ from . import libreoffice
 from .doc_templates import TemplateError, _unsafe_jinja, render_html, sample_row, sandbox
 from .messages import N_
 from .models import TemplateVersion
+from .signature_box import BOX_HEIGHT_MM, BOX_WIDTH_MM, MARK_TOP_LEFT as SIGNATURE_MARK, SIGNATURE_VARIABLE
 
 #: Largest .docx accepted, and most it may unpack to (all parts) or any part to, times its packed size.
 MAX_DOCX_BYTES = 10 * 1024 * 1024
@@ -86,19 +87,16 @@ class _Part:
 
 _JINJA = _SandboxForDocx()
 
-#: ``{{ signature }}`` marks where the signature goes (see the sigplace contract, ``signature_box``): an empty
-#: framed box of ``SIGNATURE_BOX_MM``, with ``SIGNATURE_MARK`` in tiny white letters in its top-left corner,
-#: where ``find_signature_box`` reads it back from the PDF. Word cannot pin a word to the bottom-right
+#: ``{{ signature }}`` marks where the signature goes (the contract is ``signature_box``): an empty framed
+#: box of ``BOX_WIDTH_MM`` × ``BOX_HEIGHT_MM``, with ``SIGNATURE_MARK`` in tiny white letters in its top-left
+#: corner, where ``find_signature_box`` reads it back from the PDF. Word cannot pin a word to the bottom-right
 #: corner, so the box has the standard size.
-SIGNATURE_VARIABLE = "signature"
-SIGNATURE_MARK = "BULKSIGNSIGTL"
-SIGNATURE_BOX_MM = (60, 22)
 _EMU_PER_MM = 36000
 
 
 def _signature_box() -> Markup:
     """An inline text-box shape: it ends the placeholder's run, sits in the line like a letter, and reopens it."""
-    width, height = (mm * _EMU_PER_MM for mm in SIGNATURE_BOX_MM)
+    width, height = (round(mm * _EMU_PER_MM) for mm in (BOX_WIDTH_MM, BOX_HEIGHT_MM))
     return Markup(
         '</w:t></w:r><w:r><w:drawing>'
         '<wp:inline distT="0" distB="0" distL="0" distR="0" '

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, abort, jsonify, render_template, request
+from flask import Flask, abort, jsonify, make_response, render_template, request
 from flask.json.provider import DefaultJSONProvider
 from flask_babel import gettext as _
 from flask_wtf.csrf import CSRFError
@@ -27,9 +27,23 @@ MESSAGES = {
 }
 
 
+#: HTTP status → the machine-readable ``error.code`` of the API when the view names no more precise one.
+ERROR_CODES = {
+    400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
+    409: "conflict", 413: "too_large", 415: "unsupported_media_type", 422: "unprocessable", 429: "rate_limited",
+    500: "server_error",
+}
+
+
+def error_body(status: int, message: str, *, code: str | None = None, details: dict | None = None) -> dict:
+    """The one error shape of the API: ``{"error": {"code", "message", "details"}}``."""
+    # str(): domain messages are lazy translations, translated here at the edge.
+    return {"error": {"code": code or ERROR_CODES.get(status, "error"), "message": str(message), "details": details}}
+
+
 def _respond(code: int, message: str):
     if is_api_request() or request.accept_mimetypes.best == "application/json":
-        return jsonify(error=message, status=code), code
+        return jsonify(error_body(code, message)), code
     return render_template("errors/error.html", code=code, message=message), code
 
 
@@ -87,7 +101,11 @@ def init_app(app: Flask) -> None:
         code = error.code or 500
         # A description set by the view (abort(404, "...")) is the specific message.
         custom = error.description if error.description != type(error).description else None
-        return _respond(code, str(custom) if custom else str(MESSAGES.get(code, error.name)))
+        response = make_response(_respond(code, str(custom) if custom else str(MESSAGES.get(code, error.name))))
+        if getattr(error, "valid_methods", None):
+            # RFC 9110: a 405 names the methods the address does take.
+            response.headers["Allow"] = ", ".join(error.valid_methods)
+        return response
 
     @app.errorhandler(Exception)
     def _unexpected(error: Exception):

@@ -1,4 +1,5 @@
-"""Expiry: requests unsigned at their deadline become ``expired``; the batch's notice address gets one summary per wave.
+"""Expiry: requests unsigned at their deadline become ``expired``; whoever the batch names for its notices (its
+owner by default, see ``notices``) gets one summary per wave.
 
 Requests of one batch expire over a spread of time (the invitations went out at the throttle's
 pace, resends get later deadlines), so the summary is not sent per tick: a batch collects its
@@ -23,8 +24,9 @@ from sqlalchemy.orm import Session
 
 from .batches import counts_for
 from .logs import log
-from .mailer import cancel_queued, queue_mail
-from .notices import notice_locale, notice_recipient
+from .mailer import cancel_queued
+from .messages import N_
+from .notices import notice_locale, notice_message, queue_notice
 from .models import Batch, OutgoingMail, SigningRequest
 from .reminders import KIND as REMINDER
 from .states import WAITING_FOR_RECIPIENT, Status, transition
@@ -137,22 +139,19 @@ def _wave_query(session: Session, *, batch_id: int, until: datetime):
 
 
 def _queue_summary(session: Session, *, batch: Batch, now: datetime) -> OutgoingMail | None:
-    to_email = notice_recipient(batch, owner=batch.created_by)
     count = session.scalar(_wave_query(session, batch_id=batch.id, until=now).with_only_columns(func.count()))
-    if to_email is None or not count:
-        log(logger, logging.WARNING, "expiry summary not sent: nobody to tell or nothing expired", batch_id=batch.id)
+    if not count:
+        log(logger, logging.WARNING, "expiry summary not sent: nothing expired", batch_id=batch.id)
         return None
     number = 1 + session.scalar(select(func.count()).select_from(OutgoingMail).where(
         OutgoingMail.batch_id == batch.id, OutgoingMail.kind == KIND))
-    with force_locale(notice_locale(batch)):
-        subject = _("%(count)s recipients did not sign \"%(batch)s\" before the deadline", count=count,
-                    batch=batch.name)
-    return queue_mail(session, key=f"expiry-summary-{batch.id}-{number}", kind=KIND, to_email=to_email,
-                      subject=subject, now=now, batch_id=batch.id)
+    return queue_notice(session, batch=batch, kind=KIND, key=f"expiry-summary-{batch.id}-{number}", now=now,
+                        subject=N_("%(count)s recipients did not sign \"%(batch)s\" before the deadline",
+                                   count=count, batch=batch.name))
 
 
 def build_expiry_summary(session: Session, mail: OutgoingMail, app: Flask) -> Message:
-    """The summary (to the notice address): who did not sign in this wave, the batch's totals, a link to the batch page."""
+    """The summary (to whoever the batch names): who did not sign in this wave, the batch's totals, a link to the batch page."""
     batch = session.get(Batch, mail.batch_id)
     if batch is None:
         raise LookupError(f"batch {mail.batch_id} no longer exists")
@@ -170,8 +169,5 @@ def build_expiry_summary(session: Session, mail: OutgoingMail, app: Flask) -> Me
                         total=counts.total),
                   _("You can resend with a new link from the batch page:"),
                   f"{app.config['APP_URL']}/batches/{batch.id}"]
-    message = Message(subject=mail.subject, recipients=[mail.to_email], body="\n".join(lines) + "\n",
-                      sender=app.config["MAIL_DEFAULT_SENDER"])
-    message.msgId = mail.message_id
-    return message
+    return notice_message(mail, app, body="\n".join(lines) + "\n")
 

@@ -1,7 +1,7 @@
 """Extension objects, created unbound and attached to the app in ``create_app``."""
 from __future__ import annotations
 
-from flask import current_app
+from flask import Flask, current_app
 from flask_babel import Babel
 from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
@@ -38,12 +38,16 @@ babel = Babel()
 QUEUE_NAMES = ("pdf", "mail", "default", "webhooks")
 
 
-def get_redis() -> Redis:
-    """The app's Redis connection (one pool per process; a plain server or the Sentinel master), with timeouts."""
-    ext = current_app.extensions
-    if "bulksign_redis" not in ext:
-        ext["bulksign_redis"] = connect(current_app.config["REDIS_URL"])
-    return ext["bulksign_redis"]
+def get_redis(app: Flask | None = None) -> Redis:
+    """The app's Redis connection (one pool per process; a plain server or the Sentinel master), with timeouts.
+
+    The only caller of ``redis_client.connect``: queues, throttle, telemetry and rq-dashboard share its pool.
+    ``app`` is for set-up code that runs outside an app context; otherwise the current app's.
+    """
+    app = app or current_app
+    if "bulksign_redis" not in app.extensions:
+        app.extensions["bulksign_redis"] = connect(app.config["REDIS_URL"])
+    return app.extensions["bulksign_redis"]
 
 
 class AppQueue(Queue):

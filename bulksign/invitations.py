@@ -14,8 +14,9 @@ from datetime import datetime, timedelta
 from flask import Flask
 from flask_mail import Message
 from markupsafe import Markup, escape
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session, joinedload
+from sqlalchemy.orm.attributes import set_committed_value
 
 from .branding import brand_from, logo_src
 from .doc_templates import TemplateError, mail_text, render_text
@@ -132,12 +133,22 @@ def queue_invitation(session: Session, *, request_id: int, now: datetime, app: F
 
 
 def record_sent(session: Session, *, request: SigningRequest, mail: OutgoingMail, now: datetime,
-                reconciled: bool = False) -> bool:
-    """sending → sent for a request whose invitation ``mail`` the server accepted (``mail.sent_at``); the caller commits."""
+                reconciled: bool = False, mark_mail_sent: bool = False) -> bool:
+    """sending → sent for a request whose invitation ``mail`` the server accepted (``mail.sent_at``); the caller commits.
+
+    ``mark_mail_sent``: the server accepted it just now and the mail row does not say so yet (the sender's
+    path): the row is recorded sent at ``now`` in the move's own statement, whether or not the move wins.
+    """
+    also = None
+    if mark_mail_sent:
+        also = update(OutgoingMail).where(OutgoingMail.id == mail.id).values(status="sent", sent_at=now, error=None)
+        # What the row will say once this commits; set as loaded, so no second UPDATE is flushed.
+        for name, value in (("status", "sent"), ("sent_at", now), ("error", None)):
+            set_committed_value(mail, name, value)
     details = {"message_id": mail.message_id, **({"reconciled": True} if reconciled else {})}
     return bool(transition(session, request.id, frm=Status.SENDING, to=Status.SENT, now=now, sent_at=mail.sent_at,
                            expires_at=request_deadline(request, sent_at=mail.sent_at),
-                           error_message=None, details=details))
+                           error_message=None, details=details, also=also))
 
 
 def delivered_invitations(session: Session, *, request_ids: Sequence[int]) -> list[tuple[SigningRequest, OutgoingMail]]:

@@ -24,6 +24,7 @@ BUILDERS: dict[str, str] = {
     "reminder": "bulksign.reminders.build_reminder",
     "expiry_summary": "bulksign.expiry.build_expiry_summary",
     "completion_notice": "bulksign.notices.build_completion_notice",
+    "one_time_code": "bulksign.one_time_codes.build_code_mail",
 }
 
 MESSAGE_ID_DOMAIN = "bulksign.local"

@@ -5,7 +5,7 @@ import hashlib
 from datetime import datetime, timezone
 
 from flask_login import UserMixin
-from sqlalchemy import JSON, BigInteger, Index, UniqueConstraint, text
+from sqlalchemy import JSON, BigInteger, Index, UniqueConstraint, false, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from .extensions import db
@@ -95,16 +95,20 @@ class TeamMember(db.Model):
 
 
 class MembershipChange(db.Model):
-    """Audit of team membership: who added or removed whom, when. Kept when the team or user is gone."""
+    """Audit of who may see what: who added or removed whom from a team, or gave whom a role, when.
+    Kept when the team or user is gone."""
 
     __tablename__ = "membership_changes"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    #: Team and user named, not referenced: the record outlives both.
-    team_name: Mapped[str] = mapped_column(db.String(100))
+    #: Team and user named, not referenced: the record outlives both. No team for a role change.
+    team_name: Mapped[str | None] = mapped_column(db.String(100))
     user_email: Mapped[str] = mapped_column(db.String(254))
-    #: ``added`` or ``removed``.
+    #: ``added`` or ``removed`` (team membership), ``role`` (a role given, at creation or later).
     action: Mapped[str] = mapped_column(db.String(10))
+    #: For ``role``: the role before (None when the account was created with ``new_role``) and after.
+    old_role: Mapped[str | None] = mapped_column(db.String(16))
+    new_role: Mapped[str | None] = mapped_column(db.String(16))
     #: Who made the change: ``user:<id> <email>`` or ``cli``.
     actor: Mapped[str] = mapped_column(db.String(300))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
@@ -211,6 +215,9 @@ class Batch(db.Model):
     quiet_hours_start: Mapped[int | None] = mapped_column()
     quiet_hours_end: Mapped[int | None] = mapped_column()
     timezone: Mapped[str] = mapped_column(db.String(64), default="UTC")
+    #: Recipients confirm a one-time code (by SMS when the row has a phone, else by mail) before they can see,
+    #: sign or decline the document (``one_time_codes``).
+    one_time_code: Mapped[bool] = mapped_column(default=False, server_default=false())
     #: Number of requests created; counts per status are kept in ``batch_status_counts``.
     total_count: Mapped[int] = mapped_column(default=0)
     #: Client-supplied key: the same key from the same user creates one batch.
@@ -394,6 +401,36 @@ class Event(db.Model):
     details: Mapped[dict] = mapped_column(JSON, default=dict)
 
 
+class OneTimeCode(db.Model):
+    """A code sent to a recipient to prove they hold the mailbox or phone; the newest one of a request counts.
+
+    The code itself is never stored: it is derived from the secret key and ``nonce`` when sent
+    (``one_time_codes.derive_code``), and checked against ``code_hash``.
+    """
+
+    __tablename__ = "one_time_codes"
+    __table_args__ = (Index("ix_one_time_codes_request_created", "request_id", "created_at"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    request_id: Mapped[int] = mapped_column(BigId, db.ForeignKey("signing_requests.id", ondelete="CASCADE"))
+    #: ``email`` or ``sms``.
+    channel: Mapped[str] = mapped_column(db.String(10))
+    #: The address or phone number the code went to, as it was then.
+    destination: Mapped[str] = mapped_column(db.String(254))
+    #: Random input of the code's derivation (128 bits, hex).
+    nonce: Mapped[str] = mapped_column(db.String(32))
+    #: HMAC-SHA256 (secret key) of the code bound to this row and its request; compared in constant time.
+    code_hash: Mapped[str] = mapped_column(db.String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    #: Tries made with this code, right or wrong; counted before comparing, so parallel guesses cannot exceed the bound.
+    attempts: Mapped[int] = mapped_column(default=0)
+    #: When the right code was entered; a verified code is spent (it cannot be entered again).
+    verified_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: When the last try was used up on a wrong code: the recipient must ask for a new one.
+    locked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
 class OutgoingMail(db.Model):
     """Every mail, written before it is sent: the Message-ID is fixed so a retry re-sends the same one."""
 
@@ -405,7 +442,8 @@ class OutgoingMail(db.Model):
         BigId, db.ForeignKey("signing_requests.id", ondelete="CASCADE"), index=True
     )
     batch_id: Mapped[int | None] = mapped_column(db.ForeignKey("batches.id", ondelete="CASCADE"), index=True)
-    #: ``invitation``, ``reminder``, ``confirmation``, ``expiry_summary``, ``decline_notice``, ``completion_notice``.
+    #: ``invitation``, ``reminder``, ``confirmation``, ``expiry_summary``, ``decline_notice``, ``completion_notice``,
+    #: ``one_time_code`` (its code is derived at send time, never written here).
     kind: Mapped[str] = mapped_column(db.String(30))
     message_id: Mapped[str] = mapped_column(db.String(255), unique=True)
     to_email: Mapped[str] = mapped_column(db.String(254))
@@ -495,3 +533,23 @@ class Export(db.Model):
     created_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class IdempotencyKey(db.Model):
+    """An API call made with ``Idempotency-Key``: a repeat gets the stored answer instead of doing it again."""
+
+    __tablename__ = "idempotency_keys"
+    __table_args__ = (UniqueConstraint("api_key_id", "key"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    #: Keys are per API key: two integrations may pick the same key without meeting.
+    api_key_id: Mapped[int] = mapped_column(db.ForeignKey("api_keys.id", ondelete="CASCADE"))
+    key: Mapped[str] = mapped_column(db.String(200))
+    #: sha256 of method, path and body: the same key with another request is refused, not replayed.
+    fingerprint: Mapped[str] = mapped_column(db.String(64))
+    #: None while the first call is still running (a repeat then gets 409).
+    status_code: Mapped[int | None] = mapped_column()
+    response_body: Mapped[dict | None] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    #: After this the row is deleted (periodic job) and the key may be used afresh.
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)

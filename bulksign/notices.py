@@ -1,26 +1,37 @@
-"""The staff side's mails about a batch: who hears of expiries, declines and the end of a batch.
+"""The staff side's mails about a batch: its expiry summaries, decline notices and completion notice.
 
-A batch names its notice address (``Batch.notify_email``: a team manager or any address); without
-one, its owner hears of expiries and declines (without an active owner, its reply-to address).
-The completion notice goes only to a named address.
+A batch names who gets all three (``Batch.notify_email``): nobody named means its owner (the default),
+else a team manager's or any address; without an active owner, the batch's reply-to address. They
+speak the owner's interface language, whoever reads them. This module is the one place that decides
+both, and records and builds every such mail.
 """
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from datetime import datetime
 
 from flask import Flask
 from flask_babel import force_locale, gettext as _
 from flask_mail import Message
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .logs import log
 from .mailer import queue_mail
+from .messages import N_
 from .models import Batch, OutgoingMail, User
+from .recipients import check_email
 
 logger = logging.getLogger(__name__)
 
 COMPLETION = "completion_notice"
+#: The choices of a new-batch form or API call (``notify_to``) besides a team manager's address.
+OWNER, OTHER = "owner", "other"
+
+
+class NoticeAddressError(ValueError):
+    """The chosen notice address cannot be used; ``args[0]`` says why (an ``N_`` message)."""
 
 
 def notice_recipient(batch: Batch, *, owner: User | None) -> str | None:
@@ -39,19 +50,62 @@ def notice_locale(batch: Batch) -> str:
     return owner.locale if owner is not None and owner.locale else "en"
 
 
-def queue_completion_notice(session: Session, *, batch: Batch, now: datetime) -> OutgoingMail | None:
-    """Record the one mail saying the batch is done, for a batch that names a notice address; the caller commits.
+def chosen_notice_address(*, choice: str | None, email: str | None) -> str | None:
+    """The notice address a form or API call chose, checked; None for the owner.
 
-    Only then: an owner follows their batch on its page, and a mail per finished batch to every owner would
-    be noise. The reconciler sends mails left queued, so no job needs enqueuing here.
+    ``choice`` is ``owner``, ``other`` (then ``email`` is the address) or a team manager's address;
+    without a choice, ``email`` if given, else the owner.
     """
-    if not batch.notify_email:
+    choice = (choice or "").strip()
+    if choice == OWNER:
         return None
-    to_email = batch.notify_email
+    address = (email or "").strip() if choice in ("", OTHER) else choice
+    if not address:
+        if choice == OTHER:
+            raise NoticeAddressError(N_("Give the address the notices go to, or choose who gets them."))
+        return None
+    address, problem = check_email(address)
+    if problem:
+        raise NoticeAddressError(problem)
+    return address
+
+
+def queue_notice(session: Session, *, batch: Batch, kind: str, key: str, subject: N_, now: datetime,
+                 request_id: int | None = None) -> OutgoingMail | None:
+    """Record one notice about ``batch`` for whoever it names, the subject in the owner's language; None when
+    there is nobody to tell. The caller commits, then enqueues the send (or leaves it to the reconciler)."""
+    to_email = notice_recipient(batch, owner=batch.created_by)
+    if to_email is None:
+        log(logger, logging.WARNING, "notice not sent: nobody to tell", batch_id=batch.id, kind=kind)
+        return None
     with force_locale(notice_locale(batch)):
-        subject = _("Batch \"%(batch)s\" is done", batch=batch.name)
-    return queue_mail(session, key=f"completion-notice-{batch.id}", kind=COMPLETION, to_email=to_email,
-                      subject=subject, now=now, batch_id=batch.id)
+        text = str(subject)
+    return queue_mail(session, key=key, kind=kind, to_email=to_email, subject=text, now=now, batch_id=batch.id,
+                      request_id=request_id)
+
+
+def notice_message(mail: OutgoingMail, app: Flask, *, body: str) -> Message:
+    """A notice as it goes out: the recorded subject and address, ``body``, the row's Message-ID."""
+    message = Message(subject=mail.subject, recipients=[mail.to_email], body=body,
+                      sender=app.config["MAIL_DEFAULT_SENDER"])
+    message.msgId = mail.message_id
+    return message
+
+
+def queue_completion_notice(session: Session, *, batch: Batch, now: datetime) -> OutgoingMail | None:
+    """Record the one mail saying the batch is done; the caller commits, then enqueues it
+    (``queued_completion_notices``), or leaves it to the reconciler, which sends mails left queued."""
+    return queue_notice(session, batch=batch, kind=COMPLETION, key=f"completion-notice-{batch.id}",
+                        subject=N_("Batch \"%(batch)s\" is done", batch=batch.name), now=now)
+
+
+def queued_completion_notices(session: Session, *, batch_ids: Collection[int]) -> list[int]:
+    """The completion notices of these batches still to go out: a job that closed them enqueues these once it
+    has committed, so the end is told now rather than at the reconciler's next pass."""
+    if not batch_ids:
+        return []
+    return list(session.scalars(select(OutgoingMail.id).where(
+        OutgoingMail.batch_id.in_(list(batch_ids)), OutgoingMail.kind == COMPLETION, OutgoingMail.status == "queued")))
 
 
 def build_completion_notice(session: Session, mail: OutgoingMail, app: Flask) -> Message:
@@ -70,7 +124,4 @@ def build_completion_notice(session: Session, mail: OutgoingMail, app: Flask) ->
                  _("Declined: %(n)s", n=counts[Status.DECLINED.value]),
                  _("Failed or bounced: %(n)s", n=counts[Status.FAILED.value] + counts[Status.BOUNCED.value]),
                  "", _("The batch page:"), f"{app.config['APP_URL']}/batches/{batch.id}"]
-    message = Message(subject=mail.subject, recipients=[mail.to_email], body="\n".join(lines) + "\n",
-                      sender=app.config["MAIL_DEFAULT_SENDER"])
-    message.msgId = mail.message_id
-    return message
+    return notice_message(mail, app, body="\n".join(lines) + "\n")

@@ -65,8 +65,11 @@ SEND = Step("send", "mail", "bulksign.jobs.mail.send_many", "SEND_CHUNK_SIZE", "
 
 
 def enqueue_unique(queue: Queue, func: str, ids: Sequence[int], job_id_pattern: str, *,
-                   timeout: int = 300, chunk: int = 1000, retry: Retry | None = None) -> int:
-    """Enqueue ``func(id)`` for each id whose job does not exist yet, pipelined. Returns how many were enqueued."""
+                   timeout: int = 300, chunk: int = 1000, retry: Retry | None = None, at_front: bool = False) -> int:
+    """Enqueue ``func(id)`` for each id whose job does not exist yet, pipelined. Returns how many were enqueued.
+
+    ``at_front``: ahead of the jobs already waiting (something a person waits for, behind a big batch).
+    """
     redis = get_redis()
     enqueued = 0
     for start in range(0, len(ids), chunk):
@@ -81,7 +84,7 @@ def enqueue_unique(queue: Queue, func: str, ids: Sequence[int], job_id_pattern: 
             continue
         queue.enqueue_many([
             Queue.prepare_data(func, args=(i,), job_id=job_id, timeout=timeout, result_ttl=600,
-                               failure_ttl=86400, retry=retry)
+                               failure_ttl=86400, retry=retry, at_front=at_front)
             for i, job_id in fresh
         ])
         enqueued += len(fresh)
@@ -110,10 +113,10 @@ def _live(job_ids: set[str]) -> set[str]:
     return {job_id for job_id, state in zip(ordered, states) if state in LIVE_STATES}
 
 
-def enqueue_chunked(step: Step, ids: Sequence[int], *, chunk_size: int | None = None) -> int:
+def enqueue_chunked(step: Step, ids: Sequence[int], *, chunk_size: int | None = None, at_front: bool = False) -> int:
     """Queue ``step`` for the ids no live job owns yet, ``chunk_size`` (default: the step's setting) ids per job.
 
-    Returns how many ids were queued.
+    ``at_front``: ahead of the jobs already waiting. Returns how many ids were queued.
     """
     config = current_app.config
     ids = list(dict.fromkeys(ids))
@@ -136,7 +139,7 @@ def enqueue_chunked(step: Step, ids: Sequence[int], *, chunk_size: int | None = 
     for start in range(0, len(chunks), 1000):
         queue.enqueue_many([
             Queue.prepare_data(step.func, args=(chunk,), job_id=job_id, timeout=step.seconds_each * len(chunk) + 60,
-                               result_ttl=RESULT_TTL, failure_ttl=86400, retry=retry)
+                               result_ttl=RESULT_TTL, failure_ttl=86400, retry=retry, at_front=at_front)
             for chunk, job_id in zip(chunks[start:start + 1000], job_ids[start:start + 1000])
         ])
     return len(fresh)
@@ -192,6 +195,6 @@ def enqueue_renders(request_ids: Sequence[int]) -> int:
     return enqueue_chunked(RENDER, request_ids)
 
 
-def enqueue_sends(mail_ids: Sequence[int]) -> int:
-    """Queue the send step for these outgoing mails (committed rows in ``queued``)."""
-    return enqueue_chunked(SEND, mail_ids)
+def enqueue_sends(mail_ids: Sequence[int], *, at_front: bool = False) -> int:
+    """Queue the send step for these outgoing mails (committed rows in ``queued``); ``at_front``: before bulk mail."""
+    return enqueue_chunked(SEND, mail_ids, at_front=at_front)

@@ -14,7 +14,7 @@ import re
 import secrets
 import time as clock
 import zipfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from functools import lru_cache
@@ -96,6 +96,23 @@ class Recipient:
 
 
 @dataclass(frozen=True)
+class SuppressedRow:
+    """A valid row whose address is on the suppression list: its request will not be mailed."""
+
+    row: int
+    email: str
+    #: The entry: where it came from (``suppressions.SOURCES``), what the provider said, since when.
+    source: str
+    reason: str
+    since: datetime
+
+
+#: A lookup of suppression entries in force: addresses → entries by lower-cased address (each with
+#: ``source``, ``reason`` and ``created_at``), e.g. ``suppressions.in_force_among`` bound to a session.
+SuppressionLookup = Callable[[list[str]], Mapping[str, object]]
+
+
+@dataclass(frozen=True)
 class ValidationReport:
     #: Non-empty data rows in the file.
     total_rows: int
@@ -116,6 +133,10 @@ class ValidationReport:
     delimiter: str | None = None
     #: The valid rows, only when asked for (``keep_rows=True``).
     recipients: tuple[Recipient, ...] = field(default=(), repr=False)
+    #: Valid rows whose address is on the suppression list (the first MAX_ERRORS_KEPT), when a lookup was given;
+    #: ``suppressed_count`` counts them all.
+    suppressed: tuple[SuppressedRow, ...] = ()
+    suppressed_count: int = 0
 
     @property
     def errors_truncated(self) -> bool:
@@ -131,6 +152,9 @@ class ValidationReport:
             "warnings": [str(w) for w in self.warnings], "columns": list(self.columns),
             "missing_columns": list(self.missing_columns), "file_format": self.file_format,
             "encoding": self.encoding, "delimiter": self.delimiter,
+            "suppressed_count": self.suppressed_count,
+            "suppressed": [{"row": r.row, "email": r.email, "source": r.source, "reason": r.reason,
+                            "since": r.since.isoformat()} for r in self.suppressed],
         }
 
 
@@ -635,10 +659,13 @@ class _Collector:
 
 def validate_recipients(data: bytes, *, filename: str, variables: Iterable[str], keep_rows: bool = False,
                         max_errors: int | None = MAX_ERRORS_KEPT,
-                        domain_choices: Mapping[str, str] | None = None) -> ValidationReport:
+                        domain_choices: Mapping[str, str] | None = None,
+                        suppressed: SuppressionLookup | None = None) -> ValidationReport:
     """Read the file and check every row against the template's variables; raises UploadError if unreadable.
 
     ``domain_choices``: misspelt domain → the domain staff chose for it (see ``check_email``).
+    ``suppressed``: a lookup of the suppression list; the valid rows it knows are reported (a warning:
+    batch creation keeps them, not mailed).
     """
     variables = list(variables)
     table = _open_table(data, filename, clock.monotonic() + MAX_READ_SECONDS)
@@ -661,6 +688,8 @@ def validate_recipients(data: bytes, *, filename: str, variables: Iterable[str],
     formula_columns: set[str] = set()
     first_row_of: dict[str, int] = {}
     kept: list[Recipient] = []
+    #: (row, address) of every valid row, for the suppression lookup at the end.
+    valid_addresses: list[tuple[int, str]] = []
     total = valid = 0
     unusable = bool(columns.errors)
     for number, cells, line, problem in rows:
@@ -725,16 +754,26 @@ def validate_recipients(data: bytes, *, filename: str, variables: Iterable[str],
             values[var] = value
         if collector.count == errors_before and not unusable and email:
             valid += 1
+            if suppressed is not None:
+                valid_addresses.append((number, email))
             if keep_rows:
                 kept.append(Recipient(number, email, name, phone, {v: values.get(v, "") for v in variables}))
     if total == 0:
         raise UploadError(N_("The file has a header but no rows of recipients."))
+    listed = _suppressed_rows(valid_addresses, suppressed) if suppressed is not None else []
     return ValidationReport(
         total_rows=total, valid_rows=valid, invalid_rows=total - valid, errors=tuple(collector.kept),
         error_count=collector.count, warnings=tuple(warnings), columns=columns.header,
         missing_columns=columns.missing, file_format=table.file_format, encoding=table.encoding,
         delimiter=table.delimiter, recipients=tuple(kept),
+        suppressed=tuple(listed[:max_errors] if max_errors is not None else listed), suppressed_count=len(listed),
     )
+
+
+def _suppressed_rows(addresses: list[tuple[int, str]], lookup: SuppressionLookup) -> list[SuppressedRow]:
+    entries = lookup([email for _, email in addresses])
+    return [SuppressedRow(row=number, email=email, source=entry.source, reason=entry.reason, since=entry.created_at)
+            for number, email in addresses if (entry := entries.get(email.lower())) is not None]
 
 
 def error_report_csv(report: ValidationReport) -> str:

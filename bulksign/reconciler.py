@@ -205,7 +205,8 @@ def reconcile(session: Session, *, redis: Redis, app: Flask, now: datetime, stal
     transition(session, dead_generating, frm=Status.GENERATING, to=Status.PENDING, now=now,
                details={"reconciled": True})
 
-    # A worker killed after recording the server's answer but before moving the request: only the move is left.
+    # An invitation recorded sent whose request is still in ``sending`` (the sender records both in one
+    # statement; rows written before it did may be so): only the move is left, no second mail.
     delivered = delivered_invitations(session, request_ids=by_status.get(Status.SENDING, []))
     for request, mail in delivered:
         record_sent(session, request=request, mail=mail, now=now, reconciled=True)

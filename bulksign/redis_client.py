@@ -1,4 +1,5 @@
-"""Every Redis connection the app makes comes from here: one server, or the master a Sentinel set-up names.
+"""How the app reaches Redis: one server, or the master a Sentinel set-up names. The app's one client
+(one pool per process) is ``extensions.get_redis``, the only caller of ``connect``.
 
 ``REDIS_URL`` is either a plain ``redis://``, ``rediss://`` or ``unix://`` URL, or
 ``redis+sentinel://[:password@]host:port[,host:port…]/master-name[?db=N]`` — the form

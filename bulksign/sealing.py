@@ -250,6 +250,8 @@ class AuditRecord:
     #: The recipient's language and time zone (the batch's): the record speaks to them.
     language: str = "en"
     timezone: str = "UTC"
+    #: How the signer proved who they are beyond the link (a confirmed one-time code); None: only the link.
+    identity: N_ | None = None
 
 
 #: Event type → label on the audit certificate; other types print as they are.
@@ -264,7 +266,22 @@ EVENT_LABELS = {
     "page.opened": N_("Page opened again"),
     "status.signed": N_("Signed"),
     "link.issued": N_("Signing link issued"),
+    # One-time codes (``one_time_codes``): ``%(…)s`` are filled from the event's details.
+    "code.sent.email": N_("One-time code sent by email to %(to)s"),
+    "code.sent.sms": N_("One-time code sent by SMS to %(to)s"),
+    "code.failed": N_("Wrong one-time code (%(tries_left)s tries left)"),
+    "code.verified": N_("One-time code confirmed"),
+    "code.locked": N_("One-time code locked: too many wrong tries"),
 }
+
+
+def _label(event: Event) -> N_ | str:
+    """The event's line on the certificate; a one-time code's lines say where it went and the tries left."""
+    details = event.details or {}
+    if not event.type.startswith("code."):
+        return EVENT_LABELS.get(event.type, event.type)
+    label = EVENT_LABELS.get(f"code.sent.{details.get('channel')}" if event.type == "code.sent" else event.type)
+    return N_(label.msgid, **details) if label is not None else event.type
 
 
 def _register_fonts() -> None:
@@ -406,6 +423,7 @@ def audit_certificate(record: AuditRecord) -> bytes:
         (N_("Signed by"), record.signer_name),
         (N_("Signed at"), _local(record.signed_at, zone)),
         (N_("Signer IP"), record.signer_ip),
+        *([(N_("Identity check"), record.identity)] if record.identity else []),
         (N_("Original sha256"), record.original_sha256),
     ]
     fact_table = Table([[p(k), p(v)] for k, v in facts], colWidths=[38 * mm, 132 * mm])
@@ -627,8 +645,8 @@ def audit_record(session: Session, request: SigningRequest, original: Document) 
     batch: Batch = request.batch
     events = session.scalars(
         select(Event).where(Event.request_id == request.id).order_by(Event.created_at, Event.id)).all()
-    lines = [AuditLine(at=e.created_at, label=EVENT_LABELS.get(e.type, e.type), ip=e.ip or "",
-                       user_agent=e.user_agent or "") for e in events]
+    lines = [AuditLine(at=e.created_at, label=_label(e), ip=e.ip or "", user_agent=e.user_agent or "")
+             for e in events]
     types = {e.type for e in events}
     if "request.created" not in types:
         lines.insert(0, AuditLine(at=request.created_at, label=EVENT_LABELS["request.created"], ip="", user_agent=""))
@@ -641,7 +659,22 @@ def audit_record(session: Session, request: SigningRequest, original: Document) 
         signer_name=request.signer_name or request.name or "", signer_ip=request.signer_ip or "",
         signed_at=request.signed_at, original_sha256=original.sha256, lines=tuple(lines),
         language=batch.language or "en", timezone=zone_of(batch).key,
+        identity=_identity(events, zone=zone_of(batch).key),
     )
+
+
+def _identity(events: Sequence[Event], *, zone: str) -> N_ | None:
+    """The last one-time code confirmed before signing: where it went and when it was confirmed."""
+    verified = [e for e in events if e.type == "code.verified"]
+    if not verified:
+        return None
+    code_id = verified[-1].details.get("code_id")
+    # Issued before it could be confirmed: its ``code.sent`` is in the same trail.
+    sent = next(e for e in events if e.type == "code.sent" and e.details.get("code_id") == code_id)
+    when = _local(verified[-1].created_at, zone)
+    if sent.details.get("channel") == "sms":
+        return N_("One-time code sent by SMS to %(to)s, confirmed %(when)s", to=sent.details.get("to"), when=when)
+    return N_("One-time code sent by email to %(to)s, confirmed %(when)s", to=sent.details.get("to"), when=when)
 
 
 def document_title(batch: Batch) -> str:

@@ -12,12 +12,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from io import BytesIO
 
-from flask_babel import force_locale, gettext
+from flask_babel import force_locale
 from flask_babel import lazy_gettext as _l
+from redis.exceptions import RedisError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from . import one_time_codes
 from .logs import log
+from .messages import N_
 from .models import Batch, Event, SigningRequest
 from .states import Status, WAITING_FOR_RECIPIENT, transition
 
@@ -77,7 +80,8 @@ class OpenOutcome:
 
 @dataclass(frozen=True)
 class SignOutcome:
-    #: ``signed``, ``already_signed``, ``not_allowed`` (expired, declined, cancelled...) or ``invalid``.
+    #: ``signed``, ``already_signed``, ``not_allowed`` (expired, declined, cancelled...), ``code_needed`` (the batch
+    #: asks for a one-time code and this session has not entered one) or ``invalid``.
     status: str
     request_id: int
     #: For ``invalid``: what to correct (lazily translated: ``str()`` it where it is shown).
@@ -86,7 +90,7 @@ class SignOutcome:
 
 @dataclass(frozen=True)
 class DeclineOutcome:
-    #: ``declined``, ``already_declined``, ``not_allowed`` or ``invalid``.
+    #: ``declined``, ``already_declined``, ``not_allowed``, ``code_needed`` or ``invalid``.
     status: str
     request_id: int
     #: For ``invalid``: what to correct (lazily translated: ``str()`` it where it is shown).
@@ -158,13 +162,16 @@ def clean_signature_png(data: bytes | None) -> bytes | None:
 
 
 def _act(session: Session, *, request_id: int, now: datetime, ip: str | None, user_agent: str | None,
-         to: Status, details: dict | None = None, **fields) -> str:
+         code_id: int | None, to: Status, details: dict | None = None, **fields) -> str:
     """The recipient's final move: open first if still sent, then opened→``to`` by compare-and-set.
 
-    Returns ``won``, ``already_<to>`` (the same move happened before: a double click) or ``not_allowed``.
+    Returns ``won``, ``already_<to>`` (the same move happened before: a double click), ``code_needed``
+    (``code_id`` is not a verified one-time code of the request, and its batch asks for one) or ``not_allowed``.
     """
     request = session.get(SigningRequest, request_id)
     if page_state(request, now=now) == "waiting":
+        if not one_time_codes.may_act(session, request=request, code_id=code_id, now=now):
+            return "code_needed"
         user_agent = (user_agent or "")[:500]
         if request.status == Status.SENT:
             _open(session, request, now=now, ip=ip, user_agent=user_agent)
@@ -177,8 +184,11 @@ def _act(session: Session, *, request_id: int, now: datetime, ip: str | None, us
 
 
 def sign(session: Session, *, request_id: int, now: datetime, signer_name: str, signature_png: bytes | None,
-         consent: bool, ip: str | None, user_agent: str | None) -> SignOutcome:
-    """Sign: (open if still sent,) opened→signed by compare-and-set; commits, then queues the seal job."""
+         consent: bool, ip: str | None, user_agent: str | None, code_id: int | None = None) -> SignOutcome:
+    """Sign: (open if still sent,) opened→signed by compare-and-set; commits, then queues the seal job.
+
+    ``code_id``: the one-time code the signer's session verified, when the batch asks for one.
+    """
     try:
         name = clean_name(signer_name)
         image = clean_signature_png(signature_png)
@@ -186,21 +196,25 @@ def sign(session: Session, *, request_id: int, now: datetime, signer_name: str, 
             raise InvalidInput(_l("Tick “I agree to sign electronically” to sign."))
     except InvalidInput as exc:
         return SignOutcome(status="invalid", request_id=request_id, message=exc.args[0])
-    result = _act(session, request_id=request_id, now=now, ip=ip, user_agent=user_agent, to=Status.SIGNED,
-                  signer_name=name, signer_ip=(ip or "")[:64], signature_image=image, signed_at=now)
+    result = _act(session, request_id=request_id, now=now, ip=ip, user_agent=user_agent, code_id=code_id,
+                  to=Status.SIGNED, signer_name=name, signer_ip=(ip or "")[:64], signature_image=image, signed_at=now)
     if result != "won":
         return SignOutcome(status=result, request_id=request_id)
     session.commit()
-    enqueue_seal([request_id])
+    try:
+        enqueue_seal([request_id])
+    except RedisError as exc:
+        # The signature is committed: the recipient sees it done, and the periodic ``seal_missing`` seals it later.
+        log(logger, logging.ERROR, "could not queue the seal", request_id=request_id, error=str(exc))
     log(logger, logging.INFO, "request signed", request_id=request_id)
     return SignOutcome(status="signed", request_id=request_id)
 
 
 def decline(session: Session, *, request_id: int, now: datetime, reason: str, ip: str | None,
-            user_agent: str | None) -> DeclineOutcome:
-    """Decline with a reason: opened→declined by compare-and-set, and a notice to the batch's notice address; commits."""
-    from .mailer import queue_mail
-    from .notices import notice_locale, notice_recipient
+            user_agent: str | None, code_id: int | None = None) -> DeclineOutcome:
+    """Decline with a reason: opened→declined by compare-and-set, and a notice to whoever the batch names
+    (its owner by default); commits."""
+    from .notices import queue_notice
     from .pipeline import enqueue_sends
 
     reason = (reason or "").strip()
@@ -209,22 +223,23 @@ def decline(session: Session, *, request_id: int, now: datetime, reason: str, ip
     if len(reason) > MAX_REASON_LENGTH:
         return DeclineOutcome(status="invalid", request_id=request_id,
                               message=_l("The reason is too long (at most %(count)s characters).", count=MAX_REASON_LENGTH))
-    result = _act(session, request_id=request_id, now=now, ip=ip, user_agent=user_agent, to=Status.DECLINED,
+    result = _act(session, request_id=request_id, now=now, ip=ip, user_agent=user_agent, code_id=code_id,
+                  to=Status.DECLINED,
                   details={"reason": reason}, declined_at=now, decline_reason=reason)
     if result != "won":
         return DeclineOutcome(status=result, request_id=request_id)
     request = session.get(SigningRequest, request_id)
-    owner_email = notice_recipient(request.batch, owner=request.batch.created_by)
-    mail_id = None
-    if owner_email:
-        with force_locale(notice_locale(request.batch)):
-            subject = gettext("Declined: %(who)s — %(batch)s", who=request.name or request.email,
-                              batch=request.batch.name)
-        mail_id = queue_mail(session, key=f"decline-notice-{request_id}", kind="decline_notice", to_email=owner_email,
-                             subject=subject, now=now, request_id=request_id, batch_id=request.batch_id).id
+    notice = queue_notice(session, batch=request.batch, kind="decline_notice", key=f"decline-notice-{request_id}",
+                          subject=N_("Declined: %(who)s — %(batch)s", who=request.name or request.email,
+                                     batch=request.batch.name), now=now, request_id=request_id)
+    mail_id = notice.id if notice is not None else None
     session.commit()
     if mail_id is not None:
-        enqueue_sends([mail_id])
+        try:
+            enqueue_sends([mail_id])
+        except RedisError as exc:
+            # The notice is committed in ``queued``: the reconciler queues it when Redis is back.
+            log(logger, logging.ERROR, "could not queue the decline notice", request_id=request_id, error=str(exc))
     log(logger, logging.INFO, "request declined", request_id=request_id, notice=mail_id is not None)
     return DeclineOutcome(status="declined", request_id=request_id)
 
@@ -247,17 +262,14 @@ def enqueue_seal(request_ids: list[int]) -> int:
 
 
 def build_decline_notice(session: Session, mail, app):
-    """The batch owner's notice that a recipient declined, with the reason."""
+    """The notice that a recipient declined, with the reason."""
     from flask import render_template
-    from flask_mail import Message
 
-    from .notices import notice_locale
+    from .notices import notice_locale, notice_message
     from .sealing import document_title
 
     request = session.get(SigningRequest, mail.request_id)
     with force_locale(notice_locale(request.batch)):
         body = render_template("emails/decline_notice.txt", request=request, batch=request.batch,
                                document_name=document_title(request.batch), app_url=app.config["APP_URL"])
-    message = Message(subject=mail.subject, recipients=[mail.to_email], body=body)
-    message.msgId = mail.message_id
-    return message
+    return notice_message(mail, app, body=body)

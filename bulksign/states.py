@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import insert, literal, select, update
+from sqlalchemy import Update, insert, literal, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.util import identity_key
 
@@ -51,18 +51,22 @@ def transition(
     ip: str | None = None,
     user_agent: str | None = None,
     details: dict | None = None,
+    also: Update | None = None,
     **fields,
 ) -> TransitionResult:
     """Move requests from one of ``frm`` to ``to`` by compare-and-set, append an event per win.
 
-    ``fields`` are further columns set in the same UPDATE (e.g. ``sent_at=now``). The caller
-    commits; the batch counters follow at that commit. Moves not in ``TRANSITIONS`` raise
-    ``IllegalTransition``.
+    ``fields`` are further columns set in the same UPDATE (e.g. ``sent_at=now``). ``also``: an UPDATE of
+    another table that goes with the move (the mail row of a sent invitation), run whether or not the move
+    wins: on PostgreSQL in the move's own statement, so it costs no round trip. The caller commits; the
+    batch counters follow at that commit. Moves not in ``TRANSITIONS`` raise ``IllegalTransition``.
     """
     # Sorted: the row locks are taken in id order, so two movers of overlapping sets queue instead of deadlocking.
     ids = [request_ids] if isinstance(request_ids, int) else sorted(set(request_ids))
     sources, target = _checked(TRANSITIONS, frm=frm, to=to, fields=fields)
     if not ids:
+        if also is not None:
+            session.execute(also)
         return TransitionResult(to=target)
 
     allowed = list(dict.fromkeys(s.value for s in sources))
@@ -75,13 +79,18 @@ def transition(
     for chunk in slices(ids):
         if dialect == "postgresql" and len(allowed) == 1:
             # The hot path (every pipeline step): the move and its events in one round trip.
-            rows = _move_and_log(session, chunk, source=allowed[0], values=values, event=event)
-        elif dialect == "postgresql":
-            rows = _lock_and_move(session, chunk, allowed=allowed, values=values, event=event)
+            rows = _move_and_log(session, chunk, source=allowed[0], values=values, event=event, also=also)
         else:
-            rows = _move_per_source(session, chunk, allowed=allowed, values=values)
-            if rows:
-                session.execute(insert(Event), [{"request_id": r.id, "batch_id": r.batch_id, **event} for r in rows])
+            if also is not None:
+                session.execute(also)
+            if dialect == "postgresql":
+                rows = _lock_and_move(session, chunk, allowed=allowed, values=values, event=event)
+            else:
+                rows = _move_per_source(session, chunk, allowed=allowed, values=values)
+                if rows:
+                    session.execute(insert(Event), [{"request_id": r.id, "batch_id": r.batch_id, **event}
+                                                    for r in rows])
+        also = None  # once, with the first slice
         won.extend(r.id for r in rows)
         moves.extend((r.batch_id, r.old_status, target.value) for r in rows)
     batch_counts.record_moves(session, moves)
@@ -138,14 +147,19 @@ def _update(chunk: list[int], *conditions, values: dict):
             .returning(SigningRequest.id, SigningRequest.batch_id).execution_options(synchronize_session=False))
 
 
-def _move_and_log(session: Session, chunk: list[int], *, source: str, values: dict, event: dict) -> list[_Moved]:
-    """PostgreSQL: ``WITH moved AS (UPDATE … RETURNING) INSERT INTO events SELECT … FROM moved``."""
+def _move_and_log(session: Session, chunk: list[int], *, source: str, values: dict, event: dict,
+                  also: Update | None = None) -> list[_Moved]:
+    """PostgreSQL: ``WITH moved AS (UPDATE … RETURNING), [also AS (UPDATE …)] INSERT INTO events SELECT … FROM moved``.
+
+    A data-modifying ``WITH`` runs exactly once, whether or not the rest of the statement reads it.
+    """
     moved = _update(chunk, SigningRequest.status == source, values=values).cte("moved")
     columns = Event.__table__.c
+    ctes = [moved] if also is None else [moved, also.cte("also")]
     logged = (insert(Event).from_select(
         ["request_id", "batch_id", *event],
         select(moved.c.id, moved.c.batch_id, *(literal(v, columns[k].type) for k, v in event.items())))
-        .add_cte(moved).returning(Event.request_id, Event.batch_id))
+        .add_cte(*ctes).returning(Event.request_id, Event.batch_id))
     return [_Moved(r.request_id, r.batch_id, source) for r in session.execute(logged)]
 
 

@@ -20,6 +20,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from .logs import log
+from .messages import N_
 from .models import Suppression, User
 
 logger = logging.getLogger(__name__)
@@ -76,14 +77,22 @@ def in_force_among(session: Session, emails: Iterable[str]) -> dict[str, Suppres
     return found
 
 
+#: Why an address is on the list, by the entry's source (translated where it is shown).
+WHY = {"bounce": N_("its mail server reported it does not exist (hard bounce)"),
+       "smtp": N_("its mail server refused it"),
+       "complaint": N_("the recipient marked our mail as spam"),
+       "manual": N_("an admin listed it")}
+
+
 def describe(entry: Suppression) -> str:
-    """Why the address gets no mail, in words staff understand."""
-    why = {"bounce": "its mail server reported it does not exist (hard bounce)",
-           "smtp": "its mail server refused it",
-           "complaint": "the recipient marked our mail as spam",
-           "manual": "an admin listed it"}[entry.source]
-    text = f"{entry.email} is on the suppression list since {entry.created_at:%Y-%m-%d}: {why}"
+    """Why the address gets no mail, in words staff understand (English: it is stored on requests and mails)."""
+    text = f"{entry.email} is on the suppression list since {entry.created_at:%Y-%m-%d}: {WHY[entry.source].english}"
     return f"{text} ({entry.reason})." if entry.reason else f"{text}."
+
+
+def not_sent_reason(entry: Suppression) -> str:
+    """What a request or mail kept from the address says: why, and how it can still go out."""
+    return f"Not sent: {describe(entry)} An admin can lift the entry; then retry."
 
 
 def lift(session: Session, *, email: str, user: User, now: datetime) -> Suppression:

@@ -1,4 +1,4 @@
-"""Teams and their members; every membership change is recorded (who, whom, when) in ``membership_changes``."""
+"""Teams and their members; every membership change is recorded (who, whom, when) by ``access_audit``."""
 from __future__ import annotations
 
 import logging
@@ -8,9 +8,10 @@ from datetime import datetime
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
+from .access_audit import record_membership
 from .logs import log
 from .messages import N_
-from .models import MembershipChange, Team, TeamMember, User
+from .models import Team, TeamMember, User
 
 logger = logging.getLogger(__name__)
 
@@ -19,11 +20,6 @@ MAX_NAME = 100
 
 class TeamError(ValueError):
     """Input a person can correct; the message says how."""
-
-
-def actor_of(user: User | None) -> str:
-    """How a membership change names who made it: ``user:<id> <email>``, or ``cli`` for the command line."""
-    return f"user:{user.id} {user.email}" if user is not None else "cli"
 
 
 def create_team(session: Session, *, name: str, now: datetime) -> Team:
@@ -48,19 +44,12 @@ def team_by_name(session: Session, *, name: str) -> Team:
     return team
 
 
-def _record(session: Session, *, team: Team, user: User, action: str, by: User | None, now: datetime) -> None:
-    session.add(MembershipChange(team_name=team.name, user_email=user.email, action=action, actor=actor_of(by),
-                                 created_at=now))
-    log(logger, logging.INFO, f"team member {action}", team_id=team.id, user_id=user.id,
-        by_user_id=by.id if by else None)
-
-
 def add_member(session: Session, *, team: Team, user: User, by: User | None, now: datetime) -> bool:
     """Put ``user`` in ``team`` (recorded); False when they were in it already."""
     if session.get(TeamMember, (team.id, user.id)) is not None:
         return False
     session.add(TeamMember(team_id=team.id, user_id=user.id, added_at=now))
-    _record(session, team=team, user=user, action="added", by=by, now=now)
+    record_membership(session, team=team, user=user, action="added", by=by, now=now)
     session.flush()
     return True
 
@@ -70,7 +59,7 @@ def remove_member(session: Session, *, team: Team, user: User, by: User | None, 
     removed = session.execute(delete(TeamMember).where(TeamMember.team_id == team.id,
                                                        TeamMember.user_id == user.id)).rowcount
     if removed:
-        _record(session, team=team, user=user, action="removed", by=by, now=now)
+        record_membership(session, team=team, user=user, action="removed", by=by, now=now)
     return bool(removed)
 
 
@@ -89,7 +78,3 @@ def teams_with_members(session: Session) -> list[TeamRow]:
         members[team_id].append(user)
     return [TeamRow(team=t, members=tuple(members[t.id])) for t in teams]
 
-
-def recent_changes(session: Session, *, limit: int = 200) -> list[MembershipChange]:
-    """The newest membership changes first."""
-    return list(session.scalars(select(MembershipChange).order_by(MembershipChange.id.desc()).limit(limit)))

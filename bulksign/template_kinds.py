@@ -122,9 +122,16 @@ def _source(key: str) -> bytes:
 
 def render_document(version: TemplateVersion, row: dict, *, timeout: float) -> bytes:
     """One recipient's PDF from ``version``, whatever its kind (the job and the preview both call this)."""
+    return prepare_document(version, row, timeout=timeout)()
+
+
+def prepare_document(version: TemplateVersion, row: dict, *, timeout: float) -> Callable[[], bytes]:
+    """``render_document`` in two steps: reading the version and the source (and filling in HTML) happen now, in
+    the calling thread (the one that owns the session); the returned conversion may run in another thread."""
     if version.kind == HTML:
-        return render_pdf(render_html(version.html, row), timeout=timeout)
-    return file_kind(version.kind).render(version, _source(version.source_key), row, timeout=timeout)
+        return functools.partial(render_pdf, render_html(version.html, row), timeout=timeout)
+    return functools.partial(file_kind(version.kind).render, version, _source(version.source_key), row,
+                             timeout=timeout)
 
 
 def signature_box(version: TemplateVersion, pdf: bytes) -> SignatureBox | None:

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from . import access
+from .access_audit import record_role
 from .logs import log
 from .models import ApiKey, User
 from .tokens import IssuedToken, hash_token, new_token
@@ -51,8 +52,10 @@ def normalise_email(email: str) -> str:
     return email.strip().lower()
 
 
-def create_user(session: Session, *, email: str, password: str, role: str, now: datetime) -> User:
-    """Create an account with one of ``access.ROLES`` (teams are joined with ``teams.add_member``)."""
+def create_user(session: Session, *, email: str, password: str, role: str, now: datetime,
+                by: User | None = None) -> User:
+    """Create an account with one of ``access.ROLES``, its role recorded as given by ``by`` (None: the command
+    line or a script); teams are joined with ``teams.add_member``."""
     email = normalise_email(email)
     if "@" not in email or len(email) > 254:
         raise UserError(N_("Enter a valid email address."))
@@ -66,6 +69,7 @@ def create_user(session: Session, *, email: str, password: str, role: str, now: 
     session.add(user)
     session.flush()
     log(logger, logging.INFO, "user created", user_id=user.id, role=role)
+    record_role(session, user=user, old_role=None, by=by, now=now)
     return user
 
 
@@ -107,13 +111,13 @@ def create_api_key(session: Session, *, user: User, name: str, now: datetime) ->
     return CreatedApiKey(key=key, secret=token.value)
 
 
-def user_for_api_key(session: Session, *, secret: str, now: datetime) -> User | None:
-    """The active user owning this unrevoked key, or None."""
+def api_key_for_secret(session: Session, *, secret: str, now: datetime) -> ApiKey | None:
+    """This unrevoked key of an active user (``.user`` is who calls), or None."""
     key = session.scalar(select(ApiKey).where(ApiKey.key_hash == hash_token(secret), ApiKey.revoked_at.is_(None)))
     if key is None or key.user.disabled:
         return None
     key.last_used_at = now
-    return key.user
+    return key
 
 
 def set_disabled(session: Session, *, user: User, disabled: bool, by: User) -> None:
@@ -124,14 +128,18 @@ def set_disabled(session: Session, *, user: User, disabled: bool, by: User) -> N
     log(logger, logging.INFO, "user disabled" if disabled else "user enabled", user_id=user.id, by_user_id=by.id)
 
 
-def set_role(session: Session, *, user: User, role: str, by: User) -> None:
-    """Change a user's role; an admin cannot demote themselves (someone must be left to manage users)."""
+def set_role(session: Session, *, user: User, role: str, by: User, now: datetime) -> bool:
+    """Change a user's role (recorded); False when it was that already. An admin cannot demote themselves
+    (someone must be left to manage users)."""
     if role not in ROLES:
         raise UserError(N_("Role must be one of: %(known)s.", known=", ".join(ROLES)))
-    if user.id == by.id and role != user.role:
+    if role == user.role:
+        return False
+    if user.id == by.id:
         raise UserError(N_("You cannot change your own role."))
-    user.role = role
-    log(logger, logging.INFO, "role changed", user_id=user.id, role=role, by_user_id=by.id)
+    old_role, user.role = user.role, role
+    record_role(session, user=user, old_role=old_role, by=by, now=now)
+    return True
 
 
 def revoke_api_key(session: Session, *, key_id: int, now: datetime) -> ApiKey | None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
+from pydantic import BaseModel, Field
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
@@ -38,6 +39,44 @@ MAX_ATTEMPTS = 8
 BACKOFF_BASE = timedelta(seconds=30)
 BACKOFF_MAX = timedelta(hours=6)
 TIMEOUT_SECONDS = 10
+
+
+class RequestRef(BaseModel):
+    id: int
+    batch_id: int
+    email: str
+    name: str | None
+    row_number: int
+
+
+class RequestEvent(BaseModel):
+    """``data`` of the ``request.*`` events."""
+
+    request: RequestRef
+    occurred_at: datetime
+
+
+class BatchRef(BaseModel):
+    id: int
+    name: str
+    status: str
+    total_count: int
+
+
+class BatchEvent(BaseModel):
+    """``data`` of ``batch.completed``."""
+
+    batch: BatchRef
+    occurred_at: datetime
+
+
+class Delivery(BaseModel):
+    """The JSON body of every delivery; ``X-Bulksign-Signature`` signs its exact bytes."""
+
+    id: int = Field(description="The delivery's id (also in `X-Bulksign-Delivery`); the same on every retry.")
+    event: str = Field(description="The event (also in `X-Bulksign-Event`).")
+    created_at: datetime
+    data: RequestEvent | BatchEvent
 
 
 class WebhookError(ValueError):
@@ -171,10 +210,9 @@ def collect(session: Session, *, after_event_id: int | None, batches_since: date
     wanted = _wanted_events(session)
     for event_id, etype, at, request_id, batch_id, email, name, row_number, team_id in rows:
         if EVENT_TYPES[etype] in wanted:
-            made += len(emit(session, event=EVENT_TYPES[etype], now=now, team_id=team_id, payload={
-                "request": {"id": request_id, "batch_id": batch_id, "email": email, "name": name,
-                            "row_number": row_number},
-                "occurred_at": at.isoformat()}).delivery_ids)
+            made += len(emit(session, event=EVENT_TYPES[etype], now=now, team_id=team_id, payload=RequestEvent(
+                request=RequestRef(id=request_id, batch_id=batch_id, email=email, name=name, row_number=row_number),
+                occurred_at=at).model_dump(mode="json")).delivery_ids)
     # A full page may have more behind it; otherwise everything up to ``top`` has been seen.
     last_event_id = rows[-1][0] if len(rows) == limit else top
     finished = session.scalars(
@@ -182,10 +220,9 @@ def collect(session: Session, *, after_event_id: int | None, batches_since: date
         .order_by(Batch.finished_at).limit(1000)).all()
     if "batch.completed" in wanted:
         for batch in finished:
-            made += len(emit(session, event="batch.completed", now=now, team_id=batch.team_id, payload={
-                "batch": {"id": batch.id, "name": batch.name, "status": batch.status,
-                          "total_count": batch.total_count},
-                "occurred_at": batch.finished_at.isoformat()}).delivery_ids)
+            made += len(emit(session, event="batch.completed", now=now, team_id=batch.team_id, payload=BatchEvent(
+                batch=BatchRef(id=batch.id, name=batch.name, status=batch.status, total_count=batch.total_count),
+                occurred_at=batch.finished_at).model_dump(mode="json")).delivery_ids)
     next_since = finished[-1].finished_at if len(finished) == 1000 else now
     return CollectResult(last_event_id=last_event_id, batches_since=next_since, deliveries=made)
 
@@ -227,6 +264,7 @@ def deliver(session: Session, *, delivery_id: int, now: datetime, timeout: float
     if delivery.next_attempt_at is not None and delivery.next_attempt_at > now:
         return DeliveryResult(delivery_id=delivery_id, status="waiting")  # a duplicate job before the backoff ended
     endpoint = session.get(WebhookEndpoint, delivery.endpoint_id)
+    # The stored payload as it was recorded (not re-validated): a retry sends the same bytes as the first try.
     body = json.dumps({"id": delivery.id, "event": delivery.event, "created_at": delivery.created_at.isoformat(),
                        "data": delivery.payload}, separators=(",", ":"), ensure_ascii=False).encode()
     request = urllib.request.Request(endpoint.url, data=body, method="POST", headers={

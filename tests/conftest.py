@@ -99,6 +99,9 @@ def _test_config(database_url, redis_server, smtp_port, folder) -> dict:
         "LOG_JSON": False,
         # scrypt costs 0.24 s a hash here; the suite makes users and logs in hundreds of times.
         "PASSWORD_HASH_METHOD": "pbkdf2:sha256:1000",
+        # Route walks and the API fuzzer call from one address many times a minute; tests/test_api_contract.py
+        # checks the limit itself with a small one.
+        "API_RATE_LIMIT": "100000 per minute",
     }
 
 

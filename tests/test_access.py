@@ -36,8 +36,8 @@ TEMPLATE_EDITS = {"doc_templates.edit"}
 #: Lists and searches: filtered to what the user sees.
 LISTS = {"batches.index", "doc_templates.index", "api_dashboard.list_batches", "api_templates.index"}
 #: Creating batches and templates: not for viewers; the template must be one the user may use.
-CREATES = {"uploads.new", "uploads.create", "uploads.validate", "uploads.recheck", "uploads.error_report", "doc_templates.new",
-           "api_templates.create", "api_uploads.create", "api_uploads.validate"}
+CREATES = {"uploads.new", "uploads.create", "uploads.validate", "uploads.recheck", "uploads.error_report",
+           "doc_templates.new", "api_templates.create", "api_uploads.create", "api_uploads.validate"}
 #: The user's own session and account.
 OWN = {"main.dashboard", "auth.logout", "auth.set_language", "api.me"}
 #: Admins only (tested route by route in test_security_sweep); ids there are users, keys and endpoints.
@@ -175,7 +175,7 @@ def test_actions_on_the_teams_batch_are_for_its_owner_its_teams_managers_and_adm
         assert resend.status_code in (202, 409)  # 409: this request cannot get a new link now
     else:
         assert (retry.status_code, remind.status_code, resend.status_code) == (403, 403, 403)
-        assert "owner, a manager of its team or an admin" in retry.get_json()["error"]
+        assert "owner, a manager of its team or an admin" in retry.get_json()["error"]["message"]
 
 
 @pytest.mark.parametrize("role, allowed", [("admin", True), ("manager_a", True), ("owner_a", True),
@@ -208,7 +208,7 @@ def test_lists_searches_and_the_api_show_only_the_users_teams_batches_and_templa
     headers = _api_headers(world["people"]["staff_b"])
     names = [b["name"] for b in client.get("/api/v1/batches?q=Salaries", headers=headers).get_json()["items"]]
     assert names == ["Salaries HR"]
-    templates = [t["name"] for t in client.get("/api/v1/templates", headers=headers).get_json()["templates"]]
+    templates = [t["name"] for t in client.get("/api/v1/templates", headers=headers).get_json()["items"]]
     assert templates == ["Salaries HR template"]
     admin, _ = _web(app, world["people"]["admin"])
     page = admin.get("/batches/?q=Salaries").get_data(as_text=True)
@@ -252,7 +252,7 @@ def test_a_viewer_reads_but_cannot_create_batches_or_templates(app, world):
     assert client.post("/templates/new", data={"csrf_token": token, "name": "X", "html": "<p>x</p>"}).status_code == 403
     headers = _api_headers(viewer)
     created = client.post("/api/v1/templates", json={"name": "X", "html": "<p>x</p>"}, headers=headers)
-    assert created.status_code == 403 and created.get_json()["error"]
+    assert created.status_code == 403 and created.get_json()["error"]["message"]
 
 
 def test_staff_use_a_template_their_team_shares_but_another_teams_template_is_not_found(app, world):
@@ -289,7 +289,7 @@ def test_a_user_in_several_teams_chooses_the_batchs_team_and_only_among_their_ow
     stranger = create_team(db.session, name="Legal", now=utcnow())
     db.session.commit()
     refused = create(stranger.id)
-    assert refused.status_code == 422 and refused.get_json()["field"] == "team_id"
+    assert refused.status_code == 422 and refused.get_json()["error"]["details"]["field"] == "team_id"
 
 
 # --- who is told ---------------------------------------------------------------------------------
@@ -303,12 +303,18 @@ def test_a_batch_names_who_gets_its_decline_expiry_and_completion_notices(app, w
     from tests.support.signing_requests import make_sent_request
 
     owner, token = _web(app, world["people"]["owner_a"])
-    named = owner.post(f"/batches/{world['batch_id']}/notices",
-                       data={"csrf_token": token, "notify_email": "manager_a@example.com"})
-    assert named.status_code == 303
-    assert db.session.get(Batch, world["batch_id"]).notify_email == "manager_a@example.com"
-    bad = owner.post(f"/batches/{world['batch_id']}/notices", data={"csrf_token": token, "notify_email": "nope"})
-    assert bad.status_code == 422
+    page = owner.get(f"/batches/{world['batch_id']}").get_data(as_text=True)
+    assert '<option value="manager_a@example.com" >manager_a@example.com (manager, Accounting)' in page
+    assert "manager_b@example.com" not in page  # another team's manager is not offered
+    for fields, to in [({"notify_to": "manager_a@example.com"}, "manager_a@example.com"),
+                       ({"notify_to": "owner", "notify_email": "typed-then-changed-mind@example.com"}, None),
+                       ({"notify_to": "other", "notify_email": "auditor@example.com"}, "auditor@example.com")]:
+        named = owner.post(f"/batches/{world['batch_id']}/notices", data={"csrf_token": token, **fields})
+        assert named.status_code == 303 and db.session.get(Batch, world["batch_id"]).notify_email == to
+    page = owner.get(f"/batches/{world['batch_id']}").get_data(as_text=True)
+    assert '<option value="other" selected>' in page and 'value="auditor@example.com"' in page
+    for bad in [{"notify_email": "nope"}, {"notify_to": "other"}]:
+        assert owner.post(f"/batches/{world['batch_id']}/notices", data={"csrf_token": token, **bad}).status_code == 422
     # A decline and an expiry, each in a batch that names the head of HR.
     declined = make_sent_request(now=NOW, owner=world["people"]["owner_a"])
     expiring = make_sent_request(now=NOW, owner=world["people"]["owner_a"], email="late@example.com",
@@ -331,7 +337,7 @@ def test_a_batch_names_who_gets_its_decline_expiry_and_completion_notices(app, w
                     ("completion_notice", declined.batch_id): "head-of-hr@example.com"}
 
 
-def test_without_a_named_address_the_owner_hears_of_declines_and_no_completion_notice_is_sent(app, world):
+def test_without_a_named_address_the_owner_hears_of_declines_and_of_the_end_of_the_batch(app, world):
     from bulksign.batches import refresh_batch_statuses
     from bulksign.signing import decline, open_request
     from tests.support.signing_requests import make_sent_request
@@ -341,9 +347,9 @@ def test_without_a_named_address_the_owner_hears_of_declines_and_no_completion_n
     decline(db.session, request_id=sent.id, now=NOW, reason="No", ip=None, user_agent=None)
     refresh_batch_statuses(db.session, now=NOW, batch_ids=[sent.batch_id])
     db.session.commit()
-    told = [(m.kind, m.to_email) for m in db.session.scalars(db.select(OutgoingMail))]
-    assert ("decline_notice", "owner_a@example.com") in told
-    assert not [kind for kind, _ in told if kind == "completion_notice"]
+    told = [(m.kind, m.to_email) for m in db.session.scalars(db.select(OutgoingMail).order_by(OutgoingMail.id))
+            if m.kind.endswith("notice")]
+    assert told == [("decline_notice", "owner_a@example.com"), ("completion_notice", "owner_a@example.com")]
 
 
 # --- teams on the command line and the admin page, audited -------------------------------------
@@ -360,12 +366,13 @@ def test_cli_creates_a_team_and_a_manager_in_it_and_records_the_membership(app):
     unknown = runner.invoke(args=["users", "create", "x@example.com", "--team", "Nope", "--password", "x-password"])
     assert unknown.exit_code == 1 and "No team named Nope" in unknown.output
     assert db.session.scalar(db.select(User).where(User.email == "x@example.com")) is None
-    changes = db.session.scalars(db.select(MembershipChange)).all()
-    assert [(c.team_name, c.user_email, c.action, c.actor) for c in changes] == [
-        ("Accounting", "boss@example.com", "added", "cli")]
+    changes = db.session.scalars(db.select(MembershipChange).order_by(MembershipChange.id)).all()
+    assert [(c.team_name, c.user_email, c.action, c.old_role, c.new_role, c.actor) for c in changes] == [
+        (None, "boss@example.com", "role", None, "manager", "cli"),
+        ("Accounting", "boss@example.com", "added", None, None, "cli")]
     assert runner.invoke(args=["teams", "remove", "Accounting", "boss@example.com"]).exit_code == 0
     assert db.session.scalars(db.select(MembershipChange.action).order_by(MembershipChange.id)).all() == \
-        ["added", "removed"]
+        ["role", "added", "removed"]
 
 
 def test_admins_manage_teams_and_roles_on_the_admin_page_and_every_change_names_who_made_it(app, world):
@@ -379,10 +386,40 @@ def test_admins_manage_teams_and_roles_on_the_admin_page_and_every_change_names_
     assert promoted.status_code == 302 and world["people"]["staff_b"].role == "manager"
     page = admin.get("/admin/teams").get_data(as_text=True)
     assert "staff_b@example.com" in page and f"user:{world['people']['admin'].id} admin@example.com" in page
+    assert "role staff → manager" in page and "added to" in page
     staff, staff_token = _web(app, world["people"]["staff_a"])
     assert staff.get("/admin/teams").status_code == 403
     assert staff.post("/admin/teams", data={"csrf_token": staff_token, "name": "Mine"}).status_code == 403
 
+
+def test_role_changes_are_audited_with_memberships_and_the_admin_pages_narrow_them_to_a_user_or_a_team(app, world):
+    from bulksign.access_audit import recent_changes
+    from bulksign.users import UserError, set_role
+
+    people = world["people"]
+    odd = create_team(db.session, name="<b>R&D</b>", now=utcnow())
+    add_member(db.session, team=odd, user=people["viewer_b"], by=people["admin"], now=utcnow())
+    assert set_role(db.session, user=people["viewer_b"], role="staff", by=people["admin"], now=utcnow())
+    assert not set_role(db.session, user=people["viewer_b"], role="staff", by=people["admin"], now=utcnow())
+    with pytest.raises(UserError):
+        set_role(db.session, user=people["admin"], role="viewer", by=people["admin"], now=utcnow())
+    db.session.commit()
+    mine = recent_changes(db.session, user_email="viewer_b@example.com")
+    assert [(c.action, c.team_name, c.old_role, c.new_role) for c in mine] == [
+        ("role", None, "viewer", "staff"), ("added", "<b>R&D</b>", None, None), ("added", "HR", None, None),
+        ("role", None, None, "viewer")]
+    assert [c.user_email for c in recent_changes(db.session, team_name="<b>R&D</b>")] == ["viewer_b@example.com"]
+
+    admin, _token = _web(app, people["admin"])
+    page = admin.get("/admin/teams?user=viewer_b@example.com").get_data(as_text=True)
+    changes = page[page.index('id="access-changes"'):]
+    assert changes.count("<tr data-action=") == 4 and "manager_a@example.com" not in changes
+    assert "role viewer → staff" in changes and "created as viewer" in changes
+    assert "&lt;b&gt;R&amp;D&lt;/b&gt;" in changes and "<b>R&D</b>" not in page  # a team's name is text, never markup
+    by_team = admin.get("/admin/teams", query_string={"team": "HR"}).get_data(as_text=True)
+    assert by_team[by_team.index('id="access-changes"'):].count("<tr data-action=") == 3  # HR's three members
+    users_page = admin.get("/admin/").get_data(as_text=True)
+    assert users_page[users_page.index('id="access-changes"'):].count("<tr data-action=") == 10
 
 # --- outgoing webhooks ---------------------------------------------------------------------------
 

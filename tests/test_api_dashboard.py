@@ -45,11 +45,11 @@ def test_requests_in_keyset_pages_with_filter_and_no_token(api):
     assert api(f"/api/v1/batches/{batch.id}/requests?q=person000008").get_json()["items"][0]["status"] == "signed"
 
 
-def test_bad_parameters_are_clear_400s(api):
+def test_bad_parameters_are_clear_400s_and_a_cursor_the_list_never_issued_a_422(api):
     batch = make_batch(db.session, statuses=["sent"], now=NOW)
-    for query in ("status=nope", "cursor=!!!", "limit=0", "sort=token_hash"):
+    for query, status in (("status=nope", 400), ("cursor=!!!", 422), ("limit=0", 400), ("sort=token_hash", 400)):
         response = api(f"/api/v1/batches/{batch.id}/requests?{query}")
-        assert response.status_code == 400 and response.get_json()["error"]
+        assert response.status_code == status and response.get_json()["error"]["message"], query
 
 
 def test_the_api_needs_a_key(client, users):

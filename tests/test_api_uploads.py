@@ -58,27 +58,29 @@ def test_api_validate_reports_totals_and_errors(api, template_id):
 
 
 @pytest.mark.parametrize("data, status, words", [
-    ({"file": upload(GOOD)}, 400, "Choose a template"),
-    ({"template_id": "999"}, 404, "no template"),
-    ({"template_id": "{tid}"}, 400, "Choose a recipients file"),
-    ({"template_id": "{tid}", "file": upload(b"", "x.csv")}, 400, "empty"),
+    ({"file": upload(GOOD)}, 400, "template_id: Field required"),
+    ({"template_id": "999", "file": upload(GOOD)}, 404, "no template"),
+    ({"template_id": "{tid}"}, 400, "file: Field required"),
+    ({"template_id": "{tid}", "file": upload(b"", "x.csv")}, 422, "empty"),
     ({"template_id": "{tid}", "file": upload(GOOD, "x.exe")}, 415, ".csv or .xlsx"),
 ])
 def test_api_bad_input_gets_a_json_error(api, template_id, data, status, words):
     data = {k: (v.replace("{tid}", str(template_id)) if isinstance(v, str) else v) for k, v in data.items()}
     response = api("/api/v1/batches/validate", data=data)
-    assert response.status_code == status and response.is_json and words in response.json["error"]
+    assert response.status_code == status and response.is_json and words in response.json["error"]["message"]
 
 
 def test_api_refuses_rows_with_errors_unless_told_to_skip_them(api, template_id):
     refused = api("/api/v1/batches", data={"template_id": template_id, "file": upload(ONE_BAD), "name": "Nov"})
-    assert refused.status_code == 422 and refused.json["invalid_rows"] == 1 and refused.json["errors"][0]["row"] == 4
+    report = refused.json["error"]["details"]
+    assert refused.status_code == 422 and report["invalid_rows"] == 1 and report["errors"][0]["row"] == 4
     assert batch_count() == 0
     created = api("/api/v1/batches", data={"template_id": template_id, "file": upload(ONE_BAD), "name": "Nov",
                                            "skip_invalid": "true", "reminder_days": "1,3", "max_reminders": "2",
                                            "deadline_days": "5"})
     assert created.status_code == 201
-    assert created.json == {"id": created.json["id"], "status": "processing", "total_count": 2}
+    assert created.json == {"id": created.json["id"], "status": "processing", "total_count": 2, "notify_email": None,
+                            "one_time_code": False}
     batch = db.session.get(Batch, created.json["id"])
     assert (batch.name, batch.reminder_days, batch.max_reminders, batch.deadline_days) == ("Nov", [1, 3], 2, 5)
     ids = db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch.id)).all()
@@ -89,16 +91,40 @@ def test_api_same_idempotency_key_creates_one_batch(api, template_id):
     headers = {"Idempotency-Key": "order-7"}
     first = api("/api/v1/batches", data={"template_id": template_id, "file": upload(GOOD)}, headers=headers)
     again = api("/api/v1/batches", data={"template_id": template_id, "file": upload(GOOD)}, headers=headers)
-    assert (first.status_code, again.status_code) == (201, 200) and first.json == again.json
+    # The second call is answered from the stored first answer, and says so.
+    assert (first.status_code, again.status_code) == (201, 201) and first.json == again.json
+    assert again.headers["Idempotent-Replayed"] == "true" and "Idempotent-Replayed" not in first.headers
     assert batch_count() == 1 and db.session.scalar(select(func.count()).select_from(SigningRequest)) == 2
 
 
 def test_api_bad_settings_and_missing_columns_are_422(api, template_id):
     bad = api("/api/v1/batches", data={"template_id": template_id, "file": upload(GOOD), "max_reminders": "9"})
-    assert bad.status_code == 422 and bad.json["field"] == "max_reminders"
+    assert bad.status_code == 400 and bad.json["error"]["details"]["fields"][0]["field"] == "max_reminders"
+    late = api("/api/v1/batches", data={"template_id": template_id, "file": upload(GOOD), "reminder_days": "9"})
+    assert late.status_code == 422 and late.json["error"]["details"] == {"field": "reminder_days"}
     lacking = api("/api/v1/batches", data={"template_id": template_id, "file": upload(b"email\na@example.com\n"),
                                            "skip_invalid": "1"})
-    assert lacking.status_code == 422 and lacking.json["missing_columns"] == ["position"]
+    assert lacking.status_code == 422 and lacking.json["error"]["details"]["missing_columns"] == ["position"]
+
+
+@pytest.mark.parametrize("fields, told", [
+    ({}, None),
+    ({"notify_to": "owner", "notify_email": "ignored@example.com"}, None),
+    ({"notify_to": "Boss@Example.com"}, "Boss@example.com"),
+    ({"notify_to": "other", "notify_email": "hr@example.com"}, "hr@example.com"),
+    ({"notify_email": "hr@example.com"}, "hr@example.com"),
+])
+def test_api_names_who_gets_the_notices_the_owner_by_default(api, template_id, fields, told):
+    created = api("/api/v1/batches", data={"template_id": template_id, "file": upload(GOOD), **fields})
+    assert created.status_code == 201 and created.json["notify_email"] == told
+    assert db.session.get(Batch, created.json["id"]).notify_email == told
+
+
+@pytest.mark.parametrize("fields", [{"notify_to": "other"}, {"notify_to": "nope"}, {"notify_email": "x@gmial.com"}])
+def test_api_refuses_a_notice_address_it_cannot_use(api, template_id, fields):
+    refused = api("/api/v1/batches", data={"template_id": template_id, "file": upload(GOOD), **fields})
+    assert refused.status_code == 422 and refused.json["error"]["details"]["field"] == "notify_email"
+    assert "Notices to" in refused.json["error"]["message"] and batch_count() == 0
 
 
 def test_a_file_over_the_limit_is_refused_with_the_limit_named(make_app, users):
@@ -111,7 +137,7 @@ def test_a_file_over_the_limit_is_refused_with_the_limit_named(make_app, users):
     response = app.test_client().post(
         "/api/v1/batches/validate", headers={"Authorization": f"Bearer {secret}"},
         data={"template_id": "1", "file": upload(b"x" * (1024 * 1024 + 10))}, content_type="multipart/form-data")
-    assert response.status_code == 413 and response.is_json and "1 MB" in response.json["error"]
+    assert response.status_code == 413 and response.is_json and "1 MB" in response.json["error"]["message"]
 
 
 # --- the staff pages --------------------------------------------------------------------------
@@ -222,8 +248,9 @@ def test_a_nul_byte_late_in_the_file_is_a_row_error_at_creation_never_a_500(api,
     db.session.commit()
 
     refused = api("/api/v1/batches", data={"template_id": template_id, "file": upload(late_nul_csv())})
-    assert refused.status_code == 422 and refused.json["invalid_rows"] == 1
-    assert "NUL character (line 3,002)" in refused.json["errors"][0]["message"]
+    report = refused.json["error"]["details"]
+    assert refused.status_code == 422 and report["invalid_rows"] == 1
+    assert "NUL character (line 3,002)" in report["errors"][0]["message"]
     created = api("/api/v1/batches", data={"template_id": template_id, "skip_invalid": "true",
                                            "file": upload(late_nul_csv())})
     assert created.status_code == 201 and created.json["total_count"] == 3000

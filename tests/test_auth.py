@@ -110,7 +110,7 @@ def test_api_needs_a_valid_bearer_key(client, users, app):
     from bulksign.users import create_api_key
 
     assert client.get("/api/v1/me").status_code == 401
-    assert client.get("/api/v1/me", headers={"Authorization": "Bearer nope"}).get_json()["error"]
+    assert client.get("/api/v1/me", headers={"Authorization": "Bearer nope"}).get_json()["error"]["message"]
     key = create_api_key(db.session, user=users["admin"], name="ci", now=utcnow())
     db.session.commit()
     response = client.get("/api/v1/me", headers={"Authorization": f"Bearer {key.secret}"})

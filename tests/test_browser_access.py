@@ -48,8 +48,20 @@ def test_an_admin_creates_a_team_adds_a_member_and_sees_who_did_it(app, users, l
     row.locator("button:has-text('Add')").click()
     page.wait_for_selector("text=clerk@example.com is now in Accounting")
     assert "clerk@example.com" in page.locator("#teams tr[data-team=Accounting]").inner_text()
-    assert "admin@example.com" in page.locator("#membership-changes").inner_text()
+    role_row = page.locator("#roles tr", has_text="clerk@example.com")
+    role_row.locator("select[name=role]").select_option("manager")
+    role_row.locator("button:has-text('Change')").click()
+    page.wait_for_selector("text=clerk@example.com is now manager")
+    changes = page.locator("#access-changes").inner_text()
+    assert "role staff → manager" in changes and "added to Accounting" in changes and "admin@example.com" in changes
     _shots(page, "admin-teams")
+    # The users page shows the latest changes too; a user's email leads to their changes alone.
+    page.goto(f"{live_server}/admin/")
+    assert "role staff → manager" in page.locator("#access-changes").inner_text()
+    page.click("#users a:has-text('clerk@example.com')")
+    page.wait_for_selector("text=Only the changes of clerk@example.com")
+    assert page.locator("#access-changes tbody tr").count() == 3  # created, added, role
+    _shots(page, "admin-access-changes-of-a-user")
 
 
 def test_an_owner_shares_a_batch_with_another_team_and_names_who_gets_the_notices(app, users, live_server, page):
@@ -77,3 +89,22 @@ def test_an_owner_shares_a_batch_with_another_team_and_names_who_gets_the_notice
     db.session.expire_all()
     assert db.session.get(Batch, batch_id).notify_email == "head-of-hr@example.com"
     assert db.session.get(Team, hr.id) is not None
+
+
+def test_the_new_batch_form_offers_the_owner_the_teams_managers_or_another_address(app, users, live_server, page):
+    boss = create_user(db.session, email="boss@example.com", password="boss-password", role="manager", now=utcnow())
+    team = db.session.scalar(db.select(Team).where(Team.name == DEFAULT_TEAM))
+    add_member(db.session, team=team, user=boss, by=None, now=utcnow())
+    db.session.commit()
+    make_batch(db.session, statuses=[], now=NOW, name="Earlier", user_id=users["staff"].id)  # a template to use
+    _login(page, live_server, *STAFF)
+    page.goto(f"{live_server}/batches/new")
+    choice = page.locator("#notify-to")
+    assert choice.input_value() == "owner"
+    assert choice.locator("option").all_inner_texts() == [
+        "me (the owner)", f"boss@example.com (manager, {DEFAULT_TEAM})", "another address…"]
+    page.fill("#create-form input[name=notify_email]", "auditor@example.com")
+    assert choice.input_value() == "other"  # typing an address chooses "another address"
+    choice.select_option("boss@example.com")
+    page.locator("#create-form fieldset.notice-choice").scroll_into_view_if_needed()
+    _shots(page, "new-batch-notices", part="#create-form")

@@ -17,6 +17,7 @@ from bulksign.sealing import check_seal, seal_key
 from bulksign.signing import decline
 from bulksign.states import Status, transition
 from tests.support.batches import make_batch, request_ids
+from tests.support.looks import ARTIFACTS
 from tests.support.signing_requests import make_sent_request
 
 pytestmark = pytest.mark.browser
@@ -39,7 +40,7 @@ INKED = """(selector) => { const c = document.querySelector(selector);
 
 def draw(page, selector="#signature-pad"):
     page.wait_for_selector("#pad-box", state="visible")
-    # The document iframe may still be loading and move the pad: draw once the layout has settled,
+    # A page image may still be loading and move the pad: draw once the layout has settled,
     # as a person would, and look again if no ink shows (a person whose stroke missed draws again).
     page.wait_for_load_state("load")
     for _ in range(3):
@@ -85,10 +86,8 @@ def test_a_recipient_signs_from_the_invitation_and_gets_a_sealed_pdf(app, users,
 
     page.goto(link)
     assert page.locator("h1").inner_text() == "Employment contract"
-    assert page.locator("iframe.pdf").count() == 1 and page.locator("#pad-box").is_visible()
-    # The PDF loads in its iframe despite the page's strict CSP (Chromium's viewer is a frame of its own).
-    page.wait_for_function("() => document.querySelector('iframe.pdf').contentWindow !== null")
-    assert any(frame.url.endswith("/document") for frame in page.frames)
+    assert page.locator(".doc-page img").count() == 1 and page.locator("#pad-box").is_visible()
+    page.wait_for_function("() => [...document.querySelectorAll('.doc-page img')].every(i => i.naturalWidth > 0)")
     assert page.input_value("input[name=name]") == "Ольга Смирнова"
     draw(page)
     page.fill("input[name=name]", "Ольга Ивановна Смирнова")
@@ -126,10 +125,55 @@ def test_a_recipient_signs_from_the_invitation_and_gets_a_sealed_pdf(app, users,
 def test_the_access_log_of_the_browsing_never_holds_the_token(app, users, live_server, page, caplog):
     r = make_sent_request(now=utcnow() - timedelta(minutes=1), owner=users["staff"])
     with caplog.at_level("INFO", logger="werkzeug"):
-        page.goto(f"{live_server}/sign/{r.token}")  # the page and its document iframe
+        page.goto(f"{live_server}/sign/{r.token}")  # the page and its page images
     lines = [record.getMessage() for record in caplog.records]
     assert any("/sign/<token>" in line for line in lines)
     assert not any(r.token in line for line in lines)
+
+
+LOADED = "(img) => img.complete && img.naturalWidth > 0"
+
+
+@pytest.mark.parametrize("width", [1366, 360])
+def test_the_document_pages_are_readable_on_a_desktop_and_a_phone(app, users, live_server, browser, width):
+    from tests.test_document_pages import TWO_PAGES
+
+    r = make_sent_request(now=utcnow() - timedelta(minutes=1), owner=users["staff"], name="Ольга Смирнова",
+                          html=TWO_PAGES)
+    phone = width < 600
+    context = browser.new_context(viewport={"width": width, "height": 800}, device_scale_factor=2 if phone else 1,
+                                  is_mobile=phone, has_touch=phone)
+    try:
+        page = context.new_page()
+        problems: list[str] = []
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.goto(f"{live_server}/sign/{r.token}")
+        images = page.locator(".doc-page img")
+        assert images.count() == 2 and page.locator("iframe").count() == 0
+        column = page.locator(".card.document").bounding_box()
+        images.first.evaluate(f"(img) => new Promise(done => ({LOADED})(img) ? done() : img.onload = done)")
+        page.screenshot(path=str(ARTIFACTS / f"signing-pages-{width}.png"), full_page=False)
+        for number in range(2):
+            images.nth(number).scroll_into_view_if_needed()
+            images.nth(number).evaluate(f"(img) => new Promise(done => ({LOADED})(img) ? done() : img.onload = done)")
+            assert images.nth(number).evaluate(LOADED), f"page {number + 1} shows"
+            assert images.nth(number).get_attribute("alt") == f"Page {number + 1} of 2"
+            box = images.nth(number).bounding_box()
+            # The page takes the document column's whole width (a phone: the screen's, edge to edge).
+            assert box["width"] >= (column["width"] if phone else column["width"] - 2 * 24) - 3, (box, column)
+            assert box["height"] > box["width"] * 1.4  # A4, not squeezed
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), "no sideways scrolling"
+        # The recipient's name is on the page, in the text of page 1 served beside its image, at reading size.
+        page.click("text=Read the text in large print")
+        first = page.locator(".doc-text-page").first
+        assert "Работник: Ольга Смирнова." in first.inner_text() and first.is_visible()
+        assert float(first.evaluate("(el) => getComputedStyle(el.querySelector('p')).fontSize")[:-2]) >= 16
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        first.scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / f"signing-pages-text-{width}.png"), full_page=False)
+        assert problems == []
+    finally:
+        context.close()
 
 
 def test_a_phone_signs_with_a_finger(app, users, live_server, browser, run_jobs):

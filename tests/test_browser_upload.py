@@ -12,12 +12,17 @@ CSV = (b"Email;Name;Position\r\nanna@example.com;Anna Petrova;Accountant\r\n"
        b"john@gmial.com;John Smith;Engineer\r\nivan@example.com;Ivan Sidorov;Driver\r\n")
 
 
-def test_upload_shows_the_bad_row_in_place_and_creates_the_batch(users, live_server, page):
+def log_in(page, live_server) -> None:
+    """As the staff user, through the login form."""
     page.goto(f"{live_server}/auth/login")
     page.fill("input[name=email]", STAFF[0])
     page.fill("input[name=password]", STAFF[1])
     page.click("button[type=submit]")
     page.wait_for_url(f"{live_server}/")
+
+
+def test_upload_shows_the_bad_row_in_place_and_creates_the_batch(users, live_server, page):
+    log_in(page, live_server)
 
     page.goto(f"{live_server}/templates/new")
     page.fill("input[name=name]", "Employment contract")
@@ -72,11 +77,7 @@ def test_a_hostile_or_careless_file_gets_its_reason_in_place(users, live_server,
 
     template = create_template(db.session, name="Contract", html="<p>{{ name }}</p>", user=users["staff"], now=NOW)
     db.session.commit()
-    page.goto(f"{live_server}/auth/login")
-    page.fill("input[name=email]", STAFF[0])
-    page.fill("input[name=password]", STAFF[1])
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server}/")
+    log_in(page, live_server)
     artifacts = Path(__file__).resolve().parent.parent / "test-artifacts"
     artifacts.mkdir(exist_ok=True)
     for name, data, expected in (
@@ -90,3 +91,30 @@ def test_a_hostile_or_careless_file_gets_its_reason_in_place(users, live_server,
         for width in (1366, 360):
             page.set_viewport_size({"width": width, "height": 900})
             page.screenshot(path=str(artifacts / f"upload-refused-{Path(name).suffix[1:]}-{width}.png"), full_page=True)
+
+
+def test_a_listed_address_is_a_warning_with_its_reason_and_is_not_mailed(users, live_server, page):
+    """An address on the suppression list: warned about in the check, created failed with the reason (issue 15)."""
+    from bulksign.doc_templates import create_template
+    from bulksign.extensions import db
+    from bulksign.models import SigningRequest
+    from bulksign.suppressions import suppress
+    from tests.conftest import NOW
+
+    template = create_template(db.session, name="Contract", html="<p>{{ name }}</p>", user=users["staff"], now=NOW)
+    suppress(db.session, email="ivan@example.com", source="complaint", reason="abuse report", now=NOW)
+    db.session.commit()
+    log_in(page, live_server)
+    page.goto(f"{live_server}/batches/new?template_id={template.template.id}")
+    page.set_input_files("input[name=file]", files=[{"name": "people.csv", "mimeType": "text/csv", "buffer": CSV}])
+    page.click("text=Check the file")
+    page.locator("#suppressed").wait_for()
+    assert page.locator("#suppressed tbody tr td").all_inner_texts()[:2] == ["4", "ivan@example.com"]
+    assert "marked our mail as spam (abuse report)" in page.locator("#suppressed").inner_text()
+    shoot(page, "new-batch-suppressed-warning")
+    page.set_viewport_size({"width": 1366, "height": 900})
+    page.click("#create-batch")
+    page.wait_for_url(f"{live_server}/batches/*")
+    assert "1 address is on the suppression list and was not mailed" in page.inner_text("main")
+    listed = db.session.scalar(db.select(SigningRequest).where(SigningRequest.email == "ivan@example.com"))
+    assert listed.status == "failed" and "Not sent" in listed.error_message

@@ -177,6 +177,19 @@ def test_the_bar_says_preparing_documents_while_pdfs_render_and_no_estimate_with
     assert 'id="throughput"' not in fragment and 'id="eta"' not in fragment
 
 
+def test_the_bar_shows_the_delivery_rate_of_the_invitations_that_got_an_answer(client, auth, batch, users):
+    auth.login()
+    # MIX: 12 accepted (sent, opened, signed), 2 bounced; the failed and pending ones got no answer yet.
+    fragment = client.get(f"/batches/{batch.id}/progress").get_data(as_text=True)
+    assert re.search(r'class="delivery-rate" id="delivery-rate"[^>]*>\s*Delivered 85.7% \(12 of 14\)', fragment)
+    # Over 5% bounced of 20 or more answers (the bounce-rate alert's rule): shown as a problem.
+    poor = make_batch(db.session, statuses=["sent"] * 18 + ["bounced"] * 2, now=NOW, name="Poor",
+                      user_id=users["staff"].id)
+    assert 'class="delivery-rate poor"' in client.get(f"/batches/{poor.id}/progress").get_data(as_text=True)
+    fresh = make_batch(db.session, statuses=["pending"] * 3, now=NOW, name="Fresh", user_id=users["staff"].id)
+    assert 'id="delivery-rate"' not in client.get(f"/batches/{fresh.id}").get_data(as_text=True)
+
+
 @pytest.mark.parametrize("statuses, batch_status, words, tone", [
     (["sent"] * 2 + ["pending"], "processing", "sending", "progress"),
     (["sent", "opened", "signed"], "completed", "waiting for signatures", "waiting"),

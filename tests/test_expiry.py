@@ -50,7 +50,7 @@ def test_at_day_7_unsigned_requests_expire_and_the_owner_gets_exactly_one_summar
     assert tick(NOW + 8 * DAY) == (0, 0)
     assert [request(i).status for i in ids] == ["signed", "expired", "expired"]
     run_jobs("mail")
-    (summary,) = smtp.received
+    (summary,) = smtp.of_kind("expiry-summary")
     assert summary.message["To"] == "staff@example.com"
     assert "2 recipients did not sign" in summary.subject
     body = summary.text()
@@ -81,7 +81,7 @@ def test_a_later_wave_gets_its_own_summary_listing_only_its_requests(app, users,
     first, second = mails("expiry_summary")
     assert first.message_id != second.message_id and second.message_id.endswith("-2@bulksign.local>")
     run_jobs("mail")
-    texts = [m.text() for m in smtp.received]
+    texts = [m.text() for m in smtp.of_kind("expiry-summary")]
     assert "person0@" in texts[0] and "person1@" not in texts[0]
     assert "person1@" in texts[1] and "person0@" not in texts[1]
 

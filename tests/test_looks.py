@@ -75,7 +75,7 @@ def test_invitations_carry_a_branded_html_part_with_the_same_text_and_keep_the_t
         batch = make_batch(user=users["staff"], now=NOW, recipients=1)
         enqueue_renders(request_ids(batch))
         run_jobs("pdf", "mail")
-        (mail,) = smtp.received
+        (mail,) = smtp.of_kind("invitation")
         text, html = mail.text(), mail.html()
         link = re.search(r"http://127\.0\.0\.1:5000/sign/[A-Za-z0-9_-]+", text).group(0)
         assert "Hello Person 0," in text and "<" not in text

@@ -23,7 +23,10 @@ def test_every_recipient_of_a_batch_gets_an_invitation_with_link_and_pixel(app, 
 
     requests = requests_of(batch)
     assert [r.status for r in requests] == ["sent"] * 3
-    assert len(smtp.received) == 3
+    assert len(smtp.of_kind("invitation")) == 3
+    # Every request dispatched: the batch is done, and its owner (no one else named) is told at once.
+    (notice,) = smtp.of_kind("completion-notice")
+    assert notice.rcpt_tos == ["staff@example.com"] and "Signed: 0" in notice.text()
     for request in requests:
         (mail,) = smtp.to(request.email)
         link = re.search(r"http://127\.0\.0\.1:5000/sign/([A-Za-z0-9_-]+)", mail.text()).group(1)
@@ -37,7 +40,7 @@ def test_every_recipient_of_a_batch_gets_an_invitation_with_link_and_pixel(app, 
         assert request.sent_at and request.expires_at and request.expires_at > request.sent_at
         doc = db.session.scalar(select(Document).where(Document.request_id == request.id))
         assert get_storage().get(doc.storage_key).startswith(b"%PDF") and doc.size > 1000
-    rows = db.session.scalars(select(OutgoingMail)).all()
+    rows = db.session.scalars(select(OutgoingMail).where(OutgoingMail.kind == "invitation")).all()
     assert {(m.status, m.attempts) for m in rows} == {("sent", 1)}
     assert db.session.get(Batch, batch).status == "completed"
     # Finished jobs leave no owners behind, and their records expire within a minute.
@@ -49,7 +52,7 @@ def test_the_open_pixel_records_the_first_open_once_and_always_answers_a_gif(app
     batch = make_batch(user=users["staff"], now=NOW, recipients=1)
     enqueue_renders(request_ids(batch))
     run_jobs("pdf", "mail")
-    pixel = re.search(r'<img src="http://127.0.0.1:5000([^"]+)"', smtp.received[0].html()).group(1)
+    pixel = re.search(r'<img src="http://127.0.0.1:5000([^"]+)"', smtp.of_kind("invitation")[0].html()).group(1)
     for _ in range(2):
         response = client.get(pixel)
         assert response.status_code == 200 and response.mimetype == "image/gif"
@@ -135,7 +138,7 @@ def test_several_worker_processes_share_one_batch(app, users, smtp):
                           cwd=BASE_DIR, env=worker_env(app), capture_output=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert {r.status for r in requests_of(batch)} == {"sent"}
-    assert len(smtp.received) == 6
+    assert len(smtp.of_kind("invitation")) == 6
 
 
 def test_a_row_whose_template_raises_any_error_fails_alone_at_once_with_the_template_message(make_app):

@@ -89,9 +89,9 @@ def test_a_batch_completes_through_a_failover_without_a_second_invitation(make_a
             stop(workers)
             stop(scheduler)
 
-        invitations = {m.message_id for m in db.session.scalars(select(OutgoingMail))}
+        invitations = {m.message_id for m in db.session.scalars(select(OutgoingMail).filter_by(kind="invitation"))}
         per_recipient = defaultdict(set)
-        for message in smtp.received:
+        for message in smtp.of_kind("invitation"):
             per_recipient[message.rcpt_tos[0]].add(message.message_id)
         # Everyone got their invitation; a second one (a crash between the send and its record) would carry
         # the same Message-ID: nobody holds two different ones.

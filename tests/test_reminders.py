@@ -145,12 +145,12 @@ def test_the_reminder_is_its_own_text_with_the_same_link_through_the_mail_queue(
     batch = make_batch(user=users["staff"], now=NOW, recipients=1)
     enqueue_renders(request_ids(batch))
     run_jobs("pdf", "mail")
-    (invitation,) = smtp.received
+    (invitation,) = smtp.of_kind("invitation")
     (req,) = requests_of(batch)
     rid, nonce, token_hash = req.id, req.token_nonce, req.token_hash
     assert send_due_reminders(now=req.sent_at + 2 * DAY).startswith("1 reminders queued")
     run_jobs("mail")
-    reminder = smtp.received[1]
+    (reminder,) = smtp.of_kind("reminder")
     assert reminder.subject != invitation.subject and "Reminder" in reminder.subject
     assert reminder.text() != invitation.text() and "reminder" in reminder.text()
     link = re.search(r"/sign/([A-Za-z0-9_-]+)", reminder.text()).group(1)
@@ -169,7 +169,7 @@ def test_a_reminder_queued_before_the_recipient_signed_is_not_sent(app, users, s
     run_jobs("mail")
     (reminder,) = mails("reminder")
     # Nothing went wrong: the reminder lost its purpose, and says so.
-    assert smtp.received == [] and reminder.status == "cancelled" and "no longer waits" in reminder.error
+    assert smtp.of_kind("reminder") == [] and reminder.status == "cancelled" and "no longer waits" in reminder.error
     assert request(rid).status == "signed"
 
 
@@ -257,10 +257,10 @@ def test_api_remind_by_ids_or_all_unsigned_answers_202_with_counts(app, users, c
     db.session.commit()
     headers = _api_key(users["staff"])
     by_ids = client.post(f"/api/v1/batches/{batch_id}/remind", json={"request_ids": ids[:2]}, headers=headers)
-    assert by_ids.status_code == 202 and by_ids.get_json() == {"queued": 1, "skipped": {"signed": 1}}
+    assert by_ids.status_code == 202 and by_ids.get_json() == {"queued": 1, "skipped": {"signed": 1}, "in_background": 0}
     everyone = client.post(f"/api/v1/batches/{batch_id}/remind", json={"all_unsigned": True}, headers=headers)
     assert everyone.status_code == 202
-    assert everyone.get_json() == {"queued": 1, "skipped": {"reminded_recently": 1}}
+    assert everyone.get_json() == {"queued": 1, "skipped": {"reminded_recently": 1}, "in_background": 0}
     assert len(mails("reminder")) == 2
     from bulksign.extensions import get_queue
 
@@ -272,7 +272,7 @@ def test_api_remind_by_ids_or_all_unsigned_answers_202_with_counts(app, users, c
 def test_api_remind_explains_a_bad_body(app, users, client, body):
     batch_id, _ = sent_batch(user=users["staff"], sent_at=NOW)
     response = client.post(f"/api/v1/batches/{batch_id}/remind", json=body, headers=_api_key(users["staff"]))
-    assert response.status_code == 400 and "request_ids" in response.get_json()["error"]
+    assert response.status_code == 400 and "request_ids" in response.get_json()["error"]["message"]
 
 
 def test_api_remind_refuses_unknown_batches_strangers_and_anonymous_callers(app, users, client):
@@ -384,9 +384,9 @@ def test_api_remind_can_send_anyway(app, users, client):
     batch_id, ids = sent_batch(user=users["staff"], sent_at=utcnow(), recipients=1)
     headers = _api_key(users["staff"])
     held = client.post(f"/api/v1/batches/{batch_id}/remind", json={"request_ids": ids}, headers=headers)
-    assert held.get_json() == {"queued": 0, "skipped": {"invited_recently": 1}}
+    assert held.get_json() == {"queued": 0, "skipped": {"invited_recently": 1}, "in_background": 0}
     forced = client.post(f"/api/v1/batches/{batch_id}/remind", json={"request_ids": ids, "force": True},
                          headers=headers)
-    assert forced.status_code == 202 and forced.get_json() == {"queued": 1, "skipped": {}}
+    assert forced.status_code == 202 and forced.get_json() == {"queued": 1, "skipped": {}, "in_background": 0}
     assert client.post(f"/api/v1/batches/{batch_id}/remind", json={"request_ids": ids, "force": "yes"},
                        headers=headers).status_code == 400

@@ -18,6 +18,7 @@ from tests.support.hostile_files import HOSTILE_RECIPIENT_FILES
 
 #: Routes open to anonymous visitors, each reviewed: add a route here only after deciding it may be public.
 EXPECTED_PUBLIC = {
+    "api_docs.openapi", "api_docs.docs",  # the API's description and its reference page: no data, no key needed
     "auth.login",  # the login form
     "brand.stylesheet", "brand.logo",  # the organisation's colours and logo: settings, no data; recipient pages use them
     "health.healthz",  # load balancer probe: says ok or names the broken service, nothing else
@@ -26,14 +27,15 @@ EXPECTED_PUBLIC = {
     "metrics.metrics",  # its own rule: a bearer METRICS_TOKEN, or loopback when none is set
     "signing.page", "signing.document", "signing.page_image", "signing.signed_copy", "signing.sign_document",
     "signing.decline_document",  # the token in the URL is the credential
+    "signing.send_code", "signing.verify_code",  # one-time codes: the token again, plus the code (5 tries, rate limited)
     "tracking.pixel",  # HMAC of the request id; always a GIF
     "verify.verify",  # anyone may check a document
     "webhooks.bounces",  # shared secret (404 when none is configured)
 }
 #: Blueprints that take no CSRF token, each reviewed: API (bearer key, no ambient cookie), inbound webhooks
 #: (shared secret), rq-dashboard (its JavaScript posts without a token; admins only, same-origin checked).
-EXPECTED_CSRF_EXEMPT = {"api", "api_batch_actions", "api_dashboard", "api_reminders", "api_suppressions", "api_templates",
-                        "api_uploads", "webhooks", "rq_dashboard"}
+EXPECTED_CSRF_EXEMPT = {"api", "api_batch_actions", "api_dashboard", "api_docs", "api_reminders", "api_suppressions",
+                        "api_templates", "api_uploads", "webhooks", "rq_dashboard"}
 ADMIN_BLUEPRINTS = ("admin", "rq_dashboard")
 STATE_CHANGING = {"POST", "PUT", "PATCH", "DELETE"}
 ARGUMENT_VALUES = {"instance_number": 0, "per_page": 10, "page": 1, "order": "asc", "registry_name": "failed",
@@ -791,8 +793,9 @@ def test_hostile_recipient_files_are_refused_by_the_api_and_the_page_with_a_clea
                                  content_type="multipart/form-data",
                                  data={"template_id": template_id, "file": (io.BytesIO(data), filename)})
     assert api.status_code == 413 and api.is_json, (name, api.status_code, api.get_data(as_text=True)[:300])
-    assert "Split" in api.json["error"] or "Delete" in api.json["error"], api.json["error"]
-    assert api.json["error"].split(":")[0].split("(")[0] in checked.get_data(as_text=True), name
+    message = api.json["error"]["message"]
+    assert "Split" in message or "Delete" in message, message
+    assert message.split(":")[0].split("(")[0] in checked.get_data(as_text=True), name
 
 
 def test_healthz_answers_while_the_worst_recipient_files_are_checked(live_server, users):
@@ -861,7 +864,7 @@ def test_a_time_zone_that_is_not_one_is_a_clear_error_on_the_api_and_the_batch_f
                                content_type="multipart/form-data", data={
                                    "template_id": template_id, "timezone": zone,
                                    "file": (io.BytesIO(b"email,name\na@example.com,A\n"), "people.csv")})
-        assert response.status_code in (400, 422) and "time zone" in response.json["error"], (zone, response.json)
+        assert response.status_code in (400, 422) and "time zone" in response.json["error"]["message"], (zone, response.json)
 
 
 def test_json_nested_deeper_than_the_parser_goes_is_a_400_on_every_json_endpoint(app, client, users):
@@ -897,7 +900,7 @@ def test_retry_failed_refuses_ids_that_are_not_whole_numbers(app, client, users)
                  [1, 2], "x"):
         response = client.post(f"/api/v1/batches/{batch.id}/retry-failed", json=body,
                                headers={"Authorization": f"Bearer {key}"})
-        assert response.status_code == 400 and "request_ids" in response.json["error"], (body, response.status_code)
+        assert response.status_code == 400 and "request_ids" in response.json["error"]["message"], (body, response.status_code)
 
 
 @pytest.mark.parametrize("path", [

@@ -207,3 +207,16 @@ def test_signature_is_a_place_not_a_column(app, users):
     report = validate_recipients(b"email,name,salary\nivan@example.com,Ivan,7\n", filename="r.csv",
                                  variables=saved.version.variables)
     assert not report.errors and not report.missing_columns and report.valid_rows == 1
+
+
+def test_a_word_template_marks_the_box_too_and_the_block_lands_there_over_no_text(app):
+    from bulksign import docx_templates
+    from tests.support import docx_files
+
+    source = docx_files.simple("Работник {{ name }} подписывает здесь: {{ signature }} (дата ниже)")
+    original = docx_templates.render(None, source, {"name": "Иван Петров"}, timeout=60)
+    box = find_signature_box(original)
+    assert box is not None and box.page == 0
+    assert (round(box.w / mm), round(box.h / mm)) == (BOX_WIDTH_MM, BOX_HEIGHT_MM)
+    signed = sealing.build_signed_pdf(original, RECORD, image_png=png(), box=box)
+    assert {"Иван", "Петров", "203.0.113.5"} <= {w.text for w in _assert_block_in_box_over_no_text(original, signed, box)}

@@ -118,6 +118,28 @@ def test_signing_from_sent_opens_first_then_signs_and_queues_the_seal(app, clien
     assert "You signed this document" in page and f"{row.signed_at.day} {row.signed_at:%B %Y, %H:%M} (UTC)" in page
 
 
+def test_signing_and_declining_while_redis_is_down_answer_as_usual_and_leave_the_jobs_to_the_safety_nets(
+        app, users, client, monkeypatch):
+    # Seen in the soak: a signature POST during the Redis restart was committed, then answered 500.
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    import bulksign.pipeline
+
+    def refused(*args, **kwargs):
+        raise RedisConnectionError("Error 111 connecting to 127.0.0.1. Connection refused.")
+
+    monkeypatch.setattr(bulksign.pipeline, "enqueue_unique", refused)
+    monkeypatch.setattr(bulksign.pipeline, "enqueue_sends", refused)
+    signer, decliner = (make_sent_request(now=utcnow(), owner=users["staff"]) for _ in range(2))
+    assert sign_form(client, signer.token).status_code == 303
+    page = client.get(f"/sign/{decliner.token}")
+    declined = client.post(f"/sign/{decliner.token}/decline", data={"csrf_token": csrf_from(page), "reason": "No."})
+    assert declined.status_code == 303
+    assert (fresh(signer.id).status, fresh(decliner.id).status) == ("signed", "declined")
+    # Committed for the safety nets: ``seal_missing`` finds the unsealed signature, the reconciler the queued notice.
+    assert db.session.scalar(select(OutgoingMail.status).where(OutgoingMail.kind == "decline_notice")) == "queued"
+
+
 def test_a_post_on_a_request_still_in_sent_signs_it(app, users):
     r = make_sent_request(now=NOW, owner=users["staff"])
     outcome = sign(db.session, request_id=r.id, now=NOW, signer_name="  Ivan   Petrov ", signature_png=None,
@@ -219,7 +241,8 @@ def test_declining_needs_a_reason_records_it_and_tells_the_owner(client, sent):
 def test_the_decline_notice_reaches_the_owner_with_the_reason(app, client, sent, smtp, run_jobs):
     decline(db.session, request_id=sent.id, now=utcnow(), reason="Salary is wrong", ip="1.2.3.4", user_agent="x")
     run_jobs("mail")
-    (mail,) = smtp.to("staff@example.com")
+    (mail,) = smtp.of_kind("decline-notice")  # the owner also hears that the batch, its one request settled, is done
+    assert mail.rcpt_tos == ["staff@example.com"]
     assert "Declined" in mail.subject and "Salary is wrong" in mail.text()
     assert sent.token not in mail.text()
 

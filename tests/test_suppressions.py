@@ -53,7 +53,7 @@ def test_a_hard_bounce_keeps_the_address_out_of_the_next_batch_until_an_admin_li
     second = make_batch(user=staff, now=NOW, recipients=[("GONE@example.com", "Gone"), ("new@example.com", "New")])
     _send(second, run_jobs)
     gone, new = requests_of(second)
-    assert [m.rcpt_tos for m in smtp.received] == [["new@example.com"]]
+    assert [m.rcpt_tos for m in smtp.of_kind("invitation")] == [["new@example.com"]]
     assert gone.status == "failed" and "suppression list" in gone.error_message and "hard bounce" in gone.error_message
     assert new.status == "sent"
 
@@ -70,7 +70,7 @@ def test_a_hard_bounce_keeps_the_address_out_of_the_next_batch_until_an_admin_li
     assert retried.json["retried"] == 1
     smtp.reset()
     run_jobs("pdf", "mail")
-    assert [m.rcpt_tos for m in smtp.received] == [["GONE@example.com"]]
+    assert [m.rcpt_tos for m in smtp.of_kind("invitation")] == [["GONE@example.com"]]
     assert requests_of(second)[0].status == "sent"
 
 
@@ -146,3 +146,89 @@ def test_the_suppression_api_lists_searches_and_lifts_for_admins_only(app, users
     assert client.delete("/api/v1/suppressions/X1@example.com", headers=admin).status_code == 200
     assert client.delete("/api/v1/suppressions/x1@example.com", headers=admin).status_code == 404
     assert [i["email"] for i in client.get("/api/v1/suppressions", headers=admin).json["items"]] == ["x2@example.com"]
+
+
+# --- a later upload ------------------------------------------------------------------------------
+
+def _listed(*emails: str) -> None:
+    from bulksign.suppressions import suppress
+
+    for email in emails:
+        suppress(db.session, email=email, source="bounce", reason="smtp;550 5.1.1 no such user", now=NOW)
+    db.session.commit()
+
+
+def test_a_later_upload_warns_about_listed_addresses_and_the_batch_does_not_mail_them_until_lifted(
+        app, users, client, auth, smtp, run_jobs):
+    import io
+    import re
+
+    from bulksign.doc_templates import create_template
+    from bulksign.models import Batch, BatchStatusCount, Event, SigningRequest
+
+    staff_id, admin_id = users["staff"].id, users["admin"].id  # requests below end the test's session
+    _listed("gone@example.com")
+    template = create_template(db.session, name="Contract", html="<p>{{ name }}</p>", user=users["staff"], now=NOW)
+    db.session.commit()
+    body = b"email,name\nok@example.com,Ok\nGONE@example.com,Gone\n"
+    auth.login()
+    page = client.get("/batches/new")
+    preview = client.post("/batches/new/validate", headers={"HX-Request": "true"}, content_type="multipart/form-data",
+                          data={"csrf_token": csrf_from(page), "template_id": template.template.id,
+                                "file": (io.BytesIO(body), "people.csv")}).get_data(as_text=True)
+    assert "1 address is on the suppression list: it will not be mailed unless an admin lifts its entry" in preview
+    assert re.search(r"<td>3</td><td>GONE@example.com</td>\s*<td>its mail server reported it does not exist "
+                     r"\(hard bounce\) \(smtp;550 5.1.1 no such user\)", preview)
+    assert "Create batch with 2 valid rows" in preview  # kept in the batch: staff see it failed, with the reason
+
+    # The API's check says the same; the warning does not count as an error.
+    key = create_api_key(db.session, user=db.session.get(User, staff_id), name="t", now=NOW).secret
+    db.session.commit()
+    api = {"Authorization": f"Bearer {key}"}
+    checked = client.post("/api/v1/batches/validate", headers=api, content_type="multipart/form-data",
+                          data={"template_id": template.template.id, "file": (io.BytesIO(body), "p.csv")}).json
+    assert (checked["suppressed_count"], checked["invalid_rows"]) == (1, 0)
+    assert checked["suppressed"][0]["email"] == "GONE@example.com" and checked["suppressed"][0]["source"] == "bounce"
+
+    upload_id = re.search(r'name="upload_id" value="([0-9a-f]+)"', preview).group(1)
+    created = client.post("/batches/new", data={"csrf_token": csrf_from(page), "upload_id": upload_id,
+                                                 "form_token": "f1"})
+    assert created.status_code == 303
+    batch_id = db.session.scalar(select(Batch.id))
+    ok, gone = requests_of(batch_id)
+    assert (ok.status, gone.status) == ("pending", "failed")
+    assert "suppression list" in gone.error_message and "An admin can lift the entry" in gone.error_message
+    counts = dict(db.session.execute(select(BatchStatusCount.status, BatchStatusCount.count)
+                                     .where(BatchStatusCount.batch_id == batch_id, BatchStatusCount.count > 0)).all())
+    assert counts == {"pending": 1, "failed": 1}
+    assert db.session.scalar(select(Event.details).where(Event.request_id == gone.id)) == {"suppressed": "bounce"}
+    assert "1 address is on the suppression list and was not mailed" in client.get(f"/batches/{batch_id}").get_data(
+        as_text=True)
+    run_jobs("pdf", "mail")
+    # No document, no mail for the listed one (the owner's notices aside).
+    assert [m.rcpt_tos for m in smtp.received if m.rcpt_tos != ["staff@example.com"]] == [["ok@example.com"]]
+
+    # Lifted by an admin, then retried: now it is mailed.
+    from bulksign.suppressions import lift
+
+    lift(db.session, email="gone@example.com", user=db.session.get(User, admin_id), now=NOW)
+    db.session.commit()
+    assert client.post(f"/api/v1/batches/{batch_id}/retry-failed", headers=api).json["retried"] == 1
+    smtp.reset()
+    run_jobs("pdf", "mail")
+    assert [m.rcpt_tos for m in smtp.received if m.rcpt_tos != ["staff@example.com"]] == [["GONE@example.com"]]
+
+
+def test_a_batch_of_listed_addresses_only_closes_at_once(app, users):
+    from bulksign.batch_creation import create_batch
+    from bulksign.doc_templates import create_template
+    from bulksign.recipients import Recipient
+
+    _listed("a@example.com", "b@example.com")
+    saved = create_template(db.session, name="Contract", html="<p>{{ name }}</p>", user=users["staff"], now=NOW)
+    db.session.commit()
+    rows = [Recipient(2, "a@example.com", "A", None, {}), Recipient(3, "B@example.com", "B", None, {})]
+    result = create_batch(db.session, user=users["staff"], template_version=saved.version, rows=rows, name="All listed",
+                          now=NOW)
+    assert (result.suppressed, result.enqueued) == (2, 0)
+    assert result.batch.status == "partially_failed"

@@ -10,7 +10,7 @@ from bulksign import create_app, views
 from bulksign.auth import API_BLUEPRINTS
 
 #: Blueprints registered with ``api=True``, each reviewed: a bearer key instead of the session, no CSRF token.
-EXPECTED_API = {"api", "api_batch_actions", "api_dashboard", "api_reminders", "api_suppressions", "api_templates",
+EXPECTED_API = {"api", "api_batch_actions", "api_dashboard", "api_docs", "api_reminders", "api_suppressions", "api_templates",
                 "api_uploads"}
 
 

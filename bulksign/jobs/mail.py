@@ -1,12 +1,13 @@
 """Queue ``mail``: send outgoing mails through the global throttle and one reused SMTP connection.
 
 A job sends a chunk of mails. Order: (invitations: generated → sending, attempts counted, one
-commit for the chunk) → per mail: throttle → SMTP → mark the mail row sent, commit at once →
-move the request, commit. A crash between an SMTP answer and the first commit (one UPDATE and its
-COMMIT: the narrowest window there can be without two-phase commit with the SMTP server) leaves
-the mail queued and its request in ``sending``; the reconciler sends it again with the same
-Message-ID: at most one duplicate per crash. A crash after it leaves the mail sent and the
-request in ``sending``: the reconciler only finishes the move (``invitations.record_sent``).
+commit for the chunk) → per mail: throttle → SMTP → one statement marks the mail row sent and
+moves its request (``invitations.record_sent``), committed at once. A crash between an SMTP
+answer and that commit (the statement, the batch counters' update and COMMIT: without two-phase
+commit with the SMTP server there is always such a window) leaves the mail queued and its request
+in ``sending``; the reconciler sends it again with the same Message-ID: at most one duplicate per
+crash. A mail recorded sent whose request is still in ``sending`` (written before the two were
+one statement) is finished by the reconciler without a re-send.
 """
 from __future__ import annotations
 
@@ -30,10 +31,11 @@ from ..invitations import load_requests, record_sent
 from ..logs import log
 from ..mailer import BUILDERS, MailNotNeeded
 from ..models import OutgoingMail, SigningRequest, utcnow
-from ..pipeline import SEND, hand_back, pulse, release
+from ..notices import queued_completion_notices
+from ..pipeline import SEND, enqueue_sends, hand_back, pulse, release
 from ..states import Status, transition
 from ..storage import StorageError, get_storage
-from ..suppressions import address_is_dead, describe, in_force_among, suppress
+from ..suppressions import address_is_dead, in_force_among, not_sent_reason, suppress
 from ..throttle import MailThrottle
 
 logger = logging.getLogger(__name__)
@@ -192,9 +194,9 @@ def _send_chunk(mail_ids: list[int], *, app: Flask) -> str:
         hand_back(SEND, [m.id for m in handed_back])
         outcomes["handed back"] = len(handed_back)
         log(logger, logging.INFO, "worker stopping, mails handed back", mail_ids=[m.id for m in handed_back])
-    for batch_id in batch_ids:
-        close_if_done(session, batch_id=batch_id, now=utcnow())
+    closed = [batch_id for batch_id in batch_ids if close_if_done(session, batch_id=batch_id, now=utcnow())]
     session.commit()
+    enqueue_sends(queued_completion_notices(session, batch_ids=closed))
     summary = ", ".join(f"{kind} {n}" for kind, n in sorted(outcomes.items()))
     if retry_reason:
         raise TransientFailure(f"{summary or 'nothing sent'}; the rest will be tried again: {retry_reason}")
@@ -223,9 +225,10 @@ def _claim(mail_ids: list[int], *, limit: int) -> tuple[list[OutgoingMail], list
                              frm=Status.GENERATED, to=Status.SENDING, now=utcnow()).won)
     # An invitation whose request is not ``generated`` belongs to someone else (or was cancelled meanwhile).
     mails = [m for m in mails if m.kind != INVITATION or m.request_id in claimed]
+    # A claimed invitation's request is in ``sending``: only other mails' requests can be cancelled.
+    others = [m.request_id for m in mails if m.kind != INVITATION and m.request_id]
     cancelled = set(session.scalars(select(SigningRequest.id).where(
-        SigningRequest.id.in_([m.request_id for m in mails if m.request_id]),
-        SigningRequest.status == Status.CANCELLED)))
+        SigningRequest.id.in_(others), SigningRequest.status == Status.CANCELLED))) if others else set()
     to_send, exhausted = [], []
     for mail in mails:
         if mail.request_id in cancelled:
@@ -250,7 +253,7 @@ def _without_suppressed(mails: list[OutgoingMail]) -> list[OutgoingMail]:
         entry = barred.get(mail.to_email.lower())
         if entry is None:
             continue
-        reason = f"Not sent: {describe(entry)} An admin can lift the entry; then retry."
+        reason = not_sent_reason(entry)
         mail.status, mail.error = "cancelled", reason
         if mail.kind == INVITATION:
             transition(db.session, mail.request_id, frm=Status.GENERATED, to=Status.FAILED, now=now,
@@ -317,24 +320,24 @@ def _settle(mail: OutgoingMail, request: SigningRequest | None, delivery: Delive
             attempt=mail.attempts, error=delivery.error)
         _give_back([mail], untried=False)
         return "retry"
-    mail.status, mail.error = delivery.status, delivery.error
-    if delivery.status == "sent":
-        mail.sent_at = now
-        # The server has it: record that alone, at once, before anything else can fail or be killed.
-        session.commit()
-    if delivery.status == "bounced" and address_is_dead(delivery.error or ""):
-        suppress(session, email=mail.to_email, source="smtp", reason=delivery.error or "", now=now,
-                 batch_id=mail.batch_id, request_id=mail.request_id)
-    if mail.kind == INVITATION:
+    if delivery.status == "sent" and mail.kind == INVITATION:
+        # The server has it: the mail row and the request's move in one statement, committed at once.
+        record_sent(session, request=request, mail=mail, now=now, mark_mail_sent=True)
+    else:
+        mail.status, mail.error = delivery.status, delivery.error
         if delivery.status == "sent":
-            record_sent(session, request=request, mail=mail, now=now)
-        else:
+            mail.sent_at = now
+        if delivery.status == "bounced" and address_is_dead(delivery.error or ""):
+            suppress(session, email=mail.to_email, source="smtp", reason=delivery.error or "", now=now,
+                     batch_id=mail.batch_id, request_id=mail.request_id)
+        if mail.kind == INVITATION:
             transition(session, request.id, frm=Status.SENDING, to=Status(delivery.status), now=now,
                        error_message=delivery.error[:2000], details={"error": delivery.error[:500]})
-    elif delivery.status == "bounced" and mail.request_id:
-        # A reminder refused for good: the address is dead, whatever the invitation did.
-        transition(session, mail.request_id, frm=[Status.SENT, Status.OPENED], to=Status.BOUNCED, now=now,
-                   error_message=delivery.error[:2000], details={"error": delivery.error[:500], "kind": mail.kind})
+        elif delivery.status == "bounced" and mail.request_id:
+            # A reminder refused for good: the address is dead, whatever the invitation did.
+            transition(session, mail.request_id, frm=[Status.SENT, Status.OPENED], to=Status.BOUNCED, now=now,
+                       error_message=delivery.error[:2000], details={"error": delivery.error[:500],
+                                                                     "kind": mail.kind})
     session.commit()
     level = logging.INFO if delivery.status in ("sent", "cancelled") else logging.ERROR
     log(logger, level, f"mail {delivery.status}", mail_id=mail.id, request_id=mail.request_id, kind=mail.kind,

@@ -1,7 +1,10 @@
 """Queue ``pdf``: render a chunk of requests' documents, store them, record them, hand them to the mail step.
 
 A chunk is claimed in one compare-and-set (pending → generating), rendered one by one, and
-settled in one transaction: the documents, generated → … , the invitation rows. A worker killed
+settled in one transaction: the documents, generated → … , the invitation rows. One wkhtmltopdf
+runs at a time per worker, in a helper thread: the next document starts rendering as soon as
+the previous one is done, while the loop stores that one and fills in the one after (the
+renderer, not the loop's bookkeeping, sets the pace). A worker killed
 mid-chunk leaves its requests in ``generating``; the reconciler queues them again one per job,
 so a document that kills the renderer takes only itself down (``RENDER_MAX_ATTEMPTS``).
 """
@@ -11,7 +14,10 @@ import hashlib
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 from flask import Flask, current_app
 from sqlalchemy import select
@@ -22,14 +28,16 @@ from ..doc_templates import TemplateError
 from ..extensions import db, get_redis
 from ..invitations import load_requests, queue_invitations
 from ..logs import log
+from ..messages import N_
 from ..models import Document, SigningRequest, utcnow
+from ..notices import queued_completion_notices
 from ..pdf import RenderError
 from ..pipeline import RENDER, enqueue_sends, hand_back, pulse, release
 from ..poppler import PopplerError
 from ..signature_box import SIGNATURE_VARIABLE, SignatureBox, html_mark
 from ..states import Status, transition
 from ..storage import StorageError, get_storage
-from ..template_kinds import render_document, signature_box
+from ..template_kinds import prepare_document, signature_box
 
 logger = logging.getLogger(__name__)
 
@@ -94,18 +102,11 @@ def _render_chunk(request_ids: list[int], *, app: Flask) -> str:
     failed: list[Problem] = []
     retry: list[Problem] = []
     untried: list[int] = []
-    for request in load_requests(session, claimed):
-        pulse()
-        if stopping.is_requested():
-            untried.append(request.id)
-            continue
-        if request.attempts > limit:
-            # Queued again and again by the reconciler: the worker dies on this document.
-            failed.append(Problem(request, f"The document could not be rendered after {limit} attempts "
-                                           "(the renderer stopped each time)."))
-            continue
+
+    def attempt(request: SigningRequest, step: Callable[[], object]):
+        """Run one step of a request's document; on failure file the problem and return None."""
         try:
-            rendered.append(_render_one(request, app=app))
+            return step()
         except TemplateError as exc:
             failed.append(Problem(request, f"The template could not be filled in: {exc}"))
         except RenderError as exc:
@@ -118,7 +119,28 @@ def _render_chunk(request_ids: list[int], *, app: Flask) -> str:
             logger.exception("render crashed", extra={"fields": {"request_id": request.id}})
             failed.append(Problem(request, f"The document could not be rendered: {type(exc).__name__}: {exc}",
                                   repr(exc)))
-    return _settle(rendered=rendered, failed=failed, retry=retry, untried=untried, app=app)
+        return None
+
+    with ThreadPoolExecutor(1, thread_name_prefix="wkhtmltopdf") as renderer:
+        previous: InFlight | None = None
+        for request in load_requests(session, claimed):
+            pulse()
+            if stopping.is_requested():
+                untried.append(request.id)
+                continue
+            if request.attempts > limit:
+                # Queued again and again by the reconciler: the worker dies on this document.
+                failed.append(Problem(request, f"The document could not be rendered after {limit} attempts "
+                                               "(the renderer stopped each time)."))
+                continue
+            current = attempt(request, partial(_start, request, renderer, app=app))
+            if previous is not None:
+                rendered.append(attempt(previous.request, partial(_store, previous)))
+            previous = current
+        if previous is not None:
+            rendered.append(attempt(previous.request, partial(_store, previous)))
+    return _settle(rendered=[r for r in rendered if r is not None], failed=failed, retry=retry, untried=untried,
+                   app=app)
 
 
 def _gave_up(message: str, request: SigningRequest, limit: int, *, transient: bool) -> str:
@@ -126,16 +148,37 @@ def _gave_up(message: str, request: SigningRequest, limit: int, *, transient: bo
         else message
 
 
-def _render_one(request: SigningRequest, *, app: Flask) -> Rendered:
-    version = request.batch.template_version
+@dataclass(frozen=True)
+class InFlight:
+    """A document handed to the renderer thread; its result is ``(pdf bytes, seconds)``."""
+
+    request: SigningRequest
+    result: Future
+
+
+def _start(request: SigningRequest, renderer: ThreadPoolExecutor, *, app: Flask) -> InFlight:
+    """Fill in the request's document and queue it for the renderer (it starts when the one before is done)."""
+    convert = prepare_document(request.batch.template_version, document_context(request),
+                               timeout=app.config["PDF_TIMEOUT_SECONDS"])
+    return InFlight(request, renderer.submit(_timed, convert))
+
+
+def _timed(convert: Callable[[], bytes]) -> tuple[bytes, float]:
     started = time.perf_counter()
-    data = render_document(version, document_context(request), timeout=app.config["PDF_TIMEOUT_SECONDS"])
+    return convert(), time.perf_counter() - started
+
+
+def _store(document: InFlight) -> Rendered:
+    """Wait for the document's PDF, find its signature box, store it; raises what any of that raised."""
+    data, seconds = document.result.result()
     with telemetry.record(get_redis()) as figures:
-        figures.observe(telemetry.PDF_RENDER, (), time.perf_counter() - started)
+        figures.observe(telemetry.PDF_RENDER, (), seconds)
+    request = document.request
     try:
-        box = signature_box(version, data)
+        box = signature_box(request.batch.template_version, data)
     except PopplerError as exc:
-        raise RenderError("The rendered document could not be read back.", transient=True, detail=str(exc)) from None
+        raise RenderError(N_("The rendered document could not be read back."), transient=True,
+                          detail=str(exc)) from None
     key = original_key(request)
     get_storage().put(key, data, content_type="application/pdf")
     return Rendered(request.id, request.batch_id, key, data, box)
@@ -172,8 +215,7 @@ def _settle(*, rendered: list[Rendered], failed: list[Problem], retry: list[Prob
                attempts=SigningRequest.attempts - 1, details={"handed_back": True})
     touched = {p.request.batch_id for p in failed}
     touched |= {r.batch_id for r in rendered if r.request_id in invitations.errors}
-    for batch_id in touched:
-        close_if_done(session, batch_id=batch_id, now=now)
+    closed = [batch_id for batch_id in touched if close_if_done(session, batch_id=batch_id, now=now)]
     counts = Counter({"generated": len(invitations.mail_ids), "failed": len(failed) + len(invitations.errors),
                       "retried": len(retry), "handed back": len(untried)})
     retry_message = retry[0].message if retry else ""
@@ -181,7 +223,7 @@ def _settle(*, rendered: list[Rendered], failed: list[Problem], retry: list[Prob
 
     log(logger, logging.INFO, "documents rendered", generated=counts["generated"], failed=counts["failed"],
         retried=counts["retried"], request_ids=sorted(invitations.mail_ids))
-    enqueue_sends(sorted(invitations.mail_ids.values()))
+    enqueue_sends(sorted(invitations.mail_ids.values()) + queued_completion_notices(session, batch_ids=closed))
     if untried:
         log(logger, logging.INFO, "worker stopping, renders handed back", request_ids=untried)
         hand_back(RENDER, untried)

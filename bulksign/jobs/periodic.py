@@ -26,6 +26,15 @@ def rollup_batches(*, now: datetime) -> int:
     return changed
 
 
+def purge_idempotency_keys(*, now: datetime) -> int:
+    """Forget API answers kept for idempotency keys past their expiry."""
+    from ..idempotency import purge_expired
+
+    purged = purge_expired(db.session, now=now)
+    db.session.commit()
+    return purged
+
+
 def reconcile_stuck_work(*, now: datetime) -> str:
     """Re-enqueue requests and mails whose job was lost (Redis flush) or died with its worker."""
     from datetime import timedelta

@@ -44,6 +44,7 @@ PERIODIC_JOBS: tuple[PeriodicJob, ...] = (
     PeriodicJob("expiry", "bulksign.jobs.periodic.expire_requests", 60),
     PeriodicJob("reminders", "bulksign.jobs.periodic.send_due_reminders", 60),
     PeriodicJob("reseal", "bulksign.jobs.seal.seal_missing", 300),
+    PeriodicJob("idempotency-keys", "bulksign.jobs.periodic.purge_idempotency_keys", 3600),
 )
 
 

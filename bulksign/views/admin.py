@@ -5,17 +5,18 @@ from pathlib import Path
 
 import secrets
 
-from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
+from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
 from sqlalchemy import select
 
 from .. import webhooks_out
 from ..auth import admin_required
-from ..devmail import list_caught, read_caught
+from ..devmail import list_caught, mailbox_folder, read_caught
 from ..extensions import db
 from ..models import ApiKey, Team, User, WebhookDelivery, WebhookEndpoint, utcnow
-from ..teams import TeamError, add_member, create_team, recent_changes, remove_member, teams_with_members
+from ..access_audit import recent_changes
+from ..teams import TeamError, add_member, create_team, remove_member, teams_with_members
 from ..users import (ROLES, UserError, create_api_key, create_user, normalise_email, revoke_api_key, set_disabled,
                      set_password, set_role)
 
@@ -29,7 +30,25 @@ def _admins_only():
 
 
 def _mailbox() -> Path:
-    return Path(current_app.config["VAR_DIR"]) / "mailbox"
+    return mailbox_folder(current_app.config["VAR_DIR"])
+
+
+def _refused(endpoint: str, error: Exception | str) -> Response:
+    """Undo what the refused change began and go back to ``endpoint``, saying what to correct."""
+    db.session.rollback()
+    flash(str(error), "error")
+    return redirect(url_for(endpoint))
+
+
+def _done(endpoint: str, message: str) -> Response:
+    """Keep the change and go back to ``endpoint``, saying what it did."""
+    db.session.commit()
+    flash(message, "success")
+    return redirect(url_for(endpoint))
+
+
+#: Access changes shown on the users page; the teams page shows (and filters) more.
+RECENT_ON_USERS_PAGE = 10
 
 
 @bp.get("/")
@@ -37,7 +56,8 @@ def index():
     users = db.session.scalars(select(User).order_by(User.email)).all()
     keys = db.session.scalars(select(ApiKey).order_by(ApiKey.created_at.desc())).all()
     return render_template("admin/index.html", users=users, keys=keys,
-                           teams=db.session.scalars(select(Team).order_by(Team.name)).all())
+                           teams=db.session.scalars(select(Team).order_by(Team.name)).all(),
+                           changes=recent_changes(db.session, limit=RECENT_ON_USERS_PAGE))
 
 
 def _user_or_404(user_id: int) -> User:
@@ -48,17 +68,14 @@ def _user_or_404(user_id: int) -> User:
 def create_staff():
     try:
         user = create_user(db.session, email=request.form.get("email", ""), password=request.form.get("password", ""),
-                           role=request.form.get("role", "staff"), now=utcnow())
+                           role=request.form.get("role", "staff"), now=utcnow(), by=current_user)
         team_id = request.form.get("team_id", type=int)
         if team_id is not None:
             add_member(db.session, team=_team_or_404(team_id), user=user, by=current_user, now=utcnow())
     except UserError as exc:
-        db.session.rollback()
-        flash(str(exc), "error")
-        return redirect(url_for("admin.index"))
-    db.session.commit()
-    flash(_("Account %(email)s created. Give them the password; they can log in now.", email=user.email), "success")
-    return redirect(url_for("admin.index"))
+        return _refused("admin.index", exc)
+    return _done("admin.index", _("Account %(email)s created. Give them the password; they can log in now.",
+                                  email=user.email))
 
 
 @bp.post("/users/<int:user_id>/password")
@@ -68,8 +85,7 @@ def reset_password(user_id: int):
     try:
         set_password(db.session, user=user, password=password)
     except UserError as exc:
-        flash(str(exc), "error")
-        return redirect(url_for("admin.index"))
+        return _refused("admin.index", exc)
     db.session.commit()
     # Shown once, on the next page only; it is not stored anywhere but as a hash.
     return render_template("admin/shown_once.html", title=_("New password for %(email)s", email=user.email),
@@ -82,12 +98,9 @@ def toggle_disabled(user_id: int):
     try:
         set_disabled(db.session, user=user, disabled=request.form.get("disabled") == "1", by=current_user)
     except UserError as exc:
-        flash(str(exc), "error")
-        return redirect(url_for("admin.index"))
-    db.session.commit()
-    flash(_("%(email)s can no longer log in or use API keys.", email=user.email) if user.disabled
-          else _("%(email)s can log in again.", email=user.email), "success")
-    return redirect(url_for("admin.index"))
+        return _refused("admin.index", exc)
+    return _done("admin.index", _("%(email)s can no longer log in or use API keys.", email=user.email)
+                 if user.disabled else _("%(email)s can log in again.", email=user.email))
 
 
 @bp.post("/users/<int:user_id>/api-keys")
@@ -104,9 +117,7 @@ def new_api_key(user_id: int):
 def revoke_key(key_id: int):
     if revoke_api_key(db.session, key_id=key_id, now=utcnow()) is None:
         abort(404)
-    db.session.commit()
-    flash(_("The API key is revoked; programs using it are refused from now on."), "success")
-    return redirect(url_for("admin.index"))
+    return _done("admin.index", _("The API key is revoked; programs using it are refused from now on."))
 
 
 @bp.get("/webhooks")
@@ -128,9 +139,7 @@ def create_webhook():
                                                 events=request.form.getlist("events"), user_id=current_user.id,
                                                 team_id=request.form.get("team_id", type=int), now=utcnow())
     except webhooks_out.WebhookError as exc:
-        db.session.rollback()
-        flash(str(exc), "error")
-        return redirect(url_for("admin.webhooks"))
+        return _refused("admin.webhooks", exc)
     db.session.commit()
     return render_template("admin/shown_once.html", title=_("Signing secret for %(url)s", url=endpoint.url),
                            secret=endpoint.secret,
@@ -142,10 +151,8 @@ def create_webhook():
 def toggle_webhook(endpoint_id: int):
     endpoint = db.session.get(WebhookEndpoint, endpoint_id) or abort(404)
     endpoint.active = request.form.get("active") == "1"
-    db.session.commit()
-    flash(_("Endpoint enabled.") if endpoint.active else _("Endpoint paused: no new deliveries are made for it."),
-          "success")
-    return redirect(url_for("admin.webhooks"))
+    return _done("admin.webhooks", _("Endpoint enabled.") if endpoint.active
+                 else _("Endpoint paused: no new deliveries are made for it."))
 
 
 @bp.get("/mailbox")
@@ -175,7 +182,11 @@ def caught_mail(name: str):
 
 @bp.get("/teams")
 def teams():
-    return render_template("admin/teams.html", rows=teams_with_members(db.session), changes=recent_changes(db.session),
+    # ?user= and ?team= narrow the access changes to one person or one team (links in the tables set them).
+    user_email, team_name = request.args.get("user", "")[:254], request.args.get("team", "")[:100]
+    return render_template("admin/teams.html", rows=teams_with_members(db.session),
+                           changes=recent_changes(db.session, user_email=user_email, team_name=team_name),
+                           user_filter=user_email, team_filter=team_name,
                            users=db.session.scalars(select(User).order_by(User.email)).all(), roles=ROLES)
 
 
@@ -188,12 +199,8 @@ def create_team_page():
     try:
         team = create_team(db.session, name=request.form.get("name", ""), now=utcnow())
     except TeamError as exc:
-        db.session.rollback()
-        flash(str(exc), "error")
-        return redirect(url_for("admin.teams"))
-    db.session.commit()
-    flash(_("Team %(name)s created. Add its members below.", name=team.name), "success")
-    return redirect(url_for("admin.teams"))
+        return _refused("admin.teams", exc)
+    return _done("admin.teams", _("Team %(name)s created. Add its members below.", name=team.name))
 
 
 @bp.post("/teams/<int:team_id>/members")
@@ -202,33 +209,26 @@ def add_team_member(team_id: int):
     email = normalise_email(request.form.get("email", ""))
     user = db.session.scalar(select(User).where(User.email == email))
     if user is None:
-        flash(_("No user with the email %(email)s.", email=email), "error")
-        return redirect(url_for("admin.teams"))
+        return _refused("admin.teams", _("No user with the email %(email)s.", email=email))
     added = add_member(db.session, team=team, user=user, by=current_user, now=utcnow())
-    db.session.commit()
-    flash(_("%(email)s is now in %(team)s.", email=user.email, team=team.name) if added
-          else _("%(email)s was already in %(team)s.", email=user.email, team=team.name), "success")
-    return redirect(url_for("admin.teams"))
+    return _done("admin.teams", _("%(email)s is now in %(team)s.", email=user.email, team=team.name) if added
+                 else _("%(email)s was already in %(team)s.", email=user.email, team=team.name))
 
 
 @bp.post("/teams/<int:team_id>/members/<int:user_id>/remove")
 def remove_team_member(team_id: int, user_id: int):
     team, user = _team_or_404(team_id), _user_or_404(user_id)
     remove_member(db.session, team=team, user=user, by=current_user, now=utcnow())
-    db.session.commit()
-    flash(_("%(email)s left %(team)s; they no longer see its batches and templates (their own stay theirs).",
-            email=user.email, team=team.name), "success")
-    return redirect(url_for("admin.teams"))
+    return _done("admin.teams", _("%(email)s left %(team)s; they no longer see its batches and templates "
+                                  "(their own stay theirs).", email=user.email, team=team.name))
 
 
 @bp.post("/users/<int:user_id>/role")
 def change_role(user_id: int):
     user = _user_or_404(user_id)
     try:
-        set_role(db.session, user=user, role=request.form.get("role", ""), by=current_user)
+        changed = set_role(db.session, user=user, role=request.form.get("role", ""), by=current_user, now=utcnow())
     except UserError as exc:
-        flash(str(exc), "error")
-        return redirect(url_for("admin.teams"))
-    db.session.commit()
-    flash(_("%(email)s is now %(role)s.", email=user.email, role=user.role), "success")
-    return redirect(url_for("admin.teams"))
+        return _refused("admin.teams", exc)
+    return _done("admin.teams", _("%(email)s is now %(role)s.", email=user.email, role=user.role) if changed
+                 else _("%(email)s was %(role)s already.", email=user.email, role=user.role))

@@ -1,12 +1,15 @@
 """JSON API of the suppression list (admins' keys only): ``GET /api/v1/suppressions``, ``DELETE …/<email>``."""
 from __future__ import annotations
 
-from flask import Blueprint, g, jsonify, request
+from datetime import datetime
 
-from .. import suppressions
+from flask import Blueprint, g
+from pydantic import BaseModel, Field
+
+from .. import keyset, suppressions
 from ..extensions import db
 from ..models import Suppression, utcnow
-from .api import api_error
+from .api import NO_NUL, ApiError, NextCursor, PageQuery, answer, api_error, operation, parse_query
 
 bp = Blueprint("api_suppressions", __name__, url_prefix="/api/v1/suppressions")
 
@@ -19,27 +22,55 @@ def _admins_only():
     return None
 
 
-def _json(entry: Suppression) -> dict:
-    return {"email": entry.email, "source": entry.source, "reason": entry.reason,
-            "created_at": entry.created_at.isoformat(), "batch_id": entry.batch_id, "request_id": entry.request_id}
+class SuppressionOut(BaseModel):
+    email: str
+    source: str = Field(description="`bounce`, `complaint` or `manual`.")
+    reason: str
+    created_at: datetime
+    batch_id: int | None = Field(description="The batch whose mail bounced or was marked as spam.")
+    request_id: int | None
+
+
+class SuppressionPage(NextCursor):
+    items: list[SuppressionOut]
+
+
+class SuppressionQuery(PageQuery):
+    q: str = Field("", max_length=200, pattern=NO_NUL, description="Part of the address or reason.")
+
+
+class Lifted(BaseModel):
+    email: str
+    lifted_at: datetime
+
+
+def _out(entry: Suppression) -> SuppressionOut:
+    return SuppressionOut(email=entry.email, source=entry.source, reason=entry.reason, created_at=entry.created_at,
+                          batch_id=entry.batch_id, request_id=entry.request_id)
 
 
 @bp.get("")
+@operation("List suppressed addresses", tag="Suppressions", query=SuppressionQuery,
+           responses={200: SuppressionPage}, errors=(400, 404))
 def list_suppressions():
-    cursor = request.args.get("cursor", "")
-    if cursor and not cursor.isdigit():
-        return api_error("cursor must be a next_cursor value from a previous page.", 400)
-    page = suppressions.list_in_force(db.session, q=request.args.get("q", "").strip()[:200],
-                                      after=int(cursor) if cursor else None)
-    return jsonify(items=[_json(s) for s in page.items],
-                   next_cursor=str(page.next_cursor) if page.next_cursor else None)
+    """Addresses no mail goes to (hard bounces, complaints), newest first. Admins' keys only (others get 404)."""
+    query = parse_query(SuppressionQuery)
+    try:
+        after = keyset.decode(query.cursor, int)[0] if query.cursor else None
+    except keyset.CursorError as exc:
+        raise ApiError(str(exc), 422, code="invalid_cursor") from None
+    page = suppressions.list_in_force(db.session, q=query.q.strip(), after=after, limit=query.limit)
+    return answer(SuppressionPage(items=[_out(s) for s in page.items],
+                                  next_cursor=keyset.encode(page.next_cursor) if page.next_cursor else None))
 
 
 @bp.delete("/<path:email>")
+@operation("Lift a suppression", tag="Suppressions", responses={200: Lifted}, errors=(400, 404))
 def lift(email: str):
+    """Mail may go to the address again (invitations that failed on it are not resent by themselves)."""
     try:
         entry = suppressions.lift(db.session, email=email, user=g.api_user, now=utcnow())
     except suppressions.SuppressionNotFound as exc:
-        return api_error(str(exc), 404)
+        raise ApiError(str(exc), 404) from None
     db.session.commit()
-    return jsonify(email=entry.email, lifted_at=entry.lifted_at.isoformat())
+    return answer(Lifted(email=entry.email, lifted_at=entry.lifted_at))

@@ -1,72 +1,120 @@
 """API for document templates: create (a first version, from JSON or an uploaded file) and list."""
 from __future__ import annotations
 
-from flask import Blueprint, g, jsonify, request
+from datetime import datetime
+from typing import ClassVar
 
-from .. import doc_templates as dt, template_kinds
+from flask import Blueprint, g, request
+from pydantic import BaseModel, ConfigDict, Field
+
+from .. import doc_templates as dt, keyset, template_kinds
 from ..extensions import db
 from ..models import DocumentTemplate, TemplateVersion, utcnow
-from .api import api_error
+from .doc_templates import MAIL_FIELDS
+from .api import (ApiError, NextCursor, PageQuery, RecordId, Text, answer, no_null_defaults, operation, parse_body,
+                  parse_form, parse_query)
 
 bp = Blueprint("api_templates", __name__, url_prefix="/api/v1")
 
-MAIL_FIELDS = ("email_subject", "email_body", "reminder_subject", "reminder_body")
+
+class TemplateOut(BaseModel):
+    id: int
+    name: str
+    version: int = Field(description="The newest version's number; batches use the newest version.")
+    team_id: int | None
+    kind: str | None = Field(description="`html`, `docx` or `pdf`: what the newest version was made from.")
+    variables: list[str] = Field(description="The `{{ placeholders }}` (or PDF fields) of the newest version: the "
+                                             "columns a recipients file needs (besides `email`).")
+    created_at: datetime
 
 
-def template_json(template: DocumentTemplate, version: TemplateVersion | None) -> dict:
-    return {"id": template.id, "name": template.name, "version": template.latest_version, "team_id": template.team_id,
-            "kind": version.kind if version else None, "variables": list(version.variables) if version else [],
-            "created_at": template.created_at.isoformat()}
+class TemplatePage(NextCursor):
+    items: list[TemplateOut]
 
 
-def _multipart_fields() -> dict:
-    """``name`` + ``file`` (.html, .docx …) of a multipart upload, as ``create_template`` takes them."""
-    upload = request.files.get("file")
-    if upload is None or not upload.filename:
-        raise dt.TemplateError("Send \"name\" and a \"file\" (.html or .docx), or JSON with \"name\" and \"html\".")
-    kind = template_kinds.kind_for_filename(upload.filename)
-    raw = upload.read(template_kinds.MAX_SOURCE_BYTES + 1)
-    fields = {"name": request.form.get("name", ""), "kind": kind,
-              **{f: request.form[f] for f in MAIL_FIELDS if request.form.get(f) is not None}}
-    if kind != template_kinds.HTML:
-        return {**fields, "html": "", "file": raw}
+class TemplateBody(BaseModel):
+    name: Text = Field(min_length=1, max_length=200)
+    html: Text = Field(max_length=dt.MAX_TEMPLATE_CHARS,
+                       description="The document, HTML with Jinja `{{ placeholders }}` (sandboxed).")
+    team_id: RecordId | None = Field(None, description="The team that shares it; default: your first team.")
+    email_subject: Text | None = Field(None, max_length=500)
+    email_body: Text | None = Field(None, max_length=dt.MAX_TEMPLATE_CHARS)
+    reminder_subject: Text | None = Field(None, max_length=500)
+    reminder_body: Text | None = Field(None, max_length=dt.MAX_TEMPLATE_CHARS)
+
+
+class TemplateForm(BaseModel):
+    """The same template as an uploaded file: .html, a Word .docx or a (fillable) PDF."""
+    # Multipart fields are left out, never null; unknown ones are refused.
+    model_config = ConfigDict(extra="forbid", json_schema_extra=no_null_defaults)
+    FILE_CONTENT_TYPES: ClassVar[str] = ("text/html, application/vnd.openxmlformats-officedocument."
+                                         "wordprocessingml.document, application/pdf")
+    name: Text = Field(min_length=1, max_length=200)
+    file: bytes = Field(description="The document: .html, .docx with `{{ placeholders }}`, or a PDF whose form "
+                                    "fields name the columns.")
+    team_id: RecordId = Field(None, description="The team that shares it; default: your first team.")
+    email_subject: Text = Field(None, max_length=500)
+    email_body: Text = Field(None, max_length=dt.MAX_TEMPLATE_CHARS)
+    reminder_subject: Text = Field(None, max_length=500)
+    reminder_body: Text = Field(None, max_length=dt.MAX_TEMPLATE_CHARS)
+
+
+def template_out(template: DocumentTemplate, version: TemplateVersion | None) -> TemplateOut:
+    return TemplateOut(id=template.id, name=template.name, version=template.latest_version, team_id=template.team_id,
+                       kind=version.kind if version else None,
+                       variables=list(version.variables) if version else [], created_at=template.created_at)
+
+
+def _file_fields(form: TemplateForm) -> dict:
+    """The uploaded file as ``create_template`` takes it: HTML as text, other kinds as bytes."""
+    upload = request.files["file"]
     try:
-        return {**fields, "html": raw.decode("utf-8-sig")}
+        kind = template_kinds.kind_for_filename(upload.filename or "")
+    except dt.TemplateError as exc:
+        raise ApiError(str(exc.message), 415, code="file_refused") from None
+    raw = upload.read(template_kinds.MAX_SOURCE_BYTES + 1)
+    if kind != template_kinds.HTML:
+        return {"kind": kind, "html": "", "file": raw}
+    try:
+        return {"kind": kind, "html": raw.decode("utf-8-sig")}
     except UnicodeDecodeError:
-        raise dt.TemplateError("Save the .html file as UTF-8 and send it again.") from None
+        raise ApiError("Save the .html file as UTF-8 and send it again.", 422, code="file_refused") from None
 
 
 @bp.post("/templates")
+@operation("Create a template", tag="Templates", body=TemplateBody, form=TemplateForm, responses={201: TemplateOut},
+           errors=(400, 403, 415, 422), idempotent=True)
 def create():
-    """JSON ``{name, html}``, or multipart ``name`` + ``file``; 201 with the template and its variables."""
+    """JSON with the HTML, or multipart `name` + `file` (.html, .docx, .pdf). Checked on the way in: a template
+    that does not render, or fetches from the network, is refused (422)."""
     if request.mimetype == "multipart/form-data":
-        team_id = request.form.get("team_id", type=int)
-        try:
-            fields = _multipart_fields()
-        except dt.TemplateError as exc:
-            return api_error(exc.message, 422 if request.files.get("file") else 400)
+        form = parse_form(TemplateForm)
+        fields = {"name": form.name, **_file_fields(form)}
     else:
-        body = request.get_json(silent=True)
-        if not isinstance(body, dict):
-            return api_error("Send a JSON object with \"name\" and \"html\", or a multipart form with "
-                             "\"name\" and \"file\".", 400)
-        team_id = body.get("team_id")
-        if team_id is not None and (not isinstance(team_id, int) or isinstance(team_id, bool)):
-            return api_error("\"team_id\" must be a team's id (a whole number).", 400)
-        fields = {"name": body.get("name"), "html": body.get("html"),
-                  **{f: body[f] for f in MAIL_FIELDS if body.get(f) is not None}}
-        if not all(isinstance(v, str) for v in fields.values()) or fields["name"] is None:
-            return api_error("\"name\" and \"html\" (and any mail texts) must be strings.", 400)
+        form = parse_body(TemplateBody)
+        fields = {"name": form.name, "html": form.html}
+    mail_texts = {f: getattr(form, f) for f in MAIL_FIELDS if getattr(form, f) is not None}
     try:
-        saved = dt.create_template(db.session, user=g.api_user, now=utcnow(), team_id=team_id, **fields)
+        saved = dt.create_template(db.session, user=g.api_user, now=utcnow(), team_id=form.team_id, **fields,
+                                   **mail_texts)
         db.session.commit()
     except dt.TemplateError as exc:
         db.session.rollback()
-        return api_error(exc.message, 422, line=exc.line)
-    return jsonify(template_json(saved.template, saved.version)), 201
+        raise ApiError(str(exc.message), 422, code="template_invalid", details={"line": exc.line}) from None
+    return answer(template_out(saved.template, saved.version), 201)
 
 
 @bp.get("/templates")
+@operation("List templates", tag="Templates", query=PageQuery, responses={200: TemplatePage}, errors=(400,))
 def index():
-    templates = dt.list_templates(db.session, user=g.api_user)
-    return jsonify(templates=[template_json(t, dt.get_version(db.session, template_id=t.id)) for t in templates])
+    """The templates the key's user may use, by name."""
+    query = parse_query(PageQuery)
+    try:
+        after = keyset.decode(query.cursor, str, int) if query.cursor else None
+    except keyset.CursorError as exc:
+        raise ApiError(str(exc), 422, code="invalid_cursor") from None
+    templates = dt.list_templates(db.session, user=g.api_user, after=after, limit=query.limit + 1)
+    shown = templates[:query.limit]
+    last = shown[-1] if len(templates) > query.limit else None
+    return answer(TemplatePage(items=[template_out(t, dt.get_version(db.session, template_id=t.id)) for t in shown],
+                               next_cursor=keyset.encode(last.name, last.id) if last else None))

@@ -35,8 +35,8 @@ def unshare(batch_id: int, user_id: int):
 
 @bp.post("/<int:batch_id>/notices")
 def notices(batch_id: int):
-    batch = access.set_notice_address(db.session, batch_id=batch_id, email=request.form.get("notify_email"),
-                                      user=current_user)
+    batch = access.set_notice_address(db.session, batch_id=batch_id, choice=request.form.get("notify_to"),
+                                      email=request.form.get("notify_email"), user=current_user)
     db.session.commit()
     flash(_("Notices about this batch go to %(email)s.", email=batch.notify_email) if batch.notify_email
           else _("Notices about this batch go to its owner."), "success")

@@ -7,6 +7,7 @@ Admin pages (ids of users, keys, endpoints) are admins' only and public routes c
 from __future__ import annotations
 
 from flask import Flask, current_app, request
+from flask_babel import gettext as _
 from flask_login import current_user
 from werkzeug.exceptions import Forbidden, NotFound, UnprocessableEntity
 
@@ -19,6 +20,9 @@ LOOKUPS = {
     "request_id": access.request_for_read,
     "template_id": access.template_for_use,
 }
+#: Largest id each looked-up table holds (requests have 64-bit ids, the others 32-bit): a larger one is no row's,
+#: and PostgreSQL would refuse to compare it (a 400 where "not found" is the answer).
+MAX_IDS = {"batch_id": 2 ** 31 - 1, "request_id": 2 ** 63 - 1, "template_id": 2 ** 31 - 1}
 #: Blueprints only admins reach (checked by their own hooks).
 ADMIN_ONLY = ("admin", "rq_dashboard")
 _AS_HTTP = {404: NotFound, 403: Forbidden, 422: UnprocessableEntity}
@@ -36,6 +40,8 @@ def init_app(app: Flask) -> None:
         user = current_user._get_current_object()
         for name, lookup in LOOKUPS.items():
             if name in request.view_args:
+                if request.view_args[name] > MAX_IDS[name]:
+                    raise access.Refused(str(_("There is nothing at this address.")), 404)
                 lookup(db.session, **{name: request.view_args[name]}, user=user)
         return None
 

@@ -11,14 +11,13 @@ def init_app(app: Flask) -> None:
     import rq_dashboard
     from rq_dashboard.web import setup_rq_connection
 
-    from ..extensions import csrf
-    from ..redis_client import connect
+    from ..extensions import csrf, get_redis
 
     app.register_blueprint(rq_dashboard.blueprint, url_prefix="/admin/rq")
     # rq-dashboard 0.9 no longer connects on its first request: connect it here.
     setup_rq_connection(app)
-    # Then it uses the app's own factory, so it follows a Sentinel failover like everything else.
-    app.redis_conn = connect(app.config["REDIS_URL"])
+    # Then it uses the app's own connection, so it follows a Sentinel failover like everything else.
+    app.redis_conn = get_redis(app)
     # Its buttons post without a CSRF token; only admins reach it (checked below).
     csrf.exempt(rq_dashboard.blueprint)
 

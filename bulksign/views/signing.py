@@ -9,11 +9,13 @@ from functools import wraps
 from io import BytesIO
 from urllib.parse import unquote
 
-from flask import (Blueprint, Flask, current_app, g, redirect, render_template, request, send_file,
+from flask import (Blueprint, Flask, current_app, g, redirect, render_template, request, send_file, session,
                    url_for)
 from flask_babel import gettext as _
+from flask_babel import ngettext
 from flask_wtf.csrf import CSRFError
 
+from .. import one_time_codes
 from ..auth import public
 from ..document_pages import DocumentPages, document_pages, page_image as stored_page_image
 from ._forms import client_ip
@@ -55,6 +57,8 @@ def page_csp() -> str:
 DOCUMENT_CSP = "default-src 'none'; frame-ancestors 'self'"
 SIGNATURE_PREFIX = "data:image/png;base64,"
 STATUS_CODES = {"unknown": 404, "expired": 410, "cancelled": 410, "unavailable": 404}
+#: Session key: request id → the one-time code this browser verified for it (the signed cookie keeps it).
+VERIFIED_CODES = "verified_codes"
 
 
 def _find(token: str) -> SigningRequest | None:
@@ -65,17 +69,30 @@ def _find(token: str) -> SigningRequest | None:
     return found
 
 
+def _verified_code(row: SigningRequest) -> int | None:
+    return session.get(VERIFIED_CODES, {}).get(str(row.id))
+
+
+def _code_status(row: SigningRequest, state: str) -> one_time_codes.CodeStatus | None:
+    """Where the recipient stands with one-time codes, when the batch asks for one and the page could show it."""
+    if state != "waiting" or not one_time_codes.required(row):
+        return None
+    return one_time_codes.status(db.session, request=row, code_id=_verified_code(row), now=utcnow())
+
+
 def _render(row: SigningRequest | None, token: str, *, state: str, error: str | None = None,
             form: dict | None = None, status: int | None = None):
     batch = row.batch if row is not None else None
     signed_document = latest_document(db.session, row.id, "signed") if state == "signed" else None
     template = batch.template_version.template if batch is not None and batch.template_version else None
+    code = _code_status(row, state) if row is not None else None
     html = render_template(
         "signing/page.html", state=state, row=row, batch=batch, token=token, error=error, form=form or {},
         document_name=(template.name if template else batch.name) if batch is not None else "",
         contact=contact_of(batch) if batch is not None else None,
         deadline=deadline_of(row) if row is not None else None, signed_document=signed_document,
-        pages=_pages(row) if state == "waiting" else None,
+        # The document's pages (and their text) only once a code asked for is confirmed.
+        code=code, pages=_pages(row) if state == "waiting" and (code is None or code.state == "verified") else None,
     )
     return html, status or (422 if error else STATUS_CODES.get(state, 200))
 
@@ -151,10 +168,10 @@ def sign_document(token: str, row: SigningRequest):
     except ValueError as exc:
         return _again(row, token, error=str(exc), form=form)
     outcome = sign(db.session, request_id=row.id, now=utcnow(), signer_name=form["name"], signature_png=image,
-                   consent=form["consent"], **_client())
+                   consent=form["consent"], code_id=_verified_code(row), **_client())
     if outcome.status == "invalid":
         return _again(row, token, error=str(outcome.message), form=form)
-    # Signed, signed already (a double click) or no longer possible: the page shows which.
+    # Signed, signed already (a double click), a code needed first or no longer possible: the page shows which.
     return redirect(url_for(".page", token=token), 303)
 
 
@@ -164,9 +181,71 @@ def sign_document(token: str, row: SigningRequest):
 @_by_token
 def decline_document(token: str, row: SigningRequest):
     reason = request.form.get("reason", "")
-    outcome = decline(db.session, request_id=row.id, now=utcnow(), reason=reason, **_client())
+    outcome = decline(db.session, request_id=row.id, now=utcnow(), reason=reason, code_id=_verified_code(row),
+                      **_client())
     if outcome.status == "invalid":
         return _again(row, token, error=str(outcome.message), form={"reason": reason, "declining": True})
+    return redirect(url_for(".page", token=token), 303)
+
+
+def _code_step(view):
+    """A one-time code route: only while the recipient can act and the batch asks for a code; else the page."""
+
+    @wraps(view)
+    def wrapped(token: str, row: SigningRequest):
+        if page_state(row, now=utcnow()) != "waiting" or not one_time_codes.required(row):
+            return redirect(url_for(".page", token=token), 303)
+        return view(token, row)
+
+    return wrapped
+
+
+@bp.post("/<token>/code")
+@public
+@recipient_limit
+@_by_token
+@_code_step
+def send_code(token: str, row: SigningRequest):
+    """Send a (new) one-time code to the recipient's phone or mailbox."""
+    now = utcnow()
+    sent = one_time_codes.send_code(db.session, request_id=row.id, secret=current_app.config["SECRET_KEY"], now=now,
+                                    **_client())
+    if sent.status == "too_soon":
+        seconds = max(int((sent.retry_at - now).total_seconds()), 1)
+        return _again(row, token, status=429, error=_("A code was sent a moment ago. You can ask for a new one in "
+                                                       "%(seconds)s seconds.", seconds=seconds))
+    if sent.status == "too_many":
+        return _again(row, token, status=429, error=_("Too many codes were asked for today. Try again tomorrow, or "
+                                                       "contact the sender."))
+    one_time_codes.dispatch(sent)
+    return redirect(url_for(".page", token=token), 303)
+
+
+def _code_error(check: one_time_codes.CodeCheck) -> str:
+    """What the recipient reads after a code that did not work."""
+    if check.status == "wrong":
+        return ngettext("The code is not right. You have %(num)s more try.",
+                        "The code is not right. You have %(num)s more tries.", check.tries_left)
+    return {
+        "locked": _("That was the last try for this code. Ask for a new code."),
+        "expired": _("This code has expired. Ask for a new code."),
+        "used": _("This code has been used already. Ask for a new code."),
+        "no_code": _("Ask for a code first."),
+    }.get(check.status) or str(check.message)
+
+
+@bp.post("/<token>/code/verify")
+@public
+@recipient_limit
+@_by_token
+@_code_step
+def verify_code(token: str, row: SigningRequest):
+    """Check the typed one-time code; the right one lets this browser see and sign the document."""
+    check = one_time_codes.verify_code(db.session, request_id=row.id, code=request.form.get("code", ""),
+                                       secret=current_app.config["SECRET_KEY"], now=utcnow(), **_client())
+    if check.status != "verified":
+        return _again(row, token, status=422, error=_code_error(check))
+    session[VERIFIED_CODES] = {**session.get(VERIFIED_CODES, {}), str(row.id): check.code_id}
     return redirect(url_for(".page", token=token), 303)
 
 
@@ -194,10 +273,19 @@ def _send_pdf(row: SigningRequest, token: str, *, kind: str, filename: str):
 @recipient_limit
 @_by_token
 def document(token: str, row: SigningRequest):
-    state = page_state(row, now=utcnow())
+    now = utcnow()
+    state = page_state(row, now=now)
     if state not in ("waiting", "signed"):
         return _render(row, token, state=state, status=410)
+    if _code_missing(row, state, now=now):
+        return _render(row, token, state=state, status=403)
     return _send_pdf(row, token, kind="original", filename=f"document-{row.id}.pdf")
+
+
+def _code_missing(row: SigningRequest, state: str, *, now) -> bool:
+    """The batch asks for a one-time code this browser has not confirmed: the document stays hidden."""
+    return state == "waiting" and not one_time_codes.may_act(db.session, request=row, code_id=_verified_code(row),
+                                                             now=now)
 
 
 @bp.get("/<token>/pages/<int:number>")
@@ -206,9 +294,12 @@ def document(token: str, row: SigningRequest):
 @_by_token
 def page_image(token: str, row: SigningRequest, number: int):
     """One page of the document as an image, for the page's document view (phones show no PDF in a frame)."""
-    state = page_state(row, now=utcnow())
+    now = utcnow()
+    state = page_state(row, now=now)
     if state not in ("waiting", "signed"):
         return _render(row, token, state=state, status=410)
+    if _code_missing(row, state, now=now):
+        return _render(row, token, state=state, status=403)
     original = latest_document(db.session, row.id, "original")
     try:
         data = stored_page_image(storage=get_storage(), redis=get_redis(), document=original,

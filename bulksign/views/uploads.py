@@ -5,13 +5,15 @@ on create: nothing the browser sends back about the rows is trusted.
 """
 from __future__ import annotations
 
+import functools
 import secrets
 
 from flask import Blueprint, Response, abort, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
+from flask_babel import ngettext
 from flask_login import current_user
 
-from .. import access, doc_templates as dt
+from .. import access, doc_templates as dt, suppressions
 from ..batch_creation import BatchError, create_batch, settings_from_form
 from ..extensions import db
 from ..models import utcnow
@@ -36,7 +38,12 @@ def domain_choices() -> dict[str, str]:
 
 def _preview_context(report: ValidationReport | None, choices: dict[str, str]) -> dict:
     """What the check's partial needs besides the report: the open typo questions and the answers so far."""
-    return {"typos": typo_domains(report) if report else {}, "choices": choices}
+    return {"typos": typo_domains(report) if report else {}, "choices": choices, "suppression_why": suppressions.WHY}
+
+
+def suppression_lookup():
+    """The suppression list as ``validate_recipients`` asks it: the preview warns about listed addresses."""
+    return functools.partial(suppressions.in_force_among, db.session)
 
 
 def _page(*, status: int = 200, report: ValidationReport | None = None, upload: StoredUpload | None = None,
@@ -47,6 +54,7 @@ def _page(*, status: int = 200, report: ValidationReport | None = None, upload: 
         error=error, template_id=template_id or request.values.get("template_id", type=int),
         form=request.form, form_token=request.form.get("form_token") or secrets.token_hex(16),
         field_errors=field_errors or {}, zones=zone_names(), **_preview_context(report, choices or {}),
+        managers=access.managers_of(db.session, team_ids=access.team_ids_of(db.session, user=current_user)),
     ), status
 
 
@@ -64,7 +72,8 @@ def validate():
     try:
         version = template_version(request.form.get("template_id"))
         data, filename = uploaded_file()
-        report = validate_recipients(data, filename=filename, variables=version.variables)
+        report = validate_recipients(data, filename=filename, variables=version.variables,
+                                     suppressed=suppression_lookup())
         upload = store_upload(get_storage(), data=data, filename=filename, user_id=current_user.id,
                               template_id=version.template_id)
     except UploadError as exc:
@@ -87,7 +96,7 @@ def recheck():
         upload = load_upload(get_storage(), upload_id=request.form.get("upload_id", ""), user_id=current_user.id)
         version = template_version(upload.template_id)
         report = validate_recipients(upload.data, filename=upload.filename, variables=version.variables,
-                                     domain_choices=choices)
+                                     domain_choices=choices, suppressed=suppression_lookup())
     except UploadError as exc:
         if partial:
             return render_template("uploads/_preview.html", error=exc.message, report=None, oob=True), exc.status
@@ -117,6 +126,10 @@ def create():
         return _page(status=422, error=exc.message, field_errors={exc.field: exc.message} if exc.field else {})
     if result.created:
         flash(_("Batch created with %(n)s recipients. Documents are being prepared.", n=result.total_count), "success")
+        if result.suppressed:
+            flash(ngettext("%(num)s address is on the suppression list and was not mailed: see the failed requests.",
+                           "%(num)s addresses are on the suppression list and were not mailed: see the failed "
+                           "requests.", result.suppressed), "warning")
     return redirect(url_for("batches.detail", batch_id=result.batch.id), 303)
 
 

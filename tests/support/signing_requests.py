@@ -35,16 +35,16 @@ class SentRequest:
 def make_sent_request(*, now: datetime, owner: User | None = None, name: str = "Иван Петров",
                       email: str = "ivan@example.com", language: str = "en", reply_to: str | None = None,
                       expires_in: timedelta = timedelta(days=7), template_name: str = "Employment contract",
-                      html: str = HTML) -> SentRequest:
+                      html: str = HTML, phone: str | None = None, one_time_code: bool = False) -> SentRequest:
     """One request in 'sent' with its original rendered by wkhtmltopdf and stored (with its signature box)."""
     session = db.session
     saved = create_template(session, name=template_name, html=html, user=owner, now=now)
     batch = Batch(name="November contracts", template_version_id=saved.version.id,
                   created_by_id=owner.id if owner else None, team_id=saved.template.team_id, language=language, reply_to=reply_to,
-                  status="processing", total_count=1, created_at=now)
+                  status="processing", total_count=1, created_at=now, one_time_code=one_time_code)
     session.add(batch)
     session.flush()
-    request = SigningRequest(batch_id=batch.id, row_number=2, email=email, name=name, data={"number": "7"},
+    request = SigningRequest(batch_id=batch.id, row_number=2, email=email, name=name, phone=phone, data={"number": "7"},
                              status=Status.PENDING, created_at=now, status_changed_at=now)
     session.add(request)
     session.flush()

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import email
 import email.policy
+import re
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -25,6 +26,11 @@ class Received:
     @property
     def message_id(self) -> str:
         return str(self.message["Message-ID"])
+
+    @property
+    def kind(self) -> str:
+        """What the mail is, as its Message-ID key begins: ``invitation``, ``reminder``, ``completion-notice`` …"""
+        return re.match(r"<([a-z-]+?)-\d", self.message_id).group(1)
 
     def text(self) -> str:
         part = self.message.get_body(preferencelist=("plain", "html"))
@@ -76,6 +82,10 @@ class SmtpServer:
     @property
     def received(self) -> list[Received]:
         return self.handler.received
+
+    def of_kind(self, *kinds: str) -> list[Received]:
+        """The mails received of these kinds (``Received.kind``), in order."""
+        return [m for m in self.received if m.kind in kinds]
 
     def to(self, address: str) -> list[Received]:
         return [m for m in self.received if address.lower() in (r.lower() for r in m.rcpt_tos)]
