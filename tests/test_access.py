@@ -31,8 +31,9 @@ BATCH_ACTIONS = {"batches.bulk_action", "reminders.remind", "reminders.resend_se
                  "reminders.update_email", "batch_access.share", "batch_access.unshare", "batch_access.notices",
                  "api_batch_actions.cancel", "api_batch_actions.retry", "api_reminders.remind",
                  "api_reminders.resend", "api_reminders.update_email"}
-TEMPLATE_READS = {"doc_templates.detail", "doc_templates.preview", "doc_templates.preview_pdf"}
-TEMPLATE_EDITS = {"doc_templates.edit"}
+TEMPLATE_READS = {"doc_templates.detail", "doc_templates.preview", "doc_templates.preview_pdf",
+                  "doc_templates.page_image"}
+TEMPLATE_EDITS = {"doc_templates.edit", "doc_templates.place"}
 #: Lists and searches: filtered to what the user sees.
 LISTS = {"batches.index", "doc_templates.index", "api_dashboard.list_batches", "api_templates.index"}
 #: Creating batches and templates: not for viewers; the template must be one the user may use.
@@ -87,7 +88,8 @@ def world(app, users):
 
 def _url(rule: Rule, world) -> str:
     values = {"batch_id": world["batch_id"], "request_id": world["request_id"], "template_id": world["template_id"],
-              "export_id": world["export_id"], "user_id": world["people"]["staff_b"].id, "upload_id": "x" * 32}
+              "export_id": world["export_id"], "user_id": world["people"]["staff_b"].id, "upload_id": "x" * 32,
+              "page": 1}
     return rule.build({arg: values[arg] for arg in rule.arguments}, append_unknown=False)[1]
 
 
@@ -154,7 +156,8 @@ def test_every_read_of_the_teams_batch_and_template_answers_every_role_of_the_te
     client, token = _web(app, user)
     headers = _api_headers(user)
     for rule in _staff_rules(app):
-        if rule.endpoint not in BATCH_READS | TEMPLATE_READS:
+        # The world's template is HTML: it has no page images (a PDF template's are tested in test_pdf_templates).
+        if rule.endpoint not in BATCH_READS | TEMPLATE_READS or rule.endpoint == "doc_templates.page_image":
             continue
         for method in _methods(rule):
             kwargs = {"headers": headers} if rule.rule.startswith("/api/") else {"data": {"csrf_token": token}}

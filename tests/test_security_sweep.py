@@ -334,7 +334,7 @@ def test_script_payloads_are_escaped_in_the_html_part_of_every_mail(hostile, smt
         html = received.html()
         if html:
             _assert_escaped(html, f"mail {received.subject}")
-    notices = smtp.to("staff@example.com")
+    notices = smtp.of_kind("decline-notice")
     assert notices and f"No {SCRIPT}" in notices[0].text()  # the owner reads the reason as plain text
     invitations = [m for m in smtp.received if m.html()]
     assert any("Eve &lt;script&gt;alert(1)&lt;/script&gt;" in m.html() for m in invitations)

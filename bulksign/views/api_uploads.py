@@ -46,7 +46,8 @@ class BatchForm(RecipientsForm):
     language: Literal[LANGUAGES] = Field(None, description="The recipients' language (default `en`).")
     quiet_hours_start: int = Field(None, ge=0, le=23, description="No mail from this hour…")
     quiet_hours_end: int = Field(None, ge=0, le=23, description="…to this one, in `timezone`.")
-    timezone: Text = Field(None, max_length=60, description="e.g. `Europe/Berlin` (default UTC).")
+    # No max_length here: the batch settings say what is wrong with a zone name in words ("Unknown time zone").
+    timezone: Text = Field(None, description="An IANA zone name, e.g. `Europe/Berlin` (default UTC).")
     skip_invalid: bool = Field(None, description="Create the batch from the valid rows when some have errors.")
     one_time_code: bool = Field(None, description="Recipients confirm a 6-digit code sent by SMS (rows with a "
                                                   "phone) or mail before they see and sign (default false).")
