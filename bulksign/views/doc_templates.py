@@ -65,23 +65,32 @@ def index():
     return render_template("doc_templates/index.html", templates=templates, latest=latest)
 
 
+def _commit_version(save: Callable[[], dt.SavedVersion]) -> tuple[dt.SavedVersion | None, dt.TemplateError | None]:
+    """Run ``save`` and commit, telling staff the new version's number; or roll back and return the refusal."""
+    try:
+        saved = save()
+        db.session.commit()
+    except dt.TemplateError as exc:
+        db.session.rollback()
+        return None, exc
+    flash(_("Saved as version %(n)s. Batches already created keep the version they used.", n=saved.version.version),
+          "success")
+    return saved, None
+
+
 def _form_page(form: dict, template: DocumentTemplate | None, save: Callable[[Submitted, dict], dt.SavedVersion]):
     """On POST, ``save(document, mail_fields)`` and go to the template; else (or on a refusal) the form."""
     error = None
     if request.method == "POST":
         form.update(html=request.form.get("html", ""), kind=request.form.get("kind", template_kinds.HTML),
                     **_mail_fields())
-        try:
+        def submitted() -> dt.SavedVersion:
             document = _submitted_document()
             form.update(kind=document.kind, html=document.html)
-            saved = save(document, _mail_fields())
-            db.session.commit()
-        except dt.TemplateError as exc:
-            db.session.rollback()
-            error = exc
-        else:
-            flash(_("Saved as version %(n)s. Batches already created keep the version they used.",
-                    n=saved.version.version), "success")
+            return save(document, _mail_fields())
+
+        saved, error = _commit_version(submitted)
+        if saved is not None:
             return redirect(url_for(".detail", template_id=saved.template.id))
     return (render_template("doc_templates/form.html", form=form, error=error, template=template,
                             kinds=template_kinds.choices()), 422 if error else 200)
@@ -180,17 +189,10 @@ def place(template_id: int):
         except ValueError:
             boxes, error = [], dt.TemplateError(_("The boxes could not be read; place them again."))
         if error is None:
-            try:
-                saved = dt.save_version(db.session, template=template, html="", kind="pdf", file=None,
-                                        pdf_boxes=boxes, user=current_user, now=utcnow(),
-                                        **{f: getattr(version, f) for f in MAIL_FIELDS})
-                db.session.commit()
-            except dt.TemplateError as exc:
-                db.session.rollback()
-                error = exc
-            else:
-                flash(_("Saved as version %(n)s. Batches already created keep the version they used.",
-                        n=saved.version.version), "success")
+            saved, error = _commit_version(lambda: dt.save_version(
+                db.session, template=template, html="", kind="pdf", file=None, pdf_boxes=boxes, user=current_user,
+                now=utcnow(), **{f: getattr(version, f) for f in MAIL_FIELDS}))
+            if saved is not None:
                 return redirect(url_for(".detail", template_id=template.id))
     try:
         form = pdf_forms.read_form(get_storage().get(version.source_key))

@@ -273,13 +273,19 @@ def _send_pdf(row: SigningRequest, token: str, *, kind: str, filename: str):
 @recipient_limit
 @_by_token
 def document(token: str, row: SigningRequest):
-    now = utcnow()
+    refused = _document_refused(row, token, now=utcnow())
+    return refused or _send_pdf(row, token, kind="original", filename=f"document-{row.id}.pdf")
+
+
+def _document_refused(row: SigningRequest, token: str, *, now):
+    """The page to answer instead of the document: 410 when it can no longer be read, 403 while the batch asks
+    for a one-time code this browser has not confirmed; None when the document may be shown."""
     state = page_state(row, now=now)
     if state not in ("waiting", "signed"):
         return _render(row, token, state=state, status=410)
     if _code_missing(row, state, now=now):
         return _render(row, token, state=state, status=403)
-    return _send_pdf(row, token, kind="original", filename=f"document-{row.id}.pdf")
+    return None
 
 
 def _code_missing(row: SigningRequest, state: str, *, now) -> bool:
@@ -294,12 +300,9 @@ def _code_missing(row: SigningRequest, state: str, *, now) -> bool:
 @_by_token
 def page_image(token: str, row: SigningRequest, number: int):
     """One page of the document as an image, for the page's document view (phones show no PDF in a frame)."""
-    now = utcnow()
-    state = page_state(row, now=now)
-    if state not in ("waiting", "signed"):
-        return _render(row, token, state=state, status=410)
-    if _code_missing(row, state, now=now):
-        return _render(row, token, state=state, status=403)
+    refused = _document_refused(row, token, now=utcnow())
+    if refused is not None:
+        return refused
     original = latest_document(db.session, row.id, "original")
     try:
         data = stored_page_image(storage=get_storage(), redis=get_redis(), document=original,
@@ -308,7 +311,7 @@ def page_image(token: str, row: SigningRequest, number: int):
         log(logger, logging.ERROR, "page image unavailable", request_id=row.id, page=number, error=str(exc))
         return _again(row, token, status=503, error=_("The document cannot be shown right now. Please try again later."))
     if data is None:
-        return _render(row, token, state=state, status=404)
+        return _render(row, token, state=page_state(row, now=utcnow()), status=404)
     return send_file(BytesIO(data), mimetype="image/webp", max_age=0, etag=False)
 
 

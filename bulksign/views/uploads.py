@@ -68,7 +68,6 @@ def new():
 def validate():
     """Store the file and check it; an HTMX request gets only the preview partial."""
     access.require_creator(current_user)
-    partial = bool(request.headers.get("HX-Request"))
     try:
         version = template_version(request.form.get("template_id"))
         data, filename = uploaded_file()
@@ -77,20 +76,14 @@ def validate():
         upload = store_upload(get_storage(), data=data, filename=filename, user_id=current_user.id,
                               template_id=version.template_id)
     except UploadError as exc:
-        if partial:
-            return render_template("uploads/_preview.html", error=exc.message, report=None, oob=True), exc.status
-        return _page(status=exc.status, error=exc.message)
-    if partial:
-        return render_template("uploads/_preview.html", report=report, upload=upload, error=None, oob=True,
-                               **_preview_context(report, {}))
-    return _page(report=report, upload=upload, template_id=version.template_id)
+        return _check_refused(exc)
+    return _checked(report, upload=upload, template_id=version.template_id, choices={})
 
 
 @bp.post("/new/recheck")
 def recheck():
     """Check the stored file again with staff's answers about misspelt domains (use the suggestion, or keep)."""
     access.require_creator(current_user)
-    partial = bool(request.headers.get("HX-Request"))
     choices = domain_choices()
     try:
         upload = load_upload(get_storage(), upload_id=request.form.get("upload_id", ""), user_id=current_user.id)
@@ -98,13 +91,23 @@ def recheck():
         report = validate_recipients(upload.data, filename=upload.filename, variables=version.variables,
                                      domain_choices=choices, suppressed=suppression_lookup())
     except UploadError as exc:
-        if partial:
-            return render_template("uploads/_preview.html", error=exc.message, report=None, oob=True), exc.status
-        return _page(status=exc.status, error=exc.message)
-    if partial:
+        return _check_refused(exc)
+    return _checked(report, upload=upload, template_id=version.template_id, choices=choices)
+
+
+def _check_refused(exc: UploadError):
+    """A file that could not be checked: the preview partial (HTMX) or the whole page, with the reason."""
+    if request.headers.get("HX-Request"):
+        return render_template("uploads/_preview.html", error=exc.message, report=None, oob=True), exc.status
+    return _page(status=exc.status, error=exc.message)
+
+
+def _checked(report: ValidationReport, *, upload: StoredUpload, template_id: int, choices: dict):
+    """The file check's report: the preview partial (HTMX) or the whole page with the batch settings."""
+    if request.headers.get("HX-Request"):
         return render_template("uploads/_preview.html", report=report, upload=upload, error=None, oob=True,
                                **_preview_context(report, choices))
-    return _page(report=report, upload=upload, template_id=version.template_id, choices=choices)
+    return _page(report=report, upload=upload, template_id=template_id, choices=choices)
 
 
 @bp.post("/new")
