@@ -84,6 +84,7 @@ def _form_page(form: dict, template: DocumentTemplate | None, save: Callable[[Su
     if request.method == "POST":
         form.update(html=request.form.get("html", ""), kind=request.form.get("kind", template_kinds.HTML),
                     **_mail_fields())
+
         def submitted() -> dt.SavedVersion:
             document = _submitted_document()
             form.update(kind=document.kind, html=document.html)
