@@ -52,7 +52,7 @@ def test_the_api_takes_a_word_file_and_answers_its_kind_and_variables(client, us
     assert html.status_code == 201 and html.json["kind"] == "html" and html.json["variables"] == ["a"]
     macro = client.post("/api/v1/templates", headers=headers, content_type="multipart/form-data",
                         data={"name": "M", "file": (io.BytesIO(docx_files.contract()), "evil.docm")})
-    assert macro.status_code == 422 and "macro" in macro.json["error"]
+    assert macro.status_code == 422 and "macro" in macro.json["error"]["message"]
 
 
 def test_each_recipient_gets_their_own_values_in_their_own_pdf(app, users, run_jobs):

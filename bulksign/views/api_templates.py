@@ -71,7 +71,7 @@ def _file_fields(form: TemplateForm) -> dict:
     try:
         kind = template_kinds.kind_for_filename(upload.filename or "")
     except dt.TemplateError as exc:
-        raise ApiError(str(exc.message), 415, code="file_refused") from None
+        raise ApiError(str(exc.message), 422, code="file_refused") from None
     raw = upload.read(template_kinds.MAX_SOURCE_BYTES + 1)
     if kind != template_kinds.HTML:
         return {"kind": kind, "html": "", "file": raw}
@@ -83,7 +83,7 @@ def _file_fields(form: TemplateForm) -> dict:
 
 @bp.post("/templates")
 @operation("Create a template", tag="Templates", body=TemplateBody, form=TemplateForm, responses={201: TemplateOut},
-           errors=(400, 403, 415, 422), idempotent=True)
+           errors=(400, 403, 422), idempotent=True)
 def create():
     """JSON with the HTML, or multipart `name` + `file` (.html, .docx, .pdf). Checked on the way in: a template
     that does not render, or fetches from the network, is refused (422)."""
