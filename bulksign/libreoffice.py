@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 import xmlrpc.client
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .logs import log
@@ -117,9 +118,11 @@ class Converter:
                 "--user-installation", self._profile]
         try:
             # A session of its own: stopping it kills soffice too, by this group's id.
-            self._process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                             stderr=subprocess.DEVNULL, start_new_session=True,
-                                             preexec_fn=_end_with_parent)
+            # Started from this process's long-lived spawner thread: the death signal follows the thread that
+            # forked, and the render job converts in a short-lived helper thread whose end would kill it.
+            self._process = _spawner().submit(
+                subprocess.Popen, args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=_end_with_parent).result()
         except OSError as exc:
             raise RenderError("LibreOffice is not available on this server.", transient=True,
                               detail=str(exc)) from None
@@ -166,6 +169,18 @@ class Converter:
     def pid(self) -> int | None:
         """The unoserver's process id while it runs (tests kill it to see the converter recover)."""
         return self._process.pid if self._process is not None and self._process.poll() is None else None
+
+
+_spawners: dict[int, ThreadPoolExecutor] = {}
+
+
+def _spawner() -> ThreadPoolExecutor:
+    """One thread per process that lives as long as the process and starts every LibreOffice (see ``_start``)."""
+    pid = os.getpid()
+    with _converters_lock:
+        if pid not in _spawners:
+            _spawners[pid] = ThreadPoolExecutor(1, thread_name_prefix="libreoffice-spawner")
+        return _spawners[pid]
 
 
 def _end_with_parent() -> None:

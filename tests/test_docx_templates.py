@@ -245,3 +245,21 @@ def _alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_a_converter_started_from_a_short_lived_thread_outlives_that_thread():
+    """The render job converts in a helper thread that ends with the job; its LibreOffice must not end with it
+    (the death signal follows the thread that started the process)."""
+    import threading
+
+    filled = docx_templates.fill(docx_files.contract(), {"name": "Иван", "email": "ivan@example.com"})
+    converter = libreoffice.Converter()
+    try:
+        first = threading.Thread(target=converter.convert, args=(filled,), kwargs={"timeout": 120})
+        first.start()
+        first.join()
+        time.sleep(1)  # long enough for a death signal to have ended the server
+        assert converter.convert(filled, timeout=60).startswith(b"%PDF")
+        assert converter.starts == 1
+    finally:
+        converter.stop()
