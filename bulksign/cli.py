@@ -243,7 +243,7 @@ def tick_command() -> None:
     from .jobs.schedule import PERIODIC_JOBS
 
     for job in PERIODIC_JOBS:
-        result = run_periodic(job.func)
+        result = run_periodic(job.handle.path)
         click.echo(f"{job.name}: {result}")
 
 

@@ -178,7 +178,7 @@ def revive_sends(mail_ids: Sequence[int]) -> int:
 
 def _without_live_owner(step: Step, ids: Sequence[int], *, redis: Redis, now: datetime) -> list[int]:
     owned = owners(step, ids)
-    alive = live_jobs(redis, sorted(set(owned.values())), now=now, beat_seconds=step.seconds_each, queue=step.queue)
+    alive = live_jobs(redis, sorted(set(owned.values())), now=now, beat_seconds=step.seconds_each, queue=step.job.queue)
     return [i for i in ids if owned.get(i) not in alive]
 
 

@@ -39,5 +39,5 @@ def queued(step, ids) -> set[int]:
     """The ids among ``ids`` whose ``step`` waits in its queue (owned by a job that is in the queue)."""
     from bulksign.pipeline import owners
 
-    waiting = set(get_queue(step.queue).job_ids)
+    waiting = set(get_queue(step.job.queue).job_ids)
     return {i for i, job_id in owners(step, list(ids)).items() if job_id in waiting}
