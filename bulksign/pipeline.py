@@ -23,8 +23,8 @@ from flask import current_app
 from rq import get_current_job
 from rq.job import Job
 
-from .extensions import get_queue, get_redis
-from .queues import RENDER_MANY, SEND_MANY, JobHandle, backoff
+from .extensions import get_redis
+from .queues import RENDER_MANY, SEND_MANY, JobHandle, backoff, get_queue
 
 #: RQ job states in which the job will still run (or is running).
 LIVE_STATES = {b"queued", b"scheduled", b"deferred", b"started"}

@@ -1,4 +1,4 @@
-"""Every job the app queues, in one place: the function a worker runs, its queue, its job id and its limits.
+"""The queues and every job put on them: the function a worker runs, its queue, its job id and its limits.
 
 A handle names its function by dotted path, because that string is what RQ keeps in Redis and
 a worker imports: jobs queued by an older release keep running as long as the path stays. The
@@ -17,12 +17,35 @@ from typing import TypeVar
 
 from flask import current_app
 from rq import Queue, Retry
-from rq.queue import EnqueueData
 from rq.job import Job
+from rq.queue import EnqueueData
 
-from .extensions import QUEUE_NAMES, get_queue, get_redis
+from .extensions import get_redis
 
 F = TypeVar("F", bound=Callable)
+
+#: Queue names. ``pdf`` renders and seals, ``mail`` sends through the shared throttle,
+#: ``default`` runs periodic and bulk work, ``webhooks`` delivers to customer endpoints.
+QUEUE_NAMES = ("pdf", "mail", "default", "webhooks")
+
+
+class AppQueue(Queue):
+    """A job enqueued while answering a request carries that request's id: its errors name the request."""
+
+    def create_job(self, *args, meta: dict | None = None, **kwargs):
+        from .logs import current_request_id
+
+        request_id = current_request_id()
+        if request_id:
+            meta = {**(meta or {}), "request_id": request_id}
+        return super().create_job(*args, meta=meta, **kwargs)
+
+
+def get_queue(name: str) -> Queue:
+    """One of ``QUEUE_NAMES`` on the app's Redis."""
+    if name not in QUEUE_NAMES:
+        raise ValueError(f"unknown queue {name!r}")
+    return AppQueue(name, connection=get_redis())
 
 
 class WiringError(ImportError):

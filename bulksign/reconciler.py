@@ -26,10 +26,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .batches import close_if_done
-from .extensions import QUEUE_NAMES, get_queue
 from .logs import log
 from .models import OutgoingMail, SigningRequest
 from .pipeline import RENDER, SEND, Step, disown, enqueue_chunked, owners
+from .queues import QUEUE_NAMES, get_queue
 from .states import Status, transition
 
 logger = logging.getLogger(__name__)

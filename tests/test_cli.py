@@ -9,10 +9,10 @@ from pathlib import Path
 from rq_scheduler import Scheduler
 from sqlalchemy import select, text
 
-from bulksign.extensions import db, get_queue, get_redis
+from bulksign.extensions import db, get_redis
 from bulksign.jobs.schedule import PERIODIC_JOBS, PeriodicJob, register_periodic_jobs
 from bulksign.models import ApiKey, DocumentTemplate, User
-from bulksign.queues import ROLLUP_BATCHES
+from bulksign.queues import ROLLUP_BATCHES, get_queue
 from bulksign.tokens import hash_token
 
 ROOT = Path(__file__).resolve().parent.parent

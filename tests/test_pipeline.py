@@ -6,9 +6,10 @@ import re
 from sqlalchemy import select
 
 from bulksign.batches import counts_for
-from bulksign.extensions import db, get_queue, get_redis
+from bulksign.extensions import db, get_redis
 from bulksign.models import Batch, Document, Event, OutgoingMail
 from bulksign.pipeline import RENDER, SEND, enqueue_renders, owners
+from bulksign.queues import get_queue
 from bulksign.storage import get_storage
 from bulksign.tokens import hash_token
 from tests.conftest import NOW

@@ -11,11 +11,12 @@ import pytest
 from PIL import Image
 from sqlalchemy import func, select
 
-from bulksign.extensions import db, get_queue
+from bulksign.extensions import db
 from bulksign.links import issue_link
 from bulksign.logs import redact_path
 from bulksign.models import Event, OutgoingMail, SigningRequest, utcnow
 from bulksign.pipeline import SEND, owners
+from bulksign.queues import get_queue
 from bulksign.signing import MAX_SIGNATURE_BYTES, decline, open_request, sign
 from bulksign.states import Status, transition
 from tests.conftest import NOW, csrf_from

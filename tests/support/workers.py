@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import signal
 
-from bulksign.extensions import QUEUE_NAMES, get_queue, get_redis
+from bulksign.extensions import get_redis
 from bulksign.jobs.worker import AppWorker
+from bulksign.queues import QUEUE_NAMES, get_queue
 
 
 class CountingWorker(AppWorker):
