@@ -32,6 +32,7 @@ csrf = CSRFProtect()
 limiter = Limiter(key_func=get_remote_address, default_limits=[])
 babel = Babel()
 
+
 def get_redis(app: Flask | None = None) -> Redis:
     """The app's Redis connection (one pool per process; a plain server or the Sentinel master), with timeouts.
 
