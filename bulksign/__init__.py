@@ -41,7 +41,9 @@ def create_app(config: dict | None = None) -> Flask:
 
     _register_blueprints(app)
 
-    from . import cli, sqlite
+    from . import cli, queues, sqlite
+    # Every process (web, worker, scheduler, CLI): a job renamed or moved fails here, not when its job runs.
+    queues.load_jobs()
     errors.init_app(app)
     cli.init_app(app)
     sqlite.init_app(app)

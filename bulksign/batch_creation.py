@@ -22,10 +22,10 @@ from sqlalchemy.orm import Session
 
 from . import access, batch_counts, pipeline
 from .batches import close_if_done
-from .extensions import get_queue
 from .logs import log
 from .models import Batch, Event, SigningRequest, Suppression, TemplateVersion, User
 from .notices import NoticeAddressError, chosen_notice_address
+from .queues import BATCH_RENDERS
 from .recipients import Recipient, check_email
 from .states import BatchStatus, Status
 from .suppressions import in_force_among, not_sent_reason
@@ -39,7 +39,6 @@ MAX_DEADLINE_DAYS = 365
 #: Up to this many render jobs are queued inside the creating request (~2 s for 10,000); a bigger batch
 #: gets one fan-out job instead, so a 100,000-row upload does not hold a web worker for half a minute.
 INLINE_ENQUEUE_MAX = 10_000
-FANOUT_JOB = "enqueue-renders-{id}"
 #: Rows per INSERT statement where COPY is not available (SQLite).
 INSERT_CHUNK = 2000
 
@@ -261,8 +260,7 @@ def create_batch(session: Session, *, user: User, template_version: TemplateVers
         if len(pending) <= INLINE_ENQUEUE_MAX:
             enqueued = pipeline.enqueue_renders(pending)
         else:
-            pipeline.enqueue_unique(get_queue("default"), "bulksign.jobs.batches.enqueue_renders", [batch.id],
-                                    FANOUT_JOB, timeout=1800)
+            BATCH_RENDERS.enqueue_unique([batch.id])
     except RedisError as exc:
         # The requests are committed in ``pending``: the reconciler queues them when Redis is back.
         log(logger, logging.ERROR, "could not queue renders", batch_id=batch.id, error=str(exc))

@@ -18,9 +18,9 @@ from . import batch_counts
 from .batches import (CANCELLABLE, BatchActionError, batch_for_action, batch_for_retry, cancel_batch, cancel_requests,
                       open_request_ids, retry_failed, stop_batch)
 from .dashboard import RecipientFilter
-from .extensions import get_queue
 from .models import SigningRequest, User
 from .pipeline import enqueue_sends
+from .queues import BULK_BY_FILTER, BULK_BY_IDS
 from .reconciler import revive_renders
 from .reminders import send_manual_reminders
 from .resend import resend_with_new_link
@@ -154,9 +154,8 @@ def enqueue_bulk(*, action: str, batch_id: int, user_id: int, request_ids: list[
     """Run ``action`` in a background job on ``request_ids``, on the rows matching ``flt``, or (neither given)
     on the ``selector``'s requests (remind) or ``reachable_ids``; returns the job's id."""
     if flt is not None:
-        func, args = "bulksign.jobs.bulk.apply_to_filter", (batch_id, action, user_id, flt.status, flt.q, extend_days, force)
+        handle, args = BULK_BY_FILTER, (batch_id, action, user_id, flt.status, flt.q, extend_days, force)
     else:
-        func, args = "bulksign.jobs.bulk.apply_to_ids", (batch_id, action, user_id, request_ids, extend_days, selector, force)
-    job = get_queue("default").enqueue(func, *args, job_id=f"bulk-{batch_id}-{action}-{uuid.uuid4().hex[:12]}",
-                                       job_timeout=3600, result_ttl=3600, failure_ttl=86400)
-    return job.id
+        handle, args = BULK_BY_IDS, (batch_id, action, user_id, request_ids, extend_days, selector, force)
+    return handle.enqueue(*args, job_id=handle.job_id(batch_id=batch_id, action=action,
+                                                      nonce=uuid.uuid4().hex[:12])).id

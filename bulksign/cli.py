@@ -9,8 +9,9 @@ from flask import Flask, current_app
 from flask.cli import AppGroup
 
 from .access import ROLES
-from .extensions import QUEUE_NAMES, db, get_queue, get_redis
+from .extensions import db, get_redis
 from .models import utcnow
+from .queues import QUEUE_NAMES, get_queue
 
 users_cli = AppGroup("users", help="Staff accounts and API keys.")
 jobs_cli = AppGroup("jobs", help="RQ workers, the scheduler and periodic jobs.")
@@ -243,7 +244,7 @@ def tick_command() -> None:
     from .jobs.schedule import PERIODIC_JOBS
 
     for job in PERIODIC_JOBS:
-        result = run_periodic(job.func)
+        result = run_periodic(job.handle.path)
         click.echo(f"{job.name}: {result}")
 
 

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from .batches import counts_for
 from .logs import log
-from .mailer import cancel_queued
+from .mailer import builder, cancel_queued
 from .messages import N_
 from .notices import notice_locale, notice_message, queue_notice
 from .models import Batch, OutgoingMail, SigningRequest
@@ -150,6 +150,7 @@ def _queue_summary(session: Session, *, batch: Batch, now: datetime) -> Outgoing
                                    count=count, batch=batch.name))
 
 
+@builder(KIND)
 def build_expiry_summary(session: Session, mail: OutgoingMail, app: Flask) -> Message:
     """The summary (to whoever the batch names): who did not sign in this wave, the batch's totals, a link to the batch page."""
     batch = session.get(Batch, mail.batch_id)

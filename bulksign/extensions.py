@@ -11,7 +11,6 @@ from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
 from flask_wtf.csrf import CSRFProtect
 from redis import Redis
-from rq import Queue
 from sqlalchemy import MetaData
 
 from .redis_client import connect
@@ -33,10 +32,6 @@ csrf = CSRFProtect()
 limiter = Limiter(key_func=get_remote_address, default_limits=[])
 babel = Babel()
 
-#: Queue names. ``pdf`` renders and seals, ``mail`` sends through the shared throttle,
-#: ``default`` runs periodic and bulk work, ``webhooks`` delivers to customer endpoints.
-QUEUE_NAMES = ("pdf", "mail", "default", "webhooks")
-
 
 def get_redis(app: Flask | None = None) -> Redis:
     """The app's Redis connection (one pool per process; a plain server or the Sentinel master), with timeouts.
@@ -48,22 +43,3 @@ def get_redis(app: Flask | None = None) -> Redis:
     if "bulksign_redis" not in app.extensions:
         app.extensions["bulksign_redis"] = connect(app.config["REDIS_URL"])
     return app.extensions["bulksign_redis"]
-
-
-class AppQueue(Queue):
-    """A job enqueued while answering a request carries that request's id: its errors name the request."""
-
-    def create_job(self, *args, meta: dict | None = None, **kwargs):
-        from .logs import current_request_id
-
-        request_id = current_request_id()
-        if request_id:
-            meta = {**(meta or {}), "request_id": request_id}
-        return super().create_job(*args, meta=meta, **kwargs)
-
-
-def get_queue(name: str) -> Queue:
-    """One of ``QUEUE_NAMES`` on the app's Redis."""
-    if name not in QUEUE_NAMES:
-        raise ValueError(f"unknown queue {name!r}")
-    return AppQueue(name, connection=get_redis())

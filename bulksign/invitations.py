@@ -22,7 +22,7 @@ from .branding import brand_from, logo_src
 from .doc_templates import TemplateError, mail_text, render_text
 from .links import current_token, issue_links, signing_url
 from .localtime import batch_time
-from .mailer import message_id_for, queue_mails
+from .mailer import builder, message_id_for, queue_mails
 from .models import Batch, OutgoingMail, SigningRequest, TemplateVersion, utcnow
 from .states import Status, transition
 
@@ -161,6 +161,7 @@ def delivered_invitations(session: Session, *, request_ids: Sequence[int]) -> li
     return [(requests[mail.message_id], mail) for mail in mails]
 
 
+@builder(KIND)
 def build_invitation(session: Session, mail: OutgoingMail, app: Flask) -> Message:
     """The invitation as it goes out: text and HTML, the link, the pixel, the row's Message-ID."""
     request = session.get(SigningRequest, mail.request_id)

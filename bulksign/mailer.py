@@ -1,11 +1,12 @@
 """Outgoing mail: a row is written (with a deterministic Message-ID) before anything is sent.
 
 ``queue_mail`` records what to send; the caller commits, then ``pipeline.enqueue_sends``.
-The mail job builds the message at send time with the builder registered for its ``kind``,
-so a retry after a crash re-sends the same Message-ID with the same content.
+The mail job builds the message at send time with the builder registered for its ``kind``
+(``@builder``), so a retry after a crash re-sends the same Message-ID with the same content.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from sqlalchemy import JSON, Select, String, literal, select, update
@@ -16,16 +17,9 @@ from sqlalchemy.orm import Session
 from .models import OutgoingMail
 from .slicing import slices
 
-#: kind → dotted path of ``build(session, mail: OutgoingMail, app) -> flask_mail.Message``.
-BUILDERS: dict[str, str] = {
-    "invitation": "bulksign.invitations.build_invitation",
-    "confirmation": "bulksign.sealing.build_confirmation",
-    "decline_notice": "bulksign.signing.build_decline_notice",
-    "reminder": "bulksign.reminders.build_reminder",
-    "expiry_summary": "bulksign.expiry.build_expiry_summary",
-    "completion_notice": "bulksign.notices.build_completion_notice",
-    "one_time_code": "bulksign.one_time_codes.build_code_mail",
-}
+#: kind → ``build(session, mail: OutgoingMail, app) -> flask_mail.Message``, filled by ``@builder`` as the
+#: modules that own the kinds are imported (the mail job imports them all: ``jobs/mail.BUILDER_MODULES``).
+BUILDERS: dict[str, Callable] = {}
 
 MESSAGE_ID_DOMAIN = "bulksign.local"
 
@@ -35,6 +29,17 @@ class MailNotNeeded(LookupError):
 
     The mail is marked ``cancelled`` with the reason, not ``failed``: nothing went wrong.
     """
+
+
+def builder(kind: str) -> Callable[[Callable], Callable]:
+    """Register the function that builds mails of ``kind`` when they are sent; a kind has one builder."""
+    def register(build: Callable) -> Callable:
+        known = BUILDERS.get(kind)
+        if known is not None and (known.__module__, known.__qualname__) != (build.__module__, build.__qualname__):
+            raise ValueError(f"mail kind {kind!r} has two builders: {known.__qualname__} and {build.__qualname__}")
+        BUILDERS[kind] = build
+        return build
+    return register
 
 
 def message_id_for(key: str) -> str:

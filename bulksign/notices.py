@@ -18,7 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .logs import log
-from .mailer import queue_mail
+from .mailer import builder, queue_mail
 from .messages import N_
 from .models import Batch, OutgoingMail, User
 from .recipients import check_email
@@ -108,6 +108,7 @@ def queued_completion_notices(session: Session, *, batch_ids: Collection[int]) -
         OutgoingMail.batch_id.in_(list(batch_ids)), OutgoingMail.kind == COMPLETION, OutgoingMail.status == "queued")))
 
 
+@builder(COMPLETION)
 def build_completion_notice(session: Session, mail: OutgoingMail, app: Flask) -> Message:
     """How the batch ended: its counts by outcome and a link to its page."""
     from .batches import counts_for

@@ -28,8 +28,10 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from .logs import log
+from .mailer import builder
 from .messages import N_
 from .models import Event, OneTimeCode, SigningRequest
+from .queues import SMS_CODE
 from .sealing import document_title
 from .tokens import new_nonce
 
@@ -43,7 +45,6 @@ MAX_CODES_PER_DAY = 10
 #: How long a verified code lets its session see, sign or decline the document.
 VERIFIED_FOR = timedelta(hours=2)
 MAIL_KIND = "one_time_code"
-SMS_JOB = "sms-code-{id}"
 _NOT_DIGITS = re.compile(r"[\s\-.]")
 
 
@@ -185,16 +186,12 @@ def send_code(session: Session, *, request_id: int, secret: str, now: datetime, 
 
 def dispatch(sent: CodeSent) -> None:
     """Queue the delivery of a code ``send_code`` issued (committed), ahead of bulk mail: it lives 10 minutes."""
-    from flask import current_app
-
-    from .extensions import get_queue
-    from .pipeline import backoff, enqueue_sends, enqueue_unique
+    from .pipeline import enqueue_sends
 
     if sent.mail_id is not None:
         enqueue_sends([sent.mail_id], at_front=True)
     elif sent.code_id is not None:
-        enqueue_unique(get_queue("mail"), "bulksign.jobs.sms.send_code", [sent.code_id], SMS_JOB,
-                       retry=backoff(current_app.config["MAIL_MAX_ATTEMPTS"]), at_front=True)
+        SMS_CODE.enqueue_unique([sent.code_id])
 
 
 @dataclass(frozen=True)
@@ -283,6 +280,7 @@ def code_text(session: Session, *, code_id: int, secret: str, now: datetime) -> 
     return row, text.strip()
 
 
+@builder(MAIL_KIND)
 def build_code_mail(session: Session, mail, app):
     """The mail that carries a code: the body is made now, from the derived code, and never stored."""
     from flask_mail import Message

@@ -10,7 +10,7 @@ an id whose owner is still queued or running is a no-op, and the reconciler asks
 whether a stuck request still has a live job. If Redis loses the hash, it loses the jobs too,
 and the reconciler queues the work again.
 
-Other jobs (seals, fan-outs) are one per id with an id derived from it (``enqueue_unique``).
+Other jobs (seals, fan-outs) are one per id with an id derived from it (``queues.JobHandle.enqueue_unique``).
 """
 from __future__ import annotations
 
@@ -20,14 +20,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from flask import current_app
-from rq import Queue, Retry, get_current_job
+from rq import get_current_job
 from rq.job import Job
 
-from .extensions import get_queue, get_redis
-
-#: Seconds a finished chunk job stays in Redis. Not 0: RQ 2.12 deletes such a job through its execution
-#: records and raises if one expired (a run on a killed worker), turning a success into a failure.
-RESULT_TTL = 60
+from .extensions import get_redis
+from .queues import RENDER_MANY, SEND_MANY, JobHandle, backoff, get_queue
 
 #: RQ job states in which the job will still run (or is running).
 LIVE_STATES = {b"queued", b"scheduled", b"deferred", b"started"}
@@ -46,8 +43,7 @@ class Step:
     """One chunked step of the pipeline: where its jobs go and what they run."""
 
     name: str
-    queue: str
-    func: str
+    job: JobHandle
     #: Config key of the chunk size.
     chunk_setting: str
     #: Config key of the attempts bound (RQ retries the job that often, with backoff).
@@ -60,35 +56,8 @@ class Step:
         return f"bulksign:owner:{self.name}"
 
 
-RENDER = Step("render", "pdf", "bulksign.jobs.pdf.render_many", "RENDER_CHUNK_SIZE", "RENDER_MAX_ATTEMPTS", 90)
-SEND = Step("send", "mail", "bulksign.jobs.mail.send_many", "SEND_CHUNK_SIZE", "MAIL_MAX_ATTEMPTS", 60)
-
-
-def enqueue_unique(queue: Queue, func: str, ids: Sequence[int], job_id_pattern: str, *,
-                   timeout: int = 300, chunk: int = 1000, retry: Retry | None = None, at_front: bool = False) -> int:
-    """Enqueue ``func(id)`` for each id whose job does not exist yet, pipelined. Returns how many were enqueued.
-
-    ``at_front``: ahead of the jobs already waiting (something a person waits for, behind a big batch).
-    """
-    redis = get_redis()
-    enqueued = 0
-    for start in range(0, len(ids), chunk):
-        part = ids[start:start + chunk]
-        job_ids = [job_id_pattern.format(id=i) for i in part]
-        with redis.pipeline() as pipe:
-            for job_id in job_ids:
-                pipe.exists(Job.key_for(job_id))
-            exists = pipe.execute()
-        fresh = [(i, job_id) for i, job_id, there in zip(part, job_ids, exists) if not there]
-        if not fresh:
-            continue
-        queue.enqueue_many([
-            Queue.prepare_data(func, args=(i,), job_id=job_id, timeout=timeout, result_ttl=600,
-                               failure_ttl=86400, retry=retry, at_front=at_front)
-            for i, job_id in fresh
-        ])
-        enqueued += len(fresh)
-    return enqueued
+RENDER = Step("render", RENDER_MANY, "RENDER_CHUNK_SIZE", "RENDER_MAX_ATTEMPTS", 90)
+SEND = Step("send", SEND_MANY, "SEND_CHUNK_SIZE", "MAIL_MAX_ATTEMPTS", 60)
 
 
 def owners(step: Step, ids: Sequence[int]) -> dict[int, str]:
@@ -128,18 +97,18 @@ def enqueue_chunked(step: Step, ids: Sequence[int], *, chunk_size: int | None = 
     size = chunk_size or config[step.chunk_setting]
     chunks = [fresh[start:start + size] for start in range(0, len(fresh), size)]
     # A random suffix: the owner hash, not the job id, says which job does what.
-    job_ids = [f"{step.name}-{chunk[0]}-{secrets.token_hex(4)}" for chunk in chunks]
+    job_ids = [step.job.job_id(first=chunk[0], nonce=secrets.token_hex(4)) for chunk in chunks]
     redis = get_redis()
     with redis.pipeline(transaction=False) as pipe:
         for chunk, job_id in zip(chunks, job_ids):
             pipe.hset(step.owners_key, mapping={i: job_id for i in chunk})
         pipe.execute()
     retry = backoff(config[step.attempts_setting] + 1)
-    queue = get_queue(step.queue)
+    queue = get_queue(step.job.queue)
     for start in range(0, len(chunks), 1000):
         queue.enqueue_many([
-            Queue.prepare_data(step.func, args=(chunk,), job_id=job_id, timeout=step.seconds_each * len(chunk) + 60,
-                               result_ttl=RESULT_TTL, failure_ttl=86400, retry=retry, at_front=at_front)
+            step.job.prepare(chunk, job_id=job_id, timeout=step.seconds_each * len(chunk) + 60, retry=retry,
+                             at_front=at_front)
             for chunk, job_id in zip(chunks[start:start + 1000], job_ids[start:start + 1000])
         ])
     return len(fresh)
@@ -179,15 +148,6 @@ def disown(step: Step, ids: Sequence[int]) -> None:
     """Forget the owners of these ids (the reconciler found their jobs dead), so they can be queued again."""
     if ids:
         get_redis().hdel(step.owners_key, *ids)
-
-
-def backoff(max_attempts: int) -> Retry:
-    """RQ re-runs a job that raised a transient error after 1, 2, 4 … × ``RETRY_BACKOFF_SECONDS``.
-
-    The jobs count attempts in the database and give up themselves; RQ only does the waiting.
-    """
-    base = current_app.config["RETRY_BACKOFF_SECONDS"]
-    return Retry(max=max_attempts, interval=[base * 2 ** n for n in range(max_attempts)])
 
 
 def enqueue_renders(request_ids: Sequence[int]) -> int:

@@ -26,10 +26,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .batches import close_if_done
-from .extensions import QUEUE_NAMES, get_queue
 from .logs import log
 from .models import OutgoingMail, SigningRequest
 from .pipeline import RENDER, SEND, Step, disown, enqueue_chunked, owners
+from .queues import QUEUE_NAMES, get_queue
 from .states import Status, transition
 
 logger = logging.getLogger(__name__)
@@ -178,7 +178,7 @@ def revive_sends(mail_ids: Sequence[int]) -> int:
 
 def _without_live_owner(step: Step, ids: Sequence[int], *, redis: Redis, now: datetime) -> list[int]:
     owned = owners(step, ids)
-    alive = live_jobs(redis, sorted(set(owned.values())), now=now, beat_seconds=step.seconds_each, queue=step.queue)
+    alive = live_jobs(redis, sorted(set(owned.values())), now=now, beat_seconds=step.seconds_each, queue=step.job.queue)
     return [i for i in ids if owned.get(i) not in alive]
 
 

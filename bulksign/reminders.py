@@ -27,7 +27,7 @@ from .invitations import html_body, mail_context, tracking_url
 from .links import current_token
 from .localtime import zone_of
 from .logs import log
-from .mailer import MailNotNeeded, message_id_sql, queue_mails, queue_mails_from
+from .mailer import MailNotNeeded, builder, message_id_sql, queue_mails, queue_mails_from
 from .models import Batch, Event, OutgoingMail, SigningRequest, User, UTCDateTime
 from .states import WAITING_FOR_RECIPIENT, Status
 from .tokens import signing_token
@@ -340,6 +340,7 @@ def send_manual_reminders(session: Session, *, batch_id: int, user: User, now: d
     return ManualReminderResult(queued=len(mail_ids), skipped=skipped, mail_ids=tuple(mail_ids))
 
 
+@builder(KIND)
 def build_reminder(session: Session, mail: OutgoingMail, app: Flask) -> Message:
     """The reminder as it goes out: its own text, the request's current link, the pixel, the row's Message-ID."""
     request = session.get(SigningRequest, mail.request_id)

@@ -32,6 +32,7 @@ from sqlalchemy.orm import Session
 
 from .localtime import zone_of
 from .logs import log
+from .mailer import builder
 from .messages import N_
 from .models import Batch, Document, Event, SealCertificate, SigningRequest
 from .signature_box import SignatureBox
@@ -782,6 +783,7 @@ def _confirmation_subject(request: SigningRequest) -> str:
         return _("Signed: %(name)s", name=document_title(request.batch))
 
 
+@builder("confirmation")
 def build_confirmation(session: Session, mail, app):
     """The recipient's confirmation with the signed PDF attached (the mail job attaches the files)."""
     from flask import render_template

@@ -20,8 +20,10 @@ from sqlalchemy.orm import Session
 
 from . import one_time_codes
 from .logs import log
+from .mailer import builder
 from .messages import N_
 from .models import Batch, Event, SigningRequest
+from .queues import SEAL
 from .states import Status, WAITING_FOR_RECIPIENT, transition
 
 logger = logging.getLogger(__name__)
@@ -33,7 +35,6 @@ MAX_NAME_LENGTH = 300
 MAX_REASON_LENGTH = 2000
 #: Re-opening the page adds a ``page.opened`` event at most this often, so reloads do not flood the audit trail.
 REOPEN_EVENT_EVERY = timedelta(hours=1)
-SEAL_JOB = "seal-{id}"
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
@@ -202,7 +203,7 @@ def sign(session: Session, *, request_id: int, now: datetime, signer_name: str, 
         return SignOutcome(status=result, request_id=request_id)
     session.commit()
     try:
-        enqueue_seal([request_id])
+        SEAL.enqueue_unique([request_id])
     except RedisError as exc:
         # The signature is committed: the recipient sees it done, and the periodic ``seal_missing`` seals it later.
         log(logger, logging.ERROR, "could not queue the seal", request_id=request_id, error=str(exc))
@@ -249,18 +250,7 @@ def contact_of(batch: Batch) -> str | None:
     return batch.reply_to or (batch.created_by.email if batch.created_by is not None else None)
 
 
-def enqueue_seal(request_ids: list[int]) -> int:
-    """Queue the seal job for signed requests (committed); an existing job for a request is not doubled."""
-    from flask import current_app
-
-    from .extensions import get_queue
-    from .pipeline import backoff, enqueue_unique
-
-    # A storage or database hiccup is retried by RQ; the periodic ``seal_missing`` catches the rest.
-    return enqueue_unique(get_queue("pdf"), "bulksign.jobs.seal.seal", request_ids, SEAL_JOB,
-                          retry=backoff(current_app.config["SEAL_MAX_ATTEMPTS"]))
-
-
+@builder("decline_notice")
 def build_decline_notice(session: Session, mail, app):
     """The notice that a recipient declined, with the reason."""
     from flask import render_template

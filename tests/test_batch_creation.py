@@ -8,9 +8,10 @@ from sqlalchemy import func, select
 
 from bulksign.batch_creation import BatchError, create_batch, settings_from_form
 from bulksign.doc_templates import create_template
-from bulksign.extensions import db, get_queue
+from bulksign.extensions import db
 from bulksign.models import Batch, Event, SigningRequest
 from bulksign.pipeline import RENDER
+from bulksign.queues import get_queue
 from bulksign.recipients import validate_recipients
 from tests.conftest import NOW
 from tests.support.workers import queued

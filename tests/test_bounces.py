@@ -6,10 +6,11 @@ import json
 import pytest
 from sqlalchemy import select
 
-from bulksign.extensions import db, get_queue
+from bulksign.extensions import db
 from bulksign.links import find_by_token
 from bulksign.models import Batch, OutgoingMail
 from bulksign.pipeline import enqueue_renders
+from bulksign.queues import get_queue
 from bulksign.users import create_api_key
 from tests.conftest import NOW
 from tests.support.batches import make_batch, request_ids, requests_of

@@ -9,9 +9,10 @@ from pathlib import Path
 from rq_scheduler import Scheduler
 from sqlalchemy import select, text
 
-from bulksign.extensions import db, get_queue, get_redis
+from bulksign.extensions import db, get_redis
 from bulksign.jobs.schedule import PERIODIC_JOBS, PeriodicJob, register_periodic_jobs
 from bulksign.models import ApiKey, DocumentTemplate, User
+from bulksign.queues import ROLLUP_BATCHES, get_queue
 from bulksign.tokens import hash_token
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,8 +72,8 @@ def test_the_scheduler_registers_its_jobs_once_however_often_it_restarts(app):
 
 
 def test_a_changed_interval_replaces_the_old_schedule(app):
-    old = (PeriodicJob("x", "bulksign.jobs.periodic.rollup_batches", 60),)
-    new = (PeriodicJob("x", "bulksign.jobs.periodic.rollup_batches", 30),)
+    old = (PeriodicJob("x", ROLLUP_BATCHES, 60),)
+    new = (PeriodicJob("x", ROLLUP_BATCHES, 30),)
     register_periodic_jobs(Scheduler(connection=get_redis()), old)
     register_periodic_jobs(Scheduler(connection=get_redis()), new)
     assert [j.id for j in Scheduler(connection=get_redis()).get_jobs()] == [new[0].job_id]

@@ -294,7 +294,7 @@ def test_retry_failed_from_the_page_puts_them_back_in_the_pipeline(client, auth,
     auth.login()
     html = _bulk(client, batch.id, action="retry", select_all="1", status="problems").get_data(as_text=True)
     assert "1 failed request is being prepared and sent again." in html
-    from bulksign.extensions import get_queue
+    from bulksign.queues import get_queue
 
     assert get_queue("pdf").count == 1
 

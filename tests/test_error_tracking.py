@@ -9,7 +9,7 @@ from flask import g
 from rq import Retry
 
 from bulksign.error_tracking import scrub
-from bulksign.extensions import get_queue
+from bulksign.queues import get_queue
 from tests.support.sentry import SentryServer
 from tests.support.workers import run_burst_worker
 

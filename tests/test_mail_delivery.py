@@ -4,9 +4,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from bulksign.extensions import db, get_queue
+from bulksign.extensions import db
 from bulksign.models import Batch, OutgoingMail
 from bulksign.pipeline import enqueue_renders
+from bulksign.queues import get_queue
 from bulksign.users import create_user
 from tests.conftest import NOW
 from tests.support.batches import make_batch, request_ids, requests_of, run_worker

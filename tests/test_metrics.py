@@ -17,9 +17,10 @@ from sqlalchemy import event
 
 from bulksign import telemetry
 from bulksign.config import BASE_DIR
-from bulksign.extensions import db, get_queue, get_redis
+from bulksign.extensions import db, get_redis
 from bulksign.jobs.schedule import periodic_scheduler_class
 from bulksign.pipeline import enqueue_renders
+from bulksign.queues import get_queue
 from tests.conftest import NOW
 from tests.support.batches import make_batch, request_ids, worker_env
 from tests.support.workers import run_burst_worker

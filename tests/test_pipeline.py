@@ -6,9 +6,10 @@ import re
 from sqlalchemy import select
 
 from bulksign.batches import counts_for
-from bulksign.extensions import db, get_queue, get_redis
+from bulksign.extensions import db, get_redis
 from bulksign.models import Batch, Document, Event, OutgoingMail
-from bulksign.pipeline import RENDER, RESULT_TTL, SEND, enqueue_renders, owners
+from bulksign.pipeline import RENDER, SEND, enqueue_renders, owners
+from bulksign.queues import get_queue
 from bulksign.storage import get_storage
 from bulksign.tokens import hash_token
 from tests.conftest import NOW
@@ -45,7 +46,7 @@ def test_every_recipient_of_a_batch_gets_an_invitation_with_link_and_pixel(app, 
     assert db.session.get(Batch, batch).status == "completed"
     # Finished jobs leave no owners behind, and their records expire within a minute.
     assert owners(RENDER, request_ids(batch)) == {} and owners(SEND, [m.id for m in rows]) == {}
-    assert all(0 < get_redis().ttl(key) <= RESULT_TTL for key in get_redis().keys("rq:job:*"))
+    assert all(0 < get_redis().ttl(key) <= RENDER.job.result_ttl for key in get_redis().keys("rq:job:*"))
 
 
 def test_the_open_pixel_records_the_first_open_once_and_always_answers_a_gif(app, users, smtp, run_jobs, client):

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from bulksign.extensions import get_queue, get_redis
+from bulksign.extensions import get_redis
 from bulksign.jobs.worker import AppWorker
 from bulksign.models import utcnow
+from bulksign.queues import get_queue
 from bulksign.readiness import record_scheduler_tick
 
 

@@ -9,10 +9,11 @@ import time
 from datetime import timedelta
 
 from bulksign.config import BASE_DIR
-from bulksign.extensions import db, get_queue, get_redis
+from bulksign.extensions import db, get_redis
 from bulksign.jobs.periodic import reconcile_stuck_work
 from bulksign.models import Batch, OutgoingMail, SigningRequest, utcnow
 from bulksign.pipeline import RENDER, SEND, enqueue_renders, owners
+from bulksign.queues import get_queue
 from bulksign.reconciler import reconcile
 from bulksign.states import transition
 from tests.conftest import NOW

@@ -262,7 +262,7 @@ def test_api_remind_by_ids_or_all_unsigned_answers_202_with_counts(app, users, c
     assert everyone.status_code == 202
     assert everyone.get_json() == {"queued": 1, "skipped": {"reminded_recently": 1}, "in_background": 0}
     assert len(mails("reminder")) == 2
-    from bulksign.extensions import get_queue
+    from bulksign.queues import get_queue
 
     assert len(get_queue("mail")) == 2  # enqueued after the commit
 

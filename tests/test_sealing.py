@@ -193,8 +193,9 @@ def make_pdf() -> bytes:
 
 
 def test_a_lost_or_failed_seal_job_is_queued_again_by_the_safety_net(app, users, run_jobs):
-    from bulksign.extensions import get_queue, get_redis
+    from bulksign.extensions import get_redis
     from bulksign.jobs.seal import seal_missing
+    from bulksign.queues import get_queue
 
     r = signed_request(owner=users["staff"])
     get_queue("pdf").empty()

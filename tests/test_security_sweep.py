@@ -168,7 +168,7 @@ def test_every_state_changing_form_route_refuses_a_request_without_a_token(app, 
 
 def test_rq_dashboard_actions_refuse_cross_site_requests(app, client, auth):
     """Its buttons post without a CSRF token, so a request from another site must be told apart by its Origin."""
-    from bulksign.extensions import get_queue
+    from bulksign.queues import get_queue
 
     get_queue("default").enqueue("bulksign.jobs.periodic.rollup_batches", job_id="probe-1")
     auth.login_admin()
@@ -912,7 +912,7 @@ def test_retry_failed_refuses_ids_that_are_not_whole_numbers(app, client, users)
     "/admin/rq/0/data/jobs/default/failed/x/asc/y.json",
 ])
 def test_rq_dashboard_addresses_naming_nothing_are_a_404(app, client, auth, path):
-    from bulksign.extensions import get_queue
+    from bulksign.queues import get_queue
 
     get_queue("default").enqueue("bulksign.jobs.periodic.tick")  # the default queue exists
     auth.login_admin()

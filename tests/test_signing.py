@@ -11,11 +11,12 @@ import pytest
 from PIL import Image
 from sqlalchemy import func, select
 
-from bulksign.extensions import db, get_queue
+from bulksign.extensions import db
 from bulksign.links import issue_link
 from bulksign.logs import redact_path
 from bulksign.models import Event, OutgoingMail, SigningRequest, utcnow
 from bulksign.pipeline import SEND, owners
+from bulksign.queues import get_queue
 from bulksign.signing import MAX_SIGNATURE_BYTES, decline, open_request, sign
 from bulksign.states import Status, transition
 from tests.conftest import NOW, csrf_from
@@ -124,11 +125,12 @@ def test_signing_and_declining_while_redis_is_down_answer_as_usual_and_leave_the
     from redis.exceptions import ConnectionError as RedisConnectionError
 
     import bulksign.pipeline
+    from bulksign.queues import JobHandle
 
     def refused(*args, **kwargs):
         raise RedisConnectionError("Error 111 connecting to 127.0.0.1. Connection refused.")
 
-    monkeypatch.setattr(bulksign.pipeline, "enqueue_unique", refused)
+    monkeypatch.setattr(JobHandle, "enqueue_unique", refused)
     monkeypatch.setattr(bulksign.pipeline, "enqueue_sends", refused)
     signer, decliner = (make_sent_request(now=utcnow(), owner=users["staff"]) for _ in range(2))
     assert sign_form(client, signer.token).status_code == 303

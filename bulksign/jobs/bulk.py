@@ -9,11 +9,13 @@ from ..dashboard import RecipientFilter, resolve_selection
 from ..extensions import db
 from ..logs import log
 from ..models import User, utcnow
+from ..queues import BULK_BY_FILTER, BULK_BY_IDS, job
 from ..slicing import slices
 
 logger = logging.getLogger(__name__)
 
 
+@job(BULK_BY_FILTER)
 def apply_to_filter(batch_id: int, action: str, user_id: int, status: str, q: str,
                     extend_days: int | None = None, force: bool = False) -> str:
     """Resolve every request matching the filter, then apply the action to them as ``apply_to_ids`` does."""
@@ -22,6 +24,7 @@ def apply_to_filter(batch_id: int, action: str, user_id: int, status: str, q: st
     return apply_to_ids(batch_id, action, user_id, ids, extend_days, force=force)
 
 
+@job(BULK_BY_IDS)
 def apply_to_ids(batch_id: int, action: str, user_id: int, request_ids: list[int] | None,
                  extend_days: int | None = None, selector: str | None = None, force: bool = False) -> str:
     """Apply the action as ``user_id`` to ``request_ids`` (None: every request of the batch it can reach),

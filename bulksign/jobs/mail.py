@@ -11,7 +11,6 @@ one statement) is finished by the reconciler without a re-send.
 """
 from __future__ import annotations
 
-import importlib
 import logging
 import smtplib
 import time
@@ -22,7 +21,7 @@ from flask import Flask, current_app
 from flask_mail import Message, sanitize_address, sanitize_addresses
 from sqlalchemy import select
 
-from .. import stopping, telemetry
+from .. import expiry, invitations, notices, one_time_codes, reminders, sealing, signing, stopping, telemetry
 from ..batches import cancel_if_batch_stopped, close_if_done
 from ..dkim_signing import sign as dkim_sign
 from ..extensions import db, get_redis
@@ -33,12 +32,17 @@ from ..mailer import BUILDERS, MailNotNeeded
 from ..models import OutgoingMail, SigningRequest, utcnow
 from ..notices import queued_completion_notices
 from ..pipeline import SEND, enqueue_sends, hand_back, pulse, release
+from ..queues import SEND_MANY, job
 from ..states import Status, transition
 from ..storage import StorageError, get_storage
 from ..suppressions import address_is_dead, in_force_among, not_sent_reason, suppress
 from ..throttle import MailThrottle
 
 logger = logging.getLogger(__name__)
+
+#: The modules whose ``@mailer.builder`` functions build the mails this job sends: importing them here fills
+#: the registry wherever mail is sent (tests/test_queues.py checks that no builder lives elsewhere).
+BUILDER_MODULES = (expiry, invitations, notices, one_time_codes, reminders, sealing, signing)
 
 
 class TransientFailure(RuntimeError):
@@ -127,6 +131,7 @@ def _by_code(code: int, text: bytes | str, *, permanent: str) -> SmtpOutcome:
 smtp_link = SmtpLink()
 
 
+@job(SEND_MANY)
 def send_many(mail_ids: list[int]) -> str:
     """Send the queued mails among ``mail_ids``; returns what happened. Raises TransientFailure to retry the rest."""
     session = db.session()
@@ -265,9 +270,9 @@ def _without_suppressed(mails: list[OutgoingMail]) -> list[OutgoingMail]:
 
 def _deliver_one(mail: OutgoingMail, *, app: Flask) -> Delivery:
     """Build one mail and hand it to the SMTP server; what the server said, in words."""
-    module, _, attr = BUILDERS[mail.kind].rpartition(".")
+    build = BUILDERS[mail.kind]
     try:
-        message = getattr(importlib.import_module(module), attr)(db.session, mail, app)
+        message = build(db.session, mail, app)
         _attach(message, mail.attachments or [])
     except MailNotNeeded as exc:
         return Delivery("cancelled", f"Not sent, no longer needed: {exc}.")

@@ -34,6 +34,7 @@ from ..notices import queued_completion_notices
 from ..pdf import RenderError
 from ..pipeline import RENDER, enqueue_sends, hand_back, pulse, release
 from ..poppler import PopplerError
+from ..queues import RENDER_MANY, job
 from ..signature_box import SIGNATURE_VARIABLE, SignatureBox, html_mark
 from ..states import Status, transition
 from ..storage import StorageError, get_storage
@@ -76,6 +77,7 @@ class Problem:
     detail: str = ""
 
 
+@job(RENDER_MANY)
 def render_many(request_ids: list[int]) -> str:
     """Render the pending requests among ``request_ids``; returns what happened, for the job result."""
     outcome = _render_chunk(request_ids, app=current_app._get_current_object())

@@ -1,7 +1,6 @@
 """Entry points for periodic jobs: each takes ``now`` from the clock, calls the domain, commits."""
 from __future__ import annotations
 
-import importlib
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
@@ -10,15 +9,17 @@ from flask import current_app
 from ..batches import refresh_batch_statuses
 from ..extensions import db
 from ..models import utcnow
+from ..queues import (EXPIRE, PURGE_IDEMPOTENCY_KEYS, RECONCILE, REMIND, ROLLUP_BATCHES, RUN_PERIODIC, by_path,
+                      job)
 
 
+@job(RUN_PERIODIC)
 def run_periodic(func_path: str) -> object:
-    """What the scheduler enqueues: import ``func_path`` and call it with the current time."""
-    module_name, _, attr = func_path.rpartition(".")
-    func = getattr(importlib.import_module(module_name), attr)
-    return func(now=utcnow())
+    """What the scheduler enqueues: call the periodic job declared as ``func_path`` with the current time."""
+    return by_path(func_path).func(now=utcnow())
 
 
+@job(ROLLUP_BATCHES)
 def rollup_batches(*, now: datetime) -> int:
     """Close batches whose requests have all been dispatched."""
     changed = refresh_batch_statuses(db.session, now=now)
@@ -26,6 +27,7 @@ def rollup_batches(*, now: datetime) -> int:
     return changed
 
 
+@job(PURGE_IDEMPOTENCY_KEYS)
 def purge_idempotency_keys(*, now: datetime) -> int:
     """Forget API answers kept for idempotency keys past their expiry."""
     from ..idempotency import purge_expired
@@ -35,6 +37,7 @@ def purge_idempotency_keys(*, now: datetime) -> int:
     return purged
 
 
+@job(RECONCILE)
 def reconcile_stuck_work(*, now: datetime) -> str:
     """Re-enqueue requests and mails whose job was lost (Redis flush) or died with its worker."""
     from datetime import timedelta
@@ -93,6 +96,7 @@ def _in_pages(domain, *, now: datetime) -> str:
     return str(result)
 
 
+@job(REMIND)
 def send_due_reminders(*, now: datetime) -> str:
     """Queue the automatic reminders due now, a committed page at a time."""
     from ..reminders import queue_due_reminders
@@ -100,6 +104,7 @@ def send_due_reminders(*, now: datetime) -> str:
     return _in_pages(queue_due_reminders, now=now)
 
 
+@job(EXPIRE)
 def expire_requests(*, now: datetime) -> str:
     """Expire requests past their deadline and mail each batch owner one summary per wave."""
     from ..expiry import expire_due

@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from .. import queues
 from ..logs import log
 from ..readiness import record_scheduler_tick
 
@@ -23,28 +24,26 @@ ID_PREFIX = "periodic-"
 class PeriodicJob:
     #: Short stable name, e.g. ``reconcile``.
     name: str
-    #: Dotted path of a function taking ``now`` (a datetime); it runs inside the app context.
-    func: str
+    #: A function taking ``now`` (a datetime); it runs inside the app context, on its handle's queue and timeout.
+    handle: queues.JobHandle
     interval_seconds: int
-    queue: str = "default"
-    timeout_seconds: int = 600
 
     @property
     def job_id(self) -> str:
-        digest = hashlib.sha1(f"{self.func}:{self.interval_seconds}".encode()).hexdigest()[:10]
+        digest = hashlib.sha1(f"{self.handle.path}:{self.interval_seconds}".encode()).hexdigest()[:10]
         return f"{ID_PREFIX}{self.name}-{digest}"
 
 
 #: Every periodic job. ``flask jobs tick`` runs each once; the scheduler runs each on its interval.
 PERIODIC_JOBS: tuple[PeriodicJob, ...] = (
-    PeriodicJob("batch-rollup", "bulksign.jobs.periodic.rollup_batches", 15),
-    PeriodicJob("webhooks", "bulksign.jobs.webhooks.dispatch", 15),
-    PeriodicJob("reconcile", "bulksign.jobs.periodic.reconcile_stuck_work", 60),
+    PeriodicJob("batch-rollup", queues.ROLLUP_BATCHES, 15),
+    PeriodicJob("webhooks", queues.WEBHOOK_DISPATCH, 15),
+    PeriodicJob("reconcile", queues.RECONCILE, 60),
     # Expiry first in a tick: a request past its deadline gets no reminder.
-    PeriodicJob("expiry", "bulksign.jobs.periodic.expire_requests", 60),
-    PeriodicJob("reminders", "bulksign.jobs.periodic.send_due_reminders", 60),
-    PeriodicJob("reseal", "bulksign.jobs.seal.seal_missing", 300),
-    PeriodicJob("idempotency-keys", "bulksign.jobs.periodic.purge_idempotency_keys", 3600),
+    PeriodicJob("expiry", queues.EXPIRE, 60),
+    PeriodicJob("reminders", queues.REMIND, 60),
+    PeriodicJob("reseal", queues.RESEAL, 300),
+    PeriodicJob("idempotency-keys", queues.PURGE_IDEMPOTENCY_KEYS, 3600),
 )
 
 
@@ -60,9 +59,9 @@ def register_periodic_jobs(scheduler, jobs: tuple[PeriodicJob, ...] = PERIODIC_J
         if job_id in scheduler:
             continue
         scheduler.schedule(
-            scheduled_time=datetime.now(timezone.utc), func="bulksign.jobs.periodic.run_periodic",
-            args=[job.func], interval=job.interval_seconds, repeat=None, id=job_id,
-            queue_name=job.queue, timeout=job.timeout_seconds, result_ttl=job.interval_seconds * 10,
+            scheduled_time=datetime.now(timezone.utc), func=queues.RUN_PERIODIC.path,
+            args=[job.handle.path], interval=job.interval_seconds, repeat=None, id=job_id,
+            queue_name=job.handle.queue, timeout=job.handle.timeout, result_ttl=job.interval_seconds * 10,
         )
         added.append(job_id)
         log(logger, logging.INFO, "periodic job scheduled", job_id=job_id, interval=job.interval_seconds)

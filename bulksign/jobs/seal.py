@@ -11,18 +11,20 @@ from ..logs import log
 from ..models import utcnow
 from ..reconciler import clear_dead_jobs
 from ..sealing import SealOutcome, seal_key, seal_request, timestamping, unsealed_requests
-from ..signing import SEAL_JOB, enqueue_seal
+from ..queues import RESEAL, SEAL, job
 from ..storage import get_storage
 
 logger = logging.getLogger(__name__)
 
 
+@job(SEAL)
 def seal(request_id: int) -> SealOutcome:
     """Build, seal and store the signed PDF of ``request_id`` and queue the confirmation mail."""
     return seal_request(db.session, request_id=request_id, now=utcnow(), storage=get_storage(),
                         key=seal_key(current_app.config), tsa=timestamping(current_app.config))
 
 
+@job(RESEAL)
 def seal_missing(*, now: datetime) -> int:
     """Periodic safety net: queue the seal again for signed requests whose seal job was lost or failed."""
     ids = unsealed_requests(db.session, now=now)
@@ -30,8 +32,8 @@ def seal_missing(*, now: datetime) -> int:
     if not ids:
         return 0
     # A failed job keeps its id in Redis for a day; clear dead ones so the same id can run again.
-    clear_dead_jobs(get_redis(), [SEAL_JOB.format(id=i) for i in ids], now=now)
-    enqueued = enqueue_seal(ids)
+    clear_dead_jobs(get_redis(), [SEAL.job_id(id=i) for i in ids], now=now)
+    enqueued = SEAL.enqueue_unique(ids)
     log(logger, logging.WARNING, "signed requests without a sealed document; seal queued again",
         count=len(ids), enqueued=enqueued, first_request_id=ids[0])
     return enqueued

@@ -10,10 +10,12 @@ from ..extensions import db
 from ..logs import log
 from ..models import utcnow
 from ..one_time_codes import code_text
+from ..queues import SMS_CODE, job
 
 logger = logging.getLogger(__name__)
 
 
+@job(SMS_CODE)
 def send_code(code_id: int) -> str:
     """Send the SMS of one code; an SmsError makes RQ try again after a backoff, while the code still counts."""
     found = code_text(db.session, code_id=code_id, secret=current_app.config["SECRET_KEY"], now=utcnow())

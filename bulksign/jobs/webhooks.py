@@ -6,8 +6,9 @@ from datetime import datetime
 from flask import current_app
 from rq.job import Job
 
-from ..extensions import db, get_queue, get_redis
+from ..extensions import db, get_redis
 from ..models import utcnow
+from ..queues import WEBHOOK_DELIVERY, WEBHOOK_DISPATCH, job
 from ..webhooks_out import collect, deliver as deliver_one, due_deliveries
 
 #: Redis keys of the dispatcher's cursors (lost with Redis: it then starts from "now").
@@ -15,6 +16,7 @@ EVENT_CURSOR = "bulksign:webhooks:last_event_id"
 BATCH_CURSOR = "bulksign:webhooks:batches_since"
 
 
+@job(WEBHOOK_DISPATCH)
 def dispatch(*, now: datetime) -> int:
     """Turn new events into deliveries, then enqueue every delivery that is due. Returns how many were enqueued."""
     redis = get_redis()
@@ -23,17 +25,15 @@ def dispatch(*, now: datetime) -> int:
                      batches_since=datetime.fromisoformat(raw_batch.decode()) if raw_batch else None, now=now)
     db.session.commit()
     redis.mset({EVENT_CURSOR: result.last_event_id, BATCH_CURSOR: result.batches_since.isoformat()})
-    queue = get_queue("webhooks")
     due = due_deliveries(db.session, now=now)
     for delivery_id, attempts in due:
-        # One job id per attempt: a re-run of the dispatcher does not double a delivery.
-        if Job.exists(f"webhook-{delivery_id}-{attempts}", connection=redis):
-            continue
-        queue.enqueue("bulksign.jobs.webhooks.deliver", delivery_id, job_id=f"webhook-{delivery_id}-{attempts}",
-                      job_timeout=60, result_ttl=600, failure_ttl=86400)
+        job_id = WEBHOOK_DELIVERY.job_id(id=delivery_id, attempt=attempts)
+        if not Job.exists(job_id, connection=redis):
+            WEBHOOK_DELIVERY.enqueue(delivery_id, job_id=job_id)
     return len(due)
 
 
+@job(WEBHOOK_DELIVERY)
 def deliver(delivery_id: int) -> str:
     """POST one delivery and record the outcome."""
     result = deliver_one(db.session, delivery_id=delivery_id, now=utcnow(),

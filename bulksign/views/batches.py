@@ -19,9 +19,10 @@ from ..batches import BatchActionError
 from ..bulk_actions import ACTIONS, INLINE_LIMIT, BulkOutcome, enqueue_bulk, run_staff_action
 from ..dashboard import DashboardError, RecipientFilter
 from ..exports import latest_export, recipients_csv, start_signed_zip
-from ..extensions import db, get_queue
+from ..extensions import db
 from ..logs import log
 from ..models import Batch, utcnow
+from ..queues import SIGNED_ZIP
 from ..reminders import reminder_schedule
 from ..storage import StorageError, get_storage
 from ._forms import extend_days_field
@@ -243,9 +244,7 @@ def start_export(batch_id: int):
     started = start_signed_zip(db.session, batch_id=batch_id, user_id=current_user.id, now=utcnow())
     db.session.commit()
     if started.created:
-        get_queue("default").enqueue("bulksign.jobs.exports.signed_zip", started.export.id,
-                                     job_id=f"export-{started.export.id}", job_timeout=3600,
-                                     result_ttl=600, failure_ttl=86400)
+        SIGNED_ZIP.enqueue(started.export.id, job_id=SIGNED_ZIP.job_id(id=started.export.id))
     if request.headers.get("HX-Request"):
         return render_template("batches/_export.html", export=started.export, batch_id=batch_id)
     flash(_("The ZIP of signed documents is being built; the download link appears on this page when it is ready."),

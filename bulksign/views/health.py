@@ -9,8 +9,9 @@ from __future__ import annotations
 from flask import Blueprint, jsonify
 
 from ..auth import public
-from ..extensions import QUEUE_NAMES, db, get_redis
+from ..extensions import db, get_redis
 from ..models import utcnow
+from ..queues import QUEUE_NAMES
 from ..readiness import check_readiness
 from ..services import check_services
 

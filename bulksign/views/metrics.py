@@ -11,9 +11,10 @@ from flask import Blueprint, Response, abort, current_app, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ..auth import public
-from ..extensions import QUEUE_NAMES, db, get_queue, get_redis
+from ..extensions import db, get_redis
 from ..metrics import registry_for, snapshot
 from ..models import utcnow
+from ..queues import QUEUE_NAMES, get_queue
 from ._forms import client_ip
 
 bp = Blueprint("metrics", __name__)

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import signal
 
-from bulksign.extensions import QUEUE_NAMES, get_queue, get_redis
+from bulksign.extensions import get_redis
 from bulksign.jobs.worker import AppWorker
+from bulksign.queues import QUEUE_NAMES, get_queue
 
 
 class CountingWorker(AppWorker):
@@ -39,5 +40,5 @@ def queued(step, ids) -> set[int]:
     """The ids among ``ids`` whose ``step`` waits in its queue (owned by a job that is in the queue)."""
     from bulksign.pipeline import owners
 
-    waiting = set(get_queue(step.queue).job_ids)
+    waiting = set(get_queue(step.job.queue).job_ids)
     return {i for i, job_id in owners(step, list(ids)).items() if job_id in waiting}
