@@ -7,6 +7,7 @@ import re
 import subprocess
 from io import BytesIO
 
+import pytest
 from pypdf import PdfReader
 from sqlalchemy import select
 
@@ -99,6 +100,18 @@ def test_boxes_placed_on_a_plain_pdf_make_a_new_version_with_their_columns(clien
                                                         "email_subject": "Sign {{ document_name }} now"})
     latest = get_version(db.session, template_id=template_id)
     assert (latest.version, latest.pdf_boxes, latest.variables) == (3, version.pdf_boxes, ["full_name"])
+
+
+def test_a_page_width_not_offered_is_refused_with_the_alternatives_in_the_readers_language(app):
+    from flask_babel import force_locale
+
+    from bulksign import pdf_pages
+
+    with pytest.raises(pdf_pages.PageImageError) as refused:
+        pdf_pages.page_png(get_storage(), pdf_key="templates/1/a.pdf", page=0, width=1000)
+    assert refused.value.message == "Pages are drawn 800 or 1600 pixels wide."
+    with force_locale("ru"):
+        assert str(refused.value.message) == "Ширина отрисовки страниц в пикселях: 800 или 1600."
 
 
 def test_pages_and_placement_are_out_of_reach_of_other_teams(client, auth, users):
