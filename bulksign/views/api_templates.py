@@ -64,7 +64,8 @@ MAX_POINTS = 14_400.0
 
 
 class BoxIn(BaseModel):
-    """One box on a page, in PDF points (1/72 inch) of the page as a viewer shows it, from its lower-left corner."""
+    """One box on a page, in PDF points (1/72 inch) of the page's own coordinates, as its form fields have them:
+    from the lower-left corner, y upwards (for the rare page whose crop box is offset, as offset as that box)."""
     model_config = ConfigDict(extra="forbid")
     variable: Text = Field(min_length=1, max_length=100,
                            description="The column whose value is printed in the box; `signature`: where the "
@@ -72,10 +73,11 @@ class BoxIn(BaseModel):
     page: int = Field(ge=1, le=pdf_forms.MAX_PAGES, description="The page, 1 for the first.")
     x: float = Field(ge=-MAX_POINTS, le=MAX_POINTS, description="Left edge, points from the page's left edge.")
     y: float = Field(ge=-MAX_POINTS, le=MAX_POINTS,
-                     description="Bottom edge, points from the page's bottom edge (upwards, as in PDF).")
-    width: float = Field(gt=0, le=MAX_POINTS, description="Points; at least 4.")
-    height: float = Field(gt=0, le=MAX_POINTS, description="Points; at least 4. A box at least 2.4 font sizes "
-                                                            "tall wraps its text over several lines.")
+                     description="Bottom edge, points up from the page's bottom edge.")
+    width: float = Field(gt=0, le=MAX_POINTS, description=f"Points; at least {pdf_forms.MIN_BOX_SIDE:g}.")
+    height: float = Field(gt=0, le=MAX_POINTS,
+                          description=f"Points; at least {pdf_forms.MIN_BOX_SIDE:g}. A box at least 2.4 font "
+                                      "sizes tall wraps its text over several lines.")
     font_size: float = Field(0, ge=0, le=pdf_forms.MAX_FONT_SIZE,
                              description=f"Points, {pdf_forms.MIN_FONT_SIZE:g} to {pdf_forms.MAX_FONT_SIZE:g}; 0 "
                                          "fits the text to the box.")
