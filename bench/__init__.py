@@ -8,7 +8,12 @@ the same run where there is one.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sqlalchemy import ColumnElement
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,60 @@ def docs_per_second(render, n: int, concurrency: int) -> float:
         for pdf in pool.map(render, range(n)):
             assert pdf.startswith(b"%PDF")
     return n / (time.monotonic() - started)
+
+
+@dataclass(frozen=True)
+class Settled:
+    """Where the requests a bench waited for stand when it stopped waiting."""
+
+    #: How many reached the status waited for.
+    reached: int
+    #: How many ended elsewhere (failed, bounced, cancelled …): they will not reach it without staff.
+    stopped: int
+    #: How many were still on their way at the deadline (0 unless it passed).
+    pending: int
+    #: The first few distinct reasons of the stopped ones, each with how many requests gave it.
+    reasons: tuple[str, ...] = ()
+
+    def problems(self) -> str:
+        """For a figure's target column: what kept requests from the goal, or empty."""
+        parts = [f"{self.stopped} stopped: " + "; ".join(self.reasons)] if self.stopped else []
+        if self.pending:
+            parts.append(f"{self.pending} still pending at the deadline")
+        return " (" + ", ".join(parts) + ")" if parts else ""
+
+
+def wait_for_requests(where: ColumnElement[bool], *, total: int, goal: str, deadline: float,
+                      poll: Callable[[int], None] | None = None) -> Settled:
+    """Wait until each of the ``total`` requests matching ``where`` (a SQLAlchemy condition) is in ``goal`` or in a
+    final state (failed, bounced …), or until ``deadline`` (``time.monotonic()``); ``poll(reached)`` runs on each
+    look. A failed request never reaches ``goal``: waiting on it would only spend the deadline."""
+    import time
+
+    from sqlalchemy import func, select
+
+    from bulksign.extensions import db
+    from bulksign.models import SigningRequest
+    from bulksign.status import FINAL
+
+    final = {str(s) for s in FINAL} - {goal}
+    while True:
+        db.session.rollback()  # a fresh snapshot: the workers commit in other processes
+        counts = dict(db.session.execute(select(SigningRequest.status, func.count()).where(where)
+                                         .group_by(SigningRequest.status)).all())
+        reached, stopped = counts.get(goal, 0), sum(counts.get(s, 0) for s in final)
+        if poll is not None:
+            poll(reached)
+        if reached + stopped >= total or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+    reasons = db.session.execute(
+        select(SigningRequest.status, SigningRequest.error_message, func.count()).where(
+            where, SigningRequest.status.in_(final)).group_by(SigningRequest.status, SigningRequest.error_message)
+        .order_by(func.count().desc()).limit(3)).all() if stopped else []
+    return Settled(reached=reached, stopped=stopped, pending=max(total - reached - stopped, 0),
+                   reasons=tuple(f"{count} {status}: {message or 'no reason given'}"
+                                 for status, message, count in reasons))
 
 
 def stop_processes(processes) -> None:

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from bench import Figure, bench_app, docs_per_second, stop_processes
+from bench import Figure, Settled, bench_app, docs_per_second, stop_processes, wait_for_requests
 from bench.bench_pipeline import ROOT, _wait_for_workers
 
 
@@ -45,27 +45,16 @@ def _bare_loop(filled: bytes, n: int, converters: list) -> float:
     return docs_per_second(lambda i: converters[i % len(converters)].convert(filled, timeout=60), n, len(converters))
 
 
-def _generate(ids: list[int], *, deadline: float) -> int:
-    """Queue the renders of ``ids`` and wait until they are generated; returns how many were."""
-    from sqlalchemy import func, select
-
-    from bulksign.extensions import db
+def _generate(ids: list[int], *, deadline: float) -> Settled:
+    """Queue the renders of ``ids`` and wait until each is generated or failed (or the deadline passed)."""
     from bulksign.models import SigningRequest
     from bulksign.pipeline import enqueue_renders
 
     enqueue_renders(ids)
-    done = 0
-    while done < len(ids) and time.monotonic() < deadline:
-        time.sleep(0.2)
-        db.session.rollback()
-        done = db.session.scalar(select(func.count()).where(SigningRequest.id.in_(ids),
-                                                            SigningRequest.status == "generated"))
-    return done
+    return wait_for_requests(SigningRequest.id.in_(ids), total=len(ids), goal="generated", deadline=deadline)
 
 
 def run(*, small: bool) -> list[Figure]:
-    from sqlalchemy import select
-
     from bulksign import docx_templates, libreoffice
     from bulksign.doc_templates import create_template
     from bulksign.extensions import db
@@ -106,16 +95,15 @@ def run(*, small: bool) -> list[Figure]:
             _wait_for_workers(len(workers), timeout=60)
             _generate(warm_ids, deadline=time.monotonic() + 300)  # each worker starts its LibreOffice here
             started = time.monotonic()
-            generated = _generate(ids, deadline=started + (300 if small else 3600))
+            settled = _generate(ids, deadline=started + (300 if small else 3600))
             elapsed = time.monotonic() - started
             bare_after = _bare_loop(filled, bare_n, converters)
         finally:
             stop_processes(workers)
             for converter in converters:
                 converter.stop()
-        failed = db.session.scalars(select(SigningRequest.error_message).where(
-            SigningRequest.id.in_(ids), SigningRequest.status == "failed")).first()
 
+    generated = settled.reached
     pipeline_rate = generated / elapsed
     bare_rate = 2 / (1 / bare_before + 1 / bare_after)
     ratio = pipeline_rate / bare_rate
@@ -125,7 +113,7 @@ def run(*, small: bool) -> list[Figure]:
                "docs/s", "≥ 0.8 × bare", ratio >= 0.8, ratio,
                f"bare warm LibreOffice {bare_rate:.1f} docs/s ({bare_n} docs before: {bare_before:.1f}, "
                f"{bare_n} after: {bare_after:.1f})"),
-        Figure(f"Word documents generated, {label}", generated, "docs", f"= {n}" + (f" ({failed})" if failed else ""),
+        Figure(f"Word documents generated, {label}", generated, "docs", f"= {n}{settled.problems()}",
                generated == n),
     ]
 

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import Figure, bench_app, docs_per_second, stop_processes
+from bench import Figure, bench_app, docs_per_second, stop_processes, wait_for_requests
 
 ROOT = Path(__file__).resolve().parent.parent
 CLAUSES = "".join(
@@ -176,7 +176,7 @@ def _wait_for_workers(count: int, *, timeout: float) -> None:
 
 def run(*, small: bool) -> list[Figure]:
     from aiosmtpd.controller import Controller
-    from sqlalchemy import func, select
+    from sqlalchemy import select
 
     from bulksign.doc_templates import render_html
     from bulksign.extensions import db
@@ -227,19 +227,18 @@ def run(*, small: bool) -> list[Figure]:
             enqueue_renders(ids)
             warm: dict[int, float] = {}
             last: dict[int, float] = {}
-            sent = 0
-            deadline = started + (300 if small else 3600)
-            while sent < n and time.monotonic() < deadline:
-                time.sleep(0.2)
+
+            def sample_memory(sent: int) -> None:
                 for pid in worker_pids:
                     rss = _rss_mb(pid)
                     if rss is not None:
                         last[pid] = rss
                         if sent >= n // 10:
                             warm.setdefault(pid, rss)
-                db.session.rollback()
-                sent = db.session.scalar(select(func.count()).where(SigningRequest.batch_id == batch_id,
-                                                                     SigningRequest.status == "sent"))
+
+            settled = wait_for_requests(SigningRequest.batch_id == batch_id, total=n, goal="sent",
+                                        deadline=started + (300 if small else 3600), poll=sample_memory)
+            sent = settled.reached
             elapsed = time.monotonic() - started
             # What the pipeline adds around the renderer, per document: unlike docs/s, a busy machine barely moves it.
             busy = _cpu_spent(idle_cpu, _cpu_snapshot({**roles, "database": _database_pids(database)}))
@@ -260,7 +259,8 @@ def run(*, small: bool) -> list[Figure]:
         Figure(f"pipeline docs/s, {label}, {concurrency} pdf workers + 1 mail worker, {through}", pipeline_rate,
                "docs/s", "≥ 0.9 × bare", ratio >= 0.9, ratio, f"bare wkhtmltopdf {bare_rate:.1f} docs/s ({bare_n} docs before: "
                                      f"{bare_before:.1f}, {bare_n} after: {bare_after:.1f})"),
-        Figure(f"invitations delivered, {label}", sink.count, "mails", f"= {n}", sink.count >= n and sent == n),
+        Figure(f"invitations delivered, {label}", sink.count, "mails", f"= {n}{settled.problems()}",
+               sink.count >= n and sent == n),
         Figure(f"render workers' own CPU per document (wkhtmltopdf not counted), {label}",
                per_doc["render"] * 1000, "ms"),
         Figure(f"mail worker's CPU per invitation, {label}", per_doc["mail"] * 1000, "ms"),

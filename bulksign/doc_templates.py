@@ -555,6 +555,22 @@ def save_version(session: Session, *, template: DocumentTemplate, html: str, use
     return SavedVersion(template=template, version=version)
 
 
+class NotPdfTemplate(TemplateError):
+    """Boxes were placed on a template whose newest version is not a PDF."""
+
+
+def place_boxes(session: Session, *, template: DocumentTemplate, boxes: list[dict], user: User | None,
+                now: datetime) -> SavedVersion:
+    """The next version of a PDF template with ``boxes`` (``pdf_forms.check_boxes``) in place of its placed boxes;
+    its file and mail texts are kept. NotPdfTemplate when the newest version is of another kind."""
+    version = get_version(session, template_id=template.id)
+    if version is None or version.kind != "pdf":
+        raise NotPdfTemplate(N_("Boxes can only be placed on a PDF template; upload a PDF as a new version first."))
+    return save_version(session, template=template, html="", kind="pdf", file=None, pdf_boxes=boxes, user=user,
+                        now=now, email_subject=version.email_subject, email_body=version.email_body,
+                        reminder_subject=version.reminder_subject, reminder_body=version.reminder_body)
+
+
 def _html_variables(html: str) -> list[str]:
     if not html.strip():
         raise TemplateError(N_("The template is empty."))

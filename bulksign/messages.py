@@ -6,6 +6,8 @@ language is active there (the staff member's page, the API caller's, a mail's fo
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 
 class N_:
     """A translatable message with ``%(name)s`` values; compares and searches like its English text."""
@@ -25,7 +27,7 @@ class N_:
     @property
     def english(self) -> str:
         # A value that is itself a message (a field's label) is taken in English too, not in the page's language.
-        values = {k: v.english if isinstance(v, N_) else v for k, v in self.values.items()}
+        values = {k: v.english if isinstance(v, (N_, OneOf)) else v for k, v in self.values.items()}
         return self.msgid % values if values else self.msgid
 
     def __eq__(self, other) -> bool:
@@ -47,3 +49,25 @@ class N_:
 
     def __repr__(self) -> str:
         return f"N_({self.english!r})"
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """Alternatives as a value of an N_, joined as the reader's language lists them: "800 or 1600", "800 или 1600"
+    (Babel's CLDR list patterns; an " or " written here would stay English in every language)."""
+
+    items: tuple[str, ...]
+
+    def __str__(self) -> str:
+        from flask_babel import get_locale
+
+        return self._joined(get_locale() or "en")
+
+    @property
+    def english(self) -> str:
+        return self._joined("en")
+
+    def _joined(self, locale) -> str:
+        from babel.lists import format_list
+
+        return format_list(list(self.items), style="or", locale=locale)

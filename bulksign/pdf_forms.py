@@ -31,6 +31,8 @@ MAX_FIELDS = 300
 MAX_VALUE_CHARS = 2000
 #: Font sizes staff may give a placed box (points); 0 fits the text to the box.
 MIN_FONT_SIZE, MAX_FONT_SIZE = 4.0, 72.0
+#: Smallest width and height of a placed box (points).
+MIN_BOX_SIDE = 4.0
 #: Variable names a placed box may take: what a column header can be.
 BOX_NAME = re.compile(r"^[^\x00-\x1f{}<>]{1,100}$")
 
@@ -231,7 +233,10 @@ def check_boxes(form: PdfForm, boxes: Iterable[Mapping]) -> tuple[FieldBox, ...]
         if page.rotation:
             raise _refused(N_("Page %(page)d is rotated; boxes can only be placed on upright pages. Save the PDF "
                               "with its pages upright and upload it again.", page=box.page + 1))
-        if box.w < 4 or box.h < 4 or box.x < page.left - 1 or box.y < page.bottom - 1 \
+        if box.w < MIN_BOX_SIDE or box.h < MIN_BOX_SIDE:
+            raise _refused(N_("Box %(number)d (%(name)s) is too small: make it at least %(side)g pt wide and high.",
+                              number=number, name=box.name, side=MIN_BOX_SIDE))
+        if box.x < page.left - 1 or box.y < page.bottom - 1 \
                 or box.x + box.w > page.left + page.width + 1 or box.y + box.h > page.bottom + page.height + 1:
             raise _refused(N_("Box %(number)d (%(name)s) reaches beyond the edge of page %(page)d.",
                               number=number, name=box.name, page=box.page + 1))

@@ -6,7 +6,7 @@ the page: the placement editor lays its boxes over them.
 from __future__ import annotations
 
 from . import poppler
-from .messages import N_
+from .messages import N_, OneOf
 from .storage import Storage
 
 #: Image widths offered (pixels): one for a screen, twice that for sharp text on dense screens.
@@ -32,7 +32,7 @@ def page_key(pdf_key: str, *, page: int, width: int) -> str:
 def page_png(storage: Storage, *, pdf_key: str, page: int, width: int) -> bytes:
     """The PNG of one page, ``width`` pixels wide, from storage or drawn now (and stored)."""
     if width not in WIDTHS:
-        raise PageImageError(N_("Pages are drawn %(widths)s pixels wide.", widths=" or ".join(map(str, WIDTHS))))
+        raise PageImageError(N_("Pages are drawn %(widths)s pixels wide.", widths=OneOf(tuple(map(str, WIDTHS)))))
     key = page_key(pdf_key, page=page, width=width)
     if storage.exists(key):
         return storage.get(key)

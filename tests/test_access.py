@@ -33,7 +33,7 @@ BATCH_ACTIONS = {"batches.bulk_action", "reminders.remind", "reminders.resend_se
                  "api_reminders.resend", "api_reminders.update_email"}
 TEMPLATE_READS = {"doc_templates.detail", "doc_templates.preview", "doc_templates.preview_pdf",
                   "doc_templates.page_image"}
-TEMPLATE_EDITS = {"doc_templates.edit", "doc_templates.place"}
+TEMPLATE_EDITS = {"doc_templates.edit", "doc_templates.place", "api_templates.place_boxes"}
 #: Lists and searches: filtered to what the user sees.
 LISTS = {"batches.index", "doc_templates.index", "api_dashboard.list_batches", "api_templates.index"}
 #: Creating batches and templates: not for viewers; the template must be one the user may use.
@@ -189,11 +189,15 @@ def test_editing_a_template_is_for_its_owner_its_teams_managers_and_admins(app, 
     page = client.get(url)
     saved = client.post(url, data={"csrf_token": token, "html": "<p>{{ name }} changed</p>"})
     detail = client.get(f"/templates/{world['template_id']}").get_data(as_text=True)
+    # Placing boxes over the API: the same right (the world's template is HTML, so one who may gets a 409).
+    boxes = _OwnUserClient(app, app.response_class).put(f"/api/v1/templates/{world['template_id']}/boxes",
+                                                         json={"boxes": []}, headers=_api_headers(world["people"][role]))
     if allowed:
         assert page.status_code == 200 and saved.status_code == 302
         assert f'href="{url}"' in detail
+        assert boxes.status_code == 409
     else:
-        assert page.status_code == 403 and saved.status_code == 403
+        assert page.status_code == 403 and saved.status_code == 403 and boxes.status_code == 403
         assert "you may use it for a batch" in page.get_data(as_text=True)
         assert f'href="{url}"' not in detail  # no Edit button for who may only use it
         assert db.session.get(Batch, world["batch_id"]).template_version.template.latest_version == 1

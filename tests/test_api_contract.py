@@ -36,6 +36,7 @@ from bulksign.views.api_docs import _api_rules, build_spec
 from tests.conftest import NOW
 from tests.support.batches import make_batch
 from tests.support.looks import ARTIFACTS, WIDTHS
+from tests.support.pdf_files import plain_pdf
 
 CSV = b"email,name,salary\nanna@example.com,Anna,1000\njohn@example.com,John,2000\n"
 ST = str(Path(sys.executable).with_name("st"))
@@ -251,6 +252,17 @@ def _tour(app, world, spec) -> set[tuple[str, str]]:
     call("POST /requests/{request_id}/resend", "POST", f"/requests/{request_id}/resend", 202, headers=admin)
     call("POST /templates", "POST", "/templates", 201, headers=admin, json={"name": "T", "html": "<p>x</p>"})
     call("POST /templates", "POST", "/templates", 403, headers=viewer, json={"name": "T", "html": "<p>x</p>"})
+    plain = create_template(db.session, name="Plain", html="", kind="pdf", file=plain_pdf(), user=world["admin"],
+                            now=NOW).template.id
+    db.session.commit()
+    box = {"variable": "position", "page": 1, "x": 72, "y": 60, "width": 200, "height": 20}
+    boxes = "PUT /templates/{template_id}/boxes"
+    call(boxes, "PUT", f"/templates/{plain}/boxes", 200, headers=admin, json={"boxes": [box]})
+    call(boxes, "PUT", f"/templates/{plain}/boxes", 422, headers=admin, json={"boxes": [{**box, "x": 500}]})
+    call(boxes, "PUT", f"/templates/{plain}/boxes", 400, headers=admin, json={"boxes": [{**box, "page": 0}]})
+    call(boxes, "PUT", f"/templates/{plain}/boxes", 403, headers=viewer, json={"boxes": [box]})
+    call(boxes, "PUT", f"/templates/{world['template_id']}/boxes", 409, headers=admin, json={"boxes": []})
+    call(boxes, "PUT", "/templates/999999/boxes", 404, headers=admin, json={"boxes": []})
     suppress(db.session, email="tour@example.com", source="bounce", reason="550 5.1.1", now=NOW)  # the fuzzer may
     db.session.commit()                                                                       # have lifted the other
     call("DELETE /suppressions/{email}", "DELETE", "/suppressions/tour@example.com", 200, headers=admin)

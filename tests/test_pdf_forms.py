@@ -106,6 +106,7 @@ def test_a_long_value_in_a_small_box_shrinks_rather_than_being_cut_off():
 @pytest.mark.parametrize(("box", "message"), [
     ({"name": "x", "page": 3, "x": 10, "y": 10, "w": 50, "h": 20}, "on page 4; the PDF has 1"),
     ({"name": "x", "page": 0, "x": 500, "y": 10, "w": 200, "h": 20}, "beyond the edge of page 1"),
+    ({"name": "x", "page": 0, "x": 10, "y": 10, "w": 200, "h": 2}, "too small: make it at least 4 pt"),
     ({"name": "x", "page": 0, "x": 10, "y": 10, "w": 50, "h": 20, "font_size": 200}, "between 4 and 72 pt"),
     ({"name": "{{ x }}", "page": 0, "x": 10, "y": 10, "w": 50, "h": 20}, "name of a column"),
     ({"page": 0, "x": 10, "y": 10, "w": 50, "h": 20}, "incomplete"),

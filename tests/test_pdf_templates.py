@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 from io import BytesIO
 
+import pytest
 from pypdf import PdfReader
 from sqlalchemy import select
 
@@ -24,6 +26,18 @@ FORM = contract_form(fields=("name", "email", "salary"), signature=True)
 def pdftotext(pdf: bytes) -> str:
     return subprocess.run(["pdftotext", "-enc", "UTF-8", "-", "-"], input=pdf, capture_output=True,
                           check=True).stdout.decode()
+
+
+def words_with_boxes(pdf: bytes) -> list[tuple[int, str, float, float, float, float]]:
+    """Each word ``pdftotext -bbox`` finds: (page from 1, text, x min, y min, x max, y max), y from the page's top."""
+    html = subprocess.run(["pdftotext", "-bbox", "-enc", "UTF-8", "-", "-"], input=pdf, capture_output=True,
+                          check=True).stdout.decode()
+    words = []
+    for number, page in enumerate(html.split("<page ")[1:], start=1):
+        for x0, y0, x1, y1, text in re.findall(r'<word xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)" '
+                                               r'yMax="([\d.]+)">([^<]*)</word>', page):
+            words.append((number, text, float(x0), float(y0), float(x1), float(y1)))
+    return words
 
 
 def test_uploading_a_fillable_pdf_makes_a_pdf_template_whose_fields_are_the_variables(client, auth):
@@ -88,8 +102,20 @@ def test_boxes_placed_on_a_plain_pdf_make_a_new_version_with_their_columns(clien
     assert (latest.version, latest.pdf_boxes, latest.variables) == (3, version.pdf_boxes, ["full_name"])
 
 
+def test_a_page_width_not_offered_is_refused_with_the_alternatives_in_the_readers_language(app):
+    from flask_babel import force_locale
+
+    from bulksign import pdf_pages
+
+    with pytest.raises(pdf_pages.PageImageError) as refused:
+        pdf_pages.page_png(get_storage(), pdf_key="templates/1/a.pdf", page=0, width=1000)
+    assert refused.value.message == "Pages are drawn 800 or 1600 pixels wide."
+    with force_locale("ru"):
+        assert str(refused.value.message) == "Ширина отрисовки страниц в пикселях: 800 или 1600."
+
+
 def test_pages_and_placement_are_out_of_reach_of_other_teams(client, auth, users):
-    from bulksign.users import create_user
+    from bulksign.users import create_api_key, create_user
 
     outsider = create_user(db.session, email="out@example.com", password="outsider-password", role="staff", now=NOW)
     saved = create_template(db.session, name="Private", html="", kind="pdf", file=plain_pdf(),
@@ -98,6 +124,56 @@ def test_pages_and_placement_are_out_of_reach_of_other_teams(client, auth, users
     auth.login()
     assert client.get(f"/templates/{saved.template.id}/pages/1.png").status_code == 404
     assert client.get(f"/templates/{saved.template.id}/place").status_code == 404
+    key = create_api_key(db.session, user=users["staff"], name="t", now=NOW).secret
+    db.session.commit()
+    api = client.put(f"/api/v1/templates/{saved.template.id}/boxes", json={"boxes": []},
+                     headers={"Authorization": f"Bearer {key}"})
+    assert api.status_code == 404 and api.json["error"]["code"] == "not_found"
+
+
+def test_boxes_placed_over_the_api_print_each_recipients_values_there(client, users, run_jobs):
+    from bulksign.users import create_api_key
+
+    headers = {"Authorization": f"Bearer {create_api_key(db.session, user=users['staff'], name='t', now=NOW).secret}"}
+    db.session.commit()
+    created = client.post("/api/v1/templates", headers=headers, content_type="multipart/form-data",
+                          data={"name": "Plain", "file": (io.BytesIO(plain_pdf(pages=2)), "plain.pdf")})
+    template_id = created.json["id"]
+    boxes = [{"variable": "position", "page": 1, "x": 72, "y": 60, "width": 220, "height": 20, "font_size": 12},
+             {"variable": "signature", "page": 2, "x": 300.5, "y": 40, "width": 200, "height": 60}]
+    placed = client.put(f"/api/v1/templates/{template_id}/boxes", json={"boxes": boxes}, headers=headers)
+    assert placed.status_code == 200, placed.json
+    assert {k: placed.json[k] for k in ("id", "version", "name", "kind", "variables")} == {
+        "id": template_id, "version": 2, "name": "Plain", "kind": "pdf", "variables": ["position"]}
+    # The domain's checks and words, in the API's one error shape; nothing saved.
+    wrong = client.put(f"/api/v1/templates/{template_id}/boxes", headers=headers,
+                       json={"boxes": [{**boxes[0], "page": 5}]})
+    assert wrong.status_code == 422 and wrong.json["error"]["code"] == "boxes_invalid"
+    assert "is on page 5; the PDF has 2" in wrong.json["error"]["message"]
+    twice = client.put(f"/api/v1/templates/{template_id}/boxes", headers=headers,
+                       json={"boxes": [boxes[1], {**boxes[1], "page": 1}]})
+    assert twice.status_code == 422 and "not several" in twice.json["error"]["message"]
+    html = client.post("/api/v1/templates", headers=headers, json={"name": "Letter", "html": "<p>{{ name }}</p>"})
+    not_pdf = client.put(f"/api/v1/templates/{html.json['id']}/boxes", json={"boxes": []}, headers=headers)
+    assert not_pdf.status_code == 409 and not_pdf.json["error"]["code"] == "not_a_pdf_template"
+    assert get_version(db.session, template_id=template_id).version == 2
+
+    csv = "email,name,position\nanna@example.com,Anna,Главный бухгалтер\nboris@example.com,Boris,Старший инженер\n"
+    batch = client.post("/api/v1/batches", headers=headers, content_type="multipart/form-data",
+                        data={"template_id": template_id, "file": (io.BytesIO(csv.encode()), "people.csv")})
+    assert batch.status_code == 201, batch.json
+    run_jobs("pdf")
+    documents = db.session.scalars(select(Document).order_by(Document.request_id)).all()
+    for document, (first, last) in zip(documents, [("Главный", "бухгалтер"), ("Старший", "инженер")], strict=True):
+        assert document.signature_box == {"page": 1, "x": 300.5, "y": 40.0, "w": 200.0, "h": 60.0}
+        words = words_with_boxes(get_storage().get(document.storage_key))
+        value = [w for w in words if w[1] in (first, last)]
+        assert [w[:2] for w in value] == [(1, first), (1, last)]
+        # Inside the box: x 72–292 pt, y 60–80 pt from the bottom of an 842 pt page (762–782 from its top).
+        for _, _, x0, y0, x1, y1 in value:
+            assert 72 <= x0 < x1 <= 292 and 762 <= y0 < y1 <= 782, (x0, y0, x1, y1)
+        others = {"Главный", "Старший"} - {first}
+        assert not [w for w in words if w[1] in others]
 
 
 def test_each_recipient_gets_their_own_flattened_pdf_from_the_render_job(app, users, smtp, run_jobs):

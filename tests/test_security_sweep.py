@@ -877,15 +877,14 @@ def test_json_nested_deeper_than_the_parser_goes_is_a_400_on_every_json_endpoint
     deep = "[" * 100_000
     sns = '{"Type": "Notification", "Message": "' + deep + '"}'
     api = {"Authorization": f"Bearer {key}"}
-    posts = [(rule.rule, api) for rule in _rules(app, blueprints=tuple(EXPECTED_CSRF_EXEMPT - {"rq_dashboard",
-                                                                                              "webhooks"}))
-             if "POST" in rule.methods]
-    assert posts, "no JSON endpoint found"
-    for path, headers in posts + [("/webhooks/bounces", {"X-Bounce-Secret": "bounce-secret"})]:
+    sends = [(method, rule.rule, api) for rule in _rules(app, blueprints=tuple(EXPECTED_CSRF_EXEMPT - {
+        "rq_dashboard", "webhooks"})) for method in sorted(rule.methods & {"POST", "PUT"})]
+    assert {method for method, _, _ in sends} == {"POST", "PUT"}, "no JSON endpoint found"
+    for method, path, headers in sends + [("POST", "/webhooks/bounces", {"X-Bounce-Secret": "bounce-secret"})]:
         path = re.sub(r"<[^>]+>", "1", path)
         for body in (deep, sns):
-            response = client.post(path, data=body, headers=headers, content_type="application/json")
-            assert response.status_code < 500, (path, response.status_code)
+            response = client.open(path, method=method, data=body, headers=headers, content_type="application/json")
+            assert response.status_code < 500, (method, path, response.status_code)
 
 
 def test_retry_failed_refuses_ids_that_are_not_whole_numbers(app, client, users):

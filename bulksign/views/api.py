@@ -185,7 +185,7 @@ def parse_body(model: type[M], *, optional: bool = False, usage: str | None = No
 
 
 def _whole_floats_as_ints(value):
-    # JSON Schema counts 2.0 as an integer; strict pydantic would not (and no field of the API is a float).
+    # JSON Schema counts 2.0 as an integer; strict pydantic would not (its float fields take ints as well).
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, list):

@@ -1,4 +1,4 @@
-"""API for document templates: create (a first version, from JSON or an uploaded file) and list."""
+"""API for document templates: create (a first version, from JSON or an uploaded file), list, place boxes on a PDF."""
 from __future__ import annotations
 
 from datetime import datetime
@@ -7,7 +7,7 @@ from typing import ClassVar
 from flask import Blueprint, g, request
 from pydantic import BaseModel, ConfigDict, Field
 
-from .. import doc_templates as dt, keyset, template_kinds
+from .. import access, doc_templates as dt, keyset, pdf_forms, template_kinds
 from ..extensions import db
 from ..models import DocumentTemplate, TemplateVersion, utcnow
 from .doc_templates import MAIL_FIELDS
@@ -57,6 +57,36 @@ class TemplateForm(BaseModel):
     email_body: Text = Field(None, max_length=dt.MAX_TEMPLATE_CHARS)
     reminder_subject: Text = Field(None, max_length=500)
     reminder_body: Text = Field(None, max_length=dt.MAX_TEMPLATE_CHARS)
+
+
+#: The largest page a PDF may have (PDF 32000-1, annex C: 14,400 units): no box lies beyond it.
+MAX_POINTS = 14_400.0
+
+
+class BoxIn(BaseModel):
+    """One box on a page, in PDF points (1/72 inch) of the page's own coordinates, as its form fields have them:
+    from the lower-left corner, y upwards (for the rare page whose crop box is offset, as offset as that box)."""
+    model_config = ConfigDict(extra="forbid")
+    variable: Text = Field(min_length=1, max_length=100,
+                           description="The column whose value is printed in the box; `signature`: where the "
+                                       "signature block goes (at most one).")
+    page: int = Field(ge=1, le=pdf_forms.MAX_PAGES, description="The page, 1 for the first.")
+    x: float = Field(ge=-MAX_POINTS, le=MAX_POINTS, description="Left edge, points from the page's left edge.")
+    y: float = Field(ge=-MAX_POINTS, le=MAX_POINTS,
+                     description="Bottom edge, points up from the page's bottom edge.")
+    width: float = Field(gt=0, le=MAX_POINTS, description=f"Points; at least {pdf_forms.MIN_BOX_SIDE:g}.")
+    height: float = Field(gt=0, le=MAX_POINTS,
+                          description=f"Points; at least {pdf_forms.MIN_BOX_SIDE:g}. A box at least 2.4 font "
+                                      "sizes tall wraps its text over several lines.")
+    font_size: float = Field(0, ge=0, le=pdf_forms.MAX_FONT_SIZE,
+                             description=f"Points, {pdf_forms.MIN_FONT_SIZE:g} to {pdf_forms.MAX_FONT_SIZE:g}; 0 "
+                                         "fits the text to the box.")
+
+
+class BoxesBody(BaseModel):
+    boxes: list[BoxIn] = Field(max_length=pdf_forms.MAX_FIELDS,
+                               description="Every box of the new version (they replace the placed ones; `[]` "
+                                           "removes them). A form's own fields stay.")
 
 
 def template_out(template: DocumentTemplate, version: TemplateVersion | None) -> TemplateOut:
@@ -118,3 +148,25 @@ def index():
     last = shown[-1] if len(templates) > query.limit else None
     return answer(TemplatePage(items=[template_out(t, dt.get_version(db.session, template_id=t.id)) for t in shown],
                                next_cursor=keyset.encode(last.name, last.id) if last else None))
+
+
+@bp.put("/templates/<int:template_id>/boxes")
+@operation("Place boxes on a PDF template", tag="Templates", body=BoxesBody, responses={200: TemplateOut},
+           errors=(400, 403, 404, 409, 422))
+def place_boxes(template_id: int):
+    """For a PDF without form fields (or besides its fields): where each column's value is printed, as staff place
+    boxes on the template's pages. Saved as a new version, the file and mail texts kept; batches already created
+    keep the version they used. 409 `not_a_pdf_template` when the newest version is HTML or Word; 422
+    `boxes_invalid` for a box beyond its page, on a missing or rotated page, or a second signature."""
+    body = parse_body(BoxesBody)
+    template = access.template_for_edit(db.session, template_id=template_id, user=g.api_user)
+    boxes = [{"name": b.variable, "page": b.page - 1, "x": b.x, "y": b.y, "w": b.width, "h": b.height,
+              "font_size": b.font_size} for b in body.boxes]
+    try:
+        saved = dt.place_boxes(db.session, template=template, boxes=boxes, user=g.api_user, now=utcnow())
+        db.session.commit()
+    except dt.NotPdfTemplate as exc:
+        raise ApiError(str(exc.message), 409, code="not_a_pdf_template") from None
+    except dt.TemplateError as exc:
+        raise ApiError(str(exc.message), 422, code="boxes_invalid") from None
+    return answer(template_out(saved.template, saved.version))

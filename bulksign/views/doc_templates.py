@@ -190,9 +190,8 @@ def place(template_id: int):
         except ValueError:
             boxes, error = [], dt.TemplateError(_("The boxes could not be read; place them again."))
         if error is None:
-            saved, error = _commit_version(lambda: dt.save_version(
-                db.session, template=template, html="", kind="pdf", file=None, pdf_boxes=boxes, user=current_user,
-                now=utcnow(), **{f: getattr(version, f) for f in MAIL_FIELDS}))
+            saved, error = _commit_version(lambda: dt.place_boxes(
+                db.session, template=template, boxes=boxes, user=current_user, now=utcnow()))
             if saved is not None:
                 return redirect(url_for(".detail", template_id=template.id))
     try:
