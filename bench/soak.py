@@ -70,7 +70,7 @@ class SoakConfig:
     decline_share: float = 0.2
     reconcile_after_seconds: int = 20
     #: The run ends when nothing is left to do, and gives up once no request has changed status for this long:
-    #: a killed chunk is revived within ~3 min (its last pulse trusted 90 s, a 60-s grace, the reconciler's pass).
+    #: a killed chunk is revived within ~2 min (its last beat trusted 30 s, the staleness age, the reconciler's pass).
     #: So a slow machine makes the run longer, not red; lost work still fails it, in bounded time.
     stall_limit_seconds: float = 300
     #: The run gives up at this age in any case.

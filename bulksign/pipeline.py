@@ -14,17 +14,28 @@ Other jobs (seals, fan-outs) are one per id with an id derived from it (``queues
 """
 from __future__ import annotations
 
+import logging
 import secrets
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from flask import current_app
+from redis.exceptions import RedisError
 from rq import get_current_job
 from rq.job import Job
 
 from .extensions import get_redis
 from .queues import RENDER_MANY, SEND_MANY, JobHandle, backoff, get_queue
+
+logger = logging.getLogger(__name__)
+
+#: A running chunk job beats this often, from a thread of its own, whatever its current item is doing ...
+BEAT_SECONDS = 5
+#: ... and the reconciler trusts it while its last beat is this recent: six beats missed, its worker is gone.
+BEAT_TRUST_SECONDS = 30
 
 #: RQ job states in which the job will still run (or is running).
 LIVE_STATES = {b"queued", b"scheduled", b"deferred", b"started"}
@@ -114,17 +125,40 @@ def enqueue_chunked(step: Step, ids: Sequence[int], *, chunk_size: int | None = 
     return len(fresh)
 
 
-def pulse() -> None:
-    """Tell the reconciler the running chunk job is alive: called before each item of a chunk.
+@contextmanager
+def beating(*, every: float = BEAT_SECONDS) -> Iterator[None]:
+    """While the block runs, tell the reconciler every ``every`` seconds that this chunk job is alive.
 
     A chunk may rightly run for many minutes, so its RQ timeout says little; and after Redis lost
     its data, RQ re-creates a worker's key without expiry, so a killed worker can look alive for
-    ever. The reconciler trusts a running chunk job only while its last pulse is recent
-    (``Step.seconds_each``).
+    ever. The reconciler trusts a running chunk job only while its last beat is recent
+    (``BEAT_TRUST_SECONDS``). The beat comes from a thread, not from between items: one item may
+    wait minutes on the mail throttle or a slow renderer, and trusting a silence that long would
+    leave a killed worker's chunk untouched as long. A hung item cannot beat for ever either:
+    RQ's job timeout ends the job, and the beat with it.
     """
     job = get_current_job()
-    if job is not None:
-        job.heartbeat(datetime.now(timezone.utc), 0)
+    if job is None:
+        yield
+        return
+    stop = threading.Event()
+
+    def beat() -> None:
+        while True:
+            try:
+                job.heartbeat(datetime.now(timezone.utc), 0)
+            except RedisError as exc:  # Redis away for a moment: the next beat tries again
+                logger.debug("chunk beat failed: %s", exc)
+            if stop.wait(every):
+                return
+
+    thread = threading.Thread(target=beat, name=f"beat-{job.id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=every)
 
 
 def release(step: Step, ids: Sequence[int]) -> None:

@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 from .batches import close_if_done
 from .logs import log
 from .models import OutgoingMail, SigningRequest
-from .pipeline import RENDER, SEND, Step, disown, enqueue_chunked, owners
+from .pipeline import BEAT_TRUST_SECONDS, RENDER, SEND, Step, disown, enqueue_chunked, owners
 from .queues import QUEUE_NAMES, get_queue
 from .states import Status, transition
 
@@ -54,12 +54,12 @@ class ReconcileResult:
         return f"{len(self.renders)} renders and {len(self.sends)} sends re-enqueued"
 
 
-def live_jobs(redis: Redis, job_ids: Sequence[str], *, now: datetime, beat_seconds: int | None = None,
+def live_jobs(redis: Redis, job_ids: Sequence[str], *, now: datetime, beat_trust: int | None = None,
               queue: str | None = None) -> set[str]:
     """The ids among ``job_ids`` that RQ will still run (or is running on a live worker).
 
     A running job is alive while its worker's key exists and it started less than its timeout ago;
-    with ``beat_seconds`` (chunk jobs, see ``pipeline.pulse``), while its last pulse is that recent.
+    with ``beat_trust`` (chunk jobs, see ``pipeline.beating``), while its last beat is that many seconds old.
     With ``queue``, a job marked queued is alive only while it waits in that queue's list (or was
     queued a moment ago): a worker killed right after taking a job off the list leaves it marked
     queued for ever.
@@ -94,11 +94,11 @@ def live_jobs(redis: Redis, job_ids: Sequence[str], *, now: datetime, beat_secon
         if row[0] in _WAITING:
             alive.add(job_id)
     for (job_id, (_, started_at, timeout, _worker, beat, _enqueued)), worker_alive in zip(running, workers_alive):
-        if beat_seconds is None:
-            since, limit = _instant(started_at, now), int(float(timeout or 180))
+        if beat_trust is None:
+            since, limit = _instant(started_at, now), int(float(timeout or 180)) + _GRACE_SECONDS
         else:
-            since, limit = _instant(beat or started_at, now), beat_seconds
-        if worker_alive and since and now - since < timedelta(seconds=limit + _GRACE_SECONDS):
+            since, limit = _instant(beat or started_at, now), beat_trust
+        if worker_alive and since and now - since < timedelta(seconds=limit):
             alive.add(job_id)
     return alive
 
@@ -178,7 +178,8 @@ def revive_sends(mail_ids: Sequence[int]) -> int:
 
 def _without_live_owner(step: Step, ids: Sequence[int], *, redis: Redis, now: datetime) -> list[int]:
     owned = owners(step, ids)
-    alive = live_jobs(redis, sorted(set(owned.values())), now=now, beat_seconds=step.seconds_each, queue=step.job.queue)
+    alive = live_jobs(redis, sorted(set(owned.values())), now=now, beat_trust=BEAT_TRUST_SECONDS,
+                       queue=step.job.queue)
     return [i for i in ids if owned.get(i) not in alive]
 
 

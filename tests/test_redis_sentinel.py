@@ -78,8 +78,8 @@ def test_a_batch_completes_through_a_failover_without_a_second_invitation(make_a
                     pass  # the client is still finding the new master
                 return {r.status for r in requests_of(batch)} == {"sent"}
 
-            # A chunk whose worker died with the old master looks alive to the reconciler until its last pulse
-            # is two minutes old (Step.seconds_each + grace): then it is queued again.
+            # A chunk whose worker died with the old master looks alive to the reconciler until its last beat
+            # is half a minute old (pipeline.BEAT_TRUST_SECONDS): then it is queued again.
             wait_for(done, timeout=300, what="the batch to be sent after the failover", every=1)
             promoted = Redis(port=sentinel.replica.port)
             wait_for(lambda: float(promoted.get(SCHEDULER_TICK_KEY) or 0) > utcnow().timestamp() - 10, timeout=60,

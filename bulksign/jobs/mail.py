@@ -31,7 +31,7 @@ from ..logs import log
 from ..mailer import BUILDERS, MailNotNeeded
 from ..models import OutgoingMail, SigningRequest, utcnow
 from ..notices import queued_completion_notices
-from ..pipeline import SEND, enqueue_sends, hand_back, pulse, release
+from ..pipeline import SEND, beating, enqueue_sends, hand_back, release
 from ..queues import SEND_MANY, job
 from ..states import Status, transition
 from ..storage import StorageError, get_storage
@@ -139,7 +139,8 @@ def send_many(mail_ids: list[int]) -> str:
     # the chunk's rows stay loaded across those commits instead of being re-read one by one.
     session.expire_on_commit = False
     try:
-        outcome = _send_chunk(mail_ids, app=current_app._get_current_object())
+        with beating():
+            outcome = _send_chunk(mail_ids, app=current_app._get_current_object())
     finally:
         session.expire_on_commit = True
     release(SEND, mail_ids)
@@ -173,7 +174,6 @@ def _send_chunk(mail_ids: list[int], *, app: Flask) -> str:
     retry_reason = ""
     handed_back: list[OutgoingMail] = []
     for position, mail in enumerate(to_send):
-        pulse()
         if stopping.is_requested():
             handed_back = to_send[position:]
             break

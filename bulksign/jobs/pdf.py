@@ -32,7 +32,7 @@ from ..messages import N_
 from ..models import Document, SigningRequest, utcnow
 from ..notices import queued_completion_notices
 from ..pdf import RenderError
-from ..pipeline import RENDER, enqueue_sends, hand_back, pulse, release
+from ..pipeline import RENDER, beating, enqueue_sends, hand_back, release
 from ..poppler import PopplerError
 from ..queues import RENDER_MANY, job
 from ..signature_box import SIGNATURE_VARIABLE, SignatureBox, html_mark
@@ -80,7 +80,8 @@ class Problem:
 @job(RENDER_MANY)
 def render_many(request_ids: list[int]) -> str:
     """Render the pending requests among ``request_ids``; returns what happened, for the job result."""
-    outcome = _render_chunk(request_ids, app=current_app._get_current_object())
+    with beating():
+        outcome = _render_chunk(request_ids, app=current_app._get_current_object())
     release(RENDER, request_ids)
     return outcome
 
@@ -126,7 +127,6 @@ def _render_chunk(request_ids: list[int], *, app: Flask) -> str:
     with ThreadPoolExecutor(1, thread_name_prefix="wkhtmltopdf") as renderer:
         previous: InFlight | None = None
         for request in load_requests(session, claimed):
-            pulse()
             if stopping.is_requested():
                 untried.append(request.id)
                 continue
