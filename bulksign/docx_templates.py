@@ -15,6 +15,7 @@ import functools
 import io
 import re
 import zipfile
+from collections.abc import Callable
 
 from docxtpl import DocxTemplate
 from jinja2 import TemplateSyntaxError
@@ -231,9 +232,15 @@ def page_count(pdf: bytes) -> int:
                                error=str(exc))) from None
 
 
-def render(version: TemplateVersion, source: bytes, row: dict, *, timeout: float) -> bytes:
-    """One recipient's PDF: fill the .docx, convert it with this process's warm LibreOffice."""
-    pdf = libreoffice.converter().convert(fill(source, row), timeout=timeout)
+def prepare(version: TemplateVersion, source: bytes, row: dict, *, timeout: float) -> Callable[[], bytes]:
+    """One recipient's PDF in two steps: the .docx is filled now, in the calling thread; the returned call
+    converts it with this process's warm LibreOffice. The render job runs that call in its renderer thread, so
+    the next recipient's fill overlaps this one's conversion instead of adding to it."""
+    return functools.partial(_convert, fill(source, row), timeout=timeout)
+
+
+def _convert(filled: bytes, *, timeout: float) -> bytes:
+    pdf = libreoffice.converter().convert(filled, timeout=timeout)
     pages = page_count(pdf)
     if pages > MAX_PAGES:
         raise TemplateError(N_("The document has %(pages)d pages for this recipient; the limit is %(limit)d.",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from io import BytesIO
 
@@ -529,9 +529,11 @@ def variables(data: bytes) -> list[str]:
     return form.variables
 
 
-def render(version, source: bytes, row: Mapping, *, timeout: float) -> bytes:
-    """One recipient's PDF from a PDF template version (``timeout`` unused: filling takes milliseconds)."""
-    return fill(source, row, placed=placed_boxes(version))
+def prepare(version, source: bytes, row: Mapping, *, timeout: float) -> Callable[[], bytes]:
+    """One recipient's PDF from a PDF template version, filled now (milliseconds: ``timeout`` unused); the
+    returned call only hands it over, as ``template_kinds`` expects of every kind."""
+    filled = fill(source, row, placed=placed_boxes(version))
+    return lambda: filled
 
 
 def signature_box(source: bytes, *, placed: tuple[FieldBox, ...] = ()) -> SignatureBox | None:

@@ -9,11 +9,14 @@ A ``Kind``'s contract:
 - ``variables(data: bytes) -> list[str]``: check an uploaded file and return the placeholders it uses, sorted.
   It refuses a file no row could fill (broken, encrypted, macros, too large or too costly) with
   ``TemplateError`` (or ``TemplateBroken``/``TemplateTooCostly``), whose message tells a person what to do.
-- ``render(version, source, row, *, timeout) -> bytes``: one recipient's PDF. ``source`` is the uploaded file
-  (read once per process, versions never change), ``row`` the recipient's values by variable name, ``timeout``
-  seconds the whole render may take. Raises ``TemplateError`` when the row's values cannot fill the file
-  (the request fails with that message), ``pdf.RenderError`` when the converter fails (``transient=True``:
-  the job retries it). It runs in the render worker, and in the web process for the preview.
+- ``prepare(version, source, row, *, timeout) -> Callable[[], bytes]``: one recipient's PDF, in two steps.
+  ``prepare`` fills the file in the calling thread (the job's, which owns the session) and returns the
+  conversion, which the render job runs in its renderer thread while it fills the next recipient's file.
+  ``source`` is the uploaded file (read once per process, versions never change), ``row`` the recipient's
+  values by variable name, ``timeout`` seconds the conversion may take. Either step raises ``TemplateError``
+  when the row's values cannot fill the file (the request fails with that message), ``pdf.RenderError`` when
+  the converter fails (``transient=True``: the job retries it). Both run in the render worker, and in the web
+  process for the preview.
 
 No Flask request is used; ``render`` may use the app's storage only through ``source``.
 """
@@ -50,16 +53,16 @@ class Kind:
     extensions: tuple[str, ...]
     content_type: str
     variables: Callable[[bytes], list[str]]
-    render: Callable[..., bytes]
+    prepare: Callable[..., Callable[[], bytes]]
 
 
 #: The file kinds, in the order the form offers them (after HTML).
 KINDS: dict[str, Kind] = {
     "docx": Kind(name="docx", label=_l("Word (.docx)"), extensions=(".docx",),
                  content_type="application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-                 variables=docx_templates.variables, render=docx_templates.render),
+                 variables=docx_templates.variables, prepare=docx_templates.prepare),
     "pdf": Kind(name="pdf", label=_l("PDF"), extensions=(".pdf",), content_type="application/pdf",
-                variables=pdf_forms.variables, render=pdf_forms.render),
+                variables=pdf_forms.variables, prepare=pdf_forms.prepare),
 }
 
 #: Extensions refused with their own reason rather than "not a template file".
@@ -130,8 +133,7 @@ def prepare_document(version: TemplateVersion, row: dict, *, timeout: float) -> 
     the calling thread (the one that owns the session); the returned conversion may run in another thread."""
     if version.kind == HTML:
         return functools.partial(render_pdf, render_html(version.html, row), timeout=timeout)
-    return functools.partial(file_kind(version.kind).render, version, _source(version.source_key), row,
-                             timeout=timeout)
+    return file_kind(version.kind).prepare(version, _source(version.source_key), row, timeout=timeout)
 
 
 def signature_box(version: TemplateVersion, pdf: bytes) -> SignatureBox | None:

@@ -136,13 +136,13 @@ def test_a_hyperlink_is_fine_and_values_cannot_write_word_xml():
 def test_too_many_pages_for_one_recipient_is_refused(monkeypatch):
     monkeypatch.setattr(docx_templates, "MAX_PAGES", 1)
     with pytest.raises(TemplateError, match="2 pages for this recipient; the limit is 1"):
-        docx_templates.render(None, docx_files.contract(), {"name": "A"}, timeout=60)
+        docx_templates.prepare(None, docx_files.contract(), {"name": "A"}, timeout=60)()
 
 
 def test_signature_marks_a_fixed_size_box_with_the_marker_in_its_top_left_corner():
     source = docx_files.simple("Signed by {{ name }}: {{ signature }} (date)")
     assert docx_templates.variables(source) == ["name", "signature"]
-    pdf = docx_templates.render(None, source, {"name": "Anna", "signature": "not a box"}, timeout=60)
+    pdf = docx_templates.prepare(None, source, {"name": "Anna", "signature": "not a box"}, timeout=60)()
     text = pdftotext(pdf)
     assert "Signed by Anna:" in text and "(date)" in text and "not a box" not in text
     words = subprocess.run(["pdftotext", "-bbox", "-", "-"], input=pdf, capture_output=True, check=True).stdout.decode()

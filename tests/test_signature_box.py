@@ -214,7 +214,7 @@ def test_a_word_template_marks_the_box_too_and_the_block_lands_there_over_no_tex
     from tests.support import docx_files
 
     source = docx_files.simple("Работник {{ name }} подписывает здесь: {{ signature }} (дата ниже)")
-    original = docx_templates.render(None, source, {"name": "Иван Петров"}, timeout=60)
+    original = docx_templates.prepare(None, source, {"name": "Иван Петров"}, timeout=60)()
     box = find_signature_box(original)
     assert box is not None and box.page == 0
     assert (round(box.w / mm), round(box.h / mm)) == (BOX_WIDTH_MM, BOX_HEIGHT_MM)
