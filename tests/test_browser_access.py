@@ -74,7 +74,7 @@ def test_an_owner_shares_a_batch_with_another_team_and_names_who_gets_the_notice
                           user_id=users["staff"].id).id
     _login(page, live_server, *STAFF)
     page.goto(f"{live_server}/batches/{batch_id}")
-    page.click(f"#batch-access summary")
+    page.click("#batch-access summary")
     assert DEFAULT_TEAM in page.locator("#batch-access summary").inner_text()
     page.fill("#batch-access input[name=email]", "reader@example.com")
     page.click("#batch-access button:has-text('Share')")

@@ -164,7 +164,7 @@ def test_a_later_upload_warns_about_listed_addresses_and_the_batch_does_not_mail
     import re
 
     from bulksign.doc_templates import create_template
-    from bulksign.models import Batch, BatchStatusCount, Event, SigningRequest
+    from bulksign.models import Batch, BatchStatusCount, Event
 
     staff_id, admin_id = users["staff"].id, users["admin"].id  # requests below end the test's session
     _listed("gone@example.com")
