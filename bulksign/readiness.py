@@ -8,14 +8,15 @@ heartbeat; a killed worker's key lapses after RQ's worker TTL).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 from redis import Redis
 from rq import Queue
 from rq.worker_registration import get_keys
 
-from .scheduler_ticks import KEY as SCHEDULER_TICK_KEY  # noqa: F401 - tests wait on it
-from .scheduler_ticks import last_tick, record_tick as record_scheduler_tick  # noqa: F401 - the scheduler writes
+from .scheduler_ticks import last_tick
+
+#: The scheduler counts as stopped when it has not ticked for this long.
 SCHEDULER_STALE_AFTER = timedelta(minutes=3)
 
 

@@ -7,7 +7,7 @@ from bulksign.extensions import get_redis
 from bulksign.jobs.worker import AppWorker
 from bulksign.models import utcnow
 from bulksign.queues import get_queue
-from bulksign.readiness import record_scheduler_tick
+from bulksign.scheduler_ticks import record_tick
 
 
 def _workers_listening_on(*queues: str) -> AppWorker:
@@ -18,14 +18,14 @@ def _workers_listening_on(*queues: str) -> AppWorker:
 
 
 def test_ready_when_the_scheduler_ticked_and_no_work_waits(client):
-    record_scheduler_tick(get_redis(), now=utcnow())
+    record_tick(get_redis(), now=utcnow())
     response = client.get("/readyz")
     assert response.status_code == 200 and response.get_json()["status"] == "ok"
     assert response.get_json()["problems"] == []
 
 
 def test_not_ready_while_the_scheduler_has_not_ticked_for_three_minutes(client):
-    record_scheduler_tick(get_redis(), now=utcnow() - timedelta(minutes=3, seconds=5))
+    record_tick(get_redis(), now=utcnow() - timedelta(minutes=3, seconds=5))
     response = client.get("/readyz")
     assert response.status_code == 503
     [problem] = response.get_json()["problems"]
@@ -40,7 +40,7 @@ def test_not_ready_before_the_scheduler_ever_ticked(client):
 
 
 def test_not_ready_while_jobs_wait_in_a_queue_no_worker_listens_on(client):
-    record_scheduler_tick(get_redis(), now=utcnow())
+    record_tick(get_redis(), now=utcnow())
     get_queue("mail").enqueue("bulksign.jobs.periodic.run_periodic", "x")
     elsewhere = _workers_listening_on("pdf")
     try:

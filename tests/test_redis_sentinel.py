@@ -12,7 +12,7 @@ from bulksign.extensions import db, get_redis, limiter
 from bulksign.jobs.periodic import reconcile_stuck_work
 from bulksign.models import OutgoingMail, utcnow
 from bulksign.pipeline import enqueue_renders
-from bulksign.readiness import SCHEDULER_TICK_KEY
+from bulksign.scheduler_ticks import KEY as SCHEDULER_TICK_KEY
 from tests.conftest import NOW
 from tests.support.batches import make_batch, request_ids, requests_of, worker_env
 from tests.support.processes import start, stop, terminate_and_time, wait_for

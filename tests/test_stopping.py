@@ -9,7 +9,7 @@ from sqlalchemy import select
 from bulksign.extensions import db, get_redis
 from bulksign.models import OutgoingMail
 from bulksign.pipeline import RENDER, SEND, enqueue_renders
-from bulksign.readiness import SCHEDULER_TICK_KEY
+from bulksign.scheduler_ticks import KEY as SCHEDULER_TICK_KEY
 from tests.conftest import NOW
 from tests.support.batches import make_batch, request_ids, requests_of, run_worker, worker_env
 from tests.support.processes import start, terminate_once

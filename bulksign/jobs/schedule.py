@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 
 from .. import queues
 from ..logs import log
-from ..readiness import record_scheduler_tick
+from ..scheduler_ticks import record_tick
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def periodic_scheduler_class():
             register_periodic_jobs(self)
             jobs = super().enqueue_jobs()
             # Readiness (/readyz) fails when this stops for a few minutes.
-            record_scheduler_tick(self.connection, now=datetime.now(timezone.utc))
+            record_tick(self.connection, now=datetime.now(timezone.utc))
             return jobs
 
     return PeriodicScheduler
