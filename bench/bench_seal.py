@@ -37,27 +37,27 @@ def _interleaved(count: int, first, second) -> tuple[float, float]:
 
 
 def run(*, small: bool) -> list[Figure]:
-    from bulksign import sealing
+    from bulksign import seal_keys, sealing, signed_pdf
     from bulksign.pdf import render_pdf
 
     count = 10 if small else 100
     now = datetime.now(timezone.utc)
     original = render_pdf('<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'">'
                           + "<p>Договор — contract text, paragraph after paragraph.</p>" * 60 + "</body>")
-    record = sealing.AuditRecord(
+    record = signed_pdf.AuditRecord(
         document_name="Employment contract", batch_id=1, request_id=1,
         recipient_name="Иван Петров", recipient_email="ivan@example.com", signer_name="Иван Петров",
         signer_ip="203.0.113.5", signed_at=now, original_sha256=hashlib.sha256(original).hexdigest(),
-        lines=tuple(sealing.AuditLine(now, label, "203.0.113.5", "Mozilla/5.0 (iPhone) Safari")
+        lines=tuple(signed_pdf.AuditLine(now, label, "203.0.113.5", "Mozilla/5.0 (iPhone) Safari")
                     for label in ("Created", "Sent", "Email opened", "Page opened", "Signed")),
     )
     with tempfile.TemporaryDirectory(prefix="bulksign-bench-seal-") as folder:
-        cached = sealing.seal_key({"VAR_DIR": folder})
-        plain = sealing.load_seal_key(pkcs12_bytes=sealing._self_signed_path(folder).read_bytes(), password=None,
-                                      path="bench", self_signed=True, cache_key_material=False)
-        sealing.build_signed_pdf(original, record, image_png=None)  # fonts registered outside the timing
-        build = _timed(count, lambda: sealing.build_signed_pdf(original, record, image_png=None))
-        document = sealing.build_signed_pdf(original, record, image_png=None)
+        cached = seal_keys.seal_key({"VAR_DIR": folder})
+        plain = seal_keys.load_seal_key(pkcs12_bytes=seal_keys._self_signed_path(folder).read_bytes(), password=None,
+                                        path="bench", self_signed=True, cache_key_material=False)
+        signed_pdf.build_signed_pdf(original, record, image_png=None)  # fonts registered outside the timing
+        build = _timed(count, lambda: signed_pdf.build_signed_pdf(original, record, image_png=None))
+        document = signed_pdf.build_signed_pdf(original, record, image_png=None)
         sealing.apply_seal(document, cached)  # warm-up: imports, first-use caches
         fast, slow = _interleaved(count, lambda: sealing.apply_seal(document, cached),
                                   lambda: sealing.apply_seal(document, plain))

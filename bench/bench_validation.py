@@ -90,7 +90,8 @@ def _xlsx_per_mb(rows: int, *, csv_seconds: float) -> Figure:
 
 
 def _slowest_refusal() -> Figure:
-    from bulksign.recipients import UploadError, validate_recipients
+    from bulksign.recipient_files import UploadError
+    from bulksign.recipients import validate_recipients
     from tests.support.hostile_files import HOSTILE_RECIPIENT_FILES
 
     slowest, which = 0.0, ""

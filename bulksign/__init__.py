@@ -53,7 +53,7 @@ def create_app(config: dict | None = None) -> Flask:
 def _register_blueprints(app: Flask) -> None:
     """Every view module, listed: ``api=True`` is the security decision (bearer key instead of session, no CSRF)."""
     from .views import (admin, api, api_batch_actions, api_dashboard, api_docs, api_reminders, api_suppressions,
-                        api_templates, api_uploads, auth, batch_access, batches, brand, doc_templates, health, main,
+                        api_templates, api_uploads, auth, batch_access, brand, dashboard, doc_templates, health, main,
                         metrics, reach, reminders, rq_admin, signing, suppressions, tracking, uploads, verify, webhooks)
     from .auth import API_BLUEPRINTS
 
@@ -69,8 +69,8 @@ def _register_blueprints(app: Flask) -> None:
     _register(app, api_uploads, api=True)
     _register(app, auth)
     _register(app, batch_access)
-    _register(app, batches)
     _register(app, brand)
+    _register(app, dashboard)
     _register(app, doc_templates)
     _register(app, health)
     _register(app, main)

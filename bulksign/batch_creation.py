@@ -22,11 +22,12 @@ from sqlalchemy.orm import Session
 
 from . import access, batch_counts, pipeline
 from .batches import close_if_done
+from .email_checks import check_email
 from .logs import log
 from .models import Batch, Event, SigningRequest, Suppression, TemplateVersion, User
 from .notices import NoticeAddressError, chosen_notice_address
 from .queues import BATCH_RENDERS
-from .recipients import Recipient, check_email
+from .recipients import Recipient
 from .states import BatchStatus, Status
 from .suppressions import in_force_among, not_sent_reason
 from .messages import N_

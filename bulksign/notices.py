@@ -17,11 +17,11 @@ from flask_mail import Message
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from .email_checks import check_email
 from .logs import log
 from .mailer import builder, queue_mail
 from .messages import N_
 from .models import Batch, OutgoingMail, User
-from .recipients import check_email
 
 logger = logging.getLogger(__name__)
 

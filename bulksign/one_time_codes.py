@@ -32,7 +32,7 @@ from .mailer import builder
 from .messages import N_
 from .models import Event, OneTimeCode, SigningRequest
 from .queues import SMS_CODE
-from .sealing import document_title
+from .signed_pdf import document_title
 from .tokens import new_nonce
 
 logger = logging.getLogger(__name__)

@@ -24,6 +24,7 @@ from .mailer import builder
 from .messages import N_
 from .models import Batch, Event, SigningRequest
 from .queues import SEAL
+from .signed_pdf import document_title
 from .states import Status, WAITING_FOR_RECIPIENT, transition
 
 logger = logging.getLogger(__name__)
@@ -256,7 +257,6 @@ def build_decline_notice(session: Session, mail, app):
     from flask import render_template
 
     from .notices import notice_locale, notice_message
-    from .sealing import document_title
 
     request = session.get(SigningRequest, mail.request_id)
     with force_locale(notice_locale(request.batch)):

@@ -17,7 +17,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .models import Document, SigningRequest
-from .sealing import SealCheck, SealKey, check_seal, past_certificates
+from .seal_keys import SealKey, past_certificates
+from .sealing import SealCheck, check_seal
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 

@@ -13,7 +13,8 @@ from sqlalchemy import select
 from bulksign.extensions import db
 from bulksign.models import Event, SigningRequest, utcnow
 from bulksign.pipeline import enqueue_renders
-from bulksign.sealing import check_seal, seal_key
+from bulksign.seal_keys import seal_key
+from bulksign.sealing import check_seal
 from bulksign.signing import decline
 from bulksign.states import Status, transition
 from tests.support.batches import make_batch, request_ids

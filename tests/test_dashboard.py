@@ -363,7 +363,7 @@ def test_staff_pages_render_in_russian(client, auth, batch, users):
 
 
 def test_a_large_select_all_runs_in_a_background_job(client, auth, batch, run_jobs, monkeypatch):
-    from bulksign.views import batches as views
+    from bulksign.views import dashboard as views
 
     monkeypatch.setattr(views, "INLINE_LIMIT", 3)
     auth.login()

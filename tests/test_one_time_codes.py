@@ -18,7 +18,7 @@ from bulksign.doc_templates import create_template
 from bulksign.devmail import list_caught, mailbox_folder, read_caught
 from bulksign.extensions import db
 from bulksign.models import Batch, Document, Event, OneTimeCode, OutgoingMail, SigningRequest, utcnow
-from bulksign.sealing import audit_certificate, audit_record
+from bulksign.signed_pdf import audit_certificate, audit_record
 from bulksign.signing import decline, sign
 from bulksign.sms import HttpSmsProvider, SmsError
 from bulksign.users import create_api_key

@@ -9,8 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bulksign.recipients import (MAX_VALUE_CHARS, UploadError, check_email, error_report_csv, load_upload,
-                                 store_upload, typo_domains, validate_recipients)
+from bulksign.email_checks import check_email
+from bulksign.recipient_files import UploadError
+from bulksign.recipients import MAX_VALUE_CHARS, error_report_csv, typo_domains, validate_recipients
+from bulksign.uploads import load_upload, store_upload
 from bulksign.storage import LocalStorage
 
 VARS = ["name", "position"]
@@ -241,7 +243,7 @@ def test_well_formed_workbooks_with_any_cell_values_never_crash_the_reader(heade
 
 # --- hostile and careless files (issue 20) -------------------------------------------------------------------
 
-from bulksign import recipients  # noqa: E402
+from bulksign import recipient_files  # noqa: E402
 from tests.support import hostile_files  # noqa: E402
 
 REFUSALS = {"whole sheet claimed": "beyond the limit of 200 columns", "1.5 GB of empty rows": "mostly empty space",
@@ -264,7 +266,7 @@ def test_a_sheet_reaching_row_1048576_is_refused_at_that_row_not_read_to_it():
 
 
 def test_empty_formatted_cells_count_against_the_cell_budget(monkeypatch):
-    monkeypatch.setattr(recipients, "MAX_CELLS", 1000)
+    monkeypatch.setattr(recipient_files, "MAX_CELLS", 1000)
     with pytest.raises(UploadError, match="more than 1,000 cells, empty formatted ones included"):
         check(hostile_files.wide_row_xlsx(cells=10_000), filename="people.xlsx", variables=["name"])
 
@@ -272,7 +274,7 @@ def test_empty_formatted_cells_count_against_the_cell_budget(monkeypatch):
 @pytest.mark.parametrize("filename, build", [("people.csv", lambda: hostile_files.many_rows_csv(5000)),
                                              ("people.xlsx", lambda: hostile_files.many_rows_xlsx(5000))])
 def test_reading_stops_with_a_clear_message_when_it_takes_too_long(monkeypatch, filename, build):
-    monkeypatch.setattr(recipients, "MAX_READ_SECONDS", 0)
+    monkeypatch.setattr(recipient_files, "MAX_READ_SECONDS", 0)
     with pytest.raises(UploadError, match="took longer than 0 s to read") as caught:
         check(build(), filename=filename, variables=["name"])
     assert caught.value.status == 413
@@ -317,7 +319,7 @@ def test_a_nul_byte_after_the_first_64_kb_is_a_row_error_naming_the_line():
 def test_a_shared_strings_table_beyond_the_cell_budget_is_refused_before_it_is_loaded(monkeypatch):
     report = check(hostile_files.shared_strings_xlsx(10), filename="people.xlsx", variables=["name"], keep_rows=True)
     assert [(r.email, r.name) for r in report.recipients] == [("a@example.com", "Ann")]
-    monkeypatch.setattr(recipients, "MAX_CELLS", 9)
+    monkeypatch.setattr(recipient_files, "MAX_CELLS", 9)
     with pytest.raises(UploadError, match="more than 9 different texts") as caught:
         check(hostile_files.shared_strings_xlsx(10), filename="people.xlsx", variables=["name"])
     assert caught.value.status == 413

@@ -9,7 +9,8 @@ from pypdf import PdfReader
 
 from bulksign.models import SealCertificate, User
 from bulksign.extensions import db
-from bulksign.sealing import SealError, _create_self_signed, apply_seal, check_seal, seal_key, timestamping
+from bulksign.seal_keys import SealError, _create_self_signed, seal_key
+from bulksign.sealing import apply_seal, check_seal, timestamping
 from bulksign.storage import get_storage
 from tests.support.tsa import TimeStampAuthority
 from tests.test_sealing import make_pdf, signed_document, signed_request

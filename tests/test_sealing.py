@@ -10,11 +10,12 @@ import pytest
 from pypdf import PdfReader
 from sqlalchemy import select
 
-from bulksign import sealing
+from bulksign import seal_keys, sealing
 from bulksign.extensions import db
 from bulksign.jobs.seal import seal
 from bulksign.models import Document, Event, OutgoingMail, SigningRequest, utcnow
-from bulksign.sealing import SealError, check_seal, seal_key, seal_status
+from bulksign.seal_keys import SealError, seal_key, seal_status
+from bulksign.sealing import check_seal
 from bulksign.signing import open_request, sign
 from bulksign.storage import get_storage
 from tests.conftest import NOW, csrf_from
@@ -133,7 +134,7 @@ def test_without_configuration_a_self_signed_seal_is_created_once_and_reported_t
     assert "self-signed certificate" in before and "created when the first document is sealed" in before
     key = seal_key(app.config)
     assert key.self_signed and seal_key(app.config) is key
-    path = sealing._self_signed_path(app.config["VAR_DIR"])
+    path = seal_keys._self_signed_path(app.config["VAR_DIR"])
     assert path.exists() and (path.stat().st_mode & 0o777) == 0o600
     after = client.get("/admin/").get_data(as_text=True)
     assert key.fingerprint in after and "(self-signed)" in after
@@ -164,7 +165,7 @@ def test_an_organisation_pkcs12_seals_instead(make_app, tmp_path):
         assert not key.self_signed and "ACME Corp" in key.subject
         sealed = sealing.apply_seal(make_pdf(), key)
         assert check_seal(sealed, key).valid
-        assert not sealing._self_signed_path(app.config["VAR_DIR"]).exists()
+        assert not seal_keys._self_signed_path(app.config["VAR_DIR"]).exists()
         status = seal_status(app.config)
         assert status.configured and status.fingerprint == key.fingerprint
 
@@ -180,8 +181,9 @@ def test_a_wrong_pkcs12_password_is_a_clear_error(make_app, tmp_path):
 
 def test_the_cached_signer_and_pyhanko_plain_signer_make_equally_valid_seals(app):
     key = seal_key(app.config)
-    plain = sealing.load_seal_key(pkcs12_bytes=sealing._self_signed_path(app.config["VAR_DIR"]).read_bytes(),
-                                  password=None, path="x", self_signed=True, cache_key_material=False)
+    data = seal_keys._self_signed_path(app.config["VAR_DIR"]).read_bytes()
+    plain = seal_keys.load_seal_key(pkcs12_bytes=data, password=None, path="x", self_signed=True,
+                                    cache_key_material=False)
     for signer_key in (key, plain):
         assert check_seal(sealing.apply_seal(make_pdf(), signer_key), key).valid
 

@@ -12,7 +12,7 @@ from reportlab.lib.units import mm
 from reportlab.pdfgen import canvas
 from sqlalchemy import select
 
-from bulksign import sealing
+from bulksign import sealing, signed_pdf
 from bulksign.doc_templates import BUILTIN_VARIABLES, create_template, render_html
 from bulksign.extensions import db
 from bulksign.models import Document
@@ -20,7 +20,8 @@ from bulksign.pdf import render_pdf
 from bulksign.pipeline import enqueue_renders
 from bulksign.poppler import Word, page_words
 from bulksign.recipients import validate_recipients
-from bulksign.sealing import check_seal, seal_key
+from bulksign.seal_keys import seal_key
+from bulksign.sealing import check_seal
 from bulksign.signature_box import (BOX_HEIGHT_MM, BOX_WIDTH_MM, MARK_BOTTOM_RIGHT, MARK_TOP_LEFT, SignatureBox,
                                     SignatureBoxError, check_box, find_signature_box, html_mark)
 from bulksign.signing import sign
@@ -33,7 +34,7 @@ MARKS = {MARK_TOP_LEFT, MARK_BOTTOM_RIGHT}
 PAGE = ('<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'">{body}</body>')
 MARKED = PAGE.format(body='<h1>Трудовой договор № {{ salary }}</h1><p>Работник: {{ name }}. Текст договора.</p>'
                           '<p>Подпись работника: {{ signature }} — дата подписи ниже.</p><p>Конец договора.</p>')
-RECORD = sealing.AuditRecord(
+RECORD = signed_pdf.AuditRecord(
     document_name="Трудовой договор", batch_id=1, request_id=2, recipient_name="Иван Петров",
     recipient_email="ivan@example.com", signer_name="Иван Петров", signer_ip="203.0.113.5",
     signed_at=datetime(2026, 11, 2, 9, 12, tzinfo=timezone.utc), original_sha256="0" * 64, lines=())
@@ -113,7 +114,7 @@ def test_an_explicit_box_must_lie_on_a_page_and_be_large_enough():
 def test_the_signature_is_stamped_in_the_marked_box_over_no_text_and_the_seal_validates(app, tmp_path):
     original = render_pdf(render_html(MARKED, {"name": "Иван Петров", "salary": "7", "signature": html_mark()}))
     box = find_signature_box(original)
-    signed = sealing.build_signed_pdf(original, RECORD, image_png=png(), box=box)
+    signed = signed_pdf.build_signed_pdf(original, RECORD, image_png=png(), box=box)
     assert len(PdfReader(io.BytesIO(signed)).pages) == len(PdfReader(io.BytesIO(original)).pages) + 1  # the audit page
     block = _assert_block_in_box_over_no_text(original, signed, box)
     assert {"Signed", "electronically", "Иван", "Петров", "2026-11-02", "09:12:00", "UTC", "203.0.113.5"} \
@@ -131,7 +132,7 @@ def _full_to_the_bottom(*, bottom_mm: float) -> bytes:
     """A two-page document (as a Word or scanned PDF can be) whose text runs down to ``bottom_mm`` from the edge."""
     buf = io.BytesIO()
     c = canvas.Canvas(buf, pagesize=A4)
-    from bulksign.sealing import _register_fonts
+    from bulksign.signed_pdf import _register_fonts
 
     _register_fonts()
     for page in range(2):
@@ -167,7 +168,7 @@ def test_an_unmarked_document_keeps_every_page_untouched_and_gets_a_signature_pa
     pages = len(PdfReader(io.BytesIO(original)).pages)
     last = page_words(original)[-1]
     assert pages == 2 and max(w.bottom for w in last.words) > last.height - reach_mm * mm
-    signed = sealing.build_signed_pdf(original, RECORD, image_png=png(), box=None)
+    signed = signed_pdf.build_signed_pdf(original, RECORD, image_png=png(), box=None)
     after = page_words(signed)
     assert len(after) == pages + 2
     for number in range(pages):
@@ -218,5 +219,5 @@ def test_a_word_template_marks_the_box_too_and_the_block_lands_there_over_no_tex
     box = find_signature_box(original)
     assert box is not None and box.page == 0
     assert (round(box.w / mm), round(box.h / mm)) == (BOX_WIDTH_MM, BOX_HEIGHT_MM)
-    signed = sealing.build_signed_pdf(original, RECORD, image_png=png(), box=box)
+    signed = signed_pdf.build_signed_pdf(original, RECORD, image_png=png(), box=box)
     assert {"Иван", "Петров", "203.0.113.5"} <= {w.text for w in _assert_block_in_box_over_no_text(original, signed, box)}

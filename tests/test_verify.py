@@ -6,7 +6,8 @@ import io
 
 import pytest
 
-from bulksign.sealing import apply_seal, seal_key
+from bulksign.seal_keys import seal_key
+from bulksign.sealing import apply_seal
 from bulksign.storage import get_storage
 from tests.conftest import csrf_from
 from tests.test_sealing import make_pdf, signed_document, signed_request

@@ -13,6 +13,17 @@ from bulksign.auth import API_BLUEPRINTS
 EXPECTED_API = {"api", "api_batch_actions", "api_dashboard", "api_docs", "api_reminders", "api_suppressions", "api_templates",
                 "api_uploads"}
 
+#: View modules whose blueprint has another name: the dashboard's endpoints are named after its URLs (/batches/…).
+BLUEPRINT_NAMES = {"dashboard": "batches"}
+
+
+def _view_modules():
+    """(file name, module) of every view module with a blueprint."""
+    for info in pkgutil.iter_modules(views.__path__):
+        module = importlib.import_module(f"{views.__name__}.{info.name}")
+        if hasattr(module, "bp"):
+            yield info.name, module
+
 
 @pytest.fixture(scope="module")
 def bare_app(tmp_path_factory):
@@ -22,10 +33,13 @@ def bare_app(tmp_path_factory):
 
 
 def test_every_view_module_with_a_blueprint_is_listed_in_the_factory(bare_app):
-    for info in pkgutil.iter_modules(views.__path__):
-        module = importlib.import_module(f"{views.__name__}.{info.name}")
-        if hasattr(module, "bp"):
-            assert bare_app.blueprints.get(module.bp.name) is module.bp, f"add {info.name} to _register_blueprints"
+    for name, module in _view_modules():
+        assert bare_app.blueprints.get(module.bp.name) is module.bp, f"add {name} to _register_blueprints"
+
+
+def test_a_view_module_is_named_as_its_blueprint():
+    for name, module in _view_modules():
+        assert module.bp.name == BLUEPRINT_NAMES.get(name, name), name
 
 
 def test_the_api_blueprints_are_exactly_the_reviewed_list(bare_app):

@@ -10,8 +10,9 @@ from ..extensions import db, get_redis
 from ..logs import log
 from ..models import utcnow
 from ..reconciler import clear_dead_jobs
-from ..sealing import SealOutcome, seal_key, seal_request, timestamping, unsealed_requests
 from ..queues import RESEAL, SEAL, job
+from ..seal_keys import seal_key
+from ..sealing import SealOutcome, seal_request, timestamping, unsealed_requests
 from ..storage import get_storage
 
 logger = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ from flask_login import current_user
 from .. import access, doc_templates as dt
 from ..extensions import db
 from ..models import TemplateVersion
-from ..recipients import UploadError
+from ..recipient_files import UploadError
 from ..resend import MAX_EXTEND_DAYS
 
 

@@ -11,7 +11,8 @@ from ..batch_creation import (LANGUAGES, MAX_DEADLINE_DAYS, MAX_REMINDERS, Batch
                               settings_from_form)
 from ..extensions import db
 from ..models import utcnow
-from ..recipients import UploadError, validate_recipients
+from ..recipient_files import UploadError
+from ..recipients import validate_recipients
 from .api import ApiError, Link, RecordId, Text, answer, no_null_defaults, operation, parse_form
 from ._forms import template_version, uploaded_file
 from .uploads import suppression_lookup

@@ -25,7 +25,8 @@ from ..links import find_by_token
 from ..logs import log
 from ..models import SigningRequest, utcnow
 from ..poppler import PopplerError
-from ..sealing import latest_document, seal_status, signed_filename
+from ..seal_keys import seal_status
+from ..sealing import latest_document, signed_filename
 from ..signing import (MAX_SIGNATURE_BYTES, contact_of, deadline_of, decline, open_request, page_state,
                        sign)
 from ..storage import StorageError, get_storage

@@ -18,9 +18,10 @@ from ..batch_creation import BatchError, create_batch, settings_from_form
 from ..extensions import db
 from ..models import utcnow
 from ..localtime import zone_names
-from ..recipients import (StoredUpload, UploadError, ValidationReport, error_report_csv, load_upload, store_upload,
-                          typo_domains, validate_recipients)
+from ..recipient_files import UploadError
+from ..recipients import ValidationReport, error_report_csv, typo_domains, validate_recipients
 from ..storage import get_storage
+from ..uploads import StoredUpload, load_upload, store_upload
 from ._forms import template_version, uploaded_file
 
 bp = Blueprint("uploads", __name__, url_prefix="/batches")

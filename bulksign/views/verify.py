@@ -6,7 +6,8 @@ from flask_babel import gettext as _
 
 from ..auth import public
 from ..extensions import db
-from ..sealing import SealError, seal_key, timestamping
+from ..seal_keys import SealError, seal_key
+from ..sealing import timestamping
 from ..verification import InvalidFingerprint, verify_file, verify_fingerprint
 from .signing import recipient_limit
 

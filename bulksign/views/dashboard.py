@@ -1,4 +1,4 @@
-"""Staff pages for batches: the list, one batch with its live progress, the recipients table, bulk actions, exports.
+"""The dashboard: the list of batches, one batch with its live progress, the recipients table, bulk actions, exports.
 
 Counts on every page and fragment are read from the database on each request; the browser
 only swaps HTML. No page shows a recipient's signing link or token.
@@ -28,6 +28,7 @@ from ..storage import StorageError, get_storage
 from ._forms import extend_days_field
 from ._results import background_message, reminders_done, resend_done
 
+# Named after its URLs (/batches/…): templates and redirects call its endpoints ``batches.*``.
 bp = Blueprint("batches", __name__, url_prefix="/batches")
 logger = logging.getLogger(__name__)
 
