@@ -28,7 +28,7 @@ from .models import Batch, Event, SigningRequest, Suppression, TemplateVersion, 
 from .notices import NoticeAddressError, chosen_notice_address
 from .queues import BATCH_RENDERS
 from .recipients import Recipient
-from .states import BatchStatus, Status
+from .status import BatchStatus, Status
 from .suppressions import in_force_among, not_sent_reason
 from .messages import N_
 

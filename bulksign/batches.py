@@ -17,7 +17,8 @@ from . import access, batch_counts, notices
 from .logs import log
 from .models import Batch, OutgoingMail, SigningRequest, User
 from .slicing import slices
-from .states import FINAL, WORKING, BatchStatus, Status, move_batches, transition
+from .states import move_batches, transition
+from .status import FINAL, WORKING, BatchStatus, Status
 from .messages import N_
 
 logger = logging.getLogger(__name__)

@@ -19,7 +19,8 @@ from .logs import log
 from .mailer import cancel_queued
 from .models import Event, OutgoingMail, SigningRequest, UTCDateTime
 from .slicing import slices
-from .states import DISPATCHED, BatchStatus, Status, move_batches, transition
+from .states import move_batches, transition
+from .status import DISPATCHED, BatchStatus, Status
 from .suppressions import suppress
 
 logger = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from .queues import BULK_BY_FILTER, BULK_BY_IDS
 from .reconciler import revive_renders
 from .reminders import send_manual_reminders
 from .resend import resend_with_new_link
-from .states import WAITING_FOR_RECIPIENT, Status
+from .status import WAITING_FOR_RECIPIENT, Status
 
 #: Actions on selected requests; ``cancel_batch`` acts on the whole batch.
 ACTIONS = ("remind", "resend", "retry", "cancel")

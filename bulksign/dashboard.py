@@ -21,7 +21,7 @@ from . import access
 from .batches import BatchCounts, counts_for
 from .models import Batch, DocumentTemplate, Event, OutgoingMail, SigningRequest, TemplateVersion, User
 from .slicing import slices
-from .states import BATCH_FINAL, WORKING, BatchStatus, Status
+from .status import BATCH_FINAL, WORKING, BatchStatus, Status
 from .messages import N_
 
 #: Words for request and batch states, and for the table's extra filters.

@@ -29,7 +29,8 @@ from .messages import N_
 from .notices import notice_locale, notice_message, queue_notice
 from .models import Batch, OutgoingMail, SigningRequest
 from .reminders import KIND as REMINDER
-from .states import WAITING_FOR_RECIPIENT, Status, transition
+from .states import transition
+from .status import WAITING_FOR_RECIPIENT, Status
 
 logger = logging.getLogger(__name__)
 

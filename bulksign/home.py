@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from .batches import counts_for
 from .dashboard import Progress, progress_for
 from .models import Batch, BatchStatusCount, SigningRequest
-from .states import WAITING_FOR_RECIPIENT, WORKING, BatchStatus, Status
+from .status import WAITING_FOR_RECIPIENT, WORKING, BatchStatus, Status
 
 #: A batch is in flight while some of its requests are being prepared, sent, or wait for the recipient.
 OUTSTANDING = tuple(sorted(WORKING | WAITING_FOR_RECIPIENT))

@@ -24,7 +24,8 @@ from .links import current_token, issue_links, signing_url
 from .localtime import batch_time
 from .mailer import builder, message_id_for, queue_mails
 from .models import Batch, OutgoingMail, SigningRequest, TemplateVersion, utcnow
-from .states import Status, transition
+from .states import transition
+from .status import Status
 
 KIND = "invitation"
 

@@ -112,7 +112,7 @@ def queued_completion_notices(session: Session, *, batch_ids: Collection[int]) -
 def build_completion_notice(session: Session, mail: OutgoingMail, app: Flask) -> Message:
     """How the batch ended: its counts by outcome and a link to its page."""
     from .batches import counts_for
-    from .states import Status
+    from .status import Status
 
     batch = session.get(Batch, mail.batch_id)
     if batch is None:

@@ -30,7 +30,8 @@ from .logs import log
 from .models import OutgoingMail, SigningRequest
 from .pipeline import BEAT_TRUST_SECONDS, RENDER, SEND, Step, disown, enqueue_chunked, owners
 from .queues import QUEUE_NAMES, get_queue
-from .states import Status, transition
+from .states import transition
+from .status import Status
 
 logger = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from .localtime import zone_of
 from .logs import log
 from .mailer import MailNotNeeded, builder, message_id_sql, queue_mails, queue_mails_from
 from .models import Batch, Event, OutgoingMail, SigningRequest, User, UTCDateTime
-from .states import WAITING_FOR_RECIPIENT, Status
+from .status import WAITING_FOR_RECIPIENT, Status
 from .tokens import signing_token
 from .messages import N_
 

@@ -25,7 +25,8 @@ from .logs import log
 from .mailer import cancel_queued
 from .models import Batch, Event, SigningRequest, User
 from .reminders import KIND as REMINDER
-from .states import BatchStatus, Status, move_batches, transition
+from .states import move_batches, transition
+from .status import BatchStatus, Status
 from .messages import N_
 
 logger = logging.getLogger(__name__)

@@ -28,7 +28,7 @@ from .models import Document, Event, SigningRequest
 from .seal_keys import SealError, SealKey, remember_certificate
 from .signature_box import SignatureBox
 from .signed_pdf import audit_record, build_signed_pdf, document_title
-from .states import Status
+from .status import Status
 
 logger = logging.getLogger(__name__)
 

@@ -25,7 +25,8 @@ from .messages import N_
 from .models import Batch, Event, SigningRequest
 from .queues import SEAL
 from .signed_pdf import document_title
-from .states import Status, WAITING_FOR_RECIPIENT, transition
+from .states import transition
+from .status import WAITING_FOR_RECIPIENT, Status
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,8 @@ from bulksign import batch_counts
 from bulksign.doc_templates import create_template
 from bulksign.extensions import db
 from bulksign.models import BatchStatusCount, SigningRequest
-from bulksign.states import TRANSITIONS, Status, transition
+from bulksign.states import transition
+from bulksign.status import TRANSITIONS, Status
 from bulksign.users import create_api_key
 from tests.conftest import NOW
 from tests.support.batchdata import make_batch

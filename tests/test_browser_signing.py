@@ -16,7 +16,8 @@ from bulksign.pipeline import enqueue_renders
 from bulksign.seal_keys import seal_key
 from bulksign.sealing import check_seal
 from bulksign.signing import decline
-from bulksign.states import Status, transition
+from bulksign.states import transition
+from bulksign.status import Status
 from tests.support.batches import make_batch, request_ids
 from tests.support.looks import ARTIFACTS
 from tests.support.signing_requests import make_sent_request

@@ -12,7 +12,8 @@ from bulksign.jobs.periodic import expire_requests
 from bulksign.links import current_token
 from bulksign.models import SigningRequest
 from bulksign.pipeline import enqueue_sends
-from bulksign.states import Status, transition
+from bulksign.states import transition
+from bulksign.status import Status
 from tests.conftest import NOW
 from tests.support.waiting import mails, request, sent_batch
 

@@ -14,7 +14,8 @@ from bulksign.jobs.periodic import send_due_reminders
 from bulksign.models import Event, utcnow
 from bulksign.pipeline import enqueue_renders
 from bulksign.reminders import queue_due_reminders, send_manual_reminders
-from bulksign.states import Status, transition
+from bulksign.states import transition
+from bulksign.status import Status
 from bulksign.tokens import hash_token
 from tests.conftest import NOW, csrf_from
 from tests.support.batches import make_batch, request_ids, requests_of

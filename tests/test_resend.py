@@ -17,7 +17,8 @@ from bulksign.models import Batch, Event, User, utcnow
 from bulksign.pipeline import enqueue_renders, enqueue_sends
 from bulksign.reminders import queue_due_reminders
 from bulksign.resend import change_email, resend_with_new_link
-from bulksign.states import Status, transition
+from bulksign.states import transition
+from bulksign.status import Status
 from bulksign.tokens import hash_token
 from tests.conftest import NOW, csrf_from
 from tests.support.batches import make_batch, request_ids

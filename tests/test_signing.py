@@ -18,7 +18,8 @@ from bulksign.models import Event, OutgoingMail, SigningRequest, utcnow
 from bulksign.pipeline import SEND, owners
 from bulksign.queues import get_queue
 from bulksign.signing import MAX_SIGNATURE_BYTES, decline, open_request, sign
-from bulksign.states import Status, transition
+from bulksign.states import transition
+from bulksign.status import Status
 from tests.conftest import NOW, csrf_from
 from tests.support.signing_requests import make_sent_request
 

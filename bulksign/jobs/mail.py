@@ -33,7 +33,8 @@ from ..models import OutgoingMail, SigningRequest, utcnow
 from ..notices import queued_completion_notices
 from ..pipeline import SEND, beating, enqueue_sends, hand_back, release
 from ..queues import SEND_MANY, job
-from ..states import Status, transition
+from ..states import transition
+from ..status import Status
 from ..storage import StorageError, get_storage
 from ..suppressions import address_is_dead, in_force_among, not_sent_reason, suppress
 from ..throttle import MailThrottle

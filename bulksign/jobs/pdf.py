@@ -36,7 +36,8 @@ from ..pipeline import RENDER, beating, enqueue_sends, hand_back, release
 from ..poppler import PopplerError
 from ..queues import RENDER_MANY, job
 from ..signature_box import SIGNATURE_VARIABLE, SignatureBox, html_mark
-from ..states import Status, transition
+from ..states import transition
+from ..status import Status
 from ..storage import StorageError, get_storage
 from ..template_kinds import prepare_document, signature_box
 

@@ -14,7 +14,8 @@ from bulksign.links import issue_link
 from bulksign.models import Batch, Document, SigningRequest, User
 from bulksign.pdf import render_pdf
 from bulksign.signature_box import SignatureBox, find_signature_box, html_mark
-from bulksign.states import Status, transition
+from bulksign.states import transition
+from bulksign.status import Status
 from bulksign.storage import get_storage
 
 HTML = ('<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'"><h1>Договор {{ number }}</h1>'

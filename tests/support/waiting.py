@@ -10,7 +10,8 @@ from bulksign.extensions import db
 from bulksign.invitations import deadline_for
 from bulksign.links import issue_link
 from bulksign.models import Batch, OutgoingMail, SigningRequest
-from bulksign.states import Status, transition
+from bulksign.states import transition
+from bulksign.status import Status
 from tests.support.batches import make_batch, request_ids
 from tests.support.signing_requests import TO_SENT
 
