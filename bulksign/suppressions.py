@@ -8,9 +8,10 @@ entry; then the address can be mailed again (a failed invitation is retried like
 """
 from __future__ import annotations
 
+import functools
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -64,6 +65,11 @@ def suppress(session: Session, *, email: str, source: str, reason: str, now: dat
     session.execute(stmt.on_conflict_do_update(
         index_elements=["email"], set_={k: stmt.excluded[k] for k in values if k != "email"}))
     log(logger, logging.INFO, "address suppressed", source=source, batch_id=batch_id, request_id=request_id)
+
+
+def lookup(session: Session) -> Callable[[Iterable[str]], dict[str, Suppression]]:
+    """The list as ``validate_recipients`` asks it (addresses in, entries in force out): previews warn of them."""
+    return functools.partial(in_force_among, session)
 
 
 def in_force_among(session: Session, emails: Iterable[str]) -> dict[str, Suppression]:

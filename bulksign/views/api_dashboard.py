@@ -12,7 +12,7 @@ from ..dashboard import DashboardError, RecipientFilter
 from ..extensions import db
 from ..models import SigningRequest
 from .api import NO_NUL, ApiError, NextCursor, PageQuery, answer, operation, parse_query
-from .dashboard import csv_response
+from ._downloads import csv_response
 
 bp = Blueprint("api_dashboard", __name__, url_prefix="/api/v1")
 

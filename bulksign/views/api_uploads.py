@@ -7,6 +7,7 @@ from typing import Literal
 from flask import Blueprint, g, request
 from pydantic import BaseModel, ConfigDict, Field
 
+from .. import suppressions
 from ..batch_creation import (LANGUAGES, MAX_DEADLINE_DAYS, MAX_REMINDERS, BatchError, create_batch,
                               settings_from_form)
 from ..extensions import db
@@ -15,7 +16,6 @@ from ..recipient_files import UploadError
 from ..recipients import validate_recipients
 from .api import ApiError, Link, RecordId, Text, answer, no_null_defaults, operation, parse_form
 from ._forms import template_version, uploaded_file
-from .uploads import suppression_lookup
 
 bp = Blueprint("api_uploads", __name__, url_prefix="/api/v1")
 
@@ -110,7 +110,7 @@ def validate():
         version = template_version(form.template_id)
         data, filename = uploaded_file()
         report = validate_recipients(data, filename=filename, variables=version.variables,
-                                     suppressed=suppression_lookup())
+                                     suppressed=suppressions.lookup(db.session))
     except UploadError as exc:
         raise _upload_error(exc) from None
     return answer(ValidationReportOut(**report.as_dict()))

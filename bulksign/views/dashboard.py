@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import (Blueprint, Response, abort, current_app, flash, redirect, render_template, request,
-                   stream_with_context, url_for)
+from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 from flask_babel import ngettext
@@ -18,13 +17,14 @@ from .. import dashboard
 from ..batches import BatchActionError
 from ..bulk_actions import ACTIONS, INLINE_LIMIT, BulkOutcome, enqueue_bulk, run_staff_action
 from ..dashboard import DashboardError, RecipientFilter
-from ..exports import latest_export, recipients_csv, start_signed_zip
+from ..exports import latest_export, start_signed_zip
 from ..extensions import db
 from ..logs import log
 from ..models import Batch, utcnow
 from ..queues import SIGNED_ZIP
 from ..reminders import reminder_schedule
 from ..storage import StorageError, get_storage
+from ._downloads import csv_response
 from ._forms import extend_days_field
 from ._results import background_message, reminders_done, resend_done
 
@@ -229,14 +229,6 @@ def bulk_action(batch_id: int):
 def export_csv(batch_id: int):
     _batch_or_404(batch_id)
     return csv_response(batch_id, _filter_from(request.args))
-
-
-def csv_response(batch_id: int, flt: RecipientFilter) -> Response:
-    """The filtered recipients as a streamed CSV download (also used by the API)."""
-    body = stream_with_context(recipients_csv(db.session, batch_id=batch_id, flt=flt))
-    return Response(body, mimetype="text/csv", headers={
-        "Content-Disposition": f'attachment; filename="batch-{batch_id}-recipients.csv"',
-        "Cache-Control": "no-store"})
 
 
 @bp.post("/<int:batch_id>/exports")

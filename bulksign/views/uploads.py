@@ -5,7 +5,6 @@ on create: nothing the browser sends back about the rows is trusted.
 """
 from __future__ import annotations
 
-import functools
 import secrets
 
 from flask import Blueprint, Response, abort, flash, redirect, render_template, request, url_for
@@ -42,11 +41,6 @@ def _preview_context(report: ValidationReport | None, choices: dict[str, str]) -
     return {"typos": typo_domains(report) if report else {}, "choices": choices, "suppression_why": suppressions.WHY}
 
 
-def suppression_lookup():
-    """The suppression list as ``validate_recipients`` asks it: the preview warns about listed addresses."""
-    return functools.partial(suppressions.in_force_among, db.session)
-
-
 def _page(*, status: int = 200, report: ValidationReport | None = None, upload: StoredUpload | None = None,
           error: str | None = None, template_id: int | None = None, field_errors: dict | None = None,
           choices: dict[str, str] | None = None):
@@ -73,7 +67,7 @@ def validate():
         version = template_version(request.form.get("template_id"))
         data, filename = uploaded_file()
         report = validate_recipients(data, filename=filename, variables=version.variables,
-                                     suppressed=suppression_lookup())
+                                     suppressed=suppressions.lookup(db.session))
         upload = store_upload(get_storage(), data=data, filename=filename, user_id=current_user.id,
                               template_id=version.template_id)
     except UploadError as exc:
@@ -90,7 +84,7 @@ def recheck():
         upload = load_upload(get_storage(), upload_id=request.form.get("upload_id", ""), user_id=current_user.id)
         version = template_version(upload.template_id)
         report = validate_recipients(upload.data, filename=upload.filename, variables=version.variables,
-                                     domain_choices=choices, suppressed=suppression_lookup())
+                                     domain_choices=choices, suppressed=suppressions.lookup(db.session))
     except UploadError as exc:
         return _check_refused(exc)
     return _checked(report, upload=upload, template_id=version.template_id, choices=choices)
