@@ -11,6 +11,7 @@ from bulksign.teams import add_member, create_team
 from bulksign.users import create_user
 from tests.conftest import ADMIN, NOW, STAFF, DEFAULT_TEAM
 from tests.support.batchdata import make_batch
+from tests.support.looks import log_in
 
 pytestmark = pytest.mark.browser
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
@@ -26,18 +27,10 @@ def _shots(page, name: str, part: str = "body") -> None:
     page.set_viewport_size({"width": 1366, "height": 900})
 
 
-def _login(page, live_server, email, password):
-    page.goto(f"{live_server}/auth/login")
-    page.fill("input[name=email]", email)
-    page.fill("input[name=password]", password)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server}/")
-
-
 def test_an_admin_creates_a_team_adds_a_member_and_sees_who_did_it(app, users, live_server, page):
     create_user(db.session, email="clerk@example.com", password="clerk-password", role="staff", now=utcnow())
     db.session.commit()
-    _login(page, live_server, *ADMIN)
+    log_in(page, live_server, *ADMIN)
     page.goto(f"{live_server}/admin/")
     page.click("text=Teams, roles and membership changes")
     page.fill("input[name=name]", "Accounting")
@@ -72,7 +65,7 @@ def test_an_owner_shares_a_batch_with_another_team_and_names_who_gets_the_notice
     db.session.commit()
     batch_id = make_batch(db.session, statuses=["sent", "signed"], now=NOW, name="Salaries Q4",
                           user_id=users["staff"].id).id
-    _login(page, live_server, *STAFF)
+    log_in(page, live_server, *STAFF)
     page.goto(f"{live_server}/batches/{batch_id}")
     page.click("#batch-access summary")
     assert DEFAULT_TEAM in page.locator("#batch-access summary").inner_text()
@@ -97,7 +90,7 @@ def test_the_new_batch_form_offers_the_owner_the_teams_managers_or_another_addre
     add_member(db.session, team=team, user=boss, by=None, now=utcnow())
     db.session.commit()
     make_batch(db.session, statuses=[], now=NOW, name="Earlier", user_id=users["staff"].id)  # a template to use
-    _login(page, live_server, *STAFF)
+    log_in(page, live_server, *STAFF)
     page.goto(f"{live_server}/batches/new")
     choice = page.locator("#notify-to")
     assert choice.input_value() == "owner"

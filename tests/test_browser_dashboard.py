@@ -14,16 +14,9 @@ from bulksign.models import OutgoingMail, SigningRequest
 from bulksign.pipeline import enqueue_renders
 from tests.conftest import NOW, STAFF
 from tests.support.batchdata import make_batch
+from tests.support.looks import log_in
 
 pytestmark = pytest.mark.browser
-
-
-def _login(page, live_server):
-    page.goto(f"{live_server}/auth/login")
-    page.fill("input[name=email]", STAFF[0])
-    page.fill("input[name=password]", STAFF[1])
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server}/")
 
 
 def _count(page, status: str) -> int:
@@ -37,7 +30,7 @@ def test_the_progress_bar_moves_while_a_real_worker_runs_and_stops_polling_when_
     batch_id = batch.id
     ids = db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch_id)).all()
     enqueue_renders(ids)
-    _login(page, live_server)
+    log_in(page, live_server, *STAFF)
     page.goto(f"{live_server}/batches/{batch_id}")
     assert _count(page, "waiting") == 6 and page.locator("#progress").get_attribute("hx-trigger") == "every 2s"
     page.locator(f"#r{ids[0]} .row-check").check()
@@ -78,7 +71,7 @@ def mixed(app, users):
 
 
 def test_filtering_the_table_and_opening_a_timeline(live_server, page, mixed):
-    _login(page, live_server)
+    log_in(page, live_server, *STAFF)
     page.goto(f"{live_server}/batches/{mixed.id}")
     assert page.locator("table.recipients tbody tr").count() == 50 and page.locator("#next-page").count() == 1
     page.select_option("#filter-status", "signed")
@@ -96,7 +89,7 @@ def test_filtering_the_table_and_opening_a_timeline(live_server, page, mixed):
 
 
 def test_select_all_matching_then_send_a_reminder(live_server, page, mixed):
-    _login(page, live_server)
+    log_in(page, live_server, *STAFF)
     page.goto(f"{live_server}/batches/{mixed.id}?status=sent")
     page.check("#check-page")
     page.click("#select-all-matching")
@@ -110,7 +103,7 @@ def test_select_all_matching_then_send_a_reminder(live_server, page, mixed):
 
 
 def test_csv_export_downloads_the_filtered_rows(live_server, page, mixed, tmp_path):
-    _login(page, live_server)
+    log_in(page, live_server, *STAFF)
     page.goto(f"{live_server}/batches/{mixed.id}")
     page.select_option("#filter-status", "signed")
     page.wait_for_function("() => document.querySelectorAll('table.recipients tbody tr').length === 5")
@@ -125,7 +118,7 @@ def test_csv_export_downloads_the_filtered_rows(live_server, page, mixed, tmp_pa
 
 
 def test_staff_switch_the_interface_to_russian(live_server, page, mixed):
-    _login(page, live_server)
+    log_in(page, live_server, *STAFF)
     page.goto(f"{live_server}/batches/")
     with page.expect_navigation():
         page.select_option("select[name=language]", "ru")
@@ -145,7 +138,7 @@ def test_the_staff_pages_work_under_their_content_security_policy(live_server, p
     page.on("response", lambda r: problems.append(f"{r.status} {r.url}") if r.status >= 400 else None)
     page.on("pageerror", lambda e: problems.append(str(e)))
     page.on("dialog", lambda dialog: dialog.accept())
-    _login(page, live_server)
+    log_in(page, live_server, *STAFF)
     response = page.goto(f"{live_server}/batches/{mixed.id}")
     assert "script-src 'self'" in response.headers["content-security-policy"]
     assert response.headers["cache-control"] == "no-store"
@@ -173,7 +166,7 @@ def test_the_staff_pages_work_under_their_content_security_policy(live_server, p
 
 
 def test_the_delivery_rate_sits_next_to_the_progress_bar(live_server, page, mixed):
-    _login(page, live_server)
+    log_in(page, live_server, *STAFF)
     page.goto(f"{live_server}/batches/{mixed.id}")
     # 60 sent and 5 signed were accepted, 2 bounced: 65 of 67.
     assert page.inner_text("#delivery-rate") == "Delivered 97% (65 of 67)"

@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import STAFF
 from tests.support import docx_files
-from tests.support.looks import look_at
+from tests.support.looks import log_in, look_at
 
 pytestmark = pytest.mark.browser
 
@@ -16,11 +16,7 @@ DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 def test_staff_make_a_word_template_and_preview_it(live_server, page, users):
     base = live_server
-    page.goto(f"{base}/auth/login")
-    page.fill("input[name=email]", STAFF[0])
-    page.fill("input[name=password]", STAFF[1])
-    page.press("input[name=password]", "Enter")
-    page.wait_for_url(f"{base}/")
+    log_in(page, base, *STAFF)
     page.goto(f"{base}/templates/new")
     assert page.locator("#html-source").is_visible()
     page.check("input[name=kind][value=docx]")

@@ -8,18 +8,10 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from tests.conftest import STAFF
-from tests.support.looks import look_at
+from tests.support.looks import log_in, look_at
 from tests.support.pdf_files import plain_pdf
 
 pytestmark = pytest.mark.browser
-
-
-def _login(page, live_server):
-    page.goto(f"{live_server}/auth/login")
-    page.fill("input[name=email]", STAFF[0])
-    page.fill("input[name=password]", STAFF[1])
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server}/")
 
 
 def _draw(page, figure, frm: tuple[float, float], to: tuple[float, float]) -> None:
@@ -48,7 +40,7 @@ def test_staff_place_boxes_on_a_plain_pdf_and_each_document_prints_the_value_in_
     from bulksign.extensions import db
     from bulksign.models import DocumentTemplate
 
-    _login(page, live_server)
+    log_in(page, live_server, *STAFF)
     page.set_viewport_size({"width": 1366, "height": 900})
     page.goto(f"{live_server}/templates/new")
     page.fill("input[name=name]", "Offer letter (PDF)")

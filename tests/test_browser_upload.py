@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import STAFF
+from tests.support.looks import log_in
 from tests.test_browser_dashboard import shoot
 
 pytestmark = pytest.mark.browser
@@ -12,17 +13,8 @@ CSV = (b"Email;Name;Position\r\nanna@example.com;Anna Petrova;Accountant\r\n"
        b"john@gmial.com;John Smith;Engineer\r\nivan@example.com;Ivan Sidorov;Driver\r\n")
 
 
-def log_in(page, live_server) -> None:
-    """As the staff user, through the login form."""
-    page.goto(f"{live_server}/auth/login")
-    page.fill("input[name=email]", STAFF[0])
-    page.fill("input[name=password]", STAFF[1])
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server}/")
-
-
 def test_upload_shows_the_bad_row_in_place_and_creates_the_batch(users, live_server, page):
-    log_in(page, live_server)
+    log_in(page, live_server, *STAFF)
 
     page.goto(f"{live_server}/templates/new")
     page.fill("input[name=name]", "Employment contract")
@@ -77,7 +69,7 @@ def test_a_hostile_or_careless_file_gets_its_reason_in_place(users, live_server,
 
     template = create_template(db.session, name="Contract", html="<p>{{ name }}</p>", user=users["staff"], now=NOW)
     db.session.commit()
-    log_in(page, live_server)
+    log_in(page, live_server, *STAFF)
     artifacts = Path(__file__).resolve().parent.parent / "test-artifacts"
     artifacts.mkdir(exist_ok=True)
     for name, data, expected in (
@@ -104,7 +96,7 @@ def test_a_listed_address_is_a_warning_with_its_reason_and_is_not_mailed(users, 
     template = create_template(db.session, name="Contract", html="<p>{{ name }}</p>", user=users["staff"], now=NOW)
     suppress(db.session, email="ivan@example.com", source="complaint", reason="abuse report", now=NOW)
     db.session.commit()
-    log_in(page, live_server)
+    log_in(page, live_server, *STAFF)
     page.goto(f"{live_server}/batches/new?template_id={template.template.id}")
     page.set_input_files("input[name=file]", files=[{"name": "people.csv", "mimeType": "text/csv", "buffer": CSV}])
     page.click("text=Check the file")

@@ -1,4 +1,4 @@
-"""Browser-test helpers: screenshots at a desktop and a phone width, and axe-core's accessibility check."""
+"""Browser-test helpers: logging in, screenshots at a desktop and a phone width, and axe-core's accessibility check."""
 from __future__ import annotations
 
 import os
@@ -19,6 +19,15 @@ RUN_AXE = """async () => {
   return result.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
     nodes: v.nodes.slice(0, 5).map(n => n.target.join(' ') + ' :: ' + (n.failureSummary || '').replace(/\\n/g, ' '))}));
 }"""
+
+
+def log_in(page, base_url: str, email: str, password: str) -> None:
+    """Through the login form, as a person would; returns on the home page."""
+    page.goto(f"{base_url}/auth/login")
+    page.fill("input[name=email]", email)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base_url}/")
 
 
 def axe_violations(page, base_url: str) -> list[dict]:
