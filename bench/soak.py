@@ -333,9 +333,9 @@ def recipients_csv(variables: list[str], count: int) -> bytes:
 
 
 def libreoffice_left(folder: Path, seconds: float = 30) -> list[str]:
-    """The command lines of LibreOffice processes whose profile lies in the run's folder, once they have had
-    ``seconds`` to end (a dead worker's unoserver gets SIGTERM and passes it on to soffice)."""
-    deadline = time.monotonic() + seconds
+    """The command lines of the run's LibreOffice processes (unoserver, oosplash, soffice: each names its profile,
+    which lies in the run's folder) still there after ``seconds`` (a dead worker's ones are ended within ~1 s)."""
+    deadline, profiles = time.monotonic() + seconds, str(folder / "tmp" / "bulksign-libreoffice-")
     while True:
         left = []
         for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
@@ -343,7 +343,7 @@ def libreoffice_left(folder: Path, seconds: float = 30) -> list[str]:
                 args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
             except OSError:  # ended meanwhile
                 continue
-            if str(folder) in args and ("soffice" in args or "unoserver" in args):
+            if profiles in args:
                 left.append(args.strip())
         if not left or time.monotonic() >= deadline:
             return left
