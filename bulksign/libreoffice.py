@@ -129,9 +129,9 @@ class Converter:
         self.stop()
         self._profile = tempfile.mkdtemp(prefix="bulksign-libreoffice-")
         self._port, uno_port = _free_port(), _free_port()
-        args = [UNO_PYTHON, "-c", _BOOT, _unoserver_path(), str(os.getpid()), "--interface", "127.0.0.1", "--port", str(self._port),
-                "--uno-interface", "127.0.0.1", "--uno-port", str(uno_port), "--executable", _soffice(),
-                "--user-installation", self._profile]
+        args = [UNO_PYTHON, "-c", _BOOT, _unoserver_path(), str(os.getpid()), "--interface", "127.0.0.1",
+                "--port", str(self._port), "--uno-interface", "127.0.0.1", "--uno-port", str(uno_port),
+                "--executable", _soffice(), "--user-installation", self._profile]
         try:
             # A session of its own: stopping it kills soffice too, by this group's id.
             # Started from this process's long-lived spawner thread: the death signal follows the thread that
