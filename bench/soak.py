@@ -1,6 +1,6 @@
 """Whole-system soak with chaos: real processes, a big batch, workers killed, Redis restarted, SMTP down.
 
-``python -m bench.soak [--recipients 10000] [--workers 4] [--small]``
+``python -m bench.soak [--recipients 10000] [--workers 4] [--kind html|docx|pdf] [--small]``
 
 Starts on loopback: gunicorn (the web app), several ``flask jobs worker`` processes, the
 scheduler, a private Redis, a fresh PostgreSQL database behind a private PgBouncer in transaction
@@ -9,6 +9,10 @@ kills a random worker every few seconds and recipients (and starts another), res
 data, stops the SMTP sink for a while, and has simulated recipients open their links from the
 caught mail and sign or decline over HTTP, concurrently. Then checks the truth in the database
 against what the sink received and what the web log says, and prints a table.
+
+``--kind`` picks the template: the HTML act below, a real Word contract (tests/support/docx_files) or a fillable
+PDF form (tests/support/pdf_files); the recipients file carries the columns the template's variables ask for.
+After the run no LibreOffice may be left: a killed Word worker's unoserver and soffice must die with it.
 """
 from __future__ import annotations
 
@@ -32,6 +36,8 @@ import requests
 from sqlalchemy import create_engine, text
 
 from bulksign.config import engine_options_for_pooler
+from bulksign.signature_box import SIGNATURE_VARIABLE
+from tests.support import docx_files, pdf_files
 from tests.support.pgbouncer import PgBouncer
 from tests.support.services import PG_ADMIN_URL, RedisServer, free_port, postgres_database
 
@@ -47,6 +53,11 @@ TEMPLATE_HTML = """<!doctype html><html><head><meta charset="utf-8">
 <p>Services rendered in {{ period }} for the amount of {{ amount }}.</p>
 <p>Both parties confirm the services were rendered in full and have no claims.</p>
 </body></html>"""
+
+KINDS = ("html", "docx", "pdf")
+#: Each recipient's value of a variable the soak's templates use; any other variable gets "<variable> <n>".
+VALUES = {"name": lambda i: f"Recipient {i}", "act_number": lambda i: f"A-{i:06d}", "period": lambda i: "October 2026",
+          "amount": lambda i: f"{100 + i % 900}.00 EUR", "salary": lambda i: f"{1000 + i % 9000}"}
 
 
 @dataclass(frozen=True)
@@ -78,6 +89,8 @@ class SoakConfig:
     #: Share of recipients with a second invitation that the full-size report holds the run to (None: none).
     #: What the design promises is checked always: a second copy only where a crash landed inside its send.
     duplicate_share_target: float | None = 0.001
+    #: The template's kind: ``html``, ``docx`` (LibreOffice in every render worker) or ``pdf`` (a form filled).
+    kind: str = "html"
 
     @classmethod
     def small(cls) -> "SoakConfig":
@@ -298,6 +311,45 @@ def max_in_window(times: list[float], window: float = 60.0) -> int:
     return best
 
 
+def template_request(kind: str) -> dict:
+    """The keyword arguments of ``requests.post`` that create the soak's template of this kind over the API."""
+    if kind == "html":
+        return {"json": {"name": "Soak act", "html": TEMPLATE_HTML}}
+    upload = {"docx": ("soak-act.docx", docx_files.contract(),
+                       "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
+              "pdf": ("soak-act.pdf", pdf_files.contract_form(), "application/pdf")}[kind]
+    return {"data": {"name": "Soak act"}, "files": {"file": upload}}
+
+
+def recipients_csv(variables: list[str], count: int) -> bytes:
+    """A recipients file of ``count`` rows: email, name and every other variable the template uses."""
+    columns = ["email", "name", *(v for v in variables if v not in ("email", "name", SIGNATURE_VARIABLE))]
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(columns)
+    for i in range(count):
+        writer.writerow([f"r{i}@soak.example.com", *(VALUES.get(c, lambda i, c=c: f"{c} {i}")(i) for c in columns[1:])])
+    return out.getvalue().encode()
+
+
+def libreoffice_left(folder: Path, seconds: float = 30) -> list[str]:
+    """The command lines of the run's LibreOffice processes (unoserver, oosplash, soffice: each names its profile,
+    which lies in the run's folder) still there after ``seconds`` (a dead worker's ones are ended within ~1 s)."""
+    deadline, profiles = time.monotonic() + seconds, str(folder / "tmp" / "bulksign-libreoffice-")
+    while True:
+        left = []
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:  # ended meanwhile
+                continue
+            if profiles in args:
+                left.append(args.strip())
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(1)
+
+
 def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
     rng = random.Random(7)
     chaos = Chaos()
@@ -306,6 +358,7 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
     bouncer = PgBouncer(PG_ADMIN_URL)
     bouncer.start()
     folder = Path(tempfile.mkdtemp(prefix="bulksign-soak-"))
+    (folder / "tmp").mkdir()
     smtp_port, web_port = free_port(), free_port()
     with postgres_database() as direct_url:
         db_url = bouncer.url_for(direct_url)
@@ -314,7 +367,9 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
                "MAIL_SERVER": "127.0.0.1", "MAIL_PORT": str(smtp_port), "MAIL_TIMEOUT_SECONDS": "5",
                "MAIL_RATE_PER_MINUTE": str(cfg.rate_per_minute), "BULKSIGN_VAR_DIR": str(folder / "var"),
                "STORAGE_URL": str(folder / "storage"), "RECONCILE_AFTER_SECONDS": str(cfg.reconcile_after_seconds),
-               "SIGNING_RATE_LIMIT": "1000000 per minute", "PDF_CONCURRENCY": "1", "LOG_JSON": "true"}
+               "SIGNING_RATE_LIMIT": "1000000 per minute", "PDF_CONCURRENCY": "1", "LOG_JSON": "true",
+               # LibreOffice's profiles go here: what is left of them after the run is found by this path.
+               "TMPDIR": str(folder / "tmp")}
         procs = Processes(folder, env, cfg, smtp_port, web_port)
         engine = create_engine(db_url, **engine_options_for_pooler({}))
         try:
@@ -328,20 +383,15 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
             base = f"http://127.0.0.1:{web_port}"
             _wait_for_web(base, 180)
             auth = {"Authorization": f"Bearer {api_key}"}
-            template = requests.post(f"{base}/api/v1/templates", json={"name": "Soak act", "html": TEMPLATE_HTML},
-                                     headers=auth, timeout=30)
+            template = requests.post(f"{base}/api/v1/templates", headers=auth, timeout=60,
+                                     **template_request(cfg.kind))
             template.raise_for_status()
-            out = io.StringIO()
-            writer = csv.writer(out)
-            writer.writerow(["email", "name", "act_number", "period", "amount"])
-            for i in range(cfg.recipients):
-                writer.writerow([f"r{i}@soak.example.com", f"Recipient {i}", f"A-{i:06d}", "October 2026",
-                                 f"{100 + i % 900}.00 EUR"])
+            variables = template.json()["variables"]
             started = time.monotonic()
             created = requests.post(
                 f"{base}/api/v1/batches", headers={**auth, "Idempotency-Key": "soak-1"}, timeout=300,
                 data={"template_id": template.json()["id"], "name": "Soak batch"},
-                files={"file": ("recipients.csv", out.getvalue().encode(), "text/csv")})
+                files={"file": ("recipients.csv", recipients_csv(variables, cfg.recipients), "text/csv")})
             created.raise_for_status()
             batch_id = created.json()["id"]
             create_seconds = time.monotonic() - started
@@ -407,12 +457,16 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
             outcomes = [f.result() for f in futures]
             time.sleep(3)  # let the last sign/seal jobs settle before reading the truth
             _write_stuck(engine, batch_id, redis.url, folder / "stuck.jsonl")
-            return _report(cfg, engine, batch_id, folder, chaos, outcomes, create_seconds, elapsed, longest_stall)
+            rows = _report(cfg, engine, batch_id, folder, chaos, outcomes, create_seconds, elapsed, longest_stall)
         finally:
             procs.stop_all()
             engine.dispose()
             bouncer.stop()
             redis.stop()
+    left = libreoffice_left(folder)
+    (folder / "libreoffice-left.txt").write_text("\n".join(left))
+    return [(f"template kind ({', '.join(variables)})", cfg.kind, "", None), *rows,
+            ("LibreOffice processes left after the run", str(len(left)), "0", not left)]
 
 
 def _write_stuck(engine, batch_id: int, redis_url: str, path: Path) -> None:
@@ -452,6 +506,11 @@ def _report(cfg, engine, batch_id, folder, chaos, outcomes, create_seconds, elap
         # What the dashboard shows: killed workers and restarts must not make it drift from the rows.
         counters = dict(conn.execute(text(
             "SELECT status, count FROM batch_status_counts WHERE batch_id=:b AND count <> 0"), {"b": batch_id}).all())
+        # The render rate under chaos, for extrapolating to sizes not run (LibreOffice is the slow kind).
+        generated, render_seconds = conn.execute(text(
+            "SELECT count(DISTINCT e.request_id), extract(epoch FROM max(e.created_at) - min(b.created_at)) "
+            "FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.batch_id=:b AND e.type='status.generated'"),
+            {"b": batch_id}).one()
     mails = read_mail_log(folder / "mail.jsonl")
     invitations: dict[str, list[str]] = {}
     for mail in mails:
@@ -497,6 +556,9 @@ def _report(cfg, engine, batch_id, folder, chaos, outcomes, create_seconds, elap
         ("workers killed / Redis restarts / SMTP outages",
          f"{chaos.workers_killed} / {chaos.redis_restarts} / {chaos.smtp_outages}", "", None),
         ("batch creation over the API", f"{create_seconds:.1f} s", "", None),
+        ("documents generated per second (batch created → last generated)",
+         f"{generated / float(render_seconds):.1f} ({generated:,} in {float(render_seconds):.0f} s)"
+         if render_seconds else "none", "", None),
         ("whole run", f"{elapsed:.0f} s", "", None),
         ("longest time with no request changing status", f"{longest_stall:.0f} s",
          f"≤ {cfg.stall_limit_seconds:.0f} s", longest_stall <= cfg.stall_limit_seconds),
@@ -520,9 +582,11 @@ def main() -> int:
     parser.add_argument("--small", action="store_true", help="the CI-sized run (1,000 recipients)")
     parser.add_argument("--recipients", type=int)
     parser.add_argument("--workers", type=int)
+    parser.add_argument("--kind", choices=KINDS, help="the template's kind (default: html)")
     args = parser.parse_args()
     cfg = SoakConfig.small() if args.small else SoakConfig()
-    overrides = {k: v for k, v in (("recipients", args.recipients), ("workers", args.workers)) if v}
+    overrides = {k: v for k, v in (("recipients", args.recipients), ("workers", args.workers), ("kind", args.kind))
+                 if v}
     if overrides:
         cfg = SoakConfig(**{**cfg.__dict__, **overrides})
     rows = run_soak(cfg)

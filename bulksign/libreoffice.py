@@ -42,8 +42,24 @@ _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 START_SECONDS = 60.0
 
 #: Our environment's packages go last on the system Python's path: only unoserver is wanted from there.
-_BOOT = ("import sys; sys.path.append(sys.argv.pop(1)); sys.argv[0] = 'unoserver'; "
-         "from unoserver.server import main; main()")
+#: The watch thread ends the whole group (unoserver, oosplash, soffice) once the process that started it is gone:
+#: the death signal alone is not enough, since unoserver, while LibreOffice starts (its first ~7 s), passes the
+#: SIGTERM on and serves on, and a soffice that ignored it stays too (seen: orphans left by a killed worker).
+_BOOT = """\
+import os, signal, sys, threading, time
+sys.path.append(sys.argv.pop(1))
+starter = int(sys.argv.pop(1))
+
+def watch():
+    while os.getppid() == starter:
+        time.sleep(1)
+    os.killpg(0, signal.SIGKILL)
+
+threading.Thread(target=watch, daemon=True).start()
+sys.argv[0] = "unoserver"
+from unoserver.server import main
+main()
+"""
 
 
 def _free_port() -> int:
@@ -113,9 +129,9 @@ class Converter:
         self.stop()
         self._profile = tempfile.mkdtemp(prefix="bulksign-libreoffice-")
         self._port, uno_port = _free_port(), _free_port()
-        args = [UNO_PYTHON, "-c", _BOOT, _unoserver_path(), "--interface", "127.0.0.1", "--port", str(self._port),
-                "--uno-interface", "127.0.0.1", "--uno-port", str(uno_port), "--executable", _soffice(),
-                "--user-installation", self._profile]
+        args = [UNO_PYTHON, "-c", _BOOT, _unoserver_path(), str(os.getpid()), "--interface", "127.0.0.1",
+                "--port", str(self._port), "--uno-interface", "127.0.0.1", "--uno-port", str(uno_port),
+                "--executable", _soffice(), "--user-installation", self._profile]
         try:
             # A session of its own: stopping it kills soffice too, by this group's id.
             # Started from this process's long-lived spawner thread: the death signal follows the thread that
@@ -185,7 +201,7 @@ def _spawner() -> ThreadPoolExecutor:
 
 def _end_with_parent() -> None:
     """In the child: SIGTERM when the process (strictly, the thread) that started it dies, even by SIGKILL;
-    unoserver passes it on to soffice, so a killed worker leaves no LibreOffice behind."""
+    unoserver passes it on to soffice and ends (the watch thread in ``_BOOT`` ends whatever does not)."""
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 

@@ -223,20 +223,33 @@ def test_a_fetching_field_split_over_runs_is_still_refused():
         docx_templates.variables(_with_document_xml(lambda xml: xml.replace("</w:p>", split, 1)))
 
 
-def test_a_killed_worker_leaves_no_libreoffice_behind(tmp_path):
-    script = ("import sys, time; from bulksign import libreoffice; c = libreoffice.converter(); "
-              "c.convert(open(sys.argv[1], 'rb').read(), timeout=120); print(c.pid, flush=True); time.sleep(600)")
+@pytest.mark.parametrize("when", ["warm", "starting"])
+def test_a_killed_worker_leaves_no_libreoffice_behind(tmp_path, when):
+    """Killed with LibreOffice warm, or while it starts: then unoserver passes the death signal on and would serve on
+    (seen in the soak: orphaned unoserver and oosplash)."""
+    convert = "c.convert(open(sys.argv[1], 'rb').read(), timeout=120)"
+    script = "import sys, threading, time; from bulksign import libreoffice; c = libreoffice.converter(); " + {
+        "warm": f"{convert}; print(c.pid, flush=True); time.sleep(600)",
+        "starting": f"threading.Thread(target=lambda: {convert}, daemon=True).start()\n"
+                    "while c.pid is None: time.sleep(0.05)\n"
+                    "time.sleep(2); print(c.pid, flush=True); time.sleep(600)"}[when]
     (tmp_path / "a.docx").write_bytes(docx_files.simple())
     worker = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "a.docx")], stdout=subprocess.PIPE, text=True)
     server = int(worker.stdout.readline())
-    office = [int(p) for p in subprocess.run(["pgrep", "-s", str(server)], capture_output=True, text=True).stdout.split()]
-    assert len(office) >= 2  # unoserver and soffice, in their own session
+    if when == "warm":
+        assert len(_session(server)) >= 2  # unoserver and soffice, in their own session
     worker.kill()
     worker.wait()
     deadline = time.monotonic() + 20
-    while any(_alive(p) for p in office) and time.monotonic() < deadline:
+    while _session(server) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not any(_alive(p) for p in office)
+    assert not _session(server)
+
+
+def _session(leader: int) -> list[int]:
+    """The live processes of a session (LibreOffice started later by one of them included)."""
+    found = subprocess.run(["pgrep", "-s", str(leader)], capture_output=True, text=True).stdout.split()
+    return [int(p) for p in found if _alive(int(p))]
 
 
 def _alive(pid: int) -> bool:
