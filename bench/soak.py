@@ -265,8 +265,10 @@ def act_as_recipient(link: str, decline: bool) -> str:
     """Open the signing link like a phone browser would, then sign (consent ticked) or decline."""
     with requests.Session() as http:
         page = http.get(link, timeout=30)
-        # "On its way": the mail went out before its send was recorded; the page reloads, so do we (bounded).
-        for _ in range(12):
+        # "On its way": the mail went out before its send was recorded; the page reloads, so do we, as long as
+        # the run itself waits for a status to change (stall_limit_seconds): the reconciler settles it by then.
+        # (Seen: two minutes were too short at load 30, and one signer of 2,000 gave up with "no form".)
+        for _ in range(30):
             if page.status_code != 200 or "state-on-its-way" not in page.text:
                 break
             time.sleep(10)
