@@ -45,6 +45,8 @@ DEFAULT_REMINDER_BODY = N_(
     "waiting for your signature.\nIt takes a minute:\n{{ signing_link }}\n\n"
     "The link stays valid until {{ deadline }}.\n"
 ).msgid
+#: The mail texts each version carries (a new version made from an old one keeps them).
+MAIL_FIELDS = ("email_subject", "email_body", "reminder_subject", "reminder_body")
 _DEFAULT_MAIL_TEXTS = frozenset({DEFAULT_EMAIL_SUBJECT, DEFAULT_EMAIL_BODY, DEFAULT_REMINDER_SUBJECT,
                                  DEFAULT_REMINDER_BODY})
 
@@ -567,8 +569,7 @@ def place_boxes(session: Session, *, template: DocumentTemplate, boxes: list[dic
     if version is None or version.kind != "pdf":
         raise NotPdfTemplate(N_("Boxes can only be placed on a PDF template; upload a PDF as a new version first."))
     return save_version(session, template=template, html="", kind="pdf", file=None, pdf_boxes=boxes, user=user,
-                        now=now, email_subject=version.email_subject, email_body=version.email_body,
-                        reminder_subject=version.reminder_subject, reminder_body=version.reminder_body)
+                        now=now, **{f: getattr(version, f) for f in MAIL_FIELDS})
 
 
 def _html_variables(html: str) -> list[str]:

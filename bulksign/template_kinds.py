@@ -18,7 +18,7 @@ A ``Kind``'s contract:
   the converter fails (``transient=True``: the job retries it). Both run in the render worker, and in the web
   process for the preview.
 
-No Flask request is used; ``render`` may use the app's storage only through ``source``.
+No Flask request is used; ``prepare`` may use the app's storage only through ``source``.
 """
 from __future__ import annotations
 

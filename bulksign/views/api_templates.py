@@ -10,7 +10,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from .. import access, doc_templates as dt, keyset, pdf_forms, template_kinds
 from ..extensions import db
 from ..models import DocumentTemplate, TemplateVersion, utcnow
-from .doc_templates import MAIL_FIELDS
 from .api import (ApiError, NextCursor, PageQuery, RecordId, Text, answer, no_null_defaults, operation, parse_body,
                   parse_form, parse_query)
 
@@ -123,7 +122,7 @@ def create():
     else:
         form = parse_body(TemplateBody)
         fields = {"name": form.name, "html": form.html}
-    mail_texts = {f: getattr(form, f) for f in MAIL_FIELDS if getattr(form, f) is not None}
+    mail_texts = {f: getattr(form, f) for f in dt.MAIL_FIELDS if getattr(form, f) is not None}
     try:
         saved = dt.create_template(db.session, user=g.api_user, now=utcnow(), team_id=form.team_id, **fields,
                                    **mail_texts)

@@ -19,7 +19,6 @@ bp = Blueprint("doc_templates", __name__, url_prefix="/templates")
 
 #: An uploaded .html template larger than this is surely not a document template.
 MAX_TEMPLATE_BYTES = 2 * 1024 * 1024
-MAIL_FIELDS = ("email_subject", "email_body", "reminder_subject", "reminder_body")
 DEFAULTS = {"email_subject": dt.DEFAULT_EMAIL_SUBJECT, "email_body": dt.DEFAULT_EMAIL_BODY,
             "reminder_subject": dt.DEFAULT_REMINDER_SUBJECT, "reminder_body": dt.DEFAULT_REMINDER_BODY}
 
@@ -55,7 +54,7 @@ def _submitted_document() -> Submitted:
 
 
 def _mail_fields() -> dict[str, str]:
-    return {f: request.form.get(f) or DEFAULTS[f] for f in MAIL_FIELDS}
+    return {f: request.form.get(f) or DEFAULTS[f] for f in dt.MAIL_FIELDS}
 
 
 @bp.get("/")
@@ -111,7 +110,7 @@ def edit(template_id: int):
     version = dt.get_version(db.session, template_id=template.id)
     form = {"name": template.name, "html": version.html if version else "",
             "kind": version.kind if version else template_kinds.HTML,
-            **{f: getattr(version, f) if version else DEFAULTS[f] for f in MAIL_FIELDS}}
+            **{f: getattr(version, f) if version else DEFAULTS[f] for f in dt.MAIL_FIELDS}}
     return _form_page(form, template, lambda document, mail: dt.save_version(
         db.session, template=template, html=document.html, kind=document.kind, file=document.file,
         user=current_user, now=utcnow(), **mail))
