@@ -116,8 +116,6 @@ def open_table(data: bytes, *, filename: str) -> Table:
     return Table("csv", encoding, delimiter, _csv_rows(text, delimiter, deadline))
 
 
-
-
 def _decode(data: bytes) -> tuple[str, str]:
     """The file's text and the encoding it was read with: UTF-8 (BOM or not), UTF-16 with a BOM, CP1251, CP1252."""
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):

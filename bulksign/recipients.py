@@ -127,7 +127,6 @@ def _normalise_header(name: str) -> str:
     return ALIASES.get(key, key)
 
 
-
 @dataclass(frozen=True)
 class _Columns:
     #: (cell index, template variable or builtin, header as written)
@@ -173,7 +172,6 @@ def _match_header(header_row: int, cells: list[str], variables: Iterable[str]) -
                    else N_("The column \"%(column)s\" is missing: the template uses {{ %(column)s }}.", column=name))
         errors.append(RowError(header_row, name, message))
     return _Columns(tuple(used), len(header), tuple(header), tuple(missing), tuple(errors), tuple(warnings))
-
 
 
 class _Collector:

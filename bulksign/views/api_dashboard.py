@@ -17,7 +17,6 @@ from ._downloads import csv_response
 bp = Blueprint("api_dashboard", __name__, url_prefix="/api/v1")
 
 
-
 class BatchOut(BaseModel):
     id: int
     name: str
