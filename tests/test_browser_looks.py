@@ -55,6 +55,7 @@ def journey(app, users):
     return {"template_id": saved.template.id, "batch_id": batch.id, "long_id": long_one.id, "token": sent.token}
 
 
+@pytest.mark.slow
 def test_every_page_of_the_journey_is_accessible_and_fits_a_desktop_and_a_phone(live_server, page, journey):
     base = live_server
     problems: dict[str, dict] = {}

@@ -155,6 +155,7 @@ def test_signature_marks_a_fixed_size_box_with_the_marker_in_its_top_left_corner
     assert abs(float(anna.group(4)) - top - 22 * 72 / 25.4) < 6
 
 
+@pytest.mark.slow
 def test_the_converter_is_kept_warm_and_replaced_when_it_dies_hangs_or_has_served_enough():
     converter = libreoffice.Converter(max_documents=2)
     try:

@@ -52,6 +52,7 @@ def auth_client_login(client):
     client.post("/auth/login", data={"email": ADMIN[0], "password": ADMIN[1], "csrf_token": csrf_from(page)})
 
 
+@pytest.mark.slow
 def test_a_batch_completes_through_a_failover_without_a_second_invitation(make_app, smtp, sentinel, tmp_path):
     settings = {"RENDER_CHUNK_SIZE": 2, "SEND_CHUNK_SIZE": 2, "MAIL_RATE_PER_MINUTE": 120,
                 "RETRY_BACKOFF_SECONDS": 1, "RECONCILE_AFTER_SECONDS": 3}

@@ -5,7 +5,7 @@ import pytest
 
 from bench.soak import SoakConfig, format_rows, run_soak
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=300)  # the CI soak: 3-5 minutes
 
 
 def test_a_batch_survives_killed_workers_a_redis_restart_and_an_smtp_outage(capsys):
