@@ -11,7 +11,9 @@ config = context.config
 
 # Interpret the config file for Python logging.
 # This line sets up loggers basically.
-fileConfig(config.config_file_name)
+# Loggers that exist already (the app's, werkzeug's) keep working: a process that migrates and then serves, or a test
+# session, would otherwise lose them (fileConfig disables every existing logger by default).
+fileConfig(config.config_file_name, disable_existing_loggers=False)
 logger = logging.getLogger('alembic.env')
 
 
