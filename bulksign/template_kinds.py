@@ -138,8 +138,8 @@ def prepare_document(version: TemplateVersion, row: dict, *, timeout: float) -> 
 
 def signature_box(version: TemplateVersion, pdf: bytes) -> SignatureBox | None:
     """Where the signature goes in ``pdf``, rendered from ``version``: the field or box a PDF template names
-    ``signature``, else the mark ``{{ signature }}`` printed (read back with pdftotext, ~10 ms, so only when the
-    template uses it); None: sealing appends a signature page. Raises ``poppler.PopplerError``."""
+    ``signature``, else the mark ``{{ signature }}`` printed (looked for only when the template uses it); None:
+    sealing appends a signature page. Raises ``signature_box.UnreadablePdf``."""
     if version.kind == "pdf":
         return pdf_forms.signature_box(_source(version.source_key), placed=pdf_forms.placed_boxes(version))
     if SIGNATURE_VARIABLE in (version.variables or ()):

@@ -33,9 +33,8 @@ from ..models import Document, SigningRequest, utcnow
 from ..notices import queued_completion_notices
 from ..pdf import RenderError
 from ..pipeline import RENDER, beating, enqueue_sends, hand_back, release
-from ..poppler import PopplerError
 from ..queues import RENDER_MANY, job
-from ..signature_box import SIGNATURE_VARIABLE, SignatureBox, html_mark
+from ..signature_box import SIGNATURE_VARIABLE, SignatureBox, UnreadablePdf, html_mark
 from ..states import transition
 from ..status import Status
 from ..storage import StorageError, get_storage
@@ -179,7 +178,7 @@ def _store(document: InFlight) -> Rendered:
     request = document.request
     try:
         box = signature_box(request.batch.template_version, data)
-    except PopplerError as exc:
+    except UnreadablePdf as exc:
         raise RenderError(N_("The rendered document could not be read back."), transient=True,
                           detail=str(exc)) from None
     key = original_key(request)
