@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 from html.parser import HTMLParser
 
 from jinja2 import TemplateSyntaxError, meta, nodes
@@ -25,6 +26,9 @@ from .logs import log
 from .messages import N_
 from .models import DocumentTemplate, TemplateVersion, User
 from .signature_box import SIGNATURE_VARIABLE, html_mark
+
+if TYPE_CHECKING:
+    from . import pdf_forms
 
 logger = logging.getLogger(__name__)
 
@@ -570,6 +574,29 @@ def place_boxes(session: Session, *, template: DocumentTemplate, boxes: list[dic
         raise NotPdfTemplate(N_("Boxes can only be placed on a PDF template; upload a PDF as a new version first."))
     return save_version(session, template=template, html="", kind="pdf", file=None, pdf_boxes=boxes, user=user,
                         now=now, **{f: getattr(version, f) for f in MAIL_FIELDS})
+
+
+@dataclass(frozen=True)
+class PdfLayout:
+    """A PDF template's newest version as the box editor sees it: its pages, its form's own fields, placed boxes."""
+
+    version: TemplateVersion
+    #: The pages (crop box, rotation) and the form's fields, which stay where the file has them.
+    form: pdf_forms.PdfForm
+    #: The boxes staff placed, as ``place_boxes`` took them.
+    boxes: tuple[pdf_forms.FieldBox, ...]
+
+
+def pdf_layout(session: Session, *, template: DocumentTemplate) -> PdfLayout:
+    """The pages, form fields and placed boxes of a PDF template's newest version; NotPdfTemplate for another kind."""
+    from . import pdf_forms  # noqa: F811 - the kinds' modules build on this one
+    from .storage import get_storage
+
+    version = get_version(session, template_id=template.id)
+    if version is None or version.kind != "pdf":
+        raise NotPdfTemplate(N_("Only a PDF template has pages to place boxes on; this one is HTML or Word."))
+    return PdfLayout(version=version, form=pdf_forms.read_form(get_storage().get(version.source_key)),
+                     boxes=pdf_forms.placed_boxes(version))
 
 
 def _html_variables(html: str) -> list[str]:

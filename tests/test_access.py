@@ -32,7 +32,9 @@ BATCH_ACTIONS = {"batches.bulk_action", "reminders.remind", "reminders.resend_se
                  "api_batch_actions.cancel", "api_batch_actions.retry", "api_reminders.remind",
                  "api_reminders.resend", "api_reminders.update_email"}
 TEMPLATE_READS = {"doc_templates.detail", "doc_templates.preview", "doc_templates.preview_pdf",
-                  "doc_templates.page_image"}
+                  "doc_templates.page_image", "api_templates.boxes"}
+#: Reads only a PDF template answers (the world's template is HTML); tested on a PDF in test_pdf_templates.
+PDF_TEMPLATE_READS = {"doc_templates.page_image", "api_templates.boxes"}
 TEMPLATE_EDITS = {"doc_templates.edit", "doc_templates.place", "api_templates.place_boxes"}
 #: Lists and searches: filtered to what the user sees.
 LISTS = {"batches.index", "doc_templates.index", "api_dashboard.list_batches", "api_templates.index"}
@@ -156,8 +158,7 @@ def test_every_read_of_the_teams_batch_and_template_answers_every_role_of_the_te
     client, token = _web(app, user)
     headers = _api_headers(user)
     for rule in _staff_rules(app):
-        # The world's template is HTML: it has no page images (a PDF template's are tested in test_pdf_templates).
-        if rule.endpoint not in BATCH_READS | TEMPLATE_READS or rule.endpoint == "doc_templates.page_image":
+        if rule.endpoint not in BATCH_READS | TEMPLATE_READS or rule.endpoint in PDF_TEMPLATE_READS:
             continue
         for method in _methods(rule):
             kwargs = {"headers": headers} if rule.rule.startswith("/api/") else {"data": {"csrf_token": token}}

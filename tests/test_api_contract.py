@@ -263,6 +263,10 @@ def _tour(app, world, spec) -> set[tuple[str, str]]:
     call(boxes, "PUT", f"/templates/{plain}/boxes", 403, headers=viewer, json={"boxes": [box]})
     call(boxes, "PUT", f"/templates/{world['template_id']}/boxes", 409, headers=admin, json={"boxes": []})
     call(boxes, "PUT", "/templates/999999/boxes", 404, headers=admin, json={"boxes": []})
+    read = "GET /templates/{template_id}/boxes"
+    call(read, "GET", f"/templates/{plain}/boxes", 200, headers=viewer)
+    call(read, "GET", f"/templates/{world['template_id']}/boxes", 409, headers=admin)
+    call(read, "GET", "/templates/999999/boxes", 404, headers=admin)
     suppress(db.session, email="tour@example.com", source="bounce", reason="550 5.1.1", now=NOW)  # the fuzzer may
     db.session.commit()                                                                       # have lifted the other
     call("DELETE /suppressions/{email}", "DELETE", "/suppressions/tour@example.com", 200, headers=admin)

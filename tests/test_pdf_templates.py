@@ -145,6 +145,17 @@ def test_boxes_placed_over_the_api_print_each_recipients_values_there(client, us
     assert placed.status_code == 200, placed.json
     assert {k: placed.json[k] for k in ("id", "version", "name", "kind", "variables")} == {
         "id": template_id, "version": 2, "name": "Plain", "kind": "pdf", "variables": ["position"]}
+    # Read back as PUT takes them (a box without a font size fits its text: 0), with the pages they lie on.
+    read = client.get(f"/api/v1/templates/{template_id}/boxes", headers=headers)
+    assert read.status_code == 200, read.json
+    assert read.json["boxes"] == [boxes[0], {**boxes[1], "font_size": 0}] and read.json["version"] == 2
+    assert read.json["pages"] == [{"page": n, "left": 0, "bottom": 0, "width": 595.28, "height": 841.89,
+                                   "rotation": 0} for n in (1, 2)]
+    assert read.json["fields"] == []
+    again = client.put(f"/api/v1/templates/{template_id}/boxes", json={"boxes": read.json["boxes"]}, headers=headers)
+    assert again.status_code == 200 and client.get(f"/api/v1/templates/{template_id}/boxes",
+                                                   headers=headers).json["boxes"] == read.json["boxes"]
+    client.put(f"/api/v1/templates/{template_id}/boxes", json={"boxes": boxes}, headers=headers)
     # The domain's checks and words, in the API's one error shape; nothing saved.
     wrong = client.put(f"/api/v1/templates/{template_id}/boxes", headers=headers,
                        json={"boxes": [{**boxes[0], "page": 5}]})
@@ -156,7 +167,8 @@ def test_boxes_placed_over_the_api_print_each_recipients_values_there(client, us
     html = client.post("/api/v1/templates", headers=headers, json={"name": "Letter", "html": "<p>{{ name }}</p>"})
     not_pdf = client.put(f"/api/v1/templates/{html.json['id']}/boxes", json={"boxes": []}, headers=headers)
     assert not_pdf.status_code == 409 and not_pdf.json["error"]["code"] == "not_a_pdf_template"
-    assert get_version(db.session, template_id=template_id).version == 2
+    assert client.get(f"/api/v1/templates/{html.json['id']}/boxes", headers=headers).status_code == 409
+    assert get_version(db.session, template_id=template_id).version == 4
 
     csv = "email,name,position\nanna@example.com,Anna,Главный бухгалтер\nboris@example.com,Boris,Старший инженер\n"
     batch = client.post("/api/v1/batches", headers=headers, content_type="multipart/form-data",

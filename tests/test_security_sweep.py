@@ -675,7 +675,8 @@ def test_no_staff_page_export_or_api_response_contains_a_signing_link(app, clien
     for url in urls:
         response = client.get(url, headers=bearer if url.startswith("/api/") else {}, follow_redirects=True)
         if response.status_code != 200:
-            assert response.status_code in (404, 422), (url, response.status_code)
+            # 409: a read only a PDF template answers (the sweep's template is HTML).
+            assert response.status_code in (404, 409, 422), (url, response.status_code)
             continue
         for secret in secrets:
             assert secret.encode() not in response.data, (url, secret[:12])

@@ -88,6 +88,31 @@ class BoxesBody(BaseModel):
                                            "removes them). A form's own fields stay.")
 
 
+class PageOut(BaseModel):
+    page: int = Field(description="1 for the first.")
+    left: float = Field(description="The crop box's left edge, points (0 on almost every page).")
+    bottom: float = Field(description="The crop box's bottom edge, points (0 on almost every page).")
+    width: float = Field(description="Points.")
+    height: float = Field(description="Points.")
+    rotation: int = Field(description="Degrees a viewer turns the page; boxes cannot be placed on a turned page.")
+
+
+class FieldOut(BaseModel):
+    variable: str = Field(description="The form field's name: the column whose value fills it.")
+    page: int = Field(description="1 for the first.")
+    x: float
+    y: float
+    width: float
+    height: float
+
+
+class BoxesOut(BaseModel):
+    version: int = Field(description="The newest version, which these boxes belong to.")
+    pages: list[PageOut]
+    fields: list[FieldOut] = Field(description="The form's own fields: they stay where the file has them.")
+    boxes: list[BoxIn] = Field(description="The placed boxes, as `PUT` takes them: send them back changed.")
+
+
 def template_out(template: DocumentTemplate, version: TemplateVersion | None) -> TemplateOut:
     return TemplateOut(id=template.id, name=template.name, version=template.latest_version, team_id=template.team_id,
                        kind=version.kind if version else None,
@@ -169,3 +194,26 @@ def place_boxes(template_id: int):
     except dt.TemplateError as exc:
         raise ApiError(str(exc.message), 422, code="boxes_invalid") from None
     return answer(template_out(saved.template, saved.version))
+
+
+@bp.get("/templates/<int:template_id>/boxes")
+@operation("Read a PDF template's pages and boxes", tag="Templates", responses={200: BoxesOut},
+           errors=(404, 409))
+def boxes(template_id: int):
+    """The newest version's pages (sizes in points), its form's own fields and the boxes placed on it, in the units
+    `PUT .../boxes` takes, so a client can move a box and send the list back. 409 `not_a_pdf_template` when the
+    newest version is HTML or Word."""
+    template = access.template_for_use(db.session, template_id=template_id, user=g.api_user)
+    try:
+        layout = dt.pdf_layout(db.session, template=template)
+    except dt.NotPdfTemplate as exc:
+        raise ApiError(str(exc.message), 409, code="not_a_pdf_template") from None
+    return answer(BoxesOut(
+        version=layout.version.version,
+        pages=[PageOut(page=i, left=round(p.left, 2), bottom=round(p.bottom, 2), width=round(p.width, 2),
+                       height=round(p.height, 2), rotation=p.rotation)
+               for i, p in enumerate(layout.form.pages, start=1)],
+        fields=[FieldOut(variable=f.name, page=f.page + 1, x=round(f.x, 2), y=round(f.y, 2), width=round(f.w, 2),
+                         height=round(f.h, 2)) for f in layout.form.fields],
+        boxes=[BoxIn(variable=b.name, page=b.page + 1, x=b.x, y=b.y, width=b.w, height=b.h, font_size=b.font_size)
+               for b in layout.boxes]))

@@ -177,9 +177,13 @@ def page_image(template_id: int, page: int):
 def place(template_id: int):
     """Place boxes on a PDF template's pages (drag a box, bind it to a column): saved as a new version."""
     template = access.template_for_edit(db.session, template_id=template_id, user=current_user)
-    version = dt.get_version(db.session, template_id=template.id)
-    if version is None or version.kind != "pdf":
+    try:
+        layout = dt.pdf_layout(db.session, template=template)
+    except dt.NotPdfTemplate:
         abort(404)
+    except (dt.TemplateError, StorageError) as exc:
+        abort(422, str(getattr(exc, "message", exc)))
+    version, form = layout.version, layout.form
     error, boxes = None, version.pdf_boxes or []
     if request.method == "POST":
         try:
@@ -193,10 +197,6 @@ def place(template_id: int):
                 db.session, template=template, boxes=boxes, user=current_user, now=utcnow()))
             if saved is not None:
                 return redirect(url_for(".detail", template_id=template.id))
-    try:
-        form = pdf_forms.read_form(get_storage().get(version.source_key))
-    except (dt.TemplateError, StorageError) as exc:
-        abort(422, str(getattr(exc, "message", exc)))
     fields = [{"name": f.name, "page": f.page, "x": f.x, "y": f.y, "w": f.w, "h": f.h} for f in form.fields]
     suggestions = sorted({*version.variables, *dt.BUILTIN_VARIABLES, pdf_forms.SIGNATURE_VARIABLE})
     return render_template("doc_templates/place.html", template=template, version=version, form=form,
