@@ -20,6 +20,7 @@ the same as a ``/Rect`` or pypdf's ``mediabox``. ``page`` counts from 0.
 """
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import asdict, dataclass
 from io import BytesIO
@@ -137,27 +138,23 @@ def find_signature_box(pdf: bytes) -> SignatureBox | None:
 def _marks(text, word: str) -> list[tuple[float, float, float, float]]:
     """(left, bottom, right, top) in user space of each place ``word`` is printed on a PDFium text page.
 
-    Whitespace is left out before searching: at the marks' 1 px size PDFium takes the rounding of glyph positions
-    for line breaks and puts generated ``\\r\\n`` inside the word (seen in a right-aligned box), where poppler saw
-    one word. ``FPDFText_GetCharIndexFromTextIndex`` turns a text index (UTF-16 units) into a char's index.
+    Whitespace between the letters is allowed: at the marks' 1 px size PDFium takes the rounding of glyph
+    positions for line breaks and puts generated ``\\r\\n`` inside the word (seen in a right-aligned box), where
+    poppler saw one word. ``FPDFText_GetCharIndexFromTextIndex`` turns a text index (UTF-16 units) into a char's.
     """
     import pypdfium2.raw as pdfium_c
 
     page_text = text.get_text_range()
-    kept = [i for i, char in enumerate(page_text) if not char.isspace()]
-    joined = "".join(page_text[i] for i in kept)
 
     def box(index: int) -> tuple[float, float, float, float]:
         units = len(page_text[:index].encode("utf-16-le")) // 2
         return text.get_charbox(pdfium_c.FPDFText_GetCharIndexFromTextIndex(text.raw, units), loose=True)
 
     found = []
-    start = joined.find(word)
-    while start != -1:
-        left, bottom, _, top = box(kept[start])
-        _, last_bottom, right, last_top = box(kept[start + len(word) - 1])
+    for match in re.finditer(r"\s*".join(map(re.escape, word)), page_text):
+        left, bottom, _, top = box(match.start())
+        _, last_bottom, right, last_top = box(match.end() - 1)
         found.append((left, min(bottom, last_bottom), right, max(top, last_top)))
-        start = joined.find(word, start + len(word))
     return found
 
 
