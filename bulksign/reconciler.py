@@ -172,9 +172,14 @@ def revive_renders(request_ids: Sequence[int], *, chunk_size: int | None = None)
 
 
 def revive_sends(mail_ids: Sequence[int]) -> int:
-    """Queue sends for committed queued mails, whatever job owned them before."""
+    """Queue sends for committed queued mails, whatever job owned them before, ahead of the mails waiting.
+
+    They had their turn already; and where a kill landed after the server took the mail, the recipient holds
+    the link and sees "on its way" until the resend is recorded. At the back of a large batch's queue that
+    was 8 minutes in the 10,000-recipient soak (3 of its signers gave up after 5).
+    """
     disown(SEND, mail_ids)
-    return enqueue_chunked(SEND, mail_ids)
+    return enqueue_chunked(SEND, mail_ids, at_front=True)
 
 
 def _without_live_owner(step: Step, ids: Sequence[int], *, redis: Redis, now: datetime) -> list[int]:

@@ -106,6 +106,26 @@ def test_a_job_taken_off_its_queue_by_a_worker_that_died_at_once_is_queued_again
     assert [r.status for r in requests_of(batch)] == ["sent"] * 2 and len(smtp.of_kind("invitation")) == 2
 
 
+def test_a_recipient_whose_mail_was_lost_mid_send_does_not_wait_behind_the_batchs_backlog(app, users, smtp, run_jobs):
+    """The 10,000 soak: three signers held a link for 8 minutes while their resend queued behind 7,000 invitations."""
+    one_per_job(app)
+    batch = make_batch(user=users["staff"], now=utcnow(), recipients=5)
+    enqueue_renders(request_ids(batch))
+    run_jobs("pdf")
+    mail_ids = [m.id for m in db.session.query(OutgoingMail).order_by(OutgoingMail.id)]
+    # The first invitation's send job vanished (its worker was killed); four more wait in the queue.
+    lost = mail_ids[0]
+    get_queue("mail").remove(owners(SEND, [lost])[lost])
+    transition(db.session, db.session.get(OutgoingMail, lost).request_id, frm="generated", to="sending",
+               now=utcnow())
+    db.session.commit()
+    assert _reconcile(app, now=utcnow() + LATER).sends == (lost,)
+    run_jobs("mail", max_jobs=1)
+    assert [m.rcpt_tos[0] for m in smtp.of_kind("invitation")] == [db.session.get(OutgoingMail, lost).to_email]
+    run_jobs("mail")
+    assert {r.status for r in requests_of(batch)} == {"sent"} and len(smtp.of_kind("invitation")) == 5
+
+
 def test_live_jobs_are_not_doubled(app, users, smtp, run_jobs):
     batch = make_batch(user=users["staff"], now=NOW, recipients=3)
     assert enqueue_renders(request_ids(batch)) == 3
