@@ -37,7 +37,7 @@ run: system-deps venv
 
 ## The whole suite against real PostgreSQL, Redis, wkhtmltopdf, SMTP and Chromium.
 # TEST_WORKERS pytest processes share the tests (pytest-xdist), each on its own database, Redis, PgBouncer and
-# SMTP server: CI's 2 cores take 9.5 minutes this way against 16-18 one after the other. TEST_WORKERS=0: one process.
+# SMTP server: 2 cores take 9.5-10.5 minutes this way, 16-18 one test after the other. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
 test: system-deps-test venv
 	scripts/ensure-postgres.sh
