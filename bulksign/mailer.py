@@ -6,9 +6,12 @@ The mail job builds the message at send time with the builder registered for its
 """
 from __future__ import annotations
 
+import email.utils
+import functools
 from collections.abc import Callable
 from datetime import datetime
 
+import flask_mail
 from sqlalchemy import JSON, Select, String, literal, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -22,6 +25,12 @@ from .slicing import slices
 BUILDERS: dict[str, Callable] = {}
 
 MESSAGE_ID_DOMAIN = "bulksign.local"
+
+# Flask-Mail's Message() makes a Message-ID of its own with email.utils.make_msgid(), which asks the resolver
+# for this host's name (socket.getfqdn) on every call: seconds per message where reverse DNS is slow (reported by
+# Flask-Mail users; Django caches the name for the same reason), so hours for a batch. Every mail here carries
+# its own deterministic id (``message_id_for``) in place of that one, so it is made without the lookup.
+flask_mail.make_msgid = functools.partial(email.utils.make_msgid, domain=MESSAGE_ID_DOMAIN)
 
 
 class MailNotNeeded(LookupError):

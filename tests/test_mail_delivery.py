@@ -107,3 +107,18 @@ def test_one_smtp_connection_carries_many_mails(fast_retry_app, staff, smtp):
     run_worker(fast_retry_app, "mail")
     assert connection is not None and smtp_link.host is connection
     assert len(smtp.of_kind("invitation")) == 3
+
+
+def test_building_a_mail_does_not_ask_the_resolver_for_this_hosts_name(app, monkeypatch):
+    """Where reverse DNS is slow, socket.getfqdn() takes seconds: once per mail would be hours per batch."""
+    import socket
+
+    from flask_mail import Message
+
+    from bulksign.mailer import MESSAGE_ID_DOMAIN  # every builder imports the module
+
+    asked = []
+    monkeypatch.setattr(socket, "getfqdn", lambda *args: asked.append(args) or "slow.example")
+    message = Message(subject="Please sign", recipients=["anna@example.com"], body="…",
+                      sender="bulksign@example.com")
+    assert asked == [] and message.msgId.endswith(f"@{MESSAGE_ID_DOMAIN}>")
