@@ -562,16 +562,22 @@ def save_version(session: Session, *, template: DocumentTemplate, html: str, use
 
 
 class NotPdfTemplate(TemplateError):
-    """Boxes were placed on a template whose newest version is not a PDF."""
+    """Boxes were placed on, or asked of, a template whose newest version is not a PDF."""
+
+
+def _newest_pdf_version(session: Session, *, template: DocumentTemplate) -> TemplateVersion:
+    """The template's newest version, which must be a PDF's; NotPdfTemplate otherwise."""
+    version = get_version(session, template_id=template.id)
+    if version is None or version.kind != "pdf":
+        raise NotPdfTemplate(N_("Boxes can only be placed on a PDF template; upload a PDF as a new version first."))
+    return version
 
 
 def place_boxes(session: Session, *, template: DocumentTemplate, boxes: list[dict], user: User | None,
                 now: datetime) -> SavedVersion:
     """The next version of a PDF template with ``boxes`` (``pdf_forms.check_boxes``) in place of its placed boxes;
     its file and mail texts are kept. NotPdfTemplate when the newest version is of another kind."""
-    version = get_version(session, template_id=template.id)
-    if version is None or version.kind != "pdf":
-        raise NotPdfTemplate(N_("Boxes can only be placed on a PDF template; upload a PDF as a new version first."))
+    version = _newest_pdf_version(session, template=template)
     return save_version(session, template=template, html="", kind="pdf", file=None, pdf_boxes=boxes, user=user,
                         now=now, **{f: getattr(version, f) for f in MAIL_FIELDS})
 
@@ -592,9 +598,7 @@ def pdf_layout(session: Session, *, template: DocumentTemplate) -> PdfLayout:
     from . import pdf_forms  # noqa: F811 - the kinds' modules build on this one
     from .storage import get_storage
 
-    version = get_version(session, template_id=template.id)
-    if version is None or version.kind != "pdf":
-        raise NotPdfTemplate(N_("Only a PDF template has pages to place boxes on; this one is HTML or Word."))
+    version = _newest_pdf_version(session, template=template)
     return PdfLayout(version=version, form=pdf_forms.read_form(get_storage().get(version.source_key)),
                      boxes=pdf_forms.placed_boxes(version))
 
