@@ -45,9 +45,10 @@ _MM = 72 / 25.4
 #: wkhtmltopdf prints CSS lengths at 0.7686 of their size (measured: a 70 mm box came out 152.5 pt),
 #: so the HTML box is drawn larger to come out at the standard size.
 _WKHTMLTOPDF_SCALE = 0.7686
-_PDFIUM = threading.Lock()
 _MARK_STYLE = ("position:absolute;{where};font:1px/1px 'DejaVu Sans',sans-serif;color:#fff;"
                "white-space:nowrap;margin:0;padding:0")
+#: PDFium is not thread-safe: one call into it at a time per process.
+_PDFIUM = threading.Lock()
 
 
 class UnreadablePdf(RuntimeError):
@@ -107,7 +108,7 @@ def find_signature_box(pdf: bytes) -> SignatureBox | None:
     """
     import pypdfium2
 
-    with _PDFIUM:  # PDFium is not thread-safe
+    with _PDFIUM:
         try:
             document = pypdfium2.PdfDocument(pdf)
         except pypdfium2.PdfiumError as exc:

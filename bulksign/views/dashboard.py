@@ -32,6 +32,7 @@ from ._results import background_message, reminders_done, resend_done
 bp = Blueprint("batches", __name__, url_prefix="/batches")
 logger = logging.getLogger(__name__)
 
+
 @bp.app_template_global()
 def status_label(status: str) -> str:
     return dashboard.STATUS_LABELS.get(status, status)
