@@ -68,3 +68,40 @@ def simple(text: str = "Hello {{ name }}") -> bytes:
     document = Document()
     document.add_paragraph(text)
     return save(document)
+
+
+def everything() -> bytes:
+    """The contract with every part a fill renders: a placeholder in the title, a table row repeated by a loop,
+    a signature mark, and a footnote that names the recipient."""
+    import zipfile
+
+    document = Document(io.BytesIO(contract()))
+    document.core_properties.title = "Договор {{ number }}"
+    table = document.add_table(rows=3, cols=2)
+    table.cell(0, 0).text = "{%tr for n in range(3) %}"
+    table.cell(1, 0).text, table.cell(1, 1).text = "Пункт {{ n }}", "{{ city }}"
+    table.cell(2, 0).text = "{%tr endfor %}"
+    document.add_paragraph("Подпись: {{ signature }}")
+    marked = document.add_paragraph("См. сноску")
+    reference = OxmlElement("w:footnoteReference")
+    reference.set(qn("w:id"), "1")
+    marked.add_run()._r.append(reference)
+    package = io.BytesIO(save(document))
+    out = io.BytesIO()
+    w = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+    footnotes = (f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:footnotes xmlns:w="{w}">'
+                 '<w:footnote w:id="1"><w:p><w:r><w:t>Сноска для {{ name }}</w:t></w:r></w:p></w:footnote>'
+                 '</w:footnotes>').encode()
+    with zipfile.ZipFile(package) as source, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target:
+        for info in source.infolist():
+            part = source.read(info.filename)
+            if info.filename == "[Content_Types].xml":
+                part = part.replace(b"</Types>", b'<Override PartName="/word/footnotes.xml" ContentType="application/'
+                                    b'vnd.openxmlformats-officedocument.wordprocessingml.footnotes+xml"/></Types>')
+            elif info.filename == "word/_rels/document.xml.rels":
+                part = part.replace(b"</Relationships>", b'<Relationship Id="rIdFootnotes" Type="http://schemas.'
+                                    b'openxmlformats.org/officeDocument/2006/relationships/footnotes" '
+                                    b'Target="footnotes.xml"/></Relationships>')
+            target.writestr(info, part)
+        target.writestr("word/footnotes.xml", footnotes)
+    return out.getvalue()
