@@ -4,18 +4,24 @@ A batch of N recipients (1,000; small: 6) on a two-page Word contract (tests/sup
 through real render workers (``flask jobs worker pdf``, PDF_CONCURRENCY of them, each with its own warm
 LibreOffice: a first wave of documents warms them before the clock starts) until every request is
 generated: claim, docxtpl fill, LibreOffice conversion, storage, settle. In the same run a bare loop
-converts the first recipient's filled .docx with the same concurrency, each thread with its own warm
-converter (``bulksign.libreoffice``), half before the pipeline and half after.
+converts the first recipient's filled .docx as many times as the pipeline converts documents, with the same
+concurrency, each thread with its own warm converter (``bulksign.libreoffice``), half before the pipeline and
+half after. CPU is counted per role from
+/proc, as in ``bench_pipeline``: the render workers' own, their LibreOffice's (in a session of its own below
+each worker), the database's (PostgreSQL backends: this pipeline sends no mail and uses no pooler), and the bare
+loop's LibreOffice, to show what the pipeline adds around the converter.
 """
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 
 from bench import Figure, Settled, bench_app, docs_per_second, stop_processes, wait_for_requests
-from bench.bench_pipeline import ROOT, _wait_for_workers
+from bench.bench_pipeline import ROOT, _database_pids, _stat, _tree, _wait_for_workers
 
 
 def _create_batch(user, version_id: int, n: int, *, offset: int = 0) -> int:
@@ -43,6 +49,64 @@ def _create_batch(user, version_id: int, n: int, *, offset: int = 0) -> int:
 def _bare_loop(filled: bytes, n: int, converters: list) -> float:
     """docs/s of LibreOffice alone: the same filled .docx, one warm converter per thread."""
     return docs_per_second(lambda i: converters[i % len(converters)].convert(filled, timeout=60), n, len(converters))
+
+
+def _session(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[3])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _cpu_snapshot(workers: list[int], database: str) -> dict[tuple[str, int], float]:
+    """(role, pid) → CPU seconds so far: a worker's tree is "render" in its session and "libreoffice" in the
+    session LibreOffice gets; "database" is the PostgreSQL backends."""
+    snapshot = {}
+    for root in workers:
+        session = _session(root)
+        for pid in _tree(root):
+            stat = _stat(pid)
+            if stat is not None:
+                snapshot[("render" if _session(pid) == session else "libreoffice", pid)] = stat[1]
+    for pid in _database_pids(database):
+        stat = _stat(pid)
+        if stat is not None:
+            snapshot[("database", pid)] = stat[1]
+    return snapshot
+
+
+class _CpuWatch:
+    """CPU seconds per role spent while it watches, from ``snapshot()`` ((role, pid) → CPU seconds so far) every
+    0.2 s. A LibreOffice retired after LIBREOFFICE_MAX_DOCUMENTS is killed as a group and reaped by nobody of
+    ours, so only repeated looks see what it spent: what it spent after the last look is lost."""
+
+    def __init__(self, snapshot: Callable[[], dict[tuple[str, int], float]]):
+        self._snapshot = snapshot
+        self._before = snapshot()
+        self._seen = dict(self._before)
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._done.wait(0.2):
+            self._seen.update(self._snapshot())
+
+    def stop(self) -> dict[str, float]:
+        self._done.set()
+        self._thread.join()
+        self._seen.update(self._snapshot())
+        spent: dict[str, float] = {}
+        for (role, pid), cpu in self._seen.items():
+            spent[role] = spent.get(role, 0.0) + cpu - self._before.get((role, pid), 0.0)
+        return spent
+
+
+def _converters_snapshot(converters: list) -> dict[tuple[str, int], float]:
+    """The bare loop's LibreOffice trees: ("libreoffice", pid) → CPU seconds so far."""
+    return {("libreoffice", pid): (_stat(pid) or ("", 0.0, 0.0))[1] for converter in converters if converter.pid
+            for pid in _tree(converter.pid)}
 
 
 def _generate(ids: list[int], *, deadline: float) -> Settled:
@@ -86,24 +150,35 @@ def run(*, small: bool) -> list[Figure]:
         try:
             for converter in converters:  # warm, as the workers will be
                 converter.convert(filled, timeout=120)
-            bare_n = max(min(n, 400) // 2, concurrency)
+            # As many documents as the pipeline converts, so each converter reaches the same age: LibreOffice
+            # slows as it serves (84 ms of CPU per contract at its start, 100 ms after 300 documents).
+            bare_n = max(n // 2, concurrency)
+            watch = _CpuWatch(lambda: _converters_snapshot(converters))
             bare_before = _bare_loop(filled, bare_n, converters)
+            bare_cpu = watch.stop()["libreoffice"]
 
             workers = [subprocess.Popen([sys.executable, "-m", "flask", "jobs", "worker", "pdf"], cwd=ROOT,
                                         env=worker_env(app), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                        for _ in range(concurrency)]
             _wait_for_workers(len(workers), timeout=60)
             _generate(warm_ids, deadline=time.monotonic() + 300)  # each worker starts its LibreOffice here
+            database = app.config["DATABASE_URL"].rsplit("/", 1)[1]
+            watch = _CpuWatch(lambda: _cpu_snapshot([w.pid for w in workers], database))
             started = time.monotonic()
             settled = _generate(ids, deadline=started + (300 if small else 3600))
             elapsed = time.monotonic() - started
+            busy = watch.stop()
+            watch = _CpuWatch(lambda: _converters_snapshot(converters))
             bare_after = _bare_loop(filled, bare_n, converters)
+            bare_cpu += watch.stop()["libreoffice"]
         finally:
             stop_processes(workers)
             for converter in converters:
                 converter.stop()
 
     generated = settled.reached
+    per_doc = {role: busy.get(role, 0.0) / max(generated, 1) * 1000 for role in ("render", "libreoffice", "database")}
+    bare_per_doc = bare_cpu / (2 * bare_n) * 1000
     pipeline_rate = generated / elapsed
     bare_rate = 2 / (1 / bare_before + 1 / bare_after)
     ratio = pipeline_rate / bare_rate
@@ -115,6 +190,11 @@ def run(*, small: bool) -> list[Figure]:
                f"{bare_n} after: {bare_after:.1f})"),
         Figure(f"Word documents generated, {label}", generated, "docs", f"= {n}{settled.problems()}",
                generated == n),
+        Figure(f"render workers' own CPU per document (LibreOffice not counted), {label}", per_doc["render"], "ms"),
+        Figure(f"database CPU per document (PostgreSQL backends), {label}", per_doc["database"], "ms"),
+        Figure(f"LibreOffice CPU per document in the pipeline (restarts included), {label}", per_doc["libreoffice"],
+               "ms", "", None,
+               per_doc["libreoffice"] / max(bare_per_doc, 1e-9), f"bare {bare_per_doc:.1f} ms"),
     ]
 
 
