@@ -127,6 +127,14 @@ def _field(code: str) -> str:
             '</w:instrText></w:r><w:r><w:fldChar w:fldCharType="end"/></w:r></w:p>')
 
 
+def _utf16_footnotes() -> bytes:
+    """Footnotes in UTF-16, which Word reads and docxtpl's footnote step (UTF-8 only) cannot."""
+    with zipfile.ZipFile(io.BytesIO(docx_files.everything())) as source:
+        xml = source.read("word/footnotes.xml").decode()
+    return _zip_with({"word/footnotes.xml": xml.replace('encoding="UTF-8"', 'encoding="UTF-16"').encode("utf-16")},
+                     docx_files.everything())
+
+
 def _bomb() -> bytes:
     return _zip_with({"word/media/empty.xml": b"\0" * (150 * 1024 * 1024)})
 
@@ -138,6 +146,7 @@ def _bomb() -> bytes:
     (lambda: b"PK\x03\x04 not really a zip", "broken"),
     (lambda: b"x" * (docx_templates.MAX_DOCX_BYTES + 1), "the limit is 10 MB"),
     (_bomb, "unpacks to"),
+    (_utf16_footnotes, "cannot be read as a template"),
     (lambda: _with_document_xml(lambda xml: xml.replace("</w:p>", _field('INCLUDETEXT "/etc/passwd"'), 1)),
      "loads another file"),
     (lambda: _with_document_xml(lambda xml: xml.replace("</w:p>", _field("{{ code }}"), 1)),
