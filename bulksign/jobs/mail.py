@@ -8,6 +8,12 @@ commit with the SMTP server there is always such a window) leaves the mail queue
 in ``sending``; the reconciler sends it again with the same Message-ID: at most one duplicate per
 crash. A mail recorded sent whose request is still in ``sending`` (written before the two were
 one statement) is finished by the reconciler without a re-send.
+
+A mail server that cannot be reached at all (no connection: refused, no route, a 4xx greeting) is an outage,
+not this mail's fault: the mail goes back untried, its attempts untouched, and waits for the server however
+long it is down (RQ's backoff, then the reconciler). Counted attempts are those the server saw: a 4xx answer,
+a connection lost mid-mail. In the 10,000-recipient soak a 60-s outage used up the attempts of the mail at the
+head of each retried chunk, and two recipients' invitations failed for good.
 """
 from __future__ import annotations
 
@@ -50,10 +56,14 @@ class TransientFailure(RuntimeError):
     """The mail was not sent for a reason that may pass; RQ re-runs the job after a backoff."""
 
 
+class _ServerDown(Exception):
+    """No connection to the mail server could be opened."""
+
+
 @dataclass(frozen=True)
 class SmtpOutcome:
-    #: ``sent``, ``retry`` (4xx), ``unreachable`` (refused, timeout, dropped), ``bounced`` (recipient rejected)
-    #: or ``failed`` (other 5xx).
+    #: ``sent``, ``retry`` (4xx), ``down`` (no connection: refused, no route, 4xx greeting), ``unreachable``
+    #: (timeout or dropped while sending), ``bounced`` (recipient rejected) or ``failed`` (other 5xx).
     kind: str
     #: The server's answer or the network error, in words.
     reason: str = ""
@@ -69,7 +79,14 @@ class SmtpLink:
     def _open(self, settings: tuple) -> smtplib.SMTP:
         server, port, username, password, use_tls, use_ssl, timeout = settings
         cls = smtplib.SMTP_SSL if use_ssl else smtplib.SMTP
-        host = cls(server, port, timeout=timeout)
+        try:
+            host = cls(server, port, timeout=timeout)
+        except smtplib.SMTPResponseException as exc:
+            if 400 <= exc.smtp_code < 500:  # "421 service not available" as the greeting
+                raise _ServerDown(f"{exc.smtp_code} {exc.smtp_error!r}") from exc
+            raise
+        except (TimeoutError, smtplib.SMTPServerDisconnected, OSError) as exc:
+            raise _ServerDown(f"{exc.__class__.__name__}: {exc}") from exc
         if use_tls:
             host.starttls()
         if username and password:
@@ -107,6 +124,9 @@ class SmtpLink:
                 self.host = self._open(settings)
                 self._deliver(message, data)
             return SmtpOutcome("sent")
+        except _ServerDown as exc:
+            self.close()
+            return SmtpOutcome("down", f"The mail server could not be reached ({exc}).")
         except smtplib.SMTPRecipientsRefused as exc:
             code, text = next(iter(exc.recipients.values()))
             return _by_code(code, text, permanent="bounced")
@@ -150,8 +170,8 @@ def send_many(mail_ids: list[int]) -> str:
 
 @dataclass(frozen=True)
 class Delivery:
-    #: ``sent``, ``bounced``, ``failed`` or ``cancelled`` (final), ``retry`` (try again later)
-    #: or ``unreachable`` (retry, and stop the chunk).
+    #: ``sent``, ``bounced``, ``failed`` or ``cancelled`` (final), ``retry`` (try again later),
+    #: ``unreachable`` (retry, and stop the chunk) or ``down`` (the same, the attempt not counted).
     status: str
     #: What a person reads on the mail and the request.
     error: str | None = None
@@ -188,9 +208,9 @@ def _send_chunk(mail_ids: list[int], *, app: Flask) -> str:
             break
         delivery = _deliver_one(mail, app=app)
         outcomes[_settle(mail, requests.get(mail.request_id), delivery)] += 1
-        if delivery.status in ("retry", "unreachable"):
+        if delivery.status in _TRY_AGAIN:
             retry_reason = delivery.error
-        if delivery.status == "unreachable":
+        if delivery.status in ("unreachable", "down"):
             # The server is down or silent: the rest of the chunk would only wait for the same timeout.
             _give_back(to_send[position + 1:], untried=True)
             break
@@ -280,6 +300,8 @@ def _deliver_one(mail: OutgoingMail, *, app: Flask) -> Delivery:
     except (LookupError, StorageError) as exc:
         return Delivery("failed", f"The mail could not be built: {exc}")
     outcome = smtp_link.send(message, app=app)
+    if outcome.kind == "down":
+        return Delivery("down", outcome.reason)
     if outcome.kind in ("retry", "unreachable"):
         if mail.attempts >= app.config["MAIL_MAX_ATTEMPTS"]:
             return Delivery("failed", f"The mail could not be delivered after {mail.attempts} attempts: "
@@ -313,18 +335,21 @@ def _give_back(mails: list[OutgoingMail], *, untried: bool) -> None:
     db.session.commit()
 
 
+#: Outcomes after which the mail is tried again later.
+_TRY_AGAIN = ("retry", "unreachable", "down")
+
+
 def _settle(mail: OutgoingMail, request: SigningRequest | None, delivery: Delivery) -> str:
     """Record one mail's outcome on the mail and its request, committed at once. Returns the outcome."""
     session = db.session
     now = utcnow()
     with telemetry.record(get_redis()) as figures:
-        figures.count(telemetry.MAILS, (mail.kind, "deferred" if delivery.status in ("retry", "unreachable")
-                                        else delivery.status))
-    if delivery.status in ("retry", "unreachable"):
+        figures.count(telemetry.MAILS, (mail.kind, "deferred" if delivery.status in _TRY_AGAIN else delivery.status))
+    if delivery.status in _TRY_AGAIN:
         mail.error = delivery.error
+        _give_back([mail], untried=delivery.status == "down")
         log(logger, logging.WARNING, "mail not sent, will retry", mail_id=mail.id, request_id=mail.request_id,
             attempt=mail.attempts, error=delivery.error)
-        _give_back([mail], untried=False)
         return "retry"
     if delivery.status == "sent" and mail.kind == INVITATION:
         # The server has it: the mail row and the request's move in one statement, committed at once.
