@@ -89,9 +89,9 @@ def test_an_outage_longer_than_every_retry_loses_no_invitation(fast_retry_app, s
     counts: here one 451, then more tries than MAIL_MAX_ATTEMPTS against a closed port, then the reconciler."""
     from datetime import timedelta
 
+    from bulksign.extensions import get_redis
     from bulksign.models import utcnow
     from bulksign.reconciler import reconcile
-    from bulksign.extensions import get_redis
 
     batch = make_batch(user=staff, now=NOW, recipients=1)
     smtp.handler.scripted_replies.append("451 4.3.0 Mailbox busy, try later")
