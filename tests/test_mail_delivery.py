@@ -118,6 +118,35 @@ def test_an_outage_longer_than_every_retry_loses_no_invitation(fast_retry_app, s
     assert len(smtp.of_kind("invitation")) == 1
 
 
+def test_a_server_that_greets_with_421_or_refuses_the_connection_is_down_not_a_failed_attempt(fast_retry_app):
+    import socket
+    import threading
+
+    from flask_mail import Message
+
+    from bulksign.jobs.mail import SmtpLink
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def greet_busy():
+        connection, _ = listener.accept()
+        with connection:
+            connection.sendall(b"421 4.3.2 Service not available, closing channel\r\n")
+
+    greeter = threading.Thread(target=greet_busy, daemon=True)
+    greeter.start()
+    message = Message("Hello", sender="a@example.com", recipients=["b@example.com"], body="x")
+    fast_retry_app.config.update(MAIL_PORT=port)
+    busy = SmtpLink().send(message, app=fast_retry_app)
+    greeter.join(5)
+    listener.close()
+    assert busy.kind == "down" and "421 4.3.2 Service not available" in busy.reason
+    fast_retry_app.config.update(MAIL_PORT=free_port())
+    refused = SmtpLink().send(message, app=fast_retry_app)
+    assert refused.kind == "down" and "ConnectionRefusedError" in refused.reason
+
+
 def test_a_server_that_keeps_answering_try_later_fails_the_request_with_a_clear_message(fast_retry_app, staff, smtp):
     batch = make_batch(user=staff, now=NOW, recipients=1)
     smtp.handler.scripted_replies.extend(["451 4.3.0 Mailbox busy, try later"] * 3)

@@ -83,7 +83,7 @@ class SmtpLink:
             host = cls(server, port, timeout=timeout)
         except smtplib.SMTPResponseException as exc:
             if 400 <= exc.smtp_code < 500:  # "421 service not available" as the greeting
-                raise _ServerDown(f"{exc.smtp_code} {exc.smtp_error!r}") from exc
+                raise _ServerDown(_by_code(exc.smtp_code, exc.smtp_error, permanent="failed").reason) from exc
             raise
         except (TimeoutError, smtplib.SMTPServerDisconnected, OSError) as exc:
             raise _ServerDown(f"{exc.__class__.__name__}: {exc}") from exc
