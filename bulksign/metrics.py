@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from . import telemetry
 from .status import BatchStatus
+from .mail_server import current_outage
 from .models import Batch, BatchStatusCount
 from .scheduler_ticks import last_tick
 
@@ -48,6 +49,8 @@ class Snapshot:
     batches_in_flight: int
     queues: dict[str, QueueFigures]
     scheduler_last_tick: datetime | None
+    #: The first failed connection of the mail server's current outage (None: the mail workers reach it).
+    mail_server_down_since: datetime | None
     #: Sends per second the throttle allows (0: no limit).
     mail_limit_per_second: float
     counted: dict
@@ -92,6 +95,7 @@ def snapshot(session: Session, *, redis: Redis, queues: dict[str, Queue], now: d
         requests_by_status={s: int(n or 0) for s, n in by_status.items()}, batches=batches, batch_created=created,
         batches_in_flight=in_flight, queues={name: queue_figures(q, now=now) for name, q in queues.items()},
         scheduler_last_tick=last_tick(redis), mail_limit_per_second=mail_limit_per_second,
+        mail_server_down_since=outage.since if (outage := current_outage(redis)) else None,
         counted=telemetry.read(redis), processes=telemetry.processes(redis, now=time.time()),
     )
 
@@ -128,6 +132,10 @@ class _SnapshotCollector:
         if snap.scheduler_last_tick is not None:
             yield _gauge("bulksign_scheduler_last_tick_timestamp_seconds", "When the scheduler last polled", [],
                          [((), snap.scheduler_last_tick.timestamp())])
+        down_since = snap.mail_server_down_since
+        yield _gauge("bulksign_mail_server_down_since_timestamp_seconds",
+                     "Since when the mail workers cannot connect to the mail server (0: they can)", [],
+                     [((), down_since.timestamp() if down_since else 0.0)])
         yield _gauge("bulksign_mail_throttle_limit_per_second", "Sends per second the mail throttle allows (0: none)",
                      [], [((), snap.mail_limit_per_second)])
         yield _gauge("bulksign_process_resident_memory_bytes", "Resident memory of each web and worker process",

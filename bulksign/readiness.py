@@ -3,7 +3,8 @@
 Ready means: the database and Redis answer, the scheduler ticked within ``SCHEDULER_STALE_AFTER``
 (it records each tick in Redis), and every queue that holds jobs has at least one live worker
 listening on it. A worker counts while RQ's key for it exists (it is refreshed by the worker's
-heartbeat; a killed worker's key lapses after RQ's worker TTL).
+heartbeat; a killed worker's key lapses after RQ's worker TTL). The mail server must not have been
+out of reach for ``mail_server.TOO_LONG`` (the mail workers note it: its mails wait, nothing fails).
 """
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from redis import Redis
 from rq import Queue
 from rq.worker_registration import get_keys
 
+from .mail_server import TOO_LONG as MAIL_SERVER_DOWN_TOO_LONG
+from .mail_server import Outage, current_outage
 from .scheduler_ticks import last_tick
 
 #: The scheduler counts as stopped when it has not ticked for this long.
@@ -28,6 +31,8 @@ class Readiness:
     scheduler_tick: datetime | None
     #: Queue name → (jobs waiting, live workers listening).
     queues: dict[str, tuple[int, int]]
+    #: The mail server's outage the workers noted (None: it was reached, or nobody tried since it came back).
+    mail_server_outage: Outage | None = None
 
     @property
     def ok(self) -> bool:
@@ -53,5 +58,9 @@ def check_readiness(*, redis: Redis, queue_names: tuple[str, ...], now: datetime
         queues[name] = (waiting, sum(alive))
         if waiting and not sum(alive):
             problems.append(f"{waiting} jobs wait in queue {name} and no worker listens on it")
-    return Readiness(tuple(problems), tick, queues)
+    outage = current_outage(redis)
+    if outage is not None and now - outage.since >= MAIL_SERVER_DOWN_TOO_LONG:
+        problems.append(f"the mail server has not been reachable for {int((now - outage.since).total_seconds())} s; "
+                        f"mails wait for it: {outage.reason}")
+    return Readiness(tuple(problems), tick, queues, outage)
 

@@ -90,6 +90,7 @@ def test_an_outage_longer_than_every_retry_loses_no_invitation(fast_retry_app, s
     from datetime import timedelta
 
     from bulksign.extensions import get_redis
+    from bulksign.mail_server import current_outage
     from bulksign.models import utcnow
     from bulksign.reconciler import reconcile
 
@@ -107,6 +108,8 @@ def test_an_outage_longer_than_every_retry_loses_no_invitation(fast_retry_app, s
     assert mail.status == "queued" and mail.attempts == 1 and "could not be reached" in mail.error
     assert request.status == "generated"
     assert len(get_queue("mail")) == 0  # RQ gave up: from here the reconciler keeps the mail going
+    outage = current_outage(get_redis())  # what /readyz reports once it has lasted
+    assert outage is not None and "Connection refused" in outage.reason
 
     fast_retry_app.config["MAIL_PORT"] = smtp.port
     reconcile(db.session, redis=get_redis(), app=fast_retry_app, now=utcnow() + timedelta(minutes=10),
@@ -116,6 +119,7 @@ def test_an_outage_longer_than_every_retry_loses_no_invitation(fast_retry_app, s
     (mail,) = _mails()
     assert request.status == "sent" and mail.status == "sent" and mail.attempts == 2
     assert len(smtp.of_kind("invitation")) == 1
+    assert current_outage(get_redis()) is None
 
 
 def test_a_server_that_greets_with_421_or_refuses_the_connection_is_down_not_a_failed_attempt(fast_retry_app):

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -119,6 +120,17 @@ def test_the_scheduler_records_its_last_tick(app, client):
     before = time.time()
     periodic_scheduler_class()(connection=get_redis()).enqueue_jobs()
     assert value(scrape(client), "bulksign_scheduler_last_tick_timestamp_seconds") >= before - 1
+
+
+def test_an_outage_of_the_mail_server_shows_since_when(app, client):
+    from bulksign import mail_server
+
+    assert value(scrape(client), "bulksign_mail_server_down_since_timestamp_seconds") == 0
+    started = time.time() - 400
+    mail_server.record_down(get_redis(), now=datetime.fromtimestamp(started, timezone.utc), reason="refused")
+    assert abs(value(scrape(client), "bulksign_mail_server_down_since_timestamp_seconds") - started) < 1
+    mail_server.record_reached(get_redis())
+    assert value(scrape(client), "bulksign_mail_server_down_since_timestamp_seconds") == 0
 
 
 def test_complaints_and_bounces_from_the_provider_are_counted(make_app):

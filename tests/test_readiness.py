@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from bulksign import mail_server
 from bulksign.extensions import get_redis
 from bulksign.jobs.worker import AppWorker
 from bulksign.models import utcnow
@@ -64,3 +65,22 @@ def test_not_ready_and_says_why_when_redis_is_down(make_app):
     response = app.test_client().get("/readyz")
     assert response.status_code == 503
     assert "REDIS_URL" in response.get_json()["problems"][0]
+
+
+def test_not_ready_while_the_mail_server_has_been_out_of_reach_for_five_minutes(client):
+    """Its mails wait for it and none fails: this is where an operator hears of it."""
+    record_tick(get_redis(), now=utcnow())
+    reason = "The mail server could not be reached (ConnectionRefusedError: [Errno 111] Connection refused)."
+    mail_server.record_down(get_redis(), now=utcnow() - timedelta(minutes=2), reason=reason)
+    assert client.get("/readyz").status_code == 200  # a restart of the server is not an outage
+    mail_server.record_down(get_redis(), now=utcnow() - timedelta(minutes=6), reason=reason)  # keeps the start
+    assert client.get("/readyz").status_code == 200
+    get_redis().delete(mail_server.KEY)
+    mail_server.record_down(get_redis(), now=utcnow() - timedelta(minutes=6), reason=reason)
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    [problem] = response.get_json()["problems"]
+    assert problem.startswith("the mail server has not been reachable for 36") and "Connection refused" in problem
+    assert response.get_json()["mail_server_down_since"]
+    mail_server.record_reached(get_redis())
+    assert client.get("/readyz").status_code == 200

@@ -11,7 +11,8 @@ one statement) is finished by the reconciler without a re-send.
 
 A mail server that cannot be reached at all (no connection: refused, no route, a 4xx greeting) is an outage,
 not this mail's fault: the mail goes back untried, its attempts untouched, and waits for the server however
-long it is down (RQ's backoff, then the reconciler). Counted attempts are those the server saw: a 4xx answer,
+long it is down (RQ's backoff, then the reconciler); ``/readyz`` reports an outage that lasts
+(``mail_server``). Counted attempts are those the server saw: a 4xx answer,
 a connection lost mid-mail. In the 10,000-recipient soak a 60-s outage used up the attempts of the mail at the
 head of each retried chunk, and two recipients' invitations failed for good.
 """
@@ -27,7 +28,8 @@ from flask import Flask, current_app
 from flask_mail import Message, sanitize_address, sanitize_addresses
 from sqlalchemy import select
 
-from .. import expiry, invitations, notices, one_time_codes, reminders, sealing, signing, stopping, telemetry
+from .. import (expiry, invitations, mail_server, notices, one_time_codes, reminders, sealing, signing, stopping,
+               telemetry)
 from ..batches import cancel_if_batch_stopped, close_if_done
 from ..dkim_signing import sign as dkim_sign
 from ..extensions import db, get_redis
@@ -75,6 +77,8 @@ class SmtpLink:
     def __init__(self):
         self.host: smtplib.SMTP | None = None
         self.settings: tuple | None = None
+        #: Whether the last ``send`` opened a connection (the server could be reached).
+        self.opened = False
 
     def _open(self, settings: tuple) -> smtplib.SMTP:
         server, port, username, password, use_tls, use_ssl, timeout = settings
@@ -87,6 +91,7 @@ class SmtpLink:
             raise
         except (TimeoutError, smtplib.SMTPServerDisconnected, OSError) as exc:
             raise _ServerDown(f"{exc.__class__.__name__}: {exc}") from exc
+        self.opened = True
         if use_tls:
             host.starttls()
         if username and password:
@@ -104,6 +109,7 @@ class SmtpLink:
     def send(self, message: Message, *, app: Flask) -> SmtpOutcome:
         """Send through Flask-Mail's message; classify what the server said."""
         c = app.config
+        self.opened = False
         settings = (c["MAIL_SERVER"], c["MAIL_PORT"], c.get("MAIL_USERNAME"), c.get("MAIL_PASSWORD"),
                     c.get("MAIL_USE_TLS"), c.get("MAIL_USE_SSL"), c["MAIL_TIMEOUT_SECONDS"])
         try:
@@ -301,7 +307,10 @@ def _deliver_one(mail: OutgoingMail, *, app: Flask) -> Delivery:
         return Delivery("failed", f"The mail could not be built: {exc}")
     outcome = smtp_link.send(message, app=app)
     if outcome.kind == "down":
+        mail_server.record_down(get_redis(), now=utcnow(), reason=outcome.reason)
         return Delivery("down", outcome.reason)
+    if smtp_link.opened:  # once per connection, not per mail
+        mail_server.record_reached(get_redis())
     if outcome.kind in ("retry", "unreachable"):
         if mail.attempts >= app.config["MAIL_MAX_ATTEMPTS"]:
             return Delivery("failed", f"The mail could not be delivered after {mail.attempts} attempts: "

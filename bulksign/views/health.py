@@ -1,8 +1,8 @@
 """Probes for load balancers and supervisors.
 
 ``GET /healthz`` (liveness): 200 when the database and Redis answer, 503 otherwise.
-``GET /readyz`` (readiness): also 503 while the scheduler has not ticked for 3 minutes or jobs wait
-in a queue no worker listens on; the JSON body says why.
+``GET /readyz`` (readiness): also 503 while the scheduler has not ticked for 3 minutes, jobs wait
+in a queue no worker listens on, or the mail server has been out of reach for 5 minutes; the JSON body says why.
 """
 from __future__ import annotations
 
@@ -38,5 +38,6 @@ def readyz():
         "problems": list(ready.problems),
         "scheduler_last_tick": ready.scheduler_tick.isoformat() if ready.scheduler_tick else None,
         "queues": {name: {"waiting": waiting, "workers": workers} for name, (waiting, workers) in ready.queues.items()},
+        "mail_server_down_since": ready.mail_server_outage.since.isoformat() if ready.mail_server_outage else None,
     }
     return jsonify(body), (200 if ready.ok else 503)
