@@ -11,10 +11,10 @@ one statement) is finished by the reconciler without a re-send.
 
 A mail server that cannot be reached at all (no connection: refused, no route, a 4xx greeting) is an outage,
 not this mail's fault: the mail goes back untried, its attempts untouched, and waits for the server however
-long it is down (RQ's backoff, then the reconciler); ``/readyz`` reports an outage that lasts
-(``mail_server``). Counted attempts are those the server saw: a 4xx answer,
-a connection lost mid-mail. In the 10,000-recipient soak a 60-s outage used up the attempts of the mail at the
-head of each retried chunk, and two recipients' invitations failed for good.
+long it is down (RQ's backoff, then the reconciler); ``/readyz`` and an alert report an outage that lasts
+(``mail_server``). Counted attempts are those the server saw: a 4xx answer, a connection lost mid-mail. In the
+10,000-recipient soak a 60-s outage used up the attempts of the mail at the head of each retried chunk, and two
+recipients' invitations failed for good.
 """
 from __future__ import annotations
 
