@@ -27,6 +27,8 @@ F = TypeVar("F", bound=Callable)
 #: Queue names. ``pdf`` renders and seals, ``mail`` sends through the shared throttle,
 #: ``default`` runs periodic and bulk work, ``webhooks`` delivers to customer endpoints.
 QUEUE_NAMES = ("pdf", "mail", "default", "webhooks")
+#: The queue every worker that listens on it takes from first (``jobs.worker.AppWorker``).
+HOUSEKEEPING_QUEUE = "default"
 
 
 class AppQueue(Queue):

@@ -84,3 +84,19 @@ print(" ".join(sorted(sender)))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert set(done.stdout.split()) == MAIL_KINDS
+
+
+@pytest.mark.parametrize("listens_on", [("pdf", "default"), ("mail", "default", "webhooks")])
+def test_the_reconciler_runs_ahead_of_a_batchs_backlog(app, listens_on):
+    """Workers are deployed on ``pdf default`` and ``mail default webhooks``: with a batch's chunks waiting on
+    the first queue, RQ took ``default`` (the reconciler, expiry, reminders) only once that queue ran dry."""
+    from tests.support.workers import run_burst_worker
+
+    backlog = queues.get_queue(listens_on[0])
+    for n in range(5):
+        backlog.enqueue("bulksign.jobs.periodic.run_periodic", f"backlog-{n}", job_id=f"backlog-{n}")
+    reconcile = queues.get_queue("default").enqueue("bulksign.jobs.periodic.run_periodic",
+                                                     queues.RECONCILE.path, job_id="reconcile-now")
+    run_burst_worker(*listens_on, max_jobs=1)
+    assert reconcile.get_status(refresh=True) == "finished"
+    assert backlog.count == 5

@@ -11,6 +11,7 @@ from .. import stopping, telemetry
 from ..error_tracking import capture, job_scope
 from ..extensions import db
 from ..logs import log
+from ..queues import HOUSEKEEPING_QUEUE
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +26,11 @@ def rss_mb() -> float:
     return pages * os.sysconf("SC_PAGE_SIZE") / (1024 * 1024)
 
 
+def housekeeping_first(queues: list) -> list:
+    """The queues (or names) with ``default`` first, the others in their order."""
+    return sorted(queues, key=lambda queue: getattr(queue, "name", queue) != HOUSEKEEPING_QUEUE)
+
+
 class AppWorker(SimpleWorker):
     """No fork per job: the app, its connection pools and SMTP connections are reused across jobs.
 
@@ -34,10 +40,15 @@ class AppWorker(SimpleWorker):
 
     Each job's duration and outcome go to ``telemetry``; so do this process's memory and pool, on each
     job and each heartbeat, so an idle worker still shows.
+
+    RQ takes from the first of its queues that holds a job. ``default`` goes first, whatever the command line
+    says: the reconciler, expiry and reminders run there and must not wait behind a batch's backlog. In the
+    10,000-recipient soak the worker on ``mail default webhooks`` ran the reconciler only when the mail queue
+    ran dry: a recipient whose mail went out just before a kill saw "on its way" for up to 10 minutes.
     """
 
-    def __init__(self, *args, max_rss_mb: int = 0, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, queues, *args, max_rss_mb: int = 0, **kwargs):
+        super().__init__(housekeeping_first(queues), *args, **kwargs)
         self.max_rss_mb = max_rss_mb
 
     def perform_job(self, job, queue):
