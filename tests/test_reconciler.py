@@ -126,6 +126,25 @@ def test_a_recipient_whose_mail_was_lost_mid_send_does_not_wait_behind_the_batch
     assert {r.status for r in requests_of(batch)} == {"sent"} and len(smtp.of_kind("invitation")) == 5
 
 
+def test_a_send_killed_mid_chunk_is_found_while_thousands_wait_their_turn(app, users, smtp, run_jobs):
+    """The scan has a limit (5,000 a run): the requests waiting in the queues, older than the threshold, filled it,
+    so one whose worker was killed mid-send was looked at only once the batch drained. Here the limit is 2 and
+    four invitations wait, all older than the claim of the one that was lost."""
+    one_per_job(app)
+    batch = make_batch(user=users["staff"], now=utcnow(), recipients=5)
+    enqueue_renders(request_ids(batch))
+    run_jobs("pdf")
+    mail_ids = [m.id for m in db.session.query(OutgoingMail).order_by(OutgoingMail.id)]
+    lost = mail_ids[-1]
+    get_queue("mail").remove(owners(SEND, [lost])[lost])
+    transition(db.session, db.session.get(OutgoingMail, lost).request_id, frm="generated", to="sending",
+               now=utcnow() + timedelta(seconds=1))
+    db.session.commit()
+    result = reconcile(db.session, redis=get_redis(), app=app, now=utcnow() + LATER, stale_after=timedelta(minutes=5),
+                       limit=2)
+    assert result.sends == (lost,)
+
+
 def test_live_jobs_are_not_doubled(app, users, smtp, run_jobs):
     batch = make_batch(user=users["staff"], now=NOW, recipients=3)
     assert enqueue_renders(request_ids(batch)) == 3
