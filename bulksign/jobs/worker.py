@@ -48,6 +48,8 @@ class AppWorker(SimpleWorker):
     """
 
     def __init__(self, queues, *args, max_rss_mb: int = 0, **kwargs):
+        #: The queues as the command line gave them: the process's name in telemetry stays what was deployed.
+        self.given_queue_names = [getattr(queue, "name", queue) for queue in queues]
         super().__init__(housekeeping_first(queues), *args, **kwargs)
         self.max_rss_mb = max_rss_mb
 
@@ -99,7 +101,7 @@ class AppWorker(SimpleWorker):
 
     def _reporter(self) -> telemetry.ProcessReporter:
         if not hasattr(self, "_process_reporter"):
-            self._process_reporter = telemetry.ProcessReporter("worker:" + ",".join(self.queue_names()))
+            self._process_reporter = telemetry.ProcessReporter("worker:" + ",".join(self.given_queue_names))
         return self._process_reporter
 
     def _report_process(self) -> None:
