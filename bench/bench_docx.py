@@ -53,9 +53,8 @@ def _bare_loop(filled: bytes, n: int, converters: list) -> float:
 
 def _session(pid: int) -> int | None:
     try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return int(stat.read().rsplit(")", 1)[1].split()[3])
-    except (OSError, IndexError, ValueError):
+        return os.getsid(pid)
+    except ProcessLookupError:
         return None
 
 

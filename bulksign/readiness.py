@@ -15,8 +15,7 @@ from redis import Redis
 from rq import Queue
 from rq.worker_registration import get_keys
 
-from .mail_server import TOO_LONG as MAIL_SERVER_DOWN_TOO_LONG
-from .mail_server import Outage, current_outage
+from .mail_server import TOO_LONG as MAIL_SERVER_DOWN_TOO_LONG, Outage, current_outage
 from .scheduler_ticks import last_tick
 
 #: The scheduler counts as stopped when it has not ticked for this long.

@@ -77,8 +77,6 @@ class SmtpLink:
     def __init__(self):
         self.host: smtplib.SMTP | None = None
         self.settings: tuple | None = None
-        #: Whether the last ``send`` opened a connection (the server could be reached).
-        self.opened = False
 
     def _open(self, settings: tuple) -> smtplib.SMTP:
         server, port, username, password, use_tls, use_ssl, timeout = settings
@@ -91,7 +89,7 @@ class SmtpLink:
             raise
         except (TimeoutError, smtplib.SMTPServerDisconnected, OSError) as exc:
             raise _ServerDown(f"{exc.__class__.__name__}: {exc}") from exc
-        self.opened = True
+        mail_server.record_reached(get_redis())  # once per connection, not per mail
         if use_tls:
             host.starttls()
         if username and password:
@@ -109,7 +107,6 @@ class SmtpLink:
     def send(self, message: Message, *, app: Flask) -> SmtpOutcome:
         """Send through Flask-Mail's message; classify what the server said."""
         c = app.config
-        self.opened = False
         settings = (c["MAIL_SERVER"], c["MAIL_PORT"], c.get("MAIL_USERNAME"), c.get("MAIL_PASSWORD"),
                     c.get("MAIL_USE_TLS"), c.get("MAIL_USE_SSL"), c["MAIL_TIMEOUT_SECONDS"])
         try:
@@ -132,7 +129,9 @@ class SmtpLink:
             return SmtpOutcome("sent")
         except _ServerDown as exc:
             self.close()
-            return SmtpOutcome("down", f"The mail server could not be reached ({exc}).")
+            reason = f"The mail server could not be reached ({exc})."
+            mail_server.record_down(get_redis(), now=utcnow(), reason=reason)
+            return SmtpOutcome("down", reason)
         except smtplib.SMTPRecipientsRefused as exc:
             code, text = next(iter(exc.recipients.values()))
             return _by_code(code, text, permanent="bounced")
@@ -181,6 +180,10 @@ class Delivery:
     status: str
     #: What a person reads on the mail and the request.
     error: str | None = None
+
+
+#: Outcomes after which the mail is tried again later.
+_TRY_AGAIN = ("retry", "unreachable", "down")
 
 
 def _send_chunk(mail_ids: list[int], *, app: Flask) -> str:
@@ -307,10 +310,7 @@ def _deliver_one(mail: OutgoingMail, *, app: Flask) -> Delivery:
         return Delivery("failed", f"The mail could not be built: {exc}")
     outcome = smtp_link.send(message, app=app)
     if outcome.kind == "down":
-        mail_server.record_down(get_redis(), now=utcnow(), reason=outcome.reason)
         return Delivery("down", outcome.reason)
-    if smtp_link.opened:  # once per connection, not per mail
-        mail_server.record_reached(get_redis())
     if outcome.kind in ("retry", "unreachable"):
         if mail.attempts >= app.config["MAIL_MAX_ATTEMPTS"]:
             return Delivery("failed", f"The mail could not be delivered after {mail.attempts} attempts: "
@@ -342,10 +342,6 @@ def _give_back(mails: list[OutgoingMail], *, untried: bool) -> None:
     transition(db.session, [m.request_id for m in mails if m.kind == INVITATION], frm=Status.SENDING,
                to=Status.GENERATED, now=utcnow(), details={"retry": True})
     db.session.commit()
-
-
-#: Outcomes after which the mail is tried again later.
-_TRY_AGAIN = ("retry", "unreachable", "down")
 
 
 def _settle(mail: OutgoingMail, request: SigningRequest | None, delivery: Delivery) -> str:
