@@ -51,6 +51,11 @@ def test_a_recipient_confirms_a_code_then_signs(app, users, live_server, page, s
     page.click("#sign-button")
     page.wait_for_selector("text=You signed this document")
     assert fresh(r.id).status == "signed"
+    # The same link in another browser (a forwarded mail) asks for a code of its own, after signing too.
+    other = page.context.browser.new_context().new_page()
+    other.goto(f"{live_server}/sign/{r.token}")
+    assert other.locator("#send-code-form").count() == 1 and other.locator(".state-signed").count() == 0
+    other.context.close()
 
     run_jobs("pdf")
     page.reload()

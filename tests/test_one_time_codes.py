@@ -9,6 +9,7 @@ from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from flask import g
 from pypdf import PdfReader
 from sqlalchemy import select
 
@@ -21,6 +22,7 @@ from bulksign.models import Batch, Document, Event, OneTimeCode, OutgoingMail, S
 from bulksign.signed_pdf import audit_certificate, audit_record
 from bulksign.signing import decline, sign
 from bulksign.sms import HttpSmsProvider, SmsError
+from bulksign.storage import get_storage
 from bulksign.users import create_api_key
 from tests.conftest import NOW, csrf_from
 from tests.support.batches import run_worker
@@ -307,6 +309,46 @@ def test_the_signing_page_asks_for_the_code_before_showing_the_document(app, cli
     client.post(f"/sign/{r.token}/sign", data={"csrf_token": token, "name": "Иван", "consent": "yes"})
     db.session.expire_all()
     assert db.session.get(SigningRequest, r.id).status == "signed"
+
+
+def test_after_signing_a_forwarded_link_needs_a_code_of_its_own_for_the_signed_copy(app, client, users, smtp,
+                                                                                      run_jobs):
+    r = make_sent_request(now=utcnow() - timedelta(minutes=5), owner=users["staff"], one_time_code=True)
+    # The signer's code is a minute old: the other browser may ask for its own at once.
+    mine = issue(r.id, now=utcnow() - otp.RESEND_AFTER)
+    token = csrf_from(client.get(f"/sign/{r.token}"))
+    assert client.post(f"/sign/{r.token}/code/verify",
+                       data={"csrf_token": token, "code": code_of(mine, r.id)}).status_code == 303
+    client.post(f"/sign/{r.token}/sign", data={"csrf_token": token, "name": "Иван", "consent": "yes"})
+    run_jobs("pdf")
+    signed_key = db.session.scalar(select(Document.storage_key).where(Document.request_id == r.id,
+                                                                       Document.kind == "signed"))
+    assert client.get(f"/sign/{r.token}/signed").status_code == 200  # the signer's own browser still may
+
+    other = app.test_client()  # the forwarded mail, opened elsewhere: no session cookie
+    g.pop("csrf_token", None)  # the test's app context is shared with the clients: forget the signer's token
+    page = other.get(f"/sign/{r.token}")
+    text = page.get_data(as_text=True)
+    assert "Send me a code" in text and "the signed copy of this document" in text
+    assert "Contract body" not in text and "You signed this document" not in text and "/signed" not in text
+    for path in ("/signed?download=1", "/document", "/pages/1"):
+        refused = other.get(f"/sign/{r.token}{path}")
+        assert refused.status_code == 403 and b"Send me a code" in refused.data, path
+
+    # The code step works after signing, with its limits.
+    other_token = csrf_from(page)
+    assert other.post(f"/sign/{r.token}/code", data={"csrf_token": other_token}).status_code == 303
+    assert other.post(f"/sign/{r.token}/code", data={"csrf_token": other_token}).status_code == 429  # too soon
+    run_jobs("mail")
+    [mail] = [m for m in smtp.to("ivan@example.com") if m.subject.startswith("Your code")]
+    code = re.search(r"\b(\d{6})\b", mail.text()).group(1)
+    assert other.post(f"/sign/{r.token}/code/verify",
+                      data={"csrf_token": other_token, "code": wrong(code)}).status_code == 422
+    assert other.post(f"/sign/{r.token}/code/verify",
+                      data={"csrf_token": other_token, "code": code}).status_code == 303
+    assert "You signed this document" in other.get(f"/sign/{r.token}").get_data(as_text=True)
+    copy = other.get(f"/sign/{r.token}/signed?download=1")
+    assert copy.status_code == 200 and copy.data == get_storage().get(signed_key)
 
 
 def test_the_batch_option_is_read_from_the_form_and_the_api_and_shown_on_the_batch_page(app, users, client, auth):

@@ -5,6 +5,7 @@ import base64
 import binascii
 import logging
 import re
+from datetime import datetime
 from functools import wraps
 from io import BytesIO
 from urllib.parse import unquote
@@ -58,6 +59,9 @@ def page_csp() -> str:
 DOCUMENT_CSP = "default-src 'none'; frame-ancestors 'self'"
 SIGNATURE_PREFIX = "data:image/png;base64,"
 STATUS_CODES = {"unknown": 404, "expired": 410, "cancelled": 410, "unavailable": 404}
+#: The states whose page shows the document or its signed copy: in these a batch that asks for a one-time code
+#: asks this browser for one first (a forwarded link, before or after signing), and only these can serve a PDF.
+DOCUMENT_STATES = ("waiting", "signed")
 #: Session key: request id → the one-time code this browser verified for it (the signed cookie keeps it).
 VERIFIED_CODES = "verified_codes"
 
@@ -76,7 +80,7 @@ def _verified_code(row: SigningRequest) -> int | None:
 
 def _code_status(row: SigningRequest, state: str) -> one_time_codes.CodeStatus | None:
     """Where the recipient stands with one-time codes, when the batch asks for one and the page could show it."""
-    if state != "waiting" or not one_time_codes.required(row):
+    if state not in DOCUMENT_STATES or not one_time_codes.required(row):
         return None
     return one_time_codes.status(db.session, request=row, code_id=_verified_code(row), now=utcnow())
 
@@ -84,16 +88,17 @@ def _code_status(row: SigningRequest, state: str) -> one_time_codes.CodeStatus |
 def _render(row: SigningRequest | None, token: str, *, state: str, error: str | None = None,
             form: dict | None = None, status: int | None = None):
     batch = row.batch if row is not None else None
-    signed_document = latest_document(db.session, row.id, "signed") if state == "signed" else None
     template = batch.template_version.template if batch is not None and batch.template_version else None
     code = _code_status(row, state) if row is not None else None
+    # The document's pages (and their text) and the signed copy only once a code asked for is confirmed.
+    shown = code is None or code.state == "verified"
+    signed_document = latest_document(db.session, row.id, "signed") if state == "signed" and shown else None
     html = render_template(
         "signing/page.html", state=state, row=row, batch=batch, token=token, error=error, form=form or {},
         document_name=(template.name if template else batch.name) if batch is not None else "",
         contact=contact_of(batch) if batch is not None else None,
         deadline=deadline_of(row) if row is not None else None, signed_document=signed_document,
-        # The document's pages (and their text) only once a code asked for is confirmed.
-        code=code, pages=_pages(row) if state == "waiting" and (code is None or code.state == "verified") else None,
+        code=code, pages=_pages(row) if state == "waiting" and shown else None,
     )
     return html, status or (422 if error else STATUS_CODES.get(state, 200))
 
@@ -190,11 +195,12 @@ def decline_document(token: str, row: SigningRequest):
 
 
 def _code_step(view):
-    """A one-time code route: only while the recipient can act and the batch asks for a code; else the page."""
+    """A one-time code route: only while the page could show the document or its signed copy and the batch asks
+    for a code; else the page."""
 
     @wraps(view)
     def wrapped(token: str, row: SigningRequest):
-        if page_state(row, now=utcnow()) != "waiting" or not one_time_codes.required(row):
+        if page_state(row, now=utcnow()) not in DOCUMENT_STATES or not one_time_codes.required(row):
             return redirect(url_for(".page", token=token), 303)
         return view(token, row)
 
@@ -278,21 +284,16 @@ def document(token: str, row: SigningRequest):
     return refused or _send_pdf(row, token, kind="original", filename=f"document-{row.id}.pdf")
 
 
-def _document_refused(row: SigningRequest, token: str, *, now):
-    """The page to answer instead of the document: 410 when it can no longer be read, 403 while the batch asks
-    for a one-time code this browser has not confirmed; None when the document may be shown."""
+def _document_refused(row: SigningRequest, token: str, *, now: datetime):
+    """The page to answer instead of the document, its page images or its signed copy: 410 when it can no longer
+    be read, 403 (the page, with its code step) while the batch asks for a one-time code this browser has not
+    confirmed, signed or not; None when it may be shown."""
     state = page_state(row, now=now)
-    if state not in ("waiting", "signed"):
+    if state not in DOCUMENT_STATES:
         return _render(row, token, state=state, status=410)
-    if _code_missing(row, state, now=now):
+    if not one_time_codes.may_act(db.session, request=row, code_id=_verified_code(row), now=now):
         return _render(row, token, state=state, status=403)
     return None
-
-
-def _code_missing(row: SigningRequest, state: str, *, now) -> bool:
-    """The batch asks for a one-time code this browser has not confirmed: the document stays hidden."""
-    return state == "waiting" and not one_time_codes.may_act(db.session, request=row, code_id=_verified_code(row),
-                                                             now=now)
 
 
 @bp.get("/<token>/pages/<int:number>")
@@ -321,7 +322,12 @@ def page_image(token: str, row: SigningRequest, number: int):
 @recipient_limit
 @_by_token
 def signed_copy(token: str, row: SigningRequest):
-    state = page_state(row, now=utcnow())
+    now = utcnow()
+    # The code first, as for the document: a browser without one gets the code step, signed or not.
+    refused = _document_refused(row, token, now=now)
+    if refused is not None:
+        return refused
+    state = page_state(row, now=now)
     if state != "signed":
         return _render(row, token, state=state, status=409)
     return _send_pdf(row, token, kind="signed", filename=signed_filename(row))
