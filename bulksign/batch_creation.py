@@ -24,6 +24,7 @@ from . import access, batch_counts, pipeline
 from .batches import close_if_done
 from .email_checks import check_email
 from .logs import log
+from .mail_headers import CONTROL_CHARACTERS
 from .models import Batch, Event, SigningRequest, Suppression, TemplateVersion, User
 from .notices import NoticeAddressError, chosen_notice_address
 from .queues import BATCH_RENDERS
@@ -107,6 +108,8 @@ def settings_from_form(form: Mapping[str, str], *, default_name: str) -> BatchSe
     name = given("name") or default_name
     if len(name) > 200:
         raise BatchError(N_("The batch name is longer than 200 characters."), "name")
+    if CONTROL_CHARACTERS.search(name):  # the name goes into the subject of the owner's notices
+        raise BatchError(N_("The batch name may not contain line breaks or other control characters."), "name")
     deadline = _whole_number(given("deadline_days") or 7, "deadline_days", N_("Deadline (days)"), 1, MAX_DEADLINE_DAYS)
     raw_days = given("reminder_days") if form.get("reminder_days") is not None else "2,4"
     days: list[int] = []

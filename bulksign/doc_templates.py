@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 
 from . import access, template_words
 from .logs import log
+from .mail_headers import CONTROL_CHARACTERS
 from .messages import N_
 from .models import DocumentTemplate, TemplateVersion, User
 from .signature_box import SIGNATURE_VARIABLE, html_mark
@@ -506,6 +507,8 @@ def create_template(session: Session, *, name: str, html: str, user: User | None
     name = name.strip()
     if not name:
         raise TemplateError(N_("Give the template a name."))
+    if CONTROL_CHARACTERS.search(name):  # the name goes into the subject of confirmations and invitations
+        raise TemplateError(N_("The template name may not contain line breaks or other control characters."))
     try:
         team_id = access.team_for_new(session, user=user, team_id=team_id) if user is not None else team_id
     except access.Refused as exc:
@@ -529,12 +532,16 @@ def save_version(session: Session, *, template: DocumentTemplate, html: str, use
     and, for a PDF, the boxes placed on it. ``pdf_boxes``: a new placement of boxes on the PDF's pages."""
     if user is not None and not access.may_edit_template(session, template=template, user=user):
         raise access.Refused(N_("Only the template's owner, a manager of its team or an admin can change it."), 403)
-    mail_texts = ((N_("email subject"), email_subject), (N_("email body"), email_body),
-                  (N_("reminder subject"), reminder_subject), (N_("reminder body"), reminder_body))
+    subjects = ((N_("email subject"), email_subject), (N_("reminder subject"), reminder_subject))
+    mail_texts = (subjects[0], (N_("email body"), email_body), subjects[1], (N_("reminder body"), reminder_body))
     for label, text in mail_texts:
         if len(text) > MAX_MAIL_TEXT_CHARS:
             raise TemplateError(N_("The %(label)s has %(n)s characters; the limit is %(limit)s.", label=label,
                                    n=f"{len(text):,}", limit=f"{MAX_MAIL_TEXT_CHARS:,}"))
+    for label, text in subjects:
+        if CONTROL_CHARACTERS.search(text):  # each is the Subject field of every mail made from it
+            raise TemplateError(N_("The %(label)s may not contain line breaks or other control characters.",
+                                   label=label))
     source_key = placed = None
     if kind == "html":
         variables = _html_variables(html)

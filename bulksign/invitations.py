@@ -22,6 +22,7 @@ from .branding import brand_from, logo_src
 from .doc_templates import TemplateError, mail_text, render_text
 from .links import current_token, issue_links, signing_url
 from .localtime import batch_time
+from .mail_headers import one_line
 from .mailer import builder, message_id_for, queue_mails
 from .models import Batch, OutgoingMail, SigningRequest, TemplateVersion, utcnow
 from .states import transition
@@ -120,7 +121,7 @@ def queue_invitations(session: Session, *, request_ids: Sequence[int], now: date
             errors[request.id] = f"The invitation mail could not be filled in: {exc}"
             continue
         mails.append(dict(key=invitation_key(request), kind=KIND, to_email=request.email,
-                          subject=" ".join(subject.split()), request_id=request.id, batch_id=request.batch_id))
+                          subject=one_line(text=subject), request_id=request.id, batch_id=request.batch_id))
     ids = queue_mails(session, mails, now=now)
     return QueuedInvitations(mail_ids={m["request_id"]: i for m, i in zip(mails, ids)}, errors=errors)
 
@@ -173,7 +174,7 @@ def build_invitation(session: Session, mail: OutgoingMail, app: Flask) -> Messag
     batch = request.batch
     context = mail_context(request, token=token, app=app, deadline=request_deadline(request, sent_at=utcnow()))
     version = batch.template_version
-    subject = " ".join(render_text(mail_text(version.email_subject, language=batch.language), context).split())
+    subject = render_text(mail_text(version.email_subject, language=batch.language), context)  # one line when sent
     body = render_text(mail_text(version.email_body, language=batch.language), context)
     pixel = tracking_url(app_url=app.config["APP_URL"], request_id=request.id, secret=secret)
     message = Message(subject=subject, recipients=[mail.to_email], body=body,

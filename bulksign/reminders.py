@@ -27,6 +27,7 @@ from .invitations import html_body, mail_context, tracking_url
 from .links import current_token
 from .localtime import zone_of
 from .logs import log
+from .mail_headers import one_line
 from .mailer import MailNotNeeded, builder, message_id_sql, queue_mails, queue_mails_from
 from .models import Batch, Event, OutgoingMail, SigningRequest, User, UTCDateTime
 from .status import WAITING_FOR_RECIPIENT, Status
@@ -115,7 +116,7 @@ class _ReminderMails:
             # No per-recipient variable is used, so an empty recipient renders the same subject.
             nobody = _RowView(SimpleNamespace(data={}, name="", email=""), batch)
             context = mail_context(nobody, token="", app=app, deadline=datetime.now(timezone.utc))
-            self.batch_subject = " ".join(self.subject.render(context).split())
+            self.batch_subject = one_line(text=self.subject.render(context))
 
     @property
     def returning(self) -> tuple:
@@ -148,7 +149,7 @@ class _ReminderMails:
         token = signing_token(secret=self.app.config["SECRET_KEY"], request_id=row.id, nonce=row.token_nonce or "")
         context = mail_context(_RowView(row, self.batch), token=token, app=self.app, deadline=row.expires_at or now)
         return {"key": reminder_key(row.id, row.token_nonce, row.reminder_count), "kind": KIND, "to_email": row.email,
-                "subject": " ".join(self.subject.render(context).split()), "request_id": row.id,
+                "subject": one_line(text=self.subject.render(context)), "request_id": row.id,
                 "batch_id": self.batch.id}
 
 

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from .access_audit import record_membership
 from .logs import log
+from .mail_headers import CONTROL_CHARACTERS
 from .messages import N_
 from .models import Team, TeamMember, User
 
@@ -24,6 +25,8 @@ class TeamError(ValueError):
 
 def create_team(session: Session, *, name: str, now: datetime) -> Team:
     """A new team with a unique name."""
+    if CONTROL_CHARACTERS.search(name.strip()):  # refused, not folded like spaces: a mistake, or aimed at what shows it
+        raise TeamError(N_("The team name may not contain line breaks or other control characters."))
     name = " ".join(name.split())
     if not name or len(name) > MAX_NAME:
         raise TeamError(N_("Give the team a name of 1 to %(n)s characters.", n=MAX_NAME))

@@ -127,6 +127,17 @@ def test_api_refuses_a_notice_address_it_cannot_use(api, template_id, fields):
     assert "Notices to" in refused.json["error"]["message"] and batch_count() == 0
 
 
+def test_api_refuses_a_batch_name_with_line_breaks_that_would_write_headers_into_its_notices(api, template_id):
+    """Issue 27: the name went into the completion notice's subject as given, each line a header field of its own."""
+    refused = api("/api/v1/batches", data={"template_id": template_id, "file": upload(GOOD),
+                                           "notify_email": "hr@example.com",
+                                           "name": "Q3\r\nReply-To: attacker@example.com\r\nX-Injected: yes"})
+    assert refused.status_code == 422 and refused.json["error"] == {
+        "code": "settings_invalid", "details": {"field": "name"},
+        "message": "The batch name may not contain line breaks or other control characters."}
+    assert batch_count() == 0
+
+
 def test_a_file_over_the_limit_is_refused_with_the_limit_named(make_app, users):
     app = make_app(MAX_UPLOAD_MB=1)
     with app.app_context():
@@ -194,6 +205,17 @@ def test_bad_settings_keep_the_page_and_name_the_field(client, auth, template_id
     response = client.post("/batches/new", data={"csrf_token": csrf_from(page), "upload_id": upload_id,
                                                  "form_token": "t1", "max_reminders": "12"})
     assert response.status_code == 422 and "Maximum reminders must be between 0 and 5" in response.get_data(as_text=True)
+    assert batch_count() == 0
+
+
+def test_the_new_batch_page_refuses_a_name_with_a_line_break_and_shows_why(client, auth, template_id):
+    auth.login()
+    page, preview = check_file(client, template_id)
+    upload_id = re.search(r'name="upload_id" value="([0-9a-f]+)"', preview.get_data(as_text=True)).group(1)
+    response = client.post("/batches/new", data={"csrf_token": csrf_from(page), "upload_id": upload_id,
+                                                 "form_token": "t1", "name": "Q3\r\nX-Injected: yes"})
+    text = response.get_data(as_text=True)
+    assert response.status_code == 422 and "The batch name may not contain line breaks" in text
     assert batch_count() == 0
 
 

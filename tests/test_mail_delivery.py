@@ -129,6 +129,7 @@ def test_a_server_that_greets_with_421_or_refuses_the_connection_is_down_not_a_f
     from flask_mail import Message
 
     from bulksign.jobs.mail import SmtpLink
+    from bulksign.mail_headers import outgoing
 
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
@@ -140,7 +141,7 @@ def test_a_server_that_greets_with_421_or_refuses_the_connection_is_down_not_a_f
 
     greeter = threading.Thread(target=greet_busy, daemon=True)
     greeter.start()
-    message = Message("Hello", sender="a@example.com", recipients=["b@example.com"], body="x")
+    message = outgoing(message=Message("Hello", sender="a@example.com", recipients=["b@example.com"], body="x"))
     fast_retry_app.config.update(MAIL_PORT=port)
     busy = SmtpLink().send(message, app=fast_retry_app)
     greeter.join(5)

@@ -25,7 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from flask import Flask, current_app
-from flask_mail import Message, sanitize_address, sanitize_addresses
+from flask_mail import Message
 from sqlalchemy import select
 
 from .. import (expiry, invitations, mail_server, notices, one_time_codes, reminders, sealing, signing, stopping,
@@ -36,6 +36,7 @@ from ..extensions import db, get_redis
 from ..invitations import KIND as INVITATION
 from ..invitations import load_requests, record_sent
 from ..logs import log
+from ..mail_headers import HeaderError, Outgoing, outgoing
 from ..mailer import BUILDERS, MailNotNeeded
 from ..models import OutgoingMail, SigningRequest, utcnow
 from ..notices import queued_completion_notices
@@ -104,8 +105,8 @@ class SmtpLink:
                 pass
         self.host = None
 
-    def send(self, message: Message, *, app: Flask) -> SmtpOutcome:
-        """Send through Flask-Mail's message; classify what the server said."""
+    def send(self, mail: Outgoing, *, app: Flask) -> SmtpOutcome:
+        """Send one mail; classify what the server said."""
         c = app.config
         settings = (c["MAIL_SERVER"], c["MAIL_PORT"], c.get("MAIL_USERNAME"), c.get("MAIL_PASSWORD"),
                     c.get("MAIL_USE_TLS"), c.get("MAIL_USE_SSL"), c["MAIL_TIMEOUT_SECONDS"])
@@ -114,18 +115,18 @@ class SmtpLink:
             if fresh:
                 self.close()
                 self.host, self.settings = self._open(settings), settings
-            data = message.as_bytes()
+            data = mail.data
             if c.get("DKIM_KEY"):
                 data = dkim_sign(data, key=c["DKIM_KEY"])
             try:
-                self._deliver(message, data)
+                self._deliver(mail, data)
             except smtplib.SMTPServerDisconnected:
                 # An idle connection the server closed: one fresh connection, once.
                 self.close()
                 if fresh:
                     raise
                 self.host = self._open(settings)
-                self._deliver(message, data)
+                self._deliver(mail, data)
             return SmtpOutcome("sent")
         except _ServerDown as exc:
             self.close()
@@ -143,9 +144,8 @@ class SmtpLink:
             return SmtpOutcome("unreachable",
                                f"The mail server could not be reached ({exc.__class__.__name__}: {exc}).")
 
-    def _deliver(self, message: Message, data: bytes) -> None:
-        self.host.sendmail(sanitize_address(message.sender), list(sanitize_addresses(message.send_to)),
-                           data, message.mail_options, message.rcpt_options)
+    def _deliver(self, mail: Outgoing, data: bytes) -> None:
+        self.host.sendmail(mail.envelope_from, list(mail.envelope_to), data)
 
 
 def _by_code(code: int, text: bytes | str, *, permanent: str) -> SmtpOutcome:
@@ -304,11 +304,13 @@ def _deliver_one(mail: OutgoingMail, *, app: Flask) -> Delivery:
     try:
         message = build(db.session, mail, app)
         _attach(message, mail.attachments or [])
+        # Every builder's fields pass through the one header builder here, whatever values they were given.
+        prepared = outgoing(message=message)
     except MailNotNeeded as exc:
         return Delivery("cancelled", f"Not sent, no longer needed: {exc}.")
-    except (LookupError, StorageError) as exc:
+    except (LookupError, StorageError, HeaderError) as exc:
         return Delivery("failed", f"The mail could not be built: {exc}")
-    outcome = smtp_link.send(message, app=app)
+    outcome = smtp_link.send(prepared, app=app)
     if outcome.kind == "down":
         return Delivery("down", outcome.reason)
     if outcome.kind in ("retry", "unreachable"):

@@ -1,0 +1,122 @@
+"""Every header field of every outgoing mail, made by one function (``header``) under the email package's SMTP policy.
+
+Header values come from people: batch and template names, templates' mail subjects, recipients' rows, team
+names, staff addresses, the configured sender. Written into a header as it stands, a line break in one of them
+ends that field and starts another: a batch named ``"Q3\\r\\nReply-To: attacker@example.com"`` gave its completion
+notice a real Reply-To (issue 27). Flask-Mail writes its fields under the legacy ``compat32`` policy, which keeps
+such a value as it is; so the mail job makes every field of the message again here (``outgoing``), whichever
+builder made the message. Text is folded onto one line. An address with a control character in it is refused,
+and the mail fails with the reason: nobody can tell which part of it was meant, and a guess would send the mail
+where nobody chose.
+
+The forms and the API refuse such names where they are typed (``CONTROL_CHARACTERS``); this is the net for what
+was stored before, for recipients' rows and for any value a new mail takes from elsewhere.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from email import policy
+from email.headerregistry import Address, BaseHeader
+
+from flask_mail import Message
+
+#: C0 controls (CR, LF, tab …), DEL, C1 controls (NEL …) and Unicode's line and paragraph separators: some reader
+#: of a mail ends a header line at each of them, or shows nothing where one stands.
+CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+#: Fields whose value is a list of addresses (``email.headerregistry.AddressHeader``).
+ADDRESS_FIELDS = frozenset({"from", "sender", "to", "cc", "bcc", "reply-to"})
+#: A field name as RFC 5322 has it: printable ASCII but the colon.
+_FIELD_NAME = re.compile(r"[!-9;-~]+")
+#: The policy the mail goes out under (CRLF line ends, 78-character folding); its registry makes the fields.
+_POLICY = policy.SMTP
+
+#: An address as Flask-Mail takes one: ``"a@example.com"``, ``"Name <a@example.com>"`` or ``(name, address)``.
+AddressValue = str | tuple[str, str]
+
+
+class HeaderError(ValueError):
+    """A value that cannot go into a header field (an address with a control character, or no address at all);
+    ``args[0]`` says which field and why, with the value escaped."""
+
+
+def one_line(*, text: str) -> str:
+    """``text`` as one line: each run of control characters and white space is one space, none at either end."""
+    return " ".join(CONTROL_CHARACTERS.sub(" ", text).split())
+
+
+def header(*, name: str, value: str | AddressValue | Sequence[AddressValue]) -> BaseHeader:
+    """The field ``name: value`` as the SMTP policy writes it: always exactly one field.
+
+    Text (a subject, a Message-ID, an X- field) is folded onto one line (``one_line``). The value of an address
+    field (``ADDRESS_FIELDS``) is one address or a list of them, as Flask-Mail takes them: a display name is folded
+    like text; an address with a control character in it, or a value that is not one address, raises HeaderError.
+    """
+    if not _FIELD_NAME.fullmatch(name):
+        raise HeaderError(f"{name!r} is not a header field name")
+    if name.lower() not in ADDRESS_FIELDS:
+        return _POLICY.header_factory(name, one_line(text=str(value)))
+    items = [value] if isinstance(value, (str, tuple)) else list(value)
+    return _POLICY.header_factory(name, [_address(field=name, value=item) for item in items])
+
+
+def _address(*, field: str, value: AddressValue) -> Address:
+    if isinstance(value, tuple):
+        display_name, addr_spec = value
+    else:
+        # Where a line break splits "Name <address>" nobody can say which part the rest belongs to.
+        if CONTROL_CHARACTERS.search(value):
+            raise HeaderError(f"{field}: {value!r} has a line break or another control character in it")
+        parsed = _POLICY.header_factory(field, value)
+        if parsed.defects or len(parsed.addresses) != 1:
+            raise HeaderError(f"{field}: {value!r} is not one e-mail address")
+        display_name, addr_spec = parsed.addresses[0].display_name, parsed.addresses[0].addr_spec
+    if CONTROL_CHARACTERS.search(addr_spec):
+        raise HeaderError(f"{field}: {addr_spec!r} has a line break or another control character in it")
+    username, at, domain = addr_spec.rpartition("@")
+    if not username.isascii():
+        # Only a server speaking SMTPUTF8 takes such an address, and the mail job does not ask for it.
+        raise HeaderError(f"{field}: {addr_spec!r} has a local part that is not ASCII")
+    try:
+        # A domain written in its own script goes in its ASCII (IDNA) form: the policy would make it an encoded
+        # word, which no server resolves.
+        return Address(display_name=one_line(text=display_name),
+                       addr_spec=f"{username}{at}{domain.encode('idna').decode('ascii')}")
+    except (ValueError, UnicodeError):  # no "@", an empty or overlong label, what the parser cannot take
+        raise HeaderError(f"{field}: {addr_spec!r} is not an e-mail address") from None
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """A mail as the SMTP server gets it."""
+
+    #: The message, every field that carries a value from outside made by ``header``.
+    data: bytes
+    #: MAIL FROM: the sender's address alone.
+    envelope_from: str
+    #: RCPT TO: each address of To, Cc and Bcc alone, once, in that order.
+    envelope_to: tuple[str, ...]
+
+
+def outgoing(*, message: Message) -> Outgoing:
+    """``message`` (what a ``@mailer.builder`` made) ready to send: Flask-Mail's body, parts and attachments, and
+    its fields made again by ``header`` from the message's own values; HeaderError when one cannot be made."""
+    sender, to = header(name="From", value=message.sender), header(name="To", value=message.recipients)
+    copies = [header(name="Cc", value=message.cc)] if message.cc else []
+    fields = [sender, to, *copies, header(name="Message-ID", value=message.msgId)]
+    if message.reply_to:
+        fields.append(header(name="Reply-To", value=message.reply_to))
+    if message.subject:
+        fields.append(header(name="Subject", value=message.subject))
+    fields += [header(name=name, value=value) for name, value in (message.extra_headers or {}).items()]
+    hidden = header(name="Bcc", value=message.bcc)  # the envelope's only: a Bcc field would show them to everyone
+    # Flask-Mail's own MIME tree (its public as_bytes() is this, serialised): the parts are its work; each field
+    # it wrote from an outside value is replaced, not amended, so nothing of the value as given reaches the wire.
+    mime = message._message()
+    for field in fields:
+        del mime[field.name]
+        mime[field.name] = field
+    recipients = [address.addr_spec for field in (to, *copies, hidden) for address in field.addresses]
+    return Outgoing(data=mime.as_bytes(), envelope_from=sender.addresses[0].addr_spec,
+                    envelope_to=tuple(dict.fromkeys(recipients)))
