@@ -492,6 +492,8 @@ def check_html_safety(source: str) -> None:
 class SavedVersion:
     template: DocumentTemplate
     version: TemplateVersion
+    #: What was taken out of the uploaded file (a PDF's active content: ``pdf_cleaning.REMOVED``), to tell staff.
+    removed: tuple[N_, ...] = ()
 
 
 def create_template(session: Session, *, name: str, html: str, user: User | None, now: datetime,
@@ -543,12 +545,13 @@ def save_version(session: Session, *, template: DocumentTemplate, html: str, use
             raise TemplateError(N_("The %(label)s may not contain line breaks or other control characters.",
                                    label=label))
     source_key = placed = None
+    removed: tuple[N_, ...] = ()
     if kind == "html":
         variables = _html_variables(html)
     else:
         html = ""
-        variables, source_key, placed = _file_variables(session, template=template, kind=kind, file=file,
-                                                        pdf_boxes=pdf_boxes)
+        variables, source_key, placed, removed = _file_variables(session, template=template, kind=kind, file=file,
+                                                                 pdf_boxes=pdf_boxes)
     for label, text in mail_texts:
         try:
             extract_variables(text)
@@ -565,7 +568,10 @@ def save_version(session: Session, *, template: DocumentTemplate, html: str, use
     session.add(version)
     session.flush()
     log(logger, logging.INFO, "template version saved", template_id=template.id, version=version.version)
-    return SavedVersion(template=template, version=version)
+    if removed:
+        log(logger, logging.INFO, "active content taken out of an uploaded template", template_id=template.id,
+            version=version.version, removed=[label.english for label in removed])
+    return SavedVersion(template=template, version=version, removed=removed)
 
 
 class NotPdfTemplate(TemplateError):
@@ -623,9 +629,9 @@ def _html_variables(html: str) -> list[str]:
 
 
 def _file_variables(session: Session, *, template: DocumentTemplate, kind: str, file: bytes | None,
-                    pdf_boxes: list[dict] | None) -> tuple[list[str], str, list[dict] | None]:
-    """The variables, storage key and placed boxes of a file kind's version: the new file (no boxes yet), or the
-    previous version's file and boxes; ``pdf_boxes`` replaces the boxes."""
+                    pdf_boxes: list[dict] | None) -> tuple[list[str], str, list[dict] | None, tuple[N_, ...]]:
+    """The variables, storage key and placed boxes of a file kind's version, and what was taken out of its file: the
+    new file, cleaned (no boxes yet), or the previous version's file and boxes; ``pdf_boxes`` replaces the boxes."""
     # Imported here: the kinds' modules build on this one (its sandbox and errors).
     from . import pdf_forms, template_kinds
     from .storage import get_storage
@@ -636,8 +642,10 @@ def _file_variables(session: Session, *, template: DocumentTemplate, kind: str, 
             raise TemplateError(N_("Upload the template file (%(extension)s).",
                                    extension=template_kinds.file_kind(kind).extensions[0]))
         variables, key, placed = list(previous.variables), previous.source_key, previous.pdf_boxes
+        removed = ()
     else:
-        variables = template_kinds.check_file(kind=kind, data=file)
+        checked = template_kinds.check_file(kind=kind, data=file)
+        file, variables, removed = checked.data, checked.variables, checked.removed
         key = template_kinds.source_key(template_id=template.id, kind=kind, data=file)
         get_storage().put(key, file, content_type=template_kinds.file_kind(kind).content_type)
         placed = None
@@ -645,7 +653,7 @@ def _file_variables(session: Session, *, template: DocumentTemplate, kind: str, 
         if kind != "pdf":
             raise TemplateError(N_("Boxes can only be placed on a PDF template."))
         variables, placed = pdf_forms.place(file if file is not None else get_storage().get(key), pdf_boxes)
-    return variables, key, placed
+    return variables, key, placed, removed
 
 
 def list_templates(session: Session, *, user: User, include_archived: bool = False,

@@ -1,5 +1,9 @@
 """PDF templates: a fillable form's fields, or boxes staff place on a plain PDF, filled per recipient and flattened.
 
+At save (``clean``) the file's active content is taken out (``pdf_cleaning``: JavaScript, actions but https links
+and moves within the document, embedded files, rich media, XFA) and staff are told what; the cleaned file is the
+one kept, so every preview, render and sealed copy starts from it.
+
 Per template version (once per process): the form's widgets and its AcroForm are taken out of the file,
 check boxes and other widgets that are not variables are painted as they look, and one font (DejaVu Sans,
 Latin, Cyrillic and Greek) is embedded on the pages that get values. Per recipient: each value becomes a
@@ -16,9 +20,11 @@ import dataclasses
 import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from io import BytesIO
 
+from . import pdf_cleaning
 from .doc_templates import TemplateError
 from .messages import N_
 from .signature_box import SIGNATURE_VARIABLE, SignatureBox, SignatureBoxError, check_box
@@ -112,41 +118,77 @@ def _refused(message: N_) -> TemplateError:
 
 def read_form(data: bytes) -> PdfForm:
     """The pages and fields of an uploaded PDF; TemplateError saying why it cannot be a template."""
-    from pypdf import PdfReader
+    with _reading():
+        reader = _opened(data)
+        pages = tuple(_page(p) for p in reader.pages)
+        fields = tuple(box for index, page in enumerate(reader.pages) for box in _page_fields(page, index))
+    if len(fields) > MAX_FIELDS:
+        raise _refused(N_("The PDF has %(fields)d form fields; the limit is %(limit)d.", fields=len(fields),
+                          limit=MAX_FIELDS))
+    return PdfForm(pages=pages, fields=fields)
+
+
+def clean(data: bytes) -> pdf_cleaning.Cleaned:
+    """An uploaded PDF as a template keeps it: without active content (``pdf_cleaning``), saying what was taken out;
+    the upload itself, byte for byte, when it has none. TemplateError for a file that cannot be read or cleaned."""
+    from pypdf import PdfWriter
+
+    with _reading():
+        reader = _opened(data)
+        removed = pdf_cleaning.strip_active_content(reader)
+    if not removed:
+        return pdf_cleaning.Cleaned(data=data)
+    out = BytesIO()
+    with _reading(writing=True):
+        # Cloned from the catalog: only what the cleaned graph still reaches is written.
+        PdfWriter(clone_from=reader).write(out)
+    return pdf_cleaning.Cleaned(data=out.getvalue(), removed=removed)
+
+
+#: What pypdf raises on a broken file, besides its own errors.
+_UNREADABLE = (ValueError, KeyError, TypeError, AttributeError, IndexError, AssertionError, OSError)
+
+
+@contextmanager
+def _reading(*, writing: bool = False):
+    """pypdf's failures on a broken or hostile file (in reading it, or ``writing`` it again) as TemplateErrors."""
     from pypdf.errors import PyPdfError
+
+    try:
+        yield
+    except TemplateError:
+        raise
+    except RecursionError:
+        raise pdf_cleaning.nested_too_deeply() from None
+    except (PyPdfError, *_UNREADABLE) as exc:
+        if isinstance(exc.__cause__, RecursionError):  # pypdf's own error for a dictionary nested too deeply
+            raise pdf_cleaning.nested_too_deeply() from None
+        if writing:
+            raise _refused(N_("The PDF could not be written again without its active content (%(problem)s). Open "
+                              "it in a PDF viewer and print it as a new PDF.", problem=type(exc).__name__)) from None
+        raise _refused(N_("The PDF could not be read (%(problem)s). Open it in a PDF viewer and save or print it "
+                          "as a new PDF.", problem=type(exc).__name__)) from None
+
+
+def _opened(data: bytes):
+    """``data`` as a pypdf reader, refused when it is too large, not a PDF, encrypted, without pages or too long."""
+    from pypdf import PdfReader
 
     if len(data) > MAX_PDF_BYTES:
         raise _refused(N_("The PDF has %(size).1f MB; the limit is %(limit)d MB.",
                           size=len(data) / 1024 / 1024, limit=MAX_PDF_BYTES // 1024 // 1024))
     if b"%PDF-" not in data[:1024]:
         raise _refused(N_("The file is not a PDF."))
-    try:
-        reader = PdfReader(BytesIO(data), strict=False)
-        if reader.is_encrypted:
-            raise _refused(N_("The PDF is encrypted or password-protected. Save or print it as a PDF without "
-                              "protection and upload that."))
-        count = len(reader.pages)
-        if count == 0:
-            raise _refused(N_("The PDF has no pages."))
-        if count > MAX_PAGES:
-            raise _refused(N_("The PDF has %(pages)d pages; the limit is %(limit)d.", pages=count, limit=MAX_PAGES))
-        acro_form = reader.root_object.get("/AcroForm")
-        if acro_form is not None and "/XFA" in acro_form.get_object():
-            raise _refused(N_("The PDF is an XFA form (made with Adobe LiveCycle or AEM Forms), which is not "
-                              "supported. Save it as a standard (AcroForm) PDF form, or print it to a plain PDF "
-                              "and place the fields here."))
-        pages = tuple(_page(p) for p in reader.pages)
-        fields = tuple(box for index, page in enumerate(reader.pages) for box in _page_fields(page, index))
-    except TemplateError:
-        raise
-    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError,
-            AssertionError, OSError) as exc:
-        raise _refused(N_("The PDF could not be read (%(problem)s). Open it in a PDF viewer and save or print it "
-                          "as a new PDF.", problem=type(exc).__name__)) from None
-    if len(fields) > MAX_FIELDS:
-        raise _refused(N_("The PDF has %(fields)d form fields; the limit is %(limit)d.", fields=len(fields),
-                          limit=MAX_FIELDS))
-    return PdfForm(pages=pages, fields=fields)
+    reader = PdfReader(BytesIO(data), strict=False)
+    if reader.is_encrypted:
+        raise _refused(N_("The PDF is encrypted or password-protected. Save or print it as a PDF without "
+                          "protection and upload that."))
+    count = len(reader.pages)
+    if count == 0:
+        raise _refused(N_("The PDF has no pages."))
+    if count > MAX_PAGES:
+        raise _refused(N_("The PDF has %(pages)d pages; the limit is %(limit)d.", pages=count, limit=MAX_PAGES))
+    return reader
 
 
 def _page(page) -> Page:
@@ -324,7 +366,10 @@ def _prepare(data: bytes, placed: tuple[FieldBox, ...]) -> _Prepared:
     form = read_form(data)
     boxes = tuple(b for b in (*form.fields, *placed) if b.name != SIGNATURE_VARIABLE)
     signature = signature_place((*form.fields, *placed))
-    writer = PdfWriter(clone_from=PdfReader(BytesIO(data)))
+    reader = PdfReader(BytesIO(data))
+    # Saved templates have none left (``clean``); versions saved before that was done still carry it.
+    pdf_cleaning.strip_active_content(reader)
+    writer = PdfWriter(clone_from=reader)
     for index, page in enumerate(writer.pages):
         if "/Annots" in page:
             for widget in list(_widgets(page)):

@@ -6,6 +6,8 @@ wkhtmltopdf (``doc_templates`` + ``pdf``). Every other kind is an uploaded file 
 
 A ``Kind``'s contract:
 
+- ``clean(data: bytes) -> pdf_cleaning.Cleaned`` (optional): the uploaded file as it is kept, with what was taken
+  out of it (a PDF's active content, ``pdf_cleaning``); ``variables`` checks, and storage keeps, the cleaned file.
 - ``variables(data: bytes) -> list[str]``: check an uploaded file and return the placeholders it uses, sorted.
   It refuses a file no row could fill (broken, encrypted, macros, too large or too costly) with
   ``TemplateError`` (or ``TemplateBroken``/``TemplateTooCostly``), whose message tells a person what to do.
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 
 from flask_babel import lazy_gettext as _l
 
-from . import docx_templates, pdf_forms
+from . import docx_templates, pdf_cleaning, pdf_forms
 from .doc_templates import TemplateError, render_html
 from .messages import N_
 from .models import TemplateVersion
@@ -54,6 +56,8 @@ class Kind:
     content_type: str
     variables: Callable[[bytes], list[str]]
     prepare: Callable[..., Callable[[], bytes]]
+    #: What is taken out of an uploaded file before it is checked and kept; None keeps the file as uploaded.
+    clean: Callable[[bytes], pdf_cleaning.Cleaned] | None = None
 
 
 #: The file kinds, in the order the form offers them (after HTML).
@@ -62,7 +66,7 @@ KINDS: dict[str, Kind] = {
                  content_type="application/vnd.openxmlformats-officedocument.wordprocessingml.document",
                  variables=docx_templates.variables, prepare=docx_templates.prepare),
     "pdf": Kind(name="pdf", label=_l("PDF"), extensions=(".pdf",), content_type="application/pdf",
-                variables=pdf_forms.variables, prepare=pdf_forms.prepare),
+                variables=pdf_forms.variables, prepare=pdf_forms.prepare, clean=pdf_forms.clean),
 }
 
 #: Extensions refused with their own reason rather than "not a template file".
@@ -102,14 +106,26 @@ def file_kind(kind: str) -> Kind:
     return KINDS[kind]
 
 
-def check_file(*, kind: str, data: bytes) -> list[str]:
-    """The variables of an uploaded file of ``kind``; TemplateError saying why it is refused."""
+@dataclass(frozen=True)
+class CheckedFile:
+    """An uploaded file as a version keeps it (cleaned by its kind), and the variables it uses."""
+
+    data: bytes
+    variables: list[str]
+    #: What the kind's cleaning took out (``pdf_cleaning.REMOVED``'s labels), for staff to hear of.
+    removed: tuple[N_, ...] = ()
+
+
+def check_file(*, kind: str, data: bytes) -> CheckedFile:
+    """An uploaded file of ``kind`` cleaned, with its variables; TemplateError saying why it is refused."""
     if len(data) > MAX_SOURCE_BYTES:
         raise TemplateError(N_("The file has %(size).1f MB; the limit is %(limit)d MB.",
                                size=len(data) / 1024 / 1024, limit=MAX_SOURCE_BYTES // 1024 // 1024))
     if not data:
         raise TemplateError(N_("The uploaded file is empty."))
-    return file_kind(kind).variables(data)
+    file = file_kind(kind)
+    cleaned = file.clean(data) if file.clean is not None else pdf_cleaning.Cleaned(data=data)
+    return CheckedFile(data=cleaned.data, variables=file.variables(cleaned.data), removed=cleaned.removed)
 
 
 def source_key(*, template_id: int, kind: str, data: bytes) -> str:

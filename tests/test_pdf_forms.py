@@ -7,9 +7,10 @@ from io import BytesIO
 import pytest
 from pypdf import PdfReader
 
-from bulksign import pdf_forms
+from bulksign import pdf_cleaning, pdf_forms
 from bulksign.doc_templates import TemplateError
-from tests.support.pdf_files import CONTRACT_FIELDS, contract_form, encrypted_pdf, plain_pdf, xfa_form
+from tests.support.pdf_files import (CONTRACT_FIELDS, HTTPS_LINK, active_content, contract_form, encrypted_pdf,
+                                     hostile_form, nested_pdf, plain_pdf, xfa_form)
 
 RECIPIENTS = [
     {"name": "Иван Петров", "city": "Москва", "position": "Инженер", "salary": "4200 €", "contract_number": "C-1001"},
@@ -64,14 +65,14 @@ def test_a_value_the_font_cannot_show_fails_that_recipient_with_a_clear_message(
 
 @pytest.mark.parametrize(("data", "message"), [
     (encrypted_pdf(), "encrypted or password-protected"),
-    (xfa_form(), "XFA form"),
+    (xfa_form(dynamic=True), "XFA form"),  # its pages only say "please wait": nothing to fill without the XFA
     (b"%PDF-1.7\n1 0 obj << /Type /Catalog >> endobj\ntrailer <<>>\n%%EOF", "could not be read"),
     (contract_form()[:3000], "could not be read"),
     (b"PK\x03\x04 a zip, not a PDF", "not a PDF"),
 ])
 def test_files_that_cannot_be_templates_are_refused_saying_why(data, message):
     with pytest.raises(TemplateError, match=message):
-        pdf_forms.read_form(data)
+        pdf_forms.read_form(pdf_forms.clean(data).data)  # as an upload is checked: cleaned, then read
 
 
 def test_page_and_size_limits(monkeypatch):
@@ -125,3 +126,49 @@ def test_one_signature_place_only():
     form = pdf_forms.read_form(contract_form(signature=True))
     with pytest.raises(TemplateError, match="one place for the signature"):
         pdf_forms.check_boxes(form, [{"name": "signature", "page": 0, "x": 10, "y": 10, "w": 150, "h": 50}])
+
+
+def test_every_kind_of_active_content_is_taken_out_and_named_while_fields_and_harmless_links_stay():
+    hostile = hostile_form()
+    assert {"/JS", "/JavaScript", "/Launch", "/EmbeddedFiles", "/AA", "/XFA", "/RichMedia", "/FileAttachment",
+            "/SubmitForm", "/GoToR", "payload.exe", "cmd.exe"} <= active_content(hostile)
+    cleaned = pdf_forms.clean(hostile)
+    assert [label.english for label in cleaned.removed] == [
+        "JavaScript", "launch actions (programs to start)", "links that are not https", "links to other files",
+        "form submission and data import", "embedded files", "file attachments", "media and 3D content",
+        "XFA form data"]
+    assert active_content(cleaned.data) == set()
+    page = PdfReader(BytesIO(cleaned.data)).pages[0]
+    actions = [a.get_object()["/A"] for a in page["/Annots"] if "/A" in a.get_object()]
+    # The https link and the move to page 2 stay; the other links stay as boxes that do nothing.
+    assert [(a["/S"], a.get("/URI")) for a in actions] == [("/URI", HTTPS_LINK), ("/GoTo", None)]
+    assert pdf_forms.read_form(cleaned.data).variables == ["email", "name", "salary"]
+    assert pdf_forms.clean(cleaned.data) == pdf_cleaning.Cleaned(data=cleaned.data)  # nothing left to take out
+    row = {"name": "Иван Петров", "email": "ivan@example.com", "salary": "4200 €"}
+    document = pdf_forms.fill(cleaned.data, row)
+    assert active_content(document) == set()
+    assert all(value in text_of(document) for value in row.values())
+
+
+def test_a_pdf_without_active_content_is_kept_byte_for_byte():
+    form = contract_form(signature=True, checkbox=True)
+    assert pdf_forms.clean(form) == pdf_cleaning.Cleaned(data=form, removed=())
+
+
+def test_a_form_with_xfa_beside_its_acroform_fields_keeps_the_fields():
+    cleaned = pdf_forms.clean(xfa_form())
+    assert cleaned.removed == (pdf_cleaning.XFA,) and "/XFA" not in active_content(cleaned.data)
+    assert pdf_forms.read_form(cleaned.data).variables == sorted(CONTRACT_FIELDS)
+
+
+def test_a_template_saved_before_cleaning_reaches_recipients_without_its_active_content():
+    document = pdf_forms.fill(hostile_form(), {"name": "Anna", "email": "anna@example.com", "salary": "1"})
+    assert active_content(document) == set() and "Anna" in text_of(document)
+
+
+@pytest.mark.parametrize("depth", [300, 50_000])
+def test_a_pdf_nested_too_deeply_is_refused_saying_so_not_a_crash(depth):
+    # 300 levels pypdf reads and the cleaning's walk refuses; 50,000 exhaust the stack of pypdf's reader.
+    for check in (pdf_forms.clean, lambda data: pdf_forms.fill(data, {})):
+        with pytest.raises(TemplateError, match="nested more than 100 levels deep"):
+            check(nested_pdf(depth))

@@ -18,7 +18,7 @@ from bulksign.pipeline import enqueue_renders
 from bulksign.storage import get_storage
 from tests.conftest import NOW, csrf_from
 from tests.support.batches import make_batch, request_ids, requests_of
-from tests.support.pdf_files import contract_form, plain_pdf
+from tests.support.pdf_files import HTTPS_LINK, active_content, contract_form, hostile_form, nested_pdf, plain_pdf
 
 FORM = contract_form(fields=("name", "email", "salary"), signature=True)
 
@@ -208,3 +208,56 @@ def test_each_recipient_gets_their_own_flattened_pdf_from_the_render_job(app, us
     assert "Анна Иванова" in texts["Анна Иванова"] and "a@example.com" in texts["Анна Иванова"]
     assert "Борис Петров" not in texts["Анна Иванова"] and "b@example.com" not in texts["Анна Иванова"]
     assert "Борис Петров" in texts["Борис Петров"] and "Анна Иванова" not in texts["Борис Петров"]
+
+
+def test_active_content_is_taken_out_of_an_uploaded_pdf_and_reaches_no_recipient_nor_the_sealed_copy(
+        app, client, auth, users):
+    from bulksign.seal_keys import seal_key
+    from bulksign.sealing import apply_seal
+    from bulksign.signature_box import SignatureBox
+    from bulksign.signed_pdf import AuditRecord, build_signed_pdf
+    from tests.support.workers import run_burst_worker
+
+    auth.login()
+    page = client.get("/templates/new")
+    response = client.post("/templates/new", content_type="multipart/form-data", follow_redirects=True, data={
+        "csrf_token": csrf_from(page), "name": "Hostile", "html": "", "file": (io.BytesIO(hostile_form()), "c.pdf")})
+    assert response.status_code == 200, response.get_data(as_text=True)
+    notice = " ".join(response.get_data(as_text=True).split())
+    assert ("Taken out of the PDF, so that no recipient gets it: JavaScript, launch actions (programs to start), "
+            "links that are not https, links to other files, form submission and data import, embedded files, file "
+            "attachments, media and 3D content, XFA form data.") in notice
+    version = get_version(db.session, template_id=db.session.scalar(select(DocumentTemplate.id)))
+    assert version.variables == ["email", "name", "salary"]
+    assert active_content(get_storage().get(version.source_key)) == set()  # what every render starts from
+
+    batch = make_batch(user=users["staff"], now=NOW, recipients=[("anna@example.com", "Анна Иванова")], html="",
+                       kind="pdf", file=hostile_form())
+    enqueue_renders(request_ids(batch))
+    run_burst_worker("pdf")
+    [request] = requests_of(batch)
+    assert request.status == "generated", request.error_message
+    document = db.session.scalar(select(Document).where(Document.request_id == request.id))
+    original = get_storage().get(document.storage_key)
+    record = AuditRecord(document_name="Contract", batch_id=batch, request_id=request.id,
+                         recipient_name=request.name, recipient_email=request.email, signer_name=request.name,
+                         signer_ip="203.0.113.5", signed_at=NOW, original_sha256=document.sha256, lines=())
+    sealed = apply_seal(build_signed_pdf(original, record, image_png=None,
+                                         box=SignatureBox.from_json(document.signature_box)), seal_key(app.config))
+    for pdf in (original, sealed):
+        assert active_content(pdf) == set()
+        assert "Анна Иванова" in pdftotext(pdf) and "anna@example.com" in pdftotext(pdf)
+        links = [a.get_object() for a in PdfReader(BytesIO(pdf)).pages[0]["/Annots"]]
+        assert [a["/A"]["/URI"] for a in links if "/A" in a and "/URI" in a["/A"]] == [HTTPS_LINK]
+
+
+def test_a_pdf_nested_50000_deep_is_refused_with_a_message_not_a_server_error(client, users):
+    from bulksign.users import create_api_key
+
+    key = create_api_key(db.session, user=users["staff"], name="t", now=NOW).secret
+    db.session.commit()
+    refused = client.post("/api/v1/templates", headers={"Authorization": f"Bearer {key}"},
+                          content_type="multipart/form-data",
+                          data={"name": "Deep", "file": (io.BytesIO(nested_pdf(50_000)), "deep.pdf")})
+    assert refused.status_code == 422, refused.json
+    assert "nested more than 100 levels deep" in refused.json["error"]["message"]

@@ -74,6 +74,9 @@ def _commit_version(save: Callable[[], dt.SavedVersion]) -> tuple[dt.SavedVersio
         return None, exc
     flash(_("Saved as version %(n)s. Batches already created keep the version they used.", n=saved.version.version),
           "success")
+    if saved.removed:
+        flash(_("Taken out of the PDF, so that no recipient gets it: %(what)s.",
+                what=", ".join(str(label) for label in saved.removed)), "info")
     return saved, None
 
 
