@@ -27,6 +27,7 @@ import xmlrpc.client
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from . import sandbox
 from .logs import log
 from .pdf import RenderError
 
@@ -45,22 +46,25 @@ START_SECONDS = 60.0
 #: The watch thread ends the whole group (unoserver, oosplash, soffice) once the process that started it is gone:
 #: the death signal alone is not enough, since unoserver, while LibreOffice starts (its first ~7 s), passes the
 #: SIGTERM on and serves on, and a soffice that ignored it stays too (seen: orphans left by a killed worker).
+#: In the sandbox its parent is the sandbox's, which ends with ours (``--die-with-parent``).
 #: unoserver (3.7) opens each document in a frame, as for a person to see; ``Hidden`` (JODConverter's default)
 #: opens it without one: 118 → 84 ms of LibreOffice CPU per two-page contract, the same PDF. unoserver takes no
 #: load options, so its converter's desktop is wrapped to add it.
+#: unoserver serves XML-RPC on TCP; here it serves on a Unix socket in the converter's folder instead (its
+#: ``--interface``), the one way in from outside the sandbox's network namespace.
 _BOOT = """\
-import os, signal, sys, threading, time
+import os, signal, socket, sys, threading, time, xmlrpc.server
 sys.path.append(sys.argv.pop(1))
-starter = int(sys.argv.pop(1))
+parent = os.getppid()
 
 def watch():
-    while os.getppid() == starter:
+    while os.getppid() == parent:
         time.sleep(1)
     os.killpg(0, signal.SIGKILL)
 
 threading.Thread(target=watch, daemon=True).start()
 sys.argv[0] = "unoserver"
-from unoserver import converter  # imports uno, which makes com.sun.star importable
+from unoserver import converter, server  # imports uno, which makes com.sun.star importable
 from com.sun.star.beans import PropertyValue
 
 class HiddenDesktop:
@@ -81,9 +85,22 @@ def connect_hidden(self, *args, **kwargs):
     self.desktop = HiddenDesktop(self.desktop)
 
 converter.UnoConverter.__init__ = connect_hidden
-from unoserver.server import main
-main()
+
+class UnixSocketHandler(xmlrpc.server.SimpleXMLRPCRequestHandler):
+    disable_nagle_algorithm = False  # a TCP option
+
+class UnixSocketServer(xmlrpc.server.SimpleXMLRPCServer):
+    address_family = socket.AF_UNIX
+
+    def __init__(self, addr, allow_none=False):
+        super().__init__(addr[0], UnixSocketHandler, logRequests=False, allow_none=allow_none)
+
+server.XMLRPCServer = UnixSocketServer
+server.main()
 """
+
+#: The converter's XML-RPC socket, in its folder.
+_SOCKET = "xmlrpc.sock"
 
 
 def _free_port() -> int:
@@ -92,17 +109,32 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-class _Transport(xmlrpc.client.Transport):
-    """XML-RPC over HTTP with a socket timeout, so a hung LibreOffice cannot hang the caller."""
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float):
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
 
-    def __init__(self, timeout: float):
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.path)
+
+
+class _Transport(xmlrpc.client.Transport):
+    """XML-RPC over the converter's Unix socket with a timeout, so a hung LibreOffice cannot hang the caller."""
+
+    def __init__(self, path: str, timeout: float):
         super().__init__()
+        self.path = path
         self.timeout = timeout
 
     def make_connection(self, host):
-        connection = super().make_connection(host)
-        connection.timeout = self.timeout
-        return connection
+        return _UnixConnection(self.path, self.timeout)
+
+
+def _proxy(folder: str, timeout: float) -> xmlrpc.client.ServerProxy:
+    return xmlrpc.client.ServerProxy("http://localhost", allow_none=True,
+                                     transport=_Transport(os.path.join(folder, _SOCKET), timeout))
 
 
 class Converter:
@@ -113,8 +145,7 @@ class Converter:
         self.served = 0
         self.starts = 0
         self._process: subprocess.Popen | None = None
-        self._profile: str | None = None
-        self._port = 0
+        self._folder: str | None = None
         self._ready = False
         self._started_at = 0.0
         self._lock = threading.Lock()
@@ -130,8 +161,7 @@ class Converter:
                 self._wait_until_ready(deadline)
             self.served += 1
             left = max(deadline - time.monotonic(), 0.01)
-            proxy = xmlrpc.client.ServerProxy(f"http://127.0.0.1:{self._port}", allow_none=True,
-                                              transport=_Transport(left))
+            proxy = _proxy(self._folder, left)
             try:
                 result = proxy.convert(None, xmlrpc.client.Binary(data), None, "pdf", None, [], False)
             except (TimeoutError, socket.timeout):
@@ -151,11 +181,17 @@ class Converter:
 
     def _start(self) -> None:
         self.stop()
-        self._profile = tempfile.mkdtemp(prefix="bulksign-libreoffice-")
-        self._port, uno_port = _free_port(), _free_port()
-        args = [UNO_PYTHON, "-c", _BOOT, _unoserver_path(), str(os.getpid()), "--interface", "127.0.0.1",
-                "--port", str(self._port), "--uno-interface", "127.0.0.1", "--uno-port", str(uno_port),
-                "--executable", _soffice(), "--user-installation", self._profile]
+        # One folder per LibreOffice: its profile, its socket and the documents it converts, the only files it sees.
+        self._folder = tempfile.mkdtemp(prefix="bulksign-libreoffice-")
+        packages = _unoserver_path()
+        args = [UNO_PYTHON, "-c", _BOOT, packages, "--interface", os.path.join(self._folder, _SOCKET),
+                "--uno-interface", "127.0.0.1", "--uno-port", str(_free_port()), "--executable", _soffice(),
+                "--user-installation", os.path.join(self._folder, "profile")]
+        try:
+            args = sandbox.command(args, folder=self._folder, readable=[packages])
+        except sandbox.SandboxError as exc:
+            raise RenderError("LibreOffice is not available on this server.", transient=True,
+                              detail=str(exc)) from None
         try:
             # A session of its own: stopping it kills soffice too, by this group's id.
             # Started from this process's long-lived spawner thread: the death signal follows the thread that
@@ -174,7 +210,7 @@ class Converter:
     def _wait_until_ready(self, deadline: float) -> None:
         """Wait for the starting LibreOffice until ``deadline``; a slow start is left running for the next call
         (a preview must answer before the web worker's timeout), a failed one is ended."""
-        proxy = xmlrpc.client.ServerProxy(f"http://127.0.0.1:{self._port}", transport=_Transport(5))
+        proxy = _proxy(self._folder, 5)
         while self._process.poll() is None and time.monotonic() - self._started_at < START_SECONDS:
             try:
                 proxy.info()
@@ -201,9 +237,9 @@ class Converter:
                     pass
             self._process.wait()
             self._process = None
-        if self._profile:
-            shutil.rmtree(self._profile, ignore_errors=True)
-            self._profile = None
+        if self._folder:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None
 
     @property
     def pid(self) -> int | None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pdfkit
 
+from . import sandbox
 from .messages import N_
 
 #: javascript off and no delay: 88 ms instead of 310 ms for a 2-page contract (field notes).
@@ -56,10 +57,14 @@ def render_pdf(html: str, *, timeout: float = 60) -> bytes:
         # pdfkit builds the command line; it is run here because pdfkit has no timeout.
         options = {k: v for k, v in WKHTMLTOPDF_OPTIONS.items() if k != "quiet"}  # stderr names failures
         kit = pdfkit.PDFKit(html, "string", options=options, configuration=_configuration())
-        args = kit.command(str(out))
         try:
+            # In the sandbox (no network, nothing of ours to read) whatever the template check missed.
+            args = sandbox.command(kit.command(str(out)), folder=folder)
             proc = subprocess.run(args, input=html.encode("utf-8"), capture_output=True, timeout=timeout,
                                   env={**os.environ, "XDG_RUNTIME_DIR": folder})
+        except sandbox.SandboxError as exc:
+            raise RenderError(N_("The PDF renderer is not available on this server."), transient=True,
+                              detail=str(exc)) from None
         except subprocess.TimeoutExpired:
             raise RenderError(N_("The document took longer than %(n)s s to render. Simplify the template (fewer or "
                                  "smaller images, shorter tables).", n=f"{timeout:g}"), transient=False) from None

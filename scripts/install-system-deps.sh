@@ -4,13 +4,14 @@
 #   redis-server, postgresql: queues and the production database (tests use both)
 #   poppler-utils: pdfsig, an independent PAdES validator used by the tests
 #   libreoffice-writer-nogui + python3-uno: Word templates to PDF (driven through unoserver by the system Python)
+#   bubblewrap: the sandbox the converters run in (no network, none of the stored documents)
 #   chromium: the real browser the UI tests drive through Playwright
 #   pgbouncer: the tests, bench and soak run the app through a private one in transaction pooling
 #   redis-sentinel: the failover tests run a real Sentinel over a master and a replica
 #   prometheus: promtool, which checks /metrics and the alert rules (with their unit tests)
 set -euo pipefail
 want=(wkhtmltopdf fonts-dejavu-core fonts-freefont-otf redis-server poppler-utils python3-venv
-      libreoffice-writer-nogui python3-uno)
+      libreoffice-writer-nogui python3-uno bubblewrap)
 [ "${1:-}" = "--test" ] && want+=(postgresql pgbouncer chromium redis-sentinel prometheus)
 missing=()
 for pkg in "${want[@]}"; do
