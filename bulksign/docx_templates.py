@@ -5,9 +5,11 @@ every value is escaped (for XML here), nothing outside the row is reachable, and
 limits apply. docxtpl joins a placeholder that Word split across runs (bold half a name, spell-check
 marks); the XML is never parsed by hand here.
 
-A file is checked before docxtpl opens it (size, what it unpacks to, macros, encryption) and refused
-if it would make LibreOffice load anything from outside (linked images, INCLUDETEXT fields, embedded
-documents): the PDF must hold only the template and the row.
+A file is checked before docxtpl opens it (size, what each part inflates to as it streams, macros,
+encryption) and refused if it would make LibreOffice load anything from outside (linked images, INCLUDETEXT
+fields, embedded documents; ``docx_safety``): the PDF must hold only the template and the row. That check runs
+on the upload, again on the parts python-docx writes out, and on each recipient's filled parts, so it judges
+what LibreOffice is given; LibreOffice itself runs in a sandbox with no network and none of our files.
 """
 from __future__ import annotations
 
@@ -29,31 +31,26 @@ from markupsafe import Markup
 from pypdf import PdfReader
 from pypdf.errors import PdfReadError
 
-from . import libreoffice
+from . import docx_safety, libreoffice, zip_archives
 from .doc_templates import TemplateError, _unsafe_jinja, render_html, sample_row, sandbox
 from .messages import N_
 from .models import TemplateVersion
-from .signature_box import BOX_HEIGHT_MM, BOX_WIDTH_MM, MARK_TOP_LEFT as SIGNATURE_MARK, SIGNATURE_VARIABLE
+from .signature_box import BOX_HEIGHT_MM, BOX_WIDTH_MM, SIGNATURE_VARIABLE
+from .signature_box import MARK_TOP_LEFT as SIGNATURE_MARK
 
-#: Largest .docx accepted, and most it may unpack to (all parts) or any part to, times its packed size.
+#: Largest .docx accepted, and most it may unpack to: all parts, any one part (a 10 MB photo is 30 MB unpacked).
 MAX_DOCX_BYTES = 10 * 1024 * 1024
 MAX_UNPACKED_BYTES = 100 * 1024 * 1024
-MAX_COMPRESSION_RATIO = 100
+MAX_PART_BYTES = 50 * 1024 * 1024
 MAX_PARTS = 1000
+_LIMITS = zip_archives.Limits(parts=MAX_PARTS, part_bytes=MAX_PART_BYTES, total_bytes=MAX_UNPACKED_BYTES)
 #: Most pages one recipient's document may have.
 MAX_PAGES = 100
 
 _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # an encrypted .docx is an OLE container, not a zip
 _MACROS = re.compile(r"(^|/)vba(Project\.bin|Data\.xml)$", re.I)
 _MACRO_CONTENT_TYPE = b"macroEnabled"
-#: Relationships through which LibreOffice would load a file or address when it opens the document.
-_EXTERNAL = re.compile(rb'TargetMode\s*=\s*"External"', re.I)
-_HYPERLINK_REL = re.compile(rb'<Relationship\b[^>]*/hyperlink"[^>]*>', re.I)
-_FETCHING_FIELD = re.compile(r"\b(INCLUDETEXT|INCLUDEPICTURE|LINK|DDE|DDEAUTO|IMPORT|INCLUDE)\b")
-_FIELD_CODE = re.compile(r"<w:instrText[^>]*>([^<]*)</w:instrText>|w:instr=\"([^\"]*)\"")
-_EMBEDDED_DOCUMENT = re.compile(rb"<w:altChunk\b|/subDocument\"", re.I)
 _HAS_JINJA = re.compile(r"{{|{%|{#")
-_XML_PART = re.compile(r"^(word/.*\.xml|word/_rels/.*\.rels)$")
 
 
 class _SandboxForDocx:
@@ -127,7 +124,8 @@ _SIGNATURE_BOX = _signature_box()
 
 
 def _read_parts(data: bytes) -> dict[str, bytes]:
-    """The document's XML parts, after checking what the archive holds and unpacks to."""
+    """Every part of the document, after checking what the archive holds and unpacks to (each part inflated as a
+    stream, within the limits, its declared size proven true: python-docx reads the same bytes afterwards)."""
     if len(data) > MAX_DOCX_BYTES:
         raise TemplateError(N_("The Word file has %(size).1f MB; the limit is %(limit)d MB. Make the images in it "
                                "smaller.", size=len(data) / 1024 / 1024, limit=MAX_DOCX_BYTES // 1024 // 1024))
@@ -135,57 +133,30 @@ def _read_parts(data: bytes) -> dict[str, bytes]:
         raise TemplateError(N_("The Word file is password-protected (or an old .doc). Remove the password "
                                "(File → Info → Protect Document) and save it as .docx."))
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            infos = archive.infolist()
-            if len(infos) > MAX_PARTS:
-                raise TemplateError(N_("The Word file has %(n)d parts; the limit is %(limit)d.", n=len(infos),
-                                       limit=MAX_PARTS))
-            unpacked = 0
-            for info in infos:
-                unpacked += info.file_size
-                if info.file_size > 1024 * 1024 and info.file_size > MAX_COMPRESSION_RATIO * max(info.compress_size, 1):
-                    raise TemplateError(N_("The Word file is not a real document: its part %(part)s unpacks to "
-                                           "%(ratio)d times its size.", part=info.filename[:80],
-                                           ratio=info.file_size // max(info.compress_size, 1)))
-            if unpacked > MAX_UNPACKED_BYTES:
-                raise TemplateError(N_("The Word file unpacks to %(size)d MB; the limit is %(limit)d MB.",
-                                       size=unpacked // 1024 // 1024, limit=MAX_UNPACKED_BYTES // 1024 // 1024))
-            names = {info.filename for info in infos}
-            if "word/document.xml" not in names:
-                raise TemplateError(N_("The file is not a Word document. Save it from Word as .docx and upload "
-                                       "it again."))
-            if any(_MACROS.search(name) for name in names) or \
-                    _MACRO_CONTENT_TYPE in archive.read("[Content_Types].xml"):
-                raise TemplateError(N_("The Word file contains macros, which are not allowed. Save it as a Word "
-                                       "Document (.docx) without macros and upload that."))
-            return {name: archive.read(name) for name in names if _XML_PART.match(name)}
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, KeyError, OSError, EOFError, RuntimeError):
-        # RuntimeError: zipfile's "encrypted, password required" for a zip-level password.
-        raise TemplateError(N_("The Word file is broken or password-protected and cannot be read. Open it in "
-                               "Word, save it again as .docx and upload that.")) from None
+        parts = zip_archives.read(data, limits=_LIMITS)
+    except zip_archives.ArchiveRefused as refused:
+        raise _refusal(refused) from None
+    if "word/document.xml" not in parts:
+        raise TemplateError(N_("The file is not a Word document. Save it from Word as .docx and upload it again."))
+    if any(_MACROS.search(name) for name in parts) or _MACRO_CONTENT_TYPE in parts.get("[Content_Types].xml", b""):
+        raise TemplateError(N_("The Word file contains macros, which are not allowed. Save it as a Word Document "
+                               "(.docx) without macros and upload that."))
+    return parts
 
 
-def _refuse_fetches(parts: dict[str, bytes]) -> None:
-    """Refuse what would make LibreOffice read a file or an address into the PDF."""
-    for name, xml in parts.items():
-        if name.endswith(".rels"):
-            external = [rel for rel in re.findall(rb"<Relationship\b[^>]*>", xml) if _EXTERNAL.search(rel)]
-            if any(not _HYPERLINK_REL.match(rel) for rel in external):
-                raise TemplateError(N_("The Word file links to an outside file or address (a linked image or "
-                                       "document). Insert images into the document instead of linking them."))
-            continue
-        if _EMBEDDED_DOCUMENT.search(xml):
-            raise TemplateError(N_("The Word file embeds another document (a sub-document or an imported "
-                                   "chunk). Paste its content into the template instead."))
-        # Word splits a field code over several runs: the part's codes are checked joined up.
-        codes = _FIELD_CODE.finditer(xml.decode("utf-8", "replace"))
-        code = "".join(match.group(1) or match.group(2) or "" for match in codes)
-        if _FETCHING_FIELD.search(code.upper()):
-            raise TemplateError(N_("The Word file has a field that loads another file (INCLUDETEXT, "
-                                   "INCLUDEPICTURE, LINK …). Replace the field with its content."))
-        if "{{" in code or "{%" in code:
-            raise TemplateError(N_("A {{ variable }} inside a Word field code is not allowed: recipient "
-                                   "data may not write field codes. Put the variable in the text."))
+def _refusal(refused: zip_archives.ArchiveRefused) -> TemplateError:
+    if refused.reason == "parts":
+        return TemplateError(N_("The Word file has %(n)d parts; the limit is %(limit)d.", n=refused.size,
+                                limit=MAX_PARTS))
+    if refused.reason == "part_bytes":
+        return TemplateError(N_("The Word file is not a real document: its part %(part)s unpacks to more than "
+                                "%(limit)d MB.", part=refused.part[:80], limit=MAX_PART_BYTES // 1024 // 1024))
+    if refused.reason == "total_bytes":
+        return TemplateError(N_("The Word file unpacks to more than %(limit)d MB.",
+                                limit=MAX_UNPACKED_BYTES // 1024 // 1024))
+    # zipfile's and zlib's own failures, encrypted parts, and headers that lie about what a part unpacks to.
+    return TemplateError(N_("The Word file is broken or password-protected and cannot be read. Open it in Word, save "
+                            "it again as .docx and upload that."))
 
 
 def _template(data: bytes) -> DocxTemplate:
@@ -198,7 +169,7 @@ def _template(data: bytes) -> DocxTemplate:
 
 def variables(data: bytes) -> list[str]:
     """The placeholders of an uploaded .docx, sorted; TemplateError for a file that cannot be a template."""
-    _refuse_fetches(_read_parts(data))
+    docx_safety.check_package(_read_parts(data))  # the upload, for a clear answer before docxtpl reads it
     try:
         found = sorted(_template(data).get_undeclared_template_variables(jinja_env=_JINJA))
     except TemplateSyntaxError as exc:
@@ -262,6 +233,8 @@ class _Prepared:
     footnotes: dict[str, str]
     #: The core properties part: name, XML.
     core: tuple[str, bytes]
+    #: The outside hyperlinks of the parts filled per recipient, which ``docx_safety`` checks them against.
+    hyperlinks: docx_safety.Hyperlinks
 
     def fill(self, context: dict) -> bytes:
         steps = _docxtpl_steps()
@@ -276,6 +249,8 @@ class _Prepared:
             filled[name] = steps.render_xml_part(xml, None, context, _JINJA).encode("utf-8")
         name, xml = self.core
         filled[name] = _filled_core_properties(xml, context)
+        # What LibreOffice gets is checked, not only what was uploaded: the unchanging parts once, these each time.
+        docx_safety.check_parts(filled, hyperlinks=self.hyperlinks)
         out = io.BytesIO(self.unchanging)
         with zipfile.ZipFile(out, "a", zipfile.ZIP_DEFLATED) as archive:
             for name, part in filled.items():
@@ -302,6 +277,7 @@ def _filled_core_properties(xml: bytes, context: dict) -> bytes:
 def _prepared(data: bytes) -> _Prepared:
     # Keyed by the file itself: versions never change, and a render worker fills one version's file many times.
     # At most 4 files stay prepared, each about as large as its packed parts.
+    _read_parts(data)  # its limits, before python-docx reads the parts (a stored file was checked on upload, too)
     template = _template(data)
     try:
         return _prepare(template)
@@ -331,11 +307,14 @@ def _prepare(template: DocxTemplate) -> _Prepared:
     document.save(saved)
     added = {document.part.partname.membername, *headers_footers, *footnotes, core_name}
     unchanging = io.BytesIO()
+    kept = {}
     with zipfile.ZipFile(saved) as source, zipfile.ZipFile(unchanging, "w", zipfile.ZIP_DEFLATED) as target:
         for name in source.namelist():
             if name not in added:
-                target.writestr(name, source.read(name))
+                kept[name] = source.read(name)
+                target.writestr(name, kept[name])
         core = (core_name, source.read(core_name))
+    hyperlinks = docx_safety.check_package(kept)
     # The document part without its body: each recipient's filled body goes between the two halves.
     body = template.patch_xml(template.get_xml())
     root = document.element
@@ -343,7 +322,7 @@ def _prepare(template: DocxTemplate) -> _Prepared:
     head, tail = serialize_part_xml(root).split(f"<!--{_BODY_MARK}-->".encode())
     return _Prepared(unchanging=unchanging.getvalue(), document_name=document.part.partname.membername,
                      document_head=head, document_tail=tail, body=body, headers_footers=headers_footers,
-                     footnotes=footnotes, core=core)
+                     footnotes=footnotes, core=core, hyperlinks=hyperlinks)
 
 
 def page_count(pdf: bytes) -> int:

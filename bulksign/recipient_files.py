@@ -18,6 +18,7 @@ from datetime import date, datetime, time
 from pathlib import PurePosixPath
 from typing import NamedTuple
 
+from . import zip_archives
 from .messages import N_
 
 #: A bigger file is refused before any work: split it into several batches.
@@ -31,6 +32,7 @@ MAX_CELLS = 4_000_000
 #: 100 too): 2.2 MB that unpack to 1.5 GB of empty rows kept a web worker busy for its whole timeout.
 MAX_UNPACKED_BYTES = 256 * 1024 * 1024
 MAX_COMPRESSION_RATIO = 100
+_ZIP_LIMITS = zip_archives.Limits(parts=10_000, part_bytes=MAX_UNPACKED_BYTES, total_bytes=MAX_UNPACKED_BYTES)
 #: Reading and checking one file may take this long; below gunicorn's 30 s, so a request is answered, not killed.
 MAX_READ_SECONDS = 20.0
 CSV_EXTENSIONS = frozenset({".csv", ".txt", ".tsv"})
@@ -248,24 +250,34 @@ def _csv_rows(text: str, delimiter: str, deadline: float) -> Iterator[Row]:
 
 
 def _refuse_zip_bombs(data: bytes) -> None:
-    """Check what the workbook's parts unpack to before opening it; zipfile stops a part at its declared size."""
+    """Check what the workbook's parts unpack to before openpyxl opens it: first what their headers declare (a clear
+    message for a sheet formatted to its end), then what they really inflate to, as a stream (a header may lie,
+    and zipfile would believe it)."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             parts = archive.infolist()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError):
-        raise UploadError(N_("The workbook could not be read. Save it again from Excel as .xlsx, or as CSV.")) from None
-    unpacked = 0
+        raise _unreadable_workbook() from None
     for part in parts:
-        unpacked += part.file_size
         if part.file_size > 1024 * 1024 and part.file_size > MAX_COMPRESSION_RATIO * max(part.compress_size, 1):
             raise UploadError(N_("The workbook is mostly empty space: its part %(part)s unpacks to %(n)s times its "
                                  "size (empty rows or columns formatted to the end of the sheet?). Delete the unused "
                                  "rows and columns, or save the sheet as CSV.", part=part.filename[:80],
                                  n=f"{part.file_size // part.compress_size:,}"), 413)
+    unpacked = sum(part.file_size for part in parts)
     if unpacked > MAX_UNPACKED_BYTES:
         raise UploadError(N_("The workbook unpacks to %(mb)s MB; the limit is %(limit)s MB. Split it into several "
                              "files, or save it as CSV.", mb=f"{unpacked / 1024 / 1024:,.0f}",
                              limit=MAX_UNPACKED_BYTES // 1024 // 1024), 413)
+    try:
+        # The declared sizes passed: a part that inflates past its own is a lie, refused as it passes it.
+        zip_archives.check(data, limits=_ZIP_LIMITS)
+    except zip_archives.ArchiveRefused:
+        raise _unreadable_workbook() from None
+
+
+def _unreadable_workbook() -> UploadError:
+    return UploadError(N_("The workbook could not be read. Save it again from Excel as .xlsx, or as CSV."))
 
 
 def _count_tags(source, tags: tuple[bytes, ...], limit: int) -> bool:
@@ -284,8 +296,8 @@ def _xlsx_rows(data: bytes, deadline: float) -> Iterator[Row]:
     _refuse_zip_bombs(data)
     from openpyxl.reader.excel import ExcelReader
     from openpyxl.styles.stylesheet import apply_stylesheet
-    from openpyxl.xml.constants import SHARED_STRINGS
     from openpyxl.worksheet._reader import CELL_TAG, ROW_TAG, WorkSheetParser
+    from openpyxl.xml.constants import SHARED_STRINGS
     from openpyxl.xml.functions import iterparse
 
     # Untrusted workbooks fail in many ways inside openpyxl/zipfile/XML: each is "cannot read", never a 500.
@@ -344,7 +356,7 @@ def _xlsx_rows(data: bytes, deadline: float) -> Iterator[Row]:
     except UploadError:
         raise
     except Exception:  # noqa: BLE001 - see above
-        raise UploadError(N_("The workbook could not be read. Save it again from Excel as .xlsx, or as CSV.")) from None
+        raise _unreadable_workbook() from None
     finally:
         if archive is not None:
             archive.close()

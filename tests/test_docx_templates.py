@@ -23,6 +23,7 @@ from bulksign.storage import get_storage
 from tests.conftest import NOW, csrf_from
 from tests.support import docx_files
 from tests.support.batches import make_batch, request_ids, requests_of
+from tests.support.hostile_docx import with_parts
 
 
 def pdftotext(pdf: bytes) -> str:
@@ -103,23 +104,10 @@ def test_the_quick_fill_makes_the_document_docxtpl_makes(make):
         assert filled["word/document.xml"].count("Пункт".encode()) == 3
 
 
-def _zip_with(parts: dict[str, bytes], base: bytes | None = None) -> bytes:
-    """A copy of ``base`` (a real .docx) with parts added or replaced."""
-    out = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(base or docx_files.simple())) as source, \
-            zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target:
-        for info in source.infolist():
-            if info.filename not in parts:
-                target.writestr(info, source.read(info.filename))
-        for name, data in parts.items():
-            target.writestr(name, data)
-    return out.getvalue()
-
-
 def _with_document_xml(change) -> bytes:
     with zipfile.ZipFile(io.BytesIO(docx_files.simple())) as source:
         xml = source.read("word/document.xml").decode()
-    return _zip_with({"word/document.xml": change(xml).encode()})
+    return with_parts({"word/document.xml": change(xml).encode()})
 
 
 def _field(code: str) -> str:
@@ -131,16 +119,16 @@ def _utf16_footnotes() -> bytes:
     """Footnotes in UTF-16, which Word reads and docxtpl's footnote step (UTF-8 only) cannot."""
     with zipfile.ZipFile(io.BytesIO(docx_files.everything())) as source:
         xml = source.read("word/footnotes.xml").decode()
-    return _zip_with({"word/footnotes.xml": xml.replace('encoding="UTF-8"', 'encoding="UTF-16"').encode("utf-16")},
+    return with_parts({"word/footnotes.xml": xml.replace('encoding="UTF-8"', 'encoding="UTF-16"').encode("utf-16")},
                      docx_files.everything())
 
 
 def _bomb() -> bytes:
-    return _zip_with({"word/media/empty.xml": b"\0" * (150 * 1024 * 1024)})
+    return with_parts({"word/media/empty.xml": b"\0" * (150 * 1024 * 1024)})
 
 
 @pytest.mark.parametrize(("make", "words"), [
-    (lambda: _zip_with({"word/vbaProject.bin": b"macro"}), "contains macros"),
+    (lambda: with_parts({"word/vbaProject.bin": b"macro"}), "contains macros"),
     (lambda: b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 2000, "password-protected"),
     (lambda: docx_files.simple()[:3000], "broken"),
     (lambda: b"PK\x03\x04 not really a zip", "broken"),
@@ -151,7 +139,7 @@ def _bomb() -> bytes:
      "loads another file"),
     (lambda: _with_document_xml(lambda xml: xml.replace("</w:p>", _field("{{ code }}"), 1)),
      "inside a Word field code"),
-    (lambda: _zip_with({"word/_rels/document.xml.rels": (
+    (lambda: with_parts({"word/_rels/document.xml.rels": (
         b'<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
         b'<Relationship Id="rId99" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/image" '
         b'Target="http://127.0.0.1/secret.png" TargetMode="External"/></Relationships>')}), "links to an outside file"),

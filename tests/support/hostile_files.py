@@ -137,3 +137,34 @@ HOSTILE_RECIPIENT_FILES = {
     "250,000 rows (csv)": ("people.csv", many_rows_csv),
     "two million blank lines": ("people.csv", blank_lines_csv),
 }
+
+
+def with_lying_part(base: bytes, name: str, *, inflates_to: int = 2 << 30, declares: int = 2600) -> bytes:
+    """``base`` (a real zip package) with its part ``name`` replaced by one whose headers declare ``declares``
+    bytes (their CRC right for that many zeros) and whose deflate stream inflates to ``inflates_to`` zeros."""
+    import zlib
+
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -15)
+    zeros = b"\0" * (1 << 20)
+    raw = b"".join(deflate.compress(zeros) for _ in range(inflates_to >> 20)) + deflate.flush()
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(base)) as source, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target:
+        for info in source.infolist():
+            if info.filename != name:
+                target.writestr(info, source.read(info.filename))
+        lie = zipfile.ZipInfo(name)
+        lie.compress_type, lie.file_size, lie.compress_size = zipfile.ZIP_DEFLATED, declares, len(raw)
+        lie.CRC = zlib.crc32(b"\0" * declares)
+        lie.header_offset = target.fp.tell()
+        target.fp.write(lie.FileHeader())
+        target.fp.write(raw)
+        # Written by hand past zipfile's writer, which would record the true sizes.
+        target.filelist.append(lie)
+        target.NameToInfo[name] = lie
+        target.start_dir = target.fp.tell()
+    return out.getvalue()
+
+
+def lying_xlsx() -> bytes:
+    """A workbook whose workbook part declares 2.6 KB but inflates to 2 GiB."""
+    return with_lying_part(_workbook(_header_and_rows(1)), "xl/workbook.xml")
