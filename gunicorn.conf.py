@@ -3,7 +3,7 @@ import os
 
 # Web requests (a template's PDF preview, checking a recipients file) give up well before this; see config.py.
 timeout = int(os.environ.get("WEB_TIMEOUT_SECONDS", "30"))
-logger_class = "bulksign.gunicorn_logging.RedactingLogger"
+logger_class = "bulksign.core.gunicorn_logging.RedactingLogger"
 accesslog = "-"
 access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms "%(a)s" rid=%({x-request-id}o)s'
 # SIGTERM: requests in flight get this long to finish, so the web process is gone within 10 s

@@ -3,7 +3,7 @@ import os
 import sys
 
 from bulksign import create_app
-from bulksign.config import ConfigError
+from bulksign.core.config import ConfigError
 
 # The `flask` command (workers, scheduler, one-shot commands) loads this module too and serves no
 # requests: the rate limiter's in-memory fallback (a timer thread) would only cost it.

@@ -43,7 +43,7 @@ def bench_app(*, pgbouncer: bool = False, **overrides):
 
     os.environ.setdefault("BULKSIGN_VAR_DIR", tempfile.mkdtemp(prefix="bulksign-bench-"))
     from bulksign import create_app
-    from bulksign.extensions import db
+    from bulksign.core.extensions import db
     from tests.support.pgbouncer import PgBouncer
     from tests.support.services import PG_ADMIN_URL, RedisServer, postgres_database
 
@@ -114,9 +114,9 @@ def wait_for_requests(where: ColumnElement[bool], *, total: int, goal: str, dead
 
     from sqlalchemy import func, select
 
-    from bulksign.extensions import db
+    from bulksign.core.extensions import db
     from bulksign.models import SigningRequest
-    from bulksign.status import FINAL
+    from bulksign.batches.status import FINAL
 
     final = {str(s) for s in FINAL} - {goal}
     while True:

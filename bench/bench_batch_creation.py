@@ -16,13 +16,13 @@ TARGET_SECONDS = 3.0
 def run(*, small: bool) -> list[Figure]:
     from sqlalchemy import select
 
-    from bulksign import pipeline
-    from bulksign.batch_creation import create_batch
-    from bulksign.doc_templates import create_template
-    from bulksign.extensions import db
+    from bulksign.work import pipeline
+    from bulksign.batches.creation import create_batch
+    from bulksign.doc_templates.versions import create_template
+    from bulksign.core.extensions import db
     from bulksign.models import SigningRequest
-    from bulksign.recipients import Recipient
-    from bulksign.users import create_user
+    from bulksign.recipients.validation import Recipient
+    from bulksign.people.users import create_user
 
     count = 1_000 if small else 10_000
     now = datetime.now(timezone.utc)

@@ -104,9 +104,9 @@ class _Client:
 def run(*, small: bool) -> list[Figure]:
     from sqlalchemy import text
 
-    from bulksign.extensions import db
+    from bulksign.core.extensions import db
     from bulksign.models import utcnow
-    from bulksign.users import create_user
+    from bulksign.people.users import create_user
     from tests.support.batchdata import make_batch
     from tests.support.services import free_port
 

@@ -5,7 +5,7 @@ through real render workers (``flask jobs worker pdf``, PDF_CONCURRENCY of them,
 LibreOffice: a first wave of documents warms them before the clock starts) until every request is
 generated: claim, docxtpl fill, LibreOffice conversion, storage, settle. In the same run a bare loop
 converts the first recipient's filled .docx as many times as the pipeline converts documents, with the same
-concurrency, each thread with its own warm converter (``bulksign.libreoffice``), half before the pipeline and
+concurrency, each thread with its own warm converter (``bulksign.documents.libreoffice``), half before the pipeline and
 half after. CPU is counted per role from
 /proc, as in ``bench_pipeline``: the render workers' own, their LibreOffice's (in a session of its own below
 each worker), the database's (PostgreSQL backends: this pipeline sends no mail and uses no pooler), and the bare
@@ -27,8 +27,8 @@ from bench.bench_pipeline import ROOT, _database_pids, _stat, _tree, _wait_for_w
 def _create_batch(user, version_id: int, n: int, *, offset: int = 0) -> int:
     from sqlalchemy import insert
 
-    from bulksign import batch_counts
-    from bulksign.extensions import db
+    from bulksign.batches import counts as batch_counts
+    from bulksign.core.extensions import db
     from bulksign.models import Batch, SigningRequest, utcnow
 
     now = utcnow()
@@ -111,19 +111,20 @@ def _converters_snapshot(converters: list) -> dict[tuple[str, int], float]:
 def _generate(ids: list[int], *, deadline: float) -> Settled:
     """Queue the renders of ``ids`` and wait until each is generated or failed (or the deadline passed)."""
     from bulksign.models import SigningRequest
-    from bulksign.pipeline import enqueue_renders
+    from bulksign.work.pipeline import enqueue_renders
 
     enqueue_renders(ids)
     return wait_for_requests(SigningRequest.id.in_(ids), total=len(ids), goal="generated", deadline=deadline)
 
 
 def run(*, small: bool) -> list[Figure]:
-    from bulksign import docx_templates, libreoffice
-    from bulksign.doc_templates import create_template
-    from bulksign.extensions import db
+    from bulksign.doc_templates import docx_templates
+    from bulksign.documents import libreoffice
+    from bulksign.doc_templates.versions import create_template
+    from bulksign.core.extensions import db
     from bulksign.jobs.pdf import document_context
     from bulksign.models import SigningRequest, utcnow
-    from bulksign.users import create_user
+    from bulksign.people.users import create_user
     from tests.support import docx_files
     from tests.support.batches import request_ids, worker_env
 

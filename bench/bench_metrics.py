@@ -26,7 +26,7 @@ def _p95_ms(client, path: str, n: int) -> float:
 
 
 def run(*, small: bool) -> list[Figure]:
-    from bulksign.extensions import db
+    from bulksign.core.extensions import db
     from bulksign.models import utcnow
     from tests.support.batchdata import make_batch
 

@@ -36,22 +36,22 @@ def _row(i: int) -> dict:
 def _warm(source: bytes) -> None:
     """Each process prepares the template once before the clock starts, as a render worker on its first document."""
     global _source
-    from bulksign import pdf_forms
+    from bulksign.doc_templates import pdf_forms
 
     _source = source
     pdf_forms.fill(source, _row(0), placed=_placed())
 
 
 def _placed():
-    from bulksign import pdf_forms
+    from bulksign.doc_templates import pdf_forms
 
     return pdf_forms.check_boxes(pdf_forms.read_form(_source), BOXES)
 
 
 def _fill_chunk(args: tuple[list[int], str]) -> int:
     """What the render job does per recipient, minus the database: fill, hash, store."""
-    from bulksign import pdf_forms
-    from bulksign.storage import LocalStorage
+    from bulksign.doc_templates import pdf_forms
+    from bulksign.documents.storage import LocalStorage
 
     numbers, folder = args
     storage, placed = LocalStorage(folder), _placed()
@@ -73,10 +73,10 @@ def _forms_rate(source: bytes, n: int, concurrency: int, folder: str) -> float:
 
 def run(*, small: bool) -> list[Figure]:
     from bench.bench_pipeline import _bare_loop, _contract
-    from bulksign import pdf_forms
-    from bulksign.config import load_config
-    from bulksign.doc_templates import render_html
-    from bulksign.pdf import render_pdf
+    from bulksign.doc_templates import pdf_forms
+    from bulksign.core.config import load_config
+    from bulksign.doc_templates.versions import render_html
+    from bulksign.documents.pdf import render_pdf
 
     concurrency = int(load_config({}).get("PDF_CONCURRENCY") or os.cpu_count() or 1)
     n = 300 if small else int(os.environ.get("BENCH_PDF_FORMS_RECIPIENTS", "10000"))

@@ -24,7 +24,7 @@ CLAUSES = "".join(
 
 
 def _contract() -> str:
-    html = (ROOT / "bulksign/demo_files/contract.html").read_text()
+    html = (ROOT / "bulksign/cli/demo_files/contract.html").read_text()
     return html.replace("</body>", CLAUSES + "</body>")  # about two pages, like a real contract
 
 
@@ -86,7 +86,7 @@ def _worker_pids() -> list[int]:
     """The RQ workers' own processes (below their supervising parents): the ones whose memory grows."""
     from rq import Worker
 
-    from bulksign.extensions import get_redis
+    from bulksign.core.extensions import get_redis
 
     return [w.pid for w in Worker.all(connection=get_redis())]
 
@@ -132,11 +132,11 @@ class _Sink:
 def _create_batch(app, n: int) -> int:
     from sqlalchemy import insert
 
-    from bulksign import batch_counts
-    from bulksign.doc_templates import create_template
-    from bulksign.extensions import db
+    from bulksign.batches import counts as batch_counts
+    from bulksign.doc_templates.versions import create_template
+    from bulksign.core.extensions import db
     from bulksign.models import Batch, SigningRequest, utcnow
-    from bulksign.users import create_user
+    from bulksign.people.users import create_user
 
     now = utcnow()
     user = create_user(db.session, email="bench@example.com", password="bench-password", role="staff", now=now)
@@ -157,7 +157,7 @@ def _create_batch(app, n: int) -> int:
 
 def _bare_loop(html: str, n: int, concurrency: int) -> float:
     """docs/s of wkhtmltopdf alone (same options, same concurrency)."""
-    from bulksign.pdf import render_pdf
+    from bulksign.documents.pdf import render_pdf
 
     return docs_per_second(lambda _: render_pdf(html, timeout=60), n, concurrency)
 
@@ -165,7 +165,7 @@ def _bare_loop(html: str, n: int, concurrency: int) -> float:
 def _wait_for_workers(count: int, *, timeout: float) -> None:
     from rq import Worker
 
-    from bulksign.extensions import get_redis
+    from bulksign.core.extensions import get_redis
 
     deadline = time.monotonic() + timeout
     while len(Worker.all(connection=get_redis())) < count:
@@ -178,11 +178,11 @@ def run(*, small: bool) -> list[Figure]:
     from aiosmtpd.controller import Controller
     from sqlalchemy import select
 
-    from bulksign.doc_templates import render_html
-    from bulksign.extensions import db
+    from bulksign.doc_templates.versions import render_html
+    from bulksign.core.extensions import db
     from bulksign.jobs.pdf import document_context
     from bulksign.models import SigningRequest
-    from bulksign.pipeline import enqueue_renders
+    from bulksign.work.pipeline import enqueue_renders
     from tests.support.batches import worker_env
     from tests.support.services import free_port
 

@@ -37,13 +37,13 @@ def _insert_requests(session, *, batch_id: int, count: int, due: int, now: datet
 def run(*, small: bool) -> list[Figure]:
     from sqlalchemy import select, text
 
-    from bulksign import batch_counts
-    from bulksign.doc_templates import create_template
-    from bulksign.extensions import db, get_redis
+    from bulksign.batches import counts as batch_counts
+    from bulksign.doc_templates.versions import create_template
+    from bulksign.core.extensions import db, get_redis
     from bulksign.jobs.periodic import send_due_reminders
     from bulksign.models import Batch, OutgoingMail
-    from bulksign.pipeline import SEND, enqueue_sends
-    from bulksign.users import create_user
+    from bulksign.work.pipeline import SEND, enqueue_sends
+    from bulksign.people.users import create_user
     from tests.support.workers import queued
 
     count, due = (5_000, 2_500) if small else (100_000, 50_000)

@@ -37,8 +37,8 @@ def _interleaved(count: int, first, second) -> tuple[float, float]:
 
 
 def run(*, small: bool) -> list[Figure]:
-    from bulksign import seal_keys, sealing, signed_pdf
-    from bulksign.pdf import render_pdf
+    from bulksign.documents import seal_keys, sealing, signed_pdf
+    from bulksign.documents.pdf import render_pdf
 
     count = 10 if small else 100
     now = datetime.now(timezone.utc)

@@ -32,7 +32,7 @@ def contend(redis_url: str, *, rate: int, window_seconds: float, duration: float
     """
     from redis import Redis
 
-    from bulksign.throttle import MailThrottle
+    from bulksign.mail.throttle import MailThrottle
 
     granted: list[int] = []
     lock = threading.Lock()

@@ -44,7 +44,7 @@ def _timed(fn, *args, **kwargs) -> tuple[float, object]:
 
 
 def run(*, small: bool) -> list[Figure]:
-    from bulksign.recipients import validate_recipients
+    from bulksign.recipients.validation import validate_recipients
 
     figures = []
     sizes = (1_000, 10_000) if small else (10_000, 100_000)
@@ -72,7 +72,7 @@ def run(*, small: bool) -> list[Figure]:
 def _xlsx_per_mb(rows: int, *, csv_seconds: float) -> Figure:
     import openpyxl
 
-    from bulksign.recipients import validate_recipients
+    from bulksign.recipients.validation import validate_recipients
 
     workbook = openpyxl.Workbook(write_only=True)
     sheet = workbook.create_sheet()
@@ -90,8 +90,8 @@ def _xlsx_per_mb(rows: int, *, csv_seconds: float) -> Figure:
 
 
 def _slowest_refusal() -> Figure:
-    from bulksign.recipient_files import UploadError
-    from bulksign.recipients import validate_recipients
+    from bulksign.recipients.files import UploadError
+    from bulksign.recipients.validation import validate_recipients
     from tests.support.hostile_files import HOSTILE_RECIPIENT_FILES
 
     slowest, which = 0.0, ""

@@ -35,8 +35,8 @@ from pathlib import Path
 import requests
 from sqlalchemy import create_engine, text
 
-from bulksign.config import engine_options_for_pooler
-from bulksign.signature_box import SIGNATURE_VARIABLE
+from bulksign.core.config import engine_options_for_pooler
+from bulksign.documents.signature_box import SIGNATURE_VARIABLE
 from tests.support import docx_files, pdf_files
 from tests.support.pgbouncer import PgBouncer
 from tests.support.services import PG_ADMIN_URL, RedisServer, free_port, postgres_database

@@ -5,7 +5,7 @@ from types import ModuleType
 
 from flask import Flask
 
-from .config import BASE_DIR, load_config
+from bulksign.core.config import BASE_DIR, load_config
 
 #: What error reports name as the release (``bulksign@<version>``).
 __version__ = "1.0.0"
@@ -20,13 +20,16 @@ def create_app(config: dict | None = None) -> Flask:
     )
     app.config.update(load_config(config))
 
-    from . import error_tracking, logs, telemetry
+    from bulksign.core import error_tracking, logs
+    from bulksign.ops import telemetry
     logs.init_app(app)
     error_tracking.init_app(app)
     telemetry.init_app(app)
 
-    from . import auth, errors, i18n, users
-    from .extensions import csrf, db, limiter, mail, migrate
+    from bulksign.people import auth, users
+    from bulksign.views import errors
+    from bulksign.core import i18n
+    from bulksign.core.extensions import csrf, db, limiter, mail, migrate
 
     db.init_app(app)
     migrate.init_app(app, db, directory=str(BASE_DIR / "migrations"), render_as_batch=True)
@@ -41,7 +44,9 @@ def create_app(config: dict | None = None) -> Flask:
 
     _register_blueprints(app)
 
-    from . import cli, queues, sqlite
+    from bulksign import cli
+    from bulksign.work import queues
+    from bulksign.core import sqlite
     # Every process (web, worker, scheduler, CLI): a job renamed or moved fails here, not when its job runs.
     queues.load_jobs()
     errors.init_app(app)
@@ -52,10 +57,12 @@ def create_app(config: dict | None = None) -> Flask:
 
 def _register_blueprints(app: Flask) -> None:
     """Every view module, listed: ``api=True`` is the security decision (bearer key instead of session, no CSRF)."""
-    from .views import (admin, api, api_batch_actions, api_dashboard, api_docs, api_reminders, api_suppressions,
-                        api_templates, api_uploads, auth, batch_access, brand, dashboard, doc_templates, health, main,
-                        metrics, reach, reminders, rq_admin, signing, suppressions, tracking, uploads, verify, webhooks)
-    from .auth import API_BLUEPRINTS
+    from bulksign.views.admin import pages as admin, metrics, rq_admin, suppressions
+    from bulksign.views.api import common as api, batch_actions as api_batch_actions, dashboard as api_dashboard, docs as api_docs, reminders as api_reminders, suppressions as api_suppressions, templates as api_templates, uploads as api_uploads
+    from bulksign.views.staff import auth, batch_access, dashboard, doc_templates, main, reminders, uploads
+    from bulksign.views import brand, health, reach, webhooks_in as webhooks
+    from bulksign.views.recipient import signing, tracking, verify
+    from bulksign.people.auth import API_BLUEPRINTS
 
     app.extensions[API_BLUEPRINTS] = set()
     _register(app, admin)
@@ -88,9 +95,9 @@ def _register_blueprints(app: Flask) -> None:
 
 def _register(app: Flask, module: ModuleType, *, api: bool = False) -> None:
     """Register the module's ``bp`` (if any) and run its ``init_app`` (if any)."""
-    from .auth import API_BLUEPRINTS
-    from .extensions import csrf
-    from .views.api import limit_per_key
+    from bulksign.people.auth import API_BLUEPRINTS
+    from bulksign.core.extensions import csrf
+    from bulksign.views.api.common import limit_per_key
 
     if hasattr(module, "bp"):
         app.register_blueprint(module.bp)

@@ -8,8 +8,8 @@ from flask_login import UserMixin
 from sqlalchemy import JSON, BigInteger, Index, UniqueConstraint, false, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from .extensions import db
-from .status import WAITING_FOR_RECIPIENT, WORKING, sql_in
+from bulksign.core.extensions import db
+from bulksign.batches.status import WAITING_FOR_RECIPIENT, WORKING, sql_in
 
 # SQLite only auto-increments INTEGER PRIMARY KEY; PostgreSQL gets BIGINT for the big tables.
 BigId = BigInteger().with_variant(db.Integer(), "sqlite")
@@ -161,7 +161,7 @@ class TemplateVersion(db.Model):
     template_id: Mapped[int] = mapped_column(db.ForeignKey("document_templates.id", ondelete="CASCADE"))
     version: Mapped[int] = mapped_column()
     #: ``html`` (the ``html`` column is the document), ``docx`` or ``pdf`` (an uploaded file, ``source_key``);
-    #: ``bulksign.template_kinds`` renders each kind.
+    #: ``bulksign.doc_templates.kinds`` renders each kind.
     kind: Mapped[str] = mapped_column(db.String(16), default="html", server_default="html")
     #: The document as HTML with ``{{ variable }}`` placeholders (Jinja, rendered in a sandbox); empty for files.
     html: Mapped[str] = mapped_column(db.Text)

@@ -14,9 +14,9 @@ os.environ.setdefault("BULKSIGN_VAR_DIR", tempfile.mkdtemp(prefix="bulksign-var-
 from sqlalchemy import text  # noqa: E402
 
 from bulksign import create_app  # noqa: E402
-from bulksign.extensions import db  # noqa: E402
+from bulksign.core.extensions import db  # noqa: E402
 from bulksign.models import utcnow  # noqa: E402
-from bulksign.users import create_user  # noqa: E402
+from bulksign.people.users import create_user  # noqa: E402
 from tests.support.pgbouncer import PgBouncer  # noqa: E402
 from tests.support.services import PG_ADMIN_URL, RedisServer, postgres_database  # noqa: E402
 from tests.support.smtp import SmtpServer  # noqa: E402
@@ -181,7 +181,7 @@ def client(app):
 @pytest.fixture
 def users(app):
     """An admin and a staff user, by role, both in the team "Default" (as the migration leaves an installation)."""
-    from bulksign.teams import add_member, create_team
+    from bulksign.people.teams import add_member, create_team
 
     admin = create_user(db.session, email=ADMIN[0], password=ADMIN[1], role="admin", now=utcnow())
     staff = create_user(db.session, email=STAFF[0], password=STAFF[1], role="staff", now=utcnow())

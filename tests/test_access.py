@@ -13,12 +13,12 @@ from flask import g
 from flask.testing import FlaskClient
 from werkzeug.routing import Rule
 
-from bulksign.extensions import db
+from bulksign.core.extensions import db
 from bulksign.models import Batch, BatchShare, Export, OutgoingMail, SigningRequest, Team, utcnow
-from bulksign.teams import add_member, create_team
-from bulksign.users import create_api_key, create_user
+from bulksign.people.teams import add_member, create_team
+from bulksign.people.users import create_api_key, create_user
 from tests.conftest import NOW, AuthActions, csrf_from
-from bulksign.storage import get_storage
+from bulksign.documents.storage import get_storage
 from tests.support.batchdata import make_batch
 
 PASSWORD = "team-password"
@@ -305,9 +305,9 @@ def test_a_user_in_several_teams_chooses_the_batchs_team_and_only_among_their_ow
 def test_a_batch_names_who_gets_its_decline_expiry_and_completion_notices(app, world):
     from datetime import timedelta
 
-    from bulksign.batches import refresh_batch_statuses
-    from bulksign.expiry import expire_due, queue_due_summaries
-    from bulksign.signing import decline, open_request
+    from bulksign.batches.progress import refresh_batch_statuses
+    from bulksign.batches.expiry import expire_due, queue_due_summaries
+    from bulksign.signing.recipient_actions import decline, open_request
     from tests.support.signing_requests import make_sent_request
 
     owner, token = _web(app, world["people"]["owner_a"])
@@ -346,8 +346,8 @@ def test_a_batch_names_who_gets_its_decline_expiry_and_completion_notices(app, w
 
 
 def test_without_a_named_address_the_owner_hears_of_declines_and_of_the_end_of_the_batch(app, world):
-    from bulksign.batches import refresh_batch_statuses
-    from bulksign.signing import decline, open_request
+    from bulksign.batches.progress import refresh_batch_statuses
+    from bulksign.signing.recipient_actions import decline, open_request
     from tests.support.signing_requests import make_sent_request
 
     sent = make_sent_request(now=NOW, owner=world["people"]["owner_a"])
@@ -401,8 +401,8 @@ def test_admins_manage_teams_and_roles_on_the_admin_page_and_every_change_names_
 
 
 def test_role_changes_are_audited_with_memberships_and_the_admin_pages_narrow_them_to_a_user_or_a_team(app, world):
-    from bulksign.access_audit import recent_changes
-    from bulksign.users import UserError, set_role
+    from bulksign.people.access_audit import recent_changes
+    from bulksign.people.users import UserError, set_role
 
     people = world["people"]
     odd = create_team(db.session, name="<b>R&D</b>", now=utcnow())
@@ -434,9 +434,9 @@ def test_role_changes_are_audited_with_memberships_and_the_admin_pages_narrow_th
 def test_a_teams_webhook_endpoint_hears_only_its_teams_events_and_an_organisation_wide_one_hears_all(app, world):
     from datetime import timedelta
 
-    from bulksign import webhooks_out
+    from bulksign.integrations import webhooks_out
     from bulksign.models import WebhookDelivery
-    from bulksign.states import transition
+    from bulksign.batches.states import transition
 
     hr_batch = make_batch(db.session, statuses=["opened"], now=NOW, name="HR contracts",
                           user_id=world["people"]["staff_b"].id, team_id=world["team_b"])

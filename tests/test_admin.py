@@ -7,9 +7,9 @@ import pytest
 from flask import g
 from sqlalchemy import select
 
-from bulksign.extensions import db
+from bulksign.core.extensions import db
 from bulksign.models import ApiKey, User
-from bulksign.queues import get_queue
+from bulksign.work.queues import get_queue
 from tests.conftest import NOW, csrf_from
 from tests.support.batchdata import make_batch
 

@@ -25,14 +25,14 @@ import referencing
 from openapi_spec_validator import validate as validate_openapi
 from sqlalchemy import func, select, update
 
-from bulksign import idempotency
-from bulksign.doc_templates import create_template
-from bulksign.extensions import db
+from bulksign.integrations import idempotency
+from bulksign.doc_templates.versions import create_template
+from bulksign.core.extensions import db
 from bulksign.models import ApiKey, IdempotencyKey, SigningRequest, Team, utcnow
-from bulksign.suppressions import suppress
-from bulksign.teams import add_member
-from bulksign.users import create_api_key, create_user
-from bulksign.views.api_docs import _api_rules, build_spec
+from bulksign.recipients.suppressions import suppress
+from bulksign.people.teams import add_member
+from bulksign.people.users import create_api_key, create_user
+from bulksign.views.api.docs import _api_rules, build_spec
 from tests.conftest import NOW
 from tests.support.batches import make_batch
 from tests.support.looks import ARTIFACTS, WIDTHS

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from bulksign.extensions import db
-from bulksign.users import create_api_key
+from bulksign.core.extensions import db
+from bulksign.people.users import create_api_key
 from tests.conftest import NOW
 from tests.support.batchdata import make_batch
 

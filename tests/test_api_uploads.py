@@ -7,11 +7,11 @@ import re
 import pytest
 from sqlalchemy import func, select
 
-from bulksign.doc_templates import create_template
-from bulksign.extensions import db
+from bulksign.doc_templates.versions import create_template
+from bulksign.core.extensions import db
 from bulksign.models import Batch, SigningRequest
-from bulksign.pipeline import RENDER
-from bulksign.users import create_api_key
+from bulksign.work.pipeline import RENDER
+from bulksign.people.users import create_api_key
 from tests.conftest import NOW, csrf_from
 from tests.support.workers import queued
 
@@ -252,7 +252,7 @@ def test_a_batch_created_over_the_api_renders_each_row_into_its_own_pdf(api, tem
     from pypdf import PdfReader
 
     from bulksign.models import Document
-    from bulksign.storage import get_storage
+    from bulksign.documents.storage import get_storage
 
     created = api("/api/v1/batches", data={"template_id": template_id, "file": upload(GOOD)})
     run_jobs("pdf")

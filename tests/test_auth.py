@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from bulksign.extensions import db
+from bulksign.core.extensions import db
 from tests.conftest import ADMIN, STAFF, csrf_from
 
 
@@ -107,7 +107,7 @@ def test_the_staff_user_picks_russian_and_the_page_follows(client, auth, users):
 
 def test_api_needs_a_valid_bearer_key(client, users, app):
     from bulksign.models import utcnow
-    from bulksign.users import create_api_key
+    from bulksign.people.users import create_api_key
 
     assert client.get("/api/v1/me").status_code == 401
     assert client.get("/api/v1/me", headers={"Authorization": "Bearer nope"}).get_json()["error"]["message"]

@@ -9,13 +9,13 @@ import pytest
 from sqlalchemy import event, select, text, update
 from sqlalchemy.orm import Session
 
-from bulksign import batch_counts
-from bulksign.doc_templates import create_template
-from bulksign.extensions import db
+from bulksign.batches import counts as batch_counts
+from bulksign.doc_templates.versions import create_template
+from bulksign.core.extensions import db
 from bulksign.models import BatchStatusCount, SigningRequest
-from bulksign.states import transition
-from bulksign.status import TRANSITIONS, Status
-from bulksign.users import create_api_key
+from bulksign.batches.states import transition
+from bulksign.batches.status import TRANSITIONS, Status
+from bulksign.people.users import create_api_key
 from tests.conftest import NOW
 from tests.support.batchdata import make_batch
 

@@ -6,13 +6,13 @@ import threading
 import pytest
 from sqlalchemy import func, select
 
-from bulksign.batch_creation import BatchError, create_batch, settings_from_form
-from bulksign.doc_templates import create_template
-from bulksign.extensions import db
+from bulksign.batches.creation import BatchError, create_batch, settings_from_form
+from bulksign.doc_templates.versions import create_template
+from bulksign.core.extensions import db
 from bulksign.models import Batch, Event, SigningRequest
-from bulksign.pipeline import RENDER
-from bulksign.queues import get_queue
-from bulksign.recipients import validate_recipients
+from bulksign.work.pipeline import RENDER
+from bulksign.work.queues import get_queue
+from bulksign.recipients.validation import validate_recipients
 from tests.conftest import NOW
 from tests.support.workers import queued
 
@@ -126,7 +126,7 @@ def test_quiet_hours_and_reminders_are_kept(version, users):
 
 
 def test_when_redis_is_down_the_batch_is_still_created_and_left_for_the_reconciler(make_app):
-    from bulksign.users import create_user
+    from bulksign.people.users import create_user
     from tests.support.services import free_port
 
     app = make_app(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")
@@ -140,9 +140,9 @@ def test_when_redis_is_down_the_batch_is_still_created_and_left_for_the_reconcil
 
 
 def test_a_big_batch_queues_one_fan_out_job_that_queues_the_renders(version, users, run_jobs, monkeypatch):
-    import bulksign.batch_creation
+    from bulksign.batches import creation
 
-    monkeypatch.setattr(bulksign.batch_creation, "INLINE_ENQUEUE_MAX", 5)
+    monkeypatch.setattr(creation, "INLINE_ENQUEUE_MAX", 5)
     result = create_batch(db.session, user=users["staff"], template_version=version, rows=rows(8), name="Big", now=NOW)
     assert result.enqueued == 0 and get_queue("pdf").count == 0
     assert get_queue("default").job_ids == [f"enqueue-renders-{result.batch.id}"]

@@ -24,7 +24,7 @@ def test_a_bench_stops_waiting_once_every_request_is_generated_or_failed_and_say
     from sqlalchemy import update
 
     from bench import wait_for_requests
-    from bulksign.extensions import db
+    from bulksign.core.extensions import db
     from bulksign.models import SigningRequest
     from tests.conftest import NOW
     from tests.support.batchdata import make_batch

@@ -6,12 +6,12 @@ import json
 import pytest
 from sqlalchemy import select
 
-from bulksign.extensions import db
-from bulksign.links import find_by_token
+from bulksign.core.extensions import db
+from bulksign.signing.links import find_by_token
 from bulksign.models import Batch, OutgoingMail
-from bulksign.pipeline import enqueue_renders
-from bulksign.queues import get_queue
-from bulksign.users import create_api_key
+from bulksign.work.pipeline import enqueue_renders
+from bulksign.work.queues import get_queue
+from bulksign.people.users import create_api_key
 from tests.conftest import NOW
 from tests.support.batches import make_batch, request_ids, requests_of
 from tests.support.workers import one_per_job
@@ -147,7 +147,7 @@ def test_retry_failed_retries_only_the_failed_and_only_once(app, users, smtp, ru
     # Bounced is not failed: nothing to retry yet.
     assert client.post(f"/api/v1/batches/{batch}/retry-failed", headers=headers).json["retried"] == 0
 
-    from bulksign.states import transition
+    from bulksign.batches.states import transition
     transition(db.session, x.id, frm="bounced", to="generated", now=NOW)
     transition(db.session, x.id, frm="generated", to="failed", now=NOW, error_message="boom")
     db.session.commit()

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from bulksign.extensions import db
+from bulksign.core.extensions import db
 from bulksign.models import Batch, Team, utcnow
-from bulksign.teams import add_member, create_team
-from bulksign.users import create_user
+from bulksign.people.teams import add_member, create_team
+from bulksign.people.users import create_user
 from tests.conftest import ADMIN, NOW, STAFF, DEFAULT_TEAM
 from tests.support.batchdata import make_batch
 from tests.support.looks import log_in

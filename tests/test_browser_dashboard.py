@@ -9,9 +9,9 @@ import pytest
 from flask import g
 from sqlalchemy import select
 
-from bulksign.extensions import db
+from bulksign.core.extensions import db
 from bulksign.models import OutgoingMail, SigningRequest
-from bulksign.pipeline import enqueue_renders
+from bulksign.work.pipeline import enqueue_renders
 from tests.conftest import NOW, STAFF
 from tests.support.batchdata import make_batch
 from tests.support.looks import log_in

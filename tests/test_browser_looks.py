@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from bulksign.doc_templates import create_template
-from bulksign.extensions import db
+from bulksign.doc_templates.versions import create_template
+from bulksign.core.extensions import db
 from bulksign.models import SigningRequest, utcnow
 from tests.conftest import ADMIN, STAFF
 from tests.support import batchdata
@@ -168,7 +168,7 @@ def test_the_rich_editor_keeps_placeholders_attributes_and_the_head_as_written(l
 
 
 def test_the_html_invitation_reads_well_on_a_desktop_and_a_phone(live_server, page):
-    from bulksign.invitations import html_body
+    from bulksign.signing.invitations import html_body
 
     text = ("Hello Anna,\n\nAcme HR asks you to sign \"Offer letter\".\nOpen the document and sign it here:\n"
             f"{live_server}/sign/abc\n\nThe link is personal: please do not forward it.")

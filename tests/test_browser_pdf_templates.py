@@ -35,9 +35,9 @@ def _words(pdf: bytes) -> list[tuple[str, float, float, float, float]]:
 
 
 def test_staff_place_boxes_on_a_plain_pdf_and_each_document_prints_the_value_in_its_box(users, live_server, page):
-    from bulksign import template_kinds
-    from bulksign.doc_templates import get_version
-    from bulksign.extensions import db
+    from bulksign.doc_templates import kinds as template_kinds
+    from bulksign.doc_templates.versions import get_version
+    from bulksign.core.extensions import db
     from bulksign.models import DocumentTemplate
 
     log_in(page, live_server, *STAFF)

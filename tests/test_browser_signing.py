@@ -10,14 +10,14 @@ import pytest
 from pypdf import PdfReader
 from sqlalchemy import select
 
-from bulksign.extensions import db
+from bulksign.core.extensions import db
 from bulksign.models import Event, SigningRequest, utcnow
-from bulksign.pipeline import enqueue_renders
-from bulksign.seal_keys import seal_key
-from bulksign.sealing import check_seal
-from bulksign.signing import decline
-from bulksign.states import transition
-from bulksign.status import Status
+from bulksign.work.pipeline import enqueue_renders
+from bulksign.documents.seal_keys import seal_key
+from bulksign.documents.sealing import check_seal
+from bulksign.signing.recipient_actions import decline
+from bulksign.batches.states import transition
+from bulksign.batches.status import Status
 from tests.support.batches import make_batch, request_ids
 from tests.support.looks import ARTIFACTS
 from tests.support.signing_requests import make_sent_request
@@ -268,7 +268,7 @@ def test_each_dead_link_explains_itself(app, users, live_server, page):
 
 def test_verify_rejects_a_tampered_pdf_in_the_browser(app, users, live_server, page, run_jobs):
     from tests.test_sealing import signed_document, signed_request
-    from bulksign.storage import get_storage
+    from bulksign.documents.storage import get_storage
 
     r = signed_request(owner=users["staff"], image=False)
     run_jobs("pdf")

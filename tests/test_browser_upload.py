@@ -49,7 +49,7 @@ def test_upload_shows_the_bad_row_in_place_and_creates_the_batch(users, live_ser
     page.wait_for_url(f"{live_server}/batches/*")
     assert "Hiring, November" in page.locator("h1").inner_text()
     assert page.locator("#create-batch").count() == 0
-    from bulksign.extensions import db
+    from bulksign.core.extensions import db
     from bulksign.models import Batch, SigningRequest
 
     batch = db.session.scalar(db.select(Batch).where(Batch.name == "Hiring, November"))
@@ -62,8 +62,8 @@ def test_a_hostile_or_careless_file_gets_its_reason_in_place(users, live_server,
     """The whole-sheet workbook is refused at once; an open quote is a row error naming its line (issue 20)."""
     from pathlib import Path
 
-    from bulksign.doc_templates import create_template
-    from bulksign.extensions import db
+    from bulksign.doc_templates.versions import create_template
+    from bulksign.core.extensions import db
     from tests.conftest import NOW
     from tests.support.hostile_files import stray_quote_csv, whole_sheet_xlsx
 
@@ -87,10 +87,10 @@ def test_a_hostile_or_careless_file_gets_its_reason_in_place(users, live_server,
 
 def test_a_listed_address_is_a_warning_with_its_reason_and_is_not_mailed(users, live_server, page):
     """An address on the suppression list: warned about in the check, created failed with the reason (issue 15)."""
-    from bulksign.doc_templates import create_template
-    from bulksign.extensions import db
+    from bulksign.doc_templates.versions import create_template
+    from bulksign.core.extensions import db
     from bulksign.models import SigningRequest
-    from bulksign.suppressions import suppress
+    from bulksign.recipients.suppressions import suppress
     from tests.conftest import NOW
 
     template = create_template(db.session, name="Contract", html="<p>{{ name }}</p>", user=users["staff"], now=NOW)

@@ -9,11 +9,11 @@ from pathlib import Path
 from rq_scheduler import Scheduler
 from sqlalchemy import select, text
 
-from bulksign.extensions import db, get_redis
+from bulksign.core.extensions import db, get_redis
 from bulksign.jobs.schedule import PERIODIC_JOBS, PeriodicJob, register_periodic_jobs
 from bulksign.models import ApiKey, DocumentTemplate, User
-from bulksign.queues import ROLLUP_BATCHES, get_queue
-from bulksign.tokens import hash_token
+from bulksign.work.queues import ROLLUP_BATCHES, get_queue
+from bulksign.core.tokens import hash_token
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -147,7 +147,7 @@ def test_the_test_worker_reports_how_many_jobs_it_ran(app, run_jobs):
 
 
 def test_batches_rebuild_counts_repairs_drifted_counters_and_says_how_many_differed(app):
-    from bulksign import batch_counts
+    from bulksign.batches import counts as batch_counts
     from tests.conftest import NOW
     from tests.support.batchdata import make_batch
 
@@ -181,7 +181,7 @@ def test_only_the_web_process_keeps_the_rate_limits_in_memory_fallback(app):
 
 
 def test_make_run_on_another_port_mails_links_to_that_port(monkeypatch):
-    from bulksign.config import load_config
+    from bulksign.core.config import load_config
 
     monkeypatch.delenv("APP_URL", raising=False)
     monkeypatch.setenv("BIND", "127.0.0.1:5600")

@@ -7,9 +7,9 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import event, select
 
-from bulksign import dashboard
-from bulksign.dashboard import DashboardError, RecipientFilter
-from bulksign.extensions import db
+from bulksign.batches import dashboard
+from bulksign.batches.dashboard import DashboardError, RecipientFilter
+from bulksign.core.extensions import db
 from bulksign.models import Event, OutgoingMail, SigningRequest
 from tests.conftest import NOW
 from tests.support.batchdata import make_batch
@@ -294,7 +294,7 @@ def test_retry_failed_from_the_page_puts_them_back_in_the_pipeline(client, auth,
     auth.login()
     html = _bulk(client, batch.id, action="retry", select_all="1", status="problems").get_data(as_text=True)
     assert "1 failed request is being prepared and sent again." in html
-    from bulksign.queues import get_queue
+    from bulksign.work.queues import get_queue
 
     assert get_queue("pdf").count == 1
 
@@ -324,7 +324,7 @@ def test_a_refusal_reaches_russian_staff_in_russian(client, auth, users):
 @pytest.mark.parametrize("status", ["", "signed", "waiting", "problems", "not_opened"])
 @pytest.mark.parametrize("q", ["", "person00001"])
 def test_matching_count_from_the_batch_counts_equals_the_counted_one(app, batch, status, q):
-    from bulksign.batches import counts_for
+    from bulksign.batches.progress import counts_for
 
     flt = RecipientFilter(status=status, q=q)
     counts = counts_for(db.session, [batch.id])[batch.id]
@@ -363,7 +363,7 @@ def test_staff_pages_render_in_russian(client, auth, batch, users):
 
 
 def test_a_large_select_all_runs_in_a_background_job(client, auth, batch, run_jobs, monkeypatch):
-    from bulksign.views import dashboard as views
+    from bulksign.views.staff import dashboard as views
 
     monkeypatch.setattr(views, "INLINE_LIMIT", 3)
     auth.login()

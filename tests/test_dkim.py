@@ -6,11 +6,11 @@ import re
 import dkim
 import pytest
 
-from bulksign.config import ConfigError
-from bulksign.dkim_signing import generate_key, key_from_settings, sign
-from bulksign.extensions import db
-from bulksign.pipeline import enqueue_renders
-from bulksign.users import create_user
+from bulksign.core.config import ConfigError
+from bulksign.mail.dkim_signing import generate_key, key_from_settings, sign
+from bulksign.core.extensions import db
+from bulksign.work.pipeline import enqueue_renders
+from bulksign.people.users import create_user
 from tests.conftest import NOW
 from tests.support.batches import make_batch, request_ids, run_worker
 

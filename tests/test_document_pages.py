@@ -9,12 +9,12 @@ import pytest
 from PIL import Image
 from sqlalchemy import select
 
-from bulksign import document_pages
-from bulksign.document_pages import PAGE_WIDTH_PX, image_key
-from bulksign.extensions import db
+from bulksign.documents import document_pages
+from bulksign.documents.document_pages import PAGE_WIDTH_PX, image_key
+from bulksign.core.extensions import db
 from bulksign.models import Document, utcnow
-from bulksign.signing import decline
-from bulksign.storage import get_storage
+from bulksign.signing.recipient_actions import decline
+from bulksign.documents.storage import get_storage
 from tests.support.signing_requests import make_sent_request
 
 TWO_PAGES = ('<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'"><h1>Договор {{ number }}</h1>'

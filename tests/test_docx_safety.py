@@ -14,13 +14,14 @@ import pytest
 from pypdf import PdfReader
 from sqlalchemy import select
 
-from bulksign import docx_templates, libreoffice, pdf, sandbox
-from bulksign.doc_templates import TemplateError, get_version
-from bulksign.extensions import db
+from bulksign.doc_templates import docx_templates
+from bulksign.documents import libreoffice, pdf, sandbox
+from bulksign.doc_templates.versions import TemplateError, get_version
+from bulksign.core.extensions import db
 from bulksign.models import DocumentTemplate
-from bulksign.pipeline import enqueue_renders
-from bulksign.recipient_files import UploadError, open_table
-from bulksign.storage import get_storage
+from bulksign.work.pipeline import enqueue_renders
+from bulksign.recipients.files import UploadError, open_table
+from bulksign.documents.storage import get_storage
 from tests.conftest import NOW, csrf_from
 from tests.support import docx_files, hostile_docx
 from tests.support.batches import make_batch, request_ids, requests_of
@@ -97,7 +98,7 @@ def test_a_plain_hyperlink_stays_allowed():
 
 def test_the_web_form_and_the_api_refuse_hostile_word_files_and_no_converter_reaches_out(
         client, auth, users, listener, other_teams_document):
-    from bulksign.users import create_api_key
+    from bulksign.people.users import create_api_key
 
     hostile = [hostile_docx.linked_image(f"{listener.url}/img.png", spelling="single quotes"),
                hostile_docx.linked_image(f"file://{other_teams_document}", spelling="another prefix"),

@@ -13,13 +13,14 @@ import zipfile
 import pytest
 from sqlalchemy import select
 
-from bulksign import docx_templates, libreoffice
-from bulksign.doc_templates import TemplateError, get_version
-from bulksign.extensions import db
+from bulksign.doc_templates import docx_templates
+from bulksign.documents import libreoffice
+from bulksign.doc_templates.versions import TemplateError, get_version
+from bulksign.core.extensions import db
 from bulksign.models import Document, DocumentTemplate
-from bulksign.pdf import RenderError
-from bulksign.pipeline import enqueue_renders
-from bulksign.storage import get_storage
+from bulksign.documents.pdf import RenderError
+from bulksign.work.pipeline import enqueue_renders
+from bulksign.documents.storage import get_storage
 from tests.conftest import NOW, csrf_from
 from tests.support import docx_files
 from tests.support.batches import make_batch, request_ids, requests_of
@@ -35,7 +36,7 @@ def test_variables_of_a_word_file_include_split_placeholders_header_and_loops():
 
 
 def test_the_api_takes_a_word_file_and_answers_its_kind_and_variables(client, users):
-    from bulksign.users import create_api_key
+    from bulksign.people.users import create_api_key
 
     key = create_api_key(db.session, user=users["staff"], name="t", now=NOW).secret
     db.session.commit()

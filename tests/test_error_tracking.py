@@ -8,8 +8,8 @@ import sentry_sdk
 from flask import g
 from rq import Retry
 
-from bulksign.error_tracking import scrub
-from bulksign.queues import get_queue
+from bulksign.core.error_tracking import scrub
+from bulksign.work.queues import get_queue
 from tests.support.sentry import SentryServer
 from tests.support.workers import run_burst_worker
 
@@ -58,7 +58,7 @@ def test_an_error_in_a_view_reaches_sentry_with_its_request_id_and_without_the_t
     def broken_lookup(*args, **kwargs):
         raise RuntimeError(f"token lookup failed for /sign/{TOKEN}?token={WEBHOOK_SECRET} (alice@example.com)")
 
-    monkeypatch.setattr("bulksign.views.signing.find_by_token", broken_lookup)
+    monkeypatch.setattr("bulksign.views.recipient.signing.find_by_token", broken_lookup)
     client = tracked_app.test_client()
     client.set_cookie("session", COOKIE)
     response = client.get(f"/sign/{TOKEN}?token={WEBHOOK_SECRET}",
@@ -77,7 +77,7 @@ def test_an_error_in_the_bounce_webhook_keeps_its_token_out_of_sentry(tracked_ap
     def broken_parse(payload):
         raise ValueError("provider changed its format")
 
-    monkeypatch.setattr("bulksign.views.webhooks.parse_bounce", broken_parse)
+    monkeypatch.setattr("bulksign.views.webhooks_in.parse_bounce", broken_parse)
     response = tracked_app.test_client().post(f"/webhooks/bounces?token={WEBHOOK_SECRET}", json={"email": "a@b.c"})
     assert response.status_code == 500
 

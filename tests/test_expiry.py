@@ -6,14 +6,14 @@ from datetime import timedelta
 from flask import current_app
 from sqlalchemy import update
 
-from bulksign.expiry import expire_due
-from bulksign.extensions import db
+from bulksign.batches.expiry import expire_due
+from bulksign.core.extensions import db
 from bulksign.jobs.periodic import expire_requests
-from bulksign.links import current_token
+from bulksign.signing.links import current_token
 from bulksign.models import SigningRequest
-from bulksign.pipeline import enqueue_sends
-from bulksign.states import transition
-from bulksign.status import Status
+from bulksign.work.pipeline import enqueue_sends
+from bulksign.batches.states import transition
+from bulksign.batches.status import Status
 from tests.conftest import NOW
 from tests.support.waiting import mails, request, sent_batch
 
@@ -95,7 +95,7 @@ def test_a_trickle_of_expiries_still_gets_a_summary_within_a_day(app, users):
 
 
 def test_a_reminder_still_queued_at_the_deadline_is_cancelled(app, users):
-    from bulksign.reminders import queue_due_reminders
+    from bulksign.batches.reminders import queue_due_reminders
 
     sent_batch(user=users["staff"], sent_at=NOW)
     assert queue_due_reminders(db.session, now=NOW + 4 * DAY).queued == 1

@@ -9,10 +9,10 @@ import zipfile
 from flask import g
 from sqlalchemy import select, update
 
-from bulksign.exports import BOM, safe_cell
-from bulksign.extensions import db
+from bulksign.batches.exports import BOM, safe_cell
+from bulksign.core.extensions import db
 from bulksign.models import Document, Export, SigningRequest
-from bulksign.storage import get_storage
+from bulksign.documents.storage import get_storage
 from tests.conftest import NOW, csrf_from
 from tests.support.batchdata import make_batch
 
@@ -57,7 +57,7 @@ def test_csv_streams_every_row_of_a_batch_bigger_than_one_page(client, auth, use
 
 
 def test_csv_over_the_api_with_a_key(app, client, users):
-    from bulksign.users import create_api_key
+    from bulksign.people.users import create_api_key
 
     secret = create_api_key(db.session, user=users["staff"], name="t", now=NOW).secret
     batch = make_batch(db.session, statuses=["sent", "signed"], now=NOW)

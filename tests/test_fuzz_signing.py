@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from werkzeug.datastructures import MultiDict
 from werkzeug.routing import IntegerConverter
 
-from bulksign.extensions import db
+from bulksign.core.extensions import db
 from bulksign.models import utcnow
 from tests.conftest import STAFF, csrf_from
 from tests.support.signing_requests import make_sent_request
@@ -118,8 +118,8 @@ def test_random_verify_posts_never_answer_500(recipient, sha256, upload, filenam
 
 @pytest.fixture
 def uploader(make_app):
-    from bulksign.doc_templates import create_template
-    from bulksign.users import create_user
+    from bulksign.doc_templates.versions import create_template
+    from bulksign.people.users import create_user
 
     app = make_app()
     with app.app_context():
@@ -167,11 +167,11 @@ form_values = st.dictionaries(st.sampled_from(FIELD_NAMES), st.one_of(values, st
 @pytest.fixture
 def staff_client(make_app):
     """An admin logged in over a batch of every status (ids 1..), on an app with no context pushed by the test."""
-    from bulksign.users import create_user
+    from bulksign.people.users import create_user
     from tests.conftest import ADMIN, NOW
     from tests.support.batchdata import make_batch
 
-    from bulksign.users import create_api_key
+    from bulksign.people.users import create_api_key
 
     app = make_app()
     with app.app_context():

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select, text
 
-from bulksign import batch_counts
-from bulksign.extensions import db
+from bulksign.batches import counts as batch_counts
+from bulksign.core.extensions import db
 from bulksign.models import Batch, OutgoingMail, SigningRequest
-from bulksign.users import create_api_key
+from bulksign.people.users import create_api_key
 from tests.conftest import NOW, csrf_from
 from tests.support.batches import make_batch
 
@@ -136,9 +136,9 @@ def test_remind_all_not_signed_on_a_big_batch_runs_as_a_job(client, auth, users,
 
 
 def test_a_stopped_batch_renders_and_sends_nothing_more_while_its_cancel_job_waits(app, users, smtp, run_jobs):
-    from bulksign.batches import stop_batch
+    from bulksign.batches.progress import stop_batch
     from bulksign.models import Document, User, utcnow
-    from bulksign.pipeline import enqueue_renders
+    from bulksign.work.pipeline import enqueue_renders
     from tests.support.batches import request_ids, requests_of
 
     staff_id = users["staff"].id

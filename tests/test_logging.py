@@ -11,7 +11,7 @@ from pathlib import Path
 
 import requests
 
-from bulksign.logs import JsonFormatter, redact_path, redact_query
+from bulksign.core.logs import JsonFormatter, redact_path, redact_query
 from tests.support.services import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,7 +85,7 @@ def test_the_access_log_survives_a_request_gunicorn_answers_itself_after_killing
 
     from gunicorn.config import Config
 
-    from bulksign.gunicorn_logging import RedactingLogger
+    from bulksign.core.gunicorn_logging import RedactingLogger
 
     logger = RedactingLogger(Config())
     environ = {"REQUEST_METHOD": "GET", "RAW_URI": "/sign/SecretTokenValue", "SERVER_PROTOCOL": "HTTP/1.1",
@@ -96,7 +96,7 @@ def test_the_access_log_survives_a_request_gunicorn_answers_itself_after_killing
 
 
 def test_the_development_servers_request_lines_hide_tokens_however_the_path_is_spelt():
-    from bulksign.views.signing import RedactSigningTokens
+    from bulksign.views.recipient.signing import RedactSigningTokens
 
     for path in ("/sign/SecretTok3n", "//sign/SecretTok3n", "/%73ign/SecretTok3n", "/sign/%53ecretTok3n/document"):
         record = logging.LogRecord("werkzeug", logging.INFO, __file__, 1, '127.0.0.1 - - "GET %s HTTP/1.1" 200 -',

@@ -7,13 +7,13 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
-from bulksign import branding
-from bulksign.config import ConfigError, load_config
-from bulksign.doc_templates import TemplateError, extract_variables
-from bulksign.extensions import db
-from bulksign.home import home
+from bulksign.core import branding
+from bulksign.core.config import ConfigError, load_config
+from bulksign.doc_templates.versions import TemplateError, extract_variables
+from bulksign.core.extensions import db
+from bulksign.batches.home import home
 from bulksign.models import Batch, SigningRequest
-from bulksign.pipeline import enqueue_renders
+from bulksign.work.pipeline import enqueue_renders
 from tests.conftest import NOW, csrf_from
 from tests.support import batchdata
 from tests.support.batches import make_batch, request_ids
@@ -184,7 +184,7 @@ def test_the_template_form_shows_the_plain_error_the_line_and_its_text(client, a
 
 
 def test_a_mailbox_search_opens_a_bounded_number_of_files_per_page_and_goes_on_from_there(tmp_path, monkeypatch):
-    from bulksign import devmail
+    from bulksign.mail import devmail
 
     _catch(tmp_path, 30)
     monkeypatch.setattr(devmail, "SCAN_LIMIT", 10)

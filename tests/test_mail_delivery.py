@@ -4,11 +4,11 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from bulksign.extensions import db
+from bulksign.core.extensions import db
 from bulksign.models import Batch, OutgoingMail
-from bulksign.pipeline import enqueue_renders
-from bulksign.queues import get_queue
-from bulksign.users import create_user
+from bulksign.work.pipeline import enqueue_renders
+from bulksign.work.queues import get_queue
+from bulksign.people.users import create_user
 from tests.conftest import NOW
 from tests.support.batches import make_batch, request_ids, requests_of, run_worker
 from tests.support.services import free_port
@@ -89,10 +89,10 @@ def test_an_outage_longer_than_every_retry_loses_no_invitation(fast_retry_app, s
     counts: here one 451, then more tries than MAIL_MAX_ATTEMPTS against a closed port, then the reconciler."""
     from datetime import timedelta
 
-    from bulksign.extensions import get_redis
-    from bulksign.mail_server import current_outage
+    from bulksign.core.extensions import get_redis
+    from bulksign.mail.mail_server import current_outage
     from bulksign.models import utcnow
-    from bulksign.reconciler import reconcile
+    from bulksign.batches.reconciler import reconcile
 
     batch = make_batch(user=staff, now=NOW, recipients=1)
     smtp.handler.scripted_replies.append("451 4.3.0 Mailbox busy, try later")
@@ -129,7 +129,7 @@ def test_a_server_that_greets_with_421_or_refuses_the_connection_is_down_not_a_f
     from flask_mail import Message
 
     from bulksign.jobs.mail import SmtpLink
-    from bulksign.mail_headers import outgoing
+    from bulksign.mail.mail_headers import outgoing
 
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
@@ -185,7 +185,7 @@ def test_building_a_mail_does_not_ask_the_resolver_for_this_hosts_name(app, monk
 
     from flask_mail import Message
 
-    from bulksign.mailer import MESSAGE_ID_DOMAIN  # every builder imports the module
+    from bulksign.mail.mailer import MESSAGE_ID_DOMAIN  # every builder imports the module
 
     asked = []
     monkeypatch.setattr(socket, "getfqdn", lambda *args: asked.append(args) or "slow.example")

@@ -9,14 +9,14 @@ import pytest
 from flask_mail import Message
 from sqlalchemy import select, update
 
-from bulksign.doc_templates import TemplateError, create_template
-from bulksign.extensions import db
-from bulksign.mail_headers import HeaderError, header, outgoing
+from bulksign.doc_templates.versions import TemplateError, create_template
+from bulksign.core.extensions import db
+from bulksign.mail.mail_headers import HeaderError, header, outgoing
 from bulksign.models import Batch, OutgoingMail, Team, TemplateVersion, utcnow
-from bulksign.pipeline import enqueue_renders
-from bulksign.signing import decline
-from bulksign.teams import TeamError, create_team
-from bulksign.users import create_api_key
+from bulksign.work.pipeline import enqueue_renders
+from bulksign.signing.recipient_actions import decline
+from bulksign.people.teams import TeamError, create_team
+from bulksign.people.users import create_api_key
 from tests.conftest import NOW, csrf_from
 from tests.support.batches import make_batch, request_ids, requests_of
 

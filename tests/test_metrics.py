@@ -16,12 +16,12 @@ from redis import Redis
 from rq import Retry, Worker
 from sqlalchemy import event
 
-from bulksign import telemetry
-from bulksign.config import BASE_DIR
-from bulksign.extensions import db, get_redis
+from bulksign.ops import telemetry
+from bulksign.core.config import BASE_DIR
+from bulksign.core.extensions import db, get_redis
 from bulksign.jobs.schedule import periodic_scheduler_class
-from bulksign.pipeline import enqueue_renders
-from bulksign.queues import get_queue
+from bulksign.work.pipeline import enqueue_renders
+from bulksign.work.queues import get_queue
 from tests.conftest import NOW
 from tests.support.batches import make_batch, request_ids, worker_env
 from tests.support.workers import run_burst_worker
@@ -123,7 +123,7 @@ def test_the_scheduler_records_its_last_tick(app, client):
 
 
 def test_an_outage_of_the_mail_server_shows_since_when(app, client):
-    from bulksign import mail_server
+    from bulksign.mail import mail_server
 
     assert value(scrape(client), "bulksign_mail_server_down_since_timestamp_seconds") == 0
     started = time.time() - 400
@@ -267,7 +267,7 @@ def test_errors_count_as_5xx_under_the_route_name_never_the_token(app, client, m
     def broken(*args, **kwargs):
         raise RuntimeError("database fell over")
 
-    monkeypatch.setattr("bulksign.views.signing.find_by_token", broken)
+    monkeypatch.setattr("bulksign.views.recipient.signing.find_by_token", broken)
     assert client.get("/sign/SecretToken123456789").status_code == 500
     assert client.get("/no/such/page").status_code == 404
     text = scrape(client)

@@ -8,7 +8,7 @@ from flask_migrate import downgrade, upgrade
 from sqlalchemy import create_engine, inspect, select, text
 
 from bulksign import create_app
-from bulksign.extensions import db
+from bulksign.core.extensions import db
 from tests.support.services import postgres_database
 
 
@@ -39,8 +39,8 @@ def test_migrations_upgrade_to_the_models_and_downgrade_to_nothing(empty_databas
 
 
 def test_the_counters_migration_back_fills_every_status_of_every_batch(empty_database_url, redis_server, tmp_path):
-    from bulksign import batch_counts
-    from bulksign.status import Status
+    from bulksign.batches import counts as batch_counts
+    from bulksign.batches.status import Status
     from tests.conftest import NOW
     from tests.support.batchdata import make_batch
 
@@ -66,7 +66,7 @@ def test_the_counters_migration_back_fills_every_status_of_every_batch(empty_dat
 
 def test_the_teams_migration_puts_existing_users_and_data_in_a_default_team(empty_database_url, redis_server, tmp_path):
     from bulksign.models import Batch, DocumentTemplate, Team, TeamMember
-    from bulksign.users import create_user
+    from bulksign.people.users import create_user
     from tests.conftest import NOW
     from tests.support.batchdata import make_batch
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from bulksign.config import BASE_DIR
+from bulksign.core.config import BASE_DIR
 from tests.test_metrics import scrape_after_work
 
 PROMETHEUS = BASE_DIR / "deploy" / "prometheus"

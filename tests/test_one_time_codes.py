@@ -13,17 +13,17 @@ from flask import g
 from pypdf import PdfReader
 from sqlalchemy import select
 
-from bulksign import one_time_codes as otp
-from bulksign.batch_creation import BatchError, settings_from_form
-from bulksign.doc_templates import create_template
-from bulksign.devmail import list_caught, mailbox_folder, read_caught
-from bulksign.extensions import db
+from bulksign.signing import one_time_codes as otp
+from bulksign.batches.creation import BatchError, settings_from_form
+from bulksign.doc_templates.versions import create_template
+from bulksign.mail.devmail import list_caught, mailbox_folder, read_caught
+from bulksign.core.extensions import db
 from bulksign.models import Batch, Document, Event, OneTimeCode, OutgoingMail, SigningRequest, utcnow
-from bulksign.signed_pdf import audit_certificate, audit_record
-from bulksign.signing import decline, sign
-from bulksign.sms import HttpSmsProvider, SmsError
-from bulksign.storage import get_storage
-from bulksign.users import create_api_key
+from bulksign.documents.signed_pdf import audit_certificate, audit_record
+from bulksign.signing.recipient_actions import decline, sign
+from bulksign.mail.sms import HttpSmsProvider, SmsError
+from bulksign.documents.storage import get_storage
+from bulksign.people.users import create_api_key
 from tests.conftest import NOW, csrf_from
 from tests.support.batches import run_worker
 from tests.support.services import free_port

@@ -11,11 +11,11 @@ import pytest
 from pypdf import PdfReader
 from sqlalchemy import select
 
-from bulksign.doc_templates import create_template, get_version
-from bulksign.extensions import db
+from bulksign.doc_templates.versions import create_template, get_version
+from bulksign.core.extensions import db
 from bulksign.models import Document, DocumentTemplate
-from bulksign.pipeline import enqueue_renders
-from bulksign.storage import get_storage
+from bulksign.work.pipeline import enqueue_renders
+from bulksign.documents.storage import get_storage
 from tests.conftest import NOW, csrf_from
 from tests.support.batches import make_batch, request_ids, requests_of
 from tests.support.pdf_files import HTTPS_LINK, active_content, contract_form, hostile_form, nested_pdf, plain_pdf
@@ -60,7 +60,7 @@ def test_uploading_a_fillable_pdf_makes_a_pdf_template_whose_fields_are_the_vari
 
 
 def test_the_api_takes_a_pdf_and_answers_its_kind_and_variables(client, users):
-    from bulksign.users import create_api_key
+    from bulksign.people.users import create_api_key
 
     key = create_api_key(db.session, user=users["staff"], name="t", now=NOW).secret
     db.session.commit()
@@ -105,7 +105,7 @@ def test_boxes_placed_on_a_plain_pdf_make_a_new_version_with_their_columns(clien
 def test_a_page_width_not_offered_is_refused_with_the_alternatives_in_the_readers_language(app):
     from flask_babel import force_locale
 
-    from bulksign import pdf_pages
+    from bulksign.documents import pdf_pages
 
     with pytest.raises(pdf_pages.PageImageError) as refused:
         pdf_pages.page_png(get_storage(), pdf_key="templates/1/a.pdf", page=0, width=1000)
@@ -115,7 +115,7 @@ def test_a_page_width_not_offered_is_refused_with_the_alternatives_in_the_reader
 
 
 def test_pages_and_placement_are_out_of_reach_of_other_teams(client, auth, users):
-    from bulksign.users import create_api_key, create_user
+    from bulksign.people.users import create_api_key, create_user
 
     outsider = create_user(db.session, email="out@example.com", password="outsider-password", role="staff", now=NOW)
     saved = create_template(db.session, name="Private", html="", kind="pdf", file=plain_pdf(),
@@ -132,7 +132,7 @@ def test_pages_and_placement_are_out_of_reach_of_other_teams(client, auth, users
 
 
 def test_boxes_placed_over_the_api_print_each_recipients_values_there(client, users, run_jobs):
-    from bulksign.users import create_api_key
+    from bulksign.people.users import create_api_key
 
     headers = {"Authorization": f"Bearer {create_api_key(db.session, user=users['staff'], name='t', now=NOW).secret}"}
     db.session.commit()
@@ -212,10 +212,10 @@ def test_each_recipient_gets_their_own_flattened_pdf_from_the_render_job(app, us
 
 def test_active_content_is_taken_out_of_an_uploaded_pdf_and_reaches_no_recipient_nor_the_sealed_copy(
         app, client, auth, users):
-    from bulksign.seal_keys import seal_key
-    from bulksign.sealing import apply_seal
-    from bulksign.signature_box import SignatureBox
-    from bulksign.signed_pdf import AuditRecord, build_signed_pdf
+    from bulksign.documents.seal_keys import seal_key
+    from bulksign.documents.sealing import apply_seal
+    from bulksign.documents.signature_box import SignatureBox
+    from bulksign.documents.signed_pdf import AuditRecord, build_signed_pdf
     from tests.support.workers import run_burst_worker
 
     auth.login()
@@ -252,7 +252,7 @@ def test_active_content_is_taken_out_of_an_uploaded_pdf_and_reaches_no_recipient
 
 
 def test_a_pdf_nested_50000_deep_is_refused_with_a_message_not_a_server_error(client, users):
-    from bulksign.users import create_api_key
+    from bulksign.people.users import create_api_key
 
     key = create_api_key(db.session, user=users["staff"], name="t", now=NOW).secret
     db.session.commit()

@@ -5,13 +5,13 @@ import re
 
 from sqlalchemy import select
 
-from bulksign.batches import counts_for
-from bulksign.extensions import db, get_redis
+from bulksign.batches.progress import counts_for
+from bulksign.core.extensions import db, get_redis
 from bulksign.models import Batch, Document, Event, OutgoingMail
-from bulksign.pipeline import RENDER, SEND, enqueue_renders, owners
-from bulksign.queues import get_queue
-from bulksign.storage import get_storage
-from bulksign.tokens import hash_token
+from bulksign.work.pipeline import RENDER, SEND, enqueue_renders, owners
+from bulksign.work.queues import get_queue
+from bulksign.documents.storage import get_storage
+from bulksign.core.tokens import hash_token
 from tests.conftest import NOW
 from tests.support.batches import make_batch, request_ids, requests_of
 from tests.support.workers import one_per_job
@@ -100,7 +100,7 @@ def test_a_template_that_makes_wkhtmltopdf_hang_fails_with_a_clear_message(make_
 
 
 def test_unwritable_storage_is_retried_then_fails_with_a_clear_message(make_app, smtp, tmp_path):
-    from bulksign.storage import LocalStorage
+    from bulksign.documents.storage import LocalStorage
     from tests.support.batches import run_worker
 
     blocker = tmp_path / "a-file"
@@ -130,7 +130,7 @@ def test_several_worker_processes_share_one_batch(app, users, smtp):
     import subprocess
     import sys
 
-    from bulksign.config import BASE_DIR
+    from bulksign.core.config import BASE_DIR
     from tests.support.batches import worker_env
 
     batch = make_batch(user=users["staff"], now=NOW, recipients=6)

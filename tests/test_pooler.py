@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from bulksign.extensions import db
+from bulksign.core.extensions import db
 from bulksign.models import utcnow
 from tests.support.signing_requests import make_sent_request
 

@@ -1,4 +1,4 @@
-"""Every job is reached through a handle in ``bulksign.queues``; every mail kind has its builder, in every sender."""
+"""Every job is reached through a handle in ``bulksign.work.queues``; every mail kind has its builder, in every sender."""
 from __future__ import annotations
 
 import importlib
@@ -9,10 +9,10 @@ import sys
 import pytest
 from rq.job import Job
 
-from bulksign import queues
-from bulksign.extensions import get_redis
+from bulksign.work import queues
+from bulksign.core.extensions import get_redis
 from bulksign.jobs.schedule import PERIODIC_JOBS
-from bulksign.queues import SEAL, WiringError, job, load_jobs
+from bulksign.work.queues import SEAL, WiringError, job, load_jobs
 
 #: What RQ keeps in Redis for every job queued so far: a rename must keep these working while old jobs drain.
 STORED_PATHS = {

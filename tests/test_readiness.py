@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from bulksign import mail_server
-from bulksign.extensions import get_redis
+from bulksign.mail import mail_server
+from bulksign.core.extensions import get_redis
 from bulksign.jobs.worker import AppWorker
 from bulksign.models import utcnow
-from bulksign.queues import get_queue
-from bulksign.scheduler_ticks import record_tick
+from bulksign.work.queues import get_queue
+from bulksign.work.scheduler_ticks import record_tick
 
 
 def _workers_listening_on(*queues: str) -> AppWorker:

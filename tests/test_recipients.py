@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bulksign.email_checks import check_email
-from bulksign.recipient_files import UploadError
-from bulksign.recipients import MAX_VALUE_CHARS, error_report_csv, typo_domains, validate_recipients
-from bulksign.uploads import load_upload, store_upload
-from bulksign.storage import LocalStorage
+from bulksign.mail.email_checks import check_email
+from bulksign.recipients.files import UploadError
+from bulksign.recipients.validation import MAX_VALUE_CHARS, error_report_csv, typo_domains, validate_recipients
+from bulksign.recipients.uploads import load_upload, store_upload
+from bulksign.documents.storage import LocalStorage
 
 VARS = ["name", "position"]
 
@@ -243,7 +243,7 @@ def test_well_formed_workbooks_with_any_cell_values_never_crash_the_reader(heade
 
 # --- hostile and careless files (issue 20) -------------------------------------------------------------------
 
-from bulksign import recipient_files  # noqa: E402
+from bulksign.recipients import files as recipient_files  # noqa: E402
 from tests.support import hostile_files  # noqa: E402
 
 REFUSALS = {"whole sheet claimed": "beyond the limit of 200 columns", "1.5 GB of empty rows": "mostly empty space",

@@ -8,14 +8,14 @@ import threading
 import time
 from datetime import timedelta
 
-from bulksign.config import BASE_DIR
-from bulksign.extensions import db, get_redis
+from bulksign.core.config import BASE_DIR
+from bulksign.core.extensions import db, get_redis
 from bulksign.jobs.periodic import reconcile_stuck_work
 from bulksign.models import Batch, OutgoingMail, SigningRequest, utcnow
-from bulksign.pipeline import BEAT_TRUST_SECONDS, RENDER, SEND, beating, enqueue_renders, owners
-from bulksign.queues import get_queue
-from bulksign.reconciler import reconcile
-from bulksign.states import transition
+from bulksign.work.pipeline import BEAT_TRUST_SECONDS, RENDER, SEND, beating, enqueue_renders, owners
+from bulksign.work.queues import get_queue
+from bulksign.batches.reconciler import reconcile
+from bulksign.batches.states import transition
 from tests.conftest import NOW
 from tests.support.batches import make_batch, request_ids, requests_of, worker_env
 from tests.support.workers import one_per_job
@@ -314,7 +314,7 @@ def test_sends_waiting_in_the_scheduled_registry_of_a_killed_worker_go_out_at_th
 def test_a_scheduled_job_is_alive_only_while_it_waits_in_the_registry_for_a_moment_ahead(app):
     from rq.registry import ScheduledJobRegistry
 
-    from bulksign.reconciler import live_jobs
+    from bulksign.batches.reconciler import live_jobs
 
     redis, queue, now = get_redis(), get_queue("mail"), utcnow()
     ahead = queue.enqueue_at(now + timedelta(minutes=2), "bulksign.jobs.periodic.tick")

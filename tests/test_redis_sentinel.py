@@ -8,11 +8,11 @@ from redis import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from sqlalchemy import select
 
-from bulksign.extensions import db, get_redis, limiter
+from bulksign.core.extensions import db, get_redis, limiter
 from bulksign.jobs.periodic import reconcile_stuck_work
 from bulksign.models import OutgoingMail, utcnow
-from bulksign.pipeline import enqueue_renders
-from bulksign.scheduler_ticks import KEY as SCHEDULER_TICK_KEY
+from bulksign.work.pipeline import enqueue_renders
+from bulksign.work.scheduler_ticks import KEY as SCHEDULER_TICK_KEY
 from tests.conftest import NOW
 from tests.support.batches import make_batch, request_ids, requests_of, worker_env
 from tests.support.processes import start, stop, terminate_and_time, wait_for
@@ -44,7 +44,7 @@ def test_every_redis_user_reaches_the_master_the_sentinel_names(make_app, sentin
 
 def auth_client_login(client):
     from tests.conftest import ADMIN, csrf_from
-    from bulksign.users import create_user
+    from bulksign.people.users import create_user
 
     create_user(db.session, email=ADMIN[0], password=ADMIN[1], role="admin", now=utcnow())
     db.session.commit()
@@ -105,7 +105,7 @@ def test_a_malformed_sentinel_url_is_one_clear_line_naming_the_variable(tmp_path
     import subprocess
     import sys
 
-    from bulksign.config import BASE_DIR
+    from bulksign.core.config import BASE_DIR
 
     result = subprocess.run([sys.executable, "-m", "flask", "jobs", "worker", "--burst"], cwd=BASE_DIR,
                             capture_output=True, text=True, timeout=60,

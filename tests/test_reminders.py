@@ -8,15 +8,15 @@ from datetime import timedelta
 import pytest
 from sqlalchemy.orm import Session
 
-from bulksign.batches import BatchActionError
-from bulksign.extensions import db
+from bulksign.batches.progress import BatchActionError
+from bulksign.core.extensions import db
 from bulksign.jobs.periodic import send_due_reminders
 from bulksign.models import Event, utcnow
-from bulksign.pipeline import enqueue_renders
-from bulksign.reminders import queue_due_reminders, send_manual_reminders
-from bulksign.states import transition
-from bulksign.status import Status
-from bulksign.tokens import hash_token
+from bulksign.work.pipeline import enqueue_renders
+from bulksign.batches.reminders import queue_due_reminders, send_manual_reminders
+from bulksign.batches.states import transition
+from bulksign.batches.status import Status
+from bulksign.core.tokens import hash_token
 from tests.conftest import NOW, csrf_from
 from tests.support.batches import make_batch, request_ids, requests_of
 from tests.support.waiting import mails, request, sent_batch
@@ -244,7 +244,7 @@ def test_manual_reminders_need_a_choice_and_the_batch_owner(app, users):
 # The API and the staff forms
 
 def _api_key(user):
-    from bulksign.users import create_api_key
+    from bulksign.people.users import create_api_key
 
     secret = create_api_key(db.session, user=user, name="erp", now=NOW).secret
     db.session.commit()
@@ -263,7 +263,7 @@ def test_api_remind_by_ids_or_all_unsigned_answers_202_with_counts(app, users, c
     assert everyone.status_code == 202
     assert everyone.get_json() == {"queued": 1, "skipped": {"reminded_recently": 1}, "in_background": 0}
     assert len(mails("reminder")) == 2
-    from bulksign.queues import get_queue
+    from bulksign.work.queues import get_queue
 
     assert len(get_queue("mail")) == 2  # enqueued after the commit
 

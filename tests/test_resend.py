@@ -9,17 +9,17 @@ import pytest
 from flask import current_app
 from sqlalchemy import select, update
 
-from bulksign.batches import BatchActionError
-from bulksign.expiry import expire_due
-from bulksign.extensions import db
-from bulksign.links import current_token, find_by_token
+from bulksign.batches.progress import BatchActionError
+from bulksign.batches.expiry import expire_due
+from bulksign.core.extensions import db
+from bulksign.signing.links import current_token, find_by_token
 from bulksign.models import Batch, Event, User, utcnow
-from bulksign.pipeline import enqueue_renders, enqueue_sends
-from bulksign.reminders import queue_due_reminders
-from bulksign.resend import change_email, resend_with_new_link
-from bulksign.states import transition
-from bulksign.status import Status
-from bulksign.tokens import hash_token
+from bulksign.work.pipeline import enqueue_renders, enqueue_sends
+from bulksign.batches.reminders import queue_due_reminders
+from bulksign.batches.resend import change_email, resend_with_new_link
+from bulksign.batches.states import transition
+from bulksign.batches.status import Status
+from bulksign.core.tokens import hash_token
 from tests.conftest import NOW, csrf_from
 from tests.support.batches import make_batch, request_ids
 from tests.support.waiting import mails, request, sent_batch
@@ -94,7 +94,7 @@ def test_resend_skips_what_cannot_get_a_new_link_and_says_why(app, users):
 
 
 def test_a_cancelled_batch_gets_no_new_links(app, users):
-    from bulksign.batches import cancel_batch
+    from bulksign.batches.progress import cancel_batch
 
     batch_id, (rid,) = sent_batch(user=users["staff"], sent_at=NOW)
     transition(db.session, rid, frm="sent", to="bounced", now=NOW)
@@ -178,7 +178,7 @@ def test_only_the_owner_or_an_admin_may_resend(app, users):
 # The API and the staff forms
 
 def _api_key(user):
-    from bulksign.users import create_api_key
+    from bulksign.people.users import create_api_key
 
     secret = create_api_key(db.session, user=user, name="erp", now=NOW).secret
     db.session.commit()

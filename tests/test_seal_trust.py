@@ -8,10 +8,10 @@ import pytest
 from pypdf import PdfReader
 
 from bulksign.models import SealCertificate, User
-from bulksign.extensions import db
-from bulksign.seal_keys import SealError, _create_self_signed, seal_key
-from bulksign.sealing import apply_seal, check_seal, timestamping
-from bulksign.storage import get_storage
+from bulksign.core.extensions import db
+from bulksign.documents.seal_keys import SealError, _create_self_signed, seal_key
+from bulksign.documents.sealing import apply_seal, check_seal, timestamping
+from bulksign.documents.storage import get_storage
 from tests.support.tsa import TimeStampAuthority
 from tests.test_sealing import make_pdf, signed_document, signed_request
 from tests.test_verify import upload

@@ -10,14 +10,14 @@ import pytest
 from pypdf import PdfReader
 from sqlalchemy import select
 
-from bulksign import seal_keys, sealing
-from bulksign.extensions import db
+from bulksign.documents import seal_keys, sealing
+from bulksign.core.extensions import db
 from bulksign.jobs.seal import seal
 from bulksign.models import Document, Event, OutgoingMail, SigningRequest, utcnow
-from bulksign.seal_keys import SealError, seal_key, seal_status
-from bulksign.sealing import check_seal
-from bulksign.signing import open_request, sign
-from bulksign.storage import get_storage
+from bulksign.documents.seal_keys import SealError, seal_key, seal_status
+from bulksign.documents.sealing import check_seal
+from bulksign.signing.recipient_actions import open_request, sign
+from bulksign.documents.storage import get_storage
 from tests.conftest import NOW, csrf_from
 from tests.support.signing_requests import make_sent_request
 from tests.test_signing import png
@@ -189,15 +189,15 @@ def test_the_cached_signer_and_pyhanko_plain_signer_make_equally_valid_seals(app
 
 
 def make_pdf() -> bytes:
-    from bulksign.pdf import render_pdf
+    from bulksign.documents.pdf import render_pdf
 
     return render_pdf('<meta charset="utf-8"><p>Seal me</p>')
 
 
 def test_a_lost_or_failed_seal_job_is_queued_again_by_the_safety_net(app, users, run_jobs):
-    from bulksign.extensions import get_redis
+    from bulksign.core.extensions import get_redis
     from bulksign.jobs.seal import seal_missing
-    from bulksign.queues import get_queue
+    from bulksign.work.queues import get_queue
 
     r = signed_request(owner=users["staff"])
     get_queue("pdf").empty()

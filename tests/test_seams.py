@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from bulksign.doc_templates import TemplateError, render_html, render_text
-from bulksign.pdf import RenderError, render_pdf
-from bulksign.storage import InvalidKey, LocalStorage
-from bulksign.tokens import hash_token, new_nonce, signing_token
+from bulksign.doc_templates.versions import TemplateError, render_html, render_text
+from bulksign.documents.pdf import RenderError, render_pdf
+from bulksign.documents.storage import InvalidKey, LocalStorage
+from bulksign.core.tokens import hash_token, new_nonce, signing_token
 
 
 def test_a_document_renders_to_a_pdf_with_its_text():

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 from werkzeug.routing import Rule
 
-from bulksign.extensions import csrf, db
+from bulksign.core.extensions import csrf, db
 from tests.conftest import csrf_from
 from tests.support.hostile_files import HOSTILE_RECIPIENT_FILES
 
@@ -168,7 +168,7 @@ def test_every_state_changing_form_route_refuses_a_request_without_a_token(app, 
 
 def test_rq_dashboard_actions_refuse_cross_site_requests(app, client, auth):
     """Its buttons post without a CSRF token, so a request from another site must be told apart by its Origin."""
-    from bulksign.queues import get_queue
+    from bulksign.work.queues import get_queue
 
     get_queue("default").enqueue("bulksign.jobs.periodic.rollup_batches", job_id="probe-1")
     auth.login_admin()
@@ -258,11 +258,11 @@ def _assert_escaped(body: str, where: str) -> None:
 def hostile(app, users, smtp, run_jobs):
     """A batch whose template, batch, recipients, decline reason and error text all carry script payloads,
     taken through the real pipeline (PDF render, invitation mail) and a real decline."""
-    from bulksign import batch_counts
-    from bulksign.links import issue_link
+    from bulksign.batches import counts as batch_counts
+    from bulksign.signing.links import issue_link
     from bulksign.models import SigningRequest, utcnow
-    from bulksign.pipeline import enqueue_renders
-    from bulksign.signing import decline
+    from bulksign.work.pipeline import enqueue_renders
+    from bulksign.signing.recipient_actions import decline
     from tests.support.batches import make_batch, request_ids
 
     now = utcnow()
@@ -357,7 +357,7 @@ def _assert_inert(pdf: bytes, where: str) -> None:
 
 def test_script_payloads_are_literal_text_in_the_pdfs_with_no_active_content(app, hostile):
     from bulksign.models import Document
-    from bulksign.storage import get_storage
+    from bulksign.documents.storage import get_storage
 
     documents = db.session.scalars(db.select(Document).where(Document.request_id.in_(hostile["ids"][:3]))).all()
     assert len(documents) == 3
@@ -392,7 +392,7 @@ def _assert_no_leak(text: str, where: str) -> None:
 
 
 def test_template_expressions_cannot_reach_internals_in_documents_or_mails(app):
-    from bulksign.doc_templates import TemplateError, render_html, render_text
+    from bulksign.doc_templates.versions import TemplateError, render_html, render_text
 
     for payload in INJECTIONS:
         for render in (render_html, render_text):
@@ -499,7 +499,7 @@ LEAKED = ("root:x:", "SECRET_KEY", "def create_app", "import ")
 @pytest.mark.parametrize("key", ["../x", "a/../../b", "/etc/passwd", "%2e%2e%2fetc%2fpasswd", "..%2fx",
                                  "a/%2e%2e/b", "a\\..\\b", "a/\x00/b", "C:\\Windows\\win.ini", "a/../" * 3 + "b"])
 def test_storage_keys_that_could_leave_the_storage_root_are_refused_by_every_backend(tmp_path, key):
-    from bulksign.storage import InvalidKey, LocalStorage, check_key
+    from bulksign.documents.storage import InvalidKey, LocalStorage, check_key
 
     with pytest.raises(InvalidKey):
         check_key(key)  # S3Storage checks every key with the same function
@@ -519,7 +519,7 @@ def test_download_routes_refuse_traversal_in_their_path(app, client, auth):
     for attack in TRAVERSALS:
         for path in (f"/batches/uploads/{attack}/errors.csv", f"/admin/mailbox/{attack}", f"/admin/mailbox/{attack}.eml",
                      f"/static/{attack}", "/static/..%2f..%2fbulksign%2fconfig.py", f"/admin/rq/static/{attack}",
-                     "/static/../bulksign/config.py", "/admin/rq/static/..%2f..%2fweb.py",
+                     "/static/../bulksign/core/config.py", "/admin/rq/static/..%2f..%2fweb.py",
                      f"/sign/{attack}", f"/sign/{attack}/document", f"/sign/{attack}/signed",
                      f"/sign/{attack}/pages/1", f"/t/{attack}"):
             response = client.get(path, follow_redirects=True)  # werkzeug merges "//" with a 308
@@ -556,7 +556,7 @@ FORMULAS = ["=1+1", "+1+1", "-1+1", "@SUM(A1)", "\t=1+1", "\r=1+1", "=HYPERLINK(
 
 
 def _assert_no_formula_cell(rows: list[list[str]], *, skip_columns: int = 0) -> int:
-    from bulksign.spreadsheets import FORMULA_START
+    from bulksign.core.spreadsheets import FORMULA_START
 
     cells = 0
     for row in rows[1:]:
@@ -593,7 +593,7 @@ def test_recipients_csv_export_escapes_every_formula_prefix(app, client, auth, u
 def test_error_report_csv_escapes_every_formula_prefix(app, client, auth, users):
     import csv
 
-    from bulksign.doc_templates import create_template
+    from bulksign.doc_templates.versions import create_template
     from bulksign.models import utcnow
 
     saved = create_template(db.session, name="T", html="<p>{{ name }} {{ position }}</p>", user=users["staff"],
@@ -639,11 +639,11 @@ def _staff_get_urls(app, *, batch_id: int, request_id: int, template_id: int, ex
 
 
 def test_no_staff_page_export_or_api_response_contains_a_signing_link(app, client, auth, users, smtp, run_jobs):
-    from bulksign.links import current_token
+    from bulksign.signing.links import current_token
     from bulksign.models import Batch, Export, SigningRequest, User, utcnow
-    from bulksign.pipeline import enqueue_renders
-    from bulksign.signing import open_request
-    from bulksign.users import create_api_key
+    from bulksign.work.pipeline import enqueue_renders
+    from bulksign.signing.recipient_actions import open_request
+    from bulksign.people.users import create_api_key
     from tests.support.batches import make_batch, request_ids
 
     now = utcnow()
@@ -700,7 +700,7 @@ def test_no_other_site_may_frame_a_staff_page(app, client, auth):
 
 def test_an_api_key_never_becomes_a_web_session_that_outlives_it(app, make_app, users):
     from bulksign.models import utcnow
-    from bulksign.users import create_api_key, revoke_api_key
+    from bulksign.people.users import create_api_key, revoke_api_key
 
     key = create_api_key(db.session, user=users["admin"], name="ci", now=utcnow())
     db.session.commit()
@@ -717,7 +717,7 @@ def test_an_api_key_never_becomes_a_web_session_that_outlives_it(app, make_app, 
 
 def test_a_password_reset_ends_the_sessions_made_with_the_old_password(make_app, users):
     from bulksign.models import User
-    from bulksign.users import set_password
+    from bulksign.people.users import set_password
 
     staff_id = users["staff"].id
     client = make_app().test_client()  # its own app context per request, as in production
@@ -734,7 +734,7 @@ def test_a_password_reset_ends_the_sessions_made_with_the_old_password(make_app,
 
 def test_values_the_database_cannot_hold_are_a_400_never_a_500(app, client, auth, users):
     from bulksign.models import utcnow
-    from bulksign.users import create_api_key
+    from bulksign.people.users import create_api_key
 
     key = create_api_key(db.session, user=users["admin"], name="ci", now=utcnow()).secret
     auth.login_admin()
@@ -764,7 +764,7 @@ def test_a_nul_byte_in_the_recipients_search_is_a_400_even_on_the_streamed_csv(a
 # --- recipient files built to stall the site (issue 20) ------------------------------------------------------
 
 def _recipients_template(users) -> int:
-    from bulksign.doc_templates import create_template
+    from bulksign.doc_templates.versions import create_template
     from bulksign.models import utcnow
 
     saved = create_template(db.session, name="Probe", html="<p>{{ name }}</p>", user=users["staff"], now=utcnow())
@@ -776,7 +776,7 @@ def _recipients_template(users) -> int:
 def test_hostile_recipient_files_are_refused_by_the_api_and_the_page_with_a_clear_message(app, client, auth, users,
                                                                                            name):
     from bulksign.models import utcnow
-    from bulksign.users import create_api_key
+    from bulksign.people.users import create_api_key
 
     filename, build = HOSTILE_RECIPIENT_FILES[name]
     data = build()
@@ -807,7 +807,7 @@ def test_healthz_answers_while_the_worst_recipient_files_are_checked(live_server
     import requests
 
     from bulksign.models import utcnow
-    from bulksign.users import create_api_key
+    from bulksign.people.users import create_api_key
 
     template_id = _recipients_template(users)
     key = create_api_key(db.session, user=users["staff"], name="probe", now=utcnow()).secret
@@ -841,9 +841,9 @@ NOT_TIME_ZONES = ("America", "Etc", "Europe/", "x" * 300, "../../etc/passwd")
 
 
 def test_a_time_zone_that_is_not_one_is_a_clear_error_on_the_api_and_the_batch_form(app, client, auth, users):
-    from bulksign.doc_templates import create_template
+    from bulksign.doc_templates.versions import create_template
     from bulksign.models import utcnow
-    from bulksign.users import create_api_key
+    from bulksign.people.users import create_api_key
 
     template_id = create_template(db.session, name="C", html="<p>{{ name }}</p>", user=users["staff"],
                                   now=utcnow()).template.id
@@ -870,7 +870,7 @@ def test_a_time_zone_that_is_not_one_is_a_clear_error_on_the_api_and_the_batch_f
 
 def test_json_nested_deeper_than_the_parser_goes_is_a_400_on_every_json_endpoint(app, client, users):
     from bulksign.models import utcnow
-    from bulksign.users import create_api_key
+    from bulksign.people.users import create_api_key
 
     app.config["BOUNCE_WEBHOOK_SECRET"] = "bounce-secret"
     key = create_api_key(db.session, user=users["admin"], name="ci", now=utcnow()).secret
@@ -890,7 +890,7 @@ def test_json_nested_deeper_than_the_parser_goes_is_a_400_on_every_json_endpoint
 
 def test_retry_failed_refuses_ids_that_are_not_whole_numbers(app, client, users):
     from bulksign.models import utcnow
-    from bulksign.users import create_api_key
+    from bulksign.people.users import create_api_key
     from tests.support.batchdata import make_batch
 
     batch = make_batch(db.session, statuses=["failed"], now=utcnow(), user_id=users["staff"].id)
@@ -912,7 +912,7 @@ def test_retry_failed_refuses_ids_that_are_not_whole_numbers(app, client, users)
     "/admin/rq/0/data/jobs/default/failed/x/asc/y.json",
 ])
 def test_rq_dashboard_addresses_naming_nothing_are_a_404(app, client, auth, path):
-    from bulksign.queues import get_queue
+    from bulksign.work.queues import get_queue
 
     get_queue("default").enqueue("bulksign.jobs.periodic.tick")  # the default queue exists
     auth.login_admin()

@@ -12,20 +12,19 @@ from reportlab.lib.units import mm
 from reportlab.pdfgen import canvas
 from sqlalchemy import select
 
-from bulksign import sealing, signed_pdf
-from bulksign.doc_templates import BUILTIN_VARIABLES, create_template, render_html
-from bulksign.extensions import db
+from bulksign.documents import sealing, signed_pdf
+from bulksign.doc_templates.versions import BUILTIN_VARIABLES, create_template, render_html
+from bulksign.core.extensions import db
 from bulksign.models import Document
-from bulksign.pdf import render_pdf
-from bulksign.pipeline import enqueue_renders
-from bulksign.poppler import Word, page_words
-from bulksign.recipients import validate_recipients
-from bulksign.seal_keys import seal_key
-from bulksign.sealing import check_seal
-from bulksign.signature_box import (BOX_HEIGHT_MM, BOX_WIDTH_MM, MARK_BOTTOM_RIGHT, MARK_TOP_LEFT, SignatureBox,
-                                    SignatureBoxError, check_box, find_signature_box, html_mark)
-from bulksign.signing import sign
-from bulksign.storage import get_storage
+from bulksign.documents.pdf import render_pdf
+from bulksign.work.pipeline import enqueue_renders
+from bulksign.documents.poppler import Word, page_words
+from bulksign.recipients.validation import validate_recipients
+from bulksign.documents.seal_keys import seal_key
+from bulksign.documents.sealing import check_seal
+from bulksign.documents.signature_box import BOX_HEIGHT_MM, BOX_WIDTH_MM, MARK_BOTTOM_RIGHT, MARK_TOP_LEFT, SignatureBox, SignatureBoxError, check_box, find_signature_box, html_mark
+from bulksign.signing.recipient_actions import sign
+from bulksign.documents.storage import get_storage
 from tests.conftest import NOW
 from tests.support.batches import make_batch, request_ids
 from tests.test_signing import png
@@ -132,7 +131,7 @@ def _full_to_the_bottom(*, bottom_mm: float) -> bytes:
     """A two-page document (as a Word or scanned PDF can be) whose text runs down to ``bottom_mm`` from the edge."""
     buf = io.BytesIO()
     c = canvas.Canvas(buf, pagesize=A4)
-    from bulksign.signed_pdf import _register_fonts
+    from bulksign.documents.signed_pdf import _register_fonts
 
     _register_fonts()
     for page in range(2):
@@ -211,7 +210,7 @@ def test_signature_is_a_place_not_a_column(app, users):
 
 
 def test_a_word_template_marks_the_box_too_and_the_block_lands_there_over_no_text(app):
-    from bulksign import docx_templates
+    from bulksign.doc_templates import docx_templates
     from tests.support import docx_files
 
     source = docx_files.simple("Работник {{ name }} подписывает здесь: {{ signature }} (дата ниже)")

@@ -11,15 +11,15 @@ import pytest
 from PIL import Image
 from sqlalchemy import func, select
 
-from bulksign.extensions import db
-from bulksign.links import issue_link
-from bulksign.logs import redact_path
+from bulksign.core.extensions import db
+from bulksign.signing.links import issue_link
+from bulksign.core.logs import redact_path
 from bulksign.models import Event, OutgoingMail, SigningRequest, utcnow
-from bulksign.pipeline import SEND, owners
-from bulksign.queues import get_queue
-from bulksign.signing import MAX_SIGNATURE_BYTES, decline, open_request, sign
-from bulksign.states import transition
-from bulksign.status import Status
+from bulksign.work.pipeline import SEND, owners
+from bulksign.work.queues import get_queue
+from bulksign.signing.recipient_actions import MAX_SIGNATURE_BYTES, decline, open_request, sign
+from bulksign.batches.states import transition
+from bulksign.batches.status import Status
 from tests.conftest import NOW, csrf_from
 from tests.support.signing_requests import make_sent_request
 
@@ -125,14 +125,14 @@ def test_signing_and_declining_while_redis_is_down_answer_as_usual_and_leave_the
     # Seen in the soak: a signature POST during the Redis restart was committed, then answered 500.
     from redis.exceptions import ConnectionError as RedisConnectionError
 
-    import bulksign.pipeline
-    from bulksign.queues import JobHandle
+    from bulksign.work import pipeline
+    from bulksign.work.queues import JobHandle
 
     def refused(*args, **kwargs):
         raise RedisConnectionError("Error 111 connecting to 127.0.0.1. Connection refused.")
 
     monkeypatch.setattr(JobHandle, "enqueue_unique", refused)
-    monkeypatch.setattr(bulksign.pipeline, "enqueue_sends", refused)
+    monkeypatch.setattr(pipeline, "enqueue_sends", refused)
     signer, decliner = (make_sent_request(now=utcnow(), owner=users["staff"]) for _ in range(2))
     assert sign_form(client, signer.token).status_code == 303
     page = client.get(f"/sign/{decliner.token}")
@@ -384,8 +384,8 @@ def test_pdf_queue_counts_one_seal_job_per_signature(app, users):
 
 
 def test_a_link_opened_before_its_send_is_recorded_says_the_document_is_on_its_way(app, users, client, run_jobs):
-    from bulksign.links import current_token
-    from bulksign.pipeline import enqueue_renders
+    from bulksign.signing.links import current_token
+    from bulksign.work.pipeline import enqueue_renders
     from tests.support.batches import make_batch, request_ids, requests_of
 
     batch = make_batch(user=users["staff"], now=NOW, recipients=1)

@@ -6,14 +6,14 @@ import io
 import pytest
 
 from bench.soak import KINDS, recipients_csv, template_request
-from bulksign.extensions import db
-from bulksign.recipients import validate_recipients
+from bulksign.core.extensions import db
+from bulksign.recipients.validation import validate_recipients
 from tests.conftest import NOW
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_each_kind_makes_a_template_whose_variables_the_recipients_file_fills(client, users, kind):
-    from bulksign.users import create_api_key
+    from bulksign.people.users import create_api_key
 
     key = create_api_key(db.session, user=users["staff"], name="t", now=NOW).secret
     db.session.commit()

@@ -6,13 +6,11 @@ import itertools
 import pytest
 from sqlalchemy import select
 
-from bulksign import batch_counts
-from bulksign.extensions import db
+from bulksign.batches import counts as batch_counts
+from bulksign.core.extensions import db
 from bulksign.models import Batch, DocumentTemplate, Event, SigningRequest, TemplateVersion
-from bulksign.states import move_batches, transition
-from bulksign.status import (
-    FINAL, TRANSITIONS, WAITING_FOR_RECIPIENT, WORKING, BatchStatus, IllegalTransition, Status, can_move, sql_in,
-)
+from bulksign.batches.states import move_batches, transition
+from bulksign.batches.status import FINAL, TRANSITIONS, WAITING_FOR_RECIPIENT, WORKING, BatchStatus, IllegalTransition, Status, can_move, sql_in
 from tests.conftest import NOW
 
 ALL_PAIRS = list(itertools.product(Status, Status))

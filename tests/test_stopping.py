@@ -6,10 +6,10 @@ import urllib.request
 
 from sqlalchemy import select
 
-from bulksign.extensions import db, get_redis
+from bulksign.core.extensions import db, get_redis
 from bulksign.models import OutgoingMail
-from bulksign.pipeline import RENDER, SEND, enqueue_renders
-from bulksign.scheduler_ticks import KEY as SCHEDULER_TICK_KEY
+from bulksign.work.pipeline import RENDER, SEND, enqueue_renders
+from bulksign.work.scheduler_ticks import KEY as SCHEDULER_TICK_KEY
 from tests.conftest import NOW
 from tests.support.batches import make_batch, request_ids, requests_of, run_worker, worker_env
 from tests.support.processes import start, terminate_once

@@ -4,7 +4,7 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from bulksign.storage import InvalidKey, StorageError, storage_from_url
+from bulksign.documents.storage import InvalidKey, StorageError, storage_from_url
 from tests.support.services import free_port
 
 
@@ -57,10 +57,10 @@ def test_an_unreachable_endpoint_is_a_storage_error_not_a_hang(aws_env):
 
 
 def test_the_pipeline_renders_into_s3(s3_endpoint, aws_env, make_app, smtp):
-    from bulksign.extensions import db
+    from bulksign.core.extensions import db
     from bulksign.models import Document
-    from bulksign.pipeline import enqueue_renders
-    from bulksign.storage import get_storage
+    from bulksign.work.pipeline import enqueue_renders
+    from bulksign.documents.storage import get_storage
     from tests.conftest import NOW
     from tests.support.batches import make_batch, request_ids, requests_of, run_worker
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from rq.job import Job
 
-from bulksign.extensions import get_redis
-from bulksign.queues import get_queue
+from bulksign.core.extensions import get_redis
+from bulksign.work.queues import get_queue
 from tests.support.batches import worker_env
 from tests.support.processes import start, terminate_once
 

@@ -7,11 +7,11 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from bulksign.extensions import db
+from bulksign.core.extensions import db
 from bulksign.models import OutgoingMail, Suppression, User
-from bulksign.pipeline import enqueue_renders
-from bulksign.reminders import queue_due_reminders
-from bulksign.users import create_api_key
+from bulksign.work.pipeline import enqueue_renders
+from bulksign.batches.reminders import queue_due_reminders
+from bulksign.people.users import create_api_key
 from tests.conftest import NOW, csrf_from
 from tests.support.batches import make_batch, request_ids, requests_of
 
@@ -151,7 +151,7 @@ def test_the_suppression_api_lists_searches_and_lifts_for_admins_only(app, users
 # --- a later upload ------------------------------------------------------------------------------
 
 def _listed(*emails: str) -> None:
-    from bulksign.suppressions import suppress
+    from bulksign.recipients.suppressions import suppress
 
     for email in emails:
         suppress(db.session, email=email, source="bounce", reason="smtp;550 5.1.1 no such user", now=NOW)
@@ -163,7 +163,7 @@ def test_a_later_upload_warns_about_listed_addresses_and_the_batch_does_not_mail
     import io
     import re
 
-    from bulksign.doc_templates import create_template
+    from bulksign.doc_templates.versions import create_template
     from bulksign.models import Batch, BatchStatusCount, Event
 
     staff_id, admin_id = users["staff"].id, users["admin"].id  # requests below end the test's session
@@ -209,7 +209,7 @@ def test_a_later_upload_warns_about_listed_addresses_and_the_batch_does_not_mail
     assert [m.rcpt_tos for m in smtp.received if m.rcpt_tos != ["staff@example.com"]] == [["ok@example.com"]]
 
     # Lifted by an admin, then retried: now it is mailed.
-    from bulksign.suppressions import lift
+    from bulksign.recipients.suppressions import lift
 
     lift(db.session, email="gone@example.com", user=db.session.get(User, admin_id), now=NOW)
     db.session.commit()
@@ -220,9 +220,9 @@ def test_a_later_upload_warns_about_listed_addresses_and_the_batch_does_not_mail
 
 
 def test_a_batch_of_listed_addresses_only_closes_at_once(app, users):
-    from bulksign.batch_creation import create_batch
-    from bulksign.doc_templates import create_template
-    from bulksign.recipients import Recipient
+    from bulksign.batches.creation import create_batch
+    from bulksign.doc_templates.versions import create_template
+    from bulksign.recipients.validation import Recipient
 
     _listed("a@example.com", "b@example.com")
     saved = create_template(db.session, name="Contract", html="<p>{{ name }}</p>", user=users["staff"], now=NOW)

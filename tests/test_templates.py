@@ -6,12 +6,11 @@ import io
 import pytest
 from sqlalchemy import select
 
-from bulksign.demo import DEMO_HTML
-from bulksign.doc_templates import (TemplateError, check_html_safety, create_template, extract_variables,
-                                    get_version, list_templates, render_html, save_version)
-from bulksign.extensions import db
+from bulksign.cli.demo import DEMO_HTML
+from bulksign.doc_templates.versions import TemplateError, check_html_safety, create_template, extract_variables, get_version, list_templates, render_html, save_version
+from bulksign.core.extensions import db
 from bulksign.models import DocumentTemplate
-from bulksign.pdf import render_pdf
+from bulksign.documents.pdf import render_pdf
 from tests.conftest import NOW, csrf_from
 
 MAIL = {"email_subject": "Sign {{ document_name }}", "email_body": "Hi {{ name }} {{ signing_link }}",
@@ -161,7 +160,7 @@ def test_the_preview_and_a_worker_render_the_same_way():
 
 
 def test_templates_api_creates_and_lists(client, users):
-    from bulksign.users import create_api_key
+    from bulksign.people.users import create_api_key
 
     key = create_api_key(db.session, user=users["staff"], name="t", now=NOW).secret
     db.session.commit()
@@ -243,7 +242,7 @@ def test_ordinary_widths_joins_and_replacements_still_work():
 
 
 def test_a_template_of_45_mb_is_refused_before_any_parsing(client, users):
-    from bulksign.users import create_api_key
+    from bulksign.people.users import create_api_key
 
     key = create_api_key(db.session, user=users["staff"], name="t", now=NOW).secret
     db.session.commit()
@@ -253,7 +252,7 @@ def test_a_template_of_45_mb_is_refused_before_any_parsing(client, users):
 
 
 def test_a_preview_gives_up_before_the_web_worker_is_killed(make_app, users):
-    from bulksign.config import ConfigError, load_config
+    from bulksign.core.config import ConfigError, load_config
     from tests.conftest import AuthActions
 
     from bulksign.models import User

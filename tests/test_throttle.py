@@ -7,7 +7,7 @@ import time
 from redis import Redis
 
 from bench.bench_throttle import contend, max_in_window
-from bulksign.throttle import MailThrottle
+from bulksign.mail.throttle import MailThrottle
 
 
 def test_the_limiter_spaces_sends_evenly_with_a_passed_clock(redis_server):
@@ -50,9 +50,9 @@ def test_rate_zero_means_no_limit(redis_server):
 
 
 def test_a_send_job_waits_for_the_throttle_instead_of_failing(make_app, smtp):
-    from bulksign.extensions import db
+    from bulksign.core.extensions import db
     from bulksign.models import OutgoingMail
-    from bulksign.pipeline import enqueue_renders
+    from bulksign.work.pipeline import enqueue_renders
     from tests.conftest import NOW
     from tests.support.batches import make_batch, request_ids, requests_of, run_worker
 

@@ -6,9 +6,9 @@ import io
 
 import pytest
 
-from bulksign.seal_keys import seal_key
-from bulksign.sealing import apply_seal
-from bulksign.storage import get_storage
+from bulksign.documents.seal_keys import seal_key
+from bulksign.documents.sealing import apply_seal
+from bulksign.documents.storage import get_storage
 from tests.conftest import csrf_from
 from tests.test_sealing import make_pdf, signed_document, signed_request
 

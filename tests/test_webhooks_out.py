@@ -11,11 +11,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from sqlalchemy import select
 
-from bulksign import webhooks_out
-from bulksign.extensions import db
+from bulksign.integrations import webhooks_out
+from bulksign.core.extensions import db
 from bulksign.jobs.webhooks import dispatch
 from bulksign.models import Batch, SigningRequest, WebhookDelivery
-from bulksign.states import transition
+from bulksign.batches.states import transition
 from tests.conftest import NOW, csrf_from
 from tests.support.batchdata import make_batch
 

@@ -7,7 +7,7 @@ import pkgutil
 import pytest
 
 from bulksign import create_app, views
-from bulksign.auth import API_BLUEPRINTS
+from bulksign.people.auth import API_BLUEPRINTS
 
 #: Blueprints registered with ``api=True``, each reviewed: a bearer key instead of the session, no CSRF token.
 EXPECTED_API = {"api", "api_batch_actions", "api_dashboard", "api_docs", "api_reminders", "api_suppressions", "api_templates",

@@ -1,9 +1,9 @@
 """Jobs on the ``default`` queue for new batches."""
 from __future__ import annotations
 
-from ..batch_creation import enqueue_pending_renders
-from ..extensions import db
-from ..queues import BATCH_RENDERS, job
+from bulksign.batches.creation import enqueue_pending_renders
+from bulksign.core.extensions import db
+from bulksign.work.queues import BATCH_RENDERS, job
 
 
 @job(BATCH_RENDERS)

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import logging
 
-from ..batches import BatchActionError
-from ..bulk_actions import JOB_SLICE, reachable_ids, run_staff_action
-from ..dashboard import RecipientFilter, resolve_selection
-from ..extensions import db
-from ..logs import log
-from ..models import User, utcnow
-from ..queues import BULK_BY_FILTER, BULK_BY_IDS, job
-from ..slicing import slices
+from bulksign.batches.progress import BatchActionError
+from bulksign.batches.bulk_actions import JOB_SLICE, reachable_ids, run_staff_action
+from bulksign.batches.dashboard import RecipientFilter, resolve_selection
+from bulksign.core.extensions import db
+from bulksign.core.logs import log
+from bulksign.models import User, utcnow
+from bulksign.work.queues import BULK_BY_FILTER, BULK_BY_IDS, job
+from bulksign.core.slicing import slices
 
 logger = logging.getLogger(__name__)
 

@@ -28,25 +28,29 @@ from flask import Flask, current_app
 from flask_mail import Message
 from sqlalchemy import select
 
-from .. import (expiry, invitations, mail_server, notices, one_time_codes, reminders, sealing, signing, stopping,
-               telemetry)
-from ..batches import cancel_if_batch_stopped, close_if_done
-from ..dkim_signing import sign as dkim_sign
-from ..extensions import db, get_redis
-from ..invitations import KIND as INVITATION
-from ..invitations import load_requests, record_sent
-from ..logs import log
-from ..mail_headers import HeaderError, Outgoing, outgoing
-from ..mailer import BUILDERS, MailNotNeeded
-from ..models import OutgoingMail, SigningRequest, utcnow
-from ..notices import queued_completion_notices
-from ..pipeline import SEND, beating, enqueue_sends, hand_back, release
-from ..queues import SEND_MANY, job
-from ..states import transition
-from ..status import Status
-from ..storage import StorageError, get_storage
-from ..suppressions import address_is_dead, in_force_among, not_sent_reason, suppress
-from ..throttle import MailThrottle
+from bulksign.batches import expiry, notices, reminders
+from bulksign.signing import invitations, one_time_codes, recipient_actions as signing
+from bulksign.mail import mail_server
+from bulksign.documents import sealing
+from bulksign.work import stopping
+from bulksign.ops import telemetry
+from bulksign.batches.progress import cancel_if_batch_stopped, close_if_done
+from bulksign.mail.dkim_signing import sign as dkim_sign
+from bulksign.core.extensions import db, get_redis
+from bulksign.signing.invitations import KIND as INVITATION
+from bulksign.signing.invitations import load_requests, record_sent
+from bulksign.core.logs import log
+from bulksign.mail.mail_headers import HeaderError, Outgoing, outgoing
+from bulksign.mail.mailer import BUILDERS, MailNotNeeded
+from bulksign.models import OutgoingMail, SigningRequest, utcnow
+from bulksign.batches.notices import queued_completion_notices
+from bulksign.work.pipeline import SEND, beating, enqueue_sends, hand_back, release
+from bulksign.work.queues import SEND_MANY, job
+from bulksign.batches.states import transition
+from bulksign.batches.status import Status
+from bulksign.documents.storage import StorageError, get_storage
+from bulksign.recipients.suppressions import address_is_dead, in_force_among, not_sent_reason, suppress
+from bulksign.mail.throttle import MailThrottle
 
 logger = logging.getLogger(__name__)
 

@@ -22,23 +22,24 @@ from functools import partial
 from flask import Flask, current_app
 from sqlalchemy import select
 
-from .. import stopping, telemetry
-from ..batches import cancel_if_batch_stopped, close_if_done, mark_batch_started
-from ..doc_templates import TemplateError
-from ..extensions import db, get_redis
-from ..invitations import load_requests, queue_invitations
-from ..logs import log
-from ..messages import N_
-from ..models import Document, SigningRequest, utcnow
-from ..notices import queued_completion_notices
-from ..pdf import RenderError
-from ..pipeline import RENDER, beating, enqueue_sends, hand_back, release
-from ..queues import RENDER_MANY, job
-from ..signature_box import SIGNATURE_VARIABLE, SignatureBox, UnreadablePdf, html_mark
-from ..states import transition
-from ..status import Status
-from ..storage import StorageError, get_storage
-from ..template_kinds import prepare_document, signature_box
+from bulksign.work import stopping
+from bulksign.ops import telemetry
+from bulksign.batches.progress import cancel_if_batch_stopped, close_if_done, mark_batch_started
+from bulksign.doc_templates.versions import TemplateError
+from bulksign.core.extensions import db, get_redis
+from bulksign.signing.invitations import load_requests, queue_invitations
+from bulksign.core.logs import log
+from bulksign.core.messages import N_
+from bulksign.models import Document, SigningRequest, utcnow
+from bulksign.batches.notices import queued_completion_notices
+from bulksign.documents.pdf import RenderError
+from bulksign.work.pipeline import RENDER, beating, enqueue_sends, hand_back, release
+from bulksign.work.queues import RENDER_MANY, job
+from bulksign.documents.signature_box import SIGNATURE_VARIABLE, SignatureBox, UnreadablePdf, html_mark
+from bulksign.batches.states import transition
+from bulksign.batches.status import Status
+from bulksign.documents.storage import StorageError, get_storage
+from bulksign.doc_templates.kinds import prepare_document, signature_box
 
 logger = logging.getLogger(__name__)
 

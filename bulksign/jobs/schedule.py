@@ -10,9 +10,9 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from .. import queues
-from ..logs import log
-from ..scheduler_ticks import record_tick
+from bulksign.work import queues
+from bulksign.core.logs import log
+from bulksign.work.scheduler_ticks import record_tick
 
 logger = logging.getLogger(__name__)
 

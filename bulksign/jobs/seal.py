@@ -6,14 +6,14 @@ from datetime import datetime
 
 from flask import current_app
 
-from ..extensions import db, get_redis
-from ..logs import log
-from ..models import utcnow
-from ..reconciler import clear_dead_jobs
-from ..queues import RESEAL, SEAL, job
-from ..seal_keys import seal_key
-from ..sealing import SealOutcome, seal_request, timestamping, unsealed_requests
-from ..storage import get_storage
+from bulksign.core.extensions import db, get_redis
+from bulksign.core.logs import log
+from bulksign.models import utcnow
+from bulksign.batches.reconciler import clear_dead_jobs
+from bulksign.work.queues import RESEAL, SEAL, job
+from bulksign.documents.seal_keys import seal_key
+from bulksign.documents.sealing import SealOutcome, seal_request, timestamping, unsealed_requests
+from bulksign.documents.storage import get_storage
 
 logger = logging.getLogger(__name__)
 

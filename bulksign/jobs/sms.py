@@ -5,12 +5,12 @@ import logging
 
 from flask import current_app
 
-from .. import sms
-from ..extensions import db
-from ..logs import log
-from ..models import utcnow
-from ..one_time_codes import code_text
-from ..queues import SMS_CODE, job
+from bulksign.mail import sms
+from bulksign.core.extensions import db
+from bulksign.core.logs import log
+from bulksign.models import utcnow
+from bulksign.signing.one_time_codes import code_text
+from bulksign.work.queues import SMS_CODE, job
 
 logger = logging.getLogger(__name__)
 

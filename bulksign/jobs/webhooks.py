@@ -6,10 +6,10 @@ from datetime import datetime
 from flask import current_app
 from rq.job import Job
 
-from ..extensions import db, get_redis
-from ..models import utcnow
-from ..queues import WEBHOOK_DELIVERY, WEBHOOK_DISPATCH, job
-from ..webhooks_out import collect, deliver as deliver_one, due_deliveries
+from bulksign.core.extensions import db, get_redis
+from bulksign.models import utcnow
+from bulksign.work.queues import WEBHOOK_DELIVERY, WEBHOOK_DISPATCH, job
+from bulksign.integrations.webhooks_out import collect, deliver as deliver_one, due_deliveries
 
 #: Redis keys of the dispatcher's cursors (lost with Redis: it then starts from "now").
 EVENT_CURSOR = "bulksign:webhooks:last_event_id"

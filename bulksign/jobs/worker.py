@@ -7,11 +7,12 @@ import time
 
 from rq.worker import SimpleWorker
 
-from .. import stopping, telemetry
-from ..error_tracking import capture, job_scope
-from ..extensions import db
-from ..logs import log
-from ..queues import HOUSEKEEPING_QUEUE
+from bulksign.work import stopping
+from bulksign.ops import telemetry
+from bulksign.core.error_tracking import capture, job_scope
+from bulksign.core.extensions import db
+from bulksign.core.logs import log
+from bulksign.work.queues import HOUSEKEEPING_QUEUE
 
 logger = logging.getLogger(__name__)
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from flask import Response, stream_with_context
 
-from ..dashboard import RecipientFilter
-from ..exports import recipients_csv
-from ..extensions import db
+from bulksign.batches.dashboard import RecipientFilter
+from bulksign.batches.exports import recipients_csv
+from bulksign.core.extensions import db
 
 
 def csv_response(batch_id: int, flt: RecipientFilter) -> Response:

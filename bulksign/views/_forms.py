@@ -5,11 +5,12 @@ from flask import abort, current_app, request
 from flask_babel import gettext as _
 from flask_login import current_user
 
-from .. import access, doc_templates as dt
-from ..extensions import db
-from ..models import TemplateVersion
-from ..recipient_files import UploadError
-from ..resend import MAX_EXTEND_DAYS
+from bulksign.people import access
+from bulksign.doc_templates import versions as dt
+from bulksign.core.extensions import db
+from bulksign.models import TemplateVersion
+from bulksign.recipients.files import UploadError
+from bulksign.batches.resend import MAX_EXTEND_DAYS
 
 
 def client_ip() -> str:

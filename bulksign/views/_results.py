@@ -7,9 +7,9 @@ from flask_babel import get_locale, ngettext
 from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 
-from ..localtime import batch_time
-from ..models import Batch
-from ..reminders import COOLDOWN_REASONS
+from bulksign.core.localtime import batch_time
+from bulksign.models import Batch
+from bulksign.batches.reminders import COOLDOWN_REASONS
 
 #: Skip reasons of reminders and resends, as staff read them.
 REASONS = {

@@ -9,9 +9,9 @@ from urllib.parse import urlsplit
 
 from flask import Blueprint, Flask, Response, abort, current_app, send_file
 
-from ..auth import public
-from ..branding import Brand, brand_from, logo_src
-from ..config import LOGO_TYPES
+from bulksign.people.auth import public
+from bulksign.core.branding import Brand, brand_from, logo_src
+from bulksign.core.config import LOGO_TYPES
 
 bp = Blueprint("brand", __name__)
 

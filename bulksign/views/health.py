@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify
 
-from ..auth import public
-from ..extensions import db, get_redis
-from ..models import utcnow
-from ..queues import QUEUE_NAMES
-from ..readiness import check_readiness
-from ..services import check_services
+from bulksign.people.auth import public
+from bulksign.core.extensions import db, get_redis
+from bulksign.models import utcnow
+from bulksign.work.queues import QUEUE_NAMES
+from bulksign.ops.readiness import check_readiness
+from bulksign.ops.services import check_services
 
 bp = Blueprint("health", __name__)
 

@@ -11,8 +11,8 @@ from flask_babel import gettext as _
 from flask_login import current_user
 from werkzeug.exceptions import Forbidden, NotFound, UnprocessableEntity
 
-from .. import access
-from ..extensions import db
+from bulksign.people import access
+from bulksign.core.extensions import db
 
 #: URL argument → the look-up that refuses an id the user may not see.
 LOOKUPS = {

@@ -1,6 +1,6 @@
 """teams and rights
 
-Teams own batches, templates and webhook endpoints (see ``bulksign.access``). So that nothing
+Teams own batches, templates and webhook endpoints (see ``bulksign.people.access``). So that nothing
 becomes invisible to its owner, every existing user joins a team named "Default" and every
 existing batch, template and endpoint moves into it (only when there is something to move).
 

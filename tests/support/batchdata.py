@@ -5,7 +5,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import insert, select
 
-from bulksign import batch_counts
+from bulksign.batches import counts as batch_counts
 from bulksign.models import Batch, DocumentTemplate, SigningRequest, Team, TemplateVersion
 
 #: ``make_batch``'s default team: the one the ``users`` fixture makes, if there is one.

@@ -1,11 +1,11 @@
 """Make a batch with its requests directly, for pipeline tests (no upload involved)."""
 from __future__ import annotations
 
-from bulksign import batch_counts
-from bulksign.doc_templates import create_template
-from bulksign.extensions import db
+from bulksign.batches import counts as batch_counts
+from bulksign.doc_templates.versions import create_template
+from bulksign.core.extensions import db
 from bulksign.models import Batch, SigningRequest
-from bulksign.users import create_user
+from bulksign.people.users import create_user
 
 CONTRACT = ('<meta charset="utf-8"><h1 style="font-family:\'DejaVu Serif\'">Contract for {{ name }}</h1>'
             '<p>Salary: {{ salary }}</p>')

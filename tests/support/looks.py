@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bulksign.config import BASE_DIR
+from bulksign.core.config import BASE_DIR
 
 #: Where the screenshots go (a reviewer opens them; CI keeps the folder as test output).
 ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS", BASE_DIR / "test-artifacts"))

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bulksign.config import BASE_DIR
+from bulksign.core.config import BASE_DIR
 
 
 def start(args: list[str], *, env: dict, log: Path) -> subprocess.Popen:

@@ -7,16 +7,16 @@ from datetime import datetime, timedelta
 
 from flask import current_app
 
-from bulksign import batch_counts
-from bulksign.doc_templates import create_template, render_html
-from bulksign.extensions import db
-from bulksign.links import issue_link
+from bulksign.batches import counts as batch_counts
+from bulksign.doc_templates.versions import create_template, render_html
+from bulksign.core.extensions import db
+from bulksign.signing.links import issue_link
 from bulksign.models import Batch, Document, SigningRequest, User
-from bulksign.pdf import render_pdf
-from bulksign.signature_box import SignatureBox, find_signature_box, html_mark
-from bulksign.states import transition
-from bulksign.status import Status
-from bulksign.storage import get_storage
+from bulksign.documents.pdf import render_pdf
+from bulksign.documents.signature_box import SignatureBox, find_signature_box, html_mark
+from bulksign.batches.states import transition
+from bulksign.batches.status import Status
+from bulksign.documents.storage import get_storage
 
 HTML = ('<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'"><h1>Договор {{ number }}</h1>'
         '<p>Между ООО «Ромашка» и {{ name }}.</p><p>Contract body text.</p></body>')

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import signal
 
-from bulksign.extensions import get_redis
+from bulksign.core.extensions import get_redis
 from bulksign.jobs.worker import AppWorker
-from bulksign.queues import QUEUE_NAMES, get_queue
+from bulksign.work.queues import QUEUE_NAMES, get_queue
 
 
 class CountingWorker(AppWorker):
@@ -38,7 +38,7 @@ def one_per_job(app) -> None:
 
 def queued(step, ids) -> set[int]:
     """The ids among ``ids`` whose ``step`` waits in its queue (owned by a job that is in the queue)."""
-    from bulksign.pipeline import owners
+    from bulksign.work.pipeline import owners
 
     waiting = set(get_queue(step.job.queue).job_ids)
     return {i for i, job_id in owners(step, list(ids)).items() if job_id in waiting}

@@ -1,0 +1,150 @@
+"""Exports of a batch: the recipients as CSV (streamed) and a ZIP of the signed PDFs (built by a job)."""
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import os
+import tempfile
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from bulksign.batches.dashboard import RecipientFilter, recipients_page
+from bulksign.core.logs import log
+from bulksign.models import Document, Export, SigningRequest
+from bulksign.core.spreadsheets import formula_safe
+from bulksign.documents.storage import Storage, StorageError
+
+logger = logging.getLogger(__name__)
+
+#: UTF-8 byte order mark: Excel reads the file as UTF-8 only with it.
+BOM = "\ufeff"
+#: A cell starting with one of these is a formula in Excel/LibreOffice ("CSV injection").
+CSV_COLUMNS = ("row", "email", "name", "phone", "status", "sent_at", "opened_at", "signed_at", "declined_at",
+               "decline_reason", "reminders", "expires_at", "error")
+SIGNED_ZIP = "signed_zip"
+CSV_PAGE = 2000
+
+
+def safe_cell(value) -> str:
+    """The cell as text, with a leading apostrophe when a spreadsheet would run it as a formula."""
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return value.isoformat(timespec="seconds")
+    return formula_safe(str(value))
+
+
+def _csv_row(r: SigningRequest) -> list[str]:
+    return [safe_cell(v) for v in (
+        r.row_number, r.email, r.name, r.phone, r.status, r.sent_at, r.opened_at, r.signed_at, r.declined_at,
+        r.decline_reason, r.reminder_count, r.expires_at, r.error_message)]
+
+
+def recipients_csv(session: Session, *, batch_id: int, flt: RecipientFilter) -> Iterator[str]:
+    """The filtered recipients as CSV text chunks (BOM first), read in keyset pages: memory stays flat."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(CSV_COLUMNS)
+    yield BOM + buffer.getvalue()
+    cursor = None
+    for _ in range(100_000):  # bounded: pages of CSV_PAGE rows
+        page = recipients_page(session, batch_id=batch_id, flt=flt, cursor=cursor, limit=CSV_PAGE)
+        buffer.seek(0)
+        buffer.truncate()
+        writer.writerows(_csv_row(r) for r in page.items)
+        yield buffer.getvalue()
+        session.expunge_all()  # rows already written need not stay in memory
+        cursor = page.next_cursor
+        if cursor is None:
+            return
+
+
+@dataclass(frozen=True)
+class ExportStarted:
+    export: Export
+    #: False when an unfinished export of the same batch already existed (it is returned instead).
+    created: bool
+
+
+def start_signed_zip(session: Session, *, batch_id: int, user_id: int | None, now: datetime) -> ExportStarted:
+    """Create the export row for a ZIP of the batch's signed PDFs (the caller commits, then enqueues)."""
+    running = session.scalar(select(Export).where(Export.batch_id == batch_id, Export.kind == SIGNED_ZIP,
+                                                  Export.status.in_(["pending", "running"])))
+    if running is not None:
+        return ExportStarted(export=running, created=False)
+    total = session.scalar(_signed_documents(batch_id).with_only_columns(func.count()).order_by(None)) or 0
+    export = Export(batch_id=batch_id, kind=SIGNED_ZIP, status="pending", total=total, done=0,
+                    created_by_id=user_id, created_at=now)
+    session.add(export)
+    session.flush()
+    log(logger, logging.INFO, "export requested", export_id=export.id, batch_id=batch_id, total=total)
+    return ExportStarted(export=export, created=True)
+
+
+def _signed_documents(batch_id: int):
+    return (select(Document.storage_key, SigningRequest.row_number, SigningRequest.id, SigningRequest.email)
+            .join(SigningRequest, SigningRequest.id == Document.request_id)
+            .where(SigningRequest.batch_id == batch_id, Document.kind == "signed")
+            .order_by(SigningRequest.id))
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    export_id: int
+    status: str
+    files: int
+
+
+def build_signed_zip(session: Session, *, export_id: int, storage: Storage, now: Callable[[], datetime],
+                     progress_every: int = 50) -> ExportResult:
+    """Write every signed PDF of the batch into one ZIP in storage, committing progress as it goes."""
+    export = session.get(Export, export_id)
+    if export is None or export.status not in ("pending", "running"):
+        return ExportResult(export_id=export_id, status=export.status if export else "missing", files=0)
+    export.status, export.done = "running", 0
+    docs = session.execute(_signed_documents(export.batch_id)).all()
+    export.total = len(docs)
+    session.commit()
+    fd, path = tempfile.mkstemp(prefix="bulksign-export-", suffix=".zip")
+    os.close(fd)
+    try:
+        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:
+            for n, (key, row_number, request_id, email) in enumerate(docs, start=1):
+                # PDFs are already compressed; storing them keeps the job fast.
+                archive.writestr(_zip_name(row_number, request_id, email), storage.get(key))
+                if n % progress_every == 0:
+                    export.done = n
+                    session.commit()
+        with open(path, "rb") as fh:
+            key = f"exports/{export.batch_id}/{export.id}-signed.zip"
+            storage.put(key, fh.read(), content_type="application/zip")
+    except (StorageError, OSError) as exc:
+        export.status, export.error, export.finished_at = "failed", str(exc), now()
+        session.commit()
+        log(logger, logging.ERROR, "export failed", export_id=export.id, batch_id=export.batch_id, error=str(exc))
+        return ExportResult(export_id=export.id, status="failed", files=0)
+    finally:
+        os.unlink(path)
+    export.status, export.done, export.storage_key, export.finished_at = "ready", len(docs), key, now()
+    session.commit()
+    log(logger, logging.INFO, "export ready", export_id=export.id, batch_id=export.batch_id, files=len(docs))
+    return ExportResult(export_id=export.id, status="ready", files=len(docs))
+
+
+def _zip_name(row_number: int | None, request_id: int, email: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "@._-" else "_" for c in email)[:100]
+    return f"{row_number or request_id:06d}-{safe}.pdf"
+
+
+def latest_export(session: Session, *, batch_id: int, export_id: int | None = None) -> Export | None:
+    """The batch's newest signed-PDF export (or the given one, if it belongs to the batch)."""
+    query = select(Export).where(Export.batch_id == batch_id, Export.kind == SIGNED_ZIP)
+    if export_id is not None:
+        query = query.where(Export.id == export_id)
+    return session.scalar(query.order_by(Export.id.desc()).limit(1))

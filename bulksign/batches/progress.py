@@ -1,0 +1,215 @@
+"""Batch status, derived from its requests: counts come from the per-batch counters (``batch_counts``).
+
+Pages read the counters; closing a batch counts its requests exactly (GROUP BY), because it runs in
+the transaction that just moved them, whose moves the counters see only at commit.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from bulksign.people import access
+from bulksign.batches import counts as batch_counts, notices
+from bulksign.core.logs import log
+from bulksign.models import Batch, OutgoingMail, SigningRequest, User
+from bulksign.core.slicing import slices
+from bulksign.batches.states import move_batches, transition
+from bulksign.batches.status import FINAL, WORKING, BatchStatus, Status
+from bulksign.core.messages import N_
+
+logger = logging.getLogger(__name__)
+
+B = BatchStatus
+
+
+@dataclass(frozen=True)
+class BatchCounts:
+    #: status → number of requests, for every status (zeros included).
+    by_status: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_status.values())
+
+    @property
+    def working(self) -> int:
+        return sum(self.by_status[s] for s in WORKING)
+
+    @property
+    def failed(self) -> int:
+        return self.by_status[Status.FAILED] + self.by_status[Status.BOUNCED]
+
+
+def counts_for(session: Session, batch_ids: Iterable[int]) -> dict[int, BatchCounts]:
+    """Counts per status for each batch from its counters (one query on their key), as last committed."""
+    return {bid: BatchCounts(by_status=counts) for bid, counts in batch_counts.counters(session, batch_ids).items()}
+
+
+def exact_counts_for(session: Session, batch_ids: Iterable[int]) -> dict[int, BatchCounts]:
+    """Counts per status for each batch from its requests (GROUP BY), this transaction's moves included."""
+    return {bid: BatchCounts(by_status=counts) for bid, counts in batch_counts.recount(session, batch_ids).items()}
+
+
+def refresh_batch_statuses(session: Session, *, now: datetime, batch_ids: Iterable[int] | None = None) -> int:
+    """Move processing batches with no work left to completed or partially_failed. Returns how many moved."""
+    query = select(Batch.id).where(Batch.status == B.PROCESSING)
+    if batch_ids is not None:
+        query = query.where(Batch.id.in_(list(batch_ids)))
+    ids = session.scalars(query).all()
+    moved = 0
+    # Exact: the caller may have just moved requests of these batches, not yet in the counters.
+    for batch_id, counts in exact_counts_for(session, ids).items():
+        if counts.working:
+            continue
+        final = B.PARTIALLY_FAILED if counts.failed else B.COMPLETED
+        if move_batches(session, batch_id, frm=B.PROCESSING, to=final, finished_at=now):
+            moved += 1
+            log(logger, logging.INFO, "batch finished", batch_id=batch_id, status=final)
+            notices.queue_completion_notice(session, batch=session.get(Batch, batch_id), now=now)
+    return moved
+
+
+def close_if_done(session: Session, *, batch_id: int, now: datetime) -> bool:
+    """After a request of the batch was dispatched: close the batch if nothing is left to do. The caller commits.
+
+    One indexed existence probe per call; the full GROUP BY runs only when the batch may be done,
+    so a 10,000-request batch does not count itself 10,000 times.
+    """
+    busy = session.scalar(select(SigningRequest.id).where(
+        SigningRequest.batch_id == batch_id, SigningRequest.status.in_([s.value for s in WORKING])).limit(1))
+    return busy is None and bool(refresh_batch_statuses(session, now=now, batch_ids=[batch_id]))
+
+
+def mark_batch_started(session: Session, *, batch_id: int, now: datetime) -> bool:
+    """pending → processing when its first request starts moving; the caller commits."""
+    return bool(move_batches(session, batch_id, frm=B.PENDING, to=B.PROCESSING, started_at=now))
+
+
+class BatchActionError(ValueError):
+    """A staff action that cannot be done; ``status`` is the HTTP status a view should answer."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+#: States a cancel stops: anything not final (failed and bounced are final already).
+CANCELLABLE = tuple(s.value for s in Status if s not in FINAL)
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    batch_id: int | None
+    #: Requests moved to ``cancelled`` by this call.
+    cancelled: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class RetryResult:
+    batch_id: int
+    #: Requests moved from ``failed`` back to ``pending``: enqueue their renders after the commit.
+    retried: tuple[int, ...]
+
+
+def batch_for_action(session: Session, *, batch_id: int, user: User) -> Batch:
+    """The batch if ``user`` may act on it (``access``); BatchActionError 404 when out of sight, 403 when read only."""
+    try:
+        return access.batch_for_action(session, batch_id=batch_id, user=user)
+    except access.Refused as exc:
+        raise BatchActionError(exc.message, exc.status) from None
+
+
+def _cancel(session: Session, *, request_ids: list[int], actor: str, now: datetime) -> tuple[int, ...]:
+    # Clearing token_hash kills links already mailed; queued mails of these requests are not sent.
+    won = transition(session, request_ids, frm=CANCELLABLE, to=Status.CANCELLED, now=now,
+                     actor=actor, token_hash=None).won
+    for part in slices(won):
+        session.execute(
+            update(OutgoingMail).where(OutgoingMail.request_id.in_(part), OutgoingMail.status == "queued")
+            .values(status="cancelled")
+        )
+    return won
+
+
+def stop_batch(session: Session, *, batch_id: int, user: User, now: datetime) -> None:
+    """Mark a batch cancelled without touching its requests (``open_request_ids`` then go through
+    ``cancel_requests`` in slices, in a job). The caller commits."""
+    batch = batch_for_action(session, batch_id=batch_id, user=user)
+    move_batches(session, batch.id, frm=set(B) - {B.CANCELLED}, to=B.CANCELLED, cancelled_at=now, finished_at=now)
+
+
+def open_request_ids(session: Session, *, batch_id: int) -> list[int]:
+    """The batch's requests a cancel would stop, in id order."""
+    return list(session.scalars(select(SigningRequest.id).where(
+        SigningRequest.batch_id == batch_id, SigningRequest.status.in_(CANCELLABLE)).order_by(SigningRequest.id)))
+
+
+def cancel_batch(session: Session, *, batch_id: int, user: User, now: datetime) -> CancelResult:
+    """Stop a batch: every request not yet final is cancelled and its link dies. The caller commits."""
+    stop_batch(session, batch_id=batch_id, user=user, now=now)
+    won = _cancel(session, request_ids=open_request_ids(session, batch_id=batch_id), actor=f"user:{user.id}", now=now)
+    log(logger, logging.INFO, "batch cancelled", batch_id=batch_id, user_id=user.id, requests=len(won))
+    return CancelResult(batch_id=batch_id, cancelled=won)
+
+
+def cancel_requests(session: Session, *, request_ids: Iterable[int], user: User, now: datetime) -> CancelResult:
+    """Cancel some requests (of batches the user may act on); the batch closes if nothing is left. The caller commits."""
+    ids = sorted(set(request_ids))
+    batch_ids = {batch_id for part in slices(ids) for batch_id in session.scalars(
+        select(SigningRequest.batch_id).where(SigningRequest.id.in_(part)).distinct())}
+    for batch_id in batch_ids:
+        batch_for_action(session, batch_id=batch_id, user=user)
+    won = _cancel(session, request_ids=ids, actor=f"user:{user.id}", now=now)
+    refresh_batch_statuses(session, now=now, batch_ids=batch_ids)
+    log(logger, logging.INFO, "requests cancelled", user_id=user.id, requests=len(won))
+    return CancelResult(batch_id=batch_ids.pop() if len(batch_ids) == 1 else None, cancelled=won)
+
+
+def cancel_if_batch_stopped(session: Session, *, request_ids: Iterable[int], now: datetime) -> set[int]:
+    """Cancel those of ``request_ids`` whose batch is cancelled, and return them. The caller commits.
+
+    A big batch's cancel stops the batch at once and its requests in a job; the pipeline asks this
+    first, so no document is rendered and no invitation sent for a batch that was already stopped.
+    """
+    stopped = [i for part in slices(sorted(set(request_ids))) for i in session.scalars(
+        select(SigningRequest.id).join(Batch, Batch.id == SigningRequest.batch_id)
+        .where(SigningRequest.id.in_(part), Batch.status == B.CANCELLED))]
+    return set(_cancel(session, request_ids=stopped, actor="system", now=now)) if stopped else set()
+
+
+def batch_for_retry(session: Session, *, batch_id: int, user: User) -> Batch:
+    """The batch, if the user may retry its failed requests; else ``BatchActionError``."""
+    batch = batch_for_action(session, batch_id=batch_id, user=user)
+    if batch.status == B.CANCELLED:
+        raise BatchActionError(N_("The batch was cancelled; its requests cannot be retried."), 409)
+    return batch
+
+
+def retry_failed(session: Session, *, batch_id: int, user: User, now: datetime,
+                 request_ids: Iterable[int] | None = None) -> RetryResult:
+    """failed → pending for the batch's failed requests (or those of ``request_ids``). The caller commits, then enqueues renders.
+
+    Compare-and-set: a second click finds nothing failed and retries nothing. Each retried request
+    gets a fresh link and so a fresh invitation (the failed one never reached the recipient).
+    """
+    batch_for_retry(session, batch_id=batch_id, user=user)
+    query = select(SigningRequest.id).where(SigningRequest.batch_id == batch_id,
+                                            SigningRequest.status == Status.FAILED)
+    if request_ids is None:
+        failed = list(session.scalars(query))
+    else:
+        failed = [i for part in slices(sorted(set(request_ids)))
+                  for i in session.scalars(query.where(SigningRequest.id.in_(part)))]
+    won = transition(session, failed, frm=Status.FAILED, to=Status.PENDING, now=now,
+                     actor=f"user:{user.id}", attempts=0, error_message=None, token_hash=None,
+                     token_nonce=None).won
+    if won:
+        move_batches(session, batch_id, frm=(B.COMPLETED, B.PARTIALLY_FAILED), to=B.PROCESSING, finished_at=None)
+    log(logger, logging.INFO, "failed requests retried", batch_id=batch_id, user_id=user.id, requests=len(won))
+    return RetryResult(batch_id=batch_id, retried=won)

@@ -1,0 +1,363 @@
+"""Reminders: automatic ones on the batch's schedule, manual ones from staff; each one mailed exactly once.
+
+The only guard is the request's ``reminder_count``, advanced by a compare-and-set UPDATE before
+the mail row is written (in the same transaction). Two schedulers, a retried job and a staff
+click all race on that UPDATE; the loser sees the row already advanced and queues nothing.
+Reminder mails are keyed by request, link nonce and number: a resend (new link) starts a fresh
+series, and a crash after the commit re-finds the same mail row.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
+
+from flask import Flask, current_app
+from flask_mail import Message
+from sqlalchemy import JSON, String, and_, cast, exists, func, insert, literal, or_, select, update
+from sqlalchemy.orm import Session
+
+from bulksign.batches.progress import BatchActionError, batch_for_action
+from bulksign.doc_templates.versions import DEFAULT_REMINDER_BODY, DEFAULT_REMINDER_SUBJECT, extract_variables, mail_text, render_text, text_sandbox
+from bulksign.signing.invitations import html_body, mail_context, tracking_url
+from bulksign.signing.links import current_token
+from bulksign.core.localtime import zone_of
+from bulksign.core.logs import log
+from bulksign.mail.mail_headers import one_line
+from bulksign.mail.mailer import MailNotNeeded, builder, message_id_sql, queue_mails, queue_mails_from
+from bulksign.models import Batch, Event, OutgoingMail, SigningRequest, User, UTCDateTime
+from bulksign.batches.status import WAITING_FOR_RECIPIENT, Status
+from bulksign.core.tokens import signing_token
+from bulksign.core.messages import N_
+
+logger = logging.getLogger(__name__)
+
+KIND = "reminder"
+#: Used when a batch has no schedule of its own.
+DEFAULT_REMINDER_DAYS = (2, 4)
+#: Upper bound of ``batch.max_reminders``, whatever was stored.
+MAX_REMINDERS_LIMIT = 5
+#: A manual reminder is refused this soon after the invitation or the previous reminder...
+MANUAL_COOLDOWN = timedelta(hours=1)
+#: ... unless staff send it anyway; even then not twice within this (a double click).
+FORCED_COOLDOWN = timedelta(minutes=1)
+SELECTORS = ("not_signed", "not_opened")
+#: Mail variables that are the same for every request of a batch.
+_BATCH_VARIABLES = {"document_name", "sender"}
+
+#: Why a manual reminder was not sent to a request (the views word them for people).
+SKIP_REASONS = ("signed", "declined", "invited_recently", "reminded_recently", "bounced", "expired", "cancelled",
+                "not_sent", "not_found")
+#: Skips that "send anyway" overrides.
+COOLDOWN_REASONS = ("invited_recently", "reminded_recently")
+
+
+@dataclass(frozen=True)
+class ReminderTickResult:
+    #: Reminder mails written by this tick.
+    queued: int
+    #: Due reminders held back because their batch is in its quiet hours.
+    waiting_quiet_hours: int = 0
+    #: False when the time budget ran out; the next tick continues.
+    complete: bool = True
+    mail_ids: tuple[int, ...] = field(default=(), repr=False)
+
+    def __str__(self) -> str:
+        return f"{self.queued} reminders queued, {self.waiting_quiet_hours} waiting for the end of quiet hours"
+
+
+@dataclass(frozen=True)
+class ManualReminderResult:
+    queued: int
+    #: reason (a key of ``SKIP_REASONS``) → how many requests were skipped for it.
+    skipped: dict[str, int]
+    mail_ids: tuple[int, ...] = field(default=(), repr=False)
+
+
+def reminder_schedule(batch: Batch) -> tuple[float, ...]:
+    """The days after the invitation on which automatic reminders are due, capped by the batch's maximum."""
+    raw = DEFAULT_REMINDER_DAYS if batch.reminder_days is None else batch.reminder_days
+    days = sorted({float(d) for d in raw if isinstance(d, (int, float)) and not isinstance(d, bool) and d > 0})
+    cap = max(0, min(MAX_REMINDERS_LIMIT, 3 if batch.max_reminders is None else batch.max_reminders))
+    return tuple(days[:cap])
+
+
+def next_reminder_at(batch: Batch, *, sent_at: datetime | None, reminder_count: int) -> datetime | None:
+    """When the next automatic reminder of a waiting request falls due (quiet hours aside), or None."""
+    schedule = reminder_schedule(batch)
+    if sent_at is None or reminder_count >= len(schedule):
+        return None
+    return sent_at + timedelta(days=schedule[reminder_count])
+
+
+def in_quiet_hours(batch: Batch, *, now: datetime) -> bool:
+    """Whether ``now`` falls in the batch's quiet hours (local to its time zone; 20→8 spans midnight)."""
+    start, end = batch.quiet_hours_start, batch.quiet_hours_end
+    if start is None or end is None or start == end:
+        return False
+    hour = now.astimezone(zone_of(batch)).hour
+    return start <= hour < end if start < end else (hour >= start or hour < end)
+
+
+class _ReminderMails:
+    """Writes reminder mail rows for requests whose counter this transaction advanced (and events for manual ones)."""
+
+    def __init__(self, session: Session, batch: Batch, app: Flask):
+        self.session, self.batch, self.app = session, batch, app
+        source = mail_text(batch.template_version.reminder_subject or DEFAULT_REMINDER_SUBJECT, language=batch.language)
+        self.subject = text_sandbox.from_string(source)
+        #: The subject when it is the same for every recipient (the default one is): then no row is read.
+        self.batch_subject = None
+        if set(extract_variables(source)) <= _BATCH_VARIABLES:
+            # No per-recipient variable is used, so an empty recipient renders the same subject.
+            nobody = _RowView(SimpleNamespace(data={}, name="", email=""), batch)
+            context = mail_context(nobody, token="", app=app, deadline=datetime.now(timezone.utc))
+            self.batch_subject = one_line(text=self.subject.render(context))
+
+    @property
+    def returning(self) -> tuple:
+        """What the advancing UPDATE must return for ``queue``: only ids when the subject is the batch's."""
+        return (SigningRequest.id,) if self.batch_subject is not None else _RETURNED
+
+    def queue(self, rows: Sequence, *, now: datetime, user: User | None) -> list[int]:
+        """Mail rows for requests just advanced (``rows`` as ``returning`` says); a manual reminder also gets
+        an event naming the user; for automatic ones the outgoing-mail log is the record."""
+        if not rows:
+            return []
+        chosen = SigningRequest.id.in_([row.id for row in rows])
+        if self.batch_subject is not None:
+            # Set-based: the database writes the keys from the counters the UPDATE just set.
+            ids = queue_mails_from(self.session, select(
+                message_id_sql(_REMINDER_KEY_SQL), SigningRequest.email, literal(self.batch_subject, String),
+                SigningRequest.id, SigningRequest.batch_id, literal(now, UTCDateTime)).where(chosen), kind=KIND)
+        else:
+            ids = queue_mails(self.session, [self._personal(row, now=now) for row in rows], now=now)
+        if user is not None:
+            self.session.execute(insert(Event).from_select(
+                ["request_id", "batch_id", "type", "created_at", "actor", "details"],
+                select(SigningRequest.id, SigningRequest.batch_id, literal("reminder.manual", String),
+                       literal(now, UTCDateTime), literal(f"user:{user.id}", String), literal({}, JSON))
+                .where(chosen)))
+        return ids
+
+    def _personal(self, row, *, now: datetime) -> dict:
+        """``queue_mails`` keywords of one reminder whose subject names the recipient."""
+        token = signing_token(secret=self.app.config["SECRET_KEY"], request_id=row.id, nonce=row.token_nonce or "")
+        context = mail_context(_RowView(row, self.batch), token=token, app=self.app, deadline=row.expires_at or now)
+        return {"key": reminder_key(row.id, row.token_nonce, row.reminder_count), "kind": KIND, "to_email": row.email,
+                "subject": one_line(text=self.subject.render(context)), "request_id": row.id,
+                "batch_id": self.batch.id}
+
+
+@dataclass(frozen=True)
+class _RowView:
+    """A RETURNING row seen as the request ``invitations.mail_context`` expects, without loading the ORM object."""
+
+    row: object
+    batch: Batch
+
+    def __getattr__(self, name):
+        return getattr(self.row, name)
+
+
+def reminder_key(request_id: int, nonce: str | None, number: int) -> str:
+    return f"reminder-{request_id}-{(nonce or '')[:12]}-{number}"
+
+
+#: ``reminder_key`` computed by the database from a request row (after its counter was advanced).
+_REMINDER_KEY_SQL = (literal("reminder-", String) + cast(SigningRequest.id, String) + literal("-", String)
+                     + func.substr(func.coalesce(SigningRequest.token_nonce, ""), 1, 12) + literal("-", String)
+                     + cast(SigningRequest.reminder_count, String))
+
+
+_RETURNED = (SigningRequest.id, SigningRequest.email, SigningRequest.name, SigningRequest.data,
+             SigningRequest.token_nonce, SigningRequest.expires_at, SigningRequest.reminder_count)
+
+
+def queue_due_reminders(session: Session, *, now: datetime, page_size: int = 2000,
+                        on_page: Callable[[list[int]], None] | None = None,
+                        time_budget_seconds: float = 300.0) -> ReminderTickResult:
+    """Advance and queue every automatic reminder due at ``now``, a page of requests at a time.
+
+    ``on_page`` runs after each page with its mail ids (the periodic job commits and enqueues
+    there, so locks are short and a crash loses nothing it has not committed); without it the
+    caller commits once at the end.
+    """
+    app = current_app._get_current_object()
+    started = time.monotonic()
+    has_waiting = exists().where(SigningRequest.batch_id == Batch.id, SigningRequest.status.in_(WAITING_FOR_RECIPIENT))
+    batch_ids = session.scalars(select(Batch.id).where(has_waiting).order_by(Batch.id)).all()
+    queued, waiting, all_ids = 0, 0, []
+    for batch_id in batch_ids:
+        batch = session.get(Batch, batch_id)
+        schedule = reminder_schedule(batch)
+        if not schedule:
+            continue
+        if in_quiet_hours(batch, now=now):
+            waiting += _count_due(session, batch=batch, schedule=schedule, now=now)
+            continue
+        mails = _ReminderMails(session, batch, app)
+        # Highest number first: a request that missed a reminder (scheduler down) gets only the latest one.
+        for number in range(len(schedule), 0, -1):
+            due = _due(batch_id, number=number, sent_before=now - timedelta(days=schedule[number - 1]), now=now)
+            after = 0
+            while True:
+                if time.monotonic() - started > time_budget_seconds:
+                    log(logger, logging.WARNING, "reminder tick stopped at its time budget", queued=queued)
+                    return ReminderTickResult(queued, waiting, False, tuple(all_ids))
+                page = (select(SigningRequest.id).where(*due, SigningRequest.id > after)
+                        .order_by(SigningRequest.id).limit(page_size).scalar_subquery())
+                # Repeating ``due`` outside the page is the compare-and-set: PostgreSQL re-checks it on rows
+                # another scheduler changed meanwhile, and skips them.
+                advance = (update(SigningRequest).where(SigningRequest.id.in_(page), *due)
+                           .values(reminder_count=number, last_reminder_at=now)
+                           .execution_options(synchronize_session=False))
+                won = session.execute(advance.returning(*mails.returning)).all()
+                if not won:
+                    break  # nothing left, or the rest was taken by another scheduler
+                mail_ids = mails.queue(won, now=now, user=None)
+                after = max(row.id for row in won)
+                queued += len(mail_ids)
+                all_ids.extend(mail_ids)
+                if on_page:
+                    on_page(mail_ids)
+    if queued or waiting:
+        log(logger, logging.INFO, "reminders queued", queued=queued, waiting_quiet_hours=waiting)
+    return ReminderTickResult(queued, waiting, True, tuple(all_ids))
+
+
+def _due(batch_id: int, *, number: int, sent_before: datetime, now: datetime) -> tuple:
+    """Conditions under which reminder ``number`` is due; also the compare-and-set guard of the UPDATE."""
+    return (SigningRequest.batch_id == batch_id, SigningRequest.status.in_(WAITING_FOR_RECIPIENT),
+            SigningRequest.sent_at <= sent_before, SigningRequest.reminder_count < number,
+            # A recipient who marked our mail as spam is not reminded (the send would be refused anyway).
+            SigningRequest.complained_at.is_(None),
+            or_(SigningRequest.expires_at.is_(None), SigningRequest.expires_at > now))
+
+
+def _count_due(session: Session, *, batch: Batch, schedule: tuple[float, ...], now: datetime) -> int:
+    """How many requests of the batch have some reminder due at ``now``."""
+    any_due = or_(*(and_(*_due(batch.id, number=n, sent_before=now - timedelta(days=days), now=now))
+                    for n, days in enumerate(schedule, start=1)))
+    return session.scalar(select(func.count()).select_from(SigningRequest).where(any_due))
+
+
+def _skip_reason(row, *, now: datetime, force: bool) -> str | None:
+    """Why a manual reminder cannot go to this request now, or None when it can."""
+    if row.status in WAITING_FOR_RECIPIENT:
+        if row.expires_at is not None and row.expires_at <= now:
+            return "expired"
+        if force:
+            recent = now - FORCED_COOLDOWN
+            return "reminded_recently" if row.last_reminder_at and row.last_reminder_at > recent else None
+        recent = now - MANUAL_COOLDOWN
+        if row.last_reminder_at and row.last_reminder_at > recent:
+            return "reminded_recently"
+        if row.sent_at and row.sent_at > recent:
+            return "invited_recently"
+        return None
+    if row.status in ("signed", "declined", "bounced", "expired", "cancelled"):
+        return row.status
+    return "not_sent"
+
+
+def _selection_pages(session: Session, *, batch_id: int, request_ids: Iterable[int] | None, selector: str | None,
+                     page_size: int):
+    """Pages of (id, status, sent_at, last_reminder_at, expires_at) of the chosen requests, and ids not found."""
+    columns = (SigningRequest.id, SigningRequest.status, SigningRequest.sent_at, SigningRequest.last_reminder_at,
+               SigningRequest.expires_at)
+    if request_ids is not None:
+        ids = sorted(set(request_ids))
+        for start in range(0, len(ids), page_size):
+            chunk = ids[start:start + page_size]
+            rows = session.execute(select(*columns).where(SigningRequest.batch_id == batch_id,
+                                                          SigningRequest.id.in_(chunk))).all()
+            yield rows, len(chunk) - len(rows)
+        return
+    chosen = (SigningRequest.status != Status.SIGNED.value if selector == "not_signed"
+              else SigningRequest.status.not_in([Status.OPENED.value, Status.SIGNED.value, Status.DECLINED.value]))
+    after = 0
+    while True:
+        rows = session.execute(select(*columns).where(SigningRequest.batch_id == batch_id, chosen,
+                                                      SigningRequest.id > after)
+                               .order_by(SigningRequest.id).limit(page_size)).all()
+        if not rows:
+            return
+        after = rows[-1].id
+        yield rows, 0
+
+
+def send_manual_reminders(session: Session, *, batch_id: int, user: User, now: datetime,
+                          request_ids: Iterable[int] | None = None, selector: str | None = None,
+                          force: bool = False, page_size: int = 1000) -> ManualReminderResult:
+    """Staff remind chosen requests (or all not signed / not opened) now; each skip is counted by reason.
+
+    ``force`` ("send anyway") skips the hour after the invitation or the last reminder. The caller
+    commits, then enqueues ``mail_ids``.
+    """
+    if (request_ids is None) == (selector is None):
+        raise BatchActionError(N_("Choose the recipients to remind, or all who have not signed / not opened."))
+    if selector is not None and selector not in SELECTORS:
+        raise BatchActionError(N_("Unknown selection %(value)r; use one of: %(known)s.", value=selector, known=", ".join(SELECTORS)))
+    batch = batch_for_action(session, batch_id=batch_id, user=user)
+    mails = _ReminderMails(session, batch, current_app._get_current_object())
+    skipped: dict[str, int] = {}
+    mail_ids: list[int] = []
+    recent = now - (FORCED_COOLDOWN if force else MANUAL_COOLDOWN)
+    cooled = [or_(SigningRequest.last_reminder_at.is_(None), SigningRequest.last_reminder_at <= recent)]
+    if not force:
+        cooled.append(SigningRequest.sent_at <= recent)
+    for rows, missing in _selection_pages(session, batch_id=batch_id, request_ids=request_ids, selector=selector,
+                                          page_size=page_size):
+        if missing:
+            skipped["not_found"] = skipped.get("not_found", 0) + missing
+        eligible = []
+        for row in rows:
+            reason = _skip_reason(row, now=now, force=force)
+            if reason:
+                skipped[reason] = skipped.get(reason, 0) + 1
+            else:
+                eligible.append(row.id)
+        if not eligible:
+            continue
+        # The compare-and-set: a reminder (automatic or manual) that won meanwhile set last_reminder_at.
+        won = session.execute(
+            update(SigningRequest).where(
+                SigningRequest.id.in_(eligible), SigningRequest.status.in_(WAITING_FOR_RECIPIENT), *cooled,
+                or_(SigningRequest.expires_at.is_(None), SigningRequest.expires_at > now))
+            .values(reminder_count=SigningRequest.reminder_count + 1, last_reminder_at=now)
+            .returning(*mails.returning)
+            .execution_options(synchronize_session=False)
+        ).all()
+        if len(won) < len(eligible):
+            skipped["reminded_recently"] = skipped.get("reminded_recently", 0) + len(eligible) - len(won)
+        mail_ids.extend(mails.queue(won, now=now, user=user))
+    log(logger, logging.INFO, "manual reminders queued", batch_id=batch_id, user_id=user.id, queued=len(mail_ids),
+        skipped=skipped, forced=force)
+    return ManualReminderResult(queued=len(mail_ids), skipped=skipped, mail_ids=tuple(mail_ids))
+
+
+@builder(KIND)
+def build_reminder(session: Session, mail: OutgoingMail, app: Flask) -> Message:
+    """The reminder as it goes out: its own text, the request's current link, the pixel, the row's Message-ID."""
+    request = session.get(SigningRequest, mail.request_id)
+    if request is None or request.status not in WAITING_FOR_RECIPIENT:
+        raise MailNotNeeded(f"request {mail.request_id} no longer waits for a signature")
+    secret = app.config["SECRET_KEY"]
+    token = current_token(request, secret=secret)
+    if token is None or not request.token_hash or f"-{request.token_nonce[:12]}-" not in mail.message_id:
+        raise MailNotNeeded(f"request {request.id} has a newer link than this reminder")
+    batch = request.batch
+    context = mail_context(request, token=token, app=app, deadline=request.expires_at or mail.created_at)
+    body = render_text(mail_text(batch.template_version.reminder_body or DEFAULT_REMINDER_BODY,
+                                 language=batch.language), context)
+    pixel = tracking_url(app_url=app.config["APP_URL"], request_id=request.id, secret=secret)
+    message = Message(subject=mail.subject, recipients=[mail.to_email], body=body,
+                      html=html_body(body, link=context["signing_link"], pixel=pixel),
+                      sender=app.config["MAIL_DEFAULT_SENDER"],
+                      reply_to=batch.reply_to or (batch.created_by.email if batch.created_by else None))
+    message.msgId = mail.message_id
+    return message

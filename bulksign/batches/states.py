@@ -1,0 +1,191 @@
+"""The state machines of requests and batches: one compare-and-set writer each (tables in ``status``).
+
+Nothing else in the code assigns ``SigningRequest.status`` or ``Batch.status`` (``move_batches``).
+Every move of requests locks those still in an allowed state
+(``SELECT ... WHERE id IN (:ids) AND status IN (:allowed) FOR UPDATE``), then
+``UPDATE signing_requests SET status=:to ...`` those, so two workers, a retry and a recipient's click
+can race and exactly one of them wins. The lock also tells each winner's old status, which the
+per-batch counters (``batch_counts``) move from in the same transaction. (SQLite has no row locks:
+there it is one ``UPDATE ... WHERE id IN (:ids) AND status = :allowed`` per allowed state.)
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from sqlalchemy import Update, insert, literal, select, update
+from sqlalchemy.orm import Session
+from sqlalchemy.orm.util import identity_key
+
+from bulksign.batches import counts as batch_counts
+from bulksign.models import Batch, Event, SigningRequest
+# The statuses, tables and sets live in the leaf module ``status``; this module only moves rows between them.
+from bulksign.batches.status import BATCH_TRANSITIONS, TRANSITIONS, IllegalTransition, Status
+from bulksign.core.slicing import slices
+
+
+@dataclass(frozen=True)
+class TransitionResult:
+    """Which requests moved. A request missing from ``won`` was not in an expected state."""
+
+    to: Status
+    won: tuple[int, ...] = field(default_factory=tuple)
+
+    def __bool__(self) -> bool:
+        return bool(self.won)
+
+
+def transition(
+    session: Session,
+    request_ids: int | Sequence[int],
+    *,
+    frm: str | Iterable[str],
+    to: str,
+    now: datetime,
+    actor: str = "system",
+    ip: str | None = None,
+    user_agent: str | None = None,
+    details: dict | None = None,
+    also: Update | None = None,
+    **fields,
+) -> TransitionResult:
+    """Move requests from one of ``frm`` to ``to`` by compare-and-set, append an event per win.
+
+    ``fields`` are further columns set in the same UPDATE (e.g. ``sent_at=now``). ``also``: an UPDATE of
+    another table that goes with the move (the mail row of a sent invitation), run whether or not the move
+    wins: on PostgreSQL in the move's own statement, so it costs no round trip. The caller commits; the
+    batch counters follow at that commit. Moves not in ``TRANSITIONS`` raise ``IllegalTransition``.
+    """
+    # Sorted: the row locks are taken in id order, so two movers of overlapping sets queue instead of deadlocking.
+    ids = [request_ids] if isinstance(request_ids, int) else sorted(set(request_ids))
+    sources, target = _checked(TRANSITIONS, frm=frm, to=to, fields=fields)
+    if not ids:
+        if also is not None:
+            session.execute(also)
+        return TransitionResult(to=target)
+
+    allowed = list(dict.fromkeys(s.value for s in sources))
+    values = {"status": target.value, "status_changed_at": now, **fields}
+    event = {"type": f"status.{target.value}", "created_at": now, "actor": actor, "ip": ip,
+             "user_agent": user_agent, "details": details or {}}
+    dialect = session.get_bind().dialect.name
+    won: list[int] = []
+    moves: list[tuple[int, str, str]] = []
+    for chunk in slices(ids):
+        if dialect == "postgresql" and len(allowed) == 1:
+            # The hot path (every pipeline step): the move and its events in one round trip.
+            rows = _move_and_log(session, chunk, source=allowed[0], values=values, event=event, also=also)
+        else:
+            if also is not None:
+                session.execute(also)
+            if dialect == "postgresql":
+                rows = _lock_and_move(session, chunk, allowed=allowed, values=values, event=event)
+            else:
+                rows = _move_per_source(session, chunk, allowed=allowed, values=values)
+                if rows:
+                    session.execute(insert(Event), [{"request_id": r.id, "batch_id": r.batch_id, **event}
+                                                    for r in rows])
+        also = None  # once, with the first slice
+        won.extend(r.id for r in rows)
+        moves.extend((r.batch_id, r.old_status, target.value) for r in rows)
+    batch_counts.record_moves(session, moves)
+    # Objects already loaded in this session must not keep showing the old status. Found by identity key:
+    # reading ``obj.id`` of a request an earlier move expired would reload it, one SELECT per request.
+    for request_id in won:
+        loaded = session.identity_map.get(identity_key(SigningRequest, request_id))
+        if loaded is not None:
+            session.expire(loaded)
+    return TransitionResult(to=target, won=tuple(won))
+
+
+def move_batches(session: Session, batch_ids: int | Iterable[int], *, frm: str | Iterable[str], to: str,
+                 **fields) -> int:
+    """Move batches from one of ``frm`` to ``to`` by compare-and-set; returns how many moved. The caller commits.
+
+    ``UPDATE batches SET status=:to ... WHERE id IN (:ids) AND status IN (:frm)``: of two racing movers one
+    wins. ``fields`` are further columns set in the same UPDATE. Moves not in ``BATCH_TRANSITIONS`` raise
+    ``IllegalTransition``.
+    """
+    ids = [batch_ids] if isinstance(batch_ids, int) else sorted(set(batch_ids))
+    sources, target = _checked(BATCH_TRANSITIONS, frm=frm, to=to, fields=fields)
+    moved = 0
+    for chunk in slices(ids):
+        moved += session.execute(update(Batch).where(Batch.id.in_(chunk), Batch.status.in_([s.value for s in sources]))
+                                 .values(status=target.value, **fields)).rowcount
+    return moved
+
+
+def _checked(table: dict, *, frm: str | Iterable[str], to: str, fields: dict) -> tuple[list, StrEnum]:
+    """The sources and target of a move as members of the table's enum; ``IllegalTransition`` off the table."""
+    kind = type(next(iter(table)))
+    sources = [kind(frm)] if isinstance(frm, str) else [kind(s) for s in frm]
+    target = kind(to)
+    for source in sources:
+        if target not in table[source]:
+            raise IllegalTransition(f"{kind.__name__} {source} → {target} is not allowed")
+    if "status" in fields:
+        raise IllegalTransition("status is set by the transition itself")
+    return sources, target
+
+
+@dataclass(frozen=True)
+class _Moved:
+    """One request a transition moved, and the status it left."""
+
+    id: int
+    batch_id: int
+    old_status: str
+
+
+def _update(chunk: list[int], *conditions, values: dict):
+    return (update(SigningRequest).where(SigningRequest.id.in_(chunk), *conditions).values(**values)
+            .returning(SigningRequest.id, SigningRequest.batch_id).execution_options(synchronize_session=False))
+
+
+def _move_and_log(session: Session, chunk: list[int], *, source: str, values: dict, event: dict,
+                  also: Update | None = None) -> list[_Moved]:
+    """PostgreSQL: ``WITH moved AS (UPDATE … RETURNING), [also AS (UPDATE …)] INSERT INTO events SELECT … FROM moved``.
+
+    A data-modifying ``WITH`` runs exactly once, whether or not the rest of the statement reads it.
+    """
+    moved = _update(chunk, SigningRequest.status == source, values=values).cte("moved")
+    columns = Event.__table__.c
+    ctes = [moved] if also is None else [moved, also.cte("also")]
+    logged = (insert(Event).from_select(
+        ["request_id", "batch_id", *event],
+        select(moved.c.id, moved.c.batch_id, *(literal(v, columns[k].type) for k, v in event.items())))
+        .add_cte(*ctes).returning(Event.request_id, Event.batch_id))
+    return [_Moved(r.request_id, r.batch_id, source) for r in session.execute(logged)]
+
+
+def _lock_and_move(session: Session, chunk: list[int], *, allowed: list[str], values: dict,
+                   event: dict) -> list[_Moved]:
+    """Lock the requests of ``chunk`` still in an ``allowed`` status, in id order, then move each group of
+    them from the status it was locked in (``_move_and_log``: the move and its events in one round trip)."""
+    # FOR UPDATE under READ COMMITTED waits for a concurrent mover, re-checks the status and returns the row
+    # as that mover left it (or skips it): the status read here is the one the UPDATEs below replace.
+    locked: dict[str, list[int]] = {}
+    for request_id, status in session.execute(
+        select(SigningRequest.id, SigningRequest.status)
+        .where(SigningRequest.id.in_(chunk), SigningRequest.status.in_(allowed))
+        .order_by(SigningRequest.id).with_for_update()
+    ):
+        locked.setdefault(status, []).append(request_id)
+    return [moved for source, ids in locked.items()
+            for moved in _move_and_log(session, ids, source=source, values=values, event=event)]
+
+
+def _move_per_source(session: Session, chunk: list[int], *, allowed: list[str], values: dict) -> list[_Moved]:
+    """One UPDATE per allowed status, so each winner's old status is the one its UPDATE matched.
+
+    Used on SQLite: pysqlite begins a transaction only at the first write, so a status SELECTed before it
+    may already be stale. The table has no self-moves, so a request moved by one of these UPDATEs matches
+    none of the others.
+    """
+    moved: list[_Moved] = []
+    for source in allowed:
+        rows = session.execute(_update(chunk, SigningRequest.status == source, values=values)).all()
+        moved.extend(_Moved(r.id, r.batch_id, source) for r in rows)
+    return moved

@@ -1,0 +1,57 @@
+"""Demo data so that a newcomer can click through at once: an admin, a template, a recipients file."""
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from bulksign.models import DocumentTemplate, User
+from bulksign.people.users import create_user, normalise_email
+
+DEMO_TEMPLATE_NAME = "Employment agreement (demo)"
+DEMO_HTML = Path(__file__).with_name("demo_files") / "contract.html"
+
+DEMO_ROWS = [
+    {"email": "anna.petrova@example.com", "name": "Anna Petrova", "position": "Accountant",
+     "start_date": "2027-01-10", "salary": "4,200 EUR", "contract_number": "EA-1001", "city": "Riga"},
+    {"email": "john.smith@example.com", "name": "John Smith", "position": "Engineer",
+     "start_date": "2027-01-15", "salary": "5,100 EUR", "contract_number": "EA-1002", "city": "London"},
+    {"email": "ivan.sidorov@example.com", "name": "Иван Сидоров", "position": "Логист",
+     "start_date": "2027-02-01", "salary": "3,900 EUR", "contract_number": "EA-1003", "city": "Москва"},
+]
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    email: str
+    password: str
+    created_user: bool
+    template_id: int
+    csv_path: Path
+
+
+def create_demo(session: Session, *, email: str, password: str, now: datetime, folder: str | Path) -> DemoResult:
+    """Create what is missing of the demo; running it twice changes nothing."""
+    from bulksign.doc_templates.versions import create_template
+
+    user = session.scalar(select(User).where(User.email == normalise_email(email)))
+    created_user = user is None
+    if user is None:
+        user = create_user(session, email=email, password=password, role="admin", now=now)
+    template = session.scalar(select(DocumentTemplate).where(DocumentTemplate.name == DEMO_TEMPLATE_NAME))
+    if template is None:
+        template = create_template(
+            session, name=DEMO_TEMPLATE_NAME, html=DEMO_HTML.read_text(encoding="utf-8"), user=user, now=now
+        ).template
+    csv_path = Path(folder) / "demo" / "recipients.csv"
+    csv_path.parent.mkdir(parents=True, exist_ok=True)
+    with csv_path.open("w", newline="", encoding="utf-8-sig") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(DEMO_ROWS[0]))
+        writer.writeheader()
+        writer.writerows(DEMO_ROWS)
+    return DemoResult(email=user.email, password=password, created_user=created_user,
+                      template_id=template.id, csv_path=csv_path)

@@ -1,0 +1,114 @@
+"""Unhandled errors to Sentry (``SENTRY_DSN``; off when empty), with secrets and recipients' addresses taken out.
+
+What is sent: unhandled errors of the web app, of every RQ job (a failure that will be retried as a
+warning, the final one as an error) and of the scheduler, tagged with the request id or the job id
+that the logs carry too. What never leaves: request bodies (passwords, signatures, uploaded
+files), frame local variables (mail bodies, keys), cookies and Authorization headers, signing
+tokens in paths and secret query values (``logs``' rules), and e-mail addresses unless
+``SENTRY_SEND_PII`` is set.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from contextlib import contextmanager
+
+from flask import Flask
+
+from bulksign import __version__
+from bulksign.core.logs import current_request_id, redact_query, redact_text
+
+logger = logging.getLogger(__name__)
+
+#: Any key whose name says it holds a secret or a mail body: its value is dropped whole.
+SECRET_KEY_NAME = re.compile(r"pass|secret|token|auth|cookie|api.?key|csrf|session|signature|body|html", re.I)
+EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}")
+REDACTED = "<redacted>"
+
+
+def release() -> str:
+    return f"bulksign@{__version__}"
+
+
+def init_app(app: Flask) -> None:
+    """Start the SDK for this process when ``SENTRY_DSN`` is set."""
+    dsn = app.config.get("SENTRY_DSN") or ""
+    if not dsn:
+        return
+    import sentry_sdk
+    from sentry_sdk.integrations.flask import FlaskIntegration
+    from sentry_sdk.integrations.logging import LoggingIntegration
+    from sentry_sdk.integrations.rq import RqIntegration
+
+    send_pii = bool(app.config.get("SENTRY_SEND_PII"))
+    sentry_sdk.init(
+        dsn=dsn, environment=app.config.get("SENTRY_ENVIRONMENT") or "production", release=release(),
+        integrations=[FlaskIntegration(), RqIntegration(),
+                      # Log lines stay breadcrumbs: errors the code handles (a bounced mail) are not incidents.
+                      LoggingIntegration(level=logging.INFO, event_level=None)],
+        # No request bodies (passwords, signatures, files) and no frame variables (mail bodies, keys), ever.
+        data_collection={"user_info": send_pii, "http_bodies": [], "stack_frame_variables": False},
+        before_send=lambda event, hint: scrub(event, send_pii=send_pii),
+        traces_sample_rate=None,
+    )
+    logger.info("error tracking on", extra={"fields": {"environment": app.config.get("SENTRY_ENVIRONMENT")}})
+
+
+def capture(error, *, level: str = "error", **tags: str) -> None:
+    """Report a caught error, an exception or an ``exc_info`` tuple (no-op when Sentry is off)."""
+    import sentry_sdk
+
+    with sentry_sdk.new_scope() as scope:
+        scope.level = level
+        for name, value in tags.items():
+            scope.set_tag(name, value)
+        sentry_sdk.capture_exception(error)
+
+
+@contextmanager
+def job_scope(job):
+    """Around one job: its errors carry its id, and the id of the request that enqueued it, if one did."""
+    import sentry_sdk
+
+    with sentry_sdk.isolation_scope() as scope:
+        scope.set_tag("job_id", job.id)
+        if job.meta.get("request_id"):
+            scope.set_tag("request_id", job.meta["request_id"])
+        yield
+
+
+def flush(timeout: float = 2.0) -> None:
+    """Send what is queued before a process ends on ``os._exit`` (forked workers)."""
+    import sentry_sdk
+
+    sentry_sdk.flush(timeout=timeout)
+
+
+def scrub(event: dict, *, send_pii: bool) -> dict:
+    """``before_send``: tag the request id, then take secrets (and addresses unless ``send_pii``) out."""
+    request_id = current_request_id()
+    if request_id:
+        event.setdefault("tags", {})["request_id"] = request_id
+    request = event.get("request")
+    if isinstance(request, dict):
+        if isinstance(request.get("query_string"), str):
+            request["query_string"] = redact_query(request["query_string"])
+        for name in ("cookies", "data"):
+            if name in request:
+                request[name] = REDACTED
+    return _clean(event, send_pii=send_pii)
+
+
+def _clean(value, *, send_pii: bool):
+    if isinstance(value, dict):
+        return {k: REDACTED if isinstance(k, str) and SECRET_KEY_NAME.search(k) and v not in (None, "", {}, [])
+                else _clean(v, send_pii=send_pii) for k, v in value.items()}
+    if isinstance(value, list):
+        # Headers come as [name, value] pairs in some events.
+        if len(value) == 2 and isinstance(value[0], str) and SECRET_KEY_NAME.search(value[0]):
+            return [value[0], REDACTED]
+        return [_clean(v, send_pii=send_pii) for v in value]
+    if isinstance(value, str):
+        value = redact_text(value)
+        return value if send_pii else EMAIL.sub("<email>", value)
+    return value

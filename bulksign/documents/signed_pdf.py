@@ -1,0 +1,324 @@
+"""The signed record as a PDF: the original pages with the signature block, then the audit certificate.
+
+The block goes in the document's signature box, or on an appended signature page when the document
+marks no place; both, and the certificate, speak the recipient's language and time zone.
+``sealing`` seals what this builds.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from datetime import datetime
+from io import BytesIO
+from xml.sax.saxutils import escape
+from zoneinfo import ZoneInfo
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from bulksign.core.localtime import zone_of
+from bulksign.core.messages import N_
+from bulksign.models import Batch, Document, Event, SigningRequest
+from bulksign.documents.signature_box import SignatureBox
+
+FONT_PATH = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+FONT_BOLD_PATH = "/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf"
+
+
+@dataclass(frozen=True)
+class AuditLine:
+    at: datetime
+    #: Translated when printed (``N_``), or an unknown event type as it is.
+    label: N_ | str
+    ip: str
+    user_agent: str
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    """Everything the signature block and the audit certificate print (never the batch's internal name)."""
+
+    document_name: str
+    batch_id: int
+    request_id: int
+    recipient_name: str
+    recipient_email: str
+    signer_name: str
+    signer_ip: str
+    signed_at: datetime
+    original_sha256: str
+    lines: tuple[AuditLine, ...]
+    #: The recipient's language and time zone (the batch's): the record speaks to them.
+    language: str = "en"
+    timezone: str = "UTC"
+    #: How the signer proved who they are beyond the link (a confirmed one-time code); None: only the link.
+    identity: N_ | None = None
+
+
+#: Event type → label on the audit certificate; other types print as they are.
+EVENT_LABELS = {
+    "request.created": N_("Created"),
+    "status.generating": N_("Document generation started"),
+    "status.generated": N_("Document generated"),
+    "status.sending": N_("Invitation being sent"),
+    "status.sent": N_("Sent"),
+    "email.opened": N_("Email opened"),
+    "status.opened": N_("Page opened"),
+    "page.opened": N_("Page opened again"),
+    "status.signed": N_("Signed"),
+    "link.issued": N_("Signing link issued"),
+    # One-time codes (``one_time_codes``): ``%(…)s`` are filled from the event's details.
+    "code.sent.email": N_("One-time code sent by email to %(to)s"),
+    "code.sent.sms": N_("One-time code sent by SMS to %(to)s"),
+    "code.failed": N_("Wrong one-time code (%(tries_left)s tries left)"),
+    "code.verified": N_("One-time code confirmed"),
+    "code.locked": N_("One-time code locked: too many wrong tries"),
+}
+
+
+def _label(event: Event) -> N_ | str:
+    """The event's line on the certificate; a one-time code's lines say where it went and the tries left."""
+    details = event.details or {}
+    if not event.type.startswith("code."):
+        return EVENT_LABELS.get(event.type, event.type)
+    label = EVENT_LABELS.get(f"code.sent.{details.get('channel')}" if event.type == "code.sent" else event.type)
+    return N_(label.msgid, **details) if label is not None else event.type
+
+
+def _register_fonts() -> None:
+    from reportlab.pdfbase import pdfmetrics
+    from reportlab.pdfbase.ttfonts import TTFont
+
+    if "DejaVuSans" not in pdfmetrics.getRegisteredFontNames():
+        pdfmetrics.registerFont(TTFont("DejaVuSans", FONT_PATH))
+        pdfmetrics.registerFont(TTFont("DejaVuSans-Bold", FONT_BOLD_PATH))
+
+
+def _local(at: datetime, zone: str, *, short: bool = False) -> str:
+    """A moment in the recipient's time zone, with its UTC offset so that it is exact anywhere
+    (``short``: the offset without the zone's name, for the narrow signature block)."""
+    local = at.astimezone(ZoneInfo(zone))
+    if zone == "UTC":
+        return f"{local:%Y-%m-%d %H:%M:%S} UTC"
+    offset = local.strftime("%z")
+    offset = f"UTC{offset[:3]}:{offset[3:]}"
+    return f"{local:%Y-%m-%d %H:%M:%S} {offset}" if short else f"{local:%Y-%m-%d %H:%M:%S} {zone} ({offset})"
+
+
+def _in_language(language: str):
+    """The record's language while it is drawn (outside an app, e.g. a bench, English)."""
+    from flask import has_app_context
+    from flask_babel import force_locale
+
+    return force_locale(language) if has_app_context() else nullcontext()
+
+
+def _fit(text: str, font: str, size: float, width: float) -> str:
+    from reportlab.pdfbase.pdfmetrics import stringWidth
+
+    if stringWidth(text, font, size) <= width:
+        return text
+    while text and stringWidth(text + "…", font, size) > width:
+        text = text[:-1]
+    return text + "…"
+
+
+def _draw_block(c, *, x: float, y: float, w: float, h: float, signer_name: str, signed_at: datetime,
+                signer_ip: str, image_png: bytes | None, zone: str) -> None:
+    """The drawn signature and its four lines, laid out inside the box (x, y, w, h) whatever its shape."""
+    from reportlab.lib.units import mm
+    from reportlab.lib.utils import ImageReader
+    from reportlab.pdfbase.pdfmetrics import stringWidth
+
+    pad = min(2 * mm, h * 0.08, w * 0.04)
+    x, y, w, h = x + pad, y + pad, w - 2 * pad, h - 2 * pad
+    text_x, text_w, text_h = x, w, h
+    if image_png:
+        image = ImageReader(BytesIO(image_png))
+        if w >= 2.2 * h:  # wide: the drawing on the left, the lines beside it
+            img_w = min(w * 0.38, h * 2.5)
+            c.drawImage(image, x, y, img_w, h, preserveAspectRatio=True, anchor="c", mask="auto")
+            text_x, text_w = x + img_w + pad, w - img_w - pad
+        else:  # tall or square: the drawing above, the lines below
+            text_h = h * 0.5
+            c.drawImage(image, x, y + text_h, w, h - text_h, preserveAspectRatio=True, anchor="c", mask="auto")
+    rows = [("DejaVuSans-Bold", str(N_("Signed electronically"))), ("DejaVuSans", signer_name),
+            ("DejaVuSans", _local(signed_at, zone, short=True)), ("DejaVuSans", str(N_("IP %(ip)s", ip=signer_ip)))]
+    # As large as the box allows up to 8 pt; below 4.5 pt a long name is cut (…) rather than made unreadable.
+    widest = max(stringWidth(text, font, 1) for font, text in rows[:1] + rows[2:]) or 1
+    size = max(4.5, min(8.0, text_h / (len(rows) * 1.3), text_w / widest))
+    leading = size * 1.3
+    top = y + text_h - (text_h - leading * len(rows)) / 2  # the lines centred in their part of the box
+    c.setFillColorRGB(0.1, 0.14, 0.19)
+    for i, (font, text) in enumerate(rows):
+        c.setFont(font, size)
+        c.drawString(text_x, top - size - i * leading, _fit(text, font, size, text_w))
+
+
+def signature_stamp(*, width: float, height: float, box: SignatureBox, signer_name: str, signed_at: datetime,
+                    signer_ip: str, image_png: bytes | None, zone: str = "UTC") -> bytes:
+    """A one-page overlay the size of the target page with the block inside ``box`` (user-space points)."""
+    from reportlab.pdfgen import canvas
+
+    _register_fonts()
+    buf = BytesIO()
+    c = canvas.Canvas(buf, pagesize=(width, height))
+    # The document draws the box's frame (``{{ signature }}``) or staff chose a bare place: no frame of ours.
+    _draw_block(c, x=box.x, y=box.y, w=box.w, h=box.h, signer_name=signer_name, signed_at=signed_at,
+                signer_ip=signer_ip, image_png=image_png, zone=zone)
+    c.showPage()
+    c.save()
+    return buf.getvalue()
+
+
+def signature_page(record: AuditRecord, *, width: float, height: float, image_png: bytes | None) -> bytes:
+    """The page appended when the document marks no place for the signature: nothing of it is covered."""
+    from reportlab.lib.units import mm
+    from reportlab.pdfgen import canvas
+
+    _register_fonts()
+    buf = BytesIO()
+    c = canvas.Canvas(buf, pagesize=(width, height))
+    left, top = 20 * mm, height - 20 * mm
+    c.setFillColorRGB(0.1, 0.14, 0.19)
+    c.setFont("DejaVuSans-Bold", 15)
+    c.drawString(left, top - 15, str(N_("Signature")))
+    c.setFont("DejaVuSans", 9)
+    c.drawString(left, top - 32, _fit(str(N_("Document: %(name)s", name=record.document_name)), "DejaVuSans", 9,
+                                      width - 2 * left))
+    box_w, box_h = min(95 * mm, width - 2 * left), 30 * mm
+    box_y = top - 44 - box_h
+    c.setStrokeColorRGB(0.14, 0.34, 0.85)
+    c.setLineWidth(0.6)
+    c.roundRect(left, box_y, box_w, box_h, 2 * mm)
+    _draw_block(c, x=left, y=box_y, w=box_w, h=box_h, signer_name=record.signer_name, signed_at=record.signed_at,
+                signer_ip=record.signer_ip, image_png=image_png, zone=record.timezone)
+    c.showPage()
+    c.save()
+    return buf.getvalue()
+
+
+def audit_certificate(record: AuditRecord) -> bytes:
+    """The appended audit certificate page(s): the facts of the document and every event of its request."""
+    from reportlab.lib import colors
+    from reportlab.lib.pagesizes import A4
+    from reportlab.lib.styles import ParagraphStyle
+    from reportlab.lib.units import mm
+    from reportlab.platypus import Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
+
+    _register_fonts()
+    body = ParagraphStyle("body", fontName="DejaVuSans", fontSize=8.5, leading=11)
+    small = ParagraphStyle("small", parent=body, fontSize=7, leading=9)
+    title = ParagraphStyle("title", parent=body, fontName="DejaVuSans-Bold", fontSize=15, leading=19)
+    heading = ParagraphStyle("heading", parent=body, fontName="DejaVuSans-Bold", fontSize=10.5, leading=14)
+
+    def p(text, style=body):
+        # Names and user agents come from people: Paragraph reads markup, so escape everything.
+        return Paragraph(escape(str(text)), style)
+
+    zone = record.timezone
+    facts = [
+        (N_("Document"), record.document_name),
+        (N_("Reference"), f"#{record.batch_id}-{record.request_id}"),
+        (N_("Recipient"), f"{record.recipient_name} <{record.recipient_email}>"),
+        (N_("Signed by"), record.signer_name),
+        (N_("Signed at"), _local(record.signed_at, zone)),
+        (N_("Signer IP"), record.signer_ip),
+        *([(N_("Identity check"), record.identity)] if record.identity else []),
+        (N_("Original sha256"), record.original_sha256),
+    ]
+    fact_table = Table([[p(k), p(v)] for k, v in facts], colWidths=[38 * mm, 132 * mm])
+    event_rows = [[p(N_("Time (%(zone)s)", zone=zone), small), p(N_("Event"), small), p(N_("IP"), small),
+                   p(N_("User agent"), small)]]
+    event_rows += [[p(_local(line.at, zone), small), p(line.label, small), p(line.ip or "—", small),
+                    p(line.user_agent or "—", small)] for line in record.lines]
+    event_table = Table(event_rows, colWidths=[44 * mm, 33 * mm, 26 * mm, 67 * mm], repeatRows=1)
+    grid = TableStyle([("GRID", (0, 0), (-1, -1), 0.3, colors.HexColor("#c9ced8")),
+                       ("VALIGN", (0, 0), (-1, -1), "TOP"),
+                       ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#eef0f4"))])
+    fact_table.setStyle(TableStyle([("GRID", (0, 0), (-1, -1), 0.3, colors.HexColor("#c9ced8")),
+                                    ("VALIGN", (0, 0), (-1, -1), "TOP")]))
+    event_table.setStyle(grid)
+    story = [
+        p(N_("Audit certificate"), title), Spacer(1, 3 * mm),
+        p(N_("This page records how the document above was signed electronically. The whole file is sealed "
+             "with a PAdES signature; any change after sealing breaks the seal.")),
+        Spacer(1, 4 * mm), fact_table, Spacer(1, 6 * mm), p(N_("Events"), heading), Spacer(1, 2 * mm), event_table,
+    ]
+    buf = BytesIO()
+    SimpleDocTemplate(buf, pagesize=A4, leftMargin=20 * mm, rightMargin=20 * mm, topMargin=18 * mm,
+                      bottomMargin=18 * mm, title=str(N_("Audit certificate")), author="Bulksign").build(story)
+    return buf.getvalue()
+
+
+def build_signed_pdf(original: bytes, record: AuditRecord, *, image_png: bytes | None,
+                     box: SignatureBox | None = None) -> bytes:
+    """Original pages with the signature block in ``box`` (or on an appended signature page), then the audit certificate.
+
+    Both speak the recipient's language and give times in the batch's time zone.
+    """
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter(clone_from=PdfReader(BytesIO(original)))
+    with _in_language(record.language):
+        if box is not None and 0 <= box.page < len(writer.pages):
+            page = writer.pages[box.page]
+            stamp = signature_stamp(width=float(page.mediabox.right), height=float(page.mediabox.top), box=box,
+                                    signer_name=record.signer_name, signed_at=record.signed_at,
+                                    signer_ip=record.signer_ip, image_png=image_png, zone=record.timezone)
+            page.merge_page(PdfReader(BytesIO(stamp)).pages[0])
+        else:
+            last = writer.pages[-1].mediabox
+            writer.add_page(PdfReader(BytesIO(signature_page(record, width=float(last.width),
+                                                             height=float(last.height), image_png=image_png))).pages[0])
+        certificate = audit_certificate(record)
+    for page in PdfReader(BytesIO(certificate)).pages:
+        writer.add_page(page)
+    writer.add_metadata({"/Producer": "Bulksign"})
+    out = BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def audit_record(session: Session, request: SigningRequest, original: Document) -> AuditRecord:
+    """The facts and events of ``request`` as the audit certificate prints them."""
+    batch: Batch = request.batch
+    events = session.scalars(
+        select(Event).where(Event.request_id == request.id).order_by(Event.created_at, Event.id)).all()
+    lines = [AuditLine(at=e.created_at, label=_label(e), ip=e.ip or "", user_agent=e.user_agent or "")
+             for e in events]
+    types = {e.type for e in events}
+    if "request.created" not in types:
+        lines.insert(0, AuditLine(at=request.created_at, label=EVENT_LABELS["request.created"], ip="", user_agent=""))
+    if request.email_opened_at and "email.opened" not in types:
+        lines.append(AuditLine(at=request.email_opened_at, label=EVENT_LABELS["email.opened"], ip="", user_agent=""))
+    lines.sort(key=lambda line: line.at)
+    return AuditRecord(
+        document_name=document_title(batch), batch_id=batch.id,
+        request_id=request.id, recipient_name=request.name or "", recipient_email=request.email,
+        signer_name=request.signer_name or request.name or "", signer_ip=request.signer_ip or "",
+        signed_at=request.signed_at, original_sha256=original.sha256, lines=tuple(lines),
+        language=batch.language or "en", timezone=zone_of(batch).key,
+        identity=_identity(events, zone=zone_of(batch).key),
+    )
+
+
+def _identity(events: Sequence[Event], *, zone: str) -> N_ | None:
+    """The last one-time code confirmed before signing: where it went and when it was confirmed."""
+    verified = [e for e in events if e.type == "code.verified"]
+    if not verified:
+        return None
+    code_id = verified[-1].details.get("code_id")
+    # Issued before it could be confirmed: its ``code.sent`` is in the same trail.
+    sent = next(e for e in events if e.type == "code.sent" and e.details.get("code_id") == code_id)
+    when = _local(verified[-1].created_at, zone)
+    if sent.details.get("channel") == "sms":
+        return N_("One-time code sent by SMS to %(to)s, confirmed %(when)s", to=sent.details.get("to"), when=when)
+    return N_("One-time code sent by email to %(to)s, confirmed %(when)s", to=sent.details.get("to"), when=when)
+
+
+def document_title(batch: Batch) -> str:
+    """What recipients call the document: its template's name, never the batch's internal name."""
+    template = batch.template_version.template if batch.template_version else None
+    return template.name if template else ""

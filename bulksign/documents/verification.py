@@ -1,0 +1,80 @@
+"""Public verification: is this PDF (or this sha256) a document issued here, and is its seal intact?
+
+Someone holding the file may learn whose it is (the file says so anyway). A bare sha256
+may have been copied from anywhere (the audit page prints the original's), so a fingerprint
+lookup says only whether such a document was issued, of which kind and when.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from flask_babel import lazy_gettext as _l
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from bulksign.models import Document, SigningRequest
+from bulksign.documents.seal_keys import SealKey, past_certificates
+from bulksign.documents.sealing import SealCheck, check_seal
+
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    #: ``signed`` (a signed copy we issued), ``original``, ``tampered`` (our seal, broken or extended),
+    #: ``sealed_unknown`` (our intact seal, no record), ``unknown`` or ``not_pdf``.
+    outcome: str
+    sha256: str
+    seal: SealCheck | None = None
+    issued_at: datetime | None = None
+    #: Only for file uploads: whose document it is.
+    recipient_name: str = ""
+    document_name: str = ""
+    signed_at: datetime | None = None
+
+
+def _issued(session: Session, sha256: str) -> Document | None:
+    return session.scalar(select(Document).where(Document.sha256 == sha256).order_by(Document.id).limit(1))
+
+
+def verify_file(session: Session, *, data: bytes, key: SealKey, tsa_roots: Sequence = ()) -> Verdict:
+    """Check an uploaded file: our record by its sha256, and its PAdES seal against our certificates, past and present."""
+    digest = hashlib.sha256(data).hexdigest()
+    if not data.lstrip()[:5] == b"%PDF-":
+        return Verdict(outcome="not_pdf", sha256=digest)
+    seal = check_seal(data, key, past=past_certificates(session, current=key), tsa_roots=tsa_roots)
+    if not seal.readable:
+        return Verdict(outcome="not_pdf", sha256=digest)
+    document = _issued(session, digest)
+    if document is None:
+        if seal.sealed and seal.ours and seal.intact and seal.whole_file:
+            return Verdict(outcome="sealed_unknown", sha256=digest, seal=seal)
+        return Verdict(outcome="tampered" if seal.sealed else "unknown", sha256=digest, seal=seal)
+    request = session.get(SigningRequest, document.request_id)
+    template = request.batch.template_version.template if request.batch.template_version else None
+    return Verdict(
+        outcome="signed" if document.kind == "signed" else "original", sha256=digest, seal=seal,
+        issued_at=document.created_at, recipient_name=request.signer_name or request.name or request.email,
+        document_name=template.name if template else request.batch.name,
+        signed_at=request.signed_at if document.kind == "signed" else None,
+    )
+
+
+class InvalidFingerprint(ValueError):
+    """Not a sha256 in hex."""
+
+
+def verify_fingerprint(session: Session, *, sha256: str) -> Verdict:
+    """Look up a bare sha256: issued or not, which kind, when; never for whom."""
+    digest = (sha256 or "").strip().lower()
+    if not _SHA256.match(digest):
+        raise InvalidFingerprint(_l("A sha256 fingerprint is 64 characters 0-9 and a-f."))
+    document = _issued(session, digest)
+    if document is None:
+        return Verdict(outcome="unknown", sha256=digest)
+    return Verdict(outcome="signed" if document.kind == "signed" else "original", sha256=digest,
+                   issued_at=document.created_at)

@@ -1,0 +1,83 @@
+"""Teams and their members; every membership change is recorded (who, whom, when) by ``access_audit``."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from bulksign.people.access_audit import record_membership
+from bulksign.core.logs import log
+from bulksign.mail.mail_headers import CONTROL_CHARACTERS
+from bulksign.core.messages import N_
+from bulksign.models import Team, TeamMember, User
+
+logger = logging.getLogger(__name__)
+
+MAX_NAME = 100
+
+
+class TeamError(ValueError):
+    """Input a person can correct; the message says how."""
+
+
+def create_team(session: Session, *, name: str, now: datetime) -> Team:
+    """A new team with a unique name."""
+    if CONTROL_CHARACTERS.search(name.strip()):  # refused, not folded like spaces: a mistake, or aimed at what shows it
+        raise TeamError(N_("The team name may not contain line breaks or other control characters."))
+    name = " ".join(name.split())
+    if not name or len(name) > MAX_NAME:
+        raise TeamError(N_("Give the team a name of 1 to %(n)s characters.", n=MAX_NAME))
+    if session.scalar(select(Team.id).where(func.lower(Team.name) == name.lower())):
+        raise TeamError(N_("A team named %(name)s already exists.", name=name))
+    team = Team(name=name, created_at=now)
+    session.add(team)
+    session.flush()
+    log(logger, logging.INFO, "team created", team_id=team.id)
+    return team
+
+
+def team_by_name(session: Session, *, name: str) -> Team:
+    """The team with this name (any case); TeamError when there is none."""
+    team = session.scalar(select(Team).where(func.lower(Team.name) == " ".join(name.split()).lower()))
+    if team is None:
+        raise TeamError(f"No team named {name}. Create it first (flask teams create NAME).")
+    return team
+
+
+def add_member(session: Session, *, team: Team, user: User, by: User | None, now: datetime) -> bool:
+    """Put ``user`` in ``team`` (recorded); False when they were in it already."""
+    if session.get(TeamMember, (team.id, user.id)) is not None:
+        return False
+    session.add(TeamMember(team_id=team.id, user_id=user.id, added_at=now))
+    record_membership(session, team=team, user=user, action="added", by=by, now=now)
+    session.flush()
+    return True
+
+
+def remove_member(session: Session, *, team: Team, user: User, by: User | None, now: datetime) -> bool:
+    """Take ``user`` out of ``team`` (recorded); False when they were not in it."""
+    removed = session.execute(delete(TeamMember).where(TeamMember.team_id == team.id,
+                                                       TeamMember.user_id == user.id)).rowcount
+    if removed:
+        record_membership(session, team=team, user=user, action="removed", by=by, now=now)
+    return bool(removed)
+
+
+@dataclass(frozen=True)
+class TeamRow:
+    team: Team
+    members: tuple[User, ...]
+
+
+def teams_with_members(session: Session) -> list[TeamRow]:
+    """Every team by name with its members by email (2 queries), for the admin page."""
+    teams = session.scalars(select(Team).order_by(Team.name)).all()
+    members: dict[int, list[User]] = {t.id: [] for t in teams}
+    for team_id, user in session.execute(select(TeamMember.team_id, User).join(User, User.id == TeamMember.user_id)
+                                         .order_by(User.email)):
+        members[team_id].append(user)
+    return [TeamRow(team=t, members=tuple(members[t.id])) for t in teams]
+

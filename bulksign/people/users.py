@@ -1,0 +1,151 @@
+"""Staff accounts and API keys: creation, authentication, roles."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+from werkzeug.security import check_password_hash, generate_password_hash
+
+from bulksign.people import access
+from bulksign.people.access_audit import record_role
+from bulksign.core.logs import log
+from bulksign.models import ApiKey, User
+from bulksign.core.tokens import IssuedToken, hash_token, new_token
+from bulksign.core.messages import N_
+
+logger = logging.getLogger(__name__)
+
+ROLES = access.ROLES
+MIN_PASSWORD_LENGTH = 8
+#: werkzeug hash method for new passwords; scrypt (werkzeug's default) unless configured
+#: (PASSWORD_HASH_METHOD). The test suite uses a cheap one: 0.24 s per scrypt hash here.
+hash_method = "scrypt"
+#: Checked against when the email is unknown, so both failures take the same time.
+_dummy_hashes: dict[str, str] = {}
+
+
+def configure(*, method: str) -> None:
+    """Set the hash method for new passwords (existing hashes keep verifying whatever it is)."""
+    global hash_method
+    generate_password_hash("probe", method=method)  # an unknown method fails at start, not at login
+    hash_method = method
+
+
+def _hash(password: str) -> str:
+    return generate_password_hash(password, method=hash_method)
+
+
+def _dummy_hash() -> str:
+    if hash_method not in _dummy_hashes:
+        _dummy_hashes[hash_method] = _hash("not-a-real-password")
+    return _dummy_hashes[hash_method]
+
+
+class UserError(ValueError):
+    """Input a person can correct; the message says how."""
+
+
+def normalise_email(email: str) -> str:
+    return email.strip().lower()
+
+
+def create_user(session: Session, *, email: str, password: str, role: str, now: datetime,
+                by: User | None = None) -> User:
+    """Create an account with one of ``access.ROLES``, its role recorded as given by ``by`` (None: the command
+    line or a script); teams are joined with ``teams.add_member``."""
+    email = normalise_email(email)
+    if "@" not in email or len(email) > 254:
+        raise UserError(N_("Enter a valid email address."))
+    if role not in ROLES:
+        raise UserError(N_("Role must be one of: %(known)s.", known=", ".join(ROLES)))
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise UserError(N_("The password must have at least %(n)s characters.", n=MIN_PASSWORD_LENGTH))
+    if session.scalar(select(User.id).where(func.lower(User.email) == email)):
+        raise UserError(N_("A user with the email %(email)s already exists.", email=email))
+    user = User(email=email, password_hash=_hash(password), role=role, created_at=now)
+    session.add(user)
+    session.flush()
+    log(logger, logging.INFO, "user created", user_id=user.id, role=role)
+    record_role(session, user=user, old_role=None, by=by, now=now)
+    return user
+
+
+def set_password(session: Session, *, user: User, password: str) -> None:
+    """Replace a user's password."""
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise UserError(N_("The password must have at least %(n)s characters.", n=MIN_PASSWORD_LENGTH))
+    user.password_hash = _hash(password)
+    log(logger, logging.INFO, "password set", user_id=user.id)
+
+
+def authenticate(session: Session, *, email: str, password: str, now: datetime) -> User | None:
+    """The active user with these credentials, or None (the caller must not say which part was wrong)."""
+    user = session.scalar(select(User).where(User.email == normalise_email(email)))
+    if user is None:
+        check_password_hash(_dummy_hash(), password)
+        return None
+    if not check_password_hash(user.password_hash, password) or user.disabled:
+        return None
+    user.last_login_at = now
+    return user
+
+
+@dataclass(frozen=True)
+class CreatedApiKey:
+    """``secret`` is shown to the user once; only ``key.key_hash`` is stored."""
+
+    key: ApiKey
+    secret: str
+
+
+def create_api_key(session: Session, *, user: User, name: str, now: datetime) -> CreatedApiKey:
+    """Issue an API key for ``user``."""
+    token: IssuedToken = new_token(prefix="bsk_")
+    key = ApiKey(user_id=user.id, key_hash=token.digest, prefix=token.value[:10], name=name, created_at=now)
+    session.add(key)
+    session.flush()
+    log(logger, logging.INFO, "api key created", user_id=user.id, api_key_id=key.id)
+    return CreatedApiKey(key=key, secret=token.value)
+
+
+def api_key_for_secret(session: Session, *, secret: str, now: datetime) -> ApiKey | None:
+    """This unrevoked key of an active user (``.user`` is who calls), or None."""
+    key = session.scalar(select(ApiKey).where(ApiKey.key_hash == hash_token(secret), ApiKey.revoked_at.is_(None)))
+    if key is None or key.user.disabled:
+        return None
+    key.last_used_at = now
+    return key
+
+
+def set_disabled(session: Session, *, user: User, disabled: bool, by: User) -> None:
+    """Disable or re-enable an account (its API keys stop or start working with it)."""
+    if user.id == by.id and disabled:
+        raise UserError(N_("You cannot disable your own account."))
+    user.disabled = disabled
+    log(logger, logging.INFO, "user disabled" if disabled else "user enabled", user_id=user.id, by_user_id=by.id)
+
+
+def set_role(session: Session, *, user: User, role: str, by: User, now: datetime) -> bool:
+    """Change a user's role (recorded); False when it was that already. An admin cannot demote themselves
+    (someone must be left to manage users)."""
+    if role not in ROLES:
+        raise UserError(N_("Role must be one of: %(known)s.", known=", ".join(ROLES)))
+    if role == user.role:
+        return False
+    if user.id == by.id:
+        raise UserError(N_("You cannot change your own role."))
+    old_role, user.role = user.role, role
+    record_role(session, user=user, old_role=old_role, by=by, now=now)
+    return True
+
+
+def revoke_api_key(session: Session, *, key_id: int, now: datetime) -> ApiKey | None:
+    """Revoke a key; it stops working at once. None when there is no such key."""
+    key = session.get(ApiKey, key_id)
+    if key is not None and key.revoked_at is None:
+        key.revoked_at = now
+        log(logger, logging.INFO, "api key revoked", user_id=key.user_id, api_key_id=key.id)
+    return key

@@ -1,0 +1,204 @@
+"""Invitation mails: the personal signing link, the template's subject and body, an open-tracking pixel.
+
+The mail row is keyed by the request and its link nonce, so re-queueing after a crash finds the
+same row (same Message-ID, same link); a new link (resend, retry) makes a new invitation.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from flask import Flask
+from flask_mail import Message
+from markupsafe import Markup, escape
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session, joinedload
+from sqlalchemy.orm.attributes import set_committed_value
+
+from bulksign.core.branding import brand_from, logo_src
+from bulksign.doc_templates.versions import TemplateError, mail_text, render_text
+from bulksign.signing.links import current_token, issue_links, signing_url
+from bulksign.core.localtime import batch_time
+from bulksign.mail.mail_headers import one_line
+from bulksign.mail.mailer import builder, message_id_for, queue_mails
+from bulksign.models import Batch, OutgoingMail, SigningRequest, TemplateVersion, utcnow
+from bulksign.batches.states import transition
+from bulksign.batches.status import Status
+
+KIND = "invitation"
+
+
+def invitation_key(request: SigningRequest) -> str:
+    return f"invitation-{request.id}-{request.token_nonce[:12]}"
+
+
+def deadline_for(batch: Batch, *, sent_at: datetime) -> datetime:
+    """When a request of ``batch`` sent at ``sent_at`` expires: the batch's fixed deadline, else ``deadline_days`` later."""
+    return batch.deadline_at or sent_at + timedelta(days=batch.deadline_days)
+
+
+def request_deadline(request: SigningRequest, *, sent_at: datetime) -> datetime:
+    """The deadline of a request (re)sent at ``sent_at``: the one a resend with extra days fixed, else the batch's."""
+    if request.deadline_days and request.expires_at is not None:
+        return request.expires_at
+    return deadline_for(request.batch, sent_at=sent_at)
+
+
+def extended_deadline(request, *, batch: Batch, extend_days: int, now: datetime) -> datetime:
+    """Extra days extend: from the current deadline, or from now when that has passed (never shortened)."""
+    current = request.expires_at or deadline_for(batch, sent_at=request.sent_at or now)
+    return max(current, now) + timedelta(days=extend_days)
+
+
+def tracking_mac(request_id: int, *, secret: str) -> str:
+    """Proof that a pixel URL was made by us; derived from the request id only, never from the signing token."""
+    return hmac.new(secret.encode(), f"open:{request_id}".encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def tracking_url(*, app_url: str, request_id: int, secret: str) -> str:
+    return f"{app_url}/t/{request_id}.{tracking_mac(request_id, secret=secret)}.gif"
+
+
+def mail_context(request: SigningRequest, *, token: str, app: Flask, deadline: datetime) -> dict:
+    """What the subject and body templates may use: the row's data and the standard variables."""
+    batch = request.batch
+    owner = batch.created_by
+    return {
+        **(request.data or {}),
+        "name": request.name or request.email,
+        "email": request.email,
+        "sender": owner.email if owner else app.config["MAIL_DEFAULT_SENDER"],
+        "document_name": batch.template_version.template.name,
+        "signing_link": signing_url(app_url=app.config["APP_URL"], token=token),
+        # Recipients read the date in their batch's language and time zone.
+        "deadline": batch_time(deadline, batch),
+    }
+
+
+def load_requests(session: Session, request_ids: Sequence[int]) -> list[SigningRequest]:
+    """The requests with their batch, template version, template and owner, in one query, in id order."""
+    batch = joinedload(SigningRequest.batch)
+    return list(session.scalars(
+        select(SigningRequest).where(SigningRequest.id.in_(list(request_ids))).order_by(SigningRequest.id)
+        .options(batch.joinedload(Batch.template_version).joinedload(TemplateVersion.template),
+                 batch.joinedload(Batch.created_by))).unique())
+
+
+def load_request(session: Session, request_id: int) -> SigningRequest | None:
+    """One request as ``load_requests`` loads it (what render and mail read), or None."""
+    found = load_requests(session, [request_id])
+    return found[0] if found else None
+
+
+@dataclass(frozen=True)
+class QueuedInvitations:
+    #: request id → id of its invitation row.
+    mail_ids: dict[int, int]
+    #: request id → why its invitation could not be written (the subject template failed on its row).
+    errors: dict[int, str]
+
+
+def queue_invitations(session: Session, *, request_ids: Sequence[int], now: datetime, app: Flask) -> QueuedInvitations:
+    """The invitation rows of generated requests (issuing a link where none is live), in a few statements.
+
+    The caller commits.
+    """
+    requests = load_requests(session, request_ids)
+    secret = app.config["SECRET_KEY"]
+    tokens = {r.id: current_token(r, secret=secret) for r in requests if r.token_hash}
+    tokens.update(issue_links(session, requests=[r for r in requests if r.id not in tokens], secret=secret, now=now))
+    mails, errors = [], {}
+    for request in requests:
+        context = mail_context(request, token=tokens[request.id], app=app,
+                               deadline=request_deadline(request, sent_at=now))
+        try:
+            subject = render_text(mail_text(request.batch.template_version.email_subject,
+                                            language=request.batch.language), context)
+        except TemplateError as exc:
+            errors[request.id] = f"The invitation mail could not be filled in: {exc}"
+            continue
+        mails.append(dict(key=invitation_key(request), kind=KIND, to_email=request.email,
+                          subject=one_line(text=subject), request_id=request.id, batch_id=request.batch_id))
+    ids = queue_mails(session, mails, now=now)
+    return QueuedInvitations(mail_ids={m["request_id"]: i for m, i in zip(mails, ids)}, errors=errors)
+
+
+def queue_invitation(session: Session, *, request_id: int, now: datetime, app: Flask) -> int:
+    """The id of the invitation row of one generated request; raises ``TemplateError`` if it cannot be written."""
+    queued = queue_invitations(session, request_ids=[request_id], now=now, app=app)
+    if request_id in queued.errors:
+        raise TemplateError(queued.errors[request_id])
+    return queued.mail_ids[request_id]
+
+
+def record_sent(session: Session, *, request: SigningRequest, mail: OutgoingMail, now: datetime,
+                reconciled: bool = False, mark_mail_sent: bool = False) -> bool:
+    """sending → sent for a request whose invitation ``mail`` the server accepted (``mail.sent_at``); the caller commits.
+
+    ``mark_mail_sent``: the server accepted it just now and the mail row does not say so yet (the sender's
+    path): the row is recorded sent at ``now`` in the move's own statement, whether or not the move wins.
+    """
+    also = None
+    if mark_mail_sent:
+        also = update(OutgoingMail).where(OutgoingMail.id == mail.id).values(status="sent", sent_at=now, error=None)
+        # What the row will say once this commits; set as loaded, so no second UPDATE is flushed.
+        for name, value in (("status", "sent"), ("sent_at", now), ("error", None)):
+            set_committed_value(mail, name, value)
+    details = {"message_id": mail.message_id, **({"reconciled": True} if reconciled else {})}
+    return bool(transition(session, request.id, frm=Status.SENDING, to=Status.SENT, now=now, sent_at=mail.sent_at,
+                           expires_at=request_deadline(request, sent_at=mail.sent_at),
+                           error_message=None, details=details, also=also))
+
+
+def delivered_invitations(session: Session, *, request_ids: Sequence[int]) -> list[tuple[SigningRequest, OutgoingMail]]:
+    """The requests among ``request_ids`` whose current invitation is recorded sent, each with that mail."""
+    requests = {message_id_for(invitation_key(r)): r for r in load_requests(session, request_ids) if r.token_nonce}
+    if not requests:
+        return []
+    mails = session.scalars(select(OutgoingMail).where(OutgoingMail.message_id.in_(list(requests)),
+                                                       OutgoingMail.status == "sent"))
+    return [(requests[mail.message_id], mail) for mail in mails]
+
+
+@builder(KIND)
+def build_invitation(session: Session, mail: OutgoingMail, app: Flask) -> Message:
+    """The invitation as it goes out: text and HTML, the link, the pixel, the row's Message-ID."""
+    request = session.get(SigningRequest, mail.request_id)
+    secret = app.config["SECRET_KEY"]
+    token = current_token(request, secret=secret)
+    if token is None or not request.token_hash:
+        raise LookupError(f"request {request.id} has no live signing link")
+    batch = request.batch
+    context = mail_context(request, token=token, app=app, deadline=request_deadline(request, sent_at=utcnow()))
+    version = batch.template_version
+    subject = render_text(mail_text(version.email_subject, language=batch.language), context)  # one line when sent
+    body = render_text(mail_text(version.email_body, language=batch.language), context)
+    pixel = tracking_url(app_url=app.config["APP_URL"], request_id=request.id, secret=secret)
+    message = Message(subject=subject, recipients=[mail.to_email], body=body,
+                      html=html_body(body, link=context["signing_link"], pixel=pixel),
+                      sender=app.config["MAIL_DEFAULT_SENDER"],
+                      reply_to=batch.reply_to or (batch.created_by.email if batch.created_by else None))
+    message.msgId = mail.message_id
+    return message
+
+
+def html_body(text: str, *, link: str, pixel: str) -> str:
+    """The plain body as HTML in the organisation's look: same paragraphs, the signing link clickable and as a
+    button, the open pixel at the end."""
+    from flask import current_app, render_template
+
+    brand = brand_from(current_app.config)
+    logo = logo_src(brand, base=current_app.config["APP_URL"])
+    paragraphs = [Markup("<br>".join(_linked(line, link, color=brand.text_color) for line in p.split("\n")))
+                  for p in text.split("\n\n") if p.strip()]
+    return render_template("emails/_branded.html", brand=brand, paragraphs=paragraphs, link=link, pixel=pixel,
+                           logo=None if logo.lower().endswith(".svg") else logo)
+
+
+def _linked(line: str, link: str, *, color: str) -> str:
+    """One escaped line of text with the signing link made clickable."""
+    return str(escape(line)).replace(str(escape(link)),
+                                     f'<a href="{escape(link)}" style="color:{color}">{escape(link)}</a>')

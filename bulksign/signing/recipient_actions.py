@@ -1,0 +1,266 @@
+"""What a recipient does with a link: open it, sign, or decline. Guarded by the state machine.
+
+Each function commits (the recipient's action is one transaction) and only then queues
+follow-up work, so a job never sees a state that was not committed. A double click runs the
+same compare-and-set twice: the second one loses and reports what already happened.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from io import BytesIO
+
+from flask_babel import force_locale
+from flask_babel import lazy_gettext as _l
+from redis.exceptions import RedisError
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from bulksign.signing import one_time_codes
+from bulksign.core.logs import log
+from bulksign.mail.mailer import builder
+from bulksign.core.messages import N_
+from bulksign.models import Batch, Event, SigningRequest
+from bulksign.work.queues import SEAL
+from bulksign.documents.signed_pdf import document_title
+from bulksign.batches.states import transition
+from bulksign.batches.status import WAITING_FOR_RECIPIENT, Status
+
+logger = logging.getLogger(__name__)
+
+#: A drawn signature is a few KB; anything far bigger is not one.
+MAX_SIGNATURE_BYTES = 200 * 1024
+MAX_SIGNATURE_PIXELS = 4000 * 2000
+MAX_NAME_LENGTH = 300
+MAX_REASON_LENGTH = 2000
+#: Re-opening the page adds a ``page.opened`` event at most this often, so reloads do not flood the audit trail.
+REOPEN_EVENT_EVERY = timedelta(hours=1)
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+class InvalidInput(ValueError):
+    """Input a person must correct; the message (lazily translated, in the page's language) says how."""
+
+
+def deadline_of(request: SigningRequest) -> datetime | None:
+    """When the link stops working: the request's own expiry, else the batch's fixed deadline, else sent + days."""
+    if request.expires_at:
+        return request.expires_at
+    batch: Batch = request.batch
+    if batch.deadline_at:
+        return batch.deadline_at
+    if request.sent_at:
+        return request.sent_at + timedelta(days=batch.deadline_days)
+    return None
+
+
+def page_state(request: SigningRequest | None, *, now: datetime) -> str:
+    """What the recipient's page shows: ``unknown``, ``waiting``, ``expired``, ``signed``, ``declined``,
+    ``cancelled``, ``on_its_way`` or ``unavailable`` (sent out but not in a state the recipient can act on)."""
+    if request is None:
+        return "unknown"
+    status = request.status
+    if status in (Status.GENERATED, Status.SENDING) and request.token_hash:
+        # The invitation is out, or about to be: its sender has not recorded the send yet (a worker that
+        # died between the SMTP answer and its commit waits for the reconciler). Not an error: come back.
+        return "on_its_way"
+    if status in (Status.SIGNED, Status.DECLINED, Status.CANCELLED, Status.EXPIRED):
+        return str(status)
+    if status in WAITING_FOR_RECIPIENT:
+        deadline = deadline_of(request)
+        return "expired" if deadline is not None and deadline <= now else "waiting"
+    return "unavailable"
+
+
+@dataclass(frozen=True)
+class OpenOutcome:
+    #: ``opened`` (first open), ``reopened``, or the page state when the recipient cannot act.
+    status: str
+    request_id: int
+
+
+@dataclass(frozen=True)
+class SignOutcome:
+    #: ``signed``, ``already_signed``, ``not_allowed`` (expired, declined, cancelled...), ``code_needed`` (the batch
+    #: asks for a one-time code and this session has not entered one) or ``invalid``.
+    status: str
+    request_id: int
+    #: For ``invalid``: what to correct (lazily translated: ``str()`` it where it is shown).
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class DeclineOutcome:
+    #: ``declined``, ``already_declined``, ``not_allowed``, ``code_needed`` or ``invalid``.
+    status: str
+    request_id: int
+    #: For ``invalid``: what to correct (lazily translated: ``str()`` it where it is shown).
+    message: str = ""
+
+
+def _open(session: Session, request: SigningRequest, *, now: datetime, ip: str | None,
+          user_agent: str | None) -> bool:
+    won = transition(session, request.id, frm=Status.SENT, to=Status.OPENED, now=now, actor="recipient",
+                     ip=ip, user_agent=user_agent, opened_at=now)
+    return bool(won)
+
+
+def open_request(session: Session, *, request_id: int, now: datetime, ip: str | None,
+                 user_agent: str | None) -> OpenOutcome:
+    """The recipient opened the page: the first open moves sent→opened (with an event); commits."""
+    request = session.get(SigningRequest, request_id)
+    state = page_state(request, now=now)
+    if state != "waiting":
+        return OpenOutcome(status=state, request_id=request_id)
+    user_agent = (user_agent or "")[:500]
+    if request.status == Status.SENT and _open(session, request, now=now, ip=ip, user_agent=user_agent):
+        session.commit()
+        return OpenOutcome(status="opened", request_id=request_id)
+    last = session.scalar(select(Event.created_at).where(
+        Event.request_id == request_id, Event.type.in_(["status.opened", "page.opened"]))
+        .order_by(Event.created_at.desc()).limit(1))
+    if last is None or now - last >= REOPEN_EVENT_EVERY:
+        session.add(Event(request_id=request_id, batch_id=request.batch_id, type="page.opened", created_at=now,
+                          actor="recipient", ip=ip, user_agent=user_agent, details={}))
+        session.commit()
+    return OpenOutcome(status="reopened", request_id=request_id)
+
+
+def clean_name(raw: str) -> str:
+    """The typed full name, trimmed; raises InvalidInput when empty, too long or holding control characters."""
+    name = " ".join((raw or "").split())
+    if not name:
+        raise InvalidInput(_l("Type your full name to sign."))
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidInput(_l("The name is too long (at most %(count)s characters).", count=MAX_NAME_LENGTH))
+    if _CONTROL.search(name):
+        raise InvalidInput(_l("The name contains characters that cannot be printed."))
+    return name
+
+
+def clean_signature_png(data: bytes | None) -> bytes | None:
+    """A drawn signature as a clean PNG (decoded and re-encoded, metadata dropped), or None when not drawn."""
+    if not data:
+        return None
+    if len(data) > MAX_SIGNATURE_BYTES:
+        raise InvalidInput(_l("The drawn signature is too large. Clear it and draw it again."))
+    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
+        raise InvalidInput(_l("The drawn signature is not a PNG image."))
+    from PIL import Image
+
+    try:
+        with Image.open(BytesIO(data)) as image:
+            if image.format != "PNG" or image.width * image.height > MAX_SIGNATURE_PIXELS:
+                raise InvalidInput(_l("The drawn signature is not a usable image."))
+            image.load()
+            out = BytesIO()
+            image.convert("RGBA").save(out, "PNG", optimize=True)
+    except InvalidInput:
+        raise
+    except Exception:  # Pillow raises many kinds on a broken file; all mean the same to the signer
+        raise InvalidInput(_l("The drawn signature could not be read. Clear it and draw it again.")) from None
+    return out.getvalue()
+
+
+def _act(session: Session, *, request_id: int, now: datetime, ip: str | None, user_agent: str | None,
+         code_id: int | None, to: Status, details: dict | None = None, **fields) -> str:
+    """The recipient's final move: open first if still sent, then opened→``to`` by compare-and-set.
+
+    Returns ``won``, ``already_<to>`` (the same move happened before: a double click), ``code_needed``
+    (``code_id`` is not a verified one-time code of the request, and its batch asks for one) or ``not_allowed``.
+    """
+    request = session.get(SigningRequest, request_id)
+    if page_state(request, now=now) == "waiting":
+        if not one_time_codes.may_act(session, request=request, code_id=code_id, now=now):
+            return "code_needed"
+        user_agent = (user_agent or "")[:500]
+        if request.status == Status.SENT:
+            _open(session, request, now=now, ip=ip, user_agent=user_agent)
+        if transition(session, request_id, frm=Status.OPENED, to=to, now=now, actor="recipient", ip=ip,
+                      user_agent=user_agent, details=details, **fields):
+            return "won"
+        session.rollback()
+        request = session.get(SigningRequest, request_id)
+    return f"already_{to}" if page_state(request, now=now) == str(to) else "not_allowed"
+
+
+def sign(session: Session, *, request_id: int, now: datetime, signer_name: str, signature_png: bytes | None,
+         consent: bool, ip: str | None, user_agent: str | None, code_id: int | None = None) -> SignOutcome:
+    """Sign: (open if still sent,) opened→signed by compare-and-set; commits, then queues the seal job.
+
+    ``code_id``: the one-time code the signer's session verified, when the batch asks for one.
+    """
+    try:
+        name = clean_name(signer_name)
+        image = clean_signature_png(signature_png)
+        if not consent:
+            raise InvalidInput(_l("Tick “I agree to sign electronically” to sign."))
+    except InvalidInput as exc:
+        return SignOutcome(status="invalid", request_id=request_id, message=exc.args[0])
+    result = _act(session, request_id=request_id, now=now, ip=ip, user_agent=user_agent, code_id=code_id,
+                  to=Status.SIGNED, signer_name=name, signer_ip=(ip or "")[:64], signature_image=image, signed_at=now)
+    if result != "won":
+        return SignOutcome(status=result, request_id=request_id)
+    session.commit()
+    try:
+        SEAL.enqueue_unique([request_id])
+    except RedisError as exc:
+        # The signature is committed: the recipient sees it done, and the periodic ``seal_missing`` seals it later.
+        log(logger, logging.ERROR, "could not queue the seal", request_id=request_id, error=str(exc))
+    log(logger, logging.INFO, "request signed", request_id=request_id)
+    return SignOutcome(status="signed", request_id=request_id)
+
+
+def decline(session: Session, *, request_id: int, now: datetime, reason: str, ip: str | None,
+            user_agent: str | None, code_id: int | None = None) -> DeclineOutcome:
+    """Decline with a reason: opened→declined by compare-and-set, and a notice to whoever the batch names
+    (its owner by default); commits."""
+    from bulksign.batches.notices import queue_notice
+    from bulksign.work.pipeline import enqueue_sends
+
+    reason = (reason or "").strip()
+    if not reason:
+        return DeclineOutcome(status="invalid", request_id=request_id, message=_l("Tell the sender why you decline."))
+    if len(reason) > MAX_REASON_LENGTH:
+        return DeclineOutcome(status="invalid", request_id=request_id,
+                              message=_l("The reason is too long (at most %(count)s characters).", count=MAX_REASON_LENGTH))
+    result = _act(session, request_id=request_id, now=now, ip=ip, user_agent=user_agent, code_id=code_id,
+                  to=Status.DECLINED,
+                  details={"reason": reason}, declined_at=now, decline_reason=reason)
+    if result != "won":
+        return DeclineOutcome(status=result, request_id=request_id)
+    request = session.get(SigningRequest, request_id)
+    notice = queue_notice(session, batch=request.batch, kind="decline_notice", key=f"decline-notice-{request_id}",
+                          subject=N_("Declined: %(who)s — %(batch)s", who=request.name or request.email,
+                                     batch=request.batch.name), now=now, request_id=request_id)
+    mail_id = notice.id if notice is not None else None
+    session.commit()
+    if mail_id is not None:
+        try:
+            enqueue_sends([mail_id])
+        except RedisError as exc:
+            # The notice is committed in ``queued``: the reconciler queues it when Redis is back.
+            log(logger, logging.ERROR, "could not queue the decline notice", request_id=request_id, error=str(exc))
+    log(logger, logging.INFO, "request declined", request_id=request_id, notice=mail_id is not None)
+    return DeclineOutcome(status="declined", request_id=request_id)
+
+
+def contact_of(batch: Batch) -> str | None:
+    """Whom a recipient should contact about a batch: its reply-to, else its owner."""
+    return batch.reply_to or (batch.created_by.email if batch.created_by is not None else None)
+
+
+@builder("decline_notice")
+def build_decline_notice(session: Session, mail, app):
+    """The notice that a recipient declined, with the reason."""
+    from flask import render_template
+
+    from bulksign.batches.notices import notice_locale, notice_message
+
+    request = session.get(SigningRequest, mail.request_id)
+    with force_locale(notice_locale(request.batch)):
+        body = render_template("emails/decline_notice.txt", request=request, batch=request.batch,
+                               document_name=document_title(request.batch), app_url=app.config["APP_URL"])
+    return notice_message(mail, app, body=body)

@@ -1,0 +1,2 @@
+"""Admin pages: users, teams, webhooks and caught mail (``pages``), the suppression list, rq-dashboard, ``/metrics``.
+"""

@@ -1,0 +1,151 @@
+"""JSON API for following batches: list, one batch with counts, its requests (keyset pages), CSV export."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from flask import Blueprint, g
+from pydantic import BaseModel, Field
+
+from bulksign.batches import dashboard
+from bulksign.core import keyset
+from bulksign.batches.dashboard import DashboardError, RecipientFilter
+from bulksign.core.extensions import db
+from bulksign.models import SigningRequest
+from bulksign.views.api.common import NO_NUL, ApiError, NextCursor, PageQuery, answer, operation, parse_query
+from bulksign.views._downloads import csv_response
+
+bp = Blueprint("api_dashboard", __name__, url_prefix="/api/v1")
+
+
+class BatchOut(BaseModel):
+    id: int
+    name: str
+    status: str = Field(description="`pending`, `processing`, `completed`, `cancelled`, ...")
+    total_count: int = Field(description="Requests in the batch.")
+    counts: dict[str, int] = Field(description="Requests per status (every status, zeros included).")
+    created_at: datetime
+    deadline_at: datetime | None
+    template: str | None = Field(description="The template's name.")
+    created_by: str | None = Field(description="The owner's e-mail address.")
+    team_id: int | None
+    notify_email: str | None = Field(description="Who gets the batch's notices; null: its owner.")
+    one_time_code: bool = Field(description="Recipients confirm a one-time code (SMS or mail) before signing.")
+
+
+class BatchPage(NextCursor):
+    items: list[BatchOut]
+
+
+class SigningRequestOut(BaseModel):
+    """One recipient's request. Never its signing link: that is the recipient's secret."""
+
+    id: int
+    row_number: int = Field(description="The row of the recipients file.")
+    email: str
+    name: str | None
+    status: str = Field(description="`pending`, `generating`, `generated`, `sending`, `sent`, `opened`, `signed`, "
+                                    "`declined`, `expired`, `failed`, `bounced`, `cancelled`.")
+    status_changed_at: datetime | None
+    sent_at: datetime | None
+    opened_at: datetime | None
+    signed_at: datetime | None
+    declined_at: datetime | None
+    decline_reason: str | None
+    reminder_count: int
+    expires_at: datetime | None
+    complained_at: datetime | None
+    error: str | None = Field(description="Why it failed or bounced.")
+
+
+class RequestPage(NextCursor):
+    items: list[SigningRequestOut]
+
+
+class BatchListQuery(PageQuery):
+    q: str = Field("", max_length=200, pattern=NO_NUL, description="Part of the batch name.")
+
+
+class RecipientFilterQuery(BaseModel):
+    status: Literal[dashboard.FILTERS] | None = Field(
+        None, description="A status, or `not_opened`, `waiting` (still in the pipeline), `problems`.")
+    q: str = Field("", max_length=200, pattern=NO_NUL, description="Part of the e-mail address or name.")
+    sort: Literal[tuple(dashboard.SORTS)] = "row"
+    dir: Literal["asc", "desc"] = "asc"
+
+    def to_filter(self) -> RecipientFilter:
+        return RecipientFilter.parse(status=self.status, q=self.q, sort=self.sort, direction=self.dir)
+
+
+class RequestListQuery(RecipientFilterQuery, PageQuery):
+    pass
+
+
+def _batch_out(view: dashboard.BatchView | dashboard.BatchRow) -> BatchOut:
+    b = view.batch
+    return BatchOut(id=b.id, name=b.name, status=b.status, total_count=b.total_count, counts=view.counts.by_status,
+                    created_at=b.created_at, deadline_at=b.deadline_at, template=view.template_name,
+                    created_by=view.started_by, team_id=b.team_id,
+                    notify_email=b.notify_email, one_time_code=b.one_time_code)
+
+
+def _request_out(r: SigningRequest) -> SigningRequestOut:
+    return SigningRequestOut(
+        id=r.id, row_number=r.row_number, email=r.email, name=r.name, status=r.status,
+        status_changed_at=r.status_changed_at, sent_at=r.sent_at, opened_at=r.opened_at, signed_at=r.signed_at,
+        declined_at=r.declined_at, decline_reason=r.decline_reason, reminder_count=r.reminder_count,
+        expires_at=r.expires_at, complained_at=r.complained_at, error=r.error_message)
+
+
+def _batch_view(batch_id: int) -> dashboard.BatchView:
+    view = dashboard.batch_view(db.session, batch_id=batch_id)
+    if view is None:
+        raise ApiError("No batch with this id.", 404)
+    return view
+
+
+@bp.get("/batches")
+@operation("List batches", tag="Batches", query=BatchListQuery, responses={200: BatchPage}, errors=(400,))
+def list_batches():
+    """The batches the key's user may see, newest first."""
+    query = parse_query(BatchListQuery)
+    try:
+        after = keyset.decode(query.cursor, datetime, int) if query.cursor else None
+    except keyset.CursorError as exc:
+        raise ApiError(str(exc), 422, code="invalid_cursor") from None
+    listing = dashboard.list_batches(db.session, user=g.api_user, q=query.q, per_page=query.limit, after=after)
+    last = listing.rows[-1].batch if listing.rows and listing.has_next else None
+    return answer(BatchPage(items=[_batch_out(row) for row in listing.rows],
+                            next_cursor=keyset.encode(last.created_at, last.id) if last else None))
+
+
+@bp.get("/batches/<int:batch_id>")
+@operation("One batch with its counts per status", tag="Batches", responses={200: BatchOut}, errors=(404,))
+def get_batch(batch_id: int):
+    """Poll this to follow a batch's progress: `counts` move as the workers render, send and recipients sign."""
+    return answer(_batch_out(_batch_view(batch_id)))
+
+
+@bp.get("/batches/<int:batch_id>/requests")
+@operation("List a batch's requests", tag="Batches", query=RequestListQuery, responses={200: RequestPage},
+           errors=(400, 404))
+def list_requests(batch_id: int):
+    """One page of the batch's requests, filtered and sorted like the staff dashboard."""
+    query = parse_query(RequestListQuery)
+    _batch_view(batch_id)
+    try:
+        page = dashboard.recipients_page(db.session, batch_id=batch_id, flt=query.to_filter(),
+                                         cursor=query.cursor, limit=query.limit)
+    except DashboardError as exc:
+        raise ApiError(str(exc), 422, code="invalid_cursor") from None
+    return answer(RequestPage(items=[_request_out(r) for r in page.items], next_cursor=page.next_cursor))
+
+
+@bp.get("/batches/<int:batch_id>/export.csv")
+@operation("Download the batch's requests as CSV", tag="Batches", query=RecipientFilterQuery,
+           responses={200: "text/csv"}, errors=(400, 404))
+def export_csv(batch_id: int):
+    """UTF-8 with a BOM (Excel opens it as is); cells that a spreadsheet would run as formulas are quoted."""
+    query = parse_query(RecipientFilterQuery)
+    _batch_view(batch_id)
+    return csv_response(batch_id, query.to_filter())

@@ -1,0 +1,120 @@
+"""JSON API for staff actions after dispatch: remind now, resend with a new link, correct an address."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from flask import Blueprint, g
+from pydantic import BaseModel, ConfigDict, Field, RootModel
+
+from bulksign.batches.progress import BatchActionError
+from bulksign.batches.bulk_actions import run_staff_action
+from bulksign.core.extensions import db
+from bulksign.models import utcnow
+from bulksign.work.pipeline import enqueue_sends
+from bulksign.batches.resend import MAX_EXTEND_DAYS, change_email, resend_with_new_link
+from bulksign.views.api.common import ApiError, RequestId, answer, operation, parse_body
+
+bp = Blueprint("api_reminders", __name__, url_prefix="/api/v1")
+
+#: One call reminds at most this many listed requests; ``all_unsigned`` has no limit.
+MAX_IDS = 100_000
+
+
+class _Remind(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    force: bool = Field(False, description="Remind even within an hour of the previous reminder.")
+
+
+class RemindListed(_Remind):
+    request_ids: list[RequestId] = Field(min_length=1, max_length=MAX_IDS, description="The requests to remind.")
+
+
+class RemindAllUnsigned(_Remind):
+    all_unsigned: Literal[True] = Field(description="Remind everyone in the batch who has not signed yet.")
+
+
+class RemindBody(RootModel[RemindListed | RemindAllUnsigned]):
+    """Either the listed requests or all unsigned ones."""
+
+
+class Reminded(BaseModel):
+    queued: int = Field(description="Reminders queued now.")
+    skipped: dict[str, int] = Field(description="Reason → requests not reminded for it (e.g. `too_soon`, `signed`).")
+    in_background: int = Field(description="Requests a background job goes on to remind.")
+
+
+class ResendBody(BaseModel):
+    extend_days: int | None = Field(None, ge=1, le=MAX_EXTEND_DAYS,
+                                    description="Move the deadline this many days beyond today.")
+
+
+class Resent(BaseModel):
+    resent: int
+    request_id: int
+    status: Literal["generated"] = Field(description="The request's status: its new invitation is queued.")
+    expires_at: datetime | None = Field(description="The new link's deadline.")
+
+
+class EmailBody(BaseModel):
+    email: str = Field(max_length=254, description="The corrected address.")
+
+
+class EmailChanged(BaseModel):
+    request_id: int
+    email: str
+    changed: bool = Field(description="False when the address was already this one.")
+
+
+@bp.post("/batches/<int:batch_id>/remind")
+@operation("Remind recipients now", tag="Batch actions", body=RemindBody, responses={202: Reminded},
+           errors=(400, 403, 404), idempotent=True)
+def remind(batch_id: int):
+    """A manual reminder counts towards the batch's schedule; within an hour of the previous one only with `force`."""
+    selection = parse_body(RemindBody, usage=f'Send a JSON object: {{"request_ids": [1, 2]}} (at most {MAX_IDS:,} '
+                                              'request ids) or {"all_unsigned": true} (and "force": true to remind '
+                                              'within the hour).').root
+    ids = selection.request_ids if isinstance(selection, RemindListed) else None
+    try:
+        # Past INLINE_LIMIT requests this runs as a job; ``in_background`` then says how many it goes through.
+        outcome = run_staff_action(db.session, action="remind", batch_id=batch_id, request_ids=ids,
+                                   selector=None if ids is not None else "not_signed", user=g.api_user,
+                                   now=utcnow(), force=selection.force)
+    except BatchActionError as exc:
+        raise ApiError(exc.message, exc.status) from None
+    return answer(Reminded(queued=outcome.done, skipped=outcome.skipped, in_background=outcome.in_background), 202)
+
+
+@bp.post("/requests/<int:request_id>/resend")
+@operation("Resend with a new signing link", tag="Requests", body=ResendBody, body_optional=True,
+           responses={202: Resent}, errors=(400, 403, 404, 409), idempotent=True)
+def resend(request_id: int):
+    """The old link stops working; an expired or bounced request is sent again (optionally with a later deadline)."""
+    body = parse_body(ResendBody, optional=True)
+    try:
+        result = resend_with_new_link(db.session, request_ids=[request_id], user=g.api_user, now=utcnow(),
+                                      extend_days=body.extend_days)
+    except BatchActionError as exc:
+        raise ApiError(exc.message, exc.status) from None
+    if result.skipped.get("not_found"):
+        raise ApiError("No request with this id.", 404)
+    if not result.resent:
+        raise ApiError("This request cannot get a new link now.", 409, details={"reason": next(iter(result.skipped))})
+    db.session.commit()
+    enqueue_sends(result.mail_ids)
+    return answer(Resent(resent=result.resent, request_id=request_id, status="generated",
+                         expires_at=result.deadlines[0] if result.deadlines else None), 202)
+
+
+@bp.post("/requests/<int:request_id>/email")
+@operation("Correct a recipient's address", tag="Requests", body=EmailBody, responses={200: EmailChanged},
+           errors=(400, 403, 404, 409))
+def update_email(request_id: int):
+    """Before the request is signed, declined or expired; a bounced one can then be resent."""
+    body = parse_body(EmailBody)
+    try:
+        change = change_email(db.session, request_id=request_id, new_email=body.email, user=g.api_user, now=utcnow())
+    except BatchActionError as exc:
+        raise ApiError(exc.message, exc.status) from None
+    db.session.commit()
+    return answer(EmailChanged(request_id=request_id, email=change.new_email, changed=change.changed))

@@ -1,0 +1,383 @@
+"""The recipient's page: ``/sign/<token>`` — view the document, sign or decline. No account, token only."""
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import re
+from datetime import datetime
+from functools import wraps
+from io import BytesIO
+from urllib.parse import unquote
+
+from flask import (Blueprint, Flask, current_app, g, redirect, render_template, request, send_file, session,
+                   url_for)
+from flask_babel import gettext as _
+from flask_babel import ngettext
+from flask_wtf.csrf import CSRFError
+
+from bulksign.signing import one_time_codes
+from bulksign.people.auth import public
+from bulksign.documents.document_pages import DocumentPages, document_pages, page_image as stored_page_image
+from bulksign.views._forms import client_ip
+from bulksign.views.brand import logo_origin
+from bulksign.core.extensions import db, get_redis, limiter
+from bulksign.signing.links import find_by_token
+from bulksign.core.logs import log
+from bulksign.models import SigningRequest, utcnow
+from bulksign.documents.poppler import PopplerError
+from bulksign.documents.seal_keys import seal_status
+from bulksign.documents.sealing import latest_document, signed_filename
+from bulksign.signing.recipient_actions import MAX_SIGNATURE_BYTES, contact_of, deadline_of, decline, open_request, page_state, sign
+from bulksign.documents.storage import StorageError, get_storage
+
+logger = logging.getLogger(__name__)
+
+bp = Blueprint("signing", __name__, url_prefix="/sign")
+
+#: One budget per visitor IP for every recipient-facing page (signing and /verify).
+recipient_limit = limiter.shared_limit(lambda: current_app.config["SIGNING_RATE_LIMIT"], scope="recipient-pages",
+                                       key_func=client_ip)
+#: The page images of a document: one page view fetches one per page (a 40-page contract, 40 at once), so they
+#: have their own, larger budget; each still needs the token, and a guess costs as much as a page view.
+page_image_limit = limiter.shared_limit(lambda: current_app.config["SIGNING_PAGE_IMAGE_RATE_LIMIT"],
+                                        scope="recipient-page-images", key_func=client_ip)
+
+#: Recipient pages: our own files only, no inline script, no frames, never framed by anyone.
+PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+            "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+
+
+def page_csp() -> str:
+    """``PAGE_CSP``, letting images come from the organisation's logo host when ``ORG_LOGO`` is a URL."""
+    origin = logo_origin()
+    return PAGE_CSP.replace("img-src 'self' data:;", f"img-src 'self' data: {origin};") if origin else PAGE_CSP
+
+
+#: The PDF itself, opened or downloaded: browsers' PDF viewers are frames of our origin.
+DOCUMENT_CSP = "default-src 'none'; frame-ancestors 'self'"
+SIGNATURE_PREFIX = "data:image/png;base64,"
+STATUS_CODES = {"unknown": 404, "expired": 410, "cancelled": 410, "unavailable": 404}
+#: The states whose page shows the document or its signed copy: in these a batch that asks for a one-time code
+#: asks this browser for one first (a forwarded link, before or after signing), and only these can serve a PDF.
+DOCUMENT_STATES = ("waiting", "signed")
+#: Session key: request id → the one-time code this browser verified for it (the signed cookie keeps it).
+VERIFIED_CODES = "verified_codes"
+
+
+def _find(token: str) -> SigningRequest | None:
+    found = find_by_token(db.session, token)
+    if found is not None:
+        # The page speaks the batch's language, whatever the browser prefers.
+        g.locale = found.batch.language
+    return found
+
+
+def _verified_code(row: SigningRequest) -> int | None:
+    return session.get(VERIFIED_CODES, {}).get(str(row.id))
+
+
+def _code_status(row: SigningRequest, state: str) -> one_time_codes.CodeStatus | None:
+    """Where the recipient stands with one-time codes, when the batch asks for one and the page could show it."""
+    if state not in DOCUMENT_STATES or not one_time_codes.required(row):
+        return None
+    return one_time_codes.status(db.session, request=row, code_id=_verified_code(row), now=utcnow())
+
+
+def _render(row: SigningRequest | None, token: str, *, state: str, error: str | None = None,
+            form: dict | None = None, status: int | None = None):
+    batch = row.batch if row is not None else None
+    template = batch.template_version.template if batch is not None and batch.template_version else None
+    code = _code_status(row, state) if row is not None else None
+    # The document's pages (and their text) and the signed copy only once a code asked for is confirmed.
+    shown = code is None or code.state == "verified"
+    signed_document = latest_document(db.session, row.id, "signed") if state == "signed" and shown else None
+    html = render_template(
+        "signing/page.html", state=state, row=row, batch=batch, token=token, error=error, form=form or {},
+        document_name=(template.name if template else batch.name) if batch is not None else "",
+        contact=contact_of(batch) if batch is not None else None,
+        deadline=deadline_of(row) if row is not None else None, signed_document=signed_document,
+        code=code, pages=_pages(row) if state == "waiting" and shown else None,
+    )
+    return html, status or (422 if error else STATUS_CODES.get(state, 200))
+
+
+def _pages(row: SigningRequest) -> DocumentPages | None:
+    """The original's pages and text for the page; None when they cannot be read (Download still works)."""
+    original = latest_document(db.session, row.id, "original")
+    if original is None:
+        return None
+    try:
+        return document_pages(storage=get_storage(), document=original)
+    except (StorageError, PopplerError) as exc:
+        log(logger, logging.ERROR, "document pages unavailable", request_id=row.id, document_id=original.id,
+            error=str(exc))
+        return None
+
+
+def _client() -> dict:
+    return {"ip": client_ip(), "user_agent": request.user_agent.string}
+
+
+def _again(row: SigningRequest, token: str, *, error: str, form: dict | None = None, status: int | None = None):
+    """The page as it stands now (the row re-read), with a message for the recipient."""
+    row = db.session.get(SigningRequest, row.id)
+    return _render(row, token, state=page_state(row, now=utcnow()), error=error, form=form, status=status)
+
+
+def _by_token(view):
+    """Look the token up first: an unknown token gets the same "not valid" page on every route."""
+
+    @wraps(view)
+    def wrapped(token: str, **kwargs):
+        row = _find(token)
+        if row is None:
+            return _render(None, token, state="unknown")
+        return view(token, row, **kwargs)
+
+    return wrapped
+
+
+@bp.get("/<token>")
+@public
+@recipient_limit
+@_by_token
+def page(token: str, row: SigningRequest):
+    now = utcnow()
+    open_request(db.session, request_id=row.id, now=now, **_client())
+    row = db.session.get(SigningRequest, row.id)
+    return _render(row, token, state=page_state(row, now=now))
+
+
+def _signature_bytes(raw: str) -> bytes | None:
+    """The drawn signature from the form's data URL; the domain checks that it is a real PNG."""
+    raw = (raw or "").strip()
+    if not raw:
+        return None
+    if not raw.startswith(SIGNATURE_PREFIX) or len(raw) > len(SIGNATURE_PREFIX) + MAX_SIGNATURE_BYTES * 4 // 3 + 4:
+        raise ValueError(_("The drawn signature could not be read. Clear it and draw it again."))
+    try:
+        return base64.b64decode(raw[len(SIGNATURE_PREFIX):], validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(_("The drawn signature could not be read. Clear it and draw it again.")) from None
+
+
+@bp.post("/<token>/sign")
+@public
+@recipient_limit
+@_by_token
+def sign_document(token: str, row: SigningRequest):
+    form = {"name": request.form.get("name", ""), "consent": request.form.get("consent") == "yes"}
+    try:
+        image = _signature_bytes(request.form.get("signature", ""))
+    except ValueError as exc:
+        return _again(row, token, error=str(exc), form=form)
+    outcome = sign(db.session, request_id=row.id, now=utcnow(), signer_name=form["name"], signature_png=image,
+                   consent=form["consent"], code_id=_verified_code(row), **_client())
+    if outcome.status == "invalid":
+        return _again(row, token, error=str(outcome.message), form=form)
+    # Signed, signed already (a double click), a code needed first or no longer possible: the page shows which.
+    return redirect(url_for(".page", token=token), 303)
+
+
+@bp.post("/<token>/decline")
+@public
+@recipient_limit
+@_by_token
+def decline_document(token: str, row: SigningRequest):
+    reason = request.form.get("reason", "")
+    outcome = decline(db.session, request_id=row.id, now=utcnow(), reason=reason, code_id=_verified_code(row),
+                      **_client())
+    if outcome.status == "invalid":
+        return _again(row, token, error=str(outcome.message), form={"reason": reason, "declining": True})
+    return redirect(url_for(".page", token=token), 303)
+
+
+def _code_step(view):
+    """A one-time code route: only while the page could show the document or its signed copy and the batch asks
+    for a code; else the page."""
+
+    @wraps(view)
+    def wrapped(token: str, row: SigningRequest):
+        if page_state(row, now=utcnow()) not in DOCUMENT_STATES or not one_time_codes.required(row):
+            return redirect(url_for(".page", token=token), 303)
+        return view(token, row)
+
+    return wrapped
+
+
+@bp.post("/<token>/code")
+@public
+@recipient_limit
+@_by_token
+@_code_step
+def send_code(token: str, row: SigningRequest):
+    """Send a (new) one-time code to the recipient's phone or mailbox."""
+    now = utcnow()
+    sent = one_time_codes.send_code(db.session, request_id=row.id, secret=current_app.config["SECRET_KEY"], now=now,
+                                    **_client())
+    if sent.status == "too_soon":
+        seconds = max(int((sent.retry_at - now).total_seconds()), 1)
+        return _again(row, token, status=429, error=_("A code was sent a moment ago. You can ask for a new one in "
+                                                       "%(seconds)s seconds.", seconds=seconds))
+    if sent.status == "too_many":
+        return _again(row, token, status=429, error=_("Too many codes were asked for today. Try again tomorrow, or "
+                                                       "contact the sender."))
+    one_time_codes.dispatch(sent)
+    return redirect(url_for(".page", token=token), 303)
+
+
+def _code_error(check: one_time_codes.CodeCheck) -> str:
+    """What the recipient reads after a code that did not work."""
+    if check.status == "wrong":
+        return ngettext("The code is not right. You have %(num)s more try.",
+                        "The code is not right. You have %(num)s more tries.", check.tries_left)
+    return {
+        "locked": _("That was the last try for this code. Ask for a new code."),
+        "expired": _("This code has expired. Ask for a new code."),
+        "used": _("This code has been used already. Ask for a new code."),
+        "no_code": _("Ask for a code first."),
+    }.get(check.status) or str(check.message)
+
+
+@bp.post("/<token>/code/verify")
+@public
+@recipient_limit
+@_by_token
+@_code_step
+def verify_code(token: str, row: SigningRequest):
+    """Check the typed one-time code; the right one lets this browser see and sign the document."""
+    check = one_time_codes.verify_code(db.session, request_id=row.id, code=request.form.get("code", ""),
+                                       secret=current_app.config["SECRET_KEY"], now=utcnow(), **_client())
+    if check.status != "verified":
+        return _again(row, token, status=422, error=_code_error(check))
+    session[VERIFIED_CODES] = {**session.get(VERIFIED_CODES, {}), str(row.id): check.code_id}
+    return redirect(url_for(".page", token=token), 303)
+
+
+def _send_pdf(row: SigningRequest, token: str, *, kind: str, filename: str):
+    document = latest_document(db.session, row.id, kind)
+    if document is None:
+        return _again(row, token, status=404, error=_("Your signed copy is being prepared. Reload this page in a "
+                                                       "minute; it will also be sent to you by email."))
+    try:
+        data = get_storage().get(document.storage_key)
+    except StorageError as exc:
+        log(logger, logging.ERROR, "document missing from storage", request_id=row.id, document_id=document.id,
+            error=str(exc))
+        return _again(row, token, status=503, error=_("The document cannot be shown right now. Please try again later."))
+    response = send_file(BytesIO(data), mimetype="application/pdf", download_name=filename,
+                         as_attachment=request.args.get("download") == "1", max_age=0, etag=False)
+    # Its own headers: the PDF is shown in our page's iframe, which the page headers would forbid.
+    response.headers["Content-Security-Policy"] = DOCUMENT_CSP
+    response.headers["X-Frame-Options"] = "SAMEORIGIN"
+    return response
+
+
+@bp.get("/<token>/document")
+@public
+@recipient_limit
+@_by_token
+def document(token: str, row: SigningRequest):
+    refused = _document_refused(row, token, now=utcnow())
+    return refused or _send_pdf(row, token, kind="original", filename=f"document-{row.id}.pdf")
+
+
+def _document_refused(row: SigningRequest, token: str, *, now: datetime):
+    """The page to answer instead of the document, its page images or its signed copy: 410 when it can no longer
+    be read, 403 (the page, with its code step) while the batch asks for a one-time code this browser has not
+    confirmed, signed or not; None when it may be shown."""
+    state = page_state(row, now=now)
+    if state not in DOCUMENT_STATES:
+        return _render(row, token, state=state, status=410)
+    if not one_time_codes.may_act(db.session, request=row, code_id=_verified_code(row), now=now):
+        return _render(row, token, state=state, status=403)
+    return None
+
+
+@bp.get("/<token>/pages/<int:number>")
+@public
+@page_image_limit
+@_by_token
+def page_image(token: str, row: SigningRequest, number: int):
+    """One page of the document as an image, for the page's document view (phones show no PDF in a frame)."""
+    refused = _document_refused(row, token, now=utcnow())
+    if refused is not None:
+        return refused
+    original = latest_document(db.session, row.id, "original")
+    try:
+        data = stored_page_image(storage=get_storage(), redis=get_redis(), document=original,
+                                 number=number) if original is not None else None
+    except (StorageError, PopplerError) as exc:
+        log(logger, logging.ERROR, "page image unavailable", request_id=row.id, page=number, error=str(exc))
+        return _again(row, token, status=503, error=_("The document cannot be shown right now. Please try again later."))
+    if data is None:
+        return _render(row, token, state=page_state(row, now=utcnow()), status=404)
+    return send_file(BytesIO(data), mimetype="image/webp", max_age=0, etag=False)
+
+
+@bp.get("/<token>/signed")
+@public
+@recipient_limit
+@_by_token
+def signed_copy(token: str, row: SigningRequest):
+    now = utcnow()
+    # The code first, as for the document: a browser without one gets the code step, signed or not.
+    refused = _document_refused(row, token, now=now)
+    if refused is not None:
+        return refused
+    state = page_state(row, now=now)
+    if state != "signed":
+        return _render(row, token, state=state, status=409)
+    return _send_pdf(row, token, kind="signed", filename=signed_filename(row))
+
+
+def _recipient_error(message: str, status: int):
+    return render_template("signing/message.html", message=message, status=status), status
+
+
+@bp.errorhandler(429)
+def _too_many(error):
+    return _recipient_error(_("Too many requests from your network. Please wait a minute and try again."), 429)
+
+
+@bp.errorhandler(CSRFError)
+def _form_expired(error):
+    return _recipient_error(_("The form expired. Go back, reload the page and try again."), 400)
+
+
+def _is_recipient_path(path: str) -> bool:
+    return path == "/sign" or path.startswith("/sign/") or path == "/verify" or path.startswith("/verify/")
+
+
+class RedactSigningTokens(logging.Filter):
+    """The development server's access log (``werkzeug``) writes request lines; the token must not appear."""
+
+    TOKEN_IN_PATH = re.compile(r"(/sign/)[^/\s?\"]+")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        # Read as the router reads the path: /%73ign/… and //sign/… are /sign/… too.
+        message = re.sub(r"/{2,}", "/", unquote(record.getMessage()))
+        if "/sign/" in message:
+            record.msg, record.args = self.TOKEN_IN_PATH.sub(r"\1<token>", message), None
+        return True
+
+
+def init_app(app: Flask) -> None:
+    werkzeug_logger = logging.getLogger("werkzeug")
+    if not any(isinstance(f, RedactSigningTokens) for f in werkzeug_logger.filters):
+        werkzeug_logger.addFilter(RedactSigningTokens())
+    # The admin page reports which certificate seals documents (and whether it is self-signed).
+    app.jinja_env.globals["seal_status"] = lambda: seal_status(current_app.config)
+
+    @app.after_request
+    def _recipient_headers(response):
+        # On every recipient-facing response, including 404s and 429s: the URL holds a secret.
+        if _is_recipient_path(request.path):
+            response.headers["Cache-Control"] = "no-store"
+            response.headers.pop("Expires", None)
+            response.headers["Referrer-Policy"] = "no-referrer"
+            response.headers["X-Content-Type-Options"] = "nosniff"
+            response.headers.setdefault("Content-Security-Policy", page_csp())
+            response.headers.setdefault("X-Frame-Options", "DENY")
+        return response

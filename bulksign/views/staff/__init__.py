@@ -1,0 +1,2 @@
+"""Staff pages: home, the dashboard of batches, templates, new batches, reminders and resends, sharing, login.
+"""

@@ -1,0 +1,266 @@
+"""The dashboard: the list of batches, one batch with its live progress, the recipients table, bulk actions, exports.
+
+Counts on every page and fragment are read from the database on each request; the browser
+only swaps HTML. No page shows a recipient's signing link or token.
+"""
+from __future__ import annotations
+
+import logging
+
+from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, request, url_for
+from flask_babel import gettext as _
+from flask_babel import lazy_gettext as _l
+from flask_babel import ngettext
+from flask_login import current_user
+
+from bulksign.batches import dashboard
+from bulksign.batches.progress import BatchActionError
+from bulksign.batches.bulk_actions import ACTIONS, INLINE_LIMIT, BulkOutcome, enqueue_bulk, run_staff_action
+from bulksign.batches.dashboard import DashboardError, RecipientFilter
+from bulksign.batches.exports import latest_export, start_signed_zip
+from bulksign.core.extensions import db
+from bulksign.core.logs import log
+from bulksign.models import Batch, utcnow
+from bulksign.work.queues import SIGNED_ZIP
+from bulksign.batches.reminders import reminder_schedule
+from bulksign.documents.storage import StorageError, get_storage
+from bulksign.views._downloads import csv_response
+from bulksign.views._forms import extend_days_field
+from bulksign.views._results import background_message, reminders_done, resend_done
+
+# Named after its URLs (/batches/…): templates and redirects call its endpoints ``batches.*``.
+bp = Blueprint("batches", __name__, url_prefix="/batches")
+logger = logging.getLogger(__name__)
+
+
+@bp.app_template_global()
+def status_label(status: str) -> str:
+    return dashboard.STATUS_LABELS.get(status, status)
+
+
+@bp.app_template_global()
+def status_labels() -> dict[str, str]:
+    """Every status word translated once, for tables that show one per row."""
+    return {status: str(label) for status, label in dashboard.STATUS_LABELS.items()}
+
+
+@bp.app_template_global()
+def event_label(kind: str) -> str:
+    return dashboard.EVENT_LABELS.get(kind, kind)
+
+
+def _filter_from(args) -> RecipientFilter:
+    try:
+        return RecipientFilter.parse(status=args.get("status"), q=args.get("q"), sort=args.get("sort"),
+                                     direction=args.get("dir"))
+    except DashboardError as exc:
+        abort(400, description=str(exc))
+
+
+def _batch_or_404(batch_id: int) -> dashboard.BatchView:
+    view = dashboard.batch_view(db.session, batch_id=batch_id)
+    if view is None:
+        abort(404)
+    return view
+
+
+@bp.get("/")
+def index():
+    q = request.args.get("q", "").strip()[:200]
+    page = request.args.get("page", "1")
+    listing = dashboard.list_batches(db.session, user=current_user, q=q, page=int(page) if page.isdigit() else 1)
+    return render_template("batches/index.html", listing=listing, q=q,
+                           can_create="uploads.new" in current_app.view_functions)
+
+
+def _table_context(batch_id: int, flt: RecipientFilter, cursor: str | None, counts=None) -> dict:
+    try:
+        page = dashboard.recipients_page(db.session, batch_id=batch_id, flt=flt, cursor=cursor)
+    except DashboardError as exc:
+        abort(400, description=str(exc))
+    return {"page": page, "flt": flt, "cursor": cursor,
+            "matching": dashboard.count_matching(db.session, batch_id=batch_id, flt=flt, counts=counts)}
+
+
+def _progress_context(batch: Batch, progress: dashboard.Progress) -> dict:
+    rate = dashboard.throughput(db.session, batch=batch, working=progress.working, now=utcnow())
+    return {"batch": batch, "progress": progress, "rate": rate}
+
+
+@bp.app_template_global()
+def phase_label(phase: dashboard.Phase) -> str:
+    """A batch's phase in the words staff use."""
+    if phase.key == "closed_unsigned":
+        return ngettext("closed with %(num)s unsigned", "closed with %(num)s unsigned", phase.count)
+    if phase.key == "partly_failed":
+        return ngettext("partly failed (%(num)s)", "partly failed (%(num)s)", phase.count)
+    return str(PHASE_WORDS[phase.key])
+
+
+#: Words of the phases without a count.
+PHASE_WORDS = {"sending": _l("sending"), "waiting": _l("waiting for signatures"), "all_signed": _l("all signed"),
+               "cancelled": _l("cancelled")}
+
+
+def _shown_ids() -> list[int]:
+    """The recipients table's rows on screen (the poll sends them), so their cells follow the bar."""
+    return [int(v) for v in request.args.getlist("shown")[:dashboard.MAX_PAGE_SIZE] if v.isdigit()]
+
+
+@bp.get("/<int:batch_id>")
+def detail(batch_id: int):
+    view = _batch_or_404(batch_id)
+    flt = _filter_from(request.args)
+    return render_template(
+        "batches/detail.html", schedule=["%g" % day for day in reminder_schedule(view.batch)],
+        export=latest_export(db.session, batch_id=batch_id), filters=dashboard.FILTERS,
+        view=view, **_progress_context(view.batch, view.progress), **_table_context(batch_id, flt, request.args.get("cursor"), view.counts),
+    )
+
+
+@bp.get("/<int:batch_id>/progress")
+def progress(batch_id: int):
+    found = dashboard.batch_progress(db.session, batch_id=batch_id)
+    if found is None:
+        abort(404)
+    # Only the rows on screen are re-read: their status cells are swapped in place (selection and scroll stay).
+    rows = dashboard.rows_by_id(db.session, batch_id=batch_id, request_ids=_shown_ids())
+    return render_template("batches/_progress.html", rows=rows, **_progress_context(*found))
+
+
+@bp.get("/<int:batch_id>/requests")
+def table(batch_id: int):
+    if db.session.get(Batch, batch_id) is None:
+        abort(404)
+    flt = _filter_from(request.args)
+    cursor = request.args.get("cursor")
+    html = render_template("batches/_table.html", batch_id=batch_id, filters=dashboard.FILTERS,
+                           **_table_context(batch_id, flt, cursor))
+    # The address bar follows the filter, sort and page: a reload, a bookmark or "back" shows the same table.
+    page_url = url_for("batches.detail", batch_id=batch_id, **flt.as_args(), **({"cursor": cursor} if cursor else {}))
+    return html, {"HX-Push-Url": page_url}
+
+
+@bp.get("/<int:batch_id>/requests/<int:request_id>")
+def timeline(batch_id: int, request_id: int):
+    found = dashboard.timeline(db.session, batch_id=batch_id, request_id=request_id)
+    if found is None:
+        abort(404)
+    return render_template("batches/_timeline.html", tl=found, batch_id=batch_id)
+
+
+def _ids_from_form() -> list[int]:
+    ids = []
+    for raw in request.form.getlist("request_ids"):
+        if not raw.isdigit():
+            abort(400, description=_("The selection contains an invalid row id."))
+        ids.append(int(raw))
+    return ids
+
+
+def _message(outcome: BulkOutcome, batch: Batch) -> tuple[str, str]:
+    """What a finished bulk action tells the user, and the flash category."""
+    n = outcome.done
+    if outcome.in_background:
+        return background_message(outcome.in_background), "info"
+    if outcome.action == "cancel_batch":
+        return ngettext("The batch is cancelled: %(num)s request stopped and its link no longer works.",
+                        "The batch is cancelled: %(num)s requests stopped and their links no longer work.", n), "success"
+    if outcome.action == "cancel":
+        return ngettext("%(num)s request cancelled; its link no longer works.",
+                        "%(num)s requests cancelled; their links no longer work.", n), "success"
+    if outcome.action == "retry":
+        if not n:
+            return _("None of the selected requests had failed; nothing to retry."), "info"
+        return ngettext("%(num)s failed request is being prepared and sent again.",
+                        "%(num)s failed requests are being prepared and sent again.", n), "success"
+    if outcome.action == "remind":
+        message, category, offer = reminders_done(n, outcome.skipped)
+        if offer:
+            message += " " + _("To remind them now anyway, tick \"Send anyway\" and apply again.")
+        return message, category
+    return resend_done(n, outcome.skipped, deadlines=outcome.deadlines, batch=batch)
+
+
+def _in_background(batch_id: int, action: str, flt: RecipientFilter, matching: int):
+    enqueue_bulk(action=action, batch_id=batch_id, user_id=current_user.id, flt=flt, extend_days=extend_days_field(),
+                 force=request.form.get("force") == "1")
+    log(logger, logging.INFO, "bulk action queued", batch_id=batch_id, action=action, requests=matching,
+        user_id=current_user.id)
+    flash(background_message(matching), "info")
+
+
+@bp.post("/<int:batch_id>/actions")
+def bulk_action(batch_id: int):
+    view = _batch_or_404(batch_id)
+    action = request.form.get("action", "")
+    flt = _filter_from(request.form)
+    back = redirect(url_for("batches.detail", batch_id=batch_id, **flt.as_args()))
+    ids: list[int] = []
+    if action != "cancel_batch":
+        if action not in ACTIONS:
+            flash(_("Choose an action for the selected recipients."), "error")
+            return back
+        select_all = request.form.get("select_all") == "1"
+        if select_all:
+            matching = dashboard.count_matching(db.session, batch_id=batch_id, flt=flt)
+            if matching > INLINE_LIMIT:
+                _in_background(batch_id, action, flt, matching)
+                return back
+        ids = list(dashboard.resolve_selection(db.session, batch_id=batch_id, request_ids=_ids_from_form(),
+                                               select_all=select_all, flt=flt).request_ids)
+        if not ids:
+            flash(_("Select at least one recipient (tick the rows, or \"select all matching\") first."), "error")
+            return back
+    now = utcnow()
+    try:
+        outcome = run_staff_action(db.session, action=action, batch_id=batch_id, request_ids=ids,
+                                   user=current_user._get_current_object(), now=now,
+                                   extend_days=extend_days_field(), force=request.form.get("force") == "1")
+    except BatchActionError as exc:
+        flash(str(exc.message), "error")
+        return back
+    log(logger, logging.INFO, "bulk action", batch_id=batch_id, action=action, requests=len(ids),
+        user_id=current_user.id)
+    flash(*_message(outcome, view.batch))
+    return back
+
+
+@bp.get("/<int:batch_id>/export.csv")
+def export_csv(batch_id: int):
+    _batch_or_404(batch_id)
+    return csv_response(batch_id, _filter_from(request.args))
+
+
+@bp.post("/<int:batch_id>/exports")
+def start_export(batch_id: int):
+    _batch_or_404(batch_id)
+    started = start_signed_zip(db.session, batch_id=batch_id, user_id=current_user.id, now=utcnow())
+    db.session.commit()
+    if started.created:
+        SIGNED_ZIP.enqueue(started.export.id, job_id=SIGNED_ZIP.job_id(id=started.export.id))
+    if request.headers.get("HX-Request"):
+        return render_template("batches/_export.html", export=started.export, batch_id=batch_id)
+    flash(_("The ZIP of signed documents is being built; the download link appears on this page when it is ready."),
+          "info")
+    return redirect(url_for("batches.detail", batch_id=batch_id))
+
+
+@bp.get("/<int:batch_id>/exports/<int:export_id>")
+def export_status(batch_id: int, export_id: int):
+    export = latest_export(db.session, batch_id=batch_id, export_id=export_id) or abort(404)
+    return render_template("batches/_export.html", export=export, batch_id=batch_id)
+
+
+@bp.get("/<int:batch_id>/exports/<int:export_id>/download")
+def export_download(batch_id: int, export_id: int):
+    export = latest_export(db.session, batch_id=batch_id, export_id=export_id) or abort(404)
+    if export.status != "ready" or not export.storage_key:
+        abort(404)
+    try:
+        data = get_storage().get(export.storage_key)
+    except StorageError as exc:
+        log(logger, logging.ERROR, "export download failed", export_id=export.id, error=str(exc))
+        abort(404)
+    return Response(data, mimetype="application/zip", headers={
+        "Content-Disposition": f'attachment; filename="batch-{batch_id}-signed.zip"', "Cache-Control": "no-store"})

@@ -1,0 +1,209 @@
+"""Staff pages for document templates: list, create, edit (a new version each save), details, PDF preview."""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, request, url_for
+from flask_babel import gettext as _
+from flask_login import current_user
+
+from bulksign.people import access
+from bulksign.doc_templates import versions as dt, pdf_forms, kinds as template_kinds
+from bulksign.documents import pdf_pages
+from bulksign.core.extensions import db
+from bulksign.models import DocumentTemplate, utcnow
+from bulksign.documents.pdf import RenderError
+from bulksign.documents.storage import StorageError, get_storage
+
+bp = Blueprint("doc_templates", __name__, url_prefix="/templates")
+
+#: An uploaded .html template larger than this is surely not a document template.
+MAX_TEMPLATE_BYTES = 2 * 1024 * 1024
+DEFAULTS = {"email_subject": dt.DEFAULT_EMAIL_SUBJECT, "email_body": dt.DEFAULT_EMAIL_BODY,
+            "reminder_subject": dt.DEFAULT_REMINDER_SUBJECT, "reminder_body": dt.DEFAULT_REMINDER_BODY}
+
+
+def _template_or_404(template_id: int) -> DocumentTemplate:
+    return db.session.get(DocumentTemplate, template_id) or abort(404)
+
+
+@dataclass(frozen=True)
+class Submitted:
+    kind: str
+    html: str
+    file: bytes | None
+
+
+def _submitted_document() -> Submitted:
+    """The document of the form: an uploaded file (its name says the kind), else the chosen kind's fields."""
+    upload = request.files.get("file")
+    if not (upload and upload.filename):
+        kind = request.form.get("kind", template_kinds.HTML)
+        return Submitted(kind, request.form.get("html", "") if kind == template_kinds.HTML else "", None)
+    kind = template_kinds.kind_for_filename(upload.filename)
+    if kind != template_kinds.HTML:
+        raw = upload.read(template_kinds.MAX_SOURCE_BYTES + 1)
+        return Submitted(kind, "", raw)
+    raw = upload.read(MAX_TEMPLATE_BYTES + 1)
+    if len(raw) > MAX_TEMPLATE_BYTES:
+        raise dt.TemplateError(_("The template file is larger than 2 MB."))
+    try:
+        return Submitted(kind, raw.decode("utf-8-sig"), None)
+    except UnicodeDecodeError:
+        raise dt.TemplateError(_("Save the .html file as UTF-8 and upload it again.")) from None
+
+
+def _mail_fields() -> dict[str, str]:
+    return {f: request.form.get(f) or DEFAULTS[f] for f in dt.MAIL_FIELDS}
+
+
+@bp.get("/")
+def index():
+    templates = dt.list_templates(db.session, user=current_user)
+    latest = {t.id: dt.get_version(db.session, template_id=t.id) for t in templates}
+    return render_template("doc_templates/index.html", templates=templates, latest=latest)
+
+
+def _commit_version(save: Callable[[], dt.SavedVersion]) -> tuple[dt.SavedVersion | None, dt.TemplateError | None]:
+    """Run ``save`` and commit, telling staff the new version's number; or roll back and return the refusal."""
+    try:
+        saved = save()
+        db.session.commit()
+    except dt.TemplateError as exc:
+        db.session.rollback()
+        return None, exc
+    flash(_("Saved as version %(n)s. Batches already created keep the version they used.", n=saved.version.version),
+          "success")
+    if saved.removed:
+        flash(_("Taken out of the PDF, so that no recipient gets it: %(what)s.",
+                what=", ".join(str(label) for label in saved.removed)), "info")
+    return saved, None
+
+
+def _form_page(form: dict, template: DocumentTemplate | None, save: Callable[[Submitted, dict], dt.SavedVersion]):
+    """On POST, ``save(document, mail_fields)`` and go to the template; else (or on a refusal) the form."""
+    error = None
+    if request.method == "POST":
+        form.update(html=request.form.get("html", ""), kind=request.form.get("kind", template_kinds.HTML),
+                    **_mail_fields())
+
+        def submitted() -> dt.SavedVersion:
+            document = _submitted_document()
+            form.update(kind=document.kind, html=document.html)
+            return save(document, _mail_fields())
+
+        saved, error = _commit_version(submitted)
+        if saved is not None:
+            return redirect(url_for(".detail", template_id=saved.template.id))
+    return (render_template("doc_templates/form.html", form=form, error=error, template=template,
+                            kinds=template_kinds.choices()), 422 if error else 200)
+
+
+@bp.route("/new", methods=["GET", "POST"])
+def new():
+    form = {"name": request.form.get("name", ""), "html": "", "kind": template_kinds.HTML, **DEFAULTS}
+    return _form_page(form, None, lambda document, mail: dt.create_template(
+        db.session, name=form["name"], html=document.html, kind=document.kind, file=document.file,
+        user=current_user, now=utcnow(), team_id=request.form.get("team_id", type=int), **mail))
+
+
+@bp.route("/<int:template_id>/edit", methods=["GET", "POST"])
+def edit(template_id: int):
+    template = access.template_for_edit(db.session, template_id=template_id, user=current_user)
+    version = dt.get_version(db.session, template_id=template.id)
+    form = {"name": template.name, "html": version.html if version else "",
+            "kind": version.kind if version else template_kinds.HTML,
+            **{f: getattr(version, f) if version else DEFAULTS[f] for f in dt.MAIL_FIELDS}}
+    return _form_page(form, template, lambda document, mail: dt.save_version(
+        db.session, template=template, html=document.html, kind=document.kind, file=document.file,
+        user=current_user, now=utcnow(), **mail))
+
+
+@bp.get("/<int:template_id>")
+def detail(template_id: int):
+    template = _template_or_404(template_id)
+    number = request.args.get("version", type=int)
+    version = dt.get_version(db.session, template_id=template.id, version=number) or abort(404)
+    return render_template("doc_templates/detail.html", template=template, version=version,
+                           versions=list(reversed(template.versions)),
+                           kind_label=dict(template_kinds.choices()).get(version.kind, version.kind),
+                           required=[v for v in version.variables if v not in dt.BUILTIN_VARIABLES])
+
+
+@bp.get("/<int:template_id>/preview")
+def preview(template_id: int):
+    """The partial that puts the PDF preview in the page."""
+    template = _template_or_404(template_id)
+    number = request.args.get("version", type=int)
+    version = dt.get_version(db.session, template_id=template.id, version=number) or abort(404)
+    return render_template("doc_templates/_preview.html", template=template, version=version)
+
+
+@bp.get("/<int:template_id>/preview.pdf")
+def preview_pdf(template_id: int):
+    template = _template_or_404(template_id)
+    number = request.args.get("version", type=int)
+    version = dt.get_version(db.session, template_id=template.id, version=number) or abort(404)
+    try:
+        pdf = template_kinds.render_document(version, dt.sample_row(version.variables),
+                                             timeout=current_app.config["PREVIEW_TIMEOUT_SECONDS"])
+    except (dt.TemplateError, RenderError, StorageError) as exc:
+        abort(422, str(getattr(exc, "message", exc)))
+    return Response(pdf, mimetype="application/pdf", headers={
+        "Content-Disposition": f'inline; filename="template-{template.id}-v{version.version}-preview.pdf"',
+        "Cache-Control": "private, no-store"})
+
+
+def _pdf_version(template: DocumentTemplate):
+    """The version asked for (``?version=``, default the newest), which must be a PDF template's."""
+    version = dt.get_version(db.session, template_id=template.id, version=request.args.get("version", type=int))
+    if version is None or version.kind != "pdf":
+        abort(404)
+    return version
+
+
+@bp.get("/<int:template_id>/pages/<int:page>.png")
+def page_image(template_id: int, page: int):
+    """One page of a PDF template as an image (drawn once, kept in storage), for the placement editor."""
+    version = _pdf_version(_template_or_404(template_id))
+    if not 1 <= page <= pdf_forms.MAX_PAGES:
+        abort(404)
+    try:
+        png = pdf_pages.page_png(get_storage(), pdf_key=version.source_key, page=page - 1,
+                                 width=request.args.get("w", pdf_pages.WIDTHS[0], type=int))
+    except pdf_pages.PageImageError as exc:
+        abort(404, str(exc.message))
+    return Response(png, mimetype="image/png")
+
+
+@bp.route("/<int:template_id>/place", methods=["GET", "POST"])
+def place(template_id: int):
+    """Place boxes on a PDF template's pages (drag a box, bind it to a column): saved as a new version."""
+    template = access.template_for_edit(db.session, template_id=template_id, user=current_user)
+    try:
+        layout = dt.pdf_layout(db.session, template=template)
+    except dt.NotPdfTemplate:
+        abort(404)
+    except (dt.TemplateError, StorageError) as exc:
+        abort(422, str(getattr(exc, "message", exc)))
+    version, form = layout.version, layout.form
+    error, boxes = None, version.pdf_boxes or []
+    if request.method == "POST":
+        try:
+            boxes = json.loads(request.form.get("boxes") or "[]")
+            if not isinstance(boxes, list) or not all(isinstance(b, dict) for b in boxes):
+                raise ValueError
+        except ValueError:
+            boxes, error = [], dt.TemplateError(_("The boxes could not be read; place them again."))
+        if error is None:
+            saved, error = _commit_version(lambda: dt.place_boxes(
+                db.session, template=template, boxes=boxes, user=current_user, now=utcnow()))
+            if saved is not None:
+                return redirect(url_for(".detail", template_id=template.id))
+    fields = [{"name": f.name, "page": f.page, "x": f.x, "y": f.y, "w": f.w, "h": f.h} for f in form.fields]
+    suggestions = sorted({*version.variables, *dt.BUILTIN_VARIABLES, pdf_forms.SIGNATURE_VARIABLE})
+    return render_template("doc_templates/place.html", template=template, version=version, form=form,
+                           fields=fields, boxes=boxes, suggestions=suggestions, error=error,
+                           widths=pdf_pages.WIDTHS), 422 if error else 200

@@ -1,0 +1,56 @@
+"""The staff home page and the navigation every staff page shares."""
+from __future__ import annotations
+
+from flask import Blueprint, Flask, current_app, redirect, render_template, url_for
+from flask_babel import lazy_gettext as _l
+from flask_login import current_user
+from sqlalchemy import select
+
+from bulksign.people import access
+from bulksign.people.auth import public
+from bulksign.core.extensions import db
+from bulksign.batches.home import home
+from bulksign.models import Batch, utcnow
+
+bp = Blueprint("main", __name__)
+
+#: (endpoint, label, admins only). Links whose endpoint is not registered are left out.
+NAVIGATION = (
+    ("main.dashboard", _l("Dashboard"), False),
+    ("batches.index", _l("Batches"), False),
+    ("doc_templates.index", _l("Templates"), False),
+    ("admin.index", _l("Admin"), True),
+    ("rq_dashboard.queues_overview", _l("Queues"), True),
+)
+
+
+#: Headings of the attention tiles on the home page.
+ATTENTION_LABELS = {
+    "failed": _l("failed"), "bounced": _l("bounced"), "expiring": _l("expire within 24 hours"),
+    "declined": _l("declined"),
+}
+
+
+@bp.get("/")
+def dashboard():
+    visible = select(Batch.id).where(access.batch_filter(current_user))
+    return render_template("main/dashboard.html", home=home(db.session, now=utcnow(), batch_ids=visible),
+                           attention_labels=ATTENTION_LABELS, can_create="uploads.new" in current_app.view_functions)
+
+
+@bp.get("/favicon.ico")
+@public
+def favicon():
+    # Browsers ask for /favicon.ico before reading the page's <link rel="icon">: no 404 in every log.
+    return redirect(url_for("static", filename="favicon.svg"), 301)
+
+
+def init_app(app: Flask) -> None:
+    @app.context_processor
+    def _navigation():
+        def nav_links():
+            is_admin = current_user.is_authenticated and current_user.is_admin
+            return [(endpoint, label) for endpoint, label, admin_only in NAVIGATION
+                    if endpoint in current_app.view_functions and (is_admin or not admin_only)]
+
+        return {"nav_links": nav_links}

@@ -1,0 +1,50 @@
+"""Inbound webhooks from the mail provider: ``POST /webhooks/bounces`` takes bounces and spam complaints
+(shared secret, no session, no CSRF)."""
+from __future__ import annotations
+
+import hmac
+
+from flask import Blueprint, Flask, abort, current_app, jsonify, request
+
+from bulksign.ops import telemetry
+from bulksign.people.auth import public
+from bulksign.batches.bounces import BounceFormatError, parse_bounce, record_report
+from bulksign.core.extensions import csrf, db, get_redis
+from bulksign.models import utcnow
+
+bp = Blueprint("webhooks", __name__, url_prefix="/webhooks")
+
+
+def _presented_secret() -> str:
+    # A header for generic senders, ?token= or HTTP basic auth for providers that only take a URL (Postmark, SNS).
+    auth = request.authorization
+    return (request.headers.get("X-Bounce-Secret") or request.args.get("token")
+            or (auth.password if auth and auth.password else "") or "")
+
+
+@bp.post("/bounces")
+@public
+def bounces():
+    expected = current_app.config.get("BOUNCE_WEBHOOK_SECRET") or ""
+    if not expected:
+        abort(404)  # not configured: the endpoint does not exist
+    if not hmac.compare_digest(_presented_secret().encode(), expected.encode()):
+        return jsonify(error="wrong or missing secret"), 401
+    # SNS posts JSON as text/plain.
+    payload = request.get_json(force=True, silent=True)
+    try:
+        reports = parse_bounce(payload)
+    except BounceFormatError as exc:
+        return jsonify(error=str(exc)), 400
+    now = utcnow()
+    results = [record_report(db.session, report=report, now=now) for report in reports]
+    db.session.commit()
+    with telemetry.record(get_redis()) as figures:
+        for kind in ("bounce", "complaint"):
+            figures.count(telemetry.MAIL_REPORTS, (kind,), sum(1 for r in reports if r.kind == kind))
+    return jsonify(received=len(reports), bounced=sum(len(r.bounced) for r in results),
+                   complained=sum(len(r.complained) for r in results))
+
+
+def init_app(app: Flask) -> None:
+    csrf.exempt(bp)

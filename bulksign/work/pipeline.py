@@ -1,0 +1,194 @@
+"""Handing requests to the queues. The database is committed first; jobs carry ids only.
+
+Renders and sends go out in chunks: one job renders ``RENDER_CHUNK_SIZE`` requests or sends
+``SEND_CHUNK_SIZE`` mails, so the per-job cost (RQ bookkeeping, loading, transitions, commits)
+is paid once per chunk instead of once per recipient (bench/bench_pipeline.py).
+
+Which job owns an id's step is kept in a Redis hash (``bulksign:owner:render``: request id →
+job id), written before the job is queued and cleared by the job when it is done. Enqueueing
+an id whose owner is still queued or running is a no-op, and the reconciler asks the same hash
+whether a stuck request still has a live job. If Redis loses the hash, it loses the jobs too,
+and the reconciler queues the work again.
+
+Other jobs (seals, fan-outs) are one per id with an id derived from it (``queues.JobHandle.enqueue_unique``).
+"""
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from flask import current_app
+from redis.exceptions import RedisError
+from rq import get_current_job
+from rq.job import Job
+
+from bulksign.core.extensions import get_redis
+from bulksign.work.queues import RENDER_MANY, SEND_MANY, JobHandle, backoff, get_queue
+
+logger = logging.getLogger(__name__)
+
+#: A running chunk job beats this often, from a thread of its own, whatever its current item is doing ...
+BEAT_SECONDS = 5
+#: ... and the reconciler trusts it while its last beat is this recent: six beats missed, its worker is gone.
+BEAT_TRUST_SECONDS = 30
+
+#: RQ job states in which the job will still run (or is running).
+LIVE_STATES = {b"queued", b"scheduled", b"deferred", b"started"}
+
+#: Removes ids from an owner hash only where the given job still owns them (a newer job keeps its claim).
+_RELEASE = """
+for i = 2, #ARGV do
+  if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[1] then redis.call('HDEL', KEYS[1], ARGV[i]) end
+end
+return 0
+"""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One chunked step of the pipeline: where its jobs go and what they run."""
+
+    name: str
+    job: JobHandle
+    #: Config key of the chunk size.
+    chunk_setting: str
+    #: Config key of the attempts bound (RQ retries the job that often, with backoff).
+    attempts_setting: str
+    #: Seconds one item may take; a job's timeout is this times its chunk.
+    seconds_each: int
+
+    @property
+    def owners_key(self) -> str:
+        return f"bulksign:owner:{self.name}"
+
+
+RENDER = Step("render", RENDER_MANY, "RENDER_CHUNK_SIZE", "RENDER_MAX_ATTEMPTS", 90)
+SEND = Step("send", SEND_MANY, "SEND_CHUNK_SIZE", "MAIL_MAX_ATTEMPTS", 60)
+
+
+def owners(step: Step, ids: Sequence[int]) -> dict[int, str]:
+    """The job id recorded as owning each id's step (ids without an owner are left out)."""
+    redis = get_redis()
+    found: dict[int, str] = {}
+    for start in range(0, len(ids), 1000):
+        part = ids[start:start + 1000]
+        for i, job_id in zip(part, redis.hmget(step.owners_key, part)):
+            if job_id is not None:
+                found[i] = job_id.decode()
+    return found
+
+
+def _live(job_ids: set[str]) -> set[str]:
+    redis = get_redis()
+    ordered = sorted(job_ids)
+    with redis.pipeline(transaction=False) as pipe:
+        for job_id in ordered:
+            pipe.hget(Job.key_for(job_id), "status")
+        states = pipe.execute()
+    return {job_id for job_id, state in zip(ordered, states) if state in LIVE_STATES}
+
+
+def enqueue_chunked(step: Step, ids: Sequence[int], *, chunk_size: int | None = None, at_front: bool = False) -> int:
+    """Queue ``step`` for the ids no live job owns yet, ``chunk_size`` (default: the step's setting) ids per job.
+
+    ``at_front``: ahead of the jobs already waiting. Returns how many ids were queued.
+    """
+    config = current_app.config
+    ids = list(dict.fromkeys(ids))
+    owned = owners(step, ids)
+    live = _live(set(owned.values())) if owned else set()
+    fresh = [i for i in ids if owned.get(i) not in live]
+    if not fresh:
+        return 0
+    size = chunk_size or config[step.chunk_setting]
+    chunks = [fresh[start:start + size] for start in range(0, len(fresh), size)]
+    # A random suffix: the owner hash, not the job id, says which job does what.
+    job_ids = [step.job.job_id(first=chunk[0], nonce=secrets.token_hex(4)) for chunk in chunks]
+    redis = get_redis()
+    with redis.pipeline(transaction=False) as pipe:
+        for chunk, job_id in zip(chunks, job_ids):
+            pipe.hset(step.owners_key, mapping={i: job_id for i in chunk})
+        pipe.execute()
+    retry = backoff(config[step.attempts_setting] + 1)
+    queue = get_queue(step.job.queue)
+    for start in range(0, len(chunks), 1000):
+        queue.enqueue_many([
+            step.job.prepare(chunk, job_id=job_id, timeout=step.seconds_each * len(chunk) + 60, retry=retry,
+                             at_front=at_front)
+            for chunk, job_id in zip(chunks[start:start + 1000], job_ids[start:start + 1000])
+        ])
+    return len(fresh)
+
+
+@contextmanager
+def beating(*, every: float = BEAT_SECONDS) -> Iterator[None]:
+    """While the block runs, tell the reconciler every ``every`` seconds that this chunk job is alive.
+
+    A chunk may rightly run for many minutes, so its RQ timeout says little; and after Redis lost
+    its data, RQ re-creates a worker's key without expiry, so a killed worker can look alive for
+    ever. The reconciler trusts a running chunk job only while its last beat is recent
+    (``BEAT_TRUST_SECONDS``). The beat comes from a thread, not from between items: one item may
+    wait minutes on the mail throttle or a slow renderer, and trusting a silence that long would
+    leave a killed worker's chunk untouched as long. A hung item cannot beat for ever either:
+    RQ's job timeout ends the job, and the beat with it.
+    """
+    job = get_current_job()
+    if job is None:
+        yield
+        return
+    stop = threading.Event()
+
+    def beat() -> None:
+        while True:
+            try:
+                job.heartbeat(datetime.now(timezone.utc), 0)
+            except RedisError as exc:  # Redis away for a moment: the next beat tries again
+                logger.debug("chunk beat failed: %s", exc)
+            if stop.wait(every):
+                return
+
+    thread = threading.Thread(target=beat, name=f"beat-{job.id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=every)
+
+
+def release(step: Step, ids: Sequence[int]) -> None:
+    """The running chunk job is done with these ids: they no longer have an owner (unless a newer job took them)."""
+    job = get_current_job()
+    if job is not None and ids:
+        get_redis().eval(_RELEASE, 1, step.owners_key, job.id, *ids)
+
+
+def hand_back(step: Step, ids: Sequence[int]) -> int:
+    """The running chunk job stops before these (committed, untried) ids: queue them again for another worker.
+
+    If Redis cannot take them now, they stay in the database's waiting state and the reconciler
+    queues them later. Returns how many were queued.
+    """
+    release(step, ids)
+    return enqueue_chunked(step, ids)
+
+
+def disown(step: Step, ids: Sequence[int]) -> None:
+    """Forget the owners of these ids (the reconciler found their jobs dead), so they can be queued again."""
+    if ids:
+        get_redis().hdel(step.owners_key, *ids)
+
+
+def enqueue_renders(request_ids: Sequence[int]) -> int:
+    """Queue the PDF step for these requests (they must be committed in ``pending``)."""
+    return enqueue_chunked(RENDER, request_ids)
+
+
+def enqueue_sends(mail_ids: Sequence[int], *, at_front: bool = False) -> int:
+    """Queue the send step for these outgoing mails (committed rows in ``queued``); ``at_front``: before bulk mail."""
+    return enqueue_chunked(SEND, mail_ids, at_front=at_front)
