@@ -1,0 +1,22 @@
+"""Tables only. Rules live in the domain modules; statuses change only through ``states.transition``.
+
+One module per domain (``base`` holds what they share); every model and helper is re-exported here, so
+``from bulksign.models import Batch, utcnow`` and the migrations' ``bulksign.models.UTCDateTime`` work, and importing
+this package registers every table on ``db.metadata`` (relationships name their targets by string).
+"""
+from __future__ import annotations
+
+from bulksign.models.base import BigId, UTCDateTime, utcnow
+from bulksign.models.people import ApiKey, MembershipChange, Team, TeamMember, User
+from bulksign.models.templates import DocumentTemplate, TemplateVersion
+from bulksign.models.batches import Batch, BatchShare, BatchStatusCount, Export
+from bulksign.models.requests import Document, Event, OneTimeCode, SealCertificate, SigningRequest
+from bulksign.models.mail import OutgoingMail, Suppression
+from bulksign.models.integrations import IdempotencyKey, WebhookDelivery, WebhookEndpoint
+
+__all__ = [
+    "ApiKey", "Batch", "BatchShare", "BatchStatusCount", "BigId", "Document", "DocumentTemplate", "Event", "Export",
+    "IdempotencyKey", "MembershipChange", "OneTimeCode", "OutgoingMail", "SealCertificate", "SigningRequest",
+    "Suppression", "Team", "TeamMember", "TemplateVersion", "UTCDateTime", "User", "WebhookDelivery",
+    "WebhookEndpoint", "utcnow",
+]

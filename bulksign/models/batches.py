@@ -1,0 +1,109 @@
+"""Batch tables: the batch and its settings, shares with users outside its team, its per-status counters and
+the exports built from it."""
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import JSON, UniqueConstraint, false
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from bulksign.core.extensions import db
+from bulksign.models.base import UTCDateTime, utcnow
+from bulksign.models.people import User
+from bulksign.models.templates import TemplateVersion
+
+
+class Batch(db.Model):
+    __tablename__ = "batches"
+    __table_args__ = (UniqueConstraint("created_by_id", "idempotency_key"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(db.String(200))
+    #: The exact template version every request of this batch renders.
+    template_version_id: Mapped[int] = mapped_column(db.ForeignKey("template_versions.id"))
+    created_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"), index=True)
+    #: The team whose members see the batch; None: only its creator, users it is shared with and admins.
+    team_id: Mapped[int | None] = mapped_column(db.ForeignKey("teams.id", ondelete="SET NULL"), index=True)
+    #: Who gets the expiry summary, decline notices and the completion notice; None: the owner.
+    notify_email: Mapped[str | None] = mapped_column(db.String(254))
+    #: A ``status.BatchStatus``: pending → processing → completed | partially_failed | cancelled; written by
+    #: ``states.move_batches`` only.
+    status: Mapped[str] = mapped_column(db.String(20), default="pending")
+    #: Language of the recipients' pages and mails.
+    language: Mapped[str] = mapped_column(db.String(8), default="en")
+    #: Days after the invitation on which reminders are due, e.g. [2, 4].
+    reminder_days: Mapped[list] = mapped_column(JSON, default=lambda: [2, 4])
+    #: At most this many reminders per request (0–5).
+    max_reminders: Mapped[int] = mapped_column(default=3)
+    #: Days after sending until a request expires.
+    deadline_days: Mapped[int] = mapped_column(default=7)
+    #: Fixed deadline for the whole batch, when staff set one.
+    deadline_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    reply_to: Mapped[str | None] = mapped_column(db.String(254))
+    #: Quiet hours for reminders, local to ``timezone`` (hours 0–23); None: no quiet hours.
+    quiet_hours_start: Mapped[int | None] = mapped_column()
+    quiet_hours_end: Mapped[int | None] = mapped_column()
+    timezone: Mapped[str] = mapped_column(db.String(64), default="UTC")
+    #: Recipients confirm a one-time code (by SMS when the row has a phone, else by mail) before they can see,
+    #: sign or decline the document (``one_time_codes``).
+    one_time_code: Mapped[bool] = mapped_column(default=False, server_default=false())
+    #: Number of requests created; counts per status are kept in ``batch_status_counts``.
+    total_count: Mapped[int] = mapped_column(default=0)
+    #: Client-supplied key: the same key from the same user creates one batch.
+    idempotency_key: Mapped[str | None] = mapped_column(db.String(200))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    cancelled_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: When the owner got the expiry summary, so it is sent once.
+    expiry_summary_sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: When the oldest expiry not yet in an owner summary happened; None: nothing to report.
+    expiry_pending_since: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    template_version: Mapped[TemplateVersion] = relationship()
+    created_by: Mapped[User | None] = relationship()
+
+
+class BatchShare(db.Model):
+    """A batch shown to a named user outside its team (read only)."""
+
+    __tablename__ = "batch_shares"
+
+    batch_id: Mapped[int] = mapped_column(db.ForeignKey("batches.id", ondelete="CASCADE"), primary_key=True)
+    user_id: Mapped[int] = mapped_column(db.ForeignKey("users.id", ondelete="CASCADE"), primary_key=True, index=True)
+    created_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class BatchStatusCount(db.Model):
+    """How many requests of a batch are in one status: what the dashboard reads instead of a GROUP BY.
+
+    Kept by ``batch_counts``: seeded with the batch, moved in the transaction of every status change.
+    """
+
+    __tablename__ = "batch_status_counts"
+
+    batch_id: Mapped[int] = mapped_column(db.ForeignKey("batches.id", ondelete="CASCADE"), primary_key=True)
+    #: A request status; a batch has a row for every status, zeros included, so moves only UPDATE.
+    status: Mapped[str] = mapped_column(db.String(20), primary_key=True)
+    #: Requests of the batch in ``status``.
+    count: Mapped[int] = mapped_column(default=0)
+
+
+class Export(db.Model):
+    """A file built by a job (e.g. a ZIP of signed PDFs), with progress for the page."""
+
+    __tablename__ = "exports"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    batch_id: Mapped[int] = mapped_column(db.ForeignKey("batches.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(db.String(30), default="signed_zip")
+    #: ``pending`` → ``running`` → ``ready`` | ``failed``.
+    status: Mapped[str] = mapped_column(db.String(20), default="pending")
+    done: Mapped[int] = mapped_column(default=0)
+    total: Mapped[int] = mapped_column(default=0)
+    storage_key: Mapped[str | None] = mapped_column(db.String(500))
+    error: Mapped[str | None] = mapped_column(db.Text)
+    created_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -1,0 +1,63 @@
+"""Document template tables: the named template and its immutable versions."""
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import JSON, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from bulksign.core.extensions import db
+from bulksign.models.base import UTCDateTime, utcnow
+
+
+class DocumentTemplate(db.Model):
+    """A named template; its content lives in immutable ``TemplateVersion`` rows."""
+
+    __tablename__ = "document_templates"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(db.String(200))
+    created_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))
+    #: The team that shares it; None: only its creator (and admins) see it.
+    team_id: Mapped[int | None] = mapped_column(db.ForeignKey("teams.id", ondelete="SET NULL"), index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    #: The newest version, denormalised for the list page.
+    latest_version: Mapped[int] = mapped_column(default=0)
+    archived: Mapped[bool] = mapped_column(default=False)
+
+    versions: Mapped[list["TemplateVersion"]] = relationship(
+        back_populates="template", order_by="TemplateVersion.version"
+    )
+
+
+class TemplateVersion(db.Model):
+    """One saved state of a template. Never updated: editing inserts a new version."""
+
+    __tablename__ = "template_versions"
+    __table_args__ = (UniqueConstraint("template_id", "version"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    template_id: Mapped[int] = mapped_column(db.ForeignKey("document_templates.id", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column()
+    #: ``html`` (the ``html`` column is the document), ``docx`` or ``pdf`` (an uploaded file, ``source_key``);
+    #: ``bulksign.doc_templates.kinds`` renders each kind.
+    kind: Mapped[str] = mapped_column(db.String(16), default="html", server_default="html")
+    #: The document as HTML with ``{{ variable }}`` placeholders (Jinja, rendered in a sandbox); empty for files.
+    html: Mapped[str] = mapped_column(db.Text)
+    #: Storage key of the uploaded file (Word, PDF) as it was uploaded; None for HTML. Named by its sha256,
+    #: so versions that keep the same file share it.
+    source_key: Mapped[str | None] = mapped_column(db.String(500))
+    #: Variable names the document uses, extracted at save time.
+    variables: Mapped[list] = mapped_column(JSON, default=list)
+    #: PDF templates: boxes staff placed on the pages (``pdf_forms.FieldBox.to_json()`` each: column, page, place in
+    #: points, font size), filled like form fields; None for other kinds and for PDFs filled by their own fields.
+    pdf_boxes: Mapped[list | None] = mapped_column(JSON)
+    #: Invitation and reminder mail, as templates too.
+    email_subject: Mapped[str] = mapped_column(db.Text, default="")
+    email_body: Mapped[str] = mapped_column(db.Text, default="")
+    reminder_subject: Mapped[str] = mapped_column(db.Text, default="")
+    reminder_body: Mapped[str] = mapped_column(db.Text, default="")
+    created_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    template: Mapped[DocumentTemplate] = relationship(back_populates="versions")
