@@ -2,7 +2,7 @@
 import os
 import sys
 
-from bulksign import create_app
+from bulksign.app import create_app
 from bulksign.core.config import ConfigError
 
 # The `flask` command (workers, scheduler, one-shot commands) loads this module too and serves no

@@ -6,23 +6,30 @@ import pkgutil
 
 import pytest
 
-from bulksign import create_app, views
+from bulksign import views
+from bulksign.app import create_app
 from bulksign.people.auth import API_BLUEPRINTS
 
 #: Blueprints registered with ``api=True``, each reviewed: a bearer key instead of the session, no CSRF token.
 EXPECTED_API = {"api", "api_batch_actions", "api_dashboard", "api_docs", "api_reminders", "api_suppressions", "api_templates",
                 "api_uploads"}
 
-#: View modules whose blueprint has another name: the dashboard's endpoints are named after its URLs (/batches/…).
-BLUEPRINT_NAMES = {"dashboard": "batches"}
+#: View modules whose blueprint has another name: the dashboard's endpoints are named after its URLs (/batches/…),
+#: the API's shared module and the admin pages after their package. Other API modules are ``api_<module>``.
+BLUEPRINT_NAMES = {"staff.dashboard": "batches", "api.common": "api", "admin.pages": "admin"}
 
 
 def _view_modules():
-    """(file name, module) of every view module with a blueprint."""
-    for info in pkgutil.iter_modules(views.__path__):
-        module = importlib.import_module(f"{views.__name__}.{info.name}")
+    """(path below views, module) of every view module with a blueprint."""
+    for info in pkgutil.walk_packages(views.__path__, f"{views.__name__}."):
+        module = importlib.import_module(info.name)
         if hasattr(module, "bp"):
-            yield info.name, module
+            yield info.name.removeprefix(f"{views.__name__}."), module
+
+
+def _expected_name(path: str) -> str:
+    package, _, name = path.rpartition(".")
+    return BLUEPRINT_NAMES.get(path, f"api_{name}" if package == "api" else name)
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +46,7 @@ def test_every_view_module_with_a_blueprint_is_listed_in_the_factory(bare_app):
 
 def test_a_view_module_is_named_as_its_blueprint():
     for name, module in _view_modules():
-        assert module.bp.name == BLUEPRINT_NAMES.get(name, name), name
+        assert module.bp.name == _expected_name(name), name
 
 
 def test_the_api_blueprints_are_exactly_the_reviewed_list(bare_app):

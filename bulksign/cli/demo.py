@@ -6,10 +6,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+import click
+from flask import current_app
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bulksign.models import DocumentTemplate, User
+from bulksign.core.extensions import db
+from bulksign.models import DocumentTemplate, User, utcnow
 from bulksign.people.users import create_user, normalise_email
 
 DEMO_TEMPLATE_NAME = "Employment agreement (demo)"
@@ -55,3 +58,16 @@ def create_demo(session: Session, *, email: str, password: str, now: datetime, f
         writer.writerows(DEMO_ROWS)
     return DemoResult(email=user.email, password=password, created_user=created_user,
                       template_id=template.id, csv_path=csv_path)
+
+
+@click.command("demo")
+@click.option("--email", default="admin@example.com", show_default=True)
+@click.option("--password", default="bulksign-demo", show_default=True)
+def demo_command(email: str, password: str) -> None:
+    """Create a demo admin, a demo template and a demo recipients file (idempotent)."""
+    result = create_demo(db.session, email=email, password=password, now=utcnow(),
+                         folder=current_app.config["VAR_DIR"])
+    db.session.commit()
+    click.echo(f"Demo login: {result.email} / {result.password}"
+               + (" (existing account kept)" if not result.created_user else ""))
+    click.echo(f"Demo recipients file: {result.csv_path}")

@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from bulksign.core.branding import BrandError, normalise_color
 from bulksign.core.redis_client import check_url, rate_limit_storage
 
 #: The project folder; embedded defaults keep their files under ``var/`` here.
@@ -165,7 +166,6 @@ def _check(cfg: dict) -> None:
         if cfg[name] < 0:
             raise ConfigError(f"{name} must be 0 (no limit) or more")
     _check_brand(cfg)
-    _check_dkim(cfg)
 
 
 #: Image types a logo file may have (the browser and mail clients show these).
@@ -174,8 +174,6 @@ LOGO_TYPES = {".svg": "image/svg+xml", ".png": "image/png", ".jpg": "image/jpeg"
 
 
 def _check_brand(cfg: dict) -> None:
-    from bulksign.core.branding import BrandError, normalise_color
-
     if cfg.get("ORG_COLOR"):
         try:
             normalise_color(cfg["ORG_COLOR"])
@@ -188,18 +186,6 @@ def _check_brand(cfg: dict) -> None:
             raise ConfigError(f"ORG_LOGO must be an http(s) URL or an image file ({', '.join(LOGO_TYPES)}), got {logo!r}")
         if not path.is_file():
             raise ConfigError(f"ORG_LOGO names a file that does not exist: {logo!r}")
-
-
-def _check_dkim(cfg: dict) -> None:
-    """Read the DKIM key once, at start: a broken key stops the process instead of every mail."""
-    from bulksign.mail.dkim_signing import DkimConfigError, key_from_settings
-
-    try:
-        cfg["DKIM_KEY"] = key_from_settings(domain=cfg["DKIM_DOMAIN"], selector=cfg["DKIM_SELECTOR"],
-                                            private_key=cfg["DKIM_PRIVATE_KEY"],
-                                            private_key_path=cfg["DKIM_PRIVATE_KEY_PATH"])
-    except DkimConfigError as exc:
-        raise ConfigError(str(exc)) from None
 
 
 def _derive(cfg: dict) -> None:

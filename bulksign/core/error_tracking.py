@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 from flask import Flask
 
-from bulksign import __version__
+from bulksign.core.version import __version__
 from bulksign.core.logs import current_request_id, redact_query, redact_text
 
 logger = logging.getLogger(__name__)

@@ -13,6 +13,9 @@ from pathlib import Path
 import dkim
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from flask import Flask
+
+from bulksign.core.config import ConfigError
 
 #: Headers a signature covers: what a reader trusts (who, to whom, what about, which message, its body's type).
 SIGNED_HEADERS = (b"from", b"to", b"cc", b"reply-to", b"subject", b"date", b"message-id", b"mime-version",
@@ -87,3 +90,14 @@ def generate_key(*, domain: str, selector: str, bits: int = 2048) -> GeneratedKe
                                                    serialization.PublicFormat.SubjectPublicKeyInfo)
     return GeneratedKey(private_pem=private_pem, record_name=f"{selector}._domainkey.{domain.lower()}",
                         record_value=f"v=DKIM1; k=rsa; p={base64.b64encode(public_der).decode()}")
+
+
+def init_app(app: Flask) -> None:
+    """Read the DKIM key once, at start: a broken key stops the process instead of every mail."""
+    cfg = app.config
+    try:
+        cfg["DKIM_KEY"] = key_from_settings(domain=cfg["DKIM_DOMAIN"], selector=cfg["DKIM_SELECTOR"],
+                                            private_key=cfg["DKIM_PRIVATE_KEY"],
+                                            private_key_path=cfg["DKIM_PRIVATE_KEY_PATH"])
+    except DkimConfigError as exc:
+        raise ConfigError(str(exc)) from None

@@ -5,7 +5,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from bulksign.documents.storage import StorageError, check_key
+from bulksign.documents.storage.base import StorageError, check_key
 
 
 class S3Storage:

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 from werkzeug.routing import Rule
 
-from bulksign import __version__
+from bulksign.core.version import __version__
 from bulksign.integrations import idempotency, webhooks_out
 from bulksign.people.auth import public
 from bulksign.views.api.common import DEFAULT_LIMIT, PageQuery, IDEMPOTENCY_KEY, MAX_BIG_ID, MAX_ID, NO_NUL, REPLAYED_HEADER, ErrorResponse, Operation

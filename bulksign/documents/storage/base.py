@@ -1,0 +1,29 @@
+"""What every storage backend is: the interface, its errors, and the check that keeps a key inside the root."""
+from __future__ import annotations
+
+import re
+from typing import Protocol
+
+_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$")
+
+
+class StorageError(RuntimeError):
+    """The backend could not store or read a file; ``message`` is for people."""
+
+
+class InvalidKey(StorageError):
+    pass
+
+
+def check_key(key: str) -> str:
+    """A safe relative key: no '..', no leading '/', no backslashes or odd characters."""
+    if not _KEY.match(key or "") or ".." in key.split("/") or len(key) > 500:
+        raise InvalidKey(f"invalid storage key {key!r}")
+    return key
+
+
+class Storage(Protocol):
+    def put(self, key: str, data: bytes, *, content_type: str = "application/pdf") -> None: ...
+    def get(self, key: str) -> bytes: ...
+    def exists(self, key: str) -> bool: ...
+    def delete(self, key: str) -> None: ...
