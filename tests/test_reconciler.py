@@ -13,7 +13,7 @@ from bulksign.core.extensions import db, get_redis
 from bulksign.jobs.periodic import reconcile_stuck_work
 from bulksign.models import Batch, OutgoingMail, SigningRequest, utcnow
 from bulksign.work.pipeline import BEAT_TRUST_SECONDS, RENDER, SEND, beating, enqueue_renders, owners
-from bulksign.work.queues import get_queue
+from bulksign.work.queues import RECONCILE, get_queue
 from bulksign.batches.reconciler import reconcile
 from bulksign.batches.states import transition
 from tests.conftest import NOW
@@ -317,9 +317,9 @@ def test_a_scheduled_job_is_alive_only_while_it_waits_in_the_registry_for_a_mome
     from bulksign.batches.reconciler import live_jobs
 
     redis, queue, now = get_redis(), get_queue("mail"), utcnow()
-    ahead = queue.enqueue_at(now + timedelta(minutes=2), "bulksign.jobs.periodic.tick")
-    lost = queue.enqueue_at(now + timedelta(minutes=2), "bulksign.jobs.periodic.tick")
+    ahead = queue.enqueue_at(now + timedelta(minutes=2), RECONCILE.path)
+    lost = queue.enqueue_at(now + timedelta(minutes=2), RECONCILE.path)
     ScheduledJobRegistry("mail", connection=redis).remove(lost.id)
-    overdue = queue.enqueue_at(now - timedelta(minutes=10), "bulksign.jobs.periodic.tick")
+    overdue = queue.enqueue_at(now - timedelta(minutes=10), RECONCILE.path)
     ids = [ahead.id, lost.id, overdue.id]
     assert live_jobs(redis, ids, now=now, queue="mail") == {ahead.id}

@@ -392,7 +392,8 @@ def _assert_no_leak(text: str, where: str) -> None:
 
 
 def test_template_expressions_cannot_reach_internals_in_documents_or_mails(app):
-    from bulksign.doc_templates.versions import TemplateError, render_html, render_text
+    from bulksign.doc_templates.errors import TemplateError
+    from bulksign.doc_templates.jinja_sandbox import render_html, render_text
 
     for payload in INJECTIONS:
         for render in (render_html, render_text):
@@ -912,9 +913,9 @@ def test_retry_failed_refuses_ids_that_are_not_whole_numbers(app, client, users)
     "/admin/rq/0/data/jobs/default/failed/x/asc/y.json",
 ])
 def test_rq_dashboard_addresses_naming_nothing_are_a_404(app, client, auth, path):
-    from bulksign.work.queues import get_queue
+    from bulksign.work.queues import RECONCILE, get_queue
 
-    get_queue("default").enqueue("bulksign.jobs.periodic.tick")  # the default queue exists
+    get_queue("default").enqueue(RECONCILE.path)  # the default queue exists
     auth.login_admin()
     assert client.get(path).status_code == 404
 

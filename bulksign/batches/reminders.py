@@ -21,7 +21,9 @@ from sqlalchemy import JSON, String, and_, cast, exists, func, insert, literal, 
 from sqlalchemy.orm import Session
 
 from bulksign.batches.progress import BatchActionError, batch_for_action
-from bulksign.doc_templates.versions import DEFAULT_REMINDER_BODY, DEFAULT_REMINDER_SUBJECT, extract_variables, mail_text, render_text, text_sandbox
+from bulksign.doc_templates.jinja_sandbox import render_text, text_sandbox
+from bulksign.doc_templates.mail_texts import DEFAULT_REMINDER_BODY, DEFAULT_REMINDER_SUBJECT, mail_text
+from bulksign.doc_templates.variables import extract_variables
 from bulksign.signing.invitations import html_body, mail_context, tracking_url
 from bulksign.signing.links import current_token
 from bulksign.core.localtime import zone_of
@@ -83,14 +85,6 @@ def reminder_schedule(batch: Batch) -> tuple[float, ...]:
     days = sorted({float(d) for d in raw if isinstance(d, (int, float)) and not isinstance(d, bool) and d > 0})
     cap = max(0, min(MAX_REMINDERS_LIMIT, 3 if batch.max_reminders is None else batch.max_reminders))
     return tuple(days[:cap])
-
-
-def next_reminder_at(batch: Batch, *, sent_at: datetime | None, reminder_count: int) -> datetime | None:
-    """When the next automatic reminder of a waiting request falls due (quiet hours aside), or None."""
-    schedule = reminder_schedule(batch)
-    if sent_at is None or reminder_count >= len(schedule):
-        return None
-    return sent_at + timedelta(days=schedule[reminder_count])
 
 
 def in_quiet_hours(batch: Batch, *, now: datetime) -> bool:

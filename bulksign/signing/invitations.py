@@ -19,7 +19,9 @@ from sqlalchemy.orm import Session, joinedload
 from sqlalchemy.orm.attributes import set_committed_value
 
 from bulksign.core.branding import brand_from, logo_src
-from bulksign.doc_templates.versions import TemplateError, mail_text, render_text
+from bulksign.doc_templates.errors import TemplateError
+from bulksign.doc_templates.jinja_sandbox import render_text
+from bulksign.doc_templates.mail_texts import mail_text
 from bulksign.signing.links import current_token, issue_links, signing_url
 from bulksign.core.localtime import batch_time
 from bulksign.mail.mail_headers import one_line
@@ -87,12 +89,6 @@ def load_requests(session: Session, request_ids: Sequence[int]) -> list[SigningR
                  batch.joinedload(Batch.created_by))).unique())
 
 
-def load_request(session: Session, request_id: int) -> SigningRequest | None:
-    """One request as ``load_requests`` loads it (what render and mail read), or None."""
-    found = load_requests(session, [request_id])
-    return found[0] if found else None
-
-
 @dataclass(frozen=True)
 class QueuedInvitations:
     #: request id → id of its invitation row.
@@ -124,14 +120,6 @@ def queue_invitations(session: Session, *, request_ids: Sequence[int], now: date
                           subject=one_line(text=subject), request_id=request.id, batch_id=request.batch_id))
     ids = queue_mails(session, mails, now=now)
     return QueuedInvitations(mail_ids={m["request_id"]: i for m, i in zip(mails, ids)}, errors=errors)
-
-
-def queue_invitation(session: Session, *, request_id: int, now: datetime, app: Flask) -> int:
-    """The id of the invitation row of one generated request; raises ``TemplateError`` if it cannot be written."""
-    queued = queue_invitations(session, request_ids=[request_id], now=now, app=app)
-    if request_id in queued.errors:
-        raise TemplateError(queued.errors[request_id])
-    return queued.mail_ids[request_id]
 
 
 def record_sent(session: Session, *, request: SigningRequest, mail: OutgoingMail, now: datetime,
