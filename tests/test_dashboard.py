@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import event, select
 
-from bulksign.batches import dashboard
-from bulksign.batches.dashboard import DashboardError, RecipientFilter
+from bulksign.batches import dashboard, recipients_table
+from bulksign.batches.recipients_table import DashboardError, RecipientFilter
 from bulksign.core.extensions import db
 from bulksign.models import Event, OutgoingMail, SigningRequest
 from tests.conftest import NOW
@@ -41,22 +41,22 @@ def test_batch_list_search_by_name_and_newest_first(client, auth, batch, users):
 
 
 def test_not_opened_filter_lists_sent_requests_whose_link_was_never_opened(app, batch):
-    page = dashboard.recipients_page(db.session, batch_id=batch.id, flt=RecipientFilter(status="not_opened"))
+    page = recipients_table.recipients_page(db.session, batch_id=batch.id, flt=RecipientFilter(status="not_opened"))
     assert len(page.items) == 5 and {r.status for r in page.items} == {"sent"}
 
 
 @pytest.mark.parametrize("status,expected", [("signed", 4), ("problems", 3), ("waiting", 3), ("", len(MIX))])
 def test_status_filters_count(app, batch, status, expected):
-    assert dashboard.count_matching(db.session, batch_id=batch.id, flt=RecipientFilter(status=status)) == expected
+    assert recipients_table.count_matching(db.session, batch_id=batch.id, flt=RecipientFilter(status=status)) == expected
 
 
 def test_search_by_email_or_name(app, batch):
-    by_email = dashboard.recipients_page(db.session, batch_id=batch.id, flt=RecipientFilter(q="person000003@"))
-    by_name = dashboard.recipients_page(db.session, batch_id=batch.id, flt=RecipientFilter(q="Person 000004"))
+    by_email = recipients_table.recipients_page(db.session, batch_id=batch.id, flt=RecipientFilter(q="person000003@"))
+    by_name = recipients_table.recipients_page(db.session, batch_id=batch.id, flt=RecipientFilter(q="Person 000004"))
     assert [r.email for r in by_email.items] == ["person000003@example.org"]
     assert [r.name for r in by_name.items] == ["Person 000004"]
     # LIKE wildcards are text, not patterns
-    assert not dashboard.recipients_page(db.session, batch_id=batch.id, flt=RecipientFilter(q="%")).items
+    assert not recipients_table.recipients_page(db.session, batch_id=batch.id, flt=RecipientFilter(q="%")).items
 
 
 @pytest.mark.parametrize("sort", ["row", "email", "name", "status", "updated"])
@@ -65,13 +65,13 @@ def test_keyset_pages_walk_every_row_once_in_order(app, batch, sort, desc):
     flt = RecipientFilter(sort=sort, desc=desc)
     seen, cursor = [], None
     for _ in range(20):
-        page = dashboard.recipients_page(db.session, batch_id=batch.id, flt=flt, cursor=cursor, limit=4)
+        page = recipients_table.recipients_page(db.session, batch_id=batch.id, flt=flt, cursor=cursor, limit=4)
         seen.extend(page.items)
         cursor = page.next_cursor
         if cursor is None:
             break
     assert len(seen) == len(MIX) and len({r.id for r in seen}) == len(MIX)
-    keys = [(getattr(r, dashboard.SORTS[sort].key), r.id) for r in seen]
+    keys = [(getattr(r, recipients_table.SORTS[sort].key), r.id) for r in seen]
     assert keys == sorted(keys, reverse=desc)
 
 
@@ -79,23 +79,23 @@ def test_a_forged_or_foreign_cursor_is_a_clear_400(client, auth, batch):
     auth.login()
     response = client.get(f"/batches/{batch.id}/requests?cursor=bm9wZQ")
     assert response.status_code == 400 and "cursor is not valid" in response.get_data(as_text=True)
-    cursor = dashboard.encode_cursor(RecipientFilter(sort="email"), "a@b", 1)
+    cursor = recipients_table.encode_cursor(RecipientFilter(sort="email"), "a@b", 1)
     with pytest.raises(DashboardError):
-        dashboard.recipients_page(db.session, batch_id=batch.id, flt=RecipientFilter(sort="name"), cursor=cursor)
+        recipients_table.recipients_page(db.session, batch_id=batch.id, flt=RecipientFilter(sort="name"), cursor=cursor)
     assert client.get(f"/batches/{batch.id}/requests?sort=password").status_code == 400
 
 
 def test_select_all_matching_resolves_every_id_on_the_server_in_pages(app, batch):
     other = make_batch(db.session, statuses=["sent"] * 3, now=NOW, name="Other")
-    selection = dashboard.resolve_selection(db.session, batch_id=batch.id, request_ids=[], select_all=True,
-                                            flt=RecipientFilter(status="sent"))
+    selection = recipients_table.resolve_selection(db.session, batch_id=batch.id, request_ids=[], select_all=True,
+                                                   flt=RecipientFilter(status="sent"))
     assert len(selection.request_ids) == 5
-    pages = list(dashboard.matching_id_pages(db.session, batch_id=batch.id, flt=RecipientFilter(), page_size=7))
+    pages = list(recipients_table.matching_id_pages(db.session, batch_id=batch.id, flt=RecipientFilter(), page_size=7))
     assert [len(p) for p in pages] == [7, 7, 4]
     # ids of another batch are dropped from a hand-made selection
     foreign = db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == other.id)).all()
-    picked = dashboard.resolve_selection(db.session, batch_id=batch.id, request_ids=[*foreign, pages[0][0]],
-                                         select_all=False, flt=RecipientFilter())
+    picked = recipients_table.resolve_selection(db.session, batch_id=batch.id, request_ids=[*foreign, pages[0][0]],
+                                                select_all=False, flt=RecipientFilter())
     assert picked.request_ids == (pages[0][0],)
 
 
@@ -328,8 +328,8 @@ def test_matching_count_from_the_batch_counts_equals_the_counted_one(app, batch,
 
     flt = RecipientFilter(status=status, q=q)
     counts = counts_for(db.session, [batch.id])[batch.id]
-    assert dashboard.count_matching(db.session, batch_id=batch.id, flt=flt, counts=counts) == \
-        dashboard.count_matching(db.session, batch_id=batch.id, flt=flt)
+    assert recipients_table.count_matching(db.session, batch_id=batch.id, flt=flt, counts=counts) == \
+        recipients_table.count_matching(db.session, batch_id=batch.id, flt=flt)
 
 
 def test_batch_page_shows_deadline_reminder_schedule_throughput_and_eta(client, auth, batch):

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from bulksign.batches import counts as batch_counts
 from bulksign.batches.progress import CANCELLABLE, BatchActionError, batch_for_action, batch_for_retry, cancel_batch, cancel_requests, open_request_ids, retry_failed, stop_batch
-from bulksign.batches.dashboard import RecipientFilter
+from bulksign.batches.recipients_table import RecipientFilter
 from bulksign.models import SigningRequest, User
 from bulksign.work.pipeline import enqueue_sends
 from bulksign.work.queues import BULK_BY_FILTER, BULK_BY_IDS

@@ -14,7 +14,7 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from bulksign.batches.dashboard import RecipientFilter, recipients_page
+from bulksign.batches.recipients_table import RecipientFilter, recipients_page
 from bulksign.core.logs import log
 from bulksign.models import Document, Export, SigningRequest
 from bulksign.core.spreadsheets import formula_safe

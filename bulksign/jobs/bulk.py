@@ -5,7 +5,7 @@ import logging
 
 from bulksign.batches.progress import BatchActionError
 from bulksign.batches.bulk_actions import JOB_SLICE, reachable_ids, run_staff_action
-from bulksign.batches.dashboard import RecipientFilter, resolve_selection
+from bulksign.batches.recipients_table import RecipientFilter, resolve_selection
 from bulksign.core.extensions import db
 from bulksign.core.logs import log
 from bulksign.models import User, utcnow

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from flask import Response, stream_with_context
 
-from bulksign.batches.dashboard import RecipientFilter
+from bulksign.batches.recipients_table import RecipientFilter
 from bulksign.batches.exports import recipients_csv
 from bulksign.core.extensions import db
 

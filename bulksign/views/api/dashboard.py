@@ -7,9 +7,9 @@ from typing import Literal
 from flask import Blueprint, g
 from pydantic import BaseModel, Field
 
-from bulksign.batches import dashboard
+from bulksign.batches import dashboard, recipients_table
 from bulksign.core import keyset
-from bulksign.batches.dashboard import DashboardError, RecipientFilter
+from bulksign.batches.recipients_table import DashboardError, RecipientFilter
 from bulksign.core.extensions import db
 from bulksign.models import SigningRequest
 from bulksign.views.api.common import NO_NUL, ApiError, NextCursor, PageQuery, answer, operation, parse_query
@@ -67,10 +67,10 @@ class BatchListQuery(PageQuery):
 
 
 class RecipientFilterQuery(BaseModel):
-    status: Literal[dashboard.FILTERS] | None = Field(
+    status: Literal[recipients_table.FILTERS] | None = Field(
         None, description="A status, or `not_opened`, `waiting` (still in the pipeline), `problems`.")
     q: str = Field("", max_length=200, pattern=NO_NUL, description="Part of the e-mail address or name.")
-    sort: Literal[tuple(dashboard.SORTS)] = "row"
+    sort: Literal[tuple(recipients_table.SORTS)] = "row"
     dir: Literal["asc", "desc"] = "asc"
 
     def to_filter(self) -> RecipientFilter:
@@ -134,8 +134,8 @@ def list_requests(batch_id: int):
     query = parse_query(RequestListQuery)
     _batch_view(batch_id)
     try:
-        page = dashboard.recipients_page(db.session, batch_id=batch_id, flt=query.to_filter(),
-                                         cursor=query.cursor, limit=query.limit)
+        page = recipients_table.recipients_page(db.session, batch_id=batch_id, flt=query.to_filter(),
+                                                cursor=query.cursor, limit=query.limit)
     except DashboardError as exc:
         raise ApiError(str(exc), 422, code="invalid_cursor") from None
     return answer(RequestPage(items=[_request_out(r) for r in page.items], next_cursor=page.next_cursor))

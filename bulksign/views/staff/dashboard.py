@@ -13,10 +13,11 @@ from flask_babel import lazy_gettext as _l
 from flask_babel import ngettext
 from flask_login import current_user
 
-from bulksign.batches import dashboard
+from bulksign.batches import dashboard, recipients_table
+from bulksign.batches import timeline as request_timeline
 from bulksign.batches.progress import BatchActionError
 from bulksign.batches.bulk_actions import ACTIONS, INLINE_LIMIT, BulkOutcome, enqueue_bulk, run_staff_action
-from bulksign.batches.dashboard import DashboardError, RecipientFilter
+from bulksign.batches.recipients_table import DashboardError, RecipientFilter
 from bulksign.batches.exports import latest_export, start_signed_zip
 from bulksign.core.extensions import db
 from bulksign.core.logs import log
@@ -46,7 +47,7 @@ def status_labels() -> dict[str, str]:
 
 @bp.app_template_global()
 def event_label(kind: str) -> str:
-    return dashboard.EVENT_LABELS.get(kind, kind)
+    return request_timeline.EVENT_LABELS.get(kind, kind)
 
 
 def _filter_from(args) -> RecipientFilter:
@@ -75,11 +76,11 @@ def index():
 
 def _table_context(batch_id: int, flt: RecipientFilter, cursor: str | None, counts=None) -> dict:
     try:
-        page = dashboard.recipients_page(db.session, batch_id=batch_id, flt=flt, cursor=cursor)
+        page = recipients_table.recipients_page(db.session, batch_id=batch_id, flt=flt, cursor=cursor)
     except DashboardError as exc:
         abort(400, description=str(exc))
     return {"page": page, "flt": flt, "cursor": cursor,
-            "matching": dashboard.count_matching(db.session, batch_id=batch_id, flt=flt, counts=counts)}
+            "matching": recipients_table.count_matching(db.session, batch_id=batch_id, flt=flt, counts=counts)}
 
 
 def _progress_context(batch: Batch, progress: dashboard.Progress) -> dict:
@@ -104,7 +105,7 @@ PHASE_WORDS = {"sending": _l("sending"), "waiting": _l("waiting for signatures")
 
 def _shown_ids() -> list[int]:
     """The recipients table's rows on screen (the poll sends them), so their cells follow the bar."""
-    return [int(v) for v in request.args.getlist("shown")[:dashboard.MAX_PAGE_SIZE] if v.isdigit()]
+    return [int(v) for v in request.args.getlist("shown")[:recipients_table.MAX_PAGE_SIZE] if v.isdigit()]
 
 
 @bp.get("/<int:batch_id>")
@@ -113,7 +114,7 @@ def detail(batch_id: int):
     flt = _filter_from(request.args)
     return render_template(
         "batches/detail.html", schedule=["%g" % day for day in reminder_schedule(view.batch)],
-        export=latest_export(db.session, batch_id=batch_id), filters=dashboard.FILTERS,
+        export=latest_export(db.session, batch_id=batch_id), filters=recipients_table.FILTERS,
         view=view, **_progress_context(view.batch, view.progress), **_table_context(batch_id, flt, request.args.get("cursor"), view.counts),
     )
 
@@ -124,7 +125,7 @@ def progress(batch_id: int):
     if found is None:
         abort(404)
     # Only the rows on screen are re-read: their status cells are swapped in place (selection and scroll stay).
-    rows = dashboard.rows_by_id(db.session, batch_id=batch_id, request_ids=_shown_ids())
+    rows = recipients_table.rows_by_id(db.session, batch_id=batch_id, request_ids=_shown_ids())
     return render_template("batches/_progress.html", rows=rows, **_progress_context(*found))
 
 
@@ -134,7 +135,7 @@ def table(batch_id: int):
         abort(404)
     flt = _filter_from(request.args)
     cursor = request.args.get("cursor")
-    html = render_template("batches/_table.html", batch_id=batch_id, filters=dashboard.FILTERS,
+    html = render_template("batches/_table.html", batch_id=batch_id, filters=recipients_table.FILTERS,
                            **_table_context(batch_id, flt, cursor))
     # The address bar follows the filter, sort and page: a reload, a bookmark or "back" shows the same table.
     page_url = url_for("batches.detail", batch_id=batch_id, **flt.as_args(), **({"cursor": cursor} if cursor else {}))
@@ -143,7 +144,7 @@ def table(batch_id: int):
 
 @bp.get("/<int:batch_id>/requests/<int:request_id>")
 def timeline(batch_id: int, request_id: int):
-    found = dashboard.timeline(db.session, batch_id=batch_id, request_id=request_id)
+    found = request_timeline.timeline(db.session, batch_id=batch_id, request_id=request_id)
     if found is None:
         abort(404)
     return render_template("batches/_timeline.html", tl=found, batch_id=batch_id)
@@ -203,12 +204,12 @@ def bulk_action(batch_id: int):
             return back
         select_all = request.form.get("select_all") == "1"
         if select_all:
-            matching = dashboard.count_matching(db.session, batch_id=batch_id, flt=flt)
+            matching = recipients_table.count_matching(db.session, batch_id=batch_id, flt=flt)
             if matching > INLINE_LIMIT:
                 _in_background(batch_id, action, flt, matching)
                 return back
-        ids = list(dashboard.resolve_selection(db.session, batch_id=batch_id, request_ids=_ids_from_form(),
-                                               select_all=select_all, flt=flt).request_ids)
+        ids = list(recipients_table.resolve_selection(db.session, batch_id=batch_id, request_ids=_ids_from_form(),
+                                                      select_all=select_all, flt=flt).request_ids)
         if not ids:
             flash(_("Select at least one recipient (tick the rows, or \"select all matching\") first."), "error")
             return back
