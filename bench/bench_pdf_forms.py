@@ -75,7 +75,7 @@ def run(*, small: bool) -> list[Figure]:
     from bench.bench_pipeline import _bare_loop, _contract
     from bulksign.doc_templates import pdf_forms
     from bulksign.core.config import load_config
-    from bulksign.doc_templates.versions import render_html
+    from bulksign.doc_templates.jinja_sandbox import render_html
     from bulksign.documents.pdf import render_pdf
 
     concurrency = int(load_config({}).get("PDF_CONCURRENCY") or os.cpu_count() or 1)

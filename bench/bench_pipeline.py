@@ -178,9 +178,9 @@ def run(*, small: bool) -> list[Figure]:
     from aiosmtpd.controller import Controller
     from sqlalchemy import select
 
-    from bulksign.doc_templates.versions import render_html
+    from bulksign.doc_templates.jinja_sandbox import render_html
     from bulksign.core.extensions import db
-    from bulksign.documents.rendering import document_context
+    from bulksign.jobs.pdf import document_context
     from bulksign.models import SigningRequest
     from bulksign.work.pipeline import enqueue_renders
     from tests.support.batches import worker_env

@@ -15,7 +15,8 @@ from sqlalchemy import select
 
 from bulksign.doc_templates import docx_templates
 from bulksign.documents import libreoffice
-from bulksign.doc_templates.versions import TemplateError, get_version
+from bulksign.doc_templates.errors import TemplateError
+from bulksign.doc_templates.versions import get_version
 from bulksign.core.extensions import db
 from bulksign.models import Document, DocumentTemplate
 from bulksign.documents.pdf import RenderError

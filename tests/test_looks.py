@@ -9,7 +9,8 @@ from sqlalchemy import select, update
 
 from bulksign.core import branding
 from bulksign.core.config import ConfigError, load_config
-from bulksign.doc_templates.versions import TemplateError, extract_variables
+from bulksign.doc_templates.errors import TemplateError
+from bulksign.doc_templates.variables import extract_variables
 from bulksign.core.extensions import db
 from bulksign.batches.home import home
 from bulksign.models import Batch, SigningRequest

@@ -9,7 +9,8 @@ import pytest
 from flask_mail import Message
 from sqlalchemy import select, update
 
-from bulksign.doc_templates.versions import TemplateError, create_template
+from bulksign.doc_templates.errors import TemplateError
+from bulksign.doc_templates.versions import create_template
 from bulksign.core.extensions import db
 from bulksign.mail.mail_headers import HeaderError, header, outgoing
 from bulksign.models import Batch, OutgoingMail, Team, TemplateVersion, utcnow

@@ -8,7 +8,7 @@ import pytest
 from pypdf import PdfReader
 
 from bulksign.doc_templates import pdf_cleaning, pdf_forms
-from bulksign.doc_templates.versions import TemplateError
+from bulksign.doc_templates.errors import TemplateError
 from tests.support.pdf_files import (CONTRACT_FIELDS, HTTPS_LINK, active_content, contract_form, encrypted_pdf,
                                      hostile_form, nested_pdf, plain_pdf, xfa_form)
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from bulksign.doc_templates.versions import TemplateError, render_html, render_text
+from bulksign.doc_templates.errors import TemplateError
+from bulksign.doc_templates.jinja_sandbox import render_html, render_text
 from bulksign.documents.pdf import RenderError, render_pdf
 from bulksign.documents.storage import InvalidKey, LocalStorage
 from bulksign.core.tokens import hash_token, new_nonce, signing_token

@@ -13,7 +13,9 @@ from reportlab.pdfgen import canvas
 from sqlalchemy import select
 
 from bulksign.documents import sealing, signed_pdf
-from bulksign.doc_templates.versions import BUILTIN_VARIABLES, create_template, render_html
+from bulksign.doc_templates.jinja_sandbox import render_html
+from bulksign.doc_templates.variables import BUILTIN_VARIABLES
+from bulksign.doc_templates.versions import create_template
 from bulksign.core.extensions import db
 from bulksign.models import Document
 from bulksign.documents.pdf import render_pdf

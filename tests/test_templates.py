@@ -7,7 +7,11 @@ import pytest
 from sqlalchemy import select
 
 from bulksign.cli.demo import DEMO_HTML
-from bulksign.doc_templates.versions import TemplateError, check_html_safety, create_template, extract_variables, get_version, list_templates, render_html, save_version
+from bulksign.doc_templates.errors import TemplateError
+from bulksign.doc_templates.html_safety import check_html_safety
+from bulksign.doc_templates.jinja_sandbox import render_html
+from bulksign.doc_templates.variables import extract_variables
+from bulksign.doc_templates.versions import create_template, get_version, list_templates, save_version
 from bulksign.core.extensions import db
 from bulksign.models import DocumentTemplate
 from bulksign.documents.pdf import render_pdf

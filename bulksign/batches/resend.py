@@ -18,7 +18,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from bulksign.batches.progress import BatchActionError, batch_for_action
-from bulksign.doc_templates.versions import TemplateError
+from bulksign.doc_templates.errors import TemplateError
 from bulksign.signing.invitations import KIND as INVITATION
 from bulksign.signing.invitations import extended_deadline, queue_invitations
 from bulksign.core.logs import log

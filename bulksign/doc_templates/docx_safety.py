@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from lxml import etree
 
-from bulksign.doc_templates.versions import TemplateError
+from bulksign.doc_templates.errors import TemplateError
 from bulksign.core.messages import N_
 
 #: Relationship types (transitional and strict) whose target may be outside the package: a hyperlink is never

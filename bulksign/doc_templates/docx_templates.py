@@ -34,7 +34,10 @@ from pypdf.errors import PdfReadError
 from bulksign.doc_templates import docx_safety
 from bulksign.documents import libreoffice
 from bulksign.core import zip_archives
-from bulksign.doc_templates.versions import TemplateError, _unsafe_jinja, render_html, sample_row, sandbox
+from bulksign.doc_templates.errors import TemplateError
+from bulksign.doc_templates.html_safety import unsafe_jinja
+from bulksign.doc_templates.jinja_sandbox import render_html, sandbox
+from bulksign.doc_templates.variables import sample_row
 from bulksign.core.messages import N_
 from bulksign.models import TemplateVersion
 from bulksign.documents.signature_box import BOX_HEIGHT_MM, BOX_WIDTH_MM, SIGNATURE_VARIABLE
@@ -75,7 +78,7 @@ class _SandboxForDocx:
 def _checked(source: str):
     # Versions never change: a worker checks each part once, not once per recipient.
     ast = sandbox.parse(source)
-    problem = _unsafe_jinja(ast)
+    problem = unsafe_jinja(ast)
     if problem:
         raise problem
     return ast

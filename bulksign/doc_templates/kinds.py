@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from flask_babel import lazy_gettext as _l
 
 from bulksign.doc_templates import docx_templates, pdf_cleaning, pdf_forms
-from bulksign.doc_templates.versions import TemplateError, render_html
+from bulksign.doc_templates.errors import TemplateError
+from bulksign.doc_templates.jinja_sandbox import render_html
 from bulksign.core.messages import N_
 from bulksign.models import TemplateVersion
 from bulksign.documents.pdf import render_pdf

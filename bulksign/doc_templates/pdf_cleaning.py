@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bulksign.doc_templates.versions import TemplateError
+from bulksign.doc_templates.errors import TemplateError
 from bulksign.core.messages import N_
 
 #: Deepest nesting of arrays and dictionaries inside one object a template may have. Real files stay under 20;

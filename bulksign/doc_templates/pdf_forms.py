@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from io import BytesIO
 
 from bulksign.doc_templates import pdf_cleaning
-from bulksign.doc_templates.versions import TemplateError
+from bulksign.doc_templates.errors import TemplateError
 from bulksign.core.messages import N_
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE, SignatureBox, SignatureBoxError, check_box
 

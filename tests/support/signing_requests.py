@@ -8,7 +8,8 @@ from datetime import datetime, timedelta
 from flask import current_app
 
 from bulksign.batches import counts as batch_counts
-from bulksign.doc_templates.versions import create_template, render_html
+from bulksign.doc_templates.jinja_sandbox import render_html
+from bulksign.doc_templates.versions import create_template
 from bulksign.core.extensions import db
 from bulksign.signing.links import issue_link
 from bulksign.models import Batch, Document, SigningRequest, User

@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bulksign.people import access
 from bulksign.doc_templates import versions as dt, pdf_forms, kinds as template_kinds
+from bulksign.doc_templates.errors import TemplateError
+from bulksign.doc_templates.mail_texts import MAIL_FIELDS
 from bulksign.core import keyset
 from bulksign.core.extensions import db
 from bulksign.models import DocumentTemplate, TemplateVersion, utcnow
@@ -125,7 +127,7 @@ def _file_fields(form: TemplateForm) -> dict:
     upload = request.files["file"]
     try:
         kind = template_kinds.kind_for_filename(upload.filename or "")
-    except dt.TemplateError as exc:
+    except TemplateError as exc:
         raise ApiError(str(exc.message), 422, code="file_refused") from None
     raw = upload.read(template_kinds.MAX_SOURCE_BYTES + 1)
     if kind != template_kinds.HTML:
@@ -148,12 +150,12 @@ def create():
     else:
         form = parse_body(TemplateBody)
         fields = {"name": form.name, "html": form.html}
-    mail_texts = {f: getattr(form, f) for f in dt.MAIL_FIELDS if getattr(form, f) is not None}
+    mail_texts = {f: getattr(form, f) for f in MAIL_FIELDS if getattr(form, f) is not None}
     try:
         saved = dt.create_template(db.session, user=g.api_user, now=utcnow(), team_id=form.team_id, **fields,
                                    **mail_texts)
         db.session.commit()
-    except dt.TemplateError as exc:
+    except TemplateError as exc:
         db.session.rollback()
         raise ApiError(str(exc.message), 422, code="template_invalid", details={"line": exc.line}) from None
     return answer(template_out(saved.template, saved.version), 201)
@@ -192,7 +194,7 @@ def place_boxes(template_id: int):
         db.session.commit()
     except dt.NotPdfTemplate as exc:
         raise ApiError(str(exc.message), 409, code="not_a_pdf_template") from None
-    except dt.TemplateError as exc:
+    except TemplateError as exc:
         raise ApiError(str(exc.message), 422, code="boxes_invalid") from None
     return answer(template_out(saved.template, saved.version))
 

@@ -11,6 +11,10 @@ from flask_login import current_user
 
 from bulksign.people import access
 from bulksign.doc_templates import versions as dt, pdf_forms, kinds as template_kinds
+from bulksign.doc_templates.errors import TemplateError
+from bulksign.doc_templates.mail_texts import (DEFAULT_EMAIL_BODY, DEFAULT_EMAIL_SUBJECT, DEFAULT_REMINDER_BODY,
+                                               DEFAULT_REMINDER_SUBJECT, MAIL_FIELDS)
+from bulksign.doc_templates.variables import BUILTIN_VARIABLES, sample_row
 from bulksign.documents import pdf_pages
 from bulksign.core.extensions import db
 from bulksign.models import DocumentTemplate, utcnow
@@ -21,8 +25,8 @@ bp = Blueprint("doc_templates", __name__, url_prefix="/templates")
 
 #: An uploaded .html template larger than this is surely not a document template.
 MAX_TEMPLATE_BYTES = 2 * 1024 * 1024
-DEFAULTS = {"email_subject": dt.DEFAULT_EMAIL_SUBJECT, "email_body": dt.DEFAULT_EMAIL_BODY,
-            "reminder_subject": dt.DEFAULT_REMINDER_SUBJECT, "reminder_body": dt.DEFAULT_REMINDER_BODY}
+DEFAULTS = {"email_subject": DEFAULT_EMAIL_SUBJECT, "email_body": DEFAULT_EMAIL_BODY,
+            "reminder_subject": DEFAULT_REMINDER_SUBJECT, "reminder_body": DEFAULT_REMINDER_BODY}
 
 
 def _template_or_404(template_id: int) -> DocumentTemplate:
@@ -48,15 +52,15 @@ def _submitted_document() -> Submitted:
         return Submitted(kind, "", raw)
     raw = upload.read(MAX_TEMPLATE_BYTES + 1)
     if len(raw) > MAX_TEMPLATE_BYTES:
-        raise dt.TemplateError(_("The template file is larger than 2 MB."))
+        raise TemplateError(_("The template file is larger than 2 MB."))
     try:
         return Submitted(kind, raw.decode("utf-8-sig"), None)
     except UnicodeDecodeError:
-        raise dt.TemplateError(_("Save the .html file as UTF-8 and upload it again.")) from None
+        raise TemplateError(_("Save the .html file as UTF-8 and upload it again.")) from None
 
 
 def _mail_fields() -> dict[str, str]:
-    return {f: request.form.get(f) or DEFAULTS[f] for f in dt.MAIL_FIELDS}
+    return {f: request.form.get(f) or DEFAULTS[f] for f in MAIL_FIELDS}
 
 
 @bp.get("/")
@@ -66,12 +70,12 @@ def index():
     return render_template("doc_templates/index.html", templates=templates, latest=latest)
 
 
-def _commit_version(save: Callable[[], dt.SavedVersion]) -> tuple[dt.SavedVersion | None, dt.TemplateError | None]:
+def _commit_version(save: Callable[[], dt.SavedVersion]) -> tuple[dt.SavedVersion | None, TemplateError | None]:
     """Run ``save`` and commit, telling staff the new version's number; or roll back and return the refusal."""
     try:
         saved = save()
         db.session.commit()
-    except dt.TemplateError as exc:
+    except TemplateError as exc:
         db.session.rollback()
         return None, exc
     flash(_("Saved as version %(n)s. Batches already created keep the version they used.", n=saved.version.version),
@@ -115,7 +119,7 @@ def edit(template_id: int):
     version = dt.get_version(db.session, template_id=template.id)
     form = {"name": template.name, "html": version.html if version else "",
             "kind": version.kind if version else template_kinds.HTML,
-            **{f: getattr(version, f) if version else DEFAULTS[f] for f in dt.MAIL_FIELDS}}
+            **{f: getattr(version, f) if version else DEFAULTS[f] for f in MAIL_FIELDS}}
     return _form_page(form, template, lambda document, mail: dt.save_version(
         db.session, template=template, html=document.html, kind=document.kind, file=document.file,
         user=current_user, now=utcnow(), **mail))
@@ -129,7 +133,7 @@ def detail(template_id: int):
     return render_template("doc_templates/detail.html", template=template, version=version,
                            versions=list(reversed(template.versions)),
                            kind_label=dict(template_kinds.choices()).get(version.kind, version.kind),
-                           required=[v for v in version.variables if v not in dt.BUILTIN_VARIABLES])
+                           required=[v for v in version.variables if v not in BUILTIN_VARIABLES])
 
 
 @bp.get("/<int:template_id>/preview")
@@ -147,9 +151,9 @@ def preview_pdf(template_id: int):
     number = request.args.get("version", type=int)
     version = dt.get_version(db.session, template_id=template.id, version=number) or abort(404)
     try:
-        pdf = template_kinds.render_document(version, dt.sample_row(version.variables),
+        pdf = template_kinds.render_document(version, sample_row(version.variables),
                                              timeout=current_app.config["PREVIEW_TIMEOUT_SECONDS"])
-    except (dt.TemplateError, RenderError, StorageError) as exc:
+    except (TemplateError, RenderError, StorageError) as exc:
         abort(422, str(getattr(exc, "message", exc)))
     return Response(pdf, mimetype="application/pdf", headers={
         "Content-Disposition": f'inline; filename="template-{template.id}-v{version.version}-preview.pdf"',
@@ -186,7 +190,7 @@ def place(template_id: int):
         layout = dt.pdf_layout(db.session, template=template)
     except dt.NotPdfTemplate:
         abort(404)
-    except (dt.TemplateError, StorageError) as exc:
+    except (TemplateError, StorageError) as exc:
         abort(422, str(getattr(exc, "message", exc)))
     version, form = layout.version, layout.form
     error, boxes = None, version.pdf_boxes or []
@@ -196,14 +200,14 @@ def place(template_id: int):
             if not isinstance(boxes, list) or not all(isinstance(b, dict) for b in boxes):
                 raise ValueError
         except ValueError:
-            boxes, error = [], dt.TemplateError(_("The boxes could not be read; place them again."))
+            boxes, error = [], TemplateError(_("The boxes could not be read; place them again."))
         if error is None:
             saved, error = _commit_version(lambda: dt.place_boxes(
                 db.session, template=template, boxes=boxes, user=current_user, now=utcnow()))
             if saved is not None:
                 return redirect(url_for(".detail", template_id=template.id))
     fields = [{"name": f.name, "page": f.page, "x": f.x, "y": f.y, "w": f.w, "h": f.h} for f in form.fields]
-    suggestions = sorted({*version.variables, *dt.BUILTIN_VARIABLES, pdf_forms.SIGNATURE_VARIABLE})
+    suggestions = sorted({*version.variables, *BUILTIN_VARIABLES, pdf_forms.SIGNATURE_VARIABLE})
     return render_template("doc_templates/place.html", template=template, version=version, form=form,
                            fields=fields, boxes=boxes, suggestions=suggestions, error=error,
                            widths=pdf_pages.WIDTHS), 422 if error else 200
