@@ -122,7 +122,7 @@ def run(*, small: bool) -> list[Figure]:
     from bulksign.documents import libreoffice
     from bulksign.doc_templates.versions import create_template
     from bulksign.core.extensions import db
-    from bulksign.jobs.pdf import document_context
+    from bulksign.documents.rendering import document_context
     from bulksign.models import SigningRequest, utcnow
     from bulksign.people.users import create_user
     from tests.support import docx_files

@@ -180,7 +180,7 @@ def run(*, small: bool) -> list[Figure]:
 
     from bulksign.doc_templates.jinja_sandbox import render_html
     from bulksign.core.extensions import db
-    from bulksign.jobs.pdf import document_context
+    from bulksign.documents.rendering import document_context
     from bulksign.models import SigningRequest
     from bulksign.work.pipeline import enqueue_renders
     from tests.support.batches import worker_env

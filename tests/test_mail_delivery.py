@@ -128,7 +128,7 @@ def test_a_server_that_greets_with_421_or_refuses_the_connection_is_down_not_a_f
 
     from flask_mail import Message
 
-    from bulksign.jobs.mail import SmtpLink
+    from bulksign.mail.smtp_link import SmtpLink
     from bulksign.mail.mail_headers import outgoing
 
     listener = socket.create_server(("127.0.0.1", 0))

@@ -1,6 +1,6 @@
 """Whether the mail server can be reached: noted by the mail workers, read by ``/readyz``.
 
-A mail server that refuses connections uses up no attempt: its mails wait for it (``jobs.mail``). Staff then see
+A mail server that refuses connections uses up no attempt: its mails wait for it (``mail.delivery``). Staff then see
 invitations stay "generated"; operators hear of it here. A worker that cannot open a connection notes since when
 and why; the next connection that opens ends the outage. The note lapses by itself when no worker refreshed it
 for ``FORGET_AFTER`` (the worker that would have cleared it may have died meanwhile).

@@ -21,7 +21,7 @@ from bulksign.models import OutgoingMail
 from bulksign.core.slicing import slices
 
 #: kind → ``build(session, mail: OutgoingMail, app) -> flask_mail.Message``, filled by ``@builder`` as the
-#: modules that own the kinds are imported (the mail job imports them all: ``jobs/mail.BUILDER_MODULES``).
+#: modules that own the kinds are imported (mail delivery imports them all: ``mail/delivery.BUILDER_MODULES``).
 BUILDERS: dict[str, Callable] = {}
 
 MESSAGE_ID_DOMAIN = "bulksign.local"

@@ -1,0 +1,112 @@
+"""The SMTP link: one reused connection to the mail server, and what the server said to each mail, classified.
+
+A mail server that cannot be reached at all (no connection: refused, no route, a 4xx greeting) is ``down``: an
+outage, not this mail's fault (``mail.delivery`` gives the mail back untried); it is noted for ``/readyz``
+(``mail_server``). A 4xx answer or a connection lost mid-mail is an attempt the server saw.
+"""
+from __future__ import annotations
+
+import smtplib
+from dataclasses import dataclass
+
+from flask import Flask
+
+from bulksign.core.extensions import get_redis
+from bulksign.mail import mail_server
+from bulksign.mail.dkim_signing import sign as dkim_sign
+from bulksign.mail.mail_headers import Outgoing
+from bulksign.models import utcnow
+
+
+class _ServerDown(Exception):
+    """No connection to the mail server could be opened."""
+
+
+@dataclass(frozen=True)
+class SmtpOutcome:
+    #: ``sent``, ``retry`` (4xx), ``down`` (no connection: refused, no route, 4xx greeting), ``unreachable``
+    #: (timeout or dropped while sending), ``bounced`` (recipient rejected) or ``failed`` (other 5xx).
+    kind: str
+    #: The server's answer or the network error, in words.
+    reason: str = ""
+
+
+class SmtpLink:
+    """One SMTP connection per worker process, opened lazily, reopened after an error or a settings change."""
+
+    def __init__(self):
+        self.host: smtplib.SMTP | None = None
+        self.settings: tuple | None = None
+
+    def _open(self, settings: tuple) -> smtplib.SMTP:
+        server, port, username, password, use_tls, use_ssl, timeout = settings
+        cls = smtplib.SMTP_SSL if use_ssl else smtplib.SMTP
+        try:
+            host = cls(server, port, timeout=timeout)
+        except smtplib.SMTPResponseException as exc:
+            if 400 <= exc.smtp_code < 500:  # "421 service not available" as the greeting
+                raise _ServerDown(_by_code(exc.smtp_code, exc.smtp_error, permanent="failed").reason) from exc
+            raise
+        except (TimeoutError, smtplib.SMTPServerDisconnected, OSError) as exc:
+            raise _ServerDown(f"{exc.__class__.__name__}: {exc}") from exc
+        mail_server.record_reached(get_redis())  # once per connection, not per mail
+        if use_tls:
+            host.starttls()
+        if username and password:
+            host.login(username, password)
+        return host
+
+    def close(self) -> None:
+        if self.host is not None:
+            try:
+                self.host.quit()
+            except (smtplib.SMTPException, OSError):
+                pass
+        self.host = None
+
+    def send(self, mail: Outgoing, *, app: Flask) -> SmtpOutcome:
+        """Send one mail; classify what the server said."""
+        c = app.config
+        settings = (c["MAIL_SERVER"], c["MAIL_PORT"], c.get("MAIL_USERNAME"), c.get("MAIL_PASSWORD"),
+                    c.get("MAIL_USE_TLS"), c.get("MAIL_USE_SSL"), c["MAIL_TIMEOUT_SECONDS"])
+        try:
+            fresh = self.host is None or self.settings != settings
+            if fresh:
+                self.close()
+                self.host, self.settings = self._open(settings), settings
+            data = mail.data
+            if c.get("DKIM_KEY"):
+                data = dkim_sign(data, key=c["DKIM_KEY"])
+            try:
+                self._deliver(mail, data)
+            except smtplib.SMTPServerDisconnected:
+                # An idle connection the server closed: one fresh connection, once.
+                self.close()
+                if fresh:
+                    raise
+                self.host = self._open(settings)
+                self._deliver(mail, data)
+            return SmtpOutcome("sent")
+        except _ServerDown as exc:
+            self.close()
+            reason = f"The mail server could not be reached ({exc})."
+            mail_server.record_down(get_redis(), now=utcnow(), reason=reason)
+            return SmtpOutcome("down", reason)
+        except smtplib.SMTPRecipientsRefused as exc:
+            code, text = next(iter(exc.recipients.values()))
+            return _by_code(code, text, permanent="bounced")
+        except smtplib.SMTPResponseException as exc:
+            self.close()
+            return _by_code(exc.smtp_code, exc.smtp_error, permanent="failed")
+        except (TimeoutError, smtplib.SMTPException, OSError) as exc:
+            self.close()
+            return SmtpOutcome("unreachable",
+                               f"The mail server could not be reached ({exc.__class__.__name__}: {exc}).")
+
+    def _deliver(self, mail: Outgoing, data: bytes) -> None:
+        self.host.sendmail(mail.envelope_from, list(mail.envelope_to), data)
+
+
+def _by_code(code: int, text: bytes | str, *, permanent: str) -> SmtpOutcome:
+    reason = f"{code} {text.decode('utf-8', 'replace') if isinstance(text, bytes) else text}".strip()
+    return SmtpOutcome(permanent if 500 <= code < 600 else "retry", reason)
