@@ -42,7 +42,7 @@ def bench_app(*, pgbouncer: bool = False, **overrides):
     import tempfile
 
     os.environ.setdefault("BULKSIGN_VAR_DIR", tempfile.mkdtemp(prefix="bulksign-bench-"))
-    from bulksign import create_app
+    from bulksign.app import create_app
     from bulksign.core.extensions import db
     from tests.support.pgbouncer import PgBouncer
     from tests.support.services import PG_ADMIN_URL, RedisServer, postgres_database

@@ -13,7 +13,7 @@ os.environ.setdefault("BULKSIGN_VAR_DIR", tempfile.mkdtemp(prefix="bulksign-var-
 
 from sqlalchemy import text  # noqa: E402
 
-from bulksign import create_app  # noqa: E402
+from bulksign.app import create_app  # noqa: E402
 from bulksign.core.extensions import db  # noqa: E402
 from bulksign.models import utcnow  # noqa: E402
 from bulksign.people.users import create_user  # noqa: E402

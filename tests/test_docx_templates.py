@@ -275,7 +275,7 @@ def test_a_killed_worker_leaves_no_libreoffice_behind(tmp_path, when):
     """Killed with LibreOffice warm, or while it starts: then unoserver passes the death signal on and would serve on
     (seen in the soak: orphaned unoserver and oosplash)."""
     convert = "c.convert(open(sys.argv[1], 'rb').read(), timeout=120)"
-    script = "import sys, threading, time; from bulksign import libreoffice; c = libreoffice.converter(); " + {
+    script = "import sys, threading, time; from bulksign.documents import libreoffice; c = libreoffice.converter(); " + {
         "warm": f"{convert}; print(c.pid, flush=True); time.sleep(600)",
         "starting": f"threading.Thread(target=lambda: {convert}, daemon=True).start()\n"
                     "while c.pid is None: time.sleep(0.05)\n"

@@ -7,7 +7,7 @@ from alembic.migration import MigrationContext
 from flask_migrate import downgrade, upgrade
 from sqlalchemy import create_engine, inspect, select, text
 
-from bulksign import create_app
+from bulksign.app import create_app
 from bulksign.core.extensions import db
 from tests.support.services import postgres_database
 
