@@ -8,7 +8,7 @@ BIND ?= 127.0.0.1:5000
 # Signing links in mail point at the address the app listens on, unless APP_URL says otherwise (config.py).
 export BIND
 
-.PHONY: run test api-fuzz bench system-deps system-deps-test venv clean
+.PHONY: run test lint api-fuzz bench system-deps system-deps-test venv clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,9 +39,15 @@ run: system-deps venv
 # TEST_WORKERS pytest processes share the tests (pytest-xdist), each on its own database, Redis, PgBouncer and
 # SMTP server: 2 cores take 9.5-10.5 minutes this way, 16-18 one test after the other. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
-test: system-deps-test venv
+test: lint system-deps-test
 	scripts/ensure-postgres.sh
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
+
+## ruff (lint and format, pyproject.toml) and the architecture's import contracts (import-linter, pyproject.toml).
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 ## The API fuzzer for longer than `make test` runs it (API_FUZZ_SECONDS of fuzzing and stateful sequences).
 API_FUZZ_SECONDS ?= 600
