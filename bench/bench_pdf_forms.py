@@ -36,10 +36,10 @@ def _row(i: int) -> dict:
 def _warm(source: bytes) -> None:
     """Each process prepares the template once before the clock starts, as a render worker on its first document."""
     global _source
-    from bulksign.doc_templates import pdf_forms
+    from bulksign.doc_templates import pdf_fill
 
     _source = source
-    pdf_forms.fill(source, _row(0), placed=_placed())
+    pdf_fill.fill(source, _row(0), placed=_placed())
 
 
 def _placed():
@@ -50,13 +50,13 @@ def _placed():
 
 def _fill_chunk(args: tuple[list[int], str]) -> int:
     """What the render job does per recipient, minus the database: fill, hash, store."""
-    from bulksign.doc_templates import pdf_forms
+    from bulksign.doc_templates import pdf_fill
     from bulksign.documents.storage import LocalStorage
 
     numbers, folder = args
     storage, placed = LocalStorage(folder), _placed()
     for i in numbers:
-        data = pdf_forms.fill(_source, _row(i), placed=placed)
+        data = pdf_fill.fill(_source, _row(i), placed=placed)
         hashlib.sha256(data).hexdigest()
         storage.put(f"batches/1/requests/{i}/original.pdf", data)
     return len(numbers)
@@ -73,7 +73,7 @@ def _forms_rate(source: bytes, n: int, concurrency: int, folder: str) -> float:
 
 def run(*, small: bool) -> list[Figure]:
     from bench.bench_pipeline import _bare_loop, _contract
-    from bulksign.doc_templates import pdf_forms
+    from bulksign.doc_templates import pdf_fill, pdf_forms
     from bulksign.core.config import load_config
     from bulksign.doc_templates.jinja_sandbox import render_html
     from bulksign.documents.pdf import render_pdf
@@ -92,11 +92,11 @@ def run(*, small: bool) -> list[Figure]:
         rate = _forms_rate(source, n, concurrency, folder)
         bare_after = _bare_loop(html, bare_n, concurrency)
         placed = pdf_forms.check_boxes(pdf_forms.read_form(source), BOXES)
-        sample = pdf_forms.fill(source, _row(7), placed=placed)
+        sample = pdf_fill.fill(source, _row(7), placed=placed)
         count = 50 if small else 500
         started = time.process_time()
         for i in range(count):
-            pdf_forms.fill(source, _row(i), placed=placed)
+            pdf_fill.fill(source, _row(i), placed=placed)
         one = (time.process_time() - started) / count
     bare = 2 / (1 / bare_before + 1 / bare_after)
     ratio = rate / bare

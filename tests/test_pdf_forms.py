@@ -7,7 +7,7 @@ from io import BytesIO
 import pytest
 from pypdf import PdfReader
 
-from bulksign.doc_templates import pdf_cleaning, pdf_forms
+from bulksign.doc_templates import pdf_cleaning, pdf_fill, pdf_forms
 from bulksign.doc_templates.errors import TemplateError
 from tests.support.pdf_files import (CONTRACT_FIELDS, HTTPS_LINK, active_content, contract_form, encrypted_pdf,
                                      hostile_form, nested_pdf, plain_pdf, xfa_form)
@@ -34,7 +34,7 @@ def test_form_fields_are_the_variables_and_signature_marks_the_place():
 
 def test_each_recipient_gets_their_values_only_in_their_own_flattened_pdf():
     template = contract_form(signature=True, checkbox=True)
-    documents = [pdf_forms.fill(template, row) for row in RECIPIENTS]
+    documents = [pdf_fill.fill(template, row) for row in RECIPIENTS]
     texts = [text_of(d) for d in documents]
     for mine, row in enumerate(RECIPIENTS):
         for other, text in enumerate(texts):
@@ -52,15 +52,15 @@ def test_each_recipient_gets_their_values_only_in_their_own_flattened_pdf():
 
 def test_multiline_fields_wrap_and_keep_every_word():
     notes = "Испытательный срок три месяца. " * 6
-    document = pdf_forms.fill(contract_form(fields=("name",), multiline="notes"), {"name": "A", "notes": notes})
+    document = pdf_fill.fill(contract_form(fields=("name",), multiline="notes"), {"name": "A", "notes": notes})
     assert " ".join(text_of(document).split()).count("Испытательный срок три месяца.") == 6
 
 
 def test_a_value_the_font_cannot_show_fails_that_recipient_with_a_clear_message():
     with pytest.raises(TemplateError, match="cannot show: 李 小 龍"):
-        pdf_forms.fill(contract_form(), {**RECIPIENTS[0], "name": "李小龍"})
+        pdf_fill.fill(contract_form(), {**RECIPIENTS[0], "name": "李小龍"})
     with pytest.raises(TemplateError, match="at most 2000"):
-        pdf_forms.fill(contract_form(), {**RECIPIENTS[0], "city": "x" * 2001})
+        pdf_fill.fill(contract_form(), {**RECIPIENTS[0], "city": "x" * 2001})
 
 
 @pytest.mark.parametrize(("data", "message"), [
@@ -92,7 +92,7 @@ def test_boxes_placed_on_a_plain_pdf_are_filled_like_fields():
         {"name": "signature", "page": 1, "x": 300, "y": 40, "w": 200, "h": 60, "font_size": 0},
     ])
     assert pdf_forms.signature_place(boxes).page == 1
-    document = pdf_forms.fill(template, {"full_name": "Мария Иванова-Петрова"}, placed=boxes)
+    document = pdf_fill.fill(template, {"full_name": "Мария Иванова-Петрова"}, placed=boxes)
     assert "Мария Иванова-Петрова" in text_of(document)
 
 
@@ -101,7 +101,7 @@ def test_a_long_value_in_a_small_box_shrinks_rather_than_being_cut_off():
     boxes = pdf_forms.check_boxes(pdf_forms.read_form(template), [
         {"name": "name", "page": 0, "x": 72, "y": 60, "w": 120, "h": 16, "font_size": 12}])
     long_name = "Александра Константиновна Преображенская"
-    assert long_name in " ".join(text_of(pdf_forms.fill(template, {"name": long_name}, placed=boxes)).split())
+    assert long_name in " ".join(text_of(pdf_fill.fill(template, {"name": long_name}, placed=boxes)).split())
 
 
 @pytest.mark.parametrize(("box", "message"), [
@@ -119,7 +119,7 @@ def test_wrong_boxes_are_refused_naming_the_box(box, message):
 
 def test_a_signature_box_too_small_for_the_block_is_refused_at_save():
     with pytest.raises(TemplateError, match="signature box is too small"):
-        pdf_forms.place(plain_pdf(), [{"name": "signature", "page": 0, "x": 72, "y": 60, "w": 60, "h": 20}])
+        pdf_fill.place(plain_pdf(), [{"name": "signature", "page": 0, "x": 72, "y": 60, "w": 60, "h": 20}])
 
 
 def test_one_signature_place_only():
@@ -145,7 +145,7 @@ def test_every_kind_of_active_content_is_taken_out_and_named_while_fields_and_ha
     assert pdf_forms.read_form(cleaned.data).variables == ["email", "name", "salary"]
     assert pdf_forms.clean(cleaned.data) == pdf_cleaning.Cleaned(data=cleaned.data)  # nothing left to take out
     row = {"name": "Иван Петров", "email": "ivan@example.com", "salary": "4200 €"}
-    document = pdf_forms.fill(cleaned.data, row)
+    document = pdf_fill.fill(cleaned.data, row)
     assert active_content(document) == set()
     assert all(value in text_of(document) for value in row.values())
 
@@ -162,13 +162,13 @@ def test_a_form_with_xfa_beside_its_acroform_fields_keeps_the_fields():
 
 
 def test_a_template_saved_before_cleaning_reaches_recipients_without_its_active_content():
-    document = pdf_forms.fill(hostile_form(), {"name": "Anna", "email": "anna@example.com", "salary": "1"})
+    document = pdf_fill.fill(hostile_form(), {"name": "Anna", "email": "anna@example.com", "salary": "1"})
     assert active_content(document) == set() and "Anna" in text_of(document)
 
 
 @pytest.mark.parametrize("depth", [300, 50_000])
 def test_a_pdf_nested_too_deeply_is_refused_saying_so_not_a_crash(depth):
     # 300 levels pypdf reads and the cleaning's walk refuses; 50,000 exhaust the stack of pypdf's reader.
-    for check in (pdf_forms.clean, lambda data: pdf_forms.fill(data, {})):
+    for check in (pdf_forms.clean, lambda data: pdf_fill.fill(data, {})):
         with pytest.raises(TemplateError, match="nested more than 100 levels deep"):
             check(nested_pdf(depth))

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from flask_babel import lazy_gettext as _l
 
-from bulksign.doc_templates import docx_templates, pdf_cleaning, pdf_forms
+from bulksign.doc_templates import docx_templates, pdf_cleaning, pdf_fill, pdf_forms
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.jinja_sandbox import render_html
 from bulksign.core.messages import N_
@@ -67,7 +67,7 @@ KINDS: dict[str, Kind] = {
                  content_type="application/vnd.openxmlformats-officedocument.wordprocessingml.document",
                  variables=docx_templates.variables, prepare=docx_templates.prepare),
     "pdf": Kind(name="pdf", label=_l("PDF"), extensions=(".pdf",), content_type="application/pdf",
-                variables=pdf_forms.variables, prepare=pdf_forms.prepare, clean=pdf_forms.clean),
+                variables=pdf_fill.variables, prepare=pdf_fill.prepare, clean=pdf_forms.clean),
 }
 
 #: Extensions refused with their own reason rather than "not a template file".
@@ -158,7 +158,7 @@ def signature_box(version: TemplateVersion, pdf: bytes) -> SignatureBox | None:
     ``signature``, else the mark ``{{ signature }}`` printed (looked for only when the template uses it); None:
     sealing appends a signature page. Raises ``signature_box.UnreadablePdf``."""
     if version.kind == "pdf":
-        return pdf_forms.signature_box(_source(version.source_key), placed=pdf_forms.placed_boxes(version))
+        return pdf_fill.signature_box(_source(version.source_key), placed=pdf_forms.placed_boxes(version))
     if SIGNATURE_VARIABLE in (version.variables or ()):
         return find_signature_box(pdf)
     return None

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
-from bulksign.doc_templates import kinds as template_kinds, pdf_forms
+from bulksign.doc_templates import kinds as template_kinds, pdf_fill, pdf_forms
 from bulksign.doc_templates.errors import TemplateBroken, TemplateError
 from bulksign.doc_templates.html_safety import check_html_safety
 from bulksign.doc_templates.jinja_sandbox import render_html
@@ -189,7 +189,7 @@ def _file_variables(session: Session, *, template: DocumentTemplate, kind: str, 
     if pdf_boxes is not None:
         if kind != "pdf":
             raise TemplateError(N_("Boxes can only be placed on a PDF template."))
-        variables, placed = pdf_forms.place(file if file is not None else get_storage().get(key), pdf_boxes)
+        variables, placed = pdf_fill.place(file if file is not None else get_storage().get(key), pdf_boxes)
     return variables, key, placed, removed
 
 
