@@ -116,7 +116,7 @@ def wait_for_requests(where: ColumnElement[bool], *, total: int, goal: str, dead
 
     from bulksign.core.extensions import db
     from bulksign.models import SigningRequest
-    from bulksign.batches.status import FINAL
+    from bulksign.models.status import FINAL
 
     final = {str(s) for s in FINAL} - {goal}
     while True:

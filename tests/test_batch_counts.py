@@ -14,7 +14,7 @@ from bulksign.doc_templates.versions import create_template
 from bulksign.core.extensions import db
 from bulksign.models import BatchStatusCount, SigningRequest
 from bulksign.batches.states import transition
-from bulksign.batches.status import TRANSITIONS, Status
+from bulksign.models.status import TRANSITIONS, Status
 from bulksign.people.users import create_api_key
 from tests.conftest import NOW
 from tests.support.batchdata import make_batch

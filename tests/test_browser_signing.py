@@ -17,7 +17,7 @@ from bulksign.documents.seal_keys import seal_key
 from bulksign.documents.sealing import check_seal
 from bulksign.signing.recipient_actions import decline
 from bulksign.batches.states import transition
-from bulksign.batches.status import Status
+from bulksign.models.status import Status
 from tests.support.batches import make_batch, request_ids
 from tests.support.looks import ARTIFACTS
 from tests.support.signing_requests import make_sent_request

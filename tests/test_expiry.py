@@ -13,7 +13,7 @@ from bulksign.signing.links import current_token
 from bulksign.models import SigningRequest
 from bulksign.work.pipeline import enqueue_sends
 from bulksign.batches.states import transition
-from bulksign.batches.status import Status
+from bulksign.models.status import Status
 from tests.conftest import NOW
 from tests.support.waiting import mails, request, sent_batch
 

@@ -40,7 +40,7 @@ def test_migrations_upgrade_to_the_models_and_downgrade_to_nothing(empty_databas
 
 def test_the_counters_migration_back_fills_every_status_of_every_batch(empty_database_url, redis_server, tmp_path):
     from bulksign.batches import counts as batch_counts
-    from bulksign.batches.status import Status
+    from bulksign.models.status import Status
     from tests.conftest import NOW
     from tests.support.batchdata import make_batch
 

@@ -15,7 +15,7 @@ from bulksign.models import Event, utcnow
 from bulksign.work.pipeline import enqueue_renders
 from bulksign.batches.reminders import queue_due_reminders, send_manual_reminders
 from bulksign.batches.states import transition
-from bulksign.batches.status import Status
+from bulksign.models.status import Status
 from bulksign.core.tokens import hash_token
 from tests.conftest import NOW, csrf_from
 from tests.support.batches import make_batch, request_ids, requests_of

@@ -18,7 +18,7 @@ from bulksign.work.pipeline import enqueue_renders, enqueue_sends
 from bulksign.batches.reminders import queue_due_reminders
 from bulksign.batches.resend import change_email, resend_with_new_link
 from bulksign.batches.states import transition
-from bulksign.batches.status import Status
+from bulksign.models.status import Status
 from bulksign.core.tokens import hash_token
 from tests.conftest import NOW, csrf_from
 from tests.support.batches import make_batch, request_ids

@@ -19,7 +19,7 @@ from bulksign.work.pipeline import SEND, owners
 from bulksign.work.queues import get_queue
 from bulksign.signing.recipient_actions import MAX_SIGNATURE_BYTES, decline, open_request, sign
 from bulksign.batches.states import transition
-from bulksign.batches.status import Status
+from bulksign.models.status import Status
 from tests.conftest import NOW, csrf_from
 from tests.support.signing_requests import make_sent_request
 

@@ -10,7 +10,7 @@ from bulksign.batches import counts as batch_counts
 from bulksign.core.extensions import db
 from bulksign.models import Batch, DocumentTemplate, Event, SigningRequest, TemplateVersion
 from bulksign.batches.states import move_batches, transition
-from bulksign.batches.status import FINAL, TRANSITIONS, WAITING_FOR_RECIPIENT, WORKING, BatchStatus, IllegalTransition, Status, can_move, sql_in
+from bulksign.models.status import FINAL, TRANSITIONS, WAITING_FOR_RECIPIENT, WORKING, BatchStatus, IllegalTransition, Status, can_move, sql_in
 from tests.conftest import NOW
 
 ALL_PAIRS = list(itertools.product(Status, Status))

@@ -20,7 +20,7 @@ from bulksign.mail.mailer import cancel_queued
 from bulksign.models import Event, OutgoingMail, SigningRequest, UTCDateTime
 from bulksign.core.slicing import slices
 from bulksign.batches.states import move_batches, transition
-from bulksign.batches.status import DISPATCHED, BatchStatus, Status
+from bulksign.models.status import DISPATCHED, BatchStatus, Status
 from bulksign.recipients.suppressions import suppress
 
 logger = logging.getLogger(__name__)

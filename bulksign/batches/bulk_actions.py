@@ -23,7 +23,7 @@ from bulksign.work.queues import BULK_BY_FILTER, BULK_BY_IDS
 from bulksign.batches.reconciler import revive_renders
 from bulksign.batches.reminders import send_manual_reminders
 from bulksign.batches.resend import resend_with_new_link
-from bulksign.batches.status import WAITING_FOR_RECIPIENT, Status
+from bulksign.models.status import WAITING_FOR_RECIPIENT, Status
 
 #: Actions on selected requests; ``cancel_batch`` acts on the whole batch.
 ACTIONS = ("remind", "resend", "retry", "cancel")

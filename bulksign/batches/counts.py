@@ -18,7 +18,7 @@ from sqlalchemy import bindparam, event, func, insert, select, update
 from sqlalchemy.orm import Session, SessionTransaction
 
 from bulksign.models import BatchStatusCount, SigningRequest
-from bulksign.batches.status import Status
+from bulksign.models.status import Status
 
 #: ``session.info`` key: the transaction's moves not applied yet, Counter{(batch_id, status): delta}.
 _PENDING = "batch_counts.pending"

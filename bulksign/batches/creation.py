@@ -31,7 +31,7 @@ from bulksign.models import Batch, Event, SigningRequest, Suppression, TemplateV
 from bulksign.batches.notices import NoticeAddressError, chosen_notice_address
 from bulksign.work.queues import BATCH_RENDERS
 from bulksign.recipients.validation import Recipient
-from bulksign.batches.status import BatchStatus, Status
+from bulksign.models.status import BatchStatus, Status
 from bulksign.recipients.suppressions import in_force_among, not_sent_reason
 from bulksign.core.messages import N_
 

@@ -17,7 +17,7 @@ from bulksign.people import access
 from bulksign.batches.progress import BatchCounts, counts_for
 from bulksign.batches.recipients_table import escape_like
 from bulksign.models import Batch, DocumentTemplate, SigningRequest, TemplateVersion, User
-from bulksign.batches.status import BATCH_FINAL, WORKING, BatchStatus, Status
+from bulksign.models.status import BATCH_FINAL, WORKING, BatchStatus, Status
 
 #: Words for request and batch states, and for the table's extra filters.
 STATUS_LABELS = {

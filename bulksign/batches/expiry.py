@@ -30,7 +30,7 @@ from bulksign.batches.notices import notice_locale, notice_message, queue_notice
 from bulksign.models import Batch, OutgoingMail, SigningRequest
 from bulksign.batches.reminders import KIND as REMINDER
 from bulksign.batches.states import transition
-from bulksign.batches.status import WAITING_FOR_RECIPIENT, Status
+from bulksign.models.status import WAITING_FOR_RECIPIENT, Status
 
 logger = logging.getLogger(__name__)
 

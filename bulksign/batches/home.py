@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from bulksign.batches.progress import counts_for
 from bulksign.batches.dashboard import Progress, progress_for
 from bulksign.models import Batch, BatchStatusCount, SigningRequest
-from bulksign.batches.status import WAITING_FOR_RECIPIENT, WORKING, BatchStatus, Status
+from bulksign.models.status import WAITING_FOR_RECIPIENT, WORKING, BatchStatus, Status
 
 #: A batch is in flight while some of its requests are being prepared, sent, or wait for the recipient.
 OUTSTANDING = tuple(sorted(WORKING | WAITING_FOR_RECIPIENT))

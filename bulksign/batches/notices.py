@@ -17,7 +17,9 @@ from flask_mail import Message
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from bulksign.batches.counts import counters
 from bulksign.mail.email_checks import check_email
+from bulksign.models.status import Status
 from bulksign.core.logs import log
 from bulksign.mail.mailer import builder, queue_mail
 from bulksign.core.messages import N_
@@ -111,13 +113,10 @@ def queued_completion_notices(session: Session, *, batch_ids: Collection[int]) -
 @builder(COMPLETION)
 def build_completion_notice(session: Session, mail: OutgoingMail, app: Flask) -> Message:
     """How the batch ended: its counts by outcome and a link to its page."""
-    from bulksign.batches.progress import counts_for
-    from bulksign.batches.status import Status
-
     batch = session.get(Batch, mail.batch_id)
     if batch is None:
         raise LookupError(f"batch {mail.batch_id} no longer exists")
-    counts = counts_for(session, [batch.id])[batch.id].by_status
+    counts = counters(session, [batch.id])[batch.id]
     with force_locale(notice_locale(batch)):
         lines = [_("Every request of \"%(batch)s\" has been dispatched.", batch=batch.name), "",
                  _("Signed: %(n)s", n=counts[Status.SIGNED.value]),

@@ -19,7 +19,7 @@ from bulksign.core.logs import log
 from bulksign.models import Batch, OutgoingMail, SigningRequest, User
 from bulksign.core.slicing import slices
 from bulksign.batches.states import move_batches, transition
-from bulksign.batches.status import FINAL, WORKING, BatchStatus, Status
+from bulksign.models.status import FINAL, WORKING, BatchStatus, Status
 from bulksign.core.messages import N_
 
 logger = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session, defer
 from bulksign.batches.progress import BatchCounts
 from bulksign.models import SigningRequest
 from bulksign.core.slicing import slices
-from bulksign.batches.status import WORKING, Status
+from bulksign.models.status import WORKING, Status
 from bulksign.core.messages import N_
 
 #: Filters of the recipients table beyond the plain statuses.

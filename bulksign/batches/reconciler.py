@@ -26,12 +26,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bulksign.batches.progress import close_if_done
+from bulksign.batches.states import transition
 from bulksign.core.logs import log
 from bulksign.models import OutgoingMail, SigningRequest
+from bulksign.models.status import Status
+from bulksign.signing.invitations import delivered_invitations, queue_invitations, record_sent
 from bulksign.work.pipeline import BEAT_TRUST_SECONDS, RENDER, SEND, Step, disown, enqueue_chunked, owners
 from bulksign.work.queues import QUEUE_NAMES, get_queue
-from bulksign.batches.states import transition
-from bulksign.batches.status import Status
 
 logger = logging.getLogger(__name__)
 
@@ -193,8 +194,6 @@ def reconcile(session: Session, *, redis: Redis, app: Flask, now: datetime, stal
               limit: int = 5000) -> ReconcileResult:
     """Find stuck work, fix the states, commit, re-enqueue. Scans at most ``limit`` requests in flight, as many
     waiting, and as many mails per run."""
-    from bulksign.signing.invitations import delivered_invitations, queue_invitations, record_sent
-
     move_due_scheduled(redis, queues=QUEUE_NAMES, now=now)
     cutoff = now - stale_after
     # In flight (a worker holds them) apart from waiting (queued): a large batch keeps thousands waiting longer

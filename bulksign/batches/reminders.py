@@ -31,7 +31,7 @@ from bulksign.core.logs import log
 from bulksign.mail.mail_headers import one_line
 from bulksign.mail.mailer import MailNotNeeded, builder, message_id_sql, queue_mails, queue_mails_from
 from bulksign.models import Batch, Event, OutgoingMail, SigningRequest, User, UTCDateTime
-from bulksign.batches.status import WAITING_FOR_RECIPIENT, Status
+from bulksign.models.status import WAITING_FOR_RECIPIENT, Status
 from bulksign.core.tokens import signing_token
 from bulksign.core.messages import N_
 

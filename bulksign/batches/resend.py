@@ -26,7 +26,7 @@ from bulksign.mail.mailer import cancel_queued
 from bulksign.models import Batch, Event, SigningRequest, User
 from bulksign.batches.reminders import KIND as REMINDER
 from bulksign.batches.states import move_batches, transition
-from bulksign.batches.status import BatchStatus, Status
+from bulksign.models.status import BatchStatus, Status
 from bulksign.core.messages import N_
 
 logger = logging.getLogger(__name__)

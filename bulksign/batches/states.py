@@ -22,7 +22,7 @@ from sqlalchemy.orm.util import identity_key
 from bulksign.batches import counts as batch_counts
 from bulksign.models import Batch, Event, SigningRequest
 # The statuses, tables and sets live in the leaf module ``status``; this module only moves rows between them.
-from bulksign.batches.status import BATCH_TRANSITIONS, TRANSITIONS, IllegalTransition, Status
+from bulksign.models.status import BATCH_TRANSITIONS, TRANSITIONS, IllegalTransition, Status
 from bulksign.core.slicing import slices
 
 

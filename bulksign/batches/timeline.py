@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from bulksign.batches.dashboard import STATUS_LABELS
 from bulksign.models import Event, OutgoingMail, SigningRequest
-from bulksign.batches.status import Status
+from bulksign.models.status import Status
 
 #: Words for timeline entries (event types and mail kinds); unknown ones show as they are.
 EVENT_LABELS = {

@@ -12,6 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bulksign.core.extensions import db
+from bulksign.doc_templates.versions import create_template
 from bulksign.models import DocumentTemplate, User, utcnow
 from bulksign.people.users import create_user, normalise_email
 
@@ -39,8 +40,6 @@ class DemoResult:
 
 def create_demo(session: Session, *, email: str, password: str, now: datetime, folder: str | Path) -> DemoResult:
     """Create what is missing of the demo; running it twice changes nothing."""
-    from bulksign.doc_templates.versions import create_template
-
     user = session.scalar(select(User).where(User.email == normalise_email(email)))
     created_user = user is None
     if user is None:

@@ -5,11 +5,12 @@ from flask import Flask
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
+from bulksign.core.extensions import db
+
 
 def init_app(app: Flask) -> None:
     if not app.config["SQLALCHEMY_DATABASE_URI"].startswith("sqlite"):
         return
-    from bulksign.core.extensions import db
 
     with app.app_context():
         engine: Engine = db.engine

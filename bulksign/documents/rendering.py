@@ -25,7 +25,7 @@ from sqlalchemy import select
 from bulksign.batches.notices import queued_completion_notices
 from bulksign.batches.progress import cancel_if_batch_stopped, close_if_done, mark_batch_started
 from bulksign.batches.states import transition
-from bulksign.batches.status import Status
+from bulksign.models.status import Status
 from bulksign.core.extensions import db, get_redis
 from bulksign.core.logs import log
 from bulksign.core.messages import N_

@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from io import BytesIO
@@ -23,12 +23,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bulksign.core.logs import log
-from bulksign.mail.mailer import builder
-from bulksign.models import Document, Event, SigningRequest
 from bulksign.documents.seal_keys import SealError, SealKey, remember_certificate
 from bulksign.documents.signature_box import SignatureBox
 from bulksign.documents.signed_pdf import audit_record, build_signed_pdf, document_title
-from bulksign.batches.status import Status
+from bulksign.mail.mailer import builder, queue_mail
+from bulksign.models import Document, Event, SigningRequest
+from bulksign.models.status import Status
+from bulksign.work.pipeline import enqueue_sends
 
 logger = logging.getLogger(__name__)
 
@@ -145,8 +146,8 @@ class SealCheck:
 def check_seal(pdf: bytes, key: SealKey, *, past: Sequence = (), tsa_roots: Sequence = ()) -> SealCheck:
     """Validate the seal of ``pdf`` against our certificate and the ``past`` ones; never raises on bad input."""
     from pyhanko.pdf_utils.reader import PdfFileReader
-    from pyhanko.sign.validation import validate_pdf_signature
     from pyhanko.sign.diff_analysis import ModificationLevel
+    from pyhanko.sign.validation import validate_pdf_signature
     from pyhanko.sign.validation.status import SignatureCoverageLevel
     from pyhanko_certvalidator import ValidationContext
 
@@ -220,8 +221,6 @@ def seal_request(session: Session, *, request_id: int, now: datetime, storage, k
     Idempotent: a request that already has its signed document is left alone. The row lock
     makes two concurrent runs for one request take turns.
     """
-    from bulksign.mail.mailer import queue_mail
-    from bulksign.work.pipeline import enqueue_sends
 
     request = session.scalar(select(SigningRequest).where(SigningRequest.id == request_id).with_for_update())
     if request is None or request.status != Status.SIGNED:
@@ -276,7 +275,8 @@ def unsealed_requests(session: Session, *, now: datetime, grace: timedelta = tim
 
 
 def _confirmation_subject(request: SigningRequest) -> str:
-    from flask_babel import force_locale, gettext as _
+    from flask_babel import force_locale
+    from flask_babel import gettext as _
 
     with force_locale(request.batch.language):
         return _("Signed: %(name)s", name=document_title(request.batch))

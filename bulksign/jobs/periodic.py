@@ -6,10 +6,24 @@ from datetime import datetime
 
 from flask import current_app
 
+from bulksign.batches.expiry import expire_due
 from bulksign.batches.progress import refresh_batch_statuses
-from bulksign.core.extensions import db
+from bulksign.batches.reconciler import reconcile
+from bulksign.batches.reminders import queue_due_reminders
+from bulksign.core.extensions import db, get_redis
+from bulksign.integrations.idempotency import purge_expired
 from bulksign.models import utcnow
-from bulksign.work.queues import EXPIRE, PURGE_IDEMPOTENCY_KEYS, RECONCILE, REMIND, ROLLUP_BATCHES, RUN_PERIODIC, by_path, job
+from bulksign.work.pipeline import enqueue_sends
+from bulksign.work.queues import (
+    EXPIRE,
+    PURGE_IDEMPOTENCY_KEYS,
+    RECONCILE,
+    REMIND,
+    ROLLUP_BATCHES,
+    RUN_PERIODIC,
+    by_path,
+    job,
+)
 
 
 @job(RUN_PERIODIC)
@@ -29,8 +43,6 @@ def rollup_batches(*, now: datetime) -> int:
 @job(PURGE_IDEMPOTENCY_KEYS)
 def purge_idempotency_keys(*, now: datetime) -> int:
     """Forget API answers kept for idempotency keys past their expiry."""
-    from bulksign.integrations.idempotency import purge_expired
-
     purged = purge_expired(db.session, now=now)
     db.session.commit()
     return purged
@@ -43,8 +55,6 @@ def reconcile_stuck_work(*, now: datetime) -> str:
 
     from flask import current_app
 
-    from bulksign.core.extensions import get_redis
-    from bulksign.batches.reconciler import reconcile
 
     result = reconcile(db.session, redis=get_redis(), app=current_app._get_current_object(), now=now,
                        stale_after=timedelta(seconds=current_app.config["RECONCILE_AFTER_SECONDS"]))
@@ -70,8 +80,6 @@ class _CommitThenSend:
             self.pending.append(self.pool.submit(self._enqueue, list(mail_ids)))
 
     def _enqueue(self, mail_ids: list[int]) -> int:
-        from bulksign.work.pipeline import enqueue_sends
-
         with self.app.app_context():
             return enqueue_sends(mail_ids)
 
@@ -98,14 +106,10 @@ def _in_pages(domain, *, now: datetime) -> str:
 @job(REMIND)
 def send_due_reminders(*, now: datetime) -> str:
     """Queue the automatic reminders due now, a committed page at a time."""
-    from bulksign.batches.reminders import queue_due_reminders
-
     return _in_pages(queue_due_reminders, now=now)
 
 
 @job(EXPIRE)
 def expire_requests(*, now: datetime) -> str:
     """Expire requests past their deadline and mail each batch owner one summary per wave."""
-    from bulksign.batches.expiry import expire_due
-
     return _in_pages(expire_due, now=now)

@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy import JSON, BigInteger, Index, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from bulksign.batches.status import WAITING_FOR_RECIPIENT, WORKING, sql_in
+from bulksign.models.status import WAITING_FOR_RECIPIENT, WORKING, sql_in
 from bulksign.core.extensions import db
 from bulksign.models.base import BigId, UTCDateTime, utcnow
 from bulksign.models.batches import Batch

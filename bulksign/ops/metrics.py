@@ -21,7 +21,7 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from bulksign.ops import telemetry
-from bulksign.batches.status import BatchStatus
+from bulksign.models.status import BatchStatus
 from bulksign.mail.mail_server import current_outage
 from bulksign.models import Batch, BatchStatusCount
 from bulksign.work.scheduler_ticks import last_tick

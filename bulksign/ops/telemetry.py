@@ -27,6 +27,8 @@ from flask import Flask, g, request
 from redis import Redis
 from redis.exceptions import RedisError
 
+from bulksign.core.extensions import db, get_redis
+
 logger = logging.getLogger(__name__)
 
 PREFIX = "bulksign:telemetry:"
@@ -243,8 +245,6 @@ def pool_in_use(engine) -> int | None:
 
 def init_app(app: Flask) -> None:
     """Time and count every request by endpoint (the route's name: never a token from the URL)."""
-    from bulksign.core.extensions import db, get_redis
-
     reporter = ProcessReporter("web")
 
     @app.before_request

@@ -14,7 +14,7 @@ from flask_login import current_user
 
 from bulksign.core.extensions import db, login_manager
 from bulksign.models import User, utcnow
-
+from bulksign.people.users import api_key_for_secret
 
 #: Staff pages: scripts and styles from this site only (the vendored htmx, dashboard.js, staff.js), no inline
 #: script; inline style attributes stay (the progress bar's widths, htmx's indicator style).
@@ -61,7 +61,6 @@ def _authenticate_api() -> None:
     scheme, _, secret = header.partition(" ")
     if scheme.lower() != "bearer" or not secret.strip():
         abort(401)
-    from bulksign.people.users import api_key_for_secret
 
     key = api_key_for_secret(db.session, secret=secret.strip(), now=utcnow())
     if key is None:

@@ -28,7 +28,7 @@ from bulksign.mail.mail_headers import one_line
 from bulksign.mail.mailer import builder, message_id_for, queue_mails
 from bulksign.models import Batch, OutgoingMail, SigningRequest, TemplateVersion, utcnow
 from bulksign.batches.states import transition
-from bulksign.batches.status import Status
+from bulksign.models.status import Status
 
 KIND = "invitation"
 

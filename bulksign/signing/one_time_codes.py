@@ -28,12 +28,13 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from bulksign.core.logs import log
-from bulksign.mail.mailer import builder
 from bulksign.core.messages import N_
-from bulksign.models import Event, OneTimeCode, SigningRequest
-from bulksign.work.queues import SMS_CODE
-from bulksign.documents.signed_pdf import document_title
 from bulksign.core.tokens import new_nonce
+from bulksign.documents.signed_pdf import document_title
+from bulksign.mail.mailer import MailNotNeeded, builder, queue_mail
+from bulksign.models import Event, OneTimeCode, SigningRequest, utcnow
+from bulksign.work.pipeline import enqueue_sends
+from bulksign.work.queues import SMS_CODE
 
 logger = logging.getLogger(__name__)
 
@@ -147,8 +148,6 @@ def send_code(session: Session, *, request_id: int, secret: str, now: datetime, 
     """
     from flask_babel import force_locale
 
-    from bulksign.mail.mailer import queue_mail
-
     request = session.get(SigningRequest, request_id)
     # Serialise issues for one request (a double click): the row lock makes the count below exact.
     session.execute(select(SigningRequest.id).where(SigningRequest.id == request_id).with_for_update())
@@ -186,8 +185,6 @@ def send_code(session: Session, *, request_id: int, secret: str, now: datetime, 
 
 def dispatch(sent: CodeSent) -> None:
     """Queue the delivery of a code ``send_code`` issued (committed), ahead of bulk mail: it lives 10 minutes."""
-    from bulksign.work.pipeline import enqueue_sends
-
     if sent.mail_id is not None:
         enqueue_sends([sent.mail_id], at_front=True)
     elif sent.code_id is not None:
@@ -285,8 +282,6 @@ def build_code_mail(session: Session, mail, app):
     """The mail that carries a code: the body is made now, from the derived code, and never stored."""
     from flask_mail import Message
 
-    from bulksign.mail.mailer import MailNotNeeded
-    from bulksign.models import utcnow
 
     code_id = int(mail.message_id.strip("<>").partition("@")[0].removeprefix("code-"))
     found = code_text(session, code_id=code_id, secret=app.config["SECRET_KEY"], now=utcnow())

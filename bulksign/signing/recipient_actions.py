@@ -18,15 +18,17 @@ from redis.exceptions import RedisError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bulksign.signing import one_time_codes
-from bulksign.core.logs import log
-from bulksign.mail.mailer import builder
-from bulksign.core.messages import N_
-from bulksign.models import Batch, Event, SigningRequest
-from bulksign.work.queues import SEAL
-from bulksign.documents.signed_pdf import document_title
+from bulksign.batches.notices import notice_locale, notice_message, queue_notice
 from bulksign.batches.states import transition
-from bulksign.batches.status import WAITING_FOR_RECIPIENT, Status
+from bulksign.core.logs import log
+from bulksign.core.messages import N_
+from bulksign.documents.signed_pdf import document_title
+from bulksign.mail.mailer import builder
+from bulksign.models import Batch, Event, SigningRequest
+from bulksign.models.status import WAITING_FOR_RECIPIENT, Status
+from bulksign.signing import one_time_codes
+from bulksign.work.pipeline import enqueue_sends
+from bulksign.work.queues import SEAL
 
 logger = logging.getLogger(__name__)
 
@@ -217,8 +219,6 @@ def decline(session: Session, *, request_id: int, now: datetime, reason: str, ip
             user_agent: str | None, code_id: int | None = None) -> DeclineOutcome:
     """Decline with a reason: opened→declined by compare-and-set, and a notice to whoever the batch names
     (its owner by default); commits."""
-    from bulksign.batches.notices import queue_notice
-    from bulksign.work.pipeline import enqueue_sends
 
     reason = (reason or "").strip()
     if not reason:
@@ -256,8 +256,6 @@ def contact_of(batch: Batch) -> str | None:
 def build_decline_notice(session: Session, mail, app):
     """The notice that a recipient declined, with the reason."""
     from flask import render_template
-
-    from bulksign.batches.notices import notice_locale, notice_message
 
     request = session.get(SigningRequest, mail.request_id)
     with force_locale(notice_locale(request.batch)):

@@ -10,8 +10,10 @@ from flask_wtf.csrf import CSRFError
 from sqlalchemy.exc import DataError
 from werkzeug.exceptions import HTTPException
 
-from bulksign.people.auth import is_api_request
+from bulksign.core.error_tracking import capture
+from bulksign.core.extensions import db
 from bulksign.core.messages import N_
+from bulksign.people.auth import is_api_request
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +82,6 @@ def init_app(app: Flask) -> None:
     @app.errorhandler(DataError)
     def _unrepresentable(error: DataError):
         # A value PostgreSQL cannot hold (an id past its integer range, a NUL byte in a search) is bad input.
-        from bulksign.core.extensions import db
 
         db.session.rollback()
         logger.warning("value refused by the database: %s", type(error.orig).__name__)
@@ -113,10 +114,8 @@ def init_app(app: Flask) -> None:
             return _http(error)
         logger.error("unhandled error: %r", error, exc_info=True)
         # This handler answers every error, so Flask never signals it as unhandled: Sentry is told here.
-        from bulksign.core.error_tracking import capture
 
         capture(error)
-        from bulksign.core.extensions import db
 
         db.session.rollback()
         return _respond(500, str(MESSAGES[500]))

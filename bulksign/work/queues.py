@@ -21,6 +21,7 @@ from rq.job import Job
 from rq.queue import EnqueueData
 
 from bulksign.core.extensions import get_redis
+from bulksign.core.logs import current_request_id
 
 F = TypeVar("F", bound=Callable)
 
@@ -35,8 +36,6 @@ class AppQueue(Queue):
     """A job enqueued while answering a request carries that request's id: its errors name the request."""
 
     def create_job(self, *args, meta: dict | None = None, **kwargs):
-        from bulksign.core.logs import current_request_id
-
         request_id = current_request_id()
         if request_id:
             meta = {**(meta or {}), "request_id": request_id}

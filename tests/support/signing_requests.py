@@ -16,7 +16,7 @@ from bulksign.models import Batch, Document, SigningRequest, User
 from bulksign.documents.pdf import render_pdf
 from bulksign.documents.signature_box import SignatureBox, find_signature_box, html_mark
 from bulksign.batches.states import transition
-from bulksign.batches.status import Status
+from bulksign.models.status import Status
 from bulksign.documents.storage import get_storage
 
 HTML = ('<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'"><h1>Договор {{ number }}</h1>'

@@ -11,7 +11,7 @@ from bulksign.signing.invitations import deadline_for
 from bulksign.signing.links import issue_link
 from bulksign.models import Batch, OutgoingMail, SigningRequest
 from bulksign.batches.states import transition
-from bulksign.batches.status import Status
+from bulksign.models.status import Status
 from tests.support.batches import make_batch, request_ids
 from tests.support.signing_requests import TO_SENT
 

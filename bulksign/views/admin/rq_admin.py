@@ -6,12 +6,12 @@ from urllib.parse import urlsplit
 from flask import Flask, abort, current_app, request
 from flask_login import current_user
 
+from bulksign.core.extensions import csrf, get_redis
+
 
 def init_app(app: Flask) -> None:
     import rq_dashboard
     from rq_dashboard.web import setup_rq_connection
-
-    from bulksign.core.extensions import csrf, get_redis
 
     app.register_blueprint(rq_dashboard.blueprint, url_prefix="/admin/rq")
     # rq-dashboard 0.9 no longer connects on its first request: connect it here.
@@ -49,8 +49,6 @@ def _names_something(args: dict) -> None:
     (rq-dashboard itself answers those with a 500)."""
     from rq import Queue
     from rq.job import Job
-
-    from bulksign.core.extensions import get_redis
 
     instances = current_app.config.get("RQ_DASHBOARD_REDIS_URL")
     count = 1 if isinstance(instances, str) else len(instances or ())
