@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
-from datetime import datetime, timezone
 
 import pytest
 
@@ -17,16 +16,11 @@ from bulksign.app import create_app  # noqa: E402
 from bulksign.core.extensions import db  # noqa: E402
 from bulksign.models import utcnow  # noqa: E402
 from bulksign.people.users import create_user  # noqa: E402
+from tests.support.accounts import ADMIN, DEFAULT_TEAM, STAFF  # noqa: E402
 from tests.support.pgbouncer import PgBouncer  # noqa: E402
 from tests.support.services import PG_ADMIN_URL, RedisServer, postgres_database  # noqa: E402
 from tests.support.smtp import SmtpServer  # noqa: E402
-
-ADMIN = ("admin@example.com", "admin-password")
-STAFF = ("staff@example.com", "staff-password")
-#: The team the ``users`` fixture puts both users in; test data without a team named goes there.
-DEFAULT_TEAM = "Default"
-#: A fixed instant for rules that take ``now``.
-NOW = datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc)
+from tests.support.web import AuthActions  # noqa: E402
 
 
 def pytest_collection_modifyitems(items):
@@ -190,33 +184,6 @@ def users(app):
         add_member(db.session, team=team, user=user, by=None, now=utcnow())
     db.session.commit()
     return {"admin": admin, "staff": staff}
-
-
-class AuthActions:
-    def __init__(self, client):
-        self._client = client
-
-    def login(self, email=STAFF[0], password=STAFF[1]):
-        page = self._client.get("/auth/login")
-        return self._client.post(
-            "/auth/login", data={"email": email, "password": password, "csrf_token": csrf_from(page)}
-        )
-
-    def login_admin(self):
-        return self.login(*ADMIN)
-
-    def logout(self):
-        page = self._client.get("/")
-        return self._client.post("/auth/logout", data={"csrf_token": csrf_from(page)})
-
-
-def csrf_from(response) -> str:
-    """The CSRF token of the form on a page, as a browser would submit it."""
-    import re
-
-    match = re.search(rb'name="csrf_token" value="([^"]+)"', response.data)
-    assert match, "no CSRF token on the page"
-    return match.group(1).decode()
 
 
 @pytest.fixture

@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 from bulksign.batches import counts as batch_counts
-from bulksign.doc_templates.versions import create_template
 from bulksign.core.extensions import db
+from bulksign.doc_templates.versions import create_template
 from bulksign.models import Batch, SigningRequest
 from bulksign.people.users import create_user
 
 CONTRACT = ('<meta charset="utf-8"><h1 style="font-family:\'DejaVu Serif\'">Contract for {{ name }}</h1>'
             '<p>Salary: {{ salary }}</p>')
+#: A contract that runs over two pages.
+TWO_PAGES = ('<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'"><h1>Договор {{ number }}</h1>'
+             '<p>Работник: {{ name }}.</p>' + "".join(f"<p>Пункт {i}. Условия договора.</p>" for i in range(45))
+             + '<p>Конец договора.</p></body>')
 
 
 def make_batch(*, now, user=None, recipients: list[tuple[str, str]] | int = 3, html: str = CONTRACT,

@@ -53,3 +53,13 @@ def look_at(page, base_url: str, name: str, *, widths=WIDTHS, height: int = 900)
             found[width].append({"id": "page-scrolls-sideways", "impact": "serious", "help": f"{overflow}px too wide",
                                  "nodes": []})
     return found
+
+
+def shoot(page, name: str) -> None:
+    """Screenshots of the page at 1366 and 360 px into test-artifacts/, for a reviewer to look at."""
+
+    folder = ARTIFACTS
+    folder.mkdir(exist_ok=True)
+    for width in (1366, 360):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.screenshot(path=str(folder / f"{name}-{width}.png"), full_page=True)

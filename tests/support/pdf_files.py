@@ -85,8 +85,16 @@ def xfa_form(*, dynamic: bool = False) -> bytes:
 
 def _pdf_object(value):
     """Python values as pypdf objects: ``"/Name"`` a name, other text a string, lists arrays, dicts dictionaries."""
-    from pypdf.generic import (ArrayObject, BooleanObject, DictionaryObject, FloatObject, NameObject, NumberObject,
-                               PdfObject, TextStringObject)
+    from pypdf.generic import (
+        ArrayObject,
+        BooleanObject,
+        DictionaryObject,
+        FloatObject,
+        NameObject,
+        NumberObject,
+        PdfObject,
+        TextStringObject,
+    )
 
     if isinstance(value, PdfObject):
         return value

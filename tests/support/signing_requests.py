@@ -8,16 +8,16 @@ from datetime import datetime, timedelta
 from flask import current_app
 
 from bulksign.batches import counts as batch_counts
+from bulksign.batches.states import transition
+from bulksign.core.extensions import db
 from bulksign.doc_templates.jinja_sandbox import render_html
 from bulksign.doc_templates.versions import create_template
-from bulksign.core.extensions import db
-from bulksign.signing.links import issue_link
-from bulksign.models import Batch, Document, SigningRequest, User
 from bulksign.documents.pdf import render_pdf
 from bulksign.documents.signature_box import SignatureBox, find_signature_box, html_mark
-from bulksign.batches.states import transition
-from bulksign.models.status import Status
 from bulksign.documents.storage import get_storage
+from bulksign.models import Batch, Document, SigningRequest, User
+from bulksign.models.status import Status
+from bulksign.signing.links import issue_link
 
 HTML = ('<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'"><h1>Договор {{ number }}</h1>'
         '<p>Между ООО «Ромашка» и {{ name }}.</p><p>Contract body text.</p></body>')
@@ -70,3 +70,8 @@ def make_sent_request(*, now: datetime, owner: User | None = None, name: str = "
     token = issue_link(session, request_id=request.id, secret=current_app.config["SECRET_KEY"], now=now)
     session.commit()
     return SentRequest(id=request.id, token=token, batch_id=batch.id, original=pdf)
+
+
+def fresh(request_id: int) -> SigningRequest:
+    db.session.expire_all()
+    return db.session.get(SigningRequest, request_id)

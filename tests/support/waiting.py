@@ -6,12 +6,12 @@ from datetime import datetime
 from flask import current_app
 from sqlalchemy import select
 
+from bulksign.batches.states import transition
 from bulksign.core.extensions import db
+from bulksign.models import Batch, OutgoingMail, SigningRequest
+from bulksign.models.status import Status
 from bulksign.signing.invitations import deadline_for
 from bulksign.signing.links import issue_link
-from bulksign.models import Batch, OutgoingMail, SigningRequest
-from bulksign.batches.states import transition
-from bulksign.models.status import Status
 from tests.support.batches import make_batch, request_ids
 from tests.support.signing_requests import TO_SENT
 

@@ -1,0 +1,29 @@
+"""The soak's template of each kind, created over the API, and its recipients file: every row valid (bench/soak.py)."""
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from bench.soak import KINDS, recipients_csv, template_request
+from bulksign.core.extensions import db
+from bulksign.recipients.validation import validate_recipients
+from tests.support.clock import NOW
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_kind_makes_a_template_whose_variables_the_recipients_file_fills(client, users, kind):
+    from bulksign.people.users import create_api_key
+
+    key = create_api_key(db.session, user=users["staff"], name="t", now=NOW).secret
+    db.session.commit()
+    sent = template_request(kind)
+    if "files" in sent:  # requests' multipart arguments, as Flask's test client takes them
+        filename, data, _ = sent["files"]["file"]
+        sent = {"content_type": "multipart/form-data", "data": {**sent["data"], "file": (io.BytesIO(data), filename)}}
+    created = client.post("/api/v1/templates", headers={"Authorization": f"Bearer {key}"}, **sent)
+    assert created.status_code == 201, created.json
+    assert created.json["kind"] == kind and len(created.json["variables"]) >= 3
+    report = validate_recipients(recipients_csv(created.json["variables"], 5), filename="recipients.csv",
+                                 variables=created.json["variables"])
+    assert (report.valid_rows, report.error_count, report.missing_columns) == (5, 0, ())

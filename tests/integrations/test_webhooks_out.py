@@ -1,0 +1,165 @@
+"""Outgoing webhooks: events become signed JSON deliveries to a real loopback HTTP server, retried with backoff."""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from sqlalchemy import select
+
+from bulksign.batches.states import transition
+from bulksign.core.extensions import db
+from bulksign.integrations import webhooks_out
+from bulksign.jobs.webhooks import dispatch
+from bulksign.models import Batch, SigningRequest, WebhookDelivery
+from tests.support.batchdata import make_batch
+from tests.support.clock import NOW
+from tests.support.web import csrf_from
+
+
+class Receiver:
+    """A loopback HTTP server that records POSTs and answers with scripted status codes."""
+
+    def __init__(self):
+        self.received: list[tuple[dict, bytes]] = []
+        self.codes: list[int] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.received.append((dict(self.headers), body))
+                self.send_response(receiver.codes.pop(0) if receiver.codes else 200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver(app):
+    app.config["WEBHOOK_ALLOW_LOCAL"] = True  # the receiver listens on loopback, like an endpoint on a dev box
+    with Receiver() as r:
+        yield r
+
+
+def test_a_signed_request_reaches_the_endpoint_as_signed_json(app, users, receiver, run_jobs):
+    batch = make_batch(db.session, statuses=["opened", "opened"], now=NOW)
+    endpoint = webhooks_out.create_endpoint(db.session, url=receiver.url, events=["request.signed"],
+                                            user_id=users["admin"].id, now=NOW)
+    db.session.commit()
+    secret = endpoint.secret
+    dispatch(now=NOW)  # first run sets the cursor: only what happens from now on is sent
+    ids = db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch.id)
+                             .order_by(SigningRequest.id)).all()
+    transition(db.session, ids[0], frm="opened", to="signed", now=NOW + timedelta(seconds=1))
+    transition(db.session, ids[1], frm="opened", to="declined", now=NOW + timedelta(seconds=1))
+    db.session.commit()
+    assert dispatch(now=NOW + timedelta(seconds=2)) == 1
+    run_jobs("webhooks")
+    assert len(receiver.received) == 1
+    headers, body = receiver.received[0]
+    expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    assert headers["X-Bulksign-Signature"] == expected
+    payload = json.loads(body)
+    assert payload["event"] == "request.signed" and payload["data"]["request"]["id"] == ids[0]
+    assert "token" not in body.decode()
+    delivery = db.session.scalar(select(WebhookDelivery))
+    assert delivery.status == "delivered" and delivery.response_code == 200
+
+
+def test_a_failing_endpoint_is_retried_with_growing_waits_then_given_up(app, users, receiver):
+    make_batch(db.session, statuses=["sent"], now=NOW)
+    webhooks_out.create_endpoint(db.session, url=receiver.url, events=["batch.completed"], user_id=None, now=NOW)
+    ids = webhooks_out.emit(db.session, event="batch.completed", payload={"batch": {"id": 1}}, team_id=None, now=NOW).delivery_ids
+    db.session.commit()
+    receiver.codes = [500] * 20
+    at, waits = NOW, []
+    for _ in range(webhooks_out.MAX_ATTEMPTS):
+        result = webhooks_out.deliver(db.session, delivery_id=ids[0], now=at, allow_local=True)
+        db.session.commit()
+        delivery = db.session.get(WebhookDelivery, ids[0])
+        if delivery.next_attempt_at:
+            waits.append(delivery.next_attempt_at - at)
+            # Too early: a duplicate job does nothing.
+            assert webhooks_out.deliver(db.session, delivery_id=ids[0], now=at, allow_local=True).status == "waiting"
+            at = delivery.next_attempt_at
+    assert result.status == "failed" and len(receiver.received) == webhooks_out.MAX_ATTEMPTS
+    assert waits == sorted(waits) and waits[0] == timedelta(seconds=30) and waits[1] == timedelta(seconds=60)
+    assert "HTTP 500" in delivery.error
+
+
+def test_an_unreachable_endpoint_is_a_recorded_failure_not_a_crash(app, users):
+    from tests.support.services import free_port
+
+    webhooks_out.create_endpoint(db.session, url=f"http://127.0.0.1:{free_port()}/x", events=["batch.completed"],
+                                 user_id=None, now=NOW)
+    ids = webhooks_out.emit(db.session, event="batch.completed", payload={}, team_id=None, now=NOW).delivery_ids
+    result = webhooks_out.deliver(db.session, delivery_id=ids[0], now=NOW, timeout=2, allow_local=True)
+    assert result.status == "pending" and "Could not reach" in result.error
+
+
+def test_deliveries_never_reach_this_host_unless_allowed_nor_link_local_addresses(app, users, receiver):
+    app.config["WEBHOOK_ALLOW_LOCAL"] = False  # the default
+    webhooks_out.create_endpoint(db.session, url=receiver.url.replace("127.0.0.1", "localhost"),
+                                 events=["batch.completed"], user_id=None, now=NOW)
+    ids = webhooks_out.emit(db.session, event="batch.completed", payload={}, team_id=None, now=NOW).delivery_ids
+    result = webhooks_out.deliver(db.session, delivery_id=ids[0], now=NOW, timeout=2)
+    assert result.status == "pending" and "this host" in result.error and "WEBHOOK_ALLOW_LOCAL" in result.error
+    assert receiver.received == []
+    # Cloud metadata services sit on link-local addresses: refused whatever the setting.
+    for address in ("169.254.169.254", "fe80::1", "::ffff:169.254.169.254"):
+        assert "link-local" in webhooks_out.forbidden_reason(address, allow_local=True)
+    assert webhooks_out.forbidden_reason("::ffff:127.0.0.1", allow_local=False)
+    assert webhooks_out.forbidden_reason("10.1.2.3", allow_local=False) is None
+
+
+def test_finished_batches_emit_batch_completed(app, users, receiver, run_jobs):
+    batch = make_batch(db.session, statuses=["signed"], now=NOW)
+    webhooks_out.create_endpoint(db.session, url=receiver.url, events=["batch.completed"], user_id=None, now=NOW)
+    db.session.commit()
+    dispatch(now=NOW)
+    db.session.get(Batch, batch.id).finished_at = NOW + timedelta(seconds=5)
+    db.session.get(Batch, batch.id).status = "completed"
+    db.session.commit()
+    assert dispatch(now=NOW + timedelta(seconds=10)) == 1
+    run_jobs("webhooks")
+    assert json.loads(receiver.received[0][1])["data"]["batch"]["status"] == "completed"
+
+
+def test_endpoint_registration_is_checked(app):
+    with pytest.raises(webhooks_out.WebhookError, match="full address"):
+        webhooks_out.create_endpoint(db.session, url="ftp://x", events=["request.sent"], user_id=None, now=NOW)
+    with pytest.raises(webhooks_out.WebhookError, match="Unknown events"):
+        webhooks_out.create_endpoint(db.session, url="https://x.example", events=["nope"], user_id=None, now=NOW)
+
+
+def test_admin_registers_an_endpoint_and_sees_the_delivery_log(client, auth, receiver):
+    auth.login_admin()
+    page = client.get("/admin/webhooks")
+    shown = client.post("/admin/webhooks", data={"url": receiver.url, "events": ["request.signed", "batch.completed"],
+                                                 "csrf_token": csrf_from(page)})
+    assert 'id="secret"' in shown.get_data(as_text=True)
+    webhooks_out.emit(db.session, event="batch.completed", payload={}, team_id=None, now=NOW)
+    db.session.commit()
+    log = client.get("/admin/webhooks").get_data(as_text=True)
+    assert receiver.url in log and "batch.completed" in log and "pending" in log
+    auth.logout()
+    auth.login()
+    assert client.get("/admin/webhooks").status_code == 403
