@@ -1,4 +1,5 @@
 """WSGI entry point (``gunicorn wsgi:app``) and the app the ``flask`` command loads (FLASK_APP=wsgi)."""
+
 import os
 import sys
 

@@ -5,6 +5,7 @@ suite runs each with ``small=True`` so CI proves they still work. Targets live h
 timed tests: these machines are noisy, so each figure carries a ratio to a baseline measured in
 the same run where there is one.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -54,9 +55,17 @@ def bench_app(*, pgbouncer: bool = False, **overrides):
         if bouncer:
             bouncer.start()
         with postgres_database() as url, tempfile.TemporaryDirectory(prefix="bulksign-bench-") as folder:
-            config = {"DATABASE_URL": bouncer.url_for(url) if bouncer else url, "REDIS_URL": redis.url, "SECRET_KEY": "bench", "VAR_DIR": folder,
-                      "STORAGE_URL": f"{folder}/storage", "MAIL_RATE_PER_MINUTE": 0, "LOG_JSON": False,
-                      "MAIL_SERVER": "127.0.0.1", "MAIL_PORT": 1}
+            config = {
+                "DATABASE_URL": bouncer.url_for(url) if bouncer else url,
+                "REDIS_URL": redis.url,
+                "SECRET_KEY": "bench",
+                "VAR_DIR": folder,
+                "STORAGE_URL": f"{folder}/storage",
+                "MAIL_RATE_PER_MINUTE": 0,
+                "LOG_JSON": False,
+                "MAIL_SERVER": "127.0.0.1",
+                "MAIL_PORT": 1,
+            }
             config.update(overrides)
             app = create_app(config)
             with app.app_context():
@@ -105,8 +114,9 @@ class Settled:
         return " (" + ", ".join(parts) + ")" if parts else ""
 
 
-def wait_for_requests(where: ColumnElement[bool], *, total: int, goal: str, deadline: float,
-                      poll: Callable[[int], None] | None = None) -> Settled:
+def wait_for_requests(
+    where: ColumnElement[bool], *, total: int, goal: str, deadline: float, poll: Callable[[int], None] | None = None
+) -> Settled:
     """Wait until each of the ``total`` requests matching ``where`` (a SQLAlchemy condition) is in ``goal`` or in a
     final state (failed, bounced …), or until ``deadline`` (``time.monotonic()``); ``poll(reached)`` runs on each
     look. A failed request never reaches ``goal``: waiting on it would only spend the deadline."""
@@ -121,21 +131,34 @@ def wait_for_requests(where: ColumnElement[bool], *, total: int, goal: str, dead
     final = {str(s) for s in FINAL} - {goal}
     while True:
         db.session.rollback()  # a fresh snapshot: the workers commit in other processes
-        counts = dict(db.session.execute(select(SigningRequest.status, func.count()).where(where)
-                                         .group_by(SigningRequest.status)).all())
+        counts = dict(
+            db.session.execute(
+                select(SigningRequest.status, func.count()).where(where).group_by(SigningRequest.status)
+            ).all()
+        )
         reached, stopped = counts.get(goal, 0), sum(counts.get(s, 0) for s in final)
         if poll is not None:
             poll(reached)
         if reached + stopped >= total or time.monotonic() >= deadline:
             break
         time.sleep(0.2)
-    reasons = db.session.execute(
-        select(SigningRequest.status, SigningRequest.error_message, func.count()).where(
-            where, SigningRequest.status.in_(final)).group_by(SigningRequest.status, SigningRequest.error_message)
-        .order_by(func.count().desc()).limit(3)).all() if stopped else []
-    return Settled(reached=reached, stopped=stopped, pending=max(total - reached - stopped, 0),
-                   reasons=tuple(f"{count} {status}: {message or 'no reason given'}"
-                                 for status, message, count in reasons))
+    reasons = (
+        db.session.execute(
+            select(SigningRequest.status, SigningRequest.error_message, func.count())
+            .where(where, SigningRequest.status.in_(final))
+            .group_by(SigningRequest.status, SigningRequest.error_message)
+            .order_by(func.count().desc())
+            .limit(3)
+        ).all()
+        if stopped
+        else []
+    )
+    return Settled(
+        reached=reached,
+        stopped=stopped,
+        pending=max(total - reached - stopped, 0),
+        reasons=tuple(f"{count} {status}: {message or 'no reason given'}" for status, message, count in reasons),
+    )
 
 
 def stop_processes(processes) -> None:

@@ -1,4 +1,5 @@
 """``python -m bench [NAME ...] [--small]``: run the benchmarks and print one table."""
+
 from __future__ import annotations
 
 import argparse

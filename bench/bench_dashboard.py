@@ -4,6 +4,7 @@ The app runs under gunicorn in a subprocess on a free loopback port; this proces
 Figures: p95 of the batch page, a filtered page of the recipients table and the progress
 fragment, each against ``GET /healthz`` p95 measured in the same run (the baseline).
 """
+
 from __future__ import annotations
 
 import http.client
@@ -21,8 +22,17 @@ from bench import Figure, bench_app
 
 TARGETS_MS = {"batch page": 150, "filtered table page": 150, "progress fragment": 30}
 #: Realistic mid-campaign mix.
-MIX = (["sent"] * 30 + ["opened"] * 20 + ["signed"] * 35 + ["declined"] * 2 + ["expired"] * 3
-       + ["bounced"] * 2 + ["failed"] * 1 + ["pending"] * 4 + ["generated"] * 3)
+MIX = (
+    ["sent"] * 30
+    + ["opened"] * 20
+    + ["signed"] * 35
+    + ["declined"] * 2
+    + ["expired"] * 3
+    + ["bounced"] * 2
+    + ["failed"] * 1
+    + ["pending"] * 4
+    + ["generated"] * 3
+)
 
 
 def _statuses(n: int) -> list[str]:
@@ -32,14 +42,39 @@ def _statuses(n: int) -> list[str]:
 
 @contextmanager
 def _served(app, port: int):
-    env = {**os.environ, "DATABASE_URL": app.config["DATABASE_URL"], "REDIS_URL": app.config["REDIS_URL"],
-           "SECRET_KEY": app.config["SECRET_KEY"], "BULKSIGN_VAR_DIR": app.config["VAR_DIR"],
-           "STORAGE_URL": app.config["STORAGE_URL"], "LOG_JSON": "false", "LOGIN_RATE_LIMIT": "1000 per minute"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": app.config["DATABASE_URL"],
+        "REDIS_URL": app.config["REDIS_URL"],
+        "SECRET_KEY": app.config["SECRET_KEY"],
+        "BULKSIGN_VAR_DIR": app.config["VAR_DIR"],
+        "STORAGE_URL": app.config["STORAGE_URL"],
+        "LOG_JSON": "false",
+        "LOGIN_RATE_LIMIT": "1000 per minute",
+    }
     cwd = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "--config", "/dev/null", "--workers", "2", "--threads", "2",
-         "--bind", f"127.0.0.1:{port}", "--log-level", "warning", "wsgi:app"],
-        cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "--config",
+            "/dev/null",
+            "--workers",
+            "2",
+            "--threads",
+            "2",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--log-level",
+            "warning",
+            "wsgi:app",
+        ],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -83,8 +118,9 @@ class _Client:
     def login(self, email: str, password: str) -> None:
         _, page = self.request("GET", "/auth/login")
         token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
-        status, _ = self.request("POST", "/auth/login",
-                                 urlencode({"email": email, "password": password, "csrf_token": token}))
+        status, _ = self.request(
+            "POST", "/auth/login", urlencode({"email": email, "password": password, "csrf_token": token})
+        )
         if status != 302:
             raise RuntimeError(f"login failed with HTTP {status}")
 
@@ -112,8 +148,7 @@ def run(*, small: bool) -> list[Figure]:
 
     rows, repeats = (5_000, 20) if small else (100_000, 100)
     with bench_app() as app:
-        user = create_user(db.session, email="bench@example.com", password="bench-password", role="admin",
-                           now=utcnow())
+        user = create_user(db.session, email="bench@example.com", password="bench-password", role="admin", now=utcnow())
         db.session.commit()
         batch = make_batch(db.session, statuses=_statuses(rows), now=utcnow(), name="Bench batch", user_id=user.id)
         batch_id = batch.id
@@ -136,12 +171,26 @@ def run(*, small: bool) -> list[Figure]:
             for name, path in paths.items():
                 median, value = client.timings_ms(path, repeats)
                 target = TARGETS_MS[name]
-                figures.append(Figure(f"{name} p95 ({rows:,} requests)", value, "ms", target=f"< {target} ms",
-                                      ok=value < target, ratio=value / baseline if baseline else None,
-                                      baseline="GET /healthz p95"))
-                figures.append(Figure(f"{name} median", median, "ms",
-                                      ratio=median / base_median if base_median else None,
-                                      baseline="GET /healthz median"))
+                figures.append(
+                    Figure(
+                        f"{name} p95 ({rows:,} requests)",
+                        value,
+                        "ms",
+                        target=f"< {target} ms",
+                        ok=value < target,
+                        ratio=value / baseline if baseline else None,
+                        baseline="GET /healthz p95",
+                    )
+                )
+                figures.append(
+                    Figure(
+                        f"{name} median",
+                        median,
+                        "ms",
+                        ratio=median / base_median if base_median else None,
+                        baseline="GET /healthz median",
+                    )
+                )
             figures.append(Figure("GET /healthz p95 (baseline)", baseline, "ms"))
             figures.append(Figure("GET /healthz median (baseline)", base_median, "ms"))
     return figures

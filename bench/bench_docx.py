@@ -11,6 +11,7 @@ half after. CPU is counted per role from
 each worker), the database's (PostgreSQL backends: this pipeline sends no mail and uses no pooler), and the bare
 loop's LibreOffice, to show what the pipeline adds around the converter.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,12 +36,22 @@ def _create_batch(user, version_id: int, n: int, *, offset: int = 0) -> int:
     batch = Batch(name="bench", template_version_id=version_id, created_by_id=user.id, total_count=n, created_at=now)
     db.session.add(batch)
     db.session.flush()
-    db.session.execute(insert(SigningRequest), [
-        {"batch_id": batch.id, "row_number": i + 2, "email": f"r{offset + i}@example.com",
-         "name": f"Получатель {offset + i}", "data": {"number": f"C-{i}", "city": "Москва", "role": "Инженер",
-                                                      "salary": "4200"},
-         "status": "pending", "status_changed_at": now, "created_at": now}
-        for i in range(n)])
+    db.session.execute(
+        insert(SigningRequest),
+        [
+            {
+                "batch_id": batch.id,
+                "row_number": i + 2,
+                "email": f"r{offset + i}@example.com",
+                "name": f"Получатель {offset + i}",
+                "data": {"number": f"C-{i}", "city": "Москва", "role": "Инженер", "salary": "4200"},
+                "status": "pending",
+                "status_changed_at": now,
+                "created_at": now,
+            }
+            for i in range(n)
+        ],
+    )
     batch_counts.rebuild(db.session, batch_ids=[batch.id])
     db.session.commit()
     return batch.id
@@ -104,8 +115,12 @@ class _CpuWatch:
 
 def _converters_snapshot(converters: list) -> dict[tuple[str, int], float]:
     """The bare loop's LibreOffice trees: ("libreoffice", pid) → CPU seconds so far."""
-    return {("libreoffice", pid): (_stat(pid) or ("", 0.0, 0.0))[1] for converter in converters if converter.pid
-            for pid in _tree(converter.pid)}
+    return {
+        ("libreoffice", pid): (_stat(pid) or ("", 0.0, 0.0))[1]
+        for converter in converters
+        if converter.pid
+        for pid in _tree(converter.pid)
+    }
 
 
 def _generate(ids: list[int], *, deadline: float) -> Settled:
@@ -118,10 +133,10 @@ def _generate(ids: list[int], *, deadline: float) -> Settled:
 
 
 def run(*, small: bool) -> list[Figure]:
-    from bulksign.doc_templates import docx_templates
-    from bulksign.documents import libreoffice
-    from bulksign.doc_templates.versions import create_template
     from bulksign.core.extensions import db
+    from bulksign.doc_templates import docx_templates
+    from bulksign.doc_templates.versions import create_template
+    from bulksign.documents import libreoffice
     from bulksign.documents.rendering import document_context
     from bulksign.models import SigningRequest, utcnow
     from bulksign.people.users import create_user
@@ -133,13 +148,12 @@ def run(*, small: bool) -> list[Figure]:
     # Small: one worker and one document per job; each LibreOffice start costs seconds.
     with bench_app(**({"RENDER_CHUNK_SIZE": 1, "PDF_CONCURRENCY": 1} if small else {})) as app:
         concurrency = app.config["PDF_CONCURRENCY"]
-        user = create_user(db.session, email="bench@example.com", password="bench-password", role="staff",
-                           now=utcnow())
-        version = create_template(db.session, name="Договор", html="", kind="docx", file=source, user=user,
-                                  now=utcnow()).version
+        user = create_user(db.session, email="bench@example.com", password="bench-password", role="staff", now=utcnow())
+        version = create_template(
+            db.session, name="Договор", html="", kind="docx", file=source, user=user, now=utcnow()
+        ).version
         db.session.commit()
-        warm_ids = request_ids(_create_batch(user, version.id, concurrency * app.config["RENDER_CHUNK_SIZE"],
-                                             offset=n))
+        warm_ids = request_ids(_create_batch(user, version.id, concurrency * app.config["RENDER_CHUNK_SIZE"], offset=n))
         ids = request_ids(_create_batch(user, version.id, n))
         sample = db.session.get(SigningRequest, ids[0])
         filled = docx_templates.fill(source, document_context(sample))
@@ -157,9 +171,16 @@ def run(*, small: bool) -> list[Figure]:
             bare_before = _bare_loop(filled, bare_n, converters)
             bare_cpu = watch.stop()["libreoffice"]
 
-            workers = [subprocess.Popen([sys.executable, "-m", "flask", "jobs", "worker", "pdf"], cwd=ROOT,
-                                        env=worker_env(app), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                       for _ in range(concurrency)]
+            workers = [
+                subprocess.Popen(
+                    [sys.executable, "-m", "flask", "jobs", "worker", "pdf"],
+                    cwd=ROOT,
+                    env=worker_env(app),
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                for _ in range(concurrency)
+            ]
             _wait_for_workers(len(workers), timeout=60)
             _generate(warm_ids, deadline=time.monotonic() + 300)  # each worker starts its LibreOffice here
             database = app.config["DATABASE_URL"].rsplit("/", 1)[1]
@@ -184,17 +205,28 @@ def run(*, small: bool) -> list[Figure]:
     ratio = pipeline_rate / bare_rate
     label = f"{n:,} recipients" + (" (small)" if small else "")
     return [
-        Figure(f"Word pipeline docs/s (fill + convert + store), {label}, {concurrency} pdf workers", pipeline_rate,
-               "docs/s", "≥ 0.8 × bare", ratio >= 0.8, ratio,
-               f"bare warm LibreOffice {bare_rate:.1f} docs/s ({bare_n} docs before: {bare_before:.1f}, "
-               f"{bare_n} after: {bare_after:.1f})"),
-        Figure(f"Word documents generated, {label}", generated, "docs", f"= {n}{settled.problems()}",
-               generated == n),
+        Figure(
+            f"Word pipeline docs/s (fill + convert + store), {label}, {concurrency} pdf workers",
+            pipeline_rate,
+            "docs/s",
+            "≥ 0.8 × bare",
+            ratio >= 0.8,
+            ratio,
+            f"bare warm LibreOffice {bare_rate:.1f} docs/s ({bare_n} docs before: {bare_before:.1f}, "
+            f"{bare_n} after: {bare_after:.1f})",
+        ),
+        Figure(f"Word documents generated, {label}", generated, "docs", f"= {n}{settled.problems()}", generated == n),
         Figure(f"render workers' own CPU per document (LibreOffice not counted), {label}", per_doc["render"], "ms"),
         Figure(f"database CPU per document (PostgreSQL backends), {label}", per_doc["database"], "ms"),
-        Figure(f"LibreOffice CPU per document in the pipeline (restarts included), {label}", per_doc["libreoffice"],
-               "ms", "", None,
-               per_doc["libreoffice"] / max(bare_per_doc, 1e-9), f"bare {bare_per_doc:.1f} ms"),
+        Figure(
+            f"LibreOffice CPU per document in the pipeline (restarts included), {label}",
+            per_doc["libreoffice"],
+            "ms",
+            "",
+            None,
+            per_doc["libreoffice"] / max(bare_per_doc, 1e-9),
+            f"bare {bare_per_doc:.1f} ms",
+        ),
     ]
 
 

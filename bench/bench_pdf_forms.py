@@ -7,6 +7,7 @@ the render job does, by PDF_CONCURRENCY processes, each having prepared the temp
 worker does on its first document). The baseline renders the same contract with each row's values through
 wkhtmltopdf with the same options and concurrency, half before and half after. Target (issue 12): 20×.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -20,11 +21,20 @@ from concurrent.futures import ProcessPoolExecutor
 from bench import Figure
 
 TARGET_RATIO = 20.0
-ROW = {"name": "Анна Петрова-Иванова", "email": "anna@example.com", "contract_number": "C-{i}", "city": "Rīga",
-       "position": "Инженер-конструктор", "salary": "4 200 €", "start_date": "2027-01-01"}
+ROW = {
+    "name": "Анна Петрова-Иванова",
+    "email": "anna@example.com",
+    "contract_number": "C-{i}",
+    "city": "Rīga",
+    "position": "Инженер-конструктор",
+    "salary": "4 200 €",
+    "start_date": "2027-01-01",
+}
 #: Where each value goes on page 1 of the contract (points from the bottom-left corner): name, e-mail …
-BOXES = [{"name": name, "page": 0, "x": 60 + 250 * (i % 2), "y": 160 + 26 * (i // 2), "w": 230, "h": 20,
-          "font_size": 11} for i, name in enumerate(ROW)]
+BOXES = [
+    {"name": name, "page": 0, "x": 60 + 250 * (i % 2), "y": 160 + 26 * (i // 2), "w": 230, "h": 20, "font_size": 11}
+    for i, name in enumerate(ROW)
+]
 
 _source: bytes = b""
 
@@ -73,8 +83,8 @@ def _forms_rate(source: bytes, n: int, concurrency: int, folder: str) -> float:
 
 def run(*, small: bool) -> list[Figure]:
     from bench.bench_pipeline import _bare_loop, _contract
-    from bulksign.doc_templates import pdf_fill, pdf_forms
     from bulksign.core.config import load_config
+    from bulksign.doc_templates import pdf_fill, pdf_forms
     from bulksign.doc_templates.jinja_sandbox import render_html
     from bulksign.documents.pdf import render_pdf
 
@@ -102,12 +112,23 @@ def run(*, small: bool) -> list[Figure]:
     ratio = rate / bare
     label = f"{n:,} recipients" + (" (small)" if small else "")
     return [
-        Figure(f"PDF-form pipeline docs/s (fill, flatten, hash, store), {label}, {concurrency} processes", rate,
-               "docs/s", f"≥ {TARGET_RATIO:g} × bare", ratio >= TARGET_RATIO, ratio,
-               f"bare wkhtmltopdf {bare:.1f} docs/s ({bare_n} before: {bare_before:.1f}, {bare_n} after: {bare_after:.1f})"),
+        Figure(
+            f"PDF-form pipeline docs/s (fill, flatten, hash, store), {label}, {concurrency} processes",
+            rate,
+            "docs/s",
+            f"≥ {TARGET_RATIO:g} × bare",
+            ratio >= TARGET_RATIO,
+            ratio,
+            f"bare wkhtmltopdf {bare:.1f} docs/s ({bare_n} before: {bare_before:.1f}, {bare_n} after: {bare_after:.1f})",
+        ),
         # CPU per document: what a busy machine barely moves (docs/s above depend on what else runs).
-        Figure("CPU per filled document (fill, flatten)", one * 1000, "ms", ratio=bare_cpu / one,
-               baseline=f"wkhtmltopdf's CPU per document {bare_cpu * 1000:.1f} ms (÷ this)"),
+        Figure(
+            "CPU per filled document (fill, flatten)",
+            one * 1000,
+            "ms",
+            ratio=bare_cpu / one,
+            baseline=f"wkhtmltopdf's CPU per document {bare_cpu * 1000:.1f} ms (÷ this)",
+        ),
         Figure("filled document size (2-page contract, DejaVu Sans embedded)", len(sample) / 1024, "KiB"),
     ]
 

@@ -7,6 +7,7 @@ straight to PostgreSQL, to compare). In the same
 run, the same documents are rendered by a bare loop of wkhtmltopdf with the same options and
 the same concurrency, half before the pipeline runs and half after. Worker memory is sampled from /proc: growth from 10 % of the batch to its end.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,7 +21,8 @@ from bench import Figure, bench_app, docs_per_second, stop_processes, wait_for_r
 ROOT = Path(__file__).resolve().parent.parent
 CLAUSES = "".join(
     f"<h2>{i}. Clause</h2><p>{'The Employee shall perform the duties of the position with care and diligence. ' * 6}</p>"
-    for i in range(1, 13))
+    for i in range(1, 13)
+)
 
 
 def _contract() -> str:
@@ -46,8 +48,11 @@ def _stat(pid: int) -> tuple[str, float, float] | None:
         return None
     fields = raw.rsplit(")", 1)[1].split()
     tick = os.sysconf("SC_CLK_TCK")
-    return (raw[raw.index("(") + 1:raw.rindex(")")], (int(fields[11]) + int(fields[12])) / tick,
-            (int(fields[13]) + int(fields[14])) / tick)
+    return (
+        raw[raw.index("(") + 1 : raw.rindex(")")],
+        (int(fields[11]) + int(fields[12])) / tick,
+        (int(fields[13]) + int(fields[14])) / tick,
+    )
 
 
 def _tree(pid: int) -> list[int]:
@@ -77,8 +82,7 @@ def _database_pids(database: str) -> list[int]:
     from tests.support.services import PG_ADMIN_URL
 
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-        backends = [row[0] for row in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s",
-                                                   (database,))]
+        backends = [row[0] for row in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", (database,))]
     return _children_named("pgbouncer") + backends
 
 
@@ -133,23 +137,41 @@ def _create_batch(app, n: int) -> int:
     from sqlalchemy import insert
 
     from bulksign.batches import counts as batch_counts
-    from bulksign.doc_templates.versions import create_template
     from bulksign.core.extensions import db
+    from bulksign.doc_templates.versions import create_template
     from bulksign.models import Batch, SigningRequest, utcnow
     from bulksign.people.users import create_user
 
     now = utcnow()
     user = create_user(db.session, email="bench@example.com", password="bench-password", role="staff", now=now)
     saved = create_template(db.session, name="Employment agreement", html=_contract(), user=user, now=now)
-    batch = Batch(name="bench", template_version_id=saved.version.id, created_by_id=user.id, total_count=n,
-                  created_at=now)
+    batch = Batch(
+        name="bench", template_version_id=saved.version.id, created_by_id=user.id, total_count=n, created_at=now
+    )
     db.session.add(batch)
     db.session.flush()
-    db.session.execute(insert(SigningRequest), [
-        {"batch_id": batch.id, "row_number": i + 2, "email": f"r{i}@example.com", "name": f"Recipient {i}",
-         "data": {"contract_number": f"C-{i}", "city": "Riga", "position": "Engineer", "salary": "4200",
-                  "start_date": "2027-01-01"}, "status": "pending", "status_changed_at": now, "created_at": now}
-        for i in range(n)])
+    db.session.execute(
+        insert(SigningRequest),
+        [
+            {
+                "batch_id": batch.id,
+                "row_number": i + 2,
+                "email": f"r{i}@example.com",
+                "name": f"Recipient {i}",
+                "data": {
+                    "contract_number": f"C-{i}",
+                    "city": "Riga",
+                    "position": "Engineer",
+                    "salary": "4200",
+                    "start_date": "2027-01-01",
+                },
+                "status": "pending",
+                "status_changed_at": now,
+                "created_at": now,
+            }
+            for i in range(n)
+        ],
+    )
     batch_counts.rebuild(db.session, batch_ids=[batch.id])
     db.session.commit()
     return batch.id
@@ -178,8 +200,8 @@ def run(*, small: bool) -> list[Figure]:
     from aiosmtpd.controller import Controller
     from sqlalchemy import select
 
-    from bulksign.doc_templates.jinja_sandbox import render_html
     from bulksign.core.extensions import db
+    from bulksign.doc_templates.jinja_sandbox import render_html
     from bulksign.documents.rendering import document_context
     from bulksign.models import SigningRequest
     from bulksign.work.pipeline import enqueue_renders
@@ -198,8 +220,9 @@ def run(*, small: bool) -> list[Figure]:
             concurrency = app.config["PDF_CONCURRENCY"]
             batch_id = _create_batch(app, n)
             sample = db.session.scalars(select(SigningRequest).limit(1)).first()
-            html = render_html(db.session.get(type(sample.batch), batch_id).template_version.html,
-                               document_context(sample))
+            html = render_html(
+                db.session.get(type(sample.batch), batch_id).template_version.html, document_context(sample)
+            )
             ids = list(db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch_id)))
             db.session.commit()
             # The baseline runs half before and half after the pipeline: a machine whose speed drifts
@@ -211,16 +234,25 @@ def run(*, small: bool) -> list[Figure]:
 
             # Workers start (imports, connections) before the clock does: the figure is throughput.
             # As deployed: PDF_CONCURRENCY render workers and one mail worker (the throttle is global anyway).
-            workers = [subprocess.Popen([sys.executable, "-m", "flask", "jobs", "worker", *queues],
-                                        cwd=ROOT, env=worker_env(app), stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL)
-                       for queues in [("pdf",)] * concurrency + [("mail",)]]
+            workers = [
+                subprocess.Popen(
+                    [sys.executable, "-m", "flask", "jobs", "worker", *queues],
+                    cwd=ROOT,
+                    env=worker_env(app),
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                for queues in [("pdf",)] * concurrency + [("mail",)]
+            ]
             _wait_for_workers(len(workers), timeout=60)
             # Each role's processes: the worker trees (supervisor, worker, RQ's scheduler), the database side
             # (PgBouncer and the server backends of this database), Redis. Imports and start-up are not counted.
             database = app.config["DATABASE_URL"].rsplit("/", 1)[1]
-            roles = {"render": [w.pid for w in workers[:-1]], "mail": [workers[-1].pid],
-                     "redis": _children_named("redis-server")}
+            roles = {
+                "render": [w.pid for w in workers[:-1]],
+                "mail": [workers[-1].pid],
+                "redis": _children_named("redis-server"),
+            }
             idle_cpu = _cpu_snapshot({**roles, "database": _database_pids(database)})
             worker_pids = _worker_pids()
             started = time.monotonic()
@@ -236,8 +268,13 @@ def run(*, small: bool) -> list[Figure]:
                         if sent >= n // 10:
                             warm.setdefault(pid, rss)
 
-            settled = wait_for_requests(SigningRequest.batch_id == batch_id, total=n, goal="sent",
-                                        deadline=started + (300 if small else 3600), poll=sample_memory)
+            settled = wait_for_requests(
+                SigningRequest.batch_id == batch_id,
+                total=n,
+                goal="sent",
+                deadline=started + (300 if small else 3600),
+                poll=sample_memory,
+            )
             sent = settled.reached
             elapsed = time.monotonic() - started
             # What the pipeline adds around the renderer, per document: unlike docs/s, a busy machine barely moves it.
@@ -256,19 +293,40 @@ def run(*, small: bool) -> list[Figure]:
     label = f"{n:,} recipients" + (" (small)" if small else "")
     through = "through PgBouncer" if pooled else "straight to PostgreSQL"
     return [
-        Figure(f"pipeline docs/s, {label}, {concurrency} pdf workers + 1 mail worker, {through}", pipeline_rate,
-               "docs/s", "≥ 0.9 × bare", ratio >= 0.9, ratio, f"bare wkhtmltopdf {bare_rate:.1f} docs/s ({bare_n} docs before: "
-                                     f"{bare_before:.1f}, {bare_n} after: {bare_after:.1f})"),
-        Figure(f"invitations delivered, {label}", sink.count, "mails", f"= {n}{settled.problems()}",
-               sink.count >= n and sent == n),
-        Figure(f"render workers' own CPU per document (wkhtmltopdf not counted), {label}",
-               per_doc["render"] * 1000, "ms"),
+        Figure(
+            f"pipeline docs/s, {label}, {concurrency} pdf workers + 1 mail worker, {through}",
+            pipeline_rate,
+            "docs/s",
+            "≥ 0.9 × bare",
+            ratio >= 0.9,
+            ratio,
+            f"bare wkhtmltopdf {bare_rate:.1f} docs/s ({bare_n} docs before: "
+            f"{bare_before:.1f}, {bare_n} after: {bare_after:.1f})",
+        ),
+        Figure(
+            f"invitations delivered, {label}",
+            sink.count,
+            "mails",
+            f"= {n}{settled.problems()}",
+            sink.count >= n and sent == n,
+        ),
+        Figure(
+            f"render workers' own CPU per document (wkhtmltopdf not counted), {label}", per_doc["render"] * 1000, "ms"
+        ),
         Figure(f"mail worker's CPU per invitation, {label}", per_doc["mail"] * 1000, "ms"),
-        Figure(f"database CPU per document (PostgreSQL backends + PgBouncer), {label}",
-               per_doc["database"] * 1000, "ms"),
+        Figure(
+            f"database CPU per document (PostgreSQL backends + PgBouncer), {label}", per_doc["database"] * 1000, "ms"
+        ),
         Figure(f"Redis CPU per document, {label}", per_doc["redis"] * 1000, "ms"),
-        Figure(f"wkhtmltopdf CPU per document in the pipeline, {label}", wkhtmltopdf_cpu * 1000, "ms", "", None,
-               wkhtmltopdf_cpu / (bare_cpu / max(bare_n, 1)), f"bare {bare_cpu / max(bare_n, 1) * 1000:.1f} ms"),
+        Figure(
+            f"wkhtmltopdf CPU per document in the pipeline, {label}",
+            wkhtmltopdf_cpu * 1000,
+            "ms",
+            "",
+            None,
+            wkhtmltopdf_cpu / (bare_cpu / max(bare_n, 1)),
+            f"bare {bare_cpu / max(bare_n, 1) * 1000:.1f} ms",
+        ),
         Figure(f"worker memory growth, 10 % → 100 % of {label}", max(growth, 0.0), "MB", "< 30 MB", growth < 30),
     ]
 

@@ -4,12 +4,13 @@
 RSA-2048 seal instead of ~30 ms (field notes). Baseline: the same seals, same file, same run,
 with the plain signer. Also: building the signed PDF (stamp + audit page) and validating a seal.
 """
+
 from __future__ import annotations
 
 import hashlib
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from bench import Figure
 
@@ -41,34 +42,58 @@ def run(*, small: bool) -> list[Figure]:
     from bulksign.documents.pdf import render_pdf
 
     count = 10 if small else 100
-    now = datetime.now(timezone.utc)
-    original = render_pdf('<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'">'
-                          + "<p>Договор — contract text, paragraph after paragraph.</p>" * 60 + "</body>")
+    now = datetime.now(UTC)
+    original = render_pdf(
+        '<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'">'
+        + "<p>Договор — contract text, paragraph after paragraph.</p>" * 60
+        + "</body>"
+    )
     record = signed_pdf.AuditRecord(
-        document_name="Employment contract", batch_id=1, request_id=1,
-        recipient_name="Иван Петров", recipient_email="ivan@example.com", signer_name="Иван Петров",
-        signer_ip="203.0.113.5", signed_at=now, original_sha256=hashlib.sha256(original).hexdigest(),
-        lines=tuple(signed_pdf.AuditLine(now, label, "203.0.113.5", "Mozilla/5.0 (iPhone) Safari")
-                    for label in ("Created", "Sent", "Email opened", "Page opened", "Signed")),
+        document_name="Employment contract",
+        batch_id=1,
+        request_id=1,
+        recipient_name="Иван Петров",
+        recipient_email="ivan@example.com",
+        signer_name="Иван Петров",
+        signer_ip="203.0.113.5",
+        signed_at=now,
+        original_sha256=hashlib.sha256(original).hexdigest(),
+        lines=tuple(
+            signed_pdf.AuditLine(now, label, "203.0.113.5", "Mozilla/5.0 (iPhone) Safari")
+            for label in ("Created", "Sent", "Email opened", "Page opened", "Signed")
+        ),
     )
     with tempfile.TemporaryDirectory(prefix="bulksign-bench-seal-") as folder:
         cached = seal_keys.seal_key({"VAR_DIR": folder})
-        plain = seal_keys.load_seal_key(pkcs12_bytes=seal_keys._self_signed_path(folder).read_bytes(), password=None,
-                                        path="bench", self_signed=True, cache_key_material=False)
+        plain = seal_keys.load_seal_key(
+            pkcs12_bytes=seal_keys._self_signed_path(folder).read_bytes(),
+            password=None,
+            path="bench",
+            self_signed=True,
+            cache_key_material=False,
+        )
         signed_pdf.build_signed_pdf(original, record, image_png=None)  # fonts registered outside the timing
         build = _timed(count, lambda: signed_pdf.build_signed_pdf(original, record, image_png=None))
         document = signed_pdf.build_signed_pdf(original, record, image_png=None)
         sealing.apply_seal(document, cached)  # warm-up: imports, first-use caches
-        fast, slow = _interleaved(count, lambda: sealing.apply_seal(document, cached),
-                                  lambda: sealing.apply_seal(document, plain))
+        fast, slow = _interleaved(
+            count, lambda: sealing.apply_seal(document, cached), lambda: sealing.apply_seal(document, plain)
+        )
         sealed = sealing.apply_seal(document, cached)
         validate = _timed(count, lambda: sealing.check_seal(sealed, cached))
         assert sealing.check_seal(sealed, cached).valid
 
     speedup = slow / fast
     return [
-        Figure("seals per second, key cached", 1 / fast, "seals/s", target=f">= {TARGET_SPEEDUP:g} × baseline",
-               ok=speedup >= TARGET_SPEEDUP, ratio=speedup, baseline="plain SimpleSigner (key parsed per signature)"),
+        Figure(
+            "seals per second, key cached",
+            1 / fast,
+            "seals/s",
+            target=f">= {TARGET_SPEEDUP:g} × baseline",
+            ok=speedup >= TARGET_SPEEDUP,
+            ratio=speedup,
+            baseline="plain SimpleSigner (key parsed per signature)",
+        ),
         Figure("seals per second, plain SimpleSigner", 1 / slow, "seals/s"),
         Figure("one seal, key cached", fast * 1000, "ms"),
         Figure("validate a seal (pyHanko)", validate * 1000, "ms"),

@@ -5,6 +5,7 @@ ask for slots as fast as they can; every granted slot is timed by the limiter's 
 Full run: R = 100 per 60 s for 3 minutes. Small run: the same rule scaled to 50 per 2 s for 6 s
 (the limiter takes the window as a parameter; the figure names say which window was used).
 """
+
 from __future__ import annotations
 
 import threading
@@ -24,8 +25,9 @@ def max_in_window(times_us: list[int], window_us: int) -> int:
     return best
 
 
-def contend(redis_url: str, *, rate: int, window_seconds: float, duration: float, senders: int,
-            key: str = "bench") -> list[int]:
+def contend(
+    redis_url: str, *, rate: int, window_seconds: float, duration: float, senders: int, key: str = "bench"
+) -> list[int]:
     """``senders`` threads, each with its own connection, take every slot they can for ``duration`` s.
 
     Returns the limiter's clock (µs) of every granted slot.
@@ -71,6 +73,13 @@ def run(*, small: bool) -> list[Figure]:
     mean_per_window = len(granted) / (duration / window)
     return [
         Figure(f"most sends in any {span}, R={rate}, {senders} senders", peak, "sends", f"≤ {rate}", peak <= rate),
-        Figure(f"mean rate per {span}, R={rate}", mean_per_window, f"sends/{window:g} s", f"≥ {0.95 * rate:g}",
-               mean_per_window >= 0.95 * rate, mean_per_window / rate, f"R = {rate}"),
+        Figure(
+            f"mean rate per {span}, R={rate}",
+            mean_per_window,
+            f"sends/{window:g} s",
+            f"≥ {0.95 * rate:g}",
+            mean_per_window >= 0.95 * rate,
+            mean_per_window / rate,
+            f"R = {rate}",
+        ),
     ]

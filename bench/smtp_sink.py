@@ -3,6 +3,7 @@
 ``python -m bench.smtp_sink --port P --log FILE --fail-share 0.05``. Each accepted message is one
 JSON line: {"t": unix time, "message_id", "to": [...], "subject", "links": [signing links found]}.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,14 +28,21 @@ class SinkHandler:
     async def handle_DATA(self, server, session, envelope):
         if self.random.random() < self.fail_share:
             return "451 4.3.0 Temporary failure, try again later"
-        message = email.message_from_bytes(envelope.original_content or envelope.content,
-                                           policy=email.policy.default)
+        message = email.message_from_bytes(envelope.original_content or envelope.content, policy=email.policy.default)
         body = message.get_body(preferencelist=("plain", "html"))
         text = body.get_content() if body else ""
-        self.log.write(json.dumps({
-            "t": time.time(), "message_id": str(message["Message-ID"]), "to": list(envelope.rcpt_tos),
-            "subject": str(message["Subject"]), "links": sorted(set(LINK.findall(text))),
-        }) + "\n")
+        self.log.write(
+            json.dumps(
+                {
+                    "t": time.time(),
+                    "message_id": str(message["Message-ID"]),
+                    "to": list(envelope.rcpt_tos),
+                    "subject": str(message["Subject"]),
+                    "links": sorted(set(LINK.findall(text))),
+                }
+            )
+            + "\n"
+        )
         return "250 Message accepted"
 
 

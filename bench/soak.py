@@ -14,6 +14,7 @@ against what the sink received and what the web log says, and prints a table.
 PDF form (tests/support/pdf_files); the recipients file carries the columns the template's variables ask for.
 After the run no LibreOffice may be left: a killed Word worker's unoserver and soffice must die with it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,8 +57,13 @@ TEMPLATE_HTML = """<!doctype html><html><head><meta charset="utf-8">
 
 KINDS = ("html", "docx", "pdf")
 #: Each recipient's value of a variable the soak's templates use; any other variable gets "<variable> <n>".
-VALUES = {"name": lambda i: f"Recipient {i}", "act_number": lambda i: f"A-{i:06d}", "period": lambda i: "October 2026",
-          "amount": lambda i: f"{100 + i % 900}.00 EUR", "salary": lambda i: f"{1000 + i % 9000}"}
+VALUES = {
+    "name": lambda i: f"Recipient {i}",
+    "act_number": lambda i: f"A-{i:06d}",
+    "period": lambda i: "October 2026",
+    "amount": lambda i: f"{100 + i % 900}.00 EUR",
+    "salary": lambda i: f"{1000 + i % 9000}",
+}
 
 
 @dataclass(frozen=True)
@@ -93,10 +99,18 @@ class SoakConfig:
     kind: str = "html"
 
     @classmethod
-    def small(cls) -> "SoakConfig":
+    def small(cls) -> SoakConfig:
         # 1,000 recipients and ~60 kills: a share would be a bet on where the kills land, not a verdict.
-        return cls(recipients=1_000, workers=3, smtp_outage_seconds=15, kill_every_seconds=6,
-                   kill_every_dispatched=15, signers=300, time_limit_seconds=1_800, duplicate_share_target=None)
+        return cls(
+            recipients=1_000,
+            workers=3,
+            smtp_outage_seconds=15,
+            kill_every_seconds=6,
+            kill_every_dispatched=15,
+            signers=300,
+            time_limit_seconds=1_800,
+            duplicate_share_target=None,
+        )
 
 
 @dataclass
@@ -116,9 +130,12 @@ class Chaos:
             if mail["message_id"].startswith("<invitation-"):
                 copies[mail["message_id"]] = copies.get(mail["message_id"], 0) + 1
         with engine.connect() as conn:
-            recorded = set(conn.execute(text(
-                "SELECT message_id FROM outgoing_mails WHERE status = 'sent' AND message_id = ANY(:ids)"),
-                {"ids": list(copies)}).scalars())
+            recorded = set(
+                conn.execute(
+                    text("SELECT message_id FROM outgoing_mails WHERE status = 'sent' AND message_id = ANY(:ids)"),
+                    {"ids": list(copies)},
+                ).scalars()
+            )
         caught = {mid: n for mid, n in copies.items() if mid not in recorded and n > self.unrecorded.get(mid, 0)}
         if caught:
             self.inside_a_send += 1
@@ -138,30 +155,59 @@ class Processes:
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
         log = open(self.folder / f"{name}.log", "ab")
-        return subprocess.Popen(args, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        return subprocess.Popen(
+            args, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
     def flask(self, *args: str, timeout: float = 120) -> str:
-        result = subprocess.run([str(BIN / "flask"), *args], cwd=ROOT, env=self.env, capture_output=True,
-                                text=True, timeout=timeout)
+        result = subprocess.run(
+            [str(BIN / "flask"), *args], cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=timeout
+        )
         if result.returncode != 0:
             raise RuntimeError(f"flask {' '.join(args)} failed: {result.stderr[-2000:]}")
         return result.stdout
 
     def start_web(self) -> None:
-        self.others["web"] = self._spawn("web", [
-            str(BIN / "gunicorn"), "--bind", f"127.0.0.1:{self.web_port}", "--workers", "3", "--threads", "8",
-            "--access-logfile", str(self.folder / "access.log"),
-            "--access-logformat", "%(s)s %(m)s %(U)s", "wsgi:app"])
+        self.others["web"] = self._spawn(
+            "web",
+            [
+                str(BIN / "gunicorn"),
+                "--bind",
+                f"127.0.0.1:{self.web_port}",
+                "--workers",
+                "3",
+                "--threads",
+                "8",
+                "--access-logfile",
+                str(self.folder / "access.log"),
+                "--access-logformat",
+                "%(s)s %(m)s %(U)s",
+                "wsgi:app",
+            ],
+        )
 
     def start_scheduler(self) -> None:
-        self.others["scheduler"] = self._spawn("scheduler", [str(BIN / "flask"), "jobs", "scheduler", "--interval", "2"])
+        self.others["scheduler"] = self._spawn(
+            "scheduler", [str(BIN / "flask"), "jobs", "scheduler", "--interval", "2"]
+        )
 
     def start_smtp(self) -> None:
-        self.others["smtp"] = self._spawn("smtp", [
-            sys.executable, "-m", "bench.smtp_sink", "--port", str(self.smtp_port),
-            "--log", str(self.folder / "mail.jsonl"), "--fail-share", str(self.cfg.fail_share),
-            "--seed", str(int(time.time()))])
+        self.others["smtp"] = self._spawn(
+            "smtp",
+            [
+                sys.executable,
+                "-m",
+                "bench.smtp_sink",
+                "--port",
+                str(self.smtp_port),
+                "--log",
+                str(self.folder / "mail.jsonl"),
+                "--fail-share",
+                str(self.cfg.fail_share),
+                "--seed",
+                str(int(time.time())),
+            ],
+        )
         _wait_for_port(self.smtp_port, 10)
 
     def stop(self, name: str) -> None:
@@ -244,8 +290,15 @@ class _Forms(HTMLParser):
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         if tag == "form":
-            self.forms.append({"action": a.get("action", ""), "method": a.get("method", "get").lower(),
-                               "fields": {}, "checkboxes": [], "textareas": []})
+            self.forms.append(
+                {
+                    "action": a.get("action", ""),
+                    "method": a.get("method", "get").lower(),
+                    "fields": {},
+                    "checkboxes": [],
+                    "textareas": [],
+                }
+            )
         elif self.forms and tag == "input" and a.get("name"):
             kind = a.get("type", "text")
             if kind == "checkbox":
@@ -278,8 +331,11 @@ def act_as_recipient(link: str, decline: bool) -> str:
         parser = _Forms()
         parser.feed(page.text)
         posts = [f for f in parser.forms if f["method"] == "post"]
-        form = next((f for f in posts if f["textareas"]), None) if decline else \
-            next((f for f in posts if f["checkboxes"]), None)
+        form = (
+            next((f for f in posts if f["textareas"]), None)
+            if decline
+            else next((f for f in posts if f["checkboxes"]), None)
+        )
         if form is None:
             return "no form"
         data = dict(form["fields"])
@@ -302,7 +358,7 @@ def read_mail_log(path: Path) -> list[dict]:
     if not path.exists():
         return []
     text = path.read_text()
-    return [json.loads(line) for line in text[:text.rfind("\n") + 1].splitlines() if line.strip()]
+    return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines() if line.strip()]
 
 
 def max_in_window(times: list[float], window: float = 60.0) -> int:
@@ -319,9 +375,14 @@ def template_request(kind: str) -> dict:
     """The keyword arguments of ``requests.post`` that create the soak's template of this kind over the API."""
     if kind == "html":
         return {"json": {"name": "Soak act", "html": TEMPLATE_HTML}}
-    upload = {"docx": ("soak-act.docx", docx_files.contract(),
-                       "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
-              "pdf": ("soak-act.pdf", pdf_files.contract_form(), "application/pdf")}[kind]
+    upload = {
+        "docx": (
+            "soak-act.docx",
+            docx_files.contract(),
+            "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        ),
+        "pdf": ("soak-act.pdf", pdf_files.contract_form(), "application/pdf"),
+    }[kind]
     return {"data": {"name": "Soak act"}, "files": {"file": upload}}
 
 
@@ -366,14 +427,26 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
     smtp_port, web_port = free_port(), free_port()
     with postgres_database() as direct_url:
         db_url = bouncer.url_for(direct_url)
-        env = {**os.environ, "FLASK_APP": "wsgi", "DATABASE_URL": db_url, "REDIS_URL": redis.url,
-               "SECRET_KEY": "soak-secret", "APP_URL": f"http://127.0.0.1:{web_port}",
-               "MAIL_SERVER": "127.0.0.1", "MAIL_PORT": str(smtp_port), "MAIL_TIMEOUT_SECONDS": "5",
-               "MAIL_RATE_PER_MINUTE": str(cfg.rate_per_minute), "BULKSIGN_VAR_DIR": str(folder / "var"),
-               "STORAGE_URL": str(folder / "storage"), "RECONCILE_AFTER_SECONDS": str(cfg.reconcile_after_seconds),
-               "SIGNING_RATE_LIMIT": "1000000 per minute", "PDF_CONCURRENCY": "1", "LOG_JSON": "true",
-               # LibreOffice's profiles go here: what is left of them after the run is found by this path.
-               "TMPDIR": str(folder / "tmp")}
+        env = {
+            **os.environ,
+            "FLASK_APP": "wsgi",
+            "DATABASE_URL": db_url,
+            "REDIS_URL": redis.url,
+            "SECRET_KEY": "soak-secret",
+            "APP_URL": f"http://127.0.0.1:{web_port}",
+            "MAIL_SERVER": "127.0.0.1",
+            "MAIL_PORT": str(smtp_port),
+            "MAIL_TIMEOUT_SECONDS": "5",
+            "MAIL_RATE_PER_MINUTE": str(cfg.rate_per_minute),
+            "BULKSIGN_VAR_DIR": str(folder / "var"),
+            "STORAGE_URL": str(folder / "storage"),
+            "RECONCILE_AFTER_SECONDS": str(cfg.reconcile_after_seconds),
+            "SIGNING_RATE_LIMIT": "1000000 per minute",
+            "PDF_CONCURRENCY": "1",
+            "LOG_JSON": "true",
+            # LibreOffice's profiles go here: what is left of them after the run is found by this path.
+            "TMPDIR": str(folder / "tmp"),
+        }
         procs = Processes(folder, env, cfg, smtp_port, web_port)
         engine = create_engine(db_url, **engine_options_for_pooler({}))
         try:
@@ -387,15 +460,17 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
             base = f"http://127.0.0.1:{web_port}"
             _wait_for_web(base, 180)
             auth = {"Authorization": f"Bearer {api_key}"}
-            template = requests.post(f"{base}/api/v1/templates", headers=auth, timeout=60,
-                                     **template_request(cfg.kind))
+            template = requests.post(f"{base}/api/v1/templates", headers=auth, timeout=60, **template_request(cfg.kind))
             template.raise_for_status()
             variables = template.json()["variables"]
             started = time.monotonic()
             created = requests.post(
-                f"{base}/api/v1/batches", headers={**auth, "Idempotency-Key": "soak-1"}, timeout=300,
+                f"{base}/api/v1/batches",
+                headers={**auth, "Idempotency-Key": "soak-1"},
+                timeout=300,
                 data={"template_id": template.json()["id"], "name": "Soak batch"},
-                files={"file": ("recipients.csv", recipients_csv(variables, cfg.recipients), "text/csv")})
+                files={"file": ("recipients.csv", recipients_csv(variables, cfg.recipients), "text/csv")},
+            )
             created.raise_for_status()
             batch_id = created.json()["id"]
             create_seconds = time.monotonic() - started
@@ -411,9 +486,12 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
             while time.monotonic() < deadline:
                 time.sleep(1)
                 with engine.connect() as conn:
-                    counts = dict(conn.execute(text(
-                        "SELECT status, count(*) FROM signing_requests WHERE batch_id=:b GROUP BY status"),
-                        {"b": batch_id}).all())
+                    counts = dict(
+                        conn.execute(
+                            text("SELECT status, count(*) FROM signing_requests WHERE batch_id=:b GROUP BY status"),
+                            {"b": batch_id},
+                        ).all()
+                    )
                 working = sum(counts.get(s, 0) for s in ("pending", "generating", "generated", "sending"))
                 dispatched = cfg.recipients - working
                 now = time.monotonic()
@@ -422,8 +500,11 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
                 longest_stall = max(longest_stall, now - last_change)
                 if longest_stall > cfg.stall_limit_seconds:
                     break
-                if (now - last_kill >= cfg.kill_every_seconds and working
-                        and dispatched - dispatched_at_kill >= cfg.kill_every_dispatched):
+                if (
+                    now - last_kill >= cfg.kill_every_seconds
+                    and working
+                    and dispatched - dispatched_at_kill >= cfg.kill_every_dispatched
+                ):
                     killed = procs.kill_random_worker(rng)
                     if killed is not None:
                         chaos.workers_killed += 1
@@ -451,8 +532,7 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
                     for link in mail["links"]:
                         if link not in handled_links and len(handled_links) < cfg.signers:
                             handled_links.add(link)
-                            futures.append(signer_pool.submit(act_as_recipient, link,
-                                                              rng.random() < cfg.decline_share))
+                            futures.append(signer_pool.submit(act_as_recipient, link, rng.random() < cfg.decline_share))
                 signers_done = len(handled_links) >= min(cfg.signers, cfg.recipients) and all(f.done() for f in futures)
                 if not working and signers_done and smtp_back_at is None:
                     break
@@ -469,8 +549,11 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
             redis.stop()
     left = libreoffice_left(folder)
     (folder / "libreoffice-left.txt").write_text("\n".join(left))
-    return [(f"template kind ({', '.join(variables)})", cfg.kind, "", None), *rows,
-            ("LibreOffice processes left after the run", str(len(left)), "0", not left)]
+    return [
+        (f"template kind ({', '.join(variables)})", cfg.kind, "", None),
+        *rows,
+        ("LibreOffice processes left after the run", str(len(left)), "0", not left),
+    ]
 
 
 def _write_stuck(engine, batch_id: int, redis_url: str, path: Path) -> None:
@@ -478,10 +561,14 @@ def _write_stuck(engine, batch_id: int, redis_url: str, path: Path) -> None:
     from redis import Redis
 
     with engine.connect() as conn:
-        stuck = conn.execute(text(
-            "SELECT r.id, r.status, r.status_changed_at, m.id FROM signing_requests r LEFT JOIN outgoing_mails m "
-            "ON m.request_id = r.id AND m.kind = 'invitation' AND m.status = 'queued' WHERE r.batch_id = :b "
-            "AND r.status IN ('pending', 'generating', 'generated', 'sending') ORDER BY r.id"), {"b": batch_id}).all()
+        stuck = conn.execute(
+            text(
+                "SELECT r.id, r.status, r.status_changed_at, m.id FROM signing_requests r LEFT JOIN outgoing_mails m "
+                "ON m.request_id = r.id AND m.kind = 'invitation' AND m.status = 'queued' WHERE r.batch_id = :b "
+                "AND r.status IN ('pending', 'generating', 'generated', 'sending') ORDER BY r.id"
+            ),
+            {"b": batch_id},
+        ).all()
     if not stuck:
         return
     redis = Redis.from_url(redis_url)
@@ -489,32 +576,70 @@ def _write_stuck(engine, batch_id: int, redis_url: str, path: Path) -> None:
         for request_id, status, changed, mail_id in stuck:
             step, owned = ("send", mail_id) if status in ("generated", "sending") else ("render", request_id)
             job_id = redis.hget(f"bulksign:owner:{step}", owned) if owned else None
-            job = {k.decode(): v.decode(errors="replace")[:200] for k, v in
-                   redis.hgetall(f"rq:job:{job_id.decode()}").items()
-                   if k in (b"status", b"worker_name", b"started_at", b"last_heartbeat", b"enqueued_at",
-                            b"ended_at", b"retries_left", b"exc_info")} if job_id else {}
+            job = (
+                {
+                    k.decode(): v.decode(errors="replace")[:200]
+                    for k, v in redis.hgetall(f"rq:job:{job_id.decode()}").items()
+                    if k
+                    in (
+                        b"status",
+                        b"worker_name",
+                        b"started_at",
+                        b"last_heartbeat",
+                        b"enqueued_at",
+                        b"ended_at",
+                        b"retries_left",
+                        b"exc_info",
+                    )
+                }
+                if job_id
+                else {}
+            )
             worker_alive = bool(job.get("worker_name")) and bool(redis.exists(f"rq:worker:{job['worker_name']}"))
-            out.write(json.dumps({"request": request_id, "status": status, "changed": str(changed), "mail": mail_id,
-                                  "owner": job_id.decode() if job_id else None, "job": job,
-                                  "worker_alive": worker_alive}) + "\n")
+            out.write(
+                json.dumps(
+                    {
+                        "request": request_id,
+                        "status": status,
+                        "changed": str(changed),
+                        "mail": mail_id,
+                        "owner": job_id.decode() if job_id else None,
+                        "job": job,
+                        "worker_alive": worker_alive,
+                    }
+                )
+                + "\n"
+            )
 
 
 def _report(cfg, engine, batch_id, folder, chaos, outcomes, create_seconds, elapsed, longest_stall):
     with engine.connect() as conn:
-        counts = dict(conn.execute(text(
-            "SELECT status, count(*) FROM signing_requests WHERE batch_id=:b GROUP BY status"), {"b": batch_id}).all())
-        signed_twice = conn.execute(text(
-            "SELECT count(*) FROM (SELECT request_id FROM events WHERE type='status.signed' "
-            "GROUP BY request_id HAVING count(*) > 1) x")).scalar()
+        counts = dict(
+            conn.execute(
+                text("SELECT status, count(*) FROM signing_requests WHERE batch_id=:b GROUP BY status"), {"b": batch_id}
+            ).all()
+        )
+        signed_twice = conn.execute(
+            text(
+                "SELECT count(*) FROM (SELECT request_id FROM events WHERE type='status.signed' "
+                "GROUP BY request_id HAVING count(*) > 1) x"
+            )
+        ).scalar()
         batch_status = conn.execute(text("SELECT status FROM batches WHERE id=:b"), {"b": batch_id}).scalar()
         # What the dashboard shows: killed workers and restarts must not make it drift from the rows.
-        counters = dict(conn.execute(text(
-            "SELECT status, count FROM batch_status_counts WHERE batch_id=:b AND count <> 0"), {"b": batch_id}).all())
+        counters = dict(
+            conn.execute(
+                text("SELECT status, count FROM batch_status_counts WHERE batch_id=:b AND count <> 0"), {"b": batch_id}
+            ).all()
+        )
         # The render rate under chaos, for extrapolating to sizes not run (LibreOffice is the slow kind).
-        generated, render_seconds = conn.execute(text(
-            "SELECT count(DISTINCT e.request_id), extract(epoch FROM max(e.created_at) - min(b.created_at)) "
-            "FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.batch_id=:b AND e.type='status.generated'"),
-            {"b": batch_id}).one()
+        generated, render_seconds = conn.execute(
+            text(
+                "SELECT count(DISTINCT e.request_id), extract(epoch FROM max(e.created_at) - min(b.created_at)) "
+                "FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.batch_id=:b AND e.type='status.generated'"
+            ),
+            {"b": batch_id},
+        ).one()
     mails = read_mail_log(folder / "mail.jsonl")
     invitations: dict[str, list[str]] = {}
     for mail in mails:
@@ -539,33 +664,72 @@ def _report(cfg, engine, batch_id, folder, chaos, outcomes, create_seconds, elap
     rows = [
         ("recipients in the batch", f"{total:,}", f"= {cfg.recipients:,}", total == cfg.recipients),
         ("left in a working state", f"{stuck:,}", "0", stuck == 0),
-        ("dashboard counters equal to the rows", "yes" if counters == counts else f"no: {sorted(counters.items())}",
-         "yes", counters == counts),
-        ("batch status", str(batch_status), "completed / partially_failed", batch_status in ("completed", "partially_failed")),
+        (
+            "dashboard counters equal to the rows",
+            "yes" if counters == counts else f"no: {sorted(counters.items())}",
+            "yes",
+            counters == counts,
+        ),
+        (
+            "batch status",
+            str(batch_status),
+            "completed / partially_failed",
+            batch_status in ("completed", "partially_failed"),
+        ),
         ("recipients with an invitation", f"{len(invitations):,}", "", None),
         ("kills / outages inside a send (SMTP answered, not recorded)", str(chaos.inside_a_send), "", None),
-        ("second invitations (extra copies)", f"{extra} to {twice} recipients ({twice / max(total, 1):.2%})",
-         f"≤ {chaos.inside_a_send} (kills inside a send)", extra <= chaos.inside_a_send),
+        (
+            "second invitations (extra copies)",
+            f"{extra} to {twice} recipients ({twice / max(total, 1):.2%})",
+            f"≤ {chaos.inside_a_send} (kills inside a send)",
+            extra <= chaos.inside_a_send,
+        ),
         ("… of them the same Message-ID (crash after send)", f"{same_id} of {twice}", f"= {twice}", same_id == twice),
-        *([("recipients who got 2+ invitations (full-size target)", f"{twice / max(total, 1):.2%}",
-            f"≤ {cfg.duplicate_share_target:.1%}", twice / max(total, 1) <= cfg.duplicate_share_target)]
-          if cfg.duplicate_share_target is not None else []),
-        ("second invitations with no interruption to explain them", ", ".join(unexplained)[:80] or "none", "none",
-         not unexplained),
+        *(
+            [
+                (
+                    "recipients who got 2+ invitations (full-size target)",
+                    f"{twice / max(total, 1):.2%}",
+                    f"≤ {cfg.duplicate_share_target:.1%}",
+                    twice / max(total, 1) <= cfg.duplicate_share_target,
+                )
+            ]
+            if cfg.duplicate_share_target is not None
+            else []
+        ),
+        (
+            "second invitations with no interruption to explain them",
+            ", ".join(unexplained)[:80] or "none",
+            "none",
+            not unexplained,
+        ),
         ("requests signed twice", str(signed_twice), "0", signed_twice == 0),
         ("mails in the busiest 60 s", f"{peak:,}", f"≤ {cfg.rate_per_minute:,}", peak <= cfg.rate_per_minute),
         ("5xx in the web log", f"{five_xx} of {len(statuses):,}", "0", five_xx == 0),
         ("signed / declined over HTTP", f"{outcomes.count('ok'):,} of {len(outcomes):,}", "", None),
-        ("recipient errors", ", ".join(sorted(set(o for o in outcomes if o != 'ok')))[:80] or "none", "", None),
-        ("workers killed / Redis restarts / SMTP outages",
-         f"{chaos.workers_killed} / {chaos.redis_restarts} / {chaos.smtp_outages}", "", None),
+        ("recipient errors", ", ".join(sorted(set(o for o in outcomes if o != "ok")))[:80] or "none", "", None),
+        (
+            "workers killed / Redis restarts / SMTP outages",
+            f"{chaos.workers_killed} / {chaos.redis_restarts} / {chaos.smtp_outages}",
+            "",
+            None,
+        ),
         ("batch creation over the API", f"{create_seconds:.1f} s", "", None),
-        ("documents generated per second (batch created → last generated)",
-         f"{generated / float(render_seconds):.1f} ({generated:,} in {float(render_seconds):.0f} s)"
-         if render_seconds else "none", "", None),
+        (
+            "documents generated per second (batch created → last generated)",
+            f"{generated / float(render_seconds):.1f} ({generated:,} in {float(render_seconds):.0f} s)"
+            if render_seconds
+            else "none",
+            "",
+            None,
+        ),
         ("whole run", f"{elapsed:.0f} s", "", None),
-        ("longest time with no request changing status", f"{longest_stall:.0f} s",
-         f"≤ {cfg.stall_limit_seconds:.0f} s", longest_stall <= cfg.stall_limit_seconds),
+        (
+            "longest time with no request changing status",
+            f"{longest_stall:.0f} s",
+            f"≤ {cfg.stall_limit_seconds:.0f} s",
+            longest_stall <= cfg.stall_limit_seconds,
+        ),
         ("final statuses", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), "", None),
         ("logs", str(folder), "", None),
     ]
@@ -589,8 +753,9 @@ def main() -> int:
     parser.add_argument("--kind", choices=KINDS, help="the template's kind (default: html)")
     args = parser.parse_args()
     cfg = SoakConfig.small() if args.small else SoakConfig()
-    overrides = {k: v for k, v in (("recipients", args.recipients), ("workers", args.workers), ("kind", args.kind))
-                 if v}
+    overrides = {
+        k: v for k, v in (("recipients", args.recipients), ("workers", args.workers), ("kind", args.kind)) if v
+    }
     if overrides:
         cfg = SoakConfig(**{**cfg.__dict__, **overrides})
     rows = run_soak(cfg)

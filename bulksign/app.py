@@ -2,6 +2,7 @@
 
 The top of the layers: it imports the views, the CLI and the job registry, which import the domain packages.
 """
+
 from __future__ import annotations
 
 from types import ModuleType

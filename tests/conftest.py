@@ -1,4 +1,5 @@
 """Fixtures on real services: PostgreSQL, Redis, an SMTP server, RQ workers, a live server, Chromium."""
+
 from __future__ import annotations
 
 import os
@@ -149,10 +150,12 @@ class db_cleaned:
         with engine.begin() as conn:
             for table in self.tables:
                 conn.execute(text(f"DELETE FROM {table}"))
-            conn.execute(text(
-                "SELECT setval(c.oid, 1, false) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
-                " WHERE c.relkind = 'S' AND n.nspname = current_schema()"
-            ))
+            conn.execute(
+                text(
+                    "SELECT setval(c.oid, 1, false) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+                    " WHERE c.relkind = 'S' AND n.nspname = current_schema()"
+                )
+            )
         engine.dispose()
         Redis.from_url(self.redis_server.url).flushall()
 
@@ -223,9 +226,17 @@ def browser():
 
     with sync_playwright() as pw:
         chromium = pw.chromium.launch(
-            executable_path=os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium"), headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+            executable_path=os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium"),
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
         )
         yield chromium
         chromium.close()

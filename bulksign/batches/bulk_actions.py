@@ -5,6 +5,7 @@ matching", a big batch's cancel, a long id list) to a job on the ``default`` que
 cancel never holds a web worker. The job commits one slice at a time: its row locks are brief and
 the progress bar moves while it runs.
 """
+
 from __future__ import annotations
 
 import uuid
@@ -15,15 +16,25 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bulksign.batches import counts as batch_counts
-from bulksign.batches.progress import CANCELLABLE, BatchActionError, batch_for_action, batch_for_retry, cancel_batch, cancel_requests, open_request_ids, retry_failed, stop_batch
+from bulksign.batches.progress import (
+    CANCELLABLE,
+    BatchActionError,
+    batch_for_action,
+    batch_for_retry,
+    cancel_batch,
+    cancel_requests,
+    open_request_ids,
+    retry_failed,
+    stop_batch,
+)
 from bulksign.batches.recipients_table import RecipientFilter
-from bulksign.models import SigningRequest, User
-from bulksign.work.pipeline import enqueue_sends
-from bulksign.work.queues import BULK_BY_FILTER, BULK_BY_IDS
 from bulksign.batches.reconciler import revive_renders
 from bulksign.batches.reminders import send_manual_reminders
 from bulksign.batches.resend import resend_with_new_link
+from bulksign.models import SigningRequest, User
 from bulksign.models.status import WAITING_FOR_RECIPIENT, Status
+from bulksign.work.pipeline import enqueue_sends
+from bulksign.work.queues import BULK_BY_FILTER, BULK_BY_IDS
 
 #: Actions on selected requests; ``cancel_batch`` acts on the whole batch.
 ACTIONS = ("remind", "resend", "retry", "cancel")
@@ -49,9 +60,19 @@ class BulkOutcome:
     deadlines: tuple[datetime, datetime] | None = None
 
 
-def apply_action(session: Session, *, action: str, batch_id: int, request_ids: list[int] | None, user: User,
-                 now: datetime, extend_days: int | None = None, selector: str | None = None,
-                 force: bool = False, inline: bool = False) -> BulkOutcome:
+def apply_action(
+    session: Session,
+    *,
+    action: str,
+    batch_id: int,
+    request_ids: list[int] | None,
+    user: User,
+    now: datetime,
+    extend_days: int | None = None,
+    selector: str | None = None,
+    force: bool = False,
+    inline: bool = False,
+) -> BulkOutcome:
     """Run one bulk action, or prepare its job past ``INLINE_LIMIT`` requests (``inline``: the job itself runs
     it). The caller commits, then calls ``follow_up``. Refusals raise ``BatchActionError``. ``request_ids``
     None: all the batch's failed (retry), or the requests ``selector`` names (remind); ``force``: remind even
@@ -68,32 +89,68 @@ def apply_action(session: Session, *, action: str, batch_id: int, request_ids: l
     if n > INLINE_LIMIT and not inline:
         # Refuse now what the job would refuse; the rest of the checks are per request, in the job.
         (batch_for_retry if action == "retry" else batch_for_action)(session, batch_id=batch_id, user=user)
-        return _later(action, n, batch_id=batch_id, user=user, request_ids=request_ids, extend_days=extend_days,
-                      selector=selector, force=force)
+        return _later(
+            action,
+            n,
+            batch_id=batch_id,
+            user=user,
+            request_ids=request_ids,
+            extend_days=extend_days,
+            selector=selector,
+            force=force,
+        )
     if action == "cancel":
         return BulkOutcome(action, len(cancel_requests(session, request_ids=request_ids, user=user, now=now).cancelled))
     if action == "retry":
         retried = retry_failed(session, batch_id=batch_id, user=user, now=now, request_ids=request_ids).retried
         return BulkOutcome(action, len(retried), render_ids=tuple(retried))
     if action == "remind":
-        result = send_manual_reminders(session, batch_id=batch_id, user=user, now=now, request_ids=request_ids,
-                                       selector=selector if request_ids is None else None, force=force)
+        result = send_manual_reminders(
+            session,
+            batch_id=batch_id,
+            user=user,
+            now=now,
+            request_ids=request_ids,
+            selector=selector if request_ids is None else None,
+            force=force,
+        )
         return BulkOutcome(action, result.queued, dict(result.skipped), mail_ids=tuple(result.mail_ids))
     if action == "resend":
         result = resend_with_new_link(session, request_ids=request_ids, user=user, now=now, extend_days=extend_days)
-        return BulkOutcome(action, result.resent, dict(result.skipped), mail_ids=tuple(result.mail_ids),
-                           deadlines=result.deadlines)
+        return BulkOutcome(
+            action, result.resent, dict(result.skipped), mail_ids=tuple(result.mail_ids), deadlines=result.deadlines
+        )
     raise ValueError(f"unknown bulk action {action!r}")
 
 
-def run_staff_action(session: Session, *, action: str, batch_id: int, request_ids: list[int] | None, user: User,
-                     now: datetime, extend_days: int | None = None, selector: str | None = None, force: bool = False,
-                     inline: bool = False) -> BulkOutcome:
+def run_staff_action(
+    session: Session,
+    *,
+    action: str,
+    batch_id: int,
+    request_ids: list[int] | None,
+    user: User,
+    now: datetime,
+    extend_days: int | None = None,
+    selector: str | None = None,
+    force: bool = False,
+    inline: bool = False,
+) -> BulkOutcome:
     """The one way views and jobs run a staff action: ``apply_action``, commit, then ``follow_up`` (mails,
     renders, the job). A refusal rolls the session back and raises ``BatchActionError`` for the caller to word."""
     try:
-        outcome = apply_action(session, action=action, batch_id=batch_id, request_ids=request_ids, user=user,
-                               now=now, extend_days=extend_days, selector=selector, force=force, inline=inline)
+        outcome = apply_action(
+            session,
+            action=action,
+            batch_id=batch_id,
+            request_ids=request_ids,
+            user=user,
+            now=now,
+            extend_days=extend_days,
+            selector=selector,
+            force=force,
+            inline=inline,
+        )
     except BatchActionError:
         session.rollback()
         raise
@@ -103,11 +160,31 @@ def run_staff_action(session: Session, *, action: str, batch_id: int, request_id
     return outcome
 
 
-def _later(action: str, n: int, *, batch_id: int, user: User, request_ids: list[int] | None = None,
-           extend_days: int | None = None, selector: str | None = None, force: bool = False) -> BulkOutcome:
-    return BulkOutcome(action, 0, in_background=n, job={
-        "action": action, "batch_id": batch_id, "user_id": user.id, "request_ids": request_ids,
-        "extend_days": extend_days, "selector": selector, "force": force})
+def _later(
+    action: str,
+    n: int,
+    *,
+    batch_id: int,
+    user: User,
+    request_ids: list[int] | None = None,
+    extend_days: int | None = None,
+    selector: str | None = None,
+    force: bool = False,
+) -> BulkOutcome:
+    return BulkOutcome(
+        action,
+        0,
+        in_background=n,
+        job={
+            "action": action,
+            "batch_id": batch_id,
+            "user_id": user.id,
+            "request_ids": request_ids,
+            "extend_days": extend_days,
+            "selector": selector,
+            "force": force,
+        },
+    )
 
 
 def follow_up(outcome: BulkOutcome) -> None:
@@ -142,19 +219,31 @@ def reachable_ids(session: Session, *, action: str, batch_id: int) -> list[int]:
     if action == "cancel":
         return open_request_ids(session, batch_id=batch_id)
     if action == "retry":
-        return list(session.scalars(select(SigningRequest.id).where(
-            SigningRequest.batch_id == batch_id, SigningRequest.status == Status.FAILED).order_by(SigningRequest.id)))
+        return list(
+            session.scalars(
+                select(SigningRequest.id)
+                .where(SigningRequest.batch_id == batch_id, SigningRequest.status == Status.FAILED)
+                .order_by(SigningRequest.id)
+            )
+        )
     raise ValueError(f"no whole-batch selection for {action!r}")
 
 
-def enqueue_bulk(*, action: str, batch_id: int, user_id: int, request_ids: list[int] | None = None,
-                 flt: RecipientFilter | None = None, extend_days: int | None = None,
-                 selector: str | None = None, force: bool = False) -> str:
+def enqueue_bulk(
+    *,
+    action: str,
+    batch_id: int,
+    user_id: int,
+    request_ids: list[int] | None = None,
+    flt: RecipientFilter | None = None,
+    extend_days: int | None = None,
+    selector: str | None = None,
+    force: bool = False,
+) -> str:
     """Run ``action`` in a background job on ``request_ids``, on the rows matching ``flt``, or (neither given)
     on the ``selector``'s requests (remind) or ``reachable_ids``; returns the job's id."""
     if flt is not None:
         handle, args = BULK_BY_FILTER, (batch_id, action, user_id, flt.status, flt.q, extend_days, force)
     else:
         handle, args = BULK_BY_IDS, (batch_id, action, user_id, request_ids, extend_days, selector, force)
-    return handle.enqueue(*args, job_id=handle.job_id(batch_id=batch_id, action=action,
-                                                      nonce=uuid.uuid4().hex[:12])).id
+    return handle.enqueue(*args, job_id=handle.job_id(batch_id=batch_id, action=action, nonce=uuid.uuid4().hex[:12])).id

@@ -9,6 +9,7 @@ means two committing transactions never wait on each other in a cycle. A rollbac
 Until it commits, a transaction does not see its own moves in the counters: a decision taken inside
 such a transaction (closing a batch right after its last dispatch) counts the rows with ``recount``.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -26,12 +27,16 @@ _PENDING = "batch_counts.pending"
 _STALE = "batch_counts.stale"
 
 _COUNTERS = BatchStatusCount.__table__
-_ADD = (update(_COUNTERS)
-        .where(_COUNTERS.c.batch_id == bindparam("b"), _COUNTERS.c.status == bindparam("s"))
-        .values(count=_COUNTERS.c.count + bindparam("delta")))
-_SET = (update(_COUNTERS)
-        .where(_COUNTERS.c.batch_id == bindparam("b"), _COUNTERS.c.status == bindparam("s"))
-        .values(count=bindparam("n")))
+_ADD = (
+    update(_COUNTERS)
+    .where(_COUNTERS.c.batch_id == bindparam("b"), _COUNTERS.c.status == bindparam("s"))
+    .values(count=_COUNTERS.c.count + bindparam("delta"))
+)
+_SET = (
+    update(_COUNTERS)
+    .where(_COUNTERS.c.batch_id == bindparam("b"), _COUNTERS.c.status == bindparam("s"))
+    .values(count=bindparam("n"))
+)
 
 
 def _statuses() -> list[str]:
@@ -53,8 +58,9 @@ def seed(session: Session, *, batch_id: int, counts: Mapping[str, int]) -> None:
     unknown = set(counts) - set(statuses)
     if unknown:
         raise ValueError(f"unknown statuses {sorted(unknown)}")
-    session.execute(insert(BatchStatusCount),
-                    [{"batch_id": batch_id, "status": s, "count": counts.get(s, 0)} for s in statuses])
+    session.execute(
+        insert(BatchStatusCount), [{"batch_id": batch_id, "status": s, "count": counts.get(s, 0)} for s in statuses]
+    )
 
 
 def counters(session: Session, batch_ids: Iterable[int]) -> dict[int, dict[str, int]]:
@@ -63,8 +69,11 @@ def counters(session: Session, batch_ids: Iterable[int]) -> dict[int, dict[str, 
     zeros = dict.fromkeys(_statuses(), 0)
     found: dict[int, dict[str, int]] = {bid: dict(zeros) for bid in ids}
     if ids:
-        rows = session.execute(select(BatchStatusCount.batch_id, BatchStatusCount.status, BatchStatusCount.count)
-                               .where(BatchStatusCount.batch_id.in_(ids)))
+        rows = session.execute(
+            select(BatchStatusCount.batch_id, BatchStatusCount.status, BatchStatusCount.count).where(
+                BatchStatusCount.batch_id.in_(ids)
+            )
+        )
         for batch_id, status, count in rows:
             found[batch_id][status] = count
     return found
@@ -99,12 +108,18 @@ def rebuild(session: Session, *, batch_ids: Iterable[int]) -> None:
     if session.get_bind().dialect.name == "sqlite":
         # No row locks, and pysqlite begins a transaction only at the first write: writing first keeps every
         # other writer out until this commit.
-        session.connection().execute(update(_COUNTERS).where(_COUNTERS.c.batch_id.in_(ids))
-                                     .values(count=_COUNTERS.c.count))
-    existing = {tuple(row) for row in session.execute(
-        select(BatchStatusCount.batch_id, BatchStatusCount.status).where(BatchStatusCount.batch_id.in_(ids))
-        .order_by(BatchStatusCount.batch_id, BatchStatusCount.status).with_for_update()
-    )}
+        session.connection().execute(
+            update(_COUNTERS).where(_COUNTERS.c.batch_id.in_(ids)).values(count=_COUNTERS.c.count)
+        )
+    existing = {
+        tuple(row)
+        for row in session.execute(
+            select(BatchStatusCount.batch_id, BatchStatusCount.status)
+            .where(BatchStatusCount.batch_id.in_(ids))
+            .order_by(BatchStatusCount.batch_id, BatchStatusCount.status)
+            .with_for_update()
+        )
+    }
     truth = recount(session, ids)
     # The GROUP BY already includes this transaction's own moves: their notes must not count twice.
     pending: Counter | None = session.info.get(_PENDING)
@@ -132,8 +147,7 @@ def _apply_pending(session: Session) -> None:
     session.flush()
     if stale:
         rebuild(session, batch_ids=stale)
-    deltas = [{"b": b, "s": s, "delta": d} for (b, s), d in sorted((pending or {}).items())
-              if d and b not in stale]
+    deltas = [{"b": b, "s": s, "delta": d} for (b, s), d in sorted((pending or {}).items()) if d and b not in stale]
     if deltas:
         # Core executemany: the ORM would read a list of parameters as a bulk UPDATE by primary key.
         session.connection().execute(_ADD, deltas)

@@ -5,6 +5,7 @@ The rows come from ``recipients.validate_recipients`` (valid rows only). An idem
 repeat return the batch the first call created: the unique constraint on
 ``batches(created_by_id, idempotency_key)`` settles a race between two concurrent requests.
 """
+
 from __future__ import annotations
 
 import functools
@@ -20,20 +21,20 @@ from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from bulksign.people import access
 from bulksign.batches import counts as batch_counts
-from bulksign.work import pipeline
+from bulksign.batches.notices import NoticeAddressError, chosen_notice_address
 from bulksign.batches.progress import close_if_done
-from bulksign.mail.email_checks import check_email
 from bulksign.core.logs import log
+from bulksign.core.messages import N_
+from bulksign.mail.email_checks import check_email
 from bulksign.mail.mail_headers import CONTROL_CHARACTERS
 from bulksign.models import Batch, Event, SigningRequest, Suppression, TemplateVersion, User
-from bulksign.batches.notices import NoticeAddressError, chosen_notice_address
-from bulksign.work.queues import BATCH_RENDERS
-from bulksign.recipients.validation import Recipient
 from bulksign.models.status import BatchStatus, Status
+from bulksign.people import access
 from bulksign.recipients.suppressions import in_force_among, not_sent_reason
-from bulksign.core.messages import N_
+from bulksign.recipients.validation import Recipient
+from bulksign.work import pipeline
+from bulksign.work.queues import BATCH_RENDERS
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +105,7 @@ def _whole_number(raw, field: str, label: N_, low: int, high: int) -> int:
 
 def settings_from_form(form: Mapping[str, str], *, default_name: str) -> BatchSettings:
     """Batch settings from form or multipart fields (all strings), with the defaults for what is blank."""
+
     def given(key: str) -> str:
         return (form.get(key) or "").strip()
 
@@ -122,7 +124,9 @@ def settings_from_form(form: Mapping[str, str], *, default_name: str) -> BatchSe
         raise BatchError(N_("Give at most %(n)s reminder days.", n=MAX_REMINDERS), "reminder_days")
     if any(d >= deadline for d in days):
         raise BatchError(N_("Reminder days must come before the deadline."), "reminder_days")
-    max_reminders = _whole_number(given("max_reminders") or 3, "max_reminders", N_("Maximum reminders"), 0, MAX_REMINDERS)
+    max_reminders = _whole_number(
+        given("max_reminders") or 3, "max_reminders", N_("Maximum reminders"), 0, MAX_REMINDERS
+    )
     reply_to = given("reply_to") or None
     if reply_to:
         reply_to, problem = check_email(reply_to)
@@ -135,28 +139,43 @@ def settings_from_form(form: Mapping[str, str], *, default_name: str) -> BatchSe
     team_id = _whole_number(given("team_id"), "team_id", N_("Team"), 1, 2**31 - 1) if given("team_id") else None
     language = given("language") or "en"
     if language not in LANGUAGES:
-        raise BatchError(N_("The recipients' language must be one of %(known)s.", known=", ".join(LANGUAGES)), "language")
+        raise BatchError(
+            N_("The recipients' language must be one of %(known)s.", known=", ".join(LANGUAGES)), "language"
+        )
     start, end = given("quiet_hours_start"), given("quiet_hours_end")
     if bool(start) != bool(end):
         raise BatchError(N_("Give both the start and the end of the quiet hours, or neither."), "quiet_hours_start")
     quiet = (None, None)
     if start:
-        quiet = (_whole_number(start, "quiet_hours_start", N_("Quiet hours start"), 0, 23),
-                 _whole_number(end, "quiet_hours_end", N_("Quiet hours end"), 0, 23))
+        quiet = (
+            _whole_number(start, "quiet_hours_start", N_("Quiet hours start"), 0, 23),
+            _whole_number(end, "quiet_hours_end", N_("Quiet hours end"), 0, 23),
+        )
         if quiet[0] == quiet[1]:
             raise BatchError(N_("Quiet hours must start and end at different hours."), "quiet_hours_end")
     timezone = given("timezone") or "UTC"
     # By name from the list, not by trying ZoneInfo: "America" is a folder of the zone database (an OSError).
     if timezone not in _time_zones():
-        raise BatchError(N_("Unknown time zone %(value)r; use a name such as Europe/Berlin.", value=timezone[:60]), "timezone")
+        raise BatchError(
+            N_("Unknown time zone %(value)r; use a name such as Europe/Berlin.", value=timezone[:60]), "timezone"
+        )
     one_time_code = given("one_time_code").lower()
     if one_time_code not in ("", "0", "false", "no", "off", "1", "true", "yes", "on"):
         raise BatchError(N_("“Ask for a one-time code” must be true or false."), "one_time_code")
-    return BatchSettings(name=name, deadline_days=deadline, reminder_days=tuple(sorted(set(days))),
-                         max_reminders=max_reminders, reply_to=reply_to, language=language,
-                         quiet_hours_start=quiet[0], quiet_hours_end=quiet[1], timezone=timezone,
-                         notify_email=notify_email, team_id=team_id,
-                         one_time_code=one_time_code in ("1", "true", "yes", "on"))
+    return BatchSettings(
+        name=name,
+        deadline_days=deadline,
+        reminder_days=tuple(sorted(set(days))),
+        max_reminders=max_reminders,
+        reply_to=reply_to,
+        language=language,
+        quiet_hours_start=quiet[0],
+        quiet_hours_end=quiet[1],
+        timezone=timezone,
+        notify_email=notify_email,
+        team_id=team_id,
+        one_time_code=one_time_code in ("1", "true", "yes", "on"),
+    )
 
 
 @functools.cache
@@ -166,16 +185,28 @@ def _time_zones() -> frozenset[str]:
 
 def find_by_key(session: Session, *, user_id: int, idempotency_key: str) -> Batch | None:
     """The batch this user created with this key, if any."""
-    return session.scalar(select(Batch).where(Batch.created_by_id == user_id,
-                                              Batch.idempotency_key == idempotency_key))
+    return session.scalar(select(Batch).where(Batch.created_by_id == user_id, Batch.idempotency_key == idempotency_key))
 
 
-_COPY_COLUMNS = ("batch_id", "row_number", "email", "name", "phone", "data", "status", "status_changed_at",
-                 "created_at", "attempts", "reminder_count", "error_message")
+_COPY_COLUMNS = (
+    "batch_id",
+    "row_number",
+    "email",
+    "name",
+    "phone",
+    "data",
+    "status",
+    "status_changed_at",
+    "created_at",
+    "attempts",
+    "reminder_count",
+    "error_message",
+)
 
 
-def _insert_requests(session: Session, *, batch_id: int, rows: Sequence[Recipient], now: datetime,
-                     barred: Mapping[str, Suppression]) -> list[int]:
+def _insert_requests(
+    session: Session, *, batch_id: int, rows: Sequence[Recipient], now: datetime, barred: Mapping[str, Suppression]
+) -> list[int]:
     """Insert one request per row inside the session's transaction, in row order; returns their ids.
 
     Rows whose address is in ``barred`` (the suppression list) are ``failed`` at once with the reason: no
@@ -192,21 +223,43 @@ def _insert_requests(session: Session, *, batch_id: int, rows: Sequence[Recipien
         with cursor.copy(f"COPY signing_requests ({', '.join(_COPY_COLUMNS)}) FROM STDIN") as copy:
             for row in values:
                 copy.write_row(row[:5] + (json.dumps(row[5]),) + row[6:])
-        return list(session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch_id)
-                                    .order_by(SigningRequest.id)))
+        return list(
+            session.scalars(
+                select(SigningRequest.id).where(SigningRequest.batch_id == batch_id).order_by(SigningRequest.id)
+            )
+        )
     ids: list[int] = []
     for start in range(0, len(values), INSERT_CHUNK):
-        ids.extend(session.scalars(insert(SigningRequest).returning(SigningRequest.id),
-                                   [dict(zip(_COPY_COLUMNS, row)) for row in values[start:start + INSERT_CHUNK]]))
+        ids.extend(
+            session.scalars(
+                insert(SigningRequest).returning(SigningRequest.id),
+                [dict(zip(_COPY_COLUMNS, row)) for row in values[start : start + INSERT_CHUNK]],
+            )
+        )
     return ids
 
 
-def create_batch(session: Session, *, user: User, template_version: TemplateVersion, rows: Sequence[Recipient],
-                 name: str, now: datetime, deadline_days: int = 7, reminder_days: Sequence[int] = (2, 4),
-                 max_reminders: int = 3, reply_to: str | None = None, language: str = "en",
-                 quiet_hours_start: int | None = None, quiet_hours_end: int | None = None, timezone: str = "UTC",
-                 notify_email: str | None = None, team_id: int | None = None, one_time_code: bool = False,
-                 idempotency_key: str | None = None) -> CreatedBatch:
+def create_batch(
+    session: Session,
+    *,
+    user: User,
+    template_version: TemplateVersion,
+    rows: Sequence[Recipient],
+    name: str,
+    now: datetime,
+    deadline_days: int = 7,
+    reminder_days: Sequence[int] = (2, 4),
+    max_reminders: int = 3,
+    reply_to: str | None = None,
+    language: str = "en",
+    quiet_hours_start: int | None = None,
+    quiet_hours_end: int | None = None,
+    timezone: str = "UTC",
+    notify_email: str | None = None,
+    team_id: int | None = None,
+    one_time_code: bool = False,
+    idempotency_key: str | None = None,
+) -> CreatedBatch:
     """Insert the batch and all its requests in one transaction (commits), then queue their renders.
 
     The batch belongs to ``team_id`` (one of the user's teams), else to the template's team when the
@@ -214,8 +267,7 @@ def create_batch(session: Session, *, user: User, template_version: TemplateVers
     """
     access.require_creator(user)
     try:
-        team_id = access.team_for_new(session, user=user, team_id=team_id,
-                                      preferred=template_version.template.team_id)
+        team_id = access.team_for_new(session, user=user, team_id=team_id, preferred=template_version.template.team_id)
     except access.Refused as exc:
         raise BatchError(exc.message, "team_id") from None
     if idempotency_key is not None:
@@ -226,13 +278,25 @@ def create_batch(session: Session, *, user: User, template_version: TemplateVers
     if not rows:
         raise BatchError(N_("There are no valid rows to create a batch from."))
     batch = Batch(
-        name=name.strip()[:200], template_version_id=template_version.id, created_by_id=user.id,
-        status=BatchStatus.PROCESSING, language=language, reminder_days=list(reminder_days),
+        name=name.strip()[:200],
+        template_version_id=template_version.id,
+        created_by_id=user.id,
+        status=BatchStatus.PROCESSING,
+        language=language,
+        reminder_days=list(reminder_days),
         max_reminders=max_reminders,
-        deadline_days=deadline_days, reply_to=reply_to, quiet_hours_start=quiet_hours_start,
-        quiet_hours_end=quiet_hours_end, timezone=timezone, total_count=len(rows), team_id=team_id,
-        notify_email=notify_email, one_time_code=one_time_code,
-        idempotency_key=idempotency_key, created_at=now, started_at=now,
+        deadline_days=deadline_days,
+        reply_to=reply_to,
+        quiet_hours_start=quiet_hours_start,
+        quiet_hours_end=quiet_hours_end,
+        timezone=timezone,
+        total_count=len(rows),
+        team_id=team_id,
+        notify_email=notify_email,
+        one_time_code=one_time_code,
+        idempotency_key=idempotency_key,
+        created_at=now,
+        started_at=now,
     )
     session.add(batch)
     try:
@@ -249,18 +313,47 @@ def create_batch(session: Session, *, user: User, template_version: TemplateVers
     ids = _insert_requests(session, batch_id=batch.id, rows=rows, now=now, barred=barred)
     suppressed = {i: barred[r.email.lower()] for i, r in zip(ids, rows) if r.email.lower() in barred}
     pending = [i for i in ids if i not in suppressed]
-    batch_counts.seed(session, batch_id=batch.id,
-                      counts={Status.PENDING.value: len(pending), Status.FAILED.value: len(suppressed)})
-    session.add(Event(batch_id=batch.id, type="batch.created", created_at=now, actor=f"user:{user.id}",
-                      details={"total_count": len(rows), "template_version_id": template_version.id,
-                               "suppressed": len(suppressed)}))
-    session.add_all([Event(request_id=i, batch_id=batch.id, type="status.failed", created_at=now, actor="system",
-                           details={"suppressed": entry.source}) for i, entry in suppressed.items()])
+    batch_counts.seed(
+        session, batch_id=batch.id, counts={Status.PENDING.value: len(pending), Status.FAILED.value: len(suppressed)}
+    )
+    session.add(
+        Event(
+            batch_id=batch.id,
+            type="batch.created",
+            created_at=now,
+            actor=f"user:{user.id}",
+            details={
+                "total_count": len(rows),
+                "template_version_id": template_version.id,
+                "suppressed": len(suppressed),
+            },
+        )
+    )
+    session.add_all(
+        [
+            Event(
+                request_id=i,
+                batch_id=batch.id,
+                type="status.failed",
+                created_at=now,
+                actor="system",
+                details={"suppressed": entry.source},
+            )
+            for i, entry in suppressed.items()
+        ]
+    )
     if not pending:
         close_if_done(session, batch_id=batch.id, now=now)
     session.commit()
-    log(logger, logging.INFO, "batch created", batch_id=batch.id, total_count=len(rows), user_id=user.id,
-        suppressed=len(suppressed))
+    log(
+        logger,
+        logging.INFO,
+        "batch created",
+        batch_id=batch.id,
+        total_count=len(rows),
+        user_id=user.id,
+        suppressed=len(suppressed),
+    )
     enqueued = 0
     try:
         if len(pending) <= INLINE_ENQUEUE_MAX:
@@ -275,9 +368,13 @@ def create_batch(session: Session, *, user: User, template_version: TemplateVers
 
 def enqueue_pending_renders(session: Session, *, batch_id: int) -> int:
     """Queue the render job of each pending request of the batch (existing jobs are skipped)."""
-    ids = list(session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch_id,
-                                                               SigningRequest.status == Status.PENDING.value)
-                               .order_by(SigningRequest.id)))
+    ids = list(
+        session.scalars(
+            select(SigningRequest.id)
+            .where(SigningRequest.batch_id == batch_id, SigningRequest.status == Status.PENDING.value)
+            .order_by(SigningRequest.id)
+        )
+    )
     enqueued = pipeline.enqueue_renders(ids)
     log(logger, logging.INFO, "renders queued", batch_id=batch_id, enqueued=enqueued, pending=len(ids))
     return enqueued

@@ -4,6 +4,7 @@ and ETA, and the words for request and batch states.
 Counts come from the per-batch counters (one query on their key per page, ``batches.counts_for``). The recipients
 table is ``recipients_table``'s, a request's history ``timeline``'s.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,20 +14,32 @@ from flask_babel import lazy_gettext as _l
 from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import Session
 
-from bulksign.people import access
 from bulksign.batches.progress import BatchCounts, counts_for
 from bulksign.batches.recipients_table import escape_like
 from bulksign.models import Batch, DocumentTemplate, SigningRequest, TemplateVersion, User
 from bulksign.models.status import BATCH_FINAL, WORKING, BatchStatus, Status
+from bulksign.people import access
 
 #: Words for request and batch states, and for the table's extra filters.
 STATUS_LABELS = {
-    "pending": _l("pending"), "generating": _l("generating"), "generated": _l("generated"),
-    "sending": _l("sending"), "sent": _l("sent"), "opened": _l("opened"), "signed": _l("signed"),
-    "declined": _l("declined"), "expired": _l("expired"), "failed": _l("failed"), "bounced": _l("bounced"),
-    "cancelled": _l("cancelled"), "processing": _l("processing"), "completed": _l("completed"),
-    "partially_failed": _l("partially failed"), "not_opened": _l("sent, not opened"),
-    "waiting": _l("being prepared or sent"), "problems": _l("failed or bounced"),
+    "pending": _l("pending"),
+    "generating": _l("generating"),
+    "generated": _l("generated"),
+    "sending": _l("sending"),
+    "sent": _l("sent"),
+    "opened": _l("opened"),
+    "signed": _l("signed"),
+    "declined": _l("declined"),
+    "expired": _l("expired"),
+    "failed": _l("failed"),
+    "bounced": _l("bounced"),
+    "cancelled": _l("cancelled"),
+    "processing": _l("processing"),
+    "completed": _l("completed"),
+    "partially_failed": _l("partially failed"),
+    "not_opened": _l("sent, not opened"),
+    "waiting": _l("being prepared or sent"),
+    "problems": _l("failed or bounced"),
 }
 
 #: Segments of the progress bar, in order; ``waiting`` is every state the pipeline still works on.
@@ -60,11 +73,11 @@ class Segment:
 
 #: A batch's phase, in the words staff use → what it means (the page colours by meaning: CSS ``tone-<tone>``).
 PHASE_TONES = {
-    "sending": "progress",            # documents are being prepared or invitations sent
-    "waiting": "waiting",             # all sent; some recipients have yet to sign
+    "sending": "progress",  # documents are being prepared or invitations sent
+    "waiting": "waiting",  # all sent; some recipients have yet to sign
     "all_signed": "success",
-    "closed_unsigned": "warning",     # nothing more will happen: some expired or declined
-    "partly_failed": "danger",        # some could not be prepared or delivered
+    "closed_unsigned": "warning",  # nothing more will happen: some expired or declined
+    "partly_failed": "danger",  # some could not be prepared or delivered
     "cancelled": "neutral",
 }
 
@@ -81,6 +94,7 @@ class Phase:
 
 def batch_phase(batch: Batch, counts: BatchCounts) -> Phase:
     """The batch's state as staff read it: "completed" with nobody signed is not done."""
+
     def phase(key: str, count: int = 0) -> Phase:
         return Phase(key=key, tone=PHASE_TONES[key], count=count)
 
@@ -149,10 +163,18 @@ def progress_for(batch: Batch, counts: BatchCounts) -> Progress:
     final = batch.status in BATCH_FINAL
     active = not final and (counts.working > 0 or batch.status == BatchStatus.PENDING)
     rendering = sum(counts.by_status.get(s, 0) for s in (Status.PENDING, Status.GENERATING))
-    return Progress(total=total, segments=tuple(segments), working=counts.working, active=active, final=final,
-                    phase=batch_phase(batch, counts), rendered=total - rendering, rendering=rendering,
-                    delivered=sum(counts.by_status.get(s, 0) for s in DELIVERED),
-                    bounced=counts.by_status.get(Status.BOUNCED, 0))
+    return Progress(
+        total=total,
+        segments=tuple(segments),
+        working=counts.working,
+        active=active,
+        final=final,
+        phase=batch_phase(batch, counts),
+        rendered=total - rendering,
+        rendering=rendering,
+        delivered=sum(counts.by_status.get(s, 0) for s in DELIVERED),
+        bounced=counts.by_status.get(Status.BOUNCED, 0),
+    )
 
 
 @dataclass(frozen=True)
@@ -173,14 +195,23 @@ class BatchPage:
 
 def _batches_with_template_and_owner():
     """(batch, template name, owner's email) rows: one query for what the list and the batch page show."""
-    return (select(Batch, DocumentTemplate.name, User.email)
-            .join(TemplateVersion, TemplateVersion.id == Batch.template_version_id)
-            .join(DocumentTemplate, DocumentTemplate.id == TemplateVersion.template_id)
-            .outerjoin(User, User.id == Batch.created_by_id))
+    return (
+        select(Batch, DocumentTemplate.name, User.email)
+        .join(TemplateVersion, TemplateVersion.id == Batch.template_version_id)
+        .join(DocumentTemplate, DocumentTemplate.id == TemplateVersion.template_id)
+        .outerjoin(User, User.id == Batch.created_by_id)
+    )
 
 
-def list_batches(session: Session, *, user: User, q: str = "", page: int = 1,
-                 per_page: int = BATCH_PAGE_SIZE, after: tuple[datetime, int] | None = None) -> BatchPage:
+def list_batches(
+    session: Session,
+    *,
+    user: User,
+    q: str = "",
+    page: int = 1,
+    per_page: int = BATCH_PAGE_SIZE,
+    after: tuple[datetime, int] | None = None,
+) -> BatchPage:
     """The batches ``user`` may see, newest first, searched by name, with owner, template and counts (3 queries).
 
     Pages by number (the staff list), or by keyset after the (created_at, id) of a previous row (the API).
@@ -203,8 +234,9 @@ def list_batches(session: Session, *, user: User, q: str = "", page: int = 1,
     found = found[:per_page]
     counts = counts_for(session, [b.id for b, _, _ in found])
     rows = tuple(
-        BatchRow(batch=b, template_name=tname, started_by=email, progress=progress_for(b, counts[b.id]),
-                 counts=counts[b.id])
+        BatchRow(
+            batch=b, template_name=tname, started_by=email, progress=progress_for(b, counts[b.id]), counts=counts[b.id]
+        )
         for b, tname, email in found
     )
     return BatchPage(rows=rows, page=page, has_next=has_next)
@@ -226,8 +258,9 @@ def batch_view(session: Session, *, batch_id: int) -> BatchView | None:
         return None
     batch, tname, email = found
     counts = counts_for(session, [batch.id])[batch.id]
-    return BatchView(batch=batch, template_name=tname, started_by=email, progress=progress_for(batch, counts),
-                     counts=counts)
+    return BatchView(
+        batch=batch, template_name=tname, started_by=email, progress=progress_for(batch, counts), counts=counts
+    )
 
 
 def batch_progress(session: Session, *, batch_id: int) -> tuple[Batch, Progress] | None:
@@ -239,6 +272,7 @@ def batch_progress(session: Session, *, batch_id: int) -> tuple[Batch, Progress]
 
 
 # --- Throughput and ETA -------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Throughput:
@@ -260,10 +294,17 @@ def throughput(session: Session, *, batch: Batch, working: int, now: datetime) -
     seconds = (now - since).total_seconds()
     if seconds < MIN_RATE_SECONDS:
         return Throughput(per_minute=None, eta=None)
-    done = session.scalar(
-        select(func.count()).select_from(SigningRequest).where(
-            SigningRequest.batch_id == batch.id, SigningRequest.sent_at >= since)) or 0
+    done = (
+        session.scalar(
+            select(func.count())
+            .select_from(SigningRequest)
+            .where(SigningRequest.batch_id == batch.id, SigningRequest.sent_at >= since)
+        )
+        or 0
+    )
     if done < MIN_RATE_BASIS:
         return Throughput(per_minute=None, eta=None)
     per_minute = done / (seconds / 60)
-    return Throughput(per_minute=per_minute, eta=timedelta(seconds=round(working / per_minute * 60)) if working else None)
+    return Throughput(
+        per_minute=per_minute, eta=timedelta(seconds=round(working / per_minute * 60)) if working else None
+    )

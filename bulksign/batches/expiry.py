@@ -7,6 +7,7 @@ expiries in ``batch.expiry_pending_since`` and the summary goes out once the wav
 (no more expiries due within ``SETTLE``), or after ``MAX_WAIT`` at the latest. A compare-and-set
 on that column makes two schedulers send it once.
 """
+
 from __future__ import annotations
 
 import logging
@@ -22,14 +23,14 @@ from flask_mail import Message
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from bulksign.batches.progress import counts_for
-from bulksign.core.logs import log
-from bulksign.mail.mailer import builder, cancel_queued
-from bulksign.core.messages import N_
 from bulksign.batches.notices import notice_locale, notice_message, queue_notice
-from bulksign.models import Batch, OutgoingMail, SigningRequest
+from bulksign.batches.progress import counts_for
 from bulksign.batches.reminders import KIND as REMINDER
 from bulksign.batches.states import transition
+from bulksign.core.logs import log
+from bulksign.core.messages import N_
+from bulksign.mail.mailer import builder, cancel_queued
+from bulksign.models import Batch, OutgoingMail, SigningRequest
 from bulksign.models.status import WAITING_FOR_RECIPIENT, Status
 
 logger = logging.getLogger(__name__)
@@ -55,9 +56,14 @@ class ExpiryResult:
         return f"{self.expired} requests expired, {self.summaries} summaries queued"
 
 
-def expire_due(session: Session, *, now: datetime, page_size: int = 1000,
-               on_page: Callable[[list[int]], None] | None = None,
-               time_budget_seconds: float = 300.0) -> ExpiryResult:
+def expire_due(
+    session: Session,
+    *,
+    now: datetime,
+    page_size: int = 1000,
+    on_page: Callable[[list[int]], None] | None = None,
+    time_budget_seconds: float = 300.0,
+) -> ExpiryResult:
     """Expire every waiting request whose deadline has passed, then queue the summaries that are due.
 
     ``on_page`` runs after each page (the periodic job commits there); the caller commits at the end.
@@ -71,9 +77,14 @@ def expire_due(session: Session, *, now: datetime, page_size: int = 1000,
             log(logger, logging.WARNING, "expiry tick stopped at its time budget", expired=expired)
             break
         ids = session.scalars(
-            select(SigningRequest.id).where(SigningRequest.status.in_(WAITING_FOR_RECIPIENT),
-                                            SigningRequest.expires_at <= now, SigningRequest.id > after)
-            .order_by(SigningRequest.id).limit(page_size)
+            select(SigningRequest.id)
+            .where(
+                SigningRequest.status.in_(WAITING_FOR_RECIPIENT),
+                SigningRequest.expires_at <= now,
+                SigningRequest.id > after,
+            )
+            .order_by(SigningRequest.id)
+            .limit(page_size)
         ).all()
         if not ids:
             break
@@ -81,10 +92,14 @@ def expire_due(session: Session, *, now: datetime, page_size: int = 1000,
         won = transition(session, ids, frm=WAITING_FOR_RECIPIENT, to=Status.EXPIRED, now=now).won
         if won:
             cancel_queued(session, request_ids=list(won), kinds=[REMINDER])
-            batch_ids = session.scalars(select(SigningRequest.batch_id).where(SigningRequest.id.in_(won))
-                                        .distinct()).all()
-            session.execute(update(Batch).where(Batch.id.in_(batch_ids), Batch.expiry_pending_since.is_(None))
-                            .values(expiry_pending_since=now))
+            batch_ids = session.scalars(
+                select(SigningRequest.batch_id).where(SigningRequest.id.in_(won)).distinct()
+            ).all()
+            session.execute(
+                update(Batch)
+                .where(Batch.id.in_(batch_ids), Batch.expiry_pending_since.is_(None))
+                .values(expiry_pending_since=now)
+            )
         expired += len(won)
         if on_page:
             on_page([])
@@ -99,23 +114,32 @@ def expire_due(session: Session, *, now: datetime, page_size: int = 1000,
 def _wave_settled(session: Session, *, batch_id: int, since: datetime, now: datetime) -> bool:
     if since <= now - MAX_WAIT:
         return True
-    more_soon = session.scalar(select(SigningRequest.id).where(
-        SigningRequest.batch_id == batch_id, SigningRequest.status.in_(WAITING_FOR_RECIPIENT),
-        SigningRequest.expires_at <= now + SETTLE).limit(1))
+    more_soon = session.scalar(
+        select(SigningRequest.id)
+        .where(
+            SigningRequest.batch_id == batch_id,
+            SigningRequest.status.in_(WAITING_FOR_RECIPIENT),
+            SigningRequest.expires_at <= now + SETTLE,
+        )
+        .limit(1)
+    )
     return more_soon is None
 
 
 def queue_due_summaries(session: Session, *, now: datetime) -> list[int]:
     """One summary mail per batch whose expiry wave has settled; returns the mail ids. The caller commits."""
     mail_ids = []
-    pending = session.execute(select(Batch.id, Batch.expiry_pending_since)
-                              .where(Batch.expiry_pending_since.is_not(None)).order_by(Batch.id)).all()
+    pending = session.execute(
+        select(Batch.id, Batch.expiry_pending_since).where(Batch.expiry_pending_since.is_not(None)).order_by(Batch.id)
+    ).all()
     for batch_id, since in pending:
         if not _wave_settled(session, batch_id=batch_id, since=since, now=now):
             continue
         claimed = session.execute(
-            update(Batch).where(Batch.id == batch_id, Batch.expiry_pending_since == since)
-            .values(expiry_pending_since=None, expiry_summary_sent_at=now).returning(Batch.id)
+            update(Batch)
+            .where(Batch.id == batch_id, Batch.expiry_pending_since == since)
+            .values(expiry_pending_since=None, expiry_summary_sent_at=now)
+            .returning(Batch.id)
         ).first()
         if claimed is None:
             continue  # another scheduler claimed this wave
@@ -127,15 +151,20 @@ def queue_due_summaries(session: Session, *, now: datetime) -> list[int]:
 
 def _wave_start(session: Session, *, batch_id: int, before: datetime) -> datetime | None:
     """When the previous summary of the batch went out: its expiries are not repeated."""
-    return session.scalar(select(func.max(OutgoingMail.created_at)).where(
-        OutgoingMail.batch_id == batch_id, OutgoingMail.kind == KIND, OutgoingMail.created_at < before))
+    return session.scalar(
+        select(func.max(OutgoingMail.created_at)).where(
+            OutgoingMail.batch_id == batch_id, OutgoingMail.kind == KIND, OutgoingMail.created_at < before
+        )
+    )
 
 
 def _wave_query(session: Session, *, batch_id: int, until: datetime):
     start = _wave_start(session, batch_id=batch_id, before=until)
-    query = select(SigningRequest).where(SigningRequest.batch_id == batch_id,
-                                         SigningRequest.status == Status.EXPIRED.value,
-                                         SigningRequest.status_changed_at <= until)
+    query = select(SigningRequest).where(
+        SigningRequest.batch_id == batch_id,
+        SigningRequest.status == Status.EXPIRED.value,
+        SigningRequest.status_changed_at <= until,
+    )
     return query.where(SigningRequest.status_changed_at > start) if start else query
 
 
@@ -144,11 +173,19 @@ def _queue_summary(session: Session, *, batch: Batch, now: datetime) -> Outgoing
     if not count:
         log(logger, logging.WARNING, "expiry summary not sent: nothing expired", batch_id=batch.id)
         return None
-    number = 1 + session.scalar(select(func.count()).select_from(OutgoingMail).where(
-        OutgoingMail.batch_id == batch.id, OutgoingMail.kind == KIND))
-    return queue_notice(session, batch=batch, kind=KIND, key=f"expiry-summary-{batch.id}-{number}", now=now,
-                        subject=N_("%(count)s recipients did not sign \"%(batch)s\" before the deadline",
-                                   count=count, batch=batch.name))
+    number = 1 + session.scalar(
+        select(func.count())
+        .select_from(OutgoingMail)
+        .where(OutgoingMail.batch_id == batch.id, OutgoingMail.kind == KIND)
+    )
+    return queue_notice(
+        session,
+        batch=batch,
+        kind=KIND,
+        key=f"expiry-summary-{batch.id}-{number}",
+        now=now,
+        subject=N_('%(count)s recipients did not sign "%(batch)s" before the deadline', count=count, batch=batch.name),
+    )
 
 
 @builder(KIND)
@@ -162,14 +199,24 @@ def build_expiry_summary(session: Session, mail: OutgoingMail, app: Flask) -> Me
     listed = session.scalars(query.order_by(SigningRequest.row_number, SigningRequest.id).limit(LISTED_MAX)).all()
     counts = counts_for(session, [batch.id])[batch.id]
     with force_locale(notice_locale(batch)):
-        lines = [_("These recipients did not sign \"%(batch)s\" before the deadline; their links have expired:",
-                   batch=batch.name), ""]
+        lines = [
+            _(
+                'These recipients did not sign "%(batch)s" before the deadline; their links have expired:',
+                batch=batch.name,
+            ),
+            "",
+        ]
         lines += [f"- {r.name} <{r.email}>" if r.name else f"- {r.email}" for r in listed]
         if total > len(listed):
             lines.append(_("… and %(n)s more.", n=total - len(listed)))
-        lines += ["", _("Signed so far: %(signed)s of %(total)s.", signed=counts.by_status[Status.SIGNED.value],
-                        total=counts.total),
-                  _("You can resend with a new link from the batch page:"),
-                  f"{app.config['APP_URL']}/batches/{batch.id}"]
+        lines += [
+            "",
+            _(
+                "Signed so far: %(signed)s of %(total)s.",
+                signed=counts.by_status[Status.SIGNED.value],
+                total=counts.total,
+            ),
+            _("You can resend with a new link from the batch page:"),
+            f"{app.config['APP_URL']}/batches/{batch.id}",
+        ]
     return notice_message(mail, app, body="\n".join(lines) + "\n")
-

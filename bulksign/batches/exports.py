@@ -1,4 +1,5 @@
 """Exports of a batch: the recipients as CSV (streamed) and a ZIP of the signed PDFs (built by a job)."""
+
 from __future__ import annotations
 
 import csv
@@ -16,17 +17,30 @@ from sqlalchemy.orm import Session
 
 from bulksign.batches.recipients_table import RecipientFilter, recipients_page
 from bulksign.core.logs import log
-from bulksign.models import Document, Export, SigningRequest
 from bulksign.core.spreadsheets import formula_safe
 from bulksign.documents.storage import Storage, StorageError
+from bulksign.models import Document, Export, SigningRequest
 
 logger = logging.getLogger(__name__)
 
 #: UTF-8 byte order mark: Excel reads the file as UTF-8 only with it.
 BOM = "\ufeff"
 #: A cell starting with one of these is a formula in Excel/LibreOffice ("CSV injection").
-CSV_COLUMNS = ("row", "email", "name", "phone", "status", "sent_at", "opened_at", "signed_at", "declined_at",
-               "decline_reason", "reminders", "expires_at", "error")
+CSV_COLUMNS = (
+    "row",
+    "email",
+    "name",
+    "phone",
+    "status",
+    "sent_at",
+    "opened_at",
+    "signed_at",
+    "declined_at",
+    "decline_reason",
+    "reminders",
+    "expires_at",
+    "error",
+)
 SIGNED_ZIP = "signed_zip"
 CSV_PAGE = 2000
 
@@ -41,9 +55,24 @@ def safe_cell(value) -> str:
 
 
 def _csv_row(r: SigningRequest) -> list[str]:
-    return [safe_cell(v) for v in (
-        r.row_number, r.email, r.name, r.phone, r.status, r.sent_at, r.opened_at, r.signed_at, r.declined_at,
-        r.decline_reason, r.reminder_count, r.expires_at, r.error_message)]
+    return [
+        safe_cell(v)
+        for v in (
+            r.row_number,
+            r.email,
+            r.name,
+            r.phone,
+            r.status,
+            r.sent_at,
+            r.opened_at,
+            r.signed_at,
+            r.declined_at,
+            r.decline_reason,
+            r.reminder_count,
+            r.expires_at,
+            r.error_message,
+        )
+    ]
 
 
 def recipients_csv(session: Session, *, batch_id: int, flt: RecipientFilter) -> Iterator[str]:
@@ -74,13 +103,17 @@ class ExportStarted:
 
 def start_signed_zip(session: Session, *, batch_id: int, user_id: int | None, now: datetime) -> ExportStarted:
     """Create the export row for a ZIP of the batch's signed PDFs (the caller commits, then enqueues)."""
-    running = session.scalar(select(Export).where(Export.batch_id == batch_id, Export.kind == SIGNED_ZIP,
-                                                  Export.status.in_(["pending", "running"])))
+    running = session.scalar(
+        select(Export).where(
+            Export.batch_id == batch_id, Export.kind == SIGNED_ZIP, Export.status.in_(["pending", "running"])
+        )
+    )
     if running is not None:
         return ExportStarted(export=running, created=False)
     total = session.scalar(_signed_documents(batch_id).with_only_columns(func.count()).order_by(None)) or 0
-    export = Export(batch_id=batch_id, kind=SIGNED_ZIP, status="pending", total=total, done=0,
-                    created_by_id=user_id, created_at=now)
+    export = Export(
+        batch_id=batch_id, kind=SIGNED_ZIP, status="pending", total=total, done=0, created_by_id=user_id, created_at=now
+    )
     session.add(export)
     session.flush()
     log(logger, logging.INFO, "export requested", export_id=export.id, batch_id=batch_id, total=total)
@@ -88,10 +121,12 @@ def start_signed_zip(session: Session, *, batch_id: int, user_id: int | None, no
 
 
 def _signed_documents(batch_id: int):
-    return (select(Document.storage_key, SigningRequest.row_number, SigningRequest.id, SigningRequest.email)
-            .join(SigningRequest, SigningRequest.id == Document.request_id)
-            .where(SigningRequest.batch_id == batch_id, Document.kind == "signed")
-            .order_by(SigningRequest.id))
+    return (
+        select(Document.storage_key, SigningRequest.row_number, SigningRequest.id, SigningRequest.email)
+        .join(SigningRequest, SigningRequest.id == Document.request_id)
+        .where(SigningRequest.batch_id == batch_id, Document.kind == "signed")
+        .order_by(SigningRequest.id)
+    )
 
 
 @dataclass(frozen=True)
@@ -101,8 +136,9 @@ class ExportResult:
     files: int
 
 
-def build_signed_zip(session: Session, *, export_id: int, storage: Storage, now: Callable[[], datetime],
-                     progress_every: int = 50) -> ExportResult:
+def build_signed_zip(
+    session: Session, *, export_id: int, storage: Storage, now: Callable[[], datetime], progress_every: int = 50
+) -> ExportResult:
     """Write every signed PDF of the batch into one ZIP in storage, committing progress as it goes."""
     export = session.get(Export, export_id)
     if export is None or export.status not in ("pending", "running"):

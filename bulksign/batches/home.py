@@ -4,6 +4,7 @@ Reads the per-batch counters (``batch_status_counts``), never the requests, exce
 which uses the partial index on waiting requests' ``expires_at``. Which batches count is the caller's
 choice (``batch_ids``: a SELECT of batch ids), so a per-user visibility filter slots in unchanged.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,8 +13,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import Select, case, func, or_, select
 from sqlalchemy.orm import Session
 
-from bulksign.batches.progress import counts_for
 from bulksign.batches.dashboard import Progress, progress_for
+from bulksign.batches.progress import counts_for
 from bulksign.models import Batch, BatchStatusCount, SigningRequest
 from bulksign.models.status import WAITING_FOR_RECIPIENT, WORKING, BatchStatus, Status
 
@@ -83,8 +84,12 @@ def home(session: Session, *, now: datetime, batch_ids: Select | None = None) ->
         select(Batch.id, Batch.name, outstanding, *per_kind.values())
         .join(BatchStatusCount, BatchStatusCount.batch_id == Batch.id)
         # Only the counters that can add something: most rows of finished batches are zeros.
-        .where(Batch.id.in_(scope), Batch.status != BatchStatus.CANCELLED, BatchStatusCount.count > 0,
-               BatchStatusCount.status.in_([*OUTSTANDING, FAILED, BOUNCED, DECLINED]))
+        .where(
+            Batch.id.in_(scope),
+            Batch.status != BatchStatus.CANCELLED,
+            BatchStatusCount.count > 0,
+            BatchStatusCount.status.in_([*OUTSTANDING, FAILED, BOUNCED, DECLINED]),
+        )
         .group_by(Batch.id, Batch.name, Batch.created_at)
         .having(or_(outstanding > 0, Batch.created_at >= now - RECENT))
         .order_by(Batch.created_at.desc(), Batch.id.desc())
@@ -93,8 +98,12 @@ def home(session: Session, *, now: datetime, batch_ids: Select | None = None) ->
     shown_ids = [r[0] for r in flying[:IN_FLIGHT_LIMIT]]
     batches = {b.id: b for b in session.scalars(select(Batch).where(Batch.id.in_(shown_ids)))} if shown_ids else {}
     counts = counts_for(session, shown_ids)
-    in_flight = tuple(FlightRow(batch=batches[i], progress=progress_for(batches[i], counts[i]),
-                                signed=counts[i].by_status[Status.SIGNED]) for i in shown_ids)
+    in_flight = tuple(
+        FlightRow(
+            batch=batches[i], progress=progress_for(batches[i], counts[i]), signed=counts[i].by_status[Status.SIGNED]
+        )
+        for i in shown_ids
+    )
 
     found: dict[str, list[BatchCount]] = {}
     for column, kind in enumerate((FAILED, BOUNCED, DECLINED), start=3):
@@ -102,14 +111,21 @@ def home(session: Session, *, now: datetime, batch_ids: Select | None = None) ->
     expiring = session.execute(
         select(SigningRequest.batch_id, Batch.name, func.count())
         .join(Batch, Batch.id == SigningRequest.batch_id)
-        .where(SigningRequest.status.in_([s.value for s in WAITING_FOR_RECIPIENT]),
-               SigningRequest.expires_at >= now, SigningRequest.expires_at < now + EXPIRING_WITHIN,
-               SigningRequest.batch_id.in_(scope))
+        .where(
+            SigningRequest.status.in_([s.value for s in WAITING_FOR_RECIPIENT]),
+            SigningRequest.expires_at >= now,
+            SigningRequest.expires_at < now + EXPIRING_WITHIN,
+            SigningRequest.batch_id.in_(scope),
+        )
         .group_by(SigningRequest.batch_id, Batch.name)
     ).all()
     found[EXPIRING] = [BatchCount(batch_id=b, batch_name=name, count=n) for b, name, n in expiring]
     attention = tuple(
-        Attention(kind=kind, total=sum(c.count for c in found[kind]),
-                  batches=tuple(sorted(found[kind], key=lambda c: (-c.count, -c.batch_id))[:ATTENTION_LIMIT]))
-        for kind in ATTENTION_KINDS)
+        Attention(
+            kind=kind,
+            total=sum(c.count for c in found[kind]),
+            batches=tuple(sorted(found[kind], key=lambda c: (-c.count, -c.batch_id))[:ATTENTION_LIMIT]),
+        )
+        for kind in ATTENTION_KINDS
+    )
     return Home(in_flight=in_flight, more_in_flight=max(0, len(flying) - IN_FLIGHT_LIMIT), attention=attention)

@@ -5,6 +5,7 @@ else a team manager's or any address; without an active owner, the batch's reply
 speak the owner's interface language, whoever reads them. This module is the one place that decides
 both, and records and builds every such mail.
 """
+
 from __future__ import annotations
 
 import logging
@@ -12,18 +13,19 @@ from collections.abc import Collection
 from datetime import datetime
 
 from flask import Flask
-from flask_babel import force_locale, gettext as _
+from flask_babel import force_locale
+from flask_babel import gettext as _
 from flask_mail import Message
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bulksign.batches.counts import counters
-from bulksign.mail.email_checks import check_email
-from bulksign.models.status import Status
 from bulksign.core.logs import log
-from bulksign.mail.mailer import builder, queue_mail
 from bulksign.core.messages import N_
+from bulksign.mail.email_checks import check_email
+from bulksign.mail.mailer import builder, queue_mail
 from bulksign.models import Batch, OutgoingMail, User
+from bulksign.models.status import Status
 
 logger = logging.getLogger(__name__)
 
@@ -72,8 +74,9 @@ def chosen_notice_address(*, choice: str | None, email: str | None) -> str | Non
     return address
 
 
-def queue_notice(session: Session, *, batch: Batch, kind: str, key: str, subject: N_, now: datetime,
-                 request_id: int | None = None) -> OutgoingMail | None:
+def queue_notice(
+    session: Session, *, batch: Batch, kind: str, key: str, subject: N_, now: datetime, request_id: int | None = None
+) -> OutgoingMail | None:
     """Record one notice about ``batch`` for whoever it names, the subject in the owner's language; None when
     there is nobody to tell. The caller commits, then enqueues the send (or leaves it to the reconciler)."""
     to_email = notice_recipient(batch, owner=batch.created_by)
@@ -82,14 +85,16 @@ def queue_notice(session: Session, *, batch: Batch, kind: str, key: str, subject
         return None
     with force_locale(notice_locale(batch)):
         text = str(subject)
-    return queue_mail(session, key=key, kind=kind, to_email=to_email, subject=text, now=now, batch_id=batch.id,
-                      request_id=request_id)
+    return queue_mail(
+        session, key=key, kind=kind, to_email=to_email, subject=text, now=now, batch_id=batch.id, request_id=request_id
+    )
 
 
 def notice_message(mail: OutgoingMail, app: Flask, *, body: str) -> Message:
     """A notice as it goes out: the recorded subject and address, ``body``, the row's Message-ID."""
-    message = Message(subject=mail.subject, recipients=[mail.to_email], body=body,
-                      sender=app.config["MAIL_DEFAULT_SENDER"])
+    message = Message(
+        subject=mail.subject, recipients=[mail.to_email], body=body, sender=app.config["MAIL_DEFAULT_SENDER"]
+    )
     message.msgId = mail.message_id
     return message
 
@@ -97,8 +102,14 @@ def notice_message(mail: OutgoingMail, app: Flask, *, body: str) -> Message:
 def queue_completion_notice(session: Session, *, batch: Batch, now: datetime) -> OutgoingMail | None:
     """Record the one mail saying the batch is done; the caller commits, then enqueues it
     (``queued_completion_notices``), or leaves it to the reconciler, which sends mails left queued."""
-    return queue_notice(session, batch=batch, kind=COMPLETION, key=f"completion-notice-{batch.id}",
-                        subject=N_("Batch \"%(batch)s\" is done", batch=batch.name), now=now)
+    return queue_notice(
+        session,
+        batch=batch,
+        kind=COMPLETION,
+        key=f"completion-notice-{batch.id}",
+        subject=N_('Batch "%(batch)s" is done', batch=batch.name),
+        now=now,
+    )
 
 
 def queued_completion_notices(session: Session, *, batch_ids: Collection[int]) -> list[int]:
@@ -106,8 +117,15 @@ def queued_completion_notices(session: Session, *, batch_ids: Collection[int]) -
     has committed, so the end is told now rather than at the reconciler's next pass."""
     if not batch_ids:
         return []
-    return list(session.scalars(select(OutgoingMail.id).where(
-        OutgoingMail.batch_id.in_(list(batch_ids)), OutgoingMail.kind == COMPLETION, OutgoingMail.status == "queued")))
+    return list(
+        session.scalars(
+            select(OutgoingMail.id).where(
+                OutgoingMail.batch_id.in_(list(batch_ids)),
+                OutgoingMail.kind == COMPLETION,
+                OutgoingMail.status == "queued",
+            )
+        )
+    )
 
 
 @builder(COMPLETION)
@@ -118,10 +136,15 @@ def build_completion_notice(session: Session, mail: OutgoingMail, app: Flask) ->
         raise LookupError(f"batch {mail.batch_id} no longer exists")
     counts = counters(session, [batch.id])[batch.id]
     with force_locale(notice_locale(batch)):
-        lines = [_("Every request of \"%(batch)s\" has been dispatched.", batch=batch.name), "",
-                 _("Signed: %(n)s", n=counts[Status.SIGNED.value]),
-                 _("Waiting for the recipient: %(n)s", n=counts[Status.SENT.value] + counts[Status.OPENED.value]),
-                 _("Declined: %(n)s", n=counts[Status.DECLINED.value]),
-                 _("Failed or bounced: %(n)s", n=counts[Status.FAILED.value] + counts[Status.BOUNCED.value]),
-                 "", _("The batch page:"), f"{app.config['APP_URL']}/batches/{batch.id}"]
+        lines = [
+            _('Every request of "%(batch)s" has been dispatched.', batch=batch.name),
+            "",
+            _("Signed: %(n)s", n=counts[Status.SIGNED.value]),
+            _("Waiting for the recipient: %(n)s", n=counts[Status.SENT.value] + counts[Status.OPENED.value]),
+            _("Declined: %(n)s", n=counts[Status.DECLINED.value]),
+            _("Failed or bounced: %(n)s", n=counts[Status.FAILED.value] + counts[Status.BOUNCED.value]),
+            "",
+            _("The batch page:"),
+            f"{app.config['APP_URL']}/batches/{batch.id}",
+        ]
     return notice_message(mail, app, body="\n".join(lines) + "\n")

@@ -3,6 +3,7 @@
 Pages read the counters; closing a batch counts its requests exactly (GROUP BY), because it runs in
 the transaction that just moved them, whose moves the counters see only at commit.
 """
+
 from __future__ import annotations
 
 import logging
@@ -13,14 +14,15 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from bulksign.people import access
-from bulksign.batches import counts as batch_counts, notices
-from bulksign.core.logs import log
-from bulksign.models import Batch, OutgoingMail, SigningRequest, User
-from bulksign.core.slicing import slices
+from bulksign.batches import counts as batch_counts
+from bulksign.batches import notices
 from bulksign.batches.states import move_batches, transition
-from bulksign.models.status import FINAL, WORKING, BatchStatus, Status
+from bulksign.core.logs import log
 from bulksign.core.messages import N_
+from bulksign.core.slicing import slices
+from bulksign.models import Batch, OutgoingMail, SigningRequest, User
+from bulksign.models.status import FINAL, WORKING, BatchStatus, Status
+from bulksign.people import access
 
 logger = logging.getLogger(__name__)
 
@@ -80,8 +82,11 @@ def close_if_done(session: Session, *, batch_id: int, now: datetime) -> bool:
     One indexed existence probe per call; the full GROUP BY runs only when the batch may be done,
     so a 10,000-request batch does not count itself 10,000 times.
     """
-    busy = session.scalar(select(SigningRequest.id).where(
-        SigningRequest.batch_id == batch_id, SigningRequest.status.in_([s.value for s in WORKING])).limit(1))
+    busy = session.scalar(
+        select(SigningRequest.id)
+        .where(SigningRequest.batch_id == batch_id, SigningRequest.status.in_([s.value for s in WORKING]))
+        .limit(1)
+    )
     return busy is None and bool(refresh_batch_statuses(session, now=now, batch_ids=[batch_id]))
 
 
@@ -127,11 +132,13 @@ def batch_for_action(session: Session, *, batch_id: int, user: User) -> Batch:
 
 def _cancel(session: Session, *, request_ids: list[int], actor: str, now: datetime) -> tuple[int, ...]:
     # Clearing token_hash kills links already mailed; queued mails of these requests are not sent.
-    won = transition(session, request_ids, frm=CANCELLABLE, to=Status.CANCELLED, now=now,
-                     actor=actor, token_hash=None).won
+    won = transition(
+        session, request_ids, frm=CANCELLABLE, to=Status.CANCELLED, now=now, actor=actor, token_hash=None
+    ).won
     for part in slices(won):
         session.execute(
-            update(OutgoingMail).where(OutgoingMail.request_id.in_(part), OutgoingMail.status == "queued")
+            update(OutgoingMail)
+            .where(OutgoingMail.request_id.in_(part), OutgoingMail.status == "queued")
             .values(status="cancelled")
         )
     return won
@@ -146,8 +153,13 @@ def stop_batch(session: Session, *, batch_id: int, user: User, now: datetime) ->
 
 def open_request_ids(session: Session, *, batch_id: int) -> list[int]:
     """The batch's requests a cancel would stop, in id order."""
-    return list(session.scalars(select(SigningRequest.id).where(
-        SigningRequest.batch_id == batch_id, SigningRequest.status.in_(CANCELLABLE)).order_by(SigningRequest.id)))
+    return list(
+        session.scalars(
+            select(SigningRequest.id)
+            .where(SigningRequest.batch_id == batch_id, SigningRequest.status.in_(CANCELLABLE))
+            .order_by(SigningRequest.id)
+        )
+    )
 
 
 def cancel_batch(session: Session, *, batch_id: int, user: User, now: datetime) -> CancelResult:
@@ -161,8 +173,11 @@ def cancel_batch(session: Session, *, batch_id: int, user: User, now: datetime) 
 def cancel_requests(session: Session, *, request_ids: Iterable[int], user: User, now: datetime) -> CancelResult:
     """Cancel some requests (of batches the user may act on); the batch closes if nothing is left. The caller commits."""
     ids = sorted(set(request_ids))
-    batch_ids = {batch_id for part in slices(ids) for batch_id in session.scalars(
-        select(SigningRequest.batch_id).where(SigningRequest.id.in_(part)).distinct())}
+    batch_ids = {
+        batch_id
+        for part in slices(ids)
+        for batch_id in session.scalars(select(SigningRequest.batch_id).where(SigningRequest.id.in_(part)).distinct())
+    }
     for batch_id in batch_ids:
         batch_for_action(session, batch_id=batch_id, user=user)
     won = _cancel(session, request_ids=ids, actor=f"user:{user.id}", now=now)
@@ -177,9 +192,15 @@ def cancel_if_batch_stopped(session: Session, *, request_ids: Iterable[int], now
     A big batch's cancel stops the batch at once and its requests in a job; the pipeline asks this
     first, so no document is rendered and no invitation sent for a batch that was already stopped.
     """
-    stopped = [i for part in slices(sorted(set(request_ids))) for i in session.scalars(
-        select(SigningRequest.id).join(Batch, Batch.id == SigningRequest.batch_id)
-        .where(SigningRequest.id.in_(part), Batch.status == B.CANCELLED))]
+    stopped = [
+        i
+        for part in slices(sorted(set(request_ids)))
+        for i in session.scalars(
+            select(SigningRequest.id)
+            .join(Batch, Batch.id == SigningRequest.batch_id)
+            .where(SigningRequest.id.in_(part), Batch.status == B.CANCELLED)
+        )
+    ]
     return set(_cancel(session, request_ids=stopped, actor="system", now=now)) if stopped else set()
 
 
@@ -191,24 +212,36 @@ def batch_for_retry(session: Session, *, batch_id: int, user: User) -> Batch:
     return batch
 
 
-def retry_failed(session: Session, *, batch_id: int, user: User, now: datetime,
-                 request_ids: Iterable[int] | None = None) -> RetryResult:
+def retry_failed(
+    session: Session, *, batch_id: int, user: User, now: datetime, request_ids: Iterable[int] | None = None
+) -> RetryResult:
     """failed → pending for the batch's failed requests (or those of ``request_ids``). The caller commits, then enqueues renders.
 
     Compare-and-set: a second click finds nothing failed and retries nothing. Each retried request
     gets a fresh link and so a fresh invitation (the failed one never reached the recipient).
     """
     batch_for_retry(session, batch_id=batch_id, user=user)
-    query = select(SigningRequest.id).where(SigningRequest.batch_id == batch_id,
-                                            SigningRequest.status == Status.FAILED)
+    query = select(SigningRequest.id).where(SigningRequest.batch_id == batch_id, SigningRequest.status == Status.FAILED)
     if request_ids is None:
         failed = list(session.scalars(query))
     else:
-        failed = [i for part in slices(sorted(set(request_ids)))
-                  for i in session.scalars(query.where(SigningRequest.id.in_(part)))]
-    won = transition(session, failed, frm=Status.FAILED, to=Status.PENDING, now=now,
-                     actor=f"user:{user.id}", attempts=0, error_message=None, token_hash=None,
-                     token_nonce=None).won
+        failed = [
+            i
+            for part in slices(sorted(set(request_ids)))
+            for i in session.scalars(query.where(SigningRequest.id.in_(part)))
+        ]
+    won = transition(
+        session,
+        failed,
+        frm=Status.FAILED,
+        to=Status.PENDING,
+        now=now,
+        actor=f"user:{user.id}",
+        attempts=0,
+        error_message=None,
+        token_hash=None,
+        token_nonce=None,
+    ).won
     if won:
         move_batches(session, batch_id, frm=(B.COMPLETED, B.PARTIALLY_FAILED), to=B.PROCESSING, finished_at=None)
     log(logger, logging.INFO, "failed requests retried", batch_id=batch_id, user_id=user.id, requests=len(won))

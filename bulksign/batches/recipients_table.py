@@ -4,6 +4,7 @@ match, and the selection a bulk action acts on (the chosen rows, or every row ma
 The table is paged by keyset (``WHERE (sort, id) > (:last_sort, :last_id)``) with an opaque cursor, never OFFSET:
 page 2,000 of a 100,000-row batch costs what page 1 costs.
 """
+
 from __future__ import annotations
 
 import base64
@@ -17,10 +18,10 @@ from sqlalchemy import func, literal, or_, select, tuple_
 from sqlalchemy.orm import Session, defer
 
 from bulksign.batches.progress import BatchCounts
-from bulksign.models import SigningRequest
-from bulksign.core.slicing import slices
-from bulksign.models.status import WORKING, Status
 from bulksign.core.messages import N_
+from bulksign.core.slicing import slices
+from bulksign.models import SigningRequest
+from bulksign.models.status import WORKING, Status
 
 #: Filters of the recipients table beyond the plain statuses.
 NOT_OPENED, WAITING, PROBLEMS = "not_opened", "waiting", "problems"
@@ -52,14 +53,16 @@ class RecipientFilter:
     desc: bool = False
 
     @classmethod
-    def parse(cls, *, status: str | None, q: str | None, sort: str | None, direction: str | None) -> "RecipientFilter":
+    def parse(cls, *, status: str | None, q: str | None, sort: str | None, direction: str | None) -> RecipientFilter:
         """From query-string values; unknown values raise ``DashboardError``."""
         status = (status or "").strip()
         if status and status not in FILTERS:
             raise DashboardError(N_("Unknown status filter %(value)r.", value=status))
         sort = (sort or "row").strip()
         if sort not in SORTS:
-            raise DashboardError(N_("Unknown sort column %(value)r; use one of: %(known)s.", value=sort, known=", ".join(SORTS)))
+            raise DashboardError(
+                N_("Unknown sort column %(value)r; use one of: %(known)s.", value=sort, known=", ".join(SORTS))
+            )
         if direction not in (None, "", "asc", "desc"):
             raise DashboardError(N_("The sort direction must be asc or desc."))
         q = (q or "").strip()
@@ -72,8 +75,12 @@ class RecipientFilter:
 
     def as_args(self) -> dict[str, str]:
         """Query-string values that reproduce this filter (empty ones left out)."""
-        args = {"status": self.status, "q": self.q, "sort": "" if self.sort == "row" else self.sort,
-                "dir": "desc" if self.desc else ""}
+        args = {
+            "status": self.status,
+            "q": self.q,
+            "sort": "" if self.sort == "row" else self.sort,
+            "dir": "desc" if self.desc else "",
+        }
         return {k: v for k, v in args.items() if v}
 
 
@@ -94,8 +101,9 @@ def _conditions(batch_id: int, flt: RecipientFilter) -> list:
         where.append(SigningRequest.status == flt.status)
     if flt.q:
         pattern = f"%{escape_like(flt.q)}%"
-        where.append(or_(SigningRequest.email.ilike(pattern, escape="\\"),
-                         SigningRequest.name.ilike(pattern, escape="\\")))
+        where.append(
+            or_(SigningRequest.email.ilike(pattern, escape="\\"), SigningRequest.name.ilike(pattern, escape="\\"))
+        )
     return where
 
 
@@ -138,19 +146,25 @@ class RecipientPage:
     filter: RecipientFilter
 
 
-def recipients_page(session: Session, *, batch_id: int, flt: RecipientFilter, cursor: str | None = None,
-                    limit: int = PAGE_SIZE) -> RecipientPage:
+def recipients_page(
+    session: Session, *, batch_id: int, flt: RecipientFilter, cursor: str | None = None, limit: int = PAGE_SIZE
+) -> RecipientPage:
     """One keyset page of a batch's recipients (one query)."""
     limit = max(1, min(limit, MAX_PAGE_SIZE))
     column = SORTS[flt.sort]
     key = (column, SigningRequest.id) if flt.sort != "row" else (SigningRequest.id,)
     # The drawn signature and the row's data are not shown in tables: leave them in the database.
-    query = (select(SigningRequest).where(*_conditions(batch_id, flt))
-             .options(defer(SigningRequest.signature_image), defer(SigningRequest.data)))
+    query = (
+        select(SigningRequest)
+        .where(*_conditions(batch_id, flt))
+        .options(defer(SigningRequest.signature_image), defer(SigningRequest.data))
+    )
     if cursor:
         value, last_id = decode_cursor(flt, cursor)
         after = tuple_(*key) if len(key) > 1 else key[0]
-        bound = tuple_(literal(value, column.type), literal(last_id, SigningRequest.id.type)) if len(key) > 1 else last_id
+        bound = (
+            tuple_(literal(value, column.type), literal(last_id, SigningRequest.id.type)) if len(key) > 1 else last_id
+        )
         query = query.where(after < bound if flt.desc else after > bound)
     query = query.order_by(*[k.desc() if flt.desc else k.asc() for k in key]).limit(limit + 1)
     rows = session.scalars(query).all()
@@ -166,10 +180,14 @@ def rows_by_id(session: Session, *, batch_id: int, request_ids: list[int]) -> tu
     """The batch's requests among ``request_ids`` (one query), for refreshing the table's rows on screen."""
     if not request_ids:
         return ()
-    return tuple(session.scalars(
-        select(SigningRequest).where(SigningRequest.batch_id == batch_id, SigningRequest.id.in_(request_ids))
-        .options(defer(SigningRequest.signature_image), defer(SigningRequest.data))
-        .order_by(SigningRequest.id)))
+    return tuple(
+        session.scalars(
+            select(SigningRequest)
+            .where(SigningRequest.batch_id == batch_id, SigningRequest.id.in_(request_ids))
+            .options(defer(SigningRequest.signature_image), defer(SigningRequest.data))
+            .order_by(SigningRequest.id)
+        )
+    )
 
 
 def count_matching(session: Session, *, batch_id: int, flt: RecipientFilter, counts: BatchCounts | None = None) -> int:
@@ -180,14 +198,18 @@ def count_matching(session: Session, *, batch_id: int, flt: RecipientFilter, cou
     return session.scalar(select(func.count()).select_from(SigningRequest).where(*_conditions(batch_id, flt)))
 
 
-def matching_id_pages(session: Session, *, batch_id: int, flt: RecipientFilter, page_size: int = 1000) -> Iterator[list[int]]:
+def matching_id_pages(
+    session: Session, *, batch_id: int, flt: RecipientFilter, page_size: int = 1000
+) -> Iterator[list[int]]:
     """Ids of every recipient matching the filter, in keyset pages of ``page_size`` (by id)."""
     last_id = 0
     where = _conditions(batch_id, flt)
     for _ in range(10_000):  # a million rows at most; a batch is far smaller
         ids = session.scalars(
-            select(SigningRequest.id).where(*where, SigningRequest.id > last_id)
-            .order_by(SigningRequest.id).limit(page_size)
+            select(SigningRequest.id)
+            .where(*where, SigningRequest.id > last_id)
+            .order_by(SigningRequest.id)
+            .limit(page_size)
         ).all()
         if not ids:
             return
@@ -202,8 +224,9 @@ class Selection:
     request_ids: tuple[int, ...]
 
 
-def resolve_selection(session: Session, *, batch_id: int, request_ids: list[int], select_all: bool,
-                      flt: RecipientFilter) -> Selection:
+def resolve_selection(
+    session: Session, *, batch_id: int, request_ids: list[int], select_all: bool, flt: RecipientFilter
+) -> Selection:
     """The chosen rows (only this batch's), or with ``select_all`` every row matching the filter."""
     if select_all:
         ids: list[int] = []
@@ -212,7 +235,13 @@ def resolve_selection(session: Session, *, batch_id: int, request_ids: list[int]
         return Selection(request_ids=tuple(ids))
     if not request_ids:
         return Selection(request_ids=())
-    mine = [i for part in slices(sorted(set(request_ids))) for i in session.scalars(
-        select(SigningRequest.id).where(SigningRequest.batch_id == batch_id, SigningRequest.id.in_(part))
-        .order_by(SigningRequest.id))]
+    mine = [
+        i
+        for part in slices(sorted(set(request_ids)))
+        for i in session.scalars(
+            select(SigningRequest.id)
+            .where(SigningRequest.batch_id == batch_id, SigningRequest.id.in_(part))
+            .order_by(SigningRequest.id)
+        )
+    ]
     return Selection(request_ids=tuple(mine))

@@ -8,6 +8,7 @@ is gone or dead are moved back one step where needed and re-enqueued; so are mai
 still alive is never doubled. Jobs parked in RQ's scheduled registries (retry backoff) are handed
 to their queues here when the worker whose scheduler should do it is dead.
 """
+
 from __future__ import annotations
 
 import logging
@@ -56,8 +57,9 @@ class ReconcileResult:
         return f"{len(self.renders)} renders and {len(self.sends)} sends re-enqueued"
 
 
-def live_jobs(redis: Redis, job_ids: Sequence[str], *, now: datetime, beat_trust: int | None = None,
-              queue: str | None = None) -> set[str]:
+def live_jobs(
+    redis: Redis, job_ids: Sequence[str], *, now: datetime, beat_trust: int | None = None, queue: str | None = None
+) -> set[str]:
     """The ids among ``job_ids`` that RQ will still run (or is running on a live worker).
 
     A running job is alive while its worker's key exists and it started less than its timeout ago;
@@ -68,8 +70,9 @@ def live_jobs(redis: Redis, job_ids: Sequence[str], *, now: datetime, beat_trust
     """
     with redis.pipeline(transaction=False) as pipe:
         for job_id in job_ids:
-            pipe.hmget(Job.key_for(job_id), "status", "started_at", "timeout", "worker_name", "last_heartbeat",
-                       "enqueued_at")
+            pipe.hmget(
+                Job.key_for(job_id), "status", "started_at", "timeout", "worker_name", "last_heartbeat", "enqueued_at"
+            )
         rows = pipe.execute()
     running = [(job_id, row) for job_id, row in zip(job_ids, rows) if row[0] == b"started"]
     with redis.pipeline(transaction=False) as pipe:
@@ -90,8 +93,11 @@ def live_jobs(redis: Redis, job_ids: Sequence[str], *, now: datetime, beat_trust
                 continue
         # Scheduled: alive while it waits in the registry for a moment still ahead (``move_due_scheduled``
         # hands it to its queue then, if no live RQ scheduler did); gone from the registry, or long overdue, dead.
-        if row[0] == b"scheduled" and queue and (
-                due_at[job_id] is None or due_at[job_id] < now.timestamp() - _GRACE_SECONDS):
+        if (
+            row[0] == b"scheduled"
+            and queue
+            and (due_at[job_id] is None or due_at[job_id] < now.timestamp() - _GRACE_SECONDS)
+        ):
             continue
         if row[0] in _WAITING:
             alive.add(job_id)
@@ -134,8 +140,13 @@ def move_due_scheduled(redis: Redis, *, queues: Sequence[str], now: datetime) ->
             if _scheduler_alive(redis, holder.decode(), now=now):
                 continue
             release_lock(redis, lock, holder.decode())
-            log(logger, logging.WARNING, "released the scheduler lock of a dead worker", queue=name,
-                holder=holder.decode())
+            log(
+                logger,
+                logging.WARNING,
+                "released the scheduler lock of a dead worker",
+                queue=name,
+                holder=holder.decode(),
+            )
         if acquire_or_refresh_lock(redis, lock, token, 60) != "acquired":
             continue
         try:
@@ -185,13 +196,13 @@ def revive_sends(mail_ids: Sequence[int]) -> int:
 
 def _without_live_owner(step: Step, ids: Sequence[int], *, redis: Redis, now: datetime) -> list[int]:
     owned = owners(step, ids)
-    alive = live_jobs(redis, sorted(set(owned.values())), now=now, beat_trust=BEAT_TRUST_SECONDS,
-                       queue=step.job.queue)
+    alive = live_jobs(redis, sorted(set(owned.values())), now=now, beat_trust=BEAT_TRUST_SECONDS, queue=step.job.queue)
     return [i for i in ids if owned.get(i) not in alive]
 
 
-def reconcile(session: Session, *, redis: Redis, app: Flask, now: datetime, stale_after: timedelta,
-              limit: int = 5000) -> ReconcileResult:
+def reconcile(
+    session: Session, *, redis: Redis, app: Flask, now: datetime, stale_after: timedelta, limit: int = 5000
+) -> ReconcileResult:
     """Find stuck work, fix the states, commit, re-enqueue. Scans at most ``limit`` requests in flight, as many
     waiting, and as many mails per run."""
     move_due_scheduled(redis, queues=QUEUE_NAMES, now=now)
@@ -199,20 +210,27 @@ def reconcile(session: Session, *, redis: Redis, app: Flask, now: datetime, stal
     # In flight (a worker holds them) apart from waiting (queued): a large batch keeps thousands waiting longer
     # than ``stale_after``, and in one scan of the oldest those filled the limit, so a request whose worker was
     # killed mid-send was not looked at until the batch drained (5 to 10 minutes in the 10,000-recipient soak).
-    stuck = [row for states in ([Status.GENERATING, Status.SENDING], [Status.PENDING, Status.GENERATED])
-             for row in session.execute(
-                 select(SigningRequest.id, SigningRequest.status)
-                 .where(SigningRequest.status.in_(states), SigningRequest.status_changed_at < cutoff)
-                 .order_by(SigningRequest.status_changed_at).limit(limit)).all()]
+    stuck = [
+        row
+        for states in ([Status.GENERATING, Status.SENDING], [Status.PENDING, Status.GENERATED])
+        for row in session.execute(
+            select(SigningRequest.id, SigningRequest.status)
+            .where(SigningRequest.status.in_(states), SigningRequest.status_changed_at < cutoff)
+            .order_by(SigningRequest.status_changed_at)
+            .limit(limit)
+        ).all()
+    ]
     by_status: dict[str, list[int]] = {}
     for request_id, status in stuck:
         by_status.setdefault(status, []).append(request_id)
 
-    to_render = _without_live_owner(RENDER, by_status.get(Status.PENDING, []) + by_status.get(Status.GENERATING, []),
-                                    redis=redis, now=now)
+    to_render = _without_live_owner(
+        RENDER, by_status.get(Status.PENDING, []) + by_status.get(Status.GENERATING, []), redis=redis, now=now
+    )
     dead_generating = [i for i in by_status.get(Status.GENERATING, []) if i in set(to_render)]
-    transition(session, dead_generating, frm=Status.GENERATING, to=Status.PENDING, now=now,
-               details={"reconciled": True})
+    transition(
+        session, dead_generating, frm=Status.GENERATING, to=Status.PENDING, now=now, details={"reconciled": True}
+    )
 
     # An invitation recorded sent whose request is still in ``sending`` (the sender records both in one
     # statement; rows written before it did may be so): only the move is left, no second mail.
@@ -225,25 +243,49 @@ def reconcile(session: Session, *, redis: Redis, app: Flask, now: datetime, stal
 
     # Invitations: the mail row may be missing (crash before it was written) or its send job gone.
     to_mail = [r for r in by_status.get(Status.GENERATED, []) + by_status.get(Status.SENDING, []) if r not in done]
-    mails = {request_id: mail_id for request_id, mail_id in session.execute(
-        select(OutgoingMail.request_id, OutgoingMail.id)
-        .where(OutgoingMail.request_id.in_(to_mail), OutgoingMail.kind == "invitation",
-               OutgoingMail.status == "queued"))} if to_mail else {}
+    mails = (
+        {
+            request_id: mail_id
+            for request_id, mail_id in session.execute(
+                select(OutgoingMail.request_id, OutgoingMail.id).where(
+                    OutgoingMail.request_id.in_(to_mail),
+                    OutgoingMail.kind == "invitation",
+                    OutgoingMail.status == "queued",
+                )
+            )
+        }
+        if to_mail
+        else {}
+    )
     unowned = set(_without_live_owner(SEND, sorted(mails.values()), redis=redis, now=now))
     orphans = [r for r in to_mail if r not in mails or mails[r] in unowned]
-    transition(session, [r for r in orphans if r in set(by_status.get(Status.SENDING, []))],
-               frm=Status.SENDING, to=Status.GENERATED, now=now, details={"reconciled": True})
+    transition(
+        session,
+        [r for r in orphans if r in set(by_status.get(Status.SENDING, []))],
+        frm=Status.SENDING,
+        to=Status.GENERATED,
+        now=now,
+        details={"reconciled": True},
+    )
     missing = queue_invitations(session, request_ids=[r for r in orphans if r not in mails], now=now, app=app)
     for request_id, message in missing.errors.items():
-        transition(session, request_id, frm=Status.GENERATED, to=Status.FAILED, now=now, error_message=message,
-                   details={"error": message[:500]})
+        transition(
+            session,
+            request_id,
+            frm=Status.GENERATED,
+            to=Status.FAILED,
+            now=now,
+            error_message=message,
+            details={"error": message[:500]},
+        )
     sends = [mails[r] if r in mails else missing.mail_ids[r] for r in orphans if r not in missing.errors]
 
     # Other mails (reminders, confirmations …) stuck in queued with no job.
     queued = session.scalars(
-        select(OutgoingMail.id).where(OutgoingMail.status == "queued", OutgoingMail.created_at < cutoff,
-                                      OutgoingMail.kind != "invitation")
-        .order_by(OutgoingMail.created_at).limit(limit)
+        select(OutgoingMail.id)
+        .where(OutgoingMail.status == "queued", OutgoingMail.created_at < cutoff, OutgoingMail.kind != "invitation")
+        .order_by(OutgoingMail.created_at)
+        .limit(limit)
     ).all()
     sends += _without_live_owner(SEND, queued, redis=redis, now=now)
     session.commit()
@@ -255,6 +297,14 @@ def reconcile(session: Session, *, redis: Redis, app: Flask, now: datetime, stal
     revive_sends(sends)
     result = ReconcileResult(renders=tuple(to_render), sends=tuple(sends))
     if to_render or sends or done:
-        log(logger, logging.WARNING, "reconciler re-enqueued stuck work", renders=len(to_render), sends=len(sends),
-            request_ids=to_render[:50], mail_ids=sends[:50], delivered=sorted(done)[:50])
+        log(
+            logger,
+            logging.WARNING,
+            "reconciler re-enqueued stuck work",
+            renders=len(to_render),
+            sends=len(sends),
+            request_ids=to_render[:50],
+            mail_ids=sends[:50],
+            delivered=sorted(done)[:50],
+        )
     return result

@@ -6,13 +6,14 @@ click all race on that UPDATE; the loser sees the row already advanced and queue
 Reminder mails are keyed by request, link nonce and number: a resend (new link) starts a fresh
 series, and a crash after the commit re-finds the same mail row.
 """
+
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 from flask import Flask, current_app
@@ -21,19 +22,19 @@ from sqlalchemy import JSON, String, and_, cast, exists, func, insert, literal, 
 from sqlalchemy.orm import Session
 
 from bulksign.batches.progress import BatchActionError, batch_for_action
+from bulksign.core.localtime import zone_of
+from bulksign.core.logs import log
+from bulksign.core.messages import N_
+from bulksign.core.tokens import signing_token
 from bulksign.doc_templates.jinja_sandbox import render_text, text_sandbox
 from bulksign.doc_templates.mail_texts import DEFAULT_REMINDER_BODY, DEFAULT_REMINDER_SUBJECT, mail_text
 from bulksign.doc_templates.variables import extract_variables
-from bulksign.signing.invitations import html_body, mail_context, tracking_url
-from bulksign.signing.links import current_token
-from bulksign.core.localtime import zone_of
-from bulksign.core.logs import log
 from bulksign.mail.mail_headers import one_line
 from bulksign.mail.mailer import MailNotNeeded, builder, message_id_sql, queue_mails, queue_mails_from
 from bulksign.models import Batch, Event, OutgoingMail, SigningRequest, User, UTCDateTime
 from bulksign.models.status import WAITING_FOR_RECIPIENT, Status
-from bulksign.core.tokens import signing_token
-from bulksign.core.messages import N_
+from bulksign.signing.invitations import html_body, mail_context, tracking_url
+from bulksign.signing.links import current_token
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +52,17 @@ SELECTORS = ("not_signed", "not_opened")
 _BATCH_VARIABLES = {"document_name", "sender"}
 
 #: Why a manual reminder was not sent to a request (the views word them for people).
-SKIP_REASONS = ("signed", "declined", "invited_recently", "reminded_recently", "bounced", "expired", "cancelled",
-                "not_sent", "not_found")
+SKIP_REASONS = (
+    "signed",
+    "declined",
+    "invited_recently",
+    "reminded_recently",
+    "bounced",
+    "expired",
+    "cancelled",
+    "not_sent",
+    "not_found",
+)
 #: Skips that "send anyway" overrides.
 COOLDOWN_REASONS = ("invited_recently", "reminded_recently")
 
@@ -108,7 +118,7 @@ class _ReminderMails:
         if set(extract_variables(source)) <= _BATCH_VARIABLES:
             # No per-recipient variable is used, so an empty recipient renders the same subject.
             nobody = _RowView(SimpleNamespace(data={}, name="", email=""), batch)
-            context = mail_context(nobody, token="", app=app, deadline=datetime.now(timezone.utc))
+            context = mail_context(nobody, token="", app=app, deadline=datetime.now(UTC))
             self.batch_subject = one_line(text=self.subject.render(context))
 
     @property
@@ -124,26 +134,48 @@ class _ReminderMails:
         chosen = SigningRequest.id.in_([row.id for row in rows])
         if self.batch_subject is not None:
             # Set-based: the database writes the keys from the counters the UPDATE just set.
-            ids = queue_mails_from(self.session, select(
-                message_id_sql(_REMINDER_KEY_SQL), SigningRequest.email, literal(self.batch_subject, String),
-                SigningRequest.id, SigningRequest.batch_id, literal(now, UTCDateTime)).where(chosen), kind=KIND)
+            ids = queue_mails_from(
+                self.session,
+                select(
+                    message_id_sql(_REMINDER_KEY_SQL),
+                    SigningRequest.email,
+                    literal(self.batch_subject, String),
+                    SigningRequest.id,
+                    SigningRequest.batch_id,
+                    literal(now, UTCDateTime),
+                ).where(chosen),
+                kind=KIND,
+            )
         else:
             ids = queue_mails(self.session, [self._personal(row, now=now) for row in rows], now=now)
         if user is not None:
-            self.session.execute(insert(Event).from_select(
-                ["request_id", "batch_id", "type", "created_at", "actor", "details"],
-                select(SigningRequest.id, SigningRequest.batch_id, literal("reminder.manual", String),
-                       literal(now, UTCDateTime), literal(f"user:{user.id}", String), literal({}, JSON))
-                .where(chosen)))
+            self.session.execute(
+                insert(Event).from_select(
+                    ["request_id", "batch_id", "type", "created_at", "actor", "details"],
+                    select(
+                        SigningRequest.id,
+                        SigningRequest.batch_id,
+                        literal("reminder.manual", String),
+                        literal(now, UTCDateTime),
+                        literal(f"user:{user.id}", String),
+                        literal({}, JSON),
+                    ).where(chosen),
+                )
+            )
         return ids
 
     def _personal(self, row, *, now: datetime) -> dict:
         """``queue_mails`` keywords of one reminder whose subject names the recipient."""
         token = signing_token(secret=self.app.config["SECRET_KEY"], request_id=row.id, nonce=row.token_nonce or "")
         context = mail_context(_RowView(row, self.batch), token=token, app=self.app, deadline=row.expires_at or now)
-        return {"key": reminder_key(row.id, row.token_nonce, row.reminder_count), "kind": KIND, "to_email": row.email,
-                "subject": one_line(text=self.subject.render(context)), "request_id": row.id,
-                "batch_id": self.batch.id}
+        return {
+            "key": reminder_key(row.id, row.token_nonce, row.reminder_count),
+            "kind": KIND,
+            "to_email": row.email,
+            "subject": one_line(text=self.subject.render(context)),
+            "request_id": row.id,
+            "batch_id": self.batch.id,
+        }
 
 
 @dataclass(frozen=True)
@@ -162,18 +194,35 @@ def reminder_key(request_id: int, nonce: str | None, number: int) -> str:
 
 
 #: ``reminder_key`` computed by the database from a request row (after its counter was advanced).
-_REMINDER_KEY_SQL = (literal("reminder-", String) + cast(SigningRequest.id, String) + literal("-", String)
-                     + func.substr(func.coalesce(SigningRequest.token_nonce, ""), 1, 12) + literal("-", String)
-                     + cast(SigningRequest.reminder_count, String))
+_REMINDER_KEY_SQL = (
+    literal("reminder-", String)
+    + cast(SigningRequest.id, String)
+    + literal("-", String)
+    + func.substr(func.coalesce(SigningRequest.token_nonce, ""), 1, 12)
+    + literal("-", String)
+    + cast(SigningRequest.reminder_count, String)
+)
 
 
-_RETURNED = (SigningRequest.id, SigningRequest.email, SigningRequest.name, SigningRequest.data,
-             SigningRequest.token_nonce, SigningRequest.expires_at, SigningRequest.reminder_count)
+_RETURNED = (
+    SigningRequest.id,
+    SigningRequest.email,
+    SigningRequest.name,
+    SigningRequest.data,
+    SigningRequest.token_nonce,
+    SigningRequest.expires_at,
+    SigningRequest.reminder_count,
+)
 
 
-def queue_due_reminders(session: Session, *, now: datetime, page_size: int = 2000,
-                        on_page: Callable[[list[int]], None] | None = None,
-                        time_budget_seconds: float = 300.0) -> ReminderTickResult:
+def queue_due_reminders(
+    session: Session,
+    *,
+    now: datetime,
+    page_size: int = 2000,
+    on_page: Callable[[list[int]], None] | None = None,
+    time_budget_seconds: float = 300.0,
+) -> ReminderTickResult:
     """Advance and queue every automatic reminder due at ``now``, a page of requests at a time.
 
     ``on_page`` runs after each page with its mail ids (the periodic job commits and enqueues
@@ -202,13 +251,21 @@ def queue_due_reminders(session: Session, *, now: datetime, page_size: int = 200
                 if time.monotonic() - started > time_budget_seconds:
                     log(logger, logging.WARNING, "reminder tick stopped at its time budget", queued=queued)
                     return ReminderTickResult(queued, waiting, False, tuple(all_ids))
-                page = (select(SigningRequest.id).where(*due, SigningRequest.id > after)
-                        .order_by(SigningRequest.id).limit(page_size).scalar_subquery())
+                page = (
+                    select(SigningRequest.id)
+                    .where(*due, SigningRequest.id > after)
+                    .order_by(SigningRequest.id)
+                    .limit(page_size)
+                    .scalar_subquery()
+                )
                 # Repeating ``due`` outside the page is the compare-and-set: PostgreSQL re-checks it on rows
                 # another scheduler changed meanwhile, and skips them.
-                advance = (update(SigningRequest).where(SigningRequest.id.in_(page), *due)
-                           .values(reminder_count=number, last_reminder_at=now)
-                           .execution_options(synchronize_session=False))
+                advance = (
+                    update(SigningRequest)
+                    .where(SigningRequest.id.in_(page), *due)
+                    .values(reminder_count=number, last_reminder_at=now)
+                    .execution_options(synchronize_session=False)
+                )
                 won = session.execute(advance.returning(*mails.returning)).all()
                 if not won:
                     break  # nothing left, or the rest was taken by another scheduler
@@ -225,17 +282,25 @@ def queue_due_reminders(session: Session, *, now: datetime, page_size: int = 200
 
 def _due(batch_id: int, *, number: int, sent_before: datetime, now: datetime) -> tuple:
     """Conditions under which reminder ``number`` is due; also the compare-and-set guard of the UPDATE."""
-    return (SigningRequest.batch_id == batch_id, SigningRequest.status.in_(WAITING_FOR_RECIPIENT),
-            SigningRequest.sent_at <= sent_before, SigningRequest.reminder_count < number,
-            # A recipient who marked our mail as spam is not reminded (the send would be refused anyway).
-            SigningRequest.complained_at.is_(None),
-            or_(SigningRequest.expires_at.is_(None), SigningRequest.expires_at > now))
+    return (
+        SigningRequest.batch_id == batch_id,
+        SigningRequest.status.in_(WAITING_FOR_RECIPIENT),
+        SigningRequest.sent_at <= sent_before,
+        SigningRequest.reminder_count < number,
+        # A recipient who marked our mail as spam is not reminded (the send would be refused anyway).
+        SigningRequest.complained_at.is_(None),
+        or_(SigningRequest.expires_at.is_(None), SigningRequest.expires_at > now),
+    )
 
 
 def _count_due(session: Session, *, batch: Batch, schedule: tuple[float, ...], now: datetime) -> int:
     """How many requests of the batch have some reminder due at ``now``."""
-    any_due = or_(*(and_(*_due(batch.id, number=n, sent_before=now - timedelta(days=days), now=now))
-                    for n, days in enumerate(schedule, start=1)))
+    any_due = or_(
+        *(
+            and_(*_due(batch.id, number=n, sent_before=now - timedelta(days=days), now=now))
+            for n, days in enumerate(schedule, start=1)
+        )
+    )
     return session.scalar(select(func.count()).select_from(SigningRequest).where(any_due))
 
 
@@ -258,35 +323,56 @@ def _skip_reason(row, *, now: datetime, force: bool) -> str | None:
     return "not_sent"
 
 
-def _selection_pages(session: Session, *, batch_id: int, request_ids: Iterable[int] | None, selector: str | None,
-                     page_size: int):
+def _selection_pages(
+    session: Session, *, batch_id: int, request_ids: Iterable[int] | None, selector: str | None, page_size: int
+):
     """Pages of (id, status, sent_at, last_reminder_at, expires_at) of the chosen requests, and ids not found."""
-    columns = (SigningRequest.id, SigningRequest.status, SigningRequest.sent_at, SigningRequest.last_reminder_at,
-               SigningRequest.expires_at)
+    columns = (
+        SigningRequest.id,
+        SigningRequest.status,
+        SigningRequest.sent_at,
+        SigningRequest.last_reminder_at,
+        SigningRequest.expires_at,
+    )
     if request_ids is not None:
         ids = sorted(set(request_ids))
         for start in range(0, len(ids), page_size):
-            chunk = ids[start:start + page_size]
-            rows = session.execute(select(*columns).where(SigningRequest.batch_id == batch_id,
-                                                          SigningRequest.id.in_(chunk))).all()
+            chunk = ids[start : start + page_size]
+            rows = session.execute(
+                select(*columns).where(SigningRequest.batch_id == batch_id, SigningRequest.id.in_(chunk))
+            ).all()
             yield rows, len(chunk) - len(rows)
         return
-    chosen = (SigningRequest.status != Status.SIGNED.value if selector == "not_signed"
-              else SigningRequest.status.not_in([Status.OPENED.value, Status.SIGNED.value, Status.DECLINED.value]))
+    chosen = (
+        SigningRequest.status != Status.SIGNED.value
+        if selector == "not_signed"
+        else SigningRequest.status.not_in([Status.OPENED.value, Status.SIGNED.value, Status.DECLINED.value])
+    )
     after = 0
     while True:
-        rows = session.execute(select(*columns).where(SigningRequest.batch_id == batch_id, chosen,
-                                                      SigningRequest.id > after)
-                               .order_by(SigningRequest.id).limit(page_size)).all()
+        rows = session.execute(
+            select(*columns)
+            .where(SigningRequest.batch_id == batch_id, chosen, SigningRequest.id > after)
+            .order_by(SigningRequest.id)
+            .limit(page_size)
+        ).all()
         if not rows:
             return
         after = rows[-1].id
         yield rows, 0
 
 
-def send_manual_reminders(session: Session, *, batch_id: int, user: User, now: datetime,
-                          request_ids: Iterable[int] | None = None, selector: str | None = None,
-                          force: bool = False, page_size: int = 1000) -> ManualReminderResult:
+def send_manual_reminders(
+    session: Session,
+    *,
+    batch_id: int,
+    user: User,
+    now: datetime,
+    request_ids: Iterable[int] | None = None,
+    selector: str | None = None,
+    force: bool = False,
+    page_size: int = 1000,
+) -> ManualReminderResult:
     """Staff remind chosen requests (or all not signed / not opened) now; each skip is counted by reason.
 
     ``force`` ("send anyway") skips the hour after the invitation or the last reminder. The caller
@@ -295,7 +381,9 @@ def send_manual_reminders(session: Session, *, batch_id: int, user: User, now: d
     if (request_ids is None) == (selector is None):
         raise BatchActionError(N_("Choose the recipients to remind, or all who have not signed / not opened."))
     if selector is not None and selector not in SELECTORS:
-        raise BatchActionError(N_("Unknown selection %(value)r; use one of: %(known)s.", value=selector, known=", ".join(SELECTORS)))
+        raise BatchActionError(
+            N_("Unknown selection %(value)r; use one of: %(known)s.", value=selector, known=", ".join(SELECTORS))
+        )
     batch = batch_for_action(session, batch_id=batch_id, user=user)
     mails = _ReminderMails(session, batch, current_app._get_current_object())
     skipped: dict[str, int] = {}
@@ -304,8 +392,9 @@ def send_manual_reminders(session: Session, *, batch_id: int, user: User, now: d
     cooled = [or_(SigningRequest.last_reminder_at.is_(None), SigningRequest.last_reminder_at <= recent)]
     if not force:
         cooled.append(SigningRequest.sent_at <= recent)
-    for rows, missing in _selection_pages(session, batch_id=batch_id, request_ids=request_ids, selector=selector,
-                                          page_size=page_size):
+    for rows, missing in _selection_pages(
+        session, batch_id=batch_id, request_ids=request_ids, selector=selector, page_size=page_size
+    ):
         if missing:
             skipped["not_found"] = skipped.get("not_found", 0) + missing
         eligible = []
@@ -319,9 +408,13 @@ def send_manual_reminders(session: Session, *, batch_id: int, user: User, now: d
             continue
         # The compare-and-set: a reminder (automatic or manual) that won meanwhile set last_reminder_at.
         won = session.execute(
-            update(SigningRequest).where(
-                SigningRequest.id.in_(eligible), SigningRequest.status.in_(WAITING_FOR_RECIPIENT), *cooled,
-                or_(SigningRequest.expires_at.is_(None), SigningRequest.expires_at > now))
+            update(SigningRequest)
+            .where(
+                SigningRequest.id.in_(eligible),
+                SigningRequest.status.in_(WAITING_FOR_RECIPIENT),
+                *cooled,
+                or_(SigningRequest.expires_at.is_(None), SigningRequest.expires_at > now),
+            )
             .values(reminder_count=SigningRequest.reminder_count + 1, last_reminder_at=now)
             .returning(*mails.returning)
             .execution_options(synchronize_session=False)
@@ -329,8 +422,16 @@ def send_manual_reminders(session: Session, *, batch_id: int, user: User, now: d
         if len(won) < len(eligible):
             skipped["reminded_recently"] = skipped.get("reminded_recently", 0) + len(eligible) - len(won)
         mail_ids.extend(mails.queue(won, now=now, user=user))
-    log(logger, logging.INFO, "manual reminders queued", batch_id=batch_id, user_id=user.id, queued=len(mail_ids),
-        skipped=skipped, forced=force)
+    log(
+        logger,
+        logging.INFO,
+        "manual reminders queued",
+        batch_id=batch_id,
+        user_id=user.id,
+        queued=len(mail_ids),
+        skipped=skipped,
+        forced=force,
+    )
     return ManualReminderResult(queued=len(mail_ids), skipped=skipped, mail_ids=tuple(mail_ids))
 
 
@@ -346,12 +447,17 @@ def build_reminder(session: Session, mail: OutgoingMail, app: Flask) -> Message:
         raise MailNotNeeded(f"request {request.id} has a newer link than this reminder")
     batch = request.batch
     context = mail_context(request, token=token, app=app, deadline=request.expires_at or mail.created_at)
-    body = render_text(mail_text(batch.template_version.reminder_body or DEFAULT_REMINDER_BODY,
-                                 language=batch.language), context)
+    body = render_text(
+        mail_text(batch.template_version.reminder_body or DEFAULT_REMINDER_BODY, language=batch.language), context
+    )
     pixel = tracking_url(app_url=app.config["APP_URL"], request_id=request.id, secret=secret)
-    message = Message(subject=mail.subject, recipients=[mail.to_email], body=body,
-                      html=html_body(body, link=context["signing_link"], pixel=pixel),
-                      sender=app.config["MAIL_DEFAULT_SENDER"],
-                      reply_to=batch.reply_to or (batch.created_by.email if batch.created_by else None))
+    message = Message(
+        subject=mail.subject,
+        recipients=[mail.to_email],
+        body=body,
+        html=html_body(body, link=context["signing_link"], pixel=pixel),
+        sender=app.config["MAIL_DEFAULT_SENDER"],
+        reply_to=batch.reply_to or (batch.created_by.email if batch.created_by else None),
+    )
     message.msgId = mail.message_id
     return message

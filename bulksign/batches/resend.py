@@ -5,6 +5,7 @@ UPDATE, and queues a fresh invitation (its key holds the new link's nonce, so it
 The send job then sets ``sent_at`` and a new ``expires_at``. Extra days extend the request's deadline
 (from the current one, or from now when it has passed), fixed here so that the mail can say the date.
 """
+
 from __future__ import annotations
 
 import logging
@@ -18,22 +19,21 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from bulksign.batches.progress import BatchActionError, batch_for_action
-from bulksign.doc_templates.errors import TemplateError
-from bulksign.signing.invitations import KIND as INVITATION
-from bulksign.signing.invitations import extended_deadline, queue_invitations
-from bulksign.core.logs import log
-from bulksign.mail.mailer import cancel_queued
-from bulksign.models import Batch, Event, SigningRequest, User
 from bulksign.batches.reminders import KIND as REMINDER
 from bulksign.batches.states import move_batches, transition
-from bulksign.models.status import BatchStatus, Status
+from bulksign.core.logs import log
 from bulksign.core.messages import N_
+from bulksign.doc_templates.errors import TemplateError
+from bulksign.mail.mailer import cancel_queued
+from bulksign.models import Batch, Event, SigningRequest, User
+from bulksign.models.status import BatchStatus, Status
+from bulksign.signing.invitations import KIND as INVITATION
+from bulksign.signing.invitations import extended_deadline, queue_invitations
 
 logger = logging.getLogger(__name__)
 
 #: Delivered (or tried) and not signed: these may get a new link (a declined recipient is invited again).
-RESENDABLE = (Status.SENT.value, Status.OPENED.value, Status.EXPIRED.value, Status.BOUNCED.value,
-              Status.DECLINED.value)
+RESENDABLE = (Status.SENT.value, Status.OPENED.value, Status.EXPIRED.value, Status.BOUNCED.value, Status.DECLINED.value)
 #: The record is closed: the address is part of it.
 EMAIL_FROZEN = (Status.SIGNED.value, Status.CANCELLED.value)
 MAX_EXTEND_DAYS = 365
@@ -70,8 +70,15 @@ def _skip_reason(status: str, *, batch: Batch, extend_days: int | None, now: dat
     return None
 
 
-def resend_with_new_link(session: Session, *, request_ids: Iterable[int], user: User, now: datetime,
-                         extend_days: int | None = None, chunk: int = 500) -> ResendResult:
+def resend_with_new_link(
+    session: Session,
+    *,
+    request_ids: Iterable[int],
+    user: User,
+    now: datetime,
+    extend_days: int | None = None,
+    chunk: int = 500,
+) -> ResendResult:
     """New links and fresh invitations for these requests (sent, opened, expired or bounced). The caller commits, then enqueues ``mail_ids``."""
     if extend_days is not None and not (isinstance(extend_days, int) and 1 <= extend_days <= MAX_EXTEND_DAYS):
         raise BatchActionError(N_("Extra days must be a whole number from 1 to %(n)s.", n=MAX_EXTEND_DAYS))
@@ -82,10 +89,17 @@ def resend_with_new_link(session: Session, *, request_ids: Iterable[int], user: 
     deadlines: list[datetime] = []
     batches: dict[int, Batch] = {}
     for start in range(0, len(ids), chunk):
-        part = ids[start:start + chunk]
-        rows = session.execute(select(SigningRequest.id, SigningRequest.status, SigningRequest.batch_id,
-                                      SigningRequest.sent_at, SigningRequest.expires_at, SigningRequest.deadline_days)
-                               .where(SigningRequest.id.in_(part))).all()
+        part = ids[start : start + chunk]
+        rows = session.execute(
+            select(
+                SigningRequest.id,
+                SigningRequest.status,
+                SigningRequest.batch_id,
+                SigningRequest.sent_at,
+                SigningRequest.expires_at,
+                SigningRequest.deadline_days,
+            ).where(SigningRequest.id.in_(part))
+        ).all()
         if len(rows) < len(part):
             skipped["not_found"] = skipped.get("not_found", 0) + len(part) - len(rows)
         eligible, by_id = [], {row.id: row for row in rows}
@@ -98,10 +112,24 @@ def resend_with_new_link(session: Session, *, request_ids: Iterable[int], user: 
             else:
                 eligible.append(row.id)
         # Clearing the token kills the old link in the same compare-and-set; a fresh reminder series follows.
-        won = transition(session, eligible, frm=RESENDABLE, to=Status.GENERATED, now=now, actor=f"user:{user.id}",
-                         details={"resend": True, "extend_days": extend_days}, token_hash=None, token_nonce=None,
-                         reminder_count=0, last_reminder_at=None, expires_at=None, attempts=0,
-                         error_message=None, declined_at=None, decline_reason=None).won
+        won = transition(
+            session,
+            eligible,
+            frm=RESENDABLE,
+            to=Status.GENERATED,
+            now=now,
+            actor=f"user:{user.id}",
+            details={"resend": True, "extend_days": extend_days},
+            token_hash=None,
+            token_nonce=None,
+            reminder_count=0,
+            last_reminder_at=None,
+            expires_at=None,
+            attempts=0,
+            error_message=None,
+            declined_at=None,
+            decline_reason=None,
+        ).won
         if len(won) < len(eligible):
             skipped["changed_meanwhile"] = skipped.get("changed_meanwhile", 0) + len(eligible) - len(won)
         if not won:
@@ -117,25 +145,46 @@ def resend_with_new_link(session: Session, *, request_ids: Iterable[int], user: 
             raise TemplateError(next(iter(queued.errors.values())))
         mail_ids += [queued.mail_ids[rid] for rid in won]
     if mail_ids:
-        move_batches(session, batches, frm=(BatchStatus.COMPLETED, BatchStatus.PARTIALLY_FAILED),
-                     to=BatchStatus.PROCESSING, finished_at=None)
-    log(logger, logging.INFO, "requests resent with new links", user_id=user.id, resent=len(mail_ids),
-        skipped=skipped, extend_days=extend_days)
-    return ResendResult(resent=len(mail_ids), skipped=skipped, mail_ids=tuple(mail_ids),
-                        deadlines=(min(deadlines), max(deadlines)) if deadlines else None)
+        move_batches(
+            session,
+            batches,
+            frm=(BatchStatus.COMPLETED, BatchStatus.PARTIALLY_FAILED),
+            to=BatchStatus.PROCESSING,
+            finished_at=None,
+        )
+    log(
+        logger,
+        logging.INFO,
+        "requests resent with new links",
+        user_id=user.id,
+        resent=len(mail_ids),
+        skipped=skipped,
+        extend_days=extend_days,
+    )
+    return ResendResult(
+        resent=len(mail_ids),
+        skipped=skipped,
+        mail_ids=tuple(mail_ids),
+        deadlines=(min(deadlines), max(deadlines)) if deadlines else None,
+    )
 
 
-def _deadlines(rows: dict, won: Iterable[int], *, batches: dict[int, Batch], extend_days: int | None,
-               now: datetime) -> list[dict]:
+def _deadlines(
+    rows: dict, won: Iterable[int], *, batches: dict[int, Batch], extend_days: int | None, now: datetime
+) -> list[dict]:
     """Per resent request, the deadline its new link keeps (``update`` by primary key): the extended one with
     extra days; without, an earlier extension still in the future; every other request follows its batch."""
     kept = []
     for rid in won:
         row = rows[rid]
         if extend_days:
-            kept.append({"id": rid, "deadline_days": extend_days,
-                         "expires_at": extended_deadline(row, batch=batches[row.batch_id], extend_days=extend_days,
-                                                         now=now)})
+            kept.append(
+                {
+                    "id": rid,
+                    "deadline_days": extend_days,
+                    "expires_at": extended_deadline(row, batch=batches[row.batch_id], extend_days=extend_days, now=now),
+                }
+            )
         elif row.deadline_days and row.expires_at is not None and row.expires_at > now:
             kept.append({"id": rid, "expires_at": row.expires_at})
     return kept
@@ -148,7 +197,9 @@ def change_email(session: Session, *, request_id: int, new_email: str, user: Use
         raise BatchActionError(N_("No such request."), 404)
     batch_for_action(session, batch_id=request.batch_id, user=user)
     if request.status in EMAIL_FROZEN:
-        raise BatchActionError(N_("The request is %(status)s; its address can no longer change.", status=request.status), 409)
+        raise BatchActionError(
+            N_("The request is %(status)s; its address can no longer change.", status=request.status), 409
+        )
     try:
         normalized = validate_email((new_email or "").strip(), check_deliverability=False).normalized
     except EmailNotValidError as exc:
@@ -156,9 +207,21 @@ def change_email(session: Session, *, request_id: int, new_email: str, user: Use
     old = request.email
     if normalized == old:
         return EmailChange(request_id=request_id, old_email=old, new_email=normalized, changed=False)
-    session.execute(update(SigningRequest).where(SigningRequest.id == request_id).values(email=normalized)
-                    .execution_options(synchronize_session="fetch"))
-    session.add(Event(request_id=request_id, batch_id=request.batch_id, type="email.changed", created_at=now,
-                      actor=f"user:{user.id}", details={"old": old, "new": normalized}))
+    session.execute(
+        update(SigningRequest)
+        .where(SigningRequest.id == request_id)
+        .values(email=normalized)
+        .execution_options(synchronize_session="fetch")
+    )
+    session.add(
+        Event(
+            request_id=request_id,
+            batch_id=request.batch_id,
+            type="email.changed",
+            created_at=now,
+            actor=f"user:{user.id}",
+            details={"old": old, "new": normalized},
+        )
+    )
     log(logger, logging.INFO, "recipient email changed", request_id=request_id, user_id=user.id)
     return EmailChange(request_id=request_id, old_email=old, new_email=normalized, changed=True)

@@ -8,6 +8,7 @@ can race and exactly one of them wins. The lock also tells each winner's old sta
 per-batch counters (``batch_counts``) move from in the same transaction. (SQLite has no row locks:
 there it is one ``UPDATE ... WHERE id IN (:ids) AND status = :allowed`` per allowed state.)
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -20,10 +21,11 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.util import identity_key
 
 from bulksign.batches import counts as batch_counts
+from bulksign.core.slicing import slices
 from bulksign.models import Batch, Event, SigningRequest
+
 # The statuses, tables and sets live in the leaf module ``status``; this module only moves rows between them.
 from bulksign.models.status import BATCH_TRANSITIONS, TRANSITIONS, IllegalTransition, Status
-from bulksign.core.slicing import slices
 
 
 @dataclass(frozen=True)
@@ -68,8 +70,14 @@ def transition(
 
     allowed = list(dict.fromkeys(s.value for s in sources))
     values = {"status": target.value, "status_changed_at": now, **fields}
-    event = {"type": f"status.{target.value}", "created_at": now, "actor": actor, "ip": ip,
-             "user_agent": user_agent, "details": details or {}}
+    event = {
+        "type": f"status.{target.value}",
+        "created_at": now,
+        "actor": actor,
+        "ip": ip,
+        "user_agent": user_agent,
+        "details": details or {},
+    }
     dialect = session.get_bind().dialect.name
     won: list[int] = []
     moves: list[tuple[int, str, str]] = []
@@ -85,8 +93,9 @@ def transition(
             else:
                 rows = _move_per_source(session, chunk, allowed=allowed, values=values)
                 if rows:
-                    session.execute(insert(Event), [{"request_id": r.id, "batch_id": r.batch_id, **event}
-                                                    for r in rows])
+                    session.execute(
+                        insert(Event), [{"request_id": r.id, "batch_id": r.batch_id, **event} for r in rows]
+                    )
         also = None  # once, with the first slice
         won.extend(r.id for r in rows)
         moves.extend((r.batch_id, r.old_status, target.value) for r in rows)
@@ -100,8 +109,9 @@ def transition(
     return TransitionResult(to=target, won=tuple(won))
 
 
-def move_batches(session: Session, batch_ids: int | Iterable[int], *, frm: str | Iterable[str], to: str,
-                 **fields) -> int:
+def move_batches(
+    session: Session, batch_ids: int | Iterable[int], *, frm: str | Iterable[str], to: str, **fields
+) -> int:
     """Move batches from one of ``frm`` to ``to`` by compare-and-set; returns how many moved. The caller commits.
 
     ``UPDATE batches SET status=:to ... WHERE id IN (:ids) AND status IN (:frm)``: of two racing movers one
@@ -112,8 +122,11 @@ def move_batches(session: Session, batch_ids: int | Iterable[int], *, frm: str |
     sources, target = _checked(BATCH_TRANSITIONS, frm=frm, to=to, fields=fields)
     moved = 0
     for chunk in slices(ids):
-        moved += session.execute(update(Batch).where(Batch.id.in_(chunk), Batch.status.in_([s.value for s in sources]))
-                                 .values(status=target.value, **fields)).rowcount
+        moved += session.execute(
+            update(Batch)
+            .where(Batch.id.in_(chunk), Batch.status.in_([s.value for s in sources]))
+            .values(status=target.value, **fields)
+        ).rowcount
     return moved
 
 
@@ -140,12 +153,18 @@ class _Moved:
 
 
 def _update(chunk: list[int], *conditions, values: dict):
-    return (update(SigningRequest).where(SigningRequest.id.in_(chunk), *conditions).values(**values)
-            .returning(SigningRequest.id, SigningRequest.batch_id).execution_options(synchronize_session=False))
+    return (
+        update(SigningRequest)
+        .where(SigningRequest.id.in_(chunk), *conditions)
+        .values(**values)
+        .returning(SigningRequest.id, SigningRequest.batch_id)
+        .execution_options(synchronize_session=False)
+    )
 
 
-def _move_and_log(session: Session, chunk: list[int], *, source: str, values: dict, event: dict,
-                  also: Update | None = None) -> list[_Moved]:
+def _move_and_log(
+    session: Session, chunk: list[int], *, source: str, values: dict, event: dict, also: Update | None = None
+) -> list[_Moved]:
     """PostgreSQL: ``WITH moved AS (UPDATE … RETURNING), [also AS (UPDATE …)] INSERT INTO events SELECT … FROM moved``.
 
     A data-modifying ``WITH`` runs exactly once, whether or not the rest of the statement reads it.
@@ -153,15 +172,21 @@ def _move_and_log(session: Session, chunk: list[int], *, source: str, values: di
     moved = _update(chunk, SigningRequest.status == source, values=values).cte("moved")
     columns = Event.__table__.c
     ctes = [moved] if also is None else [moved, also.cte("also")]
-    logged = (insert(Event).from_select(
-        ["request_id", "batch_id", *event],
-        select(moved.c.id, moved.c.batch_id, *(literal(v, columns[k].type) for k, v in event.items())))
-        .add_cte(*ctes).returning(Event.request_id, Event.batch_id))
+    logged = (
+        insert(Event)
+        .from_select(
+            ["request_id", "batch_id", *event],
+            select(moved.c.id, moved.c.batch_id, *(literal(v, columns[k].type) for k, v in event.items())),
+        )
+        .add_cte(*ctes)
+        .returning(Event.request_id, Event.batch_id)
+    )
     return [_Moved(r.request_id, r.batch_id, source) for r in session.execute(logged)]
 
 
-def _lock_and_move(session: Session, chunk: list[int], *, allowed: list[str], values: dict,
-                   event: dict) -> list[_Moved]:
+def _lock_and_move(
+    session: Session, chunk: list[int], *, allowed: list[str], values: dict, event: dict
+) -> list[_Moved]:
     """Lock the requests of ``chunk`` still in an ``allowed`` status, in id order, then move each group of
     them from the status it was locked in (``_move_and_log``: the move and its events in one round trip)."""
     # FOR UPDATE under READ COMMITTED waits for a concurrent mover, re-checks the status and returns the row
@@ -170,11 +195,15 @@ def _lock_and_move(session: Session, chunk: list[int], *, allowed: list[str], va
     for request_id, status in session.execute(
         select(SigningRequest.id, SigningRequest.status)
         .where(SigningRequest.id.in_(chunk), SigningRequest.status.in_(allowed))
-        .order_by(SigningRequest.id).with_for_update()
+        .order_by(SigningRequest.id)
+        .with_for_update()
     ):
         locked.setdefault(status, []).append(request_id)
-    return [moved for source, ids in locked.items()
-            for moved in _move_and_log(session, ids, source=source, values=values, event=event)]
+    return [
+        moved
+        for source, ids in locked.items()
+        for moved in _move_and_log(session, ids, source=source, values=values, event=event)
+    ]
 
 
 def _move_per_source(session: Session, chunk: list[int], *, allowed: list[str], values: dict) -> list[_Moved]:

@@ -1,6 +1,7 @@
 """A request's timeline on the dashboard: its events and mails, oldest first, in words, with what went wrong and what
 to do about it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -17,21 +18,30 @@ from bulksign.models.status import Status
 #: Words for timeline entries (event types and mail kinds); unknown ones show as they are.
 EVENT_LABELS = {
     **{f"status.{k}": v for k, v in STATUS_LABELS.items()},
-    "email.opened": _l("invitation mail opened"), "page.opened": _l("signing page opened"),
-    "email.changed": _l("email address changed"), "link.issued": _l("new signing link issued"),
-    "mail.invitation": _l("invitation mail"), "mail.reminder": _l("reminder mail"),
-    "mail.confirmation": _l("confirmation mail"), "mail.decline_notice": _l("decline notice mail"),
+    "email.opened": _l("invitation mail opened"),
+    "page.opened": _l("signing page opened"),
+    "email.changed": _l("email address changed"),
+    "link.issued": _l("new signing link issued"),
+    "mail.invitation": _l("invitation mail"),
+    "mail.reminder": _l("reminder mail"),
+    "mail.confirmation": _l("confirmation mail"),
+    "mail.decline_notice": _l("decline notice mail"),
 }
 
 #: What went wrong and what to do, per state that needs a person.
 ADVICE = {
-    Status.FAILED: _l("The document could not be prepared or the invitation could not be sent. "
-                      "Retry it; if it fails again, check the recipient's data and the template."),
-    Status.BOUNCED: _l("The invitation could not be delivered to this address. "
-                       "Fix the email address, then resend with a new link."),
+    Status.FAILED: _l(
+        "The document could not be prepared or the invitation could not be sent. "
+        "Retry it; if it fails again, check the recipient's data and the template."
+    ),
+    Status.BOUNCED: _l(
+        "The invitation could not be delivered to this address. Fix the email address, then resend with a new link."
+    ),
     Status.EXPIRED: _l("The deadline passed before the recipient signed. Resend with a new link to give more time."),
-    Status.DECLINED: _l("The recipient declined to sign. Contact them; when their concern is settled, "
-                        "resend with a new link to invite them again."),
+    Status.DECLINED: _l(
+        "The recipient declined to sign. Contact them; when their concern is settled, "
+        "resend with a new link to invite them again."
+    ),
 }
 
 
@@ -57,25 +67,41 @@ class Timeline:
 
 def timeline(session: Session, *, batch_id: int, request_id: int) -> Timeline | None:
     """A request's events and mails, oldest first, with the error and advice (3 queries), or None."""
-    req = session.scalar(select(SigningRequest).where(SigningRequest.id == request_id,
-                                                     SigningRequest.batch_id == batch_id))
+    req = session.scalar(
+        select(SigningRequest).where(SigningRequest.id == request_id, SigningRequest.batch_id == batch_id)
+    )
     if req is None:
         return None
-    events = session.scalars(select(Event).where(Event.request_id == request_id)
-                             .order_by(Event.created_at, Event.id).limit(500)).all()
-    mails = session.scalars(select(OutgoingMail).where(OutgoingMail.request_id == request_id)
-                            .order_by(OutgoingMail.created_at, OutgoingMail.id).limit(200)).all()
-    entries = [TimelineEntry(at=e.created_at, kind="event", title=e.type, actor=e.actor,
-                             detail=_event_detail(e.details)) for e in events]
-    entries += [TimelineEntry(at=m.created_at, kind="mail", title=f"mail.{m.kind}",
-                              detail=f"{m.status}" + (f": {m.error}" if m.error else "")) for m in mails]
+    events = session.scalars(
+        select(Event).where(Event.request_id == request_id).order_by(Event.created_at, Event.id).limit(500)
+    ).all()
+    mails = session.scalars(
+        select(OutgoingMail)
+        .where(OutgoingMail.request_id == request_id)
+        .order_by(OutgoingMail.created_at, OutgoingMail.id)
+        .limit(200)
+    ).all()
+    entries = [
+        TimelineEntry(at=e.created_at, kind="event", title=e.type, actor=e.actor, detail=_event_detail(e.details))
+        for e in events
+    ]
+    entries += [
+        TimelineEntry(
+            at=m.created_at,
+            kind="mail",
+            title=f"mail.{m.kind}",
+            detail=f"{m.status}" + (f": {m.error}" if m.error else ""),
+        )
+        for m in mails
+    ]
     entries.sort(key=lambda entry: entry.at)
     problem = None
     if req.status in ADVICE:
         failed_mail = next((m for m in reversed(mails) if m.error), None)
         problem = req.error_message or (failed_mail.error if failed_mail else None) or req.decline_reason
-    return Timeline(request=req, entries=tuple(entries), problem=problem, advice=ADVICE.get(req.status),
-                    mails=tuple(mails))
+    return Timeline(
+        request=req, entries=tuple(entries), problem=problem, advice=ADVICE.get(req.status), mails=tuple(mails)
+    )
 
 
 def _event_detail(details: dict | None) -> str:
@@ -83,5 +109,6 @@ def _event_detail(details: dict | None) -> str:
     if not details:
         return ""
     secret_words = ("token", "nonce", "link", "url", "secret")
-    return ", ".join(f"{k}: {v}" for k, v in details.items()
-                     if not any(word in k.lower() for word in secret_words))[:500]
+    return ", ".join(f"{k}: {v}" for k, v in details.items() if not any(word in k.lower() for word in secret_words))[
+        :500
+    ]

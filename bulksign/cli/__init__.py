@@ -1,5 +1,6 @@
 """The Flask CLI: ``flask users …``, ``flask teams …``, ``flask jobs …``, ``flask batches …``, ``flask mail …``,
 ``flask demo``; each group in its own module."""
+
 from __future__ import annotations
 
 import logging

@@ -1,4 +1,5 @@
 """``flask batches …``: batch maintenance."""
+
 from __future__ import annotations
 
 import click
@@ -25,7 +26,7 @@ def rebuild_counts_command(batch_ids: tuple[int, ...]) -> None:
         fail(f"No batch with the id {', '.join(map(str, unknown))}.")
     differed = 0
     for start in range(0, len(ids), 100):  # short transactions: the counters of a batch are locked while rebuilt
-        chunk = ids[start:start + 100]
+        chunk = ids[start : start + 100]
         before = counters(db.session, chunk)
         rebuild(db.session, batch_ids=chunk)
         after = counters(db.session, chunk)

@@ -1,4 +1,5 @@
 """What the CLI's commands share: a clear one-line failure, and the services checked before a long-running one."""
+
 from __future__ import annotations
 
 import sys

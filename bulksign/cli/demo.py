@@ -1,4 +1,5 @@
 """Demo data so that a newcomer can click through at once: an admin, a template, a recipients file."""
+
 from __future__ import annotations
 
 import csv
@@ -20,12 +21,33 @@ DEMO_TEMPLATE_NAME = "Employment agreement (demo)"
 DEMO_HTML = Path(__file__).with_name("demo_files") / "contract.html"
 
 DEMO_ROWS = [
-    {"email": "anna.petrova@example.com", "name": "Anna Petrova", "position": "Accountant",
-     "start_date": "2027-01-10", "salary": "4,200 EUR", "contract_number": "EA-1001", "city": "Riga"},
-    {"email": "john.smith@example.com", "name": "John Smith", "position": "Engineer",
-     "start_date": "2027-01-15", "salary": "5,100 EUR", "contract_number": "EA-1002", "city": "London"},
-    {"email": "ivan.sidorov@example.com", "name": "Иван Сидоров", "position": "Логист",
-     "start_date": "2027-02-01", "salary": "3,900 EUR", "contract_number": "EA-1003", "city": "Москва"},
+    {
+        "email": "anna.petrova@example.com",
+        "name": "Anna Petrova",
+        "position": "Accountant",
+        "start_date": "2027-01-10",
+        "salary": "4,200 EUR",
+        "contract_number": "EA-1001",
+        "city": "Riga",
+    },
+    {
+        "email": "john.smith@example.com",
+        "name": "John Smith",
+        "position": "Engineer",
+        "start_date": "2027-01-15",
+        "salary": "5,100 EUR",
+        "contract_number": "EA-1002",
+        "city": "London",
+    },
+    {
+        "email": "ivan.sidorov@example.com",
+        "name": "Иван Сидоров",
+        "position": "Логист",
+        "start_date": "2027-02-01",
+        "salary": "3,900 EUR",
+        "contract_number": "EA-1003",
+        "city": "Москва",
+    },
 ]
 
 
@@ -55,8 +77,9 @@ def create_demo(session: Session, *, email: str, password: str, now: datetime, f
         writer = csv.DictWriter(fh, fieldnames=list(DEMO_ROWS[0]))
         writer.writeheader()
         writer.writerows(DEMO_ROWS)
-    return DemoResult(email=user.email, password=password, created_user=created_user,
-                      template_id=template.id, csv_path=csv_path)
+    return DemoResult(
+        email=user.email, password=password, created_user=created_user, template_id=template.id, csv_path=csv_path
+    )
 
 
 @click.command("demo")
@@ -64,9 +87,10 @@ def create_demo(session: Session, *, email: str, password: str, now: datetime, f
 @click.option("--password", default="bulksign-demo", show_default=True)
 def demo_command(email: str, password: str) -> None:
     """Create a demo admin, a demo template and a demo recipients file (idempotent)."""
-    result = create_demo(db.session, email=email, password=password, now=utcnow(),
-                         folder=current_app.config["VAR_DIR"])
+    result = create_demo(db.session, email=email, password=password, now=utcnow(), folder=current_app.config["VAR_DIR"])
     db.session.commit()
-    click.echo(f"Demo login: {result.email} / {result.password}"
-               + (" (existing account kept)" if not result.created_user else ""))
+    click.echo(
+        f"Demo login: {result.email} / {result.password}"
+        + (" (existing account kept)" if not result.created_user else "")
+    )
     click.echo(f"Demo recipients file: {result.csv_path}")

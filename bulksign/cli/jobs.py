@@ -1,4 +1,5 @@
 """``flask jobs …``: RQ workers (forked and recycled), the scheduler, every periodic job once."""
+
 from __future__ import annotations
 
 import logging
@@ -26,8 +27,12 @@ jobs_cli = AppGroup("jobs", help="RQ workers, the scheduler and periodic jobs.")
 @jobs_cli.command("worker")
 @click.argument("queues", nargs=-1)
 @click.option("--burst", is_flag=True, help="Stop when the queues are empty.")
-@click.option("--processes", default=1, show_default=True,
-              help="Worker processes to fork on this host; 0: PDF_CONCURRENCY (one per core by default).")
+@click.option(
+    "--processes",
+    default=1,
+    show_default=True,
+    help="Worker processes to fork on this host; 0: PDF_CONCURRENCY (one per core by default).",
+)
 def worker_command(queues: tuple[str, ...], burst: bool, processes: int) -> None:
     """Run RQ workers inside the app context (all queues by default)."""
     names = queues or QUEUE_NAMES
@@ -45,7 +50,6 @@ def worker_command(queues: tuple[str, ...], burst: bool, processes: int) -> None
 
 
 def _run_worker(names, *, burst: bool) -> None:
-
     config = current_app.config
     worker = AppWorker([get_queue(n) for n in names], connection=get_redis(), max_rss_mb=config["WORKER_MAX_RSS_MB"])
     # with_scheduler: RQ's retry backoff parks jobs in its scheduled registry; some worker must move them back.
@@ -109,7 +113,6 @@ def _run_worker_processes(names, *, burst: bool, count: int) -> None:
 @click.option("--interval", default=5, show_default=True, help="Seconds between scheduler polls.")
 def scheduler_command(interval: int) -> None:
     """Run rq-scheduler with the periodic jobs registered (idempotently, on every poll)."""
-
 
     require_services()
     scheduler_class = periodic_scheduler_class()

@@ -1,4 +1,5 @@
 """``flask users …`` (staff accounts, API keys) and ``flask teams …`` (teams and who is in them)."""
+
 from __future__ import annotations
 
 import click
@@ -19,8 +20,7 @@ teams_cli = AppGroup("teams", help="Teams (departments) and who is in them.")
 @users_cli.command("create")
 @click.argument("email")
 @click.option("--password", prompt=True, hide_input=True, confirmation_prompt=True)
-@click.option("--role", type=click.Choice(ROLES), default="staff",
-              show_default=True)
+@click.option("--role", type=click.Choice(ROLES), default="staff", show_default=True)
 @click.option("--team", "team_names", multiple=True, help="A team to join (repeat for several); it must exist.")
 def create_user_command(email: str, password: str, role: str, team_names: tuple[str, ...]) -> None:
     """Create a user, in the given teams."""
@@ -49,7 +49,6 @@ def create_api_key_command(email: str, name: str) -> None:
 
 
 def _user_by_email(email: str):
-
     user = db.session.scalar(select(User).where(User.email == normalise_email(email)))
     if user is None:
         fail(f"No user with the email {email}.")
@@ -69,7 +68,6 @@ def create_team_command(name: str) -> None:
 
 
 def _change_membership(name: str, email: str, *, add: bool) -> None:
-
     try:
         team = team_by_name(db.session, name=name)
     except TeamError as exc:

@@ -4,6 +4,7 @@ The colour is checked when the settings load and turned into a palette that keep
 whatever colour an organisation picks: text on the brand colour is white or near-black, whichever
 reads better, and the brand colour used for links and text on white is darkened until it reaches 4.5:1.
 """
+
 from __future__ import annotations
 
 import re
@@ -64,6 +65,7 @@ def _hex(rgb: tuple[float, float, float]) -> str:
 
 def luminance(color: str) -> float:
     """Relative luminance (WCAG 2) of a ``#rrggbb`` colour."""
+
     def channel(c: int) -> float:
         s = c / 255
         return s / 12.92 if s <= 0.03928 else ((s + 0.055) / 1.055) ** 2.4
@@ -106,5 +108,11 @@ def brand_from(config: dict) -> Brand:
     """The brand an app's settings describe (``load_config`` has checked them)."""
     color = normalise_color(config.get("ORG_COLOR") or DEFAULT_COLOR)
     on_color, text_color, tint = palette(color)
-    return Brand(name=(config.get("ORG_NAME") or DEFAULT_NAME).strip()[:100], logo=(config.get("ORG_LOGO") or "").strip(),
-                 color=color, on_color=on_color, text_color=text_color, tint=tint)
+    return Brand(
+        name=(config.get("ORG_NAME") or DEFAULT_NAME).strip()[:100],
+        logo=(config.get("ORG_LOGO") or "").strip(),
+        color=color,
+        on_color=on_color,
+        text_color=text_color,
+        tint=tint,
+    )

@@ -1,4 +1,5 @@
 """Settings from environment variables (12-factor), with embedded defaults for a first run."""
+
 from __future__ import annotations
 
 import os
@@ -34,9 +35,9 @@ def _int(name: str, default: int) -> int:
 def _database_url(raw: str) -> str:
     # Heroku-style URLs say postgres://; SQLAlchemy wants the psycopg 3 driver named.
     if raw.startswith("postgres://"):
-        raw = "postgresql://" + raw[len("postgres://"):]
+        raw = "postgresql://" + raw[len("postgres://") :]
     if raw.startswith("postgresql://"):
-        raw = "postgresql+psycopg://" + raw[len("postgresql://"):]
+        raw = "postgresql+psycopg://" + raw[len("postgresql://") :]
     return raw
 
 
@@ -155,8 +156,10 @@ def _check(cfg: dict) -> None:
     if not 0 <= cfg["MAIL_RATE_PER_MINUTE"] <= 100_000:
         raise ConfigError("MAIL_RATE_PER_MINUTE must be between 0 (no limit) and 100000")
     if not 1 <= cfg["PREVIEW_TIMEOUT_SECONDS"] <= cfg["WEB_TIMEOUT_SECONDS"] - 10:
-        raise ConfigError("PREVIEW_TIMEOUT_SECONDS must be at least 1 and 10 less than WEB_TIMEOUT_SECONDS "
-                          "(gunicorn's timeout): a slower preview would get the web worker killed")
+        raise ConfigError(
+            "PREVIEW_TIMEOUT_SECONDS must be at least 1 and 10 less than WEB_TIMEOUT_SECONDS "
+            "(gunicorn's timeout): a slower preview would get the web worker killed"
+        )
     for name in ("PDF_CONCURRENCY", "RENDER_CHUNK_SIZE", "SEND_CHUNK_SIZE"):
         if cfg[name] < 1:
             raise ConfigError(f"{name} must be at least 1")
@@ -169,8 +172,14 @@ def _check(cfg: dict) -> None:
 
 
 #: Image types a logo file may have (the browser and mail clients show these).
-LOGO_TYPES = {".svg": "image/svg+xml", ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
-              ".gif": "image/gif", ".webp": "image/webp"}
+LOGO_TYPES = {
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+}
 
 
 def _check_brand(cfg: dict) -> None:
@@ -183,7 +192,9 @@ def _check_brand(cfg: dict) -> None:
     if logo and not logo.startswith(("http://", "https://")):
         path = Path(logo)
         if path.suffix.lower() not in LOGO_TYPES:
-            raise ConfigError(f"ORG_LOGO must be an http(s) URL or an image file ({', '.join(LOGO_TYPES)}), got {logo!r}")
+            raise ConfigError(
+                f"ORG_LOGO must be an http(s) URL or an image file ({', '.join(LOGO_TYPES)}), got {logo!r}"
+            )
         if not path.is_file():
             raise ConfigError(f"ORG_LOGO names a file that does not exist: {logo!r}")
 

@@ -7,6 +7,7 @@ files), frame local variables (mail bodies, keys), cookies and Authorization hea
 tokens in paths and secret query values (``logs``' rules), and e-mail addresses unless
 ``SENTRY_SEND_PII`` is set.
 """
+
 from __future__ import annotations
 
 import logging
@@ -15,8 +16,8 @@ from contextlib import contextmanager
 
 from flask import Flask
 
-from bulksign.core.version import __version__
 from bulksign.core.logs import current_request_id, redact_query, redact_text
+from bulksign.core.version import __version__
 
 logger = logging.getLogger(__name__)
 
@@ -42,10 +43,15 @@ def init_app(app: Flask) -> None:
 
     send_pii = bool(app.config.get("SENTRY_SEND_PII"))
     sentry_sdk.init(
-        dsn=dsn, environment=app.config.get("SENTRY_ENVIRONMENT") or "production", release=release(),
-        integrations=[FlaskIntegration(), RqIntegration(),
-                      # Log lines stay breadcrumbs: errors the code handles (a bounced mail) are not incidents.
-                      LoggingIntegration(level=logging.INFO, event_level=None)],
+        dsn=dsn,
+        environment=app.config.get("SENTRY_ENVIRONMENT") or "production",
+        release=release(),
+        integrations=[
+            FlaskIntegration(),
+            RqIntegration(),
+            # Log lines stay breadcrumbs: errors the code handles (a bounced mail) are not incidents.
+            LoggingIntegration(level=logging.INFO, event_level=None),
+        ],
         # No request bodies (passwords, signatures, files) and no frame variables (mail bodies, keys), ever.
         data_collection={"user_info": send_pii, "http_bodies": [], "stack_frame_variables": False},
         before_send=lambda event, hint: scrub(event, send_pii=send_pii),
@@ -101,8 +107,12 @@ def scrub(event: dict, *, send_pii: bool) -> dict:
 
 def _clean(value, *, send_pii: bool):
     if isinstance(value, dict):
-        return {k: REDACTED if isinstance(k, str) and SECRET_KEY_NAME.search(k) and v not in (None, "", {}, [])
-                else _clean(v, send_pii=send_pii) for k, v in value.items()}
+        return {
+            k: REDACTED
+            if isinstance(k, str) and SECRET_KEY_NAME.search(k) and v not in (None, "", {}, [])
+            else _clean(v, send_pii=send_pii)
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         # Headers come as [name, value] pairs in some events.
         if len(value) == 2 and isinstance(value[0], str) and SECRET_KEY_NAME.search(value[0]):

@@ -1,4 +1,5 @@
 """Extension objects, created unbound and attached to the app in ``create_app``."""
+
 from __future__ import annotations
 
 from flask import Flask, current_app

@@ -1,4 +1,5 @@
 """gunicorn access logs without secrets: signing tokens in paths become ``<token>``, secret query values ``<redacted>``."""
+
 from __future__ import annotations
 
 from gunicorn.glogging import Logger

@@ -1,12 +1,12 @@
 """Languages: staff choose theirs; recipients' pages and mails follow their batch's language."""
+
 from __future__ import annotations
 
 from flask import Flask, current_app, g, request
+from flask_babel import get_locale
 from flask_login import current_user
 
 from bulksign.core.config import BASE_DIR
-from flask_babel import get_locale
-
 from bulksign.core.extensions import babel
 from bulksign.core.localtime import batch_time
 
@@ -26,11 +26,13 @@ def select_locale() -> str:
 
 def init_app(app: Flask) -> None:
     babel.init_app(
-        app, locale_selector=select_locale,
+        app,
+        locale_selector=select_locale,
         default_translation_directories=str(BASE_DIR / "bulksign" / "translations"),
     )
 
     app.jinja_env.globals["get_locale"] = get_locale
     # Recipients read times in their batch's time zone (and the page's language).
     app.jinja_env.filters["batch_time"] = lambda at, batch, with_time=True: batch_time(
-        at, batch, locale=str(get_locale() or batch.language), with_time=with_time)
+        at, batch, locale=str(get_locale() or batch.language), with_time=with_time
+    )

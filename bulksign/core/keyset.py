@@ -3,6 +3,7 @@
 Every list of the API pages the same way (``cursor`` in, ``next_cursor`` out); the cursor is
 base64url JSON, opaque to clients, and anything that does not decode to the expected values is refused.
 """
+
 from __future__ import annotations
 
 import base64
@@ -40,7 +41,7 @@ def decode(cursor: str, *kinds: type) -> tuple:
             except (TypeError, ValueError):
                 raise CursorError() from None
         # bool is an int in Python, not a row id; ids beyond 64 bits are no row's.
-        elif type(value) is not kind or kind is int and not 0 <= value < 2 ** 63 or kind is str and "\x00" in value:
+        elif type(value) is not kind or kind is int and not 0 <= value < 2**63 or kind is str and "\x00" in value:
             raise CursorError()
         values.append(value)
     return tuple(values)

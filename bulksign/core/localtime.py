@@ -1,4 +1,5 @@
 """Times as people read them: in the batch's time zone and language (recipients), or the viewer's language."""
+
 from __future__ import annotations
 
 import logging
@@ -26,12 +27,15 @@ def batch_time(at: datetime | None, batch, *, locale: str | None = None, with_ti
     if at is None:
         return ""
     zone = zone_of(batch)
-    text = format_datetime(at, "d MMMM y, HH:mm" if with_time else "d MMMM y", tzinfo=zone,
-                           locale=locale or batch.language or "en")
+    text = format_datetime(
+        at, "d MMMM y, HH:mm" if with_time else "d MMMM y", tzinfo=zone, locale=locale or batch.language or "en"
+    )
     return f"{text} ({zone.key})" if with_time else text
 
 
 def zone_names() -> list[str]:
     """Every IANA zone name this machine knows, sorted, for the time-zone picker (UTC first)."""
-    names = sorted(n for n in available_timezones() if "/" in n and not n.startswith(("Etc/", "SystemV/", "posix/", "right/")))
+    names = sorted(
+        n for n in available_timezones() if "/" in n and not n.startswith(("Etc/", "SystemV/", "posix/", "right/"))
+    )
     return ["UTC", *names]

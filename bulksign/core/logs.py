@@ -1,4 +1,5 @@
 """Structured logs: one JSON line per record, with the request id or RQ job id when there is one."""
+
 from __future__ import annotations
 
 import json
@@ -6,7 +7,7 @@ import logging
 import re
 import sys
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from urllib.parse import unquote, unquote_plus
 
 from flask import Flask, g, has_request_context, request
@@ -15,7 +16,7 @@ from flask import Flask, g, has_request_context, request
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         line = {
-            "time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),

@@ -4,6 +4,7 @@ Domain modules know nothing of the viewer's language; ``str(message)`` translate
 language is active there (the staff member's page, the API caller's, a mail's forced locale).
 ``N_`` is one of Babel's default extraction keywords, so ``pybabel extract`` finds the ids.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -7,6 +7,7 @@ Flask-Limiter (``limits``) and rq-dashboard also read. With Sentinel, a connecti
 sentinels where the master is whenever it (re)connects, so after a failover the queues, the
 throttle and the scheduler find the promoted replica by themselves.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,8 +43,9 @@ class _SentinelConnection(SentinelManagedConnection):
     """
 
     def read_response(self, disable_decoding=False, *, disconnect_on_error=True, push_request=False):
-        return super().read_response(disable_decoding=disable_decoding, disconnect_on_error=disconnect_on_error,
-                                     push_request=push_request)
+        return super().read_response(
+            disable_decoding=disable_decoding, disconnect_on_error=disconnect_on_error, push_request=push_request
+        )
 
 
 def parse_sentinel_url(url: str) -> SentinelTarget:
@@ -64,8 +66,7 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
     db = parse_qs(parts.query).get("db", ["0"])[0]
     if not db.isdigit():
         raise ValueError(f"db must be a whole number, got {db!r}")
-    return SentinelTarget(tuple(sentinels), master, int(db),
-                          unquote(parts.password) if parts.password else None)
+    return SentinelTarget(tuple(sentinels), master, int(db), unquote(parts.password) if parts.password else None)
 
 
 def check_url(url: str) -> str | None:
@@ -92,8 +93,7 @@ def connect(url: str, **options) -> Redis:
     sentinel_options = {"socket_timeout": 1, "socket_connect_timeout": 1}
     if target.password:
         sentinel_options["password"] = target.password
-    sentinel = Sentinel(list(target.sentinels), sentinel_kwargs=sentinel_options, password=target.password,
-                        **options)
+    sentinel = Sentinel(list(target.sentinels), sentinel_kwargs=sentinel_options, password=target.password, **options)
     return sentinel.master_for(target.master, db=target.db, connection_class=_SentinelConnection)
 
 

@@ -1,5 +1,6 @@
 """Bounded slices of id sets: one SQL statement takes at most 65,535 bind parameters (PostgreSQL's
 protocol limit), and a statement with tens of thousands of them is slow to build and to plan anyway."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
@@ -14,4 +15,4 @@ SLICE = 1000
 def slices(items: Sequence[T], size: int = SLICE) -> Iterator[list[T]]:
     """``items`` in consecutive lists of at most ``size``."""
     for start in range(0, len(items), size):
-        yield list(items[start:start + size])
+        yield list(items[start : start + size])

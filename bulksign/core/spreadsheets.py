@@ -1,4 +1,5 @@
 """Cells that Excel or LibreOffice would run as formulas, and how to keep them plain text."""
+
 from __future__ import annotations
 
 #: A cell starting with one of these is a formula to a spreadsheet (tab and CR too, via DDE tricks).

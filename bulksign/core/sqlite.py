@@ -1,4 +1,5 @@
 """SQLite as the embedded default: WAL and a busy timeout so web, worker and scheduler share one file."""
+
 from __future__ import annotations
 
 from flask import Flask

@@ -1,4 +1,5 @@
 """Secrets handed to people: signing tokens and API keys. Only their sha256 is stored."""
+
 from __future__ import annotations
 
 import base64

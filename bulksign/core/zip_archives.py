@@ -7,6 +7,7 @@ it comes, and refused past the limit; a part must unpack to exactly the size and
 Once ``check`` passed, whatever reads the package afterwards (python-docx, openpyxl, LibreOffice) reads parts of
 the sizes that were counted.
 """
+
 from __future__ import annotations
 
 import copy

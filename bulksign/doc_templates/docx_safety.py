@@ -14,6 +14,7 @@ name (body, headers, footers, footnotes, fonts, settings, custom XML, drawings),
 - an attribute that names a file or address to load (``src``/``href`` of VML and SVG) other than a fragment.
 The converter's sandbox (``sandbox``) is the second wall, for whatever this misses.
 """
+
 from __future__ import annotations
 
 import posixpath
@@ -23,34 +24,75 @@ from dataclasses import dataclass
 
 from lxml import etree
 
-from bulksign.doc_templates.errors import TemplateError
 from bulksign.core.messages import N_
+from bulksign.doc_templates.errors import TemplateError
 
 #: Relationship types (transitional and strict) whose target may be outside the package: a hyperlink is never
 #: loaded by a conversion, only written into the PDF as a link.
-_HYPERLINK_TYPES = frozenset({
-    "http://schemas.openxmlformats.org/officeDocument/2006/relationships/hyperlink",
-    "http://purl.oclc.org/ooxml/officeDocument/relationships/hyperlink",
-})
+_HYPERLINK_TYPES = frozenset(
+    {
+        "http://schemas.openxmlformats.org/officeDocument/2006/relationships/hyperlink",
+        "http://purl.oclc.org/ooxml/officeDocument/relationships/hyperlink",
+    }
+)
 _LINK_SCHEMES = ("http:", "https:", "mailto:")
 #: Elements that may point at a hyperlink relationship (the body's links, a drawing's click and hover).
 _HYPERLINK_ELEMENTS = frozenset({"hyperlink", "hlinkClick", "hlinkHover", "hlinkMouseOver"})
 #: The last word of relationship types that embed or pull in another document, inside the package or not.
-_EMBEDDING_TYPES = frozenset({
-    "oleObject", "package", "subDocument", "aFChunk", "attachedTemplate", "frame", "control", "activeXControl",
-    "activeXControlBinary", "mailMergeSource", "mailMergeHeaderSource", "mailMergeRecipientData", "recipientData",
-    "externalLink", "externalLinkPath", "oleObjectLink", "embeddedPackage",
-})
+_EMBEDDING_TYPES = frozenset(
+    {
+        "oleObject",
+        "package",
+        "subDocument",
+        "aFChunk",
+        "attachedTemplate",
+        "frame",
+        "control",
+        "activeXControl",
+        "activeXControlBinary",
+        "mailMergeSource",
+        "mailMergeHeaderSource",
+        "mailMergeRecipientData",
+        "recipientData",
+        "externalLink",
+        "externalLinkPath",
+        "oleObjectLink",
+        "embeddedPackage",
+    }
+)
 #: Elements (by local name, in any namespace) that embed objects, other documents or data sources.
-_EMBEDDING_ELEMENTS = frozenset({
-    "object", "OLEObject", "objectEmbed", "objectLink", "control", "altChunk", "subDoc", "mailMerge", "frameset",
-    "oleObj",
-})
+_EMBEDDING_ELEMENTS = frozenset(
+    {
+        "object",
+        "OLEObject",
+        "objectEmbed",
+        "objectLink",
+        "control",
+        "altChunk",
+        "subDoc",
+        "mailMerge",
+        "frameset",
+        "oleObj",
+    }
+)
 #: Folders of parts that only embedded objects use.
 _EMBEDDING_FOLDERS = re.compile(r"(^|/)(embeddings|activeX|oleObjects)/", re.I)
 #: Fields that read another file or address when they are updated.
-_FETCHING_FIELDS = frozenset({"INCLUDETEXT", "INCLUDEPICTURE", "INCLUDE", "IMPORT", "LINK", "DDE", "DDEAUTO",
-                              "DATABASE", "EMBED", "AUTOTEXTLIST", "HTMLCONTROL"})
+_FETCHING_FIELDS = frozenset(
+    {
+        "INCLUDETEXT",
+        "INCLUDEPICTURE",
+        "INCLUDE",
+        "IMPORT",
+        "LINK",
+        "DDE",
+        "DDEAUTO",
+        "DATABASE",
+        "EMBED",
+        "AUTOTEXTLIST",
+        "HTMLCONTROL",
+    }
+)
 #: These also refused anywhere in a field's code (a nested field can build the field's name).
 _FETCHING_WORD = re.compile(r"\b(INCLUDETEXT|INCLUDEPICTURE|IMPORT|DDEAUTO|DDE)\b")
 #: Attributes that name a resource to load (VML's ``src``, SVG's ``href``, ``o:href``).
@@ -77,8 +119,9 @@ def check_package(parts: Mapping[str, bytes]) -> Hyperlinks:
     for name in parts:
         if _EMBEDDING_FOLDERS.search(name):
             raise _embeds()
-    hyperlinks = Hyperlinks({
-        _source_of(name): _relationships(name, xml) for name, xml in parts.items() if name.endswith(".rels")})
+    hyperlinks = Hyperlinks(
+        {_source_of(name): _relationships(name, xml) for name, xml in parts.items() if name.endswith(".rels")}
+    )
     check_parts({name: xml for name, xml in parts.items() if not name.endswith(".rels")}, hyperlinks=hyperlinks)
     return hyperlinks
 
@@ -99,11 +142,20 @@ def _parse(xml: bytes):
     try:
         tree = etree.ElementTree(etree.fromstring(xml, _PARSER))
     except (etree.XMLSyntaxError, ValueError):
-        raise TemplateError(N_("The Word file is broken and cannot be read. Open it in Word, save it again as "
-                               ".docx and upload that. (%(error)s)", error="XMLSyntaxError")) from None
+        raise TemplateError(
+            N_(
+                "The Word file is broken and cannot be read. Open it in Word, save it again as "
+                ".docx and upload that. (%(error)s)",
+                error="XMLSyntaxError",
+            )
+        ) from None
     if tree.docinfo.doctype or tree.docinfo.internalDTD is not None:
-        raise TemplateError(N_("The Word file declares its own XML entities (a DOCTYPE), which Word never writes. "
-                               "Open it in Word, save it again as .docx and upload that."))
+        raise TemplateError(
+            N_(
+                "The Word file declares its own XML entities (a DOCTYPE), which Word never writes. "
+                "Open it in Word, save it again as .docx and upload that."
+            )
+        )
     return tree.getroot()
 
 
@@ -123,8 +175,10 @@ def _relationships(name: str, xml: bytes) -> frozenset[str]:
         kind, target = attributes.get("Type", ""), attributes.get("Target", "")
         if kind.rsplit("/", 1)[-1] in _EMBEDDING_TYPES:
             raise _embeds()
-        leaves = (attributes.get("TargetMode", "").lower() == "external"
-                  or re.match(r"^([a-z][a-z0-9+.-]*:|//|\\\\)", target, re.I) is not None)
+        leaves = (
+            attributes.get("TargetMode", "").lower() == "external"
+            or re.match(r"^([a-z][a-z0-9+.-]*:|//|\\\\)", target, re.I) is not None
+        )
         if not leaves:
             continue
         if kind in _HYPERLINK_TYPES and target.lower().startswith(_LINK_SCHEMES):
@@ -180,19 +234,35 @@ def _check_fields(elements: Iterable) -> None:
 
 def _check_code(code: str) -> None:
     if "{{" in code or "{%" in code:
-        raise TemplateError(N_("A {{ variable }} inside a Word field code is not allowed: recipient data may not "
-                               "write field codes. Put the variable in the text."))
+        raise TemplateError(
+            N_(
+                "A {{ variable }} inside a Word field code is not allowed: recipient data may not "
+                "write field codes. Put the variable in the text."
+            )
+        )
     words = code.upper().split()
     if (words and words[0].strip('"') in _FETCHING_FIELDS) or _FETCHING_WORD.search(code.upper()):
-        raise TemplateError(N_("The Word file has a field that loads another file (INCLUDETEXT, INCLUDEPICTURE, "
-                               "LINK …). Replace the field with its content."))
+        raise TemplateError(
+            N_(
+                "The Word file has a field that loads another file (INCLUDETEXT, INCLUDEPICTURE, "
+                "LINK …). Replace the field with its content."
+            )
+        )
 
 
 def _links_outside() -> TemplateError:
-    return TemplateError(N_("The Word file links to an outside file or address (a linked image or document). "
-                            "Insert images into the document instead of linking them."))
+    return TemplateError(
+        N_(
+            "The Word file links to an outside file or address (a linked image or document). "
+            "Insert images into the document instead of linking them."
+        )
+    )
 
 
 def _embeds() -> TemplateError:
-    return TemplateError(N_("The Word file embeds another document or object (an embedded file, an OLE object, a "
-                            "sub-document or an imported chunk). Paste its content into the template instead."))
+    return TemplateError(
+        N_(
+            "The Word file embeds another document or object (an embedded file, an OLE object, a "
+            "sub-document or an imported chunk). Paste its content into the template instead."
+        )
+    )

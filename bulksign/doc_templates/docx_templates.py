@@ -11,6 +11,7 @@ fields, embedded documents; ``docx_safety``): the PDF must hold only the templat
 on the upload, again on the parts python-docx writes out, and on each recipient's filled parts, so it judges
 what LibreOffice is given; LibreOffice itself runs in a sandbox with no network and none of our files.
 """
+
 from __future__ import annotations
 
 import functools
@@ -31,17 +32,17 @@ from markupsafe import Markup
 from pypdf import PdfReader
 from pypdf.errors import PdfReadError
 
-from bulksign.doc_templates import docx_safety
-from bulksign.documents import libreoffice
 from bulksign.core import zip_archives
+from bulksign.core.messages import N_
+from bulksign.doc_templates import docx_safety
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.html_safety import unsafe_jinja
 from bulksign.doc_templates.jinja_sandbox import render_html, sandbox
 from bulksign.doc_templates.variables import sample_row
-from bulksign.core.messages import N_
-from bulksign.models import TemplateVersion
+from bulksign.documents import libreoffice
 from bulksign.documents.signature_box import BOX_HEIGHT_MM, BOX_WIDTH_MM, SIGNATURE_VARIABLE
 from bulksign.documents.signature_box import MARK_TOP_LEFT as SIGNATURE_MARK
+from bulksign.models import TemplateVersion
 
 #: Largest .docx accepted, and most it may unpack to: all parts, any one part (a 10 MB photo is 30 MB unpacked).
 MAX_DOCX_BYTES = 10 * 1024 * 1024
@@ -107,7 +108,7 @@ def _signature_box() -> Markup:
     """An inline text-box shape: it ends the placeholder's run, sits in the line like a letter, and reopens it."""
     width, height = (round(mm * _EMU_PER_MM) for mm in (BOX_WIDTH_MM, BOX_HEIGHT_MM))
     return Markup(
-        '</w:t></w:r><w:r><w:drawing>'
+        "</w:t></w:r><w:r><w:drawing>"
         '<wp:inline distT="0" distB="0" distL="0" distR="0" '
         'xmlns:wp="http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing">'
         f'<wp:extent cx="{width}" cy="{height}"/><wp:docPr id="1" name="bulksign-signature"/>'
@@ -120,9 +121,10 @@ def _signature_box() -> Markup:
         '<a:ln w="9525"><a:solidFill><a:srgbClr val="9AA3B2"/></a:solidFill></a:ln></wps:spPr>'
         '<wps:txbx><w:txbxContent><w:p><w:pPr><w:spacing w:before="0" w:after="0" w:line="20" '
         'w:lineRule="exact"/></w:pPr><w:r><w:rPr><w:color w:val="FFFFFF"/><w:sz w:val="2"/></w:rPr>'
-        f'<w:t>{SIGNATURE_MARK}</w:t></w:r></w:p></w:txbxContent></wps:txbx>'
+        f"<w:t>{SIGNATURE_MARK}</w:t></w:r></w:p></w:txbxContent></wps:txbx>"
         '<wps:bodyPr lIns="0" tIns="0" rIns="0" bIns="0" anchor="t"><a:noAutofit/></wps:bodyPr></wps:wsp>'
-        '</a:graphicData></a:graphic></wp:inline></w:drawing></w:r><w:r><w:t xml:space="preserve">')
+        '</a:graphicData></a:graphic></wp:inline></w:drawing></w:r><w:r><w:t xml:space="preserve">'
+    )
 
 
 _SIGNATURE_BOX = _signature_box()
@@ -132,11 +134,20 @@ def _read_parts(data: bytes) -> dict[str, bytes]:
     """Every part of the document, after checking what the archive holds and unpacks to (each part inflated as a
     stream, within the limits, its declared size proven true: python-docx reads the same bytes afterwards)."""
     if len(data) > MAX_DOCX_BYTES:
-        raise TemplateError(N_("The Word file has %(size).1f MB; the limit is %(limit)d MB. Make the images in it "
-                               "smaller.", size=len(data) / 1024 / 1024, limit=MAX_DOCX_BYTES // 1024 // 1024))
+        raise TemplateError(
+            N_(
+                "The Word file has %(size).1f MB; the limit is %(limit)d MB. Make the images in it smaller.",
+                size=len(data) / 1024 / 1024,
+                limit=MAX_DOCX_BYTES // 1024 // 1024,
+            )
+        )
     if data.startswith(_OLE_MAGIC):
-        raise TemplateError(N_("The Word file is password-protected (or an old .doc). Remove the password "
-                               "(File → Info → Protect Document) and save it as .docx."))
+        raise TemplateError(
+            N_(
+                "The Word file is password-protected (or an old .doc). Remove the password "
+                "(File → Info → Protect Document) and save it as .docx."
+            )
+        )
     try:
         parts = zip_archives.read(data, limits=_LIMITS)
     except zip_archives.ArchiveRefused as refused:
@@ -144,32 +155,52 @@ def _read_parts(data: bytes) -> dict[str, bytes]:
     if "word/document.xml" not in parts:
         raise TemplateError(N_("The file is not a Word document. Save it from Word as .docx and upload it again."))
     if any(_MACROS.search(name) for name in parts) or _MACRO_CONTENT_TYPE in parts.get("[Content_Types].xml", b""):
-        raise TemplateError(N_("The Word file contains macros, which are not allowed. Save it as a Word Document "
-                               "(.docx) without macros and upload that."))
+        raise TemplateError(
+            N_(
+                "The Word file contains macros, which are not allowed. Save it as a Word Document "
+                "(.docx) without macros and upload that."
+            )
+        )
     return parts
 
 
 def _refusal(refused: zip_archives.ArchiveRefused) -> TemplateError:
     if refused.reason == "parts":
-        return TemplateError(N_("The Word file has %(n)d parts; the limit is %(limit)d.", n=refused.size,
-                                limit=MAX_PARTS))
+        return TemplateError(
+            N_("The Word file has %(n)d parts; the limit is %(limit)d.", n=refused.size, limit=MAX_PARTS)
+        )
     if refused.reason == "part_bytes":
-        return TemplateError(N_("The Word file is not a real document: its part %(part)s unpacks to more than "
-                                "%(limit)d MB.", part=refused.part[:80], limit=MAX_PART_BYTES // 1024 // 1024))
+        return TemplateError(
+            N_(
+                "The Word file is not a real document: its part %(part)s unpacks to more than %(limit)d MB.",
+                part=refused.part[:80],
+                limit=MAX_PART_BYTES // 1024 // 1024,
+            )
+        )
     if refused.reason == "total_bytes":
-        return TemplateError(N_("The Word file unpacks to more than %(limit)d MB.",
-                                limit=MAX_UNPACKED_BYTES // 1024 // 1024))
+        return TemplateError(
+            N_("The Word file unpacks to more than %(limit)d MB.", limit=MAX_UNPACKED_BYTES // 1024 // 1024)
+        )
     # zipfile's and zlib's own failures, encrypted parts, and headers that lie about what a part unpacks to.
-    return TemplateError(N_("The Word file is broken or password-protected and cannot be read. Open it in Word, save "
-                            "it again as .docx and upload that."))
+    return TemplateError(
+        N_(
+            "The Word file is broken or password-protected and cannot be read. Open it in Word, save "
+            "it again as .docx and upload that."
+        )
+    )
 
 
 def _template(data: bytes) -> DocxTemplate:
     try:
         return DocxTemplate(io.BytesIO(data))
     except Exception as exc:  # noqa: BLE001 - python-docx fails on broken parts in many ways
-        raise TemplateError(N_("The Word file is broken and cannot be read. Open it in Word, save it again as "
-                               ".docx and upload that. (%(error)s)", error=type(exc).__name__)) from None
+        raise TemplateError(
+            N_(
+                "The Word file is broken and cannot be read. Open it in Word, save it again as "
+                ".docx and upload that. (%(error)s)",
+                error=type(exc).__name__,
+            )
+        ) from None
 
 
 def variables(data: bytes) -> list[str]:
@@ -178,13 +209,18 @@ def variables(data: bytes) -> list[str]:
     try:
         found = sorted(_template(data).get_undeclared_template_variables(jinja_env=_JINJA))
     except TemplateSyntaxError as exc:
-        raise TemplateError(N_("A placeholder is written wrong: %(error)s. Check the {{ }} and {%% %%} in the "
-                               "document.", error=exc.message or "syntax error")) from None
+        raise TemplateError(
+            N_(
+                "A placeholder is written wrong: %(error)s. Check the {{ }} and {%% %%} in the document.",
+                error=exc.message or "syntax error",
+            )
+        ) from None
     except TemplateError as exc:
         raise type(exc)(exc.message) from None  # a line of the XML would mean nothing to the reader
     except Exception as exc:  # noqa: BLE001 - see _template
-        raise TemplateError(N_("The Word file cannot be read as a template (%(error)s).",
-                               error=type(exc).__name__)) from None
+        raise TemplateError(
+            N_("The Word file cannot be read as a template (%(error)s).", error=type(exc).__name__)
+        ) from None
     fill(data, sample_row(found))  # refuses a template too costly or broken for any row, as for HTML
     return found
 
@@ -196,16 +232,23 @@ def fill(data: bytes, row: dict) -> bytes:
     try:
         return _prepared(data).fill({**row, SIGNATURE_VARIABLE: _SIGNATURE_BOX})
     except TemplateSyntaxError as exc:
-        raise TemplateError(N_("A placeholder is written wrong: %(error)s. Check the {{ }} and {%% %%} in the "
-                               "document.", error=exc.message or "syntax error")) from None
+        raise TemplateError(
+            N_(
+                "A placeholder is written wrong: %(error)s. Check the {{ }} and {%% %%} in the document.",
+                error=exc.message or "syntax error",
+            )
+        ) from None
     except TemplateError as exc:
         raise type(exc)(exc.message) from None  # a line of the XML would mean nothing to the reader
     except etree.XMLSyntaxError:
         # docxtpl repairs the body's XML but loads headers and footers strictly: a {% if %} that starts in a
         # paragraph and ends in a table cell leaves the tags unbalanced.
-        raise TemplateError(N_("A header or footer is broken once filled in: a {% if %} or {% for %} there starts "
-                               "in one paragraph or table cell and ends in another. Keep each in one paragraph."
-                               )) from None
+        raise TemplateError(
+            N_(
+                "A header or footer is broken once filled in: a {% if %} or {% for %} there starts "
+                "in one paragraph or table cell and ends in another. Keep each in one paragraph."
+            )
+        ) from None
 
 
 #: docxtpl's list of the core properties it fills in (title, subject …); the others are not text.
@@ -245,8 +288,11 @@ class _Prepared:
         steps = _docxtpl_steps()
         body = steps.fix_tables(steps.render_xml_part(self.body, None, context, _JINJA))
         steps.fix_docpr_ids(body)
-        filled = {self.document_name: self.document_head +
-                  etree.tostring(body, encoding="UTF-8", xml_declaration=False) + self.document_tail}
+        filled = {
+            self.document_name: self.document_head
+            + etree.tostring(body, encoding="UTF-8", xml_declaration=False)
+            + self.document_tail
+        }
         for name, (xml, encoding) in self.headers_footers.items():
             part = steps.render_xml_part(xml, None, context, _JINJA).encode(encoding)
             filled[name] = serialize_part_xml(parse_xml(part))  # as python-docx stores a part it loaded
@@ -289,8 +335,9 @@ def _prepared(data: bytes) -> _Prepared:
     except TemplateError:
         raise
     except Exception as exc:  # noqa: BLE001 - see _template
-        raise TemplateError(N_("The Word file cannot be read as a template (%(error)s).",
-                               error=type(exc).__name__)) from None
+        raise TemplateError(
+            N_("The Word file cannot be read as a template (%(error)s).", error=type(exc).__name__)
+        ) from None
 
 
 def _prepare(template: DocxTemplate) -> _Prepared:
@@ -301,13 +348,19 @@ def _prepare(template: DocxTemplate) -> _Prepared:
     for uri in (template.HEADER_URI, template.FOOTER_URI):
         for _, part in template.get_headers_footers(uri):
             xml = template.get_part_xml(part)
-            headers_footers[part.partname.membername] = (template.patch_xml(xml),
-                                                         template.get_headers_footers_encoding(xml))
-    footnotes = {part.partname.membername: template.patch_xml(part.blob.decode("utf-8"))
-                 for part in package.iter_parts() if part.content_type == CT.WML_FOOTNOTES}
+            headers_footers[part.partname.membername] = (
+                template.patch_xml(xml),
+                template.get_headers_footers_encoding(xml),
+            )
+    footnotes = {
+        part.partname.membername: template.patch_xml(part.blob.decode("utf-8"))
+        for part in package.iter_parts()
+        if part.content_type == CT.WML_FOOTNOTES
+    }
     document.core_properties  # noqa: B018 - python-docx adds the part if the file has none, as render does
-    core_name = next(part.partname.membername for part in package.iter_parts()
-                     if part.content_type == CT.OPC_CORE_PROPERTIES)
+    core_name = next(
+        part.partname.membername for part in package.iter_parts() if part.content_type == CT.OPC_CORE_PROPERTIES
+    )
     saved = io.BytesIO()
     document.save(saved)
     added = {document.part.partname.membername, *headers_footers, *footnotes, core_name}
@@ -325,17 +378,26 @@ def _prepare(template: DocxTemplate) -> _Prepared:
     root = document.element
     root.replace(root.body, etree.Comment(_BODY_MARK))
     head, tail = serialize_part_xml(root).split(f"<!--{_BODY_MARK}-->".encode())
-    return _Prepared(unchanging=unchanging.getvalue(), document_name=document.part.partname.membername,
-                     document_head=head, document_tail=tail, body=body, headers_footers=headers_footers,
-                     footnotes=footnotes, core=core, hyperlinks=hyperlinks)
+    return _Prepared(
+        unchanging=unchanging.getvalue(),
+        document_name=document.part.partname.membername,
+        document_head=head,
+        document_tail=tail,
+        body=body,
+        headers_footers=headers_footers,
+        footnotes=footnotes,
+        core=core,
+        hyperlinks=hyperlinks,
+    )
 
 
 def page_count(pdf: bytes) -> int:
     try:
         return len(PdfReader(io.BytesIO(pdf)).pages)
     except (PdfReadError, ValueError) as exc:
-        raise TemplateError(N_("LibreOffice made an unreadable PDF of the document (%(error)s).",
-                               error=str(exc))) from None
+        raise TemplateError(
+            N_("LibreOffice made an unreadable PDF of the document (%(error)s).", error=str(exc))
+        ) from None
 
 
 def prepare(version: TemplateVersion, source: bytes, row: dict, *, timeout: float) -> Callable[[], bytes]:
@@ -349,6 +411,11 @@ def _convert(filled: bytes, *, timeout: float) -> bytes:
     pdf = libreoffice.converter().convert(filled, timeout=timeout)
     pages = page_count(pdf)
     if pages > MAX_PAGES:
-        raise TemplateError(N_("The document has %(pages)d pages for this recipient; the limit is %(limit)d.",
-                               pages=pages, limit=MAX_PAGES))
+        raise TemplateError(
+            N_(
+                "The document has %(pages)d pages for this recipient; the limit is %(limit)d.",
+                pages=pages,
+                limit=MAX_PAGES,
+            )
+        )
     return pdf

@@ -2,6 +2,7 @@
 kinds refused at save whatever the row's values (``TemplateBroken``, ``TemplateTooCostly``), and Jinja's syntax
 errors turned into them (``syntax_error``). A leaf: every template module raises these.
 """
+
 from __future__ import annotations
 
 from jinja2 import TemplateSyntaxError

@@ -2,6 +2,7 @@
 (URL attributes, CSS ``url()``/``@import``, ``<base>``, meta refresh) or run a script, no variable where recipient
 data would choose what is loaded or written as markup (``unsafe_jinja``: ``|safe``, ``{% autoescape %}``).
 """
+
 from __future__ import annotations
 
 import re
@@ -13,15 +14,32 @@ from bulksign.core.messages import N_
 from bulksign.doc_templates.errors import TemplateError, syntax_error
 from bulksign.doc_templates.jinja_sandbox import sandbox
 
-
 #: Attributes through which a tag makes the renderer fetch something (``href`` except on links).
-_URL_ATTRIBUTES = frozenset({"src", "srcset", "poster", "data", "background", "href", "xlink:href",
-                             "lowsrc", "dynsrc", "codebase", "archive", "manifest", "action", "formaction"})
+_URL_ATTRIBUTES = frozenset(
+    {
+        "src",
+        "srcset",
+        "poster",
+        "data",
+        "background",
+        "href",
+        "xlink:href",
+        "lowsrc",
+        "dynsrc",
+        "codebase",
+        "archive",
+        "manifest",
+        "action",
+        "formaction",
+    }
+)
 #: Tags whose ``href`` is a link for the reader, not a fetch by the renderer.
 _LINK_TAGS = frozenset({"a", "area"})
 #: Tags the renderer could load something through even without a URL attribute we know of.
-_REFUSED_TAGS = {"script": N_("JavaScript is not allowed in a document template (the renderer has it switched off)."),
-                 "base": N_("<base> changes where every link and image is loaded from; it is not allowed.")}
+_REFUSED_TAGS = {
+    "script": N_("JavaScript is not allowed in a document template (the renderer has it switched off)."),
+    "base": N_("<base> changes where every link and image is loaded from; it is not allowed."),
+}
 _JINJA = re.compile(r"{{|{%")
 _CSS_URL = re.compile(r"url\(\s*(['\"]?)(.*?)\1\s*\)|@import\s+(['\"])(.*?)\3", re.I | re.S)
 _CSS_ESCAPE = re.compile(r"\\(?:([0-9a-fA-F]{1,6})\s?|(.))", re.S)
@@ -38,12 +56,16 @@ def _resource_problem(url: str) -> N_ | None:
     cleaned = _URL_NOISE.sub("", url).lower()  # browsers drop tabs and newlines inside URLs
     if cleaned == "" or cleaned.startswith(("data:", "#")):
         return None
-    return N_("loads %(url)r: a document may not fetch external or local files (http, https, file, ftp, // or "
-              "relative paths). Embed images as data: URLs and styles inline.", url=url.strip()[:80])
+    return N_(
+        "loads %(url)r: a document may not fetch external or local files (http, https, file, ftp, // or "
+        "relative paths). Embed images as data: URLs and styles inline.",
+        url=url.strip()[:80],
+    )
 
 
 def _css_unescape(css: str) -> str:
     """CSS escapes decoded, so that ``\\75 rl(`` is seen as ``url(``."""
+
     def one(match: re.Match) -> str:
         if match.group(1):
             code = int(match.group(1), 16)
@@ -91,28 +113,49 @@ class _SafetyScanner(HTMLParser):
         if "{" in tag or "}" in tag:
             self._refuse(N_("A tag name may not be written by a {{ variable }}."), line)
         if _UNQUOTED_JINJA.search(self.get_starttag_text() or ""):
-            self._refuse(N_("<%(tag)s> has a {{ variable }} in an unquoted attribute value: a value with spaces "
-                            "would add attributes. Put the value in double quotes.", tag=tag), line)
+            self._refuse(
+                N_(
+                    "<%(tag)s> has a {{ variable }} in an unquoted attribute value: a value with spaces "
+                    "would add attributes. Put the value in double quotes.",
+                    tag=tag,
+                ),
+                line,
+            )
         for name, value in attrs:
             value = value or ""
             if "{" in name or "}" in name or "%" in name:
-                self._refuse(N_("<%(tag)s> has a {{ variable }} or {%% tag %%} between its attributes; variables "
-                                "are allowed only inside quoted attribute values.", tag=tag), line)
+                self._refuse(
+                    N_(
+                        "<%(tag)s> has a {{ variable }} or {%% tag %%} between its attributes; variables "
+                        "are allowed only inside quoted attribute values.",
+                        tag=tag,
+                    ),
+                    line,
+                )
                 continue
             if name == "style":
                 self._check_css(value, N_("the style of <%(tag)s>", tag=tag), line)
             elif name == "srcdoc":
                 self._refuse(N_("<%(tag)s srcdoc> embeds a second document; it is not allowed.", tag=tag), line)
             elif tag == "meta" and name == "http-equiv" and value.strip().lower() == "refresh":
-                self._refuse(N_("<meta http-equiv=refresh> makes the renderer load another page; it is not allowed."),
-                             line)
+                self._refuse(
+                    N_("<meta http-equiv=refresh> makes the renderer load another page; it is not allowed."), line
+                )
             elif name in _URL_ATTRIBUTES and not (name == "href" and tag in _LINK_TAGS):
                 if _JINJA.search(value):
-                    self._refuse(N_("<%(tag)s %(name)s> uses a {{ variable }}: recipient data may not choose what "
-                                    "the renderer loads. Put the variable in the text instead.", tag=tag, name=name),
-                                 line)
+                    self._refuse(
+                        N_(
+                            "<%(tag)s %(name)s> uses a {{ variable }}: recipient data may not choose what "
+                            "the renderer loads. Put the variable in the text instead.",
+                            tag=tag,
+                            name=name,
+                        ),
+                        line,
+                    )
                     continue
-                urls = [part.strip().split(" ")[0] for part in re.split(r",\s+", value)] if name == "srcset" else [value]
+                urls = (
+                    [part.strip().split(" ")[0] for part in re.split(r",\s+", value)] if name == "srcset" else [value]
+                )
                 for url in urls:
                     problem = _resource_problem(url)
                     if problem:
@@ -120,9 +163,10 @@ class _SafetyScanner(HTMLParser):
 
     def _check_css(self, css: str, where: N_, line: int) -> None:
         if _JINJA.search(css):
-            offset = css[:_JINJA.search(css).start()].count("\n")
-            self._refuse(N_("%(where)s uses a {{ variable }}: recipient data may not write styles.", where=where),
-                         line + offset)
+            offset = css[: _JINJA.search(css).start()].count("\n")
+            self._refuse(
+                N_("%(where)s uses a {{ variable }}: recipient data may not write styles.", where=where), line + offset
+            )
             return
         plain = _css_unescape(css)
         found = [(m.start(), m.group(2) if m.group(2) is not None else m.group(4)) for m in _CSS_URL.finditer(plain)]
@@ -130,8 +174,9 @@ class _SafetyScanner(HTMLParser):
         for start, url in sorted(found):
             problem = _resource_problem(url)
             if problem:
-                self._refuse(N_("%(where)s %(problem)s", where=where, problem=problem),
-                             line + plain[:start].count("\n"))
+                self._refuse(
+                    N_("%(where)s %(problem)s", where=where, problem=problem), line + plain[:start].count("\n")
+                )
 
 
 def unsafe_jinja(ast: nodes.Template) -> TemplateError | None:
@@ -159,8 +204,9 @@ def check_html_safety(source: str) -> None:
         raise problem
     tag = _JINJA_TAG.search(source)
     if tag:
-        raise TemplateError(N_("A tag name may not be written by a {{ variable }} or {% tag %}."),
-                            source[:tag.start()].count("\n") + 1)
+        raise TemplateError(
+            N_("A tag name may not be written by a {{ variable }} or {% tag %}."), source[: tag.start()].count("\n") + 1
+        )
     scanner = _SafetyScanner()
     scanner.feed(source)
     scanner.close()

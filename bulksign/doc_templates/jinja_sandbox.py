@@ -2,6 +2,7 @@
 make (``'a' * 10**10``, ``center(10**9)``, ``'%999999999s'|format`` ...), a time and size limit on one fill-in, and
 ``render_html`` / ``render_text`` that turn whatever a template does wrong into a ``TemplateError``.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -66,7 +67,11 @@ def _refuse_long(length: int) -> None:
         raise _TooBig(N_("a text longer than %(n)s characters", n=f"{MAX_OUTPUT_CHARS:,}"))
 
 
-def _width(value, too_big: N_ = N_("a width over %(n)s", n=MAX_WIDTH)) -> None:
+#: What ``_width`` says unless its caller names the limit otherwise (made once: ``N_`` is a value).
+_TOO_WIDE = N_("a width over %(n)s", n=MAX_WIDTH)
+
+
+def _width(value, too_big: N_ = _TOO_WIDE) -> None:
     size = len(value) if isinstance(value, str) else value
     if isinstance(size, int) and size > MAX_WIDTH:
         raise _TooBig(too_big)
@@ -129,12 +134,25 @@ def _bounded_filters(filters: dict) -> dict:
             _refuse_long(len(start) + sum(len(i) for i in items if isinstance(i, (str, list, tuple))))
         return sum_(environment, items, attribute, start)
 
-    for bounded, original in ((bounded_replace, replace), (bounded_join, join), (bounded_wordwrap, wordwrap),
-                              (bounded_sum, sum_)):
+    for bounded, original in (
+        (bounded_replace, replace),
+        (bounded_join, join),
+        (bounded_wordwrap, wordwrap),
+        (bounded_sum, sum_),
+    ):
         bounded.jinja_pass_arg = original.jinja_pass_arg  # eval context / environment, as Jinja passes them
-    return {**filters, "center": bounded_center, "indent": bounded_indent, "format": bounded_format,
-            "replace": bounded_replace, "join": bounded_join, "batch": bounded_batch, "slice": bounded_slice,
-            "wordwrap": bounded_wordwrap, "sum": bounded_sum}
+    return {
+        **filters,
+        "center": bounded_center,
+        "indent": bounded_indent,
+        "format": bounded_format,
+        "replace": bounded_replace,
+        "join": bounded_join,
+        "batch": bounded_batch,
+        "slice": bounded_slice,
+        "wordwrap": bounded_wordwrap,
+        "sum": bounded_sum,
+    }
 
 
 def _check_str_method(method, args: tuple, kwargs: dict) -> tuple:
@@ -195,16 +213,24 @@ class _BoundedSandbox(ImmutableSandboxedEnvironment):
     def call_binop(self, context, operator, left, right):
         if operator == "*":
             for items, times in ((left, right), (right, left)):
-                if isinstance(items, (str, list, tuple)) and isinstance(times, int) \
-                        and len(items) * times > MAX_PRODUCT_LENGTH:
+                if (
+                    isinstance(items, (str, list, tuple))
+                    and isinstance(times, int)
+                    and len(items) * times > MAX_PRODUCT_LENGTH
+                ):
                     raise _TooBig(N_("a repeat longer than %(n)s characters", n=MAX_PRODUCT_LENGTH))
         elif operator == "%":
             _refuse_wide_printf(left)
         elif operator == "+" and isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)):
             _refuse_long(len(left) + len(right))
-        if isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and operator in ("*", "**") and (
-                left.bit_length() * right if operator == "**" else left.bit_length() + right.bit_length()
-        ) > MAX_NUMBER_BITS:
+        if (
+            isinstance(left, int)
+            and isinstance(right, int)
+            and abs(left) > 1
+            and operator in ("*", "**")
+            and (left.bit_length() * right if operator == "**" else left.bit_length() + right.bit_length())
+            > MAX_NUMBER_BITS
+        ):
             raise _TooBig(N_("a number too large to print"))
         return super().call_binop(context, operator, left, right)
 
@@ -260,18 +286,28 @@ def _render(env_name: str, source: str, context: dict) -> str:
             for part in template.generate(context):
                 size += len(part)
                 if size > MAX_OUTPUT_CHARS:
-                    raise TemplateTooCostly(N_("The template makes more than %(n)s characters of text for one "
-                                               "recipient (a loop inside a loop?).", n=f"{MAX_OUTPUT_CHARS:,}"))
+                    raise TemplateTooCostly(
+                        N_(
+                            "The template makes more than %(n)s characters of text for one "
+                            "recipient (a loop inside a loop?).",
+                            n=f"{MAX_OUTPUT_CHARS:,}",
+                        )
+                    )
                 parts.append(part)
         return "".join(parts)
     except _OutOfTime:
-        raise TemplateTooCostly(N_("The template took longer than %(n)s s to fill in for one recipient (a loop "
-                                   "inside a loop?).", n=f"{MAX_RENDER_SECONDS:g}")) from None
+        raise TemplateTooCostly(
+            N_(
+                "The template took longer than %(n)s s to fill in for one recipient (a loop inside a loop?).",
+                n=f"{MAX_RENDER_SECONDS:g}",
+            )
+        ) from None
     except TemplateSyntaxError as exc:
         raise syntax_error(exc, source) from None
     except _TooBig as exc:
-        raise TemplateTooCostly(N_("The template tried something that is not allowed: %(what)s", what=exc.args[0])) \
-            from None
+        raise TemplateTooCostly(
+            N_("The template tried something that is not allowed: %(what)s", what=exc.args[0])
+        ) from None
     except SecurityError as exc:
         raise TemplateError(N_("The template tried something that is not allowed: %(what)s", what=str(exc))) from None
     # An expression that fails on the row's values ({{ name.first }}, {{ 1/0 }}, {{ 'a' + 1 }}) is the
@@ -287,8 +323,9 @@ def _render(env_name: str, source: str, context: dict) -> str:
     # Anything else a filter or a method raises (``'text'|xmlattr``: AttributeError) is still the template's
     # fault: it failed one recipient's whole render chunk, and the template's save with a 500.
     except Exception as exc:  # noqa: BLE001 - see above
-        raise TemplateBroken(N_("The template could not be filled in: %(error)s",
-                                error=f"{type(exc).__name__}: {exc}")) from None
+        raise TemplateBroken(
+            N_("The template could not be filled in: %(error)s", error=f"{type(exc).__name__}: {exc}")
+        ) from None
 
 
 def render_html(source: str, context: dict) -> str:

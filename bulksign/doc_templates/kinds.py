@@ -22,6 +22,7 @@ A ``Kind``'s contract:
 
 No Flask request is used; ``prepare`` may use the app's storage only through ``source``.
 """
+
 from __future__ import annotations
 
 import functools
@@ -31,14 +32,14 @@ from dataclasses import dataclass
 
 from flask_babel import lazy_gettext as _l
 
+from bulksign.core.messages import N_
 from bulksign.doc_templates import docx_templates, pdf_cleaning, pdf_fill, pdf_forms
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.jinja_sandbox import render_html
-from bulksign.core.messages import N_
-from bulksign.models import TemplateVersion
 from bulksign.documents.pdf import render_pdf
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE, SignatureBox, find_signature_box
 from bulksign.documents.storage import get_storage
+from bulksign.models import TemplateVersion
 
 #: Largest file any kind may upload; each kind may refuse smaller ones (``docx_templates.MAX_DOCX_BYTES``).
 MAX_SOURCE_BYTES = 20 * 1024 * 1024
@@ -63,19 +64,35 @@ class Kind:
 
 #: The file kinds, in the order the form offers them (after HTML).
 KINDS: dict[str, Kind] = {
-    "docx": Kind(name="docx", label=_l("Word (.docx)"), extensions=(".docx",),
-                 content_type="application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-                 variables=docx_templates.variables, prepare=docx_templates.prepare),
-    "pdf": Kind(name="pdf", label=_l("PDF"), extensions=(".pdf",), content_type="application/pdf",
-                variables=pdf_fill.variables, prepare=pdf_fill.prepare, clean=pdf_forms.clean),
+    "docx": Kind(
+        name="docx",
+        label=_l("Word (.docx)"),
+        extensions=(".docx",),
+        content_type="application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        variables=docx_templates.variables,
+        prepare=docx_templates.prepare,
+    ),
+    "pdf": Kind(
+        name="pdf",
+        label=_l("PDF"),
+        extensions=(".pdf",),
+        content_type="application/pdf",
+        variables=pdf_fill.variables,
+        prepare=pdf_fill.prepare,
+        clean=pdf_forms.clean,
+    ),
 }
 
 #: Extensions refused with their own reason rather than "not a template file".
 _REFUSED_EXTENSIONS = {
-    ".docm": N_("The file is a macro-enabled Word document (.docm); macros are not allowed. "
-                "Save it as a Word Document (.docx) and upload that."),
-    ".dotm": N_("The file is a macro-enabled Word template (.dotm); macros are not allowed. "
-                "Save it as a Word Document (.docx) and upload that."),
+    ".docm": N_(
+        "The file is a macro-enabled Word document (.docm); macros are not allowed. "
+        "Save it as a Word Document (.docx) and upload that."
+    ),
+    ".dotm": N_(
+        "The file is a macro-enabled Word template (.dotm); macros are not allowed. "
+        "Save it as a Word Document (.docx) and upload that."
+    ),
     ".doc": N_("The file is an old Word document (.doc). Save it as a Word Document (.docx) and upload that."),
 }
 
@@ -120,8 +137,13 @@ class CheckedFile:
 def check_file(*, kind: str, data: bytes) -> CheckedFile:
     """An uploaded file of ``kind`` cleaned, with its variables; TemplateError saying why it is refused."""
     if len(data) > MAX_SOURCE_BYTES:
-        raise TemplateError(N_("The file has %(size).1f MB; the limit is %(limit)d MB.",
-                               size=len(data) / 1024 / 1024, limit=MAX_SOURCE_BYTES // 1024 // 1024))
+        raise TemplateError(
+            N_(
+                "The file has %(size).1f MB; the limit is %(limit)d MB.",
+                size=len(data) / 1024 / 1024,
+                limit=MAX_SOURCE_BYTES // 1024 // 1024,
+            )
+        )
     if not data:
         raise TemplateError(N_("The uploaded file is empty."))
     file = file_kind(kind)

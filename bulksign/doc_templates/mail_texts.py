@@ -1,6 +1,7 @@
 """The mail texts each template version carries (invitation and reminder, subject and body): the defaults, kept as
 message ids, and ``mail_text``, which gives a batch's recipients a default text in their language.
 """
+
 from __future__ import annotations
 
 from bulksign.core.messages import N_
@@ -9,20 +10,21 @@ from bulksign.core.messages import N_
 # (``mail_text``). Outside a request N_ renders the English id, which is what a new version stores.
 DEFAULT_EMAIL_SUBJECT = N_("Please sign: {{ document_name }}").msgid
 DEFAULT_EMAIL_BODY = N_(
-    "Hello {{ name }},\n\n{{ sender }} asks you to sign \"{{ document_name }}\".\n"
+    'Hello {{ name }},\n\n{{ sender }} asks you to sign "{{ document_name }}".\n'
     "Open the document and sign it here:\n{{ signing_link }}\n\n"
     "The link is personal: please do not forward it. It is valid until {{ deadline }}.\n"
 ).msgid
-DEFAULT_REMINDER_SUBJECT = N_("Reminder: \"{{ document_name }}\" is waiting for your signature").msgid
+DEFAULT_REMINDER_SUBJECT = N_('Reminder: "{{ document_name }}" is waiting for your signature').msgid
 DEFAULT_REMINDER_BODY = N_(
-    "Hello {{ name }},\n\nA friendly reminder: \"{{ document_name }}\" from {{ sender }} is still "
+    'Hello {{ name }},\n\nA friendly reminder: "{{ document_name }}" from {{ sender }} is still '
     "waiting for your signature.\nIt takes a minute:\n{{ signing_link }}\n\n"
     "The link stays valid until {{ deadline }}.\n"
 ).msgid
 #: The mail texts each version carries (a new version made from an old one keeps them).
 MAIL_FIELDS = ("email_subject", "email_body", "reminder_subject", "reminder_body")
-_DEFAULT_MAIL_TEXTS = frozenset({DEFAULT_EMAIL_SUBJECT, DEFAULT_EMAIL_BODY, DEFAULT_REMINDER_SUBJECT,
-                                 DEFAULT_REMINDER_BODY})
+_DEFAULT_MAIL_TEXTS = frozenset(
+    {DEFAULT_EMAIL_SUBJECT, DEFAULT_EMAIL_BODY, DEFAULT_REMINDER_SUBJECT, DEFAULT_REMINDER_BODY}
+)
 
 
 def mail_text(source: str, *, language: str) -> str:

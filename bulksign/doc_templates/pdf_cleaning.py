@@ -11,12 +11,13 @@ the AcroForm fields a template fills.
 annotations point back at it), and refuses a file nested deeper than ``MAX_NESTING``: pypdf and pyHanko read and
 write nesting recursively, so such a file would exhaust the stack here or in a later render.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bulksign.doc_templates.errors import TemplateError
 from bulksign.core.messages import N_
+from bulksign.doc_templates.errors import TemplateError
 
 #: Deepest nesting of arrays and dictionaries inside one object a template may have. Real files stay under 20;
 #: deeper ones are made to exhaust Python's stack (pypdf gives up at a few hundred levels by a RecursionError).
@@ -33,29 +34,78 @@ EMBEDDED_FILES = N_("embedded files")
 FILE_ATTACHMENTS = N_("file attachments")
 MEDIA = N_("media and 3D content")
 XFA = N_("XFA form data")
-REMOVED = (JAVASCRIPT, LAUNCH, NOT_HTTPS, OTHER_FILES, FORM_SUBMISSION, OTHER_ACTIONS, EMBEDDED_FILES,
-           FILE_ATTACHMENTS, MEDIA, XFA)
+REMOVED = (
+    JAVASCRIPT,
+    LAUNCH,
+    NOT_HTTPS,
+    OTHER_FILES,
+    FORM_SUBMISSION,
+    OTHER_ACTIONS,
+    EMBEDDED_FILES,
+    FILE_ATTACHMENTS,
+    MEDIA,
+    XFA,
+)
 
 #: Every action type of PDF 2.0 (ISO 32000-2, 12.6.4.1): a dictionary whose ``/S`` is one of these is an action.
-_ACTION_TYPES = frozenset({
-    "/GoTo", "/GoToR", "/GoToE", "/GoToDp", "/Launch", "/Thread", "/URI", "/Sound", "/Movie", "/Hide", "/Named",
-    "/SubmitForm", "/ResetForm", "/ImportData", "/SetOCGState", "/Rendition", "/Trans", "/GoTo3DView",
-    "/JavaScript", "/RichMediaExecute"})
+_ACTION_TYPES = frozenset(
+    {
+        "/GoTo",
+        "/GoToR",
+        "/GoToE",
+        "/GoToDp",
+        "/Launch",
+        "/Thread",
+        "/URI",
+        "/Sound",
+        "/Movie",
+        "/Hide",
+        "/Named",
+        "/SubmitForm",
+        "/ResetForm",
+        "/ImportData",
+        "/SetOCGState",
+        "/Rendition",
+        "/Trans",
+        "/GoTo3DView",
+        "/JavaScript",
+        "/RichMediaExecute",
+    }
+)
 #: How a removed action is named to staff, by its type; any other is one of OTHER_ACTIONS.
 _ACTION_LABELS = {
-    "/JavaScript": JAVASCRIPT, "/Launch": LAUNCH, "/URI": NOT_HTTPS, "/GoToR": OTHER_FILES,
-    "/GoToE": OTHER_FILES, "/GoToDp": OTHER_FILES, "/SubmitForm": FORM_SUBMISSION, "/ImportData": FORM_SUBMISSION,
-    "/Sound": MEDIA, "/Movie": MEDIA, "/Rendition": MEDIA, "/RichMediaExecute": MEDIA, "/GoTo3DView": MEDIA}
+    "/JavaScript": JAVASCRIPT,
+    "/Launch": LAUNCH,
+    "/URI": NOT_HTTPS,
+    "/GoToR": OTHER_FILES,
+    "/GoToE": OTHER_FILES,
+    "/GoToDp": OTHER_FILES,
+    "/SubmitForm": FORM_SUBMISSION,
+    "/ImportData": FORM_SUBMISSION,
+    "/Sound": MEDIA,
+    "/Movie": MEDIA,
+    "/Rendition": MEDIA,
+    "/RichMediaExecute": MEDIA,
+    "/GoTo3DView": MEDIA,
+}
 #: Annotations that are nothing but a file or media to open: taken off their pages.
-_DROPPED_ANNOTATIONS = {"/FileAttachment": FILE_ATTACHMENTS, "/RichMedia": MEDIA, "/3D": MEDIA, "/Movie": MEDIA,
-                        "/Sound": MEDIA, "/Screen": MEDIA}
+_DROPPED_ANNOTATIONS = {
+    "/FileAttachment": FILE_ATTACHMENTS,
+    "/RichMedia": MEDIA,
+    "/3D": MEDIA,
+    "/Movie": MEDIA,
+    "/Sound": MEDIA,
+    "/Screen": MEDIA,
+}
 #: What a dropped annotation keeps where something else still points at it (a popup's /Parent): an inert shell.
 _SHELL_KEYS = frozenset({"/Type", "/Subtype", "/Rect"})
 #: Keys whose value is a file's content or a list of files (file specifications' /EF and /RF, associated files).
 _FILE_KEYS = ("/EF", "/RF", "/AF")
 
-_XFA_REFUSED = N_("The PDF is an XFA form (made with Adobe LiveCycle or AEM Forms), which is not supported. Save it "
-                  "as a standard (AcroForm) PDF form, or print it to a plain PDF and place the fields here.")
+_XFA_REFUSED = N_(
+    "The PDF is an XFA form (made with Adobe LiveCycle or AEM Forms), which is not supported. Save it "
+    "as a standard (AcroForm) PDF form, or print it to a plain PDF and place the fields here."
+)
 
 
 @dataclass(frozen=True)
@@ -96,8 +146,13 @@ def strip_active_content(reader) -> tuple[N_, ...]:
 
 
 def nested_too_deeply() -> TemplateError:
-    return TemplateError(N_("The PDF is nested more than %(limit)d levels deep, which no real document is. Open it "
-                            "in a PDF viewer and print it as a new PDF.", limit=MAX_NESTING))
+    return TemplateError(
+        N_(
+            "The PDF is nested more than %(limit)d levels deep, which no real document is. Open it "
+            "in a PDF viewer and print it as a new PDF.",
+            limit=MAX_NESTING,
+        )
+    )
 
 
 def _clean_catalog(root, found: set[N_]) -> None:
@@ -184,8 +239,11 @@ def _is_action(obj) -> bool:
     from pypdf.generic import DictionaryObject
 
     # Transition dictionaries (/Type /Trans) and structure elements (/Type /StructElem) have an /S of their own.
-    return isinstance(obj, DictionaryObject) and _name(obj, "/S") in _ACTION_TYPES \
+    return (
+        isinstance(obj, DictionaryObject)
+        and _name(obj, "/S") in _ACTION_TYPES
         and _name(obj, "/Type", "/Action") == "/Action"
+    )
 
 
 def _harmless(action) -> bool:

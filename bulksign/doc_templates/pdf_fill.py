@@ -8,6 +8,7 @@ text appearance laid out by pypdf (alignment, wrapping, comb fields) and painted
 incremental update written by pyHanko, which reads only the objects it touches. Nothing is left to edit,
 no browser or office suite runs, and a 2-page contract takes ~3 ms instead of wkhtmltopdf's ~80 ms.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,8 +39,15 @@ MAX_VALUE_CHARS = 2000
 FONT_PATH = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 #: What the embedded font keeps of DejaVu Sans: Latin (with Extended-A/B), Greek, Cyrillic, punctuation,
 #: currency, № — ~80 KB instead of 750 KB in every document.
-FONT_RANGES = ((0x20, 0x7E), (0xA0, 0x24F), (0x370, 0x3FF), (0x400, 0x52F), (0x2010, 0x205E), (0x20A0, 0x20BF),
-               (0x2116, 0x2122))
+FONT_RANGES = (
+    (0x20, 0x7E),
+    (0xA0, 0x24F),
+    (0x370, 0x3FF),
+    (0x400, 0x52F),
+    (0x2010, 0x205E),
+    (0x20A0, 0x20BF),
+    (0x2116, 0x2122),
+)
 _FONT_NAME = "/BsFont"
 
 
@@ -99,7 +107,7 @@ def _prepare(data: bytes, placed: tuple[FieldBox, ...]) -> _Prepared:
     # Saved templates have none left (``clean``); versions saved before that was done still carry it.
     pdf_cleaning.strip_active_content(reader)
     writer = PdfWriter(clone_from=reader)
-    for index, page in enumerate(writer.pages):
+    for page in writer.pages:
         if "/Annots" in page:
             for widget in list(widgets(page)):
                 if not is_variable(widget):
@@ -161,8 +169,14 @@ def _text(box: FieldBox, row: Mapping) -> str:
     value = row.get(box.name)
     text = "" if value is None else str(value)
     if len(text) > MAX_VALUE_CHARS:
-        raise TemplateError(N_("The value for \"%(name)s\" has %(length)d characters; a PDF field takes at most "
-                               "%(limit)d.", name=box.name, length=len(text), limit=MAX_VALUE_CHARS))
+        raise TemplateError(
+            N_(
+                'The value for "%(name)s" has %(length)d characters; a PDF field takes at most %(limit)d.',
+                name=box.name,
+                length=len(text),
+                limit=MAX_VALUE_CHARS,
+            )
+        )
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     return text if box.multiline else " ".join(text.split("\n"))
 
@@ -171,8 +185,13 @@ def _check_glyphs(name: str, text: str) -> None:
     reverse, _ = _font()._get_typographic_maps()
     missing = list(dict.fromkeys(c for c in text if c not in reverse and c != "\n"))
     if missing:
-        raise TemplateError(N_("The value for \"%(name)s\" has characters the PDF's font cannot show: %(chars)s.",
-                               name=name, chars=" ".join(missing[:10])))
+        raise TemplateError(
+            N_(
+                'The value for "%(name)s" has characters the PDF\'s font cannot show: %(chars)s.',
+                name=name,
+                chars=" ".join(missing[:10]),
+            )
+        )
 
 
 def _width(text: str, size: float) -> float:
@@ -228,11 +247,17 @@ def _appearance(box: FieldBox, text: str) -> tuple[bytes, list[float], list[floa
     lines, size = _layout(box, text)
     stream = TextStreamAppearance(
         BaseStreamConfig(rectangle=RectangleObject((0, 0, w, h)), border_width=0, rotation=box.rotation),
-        lines, font=_font(), font_name=_FONT_NAME, font_size=size,
+        lines,
+        font=_font(),
+        font_name=_FONT_NAME,
+        font_size=size,
         # Only the name is used: the font itself is the one embedded in the base document.
         font_resource=DictionaryObject({NameObject("/Type"): NameObject("/Font")}),
-        is_multiline=box.multiline, alignment=TextAlignment(box.align if box.align in (0, 1, 2) else 0),
-        is_comb=box.comb is not None, max_length=box.comb)
+        is_multiline=box.multiline,
+        alignment=TextAlignment(box.align if box.align in (0, 1, 2) else 0),
+        is_comb=box.comb is not None,
+        max_length=box.comb,
+    )
     matrix = [float(v) for v in stream["/Matrix"]] if "/Matrix" in stream else None
     return stream.get_data(), [float(v) for v in stream["/BBox"]], matrix
 
@@ -243,8 +268,14 @@ def _painted(box: FieldBox, content: bytes, bbox: list[float], matrix: list[floa
     XObject: a third fewer objects to write per document (the pipeline's target is 20× wkhtmltopdf)."""
     a, b, c, d, e, f = matrix or (1, 0, 0, 1, 0, 0)
     x0, y0, x1, y1 = bbox
-    return (b"q 1 0 0 1 %.3f %.3f cm %.4f %.4f %.4f %.4f %.3f %.3f cm %.3f %.3f %.3f %.3f re W n\n"
-            % (box.x, box.y, a, b, c, d, e, f, x0, y0, x1 - x0, y1 - y0)) + content + b"\nQ\n"
+    return (
+        (
+            b"q 1 0 0 1 %.3f %.3f cm %.4f %.4f %.4f %.4f %.3f %.3f cm %.3f %.3f %.3f %.3f re W n\n"
+            % (box.x, box.y, a, b, c, d, e, f, x0, y0, x1 - x0, y1 - y0)
+        )
+        + content
+        + b"\nQ\n"
+    )
 
 
 def fill(data: bytes, row: Mapping, *, placed: tuple[FieldBox, ...] = ()) -> bytes:

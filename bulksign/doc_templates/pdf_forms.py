@@ -8,6 +8,7 @@ one kept, so every preview, render and sealed copy starts from it.
 Coordinates are the PDF's own: points in the page's user space, y upwards (as ``/Rect``, as
 ``signature_box.SignatureBox``); ``page`` counts from 0.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -61,16 +62,30 @@ class FieldBox:
 
     def to_json(self) -> dict:
         """As stored in ``TemplateVersion.pdf_boxes`` (staff-placed boxes)."""
-        return {"name": self.name, "page": self.page, "x": round(self.x, 2), "y": round(self.y, 2),
-                "w": round(self.w, 2), "h": round(self.h, 2), "font_size": self.font_size,
-                "multiline": self.multiline}
+        return {
+            "name": self.name,
+            "page": self.page,
+            "x": round(self.x, 2),
+            "y": round(self.y, 2),
+            "w": round(self.w, 2),
+            "h": round(self.h, 2),
+            "font_size": self.font_size,
+            "multiline": self.multiline,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping) -> FieldBox:
         """A box stored by ``to_json``."""
-        return cls(name=data["name"], page=int(data["page"]), x=float(data["x"]), y=float(data["y"]),
-                   w=float(data["w"]), h=float(data["h"]), font_size=float(data.get("font_size") or 0),
-                   multiline=bool(data.get("multiline")))
+        return cls(
+            name=data["name"],
+            page=int(data["page"]),
+            x=float(data["x"]),
+            y=float(data["y"]),
+            w=float(data["w"]),
+            h=float(data["h"]),
+            font_size=float(data.get("font_size") or 0),
+            multiline=bool(data.get("multiline")),
+        )
 
 
 @dataclass(frozen=True)
@@ -107,8 +122,9 @@ def read_form(data: bytes) -> PdfForm:
         pages = tuple(_page(p) for p in reader.pages)
         fields = tuple(box for index, page in enumerate(reader.pages) for box in _page_fields(page, index))
     if len(fields) > MAX_FIELDS:
-        raise _refused(N_("The PDF has %(fields)d form fields; the limit is %(limit)d.", fields=len(fields),
-                          limit=MAX_FIELDS))
+        raise _refused(
+            N_("The PDF has %(fields)d form fields; the limit is %(limit)d.", fields=len(fields), limit=MAX_FIELDS)
+        )
     return PdfForm(pages=pages, fields=fields)
 
 
@@ -148,10 +164,19 @@ def _reading(*, writing: bool = False):
         if isinstance(exc.__cause__, RecursionError):  # pypdf's own error for a dictionary nested too deeply
             raise pdf_cleaning.nested_too_deeply() from None
         if writing:
-            raise _refused(N_("The PDF could not be written again without its active content (%(problem)s). Open "
-                              "it in a PDF viewer and print it as a new PDF.", problem=type(exc).__name__)) from None
-        raise _refused(N_("The PDF could not be read (%(problem)s). Open it in a PDF viewer and save or print it "
-                          "as a new PDF.", problem=type(exc).__name__)) from None
+            raise _refused(
+                N_(
+                    "The PDF could not be written again without its active content (%(problem)s). Open "
+                    "it in a PDF viewer and print it as a new PDF.",
+                    problem=type(exc).__name__,
+                )
+            ) from None
+        raise _refused(
+            N_(
+                "The PDF could not be read (%(problem)s). Open it in a PDF viewer and save or print it as a new PDF.",
+                problem=type(exc).__name__,
+            )
+        ) from None
 
 
 def _opened(data: bytes):
@@ -159,14 +184,23 @@ def _opened(data: bytes):
     from pypdf import PdfReader
 
     if len(data) > MAX_PDF_BYTES:
-        raise _refused(N_("The PDF has %(size).1f MB; the limit is %(limit)d MB.",
-                          size=len(data) / 1024 / 1024, limit=MAX_PDF_BYTES // 1024 // 1024))
+        raise _refused(
+            N_(
+                "The PDF has %(size).1f MB; the limit is %(limit)d MB.",
+                size=len(data) / 1024 / 1024,
+                limit=MAX_PDF_BYTES // 1024 // 1024,
+            )
+        )
     if b"%PDF-" not in data[:1024]:
         raise _refused(N_("The file is not a PDF."))
     reader = PdfReader(BytesIO(data), strict=False)
     if reader.is_encrypted:
-        raise _refused(N_("The PDF is encrypted or password-protected. Save or print it as a PDF without "
-                          "protection and upload that."))
+        raise _refused(
+            N_(
+                "The PDF is encrypted or password-protected. Save or print it as a PDF without "
+                "protection and upload that."
+            )
+        )
     count = len(reader.pages)
     if count == 0:
         raise _refused(N_("The PDF has no pages."))
@@ -177,8 +211,13 @@ def _opened(data: bytes):
 
 def _page(page) -> Page:
     box = page.cropbox
-    return Page(left=float(box.left), bottom=float(box.bottom), width=float(box.width), height=float(box.height),
-                rotation=page.rotation % 360)
+    return Page(
+        left=float(box.left),
+        bottom=float(box.bottom),
+        width=float(box.width),
+        height=float(box.height),
+        rotation=page.rotation % 360,
+    )
 
 
 def widgets(page) -> Iterable:
@@ -231,11 +270,19 @@ def _page_fields(page, index: int) -> Iterable[FieldBox]:
         flags = int(_inherited(widget, "/Ff", 0) or 0)
         max_length = _inherited(widget, "/MaxLen")
         mk = widget.get("/MK")
-        yield FieldBox(name=name, page=index, x=min(x1, x2), y=min(y1, y2), w=abs(x2 - x1), h=abs(y2 - y1),
-                       font_size=_font_size(widget), multiline=bool(flags & _MULTILINE),
-                       align=int(_inherited(widget, "/Q", 0) or 0),
-                       comb=int(max_length) if flags & _COMB and max_length else None,
-                       rotation=int(mk.get_object().get("/R", 0)) % 360 if mk is not None else 0)
+        yield FieldBox(
+            name=name,
+            page=index,
+            x=min(x1, x2),
+            y=min(y1, y2),
+            w=abs(x2 - x1),
+            h=abs(y2 - y1),
+            font_size=_font_size(widget),
+            multiline=bool(flags & _MULTILINE),
+            align=int(_inherited(widget, "/Q", 0) or 0),
+            comb=int(max_length) if flags & _COMB and max_length else None,
+            rotation=int(mk.get_object().get("/R", 0)) % 360 if mk is not None else 0,
+        )
 
 
 def is_variable(widget) -> bool:
@@ -252,32 +299,75 @@ def check_boxes(form: PdfForm, boxes: Iterable[Mapping]) -> tuple[FieldBox, ...]
     checked = []
     for number, raw in enumerate(boxes, start=1):
         try:
-            box = FieldBox(name=str(raw["name"]).strip(), page=int(raw["page"]), x=float(raw["x"]),
-                           y=float(raw["y"]), w=float(raw["w"]), h=float(raw["h"]),
-                           font_size=float(raw.get("font_size") or 0))
+            box = FieldBox(
+                name=str(raw["name"]).strip(),
+                page=int(raw["page"]),
+                x=float(raw["x"]),
+                y=float(raw["y"]),
+                w=float(raw["w"]),
+                h=float(raw["h"]),
+                font_size=float(raw.get("font_size") or 0),
+            )
         except (KeyError, TypeError, ValueError):
-            raise _refused(N_("Box %(number)d is incomplete: it needs a column, a page and a place.",
-                              number=number)) from None
+            raise _refused(
+                N_("Box %(number)d is incomplete: it needs a column, a page and a place.", number=number)
+            ) from None
         if not BOX_NAME.match(box.name):
-            raise _refused(N_("Box %(number)d needs the name of a column (at most 100 characters, no { } < >).",
-                              number=number))
+            raise _refused(
+                N_("Box %(number)d needs the name of a column (at most 100 characters, no { } < >).", number=number)
+            )
         if not 0 <= box.page < len(form.pages):
-            raise _refused(N_("Box %(number)d (%(name)s) is on page %(page)d; the PDF has %(pages)d.",
-                              number=number, name=box.name, page=box.page + 1, pages=len(form.pages)))
+            raise _refused(
+                N_(
+                    "Box %(number)d (%(name)s) is on page %(page)d; the PDF has %(pages)d.",
+                    number=number,
+                    name=box.name,
+                    page=box.page + 1,
+                    pages=len(form.pages),
+                )
+            )
         page = form.pages[box.page]
         if page.rotation:
-            raise _refused(N_("Page %(page)d is rotated; boxes can only be placed on upright pages. Save the PDF "
-                              "with its pages upright and upload it again.", page=box.page + 1))
+            raise _refused(
+                N_(
+                    "Page %(page)d is rotated; boxes can only be placed on upright pages. Save the PDF "
+                    "with its pages upright and upload it again.",
+                    page=box.page + 1,
+                )
+            )
         if box.w < MIN_BOX_SIDE or box.h < MIN_BOX_SIDE:
-            raise _refused(N_("Box %(number)d (%(name)s) is too small: make it at least %(side)g pt wide and high.",
-                              number=number, name=box.name, side=MIN_BOX_SIDE))
-        if box.x < page.left - 1 or box.y < page.bottom - 1 \
-                or box.x + box.w > page.left + page.width + 1 or box.y + box.h > page.bottom + page.height + 1:
-            raise _refused(N_("Box %(number)d (%(name)s) reaches beyond the edge of page %(page)d.",
-                              number=number, name=box.name, page=box.page + 1))
+            raise _refused(
+                N_(
+                    "Box %(number)d (%(name)s) is too small: make it at least %(side)g pt wide and high.",
+                    number=number,
+                    name=box.name,
+                    side=MIN_BOX_SIDE,
+                )
+            )
+        if (
+            box.x < page.left - 1
+            or box.y < page.bottom - 1
+            or box.x + box.w > page.left + page.width + 1
+            or box.y + box.h > page.bottom + page.height + 1
+        ):
+            raise _refused(
+                N_(
+                    "Box %(number)d (%(name)s) reaches beyond the edge of page %(page)d.",
+                    number=number,
+                    name=box.name,
+                    page=box.page + 1,
+                )
+            )
         if box.font_size and not MIN_FONT_SIZE <= box.font_size <= MAX_FONT_SIZE:
-            raise _refused(N_("Box %(number)d (%(name)s): the font size must be between %(min)g and %(max)g pt.",
-                              number=number, name=box.name, min=MIN_FONT_SIZE, max=MAX_FONT_SIZE))
+            raise _refused(
+                N_(
+                    "Box %(number)d (%(name)s): the font size must be between %(min)g and %(max)g pt.",
+                    number=number,
+                    name=box.name,
+                    min=MIN_FONT_SIZE,
+                    max=MAX_FONT_SIZE,
+                )
+            )
         # A box tall enough for two lines wraps its text, as a multiline form field does.
         size = box.font_size or 10.0
         checked.append(dataclasses.replace(box, multiline=box.name != SIGNATURE_VARIABLE and box.h >= 2.4 * size))

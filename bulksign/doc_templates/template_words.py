@@ -4,6 +4,7 @@
 with the hint "Placeholder names are one word: write {{ I_agree }}.". Unknown messages keep Jinja's words, behind
 a plain sentence, so nothing is lost.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,8 +26,17 @@ _UNKNOWN_TAG = re.compile(r"Encountered unknown tag '(\w+)'")
 _UNEXPECTED_CHAR = re.compile(r"unexpected char '(.)'")
 _SPACED_NAME = re.compile(r"\{\{-?\s*([^{}]*?)\s*-?\}\}")
 #: What closes each block tag.
-_CLOSERS = {"if": "endif", "for": "endfor", "macro": "endmacro", "set": "endset", "with": "endwith",
-            "filter": "endfilter", "raw": "endraw", "call": "endcall", "block": "endblock"}
+_CLOSERS = {
+    "if": "endif",
+    "for": "endfor",
+    "macro": "endmacro",
+    "set": "endset",
+    "with": "endwith",
+    "filter": "endfilter",
+    "raw": "endraw",
+    "call": "endcall",
+    "block": "endblock",
+}
 
 
 def _placeholder_with(word: str, line: str) -> str | None:
@@ -45,41 +55,73 @@ def explain(message: str, *, line_text: str) -> PlainError:
         if inside and re.fullmatch(r"[\w\s]+", inside):
             return PlainError(
                 _l("A placeholder has a space in it: {{ %(inside)s }}.", inside=inside),
-                _l("Placeholder names are one word: write {{ %(joined)s }}, and name the file's column the same way.",
-                   joined="_".join(inside.split())))
-        return PlainError(_l("A placeholder holds something that is not a name or an expression: “%(word)s”.",
-                             word=found.group(1)),
-                          _l("Write one name between the braces, like {{ first_name }}; put other text outside them."))
+                _l(
+                    "Placeholder names are one word: write {{ %(joined)s }}, and name the file's column the same way.",
+                    joined="_".join(inside.split()),
+                ),
+            )
+        return PlainError(
+            _l("A placeholder holds something that is not a name or an expression: “%(word)s”.", word=found.group(1)),
+            _l("Write one name between the braces, like {{ first_name }}; put other text outside them."),
+        )
     if "unexpected end of template" in message.lower() and "print statement" in message:
-        return PlainError(_l("A placeholder is opened with {{ but never closed."),
-                          _l("Close it with }} on the same line, like {{ name }}."))
+        return PlainError(
+            _l("A placeholder is opened with {{ but never closed."),
+            _l("Close it with }} on the same line, like {{ name }}."),
+        )
     if found := _UNCLOSED_BLOCK.search(message):
         tag = found.group(1)
         closer = _CLOSERS.get(tag, "end" + tag)
         if _UNKNOWN_TAG.search(message):
             return PlainError(
-                _l("{%% %(tag)s %%} is closed in the wrong place: {%% %(unknown)s %%} comes before {%% %(closer)s %%}.",
-                   tag=tag, unknown=_UNKNOWN_TAG.search(message).group(1), closer=closer),
-                _l("Close the innermost block first: each {%% %(tag)s %%} needs its {%% %(closer)s %%} before an outer "
-                   "block ends.", tag=tag, closer=closer))
-        return PlainError(_l("{%% %(tag)s %%} is opened but never closed.", tag=tag),
-                          _l("Add {%% %(closer)s %%} where the part that depends on it ends.", closer=closer))
+                _l(
+                    "{%% %(tag)s %%} is closed in the wrong place: {%% %(unknown)s %%} comes before {%% %(closer)s %%}.",
+                    tag=tag,
+                    unknown=_UNKNOWN_TAG.search(message).group(1),
+                    closer=closer,
+                ),
+                _l(
+                    "Close the innermost block first: each {%% %(tag)s %%} needs its {%% %(closer)s %%} before an outer "
+                    "block ends.",
+                    tag=tag,
+                    closer=closer,
+                ),
+            )
+        return PlainError(
+            _l("{%% %(tag)s %%} is opened but never closed.", tag=tag),
+            _l("Add {%% %(closer)s %%} where the part that depends on it ends.", closer=closer),
+        )
     if found := _UNKNOWN_TAG.search(message):
         tag = found.group(1)
         if tag.startswith("end"):
-            return PlainError(_l("{%% %(tag)s %%} closes a block that was never opened.", tag=tag),
-                              _l("Remove it, or add the {%% %(opener)s … %%} it belongs to above it.", opener=tag[3:]))
-        return PlainError(_l("{%% %(tag)s %%} is not an instruction templates know.", tag=tag),
-                          _l("To show a value write {{ %(tag)s }}; instructions are {%% if … %%}, {%% for … in … %%} and "
-                             "their {%% endif %%}, {%% endfor %%}.", tag=tag))
+            return PlainError(
+                _l("{%% %(tag)s %%} closes a block that was never opened.", tag=tag),
+                _l("Remove it, or add the {%% %(opener)s … %%} it belongs to above it.", opener=tag[3:]),
+            )
+        return PlainError(
+            _l("{%% %(tag)s %%} is not an instruction templates know.", tag=tag),
+            _l(
+                "To show a value write {{ %(tag)s }}; instructions are {%% if … %%}, {%% for … in … %%} and "
+                "their {%% endif %%}, {%% endfor %%}.",
+                tag=tag,
+            ),
+        )
     if "unexpected '}'" in message:
-        return PlainError(_l("A closing brace has no opening one: a placeholder is missing its {{."),
-                          _l("Write placeholders with two braces on each side, like {{ name }}."))
+        return PlainError(
+            _l("A closing brace has no opening one: a placeholder is missing its {{."),
+            _l("Write placeholders with two braces on each side, like {{ name }}."),
+        )
     if found := _UNEXPECTED_CHAR.search(message):
-        return PlainError(_l("The character “%(char)s” cannot be used inside {{ }} or {%% %%}.", char=found.group(1)),
-                          _l("Names use letters, digits and underscores; write other text outside the braces."))
+        return PlainError(
+            _l("The character “%(char)s” cannot be used inside {{ }} or {%% %%}.", char=found.group(1)),
+            _l("Names use letters, digits and underscores; write other text outside the braces."),
+        )
     if "tag name expected" in message or "expected token 'name'" in message:
-        return PlainError(_l("A {% %} has no instruction in it."),
-                          _l("Write an instruction such as {% if paid %} or remove the braces."))
-    return PlainError(_l("The {{ }} or {%% %%} markup on this line cannot be read (%(detail)s).", detail=message),
-                      _l("Check that every {{ has its }}, every {%% has its %%}, and every block is closed."))
+        return PlainError(
+            _l("A {% %} has no instruction in it."),
+            _l("Write an instruction such as {% if paid %} or remove the braces."),
+        )
+    return PlainError(
+        _l("The {{ }} or {%% %%} markup on this line cannot be read (%(detail)s).", detail=message),
+        _l("Check that every {{ has its }}, every {%% has its %%}, and every block is closed."),
+    )

@@ -1,6 +1,7 @@
 """Which variables a template needs: the placeholders it uses (``extract_variables``), those every request has
 whatever the file's columns (``BUILTIN_VARIABLES``), and values that show where each lands (``sample_row``).
 """
+
 from __future__ import annotations
 
 from jinja2 import TemplateSyntaxError, meta
@@ -24,6 +25,10 @@ def extract_variables(source: str) -> list[str]:
 
 def sample_row(variables: list[str]) -> dict[str, str]:
     """Values that show where each variable lands, for the preview."""
-    known = {"name": "Jane Example", "email": "jane@example.com", "phone": "+1 555 0100",
-             SIGNATURE_VARIABLE: html_mark()}
+    known = {
+        "name": "Jane Example",
+        "email": "jane@example.com",
+        "phone": "+1 555 0100",
+        SIGNATURE_VARIABLE: html_mark(),
+    }
     return {var: known.get(var, f"[{var}]") for var in variables}

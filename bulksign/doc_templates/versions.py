@@ -2,6 +2,7 @@
 ``list_templates``), the save flow that extracts the variables and checks an HTML template (safety, cost) or a
 file kind's upload (``kinds``), and the boxes placed on a PDF template (``place_boxes``, ``pdf_layout``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -13,12 +14,18 @@ from sqlalchemy.orm import Session
 
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
-from bulksign.doc_templates import kinds as template_kinds, pdf_fill, pdf_forms
+from bulksign.doc_templates import kinds as template_kinds
+from bulksign.doc_templates import pdf_fill, pdf_forms
 from bulksign.doc_templates.errors import TemplateBroken, TemplateError
 from bulksign.doc_templates.html_safety import check_html_safety
 from bulksign.doc_templates.jinja_sandbox import render_html
-from bulksign.doc_templates.mail_texts import (DEFAULT_EMAIL_BODY, DEFAULT_EMAIL_SUBJECT, DEFAULT_REMINDER_BODY,
-                                               DEFAULT_REMINDER_SUBJECT, MAIL_FIELDS)
+from bulksign.doc_templates.mail_texts import (
+    DEFAULT_EMAIL_BODY,
+    DEFAULT_EMAIL_SUBJECT,
+    DEFAULT_REMINDER_BODY,
+    DEFAULT_REMINDER_SUBJECT,
+    MAIL_FIELDS,
+)
 from bulksign.doc_templates.variables import extract_variables, sample_row
 from bulksign.documents.storage import get_storage
 from bulksign.mail.mail_headers import CONTROL_CHARACTERS
@@ -40,11 +47,21 @@ class SavedVersion:
     removed: tuple[N_, ...] = ()
 
 
-def create_template(session: Session, *, name: str, html: str, user: User | None, now: datetime,
-                    email_subject: str = DEFAULT_EMAIL_SUBJECT, email_body: str = DEFAULT_EMAIL_BODY,
-                    reminder_subject: str = DEFAULT_REMINDER_SUBJECT,
-                    reminder_body: str = DEFAULT_REMINDER_BODY, team_id: int | None = None,
-                    kind: str = "html", file: bytes | None = None) -> SavedVersion:
+def create_template(
+    session: Session,
+    *,
+    name: str,
+    html: str,
+    user: User | None,
+    now: datetime,
+    email_subject: str = DEFAULT_EMAIL_SUBJECT,
+    email_body: str = DEFAULT_EMAIL_BODY,
+    reminder_subject: str = DEFAULT_REMINDER_SUBJECT,
+    reminder_body: str = DEFAULT_REMINDER_BODY,
+    team_id: int | None = None,
+    kind: str = "html",
+    file: bytes | None = None,
+) -> SavedVersion:
     """A new template with its first version, shared with ``team_id`` (default: the user's first team).
 
     ``kind`` other than ``html``: the document is ``file`` (a .docx …), see ``save_version``."""
@@ -59,18 +76,41 @@ def create_template(session: Session, *, name: str, html: str, user: User | None
         team_id = access.team_for_new(session, user=user, team_id=team_id) if user is not None else team_id
     except access.Refused as exc:
         raise TemplateError(exc.message) from None
-    template = DocumentTemplate(name=name[:200], created_by_id=user.id if user else None, team_id=team_id,
-                                created_at=now)
+    template = DocumentTemplate(
+        name=name[:200], created_by_id=user.id if user else None, team_id=team_id, created_at=now
+    )
     session.add(template)
     session.flush()
-    return save_version(session, template=template, html=html, user=user, now=now,
-                        email_subject=email_subject, email_body=email_body,
-                        reminder_subject=reminder_subject, reminder_body=reminder_body, kind=kind, file=file)
+    return save_version(
+        session,
+        template=template,
+        html=html,
+        user=user,
+        now=now,
+        email_subject=email_subject,
+        email_body=email_body,
+        reminder_subject=reminder_subject,
+        reminder_body=reminder_body,
+        kind=kind,
+        file=file,
+    )
 
 
-def save_version(session: Session, *, template: DocumentTemplate, html: str, user: User | None, now: datetime,
-                 email_subject: str, email_body: str, reminder_subject: str, reminder_body: str,
-                 kind: str = "html", file: bytes | None = None, pdf_boxes: list[dict] | None = None) -> SavedVersion:
+def save_version(
+    session: Session,
+    *,
+    template: DocumentTemplate,
+    html: str,
+    user: User | None,
+    now: datetime,
+    email_subject: str,
+    email_body: str,
+    reminder_subject: str,
+    reminder_body: str,
+    kind: str = "html",
+    file: bytes | None = None,
+    pdf_boxes: list[dict] | None = None,
+) -> SavedVersion:
     """Insert the next immutable version of ``template``; Refused(403) for a user who may only use it.
 
     For a file kind (``docx``, ``pdf``) the document is ``file``, checked and kept in storage; without a
@@ -82,39 +122,66 @@ def save_version(session: Session, *, template: DocumentTemplate, html: str, use
     mail_texts = (subjects[0], (N_("email body"), email_body), subjects[1], (N_("reminder body"), reminder_body))
     for label, text in mail_texts:
         if len(text) > MAX_MAIL_TEXT_CHARS:
-            raise TemplateError(N_("The %(label)s has %(n)s characters; the limit is %(limit)s.", label=label,
-                                   n=f"{len(text):,}", limit=f"{MAX_MAIL_TEXT_CHARS:,}"))
+            raise TemplateError(
+                N_(
+                    "The %(label)s has %(n)s characters; the limit is %(limit)s.",
+                    label=label,
+                    n=f"{len(text):,}",
+                    limit=f"{MAX_MAIL_TEXT_CHARS:,}",
+                )
+            )
     for label, text in subjects:
         if CONTROL_CHARACTERS.search(text):  # each is the Subject field of every mail made from it
-            raise TemplateError(N_("The %(label)s may not contain line breaks or other control characters.",
-                                   label=label))
+            raise TemplateError(
+                N_("The %(label)s may not contain line breaks or other control characters.", label=label)
+            )
     source_key = placed = None
     removed: tuple[N_, ...] = ()
     if kind == "html":
         variables = _html_variables(html)
     else:
         html = ""
-        variables, source_key, placed, removed = _file_variables(session, template=template, kind=kind, file=file,
-                                                                 pdf_boxes=pdf_boxes)
+        variables, source_key, placed, removed = _file_variables(
+            session, template=template, kind=kind, file=file, pdf_boxes=pdf_boxes
+        )
     for label, text in mail_texts:
         try:
             extract_variables(text)
         except TemplateError as exc:
-            raise TemplateError(N_("%(label)s: %(message)s", label=label, message=exc.message), exc.line,
-                                hint=exc.hint, excerpt=exc.excerpt) from None
+            raise TemplateError(
+                N_("%(label)s: %(message)s", label=label, message=exc.message),
+                exc.line,
+                hint=exc.hint,
+                excerpt=exc.excerpt,
+            ) from None
     template.latest_version += 1
     version = TemplateVersion(
-        template_id=template.id, version=template.latest_version, kind=kind, html=html, source_key=source_key,
-        pdf_boxes=placed, variables=variables,
-        email_subject=email_subject, email_body=email_body, reminder_subject=reminder_subject,
-        reminder_body=reminder_body, created_by_id=user.id if user else None, created_at=now,
+        template_id=template.id,
+        version=template.latest_version,
+        kind=kind,
+        html=html,
+        source_key=source_key,
+        pdf_boxes=placed,
+        variables=variables,
+        email_subject=email_subject,
+        email_body=email_body,
+        reminder_subject=reminder_subject,
+        reminder_body=reminder_body,
+        created_by_id=user.id if user else None,
+        created_at=now,
     )
     session.add(version)
     session.flush()
     log(logger, logging.INFO, "template version saved", template_id=template.id, version=version.version)
     if removed:
-        log(logger, logging.INFO, "active content taken out of an uploaded template", template_id=template.id,
-            version=version.version, removed=[label.english for label in removed])
+        log(
+            logger,
+            logging.INFO,
+            "active content taken out of an uploaded template",
+            template_id=template.id,
+            version=version.version,
+            removed=[label.english for label in removed],
+        )
     return SavedVersion(template=template, version=version, removed=removed)
 
 
@@ -130,13 +197,23 @@ def _newest_pdf_version(session: Session, *, template: DocumentTemplate) -> Temp
     return version
 
 
-def place_boxes(session: Session, *, template: DocumentTemplate, boxes: list[dict], user: User | None,
-                now: datetime) -> SavedVersion:
+def place_boxes(
+    session: Session, *, template: DocumentTemplate, boxes: list[dict], user: User | None, now: datetime
+) -> SavedVersion:
     """The next version of a PDF template with ``boxes`` (``pdf_forms.check_boxes``) in place of its placed boxes;
     its file and mail texts are kept. NotPdfTemplate when the newest version is of another kind."""
     version = _newest_pdf_version(session, template=template)
-    return save_version(session, template=template, html="", kind="pdf", file=None, pdf_boxes=boxes, user=user,
-                        now=now, **{f: getattr(version, f) for f in MAIL_FIELDS})
+    return save_version(
+        session,
+        template=template,
+        html="",
+        kind="pdf",
+        file=None,
+        pdf_boxes=boxes,
+        user=user,
+        now=now,
+        **{f: getattr(version, f) for f in MAIL_FIELDS},
+    )
 
 
 @dataclass(frozen=True)
@@ -153,31 +230,42 @@ class PdfLayout:
 def pdf_layout(session: Session, *, template: DocumentTemplate) -> PdfLayout:
     """The pages, form fields and placed boxes of a PDF template's newest version; NotPdfTemplate for another kind."""
     version = _newest_pdf_version(session, template=template)
-    return PdfLayout(version=version, form=pdf_forms.read_form(get_storage().get(version.source_key)),
-                     boxes=pdf_forms.placed_boxes(version))
+    return PdfLayout(
+        version=version,
+        form=pdf_forms.read_form(get_storage().get(version.source_key)),
+        boxes=pdf_forms.placed_boxes(version),
+    )
 
 
 def _html_variables(html: str) -> list[str]:
     if not html.strip():
         raise TemplateError(N_("The template is empty."))
     if len(html) > MAX_TEMPLATE_CHARS:
-        raise TemplateError(N_("The template has %(n)s characters; the limit is %(limit)s. Embed smaller images, or "
-                               "link fewer of them.", n=f"{len(html):,}", limit=f"{MAX_TEMPLATE_CHARS:,}"))
+        raise TemplateError(
+            N_(
+                "The template has %(n)s characters; the limit is %(limit)s. Embed smaller images, or "
+                "link fewer of them.",
+                n=f"{len(html):,}",
+                limit=f"{MAX_TEMPLATE_CHARS:,}",
+            )
+        )
     variables = extract_variables(html)
     check_html_safety(html)
     _check_cost(html, sample_row(variables))
     return variables
 
 
-def _file_variables(session: Session, *, template: DocumentTemplate, kind: str, file: bytes | None,
-                    pdf_boxes: list[dict] | None) -> tuple[list[str], str, list[dict] | None, tuple[N_, ...]]:
+def _file_variables(
+    session: Session, *, template: DocumentTemplate, kind: str, file: bytes | None, pdf_boxes: list[dict] | None
+) -> tuple[list[str], str, list[dict] | None, tuple[N_, ...]]:
     """The variables, storage key and placed boxes of a file kind's version, and what was taken out of its file: the
     new file, cleaned (no boxes yet), or the previous version's file and boxes; ``pdf_boxes`` replaces the boxes."""
     if file is None:
         previous = get_version(session, template_id=template.id)
         if previous is None or previous.kind != kind:
-            raise TemplateError(N_("Upload the template file (%(extension)s).",
-                                   extension=template_kinds.file_kind(kind).extensions[0]))
+            raise TemplateError(
+                N_("Upload the template file (%(extension)s).", extension=template_kinds.file_kind(kind).extensions[0])
+            )
         variables, key, placed = list(previous.variables), previous.source_key, previous.pdf_boxes
         removed = ()
     else:
@@ -193,11 +281,21 @@ def _file_variables(session: Session, *, template: DocumentTemplate, kind: str, 
     return variables, key, placed, removed
 
 
-def list_templates(session: Session, *, user: User, include_archived: bool = False,
-                   after: tuple[str, int] | None = None, limit: int | None = None) -> list[DocumentTemplate]:
+def list_templates(
+    session: Session,
+    *,
+    user: User,
+    include_archived: bool = False,
+    after: tuple[str, int] | None = None,
+    limit: int | None = None,
+) -> list[DocumentTemplate]:
     """The templates ``user`` may see, by name, for the list page and the API (keyset pages after (name, id))."""
-    query = (select(DocumentTemplate).where(access.template_filter(user))
-             .order_by(DocumentTemplate.name, DocumentTemplate.id).limit(limit))
+    query = (
+        select(DocumentTemplate)
+        .where(access.template_filter(user))
+        .order_by(DocumentTemplate.name, DocumentTemplate.id)
+        .limit(limit)
+    )
     if not include_archived:
         query = query.where(DocumentTemplate.archived.is_(False))
     if after is not None:

@@ -10,6 +10,7 @@ original: the render job stays as fast as before (a batch of 10,000 does not wai
 page images, most of which may never be looked at), and a Redis lock per page makes two tabs
 opening at once render it once. The page list (sizes, text) is one ``pdftotext`` call, also kept.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,9 +23,9 @@ from redis import Redis
 from redis.exceptions import LockError
 
 from bulksign.core.logs import log
-from bulksign.models import Document
 from bulksign.documents.poppler import page_png, page_words
 from bulksign.documents.storage import Storage
+from bulksign.models import Document
 
 logger = logging.getLogger(__name__)
 
@@ -67,16 +68,46 @@ def document_pages(*, storage: Storage, document: Document) -> DocumentPages:
     if storage.exists(key):
         data = json.loads(storage.get(key))
         if data.get("version") == MANIFEST_VERSION:
-            return DocumentPages(document_id=document.id, pages=tuple(
-                PageView(number=p["number"], width_px=p["width_px"], height_px=p["height_px"],
-                         paragraphs=tuple(p["paragraphs"])) for p in data["pages"]))
+            return DocumentPages(
+                document_id=document.id,
+                pages=tuple(
+                    PageView(
+                        number=p["number"],
+                        width_px=p["width_px"],
+                        height_px=p["height_px"],
+                        paragraphs=tuple(p["paragraphs"]),
+                    )
+                    for p in data["pages"]
+                ),
+            )
     pages = tuple(
-        PageView(number=i, width_px=PAGE_WIDTH_PX, height_px=round(PAGE_WIDTH_PX * page.height / page.width),
-                 paragraphs=page.paragraphs)
-        for i, page in enumerate(page_words(storage.get(document.storage_key)), start=1))
-    storage.put(key, json.dumps({"version": MANIFEST_VERSION, "pages": [
-        {"number": p.number, "width_px": p.width_px, "height_px": p.height_px, "paragraphs": list(p.paragraphs)}
-        for p in pages]}, ensure_ascii=False).encode("utf-8"), content_type="application/json")
+        PageView(
+            number=i,
+            width_px=PAGE_WIDTH_PX,
+            height_px=round(PAGE_WIDTH_PX * page.height / page.width),
+            paragraphs=page.paragraphs,
+        )
+        for i, page in enumerate(page_words(storage.get(document.storage_key)), start=1)
+    )
+    storage.put(
+        key,
+        json.dumps(
+            {
+                "version": MANIFEST_VERSION,
+                "pages": [
+                    {
+                        "number": p.number,
+                        "width_px": p.width_px,
+                        "height_px": p.height_px,
+                        "paragraphs": list(p.paragraphs),
+                    }
+                    for p in pages
+                ],
+            },
+            ensure_ascii=False,
+        ).encode("utf-8"),
+        content_type="application/json",
+    )
     return DocumentPages(document_id=document.id, pages=pages)
 
 

@@ -9,6 +9,7 @@ unoserver needs LibreOffice's ``uno`` module, which Debian builds for the system
 (package python3-uno); so the server runs under ``/usr/bin/python3``, told where to find the
 unoserver package installed in our environment, and this process speaks XML-RPC to it.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -27,8 +28,8 @@ import xmlrpc.client
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bulksign.documents import sandbox
 from bulksign.core.logs import log
+from bulksign.documents import sandbox
 from bulksign.documents.pdf import RenderError
 
 logger = logging.getLogger(__name__)
@@ -133,8 +134,9 @@ class _Transport(xmlrpc.client.Transport):
 
 
 def _proxy(folder: str, timeout: float) -> xmlrpc.client.ServerProxy:
-    return xmlrpc.client.ServerProxy("http://localhost", allow_none=True,
-                                     transport=_Transport(os.path.join(folder, _SOCKET), timeout))
+    return xmlrpc.client.ServerProxy(
+        "http://localhost", allow_none=True, transport=_Transport(os.path.join(folder, _SOCKET), timeout)
+    )
 
 
 class Converter:
@@ -164,16 +166,18 @@ class Converter:
             proxy = _proxy(self._folder, left)
             try:
                 result = proxy.convert(None, xmlrpc.client.Binary(data), None, "pdf", None, [], False)
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 self.stop()  # a hung LibreOffice serves nobody: the next document starts a fresh one
-                raise RenderError(f"The document took longer than {timeout:g} s to convert to PDF.",
-                                  transient=True) from None
+                raise RenderError(
+                    f"The document took longer than {timeout:g} s to convert to PDF.", transient=True
+                ) from None
             except (OSError, http.client.HTTPException, xmlrpc.client.Error) as exc:
                 alive = self._process is not None and self._process.poll() is None
                 if not alive:
                     self.stop()
-                raise RenderError("LibreOffice could not convert the document to PDF.", transient=not alive,
-                                  detail=str(exc)[-2000:]) from None
+                raise RenderError(
+                    "LibreOffice could not convert the document to PDF.", transient=not alive, detail=str(exc)[-2000:]
+                ) from None
         pdf = result.data if isinstance(result, xmlrpc.client.Binary) else b""
         if not pdf.startswith(b"%PDF"):
             raise RenderError("LibreOffice produced no PDF for the document.", transient=True)
@@ -184,24 +188,45 @@ class Converter:
         # One folder per LibreOffice: its profile, its socket and the documents it converts, the only files it sees.
         self._folder = tempfile.mkdtemp(prefix="bulksign-libreoffice-")
         packages = _unoserver_path()
-        args = [UNO_PYTHON, "-c", _BOOT, packages, "--interface", os.path.join(self._folder, _SOCKET),
-                "--uno-interface", "127.0.0.1", "--uno-port", str(_free_port()), "--executable", _soffice(),
-                "--user-installation", os.path.join(self._folder, "profile")]
+        args = [
+            UNO_PYTHON,
+            "-c",
+            _BOOT,
+            packages,
+            "--interface",
+            os.path.join(self._folder, _SOCKET),
+            "--uno-interface",
+            "127.0.0.1",
+            "--uno-port",
+            str(_free_port()),
+            "--executable",
+            _soffice(),
+            "--user-installation",
+            os.path.join(self._folder, "profile"),
+        ]
         try:
             args = sandbox.command(args, folder=self._folder, readable=[packages])
         except sandbox.SandboxError as exc:
-            raise RenderError("LibreOffice is not available on this server.", transient=True,
-                              detail=str(exc)) from None
+            raise RenderError("LibreOffice is not available on this server.", transient=True, detail=str(exc)) from None
         try:
             # A session of its own: stopping it kills soffice too, by this group's id.
             # Started from this process's long-lived spawner thread: the death signal follows the thread that
             # forked, and the render job converts in a short-lived helper thread whose end would kill it.
-            self._process = _spawner().submit(
-                subprocess.Popen, args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=_end_with_parent).result()
+            self._process = (
+                _spawner()
+                .submit(
+                    subprocess.Popen,
+                    args,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                    preexec_fn=_end_with_parent,
+                )
+                .result()
+            )
         except OSError as exc:
-            raise RenderError("LibreOffice is not available on this server.", transient=True,
-                              detail=str(exc)) from None
+            raise RenderError("LibreOffice is not available on this server.", transient=True, detail=str(exc)) from None
         self.served = 0
         self.starts += 1
         self._ready = False
@@ -216,13 +241,19 @@ class Converter:
                 proxy.info()
             except (OSError, http.client.HTTPException, xmlrpc.client.Error):
                 if time.monotonic() > deadline:
-                    raise RenderError("LibreOffice is still starting on this server; try again in a moment.",
-                                      transient=True) from None
+                    raise RenderError(
+                        "LibreOffice is still starting on this server; try again in a moment.", transient=True
+                    ) from None
                 time.sleep(0.1)
                 continue
             self._ready = True
-            log(logger, logging.INFO, "libreoffice started", pid=self._process.pid,
-                seconds=round(time.monotonic() - self._started_at, 2))
+            log(
+                logger,
+                logging.INFO,
+                "libreoffice started",
+                pid=self._process.pid,
+                seconds=round(time.monotonic() - self._started_at, 2),
+            )
             return
         self.stop()
         raise RenderError("LibreOffice did not start on this server.", transient=True)
@@ -274,8 +305,9 @@ def _unoserver_path() -> str:
 def _soffice() -> str:
     found = shutil.which(SOFFICE)
     if found is None:
-        raise RenderError("LibreOffice is not installed on this server (package libreoffice-writer-nogui).",
-                          transient=True)
+        raise RenderError(
+            "LibreOffice is not installed on this server (package libreoffice-writer-nogui).", transient=True
+        )
     return found
 
 

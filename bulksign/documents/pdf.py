@@ -1,4 +1,5 @@
 """HTML → PDF through wkhtmltopdf (pdfkit), with the options measured fastest and safest on this machine."""
+
 from __future__ import annotations
 
 import os
@@ -9,8 +10,8 @@ from pathlib import Path
 
 import pdfkit
 
-from bulksign.documents import sandbox
 from bulksign.core.messages import N_
+from bulksign.documents import sandbox
 
 #: javascript off and no delay: 88 ms instead of 310 ms for a 2-page contract (field notes).
 #: No local file access: a template or a row cannot read file:///etc/passwd into a PDF.
@@ -46,8 +47,11 @@ class RenderError(RuntimeError):
         self.detail = detail
 
 
-_BLOCKED = re.compile(r"(ProtocolUnknownError|ContentNotFoundError|HostNotFoundError|ConnectionRefusedError|"
-                      r"Blocked access|Failed to load|UnknownNetworkError|TimeoutError)", re.I)
+_BLOCKED = re.compile(
+    r"(ProtocolUnknownError|ContentNotFoundError|HostNotFoundError|ConnectionRefusedError|"
+    r"Blocked access|Failed to load|UnknownNetworkError|TimeoutError)",
+    re.I,
+)
 
 
 def render_pdf(html: str, *, timeout: float = 60) -> bytes:
@@ -60,27 +64,45 @@ def render_pdf(html: str, *, timeout: float = 60) -> bytes:
         try:
             # In the sandbox (no network, nothing of ours to read) whatever the template check missed.
             args = sandbox.command(kit.command(str(out)), folder=folder)
-            proc = subprocess.run(args, input=html.encode("utf-8"), capture_output=True, timeout=timeout,
-                                  env={**os.environ, "XDG_RUNTIME_DIR": folder})
+            proc = subprocess.run(
+                args,
+                input=html.encode("utf-8"),
+                capture_output=True,
+                timeout=timeout,
+                env={**os.environ, "XDG_RUNTIME_DIR": folder},
+            )
         except sandbox.SandboxError as exc:
-            raise RenderError(N_("The PDF renderer is not available on this server."), transient=True,
-                              detail=str(exc)) from None
+            raise RenderError(
+                N_("The PDF renderer is not available on this server."), transient=True, detail=str(exc)
+            ) from None
         except subprocess.TimeoutExpired:
-            raise RenderError(N_("The document took longer than %(n)s s to render. Simplify the template (fewer or "
-                                 "smaller images, shorter tables).", n=f"{timeout:g}"), transient=False) from None
+            raise RenderError(
+                N_(
+                    "The document took longer than %(n)s s to render. Simplify the template (fewer or "
+                    "smaller images, shorter tables).",
+                    n=f"{timeout:g}",
+                ),
+                transient=False,
+            ) from None
         except OSError as exc:
-            raise RenderError(N_("The PDF renderer is not available on this server."), transient=True,
-                              detail=str(exc)) from None
+            raise RenderError(
+                N_("The PDF renderer is not available on this server."), transient=True, detail=str(exc)
+            ) from None
         stderr = proc.stderr.decode("utf-8", "replace")
         if proc.returncode != 0:
             blocked = _BLOCKED.search(stderr)
             if blocked:
                 # wkhtmltopdf writes a PDF even then; using it would hide a broken document.
-                raise RenderError(N_("The template loads an external or local resource (image, style, frame) that "
-                                     "is not allowed. Embed images as data: URLs and styles inline."),
-                                  detail=stderr[-2000:])
-            raise RenderError(N_("The PDF renderer failed on this document."), transient=proc.returncode < 0,
-                              detail=stderr[-2000:])
+                raise RenderError(
+                    N_(
+                        "The template loads an external or local resource (image, style, frame) that "
+                        "is not allowed. Embed images as data: URLs and styles inline."
+                    ),
+                    detail=stderr[-2000:],
+                )
+            raise RenderError(
+                N_("The PDF renderer failed on this document."), transient=proc.returncode < 0, detail=stderr[-2000:]
+            )
         data = out.read_bytes() if out.exists() else b""
         if not data.startswith(b"%PDF"):
             raise RenderError(N_("The PDF renderer produced no document."), transient=True, detail=stderr[-2000:])

@@ -3,10 +3,11 @@
 Browsers draw these the same everywhere (phones do not show PDFs in frames), and no PDF viewer runs in
 the page: the placement editor lays its boxes over them.
 """
+
 from __future__ import annotations
 
-from bulksign.documents import poppler
 from bulksign.core.messages import N_, OneOf
+from bulksign.documents import poppler
 from bulksign.documents.storage import Storage
 
 #: Image widths offered (pixels): one for a screen, twice that for sharp text on dense screens.

@@ -4,6 +4,7 @@
 in ~10 ms per document; pypdf's text visitor gives only the text matrix, from which a box has to
 be rebuilt per font. ``pdftoppm`` renders a page as the PDF viewers of desktops do.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -59,18 +60,46 @@ def page_words(pdf: bytes, *, timeout: float = 30) -> list[PageWords]:
         raise PopplerError(f"pdftotext wrote unreadable output: {exc}") from exc
     pages = []
     for page in root.iter(f"{_NS}page"):
-        words = tuple(Word(text=w.text or "", x0=float(w.get("xMin")), top=float(w.get("yMin")),
-                           x1=float(w.get("xMax")), bottom=float(w.get("yMax")))
-                      for w in page.iter(f"{_NS}word"))
+        words = tuple(
+            Word(
+                text=w.text or "",
+                x0=float(w.get("xMin")),
+                top=float(w.get("yMin")),
+                x1=float(w.get("xMax")),
+                bottom=float(w.get("yMax")),
+            )
+            for w in page.iter(f"{_NS}word")
+        )
         paragraphs = tuple(
-            text for text in (" ".join(w.text or "" for w in block.iter(f"{_NS}word"))
-                              for block in page.iter(f"{_NS}block")) if text.strip())
-        pages.append(PageWords(width=float(page.get("width")), height=float(page.get("height")), words=words,
-                               paragraphs=paragraphs))
+            text
+            for text in (" ".join(w.text or "" for w in block.iter(f"{_NS}word")) for block in page.iter(f"{_NS}block"))
+            if text.strip()
+        )
+        pages.append(
+            PageWords(
+                width=float(page.get("width")), height=float(page.get("height")), words=words, paragraphs=paragraphs
+            )
+        )
     return pages
 
 
 def page_png(pdf: bytes, *, number: int, width_px: int, timeout: float = 30) -> bytes:
     """Page ``number`` (from 1) as a PNG ``width_px`` wide, its height in proportion."""
-    return _run([PDFTOPPM, "-q", "-png", "-f", str(number), "-l", str(number), "-scale-to-x", str(width_px),
-                 "-scale-to-y", "-1", "-"], pdf, timeout)
+    return _run(
+        [
+            PDFTOPPM,
+            "-q",
+            "-png",
+            "-f",
+            str(number),
+            "-l",
+            str(number),
+            "-scale-to-x",
+            str(width_px),
+            "-scale-to-y",
+            "-1",
+            "-",
+        ],
+        pdf,
+        timeout,
+    )

@@ -8,6 +8,7 @@ renderer, not the loop's bookkeeping, sets the pace). A worker killed
 mid-chunk leaves its requests in ``generating``; the reconciler queues them again one per job,
 so a document that kills the renderer takes only itself down (``RENDER_MAX_ATTEMPTS``).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -25,7 +26,6 @@ from sqlalchemy import select
 from bulksign.batches.notices import queued_completion_notices
 from bulksign.batches.progress import cancel_if_batch_stopped, close_if_done, mark_batch_started
 from bulksign.batches.states import transition
-from bulksign.models.status import Status
 from bulksign.core.extensions import db, get_redis
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
@@ -35,6 +35,7 @@ from bulksign.documents.pdf import RenderError
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE, SignatureBox, UnreadablePdf, html_mark
 from bulksign.documents.storage import StorageError, get_storage
 from bulksign.models import Document, SigningRequest, utcnow
+from bulksign.models.status import Status
 from bulksign.ops import telemetry
 from bulksign.signing.invitations import load_requests, queue_invitations
 from bulksign.work import stopping
@@ -53,8 +54,13 @@ def original_key(request: SigningRequest) -> str:
 
 def document_context(request: SigningRequest) -> dict:
     """The variables a document sees: the row's columns, then the built-in ones."""
-    return {**(request.data or {}), "email": request.email, "name": request.name, "phone": request.phone or "",
-            SIGNATURE_VARIABLE: html_mark()}
+    return {
+        **(request.data or {}),
+        "email": request.email,
+        "name": request.name,
+        "phone": request.phone or "",
+        SIGNATURE_VARIABLE: html_mark(),
+    }
 
 
 @dataclass(frozen=True)
@@ -83,9 +89,14 @@ def render_chunk(request_ids: list[int], *, app: Flask) -> str:
     session = db.session
     now = utcnow()
     stopped = cancel_if_batch_stopped(session, request_ids=request_ids, now=now)
-    claimed = transition(session, [i for i in request_ids if i not in stopped], frm=Status.PENDING,
-                         to=Status.GENERATING, now=now,
-                         attempts=SigningRequest.attempts + 1).won
+    claimed = transition(
+        session,
+        [i for i in request_ids if i not in stopped],
+        frm=Status.PENDING,
+        to=Status.GENERATING,
+        now=now,
+        attempts=SigningRequest.attempts + 1,
+    ).won
     if not claimed:
         session.commit()  # the stopped ones
         return "skipped: none pending"
@@ -107,14 +118,17 @@ def render_chunk(request_ids: list[int], *, app: Flask) -> str:
             failed.append(Problem(request, f"The template could not be filled in: {exc}"))
         except RenderError as exc:
             (retry if exc.transient and request.attempts < limit else failed).append(
-                Problem(request, _gave_up(str(exc.message), request, limit, transient=exc.transient), exc.detail))
+                Problem(request, _gave_up(str(exc.message), request, limit, transient=exc.transient), exc.detail)
+            )
         except StorageError as exc:
             (retry if request.attempts < limit else failed).append(
-                Problem(request, _gave_up(str(exc), request, limit, transient=True), repr(exc.__cause__)))
+                Problem(request, _gave_up(str(exc), request, limit, transient=True), repr(exc.__cause__))
+            )
         except Exception as exc:  # noqa: BLE001 - one request's surprise must not take its chunk down
             logger.exception("render crashed", extra={"fields": {"request_id": request.id}})
-            failed.append(Problem(request, f"The document could not be rendered: {type(exc).__name__}: {exc}",
-                                  repr(exc)))
+            failed.append(
+                Problem(request, f"The document could not be rendered: {type(exc).__name__}: {exc}", repr(exc))
+            )
         return None
 
     with ThreadPoolExecutor(1, thread_name_prefix="wkhtmltopdf") as renderer:
@@ -125,8 +139,12 @@ def render_chunk(request_ids: list[int], *, app: Flask) -> str:
                 continue
             if request.attempts > limit:
                 # Queued again and again by the reconciler: the worker dies on this document.
-                failed.append(Problem(request, f"The document could not be rendered after {limit} attempts "
-                                               "(the renderer stopped each time)."))
+                failed.append(
+                    Problem(
+                        request,
+                        f"The document could not be rendered after {limit} attempts (the renderer stopped each time).",
+                    )
+                )
                 continue
             current = attempt(request, partial(_start, request, renderer, app=app))
             if previous is not None:
@@ -134,13 +152,15 @@ def render_chunk(request_ids: list[int], *, app: Flask) -> str:
             previous = current
         if previous is not None:
             rendered.append(attempt(previous.request, partial(_store, previous)))
-    return _settle(rendered=[r for r in rendered if r is not None], failed=failed, retry=retry, untried=untried,
-                   app=app)
+    return _settle(
+        rendered=[r for r in rendered if r is not None], failed=failed, retry=retry, untried=untried, app=app
+    )
 
 
 def _gave_up(message: str, request: SigningRequest, limit: int, *, transient: bool) -> str:
-    return f"{message} (gave up after {request.attempts} attempts)" if transient and request.attempts >= limit \
-        else message
+    return (
+        f"{message} (gave up after {request.attempts} attempts)" if transient and request.attempts >= limit else message
+    )
 
 
 @dataclass(frozen=True)
@@ -153,8 +173,9 @@ class InFlight:
 
 def _start(request: SigningRequest, renderer: ThreadPoolExecutor, *, app: Flask) -> InFlight:
     """Fill in the request's document and queue it for the renderer (it starts when the one before is done)."""
-    convert = prepare_document(request.batch.template_version, document_context(request),
-                               timeout=app.config["PDF_TIMEOUT_SECONDS"])
+    convert = prepare_document(
+        request.batch.template_version, document_context(request), timeout=app.config["PDF_TIMEOUT_SECONDS"]
+    )
     return InFlight(request, renderer.submit(_timed, convert))
 
 
@@ -172,15 +193,17 @@ def _store(document: InFlight) -> Rendered:
     try:
         box = signature_box(request.batch.template_version, data)
     except UnreadablePdf as exc:
-        raise RenderError(N_("The rendered document could not be read back."), transient=True,
-                          detail=str(exc)) from None
+        raise RenderError(
+            N_("The rendered document could not be read back."), transient=True, detail=str(exc)
+        ) from None
     key = original_key(request)
     get_storage().put(key, data, content_type="application/pdf")
     return Rendered(request.id, request.batch_id, key, data, box)
 
 
-def _settle(*, rendered: list[Rendered], failed: list[Problem], retry: list[Problem], untried: list[int],
-            app: Flask) -> str:
+def _settle(
+    *, rendered: list[Rendered], failed: list[Problem], retry: list[Problem], untried: list[int], app: Flask
+) -> str:
     """One transaction for the whole chunk: documents, states, invitation rows; then queue the sends.
 
     ``untried``: requests the chunk did not render because the worker is stopping; they go back to
@@ -189,12 +212,32 @@ def _settle(*, rendered: list[Rendered], failed: list[Problem], retry: list[Prob
     session = db.session
     now = utcnow()
     # Cancelled (or reconciled) while rendering: its stored file is simply unused.
-    won = set(transition(session, [r.request_id for r in rendered], frm=Status.GENERATING, to=Status.GENERATED,
-                         now=now, attempts=0, error_message=None).won)
-    session.add_all([Document(request_id=r.request_id, kind="original", storage_key=r.key,
-                              sha256=hashlib.sha256(r.data).hexdigest(), size=len(r.data), created_at=now,
-                              signature_box=r.signature_box.to_json() if r.signature_box else None)
-                     for r in rendered if r.request_id in won])
+    won = set(
+        transition(
+            session,
+            [r.request_id for r in rendered],
+            frm=Status.GENERATING,
+            to=Status.GENERATED,
+            now=now,
+            attempts=0,
+            error_message=None,
+        ).won
+    )
+    session.add_all(
+        [
+            Document(
+                request_id=r.request_id,
+                kind="original",
+                storage_key=r.key,
+                sha256=hashlib.sha256(r.data).hexdigest(),
+                size=len(r.data),
+                created_at=now,
+                signature_box=r.signature_box.to_json() if r.signature_box else None,
+            )
+            for r in rendered
+            if r.request_id in won
+        ]
+    )
     # The invitation rows are written in the same transaction: a generated request always has one.
     invitations = queue_invitations(session, request_ids=sorted(won), now=now, app=app)
     for request_id, message in invitations.errors.items():
@@ -202,22 +245,56 @@ def _settle(*, rendered: list[Rendered], failed: list[Problem], retry: list[Prob
     for problem in failed:
         _fail(problem, frm=Status.GENERATING, now=now)
     for problem in retry:
-        transition(session, problem.request.id, frm=Status.GENERATING, to=Status.PENDING, now=now,
-                   error_message=problem.message[:2000], details={"retry": problem.request.attempts})
-        log(logger, logging.WARNING, "render failed, will retry", request_id=problem.request.id,
-            attempt=problem.request.attempts, error=problem.message, detail=problem.detail)
-    transition(session, untried, frm=Status.GENERATING, to=Status.PENDING, now=now,
-               attempts=SigningRequest.attempts - 1, details={"handed_back": True})
+        transition(
+            session,
+            problem.request.id,
+            frm=Status.GENERATING,
+            to=Status.PENDING,
+            now=now,
+            error_message=problem.message[:2000],
+            details={"retry": problem.request.attempts},
+        )
+        log(
+            logger,
+            logging.WARNING,
+            "render failed, will retry",
+            request_id=problem.request.id,
+            attempt=problem.request.attempts,
+            error=problem.message,
+            detail=problem.detail,
+        )
+    transition(
+        session,
+        untried,
+        frm=Status.GENERATING,
+        to=Status.PENDING,
+        now=now,
+        attempts=SigningRequest.attempts - 1,
+        details={"handed_back": True},
+    )
     touched = {p.request.batch_id for p in failed}
     touched |= {r.batch_id for r in rendered if r.request_id in invitations.errors}
     closed = [batch_id for batch_id in touched if close_if_done(session, batch_id=batch_id, now=now)]
-    counts = Counter({"generated": len(invitations.mail_ids), "failed": len(failed) + len(invitations.errors),
-                      "retried": len(retry), "handed back": len(untried)})
+    counts = Counter(
+        {
+            "generated": len(invitations.mail_ids),
+            "failed": len(failed) + len(invitations.errors),
+            "retried": len(retry),
+            "handed back": len(untried),
+        }
+    )
     retry_message = retry[0].message if retry else ""
     session.commit()
 
-    log(logger, logging.INFO, "documents rendered", generated=counts["generated"], failed=counts["failed"],
-        retried=counts["retried"], request_ids=sorted(invitations.mail_ids))
+    log(
+        logger,
+        logging.INFO,
+        "documents rendered",
+        generated=counts["generated"],
+        failed=counts["failed"],
+        retried=counts["retried"],
+        request_ids=sorted(invitations.mail_ids),
+    )
     enqueue_sends(sorted(invitations.mail_ids.values()) + queued_completion_notices(session, batch_ids=closed))
     if untried:
         log(logger, logging.INFO, "worker stopping, renders handed back", request_ids=untried)
@@ -229,7 +306,21 @@ def _settle(*, rendered: list[Rendered], failed: list[Problem], retry: list[Prob
 
 def _fail(problem: Problem, *, frm: Status, now) -> None:
     request = problem.request
-    transition(db.session, request.id, frm=frm, to=Status.FAILED, now=now, error_message=problem.message[:2000],
-               details={"error": problem.message[:500]})
-    log(logger, logging.ERROR, "render failed", request_id=request.id, batch_id=request.batch_id,
-        error=problem.message, detail=problem.detail)
+    transition(
+        db.session,
+        request.id,
+        frm=frm,
+        to=Status.FAILED,
+        now=now,
+        error_message=problem.message[:2000],
+        details={"error": problem.message[:500]},
+    )
+    log(
+        logger,
+        logging.ERROR,
+        "render failed",
+        request_id=request.id,
+        batch_id=request.batch_id,
+        error=problem.message,
+        detail=problem.detail,
+    )

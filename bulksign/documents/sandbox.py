@@ -12,6 +12,7 @@ it needs nothing more, as another user it needs unprivileged user namespaces (a 
 every template's author is trusted. A sandbox that cannot start is a clear error on every render, never a silent
 fallback.
 """
+
 from __future__ import annotations
 
 import functools
@@ -24,8 +25,17 @@ from collections.abc import Sequence
 BWRAP = os.environ.get("BWRAP_PATH", "bwrap")
 #: What of the system a converter sees, read-only: programs and libraries, fonts and their configuration,
 #: LibreOffice's own settings, the user database (LibreOffice asks for its user's name). Not the rest of /etc.
-_SYSTEM = ("/usr", "/etc/fonts", "/etc/ld.so.cache", "/etc/alternatives", "/etc/libreoffice", "/etc/passwd",
-           "/etc/group", "/etc/nsswitch.conf", "/etc/localtime")
+_SYSTEM = (
+    "/usr",
+    "/etc/fonts",
+    "/etc/ld.so.cache",
+    "/etc/alternatives",
+    "/etc/libreoffice",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/localtime",
+)
 #: Top-level folders that merged-/usr systems (Debian 12) keep as links into /usr.
 _USR_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
@@ -59,18 +69,50 @@ def _sandboxed(args: Sequence[str], *, folder: str, readable: Sequence[str]) -> 
             view += ["--ro-bind", path, path]
     for path in readable:
         view += ["--ro-bind", path, path]
-    return [_bwrap(), "--unshare-all", "--die-with-parent", "--clearenv",
-            "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", folder, "--setenv", "TMPDIR", folder,
-            "--setenv", "XDG_RUNTIME_DIR", folder, "--setenv", "LANG", "C.UTF-8",
-            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", *view, "--bind", folder, folder,
-            "--chdir", folder, "--", *args]
+    return [
+        _bwrap(),
+        "--unshare-all",
+        "--die-with-parent",
+        "--clearenv",
+        "--setenv",
+        "PATH",
+        "/usr/bin:/bin",
+        "--setenv",
+        "HOME",
+        folder,
+        "--setenv",
+        "TMPDIR",
+        folder,
+        "--setenv",
+        "XDG_RUNTIME_DIR",
+        folder,
+        "--setenv",
+        "LANG",
+        "C.UTF-8",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
+        *view,
+        "--bind",
+        folder,
+        folder,
+        "--chdir",
+        folder,
+        "--",
+        *args,
+    ]
 
 
 def _bwrap() -> str:
     found = shutil.which(BWRAP)
     if found is None:
-        raise SandboxError("bubblewrap (bwrap), which keeps the document converters away from the network and the "
-                           "stored documents, is not installed on this server (Debian package bubblewrap).")
+        raise SandboxError(
+            "bubblewrap (bwrap), which keeps the document converters away from the network and the "
+            "stored documents, is not installed on this server (Debian package bubblewrap)."
+        )
     return found
 
 
@@ -84,5 +126,7 @@ def _check() -> None:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SandboxError(f"The converters' sandbox (bubblewrap) did not start: {exc}") from None
     if proc.returncode != 0:
-        raise SandboxError("The converters' sandbox (bubblewrap) cannot start on this server: "
-                           f"{proc.stderr.decode('utf-8', 'replace').strip()[-500:]}")
+        raise SandboxError(
+            "The converters' sandbox (bubblewrap) cannot start on this server: "
+            f"{proc.stderr.decode('utf-8', 'replace').strip()[-500:]}"
+        )

@@ -6,6 +6,7 @@ which costs ~105 ms per seal with RSA-2048 instead of ~30 ms (field notes). When
 is configured, a self-signed seal certificate is created under ``VAR_DIR/seal/`` on first use.
 Every certificate that sealed is kept (``SealCertificate``), so /verify still knows it after a change.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -14,7 +15,7 @@ import os
 import tempfile
 import threading
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from sqlalchemy import select
@@ -90,8 +91,9 @@ def _signer_class():
     return CachedKeySigner
 
 
-def load_seal_key(*, pkcs12_bytes: bytes, password: bytes | None, path: str, self_signed: bool,
-                  cache_key_material: bool = True) -> SealKey:
+def load_seal_key(
+    *, pkcs12_bytes: bytes, password: bytes | None, path: str, self_signed: bool, cache_key_material: bool = True
+) -> SealKey:
     """Parse a PKCS#12 into a signer (``cache_key_material=False``: pyHanko's plain SimpleSigner, for the bench)."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.serialization import pkcs12
@@ -102,18 +104,29 @@ def load_seal_key(*, pkcs12_bytes: bytes, password: bytes | None, path: str, sel
     try:
         private_key, cert, others = pkcs12.load_key_and_certificates(pkcs12_bytes, password)
     except Exception as exc:
-        raise SealError(f"The seal certificate {path} could not be opened (wrong password or not a PKCS#12 file).") from exc
+        raise SealError(
+            f"The seal certificate {path} could not be opened (wrong password or not a PKCS#12 file)."
+        ) from exc
     if private_key is None or cert is None:
         raise SealError(f"The seal file {path} holds no private key and certificate.")
     registry = SimpleCertificateStore()
     registry.register_multiple({translate_pyca_cryptography_cert_to_asn1(c) for c in others or []})
-    kwargs = dict(signing_cert=translate_pyca_cryptography_cert_to_asn1(cert),
-                  signing_key=translate_pyca_cryptography_key_to_asn1(private_key), cert_registry=registry)
+    kwargs = dict(
+        signing_cert=translate_pyca_cryptography_cert_to_asn1(cert),
+        signing_key=translate_pyca_cryptography_key_to_asn1(private_key),
+        cert_registry=registry,
+    )
     signer = _signer_class()(private_key=private_key, **kwargs) if cache_key_material else SimpleSigner(**kwargs)
     der = cert.public_bytes(serialization.Encoding.DER)
-    return SealKey(signer=signer, fingerprint=hashlib.sha256(der).hexdigest(), subject=cert.subject.rfc4514_string(),
-                   not_after=cert.not_valid_after_utc, self_signed=self_signed, path=path,
-                   certificate=kwargs["signing_cert"])
+    return SealKey(
+        signer=signer,
+        fingerprint=hashlib.sha256(der).hexdigest(),
+        subject=cert.subject.rfc4514_string(),
+        not_after=cert.not_valid_after_utc,
+        self_signed=self_signed,
+        path=path,
+        certificate=kwargs["signing_cert"],
+    )
 
 
 def _self_signed_path(var_dir: str) -> Path:
@@ -129,17 +142,36 @@ def _create_self_signed(path: Path) -> None:
     from cryptography.x509.oid import NameOID
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Bulksign document seal (self-signed)"),
-                      x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Bulksign")])
-    now = datetime.now(timezone.utc)
+    name = x509.Name(
+        [
+            x509.NameAttribute(NameOID.COMMON_NAME, "Bulksign document seal (self-signed)"),
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Bulksign"),
+        ]
+    )
+    now = datetime.now(UTC)
     cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(minutes=5)).not_valid_after(now + timedelta(days=3650))
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(days=3650))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=True, key_encipherment=False,
-                                     data_encipherment=False, key_agreement=False, key_cert_sign=False,
-                                     crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=True,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .sign(key, hashes.SHA256())
     )
     # The file holds the key unencrypted; it is protected by its mode, like the embedded secret key.
@@ -156,8 +188,12 @@ def _create_self_signed(path: Path) -> None:
             pass
     finally:
         os.unlink(tmp)
-    log(logger, logging.WARNING, "created a self-signed seal certificate; configure SEAL_PKCS12_PATH for production",
-        path=str(path))
+    log(
+        logger,
+        logging.WARNING,
+        "created a self-signed seal certificate; configure SEAL_PKCS12_PATH for production",
+        path=str(path),
+    )
 
 
 def seal_key(config) -> SealKey:
@@ -178,8 +214,12 @@ def seal_key(config) -> SealKey:
                 data = path.read_bytes()
             except OSError as exc:
                 raise SealError(f"The seal certificate {path} cannot be read ({exc.strerror or exc}).") from exc
-            key = load_seal_key(pkcs12_bytes=data, password=password.encode() if password else None,
-                                path=str(path), self_signed=not configured)
+            key = load_seal_key(
+                pkcs12_bytes=data,
+                password=password.encode() if password else None,
+                path=str(path),
+                self_signed=not configured,
+            )
             _cache[cache_id] = key
     return key
 
@@ -189,14 +229,24 @@ def seal_status(config) -> SealStatus:
     configured = bool(config.get("SEAL_PKCS12_PATH"))
     path = config.get("SEAL_PKCS12_PATH") or str(_self_signed_path(config["VAR_DIR"]))
     if not Path(path).exists():
-        return SealStatus(configured=configured, exists=False, path=path,
-                          error="The configured file does not exist." if configured else "")
+        return SealStatus(
+            configured=configured,
+            exists=False,
+            path=path,
+            error="The configured file does not exist." if configured else "",
+        )
     try:
         key = seal_key(config)
     except SealError as exc:
         return SealStatus(configured=configured, exists=True, path=path, error=str(exc))
-    return SealStatus(configured=configured, exists=True, path=path, subject=key.subject,
-                      fingerprint=key.fingerprint, not_after=key.not_after)
+    return SealStatus(
+        configured=configured,
+        exists=True,
+        path=path,
+        subject=key.subject,
+        fingerprint=key.fingerprint,
+        not_after=key.not_after,
+    )
 
 
 def remember_certificate(session: Session, key: SealKey, *, now: datetime) -> None:
@@ -204,13 +254,24 @@ def remember_certificate(session: Session, key: SealKey, *, now: datetime) -> No
     # One primary-key read per seal (a seal costs ~30 ms); a per-process memo would miss a restored database.
     if session.get(SealCertificate, key.fingerprint) is None:
         with session.begin_nested():  # two workers sealing at once with a new certificate: the first row stays
-            session.add(SealCertificate(fingerprint=key.fingerprint, subject=key.subject[:500],
-                                        der=key.certificate.dump(), not_after=key.not_after, first_used_at=now))
+            session.add(
+                SealCertificate(
+                    fingerprint=key.fingerprint,
+                    subject=key.subject[:500],
+                    der=key.certificate.dump(),
+                    not_after=key.not_after,
+                    first_used_at=now,
+                )
+            )
 
 
 def past_certificates(session: Session, *, current: SealKey) -> list:
     """The certificates that sealed documents here before ``current`` (asn1crypto objects)."""
     from asn1crypto import x509
 
-    return [x509.Certificate.load(der) for der in session.scalars(
-        select(SealCertificate.der).where(SealCertificate.fingerprint != current.fingerprint))]
+    return [
+        x509.Certificate.load(der)
+        for der in session.scalars(
+            select(SealCertificate.der).where(SealCertificate.fingerprint != current.fingerprint)
+        )
+    ]

@@ -7,6 +7,7 @@ after the certificates expire.
 The record is built by ``signed_pdf``; the key comes from ``seal_keys``. The seal step also queues
 the recipient's confirmation mail with the sealed file, and builds it when the mail job sends it.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -39,6 +40,7 @@ SEAL_FIELD = "BulksignSeal"
 # ---------------------------------------------------------------------------------------------
 # Sealing, with a time-stamp when configured
 # ---------------------------------------------------------------------------------------------
+
 
 def _outside_event_loop(func, *args, **kwargs):
     """Call one of pyHanko's sync functions: they use asyncio.run(), which fails inside a running loop."""
@@ -74,11 +76,18 @@ def timestamping(config) -> TimeStamping | None:
             raw = Path(config["TSA_CA_CERT_PATH"]).read_bytes()
         except OSError as exc:
             raise SealError(f"TSA_CA_CERT_PATH cannot be read ({exc.strerror}).") from exc
-        roots = tuple(x509.Certificate.load(der) for _, _, der in pem.unarmor(raw, multiple=True)) \
-            if pem.detect(raw) else (x509.Certificate.load(raw),)
+        roots = (
+            tuple(x509.Certificate.load(der) for _, _, der in pem.unarmor(raw, multiple=True))
+            if pem.detect(raw)
+            else (x509.Certificate.load(raw),)
+        )
     username = config.get("TSA_USERNAME") or ""
-    return TimeStamping(url=url, auth=(username, config.get("TSA_PASSWORD") or "") if username else None,
-                        timeout_seconds=int(config.get("TSA_TIMEOUT_SECONDS") or 10), trust_roots=roots)
+    return TimeStamping(
+        url=url,
+        auth=(username, config.get("TSA_PASSWORD") or "") if username else None,
+        timeout_seconds=int(config.get("TSA_TIMEOUT_SECONDS") or 10),
+        trust_roots=roots,
+    )
 
 
 def apply_seal(pdf: bytes, key: SealKey, *, tsa: TimeStamping | None = None) -> bytes:
@@ -90,9 +99,13 @@ def apply_seal(pdf: bytes, key: SealKey, *, tsa: TimeStamping | None = None) -> 
     from pyhanko_certvalidator import ValidationContext
 
     def sign(**extra) -> bytes:
-        meta = signers.PdfSignatureMetadata(field_name=SEAL_FIELD, md_algorithm="sha256",
-                                            subfilter=fields.SigSeedSubFilter.PADES,
-                                            reason="Document sealed by Bulksign", **extra)
+        meta = signers.PdfSignatureMetadata(
+            field_name=SEAL_FIELD,
+            md_algorithm="sha256",
+            subfilter=fields.SigSeedSubFilter.PADES,
+            reason="Document sealed by Bulksign",
+            **extra,
+        )
         writer = IncrementalPdfFileWriter(BytesIO(pdf), strict=False)
         return _outside_event_loop(signers.sign_pdf, writer, meta, signer=key.signer, timestamper=stamper).getvalue()
 
@@ -108,8 +121,12 @@ def apply_seal(pdf: bytes, key: SealKey, *, tsa: TimeStamping | None = None) -> 
             except TimestampRequestError:
                 raise
             except Exception as exc:  # a chain pyHanko cannot complete: the time-stamp alone still holds
-                log(logger, logging.WARNING, "seal validation data not embedded; sealing with a time-stamp only",
-                    error=repr(exc)[:300])
+                log(
+                    logger,
+                    logging.WARNING,
+                    "seal validation data not embedded; sealing with a time-stamp only",
+                    error=repr(exc)[:300],
+                )
         return sign()
     except TimestampRequestError as exc:
         raise SealError(f"The time-stamp authority {tsa.url} did not answer ({exc}).") from exc
@@ -118,6 +135,7 @@ def apply_seal(pdf: bytes, key: SealKey, *, tsa: TimeStamping | None = None) -> 
 # ---------------------------------------------------------------------------------------------
 # Checking a seal
 # ---------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class SealCheck:
@@ -161,9 +179,12 @@ def check_seal(pdf: bytes, key: SealKey, *, past: Sequence = (), tsa_roots: Sequ
     sig = signatures[-1]
     try:
         roots = [key.certificate, *past, *tsa_roots]
-        status = _outside_event_loop(validate_pdf_signature, sig,
-                                     ValidationContext(trust_roots=roots, allow_fetching=False),
-                                     ts_validation_context=ValidationContext(trust_roots=roots, allow_fetching=False))
+        status = _outside_event_loop(
+            validate_pdf_signature,
+            sig,
+            ValidationContext(trust_roots=roots, allow_fetching=False),
+            ts_validation_context=ValidationContext(trust_roots=roots, allow_fetching=False),
+        )
     except Exception as exc:
         log(logger, logging.INFO, "seal validation failed", error=repr(exc)[:300])
         return SealCheck(readable=True, sealed=True)
@@ -176,14 +197,21 @@ def check_seal(pdf: bytes, key: SealKey, *, past: Sequence = (), tsa_roots: Sequ
     except Exception:
         long_term = False
     return SealCheck(
-        readable=True, sealed=True, intact=bool(status.intact and status.valid),
-        whole_file=status.coverage == SignatureCoverageLevel.ENTIRE_FILE or (
+        readable=True,
+        sealed=True,
+        intact=bool(status.intact and status.valid),
+        whole_file=status.coverage == SignatureCoverageLevel.ENTIRE_FILE
+        or (
             # B-LT appends its validation data after the signature: the only addition allowed.
             status.coverage == SignatureCoverageLevel.ENTIRE_REVISION
-            and status.modification_level == ModificationLevel.LTA_UPDATES),
-        ours=fingerprint in ours, signer=cert.subject.human_friendly if cert is not None else "",
+            and status.modification_level == ModificationLevel.LTA_UPDATES
+        ),
+        ours=fingerprint in ours,
+        signer=cert.subject.human_friendly if cert is not None else "",
         signed_at=status.signer_reported_dt,
-        timestamped_at=stamp.timestamp if stamp is not None and stamp.intact and stamp.valid and stamp.trusted else None,
+        timestamped_at=stamp.timestamp
+        if stamp is not None and stamp.intact and stamp.valid and stamp.trusted
+        else None,
         long_term=long_term,
     )
 
@@ -191,6 +219,7 @@ def check_seal(pdf: bytes, key: SealKey, *, past: Sequence = (), tsa_roots: Sequ
 # ---------------------------------------------------------------------------------------------
 # The seal step of a request
 # ---------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class SealOutcome:
@@ -210,12 +239,17 @@ def signed_filename(request: SigningRequest) -> str:
 
 
 def latest_document(session: Session, request_id: int, kind: str) -> Document | None:
-    return session.scalar(select(Document).where(Document.request_id == request_id, Document.kind == kind)
-                          .order_by(Document.id.desc()).limit(1))
+    return session.scalar(
+        select(Document)
+        .where(Document.request_id == request_id, Document.kind == kind)
+        .order_by(Document.id.desc())
+        .limit(1)
+    )
 
 
-def seal_request(session: Session, *, request_id: int, now: datetime, storage, key: SealKey,
-                 tsa: TimeStamping | None = None) -> SealOutcome:
+def seal_request(
+    session: Session, *, request_id: int, now: datetime, storage, key: SealKey, tsa: TimeStamping | None = None
+) -> SealOutcome:
     """Build, seal and store the signed PDF of a signed request, and queue its confirmation mail; commits.
 
     Idempotent: a request that already has its signed document is left alone. The row lock
@@ -237,41 +271,86 @@ def seal_request(session: Session, *, request_id: int, now: datetime, storage, k
         return SealOutcome(status="no_original", request_id=request_id)
     data = storage.get(original.storage_key)
     record = audit_record(session, request, original)
-    sealed = apply_seal(build_signed_pdf(data, record, image_png=request.signature_image,
-                                         box=SignatureBox.from_json(original.signature_box)), key, tsa=tsa)
+    sealed = apply_seal(
+        build_signed_pdf(
+            data, record, image_png=request.signature_image, box=SignatureBox.from_json(original.signature_box)
+        ),
+        key,
+        tsa=tsa,
+    )
     storage_key = signed_storage_key(request)
     storage.put(storage_key, sealed, content_type="application/pdf")
     digest = hashlib.sha256(sealed).hexdigest()
     remember_certificate(session, key, now=now)
-    document = Document(request_id=request.id, kind="signed", storage_key=storage_key, sha256=digest,
-                        size=len(sealed), content_type="application/pdf", created_at=now,
-                        seal_fingerprint=key.fingerprint)
+    document = Document(
+        request_id=request.id,
+        kind="signed",
+        storage_key=storage_key,
+        sha256=digest,
+        size=len(sealed),
+        content_type="application/pdf",
+        created_at=now,
+        seal_fingerprint=key.fingerprint,
+    )
     session.add(document)
-    session.add(Event(request_id=request.id, batch_id=request.batch_id, type="document.sealed", created_at=now,
-                      details={"sha256": digest, "seal": key.fingerprint[:16]}))
-    mail = queue_mail(session, key=f"confirmation-{request.id}", kind="confirmation", to_email=request.email,
-                      subject=_confirmation_subject(request), now=now, request_id=request.id,
-                      batch_id=request.batch_id,
-                      attachments=[{"key": storage_key, "filename": signed_filename(request),
-                                    "content_type": "application/pdf"}])
+    session.add(
+        Event(
+            request_id=request.id,
+            batch_id=request.batch_id,
+            type="document.sealed",
+            created_at=now,
+            details={"sha256": digest, "seal": key.fingerprint[:16]},
+        )
+    )
+    mail = queue_mail(
+        session,
+        key=f"confirmation-{request.id}",
+        kind="confirmation",
+        to_email=request.email,
+        subject=_confirmation_subject(request),
+        now=now,
+        request_id=request.id,
+        batch_id=request.batch_id,
+        attachments=[{"key": storage_key, "filename": signed_filename(request), "content_type": "application/pdf"}],
+    )
     session.flush()
     outcome = SealOutcome(status="sealed", request_id=request.id, document_id=document.id, mail_id=mail.id)
     session.commit()
     enqueue_sends([outcome.mail_id])
-    log(logger, logging.INFO, "signed document sealed", request_id=request_id, document_id=outcome.document_id,
-        size=len(sealed))
+    log(
+        logger,
+        logging.INFO,
+        "signed document sealed",
+        request_id=request_id,
+        document_id=outcome.document_id,
+        size=len(sealed),
+    )
     return outcome
 
 
-def unsealed_requests(session: Session, *, now: datetime, grace: timedelta = timedelta(minutes=5),
-                      window: timedelta = timedelta(days=7), limit: int = 1000) -> list[int]:
+def unsealed_requests(
+    session: Session,
+    *,
+    now: datetime,
+    grace: timedelta = timedelta(minutes=5),
+    window: timedelta = timedelta(days=7),
+    limit: int = 1000,
+) -> list[int]:
     """Requests signed between ``window`` and ``grace`` ago that still have no signed document."""
     has_signed = select(Document.id).where(Document.request_id == SigningRequest.id, Document.kind == "signed")
-    return list(session.scalars(
-        select(SigningRequest.id)
-        .where(SigningRequest.status == Status.SIGNED, SigningRequest.signed_at <= now - grace,
-               SigningRequest.signed_at >= now - window, ~has_signed.exists())
-        .order_by(SigningRequest.signed_at).limit(limit)))
+    return list(
+        session.scalars(
+            select(SigningRequest.id)
+            .where(
+                SigningRequest.status == Status.SIGNED,
+                SigningRequest.signed_at <= now - grace,
+                SigningRequest.signed_at >= now - window,
+                ~has_signed.exists(),
+            )
+            .order_by(SigningRequest.signed_at)
+            .limit(limit)
+        )
+    )
 
 
 def _confirmation_subject(request: SigningRequest) -> str:
@@ -291,9 +370,14 @@ def build_confirmation(session: Session, mail, app):
 
     request = session.get(SigningRequest, mail.request_id)
     with force_locale(request.batch.language):
-        body = render_template("emails/signing_confirmation.txt", request=request, batch=request.batch,
-                               document_name=document_title(request.batch))
-    message = Message(subject=mail.subject, recipients=[mail.to_email], body=body,
-                      reply_to=request.batch.reply_to or None)
+        body = render_template(
+            "emails/signing_confirmation.txt",
+            request=request,
+            batch=request.batch,
+            document_name=document_title(request.batch),
+        )
+    message = Message(
+        subject=mail.subject, recipients=[mail.to_email], body=body, reply_to=request.batch.reply_to or None
+    )
     message.msgId = mail.message_id
     return message

@@ -18,6 +18,7 @@ The contract every template kind follows:
 Coordinates are a PDF's own: points (1/72 inch) in the page's default user space, y upwards,
 the same as a ``/Rect`` or pypdf's ``mediabox``. ``page`` counts from 0.
 """
+
 from __future__ import annotations
 
 import re
@@ -45,8 +46,9 @@ _MM = 72 / 25.4
 #: wkhtmltopdf prints CSS lengths at 0.7686 of their size (measured: a 70 mm box came out 152.5 pt),
 #: so the HTML box is drawn larger to come out at the standard size.
 _WKHTMLTOPDF_SCALE = 0.7686
-_MARK_STYLE = ("position:absolute;{where};font:1px/1px 'DejaVu Sans',sans-serif;color:#fff;"
-               "white-space:nowrap;margin:0;padding:0")
+_MARK_STYLE = (
+    "position:absolute;{where};font:1px/1px 'DejaVu Sans',sans-serif;color:#fff;white-space:nowrap;margin:0;padding:0"
+)
 #: PDFium is not thread-safe: one call into it at a time per process.
 _PDFIUM = threading.Lock()
 
@@ -82,8 +84,9 @@ class SignatureBox:
         """The box stored by ``to_json``, or None when the document has none."""
         if not data:
             return None
-        return cls(page=int(data["page"]), x=float(data["x"]), y=float(data["y"]), w=float(data["w"]),
-                   h=float(data["h"]))
+        return cls(
+            page=int(data["page"]), x=float(data["x"]), y=float(data["y"]), w=float(data["w"]), h=float(data["h"])
+        )
 
 
 def html_mark() -> Markup:
@@ -92,10 +95,11 @@ def html_mark() -> Markup:
     height = BOX_HEIGHT_MM / _WKHTMLTOPDF_SCALE
     return Markup(
         f'<span class="bulksign-signature" style="display:inline-block;position:relative;width:{width:.1f}mm;'
-        f'height:{height:.1f}mm;border:0.3mm solid #9aa3b2;border-radius:1.5mm;vertical-align:top;'
+        f"height:{height:.1f}mm;border:0.3mm solid #9aa3b2;border-radius:1.5mm;vertical-align:top;"
         f'page-break-inside:avoid;box-sizing:border-box">'
         f'<span style="{_MARK_STYLE.format(where="left:0;top:0")}">{MARK_TOP_LEFT}</span>'
-        f'<span style="{_MARK_STYLE.format(where="right:0;bottom:0")}">{MARK_BOTTOM_RIGHT}</span></span>')
+        f'<span style="{_MARK_STYLE.format(where="right:0;bottom:0")}">{MARK_BOTTOM_RIGHT}</span></span>'
+    )
 
 
 def find_signature_box(pdf: bytes) -> SignatureBox | None:
@@ -124,8 +128,11 @@ def find_signature_box(pdf: bytes) -> SignatureBox | None:
                     continue
                 left, _, _, top = starts[0]
                 # The nearest bottom-right mark below and right of the start closes the box; Word prints none.
-                ends = [(right, bottom) for _, bottom, right, _ in _marks(text, MARK_BOTTOM_RIGHT)
-                        if right > left and bottom < top]
+                ends = [
+                    (right, bottom)
+                    for _, bottom, right, _ in _marks(text, MARK_BOTTOM_RIGHT)
+                    if right > left and bottom < top
+                ]
                 if ends:
                     right, bottom = min(ends, key=lambda end: (top - end[1]) + (end[0] - left))
                 else:
@@ -165,13 +172,27 @@ def check_box(pdf: bytes, box: SignatureBox) -> SignatureBox:
 
     pages = PdfReader(BytesIO(pdf)).pages
     if not 0 <= box.page < len(pages):
-        raise SignatureBoxError(N_("The signature box is on page %(page)d; the document has %(pages)d.",
-                                   page=box.page + 1, pages=len(pages)))
+        raise SignatureBoxError(
+            N_(
+                "The signature box is on page %(page)d; the document has %(pages)d.",
+                page=box.page + 1,
+                pages=len(pages),
+            )
+        )
     media = pages[box.page].mediabox
     if box.w < MIN_WIDTH_PT or box.h < MIN_HEIGHT_PT:
-        raise SignatureBoxError(N_("The signature box is too small: make it at least %(w)d × %(h)d mm.",
-                                   w=round(MIN_WIDTH_PT / _MM), h=round(MIN_HEIGHT_PT / _MM)))
-    if box.x < float(media.left) - 0.5 or box.y < float(media.bottom) - 0.5 \
-            or box.x + box.w > float(media.right) + 0.5 or box.y + box.h > float(media.top) + 0.5:
+        raise SignatureBoxError(
+            N_(
+                "The signature box is too small: make it at least %(w)d × %(h)d mm.",
+                w=round(MIN_WIDTH_PT / _MM),
+                h=round(MIN_HEIGHT_PT / _MM),
+            )
+        )
+    if (
+        box.x < float(media.left) - 0.5
+        or box.y < float(media.bottom) - 0.5
+        or box.x + box.w > float(media.right) + 0.5
+        or box.y + box.h > float(media.top) + 0.5
+    ):
         raise SignatureBoxError(N_("The signature box reaches beyond the edge of its page."))
     return box

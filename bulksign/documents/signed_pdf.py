@@ -4,6 +4,7 @@ The block goes in the document's signature box, or on an appended signature page
 marks no place; both, and the certificate, speak the recipient's language and time zone.
 ``sealing`` seals what this builds.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -19,8 +20,8 @@ from sqlalchemy.orm import Session
 
 from bulksign.core.localtime import zone_of
 from bulksign.core.messages import N_
-from bulksign.models import Batch, Document, Event, SigningRequest
 from bulksign.documents.signature_box import SignatureBox
+from bulksign.models import Batch, Document, Event, SigningRequest
 
 FONT_PATH = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 FONT_BOLD_PATH = "/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf"
@@ -124,8 +125,19 @@ def _fit(text: str, font: str, size: float, width: float) -> str:
     return text + "…"
 
 
-def _draw_block(c, *, x: float, y: float, w: float, h: float, signer_name: str, signed_at: datetime,
-                signer_ip: str, image_png: bytes | None, zone: str) -> None:
+def _draw_block(
+    c,
+    *,
+    x: float,
+    y: float,
+    w: float,
+    h: float,
+    signer_name: str,
+    signed_at: datetime,
+    signer_ip: str,
+    image_png: bytes | None,
+    zone: str,
+) -> None:
     """The drawn signature and its four lines, laid out inside the box (x, y, w, h) whatever its shape."""
     from reportlab.lib.units import mm
     from reportlab.lib.utils import ImageReader
@@ -143,8 +155,12 @@ def _draw_block(c, *, x: float, y: float, w: float, h: float, signer_name: str, 
         else:  # tall or square: the drawing above, the lines below
             text_h = h * 0.5
             c.drawImage(image, x, y + text_h, w, h - text_h, preserveAspectRatio=True, anchor="c", mask="auto")
-    rows = [("DejaVuSans-Bold", str(N_("Signed electronically"))), ("DejaVuSans", signer_name),
-            ("DejaVuSans", _local(signed_at, zone, short=True)), ("DejaVuSans", str(N_("IP %(ip)s", ip=signer_ip)))]
+    rows = [
+        ("DejaVuSans-Bold", str(N_("Signed electronically"))),
+        ("DejaVuSans", signer_name),
+        ("DejaVuSans", _local(signed_at, zone, short=True)),
+        ("DejaVuSans", str(N_("IP %(ip)s", ip=signer_ip))),
+    ]
     # As large as the box allows up to 8 pt; below 4.5 pt a long name is cut (…) rather than made unreadable.
     widest = max(stringWidth(text, font, 1) for font, text in rows[:1] + rows[2:]) or 1
     size = max(4.5, min(8.0, text_h / (len(rows) * 1.3), text_w / widest))
@@ -156,8 +172,17 @@ def _draw_block(c, *, x: float, y: float, w: float, h: float, signer_name: str, 
         c.drawString(text_x, top - size - i * leading, _fit(text, font, size, text_w))
 
 
-def signature_stamp(*, width: float, height: float, box: SignatureBox, signer_name: str, signed_at: datetime,
-                    signer_ip: str, image_png: bytes | None, zone: str = "UTC") -> bytes:
+def signature_stamp(
+    *,
+    width: float,
+    height: float,
+    box: SignatureBox,
+    signer_name: str,
+    signed_at: datetime,
+    signer_ip: str,
+    image_png: bytes | None,
+    zone: str = "UTC",
+) -> bytes:
     """A one-page overlay the size of the target page with the block inside ``box`` (user-space points)."""
     from reportlab.pdfgen import canvas
 
@@ -165,8 +190,18 @@ def signature_stamp(*, width: float, height: float, box: SignatureBox, signer_na
     buf = BytesIO()
     c = canvas.Canvas(buf, pagesize=(width, height))
     # The document draws the box's frame (``{{ signature }}``) or staff chose a bare place: no frame of ours.
-    _draw_block(c, x=box.x, y=box.y, w=box.w, h=box.h, signer_name=signer_name, signed_at=signed_at,
-                signer_ip=signer_ip, image_png=image_png, zone=zone)
+    _draw_block(
+        c,
+        x=box.x,
+        y=box.y,
+        w=box.w,
+        h=box.h,
+        signer_name=signer_name,
+        signed_at=signed_at,
+        signer_ip=signer_ip,
+        image_png=image_png,
+        zone=zone,
+    )
     c.showPage()
     c.save()
     return buf.getvalue()
@@ -185,15 +220,28 @@ def signature_page(record: AuditRecord, *, width: float, height: float, image_pn
     c.setFont("DejaVuSans-Bold", 15)
     c.drawString(left, top - 15, str(N_("Signature")))
     c.setFont("DejaVuSans", 9)
-    c.drawString(left, top - 32, _fit(str(N_("Document: %(name)s", name=record.document_name)), "DejaVuSans", 9,
-                                      width - 2 * left))
+    c.drawString(
+        left,
+        top - 32,
+        _fit(str(N_("Document: %(name)s", name=record.document_name)), "DejaVuSans", 9, width - 2 * left),
+    )
     box_w, box_h = min(95 * mm, width - 2 * left), 30 * mm
     box_y = top - 44 - box_h
     c.setStrokeColorRGB(0.14, 0.34, 0.85)
     c.setLineWidth(0.6)
     c.roundRect(left, box_y, box_w, box_h, 2 * mm)
-    _draw_block(c, x=left, y=box_y, w=box_w, h=box_h, signer_name=record.signer_name, signed_at=record.signed_at,
-                signer_ip=record.signer_ip, image_png=image_png, zone=record.timezone)
+    _draw_block(
+        c,
+        x=left,
+        y=box_y,
+        w=box_w,
+        h=box_h,
+        signer_name=record.signer_name,
+        signed_at=record.signed_at,
+        signer_ip=record.signer_ip,
+        image_png=image_png,
+        zone=record.timezone,
+    )
     c.showPage()
     c.save()
     return buf.getvalue()
@@ -229,31 +277,68 @@ def audit_certificate(record: AuditRecord) -> bytes:
         (N_("Original sha256"), record.original_sha256),
     ]
     fact_table = Table([[p(k), p(v)] for k, v in facts], colWidths=[38 * mm, 132 * mm])
-    event_rows = [[p(N_("Time (%(zone)s)", zone=zone), small), p(N_("Event"), small), p(N_("IP"), small),
-                   p(N_("User agent"), small)]]
-    event_rows += [[p(_local(line.at, zone), small), p(line.label, small), p(line.ip or "—", small),
-                    p(line.user_agent or "—", small)] for line in record.lines]
+    event_rows = [
+        [
+            p(N_("Time (%(zone)s)", zone=zone), small),
+            p(N_("Event"), small),
+            p(N_("IP"), small),
+            p(N_("User agent"), small),
+        ]
+    ]
+    event_rows += [
+        [
+            p(_local(line.at, zone), small),
+            p(line.label, small),
+            p(line.ip or "—", small),
+            p(line.user_agent or "—", small),
+        ]
+        for line in record.lines
+    ]
     event_table = Table(event_rows, colWidths=[44 * mm, 33 * mm, 26 * mm, 67 * mm], repeatRows=1)
-    grid = TableStyle([("GRID", (0, 0), (-1, -1), 0.3, colors.HexColor("#c9ced8")),
-                       ("VALIGN", (0, 0), (-1, -1), "TOP"),
-                       ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#eef0f4"))])
-    fact_table.setStyle(TableStyle([("GRID", (0, 0), (-1, -1), 0.3, colors.HexColor("#c9ced8")),
-                                    ("VALIGN", (0, 0), (-1, -1), "TOP")]))
+    grid = TableStyle(
+        [
+            ("GRID", (0, 0), (-1, -1), 0.3, colors.HexColor("#c9ced8")),
+            ("VALIGN", (0, 0), (-1, -1), "TOP"),
+            ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#eef0f4")),
+        ]
+    )
+    fact_table.setStyle(
+        TableStyle([("GRID", (0, 0), (-1, -1), 0.3, colors.HexColor("#c9ced8")), ("VALIGN", (0, 0), (-1, -1), "TOP")])
+    )
     event_table.setStyle(grid)
     story = [
-        p(N_("Audit certificate"), title), Spacer(1, 3 * mm),
-        p(N_("This page records how the document above was signed electronically. The whole file is sealed "
-             "with a PAdES signature; any change after sealing breaks the seal.")),
-        Spacer(1, 4 * mm), fact_table, Spacer(1, 6 * mm), p(N_("Events"), heading), Spacer(1, 2 * mm), event_table,
+        p(N_("Audit certificate"), title),
+        Spacer(1, 3 * mm),
+        p(
+            N_(
+                "This page records how the document above was signed electronically. The whole file is sealed "
+                "with a PAdES signature; any change after sealing breaks the seal."
+            )
+        ),
+        Spacer(1, 4 * mm),
+        fact_table,
+        Spacer(1, 6 * mm),
+        p(N_("Events"), heading),
+        Spacer(1, 2 * mm),
+        event_table,
     ]
     buf = BytesIO()
-    SimpleDocTemplate(buf, pagesize=A4, leftMargin=20 * mm, rightMargin=20 * mm, topMargin=18 * mm,
-                      bottomMargin=18 * mm, title=str(N_("Audit certificate")), author="Bulksign").build(story)
+    SimpleDocTemplate(
+        buf,
+        pagesize=A4,
+        leftMargin=20 * mm,
+        rightMargin=20 * mm,
+        topMargin=18 * mm,
+        bottomMargin=18 * mm,
+        title=str(N_("Audit certificate")),
+        author="Bulksign",
+    ).build(story)
     return buf.getvalue()
 
 
-def build_signed_pdf(original: bytes, record: AuditRecord, *, image_png: bytes | None,
-                     box: SignatureBox | None = None) -> bytes:
+def build_signed_pdf(
+    original: bytes, record: AuditRecord, *, image_png: bytes | None, box: SignatureBox | None = None
+) -> bytes:
     """Original pages with the signature block in ``box`` (or on an appended signature page), then the audit certificate.
 
     Both speak the recipient's language and give times in the batch's time zone.
@@ -264,14 +349,26 @@ def build_signed_pdf(original: bytes, record: AuditRecord, *, image_png: bytes |
     with _in_language(record.language):
         if box is not None and 0 <= box.page < len(writer.pages):
             page = writer.pages[box.page]
-            stamp = signature_stamp(width=float(page.mediabox.right), height=float(page.mediabox.top), box=box,
-                                    signer_name=record.signer_name, signed_at=record.signed_at,
-                                    signer_ip=record.signer_ip, image_png=image_png, zone=record.timezone)
+            stamp = signature_stamp(
+                width=float(page.mediabox.right),
+                height=float(page.mediabox.top),
+                box=box,
+                signer_name=record.signer_name,
+                signed_at=record.signed_at,
+                signer_ip=record.signer_ip,
+                image_png=image_png,
+                zone=record.timezone,
+            )
             page.merge_page(PdfReader(BytesIO(stamp)).pages[0])
         else:
             last = writer.pages[-1].mediabox
-            writer.add_page(PdfReader(BytesIO(signature_page(record, width=float(last.width),
-                                                             height=float(last.height), image_png=image_png))).pages[0])
+            writer.add_page(
+                PdfReader(
+                    BytesIO(
+                        signature_page(record, width=float(last.width), height=float(last.height), image_png=image_png)
+                    )
+                ).pages[0]
+            )
         certificate = audit_certificate(record)
     for page in PdfReader(BytesIO(certificate)).pages:
         writer.add_page(page)
@@ -285,9 +382,9 @@ def audit_record(session: Session, request: SigningRequest, original: Document) 
     """The facts and events of ``request`` as the audit certificate prints them."""
     batch: Batch = request.batch
     events = session.scalars(
-        select(Event).where(Event.request_id == request.id).order_by(Event.created_at, Event.id)).all()
-    lines = [AuditLine(at=e.created_at, label=_label(e), ip=e.ip or "", user_agent=e.user_agent or "")
-             for e in events]
+        select(Event).where(Event.request_id == request.id).order_by(Event.created_at, Event.id)
+    ).all()
+    lines = [AuditLine(at=e.created_at, label=_label(e), ip=e.ip or "", user_agent=e.user_agent or "") for e in events]
     types = {e.type for e in events}
     if "request.created" not in types:
         lines.insert(0, AuditLine(at=request.created_at, label=EVENT_LABELS["request.created"], ip="", user_agent=""))
@@ -295,11 +392,18 @@ def audit_record(session: Session, request: SigningRequest, original: Document) 
         lines.append(AuditLine(at=request.email_opened_at, label=EVENT_LABELS["email.opened"], ip="", user_agent=""))
     lines.sort(key=lambda line: line.at)
     return AuditRecord(
-        document_name=document_title(batch), batch_id=batch.id,
-        request_id=request.id, recipient_name=request.name or "", recipient_email=request.email,
-        signer_name=request.signer_name or request.name or "", signer_ip=request.signer_ip or "",
-        signed_at=request.signed_at, original_sha256=original.sha256, lines=tuple(lines),
-        language=batch.language or "en", timezone=zone_of(batch).key,
+        document_name=document_title(batch),
+        batch_id=batch.id,
+        request_id=request.id,
+        recipient_name=request.name or "",
+        recipient_email=request.email,
+        signer_name=request.signer_name or request.name or "",
+        signer_ip=request.signer_ip or "",
+        signed_at=request.signed_at,
+        original_sha256=original.sha256,
+        lines=tuple(lines),
+        language=batch.language or "en",
+        timezone=zone_of(batch).key,
         identity=_identity(events, zone=zone_of(batch).key),
     )
 

@@ -4,6 +4,7 @@ Someone holding the file may learn whose it is (the file says so anyway). A bare
 may have been copied from anywhere (the audit page prints the original's), so a fingerprint
 lookup says only whether such a document was issued, of which kind and when.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -16,9 +17,9 @@ from flask_babel import lazy_gettext as _l
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bulksign.models import Document, SigningRequest
 from bulksign.documents.seal_keys import SealKey, past_certificates
 from bulksign.documents.sealing import SealCheck, check_seal
+from bulksign.models import Document, SigningRequest
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -57,8 +58,11 @@ def verify_file(session: Session, *, data: bytes, key: SealKey, tsa_roots: Seque
     request = session.get(SigningRequest, document.request_id)
     template = request.batch.template_version.template if request.batch.template_version else None
     return Verdict(
-        outcome="signed" if document.kind == "signed" else "original", sha256=digest, seal=seal,
-        issued_at=document.created_at, recipient_name=request.signer_name or request.name or request.email,
+        outcome="signed" if document.kind == "signed" else "original",
+        sha256=digest,
+        seal=seal,
+        issued_at=document.created_at,
+        recipient_name=request.signer_name or request.name or request.email,
         document_name=template.name if template else request.batch.name,
         signed_at=request.signed_at if document.kind == "signed" else None,
     )
@@ -76,5 +80,6 @@ def verify_fingerprint(session: Session, *, sha256: str) -> Verdict:
     document = _issued(session, digest)
     if document is None:
         return Verdict(outcome="unknown", sha256=digest)
-    return Verdict(outcome="signed" if document.kind == "signed" else "original", sha256=digest,
-                   issued_at=document.created_at)
+    return Verdict(
+        outcome="signed" if document.kind == "signed" else "original", sha256=digest, issued_at=document.created_at
+    )

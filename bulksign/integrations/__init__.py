@@ -1,2 +1,1 @@
-"""What other systems talk to: outgoing webhooks, and idempotency keys for API clients that retry.
-"""
+"""What other systems talk to: outgoing webhooks, and idempotency keys for API clients that retry."""

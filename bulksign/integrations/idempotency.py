@@ -7,6 +7,7 @@ work twice. The same key with another request (method, path or body) is refused 
 A refusal (a 4xx the view raises: the request was invalid or not allowed now) or a server error is not
 kept: the key is freed, and the client may send the corrected request, or retry, with it.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -46,15 +47,21 @@ def fingerprint(*parts: bytes) -> str:
 
 def claim(session: Session, *, api_key_id: int, key: str, fingerprint: str, now: datetime) -> Claim:
     """Claim ``key`` for this request, or say what an earlier call with it left (commits a new claim)."""
-    row = session.scalar(select(IdempotencyKey).where(IdempotencyKey.api_key_id == api_key_id,
-                                                      IdempotencyKey.key == key).with_for_update())
+    row = session.scalar(
+        select(IdempotencyKey)
+        .where(IdempotencyKey.api_key_id == api_key_id, IdempotencyKey.key == key)
+        .with_for_update()
+    )
     if row is not None and row.expires_at <= now:
         session.delete(row)
         session.flush()
         row = None
     if row is None:
-        session.add(IdempotencyKey(api_key_id=api_key_id, key=key, fingerprint=fingerprint, created_at=now,
-                                   expires_at=now + TTL))
+        session.add(
+            IdempotencyKey(
+                api_key_id=api_key_id, key=key, fingerprint=fingerprint, created_at=now, expires_at=now + TTL
+            )
+        )
         try:
             session.commit()
         except IntegrityError:
@@ -79,8 +86,9 @@ def claim(session: Session, *, api_key_id: int, key: str, fingerprint: str, now:
 
 def record(session: Session, *, api_key_id: int, key: str, status_code: int | None, body: dict | None) -> None:
     """Keep the answer of a claimed call; None (refused, failed) or a server error frees the key (the caller commits)."""
-    row = session.scalar(select(IdempotencyKey).where(IdempotencyKey.api_key_id == api_key_id,
-                                                      IdempotencyKey.key == key))
+    row = session.scalar(
+        select(IdempotencyKey).where(IdempotencyKey.api_key_id == api_key_id, IdempotencyKey.key == key)
+    )
     if row is None:
         return
     if status_code is None or status_code >= 500:

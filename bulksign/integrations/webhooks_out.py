@@ -4,6 +4,7 @@ Deliveries are rows first (``emit``), then POSTed by a job on the ``webhooks`` q
 POST is retried with exponential backoff (``next_attempt_at``) up to ``MAX_ATTEMPTS``. A periodic
 job turns new ``events`` rows into deliveries, so no state change anywhere needs a webhook call.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -24,14 +25,21 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from bulksign.core.logs import log
-from bulksign.models import Batch, Event, SigningRequest, WebhookDelivery, WebhookEndpoint
 from bulksign.core.messages import N_
+from bulksign.models import Batch, Event, SigningRequest, WebhookDelivery, WebhookEndpoint
 
 logger = logging.getLogger(__name__)
 
 #: Event names endpoints may subscribe to.
-EVENTS = ("request.sent", "request.opened", "request.signed", "request.declined", "request.bounced",
-          "request.expired", "batch.completed")
+EVENTS = (
+    "request.sent",
+    "request.opened",
+    "request.signed",
+    "request.declined",
+    "request.bounced",
+    "request.expired",
+    "batch.completed",
+)
 #: ``events.type`` → webhook event.
 EVENT_TYPES = {f"status.{name.split('.')[1]}": name for name in EVENTS if name.startswith("request.")}
 SIGNATURE_HEADER = "X-Bulksign-Signature"
@@ -114,12 +122,14 @@ def _guarded(connection_class: type[http.client.HTTPConnection], allow_local: bo
             if reason:
                 self.close()
                 raise ForbiddenAddress(f"refused to deliver to {self.host}: {reason}")
+
     return Guarded
 
 
 def _opener(*, allow_local: bool) -> urllib.request.OpenerDirector:
-    http_class, https_class = (_guarded(c, allow_local) for c in (http.client.HTTPConnection,
-                                                                   http.client.HTTPSConnection))
+    http_class, https_class = (
+        _guarded(c, allow_local) for c in (http.client.HTTPConnection, http.client.HTTPSConnection)
+    )
 
     class GuardedHTTP(urllib.request.HTTPHandler):
         def http_open(self, req):
@@ -137,8 +147,9 @@ def sign(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-def create_endpoint(session: Session, *, url: str, events: list[str], user_id: int | None,
-                    now: datetime, team_id: int | None = None) -> WebhookEndpoint:
+def create_endpoint(
+    session: Session, *, url: str, events: list[str], user_id: int | None, now: datetime, team_id: int | None = None
+) -> WebhookEndpoint:
     """Register an endpoint hearing ``team_id``'s events (None: every team's); its signing secret is generated here."""
     url = url.strip()
     parts = urlsplit(url)
@@ -149,8 +160,15 @@ def create_endpoint(session: Session, *, url: str, events: list[str], user_id: i
         raise WebhookError(N_("Unknown events: %(events)s.", events=", ".join(unknown)))
     if not events:
         raise WebhookError(N_("Choose at least one event to send to this endpoint."))
-    endpoint = WebhookEndpoint(url=url, events=[e for e in EVENTS if e in events], secret=secrets.token_hex(24),
-                               active=True, created_by_id=user_id, created_at=now, team_id=team_id)
+    endpoint = WebhookEndpoint(
+        url=url,
+        events=[e for e in EVENTS if e in events],
+        secret=secrets.token_hex(24),
+        active=True,
+        created_by_id=user_id,
+        created_at=now,
+        team_id=team_id,
+    )
     session.add(endpoint)
     session.flush()
     log(logger, logging.INFO, "webhook endpoint created", endpoint_id=endpoint.id)
@@ -169,12 +187,18 @@ def emit(session: Session, *, event: str, payload: dict, team_id: int | None, no
     """
     if event not in EVENTS:
         raise ValueError(f"unknown webhook event {event!r}")
-    endpoints = session.scalars(select(WebhookEndpoint).where(
-        WebhookEndpoint.active.is_(True),
-        or_(WebhookEndpoint.team_id.is_(None), WebhookEndpoint.team_id == team_id))).all()
-    deliveries = [WebhookDelivery(endpoint_id=e.id, event=event, payload=payload, status="pending",
-                                  created_at=now, next_attempt_at=now)
-                  for e in endpoints if event in (e.events or [])]
+    endpoints = session.scalars(
+        select(WebhookEndpoint).where(
+            WebhookEndpoint.active.is_(True), or_(WebhookEndpoint.team_id.is_(None), WebhookEndpoint.team_id == team_id)
+        )
+    ).all()
+    deliveries = [
+        WebhookDelivery(
+            endpoint_id=e.id, event=event, payload=payload, status="pending", created_at=now, next_attempt_at=now
+        )
+        for e in endpoints
+        if event in (e.events or [])
+    ]
     session.add_all(deliveries)
     session.flush()
     return EmitResult(delivery_ids=tuple(d.id for d in deliveries))
@@ -188,8 +212,9 @@ class CollectResult:
     deliveries: int
 
 
-def collect(session: Session, *, after_event_id: int | None, batches_since: datetime | None, now: datetime,
-            limit: int = 5000) -> CollectResult:
+def collect(
+    session: Session, *, after_event_id: int | None, batches_since: datetime | None, now: datetime, limit: int = 5000
+) -> CollectResult:
     """Turn events after ``after_event_id`` and batches finished since ``batches_since`` into deliveries.
 
     With no cursor yet, start from now: an endpoint hears about what happens after it exists.
@@ -200,29 +225,64 @@ def collect(session: Session, *, after_event_id: int | None, batches_since: date
     batches_since = batches_since or now
     made = 0
     rows = session.execute(
-        select(Event.id, Event.type, Event.created_at, SigningRequest.id, SigningRequest.batch_id,
-               SigningRequest.email, SigningRequest.name, SigningRequest.row_number, Batch.team_id)
+        select(
+            Event.id,
+            Event.type,
+            Event.created_at,
+            SigningRequest.id,
+            SigningRequest.batch_id,
+            SigningRequest.email,
+            SigningRequest.name,
+            SigningRequest.row_number,
+            Batch.team_id,
+        )
         .join(SigningRequest, SigningRequest.id == Event.request_id)
         .join(Batch, Batch.id == SigningRequest.batch_id)
         .where(Event.id > after_event_id, Event.id <= top, Event.type.in_(list(EVENT_TYPES)))
-        .order_by(Event.id).limit(limit)
+        .order_by(Event.id)
+        .limit(limit)
     ).all()
     wanted = _wanted_events(session)
-    for event_id, etype, at, request_id, batch_id, email, name, row_number, team_id in rows:
+    for _event_id, etype, at, request_id, batch_id, email, name, row_number, team_id in rows:
         if EVENT_TYPES[etype] in wanted:
-            made += len(emit(session, event=EVENT_TYPES[etype], now=now, team_id=team_id, payload=RequestEvent(
-                request=RequestRef(id=request_id, batch_id=batch_id, email=email, name=name, row_number=row_number),
-                occurred_at=at).model_dump(mode="json")).delivery_ids)
+            made += len(
+                emit(
+                    session,
+                    event=EVENT_TYPES[etype],
+                    now=now,
+                    team_id=team_id,
+                    payload=RequestEvent(
+                        request=RequestRef(
+                            id=request_id, batch_id=batch_id, email=email, name=name, row_number=row_number
+                        ),
+                        occurred_at=at,
+                    ).model_dump(mode="json"),
+                ).delivery_ids
+            )
     # A full page may have more behind it; otherwise everything up to ``top`` has been seen.
     last_event_id = rows[-1][0] if len(rows) == limit else top
     finished = session.scalars(
-        select(Batch).where(Batch.finished_at > batches_since, Batch.finished_at <= now)
-        .order_by(Batch.finished_at).limit(1000)).all()
+        select(Batch)
+        .where(Batch.finished_at > batches_since, Batch.finished_at <= now)
+        .order_by(Batch.finished_at)
+        .limit(1000)
+    ).all()
     if "batch.completed" in wanted:
         for batch in finished:
-            made += len(emit(session, event="batch.completed", now=now, team_id=batch.team_id, payload=BatchEvent(
-                batch=BatchRef(id=batch.id, name=batch.name, status=batch.status, total_count=batch.total_count),
-                occurred_at=batch.finished_at).model_dump(mode="json")).delivery_ids)
+            made += len(
+                emit(
+                    session,
+                    event="batch.completed",
+                    now=now,
+                    team_id=batch.team_id,
+                    payload=BatchEvent(
+                        batch=BatchRef(
+                            id=batch.id, name=batch.name, status=batch.status, total_count=batch.total_count
+                        ),
+                        occurred_at=batch.finished_at,
+                    ).model_dump(mode="json"),
+                ).delivery_ids
+            )
     next_since = finished[-1].finished_at if len(finished) == 1000 else now
     return CollectResult(last_event_id=last_event_id, batches_since=next_since, deliveries=made)
 
@@ -236,10 +296,15 @@ def _wanted_events(session: Session) -> set[str]:
 
 def due_deliveries(session: Session, *, now: datetime, limit: int = 1000) -> list[tuple[int, int]]:
     """(delivery id, attempts) of pending deliveries whose time has come."""
-    return [tuple(r) for r in session.execute(
-        select(WebhookDelivery.id, WebhookDelivery.attempts)
-        .where(WebhookDelivery.status == "pending", WebhookDelivery.next_attempt_at <= now)
-        .order_by(WebhookDelivery.next_attempt_at).limit(limit))]
+    return [
+        tuple(r)
+        for r in session.execute(
+            select(WebhookDelivery.id, WebhookDelivery.attempts)
+            .where(WebhookDelivery.status == "pending", WebhookDelivery.next_attempt_at <= now)
+            .order_by(WebhookDelivery.next_attempt_at)
+            .limit(limit)
+        )
+    ]
 
 
 def backoff(attempts: int) -> timedelta:
@@ -255,8 +320,9 @@ class DeliveryResult:
     error: str | None = None
 
 
-def deliver(session: Session, *, delivery_id: int, now: datetime, timeout: float = TIMEOUT_SECONDS,
-            allow_local: bool = False) -> DeliveryResult:
+def deliver(
+    session: Session, *, delivery_id: int, now: datetime, timeout: float = TIMEOUT_SECONDS, allow_local: bool = False
+) -> DeliveryResult:
     """POST one pending delivery; record the outcome and, after a failure, when to try again (the caller commits)."""
     delivery = session.get(WebhookDelivery, delivery_id)
     if delivery is None or delivery.status != "pending":
@@ -265,12 +331,28 @@ def deliver(session: Session, *, delivery_id: int, now: datetime, timeout: float
         return DeliveryResult(delivery_id=delivery_id, status="waiting")  # a duplicate job before the backoff ended
     endpoint = session.get(WebhookEndpoint, delivery.endpoint_id)
     # The stored payload as it was recorded (not re-validated): a retry sends the same bytes as the first try.
-    body = json.dumps({"id": delivery.id, "event": delivery.event, "created_at": delivery.created_at.isoformat(),
-                       "data": delivery.payload}, separators=(",", ":"), ensure_ascii=False).encode()
-    request = urllib.request.Request(endpoint.url, data=body, method="POST", headers={
-        "Content-Type": "application/json", "User-Agent": "Bulksign-Webhooks/1",
-        SIGNATURE_HEADER: sign(endpoint.secret, body), "X-Bulksign-Event": delivery.event,
-        "X-Bulksign-Delivery": str(delivery.id)})
+    body = json.dumps(
+        {
+            "id": delivery.id,
+            "event": delivery.event,
+            "created_at": delivery.created_at.isoformat(),
+            "data": delivery.payload,
+        },
+        separators=(",", ":"),
+        ensure_ascii=False,
+    ).encode()
+    request = urllib.request.Request(
+        endpoint.url,
+        data=body,
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "User-Agent": "Bulksign-Webhooks/1",
+            SIGNATURE_HEADER: sign(endpoint.secret, body),
+            "X-Bulksign-Event": delivery.event,
+            "X-Bulksign-Delivery": str(delivery.id),
+        },
+    )
     delivery.attempts += 1
     code, error = None, None
     try:
@@ -297,6 +379,13 @@ def deliver(session: Session, *, delivery_id: int, now: datetime, timeout: float
             delivery.status, delivery.next_attempt_at = "failed", None
         else:
             delivery.next_attempt_at = now + backoff(delivery.attempts)
-        log(logger, logging.WARNING, "webhook delivery failed", delivery_id=delivery.id, endpoint_id=endpoint.id,
-            attempts=delivery.attempts, error=delivery.error)
+        log(
+            logger,
+            logging.WARNING,
+            "webhook delivery failed",
+            delivery_id=delivery.id,
+            endpoint_id=endpoint.id,
+            attempts=delivery.attempts,
+            error=delivery.error,
+        )
     return DeliveryResult(delivery_id=delivery.id, status=delivery.status, response_code=code, error=delivery.error)

@@ -1,4 +1,5 @@
 """Jobs on the ``default`` queue for new batches."""
+
 from __future__ import annotations
 
 from bulksign.batches.creation import enqueue_pending_renders

@@ -1,32 +1,44 @@
 """Bulk actions too large for a web request, on the ``default`` queue: one slice of requests per commit."""
+
 from __future__ import annotations
 
 import logging
 
-from bulksign.batches.progress import BatchActionError
 from bulksign.batches.bulk_actions import JOB_SLICE, reachable_ids, run_staff_action
+from bulksign.batches.progress import BatchActionError
 from bulksign.batches.recipients_table import RecipientFilter, resolve_selection
 from bulksign.core.extensions import db
 from bulksign.core.logs import log
+from bulksign.core.slicing import slices
 from bulksign.models import User, utcnow
 from bulksign.work.queues import BULK_BY_FILTER, BULK_BY_IDS, job
-from bulksign.core.slicing import slices
 
 logger = logging.getLogger(__name__)
 
 
 @job(BULK_BY_FILTER)
-def apply_to_filter(batch_id: int, action: str, user_id: int, status: str, q: str,
-                    extend_days: int | None = None, force: bool = False) -> str:
+def apply_to_filter(
+    batch_id: int, action: str, user_id: int, status: str, q: str, extend_days: int | None = None, force: bool = False
+) -> str:
     """Resolve every request matching the filter, then apply the action to them as ``apply_to_ids`` does."""
-    ids = list(resolve_selection(db.session, batch_id=batch_id, request_ids=[], select_all=True,
-                                 flt=RecipientFilter(status=status, q=q)).request_ids)
+    ids = list(
+        resolve_selection(
+            db.session, batch_id=batch_id, request_ids=[], select_all=True, flt=RecipientFilter(status=status, q=q)
+        ).request_ids
+    )
     return apply_to_ids(batch_id, action, user_id, ids, extend_days, force=force)
 
 
 @job(BULK_BY_IDS)
-def apply_to_ids(batch_id: int, action: str, user_id: int, request_ids: list[int] | None,
-                 extend_days: int | None = None, selector: str | None = None, force: bool = False) -> str:
+def apply_to_ids(
+    batch_id: int,
+    action: str,
+    user_id: int,
+    request_ids: list[int] | None,
+    extend_days: int | None = None,
+    selector: str | None = None,
+    force: bool = False,
+) -> str:
     """Apply the action as ``user_id`` to ``request_ids`` (None: every request of the batch it can reach),
     committing and queueing follow-ups after each slice, so a stop part-way keeps what was done.
     A reminder to a ``selector`` ("all not signed") runs as one call: it pages through the batch itself."""
@@ -41,16 +53,42 @@ def apply_to_ids(batch_id: int, action: str, user_id: int, request_ids: list[int
     done, skipped = 0, {}
     for part in parts:
         try:
-            outcome = run_staff_action(db.session, action=action, batch_id=batch_id, request_ids=part, user=user,
-                                       now=utcnow(), extend_days=extend_days, selector=selector, force=force,
-                                       inline=True)
+            outcome = run_staff_action(
+                db.session,
+                action=action,
+                batch_id=batch_id,
+                request_ids=part,
+                user=user,
+                now=utcnow(),
+                extend_days=extend_days,
+                selector=selector,
+                force=force,
+                inline=True,
+            )
         except BatchActionError as exc:
-            log(logger, logging.WARNING, "bulk action refused", batch_id=batch_id, action=action, user_id=user_id,
-                error=exc.message, done=done)
+            log(
+                logger,
+                logging.WARNING,
+                "bulk action refused",
+                batch_id=batch_id,
+                action=action,
+                user_id=user_id,
+                error=exc.message,
+                done=done,
+            )
             return f"refused: {exc.message}"
         done += outcome.done
         for reason, n in outcome.skipped.items():
             skipped[reason] = skipped.get(reason, 0) + n
-    log(logger, logging.INFO, "bulk action done", batch_id=batch_id, action=action, user_id=user_id,
-        requests=len(ids), done=done, skipped=skipped)
+    log(
+        logger,
+        logging.INFO,
+        "bulk action done",
+        batch_id=batch_id,
+        action=action,
+        user_id=user_id,
+        requests=len(ids),
+        done=done,
+        skipped=skipped,
+    )
     return f"{action}: {done}"

@@ -1,11 +1,12 @@
 """Jobs on the ``default`` queue that build export files."""
+
 from __future__ import annotations
 
 from bulksign.batches.exports import ExportResult, build_signed_zip
 from bulksign.core.extensions import db
+from bulksign.documents.storage import get_storage
 from bulksign.models import utcnow
 from bulksign.work.queues import SIGNED_ZIP, job
-from bulksign.documents.storage import get_storage
 
 
 @job(SIGNED_ZIP)

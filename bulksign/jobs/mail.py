@@ -3,6 +3,7 @@
 A job sends a chunk of mails (``mail.delivery.send_chunk``: the claim, the send and the settling of each mail,
 and why a crash re-sends at most the mail in flight); the connection (``mail.smtp_link``) is this process's.
 """
+
 from __future__ import annotations
 
 from flask import current_app

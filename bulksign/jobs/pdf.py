@@ -3,6 +3,7 @@
 The claim, the render and the settling of a chunk, and what a worker killed mid-chunk leaves behind, are
 ``documents.rendering.render_chunk``'s.
 """
+
 from __future__ import annotations
 
 from flask import current_app

@@ -1,4 +1,5 @@
 """Entry points for periodic jobs: each takes ``now`` from the clock, calls the domain, commits."""
+
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -55,9 +56,13 @@ def reconcile_stuck_work(*, now: datetime) -> str:
 
     from flask import current_app
 
-
-    result = reconcile(db.session, redis=get_redis(), app=current_app._get_current_object(), now=now,
-                       stale_after=timedelta(seconds=current_app.config["RECONCILE_AFTER_SECONDS"]))
+    result = reconcile(
+        db.session,
+        redis=get_redis(),
+        app=current_app._get_current_object(),
+        now=now,
+        stale_after=timedelta(seconds=current_app.config["RECONCILE_AFTER_SECONDS"]),
+    )
     return str(result)
 
 

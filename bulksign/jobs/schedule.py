@@ -3,15 +3,16 @@
 Each job's scheduler id is derived from its name, function and interval, so restarting the
 scheduler (or running two) never schedules a job twice, and a changed interval replaces the old one.
 """
+
 from __future__ import annotations
 
 import hashlib
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
-from bulksign.work import queues
 from bulksign.core.logs import log
+from bulksign.work import queues
 from bulksign.work.scheduler_ticks import record_tick
 
 logger = logging.getLogger(__name__)
@@ -59,9 +60,15 @@ def register_periodic_jobs(scheduler, jobs: tuple[PeriodicJob, ...] = PERIODIC_J
         if job_id in scheduler:
             continue
         scheduler.schedule(
-            scheduled_time=datetime.now(timezone.utc), func=queues.RUN_PERIODIC.path,
-            args=[job.handle.path], interval=job.interval_seconds, repeat=None, id=job_id,
-            queue_name=job.handle.queue, timeout=job.handle.timeout, result_ttl=job.interval_seconds * 10,
+            scheduled_time=datetime.now(UTC),
+            func=queues.RUN_PERIODIC.path,
+            args=[job.handle.path],
+            interval=job.interval_seconds,
+            repeat=None,
+            id=job_id,
+            queue_name=job.handle.queue,
+            timeout=job.handle.timeout,
+            result_ttl=job.interval_seconds * 10,
         )
         added.append(job_id)
         log(logger, logging.INFO, "periodic job scheduled", job_id=job_id, interval=job.interval_seconds)
@@ -82,7 +89,7 @@ def periodic_scheduler_class():
             register_periodic_jobs(self)
             jobs = super().enqueue_jobs()
             # Readiness (/readyz) fails when this stops for a few minutes.
-            record_tick(self.connection, now=datetime.now(timezone.utc))
+            record_tick(self.connection, now=datetime.now(UTC))
             return jobs
 
     return PeriodicScheduler

@@ -1,4 +1,5 @@
 """Queue ``pdf``: seal the signed document of a request (idempotent: a second run finds it and stops)."""
+
 from __future__ import annotations
 
 import logging
@@ -6,14 +7,14 @@ from datetime import datetime
 
 from flask import current_app
 
+from bulksign.batches.reconciler import clear_dead_jobs
 from bulksign.core.extensions import db, get_redis
 from bulksign.core.logs import log
-from bulksign.models import utcnow
-from bulksign.batches.reconciler import clear_dead_jobs
-from bulksign.work.queues import RESEAL, SEAL, job
 from bulksign.documents.seal_keys import seal_key
 from bulksign.documents.sealing import SealOutcome, seal_request, timestamping, unsealed_requests
 from bulksign.documents.storage import get_storage
+from bulksign.models import utcnow
+from bulksign.work.queues import RESEAL, SEAL, job
 
 logger = logging.getLogger(__name__)
 
@@ -21,8 +22,14 @@ logger = logging.getLogger(__name__)
 @job(SEAL)
 def seal(request_id: int) -> SealOutcome:
     """Build, seal and store the signed PDF of ``request_id`` and queue the confirmation mail."""
-    return seal_request(db.session, request_id=request_id, now=utcnow(), storage=get_storage(),
-                        key=seal_key(current_app.config), tsa=timestamping(current_app.config))
+    return seal_request(
+        db.session,
+        request_id=request_id,
+        now=utcnow(),
+        storage=get_storage(),
+        key=seal_key(current_app.config),
+        tsa=timestamping(current_app.config),
+    )
 
 
 @job(RESEAL)
@@ -35,6 +42,12 @@ def seal_missing(*, now: datetime) -> int:
     # A failed job keeps its id in Redis for a day; clear dead ones so the same id can run again.
     clear_dead_jobs(get_redis(), [SEAL.job_id(id=i) for i in ids], now=now)
     enqueued = SEAL.enqueue_unique(ids)
-    log(logger, logging.WARNING, "signed requests without a sealed document; seal queued again",
-        count=len(ids), enqueued=enqueued, first_request_id=ids[0])
+    log(
+        logger,
+        logging.WARNING,
+        "signed requests without a sealed document; seal queued again",
+        count=len(ids),
+        enqueued=enqueued,
+        first_request_id=ids[0],
+    )
     return enqueued

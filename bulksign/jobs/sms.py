@@ -1,13 +1,14 @@
 """Queue ``mail``: text a one-time code to a recipient's phone (queued ahead of bulk mail: it lives 10 minutes)."""
+
 from __future__ import annotations
 
 import logging
 
 from flask import current_app
 
-from bulksign.mail import sms
 from bulksign.core.extensions import db
 from bulksign.core.logs import log
+from bulksign.mail import sms
 from bulksign.models import utcnow
 from bulksign.signing.one_time_codes import code_text
 from bulksign.work.queues import SMS_CODE, job

@@ -1,4 +1,5 @@
 """Webhook jobs: the periodic dispatcher (default queue) and one delivery per job (webhooks queue)."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -7,9 +8,10 @@ from flask import current_app
 from rq.job import Job
 
 from bulksign.core.extensions import db, get_redis
+from bulksign.integrations.webhooks_out import collect, due_deliveries
+from bulksign.integrations.webhooks_out import deliver as deliver_one
 from bulksign.models import utcnow
 from bulksign.work.queues import WEBHOOK_DELIVERY, WEBHOOK_DISPATCH, job
-from bulksign.integrations.webhooks_out import collect, deliver as deliver_one, due_deliveries
 
 #: Redis keys of the dispatcher's cursors (lost with Redis: it then starts from "now").
 EVENT_CURSOR = "bulksign:webhooks:last_event_id"
@@ -21,8 +23,12 @@ def dispatch(*, now: datetime) -> int:
     """Turn new events into deliveries, then enqueue every delivery that is due. Returns how many were enqueued."""
     redis = get_redis()
     raw_event, raw_batch = redis.mget(EVENT_CURSOR, BATCH_CURSOR)
-    result = collect(db.session, after_event_id=int(raw_event) if raw_event else None,
-                     batches_since=datetime.fromisoformat(raw_batch.decode()) if raw_batch else None, now=now)
+    result = collect(
+        db.session,
+        after_event_id=int(raw_event) if raw_event else None,
+        batches_since=datetime.fromisoformat(raw_batch.decode()) if raw_batch else None,
+        now=now,
+    )
     db.session.commit()
     redis.mset({EVENT_CURSOR: result.last_event_id, BATCH_CURSOR: result.batches_since.isoformat()})
     due = due_deliveries(db.session, now=now)
@@ -36,7 +42,8 @@ def dispatch(*, now: datetime) -> int:
 @job(WEBHOOK_DELIVERY)
 def deliver(delivery_id: int) -> str:
     """POST one delivery and record the outcome."""
-    result = deliver_one(db.session, delivery_id=delivery_id, now=utcnow(),
-                         allow_local=current_app.config["WEBHOOK_ALLOW_LOCAL"])
+    result = deliver_one(
+        db.session, delivery_id=delivery_id, now=utcnow(), allow_local=current_app.config["WEBHOOK_ALLOW_LOCAL"]
+    )
     db.session.commit()
     return result.status

@@ -1,4 +1,5 @@
 """The RQ worker class: jobs run in this process, inside the app context, one database session each."""
+
 from __future__ import annotations
 
 import logging
@@ -7,11 +8,11 @@ import time
 
 from rq.worker import SimpleWorker
 
-from bulksign.work import stopping
-from bulksign.ops import telemetry
 from bulksign.core.error_tracking import capture, job_scope
 from bulksign.core.extensions import db
 from bulksign.core.logs import log
+from bulksign.ops import telemetry
+from bulksign.work import stopping
 from bulksign.work.queues import HOUSEKEEPING_QUEUE
 
 logger = logging.getLogger(__name__)
@@ -73,8 +74,14 @@ class AppWorker(SimpleWorker):
             return
         size = rss_mb()
         if size > self.max_rss_mb:
-            log(logger, logging.WARNING, "worker memory over WORKER_MAX_RSS_MB, recycling after this job",
-                job_id=job.id, rss_mb=round(size), limit_mb=self.max_rss_mb)
+            log(
+                logger,
+                logging.WARNING,
+                "worker memory over WORKER_MAX_RSS_MB, recycling after this job",
+                job_id=job.id,
+                rss_mb=round(size),
+                limit_mb=self.max_rss_mb,
+            )
             # RQ's loop ends before the next job, as after a warm shutdown request.
             self._stop_requested = True
 

@@ -15,6 +15,7 @@ long it is down (RQ's backoff, then the reconciler); ``/readyz`` and an alert re
 10,000-recipient soak a 60-s outage used up the attempts of the mail at the head of each retried chunk, and two
 recipients' invitations failed for good.
 """
+
 from __future__ import annotations
 
 import logging
@@ -30,7 +31,6 @@ from bulksign.batches import expiry, notices, reminders
 from bulksign.batches.notices import queued_completion_notices
 from bulksign.batches.progress import cancel_if_batch_stopped, close_if_done
 from bulksign.batches.states import transition
-from bulksign.models.status import Status
 from bulksign.core.extensions import db, get_redis
 from bulksign.core.logs import log
 from bulksign.documents import sealing
@@ -40,6 +40,7 @@ from bulksign.mail.mailer import BUILDERS, MailNotNeeded
 from bulksign.mail.smtp_link import SmtpLink
 from bulksign.mail.throttle import MailThrottle
 from bulksign.models import OutgoingMail, SigningRequest, utcnow
+from bulksign.models.status import Status
 from bulksign.ops import telemetry
 from bulksign.recipients.suppressions import address_is_dead, in_force_among, not_sent_reason, suppress
 from bulksign.signing import invitations, one_time_codes
@@ -85,19 +86,27 @@ def send_chunk(mail_ids: list[int], *, app: Flask, link: SmtpLink) -> str:
     batch_ids = {r.batch_id for r in requests.values()}
     outcomes: Counter[str] = Counter()
     for mail in exhausted:
-        outcomes[_settle(mail, requests.get(mail.request_id), Delivery(
-            "failed", f"The mail could not be delivered after {mail.attempts} attempts: "
-                      f"{mail.error or 'the worker stopped while sending'}"))] += 1
-    throttle = MailThrottle(get_redis(), rate=app.config["MAIL_RATE_PER_MINUTE"],
-                            window_seconds=app.config["MAIL_RATE_WINDOW_SECONDS"])
+        outcomes[
+            _settle(
+                mail,
+                requests.get(mail.request_id),
+                Delivery(
+                    "failed",
+                    f"The mail could not be delivered after {mail.attempts} attempts: "
+                    f"{mail.error or 'the worker stopped while sending'}",
+                ),
+            )
+        ] += 1
+    throttle = MailThrottle(
+        get_redis(), rate=app.config["MAIL_RATE_PER_MINUTE"], window_seconds=app.config["MAIL_RATE_WINDOW_SECONDS"]
+    )
     retry_reason = ""
     handed_back: list[OutgoingMail] = []
     for position, mail in enumerate(to_send):
         if stopping.is_requested():
             handed_back = to_send[position:]
             break
-        if not _acquire(throttle, max_wait_seconds=app.config["THROTTLE_MAX_WAIT_SECONDS"],
-                        stop=stopping.requested):
+        if not _acquire(throttle, max_wait_seconds=app.config["THROTTLE_MAX_WAIT_SECONDS"], stop=stopping.requested):
             if stopping.is_requested():
                 handed_back = to_send[position:]
             else:
@@ -110,7 +119,7 @@ def send_chunk(mail_ids: list[int], *, app: Flask, link: SmtpLink) -> str:
             retry_reason = delivery.error
         if delivery.status in ("unreachable", "down"):
             # The server is down or silent: the rest of the chunk would only wait for the same timeout.
-            _give_back(to_send[position + 1:], untried=True)
+            _give_back(to_send[position + 1 :], untried=True)
             break
     if handed_back:
         # The worker is stopping: the unsent rest goes back untried, to the queue, for another worker.
@@ -140,19 +149,39 @@ def _acquire(throttle: MailThrottle, *, max_wait_seconds: float, stop) -> bool:
 def _claim(mail_ids: list[int], *, limit: int) -> tuple[list[OutgoingMail], list[OutgoingMail]]:
     """The chunk's queued mails this job may send (one more attempt counted) and those out of attempts; committed."""
     session = db.session
-    mails = list(session.scalars(select(OutgoingMail).where(OutgoingMail.id.in_(mail_ids),
-                                                            OutgoingMail.status == "queued")
-                                 .order_by(OutgoingMail.id)))
+    mails = list(
+        session.scalars(
+            select(OutgoingMail)
+            .where(OutgoingMail.id.in_(mail_ids), OutgoingMail.status == "queued")
+            .order_by(OutgoingMail.id)
+        )
+    )
     mails = _without_suppressed(mails)
     cancel_if_batch_stopped(session, request_ids=[m.request_id for m in mails if m.request_id], now=utcnow())
-    claimed = set(transition(session, [m.request_id for m in mails if m.kind == INVITATION],
-                             frm=Status.GENERATED, to=Status.SENDING, now=utcnow()).won)
+    claimed = set(
+        transition(
+            session,
+            [m.request_id for m in mails if m.kind == INVITATION],
+            frm=Status.GENERATED,
+            to=Status.SENDING,
+            now=utcnow(),
+        ).won
+    )
     # An invitation whose request is not ``generated`` belongs to someone else (or was cancelled meanwhile).
     mails = [m for m in mails if m.kind != INVITATION or m.request_id in claimed]
     # A claimed invitation's request is in ``sending``: only other mails' requests can be cancelled.
     others = [m.request_id for m in mails if m.kind != INVITATION and m.request_id]
-    cancelled = set(session.scalars(select(SigningRequest.id).where(
-        SigningRequest.id.in_(others), SigningRequest.status == Status.CANCELLED))) if others else set()
+    cancelled = (
+        set(
+            session.scalars(
+                select(SigningRequest.id).where(
+                    SigningRequest.id.in_(others), SigningRequest.status == Status.CANCELLED
+                )
+            )
+        )
+        if others
+        else set()
+    )
     to_send, exhausted = [], []
     for mail in mails:
         if mail.request_id in cancelled:
@@ -180,10 +209,23 @@ def _without_suppressed(mails: list[OutgoingMail]) -> list[OutgoingMail]:
         reason = not_sent_reason(entry)
         mail.status, mail.error = "cancelled", reason
         if mail.kind == INVITATION:
-            transition(db.session, mail.request_id, frm=Status.GENERATED, to=Status.FAILED, now=now,
-                       error_message=reason, details={"suppressed": entry.source})
-        log(logger, logging.INFO, "mail to a suppressed address not sent", mail_id=mail.id,
-            request_id=mail.request_id, kind=mail.kind)
+            transition(
+                db.session,
+                mail.request_id,
+                frm=Status.GENERATED,
+                to=Status.FAILED,
+                now=now,
+                error_message=reason,
+                details={"suppressed": entry.source},
+            )
+        log(
+            logger,
+            logging.INFO,
+            "mail to a suppressed address not sent",
+            mail_id=mail.id,
+            request_id=mail.request_id,
+            kind=mail.kind,
+        )
     return [m for m in mails if m.to_email.lower() not in barred]
 
 
@@ -204,8 +246,9 @@ def _deliver_one(mail: OutgoingMail, *, app: Flask, link: SmtpLink) -> Delivery:
         return Delivery("down", outcome.reason)
     if outcome.kind in ("retry", "unreachable"):
         if mail.attempts >= app.config["MAIL_MAX_ATTEMPTS"]:
-            return Delivery("failed", f"The mail could not be delivered after {mail.attempts} attempts: "
-                                      f"{outcome.reason}")
+            return Delivery(
+                "failed", f"The mail could not be delivered after {mail.attempts} attempts: {outcome.reason}"
+            )
         return Delivery(outcome.kind, outcome.reason)
     if outcome.kind == "bounced":
         return Delivery("bounced", f"The recipient's mail server refused the address: {outcome.reason}")
@@ -217,8 +260,9 @@ def _deliver_one(mail: OutgoingMail, *, app: Flask, link: SmtpLink) -> Delivery:
 def _attach(message: Message, attachments: list[dict]) -> None:
     """Files listed on the mail row (e.g. the signed PDF of a confirmation), read from storage at send time."""
     for item in attachments:
-        message.attach(filename=item["filename"], content_type=item["content_type"],
-                       data=get_storage().get(item["key"]))
+        message.attach(
+            filename=item["filename"], content_type=item["content_type"], data=get_storage().get(item["key"])
+        )
 
 
 def _give_back(mails: list[OutgoingMail], *, untried: bool) -> None:
@@ -230,8 +274,14 @@ def _give_back(mails: list[OutgoingMail], *, untried: bool) -> None:
     if untried:
         for mail in mails:
             mail.attempts -= 1
-    transition(db.session, [m.request_id for m in mails if m.kind == INVITATION], frm=Status.SENDING,
-               to=Status.GENERATED, now=utcnow(), details={"retry": True})
+    transition(
+        db.session,
+        [m.request_id for m in mails if m.kind == INVITATION],
+        frm=Status.SENDING,
+        to=Status.GENERATED,
+        now=utcnow(),
+        details={"retry": True},
+    )
     db.session.commit()
 
 
@@ -244,8 +294,15 @@ def _settle(mail: OutgoingMail, request: SigningRequest | None, delivery: Delive
     if delivery.status in _TRY_AGAIN:
         mail.error = delivery.error
         _give_back([mail], untried=delivery.status == "down")
-        log(logger, logging.WARNING, "mail not sent, will retry", mail_id=mail.id, request_id=mail.request_id,
-            attempt=mail.attempts, error=delivery.error)
+        log(
+            logger,
+            logging.WARNING,
+            "mail not sent, will retry",
+            mail_id=mail.id,
+            request_id=mail.request_id,
+            attempt=mail.attempts,
+            error=delivery.error,
+        )
         return "retry"
     if delivery.status == "sent" and mail.kind == INVITATION:
         # The server has it: the mail row and the request's move in one statement, committed at once.
@@ -255,18 +312,45 @@ def _settle(mail: OutgoingMail, request: SigningRequest | None, delivery: Delive
         if delivery.status == "sent":
             mail.sent_at = now
         if delivery.status == "bounced" and address_is_dead(delivery.error or ""):
-            suppress(session, email=mail.to_email, source="smtp", reason=delivery.error or "", now=now,
-                     batch_id=mail.batch_id, request_id=mail.request_id)
+            suppress(
+                session,
+                email=mail.to_email,
+                source="smtp",
+                reason=delivery.error or "",
+                now=now,
+                batch_id=mail.batch_id,
+                request_id=mail.request_id,
+            )
         if mail.kind == INVITATION:
-            transition(session, request.id, frm=Status.SENDING, to=Status(delivery.status), now=now,
-                       error_message=delivery.error[:2000], details={"error": delivery.error[:500]})
+            transition(
+                session,
+                request.id,
+                frm=Status.SENDING,
+                to=Status(delivery.status),
+                now=now,
+                error_message=delivery.error[:2000],
+                details={"error": delivery.error[:500]},
+            )
         elif delivery.status == "bounced" and mail.request_id:
             # A reminder refused for good: the address is dead, whatever the invitation did.
-            transition(session, mail.request_id, frm=[Status.SENT, Status.OPENED], to=Status.BOUNCED, now=now,
-                       error_message=delivery.error[:2000], details={"error": delivery.error[:500],
-                                                                     "kind": mail.kind})
+            transition(
+                session,
+                mail.request_id,
+                frm=[Status.SENT, Status.OPENED],
+                to=Status.BOUNCED,
+                now=now,
+                error_message=delivery.error[:2000],
+                details={"error": delivery.error[:500], "kind": mail.kind},
+            )
     session.commit()
     level = logging.INFO if delivery.status in ("sent", "cancelled") else logging.ERROR
-    log(logger, level, f"mail {delivery.status}", mail_id=mail.id, request_id=mail.request_id, kind=mail.kind,
-        error=delivery.error)
+    log(
+        logger,
+        level,
+        f"mail {delivery.status}",
+        mail_id=mail.id,
+        request_id=mail.request_id,
+        kind=mail.kind,
+        error=delivery.error,
+    )
     return delivery.status

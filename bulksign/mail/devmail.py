@@ -2,6 +2,7 @@
 
 Run: ``python -m bulksign.mail.devmail --port 1025 --dir var/mailbox``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -12,7 +13,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 
@@ -96,8 +97,12 @@ def list_caught(folder: Path, *, limit: int = 50, before: str | None = None, q: 
             msg = _headers(folder / name)
         except FileNotFoundError:  # cleaned up meanwhile
             continue
-        mail = CaughtMail(name=name, received_at=datetime.fromtimestamp(float(name.split("-")[0]), timezone.utc),
-                          to=str(msg.get("To", "")), subject=str(msg.get("Subject", "")))
+        mail = CaughtMail(
+            name=name,
+            received_at=datetime.fromtimestamp(float(name.split("-")[0]), UTC),
+            to=str(msg.get("To", "")),
+            subject=str(msg.get("Subject", "")),
+        )
         if needle and needle not in f"{mail.to}\n{msg.get('From', '')}\n{mail.subject}".casefold():
             continue
         found.append(mail)

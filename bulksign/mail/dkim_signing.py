@@ -3,6 +3,7 @@
 The key is read once per process from ``DKIM_PRIVATE_KEY`` (PEM text) or ``DKIM_PRIVATE_KEY_PATH``;
 ``flask mail dkim-keygen`` makes a key and prints the DNS TXT record to publish for it.
 """
+
 from __future__ import annotations
 
 import base64
@@ -18,8 +19,18 @@ from flask import Flask
 from bulksign.core.config import ConfigError
 
 #: Headers a signature covers: what a reader trusts (who, to whom, what about, which message, its body's type).
-SIGNED_HEADERS = (b"from", b"to", b"cc", b"reply-to", b"subject", b"date", b"message-id", b"mime-version",
-                  b"content-type", b"content-transfer-encoding")
+SIGNED_HEADERS = (
+    b"from",
+    b"to",
+    b"cc",
+    b"reply-to",
+    b"subject",
+    b"date",
+    b"message-id",
+    b"mime-version",
+    b"content-type",
+    b"content-transfer-encoding",
+)
 
 
 class DkimConfigError(ValueError):
@@ -63,7 +74,9 @@ def key_from_settings(*, domain: str, selector: str, private_key: str, private_k
         try:
             pem = Path(private_key_path).read_bytes()
         except OSError as exc:
-            raise DkimConfigError(f"DKIM_PRIVATE_KEY_PATH cannot be read ({exc.strerror}: {private_key_path})") from None
+            raise DkimConfigError(
+                f"DKIM_PRIVATE_KEY_PATH cannot be read ({exc.strerror}: {private_key_path})"
+            ) from None
     else:
         raise DkimConfigError("DKIM_PRIVATE_KEY or DKIM_PRIVATE_KEY_PATH must be set when DKIM_DOMAIN is")
     key = DkimKey(domain=domain.strip().lower(), selector=selector.strip(), private_pem=pem)
@@ -76,28 +89,42 @@ def key_from_settings(*, domain: str, selector: str, private_key: str, private_k
 
 def sign(message: bytes, *, key: DkimKey) -> bytes:
     """The message with a ``DKIM-Signature`` header in front (relaxed/relaxed, rsa-sha256)."""
-    header = dkim.sign(message, key.selector.encode(), key.domain.encode(), key.private_pem,
-                       canonicalize=(b"relaxed", b"relaxed"), include_headers=list(SIGNED_HEADERS))
+    header = dkim.sign(
+        message,
+        key.selector.encode(),
+        key.domain.encode(),
+        key.private_pem,
+        canonicalize=(b"relaxed", b"relaxed"),
+        include_headers=list(SIGNED_HEADERS),
+    )
     return header + message
 
 
 def generate_key(*, domain: str, selector: str, bits: int = 2048) -> GeneratedKey:
     """A new RSA key and the TXT record that publishes its public half."""
     private = rsa.generate_private_key(public_exponent=65537, key_size=bits)
-    private_pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
-                                        serialization.NoEncryption())
-    public_der = private.public_key().public_bytes(serialization.Encoding.DER,
-                                                   serialization.PublicFormat.SubjectPublicKeyInfo)
-    return GeneratedKey(private_pem=private_pem, record_name=f"{selector}._domainkey.{domain.lower()}",
-                        record_value=f"v=DKIM1; k=rsa; p={base64.b64encode(public_der).decode()}")
+    private_pem = private.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+    )
+    public_der = private.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return GeneratedKey(
+        private_pem=private_pem,
+        record_name=f"{selector}._domainkey.{domain.lower()}",
+        record_value=f"v=DKIM1; k=rsa; p={base64.b64encode(public_der).decode()}",
+    )
 
 
 def init_app(app: Flask) -> None:
     """Read the DKIM key once, at start: a broken key stops the process instead of every mail."""
     cfg = app.config
     try:
-        cfg["DKIM_KEY"] = key_from_settings(domain=cfg["DKIM_DOMAIN"], selector=cfg["DKIM_SELECTOR"],
-                                            private_key=cfg["DKIM_PRIVATE_KEY"],
-                                            private_key_path=cfg["DKIM_PRIVATE_KEY_PATH"])
+        cfg["DKIM_KEY"] = key_from_settings(
+            domain=cfg["DKIM_DOMAIN"],
+            selector=cfg["DKIM_SELECTOR"],
+            private_key=cfg["DKIM_PRIVATE_KEY"],
+            private_key_path=cfg["DKIM_PRIVATE_KEY_PATH"],
+        )
     except DkimConfigError as exc:
         raise ConfigError(str(exc)) from None

@@ -1,4 +1,5 @@
 """E-mail addresses: syntax checked once per domain, and the misspelt big mail domains with the domain meant."""
+
 from __future__ import annotations
 
 import re
@@ -13,8 +14,19 @@ _SIMPLE_LOCAL = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&
 
 
 def _popular_typos() -> dict[str, str]:
-    popular = ("gmail.com", "googlemail.com", "yahoo.com", "hotmail.com", "outlook.com", "icloud.com",
-               "yandex.ru", "rambler.ru", "protonmail.com", "hotmail.co.uk", "yahoo.co.uk")
+    popular = (
+        "gmail.com",
+        "googlemail.com",
+        "yahoo.com",
+        "hotmail.com",
+        "outlook.com",
+        "icloud.com",
+        "yandex.ru",
+        "rambler.ru",
+        "protonmail.com",
+        "hotmail.co.uk",
+        "yahoo.co.uk",
+    )
     # Real domains a generated "typo" could hit; never flag them.
     real = {"mail.com", "mil.ru", "gmx.com", "yandex.com", "outlook.de", "hotmail.de", "live.com"}
     typos: dict[str, str] = {}
@@ -22,20 +34,38 @@ def _popular_typos() -> dict[str, str]:
         label, _, rest = domain.partition(".")
         variants = set()
         for i in range(len(label)):
-            variants.add(label[:i] + label[i + 1:])                       # gmal
-            variants.add(label[:i] + label[i] + label[i:])                # gmaail
+            variants.add(label[:i] + label[i + 1 :])  # gmal
+            variants.add(label[:i] + label[i] + label[i:])  # gmaail
             if i + 1 < len(label):
-                variants.add(label[:i] + label[i + 1] + label[i] + label[i + 2:])  # gmial
+                variants.add(label[:i] + label[i + 1] + label[i] + label[i + 2 :])  # gmial
         for variant in variants - {label}:
             typos[f"{variant}.{rest}"] = domain
-        for tld_typo in ({"com": ("con", "cmo", "comm", "cpm", "vom", "xom", "om", "co", "c0m"),
-                          "ru": ("ry", "ri", "rj", "tu", "ur", "rus")}.get(rest, ())):
+        for tld_typo in {
+            "com": ("con", "cmo", "comm", "cpm", "vom", "xom", "om", "co", "c0m"),
+            "ru": ("ry", "ri", "rj", "tu", "ur", "rus"),
+        }.get(rest, ()):
             typos[f"{label}.{tld_typo}"] = domain
-    typos.update({"yahho.com": "yahoo.com", "gnail.com": "gmail.com", "gmaul.com": "gmail.com",
-                  "hotnail.com": "hotmail.com", "mail.ry": "mail.ru", "mail.ri": "mail.ru", "mail.rj": "mail.ru",
-                  "mail.tu": "mail.ru", "mial.ru": "mail.ru", "maill.ru": "mail.ru", "mali.ru": "mail.ru",
-                  "mail.r": "mail.ru", "yndex.ru": "yandex.ru", "yandeks.ru": "yandex.ru", "bk.ry": "bk.ru",
-                  "lits.ru": "list.ru", "inbox.ry": "inbox.ru"})
+    typos.update(
+        {
+            "yahho.com": "yahoo.com",
+            "gnail.com": "gmail.com",
+            "gmaul.com": "gmail.com",
+            "hotnail.com": "hotmail.com",
+            "mail.ry": "mail.ru",
+            "mail.ri": "mail.ru",
+            "mail.rj": "mail.ru",
+            "mail.tu": "mail.ru",
+            "mial.ru": "mail.ru",
+            "maill.ru": "mail.ru",
+            "mali.ru": "mail.ru",
+            "mail.r": "mail.ru",
+            "yndex.ru": "yandex.ru",
+            "yandeks.ru": "yandex.ru",
+            "bk.ry": "bk.ru",
+            "lits.ru": "list.ru",
+            "inbox.ry": "inbox.ru",
+        }
+    )
     return {typo: right for typo, right in typos.items() if typo not in real and typo not in popular}
 
 

@@ -12,6 +12,7 @@ where nobody chose.
 The forms and the API refuse such names where they are typed (``CONTROL_CHARACTERS``); this is the net for what
 was stored before, for recipients' rows and for any value a new mail takes from elsewhere.
 """
+
 from __future__ import annotations
 
 import re
@@ -81,8 +82,9 @@ def _address(*, field: str, value: AddressValue) -> Address:
     try:
         # A domain written in its own script goes in its ASCII (IDNA) form: the policy would make it an encoded
         # word, which no server resolves.
-        return Address(display_name=one_line(text=display_name),
-                       addr_spec=f"{username}{at}{domain.encode('idna').decode('ascii')}")
+        return Address(
+            display_name=one_line(text=display_name), addr_spec=f"{username}{at}{domain.encode('idna').decode('ascii')}"
+        )
     except (ValueError, UnicodeError):  # no "@", an empty or overlong label, what the parser cannot take
         raise HeaderError(f"{field}: {addr_spec!r} is not an e-mail address") from None
 
@@ -118,5 +120,6 @@ def outgoing(*, message: Message) -> Outgoing:
         del mime[field.name]
         mime[field.name] = field
     recipients = [address.addr_spec for field in (to, *copies, hidden) for address in field.addresses]
-    return Outgoing(data=mime.as_bytes(), envelope_from=sender.addresses[0].addr_spec,
-                    envelope_to=tuple(dict.fromkeys(recipients)))
+    return Outgoing(
+        data=mime.as_bytes(), envelope_from=sender.addresses[0].addr_spec, envelope_to=tuple(dict.fromkeys(recipients))
+    )

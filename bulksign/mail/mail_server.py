@@ -5,10 +5,11 @@ invitations stay "generated"; operators hear of it here. A worker that cannot op
 and why; the next connection that opens ends the outage. The note lapses by itself when no worker refreshed it
 for ``FORGET_AFTER`` (the worker that would have cleared it may have died meanwhile).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from redis import Redis
 
@@ -46,5 +47,7 @@ def current_outage(redis: Redis) -> Outage | None:
     note = redis.hgetall(KEY)
     if not note or b"since" not in note:
         return None
-    return Outage(since=datetime.fromtimestamp(float(note[b"since"]), timezone.utc),
-                  reason=note.get(b"reason", b"").decode("utf-8", "replace"))
+    return Outage(
+        since=datetime.fromtimestamp(float(note[b"since"]), UTC),
+        reason=note.get(b"reason", b"").decode("utf-8", "replace"),
+    )

@@ -4,6 +4,7 @@
 The mail job builds the message at send time with the builder registered for its ``kind``
 (``@builder``), so a retry after a crash re-sends the same Message-ID with the same content.
 """
+
 from __future__ import annotations
 
 import email.utils
@@ -17,8 +18,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from bulksign.models import OutgoingMail
 from bulksign.core.slicing import slices
+from bulksign.models import OutgoingMail
 
 #: kind → ``build(session, mail: OutgoingMail, app) -> flask_mail.Message``, filled by ``@builder`` as the
 #: modules that own the kinds are imported (mail delivery imports them all: ``mail/delivery.BUILDER_MODULES``).
@@ -42,12 +43,14 @@ class MailNotNeeded(LookupError):
 
 def builder(kind: str) -> Callable[[Callable], Callable]:
     """Register the function that builds mails of ``kind`` when they are sent; a kind has one builder."""
+
     def register(build: Callable) -> Callable:
         known = BUILDERS.get(kind)
         if known is not None and (known.__module__, known.__qualname__) != (build.__module__, build.__qualname__):
             raise ValueError(f"mail kind {kind!r} has two builders: {known.__qualname__} and {build.__qualname__}")
         BUILDERS[kind] = build
         return build
+
     return register
 
 
@@ -61,15 +64,32 @@ def message_id_sql(key):
     return literal("<", String) + key + literal(f"@{MESSAGE_ID_DOMAIN}>", String)
 
 
-def queue_mail(session: Session, *, key: str, kind: str, to_email: str, subject: str, now: datetime,
-               request_id: int | None = None, batch_id: int | None = None,
-               attachments: list[dict] | None = None) -> OutgoingMail:
+def queue_mail(
+    session: Session,
+    *,
+    key: str,
+    kind: str,
+    to_email: str,
+    subject: str,
+    now: datetime,
+    request_id: int | None = None,
+    batch_id: int | None = None,
+    attachments: list[dict] | None = None,
+) -> OutgoingMail:
     """Record a mail to send, once per ``key`` (a second call returns the first row). The caller commits."""
     if kind not in BUILDERS:
         raise ValueError(f"no message builder for mail kind {kind!r}")
-    values = dict(message_id=message_id_for(key), kind=kind, to_email=to_email, subject=subject[:1000],
-                  request_id=request_id, batch_id=batch_id, attachments=attachments or [], status="queued",
-                  created_at=now)
+    values = dict(
+        message_id=message_id_for(key),
+        kind=kind,
+        to_email=to_email,
+        subject=subject[:1000],
+        request_id=request_id,
+        batch_id=batch_id,
+        attachments=attachments or [],
+        status="queued",
+        created_at=now,
+    )
     dialect = session.get_bind().dialect.name
     insert = pg_insert if dialect == "postgresql" else sqlite_insert
     session.execute(insert(OutgoingMail).values(**values).on_conflict_do_nothing(index_elements=["message_id"]))
@@ -92,19 +112,34 @@ def queue_mails(session: Session, mails: list[dict], *, now: datetime) -> list[i
     for mail in mails:
         if mail["kind"] not in BUILDERS:
             raise ValueError(f"no message builder for mail kind {mail['kind']!r}")
-        rows.append(dict(message_id=message_id_for(mail["key"]), kind=mail["kind"], to_email=mail["to_email"],
-                         subject=mail["subject"][:1000], request_id=mail.get("request_id"),
-                         batch_id=mail.get("batch_id"), attachments=mail.get("attachments") or [],
-                         status="queued", created_at=now))
+        rows.append(
+            dict(
+                message_id=message_id_for(mail["key"]),
+                kind=mail["kind"],
+                to_email=mail["to_email"],
+                subject=mail["subject"][:1000],
+                request_id=mail.get("request_id"),
+                batch_id=mail.get("batch_id"),
+                attachments=mail.get("attachments") or [],
+                status="queued",
+                created_at=now,
+            )
+        )
     insert = _upsert_for(session)
     # A parameter list (not .values(list)): SQLAlchemy batches it into multi-row INSERTs with one cached compile.
-    stmt = (insert(OutgoingMail).on_conflict_do_nothing(index_elements=["message_id"])
-            .returning(OutgoingMail.message_id, OutgoingMail.id))
+    stmt = (
+        insert(OutgoingMail)
+        .on_conflict_do_nothing(index_elements=["message_id"])
+        .returning(OutgoingMail.message_id, OutgoingMail.id)
+    )
     found = dict(session.execute(stmt, rows).all())
     missing = [row["message_id"] for row in rows if row["message_id"] not in found]
     for part in slices(missing):  # written before (a retried tick): the same rows
-        found.update(session.execute(select(OutgoingMail.message_id, OutgoingMail.id)
-                                     .where(OutgoingMail.message_id.in_(part))).all())
+        found.update(
+            session.execute(
+                select(OutgoingMail.message_id, OutgoingMail.id).where(OutgoingMail.message_id.in_(part))
+            ).all()
+        )
     return [found[row["message_id"]] for row in rows]
 
 
@@ -114,17 +149,34 @@ def queue_mails_from(session: Session, rows: Select, *, kind: str) -> list[int]:
     if kind not in BUILDERS:
         raise ValueError(f"no message builder for mail kind {kind!r}")
     insert = _upsert_for(session)
-    stmt = (insert(OutgoingMail).from_select(
-        ["message_id", "to_email", "subject", "request_id", "batch_id", "created_at", "kind", "status", "attachments",
-         "attempts"],
-        rows.add_columns(literal(kind, String), literal("queued", String), literal([], JSON), literal(0)))
-        .on_conflict_do_nothing(index_elements=["message_id"]).returning(OutgoingMail.id))
+    stmt = (
+        insert(OutgoingMail)
+        .from_select(
+            [
+                "message_id",
+                "to_email",
+                "subject",
+                "request_id",
+                "batch_id",
+                "created_at",
+                "kind",
+                "status",
+                "attachments",
+                "attempts",
+            ],
+            rows.add_columns(literal(kind, String), literal("queued", String), literal([], JSON), literal(0)),
+        )
+        .on_conflict_do_nothing(index_elements=["message_id"])
+        .returning(OutgoingMail.id)
+    )
     return list(session.scalars(stmt))
 
 
 def cancel_queued(session: Session, *, request_ids: list[int], kinds: list[str]) -> None:
     """Queued mails of these kinds for these requests will not go out (the send job skips what is not queued)."""
     for part in slices(request_ids):
-        session.execute(update(OutgoingMail).where(OutgoingMail.request_id.in_(part),
-                                                   OutgoingMail.status == "queued", OutgoingMail.kind.in_(kinds))
-                        .values(status="cancelled"))
+        session.execute(
+            update(OutgoingMail)
+            .where(OutgoingMail.request_id.in_(part), OutgoingMail.status == "queued", OutgoingMail.kind.in_(kinds))
+            .values(status="cancelled")
+        )

@@ -4,6 +4,7 @@
 without a URL, ``DevSmsProvider`` writes each message into the caught-mail folder that
 ``/admin/mailbox`` shows (``make run``) and logs that it did, without the text: texts hold codes.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,8 @@ from email.message import EmailMessage
 from pathlib import Path
 from typing import Protocol
 
-from bulksign.mail.devmail import mailbox_folder, write_caught
 from bulksign.core.logs import log
+from bulksign.mail.devmail import mailbox_folder, write_caught
 
 logger = logging.getLogger(__name__)
 
@@ -62,13 +63,13 @@ class DevSmsProvider:
         message["From"], message["To"], message["Subject"] = "SMS", to, f"SMS to {to}"
         message.set_content(text)
         name = write_caught(self.folder, message.as_bytes())
-        log(logger, logging.INFO, "SMS caught in the development mailbox (/admin/mailbox)", to=to[:4] + "…",
-            file=name)
+        log(logger, logging.INFO, "SMS caught in the development mailbox (/admin/mailbox)", to=to[:4] + "…", file=name)
 
 
 def provider(config) -> SmsProvider:
     """The configured provider: HTTP when ``SMS_HTTP_URL`` is set, else the development one."""
     if config["SMS_HTTP_URL"]:
-        return HttpSmsProvider(url=config["SMS_HTTP_URL"], token=config["SMS_HTTP_TOKEN"],
-                               timeout=config["SMS_TIMEOUT_SECONDS"])
+        return HttpSmsProvider(
+            url=config["SMS_HTTP_URL"], token=config["SMS_HTTP_TOKEN"], timeout=config["SMS_TIMEOUT_SECONDS"]
+        )
     return DevSmsProvider(folder=mailbox_folder(config["VAR_DIR"]))

@@ -4,6 +4,7 @@ A mail server that cannot be reached at all (no connection: refused, no route, a
 outage, not this mail's fault (``mail.delivery`` gives the mail back untried); it is noted for ``/readyz``
 (``mail_server``). A 4xx answer or a connection lost mid-mail is an attempt the server saw.
 """
+
 from __future__ import annotations
 
 import smtplib
@@ -67,8 +68,15 @@ class SmtpLink:
     def send(self, mail: Outgoing, *, app: Flask) -> SmtpOutcome:
         """Send one mail; classify what the server said."""
         c = app.config
-        settings = (c["MAIL_SERVER"], c["MAIL_PORT"], c.get("MAIL_USERNAME"), c.get("MAIL_PASSWORD"),
-                    c.get("MAIL_USE_TLS"), c.get("MAIL_USE_SSL"), c["MAIL_TIMEOUT_SECONDS"])
+        settings = (
+            c["MAIL_SERVER"],
+            c["MAIL_PORT"],
+            c.get("MAIL_USERNAME"),
+            c.get("MAIL_PASSWORD"),
+            c.get("MAIL_USE_TLS"),
+            c.get("MAIL_USE_SSL"),
+            c["MAIL_TIMEOUT_SECONDS"],
+        )
         try:
             fresh = self.host is None or self.settings != settings
             if fresh:
@@ -100,8 +108,9 @@ class SmtpLink:
             return _by_code(exc.smtp_code, exc.smtp_error, permanent="failed")
         except (TimeoutError, smtplib.SMTPException, OSError) as exc:
             self.close()
-            return SmtpOutcome("unreachable",
-                               f"The mail server could not be reached ({exc.__class__.__name__}: {exc}).")
+            return SmtpOutcome(
+                "unreachable", f"The mail server could not be reached ({exc.__class__.__name__}: {exc})."
+            )
 
     def _deliver(self, mail: Outgoing, data: bytes) -> None:
         self.host.sendmail(mail.envelope_from, list(mail.envelope_to), data)

@@ -5,6 +5,7 @@ no window of ``window`` seconds ever holds more than ``rate`` sends, whatever th
 workers. The check-and-claim is one Lua script (atomic); the clock is Redis's own ``TIME`` so
 hosts with skewed clocks still agree. Waiting is not failing: callers wait and try again.
 """
+
 from __future__ import annotations
 
 import math
@@ -57,12 +58,19 @@ class MailThrottle:
         """Claim a send slot now, or say how long until the next one; ``now_us`` replaces Redis's clock in tests."""
         if not self.rate:
             return Decision(True, 0.0)
-        allowed, wait_us, at_us = self._script(keys=[self.key],
-                                               args=[self.interval_us, "" if now_us is None else now_us])
+        allowed, wait_us, at_us = self._script(
+            keys=[self.key], args=[self.interval_us, "" if now_us is None else now_us]
+        )
         return Decision(bool(allowed), int(wait_us) / 1_000_000, int(at_us))
 
-    def acquire(self, *, max_wait_seconds: float, sleep: Callable[[float], None] = time.sleep,
-                clock: Callable[[], float] = time.monotonic, stop: threading.Event | None = None) -> Decision:
+    def acquire(
+        self,
+        *,
+        max_wait_seconds: float,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        stop: threading.Event | None = None,
+    ) -> Decision:
         """Wait (sleeping) for a slot for at most ``max_wait_seconds``; the last decision says whether one was won.
 
         ``stop``: once set, the wait ends at once without a slot (the process is shutting down).

@@ -4,19 +4,40 @@ One module per domain (``base`` holds what they share); every model and helper i
 ``from bulksign.models import Batch, utcnow`` and the migrations' ``bulksign.models.UTCDateTime`` work, and importing
 this package registers every table on ``db.metadata`` (relationships name their targets by string).
 """
+
 from __future__ import annotations
 
 from bulksign.models.base import BigId, UTCDateTime, utcnow
-from bulksign.models.people import ApiKey, MembershipChange, Team, TeamMember, User
-from bulksign.models.templates import DocumentTemplate, TemplateVersion
 from bulksign.models.batches import Batch, BatchShare, BatchStatusCount, Export
-from bulksign.models.requests import Document, Event, OneTimeCode, SealCertificate, SigningRequest
-from bulksign.models.mail import OutgoingMail, Suppression
 from bulksign.models.integrations import IdempotencyKey, WebhookDelivery, WebhookEndpoint
+from bulksign.models.mail import OutgoingMail, Suppression
+from bulksign.models.people import ApiKey, MembershipChange, Team, TeamMember, User
+from bulksign.models.requests import Document, Event, OneTimeCode, SealCertificate, SigningRequest
+from bulksign.models.templates import DocumentTemplate, TemplateVersion
 
 __all__ = [
-    "ApiKey", "Batch", "BatchShare", "BatchStatusCount", "BigId", "Document", "DocumentTemplate", "Event", "Export",
-    "IdempotencyKey", "MembershipChange", "OneTimeCode", "OutgoingMail", "SealCertificate", "SigningRequest",
-    "Suppression", "Team", "TeamMember", "TemplateVersion", "UTCDateTime", "User", "WebhookDelivery",
-    "WebhookEndpoint", "utcnow",
+    "ApiKey",
+    "Batch",
+    "BatchShare",
+    "BatchStatusCount",
+    "BigId",
+    "Document",
+    "DocumentTemplate",
+    "Event",
+    "Export",
+    "IdempotencyKey",
+    "MembershipChange",
+    "OneTimeCode",
+    "OutgoingMail",
+    "SealCertificate",
+    "SigningRequest",
+    "Suppression",
+    "Team",
+    "TeamMember",
+    "TemplateVersion",
+    "UTCDateTime",
+    "User",
+    "WebhookDelivery",
+    "WebhookEndpoint",
+    "utcnow",
 ]

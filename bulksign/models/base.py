@@ -1,7 +1,8 @@
 """What every table module shares: the big-table id type, ``utcnow`` and the UTC timestamp column type."""
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from sqlalchemy import BigInteger
 
@@ -12,7 +13,7 @@ BigId = BigInteger().with_variant(db.Integer(), "sqlite")
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class UTCDateTime(db.TypeDecorator):
@@ -25,10 +26,10 @@ class UTCDateTime(db.TypeDecorator):
         if value is not None:
             if value.tzinfo is None:
                 raise ValueError("naive datetime given; pass an aware UTC time")
-            value = value.astimezone(timezone.utc)
+            value = value.astimezone(UTC)
         return value
 
     def process_result_value(self, value, dialect):
         if value is not None and value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
+            value = value.replace(tzinfo=UTC)
         return value

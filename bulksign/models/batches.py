@@ -1,5 +1,6 @@
 """Batch tables: the batch and its settings, shares with users outside its team, its per-status counters and
 the exports built from it."""
+
 from __future__ import annotations
 
 from datetime import datetime

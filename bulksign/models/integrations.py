@@ -1,4 +1,5 @@
 """Tables of what other systems talk to: webhook endpoints and their deliveries, API idempotency keys."""
+
 from __future__ import annotations
 
 from datetime import datetime

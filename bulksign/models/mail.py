@@ -1,4 +1,5 @@
 """Mail tables: every outgoing mail, written before it is sent, and the suppressed addresses no mail goes to."""
+
 from __future__ import annotations
 
 from datetime import datetime

@@ -1,4 +1,5 @@
 """Staff tables: users, teams and their members, the audit of membership and role changes, API keys."""
+
 from __future__ import annotations
 
 import hashlib

@@ -1,5 +1,6 @@
 """Signing request tables: one request per recipient (with the partial indexes derived from ``status``), its
 documents, the certificates that sealed them, its audit trail of events and its one-time codes."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -7,10 +8,10 @@ from datetime import datetime
 from sqlalchemy import JSON, BigInteger, Index, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from bulksign.models.status import WAITING_FOR_RECIPIENT, WORKING, sql_in
 from bulksign.core.extensions import db
 from bulksign.models.base import BigId, UTCDateTime, utcnow
 from bulksign.models.batches import Batch
+from bulksign.models.status import WAITING_FOR_RECIPIENT, WORKING, sql_in
 
 
 class SigningRequest(db.Model):
@@ -27,26 +28,33 @@ class SigningRequest(db.Model):
         Index("ix_signing_requests_email_lower", text("lower(email)")),
         # The reconciler scans only requests in a working state: a small slice of a big table.
         Index(
-            "ix_signing_requests_working", "status", "status_changed_at",
+            "ix_signing_requests_working",
+            "status",
+            "status_changed_at",
             postgresql_where=text(sql_in(WORKING)),
             sqlite_where=text(sql_in(WORKING)),
         ),
         # Reminders and expiry scan only requests still waiting for the recipient.
         Index(
-            "ix_signing_requests_waiting", "batch_id", "sent_at",
+            "ix_signing_requests_waiting",
+            "batch_id",
+            "sent_at",
             postgresql_where=text(sql_in(WAITING_FOR_RECIPIENT)),
             sqlite_where=text(sql_in(WAITING_FOR_RECIPIENT)),
         ),
         # Expiry finds waiting requests past their deadline without visiting the others.
         Index(
-            "ix_signing_requests_waiting_expiry", "expires_at",
+            "ix_signing_requests_waiting_expiry",
+            "expires_at",
             postgresql_where=text(sql_in(WAITING_FOR_RECIPIENT)),
             sqlite_where=text(sql_in(WAITING_FOR_RECIPIENT)),
         ),
         # The seal safety net looks only at recent signatures (a lost or failed seal job).
         Index(
-            "ix_signing_requests_signed", "signed_at",
-            postgresql_where=text("status = 'signed'"), sqlite_where=text("status = 'signed'"),
+            "ix_signing_requests_signed",
+            "signed_at",
+            postgresql_where=text("status = 'signed'"),
+            sqlite_where=text("status = 'signed'"),
         ),
     )
 
@@ -100,9 +108,7 @@ class Document(db.Model):
     __tablename__ = "documents"
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    request_id: Mapped[int] = mapped_column(
-        BigId, db.ForeignKey("signing_requests.id", ondelete="CASCADE"), index=True
-    )
+    request_id: Mapped[int] = mapped_column(BigId, db.ForeignKey("signing_requests.id", ondelete="CASCADE"), index=True)
     #: ``original``, ``signed`` or ``certificate``.
     kind: Mapped[str] = mapped_column(db.String(20))
     storage_key: Mapped[str] = mapped_column(db.String(500))
@@ -139,9 +145,7 @@ class Event(db.Model):
     __table_args__ = (Index("ix_events_request_time", "request_id", "created_at"),)
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    request_id: Mapped[int | None] = mapped_column(
-        BigId, db.ForeignKey("signing_requests.id", ondelete="CASCADE")
-    )
+    request_id: Mapped[int | None] = mapped_column(BigId, db.ForeignKey("signing_requests.id", ondelete="CASCADE"))
     batch_id: Mapped[int | None] = mapped_column(db.ForeignKey("batches.id", ondelete="CASCADE"), index=True)
     #: e.g. ``status.sent``, ``email.opened``, ``page.opened``, ``email.changed``.
     type: Mapped[str] = mapped_column(db.String(50))

@@ -4,6 +4,7 @@ A leaf module (it imports nothing of bulksign): the models derive their partial 
 writers (``states.transition`` for requests, ``states.move_batches`` for batches) check their moves against
 the tables, and the counters (``batch_counts``) list the statuses, without importing one another.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable

@@ -1,4 +1,5 @@
 """Document template tables: the named template and its immutable versions."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -25,7 +26,7 @@ class DocumentTemplate(db.Model):
     latest_version: Mapped[int] = mapped_column(default=0)
     archived: Mapped[bool] = mapped_column(default=False)
 
-    versions: Mapped[list["TemplateVersion"]] = relationship(
+    versions: Mapped[list[TemplateVersion]] = relationship(
         back_populates="template", order_by="TemplateVersion.version"
     )
 

@@ -6,6 +6,7 @@ come from the per-batch counters (``batch_status_counts``, a row per batch and s
 counting ``signing_requests``; what processes count as they work (requests served, jobs, mails,
 throttle waits, render times, memory) is read from Redis (``telemetry``).
 """
+
 from __future__ import annotations
 
 import time
@@ -20,10 +21,10 @@ from rq.worker_registration import get_keys
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
-from bulksign.ops import telemetry
-from bulksign.models.status import BatchStatus
 from bulksign.mail.mail_server import current_outage
 from bulksign.models import Batch, BatchStatusCount
+from bulksign.models.status import BatchStatus
+from bulksign.ops import telemetry
 from bulksign.work.scheduler_ticks import last_tick
 
 #: Batches are shown one by one while in flight and for this long after they finished (late bounces).
@@ -59,8 +60,12 @@ class Snapshot:
 
 def queue_figures(queue: Queue, *, now: datetime) -> QueueFigures:
     """A queue's job counts, its oldest job's age and its live workers (a few Redis round trips)."""
-    jobs = {"queued": queue.count, "started": queue.started_job_registry.count,
-            "failed": queue.failed_job_registry.count, "scheduled": queue.scheduled_job_registry.count}
+    jobs = {
+        "queued": queue.count,
+        "started": queue.started_job_registry.count,
+        "failed": queue.failed_job_registry.count,
+        "scheduled": queue.scheduled_job_registry.count,
+    }
     age = 0.0
     head = queue.get_job_ids(0, 1)
     job = queue.fetch_job(head[0]) if head else None
@@ -75,28 +80,39 @@ def queue_figures(queue: Queue, *, now: datetime) -> QueueFigures:
     return QueueFigures(jobs=jobs, oldest_age_seconds=age, workers=workers)
 
 
-def snapshot(session: Session, *, redis: Redis, queues: dict[str, Queue], now: datetime,
-             mail_limit_per_second: float) -> Snapshot:
+def snapshot(
+    session: Session, *, redis: Redis, queues: dict[str, Queue], now: datetime, mail_limit_per_second: float
+) -> Snapshot:
     """Read every figure once: 4 queries on small tables, a few Redis round trips per queue, two for telemetry."""
-    by_status = dict(session.execute(select(BatchStatusCount.status, func.sum(BatchStatusCount.count))
-                                     .group_by(BatchStatusCount.status)).all())
+    by_status = dict(
+        session.execute(
+            select(BatchStatusCount.status, func.sum(BatchStatusCount.count)).group_by(BatchStatusCount.status)
+        ).all()
+    )
     open_batch = Batch.status.in_([BatchStatus.PENDING, BatchStatus.PROCESSING])
     recent = select(Batch.id, Batch.created_at).where(or_(open_batch, Batch.finished_at >= now - RECENT_BATCHES))
     created = dict(session.execute(recent).all())
     batches: dict[int, dict[str, int]] = {bid: {} for bid in created}
     if created:
-        rows = session.execute(select(BatchStatusCount.batch_id, BatchStatusCount.status, BatchStatusCount.count)
-                               .where(BatchStatusCount.batch_id.in_(list(created))))
+        rows = session.execute(
+            select(BatchStatusCount.batch_id, BatchStatusCount.status, BatchStatusCount.count).where(
+                BatchStatusCount.batch_id.in_(list(created))
+            )
+        )
         for batch_id, status, n in rows:
             batches[batch_id][status] = n
-    in_flight = session.scalar(select(func.count()).select_from(Batch)
-                               .where(open_batch)) or 0
+    in_flight = session.scalar(select(func.count()).select_from(Batch).where(open_batch)) or 0
     return Snapshot(
-        requests_by_status={s: int(n or 0) for s, n in by_status.items()}, batches=batches, batch_created=created,
-        batches_in_flight=in_flight, queues={name: queue_figures(q, now=now) for name, q in queues.items()},
-        scheduler_last_tick=last_tick(redis), mail_limit_per_second=mail_limit_per_second,
+        requests_by_status={s: int(n or 0) for s, n in by_status.items()},
+        batches=batches,
+        batch_created=created,
+        batches_in_flight=in_flight,
+        queues={name: queue_figures(q, now=now) for name, q in queues.items()},
+        scheduler_last_tick=last_tick(redis),
+        mail_limit_per_second=mail_limit_per_second,
         mail_server_down_since=outage.since if (outage := current_outage(redis)) else None,
-        counted=telemetry.read(redis), processes=telemetry.processes(redis, now=time.time()),
+        counted=telemetry.read(redis),
+        processes=telemetry.processes(redis, now=time.time()),
     )
 
 
@@ -113,37 +129,75 @@ class _SnapshotCollector:
 
     def collect(self):
         snap = self.snap
-        yield _gauge("bulksign_requests", "Signing requests by current status", ["status"],
-                     [((s,), n) for s, n in sorted(snap.requests_by_status.items())])
-        yield _gauge("bulksign_batches_in_flight", "Batches pending or processing", [],
-                     [((), snap.batches_in_flight)])
-        yield _gauge("bulksign_batch_requests", "Requests of a batch in flight or finished this week, by status",
-                     ["batch_id", "status"],
-                     [((str(b), s), n) for b, counts in sorted(snap.batches.items()) for s, n in sorted(counts.items())])
-        yield _gauge("bulksign_batch_created_timestamp_seconds", "When the batch was created", ["batch_id"],
-                     [((str(b),), at.timestamp()) for b, at in sorted(snap.batch_created.items())])
-        yield _gauge("bulksign_queue_jobs", "RQ jobs per queue and state", ["queue", "state"],
-                     [((q, state), n) for q, figures in sorted(snap.queues.items())
-                      for state, n in figures.jobs.items()])
-        yield _gauge("bulksign_queue_oldest_job_age_seconds", "Age of the job at the head of the queue",
-                     ["queue"], [((q,), f.oldest_age_seconds) for q, f in sorted(snap.queues.items())])
-        yield _gauge("bulksign_queue_workers", "Live RQ workers listening on the queue", ["queue"],
-                     [((q,), f.workers) for q, f in sorted(snap.queues.items())])
+        yield _gauge(
+            "bulksign_requests",
+            "Signing requests by current status",
+            ["status"],
+            [((s,), n) for s, n in sorted(snap.requests_by_status.items())],
+        )
+        yield _gauge("bulksign_batches_in_flight", "Batches pending or processing", [], [((), snap.batches_in_flight)])
+        yield _gauge(
+            "bulksign_batch_requests",
+            "Requests of a batch in flight or finished this week, by status",
+            ["batch_id", "status"],
+            [((str(b), s), n) for b, counts in sorted(snap.batches.items()) for s, n in sorted(counts.items())],
+        )
+        yield _gauge(
+            "bulksign_batch_created_timestamp_seconds",
+            "When the batch was created",
+            ["batch_id"],
+            [((str(b),), at.timestamp()) for b, at in sorted(snap.batch_created.items())],
+        )
+        yield _gauge(
+            "bulksign_queue_jobs",
+            "RQ jobs per queue and state",
+            ["queue", "state"],
+            [((q, state), n) for q, figures in sorted(snap.queues.items()) for state, n in figures.jobs.items()],
+        )
+        yield _gauge(
+            "bulksign_queue_oldest_job_age_seconds",
+            "Age of the job at the head of the queue",
+            ["queue"],
+            [((q,), f.oldest_age_seconds) for q, f in sorted(snap.queues.items())],
+        )
+        yield _gauge(
+            "bulksign_queue_workers",
+            "Live RQ workers listening on the queue",
+            ["queue"],
+            [((q,), f.workers) for q, f in sorted(snap.queues.items())],
+        )
         if snap.scheduler_last_tick is not None:
-            yield _gauge("bulksign_scheduler_last_tick_timestamp_seconds", "When the scheduler last polled", [],
-                         [((), snap.scheduler_last_tick.timestamp())])
+            yield _gauge(
+                "bulksign_scheduler_last_tick_timestamp_seconds",
+                "When the scheduler last polled",
+                [],
+                [((), snap.scheduler_last_tick.timestamp())],
+            )
         down_since = snap.mail_server_down_since
-        yield _gauge("bulksign_mail_server_down_since_timestamp_seconds",
-                     "Since when the mail workers cannot connect to the mail server (0: they can)", [],
-                     [((), down_since.timestamp() if down_since else 0.0)])
-        yield _gauge("bulksign_mail_throttle_limit_per_second", "Sends per second the mail throttle allows (0: none)",
-                     [], [((), snap.mail_limit_per_second)])
-        yield _gauge("bulksign_process_resident_memory_bytes", "Resident memory of each web and worker process",
-                     ["process", "role"],
-                     [((p.process, p.role), p.rss_bytes) for p in snap.processes if p.rss_bytes is not None])
-        yield _gauge("bulksign_db_pool_connections_in_use", "Database connections checked out, per process",
-                     ["process", "role"],
-                     [((p.process, p.role), p.pool_in_use) for p in snap.processes if p.pool_in_use is not None])
+        yield _gauge(
+            "bulksign_mail_server_down_since_timestamp_seconds",
+            "Since when the mail workers cannot connect to the mail server (0: they can)",
+            [],
+            [((), down_since.timestamp() if down_since else 0.0)],
+        )
+        yield _gauge(
+            "bulksign_mail_throttle_limit_per_second",
+            "Sends per second the mail throttle allows (0: none)",
+            [],
+            [((), snap.mail_limit_per_second)],
+        )
+        yield _gauge(
+            "bulksign_process_resident_memory_bytes",
+            "Resident memory of each web and worker process",
+            ["process", "role"],
+            [((p.process, p.role), p.rss_bytes) for p in snap.processes if p.rss_bytes is not None],
+        )
+        yield _gauge(
+            "bulksign_db_pool_connections_in_use",
+            "Database connections checked out, per process",
+            ["process", "role"],
+            [((p.process, p.role), p.pool_in_use) for p in snap.processes if p.pool_in_use is not None],
+        )
         yield from self._counted()
 
     def _counted(self):

@@ -6,6 +6,7 @@ listening on it. A worker counts while RQ's key for it exists (it is refreshed b
 heartbeat; a killed worker's key lapses after RQ's worker TTL). The mail server must not have been
 out of reach for ``mail_server.TOO_LONG`` (the mail workers note it: its mails wait, nothing fails).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,7 +16,8 @@ from redis import Redis
 from rq import Queue
 from rq.worker_registration import get_keys
 
-from bulksign.mail.mail_server import TOO_LONG as MAIL_SERVER_DOWN_TOO_LONG, Outage, current_outage
+from bulksign.mail.mail_server import TOO_LONG as MAIL_SERVER_DOWN_TOO_LONG
+from bulksign.mail.mail_server import Outage, current_outage
 from bulksign.work.scheduler_ticks import last_tick
 
 #: The scheduler counts as stopped when it has not ticked for this long.
@@ -59,7 +61,8 @@ def check_readiness(*, redis: Redis, queue_names: tuple[str, ...], now: datetime
             problems.append(f"{waiting} jobs wait in queue {name} and no worker listens on it")
     outage = current_outage(redis)
     if outage is not None and now - outage.since >= MAIL_SERVER_DOWN_TOO_LONG:
-        problems.append(f"the mail server has not been reachable for {int((now - outage.since).total_seconds())} s; "
-                        f"mails wait for it: {outage.reason}")
+        problems.append(
+            f"the mail server has not been reachable for {int((now - outage.since).total_seconds())} s; "
+            f"mails wait for it: {outage.reason}"
+        )
     return Readiness(tuple(problems), tick, queues, outage)
-

@@ -1,4 +1,5 @@
 """Reachability of the database and Redis, for /healthz and for a clear message at start."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,8 +20,11 @@ class ServiceReport:
 
     def problems(self) -> list[str]:
         variable = {"database": "DATABASE_URL", "redis": "REDIS_URL"}
-        return [f"{variable[name]}: {name} is not reachable ({reason})" for name, reason in self.checks.items()
-                if reason != "ok"]
+        return [
+            f"{variable[name]}: {name} is not reachable ({reason})"
+            for name, reason in self.checks.items()
+            if reason != "ok"
+        ]
 
 
 def check_services(*, db_engine: Engine, redis: Redis) -> ServiceReport:

@@ -12,6 +12,7 @@ counter reset. Recording never fails the work it measures: a Redis error drops t
 this process stops recording for ``PAUSE_AFTER_FAILURE_SECONDS``, so that a Redis that does not
 answer (each try waits for the connect timeout) slows one request, not every one.
 """
+
 from __future__ import annotations
 
 import json
@@ -73,27 +74,57 @@ class Family:
 SECONDS_FAST = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
 SECONDS_SLOW = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0)
 
-HTTP_DURATION = Family("bulksign_http_request_duration_seconds", "Time to answer a request, by endpoint",
-                       "histogram", ("endpoint", "method"), SECONDS_FAST)
-HTTP_REQUESTS = Family("bulksign_http_requests", "Requests answered, by endpoint and status class (2xx, 4xx, 5xx …)",
-                       "counter", ("endpoint", "method", "status"))
-JOB_DURATION = Family("bulksign_job_duration_seconds", "Time one RQ job took, by queue", "histogram", ("queue",),
-                      SECONDS_SLOW)
-JOBS = Family("bulksign_jobs", "RQ jobs run, by queue and outcome (succeeded, retried, failed)", "counter",
-              ("queue", "outcome"))
-MAILS = Family("bulksign_mails", "Mails handed to the SMTP server, by kind and outcome "
-                                 "(sent, deferred, bounced, failed, cancelled)", "counter", ("kind", "status"))
-MAIL_REPORTS = Family("bulksign_mail_reports", "Reports from the mail provider's webhook (bounce, complaint)",
-                      "counter", ("type",))
-THROTTLE_WAIT = Family("bulksign_mail_throttle_wait_seconds", "Seconds senders waited for the mail throttle",
-                       "counter")
-THROTTLE_SLOTS = Family("bulksign_mail_throttle_slots", "Throttle slots asked for, by outcome (won, timed_out)",
-                        "counter", ("outcome",))
-PDF_RENDER = Family("bulksign_pdf_render_seconds", "Time one recipient's PDF took to render (fill in and convert)", "histogram", (),
-                    (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0))
+HTTP_DURATION = Family(
+    "bulksign_http_request_duration_seconds",
+    "Time to answer a request, by endpoint",
+    "histogram",
+    ("endpoint", "method"),
+    SECONDS_FAST,
+)
+HTTP_REQUESTS = Family(
+    "bulksign_http_requests",
+    "Requests answered, by endpoint and status class (2xx, 4xx, 5xx …)",
+    "counter",
+    ("endpoint", "method", "status"),
+)
+JOB_DURATION = Family(
+    "bulksign_job_duration_seconds", "Time one RQ job took, by queue", "histogram", ("queue",), SECONDS_SLOW
+)
+JOBS = Family(
+    "bulksign_jobs", "RQ jobs run, by queue and outcome (succeeded, retried, failed)", "counter", ("queue", "outcome")
+)
+MAILS = Family(
+    "bulksign_mails",
+    "Mails handed to the SMTP server, by kind and outcome (sent, deferred, bounced, failed, cancelled)",
+    "counter",
+    ("kind", "status"),
+)
+MAIL_REPORTS = Family(
+    "bulksign_mail_reports", "Reports from the mail provider's webhook (bounce, complaint)", "counter", ("type",)
+)
+THROTTLE_WAIT = Family("bulksign_mail_throttle_wait_seconds", "Seconds senders waited for the mail throttle", "counter")
+THROTTLE_SLOTS = Family(
+    "bulksign_mail_throttle_slots", "Throttle slots asked for, by outcome (won, timed_out)", "counter", ("outcome",)
+)
+PDF_RENDER = Family(
+    "bulksign_pdf_render_seconds",
+    "Time one recipient's PDF took to render (fill in and convert)",
+    "histogram",
+    (),
+    (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0),
+)
 
-FAMILIES: tuple[Family, ...] = (HTTP_DURATION, HTTP_REQUESTS, JOB_DURATION, JOBS, MAILS, MAIL_REPORTS,
-                                THROTTLE_WAIT, THROTTLE_SLOTS, PDF_RENDER)
+FAMILIES: tuple[Family, ...] = (
+    HTTP_DURATION,
+    HTTP_REQUESTS,
+    JOB_DURATION,
+    JOBS,
+    MAILS,
+    MAIL_REPORTS,
+    THROTTLE_WAIT,
+    THROTTLE_SLOTS,
+    PDF_RENDER,
+)
 
 
 class Figures:

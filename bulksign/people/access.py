@@ -12,6 +12,7 @@ sees but may not change.
 
 A batch is also seen by the users it is shared with (read only), and always by its creator.
 """
+
 from __future__ import annotations
 
 import logging
@@ -22,10 +23,10 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, Select, delete, or_, select, true
 from sqlalchemy.orm import Session
 
+from bulksign.batches.notices import NoticeAddressError, chosen_notice_address, notice_recipient
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
 from bulksign.models import Batch, BatchShare, DocumentTemplate, SigningRequest, Team, TeamMember, User
-from bulksign.batches.notices import NoticeAddressError, chosen_notice_address, notice_recipient
 
 ADMIN, MANAGER, STAFF, VIEWER = "admin", "manager", "staff", "viewer"
 ROLES = (ADMIN, MANAGER, STAFF, VIEWER)
@@ -45,8 +46,11 @@ class Refused(Exception):
 
 
 #: What is not found, as a whole sentence each (languages inflect the noun).
-_NOT_FOUND = {"batch": N_("No batch with this id."), "request": N_("No request with this id."),
-              "template": N_("No template with this id.")}
+_NOT_FOUND = {
+    "batch": N_("No batch with this id."),
+    "request": N_("No request with this id."),
+    "template": N_("No template with this id."),
+}
 
 
 def _not_found(what: str) -> Refused:
@@ -72,8 +76,11 @@ def batch_filter(user: User) -> ColumnElement[bool]:
     """A condition on ``Batch`` that holds for the batches ``user`` may see."""
     if user.is_admin:
         return true()
-    return or_(Batch.created_by_id == user.id, Batch.team_id.in_(user_team_ids(user)),
-               Batch.id.in_(select(BatchShare.batch_id).where(BatchShare.user_id == user.id)))
+    return or_(
+        Batch.created_by_id == user.id,
+        Batch.team_id.in_(user_team_ids(user)),
+        Batch.id.in_(select(BatchShare.batch_id).where(BatchShare.user_id == user.id)),
+    )
 
 
 def template_filter(user: User) -> ColumnElement[bool]:
@@ -116,8 +123,11 @@ def may_act_on_batch(session: Session, *, batch: Batch, user: User) -> bool:
 
 def request_for_read(session: Session, *, request_id: int, user: User) -> SigningRequest:
     """The signing request if ``user`` may see its batch; Refused(404) otherwise."""
-    row = session.scalar(select(SigningRequest).join(Batch, Batch.id == SigningRequest.batch_id)
-                         .where(SigningRequest.id == request_id, batch_filter(user)))
+    row = session.scalar(
+        select(SigningRequest)
+        .join(Batch, Batch.id == SigningRequest.batch_id)
+        .where(SigningRequest.id == request_id, batch_filter(user))
+    )
     if row is None:
         raise _not_found("request")
     return row
@@ -125,8 +135,7 @@ def request_for_read(session: Session, *, request_id: int, user: User) -> Signin
 
 def template_for_use(session: Session, *, template_id: int, user: User) -> DocumentTemplate:
     """The template if ``user`` may see and use it; Refused(404) otherwise."""
-    template = session.scalar(select(DocumentTemplate).where(DocumentTemplate.id == template_id,
-                                                             template_filter(user)))
+    template = session.scalar(select(DocumentTemplate).where(DocumentTemplate.id == template_id, template_filter(user)))
     if template is None:
         raise _not_found("template")
     return template
@@ -136,8 +145,13 @@ def template_for_edit(session: Session, *, template_id: int, user: User) -> Docu
     """The template if ``user`` may change it (owner, a manager of its team, admin); 404 unseen, 403 use only."""
     template = template_for_use(session, template_id=template_id, user=user)
     if not may_edit_template(session, template=template, user=user):
-        raise Refused(N_("Only the template's owner, a manager of its team or an admin can change it; "
-                         "you may use it for a batch."), 403)
+        raise Refused(
+            N_(
+                "Only the template's owner, a manager of its team or an admin can change it; "
+                "you may use it for a batch."
+            ),
+            403,
+        )
     return template
 
 
@@ -171,8 +185,14 @@ def team_for_new(session: Session, *, user: User, team_id: int | None, preferred
 
 def shared_with(session: Session, *, batch_id: int) -> list[User]:
     """The users a batch is shared with, by email."""
-    return list(session.scalars(select(User).join(BatchShare, BatchShare.user_id == User.id)
-                                .where(BatchShare.batch_id == batch_id).order_by(User.email)))
+    return list(
+        session.scalars(
+            select(User)
+            .join(BatchShare, BatchShare.user_id == User.id)
+            .where(BatchShare.batch_id == batch_id)
+            .order_by(User.email)
+        )
+    )
 
 
 def share_batch(session: Session, *, batch_id: int, email: str, user: User, now: datetime) -> User:
@@ -191,15 +211,15 @@ def share_batch(session: Session, *, batch_id: int, email: str, user: User, now:
 def unshare_batch(session: Session, *, batch_id: int, user_id: int, user: User) -> bool:
     """Stop showing the batch to ``user_id``; False when it was not shared with them."""
     batch = batch_for_action(session, batch_id=batch_id, user=user)
-    gone = session.execute(delete(BatchShare).where(BatchShare.batch_id == batch.id,
-                                                    BatchShare.user_id == user_id)).rowcount
+    gone = session.execute(
+        delete(BatchShare).where(BatchShare.batch_id == batch.id, BatchShare.user_id == user_id)
+    ).rowcount
     if gone:
         log(logger, logging.INFO, "batch unshared", batch_id=batch.id, with_user_id=user_id, user_id=user.id)
     return bool(gone)
 
 
-def set_notice_address(session: Session, *, batch_id: int, choice: str | None, email: str | None,
-                       user: User) -> Batch:
+def set_notice_address(session: Session, *, batch_id: int, choice: str | None, email: str | None, user: User) -> Batch:
     """Name who gets the batch's expiry summary, decline notices and completion notice: the owner, a team
     manager or any address (``notices.chosen_notice_address``)."""
     batch = batch_for_action(session, batch_id=batch_id, user=user)
@@ -222,11 +242,16 @@ class Manager:
 
 def managers_of(session: Session, *, team_ids: Iterable[int]) -> list[Manager]:
     """The active managers of these teams, by team and email (whom a batch's notices may go to)."""
-    return [Manager(email=email, team_name=team_name) for email, team_name in session.execute(
-        select(User.email, Team.name).join(TeamMember, TeamMember.user_id == User.id)
-        .join(Team, Team.id == TeamMember.team_id)
-        .where(TeamMember.team_id.in_(list(team_ids)), User.role == MANAGER, User.disabled.is_(False))
-        .order_by(Team.name, User.email))]
+    return [
+        Manager(email=email, team_name=team_name)
+        for email, team_name in session.execute(
+            select(User.email, Team.name)
+            .join(TeamMember, TeamMember.user_id == User.id)
+            .join(Team, Team.id == TeamMember.team_id)
+            .where(TeamMember.team_id.in_(list(team_ids)), User.role == MANAGER, User.disabled.is_(False))
+            .order_by(Team.name, User.email)
+        )
+    ]
 
 
 @dataclass(frozen=True)
@@ -248,7 +273,11 @@ def batch_access(session: Session, *, batch: Batch, user: User) -> BatchAccess:
     team = session.get(Team, batch.team_id) if batch.team_id is not None else None
     # Always one query for the owner (the notice address may be theirs), whether or not it is the viewing user.
     owner = session.scalar(select(User).where(User.id == batch.created_by_id))
-    return BatchAccess(team_name=team.name if team else None, notices_to=notice_recipient(batch, owner=owner),
-                       notify_email=batch.notify_email, shared_with=tuple(shared_with(session, batch_id=batch.id)),
-                       managers=tuple(managers_of(session, team_ids=[batch.team_id] if batch.team_id else [])),
-                       can_act=may_act_on_batch(session, batch=batch, user=user))
+    return BatchAccess(
+        team_name=team.name if team else None,
+        notices_to=notice_recipient(batch, owner=owner),
+        notify_email=batch.notify_email,
+        shared_with=tuple(shared_with(session, batch_id=batch.id)),
+        managers=tuple(managers_of(session, team_ids=[batch.team_id] if batch.team_id else [])),
+        can_act=may_act_on_batch(session, batch=batch, user=user),
+    )

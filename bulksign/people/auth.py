@@ -3,6 +3,7 @@
 API blueprints (names starting with ``api``) authenticate with ``Authorization: Bearer <key>``
 instead of the session cookie, and answer JSON.
 """
+
 from __future__ import annotations
 
 import hmac
@@ -18,12 +19,16 @@ from bulksign.people.users import api_key_for_secret
 
 #: Staff pages: scripts and styles from this site only (the vendored htmx, dashboard.js, staff.js), no inline
 #: script; inline style attributes stay (the progress bar's widths, htmx's indicator style).
-STAFF_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-             "object-src 'none'; form-action 'self'; base-uri 'none'; frame-ancestors 'self'")
+STAFF_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "object-src 'none'; form-action 'self'; base-uri 'none'; frame-ancestors 'self'"
+)
 #: rq-dashboard's own pages run inline scripts; admins only, and still nothing from other sites.
-RQ_DASHBOARD_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
-                    "img-src 'self' data:; object-src 'none'; form-action 'self'; base-uri 'none'; "
-                    "frame-ancestors 'self'")
+RQ_DASHBOARD_CSP = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; object-src 'none'; form-action 'self'; base-uri 'none'; "
+    "frame-ancestors 'self'"
+)
 
 
 def public(view):
@@ -114,8 +119,9 @@ def init_app(app: Flask) -> None:
         response.headers.setdefault("X-Frame-Options", "SAMEORIGIN")
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         # Recipient pages set their own, stricter policy first.
-        response.headers.setdefault("Content-Security-Policy",
-                                    RQ_DASHBOARD_CSP if request.blueprint == "rq_dashboard" else STAFF_CSP)
+        response.headers.setdefault(
+            "Content-Security-Policy", RQ_DASHBOARD_CSP if request.blueprint == "rq_dashboard" else STAFF_CSP
+        )
         if current_app.config.get("HSTS"):
             response.headers.setdefault("Strict-Transport-Security", current_app.config["HSTS"])
         view = current_app.view_functions.get(request.endpoint) if request.endpoint not in (None, "static") else None

@@ -1,4 +1,5 @@
 """Teams and their members; every membership change is recorded (who, whom, when) by ``access_audit``."""
+
 from __future__ import annotations
 
 import logging
@@ -8,11 +9,11 @@ from datetime import datetime
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from bulksign.people.access_audit import record_membership
 from bulksign.core.logs import log
-from bulksign.mail.mail_headers import CONTROL_CHARACTERS
 from bulksign.core.messages import N_
+from bulksign.mail.mail_headers import CONTROL_CHARACTERS
 from bulksign.models import Team, TeamMember, User
+from bulksign.people.access_audit import record_membership
 
 logger = logging.getLogger(__name__)
 
@@ -59,8 +60,9 @@ def add_member(session: Session, *, team: Team, user: User, by: User | None, now
 
 def remove_member(session: Session, *, team: Team, user: User, by: User | None, now: datetime) -> bool:
     """Take ``user`` out of ``team`` (recorded); False when they were not in it."""
-    removed = session.execute(delete(TeamMember).where(TeamMember.team_id == team.id,
-                                                       TeamMember.user_id == user.id)).rowcount
+    removed = session.execute(
+        delete(TeamMember).where(TeamMember.team_id == team.id, TeamMember.user_id == user.id)
+    ).rowcount
     if removed:
         record_membership(session, team=team, user=user, action="removed", by=by, now=now)
     return bool(removed)
@@ -76,8 +78,8 @@ def teams_with_members(session: Session) -> list[TeamRow]:
     """Every team by name with its members by email (2 queries), for the admin page."""
     teams = session.scalars(select(Team).order_by(Team.name)).all()
     members: dict[int, list[User]] = {t.id: [] for t in teams}
-    for team_id, user in session.execute(select(TeamMember.team_id, User).join(User, User.id == TeamMember.user_id)
-                                         .order_by(User.email)):
+    for team_id, user in session.execute(
+        select(TeamMember.team_id, User).join(User, User.id == TeamMember.user_id).order_by(User.email)
+    ):
         members[team_id].append(user)
     return [TeamRow(team=t, members=tuple(members[t.id])) for t in teams]
-

@@ -1,4 +1,5 @@
 """Staff accounts and API keys: creation, authentication, roles."""
+
 from __future__ import annotations
 
 import logging
@@ -9,12 +10,12 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 from werkzeug.security import check_password_hash, generate_password_hash
 
+from bulksign.core.logs import log
+from bulksign.core.messages import N_
+from bulksign.core.tokens import IssuedToken, hash_token, new_token
+from bulksign.models import ApiKey, User
 from bulksign.people import access
 from bulksign.people.access_audit import record_role
-from bulksign.core.logs import log
-from bulksign.models import ApiKey, User
-from bulksign.core.tokens import IssuedToken, hash_token, new_token
-from bulksign.core.messages import N_
 
 logger = logging.getLogger(__name__)
 
@@ -52,8 +53,9 @@ def normalise_email(email: str) -> str:
     return email.strip().lower()
 
 
-def create_user(session: Session, *, email: str, password: str, role: str, now: datetime,
-                by: User | None = None) -> User:
+def create_user(
+    session: Session, *, email: str, password: str, role: str, now: datetime, by: User | None = None
+) -> User:
     """Create an account with one of ``access.ROLES``, its role recorded as given by ``by`` (None: the command
     line or a script); teams are joined with ``teams.add_member``."""
     email = normalise_email(email)

@@ -5,6 +5,7 @@ decoded (UTF-8, UTF-16, CP1251/CP1252) and its delimiter detected; a quote left 
 its row. An .xlsx is checked for zip bombs and counted before it is read, then streamed cell by
 cell. Cell text is kept as text: a formula such as ``=HYPERLINK(...)`` is never evaluated.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -79,16 +80,33 @@ def _extension(filename: str) -> str:
 
 def _too_many_rows(reached: int | None = None) -> UploadError:
     if reached:
-        return UploadError(N_("The file has more than %(n)s rows (blank rows count too): it reaches row %(row)s. "
-                              "Split it into several batches, and delete empty rows at its end.",
-                              n=f"{MAX_ROWS:,}", row=f"{reached:,}"), 413)
-    return UploadError(N_("The file has more than %(n)s rows (blank rows count too). Split it into several batches, "
-                          "and delete empty rows at its end.", n=f"{MAX_ROWS:,}"), 413)
+        return UploadError(
+            N_(
+                "The file has more than %(n)s rows (blank rows count too): it reaches row %(row)s. "
+                "Split it into several batches, and delete empty rows at its end.",
+                n=f"{MAX_ROWS:,}",
+                row=f"{reached:,}",
+            ),
+            413,
+        )
+    return UploadError(
+        N_(
+            "The file has more than %(n)s rows (blank rows count too). Split it into several batches, "
+            "and delete empty rows at its end.",
+            n=f"{MAX_ROWS:,}",
+        ),
+        413,
+    )
 
 
 def _out_of_time() -> UploadError:
-    return UploadError(N_("The file took longer than %(n)s s to read. Split it into several smaller files, or save "
-                          "it as CSV.", n=f"{MAX_READ_SECONDS:g}"), 413)
+    return UploadError(
+        N_(
+            "The file took longer than %(n)s s to read. Split it into several smaller files, or save it as CSV.",
+            n=f"{MAX_READ_SECONDS:g}",
+        ),
+        413,
+    )
 
 
 def open_table(data: bytes, *, filename: str) -> Table:
@@ -99,8 +117,9 @@ def open_table(data: bytes, *, filename: str) -> Table:
     deadline = clock.monotonic() + MAX_READ_SECONDS
     ext = _extension(filename)
     if ext == ".xls" or data.startswith(b"\xd0\xcf\x11\xe0"):
-        raise UploadError(N_("This is an old Excel .xls file. Save it as .xlsx (Excel Workbook) or as CSV and "
-                             "upload that."), 415)
+        raise UploadError(
+            N_("This is an old Excel .xls file. Save it as .xlsx (Excel Workbook) or as CSV and upload that."), 415
+        )
     if ext not in CSV_EXTENSIONS | XLSX_EXTENSIONS:
         if not ext:
             raise UploadError(N_("Upload a .csv or .xlsx file (this one has no extension)."), 415)
@@ -110,8 +129,9 @@ def open_table(data: bytes, *, filename: str) -> Table:
     if data.startswith(b"PK\x03\x04"):
         return Table("xlsx", None, None, _xlsx_rows(data, deadline))
     if ext in XLSX_EXTENSIONS:
-        raise UploadError(N_("This file is named .xlsx but is not an Excel workbook. Save it again from Excel, "
-                             "or upload it as .csv."))
+        raise UploadError(
+            N_("This file is named .xlsx but is not an Excel workbook. Save it again from Excel, or upload it as .csv.")
+        )
     text, encoding = _decode(data)
     delimiter = _detect_delimiter(text)
     _refuse_too_many_records(text, delimiter)
@@ -131,18 +151,23 @@ def _decode(data: bytes) -> tuple[str, str]:
         return body.decode("utf-8"), "utf-8-sig" if body is not data else "utf-8"
     except UnicodeDecodeError as exc:
         # Well-formed UTF-8 characters as common as broken bytes: UTF-8 with some foreign lines.
-        lenient = body[:exc.start + 65536].decode("utf-8", errors="replace")  # all valid up to exc.start
+        lenient = body[: exc.start + 65536].decode("utf-8", errors="replace")  # all valid up to exc.start
         broken = lenient.count("\ufffd")
         well_formed = len(lenient) - len(lenient.encode("ascii", errors="ignore")) - broken
         if body is not data or (well_formed and well_formed * 2 >= broken):
             line = body.count(b"\n", 0, exc.start) + 1
-            raise UploadError(N_("The file mixes text encodings: line %(line)s is not UTF-8 although other lines "
-                                 "are. Open it in a spreadsheet and save it again as \"CSV UTF-8\".", line=line)) from None
+            raise UploadError(
+                N_(
+                    "The file mixes text encodings: line %(line)s is not UTF-8 although other lines "
+                    'are. Open it in a spreadsheet and save it again as "CSV UTF-8".',
+                    line=line,
+                )
+            ) from None
     encoding = _guess_single_byte(body)
     try:
         return body.decode(encoding), encoding
     except UnicodeDecodeError:
-        raise UploadError(N_("The file's text encoding is not recognised. Save it again as \"CSV UTF-8\".")) from None
+        raise UploadError(N_('The file\'s text encoding is not recognised. Save it again as "CSV UTF-8".')) from None
 
 
 def _refuse_binary(data: bytes) -> None:
@@ -206,17 +231,25 @@ def _quote_problem(lines: list[str], cells: list[str], delimiter: str, width: in
             pass
     except csv.Error as exc:
         if "end of data" in str(exc):
-            return N_("Line %(line)s: a quote opens here and is never closed, so the %(n)s lines after it became "
-                      "part of one value. Close the quote or remove it.", line=f"{start:,}", n=f"{len(lines) - 1:,}")
+            return N_(
+                "Line %(line)s: a quote opens here and is never closed, so the %(n)s lines after it became "
+                "part of one value. Close the quote or remove it.",
+                line=f"{start:,}",
+                n=f"{len(lines) - 1:,}",
+            )
     for cell in cells:
         if "\n" not in cell and "\r" not in cell:
             continue
         for inner in cell.splitlines()[1:]:
             # A line inside the value that reads as a whole row of the file: rows were swallowed.
             if width > 1 and len(next(csv.reader([inner], delimiter=delimiter), [])) >= width:
-                return N_("Line %(line)s: a quoted value runs over %(n)s lines and takes in what look like other "
-                          "rows (\"%(text)s\"). Check the quotes on line %(line)s.", line=f"{start:,}",
-                          n=f"{len(lines):,}", text=inner[:60])
+                return N_(
+                    "Line %(line)s: a quoted value runs over %(n)s lines and takes in what look like other "
+                    'rows ("%(text)s"). Check the quotes on line %(line)s.',
+                    line=f"{start:,}",
+                    n=f"{len(lines):,}",
+                    text=inner[:60],
+                )
     return None
 
 
@@ -232,8 +265,14 @@ def _csv_rows(text: str, delimiter: str, deadline: float) -> Iterator[Row]:
         except StopIteration:
             return
         except csv.Error as exc:
-            raise UploadError(N_("Row %(row)s (line %(line)s) cannot be read as CSV (%(error)s). Check the quotes in "
-                                 "that row.", row=number + 1, line=f"{start:,}", error=str(exc))) from None
+            raise UploadError(
+                N_(
+                    "Row %(row)s (line %(line)s) cannot be read as CSV (%(error)s). Check the quotes in that row.",
+                    row=number + 1,
+                    line=f"{start:,}",
+                    error=str(exc),
+                )
+            ) from None
         number += 1
         if number > MAX_FILE_ROWS:
             raise _too_many_rows()
@@ -245,7 +284,7 @@ def _csv_rows(text: str, delimiter: str, deadline: float) -> Iterator[Row]:
         if reader.line_num > start:
             if lines is None:
                 lines = io.StringIO(text, newline="").readlines()
-            problem = _quote_problem(lines[start - 1:reader.line_num], cells, delimiter, width, start)
+            problem = _quote_problem(lines[start - 1 : reader.line_num], cells, delimiter, width, start)
         yield Row(number, cells, start, problem)
 
 
@@ -260,15 +299,27 @@ def _refuse_zip_bombs(data: bytes) -> None:
         raise _unreadable_workbook() from None
     for part in parts:
         if part.file_size > 1024 * 1024 and part.file_size > MAX_COMPRESSION_RATIO * max(part.compress_size, 1):
-            raise UploadError(N_("The workbook is mostly empty space: its part %(part)s unpacks to %(n)s times its "
-                                 "size (empty rows or columns formatted to the end of the sheet?). Delete the unused "
-                                 "rows and columns, or save the sheet as CSV.", part=part.filename[:80],
-                                 n=f"{part.file_size // part.compress_size:,}"), 413)
+            raise UploadError(
+                N_(
+                    "The workbook is mostly empty space: its part %(part)s unpacks to %(n)s times its "
+                    "size (empty rows or columns formatted to the end of the sheet?). Delete the unused "
+                    "rows and columns, or save the sheet as CSV.",
+                    part=part.filename[:80],
+                    n=f"{part.file_size // part.compress_size:,}",
+                ),
+                413,
+            )
     unpacked = sum(part.file_size for part in parts)
     if unpacked > MAX_UNPACKED_BYTES:
-        raise UploadError(N_("The workbook unpacks to %(mb)s MB; the limit is %(limit)s MB. Split it into several "
-                             "files, or save it as CSV.", mb=f"{unpacked / 1024 / 1024:,.0f}",
-                             limit=MAX_UNPACKED_BYTES // 1024 // 1024), 413)
+        raise UploadError(
+            N_(
+                "The workbook unpacks to %(mb)s MB; the limit is %(limit)s MB. Split it into several "
+                "files, or save it as CSV.",
+                mb=f"{unpacked / 1024 / 1024:,.0f}",
+                limit=MAX_UNPACKED_BYTES // 1024 // 1024,
+            ),
+            413,
+        )
     try:
         # The declared sizes passed: a part that inflates past its own is a lie, refused as it passes it.
         zip_archives.check(data, limits=_ZIP_LIMITS)
@@ -288,7 +339,7 @@ def _count_tags(source, tags: tuple[bytes, ...], limit: int) -> bool:
         count += sum(window.count(tag) for tag in tags)
         if count > limit:
             return True
-        tail = window[-(min(map(len, tags)) - 1):]  # shorter than any tag: no tag is counted twice
+        tail = window[-(min(map(len, tags)) - 1) :]  # shorter than any tag: no tag is counted twice
     return False
 
 
@@ -315,20 +366,36 @@ def _xlsx_rows(data: bytes, deadline: float) -> Iterator[Row]:
         if strings is not None:
             with archive.open(strings.PartName[1:]) as source:
                 if _count_tags(source, (b"<si>", b"<si "), MAX_CELLS):
-                    raise UploadError(N_("The workbook has more than %(n)s different texts. Split it into several "
-                                         "files, or save it as CSV.", n=f"{MAX_CELLS:,}"), 413)
+                    raise UploadError(
+                        N_(
+                            "The workbook has more than %(n)s different texts. Split it into several "
+                            "files, or save it as CSV.",
+                            n=f"{MAX_CELLS:,}",
+                        ),
+                        413,
+                    )
         reader.read_strings()
         reader.read_workbook()
         apply_stylesheet(archive, reader.wb)
-        sheet_path = next(rel.target for _, rel in reader.parser.find_sheets()
-                          if rel.target in reader.valid_files and "chartsheet" not in rel.Type)
+        sheet_path = next(
+            rel.target
+            for _, rel in reader.parser.find_sheets()
+            if rel.target in reader.valid_files and "chartsheet" not in rel.Type
+        )
         with archive.open(sheet_path) as source:
             if _count_tags(source, (b"<row ", b"<row>", b"<row/>"), MAX_FILE_ROWS):  # blank rows too
                 raise _too_many_rows()
         with archive.open(sheet_path) as source:
-            cells = _XlsxCells(WorkSheetParser(source, reader.shared_strings, data_only=False, epoch=reader.wb.epoch,
-                                               date_formats=reader.wb._date_formats,
-                                               timedelta_formats=reader.wb._timedelta_formats))
+            cells = _XlsxCells(
+                WorkSheetParser(
+                    source,
+                    reader.shared_strings,
+                    data_only=False,
+                    epoch=reader.wb.epoch,
+                    date_formats=reader.wb._date_formats,
+                    timedelta_formats=reader.wb._timedelta_formats,
+                )
+            )
             rows = number = 0
             values: dict[int, str] = {}
             for _, element in iterparse(source):
@@ -338,10 +405,16 @@ def _xlsx_rows(data: bytes, deadline: float) -> Iterator[Row]:
                     column, text = cells.read(element)
                     if text:
                         if column > MAX_COLUMNS + 1:
-                            raise UploadError(N_("Cell %(cell)s has a value, beyond the limit of %(n)s columns. "
-                                                 "Delete the columns after %(last)s, or save the sheet as CSV.",
-                                                 cell=element.get('r') or column_letter(column - 1), n=MAX_COLUMNS,
-                                                 last=column_letter(MAX_COLUMNS - 1)), 413)
+                            raise UploadError(
+                                N_(
+                                    "Cell %(cell)s has a value, beyond the limit of %(n)s columns. "
+                                    "Delete the columns after %(last)s, or save the sheet as CSV.",
+                                    cell=element.get("r") or column_letter(column - 1),
+                                    n=MAX_COLUMNS,
+                                    last=column_letter(MAX_COLUMNS - 1),
+                                ),
+                                413,
+                            )
                         values[column] = text
                     element.clear()
                 elif element.tag == ROW_TAG:
@@ -387,8 +460,14 @@ class _XlsxCells:
     def read(self, element) -> tuple[int, str]:
         self.count += 1
         if self.count > MAX_CELLS:
-            raise UploadError(N_("The sheet has more than %(n)s cells, empty formatted ones included. Delete the "
-                                 "unused rows and columns, or save it as CSV.", n=f"{MAX_CELLS:,}"), 413)
+            raise UploadError(
+                N_(
+                    "The sheet has more than %(n)s cells, empty formatted ones included. Delete the "
+                    "unused rows and columns, or save it as CSV.",
+                    n=f"{MAX_CELLS:,}",
+                ),
+                413,
+            )
         reference = element.get("r")
         self.column = self._column_index(reference.rstrip("0123456789")) if reference else self.column + 1
         kind = element.get("t", "n")
@@ -399,7 +478,8 @@ class _XlsxCells:
             if len(block) == 1:  # plain text, no formatted runs
                 return self.column, (block[0].text or "") if block[0].tag == self._text else ""
             return self.column, (block.findtext(self._text) or "") + "".join(
-                run.findtext(self._text) or "" for run in block.iterfind(self._run))
+                run.findtext(self._text) or "" for run in block.iterfind(self._run)
+            )
         value = element.findtext(self._value)
         if element.find(self._formula) is None and value is not None:
             if kind == "s":
@@ -436,4 +516,3 @@ def column_letter(index: int) -> str:
         index, rest = divmod(index - 1, 26)
         letters = chr(65 + rest) + letters
     return letters
-

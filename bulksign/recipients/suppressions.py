@@ -6,6 +6,7 @@ bounce webhook, an SMTP refusal, a complaint); the send job checks every mail ag
 and the upload check warns about listed addresses before a batch is created. Only an admin lifts an
 entry; then the address can be mailed again (a failed invitation is retried like any other).
 """
+
 from __future__ import annotations
 
 import functools
@@ -53,17 +54,34 @@ class SuppressionPage:
     next_cursor: int | None
 
 
-def suppress(session: Session, *, email: str, source: str, reason: str, now: datetime,
-             batch_id: int | None = None, request_id: int | None = None) -> None:
+def suppress(
+    session: Session,
+    *,
+    email: str,
+    source: str,
+    reason: str,
+    now: datetime,
+    batch_id: int | None = None,
+    request_id: int | None = None,
+) -> None:
     """Put ``email`` on the list (or renew its entry with the newest reason). The caller commits."""
     if source not in SOURCES:
         raise ValueError(f"unknown suppression source {source!r}")
-    values = dict(email=email.strip().lower()[:254], source=source, reason=reason[:2000], batch_id=batch_id,
-                  request_id=request_id, created_at=now, lifted_at=None, lifted_by_id=None)
+    values = dict(
+        email=email.strip().lower()[:254],
+        source=source,
+        reason=reason[:2000],
+        batch_id=batch_id,
+        request_id=request_id,
+        created_at=now,
+        lifted_at=None,
+        lifted_by_id=None,
+    )
     insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
     stmt = insert(Suppression).values(**values)
-    session.execute(stmt.on_conflict_do_update(
-        index_elements=["email"], set_={k: stmt.excluded[k] for k in values if k != "email"}))
+    session.execute(
+        stmt.on_conflict_do_update(index_elements=["email"], set_={k: stmt.excluded[k] for k in values if k != "email"})
+    )
     log(logger, logging.INFO, "address suppressed", source=source, batch_id=batch_id, request_id=request_id)
 
 
@@ -77,17 +95,23 @@ def in_force_among(session: Session, emails: Iterable[str]) -> dict[str, Suppres
     wanted = sorted({e.strip().lower() for e in emails if e})
     found: dict[str, Suppression] = {}
     for start in range(0, len(wanted), 1000):
-        chunk = wanted[start:start + 1000]
-        found.update((s.email, s) for s in session.scalars(
-            select(Suppression).where(Suppression.email.in_(chunk), Suppression.lifted_at.is_(None))))
+        chunk = wanted[start : start + 1000]
+        found.update(
+            (s.email, s)
+            for s in session.scalars(
+                select(Suppression).where(Suppression.email.in_(chunk), Suppression.lifted_at.is_(None))
+            )
+        )
     return found
 
 
 #: Why an address is on the list, by the entry's source (translated where it is shown).
-WHY = {"bounce": N_("its mail server reported it does not exist (hard bounce)"),
-       "smtp": N_("its mail server refused it"),
-       "complaint": N_("the recipient marked our mail as spam"),
-       "manual": N_("an admin listed it")}
+WHY = {
+    "bounce": N_("its mail server reported it does not exist (hard bounce)"),
+    "smtp": N_("its mail server refused it"),
+    "complaint": N_("the recipient marked our mail as spam"),
+    "manual": N_("an admin listed it"),
+}
 
 
 def describe(entry: Suppression) -> str:
@@ -103,8 +127,9 @@ def not_sent_reason(entry: Suppression) -> str:
 
 def lift(session: Session, *, email: str, user: User, now: datetime) -> Suppression:
     """Take the address off the list, so mail goes to it again. The caller commits."""
-    entry = session.scalar(select(Suppression).where(Suppression.email == email.strip().lower(),
-                                                     Suppression.lifted_at.is_(None)))
+    entry = session.scalar(
+        select(Suppression).where(Suppression.email == email.strip().lower(), Suppression.lifted_at.is_(None))
+    )
     if entry is None:
         raise SuppressionNotFound(f"{email} is not on the suppression list.")
     entry.lifted_at, entry.lifted_by_id = now, user.id
@@ -112,14 +137,16 @@ def lift(session: Session, *, email: str, user: User, now: datetime) -> Suppress
     return entry
 
 
-def list_in_force(session: Session, *, q: str = "", after: int | None = None,
-                  limit: int = PAGE_SIZE) -> SuppressionPage:
+def list_in_force(
+    session: Session, *, q: str = "", after: int | None = None, limit: int = PAGE_SIZE
+) -> SuppressionPage:
     """Entries in force, newest first, optionally those whose address or reason contains ``q``; keyset pages."""
     query = select(Suppression).where(Suppression.lifted_at.is_(None))
     if q:
         pattern = "%" + q.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        query = query.where(or_(Suppression.email.like(pattern, escape="\\"),
-                                func.lower(Suppression.reason).like(pattern, escape="\\")))
+        query = query.where(
+            or_(Suppression.email.like(pattern, escape="\\"), func.lower(Suppression.reason).like(pattern, escape="\\"))
+        )
     if after is not None:
         query = query.where(Suppression.id < after)
     rows = list(session.scalars(query.order_by(Suppression.id.desc()).limit(limit + 1)))

@@ -1,4 +1,5 @@
 """The recipients file kept between "check" and "create", under an unguessable id, for the user who sent it."""
+
 from __future__ import annotations
 
 import json
@@ -8,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from bulksign.core.messages import N_
-from bulksign.recipients.files import UploadError
 from bulksign.documents.storage import Storage, StorageError
+from bulksign.recipients.files import UploadError
 
 _UPLOAD_ID = re.compile(r"[0-9a-f]{32}\Z")
 
@@ -22,7 +23,9 @@ class StoredUpload:
     template_id: int | None
 
 
-def store_upload(storage: Storage, *, data: bytes, filename: str, user_id: int, template_id: int | None) -> StoredUpload:
+def store_upload(
+    storage: Storage, *, data: bytes, filename: str, user_id: int, template_id: int | None
+) -> StoredUpload:
     """Keep an uploaded file under an unguessable id, so that "create" re-reads the same bytes."""
     upload_id = secrets.token_hex(16)
     safe_name = PurePosixPath((filename or "upload").replace("\\", "/")).name[:200]

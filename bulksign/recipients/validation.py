@@ -4,6 +4,7 @@ The file is read by ``recipient_files`` (an unreadable upload raises UploadError
 everything row-level becomes a RowError with the row number the user sees in Excel (header = 1).
 Addresses are checked by ``email_checks``; the file waits between "check" and "create" in ``uploads``.
 """
+
 from __future__ import annotations
 
 import csv
@@ -14,11 +15,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
 
-from bulksign.mail.email_checks import DOMAIN_TYPOS, check_email
 from bulksign.core.messages import N_
-from bulksign.recipients.files import MAX_COLUMNS, Row, UploadError, column_letter, open_table
-from bulksign.documents.signature_box import SIGNATURE_VARIABLE
 from bulksign.core.spreadsheets import formula_safe
+from bulksign.documents.signature_box import SIGNATURE_VARIABLE
+from bulksign.mail.email_checks import DOMAIN_TYPOS, check_email
+from bulksign.recipients.files import MAX_COLUMNS, Row, UploadError, column_letter, open_table
 
 #: Errors kept for the page and the API; the counts cover all of them, the CSV report lists all.
 MAX_ERRORS_KEPT = 100
@@ -28,8 +29,16 @@ MAX_VALUE_CHARS = 2000
 #: Columns every request has; only ``email`` is required.
 BUILTIN_COLUMNS = ("email", "name", "phone")
 #: Other spellings of the recognised columns, after normalisation.
-ALIASES = {"e_mail": "email", "email_address": "email", "mail": "email", "full_name": "name",
-           "phone_number": "phone", "telephone": "phone", "tel": "phone", "mobile": "phone"}
+ALIASES = {
+    "e_mail": "email",
+    "email_address": "email",
+    "mail": "email",
+    "full_name": "name",
+    "phone_number": "phone",
+    "telephone": "phone",
+    "tel": "phone",
+    "mobile": "phone",
+}
 
 _FORMULA_START = ("=", "+", "-", "@")
 _HEADER_NOISE = re.compile(r"[\s\-]+")
@@ -109,16 +118,30 @@ class ValidationReport:
     def as_dict(self) -> dict:
         """The JSON shape of the API."""
         return {
-            "total_rows": self.total_rows, "valid_rows": self.valid_rows, "invalid_rows": self.invalid_rows,
+            "total_rows": self.total_rows,
+            "valid_rows": self.valid_rows,
+            "invalid_rows": self.invalid_rows,
             "error_count": self.error_count,
-            "errors": [{"row": e.row, "column": e.column, "message": str(e.message),
-                        **({"suggestion": e.typo[1]} if e.typo else {})} for e in self.errors],
-            "warnings": [str(w) for w in self.warnings], "columns": list(self.columns),
-            "missing_columns": list(self.missing_columns), "file_format": self.file_format,
-            "encoding": self.encoding, "delimiter": self.delimiter,
+            "errors": [
+                {
+                    "row": e.row,
+                    "column": e.column,
+                    "message": str(e.message),
+                    **({"suggestion": e.typo[1]} if e.typo else {}),
+                }
+                for e in self.errors
+            ],
+            "warnings": [str(w) for w in self.warnings],
+            "columns": list(self.columns),
+            "missing_columns": list(self.missing_columns),
+            "file_format": self.file_format,
+            "encoding": self.encoding,
+            "delimiter": self.delimiter,
             "suppressed_count": self.suppressed_count,
-            "suppressed": [{"row": r.row, "email": r.email, "source": r.source, "reason": r.reason,
-                            "since": r.since.isoformat()} for r in self.suppressed],
+            "suppressed": [
+                {"row": r.row, "email": r.email, "source": r.source, "reason": r.reason, "since": r.since.isoformat()}
+                for r in self.suppressed
+            ],
         }
 
 
@@ -151,25 +174,38 @@ def _match_header(header_row: int, cells: list[str], variables: Iterable[str]) -
     used, errors, warnings, seen = [], [], [], {}
     for index, title in enumerate(header):
         if not title:
-            warnings.append(N_("Column %(letter)s has no name in the header; its values are ignored.",
-                               letter=column_letter(index)))
+            warnings.append(
+                N_("Column %(letter)s has no name in the header; its values are ignored.", letter=column_letter(index))
+            )
             continue
         key = _normalise_header(title)
         if key in seen:
-            errors.append(RowError(header_row, title, N_(
-                "The column \"%(column)s\" appears twice (columns %(first)s and %(second)s). Keep one.",
-                column=title, first=column_letter(seen[key]), second=column_letter(index))))
+            errors.append(
+                RowError(
+                    header_row,
+                    title,
+                    N_(
+                        'The column "%(column)s" appears twice (columns %(first)s and %(second)s). Keep one.',
+                        column=title,
+                        first=column_letter(seen[key]),
+                        second=column_letter(index),
+                    ),
+                )
+            )
             continue
         seen[key] = index
         if key in wanted:
             used.append((index, wanted[key], title))
         else:
-            warnings.append(N_("The column \"%(column)s\" is not used by the template; it is ignored.", column=title))
+            warnings.append(N_('The column "%(column)s" is not used by the template; it is ignored.', column=title))
     required = {_normalise_header(v) for v in variables if v != SIGNATURE_VARIABLE} - {"name", "phone"} | {"email"}
     missing = sorted(wanted[k] for k in required if k not in seen)
     for name in missing:
-        message = (N_("The column \"email\" is missing: every recipient needs an email address.") if name == "email"
-                   else N_("The column \"%(column)s\" is missing: the template uses {{ %(column)s }}.", column=name))
+        message = (
+            N_('The column "email" is missing: every recipient needs an email address.')
+            if name == "email"
+            else N_('The column "%(column)s" is missing: the template uses {{ %(column)s }}.', column=name)
+        )
         errors.append(RowError(header_row, name, message))
     return _Columns(tuple(used), len(header), tuple(header), tuple(missing), tuple(errors), tuple(warnings))
 
@@ -241,33 +277,60 @@ class _RowChecker:
         header, width = self.columns.header, self.columns.width
         if row.problem:
             opened = next((i for i, c in enumerate(row.cells) if "\n" in c or "\r" in c), 0)
-            self.errors.add(RowError(row.number, header[opened] if opened < len(header) else column_letter(opened),
-                                     row.problem))
+            self.errors.add(
+                RowError(row.number, header[opened] if opened < len(header) else column_letter(opened), row.problem)
+            )
         if len(row.cells) > width and any(c.strip() for c in row.cells[width:]):
-            self._error(row, column_letter(width), N_(
-                "This row has %(values)s values but the header has %(columns)s columns. "
-                "A value probably contains the delimiter without quotes.", values=len(row.cells), columns=width))
+            self._error(
+                row,
+                column_letter(width),
+                N_(
+                    "This row has %(values)s values but the header has %(columns)s columns. "
+                    "A value probably contains the delimiter without quotes.",
+                    values=len(row.cells),
+                    columns=width,
+                ),
+            )
 
     def _usable(self, row: Row, var: str, title: str, value: str) -> bool:
         """False for a value too long or not text (its error counted); a value like a formula is noted once per column."""
         limit = COLUMN_LIMITS.get(var, MAX_VALUE_CHARS)
         if len(value) > limit:
-            self._error(row, title, N_("Too long: %(n)s characters; the limit is %(limit)s.",
-                                       n=f"{len(value):,}", limit=f"{limit:,}"))
+            self._error(
+                row,
+                title,
+                N_("Too long: %(n)s characters; the limit is %(limit)s.", n=f"{len(value):,}", limit=f"{limit:,}"),
+            )
             return False
         if "\x00" in value:
             # Without the row's values: they would carry the NUL into the errors CSV.
-            self.errors.add(RowError(row.number, title, N_(
-                "The value contains a NUL character (line %(line)s), which is binary data, not text. Remove it, "
-                "or save the file again as CSV UTF-8.", line=f"{row.line:,}") if row.line else N_(
-                "The value contains a NUL character, which is binary data, not text. Remove it, or save the file "
-                "again as CSV UTF-8.")))
+            self.errors.add(
+                RowError(
+                    row.number,
+                    title,
+                    N_(
+                        "The value contains a NUL character (line %(line)s), which is binary data, not text. Remove it, "
+                        "or save the file again as CSV UTF-8.",
+                        line=f"{row.line:,}",
+                    )
+                    if row.line
+                    else N_(
+                        "The value contains a NUL character, which is binary data, not text. Remove it, or save the file "
+                        "again as CSV UTF-8."
+                    ),
+                )
+            )
             return False
         if value.startswith(_FORMULA_START) and len(value) > 1 and title not in self._formula_columns:
             self._formula_columns.add(title)
-            self.warnings.append(N_("The column \"%(column)s\" has values that look like formulas (first on row "
-                                    "%(row)s); they are kept as plain text and never calculated.", column=title,
-                                    row=row.number))
+            self.warnings.append(
+                N_(
+                    'The column "%(column)s" has values that look like formulas (first on row '
+                    "%(row)s); they are kept as plain text and never calculated.",
+                    column=title,
+                    row=row.number,
+                )
+            )
         return True
 
     def _address(self, row: Row, title: str, value: str) -> str | None:
@@ -283,8 +346,11 @@ class _RowChecker:
             return None
         key = email.lower()
         if key in self._first_row_of:
-            self._error(row, title, N_("Duplicate email: %(email)s is already on row %(row)s.", email=email,
-                                       row=self._first_row_of[key]))
+            self._error(
+                row,
+                title,
+                N_("Duplicate email: %(email)s is already on row %(row)s.", email=email, row=self._first_row_of[key]),
+            )
             return None
         self._first_row_of[key] = row.number
         return email
@@ -305,10 +371,16 @@ def _header_row(rows: Iterator[Row]) -> Row:
     raise UploadError(N_("The file has no header row and no data."))
 
 
-def validate_recipients(data: bytes, *, filename: str, variables: Iterable[str], keep_rows: bool = False,
-                        max_errors: int | None = MAX_ERRORS_KEPT,
-                        domain_choices: Mapping[str, str] | None = None,
-                        suppressed: SuppressionLookup | None = None) -> ValidationReport:
+def validate_recipients(
+    data: bytes,
+    *,
+    filename: str,
+    variables: Iterable[str],
+    keep_rows: bool = False,
+    max_errors: int | None = MAX_ERRORS_KEPT,
+    domain_choices: Mapping[str, str] | None = None,
+    suppressed: SuppressionLookup | None = None,
+) -> ValidationReport:
     """Read the file and check every row against the template's variables; raises UploadError if unreadable.
 
     ``domain_choices``: misspelt domain → the domain staff chose for it (see ``email_checks.check_email``).
@@ -337,24 +409,43 @@ def validate_recipients(data: bytes, *, filename: str, variables: Iterable[str],
         if suppressed is not None:
             valid_addresses.append((row.number, checked.email))
         if keep_rows:
-            kept.append(Recipient(row.number, checked.email, checked.name, checked.phone,
-                                  {v: checked.values.get(v, "") for v in variables}))
+            kept.append(
+                Recipient(
+                    row.number,
+                    checked.email,
+                    checked.name,
+                    checked.phone,
+                    {v: checked.values.get(v, "") for v in variables},
+                )
+            )
     if total == 0:
         raise UploadError(N_("The file has a header but no rows of recipients."))
     listed = _suppressed_rows(valid_addresses, suppressed) if suppressed is not None else []
     return ValidationReport(
-        total_rows=total, valid_rows=valid, invalid_rows=total - valid, errors=tuple(checker.errors.kept),
-        error_count=checker.errors.count, warnings=tuple(checker.warnings), columns=columns.header,
-        missing_columns=columns.missing, file_format=table.file_format, encoding=table.encoding,
-        delimiter=table.delimiter, recipients=tuple(kept),
-        suppressed=tuple(listed[:max_errors] if max_errors is not None else listed), suppressed_count=len(listed),
+        total_rows=total,
+        valid_rows=valid,
+        invalid_rows=total - valid,
+        errors=tuple(checker.errors.kept),
+        error_count=checker.errors.count,
+        warnings=tuple(checker.warnings),
+        columns=columns.header,
+        missing_columns=columns.missing,
+        file_format=table.file_format,
+        encoding=table.encoding,
+        delimiter=table.delimiter,
+        recipients=tuple(kept),
+        suppressed=tuple(listed[:max_errors] if max_errors is not None else listed),
+        suppressed_count=len(listed),
     )
 
 
 def _suppressed_rows(addresses: list[tuple[int, str]], lookup: SuppressionLookup) -> list[SuppressedRow]:
     entries = lookup([email for _, email in addresses])
-    return [SuppressedRow(row=number, email=email, source=entry.source, reason=entry.reason, since=entry.created_at)
-            for number, email in addresses if (entry := entries.get(email.lower())) is not None]
+    return [
+        SuppressedRow(row=number, email=email, source=entry.source, reason=entry.reason, since=entry.created_at)
+        for number, email in addresses
+        if (entry := entries.get(email.lower())) is not None
+    ]
 
 
 def error_report_csv(report: ValidationReport) -> str:

@@ -3,6 +3,7 @@
 The mail row is keyed by the request and its link nonce, so re-queueing after a crash finds the
 same row (same Message-ID, same link); a new link (resend, retry) makes a new invitation.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -18,17 +19,17 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, joinedload
 from sqlalchemy.orm.attributes import set_committed_value
 
+from bulksign.batches.states import transition
 from bulksign.core.branding import brand_from, logo_src
+from bulksign.core.localtime import batch_time
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.jinja_sandbox import render_text
 from bulksign.doc_templates.mail_texts import mail_text
-from bulksign.signing.links import current_token, issue_links, signing_url
-from bulksign.core.localtime import batch_time
 from bulksign.mail.mail_headers import one_line
 from bulksign.mail.mailer import builder, message_id_for, queue_mails
 from bulksign.models import Batch, OutgoingMail, SigningRequest, TemplateVersion, utcnow
-from bulksign.batches.states import transition
 from bulksign.models.status import Status
+from bulksign.signing.links import current_token, issue_links, signing_url
 
 KIND = "invitation"
 
@@ -83,10 +84,17 @@ def mail_context(request: SigningRequest, *, token: str, app: Flask, deadline: d
 def load_requests(session: Session, request_ids: Sequence[int]) -> list[SigningRequest]:
     """The requests with their batch, template version, template and owner, in one query, in id order."""
     batch = joinedload(SigningRequest.batch)
-    return list(session.scalars(
-        select(SigningRequest).where(SigningRequest.id.in_(list(request_ids))).order_by(SigningRequest.id)
-        .options(batch.joinedload(Batch.template_version).joinedload(TemplateVersion.template),
-                 batch.joinedload(Batch.created_by))).unique())
+    return list(
+        session.scalars(
+            select(SigningRequest)
+            .where(SigningRequest.id.in_(list(request_ids)))
+            .order_by(SigningRequest.id)
+            .options(
+                batch.joinedload(Batch.template_version).joinedload(TemplateVersion.template),
+                batch.joinedload(Batch.created_by),
+            )
+        ).unique()
+    )
 
 
 @dataclass(frozen=True)
@@ -108,22 +116,39 @@ def queue_invitations(session: Session, *, request_ids: Sequence[int], now: date
     tokens.update(issue_links(session, requests=[r for r in requests if r.id not in tokens], secret=secret, now=now))
     mails, errors = [], {}
     for request in requests:
-        context = mail_context(request, token=tokens[request.id], app=app,
-                               deadline=request_deadline(request, sent_at=now))
+        context = mail_context(
+            request, token=tokens[request.id], app=app, deadline=request_deadline(request, sent_at=now)
+        )
         try:
-            subject = render_text(mail_text(request.batch.template_version.email_subject,
-                                            language=request.batch.language), context)
+            subject = render_text(
+                mail_text(request.batch.template_version.email_subject, language=request.batch.language), context
+            )
         except TemplateError as exc:
             errors[request.id] = f"The invitation mail could not be filled in: {exc}"
             continue
-        mails.append(dict(key=invitation_key(request), kind=KIND, to_email=request.email,
-                          subject=one_line(text=subject), request_id=request.id, batch_id=request.batch_id))
+        mails.append(
+            dict(
+                key=invitation_key(request),
+                kind=KIND,
+                to_email=request.email,
+                subject=one_line(text=subject),
+                request_id=request.id,
+                batch_id=request.batch_id,
+            )
+        )
     ids = queue_mails(session, mails, now=now)
     return QueuedInvitations(mail_ids={m["request_id"]: i for m, i in zip(mails, ids)}, errors=errors)
 
 
-def record_sent(session: Session, *, request: SigningRequest, mail: OutgoingMail, now: datetime,
-                reconciled: bool = False, mark_mail_sent: bool = False) -> bool:
+def record_sent(
+    session: Session,
+    *,
+    request: SigningRequest,
+    mail: OutgoingMail,
+    now: datetime,
+    reconciled: bool = False,
+    mark_mail_sent: bool = False,
+) -> bool:
     """sending → sent for a request whose invitation ``mail`` the server accepted (``mail.sent_at``); the caller commits.
 
     ``mark_mail_sent``: the server accepted it just now and the mail row does not say so yet (the sender's
@@ -136,9 +161,20 @@ def record_sent(session: Session, *, request: SigningRequest, mail: OutgoingMail
         for name, value in (("status", "sent"), ("sent_at", now), ("error", None)):
             set_committed_value(mail, name, value)
     details = {"message_id": mail.message_id, **({"reconciled": True} if reconciled else {})}
-    return bool(transition(session, request.id, frm=Status.SENDING, to=Status.SENT, now=now, sent_at=mail.sent_at,
-                           expires_at=request_deadline(request, sent_at=mail.sent_at),
-                           error_message=None, details=details, also=also))
+    return bool(
+        transition(
+            session,
+            request.id,
+            frm=Status.SENDING,
+            to=Status.SENT,
+            now=now,
+            sent_at=mail.sent_at,
+            expires_at=request_deadline(request, sent_at=mail.sent_at),
+            error_message=None,
+            details=details,
+            also=also,
+        )
+    )
 
 
 def delivered_invitations(session: Session, *, request_ids: Sequence[int]) -> list[tuple[SigningRequest, OutgoingMail]]:
@@ -146,8 +182,9 @@ def delivered_invitations(session: Session, *, request_ids: Sequence[int]) -> li
     requests = {message_id_for(invitation_key(r)): r for r in load_requests(session, request_ids) if r.token_nonce}
     if not requests:
         return []
-    mails = session.scalars(select(OutgoingMail).where(OutgoingMail.message_id.in_(list(requests)),
-                                                       OutgoingMail.status == "sent"))
+    mails = session.scalars(
+        select(OutgoingMail).where(OutgoingMail.message_id.in_(list(requests)), OutgoingMail.status == "sent")
+    )
     return [(requests[mail.message_id], mail) for mail in mails]
 
 
@@ -165,10 +202,14 @@ def build_invitation(session: Session, mail: OutgoingMail, app: Flask) -> Messag
     subject = render_text(mail_text(version.email_subject, language=batch.language), context)  # one line when sent
     body = render_text(mail_text(version.email_body, language=batch.language), context)
     pixel = tracking_url(app_url=app.config["APP_URL"], request_id=request.id, secret=secret)
-    message = Message(subject=subject, recipients=[mail.to_email], body=body,
-                      html=html_body(body, link=context["signing_link"], pixel=pixel),
-                      sender=app.config["MAIL_DEFAULT_SENDER"],
-                      reply_to=batch.reply_to or (batch.created_by.email if batch.created_by else None))
+    message = Message(
+        subject=subject,
+        recipients=[mail.to_email],
+        body=body,
+        html=html_body(body, link=context["signing_link"], pixel=pixel),
+        sender=app.config["MAIL_DEFAULT_SENDER"],
+        reply_to=batch.reply_to or (batch.created_by.email if batch.created_by else None),
+    )
     message.msgId = mail.message_id
     return message
 
@@ -180,13 +221,23 @@ def html_body(text: str, *, link: str, pixel: str) -> str:
 
     brand = brand_from(current_app.config)
     logo = logo_src(brand, base=current_app.config["APP_URL"])
-    paragraphs = [Markup("<br>".join(_linked(line, link, color=brand.text_color) for line in p.split("\n")))
-                  for p in text.split("\n\n") if p.strip()]
-    return render_template("emails/_branded.html", brand=brand, paragraphs=paragraphs, link=link, pixel=pixel,
-                           logo=None if logo.lower().endswith(".svg") else logo)
+    paragraphs = [
+        Markup("<br>".join(_linked(line, link, color=brand.text_color) for line in p.split("\n")))
+        for p in text.split("\n\n")
+        if p.strip()
+    ]
+    return render_template(
+        "emails/_branded.html",
+        brand=brand,
+        paragraphs=paragraphs,
+        link=link,
+        pixel=pixel,
+        logo=None if logo.lower().endswith(".svg") else logo,
+    )
 
 
 def _linked(line: str, link: str, *, color: str) -> str:
     """One escaped line of text with the signing link made clickable."""
-    return str(escape(line)).replace(str(escape(link)),
-                                     f'<a href="{escape(link)}" style="color:{color}">{escape(link)}</a>')
+    return str(escape(line)).replace(
+        str(escape(link)), f'<a href="{escape(link)}" style="color:{color}">{escape(link)}</a>'
+    )

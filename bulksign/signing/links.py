@@ -1,4 +1,5 @@
 """Recipients' signing links: issued with a fresh random nonce, looked up by the token's hash."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -7,8 +8,8 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bulksign.models import Event, SigningRequest
 from bulksign.core.tokens import hash_token, new_nonce, signing_token
+from bulksign.models import Event, SigningRequest
 
 
 def issue_link(session: Session, *, request_id: int, secret: str, now: datetime, actor: str = "system") -> str:
@@ -17,8 +18,9 @@ def issue_link(session: Session, *, request_id: int, secret: str, now: datetime,
     return issue_links(session, requests=[request], secret=secret, now=now, actor=actor)[request_id]
 
 
-def issue_links(session: Session, *, requests: Sequence[SigningRequest], secret: str, now: datetime,
-                actor: str = "system") -> dict[int, str]:
+def issue_links(
+    session: Session, *, requests: Sequence[SigningRequest], secret: str, now: datetime, actor: str = "system"
+) -> dict[int, str]:
     """``issue_link`` for loaded requests, written in one flush; returns request id → token. The caller commits."""
     tokens: dict[int, str] = {}
     for request in requests:
@@ -26,8 +28,12 @@ def issue_links(session: Session, *, requests: Sequence[SigningRequest], secret:
         token = signing_token(secret=secret, request_id=request.id, nonce=nonce)
         request.token_nonce, request.token_hash = nonce, hash_token(token)
         tokens[request.id] = token
-    session.add_all([Event(request_id=r.id, batch_id=r.batch_id, type="link.issued", created_at=now, actor=actor,
-                           details={}) for r in requests])
+    session.add_all(
+        [
+            Event(request_id=r.id, batch_id=r.batch_id, type="link.issued", created_at=now, actor=actor, details={})
+            for r in requests
+        ]
+    )
     session.flush()
     return tokens
 

@@ -15,6 +15,7 @@ A verified code vouches for the browser session that entered it (the caller keep
 signed session cookie) for ``VERIFIED_FOR``, not for the link: a forwarded link still needs a code.
 Every step is an event of the request, printed on the audit certificate.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -52,13 +53,14 @@ _NOT_DIGITS = re.compile(r"[\s\-.]")
 def derive_code(*, secret: str, request_id: int, nonce: str) -> str:
     """The code of one issue: HMAC(secret, request id + nonce) reduced to ``CODE_DIGITS`` digits."""
     mac = hmac.new(secret.encode(), f"one-time-code:{request_id}:{nonce}".encode(), hashlib.sha256).digest()
-    return str(int.from_bytes(mac[:8], "big") % 10 ** CODE_DIGITS).zfill(CODE_DIGITS)
+    return str(int.from_bytes(mac[:8], "big") % 10**CODE_DIGITS).zfill(CODE_DIGITS)
 
 
 def code_hash(*, secret: str, request_id: int, nonce: str, code: str) -> str:
     """What is stored and compared: the code keyed by the secret and bound to its request and issue."""
-    return hmac.new(secret.encode(), f"one-time-code-check:{request_id}:{nonce}:{code}".encode(),
-                    hashlib.sha256).hexdigest()
+    return hmac.new(
+        secret.encode(), f"one-time-code-check:{request_id}:{nonce}:{code}".encode(), hashlib.sha256
+    ).hexdigest()
 
 
 def mask(channel: str, destination: str) -> str:
@@ -84,8 +86,12 @@ def required(request: SigningRequest) -> bool:
 
 
 def _newest(session: Session, request_id: int) -> OneTimeCode | None:
-    return session.scalar(select(OneTimeCode).where(OneTimeCode.request_id == request_id)
-                          .order_by(OneTimeCode.created_at.desc(), OneTimeCode.id.desc()).limit(1))
+    return session.scalar(
+        select(OneTimeCode)
+        .where(OneTimeCode.request_id == request_id)
+        .order_by(OneTimeCode.created_at.desc(), OneTimeCode.id.desc())
+        .limit(1)
+    )
 
 
 def is_verified(session: Session, *, request_id: int, code_id: int | None, now: datetime) -> bool:
@@ -93,8 +99,12 @@ def is_verified(session: Session, *, request_id: int, code_id: int | None, now: 
     if not code_id:
         return False
     code = session.get(OneTimeCode, code_id)
-    return (code is not None and code.request_id == request_id and code.verified_at is not None
-            and now - code.verified_at < VERIFIED_FOR)
+    return (
+        code is not None
+        and code.request_id == request_id
+        and code.verified_at is not None
+        and now - code.verified_at < VERIFIED_FOR
+    )
 
 
 def may_act(session: Session, *, request: SigningRequest, code_id: int | None, now: datetime) -> bool:
@@ -124,7 +134,7 @@ def status(session: Session, *, request: SigningRequest, code_id: int | None, no
     if code is None:
         return CodeStatus("none", channel, mask(channel, destination))
     # A code verified by another browser is spent for this one: it needs a code of its own.
-    state = ("locked" if code.locked_at else "expired" if code.expires_at <= now or code.verified_at else "pending")
+    state = "locked" if code.locked_at else "expired" if code.expires_at <= now or code.verified_at else "pending"
     return CodeStatus(state, code.channel, mask(code.channel, code.destination), expires_at=code.expires_at)
 
 
@@ -140,8 +150,9 @@ class CodeSent:
     mail_id: int | None = None
 
 
-def send_code(session: Session, *, request_id: int, secret: str, now: datetime, ip: str | None,
-              user_agent: str | None) -> CodeSent:
+def send_code(
+    session: Session, *, request_id: int, secret: str, now: datetime, ip: str | None, user_agent: str | None
+) -> CodeSent:
     """Issue a new code for the request (older ones stop counting) and write how it goes out; commits.
 
     The caller then queues the mail (``mail_id``) or the SMS job (``code_id``): see ``dispatch``.
@@ -155,29 +166,54 @@ def send_code(session: Session, *, request_id: int, secret: str, now: datetime, 
     if last is not None and last.created_at + RESEND_AFTER > now:
         session.rollback()
         return CodeSent("too_soon", retry_at=last.created_at + RESEND_AFTER)
-    today = session.scalar(select(func.count()).select_from(OneTimeCode).where(
-        OneTimeCode.request_id == request_id, OneTimeCode.created_at > now - timedelta(days=1)))
+    today = session.scalar(
+        select(func.count())
+        .select_from(OneTimeCode)
+        .where(OneTimeCode.request_id == request_id, OneTimeCode.created_at > now - timedelta(days=1))
+    )
     if today >= MAX_CODES_PER_DAY:
         session.rollback()
         return CodeSent("too_many")
     channel, destination = channel_of(request)
     nonce = new_nonce()
     code = derive_code(secret=secret, request_id=request_id, nonce=nonce)
-    row = OneTimeCode(request_id=request_id, channel=channel, destination=destination[:254], nonce=nonce,
-                      code_hash=code_hash(secret=secret, request_id=request_id, nonce=nonce, code=code),
-                      created_at=now, expires_at=now + CODE_TTL, attempts=0)
+    row = OneTimeCode(
+        request_id=request_id,
+        channel=channel,
+        destination=destination[:254],
+        nonce=nonce,
+        code_hash=code_hash(secret=secret, request_id=request_id, nonce=nonce, code=code),
+        created_at=now,
+        expires_at=now + CODE_TTL,
+        attempts=0,
+    )
     session.add(row)
     session.flush()
     masked = mask(channel, destination)
-    _event(session, request, "code.sent", now=now, ip=ip, user_agent=user_agent,
-           details={"code_id": row.id, "channel": channel, "to": masked})
+    _event(
+        session,
+        request,
+        "code.sent",
+        now=now,
+        ip=ip,
+        user_agent=user_agent,
+        details={"code_id": row.id, "channel": channel, "to": masked},
+    )
     mail_id = None
     if channel == "email":
         with force_locale(request.batch.language):
             subject = str(N_("Your code to sign “%(document)s”", document=document_title(request.batch)))
         # The subject is stored with the mail row: it must not hold the code (the body, built at send time, does).
-        mail_id = queue_mail(session, key=f"code-{row.id}", kind=MAIL_KIND, to_email=destination,
-                             subject=subject, now=now, request_id=request_id, batch_id=request.batch_id).id
+        mail_id = queue_mail(
+            session,
+            key=f"code-{row.id}",
+            kind=MAIL_KIND,
+            to_email=destination,
+            subject=subject,
+            now=now,
+            request_id=request_id,
+            batch_id=request.batch_id,
+        ).id
     session.commit()
     log(logger, logging.INFO, "one-time code issued", request_id=request_id, code_id=row.id, channel=channel)
     return CodeSent("sent", code_id=row.id, channel=channel, masked_to=masked, mail_id=mail_id)
@@ -203,8 +239,9 @@ class CodeCheck:
     message: N_ | str = ""
 
 
-def verify_code(session: Session, *, request_id: int, code: str, secret: str, now: datetime, ip: str | None,
-                user_agent: str | None) -> CodeCheck:
+def verify_code(
+    session: Session, *, request_id: int, code: str, secret: str, now: datetime, ip: str | None, user_agent: str | None
+) -> CodeCheck:
     """Check a typed code against the request's newest code; every try counts, and is an event; commits."""
     typed = _NOT_DIGITS.sub("", code or "")
     if not (len(typed) == CODE_DIGITS and typed.isascii() and typed.isdigit()):
@@ -220,9 +257,12 @@ def verify_code(session: Session, *, request_id: int, code: str, secret: str, no
     if current.expires_at <= now:
         return CodeCheck("expired", code_id=current.id)
     # Count the try before comparing, in one statement: parallel guesses cannot get past MAX_TRIES.
-    attempts = session.scalar(update(OneTimeCode).where(
-        OneTimeCode.id == current.id, OneTimeCode.attempts < MAX_TRIES, OneTimeCode.verified_at.is_(None))
-        .values(attempts=OneTimeCode.attempts + 1).returning(OneTimeCode.attempts))
+    attempts = session.scalar(
+        update(OneTimeCode)
+        .where(OneTimeCode.id == current.id, OneTimeCode.attempts < MAX_TRIES, OneTimeCode.verified_at.is_(None))
+        .values(attempts=OneTimeCode.attempts + 1)
+        .returning(OneTimeCode.attempts)
+    )
     if attempts is None:
         session.rollback()
         session.refresh(current)
@@ -230,9 +270,11 @@ def verify_code(session: Session, *, request_id: int, code: str, secret: str, no
     expected = code_hash(secret=secret, request_id=request_id, nonce=current.nonce, code=typed)
     details = {"code_id": current.id, "channel": current.channel}
     if hmac.compare_digest(expected, current.code_hash):
-        won = session.execute(update(OneTimeCode).where(OneTimeCode.id == current.id,
-                                                        OneTimeCode.verified_at.is_(None))
-                              .values(verified_at=now)).rowcount
+        won = session.execute(
+            update(OneTimeCode)
+            .where(OneTimeCode.id == current.id, OneTimeCode.verified_at.is_(None))
+            .values(verified_at=now)
+        ).rowcount
         if not won:  # the same code entered twice at once: the other try used it
             session.rollback()
             return CodeCheck("used", code_id=current.id)
@@ -240,21 +282,45 @@ def verify_code(session: Session, *, request_id: int, code: str, secret: str, no
         session.commit()
         return CodeCheck("verified", code_id=current.id)
     tries_left = MAX_TRIES - attempts
-    _event(session, request, "code.failed", now=now, ip=ip, user_agent=user_agent,
-           details={**details, "tries_left": tries_left})
+    _event(
+        session,
+        request,
+        "code.failed",
+        now=now,
+        ip=ip,
+        user_agent=user_agent,
+        details={**details, "tries_left": tries_left},
+    )
     if tries_left == 0:
         session.execute(update(OneTimeCode).where(OneTimeCode.id == current.id).values(locked_at=now))
         _event(session, request, "code.locked", now=now, ip=ip, user_agent=user_agent, details=details)
     session.commit()
-    log(logger, logging.INFO, "wrong one-time code", request_id=request_id, code_id=current.id,
-        tries_left=tries_left)
+    log(logger, logging.INFO, "wrong one-time code", request_id=request_id, code_id=current.id, tries_left=tries_left)
     return CodeCheck("wrong" if tries_left else "locked", code_id=current.id, tries_left=tries_left)
 
 
-def _event(session: Session, request: SigningRequest, type_: str, *, now: datetime, ip: str | None,
-           user_agent: str | None, details: dict) -> None:
-    session.add(Event(request_id=request.id, batch_id=request.batch_id, type=type_, created_at=now,
-                      actor="recipient", ip=ip, user_agent=(user_agent or "")[:500], details=details))
+def _event(
+    session: Session,
+    request: SigningRequest,
+    type_: str,
+    *,
+    now: datetime,
+    ip: str | None,
+    user_agent: str | None,
+    details: dict,
+) -> None:
+    session.add(
+        Event(
+            request_id=request.id,
+            batch_id=request.batch_id,
+            type=type_,
+            created_at=now,
+            actor="recipient",
+            ip=ip,
+            user_agent=(user_agent or "")[:500],
+            details=details,
+        )
+    )
 
 
 def code_text(session: Session, *, code_id: int, secret: str, now: datetime) -> tuple[OneTimeCode, str] | None:
@@ -272,8 +338,13 @@ def code_text(session: Session, *, code_id: int, secret: str, now: datetime) -> 
     request = session.get(SigningRequest, row.request_id)
     code = derive_code(secret=secret, request_id=row.request_id, nonce=row.nonce)
     with force_locale(request.batch.language):
-        text = render_template(f"emails/one_time_code_{row.channel}.txt", code=code, request=request,
-                               document=document_title(request.batch), minutes=int(CODE_TTL.total_seconds() // 60))
+        text = render_template(
+            f"emails/one_time_code_{row.channel}.txt",
+            code=code,
+            request=request,
+            document=document_title(request.batch),
+            minutes=int(CODE_TTL.total_seconds() // 60),
+        )
     return row, text.strip()
 
 
@@ -282,12 +353,12 @@ def build_code_mail(session: Session, mail, app):
     """The mail that carries a code: the body is made now, from the derived code, and never stored."""
     from flask_mail import Message
 
-
     code_id = int(mail.message_id.strip("<>").partition("@")[0].removeprefix("code-"))
     found = code_text(session, code_id=code_id, secret=app.config["SECRET_KEY"], now=utcnow())
     if found is None:
         raise MailNotNeeded("a newer code was asked for, or this one was used or ran out")
-    message = Message(subject=mail.subject, recipients=[mail.to_email], body=found[1],
-                      sender=app.config["MAIL_DEFAULT_SENDER"])
+    message = Message(
+        subject=mail.subject, recipients=[mail.to_email], body=found[1], sender=app.config["MAIL_DEFAULT_SENDER"]
+    )
     message.msgId = mail.message_id
     return message

@@ -4,6 +4,7 @@ Each function commits (the recipient's action is one transaction) and only then 
 follow-up work, so a job never sees a state that was not committed. A double click runs the
 same compare-and-set twice: the second one loses and reports what already happened.
 """
+
 from __future__ import annotations
 
 import logging
@@ -102,15 +103,24 @@ class DeclineOutcome:
     message: str = ""
 
 
-def _open(session: Session, request: SigningRequest, *, now: datetime, ip: str | None,
-          user_agent: str | None) -> bool:
-    won = transition(session, request.id, frm=Status.SENT, to=Status.OPENED, now=now, actor="recipient",
-                     ip=ip, user_agent=user_agent, opened_at=now)
+def _open(session: Session, request: SigningRequest, *, now: datetime, ip: str | None, user_agent: str | None) -> bool:
+    won = transition(
+        session,
+        request.id,
+        frm=Status.SENT,
+        to=Status.OPENED,
+        now=now,
+        actor="recipient",
+        ip=ip,
+        user_agent=user_agent,
+        opened_at=now,
+    )
     return bool(won)
 
 
-def open_request(session: Session, *, request_id: int, now: datetime, ip: str | None,
-                 user_agent: str | None) -> OpenOutcome:
+def open_request(
+    session: Session, *, request_id: int, now: datetime, ip: str | None, user_agent: str | None
+) -> OpenOutcome:
     """The recipient opened the page: the first open moves sent→opened (with an event); commits."""
     request = session.get(SigningRequest, request_id)
     state = page_state(request, now=now)
@@ -120,12 +130,25 @@ def open_request(session: Session, *, request_id: int, now: datetime, ip: str | 
     if request.status == Status.SENT and _open(session, request, now=now, ip=ip, user_agent=user_agent):
         session.commit()
         return OpenOutcome(status="opened", request_id=request_id)
-    last = session.scalar(select(Event.created_at).where(
-        Event.request_id == request_id, Event.type.in_(["status.opened", "page.opened"]))
-        .order_by(Event.created_at.desc()).limit(1))
+    last = session.scalar(
+        select(Event.created_at)
+        .where(Event.request_id == request_id, Event.type.in_(["status.opened", "page.opened"]))
+        .order_by(Event.created_at.desc())
+        .limit(1)
+    )
     if last is None or now - last >= REOPEN_EVENT_EVERY:
-        session.add(Event(request_id=request_id, batch_id=request.batch_id, type="page.opened", created_at=now,
-                          actor="recipient", ip=ip, user_agent=user_agent, details={}))
+        session.add(
+            Event(
+                request_id=request_id,
+                batch_id=request.batch_id,
+                type="page.opened",
+                created_at=now,
+                actor="recipient",
+                ip=ip,
+                user_agent=user_agent,
+                details={},
+            )
+        )
         session.commit()
     return OpenOutcome(status="reopened", request_id=request_id)
 
@@ -166,8 +189,18 @@ def clean_signature_png(data: bytes | None) -> bytes | None:
     return out.getvalue()
 
 
-def _act(session: Session, *, request_id: int, now: datetime, ip: str | None, user_agent: str | None,
-         code_id: int | None, to: Status, details: dict | None = None, **fields) -> str:
+def _act(
+    session: Session,
+    *,
+    request_id: int,
+    now: datetime,
+    ip: str | None,
+    user_agent: str | None,
+    code_id: int | None,
+    to: Status,
+    details: dict | None = None,
+    **fields,
+) -> str:
     """The recipient's final move: open first if still sent, then opened→``to`` by compare-and-set.
 
     Returns ``won``, ``already_<to>`` (the same move happened before: a double click), ``code_needed``
@@ -180,16 +213,36 @@ def _act(session: Session, *, request_id: int, now: datetime, ip: str | None, us
         user_agent = (user_agent or "")[:500]
         if request.status == Status.SENT:
             _open(session, request, now=now, ip=ip, user_agent=user_agent)
-        if transition(session, request_id, frm=Status.OPENED, to=to, now=now, actor="recipient", ip=ip,
-                      user_agent=user_agent, details=details, **fields):
+        if transition(
+            session,
+            request_id,
+            frm=Status.OPENED,
+            to=to,
+            now=now,
+            actor="recipient",
+            ip=ip,
+            user_agent=user_agent,
+            details=details,
+            **fields,
+        ):
             return "won"
         session.rollback()
         request = session.get(SigningRequest, request_id)
     return f"already_{to}" if page_state(request, now=now) == str(to) else "not_allowed"
 
 
-def sign(session: Session, *, request_id: int, now: datetime, signer_name: str, signature_png: bytes | None,
-         consent: bool, ip: str | None, user_agent: str | None, code_id: int | None = None) -> SignOutcome:
+def sign(
+    session: Session,
+    *,
+    request_id: int,
+    now: datetime,
+    signer_name: str,
+    signature_png: bytes | None,
+    consent: bool,
+    ip: str | None,
+    user_agent: str | None,
+    code_id: int | None = None,
+) -> SignOutcome:
     """Sign: (open if still sent,) opened→signed by compare-and-set; commits, then queues the seal job.
 
     ``code_id``: the one-time code the signer's session verified, when the batch asks for one.
@@ -201,8 +254,19 @@ def sign(session: Session, *, request_id: int, now: datetime, signer_name: str, 
             raise InvalidInput(_l("Tick “I agree to sign electronically” to sign."))
     except InvalidInput as exc:
         return SignOutcome(status="invalid", request_id=request_id, message=exc.args[0])
-    result = _act(session, request_id=request_id, now=now, ip=ip, user_agent=user_agent, code_id=code_id,
-                  to=Status.SIGNED, signer_name=name, signer_ip=(ip or "")[:64], signature_image=image, signed_at=now)
+    result = _act(
+        session,
+        request_id=request_id,
+        now=now,
+        ip=ip,
+        user_agent=user_agent,
+        code_id=code_id,
+        to=Status.SIGNED,
+        signer_name=name,
+        signer_ip=(ip or "")[:64],
+        signature_image=image,
+        signed_at=now,
+    )
     if result != "won":
         return SignOutcome(status=result, request_id=request_id)
     session.commit()
@@ -215,8 +279,16 @@ def sign(session: Session, *, request_id: int, now: datetime, signer_name: str, 
     return SignOutcome(status="signed", request_id=request_id)
 
 
-def decline(session: Session, *, request_id: int, now: datetime, reason: str, ip: str | None,
-            user_agent: str | None, code_id: int | None = None) -> DeclineOutcome:
+def decline(
+    session: Session,
+    *,
+    request_id: int,
+    now: datetime,
+    reason: str,
+    ip: str | None,
+    user_agent: str | None,
+    code_id: int | None = None,
+) -> DeclineOutcome:
     """Decline with a reason: opened→declined by compare-and-set, and a notice to whoever the batch names
     (its owner by default); commits."""
 
@@ -224,17 +296,35 @@ def decline(session: Session, *, request_id: int, now: datetime, reason: str, ip
     if not reason:
         return DeclineOutcome(status="invalid", request_id=request_id, message=_l("Tell the sender why you decline."))
     if len(reason) > MAX_REASON_LENGTH:
-        return DeclineOutcome(status="invalid", request_id=request_id,
-                              message=_l("The reason is too long (at most %(count)s characters).", count=MAX_REASON_LENGTH))
-    result = _act(session, request_id=request_id, now=now, ip=ip, user_agent=user_agent, code_id=code_id,
-                  to=Status.DECLINED,
-                  details={"reason": reason}, declined_at=now, decline_reason=reason)
+        return DeclineOutcome(
+            status="invalid",
+            request_id=request_id,
+            message=_l("The reason is too long (at most %(count)s characters).", count=MAX_REASON_LENGTH),
+        )
+    result = _act(
+        session,
+        request_id=request_id,
+        now=now,
+        ip=ip,
+        user_agent=user_agent,
+        code_id=code_id,
+        to=Status.DECLINED,
+        details={"reason": reason},
+        declined_at=now,
+        decline_reason=reason,
+    )
     if result != "won":
         return DeclineOutcome(status=result, request_id=request_id)
     request = session.get(SigningRequest, request_id)
-    notice = queue_notice(session, batch=request.batch, kind="decline_notice", key=f"decline-notice-{request_id}",
-                          subject=N_("Declined: %(who)s — %(batch)s", who=request.name or request.email,
-                                     batch=request.batch.name), now=now, request_id=request_id)
+    notice = queue_notice(
+        session,
+        batch=request.batch,
+        kind="decline_notice",
+        key=f"decline-notice-{request_id}",
+        subject=N_("Declined: %(who)s — %(batch)s", who=request.name or request.email, batch=request.batch.name),
+        now=now,
+        request_id=request_id,
+    )
     mail_id = notice.id if notice is not None else None
     session.commit()
     if mail_id is not None:
@@ -259,6 +349,11 @@ def build_decline_notice(session: Session, mail, app):
 
     request = session.get(SigningRequest, mail.request_id)
     with force_locale(notice_locale(request.batch)):
-        body = render_template("emails/decline_notice.txt", request=request, batch=request.batch,
-                               document_name=document_title(request.batch), app_url=app.config["APP_URL"])
+        body = render_template(
+            "emails/decline_notice.txt",
+            request=request,
+            batch=request.batch,
+            document_name=document_title(request.batch),
+            app_url=app.config["APP_URL"],
+        )
     return notice_message(mail, app, body=body)

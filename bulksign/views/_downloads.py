@@ -1,16 +1,22 @@
 """Downloads that the staff pages and the API both serve."""
+
 from __future__ import annotations
 
 from flask import Response, stream_with_context
 
-from bulksign.batches.recipients_table import RecipientFilter
 from bulksign.batches.exports import recipients_csv
+from bulksign.batches.recipients_table import RecipientFilter
 from bulksign.core.extensions import db
 
 
 def csv_response(batch_id: int, flt: RecipientFilter) -> Response:
     """The filtered recipients as a streamed CSV download (the batch page and the API)."""
     body = stream_with_context(recipients_csv(db.session, batch_id=batch_id, flt=flt))
-    return Response(body, mimetype="text/csv", headers={
-        "Content-Disposition": f'attachment; filename="batch-{batch_id}-recipients.csv"',
-        "Cache-Control": "no-store"})
+    return Response(
+        body,
+        mimetype="text/csv",
+        headers={
+            "Content-Disposition": f'attachment; filename="batch-{batch_id}-recipients.csv"',
+            "Cache-Control": "no-store",
+        },
+    )

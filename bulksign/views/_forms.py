@@ -1,16 +1,17 @@
 """Form and request fields that several views read: parsed here once, a 400/UploadError with the reason otherwise."""
+
 from __future__ import annotations
 
 from flask import abort, current_app, request
 from flask_babel import gettext as _
 from flask_login import current_user
 
-from bulksign.people import access
-from bulksign.doc_templates import versions as dt
-from bulksign.core.extensions import db
-from bulksign.models import TemplateVersion
-from bulksign.recipients.files import UploadError
 from bulksign.batches.resend import MAX_EXTEND_DAYS
+from bulksign.core.extensions import db
+from bulksign.doc_templates import versions as dt
+from bulksign.models import TemplateVersion
+from bulksign.people import access
+from bulksign.recipients.files import UploadError
 
 
 def client_ip() -> str:

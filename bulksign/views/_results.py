@@ -1,4 +1,5 @@
 """What a staff action (remind, resend, a bulk action) tells staff: the HTMX partial's or the flash's words."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -7,9 +8,9 @@ from flask_babel import get_locale, ngettext
 from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 
+from bulksign.batches.reminders import COOLDOWN_REASONS
 from bulksign.core.localtime import batch_time
 from bulksign.models import Batch
-from bulksign.batches.reminders import COOLDOWN_REASONS
 
 #: Skip reasons of reminders and resends, as staff read them.
 REASONS = {
@@ -29,8 +30,10 @@ REASONS = {
 
 def background_message(n: int) -> str:
     """What staff read when an action went to a background job."""
-    return _("The action is being applied to %(n)s recipients in the background; the progress bar shows it "
-             "as it happens.", n=n)
+    return _(
+        "The action is being applied to %(n)s recipients in the background; the progress bar shows it as it happens.",
+        n=n,
+    )
 
 
 def skipped_text(skipped: dict[str, int]) -> str:
@@ -48,15 +51,22 @@ def reminders_done(queued: int, skipped: dict[str, int]) -> tuple[str, str, bool
     return with_skips(done, skipped), category, bool(cooling)
 
 
-def resend_done(resent: int, skipped: dict[str, int], *, deadlines: tuple[datetime, datetime] | None,
-                batch: Batch | None) -> tuple[str, str]:
+def resend_done(
+    resent: int, skipped: dict[str, int], *, deadlines: tuple[datetime, datetime] | None, batch: Batch | None
+) -> tuple[str, str]:
     """What a resend tells staff (with the new deadline extra days gave), and the category."""
-    done = ngettext("%(num)s new link sent; the old link no longer works.",
-                    "%(num)s new links sent; the old links no longer work.", resent)
+    done = ngettext(
+        "%(num)s new link sent; the old link no longer works.",
+        "%(num)s new links sent; the old links no longer work.",
+        resent,
+    )
     if deadlines and batch is not None:
         first, last = (batch_time(at, batch, locale=str(get_locale())) for at in deadlines)
-        done += " " + (_("New deadline: %(date)s.", date=first) if first == last
-                       else _("New deadlines from %(first)s to %(last)s.", first=first, last=last))
+        done += " " + (
+            _("New deadline: %(date)s.", date=first)
+            if first == last
+            else _("New deadlines from %(first)s to %(last)s.", first=first, last=last)
+        )
     return with_skips(done, skipped), "success" if resent else "info"
 
 

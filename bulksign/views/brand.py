@@ -2,6 +2,7 @@
 
 A stylesheet rather than an inline ``<style>``: recipient pages forbid inline styles (strict CSP).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,9 +10,9 @@ from urllib.parse import urlsplit
 
 from flask import Blueprint, Flask, Response, abort, current_app, send_file
 
-from bulksign.people.auth import public
 from bulksign.core.branding import Brand, brand_from, logo_src
 from bulksign.core.config import LOGO_TYPES
+from bulksign.people.auth import public
 
 bp = Blueprint("brand", __name__)
 
@@ -40,8 +41,10 @@ def logo_origin() -> str | None:
 @public
 def stylesheet():
     brand = current_brand()
-    css = (f":root {{ --brand:{brand.color}; --on-brand:{brand.on_color}; --brand-text:{brand.text_color}; "
-           f"--brand-tint:{brand.tint}; }}\n")
+    css = (
+        f":root {{ --brand:{brand.color}; --on-brand:{brand.on_color}; --brand-text:{brand.text_color}; "
+        f"--brand-tint:{brand.tint}; }}\n"
+    )
     response = Response(css, mimetype="text/css")
     response.cache_control.public = True
     response.cache_control.max_age = MAX_AGE

@@ -1,4 +1,5 @@
 """Every error is a page of the app (or JSON for the API), never a stack trace."""
+
 from __future__ import annotations
 
 import logging
@@ -31,8 +32,16 @@ MESSAGES = {
 
 #: HTTP status → the machine-readable ``error.code`` of the API when the view names no more precise one.
 ERROR_CODES = {
-    400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
-    409: "conflict", 413: "too_large", 415: "unsupported_media_type", 422: "unprocessable", 429: "rate_limited",
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "too_large",
+    415: "unsupported_media_type",
+    422: "unprocessable",
+    429: "rate_limited",
     500: "server_error",
 }
 
@@ -119,4 +128,3 @@ def init_app(app: Flask) -> None:
 
         db.session.rollback()
         return _respond(500, str(MESSAGES[500]))
-

@@ -4,16 +4,17 @@
 ``GET /readyz`` (readiness): also 503 while the scheduler has not ticked for 3 minutes, jobs wait
 in a queue no worker listens on, or the mail server has been out of reach for 5 minutes; the JSON body says why.
 """
+
 from __future__ import annotations
 
 from flask import Blueprint, jsonify
 
-from bulksign.people.auth import public
 from bulksign.core.extensions import db, get_redis
 from bulksign.models import utcnow
-from bulksign.work.queues import QUEUE_NAMES
 from bulksign.ops.readiness import check_readiness
 from bulksign.ops.services import check_services
+from bulksign.people.auth import public
+from bulksign.work.queues import QUEUE_NAMES
 
 bp = Blueprint("health", __name__)
 

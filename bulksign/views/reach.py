@@ -4,6 +4,7 @@ A route with ``<int:batch_id>``, ``<int:request_id>`` or ``<int:template_id>`` a
 out of the user's sight, whatever the view does next: a new route is covered the day it is added.
 Admin pages (ids of users, keys, endpoints) are admins' only and public routes carry their own secret.
 """
+
 from __future__ import annotations
 
 from flask import Flask, current_app, request
@@ -11,8 +12,8 @@ from flask_babel import gettext as _
 from flask_login import current_user
 from werkzeug.exceptions import Forbidden, NotFound, UnprocessableEntity
 
-from bulksign.people import access
 from bulksign.core.extensions import db
+from bulksign.people import access
 
 #: URL argument → the look-up that refuses an id the user may not see.
 LOOKUPS = {
@@ -22,7 +23,7 @@ LOOKUPS = {
 }
 #: Largest id each looked-up table holds (requests have 64-bit ids, the others 32-bit): a larger one is no row's,
 #: and PostgreSQL would refuse to compare it (a 400 where "not found" is the answer).
-MAX_IDS = {"batch_id": 2 ** 31 - 1, "request_id": 2 ** 63 - 1, "template_id": 2 ** 31 - 1}
+MAX_IDS = {"batch_id": 2**31 - 1, "request_id": 2**63 - 1, "template_id": 2**31 - 1}
 #: Blueprints only admins reach (checked by their own hooks).
 ADMIN_ONLY = ("admin", "rq_dashboard")
 _AS_HTTP = {404: NotFound, 403: Forbidden, 422: UnprocessableEntity}

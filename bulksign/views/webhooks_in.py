@@ -1,16 +1,17 @@
 """Inbound webhooks from the mail provider: ``POST /webhooks/bounces`` takes bounces and spam complaints
 (shared secret, no session, no CSRF)."""
+
 from __future__ import annotations
 
 import hmac
 
 from flask import Blueprint, Flask, abort, current_app, jsonify, request
 
-from bulksign.ops import telemetry
-from bulksign.people.auth import public
 from bulksign.batches.bounces import BounceFormatError, parse_bounce, record_report
 from bulksign.core.extensions import csrf, db, get_redis
 from bulksign.models import utcnow
+from bulksign.ops import telemetry
+from bulksign.people.auth import public
 
 bp = Blueprint("webhooks", __name__, url_prefix="/webhooks")
 
@@ -18,8 +19,12 @@ bp = Blueprint("webhooks", __name__, url_prefix="/webhooks")
 def _presented_secret() -> str:
     # A header for generic senders, ?token= or HTTP basic auth for providers that only take a URL (Postmark, SNS).
     auth = request.authorization
-    return (request.headers.get("X-Bounce-Secret") or request.args.get("token")
-            or (auth.password if auth and auth.password else "") or "")
+    return (
+        request.headers.get("X-Bounce-Secret")
+        or request.args.get("token")
+        or (auth.password if auth and auth.password else "")
+        or ""
+    )
 
 
 @bp.post("/bounces")
@@ -42,8 +47,11 @@ def bounces():
     with telemetry.record(get_redis()) as figures:
         for kind in ("bounce", "complaint"):
             figures.count(telemetry.MAIL_REPORTS, (kind,), sum(1 for r in reports if r.kind == kind))
-    return jsonify(received=len(reports), bounced=sum(len(r.bounced) for r in results),
-                   complained=sum(len(r.complained) for r in results))
+    return jsonify(
+        received=len(reports),
+        bounced=sum(len(r.bounced) for r in results),
+        complained=sum(len(r.complained) for r in results),
+    )
 
 
 def init_app(app: Flask) -> None:

@@ -12,6 +12,7 @@ and the reconciler queues the work again.
 
 Other jobs (seals, fan-outs) are one per id with an id derived from it (``queues.JobHandle.enqueue_unique``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -20,7 +21,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from flask import current_app
 from redis.exceptions import RedisError
@@ -76,7 +77,7 @@ def owners(step: Step, ids: Sequence[int]) -> dict[int, str]:
     redis = get_redis()
     found: dict[int, str] = {}
     for start in range(0, len(ids), 1000):
-        part = ids[start:start + 1000]
+        part = ids[start : start + 1000]
         for i, job_id in zip(part, redis.hmget(step.owners_key, part)):
             if job_id is not None:
                 found[i] = job_id.decode()
@@ -106,7 +107,7 @@ def enqueue_chunked(step: Step, ids: Sequence[int], *, chunk_size: int | None = 
     if not fresh:
         return 0
     size = chunk_size or config[step.chunk_setting]
-    chunks = [fresh[start:start + size] for start in range(0, len(fresh), size)]
+    chunks = [fresh[start : start + size] for start in range(0, len(fresh), size)]
     # A random suffix: the owner hash, not the job id, says which job does what.
     job_ids = [step.job.job_id(first=chunk[0], nonce=secrets.token_hex(4)) for chunk in chunks]
     redis = get_redis()
@@ -117,11 +118,14 @@ def enqueue_chunked(step: Step, ids: Sequence[int], *, chunk_size: int | None = 
     retry = backoff(config[step.attempts_setting] + 1)
     queue = get_queue(step.job.queue)
     for start in range(0, len(chunks), 1000):
-        queue.enqueue_many([
-            step.job.prepare(chunk, job_id=job_id, timeout=step.seconds_each * len(chunk) + 60, retry=retry,
-                             at_front=at_front)
-            for chunk, job_id in zip(chunks[start:start + 1000], job_ids[start:start + 1000])
-        ])
+        queue.enqueue_many(
+            [
+                step.job.prepare(
+                    chunk, job_id=job_id, timeout=step.seconds_each * len(chunk) + 60, retry=retry, at_front=at_front
+                )
+                for chunk, job_id in zip(chunks[start : start + 1000], job_ids[start : start + 1000])
+            ]
+        )
     return len(fresh)
 
 
@@ -146,7 +150,7 @@ def beating(*, every: float = BEAT_SECONDS) -> Iterator[None]:
     def beat() -> None:
         while True:
             try:
-                job.heartbeat(datetime.now(timezone.utc), 0)
+                job.heartbeat(datetime.now(UTC), 0)
             except RedisError as exc:  # Redis away for a moment: the next beat tries again
                 logger.debug("chunk beat failed: %s", exc)
             if stop.wait(every):

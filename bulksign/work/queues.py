@@ -8,6 +8,7 @@ module and fails if a handle has no function: a renamed or moved job stops the a
 instead of failing in the worker. Domain modules queue through the handles and never import
 ``bulksign.jobs`` (the jobs import them).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -93,7 +94,7 @@ class JobHandle:
         redis, queue = get_redis(), get_queue(self.queue)
         enqueued = 0
         for start in range(0, len(ids), chunk):
-            part = ids[start:start + chunk]
+            part = ids[start : start + chunk]
             job_ids = [self.job_id(id=i) for i in part]
             with redis.pipeline() as pipe:
                 for job_id in job_ids:
@@ -111,8 +112,13 @@ class JobHandle:
 
     def _options(self) -> dict:
         retry = backoff(current_app.config[self.attempts_setting]) if self.attempts_setting else None
-        return dict(timeout=self.timeout, result_ttl=self.result_ttl, failure_ttl=self.failure_ttl, retry=retry,
-                    at_front=self.at_front)
+        return dict(
+            timeout=self.timeout,
+            result_ttl=self.result_ttl,
+            failure_ttl=self.failure_ttl,
+            retry=retry,
+            at_front=self.at_front,
+        )
 
 
 def backoff(max_attempts: int) -> Retry:
@@ -121,7 +127,7 @@ def backoff(max_attempts: int) -> Retry:
     The jobs count attempts in the database and give up themselves; RQ only does the waiting.
     """
     base = current_app.config["RETRY_BACKOFF_SECONDS"]
-    return Retry(max=max_attempts, interval=[base * 2 ** n for n in range(max_attempts)])
+    return Retry(max=max_attempts, interval=[base * 2**n for n in range(max_attempts)])
 
 
 #: Every handle, in declaration order.
@@ -142,13 +148,17 @@ def _declare(path: str, *, queue: str, **options) -> JobHandle:
 
 def job(handle: JobHandle) -> Callable[[F], F]:
     """Mark the function ``handle`` runs; if its module and name are no longer ``handle.path``, the import fails."""
+
     def mark(func: F) -> F:
         path = f"{func.__module__}.{func.__qualname__}"
         if path != handle.path:
-            raise WiringError(f"{path} is marked @job for {handle.path}: jobs already in Redis call that path, "
-                              "so keep the old name while they drain, or declare the new path in bulksign/work/queues.py")
+            raise WiringError(
+                f"{path} is marked @job for {handle.path}: jobs already in Redis call that path, "
+                "so keep the old name while they drain, or declare the new path in bulksign/work/queues.py"
+            )
         _FUNCTIONS[path] = func
         return func
+
     return mark
 
 
@@ -172,27 +182,43 @@ def load_jobs() -> None:
 # Chunk jobs of the pipeline (``pipeline.Step``): it makes their ids, timeouts and retries per chunk.
 # Not 0 as result TTL: RQ 2.12 deletes such a job through its execution records and raises if one
 # expired (a run on a killed worker), turning a success into a failure.
-RENDER_MANY = _declare("bulksign.jobs.pdf.render_many", queue="pdf", id_pattern="render-{first}-{nonce}",
-                       result_ttl=60)
+RENDER_MANY = _declare("bulksign.jobs.pdf.render_many", queue="pdf", id_pattern="render-{first}-{nonce}", result_ttl=60)
 SEND_MANY = _declare("bulksign.jobs.mail.send_many", queue="mail", id_pattern="send-{first}-{nonce}", result_ttl=60)
 
 # One job per id. A storage or database hiccup in a seal is retried by RQ; the periodic ``seal_missing``
 # catches the rest.
 SEAL = _declare("bulksign.jobs.seal.seal", queue="pdf", id_pattern="seal-{id}", attempts_setting="SEAL_MAX_ATTEMPTS")
 #: A one-time code lives 10 minutes: its SMS goes ahead of bulk mail.
-SMS_CODE = _declare("bulksign.jobs.sms.send_code", queue="mail", id_pattern="sms-code-{id}",
-                    attempts_setting="MAIL_MAX_ATTEMPTS", at_front=True)
+SMS_CODE = _declare(
+    "bulksign.jobs.sms.send_code",
+    queue="mail",
+    id_pattern="sms-code-{id}",
+    attempts_setting="MAIL_MAX_ATTEMPTS",
+    at_front=True,
+)
 #: The render jobs of a batch too big to queue while answering the upload.
-BATCH_RENDERS = _declare("bulksign.jobs.batches.enqueue_renders", queue="default", id_pattern="enqueue-renders-{id}",
-                         timeout=1800)
+BATCH_RENDERS = _declare(
+    "bulksign.jobs.batches.enqueue_renders", queue="default", id_pattern="enqueue-renders-{id}", timeout=1800
+)
 #: One job per delivery attempt: a re-run of the dispatcher does not double a delivery.
-WEBHOOK_DELIVERY = _declare("bulksign.jobs.webhooks.deliver", queue="webhooks", id_pattern="webhook-{id}-{attempt}",
-                            timeout=60)
+WEBHOOK_DELIVERY = _declare(
+    "bulksign.jobs.webhooks.deliver", queue="webhooks", id_pattern="webhook-{id}-{attempt}", timeout=60
+)
 SIGNED_ZIP = _declare("bulksign.jobs.exports.signed_zip", queue="default", id_pattern="export-{id}", timeout=3600)
-BULK_BY_FILTER = _declare("bulksign.jobs.bulk.apply_to_filter", queue="default",
-                          id_pattern="bulk-{batch_id}-{action}-{nonce}", timeout=3600, result_ttl=3600)
-BULK_BY_IDS = _declare("bulksign.jobs.bulk.apply_to_ids", queue="default",
-                       id_pattern="bulk-{batch_id}-{action}-{nonce}", timeout=3600, result_ttl=3600)
+BULK_BY_FILTER = _declare(
+    "bulksign.jobs.bulk.apply_to_filter",
+    queue="default",
+    id_pattern="bulk-{batch_id}-{action}-{nonce}",
+    timeout=3600,
+    result_ttl=3600,
+)
+BULK_BY_IDS = _declare(
+    "bulksign.jobs.bulk.apply_to_ids",
+    queue="default",
+    id_pattern="bulk-{batch_id}-{action}-{nonce}",
+    timeout=3600,
+    result_ttl=3600,
+)
 
 # Periodic jobs (``jobs/schedule.PERIODIC_JOBS``): the scheduler queues ``RUN_PERIODIC`` with one of their
 # paths, under its own job ids; each runs on its handle's queue within its timeout.

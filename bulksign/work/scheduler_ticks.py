@@ -1,7 +1,8 @@
 """When the scheduler last polled: written on every poll, read by ``/metrics`` (an alert fires when it stops)."""
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from redis import Redis
 
@@ -16,4 +17,4 @@ def record_tick(redis: Redis, *, now: datetime) -> None:
 def last_tick(redis: Redis) -> datetime | None:
     """When the scheduler last polled, or None if it never did (since Redis last lost its data)."""
     raw = redis.get(KEY)
-    return datetime.fromtimestamp(float(raw), timezone.utc) if raw else None
+    return datetime.fromtimestamp(float(raw), UTC) if raw else None

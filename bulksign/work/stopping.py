@@ -4,6 +4,7 @@ A worker finishes its current job before it exits (RQ's warm shutdown); a chunk 
 the request stops after the item in hand and hands the rest back untried, so every process
 exits within seconds instead of after its chunk, its throttle waits included.
 """
+
 from __future__ import annotations
 
 import threading

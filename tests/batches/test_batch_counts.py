@@ -1,4 +1,5 @@
 """The per-batch counters always equal a GROUP BY of the requests: after any moves, rollbacks and races."""
+
 from __future__ import annotations
 
 import io
@@ -26,8 +27,11 @@ REACHABLE = sorted({to for targets in TRANSITIONS.values() for to in targets})
 
 
 def request_ids(batch_id: int) -> list[int]:
-    return list(db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch_id)
-                                   .order_by(SigningRequest.id)))
+    return list(
+        db.session.scalars(
+            select(SigningRequest.id).where(SigningRequest.batch_id == batch_id).order_by(SigningRequest.id)
+        )
+    )
 
 
 def assert_counters_match(batch_ids: list[int]) -> None:
@@ -64,8 +68,10 @@ def random_move(rng: random.Random, ids: list[int]) -> None:
 
 def test_counters_equal_the_group_by_after_random_moves_commits_and_rollbacks(any_db):
     rng = random.Random(20261129)
-    batches = [make_batch(db.session, statuses=[rng.choice(list(Status)) for _ in range(n)], now=NOW,
-                          name=f"Batch {n}").id for n in (40, 55, 25)]
+    batches = [
+        make_batch(db.session, statuses=[rng.choice(list(Status)) for _ in range(n)], now=NOW, name=f"Batch {n}").id
+        for n in (40, 55, 25)
+    ]
     ids = [rid for batch_id in batches for rid in request_ids(batch_id)]
     assert_counters_match(batches)
     outcomes = {"commit": 0, "rollback": 0, "close": 0}
@@ -161,15 +167,30 @@ def test_one_commit_moves_its_counters_in_one_global_order_with_one_statement(ap
         event.remove(db.engine, "before_cursor_execute", seen)
     (params,) = statements
     assert [(p["b"], p["s"], p["delta"]) for p in params] == [
-        (first, "cancelled", 1), (first, "pending", -1),
-        (second, "cancelled", 1), (second, "generating", 1), (second, "pending", -2)]
+        (first, "cancelled", 1),
+        (first, "pending", -1),
+        (second, "cancelled", 1),
+        (second, "generating", 1),
+        (second, "pending", -2),
+    ]
     assert_counters_match([first, second])
 
 
 #: The pipeline's moves, forward and back, as workers, retries and the reconciler make them.
-PIPELINE = [(S.PENDING, S.GENERATING), (S.GENERATING, S.GENERATED), (S.GENERATED, S.SENDING), (S.SENDING, S.SENT),
-            (S.SENT, S.OPENED), (S.OPENED, S.SIGNED), (S.GENERATING, S.FAILED), (S.FAILED, S.PENDING),
-            (S.SENDING, S.GENERATED), (S.GENERATING, S.PENDING), (S.SENT, S.EXPIRED), (S.EXPIRED, S.GENERATED)]
+PIPELINE = [
+    (S.PENDING, S.GENERATING),
+    (S.GENERATING, S.GENERATED),
+    (S.GENERATED, S.SENDING),
+    (S.SENDING, S.SENT),
+    (S.SENT, S.OPENED),
+    (S.OPENED, S.SIGNED),
+    (S.GENERATING, S.FAILED),
+    (S.FAILED, S.PENDING),
+    (S.SENDING, S.GENERATED),
+    (S.GENERATING, S.PENDING),
+    (S.SENT, S.EXPIRED),
+    (S.EXPIRED, S.GENERATED),
+]
 
 
 def test_concurrent_movers_of_one_batch_keep_the_counters_exact_without_deadlocks(app):
@@ -190,7 +211,7 @@ def test_concurrent_movers_of_one_batch_keep_the_counters_exact_without_deadlock
                     # id ranges with a move each, so one commit touches several counter rows; forward moves mostly.
                     chosen = sorted(rng.sample(ids, k=rng.randint(3, 90)))
                     third = len(chosen) // 3
-                    for part in (chosen[:third], chosen[third:2 * third], chosen[2 * third:]):
+                    for part in (chosen[:third], chosen[third : 2 * third], chosen[2 * third :]):
                         frm, to = rng.choice(PIPELINE[:6] * 3 + PIPELINE[6:])
                         won[number] += len(transition(db.session, part, frm=frm, to=to, now=NOW).won)
                     db.session.commit()
@@ -213,14 +234,18 @@ def test_concurrent_movers_of_one_batch_keep_the_counters_exact_without_deadlock
 
 
 def test_a_batch_created_through_the_upload_api_starts_counted_and_stays_counted_through_the_pipeline(
-        client, users, smtp, run_jobs):
+    client, users, smtp, run_jobs
+):
     saved = create_template(db.session, name="Contract", html="<p>{{ name }}</p>", user=users["staff"], now=NOW)
     secret = create_api_key(db.session, user=users["staff"], name="test", now=NOW).secret
     db.session.commit()
     body = "email,name\n" + "".join(f"person{i}@example.com,Person {i}\n" for i in range(12))
-    created = client.post("/api/v1/batches", data={"template_id": saved.template.id,
-                                                   "file": (io.BytesIO(body.encode()), "people.csv")},
-                          headers={"Authorization": f"Bearer {secret}"}, content_type="multipart/form-data")
+    created = client.post(
+        "/api/v1/batches",
+        data={"template_id": saved.template.id, "file": (io.BytesIO(body.encode()), "people.csv")},
+        headers={"Authorization": f"Bearer {secret}"},
+        content_type="multipart/form-data",
+    )
     assert created.status_code == 201
     batch_id = created.json["id"]
 
@@ -239,8 +264,11 @@ def test_pages_read_the_counters_and_rebuild_repairs_them(client, auth, users):
     auth.login()
     assert 'data-status="signed" data-count="2"' in client.get(f"/batches/{batch_id}/progress").get_data(as_text=True)
     # Counters damaged behind the app's back (by hand, or by a writer that bypassed transition()):
-    db.session.execute(update(BatchStatusCount).where(BatchStatusCount.batch_id == batch_id,
-                                                      BatchStatusCount.status == "signed").values(count=40))
+    db.session.execute(
+        update(BatchStatusCount)
+        .where(BatchStatusCount.batch_id == batch_id, BatchStatusCount.status == "signed")
+        .values(count=40)
+    )
     db.session.commit()
     assert 'data-status="signed" data-count="40"' in client.get(f"/batches/{batch_id}/progress").get_data(as_text=True)
     batch_counts.rebuild(db.session, batch_ids=[batch_id])

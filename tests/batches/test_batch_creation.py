@@ -1,4 +1,5 @@
 """Creating a batch: one transaction, every request pending, render jobs queued, one batch per key."""
+
 from __future__ import annotations
 
 import threading
@@ -29,14 +30,21 @@ def version(app, users):
 def rows(n: int, *, bad: int = 0):
     lines = ["email,name,position"] + [f"user{i}@example.com,User {i},Engineer" for i in range(n)]
     lines += [f"broken{i}@,Bad {i},Engineer" for i in range(bad)]
-    report = validate_recipients("\n".join(lines).encode(), filename="r.csv", variables=["name", "position"],
-                                 keep_rows=True)
+    report = validate_recipients(
+        "\n".join(lines).encode(), filename="r.csv", variables=["name", "position"], keep_rows=True
+    )
     return report.recipients
 
 
 def test_creating_a_batch_inserts_pending_requests_and_queues_one_render_job_each(version, users):
-    result = create_batch(db.session, user=users["staff"], template_version=version, rows=rows(25, bad=2),
-                          name="November contracts", now=NOW)
+    result = create_batch(
+        db.session,
+        user=users["staff"],
+        template_version=version,
+        rows=rows(25, bad=2),
+        name="November contracts",
+        now=NOW,
+    )
     assert result.created and result.total_count == 25 and result.enqueued == 25
     batch = db.session.get(Batch, result.batch.id)
     assert batch.status == "processing" and batch.started_at == NOW and batch.total_count == 25
@@ -44,19 +52,44 @@ def test_creating_a_batch_inserts_pending_requests_and_queues_one_render_job_eac
     assert {r.status for r in requests} == {"pending"}
     first = min(requests, key=lambda r: r.row_number)
     assert (first.row_number, first.email, first.name, first.data) == (
-        2, "user0@example.com", "User 0", {"name": "User 0", "position": "Engineer"})
+        2,
+        "user0@example.com",
+        "User 0",
+        {"name": "User 0", "position": "Engineer"},
+    )
     assert queued(RENDER, [r.id for r in requests]) == {r.id for r in requests}
     assert db.session.scalar(select(func.count()).select_from(Event).where(Event.type == "batch.created")) == 1
 
 
 def test_the_same_idempotency_key_returns_the_first_batch(version, users):
-    first = create_batch(db.session, user=users["staff"], template_version=version, rows=rows(3), name="A",
-                         now=NOW, idempotency_key="key-1")
-    again = create_batch(db.session, user=users["staff"], template_version=version, rows=rows(5), name="B",
-                         now=NOW, idempotency_key="key-1")
+    first = create_batch(
+        db.session,
+        user=users["staff"],
+        template_version=version,
+        rows=rows(3),
+        name="A",
+        now=NOW,
+        idempotency_key="key-1",
+    )
+    again = create_batch(
+        db.session,
+        user=users["staff"],
+        template_version=version,
+        rows=rows(5),
+        name="B",
+        now=NOW,
+        idempotency_key="key-1",
+    )
     assert not again.created and again.batch.id == first.batch.id and again.total_count == 3
-    other_user = create_batch(db.session, user=users["admin"], template_version=version, rows=rows(2), name="C",
-                              now=NOW, idempotency_key="key-1")
+    other_user = create_batch(
+        db.session,
+        user=users["admin"],
+        template_version=version,
+        rows=rows(2),
+        name="C",
+        now=NOW,
+        idempotency_key="key-1",
+    )
     assert other_user.created
     assert db.session.scalar(select(func.count()).select_from(Batch)) == 2
     assert db.session.scalar(select(func.count()).select_from(SigningRequest)) == 5
@@ -72,8 +105,17 @@ def test_two_concurrent_creations_with_one_key_make_one_batch(app, version, user
 
             user, tv = db.session.get(User, user_id), db.session.get(TemplateVersion, version_id)
             barrier.wait(timeout=10)
-            results.append(create_batch(db.session, user=user, template_version=tv, rows=recipients, name="Twice",
-                                        now=NOW, idempotency_key="double-click").batch.id)
+            results.append(
+                create_batch(
+                    db.session,
+                    user=user,
+                    template_version=tv,
+                    rows=recipients,
+                    name="Twice",
+                    now=NOW,
+                    idempotency_key="double-click",
+                ).batch.id
+            )
             db.session.remove()
 
     threads = [threading.Thread(target=create) for _ in range(2)]
@@ -92,21 +134,30 @@ def test_a_batch_needs_at_least_one_valid_row(version, users):
 
 def test_settings_have_the_documented_defaults():
     settings = settings_from_form({}, default_name="Contracts")
-    assert (settings.name, settings.deadline_days, settings.reminder_days, settings.max_reminders,
-            settings.language, settings.quiet_hours_start, settings.timezone) == (
-        "Contracts", 7, (2, 4), 3, "en", None, "UTC")
+    assert (
+        settings.name,
+        settings.deadline_days,
+        settings.reminder_days,
+        settings.max_reminders,
+        settings.language,
+        settings.quiet_hours_start,
+        settings.timezone,
+    ) == ("Contracts", 7, (2, 4), 3, "en", None, "UTC")
 
 
-@pytest.mark.parametrize("form, field", [
-    ({"max_reminders": "6"}, "max_reminders"),
-    ({"max_reminders": "three"}, "max_reminders"),
-    ({"deadline_days": "0"}, "deadline_days"),
-    ({"reminder_days": "2,9"}, "reminder_days"),
-    ({"reply_to": "boss@gmial.com"}, "reply_to"),
-    ({"language": "de"}, "language"),
-    ({"quiet_hours_start": "22"}, "quiet_hours_start"),
-    ({"quiet_hours_start": "22", "quiet_hours_end": "7", "timezone": "Mars/Olympus"}, "timezone"),
-])
+@pytest.mark.parametrize(
+    "form, field",
+    [
+        ({"max_reminders": "6"}, "max_reminders"),
+        ({"max_reminders": "three"}, "max_reminders"),
+        ({"deadline_days": "0"}, "deadline_days"),
+        ({"reminder_days": "2,9"}, "reminder_days"),
+        ({"reply_to": "boss@gmial.com"}, "reply_to"),
+        ({"language": "de"}, "language"),
+        ({"quiet_hours_start": "22"}, "quiet_hours_start"),
+        ({"quiet_hours_start": "22", "quiet_hours_end": "7", "timezone": "Mars/Olympus"}, "timezone"),
+    ],
+)
 def test_bad_settings_name_the_field(form, field):
     with pytest.raises(BatchError) as caught:
         settings_from_form(form, default_name="x")
@@ -114,15 +165,31 @@ def test_bad_settings_name_the_field(form, field):
 
 
 def test_quiet_hours_and_reminders_are_kept(version, users):
-    settings = settings_from_form({"name": "Q", "reminder_days": "1, 3", "max_reminders": "2",
-                                   "quiet_hours_start": "21", "quiet_hours_end": "8",
-                                   "timezone": "Europe/Moscow", "language": "ru", "reply_to": "HR@Example.com"},
-                                  default_name="x")
-    batch = create_batch(db.session, user=users["staff"], template_version=version, rows=rows(1), now=NOW,
-                         **settings.as_kwargs()).batch
-    assert (batch.reminder_days, batch.max_reminders, batch.quiet_hours_start, batch.quiet_hours_end,
-            batch.timezone, batch.language, batch.reply_to) == ([1, 3], 2, 21, 8, "Europe/Moscow", "ru",
-                                                               "HR@example.com")
+    settings = settings_from_form(
+        {
+            "name": "Q",
+            "reminder_days": "1, 3",
+            "max_reminders": "2",
+            "quiet_hours_start": "21",
+            "quiet_hours_end": "8",
+            "timezone": "Europe/Moscow",
+            "language": "ru",
+            "reply_to": "HR@Example.com",
+        },
+        default_name="x",
+    )
+    batch = create_batch(
+        db.session, user=users["staff"], template_version=version, rows=rows(1), now=NOW, **settings.as_kwargs()
+    ).batch
+    assert (
+        batch.reminder_days,
+        batch.max_reminders,
+        batch.quiet_hours_start,
+        batch.quiet_hours_end,
+        batch.timezone,
+        batch.language,
+        batch.reply_to,
+    ) == ([1, 3], 2, 21, 8, "Europe/Moscow", "ru", "HR@example.com")
 
 
 def test_when_redis_is_down_the_batch_is_still_created_and_left_for_the_reconciler(make_app):

@@ -1,4 +1,5 @@
 """Later bounces from the provider's webhook, and staff stopping or retrying a batch."""
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,13 @@ def sent_batch(app, users, smtp, run_jobs):
 
 def _post(client, body, *, secret=SECRET, **kwargs):
     headers = {"X-Bounce-Secret": secret} if secret else {}
-    return client.post("/webhooks/bounces", data=json.dumps(body), headers=headers,
-                       content_type=kwargs.pop("content_type", "application/json"), **kwargs)
+    return client.post(
+        "/webhooks/bounces",
+        data=json.dumps(body),
+        headers=headers,
+        content_type=kwargs.pop("content_type", "application/json"),
+        **kwargs,
+    )
 
 
 def test_a_generic_bounce_by_message_id_marks_the_request_bounced_with_the_reason(client, sent_batch):
@@ -45,9 +51,15 @@ def test_a_generic_bounce_by_message_id_marks_the_request_bounced_with_the_reaso
 
 
 def test_a_postmark_bounce_marks_the_address_bounced(client, sent_batch):
-    body = {"RecordType": "Bounce", "Type": "HardBounce", "TypeCode": 1, "MessageID": "883953f4-6105-42a2",
-            "Email": "B@example.com", "Description": "The server was unable to deliver your message",
-            "Details": "smtp;550 5.1.1 The email account that you tried to reach does not exist."}
+    body = {
+        "RecordType": "Bounce",
+        "Type": "HardBounce",
+        "TypeCode": 1,
+        "MessageID": "883953f4-6105-42a2",
+        "Email": "B@example.com",
+        "Description": "The server was unable to deliver your message",
+        "Details": "smtp;550 5.1.1 The email account that you tried to reach does not exist.",
+    }
     response = client.post(f"/webhooks/bounces?token={SECRET}", json=body)
     assert response.status_code == 200
     a, b = requests_of(sent_batch)
@@ -56,7 +68,9 @@ def test_a_postmark_bounce_marks_the_address_bounced(client, sent_batch):
 
 def test_a_bounce_matches_the_address_whatever_its_case(app, users, smtp, run_jobs, client):
     app.config["BOUNCE_WEBHOOK_SECRET"] = SECRET
-    batch = make_batch(user=users["staff"], now=NOW, recipients=[("Mixed.Case@Example.com", "M"), ("b@example.com", "B")])
+    batch = make_batch(
+        user=users["staff"], now=NOW, recipients=[("Mixed.Case@Example.com", "M"), ("b@example.com", "B")]
+    )
     enqueue_renders(request_ids(batch))
     run_jobs("pdf", "mail")
     response = _post(client, {"email": "mixed.case@example.com", "reason": "550 no such user"})
@@ -71,8 +85,9 @@ def test_the_bounce_lookup_by_address_uses_an_index(app):
 
     query = select(SigningRequest.id).where(func.lower(SigningRequest.email) == "x@example.com")
     db.session.execute(text("SET LOCAL enable_seqscan = off"))
-    plan = "\n".join(db.session.scalars(text("EXPLAIN " + str(query.compile(
-        db.engine, compile_kwargs={"literal_binds": True})))))
+    plan = "\n".join(
+        db.session.scalars(text("EXPLAIN " + str(query.compile(db.engine, compile_kwargs={"literal_binds": True}))))
+    )
     db.session.rollback()
     assert "ix_signing_requests_email_lower" in plan, plan
 
@@ -80,13 +95,23 @@ def test_the_bounce_lookup_by_address_uses_an_index(app):
 def test_an_ses_bounce_through_sns_marks_the_request_bounced(client, sent_batch):
     a, _ = requests_of(sent_batch)
     message_id = db.session.scalar(select(OutgoingMail.message_id).where(OutgoingMail.request_id == a.id))
-    ses = {"notificationType": "Bounce",
-           "bounce": {"bounceType": "Permanent", "bounceSubType": "General",
-                      "bouncedRecipients": [{"emailAddress": "a@example.com", "status": "5.1.1",
-                                             "diagnosticCode": "smtp; 550 5.1.1 user unknown"}]},
-           "mail": {"messageId": "0100-ses", "headers": [{"name": "Message-ID", "value": message_id}]}}
-    sns = {"Type": "Notification", "MessageId": "sns-1", "TopicArn": "arn:aws:sns:eu-west-1:1:bounces",
-           "Message": json.dumps(ses)}
+    ses = {
+        "notificationType": "Bounce",
+        "bounce": {
+            "bounceType": "Permanent",
+            "bounceSubType": "General",
+            "bouncedRecipients": [
+                {"emailAddress": "a@example.com", "status": "5.1.1", "diagnosticCode": "smtp; 550 5.1.1 user unknown"}
+            ],
+        },
+        "mail": {"messageId": "0100-ses", "headers": [{"name": "Message-ID", "value": message_id}]},
+    }
+    sns = {
+        "Type": "Notification",
+        "MessageId": "sns-1",
+        "TopicArn": "arn:aws:sns:eu-west-1:1:bounces",
+        "Message": json.dumps(ses),
+    }
     response = _post(client, sns, content_type="text/plain; charset=UTF-8")
     assert response.status_code == 200 and response.json["bounced"] == 1
     assert requests_of(sent_batch)[0].status == "bounced"
@@ -148,6 +173,7 @@ def test_retry_failed_retries_only_the_failed_and_only_once(app, users, smtp, ru
     assert client.post(f"/api/v1/batches/{batch}/retry-failed", headers=headers).json["retried"] == 0
 
     from bulksign.batches.states import transition
+
     transition(db.session, x.id, frm="bounced", to="generated", now=NOW)
     transition(db.session, x.id, frm="generated", to="failed", now=NOW, error_message="boom")
     db.session.commit()

@@ -1,4 +1,5 @@
 """The staff dashboard: batch list, recipients table (filters, keyset pages, select-all), timeline, no tokens."""
+
 from __future__ import annotations
 
 import re
@@ -47,7 +48,9 @@ def test_not_opened_filter_lists_sent_requests_whose_link_was_never_opened(app, 
 
 @pytest.mark.parametrize("status,expected", [("signed", 4), ("problems", 3), ("waiting", 3), ("", len(MIX))])
 def test_status_filters_count(app, batch, status, expected):
-    assert recipients_table.count_matching(db.session, batch_id=batch.id, flt=RecipientFilter(status=status)) == expected
+    assert (
+        recipients_table.count_matching(db.session, batch_id=batch.id, flt=RecipientFilter(status=status)) == expected
+    )
 
 
 def test_search_by_email_or_name(app, batch):
@@ -87,25 +90,37 @@ def test_a_forged_or_foreign_cursor_is_a_clear_400(client, auth, batch):
 
 def test_select_all_matching_resolves_every_id_on_the_server_in_pages(app, batch):
     other = make_batch(db.session, statuses=["sent"] * 3, now=NOW, name="Other")
-    selection = recipients_table.resolve_selection(db.session, batch_id=batch.id, request_ids=[], select_all=True,
-                                                   flt=RecipientFilter(status="sent"))
+    selection = recipients_table.resolve_selection(
+        db.session, batch_id=batch.id, request_ids=[], select_all=True, flt=RecipientFilter(status="sent")
+    )
     assert len(selection.request_ids) == 5
     pages = list(recipients_table.matching_id_pages(db.session, batch_id=batch.id, flt=RecipientFilter(), page_size=7))
     assert [len(p) for p in pages] == [7, 7, 4]
     # ids of another batch are dropped from a hand-made selection
     foreign = db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == other.id)).all()
-    picked = recipients_table.resolve_selection(db.session, batch_id=batch.id, request_ids=[*foreign, pages[0][0]],
-                                                select_all=False, flt=RecipientFilter())
+    picked = recipients_table.resolve_selection(
+        db.session, batch_id=batch.id, request_ids=[*foreign, pages[0][0]], select_all=False, flt=RecipientFilter()
+    )
     assert picked.request_ids == (pages[0][0],)
 
 
 def test_timeline_shows_events_mails_and_what_to_do_about_a_bounce(client, auth, batch):
-    bounced = db.session.scalar(select(SigningRequest).where(SigningRequest.batch_id == batch.id,
-                                                             SigningRequest.status == "bounced").limit(1))
+    bounced = db.session.scalar(
+        select(SigningRequest).where(SigningRequest.batch_id == batch.id, SigningRequest.status == "bounced").limit(1)
+    )
     db.session.add(Event(request_id=bounced.id, batch_id=batch.id, type="status.sent", created_at=NOW))
-    db.session.add(OutgoingMail(request_id=bounced.id, batch_id=batch.id, kind="invitation", message_id="<x@y>",
-                                to_email=bounced.email, status="bounced", error="550 5.1.1 no such user",
-                                created_at=NOW))
+    db.session.add(
+        OutgoingMail(
+            request_id=bounced.id,
+            batch_id=batch.id,
+            kind="invitation",
+            message_id="<x@y>",
+            to_email=bounced.email,
+            status="bounced",
+            error="550 5.1.1 no such user",
+            created_at=NOW,
+        )
+    )
     db.session.commit()
     auth.login()
     html = client.get(f"/batches/{batch.id}/requests/{bounced.id}").get_data(as_text=True)
@@ -115,11 +130,19 @@ def test_timeline_shows_events_mails_and_what_to_do_about_a_bounce(client, auth,
 
 
 def test_no_staff_page_shows_a_signing_token_or_nonce(client, auth, batch):
-    rows = db.session.execute(select(SigningRequest.id, SigningRequest.token_hash, SigningRequest.token_nonce)
-                              .where(SigningRequest.batch_id == batch.id)).all()
+    rows = db.session.execute(
+        select(SigningRequest.id, SigningRequest.token_hash, SigningRequest.token_nonce).where(
+            SigningRequest.batch_id == batch.id
+        )
+    ).all()
     auth.login()
-    pages = [client.get("/batches/"), client.get(f"/batches/{batch.id}"), client.get(f"/batches/{batch.id}/progress"),
-             client.get(f"/batches/{batch.id}/requests?status=sent"), client.get(f"/batches/{batch.id}/export.csv")]
+    pages = [
+        client.get("/batches/"),
+        client.get(f"/batches/{batch.id}"),
+        client.get(f"/batches/{batch.id}/progress"),
+        client.get(f"/batches/{batch.id}/requests?status=sent"),
+        client.get(f"/batches/{batch.id}/export.csv"),
+    ]
     pages += [client.get(f"/batches/{batch.id}/requests/{r.id}") for r in rows[:5]]
     for response in pages:
         assert response.status_code == 200
@@ -146,9 +169,11 @@ def _dispatched(batch, *, started, sent):
     from bulksign.models import Batch
 
     db.session.execute(update(Batch).where(Batch.id == batch.id).values(started_at=started))
-    ids = db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch.id,
-                                                             SigningRequest.sent_at.is_not(None))
-                             .order_by(SigningRequest.id)).all()
+    ids = db.session.scalars(
+        select(SigningRequest.id)
+        .where(SigningRequest.batch_id == batch.id, SigningRequest.sent_at.is_not(None))
+        .order_by(SigningRequest.id)
+    ).all()
     for rid, at in zip(ids, sent):
         db.session.execute(update(SigningRequest).where(SigningRequest.id == rid).values(sent_at=at))
     db.session.commit()
@@ -183,30 +208,36 @@ def test_the_bar_shows_the_delivery_rate_of_the_invitations_that_got_an_answer(c
     fragment = client.get(f"/batches/{batch.id}/progress").get_data(as_text=True)
     assert re.search(r'class="delivery-rate" id="delivery-rate"[^>]*>\s*Delivered 85.7% \(12 of 14\)', fragment)
     # Over 5% bounced of 20 or more answers (the bounce-rate alert's rule): shown as a problem.
-    poor = make_batch(db.session, statuses=["sent"] * 18 + ["bounced"] * 2, now=NOW, name="Poor",
-                      user_id=users["staff"].id)
+    poor = make_batch(
+        db.session, statuses=["sent"] * 18 + ["bounced"] * 2, now=NOW, name="Poor", user_id=users["staff"].id
+    )
     assert 'class="delivery-rate poor"' in client.get(f"/batches/{poor.id}/progress").get_data(as_text=True)
     fresh = make_batch(db.session, statuses=["pending"] * 3, now=NOW, name="Fresh", user_id=users["staff"].id)
     assert 'id="delivery-rate"' not in client.get(f"/batches/{fresh.id}").get_data(as_text=True)
 
 
-@pytest.mark.parametrize("statuses, batch_status, words, tone", [
-    (["sent"] * 2 + ["pending"], "processing", "sending", "progress"),
-    (["sent", "opened", "signed"], "completed", "waiting for signatures", "waiting"),
-    (["signed"] * 3, "completed", "all signed", "success"),
-    (["signed", "expired", "declined"], "completed", "closed with 2 unsigned", "warning"),
-    (["signed", "sent", "bounced"], "partially_failed", "partly failed (1)", "danger"),
-])
-def test_batch_states_are_named_in_staff_words_and_coloured_by_meaning(client, auth, users, statuses, batch_status,
-                                                                       words, tone):
-    made = make_batch(db.session, statuses=statuses, now=NOW, name="States", user_id=users["staff"].id,
-                      batch_status=batch_status)
+@pytest.mark.parametrize(
+    "statuses, batch_status, words, tone",
+    [
+        (["sent"] * 2 + ["pending"], "processing", "sending", "progress"),
+        (["sent", "opened", "signed"], "completed", "waiting for signatures", "waiting"),
+        (["signed"] * 3, "completed", "all signed", "success"),
+        (["signed", "expired", "declined"], "completed", "closed with 2 unsigned", "warning"),
+        (["signed", "sent", "bounced"], "partially_failed", "partly failed (1)", "danger"),
+    ],
+)
+def test_batch_states_are_named_in_staff_words_and_coloured_by_meaning(
+    client, auth, users, statuses, batch_status, words, tone
+):
+    made = make_batch(
+        db.session, statuses=statuses, now=NOW, name="States", user_id=users["staff"].id, batch_status=batch_status
+    )
     auth.login()
     fragment = client.get(f"/batches/{made.id}/progress").get_data(as_text=True)
     state = re.search(r'<span class="state state-(\w+) tone-(\w+)" id="batch-status">([^<]+)</span>', fragment)
     assert (state.group(3), state.group(2)) == (words, tone)
     listing = client.get("/batches/").get_data(as_text=True)
-    assert f"tone-{tone}\">{words}</span>" in listing
+    assert f'tone-{tone}">{words}</span>' in listing
 
 
 class QueryCounter:
@@ -237,8 +268,12 @@ def test_pages_run_a_constant_number_of_queries_whatever_the_number_of_rows(clie
     auth.login()
     small = make_batch(db.session, statuses=["sent"] * 3, now=NOW, name="Small", user_id=users["staff"].id)
     big = make_batch(db.session, statuses=MIX * 10, now=NOW, name="Big", user_id=users["admin"].id)
-    urls = ["/batches/{id}", "/batches/{id}/progress", "/batches/{id}/requests?status=sent",
-            "/batches/{id}/requests?sort=email"]
+    urls = [
+        "/batches/{id}",
+        "/batches/{id}/progress",
+        "/batches/{id}/requests?status=sent",
+        "/batches/{id}/requests?sort=email",
+    ]
     small_id, big_id = small.id, big.id
     for url in urls:
         counts = []
@@ -268,8 +303,9 @@ def _bulk(client, batch_id, **form):
     page = client.get(f"/batches/{batch_id}")
     from tests.support.web import csrf_from
 
-    return client.post(f"/batches/{batch_id}/actions", data={"csrf_token": csrf_from(page), **form},
-                       follow_redirects=True)
+    return client.post(
+        f"/batches/{batch_id}/actions", data={"csrf_token": csrf_from(page), **form}, follow_redirects=True
+    )
 
 
 def test_select_all_matching_then_remind_queues_one_reminder_per_matching_request(client, auth, batch):
@@ -282,8 +318,9 @@ def test_select_all_matching_then_remind_queues_one_reminder_per_matching_reques
 
 def test_cancel_selected_rows_and_empty_selection_message(client, auth, batch):
     auth.login()
-    ids = db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch.id,
-                                                             SigningRequest.status == "sent").limit(2)).all()
+    ids = db.session.scalars(
+        select(SigningRequest.id).where(SigningRequest.batch_id == batch.id, SigningRequest.status == "sent").limit(2)
+    ).all()
     html = _bulk(client, batch.id, action="cancel", request_ids=[str(i) for i in ids]).get_data(as_text=True)
     assert "2 requests cancelled" in html
     assert "Select at least one recipient" in _bulk(client, batch.id, action="cancel").get_data(as_text=True)
@@ -328,8 +365,9 @@ def test_matching_count_from_the_batch_counts_equals_the_counted_one(app, batch,
 
     flt = RecipientFilter(status=status, q=q)
     counts = counts_for(db.session, [batch.id])[batch.id]
-    assert recipients_table.count_matching(db.session, batch_id=batch.id, flt=flt, counts=counts) == \
-        recipients_table.count_matching(db.session, batch_id=batch.id, flt=flt)
+    assert recipients_table.count_matching(
+        db.session, batch_id=batch.id, flt=flt, counts=counts
+    ) == recipients_table.count_matching(db.session, batch_id=batch.id, flt=flt)
 
 
 def test_batch_page_shows_deadline_reminder_schedule_throughput_and_eta(client, auth, batch):
@@ -356,8 +394,11 @@ def test_staff_pages_render_in_russian(client, auth, batch, users):
     assert "Рассылки" in listing and 'lang="ru"' in listing
     page = client.get(f"/batches/{batch_id}").get_data(as_text=True)
     assert "подписано" in page and "Выгрузить этих получателей (CSV)" in page
-    bounced = db.session.scalar(select(SigningRequest.id).where(SigningRequest.batch_id == batch_id,
-                                                                SigningRequest.status == "bounced").limit(1))
+    bounced = db.session.scalar(
+        select(SigningRequest.id)
+        .where(SigningRequest.batch_id == batch_id, SigningRequest.status == "bounced")
+        .limit(1)
+    )
     _fresh_request_state()
     assert "Что можно сделать:" in client.get(f"/batches/{batch_id}/requests/{bounced}").get_data(as_text=True)
 
@@ -391,6 +432,7 @@ def test_the_progress_poll_refreshes_the_rows_on_screen_in_place(client, auth, b
 
 def test_the_table_keeps_its_filter_and_sort_in_the_address_bar(client, auth, batch):
     auth.login()
-    response = client.get(f"/batches/{batch.id}/requests?status=sent&sort=email&dir=desc",
-                          headers={"HX-Request": "true"})
+    response = client.get(
+        f"/batches/{batch.id}/requests?status=sent&sort=email&dir=desc", headers={"HX-Request": "true"}
+    )
     assert response.headers["HX-Push-Url"] == f"/batches/{batch.id}?status=sent&sort=email&dir=desc"

@@ -1,4 +1,5 @@
 """Expiry at the deadline, with the time passed in: unsigned requests expire, the owner gets one summary per wave."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -23,8 +24,11 @@ DAY = timedelta(days=1)
 def _stagger(ids, *, minutes: int):
     """Deadlines ``minutes`` apart from day 7, as when the invitations went out at the throttle's pace."""
     for n, rid in enumerate(ids):
-        db.session.execute(update(SigningRequest).where(SigningRequest.id == rid)
-                           .values(expires_at=NOW + 7 * DAY + timedelta(minutes=minutes * n)))
+        db.session.execute(
+            update(SigningRequest)
+            .where(SigningRequest.id == rid)
+            .values(expires_at=NOW + 7 * DAY + timedelta(minutes=minutes * n))
+        )
     db.session.commit()
 
 

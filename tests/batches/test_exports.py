@@ -1,4 +1,5 @@
 """Exports: the filtered recipients as CSV (Excel-safe) and a ZIP of the signed PDFs built by a job."""
+
 from __future__ import annotations
 
 import csv
@@ -36,9 +37,10 @@ def test_csv_has_a_bom_and_only_the_filtered_rows(client, auth, users):
 
 def test_csv_cells_that_would_run_as_formulas_are_escaped(client, auth, users):
     batch = make_batch(db.session, statuses=["sent"] * 5, now=NOW)
-    names = ["=HYPERLINK(\"http://x\")", "+1+2", "-3", "@SUM(A1)", "\tTab"]
-    ids = db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch.id)
-                             .order_by(SigningRequest.id)).all()
+    names = ['=HYPERLINK("http://x")', "+1+2", "-3", "@SUM(A1)", "\tTab"]
+    ids = db.session.scalars(
+        select(SigningRequest.id).where(SigningRequest.batch_id == batch.id).order_by(SigningRequest.id)
+    ).all()
     for request_id, name in zip(ids, names):
         db.session.execute(update(SigningRequest).where(SigningRequest.id == request_id).values(name=name))
     db.session.commit()
@@ -62,20 +64,23 @@ def test_csv_over_the_api_with_a_key(app, client, users):
 
     secret = create_api_key(db.session, user=users["staff"], name="t", now=NOW).secret
     batch = make_batch(db.session, statuses=["sent", "signed"], now=NOW)
-    response = client.get(f"/api/v1/batches/{batch.id}/export.csv?status=sent",
-                          headers={"Authorization": f"Bearer {secret}"})
+    response = client.get(
+        f"/api/v1/batches/{batch.id}/export.csv?status=sent", headers={"Authorization": f"Bearer {secret}"}
+    )
     assert [r["status"] for r in _rows(response)] == ["sent"]
 
 
 def _signed_documents(batch, n):
     storage = get_storage()
-    ids = db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch.id,
-                                                             SigningRequest.status == "signed")).all()[:n]
+    ids = db.session.scalars(
+        select(SigningRequest.id).where(SigningRequest.batch_id == batch.id, SigningRequest.status == "signed")
+    ).all()[:n]
     for request_id in ids:
         key = f"batches/{batch.id}/requests/{request_id}/signed.pdf"
         storage.put(key, b"%PDF-1.7 signed " + str(request_id).encode())
-        db.session.add(Document(request_id=request_id, kind="signed", storage_key=key, sha256="0" * 64, size=20,
-                                created_at=NOW))
+        db.session.add(
+            Document(request_id=request_id, kind="signed", storage_key=key, sha256="0" * 64, size=20, created_at=NOW)
+        )
     db.session.commit()
     return ids
 
@@ -85,8 +90,9 @@ def test_zip_of_signed_pdfs_is_built_by_a_job_with_progress_and_a_download(clien
     ids = _signed_documents(batch, 3)
     auth.login()
     page = client.get(f"/batches/{batch.id}")
-    started = client.post(f"/batches/{batch.id}/exports", data={"csrf_token": csrf_from(page)},
-                          headers={"HX-Request": "true"})
+    started = client.post(
+        f"/batches/{batch.id}/exports", data={"csrf_token": csrf_from(page)}, headers={"HX-Request": "true"}
+    )
     html = started.get_data(as_text=True)
     assert "0 of 3" in html and 'hx-trigger="every 2s"' in html
     export = db.session.scalar(select(Export))
@@ -102,7 +108,8 @@ def test_zip_of_signed_pdfs_is_built_by_a_job_with_progress_and_a_download(clien
     archive = zipfile.ZipFile(io.BytesIO(client.get(link).data))
     assert len(archive.namelist()) == 3
     assert sorted(archive.read(n) for n in archive.namelist()) == sorted(
-        b"%PDF-1.7 signed " + str(i).encode() for i in ids)
+        b"%PDF-1.7 signed " + str(i).encode() for i in ids
+    )
 
 
 def test_zip_download_of_another_batch_or_unfinished_export_is_404(client, auth, users):

@@ -3,6 +3,7 @@
 The rows are inserted with one INSERT ... SELECT: the point is what cancel and retry do with them,
 not how they got there.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -27,17 +28,25 @@ OVER_LIMIT = 70_000
 def _big_batch(owner, *, status: str, count: int = BIG) -> int:
     """A batch of ``count`` requests in ``status``, the first thousand with a queued invitation."""
     batch_id = make_batch(now=NOW, user=owner, recipients=0)
-    db.session.execute(text(
-        "INSERT INTO signing_requests (batch_id, row_number, email, name, data, status, status_changed_at,"
-        " created_at, attempts, reminder_count)"
-        " SELECT :batch, n + 1, 'person' || n || '@example.com', 'Person ' || n, '{}', :status, :now, :now, 0, 0"
-        " FROM generate_series(1, :count) AS n"), {"batch": batch_id, "status": status, "now": NOW, "count": count})
-    db.session.execute(text(
-        "INSERT INTO outgoing_mails (request_id, batch_id, kind, message_id, to_email, subject, status, created_at,"
-        " attempts, attachments)"
-        " SELECT id, batch_id, 'invitation', '<m' || id || '@bulksign>', email, '', 'queued', :now, 0, '[]'"
-        " FROM signing_requests"
-        " WHERE batch_id = :batch ORDER BY id LIMIT 1000"), {"batch": batch_id, "now": NOW})
+    db.session.execute(
+        text(
+            "INSERT INTO signing_requests (batch_id, row_number, email, name, data, status, status_changed_at,"
+            " created_at, attempts, reminder_count)"
+            " SELECT :batch, n + 1, 'person' || n || '@example.com', 'Person ' || n, '{}', :status, :now, :now, 0, 0"
+            " FROM generate_series(1, :count) AS n"
+        ),
+        {"batch": batch_id, "status": status, "now": NOW, "count": count},
+    )
+    db.session.execute(
+        text(
+            "INSERT INTO outgoing_mails (request_id, batch_id, kind, message_id, to_email, subject, status, created_at,"
+            " attempts, attachments)"
+            " SELECT id, batch_id, 'invitation', '<m' || id || '@bulksign>', email, '', 'queued', :now, 0, '[]'"
+            " FROM signing_requests"
+            " WHERE batch_id = :batch ORDER BY id LIMIT 1000"
+        ),
+        {"batch": batch_id, "now": NOW},
+    )
     batch_counts.rebuild(db.session, batch_ids=[batch_id])
     db.session.commit()
     return batch_id
@@ -45,8 +54,13 @@ def _big_batch(owner, *, status: str, count: int = BIG) -> int:
 
 def _statuses(batch_id: int) -> dict[str, int]:
     db.session.expire_all()
-    return dict(db.session.execute(select(SigningRequest.status, func.count()).where(
-        SigningRequest.batch_id == batch_id).group_by(SigningRequest.status)).all())
+    return dict(
+        db.session.execute(
+            select(SigningRequest.status, func.count())
+            .where(SigningRequest.batch_id == batch_id)
+            .group_by(SigningRequest.status)
+        ).all()
+    )
 
 
 def _api(users):
@@ -94,13 +108,15 @@ def test_cancel_all_matching_reaches_every_request_past_one_statements_limit(cli
 def test_retry_failed_takes_more_request_ids_than_one_statement_takes(client, users, run_jobs):
     # Few of them failed: the point is the id list, not rendering thousands of documents again.
     batch_id = _big_batch(users["staff"], status="sent", count=OVER_LIMIT)
-    ids = list(db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch_id)
-                                  .order_by(SigningRequest.id)))
+    ids = list(
+        db.session.scalars(
+            select(SigningRequest.id).where(SigningRequest.batch_id == batch_id).order_by(SigningRequest.id)
+        )
+    )
     db.session.execute(text("UPDATE signing_requests SET status = 'failed' WHERE id <= :top"), {"top": ids[99]})
     batch_counts.rebuild(db.session, batch_ids=[batch_id])
     db.session.commit()
-    response = client.post(f"/api/v1/batches/{batch_id}/retry-failed", json={"request_ids": ids},
-                           headers=_api(users))
+    response = client.post(f"/api/v1/batches/{batch_id}/retry-failed", json={"request_ids": ids}, headers=_api(users))
     assert response.status_code == 202, response.get_data(as_text=True)
     assert response.json["in_background"] == OVER_LIMIT
     run_jobs("default")
@@ -109,12 +125,19 @@ def test_retry_failed_takes_more_request_ids_than_one_statement_takes(client, us
 
 def test_the_api_reminds_more_listed_requests_than_one_statement_takes(client, users, run_jobs):
     batch_id = _big_batch(users["staff"], status="sent", count=OVER_LIMIT)
-    ids = list(db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch_id)
-                                  .order_by(SigningRequest.id)))
+    ids = list(
+        db.session.scalars(
+            select(SigningRequest.id).where(SigningRequest.batch_id == batch_id).order_by(SigningRequest.id)
+        )
+    )
     # A hundred were invited three days ago; the rest just now, too soon for a reminder.
-    db.session.execute(text("UPDATE signing_requests SET sent_at = now() - CASE WHEN id <= :top"
-                            " THEN interval '3 days' ELSE interval '0' END WHERE batch_id = :batch"),
-                       {"top": ids[99], "batch": batch_id})
+    db.session.execute(
+        text(
+            "UPDATE signing_requests SET sent_at = now() - CASE WHEN id <= :top"
+            " THEN interval '3 days' ELSE interval '0' END WHERE batch_id = :batch"
+        ),
+        {"top": ids[99], "batch": batch_id},
+    )
     db.session.commit()
     response = client.post(f"/api/v1/batches/{batch_id}/remind", json={"request_ids": ids}, headers=_api(users))
     assert response.status_code == 202 and response.json["in_background"] == OVER_LIMIT
@@ -125,15 +148,17 @@ def test_the_api_reminds_more_listed_requests_than_one_statement_takes(client, u
 
 def test_remind_all_not_signed_on_a_big_batch_runs_as_a_job(client, auth, users, run_jobs):
     batch_id = _big_batch(users["staff"], status="sent", count=1500)
-    db.session.execute(text("UPDATE signing_requests SET sent_at = now() - interval '3 days' WHERE batch_id = :b"),
-                       {"b": batch_id})
+    db.session.execute(
+        text("UPDATE signing_requests SET sent_at = now() - interval '3 days' WHERE batch_id = :b"), {"b": batch_id}
+    )
     db.session.commit()
     response = _staff_post(client, auth, batch_id, "remind", selector="not_signed")
     assert "1500 recipients in the background" in client.get(response.headers["Location"]).get_data(as_text=True)
     assert db.session.scalar(select(func.count()).select_from(OutgoingMail).where(OutgoingMail.kind == "reminder")) == 0
     run_jobs("default")
-    assert db.session.scalar(select(func.count()).select_from(OutgoingMail).where(OutgoingMail.kind == "reminder")) == 1500
-
+    assert (
+        db.session.scalar(select(func.count()).select_from(OutgoingMail).where(OutgoingMail.kind == "reminder")) == 1500
+    )
 
 
 def test_a_stopped_batch_renders_and_sends_nothing_more_while_its_cancel_job_waits(app, users, smtp, run_jobs):
@@ -155,5 +180,12 @@ def test_a_stopped_batch_renders_and_sends_nothing_more_while_its_cancel_job_wai
     run_jobs("pdf", "mail")
     assert [r.status for r in requests_of(rendered) + requests_of(pending)] == ["cancelled"] * 4
     assert smtp.received == []
-    assert db.session.scalar(select(func.count()).select_from(Document).join(
-        SigningRequest, SigningRequest.id == Document.request_id).where(SigningRequest.batch_id == pending)) == 0
+    assert (
+        db.session.scalar(
+            select(func.count())
+            .select_from(Document)
+            .join(SigningRequest, SigningRequest.id == Document.request_id)
+            .where(SigningRequest.batch_id == pending)
+        )
+        == 0
+    )

@@ -1,4 +1,5 @@
 """Nothing is lost when a worker dies mid-job or Redis forgets every job: the reconciler finishes the batch."""
+
 from __future__ import annotations
 
 import signal
@@ -57,9 +58,15 @@ def test_a_chunk_counts_as_alive_while_it_beats_even_if_its_worker_key_outlives_
     transition(db.session, ids, frm="pending", to="generating", now=utcnow())
     db.session.commit()
     later = utcnow() + LATER
-    redis.hset(f"rq:job:{job_id}", mapping={"status": "started", "worker_name": "gone",
-                                           "started_at": utcformat(utcnow()),
-                                           "last_heartbeat": utcformat(later - timedelta(seconds=10))})
+    redis.hset(
+        f"rq:job:{job_id}",
+        mapping={
+            "status": "started",
+            "worker_name": "gone",
+            "started_at": utcformat(utcnow()),
+            "last_heartbeat": utcformat(later - timedelta(seconds=10)),
+        },
+    )
     assert _reconcile(app, now=later).renders == ()  # it beat ten seconds ago: still rendering
     # Silent past BEAT_TRUST_SECONDS: its worker is gone, whatever RQ's worker key says.
     assert set(_reconcile(app, now=later + timedelta(seconds=BEAT_TRUST_SECONDS)).renders) == set(ids)
@@ -116,8 +123,7 @@ def test_a_recipient_whose_mail_was_lost_mid_send_does_not_wait_behind_the_batch
     # The first invitation's send job vanished (its worker was killed); four more wait in the queue.
     lost = mail_ids[0]
     get_queue("mail").remove(owners(SEND, [lost])[lost])
-    transition(db.session, db.session.get(OutgoingMail, lost).request_id, frm="generated", to="sending",
-               now=utcnow())
+    transition(db.session, db.session.get(OutgoingMail, lost).request_id, frm="generated", to="sending", now=utcnow())
     db.session.commit()
     assert _reconcile(app, now=utcnow() + LATER).sends == (lost,)
     run_jobs("mail", max_jobs=1)
@@ -137,11 +143,17 @@ def test_a_send_killed_mid_chunk_is_found_while_thousands_wait_their_turn(app, u
     mail_ids = [m.id for m in db.session.query(OutgoingMail).order_by(OutgoingMail.id)]
     lost = mail_ids[-1]
     get_queue("mail").remove(owners(SEND, [lost])[lost])
-    transition(db.session, db.session.get(OutgoingMail, lost).request_id, frm="generated", to="sending",
-               now=utcnow() + timedelta(seconds=1))
+    transition(
+        db.session,
+        db.session.get(OutgoingMail, lost).request_id,
+        frm="generated",
+        to="sending",
+        now=utcnow() + timedelta(seconds=1),
+    )
     db.session.commit()
-    result = reconcile(db.session, redis=get_redis(), app=app, now=utcnow() + LATER, stale_after=timedelta(minutes=5),
-                       limit=2)
+    result = reconcile(
+        db.session, redis=get_redis(), app=app, now=utcnow() + LATER, stale_after=timedelta(minutes=5), limit=2
+    )
     assert result.sends == (lost,)
 
 
@@ -188,9 +200,13 @@ def test_a_worker_killed_mid_chunk_causes_one_duplicate_with_the_same_message_id
         return "250 OK"
 
     smtp.handler.handle_DATA = accept_then_hang
-    worker = subprocess.Popen([sys.executable, "-m", "flask", "jobs", "worker", "--burst", "mail"],
-                              cwd=BASE_DIR, env=worker_env(app), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "flask", "jobs", "worker", "--burst", "mail"],
+        cwd=BASE_DIR,
+        env=worker_env(app),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         # Generous: a worker subprocess took over 30 s to import the app on a machine loaded by parallel runs.
         deadline = time.monotonic() + 120
@@ -251,8 +267,7 @@ def test_a_request_whose_worker_dies_every_time_ends_failed_not_looping(make_app
         first, second = request_ids(batch)
         # The render worker dies after claiming, three times over (claim, then the reconciler puts it back).
         for _ in range(3):
-            transition(db.session, first, frm="pending", to="generating", now=NOW,
-                       attempts=SigningRequest.attempts + 1)
+            transition(db.session, first, frm="pending", to="generating", now=NOW, attempts=SigningRequest.attempts + 1)
             transition(db.session, first, frm="generating", to="pending", now=NOW)
             db.session.commit()
         assert render_many([first]) == "failed 1"
@@ -268,8 +283,9 @@ def test_a_request_whose_worker_dies_every_time_ends_failed_not_looping(make_app
         assert smtp.received == []
 
 
-def test_sends_waiting_in_the_scheduled_registry_of_a_killed_worker_go_out_at_the_next_reconcile(app, users, smtp,
-                                                                                                 run_jobs):
+def test_sends_waiting_in_the_scheduled_registry_of_a_killed_worker_go_out_at_the_next_reconcile(
+    app, users, smtp, run_jobs
+):
     import os
 
     from rq.job import Job
@@ -277,9 +293,14 @@ def test_sends_waiting_in_the_scheduled_registry_of_a_killed_worker_go_out_at_th
 
     redis, lock = get_redis(), RQScheduler.get_locking_key("mail")
     # A real worker with RQ's scheduler, which takes the mail queue's scheduler lock; then SIGKILLed with it.
-    worker = subprocess.Popen([sys.executable, "-m", "flask", "jobs", "worker", "mail"], cwd=BASE_DIR,
-                              env=worker_env(app), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "flask", "jobs", "worker", "mail"],
+        cwd=BASE_DIR,
+        env=worker_env(app),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while redis.get(lock) is None and time.monotonic() < deadline:
@@ -307,8 +328,9 @@ def test_sends_waiting_in_the_scheduled_registry_of_a_killed_worker_go_out_at_th
     assert redis.get(lock) != holder
     run_jobs("mail")
     assert [r.status for r in requests_of(batch)] == ["sent"] * 3
-    assert sorted(to for m in smtp.of_kind("invitation") for to in m.rcpt_tos) == \
-        sorted(r.email for r in requests_of(batch))
+    assert sorted(to for m in smtp.of_kind("invitation") for to in m.rcpt_tos) == sorted(
+        r.email for r in requests_of(batch)
+    )
 
 
 def test_a_scheduled_job_is_alive_only_while_it_waits_in_the_registry_for_a_moment_ahead(app):

@@ -1,4 +1,5 @@
 """Automatic and manual reminders, with the time passed in: due on the batch's days, each exactly once."""
+
 from __future__ import annotations
 
 import re
@@ -66,8 +67,12 @@ def test_signing_between_reminders_stops_them(app, users):
 @pytest.mark.parametrize("status", ["declined", "bounced", "cancelled", "expired"])
 def test_requests_no_longer_waiting_are_never_reminded(app, users, status):
     _, (rid,) = sent_batch(user=users["staff"], sent_at=NOW)
-    path = {"declined": ["opened", "declined"], "bounced": ["bounced"], "cancelled": ["cancelled"],
-            "expired": ["expired"]}[status]
+    path = {
+        "declined": ["opened", "declined"],
+        "bounced": ["bounced"],
+        "cancelled": ["cancelled"],
+        "expired": ["expired"],
+    }[status]
     frm = "sent"
     for to in path:
         transition(db.session, rid, frm=frm, to=to, now=NOW + DAY)
@@ -91,8 +96,10 @@ def test_a_personal_reminder_subject_is_rendered_for_each_recipient(app, users):
     version.reminder_subject = "{{ name }}, please sign by {{ deadline }}"
     db.session.commit()
     assert tick(NOW + 2 * DAY) == 2
-    assert [m.subject for m in mails("reminder")] == ["Person 0, please sign by 9 November 2026, 09:00 (UTC)",
-                                                      "Person 1, please sign by 9 November 2026, 09:00 (UTC)"]
+    assert [m.subject for m in mails("reminder")] == [
+        "Person 0, please sign by 9 November 2026, 09:00 (UTC)",
+        "Person 1, please sign by 9 November 2026, 09:00 (UTC)",
+    ]
 
 
 def test_a_missed_schedule_catches_up_with_one_reminder_not_two(app, users):
@@ -117,8 +124,11 @@ def test_two_schedulers_racing_in_two_sessions_send_each_reminder_once(app, user
     def scheduler():
         with app.app_context(), Session(db.engine) as session:
             barrier.wait(timeout=10)
-            results.append(queue_due_reminders(session, now=NOW + 2 * DAY, page_size=20,
-                                               on_page=lambda _ids: session.commit()).queued)
+            results.append(
+                queue_due_reminders(
+                    session, now=NOW + 2 * DAY, page_size=20, on_page=lambda _ids: session.commit()
+                ).queued
+            )
             session.commit()
 
     threads = [threading.Thread(target=scheduler) for _ in range(2)]
@@ -134,8 +144,7 @@ def test_two_schedulers_racing_in_two_sessions_send_each_reminder_once(app, user
 def test_quiet_hours_hold_due_reminders_until_the_morning(app, users):
     # Berlin is UTC+1 in November: 20:00–08:00 local is 19:00–07:00 UTC.
     sent_at = NOW.replace(hour=21)
-    sent_batch(user=users["staff"], sent_at=sent_at, quiet_hours_start=20, quiet_hours_end=8,
-               timezone="Europe/Berlin")
+    sent_batch(user=users["staff"], sent_at=sent_at, quiet_hours_start=20, quiet_hours_end=8, timezone="Europe/Berlin")
     night = sent_at + 2 * DAY  # 22:00 in Berlin
     result = queue_due_reminders(db.session, now=night)
     assert (result.queued, result.waiting_quiet_hours) == (0, 1)
@@ -177,14 +186,17 @@ def test_a_reminder_queued_before_the_recipient_signed_is_not_sent(app, users, s
 
 # Manual reminders
 
+
 def test_a_manual_reminder_right_after_an_automatic_one_is_skipped_with_a_reason(app, users):
     batch_id, ids = sent_batch(user=users["staff"], sent_at=NOW, recipients=2)
     assert tick(NOW + 2 * DAY) == 2
-    result = send_manual_reminders(db.session, batch_id=batch_id, user=users["staff"], now=NOW + 2 * DAY
-                                   + timedelta(minutes=5), request_ids=ids)
+    result = send_manual_reminders(
+        db.session, batch_id=batch_id, user=users["staff"], now=NOW + 2 * DAY + timedelta(minutes=5), request_ids=ids
+    )
     assert (result.queued, result.skipped) == (0, {"reminded_recently": 2})
-    later = send_manual_reminders(db.session, batch_id=batch_id, user=users["staff"], now=NOW + 2 * DAY
-                                  + timedelta(hours=2), request_ids=ids[:1])
+    later = send_manual_reminders(
+        db.session, batch_id=batch_id, user=users["staff"], now=NOW + 2 * DAY + timedelta(hours=2), request_ids=ids[:1]
+    )
     db.session.commit()
     assert (later.queued, later.skipped) == (1, {})
     assert len(mails("reminder")) == 3
@@ -193,15 +205,20 @@ def test_a_manual_reminder_right_after_an_automatic_one_is_skipped_with_a_reason
 def test_manual_reminders_count_every_skip_by_reason(app, users):
     batch_id, ids = sent_batch(user=users["staff"], sent_at=NOW, recipients=6)
     signed, declined, bounced, cancelled, _, waiting = ids
-    for rid, path in ((signed, ["opened", "signed"]), (declined, ["opened", "declined"]), (bounced, ["bounced"]),
-                      (cancelled, ["cancelled"])):
+    for rid, path in (
+        (signed, ["opened", "signed"]),
+        (declined, ["opened", "declined"]),
+        (bounced, ["bounced"]),
+        (cancelled, ["cancelled"]),
+    ):
         frm = "sent"
         for to in path:
             transition(db.session, rid, frm=frm, to=to, now=NOW + DAY)
             frm = to
     db.session.commit()
-    result = send_manual_reminders(db.session, batch_id=batch_id, user=users["staff"], now=NOW + DAY,
-                                   request_ids=[*ids, 999999])
+    result = send_manual_reminders(
+        db.session, batch_id=batch_id, user=users["staff"], now=NOW + DAY, request_ids=[*ids, 999999]
+    )
     assert result.queued == 2
     assert result.skipped == {"signed": 1, "declined": 1, "bounced": 1, "cancelled": 1, "not_found": 1}
     assert request(waiting).reminder_count == 1
@@ -215,11 +232,13 @@ def test_manual_selectors_choose_not_signed_or_not_opened(app, users):
     transition(db.session, ids[1], frm="sent", to="opened", now=NOW + DAY)
     transition(db.session, ids[1], frm="opened", to="signed", now=NOW + DAY)
     db.session.commit()
-    not_opened = send_manual_reminders(db.session, batch_id=batch_id, user=users["staff"], now=NOW + DAY,
-                                       selector="not_opened")
+    not_opened = send_manual_reminders(
+        db.session, batch_id=batch_id, user=users["staff"], now=NOW + DAY, selector="not_opened"
+    )
     assert (not_opened.queued, not_opened.skipped) == (1, {})
-    not_signed = send_manual_reminders(db.session, batch_id=batch_id, user=users["staff"], now=NOW + DAY,
-                                       selector="not_signed")
+    not_signed = send_manual_reminders(
+        db.session, batch_id=batch_id, user=users["staff"], now=NOW + DAY, selector="not_signed"
+    )
     assert (not_signed.queued, not_signed.skipped) == (1, {"reminded_recently": 1})
 
 
@@ -244,6 +263,7 @@ def test_manual_reminders_need_a_choice_and_the_batch_owner(app, users):
 
 # The API and the staff forms
 
+
 def _api_key(user):
     from bulksign.people.users import create_api_key
 
@@ -259,7 +279,11 @@ def test_api_remind_by_ids_or_all_unsigned_answers_202_with_counts(app, users, c
     db.session.commit()
     headers = _api_key(users["staff"])
     by_ids = client.post(f"/api/v1/batches/{batch_id}/remind", json={"request_ids": ids[:2]}, headers=headers)
-    assert by_ids.status_code == 202 and by_ids.get_json() == {"queued": 1, "skipped": {"signed": 1}, "in_background": 0}
+    assert by_ids.status_code == 202 and by_ids.get_json() == {
+        "queued": 1,
+        "skipped": {"signed": 1},
+        "in_background": 0,
+    }
     everyone = client.post(f"/api/v1/batches/{batch_id}/remind", json={"all_unsigned": True}, headers=headers)
     assert everyone.status_code == 202
     assert everyone.get_json() == {"queued": 1, "skipped": {"reminded_recently": 1}, "in_background": 0}
@@ -269,8 +293,19 @@ def test_api_remind_by_ids_or_all_unsigned_answers_202_with_counts(app, users, c
     assert len(get_queue("mail")) == 2  # enqueued after the commit
 
 
-@pytest.mark.parametrize("body", [None, [], {}, {"request_ids": []}, {"request_ids": ["1"]}, {"request_ids": [True]},
-                                  {"request_ids": [1], "all_unsigned": True}, {"all_unsigned": "yes"}])
+@pytest.mark.parametrize(
+    "body",
+    [
+        None,
+        [],
+        {},
+        {"request_ids": []},
+        {"request_ids": ["1"]},
+        {"request_ids": [True]},
+        {"request_ids": [1], "all_unsigned": True},
+        {"all_unsigned": "yes"},
+    ],
+)
 def test_api_remind_explains_a_bad_body(app, users, client, body):
     batch_id, _ = sent_batch(user=users["staff"], sent_at=NOW)
     response = client.post(f"/api/v1/batches/{batch_id}/remind", json=body, headers=_api_key(users["staff"]))
@@ -281,8 +316,10 @@ def test_api_remind_refuses_unknown_batches_strangers_and_anonymous_callers(app,
     batch_id, _ = sent_batch(user=users["admin"], sent_at=NOW)
     headers = _api_key(users["staff"])
     assert client.post("/api/v1/batches/999/remind", json={"all_unsigned": True}, headers=headers).status_code == 404
-    assert client.post(f"/api/v1/batches/{batch_id}/remind", json={"all_unsigned": True},
-                       headers=headers).status_code == 403
+    assert (
+        client.post(f"/api/v1/batches/{batch_id}/remind", json={"all_unsigned": True}, headers=headers).status_code
+        == 403
+    )
     assert client.post(f"/api/v1/batches/{batch_id}/remind", json={"all_unsigned": True}).status_code == 401
 
 
@@ -294,8 +331,11 @@ def test_staff_remind_all_not_signed_from_the_batch_page_and_read_the_result(app
     response = client.post(f"/batches/{batch_id}/remind", data={"selector": "not_signed", "csrf_token": token})
     assert response.status_code == 302 and response.headers["Location"].endswith(f"/batches/{batch_id}")
     assert "2 reminders queued." in client.get(f"/batches/{batch_id}").get_data(as_text=True)
-    again = client.post(f"/batches/{batch_id}/remind", data={"request_ids": [str(i) for i in ids], "csrf_token": token},
-                        headers={"HX-Request": "true"})
+    again = client.post(
+        f"/batches/{batch_id}/remind",
+        data={"request_ids": [str(i) for i in ids], "csrf_token": token},
+        headers={"HX-Request": "true"},
+    )
     text = again.get_data(as_text=True)
     assert again.status_code == 200 and "0 reminders queued." in text and "2 reminded within the last hour" in text
     assert "flash-warning" in text and "Send anyway" in text
@@ -322,8 +362,9 @@ def test_an_automatic_and_a_manual_reminder_at_the_same_moment_send_one_mail(app
     def automatic():
         with app.app_context(), Session(db.engine) as session:
             barrier.wait(timeout=10)
-            counts["auto"] = queue_due_reminders(session, now=NOW + 2 * DAY, page_size=10,
-                                                 on_page=lambda _ids: session.commit()).queued
+            counts["auto"] = queue_due_reminders(
+                session, now=NOW + 2 * DAY, page_size=10, on_page=lambda _ids: session.commit()
+            ).queued
             session.commit()
 
     def manual():
@@ -332,8 +373,9 @@ def test_an_automatic_and_a_manual_reminder_at_the_same_moment_send_one_mail(app
         with app.app_context(), Session(db.engine) as session:
             user = session.get(User, staff_id)
             barrier.wait(timeout=10)
-            counts["manual"] = send_manual_reminders(session, batch_id=batch_id, user=user, now=NOW + 2 * DAY,
-                                                     request_ids=ids, page_size=10).queued
+            counts["manual"] = send_manual_reminders(
+                session, batch_id=batch_id, user=user, now=NOW + 2 * DAY, request_ids=ids, page_size=10
+            ).queued
             session.commit()
 
     threads = [threading.Thread(target=automatic), threading.Thread(target=manual)]
@@ -357,13 +399,15 @@ def test_right_after_sending_a_reminder_waits_an_hour_unless_staff_send_it_anywa
     soon = NOW + timedelta(minutes=10)
     held = send_manual_reminders(db.session, batch_id=batch_id, user=users["staff"], now=soon, request_ids=ids)
     assert (held.queued, held.skipped) == (0, {"invited_recently": 2})
-    forced = send_manual_reminders(db.session, batch_id=batch_id, user=users["staff"], now=soon, request_ids=ids,
-                                   force=True)
+    forced = send_manual_reminders(
+        db.session, batch_id=batch_id, user=users["staff"], now=soon, request_ids=ids, force=True
+    )
     db.session.commit()
     assert (forced.queued, forced.skipped) == (2, {})
     # A double click on "send anyway" still sends each reminder once.
-    again = send_manual_reminders(db.session, batch_id=batch_id, user=users["staff"], now=soon, request_ids=ids,
-                                  force=True)
+    again = send_manual_reminders(
+        db.session, batch_id=batch_id, user=users["staff"], now=soon, request_ids=ids, force=True
+    )
     assert (again.queued, again.skipped) == (0, {"reminded_recently": 2})
     assert len(mails("reminder")) == 2
 
@@ -372,13 +416,19 @@ def test_staff_are_warned_that_recipients_were_just_invited_and_can_send_anyway(
     batch_id, ids = sent_batch(user=users["staff"], sent_at=utcnow() - timedelta(minutes=5), recipients=2)
     auth.login()
     token = csrf_from(client.get(f"/batches/{batch_id}"))
-    held = client.post(f"/batches/{batch_id}/remind", data={"selector": "not_signed", "csrf_token": token},
-                       headers={"HX-Request": "true"})
+    held = client.post(
+        f"/batches/{batch_id}/remind",
+        data={"selector": "not_signed", "csrf_token": token},
+        headers={"HX-Request": "true"},
+    )
     text = held.get_data(as_text=True)
     assert "0 reminders queued. Skipped 2: 2 invited less than an hour ago." in text
     assert "flash-warning" in text and 'name="force" value="1"' in text and 'name="selector" value="not_signed"' in text
-    sent = client.post(f"/batches/{batch_id}/remind", data={"selector": "not_signed", "force": "1", "csrf_token": token},
-                       headers={"HX-Request": "true"})
+    sent = client.post(
+        f"/batches/{batch_id}/remind",
+        data={"selector": "not_signed", "force": "1", "csrf_token": token},
+        headers={"HX-Request": "true"},
+    )
     assert "2 reminders queued." in sent.get_data(as_text=True) and len(mails("reminder")) == 2
 
 
@@ -387,8 +437,13 @@ def test_api_remind_can_send_anyway(app, users, client):
     headers = _api_key(users["staff"])
     held = client.post(f"/api/v1/batches/{batch_id}/remind", json={"request_ids": ids}, headers=headers)
     assert held.get_json() == {"queued": 0, "skipped": {"invited_recently": 1}, "in_background": 0}
-    forced = client.post(f"/api/v1/batches/{batch_id}/remind", json={"request_ids": ids, "force": True},
-                         headers=headers)
+    forced = client.post(
+        f"/api/v1/batches/{batch_id}/remind", json={"request_ids": ids, "force": True}, headers=headers
+    )
     assert forced.status_code == 202 and forced.get_json() == {"queued": 1, "skipped": {}, "in_background": 0}
-    assert client.post(f"/api/v1/batches/{batch_id}/remind", json={"request_ids": ids, "force": "yes"},
-                       headers=headers).status_code == 400
+    assert (
+        client.post(
+            f"/api/v1/batches/{batch_id}/remind", json={"request_ids": ids, "force": "yes"}, headers=headers
+        ).status_code
+        == 400
+    )

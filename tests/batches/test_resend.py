@@ -1,4 +1,5 @@
 """Resend with a new link (the old link dies at once) and address corrections, through the real mail worker."""
+
 from __future__ import annotations
 
 import re
@@ -77,8 +78,9 @@ def test_a_resend_past_the_batchs_fixed_deadline_needs_extra_days(app, users):
     _, (rid,) = sent_batch(user=users["staff"], sent_at=NOW, deadline_at=NOW + 3 * DAY)
     skipped = resend_with_new_link(db.session, request_ids=[rid], user=users["staff"], now=NOW + 4 * DAY)
     assert (skipped.resent, skipped.skipped) == (0, {"deadline_passed": 1})
-    extended = resend_with_new_link(db.session, request_ids=[rid], user=users["staff"], now=NOW + 4 * DAY,
-                                    extend_days=5)
+    extended = resend_with_new_link(
+        db.session, request_ids=[rid], user=users["staff"], now=NOW + 4 * DAY, extend_days=5
+    )
     assert extended.resent == 1 and request(rid).deadline_days == 5
 
 
@@ -178,6 +180,7 @@ def test_only_the_owner_or_an_admin_may_resend(app, users):
 
 # The API and the staff forms
 
+
 def _api_key(user):
     from bulksign.people.users import create_api_key
 
@@ -215,14 +218,19 @@ def test_staff_correct_an_address_then_resend_from_the_batch_page(app, users, cl
     old = _token(rid)
     auth.login()
     token = csrf_from(client.get(f"/batches/{batch_id}"))
-    changed = client.post(f"/requests/{rid}/email", data={"email": "fixed@example.com", "csrf_token": token},
-                          headers={"HX-Request": "true"})
+    changed = client.post(
+        f"/requests/{rid}/email",
+        data={"email": "fixed@example.com", "csrf_token": token},
+        headers={"HX-Request": "true"},
+    )
     assert changed.status_code == 200 and "fixed@example.com" in changed.get_data(as_text=True)
-    invalid = client.post(f"/requests/{rid}/email", data={"email": "fixed@", "csrf_token": token},
-                          headers={"HX-Request": "true"})
+    invalid = client.post(
+        f"/requests/{rid}/email", data={"email": "fixed@", "csrf_token": token}, headers={"HX-Request": "true"}
+    )
     assert invalid.status_code == 400 and "valid email" in invalid.get_data(as_text=True)
-    resent = client.post(f"/batches/{batch_id}/resend", data={"request_ids": [str(rid)], "extend_days": "3",
-                                                              "csrf_token": token})
+    resent = client.post(
+        f"/batches/{batch_id}/resend", data={"request_ids": [str(rid)], "extend_days": "3", "csrf_token": token}
+    )
     assert resent.status_code == 302
     assert "1 new link sent; the old link no longer works." in client.get(f"/batches/{batch_id}").get_data(as_text=True)
     assert find_by_token(db.session, old) is None
@@ -238,8 +246,11 @@ def test_extra_days_extend_the_deadline_and_never_shorten_it(app, users, smtp, r
     old_deadline = request(rid).expires_at
     auth.login()
     token = csrf_from(client.get(f"/batches/{batch_id}"))
-    answer = client.post(f"/batches/{batch_id}/resend", data={"request_ids": [str(rid)], "extend_days": "3",
-                                                              "csrf_token": token}, headers={"HX-Request": "true"})
+    answer = client.post(
+        f"/batches/{batch_id}/resend",
+        data={"request_ids": [str(rid)], "extend_days": "3", "csrf_token": token},
+        headers={"HX-Request": "true"},
+    )
     new_deadline = old_deadline + 3 * DAY  # from the batch's deadline, not from today
     assert request(rid).expires_at == new_deadline
     shown = new_deadline.astimezone(ZoneInfo("Europe/Berlin"))
@@ -263,8 +274,9 @@ def test_a_resend_without_extra_days_keeps_an_earlier_extension(app, users):
 def test_a_declined_recipient_can_be_invited_again(app, users, smtp, run_jobs, client):
     _, (rid,) = sent_batch(user=users["staff"], sent_at=utcnow())
     transition(db.session, rid, frm="sent", to="opened", now=utcnow())
-    transition(db.session, rid, frm="opened", to="declined", now=utcnow(), declined_at=utcnow(),
-               decline_reason="Wrong salary")
+    transition(
+        db.session, rid, frm="opened", to="declined", now=utcnow(), declined_at=utcnow(), decline_reason="Wrong salary"
+    )
     db.session.commit()
     assert _resend(users["staff"], [rid], utcnow()).resent == 1
     run_jobs("mail")

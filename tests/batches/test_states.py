@@ -1,4 +1,5 @@
 """The request state machine: every allowed move wins once, every other move is refused."""
+
 from __future__ import annotations
 
 import itertools
@@ -102,8 +103,7 @@ def test_the_stale_writer_loses_a_race(app):
     """A sign and a decline read the request as opened at the same time: only the first write counts."""
     (request_id,) = make_requests(status=Status.OPENED)
     signed = transition(db.session, request_id, frm=Status.OPENED, to=Status.SIGNED, now=NOW, signed_at=NOW)
-    declined = transition(db.session, request_id, frm=Status.OPENED, to=Status.DECLINED, now=NOW,
-                          decline_reason="no")
+    declined = transition(db.session, request_id, frm=Status.OPENED, to=Status.DECLINED, now=NOW, decline_reason="no")
     db.session.commit()
     assert signed and not declined
     request = db.session.get(SigningRequest, request_id)
@@ -123,8 +123,15 @@ def test_a_bulk_move_reports_exactly_the_requests_that_moved(app):
 def test_a_move_from_several_states_and_extra_fields(app):
     ids = make_requests(count=2, status=Status.SENT)
     transition(db.session, ids[0], frm=Status.SENT, to=Status.OPENED, now=NOW, opened_at=NOW)
-    result = transition(db.session, ids, frm=[Status.SENT, Status.OPENED], to=Status.EXPIRED, now=NOW,
-                        actor="system", details={"reason": "deadline"})
+    result = transition(
+        db.session,
+        ids,
+        frm=[Status.SENT, Status.OPENED],
+        to=Status.EXPIRED,
+        now=NOW,
+        actor="system",
+        details={"reason": "deadline"},
+    )
     db.session.commit()
     assert sorted(result.won) == sorted(ids)
     event = db.session.scalars(select(Event).where(Event.type == "status.expired")).first()
@@ -152,7 +159,6 @@ def test_a_batch_moves_by_compare_and_set_and_only_along_the_table(app):
 
 
 def test_the_partial_indexes_are_derived_from_the_state_sets_and_match_the_migration():
-
     migration = (BASE_DIR / "migrations/versions/6d124784f55f_initial_schema.py").read_text()
     indexes = {i.name: i for i in SigningRequest.__table__.indexes}
     assert str(indexes["ix_signing_requests_working"].dialect_options["postgresql"]["where"]) == sql_in(WORKING)

@@ -1,4 +1,5 @@
 """The soak's template of each kind, created over the API, and its recipients file: every row valid (bench/soak.py)."""
+
 from __future__ import annotations
 
 import io
@@ -24,6 +25,7 @@ def test_each_kind_makes_a_template_whose_variables_the_recipients_file_fills(cl
     created = client.post("/api/v1/templates", headers={"Authorization": f"Bearer {key}"}, **sent)
     assert created.status_code == 201, created.json
     assert created.json["kind"] == kind and len(created.json["variables"]) >= 3
-    report = validate_recipients(recipients_csv(created.json["variables"], 5), filename="recipients.csv",
-                                 variables=created.json["variables"])
+    report = validate_recipients(
+        recipients_csv(created.json["variables"], 5), filename="recipients.csv", variables=created.json["variables"]
+    )
     assert (report.valid_rows, report.error_count, report.missing_columns) == (5, 0, ())

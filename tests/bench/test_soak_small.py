@@ -1,4 +1,5 @@
 """The whole system under chaos, CI-sized: real processes, 1,000 recipients, nothing lost (see bench/soak.py)."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """Teams in a real Chromium: an admin builds a team on the admin page; an owner shares a batch and names who is told."""
+
 from __future__ import annotations
 
 import pytest
@@ -57,12 +58,14 @@ def test_an_admin_creates_a_team_adds_a_member_and_sees_who_did_it(app, users, l
 
 def test_an_owner_shares_a_batch_with_another_team_and_names_who_gets_the_notices(app, users, live_server, page):
     hr = create_team(db.session, name="HR", now=utcnow())
-    reader = create_user(db.session, email="reader@example.com", password="reader-password", role="viewer",
-                         now=utcnow())
+    reader = create_user(
+        db.session, email="reader@example.com", password="reader-password", role="viewer", now=utcnow()
+    )
     add_member(db.session, team=hr, user=reader, by=None, now=utcnow())
     db.session.commit()
-    batch_id = make_batch(db.session, statuses=["sent", "signed"], now=NOW, name="Salaries Q4",
-                          user_id=users["staff"].id).id
+    batch_id = make_batch(
+        db.session, statuses=["sent", "signed"], now=NOW, name="Salaries Q4", user_id=users["staff"].id
+    ).id
     log_in(page, live_server, *STAFF)
     page.goto(f"{live_server}/batches/{batch_id}")
     page.click("#batch-access summary")
@@ -93,7 +96,10 @@ def test_the_new_batch_form_offers_the_owner_the_teams_managers_or_another_addre
     choice = page.locator("#notify-to")
     assert choice.input_value() == "owner"
     assert choice.locator("option").all_inner_texts() == [
-        "me (the owner)", f"boss@example.com (manager, {DEFAULT_TEAM})", "another address…"]
+        "me (the owner)",
+        f"boss@example.com (manager, {DEFAULT_TEAM})",
+        "another address…",
+    ]
     page.fill("#create-form input[name=notify_email]", "auditor@example.com")
     assert choice.input_value() == "other"  # typing an address chooses "another address"
     choice.select_option("boss@example.com")

@@ -1,4 +1,5 @@
 """The dashboard in a real Chromium: live progress while a real worker runs, filters, select-all + remind, CSV, Russian."""
+
 from __future__ import annotations
 
 import csv
@@ -25,7 +26,8 @@ def _count(page, status: str) -> int:
 
 
 def test_the_progress_bar_moves_while_a_real_worker_runs_and_stops_polling_when_done(
-        app, users, live_server, page, smtp, run_jobs):
+    app, users, live_server, page, smtp, run_jobs
+):
     app.config["SEND_CHUNK_SIZE"] = 1  # three jobs, three invitations: the page shows each
     batch = make_batch(db.session, statuses=["pending"] * 6, now=NOW, user_id=users["staff"].id)
     batch_id = batch.id
@@ -39,12 +41,14 @@ def test_the_progress_bar_moves_while_a_real_worker_runs_and_stops_polling_when_
     run_jobs("pdf")
     run_jobs("mail", max_jobs=3)
     g.pop("_login_user", None)
-    page.wait_for_function("() => +document.querySelector('#progress li[data-status=sent] .count').textContent === 3",
-                           timeout=15_000)
+    page.wait_for_function(
+        "() => +document.querySelector('#progress li[data-status=sent] .count').textContent === 3", timeout=15_000
+    )
     assert _count(page, "waiting") == 3 and page.locator("#progress").get_attribute("data-active") == "yes"
     run_jobs("mail")
-    page.wait_for_function("() => +document.querySelector('#progress li[data-status=sent] .count').textContent === 6",
-                           timeout=15_000)
+    page.wait_for_function(
+        "() => +document.querySelector('#progress li[data-status=sent] .count').textContent === 6", timeout=15_000
+    )
     assert page.locator("#progress").get_attribute("data-active") == "no"
     assert page.locator("#progress").get_attribute("hx-trigger") is None
     assert len(smtp.of_kind("invitation")) == 6
@@ -56,8 +60,13 @@ def test_the_progress_bar_moves_while_a_real_worker_runs_and_stops_polling_when_
 
 @pytest.fixture
 def mixed(app, users):
-    return make_batch(db.session, statuses=["sent"] * 60 + ["signed"] * 5 + ["bounced"] * 2, now=NOW,
-                      user_id=users["staff"].id, name="Browser batch")
+    return make_batch(
+        db.session,
+        statuses=["sent"] * 60 + ["signed"] * 5 + ["bounced"] * 2,
+        now=NOW,
+        user_id=users["staff"].id,
+        name="Browser batch",
+    )
 
 
 def test_filtering_the_table_and_opening_a_timeline(live_server, page, mixed):
@@ -120,10 +129,10 @@ def test_staff_switch_the_interface_to_russian(live_server, page, mixed):
 
 
 def test_the_staff_pages_work_under_their_content_security_policy(live_server, page, mixed):
-
     problems: list[str] = []
-    page.on("console", lambda m: problems.append(m.text) if m.type == "error" and "Failed to load" not in m.text
-            else None)
+    page.on(
+        "console", lambda m: problems.append(m.text) if m.type == "error" and "Failed to load" not in m.text else None
+    )
     page.on("response", lambda r: problems.append(f"{r.status} {r.url}") if r.status >= 400 else None)
     page.on("pageerror", lambda e: problems.append(str(e)))
     page.on("dialog", lambda dialog: dialog.accept())

@@ -1,4 +1,5 @@
 """A Word template in Chromium: choose the kind, upload the .docx, see its variables and the PDF preview."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,9 @@ def test_staff_make_a_word_template_and_preview_it(live_server, page, users):
     page.check("input[name=kind][value=docx]")
     assert not page.locator("#html-source").is_visible()  # a Word template is a file: no HTML editor
     page.fill("input[name=name]", "Трудовой договор")
-    page.set_input_files("input[name=file]", files=[{"name": "contract.docx", "mimeType": DOCX,
-                                                     "buffer": docx_files.contract()}])
+    page.set_input_files(
+        "input[name=file]", files=[{"name": "contract.docx", "mimeType": DOCX, "buffer": docx_files.contract()}]
+    )
     problems = {"form": {w: v for w, v in look_at(page, base, "template-word-form").items() if v}}
     page.click("main button[type=submit]")
     page.wait_for_selector("#kind")

@@ -1,4 +1,5 @@
 """A newcomer logs in with the demo account in a real browser."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,5 +1,6 @@
 """Every page of the staff and recipient journey in Chromium: screenshots at 1366 and 360 px, no serious or
 critical accessibility problem (axe-core: contrast, names, keyboard), usable with the keyboard alone."""
+
 from __future__ import annotations
 
 import json
@@ -45,10 +46,20 @@ def journey(app, users):
     saved = create_template(db.session, name="Employment contract", html=TEMPLATE, user=staff, now=now)
     db.session.commit()
     batch = batchdata.make_batch(
-        db.session, statuses=["sent"] * 50 + ["opened"] * 6 + ["signed"] * 5 + ["declined", "failed"] + ["bounced"] * 2
-        + ["pending"] * 2, now=now, name="Offer letters, December", user_id=staff.id)
-    long_one = db.session.scalar(select(SigningRequest).where(SigningRequest.batch_id == batch.id,
-                                                              SigningRequest.status == "bounced"))
+        db.session,
+        statuses=["sent"] * 50
+        + ["opened"] * 6
+        + ["signed"] * 5
+        + ["declined", "failed"]
+        + ["bounced"] * 2
+        + ["pending"] * 2,
+        now=now,
+        name="Offer letters, December",
+        user_id=staff.id,
+    )
+    long_one = db.session.scalar(
+        select(SigningRequest).where(SigningRequest.batch_id == batch.id, SigningRequest.status == "bounced")
+    )
     long_one.email = "a.very.long.mailbox.name.that.goes.on.and.on@subdivision.department.example-corporation.org"
     db.session.commit()
     sent = make_sent_request(now=now, owner=staff, expires_in=timedelta(days=5))
@@ -93,8 +104,10 @@ def test_every_page_of_the_journey_is_accessible_and_fits_a_desktop_and_a_phone(
     assert page.evaluate("getComputedStyle(document.getElementById('panel')).overflowY") == "auto"
     assert page.locator("#panel").bounding_box()["height"] <= 900
     # Dates stay on one line beside the panel.
-    assert page.evaluate("getComputedStyle(document.querySelector('table.recipients tbody td:nth-child(6)')).whiteSpace") \
+    assert (
+        page.evaluate("getComputedStyle(document.querySelector('table.recipients tbody td:nth-child(6)')).whiteSpace")
         == "nowrap"
+    )
 
     page.goto(f"{base}/batches/new?template_id={journey['template_id']}")
     check("upload")
@@ -170,8 +183,10 @@ def test_the_rich_editor_keeps_placeholders_attributes_and_the_head_as_written(l
 def test_the_html_invitation_reads_well_on_a_desktop_and_a_phone(live_server, page):
     from bulksign.signing.invitations import html_body
 
-    text = ("Hello Anna,\n\nAcme HR asks you to sign \"Offer letter\".\nOpen the document and sign it here:\n"
-            f"{live_server}/sign/abc\n\nThe link is personal: please do not forward it.")
+    text = (
+        'Hello Anna,\n\nAcme HR asks you to sign "Offer letter".\nOpen the document and sign it here:\n'
+        f"{live_server}/sign/abc\n\nThe link is personal: please do not forward it."
+    )
     html = html_body(text, link=f"{live_server}/sign/abc", pixel=f"{live_server}/t/1.x.gif")
     page.goto(f"{live_server}/auth/login")  # an origin for axe's script
     page.set_content(html)
@@ -186,8 +201,11 @@ def test_the_russian_interface_fits_a_phone_and_passes_the_same_check(live_serve
         page.select_option("select[name=language]", "ru")
     assert page.locator("html").get_attribute("lang") == "ru"
     problems = {}
-    for name, path in [("ru-dashboard-home", "/"), ("ru-batch-detail", f"/batches/{journey['batch_id']}"),
-                       ("ru-template-form", f"/templates/{journey['template_id']}/edit")]:
+    for name, path in [
+        ("ru-dashboard-home", "/"),
+        ("ru-batch-detail", f"/batches/{journey['batch_id']}"),
+        ("ru-template-form", f"/templates/{journey['template_id']}/edit"),
+    ]:
         page.goto(live_server + path)
         found = {w: v for w, v in look_at(page, live_server, name).items() if v}
         if found:

@@ -1,4 +1,5 @@
 """A recipient confirms a one-time code in a real Chromium before the document shows, then signs."""
+
 from __future__ import annotations
 
 import io
@@ -25,8 +26,9 @@ def _shots(page, name: str) -> None:
 
 def test_a_recipient_confirms_a_code_then_signs(app, users, live_server, page, smtp, run_jobs):
     problems: list[str] = []  # CSP violations and script errors; the wrong code's page is a 422 on purpose
-    page.on("console", lambda m: problems.append(m.text) if m.type == "error" and "status of 422" not in m.text
-            else None)
+    page.on(
+        "console", lambda m: problems.append(m.text) if m.type == "error" and "status of 422" not in m.text else None
+    )
     r = make_sent_request(now=utcnow() - timedelta(minutes=1), owner=users["staff"], one_time_code=True)
     page.goto(f"{live_server}/sign/{r.token}")
     assert page.locator(".card.document").count() == 0, "no document before the code"
@@ -60,7 +62,11 @@ def test_a_recipient_confirms_a_code_then_signs(app, users, live_server, page, s
     run_jobs("pdf")
     page.reload()
     audit = " ".join(PdfReader(io.BytesIO(signed_bytes(page))).pages[-1].extract_text().split())
-    for line in ("One-time code sent by email to i•••@example.com", "Wrong one-time code (4 tries left)",
-                 "One-time code confirmed", "Identity check"):
+    for line in (
+        "One-time code sent by email to i•••@example.com",
+        "Wrong one-time code (4 tries left)",
+        "One-time code confirmed",
+        "Identity check",
+    ):
         assert line in audit, line
     assert problems == []

@@ -1,4 +1,5 @@
 """A recipient signs in a real Chromium: from the invitation mail to a sealed PDF that validates everywhere."""
+
 from __future__ import annotations
 
 import io
@@ -60,11 +61,16 @@ def draw(page, selector="#signature-pad"):
     raise AssertionError("three strokes on the signature pad left no ink")
 
 
-def test_a_recipient_signs_from_the_invitation_and_gets_a_sealed_pdf(app, users, live_server, watched, smtp, run_jobs,
-                                                                     tmp_path):
+def test_a_recipient_signs_from_the_invitation_and_gets_a_sealed_pdf(
+    app, users, live_server, watched, smtp, run_jobs, tmp_path
+):
     page = watched
-    batch = make_batch(user=users["staff"], now=utcnow(), recipients=[("olga@example.com", "Ольга Смирнова")],
-                       reply_to="hr@example.com")
+    batch = make_batch(
+        user=users["staff"],
+        now=utcnow(),
+        recipients=[("olga@example.com", "Ольга Смирнова")],
+        reply_to="hr@example.com",
+    )
     enqueue_renders(request_ids(batch))
     run_jobs("pdf", "mail")
     (invitation,) = smtp.to("olga@example.com")
@@ -92,8 +98,17 @@ def test_a_recipient_signs_from_the_invitation_and_gets_a_sealed_pdf(app, users,
     assert "Signed electronically" in stamped and "Ольга Ивановна Смирнова" in stamped and "IP 127.0.0.1" in stamped
     assert reader.pages[-2]["/Resources"]["/XObject"], "the drawn signature is stamped"
     audit = " ".join(reader.pages[-1].extract_text().split())
-    for line in ("Audit certificate", "Employment contract", "olga@example.com", "Created", "Sent", "Page opened",
-                 "Signed", "HeadlessChrome", "Original sha256"):
+    for line in (
+        "Audit certificate",
+        "Employment contract",
+        "olga@example.com",
+        "Created",
+        "Sent",
+        "Page opened",
+        "Signed",
+        "HeadlessChrome",
+        "Original sha256",
+    ):
         assert line in audit, line
     assert check_seal(data, seal_key(app.config)).valid
     path = tmp_path / "signed.pdf"
@@ -124,11 +139,16 @@ LOADED = "(img) => img.complete && img.naturalWidth > 0"
 def test_the_document_pages_are_readable_on_a_desktop_and_a_phone(app, users, live_server, browser, width):
     from tests.support.batches import TWO_PAGES
 
-    r = make_sent_request(now=utcnow() - timedelta(minutes=1), owner=users["staff"], name="Ольга Смирнова",
-                          html=TWO_PAGES)
+    r = make_sent_request(
+        now=utcnow() - timedelta(minutes=1), owner=users["staff"], name="Ольга Смирнова", html=TWO_PAGES
+    )
     phone = width < 600
-    context = browser.new_context(viewport={"width": width, "height": 800}, device_scale_factor=2 if phone else 1,
-                                  is_mobile=phone, has_touch=phone)
+    context = browser.new_context(
+        viewport={"width": width, "height": 800},
+        device_scale_factor=2 if phone else 1,
+        is_mobile=phone,
+        has_touch=phone,
+    )
     try:
         page = context.new_page()
         problems: list[str] = []
@@ -164,8 +184,9 @@ def test_the_document_pages_are_readable_on_a_desktop_and_a_phone(app, users, li
 
 def test_a_phone_signs_with_a_finger(app, users, live_server, browser, run_jobs):
     r = make_sent_request(now=utcnow() - timedelta(minutes=1), owner=users["staff"])
-    context = browser.new_context(viewport={"width": 360, "height": 740}, has_touch=True, is_mobile=True,
-                                  device_scale_factor=2)
+    context = browser.new_context(
+        viewport={"width": 360, "height": 740}, has_touch=True, is_mobile=True, device_scale_factor=2
+    )
     try:
         page = context.new_page()
         page.goto(f"{live_server}/sign/{r.token}")
@@ -178,8 +199,10 @@ def test_a_phone_signs_with_a_finger(app, users, live_server, browser, run_jobs)
             x, y = box["x"] + 15, box["y"] + box["height"] / 2
             cdp.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [{"x": x, "y": y}]})
             for i in range(1, 25):
-                cdp.send("Input.dispatchTouchEvent",
-                         {"type": "touchMove", "touchPoints": [{"x": x + i * 10, "y": y + (15 if i % 2 else -15)}]})
+                cdp.send(
+                    "Input.dispatchTouchEvent",
+                    {"type": "touchMove", "touchPoints": [{"x": x + i * 10, "y": y + (15 if i % 2 else -15)}]},
+                )
             cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
             if page.evaluate(INKED, "#signature-pad"):
                 break
@@ -230,17 +253,20 @@ def test_a_recipient_declines_with_a_reason(app, users, live_server, watched):
 
 def test_each_dead_link_explains_itself(app, users, live_server, page):
     now = utcnow()
-    expired = make_sent_request(now=now - timedelta(days=9), owner=users["staff"], email="e@example.com",
-                                reply_to="hr@example.com")
+    expired = make_sent_request(
+        now=now - timedelta(days=9), owner=users["staff"], email="e@example.com", reply_to="hr@example.com"
+    )
     declined = make_sent_request(now=now, owner=users["staff"], email="d@example.com")
     cancelled = make_sent_request(now=now, owner=users["staff"], email="c@example.com")
     decline(db.session, request_id=declined.id, now=now, reason="no", ip=None, user_agent=None)
     transition(db.session, cancelled.id, frm=Status.SENT, to=Status.CANCELLED, now=now)
     db.session.commit()
-    cases = [("A" * 43, "This link is not valid"),
-             (expired.token, "This link has expired"),
-             (declined.token, "You declined to sign this document"),
-             (cancelled.token, "This request was withdrawn")]
+    cases = [
+        ("A" * 43, "This link is not valid"),
+        (expired.token, "This link has expired"),
+        (declined.token, "You declined to sign this document"),
+        (cancelled.token, "This request was withdrawn"),
+    ]
     for token, text in cases:
         response = page.goto(f"{live_server}/sign/{token}")
         assert response.status in (200, 404, 410)
@@ -259,8 +285,9 @@ def test_verify_rejects_a_tampered_pdf_in_the_browser(app, users, live_server, p
     data = bytearray(get_storage().get(signed_document(r.id).storage_key))
     data[data.index(b"/Producer") + 12] ^= 0x01
     page.goto(f"{live_server}/verify")
-    page.set_input_files("input[name=file]", files=[{"name": "contract.pdf", "mimeType": "application/pdf",
-                                                      "buffer": bytes(data)}])
+    page.set_input_files(
+        "input[name=file]", files=[{"name": "contract.pdf", "mimeType": "application/pdf", "buffer": bytes(data)}]
+    )
     page.click("button:has-text('Verify')")
     page.wait_for_selector("#verdict")
     assert "Rejected: this file was changed" in page.locator("#verdict").inner_text()

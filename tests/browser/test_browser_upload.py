@@ -1,4 +1,5 @@
 """Staff create a template, check a file with one bad row without leaving the page, and start the batch."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,8 +9,10 @@ from tests.support.looks import ARTIFACTS, log_in, shoot
 
 pytestmark = pytest.mark.browser
 
-CSV = (b"Email;Name;Position\r\nanna@example.com;Anna Petrova;Accountant\r\n"
-       b"john@gmial.com;John Smith;Engineer\r\nivan@example.com;Ivan Sidorov;Driver\r\n")
+CSV = (
+    b"Email;Name;Position\r\nanna@example.com;Anna Petrova;Accountant\r\n"
+    b"john@gmial.com;John Smith;Engineer\r\nivan@example.com;Ivan Sidorov;Driver\r\n"
+)
 
 
 def test_upload_shows_the_bad_row_in_place_and_creates_the_batch(users, live_server, page):
@@ -30,7 +33,10 @@ def test_upload_shows_the_bad_row_in_place_and_creates_the_batch(users, live_ser
     error_row.first.wait_for()
     assert error_row.count() == 1
     assert error_row.locator("td").all_inner_texts() == [
-        "3", "Email", "The domain looks misspelt: did you mean john@gmail.com?"]
+        "3",
+        "Email",
+        "The domain looks misspelt: did you mean john@gmail.com?",
+    ]
     assert page.locator("#valid-rows").inner_text() == "2"
     assert page.evaluate("window.stillTheSamePage") is True  # no full reload
 
@@ -72,11 +78,13 @@ def test_a_hostile_or_careless_file_gets_its_reason_in_place(users, live_server,
     artifacts = ARTIFACTS
     artifacts.mkdir(exist_ok=True)
     for name, data, expected in (
-            ("people.xlsx", whole_sheet_xlsx(), "beyond the limit of 200 columns"),
-            ("people.csv", stray_quote_csv(), "Line 2: a quote opens here and is never closed")):
+        ("people.xlsx", whole_sheet_xlsx(), "beyond the limit of 200 columns"),
+        ("people.csv", stray_quote_csv(), "Line 2: a quote opens here and is never closed"),
+    ):
         page.goto(f"{live_server}/batches/new?template_id={template.template.id}")
-        page.set_input_files("input[name=file]", files=[{"name": name, "mimeType": "application/octet-stream",
-                                                         "buffer": data}])
+        page.set_input_files(
+            "input[name=file]", files=[{"name": name, "mimeType": "application/octet-stream", "buffer": data}]
+        )
         page.click("text=Check the file")
         page.locator(f"text={expected}").first.wait_for()
         for width in (1366, 360):

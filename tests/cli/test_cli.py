@@ -1,4 +1,5 @@
 """The operator's commands: users, API keys, workers, scheduler, tick, demo."""
+
 from __future__ import annotations
 
 import os
@@ -42,7 +43,10 @@ def test_create_api_key_prints_the_key_once_and_stores_only_its_hash(app, client
     secret = result.stdout.strip().splitlines()[0]
     stored = db.session.scalar(select(ApiKey))
     assert stored.key_hash == hash_token(secret) and secret not in stored.key_hash
-    assert client.get("/api/v1/me", headers={"Authorization": f"Bearer {secret}"}).get_json()["email"] == "staff@example.com"
+    assert (
+        client.get("/api/v1/me", headers={"Authorization": f"Bearer {secret}"}).get_json()["email"]
+        == "staff@example.com"
+    )
 
 
 def test_worker_burst_runs_queued_jobs(app):
@@ -92,14 +96,19 @@ def test_demo_creates_a_login_a_template_and_a_file_and_is_idempotent(app, clien
     page = client.get("/auth/login")
     from tests.support.web import csrf_from
 
-    login = client.post("/auth/login", data={"email": "admin@example.com", "password": "bulksign-demo",
-                                             "csrf_token": csrf_from(page)})
+    login = client.post(
+        "/auth/login", data={"email": "admin@example.com", "password": "bulksign-demo", "csrf_token": csrf_from(page)}
+    )
     assert login.status_code == 302
 
 
 def _flask(*args, **env):
     return subprocess.run(
-        [sys.executable, "-m", "flask", *args], cwd=ROOT, capture_output=True, text=True, timeout=60,
+        [sys.executable, "-m", "flask", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**os.environ, "FLASK_APP": "wsgi", **env},
     )
 
@@ -107,13 +116,15 @@ def _flask(*args, **env):
 def test_broken_configuration_is_one_clear_line_naming_the_variable(tmp_path):
     result = _flask("users", "create", "a@b.c", "--password", "12345678", DATABASE_URL="mysql://x/y")
     assert result.returncode == 2
-    assert result.stderr.strip() == ("Configuration error: DATABASE_URL must be a sqlite:/// or postgresql:// URL, "
-                                     "got scheme 'mysql'")
+    assert result.stderr.strip() == (
+        "Configuration error: DATABASE_URL must be a sqlite:/// or postgresql:// URL, got scheme 'mysql'"
+    )
 
 
 def test_unreachable_redis_at_worker_start_is_one_clear_line(tmp_path):
-    result = _flask("jobs", "worker", "--burst", DATABASE_URL=f"sqlite:///{tmp_path}/x.db",
-                    REDIS_URL="redis://127.0.0.1:1/0")
+    result = _flask(
+        "jobs", "worker", "--burst", DATABASE_URL=f"sqlite:///{tmp_path}/x.db", REDIS_URL="redis://127.0.0.1:1/0"
+    )
     assert result.returncode == 1
     assert "REDIS_URL: redis is not reachable" in result.stderr and "Traceback" not in result.stderr
 
@@ -152,10 +163,13 @@ def test_batches_rebuild_counts_repairs_drifted_counters_and_says_how_many_diffe
     from tests.support.batchdata import make_batch
     from tests.support.clock import NOW
 
-    ids = [make_batch(db.session, statuses=["sent", "signed"], now=NOW, name="A").id,
-           make_batch(db.session, statuses=["pending"], now=NOW, name="B").id]
-    db.session.execute(text("UPDATE batch_status_counts SET count = 7 WHERE batch_id = :b AND status = 'signed'"),
-                       {"b": ids[0]})
+    ids = [
+        make_batch(db.session, statuses=["sent", "signed"], now=NOW, name="A").id,
+        make_batch(db.session, statuses=["pending"], now=NOW, name="B").id,
+    ]
+    db.session.execute(
+        text("UPDATE batch_status_counts SET count = 7 WHERE batch_id = :b AND status = 'signed'"), {"b": ids[0]}
+    )
     db.session.commit()
     runner = app.test_cli_runner()
     result = runner.invoke(args=["batches", "rebuild-counts"])
@@ -171,12 +185,27 @@ def test_only_the_web_process_keeps_the_rate_limits_in_memory_fallback(app):
     """Its timer thread helps a process that serves requests while Redis is away; a command it only costs."""
     from tests.support.batches import worker_env
 
-    probe = ("import gc; from limits.storage import MemoryStorage; "
-             "print('fallbacks:', sum(isinstance(o, MemoryStorage) for o in gc.get_objects()))")
-    served = subprocess.run([sys.executable, "-c", f"import wsgi; {probe}"], cwd=ROOT, env=worker_env(app),
-                            capture_output=True, text=True, timeout=60)
-    command = subprocess.run([sys.executable, "-m", "flask", "shell"], input=probe, cwd=ROOT, env=worker_env(app),
-                             capture_output=True, text=True, timeout=60)
+    probe = (
+        "import gc; from limits.storage import MemoryStorage; "
+        "print('fallbacks:', sum(isinstance(o, MemoryStorage) for o in gc.get_objects()))"
+    )
+    served = subprocess.run(
+        [sys.executable, "-c", f"import wsgi; {probe}"],
+        cwd=ROOT,
+        env=worker_env(app),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    command = subprocess.run(
+        [sys.executable, "-m", "flask", "shell"],
+        input=probe,
+        cwd=ROOT,
+        env=worker_env(app),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "fallbacks: 1" in served.stdout, served.stderr[-2000:]
     assert "fallbacks: 0" in command.stdout, command.stderr[-2000:]
 

@@ -1,4 +1,5 @@
 """Unhandled errors reach Sentry (a real HTTP endpoint on loopback) with their request or job id, and no secrets."""
+
 from __future__ import annotations
 
 import json
@@ -53,16 +54,17 @@ def _assert_no_secrets(sentry: SentryServer) -> None:
         assert secret.encode() not in everything, secret
 
 
-def test_an_error_in_a_view_reaches_sentry_with_its_request_id_and_without_the_token(tracked_app, sentry,
-                                                                                     monkeypatch):
+def test_an_error_in_a_view_reaches_sentry_with_its_request_id_and_without_the_token(tracked_app, sentry, monkeypatch):
     def broken_lookup(*args, **kwargs):
         raise RuntimeError(f"token lookup failed for /sign/{TOKEN}?token={WEBHOOK_SECRET} (alice@example.com)")
 
     monkeypatch.setattr("bulksign.views.recipient.signing.find_by_token", broken_lookup)
     client = tracked_app.test_client()
     client.set_cookie("session", COOKIE)
-    response = client.get(f"/sign/{TOKEN}?token={WEBHOOK_SECRET}",
-                          headers={"Authorization": f"Bearer {API_KEY}", "X-Request-ID": "req0123456789abc"})
+    response = client.get(
+        f"/sign/{TOKEN}?token={WEBHOOK_SECRET}",
+        headers={"Authorization": f"Bearer {API_KEY}", "X-Request-ID": "req0123456789abc"},
+    )
     assert response.status_code == 500
 
     (event,) = _sent(sentry, 1)
@@ -119,10 +121,15 @@ def test_an_error_in_the_scheduler_reaches_sentry(tracked_app, sentry, monkeypat
 
 
 def test_recipients_addresses_are_kept_only_when_pii_is_allowed(app):
-    event = {"exception": {"values": [{"value": "refused <bob@example.org>"}]},
-             "request": {"url": f"http://x/sign/{TOKEN}", "headers": {"Cookie": "a=b", "X-Api-Key": API_KEY},
-                         "data": {"password": "hunter2"}},
-             "extra": {"mail": {"html_body": "<p>Dear Bob</p>", "to": "bob@example.org"}}}
+    event = {
+        "exception": {"values": [{"value": "refused <bob@example.org>"}]},
+        "request": {
+            "url": f"http://x/sign/{TOKEN}",
+            "headers": {"Cookie": "a=b", "X-Api-Key": API_KEY},
+            "data": {"password": "hunter2"},
+        },
+        "extra": {"mail": {"html_body": "<p>Dear Bob</p>", "to": "bob@example.org"}},
+    }
     hidden = json.dumps(scrub(json.loads(json.dumps(event)), send_pii=False))
     shown = json.dumps(scrub(json.loads(json.dumps(event)), send_pii=True))
     assert "bob@example.org" not in hidden and "bob@example.org" in shown

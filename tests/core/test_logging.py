@@ -1,4 +1,5 @@
 """Logs are structured and never carry a signing token."""
+
 from __future__ import annotations
 
 import http.client
@@ -40,11 +41,21 @@ def test_a_log_line_is_one_json_object_with_the_fields():
 
 def test_gunicorn_access_log_hides_signing_tokens_and_the_bounce_secret(tmp_path, pg_url, redis_server, _schema):
     port = free_port()
-    env = {"DATABASE_URL": pg_url, "REDIS_URL": redis_server.url, "SECRET_KEY": "x",
-           "BULKSIGN_VAR_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    proc = subprocess.Popen([str(Path(sys.executable).with_name("gunicorn")), "--bind", f"127.0.0.1:{port}",
-                             "--workers", "1", "wsgi:app"], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = {
+        "DATABASE_URL": pg_url,
+        "REDIS_URL": redis_server.url,
+        "SECRET_KEY": "x",
+        "BULKSIGN_VAR_DIR": str(tmp_path),
+        "PATH": "/usr/bin:/bin",
+    }
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).with_name("gunicorn")), "--bind", f"127.0.0.1:{port}", "--workers", "1", "wsgi:app"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         secret = "SecretTokenValue1234567890abcdefghijklmnop"
         # Booting gunicorn takes seconds on a loaded machine: wait for it, bounded.
@@ -57,15 +68,25 @@ def test_gunicorn_access_log_hides_signing_tokens_and_the_bounce_secret(tmp_path
                 time.sleep(0.2)
         assert answer.status_code == 404
         # Providers that only take a URL carry the bounce webhook's secret in ?token=.
-        assert requests.post(f"http://127.0.0.1:{port}/webhooks/bounces?token={secret}", json={},
-                             timeout=30).status_code in (401, 404)
+        assert requests.post(
+            f"http://127.0.0.1:{port}/webhooks/bounces?token={secret}", json={}, timeout=30
+        ).status_code in (401, 404)
         # The same routes spelt the way the router reads them but a prefix check does not; sent byte for
         # byte (requests would normalise %74 to t).
-        for method, target in [("GET", p) for p in (
-                f"//sign/{secret}", f"/sign/%{ord(secret[0]):x}{secret[1:]}", f"/%73ign/{secret}",
-                f"/%73ign/{secret}/document", f"/t/1.{secret}.gif", f"//t/1.{secret}.gif")] + [
-                ("POST", f"/webhooks/bounces?{q}") for q in (
-                    f"%74oken={secret}", f"TOKEN={secret}", f"%74%6Fken={secret}&x=1")]:
+        for method, target in [
+            ("GET", p)
+            for p in (
+                f"//sign/{secret}",
+                f"/sign/%{ord(secret[0]):x}{secret[1:]}",
+                f"/%73ign/{secret}",
+                f"/%73ign/{secret}/document",
+                f"/t/1.{secret}.gif",
+                f"//t/1.{secret}.gif",
+            )
+        ] + [
+            ("POST", f"/webhooks/bounces?{q}")
+            for q in (f"%74oken={secret}", f"TOKEN={secret}", f"%74%6Fken={secret}&x=1")
+        ]:
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
             conn.request(method, target, body=b"{}", headers={"Content-Type": "application/json"})
             assert conn.getresponse().status < 500, target
@@ -89,8 +110,12 @@ def test_the_access_log_survives_a_request_gunicorn_answers_itself_after_killing
     from bulksign.core.gunicorn_logging import RedactingLogger
 
     logger = RedactingLogger(Config())
-    environ = {"REQUEST_METHOD": "GET", "RAW_URI": "/sign/SecretTokenValue", "SERVER_PROTOCOL": "HTTP/1.1",
-               "REMOTE_ADDR": "127.0.0.1"}
+    environ = {
+        "REQUEST_METHOD": "GET",
+        "RAW_URI": "/sign/SecretTokenValue",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "REMOTE_ADDR": "127.0.0.1",
+    }
     resp = SimpleNamespace(status="500 Internal Server Error", headers=[], sent=0)
     atoms = logger.atoms(resp, SimpleNamespace(headers=[]), environ, timedelta(seconds=30))
     assert atoms["s"] == "500" and not atoms["U"] and "SecretTokenValue" not in str(atoms["U"])
@@ -100,7 +125,8 @@ def test_the_development_servers_request_lines_hide_tokens_however_the_path_is_s
     from bulksign.views.recipient.signing import RedactSigningTokens
 
     for path in ("/sign/SecretTok3n", "//sign/SecretTok3n", "/%73ign/SecretTok3n", "/sign/%53ecretTok3n/document"):
-        record = logging.LogRecord("werkzeug", logging.INFO, __file__, 1, '127.0.0.1 - - "GET %s HTTP/1.1" 200 -',
-                                   (path,), None)
+        record = logging.LogRecord(
+            "werkzeug", logging.INFO, __file__, 1, '127.0.0.1 - - "GET %s HTTP/1.1" 200 -', (path,), None
+        )
         RedactSigningTokens().filter(record)
         assert "ecretTok3n" not in record.getMessage() and "/sign/<token>" in record.getMessage(), path

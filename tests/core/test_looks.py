@@ -1,4 +1,5 @@
 """The organisation's look, the dashboard home, the mailbox pages, and template errors in plain words (issue 16)."""
+
 from __future__ import annotations
 
 import re
@@ -22,11 +23,13 @@ from tests.support.web import csrf_from
 
 # --- Brand -----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("color", ["#2357d9", "#ffd400", "#00ff00", "#000", "#ffffff", "#e60000", "#7fdbff"])
 def test_any_organisation_colour_gives_text_and_links_that_pass_wcag_aa(color):
     brand = branding.brand_from({"ORG_COLOR": color})
-    assert branding.contrast(brand.on_color, brand.color) >= 4.5 or branding.contrast(brand.on_color, brand.color) >= \
-        branding.contrast(branding.WHITE if brand.on_color == branding.INK else branding.INK, brand.color)
+    assert branding.contrast(brand.on_color, brand.color) >= 4.5 or branding.contrast(
+        brand.on_color, brand.color
+    ) >= branding.contrast(branding.WHITE if brand.on_color == branding.INK else branding.INK, brand.color)
     assert branding.contrast(brand.text_color, branding.WHITE) >= 4.5
 
 
@@ -35,12 +38,15 @@ def test_a_light_brand_colour_gets_dark_text_on_its_buttons():
     assert branding.brand_from({"ORG_COLOR": "#123"}).color == "#112233"
 
 
-@pytest.mark.parametrize("setting, value, words", [
-    ("ORG_COLOR", "blue", "ORG_COLOR must be a hex colour"),
-    ("ORG_COLOR", "#12345g", "ORG_COLOR must be a hex colour"),
-    ("ORG_LOGO", "/etc/passwd", "ORG_LOGO must be an http(s) URL or an image file"),
-    ("ORG_LOGO", "/nowhere/logo.png", "ORG_LOGO names a file that does not exist"),
-])
+@pytest.mark.parametrize(
+    "setting, value, words",
+    [
+        ("ORG_COLOR", "blue", "ORG_COLOR must be a hex colour"),
+        ("ORG_COLOR", "#12345g", "ORG_COLOR must be a hex colour"),
+        ("ORG_LOGO", "/etc/passwd", "ORG_LOGO must be an http(s) URL or an image file"),
+        ("ORG_LOGO", "/nowhere/logo.png", "ORG_LOGO names a file that does not exist"),
+    ],
+)
 def test_a_malformed_brand_setting_stops_the_start_with_its_name(setting, value, words):
     with pytest.raises(ConfigError, match=re.escape(words)):
         load_config({setting: value})
@@ -70,7 +76,8 @@ def test_a_remote_logo_is_allowed_by_the_signing_pages_policy(make_app):
 
 
 def test_invitations_carry_a_branded_html_part_with_the_same_text_and_keep_the_text_part(
-        make_app, users, smtp, run_jobs):
+    make_app, users, smtp, run_jobs
+):
     app = make_app(ORG_NAME="Acme HR", ORG_COLOR="#0b7a4b")
     with app.app_context():
         batch = make_batch(user=users["staff"], now=NOW, recipients=1)
@@ -88,18 +95,40 @@ def test_invitations_carry_a_branded_html_part_with_the_same_text_and_keep_the_t
 
 # --- Dashboard home --------------------------------------------------------------------------
 
+
 def test_home_counts_what_needs_attention_and_lists_batches_in_flight(app, users):
-    busy = batchdata.make_batch(db.session, statuses=["sent"] * 4 + ["failed"] * 2 + ["bounced"], now=NOW,
-                                name="Offers", user_id=users["staff"].id)
-    done = batchdata.make_batch(db.session, statuses=["signed"] * 3 + ["declined"], now=NOW, name="Done",
-                                user_id=users["staff"].id, batch_status="completed")
-    old = batchdata.make_batch(db.session, statuses=["declined"], now=NOW - timedelta(days=60), name="Old",
-                               user_id=users["staff"].id, batch_status="completed")
-    soon = db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == busy.id,
-                                                              SigningRequest.status == "sent").limit(3)).all()
-    db.session.execute(update(SigningRequest).where(SigningRequest.id.in_(soon[:2]))
-                       .values(expires_at=NOW + timedelta(hours=5)))
-    db.session.execute(update(SigningRequest).where(SigningRequest.id == soon[2]).values(expires_at=NOW + timedelta(days=3)))
+    busy = batchdata.make_batch(
+        db.session,
+        statuses=["sent"] * 4 + ["failed"] * 2 + ["bounced"],
+        now=NOW,
+        name="Offers",
+        user_id=users["staff"].id,
+    )
+    done = batchdata.make_batch(
+        db.session,
+        statuses=["signed"] * 3 + ["declined"],
+        now=NOW,
+        name="Done",
+        user_id=users["staff"].id,
+        batch_status="completed",
+    )
+    old = batchdata.make_batch(
+        db.session,
+        statuses=["declined"],
+        now=NOW - timedelta(days=60),
+        name="Old",
+        user_id=users["staff"].id,
+        batch_status="completed",
+    )
+    soon = db.session.scalars(
+        select(SigningRequest.id).where(SigningRequest.batch_id == busy.id, SigningRequest.status == "sent").limit(3)
+    ).all()
+    db.session.execute(
+        update(SigningRequest).where(SigningRequest.id.in_(soon[:2])).values(expires_at=NOW + timedelta(hours=5))
+    )
+    db.session.execute(
+        update(SigningRequest).where(SigningRequest.id == soon[2]).values(expires_at=NOW + timedelta(days=3))
+    )
     db.session.commit()
 
     found = home(db.session, now=NOW)
@@ -115,8 +144,9 @@ def test_home_counts_what_needs_attention_and_lists_batches_in_flight(app, users
 
 
 def test_the_home_page_links_each_problem_to_the_filtered_recipients(client, auth, users):
-    batch = batchdata.make_batch(db.session, statuses=["sent", "failed", "failed"], now=NOW, name="Offers",
-                                 user_id=users["staff"].id)
+    batch = batchdata.make_batch(
+        db.session, statuses=["sent", "failed", "failed"], now=NOW, name="Offers", user_id=users["staff"].id
+    )
     auth.login()
     page = client.get("/").get_data(as_text=True)
     assert f'href="/batches/{batch.id}?status=failed"' in page
@@ -132,11 +162,13 @@ def test_the_home_page_says_so_when_nothing_is_in_flight(client, auth):
 
 # --- Caught mail (admin) ---------------------------------------------------------------------
 
+
 def _catch(folder, n):
     folder.mkdir(parents=True, exist_ok=True)
     for i in range(n):
         (folder / f"{1700000000 + i}.000000-{i:08x}.eml").write_text(
-            f"To: person{i}@example.org\r\nFrom: hr@example.com\r\nSubject: Offer {i}\r\n\r\nHello\r\n")
+            f"To: person{i}@example.org\r\nFrom: hr@example.com\r\nSubject: Offer {i}\r\n\r\nHello\r\n"
+        )
 
 
 def test_the_mailbox_pages_by_keyset_and_searches_address_and_subject(app, client, auth):
@@ -157,13 +189,17 @@ def test_the_mailbox_pages_by_keyset_and_searches_address_and_subject(app, clien
 
 # --- Template errors -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("source, line, words, hint", [
-    ("<p>Hello</p>\n<p>{{ I agree }}</p>", 2, "A placeholder has a space in it: {{ I agree }}", "{{ I_agree }}"),
-    ("<p>{% if paid %}yes</p>", 1, "{% if %} is opened but never closed", "{% endif %}"),
-    ("<p>{{ name }</p>", 1, "", "two braces"),
-    ("{% endif %}", 1, "{% endif %} closes a block that was never opened", "{% if"),
-    ("<p>{% hello %}</p>", 1, "{% hello %} is not an instruction", "{{ hello }}"),
-])
+
+@pytest.mark.parametrize(
+    "source, line, words, hint",
+    [
+        ("<p>Hello</p>\n<p>{{ I agree }}</p>", 2, "A placeholder has a space in it: {{ I agree }}", "{{ I_agree }}"),
+        ("<p>{% if paid %}yes</p>", 1, "{% if %} is opened but never closed", "{% endif %}"),
+        ("<p>{{ name }</p>", 1, "", "two braces"),
+        ("{% endif %}", 1, "{% endif %} closes a block that was never opened", "{% if"),
+        ("<p>{% hello %}</p>", 1, "{% hello %} is not an instruction", "{{ hello }}"),
+    ],
+)
 def test_a_template_syntax_error_is_said_in_plain_words_with_its_line_and_a_hint(source, line, words, hint):
     with pytest.raises(TemplateError) as caught:
         extract_variables(source)
@@ -175,8 +211,14 @@ def test_a_template_syntax_error_is_said_in_plain_words_with_its_line_and_a_hint
 def test_the_template_form_shows_the_plain_error_the_line_and_its_text(client, auth):
     auth.login()
     form = client.get("/templates/new")
-    response = client.post("/templates/new", data={
-        "csrf_token": csrf_from(form), "name": "Offer", "html": "<h1>Offer</h1>\n<p>{{ I agree }} to the terms</p>"})
+    response = client.post(
+        "/templates/new",
+        data={
+            "csrf_token": csrf_from(form),
+            "name": "Offer",
+            "html": "<h1>Offer</h1>\n<p>{{ I agree }} to the terms</p>",
+        },
+    )
     page = response.get_data(as_text=True)
     assert response.status_code == 422
     assert "Line 2:" in page and "A placeholder has a space in it" in page and "{{ I_agree }}" in page

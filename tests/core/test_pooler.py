@@ -3,6 +3,7 @@
 The suite's app connects through a private PgBouncer (``pool_mode = transaction``, see
 ``tests/support/pgbouncer.py``), so every test runs on it; these tests aim at what a pooler breaks.
 """
+
 from __future__ import annotations
 
 from datetime import timedelta

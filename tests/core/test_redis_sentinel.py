@@ -1,4 +1,5 @@
 """Redis behind Sentinel: a failover mid-batch loses no recipient and sends nobody a second Message-ID."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -55,20 +56,29 @@ def auth_client_login(client):
 
 @pytest.mark.slow
 def test_a_batch_completes_through_a_failover_without_a_second_invitation(make_app, smtp, sentinel, tmp_path):
-    settings = {"RENDER_CHUNK_SIZE": 2, "SEND_CHUNK_SIZE": 2, "MAIL_RATE_PER_MINUTE": 120,
-                "RETRY_BACKOFF_SECONDS": 1, "RECONCILE_AFTER_SECONDS": 3}
+    settings = {
+        "RENDER_CHUNK_SIZE": 2,
+        "SEND_CHUNK_SIZE": 2,
+        "MAIL_RATE_PER_MINUTE": 120,
+        "RETRY_BACKOFF_SECONDS": 1,
+        "RECONCILE_AFTER_SECONDS": 3,
+    }
     app = make_app(REDIS_URL=sentinel.url, **settings)
     with app.app_context():
         batch = make_batch(now=NOW, recipients=20)
         enqueue_renders(request_ids(batch))
         env = {**worker_env(app), **{k: str(v) for k, v in settings.items()}}
-        workers = start(["jobs", "worker", "--processes", "2", "pdf", "mail", "default"], env=env,
-                        log=tmp_path / "workers.log")
+        workers = start(
+            ["jobs", "worker", "--processes", "2", "pdf", "mail", "default"], env=env, log=tmp_path / "workers.log"
+        )
         scheduler = start(["jobs", "scheduler", "--interval", "1"], env=env, log=tmp_path / "scheduler.log")
         try:
             # Two a second at most (the throttle): the batch takes ten seconds to mail, so the master dies mid-batch.
-            wait_for(lambda: [r.status for r in requests_of(batch)].count("sent") >= 3, timeout=120,
-                     what="the first invitations to go out")
+            wait_for(
+                lambda: [r.status for r in requests_of(batch)].count("sent") >= 3,
+                timeout=120,
+                what="the first invitations to go out",
+            )
             assert [r.status for r in requests_of(batch)].count("sent") < 20
             sentinel.fail_over()
 
@@ -84,8 +94,11 @@ def test_a_batch_completes_through_a_failover_without_a_second_invitation(make_a
             # is half a minute old (pipeline.BEAT_TRUST_SECONDS): then it is queued again.
             wait_for(done, timeout=300, what="the batch to be sent after the failover", every=1)
             promoted = Redis(port=sentinel.replica.port)
-            wait_for(lambda: float(promoted.get(SCHEDULER_TICK_KEY) or 0) > utcnow().timestamp() - 10, timeout=60,
-                     what="the scheduler to tick on the promoted master")
+            wait_for(
+                lambda: float(promoted.get(SCHEDULER_TICK_KEY) or 0) > utcnow().timestamp() - 10,
+                timeout=60,
+                what="the scheduler to tick on the promoted master",
+            )
             assert terminate_and_time(workers) < 10 and terminate_and_time(scheduler) < 10
         finally:
             stop(workers)
@@ -108,10 +121,21 @@ def test_a_malformed_sentinel_url_is_one_clear_line_naming_the_variable(tmp_path
 
     from bulksign.core.config import BASE_DIR
 
-    result = subprocess.run([sys.executable, "-m", "flask", "jobs", "worker", "--burst"], cwd=BASE_DIR,
-                            capture_output=True, text=True, timeout=60,
-                            env={**os.environ, "FLASK_APP": "wsgi", "DATABASE_URL": f"sqlite:///{tmp_path}/x.db",
-                                 "REDIS_URL": "redis+sentinel://127.0.0.1/bulksign"})
+    result = subprocess.run(
+        [sys.executable, "-m", "flask", "jobs", "worker", "--burst"],
+        cwd=BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **os.environ,
+            "FLASK_APP": "wsgi",
+            "DATABASE_URL": f"sqlite:///{tmp_path}/x.db",
+            "REDIS_URL": "redis+sentinel://127.0.0.1/bulksign",
+        },
+    )
     assert result.returncode == 2
-    assert result.stderr.strip() == ("Configuration error: REDIS_URL sentinel '127.0.0.1' must be host:port, "
-                                     "got 'redis+sentinel://127.0.0.1/bulksign'")
+    assert result.stderr.strip() == (
+        "Configuration error: REDIS_URL sentinel '127.0.0.1' must be host:port, "
+        "got 'redis+sentinel://127.0.0.1/bulksign'"
+    )

@@ -2,6 +2,7 @@
 address. Two walls: the parts LibreOffice is given are checked (``docx_safety``), and LibreOffice (and wkhtmltopdf)
 run in a sandbox with no network and none of our files (``sandbox``), tested here with the first wall out of the way.
 """
+
 from __future__ import annotations
 
 import http.server
@@ -67,20 +68,32 @@ def other_teams_document(tmp_path):
 
 
 def _hostile(target: str) -> list:
-    return ([pytest.param(lambda t=target, s=s: hostile_docx.linked_image(t, spelling=s), "links to an outside file",
-                          id=f"relationship {s}") for s in hostile_docx.RELATIONSHIP_SPELLINGS]
-            + [pytest.param(lambda t=target, s=s: hostile_docx.including_field(t, spelling=s), "loads another file",
-                            id=f"field {s}") for s in hostile_docx.FIELD_SPELLINGS])
+    return [
+        pytest.param(
+            lambda t=target, s=s: hostile_docx.linked_image(t, spelling=s),
+            "links to an outside file",
+            id=f"relationship {s}",
+        )
+        for s in hostile_docx.RELATIONSHIP_SPELLINGS
+    ] + [
+        pytest.param(
+            lambda t=target, s=s: hostile_docx.including_field(t, spelling=s), "loads another file", id=f"field {s}"
+        )
+        for s in hostile_docx.FIELD_SPELLINGS
+    ]
 
 
-@pytest.mark.parametrize(("make", "words"), [
-    *_hostile("http://127.0.0.1:9/secret.png"),
-    *_hostile("file:///var/lib/bulksign/storage/batches/1/requests/1/original.pdf"),
-    pytest.param(hostile_docx.embedded_package, "embeds another document", id="embedded package"),
-    pytest.param(lambda: hostile_docx.doctype_in("word/footnotes.xml"), "DOCTYPE", id="DOCTYPE in footnotes"),
-    pytest.param(lambda: hostile_docx.doctype_in("word/fontTable.xml"), "DOCTYPE", id="DOCTYPE in the font table"),
-    pytest.param(lambda: hostile_docx.doctype_in("word/settings.xml"), "DOCTYPE", id="DOCTYPE in settings"),
-])
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        *_hostile("http://127.0.0.1:9/secret.png"),
+        *_hostile("file:///var/lib/bulksign/storage/batches/1/requests/1/original.pdf"),
+        pytest.param(hostile_docx.embedded_package, "embeds another document", id="embedded package"),
+        pytest.param(lambda: hostile_docx.doctype_in("word/footnotes.xml"), "DOCTYPE", id="DOCTYPE in footnotes"),
+        pytest.param(lambda: hostile_docx.doctype_in("word/fontTable.xml"), "DOCTYPE", id="DOCTYPE in the font table"),
+        pytest.param(lambda: hostile_docx.doctype_in("word/settings.xml"), "DOCTYPE", id="DOCTYPE in settings"),
+    ],
+)
 def test_every_spelling_of_a_load_from_outside_is_refused_with_a_clear_message(make, words):
     with pytest.raises(TemplateError, match=words):
         docx_templates.variables(make())
@@ -89,48 +102,74 @@ def test_every_spelling_of_a_load_from_outside_is_refused_with_a_clear_message(m
 def test_a_plain_hyperlink_stays_allowed():
     base = docx_files.simple("See {{ name }}")
     document = hostile_docx.part(base, "word/document.xml").replace(
-        "</w:p>", '<w:hyperlink r:id="rId99"><w:r><w:t>our site</w:t></w:r></w:hyperlink></w:p>', 1)
+        "</w:p>", '<w:hyperlink r:id="rId99"><w:r><w:t>our site</w:t></w:r></w:hyperlink></w:p>', 1
+    )
     rels = hostile_docx.part(base, "word/_rels/document.xml.rels").replace(
-        "</Relationships>", '<Relationship Id="rId99" Type="http://schemas.openxmlformats.org/officeDocument/2006/'
-        'relationships/hyperlink" Target="https://example.com/" TargetMode="External"/></Relationships>')
-    linked = hostile_docx.with_parts({"word/document.xml": document.encode(),
-                                      "word/_rels/document.xml.rels": rels.encode()}, base)
+        "</Relationships>",
+        '<Relationship Id="rId99" Type="http://schemas.openxmlformats.org/officeDocument/2006/'
+        'relationships/hyperlink" Target="https://example.com/" TargetMode="External"/></Relationships>',
+    )
+    linked = hostile_docx.with_parts(
+        {"word/document.xml": document.encode(), "word/_rels/document.xml.rels": rels.encode()}, base
+    )
     assert docx_templates.variables(linked) == ["name"]
 
 
 def test_the_web_form_and_the_api_refuse_hostile_word_files_and_no_converter_reaches_out(
-        client, auth, users, listener, other_teams_document):
+    client, auth, users, listener, other_teams_document
+):
     from bulksign.people.users import create_api_key
 
-    hostile = [hostile_docx.linked_image(f"{listener.url}/img.png", spelling="single quotes"),
-               hostile_docx.linked_image(f"file://{other_teams_document}", spelling="another prefix"),
-               hostile_docx.including_field(f"{listener.url}/inc.docx", spelling="CDATA"),
-               hostile_docx.embedded_package()]
+    hostile = [
+        hostile_docx.linked_image(f"{listener.url}/img.png", spelling="single quotes"),
+        hostile_docx.linked_image(f"file://{other_teams_document}", spelling="another prefix"),
+        hostile_docx.including_field(f"{listener.url}/inc.docx", spelling="CDATA"),
+        hostile_docx.embedded_package(),
+    ]
     key = create_api_key(db.session, user=users["staff"], name="t", now=NOW).secret
     db.session.commit()
     auth.login()
     for data in hostile:
         page = client.get("/templates/new")
-        form = client.post("/templates/new", content_type="multipart/form-data", data={
-            "csrf_token": csrf_from(page), "name": "Contract", "kind": "docx", "file": (io.BytesIO(data), "c.docx")})
+        form = client.post(
+            "/templates/new",
+            content_type="multipart/form-data",
+            data={
+                "csrf_token": csrf_from(page),
+                "name": "Contract",
+                "kind": "docx",
+                "file": (io.BytesIO(data), "c.docx"),
+            },
+        )
         assert form.status_code == 422 and "The Word file" in form.get_data(as_text=True)
-        api = client.post("/api/v1/templates", headers={"Authorization": f"Bearer {key}"},
-                          content_type="multipart/form-data",
-                          data={"name": "Contract", "file": (io.BytesIO(data), "c.docx")})
+        api = client.post(
+            "/api/v1/templates",
+            headers={"Authorization": f"Bearer {key}"},
+            content_type="multipart/form-data",
+            data={"name": "Contract", "file": (io.BytesIO(data), "c.docx")},
+        )
         assert api.status_code == 422 and api.json["error"]["message"].startswith(("The Word file", "A {{"))
     assert db.session.scalar(select(DocumentTemplate.id)) is None
     assert listener.requests == []
 
 
 def test_a_stored_word_file_that_links_out_fails_its_render_with_the_reason_and_reaches_nothing(
-        app, users, run_jobs, listener):
+    app, users, run_jobs, listener
+):
     """What the worker converts is checked, not only what was uploaded: a stored file that a check of its day let
     through (here written straight into storage) fails each recipient with the reason, and fetches nothing."""
-    batch = make_batch(user=users["staff"], now=NOW, recipients=2, html="", kind="docx",
-                       file=docx_files.simple("Contract for {{ name }}"))
+    batch = make_batch(
+        user=users["staff"],
+        now=NOW,
+        recipients=2,
+        html="",
+        kind="docx",
+        file=docx_files.simple("Contract for {{ name }}"),
+    )
     version = get_version(db.session, template_id=db.session.scalar(select(DocumentTemplate.id)))
-    get_storage().put(version.source_key, hostile_docx.linked_image(f"{listener.url}/img.png",
-                                                                    spelling="character reference"))
+    get_storage().put(
+        version.source_key, hostile_docx.linked_image(f"{listener.url}/img.png", spelling="character reference")
+    )
     enqueue_renders(request_ids(batch))
     run_jobs("pdf")
     for request in requests_of(batch):
@@ -143,9 +182,11 @@ def test_libreoffice_reaches_no_address_and_no_stored_document_even_past_the_che
     the sandbox the listener sees LibreOffice's user agent and the picture lands in the PDF.)"""
     converter = libreoffice.Converter()
     try:
-        for hostile in (hostile_docx.linked_image(f"{listener.url}/img.png"),
-                        hostile_docx.linked_image(f"file://{other_teams_document}"),
-                        hostile_docx.including_field(f"{listener.url}/inc.docx", spelling="character reference")):
+        for hostile in (
+            hostile_docx.linked_image(f"{listener.url}/img.png"),
+            hostile_docx.linked_image(f"file://{other_teams_document}"),
+            hostile_docx.including_field(f"{listener.url}/inc.docx", spelling="character reference"),
+        ):
             converted = converter.convert(hostile, timeout=120)
             assert "Contract for" in _text(converted)
             assert _pictures(converted) == []
@@ -155,40 +196,65 @@ def test_libreoffice_reaches_no_address_and_no_stored_document_even_past_the_che
 
 
 def test_wkhtmltopdf_reaches_no_address_and_no_stored_document_even_without_its_own_guards(
-        monkeypatch, tmp_path, listener, other_teams_document):
+    monkeypatch, tmp_path, listener, other_teams_document
+):
     """wkhtmltopdf's own guards (no local files, a proxy that refuses) taken off: the sandbox alone still holds."""
     guarded = {"disable-local-file-access", "proxy"}
-    monkeypatch.setattr(pdf, "WKHTMLTOPDF_OPTIONS", {k: v for k, v in pdf.WKHTMLTOPDF_OPTIONS.items()
-                                                     if k not in guarded})
+    monkeypatch.setattr(
+        pdf, "WKHTMLTOPDF_OPTIONS", {k: v for k, v in pdf.WKHTMLTOPDF_OPTIONS.items() if k not in guarded}
+    )
     with pytest.raises(pdf.RenderError, match="loads an external or local resource"):
-        pdf.render_pdf(f'<p>Contract</p><img src="{listener.url}/img.png"><iframe src="{listener.url}/frame">',
-                       timeout=60)
+        pdf.render_pdf(
+            f'<p>Contract</p><img src="{listener.url}/img.png"><iframe src="{listener.url}/frame">', timeout=60
+        )
     assert listener.requests == []
     # Told to read local files and to write the PDF whatever failed, it finds no stored document to put in it.
     folder = tmp_path / "render"
     folder.mkdir()
     (folder / "in.html").write_text(f'<p>Contract</p><img src="file://{other_teams_document}">')
-    subprocess.run(sandbox.command([pdf.WKHTMLTOPDF, "--quiet", "--enable-local-file-access", "--load-error-handling",
-                                    "ignore", "--load-media-error-handling", "ignore", "in.html", "out.pdf"],
-                                   folder=str(folder)), capture_output=True, timeout=60)
+    subprocess.run(
+        sandbox.command(
+            [
+                pdf.WKHTMLTOPDF,
+                "--quiet",
+                "--enable-local-file-access",
+                "--load-error-handling",
+                "ignore",
+                "--load-media-error-handling",
+                "ignore",
+                "in.html",
+                "out.pdf",
+            ],
+            folder=str(folder),
+        ),
+        capture_output=True,
+        timeout=60,
+    )
     rendered = (folder / "out.pdf").read_bytes()
     assert "Contract" in _text(rendered) and _pictures(rendered) == []
 
 
 def test_a_sandboxed_program_sees_none_of_our_files_no_network_and_no_secrets_in_its_environment(
-        tmp_path, monkeypatch, listener, other_teams_document):
+    tmp_path, monkeypatch, listener, other_teams_document
+):
     monkeypatch.setenv("DATABASE_URL", "postgresql://secret@db/bulksign")
     folder = tmp_path / "work"
     folder.mkdir()
     (folder / "own.txt").write_text("mine")
-    probe = ("import os, socket, sys\n"
-             "print(open('own.txt').read())\n"
-             f"print(os.path.exists({str(other_teams_document)!r}), os.path.exists('/etc/shadow'))\n"
-             "print(os.environ.get('DATABASE_URL'))\n"
-             f"try:\n    socket.create_connection(('127.0.0.1', {listener.server.server_address[1]}), timeout=2)\n"
-             "    print('reached')\nexcept OSError:\n    print('unreachable')\n")
-    run = subprocess.run(sandbox.command(["/usr/bin/python3", "-c", probe], folder=str(folder)),
-                         capture_output=True, text=True, timeout=30)
+    probe = (
+        "import os, socket, sys\n"
+        "print(open('own.txt').read())\n"
+        f"print(os.path.exists({str(other_teams_document)!r}), os.path.exists('/etc/shadow'))\n"
+        "print(os.environ.get('DATABASE_URL'))\n"
+        f"try:\n    socket.create_connection(('127.0.0.1', {listener.server.server_address[1]}), timeout=2)\n"
+        "    print('reached')\nexcept OSError:\n    print('unreachable')\n"
+    )
+    run = subprocess.run(
+        sandbox.command(["/usr/bin/python3", "-c", probe], folder=str(folder)),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert run.stdout.split() == ["mine", "False", "False", "None", "unreachable"], run.stderr
     assert listener.requests == []
 

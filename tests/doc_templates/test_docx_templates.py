@@ -1,4 +1,5 @@
 """Word templates: upload, variables, refusals, the warm LibreOffice, and what each recipient's PDF holds."""
+
 from __future__ import annotations
 
 import io
@@ -30,7 +31,9 @@ from tests.support.web import csrf_from
 
 
 def pdftotext(pdf: bytes) -> str:
-    return subprocess.run(["pdftotext", "-layout", "-", "-"], input=pdf, capture_output=True, check=True).stdout.decode()
+    return subprocess.run(
+        ["pdftotext", "-layout", "-", "-"], input=pdf, capture_output=True, check=True
+    ).stdout.decode()
 
 
 def test_variables_of_a_word_file_include_split_placeholders_header_and_loops():
@@ -44,25 +47,47 @@ def test_the_api_takes_a_word_file_and_answers_its_kind_and_variables(client, us
     db.session.commit()
     headers = {"Authorization": f"Bearer {key}"}
     contract = docx_files.contract()
-    created = client.post("/api/v1/templates", headers=headers, content_type="multipart/form-data",
-                          data={"name": "Contract", "file": (io.BytesIO(contract), "contract.docx")})
+    created = client.post(
+        "/api/v1/templates",
+        headers=headers,
+        content_type="multipart/form-data",
+        data={"name": "Contract", "file": (io.BytesIO(contract), "contract.docx")},
+    )
     assert created.status_code == 201, created.json
-    assert created.json == {**created.json, "name": "Contract", "version": 1, "kind": "docx",
-                            "variables": ["city", "email", "name", "number", "role", "salary"]}
+    assert created.json == {
+        **created.json,
+        "name": "Contract",
+        "version": 1,
+        "kind": "docx",
+        "variables": ["city", "email", "name", "number", "role", "salary"],
+    }
     version = get_version(db.session, template_id=created.json["id"])
     assert version.source_key.endswith(".docx") and get_storage().get(version.source_key) == contract
-    html = client.post("/api/v1/templates", headers=headers, content_type="multipart/form-data",
-                       data={"name": "H", "file": (io.BytesIO(b"<p>{{ a }}</p>"), "t.html")})
+    html = client.post(
+        "/api/v1/templates",
+        headers=headers,
+        content_type="multipart/form-data",
+        data={"name": "H", "file": (io.BytesIO(b"<p>{{ a }}</p>"), "t.html")},
+    )
     assert html.status_code == 201 and html.json["kind"] == "html" and html.json["variables"] == ["a"]
-    macro = client.post("/api/v1/templates", headers=headers, content_type="multipart/form-data",
-                        data={"name": "M", "file": (io.BytesIO(docx_files.contract()), "evil.docm")})
+    macro = client.post(
+        "/api/v1/templates",
+        headers=headers,
+        content_type="multipart/form-data",
+        data={"name": "M", "file": (io.BytesIO(docx_files.contract()), "evil.docm")},
+    )
     assert macro.status_code == 422 and "macro" in macro.json["error"]["message"]
 
 
 def test_each_recipient_gets_their_own_values_in_their_own_pdf(app, users, run_jobs):
-    batch = make_batch(user=users["staff"], now=NOW, recipients=[("a@example.com", "Анна Иванова"),
-                                                                  ("b@example.com", "Борис Петров")],
-                       html="", kind="docx", file=docx_files.contract())
+    batch = make_batch(
+        user=users["staff"],
+        now=NOW,
+        recipients=[("a@example.com", "Анна Иванова"), ("b@example.com", "Борис Петров")],
+        html="",
+        kind="docx",
+        file=docx_files.contract(),
+    )
     enqueue_renders(request_ids(batch))
     run_jobs("pdf")
     texts = {}
@@ -82,8 +107,10 @@ def _parts(docx: bytes) -> dict[str, bytes]:
 
     with zipfile.ZipFile(io.BytesIO(docx)) as archive:
         parts = {name: archive.read(name) for name in archive.namelist()}
-    return {name: etree.tostring(etree.fromstring(part), method="c14n") if name.endswith((".xml", ".rels")) else part
-            for name, part in parts.items()}
+    return {
+        name: etree.tostring(etree.fromstring(part), method="c14n") if name.endswith((".xml", ".rels")) else part
+        for name, part in parts.items()
+    }
 
 
 @pytest.mark.parametrize("make", [docx_files.contract, docx_files.everything, docx_files.simple])
@@ -93,8 +120,10 @@ def test_the_quick_fill_makes_the_document_docxtpl_makes(make):
     from docxtpl import DocxTemplate
 
     source = make()
-    for row in ({"name": "Анна Иванова", "number": "C-1", "city": "Москва", "role": "Инженер", "salary": "4200"},
-                {"name": 'Boris <b>&amp; "B"', "number": "7\ttab", "city": "Line one\nline two", "role": "{{ x }}"}):
+    for row in (
+        {"name": "Анна Иванова", "number": "C-1", "city": "Москва", "role": "Инженер", "salary": "4200"},
+        {"name": 'Boris <b>&amp; "B"', "number": "7\ttab", "city": "Line one\nline two", "role": "{{ x }}"},
+    ):
         reference = DocxTemplate(io.BytesIO(source))
         reference.render({**row, "signature": docx_templates._SIGNATURE_BOX}, jinja_env=docx_templates._JINJA)
         expected = io.BytesIO()
@@ -114,43 +143,66 @@ def _with_document_xml(change) -> bytes:
 
 
 def _field(code: str) -> str:
-    return (f'<w:r><w:fldChar w:fldCharType="begin"/></w:r><w:r><w:instrText xml:space="preserve">{code}'
-            '</w:instrText></w:r><w:r><w:fldChar w:fldCharType="end"/></w:r></w:p>')
+    return (
+        f'<w:r><w:fldChar w:fldCharType="begin"/></w:r><w:r><w:instrText xml:space="preserve">{code}'
+        '</w:instrText></w:r><w:r><w:fldChar w:fldCharType="end"/></w:r></w:p>'
+    )
 
 
 def _utf16_footnotes() -> bytes:
     """Footnotes in UTF-16, which Word reads and docxtpl's footnote step (UTF-8 only) cannot."""
     with zipfile.ZipFile(io.BytesIO(docx_files.everything())) as source:
         xml = source.read("word/footnotes.xml").decode()
-    return with_parts({"word/footnotes.xml": xml.replace('encoding="UTF-8"', 'encoding="UTF-16"').encode("utf-16")},
-                     docx_files.everything())
+    return with_parts(
+        {"word/footnotes.xml": xml.replace('encoding="UTF-8"', 'encoding="UTF-16"').encode("utf-16")},
+        docx_files.everything(),
+    )
 
 
 def _bomb() -> bytes:
     return with_parts({"word/media/empty.xml": b"\0" * (150 * 1024 * 1024)})
 
 
-@pytest.mark.parametrize(("make", "words"), [
-    (lambda: with_parts({"word/vbaProject.bin": b"macro"}), "contains macros"),
-    (lambda: b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 2000, "password-protected"),
-    (lambda: docx_files.simple()[:3000], "broken"),
-    (lambda: b"PK\x03\x04 not really a zip", "broken"),
-    (lambda: b"x" * (docx_templates.MAX_DOCX_BYTES + 1), "the limit is 10 MB"),
-    (_bomb, "unpacks to"),
-    (_utf16_footnotes, "cannot be read as a template"),
-    (lambda: _with_document_xml(lambda xml: xml.replace("</w:p>", _field('INCLUDETEXT "/etc/passwd"'), 1)),
-     "loads another file"),
-    (lambda: _with_document_xml(lambda xml: xml.replace("</w:p>", _field("{{ code }}"), 1)),
-     "inside a Word field code"),
-    (lambda: with_parts({"word/_rels/document.xml.rels": (
-        b'<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
-        b'<Relationship Id="rId99" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/image" '
-        b'Target="http://127.0.0.1/secret.png" TargetMode="External"/></Relationships>')}), "links to an outside file"),
-    (lambda: docx_files.simple("{{ name "), "written wrong"),
-    (lambda: docx_files.simple("{{ ''.__class__.__mro__ }}"), "not allowed"),
-    (lambda: docx_files.simple("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}"),
-     "took longer than"),
-])
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        (lambda: with_parts({"word/vbaProject.bin": b"macro"}), "contains macros"),
+        (lambda: b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 2000, "password-protected"),
+        (lambda: docx_files.simple()[:3000], "broken"),
+        (lambda: b"PK\x03\x04 not really a zip", "broken"),
+        (lambda: b"x" * (docx_templates.MAX_DOCX_BYTES + 1), "the limit is 10 MB"),
+        (_bomb, "unpacks to"),
+        (_utf16_footnotes, "cannot be read as a template"),
+        (
+            lambda: _with_document_xml(lambda xml: xml.replace("</w:p>", _field('INCLUDETEXT "/etc/passwd"'), 1)),
+            "loads another file",
+        ),
+        (
+            lambda: _with_document_xml(lambda xml: xml.replace("</w:p>", _field("{{ code }}"), 1)),
+            "inside a Word field code",
+        ),
+        (
+            lambda: with_parts(
+                {
+                    "word/_rels/document.xml.rels": (
+                        b'<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+                        b'<Relationship Id="rId99" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/image" '
+                        b'Target="http://127.0.0.1/secret.png" TargetMode="External"/></Relationships>'
+                    )
+                }
+            ),
+            "links to an outside file",
+        ),
+        (lambda: docx_files.simple("{{ name "), "written wrong"),
+        (lambda: docx_files.simple("{{ ''.__class__.__mro__ }}"), "not allowed"),
+        (
+            lambda: docx_files.simple(
+                "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}"
+            ),
+            "took longer than",
+        ),
+    ],
+)
 def test_a_word_file_that_cannot_be_a_safe_template_is_refused_with_a_clear_message(make, words):
     with pytest.raises(TemplateError, match=words):
         docx_templates.variables(make())
@@ -164,7 +216,7 @@ def test_a_condition_that_would_break_a_header_is_refused_with_a_clear_message()
     document = Document()
     header = document.sections[0].header
     header.paragraphs[0].text = "{% if name == 'Анна' %}Анна"
-    header.add_table(rows=1, cols=1, width=10 ** 6).cell(0, 0).text = "!{% endif %}"
+    header.add_table(rows=1, cols=1, width=10**6).cell(0, 0).text = "!{% endif %}"
     source = docx_files.save(document)
     with pytest.raises(TemplateError, match="header or footer is broken once filled in"):
         docx_templates.variables(source)
@@ -233,9 +285,16 @@ def test_staff_upload_a_word_template_in_the_browser_and_preview_it_as_a_pdf(cli
     auth.login()
     page = client.get("/templates/new")
     assert 'value="docx"' in page.get_data(as_text=True)
-    response = client.post("/templates/new", content_type="multipart/form-data", data={
-        "csrf_token": csrf_from(page), "name": "Договор", "kind": "docx",
-        "file": (io.BytesIO(docx_files.contract()), "contract.docx")})
+    response = client.post(
+        "/templates/new",
+        content_type="multipart/form-data",
+        data={
+            "csrf_token": csrf_from(page),
+            "name": "Договор",
+            "kind": "docx",
+            "file": (io.BytesIO(docx_files.contract()), "contract.docx"),
+        },
+    )
     assert response.status_code == 302, response.get_data(as_text=True)
     template_id = db.session.scalar(select(DocumentTemplate.id))
     detail = client.get(f"/templates/{template_id}").get_data(as_text=True)
@@ -245,21 +304,27 @@ def test_staff_upload_a_word_template_in_the_browser_and_preview_it_as_a_pdf(cli
     assert "Jane Example" in pdftotext(preview.data) and "[city]" in pdftotext(preview.data)
     # A new version with only new mail texts keeps the file; one without any file is refused.
     edit = client.get(f"/templates/{template_id}/edit")
-    again = client.post(f"/templates/{template_id}/edit", data={"csrf_token": csrf_from(edit), "kind": "docx",
-                                                                 "email_subject": "Подпишите"})
+    again = client.post(
+        f"/templates/{template_id}/edit",
+        data={"csrf_token": csrf_from(edit), "kind": "docx", "email_subject": "Подпишите"},
+    )
     assert again.status_code == 302
     first, second = (get_version(db.session, template_id=template_id, version=n) for n in (1, 2))
     assert second.source_key == first.source_key and second.email_subject == "Подпишите"
     new = client.get("/templates/new")
     missing = client.post("/templates/new", data={"csrf_token": csrf_from(new), "name": "X", "kind": "docx"})
     assert missing.status_code == 422 and "Upload the template file (.docx)" in missing.get_data(as_text=True)
-    docm = client.post("/templates/new", content_type="multipart/form-data", data={
-        "csrf_token": csrf_from(new), "name": "M", "file": (io.BytesIO(docx_files.simple()), "m.docm")})
+    docm = client.post(
+        "/templates/new",
+        content_type="multipart/form-data",
+        data={"csrf_token": csrf_from(new), "name": "M", "file": (io.BytesIO(docx_files.simple()), "m.docm")},
+    )
     assert docm.status_code == 422 and "macro" in docm.get_data(as_text=True)
 
 
-@pytest.mark.parametrize("text", ['{{ "<w:r><w:t>x</w:t></w:r>"|safe }}',
-                                  '{% autoescape false %}{{ name }}{% endautoescape %}'])
+@pytest.mark.parametrize(
+    "text", ['{{ "<w:r><w:t>x</w:t></w:r>"|safe }}', "{% autoescape false %}{{ name }}{% endautoescape %}"]
+)
 def test_a_word_template_cannot_turn_text_into_word_xml(text):
     with pytest.raises(TemplateError, match="not allowed"):
         docx_templates.variables(docx_files.simple(text))
@@ -276,13 +341,19 @@ def test_a_killed_worker_leaves_no_libreoffice_behind(tmp_path, when):
     """Killed with LibreOffice warm, or while it starts: then unoserver passes the death signal on and would serve on
     (seen in the soak: orphaned unoserver and oosplash)."""
     convert = "c.convert(open(sys.argv[1], 'rb').read(), timeout=120)"
-    script = "import sys, threading, time; from bulksign.documents import libreoffice; c = libreoffice.converter(); " + {
-        "warm": f"{convert}; print(c.pid, flush=True); time.sleep(600)",
-        "starting": f"threading.Thread(target=lambda: {convert}, daemon=True).start()\n"
-                    "while c.pid is None: time.sleep(0.05)\n"
-                    "time.sleep(2); print(c.pid, flush=True); time.sleep(600)"}[when]
+    script = (
+        "import sys, threading, time; from bulksign.documents import libreoffice; c = libreoffice.converter(); "
+        + {
+            "warm": f"{convert}; print(c.pid, flush=True); time.sleep(600)",
+            "starting": f"threading.Thread(target=lambda: {convert}, daemon=True).start()\n"
+            "while c.pid is None: time.sleep(0.05)\n"
+            "time.sleep(2); print(c.pid, flush=True); time.sleep(600)",
+        }[when]
+    )
     (tmp_path / "a.docx").write_bytes(docx_files.simple())
-    worker = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "a.docx")], stdout=subprocess.PIPE, text=True)
+    worker = subprocess.Popen(
+        [sys.executable, "-c", script, str(tmp_path / "a.docx")], stdout=subprocess.PIPE, text=True
+    )
     server = int(worker.stdout.readline())
     if when == "warm":
         assert len(_session(server)) >= 2  # unoserver and soffice, in their own session

@@ -1,4 +1,5 @@
 """PDF templates: form fields become variables, each recipient's copy is filled and flattened, bad files refused."""
+
 from __future__ import annotations
 
 import subprocess
@@ -24,13 +25,20 @@ from tests.support.pdf_files import (
 RECIPIENTS = [
     {"name": "Иван Петров", "city": "Москва", "position": "Инженер", "salary": "4200 €", "contract_number": "C-1001"},
     {"name": "Jānis Bērziņš", "city": "Rīga", "position": "Engineer", "salary": "3900 €", "contract_number": "C-1002"},
-    {"name": "Zoë Łukasiewicz", "city": "Kraków", "position": "Analyst", "salary": "3100 €", "contract_number": "C-1003"},
+    {
+        "name": "Zoë Łukasiewicz",
+        "city": "Kraków",
+        "position": "Analyst",
+        "salary": "3100 €",
+        "contract_number": "C-1003",
+    },
 ]
 
 
 def text_of(pdf: bytes) -> str:
-    return subprocess.run(["pdftotext", "-enc", "UTF-8", "-", "-"], input=pdf, capture_output=True, timeout=30,
-                          check=True).stdout.decode()
+    return subprocess.run(
+        ["pdftotext", "-enc", "UTF-8", "-", "-"], input=pdf, capture_output=True, timeout=30, check=True
+    ).stdout.decode()
 
 
 def test_form_fields_are_the_variables_and_signature_marks_the_place():
@@ -72,13 +80,16 @@ def test_a_value_the_font_cannot_show_fails_that_recipient_with_a_clear_message(
         pdf_fill.fill(contract_form(), {**RECIPIENTS[0], "city": "x" * 2001})
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    (encrypted_pdf(), "encrypted or password-protected"),
-    (xfa_form(dynamic=True), "XFA form"),  # its pages only say "please wait": nothing to fill without the XFA
-    (b"%PDF-1.7\n1 0 obj << /Type /Catalog >> endobj\ntrailer <<>>\n%%EOF", "could not be read"),
-    (contract_form()[:3000], "could not be read"),
-    (b"PK\x03\x04 a zip, not a PDF", "not a PDF"),
-])
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (encrypted_pdf(), "encrypted or password-protected"),
+        (xfa_form(dynamic=True), "XFA form"),  # its pages only say "please wait": nothing to fill without the XFA
+        (b"%PDF-1.7\n1 0 obj << /Type /Catalog >> endobj\ntrailer <<>>\n%%EOF", "could not be read"),
+        (contract_form()[:3000], "could not be read"),
+        (b"PK\x03\x04 a zip, not a PDF", "not a PDF"),
+    ],
+)
 def test_files_that_cannot_be_templates_are_refused_saying_why(data, message):
     with pytest.raises(TemplateError, match=message):
         pdf_forms.read_form(pdf_forms.clean(data).data)  # as an upload is checked: cleaned, then read
@@ -96,10 +107,13 @@ def test_boxes_placed_on_a_plain_pdf_are_filled_like_fields():
     template = plain_pdf(pages=2)
     form = pdf_forms.read_form(template)
     assert form.variables == []
-    boxes = pdf_forms.check_boxes(form, [
-        {"name": "full_name", "page": 0, "x": 72, "y": 60, "w": 200, "h": 20, "font_size": 12},
-        {"name": "signature", "page": 1, "x": 300, "y": 40, "w": 200, "h": 60, "font_size": 0},
-    ])
+    boxes = pdf_forms.check_boxes(
+        form,
+        [
+            {"name": "full_name", "page": 0, "x": 72, "y": 60, "w": 200, "h": 20, "font_size": 12},
+            {"name": "signature", "page": 1, "x": 300, "y": 40, "w": 200, "h": 60, "font_size": 0},
+        ],
+    )
     assert pdf_forms.signature_place(boxes).page == 1
     document = pdf_fill.fill(template, {"full_name": "Мария Иванова-Петрова"}, placed=boxes)
     assert "Мария Иванова-Петрова" in text_of(document)
@@ -107,20 +121,25 @@ def test_boxes_placed_on_a_plain_pdf_are_filled_like_fields():
 
 def test_a_long_value_in_a_small_box_shrinks_rather_than_being_cut_off():
     template = plain_pdf()
-    boxes = pdf_forms.check_boxes(pdf_forms.read_form(template), [
-        {"name": "name", "page": 0, "x": 72, "y": 60, "w": 120, "h": 16, "font_size": 12}])
+    boxes = pdf_forms.check_boxes(
+        pdf_forms.read_form(template),
+        [{"name": "name", "page": 0, "x": 72, "y": 60, "w": 120, "h": 16, "font_size": 12}],
+    )
     long_name = "Александра Константиновна Преображенская"
     assert long_name in " ".join(text_of(pdf_fill.fill(template, {"name": long_name}, placed=boxes)).split())
 
 
-@pytest.mark.parametrize(("box", "message"), [
-    ({"name": "x", "page": 3, "x": 10, "y": 10, "w": 50, "h": 20}, "on page 4; the PDF has 1"),
-    ({"name": "x", "page": 0, "x": 500, "y": 10, "w": 200, "h": 20}, "beyond the edge of page 1"),
-    ({"name": "x", "page": 0, "x": 10, "y": 10, "w": 200, "h": 2}, "too small: make it at least 4 pt"),
-    ({"name": "x", "page": 0, "x": 10, "y": 10, "w": 50, "h": 20, "font_size": 200}, "between 4 and 72 pt"),
-    ({"name": "{{ x }}", "page": 0, "x": 10, "y": 10, "w": 50, "h": 20}, "name of a column"),
-    ({"page": 0, "x": 10, "y": 10, "w": 50, "h": 20}, "incomplete"),
-])
+@pytest.mark.parametrize(
+    ("box", "message"),
+    [
+        ({"name": "x", "page": 3, "x": 10, "y": 10, "w": 50, "h": 20}, "on page 4; the PDF has 1"),
+        ({"name": "x", "page": 0, "x": 500, "y": 10, "w": 200, "h": 20}, "beyond the edge of page 1"),
+        ({"name": "x", "page": 0, "x": 10, "y": 10, "w": 200, "h": 2}, "too small: make it at least 4 pt"),
+        ({"name": "x", "page": 0, "x": 10, "y": 10, "w": 50, "h": 20, "font_size": 200}, "between 4 and 72 pt"),
+        ({"name": "{{ x }}", "page": 0, "x": 10, "y": 10, "w": 50, "h": 20}, "name of a column"),
+        ({"page": 0, "x": 10, "y": 10, "w": 50, "h": 20}, "incomplete"),
+    ],
+)
 def test_wrong_boxes_are_refused_naming_the_box(box, message):
     with pytest.raises(TemplateError, match=message):
         pdf_forms.check_boxes(pdf_forms.read_form(plain_pdf()), [box])
@@ -139,13 +158,32 @@ def test_one_signature_place_only():
 
 def test_every_kind_of_active_content_is_taken_out_and_named_while_fields_and_harmless_links_stay():
     hostile = hostile_form()
-    assert {"/JS", "/JavaScript", "/Launch", "/EmbeddedFiles", "/AA", "/XFA", "/RichMedia", "/FileAttachment",
-            "/SubmitForm", "/GoToR", "payload.exe", "cmd.exe"} <= active_content(hostile)
+    assert {
+        "/JS",
+        "/JavaScript",
+        "/Launch",
+        "/EmbeddedFiles",
+        "/AA",
+        "/XFA",
+        "/RichMedia",
+        "/FileAttachment",
+        "/SubmitForm",
+        "/GoToR",
+        "payload.exe",
+        "cmd.exe",
+    } <= active_content(hostile)
     cleaned = pdf_forms.clean(hostile)
     assert [label.english for label in cleaned.removed] == [
-        "JavaScript", "launch actions (programs to start)", "links that are not https", "links to other files",
-        "form submission and data import", "embedded files", "file attachments", "media and 3D content",
-        "XFA form data"]
+        "JavaScript",
+        "launch actions (programs to start)",
+        "links that are not https",
+        "links to other files",
+        "form submission and data import",
+        "embedded files",
+        "file attachments",
+        "media and 3D content",
+        "XFA form data",
+    ]
     assert active_content(cleaned.data) == set()
     page = PdfReader(BytesIO(cleaned.data)).pages[0]
     actions = [a.get_object()["/A"] for a in page["/Annots"] if "/A" in a.get_object()]

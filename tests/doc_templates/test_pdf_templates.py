@@ -1,4 +1,5 @@
 """PDF templates through the app: upload (page and API), boxes placed on a plain PDF, page images, the render job."""
+
 from __future__ import annotations
 
 import io
@@ -25,18 +26,23 @@ FORM = contract_form(fields=("name", "email", "salary"), signature=True)
 
 
 def pdftotext(pdf: bytes) -> str:
-    return subprocess.run(["pdftotext", "-enc", "UTF-8", "-", "-"], input=pdf, capture_output=True,
-                          check=True).stdout.decode()
+    return subprocess.run(
+        ["pdftotext", "-enc", "UTF-8", "-", "-"], input=pdf, capture_output=True, check=True
+    ).stdout.decode()
 
 
 def words_with_boxes(pdf: bytes) -> list[tuple[int, str, float, float, float, float]]:
     """Each word ``pdftotext -bbox`` finds: (page from 1, text, x min, y min, x max, y max), y from the page's top."""
-    html = subprocess.run(["pdftotext", "-bbox", "-enc", "UTF-8", "-", "-"], input=pdf, capture_output=True,
-                          check=True).stdout.decode()
+    html = subprocess.run(
+        ["pdftotext", "-bbox", "-enc", "UTF-8", "-", "-"], input=pdf, capture_output=True, check=True
+    ).stdout.decode()
     words = []
     for number, page in enumerate(html.split("<page ")[1:], start=1):
-        for x0, y0, x1, y1, text in re.findall(r'<word xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)" '
-                                               r'yMax="([\d.]+)">([^<]*)</word>', page):
+        for x0, y0, x1, y1, text in re.findall(
+            r'<word xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)" '
+            r'yMax="([\d.]+)">([^<]*)</word>',
+            page,
+        ):
             words.append((number, text, float(x0), float(y0), float(x1), float(y1)))
     return words
 
@@ -45,18 +51,27 @@ def test_uploading_a_fillable_pdf_makes_a_pdf_template_whose_fields_are_the_vari
     auth.login()
     page = client.get("/templates/new")
     assert 'value="pdf"' in page.get_data(as_text=True)  # the kind is offered
-    response = client.post("/templates/new", content_type="multipart/form-data", data={
-        "csrf_token": csrf_from(page), "name": "Form", "html": "",
-        "file": (io.BytesIO(FORM), "contract.pdf")})
+    response = client.post(
+        "/templates/new",
+        content_type="multipart/form-data",
+        data={"csrf_token": csrf_from(page), "name": "Form", "html": "", "file": (io.BytesIO(FORM), "contract.pdf")},
+    )
     assert response.status_code == 302, response.get_data(as_text=True)
     version = get_version(db.session, template_id=db.session.scalar(select(DocumentTemplate.id)))
     assert (version.kind, version.variables, version.pdf_boxes) == ("pdf", ["email", "name", "salary"], None)
     assert get_storage().get(version.source_key) == FORM
     detail = client.get(f"/templates/{version.template_id}").get_data(as_text=True)
     assert "PDF" in detail and "Place fields" in detail
-    refused = client.post("/templates/new", content_type="multipart/form-data", data={
-        "csrf_token": csrf_from(page), "name": "Broken", "html": "",
-        "file": (io.BytesIO(FORM[:2000]), "broken.pdf")})
+    refused = client.post(
+        "/templates/new",
+        content_type="multipart/form-data",
+        data={
+            "csrf_token": csrf_from(page),
+            "name": "Broken",
+            "html": "",
+            "file": (io.BytesIO(FORM[:2000]), "broken.pdf"),
+        },
+    )
     assert refused.status_code == 422 and "could not be read" in refused.get_data(as_text=True)
 
 
@@ -65,17 +80,21 @@ def test_the_api_takes_a_pdf_and_answers_its_kind_and_variables(client, users):
 
     key = create_api_key(db.session, user=users["staff"], name="t", now=NOW).secret
     db.session.commit()
-    created = client.post("/api/v1/templates", headers={"Authorization": f"Bearer {key}"},
-                          content_type="multipart/form-data",
-                          data={"name": "Form", "file": (io.BytesIO(FORM), "form.pdf")})
+    created = client.post(
+        "/api/v1/templates",
+        headers={"Authorization": f"Bearer {key}"},
+        content_type="multipart/form-data",
+        data={"name": "Form", "file": (io.BytesIO(FORM), "form.pdf")},
+    )
     assert created.status_code == 201, created.json
     assert (created.json["kind"], created.json["variables"]) == ("pdf", ["email", "name", "salary"])
 
 
 def test_boxes_placed_on_a_plain_pdf_make_a_new_version_with_their_columns(client, auth, users):
     auth.login()
-    saved = create_template(db.session, name="Plain", html="", kind="pdf", file=plain_pdf(pages=2),
-                            user=users["staff"], now=NOW)
+    saved = create_template(
+        db.session, name="Plain", html="", kind="pdf", file=plain_pdf(pages=2), user=users["staff"], now=NOW
+    )
     db.session.commit()
     template_id = saved.template.id
     page = client.get(f"/templates/{template_id}/place")
@@ -84,21 +103,33 @@ def test_boxes_placed_on_a_plain_pdf_make_a_new_version_with_their_columns(clien
     image = client.get(f"/templates/{template_id}/pages/2.png?w=800")
     assert image.status_code == 200 and image.data.startswith(b"\x89PNG")
     assert client.get(f"/templates/{template_id}/pages/3.png").status_code == 404
-    boxes = [{"name": "full_name", "page": 0, "x": 72, "y": 60, "w": 220, "h": 20, "font_size": 12},
-             {"name": "signature", "page": 1, "x": 300, "y": 40, "w": 200, "h": 60, "font_size": 0}]
-    response = client.post(f"/templates/{template_id}/place",
-                           data={"csrf_token": csrf_from(page), "boxes": json.dumps(boxes)})
+    boxes = [
+        {"name": "full_name", "page": 0, "x": 72, "y": 60, "w": 220, "h": 20, "font_size": 12},
+        {"name": "signature", "page": 1, "x": 300, "y": 40, "w": 200, "h": 60, "font_size": 0},
+    ]
+    response = client.post(
+        f"/templates/{template_id}/place", data={"csrf_token": csrf_from(page), "boxes": json.dumps(boxes)}
+    )
     assert response.status_code == 302
     version = get_version(db.session, template_id=template_id)
     assert (version.version, version.variables, len(version.pdf_boxes)) == (2, ["full_name"], 2)
     assert version.source_key == saved.version.source_key  # the same file, kept once
-    wrong = client.post(f"/templates/{template_id}/place", data={
-        "csrf_token": csrf_from(page), "boxes": json.dumps([{**boxes[0], "page": 5}])})
+    wrong = client.post(
+        f"/templates/{template_id}/place",
+        data={"csrf_token": csrf_from(page), "boxes": json.dumps([{**boxes[0], "page": 5}])},
+    )
     assert wrong.status_code == 422 and "on page 6; the PDF has 2" in wrong.get_data(as_text=True)
     # Changing only the mail texts keeps the file and the boxes.
     edit = client.get(f"/templates/{template_id}/edit")
-    client.post(f"/templates/{template_id}/edit", data={"csrf_token": csrf_from(edit), "kind": "pdf", "html": "",
-                                                        "email_subject": "Sign {{ document_name }} now"})
+    client.post(
+        f"/templates/{template_id}/edit",
+        data={
+            "csrf_token": csrf_from(edit),
+            "kind": "pdf",
+            "html": "",
+            "email_subject": "Sign {{ document_name }} now",
+        },
+    )
     latest = get_version(db.session, template_id=template_id)
     assert (latest.version, latest.pdf_boxes, latest.variables) == (3, version.pdf_boxes, ["full_name"])
 
@@ -119,16 +150,18 @@ def test_pages_and_placement_are_out_of_reach_of_other_teams(client, auth, users
     from bulksign.people.users import create_api_key, create_user
 
     outsider = create_user(db.session, email="out@example.com", password="outsider-password", role="staff", now=NOW)
-    saved = create_template(db.session, name="Private", html="", kind="pdf", file=plain_pdf(),
-                            user=outsider, now=NOW, team_id=None)
+    saved = create_template(
+        db.session, name="Private", html="", kind="pdf", file=plain_pdf(), user=outsider, now=NOW, team_id=None
+    )
     db.session.commit()
     auth.login()
     assert client.get(f"/templates/{saved.template.id}/pages/1.png").status_code == 404
     assert client.get(f"/templates/{saved.template.id}/place").status_code == 404
     key = create_api_key(db.session, user=users["staff"], name="t", now=NOW).secret
     db.session.commit()
-    api = client.put(f"/api/v1/templates/{saved.template.id}/boxes", json={"boxes": []},
-                     headers={"Authorization": f"Bearer {key}"})
+    api = client.put(
+        f"/api/v1/templates/{saved.template.id}/boxes", json={"boxes": []}, headers={"Authorization": f"Bearer {key}"}
+    )
     assert api.status_code == 404 and api.json["error"]["code"] == "not_found"
 
 
@@ -137,33 +170,49 @@ def test_boxes_placed_over_the_api_print_each_recipients_values_there(client, us
 
     headers = {"Authorization": f"Bearer {create_api_key(db.session, user=users['staff'], name='t', now=NOW).secret}"}
     db.session.commit()
-    created = client.post("/api/v1/templates", headers=headers, content_type="multipart/form-data",
-                          data={"name": "Plain", "file": (io.BytesIO(plain_pdf(pages=2)), "plain.pdf")})
+    created = client.post(
+        "/api/v1/templates",
+        headers=headers,
+        content_type="multipart/form-data",
+        data={"name": "Plain", "file": (io.BytesIO(plain_pdf(pages=2)), "plain.pdf")},
+    )
     template_id = created.json["id"]
-    boxes = [{"variable": "position", "page": 1, "x": 72, "y": 60, "width": 220, "height": 20, "font_size": 12},
-             {"variable": "signature", "page": 2, "x": 300.5, "y": 40, "width": 200, "height": 60}]
+    boxes = [
+        {"variable": "position", "page": 1, "x": 72, "y": 60, "width": 220, "height": 20, "font_size": 12},
+        {"variable": "signature", "page": 2, "x": 300.5, "y": 40, "width": 200, "height": 60},
+    ]
     placed = client.put(f"/api/v1/templates/{template_id}/boxes", json={"boxes": boxes}, headers=headers)
     assert placed.status_code == 200, placed.json
     assert {k: placed.json[k] for k in ("id", "version", "name", "kind", "variables")} == {
-        "id": template_id, "version": 2, "name": "Plain", "kind": "pdf", "variables": ["position"]}
+        "id": template_id,
+        "version": 2,
+        "name": "Plain",
+        "kind": "pdf",
+        "variables": ["position"],
+    }
     # Read back as PUT takes them (a box without a font size fits its text: 0), with the pages they lie on.
     read = client.get(f"/api/v1/templates/{template_id}/boxes", headers=headers)
     assert read.status_code == 200, read.json
     assert read.json["boxes"] == [boxes[0], {**boxes[1], "font_size": 0}] and read.json["version"] == 2
-    assert read.json["pages"] == [{"page": n, "left": 0, "bottom": 0, "width": 595.28, "height": 841.89,
-                                   "rotation": 0} for n in (1, 2)]
+    assert read.json["pages"] == [
+        {"page": n, "left": 0, "bottom": 0, "width": 595.28, "height": 841.89, "rotation": 0} for n in (1, 2)
+    ]
     assert read.json["fields"] == []
     again = client.put(f"/api/v1/templates/{template_id}/boxes", json={"boxes": read.json["boxes"]}, headers=headers)
-    assert again.status_code == 200 and client.get(f"/api/v1/templates/{template_id}/boxes",
-                                                   headers=headers).json["boxes"] == read.json["boxes"]
+    assert (
+        again.status_code == 200
+        and client.get(f"/api/v1/templates/{template_id}/boxes", headers=headers).json["boxes"] == read.json["boxes"]
+    )
     client.put(f"/api/v1/templates/{template_id}/boxes", json={"boxes": boxes}, headers=headers)
     # The domain's checks and words, in the API's one error shape; nothing saved.
-    wrong = client.put(f"/api/v1/templates/{template_id}/boxes", headers=headers,
-                       json={"boxes": [{**boxes[0], "page": 5}]})
+    wrong = client.put(
+        f"/api/v1/templates/{template_id}/boxes", headers=headers, json={"boxes": [{**boxes[0], "page": 5}]}
+    )
     assert wrong.status_code == 422 and wrong.json["error"]["code"] == "boxes_invalid"
     assert "is on page 5; the PDF has 2" in wrong.json["error"]["message"]
-    twice = client.put(f"/api/v1/templates/{template_id}/boxes", headers=headers,
-                       json={"boxes": [boxes[1], {**boxes[1], "page": 1}]})
+    twice = client.put(
+        f"/api/v1/templates/{template_id}/boxes", headers=headers, json={"boxes": [boxes[1], {**boxes[1], "page": 1}]}
+    )
     assert twice.status_code == 422 and "not several" in twice.json["error"]["message"]
     html = client.post("/api/v1/templates", headers=headers, json={"name": "Letter", "html": "<p>{{ name }}</p>"})
     not_pdf = client.put(f"/api/v1/templates/{html.json['id']}/boxes", json={"boxes": []}, headers=headers)
@@ -172,8 +221,12 @@ def test_boxes_placed_over_the_api_print_each_recipients_values_there(client, us
     assert get_version(db.session, template_id=template_id).version == 4
 
     csv = "email,name,position\nanna@example.com,Anna,Главный бухгалтер\nboris@example.com,Boris,Старший инженер\n"
-    batch = client.post("/api/v1/batches", headers=headers, content_type="multipart/form-data",
-                        data={"template_id": template_id, "file": (io.BytesIO(csv.encode()), "people.csv")})
+    batch = client.post(
+        "/api/v1/batches",
+        headers=headers,
+        content_type="multipart/form-data",
+        data={"template_id": template_id, "file": (io.BytesIO(csv.encode()), "people.csv")},
+    )
     assert batch.status_code == 201, batch.json
     run_jobs("pdf")
     documents = db.session.scalars(select(Document).order_by(Document.request_id)).all()
@@ -192,9 +245,14 @@ def test_boxes_placed_over_the_api_print_each_recipients_values_there(client, us
 def test_each_recipient_gets_their_own_flattened_pdf_from_the_render_job(app, users, smtp, run_jobs):
     from tests.support.workers import run_burst_worker
 
-    batch = make_batch(user=users["staff"], now=NOW, recipients=[("a@example.com", "Анна Иванова"),
-                                                                  ("b@example.com", "Борис Петров")],
-                       html="", kind="pdf", file=FORM)
+    batch = make_batch(
+        user=users["staff"],
+        now=NOW,
+        recipients=[("a@example.com", "Анна Иванова"), ("b@example.com", "Борис Петров")],
+        html="",
+        kind="pdf",
+        file=FORM,
+    )
     enqueue_renders(request_ids(batch))
     run_burst_worker("pdf")
     texts = {}
@@ -212,7 +270,8 @@ def test_each_recipient_gets_their_own_flattened_pdf_from_the_render_job(app, us
 
 
 def test_active_content_is_taken_out_of_an_uploaded_pdf_and_reaches_no_recipient_nor_the_sealed_copy(
-        app, client, auth, users):
+    app, client, auth, users
+):
     from bulksign.documents.seal_keys import seal_key
     from bulksign.documents.sealing import apply_seal
     from bulksign.documents.signature_box import SignatureBox
@@ -221,30 +280,58 @@ def test_active_content_is_taken_out_of_an_uploaded_pdf_and_reaches_no_recipient
 
     auth.login()
     page = client.get("/templates/new")
-    response = client.post("/templates/new", content_type="multipart/form-data", follow_redirects=True, data={
-        "csrf_token": csrf_from(page), "name": "Hostile", "html": "", "file": (io.BytesIO(hostile_form()), "c.pdf")})
+    response = client.post(
+        "/templates/new",
+        content_type="multipart/form-data",
+        follow_redirects=True,
+        data={
+            "csrf_token": csrf_from(page),
+            "name": "Hostile",
+            "html": "",
+            "file": (io.BytesIO(hostile_form()), "c.pdf"),
+        },
+    )
     assert response.status_code == 200, response.get_data(as_text=True)
     notice = " ".join(response.get_data(as_text=True).split())
-    assert ("Taken out of the PDF, so that no recipient gets it: JavaScript, launch actions (programs to start), "
-            "links that are not https, links to other files, form submission and data import, embedded files, file "
-            "attachments, media and 3D content, XFA form data.") in notice
+    assert (
+        "Taken out of the PDF, so that no recipient gets it: JavaScript, launch actions (programs to start), "
+        "links that are not https, links to other files, form submission and data import, embedded files, file "
+        "attachments, media and 3D content, XFA form data."
+    ) in notice
     version = get_version(db.session, template_id=db.session.scalar(select(DocumentTemplate.id)))
     assert version.variables == ["email", "name", "salary"]
     assert active_content(get_storage().get(version.source_key)) == set()  # what every render starts from
 
-    batch = make_batch(user=users["staff"], now=NOW, recipients=[("anna@example.com", "Анна Иванова")], html="",
-                       kind="pdf", file=hostile_form())
+    batch = make_batch(
+        user=users["staff"],
+        now=NOW,
+        recipients=[("anna@example.com", "Анна Иванова")],
+        html="",
+        kind="pdf",
+        file=hostile_form(),
+    )
     enqueue_renders(request_ids(batch))
     run_burst_worker("pdf")
     [request] = requests_of(batch)
     assert request.status == "generated", request.error_message
     document = db.session.scalar(select(Document).where(Document.request_id == request.id))
     original = get_storage().get(document.storage_key)
-    record = AuditRecord(document_name="Contract", batch_id=batch, request_id=request.id,
-                         recipient_name=request.name, recipient_email=request.email, signer_name=request.name,
-                         signer_ip="203.0.113.5", signed_at=NOW, original_sha256=document.sha256, lines=())
-    sealed = apply_seal(build_signed_pdf(original, record, image_png=None,
-                                         box=SignatureBox.from_json(document.signature_box)), seal_key(app.config))
+    record = AuditRecord(
+        document_name="Contract",
+        batch_id=batch,
+        request_id=request.id,
+        recipient_name=request.name,
+        recipient_email=request.email,
+        signer_name=request.name,
+        signer_ip="203.0.113.5",
+        signed_at=NOW,
+        original_sha256=document.sha256,
+        lines=(),
+    )
+    sealed = apply_seal(
+        build_signed_pdf(original, record, image_png=None, box=SignatureBox.from_json(document.signature_box)),
+        seal_key(app.config),
+    )
     for pdf in (original, sealed):
         assert active_content(pdf) == set()
         assert "Анна Иванова" in pdftotext(pdf) and "anna@example.com" in pdftotext(pdf)
@@ -257,8 +344,11 @@ def test_a_pdf_nested_50000_deep_is_refused_with_a_message_not_a_server_error(cl
 
     key = create_api_key(db.session, user=users["staff"], name="t", now=NOW).secret
     db.session.commit()
-    refused = client.post("/api/v1/templates", headers={"Authorization": f"Bearer {key}"},
-                          content_type="multipart/form-data",
-                          data={"name": "Deep", "file": (io.BytesIO(nested_pdf(50_000)), "deep.pdf")})
+    refused = client.post(
+        "/api/v1/templates",
+        headers={"Authorization": f"Bearer {key}"},
+        content_type="multipart/form-data",
+        data={"name": "Deep", "file": (io.BytesIO(nested_pdf(50_000)), "deep.pdf")},
+    )
     assert refused.status_code == 422, refused.json
     assert "nested more than 100 levels deep" in refused.json["error"]["message"]

@@ -1,4 +1,5 @@
 """The recipient's page shows the document as page images rendered once on the server, with each page's text."""
+
 from __future__ import annotations
 
 import io

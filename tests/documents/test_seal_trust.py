@@ -1,4 +1,5 @@
 """Trusted time-stamps on seals (PAdES B-T / B-LT) and seal certificates that are replaced without orphaning documents."""
+
 from __future__ import annotations
 
 import io
@@ -38,7 +39,8 @@ def _sealed_copy(owner_id: int, run_jobs) -> bytes:
 
 
 def test_with_a_tsa_every_seal_carries_a_trusted_time_stamp_and_its_validation_data(
-        app, users, run_jobs, client, tsa, tsa_ca_path, tmp_path):
+    app, users, run_jobs, client, tsa, tsa_ca_path, tmp_path
+):
     app.config.update(TSA_URL=tsa.url, TSA_CA_CERT_PATH=tsa_ca_path)
     asked = tsa.requests
     data = _sealed_copy(users["staff"].id, run_jobs)
@@ -67,6 +69,7 @@ def test_without_the_tsa_ca_the_seal_is_still_time_stamped(app, tsa):
     # The time-stamp is there and intact, but nobody told us to trust its authority: not shown as trusted.
     assert check.valid and check.timestamped_at is None and not check.long_term
     from pyhanko.pdf_utils.reader import PdfFileReader
+
     (sig,) = PdfFileReader(io.BytesIO(sealed)).embedded_signatures
     unsigned = [a["type"].native for a in sig.signer_info["unsigned_attrs"]]
     assert "signature_time_stamp_token" in unsigned
@@ -103,5 +106,6 @@ def signed_document_fingerprints() -> list[str]:
     from bulksign.models import Document
 
     db.session.expire_all()
-    return list(db.session.scalars(db.select(Document.seal_fingerprint).where(Document.kind == "signed")
-                                   .order_by(Document.id)))
+    return list(
+        db.session.scalars(db.select(Document.seal_fingerprint).where(Document.kind == "signed").order_by(Document.id))
+    )

@@ -1,4 +1,5 @@
 """The signed record: signature block, audit certificate, PAdES seal (pyHanko and pdfsig), mail, key handling."""
+
 from __future__ import annotations
 
 import hashlib
@@ -43,15 +44,33 @@ def test_an_unmarked_document_gets_a_signature_page_and_the_audit_page_every_eve
     reader = PdfReader(io.BytesIO(get_storage().get(signed_document(r.id).storage_key)))
     assert reader.pages[0].extract_text() == PdfReader(io.BytesIO(r.original)).pages[0].extract_text()
     block = " ".join(reader.pages[-2].extract_text().split())
-    for line in ("Signature", "Document: Employment contract", "Signed electronically", "Иван Петров",
-                 "2026-11-02 09:12:00 UTC", "IP 203.0.113.5"):
+    for line in (
+        "Signature",
+        "Document: Employment contract",
+        "Signed electronically",
+        "Иван Петров",
+        "2026-11-02 09:12:00 UTC",
+        "IP 203.0.113.5",
+    ):
         assert line in block
     assert reader.pages[-2]["/Resources"]["/XObject"], "the drawn signature is on the page"
     audit = " ".join(reader.pages[-1].extract_text().split())
     assert "November contracts" not in audit  # the batch's internal name is not the recipient's business
-    for line in ("Audit certificate", "Employment contract", "ivan@example.com",
-                 "Created", "Sent", "Email opened", "192.0.2.7", "MailClient/2", "Page opened", "Signed",
-                 "Mozilla/5.0 (iPhone) Safari", "203.0.113.5", hashlib.sha256(r.original).hexdigest()):
+    for line in (
+        "Audit certificate",
+        "Employment contract",
+        "ivan@example.com",
+        "Created",
+        "Sent",
+        "Email opened",
+        "192.0.2.7",
+        "MailClient/2",
+        "Page opened",
+        "Signed",
+        "Mozilla/5.0 (iPhone) Safari",
+        "203.0.113.5",
+        hashlib.sha256(r.original).hexdigest(),
+    ):
         assert line in audit, line
 
 
@@ -110,6 +129,7 @@ def test_the_signed_copy_can_be_downloaded_from_the_link(app, users, client, run
 
 # --- the seal key --------------------------------------------------------------------------------
 
+
 def test_without_configuration_a_self_signed_seal_is_created_once_and_reported_to_admins(app, users, client, auth):
     auth.login_admin()
     before = client.get("/admin/").get_data(as_text=True)
@@ -131,9 +151,16 @@ def _pkcs12(tmp_path, password: bytes):
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "ACME Corp document seal")])
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(1).not_valid_before(utcnow() - timedelta(days=1))
-            .not_valid_after(utcnow() + timedelta(days=365)).sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(utcnow() - timedelta(days=1))
+        .not_valid_after(utcnow() + timedelta(days=365))
+        .sign(key, hashes.SHA256())
+    )
     path = tmp_path / "org.p12"
     path.write_bytes(pkcs12.serialize_key_and_certificates(b"org", key, cert, None, BestAvailableEncryption(password)))
     return str(path)
@@ -164,8 +191,9 @@ def test_a_wrong_pkcs12_password_is_a_clear_error(make_app, tmp_path):
 def test_the_cached_signer_and_pyhanko_plain_signer_make_equally_valid_seals(app):
     key = seal_key(app.config)
     data = seal_keys._self_signed_path(app.config["VAR_DIR"]).read_bytes()
-    plain = seal_keys.load_seal_key(pkcs12_bytes=data, password=None, path="x", self_signed=True,
-                                    cache_key_material=False)
+    plain = seal_keys.load_seal_key(
+        pkcs12_bytes=data, password=None, path="x", self_signed=True, cache_key_material=False
+    )
     for signer_key in (key, plain):
         assert check_seal(sealing.apply_seal(make_pdf(), signer_key), key).valid
 

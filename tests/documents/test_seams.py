@@ -1,4 +1,5 @@
 """Shared seams: PDF rendering, storage keys, sandboxed rendering and signing tokens."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,9 +1,10 @@
 """The signature goes where the document says ({{ signature }}), or on an appended page: never over its text."""
+
 from __future__ import annotations
 
 import io
 import subprocess
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from pypdf import PdfReader
@@ -42,13 +43,23 @@ from tests.support.clock import NOW
 from tests.support.signatures import png
 
 MARKS = {MARK_TOP_LEFT, MARK_BOTTOM_RIGHT}
-PAGE = ('<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'">{body}</body>')
-MARKED = PAGE.format(body='<h1>Трудовой договор № {{ salary }}</h1><p>Работник: {{ name }}. Текст договора.</p>'
-                          '<p>Подпись работника: {{ signature }} — дата подписи ниже.</p><p>Конец договора.</p>')
+PAGE = '<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'">{body}</body>'
+MARKED = PAGE.format(
+    body="<h1>Трудовой договор № {{ salary }}</h1><p>Работник: {{ name }}. Текст договора.</p>"
+    "<p>Подпись работника: {{ signature }} — дата подписи ниже.</p><p>Конец договора.</p>"
+)
 RECORD = signed_pdf.AuditRecord(
-    document_name="Трудовой договор", batch_id=1, request_id=2, recipient_name="Иван Петров",
-    recipient_email="ivan@example.com", signer_name="Иван Петров", signer_ip="203.0.113.5",
-    signed_at=datetime(2026, 11, 2, 9, 12, tzinfo=timezone.utc), original_sha256="0" * 64, lines=())
+    document_name="Трудовой договор",
+    batch_id=1,
+    request_id=2,
+    recipient_name="Иван Петров",
+    recipient_email="ivan@example.com",
+    signer_name="Иван Петров",
+    signer_ip="203.0.113.5",
+    signed_at=datetime(2026, 11, 2, 9, 12, tzinfo=UTC),
+    original_sha256="0" * 64,
+    lines=(),
+)
 
 
 def _overlap(a: Word, b: Word) -> bool:
@@ -64,8 +75,12 @@ def _added_words(original: bytes, signed: bytes, page: int) -> tuple[list[Word],
 
 def _in_box(word: Word, box: SignatureBox, page_height: float) -> bool:
     top = page_height - (box.y + box.h)
-    return box.x - 0.5 <= word.x0 and word.x1 <= box.x + box.w + 0.5 and top - 0.5 <= word.top \
+    return (
+        box.x - 0.5 <= word.x0
+        and word.x1 <= box.x + box.w + 0.5
+        and top - 0.5 <= word.top
         and word.bottom <= top + box.h + 0.5
+    )
 
 
 def _assert_block_in_box_over_no_text(original: bytes, signed: bytes, box: SignatureBox) -> list[Word]:
@@ -115,9 +130,11 @@ def test_an_explicit_box_must_lie_on_a_page_and_be_large_enough():
     good = SignatureBox(page=0, x=300, y=100, w=200, h=60)
     assert check_box(pdf, good) == good
     assert SignatureBox.from_json(good.to_json()) == good and SignatureBox.from_json(None) is None
-    for bad, words in ((SignatureBox(page=1, x=300, y=100, w=200, h=60), "page 2; the document has 1"),
-                       (SignatureBox(page=0, x=300, y=100, w=50, h=60), "too small"),
-                       (SignatureBox(page=0, x=500, y=100, w=200, h=60), "beyond the edge")):
+    for bad, words in (
+        (SignatureBox(page=1, x=300, y=100, w=200, h=60), "page 2; the document has 1"),
+        (SignatureBox(page=0, x=300, y=100, w=50, h=60), "too small"),
+        (SignatureBox(page=0, x=500, y=100, w=200, h=60), "beyond the edge"),
+    ):
         with pytest.raises(SignatureBoxError, match=words):
             check_box(pdf, bad)
 
@@ -128,8 +145,9 @@ def test_the_signature_is_stamped_in_the_marked_box_over_no_text_and_the_seal_va
     signed = signed_pdf.build_signed_pdf(original, RECORD, image_png=png(), box=box)
     assert len(PdfReader(io.BytesIO(signed)).pages) == len(PdfReader(io.BytesIO(original)).pages) + 1  # the audit page
     block = _assert_block_in_box_over_no_text(original, signed, box)
-    assert {"Signed", "electronically", "Иван", "Петров", "2026-11-02", "09:12:00", "UTC", "203.0.113.5"} \
-        <= {w.text for w in block}
+    assert {"Signed", "electronically", "Иван", "Петров", "2026-11-02", "09:12:00", "UTC", "203.0.113.5"} <= {
+        w.text for w in block
+    }
     reader = PdfReader(io.BytesIO(signed))
     assert reader.pages[0]["/Resources"]["/XObject"], "the drawn signature is in the box"
     sealed = sealing.apply_seal(signed, seal_key(app.config))
@@ -150,8 +168,11 @@ def _full_to_the_bottom(*, bottom_mm: float) -> bytes:
         y, line = A4[1] - 15 * mm, 0
         while y > bottom_mm * mm:
             c.setFont("DejaVuSans", 9)
-            c.drawString(12 * mm, y, f"Страница {page + 1}, строка {line}: текст договора до самого края листа, "
-                                     f"справа тоже. Line {line}.")
+            c.drawString(
+                12 * mm,
+                y,
+                f"Страница {page + 1}, строка {line}: текст договора до самого края листа, справа тоже. Line {line}.",
+            )
             y -= 11
             line += 1
         c.showPage()
@@ -161,19 +182,25 @@ def _full_to_the_bottom(*, bottom_mm: float) -> bytes:
 
 def _html_filling_its_last_page() -> bytes:
     """Two pages of an HTML template whose lines run down to wkhtmltopdf's bottom margin on both."""
+
     def lines(count: int) -> str:
-        return PAGE.format(body="".join(f"<p style='margin:0'>Строка {i} договора, Иван Петров.</p>"
-                                        for i in range(count)))
+        return PAGE.format(
+            body="".join(f"<p style='margin:0'>Строка {i} договора, Иван Петров.</p>" for i in range(count))
+        )
+
     per_page = sum(1 for w in page_words(render_pdf(lines(200)))[0].words if w.text == "Строка")
     return render_pdf(lines(2 * per_page))
 
 
-@pytest.mark.parametrize("make_original, reach_mm", [
-    # Where the old stamp sat (2–19 mm above the edge): a Word or scanned PDF with narrow margins.
-    pytest.param(lambda: _full_to_the_bottom(bottom_mm=4), 19, id="text-to-the-bottom-edge"),
-    # Down to the 20 mm margin the renderer leaves.
-    pytest.param(_html_filling_its_last_page, 27, id="html-filling-its-last-page"),
-])
+@pytest.mark.parametrize(
+    "make_original, reach_mm",
+    [
+        # Where the old stamp sat (2–19 mm above the edge): a Word or scanned PDF with narrow margins.
+        pytest.param(lambda: _full_to_the_bottom(bottom_mm=4), 19, id="text-to-the-bottom-edge"),
+        # Down to the 20 mm margin the renderer leaves.
+        pytest.param(_html_filling_its_last_page, 27, id="html-filling-its-last-page"),
+    ],
+)
 def test_an_unmarked_document_keeps_every_page_untouched_and_gets_a_signature_page(app, make_original, reach_mm):
     original = make_original()
     pages = len(PdfReader(io.BytesIO(original)).pages)
@@ -185,8 +212,14 @@ def test_an_unmarked_document_keeps_every_page_untouched_and_gets_a_signature_pa
     for number in range(pages):
         assert after[number].words == page_words(original)[number].words, "nothing added to the document's pages"
     block = " ".join(w.text for w in after[pages].words)
-    for part in ("Signature", "Document: Трудовой договор", "Signed electronically", "Иван Петров",
-                 "2026-11-02 09:12:00 UTC", "IP 203.0.113.5"):
+    for part in (
+        "Signature",
+        "Document: Трудовой договор",
+        "Signed electronically",
+        "Иван Петров",
+        "2026-11-02 09:12:00 UTC",
+        "IP 203.0.113.5",
+    ):
         assert part in block
     assert "Audit certificate" in " ".join(w.text for w in after[pages + 1].words)
     assert check_seal(sealing.apply_seal(signed, seal_key(app.config)), seal_key(app.config)).valid
@@ -201,8 +234,16 @@ def test_the_render_job_stores_the_box_and_sealing_stamps_there(app, users, smtp
     box = SignatureBox.from_json(original.signature_box)
     original_pdf = get_storage().get(original.storage_key)
     assert original.signature_box == find_signature_box(original_pdf).to_json() and box.page == 0
-    outcome = sign(db.session, request_id=request_id, now=NOW + timedelta(hours=1), signer_name="Иван Петров",
-                   signature_png=png(), consent=True, ip="203.0.113.5", user_agent="Mozilla/5.0")
+    outcome = sign(
+        db.session,
+        request_id=request_id,
+        now=NOW + timedelta(hours=1),
+        signer_name="Иван Петров",
+        signature_png=png(),
+        consent=True,
+        ip="203.0.113.5",
+        user_agent="Mozilla/5.0",
+    )
     assert outcome.status == "signed"
     run_jobs("pdf")
     signed = db.session.scalar(select(Document).where(Document.request_id == request_id, Document.kind == "signed"))
@@ -216,8 +257,9 @@ def test_the_render_job_stores_the_box_and_sealing_stamps_there(app, users, smtp
 def test_signature_is_a_place_not_a_column(app, users):
     saved = create_template(db.session, name="Marked", html=MARKED, user=users["staff"], now=NOW)
     assert "signature" in saved.version.variables and "signature" in BUILTIN_VARIABLES
-    report = validate_recipients(b"email,name,salary\nivan@example.com,Ivan,7\n", filename="r.csv",
-                                 variables=saved.version.variables)
+    report = validate_recipients(
+        b"email,name,salary\nivan@example.com,Ivan,7\n", filename="r.csv", variables=saved.version.variables
+    )
     assert not report.errors and not report.missing_columns and report.valid_rows == 1
 
 
@@ -231,4 +273,6 @@ def test_a_word_template_marks_the_box_too_and_the_block_lands_there_over_no_tex
     assert box is not None and box.page == 0
     assert (round(box.w / mm), round(box.h / mm)) == (BOX_WIDTH_MM, BOX_HEIGHT_MM)
     signed = signed_pdf.build_signed_pdf(original, RECORD, image_png=png(), box=box)
-    assert {"Иван", "Петров", "203.0.113.5"} <= {w.text for w in _assert_block_in_box_over_no_text(original, signed, box)}
+    assert {"Иван", "Петров", "203.0.113.5"} <= {
+        w.text for w in _assert_block_in_box_over_no_text(original, signed, box)
+    }

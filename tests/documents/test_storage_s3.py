@@ -1,4 +1,5 @@
 """S3-compatible storage against a real S3 protocol server on loopback (moto's server mode)."""
+
 from __future__ import annotations
 
 import boto3
@@ -21,8 +22,11 @@ def s3_endpoint():
 
 @pytest.fixture
 def aws_env(monkeypatch):
-    for name, value in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-                        "AWS_DEFAULT_REGION": "us-east-1"}.items():
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
         monkeypatch.setenv(name, value)
 
 

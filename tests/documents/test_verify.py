@@ -1,4 +1,5 @@
 """/verify: a signed copy checks out, an original is named as such, a changed file is rejected, a bare hash tells little."""
+
 from __future__ import annotations
 
 import hashlib

@@ -1,4 +1,5 @@
 """Outgoing webhooks: events become signed JSON deliveries to a real loopback HTTP server, retried with backoff."""
+
 from __future__ import annotations
 
 import hashlib
@@ -61,13 +62,15 @@ def receiver(app):
 
 def test_a_signed_request_reaches_the_endpoint_as_signed_json(app, users, receiver, run_jobs):
     batch = make_batch(db.session, statuses=["opened", "opened"], now=NOW)
-    endpoint = webhooks_out.create_endpoint(db.session, url=receiver.url, events=["request.signed"],
-                                            user_id=users["admin"].id, now=NOW)
+    endpoint = webhooks_out.create_endpoint(
+        db.session, url=receiver.url, events=["request.signed"], user_id=users["admin"].id, now=NOW
+    )
     db.session.commit()
     secret = endpoint.secret
     dispatch(now=NOW)  # first run sets the cursor: only what happens from now on is sent
-    ids = db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch.id)
-                             .order_by(SigningRequest.id)).all()
+    ids = db.session.scalars(
+        select(SigningRequest.id).where(SigningRequest.batch_id == batch.id).order_by(SigningRequest.id)
+    ).all()
     transition(db.session, ids[0], frm="opened", to="signed", now=NOW + timedelta(seconds=1))
     transition(db.session, ids[1], frm="opened", to="declined", now=NOW + timedelta(seconds=1))
     db.session.commit()
@@ -87,7 +90,9 @@ def test_a_signed_request_reaches_the_endpoint_as_signed_json(app, users, receiv
 def test_a_failing_endpoint_is_retried_with_growing_waits_then_given_up(app, users, receiver):
     make_batch(db.session, statuses=["sent"], now=NOW)
     webhooks_out.create_endpoint(db.session, url=receiver.url, events=["batch.completed"], user_id=None, now=NOW)
-    ids = webhooks_out.emit(db.session, event="batch.completed", payload={"batch": {"id": 1}}, team_id=None, now=NOW).delivery_ids
+    ids = webhooks_out.emit(
+        db.session, event="batch.completed", payload={"batch": {"id": 1}}, team_id=None, now=NOW
+    ).delivery_ids
     db.session.commit()
     receiver.codes = [500] * 20
     at, waits = NOW, []
@@ -108,8 +113,9 @@ def test_a_failing_endpoint_is_retried_with_growing_waits_then_given_up(app, use
 def test_an_unreachable_endpoint_is_a_recorded_failure_not_a_crash(app, users):
     from tests.support.services import free_port
 
-    webhooks_out.create_endpoint(db.session, url=f"http://127.0.0.1:{free_port()}/x", events=["batch.completed"],
-                                 user_id=None, now=NOW)
+    webhooks_out.create_endpoint(
+        db.session, url=f"http://127.0.0.1:{free_port()}/x", events=["batch.completed"], user_id=None, now=NOW
+    )
     ids = webhooks_out.emit(db.session, event="batch.completed", payload={}, team_id=None, now=NOW).delivery_ids
     result = webhooks_out.deliver(db.session, delivery_id=ids[0], now=NOW, timeout=2, allow_local=True)
     assert result.status == "pending" and "Could not reach" in result.error
@@ -117,8 +123,13 @@ def test_an_unreachable_endpoint_is_a_recorded_failure_not_a_crash(app, users):
 
 def test_deliveries_never_reach_this_host_unless_allowed_nor_link_local_addresses(app, users, receiver):
     app.config["WEBHOOK_ALLOW_LOCAL"] = False  # the default
-    webhooks_out.create_endpoint(db.session, url=receiver.url.replace("127.0.0.1", "localhost"),
-                                 events=["batch.completed"], user_id=None, now=NOW)
+    webhooks_out.create_endpoint(
+        db.session,
+        url=receiver.url.replace("127.0.0.1", "localhost"),
+        events=["batch.completed"],
+        user_id=None,
+        now=NOW,
+    )
     ids = webhooks_out.emit(db.session, event="batch.completed", payload={}, team_id=None, now=NOW).delivery_ids
     result = webhooks_out.deliver(db.session, delivery_id=ids[0], now=NOW, timeout=2)
     assert result.status == "pending" and "this host" in result.error and "WEBHOOK_ALLOW_LOCAL" in result.error
@@ -153,8 +164,10 @@ def test_endpoint_registration_is_checked(app):
 def test_admin_registers_an_endpoint_and_sees_the_delivery_log(client, auth, receiver):
     auth.login_admin()
     page = client.get("/admin/webhooks")
-    shown = client.post("/admin/webhooks", data={"url": receiver.url, "events": ["request.signed", "batch.completed"],
-                                                 "csrf_token": csrf_from(page)})
+    shown = client.post(
+        "/admin/webhooks",
+        data={"url": receiver.url, "events": ["request.signed", "batch.completed"], "csrf_token": csrf_from(page)},
+    )
     assert 'id="secret"' in shown.get_data(as_text=True)
     webhooks_out.emit(db.session, event="batch.completed", payload={}, team_id=None, now=NOW)
     db.session.commit()

@@ -1,4 +1,5 @@
 """DKIM: with a key configured, every mail that reaches the SMTP server verifies against the published record."""
+
 from __future__ import annotations
 
 import re
@@ -17,8 +18,10 @@ from tests.support.clock import NOW
 
 def _dns_answering(record_name: str, record_value: str):
     """A resolver for dkimpy that knows one TXT record, as the organisation's DNS would publish it."""
+
     def lookup(name: bytes, timeout: int = 5) -> bytes | None:
         return record_value.encode() if name.decode().rstrip(".") == record_name else None
+
     return lookup
 
 
@@ -28,13 +31,15 @@ def published_key():
 
 
 def test_every_invitation_verifies_against_the_published_record(make_app, smtp, published_key):
-    app = make_app(DKIM_DOMAIN="example.org", DKIM_SELECTOR="mail2026",
-                   DKIM_PRIVATE_KEY=published_key.private_pem.decode())
+    app = make_app(
+        DKIM_DOMAIN="example.org", DKIM_SELECTOR="mail2026", DKIM_PRIVATE_KEY=published_key.private_pem.decode()
+    )
     with app.app_context():
         user = create_user(db.session, email="owner@example.com", password="owner-password", role="staff", now=NOW)
         db.session.commit()
-        batch = make_batch(user=user, now=NOW, recipients=[("anna@example.com", "Анна Иванова"),
-                                                             ("bob@example.com", "Bob")])
+        batch = make_batch(
+            user=user, now=NOW, recipients=[("anna@example.com", "Анна Иванова"), ("bob@example.com", "Bob")]
+        )
         enqueue_renders(request_ids(batch))
         run_worker(app, "pdf")
         run_worker(app, "mail")
@@ -61,13 +66,18 @@ def test_without_dkim_settings_mails_go_out_unsigned(app, smtp):
     assert received.message["DKIM-Signature"] is None
 
 
-@pytest.mark.parametrize("settings, named", [
-    ({"DKIM_DOMAIN": "example.org", "DKIM_PRIVATE_KEY": "x"}, "DKIM_SELECTOR"),
-    ({"DKIM_DOMAIN": "example.org", "DKIM_SELECTOR": "s"}, "DKIM_PRIVATE_KEY"),
-    ({"DKIM_DOMAIN": "example.org", "DKIM_SELECTOR": "s", "DKIM_PRIVATE_KEY_PATH": "/nonexistent/key.pem"},
-     "DKIM_PRIVATE_KEY_PATH"),
-    ({"DKIM_DOMAIN": "example.org", "DKIM_SELECTOR": "s", "DKIM_PRIVATE_KEY": "not a key"}, "PEM"),
-])
+@pytest.mark.parametrize(
+    "settings, named",
+    [
+        ({"DKIM_DOMAIN": "example.org", "DKIM_PRIVATE_KEY": "x"}, "DKIM_SELECTOR"),
+        ({"DKIM_DOMAIN": "example.org", "DKIM_SELECTOR": "s"}, "DKIM_PRIVATE_KEY"),
+        (
+            {"DKIM_DOMAIN": "example.org", "DKIM_SELECTOR": "s", "DKIM_PRIVATE_KEY_PATH": "/nonexistent/key.pem"},
+            "DKIM_PRIVATE_KEY_PATH",
+        ),
+        ({"DKIM_DOMAIN": "example.org", "DKIM_SELECTOR": "s", "DKIM_PRIVATE_KEY": "not a key"}, "PEM"),
+    ],
+)
 def test_incomplete_or_broken_dkim_settings_stop_the_start_with_the_variable_named(make_app, settings, named):
     with pytest.raises(ConfigError, match=named):
         make_app(**settings)
@@ -76,7 +86,8 @@ def test_incomplete_or_broken_dkim_settings_stop_the_start_with_the_variable_nam
 def test_keygen_writes_a_private_key_and_prints_the_record_that_verifies_its_mail(app, tmp_path, smtp):
     key_path = tmp_path / "dkim.pem"
     result = app.test_cli_runner().invoke(
-        args=["mail", "dkim-keygen", "--domain", "Example.org", "--selector", "s1", "--out", str(key_path)])
+        args=["mail", "dkim-keygen", "--domain", "Example.org", "--selector", "s1", "--out", str(key_path)]
+    )
     assert result.exit_code == 0, result.output
     zone_line = result.stdout.strip()
     assert zone_line.startswith("s1._domainkey.example.org. IN TXT (")
@@ -85,12 +96,11 @@ def test_keygen_writes_a_private_key_and_prints_the_record_that_verifies_its_mai
     value = "".join(re.findall(r'"([^"]*)"', zone_line))
     assert value.startswith("v=DKIM1; k=rsa; p=")
 
-    key = key_from_settings(domain="example.org", selector="s1", private_key="",
-                                   private_key_path=str(key_path))
+    key = key_from_settings(domain="example.org", selector="s1", private_key="", private_key_path=str(key_path))
     message = b"From: hr@example.org\r\nTo: anna@example.com\r\nSubject: Contract\r\n\r\nPlease sign.\r\n"
-    assert dkim.verify(sign(message, key=key),
-                       dnsfunc=_dns_answering("s1._domainkey.example.org", value))
+    assert dkim.verify(sign(message, key=key), dnsfunc=_dns_answering("s1._domainkey.example.org", value))
 
     again = app.test_cli_runner().invoke(
-        args=["mail", "dkim-keygen", "--domain", "example.org", "--selector", "s1", "--out", str(key_path)])
+        args=["mail", "dkim-keygen", "--domain", "example.org", "--selector", "s1", "--out", str(key_path)]
+    )
     assert again.exit_code == 1 and "exists already" in again.stderr

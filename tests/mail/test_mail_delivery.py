@@ -1,4 +1,5 @@
 """Invitations reach the recipient through SMTP trouble: retried when it may pass, bounced when refused."""
+
 from __future__ import annotations
 
 import pytest
@@ -33,8 +34,9 @@ def staff(fast_retry_app):
 def _mails():
     """The invitations recorded (the owner's completion notice follows them once the batch is done)."""
     db.session.expire_all()
-    return db.session.scalars(select(OutgoingMail).where(OutgoingMail.kind == "invitation")
-                              .order_by(OutgoingMail.id)).all()
+    return db.session.scalars(
+        select(OutgoingMail).where(OutgoingMail.kind == "invitation").order_by(OutgoingMail.id)
+    ).all()
 
 
 def test_mail_waits_while_the_smtp_server_is_down_and_goes_out_when_it_is_back(fast_retry_app, staff, smtp):
@@ -112,8 +114,13 @@ def test_an_outage_longer_than_every_retry_loses_no_invitation(fast_retry_app, s
     assert outage is not None and "Connection refused" in outage.reason
 
     fast_retry_app.config["MAIL_PORT"] = smtp.port
-    reconcile(db.session, redis=get_redis(), app=fast_retry_app, now=utcnow() + timedelta(minutes=10),
-              stale_after=timedelta(minutes=5))
+    reconcile(
+        db.session,
+        redis=get_redis(),
+        app=fast_retry_app,
+        now=utcnow() + timedelta(minutes=10),
+        stale_after=timedelta(minutes=5),
+    )
     run_worker(fast_retry_app, "mail")
     (request,) = requests_of(batch)
     (mail,) = _mails()
@@ -189,6 +196,5 @@ def test_building_a_mail_does_not_ask_the_resolver_for_this_hosts_name(app, monk
 
     asked = []
     monkeypatch.setattr(socket, "getfqdn", lambda *args: asked.append(args) or "slow.example")
-    message = Message(subject="Please sign", recipients=["anna@example.com"], body="…",
-                      sender="bulksign@example.com")
+    message = Message(subject="Please sign", recipients=["anna@example.com"], body="…", sender="bulksign@example.com")
     assert asked == [] and message.msgId.endswith(f"@{MESSAGE_ID_DOMAIN}>")

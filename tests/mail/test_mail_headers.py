@@ -1,5 +1,6 @@
 """No value, typed or stored, gives a mail a header field of its own making (issue 27): the one header builder folds
 text onto one line and refuses an address with a line break; names are refused with one where they are typed."""
+
 from __future__ import annotations
 
 import email
@@ -32,6 +33,7 @@ def fields_of(data: bytes) -> list[str]:
 
 # --- the builder itself -----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("breaking", ["\r\n", "\n", "\r", "\x00", "\x0b", "\x1b", "\x7f", "\x85", "\u2028", "\t"])
 def test_a_subject_with_a_line_break_or_control_character_is_folded_onto_one_line(breaking):
     made = header(name="Subject", value=f"Q3{breaking}X-Injected: yes")
@@ -39,18 +41,21 @@ def test_a_subject_with_a_line_break_or_control_character_is_folded_onto_one_lin
 
 
 def test_a_long_subject_is_folded_as_the_policy_folds_and_unfolds_to_the_one_line_given():
-    text = "Batch \"" + "quarterly contracts " * 8 + "\" is done"
+    text = 'Batch "' + "quarterly contracts " * 8 + '" is done'
     folded = header(name="Subject", value=text.replace(" ", "\r\n", 3)).fold(policy=email.policy.SMTP)
     assert folded.count("\r\n") > 1 and all(line.startswith(" ") for line in folded.split("\r\n")[1:-1])
     assert email.message_from_string(folded, policy=email.policy.default)["Subject"] == " ".join(text.split())
 
 
-@pytest.mark.parametrize("value", [
-    "hr@example.com\r\nX-Injected: yes",
-    "HR <hr@example.com>\nBcc: attacker@example.com",
-    ("HR", "hr@example.com\r\nX-Injected: yes"),
-    ("HR", "hr@example.com\x00"),
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "hr@example.com\r\nX-Injected: yes",
+        "HR <hr@example.com>\nBcc: attacker@example.com",
+        ("HR", "hr@example.com\r\nX-Injected: yes"),
+        ("HR", "hr@example.com\x00"),
+    ],
+)
 def test_an_address_with_a_line_break_or_control_character_is_refused_saying_which_field(value):
     with pytest.raises(HeaderError) as refused:
         header(name="Reply-To", value=value)
@@ -59,10 +64,15 @@ def test_an_address_with_a_line_break_or_control_character_is_refused_saying_whi
     assert "\n" not in reason  # the value is shown escaped, so the reason is one line in logs and on the page
 
 
-@pytest.mark.parametrize("value, words", [("not an address", "is not one e-mail address"),
-                                          ("a@example.com, b@example.com", "is not one e-mail address"),
-                                          (("A", "nobody"), "is not an e-mail address"),
-                                          (("A", "анна@example.com"), "local part that is not ASCII")])
+@pytest.mark.parametrize(
+    "value, words",
+    [
+        ("not an address", "is not one e-mail address"),
+        ("a@example.com, b@example.com", "is not one e-mail address"),
+        (("A", "nobody"), "is not an e-mail address"),
+        (("A", "анна@example.com"), "local part that is not ASCII"),
+    ],
+)
 def test_what_is_not_one_sendable_address_is_refused(value, words):
     with pytest.raises(HeaderError, match=words):
         header(name="To", value=value)
@@ -70,8 +80,10 @@ def test_what_is_not_one_sendable_address_is_refused(value, words):
 
 def test_a_display_name_with_line_breaks_is_folded_and_the_address_kept():
     made = header(name="To", value=[("Anna\r\nX-Injected: yes", "anna@example.com"), "Bulksign <no-reply@example.com>"])
-    assert [(a.display_name, a.addr_spec) for a in made.addresses] == [("Anna X-Injected: yes", "anna@example.com"),
-                                                                        ("Bulksign", "no-reply@example.com")]
+    assert [(a.display_name, a.addr_spec) for a in made.addresses] == [
+        ("Anna X-Injected: yes", "anna@example.com"),
+        ("Bulksign", "no-reply@example.com"),
+    ]
     assert made.fold(policy=email.policy.SMTP).count("\r\n") == 1
 
 
@@ -85,29 +97,53 @@ def test_a_field_name_that_is_not_one_is_refused():
 
 
 def test_every_field_flask_mail_wrote_from_a_value_is_made_again_by_the_builder(app):
-    message = Message(subject=f"Batch \"{INJECTED}\" is done", recipients=[("Anna\r\nBcc: x@example.com",
-                                                                            "anna@münchen.de")],
-                      body="Text", sender="Bulksign <no-reply@example.com>", reply_to="hr@example.com",
-                      bcc=["audit@example.com"], extra_headers={"X-Batch": "7\r\nX-Injected: yes"})
+    message = Message(
+        subject=f'Batch "{INJECTED}" is done',
+        recipients=[("Anna\r\nBcc: x@example.com", "anna@münchen.de")],
+        body="Text",
+        sender="Bulksign <no-reply@example.com>",
+        reply_to="hr@example.com",
+        bcc=["audit@example.com"],
+        extra_headers={"X-Batch": "7\r\nX-Injected: yes"},
+    )
     message.msgId = "<completion-notice-7@bulksign.local>"
     mail = outgoing(message=message)
     parsed = email.message_from_bytes(mail.data, policy=email.policy.default)
-    assert sorted(parsed.keys()) == sorted(["Content-Type", "MIME-Version", "Content-Transfer-Encoding", "Date",
-                                            "From", "To", "Message-ID", "Reply-To", "Subject", "X-Batch"])
-    assert parsed["Subject"] == "Batch \"Q3 Reply-To: attacker@example.com X-Injected: yes\" is done"
+    assert sorted(parsed.keys()) == sorted(
+        [
+            "Content-Type",
+            "MIME-Version",
+            "Content-Transfer-Encoding",
+            "Date",
+            "From",
+            "To",
+            "Message-ID",
+            "Reply-To",
+            "Subject",
+            "X-Batch",
+        ]
+    )
+    assert parsed["Subject"] == 'Batch "Q3 Reply-To: attacker@example.com X-Injected: yes" is done'
     assert parsed["To"].addresses[0].display_name == "Anna Bcc: x@example.com"
-    assert (parsed["From"], parsed["Reply-To"], parsed["X-Batch"]) == ("Bulksign <no-reply@example.com>",
-                                                                        "hr@example.com", "7 X-Injected: yes")
+    assert (parsed["From"], parsed["Reply-To"], parsed["X-Batch"]) == (
+        "Bulksign <no-reply@example.com>",
+        "hr@example.com",
+        "7 X-Injected: yes",
+    )
     assert parsed.get_content() == "Text"
     # Bcc is the envelope's alone: on the message it would tell every recipient.
-    assert (mail.envelope_from, mail.envelope_to) == ("no-reply@example.com",
-                                                      ("anna@xn--mnchen-3ya.de", "audit@example.com"))
+    assert (mail.envelope_from, mail.envelope_to) == (
+        "no-reply@example.com",
+        ("anna@xn--mnchen-3ya.de", "audit@example.com"),
+    )
 
 
 # --- stored values with line breaks, through the real mail job to the SMTP server -----------------------
 
+
 def test_a_stored_batch_name_with_line_breaks_makes_no_header_of_its_own_in_the_completion_notice(
-        app, users, smtp, run_jobs):
+    app, users, smtp, run_jobs
+):
     batch_id = make_batch(user=users["staff"], now=NOW, recipients=1, notify_email="hr@example.com")
     # Written straight into the table, as a batch created before names were checked may be named.
     db.session.execute(update(Batch).where(Batch.id == batch_id).values(name=INJECTED))
@@ -118,23 +154,27 @@ def test_a_stored_batch_name_with_line_breaks_makes_no_header_of_its_own_in_the_
     (notice,) = smtp.of_kind("completion-notice")
     assert notice.rcpt_tos == ["hr@example.com"]
     assert notice.message.get_all("Reply-To") is None and notice.message.get_all("X-Injected") is None
-    assert notice.subject == "Batch \"Q3 Reply-To: attacker@example.com X-Injected: yes\" is done"
+    assert notice.subject == 'Batch "Q3 Reply-To: attacker@example.com X-Injected: yes" is done'
     assert "Reply-To" not in fields_of(notice.message.as_bytes())
 
 
 def test_a_recipients_name_with_line_breaks_injects_nothing_into_the_invitation_or_the_decline_notice(
-        app, users, smtp, run_jobs):
+    app, users, smtp, run_jobs
+):
     name = "Anna\r\nX-Injected: yes\r\nBcc: attacker@example.com"
     batch_id = make_batch(user=users["staff"], now=NOW, recipients=[("anna@example.com", name)])
     version_id = db.session.get(Batch, batch_id).template_version_id
-    db.session.execute(update(TemplateVersion).where(TemplateVersion.id == version_id)
-                       .values(email_subject="{{ name }}, please sign"))
+    db.session.execute(
+        update(TemplateVersion).where(TemplateVersion.id == version_id).values(email_subject="{{ name }}, please sign")
+    )
     db.session.commit()
     enqueue_renders(request_ids(batch_id))
     run_jobs("pdf", "mail")
     (request,) = requests_of(batch_id)
-    assert decline(db.session, request_id=request.id, now=utcnow(), reason="No", ip=None,
-                   user_agent=None).status == "declined"
+    assert (
+        decline(db.session, request_id=request.id, now=utcnow(), reason="No", ip=None, user_agent=None).status
+        == "declined"
+    )
     run_jobs("mail")
 
     (invitation,) = smtp.of_kind("invitation")
@@ -144,29 +184,34 @@ def test_a_recipients_name_with_line_breaks_injects_nothing_into_the_invitation_
     assert invitation.subject == "Anna X-Injected: yes Bcc: attacker@example.com, please sign"
     # Compared word by word: Python's folder leaves a space at the end of the line it breaks before an encoded
     # word ("—" here), so the unfolded subject has two spaces there; the field is still one.
-    assert notice.subject.split() == ("Declined: Anna X-Injected: yes Bcc: attacker@example.com — "
-                                      "Employment contract").split()
+    assert (
+        notice.subject.split()
+        == ("Declined: Anna X-Injected: yes Bcc: attacker@example.com — Employment contract").split()
+    )
     for mail in (invitation, notice):
         assert mail.message.get_all("X-Injected") is None and mail.message.get_all("Bcc") is None
     assert len(smtp.received) == 3  # and the completion notice: no copy went to the injected Bcc
 
 
 def test_an_invitation_whose_reply_to_address_has_a_line_break_fails_with_the_reason_and_nothing_is_sent(
-        app, users, smtp, run_jobs):
-    batch_id = make_batch(user=users["staff"], now=NOW, recipients=1,
-                          reply_to="hr@example.com\r\nX-Injected: yes")
+    app, users, smtp, run_jobs
+):
+    batch_id = make_batch(user=users["staff"], now=NOW, recipients=1, reply_to="hr@example.com\r\nX-Injected: yes")
     enqueue_renders(request_ids(batch_id))
     run_jobs("pdf", "mail")
 
     (request,) = requests_of(batch_id)
     mail = db.session.scalar(select(OutgoingMail).where(OutgoingMail.kind == "invitation"))
     assert request.status == "failed" and mail.status == "failed"
-    assert request.error_message == ("The mail could not be built: Reply-To: 'hr@example.com\\r\\nX-Injected: yes' "
-                                     "has a line break or another control character in it")
+    assert request.error_message == (
+        "The mail could not be built: Reply-To: 'hr@example.com\\r\\nX-Injected: yes' "
+        "has a line break or another control character in it"
+    )
     assert smtp.of_kind("invitation") == []
 
 
 # --- names are refused where they are typed ---------------------------------------------------------------
+
 
 def test_a_template_name_or_mail_subject_with_a_line_break_is_refused_with_a_translated_message(app, users):
     from flask_babel import force_locale
@@ -174,15 +219,22 @@ def test_a_template_name_or_mail_subject_with_a_line_break_is_refused_with_a_tra
     with pytest.raises(TemplateError) as named:
         create_template(db.session, name="Contract\r\nX-Injected: yes", html="<p>x</p>", user=users["staff"], now=NOW)
     with pytest.raises(TemplateError) as subject:
-        create_template(db.session, name="Contract", html="<p>x</p>", user=users["staff"], now=NOW,
-                        reminder_subject="Please sign\nX-Injected: yes")
+        create_template(
+            db.session,
+            name="Contract",
+            html="<p>x</p>",
+            user=users["staff"],
+            now=NOW,
+            reminder_subject="Please sign\nX-Injected: yes",
+        )
     db.session.rollback()
     assert named.value.message == "The template name may not contain line breaks or other control characters."
     assert subject.value.message == "The reminder subject may not contain line breaks or other control characters."
     with force_locale("ru"):
         assert str(named.value.message).startswith("Название шаблона не может содержать переводы строк")
-        assert str(subject.value.message) == ("тема напоминания: переводы строк и другие управляющие символы "
-                                              "недопустимы.")
+        assert str(subject.value.message) == (
+            "тема напоминания: переводы строк и другие управляющие символы недопустимы."
+        )
 
 
 def test_the_templates_api_refuses_a_name_or_subject_with_a_line_break(client, users):
@@ -203,7 +255,8 @@ def test_a_team_name_with_a_line_break_is_refused_on_the_command_line_and_the_ad
     assert result.exit_code == 1 and "The team name may not contain line breaks" in result.output
     auth.login_admin()
     token = csrf_from(client.get("/admin/teams"))
-    refused = client.post("/admin/teams", data={"csrf_token": token, "name": "Sales\nX-Injected: yes"},
-                          follow_redirects=True)
+    refused = client.post(
+        "/admin/teams", data={"csrf_token": token, "name": "Sales\nX-Injected: yes"}, follow_redirects=True
+    )
     assert "The team name may not contain line breaks" in refused.get_data(as_text=True)
     assert db.session.scalar(select(Team).where(Team.name.like("Sales%"))) is None

@@ -1,4 +1,5 @@
 """The global mail throttle: never more than R sends in any window, however many workers ask."""
+
 from __future__ import annotations
 
 import threading

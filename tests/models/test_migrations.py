@@ -1,4 +1,5 @@
 """The migrations build the same schema as the models, on PostgreSQL and on SQLite, and roll back."""
+
 from __future__ import annotations
 
 import pytest
@@ -23,15 +24,24 @@ def empty_database_url(request, tmp_path):
 
 
 def test_migrations_upgrade_to_the_models_and_downgrade_to_nothing(empty_database_url, redis_server, tmp_path):
-    app = create_app({"DATABASE_URL": empty_database_url, "REDIS_URL": redis_server.url, "SECRET_KEY": "x",
-                      "VAR_DIR": str(tmp_path), "TESTING": True})
+    app = create_app(
+        {
+            "DATABASE_URL": empty_database_url,
+            "REDIS_URL": redis_server.url,
+            "SECRET_KEY": "x",
+            "VAR_DIR": str(tmp_path),
+            "TESTING": True,
+        }
+    )
     with app.app_context():
         upgrade()
         engine = create_engine(app.config["SQLALCHEMY_DATABASE_URI"], **app.config["SQLALCHEMY_ENGINE_OPTIONS"])
         with engine.connect() as conn:
             diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": False}), db.metadata)
         assert diff == [], "models and migrations differ: run `flask db migrate`"
-        assert {"users", "batches", "signing_requests", "events", "outgoing_mails"} <= set(inspect(engine).get_table_names())
+        assert {"users", "batches", "signing_requests", "events", "outgoing_mails"} <= set(
+            inspect(engine).get_table_names()
+        )
         downgrade(revision="base")
         assert set(inspect(engine).get_table_names()) <= {"alembic_version"}
         engine.dispose()
@@ -44,13 +54,22 @@ def test_the_counters_migration_back_fills_every_status_of_every_batch(empty_dat
     from tests.support.batchdata import make_batch
     from tests.support.clock import NOW
 
-    app = create_app({"DATABASE_URL": empty_database_url, "REDIS_URL": redis_server.url, "SECRET_KEY": "x",
-                      "VAR_DIR": str(tmp_path), "TESTING": True})
+    app = create_app(
+        {
+            "DATABASE_URL": empty_database_url,
+            "REDIS_URL": redis_server.url,
+            "SECRET_KEY": "x",
+            "VAR_DIR": str(tmp_path),
+            "TESTING": True,
+        }
+    )
     with app.app_context():
         upgrade()
-        batches = [make_batch(db.session, statuses=["sent", "signed", "sent", "failed"], now=NOW, name="A").id,
-                   make_batch(db.session, statuses=["pending"] * 3, now=NOW, name="B").id,
-                   make_batch(db.session, statuses=[], now=NOW, name="Empty").id]
+        batches = [
+            make_batch(db.session, statuses=["sent", "signed", "sent", "failed"], now=NOW, name="A").id,
+            make_batch(db.session, statuses=["pending"] * 3, now=NOW, name="B").id,
+            make_batch(db.session, statuses=[], now=NOW, name="Empty").id,
+        ]
         truth = batch_counts.recount(db.session, batches)
         db.session.remove()
         # Back to the schema without counters, with the requests kept, and up again: the back-fill runs.
@@ -70,8 +89,15 @@ def test_the_teams_migration_puts_existing_users_and_data_in_a_default_team(empt
     from tests.support.batchdata import make_batch
     from tests.support.clock import NOW
 
-    app = create_app({"DATABASE_URL": empty_database_url, "REDIS_URL": redis_server.url, "SECRET_KEY": "x",
-                      "VAR_DIR": str(tmp_path), "TESTING": True})
+    app = create_app(
+        {
+            "DATABASE_URL": empty_database_url,
+            "REDIS_URL": redis_server.url,
+            "SECRET_KEY": "x",
+            "VAR_DIR": str(tmp_path),
+            "TESTING": True,
+        }
+    )
     with app.app_context():
         upgrade()
         owner = create_user(db.session, email="owner@example.com", password="owner-password", role="staff", now=NOW)

@@ -1,4 +1,5 @@
 """``/metrics`` after real work: requests served, jobs, mails, throttle, queues, batches, the scheduler; cheap to scrape."""
+
 from __future__ import annotations
 
 import re
@@ -8,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -72,8 +73,14 @@ def test_a_sent_batch_shows_in_jobs_mails_render_times_and_batch_counts(app, use
 def test_forked_worker_processes_add_to_the_figures_the_web_reports(app, users, smtp, client):
     batch = make_batch(user=users["staff"], now=NOW, recipients=6)
     enqueue_renders(request_ids(batch))
-    done = subprocess.run([sys.executable, "-m", "flask", "jobs", "worker", "--burst", "--processes", "2", "pdf", "mail"],
-                          cwd=BASE_DIR, env=worker_env(app), capture_output=True, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "flask", "jobs", "worker", "--burst", "--processes", "2", "pdf", "mail"],
+        cwd=BASE_DIR,
+        env=worker_env(app),
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     text = scrape(client)
     assert value(text, 'bulksign_mails_total{kind="invitation",status="sent"}') == 6
@@ -116,7 +123,7 @@ def test_an_outage_of_the_mail_server_shows_since_when(app, client):
 
     assert value(scrape(client), "bulksign_mail_server_down_since_timestamp_seconds") == 0
     started = time.time() - 400
-    mail_server.record_down(get_redis(), now=datetime.fromtimestamp(started, timezone.utc), reason="refused")
+    mail_server.record_down(get_redis(), now=datetime.fromtimestamp(started, UTC), reason="refused")
     assert abs(value(scrape(client), "bulksign_mail_server_down_since_timestamp_seconds") - started) < 1
     mail_server.record_reached(get_redis())
     assert value(scrape(client), "bulksign_mail_server_down_since_timestamp_seconds") == 0
@@ -126,11 +133,17 @@ def test_complaints_and_bounces_from_the_provider_are_counted(make_app):
     app = make_app(BOUNCE_WEBHOOK_SECRET="hook-secret")
     with app.app_context():
         client = app.test_client()
-        complaint = {"notificationType": "Complaint",
-                     "complaint": {"complainedRecipients": [{"emailAddress": "a@example.com"}]}}
+        complaint = {
+            "notificationType": "Complaint",
+            "complaint": {"complainedRecipients": [{"emailAddress": "a@example.com"}]},
+        }
         assert client.post("/webhooks/bounces?token=hook-secret", json=complaint).status_code == 200
-        assert client.post("/webhooks/bounces?token=hook-secret",
-                           json={"email": "nobody@example.com", "reason": "550"}).status_code == 200
+        assert (
+            client.post(
+                "/webhooks/bounces?token=hook-secret", json={"email": "nobody@example.com", "reason": "550"}
+            ).status_code
+            == 200
+        )
         text = scrape(client)
         assert value(text, 'bulksign_mail_reports_total{type="complaint"}') == 1
         assert value(text, 'bulksign_mail_reports_total{type="bounce"}') == 1
@@ -216,11 +229,20 @@ def test_requests_served_by_several_gunicorn_workers_add_up_in_one_scrape(app, t
 
     port = free_port()
     c = app.config
-    env = {"DATABASE_URL": c["DATABASE_URL"], "REDIS_URL": c["REDIS_URL"], "SECRET_KEY": "x",
-           "BULKSIGN_VAR_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    proc = subprocess.Popen([str(Path(sys.executable).with_name("gunicorn")), "--bind", f"127.0.0.1:{port}",
-                             "--workers", "2", "wsgi:app"], cwd=BASE_DIR, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {
+        "DATABASE_URL": c["DATABASE_URL"],
+        "REDIS_URL": c["REDIS_URL"],
+        "SECRET_KEY": "x",
+        "BULKSIGN_VAR_DIR": str(tmp_path),
+        "PATH": "/usr/bin:/bin",
+    }
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).with_name("gunicorn")), "--bind", f"127.0.0.1:{port}", "--workers", "2", "wsgi:app"],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60  # booting takes seconds on a loaded machine: wait, bounded
         while time.monotonic() < deadline:
@@ -231,8 +253,12 @@ def test_requests_served_by_several_gunicorn_workers_add_up_in_one_scrape(app, t
                 time.sleep(0.2)
         # A new connection each time: the two workers both answer some.
         for _ in range(19):
-            assert requests.get(f"http://127.0.0.1:{port}/healthz", timeout=30,
-                                headers={"Connection": "close"}).status_code == 200
+            assert (
+                requests.get(
+                    f"http://127.0.0.1:{port}/healthz", timeout=30, headers={"Connection": "close"}
+                ).status_code
+                == 200
+            )
         text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
     finally:
         proc.terminate()

@@ -1,4 +1,5 @@
 """The monitoring files: alert rules and their promtool unit tests, Prometheus' config, the Grafana dashboard, compose."""
+
 from __future__ import annotations
 
 import json
@@ -72,8 +73,16 @@ def test_the_dashboard_is_grafana_json_on_the_provisioned_datasource():
     panels = dashboard["panels"]
     assert dashboard["uid"] == "bulksign" and len({p["id"] for p in panels}) == len(panels)
     titles = " ".join(p["title"].lower() for p in panels)
-    for subject in ("requests", "latency", "errors", "queued", "batches in flight", "mails per minute",
-                    "bounce", "workers"):
+    for subject in (
+        "requests",
+        "latency",
+        "errors",
+        "queued",
+        "batches in flight",
+        "mails per minute",
+        "bounce",
+        "workers",
+    ):
         assert subject in titles, subject
     for panel in panels:
         assert set(panel["gridPos"]) == {"x", "y", "w", "h"} and panel["gridPos"]["x"] + panel["gridPos"]["w"] <= 24
@@ -86,7 +95,13 @@ def test_compose_adds_prometheus_and_grafana_under_a_profile_that_is_off_by_defa
     services = compose["services"]
     assert services["prometheus"]["profiles"] == ["monitoring"] and services["grafana"]["profiles"] == ["monitoring"]
     assert [name for name, s in services.items() if "profiles" not in s] == [
-        "postgres", "redis", "web", "worker-pdf", "worker-mail", "scheduler"]
+        "postgres",
+        "redis",
+        "web",
+        "worker-pdf",
+        "worker-mail",
+        "scheduler",
+    ]
     for name in ("prometheus", "grafana"):
         for volume in services[name]["volumes"]:
             source = volume.split(":")[0]
@@ -97,11 +112,14 @@ def test_compose_adds_prometheus_and_grafana_under_a_profile_that_is_off_by_defa
 
 def test_the_readme_explains_every_alert():
     readme = (BASE_DIR / "README.md").read_text()
-    alerts = {rule["alert"] for group in yaml.safe_load((PROMETHEUS / "alerts.yml").read_text())["groups"]
-              for rule in group["rules"]}
+    alerts = {
+        rule["alert"]
+        for group in yaml.safe_load((PROMETHEUS / "alerts.yml").read_text())["groups"]
+        for rule in group["rules"]
+    }
     assert alerts and all(f"`{name}`" in readme for name in alerts)
 
 
 def test_install_script_brings_promtool_for_the_tests():
     script = Path(BASE_DIR / "scripts/install-system-deps.sh").read_text()
-    assert re.search(r'--test.*\bprometheus\b', script)
+    assert re.search(r"--test.*\bprometheus\b", script)

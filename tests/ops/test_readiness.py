@@ -1,4 +1,5 @@
 """/readyz: alive is not enough; the scheduler must tick and queued work must have a worker."""
+
 from __future__ import annotations
 
 from datetime import timedelta

@@ -4,6 +4,7 @@ The route tables read ``app.url_map``: every staff and API route must be classif
 first test fails, and every route taking a batch, request or template id is tried with another
 team's id by every role (404, never 403: ids cannot be probed).
 """
+
 from __future__ import annotations
 
 import io
@@ -24,24 +25,59 @@ from tests.support.web import AuthActions, csrf_from
 
 PASSWORD = "team-password"
 #: Reads of one batch (and its requests, exports, recipients): everyone who sees the batch.
-BATCH_READS = {"batches.detail", "batches.progress", "batches.table", "batches.timeline", "batches.export_csv",
-               "batches.export_status", "batches.export_download", "batches.start_export",
-               "api_dashboard.get_batch", "api_dashboard.list_requests", "api_dashboard.export_csv"}
+BATCH_READS = {
+    "batches.detail",
+    "batches.progress",
+    "batches.table",
+    "batches.timeline",
+    "batches.export_csv",
+    "batches.export_status",
+    "batches.export_download",
+    "batches.start_export",
+    "api_dashboard.get_batch",
+    "api_dashboard.list_requests",
+    "api_dashboard.export_csv",
+}
 #: Actions on a batch or its requests: the owner, a manager of its team, admins.
-BATCH_ACTIONS = {"batches.bulk_action", "reminders.remind", "reminders.resend_selected", "reminders.resend_one",
-                 "reminders.update_email", "batch_access.share", "batch_access.unshare", "batch_access.notices",
-                 "api_batch_actions.cancel", "api_batch_actions.retry", "api_reminders.remind",
-                 "api_reminders.resend", "api_reminders.update_email"}
-TEMPLATE_READS = {"doc_templates.detail", "doc_templates.preview", "doc_templates.preview_pdf",
-                  "doc_templates.page_image", "api_templates.boxes"}
+BATCH_ACTIONS = {
+    "batches.bulk_action",
+    "reminders.remind",
+    "reminders.resend_selected",
+    "reminders.resend_one",
+    "reminders.update_email",
+    "batch_access.share",
+    "batch_access.unshare",
+    "batch_access.notices",
+    "api_batch_actions.cancel",
+    "api_batch_actions.retry",
+    "api_reminders.remind",
+    "api_reminders.resend",
+    "api_reminders.update_email",
+}
+TEMPLATE_READS = {
+    "doc_templates.detail",
+    "doc_templates.preview",
+    "doc_templates.preview_pdf",
+    "doc_templates.page_image",
+    "api_templates.boxes",
+}
 #: Reads only a PDF template answers (the world's template is HTML); tested on a PDF in test_pdf_templates.
 PDF_TEMPLATE_READS = {"doc_templates.page_image", "api_templates.boxes"}
 TEMPLATE_EDITS = {"doc_templates.edit", "doc_templates.place", "api_templates.place_boxes"}
 #: Lists and searches: filtered to what the user sees.
 LISTS = {"batches.index", "doc_templates.index", "api_dashboard.list_batches", "api_templates.index"}
 #: Creating batches and templates: not for viewers; the template must be one the user may use.
-CREATES = {"uploads.new", "uploads.create", "uploads.validate", "uploads.recheck", "uploads.error_report",
-           "doc_templates.new", "api_templates.create", "api_uploads.create", "api_uploads.validate"}
+CREATES = {
+    "uploads.new",
+    "uploads.create",
+    "uploads.validate",
+    "uploads.recheck",
+    "uploads.error_report",
+    "doc_templates.new",
+    "api_templates.create",
+    "api_uploads.create",
+    "api_uploads.validate",
+}
 #: The user's own session and account.
 OWN = {"main.dashboard", "auth.logout", "auth.set_language", "api.me"}
 #: Admins only (tested route by route in test_security_sweep); ids there are users, keys and endpoints.
@@ -69,30 +105,60 @@ def world(app, users):
     now = utcnow()
     team_a, team_b = create_team(db.session, name="Accounting", now=now), create_team(db.session, name="HR", now=now)
     people = {"admin": users["admin"]}
-    for key, role, team in [("manager_a", "manager", team_a), ("owner_a", "staff", team_a),
-                            ("staff_a", "staff", team_a), ("viewer_a", "viewer", team_a),
-                            ("manager_b", "manager", team_b), ("staff_b", "staff", team_b),
-                            ("viewer_b", "viewer", team_b)]:
+    for key, role, team in [
+        ("manager_a", "manager", team_a),
+        ("owner_a", "staff", team_a),
+        ("staff_a", "staff", team_a),
+        ("viewer_a", "viewer", team_a),
+        ("manager_b", "manager", team_b),
+        ("staff_b", "staff", team_b),
+        ("viewer_b", "viewer", team_b),
+    ]:
         people[key] = create_user(db.session, email=f"{key}@example.com", password=PASSWORD, role=role, now=now)
         add_member(db.session, team=team, user=people[key], by=None, now=now)
     db.session.commit()
-    batch = make_batch(db.session, statuses=["sent", "failed", "signed"], now=NOW, name="Salaries Q4",
-                       user_id=people["owner_a"].id, team_id=team_a.id)
+    batch = make_batch(
+        db.session,
+        statuses=["sent", "failed", "signed"],
+        now=NOW,
+        name="Salaries Q4",
+        user_id=people["owner_a"].id,
+        team_id=team_a.id,
+    )
     get_storage().put(f"exports/{batch.id}/1-signed.zip", b"PK\x05\x06" + b"\x00" * 18, content_type="application/zip")
-    export = Export(batch_id=batch.id, status="ready", total=0, done=0, storage_key=f"exports/{batch.id}/1-signed.zip",
-                    created_at=NOW)
+    export = Export(
+        batch_id=batch.id,
+        status="ready",
+        total=0,
+        done=0,
+        storage_key=f"exports/{batch.id}/1-signed.zip",
+        created_at=NOW,
+    )
     db.session.add(export)
     db.session.commit()
     template_id = batch.template_version.template_id
     request_id = db.session.scalar(db.select(SigningRequest.id).where(SigningRequest.batch_id == batch.id))
-    return {"people": people, "team_a": team_a.id, "team_b": team_b.id, "batch_id": batch.id,
-            "request_id": request_id, "template_id": template_id, "export_id": export.id}
+    return {
+        "people": people,
+        "team_a": team_a.id,
+        "team_b": team_b.id,
+        "batch_id": batch.id,
+        "request_id": request_id,
+        "template_id": template_id,
+        "export_id": export.id,
+    }
 
 
 def _url(rule: Rule, world) -> str:
-    values = {"batch_id": world["batch_id"], "request_id": world["request_id"], "template_id": world["template_id"],
-              "export_id": world["export_id"], "user_id": world["people"]["staff_b"].id, "upload_id": "x" * 32,
-              "page": 1}
+    values = {
+        "batch_id": world["batch_id"],
+        "request_id": world["request_id"],
+        "template_id": world["template_id"],
+        "export_id": world["export_id"],
+        "user_id": world["people"]["staff_b"].id,
+        "upload_id": "x" * 32,
+        "page": 1,
+    }
     return rule.build({arg: values[arg] for arg in rule.arguments}, append_unknown=False)[1]
 
 
@@ -118,6 +184,7 @@ def _api_headers(user) -> dict:
 
 
 # --- the route tables ----------------------------------------------------------------------------
+
 
 def test_every_staff_and_api_route_is_classified_so_a_new_route_cannot_slip_through(app):
     classified = BATCH_READS | BATCH_ACTIONS | TEMPLATE_READS | TEMPLATE_EDITS | LISTS | CREATES | OWN
@@ -167,8 +234,9 @@ def test_every_read_of_the_teams_batch_and_template_answers_every_role_of_the_te
             assert response.status_code in (200, 302), (role, method, rule.rule, response.status_code)
 
 
-@pytest.mark.parametrize("role, allowed", [("admin", True), ("manager_a", True), ("owner_a", True),
-                                           ("staff_a", False), ("viewer_a", False)])
+@pytest.mark.parametrize(
+    "role, allowed", [("admin", True), ("manager_a", True), ("owner_a", True), ("staff_a", False), ("viewer_a", False)]
+)
 def test_actions_on_the_teams_batch_are_for_its_owner_its_teams_managers_and_admins(app, world, role, allowed):
     headers = _api_headers(world["people"][role])
     client = _OwnUserClient(app, app.response_class)
@@ -183,8 +251,9 @@ def test_actions_on_the_teams_batch_are_for_its_owner_its_teams_managers_and_adm
         assert "owner, a manager of its team or an admin" in retry.get_json()["error"]["message"]
 
 
-@pytest.mark.parametrize("role, allowed", [("admin", True), ("manager_a", True), ("owner_a", True),
-                                           ("staff_a", False), ("viewer_a", False)])
+@pytest.mark.parametrize(
+    "role, allowed", [("admin", True), ("manager_a", True), ("owner_a", True), ("staff_a", False), ("viewer_a", False)]
+)
 def test_editing_a_template_is_for_its_owner_its_teams_managers_and_admins(app, world, role, allowed):
     client, token = _web(app, world["people"][role])
     url = f"/templates/{world['template_id']}/edit"
@@ -192,8 +261,11 @@ def test_editing_a_template_is_for_its_owner_its_teams_managers_and_admins(app, 
     saved = client.post(url, data={"csrf_token": token, "html": "<p>{{ name }} changed</p>"})
     detail = client.get(f"/templates/{world['template_id']}").get_data(as_text=True)
     # Placing boxes over the API: the same right (the world's template is HTML, so one who may gets a 409).
-    boxes = _OwnUserClient(app, app.response_class).put(f"/api/v1/templates/{world['template_id']}/boxes",
-                                                         json={"boxes": []}, headers=_api_headers(world["people"][role]))
+    boxes = _OwnUserClient(app, app.response_class).put(
+        f"/api/v1/templates/{world['template_id']}/boxes",
+        json={"boxes": []},
+        headers=_api_headers(world["people"][role]),
+    )
     if allowed:
         assert page.status_code == 200 and saved.status_code == 302
         assert f'href="{url}"' in detail
@@ -207,9 +279,16 @@ def test_editing_a_template_is_for_its_owner_its_teams_managers_and_admins(app, 
 
 # --- lists, searches and counts ---------------------------------------------------------------
 
+
 def test_lists_searches_and_the_api_show_only_the_users_teams_batches_and_templates(app, world):
-    make_batch(db.session, statuses=["sent"], now=NOW, name="Salaries HR", user_id=world["people"]["staff_b"].id,
-               team_id=world["team_b"])
+    make_batch(
+        db.session,
+        statuses=["sent"],
+        now=NOW,
+        name="Salaries HR",
+        user_id=world["people"]["staff_b"].id,
+        team_id=world["team_b"],
+    )
     client, _ = _web(app, world["people"]["staff_b"])
     for path in ("/batches/", "/batches/?q=Salaries", "/templates/"):
         page = client.get(path).get_data(as_text=True)
@@ -235,8 +314,9 @@ def test_a_user_without_a_team_sees_only_their_own_batches(app, world):
 
 def test_a_batch_shared_with_a_user_of_another_team_is_readable_by_them_not_changeable(app, world):
     owner, token = _web(app, world["people"]["owner_a"])
-    shared = owner.post(f"/batches/{world['batch_id']}/shares", data={"csrf_token": token,
-                                                                       "email": "staff_b@example.com"})
+    shared = owner.post(
+        f"/batches/{world['batch_id']}/shares", data={"csrf_token": token, "email": "staff_b@example.com"}
+    )
     assert shared.status_code == 303
     reader, _ = _web(app, world["people"]["staff_b"])
     assert reader.get(f"/batches/{world['batch_id']}").status_code == 200
@@ -246,13 +326,15 @@ def test_a_batch_shared_with_a_user_of_another_team_is_readable_by_them_not_chan
     assert reader.post(f"/api/v1/batches/{world['batch_id']}/cancel", headers=headers).status_code == 403
     # The template stays out of reach: sharing a batch is not sharing its template.
     assert reader.get(f"/templates/{world['template_id']}").status_code == 404
-    unshared = owner.post(f"/batches/{world['batch_id']}/shares/{world['people']['staff_b'].id}/remove",
-                          data={"csrf_token": token})
+    unshared = owner.post(
+        f"/batches/{world['batch_id']}/shares/{world['people']['staff_b'].id}/remove", data={"csrf_token": token}
+    )
     assert unshared.status_code == 303
     assert reader.get(f"/batches/{world['batch_id']}").status_code == 404
 
 
 # --- creating ------------------------------------------------------------------------------------
+
 
 def test_a_viewer_reads_but_cannot_create_batches_or_templates(app, world):
     viewer = world["people"]["viewer_a"]
@@ -268,30 +350,48 @@ def test_staff_use_a_template_their_team_shares_but_another_teams_template_is_no
     csv = io.BytesIO(b"email,name\nann@example.com,Ann\n")
     mine = _api_headers(world["people"]["staff_a"])
     client = _OwnUserClient(app, app.response_class)
-    created = client.post("/api/v1/batches", headers=mine, content_type="multipart/form-data",
-                          data={"template_id": str(world["template_id"]), "file": (csv, "r.csv")})
+    created = client.post(
+        "/api/v1/batches",
+        headers=mine,
+        content_type="multipart/form-data",
+        data={"template_id": str(world["template_id"]), "file": (csv, "r.csv")},
+    )
     assert created.status_code == 201
     batch = db.session.get(Batch, created.get_json()["id"])
     assert batch.team_id == world["team_a"] and batch.created_by_id == world["people"]["staff_a"].id
     other = _api_headers(world["people"]["staff_b"])
-    refused = client.post("/api/v1/batches", headers=other, content_type="multipart/form-data",
-                          data={"template_id": str(world["template_id"]),
-                                "file": (io.BytesIO(b"email,name\nann@example.com,Ann\n"), "r.csv")})
+    refused = client.post(
+        "/api/v1/batches",
+        headers=other,
+        content_type="multipart/form-data",
+        data={
+            "template_id": str(world["template_id"]),
+            "file": (io.BytesIO(b"email,name\nann@example.com,Ann\n"), "r.csv"),
+        },
+    )
     assert refused.status_code == 404
 
 
 def test_a_user_in_several_teams_chooses_the_batchs_team_and_only_among_their_own(app, world):
     people = world["people"]
-    add_member(db.session, team=db.session.get(Team, world["team_b"]), user=people["staff_a"], by=people["admin"],
-               now=utcnow())
+    add_member(
+        db.session, team=db.session.get(Team, world["team_b"]), user=people["staff_a"], by=people["admin"], now=utcnow()
+    )
     db.session.commit()
     headers = _api_headers(people["staff_a"])
     client = _OwnUserClient(app, app.response_class)
 
     def create(team_id):
-        return client.post("/api/v1/batches", headers=headers, content_type="multipart/form-data", data={
-            "template_id": str(world["template_id"]), "team_id": str(team_id),
-            "file": (io.BytesIO(b"email,name\nann@example.com,Ann\n"), "r.csv")})
+        return client.post(
+            "/api/v1/batches",
+            headers=headers,
+            content_type="multipart/form-data",
+            data={
+                "template_id": str(world["template_id"]),
+                "team_id": str(team_id),
+                "file": (io.BytesIO(b"email,name\nann@example.com,Ann\n"), "r.csv"),
+            },
+        )
 
     chosen = create(world["team_b"])
     assert chosen.status_code == 201 and db.session.get(Batch, chosen.get_json()["id"]).team_id == world["team_b"]
@@ -302,6 +402,7 @@ def test_a_user_in_several_teams_chooses_the_batchs_team_and_only_among_their_ow
 
 
 # --- who is told ---------------------------------------------------------------------------------
+
 
 def test_a_batch_names_who_gets_its_decline_expiry_and_completion_notices(app, world):
     from datetime import timedelta
@@ -315,9 +416,11 @@ def test_a_batch_names_who_gets_its_decline_expiry_and_completion_notices(app, w
     page = owner.get(f"/batches/{world['batch_id']}").get_data(as_text=True)
     assert '<option value="manager_a@example.com" >manager_a@example.com (manager, Accounting)' in page
     assert "manager_b@example.com" not in page  # another team's manager is not offered
-    for fields, to in [({"notify_to": "manager_a@example.com"}, "manager_a@example.com"),
-                       ({"notify_to": "owner", "notify_email": "typed-then-changed-mind@example.com"}, None),
-                       ({"notify_to": "other", "notify_email": "auditor@example.com"}, "auditor@example.com")]:
+    for fields, to in [
+        ({"notify_to": "manager_a@example.com"}, "manager_a@example.com"),
+        ({"notify_to": "owner", "notify_email": "typed-then-changed-mind@example.com"}, None),
+        ({"notify_to": "other", "notify_email": "auditor@example.com"}, "auditor@example.com"),
+    ]:
         named = owner.post(f"/batches/{world['batch_id']}/notices", data={"csrf_token": token, **fields})
         assert named.status_code == 303 and db.session.get(Batch, world["batch_id"]).notify_email == to
     page = owner.get(f"/batches/{world['batch_id']}").get_data(as_text=True)
@@ -326,24 +429,35 @@ def test_a_batch_names_who_gets_its_decline_expiry_and_completion_notices(app, w
         assert owner.post(f"/batches/{world['batch_id']}/notices", data={"csrf_token": token, **bad}).status_code == 422
     # A decline and an expiry, each in a batch that names the head of HR.
     declined = make_sent_request(now=NOW, owner=world["people"]["owner_a"])
-    expiring = make_sent_request(now=NOW, owner=world["people"]["owner_a"], email="late@example.com",
-                                 expires_in=timedelta(days=1))
+    expiring = make_sent_request(
+        now=NOW, owner=world["people"]["owner_a"], email="late@example.com", expires_in=timedelta(days=1)
+    )
     for batch_id in (declined.batch_id, expiring.batch_id):
         db.session.get(Batch, batch_id).notify_email = "head-of-hr@example.com"
     db.session.commit()
     open_request(db.session, request_id=declined.id, now=NOW, ip=None, user_agent=None)
-    assert decline(db.session, request_id=declined.id, now=NOW, reason="Wrong salary", ip=None,
-                   user_agent=None).status == "declined"
+    assert (
+        decline(db.session, request_id=declined.id, now=NOW, reason="Wrong salary", ip=None, user_agent=None).status
+        == "declined"
+    )
     expire_due(db.session, now=NOW + timedelta(days=2))
     queue_due_summaries(db.session, now=NOW + timedelta(days=3))
     # Completion: the declined batch has no work left and is done.
     refresh_batch_statuses(db.session, now=NOW + timedelta(days=3), batch_ids=[declined.batch_id])
     db.session.commit()
-    told = {(m.kind, m.batch_id): m.to_email for m in db.session.scalars(db.select(OutgoingMail).where(
-        OutgoingMail.kind.in_(["decline_notice", "expiry_summary", "completion_notice"])))}
-    assert told == {("decline_notice", declined.batch_id): "head-of-hr@example.com",
-                    ("expiry_summary", expiring.batch_id): "head-of-hr@example.com",
-                    ("completion_notice", declined.batch_id): "head-of-hr@example.com"}
+    told = {
+        (m.kind, m.batch_id): m.to_email
+        for m in db.session.scalars(
+            db.select(OutgoingMail).where(
+                OutgoingMail.kind.in_(["decline_notice", "expiry_summary", "completion_notice"])
+            )
+        )
+    }
+    assert told == {
+        ("decline_notice", declined.batch_id): "head-of-hr@example.com",
+        ("expiry_summary", expiring.batch_id): "head-of-hr@example.com",
+        ("completion_notice", declined.batch_id): "head-of-hr@example.com",
+    }
 
 
 def test_without_a_named_address_the_owner_hears_of_declines_and_of_the_end_of_the_batch(app, world):
@@ -356,20 +470,35 @@ def test_without_a_named_address_the_owner_hears_of_declines_and_of_the_end_of_t
     decline(db.session, request_id=sent.id, now=NOW, reason="No", ip=None, user_agent=None)
     refresh_batch_statuses(db.session, now=NOW, batch_ids=[sent.batch_id])
     db.session.commit()
-    told = [(m.kind, m.to_email) for m in db.session.scalars(db.select(OutgoingMail).order_by(OutgoingMail.id))
-            if m.kind.endswith("notice")]
+    told = [
+        (m.kind, m.to_email)
+        for m in db.session.scalars(db.select(OutgoingMail).order_by(OutgoingMail.id))
+        if m.kind.endswith("notice")
+    ]
     assert told == [("decline_notice", "owner_a@example.com"), ("completion_notice", "owner_a@example.com")]
 
 
 # --- teams on the command line and the admin page, audited -------------------------------------
+
 
 def test_cli_creates_a_team_and_a_manager_in_it_and_records_the_membership(app):
     from bulksign.models import MembershipChange, User
 
     runner = app.test_cli_runner()
     assert runner.invoke(args=["teams", "create", "Accounting"]).exit_code == 0
-    result = runner.invoke(args=["users", "create", "boss@example.com", "--role", "manager", "--team", "Accounting",
-                                 "--password", "boss-password"])
+    result = runner.invoke(
+        args=[
+            "users",
+            "create",
+            "boss@example.com",
+            "--role",
+            "manager",
+            "--team",
+            "Accounting",
+            "--password",
+            "boss-password",
+        ]
+    )
     assert result.exit_code == 0, result.output
     assert "Created manager boss@example.com in Accounting." in result.output
     unknown = runner.invoke(args=["users", "create", "x@example.com", "--team", "Nope", "--password", "x-password"])
@@ -378,10 +507,14 @@ def test_cli_creates_a_team_and_a_manager_in_it_and_records_the_membership(app):
     changes = db.session.scalars(db.select(MembershipChange).order_by(MembershipChange.id)).all()
     assert [(c.team_name, c.user_email, c.action, c.old_role, c.new_role, c.actor) for c in changes] == [
         (None, "boss@example.com", "role", None, "manager", "cli"),
-        ("Accounting", "boss@example.com", "added", None, None, "cli")]
+        ("Accounting", "boss@example.com", "added", None, None, "cli"),
+    ]
     assert runner.invoke(args=["teams", "remove", "Accounting", "boss@example.com"]).exit_code == 0
-    assert db.session.scalars(db.select(MembershipChange.action).order_by(MembershipChange.id)).all() == \
-        ["role", "added", "removed"]
+    assert db.session.scalars(db.select(MembershipChange.action).order_by(MembershipChange.id)).all() == [
+        "role",
+        "added",
+        "removed",
+    ]
 
 
 def test_admins_manage_teams_and_roles_on_the_admin_page_and_every_change_names_who_made_it(app, world):
@@ -390,8 +523,9 @@ def test_admins_manage_teams_and_roles_on_the_admin_page_and_every_change_names_
     legal = db.session.scalar(db.select(Team).where(Team.name == "Legal"))
     added = admin.post(f"/admin/teams/{legal.id}/members", data={"csrf_token": token, "email": "staff_b@example.com"})
     assert added.status_code == 302
-    promoted = admin.post(f"/admin/users/{world['people']['staff_b'].id}/role",
-                          data={"csrf_token": token, "role": "manager"})
+    promoted = admin.post(
+        f"/admin/users/{world['people']['staff_b'].id}/role", data={"csrf_token": token, "role": "manager"}
+    )
     assert promoted.status_code == 302 and world["people"]["staff_b"].role == "manager"
     page = admin.get("/admin/teams").get_data(as_text=True)
     assert "staff_b@example.com" in page and f"user:{world['people']['admin'].id} admin@example.com" in page
@@ -415,22 +549,27 @@ def test_role_changes_are_audited_with_memberships_and_the_admin_pages_narrow_th
     db.session.commit()
     mine = recent_changes(db.session, user_email="viewer_b@example.com")
     assert [(c.action, c.team_name, c.old_role, c.new_role) for c in mine] == [
-        ("role", None, "viewer", "staff"), ("added", "<b>R&D</b>", None, None), ("added", "HR", None, None),
-        ("role", None, None, "viewer")]
+        ("role", None, "viewer", "staff"),
+        ("added", "<b>R&D</b>", None, None),
+        ("added", "HR", None, None),
+        ("role", None, None, "viewer"),
+    ]
     assert [c.user_email for c in recent_changes(db.session, team_name="<b>R&D</b>")] == ["viewer_b@example.com"]
 
     admin, _token = _web(app, people["admin"])
     page = admin.get("/admin/teams?user=viewer_b@example.com").get_data(as_text=True)
-    changes = page[page.index('id="access-changes"'):]
+    changes = page[page.index('id="access-changes"') :]
     assert changes.count("<tr data-action=") == 4 and "manager_a@example.com" not in changes
     assert "role viewer → staff" in changes and "created as viewer" in changes
     assert "&lt;b&gt;R&amp;D&lt;/b&gt;" in changes and "<b>R&D</b>" not in page  # a team's name is text, never markup
     by_team = admin.get("/admin/teams", query_string={"team": "HR"}).get_data(as_text=True)
-    assert by_team[by_team.index('id="access-changes"'):].count("<tr data-action=") == 3  # HR's three members
+    assert by_team[by_team.index('id="access-changes"') :].count("<tr data-action=") == 3  # HR's three members
     users_page = admin.get("/admin/").get_data(as_text=True)
-    assert users_page[users_page.index('id="access-changes"'):].count("<tr data-action=") == 10
+    assert users_page[users_page.index('id="access-changes"') :].count("<tr data-action=") == 10
+
 
 # --- outgoing webhooks ---------------------------------------------------------------------------
+
 
 def test_a_teams_webhook_endpoint_hears_only_its_teams_events_and_an_organisation_wide_one_hears_all(app, world):
     from datetime import timedelta
@@ -439,16 +578,32 @@ def test_a_teams_webhook_endpoint_hears_only_its_teams_events_and_an_organisatio
     from bulksign.integrations import webhooks_out
     from bulksign.models import WebhookDelivery
 
-    hr_batch = make_batch(db.session, statuses=["opened"], now=NOW, name="HR contracts",
-                          user_id=world["people"]["staff_b"].id, team_id=world["team_b"])
-    endpoints = {name: webhooks_out.create_endpoint(db.session, url=f"https://{name}.example/hook",
-                                                    events=["request.signed"], user_id=None, now=NOW,
-                                                    team_id=team).id
-                 for name, team in [("accounting", world["team_a"]), ("hr", world["team_b"]), ("all", None)]}
+    hr_batch = make_batch(
+        db.session,
+        statuses=["opened"],
+        now=NOW,
+        name="HR contracts",
+        user_id=world["people"]["staff_b"].id,
+        team_id=world["team_b"],
+    )
+    endpoints = {
+        name: webhooks_out.create_endpoint(
+            db.session,
+            url=f"https://{name}.example/hook",
+            events=["request.signed"],
+            user_id=None,
+            now=NOW,
+            team_id=team,
+        ).id
+        for name, team in [("accounting", world["team_a"]), ("hr", world["team_b"]), ("all", None)]
+    }
     db.session.commit()
     webhooks_out.collect(db.session, after_event_id=None, batches_since=None, now=NOW)
-    accounting_request = db.session.scalar(db.select(SigningRequest.id).where(
-        SigningRequest.batch_id == world["batch_id"], SigningRequest.status == "sent"))
+    accounting_request = db.session.scalar(
+        db.select(SigningRequest.id).where(
+            SigningRequest.batch_id == world["batch_id"], SigningRequest.status == "sent"
+        )
+    )
     transition(db.session, accounting_request, frm="sent", to="opened", now=NOW)
     transition(db.session, accounting_request, frm="opened", to="signed", now=NOW)
     hr_request = db.session.scalar(db.select(SigningRequest.id).where(SigningRequest.batch_id == hr_batch.id))
@@ -458,5 +613,8 @@ def test_a_teams_webhook_endpoint_hears_only_its_teams_events_and_an_organisatio
     heard = {}
     for delivery in db.session.scalars(db.select(WebhookDelivery)):
         heard.setdefault(delivery.endpoint_id, set()).add(delivery.payload["request"]["id"])
-    assert heard == {endpoints["accounting"]: {accounting_request}, endpoints["hr"]: {hr_request},
-                     endpoints["all"]: {accounting_request, hr_request}}
+    assert heard == {
+        endpoints["accounting"]: {accounting_request},
+        endpoints["hr"]: {hr_request},
+        endpoints["all"]: {accounting_request, hr_request},
+    }

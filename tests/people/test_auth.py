@@ -1,4 +1,5 @@
 """Staff login, logout, roles, CSRF and the default-deny rule."""
+
 from __future__ import annotations
 
 import pytest
@@ -54,8 +55,10 @@ def test_logout_without_csrf_token_is_refused(client, auth):
 
 def test_login_redirects_only_within_the_site(client, users):
     page = client.get("/auth/login")
-    response = client.post("/auth/login?next=//evil.example.com/x",
-                           data={"email": STAFF[0], "password": STAFF[1], "csrf_token": csrf_from(page)})
+    response = client.post(
+        "/auth/login?next=//evil.example.com/x",
+        data={"email": STAFF[0], "password": STAFF[1], "csrf_token": csrf_from(page)},
+    )
     assert response.headers["Location"] == "/"
 
 
@@ -64,8 +67,10 @@ def test_failed_logins_are_rate_limited(make_app, users):
     client = app.test_client()
     page = client.get("/auth/login")
     token = csrf_from(page)
-    codes = [client.post("/auth/login", data={"email": STAFF[0], "password": "bad", "csrf_token": token}).status_code
-             for _ in range(4)]
+    codes = [
+        client.post("/auth/login", data={"email": STAFF[0], "password": "bad", "csrf_token": token}).status_code
+        for _ in range(4)
+    ]
     assert codes == [401, 401, 401, 429]
     limited = client.post("/auth/login", data={"email": STAFF[0], "password": STAFF[1], "csrf_token": token})
     assert limited.status_code == 429 and b"Too many attempts" in limited.data

@@ -1,4 +1,5 @@
 """The suppression list: hard bounces and spam complaints stop all later mail to the address until an admin lifts it."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,9 @@ SECRET = "bounce-secret-123"
 
 
 def _webhook(client, body):
-    return client.post("/webhooks/bounces", data=json.dumps(body), headers={"X-Bounce-Secret": SECRET},
-                       content_type="application/json")
+    return client.post(
+        "/webhooks/bounces", data=json.dumps(body), headers={"X-Bounce-Secret": SECRET}, content_type="application/json"
+    )
 
 
 def _send(batch, run_jobs):
@@ -40,12 +42,25 @@ def _in_force() -> dict[str, Suppression]:
 
 
 def test_a_hard_bounce_keeps_the_address_out_of_the_next_batch_until_an_admin_lifts_it(
-        app, users, smtp, run_jobs, client, auth, webhook_on):
+    app, users, smtp, run_jobs, client, auth, webhook_on
+):
     staff_id = users["staff"].id
-    first = make_batch(user=users["staff"], now=NOW, recipients=[("gone@example.com", "Gone"), ("ok@example.com", "Ok")])
+    first = make_batch(
+        user=users["staff"], now=NOW, recipients=[("gone@example.com", "Gone"), ("ok@example.com", "Ok")]
+    )
     _send(first, run_jobs)
-    assert _webhook(client, {"RecordType": "Bounce", "Type": "HardBounce", "Email": "gone@example.com",
-                             "Details": "smtp;550 5.1.1 no such user"}).json["bounced"] == 1
+    assert (
+        _webhook(
+            client,
+            {
+                "RecordType": "Bounce",
+                "Type": "HardBounce",
+                "Email": "gone@example.com",
+                "Details": "smtp;550 5.1.1 no such user",
+            },
+        ).json["bounced"]
+        == 1
+    )
     entry = _in_force()["gone@example.com"]
     assert entry.source == "bounce" and "5.1.1" in entry.reason and entry.batch_id == first
 
@@ -76,40 +91,68 @@ def test_a_hard_bounce_keeps_the_address_out_of_the_next_batch_until_an_admin_li
 
 
 def test_a_soft_bounce_bounces_the_request_but_does_not_suppress_the_address(
-        app, users, smtp, run_jobs, client, webhook_on):
+    app, users, smtp, run_jobs, client, webhook_on
+):
     batch = make_batch(user=users["staff"], now=NOW, recipients=[("full@example.com", "Full")])
     _send(batch, run_jobs)
-    ses = {"notificationType": "Bounce", "bounce": {"bounceType": "Transient", "bounceSubType": "MailboxFull",
-                                                    "bouncedRecipients": [{"emailAddress": "full@example.com"}]}}
+    ses = {
+        "notificationType": "Bounce",
+        "bounce": {
+            "bounceType": "Transient",
+            "bounceSubType": "MailboxFull",
+            "bouncedRecipients": [{"emailAddress": "full@example.com"}],
+        },
+    }
     assert _webhook(client, {"Type": "Notification", "Message": json.dumps(ses)}).json["bounced"] == 1
     assert requests_of(batch)[0].status == "bounced"
     assert _in_force() == {}
 
 
 def test_an_smtp_refusal_of_a_dead_address_suppresses_it_and_a_policy_refusal_does_not(app, users, smtp, run_jobs):
-    smtp.handler.reject_recipients.update({"dead@example.com": "550 5.1.1 No such user",
-                                           "policy@example.com": "554 5.7.1 Relay denied"})
-    batch = make_batch(user=users["staff"], now=NOW, recipients=[("dead@example.com", "D"), ("policy@example.com", "P")])
+    smtp.handler.reject_recipients.update(
+        {"dead@example.com": "550 5.1.1 No such user", "policy@example.com": "554 5.7.1 Relay denied"}
+    )
+    batch = make_batch(
+        user=users["staff"], now=NOW, recipients=[("dead@example.com", "D"), ("policy@example.com", "P")]
+    )
     _send(batch, run_jobs)
     assert {r.status for r in requests_of(batch)} == {"bounced"}
     assert list(_in_force()) == ["dead@example.com"] and _in_force()["dead@example.com"].source == "smtp"
 
 
-@pytest.mark.parametrize("body", [
-    {"RecordType": "SpamComplaint", "Email": "Anna@example.com", "Type": "SpamComplaint"},
-    {"Type": "Notification", "Message": json.dumps({
-        "notificationType": "Complaint",
-        "complaint": {"complaintFeedbackType": "abuse", "complainedRecipients": [{"emailAddress": "anna@example.com"}]},
-        "mail": {"headers": [{"name": "Message-ID", "value": "<not-ours@elsewhere>"}]}})},
-    {"email": "anna@example.com", "type": "complaint", "reason": "marked as spam in the web mail"},
-], ids=["postmark", "ses", "generic"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"RecordType": "SpamComplaint", "Email": "Anna@example.com", "Type": "SpamComplaint"},
+        {
+            "Type": "Notification",
+            "Message": json.dumps(
+                {
+                    "notificationType": "Complaint",
+                    "complaint": {
+                        "complaintFeedbackType": "abuse",
+                        "complainedRecipients": [{"emailAddress": "anna@example.com"}],
+                    },
+                    "mail": {"headers": [{"name": "Message-ID", "value": "<not-ours@elsewhere>"}]},
+                }
+            ),
+        },
+        {"email": "anna@example.com", "type": "complaint", "reason": "marked as spam in the web mail"},
+    ],
+    ids=["postmark", "ses", "generic"],
+)
 def test_a_spam_complaint_flags_the_request_stops_its_reminders_and_suppresses_the_address(
-        app, users, smtp, run_jobs, client, webhook_on, body):
-    batch = make_batch(user=users["staff"], now=NOW, recipients=[("anna@example.com", "Anna"), ("bob@example.com", "Bob")])
+    app, users, smtp, run_jobs, client, webhook_on, body
+):
+    batch = make_batch(
+        user=users["staff"], now=NOW, recipients=[("anna@example.com", "Anna"), ("bob@example.com", "Bob")]
+    )
     _send(batch, run_jobs)
     if "Message" in body:  # SES names the Message-ID of the mail complained about; use ours
         message = json.loads(body["Message"])
-        anna_mail = db.session.scalar(select(OutgoingMail.message_id).where(OutgoingMail.to_email == "anna@example.com"))
+        anna_mail = db.session.scalar(
+            select(OutgoingMail.message_id).where(OutgoingMail.to_email == "anna@example.com")
+        )
         message["mail"]["headers"][0]["value"] = anna_mail
         body = {**body, "Message": json.dumps(message)}
     response = _webhook(client, body)
@@ -141,7 +184,9 @@ def test_the_suppression_api_lists_searches_and_lifts_for_admins_only(app, users
     listed = client.get("/api/v1/suppressions", headers=admin).json
     assert [i["email"] for i in listed["items"]] == ["x2@example.com", "x1@example.com"]
     assert listed["items"][0]["source"] == "bounce" and listed["next_cursor"] is None
-    assert [i["email"] for i in client.get("/api/v1/suppressions?q=X1", headers=admin).json["items"]] == ["x1@example.com"]
+    assert [i["email"] for i in client.get("/api/v1/suppressions?q=X1", headers=admin).json["items"]] == [
+        "x1@example.com"
+    ]
     assert client.get("/api/v1/suppressions?cursor=abc", headers=admin).status_code == 422  # not a cursor it issued
 
     assert client.delete("/api/v1/suppressions/X1@example.com", headers=admin).status_code == 200
@@ -150,6 +195,7 @@ def test_the_suppression_api_lists_searches_and_lifts_for_admins_only(app, users
 
 
 # --- a later upload ------------------------------------------------------------------------------
+
 
 def _listed(*emails: str) -> None:
     from bulksign.recipients.suppressions import suppress
@@ -160,7 +206,8 @@ def _listed(*emails: str) -> None:
 
 
 def test_a_later_upload_warns_about_listed_addresses_and_the_batch_does_not_mail_them_until_lifted(
-        app, users, client, auth, smtp, run_jobs):
+    app, users, client, auth, smtp, run_jobs
+):
     import io
     import re
 
@@ -174,37 +221,58 @@ def test_a_later_upload_warns_about_listed_addresses_and_the_batch_does_not_mail
     body = b"email,name\nok@example.com,Ok\nGONE@example.com,Gone\n"
     auth.login()
     page = client.get("/batches/new")
-    preview = client.post("/batches/new/validate", headers={"HX-Request": "true"}, content_type="multipart/form-data",
-                          data={"csrf_token": csrf_from(page), "template_id": template.template.id,
-                                "file": (io.BytesIO(body), "people.csv")}).get_data(as_text=True)
+    preview = client.post(
+        "/batches/new/validate",
+        headers={"HX-Request": "true"},
+        content_type="multipart/form-data",
+        data={
+            "csrf_token": csrf_from(page),
+            "template_id": template.template.id,
+            "file": (io.BytesIO(body), "people.csv"),
+        },
+    ).get_data(as_text=True)
     assert "1 address is on the suppression list: it will not be mailed unless an admin lifts its entry" in preview
-    assert re.search(r"<td>3</td><td>GONE@example.com</td>\s*<td>its mail server reported it does not exist "
-                     r"\(hard bounce\) \(smtp;550 5.1.1 no such user\)", preview)
+    assert re.search(
+        r"<td>3</td><td>GONE@example.com</td>\s*<td>its mail server reported it does not exist "
+        r"\(hard bounce\) \(smtp;550 5.1.1 no such user\)",
+        preview,
+    )
     assert "Create batch with 2 valid rows" in preview  # kept in the batch: staff see it failed, with the reason
 
     # The API's check says the same; the warning does not count as an error.
     key = create_api_key(db.session, user=db.session.get(User, staff_id), name="t", now=NOW).secret
     db.session.commit()
     api = {"Authorization": f"Bearer {key}"}
-    checked = client.post("/api/v1/batches/validate", headers=api, content_type="multipart/form-data",
-                          data={"template_id": template.template.id, "file": (io.BytesIO(body), "p.csv")}).json
+    checked = client.post(
+        "/api/v1/batches/validate",
+        headers=api,
+        content_type="multipart/form-data",
+        data={"template_id": template.template.id, "file": (io.BytesIO(body), "p.csv")},
+    ).json
     assert (checked["suppressed_count"], checked["invalid_rows"]) == (1, 0)
     assert checked["suppressed"][0]["email"] == "GONE@example.com" and checked["suppressed"][0]["source"] == "bounce"
 
     upload_id = re.search(r'name="upload_id" value="([0-9a-f]+)"', preview).group(1)
-    created = client.post("/batches/new", data={"csrf_token": csrf_from(page), "upload_id": upload_id,
-                                                 "form_token": "f1"})
+    created = client.post(
+        "/batches/new", data={"csrf_token": csrf_from(page), "upload_id": upload_id, "form_token": "f1"}
+    )
     assert created.status_code == 303
     batch_id = db.session.scalar(select(Batch.id))
     ok, gone = requests_of(batch_id)
     assert (ok.status, gone.status) == ("pending", "failed")
     assert "suppression list" in gone.error_message and "An admin can lift the entry" in gone.error_message
-    counts = dict(db.session.execute(select(BatchStatusCount.status, BatchStatusCount.count)
-                                     .where(BatchStatusCount.batch_id == batch_id, BatchStatusCount.count > 0)).all())
+    counts = dict(
+        db.session.execute(
+            select(BatchStatusCount.status, BatchStatusCount.count).where(
+                BatchStatusCount.batch_id == batch_id, BatchStatusCount.count > 0
+            )
+        ).all()
+    )
     assert counts == {"pending": 1, "failed": 1}
     assert db.session.scalar(select(Event.details).where(Event.request_id == gone.id)) == {"suppressed": "bounce"}
     assert "1 address is on the suppression list and was not mailed" in client.get(f"/batches/{batch_id}").get_data(
-        as_text=True)
+        as_text=True
+    )
     run_jobs("pdf", "mail")
     # No document, no mail for the listed one (the owner's notices aside).
     assert [m.rcpt_tos for m in smtp.received if m.rcpt_tos != ["staff@example.com"]] == [["ok@example.com"]]
@@ -229,7 +297,8 @@ def test_a_batch_of_listed_addresses_only_closes_at_once(app, users):
     saved = create_template(db.session, name="Contract", html="<p>{{ name }}</p>", user=users["staff"], now=NOW)
     db.session.commit()
     rows = [Recipient(2, "a@example.com", "A", None, {}), Recipient(3, "B@example.com", "B", None, {})]
-    result = create_batch(db.session, user=users["staff"], template_version=saved.version, rows=rows, name="All listed",
-                          now=NOW)
+    result = create_batch(
+        db.session, user=users["staff"], template_version=saved.version, rows=rows, name="All listed", now=NOW
+    )
     assert (result.suppressed, result.enqueued) == (2, 0)
     assert result.batch.status == "partially_failed"

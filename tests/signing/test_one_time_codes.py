@@ -1,4 +1,5 @@
 """One-time codes: a recipient of a batch that asks for one confirms a code (mail or SMS) before signing."""
+
 from __future__ import annotations
 
 import io
@@ -53,13 +54,24 @@ def wrong(code: str) -> str:
 
 
 def event_types(request_id: int) -> list[str]:
-    return list(db.session.scalars(select(Event.type).where(Event.request_id == request_id, Event.type.like("code.%"))
-                                   .order_by(Event.id)))
+    return list(
+        db.session.scalars(
+            select(Event.type).where(Event.request_id == request_id, Event.type.like("code.%")).order_by(Event.id)
+        )
+    )
 
 
 def sign_with(request_id: int, code_id: int | None, *, now=NOW):
-    return sign(db.session, request_id=request_id, now=now, signer_name="Иван Петров", signature_png=None,
-                consent=True, code_id=code_id, **CLIENT)
+    return sign(
+        db.session,
+        request_id=request_id,
+        now=now,
+        signer_name="Иван Петров",
+        signature_png=None,
+        consent=True,
+        code_id=code_id,
+        **CLIENT,
+    )
 
 
 @pytest.fixture
@@ -69,6 +81,7 @@ def guarded(app, users):
 
 
 # --- the rules -----------------------------------------------------------------------------------
+
 
 def test_the_right_code_verifies_and_lets_that_session_sign(guarded):
     sent = issue(guarded.id)
@@ -85,8 +98,13 @@ def test_wrong_codes_count_down_and_the_fifth_locks_the_code(guarded):
     sent = issue(guarded.id)
     right = code_of(sent, guarded.id)
     results = [check(guarded.id, wrong(right)) for _ in range(otp.MAX_TRIES)]
-    assert [(r.status, r.tries_left) for r in results] == [("wrong", 4), ("wrong", 3), ("wrong", 2), ("wrong", 1),
-                                                           ("locked", 0)]
+    assert [(r.status, r.tries_left) for r in results] == [
+        ("wrong", 4),
+        ("wrong", 3),
+        ("wrong", 2),
+        ("wrong", 1),
+        ("locked", 0),
+    ]
     # Locked: even the right code no longer works, and no try is counted beyond the bound.
     assert check(guarded.id, right).status == "locked"
     assert db.session.get(OneTimeCode, sent.code_id).attempts == otp.MAX_TRIES
@@ -115,8 +133,9 @@ def test_a_code_works_once(guarded):
 
 
 def test_a_code_for_another_request_does_not_verify(app, users, guarded):
-    other = make_sent_request(now=NOW - timedelta(minutes=5), owner=users["staff"], email="olga@example.com",
-                              one_time_code=True)
+    other = make_sent_request(
+        now=NOW - timedelta(minutes=5), owner=users["staff"], email="olga@example.com", one_time_code=True
+    )
     mine, theirs = issue(guarded.id), issue(other.id)
     assert check(guarded.id, code_of(theirs, other.id)).status == "wrong"
     # Nor does a session that verified the other request's code sign this one.
@@ -153,8 +172,10 @@ def test_a_verified_code_vouches_for_its_session_for_a_while_only(guarded):
     sent = issue(guarded.id)
     check(guarded.id, code_of(sent, guarded.id))
     late = NOW + otp.VERIFIED_FOR
-    assert decline(db.session, request_id=guarded.id, now=late, reason="No", code_id=sent.code_id,
-                   **CLIENT).status == "code_needed"
+    assert (
+        decline(db.session, request_id=guarded.id, now=late, reason="No", code_id=sent.code_id, **CLIENT).status
+        == "code_needed"
+    )
     assert sign_with(guarded.id, sent.code_id, now=late - timedelta(seconds=1)).status == "signed"
 
 
@@ -164,6 +185,7 @@ def test_a_batch_without_codes_signs_as_before(app, users):
 
 
 # --- delivery --------------------------------------------------------------------------------------
+
 
 def test_the_code_goes_by_mail_ahead_of_bulk_mail_and_only_the_body_holds_it(app, guarded, smtp):
     sent = issue(guarded.id, now=utcnow())
@@ -185,10 +207,15 @@ def test_a_superseded_code_is_not_mailed(app, guarded, smtp):
     run_worker(app, "mail")
     [mail] = smtp.to("ivan@example.com")
     assert code_of(second, guarded.id) in mail.text()
-    statuses = dict(db.session.execute(select(OutgoingMail.message_id, OutgoingMail.status)
-                                       .where(OutgoingMail.kind == "one_time_code")).all())
-    assert statuses == {f"<code-{first.code_id}@bulksign.local>": "cancelled",
-                        f"<code-{second.code_id}@bulksign.local>": "sent"}
+    statuses = dict(
+        db.session.execute(
+            select(OutgoingMail.message_id, OutgoingMail.status).where(OutgoingMail.kind == "one_time_code")
+        ).all()
+    )
+    assert statuses == {
+        f"<code-{first.code_id}@bulksign.local>": "cancelled",
+        f"<code-{second.code_id}@bulksign.local>": "sent",
+    }
 
 
 class SmsGateway:
@@ -235,8 +262,9 @@ def test_with_a_phone_column_the_code_goes_by_sms_through_the_http_provider(make
         otp.dispatch(sent)
         run_worker(app, "mail")
         [(headers, body)] = gateway.received
-        code = otp.derive_code(secret=app.config["SECRET_KEY"], request_id=r.id,
-                               nonce=db.session.get(OneTimeCode, sent.code_id).nonce)
+        code = otp.derive_code(
+            secret=app.config["SECRET_KEY"], request_id=r.id, nonce=db.session.get(OneTimeCode, sent.code_id).nonce
+        )
         assert headers["Authorization"] == "Bearer sms-token"
         assert body["to"] == "+49 170 1234567" and code in body["text"]
         assert smtp.received == []  # by SMS, not by mail
@@ -255,8 +283,9 @@ def test_the_http_provider_reports_a_refusal_in_words(gateway):
 
 
 def test_without_a_provider_the_sms_lands_in_the_development_mailbox(app, users):
-    r = make_sent_request(now=utcnow() - timedelta(minutes=5), owner=users["staff"], phone="+7 900 111-22-33",
-                          one_time_code=True)
+    r = make_sent_request(
+        now=utcnow() - timedelta(minutes=5), owner=users["staff"], phone="+7 900 111-22-33", one_time_code=True
+    )
     sent = issue(r.id, now=utcnow())
     otp.dispatch(sent)
     run_worker(app, "mail")
@@ -268,6 +297,7 @@ def test_without_a_provider_the_sms_lands_in_the_development_mailbox(app, users)
 
 # --- the audit certificate -------------------------------------------------------------------------
 
+
 def test_every_step_is_on_the_audit_certificate(guarded):
     first = issue(guarded.id)
     check(guarded.id, "000000" if code_of(first, guarded.id) != "000000" else "111111")
@@ -278,12 +308,17 @@ def test_every_step_is_on_the_audit_certificate(guarded):
     record = audit_record(db.session, request, original)
     text = " ".join(page.extract_text() for page in PdfReader(io.BytesIO(audit_certificate(record))).pages)
     text = " ".join(text.split())
-    for words in ("One-time code sent by email to i•••@example.com", "Wrong one-time code (4 tries left)",
-                  "One-time code confirmed", "Identity check"):
+    for words in (
+        "One-time code sent by email to i•••@example.com",
+        "Wrong one-time code (4 tries left)",
+        "One-time code confirmed",
+        "Identity check",
+    ):
         assert words in text, words
 
 
 # --- the pages and the batch option -----------------------------------------------------------------
+
 
 def test_the_signing_page_asks_for_the_code_before_showing_the_document(app, client, users, smtp):
     r = make_sent_request(now=utcnow() - timedelta(minutes=5), owner=users["staff"], one_time_code=True)
@@ -298,8 +333,10 @@ def test_the_signing_page_asks_for_the_code_before_showing_the_document(app, cli
     code = re.search(r"\b(\d{6})\b", smtp.to("ivan@example.com")[0].text()).group(1)
     refused = client.post(f"/sign/{r.token}/code/verify", data={"csrf_token": token, "code": wrong(code)})
     assert refused.status_code == 422 and b"4 more tries" in refused.data
-    assert client.post(f"/sign/{r.token}/sign", data={"csrf_token": token, "name": "Иван", "consent": "yes"}
-                       ).status_code == 303
+    assert (
+        client.post(f"/sign/{r.token}/sign", data={"csrf_token": token, "name": "Иван", "consent": "yes"}).status_code
+        == 303
+    )
     assert db.session.get(SigningRequest, r.id).status == "opened"  # not signed: no code yet
     assert client.post(f"/sign/{r.token}/code/verify", data={"csrf_token": token, "code": code}).status_code == 303
     assert b"card document" in client.get(f"/sign/{r.token}").data
@@ -312,18 +349,20 @@ def test_the_signing_page_asks_for_the_code_before_showing_the_document(app, cli
     assert db.session.get(SigningRequest, r.id).status == "signed"
 
 
-def test_after_signing_a_forwarded_link_needs_a_code_of_its_own_for_the_signed_copy(app, client, users, smtp,
-                                                                                      run_jobs):
+def test_after_signing_a_forwarded_link_needs_a_code_of_its_own_for_the_signed_copy(app, client, users, smtp, run_jobs):
     r = make_sent_request(now=utcnow() - timedelta(minutes=5), owner=users["staff"], one_time_code=True)
     # The signer's code is a minute old: the other browser may ask for its own at once.
     mine = issue(r.id, now=utcnow() - otp.RESEND_AFTER)
     token = csrf_from(client.get(f"/sign/{r.token}"))
-    assert client.post(f"/sign/{r.token}/code/verify",
-                       data={"csrf_token": token, "code": code_of(mine, r.id)}).status_code == 303
+    assert (
+        client.post(f"/sign/{r.token}/code/verify", data={"csrf_token": token, "code": code_of(mine, r.id)}).status_code
+        == 303
+    )
     client.post(f"/sign/{r.token}/sign", data={"csrf_token": token, "name": "Иван", "consent": "yes"})
     run_jobs("pdf")
-    signed_key = db.session.scalar(select(Document.storage_key).where(Document.request_id == r.id,
-                                                                       Document.kind == "signed"))
+    signed_key = db.session.scalar(
+        select(Document.storage_key).where(Document.request_id == r.id, Document.kind == "signed")
+    )
     assert client.get(f"/sign/{r.token}/signed").status_code == 200  # the signer's own browser still may
 
     other = app.test_client()  # the forwarded mail, opened elsewhere: no session cookie
@@ -343,10 +382,11 @@ def test_after_signing_a_forwarded_link_needs_a_code_of_its_own_for_the_signed_c
     run_jobs("mail")
     [mail] = [m for m in smtp.to("ivan@example.com") if m.subject.startswith("Your code")]
     code = re.search(r"\b(\d{6})\b", mail.text()).group(1)
-    assert other.post(f"/sign/{r.token}/code/verify",
-                      data={"csrf_token": other_token, "code": wrong(code)}).status_code == 422
-    assert other.post(f"/sign/{r.token}/code/verify",
-                      data={"csrf_token": other_token, "code": code}).status_code == 303
+    assert (
+        other.post(f"/sign/{r.token}/code/verify", data={"csrf_token": other_token, "code": wrong(code)}).status_code
+        == 422
+    )
+    assert other.post(f"/sign/{r.token}/code/verify", data={"csrf_token": other_token, "code": code}).status_code == 303
     assert "You signed this document" in other.get(f"/sign/{r.token}").get_data(as_text=True)
     copy = other.get(f"/sign/{r.token}/signed?download=1")
     assert copy.status_code == 200 and copy.data == get_storage().get(signed_key)
@@ -361,10 +401,16 @@ def test_the_batch_option_is_read_from_the_form_and_the_api_and_shown_on_the_bat
     template = create_template(db.session, name="Contract", html="<p>{{ name }}</p>", user=users["staff"], now=NOW)
     key = create_api_key(db.session, user=users["staff"], name="test", now=NOW).secret
     db.session.commit()
-    created = client.post("/api/v1/batches", content_type="multipart/form-data",
-                          headers={"Authorization": f"Bearer {key}"},
-                          data={"template_id": template.template.id, "one_time_code": "true",
-                                "file": (io.BytesIO(b"email,name,phone\nanna@example.com,Anna,+4917012345\n"), "p.csv")})
+    created = client.post(
+        "/api/v1/batches",
+        content_type="multipart/form-data",
+        headers={"Authorization": f"Bearer {key}"},
+        data={
+            "template_id": template.template.id,
+            "one_time_code": "true",
+            "file": (io.BytesIO(b"email,name,phone\nanna@example.com,Anna,+4917012345\n"), "p.csv"),
+        },
+    )
     assert created.status_code == 201 and created.json["one_time_code"] is True
     assert db.session.get(Batch, created.json["id"]).one_time_code is True
     shown = client.get(f"/api/v1/batches/{created.json['id']}", headers={"Authorization": f"Bearer {key}"})

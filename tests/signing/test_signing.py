@@ -1,4 +1,5 @@
 """The recipient's page: open, sign, decline, dead links, and the security of every /sign response."""
+
 from __future__ import annotations
 
 import io
@@ -48,10 +49,12 @@ def sign_form(client, token, **fields):
 
 # --- opening -------------------------------------------------------------------------------------
 
+
 def test_first_open_records_opened_at_and_an_event_with_ip_and_user_agent(app, users):
     r = make_sent_request(now=NOW, owner=users["staff"])
-    outcome = open_request(db.session, request_id=r.id, now=NOW + timedelta(hours=1), ip="203.0.113.9",
-                           user_agent="Phone/1.0")
+    outcome = open_request(
+        db.session, request_id=r.id, now=NOW + timedelta(hours=1), ip="203.0.113.9", user_agent="Phone/1.0"
+    )
     assert outcome.status == "opened"
     row = fresh(r.id)
     assert row.status == "opened" and row.opened_at == NOW + timedelta(hours=1)
@@ -64,8 +67,10 @@ def test_reopening_adds_at_most_one_event_per_hour(app, users):
     for minutes in (0, 5, 30):
         open_request(db.session, request_id=r.id, now=NOW + timedelta(minutes=minutes), ip="1.1.1.1", user_agent="A")
     assert events(r.id, "page.opened") == []
-    assert open_request(db.session, request_id=r.id, now=NOW + timedelta(minutes=61), ip="2.2.2.2",
-                        user_agent="B").status == "reopened"
+    assert (
+        open_request(db.session, request_id=r.id, now=NOW + timedelta(minutes=61), ip="2.2.2.2", user_agent="B").status
+        == "reopened"
+    )
     assert [e.ip for e in events(r.id, "page.opened")] == ["2.2.2.2"]
     assert fresh(r.id).opened_at == NOW
 
@@ -96,6 +101,7 @@ def test_the_page_follows_the_batch_language(app, users, client):
 
 # --- signing -------------------------------------------------------------------------------------
 
+
 def test_signing_from_sent_opens_first_then_signs_and_queues_the_seal(app, client, sent):
     response = sign_form(client, sent.token, signature=data_url(png()))
     assert response.status_code == 303 and response.headers["Location"].endswith(f"/sign/{sent.token}")
@@ -109,7 +115,8 @@ def test_signing_from_sent_opens_first_then_signs_and_queues_the_seal(app, clien
 
 
 def test_signing_and_declining_while_redis_is_down_answer_as_usual_and_leave_the_jobs_to_the_safety_nets(
-        app, users, client, monkeypatch):
+    app, users, client, monkeypatch
+):
     # Seen in the soak: a signature POST during the Redis restart was committed, then answered 500.
     from redis.exceptions import ConnectionError as RedisConnectionError
 
@@ -133,8 +140,16 @@ def test_signing_and_declining_while_redis_is_down_answer_as_usual_and_leave_the
 
 def test_a_post_on_a_request_still_in_sent_signs_it(app, users):
     r = make_sent_request(now=NOW, owner=users["staff"])
-    outcome = sign(db.session, request_id=r.id, now=NOW, signer_name="  Ivan   Petrov ", signature_png=None,
-                   consent=True, ip="198.51.100.1", user_agent="UA")
+    outcome = sign(
+        db.session,
+        request_id=r.id,
+        now=NOW,
+        signer_name="  Ivan   Petrov ",
+        signature_png=None,
+        consent=True,
+        ip="198.51.100.1",
+        user_agent="UA",
+    )
     assert outcome.status == "signed"
     row = fresh(r.id)
     assert (row.status, row.signer_name, row.opened_at, row.signature_image) == ("signed", "Ivan Petrov", NOW, None)
@@ -157,8 +172,18 @@ def test_two_concurrent_signatures_make_one(app, users):
     def attempt(n):
         with app.app_context():
             barrier.wait(timeout=10)
-            results.append(sign(db.session, request_id=r.id, now=NOW, signer_name=f"Signer {n}", signature_png=None,
-                                consent=True, ip="127.0.0.1", user_agent="t").status)
+            results.append(
+                sign(
+                    db.session,
+                    request_id=r.id,
+                    now=NOW,
+                    signer_name=f"Signer {n}",
+                    signature_png=None,
+                    consent=True,
+                    ip="127.0.0.1",
+                    user_agent="t",
+                ).status
+            )
             db.session.remove()
 
     threads = [threading.Thread(target=attempt, args=(n,)) for n in range(4)]
@@ -170,16 +195,19 @@ def test_two_concurrent_signatures_make_one(app, users):
     assert len(events(r.id, "status.signed")) == 1 and len(events(r.id, "status.opened")) == 1
 
 
-@pytest.mark.parametrize("fields, message", [
-    ({"consent": ""}, "I agree to sign electronically"),
-    ({"name": "   "}, "Type your full name"),
-    ({"name": "x" * 301}, "too long"),
-    ({"signature": "data:image/png;base64,@@@"}, "could not be read"),
-    ({"signature": data_url(b"GIF89a" + b"0" * 50)}, "not a PNG"),
-    ({"signature": data_url(b"\x89PNG\r\n\x1a\n" + b"garbage" * 20)}, "could not be read"),
-    ({"signature": data_url(b"\x89PNG\r\n\x1a\n" + b"0" * (MAX_SIGNATURE_BYTES + 1))}, "could not be read"),
-    ({"signature": "data:text/html;base64,PGI+"}, "could not be read"),
-])
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"consent": ""}, "I agree to sign electronically"),
+        ({"name": "   "}, "Type your full name"),
+        ({"name": "x" * 301}, "too long"),
+        ({"signature": "data:image/png;base64,@@@"}, "could not be read"),
+        ({"signature": data_url(b"GIF89a" + b"0" * 50)}, "not a PNG"),
+        ({"signature": data_url(b"\x89PNG\r\n\x1a\n" + b"garbage" * 20)}, "could not be read"),
+        ({"signature": data_url(b"\x89PNG\r\n\x1a\n" + b"0" * (MAX_SIGNATURE_BYTES + 1))}, "could not be read"),
+        ({"signature": "data:text/html;base64,PGI+"}, "could not be read"),
+    ],
+)
 def test_bad_sign_input_is_refused_with_a_message_and_nothing_is_signed(client, sent, fields, message):
     response = sign_form(client, sent.token, **fields)
     assert response.status_code == 422 and message in response.get_data(as_text=True)
@@ -188,8 +216,16 @@ def test_bad_sign_input_is_refused_with_a_message_and_nothing_is_signed(client, 
 
 def test_a_drawn_signature_is_stored_as_a_clean_png(app, users):
     r = make_sent_request(now=NOW, owner=users["staff"])
-    sign(db.session, request_id=r.id, now=NOW, signer_name="A B", signature_png=png(), consent=True, ip=None,
-         user_agent=None)
+    sign(
+        db.session,
+        request_id=r.id,
+        now=NOW,
+        signer_name="A B",
+        signature_png=png(),
+        consent=True,
+        ip=None,
+        user_agent=None,
+    )
     with Image.open(io.BytesIO(fresh(r.id).signature_image)) as image:
         assert image.format == "PNG" and image.size == (300, 100)
 
@@ -201,8 +237,19 @@ def test_an_expired_request_cannot_be_signed(app, users, client):
     assert page.status_code == 410 and "This link has expired" in html and "hr@example.com" in html
     assert 'name="consent"' not in html and "/document" not in html
     assert client.get(f"/sign/{r.token}/document").status_code == 410
-    assert sign(db.session, request_id=r.id, now=utcnow(), signer_name="A", signature_png=None, consent=True,
-                ip=None, user_agent=None).status == "not_allowed"
+    assert (
+        sign(
+            db.session,
+            request_id=r.id,
+            now=utcnow(),
+            signer_name="A",
+            signature_png=None,
+            consent=True,
+            ip=None,
+            user_agent=None,
+        ).status
+        == "not_allowed"
+    )
     assert fresh(r.id).status == "sent"
 
 
@@ -212,6 +259,7 @@ def test_the_expired_page_names_the_owner_when_there_is_no_reply_to(app, users, 
 
 
 # --- declining -----------------------------------------------------------------------------------
+
 
 def test_declining_needs_a_reason_records_it_and_tells_the_owner(client, sent):
     page = client.get(f"/sign/{sent.token}")
@@ -241,19 +289,43 @@ def test_the_decline_notice_reaches_the_owner_with_the_reason(app, client, sent,
 def test_a_signed_request_cannot_be_declined_and_a_declined_one_cannot_be_signed(app, users):
     signed = make_sent_request(now=NOW, owner=users["staff"], email="a@example.com")
     declined = make_sent_request(now=NOW, owner=users["staff"], email="b@example.com")
-    sign(db.session, request_id=signed.id, now=NOW, signer_name="A", signature_png=None, consent=True, ip=None,
-         user_agent=None)
+    sign(
+        db.session,
+        request_id=signed.id,
+        now=NOW,
+        signer_name="A",
+        signature_png=None,
+        consent=True,
+        ip=None,
+        user_agent=None,
+    )
     decline(db.session, request_id=declined.id, now=NOW, reason="no", ip=None, user_agent=None)
-    assert decline(db.session, request_id=signed.id, now=NOW, reason="late", ip=None,
-                   user_agent=None).status == "not_allowed"
-    assert sign(db.session, request_id=declined.id, now=NOW, signer_name="A", signature_png=None, consent=True,
-                ip=None, user_agent=None).status == "not_allowed"
-    assert decline(db.session, request_id=declined.id, now=NOW, reason="again", ip=None,
-                   user_agent=None).status == "already_declined"
+    assert (
+        decline(db.session, request_id=signed.id, now=NOW, reason="late", ip=None, user_agent=None).status
+        == "not_allowed"
+    )
+    assert (
+        sign(
+            db.session,
+            request_id=declined.id,
+            now=NOW,
+            signer_name="A",
+            signature_png=None,
+            consent=True,
+            ip=None,
+            user_agent=None,
+        ).status
+        == "not_allowed"
+    )
+    assert (
+        decline(db.session, request_id=declined.id, now=NOW, reason="again", ip=None, user_agent=None).status
+        == "already_declined"
+    )
     assert fresh(signed.id).status == "signed" and fresh(declined.id).decline_reason == "no"
 
 
 # --- dead links ----------------------------------------------------------------------------------
+
 
 def test_an_unknown_token_gets_the_same_not_valid_page_whatever_it_looks_like(client, sent):
     near_miss = sent.token[:-1] + ("B" if sent.token.endswith("A") else "A")
@@ -278,8 +350,12 @@ def test_a_cancelled_request_says_so(app, client, sent):
     assert page.status_code == 410 and "This request was withdrawn" in page.get_data(as_text=True)
     assert client.get(f"/sign/{sent.token}/document").status_code == 410
     form = client.get("/verify")  # any page of the session carries the CSRF token
-    assert client.post(f"/sign/{sent.token}/sign", data={"csrf_token": csrf_from(form), "name": "A",
-                                                          "consent": "yes"}).status_code == 303
+    assert (
+        client.post(
+            f"/sign/{sent.token}/sign", data={"csrf_token": csrf_from(form), "name": "A", "consent": "yes"}
+        ).status_code
+        == 303
+    )
     assert fresh(sent.id).status == "cancelled"
 
 
@@ -291,6 +367,7 @@ def test_the_signed_copy_is_offered_only_once_it_exists(client, sent):
 
 
 # --- security ------------------------------------------------------------------------------------
+
 
 def _assert_recipient_headers(response, *, framable=False):
     h = response.headers
@@ -356,8 +433,13 @@ def test_signing_paths_never_reach_a_log_line_with_their_token(sent):
 def test_staff_pages_never_show_a_recipient_link(app, client, auth, sent):
     auth.login()
     client.get(f"/sign/{sent.token}")  # opened: the page-open event is on the timeline
-    for path in ("/", "/batches/", f"/batches/{sent.batch_id}", f"/batches/{sent.batch_id}/requests",
-                 f"/batches/{sent.batch_id}/requests/{sent.id}"):
+    for path in (
+        "/",
+        "/batches/",
+        f"/batches/{sent.batch_id}",
+        f"/batches/{sent.batch_id}/requests",
+        f"/batches/{sent.batch_id}/requests/{sent.id}",
+    ):
         response = client.get(path, follow_redirects=True)
         assert sent.token not in response.get_data(as_text=True), path
 
@@ -365,8 +447,16 @@ def test_staff_pages_never_show_a_recipient_link(app, client, auth, sent):
 def test_pdf_queue_counts_one_seal_job_per_signature(app, users):
     ids = [make_sent_request(now=NOW, owner=users["staff"], email=f"p{i}@example.com").id for i in range(3)]
     for request_id in ids:
-        sign(db.session, request_id=request_id, now=NOW, signer_name="P", signature_png=None, consent=True, ip=None,
-             user_agent=None)
+        sign(
+            db.session,
+            request_id=request_id,
+            now=NOW,
+            signer_name="P",
+            signature_png=None,
+            consent=True,
+            ip=None,
+            user_agent=None,
+        )
     assert sorted(get_queue("pdf").job_ids) == sorted(f"seal-{i}" for i in ids)
     assert db.session.scalar(select(func.count()).select_from(Event).where(Event.type == "status.signed")) == 3
 

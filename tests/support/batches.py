@@ -1,4 +1,5 @@
 """Make a batch with its requests directly, for pipeline tests (no upload involved)."""
+
 from __future__ import annotations
 
 from bulksign.batches import counts as batch_counts
@@ -7,17 +8,30 @@ from bulksign.doc_templates.versions import create_template
 from bulksign.models import Batch, SigningRequest
 from bulksign.people.users import create_user
 
-CONTRACT = ('<meta charset="utf-8"><h1 style="font-family:\'DejaVu Serif\'">Contract for {{ name }}</h1>'
-            '<p>Salary: {{ salary }}</p>')
+CONTRACT = (
+    '<meta charset="utf-8"><h1 style="font-family:\'DejaVu Serif\'">Contract for {{ name }}</h1>'
+    "<p>Salary: {{ salary }}</p>"
+)
 #: A contract that runs over two pages.
-TWO_PAGES = ('<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'"><h1>Договор {{ number }}</h1>'
-             '<p>Работник: {{ name }}.</p>' + "".join(f"<p>Пункт {i}. Условия договора.</p>" for i in range(45))
-             + '<p>Конец договора.</p></body>')
+TWO_PAGES = (
+    '<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'"><h1>Договор {{ number }}</h1>'
+    "<p>Работник: {{ name }}.</p>"
+    + "".join(f"<p>Пункт {i}. Условия договора.</p>" for i in range(45))
+    + "<p>Конец договора.</p></body>"
+)
 
 
-def make_batch(*, now, user=None, recipients: list[tuple[str, str]] | int = 3, html: str = CONTRACT,
-               name: str = "Employment contract", kind: str = "html", file: bytes | None = None,
-               **batch_fields) -> int:
+def make_batch(
+    *,
+    now,
+    user=None,
+    recipients: list[tuple[str, str]] | int = 3,
+    html: str = CONTRACT,
+    name: str = "Employment contract",
+    kind: str = "html",
+    file: bytes | None = None,
+    **batch_fields,
+) -> int:
     """The id of a committed pending batch of ``recipients`` ((email, name) pairs or a count) on a new template
     (``kind`` and ``file``: a template of another kind, e.g. a .docx)."""
     if user is None:
@@ -26,15 +40,30 @@ def make_batch(*, now, user=None, recipients: list[tuple[str, str]] | int = 3, h
         recipients = [(f"person{i}@example.com", f"Person {i}") for i in range(recipients)]
     saved = create_template(db.session, name=name, html=html, user=user, now=now, kind=kind, file=file)
     batch_fields.setdefault("team_id", saved.template.team_id)  # as batch creation does: the template's team
-    batch = Batch(name=name, template_version_id=saved.version.id, created_by_id=user.id,
-                  total_count=len(recipients), created_at=now, **batch_fields)
+    batch = Batch(
+        name=name,
+        template_version_id=saved.version.id,
+        created_by_id=user.id,
+        total_count=len(recipients),
+        created_at=now,
+        **batch_fields,
+    )
     db.session.add(batch)
     db.session.flush()
-    db.session.add_all([
-        SigningRequest(batch_id=batch.id, row_number=i + 2, email=email, name=person, data={"salary": str(1000 + i)},
-                       status_changed_at=now, created_at=now)
-        for i, (email, person) in enumerate(recipients)
-    ])
+    db.session.add_all(
+        [
+            SigningRequest(
+                batch_id=batch.id,
+                row_number=i + 2,
+                email=email,
+                name=person,
+                data={"salary": str(1000 + i)},
+                status_changed_at=now,
+                created_at=now,
+            )
+            for i, (email, person) in enumerate(recipients)
+        ]
+    )
     batch_counts.rebuild(db.session, batch_ids=[batch.id])
     db.session.commit()
     return batch.id
@@ -43,8 +72,11 @@ def make_batch(*, now, user=None, recipients: list[tuple[str, str]] | int = 3, h
 def request_ids(batch_id: int) -> list[int]:
     from sqlalchemy import select
 
-    return list(db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch_id)
-                                   .order_by(SigningRequest.id)))
+    return list(
+        db.session.scalars(
+            select(SigningRequest.id).where(SigningRequest.batch_id == batch_id).order_by(SigningRequest.id)
+        )
+    )
 
 
 def requests_of(batch_id: int) -> list[SigningRequest]:
@@ -52,8 +84,11 @@ def requests_of(batch_id: int) -> list[SigningRequest]:
     from sqlalchemy import select
 
     db.session.expire_all()
-    return list(db.session.scalars(select(SigningRequest).where(SigningRequest.batch_id == batch_id)
-                                   .order_by(SigningRequest.id)))
+    return list(
+        db.session.scalars(
+            select(SigningRequest).where(SigningRequest.batch_id == batch_id).order_by(SigningRequest.id)
+        )
+    )
 
 
 def run_worker(app, *queues: str, max_jobs: int | None = None) -> int:
@@ -69,6 +104,15 @@ def worker_env(app) -> dict:
     import os
 
     c = app.config
-    return {**os.environ, "FLASK_APP": "wsgi", "DATABASE_URL": c["DATABASE_URL"], "REDIS_URL": c["REDIS_URL"],
-            "SECRET_KEY": c["SECRET_KEY"], "MAIL_PORT": str(c["MAIL_PORT"]), "MAIL_RATE_PER_MINUTE": "0",
-            "STORAGE_URL": c["STORAGE_URL"], "APP_URL": c["APP_URL"], "BULKSIGN_VAR_DIR": c["VAR_DIR"]}
+    return {
+        **os.environ,
+        "FLASK_APP": "wsgi",
+        "DATABASE_URL": c["DATABASE_URL"],
+        "REDIS_URL": c["REDIS_URL"],
+        "SECRET_KEY": c["SECRET_KEY"],
+        "MAIL_PORT": str(c["MAIL_PORT"]),
+        "MAIL_RATE_PER_MINUTE": "0",
+        "STORAGE_URL": c["STORAGE_URL"],
+        "APP_URL": c["APP_URL"],
+        "BULKSIGN_VAR_DIR": c["VAR_DIR"],
+    }

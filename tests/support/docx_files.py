@@ -1,4 +1,5 @@
 """Real Word files built with python-docx, for the Word template tests and the bench."""
+
 from __future__ import annotations
 
 import io
@@ -14,12 +15,17 @@ from docx.shared import Cm
 
 def png(width: int = 40, height: int = 20, rgb: tuple[int, int, int] = (200, 30, 30)) -> bytes:
     """A small solid-colour PNG (no imaging library needed)."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
     row = b"\x00" + bytes(rgb) * width
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(row * height)) + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(row * height))
+        + chunk(b"IEND", b"")
+    )
 
 
 def _page_number_field(paragraph) -> None:
@@ -89,19 +95,27 @@ def everything() -> bytes:
     package = io.BytesIO(save(document))
     out = io.BytesIO()
     w = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
-    footnotes = (f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:footnotes xmlns:w="{w}">'
-                 '<w:footnote w:id="1"><w:p><w:r><w:t>Сноска для {{ name }}</w:t></w:r></w:p></w:footnote>'
-                 '</w:footnotes>').encode()
+    footnotes = (
+        f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:footnotes xmlns:w="{w}">'
+        '<w:footnote w:id="1"><w:p><w:r><w:t>Сноска для {{ name }}</w:t></w:r></w:p></w:footnote>'
+        "</w:footnotes>"
+    ).encode()
     with zipfile.ZipFile(package) as source, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target:
         for info in source.infolist():
             part = source.read(info.filename)
             if info.filename == "[Content_Types].xml":
-                part = part.replace(b"</Types>", b'<Override PartName="/word/footnotes.xml" ContentType="application/'
-                                    b'vnd.openxmlformats-officedocument.wordprocessingml.footnotes+xml"/></Types>')
+                part = part.replace(
+                    b"</Types>",
+                    b'<Override PartName="/word/footnotes.xml" ContentType="application/'
+                    b'vnd.openxmlformats-officedocument.wordprocessingml.footnotes+xml"/></Types>',
+                )
             elif info.filename == "word/_rels/document.xml.rels":
-                part = part.replace(b"</Relationships>", b'<Relationship Id="rIdFootnotes" Type="http://schemas.'
-                                    b'openxmlformats.org/officeDocument/2006/relationships/footnotes" '
-                                    b'Target="footnotes.xml"/></Relationships>')
+                part = part.replace(
+                    b"</Relationships>",
+                    b'<Relationship Id="rIdFootnotes" Type="http://schemas.'
+                    b'openxmlformats.org/officeDocument/2006/relationships/footnotes" '
+                    b'Target="footnotes.xml"/></Relationships>',
+                )
             target.writestr(info, part)
         target.writestr("word/footnotes.xml", footnotes)
     return out.getvalue()

@@ -1,5 +1,6 @@
 """Word files that try to make LibreOffice load what is not theirs, in the spellings an outside probe found past a
 check of the upload's bytes (issue 27): each must be refused, and none may reach a listener or a stored file."""
+
 from __future__ import annotations
 
 import io
@@ -20,8 +21,10 @@ _WORD = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 def with_parts(parts: dict[str, bytes], base: bytes | None = None) -> bytes:
     """A copy of ``base`` (a real .docx) with parts added or replaced."""
     out = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(base or docx_files.simple())) as source, \
-            zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target:
+    with (
+        zipfile.ZipFile(io.BytesIO(base or docx_files.simple())) as source,
+        zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target,
+    ):
         for info in source.infolist():
             if info.filename not in parts:
                 target.writestr(info, source.read(info.filename))
@@ -47,10 +50,13 @@ RELATIONSHIP_SPELLINGS = {
     "canonical": '<Relationship Id="{id}" Type="{type}" Target="{target}" TargetMode="External"/>',
     "single quotes": "<Relationship Id='{id}' Type='{type}' Target='{target}' TargetMode='External'/>",
     "character reference": '<Relationship Id="{id}" Type="{type}" Target="{target}" TargetMode="&#69;xternal"/>',
-    "decoy hyperlink attribute": ('<Relationship Id="{id}" Type="{type}" Target="{target}" TargetMode="External" '
-                                  'Note="/hyperlink"/>'),
-    "another prefix": (f'<pr:Relationship xmlns:pr="{_PACKAGE_RELS}" Id="{{id}}" Type="{{type}}" Target="{{target}}" '
-                       'TargetMode="External"/>'),
+    "decoy hyperlink attribute": (
+        '<Relationship Id="{id}" Type="{type}" Target="{target}" TargetMode="External" Note="/hyperlink"/>'
+    ),
+    "another prefix": (
+        f'<pr:Relationship xmlns:pr="{_PACKAGE_RELS}" Id="{{id}}" Type="{{type}}" Target="{{target}}" '
+        'TargetMode="External"/>'
+    ),
 }
 
 
@@ -61,22 +67,31 @@ def linked_image(target: str, *, spelling: str = "canonical") -> bytes:
     rels = part(base, "word/_rels/document.xml.rels")
     image_id = re.search(r'r:embed="(rId\d+)"', document).group(1)
     document = document.replace(f'r:embed="{image_id}"', f'r:link="{image_id}"')
-    rels = re.sub(rf'<Relationship Id="{image_id}"[^>]*/>',
-                  RELATIONSHIP_SPELLINGS[spelling].format(id=image_id, type=_IMAGE, target=target), rels)
+    rels = re.sub(
+        rf'<Relationship Id="{image_id}"[^>]*/>',
+        RELATIONSHIP_SPELLINGS[spelling].format(id=image_id, type=_IMAGE, target=target),
+        rels,
+    )
     return with_parts({"word/document.xml": document.encode(), "word/_rels/document.xml.rels": rels.encode()}, base)
 
 
 #: A field that reads ``{target}`` into the document, in spellings a regular expression over the bytes misses.
 FIELD_SPELLINGS = {
-    "character reference": ('<w:r><w:fldChar w:fldCharType="begin"/></w:r><w:r><w:instrText xml:space="preserve">'
-                            '&#73;NCLUDETEXT "{target}"</w:instrText></w:r><w:r><w:fldChar w:fldCharType="end"/>'
-                            '</w:r>'),
+    "character reference": (
+        '<w:r><w:fldChar w:fldCharType="begin"/></w:r><w:r><w:instrText xml:space="preserve">'
+        '&#73;NCLUDETEXT "{target}"</w:instrText></w:r><w:r><w:fldChar w:fldCharType="end"/>'
+        "</w:r>"
+    ),
     "simple field in single quotes": "<w:fldSimple w:instr='INCLUDEPICTURE \"{target}\" \\d'><w:r><w:t>x</w:t></w:r>"
-                                     "</w:fldSimple>",
-    "another prefix": (f'<w:r><w:fldChar w:fldCharType="begin"/></w:r><w:r><x:instrText xmlns:x="{_WORD}">'
-                       'INCLUDETEXT "{target}"</x:instrText></w:r><w:r><w:fldChar w:fldCharType="end"/></w:r>'),
-    "CDATA": ('<w:r><w:fldChar w:fldCharType="begin"/></w:r><w:r><w:instrText><![CDATA[INCLUDEPICTURE "{target}" '
-              '\\d]]></w:instrText></w:r><w:r><w:fldChar w:fldCharType="end"/></w:r>'),
+    "</w:fldSimple>",
+    "another prefix": (
+        f'<w:r><w:fldChar w:fldCharType="begin"/></w:r><w:r><x:instrText xmlns:x="{_WORD}">'
+        'INCLUDETEXT "{target}"</x:instrText></w:r><w:r><w:fldChar w:fldCharType="end"/></w:r>'
+    ),
+    "CDATA": (
+        '<w:r><w:fldChar w:fldCharType="begin"/></w:r><w:r><w:instrText><![CDATA[INCLUDEPICTURE "{target}" '
+        '\\d]]></w:instrText></w:r><w:r><w:fldChar w:fldCharType="end"/></w:r>'
+    ),
 }
 
 
@@ -97,8 +112,9 @@ def doctype_in(name: str) -> bytes:
     """A part that declares its own entities (Word never writes a DOCTYPE)."""
     base = docx_files.everything()
     xml = part(base, name)
-    declared = re.sub(r"^(<\?xml[^>]*\?>)?", lambda m: (m.group(0) or "") + '<!DOCTYPE x [<!ENTITY e "e">]>', xml,
-                      count=1)
+    declared = re.sub(
+        r"^(<\?xml[^>]*\?>)?", lambda m: (m.group(0) or "") + '<!DOCTYPE x [<!ENTITY e "e">]>', xml, count=1
+    )
     return with_parts({name: declared.encode()}, base)
 
 

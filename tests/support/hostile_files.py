@@ -3,6 +3,7 @@
 Each one came from (or is a variant of) an outside probe (issue 20): every one must be refused quickly
 with a message a person can act on.
 """
+
 from __future__ import annotations
 
 import io
@@ -17,25 +18,31 @@ _CONTENT_TYPES = (
     'ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/>'
     '<Override PartName="/xl/worksheets/sheet1.xml" '
     'ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/>'
-    '</Types>')
+    "</Types>"
+)
 _ROOT_RELS = (
     '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>'
     '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
     '<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/'
-    'officeDocument" Target="xl/workbook.xml"/></Relationships>')
+    'officeDocument" Target="xl/workbook.xml"/></Relationships>'
+)
 _WORKBOOK = (
     '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>'
     '<workbook xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" '
     'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships">'
-    '<sheets><sheet name="Sheet1" sheetId="1" r:id="rId1"/></sheets></workbook>')
+    '<sheets><sheet name="Sheet1" sheetId="1" r:id="rId1"/></sheets></workbook>'
+)
 _WORKBOOK_RELS = (
     '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>'
     '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
     '<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/'
-    'worksheet" Target="worksheets/sheet1.xml"/></Relationships>')
-_SHEET_HEAD = ('<?xml version="1.0" encoding="UTF-8" standalone="yes"?>'
-               '<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">'
-               '<dimension ref="{ref}"/><sheetData>')
+    'worksheet" Target="worksheets/sheet1.xml"/></Relationships>'
+)
+_SHEET_HEAD = (
+    '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>'
+    '<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">'
+    '<dimension ref="{ref}"/><sheetData>'
+)
 _SHEET_TAIL = "</sheetData></worksheet>"
 
 
@@ -43,8 +50,10 @@ def _cell(ref: str, text: str) -> str:
     return f'<c r="{ref}" t="inlineStr"><is><t>{text}</t></is></c>'
 
 
-_SHARED_STRINGS_TYPE = ('<Override PartName="/xl/sharedStrings.xml" ContentType="application/'
-                        'vnd.openxmlformats-officedocument.spreadsheetml.sharedStrings+xml"/></Types>')
+_SHARED_STRINGS_TYPE = (
+    '<Override PartName="/xl/sharedStrings.xml" ContentType="application/'
+    'vnd.openxmlformats-officedocument.spreadsheetml.sharedStrings+xml"/></Types>'
+)
 
 
 def _workbook(sheet_chunks, *, ref: str = "A1:B3", shared_strings: list[str] | None = None) -> bytes:
@@ -55,8 +64,11 @@ def _workbook(sheet_chunks, *, ref: str = "A1:B3", shared_strings: list[str] | N
             archive.writestr("[Content_Types].xml", _CONTENT_TYPES)
         else:
             archive.writestr("[Content_Types].xml", _CONTENT_TYPES.replace("</Types>", _SHARED_STRINGS_TYPE))
-            archive.writestr("xl/sharedStrings.xml", '<sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/'
-                             '2006/main">' + "".join(f"<si><t>{text}</t></si>" for text in shared_strings) + "</sst>")
+            archive.writestr(
+                "xl/sharedStrings.xml",
+                '<sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/'
+                '2006/main">' + "".join(f"<si><t>{text}</t></si>" for text in shared_strings) + "</sst>",
+            )
         archive.writestr("_rels/.rels", _ROOT_RELS)
         archive.writestr("xl/workbook.xml", _WORKBOOK)
         archive.writestr("xl/_rels/workbook.xml.rels", _WORKBOOK_RELS)
@@ -71,7 +83,8 @@ def _workbook(sheet_chunks, *, ref: str = "A1:B3", shared_strings: list[str] | N
 def _header_and_rows(count: int, *, first: int = 2) -> list[str]:
     return [f'<row r="1">{_cell("A1", "email")}{_cell("B1", "name")}</row>'] + [
         f'<row r="{n}">{_cell(f"A{n}", f"person{n}@example.com")}{_cell(f"B{n}", f"Person {n}")}</row>'
-        for n in range(first, first + count)]
+        for n in range(first, first + count)
+    ]
 
 
 def whole_sheet_xlsx() -> bytes:
@@ -88,22 +101,26 @@ def empty_rows_xlsx(*, unpacked_mb: int = 300) -> bytes:
 
 def wide_row_xlsx(*, cells: int = 2_000_000) -> bytes:
     """One row of empty formatted cells as long as the cell budget allows, and more."""
-    return _workbook([*_header_and_rows(1), '<row r="3">', *('<c s="1"/>' * 10_000 for _ in range(cells // 10_000)),
-                      "</row>"])
+    return _workbook(
+        [*_header_and_rows(1), '<row r="3">', *('<c s="1"/>' * 10_000 for _ in range(cells // 10_000)), "</row>"]
+    )
 
 
 def many_rows_xlsx(rows: int = 250_000) -> bytes:
     """Real, distinct rows beyond the row limit."""
     lines = _header_and_rows(rows)
-    return _workbook(["".join(lines[i:i + 10_000]) for i in range(0, len(lines), 10_000)])
+    return _workbook(["".join(lines[i : i + 10_000]) for i in range(0, len(lines), 10_000)])
 
 
 def shared_strings_xlsx(texts: int) -> bytes:
     """A header and one row whose cells point into a table of ``texts`` different texts."""
-    rows = ['<row r="1"><c r="A1" t="s"><v>0</v></c><c r="B1" t="s"><v>1</v></c></row>',
-            '<row r="2"><c r="A2" t="s"><v>2</v></c><c r="B2" t="s"><v>3</v></c></row>']
-    return _workbook(rows, shared_strings=["email", "name", "a@example.com", "Ann"]
-                     + [f"text {n}" for n in range(texts - 4)])
+    rows = [
+        '<row r="1"><c r="A1" t="s"><v>0</v></c><c r="B1" t="s"><v>1</v></c></row>',
+        '<row r="2"><c r="A2" t="s"><v>2</v></c><c r="B2" t="s"><v>3</v></c></row>',
+    ]
+    return _workbook(
+        rows, shared_strings=["email", "name", "a@example.com", "Ann"] + [f"text {n}" for n in range(texts - 4)]
+    )
 
 
 def many_rows_csv(rows: int = 250_000) -> bytes:
@@ -117,8 +134,9 @@ def blank_lines_csv(lines: int = 2_000_000) -> bytes:
 
 def stray_quote_csv() -> bytes:
     """An opening quote that is never closed swallows the ten rows after it into one name."""
-    return ("email,name\r\nq@example.com,\"Quinn\r\n"
-            + "".join(f"person{n}@example.com,Person {n}\r\n" for n in range(10))).encode()
+    return (
+        'email,name\r\nq@example.com,"Quinn\r\n' + "".join(f"person{n}@example.com,Person {n}\r\n" for n in range(10))
+    ).encode()
 
 
 def late_nul_csv() -> bytes:

@@ -1,4 +1,5 @@
 """Jobs for supervision tests, run by real worker subprocesses (importable from the project folder)."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """Browser-test helpers: logging in, screenshots at a desktop and a phone width, and axe-core's accessibility check."""
+
 from __future__ import annotations
 
 import os
@@ -50,8 +51,9 @@ def look_at(page, base_url: str, name: str, *, widths=WIDTHS, height: int = 900)
         # A phone-width page must not scroll sideways: wide content scrolls inside its own box.
         overflow = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
         if overflow > 1:
-            found[width].append({"id": "page-scrolls-sideways", "impact": "serious", "help": f"{overflow}px too wide",
-                                 "nodes": []})
+            found[width].append(
+                {"id": "page-scrolls-sideways", "impact": "serious", "help": f"{overflow}px too wide", "nodes": []}
+            )
     return found
 
 

@@ -1,4 +1,5 @@
 """Scraping /metrics as Prometheus would, after real work (and a job that always fails, for the failure counters)."""
+
 from __future__ import annotations
 
 from rq import Retry
@@ -21,10 +22,8 @@ def scrape(client) -> str:
     return response.get_data(as_text=True)
 
 
-
 def fails_always() -> None:
     raise RuntimeError("this job always fails")
-
 
 
 def scrape_after_work(client, *, owner) -> str:

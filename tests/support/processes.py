@@ -1,4 +1,5 @@
 """Real app processes (``flask jobs …``, gunicorn) as subprocesses, and bounded waits on them."""
+
 from __future__ import annotations
 
 import signal
@@ -13,11 +14,15 @@ from bulksign.core.config import BASE_DIR
 
 def start(args: list[str], *, env: dict, log: Path) -> subprocess.Popen:
     """``flask <args>`` (or gunicorn when ``args[0]`` is ``gunicorn``) in the project folder, output into ``log``."""
-    command = [str(Path(sys.executable).with_name("gunicorn")), *args[1:]] if args[0] == "gunicorn" \
+    command = (
+        [str(Path(sys.executable).with_name("gunicorn")), *args[1:]]
+        if args[0] == "gunicorn"
         else [sys.executable, "-m", "flask", *args]
+    )
     with open(log, "ab") as out:
-        return subprocess.Popen(command, cwd=BASE_DIR, env={**env, "FLASK_APP": "wsgi"}, stdout=out,
-                                stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            command, cwd=BASE_DIR, env={**env, "FLASK_APP": "wsgi"}, stdout=out, stderr=subprocess.STDOUT
+        )
 
 
 def wait_for(check: Callable[[], object], *, timeout: float, what: str, every: float = 0.1):
@@ -51,8 +56,9 @@ def stop(process: subprocess.Popen) -> None:
         process.wait(timeout=10)
 
 
-def terminate_once(process: subprocess.Popen, ready: Callable[[], object], *, what: str, timeout: float = 60,
-                   give_up_after: float = 60) -> float:
+def terminate_once(
+    process: subprocess.Popen, ready: Callable[[], object], *, what: str, timeout: float = 60, give_up_after: float = 60
+) -> float:
     """Wait until ``ready()``, SIGTERM the process and return the seconds until it exited (gone either way)."""
     try:
         wait_for(ready, timeout=timeout, what=what, every=0.3)

@@ -1,4 +1,5 @@
 """Signed and sealed documents for the sealing and verification tests: a request signed through the real steps, its signed document, a PDF to seal, an upload to /verify."""
+
 from __future__ import annotations
 
 import io
@@ -20,29 +21,48 @@ def signed_document(request_id: int) -> Document:
     return db.session.scalar(select(Document).where(Document.request_id == request_id, Document.kind == "signed"))
 
 
-
 def signed_request(*, owner, name="Иван Петров", image=True, **kwargs):
     r = make_sent_request(now=NOW, owner=owner, name=name, **kwargs)
-    db.session.add(Event(request_id=r.id, batch_id=r.batch_id, type="email.opened", created_at=NOW + timedelta(minutes=3),
-                         ip="192.0.2.7", user_agent="MailClient/2"))
+    db.session.add(
+        Event(
+            request_id=r.id,
+            batch_id=r.batch_id,
+            type="email.opened",
+            created_at=NOW + timedelta(minutes=3),
+            ip="192.0.2.7",
+            user_agent="MailClient/2",
+        )
+    )
     db.session.commit()
-    open_request(db.session, request_id=r.id, now=NOW + timedelta(minutes=10), ip="203.0.113.5",
-                 user_agent="Mozilla/5.0 (iPhone) Safari")
-    outcome = sign(db.session, request_id=r.id, now=NOW + timedelta(minutes=12), signer_name=name,
-                   signature_png=png() if image else None, consent=True, ip="203.0.113.5",
-                   user_agent="Mozilla/5.0 (iPhone) Safari")
+    open_request(
+        db.session,
+        request_id=r.id,
+        now=NOW + timedelta(minutes=10),
+        ip="203.0.113.5",
+        user_agent="Mozilla/5.0 (iPhone) Safari",
+    )
+    outcome = sign(
+        db.session,
+        request_id=r.id,
+        now=NOW + timedelta(minutes=12),
+        signer_name=name,
+        signature_png=png() if image else None,
+        consent=True,
+        ip="203.0.113.5",
+        user_agent="Mozilla/5.0 (iPhone) Safari",
+    )
     assert outcome.status == "signed"
     return r
 
 
-
 def make_pdf() -> bytes:
-
     return render_pdf('<meta charset="utf-8"><p>Seal me</p>')
-
 
 
 def upload(client, data: bytes, filename="doc.pdf"):
     form = client.get("/verify")
-    return client.post("/verify", data={"csrf_token": csrf_from(form), "file": (io.BytesIO(data), filename)},
-                       content_type="multipart/form-data")
+    return client.post(
+        "/verify",
+        data={"csrf_token": csrf_from(form), "file": (io.BytesIO(data), filename)},
+        content_type="multipart/form-data",
+    )

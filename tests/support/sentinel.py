@@ -1,4 +1,5 @@
 """A Redis master, one replica and a ``redis-sentinel`` watching them, on free loopback ports, for failover tests."""
+
 from __future__ import annotations
 
 import shutil
@@ -42,15 +43,21 @@ class SentinelSetup:
         _wait(lambda: replica.info("replication").get("master_link_status") == "up", 30, "the replica to sync")
         config = self.dir / "sentinel.conf"
         # Sentinel rewrites its file; a quick verdict (1 s) and a short failover keep the test brief.
-        config.write_text("\n".join([
-            "bind 127.0.0.1", f"port {self.sentinel_port}", f"dir {self.dir}",
-            f"sentinel monitor {MASTER_NAME} 127.0.0.1 {self.master.port} 1",
-            f"sentinel down-after-milliseconds {MASTER_NAME} 1000",
-            f"sentinel failover-timeout {MASTER_NAME} 10000",
-        ]) + "\n")
+        config.write_text(
+            "\n".join(
+                [
+                    "bind 127.0.0.1",
+                    f"port {self.sentinel_port}",
+                    f"dir {self.dir}",
+                    f"sentinel monitor {MASTER_NAME} 127.0.0.1 {self.master.port} 1",
+                    f"sentinel down-after-milliseconds {MASTER_NAME} 1000",
+                    f"sentinel failover-timeout {MASTER_NAME} 10000",
+                ]
+            )
+            + "\n"
+        )
         binary = shutil.which("redis-sentinel") or "/usr/bin/redis-sentinel"
-        self.sentinel = subprocess.Popen([binary, str(config)], stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.DEVNULL)
+        self.sentinel = subprocess.Popen([binary, str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         # A failover needs a replica the sentinel knows (it learns them from the master's INFO).
         _wait(lambda: self._replicas_known(), 30, "the sentinel to see the replica")
 
@@ -79,9 +86,9 @@ class SentinelSetup:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-
 def _wait(check, timeout: float, what: str) -> None:
     """``wait_for`` on a check that may raise while a server is not up yet."""
+
     def quietly():
         try:
             return check()

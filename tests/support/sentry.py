@@ -1,4 +1,5 @@
 """A Sentry stand-in on loopback: accepts the SDK's envelopes over plain HTTP and keeps the events they carry."""
+
 from __future__ import annotations
 
 import gzip

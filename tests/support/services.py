@@ -3,6 +3,7 @@
 Each pytest process (and each xdist worker) gets its own database and its own Redis on a free
 port, so parallel runs and developers' sessions never see each other's data.
 """
+
 from __future__ import annotations
 
 import os
@@ -56,9 +57,21 @@ class RedisServer:
     def start(self) -> None:
         binary = shutil.which("redis-server") or "/usr/bin/redis-server"
         self.process = subprocess.Popen(
-            [binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
-             "--dir", self.dir],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                binary,
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                self.dir,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         client = Redis(port=self.port, socket_connect_timeout=0.5)
         deadline = time.monotonic() + 10

@@ -1,4 +1,5 @@
 """Drawn signatures as a signing page sends them: a PNG of a pen stroke, and its data: URL."""
+
 from __future__ import annotations
 
 import base64
@@ -9,7 +10,6 @@ from PIL import Image
 
 def data_url(data: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(data).decode()
-
 
 
 def png(width=300, height=100) -> bytes:

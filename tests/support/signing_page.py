@@ -1,4 +1,5 @@
 """What a recipient does on the signing page in a real browser: agree, download the signed copy."""
+
 from __future__ import annotations
 
 
@@ -6,7 +7,6 @@ def agree(page):
     consent = page.locator("input[name=consent]")
     consent.scroll_into_view_if_needed()
     consent.check()
-
 
 
 def signed_bytes(page) -> bytes:

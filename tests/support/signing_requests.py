@@ -1,4 +1,5 @@
 """A signing request as the pipeline leaves it: in 'sent', with a real stored original PDF and a live link."""
+
 from __future__ import annotations
 
 import hashlib
@@ -19,8 +20,10 @@ from bulksign.models import Batch, Document, SigningRequest, User
 from bulksign.models.status import Status
 from bulksign.signing.links import issue_link
 
-HTML = ('<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'"><h1>Договор {{ number }}</h1>'
-        '<p>Между ООО «Ромашка» и {{ name }}.</p><p>Contract body text.</p></body>')
+HTML = (
+    '<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'"><h1>Договор {{ number }}</h1>'
+    "<p>Между ООО «Ромашка» и {{ name }}.</p><p>Contract body text.</p></body>"
+)
 #: The path a request takes from creation to an invitation in the recipient's mailbox.
 TO_SENT = (Status.GENERATING, Status.GENERATED, Status.SENDING, Status.SENT)
 _pdf_cache: dict[str, tuple[bytes, SignatureBox | None]] = {}
@@ -34,20 +37,48 @@ class SentRequest:
     original: bytes
 
 
-def make_sent_request(*, now: datetime, owner: User | None = None, name: str = "Иван Петров",
-                      email: str = "ivan@example.com", language: str = "en", reply_to: str | None = None,
-                      expires_in: timedelta = timedelta(days=7), template_name: str = "Employment contract",
-                      html: str = HTML, phone: str | None = None, one_time_code: bool = False) -> SentRequest:
+def make_sent_request(
+    *,
+    now: datetime,
+    owner: User | None = None,
+    name: str = "Иван Петров",
+    email: str = "ivan@example.com",
+    language: str = "en",
+    reply_to: str | None = None,
+    expires_in: timedelta = timedelta(days=7),
+    template_name: str = "Employment contract",
+    html: str = HTML,
+    phone: str | None = None,
+    one_time_code: bool = False,
+) -> SentRequest:
     """One request in 'sent' with its original rendered by wkhtmltopdf and stored (with its signature box)."""
     session = db.session
     saved = create_template(session, name=template_name, html=html, user=owner, now=now)
-    batch = Batch(name="November contracts", template_version_id=saved.version.id,
-                  created_by_id=owner.id if owner else None, team_id=saved.template.team_id, language=language, reply_to=reply_to,
-                  status="processing", total_count=1, created_at=now, one_time_code=one_time_code)
+    batch = Batch(
+        name="November contracts",
+        template_version_id=saved.version.id,
+        created_by_id=owner.id if owner else None,
+        team_id=saved.template.team_id,
+        language=language,
+        reply_to=reply_to,
+        status="processing",
+        total_count=1,
+        created_at=now,
+        one_time_code=one_time_code,
+    )
     session.add(batch)
     session.flush()
-    request = SigningRequest(batch_id=batch.id, row_number=2, email=email, name=name, phone=phone, data={"number": "7"},
-                             status=Status.PENDING, created_at=now, status_changed_at=now)
+    request = SigningRequest(
+        batch_id=batch.id,
+        row_number=2,
+        email=email,
+        name=name,
+        phone=phone,
+        data={"number": "7"},
+        status=Status.PENDING,
+        created_at=now,
+        status_changed_at=now,
+    )
     session.add(request)
     session.flush()
     # As batch creation does: the counters exist before the request moves, so its moves below count.
@@ -59,9 +90,17 @@ def make_sent_request(*, now: datetime, owner: User | None = None, name: str = "
     pdf, box = _pdf_cache[filled]
     key = f"batches/{batch.id}/requests/{request.id}/original.pdf"
     get_storage().put(key, pdf)
-    session.add(Document(request_id=request.id, kind="original", storage_key=key,
-                         sha256=hashlib.sha256(pdf).hexdigest(), size=len(pdf), created_at=now,
-                         signature_box=box.to_json() if box else None))
+    session.add(
+        Document(
+            request_id=request.id,
+            kind="original",
+            storage_key=key,
+            sha256=hashlib.sha256(pdf).hexdigest(),
+            size=len(pdf),
+            created_at=now,
+            signature_box=box.to_json() if box else None,
+        )
+    )
     frm = Status.PENDING
     for to in TO_SENT:
         fields = {"sent_at": now, "expires_at": now + expires_in} if to == Status.SENT else {}

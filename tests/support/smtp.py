@@ -1,4 +1,5 @@
 """A real SMTP server (aiosmtpd) on loopback that records what it receives and can be told to fail."""
+
 from __future__ import annotations
 
 import email
@@ -61,8 +62,9 @@ class RecordingHandler:
         with self.lock:
             if self.scripted_replies:
                 return self.scripted_replies.popleft()
-            message = email.message_from_bytes(envelope.original_content or envelope.content,
-                                               policy=email.policy.default)
+            message = email.message_from_bytes(
+                envelope.original_content or envelope.content, policy=email.policy.default
+            )
             self.received.append(Received(envelope.mail_from, list(envelope.rcpt_tos), message))
         return "250 Message accepted"
 

@@ -1,4 +1,5 @@
 """Batches whose requests wait for the recipient ('sent' at a chosen time, with live links), for reminder tests."""
+
 from __future__ import annotations
 
 from datetime import datetime

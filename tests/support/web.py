@@ -1,4 +1,5 @@
 """Acting as a browser would in Flask's test client: logging in and out, and the CSRF token of a page's form."""
+
 from __future__ import annotations
 
 import re

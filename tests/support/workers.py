@@ -1,4 +1,5 @@
 """Real RQ workers in the test process: burst mode, counted, leaving the process's signals as they were."""
+
 from __future__ import annotations
 
 import signal

@@ -1,4 +1,5 @@
 """Admin-only areas: rq-dashboard, the users page (accounts, passwords, API keys), /metrics."""
+
 from __future__ import annotations
 
 import re
@@ -14,8 +15,13 @@ from tests.support.batchdata import make_batch
 from tests.support.clock import NOW
 from tests.support.web import csrf_from
 
-RQ_URLS = ["/admin/rq/", "/admin/rq/0/data/queues.json", "/admin/rq/0/data/workers.json",
-           "/admin/rq/static/css/main.css", "/admin/rq/0/view/workers"]
+RQ_URLS = [
+    "/admin/rq/",
+    "/admin/rq/0/data/queues.json",
+    "/admin/rq/0/data/workers.json",
+    "/admin/rq/static/css/main.css",
+    "/admin/rq/0/view/workers",
+]
 
 
 @pytest.mark.parametrize("url", RQ_URLS)
@@ -48,12 +54,17 @@ def _admin_page(client):
 def test_admin_creates_a_staff_account_that_can_log_in(client, auth):
     auth.login_admin()
     page = _admin_page(client)
-    response = client.post("/admin/users", data={"email": "New@Example.com", "password": "long-enough-1",
-                                                 "role": "staff", "csrf_token": csrf_from(page)},
-                           follow_redirects=True)
+    response = client.post(
+        "/admin/users",
+        data={"email": "New@Example.com", "password": "long-enough-1", "role": "staff", "csrf_token": csrf_from(page)},
+        follow_redirects=True,
+    )
     assert "new@example.com created" in response.get_data(as_text=True)
-    short = client.post("/admin/users", data={"email": "x@example.com", "password": "short", "role": "staff",
-                                              "csrf_token": csrf_from(page)}, follow_redirects=True)
+    short = client.post(
+        "/admin/users",
+        data={"email": "x@example.com", "password": "short", "role": "staff", "csrf_token": csrf_from(page)},
+        follow_redirects=True,
+    )
     assert "at least 8 characters" in short.get_data(as_text=True)
     auth.logout()
     assert auth.login("new@example.com", "long-enough-1").status_code == 302
@@ -72,9 +83,11 @@ def test_a_disabled_account_cannot_log_in_and_admins_cannot_disable_themselves(c
     auth.login_admin()
     page = _admin_page(client)
     client.post(f"/admin/users/{users['staff'].id}/disabled", data={"disabled": "1", "csrf_token": csrf_from(page)})
-    own = client.post(f"/admin/users/{users['admin'].id}/disabled", data={"disabled": "1",
-                                                                          "csrf_token": csrf_from(page)},
-                      follow_redirects=True)
+    own = client.post(
+        f"/admin/users/{users['admin'].id}/disabled",
+        data={"disabled": "1", "csrf_token": csrf_from(page)},
+        follow_redirects=True,
+    )
     assert "cannot disable your own account" in own.get_data(as_text=True)
     auth.logout()
     assert auth.login().status_code == 401
@@ -84,7 +97,9 @@ def test_api_key_is_shown_once_works_and_stops_working_when_revoked(app, client,
     program = app.test_client()  # a program using the key, not the admin's browser
     auth.login_admin()
     page = _admin_page(client)
-    shown = client.post(f"/admin/users/{users['staff'].id}/api-keys", data={"name": "erp", "csrf_token": csrf_from(page)})
+    shown = client.post(
+        f"/admin/users/{users['staff'].id}/api-keys", data={"name": "erp", "csrf_token": csrf_from(page)}
+    )
     secret = re.search(r'<code id="secret"[^>]*>([^<]+)</code>', shown.get_data(as_text=True)).group(1)
     headers = {"Authorization": f"Bearer {secret}"}
     assert program.get("/api/v1/me", headers=headers).get_json()["email"] == "staff@example.com"
@@ -117,8 +132,9 @@ def test_metrics_with_a_token_need_the_token_even_from_loopback(make_app):
         client = app.test_client()
         assert client.get("/metrics").status_code == 403
         assert client.get("/metrics", headers={"Authorization": "Bearer wrong"}).status_code == 403
-        ok = client.get("/metrics", headers={"Authorization": "Bearer s3cret-metrics"},
-                        environ_base={"REMOTE_ADDR": "10.1.2.3"})
+        ok = client.get(
+            "/metrics", headers={"Authorization": "Bearer s3cret-metrics"}, environ_base={"REMOTE_ADDR": "10.1.2.3"}
+        )
         assert ok.status_code == 200 and "bulksign_requests" in ok.get_data(as_text=True)
 
 

@@ -1,4 +1,5 @@
 """/healthz for load balancers, and error pages that are pages of the app."""
+
 from __future__ import annotations
 
 from flask import abort

@@ -3,6 +3,7 @@
 Everything runs on the real app (PostgreSQL, Redis, wkhtmltopdf, aiosmtpd, RQ workers). The route
 walks read ``app.url_map``, so a new route is checked (or fails) without anyone editing this file.
 """
+
 from __future__ import annotations
 
 import io
@@ -18,28 +19,54 @@ from tests.support.web import csrf_from
 
 #: Routes open to anonymous visitors, each reviewed: add a route here only after deciding it may be public.
 EXPECTED_PUBLIC = {
-    "api_docs.openapi", "api_docs.docs",  # the API's description and its reference page: no data, no key needed
+    "api_docs.openapi",
+    "api_docs.docs",  # the API's description and its reference page: no data, no key needed
     "auth.login",  # the login form
-    "brand.stylesheet", "brand.logo",  # the organisation's colours and logo: settings, no data; recipient pages use them
+    "brand.stylesheet",
+    "brand.logo",  # the organisation's colours and logo: settings, no data; recipient pages use them
     "health.healthz",  # load balancer probe: says ok or names the broken service, nothing else
     "health.readyz",  # readiness probe: ok, or which dependency is not ready (scheduler, workers, services)
     "main.favicon",  # a redirect to the static icon, which browsers ask for before any login
     "metrics.metrics",  # its own rule: a bearer METRICS_TOKEN, or loopback when none is set
-    "signing.page", "signing.document", "signing.page_image", "signing.signed_copy", "signing.sign_document",
+    "signing.page",
+    "signing.document",
+    "signing.page_image",
+    "signing.signed_copy",
+    "signing.sign_document",
     "signing.decline_document",  # the token in the URL is the credential
-    "signing.send_code", "signing.verify_code",  # one-time codes: the token again, plus the code (5 tries, rate limited)
+    "signing.send_code",
+    "signing.verify_code",  # one-time codes: the token again, plus the code (5 tries, rate limited)
     "tracking.pixel",  # HMAC of the request id; always a GIF
     "verify.verify",  # anyone may check a document
     "webhooks.bounces",  # shared secret (404 when none is configured)
 }
 #: Blueprints that take no CSRF token, each reviewed: API (bearer key, no ambient cookie), inbound webhooks
 #: (shared secret), rq-dashboard (its JavaScript posts without a token; admins only, same-origin checked).
-EXPECTED_CSRF_EXEMPT = {"api", "api_batch_actions", "api_dashboard", "api_docs", "api_reminders", "api_suppressions",
-                        "api_templates", "api_uploads", "webhooks", "rq_dashboard"}
+EXPECTED_CSRF_EXEMPT = {
+    "api",
+    "api_batch_actions",
+    "api_dashboard",
+    "api_docs",
+    "api_reminders",
+    "api_suppressions",
+    "api_templates",
+    "api_uploads",
+    "webhooks",
+    "rq_dashboard",
+}
 ADMIN_BLUEPRINTS = ("admin", "rq_dashboard")
 STATE_CHANGING = {"POST", "PUT", "PATCH", "DELETE"}
-ARGUMENT_VALUES = {"instance_number": 0, "per_page": 10, "page": 1, "order": "asc", "registry_name": "failed",
-                   "queue_name": "default", "filename": "js/app.js", "token": "x" * 43, "name": "1.gif"}
+ARGUMENT_VALUES = {
+    "instance_number": 0,
+    "per_page": 10,
+    "page": 1,
+    "order": "asc",
+    "registry_name": "failed",
+    "queue_name": "default",
+    "filename": "js/app.js",
+    "token": "x" * 43,
+    "name": "1.gif",
+}
 
 
 def _url(rule: Rule, **given) -> str:
@@ -74,6 +101,7 @@ def _rules(app, *, public: bool | None = None, blueprints: tuple[str, ...] | Non
 
 
 # --- who may reach what --------------------------------------------------------------------------
+
 
 def test_the_public_routes_are_exactly_the_reviewed_list(app):
     public = {rule.endpoint for rule in _rules(app, public=True)} - {"static"}
@@ -124,9 +152,18 @@ def test_every_admin_route_refuses_staff_with_403(app, client, auth):
             response = _open(client, rule, method, data={"csrf_token": token})
             assert response.status_code == 403, (method, rule.rule, response.status_code)
             checked.add(rule.endpoint)
-    assert {"admin.index", "admin.webhooks", "admin.create_webhook", "admin.mailbox", "admin.create_staff",
-            "rq_dashboard.queues_overview", "rq_dashboard.static", "rq_dashboard.list_queues",
-            "rq_dashboard.requeue_all", "rq_dashboard.empty_queue"} <= checked
+    assert {
+        "admin.index",
+        "admin.webhooks",
+        "admin.create_webhook",
+        "admin.mailbox",
+        "admin.create_staff",
+        "rq_dashboard.queues_overview",
+        "rq_dashboard.static",
+        "rq_dashboard.list_queues",
+        "rq_dashboard.requeue_all",
+        "rq_dashboard.empty_queue",
+    } <= checked
     # rq-dashboard's own static files and JSON, by their real paths.
     for path in ("/admin/rq/static/js/jquery-3.5.1.min.js", "/admin/rq/0/data/queues.json", "/admin/rq/favicon.ico"):
         assert client.get(path).status_code == 403, path
@@ -136,13 +173,15 @@ def test_metrics_refuse_a_logged_in_staff_user_without_the_token(make_app, users
     app = make_app(METRICS_TOKEN="metrics-token")
     client = app.test_client()
     page = client.get("/auth/login")
-    client.post("/auth/login", data={"email": "staff@example.com", "password": "staff-password",
-                                     "csrf_token": csrf_from(page)})
+    client.post(
+        "/auth/login", data={"email": "staff@example.com", "password": "staff-password", "csrf_token": csrf_from(page)}
+    )
     assert client.get("/").status_code == 200
     assert client.get("/metrics").status_code == 403
 
 
 # --- CSRF ---------------------------------------------------------------------------------------
+
 
 def test_the_csrf_exemptions_are_exactly_the_reviewed_list(app):
     exempt = {bp.name for bp in csrf._exempt_blueprints} | set(csrf._exempt_views)
@@ -184,25 +223,39 @@ def test_rq_dashboard_actions_refuse_cross_site_requests(app, client, auth):
 
 # --- cookies and brute force ---------------------------------------------------------------------
 
+
 def _cookie(response, name: str) -> str:
     headers = [h for h in response.headers.getlist("Set-Cookie") if h.startswith(name + "=")]
     assert headers, f"no {name} cookie set"
     return headers[-1]
 
 
-@pytest.mark.parametrize("settings, secure", [
-    ({"SESSION_COOKIE_SECURE": False}, False), ({"SESSION_COOKIE_SECURE": True}, True),
-    # Behind TLS by default: an https APP_URL is enough.
-    ({"APP_URL": "https://sign.example.com", "SESSION_COOKIE_SECURE": ""}, True),
-])
+@pytest.mark.parametrize(
+    "settings, secure",
+    [
+        ({"SESSION_COOKIE_SECURE": False}, False),
+        ({"SESSION_COOKIE_SECURE": True}, True),
+        # Behind TLS by default: an https APP_URL is enough.
+        ({"APP_URL": "https://sign.example.com", "SESSION_COOKIE_SECURE": ""}, True),
+    ],
+)
 def test_session_and_remember_cookies_are_httponly_lax_and_secure_behind_tls(make_app, users, settings, secure):
     app = make_app(**settings)
     client = app.test_client()
     base = "https://localhost" if secure else "http://localhost"
     page = client.get("/auth/login", base_url=base)
     # Over https Flask-WTF also wants a same-site Referer, as a browser sends.
-    response = client.post("/auth/login", base_url=base, headers={"Referer": f"{base}/auth/login"}, data={
-        "email": "staff@example.com", "password": "staff-password", "remember": "1", "csrf_token": csrf_from(page)})
+    response = client.post(
+        "/auth/login",
+        base_url=base,
+        headers={"Referer": f"{base}/auth/login"},
+        data={
+            "email": "staff@example.com",
+            "password": "staff-password",
+            "remember": "1",
+            "csrf_token": csrf_from(page),
+        },
+    )
     assert response.status_code == 302
     for name in ("session", "remember_token"):
         cookie = _cookie(response, name)
@@ -214,8 +267,10 @@ def test_login_signing_and_verify_are_rate_limited_with_a_friendly_page(make_app
     app = make_app(LOGIN_RATE_LIMIT="3 per minute", SIGNING_RATE_LIMIT="3 per minute")
     client = app.test_client()
     token = csrf_from(client.get("/auth/login"))
-    logins = [client.post("/auth/login", data={"email": "staff@example.com", "password": "guess",
-                                               "csrf_token": token}) for _ in range(4)]
+    logins = [
+        client.post("/auth/login", data={"email": "staff@example.com", "password": "guess", "csrf_token": token})
+        for _ in range(4)
+    ]
     assert [r.status_code for r in logins] == [401, 401, 401, 429]
     assert b"Too many attempts" in logins[-1].data and b"Traceback" not in logins[-1].data
     guesses = [client.get(f"/sign/{'g' * 42}{i}") for i in range(4)]
@@ -245,8 +300,10 @@ ATTRIBUTE = '"><img src=x onerror=alert(1)>'
 RAW = ("<script>alert(1)", "<img src=x onerror")
 #: A row value that would pull a local file into the PDF if it were not escaped.
 FILE_ROW = '<iframe src="file:///etc/passwd"></iframe><img src="file:///etc/passwd">'
-XSS_HTML = ('<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'"><h1>Contract</h1>'
-            '<p>For {{ name }}, salary {{ salary }}.</p></body>')
+XSS_HTML = (
+    '<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'"><h1>Contract</h1>'
+    "<p>For {{ name }}, salary {{ salary }}.</p></body>"
+)
 
 
 def _assert_escaped(body: str, where: str) -> None:
@@ -266,20 +323,45 @@ def hostile(app, users, smtp, run_jobs):
     from tests.support.batches import make_batch, request_ids
 
     now = utcnow()
-    batch_id = make_batch(now=now, user=users["staff"], html=XSS_HTML, name=f"Batch {SCRIPT} {ATTRIBUTE}",
-                          recipients=[("xss1@example.com", f"Eve {SCRIPT}"), ("xss2@example.com", f"Mal {ATTRIBUTE}"),
-                                      ("xss3@example.com", FILE_ROW)])
+    batch_id = make_batch(
+        now=now,
+        user=users["staff"],
+        html=XSS_HTML,
+        name=f"Batch {SCRIPT} {ATTRIBUTE}",
+        recipients=[
+            ("xss1@example.com", f"Eve {SCRIPT}"),
+            ("xss2@example.com", f"Mal {ATTRIBUTE}"),
+            ("xss3@example.com", FILE_ROW),
+        ],
+    )
     ids = request_ids(batch_id)
     enqueue_renders(ids)
     run_jobs("pdf", "mail")
     token = issue_link(db.session, request_id=ids[1], secret=app.config["SECRET_KEY"], now=now)
     db.session.commit()
-    assert decline(db.session, request_id=ids[1], now=now, reason=f"No {SCRIPT} {ATTRIBUTE}", ip="127.0.0.1",
-                   user_agent=f"UA {SCRIPT}").status == "declined"
+    assert (
+        decline(
+            db.session,
+            request_id=ids[1],
+            now=now,
+            reason=f"No {SCRIPT} {ATTRIBUTE}",
+            ip="127.0.0.1",
+            user_agent=f"UA {SCRIPT}",
+        ).status
+        == "declined"
+    )
     run_jobs("mail")
-    failed = SigningRequest(batch_id=batch_id, row_number=9, email=f'x{ATTRIBUTE}@example.com', name=SCRIPT,
-                            data={"name": SCRIPT}, status="failed", error_message=f"Error {SCRIPT} {ATTRIBUTE}",
-                            created_at=now, status_changed_at=now)
+    failed = SigningRequest(
+        batch_id=batch_id,
+        row_number=9,
+        email=f"x{ATTRIBUTE}@example.com",
+        name=SCRIPT,
+        data={"name": SCRIPT},
+        status="failed",
+        error_message=f"Error {SCRIPT} {ATTRIBUTE}",
+        created_at=now,
+        status_changed_at=now,
+    )
     db.session.add(failed)
     batch_counts.rebuild(db.session, batch_ids=[batch_id])
     db.session.commit()
@@ -308,14 +390,28 @@ def test_script_payloads_render_escaped_on_every_staff_page(app, client, auth, h
     mails = _caught_into_mailbox(app, smtp)
     assert mails
     auth.login_admin()
-    pages = ["/", "/batches/", f"/batches/?q={SCRIPT}", f"/batches/{batch_id}", f"/batches/{batch_id}/requests",
-             f"/batches/{batch_id}/progress", f"/batches/{batch_id}/requests?q={ATTRIBUTE}",
-             f"/batches/{batch_id}/requests?status={SCRIPT}", f"/batches/{batch_id}/requests?sort={ATTRIBUTE}",
-             f"/batches/{batch_id}/requests?cursor={SCRIPT}", f"/batches/{batch_id}?status=failed",
-             "/templates/", f"/templates/{template_id}", f"/templates/{template_id}/edit",
-             f"/templates/{template_id}/preview", "/batches/new", "/admin/", "/admin/mailbox",
-             *[f"/batches/{batch_id}/requests/{rid}" for rid in hostile["ids"]],
-             *[f"/admin/mailbox/{name}" for name in mails]]
+    pages = [
+        "/",
+        "/batches/",
+        f"/batches/?q={SCRIPT}",
+        f"/batches/{batch_id}",
+        f"/batches/{batch_id}/requests",
+        f"/batches/{batch_id}/progress",
+        f"/batches/{batch_id}/requests?q={ATTRIBUTE}",
+        f"/batches/{batch_id}/requests?status={SCRIPT}",
+        f"/batches/{batch_id}/requests?sort={ATTRIBUTE}",
+        f"/batches/{batch_id}/requests?cursor={SCRIPT}",
+        f"/batches/{batch_id}?status=failed",
+        "/templates/",
+        f"/templates/{template_id}",
+        f"/templates/{template_id}/edit",
+        f"/templates/{template_id}/preview",
+        "/batches/new",
+        "/admin/",
+        "/admin/mailbox",
+        *[f"/batches/{batch_id}/requests/{rid}" for rid in hostile["ids"]],
+        *[f"/admin/mailbox/{name}" for name in mails],
+    ]
     escaped_seen = 0
     for path in pages:
         response = client.get(path)
@@ -341,13 +437,22 @@ def test_script_payloads_are_escaped_in_the_html_part_of_every_mail(hostile, smt
 
 
 def _pdf_text(data: bytes) -> str:
-    return subprocess.run(["pdftotext", "-enc", "UTF-8", "-", "-"], input=data, capture_output=True, timeout=30,
-                          check=True).stdout.decode()
+    return subprocess.run(
+        ["pdftotext", "-enc", "UTF-8", "-", "-"], input=data, capture_output=True, timeout=30, check=True
+    ).stdout.decode()
 
 
 #: PDF objects that run or open something: none may be in a document made from a row.
-ACTIVE_PDF = (b"/JavaScript", b"/JS", b"/Launch", b"/OpenAction", b"/AA", b"/EmbeddedFile", b"/RichMedia",
-              b"/SubmitForm")
+ACTIVE_PDF = (
+    b"/JavaScript",
+    b"/JS",
+    b"/Launch",
+    b"/OpenAction",
+    b"/AA",
+    b"/EmbeddedFile",
+    b"/RichMedia",
+    b"/SubmitForm",
+)
 
 
 def _assert_inert(pdf: bytes, where: str) -> None:
@@ -375,15 +480,43 @@ def test_script_payloads_are_literal_text_in_the_pdfs_with_no_active_content(app
 # --- template injection and what the PDF renderer may read ----------------------------------------
 
 #: Jinja expressions that reach Python internals or app state in an unsandboxed template.
-INJECTIONS = ["{{ config }}", "{{ ''.__class__.__mro__ }}", "{{ self }}", "{{ cycler.__init__.__globals__ }}",
-              "{{ request }}", "{{ ''.__class__.__mro__[1].__subclasses__() }}", "{{ lipsum.__globals__ }}",
-              "{{ joiner.__init__.__globals__ }}", "{{ namespace.__init__.__globals__ }}", "{{ url_for.__globals__ }}",
-              "{{ g }}", "{{ session }}", "{{ ''|attr('__class__') }}", "{{ '%s' % config }}",
-              "{{ range.__self__ }}", "{% for k in self.__dict__ %}{{ k }}{% endfor %}", "{{ config.items() }}",
-              "{{ self._TemplateReference__context }}", "{{ ().__class__.__base__.__subclasses__() }}"]
+INJECTIONS = [
+    "{{ config }}",
+    "{{ ''.__class__.__mro__ }}",
+    "{{ self }}",
+    "{{ cycler.__init__.__globals__ }}",
+    "{{ request }}",
+    "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+    "{{ lipsum.__globals__ }}",
+    "{{ joiner.__init__.__globals__ }}",
+    "{{ namespace.__init__.__globals__ }}",
+    "{{ url_for.__globals__ }}",
+    "{{ g }}",
+    "{{ session }}",
+    "{{ ''|attr('__class__') }}",
+    "{{ '%s' % config }}",
+    "{{ range.__self__ }}",
+    "{% for k in self.__dict__ %}{{ k }}{% endfor %}",
+    "{{ config.items() }}",
+    "{{ self._TemplateReference__context }}",
+    "{{ ().__class__.__base__.__subclasses__() }}",
+]
 #: What would show in the output if an injection reached anything.
-LEAKS = ("test-secret-key", "SECRET_KEY", "postgresql", "<class", " at 0x", "__globals__", "builtins", "<function",
-         "<bound", "Request", "Undefined", "Config", "<module")
+LEAKS = (
+    "test-secret-key",
+    "SECRET_KEY",
+    "postgresql",
+    "<class",
+    " at 0x",
+    "__globals__",
+    "builtins",
+    "<function",
+    "<bound",
+    "Request",
+    "Undefined",
+    "Config",
+    "<module",
+)
 
 
 def _assert_no_leak(text: str, where: str) -> None:
@@ -427,8 +560,7 @@ def _preview_text(client, saved) -> str | None:
 def test_template_injection_through_the_template_pages_shows_nothing_harmful(client, auth):
     auth.login()
     for payload in INJECTIONS[:5]:
-        saved = _save_template(client, f"<p>A {payload} B</p>", email_subject=f"S {payload}",
-                               email_body=f"B {payload}")
+        saved = _save_template(client, f"<p>A {payload} B</p>", email_subject=f"S {payload}", email_body=f"B {payload}")
         _assert_no_leak(saved.get_data(as_text=True), f"the form with {payload}")
         text = _preview_text(client, saved)
         if text is not None:
@@ -437,17 +569,28 @@ def test_template_injection_through_the_template_pages_shows_nothing_harmful(cli
 
 def test_a_template_that_fails_or_explodes_on_its_values_is_a_clear_422_never_a_500(client, auth):
     auth.login()
-    for expression in ("{{ name.first.last }}", "{{ 1/0 }}", "{{ name + 1 }}", "{{ range(10**6) }}",
-                       "{{ '%d' % name }}", "{{ name.items() }}",
-                       # gigabytes of text or a number with a million digits, in the web worker
-                       "{{ name * 10**10 }}", "{{ [name] * 10**9 }}", "{{ (10**1000)**1000 }}",
-                       # one C call of 15–30 s, out of the time limit's reach; errors the render job did not catch
-                       "{{ 'a'|center(1000000000) }}", "{{ '%999999999s'|format(name) }}",
-                       "{{ ('x' * 100000)|replace('x', 'x' * 100000) }}", "{{ name|xmlattr }}",
-                       "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}"):
+    for expression in (
+        "{{ name.first.last }}",
+        "{{ 1/0 }}",
+        "{{ name + 1 }}",
+        "{{ range(10**6) }}",
+        "{{ '%d' % name }}",
+        "{{ name.items() }}",
+        # gigabytes of text or a number with a million digits, in the web worker
+        "{{ name * 10**10 }}",
+        "{{ [name] * 10**9 }}",
+        "{{ (10**1000)**1000 }}",
+        # one C call of 15–30 s, out of the time limit's reach; errors the render job did not catch
+        "{{ 'a'|center(1000000000) }}",
+        "{{ '%999999999s'|format(name) }}",
+        "{{ ('x' * 100000)|replace('x', 'x' * 100000) }}",
+        "{{ name|xmlattr }}",
+        "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}",
+    ):
         saved = _save_template(client, f"<p>{expression}</p>")
-        preview = (client.get(saved.headers["Location"].rstrip("/") + "/preview.pdf") if saved.status_code == 302
-                   else saved)
+        preview = (
+            client.get(saved.headers["Location"].rstrip("/") + "/preview.pdf") if saved.status_code == 302 else saved
+        )
         assert preview.status_code == 422, (expression, preview.status_code)
         body = preview.get_data(as_text=True)
         assert "could not be filled in" in body or "not allowed" in body or saved.status_code == 422, expression
@@ -482,23 +625,46 @@ def test_a_template_cannot_read_a_local_file_into_the_pdf(client, auth):
 def test_a_template_cannot_read_internal_web_services_into_the_pdf(client, auth, live_server):
     """The PDF renderer runs next to internal services (/metrics from loopback, cloud metadata): no network."""
     auth.login()
-    for html in (f'<!--><iframe src="{live_server}/healthz" width="600" height="300"></iframe>-->',
-                 f'<!--><iframe src="{live_server}/metrics" width="600" height="900"></iframe>-->'):
+    for html in (
+        f'<!--><iframe src="{live_server}/healthz" width="600" height="300"></iframe>-->',
+        f'<!--><iframe src="{live_server}/metrics" width="600" height="900"></iframe>-->',
+    ):
         text = _preview_text(client, _save_template(client, f"<p>Contract</p>{html}"))
         assert text is None or ("database" not in text and "bulksign_" not in text), text
 
 
 # --- path traversal ------------------------------------------------------------------------------
 
-TRAVERSALS = ["../../../../../../etc/passwd", "..%2f..%2f..%2f..%2fetc%2fpasswd", "%2e%2e%2f%2e%2e%2fetc%2fpasswd",
-              "%252e%252e%252fetc%252fpasswd", "..\\..\\..\\etc\\passwd", "/etc/passwd", "%2fetc%2fpasswd",
-              "....//....//etc/passwd", "..%00/etc/passwd"]
+TRAVERSALS = [
+    "../../../../../../etc/passwd",
+    "..%2f..%2f..%2f..%2fetc%2fpasswd",
+    "%2e%2e%2f%2e%2e%2fetc%2fpasswd",
+    "%252e%252e%252fetc%252fpasswd",
+    "..\\..\\..\\etc\\passwd",
+    "/etc/passwd",
+    "%2fetc%2fpasswd",
+    "....//....//etc/passwd",
+    "..%00/etc/passwd",
+]
 #: What a leaked file would show: /etc/passwd, or our own source code or settings.
 LEAKED = ("root:x:", "SECRET_KEY", "def create_app", "import ")
 
 
-@pytest.mark.parametrize("key", ["../x", "a/../../b", "/etc/passwd", "%2e%2e%2fetc%2fpasswd", "..%2fx",
-                                 "a/%2e%2e/b", "a\\..\\b", "a/\x00/b", "C:\\Windows\\win.ini", "a/../" * 3 + "b"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "../x",
+        "a/../../b",
+        "/etc/passwd",
+        "%2e%2e%2fetc%2fpasswd",
+        "..%2fx",
+        "a/%2e%2e/b",
+        "a\\..\\b",
+        "a/\x00/b",
+        "C:\\Windows\\win.ini",
+        "a/../" * 3 + "b",
+    ],
+)
 def test_storage_keys_that_could_leave_the_storage_root_are_refused_by_every_backend(tmp_path, key):
     from bulksign.documents.storage import InvalidKey, LocalStorage, check_key
 
@@ -518,11 +684,21 @@ def _assert_nothing_leaked(response, where: str) -> None:
 def test_download_routes_refuse_traversal_in_their_path(app, client, auth):
     auth.login_admin()
     for attack in TRAVERSALS:
-        for path in (f"/batches/uploads/{attack}/errors.csv", f"/admin/mailbox/{attack}", f"/admin/mailbox/{attack}.eml",
-                     f"/static/{attack}", "/static/..%2f..%2fbulksign%2fconfig.py", f"/admin/rq/static/{attack}",
-                     "/static/../bulksign/core/config.py", "/admin/rq/static/..%2f..%2fweb.py",
-                     f"/sign/{attack}", f"/sign/{attack}/document", f"/sign/{attack}/signed",
-                     f"/sign/{attack}/pages/1", f"/t/{attack}"):
+        for path in (
+            f"/batches/uploads/{attack}/errors.csv",
+            f"/admin/mailbox/{attack}",
+            f"/admin/mailbox/{attack}.eml",
+            f"/static/{attack}",
+            "/static/..%2f..%2fbulksign%2fconfig.py",
+            f"/admin/rq/static/{attack}",
+            "/static/../bulksign/core/config.py",
+            "/admin/rq/static/..%2f..%2fweb.py",
+            f"/sign/{attack}",
+            f"/sign/{attack}/document",
+            f"/sign/{attack}/signed",
+            f"/sign/{attack}/pages/1",
+            f"/t/{attack}",
+        ):
             response = client.get(path, follow_redirects=True)  # werkzeug merges "//" with a 308
             if path.startswith("/t/"):  # the pixel answers a GIF whatever it is given
                 assert response.mimetype == "image/gif"
@@ -552,8 +728,16 @@ def test_documents_and_exports_with_a_forged_storage_key_serve_nothing(app, clie
 
 # --- CSV / formula injection ---------------------------------------------------------------------
 
-FORMULAS = ["=1+1", "+1+1", "-1+1", "@SUM(A1)", "\t=1+1", "\r=1+1", "=HYPERLINK(\"http://evil.example\",\"x\")",
-            "=cmd|' /C calc'!A0"]
+FORMULAS = [
+    "=1+1",
+    "+1+1",
+    "-1+1",
+    "@SUM(A1)",
+    "\t=1+1",
+    "\r=1+1",
+    '=HYPERLINK("http://evil.example","x")',
+    "=cmd|' /C calc'!A0",
+]
 
 
 def _assert_no_formula_cell(rows: list[list[str]], *, skip_columns: int = 0) -> int:
@@ -575,8 +759,9 @@ def test_recipients_csv_export_escapes_every_formula_prefix(app, client, auth, u
     from tests.support.clock import NOW
 
     batch = make_batch(db.session, statuses=["declined"] * len(FORMULAS), now=NOW, user_id=users["staff"].id)
-    rows = db.session.scalars(db.select(SigningRequest).where(SigningRequest.batch_id == batch.id)
-                              .order_by(SigningRequest.id)).all()
+    rows = db.session.scalars(
+        db.select(SigningRequest).where(SigningRequest.batch_id == batch.id).order_by(SigningRequest.id)
+    ).all()
     for row, formula in zip(rows, FORMULAS):
         row.name, row.decline_reason, row.error_message, row.phone = formula, formula, formula, formula
         row.email = f"{formula}@example.com"
@@ -597,19 +782,26 @@ def test_error_report_csv_escapes_every_formula_prefix(app, client, auth, users)
     from bulksign.doc_templates.versions import create_template
     from bulksign.models import utcnow
 
-    saved = create_template(db.session, name="T", html="<p>{{ name }} {{ position }}</p>", user=users["staff"],
-                            now=utcnow())
+    saved = create_template(
+        db.session, name="T", html="<p>{{ name }} {{ position }}</p>", user=users["staff"], now=utcnow()
+    )
     db.session.commit()
     header = "email,name,position,=cmd|' /C calc'!A0,@SUM(A1),@SUM(A1)\n"
     body = "".join(f'"{f}","{f}",,x,y,z\n' for f in FORMULAS)
     auth.login()
     page = client.get("/batches/new")
     print(page.status_code, page.headers.get("Location"), page.data[:3000])
-    checked = client.post("/batches/new/validate", content_type="multipart/form-data", data={
-        "csrf_token": csrf_from(page), "template_id": str(saved.template.id),
-        "file": (io.BytesIO((header + body).encode()), "people.csv")})
+    checked = client.post(
+        "/batches/new/validate",
+        content_type="multipart/form-data",
+        data={
+            "csrf_token": csrf_from(page),
+            "template_id": str(saved.template.id),
+            "file": (io.BytesIO((header + body).encode()), "people.csv"),
+        },
+    )
     assert checked.status_code in (200, 422)
-    link = re.search(r'/batches/uploads/([0-9a-f]{32})/errors\.csv', checked.get_data(as_text=True))
+    link = re.search(r"/batches/uploads/([0-9a-f]{32})/errors\.csv", checked.get_data(as_text=True))
     assert link, "no error report link on the check page"
     report = client.get(link.group(0))
     assert report.status_code == 200 and report.mimetype == "text/csv"
@@ -620,14 +812,24 @@ def test_error_report_csv_escapes_every_formula_prefix(app, client, auth, users)
 # --- signer links never reach staff ----------------------------------------------------------------
 
 #: Listings that take the recipients filter.
-FILTERED = {"batches.detail", "batches.table", "batches.export_csv", "api_dashboard.list_requests",
-            "api_dashboard.export_csv"}
+FILTERED = {
+    "batches.detail",
+    "batches.table",
+    "batches.export_csv",
+    "api_dashboard.list_requests",
+    "api_dashboard.export_csv",
+}
 
 
 def _staff_get_urls(app, *, batch_id: int, request_id: int, template_id: int, export_id: int) -> list[str]:
     """Every staff GET route that can be built for this batch and request (admin pages included)."""
-    values = {"batch_id": batch_id, "request_id": request_id, "template_id": template_id, "export_id": export_id,
-              "instance_number": 0}
+    values = {
+        "batch_id": batch_id,
+        "request_id": request_id,
+        "template_id": template_id,
+        "export_id": export_id,
+        "instance_number": 0,
+    }
     urls = []
     for rule in _rules(app, public=False):
         if "GET" not in rule.methods or not set(rule.arguments) <= set(values):
@@ -649,7 +851,9 @@ def test_no_staff_page_export_or_api_response_contains_a_signing_link(app, clien
 
     now = utcnow()
     admin_id = users["admin"].id  # the workers end the session these were loaded in
-    batch_id = make_batch(now=now, user=users["staff"], recipients=[("ann@example.com", "Ann"), ("bob@example.com", "Bob")])
+    batch_id = make_batch(
+        now=now, user=users["staff"], recipients=[("ann@example.com", "Ann"), ("bob@example.com", "Bob")]
+    )
     version = db.session.get(Batch, batch_id).template_version
     template_id = version.template_id
     # A staff-written subject that carries the link: the mail log on staff pages must still not show it.
@@ -669,8 +873,7 @@ def test_no_staff_page_export_or_api_response_contains_a_signing_link(app, clien
     secrets = (token, f"/sign/{token}", request.token_nonce)
 
     auth.login_admin()
-    urls = _staff_get_urls(app, batch_id=batch_id, request_id=ids[0], template_id=template_id,
-                           export_id=export.id)
+    urls = _staff_get_urls(app, batch_id=batch_id, request_id=ids[0], template_id=template_id, export_id=export.id)
     bearer = {"Authorization": f"Bearer {key.secret}"}
     fetched = 0
     for url in urls:
@@ -683,16 +886,31 @@ def test_no_staff_page_export_or_api_response_contains_a_signing_link(app, clien
             assert secret.encode() not in response.data, (url, secret[:12])
         fetched += 1
     assert fetched >= 20
-    assert {f"/batches/{batch_id}", f"/batches/{batch_id}/requests", f"/batches/{batch_id}/export.csv",
-            f"/batches/{batch_id}/requests/{ids[0]}", f"/api/v1/batches/{batch_id}/requests",
-            f"/api/v1/batches/{batch_id}/export.csv", f"/api/v1/batches/{batch_id}"} <= set(urls)
+    assert {
+        f"/batches/{batch_id}",
+        f"/batches/{batch_id}/requests",
+        f"/batches/{batch_id}/export.csv",
+        f"/batches/{batch_id}/requests/{ids[0]}",
+        f"/api/v1/batches/{batch_id}/requests",
+        f"/api/v1/batches/{batch_id}/export.csv",
+        f"/api/v1/batches/{batch_id}",
+    } <= set(urls)
 
 
 def test_no_other_site_may_frame_a_staff_page(app, client, auth):
     """Clickjacking: a hidden frame of the batch page must not turn a click elsewhere into "cancel the batch"."""
     auth.login_admin()
-    for path in ("/auth/login", "/", "/batches/", "/batches/new", "/templates/", "/admin/", "/admin/webhooks",
-                 "/batches/999", "/admin/rq/"):
+    for path in (
+        "/auth/login",
+        "/",
+        "/batches/",
+        "/batches/new",
+        "/templates/",
+        "/admin/",
+        "/admin/webhooks",
+        "/batches/999",
+        "/admin/rq/",
+    ):
         response = client.get(path)
         assert response.headers.get("X-Frame-Options") in ("DENY", "SAMEORIGIN"), path
         assert response.headers.get("X-Content-Type-Options") == "nosniff", path
@@ -723,8 +941,15 @@ def test_a_password_reset_ends_the_sessions_made_with_the_old_password(make_app,
     staff_id = users["staff"].id
     client = make_app().test_client()  # its own app context per request, as in production
     page = client.get("/auth/login")
-    client.post("/auth/login", data={"email": "staff@example.com", "password": "staff-password", "remember": "1",
-                                     "csrf_token": csrf_from(page)})
+    client.post(
+        "/auth/login",
+        data={
+            "email": "staff@example.com",
+            "password": "staff-password",
+            "remember": "1",
+            "csrf_token": csrf_from(page),
+        },
+    )
     assert client.get("/batches/").status_code == 200
     set_password(db.session, user=db.session.get(User, staff_id), password="a-new-password-7")
     db.session.commit()
@@ -739,15 +964,24 @@ def test_values_the_database_cannot_hold_are_a_400_never_a_500(app, client, auth
 
     key = create_api_key(db.session, user=users["admin"], name="ci", now=utcnow()).secret
     auth.login_admin()
-    for path in ("/batches/2147483648", "/templates/2147483648", "/batches/99999999999999999999",
-                 "/batches/1/requests/99999999999999999999", "/batches/?q=%00", "/templates/2147483648/preview.pdf"):
+    for path in (
+        "/batches/2147483648",
+        "/templates/2147483648",
+        "/batches/99999999999999999999",
+        "/batches/1/requests/99999999999999999999",
+        "/batches/?q=%00",
+        "/templates/2147483648/preview.pdf",
+    ):
         response = client.get(path)
         assert response.status_code in (400, 404), (path, response.status_code)
     api = client.get("/api/v1/batches/2147483648", headers={"Authorization": f"Bearer {key}"})
     assert api.status_code in (400, 404) and api.is_json
     page = client.get("/batches/new")
-    checked = client.post("/batches/new/validate", content_type="multipart/form-data", data={
-        "csrf_token": csrf_from(page), "template_id": "2147483648", "file": (io.BytesIO(b"email\n"), "a.csv")})
+    checked = client.post(
+        "/batches/new/validate",
+        content_type="multipart/form-data",
+        data={"csrf_token": csrf_from(page), "template_id": "2147483648", "file": (io.BytesIO(b"email\n"), "a.csv")},
+    )
     assert checked.status_code in (400, 404)
 
 
@@ -764,6 +998,7 @@ def test_a_nul_byte_in_the_recipients_search_is_a_400_even_on_the_streamed_csv(a
 
 # --- recipient files built to stall the site (issue 20) ------------------------------------------------------
 
+
 def _recipients_template(users) -> int:
     from bulksign.doc_templates.versions import create_template
     from bulksign.models import utcnow
@@ -774,8 +1009,9 @@ def _recipients_template(users) -> int:
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE_RECIPIENT_FILES))
-def test_hostile_recipient_files_are_refused_by_the_api_and_the_page_with_a_clear_message(app, client, auth, users,
-                                                                                           name):
+def test_hostile_recipient_files_are_refused_by_the_api_and_the_page_with_a_clear_message(
+    app, client, auth, users, name
+):
     from bulksign.models import utcnow
     from bulksign.people.users import create_api_key
 
@@ -786,14 +1022,20 @@ def test_hostile_recipient_files_are_refused_by_the_api_and_the_page_with_a_clea
     db.session.commit()
     auth.login()
     page = client.get("/batches/new")
-    checked = client.post("/batches/new/validate", content_type="multipart/form-data", headers={"HX-Request": "true"},
-                          data={"csrf_token": csrf_from(page), "template_id": template_id,
-                                "file": (io.BytesIO(data), filename)})
+    checked = client.post(
+        "/batches/new/validate",
+        content_type="multipart/form-data",
+        headers={"HX-Request": "true"},
+        data={"csrf_token": csrf_from(page), "template_id": template_id, "file": (io.BytesIO(data), filename)},
+    )
     assert checked.status_code == 413, name
     # The API last: its bearer key stays the request's user in the test's app context.
-    api = app.test_client().post("/api/v1/batches/validate", headers={"Authorization": f"Bearer {key}"},
-                                 content_type="multipart/form-data",
-                                 data={"template_id": template_id, "file": (io.BytesIO(data), filename)})
+    api = app.test_client().post(
+        "/api/v1/batches/validate",
+        headers={"Authorization": f"Bearer {key}"},
+        content_type="multipart/form-data",
+        data={"template_id": template_id, "file": (io.BytesIO(data), filename)},
+    )
     assert api.status_code == 413 and api.is_json, (name, api.status_code, api.get_data(as_text=True)[:300])
     message = api.json["error"]["message"]
     assert "Split" in message or "Delete" in message, message
@@ -819,9 +1061,13 @@ def test_healthz_answers_while_the_worst_recipient_files_are_checked(live_server
     def check_all() -> None:
         with requests.Session() as session:
             for name, (filename, data) in files.items():
-                answers[name] = session.post(f"{live_server}/api/v1/batches/validate", timeout=60,
-                                             headers={"Authorization": f"Bearer {key}"},
-                                             data={"template_id": template_id}, files={"file": (filename, data)})
+                answers[name] = session.post(
+                    f"{live_server}/api/v1/batches/validate",
+                    timeout=60,
+                    headers={"Authorization": f"Bearer {key}"},
+                    data={"template_id": template_id},
+                    files={"file": (filename, data)},
+                )
 
     uploader = threading.Thread(target=check_all, daemon=True)
     uploader.start()
@@ -846,27 +1092,44 @@ def test_a_time_zone_that_is_not_one_is_a_clear_error_on_the_api_and_the_batch_f
     from bulksign.models import utcnow
     from bulksign.people.users import create_api_key
 
-    template_id = create_template(db.session, name="C", html="<p>{{ name }}</p>", user=users["staff"],
-                                  now=utcnow()).template.id
+    template_id = create_template(
+        db.session, name="C", html="<p>{{ name }}</p>", user=users["staff"], now=utcnow()
+    ).template.id
     key = create_api_key(db.session, user=users["staff"], name="ci", now=utcnow()).secret
     db.session.commit()
     auth.login()
     page = client.get(f"/batches/new?template_id={template_id}")
-    preview = client.post("/batches/new/validate", content_type="multipart/form-data", data={
-        "csrf_token": csrf_from(page), "template_id": template_id,
-        "file": (io.BytesIO(b"email,name\na@example.com,A\n"), "people.csv")}).get_data(as_text=True)
+    preview = client.post(
+        "/batches/new/validate",
+        content_type="multipart/form-data",
+        data={
+            "csrf_token": csrf_from(page),
+            "template_id": template_id,
+            "file": (io.BytesIO(b"email,name\na@example.com,A\n"), "people.csv"),
+        },
+    ).get_data(as_text=True)
     upload_id = re.search(r'name="upload_id" value="([0-9a-f]+)"', preview).group(1)
     for zone in NOT_TIME_ZONES:
-        response = client.post("/batches/new", data={"csrf_token": csrf_from(page), "upload_id": upload_id,
-                                                      "timezone": zone})
+        response = client.post(
+            "/batches/new", data={"csrf_token": csrf_from(page), "upload_id": upload_id, "timezone": zone}
+        )
         assert response.status_code in (400, 422) and "Unknown time zone" in response.get_data(as_text=True), zone
     # After the pages: the test's app context would carry the API user into them.
     for zone in NOT_TIME_ZONES:
-        response = client.post("/api/v1/batches", headers={"Authorization": f"Bearer {key}"},
-                               content_type="multipart/form-data", data={
-                                   "template_id": template_id, "timezone": zone,
-                                   "file": (io.BytesIO(b"email,name\na@example.com,A\n"), "people.csv")})
-        assert response.status_code in (400, 422) and "time zone" in response.json["error"]["message"], (zone, response.json)
+        response = client.post(
+            "/api/v1/batches",
+            headers={"Authorization": f"Bearer {key}"},
+            content_type="multipart/form-data",
+            data={
+                "template_id": template_id,
+                "timezone": zone,
+                "file": (io.BytesIO(b"email,name\na@example.com,A\n"), "people.csv"),
+            },
+        )
+        assert response.status_code in (400, 422) and "time zone" in response.json["error"]["message"], (
+            zone,
+            response.json,
+        )
 
 
 def test_json_nested_deeper_than_the_parser_goes_is_a_400_on_every_json_endpoint(app, client, users):
@@ -879,8 +1142,11 @@ def test_json_nested_deeper_than_the_parser_goes_is_a_400_on_every_json_endpoint
     deep = "[" * 100_000
     sns = '{"Type": "Notification", "Message": "' + deep + '"}'
     api = {"Authorization": f"Bearer {key}"}
-    sends = [(method, rule.rule, api) for rule in _rules(app, blueprints=tuple(EXPECTED_CSRF_EXEMPT - {
-        "rq_dashboard", "webhooks"})) for method in sorted(rule.methods & {"POST", "PUT"})]
+    sends = [
+        (method, rule.rule, api)
+        for rule in _rules(app, blueprints=tuple(EXPECTED_CSRF_EXEMPT - {"rq_dashboard", "webhooks"}))
+        for method in sorted(rule.methods & {"POST", "PUT"})
+    ]
     assert {method for method, _, _ in sends} == {"POST", "PUT"}, "no JSON endpoint found"
     for method, path, headers in sends + [("POST", "/webhooks/bounces", {"X-Bounce-Secret": "bounce-secret"})]:
         path = re.sub(r"<[^>]+>", "1", path)
@@ -897,21 +1163,38 @@ def test_retry_failed_refuses_ids_that_are_not_whole_numbers(app, client, users)
     batch = make_batch(db.session, statuses=["failed"], now=utcnow(), user_id=users["staff"].id)
     key = create_api_key(db.session, user=users["staff"], name="ci", now=utcnow()).secret
     db.session.commit()
-    for body in ({"request_ids": [True]}, {"request_ids": [1.5]}, {"request_ids": ["1"]}, {"request_ids": [2 ** 70]},
-                 [1, 2], "x"):
-        response = client.post(f"/api/v1/batches/{batch.id}/retry-failed", json=body,
-                               headers={"Authorization": f"Bearer {key}"})
-        assert response.status_code == 400 and "request_ids" in response.json["error"]["message"], (body, response.status_code)
+    for body in (
+        {"request_ids": [True]},
+        {"request_ids": [1.5]},
+        {"request_ids": ["1"]},
+        {"request_ids": [2**70]},
+        [1, 2],
+        "x",
+    ):
+        response = client.post(
+            f"/api/v1/batches/{batch.id}/retry-failed", json=body, headers={"Authorization": f"Bearer {key}"}
+        )
+        assert response.status_code == 400 and "request_ids" in response.json["error"]["message"], (
+            body,
+            response.status_code,
+        )
 
 
-@pytest.mark.parametrize("path", [
-    "/admin/rq/7/view/queues", "/admin/rq/7/data/queues.json", "/admin/rq/0/view/job/no-such-job",
-    "/admin/rq/0/data/job/no-such-job.json", "/admin/rq/0/view/jobs/no-such-queue/queued/8/asc/1",
-    "/admin/rq/0/view/jobs/default/no-such-registry/8/asc/1",
-    "/admin/rq/0/data/jobs/default/no-such-registry/8/asc/1.json",
-    "/admin/rq/0/data/jobs/no-such-queue/failed/8/asc/1.json", "/admin/rq/0/data/jobs/default/failed/0/asc/1.json",
-    "/admin/rq/0/data/jobs/default/failed/x/asc/y.json",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/admin/rq/7/view/queues",
+        "/admin/rq/7/data/queues.json",
+        "/admin/rq/0/view/job/no-such-job",
+        "/admin/rq/0/data/job/no-such-job.json",
+        "/admin/rq/0/view/jobs/no-such-queue/queued/8/asc/1",
+        "/admin/rq/0/view/jobs/default/no-such-registry/8/asc/1",
+        "/admin/rq/0/data/jobs/default/no-such-registry/8/asc/1.json",
+        "/admin/rq/0/data/jobs/no-such-queue/failed/8/asc/1.json",
+        "/admin/rq/0/data/jobs/default/failed/0/asc/1.json",
+        "/admin/rq/0/data/jobs/default/failed/x/asc/y.json",
+    ],
+)
 def test_rq_dashboard_addresses_naming_nothing_are_a_404(app, client, auth, path):
     from bulksign.work.queues import RECONCILE, get_queue
 
@@ -952,8 +1235,15 @@ def test_every_page_has_a_content_security_policy_and_staff_pages_are_never_cach
 def test_logging_out_ends_the_remember_me_cookie_too(app, users):
     client = app.test_client()
     page = client.get("/auth/login")
-    client.post("/auth/login", data={"email": "staff@example.com", "password": "staff-password", "remember": "1",
-                                     "csrf_token": csrf_from(page)})
+    client.post(
+        "/auth/login",
+        data={
+            "email": "staff@example.com",
+            "password": "staff-password",
+            "remember": "1",
+            "csrf_token": csrf_from(page),
+        },
+    )
     remember = client.get_cookie("remember_token").value
     with app.app_context():
         thief = app.test_client()

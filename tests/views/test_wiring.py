@@ -1,4 +1,5 @@
 """The factory lists every blueprint, and the API flag (bearer key, no CSRF) is given there, not by a file name."""
+
 from __future__ import annotations
 
 import importlib
@@ -11,8 +12,16 @@ from bulksign.app import create_app
 from bulksign.people.auth import API_BLUEPRINTS
 
 #: Blueprints registered with ``api=True``, each reviewed: a bearer key instead of the session, no CSRF token.
-EXPECTED_API = {"api", "api_batch_actions", "api_dashboard", "api_docs", "api_reminders", "api_suppressions", "api_templates",
-                "api_uploads"}
+EXPECTED_API = {
+    "api",
+    "api_batch_actions",
+    "api_dashboard",
+    "api_docs",
+    "api_reminders",
+    "api_suppressions",
+    "api_templates",
+    "api_uploads",
+}
 
 #: View modules whose blueprint has another name: the dashboard's endpoints are named after its URLs (/batches/…),
 #: the API's shared module and the admin pages after their package. Other API modules are ``api_<module>``.
@@ -35,8 +44,15 @@ def _expected_name(path: str) -> str:
 @pytest.fixture(scope="module")
 def bare_app(tmp_path_factory):
     var = tmp_path_factory.mktemp("wiring")
-    return create_app({"DATABASE_URL": f"sqlite:///{var}/wiring.db", "REDIS_URL": "redis://127.0.0.1:1/0",
-                       "SECRET_KEY": "x", "VAR_DIR": str(var), "TESTING": True})
+    return create_app(
+        {
+            "DATABASE_URL": f"sqlite:///{var}/wiring.db",
+            "REDIS_URL": "redis://127.0.0.1:1/0",
+            "SECRET_KEY": "x",
+            "VAR_DIR": str(var),
+            "TESTING": True,
+        }
+    )
 
 
 def test_every_view_module_with_a_blueprint_is_listed_in_the_factory(bare_app):

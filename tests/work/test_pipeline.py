@@ -1,4 +1,5 @@
 """A batch goes from created to every invitation delivered: render, store, mail, track, roll up."""
+
 from __future__ import annotations
 
 import re
@@ -105,8 +106,9 @@ def test_unwritable_storage_is_retried_then_fails_with_a_clear_message(make_app,
 
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    app = make_app(STORAGE_URL=str(blocker / "storage"), RETRY_BACKOFF_SECONDS=0, RENDER_MAX_ATTEMPTS=2,
-                   RENDER_CHUNK_SIZE=1)
+    app = make_app(
+        STORAGE_URL=str(blocker / "storage"), RETRY_BACKOFF_SECONDS=0, RENDER_MAX_ATTEMPTS=2, RENDER_CHUNK_SIZE=1
+    )
     with app.app_context():
         batch = make_batch(now=NOW, recipients=2)
         enqueue_renders(request_ids(batch))
@@ -135,8 +137,14 @@ def test_several_worker_processes_share_one_batch(app, users, smtp):
 
     batch = make_batch(user=users["staff"], now=NOW, recipients=6)
     enqueue_renders(request_ids(batch))
-    done = subprocess.run([sys.executable, "-m", "flask", "jobs", "worker", "--burst", "--processes", "2", "pdf", "mail"],
-                          cwd=BASE_DIR, env=worker_env(app), capture_output=True, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "flask", "jobs", "worker", "--burst", "--processes", "2", "pdf", "mail"],
+        cwd=BASE_DIR,
+        env=worker_env(app),
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert {r.status for r in requests_of(batch)} == {"sent"}
     assert len(smtp.of_kind("invitation")) == 6
@@ -148,10 +156,20 @@ def test_a_row_whose_template_raises_any_error_fails_alone_at_once_with_the_temp
     app = make_app()
     with app.app_context():
         # Only the recipient called "Bad" trips the errors (the save's sample row does not).
-        html = ("<p>{{ name }}</p>{% macro down(n) %}{{ down(n) }}{% endmacro %}"
-                "{% if name == 'Bad' %}{{ name|xmlattr }}{% endif %}{% if name == 'Deep' %}{{ down(1) }}{% endif %}")
-        batch = make_batch(now=NOW, recipients=[("a@example.com", "Ann"), ("b@example.com", "Bad"),
-                                                ("c@example.com", "Cy"), ("d@example.com", "Deep")], html=html)
+        html = (
+            "<p>{{ name }}</p>{% macro down(n) %}{{ down(n) }}{% endmacro %}"
+            "{% if name == 'Bad' %}{{ name|xmlattr }}{% endif %}{% if name == 'Deep' %}{{ down(1) }}{% endif %}"
+        )
+        batch = make_batch(
+            now=NOW,
+            recipients=[
+                ("a@example.com", "Ann"),
+                ("b@example.com", "Bad"),
+                ("c@example.com", "Cy"),
+                ("d@example.com", "Deep"),
+            ],
+            html=html,
+        )
         assert render_many(request_ids(batch)) == "generated 2, failed 2"
         by_name = {r.name: r for r in requests_of(batch)}
         assert by_name["Ann"].status == by_name["Cy"].status == "generated"

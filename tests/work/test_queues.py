@@ -1,4 +1,5 @@
 """Every job is reached through a handle in ``bulksign.work.queues``; every mail kind has its builder, in every sender."""
+
 from __future__ import annotations
 
 import importlib
@@ -16,23 +17,44 @@ from bulksign.work.queues import SEAL, WiringError, job, load_jobs
 
 #: What RQ keeps in Redis for every job queued so far: a rename must keep these working while old jobs drain.
 STORED_PATHS = {
-    "bulksign.jobs.pdf.render_many", "bulksign.jobs.mail.send_many", "bulksign.jobs.seal.seal",
-    "bulksign.jobs.sms.send_code", "bulksign.jobs.batches.enqueue_renders", "bulksign.jobs.webhooks.deliver",
-    "bulksign.jobs.exports.signed_zip", "bulksign.jobs.bulk.apply_to_filter", "bulksign.jobs.bulk.apply_to_ids",
-    "bulksign.jobs.periodic.run_periodic", "bulksign.jobs.periodic.rollup_batches", "bulksign.jobs.webhooks.dispatch",
-    "bulksign.jobs.periodic.reconcile_stuck_work", "bulksign.jobs.periodic.expire_requests",
-    "bulksign.jobs.periodic.send_due_reminders", "bulksign.jobs.seal.seal_missing",
+    "bulksign.jobs.pdf.render_many",
+    "bulksign.jobs.mail.send_many",
+    "bulksign.jobs.seal.seal",
+    "bulksign.jobs.sms.send_code",
+    "bulksign.jobs.batches.enqueue_renders",
+    "bulksign.jobs.webhooks.deliver",
+    "bulksign.jobs.exports.signed_zip",
+    "bulksign.jobs.bulk.apply_to_filter",
+    "bulksign.jobs.bulk.apply_to_ids",
+    "bulksign.jobs.periodic.run_periodic",
+    "bulksign.jobs.periodic.rollup_batches",
+    "bulksign.jobs.webhooks.dispatch",
+    "bulksign.jobs.periodic.reconcile_stuck_work",
+    "bulksign.jobs.periodic.expire_requests",
+    "bulksign.jobs.periodic.send_due_reminders",
+    "bulksign.jobs.seal.seal_missing",
     "bulksign.jobs.periodic.purge_idempotency_keys",
 }
 #: The scheduler's ids: the same ids after a release, or every scheduler re-registers and doubles its jobs.
 PERIODIC_IDS = {
-    "periodic-batch-rollup-a0689d14f2", "periodic-webhooks-13e62b9dad", "periodic-reconcile-5387cbe1f4",
-    "periodic-expiry-acf830e609", "periodic-reminders-fb98a86389", "periodic-reseal-b00c70f934",
+    "periodic-batch-rollup-a0689d14f2",
+    "periodic-webhooks-13e62b9dad",
+    "periodic-reconcile-5387cbe1f4",
+    "periodic-expiry-acf830e609",
+    "periodic-reminders-fb98a86389",
+    "periodic-reseal-b00c70f934",
     "periodic-idempotency-keys-2d97f8c38b",
 }
 #: The kinds of mail rows the database may hold: each needs its builder in the worker that sends it.
-MAIL_KINDS = {"invitation", "confirmation", "decline_notice", "reminder", "expiry_summary", "completion_notice",
-              "one_time_code"}
+MAIL_KINDS = {
+    "invitation",
+    "confirmation",
+    "decline_notice",
+    "reminder",
+    "expiry_summary",
+    "completion_notice",
+    "one_time_code",
+}
 
 
 def test_every_handle_resolves_to_the_function_its_path_names():
@@ -45,6 +67,7 @@ def test_every_handle_resolves_to_the_function_its_path_names():
 
 def test_a_renamed_job_fails_at_import_and_a_lost_one_at_start(monkeypatch):
     with pytest.raises(WiringError, match="keep the old name"):
+
         @job(SEAL)
         def seal_renamed(request_id: int) -> None:
             """Stands for ``jobs/seal.seal`` after a rename."""
@@ -95,8 +118,9 @@ def test_the_reconciler_runs_ahead_of_a_batchs_backlog(app, listens_on):
     backlog = queues.get_queue(listens_on[0])
     for n in range(5):
         backlog.enqueue("bulksign.jobs.periodic.run_periodic", f"backlog-{n}", job_id=f"backlog-{n}")
-    reconcile = queues.get_queue("default").enqueue("bulksign.jobs.periodic.run_periodic",
-                                                     queues.RECONCILE.path, job_id="reconcile-now")
+    reconcile = queues.get_queue("default").enqueue(
+        "bulksign.jobs.periodic.run_periodic", queues.RECONCILE.path, job_id="reconcile-now"
+    )
     run_burst_worker(*listens_on, max_jobs=1)
     assert reconcile.get_status(refresh=True) == "finished"
     assert backlog.count == 5

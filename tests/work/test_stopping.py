@@ -1,4 +1,5 @@
 """SIGTERM: every process kind exits within 10 s, and a stopped chunk hands its untried work back."""
+
 from __future__ import annotations
 
 import json
@@ -23,22 +24,29 @@ EXIT_WITHIN_SECONDS = 10
 def _mails() -> list[OutgoingMail]:
     """The invitations recorded (the owner's completion notice follows them once the batch is done)."""
     db.session.expire_all()
-    return list(db.session.scalars(select(OutgoingMail).where(OutgoingMail.kind == "invitation")
-                                   .order_by(OutgoingMail.id)))
+    return list(
+        db.session.scalars(select(OutgoingMail).where(OutgoingMail.kind == "invitation").order_by(OutgoingMail.id))
+    )
 
 
-def test_a_mail_worker_waiting_on_the_throttle_exits_promptly_and_hands_back_the_unsent_mails(
-        make_app, smtp, tmp_path):
+def test_a_mail_worker_waiting_on_the_throttle_exits_promptly_and_hands_back_the_unsent_mails(make_app, smtp, tmp_path):
     # Two mails a minute: after the first send, the chunk waits about 30 s for each next slot.
     app = make_app(MAIL_RATE_PER_MINUTE=2)
     with app.app_context():
         batch = make_batch(now=NOW, recipients=4)
         enqueue_renders(request_ids(batch))
         run_worker(app, "pdf")  # renders, writes the invitations and queues one send job for the four
-        worker = start(["jobs", "worker", "mail"], env={**worker_env(app), "MAIL_RATE_PER_MINUTE": "2"},
-                       log=tmp_path / "worker.log")
-        seconds = terminate_once(worker, lambda: [r.status for r in requests_of(batch)].count("sent") == 1,
-                                 what="the first invitation to be sent", give_up_after=150)
+        worker = start(
+            ["jobs", "worker", "mail"],
+            env={**worker_env(app), "MAIL_RATE_PER_MINUTE": "2"},
+            log=tmp_path / "worker.log",
+        )
+        seconds = terminate_once(
+            worker,
+            lambda: [r.status for r in requests_of(batch)].count("sent") == 1,
+            what="the first invitation to be sent",
+            give_up_after=150,
+        )
         print(f"mail worker waiting on the throttle exited {seconds:.1f} s after SIGTERM")
         assert seconds < EXIT_WITHIN_SECONDS and worker.returncode == 0
 
@@ -57,14 +65,16 @@ def test_a_mail_worker_waiting_on_the_throttle_exits_promptly_and_hands_back_the
 
 
 def test_a_render_worker_stopped_mid_chunk_exits_promptly_and_hands_back_what_it_did_not_render(
-        make_app, smtp, tmp_path):
+    make_app, smtp, tmp_path
+):
     app = make_app(RENDER_CHUNK_SIZE=40)
     with app.app_context():
         batch = make_batch(now=NOW, recipients=40)
         enqueue_renders(request_ids(batch))
         worker = start(["jobs", "worker", "pdf"], env=worker_env(app), log=tmp_path / "worker.log")
-        seconds = terminate_once(worker, lambda: "generating" in {r.status for r in requests_of(batch)},
-                                 what="the chunk to be claimed")
+        seconds = terminate_once(
+            worker, lambda: "generating" in {r.status for r in requests_of(batch)}, what="the chunk to be claimed"
+        )
         print(f"render worker mid-chunk exited {seconds:.1f} s after SIGTERM")
         assert seconds < EXIT_WITHIN_SECONDS and worker.returncode == 0
 
@@ -83,10 +93,10 @@ def test_a_render_worker_stopped_mid_chunk_exits_promptly_and_hands_back_what_it
 def test_the_scheduler_exits_promptly_and_leaves_its_lock_free(make_app, tmp_path):
     app = make_app()
     with app.app_context():
-        scheduler = start(["jobs", "scheduler", "--interval", "1"], env=worker_env(app),
-                          log=tmp_path / "scheduler.log")
-        seconds = terminate_once(scheduler, lambda: get_redis().exists(SCHEDULER_TICK_KEY),
-                                 what="the scheduler's first tick")
+        scheduler = start(["jobs", "scheduler", "--interval", "1"], env=worker_env(app), log=tmp_path / "scheduler.log")
+        seconds = terminate_once(
+            scheduler, lambda: get_redis().exists(SCHEDULER_TICK_KEY), what="the scheduler's first tick"
+        )
         print(f"scheduler exited {seconds:.1f} s after SIGTERM")
         assert seconds < EXIT_WITHIN_SECONDS and scheduler.returncode == 0
         # A replacement scheduler can take over at once.
@@ -97,8 +107,11 @@ def test_the_web_server_exits_promptly(make_app, tmp_path):
     app = make_app()
     port = free_port()
     with app.app_context():
-        web = start(["gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", "2", "--threads", "4", "wsgi:app"],
-                    env=worker_env(app), log=tmp_path / "web.log")
+        web = start(
+            ["gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", "2", "--threads", "4", "wsgi:app"],
+            env=worker_env(app),
+            log=tmp_path / "web.log",
+        )
 
         def answers():
             try:

@@ -5,6 +5,7 @@ could leave the storage root is refused, whatever backend. The package's face: t
 (``get_storage``, ``storage_from_url``) and what callers handle (the interface, its errors, the key check); the
 backends are ``local`` and ``s3``.
 """
+
 from __future__ import annotations
 
 from flask import current_app
@@ -21,10 +22,10 @@ def storage_from_url(url: str, *, s3_endpoint_url: str | None = None) -> Storage
         # boto3 takes ~0.3 s to import: only a host that stores in S3 pays it.
         from bulksign.documents.storage.s3 import S3Storage
 
-        bucket, _, prefix = url[len("s3://"):].partition("/")
+        bucket, _, prefix = url[len("s3://") :].partition("/")
         return S3Storage(bucket=bucket, prefix=prefix.strip("/"), endpoint_url=s3_endpoint_url)
     if url.startswith("file://"):
-        url = url[len("file://"):]
+        url = url[len("file://") :]
     return LocalStorage(url)
 
 
@@ -33,5 +34,6 @@ def get_storage() -> Storage:
     ext = current_app.extensions
     if "bulksign_storage" not in ext:
         ext["bulksign_storage"] = storage_from_url(
-            current_app.config["STORAGE_URL"], s3_endpoint_url=current_app.config.get("S3_ENDPOINT_URL"))
+            current_app.config["STORAGE_URL"], s3_endpoint_url=current_app.config.get("S3_ENDPOINT_URL")
+        )
     return ext["bulksign_storage"]

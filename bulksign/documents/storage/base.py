@@ -1,4 +1,5 @@
 """What every storage backend is: the interface, its errors, and the check that keeps a key inside the root."""
+
 from __future__ import annotations
 
 import re

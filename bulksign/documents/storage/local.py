@@ -1,4 +1,5 @@
 """Documents as files under one local folder: the embedded default, and one host's storage."""
+
 from __future__ import annotations
 
 import os

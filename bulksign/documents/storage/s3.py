@@ -1,4 +1,5 @@
 """S3-compatible storage (AWS, MinIO, Ceph …) so that workers on several hosts share the documents."""
+
 from __future__ import annotations
 
 import boto3
@@ -11,16 +12,28 @@ from bulksign.documents.storage.base import StorageError, check_key
 class S3Storage:
     """Objects under ``prefix/`` in one bucket; credentials come from the usual AWS variables or roles."""
 
-    def __init__(self, *, bucket: str, prefix: str = "", endpoint_url: str | None = None,
-                 connect_timeout: float = 5, read_timeout: float = 30, max_attempts: int = 3):
+    def __init__(
+        self,
+        *,
+        bucket: str,
+        prefix: str = "",
+        endpoint_url: str | None = None,
+        connect_timeout: float = 5,
+        read_timeout: float = 30,
+        max_attempts: int = 3,
+    ):
         if not bucket:
             raise StorageError("STORAGE_URL names no bucket (expected s3://bucket/prefix).")
         self.bucket, self.prefix = bucket, prefix.strip("/")
         self.client = boto3.client(
-            "s3", endpoint_url=endpoint_url,
-            config=Config(connect_timeout=connect_timeout, read_timeout=read_timeout,
-                          retries={"max_attempts": max_attempts, "mode": "standard"},
-                          s3={"addressing_style": "path"}),
+            "s3",
+            endpoint_url=endpoint_url,
+            config=Config(
+                connect_timeout=connect_timeout,
+                read_timeout=read_timeout,
+                retries={"max_attempts": max_attempts, "mode": "standard"},
+                s3={"addressing_style": "path"},
+            ),
         )
 
     def _key(self, key: str) -> str:

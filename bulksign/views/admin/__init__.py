@@ -1,2 +1,1 @@
-"""Admin pages: users, teams, webhooks and caught mail (``pages``), the suppression list, rq-dashboard, ``/metrics``.
-"""
+"""Admin pages: users, teams, webhooks and caught mail (``pages``), the suppression list, rq-dashboard, ``/metrics``."""

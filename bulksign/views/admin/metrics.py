@@ -2,6 +2,7 @@
 
 Loopback means the visitor's own address, as ``PROXY_HOPS`` trusted proxies report it.
 """
+
 from __future__ import annotations
 
 import hmac
@@ -10,12 +11,12 @@ import ipaddress
 from flask import Blueprint, Response, abort, current_app, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from bulksign.people.auth import public
 from bulksign.core.extensions import db, get_redis
-from bulksign.ops.metrics import registry_for, snapshot
 from bulksign.models import utcnow
-from bulksign.work.queues import QUEUE_NAMES, get_queue
+from bulksign.ops.metrics import registry_for, snapshot
+from bulksign.people.auth import public
 from bulksign.views._forms import client_ip
+from bulksign.work.queues import QUEUE_NAMES, get_queue
 
 bp = Blueprint("metrics", __name__)
 
@@ -39,6 +40,11 @@ def metrics():
         abort(403)
     config = current_app.config
     rate = config["MAIL_RATE_PER_MINUTE"]
-    snap = snapshot(db.session, redis=get_redis(), queues={name: get_queue(name) for name in QUEUE_NAMES},
-                    now=utcnow(), mail_limit_per_second=rate / config["MAIL_RATE_WINDOW_SECONDS"] if rate else 0.0)
+    snap = snapshot(
+        db.session,
+        redis=get_redis(),
+        queues={name: get_queue(name) for name in QUEUE_NAMES},
+        now=utcnow(),
+        mail_limit_per_second=rate / config["MAIL_RATE_WINDOW_SECONDS"] if rate else 0.0,
+    )
     return Response(generate_latest(registry_for(snap)), mimetype=CONTENT_TYPE_LATEST)

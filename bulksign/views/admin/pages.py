@@ -1,23 +1,33 @@
 """Admin pages: users and API keys, teams and roles, outgoing webhooks, and the mails caught by the SMTP catcher."""
+
 from __future__ import annotations
 
-from pathlib import Path
-
 import secrets
+from pathlib import Path
 
 from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
 from sqlalchemy import select
 
-from bulksign.integrations import webhooks_out
-from bulksign.people.auth import admin_required
-from bulksign.mail.devmail import list_caught, mailbox_folder, read_caught
 from bulksign.core.extensions import db
+from bulksign.integrations import webhooks_out
+from bulksign.mail.devmail import list_caught, mailbox_folder, read_caught
 from bulksign.models import ApiKey, Team, User, WebhookDelivery, WebhookEndpoint, utcnow
 from bulksign.people.access_audit import recent_changes
+from bulksign.people.auth import admin_required
 from bulksign.people.teams import TeamError, add_member, create_team, remove_member, teams_with_members
-from bulksign.people.users import ROLES, UserError, create_api_key, create_user, normalise_email, revoke_api_key, set_disabled, set_password, set_role
+from bulksign.people.users import (
+    ROLES,
+    UserError,
+    create_api_key,
+    create_user,
+    normalise_email,
+    revoke_api_key,
+    set_disabled,
+    set_password,
+    set_role,
+)
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
@@ -54,9 +64,13 @@ RECENT_ON_USERS_PAGE = 10
 def index():
     users = db.session.scalars(select(User).order_by(User.email)).all()
     keys = db.session.scalars(select(ApiKey).order_by(ApiKey.created_at.desc())).all()
-    return render_template("admin/index.html", users=users, keys=keys,
-                           teams=db.session.scalars(select(Team).order_by(Team.name)).all(),
-                           changes=recent_changes(db.session, limit=RECENT_ON_USERS_PAGE))
+    return render_template(
+        "admin/index.html",
+        users=users,
+        keys=keys,
+        teams=db.session.scalars(select(Team).order_by(Team.name)).all(),
+        changes=recent_changes(db.session, limit=RECENT_ON_USERS_PAGE),
+    )
 
 
 def _user_or_404(user_id: int) -> User:
@@ -66,15 +80,22 @@ def _user_or_404(user_id: int) -> User:
 @bp.post("/users")
 def create_staff():
     try:
-        user = create_user(db.session, email=request.form.get("email", ""), password=request.form.get("password", ""),
-                           role=request.form.get("role", "staff"), now=utcnow(), by=current_user)
+        user = create_user(
+            db.session,
+            email=request.form.get("email", ""),
+            password=request.form.get("password", ""),
+            role=request.form.get("role", "staff"),
+            now=utcnow(),
+            by=current_user,
+        )
         team_id = request.form.get("team_id", type=int)
         if team_id is not None:
             add_member(db.session, team=_team_or_404(team_id), user=user, by=current_user, now=utcnow())
     except UserError as exc:
         return _refused("admin.index", exc)
-    return _done("admin.index", _("Account %(email)s created. Give them the password; they can log in now.",
-                                  email=user.email))
+    return _done(
+        "admin.index", _("Account %(email)s created. Give them the password; they can log in now.", email=user.email)
+    )
 
 
 @bp.post("/users/<int:user_id>/password")
@@ -87,8 +108,12 @@ def reset_password(user_id: int):
         return _refused("admin.index", exc)
     db.session.commit()
     # Shown once, on the next page only; it is not stored anywhere but as a hash.
-    return render_template("admin/shown_once.html", title=_("New password for %(email)s", email=user.email),
-                           secret=password, hint=_("Give it to the user; it is not shown again."))
+    return render_template(
+        "admin/shown_once.html",
+        title=_("New password for %(email)s", email=user.email),
+        secret=password,
+        hint=_("Give it to the user; it is not shown again."),
+    )
 
 
 @bp.post("/users/<int:user_id>/disabled")
@@ -98,8 +123,12 @@ def toggle_disabled(user_id: int):
         set_disabled(db.session, user=user, disabled=request.form.get("disabled") == "1", by=current_user)
     except UserError as exc:
         return _refused("admin.index", exc)
-    return _done("admin.index", _("%(email)s can no longer log in or use API keys.", email=user.email)
-                 if user.disabled else _("%(email)s can log in again.", email=user.email))
+    return _done(
+        "admin.index",
+        _("%(email)s can no longer log in or use API keys.", email=user.email)
+        if user.disabled
+        else _("%(email)s can log in again.", email=user.email),
+    )
 
 
 @bp.post("/users/<int:user_id>/api-keys")
@@ -107,9 +136,12 @@ def new_api_key(user_id: int):
     user = _user_or_404(user_id)
     created = create_api_key(db.session, user=user, name=request.form.get("name", "").strip()[:100], now=utcnow())
     db.session.commit()
-    return render_template("admin/shown_once.html", title=_("API key for %(email)s", email=user.email),
-                           secret=created.secret,
-                           hint=_("Copy it now: it is shown only once. Send it as \"Authorization: Bearer <key>\"."))
+    return render_template(
+        "admin/shown_once.html",
+        title=_("API key for %(email)s", email=user.email),
+        secret=created.secret,
+        hint=_('Copy it now: it is shown only once. Send it as "Authorization: Bearer <key>".'),
+    )
 
 
 @bp.post("/api-keys/<int:key_id>/revoke")
@@ -126,32 +158,49 @@ def webhooks():
     query = select(WebhookDelivery).order_by(WebhookDelivery.id.desc()).limit(200)
     if status in ("pending", "delivered", "failed"):
         query = query.where(WebhookDelivery.status == status)
-    return render_template("admin/webhooks.html", endpoints=endpoints, deliveries=db.session.scalars(query).all(),
-                           events=webhooks_out.EVENTS, status=status,
-                           teams=db.session.scalars(select(Team).order_by(Team.name)).all())
+    return render_template(
+        "admin/webhooks.html",
+        endpoints=endpoints,
+        deliveries=db.session.scalars(query).all(),
+        events=webhooks_out.EVENTS,
+        status=status,
+        teams=db.session.scalars(select(Team).order_by(Team.name)).all(),
+    )
 
 
 @bp.post("/webhooks")
 def create_webhook():
     try:
-        endpoint = webhooks_out.create_endpoint(db.session, url=request.form.get("url", ""),
-                                                events=request.form.getlist("events"), user_id=current_user.id,
-                                                team_id=request.form.get("team_id", type=int), now=utcnow())
+        endpoint = webhooks_out.create_endpoint(
+            db.session,
+            url=request.form.get("url", ""),
+            events=request.form.getlist("events"),
+            user_id=current_user.id,
+            team_id=request.form.get("team_id", type=int),
+            now=utcnow(),
+        )
     except webhooks_out.WebhookError as exc:
         return _refused("admin.webhooks", exc)
     db.session.commit()
-    return render_template("admin/shown_once.html", title=_("Signing secret for %(url)s", url=endpoint.url),
-                           secret=endpoint.secret,
-                           hint=_("Each delivery carries X-Bulksign-Signature: sha256=HMAC-SHA256(secret, body). "
-                                  "Keep the secret to check it."), back=url_for("admin.webhooks"))
+    return render_template(
+        "admin/shown_once.html",
+        title=_("Signing secret for %(url)s", url=endpoint.url),
+        secret=endpoint.secret,
+        hint=_(
+            "Each delivery carries X-Bulksign-Signature: sha256=HMAC-SHA256(secret, body). Keep the secret to check it."
+        ),
+        back=url_for("admin.webhooks"),
+    )
 
 
 @bp.post("/webhooks/<int:endpoint_id>/active")
 def toggle_webhook(endpoint_id: int):
     endpoint = db.session.get(WebhookEndpoint, endpoint_id) or abort(404)
     endpoint.active = request.form.get("active") == "1"
-    return _done("admin.webhooks", _("Endpoint enabled.") if endpoint.active
-                 else _("Endpoint paused: no new deliveries are made for it."))
+    return _done(
+        "admin.webhooks",
+        _("Endpoint enabled.") if endpoint.active else _("Endpoint paused: no new deliveries are made for it."),
+    )
 
 
 @bp.get("/mailbox")
@@ -173,8 +222,11 @@ def caught_mail(name: str):
     plain = message.get_body(preferencelist=("plain",))
     attachments = [part.get_filename() for part in message.iter_attachments()]
     return render_template(
-        "admin/caught_mail.html", message=message, name=name,
-        html=html.get_content() if html else None, plain=plain.get_content() if plain else None,
+        "admin/caught_mail.html",
+        message=message,
+        name=name,
+        html=html.get_content() if html else None,
+        plain=plain.get_content() if plain else None,
         attachments=attachments,
     )
 
@@ -183,10 +235,15 @@ def caught_mail(name: str):
 def teams():
     # ?user= and ?team= narrow the access changes to one person or one team (links in the tables set them).
     user_email, team_name = request.args.get("user", "")[:254], request.args.get("team", "")[:100]
-    return render_template("admin/teams.html", rows=teams_with_members(db.session),
-                           changes=recent_changes(db.session, user_email=user_email, team_name=team_name),
-                           user_filter=user_email, team_filter=team_name,
-                           users=db.session.scalars(select(User).order_by(User.email)).all(), roles=ROLES)
+    return render_template(
+        "admin/teams.html",
+        rows=teams_with_members(db.session),
+        changes=recent_changes(db.session, user_email=user_email, team_name=team_name),
+        user_filter=user_email,
+        team_filter=team_name,
+        users=db.session.scalars(select(User).order_by(User.email)).all(),
+        roles=ROLES,
+    )
 
 
 def _team_or_404(team_id: int) -> Team:
@@ -210,16 +267,26 @@ def add_team_member(team_id: int):
     if user is None:
         return _refused("admin.teams", _("No user with the email %(email)s.", email=email))
     added = add_member(db.session, team=team, user=user, by=current_user, now=utcnow())
-    return _done("admin.teams", _("%(email)s is now in %(team)s.", email=user.email, team=team.name) if added
-                 else _("%(email)s was already in %(team)s.", email=user.email, team=team.name))
+    return _done(
+        "admin.teams",
+        _("%(email)s is now in %(team)s.", email=user.email, team=team.name)
+        if added
+        else _("%(email)s was already in %(team)s.", email=user.email, team=team.name),
+    )
 
 
 @bp.post("/teams/<int:team_id>/members/<int:user_id>/remove")
 def remove_team_member(team_id: int, user_id: int):
     team, user = _team_or_404(team_id), _user_or_404(user_id)
     remove_member(db.session, team=team, user=user, by=current_user, now=utcnow())
-    return _done("admin.teams", _("%(email)s left %(team)s; they no longer see its batches and templates "
-                                  "(their own stay theirs).", email=user.email, team=team.name))
+    return _done(
+        "admin.teams",
+        _(
+            "%(email)s left %(team)s; they no longer see its batches and templates (their own stay theirs).",
+            email=user.email,
+            team=team.name,
+        ),
+    )
 
 
 @bp.post("/users/<int:user_id>/role")
@@ -229,5 +296,9 @@ def change_role(user_id: int):
         changed = set_role(db.session, user=user, role=request.form.get("role", ""), by=current_user, now=utcnow())
     except UserError as exc:
         return _refused("admin.teams", exc)
-    return _done("admin.teams", _("%(email)s is now %(role)s.", email=user.email, role=user.role) if changed
-                 else _("%(email)s was %(role)s already.", email=user.email, role=user.role))
+    return _done(
+        "admin.teams",
+        _("%(email)s is now %(role)s.", email=user.email, role=user.role)
+        if changed
+        else _("%(email)s was %(role)s already.", email=user.email, role=user.role),
+    )

@@ -1,4 +1,5 @@
 """rq-dashboard at /admin/rq, for admins only (its pages, static files and JSON alike)."""
+
 from __future__ import annotations
 
 from urllib.parse import urlsplit
@@ -62,8 +63,7 @@ def _names_something(args: dict) -> None:
     for number in ("per_page", "page"):
         if number in args and not (str(args[number]).isdigit() and 0 < int(args[number]) <= 10_000):
             abort(404)
-    if args.get("queue_name") is not None and args["queue_name"] not in {
-            q.name for q in Queue.all(connection=redis)}:
+    if args.get("queue_name") is not None and args["queue_name"] not in {q.name for q in Queue.all(connection=redis)}:
         abort(404)
     if "job_id" in args and not Job.exists(args["job_id"], connection=redis):
         abort(404)

@@ -1,14 +1,15 @@
 """Admin page of the suppression list: see and search the addresses no mail goes to, lift an entry."""
+
 from __future__ import annotations
 
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
 
-from bulksign.recipients import suppressions
-from bulksign.people.auth import admin_required
 from bulksign.core.extensions import db
 from bulksign.models import utcnow
+from bulksign.people.auth import admin_required
+from bulksign.recipients import suppressions
 
 bp = Blueprint("suppressions", __name__, url_prefix="/admin/suppressions")
 
@@ -36,6 +37,5 @@ def lift():
         flash(_("%(email)s is not on the suppression list.", email=email), "error")
         return redirect(url_for("suppressions.index"), 303)
     db.session.commit()
-    flash(_("%(email)s can be mailed again. Retry its failed invitations from the batch page.", email=email),
-          "success")
+    flash(_("%(email)s can be mailed again. Retry its failed invitations from the batch page.", email=email), "success")
     return redirect(url_for("suppressions.index", q=request.form.get("q") or None), 303)

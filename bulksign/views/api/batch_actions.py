@@ -3,6 +3,7 @@
 Past ``INLINE_LIMIT`` requests the action itself runs in a job too (a cancel stops the batch at once);
 ``in_background`` then says how many requests the job will go through.
 """
+
 from __future__ import annotations
 
 from typing import Literal
@@ -10,8 +11,8 @@ from typing import Literal
 from flask import Blueprint, g
 from pydantic import BaseModel, Field
 
-from bulksign.batches.progress import BatchActionError
 from bulksign.batches.bulk_actions import run_staff_action
+from bulksign.batches.progress import BatchActionError
 from bulksign.core.extensions import db
 from bulksign.models import utcnow
 from bulksign.views.api.common import ApiError, RequestId, answer, operation, parse_body
@@ -30,8 +31,9 @@ class Cancelled(BaseModel):
 
 
 class RetryBody(BaseModel):
-    request_ids: list[RequestId] | None = Field(None, max_length=MAX_IDS,
-                                          description="Failed requests to retry; leave out for every failed one.")
+    request_ids: list[RequestId] | None = Field(
+        None, max_length=MAX_IDS, description="Failed requests to retry; leave out for every failed one."
+    )
 
 
 class Retried(BaseModel):
@@ -42,8 +44,9 @@ class Retried(BaseModel):
 
 def _apply(action: str, batch_id: int, request_ids: list[int] | None):
     try:
-        outcome = run_staff_action(db.session, action=action, batch_id=batch_id, request_ids=request_ids,
-                                   user=g.api_user, now=utcnow())
+        outcome = run_staff_action(
+            db.session, action=action, batch_id=batch_id, request_ids=request_ids, user=g.api_user, now=utcnow()
+        )
     except BatchActionError as exc:
         raise ApiError(exc.message, exc.status) from None
     return outcome
@@ -54,16 +57,26 @@ def _apply(action: str, batch_id: int, request_ids: list[int] | None):
 def cancel(batch_id: int):
     """Stops every request not yet signed, declined or expired; no more mail goes out for the batch."""
     outcome = _apply("cancel_batch", batch_id, None)
-    return answer(Cancelled(batch_id=batch_id, status="cancelled", cancelled=outcome.done,
-                            in_background=outcome.in_background), 202)
+    return answer(
+        Cancelled(batch_id=batch_id, status="cancelled", cancelled=outcome.done, in_background=outcome.in_background),
+        202,
+    )
 
 
 @bp.post("/batches/<int:batch_id>/retry-failed")
-@operation("Retry failed requests", tag="Batch actions", body=RetryBody, body_optional=True,
-           responses={202: Retried}, errors=(400, 403, 404, 409), idempotent=True)
+@operation(
+    "Retry failed requests",
+    tag="Batch actions",
+    body=RetryBody,
+    body_optional=True,
+    responses={202: Retried},
+    errors=(400, 403, 404, 409),
+    idempotent=True,
+)
 def retry(batch_id: int):
     """Failed requests go back to the start of the pipeline (render, then send)."""
-    body = parse_body(RetryBody, optional=True,
-                      usage=f'Send no body, or {{"request_ids": [1, 2]}} (at most {MAX_IDS:,} request ids).')
+    body = parse_body(
+        RetryBody, optional=True, usage=f'Send no body, or {{"request_ids": [1, 2]}} (at most {MAX_IDS:,} request ids).'
+    )
     outcome = _apply("retry", batch_id, body.request_ids)
     return answer(Retried(batch_id=batch_id, retried=outcome.done, in_background=outcome.in_background), 202)

@@ -5,6 +5,7 @@ its error statuses, whether it takes ``Idempotency-Key``. The same declaration p
 (``parse_body``, ``parse_query``) and is what ``/api/v1/openapi.json`` describes (``api_docs``), so the
 description cannot drift from the code. Errors have one shape everywhere (``errors.error_body``).
 """
+
 from __future__ import annotations
 
 import functools
@@ -19,11 +20,11 @@ from flask import Blueprint, Flask, current_app, g, jsonify, request
 from flask_limiter.util import get_remote_address
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bulksign.people import access
-from bulksign.integrations import idempotency
-from bulksign.views.errors import error_body
 from bulksign.core.extensions import db, limiter
+from bulksign.integrations import idempotency
 from bulksign.models import utcnow
+from bulksign.people import access
+from bulksign.views.errors import error_body
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
@@ -33,13 +34,13 @@ MAX_LIMIT, DEFAULT_LIMIT = 500, 50
 #: Answers a replay of an idempotent call carries, so a client can tell it did not run again.
 REPLAYED_HEADER = "Idempotent-Replayed"
 #: What an ``Idempotency-Key`` may be: visible ASCII, no spaces.
-IDEMPOTENCY_KEY = re.compile(r"[!-~]{1,%d}" % idempotency.MAX_KEY_LENGTH)
+IDEMPOTENCY_KEY = re.compile(rf"[!-~]{{1,{idempotency.MAX_KEY_LENGTH}}}")
 
 
 # --- the shapes every operation shares --------------------------------------------------------------
 
 #: Largest id of a table with 32-bit ids (batches, templates, teams) and of one with 64-bit ids (requests).
-MAX_ID, MAX_BIG_ID = 2 ** 31 - 1, 2 ** 63 - 1
+MAX_ID, MAX_BIG_ID = 2**31 - 1, 2**63 - 1
 RecordId = Annotated[int, Field(ge=1, le=MAX_ID)]
 RequestId = Annotated[int, Field(ge=1, le=MAX_BIG_ID)]
 #: Text the database can hold: no NUL character (PostgreSQL text refuses it).
@@ -48,11 +49,14 @@ Text = Annotated[str, Field(pattern=NO_NUL)]
 
 
 class ErrorInfo(BaseModel):
-    code: str = Field(description="Machine-readable: `bad_request`, `validation_failed`, `not_found`, "
-                                  "`rate_limited`, `idempotency_key_reused`, ...")
+    code: str = Field(
+        description="Machine-readable: `bad_request`, `validation_failed`, `not_found`, "
+        "`rate_limited`, `idempotency_key_reused`, ..."
+    )
     message: str = Field(description="For people: what is wrong and what to do.")
-    details: dict[str, Any] | None = Field(description="More about the error (the fields at fault, a file's "
-                                                       "row errors), or null.")
+    details: dict[str, Any] | None = Field(
+        description="More about the error (the fields at fault, a file's row errors), or null."
+    )
 
 
 class ErrorResponse(BaseModel):
@@ -64,8 +68,9 @@ class ErrorResponse(BaseModel):
 class PageQuery(BaseModel):
     """Keyset paging, the same for every list: pass ``next_cursor`` back as ``cursor`` until it is null."""
 
-    cursor: str | None = Field(None, max_length=2000,
-                               description="`next_cursor` of the previous page; leave out for the first page.")
+    cursor: str | None = Field(
+        None, max_length=2000, description="`next_cursor` of the previous page; leave out for the first page."
+    )
     limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description="Most items on this page.")
 
 
@@ -97,6 +102,7 @@ def answer(model: BaseModel, status: int = 200):
 
 # --- declaring operations ---------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Link:
     """An OpenAPI link: a value of this answer is a parameter of another operation (stateful testing, docs)."""
@@ -125,24 +131,48 @@ class Operation:
     description: str = ""
 
 
-def operation(summary: str, *, tag: str, responses: dict, errors: tuple[int, ...] = (), body=None, form=None,
-              query=None, idempotent: bool = False, body_optional: bool = False, links: dict | None = None):
+def operation(
+    summary: str,
+    *,
+    tag: str,
+    responses: dict,
+    errors: tuple[int, ...] = (),
+    body=None,
+    form=None,
+    query=None,
+    idempotent: bool = False,
+    body_optional: bool = False,
+    links: dict | None = None,
+):
     """Declare an API view for the description; ``idempotent`` also makes it honour ``Idempotency-Key``."""
 
     def decorate(view):
         wrapped = _idempotent(view) if idempotent else view
         wrapped.api_operation = Operation(
-            summary=summary, tag=tag, responses=responses, errors=errors, body=body, form=form, query=query,
-            idempotent=idempotent, body_optional=body_optional, links=links or {},
-            description=inspect.cleandoc(view.__doc__ or ""))
+            summary=summary,
+            tag=tag,
+            responses=responses,
+            errors=errors,
+            body=body,
+            form=form,
+            query=query,
+            idempotent=idempotent,
+            body_optional=body_optional,
+            links=links or {},
+            description=inspect.cleandoc(view.__doc__ or ""),
+        )
         return wrapped
 
     return decorate
 
 
 def _validation_details(exc: ValidationError) -> dict:
-    return {"fields": [{"field": ".".join(str(p) for p in e["loc"]) or None, "message": e["msg"]}
-                       for e in exc.errors(include_url=False, include_input=False)]}
+    return {
+        "fields": [
+            {"field": ".".join(str(p) for p in e["loc"]) or None, "message": e["msg"]}
+            for e in exc.errors(include_url=False, include_input=False)
+        ]
+    }
 
 
 def validation_error(exc: ValidationError, what: str) -> ApiError:
@@ -206,6 +236,7 @@ def parse_query(model: type[M]) -> M:
 
 # --- Idempotency-Key --------------------------------------------------------------------------------
 
+
 def _request_fingerprint() -> str:
     """Method, path and body; a multipart body by its fields and files (curl picks a new boundary every time)."""
     if request.files or request.form:
@@ -231,16 +262,26 @@ def _idempotent(view):
         if key is None:
             return view(*args, **kwargs)
         if not IDEMPOTENCY_KEY.fullmatch(key):
-            return api_error(f"Idempotency-Key must be 1 to {idempotency.MAX_KEY_LENGTH} visible ASCII characters "
-                             "(a UUID, say).", 400, code="validation_failed")
-        claim = idempotency.claim(db.session, api_key_id=g.api_key_id, key=key,
-                                  fingerprint=_request_fingerprint(), now=utcnow())
+            return api_error(
+                f"Idempotency-Key must be 1 to {idempotency.MAX_KEY_LENGTH} visible ASCII characters (a UUID, say).",
+                400,
+                code="validation_failed",
+            )
+        claim = idempotency.claim(
+            db.session, api_key_id=g.api_key_id, key=key, fingerprint=_request_fingerprint(), now=utcnow()
+        )
         if claim.outcome == "mismatch":
-            return api_error("This Idempotency-Key was used for a different request; use a new key for a new "
-                             "request.", 422, code="idempotency_key_reused")
+            return api_error(
+                "This Idempotency-Key was used for a different request; use a new key for a new request.",
+                422,
+                code="idempotency_key_reused",
+            )
         if claim.outcome == "in_progress":
-            return api_error("A request with this Idempotency-Key is still running; retry in a few seconds.", 409,
-                             code="idempotency_key_in_use")
+            return api_error(
+                "A request with this Idempotency-Key is still running; retry in a few seconds.",
+                409,
+                code="idempotency_key_in_use",
+            )
         if claim.outcome == "replay":
             response = jsonify(claim.body)
             response.status_code = claim.status_code
@@ -254,8 +295,13 @@ def _idempotent(view):
             db.session.commit()
             raise
         db.session.rollback()  # whatever the view left unfinished is not ours to commit
-        idempotency.record(db.session, api_key_id=g.api_key_id, key=key, status_code=response.status_code,
-                           body=response.get_json(silent=True))
+        idempotency.record(
+            db.session,
+            api_key_id=g.api_key_id,
+            key=key,
+            status_code=response.status_code,
+            body=response.get_json(silent=True),
+        )
         db.session.commit()
         return response
 
@@ -263,6 +309,7 @@ def _idempotent(view):
 
 
 # --- rate limits per API key ------------------------------------------------------------------------
+
 
 def _rate_limit_key() -> str:
     # Runs before authentication: the key's hash names the caller (no database look-up per request).
@@ -277,8 +324,9 @@ def limit_per_key(blueprint: Blueprint) -> None:
     # Blueprints and the limiter are module-level, shared by every app a process builds: decorate once, or each
     # new app would add another limit and every call would count several times.
     if not getattr(blueprint, "_bulksign_rate_limited", False):
-        limiter.shared_limit(lambda: current_app.config["API_RATE_LIMIT"], scope="api",
-                             key_func=_rate_limit_key)(blueprint)
+        limiter.shared_limit(lambda: current_app.config["API_RATE_LIMIT"], scope="api", key_func=_rate_limit_key)(
+            blueprint
+        )
         blueprint._bulksign_rate_limited = True
 
 
@@ -290,6 +338,7 @@ def init_app(app: Flask) -> None:
 
 
 # --- the account --------------------------------------------------------------------------------------
+
 
 class TeamOut(BaseModel):
     id: int
@@ -309,5 +358,11 @@ class Me(BaseModel):
 def me():
     """Who the key acts as, with the teams whose batches and templates it reaches."""
     user = g.api_user
-    return answer(Me(id=user.id, email=user.email, role=user.role,
-                     teams=[TeamOut(id=t.id, name=t.name) for t in access.teams_of(db.session, user=user)]))
+    return answer(
+        Me(
+            id=user.id,
+            email=user.email,
+            role=user.role,
+            teams=[TeamOut(id=t.id, name=t.name) for t in access.teams_of(db.session, user=user)],
+        )
+    )

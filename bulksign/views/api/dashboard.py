@@ -1,4 +1,5 @@
 """JSON API for following batches: list, one batch with counts, its requests (keyset pages), CSV export."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -8,12 +9,12 @@ from flask import Blueprint, g
 from pydantic import BaseModel, Field
 
 from bulksign.batches import dashboard, recipients_table
-from bulksign.core import keyset
 from bulksign.batches.recipients_table import DashboardError, RecipientFilter
+from bulksign.core import keyset
 from bulksign.core.extensions import db
 from bulksign.models import SigningRequest
-from bulksign.views.api.common import NO_NUL, ApiError, NextCursor, PageQuery, answer, operation, parse_query
 from bulksign.views._downloads import csv_response
+from bulksign.views.api.common import NO_NUL, ApiError, NextCursor, PageQuery, answer, operation, parse_query
 
 bp = Blueprint("api_dashboard", __name__, url_prefix="/api/v1")
 
@@ -44,8 +45,10 @@ class SigningRequestOut(BaseModel):
     row_number: int = Field(description="The row of the recipients file.")
     email: str
     name: str | None
-    status: str = Field(description="`pending`, `generating`, `generated`, `sending`, `sent`, `opened`, `signed`, "
-                                    "`declined`, `expired`, `failed`, `bounced`, `cancelled`.")
+    status: str = Field(
+        description="`pending`, `generating`, `generated`, `sending`, `sent`, `opened`, `signed`, "
+        "`declined`, `expired`, `failed`, `bounced`, `cancelled`."
+    )
     status_changed_at: datetime | None
     sent_at: datetime | None
     opened_at: datetime | None
@@ -68,7 +71,8 @@ class BatchListQuery(PageQuery):
 
 class RecipientFilterQuery(BaseModel):
     status: Literal[recipients_table.FILTERS] | None = Field(
-        None, description="A status, or `not_opened`, `waiting` (still in the pipeline), `problems`.")
+        None, description="A status, or `not_opened`, `waiting` (still in the pipeline), `problems`."
+    )
     q: str = Field("", max_length=200, pattern=NO_NUL, description="Part of the e-mail address or name.")
     sort: Literal[tuple(recipients_table.SORTS)] = "row"
     dir: Literal["asc", "desc"] = "asc"
@@ -83,18 +87,40 @@ class RequestListQuery(RecipientFilterQuery, PageQuery):
 
 def _batch_out(view: dashboard.BatchView | dashboard.BatchRow) -> BatchOut:
     b = view.batch
-    return BatchOut(id=b.id, name=b.name, status=b.status, total_count=b.total_count, counts=view.counts.by_status,
-                    created_at=b.created_at, deadline_at=b.deadline_at, template=view.template_name,
-                    created_by=view.started_by, team_id=b.team_id,
-                    notify_email=b.notify_email, one_time_code=b.one_time_code)
+    return BatchOut(
+        id=b.id,
+        name=b.name,
+        status=b.status,
+        total_count=b.total_count,
+        counts=view.counts.by_status,
+        created_at=b.created_at,
+        deadline_at=b.deadline_at,
+        template=view.template_name,
+        created_by=view.started_by,
+        team_id=b.team_id,
+        notify_email=b.notify_email,
+        one_time_code=b.one_time_code,
+    )
 
 
 def _request_out(r: SigningRequest) -> SigningRequestOut:
     return SigningRequestOut(
-        id=r.id, row_number=r.row_number, email=r.email, name=r.name, status=r.status,
-        status_changed_at=r.status_changed_at, sent_at=r.sent_at, opened_at=r.opened_at, signed_at=r.signed_at,
-        declined_at=r.declined_at, decline_reason=r.decline_reason, reminder_count=r.reminder_count,
-        expires_at=r.expires_at, complained_at=r.complained_at, error=r.error_message)
+        id=r.id,
+        row_number=r.row_number,
+        email=r.email,
+        name=r.name,
+        status=r.status,
+        status_changed_at=r.status_changed_at,
+        sent_at=r.sent_at,
+        opened_at=r.opened_at,
+        signed_at=r.signed_at,
+        declined_at=r.declined_at,
+        decline_reason=r.decline_reason,
+        reminder_count=r.reminder_count,
+        expires_at=r.expires_at,
+        complained_at=r.complained_at,
+        error=r.error_message,
+    )
 
 
 def _batch_view(batch_id: int) -> dashboard.BatchView:
@@ -115,8 +141,12 @@ def list_batches():
         raise ApiError(str(exc), 422, code="invalid_cursor") from None
     listing = dashboard.list_batches(db.session, user=g.api_user, q=query.q, per_page=query.limit, after=after)
     last = listing.rows[-1].batch if listing.rows and listing.has_next else None
-    return answer(BatchPage(items=[_batch_out(row) for row in listing.rows],
-                            next_cursor=keyset.encode(last.created_at, last.id) if last else None))
+    return answer(
+        BatchPage(
+            items=[_batch_out(row) for row in listing.rows],
+            next_cursor=keyset.encode(last.created_at, last.id) if last else None,
+        )
+    )
 
 
 @bp.get("/batches/<int:batch_id>")
@@ -127,23 +157,30 @@ def get_batch(batch_id: int):
 
 
 @bp.get("/batches/<int:batch_id>/requests")
-@operation("List a batch's requests", tag="Batches", query=RequestListQuery, responses={200: RequestPage},
-           errors=(400, 404))
+@operation(
+    "List a batch's requests", tag="Batches", query=RequestListQuery, responses={200: RequestPage}, errors=(400, 404)
+)
 def list_requests(batch_id: int):
     """One page of the batch's requests, filtered and sorted like the staff dashboard."""
     query = parse_query(RequestListQuery)
     _batch_view(batch_id)
     try:
-        page = recipients_table.recipients_page(db.session, batch_id=batch_id, flt=query.to_filter(),
-                                                cursor=query.cursor, limit=query.limit)
+        page = recipients_table.recipients_page(
+            db.session, batch_id=batch_id, flt=query.to_filter(), cursor=query.cursor, limit=query.limit
+        )
     except DashboardError as exc:
         raise ApiError(str(exc), 422, code="invalid_cursor") from None
     return answer(RequestPage(items=[_request_out(r) for r in page.items], next_cursor=page.next_cursor))
 
 
 @bp.get("/batches/<int:batch_id>/export.csv")
-@operation("Download the batch's requests as CSV", tag="Batches", query=RecipientFilterQuery,
-           responses={200: "text/csv"}, errors=(400, 404))
+@operation(
+    "Download the batch's requests as CSV",
+    tag="Batches",
+    query=RecipientFilterQuery,
+    responses={200: "text/csv"},
+    errors=(400, 404),
+)
 def export_csv(batch_id: int):
     """UTF-8 with a BOM (Excel opens it as is); cells that a spreadsheet would run as formulas are quoted."""
     query = parse_query(RecipientFilterQuery)

@@ -4,6 +4,7 @@ Nothing here is written by hand per operation: paths and path parameters come fr
 parameters, bodies and answers from the pydantic models the views parse and answer with, the
 webhook payloads from ``webhooks_out``. Both routes are public: the description holds no data.
 """
+
 from __future__ import annotations
 
 import re
@@ -16,7 +17,17 @@ from werkzeug.routing import Rule
 from bulksign.core.version import __version__
 from bulksign.integrations import idempotency, webhooks_out
 from bulksign.people.auth import public
-from bulksign.views.api.common import DEFAULT_LIMIT, PageQuery, IDEMPOTENCY_KEY, MAX_BIG_ID, MAX_ID, NO_NUL, REPLAYED_HEADER, ErrorResponse, Operation
+from bulksign.views.api.common import (
+    DEFAULT_LIMIT,
+    IDEMPOTENCY_KEY,
+    MAX_BIG_ID,
+    MAX_ID,
+    NO_NUL,
+    REPLAYED_HEADER,
+    ErrorResponse,
+    Operation,
+    PageQuery,
+)
 
 bp = Blueprint("api_docs", __name__, url_prefix="/api")
 
@@ -31,7 +42,7 @@ ERROR_MEANINGS = {
     413: "The file is larger than the server's `MAX_UPLOAD_MB`.",
     415: "The file is not a .csv or .xlsx file.",
     422: "Well-formed but refused: the content cannot be processed, a page cursor is not valid, or the "
-         "`Idempotency-Key` was used for a different request (`idempotency_key_reused`).",
+    "`Idempotency-Key` was used for a different request (`idempotency_key_reused`).",
     429: "Over the key's rate limit (`API_RATE_LIMIT`); wait `Retry-After` seconds.",
 }
 _ARGUMENT = re.compile(r"<(?:(\w+)(?:\([^)]*\))?:)?(\w+)>")
@@ -41,14 +52,18 @@ _BIG_IDS = {"request_id"}
 
 def _api_rules(app: Flask) -> list[tuple[Rule, Operation | None]]:
     """Every ``/api/v1`` route with its declaration (None when a view has none: a test refuses that)."""
-    return [(rule, getattr(app.view_functions[rule.endpoint], "api_operation", None))
-            for rule in sorted(app.url_map.iter_rules(), key=lambda r: r.rule)
-            if rule.rule.startswith("/api/v1/") and rule.endpoint != "api_docs.openapi"]
+    return [
+        (rule, getattr(app.view_functions[rule.endpoint], "api_operation", None))
+        for rule in sorted(app.url_map.iter_rules(), key=lambda r: r.rule)
+        if rule.rule.startswith("/api/v1/") and rule.endpoint != "api_docs.openapi"
+    ]
 
 
 def _models(operations: list[Operation]) -> list[tuple[type[BaseModel], str]]:
-    found: dict[tuple[type[BaseModel], str], None] = {(ErrorResponse, "serialization"): None,
-                                                       (webhooks_out.Delivery, "serialization"): None}
+    found: dict[tuple[type[BaseModel], str], None] = {
+        (ErrorResponse, "serialization"): None,
+        (webhooks_out.Delivery, "serialization"): None,
+    }
     for op in operations:
         # Query models are spelled out as parameters, not referenced.
         for model in (op.body, op.form):
@@ -61,22 +76,44 @@ def _models(operations: list[Operation]) -> list[tuple[type[BaseModel], str]]:
 
 
 def _parameters(rule: Rule, op: Operation, schemas: dict) -> list[dict]:
-    params = [{"name": name, "in": "path", "required": True, "schema": (
-        {"type": "integer", "minimum": 1, "maximum": MAX_BIG_ID if name in _BIG_IDS else MAX_ID}
-        if converter == "int" else {"type": "string", "pattern": NO_NUL})}
-        for converter, name in _ARGUMENT.findall(rule.rule)]
+    params = [
+        {
+            "name": name,
+            "in": "path",
+            "required": True,
+            "schema": (
+                {"type": "integer", "minimum": 1, "maximum": MAX_BIG_ID if name in _BIG_IDS else MAX_ID}
+                if converter == "int"
+                else {"type": "string", "pattern": NO_NUL}
+            ),
+        }
+        for converter, name in _ARGUMENT.findall(rule.rule)
+    ]
     if op.query is not None:
         schema = op.query.model_json_schema(ref_template=REF)
         for name, prop in schema["properties"].items():
-            params.append({"name": name, "in": "query", "required": name in schema.get("required", ()),
-                           "description": prop.pop("description", ""), "schema": prop})
+            params.append(
+                {
+                    "name": name,
+                    "in": "query",
+                    "required": name in schema.get("required", ()),
+                    "description": prop.pop("description", ""),
+                    "schema": prop,
+                }
+            )
     if op.idempotent:
-        params.append({"name": "Idempotency-Key", "in": "header", "required": False, "schema": {
-            "type": "string", "pattern": f"^{IDEMPOTENCY_KEY.pattern}$"},
-            "description": f"Any unique string (a UUID). A repeat with the same key within "
-                           f"{idempotency.TTL.total_seconds() / 3600:g} h gets the first answer again (with "
-                           f"`{REPLAYED_HEADER}: true`) instead of doing the work twice; the same key with "
-                           f"another request is refused (422). Keys are kept per API key."})
+        params.append(
+            {
+                "name": "Idempotency-Key",
+                "in": "header",
+                "required": False,
+                "schema": {"type": "string", "pattern": f"^{IDEMPOTENCY_KEY.pattern}$"},
+                "description": f"Any unique string (a UUID). A repeat with the same key within "
+                f"{idempotency.TTL.total_seconds() / 3600:g} h gets the first answer again (with "
+                f"`{REPLAYED_HEADER}: true`) instead of doing the work twice; the same key with "
+                f"another request is refused (422). Keys are kept per API key.",
+            }
+        )
     return params
 
 
@@ -87,18 +124,28 @@ def _content(model, schemas: dict) -> dict:
 
 
 def _operation(rule: Rule, method: str, op: Operation, schemas: dict, public_view: bool) -> dict:
-    spec: dict = {"operationId": rule.endpoint.replace(".", "_"), "summary": op.summary, "tags": [op.tag],
-                  "parameters": _parameters(rule, op, schemas), "responses": {}}
+    spec: dict = {
+        "operationId": rule.endpoint.replace(".", "_"),
+        "summary": op.summary,
+        "tags": [op.tag],
+        "parameters": _parameters(rule, op, schemas),
+        "responses": {},
+    }
     if op.description:
         spec["description"] = op.description
     content = {}
     if op.body is not None:
         content["application/json"] = {"schema": schemas[(op.body, "validation")]}
     if op.form is not None:
-        file_types = getattr(op.form, "FILE_CONTENT_TYPES", "text/csv, "
-                             "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet, application/octet-stream")
-        content["multipart/form-data"] = {"schema": schemas[(op.form, "validation")],
-                                          "encoding": {"file": {"contentType": file_types}}}
+        file_types = getattr(
+            op.form,
+            "FILE_CONTENT_TYPES",
+            "text/csv, application/vnd.openxmlformats-officedocument.spreadsheetml.sheet, application/octet-stream",
+        )
+        content["multipart/form-data"] = {
+            "schema": schemas[(op.form, "validation")],
+            "encoding": {"file": {"contentType": file_types}},
+        }
     if content:
         spec["requestBody"] = {"required": op.form is not None or not op.body_optional, "content": content}
     for status, model in op.responses.items():
@@ -107,7 +154,8 @@ def _operation(rule: Rule, method: str, op: Operation, schemas: dict, public_vie
         if links:
             spec["responses"][str(status)]["links"] = {
                 name: {"operationId": link.endpoint.replace(".", "_"), "parameters": link.parameters}
-                for name, link in links.items()}
+                for name, link in links.items()
+            }
     errors = set(op.errors)
     if not public_view:
         errors |= {401, 429}
@@ -125,10 +173,17 @@ def _operation(rule: Rule, method: str, op: Operation, schemas: dict, public_vie
 def _error_responses() -> dict:
     responses = {}
     for status, meaning in ERROR_MEANINGS.items():
-        responses[f"Error{status}"] = {"description": meaning, "content": {
-            "application/json": {"schema": {"$ref": REF.format(model="ErrorResponse")}}}}
-    responses["Error429"]["headers"] = {"Retry-After": {
-        "description": "Seconds until the key may call again.", "required": True, "schema": {"type": "integer"}}}
+        responses[f"Error{status}"] = {
+            "description": meaning,
+            "content": {"application/json": {"schema": {"$ref": REF.format(model="ErrorResponse")}}},
+        }
+    responses["Error429"]["headers"] = {
+        "Retry-After": {
+            "description": "Seconds until the key may call again.",
+            "required": True,
+            "schema": {"type": "integer"},
+        }
+    }
     return responses
 
 
@@ -136,21 +191,36 @@ def _webhooks(schemas: dict) -> dict:
     delivery = schemas[(webhooks_out.Delivery, "serialization")]
     hooks = {}
     for event in webhooks_out.EVENTS:
-        hooks[event] = {"post": {
-            "summary": f"`{event}`", "tags": ["Webhooks"], "security": [],
-            "description": f"POSTed to each endpoint subscribed to `{event}` (set up at /admin/webhooks). Answer "
-                           f"2xx within {webhooks_out.TIMEOUT_SECONDS} s; anything else is retried with backoff, "
-                           f"up to {webhooks_out.MAX_ATTEMPTS} tries. Check the signature before trusting the body.",
-            "parameters": [
-                {"name": webhooks_out.SIGNATURE_HEADER, "in": "header", "required": True,
-                 "schema": {"type": "string", "pattern": "^sha256=[0-9a-f]{64}$"},
-                 "description": "`sha256=` + hex HMAC-SHA256 of the raw body, keyed with the endpoint's secret. "
-                                "Compare in constant time (`hmac.compare_digest`)."},
-                {"name": "X-Bulksign-Event", "in": "header", "required": True, "schema": {"type": "string"}},
-                {"name": "X-Bulksign-Delivery", "in": "header", "required": True, "schema": {"type": "string"},
-                 "description": "The delivery's id: the same on every retry, to drop duplicates."}],
-            "requestBody": {"required": True, "content": {"application/json": {"schema": delivery}}},
-            "responses": {"2XX": {"description": "Received; any other answer is retried."}}}}
+        hooks[event] = {
+            "post": {
+                "summary": f"`{event}`",
+                "tags": ["Webhooks"],
+                "security": [],
+                "description": f"POSTed to each endpoint subscribed to `{event}` (set up at /admin/webhooks). Answer "
+                f"2xx within {webhooks_out.TIMEOUT_SECONDS} s; anything else is retried with backoff, "
+                f"up to {webhooks_out.MAX_ATTEMPTS} tries. Check the signature before trusting the body.",
+                "parameters": [
+                    {
+                        "name": webhooks_out.SIGNATURE_HEADER,
+                        "in": "header",
+                        "required": True,
+                        "schema": {"type": "string", "pattern": "^sha256=[0-9a-f]{64}$"},
+                        "description": "`sha256=` + hex HMAC-SHA256 of the raw body, keyed with the endpoint's secret. "
+                        "Compare in constant time (`hmac.compare_digest`).",
+                    },
+                    {"name": "X-Bulksign-Event", "in": "header", "required": True, "schema": {"type": "string"}},
+                    {
+                        "name": "X-Bulksign-Delivery",
+                        "in": "header",
+                        "required": True,
+                        "schema": {"type": "string"},
+                        "description": "The delivery's id: the same on every retry, to drop duplicates.",
+                    },
+                ],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": delivery}}},
+                "responses": {"2XX": {"description": "Received; any other answer is retried."}},
+            }
+        }
     return hooks
 
 
@@ -166,14 +236,19 @@ def build_spec(app: Flask) -> dict:
             paths.setdefault(path, {})[method.lower()] = _operation(rule, method, op, schemas_by_model, public_view)
     return {
         "openapi": "3.1.0",
-        "info": {"title": "Bulksign API", "version": __version__, "description": (
-            "Send personalised documents for e-signature in bulk and follow each to the end.\n\n"
-            "Every call but this description needs `Authorization: Bearer <API key>` (`flask users "
-            "create-api-key`, or an admin at /admin/). Errors are always `{\"error\": {\"code\", \"message\", "
-            "\"details\"}}`. Lists are keyset-paged the same way: `limit` (1–500, default "
-            f"{DEFAULT_LIMIT}) and `cursor`; pass each answer's `next_cursor` back until it is null. Calls that "
-            "create something take `Idempotency-Key`. Each key has a rate limit (`API_RATE_LIMIT`): past it the "
-            "answer is 429 with `Retry-After`.")},
+        "info": {
+            "title": "Bulksign API",
+            "version": __version__,
+            "description": (
+                "Send personalised documents for e-signature in bulk and follow each to the end.\n\n"
+                "Every call but this description needs `Authorization: Bearer <API key>` (`flask users "
+                'create-api-key`, or an admin at /admin/). Errors are always `{"error": {"code", "message", '
+                '"details"}}`. Lists are keyset-paged the same way: `limit` (1–500, default '
+                f"{DEFAULT_LIMIT}) and `cursor`; pass each answer's `next_cursor` back until it is null. Calls that "
+                "create something take `Idempotency-Key`. Each key has a rate limit (`API_RATE_LIMIT`): past it the "
+                "answer is 429 with `Retry-After`."
+            ),
+        },
         "servers": [{"url": "/api/v1"}],
         "security": [{"bearerAuth": []}],
         "paths": paths,
@@ -181,9 +256,13 @@ def build_spec(app: Flask) -> dict:
         "components": {
             "schemas": definitions.get("$defs", {}),
             "responses": _error_responses(),
-            "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer",
-                                               "description": "An API key of a user; it acts with that user's "
-                                                              "rights (teams, role)."}},
+            "securitySchemes": {
+                "bearerAuth": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "An API key of a user; it acts with that user's rights (teams, role).",
+                }
+            },
         },
     }
 

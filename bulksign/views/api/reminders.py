@@ -1,4 +1,5 @@
 """JSON API for staff actions after dispatch: remind now, resend with a new link, correct an address."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -7,13 +8,13 @@ from typing import Literal
 from flask import Blueprint, g
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
-from bulksign.batches.progress import BatchActionError
 from bulksign.batches.bulk_actions import run_staff_action
+from bulksign.batches.progress import BatchActionError
+from bulksign.batches.resend import MAX_EXTEND_DAYS, change_email, resend_with_new_link
 from bulksign.core.extensions import db
 from bulksign.models import utcnow
-from bulksign.work.pipeline import enqueue_sends
-from bulksign.batches.resend import MAX_EXTEND_DAYS, change_email, resend_with_new_link
 from bulksign.views.api.common import ApiError, RequestId, answer, operation, parse_body
+from bulksign.work.pipeline import enqueue_sends
 
 bp = Blueprint("api_reminders", __name__, url_prefix="/api/v1")
 
@@ -45,8 +46,9 @@ class Reminded(BaseModel):
 
 
 class ResendBody(BaseModel):
-    extend_days: int | None = Field(None, ge=1, le=MAX_EXTEND_DAYS,
-                                    description="Move the deadline this many days beyond today.")
+    extend_days: int | None = Field(
+        None, ge=1, le=MAX_EXTEND_DAYS, description="Move the deadline this many days beyond today."
+    )
 
 
 class Resent(BaseModel):
@@ -67,33 +69,57 @@ class EmailChanged(BaseModel):
 
 
 @bp.post("/batches/<int:batch_id>/remind")
-@operation("Remind recipients now", tag="Batch actions", body=RemindBody, responses={202: Reminded},
-           errors=(400, 403, 404), idempotent=True)
+@operation(
+    "Remind recipients now",
+    tag="Batch actions",
+    body=RemindBody,
+    responses={202: Reminded},
+    errors=(400, 403, 404),
+    idempotent=True,
+)
 def remind(batch_id: int):
     """A manual reminder counts towards the batch's schedule; within an hour of the previous one only with `force`."""
-    selection = parse_body(RemindBody, usage=f'Send a JSON object: {{"request_ids": [1, 2]}} (at most {MAX_IDS:,} '
-                                              'request ids) or {"all_unsigned": true} (and "force": true to remind '
-                                              'within the hour).').root
+    selection = parse_body(
+        RemindBody,
+        usage=f'Send a JSON object: {{"request_ids": [1, 2]}} (at most {MAX_IDS:,} '
+        'request ids) or {"all_unsigned": true} (and "force": true to remind '
+        "within the hour).",
+    ).root
     ids = selection.request_ids if isinstance(selection, RemindListed) else None
     try:
         # Past INLINE_LIMIT requests this runs as a job; ``in_background`` then says how many it goes through.
-        outcome = run_staff_action(db.session, action="remind", batch_id=batch_id, request_ids=ids,
-                                   selector=None if ids is not None else "not_signed", user=g.api_user,
-                                   now=utcnow(), force=selection.force)
+        outcome = run_staff_action(
+            db.session,
+            action="remind",
+            batch_id=batch_id,
+            request_ids=ids,
+            selector=None if ids is not None else "not_signed",
+            user=g.api_user,
+            now=utcnow(),
+            force=selection.force,
+        )
     except BatchActionError as exc:
         raise ApiError(exc.message, exc.status) from None
     return answer(Reminded(queued=outcome.done, skipped=outcome.skipped, in_background=outcome.in_background), 202)
 
 
 @bp.post("/requests/<int:request_id>/resend")
-@operation("Resend with a new signing link", tag="Requests", body=ResendBody, body_optional=True,
-           responses={202: Resent}, errors=(400, 403, 404, 409), idempotent=True)
+@operation(
+    "Resend with a new signing link",
+    tag="Requests",
+    body=ResendBody,
+    body_optional=True,
+    responses={202: Resent},
+    errors=(400, 403, 404, 409),
+    idempotent=True,
+)
 def resend(request_id: int):
     """The old link stops working; an expired or bounced request is sent again (optionally with a later deadline)."""
     body = parse_body(ResendBody, optional=True)
     try:
-        result = resend_with_new_link(db.session, request_ids=[request_id], user=g.api_user, now=utcnow(),
-                                      extend_days=body.extend_days)
+        result = resend_with_new_link(
+            db.session, request_ids=[request_id], user=g.api_user, now=utcnow(), extend_days=body.extend_days
+        )
     except BatchActionError as exc:
         raise ApiError(exc.message, exc.status) from None
     if result.skipped.get("not_found"):
@@ -102,13 +128,25 @@ def resend(request_id: int):
         raise ApiError("This request cannot get a new link now.", 409, details={"reason": next(iter(result.skipped))})
     db.session.commit()
     enqueue_sends(result.mail_ids)
-    return answer(Resent(resent=result.resent, request_id=request_id, status="generated",
-                         expires_at=result.deadlines[0] if result.deadlines else None), 202)
+    return answer(
+        Resent(
+            resent=result.resent,
+            request_id=request_id,
+            status="generated",
+            expires_at=result.deadlines[0] if result.deadlines else None,
+        ),
+        202,
+    )
 
 
 @bp.post("/requests/<int:request_id>/email")
-@operation("Correct a recipient's address", tag="Requests", body=EmailBody, responses={200: EmailChanged},
-           errors=(400, 403, 404, 409))
+@operation(
+    "Correct a recipient's address",
+    tag="Requests",
+    body=EmailBody,
+    responses={200: EmailChanged},
+    errors=(400, 403, 404, 409),
+)
 def update_email(request_id: int):
     """Before the request is signed, declined or expired; a bounced one can then be resent."""
     body = parse_body(EmailBody)

@@ -1,4 +1,5 @@
 """JSON API of the suppression list (admins' keys only): ``GET /api/v1/suppressions``, ``DELETE …/<email>``."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -7,9 +8,9 @@ from flask import Blueprint, g
 from pydantic import BaseModel, Field
 
 from bulksign.core import keyset
-from bulksign.recipients import suppressions
 from bulksign.core.extensions import db
 from bulksign.models import Suppression, utcnow
+from bulksign.recipients import suppressions
 from bulksign.views.api.common import NO_NUL, ApiError, NextCursor, PageQuery, answer, api_error, operation, parse_query
 
 bp = Blueprint("api_suppressions", __name__, url_prefix="/api/v1/suppressions")
@@ -46,13 +47,24 @@ class Lifted(BaseModel):
 
 
 def _out(entry: Suppression) -> SuppressionOut:
-    return SuppressionOut(email=entry.email, source=entry.source, reason=entry.reason, created_at=entry.created_at,
-                          batch_id=entry.batch_id, request_id=entry.request_id)
+    return SuppressionOut(
+        email=entry.email,
+        source=entry.source,
+        reason=entry.reason,
+        created_at=entry.created_at,
+        batch_id=entry.batch_id,
+        request_id=entry.request_id,
+    )
 
 
 @bp.get("")
-@operation("List suppressed addresses", tag="Suppressions", query=SuppressionQuery,
-           responses={200: SuppressionPage}, errors=(400, 404))
+@operation(
+    "List suppressed addresses",
+    tag="Suppressions",
+    query=SuppressionQuery,
+    responses={200: SuppressionPage},
+    errors=(400, 404),
+)
 def list_suppressions():
     """Addresses no mail goes to (hard bounces, complaints), newest first. Admins' keys only (others get 404)."""
     query = parse_query(SuppressionQuery)
@@ -61,8 +73,12 @@ def list_suppressions():
     except keyset.CursorError as exc:
         raise ApiError(str(exc), 422, code="invalid_cursor") from None
     page = suppressions.list_in_force(db.session, q=query.q.strip(), after=after, limit=query.limit)
-    return answer(SuppressionPage(items=[_out(s) for s in page.items],
-                                  next_cursor=keyset.encode(page.next_cursor) if page.next_cursor else None))
+    return answer(
+        SuppressionPage(
+            items=[_out(s) for s in page.items],
+            next_cursor=keyset.encode(page.next_cursor) if page.next_cursor else None,
+        )
+    )
 
 
 @bp.delete("/<path:email>")

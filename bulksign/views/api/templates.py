@@ -1,4 +1,5 @@
 """API for document templates: create (a first version, from JSON or an uploaded file), list, place boxes on a PDF."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -7,14 +8,28 @@ from typing import ClassVar
 from flask import Blueprint, g, request
 from pydantic import BaseModel, ConfigDict, Field
 
-from bulksign.people import access
-from bulksign.doc_templates import versions as dt, pdf_forms, kinds as template_kinds
-from bulksign.doc_templates.errors import TemplateError
-from bulksign.doc_templates.mail_texts import MAIL_FIELDS
 from bulksign.core import keyset
 from bulksign.core.extensions import db
+from bulksign.doc_templates import kinds as template_kinds
+from bulksign.doc_templates import pdf_forms
+from bulksign.doc_templates import versions as dt
+from bulksign.doc_templates.errors import TemplateError
+from bulksign.doc_templates.mail_texts import MAIL_FIELDS
 from bulksign.models import DocumentTemplate, TemplateVersion, utcnow
-from bulksign.views.api.common import ApiError, NextCursor, PageQuery, RecordId, Text, answer, no_null_defaults, operation, parse_body, parse_form, parse_query
+from bulksign.people import access
+from bulksign.views.api.common import (
+    ApiError,
+    NextCursor,
+    PageQuery,
+    RecordId,
+    Text,
+    answer,
+    no_null_defaults,
+    operation,
+    parse_body,
+    parse_form,
+    parse_query,
+)
 
 bp = Blueprint("api_templates", __name__, url_prefix="/api/v1")
 
@@ -25,8 +40,10 @@ class TemplateOut(BaseModel):
     version: int = Field(description="The newest version's number; batches use the newest version.")
     team_id: int | None
     kind: str | None = Field(description="`html`, `docx` or `pdf`: what the newest version was made from.")
-    variables: list[str] = Field(description="The `{{ placeholders }}` (or PDF fields) of the newest version: the "
-                                             "columns a recipients file needs (besides `email`).")
+    variables: list[str] = Field(
+        description="The `{{ placeholders }}` (or PDF fields) of the newest version: the "
+        "columns a recipients file needs (besides `email`)."
+    )
     created_at: datetime
 
 
@@ -36,8 +53,9 @@ class TemplatePage(NextCursor):
 
 class TemplateBody(BaseModel):
     name: Text = Field(min_length=1, max_length=200)
-    html: Text = Field(max_length=dt.MAX_TEMPLATE_CHARS,
-                       description="The document, HTML with Jinja `{{ placeholders }}` (sandboxed).")
+    html: Text = Field(
+        max_length=dt.MAX_TEMPLATE_CHARS, description="The document, HTML with Jinja `{{ placeholders }}` (sandboxed)."
+    )
     team_id: RecordId | None = Field(None, description="The team that shares it; default: your first team.")
     email_subject: Text | None = Field(None, max_length=500)
     email_body: Text | None = Field(None, max_length=dt.MAX_TEMPLATE_CHARS)
@@ -47,13 +65,16 @@ class TemplateBody(BaseModel):
 
 class TemplateForm(BaseModel):
     """The same template as an uploaded file: .html, a Word .docx or a (fillable) PDF."""
+
     # Multipart fields are left out, never null; unknown ones are refused.
     model_config = ConfigDict(extra="forbid", json_schema_extra=no_null_defaults)
-    FILE_CONTENT_TYPES: ClassVar[str] = ("text/html, application/vnd.openxmlformats-officedocument."
-                                         "wordprocessingml.document, application/pdf")
+    FILE_CONTENT_TYPES: ClassVar[str] = (
+        "text/html, application/vnd.openxmlformats-officedocument.wordprocessingml.document, application/pdf"
+    )
     name: Text = Field(min_length=1, max_length=200)
-    file: bytes = Field(description="The document: .html, .docx with `{{ placeholders }}`, or a PDF whose form "
-                                    "fields name the columns.")
+    file: bytes = Field(
+        description="The document: .html, .docx with `{{ placeholders }}`, or a PDF whose form fields name the columns."
+    )
     team_id: RecordId = Field(None, description="The team that shares it; default: your first team.")
     email_subject: Text = Field(None, max_length=500)
     email_body: Text = Field(None, max_length=dt.MAX_TEMPLATE_CHARS)
@@ -68,27 +89,38 @@ MAX_POINTS = 14_400.0
 class BoxIn(BaseModel):
     """One box on a page, in PDF points (1/72 inch) of the page's own coordinates, as its form fields have them:
     from the lower-left corner, y upwards (for the rare page whose crop box is offset, as offset as that box)."""
+
     model_config = ConfigDict(extra="forbid")
-    variable: Text = Field(min_length=1, max_length=100,
-                           description="The column whose value is printed in the box; `signature`: where the "
-                                       "signature block goes (at most one).")
+    variable: Text = Field(
+        min_length=1,
+        max_length=100,
+        description="The column whose value is printed in the box; `signature`: where the "
+        "signature block goes (at most one).",
+    )
     page: int = Field(ge=1, le=pdf_forms.MAX_PAGES, description="The page, 1 for the first.")
     x: float = Field(ge=-MAX_POINTS, le=MAX_POINTS, description="Left edge, points from the page's left edge.")
-    y: float = Field(ge=-MAX_POINTS, le=MAX_POINTS,
-                     description="Bottom edge, points up from the page's bottom edge.")
+    y: float = Field(ge=-MAX_POINTS, le=MAX_POINTS, description="Bottom edge, points up from the page's bottom edge.")
     width: float = Field(gt=0, le=MAX_POINTS, description=f"Points; at least {pdf_forms.MIN_BOX_SIDE:g}.")
-    height: float = Field(gt=0, le=MAX_POINTS,
-                          description=f"Points; at least {pdf_forms.MIN_BOX_SIDE:g}. A box at least 2.4 font "
-                                      "sizes tall wraps its text over several lines.")
-    font_size: float = Field(0, ge=0, le=pdf_forms.MAX_FONT_SIZE,
-                             description=f"Points, {pdf_forms.MIN_FONT_SIZE:g} to {pdf_forms.MAX_FONT_SIZE:g}; 0 "
-                                         "fits the text to the box.")
+    height: float = Field(
+        gt=0,
+        le=MAX_POINTS,
+        description=f"Points; at least {pdf_forms.MIN_BOX_SIDE:g}. A box at least 2.4 font "
+        "sizes tall wraps its text over several lines.",
+    )
+    font_size: float = Field(
+        0,
+        ge=0,
+        le=pdf_forms.MAX_FONT_SIZE,
+        description=f"Points, {pdf_forms.MIN_FONT_SIZE:g} to {pdf_forms.MAX_FONT_SIZE:g}; 0 fits the text to the box.",
+    )
 
 
 class BoxesBody(BaseModel):
-    boxes: list[BoxIn] = Field(max_length=pdf_forms.MAX_FIELDS,
-                               description="Every box of the new version (they replace the placed ones; `[]` "
-                                           "removes them). A form's own fields stay.")
+    boxes: list[BoxIn] = Field(
+        max_length=pdf_forms.MAX_FIELDS,
+        description="Every box of the new version (they replace the placed ones; `[]` "
+        "removes them). A form's own fields stay.",
+    )
 
 
 class PageOut(BaseModel):
@@ -117,9 +149,15 @@ class BoxesOut(BaseModel):
 
 
 def template_out(template: DocumentTemplate, version: TemplateVersion | None) -> TemplateOut:
-    return TemplateOut(id=template.id, name=template.name, version=template.latest_version, team_id=template.team_id,
-                       kind=version.kind if version else None,
-                       variables=list(version.variables) if version else [], created_at=template.created_at)
+    return TemplateOut(
+        id=template.id,
+        name=template.name,
+        version=template.latest_version,
+        team_id=template.team_id,
+        kind=version.kind if version else None,
+        variables=list(version.variables) if version else [],
+        created_at=template.created_at,
+    )
 
 
 def _file_fields(form: TemplateForm) -> dict:
@@ -139,8 +177,15 @@ def _file_fields(form: TemplateForm) -> dict:
 
 
 @bp.post("/templates")
-@operation("Create a template", tag="Templates", body=TemplateBody, form=TemplateForm, responses={201: TemplateOut},
-           errors=(400, 403, 422), idempotent=True)
+@operation(
+    "Create a template",
+    tag="Templates",
+    body=TemplateBody,
+    form=TemplateForm,
+    responses={201: TemplateOut},
+    errors=(400, 403, 422),
+    idempotent=True,
+)
 def create():
     """JSON with the HTML, or multipart `name` + `file` (.html, .docx, .pdf). Checked on the way in: a template
     that does not render, or fetches from the network, is refused (422)."""
@@ -152,8 +197,9 @@ def create():
         fields = {"name": form.name, "html": form.html}
     mail_texts = {f: getattr(form, f) for f in MAIL_FIELDS if getattr(form, f) is not None}
     try:
-        saved = dt.create_template(db.session, user=g.api_user, now=utcnow(), team_id=form.team_id, **fields,
-                                   **mail_texts)
+        saved = dt.create_template(
+            db.session, user=g.api_user, now=utcnow(), team_id=form.team_id, **fields, **mail_texts
+        )
         db.session.commit()
     except TemplateError as exc:
         db.session.rollback()
@@ -171,15 +217,24 @@ def index():
     except keyset.CursorError as exc:
         raise ApiError(str(exc), 422, code="invalid_cursor") from None
     templates = dt.list_templates(db.session, user=g.api_user, after=after, limit=query.limit + 1)
-    shown = templates[:query.limit]
+    shown = templates[: query.limit]
     last = shown[-1] if len(templates) > query.limit else None
-    return answer(TemplatePage(items=[template_out(t, dt.get_version(db.session, template_id=t.id)) for t in shown],
-                               next_cursor=keyset.encode(last.name, last.id) if last else None))
+    return answer(
+        TemplatePage(
+            items=[template_out(t, dt.get_version(db.session, template_id=t.id)) for t in shown],
+            next_cursor=keyset.encode(last.name, last.id) if last else None,
+        )
+    )
 
 
 @bp.put("/templates/<int:template_id>/boxes")
-@operation("Place boxes on a PDF template", tag="Templates", body=BoxesBody, responses={200: TemplateOut},
-           errors=(400, 403, 404, 409, 422))
+@operation(
+    "Place boxes on a PDF template",
+    tag="Templates",
+    body=BoxesBody,
+    responses={200: TemplateOut},
+    errors=(400, 403, 404, 409, 422),
+)
 def place_boxes(template_id: int):
     """For a PDF without form fields (or besides its fields): where each column's value is printed, as staff place
     boxes on the template's pages. Saved as a new version, the file and mail texts kept; batches already created
@@ -187,8 +242,18 @@ def place_boxes(template_id: int):
     `boxes_invalid` for a box beyond its page, on a missing or rotated page, or a second signature."""
     body = parse_body(BoxesBody)
     template = access.template_for_edit(db.session, template_id=template_id, user=g.api_user)
-    boxes = [{"name": b.variable, "page": b.page - 1, "x": b.x, "y": b.y, "w": b.width, "h": b.height,
-              "font_size": b.font_size} for b in body.boxes]
+    boxes = [
+        {
+            "name": b.variable,
+            "page": b.page - 1,
+            "x": b.x,
+            "y": b.y,
+            "w": b.width,
+            "h": b.height,
+            "font_size": b.font_size,
+        }
+        for b in body.boxes
+    ]
     try:
         saved = dt.place_boxes(db.session, template=template, boxes=boxes, user=g.api_user, now=utcnow())
         db.session.commit()
@@ -200,8 +265,7 @@ def place_boxes(template_id: int):
 
 
 @bp.get("/templates/<int:template_id>/boxes")
-@operation("Read a PDF template's pages and boxes", tag="Templates", responses={200: BoxesOut},
-           errors=(404, 409))
+@operation("Read a PDF template's pages and boxes", tag="Templates", responses={200: BoxesOut}, errors=(404, 409))
 def boxes(template_id: int):
     """The newest version's pages (sizes in points), its form's own fields and the boxes placed on it, in the units
     `PUT .../boxes` takes, so a client can move a box and send the list back. 409 `not_a_pdf_template` when the
@@ -211,12 +275,34 @@ def boxes(template_id: int):
         layout = dt.pdf_layout(db.session, template=template)
     except dt.NotPdfTemplate as exc:
         raise ApiError(str(exc.message), 409, code="not_a_pdf_template") from None
-    return answer(BoxesOut(
-        version=layout.version.version,
-        pages=[PageOut(page=i, left=round(p.left, 2), bottom=round(p.bottom, 2), width=round(p.width, 2),
-                       height=round(p.height, 2), rotation=p.rotation)
-               for i, p in enumerate(layout.form.pages, start=1)],
-        fields=[FieldOut(variable=f.name, page=f.page + 1, x=round(f.x, 2), y=round(f.y, 2), width=round(f.w, 2),
-                         height=round(f.h, 2)) for f in layout.form.fields],
-        boxes=[BoxIn(variable=b.name, page=b.page + 1, x=b.x, y=b.y, width=b.w, height=b.h, font_size=b.font_size)
-               for b in layout.boxes]))
+    return answer(
+        BoxesOut(
+            version=layout.version.version,
+            pages=[
+                PageOut(
+                    page=i,
+                    left=round(p.left, 2),
+                    bottom=round(p.bottom, 2),
+                    width=round(p.width, 2),
+                    height=round(p.height, 2),
+                    rotation=p.rotation,
+                )
+                for i, p in enumerate(layout.form.pages, start=1)
+            ],
+            fields=[
+                FieldOut(
+                    variable=f.name,
+                    page=f.page + 1,
+                    x=round(f.x, 2),
+                    y=round(f.y, 2),
+                    width=round(f.w, 2),
+                    height=round(f.h, 2),
+                )
+                for f in layout.form.fields
+            ],
+            boxes=[
+                BoxIn(variable=b.name, page=b.page + 1, x=b.x, y=b.y, width=b.w, height=b.h, font_size=b.font_size)
+                for b in layout.boxes
+            ],
+        )
+    )

@@ -1,4 +1,5 @@
 """JSON API for recipient files: check one against a template, or create a batch from it (multipart uploads)."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -7,14 +8,21 @@ from typing import Literal
 from flask import Blueprint, g, request
 from pydantic import BaseModel, ConfigDict, Field
 
-from bulksign.recipients import suppressions
-from bulksign.batches.creation import LANGUAGES, MAX_DEADLINE_DAYS, MAX_REMINDERS, BatchError, create_batch, settings_from_form
+from bulksign.batches.creation import (
+    LANGUAGES,
+    MAX_DEADLINE_DAYS,
+    MAX_REMINDERS,
+    BatchError,
+    create_batch,
+    settings_from_form,
+)
 from bulksign.core.extensions import db
 from bulksign.models import utcnow
+from bulksign.recipients import suppressions
 from bulksign.recipients.files import UploadError
 from bulksign.recipients.validation import validate_recipients
-from bulksign.views.api.common import ApiError, Link, RecordId, Text, answer, no_null_defaults, operation, parse_form
 from bulksign.views._forms import template_version, uploaded_file
+from bulksign.views.api.common import ApiError, Link, RecordId, Text, answer, no_null_defaults, operation, parse_form
 
 bp = Blueprint("api_uploads", __name__, url_prefix="/api/v1")
 
@@ -23,8 +31,10 @@ class RecipientsForm(BaseModel):
     # Unknown fields are refused, not ignored: a misspelt setting would otherwise silently take its default.
     model_config = ConfigDict(extra="forbid")
     template_id: RecordId = Field(description="The template whose placeholders the file's columns fill.")
-    file: bytes = Field(description="The recipients: .csv (any delimiter, UTF-8 or legacy encodings) or .xlsx, "
-                                    "a header row with `email` and the template's variables.")
+    file: bytes = Field(
+        description="The recipients: .csv (any delimiter, UTF-8 or legacy encodings) or .xlsx, "
+        "a header row with `email` and the template's variables."
+    )
 
 
 class BatchForm(RecipientsForm):
@@ -32,16 +42,22 @@ class BatchForm(RecipientsForm):
     model_config = ConfigDict(json_schema_extra=no_null_defaults)
     name: Text = Field(None, max_length=200, description="Default: the template's name and today's date.")
     deadline_days: int = Field(None, ge=1, le=MAX_DEADLINE_DAYS, description="Days to sign (default 7).")
-    reminder_days: str = Field(None, pattern=r"^[0-9, ;]{0,100}$",
-                        description="Days after the invitation to remind, e.g. `2,4` (the default); "
-                                    "each before the deadline.")
+    reminder_days: str = Field(
+        None,
+        pattern=r"^[0-9, ;]{0,100}$",
+        description="Days after the invitation to remind, e.g. `2,4` (the default); each before the deadline.",
+    )
     max_reminders: int = Field(None, ge=0, le=MAX_REMINDERS, description="Default 3.")
     reply_to: Text = Field(None, max_length=254)
-    notify_to: Text = Field(None, max_length=254,
-                            description="Who gets the expiry summary, decline and completion notices: `owner` (the "
-                                        "default), a manager's address, or `other` with `notify_email`.")
-    notify_email: Text = Field(None, max_length=254,
-                        description="The address of the notices (with `notify_to=other`, or alone).")
+    notify_to: Text = Field(
+        None,
+        max_length=254,
+        description="Who gets the expiry summary, decline and completion notices: `owner` (the "
+        "default), a manager's address, or `other` with `notify_email`.",
+    )
+    notify_email: Text = Field(
+        None, max_length=254, description="The address of the notices (with `notify_to=other`, or alone)."
+    )
     team_id: RecordId = Field(None, description="Default: the template's team.")
     language: Literal[LANGUAGES] = Field(None, description="The recipients' language (default `en`).")
     quiet_hours_start: int = Field(None, ge=0, le=23, description="No mail from this hour…")
@@ -49,8 +65,11 @@ class BatchForm(RecipientsForm):
     # No max_length here: the batch settings say what is wrong with a zone name in words ("Unknown time zone").
     timezone: Text = Field(None, description="An IANA zone name, e.g. `Europe/Berlin` (default UTC).")
     skip_invalid: bool = Field(None, description="Create the batch from the valid rows when some have errors.")
-    one_time_code: bool = Field(None, description="Recipients confirm a 6-digit code sent by SMS (rows with a "
-                                                  "phone) or mail before they see and sign (default false).")
+    one_time_code: bool = Field(
+        None,
+        description="Recipients confirm a 6-digit code sent by SMS (rows with a "
+        "phone) or mail before they see and sign (default false).",
+    )
 
 
 class RowErrorOut(BaseModel):
@@ -100,29 +119,45 @@ def _upload_error(exc: UploadError) -> ApiError:
 
 
 @bp.post("/batches/validate")
-@operation("Check a recipients file", tag="Batches", form=RecipientsForm, responses={200: ValidationReportOut},
-           errors=(400, 404, 413, 415, 422))
+@operation(
+    "Check a recipients file",
+    tag="Batches",
+    form=RecipientsForm,
+    responses={200: ValidationReportOut},
+    errors=(400, 404, 413, 415, 422),
+)
 def validate():
     """Reads the file as batch creation would and reports every row error; creates nothing."""
     form = parse_form(RecipientsForm)
     try:
         version = template_version(form.template_id)
         data, filename = uploaded_file()
-        report = validate_recipients(data, filename=filename, variables=version.variables,
-                                     suppressed=suppressions.lookup(db.session))
+        report = validate_recipients(
+            data, filename=filename, variables=version.variables, suppressed=suppressions.lookup(db.session)
+        )
     except UploadError as exc:
         raise _upload_error(exc) from None
     return answer(ValidationReportOut(**report.as_dict()))
 
 
 @bp.post("/batches")
-@operation("Create a batch from a recipients file", tag="Batches", form=BatchForm, responses={201: BatchCreated},
-           errors=(400, 403, 404, 413, 415, 422), idempotent=True,
-           links={201: {"GetBatch": Link("api_dashboard.get_batch", {"batch_id": "$response.body#/id"}),
-                        "ListRequests": Link("api_dashboard.list_requests", {"batch_id": "$response.body#/id"}),
-                        "ExportCsv": Link("api_dashboard.export_csv", {"batch_id": "$response.body#/id"}),
-                        "Remind": Link("api_reminders.remind", {"batch_id": "$response.body#/id"}),
-                        "Cancel": Link("api_batch_actions.cancel", {"batch_id": "$response.body#/id"})}})
+@operation(
+    "Create a batch from a recipients file",
+    tag="Batches",
+    form=BatchForm,
+    responses={201: BatchCreated},
+    errors=(400, 403, 404, 413, 415, 422),
+    idempotent=True,
+    links={
+        201: {
+            "GetBatch": Link("api_dashboard.get_batch", {"batch_id": "$response.body#/id"}),
+            "ListRequests": Link("api_dashboard.list_requests", {"batch_id": "$response.body#/id"}),
+            "ExportCsv": Link("api_dashboard.export_csv", {"batch_id": "$response.body#/id"}),
+            "Remind": Link("api_reminders.remind", {"batch_id": "$response.body#/id"}),
+            "Cancel": Link("api_batch_actions.cancel", {"batch_id": "$response.body#/id"}),
+        }
+    },
+)
 def create():
     """One request per valid row is rendered and sent by the workers; follow it with `GET /batches/{batch_id}`.
 
@@ -135,16 +170,33 @@ def create():
         settings = settings_from_form(request.form, default_name=f"{version.template.name} ({utcnow():%Y-%m-%d})")
         report = validate_recipients(data, filename=filename, variables=version.variables, keep_rows=True)
         if report.invalid_rows and not form.skip_invalid or not report.valid_rows:
-            reason = ("No row of the file can be used." if not report.valid_rows else
-                      f"{report.invalid_rows} of {report.total_rows} rows have errors. Fix them, or send "
-                      "skip_invalid=true to create the batch with the valid rows only.")
+            reason = (
+                "No row of the file can be used."
+                if not report.valid_rows
+                else f"{report.invalid_rows} of {report.total_rows} rows have errors. Fix them, or send "
+                "skip_invalid=true to create the batch with the valid rows only."
+            )
             raise ApiError(reason, 422, code="rows_invalid", details=report.as_dict())
-        result = create_batch(db.session, user=g.api_user, template_version=version, rows=report.recipients,
-                              now=utcnow(), **settings.as_kwargs())
+        result = create_batch(
+            db.session,
+            user=g.api_user,
+            template_version=version,
+            rows=report.recipients,
+            now=utcnow(),
+            **settings.as_kwargs(),
+        )
     except UploadError as exc:
         raise _upload_error(exc) from None
     except BatchError as exc:
         raise ApiError(exc.message, 422, code="settings_invalid", details={"field": exc.field}) from None
     batch = result.batch
-    return answer(BatchCreated(id=batch.id, status=batch.status, total_count=batch.total_count,
-                               notify_email=batch.notify_email, one_time_code=batch.one_time_code), 201)
+    return answer(
+        BatchCreated(
+            id=batch.id,
+            status=batch.status,
+            total_count=batch.total_count,
+            notify_email=batch.notify_email,
+            one_time_code=batch.one_time_code,
+        ),
+        201,
+    )

@@ -1,2 +1,1 @@
-"""What recipients and the public reach without an account: the signing page, the open-tracking pixel, ``/verify``.
-"""
+"""What recipients and the public reach without an account: the signing page, the open-tracking pixel, ``/verify``."""

@@ -1,4 +1,5 @@
 """The recipient's page: ``/sign/<token>`` — view the document, sign or decline. No account, token only."""
+
 from __future__ import annotations
 
 import base64
@@ -10,42 +11,54 @@ from functools import wraps
 from io import BytesIO
 from urllib.parse import unquote
 
-from flask import (Blueprint, Flask, current_app, g, redirect, render_template, request, send_file, session,
-                   url_for)
+from flask import Blueprint, Flask, current_app, g, redirect, render_template, request, send_file, session, url_for
 from flask_babel import gettext as _
 from flask_babel import ngettext
 from flask_wtf.csrf import CSRFError
 
-from bulksign.signing import one_time_codes
-from bulksign.people.auth import public
-from bulksign.documents.document_pages import DocumentPages, document_pages, page_image as stored_page_image
-from bulksign.views._forms import client_ip
-from bulksign.views.brand import logo_origin
 from bulksign.core.extensions import db, get_redis, limiter
-from bulksign.signing.links import find_by_token
 from bulksign.core.logs import log
-from bulksign.models import SigningRequest, utcnow
+from bulksign.documents.document_pages import DocumentPages, document_pages
+from bulksign.documents.document_pages import page_image as stored_page_image
 from bulksign.documents.poppler import PopplerError
 from bulksign.documents.seal_keys import seal_status
 from bulksign.documents.sealing import latest_document, signed_filename
-from bulksign.signing.recipient_actions import MAX_SIGNATURE_BYTES, contact_of, deadline_of, decline, open_request, page_state, sign
 from bulksign.documents.storage import StorageError, get_storage
+from bulksign.models import SigningRequest, utcnow
+from bulksign.people.auth import public
+from bulksign.signing import one_time_codes
+from bulksign.signing.links import find_by_token
+from bulksign.signing.recipient_actions import (
+    MAX_SIGNATURE_BYTES,
+    contact_of,
+    deadline_of,
+    decline,
+    open_request,
+    page_state,
+    sign,
+)
+from bulksign.views._forms import client_ip
+from bulksign.views.brand import logo_origin
 
 logger = logging.getLogger(__name__)
 
 bp = Blueprint("signing", __name__, url_prefix="/sign")
 
 #: One budget per visitor IP for every recipient-facing page (signing and /verify).
-recipient_limit = limiter.shared_limit(lambda: current_app.config["SIGNING_RATE_LIMIT"], scope="recipient-pages",
-                                       key_func=client_ip)
+recipient_limit = limiter.shared_limit(
+    lambda: current_app.config["SIGNING_RATE_LIMIT"], scope="recipient-pages", key_func=client_ip
+)
 #: The page images of a document: one page view fetches one per page (a 40-page contract, 40 at once), so they
 #: have their own, larger budget; each still needs the token, and a guess costs as much as a page view.
-page_image_limit = limiter.shared_limit(lambda: current_app.config["SIGNING_PAGE_IMAGE_RATE_LIMIT"],
-                                        scope="recipient-page-images", key_func=client_ip)
+page_image_limit = limiter.shared_limit(
+    lambda: current_app.config["SIGNING_PAGE_IMAGE_RATE_LIMIT"], scope="recipient-page-images", key_func=client_ip
+)
 
 #: Recipient pages: our own files only, no inline script, no frames, never framed by anyone.
-PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-            "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+PAGE_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
 
 
 def page_csp() -> str:
@@ -84,8 +97,15 @@ def _code_status(row: SigningRequest, state: str) -> one_time_codes.CodeStatus |
     return one_time_codes.status(db.session, request=row, code_id=_verified_code(row), now=utcnow())
 
 
-def _render(row: SigningRequest | None, token: str, *, state: str, error: str | None = None,
-            form: dict | None = None, status: int | None = None):
+def _render(
+    row: SigningRequest | None,
+    token: str,
+    *,
+    state: str,
+    error: str | None = None,
+    form: dict | None = None,
+    status: int | None = None,
+):
     batch = row.batch if row is not None else None
     template = batch.template_version.template if batch is not None and batch.template_version else None
     code = _code_status(row, state) if row is not None else None
@@ -93,11 +113,19 @@ def _render(row: SigningRequest | None, token: str, *, state: str, error: str | 
     shown = code is None or code.state == "verified"
     signed_document = latest_document(db.session, row.id, "signed") if state == "signed" and shown else None
     html = render_template(
-        "signing/page.html", state=state, row=row, batch=batch, token=token, error=error, form=form or {},
+        "signing/page.html",
+        state=state,
+        row=row,
+        batch=batch,
+        token=token,
+        error=error,
+        form=form or {},
         document_name=(template.name if template else batch.name) if batch is not None else "",
         contact=contact_of(batch) if batch is not None else None,
-        deadline=deadline_of(row) if row is not None else None, signed_document=signed_document,
-        code=code, pages=_pages(row) if state == "waiting" and shown else None,
+        deadline=deadline_of(row) if row is not None else None,
+        signed_document=signed_document,
+        code=code,
+        pages=_pages(row) if state == "waiting" and shown else None,
     )
     return html, status or (422 if error else STATUS_CODES.get(state, 200))
 
@@ -110,8 +138,14 @@ def _pages(row: SigningRequest) -> DocumentPages | None:
     try:
         return document_pages(storage=get_storage(), document=original)
     except (StorageError, PopplerError) as exc:
-        log(logger, logging.ERROR, "document pages unavailable", request_id=row.id, document_id=original.id,
-            error=str(exc))
+        log(
+            logger,
+            logging.ERROR,
+            "document pages unavailable",
+            request_id=row.id,
+            document_id=original.id,
+            error=str(exc),
+        )
         return None
 
 
@@ -157,7 +191,7 @@ def _signature_bytes(raw: str) -> bytes | None:
     if not raw.startswith(SIGNATURE_PREFIX) or len(raw) > len(SIGNATURE_PREFIX) + MAX_SIGNATURE_BYTES * 4 // 3 + 4:
         raise ValueError(_("The drawn signature could not be read. Clear it and draw it again."))
     try:
-        return base64.b64decode(raw[len(SIGNATURE_PREFIX):], validate=True)
+        return base64.b64decode(raw[len(SIGNATURE_PREFIX) :], validate=True)
     except (binascii.Error, ValueError):
         raise ValueError(_("The drawn signature could not be read. Clear it and draw it again.")) from None
 
@@ -172,8 +206,16 @@ def sign_document(token: str, row: SigningRequest):
         image = _signature_bytes(request.form.get("signature", ""))
     except ValueError as exc:
         return _again(row, token, error=str(exc), form=form)
-    outcome = sign(db.session, request_id=row.id, now=utcnow(), signer_name=form["name"], signature_png=image,
-                   consent=form["consent"], code_id=_verified_code(row), **_client())
+    outcome = sign(
+        db.session,
+        request_id=row.id,
+        now=utcnow(),
+        signer_name=form["name"],
+        signature_png=image,
+        consent=form["consent"],
+        code_id=_verified_code(row),
+        **_client(),
+    )
     if outcome.status == "invalid":
         return _again(row, token, error=str(outcome.message), form=form)
     # Signed, signed already (a double click), a code needed first or no longer possible: the page shows which.
@@ -186,8 +228,9 @@ def sign_document(token: str, row: SigningRequest):
 @_by_token
 def decline_document(token: str, row: SigningRequest):
     reason = request.form.get("reason", "")
-    outcome = decline(db.session, request_id=row.id, now=utcnow(), reason=reason, code_id=_verified_code(row),
-                      **_client())
+    outcome = decline(
+        db.session, request_id=row.id, now=utcnow(), reason=reason, code_id=_verified_code(row), **_client()
+    )
     if outcome.status == "invalid":
         return _again(row, token, error=str(outcome.message), form={"reason": reason, "declining": True})
     return redirect(url_for(".page", token=token), 303)
@@ -214,15 +257,24 @@ def _code_step(view):
 def send_code(token: str, row: SigningRequest):
     """Send a (new) one-time code to the recipient's phone or mailbox."""
     now = utcnow()
-    sent = one_time_codes.send_code(db.session, request_id=row.id, secret=current_app.config["SECRET_KEY"], now=now,
-                                    **_client())
+    sent = one_time_codes.send_code(
+        db.session, request_id=row.id, secret=current_app.config["SECRET_KEY"], now=now, **_client()
+    )
     if sent.status == "too_soon":
         seconds = max(int((sent.retry_at - now).total_seconds()), 1)
-        return _again(row, token, status=429, error=_("A code was sent a moment ago. You can ask for a new one in "
-                                                       "%(seconds)s seconds.", seconds=seconds))
+        return _again(
+            row,
+            token,
+            status=429,
+            error=_("A code was sent a moment ago. You can ask for a new one in %(seconds)s seconds.", seconds=seconds),
+        )
     if sent.status == "too_many":
-        return _again(row, token, status=429, error=_("Too many codes were asked for today. Try again tomorrow, or "
-                                                       "contact the sender."))
+        return _again(
+            row,
+            token,
+            status=429,
+            error=_("Too many codes were asked for today. Try again tomorrow, or contact the sender."),
+        )
     one_time_codes.dispatch(sent)
     return redirect(url_for(".page", token=token), 303)
 
@@ -230,8 +282,11 @@ def send_code(token: str, row: SigningRequest):
 def _code_error(check: one_time_codes.CodeCheck) -> str:
     """What the recipient reads after a code that did not work."""
     if check.status == "wrong":
-        return ngettext("The code is not right. You have %(num)s more try.",
-                        "The code is not right. You have %(num)s more tries.", check.tries_left)
+        return ngettext(
+            "The code is not right. You have %(num)s more try.",
+            "The code is not right. You have %(num)s more tries.",
+            check.tries_left,
+        )
     return {
         "locked": _("That was the last try for this code. Ask for a new code."),
         "expired": _("This code has expired. Ask for a new code."),
@@ -247,8 +302,14 @@ def _code_error(check: one_time_codes.CodeCheck) -> str:
 @_code_step
 def verify_code(token: str, row: SigningRequest):
     """Check the typed one-time code; the right one lets this browser see and sign the document."""
-    check = one_time_codes.verify_code(db.session, request_id=row.id, code=request.form.get("code", ""),
-                                       secret=current_app.config["SECRET_KEY"], now=utcnow(), **_client())
+    check = one_time_codes.verify_code(
+        db.session,
+        request_id=row.id,
+        code=request.form.get("code", ""),
+        secret=current_app.config["SECRET_KEY"],
+        now=utcnow(),
+        **_client(),
+    )
     if check.status != "verified":
         return _again(row, token, status=422, error=_code_error(check))
     session[VERIFIED_CODES] = {**session.get(VERIFIED_CODES, {}), str(row.id): check.code_id}
@@ -258,16 +319,37 @@ def verify_code(token: str, row: SigningRequest):
 def _send_pdf(row: SigningRequest, token: str, *, kind: str, filename: str):
     document = latest_document(db.session, row.id, kind)
     if document is None:
-        return _again(row, token, status=404, error=_("Your signed copy is being prepared. Reload this page in a "
-                                                       "minute; it will also be sent to you by email."))
+        return _again(
+            row,
+            token,
+            status=404,
+            error=_(
+                "Your signed copy is being prepared. Reload this page in a "
+                "minute; it will also be sent to you by email."
+            ),
+        )
     try:
         data = get_storage().get(document.storage_key)
     except StorageError as exc:
-        log(logger, logging.ERROR, "document missing from storage", request_id=row.id, document_id=document.id,
-            error=str(exc))
-        return _again(row, token, status=503, error=_("The document cannot be shown right now. Please try again later."))
-    response = send_file(BytesIO(data), mimetype="application/pdf", download_name=filename,
-                         as_attachment=request.args.get("download") == "1", max_age=0, etag=False)
+        log(
+            logger,
+            logging.ERROR,
+            "document missing from storage",
+            request_id=row.id,
+            document_id=document.id,
+            error=str(exc),
+        )
+        return _again(
+            row, token, status=503, error=_("The document cannot be shown right now. Please try again later.")
+        )
+    response = send_file(
+        BytesIO(data),
+        mimetype="application/pdf",
+        download_name=filename,
+        as_attachment=request.args.get("download") == "1",
+        max_age=0,
+        etag=False,
+    )
     # Its own headers: the PDF is shown in our page's iframe, which the page headers would forbid.
     response.headers["Content-Security-Policy"] = DOCUMENT_CSP
     response.headers["X-Frame-Options"] = "SAMEORIGIN"
@@ -306,11 +388,16 @@ def page_image(token: str, row: SigningRequest, number: int):
         return refused
     original = latest_document(db.session, row.id, "original")
     try:
-        data = stored_page_image(storage=get_storage(), redis=get_redis(), document=original,
-                                 number=number) if original is not None else None
+        data = (
+            stored_page_image(storage=get_storage(), redis=get_redis(), document=original, number=number)
+            if original is not None
+            else None
+        )
     except (StorageError, PopplerError) as exc:
         log(logger, logging.ERROR, "page image unavailable", request_id=row.id, page=number, error=str(exc))
-        return _again(row, token, status=503, error=_("The document cannot be shown right now. Please try again later."))
+        return _again(
+            row, token, status=503, error=_("The document cannot be shown right now. Please try again later.")
+        )
     if data is None:
         return _render(row, token, state=page_state(row, now=utcnow()), status=404)
     return send_file(BytesIO(data), mimetype="image/webp", max_age=0, etag=False)

@@ -1,4 +1,5 @@
 """The open-tracking pixel of invitation mails: records the first open, always answers a GIF."""
+
 from __future__ import annotations
 
 import base64
@@ -8,11 +9,11 @@ import logging
 from flask import Blueprint, Response, current_app
 from sqlalchemy import update
 
-from bulksign.people.auth import public
 from bulksign.core.extensions import db
-from bulksign.signing.invitations import tracking_mac
 from bulksign.core.logs import log
 from bulksign.models import Event, SigningRequest, utcnow
+from bulksign.people.auth import public
+from bulksign.signing.invitations import tracking_mac
 
 bp = Blueprint("tracking", __name__)
 logger = logging.getLogger(__name__)
@@ -27,8 +28,13 @@ def pixel(name: str):
     """Never an error: a mail client shows a broken image for anything but a GIF."""
     request_id, _, rest = name.partition(".")
     mac = rest.removesuffix(".gif")
-    if request_id.isdigit() and len(request_id) < 19 and hmac.compare_digest(
-            mac.encode(), tracking_mac(int(request_id), secret=current_app.config["SECRET_KEY"]).encode()):
+    if (
+        request_id.isdigit()
+        and len(request_id) < 19
+        and hmac.compare_digest(
+            mac.encode(), tracking_mac(int(request_id), secret=current_app.config["SECRET_KEY"]).encode()
+        )
+    ):
         try:
             record_email_open(int(request_id))
         except Exception:  # the pixel must render whatever the database says
@@ -42,11 +48,14 @@ def pixel(name: str):
 def record_email_open(request_id: int) -> None:
     now = utcnow()
     row = db.session.execute(
-        update(SigningRequest).where(SigningRequest.id == request_id, SigningRequest.email_opened_at.is_(None))
-        .values(email_opened_at=now).returning(SigningRequest.batch_id)
+        update(SigningRequest)
+        .where(SigningRequest.id == request_id, SigningRequest.email_opened_at.is_(None))
+        .values(email_opened_at=now)
+        .returning(SigningRequest.batch_id)
     ).first()
     if row:
-        db.session.add(Event(request_id=request_id, batch_id=row.batch_id, type="email.opened", created_at=now,
-                             actor="recipient"))
+        db.session.add(
+            Event(request_id=request_id, batch_id=row.batch_id, type="email.opened", created_at=now, actor="recipient")
+        )
         log(logger, logging.INFO, "invitation opened", request_id=request_id)
     db.session.commit()

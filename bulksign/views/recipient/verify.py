@@ -1,14 +1,15 @@
 """``/verify``: anyone may check whether a PDF (or a sha256) was issued here and whether its seal holds."""
+
 from __future__ import annotations
 
 from flask import Blueprint, current_app, render_template, request
 from flask_babel import gettext as _
 
-from bulksign.people.auth import public
 from bulksign.core.extensions import db
 from bulksign.documents.seal_keys import SealError, seal_key
 from bulksign.documents.sealing import timestamping
 from bulksign.documents.verification import InvalidFingerprint, verify_file, verify_fingerprint
+from bulksign.people.auth import public
 from bulksign.views.recipient.signing import recipient_limit
 
 bp = Blueprint("verify", __name__)
@@ -31,8 +32,9 @@ def verify():
             if len(data) > MAX_VERIFY_BYTES:
                 return _error(_("The file is too large to be a document issued here."), 413)
             tsa = timestamping(current_app.config)
-            verdict = verify_file(db.session, data=data, key=seal_key(current_app.config),
-                                  tsa_roots=tsa.trust_roots if tsa else ())
+            verdict = verify_file(
+                db.session, data=data, key=seal_key(current_app.config), tsa_roots=tsa.trust_roots if tsa else ()
+            )
         elif fingerprint:
             verdict = verify_fingerprint(db.session, sha256=fingerprint)
         else:
@@ -41,8 +43,9 @@ def verify():
         return _error(str(exc.args[0]), 400)
     except SealError:
         return _error(_("Verification is not available right now. Please try again later."), 503)
-    return render_template("signing/verify.html", verdict=verdict, by_file=upload is not None and bool(upload.filename),
-                           error=None)
+    return render_template(
+        "signing/verify.html", verdict=verdict, by_file=upload is not None and bool(upload.filename), error=None
+    )
 
 
 def _error(message: str, status: int):

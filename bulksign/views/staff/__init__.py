@@ -1,2 +1,1 @@
-"""Staff pages: home, the dashboard of batches, templates, new batches, reminders and resends, sharing, login.
-"""
+"""Staff pages: home, the dashboard of batches, templates, new batches, reminders and resends, sharing, login."""

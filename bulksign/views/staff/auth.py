@@ -1,4 +1,5 @@
 """Staff login, logout and language choice."""
+
 from __future__ import annotations
 
 from urllib.parse import urlsplit
@@ -7,9 +8,9 @@ from flask import Blueprint, current_app, flash, redirect, render_template, requ
 from flask_babel import gettext as _
 from flask_login import current_user, login_required, login_user, logout_user
 
-from bulksign.people.auth import public
 from bulksign.core.extensions import db, limiter
 from bulksign.models import utcnow
+from bulksign.people.auth import public
 from bulksign.people.users import authenticate
 
 bp = Blueprint("auth", __name__, url_prefix="/auth")

@@ -1,13 +1,14 @@
 """Who sees a batch besides its team, and who is told about it: share with a user, set the notice address."""
+
 from __future__ import annotations
 
 from flask import Blueprint, flash, redirect, request, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
 
-from bulksign.people import access
 from bulksign.core.extensions import db
 from bulksign.models import utcnow
+from bulksign.people import access
 
 bp = Blueprint("batch_access", __name__, url_prefix="/batches")
 
@@ -18,8 +19,9 @@ def _back(batch_id: int):
 
 @bp.post("/<int:batch_id>/shares")
 def share(batch_id: int):
-    user = access.share_batch(db.session, batch_id=batch_id, email=request.form.get("email", ""),
-                              user=current_user, now=utcnow())
+    user = access.share_batch(
+        db.session, batch_id=batch_id, email=request.form.get("email", ""), user=current_user, now=utcnow()
+    )
     db.session.commit()
     flash(_("%(email)s can now see this batch.", email=user.email), "success")
     return _back(batch_id)
@@ -35,11 +37,20 @@ def unshare(batch_id: int, user_id: int):
 
 @bp.post("/<int:batch_id>/notices")
 def notices(batch_id: int):
-    batch = access.set_notice_address(db.session, batch_id=batch_id, choice=request.form.get("notify_to"),
-                                      email=request.form.get("notify_email"), user=current_user)
+    batch = access.set_notice_address(
+        db.session,
+        batch_id=batch_id,
+        choice=request.form.get("notify_to"),
+        email=request.form.get("notify_email"),
+        user=current_user,
+    )
     db.session.commit()
-    flash(_("Notices about this batch go to %(email)s.", email=batch.notify_email) if batch.notify_email
-          else _("Notices about this batch go to its owner."), "success")
+    flash(
+        _("Notices about this batch go to %(email)s.", email=batch.notify_email)
+        if batch.notify_email
+        else _("Notices about this batch go to its owner."),
+        "success",
+    )
     return _back(batch_id)
 
 

@@ -3,6 +3,7 @@
 Counts on every page and fragment are read from the database on each request; the browser
 only swaps HTML. No page shows a recipient's signing link or token.
 """
+
 from __future__ import annotations
 
 import logging
@@ -15,19 +16,19 @@ from flask_login import current_user
 
 from bulksign.batches import dashboard, recipients_table
 from bulksign.batches import timeline as request_timeline
-from bulksign.batches.progress import BatchActionError
 from bulksign.batches.bulk_actions import ACTIONS, INLINE_LIMIT, BulkOutcome, enqueue_bulk, run_staff_action
-from bulksign.batches.recipients_table import DashboardError, RecipientFilter
 from bulksign.batches.exports import latest_export, start_signed_zip
+from bulksign.batches.progress import BatchActionError
+from bulksign.batches.recipients_table import DashboardError, RecipientFilter
+from bulksign.batches.reminders import reminder_schedule
 from bulksign.core.extensions import db
 from bulksign.core.logs import log
-from bulksign.models import Batch, utcnow
-from bulksign.work.queues import SIGNED_ZIP
-from bulksign.batches.reminders import reminder_schedule
 from bulksign.documents.storage import StorageError, get_storage
+from bulksign.models import Batch, utcnow
 from bulksign.views._downloads import csv_response
 from bulksign.views._forms import extend_days_field
 from bulksign.views._results import background_message, reminders_done, resend_done
+from bulksign.work.queues import SIGNED_ZIP
 
 # Named after its URLs (/batches/…): templates and redirects call its endpoints ``batches.*``.
 bp = Blueprint("batches", __name__, url_prefix="/batches")
@@ -52,8 +53,9 @@ def event_label(kind: str) -> str:
 
 def _filter_from(args) -> RecipientFilter:
     try:
-        return RecipientFilter.parse(status=args.get("status"), q=args.get("q"), sort=args.get("sort"),
-                                     direction=args.get("dir"))
+        return RecipientFilter.parse(
+            status=args.get("status"), q=args.get("q"), sort=args.get("sort"), direction=args.get("dir")
+        )
     except DashboardError as exc:
         abort(400, description=str(exc))
 
@@ -70,8 +72,9 @@ def index():
     q = request.args.get("q", "").strip()[:200]
     page = request.args.get("page", "1")
     listing = dashboard.list_batches(db.session, user=current_user, q=q, page=int(page) if page.isdigit() else 1)
-    return render_template("batches/index.html", listing=listing, q=q,
-                           can_create="uploads.new" in current_app.view_functions)
+    return render_template(
+        "batches/index.html", listing=listing, q=q, can_create="uploads.new" in current_app.view_functions
+    )
 
 
 def _table_context(batch_id: int, flt: RecipientFilter, cursor: str | None, counts=None) -> dict:
@@ -79,8 +82,12 @@ def _table_context(batch_id: int, flt: RecipientFilter, cursor: str | None, coun
         page = recipients_table.recipients_page(db.session, batch_id=batch_id, flt=flt, cursor=cursor)
     except DashboardError as exc:
         abort(400, description=str(exc))
-    return {"page": page, "flt": flt, "cursor": cursor,
-            "matching": recipients_table.count_matching(db.session, batch_id=batch_id, flt=flt, counts=counts)}
+    return {
+        "page": page,
+        "flt": flt,
+        "cursor": cursor,
+        "matching": recipients_table.count_matching(db.session, batch_id=batch_id, flt=flt, counts=counts),
+    }
 
 
 def _progress_context(batch: Batch, progress: dashboard.Progress) -> dict:
@@ -99,13 +106,17 @@ def phase_label(phase: dashboard.Phase) -> str:
 
 
 #: Words of the phases without a count.
-PHASE_WORDS = {"sending": _l("sending"), "waiting": _l("waiting for signatures"), "all_signed": _l("all signed"),
-               "cancelled": _l("cancelled")}
+PHASE_WORDS = {
+    "sending": _l("sending"),
+    "waiting": _l("waiting for signatures"),
+    "all_signed": _l("all signed"),
+    "cancelled": _l("cancelled"),
+}
 
 
 def _shown_ids() -> list[int]:
     """The recipients table's rows on screen (the poll sends them), so their cells follow the bar."""
-    return [int(v) for v in request.args.getlist("shown")[:recipients_table.MAX_PAGE_SIZE] if v.isdigit()]
+    return [int(v) for v in request.args.getlist("shown")[: recipients_table.MAX_PAGE_SIZE] if v.isdigit()]
 
 
 @bp.get("/<int:batch_id>")
@@ -113,9 +124,13 @@ def detail(batch_id: int):
     view = _batch_or_404(batch_id)
     flt = _filter_from(request.args)
     return render_template(
-        "batches/detail.html", schedule=["%g" % day for day in reminder_schedule(view.batch)],
-        export=latest_export(db.session, batch_id=batch_id), filters=recipients_table.FILTERS,
-        view=view, **_progress_context(view.batch, view.progress), **_table_context(batch_id, flt, request.args.get("cursor"), view.counts),
+        "batches/detail.html",
+        schedule=[f"{day:g}" for day in reminder_schedule(view.batch)],
+        export=latest_export(db.session, batch_id=batch_id),
+        filters=recipients_table.FILTERS,
+        view=view,
+        **_progress_context(view.batch, view.progress),
+        **_table_context(batch_id, flt, request.args.get("cursor"), view.counts),
     )
 
 
@@ -135,8 +150,12 @@ def table(batch_id: int):
         abort(404)
     flt = _filter_from(request.args)
     cursor = request.args.get("cursor")
-    html = render_template("batches/_table.html", batch_id=batch_id, filters=recipients_table.FILTERS,
-                           **_table_context(batch_id, flt, cursor))
+    html = render_template(
+        "batches/_table.html",
+        batch_id=batch_id,
+        filters=recipients_table.FILTERS,
+        **_table_context(batch_id, flt, cursor),
+    )
     # The address bar follows the filter, sort and page: a reload, a bookmark or "back" shows the same table.
     page_url = url_for("batches.detail", batch_id=batch_id, **flt.as_args(), **({"cursor": cursor} if cursor else {}))
     return html, {"HX-Push-Url": page_url}
@@ -165,29 +184,51 @@ def _message(outcome: BulkOutcome, batch: Batch) -> tuple[str, str]:
     if outcome.in_background:
         return background_message(outcome.in_background), "info"
     if outcome.action == "cancel_batch":
-        return ngettext("The batch is cancelled: %(num)s request stopped and its link no longer works.",
-                        "The batch is cancelled: %(num)s requests stopped and their links no longer work.", n), "success"
+        return ngettext(
+            "The batch is cancelled: %(num)s request stopped and its link no longer works.",
+            "The batch is cancelled: %(num)s requests stopped and their links no longer work.",
+            n,
+        ), "success"
     if outcome.action == "cancel":
-        return ngettext("%(num)s request cancelled; its link no longer works.",
-                        "%(num)s requests cancelled; their links no longer work.", n), "success"
+        return ngettext(
+            "%(num)s request cancelled; its link no longer works.",
+            "%(num)s requests cancelled; their links no longer work.",
+            n,
+        ), "success"
     if outcome.action == "retry":
         if not n:
             return _("None of the selected requests had failed; nothing to retry."), "info"
-        return ngettext("%(num)s failed request is being prepared and sent again.",
-                        "%(num)s failed requests are being prepared and sent again.", n), "success"
+        return ngettext(
+            "%(num)s failed request is being prepared and sent again.",
+            "%(num)s failed requests are being prepared and sent again.",
+            n,
+        ), "success"
     if outcome.action == "remind":
         message, category, offer = reminders_done(n, outcome.skipped)
         if offer:
-            message += " " + _("To remind them now anyway, tick \"Send anyway\" and apply again.")
+            message += " " + _('To remind them now anyway, tick "Send anyway" and apply again.')
         return message, category
     return resend_done(n, outcome.skipped, deadlines=outcome.deadlines, batch=batch)
 
 
 def _in_background(batch_id: int, action: str, flt: RecipientFilter, matching: int):
-    enqueue_bulk(action=action, batch_id=batch_id, user_id=current_user.id, flt=flt, extend_days=extend_days_field(),
-                 force=request.form.get("force") == "1")
-    log(logger, logging.INFO, "bulk action queued", batch_id=batch_id, action=action, requests=matching,
-        user_id=current_user.id)
+    enqueue_bulk(
+        action=action,
+        batch_id=batch_id,
+        user_id=current_user.id,
+        flt=flt,
+        extend_days=extend_days_field(),
+        force=request.form.get("force") == "1",
+    )
+    log(
+        logger,
+        logging.INFO,
+        "bulk action queued",
+        batch_id=batch_id,
+        action=action,
+        requests=matching,
+        user_id=current_user.id,
+    )
     flash(background_message(matching), "info")
 
 
@@ -208,21 +249,38 @@ def bulk_action(batch_id: int):
             if matching > INLINE_LIMIT:
                 _in_background(batch_id, action, flt, matching)
                 return back
-        ids = list(recipients_table.resolve_selection(db.session, batch_id=batch_id, request_ids=_ids_from_form(),
-                                                      select_all=select_all, flt=flt).request_ids)
+        ids = list(
+            recipients_table.resolve_selection(
+                db.session, batch_id=batch_id, request_ids=_ids_from_form(), select_all=select_all, flt=flt
+            ).request_ids
+        )
         if not ids:
-            flash(_("Select at least one recipient (tick the rows, or \"select all matching\") first."), "error")
+            flash(_('Select at least one recipient (tick the rows, or "select all matching") first.'), "error")
             return back
     now = utcnow()
     try:
-        outcome = run_staff_action(db.session, action=action, batch_id=batch_id, request_ids=ids,
-                                   user=current_user._get_current_object(), now=now,
-                                   extend_days=extend_days_field(), force=request.form.get("force") == "1")
+        outcome = run_staff_action(
+            db.session,
+            action=action,
+            batch_id=batch_id,
+            request_ids=ids,
+            user=current_user._get_current_object(),
+            now=now,
+            extend_days=extend_days_field(),
+            force=request.form.get("force") == "1",
+        )
     except BatchActionError as exc:
         flash(str(exc.message), "error")
         return back
-    log(logger, logging.INFO, "bulk action", batch_id=batch_id, action=action, requests=len(ids),
-        user_id=current_user.id)
+    log(
+        logger,
+        logging.INFO,
+        "bulk action",
+        batch_id=batch_id,
+        action=action,
+        requests=len(ids),
+        user_id=current_user.id,
+    )
     flash(*_message(outcome, view.batch))
     return back
 
@@ -242,8 +300,10 @@ def start_export(batch_id: int):
         SIGNED_ZIP.enqueue(started.export.id, job_id=SIGNED_ZIP.job_id(id=started.export.id))
     if request.headers.get("HX-Request"):
         return render_template("batches/_export.html", export=started.export, batch_id=batch_id)
-    flash(_("The ZIP of signed documents is being built; the download link appears on this page when it is ready."),
-          "info")
+    flash(
+        _("The ZIP of signed documents is being built; the download link appears on this page when it is ready."),
+        "info",
+    )
     return redirect(url_for("batches.detail", batch_id=batch_id))
 
 
@@ -263,5 +323,11 @@ def export_download(batch_id: int, export_id: int):
     except StorageError as exc:
         log(logger, logging.ERROR, "export download failed", export_id=export.id, error=str(exc))
         abort(404)
-    return Response(data, mimetype="application/zip", headers={
-        "Content-Disposition": f'attachment; filename="batch-{batch_id}-signed.zip"', "Cache-Control": "no-store"})
+    return Response(
+        data,
+        mimetype="application/zip",
+        headers={
+            "Content-Disposition": f'attachment; filename="batch-{batch_id}-signed.zip"',
+            "Cache-Control": "no-store",
+        },
+    )

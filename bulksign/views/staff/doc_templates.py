@@ -1,4 +1,5 @@
 """Staff pages for document templates: list, create, edit (a new version each save), details, PDF preview."""
+
 from __future__ import annotations
 
 import json
@@ -9,24 +10,35 @@ from flask import Blueprint, Response, abort, current_app, flash, redirect, rend
 from flask_babel import gettext as _
 from flask_login import current_user
 
-from bulksign.people import access
-from bulksign.doc_templates import versions as dt, pdf_forms, kinds as template_kinds
+from bulksign.core.extensions import db
+from bulksign.doc_templates import kinds as template_kinds
+from bulksign.doc_templates import pdf_forms
+from bulksign.doc_templates import versions as dt
 from bulksign.doc_templates.errors import TemplateError
-from bulksign.doc_templates.mail_texts import (DEFAULT_EMAIL_BODY, DEFAULT_EMAIL_SUBJECT, DEFAULT_REMINDER_BODY,
-                                               DEFAULT_REMINDER_SUBJECT, MAIL_FIELDS)
+from bulksign.doc_templates.mail_texts import (
+    DEFAULT_EMAIL_BODY,
+    DEFAULT_EMAIL_SUBJECT,
+    DEFAULT_REMINDER_BODY,
+    DEFAULT_REMINDER_SUBJECT,
+    MAIL_FIELDS,
+)
 from bulksign.doc_templates.variables import BUILTIN_VARIABLES, sample_row
 from bulksign.documents import pdf_pages
-from bulksign.core.extensions import db
-from bulksign.models import DocumentTemplate, utcnow
 from bulksign.documents.pdf import RenderError
 from bulksign.documents.storage import StorageError, get_storage
+from bulksign.models import DocumentTemplate, utcnow
+from bulksign.people import access
 
 bp = Blueprint("doc_templates", __name__, url_prefix="/templates")
 
 #: An uploaded .html template larger than this is surely not a document template.
 MAX_TEMPLATE_BYTES = 2 * 1024 * 1024
-DEFAULTS = {"email_subject": DEFAULT_EMAIL_SUBJECT, "email_body": DEFAULT_EMAIL_BODY,
-            "reminder_subject": DEFAULT_REMINDER_SUBJECT, "reminder_body": DEFAULT_REMINDER_BODY}
+DEFAULTS = {
+    "email_subject": DEFAULT_EMAIL_SUBJECT,
+    "email_body": DEFAULT_EMAIL_BODY,
+    "reminder_subject": DEFAULT_REMINDER_SUBJECT,
+    "reminder_body": DEFAULT_REMINDER_BODY,
+}
 
 
 def _template_or_404(template_id: int) -> DocumentTemplate:
@@ -78,11 +90,18 @@ def _commit_version(save: Callable[[], dt.SavedVersion]) -> tuple[dt.SavedVersio
     except TemplateError as exc:
         db.session.rollback()
         return None, exc
-    flash(_("Saved as version %(n)s. Batches already created keep the version they used.", n=saved.version.version),
-          "success")
+    flash(
+        _("Saved as version %(n)s. Batches already created keep the version they used.", n=saved.version.version),
+        "success",
+    )
     if saved.removed:
-        flash(_("Taken out of the PDF, so that no recipient gets it: %(what)s.",
-                what=", ".join(str(label) for label in saved.removed)), "info")
+        flash(
+            _(
+                "Taken out of the PDF, so that no recipient gets it: %(what)s.",
+                what=", ".join(str(label) for label in saved.removed),
+            ),
+            "info",
+        )
     return saved, None
 
 
@@ -90,8 +109,9 @@ def _form_page(form: dict, template: DocumentTemplate | None, save: Callable[[Su
     """On POST, ``save(document, mail_fields)`` and go to the template; else (or on a refusal) the form."""
     error = None
     if request.method == "POST":
-        form.update(html=request.form.get("html", ""), kind=request.form.get("kind", template_kinds.HTML),
-                    **_mail_fields())
+        form.update(
+            html=request.form.get("html", ""), kind=request.form.get("kind", template_kinds.HTML), **_mail_fields()
+        )
 
         def submitted() -> dt.SavedVersion:
             document = _submitted_document()
@@ -101,28 +121,58 @@ def _form_page(form: dict, template: DocumentTemplate | None, save: Callable[[Su
         saved, error = _commit_version(submitted)
         if saved is not None:
             return redirect(url_for(".detail", template_id=saved.template.id))
-    return (render_template("doc_templates/form.html", form=form, error=error, template=template,
-                            kinds=template_kinds.choices()), 422 if error else 200)
+    return (
+        render_template(
+            "doc_templates/form.html", form=form, error=error, template=template, kinds=template_kinds.choices()
+        ),
+        422 if error else 200,
+    )
 
 
 @bp.route("/new", methods=["GET", "POST"])
 def new():
     form = {"name": request.form.get("name", ""), "html": "", "kind": template_kinds.HTML, **DEFAULTS}
-    return _form_page(form, None, lambda document, mail: dt.create_template(
-        db.session, name=form["name"], html=document.html, kind=document.kind, file=document.file,
-        user=current_user, now=utcnow(), team_id=request.form.get("team_id", type=int), **mail))
+    return _form_page(
+        form,
+        None,
+        lambda document, mail: dt.create_template(
+            db.session,
+            name=form["name"],
+            html=document.html,
+            kind=document.kind,
+            file=document.file,
+            user=current_user,
+            now=utcnow(),
+            team_id=request.form.get("team_id", type=int),
+            **mail,
+        ),
+    )
 
 
 @bp.route("/<int:template_id>/edit", methods=["GET", "POST"])
 def edit(template_id: int):
     template = access.template_for_edit(db.session, template_id=template_id, user=current_user)
     version = dt.get_version(db.session, template_id=template.id)
-    form = {"name": template.name, "html": version.html if version else "",
-            "kind": version.kind if version else template_kinds.HTML,
-            **{f: getattr(version, f) if version else DEFAULTS[f] for f in MAIL_FIELDS}}
-    return _form_page(form, template, lambda document, mail: dt.save_version(
-        db.session, template=template, html=document.html, kind=document.kind, file=document.file,
-        user=current_user, now=utcnow(), **mail))
+    form = {
+        "name": template.name,
+        "html": version.html if version else "",
+        "kind": version.kind if version else template_kinds.HTML,
+        **{f: getattr(version, f) if version else DEFAULTS[f] for f in MAIL_FIELDS},
+    }
+    return _form_page(
+        form,
+        template,
+        lambda document, mail: dt.save_version(
+            db.session,
+            template=template,
+            html=document.html,
+            kind=document.kind,
+            file=document.file,
+            user=current_user,
+            now=utcnow(),
+            **mail,
+        ),
+    )
 
 
 @bp.get("/<int:template_id>")
@@ -130,10 +180,14 @@ def detail(template_id: int):
     template = _template_or_404(template_id)
     number = request.args.get("version", type=int)
     version = dt.get_version(db.session, template_id=template.id, version=number) or abort(404)
-    return render_template("doc_templates/detail.html", template=template, version=version,
-                           versions=list(reversed(template.versions)),
-                           kind_label=dict(template_kinds.choices()).get(version.kind, version.kind),
-                           required=[v for v in version.variables if v not in BUILTIN_VARIABLES])
+    return render_template(
+        "doc_templates/detail.html",
+        template=template,
+        version=version,
+        versions=list(reversed(template.versions)),
+        kind_label=dict(template_kinds.choices()).get(version.kind, version.kind),
+        required=[v for v in version.variables if v not in BUILTIN_VARIABLES],
+    )
 
 
 @bp.get("/<int:template_id>/preview")
@@ -151,13 +205,19 @@ def preview_pdf(template_id: int):
     number = request.args.get("version", type=int)
     version = dt.get_version(db.session, template_id=template.id, version=number) or abort(404)
     try:
-        pdf = template_kinds.render_document(version, sample_row(version.variables),
-                                             timeout=current_app.config["PREVIEW_TIMEOUT_SECONDS"])
+        pdf = template_kinds.render_document(
+            version, sample_row(version.variables), timeout=current_app.config["PREVIEW_TIMEOUT_SECONDS"]
+        )
     except (TemplateError, RenderError, StorageError) as exc:
         abort(422, str(getattr(exc, "message", exc)))
-    return Response(pdf, mimetype="application/pdf", headers={
-        "Content-Disposition": f'inline; filename="template-{template.id}-v{version.version}-preview.pdf"',
-        "Cache-Control": "private, no-store"})
+    return Response(
+        pdf,
+        mimetype="application/pdf",
+        headers={
+            "Content-Disposition": f'inline; filename="template-{template.id}-v{version.version}-preview.pdf"',
+            "Cache-Control": "private, no-store",
+        },
+    )
 
 
 def _pdf_version(template: DocumentTemplate):
@@ -175,8 +235,12 @@ def page_image(template_id: int, page: int):
     if not 1 <= page <= pdf_forms.MAX_PAGES:
         abort(404)
     try:
-        png = pdf_pages.page_png(get_storage(), pdf_key=version.source_key, page=page - 1,
-                                 width=request.args.get("w", pdf_pages.WIDTHS[0], type=int))
+        png = pdf_pages.page_png(
+            get_storage(),
+            pdf_key=version.source_key,
+            page=page - 1,
+            width=request.args.get("w", pdf_pages.WIDTHS[0], type=int),
+        )
     except pdf_pages.PageImageError as exc:
         abort(404, str(exc.message))
     return Response(png, mimetype="image/png")
@@ -202,12 +266,21 @@ def place(template_id: int):
         except ValueError:
             boxes, error = [], TemplateError(_("The boxes could not be read; place them again."))
         if error is None:
-            saved, error = _commit_version(lambda: dt.place_boxes(
-                db.session, template=template, boxes=boxes, user=current_user, now=utcnow()))
+            saved, error = _commit_version(
+                lambda: dt.place_boxes(db.session, template=template, boxes=boxes, user=current_user, now=utcnow())
+            )
             if saved is not None:
                 return redirect(url_for(".detail", template_id=template.id))
     fields = [{"name": f.name, "page": f.page, "x": f.x, "y": f.y, "w": f.w, "h": f.h} for f in form.fields]
     suggestions = sorted({*version.variables, *BUILTIN_VARIABLES, pdf_forms.SIGNATURE_VARIABLE})
-    return render_template("doc_templates/place.html", template=template, version=version, form=form,
-                           fields=fields, boxes=boxes, suggestions=suggestions, error=error,
-                           widths=pdf_pages.WIDTHS), 422 if error else 200
+    return render_template(
+        "doc_templates/place.html",
+        template=template,
+        version=version,
+        form=form,
+        fields=fields,
+        boxes=boxes,
+        suggestions=suggestions,
+        error=error,
+        widths=pdf_pages.WIDTHS,
+    ), 422 if error else 200

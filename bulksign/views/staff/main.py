@@ -1,4 +1,5 @@
 """The staff home page and the navigation every staff page shares."""
+
 from __future__ import annotations
 
 from flask import Blueprint, Flask, current_app, redirect, render_template, url_for
@@ -6,11 +7,11 @@ from flask_babel import lazy_gettext as _l
 from flask_login import current_user
 from sqlalchemy import select
 
+from bulksign.batches.home import home
+from bulksign.core.extensions import db
+from bulksign.models import Batch, utcnow
 from bulksign.people import access
 from bulksign.people.auth import public
-from bulksign.core.extensions import db
-from bulksign.batches.home import home
-from bulksign.models import Batch, utcnow
 
 bp = Blueprint("main", __name__)
 
@@ -26,7 +27,9 @@ NAVIGATION = (
 
 #: Headings of the attention tiles on the home page.
 ATTENTION_LABELS = {
-    "failed": _l("failed"), "bounced": _l("bounced"), "expiring": _l("expire within 24 hours"),
+    "failed": _l("failed"),
+    "bounced": _l("bounced"),
+    "expiring": _l("expire within 24 hours"),
     "declined": _l("declined"),
 }
 
@@ -34,8 +37,12 @@ ATTENTION_LABELS = {
 @bp.get("/")
 def dashboard():
     visible = select(Batch.id).where(access.batch_filter(current_user))
-    return render_template("main/dashboard.html", home=home(db.session, now=utcnow(), batch_ids=visible),
-                           attention_labels=ATTENTION_LABELS, can_create="uploads.new" in current_app.view_functions)
+    return render_template(
+        "main/dashboard.html",
+        home=home(db.session, now=utcnow(), batch_ids=visible),
+        attention_labels=ATTENTION_LABELS,
+        can_create="uploads.new" in current_app.view_functions,
+    )
 
 
 @bp.get("/favicon.ico")
@@ -50,7 +57,10 @@ def init_app(app: Flask) -> None:
     def _navigation():
         def nav_links():
             is_admin = current_user.is_authenticated and current_user.is_admin
-            return [(endpoint, label) for endpoint, label, admin_only in NAVIGATION
-                    if endpoint in current_app.view_functions and (is_admin or not admin_only)]
+            return [
+                (endpoint, label)
+                for endpoint, label, admin_only in NAVIGATION
+                if endpoint in current_app.view_functions and (is_admin or not admin_only)
+            ]
 
         return {"nav_links": nav_links}

@@ -4,18 +4,19 @@ Form fields: ``request_ids`` (repeated), ``selector`` (``not_signed`` / ``not_op
 ``extend_days``, ``email``. HTMX posts get the ``reminders/_result.html`` partial; plain posts
 are redirected back to the batch page with a flash saying what was queued and what was skipped.
 """
+
 from __future__ import annotations
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
 
-from bulksign.batches.progress import BatchActionError
 from bulksign.batches.bulk_actions import run_staff_action
-from bulksign.core.extensions import db
-from bulksign.models import Batch, SigningRequest, utcnow
+from bulksign.batches.progress import BatchActionError
 from bulksign.batches.reminders import SELECTORS
 from bulksign.batches.resend import change_email
+from bulksign.core.extensions import db
+from bulksign.models import Batch, SigningRequest, utcnow
 from bulksign.views._forms import extend_days_field
 from bulksign.views._results import background_message, reminders_done, resend_done
 
@@ -31,14 +32,12 @@ def _ids() -> list[int] | None:
     return [int(value) for value in raw]
 
 
-
-
-
 def _answer(batch_id: int, message: str, category: str, *, send_anyway: dict | None = None):
     """The result as an HTMX partial (with a "send anyway" form when offered) or a flash on the batch page."""
     if request.headers.get("HX-Request"):
-        return render_template("reminders/_result.html", message=message, category=category, batch_id=batch_id,
-                               send_anyway=send_anyway)
+        return render_template(
+            "reminders/_result.html", message=message, category=category, batch_id=batch_id, send_anyway=send_anyway
+        )
     flash(message, category)
     return redirect(url_for("batches.detail", batch_id=batch_id))
 
@@ -63,9 +62,16 @@ def remind(batch_id: int):
     force = request.form.get("force") == "1"
     try:
         # Past INLINE_LIMIT requests this runs as a job.
-        outcome = run_staff_action(db.session, action="remind", batch_id=batch_id, request_ids=ids,
-                                   selector=None if ids is not None else selector, force=force,
-                                   user=current_user._get_current_object(), now=utcnow())
+        outcome = run_staff_action(
+            db.session,
+            action="remind",
+            batch_id=batch_id,
+            request_ids=ids,
+            selector=None if ids is not None else selector,
+            force=force,
+            user=current_user._get_current_object(),
+            now=utcnow(),
+        )
     except BatchActionError as exc:
         return _refused(batch_id, exc)
     if outcome.in_background:
@@ -80,15 +86,23 @@ def _resend(batch_id: int, ids: list[int] | None):
     if not ids:
         return _answer(batch_id, _("Select the recipients who should get a new link."), "error")
     try:
-        outcome = run_staff_action(db.session, action="resend", batch_id=batch_id, request_ids=ids,
-                                   user=current_user._get_current_object(), now=utcnow(),
-                                   extend_days=extend_days_field())
+        outcome = run_staff_action(
+            db.session,
+            action="resend",
+            batch_id=batch_id,
+            request_ids=ids,
+            user=current_user._get_current_object(),
+            now=utcnow(),
+            extend_days=extend_days_field(),
+        )
     except BatchActionError as exc:
         return _refused(batch_id, exc)
     if outcome.in_background:
         return _answer(batch_id, background_message(outcome.in_background), "info")
-    return _answer(batch_id, *resend_done(outcome.done, outcome.skipped, deadlines=outcome.deadlines,
-                                          batch=db.session.get(Batch, batch_id)))
+    return _answer(
+        batch_id,
+        *resend_done(outcome.done, outcome.skipped, deadlines=outcome.deadlines, batch=db.session.get(Batch, batch_id)),
+    )
 
 
 @bp.post("/batches/<int:batch_id>/resend")
@@ -112,12 +126,20 @@ def resend_one(request_id: int):
 def update_email(request_id: int):
     batch_id = _request_or_404(request_id).batch_id
     try:
-        change = change_email(db.session, request_id=request_id, new_email=request.form.get("email", ""),
-                              user=current_user, now=utcnow())
+        change = change_email(
+            db.session, request_id=request_id, new_email=request.form.get("email", ""), user=current_user, now=utcnow()
+        )
     except BatchActionError as exc:
         return _refused(batch_id, exc)
     db.session.commit()
     if not change.changed:
         return _answer(batch_id, _("The address is unchanged."), "info")
-    return _answer(batch_id, _("Address changed from %(old)s to %(new)s. Resend to send a new link there.",
-                               old=change.old_email, new=change.new_email), "success")
+    return _answer(
+        batch_id,
+        _(
+            "Address changed from %(old)s to %(new)s. Resend to send a new link there.",
+            old=change.old_email,
+            new=change.new_email,
+        ),
+        "success",
+    )

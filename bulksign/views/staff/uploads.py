@@ -3,6 +3,7 @@
 The uploaded file is stored under an unguessable id between "check" and "create", and read again
 on create: nothing the browser sends back about the rows is trusted.
 """
+
 from __future__ import annotations
 
 import secrets
@@ -12,17 +13,17 @@ from flask_babel import gettext as _
 from flask_babel import ngettext
 from flask_login import current_user
 
-from bulksign.people import access
-from bulksign.doc_templates import versions as dt
-from bulksign.recipients import suppressions
 from bulksign.batches.creation import BatchError, create_batch, settings_from_form
 from bulksign.core.extensions import db
-from bulksign.models import utcnow
 from bulksign.core.localtime import zone_names
-from bulksign.recipients.files import UploadError
-from bulksign.recipients.validation import ValidationReport, error_report_csv, typo_domains, validate_recipients
+from bulksign.doc_templates import versions as dt
 from bulksign.documents.storage import get_storage
+from bulksign.models import utcnow
+from bulksign.people import access
+from bulksign.recipients import suppressions
+from bulksign.recipients.files import UploadError
 from bulksign.recipients.uploads import StoredUpload, load_upload, store_upload
+from bulksign.recipients.validation import ValidationReport, error_report_csv, typo_domains, validate_recipients
 from bulksign.views._forms import template_version, uploaded_file
 
 bp = Blueprint("uploads", __name__, url_prefix="/batches")
@@ -43,14 +44,28 @@ def _preview_context(report: ValidationReport | None, choices: dict[str, str]) -
     return {"typos": typo_domains(report) if report else {}, "choices": choices, "suppression_why": suppressions.WHY}
 
 
-def _page(*, status: int = 200, report: ValidationReport | None = None, upload: StoredUpload | None = None,
-          error: str | None = None, template_id: int | None = None, field_errors: dict | None = None,
-          choices: dict[str, str] | None = None):
+def _page(
+    *,
+    status: int = 200,
+    report: ValidationReport | None = None,
+    upload: StoredUpload | None = None,
+    error: str | None = None,
+    template_id: int | None = None,
+    field_errors: dict | None = None,
+    choices: dict[str, str] | None = None,
+):
     return render_template(
-        "uploads/new.html", templates=dt.list_templates(db.session, user=current_user), report=report, upload=upload,
-        error=error, template_id=template_id or request.values.get("template_id", type=int),
-        form=request.form, form_token=request.form.get("form_token") or secrets.token_hex(16),
-        field_errors=field_errors or {}, zones=zone_names(), **_preview_context(report, choices or {}),
+        "uploads/new.html",
+        templates=dt.list_templates(db.session, user=current_user),
+        report=report,
+        upload=upload,
+        error=error,
+        template_id=template_id or request.values.get("template_id", type=int),
+        form=request.form,
+        form_token=request.form.get("form_token") or secrets.token_hex(16),
+        field_errors=field_errors or {},
+        zones=zone_names(),
+        **_preview_context(report, choices or {}),
         managers=access.managers_of(db.session, team_ids=access.team_ids_of(db.session, user=current_user)),
     ), status
 
@@ -68,10 +83,12 @@ def validate():
     try:
         version = template_version(request.form.get("template_id"))
         data, filename = uploaded_file()
-        report = validate_recipients(data, filename=filename, variables=version.variables,
-                                     suppressed=suppressions.lookup(db.session))
-        upload = store_upload(get_storage(), data=data, filename=filename, user_id=current_user.id,
-                              template_id=version.template_id)
+        report = validate_recipients(
+            data, filename=filename, variables=version.variables, suppressed=suppressions.lookup(db.session)
+        )
+        upload = store_upload(
+            get_storage(), data=data, filename=filename, user_id=current_user.id, template_id=version.template_id
+        )
     except UploadError as exc:
         return _check_refused(exc)
     return _checked(report, upload=upload, template_id=version.template_id, choices={})
@@ -85,8 +102,13 @@ def recheck():
     try:
         upload = load_upload(get_storage(), upload_id=request.form.get("upload_id", ""), user_id=current_user.id)
         version = template_version(upload.template_id)
-        report = validate_recipients(upload.data, filename=upload.filename, variables=version.variables,
-                                     domain_choices=choices, suppressed=suppressions.lookup(db.session))
+        report = validate_recipients(
+            upload.data,
+            filename=upload.filename,
+            variables=version.variables,
+            domain_choices=choices,
+            suppressed=suppressions.lookup(db.session),
+        )
     except UploadError as exc:
         return _check_refused(exc)
     return _checked(report, upload=upload, template_id=version.template_id, choices=choices)
@@ -102,8 +124,14 @@ def _check_refused(exc: UploadError):
 def _checked(report: ValidationReport, *, upload: StoredUpload, template_id: int, choices: dict):
     """The file check's report: the preview partial (HTMX) or the whole page with the batch settings."""
     if request.headers.get("HX-Request"):
-        return render_template("uploads/_preview.html", report=report, upload=upload, error=None, oob=True,
-                               **_preview_context(report, choices))
+        return render_template(
+            "uploads/_preview.html",
+            report=report,
+            upload=upload,
+            error=None,
+            oob=True,
+            **_preview_context(report, choices),
+        )
     return _page(report=report, upload=upload, template_id=template_id, choices=choices)
 
 
@@ -113,12 +141,23 @@ def create():
     try:
         upload = load_upload(get_storage(), upload_id=request.form.get("upload_id", ""), user_id=current_user.id)
         version = template_version(upload.template_id)
-        report = validate_recipients(upload.data, filename=upload.filename, variables=version.variables,
-                                     keep_rows=True, domain_choices=domain_choices())
+        report = validate_recipients(
+            upload.data,
+            filename=upload.filename,
+            variables=version.variables,
+            keep_rows=True,
+            domain_choices=domain_choices(),
+        )
         settings = settings_from_form(request.form, default_name=f"{version.template.name} ({utcnow():%Y-%m-%d})")
-        result = create_batch(db.session, user=current_user, template_version=version, rows=report.recipients,
-                              now=utcnow(), idempotency_key=request.form.get("form_token") or None,
-                              **settings.as_kwargs())
+        result = create_batch(
+            db.session,
+            user=current_user,
+            template_version=version,
+            rows=report.recipients,
+            now=utcnow(),
+            idempotency_key=request.form.get("form_token") or None,
+            **settings.as_kwargs(),
+        )
     except UploadError as exc:
         return _page(status=exc.status, error=exc.message)
     except BatchError as exc:
@@ -127,9 +166,14 @@ def create():
     if result.created:
         flash(_("Batch created with %(n)s recipients. Documents are being prepared.", n=result.total_count), "success")
         if result.suppressed:
-            flash(ngettext("%(num)s address is on the suppression list and was not mailed: see the failed requests.",
-                           "%(num)s addresses are on the suppression list and were not mailed: see the failed "
-                           "requests.", result.suppressed), "warning")
+            flash(
+                ngettext(
+                    "%(num)s address is on the suppression list and was not mailed: see the failed requests.",
+                    "%(num)s addresses are on the suppression list and were not mailed: see the failed requests.",
+                    result.suppressed,
+                ),
+                "warning",
+            )
     return redirect(url_for("batches.detail", batch_id=result.batch.id), 303)
 
 
@@ -139,9 +183,13 @@ def error_report(upload_id: str):
     try:
         upload = load_upload(get_storage(), upload_id=upload_id, user_id=current_user.id)
         version = template_version(upload.template_id)
-        report = validate_recipients(upload.data, filename=upload.filename, variables=version.variables,
-                                     max_errors=None)
+        report = validate_recipients(
+            upload.data, filename=upload.filename, variables=version.variables, max_errors=None
+        )
     except UploadError as exc:
         abort(exc.status, exc.message)
-    return Response("\ufeff" + error_report_csv(report), mimetype="text/csv", headers={
-        "Content-Disposition": f'attachment; filename="errors-{upload.upload_id[:8]}.csv"'})
+    return Response(
+        "\ufeff" + error_report_csv(report),
+        mimetype="text/csv",
+        headers={"Content-Disposition": f'attachment; filename="errors-{upload.upload_id[:8]}.csv"'},
+    )

@@ -7,6 +7,7 @@ data does not reach: a viewer's 403, an idempotency conflict, an oversized file,
 answers are checked against the same description. ``API_FUZZ_SECONDS`` makes the run longer
 (``make api-fuzz``).
 """
+
 from __future__ import annotations
 
 import io
@@ -73,10 +74,14 @@ def test_every_api_route_is_declared_and_the_description_is_valid_openapi_3_1(ap
 
 def test_errors_have_one_shape_everywhere(app, client, users):
     headers = _key(users["staff"])
-    for response in (client.get("/api/v1/me"), client.get("/api/v1/batches/999", headers=headers),
-                     client.get("/api/v1/batches/-1", headers=headers), client.get("/api/v1/nothing", headers=headers),
-                     client.get("/api/v1/batches?limit=0", headers=headers),
-                     client.post("/api/v1/templates", data="x", headers=headers)):
+    for response in (
+        client.get("/api/v1/me"),
+        client.get("/api/v1/batches/999", headers=headers),
+        client.get("/api/v1/batches/-1", headers=headers),
+        client.get("/api/v1/nothing", headers=headers),
+        client.get("/api/v1/batches?limit=0", headers=headers),
+        client.post("/api/v1/templates", data="x", headers=headers),
+    ):
         body = response.get_json()
         assert response.status_code >= 400 and set(body) == {"error"}, body
         assert set(body["error"]) == {"code", "message", "details"} and body["error"]["message"], body
@@ -94,12 +99,18 @@ def test_idempotency_key_replays_refuses_another_body_and_waits_for_a_running_ca
     mine = {**_key(users["staff"]), "Idempotency-Key": "tpl-1"}
     assert client.post("/api/v1/templates", json={"name": "B", "html": "<p>x</p>"}, headers=mine).status_code == 201
     # A call still running holds its key (409); one abandoned (its process died) frees it after a while.
-    running = IdempotencyKey(api_key_id=db.session.scalar(select(func.max(IdempotencyKey.api_key_id))), key="run",
-                             fingerprint="x", created_at=utcnow(), expires_at=utcnow() + idempotency.TTL)
+    running = IdempotencyKey(
+        api_key_id=db.session.scalar(select(func.max(IdempotencyKey.api_key_id))),
+        key="run",
+        fingerprint="x",
+        created_at=utcnow(),
+        expires_at=utcnow() + idempotency.TTL,
+    )
     db.session.add(running)
     db.session.commit()
-    busy = client.post("/api/v1/templates", json={"name": "C", "html": "<p>x</p>"}, headers={**mine,
-                                                                                            "Idempotency-Key": "run"})
+    busy = client.post(
+        "/api/v1/templates", json={"name": "C", "html": "<p>x</p>"}, headers={**mine, "Idempotency-Key": "run"}
+    )
     assert busy.status_code == 409 and busy.json["error"]["code"] == "idempotency_key_in_use"
     # Expired keys are forgotten by the periodic job.
     later = utcnow() + idempotency.TTL + timedelta(seconds=1)
@@ -141,12 +152,14 @@ def test_the_docs_page_renders_every_operation_under_the_strict_csp(live_server,
 
 # --- the fuzzer --------------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def world(app, users):
     """An admin key over real data: a template the file fits, a batch with requests, a suppressed address."""
     admin = users["admin"]
-    template = create_template(db.session, name="Contract", html="<p>{{ name }} {{ salary }}</p>", user=admin,
-                               now=NOW).template
+    template = create_template(
+        db.session, name="Contract", html="<p>{{ name }} {{ salary }}</p>", user=admin, now=NOW
+    ).template
     batch_id = make_batch(now=NOW, user=admin, recipients=3)
     suppress(db.session, email="gone@example.com", source="bounce", reason="550 5.1.1 no such user", now=NOW)
     db.session.commit()
@@ -163,14 +176,19 @@ def _operation_of(spec: dict, method: str, url: str) -> str | None:
 
 
 def _documented(spec: dict) -> set[tuple[str, str]]:
-    return {(f"{method.upper()} {path}", status) for path, ops in spec["paths"].items()
-            for method, op in ops.items() for status in op["responses"]}
+    return {
+        (f"{method.upper()} {path}", status)
+        for path, ops in spec["paths"].items()
+        for method, op in ops.items()
+        for status in op["responses"]
+    }
 
 
 def _validator(spec: dict):
     """Checks one answer against the description (its status documented, its JSON matching the schema)."""
-    registry = referencing.Registry().with_resource("urn:api", referencing.Resource.from_contents(
-        spec, default_specification=referencing.jsonschema.DRAFT202012))
+    registry = referencing.Registry().with_resource(
+        "urn:api", referencing.Resource.from_contents(spec, default_specification=referencing.jsonschema.DRAFT202012)
+    )
 
     def check(label: str, response) -> None:
         method, path = label.split(" ", 1)
@@ -185,7 +203,8 @@ def _validator(spec: dict):
         if "application/json" in media:
             schema = media["application/json"]["schema"]
             jsonschema.Draft202012Validator({"$ref": "urn:api" + schema["$ref"]}, registry=registry).validate(
-                response.get_json())
+                response.get_json()
+            )
         else:
             assert response.mimetype in media, (label, response.mimetype)
 
@@ -210,18 +229,32 @@ def _tour(app, world, spec) -> set[tuple[str, str]]:
         return response
 
     def upload(**fields):
-        return {"data": {"template_id": str(world["template_id"]), "file": (io.BytesIO(CSV), "r.csv"), **fields},
-                "content_type": "multipart/form-data"}
+        return {
+            "data": {"template_id": str(world["template_id"]), "file": (io.BytesIO(CSV), "r.csv"), **fields},
+            "content_type": "multipart/form-data",
+        }
 
     call("GET /me", "GET", "/me", 200, headers=admin)
     call("GET /me", "GET", "/me", 401)
     created = call("POST /batches", "POST", "/batches", 201, headers={**admin, "Idempotency-Key": "k1"}, **upload())
     new_batch = created.json["id"]
     call("POST /batches", "POST", "/batches", 422, headers={**admin, "Idempotency-Key": "k1"}, **upload(name="B"))
-    call("POST /batches", "POST", "/batches", 404, headers=admin, **{**upload(), "data": {
-        **upload()["data"], "template_id": "999999"}})
-    call("POST /batches", "POST", "/batches", 415, headers=admin, **{**upload(), "data": {
-        **upload()["data"], "file": (io.BytesIO(CSV), "r.exe")}})
+    call(
+        "POST /batches",
+        "POST",
+        "/batches",
+        404,
+        headers=admin,
+        **{**upload(), "data": {**upload()["data"], "template_id": "999999"}},
+    )
+    call(
+        "POST /batches",
+        "POST",
+        "/batches",
+        415,
+        headers=admin,
+        **{**upload(), "data": {**upload()["data"], "file": (io.BytesIO(CSV), "r.exe")}},
+    )
     call("POST /batches", "POST", "/batches", 403, headers=viewer, **upload())
     call("POST /batches/validate", "POST", "/batches/validate", 200, headers=admin, **upload())
     call("GET /batches/{batch_id}/requests", "GET", f"/batches/{new_batch}/requests?limit=1", 200, headers=admin)
@@ -233,27 +266,52 @@ def _tour(app, world, spec) -> set[tuple[str, str]]:
     call("POST /batches/{batch_id}/cancel", "POST", f"/batches/{batch}/cancel", 403, headers=viewer)
     call("POST /batches/{batch_id}/cancel", "POST", f"/batches/{batch}/cancel", 202, headers=admin)
     call("POST /batches/{batch_id}/retry-failed", "POST", f"/batches/{batch}/retry-failed", 409, headers=admin)
-    call("POST /batches/{batch_id}/remind", "POST", f"/batches/{batch}/remind", 403, headers=viewer,
-         json={"all_unsigned": True})
+    call(
+        "POST /batches/{batch_id}/remind",
+        "POST",
+        f"/batches/{batch}/remind",
+        403,
+        headers=viewer,
+        json={"all_unsigned": True},
+    )
     request_id = client.get(f"/api/v1/batches/{new_batch}/requests", headers=admin).json["items"][0]["id"]
     call("POST /requests/{request_id}/resend", "POST", f"/requests/{request_id}/resend", 409, headers=admin)
-    call("POST /requests/{request_id}/email", "POST", f"/requests/{request_id}/email", 200, headers=admin,
-         json={"email": "new@example.com"})
+    call(
+        "POST /requests/{request_id}/email",
+        "POST",
+        f"/requests/{request_id}/email",
+        200,
+        headers=admin,
+        json={"email": "new@example.com"},
+    )
     call("GET /suppressions", "GET", "/suppressions", 404, headers=viewer)  # admins' keys only
-    call("POST /batches/validate", "POST", "/batches/validate", 422, headers=admin, **{**upload(), "data": {
-        **upload()["data"], "file": (io.BytesIO(b""), "r.csv")}})
+    call(
+        "POST /batches/validate",
+        "POST",
+        "/batches/validate",
+        422,
+        headers=admin,
+        **{**upload(), "data": {**upload()["data"], "file": (io.BytesIO(b""), "r.csv")}},
+    )
     call("POST /batches/{batch_id}/retry-failed", "POST", f"/batches/{new_batch}/retry-failed", 403, headers=viewer)
     call("POST /batches/{batch_id}/retry-failed", "POST", f"/batches/{new_batch}/retry-failed", 202, headers=admin)
-    call("POST /requests/{request_id}/email", "POST", f"/requests/{request_id}/email", 403, headers=viewer,
-         json={"email": "x@example.com"})
+    call(
+        "POST /requests/{request_id}/email",
+        "POST",
+        f"/requests/{request_id}/email",
+        403,
+        headers=viewer,
+        json={"email": "x@example.com"},
+    )
     call("POST /requests/{request_id}/resend", "POST", f"/requests/{request_id}/resend", 403, headers=viewer)
     db.session.execute(update(SigningRequest).where(SigningRequest.id == request_id).values(status="expired"))
     db.session.commit()
     call("POST /requests/{request_id}/resend", "POST", f"/requests/{request_id}/resend", 202, headers=admin)
     call("POST /templates", "POST", "/templates", 201, headers=admin, json={"name": "T", "html": "<p>x</p>"})
     call("POST /templates", "POST", "/templates", 403, headers=viewer, json={"name": "T", "html": "<p>x</p>"})
-    plain = create_template(db.session, name="Plain", html="", kind="pdf", file=plain_pdf(), user=world["admin"],
-                            now=NOW).template.id
+    plain = create_template(
+        db.session, name="Plain", html="", kind="pdf", file=plain_pdf(), user=world["admin"], now=NOW
+    ).template.id
     db.session.commit()
     box = {"variable": "position", "page": 1, "x": 72, "y": 60, "width": 200, "height": 20}
     boxes = "PUT /templates/{template_id}/boxes"
@@ -268,22 +326,33 @@ def _tour(app, world, spec) -> set[tuple[str, str]]:
     call(read, "GET", f"/templates/{world['template_id']}/boxes", 409, headers=admin)
     call(read, "GET", "/templates/999999/boxes", 404, headers=admin)
     suppress(db.session, email="tour@example.com", source="bounce", reason="550 5.1.1", now=NOW)  # the fuzzer may
-    db.session.commit()                                                                       # have lifted the other
+    db.session.commit()  # have lifted the other
     call("DELETE /suppressions/{email}", "DELETE", "/suppressions/tour@example.com", 200, headers=admin)
     call("DELETE /suppressions/{email}", "DELETE", "/suppressions/a%00b", 400, headers=admin)
     # A key whose call is still running (409), and one whose answer is kept for another request (422).
     key_id = db.session.scalar(select(func.max(ApiKey.id)).where(ApiKey.user_id == world["admin"].id))
-    db.session.add_all([IdempotencyKey(api_key_id=key_id, key=key, fingerprint="another request", status_code=status,
-                                       created_at=utcnow(), expires_at=utcnow() + idempotency.TTL)
-                        for key, status in (("running", None), ("answered", 201))])
+    db.session.add_all(
+        [
+            IdempotencyKey(
+                api_key_id=key_id,
+                key=key,
+                fingerprint="another request",
+                status_code=status,
+                created_at=utcnow(),
+                expires_at=utcnow() + idempotency.TTL,
+            )
+            for key, status in (("running", None), ("answered", 201))
+        ]
+    )
     db.session.commit()
-    for label, url, kwargs in (("POST /batches", "/batches", None),
-                               ("POST /templates", "/templates", {"json": {"name": "T", "html": "x"}}),
-                               ("POST /batches/{batch_id}/cancel", f"/batches/{batch}/cancel", {}),
-                               ("POST /batches/{batch_id}/retry-failed", f"/batches/{batch}/retry-failed", {}),
-                               ("POST /batches/{batch_id}/remind", f"/batches/{batch}/remind",
-                                {"json": {"all_unsigned": True}}),
-                               ("POST /requests/{request_id}/resend", f"/requests/{request_id}/resend", {})):
+    for label, url, kwargs in (
+        ("POST /batches", "/batches", None),
+        ("POST /templates", "/templates", {"json": {"name": "T", "html": "x"}}),
+        ("POST /batches/{batch_id}/cancel", f"/batches/{batch}/cancel", {}),
+        ("POST /batches/{batch_id}/retry-failed", f"/batches/{batch}/retry-failed", {}),
+        ("POST /batches/{batch_id}/remind", f"/batches/{batch}/remind", {"json": {"all_unsigned": True}}),
+        ("POST /requests/{request_id}/resend", f"/requests/{request_id}/resend", {}),
+    ):
         for key, status in (("running", 409), ("answered", 422)):
             call(label, "POST", url, status, headers={**admin, "Idempotency-Key": key}, **(kwargs or upload()))
     return seen
@@ -297,8 +366,12 @@ def _tour_limits(make_app, spec, admin_email) -> set[tuple[str, str]]:
         from bulksign.models import User
 
         headers = _key(db.session.scalar(select(User).where(User.email == admin_email)))
-        big = client.post("/api/v1/batches/validate", headers=headers, content_type="multipart/form-data",
-                          data={"template_id": "1", "file": (io.BytesIO(b"x" * (1024 * 1024 + 10)), "r.csv")})
+        big = client.post(
+            "/api/v1/batches/validate",
+            headers=headers,
+            content_type="multipart/form-data",
+            data={"template_id": "1", "file": (io.BytesIO(b"x" * (1024 * 1024 + 10)), "r.csv")},
+        )
         assert big.status_code == 413
         check("POST /batches/validate", big)
         seen |= {("POST /batches/validate", "413"), ("POST /batches", "413")}
@@ -323,16 +396,38 @@ expected-statuses = {json.dumps(ACCEPTABLE_FOR_VALID_DATA.split(","))}
 """)
     har = tmp_path / "run.har"
     started = time.monotonic()
-    command = [ST, "--config-file", str(config), "run", live_server + "/api/v1/openapi.json",
-               "--header", f"Authorization:{world['headers']['Authorization']}",
-               "--checks", "all", "--max-examples", os.environ.get("API_FUZZ_EXAMPLES", "6"), "--workers", "1",
-               "--seed", os.environ.get("API_FUZZ_SEED", "20261201"), "--report", "har",
-               "--report-har-path", str(har), "--request-timeout", "60",
-               # One worker: two threads compiling at once hit CPython 3.11's "AST constructor recursion depth
-               # mismatch" inside the fuzzer (its own runtime error, not a finding about the API).
-               # A slow answer is not a wrong one: the check's 10 s default trips on a busy shared CI machine.
-               "--max-response-time", "60", "--suppress-health-check", "all",
-               "--warnings", "off"]
+    command = [
+        ST,
+        "--config-file",
+        str(config),
+        "run",
+        live_server + "/api/v1/openapi.json",
+        "--header",
+        f"Authorization:{world['headers']['Authorization']}",
+        "--checks",
+        "all",
+        "--max-examples",
+        os.environ.get("API_FUZZ_EXAMPLES", "6"),
+        "--workers",
+        "1",
+        "--seed",
+        os.environ.get("API_FUZZ_SEED", "20261201"),
+        "--report",
+        "har",
+        "--report-har-path",
+        str(har),
+        "--request-timeout",
+        "60",
+        # One worker: two threads compiling at once hit CPython 3.11's "AST constructor recursion depth
+        # mismatch" inside the fuzzer (its own runtime error, not a finding about the API).
+        # A slow answer is not a wrong one: the check's 10 s default trips on a busy shared CI machine.
+        "--max-response-time",
+        "60",
+        "--suppress-health-check",
+        "all",
+        "--warnings",
+        "off",
+    ]
     if seconds:
         command += ["--max-time", str(seconds)]
     run = subprocess.run(command, capture_output=True, text=True, timeout=max(600, seconds * 3))

@@ -1,4 +1,5 @@
 """The dashboard API: batches with counts, requests in keyset pages, never a token."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """Checking a recipients file and creating a batch, through the JSON API and through the staff pages."""
+
 from __future__ import annotations
 
 import io
@@ -22,8 +23,9 @@ ONE_BAD = GOOD + b"broken@gmial.com,Broken,Clerk\n"
 
 @pytest.fixture
 def template_id(app, users):
-    saved = create_template(db.session, name="Contract", html="<p>{{ name }}: {{ position }}</p>",
-                            user=users["staff"], now=NOW)
+    saved = create_template(
+        db.session, name="Contract", html="<p>{{ name }}: {{ position }}</p>", user=users["staff"], now=NOW
+    )
     db.session.commit()
     return saved.template.id
 
@@ -34,8 +36,12 @@ def api(client, users):
     db.session.commit()
 
     def call(path, *, data=None, headers=None):
-        return client.post(path, data=data, headers={"Authorization": f"Bearer {secret}", **(headers or {})},
-                           content_type="multipart/form-data")
+        return client.post(
+            path,
+            data=data,
+            headers={"Authorization": f"Bearer {secret}", **(headers or {})},
+            content_type="multipart/form-data",
+        )
 
     return call
 
@@ -53,18 +59,27 @@ def test_api_validate_reports_totals_and_errors(api, template_id):
     assert response.status_code == 200
     body = response.json
     assert (body["total_rows"], body["valid_rows"], body["invalid_rows"]) == (3, 2, 1)
-    assert body["errors"] == [{"row": 4, "column": "email", "suggestion": "gmail.com",
-                               "message": "The domain looks misspelt: did you mean broken@gmail.com?"}]
+    assert body["errors"] == [
+        {
+            "row": 4,
+            "column": "email",
+            "suggestion": "gmail.com",
+            "message": "The domain looks misspelt: did you mean broken@gmail.com?",
+        }
+    ]
     assert body["warnings"] == []
 
 
-@pytest.mark.parametrize("data, status, words", [
-    ({"file": upload(GOOD)}, 400, "template_id: Field required"),
-    ({"template_id": "999", "file": upload(GOOD)}, 404, "no template"),
-    ({"template_id": "{tid}"}, 400, "file: Field required"),
-    ({"template_id": "{tid}", "file": upload(b"", "x.csv")}, 422, "empty"),
-    ({"template_id": "{tid}", "file": upload(GOOD, "x.exe")}, 415, ".csv or .xlsx"),
-])
+@pytest.mark.parametrize(
+    "data, status, words",
+    [
+        ({"file": upload(GOOD)}, 400, "template_id: Field required"),
+        ({"template_id": "999", "file": upload(GOOD)}, 404, "no template"),
+        ({"template_id": "{tid}"}, 400, "file: Field required"),
+        ({"template_id": "{tid}", "file": upload(b"", "x.csv")}, 422, "empty"),
+        ({"template_id": "{tid}", "file": upload(GOOD, "x.exe")}, 415, ".csv or .xlsx"),
+    ],
+)
 def test_api_bad_input_gets_a_json_error(api, template_id, data, status, words):
     data = {k: (v.replace("{tid}", str(template_id)) if isinstance(v, str) else v) for k, v in data.items()}
     response = api("/api/v1/batches/validate", data=data)
@@ -76,12 +91,26 @@ def test_api_refuses_rows_with_errors_unless_told_to_skip_them(api, template_id)
     report = refused.json["error"]["details"]
     assert refused.status_code == 422 and report["invalid_rows"] == 1 and report["errors"][0]["row"] == 4
     assert batch_count() == 0
-    created = api("/api/v1/batches", data={"template_id": template_id, "file": upload(ONE_BAD), "name": "Nov",
-                                           "skip_invalid": "true", "reminder_days": "1,3", "max_reminders": "2",
-                                           "deadline_days": "5"})
+    created = api(
+        "/api/v1/batches",
+        data={
+            "template_id": template_id,
+            "file": upload(ONE_BAD),
+            "name": "Nov",
+            "skip_invalid": "true",
+            "reminder_days": "1,3",
+            "max_reminders": "2",
+            "deadline_days": "5",
+        },
+    )
     assert created.status_code == 201
-    assert created.json == {"id": created.json["id"], "status": "processing", "total_count": 2, "notify_email": None,
-                            "one_time_code": False}
+    assert created.json == {
+        "id": created.json["id"],
+        "status": "processing",
+        "total_count": 2,
+        "notify_email": None,
+        "one_time_code": False,
+    }
     batch = db.session.get(Batch, created.json["id"])
     assert (batch.name, batch.reminder_days, batch.max_reminders, batch.deadline_days) == ("Nov", [1, 3], 2, 5)
     ids = db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch.id)).all()
@@ -103,18 +132,23 @@ def test_api_bad_settings_and_missing_columns_are_422(api, template_id):
     assert bad.status_code == 400 and bad.json["error"]["details"]["fields"][0]["field"] == "max_reminders"
     late = api("/api/v1/batches", data={"template_id": template_id, "file": upload(GOOD), "reminder_days": "9"})
     assert late.status_code == 422 and late.json["error"]["details"] == {"field": "reminder_days"}
-    lacking = api("/api/v1/batches", data={"template_id": template_id, "file": upload(b"email\na@example.com\n"),
-                                           "skip_invalid": "1"})
+    lacking = api(
+        "/api/v1/batches",
+        data={"template_id": template_id, "file": upload(b"email\na@example.com\n"), "skip_invalid": "1"},
+    )
     assert lacking.status_code == 422 and lacking.json["error"]["details"]["missing_columns"] == ["position"]
 
 
-@pytest.mark.parametrize("fields, told", [
-    ({}, None),
-    ({"notify_to": "owner", "notify_email": "ignored@example.com"}, None),
-    ({"notify_to": "Boss@Example.com"}, "Boss@example.com"),
-    ({"notify_to": "other", "notify_email": "hr@example.com"}, "hr@example.com"),
-    ({"notify_email": "hr@example.com"}, "hr@example.com"),
-])
+@pytest.mark.parametrize(
+    "fields, told",
+    [
+        ({}, None),
+        ({"notify_to": "owner", "notify_email": "ignored@example.com"}, None),
+        ({"notify_to": "Boss@Example.com"}, "Boss@example.com"),
+        ({"notify_to": "other", "notify_email": "hr@example.com"}, "hr@example.com"),
+        ({"notify_email": "hr@example.com"}, "hr@example.com"),
+    ],
+)
 def test_api_names_who_gets_the_notices_the_owner_by_default(api, template_id, fields, told):
     created = api("/api/v1/batches", data={"template_id": template_id, "file": upload(GOOD), **fields})
     assert created.status_code == 201 and created.json["notify_email"] == told
@@ -130,12 +164,20 @@ def test_api_refuses_a_notice_address_it_cannot_use(api, template_id, fields):
 
 def test_api_refuses_a_batch_name_with_line_breaks_that_would_write_headers_into_its_notices(api, template_id):
     """Issue 27: the name went into the completion notice's subject as given, each line a header field of its own."""
-    refused = api("/api/v1/batches", data={"template_id": template_id, "file": upload(GOOD),
-                                           "notify_email": "hr@example.com",
-                                           "name": "Q3\r\nReply-To: attacker@example.com\r\nX-Injected: yes"})
+    refused = api(
+        "/api/v1/batches",
+        data={
+            "template_id": template_id,
+            "file": upload(GOOD),
+            "notify_email": "hr@example.com",
+            "name": "Q3\r\nReply-To: attacker@example.com\r\nX-Injected: yes",
+        },
+    )
     assert refused.status_code == 422 and refused.json["error"] == {
-        "code": "settings_invalid", "details": {"field": "name"},
-        "message": "The batch name may not contain line breaks or other control characters."}
+        "code": "settings_invalid",
+        "details": {"field": "name"},
+        "message": "The batch name may not contain line breaks or other control characters.",
+    }
     assert batch_count() == 0
 
 
@@ -147,18 +189,26 @@ def test_a_file_over_the_limit_is_refused_with_the_limit_named(make_app, users):
         secret = create_api_key(db.session, user=db.session.scalar(select(User).limit(1)), name="t", now=NOW).secret
         db.session.commit()
     response = app.test_client().post(
-        "/api/v1/batches/validate", headers={"Authorization": f"Bearer {secret}"},
-        data={"template_id": "1", "file": upload(b"x" * (1024 * 1024 + 10))}, content_type="multipart/form-data")
+        "/api/v1/batches/validate",
+        headers={"Authorization": f"Bearer {secret}"},
+        data={"template_id": "1", "file": upload(b"x" * (1024 * 1024 + 10))},
+        content_type="multipart/form-data",
+    )
     assert response.status_code == 413 and response.is_json and "1 MB" in response.json["error"]["message"]
 
 
 # --- the staff pages --------------------------------------------------------------------------
 
+
 def check_file(client, template_id, body=ONE_BAD, name="people.csv", htmx=True):
     page = client.get(f"/batches/new?template_id={template_id}")
     headers = {"HX-Request": "true"} if htmx else {}
-    return page, client.post("/batches/new/validate", headers=headers, content_type="multipart/form-data",
-                             data={"csrf_token": csrf_from(page), "template_id": template_id, "file": upload(body, name)})
+    return page, client.post(
+        "/batches/new/validate",
+        headers=headers,
+        content_type="multipart/form-data",
+        data={"csrf_token": csrf_from(page), "template_id": template_id, "file": upload(body, name)},
+    )
 
 
 def test_checking_a_file_returns_the_preview_partial_with_the_error_table(client, auth, template_id):
@@ -184,11 +234,22 @@ def test_creating_from_the_page_uses_the_stored_file_and_a_double_click_makes_on
     page, preview = check_file(client, template_id)
     upload_id = re.search(r'name="upload_id" value="([0-9a-f]+)"', preview.get_data(as_text=True)).group(1)
     token = re.search(r'name="form_token" value="([0-9a-f]+)"', page.get_data(as_text=True)).group(1)
-    form = {"csrf_token": csrf_from(page), "upload_id": upload_id, "form_token": token, "name": "November",
-            "deadline_days": "7", "reminder_days": "2,4", "max_reminders": "3", "language": "ru",
-            "quiet_hours_start": "", "quiet_hours_end": "", "timezone": "UTC", "reply_to": "",
-            # A forged row the browser might send is ignored: rows come from the stored file.
-            "rows": "evil@example.com"}
+    form = {
+        "csrf_token": csrf_from(page),
+        "upload_id": upload_id,
+        "form_token": token,
+        "name": "November",
+        "deadline_days": "7",
+        "reminder_days": "2,4",
+        "max_reminders": "3",
+        "language": "ru",
+        "quiet_hours_start": "",
+        "quiet_hours_end": "",
+        "timezone": "UTC",
+        "reply_to": "",
+        # A forged row the browser might send is ignored: rows come from the stored file.
+        "rows": "evil@example.com",
+    }
     first = client.post("/batches/new", data=form)
     second = client.post("/batches/new", data=form)
     assert first.status_code == 303 and first.headers["Location"] == second.headers["Location"]
@@ -203,9 +264,13 @@ def test_bad_settings_keep_the_page_and_name_the_field(client, auth, template_id
     auth.login()
     page, preview = check_file(client, template_id)
     upload_id = re.search(r'name="upload_id" value="([0-9a-f]+)"', preview.get_data(as_text=True)).group(1)
-    response = client.post("/batches/new", data={"csrf_token": csrf_from(page), "upload_id": upload_id,
-                                                 "form_token": "t1", "max_reminders": "12"})
-    assert response.status_code == 422 and "Maximum reminders must be between 0 and 5" in response.get_data(as_text=True)
+    response = client.post(
+        "/batches/new",
+        data={"csrf_token": csrf_from(page), "upload_id": upload_id, "form_token": "t1", "max_reminders": "12"},
+    )
+    assert response.status_code == 422 and "Maximum reminders must be between 0 and 5" in response.get_data(
+        as_text=True
+    )
     assert batch_count() == 0
 
 
@@ -213,8 +278,15 @@ def test_the_new_batch_page_refuses_a_name_with_a_line_break_and_shows_why(clien
     auth.login()
     page, preview = check_file(client, template_id)
     upload_id = re.search(r'name="upload_id" value="([0-9a-f]+)"', preview.get_data(as_text=True)).group(1)
-    response = client.post("/batches/new", data={"csrf_token": csrf_from(page), "upload_id": upload_id,
-                                                 "form_token": "t1", "name": "Q3\r\nX-Injected: yes"})
+    response = client.post(
+        "/batches/new",
+        data={
+            "csrf_token": csrf_from(page),
+            "upload_id": upload_id,
+            "form_token": "t1",
+            "name": "Q3\r\nX-Injected: yes",
+        },
+    )
     text = response.get_data(as_text=True)
     assert response.status_code == 422 and "The batch name may not contain line breaks" in text
     assert batch_count() == 0
@@ -266,14 +338,16 @@ def test_a_batch_created_over_the_api_renders_each_row_into_its_own_pdf(api, tem
 def test_a_nul_byte_late_in_the_file_is_a_row_error_at_creation_never_a_500(api, users):
     from tests.support.hostile_files import late_nul_csv
 
-    template_id = create_template(db.session, name="Names", html="<p>{{ name }}</p>", user=users["staff"],
-                                  now=NOW).template.id
+    template_id = create_template(
+        db.session, name="Names", html="<p>{{ name }}</p>", user=users["staff"], now=NOW
+    ).template.id
     db.session.commit()
 
     refused = api("/api/v1/batches", data={"template_id": template_id, "file": upload(late_nul_csv())})
     report = refused.json["error"]["details"]
     assert refused.status_code == 422 and report["invalid_rows"] == 1
     assert "NUL character (line 3,002)" in report["errors"][0]["message"]
-    created = api("/api/v1/batches", data={"template_id": template_id, "skip_invalid": "true",
-                                           "file": upload(late_nul_csv())})
+    created = api(
+        "/api/v1/batches", data={"template_id": template_id, "skip_invalid": "true", "file": upload(late_nul_csv())}
+    )
     assert created.status_code == 201 and created.json["total_count"] == 3000
