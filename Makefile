@@ -53,7 +53,7 @@ lint: venv
 API_FUZZ_SECONDS ?= 600
 api-fuzz: system-deps-test venv
 	scripts/ensure-postgres.sh
-	API_FUZZ_SECONDS=$(API_FUZZ_SECONDS) API_FUZZ_EXAMPLES=200 $(BIN)/python -m pytest -q tests/test_api_contract.py -k schemathesis
+	API_FUZZ_SECONDS=$(API_FUZZ_SECONDS) API_FUZZ_EXAMPLES=200 $(BIN)/python -m pytest -q tests/views/api/test_api_contract.py -k schemathesis
 
 ## Every benchmark under bench/, one table of figures (on demand; CI runs a small version in tests).
 bench: system-deps-test venv

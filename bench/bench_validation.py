@@ -114,7 +114,7 @@ def _xlsx_per_mb(rows: int, *, csv_seconds: float) -> Figure:
 
 
 def _slowest_refusal() -> Figure:
-    from bulksign.recipients.files import UploadError
+    from bulksign.recipients.rows import UploadError
     from bulksign.recipients.validation import validate_recipients
     from tests.support.hostile_files import HOSTILE_RECIPIENT_FILES
 

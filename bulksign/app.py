@@ -27,7 +27,7 @@ from bulksign.views.api import suppressions as api_suppressions
 from bulksign.views.api import templates as api_templates
 from bulksign.views.api import uploads as api_uploads
 from bulksign.views.api.common import limit_per_key
-from bulksign.views.recipient import signing, tracking, verify
+from bulksign.views.recipient import recipient_headers, signing, tracking, verify
 from bulksign.views.staff import auth as staff_auth
 from bulksign.views.staff import batch_access, dashboard, doc_templates, main, reminders, uploads
 from bulksign.work import queues
@@ -70,7 +70,7 @@ def create_app(config: dict | None = None) -> Flask:
 
 #: Every view module with a blueprint or an ``init_app``, by audience.
 STAFF_VIEWS = (staff_auth, batch_access, dashboard, doc_templates, main, reminders, uploads)
-RECIPIENT_VIEWS = (signing, tracking, verify)
+RECIPIENT_VIEWS = (recipient_headers, signing, tracking, verify)
 ADMIN_VIEWS = (admin, metrics, rq_admin, suppressions)
 SHARED_VIEWS = (brand, health, reach, webhooks_in)
 #: The API's: ``api=True`` is the security decision (a bearer key instead of the session, no CSRF).

@@ -16,6 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bulksign.batches import counts as batch_counts
+from bulksign.batches.manual_reminders import send_manual_reminders
 from bulksign.batches.progress import (
     CANCELLABLE,
     BatchActionError,
@@ -29,7 +30,6 @@ from bulksign.batches.progress import (
 )
 from bulksign.batches.recipients_table import RecipientFilter
 from bulksign.batches.reconciler import revive_renders
-from bulksign.batches.reminders import send_manual_reminders
 from bulksign.batches.resend import resend_with_new_link
 from bulksign.models import SigningRequest, User
 from bulksign.models.status import WAITING_FOR_RECIPIENT, Status

@@ -16,8 +16,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from bulksign.cli.common import fail, require_services
 from bulksign.core.error_tracking import capture, flush
 from bulksign.core.extensions import db, get_redis
+from bulksign.jobs import schedule
 from bulksign.jobs.periodic import run_periodic
-from bulksign.jobs.schedule import PERIODIC_JOBS, periodic_scheduler_class
 from bulksign.jobs.worker import AppWorker
 from bulksign.work.queues import QUEUE_NAMES, get_queue
 
@@ -115,7 +115,7 @@ def scheduler_command(interval: int) -> None:
     """Run rq-scheduler with the periodic jobs registered (idempotently, on every poll)."""
 
     require_services()
-    scheduler_class = periodic_scheduler_class()
+    scheduler_class = schedule.periodic_scheduler_class()
     delay = 1
     while True:
         try:
@@ -135,6 +135,6 @@ def scheduler_command(interval: int) -> None:
 @jobs_cli.command("tick")
 def tick_command() -> None:
     """Run every periodic job once, now, in this process."""
-    for job in PERIODIC_JOBS:
+    for job in schedule.PERIODIC_JOBS:
         result = run_periodic(job.handle.path)
         click.echo(f"{job.name}: {result}")

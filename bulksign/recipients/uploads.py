@@ -10,7 +10,7 @@ from pathlib import PurePosixPath
 
 from bulksign.core.messages import N_
 from bulksign.documents.storage import Storage, StorageError
-from bulksign.recipients.files import UploadError
+from bulksign.recipients.rows import UploadError
 
 _UPLOAD_ID = re.compile(r"[0-9a-f]{32}\Z")
 

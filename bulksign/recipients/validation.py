@@ -13,19 +13,16 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple
 
 from bulksign.core.messages import N_
 from bulksign.core.spreadsheets import formula_safe
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE
-from bulksign.mail.email_checks import DOMAIN_TYPOS, check_email
-from bulksign.recipients.files import MAX_COLUMNS, Row, UploadError, column_letter, open_table
+from bulksign.recipients.files import open_table
+from bulksign.recipients.row_checks import Columns, RowChecker, RowError
+from bulksign.recipients.rows import MAX_COLUMNS, Row, UploadError, column_letter
 
 #: Errors kept for the page and the API; the counts cover all of them, the CSV report lists all.
 MAX_ERRORS_KEPT = 100
-#: Longest value per recognised column; template variables get MAX_VALUE_CHARS.
-COLUMN_LIMITS = {"email": 254, "name": 300, "phone": 50}
-MAX_VALUE_CHARS = 2000
 #: Columns every request has; only ``email`` is required.
 BUILTIN_COLUMNS = ("email", "name", "phone")
 #: Other spellings of the recognised columns, after normalisation.
@@ -40,22 +37,7 @@ ALIASES = {
     "mobile": "phone",
 }
 
-_FORMULA_START = ("=", "+", "-", "@")
 _HEADER_NOISE = re.compile(r"[\s\-]+")
-
-
-@dataclass(frozen=True)
-class RowError:
-    #: Row number as Excel shows it (the header is row 1).
-    row: int
-    #: The column as written in the file's header (or the template variable when it is missing).
-    column: str
-    #: What is wrong, translated when shown (``N_``).
-    message: N_
-    #: The row's values as read, for the errors CSV (column header → value).
-    values: dict = field(default_factory=dict, compare=False)
-    #: For a misspelt mail domain: (domain as written, domain meant), which staff may accept or keep.
-    typo: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -150,18 +132,7 @@ def _normalise_header(name: str) -> str:
     return ALIASES.get(key, key)
 
 
-@dataclass(frozen=True)
-class _Columns:
-    #: (cell index, template variable or builtin, header as written)
-    used: tuple[tuple[int, str, str], ...]
-    width: int
-    header: tuple[str, ...]
-    missing: tuple[str, ...]
-    errors: tuple[RowError, ...]
-    warnings: tuple[str, ...]
-
-
-def _match_header(header_row: int, cells: list[str], variables: Iterable[str]) -> _Columns:
+def _match_header(header_row: int, cells: list[str], variables: Iterable[str]) -> Columns:
     header = [c.strip() for c in cells]
     while header and not header[-1]:
         header.pop()
@@ -207,160 +178,7 @@ def _match_header(header_row: int, cells: list[str], variables: Iterable[str]) -
             else N_('The column "%(column)s" is missing: the template uses {{ %(column)s }}.', column=name)
         )
         errors.append(RowError(header_row, name, message))
-    return _Columns(tuple(used), len(header), tuple(header), tuple(missing), tuple(errors), tuple(warnings))
-
-
-class _Collector:
-    """Counts and keeps errors while rows stream past."""
-
-    def __init__(self, max_errors: int | None):
-        self.max_errors = max_errors
-        self.kept: list[RowError] = []
-        self.count = 0
-
-    def add(self, error: RowError) -> None:
-        self.count += 1
-        if self.max_errors is None or len(self.kept) < self.max_errors:
-            self.kept.append(error)
-
-
-class _Checked(NamedTuple):
-    """A valid row's values (a Recipient is made of them only when rows are kept)."""
-
-    email: str
-    name: str
-    phone: str | None
-    #: Values by template variable (and ``email``, ``name``, ``phone``).
-    values: dict
-
-
-class _RowChecker:
-    """Checks data rows as they stream past: counts their errors, notes formula-like columns, finds duplicates."""
-
-    def __init__(self, columns: _Columns, *, max_errors: int | None, domain_choices: Mapping[str, str] | None):
-        self.columns = columns
-        self.errors = _Collector(max_errors)
-        for error in columns.errors:
-            self.errors.add(error)
-        self.warnings: list[N_] = list(columns.warnings)
-        self._domain_choices = domain_choices
-        self._formula_columns: set[str] = set()
-        self._first_row_of: dict[str, int] = {}
-
-    def check(self, row: Row) -> _Checked | None:
-        """The row's values, or None when it has an error (counted) or no address."""
-        errors_before = self.errors.count
-        self._check_shape(row)
-        cells, email, name, phone, values = row.cells, None, "", None, {}
-        for index, var, title in self.columns.used:
-            value = cells[index].strip() if index < len(cells) else ""
-            if not self._usable(row, var, title, value):
-                continue
-            if var == "email":
-                email = self._address(row, title, value)
-                if email is None:
-                    continue
-            elif var == "name":
-                name = value
-            elif var == "phone":
-                phone = value or None
-            elif not value:
-                self._error(row, title, N_("The value is empty; the template needs {{ %(variable)s }}.", variable=var))
-                continue
-            values[var] = value
-        if self.errors.count > errors_before or not email:
-            return None
-        return _Checked(email, name, phone, values)
-
-    def _check_shape(self, row: Row) -> None:
-        """A quote left open, or more values than the header has columns."""
-        header, width = self.columns.header, self.columns.width
-        if row.problem:
-            opened = next((i for i, c in enumerate(row.cells) if "\n" in c or "\r" in c), 0)
-            self.errors.add(
-                RowError(row.number, header[opened] if opened < len(header) else column_letter(opened), row.problem)
-            )
-        if len(row.cells) > width and any(c.strip() for c in row.cells[width:]):
-            self._error(
-                row,
-                column_letter(width),
-                N_(
-                    "This row has %(values)s values but the header has %(columns)s columns. "
-                    "A value probably contains the delimiter without quotes.",
-                    values=len(row.cells),
-                    columns=width,
-                ),
-            )
-
-    def _usable(self, row: Row, var: str, title: str, value: str) -> bool:
-        """False for a value too long or not text (its error counted); a value like a formula is noted once per column."""
-        limit = COLUMN_LIMITS.get(var, MAX_VALUE_CHARS)
-        if len(value) > limit:
-            self._error(
-                row,
-                title,
-                N_("Too long: %(n)s characters; the limit is %(limit)s.", n=f"{len(value):,}", limit=f"{limit:,}"),
-            )
-            return False
-        if "\x00" in value:
-            # Without the row's values: they would carry the NUL into the errors CSV.
-            self.errors.add(
-                RowError(
-                    row.number,
-                    title,
-                    N_(
-                        "The value contains a NUL character (line %(line)s), which is binary data, not text. Remove it, "
-                        "or save the file again as CSV UTF-8.",
-                        line=f"{row.line:,}",
-                    )
-                    if row.line
-                    else N_(
-                        "The value contains a NUL character, which is binary data, not text. Remove it, or save the file "
-                        "again as CSV UTF-8."
-                    ),
-                )
-            )
-            return False
-        if value.startswith(_FORMULA_START) and len(value) > 1 and title not in self._formula_columns:
-            self._formula_columns.add(title)
-            self.warnings.append(
-                N_(
-                    'The column "%(column)s" has values that look like formulas (first on row '
-                    "%(row)s); they are kept as plain text and never calculated.",
-                    column=title,
-                    row=row.number,
-                )
-            )
-        return True
-
-    def _address(self, row: Row, title: str, value: str) -> str | None:
-        """The checked address, or None with its error counted (empty, invalid, misspelt domain, a duplicate)."""
-        if not value:
-            self._error(row, title, N_("The email address is empty."))
-            return None
-        email, problem = check_email(value, domain_choices=self._domain_choices)
-        if problem:
-            domain = value.rpartition("@")[2].strip().lower()
-            typo = (domain, DOMAIN_TYPOS[domain]) if domain in DOMAIN_TYPOS else None
-            self.errors.add(RowError(row.number, title, problem, self._values(row.cells), typo))
-            return None
-        key = email.lower()
-        if key in self._first_row_of:
-            self._error(
-                row,
-                title,
-                N_("Duplicate email: %(email)s is already on row %(row)s.", email=email, row=self._first_row_of[key]),
-            )
-            return None
-        self._first_row_of[key] = row.number
-        return email
-
-    def _error(self, row: Row, column: str, message: N_) -> None:
-        self.errors.add(RowError(row.number, column, message, self._values(row.cells)))
-
-    def _values(self, cells: list[str]) -> dict:
-        """Only for rows with an error: the CSV report shows what the row said next to what is wrong."""
-        return {title or column_letter(i): cells[i] for i, title in enumerate(self.columns.header) if i < len(cells)}
+    return Columns(tuple(used), len(header), tuple(header), tuple(missing), tuple(errors), tuple(warnings))
 
 
 def _header_row(rows: Iterator[Row]) -> Row:
@@ -391,7 +209,7 @@ def validate_recipients(
     table = open_table(data, filename=filename)
     header = _header_row(table.rows)
     columns = _match_header(header.number, header.cells, variables)
-    checker = _RowChecker(columns, max_errors=max_errors, domain_choices=domain_choices)
+    checker = RowChecker(columns, max_errors=max_errors, domain_choices=domain_choices)
     # A column missing or named twice: no row can be used, yet every row is checked so all is fixed at once.
     usable = not columns.errors
     kept: list[Recipient] = []

@@ -11,7 +11,7 @@ from bulksign.core.extensions import db
 from bulksign.doc_templates import versions as dt
 from bulksign.models import TemplateVersion
 from bulksign.people import access
-from bulksign.recipients.files import UploadError
+from bulksign.recipients.rows import UploadError
 
 
 def client_ip() -> str:

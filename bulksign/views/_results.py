@@ -8,7 +8,7 @@ from flask_babel import get_locale, ngettext
 from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 
-from bulksign.batches.reminders import COOLDOWN_REASONS
+from bulksign.batches.manual_reminders import COOLDOWN_REASONS
 from bulksign.core.localtime import batch_time
 from bulksign.models import Batch
 

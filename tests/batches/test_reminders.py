@@ -9,8 +9,9 @@ from datetime import timedelta
 import pytest
 from sqlalchemy.orm import Session
 
+from bulksign.batches.manual_reminders import send_manual_reminders
 from bulksign.batches.progress import BatchActionError
-from bulksign.batches.reminders import queue_due_reminders, send_manual_reminders
+from bulksign.batches.reminders import queue_due_reminders
 from bulksign.batches.states import transition
 from bulksign.core.extensions import db
 from bulksign.core.tokens import hash_token

@@ -122,7 +122,7 @@ def test_the_access_log_survives_a_request_gunicorn_answers_itself_after_killing
 
 
 def test_the_development_servers_request_lines_hide_tokens_however_the_path_is_spelt():
-    from bulksign.views.recipient.signing import RedactSigningTokens
+    from bulksign.views.recipient.recipient_headers import RedactSigningTokens
 
     for path in ("/sign/SecretTok3n", "//sign/SecretTok3n", "/%73ign/SecretTok3n", "/sign/%53ecretTok3n/document"):
         record = logging.LogRecord(

@@ -22,7 +22,8 @@ from bulksign.doc_templates.versions import get_version
 from bulksign.documents import libreoffice, pdf, sandbox
 from bulksign.documents.storage import get_storage
 from bulksign.models import DocumentTemplate
-from bulksign.recipients.files import UploadError, open_table
+from bulksign.recipients.files import open_table
+from bulksign.recipients.rows import UploadError
 from bulksign.work.pipeline import enqueue_renders
 from tests.support import docx_files, hostile_docx
 from tests.support.batches import make_batch, request_ids, requests_of

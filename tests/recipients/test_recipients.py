@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 
 from bulksign.documents.storage import LocalStorage
 from bulksign.mail.email_checks import check_email
-from bulksign.recipients.files import UploadError
+from bulksign.recipients.row_checks import MAX_VALUE_CHARS
+from bulksign.recipients.rows import UploadError
 from bulksign.recipients.uploads import load_upload, store_upload
-from bulksign.recipients.validation import MAX_VALUE_CHARS, error_report_csv, typo_domains, validate_recipients
+from bulksign.recipients.validation import error_report_csv, typo_domains, validate_recipients
 
 VARS = ["name", "position"]
 
@@ -281,7 +282,7 @@ def test_well_formed_workbooks_with_any_cell_values_never_crash_the_reader(heade
 
 # --- hostile and careless files (issue 20) -------------------------------------------------------------------
 
-from bulksign.recipients import files as recipient_files  # noqa: E402
+from bulksign.recipients import rows, workbooks  # noqa: E402
 from tests.support import hostile_files  # noqa: E402
 
 REFUSALS = {
@@ -310,7 +311,7 @@ def test_a_sheet_reaching_row_1048576_is_refused_at_that_row_not_read_to_it():
 
 
 def test_empty_formatted_cells_count_against_the_cell_budget(monkeypatch):
-    monkeypatch.setattr(recipient_files, "MAX_CELLS", 1000)
+    monkeypatch.setattr(workbooks, "MAX_CELLS", 1000)
     with pytest.raises(UploadError, match="more than 1,000 cells, empty formatted ones included"):
         check(hostile_files.wide_row_xlsx(cells=10_000), filename="people.xlsx", variables=["name"])
 
@@ -323,7 +324,7 @@ def test_empty_formatted_cells_count_against_the_cell_budget(monkeypatch):
     ],
 )
 def test_reading_stops_with_a_clear_message_when_it_takes_too_long(monkeypatch, filename, build):
-    monkeypatch.setattr(recipient_files, "MAX_READ_SECONDS", 0)
+    monkeypatch.setattr(rows, "MAX_READ_SECONDS", 0)
     with pytest.raises(UploadError, match="took longer than 0 s to read") as caught:
         check(build(), filename=filename, variables=["name"])
     assert caught.value.status == 413
@@ -369,7 +370,7 @@ def test_a_nul_byte_after_the_first_64_kb_is_a_row_error_naming_the_line():
 def test_a_shared_strings_table_beyond_the_cell_budget_is_refused_before_it_is_loaded(monkeypatch):
     report = check(hostile_files.shared_strings_xlsx(10), filename="people.xlsx", variables=["name"], keep_rows=True)
     assert [(r.email, r.name) for r in report.recipients] == [("a@example.com", "Ann")]
-    monkeypatch.setattr(recipient_files, "MAX_CELLS", 9)
+    monkeypatch.setattr(workbooks, "MAX_CELLS", 9)
     with pytest.raises(UploadError, match="more than 9 different texts") as caught:
         check(hostile_files.shared_strings_xlsx(10), filename="people.xlsx", variables=["name"])
     assert caught.value.status == 413

@@ -24,8 +24,9 @@ EXPECTED_API = {
 }
 
 #: View modules whose blueprint has another name: the dashboard's endpoints are named after its URLs (/batches/…),
-#: the API's shared module and the admin pages after their package. Other API modules are ``api_<module>``.
-BLUEPRINT_NAMES = {"staff.dashboard": "batches", "api.common": "api", "admin.pages": "admin"}
+#: the API's shared module and the admin pages after their package, the incoming webhooks after their URL. Other
+#: API modules are ``api_<module>``.
+BLUEPRINT_NAMES = {"staff.dashboard": "batches", "api.common": "api", "admin.pages": "admin", "webhooks_in": "webhooks"}
 
 
 def _view_modules():

@@ -19,7 +19,7 @@ from bulksign.batches.creation import (
 from bulksign.core.extensions import db
 from bulksign.models import utcnow
 from bulksign.recipients import suppressions
-from bulksign.recipients.files import UploadError
+from bulksign.recipients.rows import UploadError
 from bulksign.recipients.validation import validate_recipients
 from bulksign.views._forms import template_version, uploaded_file
 from bulksign.views.api.common import ApiError, Link, RecordId, Text, answer, no_null_defaults, operation, parse_form

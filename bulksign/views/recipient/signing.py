@@ -5,11 +5,9 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
-import re
 from datetime import datetime
 from functools import wraps
 from io import BytesIO
-from urllib.parse import unquote
 
 from flask import Blueprint, Flask, current_app, g, redirect, render_template, request, send_file, session, url_for
 from flask_babel import gettext as _
@@ -38,7 +36,7 @@ from bulksign.signing.recipient_actions import (
     sign,
 )
 from bulksign.views._forms import client_ip
-from bulksign.views.brand import logo_origin
+from bulksign.views.recipient.recipient_headers import DOCUMENT_CSP
 
 logger = logging.getLogger(__name__)
 
@@ -54,21 +52,6 @@ page_image_limit = limiter.shared_limit(
     lambda: current_app.config["SIGNING_PAGE_IMAGE_RATE_LIMIT"], scope="recipient-page-images", key_func=client_ip
 )
 
-#: Recipient pages: our own files only, no inline script, no frames, never framed by anyone.
-PAGE_CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
-)
-
-
-def page_csp() -> str:
-    """``PAGE_CSP``, letting images come from the organisation's logo host when ``ORG_LOGO`` is a URL."""
-    origin = logo_origin()
-    return PAGE_CSP.replace("img-src 'self' data:;", f"img-src 'self' data: {origin};") if origin else PAGE_CSP
-
-
-#: The PDF itself, opened or downloaded: browsers' PDF viewers are frames of our origin.
-DOCUMENT_CSP = "default-src 'none'; frame-ancestors 'self'"
 SIGNATURE_PREFIX = "data:image/png;base64,"
 STATUS_CODES = {"unknown": 404, "expired": 410, "cancelled": 410, "unavailable": 404}
 #: The states whose page shows the document or its signed copy: in these a batch that asks for a one-time code
@@ -433,38 +416,6 @@ def _form_expired(error):
     return _recipient_error(_("The form expired. Go back, reload the page and try again."), 400)
 
 
-def _is_recipient_path(path: str) -> bool:
-    return path == "/sign" or path.startswith("/sign/") or path == "/verify" or path.startswith("/verify/")
-
-
-class RedactSigningTokens(logging.Filter):
-    """The development server's access log (``werkzeug``) writes request lines; the token must not appear."""
-
-    TOKEN_IN_PATH = re.compile(r"(/sign/)[^/\s?\"]+")
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        # Read as the router reads the path: /%73ign/… and //sign/… are /sign/… too.
-        message = re.sub(r"/{2,}", "/", unquote(record.getMessage()))
-        if "/sign/" in message:
-            record.msg, record.args = self.TOKEN_IN_PATH.sub(r"\1<token>", message), None
-        return True
-
-
 def init_app(app: Flask) -> None:
-    werkzeug_logger = logging.getLogger("werkzeug")
-    if not any(isinstance(f, RedactSigningTokens) for f in werkzeug_logger.filters):
-        werkzeug_logger.addFilter(RedactSigningTokens())
     # The admin page reports which certificate seals documents (and whether it is self-signed).
     app.jinja_env.globals["seal_status"] = lambda: seal_status(current_app.config)
-
-    @app.after_request
-    def _recipient_headers(response):
-        # On every recipient-facing response, including 404s and 429s: the URL holds a secret.
-        if _is_recipient_path(request.path):
-            response.headers["Cache-Control"] = "no-store"
-            response.headers.pop("Expires", None)
-            response.headers["Referrer-Policy"] = "no-referrer"
-            response.headers["X-Content-Type-Options"] = "nosniff"
-            response.headers.setdefault("Content-Security-Policy", page_csp())
-            response.headers.setdefault("X-Frame-Options", "DENY")
-        return response

@@ -12,8 +12,8 @@ from flask_babel import gettext as _
 from flask_login import current_user
 
 from bulksign.batches.bulk_actions import run_staff_action
+from bulksign.batches.manual_reminders import SELECTORS
 from bulksign.batches.progress import BatchActionError
-from bulksign.batches.reminders import SELECTORS
 from bulksign.batches.resend import change_email
 from bulksign.core.extensions import db
 from bulksign.models import Batch, SigningRequest, utcnow

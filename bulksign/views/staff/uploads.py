@@ -21,7 +21,7 @@ from bulksign.documents.storage import get_storage
 from bulksign.models import utcnow
 from bulksign.people import access
 from bulksign.recipients import suppressions
-from bulksign.recipients.files import UploadError
+from bulksign.recipients.rows import UploadError
 from bulksign.recipients.uploads import StoredUpload, load_upload, store_upload
 from bulksign.recipients.validation import ValidationReport, error_report_csv, typo_domains, validate_recipients
 from bulksign.views._forms import template_version, uploaded_file
