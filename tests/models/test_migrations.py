@@ -23,16 +23,21 @@ def empty_database_url(request, tmp_path):
             yield request.getfixturevalue("pgbouncer").url_for(url)
 
 
-def test_migrations_upgrade_to_the_models_and_downgrade_to_nothing(empty_database_url, redis_server, tmp_path):
-    app = create_app(
+def _bare_app(database_url, redis_server, folder):
+    """An app on an empty database, its schema left to the migrations."""
+    return create_app(
         {
-            "DATABASE_URL": empty_database_url,
+            "DATABASE_URL": database_url,
             "REDIS_URL": redis_server.url,
             "SECRET_KEY": "x",
-            "VAR_DIR": str(tmp_path),
+            "VAR_DIR": str(folder),
             "TESTING": True,
         }
     )
+
+
+def test_migrations_upgrade_to_the_models_and_downgrade_to_nothing(empty_database_url, redis_server, tmp_path):
+    app = _bare_app(empty_database_url, redis_server, tmp_path)
     with app.app_context():
         upgrade()
         engine = create_engine(app.config["SQLALCHEMY_DATABASE_URI"], **app.config["SQLALCHEMY_ENGINE_OPTIONS"])
@@ -54,15 +59,7 @@ def test_the_counters_migration_back_fills_every_status_of_every_batch(empty_dat
     from tests.support.batchdata import make_batch
     from tests.support.clock import NOW
 
-    app = create_app(
-        {
-            "DATABASE_URL": empty_database_url,
-            "REDIS_URL": redis_server.url,
-            "SECRET_KEY": "x",
-            "VAR_DIR": str(tmp_path),
-            "TESTING": True,
-        }
-    )
+    app = _bare_app(empty_database_url, redis_server, tmp_path)
     with app.app_context():
         upgrade()
         batches = [
@@ -89,15 +86,7 @@ def test_the_teams_migration_puts_existing_users_and_data_in_a_default_team(empt
     from tests.support.batchdata import make_batch
     from tests.support.clock import NOW
 
-    app = create_app(
-        {
-            "DATABASE_URL": empty_database_url,
-            "REDIS_URL": redis_server.url,
-            "SECRET_KEY": "x",
-            "VAR_DIR": str(tmp_path),
-            "TESTING": True,
-        }
-    )
+    app = _bare_app(empty_database_url, redis_server, tmp_path)
     with app.app_context():
         upgrade()
         owner = create_user(db.session, email="owner@example.com", password="owner-password", role="staff", now=NOW)
