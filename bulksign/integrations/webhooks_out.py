@@ -47,6 +47,12 @@ MAX_ATTEMPTS = 8
 BACKOFF_BASE = timedelta(seconds=30)
 BACKOFF_MAX = timedelta(hours=6)
 TIMEOUT_SECONDS = 10
+#: Cloud metadata services outside the link-local ranges (169.254.169.254 and kin are refused as link-local),
+#: address → cloud, refused whatever ``WEBHOOK_ALLOW_LOCAL`` says: the private-network rule would let them through.
+METADATA_ADDRESSES = {
+    ipaddress.ip_address("fd00:ec2::254"): "AWS (instance metadata over IPv6, inside the private fd00::/8)",
+    ipaddress.ip_address("100.100.100.200"): "Alibaba Cloud (in the shared 100.64/10 range)",
+}
 
 
 class RequestRef(BaseModel):
@@ -98,14 +104,17 @@ class ForbiddenAddress(OSError):
 def forbidden_reason(address: str, *, allow_local: bool) -> str | None:
     """Why a POST must not go to ``address`` (an IP), or None.
 
-    Link-local addresses (cloud metadata services at 169.254.169.254) are never reached; this host's
-    own addresses (loopback, unspecified) only with ``WEBHOOK_ALLOW_LOCAL``: an admin's typo, a
-    redirect or a DNS answer must not turn a webhook into a request to internal services of the host.
+    Link-local addresses (cloud metadata services at 169.254.169.254) and the other known metadata services
+    (``METADATA_ADDRESSES``) are never reached; this host's own addresses (loopback, unspecified) only with
+    ``WEBHOOK_ALLOW_LOCAL``: an admin's typo, a redirect or a DNS answer must not turn a webhook into a
+    request to internal services of the host.
     Private networks (10/8, 192.168/16 ...) are allowed: in-house systems are a normal destination.
     """
     ip = ipaddress.ip_address(address.split("%")[0])
     if getattr(ip, "ipv4_mapped", None):
         ip = ip.ipv4_mapped
+    if ip in METADATA_ADDRESSES:
+        return f"{ip} is a cloud metadata service: {METADATA_ADDRESSES[ip]}"
     if ip.is_link_local or ip.is_multicast or ip.is_reserved:
         return f"{ip} is a link-local or reserved address"
     if (ip.is_loopback or ip.is_unspecified) and not allow_local:

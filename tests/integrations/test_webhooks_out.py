@@ -141,6 +141,15 @@ def test_deliveries_never_reach_this_host_unless_allowed_nor_link_local_addresse
     assert webhooks_out.forbidden_reason("10.1.2.3", allow_local=False) is None
 
 
+def test_cloud_metadata_services_outside_link_local_are_refused_even_when_local_is_allowed(app):
+    # AWS's IPv6 metadata service sits in fd00::/8 and Alibaba Cloud's in 100.64/10: neither is link-local.
+    for address in ("fd00:ec2::254", "100.100.100.200", "::ffff:100.100.100.200"):
+        assert "cloud metadata" in webhooks_out.forbidden_reason(address, allow_local=True)
+    # Their neighbours stay ordinary private networks, allowed as in-house systems.
+    for address in ("fd00:ec2::253", "100.100.100.201", "fd12:3456::1"):
+        assert webhooks_out.forbidden_reason(address, allow_local=False) is None
+
+
 def test_finished_batches_emit_batch_completed(app, users, receiver, run_jobs):
     batch = make_batch(db.session, statuses=["signed"], now=NOW)
     webhooks_out.create_endpoint(db.session, url=receiver.url, events=["batch.completed"], user_id=None, now=NOW)
