@@ -23,11 +23,13 @@ import tempfile
 from collections.abc import Sequence
 
 BWRAP = os.environ.get("BWRAP_PATH", "bwrap")
-#: What of the system a converter sees, read-only: programs and libraries, fonts and their configuration,
-#: LibreOffice's own settings, the user database (LibreOffice asks for its user's name). Not the rest of /etc.
+#: What of the system a converter sees, read-only: programs and libraries, fonts, their configuration and cache
+#: (without the cache fontconfig scans every font at each start), LibreOffice's own settings, the user database
+#: (LibreOffice asks for its user's name). Not the rest of /etc.
 _SYSTEM = (
     "/usr",
     "/etc/fonts",
+    "/var/cache/fontconfig",
     "/etc/ld.so.cache",
     "/etc/alternatives",
     "/etc/libreoffice",
