@@ -12,6 +12,7 @@ Coordinates are the PDF's own: points in the page's user space, y upwards (as ``
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
@@ -315,6 +316,16 @@ def check_boxes(form: PdfForm, boxes: Iterable[Mapping]) -> tuple[FieldBox, ...]
         if not BOX_NAME.match(box.name):
             raise _refused(
                 N_("Box %(number)d needs the name of a column (at most 100 characters, no { } < >).", number=number)
+            )
+        # NaN compares false with everything, so it would pass every check below (and infinity is no place).
+        if not all(math.isfinite(value) for value in (box.x, box.y, box.w, box.h, box.font_size)):
+            raise _refused(
+                N_(
+                    "Box %(number)d (%(name)s): its place, size and font size must be ordinary numbers, "
+                    "not NaN or infinity.",
+                    number=number,
+                    name=box.name,
+                )
             )
         if not 0 <= box.page < len(form.pages):
             raise _refused(

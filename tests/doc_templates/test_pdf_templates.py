@@ -165,6 +165,63 @@ def test_pages_and_placement_are_out_of_reach_of_other_teams(client, auth, users
     assert api.status_code == 404 and api.json["error"]["code"] == "not_found"
 
 
+def _plain_template_and_key(users) -> tuple[int, dict]:
+    from bulksign.people.users import create_api_key
+
+    saved = create_template(
+        db.session, name="Plain", html="", kind="pdf", file=plain_pdf(), user=users["staff"], now=NOW
+    )
+    key = create_api_key(db.session, user=users["staff"], name="t", now=NOW).secret
+    db.session.commit()
+    return saved.template.id, {"Authorization": f"Bearer {key}"}
+
+
+def test_boxes_at_nan_or_infinite_places_are_refused_by_name_on_the_page_and_over_the_api(client, auth, users):
+    auth.login()
+    template_id, headers = _plain_template_and_key(users)
+    page = client.get(f"/templates/{template_id}/place")
+    box = {"name": "full_name", "page": 0, "x": 72, "y": 60, "w": 220, "h": 20, "font_size": 12}
+    api_box = {"variable": "full_name", "page": 1, "x": 72, "y": 60, "width": 220, "height": 20, "font_size": 12}
+    for field, api_field, value in (
+        ("x", "x", float("nan")),
+        ("h", "height", float("nan")),
+        ("w", "width", float("inf")),
+        ("y", "y", float("-inf")),
+        ("font_size", "font_size", float("nan")),
+    ):
+        # json.dumps writes NaN and Infinity, which Python's parser (and so Flask's) reads back.
+        refused = client.post(
+            f"/templates/{template_id}/place",
+            data={"csrf_token": csrf_from(page), "boxes": json.dumps([{**box, field: value}])},
+        )
+        assert refused.status_code == 422, (field, value)
+        assert "Box 1 (full_name): its place, size and font size must be ordinary numbers" in refused.get_data(
+            as_text=True
+        ), (field, value)
+        api = client.put(
+            f"/api/v1/templates/{template_id}/boxes", headers=headers, json={"boxes": [{**api_box, api_field: value}]}
+        )
+        assert api.status_code == 400 and "finite number" in api.json["error"]["message"], (field, api.json)
+    assert get_version(db.session, template_id=template_id).version == 1
+
+
+def test_boxes_nested_50000_deep_are_refused_with_a_message_not_a_server_error(client, auth, users):
+    auth.login()
+    template_id, headers = _plain_template_and_key(users)
+    page = client.get(f"/templates/{template_id}/place")
+    deep = "[" * 50_000 + "]" * 50_000
+    refused = client.post(f"/templates/{template_id}/place", data={"csrf_token": csrf_from(page), "boxes": deep})
+    assert refused.status_code == 422 and "The boxes could not be read" in refused.get_data(as_text=True)
+    api = client.put(
+        f"/api/v1/templates/{template_id}/boxes",
+        headers=headers,
+        data='{"boxes": ' + deep + "}",
+        content_type="application/json",
+    )
+    assert api.status_code == 400 and "Send a JSON object" in api.json["error"]["message"]
+    assert get_version(db.session, template_id=template_id).version == 1
+
+
 def test_boxes_placed_over_the_api_print_each_recipients_values_there(client, users, run_jobs):
     from bulksign.people.users import create_api_key
 

@@ -90,7 +90,8 @@ class BoxIn(BaseModel):
     """One box on a page, in PDF points (1/72 inch) of the page's own coordinates, as its form fields have them:
     from the lower-left corner, y upwards (for the rare page whose crop box is offset, as offset as that box)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # NaN and infinity are refused as such ("a finite number"), not with a range that NaN is merely outside of.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     variable: Text = Field(
         min_length=1,
         max_length=100,
