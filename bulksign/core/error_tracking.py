@@ -6,13 +6,20 @@ that the logs carry too. What never leaves: request bodies (passwords, signature
 files), frame local variables (mail bodies, keys), cookies and Authorization headers, signing
 tokens in paths and secret query values (``logs``' rules), and e-mail addresses unless
 ``SENTRY_SEND_PII`` is set.
+
+Handled errors are only breadcrumbs, except those staff cannot fix (storage, the renderer, the mail
+server refusing our login): the code that settles a chunk reports them (``OperatorFaults``), one
+Sentry issue per kind of failure.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from collections import Counter
+from collections.abc import Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from flask import Flask
 
@@ -60,15 +67,55 @@ def init_app(app: Flask) -> None:
     logger.info("error tracking on", extra={"fields": {"environment": app.config.get("SENTRY_ENVIRONMENT")}})
 
 
-def capture(error, *, level: str = "error", **tags: str) -> None:
-    """Report a caught error, an exception or an ``exc_info`` tuple (no-op when Sentry is off)."""
+def capture(
+    error, *, level: str = "error", fingerprint: Sequence[str] | None = None, extra: dict | None = None, **tags: str
+) -> None:
+    """Report a caught error, an exception or an ``exc_info`` tuple (no-op when Sentry is off); every event with
+    the same ``fingerprint`` is one Sentry issue, whatever its message or stack."""
     import sentry_sdk
 
     with sentry_sdk.new_scope() as scope:
         scope.level = level
+        if fingerprint:
+            scope.fingerprint = list(fingerprint)
         for name, value in tags.items():
             scope.set_tag(name, value)
+        for name, value in (extra or {}).items():
+            scope.set_extra(name, value)
         sentry_sdk.capture_exception(error)
+
+
+@dataclass(frozen=True)
+class Fault:
+    """An error the operator must act on, and the kind of failure it is."""
+
+    #: The Sentry fingerprint, e.g. ``("storage-write", "s3")``: what makes failures one issue.
+    fingerprint: tuple[str, ...]
+    error: BaseException
+
+
+class OperatorFaults:
+    """The faults met while working through one chunk, sent once per kind when the chunk settles.
+
+    A fingerprint per kind makes a failing store one Sentry issue with a count, not one issue per
+    document (the messages differ by key, the stacks by backend). One event per kind and chunk, with
+    ``failed_items`` saying how many it failed, rather than one per item: a long outage still shows
+    in every chunk (so the issue's count and last-seen follow it) without spending the project's
+    quota ten or twenty events at a time, and without a per-process rate limit that would hide an
+    outage on the second worker behind the first's.
+    """
+
+    def __init__(self) -> None:
+        self._first: dict[tuple[str, ...], BaseException] = {}
+        self._counts: Counter[tuple[str, ...]] = Counter()
+
+    def add(self, fault: Fault) -> None:
+        self._first.setdefault(fault.fingerprint, fault.error)
+        self._counts[fault.fingerprint] += 1
+
+    def report(self, **tags: str) -> None:
+        for fingerprint, error in self._first.items():
+            capture(error, fingerprint=fingerprint, extra={"failed_items": self._counts[fingerprint]}, **tags)
 
 
 @contextmanager
@@ -102,7 +149,12 @@ def scrub(event: dict, *, send_pii: bool) -> dict:
         for name in ("cookies", "data"):
             if name in request:
                 request[name] = REDACTED
-    return _clean(event, send_pii=send_pii)
+    # Our own words, set by ``capture``: the header-pair rule would take ["smtp-auth", host] for a secret.
+    fingerprint = event.pop("fingerprint", None)
+    event = _clean(event, send_pii=send_pii)
+    if fingerprint is not None:
+        event["fingerprint"] = fingerprint
+    return event
 
 
 def _clean(value, *, send_pii: bool):

@@ -26,6 +26,7 @@ from sqlalchemy import select
 from bulksign.batches.notices import queued_completion_notices
 from bulksign.batches.progress import cancel_if_batch_stopped, close_if_done, mark_batch_started
 from bulksign.batches.states import transition
+from bulksign.core.error_tracking import Fault, OperatorFaults
 from bulksign.core.extensions import db, get_redis
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
@@ -33,7 +34,7 @@ from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.kinds import prepare_document, signature_box
 from bulksign.documents.pdf import RenderError
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE, SignatureBox, UnreadablePdf, html_mark
-from bulksign.documents.storage import StorageError, get_storage
+from bulksign.documents.storage import StorageError, backend_of, get_storage
 from bulksign.models import Document, SigningRequest, utcnow
 from bulksign.models.status import Status
 from bulksign.ops import telemetry
@@ -109,6 +110,8 @@ def render_chunk(request_ids: list[int], *, app: Flask) -> str:
     failed: list[Problem] = []
     retry: list[Problem] = []
     untried: list[int] = []
+    # Staff can mend a template, not a full disk or a missing renderer: those go to Sentry.
+    faults = OperatorFaults()
 
     def attempt(request: SigningRequest, step: Callable[[], object]):
         """Run one step of a request's document; on failure file the problem and return None."""
@@ -117,15 +120,19 @@ def render_chunk(request_ids: list[int], *, app: Flask) -> str:
         except TemplateError as exc:
             failed.append(Problem(request, f"The template could not be filled in: {exc}"))
         except RenderError as exc:
+            if exc.transient:  # the renderer missing, crashed or out of time: not the document's fault
+                faults.add(Fault(("renderer-unavailable", request.batch.template_version.kind), exc))
             (retry if exc.transient and request.attempts < limit else failed).append(
                 Problem(request, _gave_up(str(exc.message), request, limit, transient=exc.transient), exc.detail)
             )
         except StorageError as exc:
+            faults.add(Fault(("storage-write", backend_of(app.config["STORAGE_URL"])), exc))
             (retry if request.attempts < limit else failed).append(
                 Problem(request, _gave_up(str(exc), request, limit, transient=True), repr(exc.__cause__))
             )
         except Exception as exc:  # noqa: BLE001 - one request's surprise must not take its chunk down
             logger.exception("render crashed", extra={"fields": {"request_id": request.id}})
+            faults.add(Fault(("render-crashed", type(exc).__name__), exc))
             failed.append(
                 Problem(request, f"The document could not be rendered: {type(exc).__name__}: {exc}", repr(exc))
             )
@@ -152,6 +159,7 @@ def render_chunk(request_ids: list[int], *, app: Flask) -> str:
             previous = current
         if previous is not None:
             rendered.append(attempt(previous.request, partial(_store, previous)))
+    faults.report(stage="render")
     return _settle(
         rendered=[r for r in rendered if r is not None], failed=failed, retry=retry, untried=untried, app=app
     )

@@ -31,10 +31,11 @@ from bulksign.batches import expiry, notices, reminders
 from bulksign.batches.notices import queued_completion_notices
 from bulksign.batches.progress import cancel_if_batch_stopped, close_if_done
 from bulksign.batches.states import transition
+from bulksign.core.error_tracking import Fault, OperatorFaults
 from bulksign.core.extensions import db, get_redis
 from bulksign.core.logs import log
 from bulksign.documents import sealing
-from bulksign.documents.storage import StorageError, get_storage
+from bulksign.documents.storage import StorageError, backend_of, get_storage
 from bulksign.mail.mail_headers import HeaderError, outgoing
 from bulksign.mail.mailer import BUILDERS, MailNotNeeded
 from bulksign.mail.smtp_link import SmtpLink
@@ -68,6 +69,8 @@ class Delivery:
     status: str
     #: What a person reads on the mail and the request.
     error: str | None = None
+    #: Set when staff cannot mend it (storage, the server refusing our login): for Sentry.
+    fault: Fault | None = None
 
 
 #: Outcomes after which the mail is tried again later.
@@ -102,6 +105,8 @@ def send_chunk(mail_ids: list[int], *, app: Flask, link: SmtpLink) -> str:
     )
     retry_reason = ""
     handed_back: list[OutgoingMail] = []
+    # A bad address or one refused mail is the batch's business; our login or storage failing is the operator's.
+    faults = OperatorFaults()
     for position, mail in enumerate(to_send):
         if stopping.is_requested():
             handed_back = to_send[position:]
@@ -114,6 +119,8 @@ def send_chunk(mail_ids: list[int], *, app: Flask, link: SmtpLink) -> str:
                 retry_reason = "mail throttle busy"
             break
         delivery = _deliver_one(mail, app=app, link=link)
+        if delivery.fault is not None:
+            faults.add(delivery.fault)
         outcomes[_settle(mail, requests.get(mail.request_id), delivery)] += 1
         if delivery.status in _TRY_AGAIN:
             retry_reason = delivery.error
@@ -127,6 +134,7 @@ def send_chunk(mail_ids: list[int], *, app: Flask, link: SmtpLink) -> str:
         hand_back(SEND, [m.id for m in handed_back])
         outcomes["handed back"] = len(handed_back)
         log(logger, logging.INFO, "worker stopping, mails handed back", mail_ids=[m.id for m in handed_back])
+    faults.report(stage="mail")
     closed = [batch_id for batch_id in batch_ids if close_if_done(session, batch_id=batch_id, now=utcnow())]
     session.commit()
     enqueue_sends(queued_completion_notices(session, batch_ids=closed))
@@ -239,7 +247,14 @@ def _deliver_one(mail: OutgoingMail, *, app: Flask, link: SmtpLink) -> Delivery:
         prepared = outgoing(message=message)
     except MailNotNeeded as exc:
         return Delivery("cancelled", f"Not sent, no longer needed: {exc}.")
-    except (LookupError, StorageError, HeaderError) as exc:
+    except StorageError as exc:
+        # An attachment that cannot be read is storage's fault, not the mail's.
+        return Delivery(
+            "failed",
+            f"The mail could not be built: {exc}",
+            Fault(("storage-read", backend_of(app.config["STORAGE_URL"])), exc),
+        )
+    except (LookupError, HeaderError) as exc:
         return Delivery("failed", f"The mail could not be built: {exc}")
     outcome = link.send(prepared, app=app)
     if outcome.kind == "down":
@@ -247,13 +262,15 @@ def _deliver_one(mail: OutgoingMail, *, app: Flask, link: SmtpLink) -> Delivery:
     if outcome.kind in ("retry", "unreachable"):
         if mail.attempts >= app.config["MAIL_MAX_ATTEMPTS"]:
             return Delivery(
-                "failed", f"The mail could not be delivered after {mail.attempts} attempts: {outcome.reason}"
+                "failed",
+                f"The mail could not be delivered after {mail.attempts} attempts: {outcome.reason}",
+                outcome.fault,
             )
-        return Delivery(outcome.kind, outcome.reason)
+        return Delivery(outcome.kind, outcome.reason, outcome.fault)
     if outcome.kind == "bounced":
         return Delivery("bounced", f"The recipient's mail server refused the address: {outcome.reason}")
     if outcome.kind == "failed":
-        return Delivery("failed", f"The mail server refused the message: {outcome.reason}")
+        return Delivery("failed", f"The mail server refused the message: {outcome.reason}", outcome.fault)
     return Delivery("sent")
 
 

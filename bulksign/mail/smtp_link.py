@@ -2,16 +2,18 @@
 
 A mail server that cannot be reached at all (no connection: refused, no route, a 4xx greeting) is ``down``: an
 outage, not this mail's fault (``mail.delivery`` gives the mail back untried); it is noted for ``/readyz``
-(``mail_server``). A 4xx answer or a connection lost mid-mail is an attempt the server saw.
+(``mail_server``). A 4xx answer or a connection lost mid-mail is an attempt the server saw. A server that refuses our
+login is answered as before (a 5xx fails the mail) and carries a ``Fault``: only the operator can mend credentials.
 """
 
 from __future__ import annotations
 
 import smtplib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from flask import Flask
 
+from bulksign.core.error_tracking import Fault
 from bulksign.core.extensions import get_redis
 from bulksign.mail import mail_server
 from bulksign.mail.dkim_signing import sign as dkim_sign
@@ -30,6 +32,8 @@ class SmtpOutcome:
     kind: str
     #: The server's answer or the network error, in words.
     reason: str = ""
+    #: Set when the fault is ours, not the mail's (the server refused our login): for Sentry.
+    fault: Fault | None = None
 
 
 class SmtpLink:
@@ -100,6 +104,12 @@ class SmtpLink:
             reason = f"The mail server could not be reached ({exc})."
             mail_server.record_down(get_redis(), now=utcnow(), reason=reason)
             return SmtpOutcome("down", reason)
+        except smtplib.SMTPAuthenticationError as exc:
+            self.close()
+            return replace(
+                _by_code(exc.smtp_code, exc.smtp_error, permanent="failed"),
+                fault=Fault(("smtp-auth", str(c["MAIL_SERVER"])), exc),
+            )
         except smtplib.SMTPRecipientsRefused as exc:
             code, text = next(iter(exc.recipients.values()))
             return _by_code(code, text, permanent="bounced")

@@ -141,3 +141,85 @@ def test_recipients_addresses_are_kept_only_when_pii_is_allowed(app):
 def test_no_dsn_means_no_sentry(make_app):
     make_app(SENTRY_DSN="")
     assert sentry_sdk.get_client().is_active() is False
+
+
+# Handled failures that only the operator can mend reach Sentry, one issue per kind of failure.
+
+
+def _fingerprints(sentry: SentryServer) -> list[list[str]]:
+    sentry_sdk.flush(timeout=10)
+    return [event.get("fingerprint") for event in sentry.events]
+
+
+def test_unwritable_storage_fails_the_renders_and_is_one_sentry_issue(make_app, sentry, tmp_path):
+    from bulksign.documents.rendering import render_chunk
+    from tests.support.batches import make_batch, request_ids, requests_of
+    from tests.support.clock import NOW
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    app = make_app(SENTRY_DSN=sentry.dsn, STORAGE_URL=str(blocker / "storage"), RENDER_MAX_ATTEMPTS=1)
+    with app.app_context():
+        batch = make_batch(now=NOW, recipients=3)
+        first, *rest = request_ids(batch)
+        assert render_chunk([first], app=app) == "failed 1"
+        assert render_chunk(rest, app=app) == "failed 2"
+        assert all(
+            r.status == "failed" and "Could not write the document to storage" in r.error_message
+            for r in requests_of(batch)
+        )
+
+    # Two chunks, two events; whatever the keys in their messages, one fingerprint: one issue.
+    assert _fingerprints(sentry) == [["storage-write", "local"]] * 2
+    assert [e["extra"]["failed_items"] for e in sentry.events] == [1, 2]
+    assert {e["exception"]["values"][-1]["type"] for e in sentry.events} == {"StorageError"}
+    assert all(e["tags"]["stage"] == "render" and e["level"] == "error" for e in sentry.events)
+
+
+def test_a_template_error_is_for_staff_and_not_for_sentry(make_app, sentry, tmp_path):
+    from bulksign.documents.rendering import render_chunk
+    from tests.support.batches import make_batch, request_ids, requests_of
+    from tests.support.clock import NOW
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    app = make_app(SENTRY_DSN=sentry.dsn, STORAGE_URL=str(blocker / "storage"), RENDER_MAX_ATTEMPTS=1)
+    with app.app_context():
+        # The first row's salary (1000) divides by zero: staff mend that; the second row meets the broken storage.
+        batch = make_batch(now=NOW, recipients=2, html="<p>{{ 1 // (salary|int - 1000) }}</p>")
+        assert render_chunk(request_ids(batch), app=app) == "failed 2"
+        template_error, storage_error = requests_of(batch)
+        assert "could not be filled in" in template_error.error_message
+        assert "Could not write the document to storage" in storage_error.error_message
+
+    # Only the storage's failure was sent, counting one item: the template error stays on the batch page.
+    (event,) = _sent(sentry, 1)
+    assert event["fingerprint"] == ["storage-write", "local"] and event["extra"]["failed_items"] == 1
+    assert "ZeroDivisionError" not in json.dumps(event)
+
+
+def test_a_mail_server_refusing_our_login_is_its_own_sentry_issue(make_app, sentry):
+    from bulksign.work.pipeline import enqueue_renders
+    from tests.support.batches import make_batch, request_ids, requests_of, run_worker
+    from tests.support.clock import NOW
+    from tests.support.smtp import SmtpServer
+
+    server = SmtpServer(login=("bulksign", "the-right-one"))
+    server.start()
+    try:
+        app = make_app(
+            SENTRY_DSN=sentry.dsn, MAIL_PORT=server.port, MAIL_USERNAME="bulksign", MAIL_PASSWORD="a-stale-one"
+        )
+        with app.app_context():
+            batch = make_batch(now=NOW, recipients=2)
+            enqueue_renders(request_ids(batch))
+            run_worker(app, "pdf", "mail")
+            assert all("535" in r.error_message for r in requests_of(batch))
+    finally:
+        server.stop()
+
+    assert server.received == []
+    fingerprints = _fingerprints(sentry)
+    assert fingerprints and set(map(tuple, fingerprints)) == {("smtp-auth", "127.0.0.1")}
+    assert {e["exception"]["values"][-1]["type"] for e in sentry.events} == {"SMTPAuthenticationError"}
+    _assert_no_secrets(sentry)

@@ -10,6 +10,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult, LoginPassword
 
 from .services import free_port
 
@@ -70,10 +71,15 @@ class RecordingHandler:
 
 
 class SmtpServer:
-    def __init__(self):
+    """``login``: the (user, password) the server then requires over AUTH (in plain text, on loopback)."""
+
+    def __init__(self, *, login: tuple[str, str] | None = None):
         self.port = free_port()
         self.handler = RecordingHandler()
-        self.controller = Controller(self.handler, hostname="127.0.0.1", port=self.port)
+        auth = (
+            {} if login is None else {"authenticator": _only(login), "auth_required": True, "auth_require_tls": False}
+        )
+        self.controller = Controller(self.handler, hostname="127.0.0.1", port=self.port, **auth)
 
     def start(self) -> None:
         self.controller.start()
@@ -96,3 +102,14 @@ class SmtpServer:
         self.handler.received.clear()
         self.handler.scripted_replies.clear()
         self.handler.reject_recipients.clear()
+
+
+def _only(login: tuple[str, str]):
+    """An aiosmtpd authenticator that accepts this one user and password."""
+    user, password = (part.encode() for part in login)
+
+    def authenticate(server, session, envelope, mechanism, auth_data) -> AuthResult:
+        ok = isinstance(auth_data, LoginPassword) and (auth_data.login, auth_data.password) == (user, password)
+        return AuthResult(success=ok, handled=False)
+
+    return authenticate
