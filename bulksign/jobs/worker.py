@@ -6,6 +6,7 @@ import logging
 import os
 import time
 
+from rq import worker_registration
 from rq.worker import SimpleWorker
 
 from bulksign.core.error_tracking import capture, job_scope
@@ -16,6 +17,12 @@ from bulksign.work import stopping
 from bulksign.work.queues import HOUSEKEEPING_QUEUE
 
 logger = logging.getLogger(__name__)
+
+#: An idle worker's heartbeat period, in seconds (RQ's default is 405): each beat also registers the worker
+#: again if Redis forgot it (emptied, restarted without persistence), so ``/readyz`` sees it again by then.
+HEARTBEAT_SECONDS = 30
+#: RQ waits on the queues for its worker TTL less 15 s between heartbeats; the key lapses 60 s after the TTL.
+_WORKER_TTL = HEARTBEAT_SECONDS + 15
 
 
 def rss_mb() -> float:
@@ -47,11 +54,15 @@ class AppWorker(SimpleWorker):
     says: the reconciler, expiry and reminders run there and must not wait behind a batch's backlog. In the
     10,000-recipient soak the worker on ``mail default webhooks`` ran the reconciler only when the mail queue
     ran dry: a recipient whose mail went out just before a kill saw "on its way" for up to 10 minutes.
+
+    A heartbeat that finds the worker missing from RQ's registry (Redis emptied or restarted) registers it
+    again: RQ registers a worker only at birth, so a live worker would stay invisible until it restarted.
     """
 
     def __init__(self, queues, *args, max_rss_mb: int = 0, **kwargs):
         #: The queues as the command line gave them: the process's name in telemetry stays what was deployed.
         self.given_queue_names = [getattr(queue, "name", queue) for queue in queues]
+        kwargs.setdefault("worker_ttl", _WORKER_TTL)
         super().__init__(housekeeping_first(queues), *args, **kwargs)
         self.max_rss_mb = max_rss_mb
 
@@ -100,8 +111,34 @@ class AppWorker(SimpleWorker):
 
     def heartbeat(self, *args, **kwargs):
         result = super().heartbeat(*args, **kwargs)
+        self._register_again_if_forgotten()
         self._report_process()
         return result
+
+    def _register_again_if_forgotten(self) -> None:
+        """Put this worker back into RQ's registry (all workers, and each of its queues) if Redis lost it.
+
+        The heartbeat has refreshed (or, with a pipeline, is about to refresh) the key's expiry, so only
+        what it does not write is written here: the worker's description and its registry entries.
+        """
+        sets = [worker_registration.REDIS_WORKER_KEYS] + [
+            worker_registration.WORKERS_BY_QUEUE_KEY % name for name in self.queue_names()
+        ]
+        with self.connection.pipeline(transaction=False) as pipe:
+            for key in sets:
+                pipe.sismember(key, self.key)
+            if all(pipe.execute()):
+                return
+        log(
+            logger,
+            logging.WARNING,
+            "worker missing from redis (emptied or restarted?), registering again",
+            worker=self.name,
+        )
+        with self.connection.pipeline() as pipe:
+            pipe.hset(self.key, mapping={**self.serialize(), "state": self.get_state()})
+            worker_registration.register(self, pipe)
+            pipe.execute()
 
     def register_death(self, *args, **kwargs):
         self._reporter().forget(self.connection)

@@ -1,0 +1,51 @@
+"""A live worker stays visible when Redis forgets it."""
+
+from __future__ import annotations
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from bulksign.core.extensions import get_redis
+from bulksign.jobs.worker import HEARTBEAT_SECONDS
+from bulksign.models import utcnow
+from bulksign.ops.readiness import check_readiness
+from bulksign.work.queues import get_queue
+from tests.support.batches import worker_env
+from tests.support.processes import start, stop, wait_for
+
+#: Long enough for an idle worker's next heartbeat, with room for a slow machine.
+_REGISTERED_AGAIN_WITHIN = HEARTBEAT_SECONDS + 15
+
+
+def _workers_on(queue: str) -> int:
+    """Live workers ``/readyz`` counts on ``queue``."""
+    try:
+        return check_readiness(redis=get_redis(), queue_names=(queue,), now=utcnow()).queues[queue][1]
+    except RedisConnectionError:  # this process's own connection, dropped by the restart, is made again next time
+        return 0
+
+
+def test_a_live_worker_registers_again_after_redis_is_emptied_or_restarted(app, redis_server, tmp_path):
+    worker = start(["jobs", "worker", "default"], env=worker_env(app), log=tmp_path / "worker.log")
+    try:
+        wait_for(lambda: _workers_on("default") == 1, timeout=60, what="the worker to register", every=0.3)
+        get_redis().flushall()
+        assert _workers_on("default") == 0
+        # Nothing tells the idle worker: its next heartbeat finds it missing from the registry.
+        wait_for(
+            lambda: _workers_on("default") == 1,
+            timeout=_REGISTERED_AGAIN_WITHIN,
+            what="the worker to register again after FLUSHALL",
+            every=0.5,
+        )
+        redis_server.restart_empty()
+        wait_for(
+            lambda: _workers_on("default") == 1,
+            timeout=_REGISTERED_AGAIN_WITHIN,
+            what="the worker to register again after a restart of Redis",
+            every=0.5,
+        )
+        job = get_queue("default").enqueue("tests.support.leaky.leak", 0, result_ttl=600)
+        wait_for(lambda: job.get_status(refresh=True) == "finished", timeout=30, what="the job queued afterwards")
+    finally:
+        stop(worker)
+    assert "registering again" in (tmp_path / "worker.log").read_text()
