@@ -19,7 +19,8 @@ from bulksign.batches.recipients_table import RecipientFilter, recipients_page
 from bulksign.core.logs import log
 from bulksign.core.spreadsheets import formula_safe
 from bulksign.documents.storage import Storage, StorageError
-from bulksign.models import Document, Export, SigningRequest
+from bulksign.models import Document, Export, SigningRequest, User
+from bulksign.people.access import batch_for_export
 
 logger = logging.getLogger(__name__)
 
@@ -101,8 +102,13 @@ class ExportStarted:
     created: bool
 
 
-def start_signed_zip(session: Session, *, batch_id: int, user_id: int | None, now: datetime) -> ExportStarted:
-    """Create the export row for a ZIP of the batch's signed PDFs (the caller commits, then enqueues)."""
+def start_signed_zip(session: Session, *, batch_id: int, user: User, now: datetime) -> ExportStarted:
+    """Create the export row for a ZIP of the batch's signed PDFs (the caller commits, then enqueues).
+
+    Viewers are refused (``access.batch_for_export``: ``Refused`` 403): building one makes a row and a job and reads
+    the whole batch from storage; downloading a ready export stays open to all who see the batch.
+    """
+    batch_for_export(session, batch_id=batch_id, user=user)
     running = session.scalar(
         select(Export).where(
             Export.batch_id == batch_id, Export.kind == SIGNED_ZIP, Export.status.in_(["pending", "running"])
@@ -112,7 +118,7 @@ def start_signed_zip(session: Session, *, batch_id: int, user_id: int | None, no
         return ExportStarted(export=running, created=False)
     total = session.scalar(_signed_documents(batch_id).with_only_columns(func.count()).order_by(None)) or 0
     export = Export(
-        batch_id=batch_id, kind=SIGNED_ZIP, status="pending", total=total, done=0, created_by_id=user_id, created_at=now
+        batch_id=batch_id, kind=SIGNED_ZIP, status="pending", total=total, done=0, created_by_id=user.id, created_at=now
     )
     session.add(export)
     session.flush()

@@ -30,7 +30,7 @@ from bulksign.models import Batch, BatchShare, DocumentTemplate, SigningRequest,
 
 ADMIN, MANAGER, STAFF, VIEWER = "admin", "manager", "staff", "viewer"
 ROLES = (ADMIN, MANAGER, STAFF, VIEWER)
-#: Roles that may create batches and templates.
+#: Roles that may create batches and templates, and build exports of the batches they see.
 CREATORS = frozenset({ADMIN, MANAGER, STAFF})
 
 logger = logging.getLogger(__name__)
@@ -113,6 +113,15 @@ def batch_for_action(session: Session, *, batch_id: int, user: User) -> Batch:
     batch = batch_for_read(session, batch_id=batch_id, user=user)
     if not _may_change(session, user, owner_id=batch.created_by_id, team_id=batch.team_id):
         raise Refused(N_("Only the batch's owner, a manager of its team or an admin can do this."), 403)
+    return batch
+
+
+def batch_for_export(session: Session, *, batch_id: int, user: User) -> Batch:
+    """The batch if ``user`` may build an export of it: whoever sees it, but for read-only roles (an export is made,
+    a row and a job, not read); Refused 404 when unseen, 403 for a viewer. Downloading one is a read."""
+    batch = batch_for_read(session, batch_id=batch_id, user=user)
+    if user.role not in CREATORS:
+        raise Refused(N_("Your account can download this batch's exports but not build new ones."), 403)
     return batch
 
 

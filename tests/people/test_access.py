@@ -33,11 +33,12 @@ BATCH_READS = {
     "batches.export_csv",
     "batches.export_status",
     "batches.export_download",
-    "batches.start_export",
     "api_dashboard.get_batch",
     "api_dashboard.list_requests",
     "api_dashboard.export_csv",
 }
+#: Building an export of a batch: everyone who sees it but viewers.
+BATCH_EXPORTS = {"batches.start_export"}
 #: Actions on a batch or its requests: the owner, a manager of its team, admins.
 BATCH_ACTIONS = {
     "batches.bulk_action",
@@ -187,14 +188,16 @@ def _api_headers(user) -> dict:
 
 
 def test_every_staff_and_api_route_is_classified_so_a_new_route_cannot_slip_through(app):
-    classified = BATCH_READS | BATCH_ACTIONS | TEMPLATE_READS | TEMPLATE_EDITS | LISTS | CREATES | OWN
+    classified = BATCH_READS | BATCH_EXPORTS | BATCH_ACTIONS | TEMPLATE_READS | TEMPLATE_EDITS | LISTS | CREATES | OWN
     endpoints = {rule.endpoint for rule in _staff_rules(app)}
     assert endpoints - classified == set(), "classify the new route in tests/test_access.py"
     assert classified - endpoints == set(), "a classified route is gone: take it out of the table"
     # Every route with a batch, request or template id is one of the id-checked kinds.
     for rule in _staff_rules(app):
         if rule.arguments & ID_ARGUMENTS:
-            assert rule.endpoint in BATCH_READS | BATCH_ACTIONS | TEMPLATE_READS | TEMPLATE_EDITS, rule.endpoint
+            assert rule.endpoint in BATCH_READS | BATCH_EXPORTS | BATCH_ACTIONS | TEMPLATE_READS | TEMPLATE_EDITS, (
+                rule.endpoint
+            )
 
 
 @pytest.mark.parametrize("role", ["manager_b", "staff_b", "viewer_b"])
@@ -232,6 +235,25 @@ def test_every_read_of_the_teams_batch_and_template_answers_every_role_of_the_te
             kwargs = {"headers": headers} if rule.rule.startswith("/api/") else {"data": {"csrf_token": token}}
             response = client.open(_url(rule, world), method=method, **kwargs)
             assert response.status_code in (200, 302), (role, method, rule.rule, response.status_code)
+
+
+@pytest.mark.parametrize(
+    "role, allowed", [("admin", True), ("manager_a", True), ("owner_a", True), ("staff_a", True), ("viewer_a", False)]
+)
+def test_a_viewer_downloads_the_teams_exports_but_cannot_build_one_as_the_other_roles_do(app, world, role, allowed):
+    client, token = _web(app, world["people"][role])
+    started = client.post(f"/batches/{world['batch_id']}/exports", data={"csrf_token": token})
+    fragment = client.post(
+        f"/batches/{world['batch_id']}/exports", data={"csrf_token": token}, headers={"HX-Request": "true"}
+    )
+    download = client.get(f"/batches/{world['batch_id']}/exports/{world['export_id']}/download")
+    assert download.status_code == 200 and download.data.startswith(b"PK")
+    exports = db.session.scalars(db.select(Export).where(Export.batch_id == world["batch_id"])).all()
+    if allowed:
+        assert (started.status_code, fragment.status_code, len(exports)) == (302, 200, 2)
+    else:
+        assert (started.status_code, fragment.status_code, len(exports)) == (403, 403, 1)
+        assert "not build new ones" in started.get_data(as_text=True)
 
 
 @pytest.mark.parametrize(

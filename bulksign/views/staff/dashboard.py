@@ -294,7 +294,7 @@ def export_csv(batch_id: int):
 @bp.post("/<int:batch_id>/exports")
 def start_export(batch_id: int):
     _batch_or_404(batch_id)
-    started = start_signed_zip(db.session, batch_id=batch_id, user_id=current_user.id, now=utcnow())
+    started = start_signed_zip(db.session, batch_id=batch_id, user=current_user, now=utcnow())
     db.session.commit()
     if started.created:
         SIGNED_ZIP.enqueue(started.export.id, job_id=SIGNED_ZIP.job_id(id=started.export.id))
