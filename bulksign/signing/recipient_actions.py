@@ -41,6 +41,11 @@ MAX_REASON_LENGTH = 2000
 #: Re-opening the page adds a ``page.opened`` event at most this often, so reloads do not flood the audit trail.
 REOPEN_EVENT_EVERY = timedelta(hours=1)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+#: Invisible characters taken out of a typed name: the bidirectional embeddings, overrides, isolates and marks
+#: (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C) and the zero-width ones (U+200B–U+200D, U+2060, U+FEFF).
+#: Kept, they make the audit certificate show a name other than the letters stored ("\u202eevil" reads "live")
+#: or hide letters in it.
+_INVISIBLE = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c\u200b-\u200d\u2060\ufeff]")
 
 
 class InvalidInput(ValueError):
@@ -154,8 +159,9 @@ def open_request(
 
 
 def clean_name(raw: str) -> str:
-    """The typed full name, trimmed; raises InvalidInput when empty, too long or holding control characters."""
-    name = " ".join((raw or "").split())
+    """The typed full name, trimmed and without invisible characters (``_INVISIBLE``); raises InvalidInput when
+    empty (so also when nothing but invisible characters was typed), too long or holding control characters."""
+    name = " ".join(_INVISIBLE.sub("", raw or "").split())
     if not name:
         raise InvalidInput(_l("Type your full name to sign."))
     if len(name) > MAX_NAME_LENGTH:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+import subprocess
 import threading
 from datetime import timedelta
 
@@ -14,6 +15,7 @@ from sqlalchemy import func, select
 from bulksign.batches.states import transition
 from bulksign.core.extensions import db
 from bulksign.core.logs import redact_path
+from bulksign.documents.storage import get_storage
 from bulksign.models import Event, OutgoingMail, SigningRequest, utcnow
 from bulksign.models.status import Status
 from bulksign.signing.links import issue_link
@@ -21,6 +23,7 @@ from bulksign.signing.recipient_actions import MAX_SIGNATURE_BYTES, decline, ope
 from bulksign.work.pipeline import SEND, owners
 from bulksign.work.queues import get_queue
 from tests.support.clock import NOW
+from tests.support.sealed import signed_document
 from tests.support.signatures import data_url, png
 from tests.support.signing_requests import make_sent_request
 from tests.support.web import csrf_from
@@ -114,6 +117,24 @@ def test_signing_from_sent_opens_first_then_signs_and_queues_the_seal(app, clien
     assert "You signed this document" in page and f"{row.signed_at.day} {row.signed_at:%B %Y, %H:%M} (UTC)" in page
 
 
+def test_bidi_overrides_and_zero_width_characters_are_taken_out_of_the_signers_name_and_certificate(
+    app, client, sent, run_jobs
+):
+    # U+202E would print "evil" reversed (and what follows with it); U+200B hides a letter's boundary.
+    response = sign_form(client, sent.token, name="\u202eevil\u202c Anna\u200b")
+    assert response.status_code == 303
+    request_id = sent.id
+    assert fresh(request_id).signer_name == "evil Anna"
+    run_jobs("pdf")
+    text = subprocess.run(
+        ["pdftotext", "-enc", "UTF-8", "-", "-"],
+        input=get_storage().get(signed_document(request_id).storage_key),
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    assert "evil Anna" in text and not re.search("[\u202a-\u202e\u200b\u2066-\u2069]", text)
+
+
 def test_signing_and_declining_while_redis_is_down_answer_as_usual_and_leave_the_jobs_to_the_safety_nets(
     app, users, client, monkeypatch
 ):
@@ -201,6 +222,7 @@ def test_two_concurrent_signatures_make_one(app, users):
         ({"consent": ""}, "I agree to sign electronically"),
         ({"name": "   "}, "Type your full name"),
         ({"name": "x" * 301}, "too long"),
+        ({"name": "\u202e\u200b \ufeff\u2066"}, "Type your full name"),  # nothing but invisible characters
         ({"signature": "data:image/png;base64,@@@"}, "could not be read"),
         ({"signature": data_url(b"GIF89a" + b"0" * 50)}, "not a PNG"),
         ({"signature": data_url(b"\x89PNG\r\n\x1a\n" + b"garbage" * 20)}, "could not be read"),
