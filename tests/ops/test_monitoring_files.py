@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -96,7 +97,10 @@ def test_compose_adds_prometheus_and_grafana_under_a_profile_that_is_off_by_defa
     assert services["prometheus"]["profiles"] == ["monitoring"] and services["grafana"]["profiles"] == ["monitoring"]
     assert [name for name, s in services.items() if "profiles" not in s] == [
         "postgres",
+        "pgbouncer",
         "redis",
+        "minio",
+        "minio-bucket",
         "web",
         "worker-pdf",
         "worker-mail",
@@ -108,6 +112,47 @@ def test_compose_adds_prometheus_and_grafana_under_a_profile_that_is_off_by_defa
             if source.startswith("./"):
                 assert (BASE_DIR / source).exists(), source
     assert "METRICS_TOKEN" in compose["x-app"]["environment"]
+
+
+#: The services compose runs for the app's processes (the monitoring profile aside).
+APP_SERVICES = ("web", "worker-pdf", "worker-mail", "scheduler")
+#: What they stand on, each answering a health check before they start.
+BACKING_SERVICES = ("postgres", "pgbouncer", "redis", "minio")
+
+
+def test_compose_runs_what_the_readme_recommends_pgbouncer_and_an_s3_store_all_health_checked():
+    services = yaml.safe_load((BASE_DIR / "docker-compose.yml").read_text())["services"]
+    for name in APP_SERVICES:
+        app = services[name]
+        environment = app["environment"]
+        # The app reaches PostgreSQL only through PgBouncer, on the port PgBouncer listens on.
+        database = urlsplit(environment["DATABASE_URL"])
+        assert (database.hostname, database.port) == (
+            "pgbouncer",
+            int(services["pgbouncer"]["environment"]["LISTEN_PORT"]),
+        )
+        # Documents in the MinIO bucket that the one-shot service makes, with the key it gives the app.
+        assert environment["STORAGE_URL"].startswith("s3://bulksign/")
+        assert urlsplit(environment["S3_ENDPOINT_URL"]).hostname == "minio"
+        assert environment["AWS_ACCESS_KEY_ID"] and environment["AWS_SECRET_ACCESS_KEY"]
+        assert app["depends_on"] == {
+            **{backing: {"condition": "service_healthy"} for backing in BACKING_SERVICES},
+            "minio-bucket": {"condition": "service_completed_successfully"},
+        }
+        assert "seccomp=unconfined" in app["security_opt"]  # the converters' sandbox makes user namespaces
+
+    pgbouncer = services["pgbouncer"]["environment"]
+    assert pgbouncer["POOL_MODE"] == "transaction" and pgbouncer["DB_HOST"] == "postgres"
+    assert services["pgbouncer"]["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+    bucket = services["minio-bucket"]
+    assert "mc mb --ignore-existing store/bulksign" in bucket["command"][0]
+    assert bucket["depends_on"] == {"minio": {"condition": "service_healthy"}}
+    assert "restart" not in bucket  # a one-shot: done once it has run
+
+    checks = {name: services[name]["healthcheck"]["test"] for name in BACKING_SERVICES}
+    assert checks["postgres"][:2] == ["CMD", "pg_isready"] and checks["pgbouncer"][:2] == ["CMD", "pg_isready"]
+    assert checks["redis"] == ["CMD", "redis-cli", "ping"]
+    assert checks["minio"] == ["CMD", "mc", "ready", "local"]
 
 
 def test_the_readme_explains_every_alert():
