@@ -16,6 +16,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from bulksign.cli.common import fail, require_services
 from bulksign.core.error_tracking import capture, flush
 from bulksign.core.extensions import db, get_redis
+from bulksign.core.parent_death import end_with_parent
 from bulksign.jobs import schedule
 from bulksign.jobs.periodic import run_periodic
 from bulksign.jobs.worker import AppWorker
@@ -70,11 +71,15 @@ def _run_worker_processes(names, *, burst: bool, count: int) -> None:
     stopping = False
 
     def spawn() -> None:
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:
             # Until RQ installs its own handlers, a signal must not run the parent's handler (which signals siblings).
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+            # A killed parent's workers stop as on its SIGTERM (after their job): its supervisor starts another
+            # parent, whose workers would otherwise drain the queues beside them, unseen and never replaced.
+            end_with_parent(parent=parent)
             code = 0
             try:
                 _run_worker(names, burst=burst)

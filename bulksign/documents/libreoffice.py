@@ -13,7 +13,7 @@ unoserver package installed in our environment, and this process speaks XML-RPC 
 from __future__ import annotations
 
 import atexit
-import ctypes
+import functools
 import http.client
 import logging
 import os
@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bulksign.core.logs import log
+from bulksign.core.parent_death import end_with_parent
 from bulksign.documents import sandbox
 from bulksign.documents.pdf import RenderError
 
@@ -39,7 +40,6 @@ UNO_PYTHON = os.environ.get("UNO_PYTHON", "/usr/bin/python3")
 SOFFICE = os.environ.get("SOFFICE_PATH", "soffice")
 #: Conversions one LibreOffice serves before it is replaced.
 MAX_DOCUMENTS = int(os.environ.get("LIBREOFFICE_MAX_DOCUMENTS", "500"))
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 #: How long a cold start may take (first start in a fresh profile: 3–10 s here).
 START_SECONDS = 60.0
 
@@ -212,6 +212,8 @@ class Converter:
             # A session of its own: stopping it kills soffice too, by this group's id.
             # Started from this process's long-lived spawner thread: the death signal follows the thread that
             # forked, and the render job converts in a short-lived helper thread whose end would kill it.
+            # On this process's death unoserver gets SIGTERM and passes it on to soffice (the watch thread in
+            # ``_BOOT`` ends whatever does not).
             self._process = (
                 _spawner()
                 .submit(
@@ -221,7 +223,7 @@ class Converter:
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                     start_new_session=True,
-                    preexec_fn=_end_with_parent,
+                    preexec_fn=functools.partial(end_with_parent, parent=os.getpid()),
                 )
                 .result()
             )
@@ -288,12 +290,6 @@ def _spawner() -> ThreadPoolExecutor:
         if pid not in _spawners:
             _spawners[pid] = ThreadPoolExecutor(1, thread_name_prefix="libreoffice-spawner")
         return _spawners[pid]
-
-
-def _end_with_parent() -> None:
-    """In the child: SIGTERM when the process (strictly, the thread) that started it dies, even by SIGKILL;
-    unoserver passes it on to soffice and ends (the watch thread in ``_BOOT`` ends whatever does not)."""
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _unoserver_path() -> str:

@@ -7,11 +7,14 @@ import os
 import time
 
 from rq import worker_registration
+from rq.defaults import DEFAULT_LOGGING_DATE_FORMAT, DEFAULT_LOGGING_FORMAT
+from rq.scheduler import RQScheduler
 from rq.worker import SimpleWorker
 
 from bulksign.core.error_tracking import capture, job_scope
 from bulksign.core.extensions import db
 from bulksign.core.logs import log
+from bulksign.core.parent_death import end_with_parent
 from bulksign.ops import telemetry
 from bulksign.work import stopping
 from bulksign.work.queues import HOUSEKEEPING_QUEUE
@@ -40,6 +43,24 @@ def housekeeping_first(queues: list) -> list:
     return sorted(queues, key=lambda queue: getattr(queue, "name", queue) != HOUSEKEEPING_QUEUE)
 
 
+class ParentBoundScheduler(RQScheduler):
+    """RQ's scheduler, forked by its worker, ending when the worker dies, even by SIGKILL: left running with
+    parent 1 it would poll for ever and hold its queues' scheduler locks, so the replacement worker's
+    scheduler could not take them."""
+
+    def start(self):
+        # Taken before the fork: the child checks it did not lose its parent before asking for the signal.
+        self._worker_pid = os.getpid()
+        return super().start()
+
+    def work(self):
+        # The scheduler's own handlers first: the death signal must stop it at its next poll (its locks
+        # released), not run the worker's handlers that the fork copied.
+        self._install_signal_handlers()
+        end_with_parent(parent=self._worker_pid)
+        return super().work()
+
+
 class AppWorker(SimpleWorker):
     """No fork per job: the app, its connection pools and SMTP connections are reused across jobs.
 
@@ -57,6 +78,7 @@ class AppWorker(SimpleWorker):
 
     A heartbeat that finds the worker missing from RQ's registry (Redis emptied or restarted) registers it
     again: RQ registers a worker only at birth, so a live worker would stay invisible until it restarted.
+    Its scheduler process (``with_scheduler``) ends with it, however it ends (``ParentBoundScheduler``).
     """
 
     def __init__(self, queues, *args, max_rss_mb: int = 0, **kwargs):
@@ -139,6 +161,27 @@ class AppWorker(SimpleWorker):
             pipe.hset(self.key, mapping={**self.serialize(), "state": self.get_state()})
             worker_registration.register(self, pipe)
             pipe.execute()
+
+    def _start_scheduler(
+        self,
+        burst=False,
+        logging_level="INFO",
+        date_format=DEFAULT_LOGGING_DATE_FORMAT,
+        log_format=DEFAULT_LOGGING_FORMAT,
+    ):
+        if burst:
+            # No process in burst mode: RQ moves the due jobs once, in this process.
+            return super()._start_scheduler(burst, logging_level, date_format, log_format)
+        # As RQ's, with a scheduler that ends with this process (RQ restarts it through the same object).
+        self.scheduler = ParentBoundScheduler(
+            self.queues,
+            connection=self.connection,
+            logging_level=logging_level if logging_level is not None else self.log.level,
+            date_format=date_format,
+            log_format=log_format,
+            serializer=self.serializer,
+        )
+        self.scheduler.acquire_locks(auto_start=True)
 
     def register_death(self, *args, **kwargs):
         self._reporter().forget(self.connection)

@@ -27,6 +27,7 @@ from tests.support import docx_files
 from tests.support.batches import make_batch, request_ids, requests_of
 from tests.support.clock import NOW
 from tests.support.hostile_docx import with_parts
+from tests.support.processes import alive
 from tests.support.web import csrf_from
 
 
@@ -368,15 +369,7 @@ def test_a_killed_worker_leaves_no_libreoffice_behind(tmp_path, when):
 def _session(leader: int) -> list[int]:
     """The live processes of a session (LibreOffice started later by one of them included)."""
     found = subprocess.run(["pgrep", "-s", str(leader)], capture_output=True, text=True).stdout.split()
-    return [int(p) for p in found if _alive(int(p))]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+    return [int(p) for p in found if alive(int(p))]
 
 
 def test_a_converter_started_from_a_short_lived_thread_outlives_that_thread():

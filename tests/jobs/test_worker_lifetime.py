@@ -1,6 +1,9 @@
-"""A live worker stays visible when Redis forgets it."""
+"""A live worker stays visible when Redis forgets it, and the processes a worker starts end with it."""
 
 from __future__ import annotations
+
+import os
+import signal
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 
@@ -10,7 +13,7 @@ from bulksign.models import utcnow
 from bulksign.ops.readiness import check_readiness
 from bulksign.work.queues import get_queue
 from tests.support.batches import worker_env
-from tests.support.processes import start, stop, wait_for
+from tests.support.processes import alive, children, start, stop, wait_for
 
 #: Long enough for an idle worker's next heartbeat, with room for a slow machine.
 _REGISTERED_AGAIN_WITHIN = HEARTBEAT_SECONDS + 15
@@ -49,3 +52,24 @@ def test_a_live_worker_registers_again_after_redis_is_emptied_or_restarted(app, 
     finally:
         stop(worker)
     assert "registering again" in (tmp_path / "worker.log").read_text()
+
+
+def test_a_killed_worker_takes_its_scheduler_along_and_a_killed_parent_its_workers(app, tmp_path):
+    """``flask jobs worker`` forks the worker, which forks RQ's scheduler: kill -9 must orphan neither."""
+    parent = start(["jobs", "worker", "default"], env=worker_env(app), log=tmp_path / "worker.log")
+    try:
+        [worker] = wait_for(lambda: children(parent.pid), timeout=60, what="the worker process")
+        [scheduler] = wait_for(lambda: children(worker), timeout=60, what="the worker's scheduler process")
+        os.kill(worker, signal.SIGKILL)
+        # SIGTERM on the worker's death: the scheduler stops at its next poll (each second).
+        wait_for(lambda: not alive(scheduler), timeout=15, what="the scheduler to end with its worker")
+        # The parent replaces the crashed worker after a second's pause.
+        [replacement] = wait_for(
+            lambda: [pid for pid in children(parent.pid) if pid != worker], timeout=60, what="the replacement worker"
+        )
+        parent.kill()
+        parent.wait(timeout=10)
+        # SIGTERM on the parent's death: the idle worker stops at once.
+        wait_for(lambda: not alive(replacement), timeout=30, what="the worker to end with its parent")
+    finally:
+        stop(parent)

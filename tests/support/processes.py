@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -23,6 +24,32 @@ def start(args: list[str], *, env: dict, log: Path) -> subprocess.Popen:
         return subprocess.Popen(
             command, cwd=BASE_DIR, env={**env, "FLASK_APP": "wsgi"}, stdout=out, stderr=subprocess.STDOUT
         )
+
+
+def _stat(pid: int) -> list[str]:
+    """The fields of ``/proc/<pid>/stat`` after the command's name (state first, then the parent); [] when gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+
+
+def alive(pid: int) -> bool:
+    """The process runs (a zombie waiting for its parent to reap it does not)."""
+    fields = _stat(pid)
+    return bool(fields) and fields[0] != "Z"
+
+
+def children(pid: int) -> list[int]:
+    """The live processes whose parent is ``pid``."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            fields = _stat(int(name))
+            if len(fields) > 1 and fields[1] == str(pid) and fields[0] != "Z":
+                found.append(int(name))
+    return found
 
 
 def wait_for(check: Callable[[], object], *, timeout: float, what: str, every: float = 0.1):
