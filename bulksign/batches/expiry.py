@@ -23,8 +23,15 @@ from flask_mail import Message
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from bulksign.batches.notices import notice_locale, notice_message, queue_notice
-from bulksign.batches.progress import counts_for
+from bulksign.batches.notices import (
+    EXPIRY_SUMMARY,
+    folded_completion,
+    notice_locale,
+    notice_message,
+    outcome_lines,
+    queue_notice,
+)
+from bulksign.batches.progress import counts_for, refresh_batch_statuses
 from bulksign.batches.reminders import KIND as REMINDER
 from bulksign.batches.states import transition
 from bulksign.core.logs import log
@@ -35,7 +42,7 @@ from bulksign.models.status import WAITING_FOR_RECIPIENT, Status
 
 logger = logging.getLogger(__name__)
 
-KIND = "expiry_summary"
+KIND = EXPIRY_SUMMARY
 #: More expiries due this soon belong to the same wave: wait for them.
 SETTLE = timedelta(hours=1)
 #: A summary is never held back longer than this after the first expiry it reports.
@@ -100,6 +107,9 @@ def expire_due(
                 .where(Batch.id.in_(batch_ids), Batch.expiry_pending_since.is_(None))
                 .values(expiry_pending_since=now)
             )
+            # An expired request is an outcome: a batch with nothing else left closes with this wave, after its
+            # wave is marked, so its completion notice folds into the wave's summary (``queue_completion_notice``).
+            refresh_batch_statuses(session, now=now, batch_ids=batch_ids)
         expired += len(won)
         if on_page:
             on_page([])
@@ -198,6 +208,12 @@ def build_expiry_summary(session: Session, mail: OutgoingMail, app: Flask) -> Me
     total = session.scalar(query.with_only_columns(func.count()))
     listed = session.scalars(query.order_by(SigningRequest.row_number, SigningRequest.id).limit(LISTED_MAX)).all()
     counts = counts_for(session, [batch.id])[batch.id]
+    done = folded_completion(
+        session,
+        batch_id=batch.id,
+        after=_wave_start(session, batch_id=batch.id, before=mail.created_at),
+        until=mail.created_at,
+    )
     with force_locale(notice_locale(batch)):
         lines = [
             _(
@@ -209,13 +225,19 @@ def build_expiry_summary(session: Session, mail: OutgoingMail, app: Flask) -> Me
         lines += [f"- {r.name} <{r.email}>" if r.name else f"- {r.email}" for r in listed]
         if total > len(listed):
             lines.append(_("… and %(n)s more.", n=total - len(listed)))
+        lines.append("")
+        if done:
+            # This wave closed the batch: the summary is also its completion notice (none went out on its own).
+            lines += [*outcome_lines(session, batch=batch), ""]
+        else:
+            lines.append(
+                _(
+                    "Signed so far: %(signed)s of %(total)s.",
+                    signed=counts.by_status[Status.SIGNED.value],
+                    total=counts.total,
+                )
+            )
         lines += [
-            "",
-            _(
-                "Signed so far: %(signed)s of %(total)s.",
-                signed=counts.by_status[Status.SIGNED.value],
-                total=counts.total,
-            ),
             _("You can resend with a new link from the batch page:"),
             f"{app.config['APP_URL']}/batches/{batch.id}",
         ]

@@ -16,7 +16,7 @@ from flask import Flask
 from flask_babel import force_locale
 from flask_babel import gettext as _
 from flask_mail import Message
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from bulksign.batches.counts import counters
@@ -30,6 +30,8 @@ from bulksign.models.status import Status
 logger = logging.getLogger(__name__)
 
 COMPLETION = "completion_notice"
+#: The kind of ``expiry``'s summary, named here because a completion notice folds into it (``folded_completion``).
+EXPIRY_SUMMARY = "expiry_summary"
 #: The choices of a new-batch form or API call (``notify_to``) besides a team manager's address.
 OWNER, OTHER = "owner", "other"
 
@@ -101,8 +103,14 @@ def notice_message(mail: OutgoingMail, app: Flask, *, body: str) -> Message:
 
 def queue_completion_notice(session: Session, *, batch: Batch, now: datetime) -> OutgoingMail | None:
     """Record the one mail saying the batch is done; the caller commits, then enqueues it
-    (``queued_completion_notices``), or leaves it to the reconciler, which sends mails left queued."""
-    return queue_notice(
+    (``queued_completion_notices``), or leaves it to the reconciler, which sends mails left queued.
+
+    When an expiry summary of the batch is still to go out (its wave collecting, or the summary queued), the
+    batch closed with that wave: the row is recorded already cancelled and the summary says the batch is done
+    (``folded_completion``). One event, one mail; the summary is the one kept because it names who did not
+    sign and links to the resend, which the completion notice's totals alone do not.
+    """
+    mail = queue_notice(
         session,
         batch=batch,
         kind=COMPLETION,
@@ -110,6 +118,52 @@ def queue_completion_notice(session: Session, *, batch: Batch, now: datetime) ->
         subject=N_('Batch "%(batch)s" is done', batch=batch.name),
         now=now,
     )
+    if mail is not None and mail.status == "queued" and _expiry_summary_due(session, batch_id=batch.id):
+        # Cancelled, not left unrecorded: the batch's one completion notice has been told (by the summary),
+        # so a later close of the batch (after a retry) does not tell it again.
+        session.execute(update(OutgoingMail).where(OutgoingMail.id == mail.id).values(status="cancelled"))
+        session.expire(mail)
+        log(logger, logging.INFO, "completion notice folded into the expiry summary", batch_id=batch.id)
+    return mail
+
+
+def _expiry_summary_due(session: Session, *, batch_id: int) -> bool:
+    # Read from the database, not the loaded Batch: the expiry marks its wave with a bulk UPDATE in this transaction.
+    pending = session.scalar(select(Batch.expiry_pending_since).where(Batch.id == batch_id))
+    queued = session.scalar(
+        select(OutgoingMail.id)
+        .where(OutgoingMail.batch_id == batch_id, OutgoingMail.kind == EXPIRY_SUMMARY, OutgoingMail.status == "queued")
+        .limit(1)
+    )
+    return pending is not None or queued is not None
+
+
+def folded_completion(session: Session, *, batch_id: int, after: datetime | None, until: datetime) -> bool:
+    """Whether the expiry summary recorded at ``until`` (the previous one at ``after``) also tells that the batch
+    is done: its completion notice was cancelled for it by ``queue_completion_notice``."""
+    query = select(OutgoingMail.id).where(
+        OutgoingMail.batch_id == batch_id,
+        OutgoingMail.kind == COMPLETION,
+        OutgoingMail.status == "cancelled",
+        OutgoingMail.created_at <= until,
+    )
+    if after is not None:
+        query = query.where(OutgoingMail.created_at > after)
+    return session.scalar(query.limit(1)) is not None
+
+
+def outcome_lines(session: Session, *, batch: Batch) -> list[str]:
+    """How the batch ended, a line per outcome, in the current locale: the completion notice's facts, which a
+    summary that stands in for it repeats."""
+    counts = counters(session, [batch.id])[batch.id]
+    return [
+        _('Every request of "%(batch)s" has been dispatched.', batch=batch.name),
+        "",
+        _("Signed: %(n)s", n=counts[Status.SIGNED.value]),
+        _("Waiting for the recipient: %(n)s", n=counts[Status.SENT.value] + counts[Status.OPENED.value]),
+        _("Declined: %(n)s", n=counts[Status.DECLINED.value]),
+        _("Failed or bounced: %(n)s", n=counts[Status.FAILED.value] + counts[Status.BOUNCED.value]),
+    ]
 
 
 def queued_completion_notices(session: Session, *, batch_ids: Collection[int]) -> list[int]:
@@ -134,15 +188,9 @@ def build_completion_notice(session: Session, mail: OutgoingMail, app: Flask) ->
     batch = session.get(Batch, mail.batch_id)
     if batch is None:
         raise LookupError(f"batch {mail.batch_id} no longer exists")
-    counts = counters(session, [batch.id])[batch.id]
     with force_locale(notice_locale(batch)):
         lines = [
-            _('Every request of "%(batch)s" has been dispatched.', batch=batch.name),
-            "",
-            _("Signed: %(n)s", n=counts[Status.SIGNED.value]),
-            _("Waiting for the recipient: %(n)s", n=counts[Status.SENT.value] + counts[Status.OPENED.value]),
-            _("Declined: %(n)s", n=counts[Status.DECLINED.value]),
-            _("Failed or bounced: %(n)s", n=counts[Status.FAILED.value] + counts[Status.BOUNCED.value]),
+            *outcome_lines(session, batch=batch),
             "",
             _("The batch page:"),
             f"{app.config['APP_URL']}/batches/{batch.id}",

@@ -8,10 +8,11 @@ from flask import current_app
 from sqlalchemy import update
 
 from bulksign.batches.expiry import expire_due
+from bulksign.batches.progress import mark_batch_started
 from bulksign.batches.states import transition
 from bulksign.core.extensions import db
-from bulksign.jobs.periodic import expire_requests
-from bulksign.models import SigningRequest
+from bulksign.jobs.periodic import expire_requests, rollup_batches
+from bulksign.models import Batch, SigningRequest
 from bulksign.models.status import Status
 from bulksign.signing.links import current_token
 from bulksign.work.pipeline import enqueue_sends
@@ -105,3 +106,50 @@ def test_a_reminder_still_queued_at_the_deadline_is_cancelled(app, users):
     assert queue_due_reminders(db.session, now=NOW + 4 * DAY).queued == 1
     assert tick(NOW + 7 * DAY) == (1, 1)
     assert [m.status for m in mails("reminder")] == ["cancelled"]
+
+
+def _started_batch(user, recipients: int) -> tuple[int, list[int]]:
+    """A batch whose invitations all went out and that is still open (processing), as the pipeline leaves it."""
+    batch_id, ids = sent_batch(user=user, sent_at=NOW, recipients=recipients)
+    mark_batch_started(db.session, batch_id=batch_id, now=NOW)
+    db.session.commit()
+    return batch_id, ids
+
+
+def _send_queued_completions():
+    """What the reconciler would do with a completion notice left queued: send it."""
+    enqueue_sends([m.id for m in mails("completion_notice") if m.status == "queued"])
+
+
+def test_an_expiry_wave_that_closes_the_batch_sends_the_owner_one_mail_saying_both(app, users, smtp, run_jobs):
+    """Issue 33, item 6: the summary (who did not sign, the resend link) is also the completion notice."""
+    batch_id, ids = _started_batch(users["staff"], recipients=3)
+    _sign(ids[0], NOW + DAY)
+    assert expire_requests(now=NOW + 7 * DAY) == "2 requests expired, 1 summaries queued"
+    rollup_batches(now=NOW + 7 * DAY + timedelta(seconds=15))  # the same minute: nothing left for it to close
+    _send_queued_completions()
+    run_jobs("mail")
+    db.session.expire_all()
+    assert db.session.get(Batch, batch_id).status == "completed"
+    (mail,) = smtp.received
+    assert mail.kind == "expiry-summary" and mail.message["To"] == "staff@example.com"
+    assert "2 recipients did not sign" in mail.subject
+    body = mail.text()
+    assert "person1@example.com" in body and "person2@example.com" in body
+    assert 'Every request of "Employment contract" has been dispatched.' in body
+    assert "Signed: 1" in body and "Waiting for the recipient: 0" in body and "/batches/" in body
+    assert [m.status for m in mails("completion_notice")] == ["cancelled"]
+
+
+def test_a_batch_closed_without_an_expiry_wave_still_gets_its_completion_notice(app, users, smtp, run_jobs):
+    batch_id, _ = _started_batch(users["staff"], recipients=2)
+    assert rollup_batches(now=NOW + timedelta(minutes=1)) == 1
+    _send_queued_completions()
+    run_jobs("mail")
+    (notice,) = smtp.received
+    assert notice.kind == "completion-notice" and "Signed: 0" in notice.text()
+    # A later wave of the closed batch gets its summary, which does not tell the end a second time.
+    assert expire_requests(now=NOW + 7 * DAY) == "2 requests expired, 1 summaries queued"
+    run_jobs("mail")
+    (summary,) = smtp.of_kind("expiry-summary")
+    assert "Signed so far: 0 of 2." in summary.text() and "has been dispatched" not in summary.text()
