@@ -294,7 +294,7 @@ def build_reminder(session: Session, mail: OutgoingMail, app: Flask) -> Message:
         subject=mail.subject,
         recipients=[mail.to_email],
         body=body,
-        html=html_body(body, link=context["signing_link"], pixel=pixel),
+        html=html_body(body, link=context["signing_link"], pixel=pixel, language=batch.language),
         sender=app.config["MAIL_DEFAULT_SENDER"],
         reply_to=batch.reply_to or (batch.created_by.email if batch.created_by else None),
     )

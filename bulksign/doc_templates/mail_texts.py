@@ -27,11 +27,21 @@ _DEFAULT_MAIL_TEXTS = frozenset(
 )
 
 
+def with_newlines(*, text: str) -> str:
+    """``text`` with every line ending as ``\\n``: browsers send a textarea's lines ending in ``\\r\\n``, and a default
+    text kept on the web form would otherwise no longer be its message id (and be mailed in English)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def mail_text(source: str, *, language: str) -> str:
-    """A mail template as the batch's recipients read it: a default text in their language, staff's own as written."""
-    if source not in _DEFAULT_MAIL_TEXTS:
-        return source
+    """A mail template as the batch's recipients read it: a default text in their language, staff's own as written.
+
+    Either with ``\\n`` line endings: versions saved before ``save_version`` normalised them may hold a default
+    text with ``\\r\\n``, and the HTML part finds paragraphs by ``\\n\\n``."""
+    text = with_newlines(text=source)
+    if text not in _DEFAULT_MAIL_TEXTS:
+        return text
     from flask_babel import force_locale, gettext
 
     with force_locale(language):
-        return gettext(source)
+        return gettext(text)

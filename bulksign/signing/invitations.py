@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from flask import Flask
+from flask_babel import force_locale
 from flask_mail import Message
 from markupsafe import Markup, escape
 from sqlalchemy import select, update
@@ -206,7 +207,7 @@ def build_invitation(session: Session, mail: OutgoingMail, app: Flask) -> Messag
         subject=subject,
         recipients=[mail.to_email],
         body=body,
-        html=html_body(body, link=context["signing_link"], pixel=pixel),
+        html=html_body(body, link=context["signing_link"], pixel=pixel, language=batch.language),
         sender=app.config["MAIL_DEFAULT_SENDER"],
         reply_to=batch.reply_to or (batch.created_by.email if batch.created_by else None),
     )
@@ -214,9 +215,9 @@ def build_invitation(session: Session, mail: OutgoingMail, app: Flask) -> Messag
     return message
 
 
-def html_body(text: str, *, link: str, pixel: str) -> str:
+def html_body(text: str, *, link: str, pixel: str, language: str) -> str:
     """The plain body as HTML in the organisation's look: same paragraphs, the signing link clickable and as a
-    button, the open pixel at the end."""
+    button, the open pixel at the end; its own words (the button, the footer) in the batch's ``language``."""
     from flask import current_app, render_template
 
     brand = brand_from(current_app.config)
@@ -226,14 +227,16 @@ def html_body(text: str, *, link: str, pixel: str) -> str:
         for p in text.split("\n\n")
         if p.strip()
     ]
-    return render_template(
-        "emails/_branded.html",
-        brand=brand,
-        paragraphs=paragraphs,
-        link=link,
-        pixel=pixel,
-        logo=None if logo.lower().endswith(".svg") else logo,
-    )
+    # A worker has no request to take a locale from, so the frame would be English under a Russian text.
+    with force_locale(language):
+        return render_template(
+            "emails/_branded.html",
+            brand=brand,
+            paragraphs=paragraphs,
+            link=link,
+            pixel=pixel,
+            logo=None if logo.lower().endswith(".svg") else logo,
+        )
 
 
 def _linked(line: str, link: str, *, color: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from bulksign.batches import counts as batch_counts
 from bulksign.core.extensions import db
 from bulksign.doc_templates.versions import create_template
-from bulksign.models import Batch, SigningRequest
+from bulksign.models import Batch, SigningRequest, TemplateVersion
 from bulksign.people.users import create_user
 
 CONTRACT = (
@@ -30,19 +30,22 @@ def make_batch(
     name: str = "Employment contract",
     kind: str = "html",
     file: bytes | None = None,
+    version: TemplateVersion | None = None,
     **batch_fields,
 ) -> int:
     """The id of a committed pending batch of ``recipients`` ((email, name) pairs or a count) on a new template
-    (``kind`` and ``file``: a template of another kind, e.g. a .docx)."""
+    (``kind`` and ``file``: a template of another kind, e.g. a .docx), or on ``version`` (one made elsewhere, e.g.
+    on the web form)."""
     if user is None:
         user = create_user(db.session, email="owner@example.com", password="owner-password", role="staff", now=now)
     if isinstance(recipients, int):
         recipients = [(f"person{i}@example.com", f"Person {i}") for i in range(recipients)]
-    saved = create_template(db.session, name=name, html=html, user=user, now=now, kind=kind, file=file)
-    batch_fields.setdefault("team_id", saved.template.team_id)  # as batch creation does: the template's team
+    if version is None:
+        version = create_template(db.session, name=name, html=html, user=user, now=now, kind=kind, file=file).version
+    batch_fields.setdefault("team_id", version.template.team_id)  # as batch creation does: the template's team
     batch = Batch(
         name=name,
-        template_version_id=saved.version.id,
+        template_version_id=version.id,
         created_by_id=user.id,
         total_count=len(recipients),
         created_at=now,
