@@ -28,6 +28,7 @@ from bulksign.people.users import (
     set_password,
     set_role,
 )
+from bulksign.views.recipient.tracking import without_open_pixels
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
@@ -225,7 +226,9 @@ def caught_mail(name: str):
         "admin/caught_mail.html",
         message=message,
         name=name,
-        html=html.get_content() if html else None,
+        # The admin reading a caught invitation must not load its pixel: that would be "Email opened" on the
+        # recipient's audit certificate, at the admin's time.
+        html=without_open_pixels(html=html.get_content()) if html else None,
         plain=plain.get_content() if plain else None,
         attachments=attachments,
     )
