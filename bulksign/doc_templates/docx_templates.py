@@ -37,7 +37,7 @@ from bulksign.core.messages import N_
 from bulksign.doc_templates import docx_safety
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.html_safety import unsafe_jinja
-from bulksign.doc_templates.jinja_sandbox import render_html, sandbox
+from bulksign.doc_templates.jinja_sandbox import refuse_unknown_names, render_html, sandbox
 from bulksign.doc_templates.variables import sample_row
 from bulksign.documents import libreoffice
 from bulksign.documents.signature_box import BOX_HEIGHT_MM, BOX_WIDTH_MM, SIGNATURE_VARIABLE
@@ -82,6 +82,7 @@ def _checked(source: str):
     problem = unsafe_jinja(ast)
     if problem:
         raise problem
+    refuse_unknown_names(ast, source=source)
     return ast
 
 
@@ -216,7 +217,7 @@ def variables(data: bytes) -> list[str]:
             )
         ) from None
     except TemplateError as exc:
-        raise type(exc)(exc.message) from None  # a line of the XML would mean nothing to the reader
+        raise type(exc)(exc.message, hint=exc.hint) from None  # a line of the XML would mean nothing to the reader
     except Exception as exc:  # noqa: BLE001 - see _template
         raise TemplateError(
             N_("The Word file cannot be read as a template (%(error)s).", error=type(exc).__name__)
@@ -239,7 +240,7 @@ def fill(data: bytes, row: dict) -> bytes:
             )
         ) from None
     except TemplateError as exc:
-        raise type(exc)(exc.message) from None  # a line of the XML would mean nothing to the reader
+        raise type(exc)(exc.message, hint=exc.hint) from None  # a line of the XML would mean nothing to the reader
     except etree.XMLSyntaxError:
         # docxtpl repairs the body's XML but loads headers and footers strictly: a {% if %} that starts in a
         # paragraph and ends in a table cell leaves the tags unbalanced.

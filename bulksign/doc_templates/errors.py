@@ -25,12 +25,21 @@ class TemplateError(ValueError):
         return f"line {self.line}: {self.message}" if self.line else str(self.message)
 
 
+def line_text(source: str, *, line: int | None) -> str:
+    """The text of ``source``'s 1-based ``line``, or "" when there is no such line."""
+    lines = source.splitlines()
+    return lines[line - 1] if line and 0 < line <= len(lines) else ""
+
+
+def excerpt(source: str, *, line: int | None) -> str | None:
+    """What a refusal shows of ``source``'s ``line``: its text, trimmed (a data: image makes one line megabytes)."""
+    return line_text(source, line=line).strip()[:300] or None
+
+
 def syntax_error(exc: TemplateSyntaxError, source: str) -> TemplateError:
     """Jinja's syntax error in plain words, with the line, its text and a hint."""
-    lines = source.splitlines()
-    line_text = lines[exc.lineno - 1] if exc.lineno and 0 < exc.lineno <= len(lines) else ""
-    plain = template_words.explain(exc.message or "", line_text=line_text)
-    return TemplateError(plain.message, exc.lineno, hint=plain.hint, excerpt=line_text.strip()[:300] or None)
+    plain = template_words.explain(exc.message or "", line_text=line_text(source, line=exc.lineno))
+    return TemplateError(plain.message, exc.lineno, hint=plain.hint, excerpt=excerpt(source, line=exc.lineno))
 
 
 class TemplateBroken(TemplateError):

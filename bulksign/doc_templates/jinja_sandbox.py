@@ -13,13 +13,13 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from jinja2 import TemplateSyntaxError
+from jinja2 import TemplateSyntaxError, nodes
 from jinja2.compiler import CodeGenerator
 from jinja2.exceptions import SecurityError, TemplateRuntimeError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from bulksign.core.messages import N_
-from bulksign.doc_templates.errors import TemplateBroken, TemplateError, TemplateTooCostly, syntax_error
+from bulksign.doc_templates.errors import TemplateBroken, TemplateError, TemplateTooCostly, excerpt, syntax_error
 
 #: The most characters (or list items) one ``*`` may make, and the most bits a ``*`` or ``**`` of numbers may make.
 MAX_PRODUCT_LENGTH = 100_000
@@ -239,6 +239,40 @@ class _BoundedSandbox(ImmutableSandboxedEnvironment):
 sandbox = _BoundedSandbox(autoescape=True)
 #: For plain-text mail bodies and subjects: still sandboxed, but HTML escaping would garble text.
 text_sandbox = _BoundedSandbox(autoescape=False)
+
+
+#: The filters and tests a template may use, as a refusal lists them: the sandbox's (both sandboxes have the same),
+#: but not ``|safe``, which ``html_safety.unsafe_jinja`` refuses in documents.
+ALLOWED_FILTERS = tuple(sorted(set(sandbox.filters) - {"safe"}))
+ALLOWED_TESTS = tuple(sorted(name for name in sandbox.tests if name.isidentifier()))  # not "==", "<" ...
+
+
+def refuse_unknown_names(ast: nodes.Template, *, source: str) -> None:
+    """TemplateBroken, with the line and the names that exist, for a filter or test the sandbox does not have
+    (``{{ salary|money }}``, ``{% if d is date %}``).
+
+    Jinja finds one only when it compiles the template, which listing its variables does: a 500 when it was saved.
+    And in a branch of an ``{% if %}`` it finds none until a row takes that branch, failing that row's render. So
+    every filter and test is checked here in the parsed template, wherever it is."""
+    for node in ast.find_all((nodes.Filter, nodes.Test)):
+        if isinstance(node, nodes.Filter) and node.name not in sandbox.filters:
+            raise TemplateBroken(
+                N_("There is no filter named “%(name)s”: |%(name)s cannot be used.", name=node.name),
+                node.lineno,
+                hint=N_(
+                    "Remove |%(name)s and show the value as the file has it, or use a filter that exists: %(names)s.",
+                    name=node.name,
+                    names=", ".join(ALLOWED_FILTERS),
+                ),
+                excerpt=excerpt(source, line=node.lineno),
+            )
+        if isinstance(node, nodes.Test) and node.name not in sandbox.tests:
+            raise TemplateBroken(
+                N_("There is no test named “%(name)s”: “is %(name)s” cannot be used.", name=node.name),
+                node.lineno,
+                hint=N_("Use a test that exists: %(names)s.", names=", ".join(ALLOWED_TESTS)),
+                excerpt=excerpt(source, line=node.lineno),
+            )
 
 
 class _OutOfTime(BaseException):

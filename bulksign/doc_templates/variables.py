@@ -7,7 +7,7 @@ from __future__ import annotations
 from jinja2 import TemplateSyntaxError, meta
 
 from bulksign.doc_templates.errors import syntax_error
-from bulksign.doc_templates.jinja_sandbox import sandbox
+from bulksign.doc_templates.jinja_sandbox import refuse_unknown_names, sandbox
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE, html_mark
 
 #: Variables every request has whatever the file's columns; not required as columns.
@@ -15,11 +15,13 @@ BUILTIN_VARIABLES = frozenset({"email", "name", "phone", SIGNATURE_VARIABLE})
 
 
 def extract_variables(source: str) -> list[str]:
-    """The placeholders a template uses, sorted; raises TemplateError with the line on a syntax error."""
+    """The placeholders a template uses, sorted; raises TemplateError with the line on a syntax error or an unknown
+    filter or test (listing the variables compiles the template, which fails on those)."""
     try:
         ast = sandbox.parse(source)
     except TemplateSyntaxError as exc:
         raise syntax_error(exc, source) from None
+    refuse_unknown_names(ast, source=source)
     return sorted(meta.find_undeclared_variables(ast))
 
 

@@ -209,6 +209,23 @@ def test_a_word_file_that_cannot_be_a_safe_template_is_refused_with_a_clear_mess
         docx_templates.variables(make())
 
 
+@pytest.mark.parametrize("text", ["Pay {{ salary|money }}", "{% if d %}{{ d|date('%Y') }}{% endif %}"])
+def test_a_word_file_with_an_unknown_filter_is_refused_on_the_web_form_naming_it_and_those_that_exist(
+    client, auth, text
+):
+    """Even in a branch no sample row takes: Jinja would only fail there on the row that does, at render."""
+    auth.login()
+    page = client.get("/templates/new")
+    response = client.post(
+        "/templates/new",
+        content_type="multipart/form-data",
+        data={"csrf_token": csrf_from(page), "name": "Pay", "file": (io.BytesIO(docx_files.simple(text)), "pay.docx")},
+    )
+    body = response.get_data(as_text=True)
+    assert response.status_code == 422 and "There is no filter named" in body
+    assert "How to fix it:" in body and "upper, urlencode" in body
+
+
 def test_a_condition_that_would_break_a_header_is_refused_with_a_clear_message():
     """A {% if %} that opens in the header's paragraph and closes in its table leaves the header's XML unbalanced
     when false: once an uncaught XML error (a 500 on upload), now a message saying what to change."""

@@ -184,6 +184,58 @@ def test_a_refused_template_shows_the_line_and_keeps_the_text(client, auth):
     assert response.status_code == 422 and "Line 2:" in body and "127.0.0.1:1" in body
 
 
+UNKNOWN_FILTERS = [
+    ("<p>a</p>\n<p>{{ salary|money }}</p>", "money"),
+    ("<p>a</p>\n<p>{% if d %}{{ d|date('%Y') }}{% endif %}</p>", "date"),
+]
+
+
+@pytest.mark.parametrize(("html", "name"), UNKNOWN_FILTERS)
+def test_an_unknown_filter_is_refused_on_the_web_form_with_its_line_and_the_filters_that_exist(
+    client, auth, html, name
+):
+    """Once a 500: listing the variables compiled the template, and Jinja fails on an unknown filter there."""
+    auth.login()
+    page = client.get("/templates/new")
+    response = client.post("/templates/new", data={"csrf_token": csrf_from(page), "name": "Pay", "html": html})
+    body = response.get_data(as_text=True)
+    assert response.status_code == 422 and "Line 2:" in body and f"no filter named “{name}”" in body
+    assert "How to fix it:" in body and "upper, urlencode" in body and 'name="html"' in body
+
+
+@pytest.mark.parametrize(("html", "name"), UNKNOWN_FILTERS)
+def test_an_unknown_filter_is_refused_by_the_api_as_template_invalid(client, users, html, name):
+    from bulksign.people.users import create_api_key
+
+    key = create_api_key(db.session, user=users["staff"], name="t", now=NOW).secret
+    db.session.commit()
+    refused = client.post(
+        "/api/v1/templates", json={"name": "Pay", "html": html}, headers={"Authorization": f"Bearer {key}"}
+    )
+    error = refused.json["error"]
+    assert refused.status_code == 422 and error["code"] == "template_invalid" and error["details"]["line"] == 2
+    assert f"no filter named “{name}”" in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("subject", "words", "existing"),
+    [
+        ("Pay {{ salary|money }}", "no filter named “money”", "upper"),
+        ("{% if a is b %}x{% endif %}", "is b", "defined"),
+    ],
+)
+def test_an_unknown_filter_or_test_in_a_mail_subject_is_refused_with_the_names_that_exist(
+    app, users, subject, words, existing
+):
+    with pytest.raises(TemplateError, match=words) as caught:
+        create_template(
+            db.session, name="M", html="<p>x</p>", user=users["staff"], now=NOW, **{**MAIL, "email_subject": subject}
+        )
+    assert caught.value.message.startswith("email subject") and caught.value.line == 1
+    listed = caught.value.hint.english.rsplit(": ", 1)[1].rstrip(".").split(", ")
+    assert existing in listed and "safe" not in listed and "==" not in listed
+
+
 def test_preview_is_a_real_pdf_rendered_with_sample_values(client, auth, users):
     saved = create_template(
         db.session, name="P", html='<meta charset="utf-8"><p>{{ name }} — {{ city }}</p>', user=users["staff"], now=NOW
