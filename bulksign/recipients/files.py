@@ -54,6 +54,8 @@ def open_table(data: bytes, *, filename: str) -> Table:
         )
     text, encoding = _decode(data)
     delimiter = _detect_delimiter(text)
+    if ext == ".txt":
+        _refuse_untabular_text(text, delimiter=delimiter)
     _refuse_too_many_records(text, delimiter)
     return Table("csv", encoding, delimiter, _csv_rows(text, delimiter, deadline))
 
@@ -130,6 +132,30 @@ def _detect_delimiter(text: str) -> str:
         if score > best_score:
             best, best_score = delimiter, score
     return best
+
+
+def _refuse_untabular_text(text: str, *, delimiter: str) -> None:
+    """Refuse a .txt whose first line is one column: a note or a list, not a table.
+
+    A .txt is read as CSV because Excel's "Unicode Text" export is one (tab-separated), but any other text then
+    read as a one-column table whose first line was its header, and the answer ("a header but no rows", a
+    missing column) sent staff to fix a table they never had. A real CSV saved as .txt separates its header's
+    columns; a one-column list saved as .csv is still read as one."""
+    try:
+        for record in csv.reader(text[:65536].splitlines()[:50], delimiter=delimiter):
+            if any(cell.strip() for cell in record):
+                if len(record) > 1:
+                    return
+                break
+    except csv.Error:
+        return  # a table with a broken record: the row-by-row read names it
+    raise UploadError(
+        N_(
+            "This is not a CSV or XLSX file: its first line has no comma, semicolon or tab between columns. "
+            "Save the list from a spreadsheet as CSV or Excel Workbook (.xlsx) and upload that."
+        ),
+        415,
+    )
 
 
 def _refuse_too_many_records(text: str, delimiter: str) -> None:

@@ -61,6 +61,25 @@ def test_excel_unicode_text_export_is_read():
     assert report.valid_rows == 1 and report.delimiter == "\t"
 
 
+@pytest.mark.parametrize(
+    "data",
+    [b"Please sign the attached contract\nThanks\n", b"email\na@example.com\n", b"\n\nnotes only\n", b'"a,b"\n'],
+)
+def test_a_txt_file_that_is_not_a_table_is_refused_as_not_a_csv_file(data):
+    """Read as a one-column table, it was answered "a header but no rows" or a missing column."""
+    with pytest.raises(UploadError) as caught:
+        check(data, filename="notes.txt")
+    assert caught.value.status == 415 and caught.value.message.startswith("This is not a CSV or XLSX file")
+
+
+@pytest.mark.parametrize(
+    "data", [b"email,name,position\na@example.com,A,B\n", b"\nemail;name;position\r\na@example.com;A;B\r\n"]
+)
+def test_a_real_csv_saved_as_txt_is_still_read_and_a_one_column_csv_too(data):
+    assert check(data, filename="people.txt").valid_rows == 1
+    assert check(b"email\na@example.com\n", filename="people.csv", variables=[]).valid_rows == 1
+
+
 def test_headers_match_whatever_the_case_and_spaces():
     report = check(b"  EMAIL ,Name,  Position  \na@example.com,A,B\n", keep_rows=True)
     assert report.valid_rows == 1 and report.recipients[0].data == {"name": "A", "position": "B"}

@@ -78,6 +78,7 @@ def test_api_validate_reports_totals_and_errors(api, template_id):
         ({"template_id": "{tid}"}, 400, "file: Field required"),
         ({"template_id": "{tid}", "file": upload(b"", "x.csv")}, 422, "empty"),
         ({"template_id": "{tid}", "file": upload(GOOD, "x.exe")}, 415, ".csv or .xlsx"),
+        ({"template_id": "{tid}", "file": upload(b"Please sign\n", "notes.txt")}, 415, "not a CSV or XLSX file"),
     ],
 )
 def test_api_bad_input_gets_a_json_error(api, template_id, data, status, words):
@@ -225,6 +226,8 @@ def test_a_refused_file_shows_the_reason_in_the_partial(client, auth, template_i
     auth.login()
     _, preview = check_file(client, template_id, body=b"\x00\x01binary", name="people.csv")
     assert preview.status_code == 400 and "binary data" in preview.get_data(as_text=True)
+    _, notes = check_file(client, template_id, body=b"Please sign this\n", name="notes.txt")
+    assert notes.status_code == 415 and "This is not a CSV or XLSX file" in notes.get_data(as_text=True)
     _, full = check_file(client, template_id, body=b"a", name="people.pdf", htmx=False)
     assert full.status_code == 415 and "<html" in full.get_data(as_text=True)
 
