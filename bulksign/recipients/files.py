@@ -17,7 +17,15 @@ from pathlib import PurePosixPath
 
 from bulksign.core.messages import N_
 from bulksign.recipients import rows
-from bulksign.recipients.rows import MAX_FILE_ROWS, Row, Table, UploadError, out_of_time, too_many_rows
+from bulksign.recipients.rows import (
+    MAX_FILE_ROWS,
+    Row,
+    Table,
+    UploadError,
+    normalise_header,
+    out_of_time,
+    too_many_rows,
+)
 from bulksign.recipients.workbooks import xlsx_rows
 
 CSV_EXTENSIONS = frozenset({".csv", ".txt", ".tsv"})
@@ -144,7 +152,8 @@ def _refuse_untabular_text(text: str, *, delimiter: str) -> None:
     try:
         for record in csv.reader(text[:65536].splitlines()[:50], delimiter=delimiter):
             if any(cell.strip() for cell in record):
-                if len(record) > 1:
+                # A list of addresses under an e-mail header is a one-column table all the same.
+                if len(record) > 1 or normalise_header(record[0]) == "email":
                     return
                 break
     except csv.Error:

@@ -3,6 +3,7 @@ limits every reader keeps."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -90,3 +91,24 @@ def column_letter(index: int) -> str:
         index, rest = divmod(index - 1, 26)
         letters = chr(65 + rest) + letters
     return letters
+
+
+#: Other spellings of the recognised columns, after normalisation.
+ALIASES = {
+    "e_mail": "email",
+    "email_address": "email",
+    "mail": "email",
+    "full_name": "name",
+    "phone_number": "phone",
+    "telephone": "phone",
+    "tel": "phone",
+    "mobile": "phone",
+}
+
+_HEADER_NOISE = re.compile(r"[\s\-]+")
+
+
+def normalise_header(name: str) -> str:
+    """A column header as the checks compare it: lower case, spaces and dashes as ``_``, known aliases resolved."""
+    key = _HEADER_NOISE.sub("_", name.strip().lower()).strip("_")
+    return ALIASES.get(key, key)

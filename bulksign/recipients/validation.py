@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,25 +18,12 @@ from bulksign.core.spreadsheets import formula_safe
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE
 from bulksign.recipients.files import open_table
 from bulksign.recipients.row_checks import Columns, RowChecker, RowError
-from bulksign.recipients.rows import MAX_COLUMNS, Row, UploadError, column_letter
+from bulksign.recipients.rows import MAX_COLUMNS, Row, UploadError, column_letter, normalise_header
 
 #: Errors kept for the page and the API; the counts cover all of them, the CSV report lists all.
 MAX_ERRORS_KEPT = 100
 #: Columns every request has; only ``email`` is required.
 BUILTIN_COLUMNS = ("email", "name", "phone")
-#: Other spellings of the recognised columns, after normalisation.
-ALIASES = {
-    "e_mail": "email",
-    "email_address": "email",
-    "mail": "email",
-    "full_name": "name",
-    "phone_number": "phone",
-    "telephone": "phone",
-    "tel": "phone",
-    "mobile": "phone",
-}
-
-_HEADER_NOISE = re.compile(r"[\s\-]+")
 
 
 @dataclass(frozen=True)
@@ -127,11 +113,6 @@ class ValidationReport:
         }
 
 
-def _normalise_header(name: str) -> str:
-    key = _HEADER_NOISE.sub("_", name.strip().lower()).strip("_")
-    return ALIASES.get(key, key)
-
-
 def _match_header(header_row: int, cells: list[str], variables: Iterable[str]) -> Columns:
     header = [c.strip() for c in cells]
     while header and not header[-1]:
@@ -139,7 +120,7 @@ def _match_header(header_row: int, cells: list[str], variables: Iterable[str]) -
     if len(header) > MAX_COLUMNS:
         raise UploadError(N_("The file has %(n)s columns; the limit is %(limit)s.", n=len(header), limit=MAX_COLUMNS))
     # ``{{ signature }}`` is the signature's place in the document, never a column.
-    wanted = {_normalise_header(v): v for v in variables if v != SIGNATURE_VARIABLE}
+    wanted = {normalise_header(v): v for v in variables if v != SIGNATURE_VARIABLE}
     for builtin in BUILTIN_COLUMNS:
         wanted.setdefault(builtin, builtin)
     used, errors, warnings, seen = [], [], [], {}
@@ -149,7 +130,7 @@ def _match_header(header_row: int, cells: list[str], variables: Iterable[str]) -
                 N_("Column %(letter)s has no name in the header; its values are ignored.", letter=column_letter(index))
             )
             continue
-        key = _normalise_header(title)
+        key = normalise_header(title)
         if key in seen:
             errors.append(
                 RowError(
@@ -169,7 +150,7 @@ def _match_header(header_row: int, cells: list[str], variables: Iterable[str]) -
             used.append((index, wanted[key], title))
         else:
             warnings.append(N_('The column "%(column)s" is not used by the template; it is ignored.', column=title))
-    required = {_normalise_header(v) for v in variables if v != SIGNATURE_VARIABLE} - {"name", "phone"} | {"email"}
+    required = {normalise_header(v) for v in variables if v != SIGNATURE_VARIABLE} - {"name", "phone"} | {"email"}
     missing = sorted(wanted[k] for k in required if k not in seen)
     for name in missing:
         message = (

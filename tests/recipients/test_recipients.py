@@ -63,7 +63,7 @@ def test_excel_unicode_text_export_is_read():
 
 @pytest.mark.parametrize(
     "data",
-    [b"Please sign the attached contract\nThanks\n", b"email\na@example.com\n", b"\n\nnotes only\n", b'"a,b"\n'],
+    [b"Please sign the attached contract\nThanks\n", b"people\na@example.com\n", b"\n\nnotes only\n", b'"a,b"\n'],
 )
 def test_a_txt_file_that_is_not_a_table_is_refused_as_not_a_csv_file(data):
     """Read as a one-column table, it was answered "a header but no rows" or a missing column."""
@@ -78,6 +78,8 @@ def test_a_txt_file_that_is_not_a_table_is_refused_as_not_a_csv_file(data):
 def test_a_real_csv_saved_as_txt_is_still_read_and_a_one_column_csv_too(data):
     assert check(data, filename="people.txt").valid_rows == 1
     assert check(b"email\na@example.com\n", filename="people.csv", variables=[]).valid_rows == 1
+    # A list of addresses under an e-mail header, saved as text, is a one-column table all the same.
+    assert check(b"E-mail\na@example.com\nb@example.com\n", filename="people.txt", variables=[]).valid_rows == 2
 
 
 def test_headers_match_whatever_the_case_and_spaces():
