@@ -3,6 +3,8 @@ row's shape; counting errors (keeping the first ones), noting formula-like colum
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -15,6 +17,9 @@ from bulksign.recipients.rows import Row, column_letter
 COLUMN_LIMITS = {"email": 254, "name": 300, "phone": 50}
 MAX_VALUE_CHARS = 2000
 _FORMULA_START = ("=", "+", "-", "@")
+#: A phone number or a signed number (``+491701234567``, ``-500``, ``+49 (170) 123-45``): it starts like a formula
+#: but a spreadsheet reads it as a number, so it is not one to warn of.
+_NUMBER_LIKE = re.compile(r"[+-]?[\d\s().,/-]*\d[\d\s().,/-]*")
 
 
 @dataclass(frozen=True)
@@ -153,7 +158,12 @@ class RowChecker:
                 )
             )
             return False
-        if value.startswith(_FORMULA_START) and len(value) > 1 and title not in self._formula_columns:
+        if (
+            value.startswith(_FORMULA_START)
+            and len(value) > 1
+            and not _NUMBER_LIKE.fullmatch(value)
+            and title not in self._formula_columns
+        ):
             self._formula_columns.add(title)
             self.warnings.append(
                 N_(

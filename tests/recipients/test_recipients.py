@@ -165,6 +165,13 @@ def test_xlsx_first_sheet_with_numbers_dates_and_formulas_kept_as_text():
     assert any("formulas" in w and "never calculated" in w for w in report.warnings)
 
 
+def test_phone_numbers_and_signed_numbers_are_not_taken_for_formulas():
+    data = b"email,name,phone,bonus\na@example.com,A,+491701234567,-500\nb@example.com,B,+49 (170) 123-45,+7\n"
+    report = check(data, variables=["name", "bonus"])
+    assert report.valid_rows == 2 and not any("formulas" in str(w) for w in report.warnings)
+    assert any("formulas" in str(w) for w in check(b"email,name\na@example.com,=1+2\n", variables=["name"]).warnings)
+
+
 @pytest.mark.parametrize(
     "data, filename, status, words",
     [
