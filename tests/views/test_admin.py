@@ -159,3 +159,11 @@ def test_metrics_behind_a_local_reverse_proxy_judge_the_forwarded_visitor(make_a
         client = app.test_client()
         assert client.get("/metrics", headers={"X-Forwarded-For": "198.51.100.7"}).status_code == 403
         assert client.get("/metrics", headers={"X-Forwarded-For": "127.0.0.1"}).status_code == 200
+
+
+def test_the_api_keys_section_links_to_the_api_reference(client, auth):
+    auth.login_admin()
+    page = _admin_page(client).get_data(as_text=True)
+    keys = page.index("API keys")
+    assert 'href="/api/docs"' in page[keys : keys + 400]
+    assert client.get("/api/docs").status_code == 200
