@@ -4,7 +4,6 @@ row's shape; counting errors (keeping the first ones), noting formula-like colum
 from __future__ import annotations
 
 import re
-
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
