@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -64,6 +65,33 @@ def tracking_mac(request_id: int, *, secret: str) -> str:
 
 def tracking_url(*, app_url: str, request_id: int, secret: str) -> str:
     return f"{app_url}/t/{request_id}.{tracking_mac(request_id, secret=secret)}.gif"
+
+
+def pixel_request_id(*, name: str, secret: str) -> int | None:
+    """The request whose pixel ``name`` (``<id>.<mac>.gif``) is, if we made it; else None."""
+    request_id, _, rest = name.partition(".")
+    mac = rest.removesuffix(".gif")
+    if (
+        request_id.isdigit()
+        and len(request_id) < 19
+        and hmac.compare_digest(mac.encode(), tracking_mac(int(request_id), secret=secret).encode())
+    ):
+        return int(request_id)
+    return None
+
+
+_IMG = re.compile(r"<img\b[^>]*>", re.IGNORECASE)
+_SRC = re.compile(r"""\bsrc\s*=\s*["']?[^"'\s>]*/t/([^"'\s>/]+)""", re.IGNORECASE)
+
+
+def without_open_pixels(*, html: str, secret: str) -> str:
+    """``html`` with our open-tracking images taken out, for staff who read a mail: their view is no open."""
+
+    def keep(img: re.Match) -> str:
+        src = _SRC.search(img.group(0))
+        return "" if src and pixel_request_id(name=src.group(1), secret=secret) is not None else img.group(0)
+
+    return _IMG.sub(keep, html)
 
 
 def mail_context(request: SigningRequest, *, token: str, app: Flask, deadline: datetime) -> dict:

@@ -28,7 +28,7 @@ from bulksign.people.users import (
     set_password,
     set_role,
 )
-from bulksign.views.recipient.tracking import without_open_pixels
+from bulksign.signing.invitations import without_open_pixels
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
@@ -228,7 +228,7 @@ def caught_mail(name: str):
         name=name,
         # The admin reading a caught invitation must not load its pixel: that would be "Email opened" on the
         # recipient's audit certificate, at the admin's time.
-        html=without_open_pixels(html=html.get_content()) if html else None,
+        html=without_open_pixels(html=html.get_content(), secret=current_app.config["SECRET_KEY"]) if html else None,
         plain=plain.get_content() if plain else None,
         attachments=attachments,
     )

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import base64
-import hmac
 import logging
-import re
 
 from flask import Blueprint, Response, current_app
 from flask_login import current_user
@@ -15,7 +13,7 @@ from bulksign.core.extensions import db
 from bulksign.core.logs import log
 from bulksign.models import Event, SigningRequest, utcnow
 from bulksign.people.auth import public
-from bulksign.signing.invitations import tracking_mac
+from bulksign.signing.invitations import pixel_request_id
 
 bp = Blueprint("tracking", __name__)
 logger = logging.getLogger(__name__)
@@ -28,7 +26,7 @@ PIXEL = base64.b64decode("R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRA
 @public
 def pixel(name: str):
     """Never an error: a mail client shows a broken image for anything but a GIF."""
-    request_id = _pixel_request(name=name)
+    request_id = pixel_request_id(name=name, secret=current_app.config["SECRET_KEY"])
     # Staff looking at a mail (the admin's mailbox of caught mail) are not the recipient opening it.
     if request_id is not None and not current_user.is_authenticated:
         try:
@@ -39,35 +37,6 @@ def pixel(name: str):
     response = Response(PIXEL, mimetype="image/gif")
     response.headers["Cache-Control"] = "no-store, max-age=0"
     return response
-
-
-def _pixel_request(*, name: str) -> int | None:
-    """The request whose pixel ``name`` (``<id>.<mac>.gif``) is, if we made it; else None."""
-    request_id, _, rest = name.partition(".")
-    mac = rest.removesuffix(".gif")
-    if (
-        request_id.isdigit()
-        and len(request_id) < 19
-        and hmac.compare_digest(
-            mac.encode(), tracking_mac(int(request_id), secret=current_app.config["SECRET_KEY"]).encode()
-        )
-    ):
-        return int(request_id)
-    return None
-
-
-_IMG = re.compile(r"<img\b[^>]*>", re.IGNORECASE)
-_SRC = re.compile(r"""\bsrc\s*=\s*["']?[^"'\s>]*/t/([^"'\s>/]+)""", re.IGNORECASE)
-
-
-def without_open_pixels(*, html: str) -> str:
-    """``html`` with our open-tracking images taken out, for staff who read a mail: their view is no open."""
-
-    def keep(img: re.Match) -> str:
-        src = _SRC.search(img.group(0))
-        return "" if src and _pixel_request(name=src.group(1)) is not None else img.group(0)
-
-    return _IMG.sub(keep, html)
 
 
 def record_email_open(request_id: int) -> None:
