@@ -1,4 +1,4 @@
-"""rq-dashboard at /admin/rq, for admins only (its pages, static files and JSON alike)."""
+"""rq-dashboard at /admin/rq, for admins only (its pages, static files and JSON alike), under a policy of its own."""
 
 from __future__ import annotations
 
@@ -8,6 +8,14 @@ from flask import Flask, abort, current_app, request
 from flask_login import current_user
 
 from bulksign.core.extensions import csrf, get_redis
+
+#: rq-dashboard's pages build their tables with underscore's ``_.template``, which compiles with ``new Function``
+#: (eval), from inline scripts: only its pages allow both, and still load nothing from other sites. Every other
+#: page keeps the staff policy (``people.auth.STAFF_CSP``), which forbids them.
+RQ_DASHBOARD_CSP = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; object-src 'none'; form-action 'self'; base-uri 'none'; frame-ancestors 'self'"
+)
 
 
 def init_app(app: Flask) -> None:
@@ -21,6 +29,8 @@ def init_app(app: Flask) -> None:
     app.redis_conn = get_redis(app)
     # Its buttons post without a CSRF token; only admins reach it (checked below).
     csrf.exempt(rq_dashboard.blueprint)
+    # A blueprint's after-request hooks run before the app's, whose security headers only set what is unset.
+    app.after_request_funcs.setdefault(rq_dashboard.blueprint.name, []).append(_own_policy)
 
     @app.before_request
     def _rq_dashboard_admins_only():
@@ -39,6 +49,11 @@ def init_app(app: Flask) -> None:
             abort(405)
         _names_something(request.view_args or {})
         return None
+
+
+def _own_policy(response):
+    response.headers["Content-Security-Policy"] = RQ_DASHBOARD_CSP
+    return response
 
 
 #: The registries rq-dashboard can list; any other name in its URLs crashes it.
