@@ -11,7 +11,7 @@ from bulksign.core.extensions import db
 from bulksign.models import User, utcnow
 from bulksign.people.access import ROLES
 from bulksign.people.teams import TeamError, add_member, create_team, remove_member, team_by_name
-from bulksign.people.users import UserError, create_api_key, create_user, normalise_email
+from bulksign.people.users import UserError, create_api_key, create_user, normalise_email, set_display_name
 
 users_cli = AppGroup("users", help="Staff accounts and API keys.")
 teams_cli = AppGroup("teams", help="Teams (departments) and who is in them.")
@@ -22,18 +22,33 @@ teams_cli = AppGroup("teams", help="Teams (departments) and who is in them.")
 @click.option("--password", prompt=True, hide_input=True, confirmation_prompt=True)
 @click.option("--role", type=click.Choice(ROLES), default="staff", show_default=True)
 @click.option("--team", "team_names", multiple=True, help="A team to join (repeat for several); it must exist.")
-def create_user_command(email: str, password: str, role: str, team_names: tuple[str, ...]) -> None:
+@click.option("--name", default=None, help='Display name, as recipients read it: "Anna Schmidt asks you to sign".')
+def create_user_command(email: str, password: str, role: str, team_names: tuple[str, ...], name: str | None) -> None:
     """Create a user, in the given teams."""
     now = utcnow()
     try:
-        teams = [team_by_name(db.session, name=name) for name in team_names]
-        user = create_user(db.session, email=email, password=password, role=role, now=now)
+        teams = [team_by_name(db.session, name=team) for team in team_names]
+        user = create_user(db.session, email=email, password=password, role=role, now=now, name=name)
         for team in teams:
             add_member(db.session, team=team, user=user, by=None, now=now)
     except (UserError, TeamError) as exc:
         fail(str(exc))
     db.session.commit()
     click.echo(f"Created {user.role} {user.email}" + (f" in {', '.join(t.name for t in teams)}." if teams else "."))
+
+
+@users_cli.command("update")
+@click.argument("email")
+@click.option("--name", required=True, help='Display name, as recipients read it; "" takes it away (the email shows).')
+def update_user_command(email: str, name: str) -> None:
+    """Change a user's display name."""
+    user = _user_by_email(email)
+    try:
+        set_display_name(db.session, user=user, name=name)
+    except UserError as exc:
+        fail(str(exc))
+    db.session.commit()
+    click.echo(f"{user.email} is called {user.display_name}." if user.display_name else f"{user.email} has no name.")
 
 
 @users_cli.command("create-api-key")

@@ -43,19 +43,20 @@ from bulksign.mail.throttle import MailThrottle
 from bulksign.models import OutgoingMail, SigningRequest, utcnow
 from bulksign.models.status import Status
 from bulksign.ops import telemetry
+from bulksign.people import password_resets
 from bulksign.recipients.suppressions import address_is_dead, in_force_among, not_sent_reason, suppress
 from bulksign.signing import invitations, one_time_codes
 from bulksign.signing import recipient_actions as signing
 from bulksign.signing.invitations import KIND as INVITATION
 from bulksign.signing.invitations import load_requests, record_sent
 from bulksign.work import stopping
-from bulksign.work.pipeline import SEND, enqueue_sends, hand_back
+from bulksign.work.pipeline import SEND, enqueue_sends, hand_back, top_up
 
 logger = logging.getLogger(__name__)
 
 #: The modules whose ``@mailer.builder`` functions build the mails sent here: importing them here fills
 #: the registry wherever mail is sent (tests/test_queues.py checks that no builder lives elsewhere).
-BUILDER_MODULES = (expiry, invitations, notices, one_time_codes, reminders, sealing, signing)
+BUILDER_MODULES = (expiry, invitations, notices, one_time_codes, password_resets, reminders, sealing, signing)
 
 
 class TransientFailure(RuntimeError):
@@ -87,6 +88,8 @@ def send_chunk(mail_ids: list[int], *, app: Flask, link: SmtpLink) -> str:
     requests = {r.id: r for r in load_requests(session, [m.request_id for m in to_send + exhausted if m.request_id])}
     # Read now: a settled request is expired by its transition, and re-reading each one costs a query.
     batch_ids = {r.batch_id for r in requests.values()}
+    # This chunk left its batches' line: their next invitations go to the back of it (``pipeline.top_up``).
+    top_up(SEND, {requests[m.request_id].batch_id for m in to_send if m.kind == INVITATION})
     outcomes: Counter[str] = Counter()
     for mail in exhausted:
         outcomes[

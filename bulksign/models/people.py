@@ -6,6 +6,7 @@ import hashlib
 from datetime import datetime
 
 from flask_login import UserMixin
+from sqlalchemy import Index
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from bulksign.core.extensions import db
@@ -18,6 +19,9 @@ class User(UserMixin, db.Model):
     id: Mapped[int] = mapped_column(primary_key=True)
     #: Login name, stored lower-case.
     email: Mapped[str] = mapped_column(db.String(254), unique=True)
+    #: How the person is called in mails to recipients ("Anna Schmidt asks you to sign") and on staff pages;
+    #: None: the email stands in (``shown_name``).
+    display_name: Mapped[str | None] = mapped_column(db.String(100))
     #: werkzeug scrypt/pbkdf2 hash; never the password.
     password_hash: Mapped[str] = mapped_column(db.String(256))
     #: ``admin`` (everything), ``manager`` (everything in their teams), ``staff`` (own batches, sees the
@@ -33,6 +37,11 @@ class User(UserMixin, db.Model):
     logouts: Mapped[int] = mapped_column(default=0, server_default="0")
 
     @property
+    def shown_name(self) -> str:
+        """The display name, else the email."""
+        return self.display_name or self.email
+
+    @property
     def is_admin(self) -> bool:
         return self.role == "admin"
 
@@ -45,6 +54,31 @@ class User(UserMixin, db.Model):
         # before it. (No suffix before the first logout: logins made before this column existed stay valid.)
         stamp = self.password_hash + (f":{self.logouts}" if self.logouts else "")
         return f"{self.id}:{hashlib.sha256(stamp.encode()).hexdigest()[:16]}"
+
+
+class PasswordReset(db.Model):
+    """A "forgot password" link mailed to a user; only the user's newest one counts, once, until it expires.
+
+    The link's token is never stored: it is derived from the secret key, ``nonce`` and the user's password hash
+    when the mail is built (``password_resets.reset_token``), so a changed password ends the link too; only its
+    sha256 is kept, to find the row.
+    """
+
+    __tablename__ = "password_resets"
+    __table_args__ = (Index("ix_password_resets_user_created", "user_id", "created_at"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(db.ForeignKey("users.id", ondelete="CASCADE"))
+    #: Random input of the token's derivation (128 bits, hex).
+    nonce: Mapped[str] = mapped_column(db.String(32))
+    #: sha256 of the token (``tokens.hash_token``), to look the link up.
+    token_hash: Mapped[str] = mapped_column(db.String(64), unique=True)
+    #: The language the link was asked for in: the mail is written in it.
+    locale: Mapped[str] = mapped_column(db.String(8))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    #: When the link set a new password: it is spent.
+    used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class Team(db.Model):

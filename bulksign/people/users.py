@@ -13,6 +13,7 @@ from werkzeug.security import check_password_hash, generate_password_hash
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
 from bulksign.core.tokens import IssuedToken, hash_token, new_token
+from bulksign.mail.mail_headers import CONTROL_CHARACTERS
 from bulksign.models import ApiKey, User
 from bulksign.people import access
 from bulksign.people.access_audit import record_role
@@ -21,6 +22,7 @@ logger = logging.getLogger(__name__)
 
 ROLES = access.ROLES
 MIN_PASSWORD_LENGTH = 8
+MAX_DISPLAY_NAME = 100
 #: werkzeug hash method for new passwords; scrypt (werkzeug's default) unless configured
 #: (PASSWORD_HASH_METHOD). The test suite uses a cheap one: 0.24 s per scrypt hash here.
 hash_method = "scrypt"
@@ -53,21 +55,47 @@ def normalise_email(email: str) -> str:
     return email.strip().lower()
 
 
+def display_name(name: str | None) -> str | None:
+    """A display name as stored: spaces folded, at most ``MAX_DISPLAY_NAME`` characters; None when empty."""
+    name = name or ""
+    # Refused, not folded: it goes into mails' text and a line break there is a mistake or aimed at the reader.
+    if CONTROL_CHARACTERS.search(name.strip()):
+        raise UserError(N_("The name may not contain line breaks or other control characters."))
+    name = " ".join(name.split())
+    if len(name) > MAX_DISPLAY_NAME:
+        raise UserError(N_("The name may have at most %(n)s characters.", n=MAX_DISPLAY_NAME))
+    return name or None
+
+
+def _check_password(password: str, repeat: str | None) -> None:
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise UserError(N_("The password must have at least %(n)s characters.", n=MIN_PASSWORD_LENGTH))
+    if repeat is not None and repeat != password:
+        raise UserError(N_("The two passwords differ. Type the new password twice the same."))
+
+
 def create_user(
-    session: Session, *, email: str, password: str, role: str, now: datetime, by: User | None = None
+    session: Session,
+    *,
+    email: str,
+    password: str,
+    role: str,
+    now: datetime,
+    by: User | None = None,
+    name: str | None = None,
 ) -> User:
     """Create an account with one of ``access.ROLES``, its role recorded as given by ``by`` (None: the command
-    line or a script); teams are joined with ``teams.add_member``."""
+    line or a script), called ``name`` in mails and pages; teams are joined with ``teams.add_member``."""
     email = normalise_email(email)
     if "@" not in email or len(email) > 254:
         raise UserError(N_("Enter a valid email address."))
     if role not in ROLES:
         raise UserError(N_("Role must be one of: %(known)s.", known=", ".join(ROLES)))
-    if len(password) < MIN_PASSWORD_LENGTH:
-        raise UserError(N_("The password must have at least %(n)s characters.", n=MIN_PASSWORD_LENGTH))
+    _check_password(password, None)
+    shown = display_name(name)
     if session.scalar(select(User.id).where(func.lower(User.email) == email)):
         raise UserError(N_("A user with the email %(email)s already exists.", email=email))
-    user = User(email=email, password_hash=_hash(password), role=role, created_at=now)
+    user = User(email=email, password_hash=_hash(password), role=role, created_at=now, display_name=shown)
     session.add(user)
     session.flush()
     log(logger, logging.INFO, "user created", user_id=user.id, role=role)
@@ -75,12 +103,29 @@ def create_user(
     return user
 
 
-def set_password(session: Session, *, user: User, password: str) -> None:
-    """Replace a user's password."""
-    if len(password) < MIN_PASSWORD_LENGTH:
-        raise UserError(N_("The password must have at least %(n)s characters.", n=MIN_PASSWORD_LENGTH))
+def set_password(session: Session, *, user: User, password: str, repeat: str | None = None) -> None:
+    """Replace a user's password (``repeat``: the same typed again, where a person types it). Every session and
+    reset link made before it ends (``User.get_id``, ``password_resets``)."""
+    _check_password(password, repeat)
     user.password_hash = _hash(password)
     log(logger, logging.INFO, "password set", user_id=user.id)
+
+
+def change_password(session: Session, *, user: User, current: str, password: str, repeat: str) -> None:
+    """The user's own change: their current password first (a session left open is not enough)."""
+    if not check_password_hash(user.password_hash, current):
+        raise UserError(N_("Your current password is not this one. Type it again."))
+    set_password(session, user=user, password=password, repeat=repeat)
+
+
+def set_display_name(session: Session, *, user: User, name: str | None) -> bool:
+    """Give the user the display name ``name`` (empty: none, the email stands in); False when unchanged."""
+    shown = display_name(name)
+    if shown == user.display_name:
+        return False
+    user.display_name = shown
+    log(logger, logging.INFO, "display name set", user_id=user.id)
+    return True
 
 
 def authenticate(session: Session, *, email: str, password: str, now: datetime) -> User | None:

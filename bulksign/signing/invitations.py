@@ -102,7 +102,7 @@ def mail_context(request: SigningRequest, *, token: str, app: Flask, deadline: d
         **(request.data or {}),
         "name": request.name or request.email,
         "email": request.email,
-        "sender": owner.email if owner else app.config["MAIL_DEFAULT_SENDER"],
+        "sender": owner.shown_name if owner else app.config["MAIL_DEFAULT_SENDER"],
         "document_name": batch.template_version.template.name,
         "signing_link": signing_url(app_url=app.config["APP_URL"], token=token),
         # Recipients read the date in their batch's language and time zone.

@@ -54,6 +54,7 @@ MAIL_KINDS = {
     "expiry_summary",
     "completion_notice",
     "one_time_code",
+    "password_reset",
 }
 
 

@@ -25,6 +25,7 @@ from bulksign.people.users import (
     normalise_email,
     revoke_api_key,
     set_disabled,
+    set_display_name,
     set_password,
     set_role,
 )
@@ -88,6 +89,7 @@ def create_staff():
             role=request.form.get("role", "staff"),
             now=utcnow(),
             by=current_user,
+            name=request.form.get("name"),
         )
         team_id = request.form.get("team_id", type=int)
         if team_id is not None:
@@ -97,6 +99,16 @@ def create_staff():
     return _done(
         "admin.index", _("Account %(email)s created. Give them the password; they can log in now.", email=user.email)
     )
+
+
+@bp.post("/users/<int:user_id>/name")
+def rename_user(user_id: int):
+    user = _user_or_404(user_id)
+    try:
+        set_display_name(db.session, user=user, name=request.form.get("display_name", ""))
+    except UserError as exc:
+        return _refused("admin.index", exc)
+    return _done("admin.index", _("%(email)s is now called “%(name)s”.", email=user.email, name=user.shown_name))
 
 
 @bp.post("/users/<int:user_id>/password")
