@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+
+from tests.support.accounts import STAFF
+from tests.support.looks import look_at
 
 pytestmark = pytest.mark.browser
 
@@ -22,3 +27,50 @@ def test_demo_login_works_in_a_browser(app, live_server, page):
     assert page.locator("nav a", has_text="Admin").count() == 1
     page.click("text=Log out")
     page.wait_for_url("**/auth/login")
+
+
+def test_a_forgotten_password_is_reset_from_the_login_page_in_a_browser(app, users, live_server, page, smtp, run_jobs):
+    """Issue 33, item 18: login → "Forgot password?" → the mailed link → a new password → logged in with it."""
+    page.goto(f"{live_server}/auth/login")
+    found = {"login": look_at(page, live_server, "account-login")}
+    page.click("text=Forgot password?")
+    page.wait_for_url("**/auth/forgot")
+    found["forgot"] = look_at(page, live_server, "account-forgot")
+    page.fill("input[name=email]", STAFF[0])
+    page.click("button[type=submit]")
+    assert "a mail with a link to set a new password is on its way" in page.locator("[role=status]").inner_text()
+    found["forgot-sent"] = look_at(page, live_server, "account-forgot-sent")
+
+    run_jobs("mail")
+    (mail,) = smtp.to(STAFF[0])
+    (link,) = re.findall(r"http://\S+/auth/reset/\S+", mail.text())
+    assert link.startswith(live_server)
+    page.goto(link)
+    assert page.locator("h1").inner_text() == "Set a new password"
+    page.fill("input[name=password]", "brand-new-password")
+    page.fill("input[name=repeat]", "brand-new-pasword")
+    page.click("button[type=submit]")
+    assert "The two passwords differ" in page.locator("[role=alert]").inner_text()
+    found["reset"] = look_at(page, live_server, "account-reset")
+    page.fill("input[name=password]", "brand-new-password")
+    page.fill("input[name=repeat]", "brand-new-password")
+    page.click("button[type=submit]")
+    page.wait_for_url("**/auth/login")
+    assert "Your new password is set. Log in with it." in page.locator(".flash").inner_text()
+    found["reset-done"] = look_at(page, live_server, "account-reset-done")
+    page.fill("input[name=email]", STAFF[0])
+    page.fill("input[name=password]", "brand-new-password")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server}/")
+    page.click("header .email")
+    page.wait_for_url("**/account/")
+    assert page.locator("#change-password h2").inner_text() == "Change password"
+    found["account"] = look_at(page, live_server, "account-page")
+    page.click("text=Log out")
+    page.wait_for_url("**/auth/login")
+
+    page.goto(link)
+    assert page.locator("h1").inner_text() == "This link no longer works"
+    assert "This link was used already" in page.locator("[role=alert]").inner_text()
+    found["reset-used"] = look_at(page, live_server, "account-reset-used")
+    assert {(name, width): v for name, widths in found.items() for width, v in widths.items() if v} == {}
