@@ -2,11 +2,20 @@
 
 Requests sit in pending/generating/generated/sending while their job is queued or running. If
 Redis lost the job (flush, restart) or a worker died mid-job (``kill -9``), the request would
-wait for ever. Periodically, requests in a working state for longer than a threshold whose job
-is gone or dead are moved back one step where needed and re-enqueued; so are mails stuck in
-``queued``. Which job owns an id is recorded in Redis (``pipeline.owners``), so a job that is
-still alive is never doubled. Jobs parked in RQ's scheduled registries (retry backoff) are handed
-to their queues here when the worker whose scheduler should do it is dead.
+wait for ever. Every ``reconcile`` period (30 s, ``jobs/schedule.py``):
+
+- Work in flight (generating, sending) whose job is dead is moved back one step and queued again. A running
+  chunk job beats every 5 s (``pipeline.beating``) and is dead once silent for ``BEAT_TRUST_SECONDS`` (30 s),
+  so a killed worker's chunk is queued again within beat trust + period (60 s) of the kill.
+- Waiting work (pending, generated) is left to the batches' windows (``pipeline.top_up``): each batch with
+  such work gets its window filled from the database, so a job a dead worker took off its list, or that
+  Redis lost, is replaced by a new one for the same ids, and a big batch still has only a few chunks queued.
+- Mails other than invitations stuck in ``queued`` with no live job are queued again.
+
+Which job owns an id is recorded in Redis (``pipeline.owners``) and whether it lives is ``work.liveness``'s,
+so a job that is still alive is never doubled; ``RECONCILE_AFTER_SECONDS`` only keeps the reconciler off work
+committed a moment ago whose job is being queued. Jobs parked in RQ's scheduled registries (retry backoff) are
+handed to their queues here when the worker whose scheduler should do it is dead.
 """
 
 from __future__ import annotations
@@ -32,15 +41,22 @@ from bulksign.core.logs import log
 from bulksign.models import OutgoingMail, SigningRequest
 from bulksign.models.status import Status
 from bulksign.signing.invitations import delivered_invitations, queue_invitations, record_sent
-from bulksign.work.pipeline import BEAT_TRUST_SECONDS, RENDER, SEND, Step, disown, enqueue_chunked, owners
+from bulksign.work.liveness import instant, live_jobs
+from bulksign.work.pipeline import (
+    BEAT_TRUST_SECONDS,
+    RENDER,
+    SEND,
+    Step,
+    disown,
+    enqueue_chunked,
+    enqueue_renders,
+    owners,
+    top_up,
+)
 from bulksign.work.queues import QUEUE_NAMES, get_queue
 
 logger = logging.getLogger(__name__)
 
-#: Job states in which RQ will still run the job by itself.
-_WAITING = {b"queued", b"scheduled", b"deferred"}
-#: A running job whose worker has been silent this long past its timeout is dead.
-_GRACE_SECONDS = 60
 #: RQ's scheduler beats every second; one silent this long is dead (its lock would hold for another minute,
 #: and live workers try to take it over only every ten).
 _SCHEDULER_SILENCE = timedelta(seconds=15)
@@ -55,72 +71,6 @@ class ReconcileResult:
 
     def __str__(self) -> str:
         return f"{len(self.renders)} renders and {len(self.sends)} sends re-enqueued"
-
-
-def live_jobs(
-    redis: Redis, job_ids: Sequence[str], *, now: datetime, beat_trust: int | None = None, queue: str | None = None
-) -> set[str]:
-    """The ids among ``job_ids`` that RQ will still run (or is running on a live worker).
-
-    A running job is alive while its worker's key exists and it started less than its timeout ago;
-    with ``beat_trust`` (chunk jobs, see ``pipeline.beating``), while its last beat is that many seconds old.
-    With ``queue``, a job marked queued is alive only while it waits in that queue's list (or was
-    queued a moment ago): a worker killed right after taking a job off the list leaves it marked
-    queued for ever.
-    """
-    with redis.pipeline(transaction=False) as pipe:
-        for job_id in job_ids:
-            pipe.hmget(
-                Job.key_for(job_id), "status", "started_at", "timeout", "worker_name", "last_heartbeat", "enqueued_at"
-            )
-        rows = pipe.execute()
-    running = [(job_id, row) for job_id, row in zip(job_ids, rows) if row[0] == b"started"]
-    with redis.pipeline(transaction=False) as pipe:
-        for _, row in running:
-            pipe.exists(f"rq:worker:{(row[3] or b'').decode()}")
-        workers_alive = pipe.execute()
-    waiting = _waiting_in(redis, queue) if queue and any(row[0] == b"queued" for row in rows) else None
-    if queue and any(row[0] == b"scheduled" for row in rows):
-        with redis.pipeline(transaction=False) as pipe:
-            for job_id in job_ids:
-                pipe.zscore(ScheduledJobRegistry(queue, connection=redis).key, job_id)
-            due_at = dict(zip(job_ids, pipe.execute()))
-    alive = set()
-    for job_id, row in zip(job_ids, rows):
-        if row[0] == b"queued" and waiting is not None and job_id not in waiting:
-            enqueued = _instant(row[5], now)
-            if enqueued is None or now - enqueued >= timedelta(seconds=_GRACE_SECONDS):
-                continue
-        # Scheduled: alive while it waits in the registry for a moment still ahead (``move_due_scheduled``
-        # hands it to its queue then, if no live RQ scheduler did); gone from the registry, or long overdue, dead.
-        if (
-            row[0] == b"scheduled"
-            and queue
-            and (due_at[job_id] is None or due_at[job_id] < now.timestamp() - _GRACE_SECONDS)
-        ):
-            continue
-        if row[0] in _WAITING:
-            alive.add(job_id)
-    for (job_id, (_, started_at, timeout, _worker, beat, _enqueued)), worker_alive in zip(running, workers_alive):
-        if beat_trust is None:
-            since, limit = _instant(started_at, now), int(float(timeout or 180)) + _GRACE_SECONDS
-        else:
-            since, limit = _instant(beat or started_at, now), beat_trust
-        if worker_alive and since and now - since < timedelta(seconds=limit):
-            alive.add(job_id)
-    return alive
-
-
-def _waiting_in(redis: Redis, queue: str) -> set[str]:
-    """The ids of the jobs in a queue's list (one LRANGE: a few ms for 10,000 chunk jobs)."""
-    return {job_id.decode() for job_id in redis.lrange(f"rq:queue:{queue}", 0, -1)}
-
-
-def _instant(raw: bytes | None, now: datetime) -> datetime | None:
-    if not raw:
-        return None
-    moment = datetime.fromisoformat(raw.decode().replace("Z", "+00:00"))
-    return moment if moment.tzinfo else moment.replace(tzinfo=now.tzinfo)
 
 
 def move_due_scheduled(redis: Redis, *, queues: Sequence[str], now: datetime) -> int:
@@ -166,7 +116,7 @@ def move_due_scheduled(redis: Redis, *, queues: Sequence[str], now: datetime) ->
 
 
 def _scheduler_alive(redis: Redis, name: str, *, now: datetime) -> bool:
-    beat = _instant(redis.hget(SCHEDULER_KEY_TEMPLATE % name, "last_heartbeat"), now)
+    beat = instant(redis.hget(SCHEDULER_KEY_TEMPLATE % name, "last_heartbeat"), now)
     return beat is not None and now - beat < _SCHEDULER_SILENCE
 
 
@@ -177,10 +127,10 @@ def clear_dead_jobs(redis: Redis, job_ids: Sequence[str], *, now: datetime) -> N
         redis.delete(*(Job.key_for(job_id) for job_id in dead))
 
 
-def revive_renders(request_ids: Sequence[int], *, chunk_size: int | None = None) -> int:
-    """Queue renders for committed pending requests, whatever job owned them before."""
+def revive_renders(request_ids: Sequence[int]) -> int:
+    """Queue renders for committed pending requests, whatever job owned them before, in their batches' windows."""
     disown(RENDER, request_ids)
-    return enqueue_chunked(RENDER, request_ids, chunk_size=chunk_size)
+    return enqueue_renders(request_ids)
 
 
 def revive_sends(mail_ids: Sequence[int]) -> int:
@@ -203,46 +153,38 @@ def _without_live_owner(step: Step, ids: Sequence[int], *, redis: Redis, now: da
 def reconcile(
     session: Session, *, redis: Redis, app: Flask, now: datetime, stale_after: timedelta, limit: int = 5000
 ) -> ReconcileResult:
-    """Find stuck work, fix the states, commit, re-enqueue. Scans at most ``limit`` requests in flight, as many
-    waiting, and as many mails per run."""
+    """Find stuck work, fix the states, commit, re-enqueue. Scans at most ``limit`` requests in flight and as many
+    other mails per run; waiting requests are looked at a window per batch (``pipeline.top_up``)."""
     move_due_scheduled(redis, queues=QUEUE_NAMES, now=now)
     cutoff = now - stale_after
-    # In flight (a worker holds them) apart from waiting (queued): a large batch keeps thousands waiting longer
-    # than ``stale_after``, and in one scan of the oldest those filled the limit, so a request whose worker was
-    # killed mid-send was not looked at until the batch drained (5 to 10 minutes in the 10,000-recipient soak).
-    stuck = [
-        row
-        for states in ([Status.GENERATING, Status.SENDING], [Status.PENDING, Status.GENERATED])
-        for row in session.execute(
-            select(SigningRequest.id, SigningRequest.status)
-            .where(SigningRequest.status.in_(states), SigningRequest.status_changed_at < cutoff)
-            .order_by(SigningRequest.status_changed_at)
-            .limit(limit)
-        ).all()
-    ]
-    by_status: dict[str, list[int]] = {}
-    for request_id, status in stuck:
-        by_status.setdefault(status, []).append(request_id)
+    # In flight: as many as the running chunks hold (index ``ix_signing_requests_working``).
+    stuck = session.execute(
+        select(SigningRequest.id, SigningRequest.status)
+        .where(
+            SigningRequest.status.in_([Status.GENERATING, Status.SENDING]), SigningRequest.status_changed_at < cutoff
+        )
+        .order_by(SigningRequest.status_changed_at)
+        .limit(limit)
+    ).all()
+    generating = [i for i, status in stuck if status == Status.GENERATING]
+    sending = [i for i, status in stuck if status == Status.SENDING]
 
-    to_render = _without_live_owner(
-        RENDER, by_status.get(Status.PENDING, []) + by_status.get(Status.GENERATING, []), redis=redis, now=now
-    )
-    dead_generating = [i for i in by_status.get(Status.GENERATING, []) if i in set(to_render)]
+    dead_generating = _without_live_owner(RENDER, generating, redis=redis, now=now)
     transition(
         session, dead_generating, frm=Status.GENERATING, to=Status.PENDING, now=now, details={"reconciled": True}
     )
 
     # An invitation recorded sent whose request is still in ``sending`` (the sender records both in one
     # statement; rows written before it did may be so): only the move is left, no second mail.
-    delivered = delivered_invitations(session, request_ids=by_status.get(Status.SENDING, []))
+    delivered = delivered_invitations(session, request_ids=sending)
     for request, mail in delivered:
         record_sent(session, request=request, mail=mail, now=now, reconciled=True)
     for batch_id in {request.batch_id for request, _ in delivered}:
         close_if_done(session, batch_id=batch_id, now=now)
     done = {request.id for request, _ in delivered}
 
-    # Invitations: the mail row may be missing (crash before it was written) or its send job gone.
-    to_mail = [r for r in by_status.get(Status.GENERATED, []) + by_status.get(Status.SENDING, []) if r not in done]
+    # Invitations in flight: the mail row may be missing (crash before it was written) or its send job dead.
+    to_mail = [r for r in sending if r not in done]
     mails = (
         {
             request_id: mail_id
@@ -259,14 +201,7 @@ def reconcile(
     )
     unowned = set(_without_live_owner(SEND, sorted(mails.values()), redis=redis, now=now))
     orphans = [r for r in to_mail if r not in mails or mails[r] in unowned]
-    transition(
-        session,
-        [r for r in orphans if r in set(by_status.get(Status.SENDING, []))],
-        frm=Status.SENDING,
-        to=Status.GENERATED,
-        now=now,
-        details={"reconciled": True},
-    )
+    transition(session, orphans, frm=Status.SENDING, to=Status.GENERATED, now=now, details={"reconciled": True})
     missing = queue_invitations(session, request_ids=[r for r in orphans if r not in mails], now=now, app=app)
     for request_id, message in missing.errors.items():
         transition(
@@ -288,22 +223,28 @@ def reconcile(
         .limit(limit)
     ).all()
     sends += _without_live_owner(SEND, queued, redis=redis, now=now)
+    # Every batch with waiting work: its window is filled (a lost job's ids first), nothing more.
+    waiting_batches = session.scalars(
+        select(SigningRequest.batch_id).where(SigningRequest.status.in_([Status.PENDING, Status.GENERATED])).distinct()
+    ).all()
     session.commit()
 
     # A worker died while these were rendering: one per job, so a document that kills the renderer
     # does not take a whole chunk down with it each time.
-    revive_renders(dead_generating, chunk_size=1)
-    revive_renders([i for i in to_render if i not in set(dead_generating)])
+    disown(RENDER, dead_generating)
+    enqueue_chunked(RENDER, dead_generating, chunk_size=1)
     revive_sends(sends)
-    result = ReconcileResult(renders=tuple(to_render), sends=tuple(sends))
-    if to_render or sends or done:
+    renders = dead_generating + top_up(RENDER, waiting_batches, session=session)
+    sends += top_up(SEND, waiting_batches, session=session)
+    result = ReconcileResult(renders=tuple(renders), sends=tuple(sends))
+    if renders or sends or done:
         log(
             logger,
             logging.WARNING,
             "reconciler re-enqueued stuck work",
-            renders=len(to_render),
+            renders=len(renders),
             sends=len(sends),
-            request_ids=to_render[:50],
+            request_ids=renders[:50],
             mail_ids=sends[:50],
             delivered=sorted(done)[:50],
         )

@@ -84,6 +84,8 @@ def load_config(overrides: dict | None = None) -> dict:
         # Work per job: per-job costs are paid once per chunk; a killed worker redoes at most one chunk.
         "RENDER_CHUNK_SIZE": _int("RENDER_CHUNK_SIZE", 10),
         "SEND_CHUNK_SIZE": _int("SEND_CHUNK_SIZE", 20),
+        # Chunk jobs a batch keeps waiting per step: the queues serve waiting batches in turn (work/pipeline.py).
+        "CHUNKS_QUEUED_PER_BATCH": _int("CHUNKS_QUEUED_PER_BATCH", 2),
         "SEAL_PKCS12_PATH": env.get("SEAL_PKCS12_PATH") or None,
         "SEAL_PKCS12_PASSWORD": env.get("SEAL_PKCS12_PASSWORD") or None,
         # RFC 3161 time-stamps on every seal (PAdES B-T; B-LT with the TSA's CA certificate).
@@ -105,7 +107,9 @@ def load_config(overrides: dict | None = None) -> dict:
         "SENTRY_SEND_PII": _bool(env.get("SENTRY_SEND_PII", "false")),
         # Outgoing webhooks may reach this host itself (loopback); link-local addresses never.
         "WEBHOOK_ALLOW_LOCAL": _bool(env.get("WEBHOOK_ALLOW_LOCAL", "false")),
-        "RECONCILE_AFTER_SECONDS": _int("RECONCILE_AFTER_SECONDS", 300),
+        # Work younger than this is left to its job even if none is seen (the commit→enqueue gap); older work
+        # whose job is dead (its beat silent for 30 s, or lost with Redis) is queued again.
+        "RECONCILE_AFTER_SECONDS": _int("RECONCILE_AFTER_SECONDS", 20),
         "LOGIN_RATE_LIMIT": env.get("LOGIN_RATE_LIMIT", "10 per minute"),
         "SIGNING_RATE_LIMIT": env.get("SIGNING_RATE_LIMIT", "60 per minute"),
         "SIGNING_PAGE_IMAGE_RATE_LIMIT": env.get("SIGNING_PAGE_IMAGE_RATE_LIMIT", "600 per minute"),
@@ -160,7 +164,7 @@ def _check(cfg: dict) -> None:
             "PREVIEW_TIMEOUT_SECONDS must be at least 1 and 10 less than WEB_TIMEOUT_SECONDS "
             "(gunicorn's timeout): a slower preview would get the web worker killed"
         )
-    for name in ("PDF_CONCURRENCY", "RENDER_CHUNK_SIZE", "SEND_CHUNK_SIZE"):
+    for name in ("PDF_CONCURRENCY", "RENDER_CHUNK_SIZE", "SEND_CHUNK_SIZE", "CHUNKS_QUEUED_PER_BATCH"):
         if cfg[name] < 1:
             raise ConfigError(f"{name} must be at least 1")
     if cfg["SMS_HTTP_URL"] and urlsplit(cfg["SMS_HTTP_URL"]).scheme not in {"http", "https"}:

@@ -1,7 +1,8 @@
 """Rendering a chunk of requests' documents: store them, record them, hand them to the mail step.
 
 A chunk is claimed in one compare-and-set (pending → generating), rendered one by one, and
-settled in one transaction: the documents, generated → … , the invitation rows. One wkhtmltopdf
+settled in one transaction: the documents, generated → … , the invitation rows. Claiming a chunk queues its
+batch's next one, and settling it fills the batch's send window (``work.pipeline``). One wkhtmltopdf
 runs at a time per worker, in a helper thread: the next document starts rendering as soon as
 the previous one is done, while the loop stores that one and fills in the one after (the
 renderer, not the loop's bookkeeping, sets the pace). A worker killed
@@ -40,7 +41,7 @@ from bulksign.models.status import Status
 from bulksign.ops import telemetry
 from bulksign.signing.invitations import load_requests, queue_invitations
 from bulksign.work import stopping
-from bulksign.work.pipeline import RENDER, enqueue_sends, hand_back
+from bulksign.work.pipeline import RENDER, SEND, enqueue_sends, hand_back, top_up
 
 logger = logging.getLogger(__name__)
 
@@ -101,9 +102,12 @@ def render_chunk(request_ids: list[int], *, app: Flask) -> str:
     if not claimed:
         session.commit()  # the stopped ones
         return "skipped: none pending"
-    for batch_id in session.scalars(select(SigningRequest.batch_id).where(SigningRequest.id.in_(claimed)).distinct()):
+    batch_ids = list(session.scalars(select(SigningRequest.batch_id).where(SigningRequest.id.in_(claimed)).distinct()))
+    for batch_id in batch_ids:
         mark_batch_started(session, batch_id=batch_id, now=now)
     session.commit()
+    # This chunk left its batch's line: the batch's next chunk goes to the back of it (``pipeline.top_up``).
+    top_up(RENDER, batch_ids)
 
     limit = app.config["RENDER_MAX_ATTEMPTS"]
     rendered: list[Rendered] = []
@@ -303,7 +307,9 @@ def _settle(
         retried=counts["retried"],
         request_ids=sorted(invitations.mail_ids),
     )
-    enqueue_sends(sorted(invitations.mail_ids.values()) + queued_completion_notices(session, batch_ids=closed))
+    # The invitations wait in the database; their batch's send window takes them from there.
+    top_up(SEND, {r.batch_id for r in rendered if r.request_id in invitations.mail_ids})
+    enqueue_sends(queued_completion_notices(session, batch_ids=closed))
     if untried:
         log(logger, logging.INFO, "worker stopping, renders handed back", request_ids=untried)
         hand_back(RENDER, untried)

@@ -39,7 +39,8 @@ class PeriodicJob:
 PERIODIC_JOBS: tuple[PeriodicJob, ...] = (
     PeriodicJob("batch-rollup", queues.ROLLUP_BATCHES, 15),
     PeriodicJob("webhooks", queues.WEBHOOK_DISPATCH, 15),
-    PeriodicJob("reconcile", queues.RECONCILE, 60),
+    # A killed worker's chunk is queued again within beat trust (30 s, work/pipeline.py) + this of the kill.
+    PeriodicJob("reconcile", queues.RECONCILE, 30),
     # Expiry first in a tick: a request past its deadline gets no reminder.
     PeriodicJob("expiry", queues.EXPIRE, 60),
     PeriodicJob("reminders", queues.REMIND, 60),

@@ -1,13 +1,20 @@
-"""Handing requests to the queues. The database is committed first; jobs carry ids only.
+"""Handing requests to the queues. The database is the truth and is committed first; Redis only delivers work.
 
 Renders and sends go out in chunks: one job renders ``RENDER_CHUNK_SIZE`` requests or sends
 ``SEND_CHUNK_SIZE`` mails, so the per-job cost (RQ bookkeeping, loading, transitions, commits)
 is paid once per chunk instead of once per recipient (bench/bench_pipeline.py).
 
+A batch keeps at most ``CHUNKS_QUEUED_PER_BATCH`` chunk jobs waiting per step (``top_up``): its next chunk is
+chosen from the database (its first pending requests, or generated requests' queued invitations, that no live
+job owns) and queued when one of its chunks is claimed. Every waiting batch thus has a few chunks in line, each
+new one at the back, and the queues serve the batches in turn: a 5-recipient batch waits behind a few chunks
+of a 100,000-recipient one, not behind all of it (bench/bench_fairness.py). The reconciler fills the same
+windows after Redis lost the jobs.
+
 Which job owns an id's step is kept in a Redis hash (``bulksign:owner:render``: request id →
 job id), written before the job is queued and cleared by the job when it is done. Enqueueing
 an id whose owner is still queued or running is a no-op, and the reconciler asks the same hash
-whether a stuck request still has a live job. If Redis loses the hash, it loses the jobs too,
+whether a stuck request still has a live job (``liveness``). If Redis loses the hash, it loses the jobs too,
 and the reconciler queues the work again.
 
 Other jobs (seals, fan-outs) are one per id with an id derived from it (``queues.JobHandle.enqueue_unique``).
@@ -18,7 +25,7 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,8 +34,14 @@ from flask import current_app
 from redis.exceptions import RedisError
 from rq import get_current_job
 from rq.job import Job
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
-from bulksign.core.extensions import get_redis
+from bulksign.core.extensions import db, get_redis
+from bulksign.core.logs import log
+from bulksign.models import OutgoingMail, SigningRequest
+from bulksign.models.status import Status
+from bulksign.work.liveness import WAITING, job_states
 from bulksign.work.queues import RENDER_MANY, SEND_MANY, JobHandle, backoff, get_queue
 
 logger = logging.getLogger(__name__)
@@ -50,9 +63,39 @@ return 0
 """
 
 
+def _pending_renders(session: Session, *, batch_id: int, limit: int) -> list[int]:
+    """The batch's first requests waiting for their document (index ``batch_id, status, id``)."""
+    return list(
+        session.scalars(
+            select(SigningRequest.id)
+            .where(SigningRequest.batch_id == batch_id, SigningRequest.status == Status.PENDING)
+            .order_by(SigningRequest.id)
+            .limit(limit)
+        )
+    )
+
+
+def _queued_invitations(session: Session, *, batch_id: int, limit: int) -> list[int]:
+    """The queued invitations of the batch's first requests waiting for theirs (a generated request has one)."""
+    return list(
+        session.scalars(
+            select(OutgoingMail.id)
+            .join(SigningRequest, SigningRequest.id == OutgoingMail.request_id)
+            .where(
+                SigningRequest.batch_id == batch_id,
+                SigningRequest.status == Status.GENERATED,
+                OutgoingMail.kind == "invitation",
+                OutgoingMail.status == "queued",
+            )
+            .order_by(SigningRequest.id)
+            .limit(limit)
+        )
+    )
+
+
 @dataclass(frozen=True)
 class Step:
-    """One chunked step of the pipeline: where its jobs go and what they run."""
+    """One chunked step of the pipeline: where its jobs go, what they run, and what of a batch waits for it."""
 
     name: str
     job: JobHandle
@@ -62,14 +105,16 @@ class Step:
     attempts_setting: str
     #: Seconds one item may take; a job's timeout is this times its chunk.
     seconds_each: int
+    #: A batch's first ids (in order) that wait for this step, from the database.
+    waiting: Callable[..., list[int]]
 
     @property
     def owners_key(self) -> str:
         return f"bulksign:owner:{self.name}"
 
 
-RENDER = Step("render", RENDER_MANY, "RENDER_CHUNK_SIZE", "RENDER_MAX_ATTEMPTS", 90)
-SEND = Step("send", SEND_MANY, "SEND_CHUNK_SIZE", "MAIL_MAX_ATTEMPTS", 60)
+RENDER = Step("render", RENDER_MANY, "RENDER_CHUNK_SIZE", "RENDER_MAX_ATTEMPTS", 90, _pending_renders)
+SEND = Step("send", SEND_MANY, "SEND_CHUNK_SIZE", "MAIL_MAX_ATTEMPTS", 60, _queued_invitations)
 
 
 def owners(step: Step, ids: Sequence[int]) -> dict[int, str]:
@@ -99,15 +144,20 @@ def enqueue_chunked(step: Step, ids: Sequence[int], *, chunk_size: int | None = 
 
     ``at_front``: ahead of the jobs already waiting. Returns how many ids were queued.
     """
-    config = current_app.config
     ids = list(dict.fromkeys(ids))
     owned = owners(step, ids)
     live = _live(set(owned.values())) if owned else set()
     fresh = [i for i in ids if owned.get(i) not in live]
-    if not fresh:
-        return 0
-    size = chunk_size or config[step.chunk_setting]
-    chunks = [fresh[start : start + size] for start in range(0, len(fresh), size)]
+    _queue_chunks(step, fresh, size=chunk_size or current_app.config[step.chunk_setting], at_front=at_front)
+    return len(fresh)
+
+
+def _queue_chunks(step: Step, ids: Sequence[int], *, size: int, at_front: bool = False) -> None:
+    """Record a new job as the owner of each ``size`` ids, then queue those jobs."""
+    if not ids:
+        return
+    config = current_app.config
+    chunks = [ids[start : start + size] for start in range(0, len(ids), size)]
     # A random suffix: the owner hash, not the job id, says which job does what.
     job_ids = [step.job.job_id(first=chunk[0], nonce=secrets.token_hex(4)) for chunk in chunks]
     redis = get_redis()
@@ -126,7 +176,55 @@ def enqueue_chunked(step: Step, ids: Sequence[int], *, chunk_size: int | None = 
                 for chunk, job_id in zip(chunks[start : start + 1000], job_ids[start : start + 1000])
             ]
         )
-    return len(fresh)
+
+
+def top_up(step: Step, batch_ids: Iterable[int], *, session: Session | None = None) -> list[int]:
+    """Queue chunks of each batch's waiting work until ``CHUNKS_QUEUED_PER_BATCH`` of its jobs wait for ``step``.
+
+    Called when a chunk is claimed (its place in line is free again), when work becomes ready (a batch
+    created, documents rendered) and by the reconciler. The ids come from the database, the first ones
+    that no live job owns (``liveness``: a job a killed worker took off its list, or that Redis lost, owns
+    nothing); a lock per batch and step keeps two callers from queueing the same room twice. Redis failing
+    is logged, not raised: the work stays in the database and the reconciler queues it. Returns the ids
+    queued.
+    """
+    session = session or db.session
+    config = current_app.config
+    size, window = config[step.chunk_setting], config["CHUNKS_QUEUED_PER_BATCH"]
+    redis = get_redis()
+    queued: list[int] = []
+    for batch_id in sorted(set(batch_ids)):
+        try:
+            lock = redis.lock(f"bulksign:top-up:{step.name}:{batch_id}", timeout=60, blocking_timeout=10)
+            if not lock.acquire():
+                continue  # another process is filling this window now
+            try:
+                queued += _fill(step, session=session, batch_id=batch_id, size=size, window=window)
+            finally:
+                lock.release()
+        except RedisError as exc:
+            log(logger, logging.ERROR, "could not queue a batch's next chunks", batch_id=batch_id, error=str(exc))
+    return queued
+
+
+def _fill(step: Step, *, session: Session, batch_id: int, size: int, window: int) -> list[int]:
+    # Enough ids to see the chunks already waiting (retried ones, suspects queued one per job) and the room after them.
+    ids = step.waiting(session, batch_id=batch_id, limit=size * window * 3)
+    if not ids:
+        return []
+    owned = owners(step, ids)
+    states = job_states(
+        get_redis(),
+        sorted(set(owned.values())),
+        now=datetime.now(UTC),
+        beat_trust=BEAT_TRUST_SECONDS,
+        queue=step.job.queue,
+    )
+    in_line = sum(1 for state in states.values() if state == WAITING)
+    room = max(0, window - in_line) * size
+    fresh = [i for i in ids if owned.get(i) not in states][:room]
+    _queue_chunks(step, fresh, size=size)
+    return fresh
 
 
 @contextmanager
@@ -189,8 +287,12 @@ def disown(step: Step, ids: Sequence[int]) -> None:
 
 
 def enqueue_renders(request_ids: Sequence[int]) -> int:
-    """Queue the PDF step for these requests (they must be committed in ``pending``)."""
-    return enqueue_chunked(RENDER, request_ids)
+    """Queue the PDF step for the batches of these requests (committed in ``pending``), a window each (``top_up``)."""
+    batch_ids: set[int] = set()
+    for start in range(0, len(request_ids), 10_000):
+        part = list(request_ids[start : start + 10_000])
+        batch_ids.update(db.session.scalars(select(SigningRequest.batch_id).where(SigningRequest.id.in_(part))))
+    return len(top_up(RENDER, batch_ids))
 
 
 def enqueue_sends(mail_ids: Sequence[int], *, at_front: bool = False) -> int:

@@ -34,9 +34,11 @@ def test_a_render_whose_worker_vanished_is_rendered_again_one_per_job(app, users
     # As if a worker took a chunk, moved two requests to generating and was killed (no job left).
     transition(db.session, ids[:2], frm="pending", to="generating", now=utcnow())
     db.session.commit()
-    assert _reconcile(app, now=utcnow()).renders == ()  # too recent to call stuck
+    # Claimed a moment ago: too recent to call stuck; the third, pending with no job, fills the batch's window.
+    assert _reconcile(app, now=utcnow()).renders == (ids[2],)
+    assert [r.status for r in requests_of(batch)] == ["generating", "generating", "pending"]
     result = _reconcile(app, now=utcnow() + LATER)
-    assert set(result.renders) == set(ids)
+    assert set(result.renders) == set(ids[:2])
     assert [r.status for r in requests_of(batch)] == ["pending"] * 3
     # A document that killed its worker may do it again: each suspect is queued alone.
     assert len(set(owners(RENDER, ids).values())) == 3
@@ -135,13 +137,15 @@ def test_a_recipient_whose_mail_was_lost_mid_send_does_not_wait_behind_the_batch
 def test_a_send_killed_mid_chunk_is_found_while_thousands_wait_their_turn(app, users, smtp, run_jobs):
     """The scan has a limit (5,000 a run): the requests waiting in the queues, older than the threshold, filled it,
     so one whose worker was killed mid-send was looked at only once the batch drained. Here the limit is 2 and
-    four invitations wait, all older than the claim of the one that was lost."""
+    four invitations wait, all older than the claim of the one that was lost; waiting ones are not scanned at
+    all now (a window per batch), in-flight ones are."""
     one_per_job(app)
     batch = make_batch(user=users["staff"], now=utcnow(), recipients=5)
     enqueue_renders(request_ids(batch))
     run_jobs("pdf")
     mail_ids = [m.id for m in db.session.query(OutgoingMail).order_by(OutgoingMail.id)]
-    lost = mail_ids[-1]
+    # The batch's window holds two send jobs; the later of them is lost, its request claimed after every other.
+    lost = max(owners(SEND, mail_ids))
     get_queue("mail").remove(owners(SEND, [lost])[lost])
     transition(
         db.session,
@@ -154,6 +158,7 @@ def test_a_send_killed_mid_chunk_is_found_while_thousands_wait_their_turn(app, u
     result = reconcile(
         db.session, redis=get_redis(), app=app, now=utcnow() + LATER, stale_after=timedelta(minutes=5), limit=2
     )
+    # Queued again (at the front), it takes its place back in the batch's window: nothing more is queued.
     assert result.sends == (lost,)
 
 
@@ -176,11 +181,13 @@ def test_redis_flushed_mid_batch_the_reconciler_finishes_it(app, users, smtp, ru
     statuses = sorted(r.status for r in requests_of(batch))
     assert statuses == ["generated", "generated", "pending", "pending", "pending", "sent"]
 
-    assert reconcile_stuck_work(now=utcnow() + LATER).startswith("3 renders and 2 sends")
+    # The batch's window, not all of its pending requests: two render jobs (one each), two send jobs.
+    assert reconcile_stuck_work(now=utcnow() + LATER).startswith("2 renders and 2 sends")
+    assert len(get_queue("pdf")) == 2 and len(get_queue("mail")) == 2
     run_jobs("pdf", "mail")
     assert {r.status for r in requests_of(batch)} == {"sent"}
     assert sorted(m.rcpt_tos[0] for m in smtp.of_kind("invitation")) == sorted(r.email for r in requests_of(batch))
-    assert db.session.get(Batch, batch).status == "completed"
+    assert db.session.get(Batch, batch).status == "awaiting_signatures"
 
 
 def test_a_worker_killed_mid_chunk_causes_one_duplicate_with_the_same_message_id(app, users, smtp, run_jobs):
@@ -254,7 +261,7 @@ def test_a_worker_killed_after_recording_the_servers_answer_sends_nothing_again(
     assert requests[0].sent_at == accepted_at and requests[0].expires_at > accepted_at
     # Only the mail that had not gone out was sent: nobody got a second invitation.
     assert [m.rcpt_tos for m in smtp.of_kind("invitation")] == [[unsent[1]]]
-    assert db.session.get(Batch, batch).status == "completed"
+    assert db.session.get(Batch, batch).status == "awaiting_signatures"
 
 
 def test_a_request_whose_worker_dies_every_time_ends_failed_not_looping(make_app, smtp):

@@ -39,7 +39,7 @@ STORED_PATHS = {
 PERIODIC_IDS = {
     "periodic-batch-rollup-a0689d14f2",
     "periodic-webhooks-13e62b9dad",
-    "periodic-reconcile-5387cbe1f4",
+    "periodic-reconcile-d69f4f51d3",  # every 30 s (was 60: issue 27, item 6)
     "periodic-expiry-acf830e609",
     "periodic-reminders-fb98a86389",
     "periodic-reseal-b00c70f934",

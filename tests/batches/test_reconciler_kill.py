@@ -1,0 +1,69 @@
+"""kill -9 of a real worker mid-chunk: its work is known dead and queued again within a minute, not after five."""
+
+from __future__ import annotations
+
+import signal
+import time
+from datetime import timedelta
+
+from bulksign.batches.reconciler import reconcile
+from bulksign.core.extensions import db, get_redis
+from bulksign.jobs.schedule import PERIODIC_JOBS
+from bulksign.models import utcnow
+from bulksign.work.pipeline import BEAT_SECONDS, BEAT_TRUST_SECONDS, RENDER, enqueue_renders, owners
+from tests.support.batches import make_batch, request_ids, requests_of, run_worker, worker_env
+from tests.support.processes import start, stop, wait_for
+
+#: What the issue asks: a worker whose heartbeat stopped is known dead, and its work queued again, within this.
+PROMISED_SECONDS = 75
+
+
+def test_a_render_worker_killed_mid_chunk_has_its_chunk_queued_again_within_beat_trust_and_the_batch_finishes(
+    make_app, smtp, tmp_path
+):
+    app = make_app(RENDER_CHUNK_SIZE=20)
+    with app.app_context():
+        batch = make_batch(now=utcnow(), recipients=40)
+        enqueue_renders(request_ids(batch))
+        # --burst: the RQ worker itself, without the parent that forks workers (which would stop them on its death).
+        worker = start(["jobs", "worker", "--burst", "pdf"], env=worker_env(app), log=tmp_path / "worker.log")
+        try:
+            # Generous: a worker subprocess may take half a minute to import the app on a loaded machine.
+            wait_for(
+                lambda: "generating" in {r.status for r in requests_of(batch)}, timeout=120, what="a claimed chunk"
+            )
+            worker.send_signal(signal.SIGKILL)
+            worker.wait(timeout=10)
+            killed = time.monotonic()
+        finally:
+            stop(worker)
+        in_flight = {r.id for r in requests_of(batch) if r.status == "generating"}
+        assert in_flight and len(in_flight) <= 20
+
+        # The scheduler reconciles every period; here every second, to see when the dead chunk becomes due.
+        stale_after = timedelta(seconds=app.config["RECONCILE_AFTER_SECONDS"])
+        requeued_after = None
+        while time.monotonic() - killed < BEAT_TRUST_SECONDS + 30:
+            result = reconcile(db.session, redis=get_redis(), app=app, now=utcnow(), stale_after=stale_after)
+            if set(result.renders) & in_flight:
+                requeued_after = time.monotonic() - killed
+                assert set(result.renders) >= in_flight
+                break
+            time.sleep(1)
+        assert requeued_after is not None, "the killed worker's chunk was never queued again"
+        print(f"killed worker's chunk queued again {requeued_after:.1f} s after the kill")
+        # Not before its beat could have gone silent (its last beat came at most BEAT_SECONDS before the kill) ...
+        assert requeued_after >= BEAT_TRUST_SECONDS - BEAT_SECONDS - 3
+        # ... and as soon as it had: silent for BEAT_TRUST_SECONDS, whatever RQ's worker key still says.
+        assert requeued_after <= BEAT_TRUST_SECONDS + 5
+        # So the scheduler, reconciling every period, queues it again within beat trust + period of the kill.
+        (period,) = [job.interval_seconds for job in PERIODIC_JOBS if job.name == "reconcile"]
+        assert BEAT_TRUST_SECONDS + period < PROMISED_SECONDS
+        # One per job: a document that killed its worker takes only itself down next time.
+        assert len({owners(RENDER, list(in_flight))[i] for i in in_flight}) == len(in_flight)
+
+        run_worker(app, "pdf", "mail")
+        assert [r.status for r in requests_of(batch)] == ["sent"] * 40
+        assert sorted(to for m in smtp.of_kind("invitation") for to in m.rcpt_tos) == sorted(
+            r.email for r in requests_of(batch)
+        )
