@@ -229,3 +229,17 @@ def test_the_command_line_names_users(app, users):
     assert bad.exit_code != 0 and "at most 100 characters" in bad.output
     db.session.expire_all()
     assert db.session.scalar(select(User.display_name).where(User.email == "c@example.com")) == "Chen Wei"
+
+
+def test_a_russian_browser_gets_the_page_the_mail_and_the_reset_page_in_russian(client, users, smtp, run_jobs):
+    russian = {"Accept-Language": "ru"}
+    page = client.get("/auth/forgot", headers=russian)
+    assert "Забыли пароль?" in page.get_data(as_text=True)
+    answer = client.post("/auth/forgot", headers=russian, data={"email": STAFF[0], "csrf_token": csrf_from(page)})
+    assert "на него уже отправлено письмо со ссылкой" in answer.get_data(as_text=True)
+    run_jobs("mail")
+    (mail,) = smtp.to(STAFF[0])
+    assert mail.subject == "Задайте новый пароль"
+    assert "Ссылка действует один раз, 60 минут." in mail.text() and "Someone" not in mail.text()
+    form = client.get(_link_in(mail), headers=russian).get_data(as_text=True)
+    assert "Новый пароль ещё раз" in form
