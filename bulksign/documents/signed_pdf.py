@@ -378,6 +378,23 @@ def build_signed_pdf(
     return out.getvalue()
 
 
+def certificate_pages(signed: bytes, *, original: bytes, box: SignatureBox | None) -> bytes:
+    """The audit certificate pages of a signed PDF ``build_signed_pdf`` made from ``original`` (and ``box``), as a
+    PDF of their own: what follows the original's pages and the signature page it appended (unsealed: a copy)."""
+    from pypdf import PdfReader, PdfWriter
+
+    reader = PdfReader(BytesIO(original))
+    stamped = box is not None and 0 <= box.page < len(reader.pages)
+    first = len(reader.pages) + (0 if stamped else 1)
+    writer = PdfWriter()
+    for page in PdfReader(BytesIO(signed)).pages[first:]:
+        writer.add_page(page)
+    writer.add_metadata({"/Producer": "Bulksign", "/Title": str(N_("Audit certificate"))})
+    out = BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
 def audit_record(session: Session, request: SigningRequest, original: Document) -> AuditRecord:
     """The facts and events of ``request`` as the audit certificate prints them."""
     batch: Batch = request.batch

@@ -20,3 +20,12 @@ def csv_response(batch_id: int, flt: RecipientFilter) -> Response:
             "Cache-Control": "no-store",
         },
     )
+
+
+def attachment(data: bytes, *, mimetype: str, filename: str) -> Response:
+    """A stored file (a PDF, a ZIP) as a download: personal documents, so no cache keeps a copy."""
+    return Response(
+        data,
+        mimetype=mimetype,
+        headers={"Content-Disposition": f'attachment; filename="{filename}"', "Cache-Control": "no-store"},
+    )

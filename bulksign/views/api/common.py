@@ -81,9 +81,19 @@ class NextCursor(BaseModel):
 class ApiError(Exception):
     """Raised by a view or a parser: answered as ``{"error": {...}}`` with ``status``."""
 
-    def __init__(self, message: str, status: int, *, code: str | None = None, details: dict | None = None):
+    def __init__(
+        self,
+        message: str,
+        status: int,
+        *,
+        code: str | None = None,
+        details: dict | None = None,
+        headers: dict[str, str] | None = None,
+    ):
         super().__init__(message)
         self.message, self.status, self.code, self.details = message, status, code, details
+        #: Sent with the answer (``Retry-After`` for something not ready yet).
+        self.headers = headers or {}
 
 
 def api_error(message: str, status: int, *, code: str | None = None, details: dict | None = None):
@@ -190,7 +200,17 @@ def no_null_defaults(schema: dict) -> None:
 
 
 def parse_form(model: type[M]) -> M:
-    """The multipart fields checked against ``model`` (the file itself is read by the view); ApiError 400 otherwise."""
+    """The multipart fields checked against ``model`` (the file itself is read by the view); ApiError 400 otherwise,
+    415 for a body that is not a multipart form (a JSON body would otherwise be read as an empty form)."""
+    if request.mimetype != "multipart/form-data":
+        sent = f"Content-Type {request.mimetype}" if request.mimetype else "no Content-Type"
+        raise ApiError(
+            f"This operation takes multipart/form-data (the fields and the file as form parts, e.g. curl -F "
+            f"template_id=1 -F file=@people.csv), not {sent}.",
+            415,
+            code="unsupported_media_type",
+            details={"expected": "multipart/form-data", "received": request.mimetype or None},
+        )
     try:
         # Only whether a file came: its bytes are read once, by the view.
         given = {"file": b""} if request.files.get("file") else {}
@@ -334,7 +354,9 @@ def init_app(app: Flask) -> None:
     @app.errorhandler(ApiError)
     def _api_error(error: ApiError):
         db.session.rollback()
-        return api_error(error.message, error.status, code=error.code, details=error.details)
+        response = api_error(error.message, error.status, code=error.code, details=error.details)
+        response.headers.update(error.headers)
+        return response
 
 
 # --- the account --------------------------------------------------------------------------------------

@@ -1,0 +1,175 @@
+"""JSON API for one signing request: its status and times, and its documents (the rendered original, the sealed
+signed PDF, the audit certificate).
+
+Every route has ``<request_id>``: ``reach`` has already answered 404 for a request of a batch the key's user does
+not see. The PDFs are the bytes in storage, the same the recipient's page and the batch's ZIP serve.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from flask import Blueprint, current_app, g, url_for
+from pydantic import BaseModel, Field
+
+from bulksign.core.extensions import db
+from bulksign.core.logs import log
+from bulksign.documents.sealing import latest_document, signed_filename
+from bulksign.documents.signature_box import SignatureBox
+from bulksign.documents.signed_pdf import certificate_pages
+from bulksign.documents.storage import StorageError, get_storage
+from bulksign.models import Document, SigningRequest
+from bulksign.models.status import Status
+from bulksign.people import access
+from bulksign.views._downloads import attachment
+from bulksign.views.api.common import ApiError, answer, operation
+from bulksign.views.api.dashboard import SigningRequestOut, _request_out
+
+bp = Blueprint("api_requests", __name__, url_prefix="/api/v1")
+logger = logging.getLogger(__name__)
+
+#: Seconds a client should wait before asking again for a document still being rendered or sealed.
+RETRY_AFTER = 5
+PDF = "application/pdf"
+
+
+class DocumentOut(BaseModel):
+    sha256: str = Field(description="Of the file's bytes: compare it with what you downloaded.")
+    size: int = Field(description="Bytes.")
+    created_at: datetime
+
+
+class BatchRefOut(BaseModel):
+    id: int
+    name: str
+
+
+class RequestLinks(BaseModel):
+    """Where to fetch the request and its files (absolute URLs under the server's `APP_URL`)."""
+
+    request: str = Field(description="This request (`GET /requests/{request_id}`).")
+    batch: str = Field(description="Its batch with the counts per status.")
+    document: str = Field(description="The rendered original PDF, once `document` is not null.")
+    signed: str = Field(description="The sealed signed PDF (with its audit certificate), once `signed_document` is.")
+    certificate: str = Field(description="The audit certificate pages of the signed PDF alone.")
+
+
+class RequestOut(SigningRequestOut):
+    """One recipient's request with its batch, its documents and the links to download them; never its signing link."""
+
+    batch: BatchRefOut
+    document: DocumentOut | None = Field(description="The rendered original; null until the workers rendered it.")
+    signed_document: DocumentOut | None = Field(
+        description="The sealed PDF; null until signed and sealed (a few seconds after `signed_at`)."
+    )
+    links: RequestLinks
+
+
+def _url(endpoint: str, **values) -> str:
+    # Under APP_URL, as the links in mail and in webhook payloads: the same URL whichever host the call came in by.
+    return current_app.config["APP_URL"] + url_for(endpoint, **values)
+
+
+def _document_out(document: Document | None) -> DocumentOut | None:
+    if document is None:
+        return None
+    return DocumentOut(sha256=document.sha256, size=document.size, created_at=document.created_at)
+
+
+def _request(request_id: int) -> SigningRequest:
+    return access.request_for_read(db.session, request_id=request_id, user=g.api_user)
+
+
+@bp.get("/requests/<int:request_id>")
+@operation(
+    "One request: status, recipient, times, documents", tag="Requests", responses={200: RequestOut}, errors=(404,)
+)
+def get_request(request_id: int):
+    """What a `request.*` webhook is about: poll it, or follow its `links` to the documents."""
+    row = _request(request_id)
+    original = latest_document(db.session, row.id, "original")
+    signed = latest_document(db.session, row.id, "signed")
+    return answer(
+        RequestOut(
+            **_request_out(row).model_dump(),
+            batch=BatchRefOut(id=row.batch.id, name=row.batch.name),
+            document=_document_out(original),
+            signed_document=_document_out(signed),
+            links=RequestLinks(
+                request=_url(".get_request", request_id=row.id),
+                batch=_url("api_dashboard.get_batch", batch_id=row.batch_id),
+                document=_url(".document", request_id=row.id),
+                signed=_url(".signed", request_id=row.id),
+                certificate=_url(".certificate", request_id=row.id),
+            ),
+        )
+    )
+
+
+def _not_ready(message: str) -> ApiError:
+    return ApiError(message, 409, code="not_ready", headers={"Retry-After": str(RETRY_AFTER)})
+
+
+def _stored(document: Document) -> bytes:
+    try:
+        return get_storage().get(document.storage_key)
+    except StorageError as exc:
+        log(logger, logging.ERROR, "document missing from storage", document_id=document.id, error=str(exc))
+        raise ApiError(
+            "The document cannot be read from storage right now; try again later.", 503, code="storage_unavailable"
+        ) from None
+
+
+def _signed(row: SigningRequest) -> Document:
+    """The sealed document of a signed request; 409 while it is not signed or not sealed yet."""
+    if row.status != Status.SIGNED:
+        raise ApiError(
+            f"The request is not signed (its status is {row.status}): a signed PDF exists only once the recipient "
+            "has signed.",
+            409,
+            code="not_signed",
+        )
+    document = latest_document(db.session, row.id, "signed")
+    if document is None:
+        raise _not_ready(f"Signed; the sealed PDF is being made. Ask again in {RETRY_AFTER} seconds.")
+    return document
+
+
+@bp.get("/requests/<int:request_id>/document")
+@operation("Download the rendered original PDF", tag="Requests", responses={200: PDF}, errors=(404, 409, 503))
+def document(request_id: int):
+    """The document as the recipient sees it before signing. 409 (with `Retry-After`) until the workers rendered it."""
+    row = _request(request_id)
+    original = latest_document(db.session, row.id, "original")
+    if original is None:
+        raise _not_ready(f"The document is not rendered yet (status {row.status}). Ask again in {RETRY_AFTER} seconds.")
+    return attachment(_stored(original), mimetype=PDF, filename=f"document-{row.id}.pdf")
+
+
+@bp.get("/requests/<int:request_id>/signed")
+@operation("Download the sealed signed PDF", tag="Requests", responses={200: PDF}, errors=(404, 409, 503))
+def signed(request_id: int):
+    """The file the recipient receives: the document with the signature, then the audit certificate, under one
+    PAdES seal (check it at /verify or with any PDF validator).
+
+    409 `not_signed` while the request is not signed; 409 `not_ready` (with `Retry-After`) for the few seconds
+    between signing (the `request.signed` webhook) and the seal.
+    """
+    row = _request(request_id)
+    return attachment(_stored(_signed(row)), mimetype=PDF, filename=signed_filename(row))
+
+
+@bp.get("/requests/<int:request_id>/certificate")
+@operation("Download the audit certificate", tag="Requests", responses={200: PDF}, errors=(404, 409, 503))
+def certificate(request_id: int):
+    """The audit certificate pages of the signed PDF on their own (who signed, when, from where, every event).
+
+    They are a copy for filing: the seal covers the whole signed PDF, so the proof is `/requests/{request_id}/signed`,
+    whose last pages these are. 409 as for the signed PDF.
+    """
+    row = _request(request_id)
+    sealed = _stored(_signed(row))
+    original = latest_document(db.session, row.id, "original")
+    pages = certificate_pages(sealed, original=_stored(original), box=SignatureBox.from_json(original.signature_box))
+    return attachment(pages, mimetype=PDF, filename=f"audit-certificate-{row.id}.pdf")
