@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from jinja2 import TemplateSyntaxError, nodes
 from jinja2.compiler import CodeGenerator
 from jinja2.exceptions import SecurityError, TemplateRuntimeError
+from jinja2.filters import do_default
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from bulksign.core.messages import N_
@@ -155,6 +156,13 @@ def _bounded_filters(filters: dict) -> dict:
     }
 
 
+def _default(value, default_value="", boolean=False):
+    """Jinja's ``default``, which replaces an empty text too: an empty cell of the recipients file is no value (the
+    row holds every column a template uses, as "" where the file leaves it empty), and ``{{ x|default('—') }}``
+    is how a template says that ``x`` may be empty (``variables.printed_variables``)."""
+    return default_value if isinstance(value, str) and value == "" else do_default(value, default_value, boolean)
+
+
 def _check_str_method(method, args: tuple, kwargs: dict) -> tuple:
     """Refuse a ``str`` method call that would make a huge text; returns the arguments to call it with."""
     method = getattr(method, "__wrapped__", method)
@@ -198,7 +206,7 @@ class _BoundedSandbox(ImmutableSandboxedEnvironment):
 
     def __init__(self, **options):
         super().__init__(**options)
-        self.filters = _bounded_filters(self.filters)
+        self.filters = {**_bounded_filters(self.filters), "default": _default, "d": _default}
 
     @staticmethod
     def bounded_text(text):
@@ -275,6 +283,44 @@ def refuse_unknown_names(ast: nodes.Template, *, source: str) -> None:
             )
 
 
+def refuse_other_templates(ast: nodes.Template, *, source: str) -> None:
+    """TemplateBroken, with the line, for ``{% include %}``, ``{% import %}`` and ``{% extends %}``: a template is one
+    document, and the sandbox loads no other (each failed every row's render, after a save without a word)."""
+    for node in ast.find_all((nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)):
+        tag = {nodes.Include: "include", nodes.Extends: "extends"}.get(type(node), "import")
+        raise TemplateBroken(
+            N_("{%% %(tag)s %%} cannot be used: a template is one document and loads no other.", tag=tag),
+            node.lineno,
+            hint=N_(
+                "Copy the part you need into this template; to repeat a part, write it once as a {% macro %} and "
+                "call it."
+            ),
+            excerpt=excerpt(source, line=node.lineno),
+        )
+
+
+def _template_line(exc: BaseException) -> int | None:
+    """The template's line where a render failed: Jinja gives the template's frames its own file name and lines."""
+    line, tb = None, exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def _failure_hint(exc: BaseException) -> N_:
+    """How to mend an expression that failed on the row's values."""
+    if isinstance(exc, ZeroDivisionError):
+        return N_("The calculation on this line divides by zero: check what it divides by.")
+    if isinstance(exc, TypeError):
+        return N_(
+            "Every value from the file is text: make it a number before calculating, as in {{ salary|int * 12 }} or "
+            "{{ amount|float / 2 }}."
+        )
+    return N_("Check the expression on this line: sample values fill in every variable, as the preview does.")
+
+
 class _OutOfTime(BaseException):
     """Raised inside a render that ran past ``MAX_RENDER_SECONDS``; a BaseException so no ``except Exception``
     in Jinja or in a filter can swallow it."""
@@ -349,7 +395,13 @@ def _render(env_name: str, source: str, context: dict) -> str:
     except (TemplateRuntimeError, ArithmeticError, LookupError, TypeError, ValueError) as exc:
         if isinstance(exc, TemplateError):
             raise
-        raise TemplateError(N_("The template could not be filled in: %(error)s", error=str(exc))) from None
+        line = _template_line(exc)
+        raise TemplateError(
+            N_("The template could not be filled in: %(error)s", error=str(exc)),
+            line,
+            hint=_failure_hint(exc),
+            excerpt=excerpt(source, line=line),
+        ) from None
     except RecursionError:
         raise TemplateBroken(N_("The template could not be filled in: a macro calls itself without end.")) from None
     except MemoryError:

@@ -157,7 +157,7 @@ def source_key(*, template_id: int, kind: str, data: bytes) -> str:
 
 
 @functools.lru_cache(maxsize=16)
-def _source(key: str) -> bytes:
+def source(key: str) -> bytes:
     # Keys name immutable content (sha256): a worker reads each file once, not once per recipient.
     return get_storage().get(key)
 
@@ -172,7 +172,7 @@ def prepare_document(version: TemplateVersion, row: dict, *, timeout: float) -> 
     the calling thread (the one that owns the session); the returned conversion may run in another thread."""
     if version.kind == HTML:
         return functools.partial(render_pdf, render_html(version.html, row), timeout=timeout)
-    return file_kind(version.kind).prepare(version, _source(version.source_key), row, timeout=timeout)
+    return file_kind(version.kind).prepare(version, source(version.source_key), row, timeout=timeout)
 
 
 def signature_box(version: TemplateVersion, pdf: bytes) -> SignatureBox | None:
@@ -180,7 +180,7 @@ def signature_box(version: TemplateVersion, pdf: bytes) -> SignatureBox | None:
     ``signature``, else the mark ``{{ signature }}`` printed (looked for only when the template uses it); None:
     sealing appends a signature page. Raises ``signature_box.UnreadablePdf``."""
     if version.kind == "pdf":
-        return pdf_fill.signature_box(_source(version.source_key), placed=pdf_forms.placed_boxes(version))
+        return pdf_fill.signature_box(source(version.source_key), placed=pdf_forms.placed_boxes(version))
     if SIGNATURE_VARIABLE in (version.variables or ()):
         return find_signature_box(pdf)
     return None

@@ -20,6 +20,8 @@ DEFAULT_REMINDER_BODY = N_(
     "waiting for your signature.\nIt takes a minute:\n{{ signing_link }}\n\n"
     "The link stays valid until {{ deadline }}.\n"
 ).msgid
+#: What a mail text may use besides the row's columns (``signing.invitations.mail_context`` fills them in).
+MAIL_VARIABLES = frozenset({"email", "sender", "document_name", "signing_link", "deadline"})
 #: The mail texts each version carries (a new version made from an old one keeps them).
 MAIL_FIELDS = ("email_subject", "email_body", "reminder_subject", "reminder_body")
 _DEFAULT_MAIL_TEXTS = frozenset(

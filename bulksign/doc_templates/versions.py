@@ -6,6 +6,7 @@ file kind's upload (``kinds``), and the boxes placed on a PDF template (``place_
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -18,7 +19,7 @@ from bulksign.doc_templates import kinds as template_kinds
 from bulksign.doc_templates import pdf_fill, pdf_forms
 from bulksign.doc_templates.errors import TemplateBroken, TemplateError
 from bulksign.doc_templates.html_safety import check_html_safety
-from bulksign.doc_templates.jinja_sandbox import render_html
+from bulksign.doc_templates.jinja_sandbox import render_html, render_text
 from bulksign.doc_templates.mail_texts import (
     DEFAULT_EMAIL_BODY,
     DEFAULT_EMAIL_SUBJECT,
@@ -28,6 +29,7 @@ from bulksign.doc_templates.mail_texts import (
     with_newlines,
 )
 from bulksign.doc_templates.variables import extract_variables, sample_row
+from bulksign.documents.signature_box import SIGNATURE_VARIABLE
 from bulksign.documents.storage import get_storage
 from bulksign.mail.mail_headers import CONTROL_CHARACTERS
 from bulksign.models import DocumentTemplate, TemplateVersion, User
@@ -151,7 +153,7 @@ def save_version(
         )
     for label, text in mail_texts:
         try:
-            extract_variables(text)
+            _check_renders(text, extract_variables(text), render=render_text)
         except TemplateError as exc:
             raise TemplateError(
                 N_("%(label)s: %(message)s", label=label, message=exc.message),
@@ -242,6 +244,38 @@ def pdf_layout(session: Session, *, template: DocumentTemplate) -> PdfLayout:
     )
 
 
+@dataclass(frozen=True)
+class SignaturePlace:
+    """Where a PDF template's signature goes, for the template page to draw on its page."""
+
+    #: From 0, and the page as a viewer shows it (crop box, rotation).
+    page: int
+    page_box: pdf_forms.Page
+    #: The field or placed box named ``signature``, in the page's points (y upwards).
+    box: pdf_forms.FieldBox
+
+    def percent(self) -> dict[str, float]:
+        """The box as CSS percentages of the page picture (top-left origin), for an overlay on the page image."""
+        page, box = self.page_box, self.box
+        return {
+            "left": round((box.x - page.left) / page.width * 100, 2),
+            "top": round((page.bottom + page.height - box.y - box.h) / page.height * 100, 2),
+            "width": round(box.w / page.width * 100, 2),
+            "height": round(box.h / page.height * 100, 2),
+        }
+
+
+def signature_place(version: TemplateVersion) -> SignaturePlace | None:
+    """The field or box a PDF template version names ``signature``; None for other kinds and for a PDF without one
+    (its signature goes on a page added at the end)."""
+    if version.kind != "pdf":
+        return None
+    form = pdf_forms.read_form(template_kinds.source(version.source_key))
+    boxes = (*form.fields, *pdf_forms.placed_boxes(version))
+    box = next((b for b in boxes if b.name == SIGNATURE_VARIABLE), None)
+    return SignaturePlace(page=box.page, page_box=form.pages[box.page], box=box) if box else None
+
+
 def _html_variables(html: str) -> list[str]:
     if not html.strip():
         raise TemplateError(N_("The template is empty."))
@@ -256,7 +290,7 @@ def _html_variables(html: str) -> list[str]:
         )
     variables = extract_variables(html)
     check_html_safety(html)
-    _check_cost(html, sample_row(variables))
+    _check_renders(html, variables, render=render_html)
     return variables
 
 
@@ -318,11 +352,19 @@ def get_version(session: Session, *, template_id: int, version: int | None = Non
     return session.scalar(query)
 
 
-def _check_cost(source: str, context: dict) -> None:
-    """Refuse at save a template too costly or broken for any row; value errors depend on the real rows."""
+def _check_renders(source: str, variables: list[str], *, render: Callable[[str, dict], str]) -> None:
+    """Refuse at save a template that cannot be filled in for any row (``{{ 1/0 }}``, ``{{ salary / 12 }}``: the
+    file's values are text), with the line and a hint; the preview of one showed the app's error page.
+
+    Filled in twice: with the preview's sample values, then with ``1`` for each variable, so that a calculation
+    only numbers can make (``{{ total|int / count|int }}``) is not refused for ``[count]`` making 0. Too costly or
+    broken is refused at once, whatever the values."""
     try:
-        render_html(source, context)
+        render(source, sample_row(variables))
     except TemplateBroken:
         raise
-    except TemplateError:
-        pass
+    except TemplateError as first:
+        try:
+            render(source, {**sample_row(variables), **{v: "1" for v in variables if v != SIGNATURE_VARIABLE}})
+        except TemplateError:
+            raise first from None

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from bulksign.core.messages import N_
+from bulksign.doc_templates.columns import MAIL
 from bulksign.mail.email_checks import DOMAIN_TYPOS, check_email
 from bulksign.recipients.rows import Row, column_letter
 
@@ -44,6 +45,15 @@ class Columns:
     missing: tuple[str, ...]
     errors: tuple[RowError, ...]
     warnings: tuple[str, ...]
+    #: Variables every row must fill → where they are printed whatever the row holds (``columns.DOCUMENT``, ``MAIL``).
+    required: Mapping[str, str] = field(default_factory=dict)
+
+
+def _empty(variable: str, *, where: str) -> N_:
+    """Why an empty value is refused: the document or a mail text prints it on every row ("Hello ,")."""
+    if where == MAIL:
+        return N_("The value is empty; the invitation or reminder mail prints {{ %(variable)s }}.", variable=variable)
+    return N_("The value is empty; the template needs {{ %(variable)s }}.", variable=variable)
 
 
 class _Collector:
@@ -96,13 +106,13 @@ class RowChecker:
                 email = self._address(row, title, value)
                 if email is None:
                     continue
-            elif var == "name":
+            elif not value and var in self.columns.required:
+                self._error(row, title, _empty(var, where=self.columns.required[var]))
+                continue
+            if var == "name":
                 name = value
             elif var == "phone":
                 phone = value or None
-            elif not value:
-                self._error(row, title, N_("The value is empty; the template needs {{ %(variable)s }}.", variable=var))
-                continue
             values[var] = value
         if self.errors.count > errors_before or not email:
             return None

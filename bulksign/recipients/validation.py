@@ -15,6 +15,7 @@ from datetime import datetime
 
 from bulksign.core.messages import N_
 from bulksign.core.spreadsheets import formula_safe
+from bulksign.doc_templates.columns import DOCUMENT, MAIL, OPTIONAL
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE
 from bulksign.recipients.files import open_table
 from bulksign.recipients.row_checks import Columns, RowChecker, RowError
@@ -113,7 +114,17 @@ class ValidationReport:
         }
 
 
-def _match_header(header_row: int, cells: list[str], variables: Iterable[str]) -> Columns:
+def template_columns(variables: Mapping[str, str] | Iterable[str]) -> dict[str, str]:
+    """The template's variables as ``validate_recipients`` reads them: variable → where it is printed whatever the
+    row holds (``columns.DOCUMENT``, ``columns.MAIL``: every row needs a value) or ``columns.OPTIONAL``, as
+    ``columns.needed_columns`` says. A plain list of names (tests, tools): each needed by the document, but
+    ``name`` and ``phone``, which may be empty, as every file was checked before templates said which they print."""
+    if isinstance(variables, Mapping):
+        return dict(variables)
+    return {v: OPTIONAL if v in ("name", "phone") else DOCUMENT for v in variables}
+
+
+def _match_header(header_row: int, cells: list[str], variables: Mapping[str, str]) -> Columns:
     header = [c.strip() for c in cells]
     while header and not header[-1]:
         header.pop()
@@ -150,16 +161,32 @@ def _match_header(header_row: int, cells: list[str], variables: Iterable[str]) -
             used.append((index, wanted[key], title))
         else:
             warnings.append(N_('The column "%(column)s" is not used by the template; it is ignored.', column=title))
-    required = {normalise_header(v) for v in variables if v != SIGNATURE_VARIABLE} - {"name", "phone"} | {"email"}
-    missing = sorted(wanted[k] for k in required if k not in seen)
+    # Printed whatever the row holds (``email`` always: every recipient is mailed): every row needs a value.
+    required = {v: where for v, where in variables.items() if where != OPTIONAL and v != SIGNATURE_VARIABLE}
+    required["email"] = DOCUMENT
+    missing = sorted(v for v in required if normalise_header(v) not in seen)
     for name in missing:
-        message = (
-            N_('The column "email" is missing: every recipient needs an email address.')
-            if name == "email"
-            else N_('The column "%(column)s" is missing: the template uses {{ %(column)s }}.', column=name)
+        errors.append(RowError(header_row, name, _missing_column(name, where=required[name])))
+    for name in sorted(v for v in wanted.values() if v not in required and normalise_header(v) not in seen):
+        if name not in BUILTIN_COLUMNS:
+            warnings.append(
+                N_(
+                    'There is no column "%(column)s": the template uses {{ %(column)s }} only where it may be empty, '
+                    "so it stays empty.",
+                    column=name,
+                )
+            )
+    return Columns(tuple(used), len(header), tuple(header), tuple(missing), tuple(errors), tuple(warnings), required)
+
+
+def _missing_column(name: str, *, where: str) -> N_:
+    if name == "email":
+        return N_('The column "email" is missing: every recipient needs an email address.')
+    if where == MAIL:
+        return N_(
+            'The column "%(column)s" is missing: the invitation or reminder mail prints {{ %(column)s }}.', column=name
         )
-        errors.append(RowError(header_row, name, message))
-    return Columns(tuple(used), len(header), tuple(header), tuple(missing), tuple(errors), tuple(warnings))
+    return N_('The column "%(column)s" is missing: the template uses {{ %(column)s }}.', column=name)
 
 
 def _header_row(rows: Iterator[Row]) -> Row:
@@ -174,7 +201,7 @@ def validate_recipients(
     data: bytes,
     *,
     filename: str,
-    variables: Iterable[str],
+    variables: Mapping[str, str] | Iterable[str],
     keep_rows: bool = False,
     max_errors: int | None = MAX_ERRORS_KEPT,
     domain_choices: Mapping[str, str] | None = None,
@@ -182,11 +209,14 @@ def validate_recipients(
 ) -> ValidationReport:
     """Read the file and check every row against the template's variables; raises UploadError if unreadable.
 
+    ``variables``: as ``template_columns`` takes them (``columns.needed_columns`` of the version): a column printed
+    whatever the row holds must be in the file and filled on every row; an optional one may be left out or empty.
+
     ``domain_choices``: misspelt domain → the domain staff chose for it (see ``email_checks.check_email``).
     ``suppressed``: a lookup of the suppression list; the valid rows it knows are reported (a warning:
     batch creation keeps them, not mailed).
     """
-    variables = list(variables)
+    variables = template_columns(variables)
     table = open_table(data, filename=filename)
     header = _header_row(table.rows)
     columns = _match_header(header.number, header.cells, variables)

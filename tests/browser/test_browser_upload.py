@@ -22,7 +22,7 @@ def test_upload_shows_the_bad_row_in_place_and_creates_the_batch(users, live_ser
     page.fill("input[name=name]", "Employment contract")
     page.fill("textarea[name=html]", "<p>{{ name }} is hired as {{ position }}.</p>")
     page.click("main button[type=submit]")
-    assert page.locator("#variables").inner_text() == "email, position"
+    assert page.locator("#variables").inner_text() == "email, name, position"
 
     page.click("text=Start a batch")
     page.wait_for_url("**/batches/new?template_id=*")

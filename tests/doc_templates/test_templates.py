@@ -146,7 +146,7 @@ def test_staff_create_a_template_in_the_browser_and_see_its_variables(client, au
     )
     assert response.status_code == 302
     detail = client.get(response.headers["Location"]).get_data(as_text=True)
-    assert "Offer letter" in detail and "email, salary" in detail and "Version 1" in detail
+    assert "Offer letter" in detail and "email, name, salary" in detail and "Version 1" in detail
     version = get_version(db.session, template_id=db.session.scalar(select(DocumentTemplate.id)))
     assert version.email_subject.startswith("Please sign")
 

@@ -13,6 +13,7 @@ from bulksign.core.extensions import db
 from bulksign.doc_templates import kinds as template_kinds
 from bulksign.doc_templates import pdf_forms
 from bulksign.doc_templates import versions as dt
+from bulksign.doc_templates.columns import OPTIONAL, needed_columns
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.mail_texts import MAIL_FIELDS
 from bulksign.models import DocumentTemplate, TemplateVersion, utcnow
@@ -43,6 +44,12 @@ class TemplateOut(BaseModel):
     variables: list[str] = Field(
         description="The `{{ placeholders }}` (or PDF fields) of the newest version: the "
         "columns a recipients file needs (besides `email`)."
+    )
+    required: list[str] = Field(
+        description="Columns every row must fill: printed whatever the row holds by the document or the mail."
+    )
+    optional: list[str] = Field(
+        description="Columns used only under a condition, in a test or with a default: a file may leave them out or empty."
     )
     created_at: datetime
 
@@ -150,6 +157,7 @@ class BoxesOut(BaseModel):
 
 
 def template_out(template: DocumentTemplate, version: TemplateVersion | None) -> TemplateOut:
+    columns = needed_columns(version) if version else {}
     return TemplateOut(
         id=template.id,
         name=template.name,
@@ -157,6 +165,8 @@ def template_out(template: DocumentTemplate, version: TemplateVersion | None) ->
         team_id=template.team_id,
         kind=version.kind if version else None,
         variables=list(version.variables) if version else [],
+        required=[v for v, where in columns.items() if where != OPTIONAL],
+        optional=[v for v, where in columns.items() if where == OPTIONAL],
         created_at=template.created_at,
     )
 
@@ -204,7 +214,12 @@ def create():
         db.session.commit()
     except TemplateError as exc:
         db.session.rollback()
-        raise ApiError(str(exc.message), 422, code="template_invalid", details={"line": exc.line}) from None
+        raise ApiError(
+            str(exc.message),
+            422,
+            code="template_invalid",
+            details={"line": exc.line, "hint": str(exc.hint) if exc.hint else None},
+        ) from None
     return answer(template_out(saved.template, saved.version), 201)
 
 

@@ -17,6 +17,7 @@ from bulksign.batches.creation import (
     settings_from_form,
 )
 from bulksign.core.extensions import db
+from bulksign.doc_templates.columns import needed_columns
 from bulksign.models import utcnow
 from bulksign.recipients import suppressions
 from bulksign.recipients.rows import UploadError
@@ -133,7 +134,7 @@ def validate():
         version = template_version(form.template_id)
         data, filename = uploaded_file()
         report = validate_recipients(
-            data, filename=filename, variables=version.variables, suppressed=suppressions.lookup(db.session)
+            data, filename=filename, variables=needed_columns(version), suppressed=suppressions.lookup(db.session)
         )
     except UploadError as exc:
         raise _upload_error(exc) from None
@@ -168,7 +169,7 @@ def create():
         version = template_version(form.template_id)
         data, filename = uploaded_file()
         settings = settings_from_form(request.form, default_name=f"{version.template.name} ({utcnow():%Y-%m-%d})")
-        report = validate_recipients(data, filename=filename, variables=version.variables, keep_rows=True)
+        report = validate_recipients(data, filename=filename, variables=needed_columns(version), keep_rows=True)
         if report.invalid_rows and not form.skip_invalid or not report.valid_rows:
             reason = (
                 "No row of the file can be used."

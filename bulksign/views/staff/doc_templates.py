@@ -13,6 +13,7 @@ from bulksign.core.extensions import db
 from bulksign.doc_templates import kinds as template_kinds
 from bulksign.doc_templates import pdf_forms
 from bulksign.doc_templates import versions as dt
+from bulksign.doc_templates.columns import needed_columns
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.mail_texts import (
     DEFAULT_EMAIL_BODY,
@@ -24,6 +25,7 @@ from bulksign.doc_templates.mail_texts import (
 from bulksign.doc_templates.variables import BUILTIN_VARIABLES, sample_row
 from bulksign.documents import pdf_pages
 from bulksign.documents.pdf import RenderError
+from bulksign.documents.signature_box import SIGNATURE_VARIABLE
 from bulksign.documents.storage import StorageError, get_storage
 from bulksign.models import DocumentTemplate, utcnow
 from bulksign.people import access
@@ -179,13 +181,19 @@ def detail(template_id: int):
     template = _template_or_404(template_id)
     number = request.args.get("version", type=int)
     version = dt.get_version(db.session, template_id=template.id, version=number) or abort(404)
+    try:
+        signature = dt.signature_place(version)  # a PDF's field or box named "signature", drawn on its page
+    except (TemplateError, StorageError):
+        signature = None  # the page still shows the version; its preview says what is wrong
     return render_template(
         "doc_templates/detail.html",
         template=template,
         version=version,
         versions=list(reversed(template.versions)),
         kind_label=dict(template_kinds.choices()).get(version.kind, version.kind),
-        required=[v for v in version.variables if v not in BUILTIN_VARIABLES],
+        columns=needed_columns(version),
+        signature=signature,
+        all_variables=sorted({*version.variables, *([SIGNATURE_VARIABLE] if signature else [])}),
     )
 
 
@@ -208,7 +216,11 @@ def preview_pdf(template_id: int):
             version, sample_row(version.variables), timeout=current_app.config["PREVIEW_TIMEOUT_SECONDS"]
         )
     except (TemplateError, RenderError, StorageError) as exc:
-        abort(422, str(getattr(exc, "message", exc)))
+        # The frame shows a page of its own with the reason, not the app's error page with its menu.
+        return (
+            render_template("doc_templates/preview_failed.html", error=exc, message=getattr(exc, "message", exc)),
+            422,
+        )
     return Response(
         pdf,
         mimetype="application/pdf",

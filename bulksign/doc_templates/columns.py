@@ -1,0 +1,81 @@
+"""The columns a version's recipients file fills, and which of them every row must fill (``needed_columns``).
+
+A variable the document prints whatever the row holds (``variables.printed_variables``) needs a value on every
+row; so does one the invitation or reminder mail prints (``Hello {{ name }}``). One only tested, under a
+condition or with a default is optional: the file may leave it out or empty. Read from each version as it is
+when asked (versions never change), so versions saved before this was known are checked the same way.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+
+from docxtpl import DocxTemplate
+from jinja2 import meta
+
+from bulksign.doc_templates import kinds
+from bulksign.doc_templates.errors import TemplateError
+from bulksign.doc_templates.mail_texts import MAIL_FIELDS, MAIL_VARIABLES
+from bulksign.doc_templates.variables import parse, printed_variables
+from bulksign.documents.signature_box import SIGNATURE_VARIABLE
+from bulksign.models import TemplateVersion
+
+#: Where a variable's value is needed: printed by the document, printed by a mail text, or optional.
+DOCUMENT, MAIL, OPTIONAL = "document", "mail", "optional"
+
+
+def needed_columns(version: TemplateVersion) -> dict[str, str]:
+    """Every variable of the row the version's document and mail texts use → ``DOCUMENT`` or ``MAIL`` (printed
+    whatever the row holds, the document first) or ``OPTIONAL``; by name, without ``signature`` (the signature's
+    place, never a column) and the mail's own variables (``MAIL_VARIABLES``)."""
+    document = _document_printed(version)
+    mail_used: set[str] = set()
+    mail_printed: set[str] = set()
+    for field in MAIL_FIELDS:
+        try:
+            used, printed = _text_variables(getattr(version, field) or "")
+        except TemplateError:  # saved before its error was refused (an unknown filter): it fails to send anyway
+            continue
+        mail_used |= used - MAIL_VARIABLES
+        mail_printed |= printed - MAIL_VARIABLES
+    return {
+        var: DOCUMENT if var in document else MAIL if var in mail_printed else OPTIONAL
+        for var in sorted({*(version.variables or ()), *mail_used} - {SIGNATURE_VARIABLE})
+    }
+
+
+def _document_printed(version: TemplateVersion) -> frozenset[str]:
+    try:
+        if version.kind == kinds.HTML:
+            return _text_variables(version.html)[1]
+        if version.kind == "docx":
+            return _docx_printed(version.source_key)
+    except TemplateError:  # saved before its error was refused: every variable counts as printed, as it did
+        pass
+    # A PDF's field or box shows the value as the row has it, on every document: each is printed.
+    return frozenset(version.variables or ())
+
+
+@functools.lru_cache(maxsize=256)
+def _text_variables(source: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The variables a text uses, and those it prints whatever the row holds (versions never change: once)."""
+    ast = parse(source)
+    return frozenset(meta.find_undeclared_variables(ast)), printed_variables(ast)
+
+
+@functools.lru_cache(maxsize=64)
+def _docx_printed(source_key: str) -> frozenset[str]:
+    """What a saved Word version prints whatever the row holds, read in the one Jinja source docxtpl makes of its
+    body, headers and footers (the file was checked when it was saved: ``docx_templates.variables``)."""
+    trees = []
+
+    class _Reading:
+        autoescape = True
+
+        def parse(self, source: str):
+            trees.append(parse(source))
+            return trees[-1]
+
+    DocxTemplate(io.BytesIO(kinds.source(source_key))).get_undeclared_template_variables(jinja_env=_Reading())
+    return frozenset().union(*(printed_variables(tree) for tree in trees))
