@@ -40,8 +40,7 @@ from bulksign.doc_templates.html_safety import unsafe_jinja
 from bulksign.doc_templates.jinja_sandbox import refuse_unknown_names, render_html, sandbox
 from bulksign.doc_templates.variables import sample_row
 from bulksign.documents import libreoffice
-from bulksign.documents.signature_box import BOX_HEIGHT_MM, BOX_WIDTH_MM, SIGNATURE_VARIABLE
-from bulksign.documents.signature_box import MARK_TOP_LEFT as SIGNATURE_MARK
+from bulksign.documents.signature_box import BOX_HEIGHT_MM, BOX_WIDTH_MM, MARK_COLOUR_HEX, SIGNATURE_VARIABLE
 from bulksign.models import TemplateVersion
 
 #: Largest .docx accepted, and most it may unpack to: all parts, any one part (a 10 MB photo is 30 MB unpacked).
@@ -98,10 +97,9 @@ class _Part:
 
 _JINJA = _SandboxForDocx()
 
-#: ``{{ signature }}`` marks where the signature goes (the contract is ``signature_box``): an empty framed
-#: box of ``BOX_WIDTH_MM`` × ``BOX_HEIGHT_MM``, with ``SIGNATURE_MARK`` in tiny white letters in its top-left
-#: corner, where ``find_signature_box`` reads it back from the PDF. Word cannot pin a word to the bottom-right
-#: corner, so the box has the standard size.
+#: ``{{ signature }}`` marks where the signature goes (the contract is ``signature_box``): an empty box of
+#: ``BOX_WIDTH_MM`` × ``BOX_HEIGHT_MM`` framed in ``MARK_COLOUR``, which LibreOffice draws as one stroked path and
+#: ``find_signature_box`` finds in the PDF. It holds one empty paragraph (a text box needs one) and no text.
 _EMU_PER_MM = 36000
 
 
@@ -119,10 +117,9 @@ def _signature_box() -> Markup:
         '<wps:cNvSpPr txBox="1"/><wps:spPr>'
         f'<a:xfrm><a:off x="0" y="0"/><a:ext cx="{width}" cy="{height}"/></a:xfrm>'
         '<a:prstGeom prst="rect"><a:avLst/></a:prstGeom><a:noFill/>'
-        '<a:ln w="9525"><a:solidFill><a:srgbClr val="9AA3B2"/></a:solidFill></a:ln></wps:spPr>'
+        f'<a:ln w="9525"><a:solidFill><a:srgbClr val="{MARK_COLOUR_HEX}"/></a:solidFill></a:ln></wps:spPr>'
         '<wps:txbx><w:txbxContent><w:p><w:pPr><w:spacing w:before="0" w:after="0" w:line="20" '
-        'w:lineRule="exact"/></w:pPr><w:r><w:rPr><w:color w:val="FFFFFF"/><w:sz w:val="2"/></w:rPr>'
-        f"<w:t>{SIGNATURE_MARK}</w:t></w:r></w:p></w:txbxContent></wps:txbx>"
+        'w:lineRule="exact"/></w:pPr></w:p></w:txbxContent></wps:txbx>'
         '<wps:bodyPr lIns="0" tIns="0" rIns="0" bIns="0" anchor="t"><a:noAutofit/></wps:bodyPr></wps:wsp>'
         '</a:graphicData></a:graphic></wp:inline></w:drawing></w:r><w:r><w:t xml:space="preserve">'
     )

@@ -20,6 +20,7 @@ from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.versions import get_version
 from bulksign.documents import libreoffice
 from bulksign.documents.pdf import RenderError
+from bulksign.documents.signature_box import find_signature_box
 from bulksign.documents.storage import get_storage
 from bulksign.models import Document, DocumentTemplate
 from bulksign.work.pipeline import enqueue_renders
@@ -256,20 +257,19 @@ def test_too_many_pages_for_one_recipient_is_refused(monkeypatch):
         docx_templates.prepare(None, docx_files.contract(), {"name": "A"}, timeout=60)()
 
 
-def test_signature_marks_a_fixed_size_box_with_the_marker_in_its_top_left_corner():
+def test_signature_marks_a_fixed_size_box_in_the_line_and_leaves_no_text():
     source = docx_files.simple("Signed by {{ name }}: {{ signature }} (date)")
     assert docx_templates.variables(source) == ["name", "signature"]
     pdf = docx_templates.prepare(None, source, {"name": "Anna", "signature": "not a box"}, timeout=60)()
-    text = pdftotext(pdf)
-    assert "Signed by Anna:" in text and "(date)" in text and "not a box" not in text
+    assert pdftotext(pdf).split() == ["Signed", "by", "Anna:", "(date)"], "the box adds no word to the text"
+    box = find_signature_box(pdf)
+    assert box is not None and (round(box.w * 25.4 / 72), round(box.h * 25.4 / 72)) == (60, 22)
     words = subprocess.run(["pdftotext", "-bbox", "-", "-"], input=pdf, capture_output=True, check=True).stdout.decode()
-    mark = re.search(rf'xMin="([\d.]+)" yMin="([\d.]+)"[^>]*>{docx_templates.SIGNATURE_MARK}<', words)
     anna = re.search(r'xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)" yMax="([\d.]+)">Anna:<', words)
-    assert mark and anna
+    page_height = float(re.search(r'<page width="[\d.]+" height="([\d.]+)"', words).group(1))
     # The box stands in the line after "Anna:" and rises 22 mm above the line's foot.
-    x, top = float(mark.group(1)), float(mark.group(2))
-    assert 0 < x - float(anna.group(3)) < 10
-    assert abs(float(anna.group(4)) - top - 22 * 72 / 25.4) < 6
+    assert 0 < box.x - float(anna.group(3)) < 10
+    assert abs(float(anna.group(4)) - (page_height - box.y - box.h) - 22 * 72 / 25.4) < 6
 
 
 @pytest.mark.slow

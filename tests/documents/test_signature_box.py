@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 from datetime import UTC, datetime, timedelta
 
@@ -25,8 +26,7 @@ from bulksign.documents.sealing import check_seal
 from bulksign.documents.signature_box import (
     BOX_HEIGHT_MM,
     BOX_WIDTH_MM,
-    MARK_BOTTOM_RIGHT,
-    MARK_TOP_LEFT,
+    MARK_COLOUR,
     SignatureBox,
     SignatureBoxError,
     check_box,
@@ -34,15 +34,16 @@ from bulksign.documents.signature_box import (
     html_mark,
 )
 from bulksign.documents.storage import get_storage
-from bulksign.models import Document
+from bulksign.models import Document, SigningRequest
 from bulksign.recipients.validation import validate_recipients
+from bulksign.signing.links import current_token
 from bulksign.signing.recipient_actions import sign
 from bulksign.work.pipeline import enqueue_renders
+from tests.support import docx_files
 from tests.support.batches import make_batch, request_ids
 from tests.support.clock import NOW
 from tests.support.signatures import png
 
-MARKS = {MARK_TOP_LEFT, MARK_BOTTOM_RIGHT}
 PAGE = '<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'">{body}</body>'
 MARKED = PAGE.format(
     body="<h1>Трудовой договор № {{ salary }}</h1><p>Работник: {{ name }}. Текст договора.</p>"
@@ -88,10 +89,32 @@ def _assert_block_in_box_over_no_text(original: bytes, signed: bytes, box: Signa
     height = page_words(signed)[box.page].height
     assert block, "the block is on the marked page"
     assert all(_in_box(w, box, height) for w in block), block
-    text = [w for w in before if w.text not in MARKS]
-    assert not [(b, t) for b in block for t in text if _overlap(b, t)], "the block covers no text of the document"
+    assert not [(b, t) for b in block for t in before if _overlap(b, t)], "the block covers no text of the document"
     assert set(before) <= set(page_words(signed)[box.page].words), "every word of the original is still there"
     return block
+
+
+def _sign_and_seal(request_id: int, run_jobs) -> bytes:
+    outcome = sign(
+        db.session,
+        request_id=request_id,
+        now=NOW + timedelta(hours=1),
+        signer_name="Иван Петров",
+        signature_png=png(),
+        consent=True,
+        ip="203.0.113.5",
+        user_agent="Mozilla/5.0",
+    )
+    assert outcome.status == "signed"
+    run_jobs("pdf")
+    signed = db.session.scalar(select(Document).where(Document.request_id == request_id, Document.kind == "signed"))
+    return get_storage().get(signed.storage_key)
+
+
+def _pdftotext(pdf: bytes) -> str:
+    return subprocess.run(
+        ["pdftotext", "-", "-"], input=pdf, capture_output=True, timeout=30, check=True
+    ).stdout.decode()
 
 
 def test_the_html_mark_is_an_empty_box_of_the_standard_size_found_in_the_pdf():
@@ -101,7 +124,7 @@ def test_the_html_mark_is_an_empty_box_of_the_standard_size_found_in_the_pdf():
     assert abs(box.w - BOX_WIDTH_MM * 72 / 25.4) < 3 and abs(box.h - BOX_HEIGHT_MM * 72 / 25.4) < 3
     words = page_words(pdf)[0]
     inside = [w for w in words.words if _in_box(w, box, words.height)]
-    assert {w.text for w in inside} == MARKS, "the box is empty but for its two invisible markers"
+    assert not inside, "the box is empty"
     # Text before the box on its line, and after it, is beside it, not in it.
     assert any(w.text == "Подпись" for w in words.words) and any(w.text == "ниже." for w in words.words)
 
@@ -114,14 +137,22 @@ def test_a_mark_on_a_later_page_is_found_there_and_a_document_without_one_has_no
     assert find_signature_box(render_pdf(PAGE.format(body="<p>Без подписи</p>"))) is None
 
 
-def test_a_lone_top_left_marker_gives_a_box_of_the_standard_size():
+def test_the_mark_is_the_first_large_frame_in_its_colour_with_its_pieces():
     buf = io.BytesIO()
     c = canvas.Canvas(buf, pagesize=A4)
-    c.setFont("Helvetica", 1)
-    c.drawString(50 * mm, 100 * mm, MARK_TOP_LEFT)
+    c.setStrokeColorRGB(*(v / 255 for v in MARK_COLOUR))
+    c.setFillColorRGB(*(v / 255 for v in MARK_COLOUR))
+    c.line(20 * mm, 250 * mm, 190 * mm, 250 * mm)  # a rule in the same grey: too thin to be a box
+    c.setStrokeColorRGB(0.5, 0.5, 0.5)
+    c.rect(20 * mm, 200 * mm, 80 * mm, 30 * mm)  # a frame in another grey
+    # A frame drawn side by side, as four filled bars, then a second frame further down.
+    for x, y, w, h in ((50, 100, 60, 0.3), (50, 78, 60, 0.3), (50, 78, 0.3, 22.3), (109.7, 78, 0.3, 22.3)):
+        c.rect(x * mm, y * mm, w * mm, h * mm, stroke=0, fill=1)
+    c.setStrokeColorRGB(*(v / 255 for v in MARK_COLOUR))
+    c.rect(50 * mm, 30 * mm, 60 * mm, 22 * mm)
     c.save()
     box = find_signature_box(buf.getvalue())
-    assert box.page == 0 and abs(box.x - 50 * mm) < 1 and abs(box.y + box.h - 100 * mm) < 2
+    assert box.page == 0 and abs(box.x - 50 * mm) < 0.5 and abs(box.y - 78 * mm) < 0.5
     assert (round(box.w / mm), round(box.h / mm)) == (BOX_WIDTH_MM, BOX_HEIGHT_MM)
 
 
@@ -234,20 +265,7 @@ def test_the_render_job_stores_the_box_and_sealing_stamps_there(app, users, smtp
     box = SignatureBox.from_json(original.signature_box)
     original_pdf = get_storage().get(original.storage_key)
     assert original.signature_box == find_signature_box(original_pdf).to_json() and box.page == 0
-    outcome = sign(
-        db.session,
-        request_id=request_id,
-        now=NOW + timedelta(hours=1),
-        signer_name="Иван Петров",
-        signature_png=png(),
-        consent=True,
-        ip="203.0.113.5",
-        user_agent="Mozilla/5.0",
-    )
-    assert outcome.status == "signed"
-    run_jobs("pdf")
-    signed = db.session.scalar(select(Document).where(Document.request_id == request_id, Document.kind == "signed"))
-    data = get_storage().get(signed.storage_key)
+    data = _sign_and_seal(request_id, run_jobs)
     assert check_seal(data, seal_key(app.config)).valid
     block = _assert_block_in_box_over_no_text(original_pdf, data, box)
     assert {"Иван", "Петров", "203.0.113.5"} <= {w.text for w in block}
@@ -265,7 +283,6 @@ def test_signature_is_a_place_not_a_column(app, users):
 
 def test_a_word_template_marks_the_box_too_and_the_block_lands_there_over_no_text(app):
     from bulksign.doc_templates import docx_templates
-    from tests.support import docx_files
 
     source = docx_files.simple("Работник {{ name }} подписывает здесь: {{ signature }} (дата ниже)")
     original = docx_templates.prepare(None, source, {"name": "Иван Петров"}, timeout=60)()
@@ -276,3 +293,39 @@ def test_a_word_template_marks_the_box_too_and_the_block_lands_there_over_no_tex
     assert {"Иван", "Петров", "203.0.113.5"} <= {
         w.text for w in _assert_block_in_box_over_no_text(original, signed, box)
     }
+
+
+@pytest.mark.parametrize("kind", ["html", "docx"])
+def test_the_recipient_reads_only_the_documents_words_in_every_copy_and_the_block_lands_in_the_box(
+    app, users, smtp, run_jobs, client, kind
+):
+    """Nothing of ours that marks the box reaches a reader: not the PDF's text layer (copy-paste, screen readers),
+    not the signing page's large print, not the signed copy's page; the box is found all the same."""
+    text = "Работник {{ name }} подписывает здесь: {{ signature }} (дата ниже)"
+    template = {"html": {"html": PAGE.format(body=f"<p>{text}</p>")}, "docx": {"file": docx_files.simple(text)}}[kind]
+    batch = make_batch(
+        user=users["staff"], now=NOW, recipients=[("ivan@example.com", "Иван Петров")], kind=kind, **template
+    )
+    enqueue_renders(request_ids(batch))
+    run_jobs("pdf", "mail")
+    (request_id,) = request_ids(batch)
+    original = db.session.scalar(select(Document).where(Document.request_id == request_id))
+    original_pdf = get_storage().get(original.storage_key)
+    words = "Работник Иван Петров подписывает здесь: (дата ниже)".split()
+    assert _pdftotext(original_pdf).split() == words, "the text layer holds the document's words and nothing else"
+
+    token = current_token(db.session.get(SigningRequest, request_id), secret=app.config["SECRET_KEY"])
+    page = client.get(f"/sign/{token}").get_data(as_text=True)
+    large_print = re.search(r'<details class="doc-text">.*?</summary>(.*?)</details>', page, re.S).group(1)
+    assert re.sub(r"<[^>]+>", " ", large_print).split() == words, "the large print is the document's text"
+    assert "BULKSIGN" not in page
+
+    box = SignatureBox.from_json(original.signature_box)
+    assert box is not None and box.page == 0
+    assert (round(box.w / mm), round(box.h / mm)) == (BOX_WIDTH_MM, BOX_HEIGHT_MM)
+    signed = _sign_and_seal(request_id, run_jobs)
+    first_page = page_words(signed)[0]
+    block = _assert_block_in_box_over_no_text(original_pdf, signed, box)
+    assert {"Иван", "Петров", "203.0.113.5"} <= {w.text for w in block}
+    assert [w.text for w in first_page.words if w not in block] == words, "the signed page: the words and the block"
+    assert "BULKSIGN" not in _pdftotext(signed)
