@@ -40,6 +40,7 @@ from bulksign.doc_templates.html_safety import unsafe_jinja
 from bulksign.doc_templates.jinja_sandbox import refuse_unknown_names, render_html, sandbox
 from bulksign.doc_templates.variables import sample_row
 from bulksign.documents import libreoffice
+from bulksign.documents.pdf import MAX_PAGES, too_long
 from bulksign.documents.signature_box import BOX_HEIGHT_MM, BOX_WIDTH_MM, MARK_COLOUR_HEX, SIGNATURE_VARIABLE
 from bulksign.models import TemplateVersion
 
@@ -49,8 +50,6 @@ MAX_UNPACKED_BYTES = 100 * 1024 * 1024
 MAX_PART_BYTES = 50 * 1024 * 1024
 MAX_PARTS = 1000
 _LIMITS = zip_archives.Limits(parts=MAX_PARTS, part_bytes=MAX_PART_BYTES, total_bytes=MAX_UNPACKED_BYTES)
-#: Most pages one recipient's document may have.
-MAX_PAGES = 100
 
 _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # an encrypted .docx is an OLE container, not a zip
 _MACROS = re.compile(r"(^|/)vba(Project\.bin|Data\.xml)$", re.I)
@@ -406,14 +405,7 @@ def prepare(version: TemplateVersion, source: bytes, row: dict, *, timeout: floa
 
 
 def _convert(filled: bytes, *, timeout: float) -> bytes:
-    pdf = libreoffice.converter().convert(filled, timeout=timeout)
-    pages = page_count(pdf)
-    if pages > MAX_PAGES:
-        raise TemplateError(
-            N_(
-                "The document has %(pages)d pages for this recipient; the limit is %(limit)d.",
-                pages=pages,
-                limit=MAX_PAGES,
-            )
-        )
+    pdf = libreoffice.converter().convert(filled, timeout=timeout, max_pages=MAX_PAGES)
+    if page_count(pdf) > MAX_PAGES:  # at most one more: the export stopped there
+        raise TemplateError(too_long(MAX_PAGES))
     return pdf
