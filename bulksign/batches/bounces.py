@@ -16,12 +16,12 @@ from sqlalchemy import JSON, String, func, insert, literal, select, update
 from sqlalchemy.orm import Session
 
 from bulksign.batches.progress import refresh_batch_statuses
-from bulksign.batches.states import move_batches, transition
+from bulksign.batches.states import transition
 from bulksign.core.logs import log
 from bulksign.core.slicing import slices
 from bulksign.mail.mailer import cancel_queued
 from bulksign.models import Event, OutgoingMail, SigningRequest, UTCDateTime
-from bulksign.models.status import DISPATCHED, BatchStatus, Status
+from bulksign.models.status import DISPATCHED, Status
 from bulksign.recipients.suppressions import suppress
 
 logger = logging.getLogger(__name__)
@@ -277,8 +277,7 @@ def record_bounce(session: Session, *, report: BounceReport, now: datetime) -> B
         )
         batch_ids.update(session.scalars(select(SigningRequest.batch_id).where(SigningRequest.id.in_(part))))
     if won:
+        # A batch awaiting signatures with a late bounce did not fully succeed after all (or has nobody left).
         refresh_batch_statuses(session, now=now, batch_ids=batch_ids)
-        # A finished batch with a late bounce did not fully succeed after all.
-        move_batches(session, batch_ids, frm=BatchStatus.COMPLETED, to=BatchStatus.PARTIALLY_FAILED)
     log(logger, logging.INFO, "bounce reported", request_ids=list(won), matched=len(ids))
     return BounceResult(bounced=won)

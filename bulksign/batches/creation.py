@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 from bulksign.batches import counts as batch_counts
 from bulksign.batches.notices import NoticeAddressError, chosen_notice_address
 from bulksign.batches.progress import close_if_done
+from bulksign.batches.skipped_rows import keep_skipped_rows
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
 from bulksign.mail.email_checks import check_email
@@ -31,6 +32,7 @@ from bulksign.mail.mail_headers import CONTROL_CHARACTERS
 from bulksign.models import Batch, Event, SigningRequest, Suppression, TemplateVersion, User
 from bulksign.models.status import BatchStatus, Status
 from bulksign.people import access
+from bulksign.recipients.row_checks import RowError
 from bulksign.recipients.suppressions import in_force_among, not_sent_reason
 from bulksign.recipients.validation import Recipient
 from bulksign.work import pipeline
@@ -259,8 +261,12 @@ def create_batch(
     team_id: int | None = None,
     one_time_code: bool = False,
     idempotency_key: str | None = None,
+    skipped: Sequence[RowError] = (),
 ) -> CreatedBatch:
     """Insert the batch and all its requests in one transaction (commits), then queue their renders.
+
+    ``skipped``: the file's row errors; the rows they name that are not among ``rows`` are kept with the batch
+    (``skipped_rows``), for its page and the API to tell what was left out and why.
 
     The batch belongs to ``team_id`` (one of the user's teams), else to the template's team when the
     user is in it, else to the user's first team. Viewers are refused (``access.Refused``, 403).
@@ -311,6 +317,9 @@ def create_batch(
     # Checked here, not only in the upload's preview: an address may have bounced since.
     barred = in_force_among(session, [r.email for r in rows])
     ids = _insert_requests(session, batch_id=batch.id, rows=rows, now=now, barred=barred)
+    batch.skipped_count = keep_skipped_rows(
+        session, batch_id=batch.id, errors=skipped, kept_rows={r.row_number for r in rows}
+    )
     suppressed = {i: barred[r.email.lower()] for i, r in zip(ids, rows) if r.email.lower() in barred}
     pending = [i for i in ids if i not in suppressed]
     batch_counts.seed(
@@ -326,6 +335,7 @@ def create_batch(
                 "total_count": len(rows),
                 "template_version_id": template_version.id,
                 "suppressed": len(suppressed),
+                "skipped_rows": batch.skipped_count,
             },
         )
     )

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from bulksign.batches.progress import BatchCounts, counts_for
 from bulksign.batches.recipients_table import escape_like
 from bulksign.models import Batch, DocumentTemplate, SigningRequest, TemplateVersion, User
-from bulksign.models.status import BATCH_FINAL, WORKING, BatchStatus, Status
+from bulksign.models.status import BATCH_DISPATCHED, BATCH_FINAL, WORKING, BatchStatus, Status
 from bulksign.people import access
 
 #: Words for request and batch states, and for the table's extra filters.
@@ -34,9 +34,11 @@ STATUS_LABELS = {
     "failed": _l("failed"),
     "bounced": _l("bounced"),
     "cancelled": _l("cancelled"),
-    "processing": _l("processing"),
-    "completed": _l("completed"),
+    "processing": _l("sending"),
+    "awaiting_signatures": _l("waiting for signatures"),
     "partially_failed": _l("partially failed"),
+    "all_signed": _l("all signed"),
+    "closed": _l("batch closed"),
     "not_opened": _l("sent, not opened"),
     "waiting": _l("being prepared or sent"),
     "problems": _l("failed or bounced"),
@@ -93,23 +95,24 @@ class Phase:
 
 
 def batch_phase(batch: Batch, counts: BatchCounts) -> Phase:
-    """The batch's state as staff read it: "completed" with nobody signed is not done."""
+    """The batch's state as staff read it, from its status (``progress.refresh_batch_statuses``) and counts."""
 
     def phase(key: str, count: int = 0) -> Phase:
         return Phase(key=key, tone=PHASE_TONES[key], count=count)
 
-    if batch.status == BatchStatus.CANCELLED:
+    status = BatchStatus(batch.status)
+    if status == BatchStatus.CANCELLED:
         return phase("cancelled")
-    if batch.status not in BATCH_FINAL or counts.working:
+    if status not in BATCH_DISPATCHED or counts.working:
         return phase("sending")
-    if counts.failed:
-        return phase("partly_failed", counts.failed)
-    signed = counts.by_status.get(Status.SIGNED, 0)
-    if signed == counts.total:
+    if status == BatchStatus.ALL_SIGNED:
         return phase("all_signed")
-    if any(counts.by_status.get(s, 0) for s in (Status.SENT, Status.OPENED)):
-        return phase("waiting")
-    return phase("closed_unsigned", counts.total - signed)
+    if counts.failed:
+        # Failures first, closed or not: staff can retry them.
+        return phase("partly_failed", counts.failed)
+    if status == BatchStatus.CLOSED:
+        return phase("closed_unsigned", counts.total - counts.by_status.get(Status.SIGNED, 0))
+    return phase("waiting")
 
 
 @dataclass(frozen=True)
@@ -120,7 +123,7 @@ class Progress:
     working: int
     #: The batch can change without staff acting (the page keeps polling).
     active: bool
-    #: The batch is completed, partially failed or cancelled (``BATCH_FINAL``): nothing left to cancel.
+    #: The batch is all signed, closed or cancelled (``BATCH_FINAL``): nothing left to cancel.
     final: bool = False
     phase: Phase = Phase("sending", "progress")
     #: Documents rendered so far while some are still waiting for theirs (for "preparing documents n/N").

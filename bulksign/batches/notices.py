@@ -1,6 +1,7 @@
-"""The staff side's mails about a batch: its expiry summaries, decline notices and completion notice.
+"""The staff side's mails about a batch: its expiry summaries, decline notices and the notice of its end, which
+says either that everyone signed (``all_signed_notice``) or that it closed with some unsigned (``completion_notice``).
 
-A batch names who gets all three (``Batch.notify_email``): nobody named means its owner (the default),
+A batch names who gets them all (``Batch.notify_email``): nobody named means its owner (the default),
 else a team manager's or any address; without an active owner, the batch's reply-to address. They
 speak the owner's interface language, whoever reads them. This module is the one place that decides
 both, and records and builds every such mail.
@@ -16,7 +17,7 @@ from flask import Flask
 from flask_babel import force_locale
 from flask_babel import gettext as _
 from flask_mail import Message
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from bulksign.batches.counts import counters
@@ -24,12 +25,15 @@ from bulksign.core.logs import log
 from bulksign.core.messages import N_
 from bulksign.mail.email_checks import check_email
 from bulksign.mail.mailer import builder, queue_mail
-from bulksign.models import Batch, OutgoingMail, User
+from bulksign.models import Batch, OutgoingMail, SigningRequest, User
 from bulksign.models.status import Status
 
 logger = logging.getLogger(__name__)
 
+#: The batch closed: nobody can sign any more and some did not (the kind keeps its name of before).
 COMPLETION = "completion_notice"
+#: Every recipient of the batch signed.
+ALL_SIGNED = "all_signed_notice"
 #: The kind of ``expiry``'s summary, named here because a completion notice folds into it (``folded_completion``).
 EXPIRY_SUMMARY = "expiry_summary"
 #: The choices of a new-batch form or API call (``notify_to``) besides a team manager's address.
@@ -102,20 +106,25 @@ def notice_message(mail: OutgoingMail, app: Flask, *, body: str) -> Message:
 
 
 def queue_completion_notice(session: Session, *, batch: Batch, now: datetime) -> OutgoingMail | None:
-    """Record the one mail saying the batch is done; the caller commits, then enqueues it
+    """Record the one mail saying the batch closed with some unsigned; the caller commits, then enqueues it
     (``queued_completion_notices``), or leaves it to the reconciler, which sends mails left queued.
 
     When an expiry summary of the batch is still to go out (its wave collecting, or the summary queued), the
-    batch closed with that wave: the row is recorded already cancelled and the summary says the batch is done
+    batch closed with that wave: the row is recorded already cancelled and the summary says the batch closed
     (``folded_completion``). One event, one mail; the summary is the one kept because it names who did not
-    sign and links to the resend, which the completion notice's totals alone do not.
+    sign and links to the resend, which the notice's totals alone do not.
     """
     mail = queue_notice(
         session,
         batch=batch,
         kind=COMPLETION,
         key=f"completion-notice-{batch.id}",
-        subject=N_('Batch "%(batch)s" is done', batch=batch.name),
+        subject=N_(
+            'Batch "%(batch)s" is closed: %(signed)s of %(total)s signed',
+            batch=batch.name,
+            signed=_signed_now(session, batch_id=batch.id),
+            total=batch.total_count,
+        ),
         now=now,
     )
     if mail is not None and mail.status == "queued" and _expiry_summary_due(session, batch_id=batch.id):
@@ -125,6 +134,27 @@ def queue_completion_notice(session: Session, *, batch: Batch, now: datetime) ->
         session.expire(mail)
         log(logger, logging.INFO, "completion notice folded into the expiry summary", batch_id=batch.id)
     return mail
+
+
+def queue_all_signed_notice(session: Session, *, batch: Batch, now: datetime) -> OutgoingMail | None:
+    """Record the one mail saying every recipient of the batch signed; the caller commits, then enqueues it."""
+    return queue_notice(
+        session,
+        batch=batch,
+        kind=ALL_SIGNED,
+        key=f"all-signed-notice-{batch.id}",
+        subject=N_('Everyone signed "%(batch)s"', batch=batch.name),
+        now=now,
+    )
+
+
+def _signed_now(session: Session, *, batch_id: int) -> int:
+    # The move that closed the batch may sit in this transaction, not yet in the counters: count the rows.
+    return session.scalar(
+        select(func.count())
+        .select_from(SigningRequest)
+        .where(SigningRequest.batch_id == batch_id, SigningRequest.status == Status.SIGNED.value)
+    )
 
 
 def _expiry_summary_due(session: Session, *, batch_id: int) -> bool:
@@ -157,25 +187,26 @@ def outcome_lines(session: Session, *, batch: Batch) -> list[str]:
     summary that stands in for it repeats."""
     counts = counters(session, [batch.id])[batch.id]
     return [
-        _('Every request of "%(batch)s" has been dispatched.', batch=batch.name),
+        _('"%(batch)s" is closed: nobody can sign it any more.', batch=batch.name),
         "",
-        _("Signed: %(n)s", n=counts[Status.SIGNED.value]),
-        _("Waiting for the recipient: %(n)s", n=counts[Status.SENT.value] + counts[Status.OPENED.value]),
+        _("Signed: %(n)s of %(total)s", n=counts[Status.SIGNED.value], total=sum(counts.values())),
+        _("Did not sign before the deadline: %(n)s", n=counts[Status.EXPIRED.value]),
         _("Declined: %(n)s", n=counts[Status.DECLINED.value]),
         _("Failed or bounced: %(n)s", n=counts[Status.FAILED.value] + counts[Status.BOUNCED.value]),
+        _("Cancelled: %(n)s", n=counts[Status.CANCELLED.value]),
     ]
 
 
 def queued_completion_notices(session: Session, *, batch_ids: Collection[int]) -> list[int]:
-    """The completion notices of these batches still to go out: a job that closed them enqueues these once it
-    has committed, so the end is told now rather than at the reconciler's next pass."""
+    """The notices of these batches' end still to go out: a job that settled them enqueues these once it has
+    committed, so the end is told now rather than at the reconciler's next pass."""
     if not batch_ids:
         return []
     return list(
         session.scalars(
             select(OutgoingMail.id).where(
                 OutgoingMail.batch_id.in_(list(batch_ids)),
-                OutgoingMail.kind == COMPLETION,
+                OutgoingMail.kind.in_([COMPLETION, ALL_SIGNED]),
                 OutgoingMail.status == "queued",
             )
         )
@@ -184,7 +215,7 @@ def queued_completion_notices(session: Session, *, batch_ids: Collection[int]) -
 
 @builder(COMPLETION)
 def build_completion_notice(session: Session, mail: OutgoingMail, app: Flask) -> Message:
-    """How the batch ended: its counts by outcome and a link to its page."""
+    """How the batch closed: its counts by outcome and a link to its page."""
     batch = session.get(Batch, mail.batch_id)
     if batch is None:
         raise LookupError(f"batch {mail.batch_id} no longer exists")
@@ -193,6 +224,26 @@ def build_completion_notice(session: Session, mail: OutgoingMail, app: Flask) ->
             *outcome_lines(session, batch=batch),
             "",
             _("The batch page:"),
+            f"{app.config['APP_URL']}/batches/{batch.id}",
+        ]
+    return notice_message(mail, app, body="\n".join(lines) + "\n")
+
+
+@builder(ALL_SIGNED)
+def build_all_signed_notice(session: Session, mail: OutgoingMail, app: Flask) -> Message:
+    """Everyone signed: how many, and where the signed documents are (the batch page and its ZIP export)."""
+    batch = session.get(Batch, mail.batch_id)
+    if batch is None:
+        raise LookupError(f"batch {mail.batch_id} no longer exists")
+    with force_locale(notice_locale(batch)):
+        lines = [
+            _(
+                'Every recipient of "%(batch)s" has signed: %(n)s of %(n)s.',
+                batch=batch.name,
+                n=counters(session, [batch.id])[batch.id][Status.SIGNED.value],
+            ),
+            "",
+            _("The signed documents are on the batch page, also as one ZIP file:"),
             f"{app.config['APP_URL']}/batches/{batch.id}",
         ]
     return notice_message(mail, app, body="\n".join(lines) + "\n")

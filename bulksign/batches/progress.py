@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import case, func, select, update
 from sqlalchemy.orm import Session
 
 from bulksign.batches import counts as batch_counts
@@ -20,8 +20,19 @@ from bulksign.batches.states import move_batches, transition
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
 from bulksign.core.slicing import slices
-from bulksign.models import Batch, OutgoingMail, SigningRequest, User
-from bulksign.models.status import FINAL, WORKING, BatchStatus, Status
+from bulksign.models import Batch, BatchStatusCount, OutgoingMail, SigningRequest, User
+from bulksign.models.status import (
+    BATCH_AWAITING,
+    BATCH_CANCELLABLE,
+    BATCH_DISPATCHED,
+    BATCH_FINAL,
+    BATCH_TRANSITIONS,
+    FINAL,
+    WAITING_FOR_RECIPIENT,
+    WORKING,
+    BatchStatus,
+    Status,
+)
 from bulksign.people import access
 
 logger = logging.getLogger(__name__)
@@ -57,23 +68,79 @@ def exact_counts_for(session: Session, batch_ids: Iterable[int]) -> dict[int, Ba
     return {bid: BatchCounts(by_status=counts) for bid, counts in batch_counts.recount(session, batch_ids).items()}
 
 
+def settled_status(counts: BatchCounts) -> BatchStatus | None:
+    """Where a batch whose requests are ``counts`` stands once sending ended; None while the pipeline still works.
+
+    Some recipients can still sign: awaiting signatures (partially failed when some documents could not be
+    prepared or delivered); nobody can any more: all signed, or closed with the others unsigned.
+    """
+    if counts.working:
+        return None
+    if any(counts.by_status[s] for s in WAITING_FOR_RECIPIENT):
+        return B.PARTIALLY_FAILED if counts.failed else B.AWAITING_SIGNATURES
+    return B.ALL_SIGNED if counts.by_status[Status.SIGNED] == counts.total else B.CLOSED
+
+
+#: The batches ``refresh_batch_statuses`` moves: those whose end can still come without staff acting.
+_UNSETTLED = (B.PROCESSING, *sorted(BATCH_AWAITING))
+
+
+#: When the batch's last link expires: its requests' latest deadline, read in the UPDATE that moves it.
+_LAST_EXPIRY = select(func.max(SigningRequest.expires_at)).where(SigningRequest.batch_id == Batch.id).scalar_subquery()
+
+
 def refresh_batch_statuses(session: Session, *, now: datetime, batch_ids: Iterable[int] | None = None) -> int:
-    """Move processing batches with no work left to completed or partially_failed. Returns how many moved."""
-    query = select(Batch.id).where(Batch.status == B.PROCESSING)
-    if batch_ids is not None:
-        query = query.where(Batch.id.in_(list(batch_ids)))
-    ids = session.scalars(query).all()
-    moved = 0
+    """``move_batches_on``; returns how many moved."""
+    return len(move_batches_on(session, now=now, batch_ids=batch_ids))
+
+
+def move_batches_on(session: Session, *, now: datetime, batch_ids: Iterable[int] | None = None) -> list[int]:
+    """Move batches to where their requests say they stand (``settled_status``), and tell the owner the end.
+
+    The one place that decides a batch's outcome: processing → awaiting signatures once every invitation is
+    out (``finished_at``); awaiting → all signed | closed once nobody can sign any more (``settled_at``), which
+    queues the one notice of that end (``notices``). Without ``batch_ids`` (the periodic roll-up) it reads the
+    committed counters to find the awaiting batches with nobody left to sign. Returns the ids of those moved.
+    """
+    if batch_ids is None:
+        ids = [*session.scalars(select(Batch.id).where(Batch.status == B.PROCESSING)), *_nobody_left(session)]
+    else:
+        ids = session.scalars(select(Batch.id).where(Batch.id.in_(list(batch_ids)), Batch.status.in_(_UNSETTLED)))
+    moved = []
     # Exact: the caller may have just moved requests of these batches, not yet in the counters.
-    for batch_id, counts in exact_counts_for(session, ids).items():
-        if counts.working:
+    for batch_id, counts in exact_counts_for(session, list(ids)).items():
+        target = settled_status(counts)
+        if target is None:
             continue
-        final = B.PARTIALLY_FAILED if counts.failed else B.COMPLETED
-        if move_batches(session, batch_id, frm=B.PROCESSING, to=final, finished_at=now):
-            moved += 1
-            log(logger, logging.INFO, "batch finished", batch_id=batch_id, status=final)
-            notices.queue_completion_notice(session, batch=session.get(Batch, batch_id), now=now)
+        # Sending ended now unless it had before (a late bounce, an expiry, the last signature).
+        fields = {"finished_at": func.coalesce(Batch.finished_at, now), "last_expires_at": _LAST_EXPIRY}
+        if target in BATCH_FINAL:
+            fields["settled_at"] = now
+        frm = [s for s in _UNSETTLED if s != target and target in BATCH_TRANSITIONS[s]]
+        if frm and move_batches(session, batch_id, frm=frm, to=target, **fields):
+            moved.append(batch_id)
+            log(logger, logging.INFO, "batch moved", batch_id=batch_id, status=target)
+            batch = session.get(Batch, batch_id)
+            if target == B.ALL_SIGNED:
+                notices.queue_all_signed_notice(session, batch=batch, now=now)
+            elif target == B.CLOSED:
+                notices.queue_completion_notice(session, batch=batch, now=now)
     return moved
+
+
+def _nobody_left(session: Session) -> list[int]:
+    """Awaiting batches whose committed counters show no request in the pipeline nor with the recipient."""
+    open_states = [s.value for s in WORKING | WAITING_FOR_RECIPIENT]
+    still = func.sum(case((BatchStatusCount.status.in_(open_states), BatchStatusCount.count), else_=0))
+    return list(
+        session.scalars(
+            select(BatchStatusCount.batch_id)
+            .join(Batch, Batch.id == BatchStatusCount.batch_id)
+            .where(Batch.status.in_(sorted(BATCH_AWAITING)))
+            .group_by(BatchStatusCount.batch_id)
+            .having(still == 0)
+        )
+    )
 
 
 def close_if_done(session: Session, *, batch_id: int, now: datetime) -> bool:
@@ -88,6 +155,10 @@ def close_if_done(session: Session, *, batch_id: int, now: datetime) -> bool:
         .limit(1)
     )
     return busy is None and bool(refresh_batch_statuses(session, now=now, batch_ids=[batch_id]))
+
+
+#: Batches that go back to processing when staff send some of their requests again (retry, resend).
+REOPENABLE = tuple(sorted(s for s in BATCH_DISPATCHED if B.PROCESSING in BATCH_TRANSITIONS[s]))
 
 
 def mark_batch_started(session: Session, *, batch_id: int, now: datetime) -> bool:
@@ -148,7 +219,7 @@ def stop_batch(session: Session, *, batch_id: int, user: User, now: datetime) ->
     """Mark a batch cancelled without touching its requests (``open_request_ids`` then go through
     ``cancel_requests`` in slices, in a job). The caller commits."""
     batch = batch_for_action(session, batch_id=batch_id, user=user)
-    move_batches(session, batch.id, frm=set(B) - {B.CANCELLED}, to=B.CANCELLED, cancelled_at=now, finished_at=now)
+    move_batches(session, batch.id, frm=BATCH_CANCELLABLE, to=B.CANCELLED, cancelled_at=now, finished_at=now)
 
 
 def open_request_ids(session: Session, *, batch_id: int) -> list[int]:
@@ -243,6 +314,6 @@ def retry_failed(
         token_nonce=None,
     ).won
     if won:
-        move_batches(session, batch_id, frm=(B.COMPLETED, B.PARTIALLY_FAILED), to=B.PROCESSING, finished_at=None)
+        move_batches(session, batch_id, frm=REOPENABLE, to=B.PROCESSING, finished_at=None, settled_at=None)
     log(logger, logging.INFO, "failed requests retried", batch_id=batch_id, user_id=user.id, requests=len(won))
     return RetryResult(batch_id=batch_id, retried=won)

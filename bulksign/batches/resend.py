@@ -18,7 +18,7 @@ from flask import current_app
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from bulksign.batches.progress import BatchActionError, batch_for_action
+from bulksign.batches.progress import REOPENABLE, BatchActionError, batch_for_action
 from bulksign.batches.reminders import KIND as REMINDER
 from bulksign.batches.states import move_batches, transition
 from bulksign.core.logs import log
@@ -148,9 +148,10 @@ def resend_with_new_link(
         move_batches(
             session,
             batches,
-            frm=(BatchStatus.COMPLETED, BatchStatus.PARTIALLY_FAILED),
+            frm=REOPENABLE,
             to=BatchStatus.PROCESSING,
             finished_at=None,
+            settled_at=None,
         )
     log(
         logger,

@@ -8,7 +8,8 @@ from datetime import datetime
 from flask import current_app
 
 from bulksign.batches.expiry import expire_due
-from bulksign.batches.progress import refresh_batch_statuses
+from bulksign.batches.notices import queued_completion_notices
+from bulksign.batches.progress import move_batches_on
 from bulksign.batches.reconciler import reconcile
 from bulksign.batches.reminders import queue_due_reminders
 from bulksign.core.extensions import db, get_redis
@@ -35,10 +36,11 @@ def run_periodic(func_path: str) -> object:
 
 @job(ROLLUP_BATCHES)
 def rollup_batches(*, now: datetime) -> int:
-    """Close batches whose requests have all been dispatched."""
-    changed = refresh_batch_statuses(db.session, now=now)
+    """Move batches on when sending ended or nobody is left to sign, then send the notices of their ends."""
+    moved = move_batches_on(db.session, now=now)
     db.session.commit()
-    return changed
+    enqueue_sends(queued_completion_notices(db.session, batch_ids=moved))
+    return len(moved)
 
 
 @job(PURGE_IDEMPOTENCY_KEYS)

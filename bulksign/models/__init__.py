@@ -8,7 +8,7 @@ this package registers every table on ``db.metadata`` (relationships name their 
 from __future__ import annotations
 
 from bulksign.models.base import BigId, UTCDateTime, utcnow
-from bulksign.models.batches import Batch, BatchShare, BatchStatusCount, Export
+from bulksign.models.batches import Batch, BatchShare, BatchSkippedRow, BatchStatusCount, Export
 from bulksign.models.integrations import IdempotencyKey, WebhookDelivery, WebhookEndpoint
 from bulksign.models.mail import OutgoingMail, Suppression
 from bulksign.models.people import ApiKey, MembershipChange, Team, TeamMember, User
@@ -19,6 +19,7 @@ __all__ = [
     "ApiKey",
     "Batch",
     "BatchShare",
+    "BatchSkippedRow",
     "BatchStatusCount",
     "BigId",
     "Document",

@@ -27,8 +27,8 @@ class Batch(db.Model):
     team_id: Mapped[int | None] = mapped_column(db.ForeignKey("teams.id", ondelete="SET NULL"), index=True)
     #: Who gets the expiry summary, decline notices and the completion notice; None: the owner.
     notify_email: Mapped[str | None] = mapped_column(db.String(254))
-    #: A ``status.BatchStatus``: pending → processing → completed | partially_failed | cancelled; written by
-    #: ``states.move_batches`` only.
+    #: A ``status.BatchStatus``: pending → processing → awaiting_signatures | partially_failed → all_signed |
+    #: closed, or cancelled; written by ``states.move_batches`` only.
     status: Mapped[str] = mapped_column(db.String(20), default="pending")
     #: Language of the recipients' pages and mails.
     language: Mapped[str] = mapped_column(db.String(8), default="en")
@@ -40,6 +40,9 @@ class Batch(db.Model):
     deadline_days: Mapped[int] = mapped_column(default=7)
     #: Fixed deadline for the whole batch, when staff set one.
     deadline_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: When the last of its links expires (the latest deadline of its requests), set each time sending ends; what
+    #: the page and the API show as the deadline of a batch without a fixed one.
+    last_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     reply_to: Mapped[str | None] = mapped_column(db.String(254))
     #: Quiet hours for reminders, local to ``timezone`` (hours 0–23); None: no quiet hours.
     quiet_hours_start: Mapped[int | None] = mapped_column()
@@ -50,11 +53,16 @@ class Batch(db.Model):
     one_time_code: Mapped[bool] = mapped_column(default=False, server_default=false())
     #: Number of requests created; counts per status are kept in ``batch_status_counts``.
     total_count: Mapped[int] = mapped_column(default=0)
+    #: Rows of the recipients file left out at creation for their errors (kept in ``batch_skipped_rows``).
+    skipped_count: Mapped[int] = mapped_column(default=0, server_default="0")
     #: Client-supplied key: the same key from the same user creates one batch.
     idempotency_key: Mapped[str | None] = mapped_column(db.String(200))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: When its last invitation was dispatched (sending ended); None while sending.
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: When it became all_signed or closed (nobody can sign any more); None while recipients can.
+    settled_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     cancelled_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     #: When the owner got the expiry summary, so it is sent once.
     expiry_summary_sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -74,6 +82,20 @@ class BatchShare(db.Model):
     user_id: Mapped[int] = mapped_column(db.ForeignKey("users.id", ondelete="CASCADE"), primary_key=True, index=True)
     created_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class BatchSkippedRow(db.Model):
+    """A row of the recipients file left out of the batch at creation, with its values and why it was refused."""
+
+    __tablename__ = "batch_skipped_rows"
+
+    batch_id: Mapped[int] = mapped_column(db.ForeignKey("batches.id", ondelete="CASCADE"), primary_key=True)
+    #: The row as Excel shows it (the header is row 1).
+    row_number: Mapped[int] = mapped_column(primary_key=True)
+    #: The row's cells as read, header as written → value.
+    cells: Mapped[dict] = mapped_column(JSON, default=dict)
+    #: Its errors: [{"column", "msgid", "values"}], a message id translated when shown (``core.messages.N_``).
+    reasons: Mapped[list] = mapped_column(JSON, default=list)
 
 
 class BatchStatusCount(db.Model):

@@ -60,30 +60,48 @@ DISPATCHED = FINAL | WAITING_FOR_RECIPIENT
 
 
 class BatchStatus(StrEnum):
-    """The status of a batch: ``processing`` while any of its requests still owes dispatch work."""
+    """The status of a batch, named by what it means for its owner.
+
+    pending → processing (documents prepared, invitations sent) → awaiting_signatures | partially_failed (every
+    invitation dispatched, some recipients still able to sign) → all_signed | closed (nothing more will happen:
+    everyone signed, or some did not and cannot any more). ``partially_failed`` is ``awaiting_signatures`` with
+    documents that could not be prepared or delivered.
+    """
 
     PENDING = "pending"
     PROCESSING = "processing"
-    COMPLETED = "completed"
+    AWAITING_SIGNATURES = "awaiting_signatures"
     PARTIALLY_FAILED = "partially_failed"
+    ALL_SIGNED = "all_signed"
+    CLOSED = "closed"
     CANCELLED = "cancelled"
 
 
 B = BatchStatus
 
-#: Every legal move of a batch. Staff may stop a batch in any state but cancelled.
+#: Every legal move of a batch. Staff may stop a batch in any state but all_signed and cancelled.
 BATCH_TRANSITIONS: dict[BatchStatus, frozenset[BatchStatus]] = {
     B.PENDING: frozenset({B.PROCESSING, B.CANCELLED}),
-    B.PROCESSING: frozenset({B.COMPLETED, B.PARTIALLY_FAILED, B.CANCELLED}),
-    # completed → partially_failed: a bounce reported after the batch closed;
-    # → processing: staff retry or resend some of its requests.
-    B.COMPLETED: frozenset({B.PARTIALLY_FAILED, B.PROCESSING, B.CANCELLED}),
-    B.PARTIALLY_FAILED: frozenset({B.PROCESSING, B.CANCELLED}),
+    # → all_signed | closed: the last request dispatched was also the last to settle (resent after the rest signed).
+    B.PROCESSING: frozenset({B.AWAITING_SIGNATURES, B.PARTIALLY_FAILED, B.ALL_SIGNED, B.CLOSED, B.CANCELLED}),
+    # → partially_failed: a bounce reported after sending ended; → processing: staff retry or resend some requests.
+    B.AWAITING_SIGNATURES: frozenset({B.PARTIALLY_FAILED, B.ALL_SIGNED, B.CLOSED, B.PROCESSING, B.CANCELLED}),
+    B.PARTIALLY_FAILED: frozenset({B.CLOSED, B.PROCESSING, B.CANCELLED}),
+    # Nothing can change in a batch every recipient signed.
+    B.ALL_SIGNED: frozenset(),
+    # closed → processing: staff resend expired requests, invite decliners again or retry failed ones.
+    B.CLOSED: frozenset({B.PROCESSING, B.CANCELLED}),
     B.CANCELLED: frozenset(),
 }
 
-#: Batch states in which the pipeline has nothing left to do for the batch.
-BATCH_FINAL = frozenset({B.COMPLETED, B.PARTIALLY_FAILED, B.CANCELLED})
+#: Batch states in which the pipeline has nothing left to do for the batch (every invitation dispatched).
+BATCH_DISPATCHED = frozenset({B.AWAITING_SIGNATURES, B.PARTIALLY_FAILED, B.ALL_SIGNED, B.CLOSED})
+#: Batch states in which recipients may still sign: the roll-up watches these for their end.
+BATCH_AWAITING = frozenset({B.AWAITING_SIGNATURES, B.PARTIALLY_FAILED})
+#: Batch states in which nothing more will happen unless staff act.
+BATCH_FINAL = frozenset({B.ALL_SIGNED, B.CLOSED, B.CANCELLED})
+#: Batch states staff may cancel: every one whose moves include cancelled.
+BATCH_CANCELLABLE = frozenset(s for s, moves in BATCH_TRANSITIONS.items() if B.CANCELLED in moves)
 
 
 class IllegalTransition(ValueError):
@@ -99,3 +117,17 @@ def sql_in(states: Iterable[Status]) -> str:
     """``status IN ('a','b')`` for a partial index, in the enum's order so the text (and the migration) is stable."""
     chosen = set(states)
     return "status IN ({})".format(",".join(f"'{s.value}'" for s in Status if s in chosen))
+
+
+#: A batch's status as the API and webhooks name it, by what it means for the owner: its documents are being
+#: prepared and sent, every invitation is out and signatures are awaited, everyone signed, or it closed with
+#: some unsigned (``unsigned`` says how many), or staff cancelled it. A partly failed batch awaits the rest's.
+BATCH_STATE_NAMES: dict[BatchStatus, str] = {
+    B.PENDING: "sending",
+    B.PROCESSING: "sending",
+    B.AWAITING_SIGNATURES: "awaiting_signatures",
+    B.PARTIALLY_FAILED: "awaiting_signatures",
+    B.ALL_SIGNED: "all_signed",
+    B.CLOSED: "closed",
+    B.CANCELLED: "cancelled",
+}

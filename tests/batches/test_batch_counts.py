@@ -256,7 +256,7 @@ def test_a_batch_created_through_the_upload_api_starts_counted_and_stays_counted
     assert_counters_match([batch_id])
     run_jobs("pdf", "mail")
     assert_counters_match([batch_id])
-    assert shown()["counts"]["sent"] == 12 and shown()["status"] == "completed"
+    assert shown()["counts"]["sent"] == 12 and shown()["status"] == "awaiting_signatures"
 
 
 def test_pages_read_the_counters_and_rebuild_repairs_them(client, auth, users):

@@ -186,7 +186,7 @@ def test_retry_failed_retries_only_the_failed_and_only_once(app, users, smtp, ru
     ok, x = requests_of(batch)
     assert ok.status == "sent" and x.status == "sent" and x.error_message is None
     assert [m.rcpt_tos for m in smtp.of_kind("invitation")] == [["x@example.com"]]
-    assert db.session.get(Batch, batch).status == "completed"
+    assert db.session.get(Batch, batch).status == "awaiting_signatures"
 
 
 def test_staff_cannot_act_on_someone_elses_batch(app, users, client):

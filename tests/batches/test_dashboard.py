@@ -156,7 +156,7 @@ def test_progress_fragment_polls_while_active_and_stops_when_final(client, auth,
     auth.login()
     active = client.get(f"/batches/{batch.id}/progress").get_data(as_text=True)
     assert 'hx-trigger="every 2s"' in active
-    batch.status = "completed"
+    batch.status = "closed"
     db.session.commit()
     final = client.get(f"/batches/{batch.id}/progress").get_data(as_text=True)
     assert "hx-trigger" not in final and 'data-count="4"' in final
@@ -220,9 +220,9 @@ def test_the_bar_shows_the_delivery_rate_of_the_invitations_that_got_an_answer(c
     "statuses, batch_status, words, tone",
     [
         (["sent"] * 2 + ["pending"], "processing", "sending", "progress"),
-        (["sent", "opened", "signed"], "completed", "waiting for signatures", "waiting"),
-        (["signed"] * 3, "completed", "all signed", "success"),
-        (["signed", "expired", "declined"], "completed", "closed with 2 unsigned", "warning"),
+        (["sent", "opened", "signed"], "awaiting_signatures", "waiting for signatures", "waiting"),
+        (["signed"] * 3, "all_signed", "all signed", "success"),
+        (["signed", "expired", "declined"], "closed", "closed with 2 unsigned", "warning"),
         (["signed", "sent", "bounced"], "partially_failed", "partly failed (1)", "danger"),
     ],
 )
@@ -321,7 +321,9 @@ def test_cancel_selected_rows_and_empty_selection_message(client, auth, batch):
     ids = db.session.scalars(
         select(SigningRequest.id).where(SigningRequest.batch_id == batch.id, SigningRequest.status == "sent").limit(2)
     ).all()
-    html = _bulk(client, batch.id, action="cancel", request_ids=[str(i) for i in ids]).get_data(as_text=True)
+    html = _bulk(client, batch.id, action="cancel", request_ids=[str(i) for i in ids], confirmed="1").get_data(
+        as_text=True
+    )
     assert "2 requests cancelled" in html
     assert "Select at least one recipient" in _bulk(client, batch.id, action="cancel").get_data(as_text=True)
     assert _bulk(client, batch.id, action="cancel", request_ids=["x"]).status_code == 400

@@ -130,26 +130,30 @@ def test_an_expiry_wave_that_closes_the_batch_sends_the_owner_one_mail_saying_bo
     _send_queued_completions()
     run_jobs("mail")
     db.session.expire_all()
-    assert db.session.get(Batch, batch_id).status == "completed"
+    assert db.session.get(Batch, batch_id).status == "closed"
     (mail,) = smtp.received
     assert mail.kind == "expiry-summary" and mail.message["To"] == "staff@example.com"
     assert "2 recipients did not sign" in mail.subject
     body = mail.text()
     assert "person1@example.com" in body and "person2@example.com" in body
-    assert 'Every request of "Employment contract" has been dispatched.' in body
-    assert "Signed: 1" in body and "Waiting for the recipient: 0" in body and "/batches/" in body
+    assert '"Employment contract" is closed: nobody can sign it any more.' in body
+    assert "Signed: 1 of 3" in body and "Did not sign before the deadline: 2" in body and "/batches/" in body
     assert [m.status for m in mails("completion_notice")] == ["cancelled"]
 
 
-def test_a_batch_closed_without_an_expiry_wave_still_gets_its_completion_notice(app, users, smtp, run_jobs):
+def test_a_batch_whose_invitations_are_out_awaits_signatures_and_its_expiry_wave_tells_the_end_once(
+    app, users, smtp, run_jobs
+):
+    """Issue 33, item 7: sending ending is not the batch's end; nobody is told "done" with 0 of 2 signed."""
     batch_id, _ = _started_batch(users["staff"], recipients=2)
     assert rollup_batches(now=NOW + timedelta(minutes=1)) == 1
-    _send_queued_completions()
     run_jobs("mail")
-    (notice,) = smtp.received
-    assert notice.kind == "completion-notice" and "Signed: 0" in notice.text()
-    # A later wave of the closed batch gets its summary, which does not tell the end a second time.
+    assert db.session.get(Batch, batch_id).status == "awaiting_signatures" and smtp.received == []
+    # The wave that leaves nobody able to sign closes the batch; its summary tells that, in one mail.
     assert expire_requests(now=NOW + 7 * DAY) == "2 requests expired, 1 summaries queued"
     run_jobs("mail")
-    (summary,) = smtp.of_kind("expiry-summary")
-    assert "Signed so far: 0 of 2." in summary.text() and "has been dispatched" not in summary.text()
+    (summary,) = smtp.received
+    assert summary.kind == "expiry-summary" and "is closed: nobody can sign it any more" in summary.text()
+    assert "Signed: 0 of 2" in summary.text()
+    db.session.expire_all()
+    assert db.session.get(Batch, batch_id).status == "closed"

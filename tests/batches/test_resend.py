@@ -149,7 +149,7 @@ def test_bounced_then_address_corrected_then_resent_reaches_the_new_address(app,
     run_jobs("mail")
     (mail,) = smtp.to("ann@example.com")
     assert request(rid).status == "sent" and hash_token(_link_in(mail)) == request(rid).token_hash
-    assert db.session.get(Batch, batch).status in ("processing", "completed")
+    assert db.session.get(Batch, batch).status in ("processing", "awaiting_signatures")
 
 
 def test_an_address_change_is_validated_and_refused_on_closed_records(app, users):
@@ -208,7 +208,7 @@ def test_api_corrects_an_address(app, users, client):
     _, (rid,) = sent_batch(user=users["staff"], sent_at=NOW)
     headers = _api_key(users["staff"])
     bad = client.post(f"/api/v1/requests/{rid}/email", json={"email": "nope"}, headers=headers)
-    assert bad.status_code == 400 and "valid email" in bad.get_json()["error"]["message"]
+    assert bad.status_code == 422 and "valid email" in bad.get_json()["error"]["message"]
     ok = client.post(f"/api/v1/requests/{rid}/email", json={"email": "new@example.com"}, headers=headers)
     assert ok.status_code == 200 and ok.get_json()["changed"] and request(rid).email == "new@example.com"
 

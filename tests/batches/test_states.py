@@ -147,15 +147,15 @@ def test_status_cannot_be_smuggled_in_as_a_field(app):
 def test_a_batch_moves_by_compare_and_set_and_only_along_the_table(app):
     (request_id,) = make_requests()
     batch_id = db.session.get(SigningRequest, request_id).batch_id
-    done = dict(frm=BatchStatus.PROCESSING, to=BatchStatus.COMPLETED, finished_at=NOW)
+    done = dict(frm=BatchStatus.PROCESSING, to=BatchStatus.AWAITING_SIGNATURES, finished_at=NOW)
     assert move_batches(db.session, batch_id, **done) == 1
     assert move_batches(db.session, batch_id, **done) == 0  # the second mover finds it moved already
     db.session.commit()
-    assert db.session.get(Batch, batch_id).status == BatchStatus.COMPLETED
+    assert db.session.get(Batch, batch_id).status == BatchStatus.AWAITING_SIGNATURES
     with pytest.raises(IllegalTransition):
         move_batches(db.session, batch_id, frm=BatchStatus.CANCELLED, to=BatchStatus.PROCESSING)
     with pytest.raises(IllegalTransition):
-        move_batches(db.session, batch_id, frm=BatchStatus.COMPLETED, to=BatchStatus.PENDING)
+        move_batches(db.session, batch_id, frm=BatchStatus.AWAITING_SIGNATURES, to=BatchStatus.PENDING)
 
 
 def test_the_partial_indexes_are_derived_from_the_state_sets_and_match_the_migration():

@@ -110,7 +110,7 @@ def test_home_counts_what_needs_attention_and_lists_batches_in_flight(app, users
         now=NOW,
         name="Done",
         user_id=users["staff"].id,
-        batch_status="completed",
+        batch_status="closed",
     )
     old = batchdata.make_batch(
         db.session,
@@ -118,7 +118,7 @@ def test_home_counts_what_needs_attention_and_lists_batches_in_flight(app, users
         now=NOW - timedelta(days=60),
         name="Old",
         user_id=users["staff"].id,
-        batch_status="completed",
+        batch_status="closed",
     )
     soon = db.session.scalars(
         select(SigningRequest.id).where(SigningRequest.batch_id == busy.id, SigningRequest.status == "sent").limit(3)

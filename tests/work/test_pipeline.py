@@ -26,9 +26,8 @@ def test_every_recipient_of_a_batch_gets_an_invitation_with_link_and_pixel(app, 
     requests = requests_of(batch)
     assert [r.status for r in requests] == ["sent"] * 3
     assert len(smtp.of_kind("invitation")) == 3
-    # Every request dispatched: the batch is done, and its owner (no one else named) is told at once.
-    (notice,) = smtp.of_kind("completion-notice")
-    assert notice.rcpt_tos == ["staff@example.com"] and "Signed: 0" in notice.text()
+    # Every request dispatched, nobody signed yet: the batch awaits signatures and its owner is not told it is done.
+    assert smtp.of_kind("completion-notice") == []
     for request in requests:
         (mail,) = smtp.to(request.email)
         link = re.search(r"http://127\.0\.0\.1:5000/sign/([A-Za-z0-9_-]+)", mail.text()).group(1)
@@ -44,7 +43,7 @@ def test_every_recipient_of_a_batch_gets_an_invitation_with_link_and_pixel(app, 
         assert get_storage().get(doc.storage_key).startswith(b"%PDF") and doc.size > 1000
     rows = db.session.scalars(select(OutgoingMail).where(OutgoingMail.kind == "invitation")).all()
     assert {(m.status, m.attempts) for m in rows} == {("sent", 1)}
-    assert db.session.get(Batch, batch).status == "completed"
+    assert db.session.get(Batch, batch).status == "awaiting_signatures"
     # Finished jobs leave no owners behind, and their records expire within a minute.
     assert owners(RENDER, request_ids(batch)) == {} and owners(SEND, [m.id for m in rows]) == {}
     assert all(0 < get_redis().ttl(key) <= RENDER.job.result_ttl for key in get_redis().keys("rq:job:*"))
@@ -97,7 +96,7 @@ def test_a_template_that_makes_wkhtmltopdf_hang_fails_with_a_clear_message(make_
         (request,) = requests_of(batch)
         assert request.status == "failed"
         assert "longer than 1 s to render" in request.error_message
-        assert db.session.get(Batch, batch).status == "partially_failed"
+        assert db.session.get(Batch, batch).status == "closed"  # nobody left who could sign
 
 
 def test_unwritable_storage_is_retried_then_fails_with_a_clear_message(make_app, smtp, tmp_path):

@@ -53,6 +53,7 @@ MAIL_KINDS = {
     "reminder",
     "expiry_summary",
     "completion_notice",
+    "all_signed_notice",
     "one_time_code",
     "password_reset",
 }

@@ -13,6 +13,7 @@ from bulksign.batches.recipients_table import DashboardError, RecipientFilter
 from bulksign.core import keyset
 from bulksign.core.extensions import db
 from bulksign.models import SigningRequest
+from bulksign.models.status import BATCH_DISPATCHED, BATCH_STATE_NAMES, BatchStatus, Status
 from bulksign.views._downloads import csv_response
 from bulksign.views.api.common import NO_NUL, ApiError, NextCursor, PageQuery, answer, operation, parse_query
 
@@ -22,11 +23,27 @@ bp = Blueprint("api_dashboard", __name__, url_prefix="/api/v1")
 class BatchOut(BaseModel):
     id: int
     name: str
-    status: str = Field(description="`pending`, `processing`, `completed`, `cancelled`, ...")
+    status: Literal[tuple(dict.fromkeys(BATCH_STATE_NAMES.values()))] = Field(
+        description="What the batch is at: `sending` (documents being prepared and invitations sent), "
+        "`awaiting_signatures` (every invitation dispatched; some recipients can still sign), `all_signed`, "
+        "`closed` (nobody can sign any more and `unsigned` did not: expired, declined, failed, cancelled) or "
+        "`cancelled` (stopped by staff). Until December 2026 this said `processing`, `completed` (meaning only "
+        "that every invitation had been dispatched) or `partially_failed`."
+    )
     total_count: int = Field(description="Requests in the batch.")
+    unsigned: int = Field(description="Requests not signed (yet): on a `closed` batch, those that never will be.")
     counts: dict[str, int] = Field(description="Requests per status (every status, zeros included).")
+    skipped_rows: int = Field(
+        description="Rows of the recipients file left out at creation for their errors (not requests)."
+    )
     created_at: datetime
-    deadline_at: datetime | None
+    sending_ended_at: datetime | None = Field(description="When the last invitation was dispatched.")
+    settled_at: datetime | None = Field(description="When it became `all_signed` or `closed`.")
+    deadline_at: datetime | None = Field(
+        description="Its fixed deadline, else when its last link expires (each request's deadline is "
+        "`deadline_days` after its invitation); null until sending ends."
+    )
+    deadline_days: int = Field(description="Days each recipient has to sign after the invitation.")
     template: str | None = Field(description="The template's name.")
     created_by: str | None = Field(description="The owner's e-mail address.")
     team_id: int | None
@@ -90,11 +107,16 @@ def _batch_out(view: dashboard.BatchView | dashboard.BatchRow) -> BatchOut:
     return BatchOut(
         id=b.id,
         name=b.name,
-        status=b.status,
+        status=BATCH_STATE_NAMES[BatchStatus(b.status)],
         total_count=b.total_count,
+        unsigned=view.counts.total - view.counts.by_status[Status.SIGNED],
         counts=view.counts.by_status,
+        skipped_rows=b.skipped_count,
         created_at=b.created_at,
-        deadline_at=b.deadline_at,
+        sending_ended_at=b.finished_at if b.status in BATCH_DISPATCHED else None,
+        settled_at=b.settled_at,
+        deadline_at=b.deadline_at or b.last_expires_at,
+        deadline_days=b.deadline_days,
         template=view.template_name,
         created_by=view.started_by,
         team_id=b.team_id,

@@ -17,6 +17,7 @@ from bulksign.batches.creation import BatchError, create_batch, settings_from_fo
 from bulksign.core.extensions import db
 from bulksign.core.localtime import zone_names
 from bulksign.doc_templates import versions as dt
+from bulksign.doc_templates.columns import needed_columns
 from bulksign.documents.storage import get_storage
 from bulksign.models import utcnow
 from bulksign.people import access
@@ -84,7 +85,7 @@ def validate():
         version = template_version(request.form.get("template_id"))
         data, filename = uploaded_file()
         report = validate_recipients(
-            data, filename=filename, variables=version.variables, suppressed=suppressions.lookup(db.session)
+            data, filename=filename, variables=needed_columns(version), suppressed=suppressions.lookup(db.session)
         )
         upload = store_upload(
             get_storage(), data=data, filename=filename, user_id=current_user.id, template_id=version.template_id
@@ -105,7 +106,7 @@ def recheck():
         report = validate_recipients(
             upload.data,
             filename=upload.filename,
-            variables=version.variables,
+            variables=needed_columns(version),
             domain_choices=choices,
             suppressed=suppressions.lookup(db.session),
         )
@@ -144,9 +145,11 @@ def create():
         report = validate_recipients(
             upload.data,
             filename=upload.filename,
-            variables=version.variables,
+            variables=needed_columns(version),
             keep_rows=True,
             domain_choices=domain_choices(),
+            # Every error, not the page's first hundred: the rows left out are kept with the batch.
+            max_errors=None,
         )
         settings = settings_from_form(request.form, default_name=f"{version.template.name} ({utcnow():%Y-%m-%d})")
         result = create_batch(
@@ -154,6 +157,7 @@ def create():
             user=current_user,
             template_version=version,
             rows=report.recipients,
+            skipped=report.errors,
             now=utcnow(),
             idempotency_key=request.form.get("form_token") or None,
             **settings.as_kwargs(),
@@ -184,7 +188,7 @@ def error_report(upload_id: str):
         upload = load_upload(get_storage(), upload_id=upload_id, user_id=current_user.id)
         version = template_version(upload.template_id)
         report = validate_recipients(
-            upload.data, filename=upload.filename, variables=version.variables, max_errors=None
+            upload.data, filename=upload.filename, variables=needed_columns(version), max_errors=None
         )
     except UploadError as exc:
         abort(exc.status, exc.message)

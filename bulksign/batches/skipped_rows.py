@@ -1,0 +1,68 @@
+"""Rows of the recipients file left out of a batch at creation: kept with the batch, counted on its page and in
+the API, and downloadable with their reasons, so that what was not sent can be fixed and sent later.
+
+The reasons are kept as message ids with their values (``core.messages.N_``) and translated when the file is
+made: the CSV speaks the downloader's language, whoever created the batch.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator, Sequence
+
+from sqlalchemy import insert, select
+from sqlalchemy.orm import Session
+
+from bulksign.core.messages import N_, OneOf
+from bulksign.core.spreadsheets import formula_safe
+from bulksign.models import BatchSkippedRow
+from bulksign.recipients.row_checks import RowError
+
+#: Rows per INSERT.
+_CHUNK = 1000
+
+
+def keep_skipped_rows(session: Session, *, batch_id: int, errors: Sequence[RowError], kept_rows: set[int]) -> int:
+    """Store the rows of ``errors`` that did not become requests (not in ``kept_rows``), one per row with all its
+    reasons; returns how many. The caller commits (with the batch)."""
+    by_row: dict[int, dict] = {}
+    for error in errors:
+        if error.row in kept_rows:
+            continue
+        row = by_row.setdefault(error.row, {"batch_id": batch_id, "row_number": error.row, "cells": {}, "reasons": []})
+        row["cells"] = row["cells"] or dict(error.values)
+        row["reasons"].append({"column": error.column, **_stored(error.message)})
+    rows = [by_row[n] for n in sorted(by_row)]
+    for start in range(0, len(rows), _CHUNK):
+        session.execute(insert(BatchSkippedRow), rows[start : start + _CHUNK])
+    return len(rows)
+
+
+def _stored(message: N_) -> dict:
+    """A message as JSON: its id and its values (a value that is itself a message is kept in English)."""
+    values = {k: v.english if isinstance(v, (N_, OneOf)) else v for k, v in message.values.items()}
+    return {"msgid": message.msgid, "values": values}
+
+
+def skipped_rows_csv(session: Session, *, batch_id: int) -> Iterator[str]:
+    """The batch's skipped rows as CSV lines (UTF-8 BOM first, for Excel): row, column, reason, then the row's cells
+    under the file's own headers; every cell spreadsheet-safe. Reasons in the current locale."""
+    rows = session.scalars(
+        select(BatchSkippedRow).where(BatchSkippedRow.batch_id == batch_id).order_by(BatchSkippedRow.row_number)
+    ).all()
+    headers = list(dict.fromkeys(h for r in rows for h in r.cells))
+    out = io.StringIO()
+    writer = csv.writer(out)
+
+    def line(cells) -> str:
+        out.seek(0)
+        out.truncate()
+        writer.writerow([formula_safe(str(c)) for c in cells])
+        return out.getvalue()
+
+    yield "\ufeff" + line(["row", "column", "reason", *headers])
+    for row in rows:
+        for reason in row.reasons:
+            text = str(N_(reason["msgid"], **reason["values"]))
+            yield line([row.row_number, reason["column"], text, *(row.cells.get(h, "") for h in headers)])
