@@ -8,7 +8,18 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, request, url_for
+from flask import (
+    Blueprint,
+    Response,
+    abort,
+    current_app,
+    flash,
+    redirect,
+    render_template,
+    request,
+    stream_with_context,
+    url_for,
+)
 from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 from flask_babel import ngettext
@@ -21,6 +32,7 @@ from bulksign.batches.exports import latest_export, start_signed_zip
 from bulksign.batches.progress import BatchActionError
 from bulksign.batches.recipients_table import DashboardError, RecipientFilter
 from bulksign.batches.reminders import reminder_schedule
+from bulksign.batches.skipped_rows import skipped_rows_csv
 from bulksign.core.extensions import db
 from bulksign.core.logs import log
 from bulksign.documents.storage import StorageError, get_storage
@@ -289,6 +301,19 @@ def bulk_action(batch_id: int):
 def export_csv(batch_id: int):
     _batch_or_404(batch_id)
     return csv_response(batch_id, _filter_from(request.args))
+
+
+@bp.get("/<int:batch_id>/skipped-rows.csv")
+def skipped_rows(batch_id: int):
+    """The rows of the file left out at creation, with their reasons, in the page's language."""
+    return Response(
+        stream_with_context(skipped_rows_csv(db.session, batch_id=batch_id)),
+        mimetype="text/csv",
+        headers={
+            "Content-Disposition": f'attachment; filename="batch-{batch_id}-rows-left-out.csv"',
+            "Cache-Control": "no-store",
+        },
+    )
 
 
 @bp.post("/<int:batch_id>/exports")
