@@ -19,9 +19,11 @@ from bulksign.batches.creation import (
 from bulksign.core.extensions import db
 from bulksign.doc_templates.columns import needed_columns
 from bulksign.models import utcnow
+from bulksign.models.status import BATCH_STATE_NAMES, BatchStatus
 from bulksign.recipients import suppressions
+from bulksign.recipients.row_checks import RowError
 from bulksign.recipients.rows import UploadError
-from bulksign.recipients.validation import validate_recipients
+from bulksign.recipients.validation import ValidationReport, validate_recipients
 from bulksign.views._forms import template_version, uploaded_file
 from bulksign.views.api.common import ApiError, Link, RecordId, Text, answer, no_null_defaults, operation, parse_form
 
@@ -107,8 +109,11 @@ class ValidationReportOut(BaseModel):
 
 class BatchCreated(BaseModel):
     id: int
-    status: str
+    status: str = Field(
+        description="`sending` (as `GET /batches/{batch_id}` names it), or `closed` when no row can be mailed."
+    )
     total_count: int
+    skipped_rows: int = Field(description="Rows left out for their errors (with `skip_invalid`), kept with the batch.")
     notify_email: str | None = Field(description="Who gets the batch's notices; null: its owner.")
     one_time_code: bool
 
@@ -183,6 +188,7 @@ def create():
             user=g.api_user,
             template_version=version,
             rows=report.recipients,
+            skipped=_every_error(report, data=data, filename=filename, version=version),
             now=utcnow(),
             **settings.as_kwargs(),
         )
@@ -194,10 +200,18 @@ def create():
     return answer(
         BatchCreated(
             id=batch.id,
-            status=batch.status,
+            status=BATCH_STATE_NAMES[BatchStatus(batch.status)],
             total_count=batch.total_count,
+            skipped_rows=batch.skipped_count,
             notify_email=batch.notify_email,
             one_time_code=batch.one_time_code,
         ),
         201,
     )
+
+
+def _every_error(report: ValidationReport, *, data: bytes, filename: str, version) -> tuple[RowError, ...]:
+    """All the file's row errors, for the rows the batch leaves out: the report keeps the first hundred only."""
+    if not report.errors_truncated:
+        return report.errors
+    return validate_recipients(data, filename=filename, variables=needed_columns(version), max_errors=None).errors

@@ -107,13 +107,16 @@ def test_api_refuses_rows_with_errors_unless_told_to_skip_them(api, template_id)
     assert created.status_code == 201
     assert created.json == {
         "id": created.json["id"],
-        "status": "processing",
+        "status": "sending",
         "total_count": 2,
+        "skipped_rows": 1,
         "notify_email": None,
         "one_time_code": False,
     }
     batch = db.session.get(Batch, created.json["id"])
     assert (batch.name, batch.reminder_days, batch.max_reminders, batch.deadline_days) == ("Nov", [1, 3], 2, 5)
+    # The row left out stays with the batch (issue 33, item 13).
+    assert batch.skipped_count == 1
     ids = db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch.id)).all()
     assert len(ids) == 2 and queued(RENDER, ids) == set(ids)
 
