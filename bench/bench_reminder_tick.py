@@ -69,7 +69,7 @@ def run(*, small: bool) -> list[Figure]:
             name="Bench",
             template_version_id=version.id,
             created_by_id=user.id,
-            status="completed",
+            status="awaiting_signatures",
             total_count=count,
             created_at=now,
         )

@@ -673,8 +673,8 @@ def _report(cfg, engine, batch_id, folder, chaos, outcomes, create_seconds, elap
         (
             "batch status",
             str(batch_status),
-            "completed / partially_failed",
-            batch_status in ("completed", "partially_failed"),
+            "awaiting_signatures / partially_failed / closed",
+            batch_status in ("awaiting_signatures", "partially_failed", "closed"),
         ),
         ("recipients with an invitation", f"{len(invitations):,}", "", None),
         ("kills / outages inside a send (SMTP answered, not recorded)", str(chaos.inside_a_send), "", None),
