@@ -1,0 +1,161 @@
+"""Several recipients' HTML documents in one wkhtmltopdf run, split back into one PDF each (issue 32).
+
+wkhtmltopdf spends ~50 of its ~60 ms per document starting a browser engine; one run of 10–50 bodies was
+5.9–9.6× the documents per second of one run each (field notes). The run's HTML is the template's head, then
+each recipient's body in a block of its own that begins on a new page; the PDF is split at those pages.
+
+A block's first page is found without a word or a stroke of ours on it: the block begins with an empty link
+to ``FIRST_PAGE_URI``, placed absolutely (it moves nothing) and 1 px large (wkhtmltopdf writes no link of no
+size), which draws nothing; wkhtmltopdf writes a ``/Link`` annotation on the page it lands on, and the split
+takes each one out again. The text layer and the page images are a solo render's.
+
+Only templates whose head and ``<body>`` tag hold no placeholder are rendered together (``combined_html`` says
+why not, for the caller to render each alone and log it); the last part of each run is compared with the same
+recipient rendered alone (pages, and every word at its place), and a part that differs refuses the run. Measured:
+a ``<body>`` margin is not carried over a forced page break, so a body with the default 8 px margin starts every
+later part 4.6 pt higher than alone, and is refused; with ``margin:0`` the parts are the solo renders.
+
+Not yet: the fonts. Qt embeds one subset of each font per run, so a part's font holds the glyphs (and the
+``ToUnicode`` map) of every recipient's letters in the run, not their text; a part is exact only once its fonts
+are subset again for its own pages. Until then nothing renders together (no caller).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from io import BytesIO
+
+from pypdf import PdfReader, PdfWriter
+from pypdf.generic import ArrayObject, NameObject
+
+from bulksign.documents import poppler
+from bulksign.documents.pdf import MAX_PAGES, RenderError, render_pdf, too_long
+
+#: Where each block's empty link points: a name of ours (``.invalid`` resolves nowhere), taken out by the split.
+FIRST_PAGE_URI = "https://bulksign.invalid/first-page"
+_FIRST_PAGE_LINK = (
+    f'<a href="{FIRST_PAGE_URI}" style="position:absolute;left:0;top:0;width:1px;height:1px;display:block"></a>'
+)
+_BODY_TAG = re.compile(r"<body\b[^>]*>", re.I)
+_BODY_END = re.compile(r"</body\s*>", re.I)
+_JINJA = re.compile(r"{{|{%|{#")
+#: How far a word of a part may lie from the same word rendered alone, in points (both are the same layout).
+_TOLERANCE_PT = 0.5
+
+
+@dataclass(frozen=True)
+class NotTogether:
+    """A template, or a run, that cannot be rendered together; ``reason`` is for the log."""
+
+    reason: str
+
+
+class SplitError(RuntimeError):
+    """The run's PDF does not split into the documents it was made of."""
+
+
+def combined_html(template: str, documents: Sequence[str]) -> str | NotTogether:
+    """One HTML of ``documents`` (each the template filled for a recipient), or why the template cannot be
+    rendered that way."""
+    bodies = list(_BODY_TAG.finditer(template))
+    if len(bodies) != 1:
+        return NotTogether("the template has no <body> tag, or more than one")
+    head_end = bodies[0].end()
+    head = template[:head_end]
+    if _JINJA.search(head):
+        return NotTogether("the template's head or <body> tag holds a placeholder")
+    blocks = []
+    for number, document in enumerate(documents):
+        if not document.startswith(head):
+            return NotTogether("a filled document does not begin with the template's head")
+        body = document[head_end:]
+        end = list(_BODY_END.finditer(body))
+        if end:
+            if body[end[-1].end() :].strip().lower() not in ("", "</html>"):
+                return NotTogether("the template has content after </body>")
+            body = body[: end[-1].start()]
+        brk = "page-break-before:always;" if number else ""
+        blocks.append(f'<div style="position:relative;{brk}">{_FIRST_PAGE_LINK}{body}</div>')
+    return head + "".join(blocks) + "</body></html>"
+
+
+def split(pdf: bytes, count: int) -> list[bytes]:
+    """The run's PDF as ``count`` PDFs, each the pages from one first-page link to the next, the links taken out;
+    SplitError if the run does not have ``count`` first pages, the first on its first page."""
+    reader = PdfReader(BytesIO(pdf))
+    firsts = [index for index, page in enumerate(reader.pages) if _first_page_links(page)]
+    if len(firsts) != count or firsts[:1] != [0]:
+        raise SplitError(f"{len(firsts)} first pages found for {count} documents (at {firsts[:10]})")
+    parts = []
+    for start, end in zip(firsts, [*firsts[1:], len(reader.pages)]):
+        writer = PdfWriter()
+        for index in range(start, end):
+            page = writer.add_page(reader.pages[index])
+            ours = set(_first_page_links(page))
+            kept = [a for a in page.get("/Annots", []) if a.get_object().indirect_reference not in ours]
+            if kept:
+                page[NameObject("/Annots")] = ArrayObject(kept)
+            elif "/Annots" in page:
+                del page["/Annots"]
+        if reader.metadata:
+            writer.add_metadata(dict(reader.metadata))
+        out = BytesIO()
+        writer.write(out)
+        parts.append(out.getvalue())
+    return parts
+
+
+def _first_page_links(page) -> list:
+    """The references of the page's link annotations that point to ``FIRST_PAGE_URI``."""
+    found = []
+    for annotation in page.get("/Annots", []) or []:
+        link = annotation.get_object()
+        action = link.get("/A")
+        if link.get("/Subtype") == "/Link" and action is not None and action.get_object().get("/URI") == FIRST_PAGE_URI:
+            found.append(link.indirect_reference)
+    return found
+
+
+def same_pages(part: bytes, alone: bytes) -> bool:
+    """Whether ``part`` has the pages of ``alone``: as many, of the same size, every word at the same place."""
+    ours, theirs = poppler.page_words(part), poppler.page_words(alone)
+    if len(ours) != len(theirs):
+        return False
+    for a, b in zip(ours, theirs):
+        if (round(a.width, 1), round(a.height, 1)) != (round(b.width, 1), round(b.height, 1)):
+            return False
+        if len(a.words) != len(b.words):
+            return False
+        for x, y in zip(a.words, b.words):
+            if x.text != y.text or max(abs(x.x0 - y.x0), abs(x.top - y.top), abs(x.x1 - y.x1)) > _TOLERANCE_PT:
+                return False
+    return True
+
+
+def render_together(
+    template: str, documents: Sequence[str], *, timeout: float, max_pages: int = MAX_PAGES
+) -> list[bytes] | NotTogether:
+    """One PDF per document from one wkhtmltopdf run, the first checked against its solo render; NotTogether when
+    the template or this run cannot be (the caller renders each alone). Raises what ``render_pdf`` raises for the
+    whole run, but a recipient's too long document makes the run ``NotTogether``, so that each is tried alone."""
+    html = combined_html(template, documents)
+    if isinstance(html, NotTogether):
+        return html
+    run_limit = max_pages * len(documents)
+    try:
+        parts = split(render_pdf(html, timeout=timeout, max_pages=run_limit), len(documents))
+    except SplitError as exc:
+        return NotTogether(f"the run did not split: {exc}")
+    except RenderError as exc:
+        if exc.message == too_long(run_limit):  # one of them at least is too long: alone, each finds out which
+            return NotTogether("a document runs past the page limit")
+        raise
+    if any(len(PdfReader(BytesIO(part)).pages) > max_pages for part in parts):
+        return NotTogether("a document runs past the page limit")
+    # The last part, after the most page breaks: the first starts the run as a solo render starts, and matches
+    # where a later one does not (a <body> margin is not carried over a forced break: 6 px off with the default).
+    if not same_pages(parts[-1], render_pdf(documents[-1], timeout=timeout, max_pages=max_pages)):
+        return NotTogether("a document rendered together differs from the same one rendered alone")
+    return parts

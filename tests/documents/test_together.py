@@ -1,0 +1,92 @@
+"""Several recipients' documents from one wkhtmltopdf run: each part is what a solo render gives, or none is."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+
+import pytest
+from PIL import Image, ImageChops
+from pypdf import PdfReader
+
+from bulksign.doc_templates.jinja_sandbox import render_html
+from bulksign.documents import together
+from bulksign.documents.pdf import render_pdf
+from bulksign.documents.poppler import page_png
+from tests.support.batches import TWO_PAGES
+
+#: A body without a margin (a margin is not carried over a forced page break); {{ clauses }} pages of text each.
+NO_MARGIN = (
+    '<meta charset="utf-8"><title>Договор</title><body style="font-family:\'DejaVu Serif\';margin:0">'
+    "<h1>Договор {{ number }}</h1><p>Работник: {{ name }}.</p>"
+    "{% for i in range(clauses|int) %}<p>Пункт {{ i }}. Условия договора, {{ name }}.</p>{% endfor %}"
+    "<p>Конец договора, {{ name }}.</p></body>"
+)
+PEOPLE = [("Анна Иванова", 3), ("Пётр Сидоров", 70), ("Жанна Юрьева", 0), ("Олег Шульц", 130)]
+
+
+def _filled(template: str, people=PEOPLE) -> list[str]:
+    return [render_html(template, {"name": n, "number": str(i), "clauses": str(c)}) for i, (n, c) in enumerate(people)]
+
+
+def _text(pdf: bytes) -> str:
+    return subprocess.run(
+        ["pdftotext", "-", "-"], input=pdf, capture_output=True, check=True, timeout=30
+    ).stdout.decode()
+
+
+def test_each_part_has_exactly_its_recipients_pages_words_and_look():
+    documents = _filled(NO_MARGIN)
+    parts = together.render_together(NO_MARGIN, documents, timeout=60)
+    assert isinstance(parts, list) and len(parts) == len(PEOPLE)
+    for (name, _), document, part in zip(PEOPLE, documents, parts):
+        alone = render_pdf(document)
+        assert together.same_pages(part, alone), name
+        pages = PdfReader(io.BytesIO(part)).pages
+        assert len(pages) == len(PdfReader(io.BytesIO(alone)).pages)
+        assert not any("/Annots" in page for page in pages), "the first-page link is taken out"
+        metadata, alone_metadata = (PdfReader(io.BytesIO(pdf)).metadata for pdf in (part, alone))
+        assert {k: v for k, v in metadata.items() if k != "/CreationDate"} == {
+            k: v for k, v in alone_metadata.items() if k != "/CreationDate"
+        }
+        text = _text(part)
+        assert name in text and not [other for other, _ in PEOPLE if other != name and other in text]
+        assert "bulksign.invalid" not in part.decode("latin-1")
+        for number in (1, len(pages)):
+            drawn = [
+                Image.open(io.BytesIO(page_png(pdf, number=number, width_px=600))).convert("RGB")
+                for pdf in (part, alone)
+            ]
+            assert ImageChops.difference(*drawn).getbbox() is None, f"{name}, page {number} looks as alone"
+
+
+def test_a_template_that_lays_out_otherwise_together_is_refused_whole():
+    """The default body margin is lost over a page break: the later parts would start 4.6 pt higher."""
+    refused = together.render_together(TWO_PAGES, _filled(TWO_PAGES), timeout=60)
+    assert refused == together.NotTogether("a document rendered together differs from the same one rendered alone")
+
+
+@pytest.mark.parametrize(
+    "template, reason",
+    [
+        ("<meta charset='utf-8'><p>{{ name }}</p>", "no <body> tag"),
+        ("<title>{{ name }}</title><body><p>x</p></body>", "head or <body> tag holds a placeholder"),
+        ("<body style='color:{{ colour }}'><p>x</p></body>", "head or <body> tag holds a placeholder"),
+        ("<body><p>{{ name }}</p></body><p>after</p>", "content after </body>"),
+    ],
+)
+def test_templates_that_cannot_be_put_together_say_why(template, reason):
+    refused = together.combined_html(template, _filled(template))
+    assert isinstance(refused, together.NotTogether) and reason in refused.reason
+
+
+def test_a_recipient_past_the_page_limit_sends_the_run_back_to_one_run_each():
+    documents = _filled(NO_MARGIN, [("Анна Иванова", 1), ("Пётр Сидоров", 300)])
+    assert together.render_together(NO_MARGIN, documents, timeout=60, max_pages=3) == together.NotTogether(
+        "a document runs past the page limit"
+    )
+
+
+def test_a_pdf_without_the_first_page_links_does_not_split():
+    with pytest.raises(together.SplitError, match="0 first pages found for 2 documents"):
+        together.split(render_pdf(_filled(NO_MARGIN)[0]), 2)
