@@ -47,7 +47,9 @@ EXPECTED_CSRF_EXEMPT = {
     "api_batch_actions",
     "api_dashboard",
     "api_docs",
+    "api_exports",
     "api_reminders",
+    "api_requests",
     "api_suppressions",
     "api_templates",
     "api_uploads",
@@ -561,7 +563,8 @@ def test_template_injection_through_the_template_pages_shows_nothing_harmful(cli
     auth.login()
     for payload in INJECTIONS[:5]:
         saved = _save_template(client, f"<p>A {payload} B</p>", email_subject=f"S {payload}", email_body=f"B {payload}")
-        _assert_no_leak(saved.get_data(as_text=True), f"the form with {payload}")
+        # A refusal shows the line as written (and the form keeps the text): the payload itself is no leak.
+        _assert_no_leak(saved.get_data(as_text=True).replace(payload, ""), f"the form with {payload}")
         text = _preview_text(client, saved)
         if text is not None:
             _assert_no_leak(text, f"the preview of {payload}")
@@ -879,8 +882,9 @@ def test_no_staff_page_export_or_api_response_contains_a_signing_link(app, clien
     for url in urls:
         response = client.get(url, headers=bearer if url.startswith("/api/") else {}, follow_redirects=True)
         if response.status_code != 200:
-            # 409: a read only a PDF template answers (the sweep's template is HTML).
-            assert response.status_code in (404, 409, 422), (url, response.status_code)
+            # 409: a read only a PDF template answers (the sweep's template is HTML), a document not signed yet;
+            # 503: the API's download of the export, whose file the sweep never stored.
+            assert response.status_code in (404, 409, 422, 503), (url, response.status_code)
             continue
         for secret in secrets:
             assert secret.encode() not in response.data, (url, secret[:12])
