@@ -11,11 +11,6 @@
     var select = id && document.getElementById(id);
     if (select && e.target.value) select.value = e.target.getAttribute("data-pick-value");
   });
-  // <form data-confirm="question">: asks before sending.
-  document.addEventListener("submit", function (e) {
-    var question = e.target.getAttribute && e.target.getAttribute("data-confirm");
-    if (question && !window.confirm(question)) e.preventDefault();
-  });
   // <button data-clear="id" [data-focus-back="selector"]>: empties that element (closes a side panel) and
   // gives the focus back to where the panel was opened from.
   document.addEventListener("click", function (e) {

@@ -135,12 +135,11 @@ def test_the_staff_pages_work_under_their_content_security_policy(live_server, p
     )
     page.on("response", lambda r: problems.append(f"{r.status} {r.url}") if r.status >= 400 else None)
     page.on("pageerror", lambda e: problems.append(str(e)))
-    page.on("dialog", lambda dialog: dialog.accept())
     log_in(page, live_server, *STAFF)
     response = page.goto(f"{live_server}/batches/{mixed.id}")
     assert "script-src 'self'" in response.headers["content-security-policy"]
     assert response.headers["cache-control"] == "no-store"
-    # htmx (filter, timeline), staff.js (close the panel, confirm the cancel), dashboard.js (selection).
+    # htmx (filter, timeline), staff.js (close the panel), the cancel's question in place, dashboard.js (selection).
     page.select_option("#filter-status", "bounced")
     page.wait_for_function("() => document.querySelectorAll('table.recipients tbody tr').length === 2")
     page.locator("a.open-timeline").first.click()
@@ -154,7 +153,9 @@ def test_the_staff_pages_work_under_their_content_security_policy(live_server, p
     for width in (1366, 360):
         page.set_viewport_size({"width": width, "height": 900})
         page.screenshot(path=str(artifacts / f"dashboard-under-csp-{width}.png"), full_page=True)
-    page.click("form[data-confirm] button[type=submit]")
+    # The cancel asks first, in place (htmx), then acts.
+    page.click("#cancel-batch")
+    page.click("#cancel-batch-step #confirm-yes")
     page.wait_for_selector(".flash-success")
     assert "The batch is cancelled" in page.locator(".flash-success").inner_text()
     with page.expect_navigation():

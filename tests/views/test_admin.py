@@ -73,7 +73,9 @@ def test_admin_creates_a_staff_account_that_can_log_in(client, auth):
 def test_password_reset_shows_the_new_password_once(client, auth, users):
     auth.login_admin()
     page = _admin_page(client)
-    shown = client.post(f"/admin/users/{users['staff'].id}/password", data={"csrf_token": csrf_from(page)})
+    shown = client.post(
+        f"/admin/users/{users['staff'].id}/password", data={"csrf_token": csrf_from(page), "confirmed": "1"}
+    )
     password = re.search(r'<code id="secret"[^>]*>([^<]+)</code>', shown.get_data(as_text=True)).group(1)
     auth.logout()
     assert auth.login("staff@example.com", password).status_code == 302
@@ -82,7 +84,10 @@ def test_password_reset_shows_the_new_password_once(client, auth, users):
 def test_a_disabled_account_cannot_log_in_and_admins_cannot_disable_themselves(client, auth, users):
     auth.login_admin()
     page = _admin_page(client)
-    client.post(f"/admin/users/{users['staff'].id}/disabled", data={"disabled": "1", "csrf_token": csrf_from(page)})
+    client.post(
+        f"/admin/users/{users['staff'].id}/disabled",
+        data={"disabled": "1", "csrf_token": csrf_from(page), "confirmed": "1"},
+    )
     own = client.post(
         f"/admin/users/{users['admin'].id}/disabled",
         data={"disabled": "1", "csrf_token": csrf_from(page)},
@@ -106,7 +111,8 @@ def test_api_key_is_shown_once_works_and_stops_working_when_revoked(app, client,
     assert secret not in _admin_page(client).get_data(as_text=True)
     key = db.session.scalar(select(ApiKey))
     g.pop("_login_user", None)  # the test's app context is shared with the clients: forget the key's user
-    assert client.post(f"/admin/api-keys/{key.id}/revoke", data={"csrf_token": csrf_from(page)}).status_code == 302
+    revoked = client.post(f"/admin/api-keys/{key.id}/revoke", data={"csrf_token": csrf_from(page), "confirmed": "1"})
+    assert revoked.status_code == 302
     assert program.get("/api/v1/me", headers=headers).status_code == 401
 
 

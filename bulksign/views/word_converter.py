@@ -1,0 +1,33 @@
+"""Whether the Word converter (LibreOffice) is starting, for the pages that wait on it: read only.
+
+Starting LibreOffice takes seconds (``documents.libreoffice``); a warm one converts in a tenth of one. The first
+Word preview of a web process, and the first documents of a Word batch, wait for that start: the pages say so
+instead of showing an empty frame or "preparing 0/35".
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from flask import Flask
+
+from bulksign.batches.dashboard import Progress
+from bulksign.documents import libreoffice
+from bulksign.models import Batch, utcnow
+
+
+def init_app(app: Flask) -> None:
+    @app.template_global()
+    def word_converter_cold() -> bool:
+        """This web process has no warm LibreOffice: its next Word preview starts one first."""
+        return not libreoffice.converter().warm
+
+    @app.template_global()
+    def word_converter_starting(batch: Batch, progress: Progress) -> bool:
+        """A Word batch with no document prepared yet, within a cold start's time of its creation.
+
+        The render worker's LibreOffice lives in that process, out of the web page's sight; what the page sees
+        is that none of the batch's documents is ready yet, which for a Word batch this young is the start.
+        """
+        young = utcnow() - (batch.started_at or batch.created_at) < timedelta(seconds=libreoffice.START_SECONDS)
+        return batch.template_version.kind == "docx" and progress.rendering > 0 and progress.rendered == 0 and young
