@@ -15,9 +15,9 @@ recipient rendered alone (pages, and every word at its place), and a part that d
 a ``<body>`` margin is not carried over a forced page break, so a body with the default 8 px margin starts every
 later part 4.6 pt higher than alone, and is refused; with ``margin:0`` the parts are the solo renders.
 
-Not yet: the fonts. Qt embeds one subset of each font per run, so a part's font holds the glyphs (and the
-``ToUnicode`` map) of every recipient's letters in the run, not their text; a part is exact only once its fonts
-are subset again for its own pages. Until then nothing renders together (no caller).
+Qt embeds one subset of each font per run, holding every recipient's letters: each part's fonts are cut down to
+the glyphs its own pages show (``pdf_fonts``). Not yet wired into the render job (``rendering``): the fallback
+to one run each, a bad row's retry alone, the chunk size by measurement and the bench are issue 32's next steps.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from io import BytesIO
 from pypdf import PdfReader, PdfWriter
 from pypdf.generic import ArrayObject, NameObject
 
-from bulksign.documents import poppler
+from bulksign.documents import pdf_fonts, poppler
 from bulksign.documents.pdf import MAX_PAGES, RenderError, render_pdf, too_long
 
 #: Where each block's empty link points: a name of ours (``.invalid`` resolves nowhere), taken out by the split.
@@ -82,8 +82,9 @@ def combined_html(template: str, documents: Sequence[str]) -> str | NotTogether:
 
 
 def split(pdf: bytes, count: int) -> list[bytes]:
-    """The run's PDF as ``count`` PDFs, each the pages from one first-page link to the next, the links taken out;
-    SplitError if the run does not have ``count`` first pages, the first on its first page."""
+    """The run's PDF as ``count`` PDFs, each the pages from one first-page link to the next, the links taken out and
+    the fonts cut down to the part's own glyphs; SplitError if the run does not have ``count`` first pages, the
+    first on its first page, or a font that cannot be cut down."""
     reader = PdfReader(BytesIO(pdf))
     firsts = [index for index, page in enumerate(reader.pages) if _first_page_links(page)]
     if len(firsts) != count or firsts[:1] != [0]:
@@ -99,6 +100,10 @@ def split(pdf: bytes, count: int) -> list[bytes]:
                 page[NameObject("/Annots")] = ArrayObject(kept)
             elif "/Annots" in page:
                 del page["/Annots"]
+        try:
+            pdf_fonts.keep_own_glyphs(writer)
+        except pdf_fonts.FontError as exc:
+            raise SplitError(str(exc)) from None
         if reader.metadata:
             writer.add_metadata(dict(reader.metadata))
         out = BytesIO()

@@ -1,4 +1,6 @@
-"""Several recipients' documents from one wkhtmltopdf run: each part is what a solo render gives, or none is."""
+"""Several recipients' documents from one wkhtmltopdf run: each part is what a solo render gives, or none is.
+
+Each part: its recipient's pages, words at their places, page images, metadata, and fonts with only its letters."""
 
 from __future__ import annotations
 
@@ -6,12 +8,14 @@ import io
 import subprocess
 
 import pytest
+from fontTools.ttLib import TTFont
 from PIL import Image, ImageChops
 from pypdf import PdfReader
 
 from bulksign.doc_templates.jinja_sandbox import render_html
 from bulksign.documents import together
 from bulksign.documents.pdf import render_pdf
+from bulksign.documents.pdf_fonts import unicode_map
 from bulksign.documents.poppler import page_png
 from tests.support.batches import TWO_PAGES
 
@@ -35,6 +39,33 @@ def _text(pdf: bytes) -> str:
     ).stdout.decode()
 
 
+def _fonts(pdf: bytes) -> dict[str, object]:
+    """The Type0 fonts of a PDF's pages by base name."""
+    return {
+        str(font["/BaseFont"]): font
+        for page in PdfReader(io.BytesIO(pdf)).pages
+        for font in (f.get_object() for f in page["/Resources"]["/Font"].values())
+    }
+
+
+def _font_letters(pdf: bytes) -> dict[str, set[str]]:
+    """Per font, the letters its ToUnicode map lists (as pdftotext reads them)."""
+    return {
+        name: set(unicode_map(font["/ToUnicode"].get_object().get_data()).values())
+        for name, font in _fonts(pdf).items()
+    }
+
+
+def _outlines(pdf: bytes) -> dict[str, int]:
+    """Per font, how many glyphs of its embedded program have an outline."""
+    counts = {}
+    for name, font in _fonts(pdf).items():
+        descriptor = font["/DescendantFonts"][0].get_object()["/FontDescriptor"].get_object()
+        program = TTFont(io.BytesIO(descriptor["/FontFile2"].get_object().get_data()))
+        counts[name] = sum(1 for glyph in program.getGlyphOrder() if program["glyf"][glyph].numberOfContours)
+    return counts
+
+
 def test_each_part_has_exactly_its_recipients_pages_words_and_look():
     documents = _filled(NO_MARGIN)
     parts = together.render_together(NO_MARGIN, documents, timeout=60)
@@ -52,6 +83,8 @@ def test_each_part_has_exactly_its_recipients_pages_words_and_look():
         text = _text(part)
         assert name in text and not [other for other, _ in PEOPLE if other != name and other in text]
         assert "bulksign.invalid" not in part.decode("latin-1")
+        assert _font_letters(part) == _font_letters(alone), f"{name}'s fonts hold only the letters of {name}'s pages"
+        assert _outlines(part) == _outlines(alone), "and only their outlines"
         for number in (1, len(pages)):
             drawn = [
                 Image.open(io.BytesIO(page_png(pdf, number=number, width_px=600))).convert("RGB")

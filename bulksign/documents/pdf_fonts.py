@@ -1,0 +1,185 @@
+"""A part of a wkhtmltopdf run keeps of each font only the glyphs its own pages show (``together``).
+
+Qt embeds one subset of each font per run: a TrueType font (``/FontFile2``) under a ``/Type0`` font with
+``/Identity-H`` codes, whose glyphs it numbers in the order the run first uses them, with a ``/ToUnicode`` map,
+widths (``/W``) and a ``/CIDSet`` for every glyph of the run. Split off, a recipient's part would carry the other
+recipients' letters in them (not their text, but which letters they used). Here each font of a part is cut down
+to the codes its pages show: the outlines of the other glyphs emptied (fontTools, glyph numbers kept, so the
+pages' codes stay as they are), the map and widths listed for its own codes only, the ``/CIDSet`` dropped (it is
+optional, and it would list them all).
+"""
+
+from __future__ import annotations
+
+import logging
+from io import BytesIO
+
+from fontTools import subset
+from fontTools.ttLib import TTFont
+from pypdf import PdfWriter
+from pypdf.generic import ArrayObject, ContentStream, NameObject, NumberObject
+
+_SHOWS_TEXT = {b"Tj", b"'", b'"', b"TJ"}
+# Qt writes 0 as the fonts' creation date, which fontTools warns of on every font it reads.
+logging.getLogger("fontTools.ttLib.tables._h_e_a_d").setLevel(logging.ERROR)
+
+
+class FontError(RuntimeError):
+    """A font of the run is not one this module knows how to cut down (the caller renders each alone)."""
+
+
+def keep_own_glyphs(writer: PdfWriter) -> None:
+    """Cut every font of ``writer``'s pages down to the glyphs those pages show; FontError for a font of another
+    make than Qt's (then nothing is promised about it)."""
+    used: dict[int, tuple[object, set[int]]] = {}  # font object's id → (font, codes shown)
+    for page in writer.pages:
+        resources = page.get("/Resources", {})
+        if any(x.get_object().get("/Subtype") == "/Form" for x in resources.get("/XObject", {}).values()):
+            raise FontError("a page draws a form XObject, whose text is not read here")
+        fonts = {name: font.get_object() for name, font in resources.get("/Font", {}).items()}
+        for font in fonts.values():  # a font the page lists but shows nothing in keeps nothing
+            used.setdefault(id(font), (font, set()))
+        current = None
+        for operands, operator in ContentStream(page.get_contents(), writer).operations:
+            if operator == b"Tf":
+                if operands[0] not in fonts:
+                    raise FontError(f"a page uses the font {operands[0]} that its resources do not list")
+                current = fonts[operands[0]]
+            elif operator in _SHOWS_TEXT and current is not None:
+                strings = operands[0] if operator == b"TJ" else operands[-1:]
+                codes = used[id(current)][1]
+                for string in strings:
+                    if isinstance(string, (int, float)):
+                        continue
+                    raw = string.original_bytes
+                    codes.update(int.from_bytes(raw[i : i + 2], "big") for i in range(0, len(raw) - 1, 2))
+    for font, codes in used.values():
+        _cut(font, codes | {0})
+
+
+def _cut(font, codes: set[int]) -> None:
+    if font.get("/Subtype") != "/Type0" or font.get("/Encoding") != "/Identity-H":
+        raise FontError(f"font {font.get('/BaseFont')} is not an Identity-H Type0 font")
+    cid_font = font["/DescendantFonts"][0].get_object()
+    if cid_font.get("/CIDToGIDMap", "/Identity") != "/Identity" or "/FontFile2" not in cid_font["/FontDescriptor"]:
+        raise FontError(f"font {font.get('/BaseFont')} is not an embedded TrueType font with identical glyph ids")
+    descriptor = cid_font["/FontDescriptor"].get_object()
+    program = descriptor["/FontFile2"].get_object()
+    ttf = TTFont(BytesIO(program.get_data()))
+    options = subset.Options()
+    options.retain_gids = True  # the pages' codes are glyph numbers
+    options.notdef_outline = True
+    options.recalc_bounds = False
+    options.drop_tables = []
+    options.name_IDs = ["*"]
+    options.hinting = True
+    options.prune_unicode_ranges = False  # Qt writes no cmap table to prune them by
+    options.prune_codepage_ranges = False
+    subsetter = subset.Subsetter(options)
+    subsetter.populate(gids=sorted(codes))
+    subsetter.subset(ttf)
+    out = BytesIO()
+    ttf.save(out)
+    program.set_data(out.getvalue())
+    program[NameObject("/Length1")] = NumberObject(len(out.getvalue()))
+    widths = _widths(cid_font.get("/W", ArrayObject()))
+    cid_font[NameObject("/W")] = ArrayObject(
+        item
+        for code in sorted(codes)
+        if code in widths
+        for item in (NumberObject(code), ArrayObject([NumberObject(widths[code])]))
+    )
+    if "/CIDSet" in descriptor:
+        del descriptor["/CIDSet"]
+    if "/ToUnicode" in font:
+        stream = font["/ToUnicode"].get_object()
+        unicode = unicode_map(stream.get_data())
+        stream.set_data(_cmap({code: unicode[code] for code in sorted(codes) if code in unicode}))
+
+
+def _widths(array) -> dict[int, int | float]:
+    """``/W``'s widths by code: ``c [w1 w2 …]`` and ``c_first c_last w`` runs."""
+    widths: dict[int, int | float] = {}
+    items = [item.get_object() for item in array]
+    i = 0
+    while i < len(items):
+        first = int(items[i])
+        if isinstance(items[i + 1], list):
+            for offset, width in enumerate(items[i + 1]):
+                widths[first + offset] = width
+            i += 2
+        else:
+            for code in range(first, int(items[i + 1]) + 1):
+                widths[code] = items[i + 2]
+            i += 3
+    return widths
+
+
+def unicode_map(cmap: bytes) -> dict[int, str]:
+    """Code → text of a ``ToUnicode`` CMap's ``bfchar`` and ``bfrange`` entries (as Qt writes them: 2-byte codes)."""
+    mapping: dict[int, str] = {}
+    text = cmap.decode("latin-1")
+    for section in text.split("beginbf")[1:]:
+        kind, body = section.split("\n", 1)[0], section.split("\n", 1)[1].split("endbf")[0]
+        tokens = _tokens(body)
+        if kind.endswith("char"):
+            for i in range(0, len(tokens) - 1, 2):
+                mapping[int(tokens[i], 16)] = bytes.fromhex(tokens[i + 1]).decode("utf-16-be")
+        else:
+            i = 0
+            while i < len(tokens):
+                first, last, target = int(tokens[i], 16), int(tokens[i + 1], 16), tokens[i + 2]
+                if isinstance(target, list):
+                    for offset, value in enumerate(target):
+                        mapping[first + offset] = bytes.fromhex(value).decode("utf-16-be")
+                else:
+                    start = int(target, 16)
+                    for offset in range(last - first + 1):
+                        mapping[first + offset] = chr(start + offset)
+                i += 3
+    return mapping
+
+
+def _tokens(body: str) -> list:
+    """The ``<hex>`` tokens of a CMap section, ``[ … ]`` arrays as lists."""
+    tokens: list = []
+    stack = [tokens]
+    i = 0
+    while i < len(body):
+        char = body[i]
+        if char == "<":
+            end = body.index(">", i)
+            stack[-1].append(body[i + 1 : end])
+            i = end + 1
+        elif char == "[":
+            stack[-1].append([])
+            stack.append(stack[-1][-1])
+            i += 1
+        elif char == "]":
+            stack.pop()
+            i += 1
+        else:
+            i += 1
+    return tokens
+
+
+def _cmap(mapping: dict[int, str]) -> bytes:
+    entries = sorted(mapping.items())
+    lines = [
+        "/CIDInit /ProcSet findresource begin",
+        "12 dict begin",
+        "begincmap",
+        "/CIDSystemInfo << /Registry (Adobe) /Ordering (UCS) /Supplement 0 >> def",
+        "/CMapName /Adobe-Identity-UCS def",
+        "/CMapType 2 def",
+        "1 begincodespacerange",
+        "<0000> <FFFF>",
+        "endcodespacerange",
+    ]
+    for start in range(0, len(entries), 100):  # at most 100 entries a section
+        chunk = entries[start : start + 100]
+        lines.append(f"{len(chunk)} beginbfchar")
+        lines += [f"<{code:04X}> <{text.encode('utf-16-be').hex().upper()}>" for code, text in chunk]
+        lines.append("endbfchar")
+    lines += ["endcmap", "CMapName currentdict /CMap defineresource pop", "end", "end", ""]
+    return "\n".join(lines).encode("ascii")
