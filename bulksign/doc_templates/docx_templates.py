@@ -37,7 +37,7 @@ from bulksign.core.messages import N_
 from bulksign.doc_templates import docx_safety
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.html_safety import unsafe_jinja
-from bulksign.doc_templates.jinja_sandbox import refuse_unknown_names, render_html, sandbox
+from bulksign.doc_templates.jinja_sandbox import refuse_other_templates, refuse_unknown_names, render_html, sandbox
 from bulksign.doc_templates.variables import sample_row
 from bulksign.documents import libreoffice
 from bulksign.documents.pdf import MAX_PAGES, too_long
@@ -81,6 +81,7 @@ def _checked(source: str):
     if problem:
         raise problem
     refuse_unknown_names(ast, source=source)
+    refuse_other_templates(ast, source=source)
     return ast
 
 
