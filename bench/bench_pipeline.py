@@ -133,7 +133,8 @@ class _Sink:
         return "250 OK"
 
 
-def _create_batch(app, n: int) -> int:
+def _create_batch(app, n: int, *, email: str = "bench@example.com", prefix: str = "r") -> int:
+    """A committed pending batch of ``n`` recipients (``<prefix><i>@example.com``) by a new staff user ``email``."""
     from sqlalchemy import insert
 
     from bulksign.batches import counts as batch_counts
@@ -143,7 +144,7 @@ def _create_batch(app, n: int) -> int:
     from bulksign.people.users import create_user
 
     now = utcnow()
-    user = create_user(db.session, email="bench@example.com", password="bench-password", role="staff", now=now)
+    user = create_user(db.session, email=email, password="bench-password", role="staff", now=now)
     saved = create_template(db.session, name="Employment agreement", html=_contract(), user=user, now=now)
     batch = Batch(
         name="bench", template_version_id=saved.version.id, created_by_id=user.id, total_count=n, created_at=now
@@ -156,7 +157,7 @@ def _create_batch(app, n: int) -> int:
             {
                 "batch_id": batch.id,
                 "row_number": i + 2,
-                "email": f"r{i}@example.com",
+                "email": f"{prefix}{i}@example.com",
                 "name": f"Recipient {i}",
                 "data": {
                     "contract_number": f"C-{i}",
