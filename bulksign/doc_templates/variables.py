@@ -13,7 +13,8 @@ from bulksign.doc_templates.errors import syntax_error
 from bulksign.doc_templates.jinja_sandbox import refuse_other_templates, refuse_unknown_names, sandbox
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE, html_mark
 
-#: Variables every request has whatever the file's columns; not required as columns.
+#: Variables every request has whatever the template: a file may always have their columns (name and phone are
+#: required only when printed, ``columns``; ``signature`` is never a column).
 BUILTIN_VARIABLES = frozenset({"email", "name", "phone", SIGNATURE_VARIABLE})
 #: Filters that put something in place of an empty value: what they are applied to may be empty.
 _FALLBACK_FILTERS = frozenset({"default", "d"})

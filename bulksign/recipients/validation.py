@@ -23,7 +23,7 @@ from bulksign.recipients.rows import MAX_COLUMNS, Row, UploadError, column_lette
 
 #: Errors kept for the page and the API; the counts cover all of them, the CSV report lists all.
 MAX_ERRORS_KEPT = 100
-#: Columns every request has; only ``email`` is required.
+#: Columns every request has; ``email`` is always required, ``name`` and ``phone`` where the template prints them.
 BUILTIN_COLUMNS = ("email", "name", "phone")
 
 
