@@ -224,3 +224,26 @@ def test_stop_sharing_asks(client, auth, users, batch):
     words = _text(_post(client, url, page=f"/batches/{batch.id}"))
     assert f"Stop sharing {batch.name} with admin@example.com?" in words
     assert _confirm(client, url, page=f"/batches/{batch.id}").status_code == 303
+
+
+def test_a_viewer_is_not_offered_cancel_batch(app, users, batch):
+    from bulksign.models import Team
+    from bulksign.people.teams import add_member
+    from bulksign.people.users import create_user
+
+    viewer = create_user(
+        db.session, email="reader@example.com", password="reader-password", role="viewer", now=utcnow()
+    )
+    add_member(db.session, team=db.session.scalar(select(Team)), user=viewer, by=None, now=utcnow())
+    db.session.commit()
+    reader = app.test_client()
+    reader.post(
+        "/auth/login",
+        data={
+            "email": "reader@example.com",
+            "password": "reader-password",
+            "csrf_token": csrf_from(reader.get("/auth/login")),
+        },
+    )
+    page = reader.get(f"/batches/{batch.id}")
+    assert page.status_code == 200 and 'id="cancel-batch"' not in page.get_data(as_text=True)
