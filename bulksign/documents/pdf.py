@@ -166,6 +166,9 @@ def _watch(proc: subprocess.Popen, html: bytes, *, pages: _PageCounter, timeout:
                 ),
                 transient=False,
             )
+    if not stderr:  # communicate() itself failed (not a broken pipe: that it ignores)
+        _kill(proc, talk)
+        raise RenderError(N_("The PDF renderer failed on this document."), transient=True)
     return stderr[0].decode("utf-8", "replace")
 
 
