@@ -145,14 +145,16 @@ def resend(request_id: int):
     tag="Requests",
     body=EmailBody,
     responses={200: EmailChanged},
-    errors=(400, 403, 404, 409),
+    errors=(400, 403, 404, 409, 422),
 )
 def update_email(request_id: int):
-    """Before the request is signed, declined or expired; a bounced one can then be resent."""
+    """Before the request is signed, declined or expired; a bounced one can then be resent. An address that cannot
+    receive mail is refused (422)."""
     body = parse_body(EmailBody)
     try:
         change = change_email(db.session, request_id=request_id, new_email=body.email, user=g.api_user, now=utcnow())
     except BatchActionError as exc:
-        raise ApiError(exc.message, exc.status) from None
+        # The body is well-formed by now: what the domain refuses (an unusable address) is content, not syntax.
+        raise ApiError(exc.message, 422 if exc.status == 400 else exc.status) from None
     db.session.commit()
     return answer(EmailChanged(request_id=request_id, email=change.new_email, changed=change.changed))
