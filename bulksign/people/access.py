@@ -179,17 +179,46 @@ def team_for_new(session: Session, *, user: User, team_id: int | None, preferred
     """The team a new batch or template of ``user`` belongs to.
 
     ``team_id`` when given (one of the user's teams; an admin may name any); else ``preferred``
-    (e.g. the template's team) when the user is in it; else the user's first team; None for a
-    user in no team (then only they and admins see it).
+    (e.g. the template's team) when the user is in it (an admin: whenever it exists); else the user's
+    first team; None for a user in no team (then only they and admins see it).
     """
     mine = team_ids_of(session, user=user)
+
+    def allowed(candidate: int) -> bool:
+        return candidate in mine or (user.is_admin and session.get(Team, candidate) is not None)
+
     if team_id is not None:
-        if team_id in mine or (user.is_admin and session.get(Team, team_id) is not None):
+        if allowed(team_id):
             return team_id
         raise Refused(N_("Choose one of your teams."), 422)
-    if preferred is not None and preferred in mine:
+    if preferred is not None and allowed(preferred):
         return preferred
     return min(mine) if mine else None
+
+
+@dataclass(frozen=True)
+class TeamChoice:
+    """The teams a new batch or template of a user may go to, for a form's team field."""
+
+    #: By name: an admin's are all teams, a creator's their own, a viewer's none.
+    teams: tuple[Team, ...]
+    #: Where it goes when none is chosen (``team_for_new``).
+    default_id: int | None
+
+    @property
+    def offered(self) -> bool:
+        """Whether the form asks: several teams, or one the work would not go to unasked (an admin in no team)."""
+        return len(self.teams) > 1 or any(team.id != self.default_id for team in self.teams)
+
+
+def team_choice(session: Session, *, user: User) -> TeamChoice:
+    """Where ``user`` may put new work, and where it goes by default."""
+    if user.role not in CREATORS:
+        return TeamChoice(teams=(), default_id=None)
+    query = select(Team).order_by(Team.name)
+    if not user.is_admin:
+        query = query.where(Team.id.in_(user_team_ids(user)))
+    return TeamChoice(teams=tuple(session.scalars(query)), default_id=team_for_new(session, user=user, team_id=None))
 
 
 def shared_with(session: Session, *, batch_id: int) -> list[User]:

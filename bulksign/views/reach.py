@@ -47,9 +47,9 @@ def init_app(app: Flask) -> None:
         return None
 
     @app.template_global()
-    def my_teams():
-        """The logged-in user's teams (forms offer a choice when there are several)."""
-        return access.teams_of(db.session, user=current_user)
+    def team_choice() -> access.TeamChoice:
+        """The teams the logged-in user may put a new batch or template in (forms ask when ``offered``)."""
+        return access.team_choice(db.session, user=current_user)
 
     @app.template_global()
     def may_edit_template(template) -> bool:
