@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from tests.support.accounts import STAFF
-from tests.support.looks import look_at
+from tests.support.accounts import ADMIN, STAFF
+from tests.support.looks import log_in, look_at, shoot
 
 pytestmark = pytest.mark.browser
 
@@ -74,3 +74,15 @@ def test_a_forgotten_password_is_reset_from_the_login_page_in_a_browser(app, use
     assert "This link was used already" in page.locator("[role=alert]").inner_text()
     found["reset-used"] = look_at(page, live_server, "account-reset-used")
     assert {(name, width): v for name, widths in found.items() for width, v in widths.items() if v} == {}
+
+
+def test_an_admin_names_a_user_and_the_name_shows_in_the_users_table(app, users, live_server, page):
+    """Issue 33, item 18: the display name on the admin users page."""
+    log_in(page, live_server, *ADMIN)
+    page.goto(f"{live_server}/admin/")
+    row = page.locator(f"tr[data-user='{STAFF[0]}']")
+    row.locator("input[name=display_name]").fill("Anna Schmidt")
+    row.locator("button", has_text="Save").click()
+    assert "is now called “Anna Schmidt”" in page.locator(".flash").inner_text()
+    assert page.locator(f"tr[data-user='{STAFF[0]}'] input[name=display_name]").input_value() == "Anna Schmidt"
+    shoot(page, "account-admin-users")
