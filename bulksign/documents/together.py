@@ -11,9 +11,14 @@ takes each one out again. The text layer and the page images are a solo render's
 
 Only templates whose head and ``<body>`` tag hold no placeholder are rendered together (``combined_html`` says
 why not, for the caller to render each alone and log it); the last part of each run is compared with the same
-recipient rendered alone (pages, and every word at its place), and a part that differs refuses the run. Measured:
-a ``<body>`` margin is not carried over a forced page break, so a body with the default 8 px margin starts every
-later part 4.6 pt higher than alone, and is refused; with ``margin:0`` the parts are the solo renders.
+recipient rendered alone (pages, and every word at its place), and a part that differs refuses the run.
+
+Measured on four kinds of start (default body margin with an ``<h1>`` or a ``margin:0`` paragraph first, a body
+without margin, a ``<style>``'d body margin): WebKit drops the margin above a forced page break, the body's too,
+so a later document starts on a 1/64 px line and its wrapper takes the body's top margin (``_PAGE_START``); with
+a doctype (standards mode) every kind's parts are the solo renders. Without one (quirks mode) WebKit also drops the
+default margin of a body's first element (``<h1>``, ``<p>``) but not of one after our line, so such a template is
+8 pt off in its later parts and refused (so would be a body with padding or a border: not measured).
 
 Qt embeds one subset of each font per run, holding every recipient's letters: each part's fonts are cut down to
 the glyphs its own pages show (``pdf_fonts``). Not yet wired into the render job (``rendering``): the fallback
@@ -38,6 +43,12 @@ FIRST_PAGE_URI = "https://bulksign.invalid/first-page"
 _FIRST_PAGE_LINK = (
     f'<a href="{FIRST_PAGE_URI}" style="position:absolute;left:0;top:0;width:1px;height:1px;display:block"></a>'
 )
+#: A later document's start: a new page, and on it the link and a line of 1/64 px (WebKit's smallest length),
+#: which the margins after it cannot collapse through to the break that would drop them. The body's top margin,
+#: which a solo render has above the document's first element (collapsed with that element's own margin), is
+#: then given to a wrapper of the document (``margin-top:inherit``: the body's, whatever sets it), so the first
+#: element stands where it stands alone, 1/64 px lower.
+_PAGE_START = f'<div style="position:relative;page-break-before:always;height:0.015625px">{_FIRST_PAGE_LINK}</div>'
 _BODY_TAG = re.compile(r"<body\b[^>]*>", re.I)
 _BODY_END = re.compile(r"</body\s*>", re.I)
 _JINJA = re.compile(r"{{|{%|{#")
@@ -76,8 +87,10 @@ def combined_html(template: str, documents: Sequence[str]) -> str | NotTogether:
             if body[end[-1].end() :].strip().lower() not in ("", "</html>"):
                 return NotTogether("the template has content after </body>")
             body = body[: end[-1].start()]
-        brk = "page-break-before:always;" if number else ""
-        blocks.append(f'<div style="position:relative;{brk}">{_FIRST_PAGE_LINK}{body}</div>')
+        if number:
+            blocks.append(f'{_PAGE_START}<div style="margin-top:inherit;margin-bottom:0">{body}</div>')
+        else:
+            blocks.append(f'<div style="position:relative">{_FIRST_PAGE_LINK}{body}</div>')
     return head + "".join(blocks) + "</body></html>"
 
 
