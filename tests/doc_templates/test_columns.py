@@ -191,8 +191,8 @@ def test_staff_see_the_empty_name_with_its_row_and_column_and_no_error_for_the_c
 @pytest.mark.parametrize(
     ("locale", "words"),
     [
-        ("en", ("Columns every row must fill", "Optional columns", "in the mail")),
-        ("ru", ("Столбцы, обязательные в каждой строке", "Необязательные столбцы", "в письме")),
+        ("en", ("Columns every row must fill", "Optional columns", "in the mail", "Please sign: {{ document_name }}")),
+        ("ru", ("Столбцы, обязательные в каждой строке", "Необязательные столбцы", "в письме", "Пожалуйста, подпишите")),
     ],
 )
 def test_the_template_page_says_which_columns_are_required_and_which_optional(client, auth, users, locale, words):
@@ -320,3 +320,37 @@ def test_a_pdf_templates_page_lists_signature_and_shows_where_its_box_is(client,
     other = client.get(f"/templates/{plain.template.id}").get_data(as_text=True)
     assert "signature" not in re.search(r'id="all-variables">([^<]*)<', other).group(1)
     assert "No field or box is named “signature”" in other
+
+
+@pytest.mark.parametrize(
+    ("text", "message", "hint"),
+    [
+        ("Dear {{ name }} {% include 'other.docx' %}", "{% include %} cannot be used", "{% macro %}"),
+        ("Pay {{ 1/0 }}", "division by zero", "divides by zero"),
+    ],
+)
+def test_a_word_template_no_row_can_fill_in_is_refused_with_a_hint(app, users, text, message, hint):
+    from bulksign.doc_templates.errors import TemplateError
+
+    with pytest.raises(TemplateError) as refused:
+        create_template(
+            db.session, name="W", html="", kind="docx", file=docx_files.simple(text), user=users["staff"], now=NOW
+        )
+    assert message in str(refused.value.message) and hint in str(refused.value.hint)
+
+
+@pytest.mark.parametrize(
+    ("locale", "words"),
+    [
+        ("en", ("Word: a .docx with {{ column }}", "PDF: a fillable form", "in a PDF, name a form field")),
+        ("ru", ("Word: файл .docx", "PDF: заполняемая форма", "в PDF назовите поле формы")),
+    ],
+)
+def test_the_template_form_helps_with_html_word_and_pdf(client, auth, users, locale, words):
+    users["staff"].locale = locale
+    db.session.commit()
+    auth.login()
+    _fresh_request_state()
+    form = client.get("/templates/new").get_data(as_text=True)
+    assert all(w in form for w in words), form
+    assert "{% if %}" in form and "|default(" in form.replace("&#39;", "'")

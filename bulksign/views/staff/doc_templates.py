@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, request, url_for
+from flask_babel import get_locale
 from flask_babel import gettext as _
 from flask_login import current_user
 
@@ -21,6 +22,7 @@ from bulksign.doc_templates.mail_texts import (
     DEFAULT_REMINDER_BODY,
     DEFAULT_REMINDER_SUBJECT,
     MAIL_FIELDS,
+    mail_text,
 )
 from bulksign.doc_templates.variables import BUILTIN_VARIABLES, sample_row
 from bulksign.documents import pdf_pages
@@ -194,6 +196,8 @@ def detail(template_id: int):
         columns=needed_columns(version),
         signature=signature,
         all_variables=sorted({*version.variables, *([SIGNATURE_VARIABLE] if signature else [])}),
+        # A kept default subject reads as its recipients (and these staff) get it: in the page's language.
+        subjects={f: mail_text(getattr(version, f), language=str(get_locale())) for f in MAIL_FIELDS},
     )
 
 
