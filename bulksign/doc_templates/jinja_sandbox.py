@@ -309,11 +309,25 @@ def _template_line(exc: BaseException) -> int | None:
     return line
 
 
+#: Python's words for a calculation mixing text and numbers (``'5000' / 12``, ``'a' + 1``, ``'a' > 1``).
+_TEXT_AS_NUMBER = re.compile(r"unsupported operand|can only concatenate|not supported between|must be str, not")
+
+
+def _failure_message(exc: BaseException) -> N_:
+    """What failed, in plain words for the two usual cases (Python's own in the staff member's language would not
+    be), else Python's message as it is."""
+    if isinstance(exc, ZeroDivisionError):
+        return N_("The template could not be filled in: it divides by zero.")
+    if isinstance(exc, TypeError) and _TEXT_AS_NUMBER.search(str(exc)):
+        return N_("The template could not be filled in: it calculates with text as if it were a number.")
+    return N_("The template could not be filled in: %(error)s", error=str(exc))
+
+
 def _failure_hint(exc: BaseException) -> N_:
     """How to mend an expression that failed on the row's values."""
     if isinstance(exc, ZeroDivisionError):
         return N_("The calculation on this line divides by zero: check what it divides by.")
-    if isinstance(exc, TypeError):
+    if isinstance(exc, TypeError) and _TEXT_AS_NUMBER.search(str(exc)):
         return N_(
             "Every value from the file is text: make it a number before calculating, as in {{ salary|int * 12 }} or "
             "{{ amount|float / 2 }}."
@@ -397,7 +411,7 @@ def _render(env_name: str, source: str, context: dict) -> str:
             raise
         line = _template_line(exc)
         raise TemplateError(
-            N_("The template could not be filled in: %(error)s", error=str(exc)),
+            _failure_message(exc),
             line,
             hint=_failure_hint(exc),
             excerpt=excerpt(source, line=line),
