@@ -10,6 +10,9 @@ import pytest
 from flask_mail import Message
 from sqlalchemy import select, update
 
+from bulksign.batches.notices import queued_completion_notices
+from bulksign.batches.progress import refresh_batch_statuses
+from bulksign.batches.states import transition
 from bulksign.core.extensions import db
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.versions import create_template
@@ -18,7 +21,7 @@ from bulksign.models import Batch, OutgoingMail, Team, TemplateVersion, utcnow
 from bulksign.people.teams import TeamError, create_team
 from bulksign.people.users import create_api_key
 from bulksign.signing.recipient_actions import decline
-from bulksign.work.pipeline import enqueue_renders
+from bulksign.work.pipeline import enqueue_renders, enqueue_sends
 from tests.support.batches import make_batch, request_ids, requests_of
 from tests.support.clock import NOW
 from tests.support.web import csrf_from
@@ -150,11 +153,17 @@ def test_a_stored_batch_name_with_line_breaks_makes_no_header_of_its_own_in_the_
     db.session.commit()
     enqueue_renders(request_ids(batch_id))
     run_jobs("pdf", "mail")
+    # The one request is cancelled: nobody can sign any more, and the batch's owner is told it closed.
+    transition(db.session, request_ids(batch_id), frm="sent", to="cancelled", now=NOW)
+    refresh_batch_statuses(db.session, now=NOW, batch_ids=[batch_id])
+    db.session.commit()
+    enqueue_sends(queued_completion_notices(db.session, batch_ids=[batch_id]))
+    run_jobs("mail")
 
     (notice,) = smtp.of_kind("completion-notice")
     assert notice.rcpt_tos == ["hr@example.com"]
     assert notice.message.get_all("Reply-To") is None and notice.message.get_all("X-Injected") is None
-    assert notice.subject == 'Batch "Q3 Reply-To: attacker@example.com X-Injected: yes" is done'
+    assert notice.subject == 'Batch "Q3 Reply-To: attacker@example.com X-Injected: yes" is closed: 0 of 1 signed'
     assert "Reply-To" not in fields_of(notice.message.as_bytes())
 
 
