@@ -83,6 +83,8 @@ def load_config(overrides: dict | None = None) -> dict:
         "WEB_TIMEOUT_SECONDS": _int("WEB_TIMEOUT_SECONDS", 30),
         # Work per job: per-job costs are paid once per chunk; a killed worker redoes at most one chunk.
         "RENDER_CHUNK_SIZE": _int("RENDER_CHUNK_SIZE", 10),
+        # A render job's HTML documents from one wkhtmltopdf run, split per recipient (documents/together.py).
+        "RENDER_TOGETHER": _bool(env.get("RENDER_TOGETHER", "false")),
         "SEND_CHUNK_SIZE": _int("SEND_CHUNK_SIZE", 20),
         # Chunk jobs a batch keeps waiting per step: the queues serve waiting batches in turn (work/pipeline.py).
         "CHUNKS_QUEUED_PER_BATCH": _int("CHUNKS_QUEUED_PER_BATCH", 2),

@@ -32,7 +32,8 @@ from bulksign.core.extensions import db, get_redis
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
 from bulksign.doc_templates.errors import TemplateError
-from bulksign.doc_templates.kinds import prepare_document, signature_box
+from bulksign.doc_templates.kinds import HTML, prepare_document, signature_box
+from bulksign.documents import together
 from bulksign.documents.pdf import RenderError
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE, SignatureBox, UnreadablePdf, html_mark
 from bulksign.documents.storage import StorageError, backend_of, get_storage
@@ -142,9 +143,11 @@ def render_chunk(request_ids: list[int], *, app: Flask) -> str:
             )
         return None
 
+    requests = load_requests(session, claimed)
+    ready = _rendered_together(requests, app=app) if app.config["RENDER_TOGETHER"] else {}
     with ThreadPoolExecutor(1, thread_name_prefix="wkhtmltopdf") as renderer:
         previous: InFlight | None = None
-        for request in load_requests(session, claimed):
+        for request in requests:
             if stopping.is_requested():
                 untried.append(request.id)
                 continue
@@ -157,7 +160,7 @@ def render_chunk(request_ids: list[int], *, app: Flask) -> str:
                     )
                 )
                 continue
-            current = attempt(request, partial(_start, request, renderer, app=app))
+            current = attempt(request, partial(_start, request, renderer, app=app, ready=ready.get(request.id)))
             if previous is not None:
                 rendered.append(attempt(previous.request, partial(_store, previous)))
             previous = current
@@ -183,8 +186,32 @@ class InFlight:
     result: Future
 
 
-def _start(request: SigningRequest, renderer: ThreadPoolExecutor, *, app: Flask) -> InFlight:
-    """Fill in the request's document and queue it for the renderer (it starts when the one before is done)."""
+def _rendered_together(requests: list[SigningRequest], *, app: Flask) -> dict[int, tuple[bytes, float]]:
+    """The chunk's HTML documents from one wkhtmltopdf run (``documents.together``), with each one's share of its
+    time; {} when they are rendered one by one (another kind, or what ``render_chunk_together`` refuses)."""
+    versions = {request.batch.template_version for request in requests}
+    if len(versions) != 1 or (version := versions.pop()).kind != HTML:
+        return {}
+    started = time.perf_counter()
+    pdfs = together.render_chunk_together(
+        version_id=version.id,
+        template=version.html,
+        rows={request.id: document_context(request) for request in requests},
+        timeout=app.config["PDF_TIMEOUT_SECONDS"],
+    )
+    share = (time.perf_counter() - started) / max(len(pdfs), 1)
+    return {request_id: (pdf, share) for request_id, pdf in pdfs.items()}
+
+
+def _start(
+    request: SigningRequest, renderer: ThreadPoolExecutor, *, app: Flask, ready: tuple[bytes, float] | None = None
+) -> InFlight:
+    """Fill in the request's document and queue it for the renderer (it starts when the one before is done);
+    ``ready``: its PDF already rendered together with the chunk's."""
+    if ready is not None:
+        done: Future = Future()
+        done.set_result(ready)
+        return InFlight(request, done)
     convert = prepare_document(
         request.batch.template_version, document_context(request), timeout=app.config["PDF_TIMEOUT_SECONDS"]
     )

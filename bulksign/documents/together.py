@@ -21,12 +21,14 @@ default margin of a body's first element (``<h1>``, ``<p>``) but not of one afte
 8 pt off in its later parts and refused (so would be a body with padding or a border: not measured).
 
 Qt embeds one subset of each font per run, holding every recipient's letters: each part's fonts are cut down to
-the glyphs its own pages show (``pdf_fonts``). Not yet wired into the render job (``rendering``): the fallback
-to one run each, a bad row's retry alone, the chunk size by measurement and the bench are issue 32's next steps.
+the glyphs its own pages show (``pdf_fonts``). The render job renders a chunk this way when
+``RENDER_TOGETHER`` is on (off by default: the chunk size by measurement and the bench at 10,000 are to come).
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,8 +37,13 @@ from io import BytesIO
 from pypdf import PdfReader, PdfWriter
 from pypdf.generic import ArrayObject, NameObject
 
+from bulksign.core.logs import log
+from bulksign.doc_templates.errors import TemplateError
+from bulksign.doc_templates.jinja_sandbox import render_html
 from bulksign.documents import pdf_fonts, poppler
 from bulksign.documents.pdf import MAX_PAGES, RenderError, render_pdf, too_long
+
+logger = logging.getLogger(__name__)
 
 #: Where each block's empty link points: a name of ours (``.invalid`` resolves nowhere), taken out by the split.
 FIRST_PAGE_URI = "https://bulksign.invalid/first-page"
@@ -61,6 +68,8 @@ class NotTogether:
     """A template, or a run, that cannot be rendered together; ``reason`` is for the log."""
 
     reason: str
+    #: Whether it is the template's doing (every run of its version would be refused) or this run's rows'.
+    lasting: bool = True
 
 
 class SplitError(RuntimeError):
@@ -168,12 +177,43 @@ def render_together(
         return NotTogether(f"the run did not split: {exc}")
     except RenderError as exc:
         if exc.message == too_long(run_limit):  # one of them at least is too long: alone, each finds out which
-            return NotTogether("a document runs past the page limit")
+            return NotTogether("a document runs past the page limit", lasting=False)
         raise
     if any(len(PdfReader(BytesIO(part)).pages) > max_pages for part in parts):
-        return NotTogether("a document runs past the page limit")
+        return NotTogether("a document runs past the page limit", lasting=False)
     # The last part, after the most page breaks: the first starts the run as a solo render starts, and matches
     # where a later one does not (a <body> margin is not carried over a forced break: 6 px off with the default).
     if not same_pages(parts[-1], render_pdf(documents[-1], timeout=timeout, max_pages=max_pages)):
         return NotTogether("a document rendered together differs from the same one rendered alone")
     return parts
+
+
+#: Templates (by their text's digest: the verdict is the text's) this process found cannot be rendered together.
+_ALONE: dict[bytes, str] = {}
+
+
+def render_chunk_together(*, version_id: int, template: str, rows: dict[int, dict], timeout: float) -> dict[int, bytes]:
+    """The PDFs of a chunk's requests (request id → its row's values) from one run, or {} when they are to be
+    rendered one by one: a template that cannot be (found once, logged once), a row that cannot be filled in (it
+    fails on its own with its message), or a run that failed or ran too long (each alone pins it to its row)."""
+    digest = hashlib.sha256(template.encode("utf-8")).digest()
+    if digest in _ALONE:
+        return {}
+    filled = {}
+    for request_id, row in rows.items():
+        try:
+            filled[request_id] = render_html(template, row)
+        except TemplateError:
+            pass
+    if len(filled) < 2:
+        return {}
+    try:
+        parts = render_together(template, list(filled.values()), timeout=timeout)
+    except RenderError as exc:
+        parts = NotTogether(f"the run failed: {exc.message}", lasting=False)
+    if isinstance(parts, NotTogether):
+        if parts.lasting:
+            _ALONE[digest] = parts.reason
+        log(logger, logging.INFO, "rendered one by one", template_version_id=version_id, reason=parts.reason)
+        return {}
+    return dict(zip(filled, parts))

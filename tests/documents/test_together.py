@@ -5,19 +5,28 @@ Each part: its recipient's pages, words at their places, page images, metadata, 
 from __future__ import annotations
 
 import io
+import logging
 import subprocess
 
 import pytest
 from fontTools.ttLib import TTFont
 from PIL import Image, ImageChops
 from pypdf import PdfReader
+from sqlalchemy import select
 
+from bulksign.core.extensions import db
 from bulksign.doc_templates.jinja_sandbox import render_html
 from bulksign.documents import together
 from bulksign.documents.pdf import render_pdf
 from bulksign.documents.pdf_fonts import unicode_map
 from bulksign.documents.poppler import page_png
-from tests.support.batches import TWO_PAGES
+from bulksign.documents.rendering import document_context, render_chunk
+from bulksign.documents.signature_box import SignatureBox, find_signature_box
+from bulksign.documents.storage import get_storage
+from bulksign.models import Document, SigningRequest
+from bulksign.models.status import Status
+from tests.support.batches import TWO_PAGES, make_batch, request_ids, requests_of
+from tests.support.clock import NOW
 
 #: A contract in standards mode (a doctype), its body's margin the default; {{ clauses }} lines of text each.
 CONTRACT = (
@@ -135,10 +144,75 @@ def test_templates_that_cannot_be_put_together_say_why(template, reason):
 def test_a_recipient_past_the_page_limit_sends_the_run_back_to_one_run_each():
     documents = _filled(CONTRACT, [("Анна Иванова", 1), ("Пётр Сидоров", 300)])
     assert together.render_together(CONTRACT, documents, timeout=60, max_pages=3) == together.NotTogether(
-        "a document runs past the page limit"
+        "a document runs past the page limit", lasting=False
     )
 
 
 def test_a_pdf_without_the_first_page_links_does_not_split():
     with pytest.raises(together.SplitError, match="0 first pages found for 2 documents"):
         together.split(render_pdf(_filled(CONTRACT)[0]), 2)
+
+
+#: A chunk's template: standards mode, the recipient's name, a signature box; the third row (salary 1002) runs
+#: 300 pages.
+CHUNK = (
+    "<!doctype html><meta charset='utf-8'><body style=\"font-family:'DejaVu Serif'\"><h1>Договор</h1>"
+    "<p>Работник: {{ name }}, оклад {{ salary }}.</p><p>Подпись: {{ signature }}</p>"
+    "{% if salary == '1002' %}{% for i in range(300) %}<p style='page-break-after:always'>{{ i }}</p>{% endfor %}"
+    "{% endif %}</body>"
+)
+NAMES = [("anna@example.com", "Анна Иванова"), ("petr@example.com", "Пётр Сидоров"), ("zh@example.com", "Жанна Юрьева")]
+
+
+@pytest.fixture
+def runs(monkeypatch):
+    """The wkhtmltopdf runs of ``together``, by how many documents each held (0: a solo render to check against)."""
+    made = []
+    real = together.render_pdf
+
+    def counting(html, **kwargs):
+        made.append(html.count(together.FIRST_PAGE_URI))
+        return real(html, **kwargs)
+
+    monkeypatch.setattr(together, "render_pdf", counting)
+    return made
+
+
+def _originals(batch_id: int) -> dict[int, tuple[SigningRequest, Document | None]]:
+    found = {}
+    for request in requests_of(batch_id):
+        found[request.id] = request, db.session.scalar(select(Document).where(Document.request_id == request.id))
+    return found
+
+
+def test_a_render_job_renders_its_chunk_in_one_run_and_keeps_each_recipients_own(app, users, runs):
+    app.config["RENDER_TOGETHER"] = True
+    template = CHUNK.replace("{% if salary == '1002' %}", "{% if false %}")
+    batch = make_batch(user=users["staff"], now=NOW, recipients=NAMES, html=template)
+    assert "generated 3" in render_chunk(request_ids(batch), app=app)
+    assert runs == [3, 0], "one run of the chunk, one solo render to check it against"
+    for request, original in _originals(batch).values():
+        part = get_storage().get(original.storage_key)
+        alone = render_pdf(render_html(template, document_context(request)))
+        assert together.same_pages(part, alone) and _font_letters(part) == _font_letters(alone)
+        assert [name for _, name in NAMES if name in _text(part)] == [request.name]
+        box, solo_box = SignatureBox.from_json(original.signature_box), find_signature_box(alone)
+        assert box.page == solo_box.page == 0 and abs(box.y - solo_box.y) < 0.5 and abs(box.x - solo_box.x) < 0.5
+
+
+def test_a_chunk_that_cannot_run_together_is_rendered_one_by_one_and_a_long_row_fails_alone(app, users, runs, caplog):
+    app.config["RENDER_TOGETHER"] = True
+    batch = make_batch(user=users["staff"], now=NOW, recipients=NAMES, html=CHUNK)
+    with caplog.at_level(logging.INFO, logger="bulksign.documents.together"):
+        outcome = render_chunk(request_ids(batch), app=app)
+    assert "generated 2" in outcome and "failed 1" in outcome
+    states = {request.name: (request.status, request.error_message) for request, _ in _originals(batch).values()}
+    assert states["Анна Иванова"][0] == states["Пётр Сидоров"][0] == Status.GENERATED
+    assert states["Жанна Юрьева"][0] == Status.FAILED and "runs past 100 pages" in states["Жанна Юрьева"][1]
+    told = [r.getMessage() for r in caplog.records if r.name == "bulksign.documents.together"]
+    assert told == ["rendered one by one"] and runs == [3]
+    # A quirks-mode template is the template's doing: found once, then its chunks go one by one without a try.
+    for _ in range(2):
+        quirks = make_batch(user=users["staff"], now=NOW, recipients=NAMES[:2], html=TWO_PAGES)
+        assert "generated 2" in render_chunk(request_ids(quirks), app=app)
+    assert runs == [3, 2, 0], "the second chunk of the quirks template was not tried together"
