@@ -91,6 +91,10 @@ def test_the_batch_page_names_its_state_shows_the_deadline_and_the_rows_left_out
         for state, batch_id in batches.items():
             page.goto(f"{live_server}/batches/{batch_id}")
             assert page.locator("#batch-status").inner_text() == words[state]
+            # Reminders and "Cancel batch" while someone can still sign; not once the batch has ended.
+            still_open = state == "awaiting"
+            assert page.locator(".reminder-actions").count() == int(still_open)
+            assert page.locator("#cancel-batch").count() == int(still_open)
             if state == "awaiting":
                 assert words["deadline"] in page.locator("#deadline").inner_text()
                 assert words["skipped"] in page.locator("#skipped-rows").inner_text()
