@@ -358,3 +358,17 @@ def test_the_template_form_helps_with_html_word_and_pdf(client, auth, users, loc
     form = client.get("/templates/new").get_data(as_text=True)
     assert all(w in form for w in words), form
     assert "{% if %}" in form and "|default(" in form.replace("&#39;", "'")
+
+
+def test_a_column_only_the_mail_prints_is_kept_with_the_row_for_the_mail(app, users):
+    version = _template(users, html="<p>{{ position }}</p>", **{**PLAIN_MAIL, "email_body": "Team {{ team }}"})
+    report = validate_recipients(
+        b"email,position,team\na@example.com,Clerk,Sales\nb@example.com,Clerk,\n",
+        filename="people.csv",
+        variables=needed_columns(version),
+        keep_rows=True,
+    )
+    assert [r.data for r in report.recipients] == [{"position": "Clerk", "team": "Sales"}]
+    assert [(e.row, e.column, str(e.message)) for e in report.errors] == [
+        (3, "team", "The value is empty; the invitation or reminder mail prints {{ team }}.")
+    ]
