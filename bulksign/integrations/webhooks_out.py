@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
 from bulksign.models import Batch, Event, SigningRequest, WebhookDelivery, WebhookEndpoint
+from bulksign.models.status import BATCH_STATE_NAMES, BatchStatus
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +40,32 @@ EVENTS = (
     "request.bounced",
     "request.expired",
     "batch.completed",
+    "batch.all_signed",
+    "batch.closed",
 )
+#: What each event means, for the API description and the admin's choice.
+EVENT_MEANINGS = {
+    "request.sent": "The recipient's mail server accepted the invitation.",
+    "request.opened": "The recipient opened the signing page.",
+    "request.signed": "The recipient signed; the signed PDF follows within seconds.",
+    "request.declined": "The recipient declined to sign.",
+    "request.bounced": "The invitation bounced.",
+    "request.expired": "The deadline passed unsigned.",
+    "batch.completed": "Sending ended: every invitation of the batch was dispatched (or failed). Recipients may "
+    "still sign; `batch.all_signed` or `batch.closed` follows when nobody can any more.",
+    "batch.all_signed": "Every recipient of the batch signed.",
+    "batch.closed": "Nobody can sign the batch any more and some did not (expired, declined, failed, cancelled).",
+}
+#: Batch events → the column whose time says the batch got there.
+BATCH_EVENTS = {
+    "batch.completed": Batch.finished_at,
+    "batch.all_signed": Batch.settled_at,
+    "batch.closed": Batch.settled_at,
+}
+#: Batch events told only of batches in this status (the settling events share their column).
+BATCH_OUTCOMES = {"batch.all_signed": BatchStatus.ALL_SIGNED, "batch.closed": BatchStatus.CLOSED}
+#: Batches read per event and run of ``collect``.
+BATCH_PAGE = 1000
 #: ``events.type`` → webhook event.
 EVENT_TYPES = {f"status.{name.split('.')[1]}": name for name in EVENTS if name.startswith("request.")}
 SIGNATURE_HEADER = "X-Bulksign-Signature"
@@ -63,22 +89,48 @@ class RequestRef(BaseModel):
     row_number: int
 
 
+class RequestEventLinks(BaseModel):
+    """The API's URLs for the request (``Authorization: Bearer <key>`` as for any call)."""
+
+    request: str = Field(description="`GET /api/v1/requests/{id}`: status, times, documents.")
+    document: str = Field(description="The rendered original PDF.")
+    signed: str | None = Field(
+        description="On `request.signed`: the sealed signed PDF (409 with `Retry-After` for the few seconds until "
+        "it is sealed); null on the other events."
+    )
+    certificate: str | None = Field(description="On `request.signed`: its audit certificate; null otherwise.")
+
+
+def request_links(*, app_url: str, request_id: int, signed: bool) -> RequestEventLinks:
+    """The links of a ``request.*`` payload: the API's routes of one request (``views.api.requests``)."""
+    base = f"{app_url}/api/v1/requests/{request_id}"
+    return RequestEventLinks(
+        request=base,
+        document=f"{base}/document",
+        signed=f"{base}/signed" if signed else None,
+        certificate=f"{base}/certificate" if signed else None,
+    )
+
+
 class RequestEvent(BaseModel):
     """``data`` of the ``request.*`` events."""
 
     request: RequestRef
     occurred_at: datetime
+    links: RequestEventLinks
 
 
 class BatchRef(BaseModel):
     id: int
     name: str
-    status: str
+    status: str = Field(
+        description="As the API's batch says it: `sending`, `awaiting_signatures`, `all_signed`, `closed`, `cancelled`."
+    )
     total_count: int
 
 
 class BatchEvent(BaseModel):
-    """``data`` of ``batch.completed``."""
+    """``data`` of the ``batch.*`` events."""
 
     batch: BatchRef
     occurred_at: datetime
@@ -222,9 +274,16 @@ class CollectResult:
 
 
 def collect(
-    session: Session, *, after_event_id: int | None, batches_since: datetime | None, now: datetime, limit: int = 5000
+    session: Session,
+    *,
+    after_event_id: int | None,
+    batches_since: datetime | None,
+    now: datetime,
+    app_url: str,
+    limit: int = 5000,
 ) -> CollectResult:
-    """Turn events after ``after_event_id`` and batches finished since ``batches_since`` into deliveries.
+    """Turn events after ``after_event_id`` and batches finished since ``batches_since`` into deliveries
+    (``app_url``: where the payloads' links point).
 
     With no cursor yet, start from now: an endpoint hears about what happens after it exists.
     """
@@ -265,34 +324,44 @@ def collect(
                             id=request_id, batch_id=batch_id, email=email, name=name, row_number=row_number
                         ),
                         occurred_at=at,
+                        links=request_links(
+                            app_url=app_url, request_id=request_id, signed=EVENT_TYPES[etype] == "request.signed"
+                        ),
                     ).model_dump(mode="json"),
                 ).delivery_ids
             )
     # A full page may have more behind it; otherwise everything up to ``top`` has been seen.
     last_event_id = rows[-1][0] if len(rows) == limit else top
-    finished = session.scalars(
-        select(Batch)
-        .where(Batch.finished_at > batches_since, Batch.finished_at <= now)
-        .order_by(Batch.finished_at)
-        .limit(1000)
-    ).all()
-    if "batch.completed" in wanted:
-        for batch in finished:
+    next_since = now
+    for event, moment in BATCH_EVENTS.items():
+        batches = session.scalars(
+            select(Batch).where(moment > batches_since, moment <= now).order_by(moment).limit(BATCH_PAGE)
+        ).all()
+        if len(batches) == BATCH_PAGE:
+            # More may be behind this page: the next run starts after its last, for both events (re-reading a
+            # few of the other event's batches is harmless: a delivery is made once per endpoint and event).
+            next_since = min(next_since, getattr(batches[-1], moment.key))
+        for batch in batches:
+            status = BatchStatus(batch.status)
+            if event not in wanted or event in BATCH_OUTCOMES and BATCH_OUTCOMES[event] != status:
+                continue
             made += len(
                 emit(
                     session,
-                    event="batch.completed",
+                    event=event,
                     now=now,
                     team_id=batch.team_id,
                     payload=BatchEvent(
                         batch=BatchRef(
-                            id=batch.id, name=batch.name, status=batch.status, total_count=batch.total_count
+                            id=batch.id,
+                            name=batch.name,
+                            status=BATCH_STATE_NAMES[status],
+                            total_count=batch.total_count,
                         ),
-                        occurred_at=batch.finished_at,
+                        occurred_at=getattr(batch, moment.key),
                     ).model_dump(mode="json"),
                 ).delivery_ids
             )
-    next_since = finished[-1].finished_at if len(finished) == 1000 else now
     return CollectResult(last_event_id=last_event_id, batches_since=next_since, deliveries=made)
 
 

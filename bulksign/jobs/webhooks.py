@@ -28,6 +28,7 @@ def dispatch(*, now: datetime) -> int:
         after_event_id=int(raw_event) if raw_event else None,
         batches_since=datetime.fromisoformat(raw_batch.decode()) if raw_batch else None,
         now=now,
+        app_url=current_app.config["APP_URL"],
     )
     db.session.commit()
     redis.mset({EVENT_CURSOR: result.last_event_id, BATCH_CURSOR: result.batches_since.isoformat()})

@@ -16,7 +16,7 @@ from bulksign.batches.states import transition
 from bulksign.core.extensions import db
 from bulksign.integrations import webhooks_out
 from bulksign.jobs.webhooks import dispatch
-from bulksign.models import Batch, SigningRequest, WebhookDelivery
+from bulksign.models import SigningRequest, WebhookDelivery
 from tests.support.batchdata import make_batch
 from tests.support.clock import NOW
 from tests.support.web import csrf_from
@@ -150,17 +150,33 @@ def test_cloud_metadata_services_outside_link_local_are_refused_even_when_local_
         assert webhooks_out.forbidden_reason(address, allow_local=False) is None
 
 
-def test_finished_batches_emit_batch_completed(app, users, receiver, run_jobs):
-    batch = make_batch(db.session, statuses=["signed"], now=NOW)
-    webhooks_out.create_endpoint(db.session, url=receiver.url, events=["batch.completed"], user_id=None, now=NOW)
+def test_a_batch_emits_batch_completed_when_sending_ends_and_batch_all_signed_when_everyone_signed(
+    app, users, receiver, run_jobs
+):
+    """``batch.completed`` keeps its name and moment (every invitation dispatched); the end has events of its own."""
+    from bulksign.batches.progress import refresh_batch_statuses
+
+    make_batch(db.session, statuses=["signed", "sent"], now=NOW)
+    events = ["batch.completed", "batch.all_signed", "batch.closed"]
+    webhooks_out.create_endpoint(db.session, url=receiver.url, events=events, user_id=None, now=NOW)
     db.session.commit()
     dispatch(now=NOW)
-    db.session.get(Batch, batch.id).finished_at = NOW + timedelta(seconds=5)
-    db.session.get(Batch, batch.id).status = "completed"
+    assert refresh_batch_statuses(db.session, now=NOW + timedelta(seconds=5)) == 1
     db.session.commit()
     assert dispatch(now=NOW + timedelta(seconds=10)) == 1
+    request = db.session.scalars(db.select(SigningRequest).where(SigningRequest.status == "sent")).one()
+    transition(db.session, request.id, frm="sent", to="opened", now=NOW + timedelta(seconds=20))
+    transition(db.session, request.id, frm="opened", to="signed", now=NOW + timedelta(seconds=20))
+    db.session.commit()
+    assert refresh_batch_statuses(db.session, now=NOW + timedelta(seconds=25)) == 1
+    db.session.commit()
+    assert dispatch(now=NOW + timedelta(seconds=30)) == 2  # due: the first, not yet delivered, and the new one
     run_jobs("webhooks")
-    assert json.loads(receiver.received[0][1])["data"]["batch"]["status"] == "completed"
+    told = sorted((json.loads(body) for _, body in receiver.received), key=lambda t: t["id"])
+    assert [(t["event"], t["data"]["batch"]["status"]) for t in told] == [
+        ("batch.completed", "awaiting_signatures"),
+        ("batch.all_signed", "all_signed"),
+    ]
 
 
 def test_endpoint_registration_is_checked(app):

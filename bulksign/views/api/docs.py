@@ -40,10 +40,12 @@ ERROR_MEANINGS = {
     404: "No such object, or out of the key's reach.",
     409: "The object's state does not allow this now, or a call with the same `Idempotency-Key` is still running.",
     413: "The file is larger than the server's `MAX_UPLOAD_MB`.",
-    415: "The file is not a .csv or .xlsx file.",
+    415: "The body is not what the operation takes: a JSON body where it takes multipart/form-data (a file "
+    "upload), or a file that is not a .csv or .xlsx file.",
     422: "Well-formed but refused: the content cannot be processed, a page cursor is not valid, or the "
     "`Idempotency-Key` was used for a different request (`idempotency_key_reused`).",
     429: "Over the key's rate limit (`API_RATE_LIMIT`); wait `Retry-After` seconds.",
+    503: "A stored file cannot be read right now (the storage is unreachable); try again later.",
 }
 _ARGUMENT = re.compile(r"<(?:(\w+)(?:\([^)]*\))?:)?(\w+)>")
 #: Path arguments of 64-bit ids; the others are of 32-bit ones (``reach.MAX_IDS``).
@@ -196,7 +198,8 @@ def _webhooks(schemas: dict) -> dict:
                 "summary": f"`{event}`",
                 "tags": ["Webhooks"],
                 "security": [],
-                "description": f"POSTed to each endpoint subscribed to `{event}` (set up at /admin/webhooks). Answer "
+                "description": f"{webhooks_out.EVENT_MEANINGS[event]} "
+                f"POSTed to each endpoint subscribed to `{event}` (set up at /admin/webhooks). Answer "
                 f"2xx within {webhooks_out.TIMEOUT_SECONDS} s; anything else is retried with backoff, "
                 f"up to {webhooks_out.MAX_ATTEMPTS} tries. Check the signature before trusting the body.",
                 "parameters": [
