@@ -42,8 +42,8 @@ class TemplateOut(BaseModel):
     team_id: int | None
     kind: str | None = Field(description="`html`, `docx` or `pdf`: what the newest version was made from.")
     variables: list[str] = Field(
-        description="The `{{ placeholders }}` (or PDF fields) of the newest version: the "
-        "columns a recipients file needs (besides `email`)."
+        description="The `{{ placeholders }}` (or PDF fields) of the newest version; `required` and `optional` "
+        "say which columns a recipients file must fill (besides `email`)."
     )
     required: list[str] = Field(
         description="Columns every row must fill: printed whatever the row holds by the document or the mail."
