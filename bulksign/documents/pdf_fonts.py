@@ -12,16 +12,17 @@ optional, and it would list them all).
 from __future__ import annotations
 
 import logging
+import re
 from io import BytesIO
 
 from fontTools import subset
 from fontTools.ttLib import TTFont
 from pypdf import PdfWriter
-from pypdf.generic import ArrayObject, ContentStream, NameObject, NumberObject
+from pypdf.generic import ArrayObject, NameObject, NumberObject
 
-_SHOWS_TEXT = {b"Tj", b"'", b'"', b"TJ"}
-# Qt writes 0 as the fonts' creation date, which fontTools warns of on every font it reads.
+# What fontTools warns of in every font Qt writes (a creation date of 0, an italic font's flags), on every part.
 logging.getLogger("fontTools.ttLib.tables._h_e_a_d").setLevel(logging.ERROR)
+logging.getLogger("fontTools.ttLib.tables.O_S_2f_2").setLevel(logging.ERROR)
 
 
 class FontError(RuntimeError):
@@ -29,32 +30,53 @@ class FontError(RuntimeError):
 
 
 def keep_own_glyphs(writer: PdfWriter) -> None:
-    """Cut every font of ``writer``'s pages down to the glyphs those pages show; FontError for a font of another
-    make than Qt's (then nothing is promised about it)."""
+    """Cut every font of ``writer``'s pages down to the glyphs those pages show; FontError for a font, or a page,
+    of another make than Qt's (then nothing is promised about it)."""
     used: dict[int, tuple[object, set[int]]] = {}  # font object's id → (font, codes shown)
     for page in writer.pages:
         resources = page.get("/Resources", {})
         if any(x.get_object().get("/Subtype") == "/Form" for x in resources.get("/XObject", {}).values()):
             raise FontError("a page draws a form XObject, whose text is not read here")
-        fonts = {name: font.get_object() for name, font in resources.get("/Font", {}).items()}
+        fonts = {str(name)[1:]: font.get_object() for name, font in resources.get("/Font", {}).items()}
         for font in fonts.values():  # a font the page lists but shows nothing in keeps nothing
             used.setdefault(id(font), (font, set()))
-        current = None
-        for operands, operator in ContentStream(page.get_contents(), writer).operations:
-            if operator == b"Tf":
-                if operands[0] not in fonts:
-                    raise FontError(f"a page uses the font {operands[0]} that its resources do not list")
-                current = fonts[operands[0]]
-            elif operator in _SHOWS_TEXT and current is not None:
-                strings = operands[0] if operator == b"TJ" else operands[-1:]
-                codes = used[id(current)][1]
-                for string in strings:
-                    if isinstance(string, (int, float)):
-                        continue
-                    raw = string.original_bytes
-                    codes.update(int.from_bytes(raw[i : i + 2], "big") for i in range(0, len(raw) - 1, 2))
+        for name, codes in _shown(page.get_contents().get_data()).items():
+            if name not in fonts:
+                raise FontError(f"a page uses the font {name} that its resources do not list")
+            used[id(fonts[name])][1].update(codes)
     for font, codes in used.values():
         _cut(font, codes | {0})
+
+
+#: Qt's text objects: ``BT``, a ``Tf``, positions (``Tm``, ``Td``) and one ``<hex> Tj`` per glyph, ``ET``. Read with
+#: expressions instead of pypdf's content parser, which took ~150 ms a part; a literal string, ``TJ`` or a quote in
+#: a text object is not Qt's and refuses the run. An inline image could hold any bytes: refused too.
+_TEXT_OBJECT = re.compile(rb"(?<![^\s])BT\s(.*?)\sET(?![^\s])", re.S)
+_SHOWN = re.compile(rb"/([^\s/<>\[\]()]+)\s+[-+\d.]+\s+Tf|<([0-9A-Fa-f]*)>\s*Tj")
+_NOT_QT = re.compile(rb"\(|(?<![^\s>\]])(?:TJ|'|\")(?![^\s])")
+_INLINE_IMAGE = re.compile(rb"(?<![^\s])BI\s")
+
+
+def _shown(content: bytes) -> dict[str, set[int]]:
+    """Font resource name → the 2-byte codes a page's content stream shows in it."""
+    if _INLINE_IMAGE.search(content):
+        raise FontError("a page holds an inline image")
+    shown: dict[str, set[int]] = {}
+    for text in _TEXT_OBJECT.finditer(content):
+        body, current = text.group(1), None
+        if _NOT_QT.search(body):
+            raise FontError("a text object shows text as Qt does not write it")
+        for name, glyphs in _SHOWN.findall(body):
+            if name:
+                current = name.decode("latin-1")
+                continue
+            if current is None or len(glyphs) % 4:
+                raise FontError("a glyph shown before its font, or not of 2 bytes")
+            raw = bytes.fromhex(glyphs.decode("ascii"))
+            shown.setdefault(current, set()).update(
+                int.from_bytes(raw[i : i + 2], "big") for i in range(0, len(raw), 2)
+            )
+    return shown
 
 
 def _cut(font, codes: set[int]) -> None:
