@@ -5,6 +5,7 @@ file kind's upload (``kinds``), and the boxes placed on a PDF template (``place_
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -270,10 +271,16 @@ def signature_place(version: TemplateVersion) -> SignaturePlace | None:
     (its signature goes on a page added at the end)."""
     if version.kind != "pdf":
         return None
-    form = pdf_forms.read_form(template_kinds.source(version.source_key))
+    form = _form_of(version.source_key)
     boxes = (*form.fields, *pdf_forms.placed_boxes(version))
     box = next((b for b in boxes if b.name == SIGNATURE_VARIABLE), None)
     return SignaturePlace(page=box.page, page_box=form.pages[box.page], box=box) if box else None
+
+
+@functools.lru_cache(maxsize=32)
+def _form_of(source_key: str) -> pdf_forms.PdfForm:
+    # Keys name immutable content: the template page reads a PDF's pages and fields once per process, not per view.
+    return pdf_forms.read_form(template_kinds.source(source_key))
 
 
 def _html_variables(html: str) -> list[str]:
