@@ -177,6 +177,8 @@ def test_rows_left_out_at_creation_are_counted_on_the_page_and_in_the_api_and_do
     db.session.commit()
     auth.login()
     batch_id = _create_from_file(client, auth, template.id, FILE)
+    told = client.get(f"/batches/{batch_id}").get_data(as_text=True)
+    assert "2 rows with errors were left out: the batch page keeps them, with the reasons, to download." in told
     batch = db.session.get(Batch, batch_id)
     assert (batch.total_count, batch.skipped_count) == (3, 2)
     page = client.get(f"/batches/{batch_id}").get_data(as_text=True)

@@ -178,6 +178,15 @@ def create():
                 ),
                 "warning",
             )
+        if result.batch.skipped_count:
+            flash(
+                ngettext(
+                    "%(num)s row with errors was left out: the batch page keeps it, with the reason, to download.",
+                    "%(num)s rows with errors were left out: the batch page keeps them, with the reasons, to download.",
+                    result.batch.skipped_count,
+                ),
+                "warning",
+            )
     return redirect(url_for("batches.detail", batch_id=result.batch.id), 303)
 
 
