@@ -58,6 +58,11 @@ def upgrade():
 
 
 def downgrade():
+    # As the old code closed them: partially_failed when any request failed or bounced, else completed.
+    failed = (
+        "EXISTS (SELECT 1 FROM signing_requests r WHERE r.batch_id = batches.id AND r.status IN ('failed', 'bounced'))"
+    )
+    op.execute(f"UPDATE batches SET status = 'partially_failed' WHERE status = 'closed' AND {failed}")
     op.execute("UPDATE batches SET status = 'completed' WHERE status IN ('awaiting_signatures', 'all_signed', 'closed')")
     op.drop_table('batch_skipped_rows')
     # Plain DROP COLUMN (SQLite 3.35+ has it): a batch-mode copy of ``batches`` would drop the old table and so

@@ -104,3 +104,44 @@ def test_the_teams_migration_puts_existing_users_and_data_in_a_default_team(empt
         assert set(db.session.scalars(select(DocumentTemplate.team_id))) == {team.id}
         db.session.remove()
         db.engine.dispose()
+
+
+def test_the_outcomes_migration_settles_dispatched_batches_by_what_their_requests_say(
+    empty_database_url, redis_server, tmp_path
+):
+    """``completed`` meant "every invitation dispatched": the migration tells the batches still awaiting signatures
+    from those everyone signed and those nobody can sign any more (issue 33, item 7)."""
+    from bulksign.models import Batch
+    from tests.support.batchdata import make_batch
+    from tests.support.clock import NOW
+
+    app = _bare_app(empty_database_url, redis_server, tmp_path)
+    with app.app_context():
+        upgrade()
+        made = {
+            "all_signed": (["signed", "signed"], "completed"),
+            "closed": (["signed", "expired"], "completed"),
+            "awaiting_signatures": (["sent", "signed"], "completed"),
+            "partially_failed": (["sent", "bounced"], "partially_failed"),
+            "closed, failed": (["failed"], "partially_failed"),
+            "processing": (["pending"], "processing"),
+        }
+        ids = {name: make_batch(db.session, statuses=s, now=NOW, name=name).id for name, (s, _) in made.items()}
+        db.session.remove()
+        downgrade(revision="b2d4f6a8c0e1")
+        for name, (_, old) in made.items():
+            db.session.execute(
+                text("UPDATE batches SET status = :s, finished_at = :t WHERE id = :i"),
+                {"s": old, "t": NOW, "i": ids[name]},
+            )
+        db.session.commit()
+        upgrade()
+        settled = {name: db.session.get(Batch, batch_id) for name, batch_id in ids.items()}
+        assert {name: b.status for name, b in settled.items()} == {name: name.split(",")[0] for name in made}
+        assert [name for name, b in settled.items() if b.settled_at] == ["all_signed", "closed", "closed, failed"]
+        db.session.remove()
+        downgrade(revision="b2d4f6a8c0e1")
+        assert db.session.scalar(text("SELECT count(*) FROM batches WHERE status = 'completed'")) == 3
+        db.session.remove()
+        downgrade(revision="base")
+        db.engine.dispose()
