@@ -123,7 +123,7 @@ def render_chunk(request_ids: list[int], *, app: Flask) -> str:
         try:
             return step()
         except TemplateError as exc:
-            failed.append(Problem(request, f"The template could not be filled in: {exc}"))
+            failed.append(Problem(request, _not_filled_in(exc)))
         except RenderError as exc:
             if exc.transient:  # the renderer missing, crashed or out of time: not the document's fault
                 faults.add(Fault(("renderer-unavailable", request.batch.template_version.kind), exc))
@@ -170,6 +170,17 @@ def render_chunk(request_ids: list[int], *, app: Flask) -> str:
     return _settle(
         rendered=[r for r in rendered if r is not None], failed=failed, retry=retry, untried=untried, app=app
     )
+
+
+#: What a failed request's error says first when its template failed on the row.
+NOT_FILLED_IN = "The template could not be filled in:"
+
+
+def _not_filled_in(exc: TemplateError) -> str:
+    """The template's error as the request keeps it, saying "could not be filled in" once: the sandbox's own
+    messages for an expression that failed already start with it."""
+    text = str(exc)
+    return text if NOT_FILLED_IN in text else f"{NOT_FILLED_IN} {text}"
 
 
 def _gave_up(message: str, request: SigningRequest, limit: int, *, transient: bool) -> str:
