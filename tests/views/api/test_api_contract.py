@@ -28,8 +28,11 @@ from sqlalchemy import func, select, update
 
 from bulksign.core.extensions import db
 from bulksign.doc_templates.versions import create_template
+from bulksign.documents.storage import get_storage
 from bulksign.integrations import idempotency
-from bulksign.models import ApiKey, IdempotencyKey, SigningRequest, Team, utcnow
+from bulksign.jobs.exports import signed_zip
+from bulksign.jobs.seal import seal
+from bulksign.models import ApiKey, Document, Export, IdempotencyKey, SigningRequest, Team, utcnow
 from bulksign.people.teams import add_member
 from bulksign.people.users import create_api_key, create_user
 from bulksign.recipients.suppressions import suppress
@@ -38,6 +41,7 @@ from tests.support.batches import make_batch
 from tests.support.clock import NOW
 from tests.support.looks import ARTIFACTS, WIDTHS
 from tests.support.pdf_files import plain_pdf
+from tests.support.sealed import signed_request
 
 CSV = b"email,name,salary\nanna@example.com,Anna,1000\njohn@example.com,John,2000\n"
 ST = str(Path(sys.executable).with_name("st"))
@@ -163,7 +167,16 @@ def world(app, users):
     batch_id = make_batch(now=NOW, user=admin, recipients=3)
     suppress(db.session, email="gone@example.com", source="bounce", reason="550 5.1.1 no such user", now=NOW)
     db.session.commit()
-    return {"headers": _key(admin), "template_id": template.id, "batch_id": batch_id, "admin": admin}
+    # A request signed through the real steps and sealed: the fuzzer downloads its documents too.
+    signed_id = signed_request(owner=admin, image=False).id
+    assert seal(signed_id).status == "sealed"
+    return {
+        "headers": _key(admin),
+        "template_id": template.id,
+        "batch_id": batch_id,
+        "admin": admin,
+        "signed_id": signed_id,
+    }
 
 
 def _operation_of(spec: dict, method: str, url: str) -> str | None:
@@ -284,6 +297,14 @@ def _tour(app, world, spec) -> set[tuple[str, str]]:
         headers=admin,
         json={"email": "new@example.com"},
     )
+    call(
+        "POST /requests/{request_id}/email",
+        "POST",
+        f"/requests/{request_id}/email",
+        422,
+        headers=admin,
+        json={"email": "no-at-sign"},
+    )
     call("GET /suppressions", "GET", "/suppressions", 404, headers=viewer)  # admins' keys only
     call(
         "POST /batches/validate",
@@ -325,6 +346,7 @@ def _tour(app, world, spec) -> set[tuple[str, str]]:
     call(read, "GET", f"/templates/{plain}/boxes", 200, headers=viewer)
     call(read, "GET", f"/templates/{world['template_id']}/boxes", 409, headers=admin)
     call(read, "GET", "/templates/999999/boxes", 404, headers=admin)
+    _tour_documents(call, world, admin=admin, viewer=viewer, unrendered=request_id)
     suppress(db.session, email="tour@example.com", source="bounce", reason="550 5.1.1", now=NOW)  # the fuzzer may
     db.session.commit()  # have lifted the other
     call("DELETE /suppressions/{email}", "DELETE", "/suppressions/tour@example.com", 200, headers=admin)
@@ -352,10 +374,48 @@ def _tour(app, world, spec) -> set[tuple[str, str]]:
         ("POST /batches/{batch_id}/retry-failed", f"/batches/{batch}/retry-failed", {}),
         ("POST /batches/{batch_id}/remind", f"/batches/{batch}/remind", {"json": {"all_unsigned": True}}),
         ("POST /requests/{request_id}/resend", f"/requests/{request_id}/resend", {}),
+        ("POST /batches/{batch_id}/exports", f"/batches/{batch}/exports", {}),
     ):
         for key, status in (("running", 409), ("answered", 422)):
             call(label, "POST", url, status, headers={**admin, "Idempotency-Key": key}, **(kwargs or upload()))
     return seen
+
+
+def _tour_documents(call, world, *, admin: dict, viewer: dict, unrendered: int) -> None:
+    """A request's documents and a batch's ZIP: ready, not yet (409), and a file storage lost (503)."""
+    signed, batch = world["signed_id"], db.session.get(SigningRequest, world["signed_id"]).batch_id
+    request = "GET /requests/{request_id}"
+    call(request, "GET", f"/requests/{signed}", 200, headers=viewer)
+    for what in ("document", "signed", "certificate"):
+        call(f"{request}/{what}", "GET", f"/requests/{signed}/{what}", 200, headers=viewer)
+        # The batch made from the file has rendered nothing: no original, nothing signed.
+        call(f"{request}/{what}", "GET", f"/requests/{unrendered}/{what}", 409, headers=admin)
+    start = "POST /batches/{batch_id}/exports"
+    call(start, "POST", f"/batches/{batch}/exports", 403, headers=viewer)
+    export = call(start, "POST", f"/batches/{batch}/exports", 202, headers=admin).json["id"]
+    status, download = (
+        "GET /batches/{batch_id}/exports/{export_id}",
+        "GET /batches/{batch_id}/exports/{export_id}/download",
+    )
+    call(download, "GET", f"/batches/{batch}/exports/{export}/download", 409, headers=viewer)
+    signed_zip(export)
+    call(status, "GET", f"/batches/{batch}/exports/{export}", 200, headers=viewer)
+    call(download, "GET", f"/batches/{batch}/exports/{export}/download", 200, headers=viewer)
+    # The storage lost the files: the ZIP and the signed PDF's, and with it the certificate's.
+    storage = get_storage()
+    storage.delete(db.session.get(Export, export).storage_key)
+    storage.delete(
+        db.session.scalar(select(Document.storage_key).where(Document.request_id == signed, Document.kind == "signed"))
+    )
+    call(download, "GET", f"/batches/{batch}/exports/{export}/download", 503, headers=admin)
+    for what in ("signed", "certificate"):
+        call(f"{request}/{what}", "GET", f"/requests/{signed}/{what}", 503, headers=admin)
+    storage.delete(
+        db.session.scalar(
+            select(Document.storage_key).where(Document.request_id == signed, Document.kind == "original")
+        )
+    )
+    call(f"{request}/document", "GET", f"/requests/{signed}/document", 503, headers=admin)
 
 
 def _tour_limits(make_app, spec, admin_email) -> set[tuple[str, str]]:
