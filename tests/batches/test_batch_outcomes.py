@@ -230,3 +230,39 @@ def test_the_deadline_is_a_date_in_the_batchs_zone_and_the_pages_language_once_s
 def _deadline(page: str) -> str:
     cell = re.search(r'<dd id="deadline">(.*?)</dd>', page, re.S).group(1)
     return re.sub(r"\s+", " ", re.sub("<[^>]+>", "", cell)).strip()
+
+
+def test_end_to_end_the_owner_is_told_once_when_the_last_recipient_signs_through_the_signing_flow(
+    app, users, client, smtp, run_jobs
+):
+    """Real renders, invitations, signatures and seals: the owner's mail comes with the last signature, not with
+    the last invitation (issue 33, item 7: "is done" at Signed 0 / Waiting 35)."""
+    from bulksign.signing.recipient_actions import sign
+    from bulksign.work.pipeline import enqueue_renders
+    from tests.support.batches import make_batch, request_ids
+
+    shown = _api(client, users)
+    batch_id = make_batch(user=users["staff"], now=NOW, recipients=2, name="Offer letters")
+    enqueue_renders(request_ids(batch_id))
+    run_jobs("pdf", "mail")
+    assert shown(batch_id).json["status"] == "awaiting_signatures"
+    assert [m.kind for m in smtp.received] == ["invitation", "invitation"]
+    for request_id in request_ids(batch_id):
+        done = sign(
+            db.session,
+            request_id=request_id,
+            now=NOW + DAY,
+            signer_name="Signer",
+            signature_png=None,
+            consent=True,
+            ip="127.0.0.1",
+            user_agent="test",
+        )
+        assert done.status == "signed"
+        run_jobs("pdf", "mail")  # the seal, the signer's copy
+        rollup_batches(now=NOW + DAY + timedelta(seconds=15))
+        run_jobs("mail")
+    told = [m for m in smtp.received if m.message["To"] == "staff@example.com"]
+    assert [m.kind for m in told] == ["all-signed-notice"]
+    assert told[0].subject == 'Everyone signed "Offer letters"'
+    assert shown(batch_id).json["status"] == "all_signed"
