@@ -81,7 +81,7 @@ def settled_status(counts: BatchCounts) -> BatchStatus | None:
     return B.ALL_SIGNED if counts.by_status[Status.SIGNED] == counts.total else B.CLOSED
 
 
-#: The batches ``refresh_batch_statuses`` moves: those whose end can still come without staff acting.
+#: The batches ``move_batches_on`` moves: those whose end can still come without staff acting.
 _UNSETTLED = (B.PROCESSING, *sorted(BATCH_AWAITING))
 
 
@@ -144,7 +144,8 @@ def _nobody_left(session: Session) -> list[int]:
 
 
 def close_if_done(session: Session, *, batch_id: int, now: datetime) -> bool:
-    """After a request of the batch was dispatched: close the batch if nothing is left to do. The caller commits.
+    """After a request of the batch was dispatched: move the batch on (``move_batches_on``) if the pipeline has
+    nothing left to do for it, to awaiting signatures or to its end. The caller commits.
 
     One indexed existence probe per call; the full GROUP BY runs only when the batch may be done,
     so a 10,000-request batch does not count itself 10,000 times.
@@ -154,7 +155,7 @@ def close_if_done(session: Session, *, batch_id: int, now: datetime) -> bool:
         .where(SigningRequest.batch_id == batch_id, SigningRequest.status.in_([s.value for s in WORKING]))
         .limit(1)
     )
-    return busy is None and bool(refresh_batch_statuses(session, now=now, batch_ids=[batch_id]))
+    return busy is None and bool(move_batches_on(session, now=now, batch_ids=[batch_id]))
 
 
 #: Batches that go back to processing when staff send some of their requests again (retry, resend).
