@@ -1,5 +1,5 @@
-"""Batch tables: the batch and its settings, shares with users outside its team, its per-status counters and
-the exports built from it."""
+"""Batch tables: the batch and its settings, shares with users outside its team, its per-status counters, the
+exports built from it, and how long its documents and personal data are kept (per team, per batch, legal holds)."""
 
 from __future__ import annotations
 
@@ -69,8 +69,17 @@ class Batch(db.Model):
     #: When the oldest expiry not yet in an owner summary happened; None: nothing to report.
     expiry_pending_since: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
+    #: Approval before sending (``batches.approval``): None when its team required none at creation, else
+    #: ``waiting`` → ``approved`` | ``rejected``.
+    approval: Mapped[str | None] = mapped_column(db.String(10))
+    #: Who approved or rejected it, when, and why a rejection (told to the creator).
+    approval_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))
+    approval_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    rejection_reason: Mapped[str | None] = mapped_column(db.Text)
+
     template_version: Mapped[TemplateVersion] = relationship()
-    created_by: Mapped[User | None] = relationship()
+    created_by: Mapped[User | None] = relationship(foreign_keys=[created_by_id])
+    approval_by: Mapped[User | None] = relationship(foreign_keys=[approval_by_id])
 
 
 class BatchShare(db.Model):
@@ -130,3 +139,35 @@ class Export(db.Model):
     created_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class TeamRetention(db.Model):
+    """How long a team's batches keep their documents and personal data (``batches.retention``).
+
+    A team without a row keeps signed documents for ever and unsigned ones ``DEFAULT_KEEP_UNSIGNED_DAYS``.
+    """
+
+    __tablename__ = "team_retention"
+
+    team_id: Mapped[int] = mapped_column(db.ForeignKey("teams.id", ondelete="CASCADE"), primary_key=True)
+    #: Days after signing that a signed request keeps its documents and personal data; None: for ever.
+    keep_signed_days: Mapped[int | None] = mapped_column()
+    #: Days after it ended (declined, expired, cancelled, failed, bounced) that an unsigned request keeps them.
+    keep_unsigned_days: Mapped[int] = mapped_column(default=90)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class BatchRetention(db.Model):
+    """A batch's own retention over its team's, and its legal hold; no row: the team's, no hold."""
+
+    __tablename__ = "batch_retention"
+
+    batch_id: Mapped[int] = mapped_column(db.ForeignKey("batches.id", ondelete="CASCADE"), primary_key=True)
+    #: As ``TeamRetention``'s; None: the team's.
+    keep_signed_days: Mapped[int | None] = mapped_column()
+    keep_unsigned_days: Mapped[int | None] = mapped_column()
+    #: When an admin put the batch on legal hold: nothing of it is purged or erased until the hold is lifted.
+    held_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: Why (a case number, a dispute): shown to admins and kept in the batch's events.
+    hold_reason: Mapped[str | None] = mapped_column(db.Text)
+    held_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))

@@ -98,6 +98,9 @@ class SigningRequest(db.Model):
     #: When the recipient's mail provider reported our mail as spam: no more reminders go to them.
     complained_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    #: When its documents and personal data were purged (retention or erasure, ``batches.retention``): the row
+    #: keeps only its ids, times, status and events as the proof; None: not purged.
+    purged_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     batch: Mapped[Batch] = relationship()
 
