@@ -16,7 +16,7 @@ from jinja2 import meta
 
 from bulksign.doc_templates import kinds
 from bulksign.doc_templates.errors import TemplateError
-from bulksign.doc_templates.mail_texts import MAIL_FIELDS, MAIL_VARIABLES
+from bulksign.doc_templates.mail_texts import MAIL_FIELDS, MAIL_VARIABLES, current_text
 from bulksign.doc_templates.variables import parse, printed_variables
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE
 from bulksign.models import TemplateVersion
@@ -34,7 +34,7 @@ def needed_columns(version: TemplateVersion) -> dict[str, str]:
     mail_printed: set[str] = set()
     for field in MAIL_FIELDS:
         try:
-            used, printed = _text_variables(getattr(version, field) or "")
+            used, printed = _text_variables(current_text(text=getattr(version, field) or ""))
         except TemplateError:  # saved before its error was refused (an unknown filter): it fails to send anyway
             continue
         mail_used |= used - MAIL_VARIABLES

@@ -27,7 +27,7 @@ from bulksign.doc_templates.mail_texts import (
     DEFAULT_REMINDER_BODY,
     DEFAULT_REMINDER_SUBJECT,
     MAIL_FIELDS,
-    with_newlines,
+    current_text,
 )
 from bulksign.doc_templates.variables import extract_variables, sample_row
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE
@@ -122,9 +122,10 @@ def save_version(
     and, for a PDF, the boxes placed on it. ``pdf_boxes``: a new placement of boxes on the PDF's pages."""
     if user is not None and not access.may_edit_template(session, template=template, user=user):
         raise access.Refused(N_("Only the template's owner, a manager of its team or an admin can change it."), 403)
-    # Stored as the web form's \r\n or as the API's \n alike, so a kept default text is its message id (``mail_text``).
+    # Stored as the web form's \r\n or as the API's \n alike, and an earlier release's default as today's, so a kept
+    # default text is its message id (``mail_text``).
     email_subject, email_body, reminder_subject, reminder_body = (
-        with_newlines(text=t) for t in (email_subject, email_body, reminder_subject, reminder_body)
+        current_text(text=t) for t in (email_subject, email_body, reminder_subject, reminder_body)
     )
     subjects = ((N_("email subject"), email_subject), (N_("reminder subject"), reminder_subject))
     mail_texts = (subjects[0], (N_("email body"), email_body), subjects[1], (N_("reminder body"), reminder_body))

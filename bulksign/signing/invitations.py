@@ -100,7 +100,8 @@ def mail_context(request: SigningRequest, *, token: str, app: Flask, deadline: d
     owner = batch.created_by
     return {
         **(request.data or {}),
-        "name": request.name or request.email,
+        # Empty for a row without one (not the address): the default texts then greet without a name.
+        "name": request.name or "",
         "email": request.email,
         "sender": owner.shown_name if owner else app.config["MAIL_DEFAULT_SENDER"],
         "document_name": batch.template_version.template.name,

@@ -87,8 +87,9 @@ def test_the_columns_of_a_template_say_where_each_is_printed(app, users):
         "name": DOCUMENT,
         "position": DOCUMENT,
     }
-    # The default invitation greets "Hello {{ name }}": a document without the name still needs it.
-    mailed = _template(users, html="<p>{{ position }}</p>")
+    # A mail that greets "Hello {{ name }}": a document without the name still needs it (the default greets by
+    # name only a row with one: test_default_greeting).
+    mailed = _template(users, html="<p>{{ position }}</p>", **{**PLAIN_MAIL, "email_body": "Hello {{ name }},"})
     assert needed_columns(mailed) == {"name": MAIL, "position": DOCUMENT}
     greeted = _template(
         users,
@@ -141,8 +142,8 @@ def test_an_optional_column_may_be_missing_or_empty_and_a_printed_one_may_not(ap
     ] == [{"bonus": "", "department": "", "name": "Ann", "position": "Clerk"}]
 
 
-def test_the_mail_greeting_needs_a_name_on_every_row(app, users):
-    version = _template(users, html="<p>{{ position }}</p>")
+def test_a_mail_greeting_by_name_needs_a_name_on_every_row(app, users):
+    version = _template(users, html="<p>{{ position }}</p>", **{**PLAIN_MAIL, "reminder_body": "Hello {{ name }},"})
     missing = _check(version, b"email,position\na@example.com,Clerk\n")
     assert [(e.row, e.column, str(e.message)) for e in missing.errors] == [
         (1, "name", 'The column "name" is missing: the invitation or reminder mail prints {{ name }}.')
@@ -200,7 +201,9 @@ def test_staff_see_the_empty_name_with_its_row_and_column_and_no_error_for_the_c
 )
 def test_the_template_page_says_which_columns_are_required_and_which_optional(client, auth, users, locale, words):
     users["staff"].locale = locale
-    version = _template(users, html="<p>{{ position }}</p>{% if department %}{{ department }}{% endif %}")
+    version = _template(
+        users, html="<p>{{ position }}</p>{% if department %}{{ department }}{% endif %}", email_body="Hi {{ name }},"
+    )
     auth.login()
     _fresh_request_state()
     page = client.get(f"/templates/{version.template_id}").get_data(as_text=True)

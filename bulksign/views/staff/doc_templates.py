@@ -22,6 +22,7 @@ from bulksign.doc_templates.mail_texts import (
     DEFAULT_REMINDER_BODY,
     DEFAULT_REMINDER_SUBJECT,
     MAIL_FIELDS,
+    current_text,
     mail_text,
 )
 from bulksign.doc_templates.variables import BUILTIN_VARIABLES, sample_row
@@ -160,7 +161,7 @@ def edit(template_id: int):
         "name": template.name,
         "html": version.html if version else "",
         "kind": version.kind if version else template_kinds.HTML,
-        **{f: getattr(version, f) if version else DEFAULTS[f] for f in MAIL_FIELDS},
+        **{f: current_text(text=getattr(version, f)) if version else DEFAULTS[f] for f in MAIL_FIELDS},
     }
     return _form_page(
         form,

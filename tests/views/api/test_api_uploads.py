@@ -140,7 +140,7 @@ def test_api_bad_settings_and_missing_columns_are_422(api, template_id):
         "/api/v1/batches",
         data={"template_id": template_id, "file": upload(b"email\na@example.com\n"), "skip_invalid": "1"},
     )
-    # The default invitation greets "Hello {{ name }}": the name is needed too.
+    # The document prints the name and the position.
     assert lacking.status_code == 422 and lacking.json["error"]["details"]["missing_columns"] == ["name", "position"]
 
 
