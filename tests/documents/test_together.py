@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import logging
 import subprocess
+from pathlib import Path
 
 import pytest
 from fontTools.ttLib import TTFont
@@ -21,7 +22,7 @@ from bulksign.documents.pdf import render_pdf
 from bulksign.documents.pdf_fonts import unicode_map
 from bulksign.documents.poppler import page_png
 from bulksign.documents.rendering import document_context, render_chunk
-from bulksign.documents.signature_box import SignatureBox, find_signature_box
+from bulksign.documents.signature_box import SignatureBox, find_signature_box, html_mark
 from bulksign.documents.storage import get_storage
 from bulksign.models import Document, SigningRequest
 from bulksign.models.status import Status
@@ -39,7 +40,24 @@ PEOPLE = [("Анна Иванова", 3), ("Пётр Сидоров", 70), ("Ж�
 
 
 def _filled(template: str, people=PEOPLE) -> list[str]:
-    return [render_html(template, {"name": n, "number": str(i), "clauses": str(c)}) for i, (n, c) in enumerate(people)]
+    return [
+        render_html(
+            template,
+            {
+                "name": name,
+                "number": str(i),
+                "clauses": str(clauses),
+                "contract_number": f"2026-{i}",
+                "city": ["Москва", "Тверь", "Казань", "Омск"][i],
+                "email": f"person{i}@example.com",
+                "position": "Инженер" * (i + 1),
+                "salary": f"{1000 * (i + 1)} ₽",
+                "start_date": f"2026-12-0{i + 1}",
+                "signature": html_mark(),
+            },
+        )
+        for i, (name, clauses) in enumerate(people)
+    ]
 
 
 def _text(pdf: bytes) -> str:
@@ -114,6 +132,17 @@ def test_each_part_has_exactly_its_recipients_pages_words_and_look():
 )
 def test_a_later_document_starts_where_it_starts_alone(start):
     template = f"<!doctype html><meta charset='utf-8'>{start}<p>{{{{ name }}}}</p>" + "<p>Текст.</p>" * 60 + "</body>"
+    _assert_each_part_is_its_solo_render(template)
+
+
+def test_the_demo_contract_renders_together_as_alone():
+    """The bench's contract: mm margins and a line height of 1.5 put lines on fractions of a pixel."""
+    _assert_each_part_is_its_solo_render(
+        (Path(__file__).parents[2] / "bulksign/cli/demo_files/contract.html").read_text(encoding="utf-8")
+    )
+
+
+def _assert_each_part_is_its_solo_render(template: str) -> None:
     documents = _filled(template, PEOPLE[:3])
     parts = together.render_together(template, documents, timeout=60)
     assert isinstance(parts, list), parts
