@@ -6,7 +6,7 @@ import hashlib
 from datetime import datetime
 
 from flask_login import UserMixin
-from sqlalchemy import Index
+from sqlalchemy import Index, false
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from bulksign.core.extensions import db
@@ -89,6 +89,9 @@ class Team(db.Model):
     id: Mapped[int] = mapped_column(primary_key=True)
     #: Unique name, as people call the department.
     name: Mapped[str] = mapped_column(db.String(100), unique=True)
+    #: Its staff's new batches wait for another member's approval (a manager of the team or an admin) before
+    #: anything is rendered or mailed (``batches.approval``); set by admins.
+    require_approval: Mapped[bool] = mapped_column(default=False, server_default=false())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

@@ -66,8 +66,13 @@ class BatchStatus(StrEnum):
     invitation dispatched, some recipients still able to sign) → all_signed | closed (nothing more will happen:
     everyone signed, or some did not and cannot any more). ``partially_failed`` is ``awaiting_signatures`` with
     documents that could not be prepared or delivered.
+
+    A batch of a team that requires approval starts in ``awaiting_approval``: nothing of it is rendered or mailed
+    (its requests wait in ``pending``, which no job is given) until someone else approves it (→ processing) or
+    rejects it (→ cancelled).
     """
 
+    AWAITING_APPROVAL = "awaiting_approval"
     PENDING = "pending"
     PROCESSING = "processing"
     AWAITING_SIGNATURES = "awaiting_signatures"
@@ -81,6 +86,8 @@ B = BatchStatus
 
 #: Every legal move of a batch. Staff may stop a batch in any state but all_signed and cancelled.
 BATCH_TRANSITIONS: dict[BatchStatus, frozenset[BatchStatus]] = {
+    # → processing: approved (its renders are queued then); → cancelled: rejected, or cancelled by staff.
+    B.AWAITING_APPROVAL: frozenset({B.PROCESSING, B.CANCELLED}),
     B.PENDING: frozenset({B.PROCESSING, B.CANCELLED}),
     # → all_signed | closed: the last request dispatched was also the last to settle (resent after the rest signed).
     B.PROCESSING: frozenset({B.AWAITING_SIGNATURES, B.PARTIALLY_FAILED, B.ALL_SIGNED, B.CLOSED, B.CANCELLED}),
@@ -119,10 +126,12 @@ def sql_in(states: Iterable[Status]) -> str:
     return "status IN ({})".format(",".join(f"'{s.value}'" for s in Status if s in chosen))
 
 
-#: A batch's status as the API and webhooks name it, by what it means for the owner: its documents are being
+#: A batch's status as the API and webhooks name it, by what it means for the owner: it waits for approval (nothing
+#: sent yet; a rejected one is ``cancelled``, its ``approval`` says so), its documents are being
 #: prepared and sent, every invitation is out and signatures are awaited, everyone signed, or it closed with
 #: some unsigned (``unsigned`` says how many), or staff cancelled it. A partly failed batch awaits the rest's.
 BATCH_STATE_NAMES: dict[BatchStatus, str] = {
+    B.AWAITING_APPROVAL: "awaiting_approval",
     B.PENDING: "sending",
     B.PROCESSING: "sending",
     B.AWAITING_SIGNATURES: "awaiting_signatures",
