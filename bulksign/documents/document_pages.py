@@ -54,17 +54,18 @@ class DocumentPages:
     pages: tuple[PageView, ...]
 
 
-def _folder(document: Document) -> str:
+def pages_folder(document: Document) -> str:
+    """Where the page images of ``document`` and their manifest are kept (the retention purge deletes them)."""
     return f"{posixpath.dirname(document.storage_key)}/pages/{document.id}"
 
 
 def image_key(document: Document, number: int) -> str:
-    return f"{_folder(document)}/{number}.webp"
+    return f"{pages_folder(document)}/{number}.webp"
 
 
 def document_pages(*, storage: Storage, document: Document) -> DocumentPages:
     """The pages of ``document`` with their image sizes and text; read once with pdftotext, then from storage."""
-    key = f"{_folder(document)}/pages.json"
+    key = f"{pages_folder(document)}/pages.json"
     if storage.exists(key):
         data = json.loads(storage.get(key))
         if data.get("version") == MANIFEST_VERSION:

@@ -46,6 +46,8 @@ PERIODIC_JOBS: tuple[PeriodicJob, ...] = (
     PeriodicJob("reminders", queues.REMIND, 60),
     PeriodicJob("reseal", queues.RESEAL, 300),
     PeriodicJob("idempotency-keys", queues.PURGE_IDEMPOTENCY_KEYS, 3600),
+    # Documents and personal data past their keeping time (batches/retention.py); bounded per run, resumable.
+    PeriodicJob("retention", queues.PURGE_RETENTION, 3600),
 )
 
 

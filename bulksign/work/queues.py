@@ -230,3 +230,4 @@ EXPIRE = _declare("bulksign.jobs.periodic.expire_requests", queue="default", tim
 REMIND = _declare("bulksign.jobs.periodic.send_due_reminders", queue="default", timeout=600)
 RESEAL = _declare("bulksign.jobs.seal.seal_missing", queue="default", timeout=600)
 PURGE_IDEMPOTENCY_KEYS = _declare("bulksign.jobs.periodic.purge_idempotency_keys", queue="default", timeout=600)
+PURGE_RETENTION = _declare("bulksign.jobs.retention.purge_retention", queue="default", timeout=1800)

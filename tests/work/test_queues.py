@@ -34,6 +34,7 @@ STORED_PATHS = {
     "bulksign.jobs.periodic.send_due_reminders",
     "bulksign.jobs.seal.seal_missing",
     "bulksign.jobs.periodic.purge_idempotency_keys",
+    "bulksign.jobs.retention.purge_retention",
 }
 #: The scheduler's ids: the same ids after a release, or every scheduler re-registers and doubles its jobs.
 PERIODIC_IDS = {
@@ -44,6 +45,7 @@ PERIODIC_IDS = {
     "periodic-reminders-fb98a86389",
     "periodic-reseal-b00c70f934",
     "periodic-idempotency-keys-2d97f8c38b",
+    "periodic-retention-0d90b3825c",
 }
 #: The kinds of mail rows the database may hold: each needs its builder in the worker that sends it.
 MAIL_KINDS = {

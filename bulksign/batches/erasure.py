@@ -1,0 +1,121 @@
+"""Erasure of one person: every request sent to an address, in every batch, purged now (``retention``) unless a
+legal hold or a signed contract still in its keeping period forbids it; the answer says which and why.
+
+A request still open (being prepared, or waiting for a signature) is cancelled first, so no worker or reminder
+reaches the person again and the batch's counts follow the move.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from bulksign.batches.retention import PurgeResult, policies, purge_requests
+from bulksign.batches.states import transition
+from bulksign.core.logs import log
+from bulksign.documents.storage import Storage
+from bulksign.models import Batch, SigningRequest, User
+from bulksign.models.status import TRANSITIONS, WAITING_FOR_RECIPIENT, WORKING, Status
+
+logger = logging.getLogger(__name__)
+
+#: States a request is cancelled from before it is erased: someone could still act on it.
+OPEN = WORKING | WAITING_FOR_RECIPIENT
+#: Why a request was kept: ``legal_hold`` (its batch is held) or ``signed_kept`` (a signed contract within its
+#: batch's keeping period).
+LEGAL_HOLD = "legal_hold"
+SIGNED_KEPT = "signed_kept"
+
+
+@dataclass(frozen=True)
+class ErasedRequest:
+    request_id: int
+    batch_id: int
+    batch_name: str
+    #: Its status when erased (``cancelled`` for one that was still open).
+    status: str
+
+
+@dataclass(frozen=True)
+class KeptRequest:
+    request_id: int
+    batch_id: int
+    batch_name: str
+    status: str
+    #: ``LEGAL_HOLD`` or ``SIGNED_KEPT``.
+    reason: str
+    #: For ``signed_kept``: until when (None: for ever); for ``legal_hold``: the hold's reason in ``hold_reason``.
+    kept_until: datetime | None = None
+    hold_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Erasure:
+    erased: tuple[ErasedRequest, ...]
+    kept: tuple[KeptRequest, ...]
+    #: Files deleted from storage.
+    files: int
+
+
+def erase_person(session: Session, *, storage: Storage, email: str, by: User | None, now: datetime) -> Erasure:
+    """Erase ``email`` (any case) from every batch now; the caller commits. Running it again erases nothing twice."""
+    address = (email or "").strip().lower()
+    rows = (
+        session.execute(
+            select(
+                SigningRequest.id, SigningRequest.batch_id, SigningRequest.status, SigningRequest.signed_at, Batch.name
+            )
+            .join(Batch, Batch.id == SigningRequest.batch_id)
+            .where(func.lower(SigningRequest.email) == address)
+            .order_by(SigningRequest.id)
+        ).all()
+        if address
+        else []
+    )
+    # A purged row's address is empty: an erasure run again finds nothing left of the person.
+    found = policies(session, {r.batch_id for r in rows}) if rows else {}
+    erase: list[tuple[int, int, str, str]] = []
+    kept: list[KeptRequest] = []
+    for rid, bid, status, signed_at, batch_name in rows:
+        policy = found[bid]
+        if policy.held_at is not None:
+            kept.append(KeptRequest(rid, bid, batch_name, status, LEGAL_HOLD, hold_reason=policy.hold_reason))
+            continue
+        if status == Status.SIGNED.value:
+            until = policy.signed_until(signed_at)
+            if until is None or until > now:
+                kept.append(KeptRequest(rid, bid, batch_name, status, SIGNED_KEPT, kept_until=until))
+                continue
+        erase.append((rid, bid, batch_name, status))
+    actor = f"user:{by.id}" if by else "cli"
+    open_ids = [rid for rid, _, _, status in erase if status in OPEN]
+    if open_ids:
+        cancellable = [s for s in OPEN if Status.CANCELLED in TRANSITIONS[s]]
+        transition(session, open_ids, frm=cancellable, to=Status.CANCELLED, now=now, actor=actor)
+    done = (
+        purge_requests(
+            session, storage=storage, request_ids=[r[0] for r in erase], now=now, reason="erasure", actor=actor
+        )
+        if erase
+        else PurgeResult()
+    )
+    erased = tuple(
+        ErasedRequest(rid, bid, name, Status.CANCELLED.value if rid in open_ids else status)
+        for rid, bid, name, status in erase
+    )
+    # Counts only: the address itself is what is being erased, it goes in no log.
+    log(
+        logger,
+        logging.INFO,
+        "person erased",
+        erased=len(erased),
+        kept=len(kept),
+        cancelled=len(open_ids),
+        files=done.files,
+        batches=len({r.batch_id for r in erased}),
+    )
+    return Erasure(erased=erased, kept=tuple(kept), files=done.files)

@@ -1,0 +1,16 @@
+"""The periodic retention purge: what has passed its keeping time loses its files and personal data."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from bulksign.batches.retention import purge_due
+from bulksign.core.extensions import db
+from bulksign.documents.storage import get_storage
+from bulksign.work.queues import PURGE_RETENTION, job
+
+
+@job(PURGE_RETENTION)
+def purge_retention(*, now: datetime) -> int:
+    """Purge the requests whose time has passed, a commit after each chunk; returns how many."""
+    return purge_due(db.session, storage=get_storage(), now=now, on_page=db.session.commit).requests
