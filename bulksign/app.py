@@ -20,6 +20,7 @@ from bulksign.people.auth import API_BLUEPRINTS
 from bulksign.views import brand, confirm, errors, health, reach, webhooks_in, word_converter
 from bulksign.views.admin import metrics, rq_admin, suppressions
 from bulksign.views.admin import pages as admin
+from bulksign.views.api import approval as api_approval
 from bulksign.views.api import batch_actions, common, docs
 from bulksign.views.api import dashboard as api_dashboard
 from bulksign.views.api import exports as api_exports
@@ -30,7 +31,7 @@ from bulksign.views.api import templates as api_templates
 from bulksign.views.api import uploads as api_uploads
 from bulksign.views.api.common import limit_per_key
 from bulksign.views.recipient import recipient_headers, signing, tracking, verify
-from bulksign.views.staff import account, batch_access, dashboard, doc_templates, main, reminders, uploads
+from bulksign.views.staff import account, approval, batch_access, dashboard, doc_templates, main, reminders, uploads
 from bulksign.views.staff import auth as staff_auth
 from bulksign.work import queues
 
@@ -71,13 +72,14 @@ def create_app(config: dict | None = None) -> Flask:
 
 
 #: Every view module with a blueprint or an ``init_app``, by audience.
-STAFF_VIEWS = (account, staff_auth, batch_access, dashboard, doc_templates, main, reminders, uploads)
+STAFF_VIEWS = (account, approval, staff_auth, batch_access, dashboard, doc_templates, main, reminders, uploads)
 RECIPIENT_VIEWS = (recipient_headers, signing, tracking, verify)
 ADMIN_VIEWS = (admin, metrics, rq_admin, suppressions)
 SHARED_VIEWS = (brand, confirm, health, reach, webhooks_in, word_converter)
 #: The API's: ``api=True`` is the security decision (a bearer key instead of the session, no CSRF).
 API_VIEWS = (
     common,
+    api_approval,
     api_dashboard,
     api_exports,
     api_reminders,

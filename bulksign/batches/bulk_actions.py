@@ -31,8 +31,9 @@ from bulksign.batches.progress import (
 from bulksign.batches.recipients_table import RecipientFilter
 from bulksign.batches.reconciler import revive_renders
 from bulksign.batches.resend import resend_with_new_link
-from bulksign.models import SigningRequest, User
-from bulksign.models.status import WAITING_FOR_RECIPIENT, Status
+from bulksign.core.messages import N_
+from bulksign.models import Batch, SigningRequest, User
+from bulksign.models.status import WAITING_FOR_RECIPIENT, BatchStatus, Status
 from bulksign.work.pipeline import enqueue_sends
 from bulksign.work.queues import BULK_BY_FILTER, BULK_BY_IDS
 
@@ -60,6 +61,10 @@ class BulkOutcome:
     deadlines: tuple[datetime, datetime] | None = None
 
 
+def _awaiting_approval(session: Session, *, batch_id: int) -> bool:
+    return session.scalar(select(Batch.status).where(Batch.id == batch_id)) == BatchStatus.AWAITING_APPROVAL
+
+
 def apply_action(
     session: Session,
     *,
@@ -77,6 +82,9 @@ def apply_action(
     it). The caller commits, then calls ``follow_up``. Refusals raise ``BatchActionError``. ``request_ids``
     None: all the batch's failed (retry), or the requests ``selector`` names (remind); ``force``: remind even
     within the hour."""
+    if action not in ("cancel_batch", "cancel") and _awaiting_approval(session, batch_id=batch_id):
+        # A retried request would be rendered and mailed before anyone approved the batch.
+        raise BatchActionError(N_("This batch is waiting for approval: nothing of it can be sent yet."), 409)
     if action == "cancel_batch":
         if (n := open_count(session, batch_id=batch_id)) > INLINE_LIMIT and not inline:
             stop_batch(session, batch_id=batch_id, user=user, now=now)

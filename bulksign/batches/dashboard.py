@@ -81,6 +81,8 @@ PHASE_TONES = {
     "closed_unsigned": "warning",  # nothing more will happen: some expired or declined
     "partly_failed": "danger",  # some could not be prepared or delivered
     "cancelled": "neutral",
+    "awaiting_approval": "warning",  # nothing is sent until someone else approves it
+    "rejected": "neutral",
 }
 
 
@@ -101,8 +103,10 @@ def batch_phase(batch: Batch, counts: BatchCounts) -> Phase:
         return Phase(key=key, tone=PHASE_TONES[key], count=count)
 
     status = BatchStatus(batch.status)
+    if status == BatchStatus.AWAITING_APPROVAL:
+        return phase("awaiting_approval")
     if status == BatchStatus.CANCELLED:
-        return phase("cancelled")
+        return phase("rejected" if batch.approval == "rejected" else "cancelled")
     if status not in BATCH_DISPATCHED or counts.working:
         return phase("sending")
     if status == BatchStatus.ALL_SIGNED:

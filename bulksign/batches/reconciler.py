@@ -38,8 +38,8 @@ from sqlalchemy.orm import Session
 from bulksign.batches.progress import close_if_done
 from bulksign.batches.states import transition
 from bulksign.core.logs import log
-from bulksign.models import OutgoingMail, SigningRequest
-from bulksign.models.status import Status
+from bulksign.models import Batch, OutgoingMail, SigningRequest
+from bulksign.models.status import BatchStatus, Status
 from bulksign.signing.invitations import delivered_invitations, queue_invitations, record_sent
 from bulksign.work.liveness import instant, live_jobs
 from bulksign.work.pipeline import (
@@ -224,8 +224,15 @@ def reconcile(
     ).all()
     sends += _without_live_owner(SEND, queued, redis=redis, now=now)
     # Every batch with waiting work: its window is filled (a lost job's ids first), nothing more.
+    # A batch waiting for approval has pending requests that nothing may render yet (``batches.approval``).
     waiting_batches = session.scalars(
-        select(SigningRequest.batch_id).where(SigningRequest.status.in_([Status.PENDING, Status.GENERATED])).distinct()
+        select(SigningRequest.batch_id)
+        .join(Batch, Batch.id == SigningRequest.batch_id)
+        .where(
+            SigningRequest.status.in_([Status.PENDING, Status.GENERATED]),
+            Batch.status != BatchStatus.AWAITING_APPROVAL,
+        )
+        .distinct()
     ).all()
     session.commit()
 

@@ -10,7 +10,14 @@ from bulksign.cli.common import fail
 from bulksign.core.extensions import db
 from bulksign.models import User, utcnow
 from bulksign.people.access import ROLES
-from bulksign.people.teams import TeamError, add_member, create_team, remove_member, team_by_name
+from bulksign.people.teams import (
+    TeamError,
+    add_member,
+    create_team,
+    remove_member,
+    set_require_approval,
+    team_by_name,
+)
 from bulksign.people.users import UserError, create_api_key, create_user, normalise_email, set_display_name
 
 users_cli = AppGroup("users", help="Staff accounts and API keys.")
@@ -72,14 +79,38 @@ def _user_by_email(email: str):
 
 @teams_cli.command("create")
 @click.argument("name")
-def create_team_command(name: str) -> None:
+@click.option(
+    "--require-approval", is_flag=True, help="Its staff's new batches wait for a manager's or an admin's approval."
+)
+def create_team_command(name: str, require_approval: bool) -> None:
     """Create a team."""
     try:
-        team = create_team(db.session, name=name, now=utcnow())
+        team = create_team(db.session, name=name, now=utcnow(), require_approval=require_approval)
     except TeamError as exc:
         fail(str(exc))
     db.session.commit()
-    click.echo(f"Created team {team.name}.")
+    click.echo(f"Created team {team.name}{' (batches wait for approval)' if require_approval else ''}.")
+
+
+@teams_cli.command("update")
+@click.argument("name")
+@click.option(
+    "--require-approval/--no-require-approval",
+    default=None,
+    help="Whether its staff's new batches wait for a manager's or an admin's approval before anything is sent.",
+)
+def update_team_command(name: str, require_approval: bool | None) -> None:
+    """Change a team's settings."""
+    if require_approval is None:
+        fail("Say what to change: --require-approval or --no-require-approval.")
+    try:
+        team = team_by_name(db.session, name=name)
+    except TeamError as exc:
+        fail(str(exc))
+    changed = set_require_approval(db.session, team=team, required=require_approval)
+    db.session.commit()
+    state = "wait for approval" if require_approval else "go out without approval"
+    click.echo(f"New batches of {team.name} {'now ' if changed else ''}{state}{'' if changed else ' already'}.")
 
 
 def _change_membership(name: str, email: str, *, add: bool) -> None:

@@ -27,7 +27,7 @@ from flask import Flask
 from flask_mail import Message
 from sqlalchemy import select
 
-from bulksign.batches import expiry, notices, reminders
+from bulksign.batches import approval, expiry, notices, reminders
 from bulksign.batches.notices import queued_completion_notices
 from bulksign.batches.progress import cancel_if_batch_stopped, close_if_done
 from bulksign.batches.states import transition
@@ -56,7 +56,7 @@ logger = logging.getLogger(__name__)
 
 #: The modules whose ``@mailer.builder`` functions build the mails sent here: importing them here fills
 #: the registry wherever mail is sent (tests/test_queues.py checks that no builder lives elsewhere).
-BUILDER_MODULES = (expiry, invitations, notices, one_time_codes, password_resets, reminders, sealing, signing)
+BUILDER_MODULES = (approval, expiry, invitations, notices, one_time_codes, password_resets, reminders, sealing, signing)
 
 
 class TransientFailure(RuntimeError):

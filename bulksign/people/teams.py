@@ -24,8 +24,8 @@ class TeamError(ValueError):
     """Input a person can correct; the message says how."""
 
 
-def create_team(session: Session, *, name: str, now: datetime) -> Team:
-    """A new team with a unique name."""
+def create_team(session: Session, *, name: str, now: datetime, require_approval: bool = False) -> Team:
+    """A new team with a unique name; ``require_approval``: its staff's batches wait for approval."""
     if CONTROL_CHARACTERS.search(name.strip()):  # refused, not folded like spaces: a mistake, or aimed at what shows it
         raise TeamError(N_("The team name may not contain line breaks or other control characters."))
     name = " ".join(name.split())
@@ -33,11 +33,21 @@ def create_team(session: Session, *, name: str, now: datetime) -> Team:
         raise TeamError(N_("Give the team a name of 1 to %(n)s characters.", n=MAX_NAME))
     if session.scalar(select(Team.id).where(func.lower(Team.name) == name.lower())):
         raise TeamError(N_("A team named %(name)s already exists.", name=name))
-    team = Team(name=name, created_at=now)
+    team = Team(name=name, created_at=now, require_approval=require_approval)
     session.add(team)
     session.flush()
     log(logger, logging.INFO, "team created", team_id=team.id)
     return team
+
+
+def set_require_approval(session: Session, *, team: Team, required: bool) -> bool:
+    """Turn approval before sending on or off for the team's new batches (those waiting stay waiting); False when
+    it already was so. The caller commits."""
+    if team.require_approval == required:
+        return False
+    team.require_approval = required
+    log(logger, logging.INFO, "team approval changed", team_id=team.id, require_approval=required)
+    return True
 
 
 def team_by_name(session: Session, *, name: str) -> Team:

@@ -12,7 +12,7 @@ from bulksign.batches import dashboard, recipients_table
 from bulksign.batches.recipients_table import DashboardError, RecipientFilter
 from bulksign.core import keyset
 from bulksign.core.extensions import db
-from bulksign.models import SigningRequest
+from bulksign.models import Batch, SigningRequest
 from bulksign.models.status import BATCH_DISPATCHED, BATCH_STATE_NAMES, BatchStatus, Status
 from bulksign.views._downloads import csv_response
 from bulksign.views.api.common import NO_NUL, ApiError, NextCursor, PageQuery, answer, operation, parse_query
@@ -20,11 +20,36 @@ from bulksign.views.api.common import NO_NUL, ApiError, NextCursor, PageQuery, a
 bp = Blueprint("api_dashboard", __name__, url_prefix="/api/v1")
 
 
+class ApprovalOut(BaseModel):
+    """Approval before sending, for a batch whose team required it when it was created."""
+
+    state: Literal["waiting", "approved", "rejected"] = Field(
+        description="`waiting` (nothing is sent until a manager of its team or an admin other than its creator "
+        "approves it), `approved` (then it is sent as any batch) or `rejected` (it is `cancelled`; nothing was sent)."
+    )
+    by: str | None = Field(description="The e-mail address of who approved or rejected it.")
+    at: datetime | None = Field(description="When it was approved or rejected.")
+    reason: str | None = Field(description="Why it was rejected (its creator was mailed this).")
+
+
+def approval_out(b: Batch) -> ApprovalOut | None:
+    """The batch's ``approval`` object; None for a batch that needed none."""
+    if b.approval is None:
+        return None
+    return ApprovalOut(
+        state=b.approval,
+        by=b.approval_by.email if b.approval_by is not None else None,
+        at=b.approval_at,
+        reason=b.rejection_reason,
+    )
+
+
 class BatchOut(BaseModel):
     id: int
     name: str
     status: Literal[tuple(dict.fromkeys(BATCH_STATE_NAMES.values()))] = Field(
-        description="What the batch is at: `sending` (documents being prepared and invitations sent), "
+        description="What the batch is at: `awaiting_approval` (its team requires approval: nothing is sent "
+        "yet, see `approval`), `sending` (documents being prepared and invitations sent), "
         "`awaiting_signatures` (every invitation dispatched; some recipients can still sign), `all_signed`, "
         "`closed` (nobody can sign any more and `unsigned` did not: expired, declined, failed, cancelled) or "
         "`cancelled` (stopped by staff). Until December 2026 this said `processing`, `completed` (meaning only "
@@ -49,6 +74,7 @@ class BatchOut(BaseModel):
     team_id: int | None
     notify_email: str | None = Field(description="Who gets the batch's notices; null: its owner.")
     one_time_code: bool = Field(description="Recipients confirm a one-time code (SMS or mail) before signing.")
+    approval: ApprovalOut | None = Field(description="Approval before sending; null when its team required none.")
 
 
 class BatchPage(NextCursor):
@@ -122,6 +148,7 @@ def _batch_out(view: dashboard.BatchView | dashboard.BatchRow) -> BatchOut:
         team_id=b.team_id,
         notify_email=b.notify_email,
         one_time_code=b.one_time_code,
+        approval=approval_out(b),
     )
 
 

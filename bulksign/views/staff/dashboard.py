@@ -123,6 +123,8 @@ PHASE_WORDS = {
     "waiting": _l("waiting for signatures"),
     "all_signed": _l("all signed"),
     "cancelled": _l("cancelled"),
+    "awaiting_approval": _l("waiting for approval"),
+    "rejected": _l("rejected"),
 }
 
 

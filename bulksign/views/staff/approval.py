@@ -1,0 +1,86 @@
+"""Approving or rejecting a batch that waits for approval, and the sample documents an approver opens first."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, abort, current_app, flash, redirect, request, url_for
+from flask_babel import gettext as _
+from flask_babel import ngettext
+from flask_login import current_user
+
+from bulksign.batches import approval
+from bulksign.core.extensions import db
+from bulksign.models import utcnow
+from bulksign.people import access
+from bulksign.work.pipeline import enqueue_sends
+
+bp = Blueprint("batch_approval", __name__, url_prefix="/batches")
+
+
+def _back(batch_id: int):
+    return redirect(url_for("batches.detail", batch_id=batch_id), 303)
+
+
+def _refused(exc: approval.ApprovalError, batch_id: int):
+    if exc.status == 404:
+        abort(404)
+    flash(str(exc.message), "error")
+    return _back(batch_id)
+
+
+@bp.post("/<int:batch_id>/approve")
+def approve(batch_id: int):
+    try:
+        decision = approval.approve(db.session, batch_id=batch_id, user=current_user, now=utcnow())
+    except approval.ApprovalError as exc:
+        return _refused(exc, batch_id)
+    flash(
+        ngettext(
+            "Approved: its %(num)s document is being prepared and sent.",
+            "Approved: its %(num)s documents are being prepared and sent.",
+            decision.requests,
+        )
+        if decision.requests
+        else _("Approved."),
+        "success",
+    )
+    return _back(batch_id)
+
+
+@bp.post("/<int:batch_id>/reject")
+def reject(batch_id: int):
+    try:
+        approval.reject(
+            db.session, batch_id=batch_id, user=current_user, reason=request.form.get("reason", ""), now=utcnow()
+        )
+    except approval.ApprovalError as exc:
+        return _refused(exc, batch_id)
+    enqueue_sends(approval.rejection_notices(db.session, batch_id=batch_id))
+    flash(_("Rejected: nothing of it is sent, and its creator is told why."), "success")
+    return _back(batch_id)
+
+
+@bp.get("/<int:batch_id>/samples/<int:request_id>.pdf")
+def sample(batch_id: int, request_id: int):
+    """A sample document rendered now for its real row, for the approver's eyes (never stored or mailed)."""
+    try:
+        batch = access.batch_for_read(db.session, batch_id=batch_id, user=current_user)
+    except access.Refused:
+        abort(404)
+    try:
+        pdf = approval.sample_document(
+            db.session, batch=batch, request_id=request_id, timeout=current_app.config["PDF_TIMEOUT_SECONDS"]
+        )
+    except LookupError:
+        abort(404)
+    return Response(
+        pdf,
+        mimetype="application/pdf",
+        headers={"Content-Disposition": f'inline; filename="sample-{request_id}.pdf"', "Cache-Control": "no-store"},
+    )
+
+
+def init_app(app) -> None:
+    @app.template_global()
+    def batch_approval(batch):
+        """What the batch page shows of its approval (``batches/_approval.html``)."""
+        return approval.page(db.session, batch=batch, user=current_user)
