@@ -4,13 +4,6 @@
   document.addEventListener("change", function (e) {
     if (e.target.matches && e.target.matches("[data-autosubmit]") && e.target.form) e.target.form.submit();
   });
-  // <input data-picks="select-id" data-pick-value="v">: typing in it chooses option v of that select
-  // (an address typed beside "who gets the notices" means "another address").
-  document.addEventListener("input", function (e) {
-    var id = e.target.getAttribute && e.target.getAttribute("data-picks");
-    var select = id && document.getElementById(id);
-    if (select && e.target.value) select.value = e.target.getAttribute("data-pick-value");
-  });
   // <button data-clear="id" [data-focus-back="selector"]>: empties that element (closes a side panel) and
   // gives the focus back to where the panel was opened from.
   document.addEventListener("click", function (e) {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from urllib.parse import urlsplit
+from zoneinfo import available_timezones
 
 from bulksign.core.branding import BrandError, normalise_color
 from bulksign.core.redis_client import check_url, rate_limit_storage
@@ -142,6 +143,8 @@ def load_config(overrides: dict | None = None) -> dict:
         "ORG_NAME": env.get("ORG_NAME", ""),
         "ORG_LOGO": env.get("ORG_LOGO", ""),
         "ORG_COLOR": env.get("ORG_COLOR", ""),
+        # The organisation's time zone (an IANA name): what a new batch's form offers its recipients first.
+        "ORG_TIMEZONE": env.get("ORG_TIMEZONE", "UTC"),
     }
     cfg.update(overrides or {})
     cfg["DATABASE_URL"] = _database_url(cfg["DATABASE_URL"])
@@ -175,6 +178,8 @@ def _check(cfg: dict) -> None:
         if cfg[name] < 0:
             raise ConfigError(f"{name} must be 0 (no limit) or more")
     _check_brand(cfg)
+    if cfg["ORG_TIMEZONE"] not in available_timezones():
+        raise ConfigError(f"ORG_TIMEZONE must be an IANA time zone such as Europe/Berlin, got {cfg['ORG_TIMEZONE']!r}")
 
 
 #: Image types a logo file may have (the browser and mail clients show these).

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import secrets
 
-from flask import Blueprint, Response, abort, flash, redirect, render_template, request, url_for
+from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, request, url_for
+from flask_babel import get_locale, ngettext
 from flask_babel import gettext as _
-from flask_babel import ngettext
 from flask_login import current_user
 
 from bulksign.batches.creation import BatchError, create_batch, settings_from_form
 from bulksign.core.extensions import db
-from bulksign.core.localtime import zone_names
+from bulksign.core.localtime import canonical_zone, zone_groups
 from bulksign.doc_templates import versions as dt
-from bulksign.doc_templates.columns import needed_columns
+from bulksign.doc_templates.columns import OPTIONAL, needed_columns
 from bulksign.documents.storage import get_storage
 from bulksign.models import utcnow
 from bulksign.people import access
@@ -55,26 +55,54 @@ def _page(
     field_errors: dict | None = None,
     choices: dict[str, str] | None = None,
 ):
+    templates = dt.list_templates(db.session, user=current_user)
+    template_id = template_id or request.values.get("template_id", type=int)
+    chosen = next((t for t in templates if t.id == template_id), templates[0] if templates else None)
+    language = get_locale().language
     return render_template(
         "uploads/new.html",
-        templates=dt.list_templates(db.session, user=current_user),
+        templates=templates,
         report=report,
         upload=upload,
         error=error,
-        template_id=template_id or request.values.get("template_id", type=int),
+        template_id=template_id,
         form=request.form,
         form_token=request.form.get("form_token") or secrets.token_hex(16),
         field_errors=field_errors or {},
-        zones=zone_names(),
+        zone_groups=zone_groups(locale=language),
+        # Recipients of a new batch read their times in the organisation's zone and the staff member's language,
+        # unless the form says otherwise.
+        default_zone=canonical_zone(current_app.config["ORG_TIMEZONE"]),
+        default_language=language,
+        columns=_columns(chosen.id) if chosen else None,
         **_preview_context(report, choices or {}),
         managers=access.managers_of(db.session, team_ids=access.team_ids_of(db.session, user=current_user)),
     ), status
+
+
+def _columns(template_id: int) -> dict[str, list[str]] | None:
+    """The columns the template's newest version needs on every row and those it may use, for the file's hint."""
+    try:
+        columns = needed_columns(template_version(template_id))
+    except UploadError:
+        return None
+    return {
+        "required": ["email", *(v for v, where in columns.items() if where != OPTIONAL and v != "email")],
+        "optional": [v for v, where in columns.items() if where == OPTIONAL],
+    }
 
 
 @bp.get("/new")
 def new():
     access.require_creator(current_user)
     return _page()
+
+
+@bp.get("/new/columns")
+def columns():
+    """The file's hint for the chosen template (the template picker asks for it when it changes)."""
+    access.require_creator(current_user)
+    return render_template("uploads/_columns.html", columns=_columns(request.args.get("template_id", type=int) or 0))
 
 
 @bp.post("/new/validate")
