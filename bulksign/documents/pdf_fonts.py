@@ -4,8 +4,8 @@ Qt embeds one subset of each font per run: a TrueType font (``/FontFile2``) unde
 ``/Identity-H`` codes, whose glyphs it numbers in the order the run first uses them, with a ``/ToUnicode`` map,
 widths (``/W``) and a ``/CIDSet`` for every glyph of the run. Split off, a recipient's part would carry the other
 recipients' letters in them (not their text, but which letters they used). Here each font of a part is cut down
-to the codes its pages show: the outlines of the other glyphs emptied (fontTools, glyph numbers kept, so the
-pages' codes stay as they are), the map and widths listed for its own codes only, the ``/CIDSet`` dropped (it is
+to the codes its pages show: the outlines and widths of the other glyphs emptied (fontTools, glyph numbers kept, so
+the pages' codes stay as they are), the map and widths listed for its own codes only, the ``/CIDSet`` dropped (it is
 optional, and it would list them all).
 """
 
@@ -15,8 +15,8 @@ import logging
 import re
 from io import BytesIO
 
-from fontTools import subset
 from fontTools.ttLib import TTFont
+from fontTools.ttLib.tables._g_l_y_f import Glyph
 from pypdf import PdfWriter
 from pypdf.generic import ArrayObject, NameObject, NumberObject
 
@@ -87,23 +87,9 @@ def _cut(font, codes: set[int]) -> None:
         raise FontError(f"font {font.get('/BaseFont')} is not an embedded TrueType font with identical glyph ids")
     descriptor = cid_font["/FontDescriptor"].get_object()
     program = descriptor["/FontFile2"].get_object()
-    ttf = TTFont(BytesIO(program.get_data()))
-    options = subset.Options()
-    options.retain_gids = True  # the pages' codes are glyph numbers
-    options.notdef_outline = True
-    options.recalc_bounds = False
-    options.drop_tables = []
-    options.name_IDs = ["*"]
-    options.hinting = True
-    options.prune_unicode_ranges = False  # Qt writes no cmap table to prune them by
-    options.prune_codepage_ranges = False
-    subsetter = subset.Subsetter(options)
-    subsetter.populate(gids=sorted(codes))
-    subsetter.subset(ttf)
-    out = BytesIO()
-    ttf.save(out)
-    program.set_data(out.getvalue())
-    program[NameObject("/Length1")] = NumberObject(len(out.getvalue()))
+    data = _emptied(program.get_data(), codes)
+    program.set_data(data)
+    program[NameObject("/Length1")] = NumberObject(len(data))
     widths = _widths(cid_font.get("/W", ArrayObject()))
     cid_font[NameObject("/W")] = ArrayObject(
         item
@@ -117,6 +103,30 @@ def _cut(font, codes: set[int]) -> None:
         stream = font["/ToUnicode"].get_object()
         unicode = unicode_map(stream.get_data())
         stream.set_data(_cmap({code: unicode[code] for code in sorted(codes) if code in unicode}))
+
+
+def _emptied(program: bytes, codes: set[int]) -> bytes:
+    """The TrueType program with the outline and width of every glyph but ``codes`` (and the parts of theirs that
+    are composites) emptied; the others' bytes are kept as they are, not decoded and encoded again (fontTools' subsetter
+    did that for every kept glyph: most of a part's cost)."""
+    ttf = TTFont(BytesIO(program), recalcBBoxes=False, recalcTimestamp=False)
+    glyf = ttf["glyf"]
+    order = ttf.getGlyphOrder()
+    kept, todo = set(), [code for code in codes if code < len(order)]
+    while todo:
+        code = todo.pop()
+        if code in kept:
+            continue
+        kept.add(code)
+        todo += [ttf.getGlyphID(part) for part in glyf.glyphs[order[code]].getComponentNames(glyf)]
+    metrics = ttf["hmtx"].metrics
+    for code, name in enumerate(order):
+        if code not in kept:
+            glyf.glyphs[name] = Glyph()
+            metrics[name] = (0, 0)  # a glyph's width alone could tell which letter it was
+    out = BytesIO()
+    ttf.save(out)
+    return out.getvalue()
 
 
 def _widths(array) -> dict[int, int | float]:

@@ -84,12 +84,16 @@ def _font_letters(pdf: bytes) -> dict[str, set[str]]:
 
 
 def _outlines(pdf: bytes) -> dict[str, int]:
-    """Per font, how many glyphs of its embedded program have an outline."""
+    """Per font, how many glyphs of its embedded program have an outline or a width."""
     counts = {}
     for name, font in _fonts(pdf).items():
         descriptor = font["/DescendantFonts"][0].get_object()["/FontDescriptor"].get_object()
         program = TTFont(io.BytesIO(descriptor["/FontFile2"].get_object().get_data()))
-        counts[name] = sum(1 for glyph in program.getGlyphOrder() if program["glyf"][glyph].numberOfContours)
+        counts[name] = sum(
+            1
+            for glyph in program.getGlyphOrder()
+            if program["glyf"][glyph].numberOfContours or program["hmtx"][glyph][0]
+        )
     return counts
 
 
@@ -111,7 +115,7 @@ def test_each_part_has_exactly_its_recipients_pages_words_and_look():
         assert name in text and not [other for other, _ in PEOPLE if other != name and other in text]
         assert "bulksign.invalid" not in part.decode("latin-1")
         assert _font_letters(part) == _font_letters(alone), f"{name}'s fonts hold only the letters of {name}'s pages"
-        assert _outlines(part) == _outlines(alone), "and only their outlines"
+        assert _outlines(part) == _outlines(alone), "and only their outlines and widths"
         for number in (1, len(pages)):
             drawn = [
                 Image.open(io.BytesIO(page_png(pdf, number=number, width_px=600))).convert("RGB")
