@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from flask import Flask
-from flask_babel import force_locale
+from flask_babel import force_locale, ngettext
 from flask_babel import gettext as _
 from flask_mail import Message
 from sqlalchemy import func, select, update
@@ -35,7 +35,6 @@ from bulksign.batches.progress import counts_for, refresh_batch_statuses
 from bulksign.batches.reminders import KIND as REMINDER
 from bulksign.batches.states import transition
 from bulksign.core.logs import log
-from bulksign.core.messages import N_
 from bulksign.mail.mailer import builder, cancel_queued
 from bulksign.models import Batch, OutgoingMail, SigningRequest
 from bulksign.models.status import WAITING_FOR_RECIPIENT, Status
@@ -188,13 +187,15 @@ def _queue_summary(session: Session, *, batch: Batch, now: datetime) -> Outgoing
         .select_from(OutgoingMail)
         .where(OutgoingMail.batch_id == batch.id, OutgoingMail.kind == KIND)
     )
+    with force_locale(notice_locale(batch)):
+        subject = ngettext(
+            '%(num)s recipient did not sign "%(batch)s" before the deadline',
+            '%(num)s recipients did not sign "%(batch)s" before the deadline',
+            count,
+            batch=batch.name,
+        )
     return queue_notice(
-        session,
-        batch=batch,
-        kind=KIND,
-        key=f"expiry-summary-{batch.id}-{number}",
-        now=now,
-        subject=N_('%(count)s recipients did not sign "%(batch)s" before the deadline', count=count, batch=batch.name),
+        session, batch=batch, kind=KIND, key=f"expiry-summary-{batch.id}-{number}", now=now, subject=subject
     )
 
 

@@ -81,10 +81,17 @@ def chosen_notice_address(*, choice: str | None, email: str | None) -> str | Non
 
 
 def queue_notice(
-    session: Session, *, batch: Batch, kind: str, key: str, subject: N_, now: datetime, request_id: int | None = None
+    session: Session,
+    *,
+    batch: Batch,
+    kind: str,
+    key: str,
+    subject: N_ | str,
+    now: datetime,
+    request_id: int | None = None,
 ) -> OutgoingMail | None:
-    """Record one notice about ``batch`` for whoever it names, the subject in the owner's language; None when
-    there is nobody to tell. The caller commits, then enqueues the send (or leaves it to the reconciler)."""
+    """Record one notice about ``batch`` for whoever it names, the subject in the owner's language (a message, or a
+    text the caller put in it: a count's plural form); None when there is nobody to tell. The caller commits, then enqueues the send (or leaves it to the reconciler)."""
     to_email = notice_recipient(batch, owner=batch.created_by)
     if to_email is None:
         log(logger, logging.WARNING, "notice not sent: nobody to tell", batch_id=batch.id, kind=kind)

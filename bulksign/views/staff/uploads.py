@@ -10,7 +10,6 @@ import secrets
 
 from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, request, url_for
 from flask_babel import get_locale, ngettext
-from flask_babel import gettext as _
 from flask_login import current_user
 
 from bulksign.batches.creation import BatchError, create_batch, settings_from_form
@@ -196,7 +195,14 @@ def create():
         db.session.rollback()
         return _page(status=422, error=exc.message, field_errors={exc.field: exc.message} if exc.field else {})
     if result.created:
-        flash(_("Batch created with %(n)s recipients. Documents are being prepared.", n=result.total_count), "success")
+        flash(
+            ngettext(
+                "Batch created with %(num)s recipient. Its document is being prepared.",
+                "Batch created with %(num)s recipients. Documents are being prepared.",
+                result.total_count,
+            ),
+            "success",
+        )
         if result.suppressed:
             flash(
                 ngettext(
