@@ -26,6 +26,7 @@ from bulksign.models import Batch, Event, SigningRequest
 
 # The statuses, tables and sets live in the leaf module ``status``; this module only moves rows between them.
 from bulksign.models.status import BATCH_TRANSITIONS, TRANSITIONS, IllegalTransition, Status
+from bulksign.signing import parties
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ def transition(
     moves: list[tuple[int, str, str]] = []
     for chunk in slices(ids):
         if dialect == "postgresql" and len(allowed) == 1:
-            # The hot path (every pipeline step): the move and its events in one round trip.
+            # The hot path (every pipeline step): the move, its events and the party's move in one round trip.
             rows = _move_and_log(session, chunk, source=allowed[0], values=values, event=event, also=also)
         else:
             if also is not None:
@@ -96,6 +97,11 @@ def transition(
                     session.execute(
                         insert(Event), [{"request_id": r.id, "batch_id": r.batch_id, **event} for r in rows]
                     )
+                for source in {r.old_status for r in rows}:
+                    won_from = [r.id for r in rows if r.old_status == source]
+                    follow = parties.follows(won_from, frm=source, to=target, now=now)
+                    if follow is not None:
+                        session.execute(follow)
         also = None  # once, with the first slice
         won.extend(r.id for r in rows)
         moves.extend((r.batch_id, r.old_status, target.value) for r in rows)
@@ -165,13 +171,18 @@ def _update(chunk: list[int], *conditions, values: dict):
 def _move_and_log(
     session: Session, chunk: list[int], *, source: str, values: dict, event: dict, also: Update | None = None
 ) -> list[_Moved]:
-    """PostgreSQL: ``WITH moved AS (UPDATE … RETURNING), [also AS (UPDATE …)] INSERT INTO events SELECT … FROM moved``.
+    """PostgreSQL: ``WITH moved AS (UPDATE … RETURNING), [also AS (UPDATE …)], [follow AS (UPDATE parties …)]
+    INSERT INTO events SELECT … FROM moved``.
 
     A data-modifying ``WITH`` runs exactly once, whether or not the rest of the statement reads it.
     """
     moved = _update(chunk, SigningRequest.status == source, values=values).cte("moved")
     columns = Event.__table__.c
     ctes = [moved] if also is None else [moved, also.cte("also")]
+    # The recipient party of a single-signer request moves with it (``parties.follows``).
+    follow = parties.follows(select(moved.c.id), frm=source, to=values["status"], now=values["status_changed_at"])
+    if follow is not None:
+        ctes.append(follow.cte("follow"))
     logged = (
         insert(Event)
         .from_select(

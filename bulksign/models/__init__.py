@@ -11,6 +11,7 @@ from bulksign.models.base import BigId, UTCDateTime, utcnow
 from bulksign.models.batches import Batch, BatchShare, BatchSkippedRow, BatchStatusCount, Export
 from bulksign.models.integrations import IdempotencyKey, WebhookDelivery, WebhookEndpoint
 from bulksign.models.mail import OutgoingMail, Suppression
+from bulksign.models.parties import RECIPIENT_ROLE, Party
 from bulksign.models.people import ApiKey, MembershipChange, Team, TeamMember, User
 from bulksign.models.requests import Document, Event, OneTimeCode, SealCertificate, SigningRequest
 from bulksign.models.templates import DocumentTemplate, TemplateVersion
@@ -30,6 +31,8 @@ __all__ = [
     "MembershipChange",
     "OneTimeCode",
     "OutgoingMail",
+    "Party",
+    "RECIPIENT_ROLE",
     "SealCertificate",
     "SigningRequest",
     "Suppression",

@@ -145,3 +145,51 @@ def test_the_outcomes_migration_settles_dispatched_batches_by_what_their_request
         db.session.remove()
         downgrade(revision="base")
         db.engine.dispose()
+
+
+def test_the_parties_migration_gives_every_request_its_recipient_in_the_state_its_request_stands_for(
+    empty_database_url, redis_server, tmp_path
+):
+    """Existing requests keep their links (the request's own) and get a ``recipient`` party at step 0 whose state
+    and times are the request's: a cancelled request's party stands where the request was when it was cancelled."""
+    from tests.support.batchdata import make_batch
+    from tests.support.clock import NOW
+
+    statuses = ["pending", "generated", "sent", "opened", "signed", "declined", "expired", "bounced", "failed"]
+    statuses += ["cancelled", "cancelled", "cancelled"]
+    app = _bare_app(empty_database_url, redis_server, tmp_path)
+    with app.app_context():
+        upgrade()
+        batch_id = make_batch(db.session, statuses=statuses, now=NOW).id
+        db.session.remove()
+        downgrade(revision="b5e1d7a3c9f2")
+        ids = db.session.scalars(text("SELECT id FROM signing_requests ORDER BY id")).all()
+        # Cancelled before its invitation went out, after it was opened, after it was sent.
+        db.session.execute(
+            text("UPDATE signing_requests SET sent_at = NULL, opened_at = NULL WHERE status = 'cancelled'")
+        )
+        db.session.execute(text("UPDATE signing_requests SET sent_at = :t WHERE id = :a"), {"t": NOW, "a": ids[-1]})
+        db.session.execute(
+            text("UPDATE signing_requests SET sent_at = :t, opened_at = :t WHERE id = :a"), {"t": NOW, "a": ids[-2]}
+        )
+        db.session.commit()
+        upgrade()
+        found = db.session.execute(
+            text(
+                "SELECT request_id, role, step, status, invited_at FROM parties WHERE batch_id = :b ORDER BY request_id"
+            ),
+            {"b": batch_id},
+        ).all()
+        assert [r.request_id for r in found] == ids
+        assert {(r.role, r.step) for r in found} == {("recipient", 0)}
+        assert [r.status for r in found] == [
+            "waiting", "waiting", "invited", "opened", "signed", "declined", "invited", "invited", "waiting",
+            "waiting", "opened", "invited",
+        ]  # fmt: skip
+        assert found[2].invited_at is not None
+        db.session.remove()
+        downgrade(revision="b5e1d7a3c9f2")
+        assert "parties" not in inspect(db.engine).get_table_names()
+        db.session.remove()
+        downgrade(revision="base")
+        db.engine.dispose()

@@ -1,0 +1,188 @@
+"""Parties of requests: their one writer of state (compare-and-set, like requests), their links, and the
+``recipient`` party every request has from its creation.
+
+A party moves only through ``PARTY_TRANSITIONS`` (``move_parties``: ``UPDATE parties SET status=:to ... WHERE
+id IN (:ids) AND status IN (:frm)``, an event per win). The ``recipient`` party of a request that has no other
+party follows its request's moves instead, in the request's own statement (``follows``, called by
+``states.transition``): a single-signer request moves exactly as it did before parties existed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import Select, Update, exists, insert, literal, select, update
+from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm.util import identity_key
+
+from bulksign.core.slicing import slices
+from bulksign.core.tokens import hash_token, new_nonce, signing_token
+from bulksign.models import RECIPIENT_ROLE, Event, Party, SigningRequest
+from bulksign.models.parties import FIRST_RENDER, PARTY_TRANSITIONS, RECIPIENT_FOLLOWS, PartyStatus
+from bulksign.models.status import IllegalTransition, Status
+
+#: The column each state's arrival is stamped in.
+_STAMPS = {
+    PartyStatus.INVITED: "invited_at",
+    PartyStatus.OPENED: "opened_at",
+    PartyStatus.SIGNED: "signed_at",
+    PartyStatus.DECLINED: "declined_at",
+}
+
+
+@dataclass(frozen=True)
+class PartyMoves:
+    """Which parties moved. A party missing from ``won`` was not in an expected state."""
+
+    to: PartyStatus
+    won: tuple[int, ...] = field(default_factory=tuple)
+
+    def __bool__(self) -> bool:
+        return bool(self.won)
+
+
+def move_parties(
+    session: Session,
+    party_ids: int | Sequence[int],
+    *,
+    frm: str | Iterable[str],
+    to: str,
+    now: datetime,
+    actor: str = "system",
+    ip: str | None = None,
+    details: dict | None = None,
+    **fields,
+) -> PartyMoves:
+    """Move parties from one of ``frm`` to ``to`` by compare-and-set and append a ``party.<to>`` event per win
+    (its details name the role). ``fields`` are further columns set in the same UPDATE; the arrival's time
+    (``invited_at`` …) is stamped with ``now``. The caller commits. Moves off the table raise ``IllegalTransition``.
+    """
+    ids = [party_ids] if isinstance(party_ids, int) else sorted(set(party_ids))
+    sources = [PartyStatus(frm)] if isinstance(frm, str) else [PartyStatus(s) for s in frm]
+    target = PartyStatus(to)
+    for source in sources:
+        if target not in PARTY_TRANSITIONS[source]:
+            raise IllegalTransition(f"PartyStatus {source} → {target} is not allowed")
+    if "status" in fields:
+        raise IllegalTransition("status is set by the move itself")
+    values = {"status": target.value, "status_changed_at": now, **fields}
+    if target in _STAMPS:
+        values.setdefault(_STAMPS[target], now)
+    won: list[tuple[int, int, int, str]] = []
+    for chunk in slices(ids):
+        won.extend(
+            session.execute(
+                update(Party)
+                .where(Party.id.in_(chunk), Party.status.in_([s.value for s in sources]))
+                .values(**values)
+                .returning(Party.id, Party.request_id, Party.batch_id, Party.role)
+                .execution_options(synchronize_session=False)
+            ).all()
+        )
+    if won:
+        session.execute(
+            insert(Event),
+            [
+                {
+                    "request_id": request_id,
+                    "batch_id": batch_id,
+                    "type": f"party.{target.value}",
+                    "created_at": now,
+                    "actor": actor,
+                    "ip": ip,
+                    "details": {"role": role, **(details or {})},
+                }
+                for _, request_id, batch_id, role in won
+            ],
+        )
+    for party_id, *_ in won:
+        loaded = session.identity_map.get(identity_key(Party, party_id))
+        if loaded is not None:
+            session.expire(loaded)
+    return PartyMoves(to=target, won=tuple(sorted(party_id for party_id, *_ in won)))
+
+
+def follows(request_ids: Sequence[int] | Select, *, frm: str, to: str, now: datetime) -> Update | None:
+    """The UPDATE by which the ``recipient`` party of each single-signer request among ``request_ids`` follows
+    that request's move ``frm`` → ``to`` (``RECIPIENT_FOLLOWS``); None when the move takes no party along.
+
+    A request with other parties is left alone: its parties move by themselves (``move_parties``) and its status
+    follows theirs. The party moves only from the states the table names, so a repeated statement changes nothing.
+    """
+    rule = RECIPIENT_FOLLOWS.get(Status(to))
+    if rule is None or (Status(to) == Status.GENERATED and Status(frm) in FIRST_RENDER):
+        return None
+    sources, target = rule
+    others = aliased(Party)
+    values = {"status": target.value, "status_changed_at": now}
+    if target in _STAMPS:
+        values[_STAMPS[target]] = now
+    return (
+        update(Party)
+        .where(
+            Party.request_id.in_(request_ids),
+            Party.role == RECIPIENT_ROLE,
+            Party.status.in_([s.value for s in sources]),
+            ~exists().where(others.request_id == Party.request_id, others.role != RECIPIENT_ROLE),
+        )
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+
+
+def add_recipients(session: Session, *, batch_id: int, now: datetime) -> None:
+    """Give every request of the batch that has none its ``recipient`` party, in one statement, at step 0 and
+    waiting (the request is not sent yet). The caller commits with the requests."""
+    has_one = exists().where(Party.request_id == SigningRequest.id, Party.role == RECIPIENT_ROLE)
+    session.execute(
+        insert(Party).from_select(
+            ["request_id", "batch_id", "role", "step", "status", "status_changed_at", "reminder_count", "created_at"],
+            select(
+                SigningRequest.id,
+                SigningRequest.batch_id,
+                literal(RECIPIENT_ROLE),
+                literal(0),
+                literal(PartyStatus.WAITING.value),
+                literal(now, Party.status_changed_at.type),
+                literal(0),
+                literal(now, Party.created_at.type),
+            ).where(SigningRequest.batch_id == batch_id, ~has_one),
+        )
+    )
+
+
+def issue_party_link(session: Session, *, party: Party, secret: str, now: datetime, actor: str = "system") -> str:
+    """Give a party other than the recipient a new link (its older link dies) and return its token; the
+    recipient's link is the request's (``links.issue_link``). The caller commits."""
+    if party.role == RECIPIENT_ROLE:
+        raise ValueError("the recipient's link is the request's own")
+    party.token_nonce = new_nonce()
+    token = party_token(party, secret=secret)
+    party.token_hash = hash_token(token)
+    session.add(
+        Event(
+            request_id=party.request_id,
+            batch_id=party.batch_id,
+            type="link.issued",
+            created_at=now,
+            actor=actor,
+            details={"role": party.role},
+        )
+    )
+    session.flush()
+    return token
+
+
+def party_token(party: Party, *, secret: str) -> str:
+    """The token of a party's current link, re-derived from its nonce (a retried mail sends the same link).
+    Bound to the party's id, so it never equals a request's token."""
+    return signing_token(secret=secret, request_id=party.request_id, nonce=f"{party.id}:{party.token_nonce}")
+
+
+def find_party(session: Session, token: str) -> Party | None:
+    """The party (not the recipient) whose current link is ``token``; compares hashes."""
+    if not token or len(token) > 128:
+        return None
+    return session.scalar(select(Party).where(Party.token_hash == hash_token(token)))
