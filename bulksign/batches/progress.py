@@ -294,6 +294,7 @@ def retry_failed(
     """
     batch_for_retry(session, batch_id=batch_id, user=user)
     query = select(SigningRequest.id).where(SigningRequest.batch_id == batch_id, SigningRequest.status == Status.FAILED)
+    query = query.where(SigningRequest.purged_at.is_(None))  # a purged row has nothing left to render or mail
     if request_ids is None:
         failed = list(session.scalars(query))
     else:

@@ -43,7 +43,7 @@ MAX_EXTEND_DAYS = 365
 class ResendResult:
     resent: int
     #: reason → how many requests were skipped for it (``signed``, ``declined``, ``cancelled``, ``not_sent``,
-    #: ``not_found``, ``deadline_passed``, ``changed_meanwhile``).
+    #: ``not_found``, ``deadline_passed``, ``changed_meanwhile``, ``purged``).
     skipped: dict[str, int]
     mail_ids: tuple[int, ...] = field(default=(), repr=False)
     #: The earliest and latest new deadline given by extra days; None without extra days.
@@ -58,7 +58,11 @@ class EmailChange:
     changed: bool
 
 
-def _skip_reason(status: str, *, batch: Batch, extend_days: int | None, now: datetime) -> str | None:
+def _skip_reason(
+    status: str, *, batch: Batch, extend_days: int | None, now: datetime, purged: bool = False
+) -> str | None:
+    if purged:
+        return "purged"  # no address is left to send to (retention or erasure)
     if status in EMAIL_FROZEN:
         return status
     if batch.status == BatchStatus.CANCELLED:
@@ -98,6 +102,7 @@ def resend_with_new_link(
                 SigningRequest.sent_at,
                 SigningRequest.expires_at,
                 SigningRequest.deadline_days,
+                SigningRequest.purged_at,
             ).where(SigningRequest.id.in_(part))
         ).all()
         if len(rows) < len(part):
@@ -106,7 +111,13 @@ def resend_with_new_link(
         for row in rows:
             if row.batch_id not in batches:
                 batches[row.batch_id] = batch_for_action(session, batch_id=row.batch_id, user=user)
-            reason = _skip_reason(row.status, batch=batches[row.batch_id], extend_days=extend_days, now=now)
+            reason = _skip_reason(
+                row.status,
+                batch=batches[row.batch_id],
+                extend_days=extend_days,
+                now=now,
+                purged=row.purged_at is not None,
+            )
             if reason:
                 skipped[reason] = skipped.get(reason, 0) + 1
             else:
@@ -201,6 +212,8 @@ def change_email(session: Session, *, request_id: int, new_email: str, user: Use
         raise BatchActionError(
             N_("The request is %(status)s; its address can no longer change.", status=request.status), 409
         )
+    if request.purged_at is not None:
+        raise BatchActionError(N_("The request was deleted under the retention rules; it cannot be sent again."), 409)
     try:
         normalized = validate_email((new_email or "").strip(), check_deliverability=False).normalized
     except EmailNotValidError as exc:

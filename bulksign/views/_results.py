@@ -25,6 +25,7 @@ REASONS = {
     "not_found": _l("not in this batch"),
     "deadline_passed": _l("the batch's deadline has passed (give extra days)"),
     "changed_meanwhile": _l("changed by someone else meanwhile"),
+    "purged": _l("deleted under the retention rules"),
 }
 
 

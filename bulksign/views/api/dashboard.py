@@ -86,7 +86,7 @@ class SigningRequestOut(BaseModel):
 
     id: int
     row_number: int = Field(description="The row of the recipients file.")
-    email: str
+    email: str | None = Field(description="The recipient's address; null once purged.")
     name: str | None
     status: str = Field(
         description="`pending`, `generating`, `generated`, `sending`, `sent`, `opened`, `signed`, "
@@ -102,6 +102,11 @@ class SigningRequestOut(BaseModel):
     expires_at: datetime | None
     complained_at: datetime | None
     error: str | None = Field(description="Why it failed or bounced.")
+    purged_at: datetime | None = Field(
+        None,
+        description="When its documents and personal data were purged (the team's retention, or an erasure): "
+        "`email`, `name`, `decline_reason` and `error` are null from then on; the times and the status stay.",
+    )
 
 
 class RequestPage(NextCursor):
@@ -153,11 +158,12 @@ def _batch_out(view: dashboard.BatchView | dashboard.BatchRow) -> BatchOut:
 
 
 def _request_out(r: SigningRequest) -> SigningRequestOut:
+    kept = r.purged_at is None
     return SigningRequestOut(
         id=r.id,
         row_number=r.row_number,
-        email=r.email,
-        name=r.name,
+        email=r.email if kept else None,
+        name=r.name if kept else None,
         status=r.status,
         status_changed_at=r.status_changed_at,
         sent_at=r.sent_at,
@@ -169,6 +175,7 @@ def _request_out(r: SigningRequest) -> SigningRequestOut:
         expires_at=r.expires_at,
         complained_at=r.complained_at,
         error=r.error_message,
+        purged_at=r.purged_at,
     )
 
 

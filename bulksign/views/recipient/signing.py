@@ -150,6 +150,10 @@ def _by_token(view):
         row = _find(token)
         if row is None:
             return _render(None, token, state="unknown")
+        if row.purged_at is not None:  # its files and personal data are gone: only the record of it is left
+            return _recipient_error(
+                _("This document is no longer available: it was deleted under the sender's retention rules."), 410
+            )
         return view(token, row, **kwargs)
 
     return wrapped
