@@ -26,7 +26,7 @@ def send_many(mail_ids: list[int]) -> str:
     # the chunk's rows stay loaded across those commits instead of being re-read one by one.
     session.expire_on_commit = False
     try:
-        with beating():
+        with beating(SEND, mail_ids):
             outcome = send_chunk(mail_ids, app=current_app._get_current_object(), link=smtp_link)
     finally:
         session.expire_on_commit = True

@@ -16,7 +16,7 @@ from bulksign.work.queues import RENDER_MANY, job
 @job(RENDER_MANY)
 def render_many(request_ids: list[int]) -> str:
     """Render the pending requests among ``request_ids``; returns what happened, for the job result."""
-    with beating():
+    with beating(RENDER, request_ids):
         outcome = render_chunk(request_ids, app=current_app._get_current_object())
     release(RENDER, request_ids)
     return outcome

@@ -34,7 +34,7 @@ def job_states(
     """The ids among ``job_ids`` that RQ will still run, each ``WAITING`` or ``RUNNING``; dead ones are left out.
 
     A running job is alive while its worker's key exists and it started less than its timeout ago;
-    with ``beat_trust`` (chunk jobs, see ``pipeline.beating``), while its last beat is that many seconds old.
+    with ``beat_trust`` (chunk jobs, see ``pipeline.beating``), while its last beat is less than that many seconds old.
     With ``queue``, a job marked queued is alive only while it waits in that queue's list (or was queued a
     moment ago), and a scheduled one while it waits in the registry for a moment still ahead.
     """
@@ -79,7 +79,9 @@ def job_states(
         if beat_trust is None:
             since, limit = instant(started_at, now), int(float(timeout or 180)) + GRACE_SECONDS
         else:
-            since, limit = instant(beat or started_at, now), beat_trust
+            # The beat comes from the worker's own process: recent, it proves the worker alive (after an emptied
+            # Redis its key is back only at its next heartbeat, after the job).
+            since, limit, worker_alive = instant(beat or started_at, now), beat_trust, True
         if worker_alive and since and now - since < timedelta(seconds=limit):
             states[job_id] = RUNNING
     return states

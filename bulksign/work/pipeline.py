@@ -228,8 +228,9 @@ def _fill(step: Step, *, session: Session, batch_id: int, size: int, window: int
 
 
 @contextmanager
-def beating(*, every: float = BEAT_SECONDS) -> Iterator[None]:
-    """While the block runs, tell the reconciler every ``every`` seconds that this chunk job is alive.
+def beating(step: Step | None = None, ids: Sequence[int] = (), *, every: float = BEAT_SECONDS) -> Iterator[None]:
+    """While the block runs, tell the reconciler every ``every`` seconds that this chunk job (of ``step``, on
+    ``ids``) is alive.
 
     A chunk may rightly run for many minutes, so its RQ timeout says little; and after Redis lost
     its data, RQ re-creates a worker's key without expiry, so a killed worker can look alive for
@@ -238,17 +239,26 @@ def beating(*, every: float = BEAT_SECONDS) -> Iterator[None]:
     wait minutes on the mail throttle or a slow renderer, and trusting a silence that long would
     leave a killed worker's chunk untouched as long. A hung item cannot beat for ever either:
     RQ's job timeout ends the job, and the beat with it.
+
+    Each beat also writes back what an emptied Redis forgot (only where it is missing): that the job runs and
+    that it owns its ids, so the reconciler does not queue again what this live job is doing.
     """
     job = get_current_job()
     if job is None:
         yield
         return
     stop = threading.Event()
+    claims = list(ids) if step is not None else []
 
     def beat() -> None:
         while True:
             try:
-                job.heartbeat(datetime.now(UTC), 0)
+                with job.connection.pipeline(transaction=False) as pipe:
+                    job.heartbeat(datetime.now(UTC), 0, pipeline=pipe)
+                    pipe.hsetnx(job.key, "status", "started")
+                    for i in claims:
+                        pipe.hsetnx(step.owners_key, i, job.id)
+                    pipe.execute()
             except RedisError as exc:  # Redis away for a moment: the next beat tries again
                 logger.debug("chunk beat failed: %s", exc)
             if stop.wait(every):

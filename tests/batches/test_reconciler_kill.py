@@ -67,3 +67,47 @@ def test_a_render_worker_killed_mid_chunk_has_its_chunk_queued_again_within_beat
         assert sorted(to for m in smtp.of_kind("invitation") for to in m.rcpt_tos) == sorted(
             r.email for r in requests_of(batch)
         )
+
+
+def test_redis_emptied_while_a_chunk_runs_its_live_job_keeps_its_work_and_nothing_is_sent_twice(
+    make_app, smtp, tmp_path, redis_server
+):
+    import asyncio
+    import threading
+
+    app = make_app()
+    with app.app_context():
+        batch = make_batch(now=utcnow(), recipients=3)
+        enqueue_renders(request_ids(batch))
+        run_worker(app, "pdf")  # one send job carries the three invitations
+        # The SMTP server takes the first message, then holds its answer: the chunk is mid-send.
+        release = threading.Event()
+        original = smtp.handler.handle_DATA
+
+        async def accept_then_hang(server, session, envelope):
+            await original(server, session, envelope)
+            while not release.is_set():
+                await asyncio.sleep(0.05)
+            return "250 OK"
+
+        smtp.handler.handle_DATA = accept_then_hang
+        worker = start(["jobs", "worker", "--burst", "mail"], env=worker_env(app), log=tmp_path / "worker.log")
+        try:
+            wait_for(lambda: smtp.received, timeout=120, what="the first invitation to reach the server")
+            redis_server.restart_empty()  # the job, its claims and the worker's key are gone
+            time.sleep(BEAT_SECONDS + 1)  # one beat writes back what the live job holds
+            # Past the age guard, within the beat's trust: the live job's mails are not queued again.
+            later = utcnow() + timedelta(seconds=app.config["RECONCILE_AFTER_SECONDS"] + 1)
+            stale_after = timedelta(seconds=app.config["RECONCILE_AFTER_SECONDS"])
+            result = reconcile(db.session, redis=get_redis(), app=app, now=later, stale_after=stale_after)
+            assert result.sends == () and result.renders == ()
+            assert [r.status for r in requests_of(batch)] == ["sending"] * 3
+        finally:
+            release.set()
+            smtp.handler.handle_DATA = original
+        try:
+            wait_for(lambda: worker.poll() is not None, timeout=60, what="the worker to finish its chunk")
+        finally:
+            stop(worker)
+        assert [r.status for r in requests_of(batch)] == ["sent"] * 3
+        assert len(smtp.of_kind("invitation")) == 3  # nobody got a second invitation
