@@ -222,6 +222,9 @@ def _derive(cfg: dict) -> None:
     if "RATELIMIT_STORAGE_URI" not in cfg:
         cfg["RATELIMIT_STORAGE_URI"], cfg["RATELIMIT_STORAGE_OPTIONS"] = rate_limit_storage(cfg["REDIS_URL"])
     cfg["RATELIMIT_HEADERS_ENABLED"] = True
+    # Flask-Limiter would raise every answer's Retry-After to its window's end (a 409's "try again in 5 s" came as
+    # ~60): its own goes under another name, and a 429 says when to come back (``seconds_until_limit_resets``).
+    cfg["RATELIMIT_HEADER_RETRY_AFTER"] = "X-RateLimit-Retry-After"
     # A Redis outage must not turn logins and signing pages into 500s.
     cfg["RATELIMIT_SWALLOW_ERRORS"] = True
     # The in-memory fallback keeps limits while Redis is away, at the cost of an expiry timer thread;

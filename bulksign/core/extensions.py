@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from flask import Flask, current_app
 from flask_babel import Babel
 from flask_limiter import Limiter
@@ -31,6 +33,14 @@ login_manager = LoginManager()
 mail = Mail()
 csrf = CSRFProtect()
 limiter = Limiter(key_func=get_remote_address, default_limits=[])
+
+
+def seconds_until_limit_resets() -> int:
+    """For a 429's ``Retry-After``: when the limit this request hit lets it through again (at least 1 s)."""
+    current = limiter.current_limit
+    return max(1, int(current.reset_at - time.time())) if current else 60
+
+
 babel = Babel()
 
 

@@ -12,7 +12,7 @@ from sqlalchemy.exc import DataError
 from werkzeug.exceptions import HTTPException
 
 from bulksign.core.error_tracking import capture
-from bulksign.core.extensions import db
+from bulksign.core.extensions import db, seconds_until_limit_resets
 from bulksign.core.messages import N_
 from bulksign.people.auth import is_api_request
 
@@ -104,7 +104,9 @@ def init_app(app: Flask) -> None:
     @app.errorhandler(429)
     def _rate_limited(error):
         # Flask-Limiter's description is the limit itself ("3 per 1 minute"): not for people.
-        return _respond(429, str(MESSAGES[429]))
+        response = make_response(_respond(429, str(MESSAGES[429])))
+        response.headers["Retry-After"] = str(seconds_until_limit_resets())
+        return response
 
     @app.errorhandler(HTTPException)
     def _http(error: HTTPException):

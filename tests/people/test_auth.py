@@ -74,6 +74,7 @@ def test_failed_logins_are_rate_limited(make_app, users):
     assert codes == [401, 401, 401, 429]
     limited = client.post("/auth/login", data={"email": STAFF[0], "password": STAFF[1], "csrf_token": token})
     assert limited.status_code == 429 and b"Too many attempts" in limited.data
+    assert 0 < int(limited.headers["Retry-After"]) <= 60
 
 
 def test_admin_pages_refuse_staff_and_send_anonymous_to_login(client, auth):

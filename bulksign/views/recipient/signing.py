@@ -14,7 +14,7 @@ from flask_babel import gettext as _
 from flask_babel import ngettext
 from flask_wtf.csrf import CSRFError
 
-from bulksign.core.extensions import db, get_redis, limiter
+from bulksign.core.extensions import db, get_redis, limiter, seconds_until_limit_resets
 from bulksign.core.logs import log
 from bulksign.documents.document_pages import DocumentPages, document_pages
 from bulksign.documents.document_pages import page_image as stored_page_image
@@ -412,7 +412,8 @@ def _recipient_error(message: str, status: int):
 
 @bp.errorhandler(429)
 def _too_many(error):
-    return _recipient_error(_("Too many requests from your network. Please wait a minute and try again."), 429)
+    page, status = _recipient_error(_("Too many requests from your network. Please wait a minute and try again."), 429)
+    return page, status, {"Retry-After": str(seconds_until_limit_resets())}
 
 
 @bp.errorhandler(CSRFError)
