@@ -12,6 +12,7 @@ from flask import Blueprint, Response, abort, current_app, flash, redirect, rend
 from flask_babel import get_locale, ngettext
 from flask_login import current_user
 
+from bulksign.batches import retention
 from bulksign.batches.creation import BatchError, create_batch, settings_from_form
 from bulksign.core.extensions import db
 from bulksign.core.localtime import canonical_zone, zone_groups
@@ -179,6 +180,7 @@ def create():
             max_errors=None,
         )
         settings = settings_from_form(request.form, default_name=f"{version.template.name} ({utcnow():%Y-%m-%d})")
+        keep_signed, keep_unsigned = retention.batch_days_from_form(request.form)
         result = create_batch(
             db.session,
             user=current_user,
@@ -194,6 +196,13 @@ def create():
     except BatchError as exc:
         db.session.rollback()
         return _page(status=422, error=exc.message, field_errors={exc.field: exc.message} if exc.field else {})
+    except retention.RetentionError as exc:
+        return _page(status=422, error=exc.args[0], field_errors={exc.args[1]: exc.args[0]})
+    # After the batch's own commit: a crash in between leaves it on its team's periods, the safe side of a choice.
+    retention.set_batch_retention(
+        db.session, batch_id=result.batch.id, keep_signed_days=keep_signed, keep_unsigned_days=keep_unsigned
+    )
+    db.session.commit()
     if result.created:
         flash(
             ngettext(
