@@ -16,7 +16,14 @@ from bulksign.mail.devmail import list_caught, mailbox_folder, read_caught
 from bulksign.models import ApiKey, Team, User, WebhookDelivery, WebhookEndpoint, utcnow
 from bulksign.people.access_audit import recent_changes
 from bulksign.people.auth import admin_required
-from bulksign.people.teams import TeamError, add_member, create_team, remove_member, teams_with_members
+from bulksign.people.teams import (
+    TeamError,
+    add_member,
+    create_team,
+    remove_member,
+    set_require_approval,
+    teams_with_members,
+)
 from bulksign.people.users import (
     ROLES,
     UserError,
@@ -268,10 +275,28 @@ def _team_or_404(team_id: int) -> Team:
 @bp.post("/teams")
 def create_team_page():
     try:
-        team = create_team(db.session, name=request.form.get("name", ""), now=utcnow())
+        team = create_team(
+            db.session,
+            name=request.form.get("name", ""),
+            now=utcnow(),
+            require_approval=request.form.get("require_approval") == "1",
+        )
     except TeamError as exc:
         return _refused("admin.teams", exc)
     return _done("admin.teams", _("Team %(name)s created. Add its members below.", name=team.name))
+
+
+@bp.post("/teams/<int:team_id>/approval")
+def team_approval(team_id: int):
+    team = _team_or_404(team_id)
+    required = request.form.get("require_approval") == "1"
+    set_require_approval(db.session, team=team, required=required)
+    return _done(
+        "admin.teams",
+        _("New batches of %(team)s now wait for a manager's or an admin's approval.", team=team.name)
+        if required
+        else _("New batches of %(team)s now go out without approval.", team=team.name),
+    )
 
 
 @bp.post("/teams/<int:team_id>/members")
