@@ -79,7 +79,7 @@ def test_an_owner_shares_a_batch_with_another_team_and_names_who_gets_the_notice
     page.click("#batch-access button:has-text('Save')")
     page.wait_for_selector("text=Notices about this batch go to head-of-hr@example.com")
     page.click("#batch-access summary")
-    # The recipients table of the batch page scrolls sideways on a phone (as before); the new panel must not.
+    # On a phone the panel, like the recipients table below it (stacked), must not scroll sideways.
     _shots(page, "batch-access", part="#batch-access")
     db.session.expire_all()
     assert db.session.get(Batch, batch_id).notify_email == "head-of-hr@example.com"
