@@ -37,10 +37,13 @@ def main() -> int:
         subprocess.run(
             [PYBABEL, "-q", "extract", "-F", "babel.cfg", "-k", "_l", "-k", "lazy_gettext", "-o", pot, "."], **run
         )
-        subprocess.run([PYBABEL, "-q", "update", "-i", pot, "-d", CATALOGS, "-l", "ru"], **run)
+        subprocess.run([PYBABEL, "-q", "update", "--no-fuzzy-matching", "-i", pot, "-d", CATALOGS, "-l", "ru"], **run)
         with PO.open("rb") as handle:
             catalog = read_po(handle)
         for message in catalog:
+            if "fuzzy" in message.flags:  # a guess from a similar text ("Erase" as "Commands"): not a translation
+                message.string = ("", "", "") if isinstance(message.id, tuple) else ""
+                message.flags.discard("fuzzy")
             key = message.id[0] if isinstance(message.id, tuple) else message.id
             if key and key in texts:
                 message.string = tuple(texts[key]) if isinstance(message.id, tuple) else texts[key]
