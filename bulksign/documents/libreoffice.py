@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bulksign.core.logs import log
+from bulksign.core.messages import N_
 from bulksign.core.parent_death import end_with_parent
 from bulksign.documents import sandbox
 from bulksign.documents.pdf import RenderError
@@ -133,6 +134,24 @@ class _Transport(xmlrpc.client.Transport):
         return _UnixConnection(self.path, self.timeout)
 
 
+def _timed_out(timeout: float, *, converting: float) -> RenderError:
+    """A conversion past its time: the document's fault when it had most of the time to itself.
+
+    LibreOffice's start shares the budget. A document that ran out of time mostly while LibreOffice started gets a
+    fresh try with the whole budget; one that had at least half of it, on a LibreOffice that was up, is too long or
+    too complex to lay out (60,000 lines: ~40 s), and each retry would hold a render worker as long again.
+    """
+    if converting < timeout / 2:
+        return RenderError(f"The document took longer than {timeout:g} s to convert to PDF.", transient=True)
+    return RenderError(
+        N_(
+            "The document took longer than %(n)s s to convert to PDF: it is too long or too complex to lay out. "
+            "Shorten the template or the values it prints.",
+            n=f"{timeout:g}",
+        )
+    )
+
+
 def _proxy(folder: str, timeout: float) -> xmlrpc.client.ServerProxy:
     return xmlrpc.client.ServerProxy(
         "http://localhost", allow_none=True, transport=_Transport(os.path.join(folder, _SOCKET), timeout)
@@ -167,16 +186,15 @@ class Converter:
             if not self._ready:
                 self._wait_until_ready(deadline)
             self.served += 1
-            left = max(deadline - time.monotonic(), 0.01)
+            converting_since = time.monotonic()
+            left = max(deadline - converting_since, 0.01)
             proxy = _proxy(self._folder, left)
             try:
                 options = [] if max_pages is None else [f"PageRange=1-{max_pages + 1}"]
                 result = proxy.convert(None, xmlrpc.client.Binary(data), None, "pdf", None, options, False)
             except TimeoutError:
                 self.stop()  # a hung LibreOffice serves nobody: the next document starts a fresh one
-                raise RenderError(
-                    f"The document took longer than {timeout:g} s to convert to PDF.", transient=True
-                ) from None
+                raise _timed_out(timeout, converting=time.monotonic() - converting_since) from None
             except (OSError, http.client.HTTPException, xmlrpc.client.Error) as exc:
                 alive = self._process is not None and self._process.poll() is None
                 if not alive:

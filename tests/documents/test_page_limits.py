@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import io
 import time
 
@@ -115,3 +116,34 @@ def test_the_page_counter_reads_a_growing_file_and_counts_each_page_once(tmp_pat
     with out.open("ab") as more:
         more.write(page[5:] + b"/Parent 3 0 R\n/Type /Pages\n")  # a page split across two looks, then the tree
     assert counter.count() == 2 and counter.count() == 2
+
+
+def _long_word_text(lines: int) -> bytes:
+    """Many lines without page breaks: LibreOffice lays them all out before it exports any page."""
+    document = WordDocument()
+    body = document.element.body
+    line, section = document.add_paragraph("Строка договора.")._p, body[-1]
+    body.extend(copy.deepcopy(line) for _ in range(lines))  # python-docx's add_paragraph takes 30 s for as many
+    body.append(section)  # the section's properties stay last
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def test_a_word_document_that_outlasts_its_time_on_a_running_converter_is_its_own_fault():
+    """A warm LibreOffice had the whole time for it: retrying would hold a worker as long again, twice more."""
+    converter = libreoffice.Converter()
+    try:
+        converter.convert(docx_files.simple(), timeout=60)  # started: what follows is the document's time alone
+        with pytest.raises(RenderError) as slow:
+            converter.convert(_long_word_text(20_000), timeout=4)
+        assert not slow.value.transient and "too long or too complex" in str(slow.value.message)
+    finally:
+        converter.stop()
+
+
+def test_a_word_document_that_ran_out_of_time_mostly_while_the_converter_started_is_tried_again():
+    """LibreOffice's start (~5 s cold) shares the budget: a document left with less than half of it gets a fresh
+    try with the whole budget, one that had more did not fit."""
+    assert libreoffice._timed_out(60, converting=20).transient
+    assert not libreoffice._timed_out(60, converting=30).transient
