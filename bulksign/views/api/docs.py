@@ -39,6 +39,7 @@ ERROR_MEANINGS = {
     403: "Seen but not yours to change (a viewer's key, a batch of another team member).",
     404: "No such object, or out of the key's reach.",
     409: "The object's state does not allow this now, or a call with the same `Idempotency-Key` is still running.",
+    410: "Gone for good: the request's documents and personal data were purged (retention or erasure, `purged`).",
     413: "The file is larger than the server's `MAX_UPLOAD_MB`.",
     415: "The body is not what the operation takes: a JSON body where it takes multipart/form-data (a file "
     "upload), or a file that is not a .csv or .xlsx file.",

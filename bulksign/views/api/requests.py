@@ -81,6 +81,19 @@ def _request(request_id: int) -> SigningRequest:
     return access.request_for_read(db.session, request_id=request_id, user=g.api_user)
 
 
+def _with_files(request_id: int) -> SigningRequest:
+    """The request, for a download of its files: 410 once they were purged (retention or erasure)."""
+    row = _request(request_id)
+    if row.purged_at is not None:
+        raise ApiError(
+            f"The request's documents were purged on {row.purged_at:%Y-%m-%d} (retention or erasure); its record "
+            "and the documents' sha256 stay, so /verify still recognises a kept copy.",
+            410,
+            code="purged",
+        )
+    return row
+
+
 @bp.get("/requests/<int:request_id>")
 @operation(
     "One request: status, recipient, times, documents", tag="Requests", responses={200: RequestOut}, errors=(404,)
@@ -137,10 +150,10 @@ def _signed(row: SigningRequest) -> Document:
 
 
 @bp.get("/requests/<int:request_id>/document")
-@operation("Download the rendered original PDF", tag="Requests", responses={200: PDF}, errors=(404, 409, 503))
+@operation("Download the rendered original PDF", tag="Requests", responses={200: PDF}, errors=(404, 409, 410, 503))
 def document(request_id: int):
     """The document as the recipient sees it before signing. 409 (with `Retry-After`) until the workers rendered it."""
-    row = _request(request_id)
+    row = _with_files(request_id)
     original = latest_document(db.session, row.id, "original")
     if original is None:
         raise _not_ready(f"The document is not rendered yet (status {row.status}). Ask again in {RETRY_AFTER} seconds.")
@@ -148,7 +161,7 @@ def document(request_id: int):
 
 
 @bp.get("/requests/<int:request_id>/signed")
-@operation("Download the sealed signed PDF", tag="Requests", responses={200: PDF}, errors=(404, 409, 503))
+@operation("Download the sealed signed PDF", tag="Requests", responses={200: PDF}, errors=(404, 409, 410, 503))
 def signed(request_id: int):
     """The file the recipient receives: the document with the signature, then the audit certificate, under one
     PAdES seal (check it at /verify or with any PDF validator).
@@ -156,19 +169,19 @@ def signed(request_id: int):
     409 `not_signed` while the request is not signed; 409 `not_ready` (with `Retry-After`) for the few seconds
     between signing (the `request.signed` webhook) and the seal.
     """
-    row = _request(request_id)
+    row = _with_files(request_id)
     return attachment(_stored(_signed(row)), mimetype=PDF, filename=signed_filename(row))
 
 
 @bp.get("/requests/<int:request_id>/certificate")
-@operation("Download the audit certificate", tag="Requests", responses={200: PDF}, errors=(404, 409, 503))
+@operation("Download the audit certificate", tag="Requests", responses={200: PDF}, errors=(404, 409, 410, 503))
 def certificate(request_id: int):
     """The audit certificate pages of the signed PDF on their own (who signed, when, from where, every event).
 
     They are a copy for filing: the seal covers the whole signed PDF, so the proof is `/requests/{request_id}/signed`,
     whose last pages these are. 409 as for the signed PDF.
     """
-    row = _request(request_id)
+    row = _with_files(request_id)
     sealed = _stored(_signed(row))
     original = latest_document(db.session, row.id, "original")
     pages = certificate_pages(sealed, original=_stored(original), box=SignatureBox.from_json(original.signature_box))

@@ -26,6 +26,7 @@ import referencing
 from openapi_spec_validator import validate as validate_openapi
 from sqlalchemy import func, select, update
 
+from bulksign.batches.retention import purge_requests
 from bulksign.core.extensions import db
 from bulksign.doc_templates.versions import create_template
 from bulksign.documents.storage import get_storage
@@ -131,8 +132,10 @@ def test_rate_limit_is_per_api_key_with_429_and_retry_after(make_app, users):
 
         user = db.session.scalar(select(User).where(User.email == users["staff"].email))
         first, second = _key(user), _key(user)
-    statuses = [client.get("/api/v1/me", headers=first).status_code for _ in range(4)]
-    assert statuses == [200, 200, 200, 429]
+    answers = [client.get("/api/v1/me", headers=first) for _ in range(4)]
+    assert [answer.status_code for answer in answers] == [200, 200, 200, 429]
+    # Only the refusal says when to come back; an answer that went through has nothing to retry.
+    assert [answer.headers.get("Retry-After") is not None for answer in answers] == [False, False, False, True]
     limited = client.get("/api/v1/me", headers=first)
     assert limited.json["error"]["code"] == "rate_limited" and 0 < int(limited.headers["Retry-After"]) <= 60
     assert client.get("/api/v1/me", headers=second).status_code == 200  # another key, its own budget
@@ -382,7 +385,7 @@ def _tour(app, world, spec) -> set[tuple[str, str]]:
 
 
 def _tour_documents(call, world, *, admin: dict, viewer: dict, unrendered: int) -> None:
-    """A request's documents and a batch's ZIP: ready, not yet (409), and a file storage lost (503)."""
+    """A request's documents and a batch's ZIP: ready, not yet (409), a file storage lost (503), purged (410)."""
     signed, batch = world["signed_id"], db.session.get(SigningRequest, world["signed_id"]).batch_id
     request = "GET /requests/{request_id}"
     call(request, "GET", f"/requests/{signed}", 200, headers=viewer)
@@ -416,6 +419,11 @@ def _tour_documents(call, world, *, admin: dict, viewer: dict, unrendered: int) 
         )
     )
     call(f"{request}/document", "GET", f"/requests/{signed}/document", 503, headers=admin)
+    # Purged under the retention rules (or an erasure): its files are gone for good, and say so.
+    purge_requests(db.session, storage=storage, request_ids=[signed], now=utcnow(), reason="erasure")
+    db.session.commit()
+    for what in ("document", "signed", "certificate"):
+        call(f"{request}/{what}", "GET", f"/requests/{signed}/{what}", 410, headers=admin)
 
 
 def _tour_limits(make_app, spec, admin_email) -> set[tuple[str, str]]:
