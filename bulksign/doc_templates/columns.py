@@ -18,7 +18,7 @@ from bulksign.doc_templates import kinds
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.mail_texts import MAIL_FIELDS, MAIL_VARIABLES, current_text
 from bulksign.doc_templates.variables import parse, printed_variables
-from bulksign.documents.signature_box import SIGNATURE_VARIABLE
+from bulksign.documents.signature_box import mark_role
 from bulksign.models import TemplateVersion
 
 #: Where a variable's value is needed: printed by the document, printed by a mail text, or optional.
@@ -27,8 +27,8 @@ DOCUMENT, MAIL, OPTIONAL = "document", "mail", "optional"
 
 def needed_columns(version: TemplateVersion) -> dict[str, str]:
     """Every variable of the row the version's document and mail texts use → ``DOCUMENT`` or ``MAIL`` (printed
-    whatever the row holds, the document first) or ``OPTIONAL``; by name, without ``signature`` (the signature's
-    place, never a column) and the mail's own variables (``MAIL_VARIABLES``)."""
+    whatever the row holds, the document first) or ``OPTIONAL``; by name, without ``signature`` and
+    ``signature_<role>`` (signatures' places, never columns) and the mail's own variables (``MAIL_VARIABLES``)."""
     document = _document_printed(version)
     mail_used: set[str] = set()
     mail_printed: set[str] = set()
@@ -41,7 +41,8 @@ def needed_columns(version: TemplateVersion) -> dict[str, str]:
         mail_printed |= printed - MAIL_VARIABLES
     return {
         var: DOCUMENT if var in document else MAIL if var in mail_printed else OPTIONAL
-        for var in sorted({*(version.variables or ()), *mail_used} - {SIGNATURE_VARIABLE})
+        for var in sorted({*(version.variables or ()), *mail_used})
+        if not mark_role(var)
     }
 
 

@@ -41,7 +41,14 @@ from bulksign.doc_templates.jinja_sandbox import refuse_other_templates, refuse_
 from bulksign.doc_templates.variables import sample_row
 from bulksign.documents import libreoffice
 from bulksign.documents.pdf import MAX_PAGES, too_long
-from bulksign.documents.signature_box import BOX_HEIGHT_MM, BOX_WIDTH_MM, MARK_COLOUR_HEX, SIGNATURE_VARIABLE
+from bulksign.documents.signature_box import (
+    BOX_HEIGHT_MM,
+    BOX_WIDTH_MM,
+    SIGNATURE_VARIABLE,
+    mark_colour_hex,
+    mark_indexes,
+    mark_role,
+)
 from bulksign.models import TemplateVersion
 
 #: Largest .docx accepted, and most it may unpack to: all parts, any one part (a 10 MB photo is 30 MB unpacked).
@@ -103,8 +110,10 @@ _JINJA = _SandboxForDocx()
 _EMU_PER_MM = 36000
 
 
-def _signature_box() -> Markup:
-    """An inline text-box shape: it ends the placeholder's run, sits in the line like a letter, and reopens it."""
+@functools.lru_cache(maxsize=16)
+def _signature_box(index: int = 0) -> Markup:
+    """An inline text-box shape framed in ``mark_colour(index)``: it ends the placeholder's run, sits in the line
+    like a letter, and reopens it."""
     width, height = (round(mm * _EMU_PER_MM) for mm in (BOX_WIDTH_MM, BOX_HEIGHT_MM))
     return Markup(
         "</w:t></w:r><w:r><w:drawing>"
@@ -117,15 +126,12 @@ def _signature_box() -> Markup:
         '<wps:cNvSpPr txBox="1"/><wps:spPr>'
         f'<a:xfrm><a:off x="0" y="0"/><a:ext cx="{width}" cy="{height}"/></a:xfrm>'
         '<a:prstGeom prst="rect"><a:avLst/></a:prstGeom><a:noFill/>'
-        f'<a:ln w="9525"><a:solidFill><a:srgbClr val="{MARK_COLOUR_HEX}"/></a:solidFill></a:ln></wps:spPr>'
+        f'<a:ln w="9525"><a:solidFill><a:srgbClr val="{mark_colour_hex(index)}"/></a:solidFill></a:ln></wps:spPr>'
         '<wps:txbx><w:txbxContent><w:p><w:pPr><w:spacing w:before="0" w:after="0" w:line="20" '
         'w:lineRule="exact"/></w:pPr></w:p></w:txbxContent></wps:txbx>'
         '<wps:bodyPr lIns="0" tIns="0" rIns="0" bIns="0" anchor="t"><a:noAutofit/></wps:bodyPr></wps:wsp>'
         '</a:graphicData></a:graphic></wp:inline></w:drawing></w:r><w:r><w:t xml:space="preserve">'
     )
-
-
-_SIGNATURE_BOX = _signature_box()
 
 
 def _read_parts(data: bytes) -> dict[str, bytes]:
@@ -226,9 +232,11 @@ def variables(data: bytes) -> list[str]:
 def fill(data: bytes, row: dict) -> bytes:
     """The .docx with the row's values in place of the placeholders (no conversion).
 
-    ``{{ signature }}`` is always the signature box, whatever the row holds under that name."""
+    ``{{ signature }}`` is always the signature box, whatever the row holds under that name, and each other
+    role's mark among the row's names (``{{ signature_employer }}``) that role's box."""
+    marks = mark_indexes([SIGNATURE_VARIABLE, *(name for name in row if mark_role(name))])
     try:
-        return _prepared(data).fill({**row, SIGNATURE_VARIABLE: _SIGNATURE_BOX})
+        return _prepared(data).fill({**row, **{name: _signature_box(index) for name, index in marks.items()}})
     except TemplateSyntaxError as exc:
         raise TemplateError(
             N_(

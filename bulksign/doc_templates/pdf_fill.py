@@ -31,7 +31,7 @@ from bulksign.doc_templates.pdf_forms import (
     signature_place,
     widgets,
 )
-from bulksign.documents.signature_box import SIGNATURE_VARIABLE, SignatureBox
+from bulksign.documents.signature_box import SignatureBox, mark_role
 
 #: Longest value one field prints; a longer one is a mistake in the recipients file.
 MAX_VALUE_CHARS = 2000
@@ -101,7 +101,7 @@ def _prepare(data: bytes, placed: tuple[FieldBox, ...]) -> _Prepared:
     from pypdf.generic import DictionaryObject, NameObject
 
     form = read_form(data)
-    boxes = tuple(b for b in (*form.fields, *placed) if b.name != SIGNATURE_VARIABLE)
+    boxes = tuple(b for b in (*form.fields, *placed) if not mark_role(b.name))
     signature = signature_place((*form.fields, *placed))
     reader = PdfReader(BytesIO(data))
     # Saved templates have none left (``clean``); versions saved before that was done still carry it.
@@ -309,7 +309,7 @@ def place(data: bytes, boxes: Iterable[Mapping]) -> tuple[list[str], list[dict] 
     form = read_form(data)
     placed = check_boxes(form, boxes)
     check_signature_place(data, (*form.fields, *placed))
-    names = sorted({f.name for f in (*form.fields, *placed)} - {SIGNATURE_VARIABLE})
+    names = sorted({f.name for f in (*form.fields, *placed) if not mark_role(f.name)})
     fill(data, {name: f"[{name}]" for name in names}, placed=placed)
     return names, [b.to_json() for b in placed] or None
 

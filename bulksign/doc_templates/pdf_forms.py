@@ -22,7 +22,7 @@ from io import BytesIO
 from bulksign.core.messages import N_
 from bulksign.doc_templates import pdf_cleaning
 from bulksign.doc_templates.errors import TemplateError
-from bulksign.documents.signature_box import SIGNATURE_VARIABLE, SignatureBox, SignatureBoxError, check_box
+from bulksign.documents.signature_box import SIGNATURE_VARIABLE, SignatureBox, SignatureBoxError, check_box, mark_role
 
 #: Largest PDF template, most pages and most fields or boxes it may have.
 MAX_PDF_BYTES = 20 * 1024 * 1024
@@ -109,7 +109,7 @@ class PdfForm:
 
     @property
     def variables(self) -> list[str]:
-        return sorted({f.name for f in self.fields} - {SIGNATURE_VARIABLE})
+        return sorted({f.name for f in self.fields if not mark_role(f.name)})
 
 
 def _refused(message: N_) -> TemplateError:
@@ -259,13 +259,14 @@ def _font_size(widget) -> float:
 
 
 def _page_fields(page, index: int) -> Iterable[FieldBox]:
-    """The variables' boxes on one page: text and choice fields, and any field named ``signature``."""
+    """The variables' boxes on one page: text and choice fields, and any field named ``signature`` or
+    ``signature_<role>`` (a party's place)."""
     for widget in widgets(page):
         name = _qualified_name(widget)
         kind = _inherited(widget, "/FT")
-        if not name or (kind not in ("/Tx", "/Ch", "/Sig") and name != SIGNATURE_VARIABLE):
+        if not name or (kind not in ("/Tx", "/Ch", "/Sig") and not mark_role(name)):
             continue
-        if kind == "/Sig" and name != SIGNATURE_VARIABLE:
+        if kind == "/Sig" and not mark_role(name):
             continue  # someone else's signature field: painted as it looks, like any other widget
         x1, y1, x2, y2 = (float(v) for v in widget["/Rect"])
         flags = int(_inherited(widget, "/Ff", 0) or 0)
@@ -287,11 +288,11 @@ def _page_fields(page, index: int) -> Iterable[FieldBox]:
 
 
 def is_variable(widget) -> bool:
-    """A widget filled per recipient: a named text or choice field, or the one named ``signature``; ``pdf_fill``
-    paints the others as they look."""
+    """A widget filled per recipient: a named text or choice field, or a party's place (``signature``,
+    ``signature_<role>``); ``pdf_fill`` paints the others as they look."""
     name = _qualified_name(widget)
     kind = _inherited(widget, "/FT")
-    return bool(name) and (kind in ("/Tx", "/Ch") or name == SIGNATURE_VARIABLE)
+    return bool(name) and (kind in ("/Tx", "/Ch") or mark_role(name) is not None)
 
 
 def check_boxes(form: PdfForm, boxes: Iterable[Mapping]) -> tuple[FieldBox, ...]:
@@ -381,10 +382,11 @@ def check_boxes(form: PdfForm, boxes: Iterable[Mapping]) -> tuple[FieldBox, ...]
             )
         # A box tall enough for two lines wraps its text, as a multiline form field does.
         size = box.font_size or 10.0
-        checked.append(dataclasses.replace(box, multiline=box.name != SIGNATURE_VARIABLE and box.h >= 2.4 * size))
+        checked.append(dataclasses.replace(box, multiline=not mark_role(box.name) and box.h >= 2.4 * size))
     if len(checked) + len(form.fields) > MAX_FIELDS:
         raise _refused(N_("A PDF template may have at most %(limit)d fields and boxes.", limit=MAX_FIELDS))
-    if sum(b.name == SIGNATURE_VARIABLE for b in (*form.fields, *checked)) > 1:
+    marks = [b.name for b in (*form.fields, *checked) if mark_role(b.name)]
+    if len(marks) > len(set(marks)):
         raise _refused(N_("Mark one place for the signature, not several."))
     return tuple(checked)
 

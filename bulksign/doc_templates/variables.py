@@ -11,7 +11,7 @@ from jinja2 import TemplateSyntaxError, meta, nodes
 
 from bulksign.doc_templates.errors import syntax_error
 from bulksign.doc_templates.jinja_sandbox import refuse_other_templates, refuse_unknown_names, sandbox
-from bulksign.documents.signature_box import SIGNATURE_VARIABLE, html_mark
+from bulksign.documents.signature_box import SIGNATURE_VARIABLE, mark_role, mark_values
 
 #: Variables every request has whatever the template: a file may always have their columns (name and phone are
 #: required only when printed, ``columns``; ``signature`` is never a column).
@@ -148,6 +148,6 @@ def sample_row(variables: list[str]) -> dict[str, str]:
         "name": "Jane Example",
         "email": "jane@example.com",
         "phone": "+1 555 0100",
-        SIGNATURE_VARIABLE: html_mark(),
+        **mark_values(v for v in variables if mark_role(v)),
     }
     return {var: known.get(var, f"[{var}]") for var in variables}

@@ -35,7 +35,7 @@ from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.kinds import HTML, prepare_document, signature_box
 from bulksign.documents import together
 from bulksign.documents.pdf import RenderError
-from bulksign.documents.signature_box import SIGNATURE_VARIABLE, SignatureBox, UnreadablePdf, html_mark
+from bulksign.documents.signature_box import SignatureBox, UnreadablePdf, mark_values
 from bulksign.documents.storage import StorageError, backend_of, get_storage
 from bulksign.models import Document, SigningRequest, utcnow
 from bulksign.models.status import Status
@@ -62,7 +62,8 @@ def document_context(request: SigningRequest) -> dict:
         "email": request.email,
         "name": request.name,
         "phone": request.phone or "",
-        SIGNATURE_VARIABLE: html_mark(),
+        # ``{{ signature }}`` and every other role's mark of the version, each in its own shade.
+        **mark_values(request.batch.template_version.variables or ()),
     }
 
 

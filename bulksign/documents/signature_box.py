@@ -22,7 +22,9 @@ the same as a ``/Rect`` or pypdf's ``mediabox``. ``page`` counts from 0.
 from __future__ import annotations
 
 import ctypes
+import re
 import threading
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from io import BytesIO
 
@@ -32,6 +34,12 @@ from bulksign.core.messages import N_
 
 #: The template variable that marks the place: ``{{ signature }}`` (not a column of the recipients file).
 SIGNATURE_VARIABLE = "signature"
+#: ``{{ signature_<role> }}`` (a PDF's field or box ``signature_<role>``) marks another party's place, e.g.
+#: ``signature_employer``; ``{{ signature }}`` is the row's own recipient's (role ``recipient``).
+ROLE_MARK = re.compile(r"signature_([a-z0-9_]{1,40})")
+RECIPIENT_ROLE = "recipient"
+#: Marks one document may hold: each is framed in its own shade of ``MARK_COLOUR`` (``mark_colour``).
+MAX_MARKS = 16
 #: The colour of the box's frame, by which it is found: a grey of our own (a soft frame the recipient sees). A
 #: template that draws a shape of at least ``MIN_WIDTH_PT`` × ``MIN_HEIGHT_PT`` in exactly this colour before its
 #: ``{{ signature }}`` moves the signature there; both renderers write it back exactly (wkhtmltopdf and
@@ -89,14 +97,48 @@ class SignatureBox:
         )
 
 
-def html_mark() -> Markup:
-    """What ``{{ signature }}`` prints in an HTML template: an empty box framed in ``MARK_COLOUR``
-    (wkhtmltopdf fills the frame as one ring-shaped path)."""
+def mark_role(variable: str) -> str | None:
+    """The role whose place a variable (or a PDF field's name) marks: ``signature`` → ``recipient``,
+    ``signature_employer`` → ``employer``; None for any other variable."""
+    if variable == SIGNATURE_VARIABLE:
+        return RECIPIENT_ROLE
+    found = ROLE_MARK.fullmatch(variable)
+    return found.group(1) if found and found.group(1) != RECIPIENT_ROLE else None
+
+
+def mark_indexes(variables: Iterable[str]) -> dict[str, int]:
+    """Each mark among a template's variables → the index of its frame's shade: ``signature`` 0 (the one every
+    single-signer document has always had), the other roles' marks 1, 2 … by name (a version's variables never
+    change, so its renders and its reading agree)."""
+    others = sorted({v for v in variables if v != SIGNATURE_VARIABLE and mark_role(v)})
+    return {SIGNATURE_VARIABLE: 0, **{v: i for i, v in enumerate(others[: MAX_MARKS - 1], start=1)}}
+
+
+def mark_colour(index: int = 0) -> tuple[int, int, int]:
+    """The frame's colour of mark ``index``: ``MARK_COLOUR`` for the recipient's, then two steps of blue less
+    each (both renderers write a colour back exactly; two steps leave room for a rounding)."""
+    red, green, blue = MARK_COLOUR
+    return red, green, blue - 2 * index
+
+
+def mark_colour_hex(index: int = 0) -> str:
+    """``mark_colour(index)`` as six hex digits (CSS, Word)."""
+    return "".join(f"{value:02X}" for value in mark_colour(index))
+
+
+def mark_values(variables: Iterable[str]) -> dict[str, Markup]:
+    """What each mark among an HTML template's variables prints (``{{ signature }}`` always among them)."""
+    return {variable: html_mark(index) for variable, index in mark_indexes(variables).items()}
+
+
+def html_mark(index: int = 0) -> Markup:
+    """What ``{{ signature }}`` (``index`` 0) or another role's mark prints in an HTML template: an empty box
+    framed in ``mark_colour(index)`` (wkhtmltopdf fills the frame as one ring-shaped path)."""
     width = BOX_WIDTH_MM / _WKHTMLTOPDF_SCALE
     height = BOX_HEIGHT_MM / _WKHTMLTOPDF_SCALE
     return Markup(
         f'<span class="bulksign-signature" style="display:inline-block;width:{width:.1f}mm;'
-        f"height:{height:.1f}mm;border:0.3mm solid #{MARK_COLOUR_HEX};border-radius:1.5mm;vertical-align:top;"
+        f"height:{height:.1f}mm;border:0.3mm solid #{mark_colour_hex(index)};border-radius:1.5mm;vertical-align:top;"
         f'page-break-inside:avoid;box-sizing:border-box"></span>'
     )
 
@@ -110,8 +152,16 @@ def find_signature_box(pdf: bytes) -> SignatureBox | None:
     inside form XObjects, are not looked for: neither renderer draws them there. In-process, ~1 ms of CPU for a
     one-page contract, ~11 ms for three pages of bordered table (measured).
     """
+    return find_signature_boxes(pdf, count=1)[0]
+
+
+def find_signature_boxes(pdf: bytes, *, count: int) -> tuple[SignatureBox | None, ...]:
+    """``find_signature_box`` for marks 0 … ``count``-1 at once (``mark_colour``), in one reading of the pages:
+    the box of each, or None where the document has none."""
     import pypdfium2
 
+    colours = [mark_colour(index) for index in range(count)]
+    found: list[SignatureBox | None] = [None] * count
     with _PDFIUM:
         try:
             document = pypdfium2.PdfDocument(pdf)
@@ -122,11 +172,15 @@ def find_signature_box(pdf: bytes) -> SignatureBox | None:
                 page = document[index]
                 if page.get_rotation():
                     continue
-                frame = _first_frame(_mark_pieces(page))
-                if frame is not None:
-                    left, bottom, right, top = frame
-                    return SignatureBox(page=index, x=left, y=bottom, w=right - left, h=top - bottom)
-            return None
+                pieces = _mark_pieces(page, colours)
+                for mark, colour in enumerate(colours):
+                    frame = None if found[mark] else _first_frame(pieces[colour])
+                    if frame is not None:
+                        left, bottom, right, top = frame
+                        found[mark] = SignatureBox(page=index, x=left, y=bottom, w=right - left, h=top - bottom)
+                if all(found):
+                    break
+            return tuple(found)
         finally:
             document.close()
 
@@ -157,9 +211,9 @@ def _first_frame(pieces: list[_Bounds]) -> _Bounds | None:
     return None
 
 
-def _mark_pieces(page) -> list[_Bounds]:
-    """(left, bottom, right, top) in user space of each path on a PDFium page painted in ``MARK_COLOUR``, in
-    drawing order.
+def _mark_pieces(page, colours: list[tuple[int, int, int]]) -> dict[tuple[int, int, int], list[_Bounds]]:
+    """Each of ``colours`` → (left, bottom, right, top) in user space of each path on a PDFium page painted in
+    it, in drawing order.
 
     The bounds are those of the path's points (its segments' end and control points, through its matrix), not
     PDFium's ``get_bounds``, which widens a stroked path by more than its line: a stroked frame's box is then the
@@ -167,7 +221,7 @@ def _mark_pieces(page) -> list[_Bounds]:
     """
     import pypdfium2.raw as pdfium_c
 
-    found = []
+    found: dict[tuple[int, int, int], list[_Bounds]] = {colour: [] for colour in colours}
     red, green, blue, alpha = (ctypes.c_uint() for _ in range(4))
     fill_mode, stroke = ctypes.c_int(), ctypes.c_int()
     x, y = ctypes.c_float(), ctypes.c_float()
@@ -185,7 +239,8 @@ def _mark_pieces(page) -> list[_Bounds]:
         if stroke.value:
             pdfium_c.FPDFPageObj_GetStrokeColor(obj, red, green, blue, alpha)
             painted.append((red.value, green.value, blue.value))
-        if MARK_COLOUR not in painted or not pdfium_c.FPDFPageObj_GetMatrix(obj, matrix):
+        colour = next((c for c in painted if c in found), None)
+        if colour is None or not pdfium_c.FPDFPageObj_GetMatrix(obj, matrix):
             continue
         xs, ys = [], []
         for segment in range(pdfium_c.FPDFPath_CountSegments(obj)):
@@ -193,7 +248,7 @@ def _mark_pieces(page) -> list[_Bounds]:
                 xs.append(matrix.a * x.value + matrix.c * y.value + matrix.e)
                 ys.append(matrix.b * x.value + matrix.d * y.value + matrix.f)
         if xs:
-            found.append((min(xs), min(ys), max(xs), max(ys)))
+            found[colour].append((min(xs), min(ys), max(xs), max(ys)))
     return found
 
 

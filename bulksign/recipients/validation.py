@@ -16,7 +16,7 @@ from datetime import datetime
 from bulksign.core.messages import N_
 from bulksign.core.spreadsheets import formula_safe
 from bulksign.doc_templates.columns import DOCUMENT, MAIL, OPTIONAL
-from bulksign.documents.signature_box import SIGNATURE_VARIABLE
+from bulksign.documents.signature_box import mark_role
 from bulksign.recipients.files import open_table
 from bulksign.recipients.row_checks import Columns, RowChecker, RowError
 from bulksign.recipients.rows import MAX_COLUMNS, Row, UploadError, column_letter, normalise_header
@@ -130,8 +130,8 @@ def _match_header(header_row: int, cells: list[str], variables: Mapping[str, str
         header.pop()
     if len(header) > MAX_COLUMNS:
         raise UploadError(N_("The file has %(n)s columns; the limit is %(limit)s.", n=len(header), limit=MAX_COLUMNS))
-    # ``{{ signature }}`` is the signature's place in the document, never a column.
-    wanted = {normalise_header(v): v for v in variables if v != SIGNATURE_VARIABLE}
+    # ``{{ signature }}`` and ``{{ signature_<role> }}`` are signatures' places in the document, never columns.
+    wanted = {normalise_header(v): v for v in variables if not mark_role(v)}
     for builtin in BUILTIN_COLUMNS:
         wanted.setdefault(builtin, builtin)
     used, errors, warnings, seen = [], [], [], {}
@@ -162,7 +162,7 @@ def _match_header(header_row: int, cells: list[str], variables: Mapping[str, str
         else:
             warnings.append(N_('The column "%(column)s" is not used by the template; it is ignored.', column=title))
     # Printed whatever the row holds (``email`` always: every recipient is mailed): every row needs a value.
-    required = {v: where for v, where in variables.items() if where != OPTIONAL and v != SIGNATURE_VARIABLE}
+    required = {v: where for v, where in variables.items() if where != OPTIONAL and not mark_role(v)}
     required["email"] = DOCUMENT
     missing = sorted(v for v in required if normalise_header(v) not in seen)
     for name in missing:

@@ -127,7 +127,7 @@ def test_the_quick_fill_makes_the_document_docxtpl_makes(make):
         {"name": 'Boris <b>&amp; "B"', "number": "7\ttab", "city": "Line one\nline two", "role": "{{ x }}"},
     ):
         reference = DocxTemplate(io.BytesIO(source))
-        reference.render({**row, "signature": docx_templates._SIGNATURE_BOX}, jinja_env=docx_templates._JINJA)
+        reference.render({**row, "signature": docx_templates._signature_box()}, jinja_env=docx_templates._JINJA)
         expected = io.BytesIO()
         reference.save(expected)
         assert _parts(docx_templates.fill(source, row)) == _parts(expected.getvalue())

@@ -16,6 +16,7 @@ from bulksign.doc_templates import versions as dt
 from bulksign.doc_templates.columns import OPTIONAL, needed_columns
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.mail_texts import MAIL_FIELDS
+from bulksign.doc_templates.roles import template_roles
 from bulksign.models import DocumentTemplate, TemplateVersion, utcnow
 from bulksign.people import access
 from bulksign.views.api.common import (
@@ -44,6 +45,11 @@ class TemplateOut(BaseModel):
     variables: list[str] = Field(
         description="The `{{ placeholders }}` (or PDF fields) of the newest version; `required` and `optional` "
         "say which columns a recipients file must fill (besides `email`)."
+    )
+    roles: list[str] = Field(
+        description="Who signs each document, in the order of their marks in the newest version: `recipient` (the "
+        "row's own, `{{ signature }}`, first when unmarked) and each `<role>` of a `{{ signature_<role> }}` mark "
+        "(a PDF's field or box `signature_<role>`)."
     )
     required: list[str] = Field(
         description="Columns every row must fill: printed whatever the row holds by the document or the mail."
@@ -165,6 +171,7 @@ def template_out(template: DocumentTemplate, version: TemplateVersion | None) ->
         team_id=template.team_id,
         kind=version.kind if version else None,
         variables=list(version.variables) if version else [],
+        roles=template_roles(version) if version else [],
         required=[v for v, where in columns.items() if where != OPTIONAL],
         optional=[v for v, where in columns.items() if where == OPTIONAL],
         created_at=template.created_at,

@@ -25,6 +25,7 @@ from bulksign.doc_templates.mail_texts import (
     current_text,
     mail_text,
 )
+from bulksign.doc_templates.roles import template_roles
 from bulksign.doc_templates.variables import BUILTIN_VARIABLES, sample_row
 from bulksign.documents import pdf_pages
 from bulksign.documents.pdf import RenderError
@@ -188,6 +189,10 @@ def detail(template_id: int):
         signature = dt.signature_place(version)  # a PDF's field or box named "signature", drawn on its page
     except (TemplateError, StorageError):
         signature = None  # the page still shows the version; its preview says what is wrong
+    try:
+        roles = template_roles(version)
+    except (TemplateError, StorageError):
+        roles = []
     return render_template(
         "doc_templates/detail.html",
         template=template,
@@ -196,6 +201,7 @@ def detail(template_id: int):
         kind_label=dict(template_kinds.choices()).get(version.kind, version.kind),
         columns=needed_columns(version),
         signature=signature,
+        roles=roles,
         all_variables=sorted({*version.variables, *([SIGNATURE_VARIABLE] if signature else [])}),
         # A kept default subject reads as its recipients (and these staff) get it: in the page's language.
         subjects={f: mail_text(getattr(version, f), language=str(get_locale())) for f in MAIL_FIELDS},

@@ -1,0 +1,76 @@
+"""The roles that sign a template's documents, read from its marks, in document order.
+
+``{{ signature }}`` marks the row's own recipient (role ``recipient``), ``{{ signature_<role> }}`` another party
+(``signature_box.mark_role``), in HTML and Word templates alike; a PDF template's form field or placed box named
+``signature_<role>`` does the same. The recipient always signs: a template that does not mark its place has it
+first. Read from each version when asked (versions never change, so once per process).
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+
+from docxtpl import DocxTemplate
+from jinja2 import nodes
+
+from bulksign.doc_templates import kinds, pdf_forms
+from bulksign.doc_templates.errors import TemplateError
+from bulksign.doc_templates.variables import parse
+from bulksign.documents.signature_box import RECIPIENT_ROLE, mark_role
+from bulksign.models import TemplateVersion
+
+
+def template_roles(version: TemplateVersion) -> list[str]:
+    """Every role that signs the version's documents, in the order their marks come in the document (by page,
+    top to bottom, for a PDF's fields and boxes), the recipient first when it has no mark."""
+    marks = [v for v in (version.variables or ()) if mark_role(v)]
+    if version.kind == kinds.HTML:
+        found = _in_order(version.html) if marks else ()
+    elif version.kind == "docx":
+        found = _docx_in_order(version.source_key) if marks else ()
+    elif version.kind == "pdf":
+        found = _pdf_in_order(version)
+    else:
+        found = ()
+    roles = list(dict.fromkeys(role for role in map(mark_role, found) if role))
+    return roles if RECIPIENT_ROLE in roles else [RECIPIENT_ROLE, *roles]
+
+
+def _names_in_order(tree: nodes.Template) -> list[str]:
+    return [n.name for n in tree.find_all(nodes.Name) if n.ctx == "load"]
+
+
+@functools.lru_cache(maxsize=256)
+def _in_order(source: str) -> tuple[str, ...]:
+    try:
+        return tuple(_names_in_order(parse(source)))
+    except TemplateError:  # saved before its error was refused: it fails to render anyway
+        return ()
+
+
+@functools.lru_cache(maxsize=64)
+def _docx_in_order(source_key: str) -> tuple[str, ...]:
+    """The names a saved Word version uses, in the order of the one Jinja source docxtpl makes of it."""
+    found: list[str] = []
+
+    class _Reading:
+        autoescape = True
+
+        def parse(self, source: str):
+            tree = parse(source)
+            found.extend(_names_in_order(tree))
+            return tree
+
+    DocxTemplate(io.BytesIO(kinds.source(source_key))).get_undeclared_template_variables(jinja_env=_Reading())
+    return tuple(found)
+
+
+def _pdf_in_order(version: TemplateVersion) -> list[str]:
+    boxes = (*_pdf_fields(version.source_key), *pdf_forms.placed_boxes(version))
+    return [b.name for b in sorted(boxes, key=lambda b: (b.page, -(b.y + b.h), b.x)) if mark_role(b.name)]
+
+
+@functools.lru_cache(maxsize=64)
+def _pdf_fields(source_key: str) -> tuple[pdf_forms.FieldBox, ...]:
+    return pdf_forms.read_form(kinds.source(source_key)).fields
