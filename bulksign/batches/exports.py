@@ -1,4 +1,5 @@
-"""Exports of a batch: the recipients as CSV (streamed) and a ZIP of the signed PDFs (built by a job)."""
+"""Exports of a batch: the recipients as CSV (streamed), and files built by a job from its signed documents: a ZIP
+of the signed PDFs here, the evidence package in ``evidence`` (``build_zip`` is the frame both use)."""
 
 from __future__ import annotations
 
@@ -103,26 +104,33 @@ class ExportStarted:
 
 
 def start_signed_zip(session: Session, *, batch_id: int, user: User, now: datetime) -> ExportStarted:
-    """Create the export row for a ZIP of the batch's signed PDFs (the caller commits, then enqueues).
+    """Create the export row for a ZIP of the batch's signed PDFs (the caller commits, then enqueues)."""
+    return start_export(session, batch_id=batch_id, user=user, now=now, kind=SIGNED_ZIP)
+
+
+def start_export(session: Session, *, batch_id: int, user: User, now: datetime, kind: str) -> ExportStarted:
+    """Create the export row of a file of ``kind`` built from the batch's signed documents (a signed ZIP, an
+    evidence package); the caller commits, then enqueues the build (``jobs.exports``).
 
     Viewers are refused (``access.batch_for_export``: ``Refused`` 403): building one makes a row and a job and reads
-    the whole batch from storage; downloading a ready export stays open to all who see the batch.
+    the whole batch from storage; downloading a ready export stays open to all who see the batch. While one of
+    the same kind is unfinished, that one is returned.
     """
     batch_for_export(session, batch_id=batch_id, user=user)
     running = session.scalar(
         select(Export).where(
-            Export.batch_id == batch_id, Export.kind == SIGNED_ZIP, Export.status.in_(["pending", "running"])
+            Export.batch_id == batch_id, Export.kind == kind, Export.status.in_(["pending", "running"])
         )
     )
     if running is not None:
         return ExportStarted(export=running, created=False)
     total = session.scalar(_signed_documents(batch_id).with_only_columns(func.count()).order_by(None)) or 0
     export = Export(
-        batch_id=batch_id, kind=SIGNED_ZIP, status="pending", total=total, done=0, created_by_id=user.id, created_at=now
+        batch_id=batch_id, kind=kind, status="pending", total=total, done=0, created_by_id=user.id, created_at=now
     )
     session.add(export)
     session.flush()
-    log(logger, logging.INFO, "export requested", export_id=export.id, batch_id=batch_id, total=total)
+    log(logger, logging.INFO, "export requested", export_id=export.id, batch_id=batch_id, total=total, kind=kind)
     return ExportStarted(export=export, created=True)
 
 
@@ -142,30 +150,93 @@ class ExportResult:
     files: int
 
 
+#: Signed documents read per page while a ZIP is written: the rows of one page at a time stay in memory.
+PAGE = 500
+
+
+def signed_pages(session: Session, *, batch_id: int) -> Iterator[list]:
+    """The batch's signed documents (storage key, row, request id, email) in request order, a page at a time."""
+    after = 0
+    for _ in range(1_000_000):  # bounded: pages of PAGE rows
+        page = session.execute(_signed_documents(batch_id).where(SigningRequest.id > after).limit(PAGE)).all()
+        if not page:
+            return
+        yield page
+        after = page[-1].id
+
+
 def build_signed_zip(
     session: Session, *, export_id: int, storage: Storage, now: Callable[[], datetime], progress_every: int = 50
 ) -> ExportResult:
     """Write every signed PDF of the batch into one ZIP in storage, committing progress as it goes."""
+    return build_zip(
+        session,
+        export_id=export_id,
+        storage=storage,
+        now=now,
+        write=_signed_pdfs,
+        name="signed",
+        progress_every=progress_every,
+    )
+
+
+def _signed_pdfs(session: Session, archive: zipfile.ZipFile, export: Export, storage: Storage, tick) -> int:
+    n = 0
+    for page in signed_pages(session, batch_id=export.batch_id):
+        for key, row_number, request_id, email in page:
+            # PDFs are already compressed; storing them keeps the job fast.
+            archive.writestr(zip_name(row_number, request_id, email), storage.get(key))
+            n += 1
+            tick(n)
+    return n
+
+
+#: Builders of export files by kind, for the one job that builds them (``jobs.exports``); more register here.
+BUILDERS: dict[str, Callable[..., ExportResult]] = {SIGNED_ZIP: build_signed_zip}
+
+
+def build_export(session: Session, *, export_id: int, storage: Storage, now: Callable[[], datetime]) -> ExportResult:
+    """Build the export row's file with the builder of its kind."""
+    export = session.get(Export, export_id)
+    if export is None:
+        return ExportResult(export_id=export_id, status="missing", files=0)
+    return BUILDERS[export.kind](session, export_id=export_id, storage=storage, now=now)
+
+
+def build_zip(
+    session: Session,
+    *,
+    export_id: int,
+    storage: Storage,
+    now: Callable[[], datetime],
+    write: Callable[..., int],
+    name: str,
+    progress_every: int = 50,
+    compression: int = zipfile.ZIP_STORED,
+) -> ExportResult:
+    """The frame of every ZIP export: ``write(session, archive, export, storage, tick)`` adds the files and calls
+    ``tick(n)`` after each; progress is committed every ``progress_every``. The ZIP is written to a temporary
+    file and handed to storage from there (``put_file``), so memory holds one document at a time, whatever the
+    batch's size."""
     export = session.get(Export, export_id)
     if export is None or export.status not in ("pending", "running"):
         return ExportResult(export_id=export_id, status=export.status if export else "missing", files=0)
     export.status, export.done = "running", 0
-    docs = session.execute(_signed_documents(export.batch_id)).all()
-    export.total = len(docs)
+    export.total = session.scalar(_signed_documents(export.batch_id).with_only_columns(func.count()).order_by(None))
     session.commit()
+
+    def tick(n: int) -> None:
+        if n % progress_every == 0:
+            export.done = n
+            session.commit()
+
     fd, path = tempfile.mkstemp(prefix="bulksign-export-", suffix=".zip")
     os.close(fd)
     try:
-        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:
-            for n, (key, row_number, request_id, email) in enumerate(docs, start=1):
-                # PDFs are already compressed; storing them keeps the job fast.
-                archive.writestr(_zip_name(row_number, request_id, email), storage.get(key))
-                if n % progress_every == 0:
-                    export.done = n
-                    session.commit()
-        with open(path, "rb") as fh:
-            key = f"exports/{export.batch_id}/{export.id}-signed.zip"
-            storage.put(key, fh.read(), content_type="application/zip")
+        with zipfile.ZipFile(path, "w", compression=compression) as archive:
+            files = write(session, archive, export, storage, tick)
+        key = f"exports/{export.batch_id}/{export.id}-{name}.zip"
+        storage.put_file(key, path, content_type="application/zip")
     except (StorageError, OSError) as exc:
         export.status, export.error, export.finished_at = "failed", str(exc), now()
         session.commit()
@@ -173,20 +244,22 @@ def build_signed_zip(
         return ExportResult(export_id=export.id, status="failed", files=0)
     finally:
         os.unlink(path)
-    export.status, export.done, export.storage_key, export.finished_at = "ready", len(docs), key, now()
+    export.status, export.done, export.storage_key, export.finished_at = "ready", files, key, now()
     session.commit()
-    log(logger, logging.INFO, "export ready", export_id=export.id, batch_id=export.batch_id, files=len(docs))
-    return ExportResult(export_id=export.id, status="ready", files=len(docs))
+    log(logger, logging.INFO, "export ready", export_id=export.id, batch_id=export.batch_id, files=files)
+    return ExportResult(export_id=export.id, status="ready", files=files)
 
 
-def _zip_name(row_number: int | None, request_id: int, email: str) -> str:
+def zip_name(row_number: int | None, request_id: int, email: str) -> str:
     safe = "".join(c if c.isalnum() or c in "@._-" else "_" for c in email)[:100]
     return f"{row_number or request_id:06d}-{safe}.pdf"
 
 
-def latest_export(session: Session, *, batch_id: int, export_id: int | None = None) -> Export | None:
-    """The batch's newest signed-PDF export (or the given one, if it belongs to the batch)."""
-    query = select(Export).where(Export.batch_id == batch_id, Export.kind == SIGNED_ZIP)
+def latest_export(
+    session: Session, *, batch_id: int, export_id: int | None = None, kind: str = SIGNED_ZIP
+) -> Export | None:
+    """The batch's newest export of ``kind`` (or the given one, if it belongs to the batch)."""
+    query = select(Export).where(Export.batch_id == batch_id, Export.kind == kind)
     if export_id is not None:
         query = query.where(Export.id == export_id)
     return session.scalar(query.order_by(Export.id.desc()).limit(1))

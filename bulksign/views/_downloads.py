@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from flask import Response, stream_with_context
 
 from bulksign.batches.exports import recipients_csv
@@ -26,6 +28,15 @@ def attachment(data: bytes, *, mimetype: str, filename: str) -> Response:
     """A stored file (a PDF, a ZIP) as a download: personal documents, so no cache keeps a copy."""
     return Response(
         data,
+        mimetype=mimetype,
+        headers={"Content-Disposition": f'attachment; filename="{filename}"', "Cache-Control": "no-store"},
+    )
+
+
+def streamed_attachment(chunks: Iterator[bytes], *, mimetype: str, filename: str) -> Response:
+    """``attachment`` of a big stored file read in parts (an evidence package): the worker never holds it whole."""
+    return Response(
+        stream_with_context(chunks),
         mimetype=mimetype,
         headers={"Content-Disposition": f'attachment; filename="{filename}"', "Cache-Control": "no-store"},
     )

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from bulksign.documents.storage.base import InvalidKey, StorageError, check_key
@@ -31,6 +33,26 @@ class LocalStorage:
             os.replace(tmp, path)
         except OSError as exc:
             raise StorageError(f"Could not write the document to storage ({exc.strerror or exc}).") from exc
+
+    def put_file(self, key: str, path: str, *, content_type: str) -> None:
+        target = self._path(key)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+            with os.fdopen(fd, "wb") as out, open(path, "rb") as src:
+                shutil.copyfileobj(src, out, 1 << 20)
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise StorageError(f"Could not write the document to storage ({exc.strerror or exc}).") from exc
+
+    def chunks(self, key: str, *, size: int = 1 << 20) -> Iterator[bytes]:
+        try:
+            fh = open(self._path(key), "rb")
+        except FileNotFoundError:
+            raise StorageError(f"The document {key} is missing from storage.") from None
+        with fh:
+            while part := fh.read(size):
+                yield part
 
     def get(self, key: str) -> bytes:
         try:

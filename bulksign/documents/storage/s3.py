@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import boto3
+from boto3.exceptions import S3UploadFailedError
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -45,6 +48,23 @@ class S3Storage:
             self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, ContentType=content_type)
         except (BotoCoreError, ClientError) as exc:
             raise StorageError(f"Could not write the document to storage ({_reason(exc)}).") from exc
+
+    def put_file(self, key: str, path: str, *, content_type: str) -> None:
+        try:  # boto3 uploads a big file in parts (multipart), never all of it in memory
+            self.client.upload_file(path, self.bucket, self._key(key), ExtraArgs={"ContentType": content_type})
+        except (BotoCoreError, ClientError, S3UploadFailedError) as exc:
+            raise StorageError(f"Could not write the document to storage ({_reason(exc)}).") from exc
+
+    def chunks(self, key: str, *, size: int = 1 << 20) -> Iterator[bytes]:
+        try:
+            body = self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"]
+        except ClientError as exc:
+            if _code(exc) in ("NoSuchKey", "404"):
+                raise StorageError(f"The document {key} is missing from storage.") from None
+            raise StorageError(f"Could not read the document from storage ({_reason(exc)}).") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"Could not read the document from storage ({_reason(exc)}).") from exc
+        yield from body.iter_chunks(size)
 
     def get(self, key: str) -> bytes:
         try:

@@ -1,0 +1,130 @@
+"""JSON API for a batch's evidence package: start it (a job builds it), follow it, download it.
+
+The package is the batch page's "Evidence package" (``batches.evidence``): every signed PDF, its audit certificate,
+a manifest with the hashes and a README on how to check each file. The download is served to those who see the
+batch (its team's keys and sessions, ``reach``), read from storage in parts.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+from flask import Blueprint, current_app, g, url_for
+from pydantic import BaseModel, Field
+
+from bulksign.batches.evidence import EVIDENCE, start_evidence
+from bulksign.batches.exports import latest_export
+from bulksign.core.extensions import db
+from bulksign.core.logs import log
+from bulksign.documents.storage import get_storage
+from bulksign.models import Export, utcnow
+from bulksign.views._downloads import streamed_attachment
+from bulksign.views.api.common import MAX_ID, ApiError, answer, operation
+from bulksign.work.queues import SIGNED_ZIP
+
+bp = Blueprint("api_evidence", __name__, url_prefix="/api/v1")
+logger = logging.getLogger(__name__)
+
+#: Seconds a client should wait before polling an unfinished package again.
+POLL_SECONDS = 5
+
+
+class EvidenceOut(BaseModel):
+    """A batch's evidence package: a ZIP of its signed PDFs, their audit certificates, `manifest.csv`,
+    `manifest.json`, `SHA256SUMS` and a README."""
+
+    id: int
+    batch_id: int
+    status: Literal["pending", "running", "ready", "failed"] = Field(
+        description="`pending` → `running` → `ready` (download it) or `failed` (`error` says why; start another)."
+    )
+    total: int = Field(description="Signed documents it holds (counted when it starts).")
+    done: int = Field(description="Documents written so far.")
+    error: str | None
+    status_url: str = Field(description="Poll this until `status` is `ready`.")
+    download_url: str | None = Field(description="The ZIP, once `status` is `ready`; null before.")
+
+
+def _url(endpoint: str, **values) -> str:
+    return current_app.config["APP_URL"] + url_for(endpoint, **values)
+
+
+def _out(export: Export) -> EvidenceOut:
+    ids = {"batch_id": export.batch_id, "evidence_id": export.id}
+    return EvidenceOut(
+        id=export.id,
+        batch_id=export.batch_id,
+        status=export.status,
+        total=export.total,
+        done=export.done,
+        error=export.error,
+        status_url=_url(".evidence_status", **ids),
+        download_url=_url(".download", **ids) if export.status == "ready" else None,
+    )
+
+
+def _package(batch_id: int, evidence_id: int) -> Export:
+    # ``reach`` checked the batch; the package must be one of that batch's.
+    found = (
+        latest_export(db.session, batch_id=batch_id, export_id=evidence_id, kind=EVIDENCE)
+        if evidence_id <= MAX_ID
+        else None
+    )
+    if found is None:
+        raise ApiError("No evidence package with this id for this batch.", 404)
+    return found
+
+
+@bp.post("/batches/<int:batch_id>/evidence")
+@operation(
+    "Start the batch's evidence package",
+    tag="Exports",
+    responses={202: EvidenceOut},
+    errors=(403, 404),
+    idempotent=True,
+)
+def start(batch_id: int):
+    """A job builds it; poll `status_url` until `status` is `ready`, then download `download_url`. While one is
+    unfinished, starting again answers that one. Viewers' keys may follow and download packages but not start one."""
+    started = start_evidence(db.session, batch_id=batch_id, user=g.api_user, now=utcnow())
+    db.session.commit()
+    if started.created:
+        SIGNED_ZIP.enqueue(started.export.id, job_id=SIGNED_ZIP.job_id(id=started.export.id))
+        log(logger, logging.INFO, "evidence package started over the api", export_id=started.export.id)
+    response = answer(_out(started.export), 202)
+    response.headers["Location"] = _url(".evidence_status", batch_id=batch_id, evidence_id=started.export.id)
+    return response
+
+
+@bp.get("/batches/<int:batch_id>/evidence/<int:evidence_id>")
+@operation("Follow an evidence package", tag="Exports", responses={200: EvidenceOut}, errors=(404,))
+def evidence_status(batch_id: int, evidence_id: int):
+    """Its progress (`done` of `total`) and, once `ready`, its `download_url`."""
+    package = _package(batch_id, evidence_id)
+    response = answer(_out(package))
+    if package.status in ("pending", "running"):
+        response.headers["Retry-After"] = str(POLL_SECONDS)
+    return response
+
+
+@bp.get("/batches/<int:batch_id>/evidence/<int:evidence_id>/download")
+@operation("Download an evidence package", tag="Exports", responses={200: "application/zip"}, errors=(404, 409, 503))
+def download(batch_id: int, evidence_id: int):
+    """409 while it is not `ready`."""
+    package = _package(batch_id, evidence_id)
+    if package.status != "ready" or not package.storage_key:
+        raise ApiError(
+            f"The evidence package is {package.status} ({package.done} of {package.total} documents written).",
+            409,
+            code="not_ready",
+            headers={"Retry-After": str(POLL_SECONDS)},
+        )
+    storage = get_storage()
+    if not storage.exists(package.storage_key):
+        raise ApiError("The package cannot be read from storage right now.", 503, code="storage_unavailable")
+    return streamed_attachment(
+        storage.chunks(package.storage_key),
+        mimetype="application/zip",
+        filename=f"batch-{batch_id}-evidence.zip",
+    )
