@@ -42,6 +42,7 @@ EVENTS = (
     "batch.completed",
     "batch.all_signed",
     "batch.closed",
+    "batch.approved",
 )
 #: What each event means, for the API description and the admin's choice.
 EVENT_MEANINGS = {
@@ -55,15 +56,20 @@ EVENT_MEANINGS = {
     "still sign; `batch.all_signed` or `batch.closed` follows when nobody can any more.",
     "batch.all_signed": "Every recipient of the batch signed.",
     "batch.closed": "Nobody can sign the batch any more and some did not (expired, declined, failed, cancelled).",
+    "batch.approved": "A batch that waited for approval (its team requires it) was approved; its documents are "
+    "being prepared and sent now. A rejected one sends nothing and is `cancelled`.",
 }
 #: Batch events → the column whose time says the batch got there.
 BATCH_EVENTS = {
     "batch.completed": Batch.finished_at,
     "batch.all_signed": Batch.settled_at,
     "batch.closed": Batch.settled_at,
+    "batch.approved": Batch.approval_at,
 }
 #: Batch events told only of batches in this status (the settling events share their column).
 BATCH_OUTCOMES = {"batch.all_signed": BatchStatus.ALL_SIGNED, "batch.closed": BatchStatus.CLOSED}
+#: Batch events told only of batches whose approval is so (``approval_at`` marks a rejection too).
+BATCH_APPROVALS = {"batch.approved": "approved"}
 #: Batches read per event and run of ``collect``.
 BATCH_PAGE = 1000
 #: ``events.type`` → webhook event.
@@ -344,6 +350,8 @@ def collect(
         for batch in batches:
             status = BatchStatus(batch.status)
             if event not in wanted or event in BATCH_OUTCOMES and BATCH_OUTCOMES[event] != status:
+                continue
+            if event in BATCH_APPROVALS and batch.approval != BATCH_APPROVALS[event]:
                 continue
             made += len(
                 emit(
