@@ -47,6 +47,8 @@ class Columns:
     warnings: tuple[str, ...]
     #: Variables every row must fill → where they are printed whatever the row holds (``columns.DOCUMENT``, ``MAIL``).
     required: Mapping[str, str] = field(default_factory=dict)
+    #: Another party's address column (``employer_email``) → its role: every row names that party there.
+    party_emails: Mapping[str, str] = field(default_factory=dict)
 
 
 def _empty(variable: str, *, where: str) -> N_:
@@ -105,6 +107,10 @@ class RowChecker:
             if var == "email":
                 email = self._address(row, title, value)
                 if email is None:
+                    continue
+            elif var in self.columns.party_emails:
+                value = self._party_address(row, title, value, role=self.columns.party_emails[var])
+                if value is None:
                     continue
             elif not value and var in self.columns.required:
                 self._error(row, title, _empty(var, where=self.columns.required[var]))
@@ -204,6 +210,18 @@ class RowChecker:
             )
             return None
         self._first_row_of[key] = row.number
+        return email
+
+    def _party_address(self, row: Row, title: str, value: str, *, role: str) -> str | None:
+        """Another party's checked address, or None with its error counted. The same person may sign many rows
+        (a line manager): no duplicate check."""
+        if not value:
+            self._error(row, title, N_("The address of the party who signs as %(role)s is empty.", role=role))
+            return None
+        email, problem = check_email(value, domain_choices=self._domain_choices)
+        if problem:
+            self._error(row, title, problem)
+            return None
         return email
 
     def _error(self, row: Row, column: str, message: N_) -> None:

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from bulksign.core.messages import N_
 from bulksign.core.spreadsheets import formula_safe
 from bulksign.doc_templates.columns import DOCUMENT, MAIL, OPTIONAL
-from bulksign.documents.signature_box import mark_role
+from bulksign.documents.signature_box import RECIPIENT_ROLE, mark_role
 from bulksign.recipients.files import open_table
+from bulksign.recipients.parties import PartyPerson
 from bulksign.recipients.row_checks import Columns, RowChecker, RowError
 from bulksign.recipients.rows import MAX_COLUMNS, Row, UploadError, column_letter, normalise_header
 
@@ -35,6 +36,12 @@ class Recipient:
     phone: str | None
     #: Values by template variable name.
     data: dict
+    #: The other parties this row names in its ``<role>_email`` (``_name``, ``_phone``) columns, by role.
+    parties: Mapping[str, PartyPerson] = field(default_factory=dict)
+
+
+#: A party's columns: ``<role>_email`` names who signs, ``_name`` and ``_phone`` may say more.
+PARTY_COLUMNS = ("email", "name", "phone")
 
 
 @dataclass(frozen=True)
@@ -124,7 +131,9 @@ def template_columns(variables: Mapping[str, str] | Iterable[str]) -> dict[str, 
     return {v: OPTIONAL if v in ("name", "phone") else DOCUMENT for v in variables}
 
 
-def _match_header(header_row: int, cells: list[str], variables: Mapping[str, str]) -> Columns:
+def _match_header(
+    header_row: int, cells: list[str], variables: Mapping[str, str], *, roles: Sequence[str], fixed: Collection[str]
+) -> Columns:
     header = [c.strip() for c in cells]
     while header and not header[-1]:
         header.pop()
@@ -134,6 +143,9 @@ def _match_header(header_row: int, cells: list[str], variables: Mapping[str, str
     wanted = {normalise_header(v): v for v in variables if not mark_role(v)}
     for builtin in BUILTIN_COLUMNS:
         wanted.setdefault(builtin, builtin)
+    for role in roles:
+        for part in PARTY_COLUMNS:
+            wanted.setdefault(f"{role}_{part}", f"{role}_{part}")
     used, errors, warnings, seen = [], [], [], {}
     for index, title in enumerate(header):
         if not title:
@@ -167,8 +179,13 @@ def _match_header(header_row: int, cells: list[str], variables: Mapping[str, str
     missing = sorted(v for v in required if normalise_header(v) not in seen)
     for name in missing:
         errors.append(RowError(header_row, name, _missing_column(name, where=required[name])))
+    party_emails = {f"{role}_email": role for role in roles if normalise_header(f"{role}_email") in seen}
+    for role in roles:
+        if f"{role}_email" not in party_emails and role not in fixed:
+            missing.append(f"{role}_email")
+            errors.append(RowError(header_row, f"{role}_email", _nobody_signs(role)))
     for name in sorted(v for v in wanted.values() if v not in required and normalise_header(v) not in seen):
-        if name not in BUILTIN_COLUMNS:
+        if name not in BUILTIN_COLUMNS and name in variables:  # not another party's columns: they may be left out
             warnings.append(
                 N_(
                     'There is no column "%(column)s": the template uses {{ %(column)s }} only where it may be empty, '
@@ -176,7 +193,17 @@ def _match_header(header_row: int, cells: list[str], variables: Mapping[str, str
                     column=name,
                 )
             )
-    return Columns(tuple(used), len(header), tuple(header), tuple(missing), tuple(errors), tuple(warnings), required)
+    return Columns(
+        tuple(used), len(header), tuple(header), tuple(missing), tuple(errors), tuple(warnings), required, party_emails
+    )
+
+
+def _nobody_signs(role: str) -> N_:
+    return N_(
+        'Nobody is named to sign as %(role)s: add a column "%(role)s_email" (and "%(role)s_name") with who signs on '
+        'each row, or name one %(role)s for the whole batch on the new-batch form (the API\'s "parties").',
+        role=role,
+    )
 
 
 def _missing_column(name: str, *, where: str) -> N_:
@@ -206,6 +233,8 @@ def validate_recipients(
     max_errors: int | None = MAX_ERRORS_KEPT,
     domain_choices: Mapping[str, str] | None = None,
     suppressed: SuppressionLookup | None = None,
+    roles: Sequence[str] = (),
+    fixed_roles: Collection[str] = (),
 ) -> ValidationReport:
     """Read the file and check every row against the template's variables; raises UploadError if unreadable.
 
@@ -215,11 +244,15 @@ def validate_recipients(
     ``domain_choices``: misspelt domain → the domain staff chose for it (see ``email_checks.check_email``).
     ``suppressed``: a lookup of the suppression list; the valid rows it knows are reported (a warning:
     batch creation keeps them, not mailed).
+    ``roles``: the template's roles other than the recipient (``roles.template_roles``); each is named on every row
+    by its ``<role>_email`` column, or, for those in ``fixed_roles``, once for the batch; a role with neither is
+    an error of the file's header.
     """
     variables = template_columns(variables)
     table = open_table(data, filename=filename)
     header = _header_row(table.rows)
-    columns = _match_header(header.number, header.cells, variables)
+    roles = [r for r in roles if r != RECIPIENT_ROLE]
+    columns = _match_header(header.number, header.cells, variables, roles=roles, fixed=fixed_roles)
     checker = RowChecker(columns, max_errors=max_errors, domain_choices=domain_choices)
     # A column missing or named twice: no row can be used, yet every row is checked so all is fixed at once.
     usable = not columns.errors
@@ -245,6 +278,14 @@ def validate_recipients(
                     checked.name,
                     checked.phone,
                     {v: checked.values.get(v, "") for v in variables},
+                    {
+                        role: PartyPerson(
+                            checked.values[column],
+                            checked.values.get(f"{role}_name", ""),
+                            checked.values.get(f"{role}_phone") or None,
+                        )
+                        for column, role in columns.party_emails.items()
+                    },
                 )
             )
     if total == 0:

@@ -9,6 +9,7 @@ party follows its request's moves instead, in the request's own statement (``fol
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,6 +18,7 @@ from sqlalchemy import Select, Update, exists, insert, literal, select, update
 from sqlalchemy.orm import Session, aliased
 from sqlalchemy.orm.util import identity_key
 
+from bulksign.core.messages import N_
 from bulksign.core.slicing import slices
 from bulksign.core.tokens import hash_token, new_nonce, signing_token
 from bulksign.models import RECIPIENT_ROLE, Event, Party, SigningRequest
@@ -30,6 +32,49 @@ _STAMPS = {
     PartyStatus.SIGNED: "signed_at",
     PartyStatus.DECLINED: "declined_at",
 }
+
+
+class RoutingError(ValueError):
+    """A routing that cannot be followed; ``message`` is for people."""
+
+    def __init__(self, message: N_):
+        super().__init__(message.english)
+        self.message = message
+
+
+def routing_steps(given: str | list | None, *, roles: Sequence[str]) -> dict[str, int]:
+    """Each of the template's ``roles`` (``roles.template_roles``) → its step from 0, from ``routing``: JSON (text or
+    parsed) list of steps, each a list of roles that sign in parallel, e.g. ``[["recipient"], ["employer"]]``.
+    Default (None or ""): the recipient first, then one step per other role in document order. RoutingError for a
+    role named twice or not at all, one the template does not have, or an empty step."""
+    if given is None or given == "":
+        others = [r for r in roles if r != RECIPIENT_ROLE]
+        return {RECIPIENT_ROLE: 0, **{role: step for step, role in enumerate(others, start=1)}}
+    if isinstance(given, str):
+        try:
+            given = json.loads(given)
+        except ValueError:
+            given = None
+    if not isinstance(given, list) or not all(isinstance(s, list) and s for s in given):
+        raise RoutingError(N_('"routing" must be a JSON list of steps, each a list of roles: [["recipient"], …].'))
+    steps: dict[str, int] = {}
+    for step, names in enumerate(given):
+        for role in names:
+            if not isinstance(role, str) or role not in roles:
+                raise RoutingError(
+                    N_(
+                        "The routing names %(role)s; the template is signed by: %(roles)s.",
+                        role=str(role)[:40],
+                        roles=", ".join(roles),
+                    )
+                )
+            if role in steps:
+                raise RoutingError(N_("The routing names %(role)s twice: each party signs once.", role=role))
+            steps[role] = step
+    left_out = [r for r in roles if r not in steps]
+    if left_out:
+        raise RoutingError(N_("The routing leaves out %(roles)s: give every party a step.", roles=", ".join(left_out)))
+    return steps
 
 
 @dataclass(frozen=True)
