@@ -10,9 +10,10 @@ party follows its request's moves instead, in the request's own statement (``fol
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
 from sqlalchemy import Select, Update, exists, insert, literal, select, update
 from sqlalchemy.orm import Session, aliased
@@ -177,8 +178,58 @@ def follows(request_ids: Sequence[int] | Select, *, frm: str, to: str, now: date
     )
 
 
-def add_recipients(session: Session, *, batch_id: int, now: datetime) -> None:
-    """Give every request of the batch that has none its ``recipient`` party, in one statement, at step 0 and
+class Person(Protocol):
+    """Who signs as a role (``recipients.parties.PartyPerson``)."""
+
+    email: str
+    name: str
+    phone: str | None
+
+
+def add_parties(
+    session: Session,
+    *,
+    batch_id: int,
+    request_ids: Sequence[int],
+    per_row: Sequence[Mapping[str, Person]],
+    fixed: Mapping[str, Person],
+    steps: Mapping[str, int],
+    now: datetime,
+) -> None:
+    """Give the batch's new requests their parties, all waiting: the recipient (``add_recipients``) and each other
+    role of ``steps``, the person the request's row names (``per_row[i]`` for ``request_ids[i]``, its
+    ``<role>_email`` columns) or else the batch's ``fixed`` one; a role with neither is a programming error (the
+    file check refused it). The caller commits with the requests."""
+    add_recipients(session, batch_id=batch_id, now=now, step=steps.get(RECIPIENT_ROLE, 0))
+    values = []
+    for request_id, named in zip(request_ids, per_row, strict=True):
+        for role, step in steps.items():
+            if role == RECIPIENT_ROLE:
+                continue
+            person = named.get(role) or fixed[role]
+            source = "row" if role in named else "batch"
+            values.append(
+                {
+                    "request_id": request_id,
+                    "batch_id": batch_id,
+                    "role": role,
+                    "step": step,
+                    "source": source,
+                    "email": person.email,
+                    "name": person.name[:300],
+                    "phone": person.phone,
+                    "status": PartyStatus.WAITING.value,
+                    "status_changed_at": now,
+                    "reminder_count": 0,
+                    "created_at": now,
+                }
+            )
+    for chunk in slices(values):
+        session.execute(insert(Party), chunk)
+
+
+def add_recipients(session: Session, *, batch_id: int, now: datetime, step: int = 0) -> None:
+    """Give every request of the batch that has none its ``recipient`` party, in one statement, at ``step`` and
     waiting (the request is not sent yet). The caller commits with the requests."""
     has_one = exists().where(Party.request_id == SigningRequest.id, Party.role == RECIPIENT_ROLE)
     session.execute(
@@ -188,7 +239,7 @@ def add_recipients(session: Session, *, batch_id: int, now: datetime) -> None:
                 SigningRequest.id,
                 SigningRequest.batch_id,
                 literal(RECIPIENT_ROLE),
-                literal(0),
+                literal(step),
                 literal(PartyStatus.WAITING.value),
                 literal(now, Party.status_changed_at.type),
                 literal(0),

@@ -156,3 +156,33 @@ def test_another_partys_link_is_its_own_finds_only_it_and_a_new_one_kills_the_ol
     assert newer != token and parties.find_party(db.session, token) is None
     assert parties.find_party(db.session, newer) is employer
     assert parties.party_token(employer, secret="s") == newer
+
+
+def test_a_batchs_parties_are_the_rows_own_else_the_fixed_one_each_at_its_step_and_waiting(app):
+    from bulksign.recipients.parties import PartyPerson
+
+    batch_id = make_batch(now=NOW, recipients=2)
+    first, second = request_ids(batch_id)
+    parties.add_parties(
+        db.session,
+        batch_id=batch_id,
+        request_ids=[first, second],
+        per_row=[{"employer": PartyPerson("manager@example.com", "Mia Manager")}, {}],
+        fixed={"employer": PartyPerson("hr@example.com", "ACME HR", "+491701234567")},
+        steps={"employer": 0, "recipient": 1},
+        now=NOW,
+    )
+    db.session.commit()
+    found = db.session.execute(
+        select(
+            Party.request_id, Party.role, Party.step, Party.source, Party.email, Party.name, Party.phone, Party.status
+        )
+        .where(Party.batch_id == batch_id)
+        .order_by(Party.request_id, Party.role)
+    ).all()
+    assert [tuple(r) for r in found] == [
+        (first, "employer", 0, "row", "manager@example.com", "Mia Manager", None, "waiting"),
+        (first, "recipient", 1, None, None, None, None, "waiting"),
+        (second, "employer", 0, "batch", "hr@example.com", "ACME HR", "+491701234567", "waiting"),
+        (second, "recipient", 1, None, None, None, None, "waiting"),
+    ]
