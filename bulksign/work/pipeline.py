@@ -195,7 +195,9 @@ def top_up(step: Step, batch_ids: Iterable[int], *, session: Session | None = No
     queued: list[int] = []
     for batch_id in sorted(set(batch_ids)):
         try:
-            lock = redis.lock(f"bulksign:top-up:{step.name}:{batch_id}", timeout=60, blocking_timeout=10)
+            # Held for a few milliseconds: polled every 10 (redis-py's default 100 ms stalled every chunk that
+            # claimed while another did).
+            lock = redis.lock(f"bulksign:top-up:{step.name}:{batch_id}", timeout=60, sleep=0.01, blocking_timeout=10)
             if not lock.acquire():
                 continue  # another process is filling this window now
             try:
