@@ -97,3 +97,10 @@ def test_another_address_for_the_notices_is_hidden_until_chosen_without_a_script
     assert "data-picks" not in page
     css = open("static/app.css", encoding="utf-8").read()
     assert 'fieldset.notice-choice:not(:has(option[value="other"]:checked)) input[name="notify_email"]' in css
+
+
+def test_an_unknown_organisation_zone_stops_the_start_with_the_reason(make_app):
+    from bulksign.core.config import ConfigError
+
+    with pytest.raises(ConfigError, match="ORG_TIMEZONE must be an IANA time zone"):
+        make_app(ORG_TIMEZONE="Mars/Olympus")
