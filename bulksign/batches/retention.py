@@ -6,7 +6,7 @@ A signed request is kept ``keep_signed_days`` after signing (default: for ever);
 both (``TeamRetention``), a batch may set its own (``BatchRetention``); a batch on legal hold is never purged.
 
 A purge deletes the request's files from storage (its documents and their page images) and empties its personal
-fields, those of its events, outgoing mails and one-time codes. What stays is the proof: the ids, times, status
+fields, those of its parties, events, outgoing mails and one-time codes. What stays is the proof: the ids, times, status
 and event types, and the ``documents`` rows with the sha256 of the original and signed PDFs and the seal's
 fingerprint, so ``/verify`` of a kept copy still answers and the batch's counts stay true. Files go first, the rows
 after, one chunk per commit: a purge killed midway leaves each request either untouched or purged, and a run
@@ -29,7 +29,7 @@ from bulksign.core.messages import N_
 from bulksign.core.slicing import slices
 from bulksign.documents.document_pages import pages_folder
 from bulksign.documents.storage import Storage
-from bulksign.models import Batch, Document, Event, OneTimeCode, OutgoingMail, SigningRequest, Team, User
+from bulksign.models import Batch, Document, Event, OneTimeCode, OutgoingMail, Party, SigningRequest, Team, User
 from bulksign.models.batches import BatchRetention, TeamRetention
 from bulksign.models.status import Status
 
@@ -106,6 +106,17 @@ def team_policy(session: Session, *, team_id: int | None) -> Policy:
     if row is None:
         return Policy(keep_signed_days=None, keep_unsigned_days=DEFAULT_KEEP_UNSIGNED_DAYS)
     return Policy(keep_signed_days=row.keep_signed_days, keep_unsigned_days=row.keep_unsigned_days)
+
+
+def team_policies(session: Session) -> list[tuple[Team, Policy]]:
+    """Every team by name with its periods (the defaults where it set none), for the admins' page."""
+    rows = session.execute(
+        select(Team, TeamRetention).outerjoin(TeamRetention, TeamRetention.team_id == Team.id).order_by(Team.name)
+    ).all()
+    default = Policy(keep_signed_days=None, keep_unsigned_days=DEFAULT_KEEP_UNSIGNED_DAYS)
+    return [
+        (team, default if row is None else Policy(row.keep_signed_days, row.keep_unsigned_days)) for team, row in rows
+    ]
 
 
 def set_team_retention(
@@ -284,6 +295,21 @@ def purge_requests(
         .values(to_email="", subject="", error=None, attachments=[])
     )
     session.execute(update(OneTimeCode).where(OneTimeCode.request_id.in_(ids)).values(destination=""))
+    # Every party who signs the document (the row's recipient and the other roles): who they are and how they signed.
+    session.execute(
+        update(Party)
+        .where(Party.request_id.in_(ids))
+        .values(
+            email=None,
+            name=None,
+            phone=None,
+            decline_reason=None,
+            signer_name=None,
+            signer_ip=None,
+            signature_image=None,
+            token_nonce=None,
+        )
+    )
     # What an event says beyond its type, time and actor may name a person (an old address, a typed reason).
     session.execute(update(Event).where(Event.request_id.in_(ids)).values(ip=None, user_agent=None, details={}))
     purged = session.execute(

@@ -16,7 +16,7 @@ from bulksign.batches.erasure import LEGAL_HOLD, SIGNED_KEPT, erase_person
 from bulksign.core.extensions import db, get_redis
 from bulksign.documents.document_pages import image_key, page_image
 from bulksign.documents.storage import get_storage
-from bulksign.models import Document, Event, OutgoingMail, Team, User
+from bulksign.models import Document, Event, OutgoingMail, Party, Team, User
 from bulksign.models.status import Status
 from bulksign.signing.recipient_actions import decline, open_request
 from bulksign.work.queues import PURGE_RETENTION
@@ -67,6 +67,12 @@ def admin() -> User:
 
 def test_a_declined_request_is_purged_after_its_days_and_verify_still_knows_its_original(app, client, users):
     r = declined_request(users["staff"])
+    manager = Party(
+        request_id=r.id, batch_id=r.batch_id, role="manager", step=1, source="row", email="boss@example.com"
+    )
+    db.session.add(manager)
+    db.session.commit()
+    manager_id = manager.id
     original = db.session.scalar(select(Document).where(Document.request_id == r.id, Document.kind == "original"))
     # The recipient's page rendered its first page image: it is stored beside the document.
     assert page_image(storage=get_storage(), redis=get_redis(), document=original, number=1)
@@ -93,6 +99,7 @@ def test_a_declined_request_is_purged_after_its_days_and_verify_still_knows_its_
     events = db.session.scalars(select(Event).where(Event.request_id == r.id).order_by(Event.id)).all()
     assert [e.type for e in events][-1] == retention.PURGED_EVENT and "status.declined" in [e.type for e in events]
     assert all(e.ip is None and e.user_agent is None for e in events)
+    assert db.session.get(Party, manager_id).email is None
     assert db.session.scalar(select(func.count()).where(OutgoingMail.to_email == "ivan@example.com")) == 0
     # The proof stays: the batch still counts its declined request, /verify still names the original.
     assert batch_counts.counters(db.session, [r.batch_id])[r.batch_id][Status.DECLINED] == 1
