@@ -150,6 +150,39 @@ def move_parties(
     return PartyMoves(to=target, won=tuple(sorted(party_id for party_id, *_ in won)))
 
 
+@dataclass(frozen=True)
+class PartyView:
+    """One party of a request as staff and the API see it; the recipient's person is the request's."""
+
+    role: str
+    step: int
+    email: str | None
+    name: str | None
+    status: str
+    invited_at: datetime | None
+    signed_at: datetime | None
+    declined_at: datetime | None
+
+
+def parties_of(session: Session, request: SigningRequest) -> list[PartyView]:
+    """The request's parties by step, then role; none of a purged request's addresses or names."""
+    kept = request.purged_at is None
+    rows = session.scalars(select(Party).where(Party.request_id == request.id).order_by(Party.step, Party.role))
+    return [
+        PartyView(
+            role=p.role,
+            step=p.step,
+            email=(request.email if p.role == RECIPIENT_ROLE else p.email) if kept else None,
+            name=(request.name if p.role == RECIPIENT_ROLE else p.name) if kept else None,
+            status=p.status,
+            invited_at=p.invited_at,
+            signed_at=p.signed_at,
+            declined_at=p.declined_at,
+        )
+        for p in rows
+    ]
+
+
 def follows(request_ids: Sequence[int] | Select, *, frm: str, to: str, now: datetime) -> Update | None:
     """The UPDATE by which the ``recipient`` party of each single-signer request among ``request_ids`` follows
     that request's move ``frm`` → ``to`` (``RECIPIENT_FOLLOWS``); None when the move takes no party along.

@@ -8,6 +8,7 @@ not see. The PDFs are the bytes in storage, the same the recipient's page and th
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict
 from datetime import datetime
 
 from flask import Blueprint, current_app, g, url_for
@@ -22,6 +23,7 @@ from bulksign.documents.storage import StorageError, get_storage
 from bulksign.models import Document, SigningRequest
 from bulksign.models.status import Status
 from bulksign.people import access
+from bulksign.signing.parties import parties_of
 from bulksign.views._downloads import attachment
 from bulksign.views.api.common import ApiError, answer, operation
 from bulksign.views.api.dashboard import SigningRequestOut, _request_out
@@ -55,10 +57,24 @@ class RequestLinks(BaseModel):
     certificate: str = Field(description="The audit certificate pages of the signed PDF alone.")
 
 
+class PartyOut(BaseModel):
+    role: str = Field(
+        description="`recipient` (the row's own person) or the `<role>` of a `{{ signature_<role> }}` mark."
+    )
+    step: int = Field(description="Its step in the routing, from 0; the parties of one step sign in parallel.")
+    email: str | None = Field(description="Null once purged.")
+    name: str | None
+    status: str = Field(description="`waiting` (its step has not started), `invited`, `opened`, `signed`, `declined`.")
+    invited_at: datetime | None
+    signed_at: datetime | None
+    declined_at: datetime | None
+
+
 class RequestOut(SigningRequestOut):
     """One recipient's request with its batch, its documents and the links to download them; never its signing link."""
 
     batch: BatchRefOut
+    parties: list[PartyOut] = Field(description="Who signs the document, by step; a single-signer one: its recipient.")
     document: DocumentOut | None = Field(description="The rendered original; null until the workers rendered it.")
     signed_document: DocumentOut | None = Field(
         description="The sealed PDF; null until signed and sealed (a few seconds after `signed_at`)."
@@ -107,6 +123,7 @@ def get_request(request_id: int):
         RequestOut(
             **_request_out(row).model_dump(),
             batch=BatchRefOut(id=row.batch.id, name=row.batch.name),
+            parties=[PartyOut(**asdict(p)) for p in parties_of(db.session, row)],
             document=_document_out(original),
             signed_document=_document_out(signed),
             links=RequestLinks(
