@@ -18,12 +18,14 @@ from bulksign.ops import telemetry
 from bulksign.people import auth, users
 from bulksign.people.auth import API_BLUEPRINTS
 from bulksign.views import brand, confirm, errors, health, reach, webhooks_in, word_converter
-from bulksign.views.admin import metrics, rq_admin, suppressions
+from bulksign.views.admin import metrics, privacy, rq_admin, suppressions
 from bulksign.views.admin import pages as admin
 from bulksign.views.api import approval as api_approval
 from bulksign.views.api import batch_actions, common, docs
 from bulksign.views.api import dashboard as api_dashboard
+from bulksign.views.api import evidence as api_evidence
 from bulksign.views.api import exports as api_exports
+from bulksign.views.api import privacy as api_privacy
 from bulksign.views.api import reminders as api_reminders
 from bulksign.views.api import requests as api_requests
 from bulksign.views.api import suppressions as api_suppressions
@@ -31,7 +33,17 @@ from bulksign.views.api import templates as api_templates
 from bulksign.views.api import uploads as api_uploads
 from bulksign.views.api.common import limit_per_key
 from bulksign.views.recipient import recipient_headers, signing, tracking, verify
-from bulksign.views.staff import account, approval, batch_access, dashboard, doc_templates, main, reminders, uploads
+from bulksign.views.staff import (
+    account,
+    approval,
+    batch_access,
+    dashboard,
+    doc_templates,
+    evidence,
+    main,
+    reminders,
+    uploads,
+)
 from bulksign.views.staff import auth as staff_auth
 from bulksign.work import queues
 
@@ -72,16 +84,29 @@ def create_app(config: dict | None = None) -> Flask:
 
 
 #: Every view module with a blueprint or an ``init_app``, by audience.
-STAFF_VIEWS = (account, approval, staff_auth, batch_access, dashboard, doc_templates, main, reminders, uploads)
+STAFF_VIEWS = (
+    account,
+    approval,
+    staff_auth,
+    batch_access,
+    dashboard,
+    doc_templates,
+    evidence,
+    main,
+    reminders,
+    uploads,
+)
 RECIPIENT_VIEWS = (recipient_headers, signing, tracking, verify)
-ADMIN_VIEWS = (admin, metrics, rq_admin, suppressions)
+ADMIN_VIEWS = (admin, metrics, privacy, rq_admin, suppressions)
 SHARED_VIEWS = (brand, confirm, health, reach, webhooks_in, word_converter)
 #: The API's: ``api=True`` is the security decision (a bearer key instead of the session, no CSRF).
 API_VIEWS = (
     common,
     api_approval,
     api_dashboard,
+    api_evidence,
     api_exports,
+    api_privacy,
     api_reminders,
     api_requests,
     api_suppressions,

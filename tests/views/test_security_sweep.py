@@ -48,6 +48,7 @@ EXPECTED_CSRF_EXEMPT = {
     "api_dashboard",
     "api_docs",
     "api_exports",
+    "api_privacy",
     "api_reminders",
     "api_requests",
     "api_suppressions",
@@ -56,7 +57,7 @@ EXPECTED_CSRF_EXEMPT = {
     "webhooks",
     "rq_dashboard",
 }
-ADMIN_BLUEPRINTS = ("admin", "rq_dashboard")
+ADMIN_BLUEPRINTS = ("admin", "rq_dashboard", "privacy")
 STATE_CHANGING = {"POST", "PUT", "PATCH", "DELETE"}
 ARGUMENT_VALUES = {
     "instance_number": 0,
@@ -165,6 +166,9 @@ def test_every_admin_route_refuses_staff_with_403(app, client, auth):
         "rq_dashboard.list_queues",
         "rq_dashboard.requeue_all",
         "rq_dashboard.empty_queue",
+        "privacy.index",
+        "privacy.erase",
+        "privacy.place_hold",
     } <= checked
     # rq-dashboard's own static files and JSON, by their real paths.
     for path in ("/admin/rq/static/js/jquery-3.5.1.min.js", "/admin/rq/0/data/queues.json", "/admin/rq/favicon.ico"):

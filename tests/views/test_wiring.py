@@ -18,6 +18,7 @@ EXPECTED_API = {
     "api_dashboard",
     "api_docs",
     "api_exports",
+    "api_privacy",
     "api_reminders",
     "api_requests",
     "api_suppressions",

@@ -354,6 +354,10 @@ def _tour(app, world, spec) -> set[tuple[str, str]]:
     db.session.commit()  # have lifted the other
     call("DELETE /suppressions/{email}", "DELETE", "/suppressions/tour@example.com", 200, headers=admin)
     call("DELETE /suppressions/{email}", "DELETE", "/suppressions/a%00b", 400, headers=admin)
+    erase = "POST /privacy/erasures"
+    call(erase, "POST", "/privacy/erasures", 200, headers=admin, json={"email": "nobody@example.com"})
+    call(erase, "POST", "/privacy/erasures", 400, headers=admin, json={"email": None})
+    call(erase, "POST", "/privacy/erasures", 404, headers=viewer, json={"email": "nobody@example.com"})  # admins' only
     # A key whose call is still running (409), and one whose answer is kept for another request (422).
     key_id = db.session.scalar(select(func.max(ApiKey.id)).where(ApiKey.user_id == world["admin"].id))
     db.session.add_all(
