@@ -30,7 +30,7 @@ from bulksign.doc_templates.mail_texts import (
     current_text,
 )
 from bulksign.doc_templates.variables import extract_variables, sample_row
-from bulksign.documents.signature_box import SIGNATURE_VARIABLE
+from bulksign.documents.signature_box import MAX_MARKS, SIGNATURE_VARIABLE, mark_role
 from bulksign.documents.storage import get_storage
 from bulksign.mail.mail_headers import CONTROL_CHARACTERS
 from bulksign.models import DocumentTemplate, TemplateVersion, User
@@ -153,6 +153,8 @@ def save_version(
         variables, source_key, placed, removed = _file_variables(
             session, template=template, kind=kind, file=file, pdf_boxes=pdf_boxes
         )
+    if sum(1 for v in variables if mark_role(v)) > MAX_MARKS:  # each mark is framed in a shade of its own
+        raise TemplateError(N_("A template may mark at most %(n)s signatures.", n=MAX_MARKS))
     for label, text in mail_texts:
         try:
             _check_renders(text, extract_variables(text), render=render_text)

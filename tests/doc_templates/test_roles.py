@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from reportlab.pdfgen import canvas
 
 from bulksign.core.extensions import db
@@ -128,3 +129,20 @@ def test_the_template_page_and_the_api_show_the_roles_in_document_order(app, use
     answer = client.get("/api/v1/templates", headers={"Authorization": f"Bearer {secret}"})
     (shown,) = [t for t in answer.json["items"] if t["id"] == template_id]
     assert shown["roles"] == ["employer", "recipient", "hr_2"]
+
+
+def test_a_template_marking_more_signatures_than_there_are_shades_is_refused_at_save(app, users):
+    from bulksign.doc_templates.errors import TemplateError
+    from bulksign.documents.signature_box import MAX_MARKS
+
+    marks = "".join(f"{{{{ signature_p{i} }}}}" for i in range(MAX_MARKS))
+    with pytest.raises(TemplateError) as refused:
+        create_template(
+            db.session, name="Many", html=f"<p>{{{{ signature }}}}{marks}</p>", user=users["staff"], now=NOW
+        )
+    assert refused.value.message.english == f"A template may mark at most {MAX_MARKS} signatures."
+    fits = "".join(f"{{{{ signature_p{i} }}}}" for i in range(MAX_MARKS - 1))
+    version = create_template(
+        db.session, name="Fits", html=f"<p>{{{{ signature }}}}{fits}</p>", user=users["staff"], now=NOW
+    )
+    assert len(template_roles(version.version)) == MAX_MARKS
