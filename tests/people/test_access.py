@@ -43,11 +43,20 @@ BATCH_READS = {
     "api_requests.certificate",
     "api_exports.export_status",
     "api_exports.download",
+    "batch_evidence.status",
+    "batch_evidence.download",
+    "api_evidence.evidence_status",
+    "api_evidence.download",
+    "batch_approval.sample",
 }
-#: Reads of a request's documents that answer 409 for the world's request (sent, nothing rendered or signed).
-NOT_YET_READS = {"api_requests.document", "api_requests.signed", "api_requests.certificate"}
+#: Reads of a request's documents that answer 409 for the world's request (sent, nothing rendered or signed), and
+#: the approver's samples of the world's batch, which does not wait for approval.
+NOT_YET_READS = {"api_requests.document", "api_requests.signed", "api_requests.certificate", "batch_approval.sample"}
 #: Building an export of a batch: everyone who sees it but viewers.
-BATCH_EXPORTS = {"batches.start_export", "api_exports.start"}
+BATCH_EXPORTS = {"batches.start_export", "api_exports.start", "batch_evidence.start", "api_evidence.start"}
+#: Approving or rejecting a batch that waits for approval: a manager of its team or an admin, never its creator
+#: (tests/batches/test_approval.py); 409 for the world's batch, which does not wait.
+APPROVALS = {"batch_approval.approve", "batch_approval.reject", "api_approval.approve", "api_approval.reject"}
 #: Actions on a batch or its requests: the owner, a manager of its team, admins.
 BATCH_ACTIONS = {
     "batches.bulk_action",
@@ -79,6 +88,7 @@ LISTS = {"batches.index", "doc_templates.index", "api_dashboard.list_batches", "
 #: Creating batches and templates: not for viewers; the template must be one the user may use.
 CREATES = {
     "uploads.new",
+    "uploads.columns",
     "uploads.create",
     "uploads.validate",
     "uploads.recheck",
@@ -99,7 +109,7 @@ OWN = {
     "account.set_password",
 }
 #: Admins only (tested route by route in test_security_sweep); ids there are users, keys and endpoints.
-ADMIN_BLUEPRINTS = {"admin", "rq_dashboard", "suppressions", "api_suppressions"}
+ADMIN_BLUEPRINTS = {"admin", "rq_dashboard", "suppressions", "api_suppressions", "privacy", "api_privacy"}
 ID_ARGUMENTS = {"batch_id", "request_id", "template_id"}
 
 
@@ -153,6 +163,21 @@ def world(app, users):
         created_at=NOW,
     )
     db.session.add(export)
+    db.session.flush()
+    # An evidence package of the batch, for its reads (``evidence_id`` in the URLs below).
+    get_storage().put(
+        f"exports/{batch.id}/2-evidence.zip", b"PK\x05\x06" + b"\x00" * 18, content_type="application/zip"
+    )
+    evidence = Export(
+        batch_id=batch.id,
+        kind="evidence",
+        status="ready",
+        total=0,
+        done=0,
+        storage_key=f"exports/{batch.id}/2-evidence.zip",
+        created_at=NOW,
+    )
+    db.session.add(evidence)
     db.session.commit()
     template_id = batch.template_version.template_id
     request_id = db.session.scalar(db.select(SigningRequest.id).where(SigningRequest.batch_id == batch.id))
@@ -164,15 +189,18 @@ def world(app, users):
         "request_id": request_id,
         "template_id": template_id,
         "export_id": export.id,
+        "evidence_id": evidence.id,
     }
 
 
 def _url(rule: Rule, world) -> str:
+    # An evidence package's URL names it by the same ``export_id`` as the signed ZIP's.
+    evidence = rule.endpoint.partition(".")[0] in ("batch_evidence", "api_evidence")
     values = {
         "batch_id": world["batch_id"],
         "request_id": world["request_id"],
         "template_id": world["template_id"],
-        "export_id": world["export_id"],
+        "export_id": world["evidence_id" if evidence else "export_id"],
         "user_id": world["people"]["staff_b"].id,
         "upload_id": "x" * 32,
         "page": 1,
@@ -205,16 +233,27 @@ def _api_headers(user) -> dict:
 
 
 def test_every_staff_and_api_route_is_classified_so_a_new_route_cannot_slip_through(app):
-    classified = BATCH_READS | BATCH_EXPORTS | BATCH_ACTIONS | TEMPLATE_READS | TEMPLATE_EDITS | LISTS | CREATES | OWN
+    classified = (
+        BATCH_READS
+        | BATCH_EXPORTS
+        | BATCH_ACTIONS
+        | APPROVALS
+        | TEMPLATE_READS
+        | TEMPLATE_EDITS
+        | LISTS
+        | CREATES
+        | OWN
+    )
     endpoints = {rule.endpoint for rule in _staff_rules(app)}
     assert endpoints - classified == set(), "classify the new route in tests/test_access.py"
     assert classified - endpoints == set(), "a classified route is gone: take it out of the table"
     # Every route with a batch, request or template id is one of the id-checked kinds.
     for rule in _staff_rules(app):
         if rule.arguments & ID_ARGUMENTS:
-            assert rule.endpoint in BATCH_READS | BATCH_EXPORTS | BATCH_ACTIONS | TEMPLATE_READS | TEMPLATE_EDITS, (
+            assert (
                 rule.endpoint
-            )
+                in BATCH_READS | BATCH_EXPORTS | BATCH_ACTIONS | APPROVALS | TEMPLATE_READS | TEMPLATE_EDITS
+            ), rule.endpoint
 
 
 @pytest.mark.parametrize("role", ["manager_b", "staff_b", "viewer_b"])
@@ -275,7 +314,9 @@ def test_a_viewer_downloads_the_teams_exports_but_cannot_build_one_as_the_other_
         f"/api/v1/batches/{world['batch_id']}/exports/{world['export_id']}/download", headers=headers
     )
     assert api_download.status_code == 200 and api_download.data == download.data
-    exports = db.session.scalars(db.select(Export).where(Export.batch_id == world["batch_id"])).all()
+    exports = db.session.scalars(
+        db.select(Export).where(Export.batch_id == world["batch_id"], Export.kind == "signed_zip")
+    ).all()
     if allowed:
         assert (started.status_code, fragment.status_code, over_api.status_code, len(exports)) == (302, 200, 202, 2)
     else:
