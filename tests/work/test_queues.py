@@ -58,6 +58,7 @@ MAIL_KINDS = {
     "all_signed_notice",
     "one_time_code",
     "password_reset",
+    "approval_rejected",
 }
 
 
