@@ -45,7 +45,8 @@ def upgrade():
 
 
 def downgrade():
-    with op.batch_alter_table('signing_requests', schema=None) as batch_op:
-        batch_op.drop_column('purged_at')
+    # Not batch mode: on SQLite that copies the table and loses its expression index (lower(email)), whose own
+    # downgrade then fails; SQLite 3.35+ drops a plain column in place, as PostgreSQL does.
+    op.execute('ALTER TABLE signing_requests DROP COLUMN purged_at')
     op.drop_table('batch_retention')
     op.drop_table('team_retention')
