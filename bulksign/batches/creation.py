@@ -21,12 +21,14 @@ from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from bulksign.batches import approval
 from bulksign.batches import counts as batch_counts
 from bulksign.batches.notices import NoticeAddressError, chosen_notice_address
 from bulksign.batches.progress import close_if_done
 from bulksign.batches.skipped_rows import keep_skipped_rows
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
+from bulksign.doc_templates.roles import template_roles
 from bulksign.mail.email_checks import check_email
 from bulksign.mail.mail_headers import CONTROL_CHARACTERS
 from bulksign.models import Batch, Event, SigningRequest, Suppression, TemplateVersion, User
@@ -35,6 +37,7 @@ from bulksign.people import access
 from bulksign.recipients.row_checks import RowError
 from bulksign.recipients.suppressions import in_force_among, not_sent_reason
 from bulksign.recipients.validation import Recipient
+from bulksign.signing import parties
 from bulksign.work import pipeline
 from bulksign.work.queues import BATCH_RENDERS
 
@@ -124,11 +127,29 @@ def settings_from_form(form: Mapping[str, str], *, default_name: str) -> BatchSe
             days.append(_whole_number(part, "reminder_days", N_("Each reminder day"), 1, MAX_DEADLINE_DAYS))
     if len(days) > MAX_REMINDERS:
         raise BatchError(N_("Give at most %(n)s reminder days.", n=MAX_REMINDERS), "reminder_days")
-    if any(d >= deadline for d in days):
-        raise BatchError(N_("Reminder days must come before the deadline."), "reminder_days")
+    late = sorted(d for d in days if d >= deadline)
+    if late:
+        raise BatchError(
+            N_(
+                "Reminder days must come before the deadline (day %(deadline)s); day %(day)s is not.",
+                deadline=deadline,
+                day=late[0],
+            ),
+            "reminder_days",
+        )
+    # Blank: one reminder for each day given; 0: none. A maximum between would leave the last days without one.
     max_reminders = _whole_number(
-        given("max_reminders") or 3, "max_reminders", N_("Maximum reminders"), 0, MAX_REMINDERS
+        given("max_reminders") or len(set(days)), "max_reminders", N_("Maximum reminders"), 0, MAX_REMINDERS
     )
+    if 0 < max_reminders < len(set(days)):
+        raise BatchError(
+            N_(
+                "Reminders on days %(days)s need a maximum of at least %(n)s; raise it, or remove days.",
+                days=", ".join(map(str, sorted(set(days)))),
+                n=len(set(days)),
+            ),
+            "max_reminders",
+        )
     reply_to = given("reply_to") or None
     if reply_to:
         reply_to, problem = check_email(reply_to)
@@ -283,11 +304,25 @@ def create_batch(
             return CreatedBatch(existing, created=False, total_count=existing.total_count)
     if not rows:
         raise BatchError(N_("There are no valid rows to create a batch from."))
+    # Until parties are invited in their order (issue 29), a document another party must sign is not sent: the
+    # recipient's signature alone would count as the document's.
+    roles = template_roles(template_version)
+    if len(roles) > 1:
+        raise BatchError(
+            N_(
+                "This template is signed by %(roles)s; sending one document to several parties is not available "
+                "yet. Use a template with only {{ signature }}.",
+                roles=", ".join(roles),
+            )
+        )
+    # Its team asks for a second pair of eyes: the batch waits, its requests pending with no job (``approval``).
+    held = approval.required_for(session, team_id=team_id)
     batch = Batch(
         name=name.strip()[:200],
         template_version_id=template_version.id,
         created_by_id=user.id,
-        status=BatchStatus.PROCESSING,
+        status=BatchStatus.AWAITING_APPROVAL if held else BatchStatus.PROCESSING,
+        approval=approval.WAITING if held else None,
         language=language,
         reminder_days=list(reminder_days),
         max_reminders=max_reminders,
@@ -302,7 +337,7 @@ def create_batch(
         one_time_code=one_time_code,
         idempotency_key=idempotency_key,
         created_at=now,
-        started_at=now,
+        started_at=None if held else now,
     )
     session.add(batch)
     try:
@@ -317,6 +352,7 @@ def create_batch(
     # Checked here, not only in the upload's preview: an address may have bounced since.
     barred = in_force_among(session, [r.email for r in rows])
     ids = _insert_requests(session, batch_id=batch.id, rows=rows, now=now, barred=barred)
+    parties.add_recipients(session, batch_id=batch.id, now=now)
     batch.skipped_count = keep_skipped_rows(
         session, batch_id=batch.id, errors=skipped, kept_rows={r.row_number for r in rows}
     )
@@ -352,7 +388,7 @@ def create_batch(
             for i, entry in suppressed.items()
         ]
     )
-    if not pending:
+    if not pending and not held:
         close_if_done(session, batch_id=batch.id, now=now)
     session.commit()
     log(
@@ -365,6 +401,8 @@ def create_batch(
         suppressed=len(suppressed),
     )
     enqueued = 0
+    if held:
+        return CreatedBatch(batch, created=True, total_count=len(rows), suppressed=len(suppressed))
     try:
         if len(pending) <= INLINE_ENQUEUE_MAX:
             enqueued = pipeline.enqueue_renders(pending)

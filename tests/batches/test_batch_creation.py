@@ -144,7 +144,7 @@ def test_settings_have_the_documented_defaults():
         settings.language,
         settings.quiet_hours_start,
         settings.timezone,
-    ) == ("Contracts", 7, (2, 4), 3, "en", None, "UTC")
+    ) == ("Contracts", 7, (2, 4), 2, "en", None, "UTC")  # a reminder for each day given
 
 
 @pytest.mark.parametrize(
@@ -164,6 +164,32 @@ def test_bad_settings_name_the_field(form, field):
     with pytest.raises(BatchError) as caught:
         settings_from_form(form, default_name="x")
     assert caught.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("form", "field", "message"),
+    [
+        (
+            {"deadline_days": "5", "reminder_days": "2, 9, 5"},
+            "reminder_days",
+            "Reminder days must come before the deadline (day 5); day 5 is not.",
+        ),
+        (
+            {"reminder_days": "1,2,3", "max_reminders": "2"},
+            "max_reminders",
+            "Reminders on days 1, 2, 3 need a maximum of at least 3; raise it, or remove days.",
+        ),
+    ],
+)
+def test_reminder_days_and_their_maximum_must_agree_with_the_deadline(form, field, message):
+    with pytest.raises(BatchError) as caught:
+        settings_from_form(form, default_name="x")
+    assert (caught.value.field, caught.value.message) == (field, message)
+
+
+def test_a_blank_maximum_is_a_reminder_for_each_day_and_zero_is_none():
+    assert settings_from_form({"reminder_days": "1,2,3,4"}, default_name="x").max_reminders == 4
+    assert settings_from_form({"reminder_days": "1,2", "max_reminders": "0"}, default_name="x").max_reminders == 0
 
 
 def test_quiet_hours_and_reminders_are_kept(version, users):

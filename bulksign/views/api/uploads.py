@@ -8,6 +8,7 @@ from typing import Literal
 from flask import Blueprint, g, request
 from pydantic import BaseModel, ConfigDict, Field
 
+from bulksign.batches import retention
 from bulksign.batches.creation import (
     LANGUAGES,
     MAX_DEADLINE_DAYS,
@@ -16,6 +17,7 @@ from bulksign.batches.creation import (
     create_batch,
     settings_from_form,
 )
+from bulksign.batches.retention import MAX_DAYS as MAX_KEEP_DAYS
 from bulksign.core.extensions import db
 from bulksign.doc_templates.columns import needed_columns
 from bulksign.models import utcnow
@@ -50,7 +52,7 @@ class BatchForm(RecipientsForm):
         pattern=r"^[0-9, ;]{0,100}$",
         description="Days after the invitation to remind, e.g. `2,4` (the default); each before the deadline.",
     )
-    max_reminders: int = Field(None, ge=0, le=MAX_REMINDERS, description="Default 3.")
+    max_reminders: int = Field(None, ge=0, le=MAX_REMINDERS, description="Default: one for each reminder day; 0: none.")
     reply_to: Text = Field(None, max_length=254)
     notify_to: Text = Field(
         None,
@@ -72,6 +74,20 @@ class BatchForm(RecipientsForm):
         None,
         description="Recipients confirm a 6-digit code sent by SMS (rows with a "
         "phone) or mail before they see and sign (default false).",
+    )
+    keep_signed_days: int = Field(
+        None,
+        ge=1,
+        le=MAX_KEEP_DAYS,
+        description="Days after signing to keep the signed documents and the signers' personal data; default: "
+        "the team's (for ever unless an admin set it).",
+    )
+    keep_unsigned_days: int = Field(
+        None,
+        ge=1,
+        le=MAX_KEEP_DAYS,
+        description="Days to keep a request that ended unsigned (declined, expired, cancelled, failed, bounced); "
+        "default: the team's (90 unless an admin set it).",
     )
 
 
@@ -174,6 +190,8 @@ def create():
         version = template_version(form.template_id)
         data, filename = uploaded_file()
         settings = settings_from_form(request.form, default_name=f"{version.template.name} ({utcnow():%Y-%m-%d})")
+        # Checked by the form's model already: 1 to MAX_KEEP_DAYS, or left out for the team's.
+        keep_signed, keep_unsigned = retention.batch_days_from_form(request.form)
         report = validate_recipients(data, filename=filename, variables=needed_columns(version), keep_rows=True)
         if report.invalid_rows and not form.skip_invalid or not report.valid_rows:
             reason = (
@@ -197,6 +215,11 @@ def create():
     except BatchError as exc:
         raise ApiError(exc.message, 422, code="settings_invalid", details={"field": exc.field}) from None
     batch = result.batch
+    # After the batch's own commit: a crash in between leaves it on its team's periods.
+    retention.set_batch_retention(
+        db.session, batch_id=batch.id, keep_signed_days=keep_signed, keep_unsigned_days=keep_unsigned
+    )
+    db.session.commit()
     return answer(
         BatchCreated(
             id=batch.id,
