@@ -70,10 +70,12 @@ def _api(users):
 
 
 def _staff_post(client, auth, batch_id: int, route: str, **form):
-    """A staff user's form post from the batch page; the redirect back to it."""
+    """A staff user's form post from the batch page, the question it asks answered yes; the redirect back to it."""
     auth.login()
     page = client.get(f"/batches/{batch_id}")
-    response = client.post(f"/batches/{batch_id}/{route}", data={**form, "csrf_token": csrf_from(page)})
+    response = client.post(
+        f"/batches/{batch_id}/{route}", data={**form, "confirmed": "1", "csrf_token": csrf_from(page)}
+    )
     assert response.status_code == 302
     return response
 
