@@ -9,12 +9,15 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
+from bulksign.batches.creation import BatchError, create_batch
 from bulksign.batches.resend import resend_with_new_link
 from bulksign.batches.states import transition
 from bulksign.core.extensions import db
+from bulksign.doc_templates.versions import create_template
 from bulksign.models import Batch, Event, Party, SigningRequest, User
 from bulksign.models.parties import PARTY_TRANSITIONS, PartyStatus
 from bulksign.models.status import IllegalTransition
+from bulksign.recipients.validation import validate_recipients
 from bulksign.signing import parties
 from bulksign.signing.links import find_by_token
 from bulksign.signing.recipient_actions import decline, open_request, sign
@@ -186,3 +189,28 @@ def test_a_batchs_parties_are_the_rows_own_else_the_fixed_one_each_at_its_step_a
         (second, "employer", 0, "batch", "hr@example.com", "ACME HR", "+491701234567", "waiting"),
         (second, "recipient", 1, None, None, None, None, "waiting"),
     ]
+
+
+def test_a_new_batch_gives_each_request_its_recipient_party_at_step_0_waiting(app, users):
+    version = create_template(db.session, name="Contract", html="<p>{{ name }}</p>", user=users["staff"], now=NOW)
+    file = "email,name\n" + "".join(f"user{i}@example.com,User {i}\n" for i in range(3))
+    rows = validate_recipients(file.encode(), filename="r.csv", variables=["name"], keep_rows=True).recipients
+    created = create_batch(
+        db.session, user=users["staff"], template_version=version.version, rows=rows, name="B", now=NOW
+    )
+    found = _recipients(created.batch.id)
+    assert sorted(found) == request_ids(created.batch.id)
+    assert {(p.role, p.step, p.status, p.email, p.token_hash) for p in found.values()} == {
+        ("recipient", 0, "waiting", None, None)
+    }
+
+
+def test_a_template_another_party_signs_is_not_sent_until_parties_are_invited_in_their_order(app, users):
+    html = "<p>{{ name }} {{ signature }} {{ signature_employer }}</p>"
+    version = create_template(db.session, name="Two", html=html, user=users["staff"], now=NOW)
+    rows = validate_recipients(b"email,name\na@example.com,A\n", filename="r.csv", variables=["name"], keep_rows=True)
+    with pytest.raises(BatchError) as refused:
+        create_batch(
+            db.session, user=users["staff"], template_version=version.version, rows=rows.recipients, name="B", now=NOW
+        )
+    assert "signed by recipient, employer" in refused.value.message.english
