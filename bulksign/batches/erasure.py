@@ -11,14 +11,15 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import Text, cast, delete, func, select
 from sqlalchemy.orm import Session
 
-from bulksign.batches.retention import PurgeResult, policies, purge_requests
+from bulksign.batches.retention import PurgeResult, holds, policies, purge_requests
 from bulksign.batches.states import transition
 from bulksign.core.logs import log
 from bulksign.documents.storage import Storage
 from bulksign.models import Batch, SigningRequest, User
+from bulksign.models.batches import BatchSkippedRow
 from bulksign.models.status import TRANSITIONS, WAITING_FOR_RECIPIENT, WORKING, Status
 
 logger = logging.getLogger(__name__)
@@ -59,6 +60,8 @@ class Erasure:
     kept: tuple[KeptRequest, ...]
     #: Files deleted from storage.
     files: int
+    #: Rows of recipients files left out at creation that held the address (outside held batches), deleted.
+    skipped_rows: int = 0
 
 
 def erase_person(session: Session, *, storage: Storage, email: str, by: User | None, now: datetime) -> Erasure:
@@ -103,6 +106,7 @@ def erase_person(session: Session, *, storage: Storage, email: str, by: User | N
         if erase
         else PurgeResult()
     )
+    skipped = _erase_skipped_rows(session, address=address, held={h.batch_id for h in holds(session)})
     erased = tuple(
         ErasedRequest(rid, bid, name, Status.CANCELLED.value if rid in open_ids else status)
         for rid, bid, name, status in erase
@@ -116,6 +120,30 @@ def erase_person(session: Session, *, storage: Storage, email: str, by: User | N
         kept=len(kept),
         cancelled=len(open_ids),
         files=done.files,
+        skipped_rows=skipped,
         batches=len({r.batch_id for r in erased}),
     )
-    return Erasure(erased=erased, kept=tuple(kept), files=done.files)
+    return Erasure(erased=erased, kept=tuple(kept), files=done.files, skipped_rows=skipped)
+
+
+def _erase_skipped_rows(session: Session, *, address: str, held: set[int]) -> int:
+    """Delete the rows left out at creation that hold ``address`` in a cell, but in batches on legal hold."""
+    if not address:
+        return 0
+    pattern = "%" + address.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    candidates = session.execute(
+        select(BatchSkippedRow.batch_id, BatchSkippedRow.row_number, BatchSkippedRow.cells).where(
+            func.lower(cast(BatchSkippedRow.cells, Text)).like(pattern, escape="\\")
+        )
+    ).all()
+    # The text match finds candidates; a cell equal to the address (any case) decides.
+    matched = [
+        (batch_id, row)
+        for batch_id, row, cells in candidates
+        if batch_id not in held and any(str(v).strip().lower() == address for v in (cells or {}).values())
+    ]
+    for batch_id, row in matched:
+        session.execute(
+            delete(BatchSkippedRow).where(BatchSkippedRow.batch_id == batch_id, BatchSkippedRow.row_number == row)
+        )
+    return len(matched)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy import and_, delete, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from bulksign.core.logs import log
@@ -30,7 +30,7 @@ from bulksign.core.slicing import slices
 from bulksign.documents.document_pages import pages_folder
 from bulksign.documents.storage import Storage
 from bulksign.models import Batch, Document, Event, OneTimeCode, OutgoingMail, Party, SigningRequest, Team, User
-from bulksign.models.batches import BatchRetention, TeamRetention
+from bulksign.models.batches import BatchRetention, BatchSkippedRow, TeamRetention
 from bulksign.models.status import Status
 
 logger = logging.getLogger(__name__)
@@ -253,6 +253,8 @@ class PurgeResult:
     documents: int = 0
     #: Files deleted from storage (documents and page images; a file already gone counts too).
     files: int = 0
+    #: Rows of recipients files left out at creation (``batch_skipped_rows``), deleted with their cells.
+    skipped_rows: int = 0
 
 
 def _delete_files(storage: Storage, document: Document) -> int:
@@ -366,7 +368,16 @@ def purge_due(
         )
         if not done.requests:  # every id found was purged by a parallel run meanwhile
             break
-    if total.requests:
+    # Rows left out at creation were never sent: they end with the batch's creation. Its count of them stays.
+    skipped = 0
+    for policy, batch_ids in _by_policy(session).items():
+        old = select(Batch.id).where(Batch.created_at <= now - timedelta(days=policy.keep_unsigned_days))
+        for chunk in slices(batch_ids):
+            gone = delete(BatchSkippedRow).where(BatchSkippedRow.batch_id.in_(old.where(Batch.id.in_(chunk))))
+            skipped += session.execute(gone).rowcount
+    on_page()
+    total = PurgeResult(total.requests, total.documents, total.files, skipped_rows=skipped)
+    if total.requests or skipped:
         log(
             logger,
             logging.INFO,
@@ -374,6 +385,7 @@ def purge_due(
             requests=total.requests,
             documents=total.documents,
             files=total.files,
+            skipped_rows=skipped,
         )
     return total
 

@@ -70,7 +70,10 @@ def preview_command() -> None:
 def purge_command() -> None:
     """Purge now what has passed its time (the hourly job does the same)."""
     result = retention.purge_due(db.session, storage=get_storage(), now=utcnow(), on_page=db.session.commit)
-    click.echo(f"Purged {result.requests} requests ({result.documents} documents, {result.files} files).")
+    click.echo(
+        f"Purged {result.requests} requests ({result.documents} documents, {result.files} files)"
+        f" and {result.skipped_rows} rows left out at creation."
+    )
 
 
 def _batch(batch_id: int) -> Batch:
@@ -123,4 +126,6 @@ def erase_command(email: str) -> None:
             until = "for ever" if row.kept_until is None else f"until {row.kept_until:%Y-%m-%d}"
             why = f"a signed contract, kept {until}"
         click.echo(f"kept: request {row.request_id} (batch {row.batch_id} {row.batch_name}): {why}")
+    if erasure.skipped_rows:
+        click.echo(f"erased: {erasure.skipped_rows} rows left out of batches at creation")
     click.echo(f"{len(erasure.erased)} erased, {len(erasure.kept)} kept.")

@@ -232,3 +232,29 @@ def test_forever_is_said_by_no_number_for_signed_only():
     assert retention.check_days("30", name="keep_signed_days") == 30
     with pytest.raises(retention.RetentionError):
         retention.check_days(None, name="keep_unsigned_days")
+
+
+def test_rows_left_out_at_creation_go_after_the_unsigned_days_or_with_an_erasure_but_not_under_a_hold(app, users):
+    from bulksign.models.batches import BatchSkippedRow
+
+    first = make_sent_request(now=NOW, owner=users["staff"], template_name="First")
+    second = make_sent_request(now=NOW, owner=users["staff"], template_name="Second")
+    held = make_sent_request(now=NOW, owner=users["staff"], template_name="Held")
+    for r in (first, second, held):
+        for row, email in ((3, "Ivan@Example.com"), (4, "olga@example.com")):
+            db.session.add(BatchSkippedRow(batch_id=r.batch_id, row_number=row, cells={"E-mail": email}, reasons=[]))
+    retention.place_hold(db.session, batch_id=held.batch_id, reason="Case 1", by=None, now=NOW)
+    db.session.commit()
+
+    def left(batch_id):
+        rows = select(BatchSkippedRow.row_number).where(BatchSkippedRow.batch_id == batch_id)
+        return sorted(db.session.scalars(rows))
+
+    erasure = erase_person(db.session, storage=get_storage(), email="ivan@example.com", by=None, now=NOW)
+    db.session.commit()
+    assert erasure.skipped_rows == 2 and left(first.batch_id) == left(second.batch_id) == [4]
+    assert left(held.batch_id) == [3, 4]
+
+    assert purge(NOW + 89 * DAY).skipped_rows == 0
+    assert purge(NOW + 90 * DAY).skipped_rows == 2
+    assert left(first.batch_id) == left(second.batch_id) == [] and left(held.batch_id) == [3, 4]

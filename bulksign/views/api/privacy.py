@@ -46,6 +46,7 @@ class KeptOut(BaseModel):
 class ErasureOut(BaseModel):
     erased: list[ErasedOut]
     kept: list[KeptOut]
+    skipped_rows: int = Field(description="Rows left out of batches at creation that held the address, deleted.")
 
 
 @bp.post("/erasures")
@@ -73,5 +74,6 @@ def erase():
                 )
                 for k in erasure.kept
             ],
+            skipped_rows=erasure.skipped_rows,
         )
     )
