@@ -8,6 +8,7 @@ import json
 from email.message import EmailMessage
 
 import pytest
+from playwright.sync_api import expect
 
 from bulksign.core.extensions import db
 from bulksign.integrations import webhooks_out
@@ -133,5 +134,13 @@ def test_staff_tables_stack_on_a_phone_with_status_and_progress_in_view(app, use
         for selector in KEY_CELLS.get(name, ()):
             cells = _on_screen(page, selector)
             assert cells and all(c["ok"] for c in cells), (name, selector, cells)
+        if name == "batch":
+            # The table swapped in by a filter (HTMX) is labelled too.
+            page.select_option("#filter-status", "signed")
+            expect(page.locator("table.recipients tbody tr")).to_have_count(1)
+            expect(page.locator("table.recipients tbody td[data-label]").first).to_be_attached()
+            assert _on_screen(page, "table.recipients td .badge")[0]["ok"]
+            page.select_option("#filter-status", "")
+            expect(page.locator("table.recipients tbody tr")).to_have_count(6)
         shoot(page, f"tables-{language}-{name}")
     assert found == {}, json.dumps(found, ensure_ascii=False, indent=1)
