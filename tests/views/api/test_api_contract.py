@@ -47,8 +47,9 @@ from tests.support.sealed import signed_request
 CSV = b"email,name,salary\nanna@example.com,Anna,1000\njohn@example.com,John,2000\n"
 ST = str(Path(sys.executable).with_name("st"))
 #: Statuses a schema-valid request may still get: business refusals the schema cannot express (a file that is
-#: not CSV, an unknown cursor, a state that forbids the action) — never a 400 (that is for malformed input).
-ACCEPTABLE_FOR_VALID_DATA = "2xx,401,403,404,409,413,415,422,429"
+#: not CSV, an unknown cursor, a state that forbids the action, a request's files purged) — never a 400 (that is
+#: for malformed input).
+ACCEPTABLE_FOR_VALID_DATA = "2xx,401,403,404,409,410,413,415,422,429"
 
 
 def _key(user) -> dict:
