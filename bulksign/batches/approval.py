@@ -282,7 +282,9 @@ def sample_requests(session: Session, *, batch_id: int, limit: int = SAMPLE_COUN
 
 def sample_document(session: Session, *, batch: Batch, request_id: int, timeout: float) -> bytes:
     """One of the batch's sample documents, rendered now for its real row (not stored, not mailed); LookupError
-    for a request that is not among the samples."""
+    for a request that is not among the samples, ``ApprovalError`` 409 once the batch no longer waits."""
+    if batch.status != BatchStatus.AWAITING_APPROVAL:
+        raise ApprovalError(N_("Samples are shown while the batch waits for approval; this one does not."), 409)
     request = next((r for r in sample_requests(session, batch_id=batch.id) if r.id == request_id), None)
     if request is None:
         raise LookupError(request_id)

@@ -51,7 +51,7 @@ def _url(endpoint: str, **values) -> str:
 
 
 def _out(export: Export) -> EvidenceOut:
-    ids = {"batch_id": export.batch_id, "evidence_id": export.id}
+    ids = {"batch_id": export.batch_id, "export_id": export.id}
     return EvidenceOut(
         id=export.id,
         batch_id=export.batch_id,
@@ -64,11 +64,11 @@ def _out(export: Export) -> EvidenceOut:
     )
 
 
-def _package(batch_id: int, evidence_id: int) -> Export:
+def _package(batch_id: int, export_id: int) -> Export:
     # ``reach`` checked the batch; the package must be one of that batch's.
     found = (
-        latest_export(db.session, batch_id=batch_id, export_id=evidence_id, kind=EVIDENCE)
-        if evidence_id <= MAX_ID
+        latest_export(db.session, batch_id=batch_id, export_id=export_id, kind=EVIDENCE)
+        if export_id <= MAX_ID
         else None
     )
     if found is None:
@@ -93,26 +93,26 @@ def start(batch_id: int):
         SIGNED_ZIP.enqueue(started.export.id, job_id=SIGNED_ZIP.job_id(id=started.export.id))
         log(logger, logging.INFO, "evidence package started over the api", export_id=started.export.id)
     response = answer(_out(started.export), 202)
-    response.headers["Location"] = _url(".evidence_status", batch_id=batch_id, evidence_id=started.export.id)
+    response.headers["Location"] = _url(".evidence_status", batch_id=batch_id, export_id=started.export.id)
     return response
 
 
-@bp.get("/batches/<int:batch_id>/evidence/<int:evidence_id>")
+@bp.get("/batches/<int:batch_id>/evidence/<int:export_id>")
 @operation("Follow an evidence package", tag="Exports", responses={200: EvidenceOut}, errors=(404,))
-def evidence_status(batch_id: int, evidence_id: int):
+def evidence_status(batch_id: int, export_id: int):
     """Its progress (`done` of `total`) and, once `ready`, its `download_url`."""
-    package = _package(batch_id, evidence_id)
+    package = _package(batch_id, export_id)
     response = answer(_out(package))
     if package.status in ("pending", "running"):
         response.headers["Retry-After"] = str(POLL_SECONDS)
     return response
 
 
-@bp.get("/batches/<int:batch_id>/evidence/<int:evidence_id>/download")
+@bp.get("/batches/<int:batch_id>/evidence/<int:export_id>/download")
 @operation("Download an evidence package", tag="Exports", responses={200: "application/zip"}, errors=(404, 409, 503))
-def download(batch_id: int, evidence_id: int):
+def download(batch_id: int, export_id: int):
     """409 while it is not `ready`."""
-    package = _package(batch_id, evidence_id)
+    package = _package(batch_id, export_id)
     if package.status != "ready" or not package.storage_key:
         raise ApiError(
             f"The evidence package is {package.status} ({package.done} of {package.total} documents written).",

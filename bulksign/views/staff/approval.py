@@ -72,6 +72,8 @@ def sample(batch_id: int, request_id: int):
         )
     except LookupError:
         abort(404)
+    except approval.ApprovalError as exc:
+        abort(exc.status, description=str(exc.message))
     return Response(
         pdf,
         mimetype="application/pdf",

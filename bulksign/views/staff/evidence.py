@@ -29,15 +29,15 @@ def start(batch_id: int):
     return redirect(url_for("batches.detail", batch_id=batch_id))
 
 
-@bp.get("/<int:batch_id>/evidence/<int:evidence_id>")
-def status(batch_id: int, evidence_id: int):
-    package = latest_export(db.session, batch_id=batch_id, export_id=evidence_id, kind=EVIDENCE) or abort(404)
+@bp.get("/<int:batch_id>/evidence/<int:export_id>")
+def status(batch_id: int, export_id: int):
+    package = latest_export(db.session, batch_id=batch_id, export_id=export_id, kind=EVIDENCE) or abort(404)
     return render_template("batches/_evidence.html", evidence=package, batch_id=batch_id)
 
 
-@bp.get("/<int:batch_id>/evidence/<int:evidence_id>/download")
-def download(batch_id: int, evidence_id: int):
-    package = latest_export(db.session, batch_id=batch_id, export_id=evidence_id, kind=EVIDENCE) or abort(404)
+@bp.get("/<int:batch_id>/evidence/<int:export_id>/download")
+def download(batch_id: int, export_id: int):
+    package = latest_export(db.session, batch_id=batch_id, export_id=export_id, kind=EVIDENCE) or abort(404)
     storage = get_storage()
     if package.status != "ready" or not package.storage_key or not storage.exists(package.storage_key):
         abort(404)
