@@ -48,6 +48,7 @@ MANIFEST_COLUMNS = (
     "signed_at",
     "declined_at",
     "expires_at",
+    "purged_at",
     "original_sha256",
     "signed_sha256",
     "seal_certificate_sha256",
@@ -116,6 +117,7 @@ _REQUEST_COLUMNS = (
     SigningRequest.signed_at,
     SigningRequest.declined_at,
     SigningRequest.expires_at,
+    SigningRequest.purged_at,
 )
 _DOCUMENT_COLUMNS = (
     Document.request_id,
@@ -236,7 +238,7 @@ def _entry(session, archive, sums: _Sums, r, docs, storage: Storage, certificate
         "status": r.status,
         **{
             k: (getattr(r, k).isoformat(timespec="seconds") if getattr(r, k) else None)
-            for k in ("created_at", "sent_at", "opened_at", "signed_at", "declined_at", "expires_at")
+            for k in ("created_at", "sent_at", "opened_at", "signed_at", "declined_at", "expires_at", "purged_at")
         },
         "original_sha256": original.sha256 if original else None,
         "signed_sha256": None,
@@ -246,7 +248,10 @@ def _entry(session, archive, sums: _Sums, r, docs, storage: Storage, certificate
         "signed_file": None,
         "certificate_file": None,
     }
-    if signed is None:
+    if signed is None or r.purged_at is not None:
+        # A purged request (retention or erasure) is listed with its hashes; its files are gone from storage.
+        entry["signed_sha256"] = signed.sha256 if signed is not None else None
+        entry["seal_certificate_sha256"] = signed.seal_fingerprint if signed is not None else None
         return entry
     stem = exports.zip_name(r.row_number, r.id, r.email)[: -len(".pdf")]
     data = storage.get(signed.storage_key)
@@ -289,7 +294,8 @@ What is in it
 - manifest.csv, manifest.json
                  every request of the batch: its parties, status and times, the sha256 of the original and of
                  the signed PDF, the seal certificate's sha256 fingerprint and subject, and the time-stamp when
-                 the seal carries one.
+                 the seal carries one. A request whose documents were purged (purged_at) keeps its hashes
+                 and has no files here.
 - SHA256SUMS     the sha256 of every other file here.
 
 How to check it

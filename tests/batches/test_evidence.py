@@ -175,3 +175,26 @@ def test_building_a_big_package_holds_one_document_at_a_time(app, users, run_job
     with capsys.disabled():
         print(f"\nevidence package: {documents} documents, {size / 2**20:.1f} MiB, peak {peak / 2**20:.1f} MiB")
     assert peak < 12 * 2**20 < size, (peak, size)
+
+
+def test_a_purged_request_is_listed_with_its_hashes_and_no_files_and_the_package_still_builds(
+    app, users, run_jobs, tmp_path
+):
+    batch_id = _signed_batch(users, run_jobs, recipients=2, signers=2)
+    purged, kept = request_ids(batch_id)
+    documents = db.session.scalars(select(Document).where(Document.request_id == purged)).all()
+    for document in documents:  # as the retention purge leaves it: the files gone, the hashes kept
+        get_storage().delete(document.storage_key)
+    db.session.get(SigningRequest, purged).purged_at = NOW + timedelta(days=400)
+    db.session.commit()
+    export_id = start_evidence(db.session, batch_id=batch_id, user=_staff(), now=NOW).export.id
+    db.session.commit()
+    result = build_evidence(db.session, export_id=export_id, storage=get_storage(), now=utcnow)
+    assert (result.status, result.files) == ("ready", 1)
+    archive = zipfile.ZipFile(io.BytesIO(get_storage().get(f"exports/{batch_id}/{export_id}-evidence.zip")))
+    entries = json.loads(archive.read("manifest.json"))["requests"]
+    gone = next(e for e in entries if e["request_id"] == purged)
+    signed = next(d for d in documents if d.kind == "signed")
+    assert (gone["signed_file"], gone["signed_sha256"]) == (None, signed.sha256)
+    assert gone["purged_at"] is not None
+    assert next(e for e in entries if e["request_id"] == kept)["signed_file"] is not None
