@@ -26,6 +26,7 @@ EVENT_LABELS = {
     "mail.reminder": _l("reminder mail"),
     "mail.confirmation": _l("confirmation mail"),
     "mail.decline_notice": _l("decline notice mail"),
+    "data.purged": _l("documents and personal data deleted (retention or erasure)"),
 }
 
 #: What went wrong and what to do, per state that needs a person.
@@ -100,7 +101,11 @@ def timeline(session: Session, *, batch_id: int, request_id: int) -> Timeline | 
         failed_mail = next((m for m in reversed(mails) if m.error), None)
         problem = req.error_message or (failed_mail.error if failed_mail else None) or req.decline_reason
     return Timeline(
-        request=req, entries=tuple(entries), problem=problem, advice=ADVICE.get(req.status), mails=tuple(mails)
+        request=req,
+        entries=tuple(entries),
+        problem=problem,
+        advice=None if req.purged_at else ADVICE.get(req.status),
+        mails=tuple(mails),
     )
 
 

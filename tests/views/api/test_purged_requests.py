@@ -54,3 +54,23 @@ def test_staff_cannot_send_a_purged_request_again(app, users):
     r = _purged_declined(users["staff"])
     result = resend_with_new_link(db.session, request_ids=[r.id], user=users["staff"], now=LATER)
     assert result.skipped == {"purged": 1}
+
+
+def test_the_batch_page_its_table_its_panel_and_its_csv_show_a_purged_request_without_its_person(
+    app, client, auth, users
+):
+    r = _purged_declined(users["staff"])
+    auth.login()
+    for path in (
+        f"/batches/{r.batch_id}",
+        f"/batches/{r.batch_id}/requests",
+        f"/batches/{r.batch_id}/requests/{r.id}",
+        f"/batches/{r.batch_id}/export.csv",
+    ):
+        page = client.get(path)
+        assert page.status_code == 200, path
+        body = page.get_data(as_text=True)
+        assert "anna@example.com" not in body and "Anna Berg" not in body and "Wrong salary" not in body, path
+    panel = client.get(f"/batches/{r.batch_id}/requests/{r.id}").get_data(as_text=True)
+    assert "deleted on" in panel and "documents and personal data deleted (retention or erasure)" in panel
+    assert "resend with a new link" not in panel  # nothing is left to send again
