@@ -29,7 +29,18 @@ from bulksign.core.messages import N_
 from bulksign.core.slicing import slices
 from bulksign.documents.document_pages import pages_folder
 from bulksign.documents.storage import Storage
-from bulksign.models import Batch, Document, Event, OneTimeCode, OutgoingMail, Party, SigningRequest, Team, User
+from bulksign.models import (
+    Batch,
+    Document,
+    Event,
+    Export,
+    OneTimeCode,
+    OutgoingMail,
+    Party,
+    SigningRequest,
+    Team,
+    User,
+)
 from bulksign.models.batches import BatchRetention, BatchSkippedRow, TeamRetention
 from bulksign.models.status import Status
 
@@ -50,6 +61,8 @@ MAX_REASON = 500
 PURGED_EVENT = "data.purged"
 HOLD_PLACED = "batch.hold_placed"
 HOLD_LIFTED = "batch.hold_lifted"
+#: What an export deleted with its batch's purged requests says on the batch page.
+EXPORT_PURGED = "Deleted under the retention rules: build it again from what is kept."
 
 
 class RetentionError(ValueError):
@@ -290,6 +303,16 @@ def purge_requests(
         return PurgeResult()
     documents = session.scalars(select(Document).where(Document.request_id.in_(ids))).all()
     files = sum(_delete_files(storage, document) for document in documents)
+    # A signed ZIP or evidence package of the batch holds copies of these documents and names their people: it goes
+    # too (staff build it again from what is left).
+    batch_ids = set(session.scalars(select(SigningRequest.batch_id).where(SigningRequest.id.in_(ids))))
+    exports = session.scalars(
+        select(Export).where(Export.batch_id.in_(batch_ids), Export.storage_key.is_not(None), Export.created_at <= now)
+    ).all()
+    for export in exports:
+        storage.delete(export.storage_key)
+        export.storage_key, export.status, export.error = None, "failed", EXPORT_PURGED
+    files += len(exports)
     # The rows' stored mail attachments are the documents above: their list goes with the addresses.
     session.execute(
         update(OutgoingMail)

@@ -16,7 +16,7 @@ from bulksign.batches.erasure import LEGAL_HOLD, SIGNED_KEPT, erase_person
 from bulksign.core.extensions import db, get_redis
 from bulksign.documents.document_pages import image_key, page_image
 from bulksign.documents.storage import get_storage
-from bulksign.models import Document, Event, OutgoingMail, Party, Team, User
+from bulksign.models import Document, Event, Export, OutgoingMail, Party, Team, User
 from bulksign.models.status import Status
 from bulksign.signing.recipient_actions import decline, open_request
 from bulksign.work.queues import PURGE_RETENTION
@@ -118,8 +118,17 @@ def test_a_signed_request_is_kept_for_ever_by_default_and_after_its_days_keeps_i
 
     retention.set_team_retention(db.session, team=team(), keep_signed_days=365, keep_unsigned_days=30, now=NOW)
     db.session.commit()
+    get_storage().put("exports/zip-1.zip", b"PK\x05\x06" + b"\x00" * 18, content_type="application/zip")
+    export = Export(batch_id=r.batch_id, status="ready", storage_key="exports/zip-1.zip", created_at=NOW + DAY)
+    db.session.add(export)
+    db.session.commit()
+    export_id = export.id
     assert purge(NOW + 364 * DAY).requests == 0
     assert purge(NOW + 366 * DAY).requests == 1
+    # The batch's ZIP held a copy of the signed PDF: it is gone too, and says why.
+    assert not get_storage().exists("exports/zip-1.zip")
+    gone = db.session.get(Export, export_id)
+    assert (gone.status, gone.storage_key, gone.error) == ("failed", None, retention.EXPORT_PURGED)
     row = fresh(r.id)
     assert row.signature_image is None and row.signer_name is None and row.status == Status.SIGNED
     assert not get_storage().exists(signed_document(r.id).storage_key)
