@@ -135,11 +135,12 @@ class _Transport(xmlrpc.client.Transport):
 
 
 def _timed_out(timeout: float, *, converting: float) -> RenderError:
-    """A conversion past its time: the document's fault when it had most of the time to itself.
+    """A conversion past its time: tried once more, on a fresh LibreOffice, when it may be the document's own fault.
 
-    LibreOffice's start shares the budget. A document that ran out of time mostly while LibreOffice started gets a
-    fresh try with the whole budget; one that had at least half of it, on a LibreOffice that was up, is too long or
-    too complex to lay out (60,000 lines: ~40 s), and each retry would hold a render worker as long again.
+    LibreOffice's start shares the budget: a document that ran out of time mostly while LibreOffice started gets
+    every attempt. One that had at least half of the time on a LibreOffice that was up is too long or too complex
+    to lay out (60,000 lines: ~40 s) or met a hung LibreOffice; a fresh one tells which, and a third try would hold
+    a render worker as long again for nothing.
     """
     if converting < timeout / 2:
         return RenderError(f"The document took longer than {timeout:g} s to convert to PDF.", transient=True)
@@ -148,7 +149,9 @@ def _timed_out(timeout: float, *, converting: float) -> RenderError:
             "The document took longer than %(n)s s to convert to PDF: it is too long or too complex to lay out. "
             "Shorten the template or the values it prints.",
             n=f"{timeout:g}",
-        )
+        ),
+        transient=True,
+        attempts=2,
     )
 
 

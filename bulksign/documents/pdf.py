@@ -49,13 +49,18 @@ _PAGE_OBJECT = b"\n/Type /Page\n"
 
 
 class RenderError(RuntimeError):
-    """The document could not be rendered; ``message`` is for people, ``transient`` says whether to retry."""
+    """The document could not be rendered; ``message`` is for people, ``transient`` says whether to retry.
 
-    def __init__(self, message: str, *, transient: bool = False, detail: str = ""):
+    ``attempts``: a transient failure that may also be the document's own (it outlasted its time) is worth this
+    many attempts at most, fewer than ``RENDER_MAX_ATTEMPTS``.
+    """
+
+    def __init__(self, message: str, *, transient: bool = False, detail: str = "", attempts: int | None = None):
         super().__init__(message)
         self.message = message
         self.transient = transient
         self.detail = detail
+        self.attempts = attempts
 
 
 _BLOCKED = re.compile(

@@ -128,8 +128,9 @@ def render_chunk(request_ids: list[int], *, app: Flask) -> str:
         except RenderError as exc:
             if exc.transient:  # the renderer missing, crashed or out of time: not the document's fault
                 faults.add(Fault(("renderer-unavailable", request.batch.template_version.kind), exc))
-            (retry if exc.transient and request.attempts < limit else failed).append(
-                Problem(request, _gave_up(str(exc.message), request, limit, transient=exc.transient), exc.detail)
+            bound = min(limit, exc.attempts or limit)
+            (retry if exc.transient and request.attempts < bound else failed).append(
+                Problem(request, _gave_up(str(exc.message), request, bound, transient=exc.transient), exc.detail)
             )
         except StorageError as exc:
             faults.add(Fault(("storage-write", backend_of(app.config["STORAGE_URL"])), exc))
