@@ -43,20 +43,20 @@ BATCH_READS = {
     "api_requests.certificate",
     "api_exports.export_status",
     "api_exports.download",
-    "batch_evidence.status",
-    "batch_evidence.download",
+    "evidence.status",
+    "evidence.download",
     "api_evidence.evidence_status",
     "api_evidence.download",
-    "batch_approval.sample",
+    "approval.sample",
 }
 #: Reads of a request's documents that answer 409 for the world's request (sent, nothing rendered or signed), and
 #: the approver's samples of the world's batch, which does not wait for approval.
-NOT_YET_READS = {"api_requests.document", "api_requests.signed", "api_requests.certificate", "batch_approval.sample"}
+NOT_YET_READS = {"api_requests.document", "api_requests.signed", "api_requests.certificate", "approval.sample"}
 #: Building an export of a batch: everyone who sees it but viewers.
-BATCH_EXPORTS = {"batches.start_export", "api_exports.start", "batch_evidence.start", "api_evidence.start"}
+BATCH_EXPORTS = {"batches.start_export", "api_exports.start", "evidence.start", "api_evidence.start"}
 #: Approving or rejecting a batch that waits for approval: a manager of its team or an admin, never its creator
 #: (tests/batches/test_approval.py); 409 for the world's batch, which does not wait.
-APPROVALS = {"batch_approval.approve", "batch_approval.reject", "api_approval.approve", "api_approval.reject"}
+APPROVALS = {"approval.approve", "approval.reject", "api_approval.approve", "api_approval.reject"}
 #: Actions on a batch or its requests: the owner, a manager of its team, admins.
 BATCH_ACTIONS = {
     "batches.bulk_action",
@@ -195,7 +195,7 @@ def world(app, users):
 
 def _url(rule: Rule, world) -> str:
     # An evidence package's URL names it by the same ``export_id`` as the signed ZIP's.
-    evidence = rule.endpoint.partition(".")[0] in ("batch_evidence", "api_evidence")
+    evidence = rule.endpoint.partition(".")[0] in ("evidence", "api_evidence")
     values = {
         "batch_id": world["batch_id"],
         "request_id": world["request_id"],

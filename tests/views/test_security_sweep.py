@@ -22,6 +22,8 @@ EXPECTED_PUBLIC = {
     "api_docs.openapi",
     "api_docs.docs",  # the API's description and its reference page: no data, no key needed
     "auth.login",  # the login form
+    "auth.forgot_password",  # asks for an address; answers the same whether or not it has an account
+    "auth.reset_password",  # the mailed link's secret is the credential
     "brand.stylesheet",
     "brand.logo",  # the organisation's colours and logo: settings, no data; recipient pages use them
     "health.healthz",  # load balancer probe: says ok or names the broken service, nothing else
@@ -44,9 +46,11 @@ EXPECTED_PUBLIC = {
 #: (shared secret), rq-dashboard (its JavaScript posts without a token; admins only, same-origin checked).
 EXPECTED_CSRF_EXEMPT = {
     "api",
+    "api_approval",
     "api_batch_actions",
     "api_dashboard",
     "api_docs",
+    "api_evidence",
     "api_exports",
     "api_privacy",
     "api_reminders",

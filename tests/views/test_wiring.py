@@ -14,9 +14,11 @@ from bulksign.people.auth import API_BLUEPRINTS
 #: Blueprints registered with ``api=True``, each reviewed: a bearer key instead of the session, no CSRF token.
 EXPECTED_API = {
     "api",
+    "api_approval",
     "api_batch_actions",
     "api_dashboard",
     "api_docs",
+    "api_evidence",
     "api_exports",
     "api_privacy",
     "api_reminders",

@@ -13,7 +13,7 @@ from bulksign.models import utcnow
 from bulksign.people import access
 from bulksign.work.pipeline import enqueue_sends
 
-bp = Blueprint("batch_approval", __name__, url_prefix="/batches")
+bp = Blueprint("approval", __name__, url_prefix="/batches")
 
 
 def _back(batch_id: int):

@@ -14,7 +14,7 @@ from bulksign.models import utcnow
 from bulksign.views._downloads import streamed_attachment
 from bulksign.work.queues import SIGNED_ZIP
 
-bp = Blueprint("batch_evidence", __name__, url_prefix="/batches")
+bp = Blueprint("evidence", __name__, url_prefix="/batches")
 
 
 @bp.post("/<int:batch_id>/evidence")
