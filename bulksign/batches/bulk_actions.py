@@ -18,12 +18,12 @@ from sqlalchemy.orm import Session
 from bulksign.batches import counts as batch_counts
 from bulksign.batches.manual_reminders import send_manual_reminders
 from bulksign.batches.progress import (
-    CANCELLABLE,
     BatchActionError,
     batch_for_action,
     batch_for_retry,
     cancel_batch,
     cancel_requests,
+    counts_for,
     open_request_ids,
     retry_failed,
     stop_batch,
@@ -207,8 +207,7 @@ def follow_up(outcome: BulkOutcome) -> None:
 
 def open_count(session: Session, *, batch_id: int) -> int:
     """How many requests a cancel of the whole batch would stop (from the counters)."""
-    counts = batch_counts.counters(session, [batch_id])[batch_id]
-    return sum(counts[status] for status in CANCELLABLE)
+    return counts_for(session, [batch_id])[batch_id].cancellable
 
 
 def failed_count(session: Session, *, batch_id: int) -> int:

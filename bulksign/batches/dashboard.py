@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from flask_babel import lazy_gettext as _l
 from sqlalchemy import func, select, tuple_
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, contains_eager, joinedload
 
 from bulksign.batches.progress import BatchCounts, counts_for
 from bulksign.batches.recipients_table import escape_like
@@ -201,12 +201,17 @@ class BatchPage:
 
 
 def _batches_with_template_and_owner():
-    """(batch, template name, owner's email) rows: one query for what the list and the batch page show."""
+    """(batch, template name, owner's email) rows: one query for what the list and the batch page show.
+
+    The batch comes with its template version's kind (``batch.template_version.kind``, nothing else of the
+    version: its HTML can be long), which the progress bar reads for the Word converter's start.
+    """
     return (
         select(Batch, DocumentTemplate.name, User.email)
         .join(TemplateVersion, TemplateVersion.id == Batch.template_version_id)
         .join(DocumentTemplate, DocumentTemplate.id == TemplateVersion.template_id)
         .outerjoin(User, User.id == Batch.created_by_id)
+        .options(contains_eager(Batch.template_version).load_only(TemplateVersion.kind))
     )
 
 
@@ -271,8 +276,9 @@ def batch_view(session: Session, *, batch_id: int) -> BatchView | None:
 
 
 def batch_progress(session: Session, *, batch_id: int) -> tuple[Batch, Progress] | None:
-    """Just the batch and its bar, for the polled fragment (2 light queries), or None."""
-    batch = session.get(Batch, batch_id)
+    """Just the batch (with its template version's kind) and its bar, for the polled fragment (2 light queries),
+    or None."""
+    batch = session.get(Batch, batch_id, options=[joinedload(Batch.template_version).load_only(TemplateVersion.kind)])
     if batch is None:
         return None
     return batch, progress_for(batch, counts_for(session, [batch_id])[batch_id])

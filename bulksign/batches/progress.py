@@ -57,6 +57,11 @@ class BatchCounts:
     def failed(self) -> int:
         return self.by_status[Status.FAILED] + self.by_status[Status.BOUNCED]
 
+    @property
+    def cancellable(self) -> int:
+        """Requests a cancel of the whole batch would still stop."""
+        return sum(self.by_status[s] for s in CANCELLABLE)
+
 
 def counts_for(session: Session, batch_ids: Iterable[int]) -> dict[int, BatchCounts]:
     """Counts per status for each batch from its counters (one query on their key), as last committed."""

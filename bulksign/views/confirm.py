@@ -247,11 +247,6 @@ def _ask_first():
 
 
 def init_app(app: Flask) -> None:
-    @app.template_global()
-    def open_requests(batch_id: int) -> int:
-        """Requests of the batch that a cancel would still stop: the batch page offers "Cancel batch" while any."""
-        return open_count(db.session, batch_id=batch_id)
-
     # After each blueprint's own hooks (admins only), which its registration put first.
     for blueprint in sorted({endpoint.partition(".")[0] for endpoint in ASKS_FIRST}):
         app.before_request_funcs.setdefault(blueprint, []).append(_ask_first)

@@ -29,5 +29,8 @@ def init_app(app: Flask) -> None:
         The render worker's LibreOffice lives in that process, out of the web page's sight; what the page sees
         is that none of the batch's documents is ready yet, which for a Word batch this young is the start.
         """
+        if progress.rendering == 0 or progress.rendered > 0:
+            return False
         young = utcnow() - (batch.started_at or batch.created_at) < timedelta(seconds=libreoffice.START_SECONDS)
-        return batch.template_version.kind == "docx" and progress.rendering > 0 and progress.rendered == 0 and young
+        # The pages load the batch with its version's kind (``batches.dashboard``): no query here.
+        return young and batch.template_version.kind == "docx"
