@@ -36,10 +36,11 @@ def _answer(decision: approval.Decision):
 
 
 @bp.post("/batches/<int:batch_id>/approve")
-@operation("Approve a batch", tag="Batch actions", responses={200: Decided}, errors=(403, 404, 409))
+@operation("Approve a batch", tag="Batch actions", responses={200: Decided}, errors=(403, 404, 409), idempotent=True)
 def approve(batch_id: int):
     """Its documents are then prepared and sent. Only a manager of the batch's team or an admin may approve it,
-    never its creator (403); a batch that is not `awaiting_approval` answers 409."""
+    never its creator (403); a batch that is not `awaiting_approval` answers 409. A retry with the same
+    `Idempotency-Key` gets the first answer again, not that 409."""
     try:
         decision = approval.approve(db.session, batch_id=batch_id, user=g.api_user, now=utcnow())
     except approval.ApprovalError as exc:
@@ -49,7 +50,12 @@ def approve(batch_id: int):
 
 @bp.post("/batches/<int:batch_id>/reject")
 @operation(
-    "Reject a batch", tag="Batch actions", body=RejectBody, responses={200: Decided}, errors=(400, 403, 404, 409)
+    "Reject a batch",
+    tag="Batch actions",
+    body=RejectBody,
+    responses={200: Decided},
+    errors=(400, 403, 404, 409),
+    idempotent=True,
 )
 def reject(batch_id: int):
     """The batch is cancelled and nothing of it is sent; its creator is mailed the reason. Who may: as for

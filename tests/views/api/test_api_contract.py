@@ -33,7 +33,8 @@ from bulksign.documents.storage import get_storage
 from bulksign.integrations import idempotency
 from bulksign.jobs.exports import signed_zip
 from bulksign.jobs.seal import seal
-from bulksign.models import ApiKey, Document, Export, IdempotencyKey, SigningRequest, Team, utcnow
+from bulksign.models import ApiKey, Batch, Document, Export, IdempotencyKey, SigningRequest, Team, utcnow
+from bulksign.models.status import BatchStatus
 from bulksign.people.teams import add_member
 from bulksign.people.users import create_api_key, create_user
 from bulksign.recipients.suppressions import suppress
@@ -67,8 +68,9 @@ def test_every_api_route_is_declared_and_the_description_is_valid_openapi_3_1(ap
     assert len(operations) == len([1 for rule, _ in _api_rules(app) for m in rule.methods - {"HEAD", "OPTIONS"}])
     for path, method, op in operations:
         assert {"401", "429"} <= set(op["responses"]), (method, path)
-        # Every POST that creates or sends something; checking a file and correcting an address create nothing.
-        if method == "post" and path not in ("/requests/{request_id}/email", "/batches/validate"):
+        # Every POST that creates or sends something; checking a file, correcting an address and erasing a person
+        # (called again, it erases nothing twice) create nothing.
+        if method == "post" and path not in ("/requests/{request_id}/email", "/batches/validate", "/privacy/erasures"):
             assert "Idempotency-Key" in [p["name"] for p in op["parameters"]], path
         if method == "get" and "items" in json.dumps(op["responses"]["200"]):
             names = {p["name"] for p in op["parameters"]}
@@ -179,6 +181,7 @@ def world(app, users):
         "template_id": template.id,
         "batch_id": batch_id,
         "admin": admin,
+        "staff": users["staff"],
         "signed_id": signed_id,
     }
 
@@ -359,6 +362,7 @@ def _tour(app, world, spec) -> set[tuple[str, str]]:
     call(erase, "POST", "/privacy/erasures", 200, headers=admin, json={"email": "nobody@example.com"})
     call(erase, "POST", "/privacy/erasures", 400, headers=admin, json={"email": None})
     call(erase, "POST", "/privacy/erasures", 404, headers=viewer, json={"email": "nobody@example.com"})  # admins' only
+    waiting = _tour_approval(call, world, admin=admin, viewer=viewer, upload=upload)
     # A key whose call is still running (409), and one whose answer is kept for another request (422).
     key_id = db.session.scalar(select(func.max(ApiKey.id)).where(ApiKey.user_id == world["admin"].id))
     db.session.add_all(
@@ -383,14 +387,48 @@ def _tour(app, world, spec) -> set[tuple[str, str]]:
         ("POST /batches/{batch_id}/remind", f"/batches/{batch}/remind", {"json": {"all_unsigned": True}}),
         ("POST /requests/{request_id}/resend", f"/requests/{request_id}/resend", {}),
         ("POST /batches/{batch_id}/exports", f"/batches/{batch}/exports", {}),
+        ("POST /batches/{batch_id}/evidence", f"/batches/{batch}/evidence", {}),
+        ("POST /batches/{batch_id}/approve", f"/batches/{waiting}/approve", {}),
+        ("POST /batches/{batch_id}/reject", f"/batches/{waiting}/reject", {"json": {"reason": "x"}}),
     ):
         for key, status in (("running", 409), ("answered", 422)):
             call(label, "POST", url, status, headers={**admin, "Idempotency-Key": key}, **(kwargs or upload()))
     return seen
 
 
+def _tour_approval(call, world, *, admin: dict, viewer: dict, upload) -> int:
+    """Batches of a team that requires approval: one approved, one rejected, neither decided twice (409); the id of
+    a third that still waits."""
+    db.session.execute(update(Team).values(require_approval=True))  # the tour creates no batch after this
+    db.session.commit()
+    creator = _key(world["staff"])  # an admin approves, never the batch's creator
+    first, second, third = (
+        call("POST /batches", "POST", "/batches", 201, headers=creator, **upload()).json["id"] for _ in range(3)
+    )
+    statuses = db.session.scalars(select(Batch.status).where(Batch.id.in_([first, second, third])))
+    assert set(statuses) == {BatchStatus.AWAITING_APPROVAL}
+    approve, reject = "POST /batches/{batch_id}/approve", "POST /batches/{batch_id}/reject"
+    why = {"json": {"reason": "The salaries are last year's."}}
+    call(approve, "POST", f"/batches/{first}/approve", 403, headers=viewer)
+    call(approve, "POST", f"/batches/{first}/approve", 403, headers=creator)
+    once = {**admin, "Idempotency-Key": "approve-1"}
+    assert call(approve, "POST", f"/batches/{first}/approve", 200, headers=once).json["status"] == "sending"
+    retried = call(approve, "POST", f"/batches/{first}/approve", 200, headers=once)  # a lost answer asked again
+    assert retried.headers["Idempotent-Replayed"] == "true"
+    call(approve, "POST", f"/batches/{first}/approve", 409, headers=admin)
+    call(reject, "POST", f"/batches/{first}/reject", 409, headers=admin, **why)
+    call(reject, "POST", f"/batches/{second}/reject", 400, headers=admin, json={"reason": ""})
+    call(reject, "POST", f"/batches/{second}/reject", 403, headers=viewer, **why)
+    assert call(reject, "POST", f"/batches/{second}/reject", 200, headers=admin, **why).json["status"] == "cancelled"
+    call(approve, "POST", f"/batches/{second}/approve", 409, headers=admin)
+    too_long = {"Idempotency-Key": "k" * (idempotency.MAX_KEY_LENGTH + 1)}
+    call(approve, "POST", f"/batches/{third}/approve", 400, headers={**admin, **too_long})
+    return third
+
+
 def _tour_documents(call, world, *, admin: dict, viewer: dict, unrendered: int) -> None:
-    """A request's documents and a batch's ZIP: ready, not yet (409), a file storage lost (503), purged (410)."""
+    """A request's documents, a batch's ZIP and its evidence package: ready, not yet (409), a file storage lost
+    (503), purged (410)."""
     signed, batch = world["signed_id"], db.session.get(SigningRequest, world["signed_id"]).batch_id
     request = "GET /requests/{request_id}"
     call(request, "GET", f"/requests/{signed}", 200, headers=viewer)
@@ -409,13 +447,28 @@ def _tour_documents(call, world, *, admin: dict, viewer: dict, unrendered: int) 
     signed_zip(export)
     call(status, "GET", f"/batches/{batch}/exports/{export}", 200, headers=viewer)
     call(download, "GET", f"/batches/{batch}/exports/{export}/download", 200, headers=viewer)
+    # Its evidence package: the same job, another kind of export.
+    begin = "POST /batches/{batch_id}/evidence"
+    call(begin, "POST", f"/batches/{batch}/evidence", 403, headers=viewer)
+    package = call(begin, "POST", f"/batches/{batch}/evidence", 202, headers=admin).json["id"]
+    follow, fetch = (
+        "GET /batches/{batch_id}/evidence/{export_id}",
+        "GET /batches/{batch_id}/evidence/{export_id}/download",
+    )
+    assert call(follow, "GET", f"/batches/{batch}/evidence/{package}", 200, headers=viewer).json["download_url"] is None
+    call(fetch, "GET", f"/batches/{batch}/evidence/{package}/download", 409, headers=viewer)
+    signed_zip(package)
+    assert call(follow, "GET", f"/batches/{batch}/evidence/{package}", 200, headers=viewer).json["status"] == "ready"
+    call(fetch, "GET", f"/batches/{batch}/evidence/{package}/download", 200, headers=viewer)
     # The storage lost the files: the ZIP and the signed PDF's, and with it the certificate's.
     storage = get_storage()
     storage.delete(db.session.get(Export, export).storage_key)
+    storage.delete(db.session.get(Export, package).storage_key)
     storage.delete(
         db.session.scalar(select(Document.storage_key).where(Document.request_id == signed, Document.kind == "signed"))
     )
     call(download, "GET", f"/batches/{batch}/exports/{export}/download", 503, headers=admin)
+    call(fetch, "GET", f"/batches/{batch}/evidence/{package}/download", 503, headers=admin)
     for what in ("signed", "certificate"):
         call(f"{request}/{what}", "GET", f"/requests/{signed}/{what}", 503, headers=admin)
     storage.delete(
