@@ -98,10 +98,24 @@ def run_migrations_online():
     connectable = get_engine()
 
     with connectable.connect() as connection:
-        context.configure(connection=connection, target_metadata=get_metadata(), **conf_args)
+        # SQLite alters a table in batch mode by copying it and dropping the old one; with foreign keys enforced
+        # (bulksign.core.sqlite turns them on for every connection) that drop deletes the rows of every table
+        # pointing at it with ON DELETE CASCADE (a copy of ``batches`` empties its requests and counters). The
+        # pragma works only outside a transaction, so it is set around the whole run.
+        sqlite = connection.dialect.name == "sqlite"
+        if sqlite:
+            connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+            connection.commit()
+        try:
+            context.configure(connection=connection, target_metadata=get_metadata(), **conf_args)
 
-        with context.begin_transaction():
-            context.run_migrations()
+            with context.begin_transaction():
+                context.run_migrations()
+        finally:
+            if sqlite:
+                connection.rollback()
+                connection.exec_driver_sql("PRAGMA foreign_keys=ON")
+                connection.commit()
 
 
 if context.is_offline_mode():
