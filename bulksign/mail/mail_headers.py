@@ -19,7 +19,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from email import policy
-from email.headerregistry import Address, BaseHeader
+from email.header import Header
+from email.headerregistry import Address, BaseHeader, HeaderRegistry, UnstructuredHeader
 
 from flask_mail import Message
 
@@ -30,8 +31,27 @@ CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 ADDRESS_FIELDS = frozenset({"from", "sender", "to", "cc", "bcc", "reply-to"})
 #: A field name as RFC 5322 has it: printable ASCII but the colon.
 _FIELD_NAME = re.compile(r"[!-9;-~]+")
+
+
+class _EncodedText(UnstructuredHeader):
+    """Text that is not ASCII, folded by the email package's RFC 2047 encoder instead of the policy's folding.
+
+    The SMTP policy folds such a subject between two encoded words with the space that stood there as the folding
+    white space, and readers drop white space between encoded words: "«Трудовой договор»" arrived as
+    "«Трудовойдоговор»" (python/cpython#144156). ``Header`` keeps every space inside an encoded word.
+    """
+
+    def fold(self, *, policy: policy.Policy) -> str:
+        if str(self).isascii():
+            return super().fold(policy=policy)
+        encoded = Header(str(self), "utf-8", maxlinelen=policy.max_line_length, header_name=self.name)
+        return f"{self.name}: {encoded.encode(linesep=policy.linesep)}{policy.linesep}"
+
+
+_REGISTRY = HeaderRegistry()
+_REGISTRY.map_to_type("subject", _EncodedText)
 #: The policy the mail goes out under (CRLF line ends, 78-character folding); its registry makes the fields.
-_POLICY = policy.SMTP
+_POLICY = policy.SMTP.clone(header_factory=_REGISTRY)
 
 #: An address as Flask-Mail takes one: ``"a@example.com"``, ``"Name <a@example.com>"`` or ``(name, address)``.
 AddressValue = str | tuple[str, str]

@@ -50,6 +50,14 @@ def test_a_long_subject_is_folded_as_the_policy_folds_and_unfolds_to_the_one_lin
     assert email.message_from_string(folded, policy=email.policy.default)["Subject"] == " ".join(text.split())
 
 
+def test_a_long_subject_in_another_script_keeps_every_space_when_folded():
+    """The SMTP policy folded on a space between two encoded words, which readers drop ("Трудовойдоговор")."""
+    text = "Напоминание: «Трудовой договор» ждёт вашей подписи до 5 декабря, ссылка в письме личная"
+    folded = header(name="Subject", value=text).fold(policy=email.policy.SMTP)
+    assert folded.count("\r\n") > 1 and all(len(line) <= 78 for line in folded.split("\r\n"))
+    assert email.message_from_string(folded, policy=email.policy.default)["Subject"] == text
+
+
 @pytest.mark.parametrize(
     "value",
     [
