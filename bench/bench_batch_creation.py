@@ -47,7 +47,8 @@ def run(*, small: bool) -> list[Figure]:
         started = time.perf_counter()
         result = create_batch(db.session, user=user, template_version=version, rows=rows, name="Bench", now=now)
         seconds = time.perf_counter() - started
-        assert result.total_count == count and result.enqueued == count
+        # Creation queues the batch's window of chunks; the rest follow as those are claimed (pipeline.top_up).
+        assert result.total_count == count and 0 < result.enqueued < count
 
         started = time.perf_counter()
         raw = db.engine.raw_connection()
