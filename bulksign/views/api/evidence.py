@@ -17,17 +17,13 @@ from bulksign.batches.evidence import EVIDENCE, start_evidence
 from bulksign.batches.exports import latest_export
 from bulksign.core.extensions import db
 from bulksign.core.logs import log
-from bulksign.documents.storage import get_storage
 from bulksign.models import Export, utcnow
-from bulksign.views._downloads import streamed_attachment
 from bulksign.views.api.common import MAX_ID, ApiError, answer, operation
+from bulksign.views.api.exports import POLL_SECONDS, zip_download
 from bulksign.work.queues import SIGNED_ZIP
 
 bp = Blueprint("api_evidence", __name__, url_prefix="/api/v1")
 logger = logging.getLogger(__name__)
-
-#: Seconds a client should wait before polling an unfinished package again.
-POLL_SECONDS = 5
 
 
 class EvidenceOut(BaseModel):
@@ -111,20 +107,10 @@ def evidence_status(batch_id: int, export_id: int):
 @bp.get("/batches/<int:batch_id>/evidence/<int:export_id>/download")
 @operation("Download an evidence package", tag="Exports", responses={200: "application/zip"}, errors=(404, 409, 503))
 def download(batch_id: int, export_id: int):
-    """409 while it is not `ready`."""
-    package = _package(batch_id, export_id)
-    if package.status != "ready" or not package.storage_key:
-        raise ApiError(
-            f"The evidence package is {package.status} ({package.done} of {package.total} documents written).",
-            409,
-            code="not_ready",
-            headers={"Retry-After": str(POLL_SECONDS)},
-        )
-    storage = get_storage()
-    if not storage.exists(package.storage_key):
-        raise ApiError("The package cannot be read from storage right now.", 503, code="storage_unavailable")
-    return streamed_attachment(
-        storage.chunks(package.storage_key),
-        mimetype="application/zip",
+    """409 while it is not `ready` (`pending` or `running`: with `Retry-After`; `failed`: start another)."""
+    return zip_download(
+        _package(batch_id, export_id),
+        what="evidence package",
+        restart=f"POST /batches/{batch_id}/evidence",
         filename=f"batch-{batch_id}-evidence.zip",
     )

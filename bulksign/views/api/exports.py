@@ -10,7 +10,7 @@ import logging
 from datetime import datetime
 from typing import Literal
 
-from flask import Blueprint, current_app, g, url_for
+from flask import Blueprint, Response, current_app, g, url_for
 from pydantic import BaseModel, Field
 
 from bulksign.batches.exports import latest_export, start_signed_zip
@@ -18,7 +18,7 @@ from bulksign.core.extensions import db
 from bulksign.core.logs import log
 from bulksign.documents.storage import StorageError, get_storage
 from bulksign.models import Export, utcnow
-from bulksign.views._downloads import attachment
+from bulksign.views._downloads import streamed_attachment
 from bulksign.views.api.common import MAX_ID, ApiError, Link, answer, operation
 from bulksign.work.queues import SIGNED_ZIP
 
@@ -125,26 +125,40 @@ def export_status(batch_id: int, export_id: int):
 @operation("Download the ZIP of signed PDFs", tag="Exports", responses={200: "application/zip"}, errors=(404, 409, 503))
 def download(batch_id: int, export_id: int):
     """409 while the export is not `ready` (`pending` or `running`: with `Retry-After`; `failed`: start another)."""
-    export = _export(batch_id, export_id)
+    return zip_download(
+        _export(batch_id, export_id),
+        what="ZIP",
+        restart=f"POST /batches/{batch_id}/exports",
+        filename=f"batch-{batch_id}-signed.zip",
+    )
+
+
+def zip_download(export: Export, *, what: str, restart: str, filename: str) -> Response:
+    """An export's ZIP (the signed documents' or the evidence package), streamed from storage in parts.
+
+    409 while it is not ``ready`` (``pending`` or ``running``: with ``Retry-After``; ``failed``: start another with
+    ``restart``), 503 when storage cannot give it now.
+    """
     if export.status != "ready" or not export.storage_key:
         if export.status == "failed":
             raise ApiError(
-                f"This export failed ({export.error}); start a new one with POST /batches/{batch_id}/exports.",
-                409,
-                code="export_failed",
+                f"This {what} failed ({export.error}); start a new one with {restart}.", 409, code="export_failed"
             )
         raise ApiError(
-            f"The ZIP is not ready yet ({export.done} of {export.total} documents written). "
+            f"The {what} is not ready yet ({export.done} of {export.total} documents written). "
             f"Ask again in {POLL_SECONDS} seconds.",
             409,
             code="not_ready",
             headers={"Retry-After": str(POLL_SECONDS)},
         )
+    storage = get_storage()
     try:
-        data = get_storage().get(export.storage_key)
+        readable = storage.exists(export.storage_key)
     except StorageError as exc:
         log(logger, logging.ERROR, "export download failed", export_id=export.id, error=str(exc))
+        readable = False
+    if not readable:
         raise ApiError(
-            "The ZIP cannot be read from storage right now; try again later.", 503, code="storage_unavailable"
-        ) from None
-    return attachment(data, mimetype="application/zip", filename=f"batch-{batch_id}-signed.zip")
+            f"The {what} cannot be read from storage right now; try again later.", 503, code="storage_unavailable"
+        )
+    return streamed_attachment(storage.chunks(export.storage_key), mimetype="application/zip", filename=filename)
