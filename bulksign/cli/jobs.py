@@ -6,6 +6,7 @@ import logging
 import os
 import signal
 import time
+from contextlib import contextmanager
 
 import click
 from flask import current_app
@@ -71,12 +72,14 @@ def _run_worker_processes(names, *, burst: bool, count: int) -> None:
     stopping = False
 
     def spawn() -> None:
+        """Fork one worker; called with SIGTERM/SIGINT blocked (``_stop_signals_held``)."""
         parent = os.getpid()
         pid = os.fork()
         if pid == 0:
             # Until RQ installs its own handlers, a signal must not run the parent's handler (which signals siblings).
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
             # A killed parent's workers stop as on its SIGTERM (after their job): its supervisor starts another
             # parent, whose workers would otherwise drain the queues beside them, unseen and never replaced.
             end_with_parent(parent=parent)
@@ -100,8 +103,9 @@ def _run_worker_processes(names, *, burst: bool, count: int) -> None:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    for _ in range(count):
-        spawn()
+    with _stop_signals_held():
+        for _ in range(count):
+            spawn()
     while children:
         pid, status = os.wait()
         children.discard(pid)
@@ -110,8 +114,25 @@ def _run_worker_processes(names, *, burst: bool, count: int) -> None:
         if status != 0:
             # The pause keeps a crash loop from spinning.
             time.sleep(1)
-        if not stopping:
-            spawn()
+        with _stop_signals_held():
+            if not stopping:
+                spawn()
+
+
+#: The signals that stop the worker processes' parent.
+_STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+
+
+@contextmanager
+def _stop_signals_held():
+    """SIGTERM/SIGINT wait until the block ends: a stop arriving between the check and the fork, or between the
+    fork and recording the child, would signal only the older children and leave the new one running, its
+    parent waiting for it for ever (seen once in CI: a stop during a recycle took the full 60 s kill timeout)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
 
 
 @jobs_cli.command("scheduler")
