@@ -56,7 +56,7 @@ MIN_HEIGHT_PT = 30.0
 _MM = 72 / 25.4
 #: wkhtmltopdf prints CSS lengths at 0.7686 of their size (measured: a 70 mm box came out 152.5 pt),
 #: so the HTML box is drawn larger to come out at the standard size.
-_WKHTMLTOPDF_SCALE = 0.7686
+WKHTMLTOPDF_SCALE = 0.7686
 #: PDFium is not thread-safe: one call into it at a time per process.
 _PDFIUM = threading.Lock()
 
@@ -134,8 +134,8 @@ def mark_values(variables: Iterable[str]) -> dict[str, Markup]:
 def html_mark(index: int = 0) -> Markup:
     """What ``{{ signature }}`` (``index`` 0) or another role's mark prints in an HTML template: an empty box
     framed in ``mark_colour(index)`` (wkhtmltopdf fills the frame as one ring-shaped path)."""
-    width = BOX_WIDTH_MM / _WKHTMLTOPDF_SCALE
-    height = BOX_HEIGHT_MM / _WKHTMLTOPDF_SCALE
+    width = BOX_WIDTH_MM / WKHTMLTOPDF_SCALE
+    height = BOX_HEIGHT_MM / WKHTMLTOPDF_SCALE
     return Markup(
         f'<span class="bulksign-signature" style="display:inline-block;width:{width:.1f}mm;'
         f"height:{height:.1f}mm;border:0.3mm solid #{mark_colour_hex(index)};border-radius:1.5mm;vertical-align:top;"
@@ -158,9 +158,19 @@ def find_signature_box(pdf: bytes) -> SignatureBox | None:
 def find_signature_boxes(pdf: bytes, *, count: int) -> tuple[SignatureBox | None, ...]:
     """``find_signature_box`` for marks 0 … ``count``-1 at once (``mark_colour``), in one reading of the pages:
     the box of each, or None where the document has none."""
+    colours = [mark_colour(index) for index in range(count)]
+    return find_framed_boxes(pdf, colours=colours, min_w=MIN_WIDTH_PT, min_h=MIN_HEIGHT_PT)
+
+
+def find_framed_boxes(
+    pdf: bytes, *, colours: list[tuple[int, int, int]], min_w: float, min_h: float
+) -> tuple[SignatureBox | None, ...]:
+    """The first frame drawn in each of ``colours`` at least ``min_w`` × ``min_h`` points large (as
+    ``find_signature_box`` finds a signature's; the fields the signer fills have smaller frames of their own
+    colours, ``field_boxes``), or None where the document has none."""
     import pypdfium2
 
-    colours = [mark_colour(index) for index in range(count)]
+    count = len(colours)
     found: list[SignatureBox | None] = [None] * count
     with _PDFIUM:
         try:
@@ -174,7 +184,7 @@ def find_signature_boxes(pdf: bytes, *, count: int) -> tuple[SignatureBox | None
                     continue
                 pieces = _mark_pieces(page, colours)
                 for mark, colour in enumerate(colours):
-                    frame = None if found[mark] else _first_frame(pieces[colour])
+                    frame = None if found[mark] else _first_frame(pieces[colour], min_w=min_w, min_h=min_h)
                     if frame is not None:
                         left, bottom, right, top = frame
                         found[mark] = SignatureBox(page=index, x=left, y=bottom, w=right - left, h=top - bottom)
@@ -188,9 +198,9 @@ def find_signature_boxes(pdf: bytes, *, count: int) -> tuple[SignatureBox | None
 _Bounds = tuple[float, float, float, float]
 
 
-def _first_frame(pieces: list[_Bounds]) -> _Bounds | None:
-    """The first piece grown by every piece that touches it (within 1 pt), and so on, that is large enough for
-    a signature block; None when no piece is."""
+def _first_frame(pieces: list[_Bounds], *, min_w: float, min_h: float) -> _Bounds | None:
+    """The first piece grown by every piece that touches it (within 1 pt), and so on, that is at least ``min_w`` ×
+    ``min_h`` large (a signature block's size for a signature's mark); None when no piece is."""
     while pieces:
         left, bottom, right, top = pieces.pop(0)
         touching = True
@@ -206,7 +216,7 @@ def _first_frame(pieces: list[_Bounds]) -> _Bounds | None:
                     max(right, piece[2]),
                     max(top, piece[3]),
                 )
-        if right - left >= MIN_WIDTH_PT and top - bottom >= MIN_HEIGHT_PT:
+        if right - left >= min_w and top - bottom >= min_h:
             return left, bottom, right, top
     return None
 
