@@ -31,7 +31,8 @@ from bulksign.doc_templates.pdf_forms import (
     signature_place,
     widgets,
 )
-from bulksign.documents.signature_box import SignatureBox, mark_role
+from bulksign.documents.field_boxes import is_mark
+from bulksign.documents.signature_box import SignatureBox
 
 #: Longest value one field prints; a longer one is a mistake in the recipients file.
 MAX_VALUE_CHARS = 2000
@@ -101,7 +102,8 @@ def _prepare(data: bytes, placed: tuple[FieldBox, ...]) -> _Prepared:
     from pypdf.generic import DictionaryObject, NameObject
 
     form = read_form(data)
-    boxes = tuple(b for b in (*form.fields, *placed) if not mark_role(b.name))
+    # A party's place and a signer's field are left empty: sealing stamps the one, a later step the other.
+    boxes = tuple(b for b in (*form.fields, *placed) if not is_mark(b.name))
     signature = signature_place((*form.fields, *placed))
     reader = PdfReader(BytesIO(data))
     # Saved templates have none left (``clean``); versions saved before that was done still carry it.
@@ -309,7 +311,7 @@ def place(data: bytes, boxes: Iterable[Mapping]) -> tuple[list[str], list[dict] 
     form = read_form(data)
     placed = check_boxes(form, boxes)
     check_signature_place(data, (*form.fields, *placed))
-    names = sorted({f.name for f in (*form.fields, *placed) if not mark_role(f.name)})
+    names = sorted({f.name for f in (*form.fields, *placed) if not is_mark(f.name)})
     fill(data, {name: f"[{name}]" for name in names}, placed=placed)
     return names, [b.to_json() for b in placed] or None
 

@@ -22,6 +22,7 @@ from io import BytesIO
 from bulksign.core.messages import N_
 from bulksign.doc_templates import pdf_cleaning
 from bulksign.doc_templates.errors import TemplateError
+from bulksign.documents.field_boxes import is_mark
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE, SignatureBox, SignatureBoxError, check_box, mark_role
 
 #: Largest PDF template, most pages and most fields or boxes it may have.
@@ -109,7 +110,7 @@ class PdfForm:
 
     @property
     def variables(self) -> list[str]:
-        return sorted({f.name for f in self.fields if not mark_role(f.name)})
+        return sorted({f.name for f in self.fields if not is_mark(f.name)})
 
 
 def _refused(message: N_) -> TemplateError:
@@ -259,12 +260,13 @@ def _font_size(widget) -> float:
 
 
 def _page_fields(page, index: int) -> Iterable[FieldBox]:
-    """The variables' boxes on one page: text and choice fields, and any field named ``signature`` or
-    ``signature_<role>`` (a party's place)."""
+    """The variables' boxes on one page: text and choice fields, any field named ``signature`` or
+    ``signature_<role>`` (a party's place), and any named ``field_<name>`` (a field the signer fills, a check box
+    too)."""
     for widget in widgets(page):
         name = _qualified_name(widget)
         kind = _inherited(widget, "/FT")
-        if not name or (kind not in ("/Tx", "/Ch", "/Sig") and not mark_role(name)):
+        if not name or (kind not in ("/Tx", "/Ch", "/Sig") and not is_mark(name)):
             continue
         if kind == "/Sig" and not mark_role(name):
             continue  # someone else's signature field: painted as it looks, like any other widget
@@ -288,11 +290,12 @@ def _page_fields(page, index: int) -> Iterable[FieldBox]:
 
 
 def is_variable(widget) -> bool:
-    """A widget filled per recipient: a named text or choice field, or a party's place (``signature``,
-    ``signature_<role>``); ``pdf_fill`` paints the others as they look."""
+    """A widget filled per recipient: a named text or choice field, a party's place (``signature``,
+    ``signature_<role>``) or a field the signer fills (``field_<name>``, left empty); ``pdf_fill`` paints the others
+    as they look."""
     name = _qualified_name(widget)
     kind = _inherited(widget, "/FT")
-    return bool(name) and (kind in ("/Tx", "/Ch") or mark_role(name) is not None)
+    return bool(name) and (kind in ("/Tx", "/Ch") or is_mark(name))
 
 
 def check_boxes(form: PdfForm, boxes: Iterable[Mapping]) -> tuple[FieldBox, ...]:
@@ -382,7 +385,7 @@ def check_boxes(form: PdfForm, boxes: Iterable[Mapping]) -> tuple[FieldBox, ...]
             )
         # A box tall enough for two lines wraps its text, as a multiline form field does.
         size = box.font_size or 10.0
-        checked.append(dataclasses.replace(box, multiline=not mark_role(box.name) and box.h >= 2.4 * size))
+        checked.append(dataclasses.replace(box, multiline=not is_mark(box.name) and box.h >= 2.4 * size))
     if len(checked) + len(form.fields) > MAX_FIELDS:
         raise _refused(N_("A PDF template may have at most %(limit)d fields and boxes.", limit=MAX_FIELDS))
     marks = [b.name for b in (*form.fields, *checked) if mark_role(b.name)]

@@ -11,6 +11,7 @@ from jinja2 import TemplateSyntaxError, meta, nodes
 
 from bulksign.doc_templates.errors import syntax_error
 from bulksign.doc_templates.jinja_sandbox import refuse_other_templates, refuse_unknown_names, sandbox
+from bulksign.documents.field_boxes import field_name, field_values
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE, mark_role, mark_values
 
 #: Variables every request has whatever the template: a file may always have their columns (name and phone are
@@ -142,12 +143,14 @@ def _shown(expr: nodes.Node, scope: dict[str, frozenset[str]]) -> frozenset[str]
     return frozenset()
 
 
-def sample_row(variables: list[str]) -> dict[str, str]:
-    """Values that show where each variable lands, for the preview."""
+def sample_row(variables: list[str], field_types: dict[str, str] | None = None) -> dict[str, str]:
+    """Values that show where each variable lands, for the preview; ``field_types``: each field's type, which sizes
+    its box (``field_boxes.FIELD_SIZES_MM``)."""
     known = {
         "name": "Jane Example",
         "email": "jane@example.com",
         "phone": "+1 555 0100",
         **mark_values(v for v in variables if mark_role(v)),
+        **field_values((v for v in variables if field_name(v)), field_types),
     }
     return {var: known.get(var, f"[{var}]") for var in variables}

@@ -1,0 +1,254 @@
+"""The fields a template's signer fills (issue 30): read from its ``field_<name>`` marks in document order, each with
+its settings (``FieldSettings``), kept with the template version (``TemplateVersion.fields``).
+
+A version being saved takes its fields' settings from what staff sent (``check_settings``) or, for any other edit,
+from the previous version: a field still marked keeps its settings, a new one starts with the defaults (``text``,
+required, the recipient's). A field is never a column the file must have; a column ``field_<name>`` prefills it
+(``columns.needed_columns`` lists it as optional).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from bulksign.core.messages import N_
+from bulksign.doc_templates import kinds, pdf_forms
+from bulksign.doc_templates.errors import TemplateError
+from bulksign.doc_templates.roles import _docx_in_order, _in_order, _pdf_fields
+from bulksign.documents.field_boxes import DEFAULT_TYPE, FIELD_PREFIX, FIELD_SIZES_MM, MAX_FIELDS, field_name
+from bulksign.documents.signature_box import RECIPIENT_ROLE
+from bulksign.models import TemplateVersion
+
+FIELD_TYPES = tuple(FIELD_SIZES_MM)
+#: Longest label, pattern and option, and most options a choice may offer.
+MAX_LABEL_CHARS = 200
+MAX_PATTERN_CHARS = 200
+MAX_OPTION_CHARS = 200
+MAX_OPTIONS = 100
+#: The types a range applies to.
+_RANGED = ("number", "date")
+
+
+class FieldSettingsError(TemplateError):
+    """Settings staff sent that no field could have; ``field`` names the field (None: the whole list)."""
+
+    def __init__(self, message: N_, *, field: str | None = None):
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class FieldSettings:
+    """One field: what the signer gives, how it is checked, who gives it."""
+
+    #: ``iban`` for the mark ``{{ field_iban }}``.
+    name: str
+    type: str = DEFAULT_TYPE
+    #: What the signing page shows at the field; empty: the name, as a person reads it.
+    label: str = ""
+    required: bool = True
+    #: ``text``: a regular expression the whole value must match.
+    pattern: str | None = None
+    #: ``number``: numbers; ``date``: ISO dates (YYYY-MM-DD); either may be left open.
+    minimum: float | str | None = None
+    maximum: float | str | None = None
+    #: ``choice``: what the signer chooses from, in order.
+    options: tuple[str, ...] = ()
+    #: When the file prefills it (a column ``field_<name>``), the signer may not change that value.
+    read_only: bool = False
+    #: The party that fills it: ``recipient`` or a role the template marks (``signature_<role>``).
+    role: str = RECIPIENT_ROLE
+
+    @property
+    def column(self) -> str:
+        """The column of the recipients file that prefills it."""
+        return f"{FIELD_PREFIX}{self.name}"
+
+    @property
+    def shown_label(self) -> str:
+        return self.label or self.name.replace("_", " ").capitalize()
+
+    def to_json(self) -> dict:
+        """As stored in ``TemplateVersion.fields`` and answered by the API."""
+        return {**dataclasses.asdict(self), "options": list(self.options)}
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> FieldSettings:
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        return cls(**{**values, "options": tuple(values.get("options") or ())})
+
+
+def marked_fields(version: TemplateVersion) -> tuple[str, ...]:
+    """The names of the fields a version's document marks, each once, in the order the document has them (a PDF's
+    fields and boxes by page, top to bottom)."""
+    if version.kind == kinds.HTML:
+        names = _in_order(version.html) if _has_marks(version.variables) else ()
+    elif version.kind == "docx":
+        names = _docx_in_order(version.source_key) if _has_marks(version.variables) else ()
+    elif version.kind == "pdf":
+        boxes = (*_pdf_fields(version.source_key), *pdf_forms.placed_boxes(version))
+        names = tuple(b.name for b in sorted(boxes, key=lambda b: (b.page, -(b.y + b.h), b.x)))
+    else:
+        names = ()
+    return tuple(dict.fromkeys(n for n in map(field_name, names) if n))
+
+
+def _has_marks(variables: Iterable[str] | None) -> bool:
+    return any(field_name(v) for v in variables or ())
+
+
+def template_fields(version: TemplateVersion) -> tuple[FieldSettings, ...]:
+    """The version's fields in document order, as saved with it."""
+    return tuple(FieldSettings.from_json(f) for f in version.fields or ())
+
+
+def settled_fields(
+    version: TemplateVersion, *, roles: list[str], given: list[dict] | None, previous: TemplateVersion | None
+) -> list[dict]:
+    """The ``fields`` a version being saved keeps: ``given`` checked (``check_settings``), else each marked field's
+    settings from ``previous`` (a role no longer marked falls back to the recipient), else the defaults."""
+    names = marked_fields(version)
+    if len(names) > MAX_FIELDS:  # each is framed in a shade of its own
+        raise TemplateError(N_("A template may mark at most %(n)s fields.", n=MAX_FIELDS))
+    if given is not None:
+        return [f.to_json() for f in check_settings(given, names=names, roles=roles)]
+    kept = {f.name: f for f in template_fields(previous)} if previous is not None else {}
+    settled = []
+    for name in names:
+        field = kept.get(name, FieldSettings(name=name))
+        if field.role not in roles:
+            field = dataclasses.replace(field, role=RECIPIENT_ROLE)
+        settled.append(field.to_json())
+    return settled
+
+
+def check_settings(given: list[Mapping], *, names: Iterable[str], roles: Iterable[str]) -> tuple[FieldSettings, ...]:
+    """Staff's settings for a template's fields (``names``, in document order), checked: a field left out keeps the
+    defaults; FieldSettingsError naming the first wrong setting."""
+    names, roles = list(names), list(roles)
+    by_name: dict[str, FieldSettings] = {}
+    for raw in given:
+        name = str(raw.get("name") or "")
+        if name not in names:
+            raise FieldSettingsError(
+                N_(
+                    "The template has no field “%(name)s”. Its fields: %(names)s.",
+                    name=name,
+                    names=", ".join(names) or "—",
+                ),
+                field=name or None,
+            )
+        if name in by_name:
+            raise FieldSettingsError(N_("The field “%(name)s” is given twice.", name=name), field=name)
+        by_name[name] = _checked(name, raw, roles=roles)
+    return tuple(by_name.get(name) or FieldSettings(name=name) for name in names)
+
+
+def _checked(name: str, raw: Mapping, *, roles: list[str]) -> FieldSettings:
+    def refuse(message: N_) -> FieldSettingsError:
+        return FieldSettingsError(message, field=name)
+
+    field_type = str(raw.get("type") or DEFAULT_TYPE)
+    if field_type not in FIELD_TYPES:
+        raise refuse(
+            N_(
+                "The field “%(name)s” has the type “%(type)s”; a field is one of: %(types)s.",
+                name=name,
+                type=field_type,
+                types=", ".join(FIELD_TYPES),
+            )
+        )
+    label = str(raw.get("label") or "").strip()
+    if len(label) > MAX_LABEL_CHARS:
+        raise refuse(
+            N_("The label of “%(name)s” is longer than %(limit)s characters.", name=name, limit=MAX_LABEL_CHARS)
+        )
+    role = str(raw.get("role") or RECIPIENT_ROLE)
+    if role not in roles:
+        raise refuse(
+            N_(
+                "The field “%(name)s” is given to “%(role)s”, who does not sign this template. Who signs: %(roles)s.",
+                name=name,
+                role=role,
+                roles=", ".join(roles),
+            )
+        )
+    pattern = str(raw.get("pattern") or "").strip() or None
+    if pattern is not None:
+        if field_type != "text":
+            raise refuse(N_("Only a text field has a pattern; “%(name)s” is not one.", name=name))
+        if len(pattern) > MAX_PATTERN_CHARS:
+            raise refuse(
+                N_("The pattern of “%(name)s” is longer than %(limit)s characters.", name=name, limit=MAX_PATTERN_CHARS)
+            )
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise refuse(
+                N_("The pattern of “%(name)s” is not a valid regular expression: %(error)s.", name=name, error=exc.msg)
+            ) from None
+    minimum, maximum = (_bound(name, field_type, raw.get(key), refuse) for key in ("minimum", "maximum"))
+    if minimum is not None and maximum is not None and minimum > maximum:
+        raise refuse(
+            N_(
+                "The lowest value of “%(name)s” (%(min)s) is above its highest (%(max)s).",
+                name=name,
+                min=minimum,
+                max=maximum,
+            )
+        )
+    options = tuple(dict.fromkeys(str(o).strip() for o in raw.get("options") or () if str(o).strip()))
+    if field_type == "choice":
+        if not options:
+            raise refuse(N_("The field “%(name)s” is a choice: give it at least one option.", name=name))
+        if len(options) > MAX_OPTIONS or any(len(o) > MAX_OPTION_CHARS for o in options):
+            raise refuse(
+                N_(
+                    "The field “%(name)s” may offer at most %(n)s options of at most %(limit)s characters each.",
+                    name=name,
+                    n=MAX_OPTIONS,
+                    limit=MAX_OPTION_CHARS,
+                )
+            )
+    elif options:
+        raise refuse(N_("Only a choice field has options; “%(name)s” is not one.", name=name))
+    return FieldSettings(
+        name=name,
+        type=field_type,
+        label=label,
+        required=bool(raw.get("required", True)),
+        pattern=pattern,
+        minimum=minimum.isoformat() if isinstance(minimum, dt.date) else minimum,
+        maximum=maximum.isoformat() if isinstance(maximum, dt.date) else maximum,
+        options=options,
+        read_only=bool(raw.get("read_only", False)),
+        role=role,
+    )
+
+
+def _bound(name: str, field_type: str, value, refuse) -> float | dt.date | None:
+    """A range's end as its type compares it: a number, or a date; None when it is left open."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if field_type not in _RANGED:
+        raise refuse(N_("Only a number or date field has a range; “%(name)s” is not one.", name=name))
+    if field_type == "date":
+        try:
+            return dt.date.fromisoformat(str(value).strip())
+        except ValueError:
+            raise refuse(
+                N_("“%(value)s” is not a date for “%(name)s”: write it as YYYY-MM-DD.", value=value, name=name)
+            ) from None
+    try:
+        number = float(str(value).strip().replace(",", "."))
+    except ValueError:
+        number = math.nan
+    if isinstance(value, bool) or not math.isfinite(number):
+        raise refuse(N_("“%(value)s” is not a number for “%(name)s”.", value=value, name=name))
+    return int(number) if number.is_integer() else number

@@ -1,0 +1,163 @@
+"""Fields the signer fills (issue 30, slice 1): ``{{ field_<name> }}`` in HTML and Word, a form field or placed box
+``field_<name>`` in PDF; each found in document order with its box on its page, never a column the file must have
+(a column ``field_<name>`` prefills it), and its settings checked and kept with the template version."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from pypdf import PdfReader
+from reportlab.pdfgen import canvas
+
+from bulksign.core.extensions import db
+from bulksign.doc_templates import kinds, pdf_fill, pdf_forms
+from bulksign.doc_templates.fields import FieldSettings, FieldSettingsError, check_settings, marked_fields
+from bulksign.doc_templates.variables import sample_row
+from bulksign.doc_templates.versions import create_template, place_boxes
+from bulksign.documents.field_boxes import field_colour, field_indexes, field_name, find_field_boxes
+from bulksign.documents.signature_box import find_signature_box, mark_colour
+from tests.support.clock import NOW
+
+PAGE = '<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'">{body}</body>'
+#: Three fields over two pages, the document's order not the names' (z, a, m).
+HTML_FIELDS = PAGE.format(
+    body="<h1>Employment contract</h1><p>Employee {{ name }}.</p><p>IBAN: {{ field_zz_iban }}</p>"
+    "<p>I have read the work rules: {{ field_agree }}</p>"
+    '<p style="page-break-before:always">Start date: {{ field_m_start }}</p><p>{{ signature }}</p>'
+)
+MM = 72 / 25.4
+
+
+def test_a_mark_names_its_field_and_nothing_else_does():
+    names = ["field_iban", "field_tax_class_2", "field_", "field_IBAN", "iban", "signature_field_x"]
+    assert [field_name(v) for v in names] == ["iban", "tax_class_2", None, None, None, None]
+    assert field_indexes(["name", "field_b", "field_a", "signature"]) == {"field_a": 0, "field_b": 1}
+    # 64 shades, none of them a signature's.
+    shades = {field_colour(i) for i in range(64)}
+    assert len(shades) == 64 and not shades & {mark_colour(i) for i in range(16)}
+
+
+def test_an_html_templates_fields_are_found_in_document_order_each_on_its_page(app, users):
+    version = create_template(db.session, name="Contract", html=HTML_FIELDS, user=users["staff"], now=NOW).version
+    assert marked_fields(version) == ("zz_iban", "agree", "m_start")
+    pdf = kinds.render_document(version, sample_row(version.variables), timeout=60)
+    boxes = kinds.field_boxes(version, pdf)
+    assert set(boxes) == {"zz_iban", "agree", "m_start"}
+    assert boxes["zz_iban"].page == boxes["agree"].page == 0 and boxes["m_start"].page == 1
+    assert boxes["zz_iban"].y > boxes["agree"].y  # top to bottom
+    # A text field's box is about 60 × 8 mm, a checkbox's 5 mm square (the frame's line counts half).
+    assert abs(boxes["zz_iban"].w - 60 * MM) < 3 and abs(boxes["zz_iban"].h - 8 * MM) < 3
+    # The signature's own box is still the signature's, not a field's.
+    signature = find_signature_box(pdf)
+    assert signature is not None and signature.page == 1 and signature.h > boxes["m_start"].h
+
+
+def _form(*fields: tuple[str, str, int, int]) -> bytes:
+    """Two pages; each field (name, kind ``text`` or ``checkbox``, page, y) as a form field."""
+    buffer = io.BytesIO()
+    drawing = canvas.Canvas(buffer, pagesize=(595, 842))
+    for page in range(2):
+        drawing.drawString(72, 800, f"Act of completed work, page {page + 1}")
+        for name, kind, on, y in fields:
+            if on != page:
+                continue
+            if kind == "checkbox":
+                drawing.acroForm.checkbox(name=name, x=72, y=y, size=14)
+            else:
+                drawing.acroForm.textfield(name=name, x=72, y=y, width=200, height=20)
+        drawing.showPage()
+    drawing.save()
+    return buffer.getvalue()
+
+
+def test_a_pdf_templates_fields_and_placed_boxes_are_found_on_their_pages_and_are_not_columns(app, users):
+    source = _form(
+        ("name", "text", 0, 700), ("field_iban", "text", 0, 600), ("field_agree", "checkbox", 0, 500),
+        ("field_city", "text", 1, 700),
+    )  # fmt: skip
+    saved = create_template(db.session, name="Act", html=None, user=users["staff"], now=NOW, kind="pdf", file=source)
+    assert saved.version.variables == ["name"]
+    version = place_boxes(
+        db.session,
+        template=saved.template,
+        boxes=[{"name": "field_start", "page": 1, "x": 72, "y": 400, "w": 150, "h": 20}],
+        user=users["staff"],
+        now=NOW,
+    ).version
+    assert version.variables == ["name"]
+    assert marked_fields(version) == ("iban", "agree", "city", "start")
+    pdf = pdf_fill.fill(kinds.source(version.source_key), {"name": "Ivan"}, placed=pdf_forms.placed_boxes(version))
+    boxes = kinds.field_boxes(version, pdf)
+    assert {n: (b.page, round(b.y)) for n, b in boxes.items()} == {
+        "iban": (0, 600),
+        "agree": (0, 500),
+        "city": (1, 700),
+        "start": (1, 400),
+    }
+    # Nothing is left to edit: the field is an empty place a later step stamps.
+    assert pdf_forms.read_form(pdf).fields == ()
+
+
+def test_settings_are_checked_with_a_reason_for_each_refusal():
+    names, roles = ["iban", "start", "tax", "agree"], ["recipient", "employer"]
+    given = [
+        {"name": "iban", "label": "Your IBAN", "pattern": "[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}"},
+        {"name": "start", "type": "date", "minimum": "2026-01-01", "maximum": "2026-12-31", "role": "employer"},
+        {"name": "tax", "type": "choice", "options": ["I", "II", " ", "II", "III"], "required": False},
+    ]
+    iban, start, tax, agree = check_settings(given, names=names, roles=roles)
+    assert iban == FieldSettings(name="iban", label="Your IBAN", pattern="[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}")
+    assert (start.type, start.minimum, start.maximum, start.role) == ("date", "2026-01-01", "2026-12-31", "employer")
+    assert tax.options == ("I", "II", "III") and not tax.required
+    assert agree == FieldSettings(name="agree") and agree.required and agree.type == "text"
+    refusals = {
+        "The template has no field “bic”. Its fields: iban, start, tax, agree.": {"name": "bic"},
+        "The field “tax” is a choice: give it at least one option.": {"name": "tax", "type": "choice"},
+        "The pattern of “iban” is not a valid regular expression: missing ), unterminated subpattern.": {
+            "name": "iban",
+            "pattern": "([A-Z]",
+        },
+        "The lowest value of “start” (2026-12-31) is above its highest (2026-01-01).": {
+            "name": "start",
+            "type": "date",
+            "minimum": "2026-12-31",
+            "maximum": "2026-01-01",
+        },
+        "The lowest value of “tax” (10) is above its highest (2.5).": {
+            "name": "tax",
+            "type": "number",
+            "minimum": 10,
+            "maximum": "2,5",
+        },
+        "The field “iban” is given to “witness”, who does not sign this template. Who signs: recipient, employer.": {
+            "name": "iban",
+            "role": "witness",
+        },
+        "The field “iban” has the type “signature”; a field is one of: text, number, date, checkbox, choice, "
+        "attachment.": {"name": "iban", "type": "signature"},
+        "“soon” is not a date for “start”: write it as YYYY-MM-DD.": {
+            "name": "start",
+            "type": "date",
+            "minimum": "soon",
+        },
+        "“nan” is not a number for “tax”.": {"name": "tax", "type": "number", "maximum": "nan"},
+        "Only a text field has a pattern; “agree” is not one.": {"name": "agree", "type": "checkbox", "pattern": "x"},
+        "Only a number or date field has a range; “iban” is not one.": {"name": "iban", "minimum": 1},
+        "Only a choice field has options; “iban” is not one.": {"name": "iban", "options": ["a"]},
+    }
+    for message, raw in refusals.items():
+        with pytest.raises(FieldSettingsError) as refused:
+            check_settings([raw], names=names, roles=roles)
+        assert refused.value.message.english == message
+        assert refused.value.field == raw["name"]
+    with pytest.raises(FieldSettingsError, match="given twice"):
+        check_settings([{"name": "iban"}, {"name": "iban"}], names=names, roles=roles)
+
+
+def test_a_mark_prints_only_its_box_and_no_word(app, users):
+    version = create_template(db.session, name="Contract", html=HTML_FIELDS, user=users["staff"], now=NOW).version
+    pdf = kinds.render_document(version, sample_row(version.variables), timeout=60)
+    text = " ".join(p.extract_text() for p in PdfReader(io.BytesIO(pdf)).pages)
+    assert "field_" not in text and "[" not in text
+    assert find_field_boxes(pdf, variables=["name"]) == {}
