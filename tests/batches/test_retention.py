@@ -212,7 +212,7 @@ class _DiesAfter:
 
 def test_a_purge_killed_midway_removes_the_rest_on_its_next_run_and_nothing_twice(app, users, monkeypatch):
     rows = [declined_request(users["staff"], template_name=f"Contract {i}") for i in range(5)]
-    monkeypatch.setattr(retention, "CHUNK", 2)
+    monkeypatch.setattr(retention.purge, "CHUNK", 2)
     later = NOW + 100 * DAY
 
     with pytest.raises(_Killed):

@@ -1,0 +1,192 @@
+"""The purge: a request's files deleted from storage (its documents and their page images) and its personal fields
+emptied, with those of its parties, events, outgoing mails and one-time codes.
+
+What stays is the proof: the ids, times, status and event types, and the ``documents`` rows with the sha256 of the
+original and signed PDFs and the seal's fingerprint, so ``/verify`` of a kept copy still answers and the batch's
+counts stay true. Files go first, the rows after, one chunk per commit: a purge killed midway leaves each request
+either untouched or purged, and a run again deletes what is left (a missing file is no error) and marks nothing
+twice (``purged_at IS NULL``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import delete, insert, select, update
+from sqlalchemy.orm import Session
+
+from bulksign.batches.retention.due import by_policy, due_ids
+from bulksign.core.logs import log
+from bulksign.core.slicing import slices
+from bulksign.documents.document_pages import pages_folder
+from bulksign.documents.storage import Storage
+from bulksign.models import Batch, Document, Event, Export, OneTimeCode, OutgoingMail, Party, SigningRequest
+from bulksign.models.batches import BatchSkippedRow
+
+logger = logging.getLogger(__name__)
+
+#: Requests purged per transaction: their files are deleted, then their rows emptied and committed.
+CHUNK = 100
+#: Requests one run purges at most; the next run (an hour later) goes on.
+MAX_PER_RUN = 20_000
+#: ``Event.type`` of a purged request.
+PURGED_EVENT = "data.purged"
+#: What an export deleted with its batch's purged requests says on the batch page.
+EXPORT_PURGED = "Deleted under the retention rules: build it again from what is kept."
+
+
+@dataclass(frozen=True)
+class PurgeResult:
+    requests: int = 0
+    documents: int = 0
+    #: Files deleted from storage (documents and page images; a file already gone counts too).
+    files: int = 0
+    #: Rows of recipients files left out at creation (``batch_skipped_rows``), deleted with their cells.
+    skipped_rows: int = 0
+
+
+def _delete_files(storage: Storage, document: Document) -> int:
+    """Delete a document's page images, their manifest, then the document: a rerun after a kill finds the rest."""
+    folder = pages_folder(document)
+    deleted = 0
+    manifest = f"{folder}/pages.json"
+    if storage.exists(manifest):
+        pages = len(json.loads(storage.get(manifest)).get("pages", ()))
+        for number in range(1, pages + 1):
+            storage.delete(f"{folder}/{number}.webp")
+            deleted += 1
+        storage.delete(manifest)
+        deleted += 1
+    storage.delete(document.storage_key)
+    return deleted + 1
+
+
+def purge_requests(
+    session: Session, *, storage: Storage, request_ids: list[int], now: datetime, reason: str, actor: str = "system"
+) -> PurgeResult:
+    """Purge these requests now (those not purged yet): files first, then the personal data of their rows.
+
+    ``reason``: ``retention`` or ``erasure``, kept in each request's ``data.purged`` event. The caller commits.
+    Field values and signers' attachments are purged here too once requests have them.
+    """
+    ids = sorted(
+        session.scalars(
+            select(SigningRequest.id).where(SigningRequest.id.in_(request_ids), SigningRequest.purged_at.is_(None))
+        )
+    )
+    if not ids:
+        return PurgeResult()
+    documents = session.scalars(select(Document).where(Document.request_id.in_(ids))).all()
+    files = sum(_delete_files(storage, document) for document in documents)
+    # A signed ZIP or evidence package of the batch holds copies of these documents and names their people: it goes
+    # too (staff build it again from what is left).
+    batch_ids = set(session.scalars(select(SigningRequest.batch_id).where(SigningRequest.id.in_(ids))))
+    exports = session.scalars(
+        select(Export).where(Export.batch_id.in_(batch_ids), Export.storage_key.is_not(None), Export.created_at <= now)
+    ).all()
+    for export in exports:
+        storage.delete(export.storage_key)
+        export.storage_key, export.status, export.error = None, "failed", EXPORT_PURGED
+    files += len(exports)
+    # The rows' stored mail attachments are the documents above: their list goes with the addresses.
+    session.execute(
+        update(OutgoingMail)
+        .where(OutgoingMail.request_id.in_(ids))
+        .values(to_email="", subject="", error=None, attachments=[])
+    )
+    session.execute(update(OneTimeCode).where(OneTimeCode.request_id.in_(ids)).values(destination=""))
+    # Every party who signs the document (the row's recipient and the other roles): who they are and how they signed.
+    session.execute(
+        update(Party)
+        .where(Party.request_id.in_(ids))
+        .values(
+            email=None,
+            name=None,
+            phone=None,
+            decline_reason=None,
+            signer_name=None,
+            signer_ip=None,
+            signature_image=None,
+            token_nonce=None,
+        )
+    )
+    # What an event says beyond its type, time and actor may name a person (an old address, a typed reason).
+    session.execute(update(Event).where(Event.request_id.in_(ids)).values(ip=None, user_agent=None, details={}))
+    purged = session.execute(
+        update(SigningRequest)
+        .where(SigningRequest.id.in_(ids), SigningRequest.purged_at.is_(None))
+        .values(
+            email="",
+            name="",
+            phone=None,
+            data={},
+            decline_reason=None,
+            signer_name=None,
+            signer_ip=None,
+            signature_image=None,
+            error_message=None,
+            token_nonce=None,
+            purged_at=now,
+        )
+        .returning(SigningRequest.id, SigningRequest.batch_id)
+    ).all()
+    if purged:
+        session.execute(
+            insert(Event),
+            [
+                {
+                    "request_id": rid,
+                    "batch_id": bid,
+                    "type": PURGED_EVENT,
+                    "created_at": now,
+                    "actor": actor,
+                    "details": {"reason": reason},
+                }
+                for rid, bid in purged
+            ],
+        )
+    return PurgeResult(requests=len(purged), documents=len(documents), files=files)
+
+
+def purge_due(
+    session: Session, *, storage: Storage, now: datetime, on_page: Callable[[], None], max_requests: int = MAX_PER_RUN
+) -> PurgeResult:
+    """Purge every request whose time has passed (at most ``max_requests``), ``on_page`` (a commit) after each chunk."""
+    total = PurgeResult()
+    while total.requests < max_requests:
+        ids = due_ids(session, now=now, limit=min(CHUNK, max_requests - total.requests))
+        if not ids:
+            break
+        done = purge_requests(session, storage=storage, request_ids=ids, now=now, reason="retention")
+        on_page()
+        total = PurgeResult(
+            requests=total.requests + done.requests,
+            documents=total.documents + done.documents,
+            files=total.files + done.files,
+        )
+        if not done.requests:  # every id found was purged by a parallel run meanwhile
+            break
+    # Rows left out at creation were never sent: they end with the batch's creation. Its count of them stays.
+    skipped = 0
+    for policy, batch_ids in by_policy(session).items():
+        old = select(Batch.id).where(Batch.created_at <= now - timedelta(days=policy.keep_unsigned_days))
+        for chunk in slices(batch_ids):
+            gone = delete(BatchSkippedRow).where(BatchSkippedRow.batch_id.in_(old.where(Batch.id.in_(chunk))))
+            skipped += session.execute(gone).rowcount
+    on_page()
+    total = PurgeResult(total.requests, total.documents, total.files, skipped_rows=skipped)
+    if total.requests or skipped:
+        log(
+            logger,
+            logging.INFO,
+            "retention purge",
+            requests=total.requests,
+            documents=total.documents,
+            files=total.files,
+            skipped_rows=skipped,
+        )
+    return total
