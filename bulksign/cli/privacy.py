@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import click
 from flask.cli import AppGroup
 
@@ -76,11 +78,17 @@ def purge_command() -> None:
     )
 
 
-def _batch(batch_id: int) -> Batch:
+def _change_hold(batch_id: int, reason: str, *, change: Callable[..., None], said: str) -> None:
+    """Place or lift the batch's hold (``change``, which checks the reason), commit, and say ``said`` of it."""
     batch = db.session.get(Batch, batch_id)
     if batch is None:
         fail(f"No batch {batch_id}.")
-    return batch
+    try:
+        change(db.session, batch_id=batch.id, reason=reason, by=None, now=utcnow())
+    except retention.RetentionError as exc:
+        fail(str(exc))
+    db.session.commit()
+    click.echo(f"Batch {batch.id} {batch.name} {said}.")
 
 
 @privacy_cli.command("hold")
@@ -88,13 +96,7 @@ def _batch(batch_id: int) -> Batch:
 @click.option("--reason", required=True, help="Why (a case number): kept in the batch's events.")
 def hold_command(batch_id: int, reason: str) -> None:
     """Put a batch on legal hold: nothing of it is purged or erased until the hold is lifted."""
-    batch = _batch(batch_id)
-    try:
-        retention.place_hold(db.session, batch_id=batch.id, reason=reason, by=None, now=utcnow())
-    except retention.RetentionError as exc:
-        fail(str(exc))
-    db.session.commit()
-    click.echo(f"Batch {batch.id} {batch.name} is on legal hold.")
+    _change_hold(batch_id, reason, change=retention.place_hold, said="is on legal hold")
 
 
 @privacy_cli.command("release")
@@ -102,13 +104,7 @@ def hold_command(batch_id: int, reason: str) -> None:
 @click.option("--reason", required=True, help="Why the hold ends: kept in the batch's events.")
 def release_command(batch_id: int, reason: str) -> None:
     """Lift a batch's legal hold: the next purge takes what has passed its time."""
-    batch = _batch(batch_id)
-    try:
-        retention.lift_hold(db.session, batch_id=batch.id, reason=reason, by=None, now=utcnow())
-    except retention.RetentionError as exc:
-        fail(str(exc))
-    db.session.commit()
-    click.echo(f"Batch {batch.id} {batch.name} is no longer on legal hold.")
+    _change_hold(batch_id, reason, change=retention.lift_hold, said="is no longer on legal hold")
 
 
 @privacy_cli.command("erase")
