@@ -16,6 +16,7 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from bulksign.batches.party_progress import batch_roles, row_parties
 from bulksign.batches.recipients_table import RecipientFilter, recipients_page
 from bulksign.core.logs import log
 from bulksign.core.spreadsheets import formula_safe
@@ -77,18 +78,39 @@ def _csv_row(r: SigningRequest) -> list[str]:
     ]
 
 
+def party_columns(roles: tuple[str, ...]) -> tuple[str, ...]:
+    """The columns a batch with parties besides the recipient adds, after ``CSV_COLUMNS``: each role's status and
+    signing time (the recipient's too: the row's ``status`` is the request's, signed once every party signed)."""
+    return tuple(column for role in roles for column in (f"{role}_status", f"{role}_signed_at"))
+
+
+def _party_cells(roles: tuple[str, ...], parties) -> list[str]:
+    by_role = {p.role: p for p in parties}
+    return [
+        safe_cell(value)
+        for role in roles
+        for value in ((by_role[role].status, by_role[role].signed_at) if role in by_role else (None, None))
+    ]
+
+
 def recipients_csv(session: Session, *, batch_id: int, flt: RecipientFilter) -> Iterator[str]:
-    """The filtered recipients as CSV text chunks (BOM first), read in keyset pages: memory stays flat."""
+    """The filtered recipients as CSV text chunks (BOM first), read in keyset pages: memory stays flat.
+    A batch with parties besides the recipient gets their columns (``party_columns``; one more query a page)."""
+    roles = batch_roles(session, batch_id=batch_id)
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(CSV_COLUMNS)
+    writer.writerow(CSV_COLUMNS + party_columns(roles))
     yield BOM + buffer.getvalue()
     cursor = None
     for _ in range(100_000):  # bounded: pages of CSV_PAGE rows
         page = recipients_page(session, batch_id=batch_id, flt=flt, cursor=cursor, limit=CSV_PAGE)
         buffer.seek(0)
         buffer.truncate()
-        writer.writerows(_csv_row(r) for r in page.items)
+        if roles:
+            parties = row_parties(session, batch_id=batch_id, request_ids=[r.id for r in page.items])
+            writer.writerows(_csv_row(r) + _party_cells(roles, parties.get(r.id, ())) for r in page.items)
+        else:
+            writer.writerows(_csv_row(r) for r in page.items)
         yield buffer.getvalue()
         session.expunge_all()  # rows already written need not stay in memory
         cursor = page.next_cursor

@@ -10,18 +10,20 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, literal, or_, select, tuple_
+from sqlalchemy import exists, func, literal, or_, select, tuple_
 from sqlalchemy.orm import Session, defer
 
 from bulksign.batches.progress import BatchCounts
 from bulksign.core.messages import N_
 from bulksign.core.slicing import slices
-from bulksign.models import SigningRequest
-from bulksign.models.status import WORKING, Status
+from bulksign.models import Party, SigningRequest
+from bulksign.models.parties import PartyStatus
+from bulksign.models.status import FINAL, WORKING, Status
 
 #: Filters of the recipients table beyond the plain statuses.
 NOT_OPENED, WAITING, PROBLEMS = "not_opened", "waiting", "problems"
@@ -37,6 +39,8 @@ SORTS = {
 }
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
+#: A role as templates name it (``signature_<role>``), for the "waiting for <role>" filter.
+ROLE_PATTERN = re.compile(r"[a-z0-9_]{1,40}")
 
 
 class DashboardError(ValueError):
@@ -51,13 +55,28 @@ class RecipientFilter:
     q: str = ""
     sort: str = "row"
     desc: bool = False
+    #: A role: only the open requests whose party of that role has not signed yet.
+    waiting_for: str = ""
 
     @classmethod
-    def parse(cls, *, status: str | None, q: str | None, sort: str | None, direction: str | None) -> RecipientFilter:
+    def parse(
+        cls,
+        *,
+        status: str | None,
+        q: str | None,
+        sort: str | None,
+        direction: str | None,
+        waiting_for: str | None = None,
+    ) -> RecipientFilter:
         """From query-string values; unknown values raise ``DashboardError``."""
         status = (status or "").strip()
         if status and status not in FILTERS:
             raise DashboardError(N_("Unknown status filter %(value)r.", value=status))
+        waiting_for = (waiting_for or "").strip()
+        if waiting_for and not ROLE_PATTERN.fullmatch(waiting_for):
+            raise DashboardError(
+                N_("A role is lower-case letters, digits and _ (at most 40), not %(value)r.", value=waiting_for[:40])
+            )
         sort = (sort or "row").strip()
         if sort not in SORTS:
             raise DashboardError(
@@ -71,7 +90,7 @@ class RecipientFilter:
         # PostgreSQL text cannot hold NUL: on the streamed CSV its error came after the 200 and cut the download.
         if "\x00" in q:
             raise DashboardError(N_("The search text contains a character that is not allowed."))
-        return cls(status=status, q=q, sort=sort, desc=direction == "desc")
+        return cls(status=status, q=q, sort=sort, desc=direction == "desc", waiting_for=waiting_for)
 
     def as_args(self) -> dict[str, str]:
         """Query-string values that reproduce this filter (empty ones left out)."""
@@ -80,6 +99,7 @@ class RecipientFilter:
             "q": self.q,
             "sort": "" if self.sort == "row" else self.sort,
             "dir": "desc" if self.desc else "",
+            "waiting_for": self.waiting_for,
         }
         return {k: v for k, v in args.items() if v}
 
@@ -104,6 +124,15 @@ def _conditions(batch_id: int, flt: RecipientFilter) -> list:
         where.append(
             or_(SigningRequest.email.ilike(pattern, escape="\\"), SigningRequest.name.ilike(pattern, escape="\\"))
         )
+    if flt.waiting_for:
+        where += [
+            SigningRequest.status.not_in(sorted(FINAL)),
+            exists().where(
+                Party.request_id == SigningRequest.id,
+                Party.role == flt.waiting_for,
+                Party.status != PartyStatus.SIGNED,
+            ),
+        ]
     return where
 
 
@@ -192,7 +221,7 @@ def rows_by_id(session: Session, *, batch_id: int, request_ids: list[int]) -> tu
 
 def count_matching(session: Session, *, batch_id: int, flt: RecipientFilter, counts: BatchCounts | None = None) -> int:
     """How many recipients match the filter (for "select all N"); from ``counts`` when a status filter allows."""
-    if counts is not None and not flt.q and flt.status != NOT_OPENED:
+    if counts is not None and not flt.q and not flt.waiting_for and flt.status != NOT_OPENED:
         group = {"": list(counts.by_status), WAITING: sorted(WORKING), PROBLEMS: [Status.FAILED, Status.BOUNCED]}
         return sum(counts.by_status.get(s, 0) for s in group.get(flt.status, [flt.status]))
     return session.scalar(select(func.count()).select_from(SigningRequest).where(*_conditions(batch_id, flt)))

@@ -12,8 +12,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bulksign.batches.dashboard import STATUS_LABELS
-from bulksign.models import Event, OutgoingMail, SigningRequest
+from bulksign.models import RECIPIENT_ROLE, Event, OutgoingMail, SigningRequest
 from bulksign.models.status import Status
+from bulksign.signing.parties import PartyView, parties_of
 
 #: Words for timeline entries (event types and mail kinds); unknown ones show as they are.
 EVENT_LABELS = {
@@ -27,6 +28,11 @@ EVENT_LABELS = {
     "mail.confirmation": _l("confirmation mail"),
     "mail.decline_notice": _l("decline notice mail"),
     "data.purged": _l("documents and personal data deleted (retention or erasure)"),
+    "party.invited": _l("party invited"),
+    "party.opened": _l("party opened the document"),
+    "party.signed": _l("party signed"),
+    "party.declined": _l("party declined"),
+    "party.waiting": _l("party's link withdrawn"),
 }
 
 #: What went wrong and what to do, per state that needs a person.
@@ -64,10 +70,13 @@ class Timeline:
     #: What the user can do about it.
     advice: object | None
     mails: tuple[OutgoingMail, ...] = field(default_factory=tuple)
+    #: Who signs it, by step, when anyone besides the recipient does; () for a single-signer request.
+    parties: tuple[PartyView, ...] = field(default_factory=tuple)
 
 
 def timeline(session: Session, *, batch_id: int, request_id: int) -> Timeline | None:
-    """A request's events and mails, oldest first, with the error and advice (3 queries), or None."""
+    """A request's events and mails, oldest first, with the error and advice, and its parties when it has several
+    (4 queries), or None."""
     req = session.scalar(
         select(SigningRequest).where(SigningRequest.id == request_id, SigningRequest.batch_id == batch_id)
     )
@@ -100,12 +109,14 @@ def timeline(session: Session, *, batch_id: int, request_id: int) -> Timeline | 
     if req.status in ADVICE:
         failed_mail = next((m for m in reversed(mails) if m.error), None)
         problem = req.error_message or (failed_mail.error if failed_mail else None) or req.decline_reason
+    parties = parties_of(session, req)
     return Timeline(
         request=req,
         entries=tuple(entries),
         problem=problem,
         advice=None if req.purged_at else ADVICE.get(req.status),
         mails=tuple(mails),
+        parties=() if [p.role for p in parties] in ([], [RECIPIENT_ROLE]) else tuple(parties),
     )
 
 

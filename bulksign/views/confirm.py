@@ -153,7 +153,11 @@ def _selected_cancellable(batch_id: int) -> int:
     """How many of the selected recipients a cancel would stop (signed, declined, failed ones stay as they are)."""
     try:
         flt = RecipientFilter.parse(
-            status=request.form.get("status"), q=request.form.get("q"), sort=None, direction=None
+            status=request.form.get("status"),
+            q=request.form.get("q"),
+            sort=None,
+            direction=None,
+            waiting_for=request.form.get("waiting_for"),
         )
     except DashboardError as exc:
         abort(400, description=str(exc))

@@ -124,9 +124,17 @@ class RecipientFilterQuery(BaseModel):
     q: str = Field("", max_length=200, pattern=NO_NUL, description="Part of the e-mail address or name.")
     sort: Literal[tuple(recipients_table.SORTS)] = "row"
     dir: Literal["asc", "desc"] = "asc"
+    waiting_for: str = Field(
+        "",
+        pattern=f"^({recipients_table.ROLE_PATTERN.pattern})?$",
+        description="A role (`recipient`, or the `<role>` of a `{{ signature_<role> }}` mark): only the requests "
+        "still open whose party of that role has not signed yet (see `parties` on a request).",
+    )
 
     def to_filter(self) -> RecipientFilter:
-        return RecipientFilter.parse(status=self.status, q=self.q, sort=self.sort, direction=self.dir)
+        return RecipientFilter.parse(
+            status=self.status, q=self.q, sort=self.sort, direction=self.dir, waiting_for=self.waiting_for
+        )
 
 
 class RequestListQuery(RecipientFilterQuery, PageQuery):

@@ -25,7 +25,7 @@ from flask_babel import lazy_gettext as _l
 from flask_babel import ngettext
 from flask_login import current_user
 
-from bulksign.batches import dashboard, recipients_table
+from bulksign.batches import dashboard, party_progress, recipients_table
 from bulksign.batches import timeline as request_timeline
 from bulksign.batches.bulk_actions import ACTIONS, INLINE_LIMIT, BulkOutcome, enqueue_bulk, run_staff_action
 from bulksign.batches.exports import latest_export, start_signed_zip
@@ -59,6 +59,17 @@ def status_labels() -> dict[str, str]:
 
 
 @bp.app_template_global()
+def party_labels() -> dict[str, str]:
+    """Every party state translated once, for the table's rows."""
+    return {status: str(label) for status, label in party_progress.PARTY_STATUS_LABELS.items()}
+
+
+@bp.app_template_global()
+def role_label(role: str) -> str:
+    return party_progress.role_label(role)
+
+
+@bp.app_template_global()
 def event_label(kind: str) -> str:
     return request_timeline.EVENT_LABELS.get(kind, kind)
 
@@ -66,7 +77,11 @@ def event_label(kind: str) -> str:
 def _filter_from(args) -> RecipientFilter:
     try:
         return RecipientFilter.parse(
-            status=args.get("status"), q=args.get("q"), sort=args.get("sort"), direction=args.get("dir")
+            status=args.get("status"),
+            q=args.get("q"),
+            sort=args.get("sort"),
+            direction=args.get("dir"),
+            waiting_for=args.get("waiting_for"),
         )
     except DashboardError as exc:
         abort(400, description=str(exc))
@@ -89,22 +104,32 @@ def index():
     )
 
 
-def _table_context(batch_id: int, flt: RecipientFilter, cursor: str | None, counts=None) -> dict:
+def _table_context(batch_id: int, flt: RecipientFilter, cursor: str | None, counts=None, roles=None) -> dict:
     try:
         page = recipients_table.recipients_page(db.session, batch_id=batch_id, flt=flt, cursor=cursor)
     except DashboardError as exc:
         abort(400, description=str(exc))
+    roles = party_progress.batch_roles(db.session, batch_id=batch_id) if roles is None else roles
     return {
         "page": page,
         "flt": flt,
         "cursor": cursor,
         "matching": recipients_table.count_matching(db.session, batch_id=batch_id, flt=flt, counts=counts),
+        "roles": roles,
+        "row_parties": _row_parties(batch_id, roles, [r.id for r in page.items]),
     }
 
 
-def _progress_context(batch: Batch, progress: dashboard.Progress) -> dict:
+def _row_parties(batch_id: int, roles, request_ids: list[int]) -> dict:
+    """The rows' parties, for a batch with parties besides the recipient (a single-signer one shows none)."""
+    if not roles:
+        return {}
+    return party_progress.row_parties(db.session, batch_id=batch_id, request_ids=request_ids)
+
+
+def _progress_context(batch: Batch, progress: dashboard.Progress, parties: party_progress.BatchParties) -> dict:
     rate = dashboard.throughput(db.session, batch=batch, working=progress.working, now=utcnow())
-    return {"batch": batch, "progress": progress, "rate": rate}
+    return {"batch": batch, "progress": progress, "rate": rate, "parties": parties}
 
 
 @bp.app_template_global()
@@ -137,14 +162,15 @@ def _shown_ids() -> list[int]:
 def detail(batch_id: int):
     view = _batch_or_404(batch_id)
     flt = _filter_from(request.args)
+    parties = party_progress.batch_parties(db.session, batch_id=batch_id)
     return render_template(
         "batches/detail.html",
         schedule=[f"{day:g}" for day in reminder_schedule(view.batch)],
         export=latest_export(db.session, batch_id=batch_id),
         filters=recipients_table.FILTERS,
         view=view,
-        **_progress_context(view.batch, view.progress),
-        **_table_context(batch_id, flt, request.args.get("cursor"), view.counts),
+        **_progress_context(view.batch, view.progress, parties),
+        **_table_context(batch_id, flt, request.args.get("cursor"), view.counts, parties.roles),
     )
 
 
@@ -155,7 +181,13 @@ def progress(batch_id: int):
         abort(404)
     # Only the rows on screen are re-read: their status cells are swapped in place (selection and scroll stay).
     rows = recipients_table.rows_by_id(db.session, batch_id=batch_id, request_ids=_shown_ids())
-    return render_template("batches/_progress.html", rows=rows, **_progress_context(*found))
+    parties = party_progress.batch_parties(db.session, batch_id=batch_id)
+    return render_template(
+        "batches/_progress.html",
+        rows=rows,
+        row_parties=_row_parties(batch_id, parties.roles, [r.id for r in rows]),
+        **_progress_context(*found, parties),
+    )
 
 
 @bp.get("/<int:batch_id>/requests")
@@ -226,11 +258,21 @@ def _message(outcome: BulkOutcome, batch: Batch) -> tuple[str, str]:
 
 
 def _in_background(batch_id: int, action: str, flt: RecipientFilter, matching: int):
+    # The job by filter takes a status and a search only (jobs.bulk): a "waiting for <role>" selection is resolved
+    # here, so the job acts on those rows, not on every row of that status.
+    ids = None
+    if flt.waiting_for:
+        ids = list(
+            recipients_table.resolve_selection(
+                db.session, batch_id=batch_id, request_ids=[], select_all=True, flt=flt
+            ).request_ids
+        )
     enqueue_bulk(
         action=action,
         batch_id=batch_id,
         user_id=current_user.id,
-        flt=flt,
+        flt=None if ids is not None else flt,
+        request_ids=ids,
         extend_days=extend_days_field(),
         force=request.form.get("force") == "1",
     )

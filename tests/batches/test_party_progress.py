@@ -1,0 +1,224 @@
+"""Staff see a two-party batch's parties (issue 29): each row's parties in their states, "waiting for <role>",
+the signed count per role by the progress bar, the parties in a request's panel, their columns in the CSV; a
+single-signer batch reads exactly as before parties existed."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+
+import pytest
+from sqlalchemy import select
+
+from bulksign.batches import party_progress, recipients_table
+from bulksign.batches.exports import CSV_COLUMNS
+from bulksign.batches.recipients_table import DashboardError, RecipientFilter
+from bulksign.core.extensions import db
+from bulksign.models import SigningRequest
+from bulksign.signing.parties import add_recipients
+from tests.batches.test_dashboard import QueryCounter, _bulk, _fresh_request_state
+from tests.support.batchdata import make_batch
+from tests.support.clock import NOW
+from tests.support.partydata import ROWS, make_two_party_batch
+
+
+@pytest.fixture
+def batch_id(app, users):
+    return make_two_party_batch(db.session, now=NOW, user_id=users["staff"].id)
+
+
+def _emails(batch_id: int) -> list[str]:
+    return list(
+        db.session.scalars(
+            select(SigningRequest.email).where(SigningRequest.batch_id == batch_id).order_by(SigningRequest.id)
+        )
+    )
+
+
+def _rows(html: str) -> dict[str, str]:
+    """Each table row's text (tags dropped, spaces squeezed), by the recipient's address."""
+    found = {}
+    for row in re.findall(r'<tr id="r\d+".*?</tr>', html, flags=re.S):
+        text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", row)).strip()
+        found[re.search(r"person\d+@example\.org", text).group(0)] = text
+    return found
+
+
+def test_each_row_shows_its_parties_in_their_states_and_the_bar_the_signed_count_per_role(client, auth, batch_id):
+    auth.login()
+    html = client.get(f"/batches/{batch_id}").get_data(as_text=True)
+    emails = _emails(batch_id)
+    rows = _rows(html)
+    assert "<th>Parties</th>" in html
+    assert "recipient invited · employer waiting for their turn" in rows[emails[0]]
+    assert "recipient has signed · employer invited" in rows[emails[2]]
+    assert "recipient has signed · employer has signed" in rows[emails[3]]
+    assert "recipient has signed · employer has declined" in rows[emails[4]]
+    counts = re.sub(r"\s+", " ", re.search(r'<ul class="role-counts".*?</ul>', html, flags=re.S).group(0))
+    assert ">recipient: 3 of 6 signed<" in counts and ">employer: 1 of 6 signed<" in counts
+    assert counts.index("recipient") < counts.index("employer")
+    assert '<option value="employer" >waiting for employer</option>' in html
+
+
+@pytest.mark.parametrize("role, rows", [("employer", [0, 1, 2]), ("recipient", [0, 1])], ids=["employer", "recipient"])
+def test_waiting_for_a_role_lists_the_open_requests_whose_party_of_that_role_has_not_signed(
+    client, auth, batch_id, role, rows
+):
+    auth.login()
+    emails = _emails(batch_id)
+    html = client.get(f"/batches/{batch_id}/requests?waiting_for={role}").get_data(as_text=True)
+    assert sorted(_rows(html)) == [emails[i] for i in rows]
+    assert f'data-matching="{len(rows)}"' in html
+    flt = RecipientFilter.parse(status="opened", q="", sort=None, direction=None, waiting_for=role)
+    assert recipients_table.count_matching(db.session, batch_id=batch_id, flt=flt) == len(
+        [i for i in rows if ROWS[i][0] == "opened"]
+    )
+    # The filter stays in the address bar, on the CSV link and in the bulk form.
+    response = client.get(f"/batches/{batch_id}/requests?waiting_for={role}", headers={"HX-Request": "true"})
+    assert response.headers["HX-Push-Url"] == f"/batches/{batch_id}?waiting_for={role}"
+    assert f"export.csv?waiting_for={role}" in html and f'name="waiting_for" value="{role}"' in html
+
+
+def test_a_role_unknown_to_the_batch_matches_nothing_and_a_malformed_one_is_a_clear_400(client, auth, batch_id):
+    auth.login()
+    html = client.get(f"/batches/{batch_id}/requests?waiting_for=witness").get_data(as_text=True)
+    assert "No recipient matches this filter." in html
+    bad = client.get(f"/batches/{batch_id}/requests?waiting_for=Employer!")
+    assert bad.status_code == 400 and "A role is lower-case letters, digits and _" in bad.get_data(as_text=True)
+    with pytest.raises(DashboardError):
+        RecipientFilter.parse(status="", q="", sort=None, direction=None, waiting_for="x" * 41)
+
+
+def test_a_large_selection_waiting_for_a_role_runs_in_the_background_on_those_rows_only(
+    client, auth, batch_id, run_jobs, monkeypatch
+):
+    from bulksign.views.staff import dashboard as views
+
+    monkeypatch.setattr(views, "INLINE_LIMIT", 1)
+    auth.login()
+    emails = _emails(batch_id)
+    html = _bulk(client, batch_id, action="cancel", select_all="1", waiting_for="employer", confirmed="1")
+    assert "being applied to 3 recipients in the background" in html.get_data(as_text=True)
+    run_jobs("default")
+    db.session.expire_all()
+    cancelled = db.session.scalars(
+        select(SigningRequest.email).where(SigningRequest.batch_id == batch_id, SigningRequest.status == "cancelled")
+    )
+    assert sorted(cancelled) == emails[:3]
+
+
+def test_the_progress_poll_refreshes_the_parties_of_the_rows_on_screen_and_the_counts(client, auth, batch_id):
+    auth.login()
+    shown = [
+        str(i)
+        for i in db.session.scalars(
+            select(SigningRequest.id).where(SigningRequest.batch_id == batch_id).order_by(SigningRequest.id)
+        )
+    ]
+    fragment = client.get(f"/batches/{batch_id}/progress", query_string={"shown": shown[2:3]}).get_data(as_text=True)
+    assert f'<span id="pt-{shown[2]}" class="live-cell parties" hx-swap-oob="true">' in fragment
+    assert f'id="pt-{shown[0]}"' not in fragment and ">employer: 1 of 6 signed<" in fragment
+
+
+def test_the_request_panel_lists_its_parties_with_their_states_and_times(client, auth, batch_id):
+    auth.login()
+    request_id = db.session.scalars(
+        select(SigningRequest.id).where(SigningRequest.batch_id == batch_id).order_by(SigningRequest.id)
+    ).all()[4]
+    html = client.get(f"/batches/{batch_id}/requests/{request_id}").get_data(as_text=True)
+    parties = re.sub(
+        r"\s+", " ", re.sub(r"<[^>]+>", " ", re.search(r'<ol class="parties-list".*?</ol>', html, re.S)[0])
+    )
+    assert re.search(r"recipient · Person 000005 person000005@example\.org · has signed", parties)
+    assert "employer · ACME HR hr@example.com · has declined" in parties
+    # Moves a minute apart from 10 minutes before NOW (09:00): the recipient in 3, then the employer in 2.
+    assert "invited 2026-11-02 08:51 · signed 2026-11-02 08:53" in parties
+    assert "invited 2026-11-02 08:54 · declined 2026-11-02 08:55" in parties
+    assert "party declined" in html and "role: employer" in html
+
+
+def test_the_csv_has_each_roles_status_and_signing_time_after_the_usual_columns(client, auth, batch_id):
+    auth.login()
+    body = client.get(f"/batches/{batch_id}/export.csv").get_data(as_text=True)
+    rows = list(csv.DictReader(io.StringIO(body.lstrip("\ufeff"))))
+    header = next(csv.reader(io.StringIO(body.lstrip("\ufeff"))))
+    assert tuple(header) == (
+        *CSV_COLUMNS,
+        "recipient_status",
+        "recipient_signed_at",
+        "employer_status",
+        "employer_signed_at",
+    )
+    assert [(r["status"], r["recipient_status"], r["employer_status"]) for r in rows] == [
+        (status, recipient, employer) for status, recipient, employer in ROWS
+    ]
+    assert rows[3]["employer_signed_at"] == "2026-11-02T08:56:00+00:00" and rows[0]["employer_signed_at"] == ""
+    filtered = client.get(f"/batches/{batch_id}/export.csv?waiting_for=recipient").get_data(as_text=True)
+    assert len(list(csv.DictReader(io.StringIO(filtered.lstrip("\ufeff"))))) == 2
+
+
+def test_a_single_signer_batch_reads_as_before_parties_existed(client, auth, users):
+    batch = make_batch(db.session, statuses=["sent", "opened", "signed"], now=NOW, user_id=users["staff"].id)
+    batch_id = batch.id
+    auth.login()
+    pages = ("", "/requests", "/progress", "/export.csv")
+    before = [client.get(f"/batches/{batch_id}{page}").get_data(as_text=True) for page in pages]
+    add_recipients(db.session, batch_id=batch_id, now=NOW)
+    db.session.commit()
+    assert party_progress.batch_parties(db.session, batch_id=batch_id).roles == ()
+    after = [client.get(f"/batches/{batch_id}{page}").get_data(as_text=True) for page in pages]
+    strip = re.compile(r'name="csrf_token" value="[^"]*"')
+    assert [strip.sub("", html) for html in after] == [strip.sub("", html) for html in before]
+    assert (
+        "Parties" not in after[0] and "role-counts" not in after[0] and "waiting_for" not in after[0].split("<table")[0]
+    )
+    assert after[3].lstrip("\ufeff").splitlines()[0] == ",".join(CSV_COLUMNS)
+
+
+def test_a_two_party_batch_runs_as_many_queries_for_3_rows_as_for_30(client, auth, users):
+    auth.login()
+    small = make_two_party_batch(db.session, now=NOW, user_id=users["staff"].id, rows=ROWS[:3], name="Small")
+    big = make_two_party_batch(db.session, now=NOW, user_id=users["staff"].id, rows=ROWS * 5, name="Big")
+    for url in ("/batches/{id}", "/batches/{id}/progress?shown={first}", "/batches/{id}/requests?waiting_for=employer"):
+        counts = []
+        for batch_id in (small, big):
+            first = db.session.scalar(select(SigningRequest.id).where(SigningRequest.batch_id == batch_id).limit(1))
+            _fresh_request_state()
+            with QueryCounter(db.engine) as counter:
+                assert client.get(url.format(id=batch_id, first=first)).status_code == 200
+            counts.append(counter.count)
+        assert counts[0] == counts[1], url
+
+
+def test_russian_staff_read_the_parties_in_russian(client, auth, users, batch_id):
+    users["staff"].locale = "ru"
+    db.session.commit()
+    auth.login()
+    _fresh_request_state()
+    html = client.get(f"/batches/{batch_id}").get_data(as_text=True)
+    rows = _rows(html)
+    emails = _emails(batch_id)
+    assert "получатель подписал · employer приглашён" in rows[emails[2]]
+    assert "получатель приглашён · employer ждёт своей очереди" in rows[emails[0]]
+    assert "получатель: подписали 3 из 6" in html and "ожидают подписи: employer" in html
+    assert "<th>Стороны</th>" in html
+
+
+def test_the_api_lists_and_exports_the_requests_waiting_for_a_role(client, users, batch_id):
+    from bulksign.people.users import create_api_key
+
+    secret = create_api_key(db.session, user=users["staff"], name="integration", now=NOW).secret
+    db.session.commit()
+    headers = {"Authorization": f"Bearer {secret}"}
+    emails = _emails(batch_id)
+    listed = client.get(f"/api/v1/batches/{batch_id}/requests?waiting_for=employer", headers=headers).json
+    assert [r["email"] for r in listed["items"]] == emails[:3]
+    exported = client.get(f"/api/v1/batches/{batch_id}/export.csv?waiting_for=recipient", headers=headers)
+    assert [r["email"] for r in csv.DictReader(io.StringIO(exported.get_data(as_text=True).lstrip("\ufeff")))] == (
+        emails[:2]
+    )
+    assert client.get(f"/api/v1/batches/{batch_id}/requests?waiting_for=Bad!", headers=headers).status_code in (
+        400,
+        422,
+    )
