@@ -17,8 +17,8 @@ from jinja2 import meta
 from bulksign.doc_templates import kinds
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.mail_texts import MAIL_FIELDS, MAIL_VARIABLES, current_text
+from bulksign.doc_templates.roles import mark_variables
 from bulksign.doc_templates.variables import parse, printed_variables
-from bulksign.documents.signature_box import mark_role
 from bulksign.models import TemplateVersion
 
 #: Where a variable's value is needed: printed by the document, printed by a mail text, or optional.
@@ -30,6 +30,7 @@ def needed_columns(version: TemplateVersion) -> dict[str, str]:
     whatever the row holds, the document first) or ``OPTIONAL``; by name, without ``signature`` and
     ``signature_<role>`` (signatures' places, never columns) and the mail's own variables (``MAIL_VARIABLES``)."""
     document = _document_printed(version)
+    marks = mark_variables(version)
     mail_used: set[str] = set()
     mail_printed: set[str] = set()
     for field in MAIL_FIELDS:
@@ -42,7 +43,7 @@ def needed_columns(version: TemplateVersion) -> dict[str, str]:
     return {
         var: DOCUMENT if var in document else MAIL if var in mail_printed else OPTIONAL
         for var in sorted({*(version.variables or ()), *mail_used})
-        if not mark_role(var)
+        if var not in marks
     }
 
 

@@ -18,7 +18,7 @@ import functools
 import io
 import re
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from docx.opc.constants import CONTENT_TYPE as CT
@@ -48,6 +48,7 @@ from bulksign.documents.signature_box import (
     mark_colour_hex,
     mark_indexes,
     mark_role,
+    marks_among,
 )
 from bulksign.models import TemplateVersion
 
@@ -229,12 +230,13 @@ def variables(data: bytes) -> list[str]:
     return found
 
 
-def fill(data: bytes, row: dict) -> bytes:
+def fill(data: bytes, row: dict, *, marks: Iterable[str] | None = None) -> bytes:
     """The .docx with the row's values in place of the placeholders (no conversion).
 
     ``{{ signature }}`` is always the signature box, whatever the row holds under that name, and each other
-    role's mark among the row's names (``{{ signature_employer }}``) that role's box."""
-    marks = mark_indexes([SIGNATURE_VARIABLE, *(name for name in row if mark_role(name))])
+    role's mark (``{{ signature_employer }}``) that role's box: the ``marks`` given (its version's,
+    ``signature_box.marks_among``), else every mark among the row's names."""
+    marks = mark_indexes([SIGNATURE_VARIABLE, *(name for name in (row if marks is None else marks) if mark_role(name))])
     try:
         return _prepared(data).fill({**row, **{name: _signature_box(index) for name, index in marks.items()}})
     except TemplateSyntaxError as exc:
@@ -410,7 +412,8 @@ def prepare(version: TemplateVersion, source: bytes, row: dict, *, timeout: floa
     """One recipient's PDF in two steps: the .docx is filled now, in the calling thread; the returned call
     converts it with this process's warm LibreOffice. The render job runs that call in its renderer thread, so
     the next recipient's fill overlaps this one's conversion instead of adding to it."""
-    return functools.partial(_convert, fill(source, row), timeout=timeout)
+    marks = None if version is None else marks_among(row, roles=version.roles or ())
+    return functools.partial(_convert, fill(source, row, marks=marks), timeout=timeout)
 
 
 def _convert(filled: bytes, *, timeout: float) -> bytes:

@@ -3,7 +3,8 @@
 ``{{ signature }}`` marks the row's own recipient (role ``recipient``), ``{{ signature_<role> }}`` another party
 (``signature_box.mark_role``), in HTML and Word templates alike; a PDF template's form field or placed box named
 ``signature_<role>`` does the same. The recipient always signs: a template that does not mark its place has it
-first. Read from each version when asked (versions never change, so once per process).
+first. Read once, when a version is saved (``marked_roles``), and kept with it (``TemplateVersion.roles``): every
+later reader (the template page, the API, a new batch) takes the stored list (``template_roles``).
 """
 
 from __future__ import annotations
@@ -17,12 +18,23 @@ from jinja2 import nodes
 from bulksign.doc_templates import kinds, pdf_forms
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.variables import parse
-from bulksign.documents.signature_box import RECIPIENT_ROLE, mark_role
+from bulksign.documents.signature_box import RECIPIENT_ROLE, mark_role, marks_among
 from bulksign.models import TemplateVersion
 
 
 def template_roles(version: TemplateVersion) -> list[str]:
-    """Every role that signs the version's documents, in the order their marks come in the document (by page,
+    """Every role that signs the version's documents, as stored at save (``marked_roles``)."""
+    return list(version.roles or (RECIPIENT_ROLE,))
+
+
+def mark_variables(version: TemplateVersion) -> frozenset[str]:
+    """The version's variables that mark a signature's place (never a column), by its stored roles
+    (``signature_box.marks_among``)."""
+    return marks_among(version.variables or (), roles=template_roles(version))
+
+
+def marked_roles(version: TemplateVersion) -> list[str]:
+    """Every role that signs a version being saved, in the order their marks come in the document (by page,
     top to bottom, for a PDF's fields and boxes), the recipient first when it has no mark."""
     marks = [v for v in (version.variables or ()) if mark_role(v)]
     if version.kind == kinds.HTML:

@@ -29,6 +29,7 @@ from bulksign.doc_templates.mail_texts import (
     MAIL_FIELDS,
     current_text,
 )
+from bulksign.doc_templates.roles import marked_roles
 from bulksign.doc_templates.variables import extract_variables, sample_row
 from bulksign.documents.signature_box import MAX_MARKS, SIGNATURE_VARIABLE, mark_role
 from bulksign.documents.storage import get_storage
@@ -181,6 +182,7 @@ def save_version(
         created_by_id=user.id if user else None,
         created_at=now,
     )
+    version.roles = marked_roles(version)
     session.add(version)
     session.flush()
     log(logger, logging.INFO, "template version saved", template_id=template.id, version=version.version)

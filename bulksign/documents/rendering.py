@@ -33,6 +33,7 @@ from bulksign.core.logs import log
 from bulksign.core.messages import N_
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.kinds import HTML, prepare_document, signature_box
+from bulksign.doc_templates.roles import mark_variables
 from bulksign.documents import together
 from bulksign.documents.pdf import RenderError
 from bulksign.documents.signature_box import SignatureBox, UnreadablePdf, mark_values
@@ -63,7 +64,7 @@ def document_context(request: SigningRequest) -> dict:
         "name": request.name,
         "phone": request.phone or "",
         # ``{{ signature }}`` and every other role's mark of the version, each in its own shade.
-        **mark_values(request.batch.template_version.variables or ()),
+        **mark_values(mark_variables(request.batch.template_version)),
     }
 
 

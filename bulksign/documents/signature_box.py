@@ -106,6 +106,14 @@ def mark_role(variable: str) -> str | None:
     return found.group(1) if found and found.group(1) != RECIPIENT_ROLE else None
 
 
+def marks_among(variables: Iterable[str], *, roles: Iterable[str]) -> frozenset[str]:
+    """The marks among ``variables`` of a version signed by ``roles`` (its stored ``TemplateVersion.roles``):
+    ``signature`` always, and ``signature_<role>`` of each of its roles. A version saved before roles were read
+    (``["recipient"]``) keeps a variable such as ``signature_date`` a column of its file, as it always was."""
+    others = set(roles) - {RECIPIENT_ROLE}
+    return frozenset(v for v in variables if (mark_role(v) or "") in others) | {SIGNATURE_VARIABLE}
+
+
 def mark_indexes(variables: Iterable[str]) -> dict[str, int]:
     """Each mark among a template's variables → the index of its frame's shade: ``signature`` 0 (the one every
     single-signer document has always had), the other roles' marks 1, 2 … by name (a version's variables never

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import JSON, UniqueConstraint
+from sqlalchemy import JSON, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from bulksign.core.extensions import db
@@ -53,6 +53,10 @@ class TemplateVersion(db.Model):
     #: PDF templates: boxes staff placed on the pages (``pdf_forms.FieldBox.to_json()`` each: column, page, place in
     #: points, font size), filled like form fields; None for other kinds and for PDFs filled by their own fields.
     pdf_boxes: Mapped[list | None] = mapped_column(JSON)
+    #: The roles that sign its documents, in the order of their marks (``roles.marked_roles``), written at save:
+    #: ``["recipient"]`` for a single-signer version, and for every version saved before roles were read (one that
+    #: used ``{{ signature_date }}`` as a column keeps it a column).
+    roles: Mapped[list] = mapped_column(JSON, default=lambda: ["recipient"], server_default=text("'[\"recipient\"]'"))
     #: Invitation and reminder mail, as templates too.
     email_subject: Mapped[str] = mapped_column(db.Text, default="")
     email_body: Mapped[str] = mapped_column(db.Text, default="")

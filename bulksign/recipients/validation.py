@@ -124,11 +124,12 @@ class ValidationReport:
 def template_columns(variables: Mapping[str, str] | Iterable[str]) -> dict[str, str]:
     """The template's variables as ``validate_recipients`` reads them: variable → where it is printed whatever the
     row holds (``columns.DOCUMENT``, ``columns.MAIL``: every row needs a value) or ``columns.OPTIONAL``, as
-    ``columns.needed_columns`` says. A plain list of names (tests, tools): each needed by the document, but
-    ``name`` and ``phone``, which may be empty, as every file was checked before templates said which they print."""
+    ``columns.needed_columns`` says (without the version's marks: its stored roles say which are). A plain list of
+    names (tests, tools): each needed by the document, but ``name`` and ``phone``, which may be empty, as every
+    file was checked before templates said which they print, and no mark (``{{ signature_<role> }}``) at all."""
     if isinstance(variables, Mapping):
         return dict(variables)
-    return {v: OPTIONAL if v in ("name", "phone") else DOCUMENT for v in variables}
+    return {v: OPTIONAL if v in ("name", "phone") else DOCUMENT for v in variables if not mark_role(v)}
 
 
 def _match_header(
@@ -139,8 +140,8 @@ def _match_header(
         header.pop()
     if len(header) > MAX_COLUMNS:
         raise UploadError(N_("The file has %(n)s columns; the limit is %(limit)s.", n=len(header), limit=MAX_COLUMNS))
-    # ``{{ signature }}`` and ``{{ signature_<role> }}`` are signatures' places in the document, never columns.
-    wanted = {normalise_header(v): v for v in variables if not mark_role(v)}
+    # ``{{ signature }}`` and the version's ``{{ signature_<role> }}`` are not among them (``template_columns``).
+    wanted = {normalise_header(v): v for v in variables}
     for builtin in BUILTIN_COLUMNS:
         wanted.setdefault(builtin, builtin)
     for role in roles:
@@ -174,7 +175,7 @@ def _match_header(
         else:
             warnings.append(N_('The column "%(column)s" is not used by the template; it is ignored.', column=title))
     # Printed whatever the row holds (``email`` always: every recipient is mailed): every row needs a value.
-    required = {v: where for v, where in variables.items() if where != OPTIONAL and not mark_role(v)}
+    required = {v: where for v, where in variables.items() if where != OPTIONAL}
     required["email"] = DOCUMENT
     missing = sorted(v for v in required if normalise_header(v) not in seen)
     for name in missing:

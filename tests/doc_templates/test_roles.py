@@ -16,7 +16,7 @@ from bulksign.doc_templates.roles import template_roles
 from bulksign.doc_templates.versions import create_template
 from bulksign.documents.signature_box import find_signature_box, find_signature_boxes, mark_indexes, mark_role
 from bulksign.documents.storage import get_storage
-from bulksign.models import Document
+from bulksign.models import Document, SigningRequest
 from bulksign.people.users import create_api_key
 from bulksign.recipients.validation import validate_recipients
 from bulksign.work.pipeline import enqueue_renders
@@ -146,3 +146,22 @@ def test_a_template_marking_more_signatures_than_there_are_shades_is_refused_at_
         db.session, name="Fits", html=f"<p>{{{{ signature }}}}{fits}</p>", user=users["staff"], now=NOW
     )
     assert len(template_roles(version.version)) == MAX_MARKS
+
+
+def test_the_roles_are_stored_at_save_and_an_earlier_versions_signature_date_stays_a_column(app, users):
+    from bulksign.documents.rendering import document_context
+
+    saved = create_template(db.session, name="Two sides", html=TWO_PARTIES, user=users["staff"], now=NOW)
+    db.session.commit()
+    assert saved.version.roles == ["employer", "recipient", "hr_2"]
+    # Saved before roles were read (the migration's ``["recipient"]``): ``signature_date`` was, and is, a column.
+    html = PAGE.format(body="<p>{{ name }} signs on {{ signature_date }}: {{ signature }}</p>")
+    batch_id = make_batch(now=NOW, recipients=1, html=html)
+    request = db.session.get(SigningRequest, request_ids(batch_id)[0])
+    request.data = {"signature_date": "1 March"}
+    version = request.batch.template_version
+    version.roles = ["recipient"]
+    db.session.commit()
+    assert template_roles(version) == ["recipient"]
+    assert "signature_date" in needed_columns(version)
+    assert document_context(request)["signature_date"] == "1 March"

@@ -193,3 +193,26 @@ def test_the_parties_migration_gives_every_request_its_recipient_in_the_state_it
         db.session.remove()
         downgrade(revision="base")
         db.engine.dispose()
+
+
+def test_the_roles_migration_keeps_every_earlier_version_signed_by_its_recipient_alone(
+    empty_database_url, redis_server, tmp_path
+):
+    """A version saved before roles were stored is single-signer: its ``{{ signature_date }}`` stays a column."""
+    from tests.support.batchdata import make_batch
+    from tests.support.clock import NOW
+
+    app = _bare_app(empty_database_url, redis_server, tmp_path)
+    with app.app_context():
+        upgrade()
+        make_batch(db.session, statuses=["sent"], now=NOW)
+        db.session.remove()
+        downgrade(revision="a7c3e9f1b2d4")
+        upgrade()
+        assert db.session.scalars(text("SELECT roles FROM template_versions")).all() in (
+            [["recipient"]],
+            ['["recipient"]'],
+        )
+        db.session.remove()
+        downgrade(revision="base")
+        db.engine.dispose()
