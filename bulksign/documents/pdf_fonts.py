@@ -48,10 +48,11 @@ def keep_own_glyphs(writer: PdfWriter) -> None:
         _cut(font, codes | {0})
 
 
-#: Qt's text objects: ``BT``, a ``Tf``, positions (``Tm``, ``Td``) and one ``<hex> Tj`` per glyph, ``ET``. Read with
-#: expressions instead of pypdf's content parser, which took ~150 ms a part; a literal string, ``TJ`` or a quote in
-#: a text object is not Qt's and refuses the run. An inline image could hold any bytes: refused too.
-_TEXT_OBJECT = re.compile(rb"\bBT\s(.*?)\sET\b", re.S)
+#: Qt's text objects: a line ``BT``, a ``Tf``, positions (``Tm``, ``Td``) and one ``<hex> Tj`` per glyph, a line
+#: ``ET``. Read with plain splits and two expressions instead of pypdf's content parser, which took ~150 ms a part; a
+#: text object begun or ended otherwise, a ``Tj`` outside one, a literal string, ``TJ`` or a quote in one is not Qt's
+#: and refuses the run. An inline image could hold any bytes: refused too.
+_TEXT_BEGIN, _TEXT_END = b"\nBT\n", b"\nET\n"
 _FONT = re.compile(rb"/([^\s/<>\[\]()]+)\s+[-+\d.]+\s+Tf")
 _GLYPHS = re.compile(rb"<([0-9A-Fa-f]*)>\s*Tj")
 #: Bytes Qt never writes in a text object (a literal string, ``TJ``, the quote operators): plain searches, stricter
@@ -64,22 +65,30 @@ def _shown(content: bytes) -> dict[str, set[int]]:
     """Font resource name → the 2-byte codes a page's content stream shows in it."""
     if b"BI" in content and _INLINE_IMAGE.search(content):
         raise FontError("a page holds an inline image")
-    shown: dict[str, set[int]] = {}
-    for text in _TEXT_OBJECT.finditer(content):
-        body = text.group(1)
+    strings: dict[bytes, set[bytes]] = {}  # font → the distinct hex strings shown in it, decoded once at the end
+    before, *objects = content.split(_TEXT_BEGIN)
+    if b"Tj" in before:
+        raise FontError("a glyph shown outside a text object")
+    for text in objects:
+        body, ended, after = text.partition(_TEXT_END)
+        if not ended or b"Tj" in after:
+            raise FontError("a text object not ended as Qt ends it, or a glyph shown outside one")
         if any(marker in body for marker in _NOT_QT):
             raise FontError("a text object shows text as Qt does not write it")
-        # [before the first Tf, font, what it shows, font, what it shows …]: each run's distinct strings decoded once.
+        # [before the first Tf, font, what it shows, font, what it shows …]
         pieces = _FONT.split(body)
-        if _GLYPHS.search(pieces[0]):
+        if b"Tj" in pieces[0]:
             raise FontError("a glyph shown before its font")
         for name, run in zip(pieces[1::2], pieces[2::2]):
-            codes = shown.setdefault(name.decode("latin-1"), set())
-            for glyphs in set(_GLYPHS.findall(run)):
-                if len(glyphs) % 4:
-                    raise FontError("a glyph code not of 2 bytes")
-                raw = bytes.fromhex(glyphs.decode("ascii"))
-                codes.update(int.from_bytes(raw[i : i + 2], "big") for i in range(0, len(raw), 2))
+            strings.setdefault(name, set()).update(_GLYPHS.findall(run))
+    shown: dict[str, set[int]] = {}
+    for name, found in strings.items():
+        codes = shown.setdefault(name.decode("latin-1"), set())
+        for glyphs in found:
+            if len(glyphs) % 4:
+                raise FontError("a glyph code not of 2 bytes")
+            raw = bytes.fromhex(glyphs.decode("ascii"))
+            codes.update(int.from_bytes(raw[i : i + 2], "big") for i in range(0, len(raw), 2))
     return shown
 
 
