@@ -23,6 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 CATALOGS = ROOT / "bulksign" / "translations"
 PO = CATALOGS / "ru" / "LC_MESSAGES" / "messages.po"
 PYBABEL = Path(sys.executable).parent / "pybabel"
+#: Beyond Babel's defaults (gettext, ngettext, N_ ...): lazy texts, and messages whose words follow a count
+#: (``N_plural(singular, plural, count)``), extracted as plural entries.
+KEYWORDS = ["-k", "_l", "-k", "lazy_gettext", "-k", "N_plural:1,2"]
 
 
 def main() -> int:
@@ -34,9 +37,7 @@ def main() -> int:
         fcntl.flock(lock, fcntl.LOCK_EX)
         pot = CATALOGS / "messages.pot"
         run = {"cwd": ROOT, "check": True, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-        subprocess.run(
-            [PYBABEL, "-q", "extract", "-F", "babel.cfg", "-k", "_l", "-k", "lazy_gettext", "-o", pot, "."], **run
-        )
+        subprocess.run([PYBABEL, "-q", "extract", "-F", "babel.cfg", *KEYWORDS, "-o", pot, "."], **run)
         subprocess.run([PYBABEL, "-q", "update", "--no-fuzzy-matching", "-i", pot, "-d", CATALOGS, "-l", "ru"], **run)
         with PO.open("rb") as handle:
             catalog = read_po(handle)

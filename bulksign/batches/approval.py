@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session
 from bulksign.batches.progress import close_if_done
 from bulksign.batches.states import move_batches, transition
 from bulksign.core.logs import log
-from bulksign.core.messages import N_
+from bulksign.core.messages import N_, N_plural
 from bulksign.doc_templates.kinds import render_document
 from bulksign.documents.rendering import document_context
 from bulksign.mail.mailer import builder, queue_mail
@@ -153,7 +153,14 @@ def reject(session: Session, *, batch_id: int, user: User, reason: str, now: dat
     if not reason:
         raise ApprovalError(N_("Say why the batch is rejected: its creator reads it."), 422)
     if len(reason) > MAX_REASON:
-        raise ApprovalError(N_("The reason is longer than %(n)s characters.", n=MAX_REASON), 422)
+        raise ApprovalError(
+            N_plural(
+                "The reason is longer than %(num)s character.",
+                "The reason is longer than %(num)s characters.",
+                MAX_REASON,
+            ),
+            422,
+        )
     moved = move_batches(
         session,
         batch.id,

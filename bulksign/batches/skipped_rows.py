@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
-from bulksign.core.messages import N_, OneOf
+from bulksign.core.messages import N_, N_plural, OneOf
 from bulksign.core.spreadsheets import formula_safe
 from bulksign.models import BatchSkippedRow
 from bulksign.recipients.row_checks import RowError
@@ -40,9 +40,24 @@ def keep_skipped_rows(session: Session, *, batch_id: int, errors: Sequence[RowEr
 
 
 def _stored(message: N_) -> dict:
-    """A message as JSON: its id and its values (a value that is itself a message is kept in English)."""
-    values = {k: v.english if isinstance(v, (N_, OneOf)) else v for k, v in message.values.items()}
-    return {"msgid": message.msgid, "values": values}
+    """A message as JSON: its id and its values, and a count's message its plural and count too. A value that is
+    itself a message is stored the same way, so "5 values", "3 columns" read in the reader's language."""
+    values = {
+        k: _stored(v) if isinstance(v, N_) else v.english if isinstance(v, OneOf) else v
+        for k, v in message.values.items()
+    }
+    stored = {"msgid": message.msgid, "values": values}
+    if isinstance(message, N_plural):
+        stored.update(plural=message.plural, count=message.count)
+    return stored
+
+
+def _message(stored: dict) -> N_:
+    """The message ``_stored`` kept (one stored before counts had plurals is a plain ``N_``)."""
+    values = {k: _message(v) if isinstance(v, dict) else v for k, v in stored["values"].items()}
+    if "plural" in stored:
+        return N_plural(stored["msgid"], stored["plural"], stored["count"], **values)
+    return N_(stored["msgid"], **values)
 
 
 def skipped_rows_csv(session: Session, *, batch_id: int) -> Iterator[str]:
@@ -64,5 +79,5 @@ def skipped_rows_csv(session: Session, *, batch_id: int) -> Iterator[str]:
     yield "\ufeff" + line(["row", "column", "reason", *headers])
     for row in rows:
         for reason in row.reasons:
-            text = str(N_(reason["msgid"], **reason["values"]))
+            text = str(_message(reason))
             yield line([row.row_number, reason["column"], text, *(row.cells.get(h, "") for h in headers)])

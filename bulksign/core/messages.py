@@ -2,7 +2,8 @@
 
 Domain modules know nothing of the viewer's language; ``str(message)`` translates in whatever
 language is active there (the staff member's page, the API caller's, a mail's forced locale).
-``N_`` is one of Babel's default extraction keywords, so ``pybabel extract`` finds the ids.
+``N_`` is one of Babel's default extraction keywords, so ``pybabel extract`` finds the ids; ``N_plural``, a message
+whose words follow a count, is extracted as a plural entry by the keyword ``N_plural:1,2`` (scripts/catalog.py).
 """
 
 from __future__ import annotations
@@ -29,7 +30,11 @@ class N_:
     def english(self) -> str:
         # A value that is itself a message (a field's label) is taken in English too, not in the page's language.
         values = {k: v.english if isinstance(v, (N_, OneOf)) else v for k, v in self.values.items()}
-        return self.msgid % values if values else self.msgid
+        text = self._english_id()
+        return text % values if values else text
+
+    def _english_id(self) -> str:
+        return self.msgid
 
     def __eq__(self, other) -> bool:
         if isinstance(other, N_):
@@ -50,6 +55,35 @@ class N_:
 
     def __repr__(self) -> str:
         return f"N_({self.english!r})"
+
+
+class N_plural(N_):
+    """A message whose words follow a count: ``N_plural("%(num)s row", "%(num)s rows", count, **values)``.
+
+    English has two forms, Russian three (1 строка, 3 строки, 5 строк, 21 строка): the reader's language picks
+    one with ngettext when it is shown, so "the limit is 21 rows" cannot read "21 строк". The count is ``num``
+    among the values, as ngettext has it; ``msgid`` is the singular, the catalog's key for the entry.
+    """
+
+    __slots__ = ("plural", "count")
+
+    def __init__(self, singular: str, plural: str, count: int, **values):
+        # ``num`` may come back among stored values (a skipped row's reason): the count given wins.
+        super().__init__(singular, **{**values, "num": count})
+        self.plural = plural
+        self.count = count
+
+    def __str__(self) -> str:
+        from flask_babel import ngettext
+
+        # ``num`` (the count) is among the values.
+        return ngettext(self.msgid, self.plural, **self.values)
+
+    def _english_id(self) -> str:
+        return self.msgid if self.count == 1 else self.plural
+
+    def __repr__(self) -> str:
+        return f"N_plural({self.english!r})"
 
 
 @dataclass(frozen=True)

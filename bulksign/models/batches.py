@@ -103,7 +103,8 @@ class BatchSkippedRow(db.Model):
     row_number: Mapped[int] = mapped_column(primary_key=True)
     #: The row's cells as read, header as written → value.
     cells: Mapped[dict] = mapped_column(JSON, default=dict)
-    #: Its errors: [{"column", "msgid", "values"}], a message id translated when shown (``core.messages.N_``).
+    #: Its errors: [{"column", "msgid", "values"}], a message id translated when shown (``core.messages.N_``);
+    #: a count's message also has "plural" and "count", and a value that is a message is stored the same way.
     reasons: Mapped[list] = mapped_column(JSON, default=list)
 
 

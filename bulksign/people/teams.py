@@ -10,7 +10,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from bulksign.core.logs import log
-from bulksign.core.messages import N_
+from bulksign.core.messages import N_, N_plural
 from bulksign.mail.mail_headers import CONTROL_CHARACTERS
 from bulksign.models import Team, TeamMember, User
 from bulksign.people.access_audit import record_membership
@@ -30,7 +30,13 @@ def create_team(session: Session, *, name: str, now: datetime, require_approval:
         raise TeamError(N_("The team name may not contain line breaks or other control characters."))
     name = " ".join(name.split())
     if not name or len(name) > MAX_NAME:
-        raise TeamError(N_("Give the team a name of 1 to %(n)s characters.", n=MAX_NAME))
+        raise TeamError(
+            N_plural(
+                "Give the team a name of 1 to %(num)s character.",
+                "Give the team a name of 1 to %(num)s characters.",
+                MAX_NAME,
+            )
+        )
     if session.scalar(select(Team.id).where(func.lower(Team.name) == name.lower())):
         raise TeamError(N_("A team named %(name)s already exists.", name=name))
     team = Team(name=name, created_at=now, require_approval=require_approval)

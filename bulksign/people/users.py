@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from bulksign.core.logs import log
-from bulksign.core.messages import N_
+from bulksign.core.messages import N_, N_plural
 from bulksign.core.tokens import IssuedToken, hash_token, new_token
 from bulksign.mail.mail_headers import CONTROL_CHARACTERS
 from bulksign.models import ApiKey, User
@@ -63,13 +63,25 @@ def display_name(name: str | None) -> str | None:
         raise UserError(N_("The name may not contain line breaks or other control characters."))
     name = " ".join(name.split())
     if len(name) > MAX_DISPLAY_NAME:
-        raise UserError(N_("The name may have at most %(n)s characters.", n=MAX_DISPLAY_NAME))
+        raise UserError(
+            N_plural(
+                "The name may have at most %(num)s character.",
+                "The name may have at most %(num)s characters.",
+                MAX_DISPLAY_NAME,
+            )
+        )
     return name or None
 
 
 def _check_password(password: str, repeat: str | None) -> None:
     if len(password) < MIN_PASSWORD_LENGTH:
-        raise UserError(N_("The password must have at least %(n)s characters.", n=MIN_PASSWORD_LENGTH))
+        raise UserError(
+            N_plural(
+                "The password must have at least %(num)s character.",
+                "The password must have at least %(num)s characters.",
+                MIN_PASSWORD_LENGTH,
+            )
+        )
     if repeat is not None and repeat != password:
         raise UserError(N_("The two passwords differ. Type the new password twice the same."))
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from bulksign.core.messages import N_
+from bulksign.core.messages import N_, N_plural
 from bulksign.doc_templates.columns import MAIL
 from bulksign.mail.email_checks import DOMAIN_TYPOS, check_email
 from bulksign.recipients.rows import Row, column_letter
@@ -137,10 +137,10 @@ class RowChecker:
                 row,
                 column_letter(width),
                 N_(
-                    "This row has %(values)s values but the header has %(columns)s columns. "
+                    "This row has %(values)s but the header has %(columns)s. "
                     "A value probably contains the delimiter without quotes.",
-                    values=len(row.cells),
-                    columns=width,
+                    values=N_plural("%(num)s value", "%(num)s values", len(row.cells)),
+                    columns=N_plural("%(num)s column", "%(num)s columns", width),
                 ),
             )
 
@@ -151,7 +151,13 @@ class RowChecker:
             self._error(
                 row,
                 title,
-                N_("Too long: %(n)s characters; the limit is %(limit)s.", n=f"{len(value):,}", limit=f"{limit:,}"),
+                N_plural(
+                    "Too long: %(n)s character; the limit is %(limit)s.",
+                    "Too long: %(n)s characters; the limit is %(limit)s.",
+                    len(value),
+                    n=f"{len(value):,}",
+                    limit=f"{limit:,}",
+                ),
             )
             return False
         if "\x00" in value:

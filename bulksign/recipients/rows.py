@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from bulksign.core.messages import N_
+from bulksign.core.messages import N_, N_plural
 
 #: A bigger file is refused before any work: split it into several batches.
 MAX_ROWS = 200_000
@@ -55,18 +55,24 @@ class Table:
 def too_many_rows(reached: int | None = None) -> UploadError:
     if reached:
         return UploadError(
-            N_(
+            N_plural(
+                "The file has more than %(n)s row (blank rows count too): it reaches row %(row)s. "
+                "Split it into several batches, and delete empty rows at its end.",
                 "The file has more than %(n)s rows (blank rows count too): it reaches row %(row)s. "
                 "Split it into several batches, and delete empty rows at its end.",
+                MAX_ROWS,
                 n=f"{MAX_ROWS:,}",
                 row=f"{reached:,}",
             ),
             413,
         )
     return UploadError(
-        N_(
+        N_plural(
+            "The file has more than %(n)s row (blank rows count too). Split it into several batches, "
+            "and delete empty rows at its end.",
             "The file has more than %(n)s rows (blank rows count too). Split it into several batches, "
             "and delete empty rows at its end.",
+            MAX_ROWS,
             n=f"{MAX_ROWS:,}",
         ),
         413,

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from datetime import date, datetime, time
 
 from bulksign.core import zip_archives
-from bulksign.core.messages import N_
+from bulksign.core.messages import N_, N_plural
 from bulksign.recipients.rows import (
     MAX_COLUMNS,
     MAX_FILE_ROWS,
@@ -42,10 +42,14 @@ def _refuse_zip_bombs(data: bytes) -> None:
     for part in parts:
         if part.file_size > 1024 * 1024 and part.file_size > MAX_COMPRESSION_RATIO * max(part.compress_size, 1):
             raise UploadError(
-                N_(
+                N_plural(
+                    "The workbook is mostly empty space: its part %(part)s unpacks to %(n)s time its "
+                    "size (empty rows or columns formatted to the end of the sheet?). Delete the unused "
+                    "rows and columns, or save the sheet as CSV.",
                     "The workbook is mostly empty space: its part %(part)s unpacks to %(n)s times its "
                     "size (empty rows or columns formatted to the end of the sheet?). Delete the unused "
                     "rows and columns, or save the sheet as CSV.",
+                    part.file_size // part.compress_size,
                     part=part.filename[:80],
                     n=f"{part.file_size // part.compress_size:,}",
                 ),
@@ -109,9 +113,12 @@ def xlsx_rows(data: bytes, deadline: float) -> Iterator[Row]:
             with archive.open(strings.PartName[1:]) as source:
                 if _count_tags(source, (b"<si>", b"<si "), MAX_CELLS):
                     raise UploadError(
-                        N_(
+                        N_plural(
+                            "The workbook has more than %(n)s different text. Split it into several "
+                            "files, or save it as CSV.",
                             "The workbook has more than %(n)s different texts. Split it into several "
                             "files, or save it as CSV.",
+                            MAX_CELLS,
                             n=f"{MAX_CELLS:,}",
                         ),
                         413,
@@ -148,11 +155,13 @@ def xlsx_rows(data: bytes, deadline: float) -> Iterator[Row]:
                     if text:
                         if column > MAX_COLUMNS + 1:
                             raise UploadError(
-                                N_(
-                                    "Cell %(cell)s has a value, beyond the limit of %(n)s columns. "
+                                N_plural(
+                                    "Cell %(cell)s has a value, beyond the limit of %(num)s column. "
                                     "Delete the columns after %(last)s, or save the sheet as CSV.",
+                                    "Cell %(cell)s has a value, beyond the limit of %(num)s columns. "
+                                    "Delete the columns after %(last)s, or save the sheet as CSV.",
+                                    MAX_COLUMNS,
                                     cell=element.get("r") or column_letter(column - 1),
-                                    n=MAX_COLUMNS,
                                     last=column_letter(MAX_COLUMNS - 1),
                                 ),
                                 413,
@@ -203,9 +212,12 @@ class _XlsxCells:
         self.count += 1
         if self.count > MAX_CELLS:
             raise UploadError(
-                N_(
+                N_plural(
+                    "The sheet has more than %(n)s cell, empty formatted ones included. Delete the "
+                    "unused rows and columns, or save it as CSV.",
                     "The sheet has more than %(n)s cells, empty formatted ones included. Delete the "
                     "unused rows and columns, or save it as CSV.",
+                    MAX_CELLS,
                     n=f"{MAX_CELLS:,}",
                 ),
                 413,

@@ -61,3 +61,83 @@ def test_counts_take_their_plural_form(app, language, count):
     assert expected["zip"][count] in ready, ready
     assert expected["building"][count] in building, building
     assert expected["code"][count] in code_mail, code_mail
+
+
+#: A count in a message a person reads when something is refused (``N_plural``): the form follows the count.
+TOO_MANY = {
+    "en": {
+        1: "This row has 2 values but the header has 1 column.",
+        3: "This row has 4 values but the header has 3 columns.",
+        5: "This row has 6 values but the header has 5 columns.",
+        21: "This row has 22 values but the header has 21 columns.",
+    },
+    "ru": {
+        1: "В этой строке 2 значения, а в заголовке — 1 столбец.",
+        3: "В этой строке 4 значения, а в заголовке — 3 столбца.",
+        5: "В этой строке 6 значений, а в заголовке — 5 столбцов.",
+        21: "В этой строке 22 значения, а в заголовке — 21 столбец.",
+    },
+}
+TOO_LONG = {
+    "en": {
+        1: "at least 1 character.",
+        3: "at least 3 characters.",
+        5: "at least 5 characters.",
+        21: "at least 21 characters.",
+    },
+    "ru": {
+        1: "не короче 1 символа.",
+        3: "не короче 3 символов.",
+        5: "не короче 5 символов.",
+        21: "не короче 21 символа.",
+    },
+}
+
+
+def _too_many_values(columns: int) -> str:
+    """What checking a file whose header has ``columns`` columns says of a row with one value more."""
+    from bulksign.recipients.validation import validate_recipients
+
+    header = ",".join(["email", *(f"c{i}" for i in range(1, columns))])
+    row = ",".join(["anna@example.com", *("x" for _ in range(columns))])
+    report = validate_recipients(f"{header}\n{row}\n".encode(), filename="people.csv", variables=[])
+    (error,) = report.errors
+    return str(error.message)
+
+
+@pytest.mark.parametrize("language", ["en", "ru"])
+@pytest.mark.parametrize("count", [1, 3, 5, 21])
+def test_refusals_with_a_count_take_its_plural_form(app, language, count):
+    from bulksign.core.messages import N_plural
+
+    with app.test_request_context("/"), force_locale(language):
+        told = _too_many_values(count)
+        password = str(
+            N_plural(
+                "The password must have at least %(num)s character.",
+                "The password must have at least %(num)s characters.",
+                count,
+            )
+        )
+    assert TOO_MANY[language][count] in told, told
+    assert TOO_LONG[language][count] in password, password
+
+
+def test_a_left_out_rows_reason_with_counts_reads_in_the_readers_language_from_the_stored_row(app, users):
+    """The reason is stored at creation and read later, in whoever downloads it's language: counts and all."""
+    from bulksign.batches.skipped_rows import keep_skipped_rows, skipped_rows_csv
+    from bulksign.core.extensions import db
+    from bulksign.recipients.validation import validate_recipients
+    from tests.support.clock import NOW
+    from tests.support.waiting import sent_batch
+
+    batch_id, _ = sent_batch(user=users["staff"], sent_at=NOW)
+    with app.test_request_context("/"), force_locale("ru"):
+        report = validate_recipients(b"email,c1\nanna@example.com,x,y\n", filename="people.csv", variables=[])
+        keep_skipped_rows(db.session, batch_id=batch_id, errors=report.errors, kept_rows=set())
+        db.session.commit()
+        russian = "".join(skipped_rows_csv(db.session, batch_id=batch_id))
+    with app.test_request_context("/"), force_locale("en"):
+        english = "".join(skipped_rows_csv(db.session, batch_id=batch_id))
+    assert "В этой строке 3 значения, а в заголовке — 2 столбца." in russian, russian
+    assert "This row has 3 values but the header has 2 columns." in english, english

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from bulksign.batches.retention.periods import RetentionError
 from bulksign.core.logs import log
-from bulksign.core.messages import N_
+from bulksign.core.messages import N_, N_plural
 from bulksign.models import Batch, Event, User
 from bulksign.models.batches import BatchRetention
 
@@ -30,7 +30,13 @@ def place_hold(session: Session, *, batch_id: int, reason: str, by: User | None,
     """Put the batch on legal hold: no purge and no erasure touches it until ``lift_hold``. The caller commits."""
     reason = " ".join((reason or "").split())
     if not reason or len(reason) > MAX_REASON:
-        raise RetentionError(N_("Say why the batch is held (1 to %(n)s characters).", n=MAX_REASON))
+        raise RetentionError(
+            N_plural(
+                "Say why the batch is held (1 to %(num)s character).",
+                "Say why the batch is held (1 to %(num)s characters).",
+                MAX_REASON,
+            )
+        )
     row = session.get(BatchRetention, batch_id) or BatchRetention(batch_id=batch_id)
     if row.held_at is not None:
         raise RetentionError(N_("The batch is on legal hold already."))
@@ -44,7 +50,13 @@ def lift_hold(session: Session, *, batch_id: int, reason: str, by: User | None, 
     """End the batch's legal hold: the next purge takes what has passed its time. The caller commits."""
     reason = " ".join((reason or "").split())
     if not reason or len(reason) > MAX_REASON:
-        raise RetentionError(N_("Say why the hold is lifted (1 to %(n)s characters).", n=MAX_REASON))
+        raise RetentionError(
+            N_plural(
+                "Say why the hold is lifted (1 to %(num)s character).",
+                "Say why the hold is lifted (1 to %(num)s characters).",
+                MAX_REASON,
+            )
+        )
     row = session.get(BatchRetention, batch_id)
     if row is None or row.held_at is None:
         raise RetentionError(N_("The batch is not on legal hold."))
