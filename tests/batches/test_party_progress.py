@@ -222,3 +222,12 @@ def test_the_api_lists_and_exports_the_requests_waiting_for_a_role(client, users
         400,
         422,
     )
+
+
+def test_the_openapi_description_documents_waiting_for_and_the_party_columns(client):
+    spec = client.get("/api/v1/openapi.json").json
+    listing = spec["paths"]["/batches/{batch_id}/requests"]["get"]
+    (waiting_for,) = [p for p in listing["parameters"] if p["name"] == "waiting_for"]
+    assert "has not signed yet" in waiting_for["description"]
+    export = spec["paths"]["/batches/{batch_id}/export.csv"]["get"]
+    assert "`<role>_status`" in export["description"] and "`<role>_signed_at`" in export["description"]

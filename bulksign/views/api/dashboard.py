@@ -225,7 +225,8 @@ def get_batch(batch_id: int):
     "List a batch's requests", tag="Batches", query=RequestListQuery, responses={200: RequestPage}, errors=(400, 404)
 )
 def list_requests(batch_id: int):
-    """One page of the batch's requests, filtered and sorted like the staff dashboard."""
+    """One page of the batch's requests, filtered and sorted like the staff dashboard; `waiting_for=<role>` lists
+    those still waiting for that party's signature."""
     query = parse_query(RequestListQuery)
     _batch_view(batch_id)
     try:
@@ -246,7 +247,12 @@ def list_requests(batch_id: int):
     errors=(400, 404),
 )
 def export_csv(batch_id: int):
-    """UTF-8 with a BOM (Excel opens it as is); cells that a spreadsheet would run as formulas are quoted."""
+    """UTF-8 with a BOM (Excel opens it as is); cells that a spreadsheet would run as formulas are quoted.
+
+    A batch whose template names parties besides the recipient (`{{ signature_<role> }}`) adds `<role>_status`
+    and `<role>_signed_at` after the usual columns, for each role, `recipient` first, then the others by name:
+    `status` is the request's (`signed` once every party signed), `<role>_status` the party's (`waiting`,
+    `invited`, `opened`, `signed`, `declined`)."""
     query = parse_query(RecipientFilterQuery)
     _batch_view(batch_id)
     return csv_response(batch_id, query.to_filter())
