@@ -19,7 +19,7 @@ from bulksign.core.localtime import canonical_zone, zone_groups
 from bulksign.doc_templates import versions as dt
 from bulksign.doc_templates.columns import OPTIONAL, needed_columns
 from bulksign.documents.storage import get_storage
-from bulksign.models import utcnow
+from bulksign.models import TemplateVersion, utcnow
 from bulksign.people import access
 from bulksign.recipients import suppressions
 from bulksign.recipients.rows import UploadError
@@ -129,18 +129,22 @@ def recheck():
     access.require_creator(current_user)
     choices = domain_choices()
     try:
-        upload = load_upload(get_storage(), upload_id=request.form.get("upload_id", ""), user_id=current_user.id)
-        version = template_version(upload.template_id)
-        report = validate_recipients(
-            upload.data,
-            filename=upload.filename,
-            variables=needed_columns(version),
-            domain_choices=choices,
-            suppressed=suppressions.lookup(db.session),
+        upload, version, report = _check_stored(
+            request.form.get("upload_id", ""), domain_choices=choices, suppressed=suppressions.lookup(db.session)
         )
     except UploadError as exc:
         return _check_refused(exc)
     return _checked(report, upload=upload, template_id=version.template_id, choices=choices)
+
+
+def _check_stored(upload_id: str, **options) -> tuple[StoredUpload, TemplateVersion, ValidationReport]:
+    """The user's stored file, its template's version and the file checked again against it (``options``: those of
+    ``validate_recipients``). Nothing the browser sent back about the rows is trusted: they are read again.
+    UploadError for a file gone, another's, or one that cannot be read."""
+    upload = load_upload(get_storage(), upload_id=upload_id, user_id=current_user.id)
+    version = template_version(upload.template_id)
+    report = validate_recipients(upload.data, filename=upload.filename, variables=needed_columns(version), **options)
+    return upload, version, report
 
 
 def _check_refused(exc: UploadError):
@@ -168,12 +172,8 @@ def _checked(report: ValidationReport, *, upload: StoredUpload, template_id: int
 def create():
     """Create the batch from the stored file's valid rows; a repeated form token returns the same batch."""
     try:
-        upload = load_upload(get_storage(), upload_id=request.form.get("upload_id", ""), user_id=current_user.id)
-        version = template_version(upload.template_id)
-        report = validate_recipients(
-            upload.data,
-            filename=upload.filename,
-            variables=needed_columns(version),
+        upload, version, report = _check_stored(
+            request.form.get("upload_id", ""),
             keep_rows=True,
             domain_choices=domain_choices(),
             # Every error, not the page's first hundred: the rows left out are kept with the batch.
@@ -237,11 +237,7 @@ def create():
 def error_report(upload_id: str):
     """Every error of the stored file, as a spreadsheet-safe CSV."""
     try:
-        upload = load_upload(get_storage(), upload_id=upload_id, user_id=current_user.id)
-        version = template_version(upload.template_id)
-        report = validate_recipients(
-            upload.data, filename=upload.filename, variables=needed_columns(version), max_errors=None
-        )
+        upload, _, report = _check_stored(upload_id, max_errors=None)
     except UploadError as exc:
         abort(exc.status, exc.message)
     return Response(
