@@ -3,6 +3,8 @@ erasing a person."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
@@ -65,31 +67,26 @@ def place_hold():
     batch = db.session.get(Batch, request.form.get("batch_id", type=int) or 0)
     if batch is None:
         return _page(status=422, error=_("No batch with this number."))
-    try:
-        retention.place_hold(
-            db.session, batch_id=batch.id, reason=request.form.get("reason", ""), by=current_user, now=utcnow()
-        )
-    except retention.RetentionError as exc:
-        return _page(status=422, error=str(exc.args[0]))
-    db.session.commit()
-    flash(
-        _("%(batch)s is on legal hold: nothing of it is deleted until the hold is lifted.", batch=batch.name), "success"
-    )
-    return redirect(url_for("privacy.index"), 303)
+    said = _("%(batch)s is on legal hold: nothing of it is deleted until the hold is lifted.", batch=batch.name)
+    return _change_hold(batch, retention.place_hold, said=said)
 
 
 @bp.post("/holds/lift")
 def lift_hold():
     # The batch by a form field, not the path: admins reach every batch, ``reach``'s per-team 404 is not theirs.
     batch = db.session.get(Batch, request.form.get("batch_id", type=int) or 0) or abort(404)
+    return _change_hold(batch, retention.lift_hold, said=_("The legal hold of %(batch)s is lifted.", batch=batch.name))
+
+
+def _change_hold(batch: Batch, change: Callable[..., None], *, said: str):
+    """Place or lift the batch's hold (``change``, which checks the form's reason), commit, and say ``said``; a
+    refused reason shows the page again with why."""
     try:
-        retention.lift_hold(
-            db.session, batch_id=batch.id, reason=request.form.get("reason", ""), by=current_user, now=utcnow()
-        )
+        change(db.session, batch_id=batch.id, reason=request.form.get("reason", ""), by=current_user, now=utcnow())
     except retention.RetentionError as exc:
         return _page(status=422, error=str(exc.args[0]))
     db.session.commit()
-    flash(_("The legal hold of %(batch)s is lifted.", batch=batch.name), "success")
+    flash(said, "success")
     return redirect(url_for("privacy.index"), 303)
 
 
