@@ -15,7 +15,7 @@ import time as clock
 from collections.abc import Iterator
 from pathlib import PurePosixPath
 
-from bulksign.core.messages import N_
+from bulksign.core.messages import N_, N_plural
 from bulksign.recipients import rows
 from bulksign.recipients.rows import (
     MAX_FILE_ROWS,
@@ -186,9 +186,12 @@ def _quote_problem(lines: list[str], cells: list[str], delimiter: str, width: in
             pass
     except csv.Error as exc:
         if "end of data" in str(exc):
-            return N_(
+            return N_plural(
+                "Line %(line)s: a quote opens here and is never closed, so the %(n)s line after it became "
+                "part of one value. Close the quote or remove it.",
                 "Line %(line)s: a quote opens here and is never closed, so the %(n)s lines after it became "
                 "part of one value. Close the quote or remove it.",
+                len(lines) - 1,
                 line=f"{start:,}",
                 n=f"{len(lines) - 1:,}",
             )
@@ -198,9 +201,12 @@ def _quote_problem(lines: list[str], cells: list[str], delimiter: str, width: in
         for inner in cell.splitlines()[1:]:
             # A line inside the value that reads as a whole row of the file: rows were swallowed.
             if width > 1 and len(next(csv.reader([inner], delimiter=delimiter), [])) >= width:
-                return N_(
+                return N_plural(
+                    "Line %(line)s: a quoted value runs over %(n)s line and takes in what look like other "
+                    'rows ("%(text)s"). Check the quotes on line %(line)s.',
                     "Line %(line)s: a quoted value runs over %(n)s lines and takes in what look like other "
                     'rows ("%(text)s"). Check the quotes on line %(line)s.',
+                    len(lines),
                     line=f"{start:,}",
                     n=f"{len(lines):,}",
                     text=inner[:60],
