@@ -249,3 +249,22 @@ def test_a_chunk_that_cannot_run_together_is_rendered_one_by_one_and_a_long_row_
         quirks = make_batch(user=users["staff"], now=NOW, recipients=NAMES[:2], html=TWO_PAGES)
         assert "generated 2" in render_chunk(request_ids(quirks), app=app)
     assert runs == [3, 2, 0], "the second chunk of the quirks template was not tried together"
+
+
+def test_a_row_that_cannot_be_filled_in_fails_alone_with_its_message_and_the_rest_run_together(app, users, runs):
+    app.config["RENDER_TOGETHER"] = True
+    # The second row's salary (1001) divides by zero: its template fails on its values, not the renderer.
+    template = CHUNK.replace("{% if salary == '1002' %}", "<p>{{ 100 // (salary|int - 1001) }}</p>{% if false %}")
+    batch = make_batch(user=users["staff"], now=NOW, recipients=NAMES, html=template)
+    outcome = render_chunk(request_ids(batch), app=app)
+    assert "generated 2" in outcome and "failed 1" in outcome
+    assert runs == [2, 0], "the two others in one run, checked against one solo render"
+    for request, original in _originals(batch).values():
+        if request.name == "Пётр Сидоров":
+            assert request.status == Status.FAILED and original is None
+            assert request.error_message == "line 1: The template could not be filled in: it divides by zero."
+            continue
+        assert request.status == Status.GENERATED and request.error_message is None
+        part = get_storage().get(original.storage_key)
+        assert together.same_pages(part, render_pdf(render_html(template, document_context(request))))
+        assert [name for _, name in NAMES if name in _text(part)] == [request.name]
