@@ -107,19 +107,7 @@ def _decidable(session: Session, *, batch_id: int, user: User) -> Batch:
 def approve(session: Session, *, batch_id: int, user: User, now: datetime) -> Decision:
     """Approve a waiting batch (commits), then queue its renders; ``ApprovalError`` 404/403/409 otherwise."""
     batch = _decidable(session, batch_id=batch_id, user=user)
-    moved = move_batches(
-        session,
-        batch.id,
-        frm=BatchStatus.AWAITING_APPROVAL,
-        to=BatchStatus.PROCESSING,
-        approval=APPROVED,
-        approval_by_id=user.id,
-        approval_at=now,
-        started_at=now,
-    )
-    if not moved:  # decided or cancelled a moment ago by someone else
-        session.rollback()
-        raise ApprovalError(N_("This batch is not waiting for approval."), 409)
+    _decide(session, batch, approval=APPROVED, to=BatchStatus.PROCESSING, user=user, now=now, started_at=now)
     session.add(Event(batch_id=batch.id, type="batch.approved", created_at=now, actor=f"user:{user.id}", details={}))
     session.commit()
     session.refresh(batch)
@@ -145,6 +133,24 @@ def approve(session: Session, *, batch_id: int, user: User, now: datetime) -> De
     return Decision(batch=batch, approval=APPROVED, requests=len(pending))
 
 
+def _decide(session: Session, batch: Batch, *, approval: str, to: str, user: User, now: datetime, **fields) -> None:
+    """Move the waiting batch to ``to`` with the decision, who made it and when (and ``fields``); 409 when someone
+    else decided or cancelled it a moment ago (the move found it no longer waiting)."""
+    moved = move_batches(
+        session,
+        batch.id,
+        frm=BatchStatus.AWAITING_APPROVAL,
+        to=to,
+        approval=approval,
+        approval_by_id=user.id,
+        approval_at=now,
+        **fields,
+    )
+    if not moved:
+        session.rollback()
+        raise ApprovalError(N_("This batch is not waiting for approval."), 409)
+
+
 def reject(session: Session, *, batch_id: int, user: User, reason: str, now: datetime) -> Decision:
     """Reject a waiting batch with a reason (commits): it is cancelled, nothing of it is sent, and its creator is
     mailed the reason. The caller enqueues ``Decision``'s notice (``rejection_notices``)."""
@@ -161,21 +167,17 @@ def reject(session: Session, *, batch_id: int, user: User, reason: str, now: dat
             ),
             422,
         )
-    moved = move_batches(
+    _decide(
         session,
-        batch.id,
-        frm=BatchStatus.AWAITING_APPROVAL,
-        to=BatchStatus.CANCELLED,
+        batch,
         approval=REJECTED,
-        approval_by_id=user.id,
-        approval_at=now,
+        to=BatchStatus.CANCELLED,
+        user=user,
+        now=now,
         rejection_reason=reason,
         cancelled_at=now,
         finished_at=now,
     )
-    if not moved:
-        session.rollback()
-        raise ApprovalError(N_("This batch is not waiting for approval."), 409)
     ids = list(
         session.scalars(
             select(SigningRequest.id).where(
