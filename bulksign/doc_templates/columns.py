@@ -16,6 +16,7 @@ from jinja2 import meta
 
 from bulksign.doc_templates import kinds
 from bulksign.doc_templates.errors import TemplateError
+from bulksign.doc_templates.fields import template_fields
 from bulksign.doc_templates.mail_texts import MAIL_FIELDS, MAIL_VARIABLES, current_text
 from bulksign.doc_templates.roles import mark_variables
 from bulksign.doc_templates.variables import parse, printed_variables
@@ -28,8 +29,10 @@ DOCUMENT, MAIL, OPTIONAL = "document", "mail", "optional"
 def needed_columns(version: TemplateVersion) -> dict[str, str]:
     """Every variable of the row the version's document and mail texts use → ``DOCUMENT`` or ``MAIL`` (printed
     whatever the row holds, the document first) or ``OPTIONAL``; by name, without ``signature`` and
-    ``signature_<role>`` (signatures' places, never columns) and the mail's own variables (``MAIL_VARIABLES``)."""
+    ``signature_<role>`` (signatures' places, never columns) and the mail's own variables (``MAIL_VARIABLES``).
+    Each field the signer fills (``{{ field_<name> }}``) is an ``OPTIONAL`` column: one the file has prefills it."""
     document = _document_printed(version)
+    prefills = {field.column for field in template_fields(version)}
     marks = mark_variables(version)
     mail_used: set[str] = set()
     mail_printed: set[str] = set()
@@ -41,8 +44,8 @@ def needed_columns(version: TemplateVersion) -> dict[str, str]:
         mail_used |= used - MAIL_VARIABLES
         mail_printed |= printed - MAIL_VARIABLES
     return {
-        var: DOCUMENT if var in document else MAIL if var in mail_printed else OPTIONAL
-        for var in sorted({*(version.variables or ()), *mail_used})
+        var: OPTIONAL if var in prefills else DOCUMENT if var in document else MAIL if var in mail_printed else OPTIONAL
+        for var in sorted({*(version.variables or ()), *mail_used, *prefills})
         if var not in marks
     }
 

@@ -18,7 +18,7 @@ import functools
 import io
 import re
 import zipfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from docx.opc.constants import CONTENT_TYPE as CT
@@ -40,6 +40,14 @@ from bulksign.doc_templates.html_safety import unsafe_jinja
 from bulksign.doc_templates.jinja_sandbox import refuse_other_templates, refuse_unknown_names, render_html, sandbox
 from bulksign.doc_templates.variables import sample_row
 from bulksign.documents import libreoffice
+from bulksign.documents.field_boxes import (
+    DEFAULT_TYPE,
+    FIELD_SIZES_MM,
+    field_colour_hex,
+    field_indexes,
+    field_name,
+    stored_marks,
+)
 from bulksign.documents.pdf import MAX_PAGES, too_long
 from bulksign.documents.signature_box import (
     BOX_HEIGHT_MM,
@@ -115,7 +123,17 @@ _EMU_PER_MM = 36000
 def _signature_box(index: int = 0) -> Markup:
     """An inline text-box shape framed in ``mark_colour(index)``: it ends the placeholder's run, sits in the line
     like a letter, and reopens it."""
-    width, height = (round(mm * _EMU_PER_MM) for mm in (BOX_WIDTH_MM, BOX_HEIGHT_MM))
+    return _framed_box(BOX_WIDTH_MM, BOX_HEIGHT_MM, mark_colour_hex(index))
+
+
+@functools.lru_cache(maxsize=128)
+def _field_box(index: int, field_type: str) -> Markup:
+    """A field's empty box (``field_boxes``): its type's size, framed in its own colour."""
+    return _framed_box(*FIELD_SIZES_MM.get(field_type, FIELD_SIZES_MM[DEFAULT_TYPE]), field_colour_hex(index))
+
+
+def _framed_box(width_mm: float, height_mm: float, colour_hex: str) -> Markup:
+    width, height = (round(mm * _EMU_PER_MM) for mm in (width_mm, height_mm))
     return Markup(
         "</w:t></w:r><w:r><w:drawing>"
         '<wp:inline distT="0" distB="0" distL="0" distR="0" '
@@ -127,7 +145,7 @@ def _signature_box(index: int = 0) -> Markup:
         '<wps:cNvSpPr txBox="1"/><wps:spPr>'
         f'<a:xfrm><a:off x="0" y="0"/><a:ext cx="{width}" cy="{height}"/></a:xfrm>'
         '<a:prstGeom prst="rect"><a:avLst/></a:prstGeom><a:noFill/>'
-        f'<a:ln w="9525"><a:solidFill><a:srgbClr val="{mark_colour_hex(index)}"/></a:solidFill></a:ln></wps:spPr>'
+        f'<a:ln w="9525"><a:solidFill><a:srgbClr val="{colour_hex}"/></a:solidFill></a:ln></wps:spPr>'
         '<wps:txbx><w:txbxContent><w:p><w:pPr><w:spacing w:before="0" w:after="0" w:line="20" '
         'w:lineRule="exact"/></w:pPr></w:p></w:txbxContent></wps:txbx>'
         '<wps:bodyPr lIns="0" tIns="0" rIns="0" bIns="0" anchor="t"><a:noAutofit/></wps:bodyPr></wps:wsp>'
@@ -226,19 +244,24 @@ def variables(data: bytes) -> list[str]:
         raise TemplateError(
             N_("The Word file cannot be read as a template (%(error)s).", error=type(exc).__name__)
         ) from None
-    fill(data, sample_row(found))  # refuses a template too costly or broken for any row, as for HTML
+    marks = {v: DEFAULT_TYPE for v in found if field_name(v)}
+    fill(data, sample_row(found, marks), fields=marks)  # refuses a template too costly or broken for any row, as HTML
     return found
 
 
-def fill(data: bytes, row: dict, *, marks: Iterable[str] | None = None) -> bytes:
+def fill(
+    data: bytes, row: dict, *, marks: Iterable[str] | None = None, fields: Mapping[str, str] | None = None
+) -> bytes:
     """The .docx with the row's values in place of the placeholders (no conversion).
 
     ``{{ signature }}`` is always the signature box, whatever the row holds under that name, and each other
     role's mark (``{{ signature_employer }}``) that role's box: the ``marks`` given (its version's,
-    ``signature_box.marks_among``), else every mark among the row's names."""
+    ``signature_box.marks_among``), else every mark among the row's names. ``fields``: the version's field marks
+    and their types (``field_boxes.stored_marks``), each its field's empty box whatever the row holds."""
     marks = mark_indexes([SIGNATURE_VARIABLE, *(name for name in (row if marks is None else marks) if mark_role(name))])
     try:
-        return _prepared(data).fill({**row, **{name: _signature_box(index) for name, index in marks.items()}})
+        boxes = {name: _field_box(index, (fields or {})[name]) for name, index in field_indexes(fields or {}).items()}
+        return _prepared(data).fill({**row, **{name: _signature_box(index) for name, index in marks.items()}, **boxes})
     except TemplateSyntaxError as exc:
         raise TemplateError(
             N_(
@@ -413,7 +436,8 @@ def prepare(version: TemplateVersion, source: bytes, row: dict, *, timeout: floa
     converts it with this process's warm LibreOffice. The render job runs that call in its renderer thread, so
     the next recipient's fill overlaps this one's conversion instead of adding to it."""
     marks = None if version is None else marks_among(row, roles=version.roles or ())
-    return functools.partial(_convert, fill(source, row, marks=marks), timeout=timeout)
+    fields = None if version is None else stored_marks(version.fields)
+    return functools.partial(_convert, fill(source, row, marks=marks, fields=fields), timeout=timeout)
 
 
 def _convert(filled: bytes, *, timeout: float) -> bytes:

@@ -36,7 +36,7 @@ from bulksign.core.messages import N_
 from bulksign.doc_templates import docx_templates, pdf_cleaning, pdf_fill, pdf_forms
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.jinja_sandbox import render_html
-from bulksign.documents.field_boxes import field_name, find_field_boxes
+from bulksign.documents.field_boxes import field_name, find_field_boxes, stored_marks
 from bulksign.documents.pdf import render_pdf
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE, SignatureBox, find_signature_box
 from bulksign.documents.storage import get_storage
@@ -189,8 +189,8 @@ def signature_box(version: TemplateVersion, pdf: bytes) -> SignatureBox | None:
 
 def field_boxes(version: TemplateVersion, pdf: bytes) -> dict[str, SignatureBox]:
     """Where each field the signer fills sits in ``pdf``, rendered from ``version`` (field name → box, the first
-    place the document shows it): a PDF template's field or box ``field_<name>``, else the frame its mark
-    ``{{ field_<name> }}`` printed (looked for only when the template marks a field). Raises
+    place the document shows it): a PDF template's field or box ``field_<name>``, else the frame each of its fields'
+    marks ``{{ field_<name> }}`` printed (looked for only when the version has fields). Raises
     ``signature_box.UnreadablePdf``."""
     if version.kind == "pdf":
         boxes = (*pdf_forms.read_form(source(version.source_key)).fields, *pdf_forms.placed_boxes(version))
@@ -200,4 +200,4 @@ def field_boxes(version: TemplateVersion, pdf: bytes) -> dict[str, SignatureBox]
             if name and name not in found:
                 found[name] = SignatureBox(page=box.page, x=box.x, y=box.y, w=box.w, h=box.h)
         return found
-    return find_field_boxes(pdf, variables=version.variables or ())
+    return find_field_boxes(pdf, variables=stored_marks(version.fields))

@@ -5,13 +5,13 @@ whatever the file's columns (``BUILTIN_VARIABLES``), which of them it prints wha
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from jinja2 import TemplateSyntaxError, meta, nodes
 
 from bulksign.doc_templates.errors import syntax_error
 from bulksign.doc_templates.jinja_sandbox import refuse_other_templates, refuse_unknown_names, sandbox
-from bulksign.documents.field_boxes import field_name, field_values
+from bulksign.documents.field_boxes import DEFAULT_TYPE, field_name, field_values
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE, mark_role, mark_values
 
 #: Variables every request has whatever the template: a file may always have their columns (name and phone are
@@ -143,14 +143,15 @@ def _shown(expr: nodes.Node, scope: dict[str, frozenset[str]]) -> frozenset[str]
     return frozenset()
 
 
-def sample_row(variables: list[str], field_types: dict[str, str] | None = None) -> dict[str, str]:
-    """Values that show where each variable lands, for the preview; ``field_types``: each field's type, which sizes
-    its box (``field_boxes.FIELD_SIZES_MM``)."""
+def sample_row(variables: list[str], fields: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Values that show where each variable lands, for the preview; ``fields``: the version's field marks and their
+    types (``field_boxes.stored_marks``), which size their boxes; default: each ``field_<name>`` among
+    ``variables``, as text."""
     known = {
         "name": "Jane Example",
         "email": "jane@example.com",
         "phone": "+1 555 0100",
         **mark_values(v for v in variables if mark_role(v)),
-        **field_values((v for v in variables if field_name(v)), field_types),
+        **field_values({v: DEFAULT_TYPE for v in variables if field_name(v)} if fields is None else fields),
     }
     return {var: known.get(var, f"[{var}]") for var in variables}

@@ -1,6 +1,7 @@
 """Template versions: a template and its immutable versions (``create_template``, ``save_version``, ``get_version``,
 ``list_templates``), the save flow that extracts the variables and checks an HTML template (safety, cost) or a
-file kind's upload (``kinds``), and the boxes placed on a PDF template (``place_boxes``, ``pdf_layout``).
+file kind's upload (``kinds``), the boxes placed on a PDF template (``place_boxes``, ``pdf_layout``) and the settings
+of the fields its signer fills (``save_fields``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from bulksign.core.messages import N_
 from bulksign.doc_templates import kinds as template_kinds
 from bulksign.doc_templates import pdf_fill, pdf_forms
 from bulksign.doc_templates.errors import TemplateBroken, TemplateError
+from bulksign.doc_templates.fields import settled_fields
 from bulksign.doc_templates.html_safety import check_html_safety
 from bulksign.doc_templates.jinja_sandbox import render_html, render_text
 from bulksign.doc_templates.mail_texts import (
@@ -115,12 +117,15 @@ def save_version(
     kind: str = "html",
     file: bytes | None = None,
     pdf_boxes: list[dict] | None = None,
+    fields: list[dict] | None = None,
 ) -> SavedVersion:
     """Insert the next immutable version of ``template``; Refused(403) for a user who may only use it.
 
     For a file kind (``docx``, ``pdf``) the document is ``file``, checked and kept in storage; without a
     new file, the version keeps the previous version's file of the same kind (a change of the mail texts)
-    and, for a PDF, the boxes placed on it. ``pdf_boxes``: a new placement of boxes on the PDF's pages."""
+    and, for a PDF, the boxes placed on it. ``pdf_boxes``: a new placement of boxes on the PDF's pages.
+    ``fields``: settings of the fields the signer fills (``fields.check_settings``); None keeps the previous
+    version's settings of the fields still marked."""
     if user is not None and not access.may_edit_template(session, template=template, user=user):
         raise access.Refused(N_("Only the template's owner, a manager of its team or an admin can change it."), 403)
     # Stored as the web form's \r\n or as the API's \n alike, and an earlier release's default as today's, so a kept
@@ -166,6 +171,7 @@ def save_version(
                 hint=exc.hint,
                 excerpt=exc.excerpt,
             ) from None
+    previous = get_version(session, template_id=template.id)
     template.latest_version += 1
     version = TemplateVersion(
         template_id=template.id,
@@ -183,6 +189,7 @@ def save_version(
         created_at=now,
     )
     version.roles = marked_roles(version)
+    version.fields = settled_fields(version, roles=version.roles, given=fields, previous=previous)
     session.add(version)
     session.flush()
     log(logger, logging.INFO, "template version saved", template_id=template.id, version=version.version)
@@ -223,6 +230,25 @@ def place_boxes(
         kind="pdf",
         file=None,
         pdf_boxes=boxes,
+        user=user,
+        now=now,
+        **{f: getattr(version, f) for f in MAIL_FIELDS},
+    )
+
+
+def save_fields(
+    session: Session, *, template: DocumentTemplate, fields: list[dict], user: User | None, now: datetime
+) -> SavedVersion:
+    """The next version of a template with ``fields`` as the settings of the fields its signer fills
+    (``fields.check_settings``: FieldSettingsError names a wrong one); its document, boxes and mail texts kept."""
+    version = get_version(session, template_id=template.id)
+    return save_version(
+        session,
+        template=template,
+        html=version.html,
+        kind=version.kind,
+        file=None,
+        fields=fields,
         user=user,
         now=now,
         **{f: getattr(version, f) for f in MAIL_FIELDS},

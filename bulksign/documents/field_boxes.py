@@ -79,13 +79,15 @@ def html_field_mark(index: int, field_type: str = DEFAULT_TYPE) -> Markup:
     )
 
 
-def field_values(variables: Iterable[str], types: Mapping[str, str] | None = None) -> dict[str, Markup]:
-    """What each field mark among an HTML template's variables prints; ``types``: field name → its type."""
-    types = types or {}
-    return {
-        variable: html_field_mark(index, types.get(field_name(variable) or "", DEFAULT_TYPE))
-        for variable, index in field_indexes(variables).items()
-    }
+def stored_marks(stored: Iterable[Mapping] | None) -> dict[str, str]:
+    """A version's fields as stored (``TemplateVersion.fields``) as mark variable → its type: the marks its
+    renders print as boxes (a version saved before fields were read has none: its ``{{ field_x }}`` is a column)."""
+    return {f"{FIELD_PREFIX}{f['name']}": f.get("type") or DEFAULT_TYPE for f in stored or ()}
+
+
+def field_values(marks: Mapping[str, str]) -> dict[str, Markup]:
+    """What each field mark (mark variable → its type) prints in an HTML template."""
+    return {variable: html_field_mark(index, marks[variable]) for variable, index in field_indexes(marks).items()}
 
 
 def find_field_boxes(pdf: bytes, *, variables: Iterable[str]) -> dict[str, SignatureBox]:

@@ -123,6 +123,9 @@ class Document(db.Model):
     #: Where an original's signature goes, ``SignatureBox.to_json()`` (page, x, y, w, h in points); None: the
     #: document marks no place, sealing appends a signature page.
     signature_box: Mapped[dict | None] = mapped_column(JSON)
+    #: Where an original shows each field its signer fills (issue 30): field name → ``SignatureBox.to_json()``;
+    #: None for a document whose version marks no field (a field under a condition the row skipped has no entry).
+    field_boxes: Mapped[dict | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

@@ -57,6 +57,10 @@ class TemplateVersion(db.Model):
     #: ``["recipient"]`` for a single-signer version, and for every version saved before roles were read (one that
     #: used ``{{ signature_date }}`` as a column keeps it a column).
     roles: Mapped[list] = mapped_column(JSON, default=lambda: ["recipient"], server_default=text("'[\"recipient\"]'"))
+    #: The fields its signer fills (issue 30), in the order the document marks them (``{{ field_<name> }}``):
+    #: ``fields.FieldSettings.to_json()`` each (name, type, label, required, checks, party), written at save; None
+    #: for a version saved before fields were read (a ``{{ field_x }}`` there stays a column of its file).
+    fields: Mapped[list | None] = mapped_column(JSON)
     #: Invitation and reminder mail, as templates too.
     email_subject: Mapped[str] = mapped_column(db.Text, default="")
     email_body: Mapped[str] = mapped_column(db.Text, default="")

@@ -16,6 +16,7 @@ from datetime import datetime
 from bulksign.core.messages import N_
 from bulksign.core.spreadsheets import formula_safe
 from bulksign.doc_templates.columns import DOCUMENT, MAIL, OPTIONAL
+from bulksign.documents.field_boxes import field_name
 from bulksign.documents.signature_box import RECIPIENT_ROLE, mark_role
 from bulksign.recipients.files import open_table
 from bulksign.recipients.parties import PartyPerson
@@ -186,7 +187,8 @@ def _match_header(
             missing.append(f"{role}_email")
             errors.append(RowError(header_row, f"{role}_email", _nobody_signs(role)))
     for name in sorted(v for v in wanted.values() if v not in required and normalise_header(v) not in seen):
-        if name not in BUILTIN_COLUMNS and name in variables:  # not another party's columns: they may be left out
+        # Not another party's columns, nor a field's prefill (``field_<name>``): they may be left out.
+        if name not in BUILTIN_COLUMNS and name in variables and not field_name(name):
             warnings.append(
                 N_(
                     'There is no column "%(column)s": the template uses {{ %(column)s }} only where it may be empty, '

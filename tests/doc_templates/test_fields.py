@@ -12,11 +12,21 @@ from reportlab.pdfgen import canvas
 
 from bulksign.core.extensions import db
 from bulksign.doc_templates import kinds, pdf_fill, pdf_forms
-from bulksign.doc_templates.fields import FieldSettings, FieldSettingsError, check_settings, marked_fields
+from bulksign.doc_templates.columns import needed_columns
+from bulksign.doc_templates.fields import (
+    FieldSettings,
+    FieldSettingsError,
+    check_settings,
+    marked_fields,
+    template_fields,
+)
 from bulksign.doc_templates.variables import sample_row
-from bulksign.doc_templates.versions import create_template, place_boxes
+from bulksign.doc_templates.versions import create_template, place_boxes, save_fields, save_version
 from bulksign.documents.field_boxes import field_colour, field_indexes, field_name, find_field_boxes
 from bulksign.documents.signature_box import find_signature_box, mark_colour
+from bulksign.people.users import create_api_key
+from bulksign.recipients.validation import validate_recipients
+from tests.support import docx_files
 from tests.support.clock import NOW
 
 PAGE = '<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'">{body}</body>'
@@ -161,3 +171,114 @@ def test_a_mark_prints_only_its_box_and_no_word(app, users):
     text = " ".join(p.extract_text() for p in PdfReader(io.BytesIO(pdf)).pages)
     assert "field_" not in text and "[" not in text
     assert find_field_boxes(pdf, variables=["name"]) == {}
+
+
+def test_the_fields_are_kept_with_each_version_in_document_order_and_an_edit_keeps_their_settings(app, users):
+    saved = create_template(db.session, name="Contract", html=HTML_FIELDS, user=users["staff"], now=NOW)
+    assert [f.name for f in template_fields(saved.version)] == ["zz_iban", "agree", "m_start"]
+    assert all(f.type == "text" and f.required and f.role == "recipient" for f in template_fields(saved.version))
+    set_fields = save_fields(
+        db.session,
+        template=saved.template,
+        fields=[{"name": "agree", "type": "checkbox", "label": "I have read the work rules"}],
+        user=users["staff"],
+        now=NOW,
+    )
+    assert set_fields.version.version == 2 and set_fields.version.html == saved.version.html
+    # An edit of the document keeps the settings of the fields still marked; a new mark starts with the defaults.
+    html = HTML_FIELDS.replace("{{ field_zz_iban }}", "{{ field_bic }}")
+    edited = save_version(
+        db.session, template=saved.template, html=html, user=users["staff"], now=NOW, **_mail(set_fields.version)
+    ).version
+    assert [(f.name, f.type, f.label) for f in template_fields(edited)] == [
+        ("bic", "text", ""),
+        ("agree", "checkbox", "I have read the work rules"),
+        ("m_start", "text", ""),
+    ]
+
+
+def _mail(version) -> dict:
+    return {f: getattr(version, f) for f in ("email_subject", "email_body", "reminder_subject", "reminder_body")}
+
+
+def test_a_field_is_never_a_column_the_file_must_have_and_a_field_column_prefills_it(app, users):
+    version = create_template(db.session, name="Contract", html=HTML_FIELDS, user=users["staff"], now=NOW).version
+    columns = needed_columns(version)
+    assert columns == {"name": "document", "field_agree": "optional", "field_m_start": "optional",
+                       "field_zz_iban": "optional"}  # fmt: skip
+    report = validate_recipients(
+        b"email,name\nivan@example.com,Ivan\n", filename="r.csv", variables=columns, keep_rows=True
+    )
+    assert not report.errors and not report.missing_columns and report.valid_rows == 1
+    assert not [w for w in report.warnings if "field_" in str(w)]
+    prefilled = validate_recipients(
+        b"email,name,field_zz_iban\nivan@example.com,Ivan,DE89370400440532013000\n",
+        filename="r.csv",
+        variables=columns,
+        keep_rows=True,
+    )
+    assert prefilled.valid_rows == 1 and not prefilled.warnings
+    assert prefilled.recipients[0].data["field_zz_iban"] == "DE89370400440532013000"
+
+
+def test_a_word_templates_fields_are_found_in_document_order_each_on_its_page(app, users):
+    source = docx_files.simple("IBAN {{ field_zz_iban }} and {{ name }}, I agree {{ field_agree }}")
+    saved = create_template(db.session, name="Word", html=None, user=users["staff"], now=NOW, kind="docx", file=source)
+    version = save_fields(
+        db.session,
+        template=saved.template,
+        fields=[{"name": "agree", "type": "checkbox"}],
+        user=users["staff"],
+        now=NOW,
+    ).version
+    assert [f.name for f in template_fields(version)] == ["zz_iban", "agree"]
+    pdf = kinds.render_document(version, {"name": "Ivan", "field_zz_iban": "prefilled"}, timeout=60)
+    boxes = kinds.field_boxes(version, pdf)
+    assert set(boxes) == {"zz_iban", "agree"} and boxes["zz_iban"].page == 0
+    assert boxes["zz_iban"].x < boxes["agree"].x  # one line, left to right
+    assert abs(boxes["agree"].w - 5 * MM) < 3 and abs(boxes["zz_iban"].w - 60 * MM) < 3
+    assert "prefilled" not in PdfReader(io.BytesIO(pdf)).pages[0].extract_text()
+
+
+def test_the_fields_api_answers_the_settings_and_sets_them_as_a_new_version(app, users, client):
+    saved = create_template(db.session, name="Contract", html=HTML_FIELDS, user=users["staff"], now=NOW)
+    secret = create_api_key(db.session, user=users["staff"], name="integration", now=NOW).secret
+    db.session.commit()
+    headers = {"Authorization": f"Bearer {secret}"}
+    url = f"/api/v1/templates/{saved.template.id}/fields"
+    read = client.get(url, headers=headers).json
+    assert read["version"] == 1 and read["roles"] == ["recipient"]
+    assert [(f["name"], f["column"], f["type"], f["required"]) for f in read["fields"]] == [
+        ("zz_iban", "field_zz_iban", "text", True),
+        ("agree", "field_agree", "text", True),
+        ("m_start", "field_m_start", "text", True),
+    ]
+    sent = [
+        {"name": "m_start", "type": "date", "minimum": "2026-01-01", "label": "Start date"},
+        {"name": "agree", "type": "checkbox", "required": False},
+        {"name": "zz_iban", "pattern": "[A-Z]{2}[0-9]+", "read_only": True},
+    ]
+    answer = client.put(url, headers=headers, json={"fields": sent})
+    assert answer.status_code == 200 and answer.json["version"] == 2
+    again = client.get(url, headers=headers).json
+    assert again == answer.json
+    start = next(f for f in again["fields"] if f["name"] == "m_start")
+    assert (start["type"], start["minimum"], start["maximum"], start["label"]) == (
+        "date",
+        "2026-01-01",
+        None,
+        "Start date",
+    )
+    for body, message in [
+        ({"name": "tax", "type": "choice"}, "The template has no field “tax”."),
+        ({"name": "agree", "type": "choice"}, "The field “agree” is a choice: give it at least one option."),
+        ({"name": "zz_iban", "pattern": "(["}, "The pattern of “zz_iban” is not a valid regular expression"),
+        ({"name": "m_start", "type": "number", "minimum": 5, "maximum": 1}, "The lowest value of “m_start” (5)"),
+        ({"name": "agree", "role": "employer"}, "The field “agree” is given to “employer”"),
+    ]:
+        refused = client.put(url, headers=headers, json={"fields": [body]})
+        assert refused.status_code == 422, body
+        assert refused.json["error"]["code"] == "fields_invalid"
+        assert message in refused.json["error"]["message"]
+        assert refused.json["error"]["details"]["field"] == body["name"]
+    assert client.get(url, headers=headers).json["version"] == 2  # nothing refused was saved

@@ -1,4 +1,5 @@
-"""API for document templates: create (a first version, from JSON or an uploaded file), list, place boxes on a PDF."""
+"""API for document templates: create (a first version, from JSON or an uploaded file), list, place boxes on a PDF,
+read and set the fields the signer fills."""
 
 from __future__ import annotations
 
@@ -15,8 +16,17 @@ from bulksign.doc_templates import pdf_forms
 from bulksign.doc_templates import versions as dt
 from bulksign.doc_templates.columns import OPTIONAL, needed_columns
 from bulksign.doc_templates.errors import TemplateError
+from bulksign.doc_templates.fields import (
+    FIELD_TYPES,
+    MAX_LABEL_CHARS,
+    MAX_OPTIONS,
+    MAX_PATTERN_CHARS,
+    FieldSettingsError,
+    template_fields,
+)
 from bulksign.doc_templates.mail_texts import MAIL_FIELDS
 from bulksign.doc_templates.roles import template_roles
+from bulksign.documents.field_boxes import MAX_FIELDS
 from bulksign.models import DocumentTemplate, TemplateVersion, utcnow
 from bulksign.people import access
 from bulksign.views.api.common import (
@@ -329,3 +339,104 @@ def boxes(template_id: int):
             ],
         )
     )
+
+
+class FieldSettingsIn(BaseModel):
+    """One field the signer fills, marked `{{ field_<name> }}` in the document (a PDF's form field or box
+    `field_<name>`). A field is never a column the recipients file must have: a column `field_<name>` prefills it."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    name: Text = Field(min_length=1, max_length=40, description="`iban` for the mark `{{ field_iban }}`.")
+    type: Text = Field("text", description=f"One of {', '.join(f'`{t}`' for t in FIELD_TYPES)}.")
+    label: Text = Field(
+        "", max_length=MAX_LABEL_CHARS, description="What the signer reads at the field; empty: its name."
+    )
+    required: bool = Field(True, description="The signer must fill it to sign.")
+    pattern: Text | None = Field(
+        None,
+        max_length=MAX_PATTERN_CHARS,
+        description="`text` only: a regular expression (Python's) the whole value must match.",
+    )
+    minimum: float | Text | None = Field(
+        None, description="`number`: the lowest number; `date`: the earliest date, YYYY-MM-DD. Null: open."
+    )
+    maximum: float | Text | None = Field(
+        None, description="`number`: the highest number; `date`: the latest date, YYYY-MM-DD. Null: open."
+    )
+    options: list[Text] = Field(
+        [], max_length=MAX_OPTIONS, description="`choice` only (and needed): what to choose from."
+    )
+    read_only: bool = Field(
+        False, description="When the file prefills it (a column `field_<name>`), the signer may not change it."
+    )
+    role: Text = Field(
+        "recipient", description="Who fills it: `recipient` (the row's own) or another role of the template's `roles`."
+    )
+
+
+class FieldSettingsOut(FieldSettingsIn):
+    column: str = Field(description="The column of the recipients file that prefills it: `field_<name>`.")
+
+
+class FieldsBody(BaseModel):
+    fields: list[FieldSettingsIn] = Field(
+        max_length=MAX_FIELDS,
+        description="Settings for the template's fields; a field left out gets the defaults (`text`, required, the "
+        "recipient's).",
+    )
+
+
+class FieldsOut(BaseModel):
+    version: int = Field(description="The newest version, which these fields belong to.")
+    roles: list[str] = Field(description="Who signs, as `role` may name them.")
+    fields: list[FieldSettingsOut] = Field(description="The template's fields in the order the document has them.")
+
+
+def fields_out(version: TemplateVersion) -> FieldsOut:
+    return FieldsOut(
+        version=version.version,
+        roles=template_roles(version),
+        fields=[FieldSettingsOut(**f.to_json(), column=f.column) for f in template_fields(version)],
+    )
+
+
+@bp.get("/templates/<int:template_id>/fields")
+@operation("Read a template's fields", tag="Templates", responses={200: FieldsOut}, errors=(404,))
+def fields(template_id: int):
+    """The fields the signer fills, as the newest version marks them, in document order, with their settings, as
+    `PUT .../fields` takes them."""
+    template = access.template_for_use(db.session, template_id=template_id, user=g.api_user)
+    return answer(fields_out(dt.get_version(db.session, template_id=template.id)))  # every template has one
+
+
+@bp.put("/templates/<int:template_id>/fields")
+@operation(
+    "Set a template's fields",
+    tag="Templates",
+    body=FieldsBody,
+    responses={200: FieldsOut},
+    errors=(400, 403, 404, 422),
+)
+def set_fields(template_id: int):
+    """Settings for the fields the signer fills. Saved as a new version, the document and mail texts kept; batches
+    already created keep the version they used. 422 `fields_invalid` (`details.field` names the field) for a field
+    the template does not mark, a choice without options, a pattern that is no regular expression, a range whose
+    lowest end is above its highest, or a role that does not sign the template."""
+    body = parse_body(FieldsBody)
+    template = access.template_for_edit(db.session, template_id=template_id, user=g.api_user)
+    try:
+        saved = dt.save_fields(
+            db.session,
+            template=template,
+            fields=[f.model_dump() for f in body.fields],
+            user=g.api_user,
+            now=utcnow(),
+        )
+        db.session.commit()
+    except FieldSettingsError as exc:
+        db.session.rollback()
+        raise ApiError(str(exc.message), 422, code="fields_invalid", details={"field": exc.field}) from None
+    except TemplateError as exc:
+        db.session.rollback()
+        raise ApiError(str(exc.message), 422, code="template_invalid") from None
+    return answer(fields_out(saved.version))

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, request, url_for
 from flask_babel import get_locale
 from flask_babel import gettext as _
+from flask_babel import lazy_gettext as _l
 from flask_login import current_user
 
 from bulksign.core.extensions import db
@@ -16,6 +17,7 @@ from bulksign.doc_templates import pdf_forms
 from bulksign.doc_templates import versions as dt
 from bulksign.doc_templates.columns import needed_columns
 from bulksign.doc_templates.errors import TemplateError
+from bulksign.doc_templates.fields import FieldSettings, template_fields
 from bulksign.doc_templates.mail_texts import (
     DEFAULT_EMAIL_BODY,
     DEFAULT_EMAIL_SUBJECT,
@@ -28,10 +30,11 @@ from bulksign.doc_templates.mail_texts import (
 from bulksign.doc_templates.roles import template_roles
 from bulksign.doc_templates.variables import BUILTIN_VARIABLES, sample_row
 from bulksign.documents import pdf_pages
+from bulksign.documents.field_boxes import stored_marks
 from bulksign.documents.pdf import RenderError
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE
 from bulksign.documents.storage import StorageError, get_storage
-from bulksign.models import DocumentTemplate, utcnow
+from bulksign.models import DocumentTemplate, TemplateVersion, utcnow
 from bulksign.people import access
 
 bp = Blueprint("doc_templates", __name__, url_prefix="/templates")
@@ -185,6 +188,53 @@ def detail(template_id: int):
     template = _template_or_404(template_id)
     number = request.args.get("version", type=int)
     version = dt.get_version(db.session, template_id=template.id, version=number) or abort(404)
+    return _detail_page(template, version)
+
+
+#: What the template page calls each type of field (``fields.FIELD_TYPES``).
+FIELD_TYPE_LABELS = {
+    "text": _l("Text"),
+    "number": _l("Number"),
+    "date": _l("Date"),
+    "checkbox": _l("Checkbox"),
+    "choice": _l("Choice"),
+    "attachment": _l("Attachment (PDF, JPEG or PNG)"),
+}
+
+
+@bp.post("/<int:template_id>/fields")
+def set_fields(template_id: int):
+    """The settings of the fields the signer fills, from the template page's list: saved as a new version."""
+    template = access.template_for_edit(db.session, template_id=template_id, user=current_user)
+    version = dt.get_version(db.session, template_id=template.id) or abort(404)
+    given = [
+        {
+            "name": field.name,
+            **{key: request.form.get(f"{field.name}-{key}", "") for key in ("type", "label", "pattern", "role")},
+            **{key: request.form.get(f"{field.name}-{key}") or None for key in ("minimum", "maximum")},
+            "options": request.form.get(f"{field.name}-options", "").splitlines(),
+            "required": f"{field.name}-required" in request.form,
+            "read_only": f"{field.name}-read_only" in request.form,
+        }
+        for field in template_fields(version)
+    ]
+    saved, error = _commit_version(
+        lambda: dt.save_fields(db.session, template=template, fields=given, user=current_user, now=utcnow())
+    )
+    if saved is not None:
+        return redirect(url_for(".detail", template_id=template.id, _anchor="fields"))
+    # The refused settings stay as typed, at the field the error names.
+    shown = [FieldSettings(**{**g, "options": tuple(g["options"])}) for g in given]
+    return _detail_page(template, version, fields=shown, fields_error=error), 422
+
+
+def _detail_page(
+    template: DocumentTemplate,
+    version: TemplateVersion,
+    *,
+    fields: list[FieldSettings] | None = None,
+    fields_error: TemplateError | None = None,
+):
     try:
         signature = dt.signature_place(version)  # a PDF's field or box named "signature", drawn on its page
     except (TemplateError, StorageError):
@@ -202,6 +252,9 @@ def detail(template_id: int):
         columns=needed_columns(version),
         signature=signature,
         roles=roles,
+        fields=template_fields(version) if fields is None else fields,
+        fields_error=fields_error,
+        field_types=FIELD_TYPE_LABELS,
         all_variables=sorted({*version.variables, *([SIGNATURE_VARIABLE] if signature else [])}),
         # A kept default subject reads as its recipients (and these staff) get it: in the page's language.
         subjects={f: mail_text(getattr(version, f), language=str(get_locale())) for f in MAIL_FIELDS},
@@ -224,7 +277,9 @@ def preview_pdf(template_id: int):
     version = dt.get_version(db.session, template_id=template.id, version=number) or abort(404)
     try:
         pdf = template_kinds.render_document(
-            version, sample_row(version.variables), timeout=current_app.config["PREVIEW_TIMEOUT_SECONDS"]
+            version,
+            sample_row(version.variables, stored_marks(version.fields)),
+            timeout=current_app.config["PREVIEW_TIMEOUT_SECONDS"],
         )
     except (TemplateError, RenderError, StorageError) as exc:
         # The frame shows a page of its own with the reason, not the app's error page with its menu.

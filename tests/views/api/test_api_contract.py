@@ -353,6 +353,18 @@ def _tour(app, world, spec) -> set[tuple[str, str]]:
     call(read, "GET", f"/templates/{plain}/boxes", 200, headers=viewer)
     call(read, "GET", f"/templates/{world['template_id']}/boxes", 409, headers=admin)
     call(read, "GET", "/templates/999999/boxes", 404, headers=admin)
+    marked = create_template(
+        db.session, name="Fields", html="<p>{{ field_iban }}</p>", user=world["admin"], now=NOW
+    ).template.id
+    db.session.commit()
+    fields = "PUT /templates/{template_id}/fields"
+    call(fields, "PUT", f"/templates/{marked}/fields", 200, headers=admin, json={"fields": [{"name": "iban"}]})
+    call(fields, "PUT", f"/templates/{marked}/fields", 422, headers=admin, json={"fields": [{"name": "bic"}]})
+    call(fields, "PUT", f"/templates/{marked}/fields", 400, headers=admin, json={"fields": [{"name": ""}]})
+    call(fields, "PUT", f"/templates/{marked}/fields", 403, headers=viewer, json={"fields": []})
+    call(fields, "PUT", "/templates/999999/fields", 404, headers=admin, json={"fields": []})
+    call("GET /templates/{template_id}/fields", "GET", f"/templates/{marked}/fields", 200, headers=viewer)
+    call("GET /templates/{template_id}/fields", "GET", "/templates/999999/fields", 404, headers=admin)
     _tour_documents(call, world, admin=admin, viewer=viewer, unrendered=request_id)
     suppress(db.session, email="tour@example.com", source="bounce", reason="550 5.1.1", now=NOW)  # the fuzzer may
     db.session.commit()  # have lifted the other
