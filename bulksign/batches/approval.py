@@ -27,6 +27,7 @@ from redis.exceptions import RedisError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from bulksign.batches.notices import notice_batch, notice_locale, notice_message
 from bulksign.batches.progress import close_if_done
 from bulksign.batches.states import move_batches, transition
 from bulksign.core.logs import log
@@ -303,12 +304,9 @@ def sample_document(session: Session, *, batch: Batch, request_id: int, timeout:
 @builder(REJECTED_NOTICE)
 def build_rejected_notice(session: Session, mail: OutgoingMail, app: Flask) -> Message:
     """Who rejected the batch, why, and where it is; in its creator's language."""
-    batch = session.get(Batch, mail.batch_id)
-    if batch is None:
-        raise LookupError(f"batch {mail.batch_id} no longer exists")
-    creator = batch.created_by
+    batch = notice_batch(session, mail)
     by = batch.approval_by
-    with force_locale(creator.locale if creator is not None and creator.locale else "en"):
+    with force_locale(notice_locale(batch)):
         lines = [
             _(
                 '%(who)s rejected the batch "%(batch)s". Nothing of it was sent.',
@@ -322,11 +320,4 @@ def build_rejected_notice(session: Session, mail: OutgoingMail, app: Flask) -> M
             _("Correct what they asked for and create the batch again. The batch page:"),
             f"{app.config['APP_URL']}/batches/{batch.id}",
         ]
-    message = Message(
-        subject=mail.subject,
-        recipients=[mail.to_email],
-        body="\n".join(lines) + "\n",
-        sender=app.config["MAIL_DEFAULT_SENDER"],
-    )
-    message.msgId = mail.message_id
-    return message
+    return notice_message(mail, app, body="\n".join(lines) + "\n")

@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 from bulksign.batches.notices import (
     EXPIRY_SUMMARY,
     folded_completion,
+    notice_batch,
     notice_locale,
     notice_message,
     outcome_lines,
@@ -202,9 +203,7 @@ def _queue_summary(session: Session, *, batch: Batch, now: datetime) -> Outgoing
 @builder(KIND)
 def build_expiry_summary(session: Session, mail: OutgoingMail, app: Flask) -> Message:
     """The summary (to whoever the batch names): who did not sign in this wave, the batch's totals, a link to the batch page."""
-    batch = session.get(Batch, mail.batch_id)
-    if batch is None:
-        raise LookupError(f"batch {mail.batch_id} no longer exists")
+    batch = notice_batch(session, mail)
     query = _wave_query(session, batch_id=batch.id, until=mail.created_at)
     total = session.scalar(query.with_only_columns(func.count()))
     listed = session.scalars(query.order_by(SigningRequest.row_number, SigningRequest.id).limit(LISTED_MAX)).all()

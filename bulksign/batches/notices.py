@@ -103,6 +103,15 @@ def queue_notice(
     )
 
 
+def notice_batch(session: Session, mail: OutgoingMail) -> Batch:
+    """The batch a notice is about, read when the notice is built; LookupError once the batch is deleted (the mail
+    then fails for good: there is nothing left to tell)."""
+    batch = session.get(Batch, mail.batch_id)
+    if batch is None:
+        raise LookupError(f"batch {mail.batch_id} no longer exists")
+    return batch
+
+
 def notice_message(mail: OutgoingMail, app: Flask, *, body: str) -> Message:
     """A notice as it goes out: the recorded subject and address, ``body``, the row's Message-ID."""
     message = Message(
@@ -223,9 +232,7 @@ def queued_completion_notices(session: Session, *, batch_ids: Collection[int]) -
 @builder(COMPLETION)
 def build_completion_notice(session: Session, mail: OutgoingMail, app: Flask) -> Message:
     """How the batch closed: its counts by outcome and a link to its page."""
-    batch = session.get(Batch, mail.batch_id)
-    if batch is None:
-        raise LookupError(f"batch {mail.batch_id} no longer exists")
+    batch = notice_batch(session, mail)
     with force_locale(notice_locale(batch)):
         lines = [
             *outcome_lines(session, batch=batch),
@@ -239,9 +246,7 @@ def build_completion_notice(session: Session, mail: OutgoingMail, app: Flask) ->
 @builder(ALL_SIGNED)
 def build_all_signed_notice(session: Session, mail: OutgoingMail, app: Flask) -> Message:
     """Everyone signed: how many, and where the signed documents are (the batch page and its ZIP export)."""
-    batch = session.get(Batch, mail.batch_id)
-    if batch is None:
-        raise LookupError(f"batch {mail.batch_id} no longer exists")
+    batch = notice_batch(session, mail)
     with force_locale(notice_locale(batch)):
         lines = [
             _(
