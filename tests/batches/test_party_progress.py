@@ -9,7 +9,7 @@ import io
 import re
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select, text
 
 from bulksign.batches import party_progress, recipients_table
 from bulksign.batches.exports import CSV_COLUMNS
@@ -231,3 +231,60 @@ def test_the_openapi_description_documents_waiting_for_and_the_party_columns(cli
     assert "has not signed yet" in waiting_for["description"]
     export = spec["paths"]["/batches/{batch_id}/export.csv"]["get"]
     assert "`<role>_status`" in export["description"] and "`<role>_signed_at`" in export["description"]
+
+
+@pytest.mark.slow(seconds=30)
+def test_at_100000_requests_the_roles_probe_reads_a_few_index_pages_and_the_page_counts_each_role(client, auth, users):
+    from bulksign.batches import counts as batch_counts
+    from tests.support.batches import make_batch as make_empty_batch
+
+    batch_id = make_empty_batch(now=NOW, user=users["staff"], recipients=0)
+    db.session.execute(
+        text(
+            "INSERT INTO signing_requests (batch_id, row_number, email, name, data, status, status_changed_at,"
+            " created_at, attempts, reminder_count)"
+            " SELECT :batch, n + 1, 'person' || n || '@example.com', 'Person ' || n, '{}', 'sent', :now, :now, 0, 0"
+            " FROM generate_series(1, 100000) AS n"
+        ),
+        {"batch": batch_id, "now": NOW},
+    )
+    # The employer signed every third request; the recipient all of them but the tenth.
+    for role, step, signed in (("recipient", 0, "id % 10 <> 0"), ("employer", 1, "id % 3 = 0")):
+        db.session.execute(
+            text(
+                "INSERT INTO parties (request_id, batch_id, role, step, status, status_changed_at, reminder_count,"
+                f" created_at) SELECT id, batch_id, :role, :step, CASE WHEN {signed} THEN 'signed' ELSE 'invited' END,"
+                " :now, 0, :now FROM signing_requests WHERE batch_id = :batch"
+            ),
+            {"batch": batch_id, "role": role, "step": step, "now": NOW},
+        )
+    batch_counts.rebuild(db.session, batch_ids=[batch_id])
+    db.session.commit()
+    found = party_progress.batch_parties(db.session, batch_id=batch_id)
+    assert [(c.role, c.signed, c.total) for c in found.counts] == [
+        ("recipient", 90_000, 100_000),
+        ("employer", 33_333, 100_000),
+    ]
+    # The roles' probe skips from role to role on the index: a few pages, not 200,000 parties.
+    statements = []
+
+    def keep(conn, cursor, statement, parameters, context, executemany):
+        statements.append((statement, parameters))
+
+    event.listen(db.engine, "before_cursor_execute", keep)
+    try:
+        party_progress.batch_roles(db.session, batch_id=batch_id)
+    finally:
+        event.remove(db.engine, "before_cursor_execute", keep)
+    ((statement, parameters),) = statements
+    plan = "\n".join(
+        row[0] for row in db.session.connection().exec_driver_sql("EXPLAIN (ANALYZE, BUFFERS) " + statement, parameters)
+    )
+    assert "ix_parties_batch_role_status" in plan and "Seq Scan" not in plan, plan
+    pages = re.search(r"Buffers: shared ([^\n]+)", plan)[1]
+    assert sum(int(n) for n in re.findall(r"=(\d+)", pages)) < 50, plan
+    auth.login()
+    html = client.get(f"/batches/{batch_id}").get_data(as_text=True)
+    assert ">employer: 33,333 of 100,000 signed<" in html
+    waiting = client.get(f"/batches/{batch_id}/requests?waiting_for=employer").get_data(as_text=True)
+    assert 'data-matching="66667"' in waiting
