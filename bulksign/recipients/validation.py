@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from bulksign.core.messages import N_
+from bulksign.core.messages import N_, N_plural
 from bulksign.core.spreadsheets import formula_safe
 from bulksign.doc_templates.columns import DOCUMENT, MAIL, OPTIONAL
 from bulksign.documents.field_boxes import field_name
@@ -140,7 +140,14 @@ def _match_header(
     while header and not header[-1]:
         header.pop()
     if len(header) > MAX_COLUMNS:
-        raise UploadError(N_("The file has %(n)s columns; the limit is %(limit)s.", n=len(header), limit=MAX_COLUMNS))
+        raise UploadError(
+            N_plural(
+                "The file has %(num)s column; the limit is %(limit)s.",
+                "The file has %(num)s columns; the limit is %(limit)s.",
+                len(header),
+                limit=MAX_COLUMNS,
+            )
+        )
     # ``{{ signature }}`` and the version's ``{{ signature_<role> }}`` are not among them (``template_columns``).
     wanted = {normalise_header(v): v for v in variables}
     for builtin in BUILTIN_COLUMNS:
