@@ -114,6 +114,8 @@ def test_each_part_has_exactly_its_recipients_pages_words_and_look():
         text = _text(part)
         assert name in text and not [other for other, _ in PEOPLE if other != name and other in text]
         assert "bulksign.invalid" not in part.decode("latin-1")
+        sizes = [PdfReader(io.BytesIO(pdf)).trailer["/Size"] for pdf in (part, alone)]
+        assert sizes[0] <= sizes[1], "no object of the run carried along that a solo render does not have"
         assert _font_letters(part) == _font_letters(alone), f"{name}'s fonts hold only the letters of {name}'s pages"
         assert _outlines(part) == _outlines(alone), "and only their outlines and widths"
         for number in (1, len(pages)):
