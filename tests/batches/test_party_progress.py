@@ -108,6 +108,19 @@ def test_a_large_selection_waiting_for_a_role_runs_in_the_background_on_those_ro
     assert sorted(cancelled) == emails[:3]
 
 
+def test_cancelling_those_waiting_for_a_role_asks_first_with_their_number(client, auth, batch_id):
+    auth.login()
+    html = _bulk(client, batch_id, action="cancel", select_all="1", waiting_for="recipient").get_data(as_text=True)
+    # Two wait for the recipient; a third open request waits only for the employer.
+    assert "Cancel 2 requests?" in html
+    assert (
+        db.session.scalar(
+            select(db.func.count()).where(SigningRequest.batch_id == batch_id, SigningRequest.status == "cancelled")
+        )
+        == 0
+    )
+
+
 def test_the_progress_poll_refreshes_the_parties_of_the_rows_on_screen_and_the_counts(client, auth, batch_id):
     auth.login()
     shown = [
