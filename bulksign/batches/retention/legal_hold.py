@@ -28,15 +28,14 @@ HOLD_LIFTED = "batch.hold_lifted"
 
 def place_hold(session: Session, *, batch_id: int, reason: str, by: User | None, now: datetime) -> None:
     """Put the batch on legal hold: no purge and no erasure touches it until ``lift_hold``. The caller commits."""
-    reason = " ".join((reason or "").split())
-    if not reason or len(reason) > MAX_REASON:
-        raise RetentionError(
-            N_plural(
-                "Say why the batch is held (1 to %(num)s character).",
-                "Say why the batch is held (1 to %(num)s characters).",
-                MAX_REASON,
-            )
-        )
+    reason = _reason(
+        reason,
+        N_plural(
+            "Say why the batch is held (1 to %(num)s character).",
+            "Say why the batch is held (1 to %(num)s characters).",
+            MAX_REASON,
+        ),
+    )
     row = session.get(BatchRetention, batch_id) or BatchRetention(batch_id=batch_id)
     if row.held_at is not None:
         raise RetentionError(N_("The batch is on legal hold already."))
@@ -48,21 +47,28 @@ def place_hold(session: Session, *, batch_id: int, reason: str, by: User | None,
 
 def lift_hold(session: Session, *, batch_id: int, reason: str, by: User | None, now: datetime) -> None:
     """End the batch's legal hold: the next purge takes what has passed its time. The caller commits."""
-    reason = " ".join((reason or "").split())
-    if not reason or len(reason) > MAX_REASON:
-        raise RetentionError(
-            N_plural(
-                "Say why the hold is lifted (1 to %(num)s character).",
-                "Say why the hold is lifted (1 to %(num)s characters).",
-                MAX_REASON,
-            )
-        )
+    reason = _reason(
+        reason,
+        N_plural(
+            "Say why the hold is lifted (1 to %(num)s character).",
+            "Say why the hold is lifted (1 to %(num)s characters).",
+            MAX_REASON,
+        ),
+    )
     row = session.get(BatchRetention, batch_id)
     if row is None or row.held_at is None:
         raise RetentionError(N_("The batch is not on legal hold."))
     row.held_at, row.hold_reason, row.held_by_id = None, None, None
     _batch_event(session, batch_id=batch_id, type=HOLD_LIFTED, by=by, now=now, details={"reason": reason})
     log(logger, logging.INFO, "legal hold lifted", batch_id=batch_id)
+
+
+def _reason(reason: str | None, refusal: N_) -> str:
+    """The reason with its spaces folded (it is shown on one line); ``refusal`` when empty or over ``MAX_REASON``."""
+    reason = " ".join((reason or "").split())
+    if not reason or len(reason) > MAX_REASON:
+        raise RetentionError(refusal)
+    return reason
 
 
 def _batch_event(session: Session, *, batch_id: int, type: str, by: User | None, now: datetime, details: dict) -> None:
