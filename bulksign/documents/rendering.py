@@ -32,9 +32,10 @@ from bulksign.core.extensions import db, get_redis
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
 from bulksign.doc_templates.errors import TemplateError
-from bulksign.doc_templates.kinds import HTML, prepare_document, signature_box
+from bulksign.doc_templates.kinds import HTML, field_boxes, prepare_document, signature_box
 from bulksign.doc_templates.roles import mark_variables
 from bulksign.documents import together
+from bulksign.documents.field_boxes import field_values, stored_marks
 from bulksign.documents.pdf import RenderError
 from bulksign.documents.signature_box import SignatureBox, UnreadablePdf, mark_values
 from bulksign.documents.storage import StorageError, backend_of, get_storage
@@ -65,6 +66,8 @@ def document_context(request: SigningRequest) -> dict:
         "phone": request.phone or "",
         # ``{{ signature }}`` and every other role's mark of the version, each in its own shade.
         **mark_values(mark_variables(request.batch.template_version)),
+        # ``{{ field_<name> }}``: the empty box of a field the signer fills, whatever a prefill column holds.
+        **field_values(stored_marks(request.batch.template_version.fields)),
     }
 
 
@@ -77,6 +80,8 @@ class Rendered:
     data: bytes
     #: Where the document marks the signature; None: sealing appends a signature page.
     signature_box: SignatureBox | None = None
+    #: Where it shows each field the signer fills, by field name.
+    field_boxes: dict[str, SignatureBox] | None = None
 
 
 @dataclass(frozen=True)
@@ -245,13 +250,14 @@ def _store(document: InFlight) -> Rendered:
     request = document.request
     try:
         box = signature_box(request.batch.template_version, data)
+        fields = field_boxes(request.batch.template_version, data) if request.batch.template_version.fields else None
     except UnreadablePdf as exc:
         raise RenderError(
             N_("The rendered document could not be read back."), transient=True, detail=str(exc)
         ) from None
     key = original_key(request)
     get_storage().put(key, data, content_type="application/pdf")
-    return Rendered(request.id, request.batch_id, key, data, box)
+    return Rendered(request.id, request.batch_id, key, data, box, fields)
 
 
 def _settle(
@@ -286,6 +292,9 @@ def _settle(
                 size=len(r.data),
                 created_at=now,
                 signature_box=r.signature_box.to_json() if r.signature_box else None,
+                field_boxes={name: b.to_json() for name, b in r.field_boxes.items()}
+                if r.field_boxes is not None
+                else None,
             )
             for r in rendered
             if r.request_id in won

@@ -9,6 +9,7 @@ import io
 import pytest
 from pypdf import PdfReader
 from reportlab.pdfgen import canvas
+from sqlalchemy import update
 
 from bulksign.core.extensions import db
 from bulksign.doc_templates import kinds, pdf_fill, pdf_forms
@@ -24,9 +25,13 @@ from bulksign.doc_templates.variables import sample_row
 from bulksign.doc_templates.versions import create_template, place_boxes, save_fields, save_version
 from bulksign.documents.field_boxes import field_colour, field_indexes, field_name, find_field_boxes
 from bulksign.documents.signature_box import find_signature_box, mark_colour
+from bulksign.documents.storage import get_storage
+from bulksign.models import Document, SigningRequest
 from bulksign.people.users import create_api_key
 from bulksign.recipients.validation import validate_recipients
+from bulksign.work.pipeline import enqueue_renders
 from tests.support import docx_files
+from tests.support.batches import make_batch, request_ids
 from tests.support.clock import NOW
 
 PAGE = '<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'">{body}</body>'
@@ -219,6 +224,20 @@ def test_a_field_is_never_a_column_the_file_must_have_and_a_field_column_prefill
     )
     assert prefilled.valid_rows == 1 and not prefilled.warnings
     assert prefilled.recipients[0].data["field_zz_iban"] == "DE89370400440532013000"
+
+
+def test_each_rendered_document_keeps_where_its_fields_are(app, run_jobs):
+    batch_id = make_batch(now=NOW, recipients=1, html=HTML_FIELDS)
+    db.session.execute(update(SigningRequest).values(data={"field_zz_iban": "DE89"}))  # the file prefilled it
+    db.session.commit()
+    enqueue_renders(request_ids(batch_id))
+    run_jobs("pdf")
+    document = db.session.query(Document).filter_by(kind="original").one()
+    pdf = get_storage().get(document.storage_key)
+    assert set(document.field_boxes) == {"zz_iban", "agree", "m_start"}
+    assert document.field_boxes["m_start"]["page"] == 1
+    # The prefilled value is not printed: the box stays empty for the signer (and a later step stamps it).
+    assert "DE89" not in " ".join(p.extract_text() for p in PdfReader(io.BytesIO(pdf)).pages)
 
 
 def test_a_word_templates_fields_are_found_in_document_order_each_on_its_page(app, users):
