@@ -141,3 +141,18 @@ def test_a_left_out_rows_reason_with_counts_reads_in_the_readers_language_from_t
         english = "".join(skipped_rows_csv(db.session, batch_id=batch_id))
     assert "В этой строке 3 значения, а в заголовке — 2 столбца." in russian, russian
     assert "This row has 3 values but the header has 2 columns." in english, english
+
+
+def test_a_count_message_reads_and_compares_in_english_like_its_text_outside_any_request():
+    """Logs, the API's English field and tests read ``english``: it picks the form by the count too."""
+    from bulksign.core.messages import N_, N_plural
+
+    message = N_(
+        "This row has %(values)s but the header has %(columns)s.",
+        values=N_plural("%(num)s value", "%(num)s values", 1),
+        columns=N_plural("%(num)s column", "%(num)s columns", 21),
+    )
+    assert message.english == "This row has 1 value but the header has 21 columns."
+    assert message == "This row has 1 value but the header has 21 columns."
+    assert N_plural("%(num)s value", "%(num)s values", 3) == N_plural("%(num)s value", "%(num)s values", 3)
+    assert N_plural("%(num)s value", "%(num)s values", 3) != N_plural("%(num)s value", "%(num)s values", 4)
