@@ -17,9 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from bulksign.core.messages import N_
-from bulksign.doc_templates import kinds, pdf_forms
 from bulksign.doc_templates.errors import TemplateError
-from bulksign.doc_templates.roles import _docx_in_order, _in_order, _pdf_fields
+from bulksign.doc_templates.roles import names_in_order
 from bulksign.documents.field_boxes import DEFAULT_TYPE, FIELD_PREFIX, FIELD_SIZES_MM, MAX_FIELDS, field_name
 from bulksign.documents.signature_box import RECIPIENT_ROLE
 from bulksign.models import TemplateVersion
@@ -87,20 +86,9 @@ class FieldSettings:
 def marked_fields(version: TemplateVersion) -> tuple[str, ...]:
     """The names of the fields a version's document marks, each once, in the order the document has them (a PDF's
     fields and boxes by page, top to bottom)."""
-    if version.kind == kinds.HTML:
-        names = _in_order(version.html) if _has_marks(version.variables) else ()
-    elif version.kind == "docx":
-        names = _docx_in_order(version.source_key) if _has_marks(version.variables) else ()
-    elif version.kind == "pdf":
-        boxes = (*_pdf_fields(version.source_key), *pdf_forms.placed_boxes(version))
-        names = tuple(b.name for b in sorted(boxes, key=lambda b: (b.page, -(b.y + b.h), b.x)))
-    else:
-        names = ()
-    return tuple(dict.fromkeys(n for n in map(field_name, names) if n))
-
-
-def _has_marks(variables: Iterable[str] | None) -> bool:
-    return any(field_name(v) for v in variables or ())
+    # An HTML or Word version without a mark among its variables is not read again (a PDF's marks are not variables).
+    marked = version.kind == "pdf" or any(field_name(v) for v in version.variables or ())
+    return tuple(dict.fromkeys(n for n in map(field_name, names_in_order(version) if marked else ()) if n))
 
 
 def template_fields(version: TemplateVersion) -> tuple[FieldSettings, ...]:

@@ -36,17 +36,24 @@ def mark_variables(version: TemplateVersion) -> frozenset[str]:
 def marked_roles(version: TemplateVersion) -> list[str]:
     """Every role that signs a version being saved, in the order their marks come in the document (by page,
     top to bottom, for a PDF's fields and boxes), the recipient first when it has no mark."""
-    marks = [v for v in (version.variables or ()) if mark_role(v)]
-    if version.kind == kinds.HTML:
-        found = _in_order(version.html) if marks else ()
-    elif version.kind == "docx":
-        found = _docx_in_order(version.source_key) if marks else ()
-    elif version.kind == "pdf":
-        found = _pdf_in_order(version)
-    else:
-        found = ()
+    # An HTML or Word version without a mark among its variables is not read again (a PDF's marks are not variables).
+    marked = version.kind == "pdf" or any(mark_role(v) for v in version.variables or ())
+    found = names_in_order(version) if marked else ()
     roles = list(dict.fromkeys(role for role in map(mark_role, found) if role))
     return roles if RECIPIENT_ROLE in roles else [RECIPIENT_ROLE, *roles]
+
+
+def names_in_order(version: TemplateVersion) -> tuple[str, ...]:
+    """Every name a version's document uses, in the order the document has them (a PDF's fields and boxes by page,
+    top to bottom): the parties' marks here, the fields its signer fills in ``fields``."""
+    if version.kind == kinds.HTML:
+        return _in_order(version.html)
+    if version.kind == "docx":
+        return _docx_in_order(version.source_key)
+    if version.kind == "pdf":
+        boxes = (*_pdf_fields(version.source_key), *pdf_forms.placed_boxes(version))
+        return tuple(b.name for b in sorted(boxes, key=lambda b: (b.page, -(b.y + b.h), b.x)))
+    return ()
 
 
 def _names_in_order(tree: nodes.Template) -> list[str]:
@@ -76,11 +83,6 @@ def _docx_in_order(source_key: str) -> tuple[str, ...]:
 
     DocxTemplate(io.BytesIO(kinds.source(source_key))).get_undeclared_template_variables(jinja_env=_Reading())
     return tuple(found)
-
-
-def _pdf_in_order(version: TemplateVersion) -> list[str]:
-    boxes = (*_pdf_fields(version.source_key), *pdf_forms.placed_boxes(version))
-    return [b.name for b in sorted(boxes, key=lambda b: (b.page, -(b.y + b.h), b.x)) if mark_role(b.name)]
 
 
 @functools.lru_cache(maxsize=64)

@@ -223,17 +223,13 @@ def place_boxes(
     """The next version of a PDF template with ``boxes`` (``pdf_forms.check_boxes``) in place of its placed boxes;
     its file and mail texts are kept. NotPdfTemplate when the newest version is of another kind."""
     version = _newest_pdf_version(session, template=template)
-    return save_version(
-        session,
-        template=template,
-        html="",
-        kind="pdf",
-        file=None,
-        pdf_boxes=boxes,
-        user=user,
-        now=now,
-        **{f: getattr(version, f) for f in MAIL_FIELDS},
-    )
+    return save_version(session, template=template, pdf_boxes=boxes, user=user, now=now, **_kept(version))
+
+
+def _kept(version: TemplateVersion) -> dict:
+    """What the next version keeps of ``version`` when only its boxes or fields change: its document (a file
+    kind's file is kept by giving none) and mail texts, as ``save_version`` takes them."""
+    return {"html": version.html, "kind": version.kind, "file": None, **{f: getattr(version, f) for f in MAIL_FIELDS}}
 
 
 def save_fields(
@@ -242,17 +238,7 @@ def save_fields(
     """The next version of a template with ``fields`` as the settings of the fields its signer fills
     (``fields.check_settings``: FieldSettingsError names a wrong one); its document, boxes and mail texts kept."""
     version = get_version(session, template_id=template.id)
-    return save_version(
-        session,
-        template=template,
-        html=version.html,
-        kind=version.kind,
-        file=None,
-        fields=fields,
-        user=user,
-        now=now,
-        **{f: getattr(version, f) for f in MAIL_FIELDS},
-    )
+    return save_version(session, template=template, fields=fields, user=user, now=now, **_kept(version))
 
 
 @dataclass(frozen=True)
