@@ -7,21 +7,13 @@ both (``TeamRetention``), a batch may set its own (``BatchRetention``); a batch 
 
 The parts: ``periods`` (the periods a team or a batch sets, and each batch's policy), ``due`` (which requests have
 passed their time, and the preview of the next purge), ``purge`` (files and personal data removed) and
-``legal_hold``. Callers use the names below, whichever part holds them.
+``legal_hold``. Callers use the names below, whichever part holds them; the limits each part works by (``CHUNK``,
+``MAX_REASON`` ...) stay in that part, where a test that changes one must change it.
 """
 
-from bulksign.batches.retention.due import UNSIGNED_ENDED, BatchDue, due_ids, preview
-from bulksign.batches.retention.legal_hold import (
-    HOLD_LIFTED,
-    HOLD_PLACED,
-    MAX_REASON,
-    HeldBatch,
-    holds,
-    lift_hold,
-    place_hold,
-)
+from bulksign.batches.retention.due import BatchDue, preview
+from bulksign.batches.retention.legal_hold import HOLD_LIFTED, HOLD_PLACED, HeldBatch, holds, lift_hold, place_hold
 from bulksign.batches.retention.periods import (
-    DEFAULT_KEEP_UNSIGNED_DAYS,
     MAX_DAYS,
     Policy,
     RetentionError,
@@ -33,27 +25,14 @@ from bulksign.batches.retention.periods import (
     team_policies,
     team_policy,
 )
-from bulksign.batches.retention.purge import (
-    CHUNK,
-    EXPORT_PURGED,
-    MAX_PER_RUN,
-    PURGED_EVENT,
-    PurgeResult,
-    purge_due,
-    purge_requests,
-)
+from bulksign.batches.retention.purge import EXPORT_PURGED, PURGED_EVENT, PurgeResult, purge_due, purge_requests
 
 __all__ = [
-    "CHUNK",
-    "DEFAULT_KEEP_UNSIGNED_DAYS",
     "EXPORT_PURGED",
     "HOLD_LIFTED",
     "HOLD_PLACED",
     "MAX_DAYS",
-    "MAX_PER_RUN",
-    "MAX_REASON",
     "PURGED_EVENT",
-    "UNSIGNED_ENDED",
     "BatchDue",
     "HeldBatch",
     "Policy",
@@ -61,7 +40,6 @@ __all__ = [
     "RetentionError",
     "batch_days_from_form",
     "check_days",
-    "due_ids",
     "holds",
     "lift_hold",
     "place_hold",
