@@ -212,7 +212,8 @@ def live_server(app):
     port = free_port()
     app.config["APP_URL"] = f"http://127.0.0.1:{port}"
     server = make_server("127.0.0.1", port, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits for the loop's next look at its stop flag: every half second by default, per test.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield app.config["APP_URL"]
     server.shutdown()
