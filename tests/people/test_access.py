@@ -79,10 +79,17 @@ TEMPLATE_READS = {
     "doc_templates.preview_pdf",
     "doc_templates.page_image",
     "api_templates.boxes",
+    "api_templates.fields",
 }
 #: Reads only a PDF template answers (the world's template is HTML); tested on a PDF in test_pdf_templates.
 PDF_TEMPLATE_READS = {"doc_templates.page_image", "api_templates.boxes"}
-TEMPLATE_EDITS = {"doc_templates.edit", "doc_templates.place", "api_templates.place_boxes"}
+TEMPLATE_EDITS = {
+    "doc_templates.edit",
+    "doc_templates.place",
+    "doc_templates.set_fields",
+    "api_templates.place_boxes",
+    "api_templates.set_fields",
+}
 #: Lists and searches: filtered to what the user sees.
 LISTS = {"batches.index", "doc_templates.index", "api_dashboard.list_batches", "api_templates.index"}
 #: Creating batches and templates: not for viewers; the template must be one the user may use.
