@@ -80,6 +80,10 @@ class SplitError(RuntimeError):
     """The run's PDF does not split into the documents it was made of."""
 
 
+class PartTooLong(SplitError):
+    """A part has more pages than one document may have."""
+
+
 def combined_html(template: str, documents: Sequence[str]) -> str | NotTogether:
     """One HTML of ``documents`` (each the template filled for a recipient), or why the template cannot be
     rendered that way."""
@@ -107,14 +111,17 @@ def combined_html(template: str, documents: Sequence[str]) -> str | NotTogether:
     return head + "".join(blocks) + "</body></html>"
 
 
-def split(pdf: bytes, count: int) -> list[bytes]:
+def split(pdf: bytes, count: int, *, max_pages: int = MAX_PAGES) -> list[bytes]:
     """The run's PDF as ``count`` PDFs, each the pages from one first-page link to the next, the links taken out and
     the fonts cut down to the part's own glyphs; SplitError if the run does not have ``count`` first pages, the
-    first on its first page, or a font that cannot be cut down."""
+    first on its first page, or a font that cannot be cut down; PartTooLong for a part past ``max_pages`` (counted
+    here: reading each part back to count them cost as much as checking a part against its solo render)."""
     reader = PdfReader(BytesIO(pdf))
     firsts = [index for index, page in enumerate(reader.pages) if _first_page_links(page)]
     if len(firsts) != count or firsts[:1] != [0]:
         raise SplitError(f"{len(firsts)} first pages found for {count} documents (at {firsts[:10]})")
+    if any(end - start > max_pages for start, end in zip(firsts, [*firsts[1:], len(reader.pages)])):
+        raise PartTooLong(f"a document runs past {max_pages} pages")
     parts = []
     for start, end in zip(firsts, [*firsts[1:], len(reader.pages)]):
         writer = PdfWriter()
@@ -176,15 +183,15 @@ def render_together(
         return html
     run_limit = max_pages * len(documents)
     try:
-        parts = split(render_pdf(html, timeout=timeout, max_pages=run_limit), len(documents))
+        parts = split(render_pdf(html, timeout=timeout, max_pages=run_limit), len(documents), max_pages=max_pages)
+    except PartTooLong:  # alone, each finds out which
+        return NotTogether("a document runs past the page limit", lasting=False)
     except SplitError as exc:
         return NotTogether(f"the run did not split: {exc}")
     except RenderError as exc:
         if exc.message == too_long(run_limit):  # one of them at least is too long: alone, each finds out which
             return NotTogether("a document runs past the page limit", lasting=False)
         raise
-    if any(len(PdfReader(BytesIO(part)).pages) > max_pages for part in parts):
-        return NotTogether("a document runs past the page limit", lasting=False)
     # The last part, after the most page breaks: the first starts the run as a solo render starts, and matches
     # where a later one does not (a <body> margin is not carried over a forced break: 6 px off with the default).
     if not same_pages(parts[-1], render_pdf(documents[-1], timeout=timeout, max_pages=max_pages)):
