@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 from pypdf import PdfReader
@@ -22,7 +23,7 @@ from bulksign.doc_templates.fields import (
     template_fields,
 )
 from bulksign.doc_templates.variables import sample_row
-from bulksign.doc_templates.versions import create_template, place_boxes, save_fields, save_version
+from bulksign.doc_templates.versions import create_template, get_version, place_boxes, save_fields, save_version
 from bulksign.documents.field_boxes import field_colour, field_indexes, field_name, find_field_boxes
 from bulksign.documents.signature_box import find_signature_box, mark_colour
 from bulksign.documents.storage import get_storage
@@ -33,6 +34,7 @@ from bulksign.work.pipeline import enqueue_renders
 from tests.support import docx_files
 from tests.support.batches import make_batch, request_ids
 from tests.support.clock import NOW
+from tests.support.web import csrf_from
 
 PAGE = '<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'">{body}</body>'
 #: Three fields over two pages, the document's order not the names' (z, a, m).
@@ -301,3 +303,24 @@ def test_the_fields_api_answers_the_settings_and_sets_them_as_a_new_version(app,
         assert message in refused.json["error"]["message"]
         assert refused.json["error"]["details"]["field"] == body["name"]
     assert client.get(url, headers=headers).json["version"] == 2  # nothing refused was saved
+
+
+def test_a_box_bound_to_a_field_in_the_box_editor_is_a_field_and_the_editor_offers_the_fields(client, auth, users):
+    auth.login()
+    saved = create_template(
+        db.session, name="Act", html="", kind="pdf", file=_form(("field_iban", "text", 0, 600)), user=users["staff"],
+        now=NOW,
+    )  # fmt: skip
+    db.session.commit()
+    template_id = saved.template.id
+    page = client.get(f"/templates/{template_id}/place")
+    assert '<option value="field_iban">' in page.get_data(as_text=True)
+    boxes = [{"name": "field_start", "page": 1, "x": 72, "y": 400, "w": 150, "h": 20, "font_size": 0}]
+    response = client.post(
+        f"/templates/{template_id}/place", data={"csrf_token": csrf_from(page), "boxes": json.dumps(boxes)}
+    )
+    assert response.status_code == 302
+    version = get_version(db.session, template_id=template_id)
+    assert version.variables == [] and [f["name"] for f in version.fields] == ["iban", "start"]
+    detail = client.get(f"/templates/{template_id}").get_data(as_text=True)
+    assert "<code>field_iban</code>" in detail and "<code>field_start</code>" in detail
