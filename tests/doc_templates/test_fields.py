@@ -324,3 +324,16 @@ def test_a_box_bound_to_a_field_in_the_box_editor_is_a_field_and_the_editor_offe
     assert version.variables == [] and [f["name"] for f in version.fields] == ["iban", "start"]
     detail = client.get(f"/templates/{template_id}").get_data(as_text=True)
     assert "<code>field_iban</code>" in detail and "<code>field_start</code>" in detail
+
+
+def test_a_refused_setting_is_said_in_the_callers_language(app, users, client):
+    saved = create_template(db.session, name="Contract", html=HTML_FIELDS, user=users["staff"], now=NOW)
+    secret = create_api_key(db.session, user=users["staff"], name="integration", now=NOW).secret
+    users["staff"].locale = None  # the key's owner follows the caller's language
+    db.session.commit()
+    russian = client.put(
+        f"/api/v1/templates/{saved.template.id}/fields",
+        headers={"Authorization": f"Bearer {secret}", "Accept-Language": "ru"},
+        json={"fields": [{"name": "agree", "type": "choice"}]},
+    )
+    assert russian.json["error"]["message"] == "Поле «agree» — это выбор: задайте хотя бы один вариант."
