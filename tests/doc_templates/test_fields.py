@@ -8,6 +8,8 @@ import io
 import json
 
 import pytest
+from docx import Document as WordDocument
+from docx.enum.text import WD_BREAK
 from pypdf import PdfReader
 from reportlab.pdfgen import canvas
 from sqlalchemy import update
@@ -15,6 +17,7 @@ from sqlalchemy import update
 from bulksign.core.extensions import db
 from bulksign.doc_templates import kinds, pdf_fill, pdf_forms
 from bulksign.doc_templates.columns import needed_columns
+from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.fields import (
     FieldSettings,
     FieldSettingsError,
@@ -24,7 +27,7 @@ from bulksign.doc_templates.fields import (
 )
 from bulksign.doc_templates.variables import sample_row
 from bulksign.doc_templates.versions import create_template, get_version, place_boxes, save_fields, save_version
-from bulksign.documents.field_boxes import field_colour, field_indexes, field_name, find_field_boxes
+from bulksign.documents.field_boxes import MAX_FIELDS, field_colour, field_indexes, field_name, find_field_boxes
 from bulksign.documents.signature_box import find_signature_box, mark_colour
 from bulksign.documents.storage import get_storage
 from bulksign.models import Document, SigningRequest
@@ -243,7 +246,11 @@ def test_each_rendered_document_keeps_where_its_fields_are(app, run_jobs):
 
 
 def test_a_word_templates_fields_are_found_in_document_order_each_on_its_page(app, users):
-    source = docx_files.simple("IBAN {{ field_zz_iban }} and {{ name }}, I agree {{ field_agree }}")
+    document = WordDocument()
+    document.add_paragraph("IBAN {{ field_zz_iban }} and {{ name }}, I agree {{ field_agree }}")
+    document.add_paragraph().add_run().add_break(WD_BREAK.PAGE)
+    document.add_paragraph("Start date: {{ field_m_start }}")
+    source = docx_files.save(document)
     saved = create_template(db.session, name="Word", html=None, user=users["staff"], now=NOW, kind="docx", file=source)
     version = save_fields(
         db.session,
@@ -252,10 +259,10 @@ def test_a_word_templates_fields_are_found_in_document_order_each_on_its_page(ap
         user=users["staff"],
         now=NOW,
     ).version
-    assert [f.name for f in template_fields(version)] == ["zz_iban", "agree"]
+    assert [f.name for f in template_fields(version)] == ["zz_iban", "agree", "m_start"]
     pdf = kinds.render_document(version, {"name": "Ivan", "field_zz_iban": "prefilled"}, timeout=60)
     boxes = kinds.field_boxes(version, pdf)
-    assert set(boxes) == {"zz_iban", "agree"} and boxes["zz_iban"].page == 0
+    assert set(boxes) == {"zz_iban", "agree", "m_start"} and boxes["zz_iban"].page == 0 and boxes["m_start"].page == 1
     assert boxes["zz_iban"].x < boxes["agree"].x  # one line, left to right
     assert abs(boxes["agree"].w - 5 * MM) < 3 and abs(boxes["zz_iban"].w - 60 * MM) < 3
     assert "prefilled" not in PdfReader(io.BytesIO(pdf)).pages[0].extract_text()
@@ -337,3 +344,10 @@ def test_a_refused_setting_is_said_in_the_callers_language(app, users, client):
         json={"fields": [{"name": "agree", "type": "choice"}]},
     )
     assert russian.json["error"]["message"] == "Поле «agree» — это выбор: задайте хотя бы один вариант."
+
+
+def test_a_template_marking_more_fields_than_there_are_shades_is_refused_at_save(app, users):
+    marks = "".join(f"{{{{ field_f{i} }}}}" for i in range(MAX_FIELDS + 1))
+    with pytest.raises(TemplateError) as refused:
+        create_template(db.session, name="Many", html=f"<p>{marks}</p>", user=users["staff"], now=NOW)
+    assert refused.value.message.english == f"A template may mark at most {MAX_FIELDS} fields."
