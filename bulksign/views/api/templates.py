@@ -65,7 +65,8 @@ class TemplateOut(BaseModel):
         description="Columns every row must fill: printed whatever the row holds by the document or the mail."
     )
     optional: list[str] = Field(
-        description="Columns used only under a condition, in a test or with a default: a file may leave them out or empty."
+        description="Columns used only under a condition, in a test or with a default, and each field's prefill "
+        "column `field_<name>` (see `GET .../fields`): a file may leave them out or empty."
     )
     created_at: datetime
 
