@@ -32,8 +32,10 @@ from bulksign.doc_templates.roles import template_roles
 from bulksign.mail.email_checks import check_email
 from bulksign.mail.mail_headers import CONTROL_CHARACTERS
 from bulksign.models import Batch, Event, SigningRequest, Suppression, TemplateVersion, User
+from bulksign.models.parties import RECIPIENT_ROLE
 from bulksign.models.status import BatchStatus, Status
 from bulksign.people import access
+from bulksign.recipients.parties import PartyError, PartyPerson, fixed_parties
 from bulksign.recipients.row_checks import RowError
 from bulksign.recipients.suppressions import in_force_among, not_sent_reason
 from bulksign.recipients.validation import Recipient
@@ -201,6 +203,42 @@ def settings_from_form(form: Mapping[str, str], *, default_name: str) -> BatchSe
     )
 
 
+@dataclass(frozen=True)
+class PartySettings:
+    """Who signs a template's other roles for the whole batch, and in which order every role signs."""
+
+    #: Every role of the template, the recipient among them (``roles.template_roles``).
+    roles: tuple[str, ...]
+    #: Role → the batch's fixed party (``recipients.parties.fixed_parties``); a role not here is named per row.
+    fixed: Mapping[str, PartyPerson]
+    #: Role → its step from 0 (``signing.parties.routing_steps``).
+    steps: Mapping[str, int]
+
+
+def party_settings_from_form(form: Mapping[str, str], *, version: TemplateVersion) -> PartySettings:
+    """The fixed parties and routing of a new batch from its form or API fields: ``parties`` (JSON role →
+    ``{"email", "name", "phone"}``) or the web form's ``party_<role>_email`` (``_name``, ``_phone``) fields, and
+    ``routing`` (JSON list of steps). BatchError naming the field for what cannot be used."""
+    roles = template_roles(version)
+    given: str | dict = (form.get("parties") or "").strip()
+    if not given:
+        given = {
+            role: {
+                part: (form.get(f"party_{role}_{part}") or "").strip() or None for part in ("email", "name", "phone")
+            }
+            for role in roles
+            if role != RECIPIENT_ROLE and (form.get(f"party_{role}_email") or "").strip()
+        }
+    try:
+        fixed = fixed_parties(given, roles=roles)
+        steps = parties.routing_steps((form.get("routing") or "").strip() or None, roles=roles)
+    except PartyError as exc:
+        raise BatchError(exc.message, "parties") from None
+    except parties.RoutingError as exc:
+        raise BatchError(exc.message, "routing") from None
+    return PartySettings(roles=tuple(roles), fixed=fixed, steps=steps)
+
+
 @functools.cache
 def _time_zones() -> frozenset[str]:
     return frozenset(available_timezones())
@@ -283,11 +321,15 @@ def create_batch(
     one_time_code: bool = False,
     idempotency_key: str | None = None,
     skipped: Sequence[RowError] = (),
+    party_settings: PartySettings | None = None,
 ) -> CreatedBatch:
     """Insert the batch and all its requests in one transaction (commits), then queue their renders.
 
     ``skipped``: the file's row errors; the rows they name that are not among ``rows`` are kept with the batch
     (``skipped_rows``), for its page and the API to tell what was left out and why.
+
+    ``party_settings``: for a template several parties sign (``party_settings_from_form``), the batch's fixed
+    parties and its routing; each request gets a party per role, waiting at its step (default routing when None).
 
     The batch belongs to ``team_id`` (one of the user's teams), else to the template's team when the
     user is in it, else to the user's first team. Viewers are refused (``access.Refused``, 403).
@@ -304,17 +346,30 @@ def create_batch(
             return CreatedBatch(existing, created=False, total_count=existing.total_count)
     if not rows:
         raise BatchError(N_("There are no valid rows to create a batch from."))
-    # Until parties are invited in their order (issue 29), a document another party must sign is not sent: the
-    # recipient's signature alone would count as the document's.
     roles = template_roles(template_version)
-    if len(roles) > 1:
+    if len(roles) > 1 and one_time_code:
+        # A code is the recipient's (its phone or mailbox); the other parties' identity check is not built yet.
         raise BatchError(
             N_(
-                "This template is signed by %(roles)s; sending one document to several parties is not available "
-                "yet. Use a template with only {{ signature }}.",
+                "One-time codes are not available yet for a document several parties sign (%(roles)s). Create "
+                "the batch without them, or use a template with only {{ signature }}.",
                 roles=", ".join(roles),
-            )
+            ),
+            "one_time_code",
         )
+    steps = party_settings.steps if party_settings is not None else parties.routing_steps(None, roles=roles)
+    fixed = party_settings.fixed if party_settings is not None else {}
+    for role in (r for r in roles if r != RECIPIENT_ROLE):
+        if role not in fixed and any(role not in r.parties for r in rows):
+            # The file check refuses this; a caller that did not give it the roles must not mail half a routing.
+            raise BatchError(
+                N_(
+                    "No one signs as %(role)s on some rows: give the file %(role)s_email (and %(role)s_name) "
+                    "columns, or one person for the whole batch in the parties field.",
+                    role=role,
+                ),
+                "parties",
+            )
     # Its team asks for a second pair of eyes: the batch waits, its requests pending with no job (``approval``).
     held = approval.required_for(session, team_id=team_id)
     batch = Batch(
@@ -352,7 +407,18 @@ def create_batch(
     # Checked here, not only in the upload's preview: an address may have bounced since.
     barred = in_force_among(session, [r.email for r in rows])
     ids = _insert_requests(session, batch_id=batch.id, rows=rows, now=now, barred=barred)
-    parties.add_recipients(session, batch_id=batch.id, now=now)
+    if len(roles) > 1:
+        parties.add_parties(
+            session,
+            batch_id=batch.id,
+            request_ids=ids,
+            per_row=[r.parties for r in rows],
+            fixed=fixed,
+            steps=steps,
+            now=now,
+        )
+    else:
+        parties.add_recipients(session, batch_id=batch.id, now=now)
     batch.skipped_count = keep_skipped_rows(
         session, batch_id=batch.id, errors=skipped, kept_rows={r.row_number for r in rows}
     )

@@ -29,7 +29,8 @@ from bulksign.doc_templates.mail_texts import DEFAULT_REMINDER_BODY, DEFAULT_REM
 from bulksign.doc_templates.variables import extract_variables
 from bulksign.mail.mail_headers import one_line
 from bulksign.mail.mailer import MailNotNeeded, builder, message_id_sql, queue_mails, queue_mails_from
-from bulksign.models import Batch, Event, OutgoingMail, SigningRequest, User, UTCDateTime
+from bulksign.models import RECIPIENT_ROLE, Batch, Event, OutgoingMail, Party, SigningRequest, User, UTCDateTime
+from bulksign.models.parties import PartyStatus
 from bulksign.models.status import WAITING_FOR_RECIPIENT
 from bulksign.signing.invitations import html_body, mail_context, tracking_url
 from bulksign.signing.links import current_token
@@ -260,6 +261,10 @@ def _due(batch_id: int, *, number: int, sent_before: datetime, now: datetime) ->
         # A recipient who marked our mail as spam is not reminded (the send would be refused anyway).
         SigningRequest.complained_at.is_(None),
         or_(SigningRequest.expires_at.is_(None), SigningRequest.expires_at > now),
+        # Of a document several sign, a recipient who signed already waits for the others: nothing to remind of.
+        ~exists().where(
+            Party.request_id == SigningRequest.id, Party.role == RECIPIENT_ROLE, Party.status == PartyStatus.SIGNED
+        ),
     )
 
 

@@ -43,6 +43,7 @@ from bulksign.models import Document, SigningRequest, utcnow
 from bulksign.models.status import Status
 from bulksign.ops import telemetry
 from bulksign.signing.invitations import load_requests, queue_invitations
+from bulksign.signing.routing import invite_first_step
 from bulksign.work import stopping
 from bulksign.work.pipeline import RENDER, SEND, enqueue_sends, hand_back, top_up
 
@@ -302,6 +303,8 @@ def _settle(
     )
     # The invitation rows are written in the same transaction: a generated request always has one.
     invitations = queue_invitations(session, request_ids=sorted(won), now=now, app=app)
+    # The first step's other parties of a document several sign: their document is ready too.
+    party_mails = invite_first_step(session, request_ids=sorted(invitations.mail_ids), now=now, app=app)
     for request_id, message in invitations.errors.items():
         _fail(Problem(session.get(SigningRequest, request_id), message), frm=Status.GENERATED, now=now)
     for problem in failed:
@@ -359,6 +362,8 @@ def _settle(
     )
     # The invitations wait in the database; their batch's send window takes them from there.
     top_up(SEND, {r.batch_id for r in rendered if r.request_id in invitations.mail_ids})
+    if party_mails:
+        enqueue_sends(party_mails)
     enqueue_sends(queued_completion_notices(session, batch_ids=closed))
     if untried:
         log(logger, logging.INFO, "worker stopping, renders handed back", request_ids=untried)

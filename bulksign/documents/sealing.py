@@ -26,10 +26,11 @@ from sqlalchemy.orm import Session
 from bulksign.core.logs import log
 from bulksign.documents.seal_keys import SealError, SealKey, remember_certificate
 from bulksign.documents.signature_box import SignatureBox
-from bulksign.documents.signed_pdf import audit_record, build_signed_pdf, document_title
+from bulksign.documents.signed_pdf import audit_record, build_parties_pdf, build_signed_pdf, document_title
 from bulksign.mail.mailer import builder, queue_mail
 from bulksign.models import Document, Event, SigningRequest
 from bulksign.models.status import Status
+from bulksign.signing import routing
 from bulksign.work.pipeline import enqueue_sends
 
 logger = logging.getLogger(__name__)
@@ -271,13 +272,18 @@ def seal_request(
         return SealOutcome(status="no_original", request_id=request_id)
     data = storage.get(original.storage_key)
     record = audit_record(session, request, original)
-    sealed = apply_seal(
-        build_signed_pdf(
+    parties = routing.parties_in_order(session, request_id)
+    if len(parties) > 1:
+        # Signed by several: every party's block at its mark (or on the one signature page), every party listed.
+        boxes = routing.party_boxes(request=request, original=original, pdf=data)
+        unsealed = build_parties_pdf(
+            data, routing.with_parties(record, parties), blocks=routing.party_blocks(parties, boxes)
+        )
+    else:
+        unsealed = build_signed_pdf(
             data, record, image_png=request.signature_image, box=SignatureBox.from_json(original.signature_box)
-        ),
-        key,
-        tsa=tsa,
-    )
+        )
+    sealed = apply_seal(unsealed, key, tsa=tsa)
     storage_key = signed_storage_key(request)
     storage.put(storage_key, sealed, content_type="application/pdf")
     digest = hashlib.sha256(sealed).hexdigest()
@@ -302,6 +308,7 @@ def seal_request(
             details={"sha256": digest, "seal": key.fingerprint[:16]},
         )
     )
+    attachment = {"key": storage_key, "filename": signed_filename(request), "content_type": "application/pdf"}
     mail = queue_mail(
         session,
         key=f"confirmation-{request.id}",
@@ -311,12 +318,16 @@ def seal_request(
         now=now,
         request_id=request.id,
         batch_id=request.batch_id,
-        attachments=[{"key": storage_key, "filename": signed_filename(request), "content_type": "application/pdf"}],
+        attachments=[attachment],
+    )
+    # Every other party gets the completed PDF now, not before.
+    others = routing.completed_mails(
+        session, request=request, attachment=attachment, subject=_confirmation_subject(request), now=now
     )
     session.flush()
     outcome = SealOutcome(status="sealed", request_id=request.id, document_id=document.id, mail_id=mail.id)
     session.commit()
-    enqueue_sends([outcome.mail_id])
+    enqueue_sends([outcome.mail_id, *others])
     log(
         logger,
         logging.INFO,

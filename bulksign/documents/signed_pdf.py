@@ -55,6 +55,35 @@ class AuditRecord:
     timezone: str = "UTC"
     #: How the signer proved who they are beyond the link (a confirmed one-time code); None: only the link.
     identity: N_ | None = None
+    #: A document signed by several parties (``signing.routing``): each of them, in the order they signed; empty
+    #: for a single-signer document, whose signer is the fields above.
+    parties: tuple[PartyFacts, ...] = ()
+
+
+@dataclass(frozen=True)
+class PartyFacts:
+    """One party of a document signed by several, as its audit certificate lists it."""
+
+    role: str
+    name: str
+    email: str
+    signer_name: str
+    signed_at: datetime | None
+    signer_ip: str
+    #: How the party proved who they are beyond the link; None: only the link.
+    identity: N_ | None = None
+
+
+@dataclass(frozen=True)
+class PartyBlock:
+    """One party's signature as the document prints it: at the role's mark (``box``), else on the signature page."""
+
+    role: str
+    signer_name: str
+    signed_at: datetime
+    signer_ip: str
+    image_png: bytes | None
+    box: SignatureBox | None
 
 
 #: Event type → label on the audit certificate; other types print as they are.
@@ -68,6 +97,11 @@ EVENT_LABELS = {
     "status.opened": N_("Page opened"),
     "page.opened": N_("Page opened again"),
     "status.signed": N_("Signed"),
+    # A party of a document several sign (``signing.routing``): ``%(role)s`` from the event's details.
+    "party.invited": N_("Invitation sent to %(role)s"),
+    "party.opened": N_("Page opened by %(role)s"),
+    "party.signed": N_("Signed by %(role)s"),
+    "party.declined": N_("Declined by %(role)s"),
     "link.issued": N_("Signing link issued"),
     # One-time codes (``one_time_codes``): ``%(…)s`` are filled from the event's details.
     "code.sent.email": N_("One-time code sent by email to %(to)s"),
@@ -81,6 +115,8 @@ EVENT_LABELS = {
 def _label(event: Event) -> N_ | str:
     """The event's line on the certificate; a one-time code's lines say where it went and the tries left."""
     details = event.details or {}
+    if event.type.startswith("party.") and event.type in EVENT_LABELS:
+        return N_(EVENT_LABELS[event.type].msgid, role=details.get("role", ""))
     if not event.type.startswith("code."):
         return EVENT_LABELS.get(event.type, event.type)
     label = EVENT_LABELS.get(f"code.sent.{details.get('channel')}" if event.type == "code.sent" else event.type)
@@ -207,6 +243,31 @@ def signature_stamp(
     return buf.getvalue()
 
 
+def _heading(c, *, title: N_, document_name: str, width: float, height: float) -> tuple[float, float]:
+    """A signature page's title and the document's name; the left margin and the top of what follows."""
+    from reportlab.lib.units import mm
+
+    left, top = 20 * mm, height - 20 * mm
+    c.setFillColorRGB(0.1, 0.14, 0.19)
+    c.setFont("DejaVuSans-Bold", 15)
+    c.drawString(left, top - 15, str(title))
+    c.setFont("DejaVuSans", 9)
+    c.drawString(
+        left, top - 32, _fit(str(N_("Document: %(name)s", name=document_name)), "DejaVuSans", 9, width - 2 * left)
+    )
+    return left, top - 44
+
+
+def _framed_block(c, *, x: float, y: float, w: float, h: float, **block) -> None:
+    """A signature block in a frame of ours (on a signature page, where the document drew none)."""
+    from reportlab.lib.units import mm
+
+    c.setStrokeColorRGB(0.14, 0.34, 0.85)
+    c.setLineWidth(0.6)
+    c.roundRect(x, y, w, h, 2 * mm)
+    _draw_block(c, x=x, y=y, w=w, h=h, **block)
+
+
 def signature_page(record: AuditRecord, *, width: float, height: float, image_png: bytes | None) -> bytes:
     """The page appended when the document marks no place for the signature: nothing of it is covered."""
     from reportlab.lib.units import mm
@@ -215,25 +276,12 @@ def signature_page(record: AuditRecord, *, width: float, height: float, image_pn
     _register_fonts()
     buf = BytesIO()
     c = canvas.Canvas(buf, pagesize=(width, height))
-    left, top = 20 * mm, height - 20 * mm
-    c.setFillColorRGB(0.1, 0.14, 0.19)
-    c.setFont("DejaVuSans-Bold", 15)
-    c.drawString(left, top - 15, str(N_("Signature")))
-    c.setFont("DejaVuSans", 9)
-    c.drawString(
-        left,
-        top - 32,
-        _fit(str(N_("Document: %(name)s", name=record.document_name)), "DejaVuSans", 9, width - 2 * left),
-    )
+    left, top = _heading(c, title=N_("Signature"), document_name=record.document_name, width=width, height=height)
     box_w, box_h = min(95 * mm, width - 2 * left), 30 * mm
-    box_y = top - 44 - box_h
-    c.setStrokeColorRGB(0.14, 0.34, 0.85)
-    c.setLineWidth(0.6)
-    c.roundRect(left, box_y, box_w, box_h, 2 * mm)
-    _draw_block(
+    _framed_block(
         c,
         x=left,
-        y=box_y,
+        y=top - box_h,
         w=box_w,
         h=box_h,
         signer_name=record.signer_name,
@@ -266,14 +314,28 @@ def audit_certificate(record: AuditRecord) -> bytes:
         return Paragraph(escape(str(text)), style)
 
     zone = record.timezone
+    if record.parties:
+        signers = []
+        for party in record.parties:
+            signers += [
+                (N_("Party"), f"{party.role}: {party.name} <{party.email}>"),
+                (N_("Signed by"), party.signer_name),
+                (N_("Signed at"), _local(party.signed_at, zone) if party.signed_at else "—"),
+                (N_("Signer IP"), party.signer_ip or "—"),
+                (N_("Identity check"), party.identity or N_("The signing link mailed to this address")),
+            ]
+    else:
+        signers = [
+            (N_("Recipient"), f"{record.recipient_name} <{record.recipient_email}>"),
+            (N_("Signed by"), record.signer_name),
+            (N_("Signed at"), _local(record.signed_at, zone)),
+            (N_("Signer IP"), record.signer_ip),
+            *([(N_("Identity check"), record.identity)] if record.identity else []),
+        ]
     facts = [
         (N_("Document"), record.document_name),
         (N_("Reference"), f"#{record.batch_id}-{record.request_id}"),
-        (N_("Recipient"), f"{record.recipient_name} <{record.recipient_email}>"),
-        (N_("Signed by"), record.signer_name),
-        (N_("Signed at"), _local(record.signed_at, zone)),
-        (N_("Signer IP"), record.signer_ip),
-        *([(N_("Identity check"), record.identity)] if record.identity else []),
+        *signers,
         (N_("Original sha256"), record.original_sha256),
     ]
     fact_table = Table([[p(k), p(v)] for k, v in facts], colWidths=[38 * mm, 132 * mm])
@@ -336,6 +398,14 @@ def audit_certificate(record: AuditRecord) -> bytes:
     return buf.getvalue()
 
 
+def _stamp(page, *, box: SignatureBox, **block) -> None:
+    """Draw a signature block into ``box`` of a pypdf page (``signature_stamp`` merged over it)."""
+    from pypdf import PdfReader
+
+    stamp = signature_stamp(width=float(page.mediabox.right), height=float(page.mediabox.top), box=box, **block)
+    page.merge_page(PdfReader(BytesIO(stamp)).pages[0])
+
+
 def build_signed_pdf(
     original: bytes, record: AuditRecord, *, image_png: bytes | None, box: SignatureBox | None = None
 ) -> bytes:
@@ -348,10 +418,8 @@ def build_signed_pdf(
     writer = PdfWriter(clone_from=PdfReader(BytesIO(original)))
     with _in_language(record.language):
         if box is not None and 0 <= box.page < len(writer.pages):
-            page = writer.pages[box.page]
-            stamp = signature_stamp(
-                width=float(page.mediabox.right),
-                height=float(page.mediabox.top),
+            _stamp(
+                writer.pages[box.page],
                 box=box,
                 signer_name=record.signer_name,
                 signed_at=record.signed_at,
@@ -359,7 +427,6 @@ def build_signed_pdf(
                 image_png=image_png,
                 zone=record.timezone,
             )
-            page.merge_page(PdfReader(BytesIO(stamp)).pages[0])
         else:
             last = writer.pages[-1].mediabox
             writer.add_page(
@@ -373,6 +440,93 @@ def build_signed_pdf(
     for page in PdfReader(BytesIO(certificate)).pages:
         writer.add_page(page)
     writer.add_metadata({"/Producer": "Bulksign"})
+    out = BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def stamp_parties(
+    original: bytes, blocks: Sequence[PartyBlock], *, document_name: str, language: str, zone: str
+) -> bytes:
+    """The original's pages with each party's block at its mark, and one signature page holding the blocks of the
+    parties whose role marks no place (never covering the document's text). Unsealed: a step's version, or what
+    ``build_parties_pdf`` certifies."""
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter(clone_from=PdfReader(BytesIO(original)))
+    loose = []
+    with _in_language(language):
+        for block in blocks:
+            if block.box is None or not 0 <= block.box.page < len(writer.pages):
+                loose.append(block)
+                continue
+            _stamp(
+                writer.pages[block.box.page],
+                box=block.box,
+                signer_name=block.signer_name,
+                signed_at=block.signed_at,
+                signer_ip=block.signer_ip,
+                image_png=block.image_png,
+                zone=zone,
+            )
+        if loose:
+            last = writer.pages[-1].mediabox
+            page = parties_page(
+                loose, document_name=document_name, width=float(last.width), height=float(last.height), zone=zone
+            )
+            writer.add_page(PdfReader(BytesIO(page)).pages[0])
+    writer.add_metadata({"/Producer": "Bulksign"})
+    out = BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def parties_page(blocks: Sequence[PartyBlock], *, document_name: str, width: float, height: float, zone: str) -> bytes:
+    """The signature page of a document several sign: one framed block per party, under its role, top to bottom
+    (smaller as more parties share the page)."""
+    from reportlab.lib.units import mm
+    from reportlab.pdfgen import canvas
+
+    _register_fonts()
+    buf = BytesIO()
+    c = canvas.Canvas(buf, pagesize=(width, height))
+    left, y = _heading(c, title=N_("Signatures"), document_name=document_name, width=width, height=height)
+    box_w, box_h = min(95 * mm, width - 2 * left), min(30 * mm, (y - 20 * mm) / len(blocks) - 14)
+    for block in blocks:
+        c.setFillColorRGB(0.1, 0.14, 0.19)
+        c.setFont("DejaVuSans-Bold", 9)
+        c.drawString(left, y - 10, block.role)
+        y -= 14 + box_h
+        _framed_block(
+            c,
+            x=left,
+            y=y,
+            w=box_w,
+            h=box_h,
+            signer_name=block.signer_name,
+            signed_at=block.signed_at,
+            signer_ip=block.signer_ip,
+            image_png=block.image_png,
+            zone=zone,
+        )
+        y -= 4 * mm
+    c.showPage()
+    c.save()
+    return buf.getvalue()
+
+
+def build_parties_pdf(original: bytes, record: AuditRecord, *, blocks: Sequence[PartyBlock]) -> bytes:
+    """A document several parties signed: their blocks (``stamp_parties``), then the audit certificate of them all."""
+    from pypdf import PdfReader, PdfWriter
+
+    stamped = stamp_parties(
+        original, blocks, document_name=record.document_name, language=record.language, zone=record.timezone
+    )
+    writer = PdfWriter(clone_from=PdfReader(BytesIO(stamped)))
+    with _in_language(record.language):
+        certificate = audit_certificate(record)
+    for page in PdfReader(BytesIO(certificate)).pages:
+        writer.add_page(page)
     out = BytesIO()
     writer.write(out)
     return out.getvalue()

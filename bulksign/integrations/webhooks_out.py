@@ -39,6 +39,8 @@ EVENTS = (
     "request.declined",
     "request.bounced",
     "request.expired",
+    "party.signed",
+    "party.declined",
     "batch.completed",
     "batch.all_signed",
     "batch.closed",
@@ -48,10 +50,13 @@ EVENTS = (
 EVENT_MEANINGS = {
     "request.sent": "The recipient's mail server accepted the invitation.",
     "request.opened": "The recipient opened the signing page.",
-    "request.signed": "The recipient signed; the signed PDF follows within seconds.",
+    "request.signed": "The recipient signed (for a document several parties sign: its last party signed); the "
+    "signed PDF follows within seconds.",
     "request.declined": "The recipient declined to sign.",
     "request.bounced": "The invitation bounced.",
     "request.expired": "The deadline passed unsigned.",
+    "party.signed": "A party of a document several sign signed (`party.role`); `request.signed` follows the last.",
+    "party.declined": "A party of a document several sign declined (`party.role`); the request is declined.",
     "batch.completed": "Sending ended: every invitation of the batch was dispatched (or failed). Recipients may "
     "still sign; `batch.all_signed` or `batch.closed` follows when nobody can any more.",
     "batch.all_signed": "Every recipient of the batch signed.",
@@ -73,7 +78,10 @@ BATCH_APPROVALS = {"batch.approved": "approved"}
 #: Batches read per event and run of ``collect``.
 BATCH_PAGE = 1000
 #: ``events.type`` → webhook event.
-EVENT_TYPES = {f"status.{name.split('.')[1]}": name for name in EVENTS if name.startswith("request.")}
+EVENT_TYPES = {
+    **{f"status.{name.split('.')[1]}": name for name in EVENTS if name.startswith("request.")},
+    **{name: name for name in EVENTS if name.startswith("party.")},
+}
 SIGNATURE_HEADER = "X-Bulksign-Signature"
 MAX_ATTEMPTS = 8
 BACKOFF_BASE = timedelta(seconds=30)
@@ -118,12 +126,17 @@ def request_links(*, app_url: str, request_id: int, signed: bool) -> RequestEven
     )
 
 
+class PartyRef(BaseModel):
+    role: str = Field(description="The party's role: `recipient`, or the `<role>` of its `signature_<role>` mark.")
+
+
 class RequestEvent(BaseModel):
-    """``data`` of the ``request.*`` events."""
+    """``data`` of the ``request.*`` and ``party.*`` events."""
 
     request: RequestRef
     occurred_at: datetime
     links: RequestEventLinks
+    party: PartyRef | None = Field(None, description="On `party.*`: which party; null on `request.*`.")
 
 
 class BatchRef(BaseModel):
@@ -309,6 +322,7 @@ def collect(
             SigningRequest.name,
             SigningRequest.row_number,
             Batch.team_id,
+            Event.details,
         )
         .join(SigningRequest, SigningRequest.id == Event.request_id)
         .join(Batch, Batch.id == SigningRequest.batch_id)
@@ -317,7 +331,7 @@ def collect(
         .limit(limit)
     ).all()
     wanted = _wanted_events(session)
-    for _event_id, etype, at, request_id, batch_id, email, name, row_number, team_id in rows:
+    for _event_id, etype, at, request_id, batch_id, email, name, row_number, team_id, details in rows:
         if EVENT_TYPES[etype] in wanted:
             made += len(
                 emit(
@@ -333,6 +347,7 @@ def collect(
                         links=request_links(
                             app_url=app_url, request_id=request_id, signed=EVENT_TYPES[etype] == "request.signed"
                         ),
+                        party=PartyRef(role=(details or {}).get("role", "")) if etype.startswith("party.") else None,
                     ).model_dump(mode="json"),
                 ).delivery_ids
             )

@@ -14,6 +14,7 @@ from bulksign.batches.reconciler import reconcile
 from bulksign.batches.reminders import queue_due_reminders
 from bulksign.core.extensions import db, get_redis
 from bulksign.integrations.idempotency import purge_expired
+from bulksign.jobs.routing import advance_stalled
 from bulksign.models import utcnow
 from bulksign.work.pipeline import enqueue_sends
 from bulksign.work.queues import (
@@ -65,7 +66,9 @@ def reconcile_stuck_work(*, now: datetime) -> str:
         now=now,
         stale_after=timedelta(seconds=current_app.config["RECONCILE_AFTER_SECONDS"]),
     )
-    return str(result)
+    # A document several sign whose next step's job was lost.
+    advanced = advance_stalled(now=now)
+    return f"{result}, {advanced} next steps" if advanced else str(result)
 
 
 class _CommitThenSend:

@@ -37,8 +37,9 @@ TRANSITIONS: dict[Status, frozenset[Status]] = {
     S.GENERATING: frozenset({S.GENERATED, S.FAILED, S.PENDING, S.CANCELLED}),
     S.GENERATED: frozenset({S.SENDING, S.FAILED, S.CANCELLED}),
     S.SENDING: frozenset({S.SENT, S.FAILED, S.BOUNCED, S.GENERATED, S.CANCELLED}),
-    # sent/opened → generated: staff resend with a new link (a fresh invitation goes out).
-    S.SENT: frozenset({S.OPENED, S.EXPIRED, S.BOUNCED, S.CANCELLED, S.GENERATED}),
+    # sent/opened → generated: staff resend with a new link (a fresh invitation goes out). sent → declined: another
+    # party of a document several sign declined it before the recipient opened it (``routing``).
+    S.SENT: frozenset({S.OPENED, S.EXPIRED, S.BOUNCED, S.CANCELLED, S.GENERATED, S.DECLINED}),
     S.OPENED: frozenset({S.SIGNED, S.DECLINED, S.EXPIRED, S.BOUNCED, S.CANCELLED, S.GENERATED}),
     S.FAILED: frozenset({S.PENDING, S.CANCELLED}),
     S.EXPIRED: frozenset({S.GENERATED}),

@@ -35,6 +35,10 @@ _STAMPS = {
 }
 
 
+#: The recipient's moves its request follows when it has other parties, not the other way round.
+PARTIES_OWN_MOVES = frozenset({PartyStatus.SIGNED, PartyStatus.DECLINED})
+
+
 class RoutingError(ValueError):
     """A routing that cannot be followed; ``message`` is for people."""
 
@@ -75,6 +79,9 @@ def routing_steps(given: str | list | None, *, roles: Sequence[str]) -> dict[str
     left_out = [r for r in roles if r not in steps]
     if left_out:
         raise RoutingError(N_("The routing leaves out %(roles)s: give every party a step.", roles=", ".join(left_out)))
+    # The request's own invitation is the recipient's: it goes out when the document is ready, so first.
+    if steps[RECIPIENT_ROLE] != 0:
+        raise RoutingError(N_("The recipient signs in the first step, alone or with others: put it in the first list."))
     return steps
 
 
@@ -187,8 +194,10 @@ def follows(request_ids: Sequence[int] | Select, *, frm: str, to: str, now: date
     """The UPDATE by which the ``recipient`` party of each single-signer request among ``request_ids`` follows
     that request's move ``frm`` → ``to`` (``RECIPIENT_FOLLOWS``); None when the move takes no party along.
 
-    A request with other parties is left alone: its parties move by themselves (``move_parties``) and its status
-    follows theirs. The party moves only from the states the table names, so a repeated statement changes nothing.
+    The recipient of a request with other parties follows only the moves of the request's own link (its
+    invitation sent, its page opened, a resend): its signing and declining are its own moves (``move_parties``),
+    and the request's status follows its parties' (``routing.request_follows_parties``). The party moves only from
+    the states the table names, so a repeated statement changes nothing.
     """
     rule = RECIPIENT_FOLLOWS.get(Status(to))
     if rule is None or (Status(to) == Status.GENERATED and Status(frm) in FIRST_RENDER):
@@ -198,13 +207,16 @@ def follows(request_ids: Sequence[int] | Select, *, frm: str, to: str, now: date
     values = {"status": target.value, "status_changed_at": now}
     if target in _STAMPS:
         values[_STAMPS[target]] = now
+    alone = []
+    if target in PARTIES_OWN_MOVES:
+        alone = [~exists().where(others.request_id == Party.request_id, others.role != RECIPIENT_ROLE)]
     return (
         update(Party)
         .where(
             Party.request_id.in_(request_ids),
             Party.role == RECIPIENT_ROLE,
             Party.status.in_([s.value for s in sources]),
-            ~exists().where(others.request_id == Party.request_id, others.role != RECIPIENT_ROLE),
+            *alone,
         )
         .values(**values)
         .execution_options(synchronize_session=False)

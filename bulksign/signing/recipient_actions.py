@@ -25,11 +25,13 @@ from bulksign.core.logs import log
 from bulksign.core.messages import N_
 from bulksign.documents.signed_pdf import document_title
 from bulksign.mail.mailer import builder
-from bulksign.models import Batch, Event, SigningRequest
+from bulksign.models import RECIPIENT_ROLE, Batch, Event, Party, SigningRequest
+from bulksign.models.parties import PartyStatus
 from bulksign.models.status import WAITING_FOR_RECIPIENT, Status
-from bulksign.signing import one_time_codes
+from bulksign.signing import one_time_codes, routing
+from bulksign.signing.parties import move_parties
 from bulksign.work.pipeline import enqueue_sends
-from bulksign.work.queues import SEAL
+from bulksign.work.queues import ADVANCE, SEAL
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +82,32 @@ def page_state(request: SigningRequest | None, *, now: datetime) -> str:
         deadline = deadline_of(request)
         return "expired" if deadline is not None and deadline <= now else "waiting"
     return "unavailable"
+
+
+def signer_party(session: Session, request: SigningRequest, party: Party | None) -> Party | None:
+    """The party whose link was opened: ``party`` (another role's link), the recipient's party for the request's
+    own link of a request several sign; None for a single-signer request (its recipient is the request)."""
+    if party is not None or not routing.is_routed(session, request.id):
+        return party
+    return session.scalar(select(Party).where(Party.request_id == request.id, Party.role == RECIPIENT_ROLE))
+
+
+def signer_state(request: SigningRequest, party: Party | None, *, now: datetime) -> str:
+    """What a party's page shows: ``page_state`` for a single-signer request (``party`` None); for a party of a
+    request several sign also ``not_started`` (its step has not started: no working link yet) and
+    ``party_signed`` (it signed; the others have not all signed yet)."""
+    state = page_state(request, now=now)
+    if party is None or request is None or state in ("signed", "declined", "cancelled", "expired", "unknown"):
+        return state
+    if party.status == PartyStatus.SIGNED:
+        return "party_signed"
+    if party.status in (PartyStatus.WAITING, PartyStatus.DECLINED):
+        return "not_started"
+    if party.role != RECIPIENT_ROLE and request.status in routing.ROUTING_STATES:
+        # Its own link and its document are ready while the recipient's invitation may still be on its way.
+        deadline = deadline_of(request)
+        return "expired" if deadline is not None and deadline <= now else "waiting"
+    return state
 
 
 @dataclass(frozen=True)
@@ -156,6 +184,20 @@ def open_request(
         )
         session.commit()
     return OpenOutcome(status="reopened", request_id=request_id)
+
+
+def open_party(session: Session, *, party: Party, now: datetime, ip: str | None, user_agent: str | None) -> OpenOutcome:
+    """A party other than the recipient opened its page: its first open moves it invited→opened; commits. The
+    recipient's page is the request's (``open_request``)."""
+    request = party.request
+    state = signer_state(request, party, now=now)
+    if state == "waiting" and party.status == PartyStatus.INVITED:
+        move_parties(
+            session, party.id, frm=PartyStatus.INVITED, to=PartyStatus.OPENED, now=now, actor="recipient", ip=ip
+        )
+        session.commit()
+        return OpenOutcome(status="opened", request_id=request.id)
+    return OpenOutcome(status=state, request_id=request.id)
 
 
 def clean_name(raw: str) -> str:
@@ -237,6 +279,64 @@ def _act(
     return f"already_{to}" if page_state(request, now=now) == str(to) else "not_allowed"
 
 
+def _act_as_party(
+    session: Session,
+    *,
+    party: Party,
+    now: datetime,
+    ip: str | None,
+    user_agent: str | None,
+    code_id: int | None,
+    to: PartyStatus,
+    details: dict | None = None,
+    **fields,
+) -> str:
+    """A party's final move on a request several sign: open first if still invited, then opened→``to`` by
+    compare-and-set, and the request's status from its parties' (``routing.request_follows_parties``) in the same
+    transaction. Returns what that settled (``signed``, ``declined``, ``next_step``, ``waiting``), or
+    ``already_<to>``, ``code_needed``, ``not_allowed`` as ``_act``."""
+    request = party.request
+    if signer_state(request, party, now=now) == "waiting":
+        if party.role == RECIPIENT_ROLE:
+            if not one_time_codes.may_act(session, request=request, code_id=code_id, now=now):
+                return "code_needed"
+            if request.status == Status.SENT:  # its party follows the request's own move to opened
+                _open(session, request, now=now, ip=ip, user_agent=(user_agent or "")[:500])
+        else:
+            move_parties(
+                session, party.id, frm=PartyStatus.INVITED, to=PartyStatus.OPENED, now=now, actor="recipient", ip=ip
+            )
+        if move_parties(
+            session,
+            party.id,
+            frm=PartyStatus.OPENED,
+            to=to,
+            now=now,
+            actor="recipient",
+            ip=ip,
+            details=details,
+            **fields,
+        ):
+            return routing.request_follows_parties(session, request_id=request.id, now=now, ip=ip).status
+        session.rollback()
+    session.refresh(party)
+    if party.status == to:
+        return f"already_{to}"
+    return "not_allowed"
+
+
+def _after_party(request_id: int, settled: str) -> None:
+    """Queue what a party's committed move calls for: the seal after the last party, the next step's invitations
+    after a step (each re-queued by the reconciler when Redis loses it)."""
+    handle = SEAL if settled == "signed" else ADVANCE if settled == "next_step" else None
+    if handle is None:
+        return
+    try:
+        handle.enqueue_unique([request_id])
+    except RedisError as exc:
+        log(logger, logging.ERROR, "could not queue the next step", request_id=request_id, error=str(exc))
+
+
 def sign(
     session: Session,
     *,
@@ -248,10 +348,13 @@ def sign(
     ip: str | None,
     user_agent: str | None,
     code_id: int | None = None,
+    party: Party | None = None,
 ) -> SignOutcome:
     """Sign: (open if still sent,) opened→signed by compare-and-set; commits, then queues the seal job.
 
-    ``code_id``: the one-time code the signer's session verified, when the batch asks for one.
+    ``code_id``: the one-time code the signer's session verified, when the batch asks for one. ``party``: the
+    party of a request several sign whose link this is (``signer_party``); the request is signed, and sealed,
+    once its last party has signed.
     """
     try:
         name = clean_name(signer_name)
@@ -260,6 +363,25 @@ def sign(
             raise InvalidInput(_l("Tick “I agree to sign electronically” to sign."))
     except InvalidInput as exc:
         return SignOutcome(status="invalid", request_id=request_id, message=exc.args[0])
+    if party is not None:
+        settled = _act_as_party(
+            session,
+            party=party,
+            now=now,
+            ip=ip,
+            user_agent=user_agent,
+            code_id=code_id,
+            to=PartyStatus.SIGNED,
+            signer_name=name,
+            signer_ip=(ip or "")[:64],
+            signature_image=image,
+        )
+        if settled.startswith("already_") or settled in ("code_needed", "not_allowed"):
+            return SignOutcome(status=settled, request_id=request_id)
+        session.commit()
+        _after_party(request_id, settled)
+        log(logger, logging.INFO, "party signed", request_id=request_id, role=party.role, settled=settled)
+        return SignOutcome(status="signed", request_id=request_id)
     result = _act(
         session,
         request_id=request_id,
@@ -294,9 +416,11 @@ def decline(
     ip: str | None,
     user_agent: str | None,
     code_id: int | None = None,
+    party: Party | None = None,
 ) -> DeclineOutcome:
     """Decline with a reason: opened→declined by compare-and-set, and a notice to whoever the batch names
-    (its owner by default); commits."""
+    (its owner by default); commits. ``party``: as for ``sign``; its decline declines the request, and the
+    parties already invited are told."""
 
     reason = (reason or "").strip()
     if not reason:
@@ -307,18 +431,35 @@ def decline(
             request_id=request_id,
             message=_l("The reason is too long (at most %(count)s characters).", count=MAX_REASON_LENGTH),
         )
-    result = _act(
-        session,
-        request_id=request_id,
-        now=now,
-        ip=ip,
-        user_agent=user_agent,
-        code_id=code_id,
-        to=Status.DECLINED,
-        details={"reason": reason},
-        declined_at=now,
-        decline_reason=reason,
-    )
+    told: list[int] = []
+    if party is not None:
+        result = _act_as_party(
+            session,
+            party=party,
+            now=now,
+            ip=ip,
+            user_agent=user_agent,
+            code_id=code_id,
+            to=PartyStatus.DECLINED,
+            details={"reason": reason},
+            decline_reason=reason,
+        )
+        result = "won" if result == "declined" else result
+        if result == "won":
+            told = routing.tell_declined(session, request=party.request, decliner=party, now=now)
+    else:
+        result = _act(
+            session,
+            request_id=request_id,
+            now=now,
+            ip=ip,
+            user_agent=user_agent,
+            code_id=code_id,
+            to=Status.DECLINED,
+            details={"reason": reason},
+            declined_at=now,
+            decline_reason=reason,
+        )
     if result != "won":
         return DeclineOutcome(status=result, request_id=request_id)
     request = session.get(SigningRequest, request_id)
@@ -333,9 +474,9 @@ def decline(
     )
     mail_id = notice.id if notice is not None else None
     session.commit()
-    if mail_id is not None:
+    if mail_id is not None or told:
         try:
-            enqueue_sends([mail_id])
+            enqueue_sends([*([mail_id] if mail_id is not None else []), *told])
         except RedisError as exc:
             # The notice is committed in ``queued``: the reconciler queues it when Redis is back.
             log(logger, logging.ERROR, "could not queue the decline notice", request_id=request_id, error=str(exc))

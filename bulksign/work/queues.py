@@ -188,6 +188,10 @@ SEND_MANY = _declare("bulksign.jobs.mail.send_many", queue="mail", id_pattern="s
 # One job per id. A storage or database hiccup in a seal is retried by RQ; the periodic ``seal_missing``
 # catches the rest.
 SEAL = _declare("bulksign.jobs.seal.seal", queue="pdf", id_pattern="seal-{id}", attempts_setting="SEAL_MAX_ATTEMPTS")
+#: A step of a request several sign has finished: its document with their signatures, and the next step invited.
+ADVANCE = _declare(
+    "bulksign.jobs.routing.advance", queue="pdf", id_pattern="advance-{id}", attempts_setting="SEAL_MAX_ATTEMPTS"
+)
 #: A one-time code lives 10 minutes: its SMS goes ahead of bulk mail.
 SMS_CODE = _declare(
     "bulksign.jobs.sms.send_code",

@@ -125,7 +125,7 @@ def test_a_resend_takes_the_recipient_party_back_to_waiting_then_invited_with_th
     assert party.status == "invited" and party.invited_at > first_invited
 
 
-def test_a_request_with_another_party_leaves_its_recipient_party_to_move_by_itself(app):
+def test_a_request_with_another_party_takes_its_recipient_party_along_its_link_but_not_to_signed(app):
     (request_id,) = request_ids(make_batch(now=NOW, recipients=1))
     request = db.session.get(SigningRequest, request_id)
     parties.add_recipients(db.session, batch_id=request.batch_id, now=NOW)
@@ -138,9 +138,17 @@ def test_a_request_with_another_party_leaves_its_recipient_party_to_move_by_itse
         ("sending", "sent"),
     ]:
         assert transition(db.session, request_id, frm=frm, to=to, now=NOW)
+    assert transition(db.session, request_id, frm="sent", to="opened", now=NOW)
     db.session.commit()
     statuses = dict(db.session.execute(select(Party.role, Party.status).where(Party.request_id == request_id)).all())
-    assert statuses == {"recipient": "waiting", "employer": "waiting"}
+    # The request's invitation and page are the recipient's; the employer moves by itself.
+    assert statuses == {"recipient": "opened", "employer": "waiting"}
+    # Signing is each party's own move: the request is signed once every party has (``routing``).
+    assert transition(db.session, request_id, frm="opened", to="signed", now=NOW)
+    db.session.commit()
+    assert db.session.scalar(select(Party.status).where(Party.request_id == request_id, Party.role == "recipient")) == (
+        "opened"
+    )
 
 
 def test_another_partys_link_is_its_own_finds_only_it_and_a_new_one_kills_the_old(app):
@@ -205,12 +213,25 @@ def test_a_new_batch_gives_each_request_its_recipient_party_at_step_0_waiting(ap
     }
 
 
-def test_a_template_another_party_signs_is_not_sent_until_parties_are_invited_in_their_order(app, users):
+def test_a_template_several_parties_sign_refuses_one_time_codes_until_every_party_can_get_one(app, users):
     html = "<p>{{ name }} {{ signature }} {{ signature_employer }}</p>"
     version = create_template(db.session, name="Two", html=html, user=users["staff"], now=NOW)
-    rows = validate_recipients(b"email,name\na@example.com,A\n", filename="r.csv", variables=["name"], keep_rows=True)
+    rows = validate_recipients(
+        b"email,name,employer_email\na@example.com,A,boss@example.com\n",
+        filename="r.csv",
+        variables=["name"],
+        keep_rows=True,
+        roles=["recipient", "employer"],
+    )
     with pytest.raises(BatchError) as refused:
         create_batch(
-            db.session, user=users["staff"], template_version=version.version, rows=rows.recipients, name="B", now=NOW
+            db.session,
+            user=users["staff"],
+            template_version=version.version,
+            rows=rows.recipients,
+            name="B",
+            now=NOW,
+            one_time_code=True,
         )
-    assert "signed by recipient, employer" in refused.value.message.english
+    assert "several parties sign (recipient, employer)" in refused.value.message.english
+    assert refused.value.field == "one_time_code"

@@ -14,7 +14,9 @@ from bulksign.batches.creation import (
     MAX_DEADLINE_DAYS,
     MAX_REMINDERS,
     BatchError,
+    PartySettings,
     create_batch,
+    party_settings_from_form,
     settings_from_form,
 )
 from bulksign.batches.retention import MAX_DAYS as MAX_KEEP_DAYS
@@ -34,11 +36,19 @@ bp = Blueprint("api_uploads", __name__, url_prefix="/api/v1")
 
 class RecipientsForm(BaseModel):
     # Unknown fields are refused, not ignored: a misspelt setting would otherwise silently take its default.
-    model_config = ConfigDict(extra="forbid")
+    # Optional multipart fields (``parties``) are left out, never null.
+    model_config = ConfigDict(extra="forbid", json_schema_extra=no_null_defaults)
     template_id: RecordId = Field(description="The template whose placeholders the file's columns fill.")
     file: bytes = Field(
         description="The recipients: .csv (any delimiter, UTF-8 or legacy encodings) or .xlsx, "
         "a header row with `email` and the template's variables."
+    )
+    parties: Text = Field(
+        None,
+        max_length=20_000,
+        description="A template several parties sign (its `roles`): who signs each other role for the whole batch, "
+        'JSON `{"employer": {"email": "...", "name": "...", "phone": "..."}}`. A role the file names per row in '
+        "`<role>_email` (`<role>_name`, `<role>_phone`) columns needs none.",
     )
 
 
@@ -54,6 +64,14 @@ class BatchForm(RecipientsForm):
     )
     max_reminders: int = Field(None, ge=0, le=MAX_REMINDERS, description="Default: one for each reminder day; 0: none.")
     reply_to: Text = Field(None, max_length=254)
+    routing: Text = Field(
+        None,
+        max_length=5_000,
+        description="The order parties sign in: JSON list of steps, each a list of roles that sign at once, e.g. "
+        '`[["recipient"], ["employer"]]` (the default: the recipient first, then each role in document order) or '
+        '`[["recipient", "employer"]]`. The recipient is in the first step; each step starts when every party of '
+        "the one before has signed.",
+    )
     notify_to: Text = Field(
         None,
         max_length=254,
@@ -154,11 +172,19 @@ def validate():
     try:
         version = template_version(form.template_id)
         data, filename = uploaded_file()
+        signers = party_settings_from_form(request.form, version=version)
         report = validate_recipients(
-            data, filename=filename, variables=needed_columns(version), suppressed=suppressions.lookup(db.session)
+            data,
+            filename=filename,
+            variables=needed_columns(version),
+            suppressed=suppressions.lookup(db.session),
+            roles=signers.roles,
+            fixed_roles=signers.fixed.keys(),
         )
     except UploadError as exc:
         raise _upload_error(exc) from None
+    except BatchError as exc:
+        raise ApiError(exc.message, 422, code="settings_invalid", details={"field": exc.field}) from None
     return answer(ValidationReportOut(**report.as_dict()))
 
 
@@ -192,7 +218,15 @@ def create():
         settings = settings_from_form(request.form, default_name=f"{version.template.name} ({utcnow():%Y-%m-%d})")
         # Checked by the form's model already: 1 to MAX_KEEP_DAYS, or left out for the team's.
         keep_signed, keep_unsigned = retention.batch_days_from_form(request.form)
-        report = validate_recipients(data, filename=filename, variables=needed_columns(version), keep_rows=True)
+        signers = party_settings_from_form(request.form, version=version)
+        report = validate_recipients(
+            data,
+            filename=filename,
+            variables=needed_columns(version),
+            keep_rows=True,
+            roles=signers.roles,
+            fixed_roles=signers.fixed.keys(),
+        )
         if report.invalid_rows and not form.skip_invalid or not report.valid_rows:
             reason = (
                 "No row of the file can be used."
@@ -206,8 +240,9 @@ def create():
             user=g.api_user,
             template_version=version,
             rows=report.recipients,
-            skipped=_every_error(report, data=data, filename=filename, version=version),
+            skipped=_every_error(report, data=data, filename=filename, version=version, signers=signers),
             now=utcnow(),
+            party_settings=signers,
             **settings.as_kwargs(),
         )
     except UploadError as exc:
@@ -233,8 +268,17 @@ def create():
     )
 
 
-def _every_error(report: ValidationReport, *, data: bytes, filename: str, version) -> tuple[RowError, ...]:
+def _every_error(
+    report: ValidationReport, *, data: bytes, filename: str, version, signers: PartySettings
+) -> tuple[RowError, ...]:
     """All the file's row errors, for the rows the batch leaves out: the report keeps the first hundred only."""
     if not report.errors_truncated:
         return report.errors
-    return validate_recipients(data, filename=filename, variables=needed_columns(version), max_errors=None).errors
+    return validate_recipients(
+        data,
+        filename=filename,
+        variables=needed_columns(version),
+        max_errors=None,
+        roles=signers.roles,
+        fixed_roles=signers.fixed.keys(),
+    ).errors

@@ -22,18 +22,21 @@ from bulksign.documents.poppler import PopplerError
 from bulksign.documents.seal_keys import seal_status
 from bulksign.documents.sealing import latest_document, signed_filename
 from bulksign.documents.storage import StorageError, get_storage
-from bulksign.models import SigningRequest, utcnow
+from bulksign.models import RECIPIENT_ROLE, Document, Party, SigningRequest, utcnow
 from bulksign.people.auth import public
-from bulksign.signing import one_time_codes
+from bulksign.signing import one_time_codes, routing
 from bulksign.signing.links import find_by_token
+from bulksign.signing.parties import find_party
 from bulksign.signing.recipient_actions import (
     MAX_SIGNATURE_BYTES,
     contact_of,
     deadline_of,
     decline,
+    open_party,
     open_request,
-    page_state,
     sign,
+    signer_party,
+    signer_state,
 )
 from bulksign.views._forms import client_ip
 from bulksign.views.recipient.recipient_headers import DOCUMENT_CSP
@@ -62,11 +65,31 @@ VERIFIED_CODES = "verified_codes"
 
 
 def _find(token: str) -> SigningRequest | None:
+    """The request of the link, and in ``g.party`` the party whose link it is: another role's own link, the
+    recipient's party for the request's own link of a request several sign, None for a single-signer request."""
     found = find_by_token(db.session, token)
+    party = find_party(db.session, token) if found is None else None
+    if party is not None:
+        found = party.request
     if found is not None:
+        g.party = signer_party(db.session, found, party)
         # The page speaks the batch's language, whatever the browser prefers.
         g.locale = found.batch.language
     return found
+
+
+def _party() -> Party | None:
+    return g.get("party")
+
+
+def _state(row: SigningRequest, *, now: datetime) -> str:
+    return signer_state(row, _party(), now=now)
+
+
+def _other_party() -> bool:
+    """The link is that of a party other than the recipient (one-time codes are the recipient's)."""
+    party = _party()
+    return party is not None and party.role != RECIPIENT_ROLE
 
 
 def _verified_code(row: SigningRequest) -> int | None:
@@ -75,7 +98,7 @@ def _verified_code(row: SigningRequest) -> int | None:
 
 def _code_status(row: SigningRequest, state: str) -> one_time_codes.CodeStatus | None:
     """Where the recipient stands with one-time codes, when the batch asks for one and the page could show it."""
-    if state not in DOCUMENT_STATES or not one_time_codes.required(row):
+    if state not in DOCUMENT_STATES or not one_time_codes.required(row) or _other_party():
         return None
     return one_time_codes.status(db.session, request=row, code_id=_verified_code(row), now=utcnow())
 
@@ -95,6 +118,10 @@ def _render(
     # The document's pages (and their text) and the signed copy only once a code asked for is confirmed.
     shown = code is None or code.state == "verified"
     signed_document = latest_document(db.session, row.id, "signed") if state == "signed" and shown else None
+    party = _party()
+    declined_by = None
+    if party is not None and state == "declined":
+        declined_by = next((p for p in routing.parties_in_order(db.session, row.id) if p.status == "declined"), None)
     html = render_template(
         "signing/page.html",
         state=state,
@@ -109,13 +136,22 @@ def _render(
         signed_document=signed_document,
         code=code,
         pages=_pages(row) if state == "waiting" and shown else None,
+        # Who this link is for, and what they did: the party of a document several sign, else the request.
+        me=party if party is not None else row,
+        who=routing.party_person(party) if party is not None else (row.email, row.name or "") if row else ("", ""),
+        role=party.role if party is not None and party.role != RECIPIENT_ROLE else None,
+        declined_by=declined_by,
+        declined_by_name=(routing.party_person(declined_by)[1] or routing.party_person(declined_by)[0])
+        if declined_by is not None
+        else None,
     )
     return html, status or (422 if error else STATUS_CODES.get(state, 200))
 
 
 def _pages(row: SigningRequest) -> DocumentPages | None:
-    """The original's pages and text for the page; None when they cannot be read (Download still works)."""
-    original = latest_document(db.session, row.id, "original")
+    """The document's pages and text for the page (with the earlier parties' signatures on it, for a document several
+    sign); None when they cannot be read (Download still works)."""
+    original = _readable(row)
     if original is None:
         return None
     try:
@@ -139,7 +175,9 @@ def _client() -> dict:
 def _again(row: SigningRequest, token: str, *, error: str, form: dict | None = None, status: int | None = None):
     """The page as it stands now (the row re-read), with a message for the recipient."""
     row = db.session.get(SigningRequest, row.id)
-    return _render(row, token, state=page_state(row, now=utcnow()), error=error, form=form, status=status)
+    if _party() is not None:
+        db.session.refresh(_party())
+    return _render(row, token, state=_state(row, now=utcnow()), error=error, form=form, status=status)
 
 
 def _by_token(view):
@@ -165,9 +203,12 @@ def _by_token(view):
 @_by_token
 def page(token: str, row: SigningRequest):
     now = utcnow()
-    open_request(db.session, request_id=row.id, now=now, **_client())
+    if _other_party():
+        open_party(db.session, party=_party(), now=now, **_client())
+    else:
+        open_request(db.session, request_id=row.id, now=now, **_client())
     row = db.session.get(SigningRequest, row.id)
-    return _render(row, token, state=page_state(row, now=now))
+    return _render(row, token, state=_state(row, now=now))
 
 
 def _signature_bytes(raw: str) -> bytes | None:
@@ -201,6 +242,7 @@ def sign_document(token: str, row: SigningRequest):
         signature_png=image,
         consent=form["consent"],
         code_id=_verified_code(row),
+        party=_party(),
         **_client(),
     )
     if outcome.status == "invalid":
@@ -216,7 +258,13 @@ def sign_document(token: str, row: SigningRequest):
 def decline_document(token: str, row: SigningRequest):
     reason = request.form.get("reason", "")
     outcome = decline(
-        db.session, request_id=row.id, now=utcnow(), reason=reason, code_id=_verified_code(row), **_client()
+        db.session,
+        request_id=row.id,
+        now=utcnow(),
+        reason=reason,
+        code_id=_verified_code(row),
+        party=_party(),
+        **_client(),
     )
     if outcome.status == "invalid":
         return _again(row, token, error=str(outcome.message), form={"reason": reason, "declining": True})
@@ -229,7 +277,7 @@ def _code_step(view):
 
     @wraps(view)
     def wrapped(token: str, row: SigningRequest):
-        if page_state(row, now=utcnow()) not in DOCUMENT_STATES or not one_time_codes.required(row):
+        if _state(row, now=utcnow()) not in DOCUMENT_STATES or not one_time_codes.required(row) or _other_party():
             return redirect(url_for(".page", token=token), 303)
         return view(token, row)
 
@@ -303,8 +351,15 @@ def verify_code(token: str, row: SigningRequest):
     return redirect(url_for(".page", token=token), 303)
 
 
-def _send_pdf(row: SigningRequest, token: str, *, kind: str, filename: str):
-    document = latest_document(db.session, row.id, kind)
+def _readable(row: SigningRequest) -> Document | None:
+    """What the signer reads: the original, or for a document several sign its newest version with the earlier
+    parties' signatures on it."""
+    if _party() is not None:
+        return routing.current_document(db.session, row.id)
+    return latest_document(db.session, row.id, "original")
+
+
+def _send_pdf(row: SigningRequest, token: str, *, document: Document | None, filename: str):
     if document is None:
         return _again(
             row,
@@ -349,17 +404,17 @@ def _send_pdf(row: SigningRequest, token: str, *, kind: str, filename: str):
 @_by_token
 def document(token: str, row: SigningRequest):
     refused = _document_refused(row, token, now=utcnow())
-    return refused or _send_pdf(row, token, kind="original", filename=f"document-{row.id}.pdf")
+    return refused or _send_pdf(row, token, document=_readable(row), filename=f"document-{row.id}.pdf")
 
 
 def _document_refused(row: SigningRequest, token: str, *, now: datetime):
     """The page to answer instead of the document, its page images or its signed copy: 410 when it can no longer
     be read, 403 (the page, with its code step) while the batch asks for a one-time code this browser has not
     confirmed, signed or not; None when it may be shown."""
-    state = page_state(row, now=now)
+    state = _state(row, now=now)
     if state not in DOCUMENT_STATES:
         return _render(row, token, state=state, status=410)
-    if not one_time_codes.may_act(db.session, request=row, code_id=_verified_code(row), now=now):
+    if not _other_party() and not one_time_codes.may_act(db.session, request=row, code_id=_verified_code(row), now=now):
         return _render(row, token, state=state, status=403)
     return None
 
@@ -373,7 +428,7 @@ def page_image(token: str, row: SigningRequest, number: int):
     refused = _document_refused(row, token, now=utcnow())
     if refused is not None:
         return refused
-    original = latest_document(db.session, row.id, "original")
+    original = _readable(row)
     try:
         data = (
             stored_page_image(storage=get_storage(), redis=get_redis(), document=original, number=number)
@@ -386,7 +441,7 @@ def page_image(token: str, row: SigningRequest, number: int):
             row, token, status=503, error=_("The document cannot be shown right now. Please try again later.")
         )
     if data is None:
-        return _render(row, token, state=page_state(row, now=utcnow()), status=404)
+        return _render(row, token, state=_state(row, now=utcnow()), status=404)
     return send_file(BytesIO(data), mimetype="image/webp", max_age=0, etag=False)
 
 
@@ -400,10 +455,10 @@ def signed_copy(token: str, row: SigningRequest):
     refused = _document_refused(row, token, now=now)
     if refused is not None:
         return refused
-    state = page_state(row, now=now)
+    state = _state(row, now=now)
     if state != "signed":
         return _render(row, token, state=state, status=409)
-    return _send_pdf(row, token, kind="signed", filename=signed_filename(row))
+    return _send_pdf(row, token, document=latest_document(db.session, row.id, "signed"), filename=signed_filename(row))
 
 
 def _recipient_error(message: str, status: int):

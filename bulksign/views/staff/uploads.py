@@ -13,13 +13,20 @@ from flask_babel import get_locale, ngettext
 from flask_login import current_user
 
 from bulksign.batches import retention
-from bulksign.batches.creation import BatchError, create_batch, settings_from_form
+from bulksign.batches.creation import (
+    BatchError,
+    PartySettings,
+    create_batch,
+    party_settings_from_form,
+    settings_from_form,
+)
 from bulksign.core.extensions import db
 from bulksign.core.localtime import canonical_zone, zone_groups
 from bulksign.doc_templates import versions as dt
 from bulksign.doc_templates.columns import OPTIONAL, needed_columns
+from bulksign.doc_templates.roles import template_roles
 from bulksign.documents.storage import get_storage
-from bulksign.models import TemplateVersion, utcnow
+from bulksign.models import RECIPIENT_ROLE, TemplateVersion, utcnow
 from bulksign.people import access
 from bulksign.recipients import suppressions
 from bulksign.recipients.rows import UploadError
@@ -42,7 +49,13 @@ def domain_choices() -> dict[str, str]:
 
 def _preview_context(report: ValidationReport | None, choices: dict[str, str]) -> dict:
     """What the check's partial needs besides the report: the open typo questions and the answers so far."""
-    return {"typos": typo_domains(report) if report else {}, "choices": choices, "suppression_why": suppressions.WHY}
+    return {
+        "typos": typo_domains(report) if report else {},
+        "choices": choices,
+        "suppression_why": suppressions.WHY,
+        # The parties and routing given with the file, carried to the batch's creation and to a re-check.
+        "party_fields": {k: v for k, v in request.form.items() if k.startswith("party_") or k == "routing"},
+    }
 
 
 def _page(
@@ -83,12 +96,15 @@ def _page(
 def _columns(template_id: int) -> dict[str, list[str]] | None:
     """The columns the template's newest version needs on every row and those it may use, for the file's hint."""
     try:
-        columns = needed_columns(template_version(template_id))
+        version = template_version(template_id)
     except UploadError:
         return None
+    columns = needed_columns(version)
     return {
         "required": ["email", *(v for v, where in columns.items() if where != OPTIONAL and v != "email")],
         "optional": [v for v, where in columns.items() if where == OPTIONAL],
+        # The other parties who sign it: a field each for one person for the whole batch, or the file's columns.
+        "roles": [r for r in template_roles(version) if r != RECIPIENT_ROLE],
     }
 
 
@@ -112,8 +128,14 @@ def validate():
     try:
         version = template_version(request.form.get("template_id"))
         data, filename = uploaded_file()
+        signers = _signers(version)
         report = validate_recipients(
-            data, filename=filename, variables=needed_columns(version), suppressed=suppressions.lookup(db.session)
+            data,
+            filename=filename,
+            variables=needed_columns(version),
+            suppressed=suppressions.lookup(db.session),
+            roles=signers.roles,
+            fixed_roles=signers.fixed.keys(),
         )
         upload = store_upload(
             get_storage(), data=data, filename=filename, user_id=current_user.id, template_id=version.template_id
@@ -143,8 +165,25 @@ def _check_stored(upload_id: str, **options) -> tuple[StoredUpload, TemplateVers
     UploadError for a file gone, another's, or one that cannot be read."""
     upload = load_upload(get_storage(), upload_id=upload_id, user_id=current_user.id)
     version = template_version(upload.template_id)
-    report = validate_recipients(upload.data, filename=upload.filename, variables=needed_columns(version), **options)
+    signers = _signers(version)
+    report = validate_recipients(
+        upload.data,
+        filename=upload.filename,
+        variables=needed_columns(version),
+        roles=signers.roles,
+        fixed_roles=signers.fixed.keys(),
+        **options,
+    )
     return upload, version, report
+
+
+def _signers(version: TemplateVersion) -> PartySettings:
+    """The template's parties as the form gives them (a field per other role, the routing); UploadError saying
+    what is wrong with them, so the file check answers with it."""
+    try:
+        return party_settings_from_form(request.values, version=version)
+    except BatchError as exc:
+        raise UploadError(exc.message, 422) from None
 
 
 def _check_refused(exc: UploadError):
@@ -189,6 +228,7 @@ def create():
             skipped=report.errors,
             now=utcnow(),
             idempotency_key=request.form.get("form_token") or None,
+            party_settings=_signers(version),
             **settings.as_kwargs(),
         )
     except UploadError as exc:
