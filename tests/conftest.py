@@ -21,7 +21,10 @@ from tests.support.accounts import ADMIN, DEFAULT_TEAM, STAFF  # noqa: E402
 from tests.support.pgbouncer import PgBouncer  # noqa: E402
 from tests.support.services import PG_ADMIN_URL, RedisServer, postgres_database  # noqa: E402
 from tests.support.smtp import SmtpServer  # noqa: E402
+from tests.support.url_builders import install as share_url_builders  # noqa: E402
 from tests.support.web import AuthActions  # noqa: E402
+
+share_url_builders()
 
 
 def pytest_collection_modifyitems(items):
