@@ -103,10 +103,8 @@ def signer_state(request: SigningRequest, party: Party | None, *, now: datetime)
         return "party_signed"
     if party.status in (PartyStatus.WAITING, PartyStatus.DECLINED):
         return "not_started"
-    if party.role != RECIPIENT_ROLE and request.status in routing.ROUTING_STATES:
-        # Its own link and its document are ready while the recipient's invitation may still be on its way.
-        deadline = deadline_of(request)
-        return "expired" if deadline is not None and deadline <= now else "waiting"
+    # Every party acts once the request is out (its page says "on its way" until the recipient's invitation is
+    # recorded sent, seconds): a decline then always finds the request in a state it can leave for declined.
     return state
 
 

@@ -47,8 +47,6 @@ logger = logging.getLogger(__name__)
 PARTY_INVITATION = "party_invitation"
 PARTY_DECLINED = "party_declined"
 PARTY_COMPLETED = "party_completed"
-#: A request's states while its parties sign: its document is ready, its recipient invited or about to be.
-ROUTING_STATES = (Status.GENERATED, Status.SENDING, Status.SENT, Status.OPENED)
 #: The kind of a document version holding the signatures of the steps finished so far (unsealed).
 STEP_KIND = "step"
 
