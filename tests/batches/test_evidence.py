@@ -118,6 +118,7 @@ def test_the_package_holds_what_an_auditor_checks_and_every_check_passes(app, us
     assert client.post(f"/api/v1/batches/{batch_id}/evidence", headers=other).status_code == 404
 
 
+@pytest.mark.slow(seconds=35)
 @pytest.mark.parametrize("documents", [200])
 def test_building_a_big_package_holds_one_document_at_a_time(app, users, run_jobs, documents, capsys):
     """Many signed documents (one real sealed PDF stored once, referenced by each request): the peak of Python

@@ -9,6 +9,8 @@ import threading
 import time
 from datetime import timedelta
 
+import pytest
+
 from bulksign.batches.reconciler import reconcile
 from bulksign.batches.states import transition
 from bulksign.core.config import BASE_DIR
@@ -190,6 +192,7 @@ def test_redis_flushed_mid_batch_the_reconciler_finishes_it(app, users, smtp, ru
     assert db.session.get(Batch, batch).status == "awaiting_signatures"
 
 
+@pytest.mark.slow(seconds=40)
 def test_a_worker_killed_mid_chunk_causes_one_duplicate_with_the_same_message_id(app, users, smtp, run_jobs):
     batch = make_batch(user=users["staff"], now=NOW, recipients=3)
     enqueue_renders(request_ids(batch))

@@ -6,6 +6,8 @@ import signal
 import time
 from datetime import timedelta
 
+import pytest
+
 from bulksign.batches.reconciler import reconcile
 from bulksign.core.extensions import db, get_redis
 from bulksign.jobs.schedule import PERIODIC_JOBS
@@ -18,6 +20,7 @@ from tests.support.processes import start, stop, wait_for
 PROMISED_SECONDS = 75
 
 
+@pytest.mark.slow(seconds=20)
 def test_a_render_worker_killed_mid_chunk_has_its_chunk_queued_again_within_beat_trust_and_the_batch_finishes(
     make_app, smtp, tmp_path
 ):
@@ -69,6 +72,7 @@ def test_a_render_worker_killed_mid_chunk_has_its_chunk_queued_again_within_beat
         )
 
 
+@pytest.mark.slow(seconds=40)
 def test_redis_emptied_while_a_chunk_runs_its_live_job_keeps_its_work_and_nothing_is_sent_twice(
     make_app, smtp, tmp_path, redis_server
 ):

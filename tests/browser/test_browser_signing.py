@@ -182,6 +182,7 @@ def test_the_document_pages_are_readable_on_a_desktop_and_a_phone(app, users, li
         context.close()
 
 
+@pytest.mark.slow(seconds=10)
 def test_a_phone_signs_with_a_finger(app, users, live_server, browser, run_jobs):
     r = make_sent_request(now=utcnow() - timedelta(minutes=1), owner=users["staff"])
     context = browser.new_context(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 
+import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from bulksign.core.extensions import get_redis
@@ -27,6 +28,7 @@ def _workers_on(queue: str) -> int:
         return 0
 
 
+@pytest.mark.slow(seconds=12)
 def test_a_live_worker_registers_again_after_redis_is_emptied_or_restarted(app, redis_server, tmp_path):
     worker = start(["jobs", "worker", "default"], env=worker_env(app), log=tmp_path / "worker.log")
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from sqlalchemy import func, select
 
 from bulksign.core.extensions import db
@@ -25,6 +26,7 @@ def _sent(batch_id: int) -> int:
     )
 
 
+@pytest.mark.slow(seconds=60)
 def test_a_five_recipient_batch_of_another_team_is_sent_before_a_running_big_batch_is_half_done(
     make_app, users, smtp, tmp_path
 ):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import urllib.request
 
+import pytest
 from sqlalchemy import select
 
 from bulksign.core.extensions import db, get_redis
@@ -29,6 +30,7 @@ def _mails() -> list[OutgoingMail]:
     )
 
 
+@pytest.mark.slow(seconds=20)
 def test_a_mail_worker_waiting_on_the_throttle_exits_promptly_and_hands_back_the_unsent_mails(make_app, smtp, tmp_path):
     # Two mails a minute: after the first send, the chunk waits about 30 s for each next slot.
     app = make_app(MAIL_RATE_PER_MINUTE=2)
