@@ -135,12 +135,16 @@ def request_follows_parties(
 
 
 def _invite(session: Session, parties: Sequence[Party], *, now: datetime, app: Flask) -> list[int]:
-    """Give each waiting party (not the recipient) its link and invitation row, and move it waiting → invited by
-    compare-and-set in the same transaction; the ids of the rows to send. The caller commits."""
+    """Move each waiting party (not the recipient) waiting → invited by compare-and-set and, for each win only, give
+    it its link and invitation row in the same transaction; the ids of the rows to send. The caller commits."""
     mail_ids = []
     for party in parties:
         if party.role == RECIPIENT_ROLE or party.status != PartyStatus.WAITING:
             continue
+        if not move_parties(
+            session, party.id, frm=PartyStatus.WAITING, to=PartyStatus.INVITED, now=now, details={"to": party.email}
+        ):
+            continue  # invited by another run: its link and mail stand
         token = issue_party_link(session, party=party, secret=app.config["SECRET_KEY"], now=now)
         request = party.request
         mail = queue_mail(
@@ -154,10 +158,7 @@ def _invite(session: Session, parties: Sequence[Party], *, now: datetime, app: F
             request_id=request.id,
             batch_id=request.batch_id,
         )
-        if move_parties(
-            session, party.id, frm=PartyStatus.WAITING, to=PartyStatus.INVITED, now=now, details={"to": party.email}
-        ):
-            mail_ids.append(mail.id)
+        mail_ids.append(mail.id)
     return mail_ids
 
 

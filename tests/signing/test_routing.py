@@ -371,3 +371,21 @@ def test_the_new_batch_page_asks_who_signs_each_other_role_and_carries_it_to_the
         "batch",
         1,
     )
+
+
+def test_the_next_step_run_twice_invites_once_and_keeps_one_version(app, users, client, smtp, run_jobs):
+    from bulksign.jobs.routing import advance
+    from bulksign.models import OutgoingMail
+
+    batch_id = _batch(users)
+    (request_id,) = request_ids(batch_id)
+    enqueue_renders([request_id])
+    run_jobs("pdf", "mail")
+    _sign(client, _token(smtp.received[0]), "Eva Employee")
+    get_queue("pdf").empty()
+    first, second = advance(request_id), advance(request_id)
+    assert (first.status, len(first.mail_ids), second.status) == ("invited", 1, "nothing")
+    assert len(db.session.scalars(select(OutgoingMail).where(OutgoingMail.kind == "party_invitation")).all()) == 1
+    assert len(db.session.scalars(select(Document).where(Document.kind == "step")).all()) == 1
+    run_jobs("mail")
+    assert len(_mails_to(smtp, "hr@acme.example")) == 1
