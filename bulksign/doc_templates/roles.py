@@ -18,7 +18,7 @@ from jinja2 import nodes
 from bulksign.doc_templates import kinds, pdf_forms
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.variables import parse
-from bulksign.documents.signature_box import RECIPIENT_ROLE, mark_role, marks_among
+from bulksign.documents.signature_box import RECIPIENT_ROLE, SignatureBox, mark_role, marks_among
 from bulksign.models import TemplateVersion
 
 
@@ -54,6 +54,15 @@ def names_in_order(version: TemplateVersion) -> tuple[str, ...]:
         boxes = (*_pdf_fields(version.source_key), *pdf_forms.placed_boxes(version))
         return tuple(b.name for b in sorted(boxes, key=lambda b: (b.page, -(b.y + b.h), b.x)))
     return ()
+
+
+def pdf_role_places(version: TemplateVersion) -> dict[str, SignatureBox]:
+    """A PDF template's place of each role: its form field or placed box named ``signature_<role>`` (``signature``:
+    the recipient's), the same in every document of the version."""
+    boxes = (*_pdf_fields(version.source_key), *pdf_forms.placed_boxes(version))
+    return {
+        mark_role(b.name): SignatureBox(page=b.page, x=b.x, y=b.y, w=b.w, h=b.h) for b in boxes if mark_role(b.name)
+    }
 
 
 def _names_in_order(tree: nodes.Template) -> list[str]:

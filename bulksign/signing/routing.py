@@ -31,6 +31,7 @@ from bulksign.core.localtime import zone_of
 from bulksign.core.logs import log
 from bulksign.doc_templates.jinja_sandbox import render_text
 from bulksign.doc_templates.mail_texts import mail_text
+from bulksign.doc_templates.roles import pdf_role_places
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE, SignatureBox, find_signature_boxes, mark_indexes
 from bulksign.documents.signed_pdf import PartyBlock, PartyFacts, document_title, stamp_parties
 from bulksign.mail.mail_headers import one_line
@@ -284,6 +285,8 @@ def party_boxes(*, request: SigningRequest, original: Document, pdf: bytes) -> d
     """Each role's place in the rendered document: the recipient's as stored at render, the others' found by their
     mark's shade (``signature_box.mark_indexes``); a role missing here signs on the signature page."""
     version = request.batch.template_version
+    if version.kind == "pdf":  # its fields and placed boxes say where, the same for every document
+        return {**pdf_role_places(version), **_stored_recipient_box(original)}
     indexes = mark_indexes(version.variables or ())
     found = find_signature_boxes(pdf, count=max(indexes.values()) + 1) if len(indexes) > 1 else ()
     boxes = {}
@@ -291,10 +294,13 @@ def party_boxes(*, request: SigningRequest, original: Document, pdf: bytes) -> d
         if variable == SIGNATURE_VARIABLE or index >= len(found) or found[index] is None:
             continue
         boxes[variable.removeprefix("signature_")] = found[index]
+    return {**boxes, **_stored_recipient_box(original)}
+
+
+def _stored_recipient_box(original: Document) -> dict[str, SignatureBox]:
+    """The recipient's place as the render stored it with the original (none: the signature page)."""
     recipient = SignatureBox.from_json(original.signature_box)
-    if recipient is not None:
-        boxes[RECIPIENT_ROLE] = recipient
-    return boxes
+    return {RECIPIENT_ROLE: recipient} if recipient is not None else {}
 
 
 def party_blocks(parties: Sequence[Party], boxes: dict[str, SignatureBox]) -> list[PartyBlock]:

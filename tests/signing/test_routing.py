@@ -3,6 +3,7 @@ mail (aiosmtpd), real PDFs; the request is signed, sealed once and mailed to eve
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import subprocess
@@ -301,8 +302,6 @@ def test_a_recipient_who_signed_is_not_reminded_while_the_next_party_signs(app, 
 
 
 def test_the_api_takes_the_fixed_parties_and_the_routing_and_says_what_is_wrong_with_them(app, users, client):
-    import io
-
     from bulksign.people.users import create_api_key
 
     version = create_template(db.session, name="Employment contract", html=CONTRACT, user=users["staff"], now=utcnow())
@@ -335,8 +334,6 @@ def test_the_api_takes_the_fixed_parties_and_the_routing_and_says_what_is_wrong_
 
 
 def test_the_new_batch_page_asks_who_signs_each_other_role_and_carries_it_to_the_batch(app, users, client, auth):
-    import io
-
     version = create_template(db.session, name="Employment contract", html=CONTRACT, user=users["staff"], now=utcnow())
     db.session.commit()
     template_id = version.template.id
@@ -389,3 +386,47 @@ def test_the_next_step_run_twice_invites_once_and_keeps_one_version(app, users, 
     assert len(db.session.scalars(select(Document).where(Document.kind == "step")).all()) == 1
     run_jobs("mail")
     assert len(_mails_to(smtp, "hr@acme.example")) == 1
+
+
+def test_a_pdf_templates_role_fields_take_each_partys_signature(app, users, client, smtp, run_jobs, tmp_path):
+    from pypdf import PdfReader
+
+    from tests.doc_templates.test_roles import _pdf_with_fields
+
+    source = _pdf_with_fields("signature_customer", "signature")
+    version = create_template(
+        db.session, name="Act", html=None, user=users["staff"], now=utcnow(), kind="pdf", file=source
+    ).version
+    db.session.commit()
+    form = {"parties": '{"customer": {"email": "buyer@example.com", "name": "Boris Buyer"}}'}
+    signers = party_settings_from_form(form, version=version)
+    report = validate_recipients(
+        b"email,name\neva@example.com,Eva Employee\n",
+        filename="r.csv",
+        variables=needed_columns(version),
+        keep_rows=True,
+        roles=signers.roles,
+        fixed_roles=signers.fixed.keys(),
+    )
+    batch = create_batch(
+        db.session,
+        user=users["staff"],
+        template_version=version,
+        rows=report.recipients,
+        name="Acts",
+        now=utcnow() - timedelta(minutes=1),
+        party_settings=signers,
+    ).batch
+    (request_id,) = request_ids(batch.id)
+    enqueue_renders([request_id])
+    run_jobs("pdf", "mail")
+    _sign(client, _token(smtp.received[0]), "Eva Employee")
+    run_jobs("pdf", "mail")
+    _sign(client, _token(_mails_to(smtp, "buyer@example.com")[0]), "Boris Buyer")
+    run_jobs("pdf", "mail")
+    (signed,) = db.session.scalars(select(Document).where(Document.request_id == request_id, Document.kind == "signed"))
+    data = get_storage().get(signed.storage_key)
+    first_page = PdfReader(io.BytesIO(data)).pages[0].extract_text()
+    # Both blocks on the document's own page, in their fields: no signature page was needed.
+    assert "Boris Buyer" in first_page and "Eva Employee" in first_page
+    assert "Signatures" not in _text(data, tmp_path, "act.pdf")
