@@ -461,12 +461,13 @@ def decline(
     if result != "won":
         return DeclineOutcome(status=result, request_id=request_id)
     request = session.get(SigningRequest, request_id)
+    decliner = _decliner(session, request)
     notice = queue_notice(
         session,
         batch=request.batch,
         kind="decline_notice",
         key=f"decline-notice-{request_id}",
-        subject=N_("Declined: %(who)s — %(batch)s", who=request.name or request.email, batch=request.batch.name),
+        subject=N_("Declined: %(who)s — %(batch)s", who=decliner[1] or decliner[0], batch=request.batch.name),
         now=now,
         request_id=request_id,
     )
@@ -482,6 +483,14 @@ def decline(
     return DeclineOutcome(status="declined", request_id=request_id)
 
 
+def _decliner(session: Session, request: SigningRequest) -> tuple[str, str]:
+    """(address, name) of who declined: the party that did, of a document several sign; else the recipient."""
+    party = session.scalar(
+        select(Party).where(Party.request_id == request.id, Party.status == PartyStatus.DECLINED).limit(1)
+    )
+    return routing.party_person(party) if party is not None else (request.email, request.name or "")
+
+
 def contact_of(batch: Batch) -> str | None:
     """Whom a recipient should contact about a batch: its reply-to, else its owner."""
     return batch.reply_to or (batch.created_by.email if batch.created_by is not None else None)
@@ -493,10 +502,13 @@ def build_decline_notice(session: Session, mail, app):
     from flask import render_template
 
     request = session.get(SigningRequest, mail.request_id)
+    email, name = _decliner(session, request)
     with force_locale(notice_locale(request.batch)):
         body = render_template(
             "emails/decline_notice.txt",
             request=request,
+            who=name or email,
+            email=email,
             batch=request.batch,
             document_name=document_title(request.batch),
             app_url=app.config["APP_URL"],
