@@ -54,7 +54,7 @@ def auth_client_login(client):
     client.post("/auth/login", data={"email": ADMIN[0], "password": ADMIN[1], "csrf_token": csrf_from(page)})
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=40)
 def test_a_batch_completes_through_a_failover_without_a_second_invitation(make_app, smtp, sentinel, tmp_path):
     settings = {
         "RENDER_CHUNK_SIZE": 2,

@@ -523,7 +523,7 @@ def _tour_limits(make_app, spec, admin_email) -> set[tuple[str, str]]:
     return seen | {(label, "429") for label, _ in _documented(spec)}
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=120)
 def test_schemathesis_against_the_live_app(live_server, app, world, make_app, tmp_path):
     spec = build_spec(app)
     seconds = int(os.environ.get("API_FUZZ_SECONDS", "0"))
