@@ -24,6 +24,8 @@ from bulksign.documents.signature_box import SignatureBox
 from bulksign.models import Batch, Document, Event, SigningRequest
 
 FONT_PATH = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+#: The named destination at the first page of the audit certificate of a document several parties signed.
+CERTIFICATE_DESTINATION = "bulksign-audit-certificate"
 FONT_BOLD_PATH = "/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf"
 
 
@@ -525,8 +527,11 @@ def build_parties_pdf(original: bytes, record: AuditRecord, *, blocks: Sequence[
     writer = PdfWriter(clone_from=PdfReader(BytesIO(stamped)))
     with _in_language(record.language):
         certificate = audit_certificate(record)
+    first = len(writer.pages)
     for page in PdfReader(BytesIO(certificate)).pages:
         writer.add_page(page)
+    # Where the certificate starts: after a signature page or not, depending on which roles mark their place.
+    writer.add_named_destination(CERTIFICATE_DESTINATION, first)
     out = BytesIO()
     writer.write(out)
     return out.getvalue()
@@ -537,11 +542,16 @@ def certificate_pages(signed: bytes, *, original: bytes, box: SignatureBox | Non
     PDF of their own: what follows the original's pages and the signature page it appended (unsealed: a copy)."""
     from pypdf import PdfReader, PdfWriter
 
-    reader = PdfReader(BytesIO(original))
-    stamped = box is not None and 0 <= box.page < len(reader.pages)
-    first = len(reader.pages) + (0 if stamped else 1)
+    signed_reader = PdfReader(BytesIO(signed))
+    marked = signed_reader.named_destinations.get(CERTIFICATE_DESTINATION)
+    if marked is not None:  # a document several signed (``build_parties_pdf``)
+        first = signed_reader.get_destination_page_number(marked)
+    else:
+        reader = PdfReader(BytesIO(original))
+        stamped = box is not None and 0 <= box.page < len(reader.pages)
+        first = len(reader.pages) + (0 if stamped else 1)
     writer = PdfWriter()
-    for page in PdfReader(BytesIO(signed)).pages[first:]:
+    for page in signed_reader.pages[first:]:
         writer.add_page(page)
     writer.add_metadata({"/Producer": "Bulksign", "/Title": str(N_("Audit certificate"))})
     out = BytesIO()

@@ -209,6 +209,9 @@ def test_a_decline_at_step_two_declines_the_request_and_tells_the_employee(app, 
     run_jobs("mail")
     (told,) = [m for m in _mails_to(smtp, "eva@example.com") if m.kind == "party-declined"]
     assert "Anna Boss" in told.text() and "Wrong salary" in told.text()
+    # The owner is told who declined: the employer, not the row's recipient.
+    (notice,) = [m for m in smtp.received if m.kind == "decline-notice"]
+    assert "Anna Boss" in notice.subject and "Anna Boss <hr@acme.example> declined" in notice.text()
     shown = client.get(f"/sign/{employee}").get_data(as_text=True)
     assert "This document was declined" in shown and "Anna Boss" in shown and "Wrong salary" in shown
     assert "You declined to sign this document" in client.get(f"/sign/{employer}").get_data(as_text=True)
@@ -430,3 +433,31 @@ def test_a_pdf_templates_role_fields_take_each_partys_signature(app, users, clie
     # Both blocks on the document's own page, in their fields: no signature page was needed.
     assert "Boris Buyer" in first_page and "Eva Employee" in first_page
     assert "Signatures" not in _text(data, tmp_path, "act.pdf")
+
+
+def test_the_certificate_of_a_document_several_signed_is_found_after_its_signature_page(
+    app, users, client, smtp, run_jobs, tmp_path
+):
+    from pypdf import PdfReader
+
+    from bulksign.documents.signature_box import SignatureBox
+    from bulksign.documents.signed_pdf import certificate_pages
+
+    html = PAGE.format(body="<h1>Employment contract</h1><p>Employee {{ name }}.</p><p>{{ signature_employer }}</p>")
+    batch_id = _batch(users, html=html)  # the recipient marks no place: the signature page holds the block
+    (request_id,) = request_ids(batch_id)
+    enqueue_renders([request_id])
+    run_jobs("pdf", "mail")
+    _sign(client, _token(smtp.received[0]), "Eva Employee")
+    run_jobs("pdf", "mail")
+    _sign(client, _token(_mails_to(smtp, "hr@acme.example")[0]), "Anna Boss")
+    run_jobs("pdf", "mail")
+    docs = {d.kind: d for d in db.session.scalars(select(Document).where(Document.request_id == request_id))}
+    signed, original = (get_storage().get(docs[k].storage_key) for k in ("signed", "original"))
+    shown = _text(signed, tmp_path, "signed.pdf")
+    assert "Signatures" in shown and "recipient" in shown
+    pages = certificate_pages(  # as the API and the evidence package ask for it
+        signed, original=original, box=SignatureBox.from_json(docs["original"].signature_box)
+    )
+    text = "".join(p.extract_text() for p in PdfReader(io.BytesIO(pages)).pages)
+    assert text.startswith("Audit certificate") and "Signatures" not in text
