@@ -214,6 +214,11 @@ class PartySettings:
     #: Role → its step from 0 (``signing.parties.routing_steps``).
     steps: Mapping[str, int]
 
+    @property
+    def file_check(self) -> dict:
+        """What ``validate_recipients`` takes of them: the roles each row names, or the batch does once."""
+        return {"roles": self.roles, "fixed_roles": tuple(self.fixed)}
+
 
 def party_settings_from_form(form: Mapping[str, str], *, version: TemplateVersion) -> PartySettings:
     """The fixed parties and routing of a new batch from its form or API fields: ``parties`` (JSON role →

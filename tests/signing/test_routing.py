@@ -48,8 +48,7 @@ def _batch(users, *, form=EMPLOYER, file="email,name\neva@example.com,Eva Employ
         filename="r.csv",
         variables=needed_columns(version.version),
         keep_rows=True,
-        roles=signers.roles,
-        fixed_roles=signers.fixed.keys(),
+        **signers.file_check,
     )
     assert not report.errors, report.errors
     created = create_batch(
@@ -62,6 +61,14 @@ def _batch(users, *, form=EMPLOYER, file="email,name\neva@example.com,Eva Employ
         party_settings=signers,
     )
     return created.batch.id
+
+
+def _sent(users, run_jobs, **batch) -> int:
+    """The one request of a new batch (``_batch``), rendered and its first step invited on real workers."""
+    (request_id,) = request_ids(_batch(users, **batch))
+    enqueue_renders([request_id])
+    run_jobs("pdf", "mail")
+    return request_id
 
 
 def _token(mail) -> str:
@@ -93,10 +100,7 @@ def _text(pdf: bytes, tmp_path, name: str) -> str:
 def test_two_parties_sign_in_order_and_the_document_is_sealed_once_for_both(
     app, users, client, smtp, run_jobs, tmp_path
 ):
-    batch_id = _batch(users)
-    (request_id,) = request_ids(batch_id)
-    enqueue_renders([request_id])
-    run_jobs("pdf", "mail")
+    request_id = _sent(users, run_jobs)
     # The employee is invited; the employer waits, with no link, until the employee has signed.
     assert [m.rcpt_tos for m in smtp.received] == [["eva@example.com"]]
     found = _parties(request_id)
@@ -156,10 +160,7 @@ def test_two_parties_sign_in_order_and_the_document_is_sealed_once_for_both(
 
 
 def test_parallel_parties_are_invited_together_and_either_may_sign_last(app, users, client, smtp, run_jobs):
-    batch_id = _batch(users, form={**EMPLOYER, "routing": '[["recipient", "employer"]]'})
-    (request_id,) = request_ids(batch_id)
-    enqueue_renders([request_id])
-    run_jobs("pdf", "mail")
+    request_id = _sent(users, run_jobs, form={**EMPLOYER, "routing": '[["recipient", "employer"]]'})
     assert sorted(m.rcpt_tos[0] for m in smtp.received) == ["eva@example.com", "hr@acme.example"]
     assert _sign(client, _token(_mails_to(smtp, "hr@acme.example")[0]), "Anna Boss").status_code == 303
     assert db.session.get(SigningRequest, request_id).status == "sent"
@@ -192,10 +193,7 @@ def test_a_role_from_the_rows_columns_and_a_fixed_one_each_sign_their_own_docume
 
 
 def test_a_decline_at_step_two_declines_the_request_and_tells_the_employee(app, users, client, smtp, run_jobs):
-    batch_id = _batch(users)
-    (request_id,) = request_ids(batch_id)
-    enqueue_renders([request_id])
-    run_jobs("pdf", "mail")
+    request_id = _sent(users, run_jobs)
     employee = _token(smtp.received[0])
     _sign(client, employee, "Eva Employee")
     run_jobs("pdf", "mail")
@@ -220,10 +218,7 @@ def test_a_decline_at_step_two_declines_the_request_and_tells_the_employee(app, 
 
 
 def test_a_party_whose_step_has_not_started_gets_a_friendly_page_and_cannot_sign(app, users, client, smtp, run_jobs):
-    batch_id = _batch(users)
-    (request_id,) = request_ids(batch_id)
-    enqueue_renders([request_id])
-    run_jobs("pdf", "mail")
+    request_id = _sent(users, run_jobs)
     employer = _parties(request_id)["employer"]
     token = signing_parties.issue_party_link(db.session, party=employer, secret=app.config["SECRET_KEY"], now=utcnow())
     db.session.commit()
@@ -235,10 +230,7 @@ def test_a_party_whose_step_has_not_started_gets_a_friendly_page_and_cannot_sign
 
 
 def test_a_lost_next_step_job_is_queued_again_by_the_reconciler(app, users, client, smtp, run_jobs):
-    batch_id = _batch(users)
-    (request_id,) = request_ids(batch_id)
-    enqueue_renders([request_id])
-    run_jobs("pdf", "mail")
+    request_id = _sent(users, run_jobs)
     _sign(client, _token(smtp.received[0]), "Eva Employee")
     get_queue("pdf").empty()  # Redis lost the job
     assert advance_stalled(now=utcnow()) == 0  # within its grace the job may still be on its way
@@ -266,10 +258,7 @@ def test_webhooks_tell_each_party_and_request_signed_only_after_the_last(app, us
         )
         db.session.commit()
         dispatch(now=utcnow())  # the cursor: what happens from now on
-        batch_id = _batch(users)
-        (request_id,) = request_ids(batch_id)
-        enqueue_renders([request_id])
-        run_jobs("pdf", "mail")
+        request_id = _sent(users, run_jobs)
         _sign(client, _token(smtp.received[0]), "Eva Employee")
         dispatch(now=utcnow())
         run_jobs("webhooks", "pdf", "mail")
@@ -377,10 +366,7 @@ def test_the_next_step_run_twice_invites_once_and_keeps_one_version(app, users, 
     from bulksign.jobs.routing import advance
     from bulksign.models import OutgoingMail
 
-    batch_id = _batch(users)
-    (request_id,) = request_ids(batch_id)
-    enqueue_renders([request_id])
-    run_jobs("pdf", "mail")
+    request_id = _sent(users, run_jobs)
     _sign(client, _token(smtp.received[0]), "Eva Employee")
     get_queue("pdf").empty()
     first, second = advance(request_id), advance(request_id)
@@ -408,8 +394,7 @@ def test_a_pdf_templates_role_fields_take_each_partys_signature(app, users, clie
         filename="r.csv",
         variables=needed_columns(version),
         keep_rows=True,
-        roles=signers.roles,
-        fixed_roles=signers.fixed.keys(),
+        **signers.file_check,
     )
     batch = create_batch(
         db.session,
@@ -444,10 +429,7 @@ def test_the_certificate_of_a_document_several_signed_is_found_after_its_signatu
     from bulksign.documents.signed_pdf import certificate_pages
 
     html = PAGE.format(body="<h1>Employment contract</h1><p>Employee {{ name }}.</p><p>{{ signature_employer }}</p>")
-    batch_id = _batch(users, html=html)  # the recipient marks no place: the signature page holds the block
-    (request_id,) = request_ids(batch_id)
-    enqueue_renders([request_id])
-    run_jobs("pdf", "mail")
+    request_id = _sent(users, run_jobs, html=html)  # the recipient marks no place: the signature page holds it
     _sign(client, _token(smtp.received[0]), "Eva Employee")
     run_jobs("pdf", "mail")
     _sign(client, _token(_mails_to(smtp, "hr@acme.example")[0]), "Anna Boss")

@@ -178,8 +178,7 @@ def validate():
             filename=filename,
             variables=needed_columns(version),
             suppressed=suppressions.lookup(db.session),
-            roles=signers.roles,
-            fixed_roles=signers.fixed.keys(),
+            **signers.file_check,
         )
     except UploadError as exc:
         raise _upload_error(exc) from None
@@ -224,8 +223,7 @@ def create():
             filename=filename,
             variables=needed_columns(version),
             keep_rows=True,
-            roles=signers.roles,
-            fixed_roles=signers.fixed.keys(),
+            **signers.file_check,
         )
         if report.invalid_rows and not form.skip_invalid or not report.valid_rows:
             reason = (
@@ -279,6 +277,5 @@ def _every_error(
         filename=filename,
         variables=needed_columns(version),
         max_errors=None,
-        roles=signers.roles,
-        fixed_roles=signers.fixed.keys(),
+        **signers.file_check,
     ).errors

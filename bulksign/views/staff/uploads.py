@@ -134,8 +134,7 @@ def validate():
             filename=filename,
             variables=needed_columns(version),
             suppressed=suppressions.lookup(db.session),
-            roles=signers.roles,
-            fixed_roles=signers.fixed.keys(),
+            **signers.file_check,
         )
         upload = store_upload(
             get_storage(), data=data, filename=filename, user_id=current_user.id, template_id=version.template_id
@@ -170,8 +169,7 @@ def _check_stored(upload_id: str, **options) -> tuple[StoredUpload, TemplateVers
         upload.data,
         filename=upload.filename,
         variables=needed_columns(version),
-        roles=signers.roles,
-        fixed_roles=signers.fixed.keys(),
+        **signers.file_check,
         **options,
     )
     return upload, version, report
