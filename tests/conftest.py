@@ -11,8 +11,6 @@ import pytest
 # Embedded defaults (secret key file, storage, mailbox) go to a throw-away folder, never the checkout.
 os.environ.setdefault("BULKSIGN_VAR_DIR", tempfile.mkdtemp(prefix="bulksign-var-"))
 
-from sqlalchemy import text  # noqa: E402
-
 from bulksign.app import create_app  # noqa: E402
 from bulksign.core.extensions import db  # noqa: E402
 from bulksign.models import utcnow  # noqa: E402
@@ -115,8 +113,18 @@ def _test_config(database_url, redis_server, smtp_port, folder) -> dict:
     }
 
 
+@pytest.fixture(scope="session")
+def _cleaning_engine(pg_url):
+    """One connection for emptying the tables before each test: connecting anew took ten times the DELETEs."""
+    from sqlalchemy import create_engine
+
+    engine = create_engine(pg_url, pool_size=1, pool_pre_ping=True)
+    yield engine
+    engine.dispose()
+
+
 @pytest.fixture
-def make_app(pg_url, app_db_url, redis_server, smtp_server, _schema, tmp_path):
+def make_app(_cleaning_engine, app_db_url, redis_server, smtp_server, _schema, tmp_path):
     """Build an app on the test services; ``make_app(MAIL_RATE_PER_MINUTE=60)`` changes settings."""
     created = []
 
@@ -127,7 +135,7 @@ def make_app(pg_url, app_db_url, redis_server, smtp_server, _schema, tmp_path):
         created.append(app)
         return app
 
-    with db_cleaned(pg_url, redis_server, _schema, tmp_path):
+    with db_cleaned(_cleaning_engine, redis_server, _schema, tmp_path):
         yield factory
     for app in created:
         with app.app_context():
@@ -140,26 +148,21 @@ class db_cleaned:
 
     DELETE, children first, then sequences back to 1: as clean as ``TRUNCATE ... RESTART IDENTITY`` but
     ~35x cheaper on tables this small (TRUNCATE replaces each table's files: 0.18 s a test, 3 minutes a suite).
+    All in one round trip on the session's one connection: 15 ms instead of 170 ms a test on a loaded machine.
     """
 
-    def __init__(self, pg_url, redis_server, tables, folder):
-        self.pg_url, self.redis_server, self.tables, self.folder = pg_url, redis_server, tables, folder
+    def __init__(self, engine, redis_server, tables, folder):
+        self.engine, self.redis_server, self.tables, self.folder = engine, redis_server, tables, folder
 
     def __enter__(self):
         from redis import Redis
-        from sqlalchemy import create_engine
 
-        engine = create_engine(self.pg_url)
-        with engine.begin() as conn:
-            for table in self.tables:
-                conn.execute(text(f"DELETE FROM {table}"))
-            conn.execute(
-                text(
-                    "SELECT setval(c.oid, 1, false) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
-                    " WHERE c.relkind = 'S' AND n.nspname = current_schema()"
-                )
+        with self.engine.begin() as conn:
+            conn.exec_driver_sql(
+                "".join(f"DELETE FROM {table};" for table in self.tables)
+                + "SELECT setval(c.oid, 1, false) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+                " WHERE c.relkind = 'S' AND n.nspname = current_schema()"
             )
-        engine.dispose()
         Redis.from_url(self.redis_server.url).flushall()
 
     def __exit__(self, *exc):
