@@ -22,7 +22,7 @@ default margin of a body's first element (``<h1>``, ``<p>``) but not of one afte
 
 Qt embeds one subset of each font per run, holding every recipient's letters: each part's fonts are cut down to
 the glyphs its own pages show (``pdf_fonts``). The render job renders a chunk this way when
-``RENDER_TOGETHER`` is on (off by default: the chunk size by measurement and the bench at 10,000 are to come).
+``RENDER_TOGETHER`` is on (the default; ``RENDER_CHUNK_SIZE`` documents a run, 40 by bench_pipeline).
 """
 
 from __future__ import annotations
