@@ -25,7 +25,7 @@ from bulksign.core.logs import log
 from bulksign.core.messages import N_
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.mail.mailer import cancel_queued
-from bulksign.models import Batch, Event, SigningRequest, User
+from bulksign.models import RECIPIENT_ROLE, Batch, Event, Party, SigningRequest, User
 from bulksign.models.status import BatchStatus, Status
 from bulksign.signing.invitations import KIND as INVITATION
 from bulksign.signing.invitations import extended_deadline, queue_invitations
@@ -43,7 +43,7 @@ MAX_EXTEND_DAYS = 365
 class ResendResult:
     resent: int
     #: reason → how many requests were skipped for it (``signed``, ``declined``, ``cancelled``, ``not_sent``,
-    #: ``not_found``, ``deadline_passed``, ``changed_meanwhile``, ``purged``).
+    #: ``not_found``, ``deadline_passed``, ``changed_meanwhile``, ``purged``, ``several_parties``).
     skipped: dict[str, int]
     mail_ids: tuple[int, ...] = field(default=(), repr=False)
     #: The earliest and latest new deadline given by extra days; None without extra days.
@@ -59,12 +59,16 @@ class EmailChange:
 
 
 def _skip_reason(
-    status: str, *, batch: Batch, extend_days: int | None, now: datetime, purged: bool = False
+    status: str, *, batch: Batch, extend_days: int | None, now: datetime, purged: bool = False, routed: bool = False
 ) -> str | None:
     if purged:
         return "purged"  # no address is left to send to (retention or erasure)
     if status in EMAIL_FROZEN:
         return status
+    if routed:
+        # A new link for the recipient alone would leave the other parties' signatures, declines and links as
+        # they were: the request would read as sent again beside an employer's decline.
+        return "several_parties"
     if batch.status == BatchStatus.CANCELLED:
         return "cancelled"  # staff stopped the whole batch
     if status not in RESENDABLE:
@@ -107,6 +111,11 @@ def resend_with_new_link(
         ).all()
         if len(rows) < len(part):
             skipped["not_found"] = skipped.get("not_found", 0) + len(part) - len(rows)
+        routed = set(
+            session.scalars(
+                select(Party.request_id).where(Party.request_id.in_(part), Party.role != RECIPIENT_ROLE).distinct()
+            )
+        )
         eligible, by_id = [], {row.id: row for row in rows}
         for row in rows:
             if row.batch_id not in batches:
@@ -117,6 +126,7 @@ def resend_with_new_link(
                 extend_days=extend_days,
                 now=now,
                 purged=row.purged_at is not None,
+                routed=row.id in routed,
             )
             if reason:
                 skipped[reason] = skipped.get(reason, 0) + 1

@@ -12,6 +12,7 @@ from datetime import timedelta
 from sqlalchemy import select
 
 from bulksign.batches.creation import create_batch, party_settings_from_form
+from bulksign.batches.resend import resend_with_new_link
 from bulksign.core.extensions import db
 from bulksign.doc_templates.columns import needed_columns
 from bulksign.doc_templates.versions import create_template
@@ -215,6 +216,14 @@ def test_a_decline_at_step_two_declines_the_request_and_tells_the_employee(app, 
     assert "You declined to sign this document" in client.get(f"/sign/{employer}").get_data(as_text=True)
     run_jobs("pdf", "mail")
     assert not db.session.scalars(select(Document).where(Document.kind == "signed")).all()
+    # A new link for the recipient alone would read as sent again beside the employer's decline: refused, named.
+    mailed = len(smtp.received)
+    staff = db.session.merge(users["staff"])
+    resent = resend_with_new_link(db.session, request_ids=[request_id], user=staff, now=utcnow())
+    db.session.commit()
+    assert (resent.resent, resent.skipped) == (0, {"several_parties": 1})
+    run_jobs("mail")
+    assert len(smtp.received) == mailed and db.session.get(SigningRequest, request_id).status == "declined"
 
 
 def test_a_party_whose_step_has_not_started_gets_a_friendly_page_and_cannot_sign(app, users, client, smtp, run_jobs):
