@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from functools import cache
 from pathlib import Path
 from urllib.parse import urlsplit
 from zoneinfo import available_timezones
@@ -155,6 +156,12 @@ def load_config(overrides: dict | None = None) -> dict:
     return cfg
 
 
+@cache
+def _time_zones() -> frozenset[str]:
+    """The IANA zone names, read from the zone files once per process (the test suite builds an app per test)."""
+    return frozenset(available_timezones())
+
+
 def _check(cfg: dict) -> None:
     scheme = urlsplit(cfg["DATABASE_URL"]).scheme
     if not scheme.startswith(("sqlite", "postgresql")):
@@ -180,7 +187,7 @@ def _check(cfg: dict) -> None:
         if cfg[name] < 0:
             raise ConfigError(f"{name} must be 0 (no limit) or more")
     _check_brand(cfg)
-    if cfg["ORG_TIMEZONE"] not in available_timezones():
+    if cfg["ORG_TIMEZONE"] not in _time_zones():
         raise ConfigError(f"ORG_TIMEZONE must be an IANA time zone such as Europe/Berlin, got {cfg['ORG_TIMEZONE']!r}")
 
 
