@@ -14,7 +14,7 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from bulksign.batches.progress import BatchActionError, batch_for_action
-from bulksign.batches.reminders import ReminderMails
+from bulksign.batches.reminders import ReminderMails, recipient_has_signed
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
 from bulksign.models import SigningRequest, User
@@ -53,6 +53,8 @@ class ManualReminderResult:
 
 def _skip_reason(row, *, now: datetime, force: bool) -> str | None:
     """Why a manual reminder cannot go to this request now, or None when it can."""
+    if row.recipient_signed:
+        return "signed"  # the recipient of a document several sign, waiting for the others
     if row.status in WAITING_FOR_RECIPIENT:
         if row.expires_at is not None and row.expires_at <= now:
             return "expired"
@@ -73,13 +75,15 @@ def _skip_reason(row, *, now: datetime, force: bool) -> str | None:
 def _selection_pages(
     session: Session, *, batch_id: int, request_ids: Iterable[int] | None, selector: str | None, page_size: int
 ):
-    """Pages of (id, status, sent_at, last_reminder_at, expires_at) of the chosen requests, and ids not found."""
+    """Pages of (id, status, sent_at, last_reminder_at, expires_at, recipient_signed) of the chosen requests, and ids
+    not found."""
     columns = (
         SigningRequest.id,
         SigningRequest.status,
         SigningRequest.sent_at,
         SigningRequest.last_reminder_at,
         SigningRequest.expires_at,
+        recipient_has_signed().label("recipient_signed"),
     )
     if request_ids is not None:
         ids = sorted(set(request_ids))
@@ -161,6 +165,7 @@ def send_manual_reminders(
                 SigningRequest.status.in_(WAITING_FOR_RECIPIENT),
                 *cooled,
                 or_(SigningRequest.expires_at.is_(None), SigningRequest.expires_at > now),
+                ~recipient_has_signed(),
             )
             .values(reminder_count=SigningRequest.reminder_count + 1, last_reminder_at=now)
             .returning(*mails.returning)

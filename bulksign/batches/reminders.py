@@ -261,10 +261,14 @@ def _due(batch_id: int, *, number: int, sent_before: datetime, now: datetime) ->
         # A recipient who marked our mail as spam is not reminded (the send would be refused anyway).
         SigningRequest.complained_at.is_(None),
         or_(SigningRequest.expires_at.is_(None), SigningRequest.expires_at > now),
-        # Of a document several sign, a recipient who signed already waits for the others: nothing to remind of.
-        ~exists().where(
-            Party.request_id == SigningRequest.id, Party.role == RECIPIENT_ROLE, Party.status == PartyStatus.SIGNED
-        ),
+        ~recipient_has_signed(),
+    )
+
+
+def recipient_has_signed():
+    """Of a document several sign, the recipient signed already and waits for the others: nothing to remind of."""
+    return exists().where(
+        Party.request_id == SigningRequest.id, Party.role == RECIPIENT_ROLE, Party.status == PartyStatus.SIGNED
     )
 
 

@@ -12,6 +12,7 @@ from datetime import timedelta
 from sqlalchemy import select
 
 from bulksign.batches.creation import create_batch, party_settings_from_form
+from bulksign.batches.manual_reminders import send_manual_reminders
 from bulksign.batches.resend import resend_with_new_link
 from bulksign.core.extensions import db
 from bulksign.doc_templates.columns import needed_columns
@@ -300,6 +301,11 @@ def test_a_recipient_who_signed_is_not_reminded_while_the_next_party_signs(app, 
     assert queued.queued == 1
     reminded = db.session.scalars(select(SigningRequest.id).where(SigningRequest.reminder_count > 0)).all()
     assert reminded == [ids[1]]
+    # Staff's "remind all who have not signed" says the recipient who signed did, and reminds nobody of it.
+    by_hand = send_manual_reminders(
+        db.session, batch_id=batch_id, user=db.session.merge(users["staff"]), now=utcnow(), selector="not_signed"
+    )
+    assert (by_hand.queued, by_hand.skipped) == (0, {"signed": 1})
 
 
 def test_the_api_takes_the_fixed_parties_and_the_routing_and_says_what_is_wrong_with_them(app, users, client):
