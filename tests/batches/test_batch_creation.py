@@ -36,7 +36,8 @@ def rows(n: int, *, bad: int = 0):
     return report.recipients
 
 
-def test_creating_a_batch_inserts_pending_requests_and_queues_one_render_job_each(version, users):
+def test_creating_a_batch_inserts_pending_requests_and_queues_one_render_job_each(app, version, users):
+    app.config["RENDER_CHUNK_SIZE"] = 10  # smaller than the batch, so the window holds only part of it
     result = create_batch(
         db.session,
         user=users["staff"],
