@@ -353,6 +353,33 @@ def act_as_recipient(link: str, decline: bool) -> str:
         return "ok" if response.status_code in (200, 302, 303) else f"post {response.status_code}"
 
 
+#: /proc/net/tcp's state of a socket whose peer has closed and whose owner has not yet (linux/tcp_states.h).
+_CLOSE_WAIT = "08"
+
+
+def wait_for_sink_to_finish_dead_sessions(port: int, timeout: float = 30) -> None:
+    """Until the sink has handled what a killed worker's connections had sent it before they died.
+
+    The kernel still holds those bytes for the sink; a mail whose end the sink is parsing at the moment of the kill
+    is logged a moment later, and would look sent twice with nothing to explain it. The sink closes its side of
+    such a connection (leaving CLOSE_WAIT) only once it has read up to the end of what was sent, so no socket of
+    its port in CLOSE_WAIT means every message of the dead sessions is in its log.
+    """
+    local = f":{port:04X}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        waiting = False
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            try:
+                lines = Path(table).read_text().splitlines()[1:]
+            except OSError:
+                continue
+            waiting |= any(f[1].endswith(local) and f[3] == _CLOSE_WAIT for f in (line.split() for line in lines))
+        if not waiting:
+            return
+        time.sleep(0.05)
+
+
 def read_mail_log(path: Path) -> list[dict]:
     """The sink's complete lines: a line it is writing right now is read on the next call."""
     if not path.exists():
@@ -510,6 +537,7 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
                         chaos.workers_killed += 1
                         last_kill, dispatched_at_kill = now, dispatched
                         if "mail" in killed:
+                            wait_for_sink_to_finish_dead_sessions(smtp_port)
                             chaos.interrupted(engine, folder / "mail.jsonl")
                 if not redis_done and dispatched >= cfg.recipients * 0.25:
                     redis.restart_empty()
