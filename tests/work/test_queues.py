@@ -59,6 +59,9 @@ MAIL_KINDS = {
     "one_time_code",
     "password_reset",
     "approval_rejected",
+    "party_invitation",
+    "party_declined",
+    "party_completed",
 }
 
 
