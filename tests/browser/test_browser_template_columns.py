@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.accounts import STAFF
-from tests.support.looks import log_in, look_at
+from tests.support.looks import log_in, look_at, save_html_template
 from tests.support.pdf_files import contract_form
 
 pytestmark = pytest.mark.browser
@@ -52,10 +52,7 @@ def test_the_template_pages_say_what_each_row_needs_where_the_signature_goes_and
     _no_blocking(look_at(page, live_server, f"templates-empty-{locale}"))
 
     page.set_viewport_size({"width": 1366, "height": 900})
-    page.goto(f"{live_server}/templates/new")
-    page.fill("input[name=name]", "Employment contract")
-    page.fill("textarea[name=html]", CONTRACT)
-    page.click("main button[type=submit]")
+    save_html_template(page, live_server, name="Employment contract", html=CONTRACT)
     assert page.locator("#variables").inner_text() == "email, name, position"
     assert page.locator("#optional-variables").inner_text().splitlines()[0] == "bonus, department"
     _no_blocking(look_at(page, live_server, f"template-columns-{locale}"))

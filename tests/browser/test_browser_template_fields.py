@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.accounts import STAFF
-from tests.support.looks import log_in, look_at
+from tests.support.looks import log_in, look_at, save_html_template
 
 pytestmark = pytest.mark.browser
 
@@ -27,10 +27,7 @@ def test_the_template_page_edits_the_fields_in_document_order(users, live_server
     db.session.commit()
     log_in(page, live_server, *STAFF)
     page.set_viewport_size({"width": 1366, "height": 900})
-    page.goto(f"{live_server}/templates/new")
-    page.fill("input[name=name]", "Employment contract")
-    page.fill("textarea[name=html]", CONTRACT)
-    page.click("main button[type=submit]")
+    save_html_template(page, live_server, name="Employment contract", html=CONTRACT)
     section = page.locator("#fields")
     assert section.locator("h2").inner_text() == heading
     assert section.locator("legend code").all_inner_texts() == ["field_iban", "field_tax_class", "field_rules"]

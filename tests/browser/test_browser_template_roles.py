@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.accounts import STAFF
-from tests.support.looks import log_in, look_at
+from tests.support.looks import log_in, look_at, save_html_template
 
 pytestmark = pytest.mark.browser
 
@@ -24,10 +24,7 @@ def test_the_template_page_lists_who_signs_in_document_order(users, live_server,
     db.session.commit()
     log_in(page, live_server, *STAFF)
     page.set_viewport_size({"width": 1366, "height": 900})
-    page.goto(f"{live_server}/templates/new")
-    page.fill("input[name=name]", "Act of completed work")
-    page.fill("textarea[name=html]", TWO_SIDES)
-    page.click("main button[type=submit]")
+    save_html_template(page, live_server, name="Act of completed work", html=TWO_SIDES)
     roles = page.locator("#roles")
     assert roles.inner_text() == "customer, recipient"
     assert roles.evaluate("dd => dd.previousElementSibling.textContent") == label

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.accounts import STAFF
-from tests.support.looks import ARTIFACTS, log_in, shoot
+from tests.support.looks import ARTIFACTS, log_in, save_html_template, shoot
 
 pytestmark = pytest.mark.browser
 
@@ -18,10 +18,9 @@ CSV = (
 def test_upload_shows_the_bad_row_in_place_and_creates_the_batch(users, live_server, page):
     log_in(page, live_server, *STAFF)
 
-    page.goto(f"{live_server}/templates/new")
-    page.fill("input[name=name]", "Employment contract")
-    page.fill("textarea[name=html]", "<p>{{ name }} is hired as {{ position }}.</p>")
-    page.click("main button[type=submit]")
+    save_html_template(
+        page, live_server, name="Employment contract", html="<p>{{ name }} is hired as {{ position }}.</p>"
+    )
     assert page.locator("#variables").inner_text() == "email, name, position"
 
     page.click("text=Start a batch")

@@ -31,6 +31,14 @@ def log_in(page, base_url: str, email: str, password: str) -> None:
     page.wait_for_url(f"{base_url}/")
 
 
+def save_html_template(page, base_url: str, *, name: str, html: str) -> None:
+    """Through the new-template form, as a person would; returns on the saved template's page."""
+    page.goto(f"{base_url}/templates/new")
+    page.fill("input[name=name]", name)
+    page.fill("textarea[name=html]", html)
+    page.click("main button[type=submit]")
+
+
 def axe_violations(page, base_url: str) -> list[dict]:
     """The serious and critical axe-core violations on the page as it is now."""
     if not page.evaluate("() => typeof window.axe !== 'undefined'"):
