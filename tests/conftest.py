@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
+import warnings
 
 import pytest
 
@@ -156,6 +157,11 @@ class db_cleaned:
 
     def __enter__(self):
         from redis import Redis
+
+        from tests.support.processes import kill_left_over
+
+        for command in kill_left_over(f"REDIS_URL={self.redis_server.url}"):
+            warnings.warn(f"an earlier test left this running, killed: {command}", stacklevel=1)
 
         with self.engine.begin() as conn:
             conn.exec_driver_sql(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import time
 
 from rq import worker_registration
@@ -26,6 +27,8 @@ logger = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = 30
 #: RQ waits on the queues for its worker TTL less 15 s between heartbeats; the key lapses 60 s after the TTL.
 _WORKER_TTL = HEARTBEAT_SECONDS + 15
+#: How long a stopping worker waits for its scheduler, which polls each second, before killing it.
+SCHEDULER_STOP_SECONDS = 5
 
 
 def rss_mb() -> float:
@@ -182,6 +185,23 @@ class AppWorker(SimpleWorker):
             serializer=self.serializer,
         )
         self.scheduler.acquire_locks(auto_start=True)
+
+    def stop_scheduler(self):
+        """As RQ's, without waiting for ever: RQ joins the scheduler after its SIGTERM with no time limit, and a
+        scheduler that did not stop (seen after a Redis restart) kept a warm-stopping worker, and the job it had
+        just taken off the queue, hanging for good as an orphan of its killed parent."""
+        process = self.scheduler._process
+        if not (process and process.pid):
+            return
+        try:
+            os.kill(process.pid, signal.SIGTERM)
+        except OSError:
+            return
+        process.join(timeout=SCHEDULER_STOP_SECONDS)
+        if process.is_alive():
+            log(logger, logging.WARNING, "scheduler did not stop, killed", pid=process.pid, worker=self.name)
+            process.kill()
+            process.join(timeout=SCHEDULER_STOP_SECONDS)
 
     def register_death(self, *args, **kwargs):
         self._reporter().forget(self.connection)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -76,11 +77,46 @@ def terminate_and_time(process: subprocess.Popen, *, give_up_after: float = 60) 
     return time.monotonic() - started
 
 
+def descendants(pid: int) -> list[int]:
+    """The live processes below ``pid``: its children, theirs, and so on."""
+    found = children(pid)
+    for child in list(found):
+        found += descendants(child)
+    return found
+
+
 def stop(process: subprocess.Popen) -> None:
-    """Make sure a process started by a test is gone (after a failed assertion)."""
+    """Make sure a process started by a test is gone, with every process it started (after a failed assertion):
+    a worker killed with its parent stops only after its warm shutdown, and one still draining the session's
+    queues took the next test's job (seen in CI: a mail job gone before the test could look at it)."""
     if process.poll() is None:
+        below = descendants(process.pid)
         process.kill()
         process.wait(timeout=10)
+        for pid in below:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def kill_left_over(marker: str) -> list[str]:
+    """SIGKILL every process whose environment holds ``marker`` (``REDIS_URL=`` a session's private Redis): what an earlier
+    test left running, orphaned, would otherwise work its queues during the next one. Returns their commands."""
+    killed = []
+    needle = marker.encode() + b"\0"  # the whole variable: port 6379 must not match 63790
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as environ:
+                if needle not in environ.read():
+                    continue
+            with open(f"/proc/{name}/cmdline", "rb") as cmdline:
+                command = cmdline.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            os.kill(int(name), signal.SIGKILL)
+            killed.append(command)
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    return killed
 
 
 def terminate_once(
