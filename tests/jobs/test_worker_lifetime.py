@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -75,3 +76,27 @@ def test_a_killed_worker_takes_its_scheduler_along_and_a_killed_parent_its_worke
         wait_for(lambda: not alive(replacement), timeout=30, what="the worker to end with its parent")
     finally:
         stop(parent)
+
+
+def _ignore_sigterm_and_wait(ready) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    ready.set()
+    time.sleep(60)
+
+
+def test_a_stopping_worker_does_not_wait_for_ever_on_a_scheduler_that_will_not_stop(app):
+    import multiprocessing
+    from types import SimpleNamespace
+
+    from bulksign.jobs.worker import SCHEDULER_STOP_SECONDS, AppWorker
+
+    worker = AppWorker([get_queue("default")], connection=get_redis())
+    fork = multiprocessing.get_context("fork")
+    ready = fork.Event()
+    stubborn = fork.Process(target=_ignore_sigterm_and_wait, args=(ready,))
+    stubborn.start()
+    assert ready.wait(timeout=30)
+    worker.scheduler = SimpleNamespace(_process=stubborn)
+    started = time.monotonic()
+    worker.stop_scheduler()
+    assert not stubborn.is_alive() and time.monotonic() - started < SCHEDULER_STOP_SECONDS + 5
