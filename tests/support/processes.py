@@ -27,6 +27,11 @@ def start(args: list[str], *, env: dict, log: Path) -> subprocess.Popen:
         )
 
 
+def _pids() -> list[int]:
+    """Every process's id, from ``/proc``."""
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
 def _stat(pid: int) -> list[str]:
     """The fields of ``/proc/<pid>/stat`` after the command's name (state first, then the parent); [] when gone."""
     try:
@@ -45,11 +50,10 @@ def alive(pid: int) -> bool:
 def children(pid: int) -> list[int]:
     """The live processes whose parent is ``pid``."""
     found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            fields = _stat(int(name))
-            if len(fields) > 1 and fields[1] == str(pid) and fields[0] != "Z":
-                found.append(int(name))
+    for other in _pids():
+        fields = _stat(other)
+        if len(fields) > 1 and fields[1] == str(pid) and fields[0] != "Z":
+            found.append(other)
     return found
 
 
@@ -103,16 +107,16 @@ def kill_left_over(marker: str) -> list[str]:
     test left running, orphaned, would otherwise work its queues during the next one. Returns their commands."""
     killed = []
     needle = marker.encode() + b"\0"  # the whole variable: port 6379 must not match 63790
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
+    for pid in _pids():
+        if pid == os.getpid():
             continue
         try:
-            with open(f"/proc/{name}/environ", "rb") as environ:
+            with open(f"/proc/{pid}/environ", "rb") as environ:
                 if needle not in environ.read():
                     continue
-            with open(f"/proc/{name}/cmdline", "rb") as cmdline:
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
                 command = cmdline.read().replace(b"\0", b" ").decode(errors="replace").strip()
-            os.kill(int(name), signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
             killed.append(command)
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
