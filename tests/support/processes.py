@@ -47,14 +47,19 @@ def alive(pid: int) -> bool:
     return bool(fields) and fields[0] != "Z"
 
 
+def _children_by_parent() -> dict[str, list[int]]:
+    """Every live process, under its parent's id."""
+    below: dict[str, list[int]] = {}
+    for pid in _pids():
+        fields = _stat(pid)
+        if len(fields) > 1 and fields[0] != "Z":
+            below.setdefault(fields[1], []).append(pid)
+    return below
+
+
 def children(pid: int) -> list[int]:
     """The live processes whose parent is ``pid``."""
-    found = []
-    for other in _pids():
-        fields = _stat(other)
-        if len(fields) > 1 and fields[1] == str(pid) and fields[0] != "Z":
-            found.append(other)
-    return found
+    return _children_by_parent().get(str(pid), [])
 
 
 def wait_for(check: Callable[[], object], *, timeout: float, what: str, every: float = 0.1):
@@ -82,10 +87,12 @@ def terminate_and_time(process: subprocess.Popen, *, give_up_after: float = 60) 
 
 
 def descendants(pid: int) -> list[int]:
-    """The live processes below ``pid``: its children, theirs, and so on."""
-    found = children(pid)
-    for child in list(found):
-        found += descendants(child)
+    """The live processes below ``pid``: its children, theirs, and so on (one look at ``/proc``, not one a level)."""
+    below = _children_by_parent()
+    found, frontier = [], [pid]
+    while frontier:
+        frontier = [child for parent in frontier for child in below.get(str(parent), [])]
+        found += frontier
     return found
 
 
