@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from bulksign.models.base import BigId, UTCDateTime, utcnow
 from bulksign.models.batches import Batch, BatchShare, BatchSkippedRow, BatchStatusCount, Export
+from bulksign.models.fields import FieldValue
 from bulksign.models.integrations import IdempotencyKey, WebhookDelivery, WebhookEndpoint
 from bulksign.models.mail import OutgoingMail, Suppression
 from bulksign.models.parties import RECIPIENT_ROLE, Party
@@ -27,6 +28,7 @@ __all__ = [
     "DocumentTemplate",
     "Event",
     "Export",
+    "FieldValue",
     "IdempotencyKey",
     "MembershipChange",
     "OneTimeCode",
