@@ -15,6 +15,10 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+from babel.dates import format_date
+from babel.numbers import format_decimal
 
 from bulksign.core.messages import N_
 from bulksign.doc_templates.errors import TemplateError
@@ -94,6 +98,24 @@ def marked_fields(version: TemplateVersion) -> tuple[str, ...]:
 def template_fields(version: TemplateVersion) -> tuple[FieldSettings, ...]:
     """The version's fields in document order, as saved with it."""
     return tuple(FieldSettings.from_json(f) for f in version.fields or ())
+
+
+def shown_value(field: FieldSettings, value: str | None, *, language: str) -> N_ | str:
+    """A value as ``FieldValue.value`` keeps it (normalised by type), as people read it in ``language``: a number
+    with the language's separators, a date in its long form, a checkbox as ticked or not (translated when shown),
+    anything else as given; "" for a field left empty. The signed PDF stamps it and its audit certificate lists it."""
+    if value is None or value == "":
+        return ""
+    if field.type == "checkbox":
+        return N_("Ticked") if value == "true" else N_("Not ticked")
+    try:
+        if field.type == "number":
+            return format_decimal(Decimal(value), locale=language, decimal_quantization=False)
+        if field.type == "date":
+            return format_date(dt.date.fromisoformat(value), format="long", locale=language)
+    except (InvalidOperation, ValueError):
+        pass  # not in its canonical form (stored by hand?): shown as it is rather than failing the signed record
+    return value
 
 
 def settled_fields(

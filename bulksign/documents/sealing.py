@@ -15,7 +15,7 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from io import BytesIO
 from pathlib import Path
@@ -271,8 +271,9 @@ def seal_request(
         log(logger, logging.ERROR, "signed request has no original document", request_id=request_id)
         return SealOutcome(status="no_original", request_id=request_id)
     data = storage.get(original.storage_key)
-    record = audit_record(session, request, original)
     parties = routing.parties_in_order(session, request_id)
+    fields = routing.filled_fields(session, request=request, original=original, parties=parties)
+    record = replace(audit_record(session, request, original), fields=fields)
     if len(parties) > 1:
         # Signed by several: every party's block at its mark (or on the one signature page), every party listed.
         boxes = routing.party_boxes(request=request, original=original, pdf=data)

@@ -1,13 +1,14 @@
 """The signed record as a PDF: the original pages with the signature block, then the audit certificate.
 
 The block goes in the document's signature box, or on an appended signature page when the document
-marks no place; both, and the certificate, speak the recipient's language and time zone.
+marks no place; both, and the certificate, speak the recipient's language and time zone. The values
+signers filled in (``FilledField``) are stamped in their fields' boxes and listed on the certificate.
 ``sealing`` seals what this builds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,7 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bulksign.core.localtime import zone_of
-from bulksign.core.messages import N_
+from bulksign.core.messages import N_, N_plural
 from bulksign.documents.signature_box import SignatureBox
 from bulksign.models import Batch, Document, Event, SigningRequest
 
@@ -27,6 +28,8 @@ FONT_PATH = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 #: The named destination at the first page of the audit certificate of a document several parties signed.
 CERTIFICATE_DESTINATION = "bulksign-audit-certificate"
 FONT_BOLD_PATH = "/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf"
+#: What the stamps write with: the signature block, and the values signers filled.
+INK = (0.1, 0.14, 0.19)
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,8 @@ class AuditRecord:
     #: A document signed by several parties (``signing.routing``): each of them, in the order they signed; empty
     #: for a single-signer document, whose signer is the fields above.
     parties: tuple[PartyFacts, ...] = ()
+    #: What the signers filled in, in the document's order (``FilledField``).
+    fields: tuple[FilledField, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,29 @@ class PartyBlock:
     signer_ip: str
     image_png: bytes | None
     box: SignatureBox | None
+
+
+@dataclass(frozen=True)
+class FilledField:
+    """A value a signer gave for one of the document's fields (issue 30): stamped in its box before the seal and
+    listed on the audit certificate."""
+
+    label: str
+    #: As printed (``doc_templates.fields.shown_value``): a checkbox's translated when printed; "" when left empty.
+    text: N_ | str
+    #: A checkbox's value, drawn as a ticked or an empty box; None for every other type.
+    ticked: bool | None
+    #: Where the document shows the field; None: its mark was under a condition the row skipped (listed only).
+    box: SignatureBox | None
+    #: Who gave it (the party's role, name and address), when and from where.
+    role: str
+    name: str
+    email: str
+    entered_at: datetime
+    entered_ip: str
+    #: An attachment's sha256 and size in bytes; None for every other type.
+    sha256: str | None = None
+    size: int | None = None
 
 
 #: Event type → label on the audit certificate; other types print as they are.
@@ -204,45 +232,102 @@ def _draw_block(
     size = max(4.5, min(8.0, text_h / (len(rows) * 1.3), text_w / widest))
     leading = size * 1.3
     top = y + text_h - (text_h - leading * len(rows)) / 2  # the lines centred in their part of the box
-    c.setFillColorRGB(0.1, 0.14, 0.19)
+    c.setFillColorRGB(*INK)
     for i, (font, text) in enumerate(rows):
         c.setFont(font, size)
         c.drawString(text_x, top - size - i * leading, _fit(text, font, size, text_w))
 
 
-def signature_stamp(
-    *,
-    width: float,
-    height: float,
-    box: SignatureBox,
-    signer_name: str,
-    signed_at: datetime,
-    signer_ip: str,
-    image_png: bytes | None,
-    zone: str = "UTC",
-) -> bytes:
-    """A one-page overlay the size of the target page with the block inside ``box`` (user-space points)."""
+def _drawing(*, width: float, height: float, draw: Callable) -> bytes:
+    """One page of ``width`` × ``height`` points on which ``draw(canvas)`` paints: an overlay to merge over a page."""
     from reportlab.pdfgen import canvas
 
     _register_fonts()
     buf = BytesIO()
     c = canvas.Canvas(buf, pagesize=(width, height))
-    # The document draws the box's frame (``{{ signature }}``) or staff chose a bare place: no frame of ours.
-    _draw_block(
-        c,
-        x=box.x,
-        y=box.y,
-        w=box.w,
-        h=box.h,
-        signer_name=signer_name,
-        signed_at=signed_at,
-        signer_ip=signer_ip,
-        image_png=image_png,
-        zone=zone,
-    )
+    draw(c)
     c.showPage()
     c.save()
     return buf.getvalue()
+
+
+#: A stamped value's largest and smallest type (points), and its line height: below the smallest, the lines that
+#: still do not fit are cut (…); the audit certificate lists the whole value.
+VALUE_MAX_PT = 9.0
+VALUE_MIN_PT = 4.5
+VALUE_LEADING = 1.2
+
+
+def _value_lines(text: str, *, width: float, height: float) -> tuple[float, list[str]]:
+    """``text`` laid out in a box ``width`` × ``height``: the largest size up to ``VALUE_MAX_PT`` at which it fits,
+    wrapped at spaces, and its lines; at ``VALUE_MIN_PT`` the lines that fit, the last cut (…)."""
+    from reportlab.lib.utils import simpleSplit
+    from reportlab.pdfbase.pdfmetrics import stringWidth
+
+    size = max(VALUE_MIN_PT, min(VALUE_MAX_PT, height / VALUE_LEADING))
+    while True:
+        lines = simpleSplit(text, "DejaVuSans", size, width)
+        tall = len(lines) * size * VALUE_LEADING
+        if tall <= height and all(stringWidth(line, "DejaVuSans", size) <= width for line in lines):
+            return size, lines
+        if size <= VALUE_MIN_PT:
+            break
+        size = max(VALUE_MIN_PT, size - 0.5)
+    room = max(1, int(height // (size * VALUE_LEADING)))
+    kept = [*lines[: room - 1], " ".join(lines[room - 1 :])]
+    return size, [_fit(line, "DejaVuSans", size, width) for line in kept]
+
+
+def _draw_value(c, field: FilledField) -> None:
+    """A field's value inside its box: a checkbox as a ticked or an empty square, any other as its text (as large
+    as the box allows), in the signature block's ink."""
+    box = field.box
+    c.setFillColorRGB(*INK)
+    c.setStrokeColorRGB(*INK)
+    if field.ticked is not None:
+        # Framed by us: a PDF template's field or placed box is an invisible place, and over the frame an HTML or
+        # Word mark printed ours lies on it.
+        side = min(box.w, box.h)
+        x, y = box.x + (box.w - side) / 2, box.y + (box.h - side) / 2
+        c.setLineWidth(max(0.5, side * 0.05))
+        c.rect(x, y, side, side)
+        if field.ticked:
+            c.setLineWidth(side * 0.12)
+            c.setLineCap(1)
+            c.setLineJoin(1)
+            tick = c.beginPath()
+            tick.moveTo(x + side * 0.22, y + side * 0.52)
+            tick.lineTo(x + side * 0.42, y + side * 0.28)
+            tick.lineTo(x + side * 0.8, y + side * 0.76)
+            c.drawPath(tick, stroke=1, fill=0)
+        return
+    pad = min(2.0, box.h * 0.12, box.w * 0.05)
+    size, lines = _value_lines(str(field.text), width=box.w - 2 * pad, height=box.h - 2 * pad)
+    leading = size * VALUE_LEADING
+    # The lines centred in the box; each baseline where capitals and small letters together look centred in
+    # their line (DejaVu's capitals are 0.73 of the size high, its small letters 0.55).
+    top = box.y + (box.h + leading * len(lines)) / 2
+    c.setFont("DejaVuSans", size)
+    for i, line in enumerate(lines):
+        c.drawString(box.x + pad, top - (i + 1) * leading + (leading - size) / 2 + 0.18 * size, line)
+
+
+def _stamp_fields(writer, fields: Sequence[FilledField]) -> None:
+    """Each filled field's value in its box on a pypdf writer's pages, one overlay per page; a field without a box
+    (or left empty) is only listed on the certificate."""
+    pages: dict[int, list[FilledField]] = {}
+    for field in fields:
+        if field.box is None or not 0 <= field.box.page < len(writer.pages):
+            continue
+        if field.ticked is not None or str(field.text):
+            pages.setdefault(field.box.page, []).append(field)
+    for index, on_page in pages.items():
+
+        def draw(c, on_page=on_page) -> None:
+            for field in on_page:
+                _draw_value(c, field)
+
+        _overlay(writer.pages[index], draw)
 
 
 def _heading(c, *, title: N_, document_name: str, width: float, height: float) -> tuple[float, float]:
@@ -370,6 +455,9 @@ def audit_certificate(record: AuditRecord) -> bytes:
         TableStyle([("GRID", (0, 0), (-1, -1), 0.3, colors.HexColor("#c9ced8")), ("VALIGN", (0, 0), (-1, -1), "TOP")])
     )
     event_table.setStyle(grid)
+    values = [Spacer(1, 6 * mm), p(N_("Values entered"), heading), Spacer(1, 2 * mm)] if record.fields else []
+    if record.fields:
+        values.append(_fields_table(record.fields, zone=zone, cell=lambda text: p(text, small), style=grid))
     story = [
         p(N_("Audit certificate"), title),
         Spacer(1, 3 * mm),
@@ -381,6 +469,7 @@ def audit_certificate(record: AuditRecord) -> bytes:
         ),
         Spacer(1, 4 * mm),
         fact_table,
+        *values,
         Spacer(1, 6 * mm),
         p(N_("Events"), heading),
         Spacer(1, 2 * mm),
@@ -400,12 +489,52 @@ def audit_certificate(record: AuditRecord) -> bytes:
     return buf.getvalue()
 
 
-def _stamp(page, *, box: SignatureBox, **block) -> None:
-    """Draw a signature block into ``box`` of a pypdf page (``signature_stamp`` merged over it)."""
+def _overlay(page, draw: Callable) -> None:
+    """Merge over a pypdf page what ``draw(canvas)`` paints in the page's user space (``_drawing``)."""
     from pypdf import PdfReader
 
-    stamp = signature_stamp(width=float(page.mediabox.right), height=float(page.mediabox.top), box=box, **block)
+    stamp = _drawing(width=float(page.mediabox.right), height=float(page.mediabox.top), draw=draw)
     page.merge_page(PdfReader(BytesIO(stamp)).pages[0])
+
+
+def _fields_table(fields: Sequence[FilledField], *, zone: str, cell: Callable, style):
+    """The certificate's table of the values filled: the field, the value as stamped, who entered it and when; under
+    an attachment, its sha256 and size across the row."""
+    from reportlab.lib.units import mm
+    from reportlab.platypus import Table
+
+    rows = [[cell(N_("Field")), cell(N_("Value")), cell(N_("Entered by")), cell(N_("Time (%(zone)s)", zone=zone))]]
+    spans = []
+    for field in fields:
+        rows.append(
+            [
+                cell(field.label),
+                cell(field.text or "—"),
+                [
+                    cell(
+                        f"{field.role}: {field.name} <{field.email}>" if field.name else f"{field.role}: {field.email}"
+                    ),
+                    *([cell(N_("IP %(ip)s", ip=field.entered_ip))] if field.entered_ip else []),
+                ],
+                cell(_local(field.entered_at, zone, short=True)),
+            ]
+        )
+        if field.sha256 is not None:
+            size = N_plural("%(num)s byte", "%(num)s bytes", field.size or 0)
+            rows.append(["", [cell(f"sha256 {field.sha256}"), cell(size)], "", ""])
+            last = len(rows) - 1
+            spans += [("SPAN", (0, last - 1), (0, last)), ("SPAN", (1, last), (3, last))]
+    table = Table(rows, colWidths=[34 * mm, 52 * mm, 52 * mm, 32 * mm], repeatRows=1)
+    table.setStyle(style)
+    if spans:
+        table.setStyle(spans)
+    return table
+
+
+def _stamp(page, *, box: SignatureBox, **block) -> None:
+    """Draw a signature block into ``box`` of a pypdf page. The document draws the box's frame (``{{ signature }}``)
+    or staff chose a bare place: no frame of ours."""
+    _overlay(page, lambda c: _draw_block(c, x=box.x, y=box.y, w=box.w, h=box.h, **block))
 
 
 def build_signed_pdf(
@@ -419,6 +548,7 @@ def build_signed_pdf(
 
     writer = PdfWriter(clone_from=PdfReader(BytesIO(original)))
     with _in_language(record.language):
+        _stamp_fields(writer, record.fields)
         if box is not None and 0 <= box.page < len(writer.pages):
             _stamp(
                 writer.pages[box.page],
@@ -448,16 +578,23 @@ def build_signed_pdf(
 
 
 def stamp_parties(
-    original: bytes, blocks: Sequence[PartyBlock], *, document_name: str, language: str, zone: str
+    original: bytes,
+    blocks: Sequence[PartyBlock],
+    *,
+    document_name: str,
+    language: str,
+    zone: str,
+    fields: Sequence[FilledField] = (),
 ) -> bytes:
-    """The original's pages with each party's block at its mark, and one signature page holding the blocks of the
-    parties whose role marks no place (never covering the document's text). Unsealed: a step's version, or what
-    ``build_parties_pdf`` certifies."""
+    """The original's pages with the values the parties filled (``fields``) and each party's block at its mark, and
+    one signature page holding the blocks of the parties whose role marks no place (never covering the document's
+    text). Unsealed: a step's version, or what ``build_parties_pdf`` certifies."""
     from pypdf import PdfReader, PdfWriter
 
     writer = PdfWriter(clone_from=PdfReader(BytesIO(original)))
     loose = []
     with _in_language(language):
+        _stamp_fields(writer, fields)
         for block in blocks:
             if block.box is None or not 0 <= block.box.page < len(writer.pages):
                 loose.append(block)
@@ -522,7 +659,12 @@ def build_parties_pdf(original: bytes, record: AuditRecord, *, blocks: Sequence[
     from pypdf import PdfReader, PdfWriter
 
     stamped = stamp_parties(
-        original, blocks, document_name=record.document_name, language=record.language, zone=record.timezone
+        original,
+        blocks,
+        document_name=record.document_name,
+        language=record.language,
+        zone=record.timezone,
+        fields=record.fields,
     )
     writer = PdfWriter(clone_from=PdfReader(BytesIO(stamped)))
     with _in_language(record.language):

@@ -29,14 +29,15 @@ from sqlalchemy.orm import Session, aliased
 from bulksign.batches.states import transition
 from bulksign.core.localtime import zone_of
 from bulksign.core.logs import log
+from bulksign.doc_templates.fields import FieldSettings, shown_value, template_fields
 from bulksign.doc_templates.jinja_sandbox import render_text
 from bulksign.doc_templates.mail_texts import mail_text
 from bulksign.doc_templates.roles import pdf_role_places
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE, SignatureBox, find_signature_boxes, mark_indexes
-from bulksign.documents.signed_pdf import PartyBlock, PartyFacts, document_title, stamp_parties
+from bulksign.documents.signed_pdf import FilledField, PartyBlock, PartyFacts, document_title, stamp_parties
 from bulksign.mail.mail_headers import one_line
 from bulksign.mail.mailer import builder, queue_mail
-from bulksign.models import RECIPIENT_ROLE, Document, Party, SigningRequest
+from bulksign.models import RECIPIENT_ROLE, Document, FieldValue, Party, SigningRequest
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import Status
 from bulksign.signing.invitations import html_body, mail_context, request_deadline
@@ -338,6 +339,40 @@ def party_facts(parties: Sequence[Party]) -> tuple[PartyFacts, ...]:
     return tuple(facts)
 
 
+def filled_fields(
+    session: Session, *, request: SigningRequest, original: Document, parties: Sequence[Party]
+) -> tuple[FilledField, ...]:
+    """Every value given for the request's fields (``FieldValue``), in the document's order, as its signed PDF stamps
+    and lists them: shown in the batch's language (``fields.shown_value``), at the box the original keeps for it,
+    with the party who gave it."""
+    batch = request.batch
+    settings = {f.name: f for f in template_fields(batch.template_version)}
+    order = {name: i for i, name in enumerate(settings)}
+    values = session.scalars(select(FieldValue).where(FieldValue.request_id == request.id)).all()
+    boxes = original.field_boxes or {}
+    people = {p.role: party_person(p) for p in parties}
+    filled = []
+    for value in sorted(values, key=lambda v: (order.get(v.name, len(order)), v.name)):
+        field = settings.get(value.name) or FieldSettings(name=value.name)
+        email, name = people.get(value.role) or (request.email, request.name or "")
+        filled.append(
+            FilledField(
+                label=field.shown_label,
+                text=shown_value(field, value.value, language=batch.language or "en"),
+                ticked=value.value == "true" if field.type == "checkbox" else None,
+                box=SignatureBox.from_json(boxes.get(value.name)),
+                role=value.role,
+                name=name,
+                email=email,
+                entered_at=value.entered_at,
+                entered_ip=value.entered_ip or "",
+                sha256=value.sha256,
+                size=value.size,
+            )
+        )
+    return tuple(filled)
+
+
 def store_step_version(
     session: Session, *, request: SigningRequest, parties: Sequence[Party], step: int, storage, now: datetime
 ) -> Document | None:
@@ -364,6 +399,8 @@ def store_step_version(
         document_name=document_title(batch),
         language=batch.language or "en",
         zone=zone_of(batch).key,
+        # What the parties who signed filled in, for the next to read: only they have given values yet.
+        fields=filled_fields(session, request=request, original=original, parties=parties),
     )
     storage.put(key, stamped, content_type="application/pdf")
     document = Document(
@@ -375,6 +412,7 @@ def store_step_version(
         content_type="application/pdf",
         created_at=now,
         signature_box=original.signature_box,
+        field_boxes=original.field_boxes,
     )
     session.add(document)
     session.flush()

@@ -1,0 +1,290 @@
+"""What signers filled in (issue 30), in the signed PDF: each value stamped at its field's box before the seal, in
+every template kind, in that recipient's document only, and listed on the audit certificate with who gave it, when,
+and an attachment's sha256; a routed request's next party reads the values the first party gave. Real renders
+(wkhtmltopdf, LibreOffice, pypdf), real workers, poppler's pdftotext, pdftoppm and pdfsig. The values are written
+as rows here, as the signing page writes them when a party signs."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+import unicodedata
+from datetime import timedelta
+from pathlib import Path
+
+from PIL import Image
+from sqlalchemy import select
+
+from bulksign.batches.creation import create_batch, party_settings_from_form
+from bulksign.core.extensions import db
+from bulksign.doc_templates.columns import needed_columns
+from bulksign.doc_templates.versions import create_template, save_fields
+from bulksign.documents.seal_keys import seal_key
+from bulksign.documents.sealing import check_seal
+from bulksign.documents.signature_box import SignatureBox
+from bulksign.documents.storage import get_storage
+from bulksign.models import Document, FieldValue, Party, SigningRequest, utcnow
+from bulksign.recipients.validation import validate_recipients
+from bulksign.signing.recipient_actions import sign
+from bulksign.work.pipeline import enqueue_renders
+from tests.support.batches import request_ids
+from tests.support.looks import ARTIFACTS
+from tests.support.signatures import png
+
+PAGE = '<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'">{body}</body>'
+#: An employment contract asking the employee for every kind of value; the bonus only where the row's region is EU.
+CONTRACT = PAGE.format(
+    body="<h1>Трудовой договор</h1><p>Работник {{ name }}.</p>"
+    "<p>IBAN: {{ field_iban }}</p><p>Город: {{ field_city }}</p><p>Дата начала: {{ field_start }}</p>"
+    "<p>Оклад: {{ field_salary }}</p><p>С правилами ознакомлен: {{ field_agree }}</p>"
+    "<p>Паспорт: {{ field_passport }}</p>"
+    '{% if region == "EU" %}<p>Премия: {{ field_bonus }}</p>{% endif %}<p>{{ signature }}</p>'
+)
+SETTINGS = [
+    {"name": "iban", "label": "IBAN"},
+    {"name": "city", "label": "Город"},
+    {"name": "start", "type": "date", "label": "Дата начала"},
+    {"name": "salary", "type": "number", "label": "Оклад"},
+    {"name": "agree", "type": "checkbox", "label": "С правилами ознакомлен"},
+    {"name": "passport", "type": "attachment", "label": "Паспорт"},
+    {"name": "bonus", "label": "Премия"},
+]
+TWO = "email,name,region\neva@example.com,Eva Employee,RU\nboris@example.com,Boris Brown,RU\n"
+IBAN = "DE89 3704 0044 0532 0130 00"
+SCAN = b"%PDF-1.4\n% the employee's passport, scanned\n" + bytes(range(256)) * 40
+
+
+def _version(users, *, fields: list[dict], html: str | None = None, kind: str = "html", file: bytes | None = None):
+    """A template of ``kind`` with ``fields``' settings; every field optional: what is given here is the rows."""
+    saved = create_template(
+        db.session, name="Contract", html=html, user=users["staff"], now=utcnow(), kind=kind, file=file
+    )
+    return save_fields(
+        db.session,
+        template=saved.template,
+        fields=[{**f, "required": False} for f in fields],
+        user=users["staff"],
+        now=utcnow(),
+    ).version
+
+
+def _sent(users, run_jobs, version, *, rows: str, form: dict | None = None, **batch) -> list[int]:
+    """A batch of ``rows`` on ``version``, through the file check and batch creation, rendered and sent."""
+    signers = party_settings_from_form(form or {}, version=version)
+    report = validate_recipients(
+        rows.encode(), filename="r.csv", variables=needed_columns(version), keep_rows=True, **signers.file_check
+    )
+    assert not report.errors, report.errors
+    created = create_batch(
+        db.session,
+        user=users["staff"],
+        template_version=version,
+        rows=report.recipients,
+        name="Contracts",
+        now=utcnow() - timedelta(minutes=5),
+        party_settings=signers,
+        **batch,
+    )
+    ids = request_ids(created.batch.id)
+    enqueue_renders(ids)
+    run_jobs("pdf", "mail")
+    return ids
+
+
+def _fill(request_id: int, role: str = "recipient", **values: str) -> None:
+    """The rows the signing page writes when the party signs: each value in its canonical form."""
+    request = db.session.get(SigningRequest, request_id)
+    for name, value in values.items():
+        db.session.add(
+            FieldValue(
+                request_id=request_id,
+                batch_id=request.batch_id,
+                name=name,
+                role=role,
+                value=value,
+                entered_at=utcnow() - timedelta(minutes=1),
+                entered_ip="203.0.113.5",
+            )
+        )
+    db.session.commit()
+
+
+def _attach(request_id: int, name: str, filename: str, data: bytes) -> str:
+    """An attachment as the signing page keeps it: its bytes in storage, its row with their hash; the storage key."""
+    request = db.session.get(SigningRequest, request_id)
+    key = f"batches/{request.batch_id}/requests/{request_id}/fields/{name}"
+    get_storage().put(key, data, content_type="application/pdf")
+    digest = hashlib.sha256(data).hexdigest()
+    db.session.add(
+        FieldValue(
+            request_id=request_id,
+            batch_id=request.batch_id,
+            name=name,
+            role="recipient",
+            value=filename,
+            storage_key=key,
+            content_type="application/pdf",
+            size=len(data),
+            sha256=digest,
+            entered_at=utcnow() - timedelta(minutes=1),
+        )
+    )
+    db.session.commit()
+    return key
+
+
+def _sign(request_id: int, name: str, party: Party | None = None) -> None:
+    outcome = sign(
+        db.session,
+        request_id=request_id,
+        now=utcnow(),
+        signer_name=name,
+        signature_png=png(),
+        consent=True,
+        ip="203.0.113.5",
+        user_agent="Mozilla/5.0",
+        party=party,
+    )
+    assert outcome.status == "signed", outcome
+
+
+def _document(request_id: int, kind: str) -> Document:
+    db.session.expire_all()
+    return db.session.scalars(
+        select(Document).where(Document.request_id == request_id, Document.kind == kind).order_by(Document.id.desc())
+    ).first()
+
+
+def _file(pdf: bytes, tmp_path: Path, name: str) -> Path:
+    path = tmp_path / name
+    path.write_bytes(pdf)
+    return path
+
+
+def _text(pdf: bytes, tmp_path: Path, *pages: int) -> str:
+    """pdftotext of ``pages`` (from 0; all by default), its spaces (the no-break ones Russian numbers and dates
+    use) made plain."""
+    span = ["-f", str(pages[0] + 1), "-l", str(pages[-1] + 1)] if pages else []
+    path = _file(pdf, tmp_path, "text.pdf")
+    out = subprocess.run(["pdftotext", *span, str(path), "-"], capture_output=True, text=True, timeout=30).stdout
+    return " ".join(unicodedata.normalize("NFKC", out).split())
+
+
+def _words_in(pdf: bytes, tmp_path: Path, box: SignatureBox) -> list[str]:
+    """The words pdftotext places inside ``box`` (its own pixels: top-left origin), the box in PDF points."""
+    path = _file(pdf, tmp_path, "bbox.pdf")
+    html = subprocess.run(
+        ["pdftotext", "-bbox", "-f", str(box.page + 1), "-l", str(box.page + 1), str(path), "-"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
+    height = float(re.search(r'<page width="[\d.]+" height="([\d.]+)"', html).group(1))
+    top, bottom = height - (box.y + box.h), height - box.y
+    inside = []
+    for x0, y0, x1, y1, word in re.findall(
+        r'<word xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)" yMax="([\d.]+)">([^<]*)</word>', html
+    ):
+        if (
+            box.x - 0.5 <= float(x0)
+            and float(x1) <= box.x + box.w + 0.5
+            and top - 0.5 <= float(y0) <= float(y1) <= bottom + 0.5
+        ):
+            inside.append(word)
+    return inside
+
+
+def _ink(pdf: bytes, tmp_path: Path, box: SignatureBox, *, inset: int = 0) -> int:
+    """How many dark pixels the box shows at 144 dpi, ``inset`` pixels in from its edges (inside its frame)."""
+    path = _file(pdf, tmp_path, "ink.pdf")
+    scale = 2  # 144 dpi: two pixels per point
+    subprocess.run(
+        ["pdftoppm", "-png", "-r", "144", "-f", str(box.page + 1), "-l", str(box.page + 1), "-singlefile",
+         str(path), str(tmp_path / "ink")],
+        check=True, timeout=60,
+    )  # fmt: skip
+    image = Image.open(tmp_path / "ink.png").convert("L")
+    left, top = box.x * scale, image.height - (box.y + box.h) * scale
+    area = (left - 1 + inset, top - 1 + inset, left + box.w * scale + 1 - inset, top + box.h * scale + 1 - inset)
+    return sum(image.crop(tuple(round(v) for v in area)).histogram()[:128])
+
+
+def _picture(pdf: bytes, tmp_path: Path, name: str, page: int) -> Path:
+    """The page as a person sees it (80 dpi), kept with the test's artefacts for a reviewer to open."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = _file(pdf, tmp_path, f"{name}.pdf")
+    subprocess.run(
+        ["pdftoppm", "-png", "-r", "80", "-f", str(page + 1), "-l", str(page + 1), "-singlefile", str(path),
+         str(ARTIFACTS / name)],
+        check=True, timeout=60,
+    )  # fmt: skip
+    return ARTIFACTS / f"{name}.png"
+
+
+def _signed(request_id: int) -> bytes:
+    return get_storage().get(_document(request_id, "signed").storage_key)
+
+
+def test_an_html_contracts_values_are_stamped_in_their_boxes_in_that_recipients_pdf_and_listed_on_its_certificate(
+    app, users, smtp, run_jobs, tmp_path
+):
+    version = _version(users, fields=SETTINGS, html=CONTRACT)
+    eva, boris = _sent(users, run_jobs, version, rows=TWO, language="ru", timezone="Europe/Moscow")
+    _fill(eva, iban=IBAN, city="Санкт-Петербург", start="2027-01-31", salary="123456.5", agree="true")
+    _fill(eva, bonus="Годовая премия")  # its mark is under a condition Eva's row skipped: listed, not stamped
+    scan_key = _attach(eva, "passport", "паспорт-скан.pdf", SCAN)
+    _fill(boris, iban="GB33BUKB20201555555555", city="Казань", start="2027-02-01", salary="900", agree="false")
+    for request_id, name in ((eva, "Eva Employee"), (boris, "Boris Brown")):
+        _sign(request_id, name)
+    run_jobs("pdf", "mail")
+
+    original = _document(eva, "original")
+    boxes = {n: SignatureBox.from_json(b) for n, b in original.field_boxes.items()}
+    assert "bonus" not in boxes
+    signed = _signed(eva)
+    # In Eva's document, each value in its own box, in the batch's language (Russian dates and separators).
+    document = _text(signed, tmp_path, 0)
+    for shown in (IBAN, "Санкт-Петербург", "31 января 2027 г.", "123 456,5", "паспорт-скан.pdf"):
+        assert shown in document, shown
+    assert " ".join(_words_in(signed, tmp_path, boxes["iban"])) == IBAN
+    assert _words_in(signed, tmp_path, boxes["city"]) == ["Санкт-Петербург"]
+    assert _words_in(signed, tmp_path, boxes["passport"]) == ["паспорт-скан.pdf"]
+    assert "Годовая премия" not in document
+    # In Boris's, his own values and none of Eva's.
+    his = _text(_signed(boris), tmp_path, 0)
+    assert "GB33BUKB20201555555555" in his and "Казань" in his and "1 февраля 2027 г." in his
+    assert "DE89" not in his and "Санкт-Петербург" not in his and "паспорт" not in his
+    # Eva's box is ticked, Boris's is an empty box: a frame with nothing inside.
+    ticked, empty = (_ink(pdf, tmp_path, boxes["agree"], inset=4) for pdf in (signed, _signed(boris)))
+    assert ticked > 40 and empty == 0, (ticked, empty)
+    assert _ink(_signed(boris), tmp_path, boxes["agree"]) > 40
+
+    # The certificate lists every value, the box-less one too, with who gave it and when; the attachment's hash is
+    # the stored file's.
+    first = len(_pages(get_storage().get(original.storage_key)))  # the signature is in its box: no page added
+    certificate = _text(signed, tmp_path, *range(first, len(_pages(signed))))
+    for shown in (
+        "Дата начала 31 января 2027 г.",
+        "Премия Годовая премия",
+        "recipient: Eva Employee <eva@example.com>",
+        "Europe/Moscow",
+        f"sha256 {hashlib.sha256(get_storage().get(scan_key)).hexdigest()}",
+    ):
+        assert shown in certificate, shown
+    # The seal covers it all.
+    assert check_seal(signed, seal_key(app.config)).valid
+    out = subprocess.run(
+        ["pdfsig", str(_file(signed, tmp_path, "sealed.pdf"))], capture_output=True, text=True, timeout=30
+    ).stdout
+    assert "Signature is Valid" in out and "Total document signed" in out
+    _picture(signed, tmp_path, "filled-fields-html", 0)
+    _picture(signed, tmp_path, "filled-fields-certificate", first)
+
+
+def _pages(pdf: bytes):
+    from io import BytesIO
+
+    from pypdf import PdfReader
+
+    return PdfReader(BytesIO(pdf)).pages
