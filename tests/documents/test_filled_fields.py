@@ -13,23 +13,29 @@ import unicodedata
 from datetime import timedelta
 from pathlib import Path
 
+from docx import Document as WordDocument
 from PIL import Image
 from sqlalchemy import select
 
 from bulksign.batches.creation import create_batch, party_settings_from_form
 from bulksign.core.extensions import db
 from bulksign.doc_templates.columns import needed_columns
-from bulksign.doc_templates.versions import create_template, save_fields
+from bulksign.doc_templates.fields import FieldSettings, shown_value
+from bulksign.doc_templates.versions import create_template, place_boxes, save_fields
 from bulksign.documents.seal_keys import seal_key
 from bulksign.documents.sealing import check_seal
 from bulksign.documents.signature_box import SignatureBox
+from bulksign.documents.signed_pdf import FilledField, stamp_parties
 from bulksign.documents.storage import get_storage
 from bulksign.models import Document, FieldValue, Party, SigningRequest, utcnow
 from bulksign.recipients.validation import validate_recipients
-from bulksign.signing.recipient_actions import sign
+from bulksign.signing.recipient_actions import sign, signer_party
 from bulksign.work.pipeline import enqueue_renders
+from tests.doc_templates.test_fields import _form
+from tests.support import docx_files
 from tests.support.batches import request_ids
 from tests.support.looks import ARTIFACTS
+from tests.support.sealed import make_pdf
 from tests.support.signatures import png
 
 PAGE = '<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'">{body}</body>'
@@ -55,11 +61,22 @@ IBAN = "DE89 3704 0044 0532 0130 00"
 SCAN = b"%PDF-1.4\n% the employee's passport, scanned\n" + bytes(range(256)) * 40
 
 
-def _version(users, *, fields: list[dict], html: str | None = None, kind: str = "html", file: bytes | None = None):
-    """A template of ``kind`` with ``fields``' settings; every field optional: what is given here is the rows."""
+def _version(
+    users,
+    *,
+    fields: list[dict],
+    html: str | None = None,
+    kind: str = "html",
+    file: bytes | None = None,
+    boxes: list[dict] | None = None,
+):
+    """A template of ``kind`` (with ``boxes`` placed in the box editor) and ``fields``' settings; every field
+    optional: what is given here is the rows."""
     saved = create_template(
         db.session, name="Contract", html=html, user=users["staff"], now=utcnow(), kind=kind, file=file
     )
+    if boxes:
+        place_boxes(db.session, template=saved.template, boxes=boxes, user=users["staff"], now=utcnow())
     return save_fields(
         db.session,
         template=saved.template,
@@ -288,3 +305,150 @@ def _pages(pdf: bytes):
     from pypdf import PdfReader
 
     return PdfReader(BytesIO(pdf)).pages
+
+
+def _each_signs_their_own(users, run_jobs, version, *, eva: dict, boris: dict) -> tuple[int, int]:
+    """Eva's and Boris's requests on ``version``, each with its values given, signed and sealed."""
+    ids = _sent(
+        users, run_jobs, version, rows="email,name\neva@example.com,Eva Employee\nboris@example.com,Boris Brown\n"
+    )
+    for request_id, name, values in zip(ids, ("Eva Employee", "Boris Brown"), (eva, boris), strict=True):
+        _fill(request_id, **values)
+        _sign(request_id, name)
+    run_jobs("pdf", "mail")
+    return ids[0], ids[1]
+
+
+def _only_in_its_own(app, tmp_path, eva: int, boris: int, *, field: str, value: str, page: int = 0) -> None:
+    """Eva's value is in her signed PDF, inside its field's box, and nowhere in Boris's; her seal holds."""
+    box = SignatureBox.from_json(_document(eva, "original").field_boxes[field])
+    assert box.page == page
+    assert " ".join(_words_in(_signed(eva), tmp_path, box)) == value
+    assert value not in _text(_signed(boris), tmp_path)
+    assert check_seal(_signed(eva), seal_key(app.config)).valid
+
+
+def test_a_word_contracts_values_are_stamped_in_their_boxes(app, users, smtp, run_jobs, tmp_path):
+    document = WordDocument()
+    document.add_paragraph("Employee {{ name }}. IBAN: {{ field_iban }}")
+    document.add_paragraph("I have read the work rules: {{ field_agree }}")
+    version = _version(
+        users,
+        fields=[{"name": "iban"}, {"name": "agree", "type": "checkbox"}],
+        kind="docx",
+        file=docx_files.save(document),
+    )
+    eva, boris = _each_signs_their_own(
+        users, run_jobs, version, eva={"iban": IBAN, "agree": "true"}, boris={"iban": "GB33", "agree": "false"}
+    )
+    _only_in_its_own(app, tmp_path, eva, boris, field="iban", value=IBAN)
+    agree = SignatureBox.from_json(_document(eva, "original").field_boxes["agree"])
+    assert _ink(_signed(eva), tmp_path, agree, inset=4) > 40 and _ink(_signed(boris), tmp_path, agree, inset=4) == 0
+    _picture(_signed(eva), tmp_path, "filled-fields-word", 0)
+
+
+def test_a_pdf_forms_field_takes_its_value(app, users, smtp, run_jobs, tmp_path):
+    source = _form(("name", "text", 0, 700), ("field_iban", "text", 0, 600), ("field_agree", "checkbox", 0, 500))
+    version = _version(users, fields=[{"name": "iban"}, {"name": "agree", "type": "checkbox"}], kind="pdf", file=source)
+    eva, boris = _each_signs_their_own(
+        users, run_jobs, version, eva={"iban": "Москва, ул. Тверская 1", "agree": "false"}, boris={"iban": "GB33"}
+    )
+    _only_in_its_own(app, tmp_path, eva, boris, field="iban", value="Москва, ул. Тверская 1")
+    # A form's check box leaves no frame of its own: the stamp draws the empty box.
+    agree = SignatureBox.from_json(_document(eva, "original").field_boxes["agree"])
+    assert _ink(_signed(eva), tmp_path, agree) > 40 and _ink(_signed(eva), tmp_path, agree, inset=4) == 0
+    _picture(_signed(eva), tmp_path, "filled-fields-pdf-form", 0)
+
+
+def test_a_box_placed_in_the_box_editor_takes_its_value(app, users, smtp, run_jobs, tmp_path):
+    source = _form(("name", "text", 0, 700))
+    version = _version(
+        users,
+        fields=[{"name": "start", "type": "date"}],
+        kind="pdf",
+        file=source,
+        boxes=[{"name": "field_start", "page": 1, "x": 72, "y": 400, "w": 150, "h": 20}],
+    )
+    eva, boris = _each_signs_their_own(
+        users, run_jobs, version, eva={"start": "2027-01-31"}, boris={"start": "2027-03-01"}
+    )
+    _only_in_its_own(app, tmp_path, eva, boris, field="start", value="January 31, 2027", page=1)
+    assert "March 1, 2027" in _text(_signed(boris), tmp_path, 1)
+
+
+ROUTED = PAGE.format(
+    body="<h1>Employment contract</h1><p>Employee {{ name }} joins ACME.</p><p>IBAN: {{ field_iban }}</p>"
+    "<p>The employee: {{ signature }}</p><p>Employer's reference: {{ field_reference }}</p>"
+    "<p>For the employer: {{ signature_employer }}</p>"
+)
+
+
+def test_the_second_party_reads_the_first_partys_values_and_the_seal_carries_both(app, users, smtp, run_jobs, tmp_path):
+    version = _version(users, fields=[{"name": "iban"}, {"name": "reference", "role": "employer"}], html=ROUTED)
+    (request_id,) = _sent(
+        users,
+        run_jobs,
+        version,
+        rows="email,name\neva@example.com,Eva Employee\n",
+        form={"parties": '{"employer": {"email": "hr@acme.example", "name": "Anna Boss"}}'},
+    )
+    request = db.session.get(SigningRequest, request_id)
+    _fill(request_id, iban=IBAN)
+    _sign(request_id, "Eva Employee", party=signer_party(db.session, request, None))
+    run_jobs("pdf", "mail")  # the employee's step kept as a version with her signature and her values
+
+    original, step = _document(request_id, "original"), _document(request_id, "step")
+    assert step.field_boxes == original.field_boxes  # the employer's page places the fields as the original
+    boxes = {n: SignatureBox.from_json(b) for n, b in original.field_boxes.items()}
+    read = get_storage().get(step.storage_key)
+    assert " ".join(_words_in(read, tmp_path, boxes["iban"])) == IBAN
+    assert _words_in(read, tmp_path, boxes["reference"]) == []  # the employer's own field, still empty
+
+    employer = db.session.scalars(select(Party).where(Party.request_id == request_id, Party.role == "employer")).one()
+    _fill(request_id, "employer", reference="HR-2027/17")
+    _sign(request_id, "Anna Boss", party=employer)
+    run_jobs("pdf", "mail")
+    signed = _signed(request_id)
+    assert " ".join(_words_in(signed, tmp_path, boxes["iban"])) == IBAN
+    assert _words_in(signed, tmp_path, boxes["reference"]) == ["HR-2027/17"]
+    text = _text(signed, tmp_path)
+    assert text.count(IBAN) == 2  # in its box and on the certificate, once each
+    assert "recipient: Eva Employee <eva@example.com>" in text and "employer: Anna Boss <hr@acme.example>" in text
+    assert check_seal(signed, seal_key(app.config)).valid
+
+
+def test_a_value_reads_in_the_batchs_language_and_an_odd_one_as_it_is(app):
+    from flask_babel import force_locale
+
+    def shown(field_type: str, value: str | None, language: str = "en") -> str:
+        with force_locale(language):
+            return str(shown_value(FieldSettings(name="x", type=field_type), value, language=language))
+
+    assert shown("number", "1234567.125") == "1,234,567.125" and shown("number", "-5") == "-5"
+    assert shown("number", "1234.5", "ru") == "1\xa0234,5"
+    assert (
+        shown("date", "2027-01-31") == "January 31, 2027"
+        and shown("date", "2027-01-31", "ru") == "31 января 2027\u202fг."
+    )
+    assert (shown("checkbox", "true"), shown("checkbox", "false")) == ("Ticked", "Not ticked")
+    assert shown("text", "  as typed ") == "  as typed " and shown("attachment", "scan.pdf") == "scan.pdf"
+    assert shown("text", None) == shown("date", "") == ""
+    # Not in its canonical form (a row written by hand): shown as it is, never a failed seal.
+    assert shown("number", "12,5") == "12,5" and shown("date", "31.01.2027") == "31.01.2027"
+
+
+def test_a_long_value_is_made_smaller_and_wrapped_inside_its_box_and_cut_only_past_the_smallest_size(app, tmp_path):
+    box = SignatureBox(page=0, x=72, y=600, w=170, h=22.7)
+    address = "Российская Федерация, 190000, Санкт-Петербург, Невский проспект, дом 28, квартира 14"
+
+    def stamped(text: str) -> list[str]:
+        field = FilledField(
+            label="Address", text=text, ticked=None, box=box, role="recipient", name="Eva", email="eva@example.com",
+            entered_at=utcnow(), entered_ip="",
+        )  # fmt: skip
+        pdf = stamp_parties(make_pdf(), [], document_name="Contract", language="en", zone="UTC", fields=[field])
+        return _words_in(pdf, tmp_path, box)
+
+    assert " ".join(stamped(address)) == address  # two lines, smaller
+    cut = " ".join(stamped(" ".join([address] * 4)))
+    assert cut.startswith("Российская Федерация") and cut.endswith("…")
