@@ -8,6 +8,7 @@ signers filled in (``FilledField``) are stamped in their fields' boxes and liste
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -238,19 +239,6 @@ def _draw_block(
         c.drawString(text_x, top - size - i * leading, _fit(text, font, size, text_w))
 
 
-def _drawing(*, width: float, height: float, draw: Callable) -> bytes:
-    """One page of ``width`` × ``height`` points on which ``draw(canvas)`` paints: an overlay to merge over a page."""
-    from reportlab.pdfgen import canvas
-
-    _register_fonts()
-    buf = BytesIO()
-    c = canvas.Canvas(buf, pagesize=(width, height))
-    draw(c)
-    c.showPage()
-    c.save()
-    return buf.getvalue()
-
-
 #: A stamped value's largest and smallest type (points), and its line height: below the smallest, the lines that
 #: still do not fit are cut (…); the audit certificate lists the whole value.
 VALUE_MAX_PT = 9.0
@@ -312,20 +300,46 @@ def _draw_value(c, field: FilledField) -> None:
         c.drawString(box.x + pad, top - (i + 1) * leading + (leading - size) / 2 + 0.18 * size, line)
 
 
-def _stamp_fields(writer, fields: Sequence[FilledField]) -> None:
-    """Each filled field's value in its box on a pypdf writer's pages, one overlay per page; a field without a box
-    (or left empty) is only listed on the certificate."""
-    pages: dict[int, list[FilledField]] = {}
+def _field_drawings(fields: Sequence[FilledField], *, pages: int) -> dict[int, list[Callable]]:
+    """What draws each filled field's value in its box, by page; a field without a box (or left empty) is only listed
+    on the certificate."""
+    drawings: dict[int, list[Callable]] = {}
     for field in fields:
-        if field.box is None or not 0 <= field.box.page < len(writer.pages):
+        if field.box is None or not 0 <= field.box.page < pages:
             continue
         if field.ticked is not None or str(field.text):
-            pages.setdefault(field.box.page, []).append(field)
-    for index, on_page in pages.items():
+            drawings.setdefault(field.box.page, []).append(functools.partial(_draw_value, field=field))
+    return drawings
 
-        def draw(c, on_page=on_page) -> None:
-            for field in on_page:
-                _draw_value(c, field)
+
+def _block_drawing(box: SignatureBox, **block) -> Callable:
+    """What draws a signature block into ``box``. The document draws the box's frame (``{{ signature }}``) or staff
+    chose a bare place: no frame of ours."""
+    return functools.partial(_draw_block, x=box.x, y=box.y, w=box.w, h=box.h, **block)
+
+
+def _overlay(page, draw: Callable) -> None:
+    """Merge over a pypdf page a page of ours of its size on which ``draw(canvas)`` paints in its user space."""
+    from pypdf import PdfReader
+    from reportlab.pdfgen import canvas
+
+    _register_fonts()
+    buf = BytesIO()
+    c = canvas.Canvas(buf, pagesize=(float(page.mediabox.right), float(page.mediabox.top)))
+    draw(c)
+    c.showPage()
+    c.save()
+    page.merge_page(PdfReader(BytesIO(buf.getvalue())).pages[0])
+
+
+def _stamp_pages(writer, drawings: dict[int, list[Callable]]) -> None:
+    """Everything drawn over a page of a pypdf writer as one overlay of that page: each overlay embeds its own copy
+    of the letters it uses (about 20 KB for a page's values and block drawn apart)."""
+    for index, draws in drawings.items():
+
+        def draw(c, draws=draws) -> None:
+            for each in draws:
+                each(c)
 
         _overlay(writer.pages[index], draw)
 
@@ -489,14 +503,6 @@ def audit_certificate(record: AuditRecord) -> bytes:
     return buf.getvalue()
 
 
-def _overlay(page, draw: Callable) -> None:
-    """Merge over a pypdf page what ``draw(canvas)`` paints in the page's user space (``_drawing``)."""
-    from pypdf import PdfReader
-
-    stamp = _drawing(width=float(page.mediabox.right), height=float(page.mediabox.top), draw=draw)
-    page.merge_page(PdfReader(BytesIO(stamp)).pages[0])
-
-
 def _fields_table(fields: Sequence[FilledField], *, zone: str, cell: Callable, style):
     """The certificate's table of the values filled: the field, the value as stamped, who entered it and when; under
     an attachment, its sha256 and size across the row."""
@@ -531,12 +537,6 @@ def _fields_table(fields: Sequence[FilledField], *, zone: str, cell: Callable, s
     return table
 
 
-def _stamp(page, *, box: SignatureBox, **block) -> None:
-    """Draw a signature block into ``box`` of a pypdf page. The document draws the box's frame (``{{ signature }}``)
-    or staff chose a bare place: no frame of ours."""
-    _overlay(page, lambda c: _draw_block(c, x=box.x, y=box.y, w=box.w, h=box.h, **block))
-
-
 def build_signed_pdf(
     original: bytes, record: AuditRecord, *, image_png: bytes | None, box: SignatureBox | None = None
 ) -> bytes:
@@ -548,17 +548,17 @@ def build_signed_pdf(
 
     writer = PdfWriter(clone_from=PdfReader(BytesIO(original)))
     with _in_language(record.language):
-        _stamp_fields(writer, record.fields)
+        drawings = _field_drawings(record.fields, pages=len(writer.pages))
         if box is not None and 0 <= box.page < len(writer.pages):
-            _stamp(
-                writer.pages[box.page],
-                box=box,
+            block = _block_drawing(
+                box,
                 signer_name=record.signer_name,
                 signed_at=record.signed_at,
                 signer_ip=record.signer_ip,
                 image_png=image_png,
                 zone=record.timezone,
             )
+            drawings.setdefault(box.page, []).append(block)
         else:
             last = writer.pages[-1].mediabox
             writer.add_page(
@@ -568,6 +568,7 @@ def build_signed_pdf(
                     )
                 ).pages[0]
             )
+        _stamp_pages(writer, drawings)
         certificate = audit_certificate(record)
     for page in PdfReader(BytesIO(certificate)).pages:
         writer.add_page(page)
@@ -594,20 +595,21 @@ def stamp_parties(
     writer = PdfWriter(clone_from=PdfReader(BytesIO(original)))
     loose = []
     with _in_language(language):
-        _stamp_fields(writer, fields)
+        drawings = _field_drawings(fields, pages=len(writer.pages))
         for block in blocks:
             if block.box is None or not 0 <= block.box.page < len(writer.pages):
                 loose.append(block)
                 continue
-            _stamp(
-                writer.pages[block.box.page],
-                box=block.box,
+            drawing = _block_drawing(
+                block.box,
                 signer_name=block.signer_name,
                 signed_at=block.signed_at,
                 signer_ip=block.signer_ip,
                 image_png=block.image_png,
                 zone=zone,
             )
+            drawings.setdefault(block.box.page, []).append(drawing)
+        _stamp_pages(writer, drawings)
         if loose:
             last = writer.pages[-1].mediabox
             page = parties_page(
