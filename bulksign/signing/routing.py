@@ -350,11 +350,12 @@ def filled_fields(
     order = {name: i for i, name in enumerate(settings)}
     values = session.scalars(select(FieldValue).where(FieldValue.request_id == request.id)).all()
     boxes = original.field_boxes or {}
-    people = {p.role: party_person(p) for p in parties}
+    # The recipient is the request's own person, with or without a party row (requests made before parties had none).
+    people = {RECIPIENT_ROLE: (request.email, request.name or ""), **{p.role: party_person(p) for p in parties}}
     filled = []
     for value in sorted(values, key=lambda v: (order.get(v.name, len(order)), v.name)):
         field = settings.get(value.name) or FieldSettings(name=value.name)
-        email, name = people.get(value.role) or (request.email, request.name or "")
+        email, name = people.get(value.role, ("", ""))
         filled.append(
             FilledField(
                 label=field.shown_label,

@@ -35,7 +35,7 @@ from tests.doc_templates.test_fields import _form
 from tests.support import docx_files
 from tests.support.batches import request_ids
 from tests.support.looks import ARTIFACTS
-from tests.support.sealed import make_pdf
+from tests.support.sealed import make_pdf, signed_request
 from tests.support.signatures import png
 
 PAGE = '<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'">{body}</body>'
@@ -452,3 +452,12 @@ def test_a_long_value_is_made_smaller_and_wrapped_inside_its_box_and_cut_only_pa
     assert " ".join(stamped(address)) == address  # two lines, smaller
     cut = " ".join(stamped(" ".join([address] * 4)))
     assert cut.startswith("Российская Федерация") and cut.endswith("…")
+
+
+def test_a_value_of_a_request_with_no_party_rows_is_listed_as_its_recipients(app, users, run_jobs, tmp_path):
+    request = signed_request(owner=users["staff"])  # made as before parties: the request is its only signer
+    _fill(request.id, note="Позвоните после 18:00")
+    run_jobs("pdf")
+    text = _text(_signed(request.id), tmp_path)
+    assert "Note Позвоните после 18:00" in text and "recipient: Иван Петров <ivan@example.com>" in text
+    assert text.count("Позвоните") == 1  # the document marks no such field: listed, not stamped
