@@ -415,6 +415,7 @@ def test_the_second_party_reads_the_first_partys_values_and_the_seal_carries_bot
     assert text.count(IBAN) == 2  # in its box and on the certificate, once each
     assert "recipient: Eva Employee <eva@example.com>" in text and "employer: Anna Boss <hr@acme.example>" in text
     assert check_seal(signed, seal_key(app.config)).valid
+    _picture(signed, tmp_path, "filled-fields-routed", 0)
 
 
 def test_a_value_reads_in_the_batchs_language_and_an_odd_one_as_it_is(app):
