@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from io import BytesIO
 
@@ -29,6 +30,7 @@ from bulksign.models import RECIPIENT_ROLE, Batch, Event, Party, SigningRequest
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import WAITING_FOR_RECIPIENT, Status
 from bulksign.signing import one_time_codes, routing
+from bulksign.signing.field_entry import NOTHING_FILLED, FilledForm, check_entries, save_entries
 from bulksign.signing.parties import move_parties
 from bulksign.work.pipeline import enqueue_sends
 from bulksign.work.queues import ADVANCE, SEAL
@@ -123,6 +125,8 @@ class SignOutcome:
     request_id: int
     #: For ``invalid``: what to correct (lazily translated: ``str()`` it where it is shown).
     message: str = ""
+    #: For ``invalid``: each field of the signer's that is wrong → what to correct there.
+    field_errors: Mapping[str, N_] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -347,20 +351,41 @@ def sign(
     user_agent: str | None,
     code_id: int | None = None,
     party: Party | None = None,
+    filled: FilledForm = NOTHING_FILLED,
 ) -> SignOutcome:
-    """Sign: (open if still sent,) opened→signed by compare-and-set; commits, then queues the seal job.
+    """Sign: (open if still sent,) opened→signed by compare-and-set, with the values of the signer's fields
+    (``filled``, checked by ``field_entry``: nothing is signed or saved until every field passes); commits, then
+    queues the seal job.
 
     ``code_id``: the one-time code the signer's session verified, when the batch asks for one. ``party``: the
     party of a request several sign whose link this is (``signer_party``); the request is signed, and sealed,
     once its last party has signed.
     """
+    request = session.get(SigningRequest, request_id)
+    role = party.role if party is not None else RECIPIENT_ROLE
+    checked = check_entries(request, role=role, filled=filled)
+    message = ""
     try:
         name = clean_name(signer_name)
         image = clean_signature_png(signature_png)
         if not consent:
             raise InvalidInput(_l("Tick “I agree to sign electronically” to sign."))
     except InvalidInput as exc:
-        return SignOutcome(status="invalid", request_id=request_id, message=exc.args[0])
+        message = exc.args[0]
+    if message or checked.errors:
+        return SignOutcome(
+            status="invalid",
+            request_id=request_id,
+            message=message or _l("Some fields need correcting: see the messages at them."),
+            field_errors=checked.errors,
+        )
+
+    def save_values() -> None:
+        # In the sign's own transaction, after its compare-and-set won: a sign that lost its race saves nothing.
+        save_entries(
+            session, request=request, role=role, entries=checked.entries, storage=filled.storage, now=now, ip=ip
+        )
+
     if party is not None:
         settled = _act_as_party(
             session,
@@ -376,6 +401,7 @@ def sign(
         )
         if settled.startswith("already_") or settled in ("code_needed", "not_allowed"):
             return SignOutcome(status=settled, request_id=request_id)
+        save_values()
         session.commit()
         _after_party(request_id, settled)
         log(logger, logging.INFO, "party signed", request_id=request_id, role=party.role, settled=settled)
@@ -395,6 +421,7 @@ def sign(
     )
     if result != "won":
         return SignOutcome(status=result, request_id=request_id)
+    save_values()
     session.commit()
     try:
         SEAL.enqueue_unique([request_id])
