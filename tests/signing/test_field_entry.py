@@ -220,3 +220,34 @@ def test_numbers_and_dates_are_read_in_the_batchs_language(app, users):
     assert set(check_entries(request, role="recipient", filled=NOTHING_FILLED).errors) == {
         "iban", "salary", "start", "rules", "tax", "id_scan",
     }  # fmt: skip
+
+
+def test_each_party_fills_only_its_own_roles_fields_each_saved_with_that_partys_sign(
+    app, users, client, smtp, run_jobs
+):
+    from tests.signing.test_routing import _mails_to, _sent, _token
+
+    html = PAGE.format(
+        body="<p>Employee {{ name }}, IBAN {{ field_iban }}</p><p>{{ signature }}</p>"
+        "<p>Employer's file no. {{ field_file_no }}</p><p>{{ signature_employer }}</p>"
+    )
+    request_id = _sent(users, run_jobs, html=html, fields=[{"name": "iban"}, {"name": "file_no", "role": "employer"}])
+    employee = _token(_mails_to(smtp, "eva@example.com")[0])
+    page = client.get(f"/sign/{employee}").get_data(as_text=True)
+    assert 'id="field-iban"' in page and "field-file_no" not in page
+    # The employer's field sent on the employee's page is not taken.
+    assert post(client, employee, {"field-iban": "DE89 0000", "field-file_no": "forged"}).status_code == 303
+    assert {n: (v.value, v.role) for n, v in saved(request_id).items()} == {"iban": ("DE89 0000", "recipient")}
+
+    run_jobs("pdf", "mail")  # the next step invites the employer
+    employer = _token(_mails_to(smtp, "hr@acme.example")[0])
+    page = client.get(f"/sign/{employer}").get_data(as_text=True)
+    assert 'id="field-file_no"' in page and "field-iban" not in page
+    refused = post(client, employer, {"field-file_no": ""})
+    assert refused.status_code == 422 and "Fill in “File no”: it is required." in refused.get_data(as_text=True)
+    assert post(client, employer, {"field-file_no": "HR-2027/14", "field-iban": "changed"}).status_code == 303
+    assert fresh(request_id).status == "signed"
+    assert {n: (v.value, v.role) for n, v in saved(request_id).items()} == {
+        "iban": ("DE89 0000", "recipient"),
+        "file_no": ("HR-2027/14", "employer"),
+    }
