@@ -214,7 +214,8 @@ def _number_text(value: float | str, language: str) -> str:
 
 
 def _date_text(value: str, language: str) -> str:
-    return format_date(dt.date.fromisoformat(value), "long", locale=language)
+    # As the page's other dates read (``localtime.batch_time``): "31 January 2027", "31 января 2027".
+    return format_date(dt.date.fromisoformat(value), "d MMMM y", locale=language)
 
 
 def _hint(settings: FieldSettings, language: str) -> str:

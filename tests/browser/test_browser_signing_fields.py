@@ -54,7 +54,7 @@ def test_a_recipient_fills_every_kind_of_field_and_signs(users, live_server, pag
     agree(page)
     page.click("#sign-button")
     page.wait_for_selector("#field-start-error")
-    assert "must be from January 1, 2027 to December 31, 2027" in page.inner_text("#field-start-error")
+    assert "must be from 1 January 2027 to 31 December 2027" in page.inner_text("#field-start-error")
     assert "Tick “I have read the work rules” to sign." in page.inner_text("#field-rules-error")
     assert page.get_attribute("#field-rules", "aria-invalid") == "true"
     assert page.input_value("#field-iban") == "DE89 3704 0044 0532 0130 00"

@@ -93,7 +93,7 @@ def test_the_page_shows_the_signers_fields_numbered_in_document_order_at_their_p
     assert 'enctype="multipart/form-data"' in html
     # The number's and date's hints are in the batch's language (English here).
     assert "From 1,000 to 100,000." in field_html(html, "salary")
-    assert "From January 1, 2027 to December 31, 2027." in field_html(html, "start")
+    assert "From 1 January 2027 to 31 December 2027." in field_html(html, "start")
 
 
 def test_values_typed_on_the_page_are_saved_with_the_sign_for_that_request_only(client, users, app):
@@ -145,7 +145,7 @@ def test_a_required_empty_field_and_a_bad_date_are_refused_at_their_fields_and_w
     assert saved(r.id) == {} and fresh(r.id).status == "opened"
     # Out of its range is refused too, in words.
     answer = post(client, r.token, {**GOOD, "field-start": "2028-01-05"}, {"field-id_scan": ("scan.png", a_png())})
-    assert "“Start date” must be from January 1, 2027 to December 31, 2027." in answer.get_data(as_text=True)
+    assert "“Start date” must be from 1 January 2027 to 31 December 2027." in answer.get_data(as_text=True)
 
 
 def test_an_exe_renamed_pdf_a_broken_pdf_and_an_oversized_file_are_refused(app, client, users):
@@ -251,3 +251,17 @@ def test_each_party_fills_only_its_own_roles_fields_each_saved_with_that_partys_
         "iban": ("DE89 0000", "recipient"),
         "file_no": ("HR-2027/14", "employer"),
     }
+
+
+def test_a_russian_batchs_page_reads_its_numbers_and_dates(client, users):
+    r = contract(users, language="ru")
+    html = client.get(f"/sign/{r.token}").get_data(as_text=True)
+    assert "1\xa0000" in field_html(html, "salary") and "2027" in field_html(html, "start")
+    typed = {**GOOD, "field-salary": "1 234,5", "field-start": "31.01.2027"}
+    assert post(client, r.token, typed, {"field-id_scan": ("скан.png", a_png())}).status_code == 303
+    values = saved(r.id)
+    assert (values["salary"].value, values["start"].value, values["id_scan"].value) == (
+        "1234.5",
+        "2027-01-31",
+        "скан.png",
+    )
