@@ -39,7 +39,8 @@ ATTACHMENT_TYPES = {"application/pdf": ".pdf", "image/jpeg": ".jpg", "image/png"
 _MAGIC = ((b"%PDF-", "application/pdf"), (b"\xff\xd8\xff", "image/jpeg"), (b"\x89PNG\r\n\x1a\n", "image/png"))
 #: An image bigger than this many pixels is refused rather than decoded (a 10 MB PNG can unpack to gigabytes).
 MAX_IMAGE_PIXELS = 100_000_000
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+#: Control characters (but tab and line ends): never printable in a name or a value.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 #: What a ticked checkbox's input sends, and what a file's column may say for one ticked; the values stored for it.
 TICKED = "yes"
 TICKED_VALUES = frozenset({TICKED, "true", "1", "x", "on", "да"})
@@ -123,7 +124,7 @@ class FieldInput:
     locked: bool
     place: FieldPlace | None
     #: What the field takes, in the batch's language: a number's or date's range and how to write it.
-    hint: str
+    hint: tuple[N_, ...]
     error: N_ | None = None
     #: An attachment chosen in a refused try: its name (a browser never keeps a file across pages).
     chosen_file: str | None = None
@@ -154,7 +155,8 @@ def _prefill(request: SigningRequest, settings: FieldSettings) -> str:
 
 
 def _locked(request: SigningRequest, settings: FieldSettings) -> bool:
-    return settings.read_only and bool(_prefill(request, settings))
+    """The file prefilled it and the template does not let the signer change it (a file cannot be prefilled)."""
+    return settings.read_only and settings.type != "attachment" and bool(_prefill(request, settings))
 
 
 def form_fields(
@@ -218,27 +220,25 @@ def _date_text(value: str, language: str) -> str:
     return format_date(dt.date.fromisoformat(value), "d MMMM y", locale=language)
 
 
-def _hint(settings: FieldSettings, language: str) -> str:
-    """What the field takes, for the line under its input (empty when the input says it all)."""
+def _hint(settings: FieldSettings, language: str) -> tuple[N_, ...]:
+    """What the field takes, for the line under its input (nothing when the input says it all)."""
     low, high = settings.minimum, settings.maximum
     if settings.type == "number":
         show = _number_text
-        example = N_("Write a number, e.g. %(example)s.", example=format_decimal(Decimal("1234.5"), locale=language))
+        parts = [N_("Write a number, e.g. %(example)s.", example=format_decimal(Decimal("1234.5"), locale=language))]
     elif settings.type == "date":
-        show = _date_text
-        example = None
+        show, parts = _date_text, []
     elif settings.type == "attachment":
-        return str(N_("A PDF, JPEG or PNG file."))
+        return (N_("A PDF, JPEG or PNG file."),)
     else:
-        return ""
-    parts = [str(example)] if example is not None else []
+        return ()
     if low is not None and high is not None:
-        parts.append(str(N_("From %(low)s to %(high)s.", low=show(low, language), high=show(high, language))))
+        parts.append(N_("From %(low)s to %(high)s.", low=show(low, language), high=show(high, language)))
     elif low is not None:
-        parts.append(str(N_("At least %(low)s.", low=show(low, language))))
+        parts.append(N_("At least %(low)s.", low=show(low, language)))
     elif high is not None:
-        parts.append(str(N_("At most %(high)s.", high=show(high, language))))
-    return " ".join(parts)
+        parts.append(N_("At most %(high)s.", high=show(high, language)))
+    return tuple(parts)
 
 
 def check_entries(request: SigningRequest, *, role: str, filled: FilledForm) -> CheckedEntries:
@@ -283,7 +283,7 @@ def _value(settings: FieldSettings, raw: str | None, language: str) -> str | Non
         if settings.required and not ticked:
             raise _Refused(N_("Tick “%(label)s” to sign.", label=label))
         return CHECKBOX_VALUES[ticked]
-    text = " ".join(_CONTROL.sub("", raw or "").split())
+    text = " ".join(CONTROL_CHARACTERS.sub("", raw or "").split())
     if not text:
         if settings.required:
             raise _Refused(N_("Fill in “%(label)s”: it is required.", label=label))
@@ -396,7 +396,7 @@ def _attachment(settings: FieldSettings, upload: Upload | None, max_bytes: int) 
         raise _Refused(N_("The file for “%(label)s” is not a PDF, JPEG or PNG (whatever its name says).", label=label))
     if not _readable(upload.data, content_type):
         raise _Refused(N_("The file for “%(label)s” is damaged and cannot be read. Choose another.", label=label))
-    name = posixpath.basename(_CONTROL.sub("", upload.filename or "").replace("\\", "/")).strip()
+    name = posixpath.basename(CONTROL_CHARACTERS.sub("", upload.filename or "").replace("\\", "/")).strip()
     name = name[-MAX_FILE_NAME_CHARS:] or f"{settings.name}{ATTACHMENT_TYPES[content_type]}"
     return Entry(
         name=settings.name,

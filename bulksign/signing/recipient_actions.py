@@ -30,7 +30,7 @@ from bulksign.models import RECIPIENT_ROLE, Batch, Event, Party, SigningRequest
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import WAITING_FOR_RECIPIENT, Status
 from bulksign.signing import one_time_codes, routing
-from bulksign.signing.field_entry import NOTHING_FILLED, FilledForm, check_entries, save_entries
+from bulksign.signing.field_entry import CONTROL_CHARACTERS, NOTHING_FILLED, FilledForm, check_entries, save_entries
 from bulksign.signing.parties import move_parties
 from bulksign.work.pipeline import enqueue_sends
 from bulksign.work.queues import ADVANCE, SEAL
@@ -44,7 +44,6 @@ MAX_NAME_LENGTH = 300
 MAX_REASON_LENGTH = 2000
 #: Re-opening the page adds a ``page.opened`` event at most this often, so reloads do not flood the audit trail.
 REOPEN_EVENT_EVERY = timedelta(hours=1)
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 #: Invisible characters taken out of a typed name: the bidirectional embeddings, overrides, isolates and marks
 #: (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C) and the zero-width ones (U+200B–U+200D, U+2060, U+FEFF).
 #: Kept, they make the audit certificate show a name other than the letters stored ("\u202eevil" reads "live")
@@ -210,7 +209,7 @@ def clean_name(raw: str) -> str:
         raise InvalidInput(_l("Type your full name to sign."))
     if len(name) > MAX_NAME_LENGTH:
         raise InvalidInput(_l("The name is too long (at most %(count)s characters).", count=MAX_NAME_LENGTH))
-    if _CONTROL.search(name):
+    if CONTROL_CHARACTERS.search(name):
         raise InvalidInput(_l("The name contains characters that cannot be printed."))
     return name
 
