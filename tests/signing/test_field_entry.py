@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import re
+import threading
 from datetime import timedelta
 
 from PIL import Image
@@ -15,6 +16,7 @@ from bulksign.core.extensions import db
 from bulksign.documents.storage import get_storage
 from bulksign.models import FieldValue, utcnow
 from bulksign.signing.field_entry import NOTHING_FILLED, FilledForm, Upload, check_entries
+from bulksign.signing.recipient_actions import sign
 from tests.support.pdf_files import plain_pdf
 from tests.support.signing_requests import fresh, make_sent_request
 from tests.support.web import csrf_from
@@ -265,3 +267,43 @@ def test_a_russian_batchs_page_reads_its_numbers_and_dates(client, users):
         "2027-01-31",
         "скан.png",
     )
+
+
+def test_of_four_racing_signs_only_the_winners_values_and_file_are_saved(app, users):
+    r = contract(users)
+    barrier, results = threading.Barrier(4), {}
+    scans = {n: a_png() + bytes([n]) * 10 for n in range(4)}  # four different files (a PNG's trailing bytes)
+
+    def attempt(n):
+        with app.app_context():
+            filled = FilledForm(
+                typed={**{k.removeprefix("field-"): v for k, v in GOOD.items()}, "note": f"try {n}"},
+                files={"id_scan": Upload(filename=f"scan-{n}.png", data=scans[n])},
+                attachment_max_bytes=10**6,
+                storage=get_storage(),
+            )
+            barrier.wait(timeout=10)
+            results[n] = sign(
+                db.session,
+                request_id=r.id,
+                now=utcnow(),
+                signer_name=f"Signer {n}",
+                signature_png=None,
+                consent=True,
+                ip="127.0.0.1",
+                user_agent="t",
+                filled=filled,
+            ).status
+            db.session.remove()
+
+    threads = [threading.Thread(target=attempt, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    (winner,) = [n for n, status in results.items() if status == "signed"]
+    assert sorted(results.values()) == ["already_signed"] * 3 + ["signed"]
+    values = saved(r.id)
+    assert len(values) == len(FIELDS) and values["note"].value == f"try {winner}"
+    assert values["id_scan"].value == f"scan-{winner}.png"
+    assert get_storage().get(values["id_scan"].storage_key) == scans[winner]
