@@ -17,6 +17,8 @@ from bulksign.documents.storage import get_storage
 from bulksign.models import FieldValue, utcnow
 from bulksign.signing.field_entry import NOTHING_FILLED, FilledForm, Upload, check_entries
 from bulksign.signing.recipient_actions import sign
+from bulksign.work.pipeline import enqueue_renders
+from tests.support.batches import make_batch, request_ids
 from tests.support.pdf_files import plain_pdf
 from tests.support.signing_requests import fresh, make_sent_request
 from tests.support.web import csrf_from
@@ -307,3 +309,22 @@ def test_of_four_racing_signs_only_the_winners_values_and_file_are_saved(app, us
     assert len(values) == len(FIELDS) and values["note"].value == f"try {winner}"
     assert values["id_scan"].value == f"scan-{winner}.png"
     assert get_storage().get(values["id_scan"].storage_key) == scans[winner]
+
+
+def test_a_pdf_forms_fields_are_marked_at_their_places_on_their_pages(app, client, smtp, run_jobs):
+    from tests.doc_templates.test_fields import _form
+
+    source = _form(("field_iban", "text", 0, 600), ("field_agree", "checkbox", 0, 500), ("field_city", "text", 1, 700))
+    batch_id = make_batch(now=utcnow(), recipients=[("eva@example.com", "Eva")], kind="pdf", file=source)
+    enqueue_renders(request_ids(batch_id))
+    run_jobs("pdf", "mail")
+    (invitation,) = smtp.to("eva@example.com")
+    token = re.search(r"/sign/([A-Za-z0-9_-]+)", invitation.text()).group(1)
+    html = client.get(f"/sign/{token}").get_data(as_text=True)
+    pages = re.findall(r'<li class="doc-page">(.*?)</li>', html, re.S)
+    placed = [re.findall(r'href="#field-(\w+)" data-place="([\d. ]+)"', page) for page in pages]
+    # An A4 page is 595 × 842 pt: the IBAN's 200 × 20 box at (72, 600) is 12.1 % from the left, 26.37 % from the top.
+    assert placed == [
+        [("iban", "12.1 26.37 33.61 2.38"), ("agree", "12.1 38.95 2.35 1.66")],
+        [("city", "12.1 14.49 33.61 2.38")],
+    ]
