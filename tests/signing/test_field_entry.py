@@ -3,6 +3,7 @@ batch's language, kept across a refused try, saved with the sign and for that re
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import re
@@ -215,8 +216,8 @@ def test_numbers_and_dates_are_read_in_the_batchs_language(app, users):
     assert not checked.errors
     assert {e.name: e.value for e in checked.entries}["salary"] == "1234.5"
     assert {e.name: e.value for e in checked.entries}["start"] == "2027-01-31"
-    wrong = check_entries(request, role="recipient", filled=FilledForm(**{**filled.__dict__, "typed": {
-        **typed, "salary": "12 abc", "start": "2027-02-31", "tax": "IV", "rules": ""}}))  # fmt: skip
+    wrong_typed = {**typed, "salary": "12 abc", "start": "2027-02-31", "tax": "IV", "rules": ""}
+    wrong = check_entries(request, role="recipient", filled=dataclasses.replace(filled, typed=wrong_typed))
     assert set(wrong.errors) == {"salary", "start", "tax", "rules"} and not wrong.entries
     assert wrong.errors["salary"].english == "“12 abc” is not a number. Write it like 1\xa0234,5."
     assert wrong.errors["start"].english == "“2027-02-31” is not a date. Write it like 31.01.2027."
