@@ -7,7 +7,6 @@ import dataclasses
 import hashlib
 import io
 import re
-import threading
 from datetime import timedelta
 
 from PIL import Image
@@ -21,6 +20,7 @@ from bulksign.signing.recipient_actions import sign
 from bulksign.work.pipeline import enqueue_renders
 from tests.support.batches import make_batch, request_ids
 from tests.support.pdf_files import plain_pdf
+from tests.support.races import race
 from tests.support.signing_requests import fresh, make_sent_request
 from tests.support.web import csrf_from
 
@@ -274,36 +274,28 @@ def test_a_russian_batchs_page_reads_its_numbers_and_dates(client, users):
 
 def test_of_four_racing_signs_only_the_winners_values_and_file_are_saved(app, users):
     r = contract(users)
-    barrier, results = threading.Barrier(4), {}
     scans = {n: a_png() + bytes([n]) * 10 for n in range(4)}  # four different files (a PNG's trailing bytes)
 
     def attempt(n):
-        with app.app_context():
-            filled = FilledForm(
-                typed={**{k.removeprefix("field-"): v for k, v in GOOD.items()}, "note": f"try {n}"},
-                files={"id_scan": Upload(filename=f"scan-{n}.png", data=scans[n])},
-                attachment_max_bytes=10**6,
-                storage=get_storage(),
-            )
-            barrier.wait(timeout=10)
-            results[n] = sign(
-                db.session,
-                request_id=r.id,
-                now=utcnow(),
-                signer_name=f"Signer {n}",
-                signature_png=None,
-                consent=True,
-                ip="127.0.0.1",
-                user_agent="t",
-                filled=filled,
-            ).status
-            db.session.remove()
+        filled = FilledForm(
+            typed={**{k.removeprefix("field-"): v for k, v in GOOD.items()}, "note": f"try {n}"},
+            files={"id_scan": Upload(filename=f"scan-{n}.png", data=scans[n])},
+            attachment_max_bytes=10**6,
+            storage=get_storage(),
+        )
+        return sign(
+            db.session,
+            request_id=r.id,
+            now=utcnow(),
+            signer_name=f"Signer {n}",
+            signature_png=None,
+            consent=True,
+            ip="127.0.0.1",
+            user_agent="t",
+            filled=filled,
+        ).status
 
-    threads = [threading.Thread(target=attempt, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
+    results = race(app, attempt)
     (winner,) = [n for n, status in results.items() if status == "signed"]
     assert sorted(results.values()) == ["already_signed"] * 3 + ["signed"]
     values = saved(r.id)
