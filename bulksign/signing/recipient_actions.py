@@ -25,6 +25,7 @@ from bulksign.batches.states import transition
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
 from bulksign.documents.signed_pdf import document_title
+from bulksign.documents.storage import StorageError
 from bulksign.mail.mailer import builder
 from bulksign.models import RECIPIENT_ROLE, Batch, Event, Party, SigningRequest
 from bulksign.models.parties import PartyStatus
@@ -379,11 +380,22 @@ def sign(
             field_errors=checked.errors,
         )
 
-    def save_values() -> None:
-        # In the sign's own transaction, after its compare-and-set won: a sign that lost its race saves nothing.
-        save_entries(
-            session, request=request, role=role, entries=checked.entries, storage=filled.storage, now=now, ip=ip
-        )
+    def save_values() -> SignOutcome | None:
+        """In the sign's own transaction, after its compare-and-set won (a sign that lost its race saves nothing);
+        a file storage cannot take undoes the sign: the signer tries again, with nothing half kept."""
+        try:
+            save_entries(
+                session, request=request, role=role, entries=checked.entries, storage=filled.storage, now=now, ip=ip
+            )
+        except StorageError as exc:
+            session.rollback()
+            log(logger, logging.ERROR, "could not store an attachment", request_id=request_id, error=str(exc))
+            return SignOutcome(
+                status="invalid",
+                request_id=request_id,
+                message=_l("Your file could not be stored just now. Choose it again and sign in a minute."),
+            )
+        return None
 
     if party is not None:
         settled = _act_as_party(
@@ -400,7 +412,9 @@ def sign(
         )
         if settled.startswith("already_") or settled in ("code_needed", "not_allowed"):
             return SignOutcome(status=settled, request_id=request_id)
-        save_values()
+        unsaved = save_values()
+        if unsaved is not None:
+            return unsaved
         session.commit()
         _after_party(request_id, settled)
         log(logger, logging.INFO, "party signed", request_id=request_id, role=party.role, settled=settled)
@@ -420,7 +434,9 @@ def sign(
     )
     if result != "won":
         return SignOutcome(status=result, request_id=request_id)
-    save_values()
+    unsaved = save_values()
+    if unsaved is not None:
+        return unsaved
     session.commit()
     try:
         SEAL.enqueue_unique([request_id])

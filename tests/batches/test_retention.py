@@ -19,7 +19,7 @@ from bulksign.documents.storage import get_storage
 from bulksign.models import Document, Event, Export, FieldValue, OutgoingMail, Party, Team, User
 from bulksign.models.status import Status
 from bulksign.signing.field_entry import FilledForm, Upload
-from bulksign.signing.recipient_actions import decline, open_request, sign
+from bulksign.signing.recipient_actions import decline, open_request
 from bulksign.work.queues import PURGE_RETENTION
 from tests.support.accounts import ADMIN
 from tests.support.clock import NOW
@@ -271,7 +271,7 @@ def test_rows_left_out_at_creation_go_after_the_unsigned_days_or_with_an_erasure
 
 
 def test_what_a_signer_filled_in_is_purged_with_the_request_and_an_attachments_hash_stays(app, users):
-    from tests.signing.test_field_entry import CONTRACT, FIELDS, a_png
+    from tests.signing.test_field_entry import CONTRACT, FIELDS, a_png, sign_filled
 
     r = make_sent_request(now=NOW, owner=users["staff"], html=CONTRACT, fields=FIELDS)
     scan = a_png()
@@ -281,18 +281,7 @@ def test_what_a_signer_filled_in_is_purged_with_the_request_and_an_attachments_h
         attachment_max_bytes=10**6,
         storage=get_storage(),
     )
-    signed = sign(
-        db.session,
-        request_id=r.id,
-        now=NOW + DAY,
-        signer_name="Иван Петров",
-        signature_png=None,
-        consent=True,
-        ip="203.0.113.5",
-        user_agent="Phone/1",
-        filled=filled,
-    )
-    assert signed.status == "signed"
+    assert sign_filled(r.id, filled, now=NOW + DAY) == "signed"
     key = db.session.scalar(select(FieldValue.storage_key).where(FieldValue.name == "id_scan"))
     assert get_storage().get(key) == scan
     retention.set_team_retention(db.session, team=team(), keep_signed_days=30, keep_unsigned_days=30, now=NOW)

@@ -13,7 +13,7 @@ from PIL import Image
 from sqlalchemy import select
 
 from bulksign.core.extensions import db
-from bulksign.documents.storage import get_storage
+from bulksign.documents.storage import StorageError, get_storage
 from bulksign.models import FieldValue, utcnow
 from bulksign.signing.field_entry import NOTHING_FILLED, FilledForm, Upload, check_entries
 from bulksign.signing.recipient_actions import sign
@@ -67,6 +67,23 @@ def post(client, token, values: dict, files: dict | None = None, *, csrf: str | 
     for name, (filename, content) in (files or {}).items():
         data[name] = (io.BytesIO(content), filename)
     return client.post(f"/sign/{token}/sign", data=data, content_type="multipart/form-data")
+
+
+def sign_filled(request_id: int, filled: FilledForm, *, name: str = "Иван Петров", now=None) -> str:
+    """Sign through the domain with ``filled`` as the form's fields (``now``: the real clock unless given); the
+    outcome's status (and message)."""
+    outcome = sign(
+        db.session,
+        request_id=request_id,
+        now=now or utcnow(),
+        signer_name=name,
+        signature_png=None,
+        consent=True,
+        ip="203.0.113.5",
+        user_agent="Phone/1",
+        filled=filled,
+    )
+    return outcome.status if outcome.status != "invalid" else f"invalid: {outcome.message}"
 
 
 def saved(request_id: int) -> dict[str, FieldValue]:
@@ -283,17 +300,7 @@ def test_of_four_racing_signs_only_the_winners_values_and_file_are_saved(app, us
             attachment_max_bytes=10**6,
             storage=get_storage(),
         )
-        return sign(
-            db.session,
-            request_id=r.id,
-            now=utcnow(),
-            signer_name=f"Signer {n}",
-            signature_png=None,
-            consent=True,
-            ip="127.0.0.1",
-            user_agent="t",
-            filled=filled,
-        ).status
+        return sign_filled(r.id, filled, name=f"Signer {n}")
 
     results = race(app, attempt)
     (winner,) = [n for n, status in results.items() if status == "signed"]
@@ -321,3 +328,28 @@ def test_a_pdf_forms_fields_are_marked_at_their_places_on_their_pages(app, clien
         [("iban", "12.1 26.37 33.61 2.38"), ("agree", "12.1 38.95 2.35 1.66")],
         [("city", "12.1 14.49 33.61 2.38")],
     ]
+
+
+class RefusingStorage:
+    """A storage backend that is down."""
+
+    def put(self, key, data, *, content_type="application/pdf"):
+        raise StorageError("the bucket does not answer")
+
+
+def test_an_attachment_storage_cannot_take_undoes_the_sign_and_saves_nothing(app, users):
+    r = contract(users)
+    typed = {k.removeprefix("field-"): v for k, v in GOOD.items()}
+    filled = FilledForm(
+        typed=typed,
+        files={"id_scan": Upload(filename="scan.png", data=a_png())},
+        attachment_max_bytes=10**6,
+        storage=RefusingStorage(),
+    )
+    assert sign_filled(r.id, filled) == (
+        "invalid: Your file could not be stored just now. Choose it again and sign in a minute."
+    )
+    assert fresh(r.id).status != "signed" and saved(r.id) == {}
+    # Storage back: the same values sign.
+    assert sign_filled(r.id, dataclasses.replace(filled, storage=get_storage())) == "signed"
+    assert len(saved(r.id)) == len(FIELDS)
