@@ -136,6 +136,8 @@ def load_config(overrides: dict | None = None) -> dict:
         "WORKER_MAX_JOBS": _int("WORKER_MAX_JOBS", 0),
         "WORKER_MAX_RSS_MB": _int("WORKER_MAX_RSS_MB", 1024),
         "MAX_UPLOAD_MB": _int("MAX_UPLOAD_MB", 50),
+        # Largest file a signer attaches to an attachment field (issue 30).
+        "ATTACHMENT_MAX_MB": _int("ATTACHMENT_MAX_MB", 10),
         # Empty: secure when APP_URL is https (see _derive).
         "SESSION_COOKIE_SECURE": env.get("SESSION_COOKIE_SECURE", ""),
         "HSTS_SECONDS": _int("HSTS_SECONDS", 31_536_000),
@@ -178,7 +180,13 @@ def _check(cfg: dict) -> None:
             "PREVIEW_TIMEOUT_SECONDS must be at least 1 and 10 less than WEB_TIMEOUT_SECONDS "
             "(gunicorn's timeout): a slower preview would get the web worker killed"
         )
-    for name in ("PDF_CONCURRENCY", "RENDER_CHUNK_SIZE", "SEND_CHUNK_SIZE", "CHUNKS_QUEUED_PER_BATCH"):
+    for name in (
+        "PDF_CONCURRENCY",
+        "RENDER_CHUNK_SIZE",
+        "SEND_CHUNK_SIZE",
+        "CHUNKS_QUEUED_PER_BATCH",
+        "ATTACHMENT_MAX_MB",
+    ):
         if cfg[name] < 1:
             raise ConfigError(f"{name} must be at least 1")
     if cfg["SMS_HTTP_URL"] and urlsplit(cfg["SMS_HTTP_URL"]).scheme not in {"http", "https"}:

@@ -35,17 +35,20 @@ PAGE_WIDTH_PX = 1400
 #: Longest wait for another process rendering the same page, before rendering it here as well.
 LOCK_WAIT_SECONDS = 20
 #: The manifest's layout; a new one renders again instead of misreading an old one.
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2
 
 
 @dataclass(frozen=True)
 class PageView:
-    """One page: ``number`` from 1, the image's size in pixels, the text as paragraphs."""
+    """One page: ``number`` from 1, the image's size in pixels, the text as paragraphs, its size in points (crop
+    box: what places in points, e.g. ``Document.field_boxes``, are laid over the image by)."""
 
     number: int
     width_px: int
     height_px: int
     paragraphs: tuple[str, ...]
+    width_pt: float
+    height_pt: float
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,8 @@ def document_pages(*, storage: Storage, document: Document) -> DocumentPages:
                         width_px=p["width_px"],
                         height_px=p["height_px"],
                         paragraphs=tuple(p["paragraphs"]),
+                        width_pt=p["width_pt"],
+                        height_pt=p["height_pt"],
                     )
                     for p in data["pages"]
                 ),
@@ -87,6 +92,8 @@ def document_pages(*, storage: Storage, document: Document) -> DocumentPages:
             width_px=PAGE_WIDTH_PX,
             height_px=round(PAGE_WIDTH_PX * page.height / page.width),
             paragraphs=page.paragraphs,
+            width_pt=page.width,
+            height_pt=page.height,
         )
         for i, page in enumerate(page_words(storage.get(document.storage_key)), start=1)
     )
@@ -101,6 +108,8 @@ def document_pages(*, storage: Storage, document: Document) -> DocumentPages:
                         "width_px": p.width_px,
                         "height_px": p.height_px,
                         "paragraphs": list(p.paragraphs),
+                        "width_pt": p.width_pt,
+                        "height_pt": p.height_pt,
                     }
                     for p in pages
                 ],

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from io import BytesIO
 
@@ -24,11 +25,13 @@ from bulksign.batches.states import transition
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
 from bulksign.documents.signed_pdf import document_title
+from bulksign.documents.storage import StorageError
 from bulksign.mail.mailer import builder
 from bulksign.models import RECIPIENT_ROLE, Batch, Event, Party, SigningRequest
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import WAITING_FOR_RECIPIENT, Status
 from bulksign.signing import one_time_codes, routing
+from bulksign.signing.field_entry import CONTROL_CHARACTERS, NOTHING_FILLED, FilledForm, check_entries, save_entries
 from bulksign.signing.parties import move_parties
 from bulksign.work.pipeline import enqueue_sends
 from bulksign.work.queues import ADVANCE, SEAL
@@ -42,7 +45,6 @@ MAX_NAME_LENGTH = 300
 MAX_REASON_LENGTH = 2000
 #: Re-opening the page adds a ``page.opened`` event at most this often, so reloads do not flood the audit trail.
 REOPEN_EVENT_EVERY = timedelta(hours=1)
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 #: Invisible characters taken out of a typed name: the bidirectional embeddings, overrides, isolates and marks
 #: (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C) and the zero-width ones (U+200B–U+200D, U+2060, U+FEFF).
 #: Kept, they make the audit certificate show a name other than the letters stored ("\u202eevil" reads "live")
@@ -123,6 +125,8 @@ class SignOutcome:
     request_id: int
     #: For ``invalid``: what to correct (lazily translated: ``str()`` it where it is shown).
     message: str = ""
+    #: For ``invalid``: each field of the signer's that is wrong → what to correct there.
+    field_errors: Mapping[str, N_] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -206,7 +210,7 @@ def clean_name(raw: str) -> str:
         raise InvalidInput(_l("Type your full name to sign."))
     if len(name) > MAX_NAME_LENGTH:
         raise InvalidInput(_l("The name is too long (at most %(count)s characters).", count=MAX_NAME_LENGTH))
-    if _CONTROL.search(name):
+    if CONTROL_CHARACTERS.search(name):
         raise InvalidInput(_l("The name contains characters that cannot be printed."))
     return name
 
@@ -347,20 +351,52 @@ def sign(
     user_agent: str | None,
     code_id: int | None = None,
     party: Party | None = None,
+    filled: FilledForm = NOTHING_FILLED,
 ) -> SignOutcome:
-    """Sign: (open if still sent,) opened→signed by compare-and-set; commits, then queues the seal job.
+    """Sign: (open if still sent,) opened→signed by compare-and-set, with the values of the signer's fields
+    (``filled``, checked by ``field_entry``: nothing is signed or saved until every field passes); commits, then
+    queues the seal job.
 
     ``code_id``: the one-time code the signer's session verified, when the batch asks for one. ``party``: the
     party of a request several sign whose link this is (``signer_party``); the request is signed, and sealed,
     once its last party has signed.
     """
+    request = session.get(SigningRequest, request_id)
+    role = party.role if party is not None else RECIPIENT_ROLE
+    checked = check_entries(request, role=role, filled=filled)
+    message = ""
     try:
         name = clean_name(signer_name)
         image = clean_signature_png(signature_png)
         if not consent:
             raise InvalidInput(_l("Tick “I agree to sign electronically” to sign."))
     except InvalidInput as exc:
-        return SignOutcome(status="invalid", request_id=request_id, message=exc.args[0])
+        message = exc.args[0]
+    if message or checked.errors:
+        return SignOutcome(
+            status="invalid",
+            request_id=request_id,
+            message=message or _l("Some fields need correcting: see the messages at them."),
+            field_errors=checked.errors,
+        )
+
+    def save_values() -> SignOutcome | None:
+        """In the sign's own transaction, after its compare-and-set won (a sign that lost its race saves nothing);
+        a file storage cannot take undoes the sign: the signer tries again, with nothing half kept."""
+        try:
+            save_entries(
+                session, request=request, role=role, entries=checked.entries, storage=filled.storage, now=now, ip=ip
+            )
+        except StorageError as exc:
+            session.rollback()
+            log(logger, logging.ERROR, "could not store an attachment", request_id=request_id, error=str(exc))
+            return SignOutcome(
+                status="invalid",
+                request_id=request_id,
+                message=_l("Your file could not be stored just now. Choose it again and sign in a minute."),
+            )
+        return None
+
     if party is not None:
         settled = _act_as_party(
             session,
@@ -376,6 +412,9 @@ def sign(
         )
         if settled.startswith("already_") or settled in ("code_needed", "not_allowed"):
             return SignOutcome(status=settled, request_id=request_id)
+        unsaved = save_values()
+        if unsaved is not None:
+            return unsaved
         session.commit()
         _after_party(request_id, settled)
         log(logger, logging.INFO, "party signed", request_id=request_id, role=party.role, settled=settled)
@@ -395,6 +434,9 @@ def sign(
     )
     if result != "won":
         return SignOutcome(status=result, request_id=request_id)
+    unsaved = save_values()
+    if unsaved is not None:
+        return unsaved
     session.commit()
     try:
         SEAL.enqueue_unique([request_id])

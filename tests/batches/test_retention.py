@@ -16,8 +16,9 @@ from bulksign.batches.erasure import LEGAL_HOLD, SIGNED_KEPT, erase_person
 from bulksign.core.extensions import db, get_redis
 from bulksign.documents.document_pages import image_key, page_image
 from bulksign.documents.storage import get_storage
-from bulksign.models import Document, Event, Export, OutgoingMail, Party, Team, User
+from bulksign.models import Document, Event, Export, FieldValue, OutgoingMail, Party, Team, User
 from bulksign.models.status import Status
+from bulksign.signing.field_entry import FilledForm, Upload
 from bulksign.signing.recipient_actions import decline, open_request
 from bulksign.work.queues import PURGE_RETENTION
 from tests.support.accounts import ADMIN
@@ -267,3 +268,29 @@ def test_rows_left_out_at_creation_go_after_the_unsigned_days_or_with_an_erasure
     assert purge(NOW + 89 * DAY).skipped_rows == 0
     assert purge(NOW + 90 * DAY).skipped_rows == 2
     assert left(first.batch_id) == left(second.batch_id) == [] and left(held.batch_id) == [3, 4]
+
+
+def test_what_a_signer_filled_in_is_purged_with_the_request_and_an_attachments_hash_stays(app, users):
+    from tests.signing.test_field_entry import CONTRACT, FIELDS, a_png, sign_filled
+
+    r = make_sent_request(now=NOW, owner=users["staff"], html=CONTRACT, fields=FIELDS)
+    scan = a_png()
+    filled = FilledForm(
+        typed={"iban": "DE89370400440532013000", "salary": "4500", "start": "2027-03-01", "rules": "yes", "tax": "I"},
+        files={"id_scan": Upload(filename="passport.png", data=scan)},
+        attachment_max_bytes=10**6,
+        storage=get_storage(),
+    )
+    assert sign_filled(r.id, filled, now=NOW + DAY) == "signed"
+    key = db.session.scalar(select(FieldValue.storage_key).where(FieldValue.name == "id_scan"))
+    assert get_storage().get(key) == scan
+    retention.set_team_retention(db.session, team=team(), keep_signed_days=30, keep_unsigned_days=30, now=NOW)
+    db.session.commit()
+
+    assert purge(NOW + 40 * DAY).requests == 1
+    assert not get_storage().exists(key)
+    db.session.expire_all()
+    values = db.session.scalars(select(FieldValue).where(FieldValue.request_id == r.id)).all()
+    assert len(values) == 7 and all(v.value is None and v.storage_key is None and v.entered_ip is None for v in values)
+    (attachment,) = [v for v in values if v.name == "id_scan"]
+    assert attachment.sha256 == hashlib.sha256(scan).hexdigest()

@@ -16,7 +16,7 @@ from bulksign.batches.manual_reminders import send_manual_reminders
 from bulksign.batches.resend import resend_with_new_link
 from bulksign.core.extensions import db
 from bulksign.doc_templates.columns import needed_columns
-from bulksign.doc_templates.versions import create_template
+from bulksign.doc_templates.versions import create_template, save_fields
 from bulksign.documents.seal_keys import seal_key
 from bulksign.documents.sealing import check_seal
 from bulksign.documents.storage import get_storage
@@ -41,8 +41,14 @@ CONTRACT = PAGE.format(
 EMPLOYER = {"parties": '{"employer": {"email": "hr@acme.example", "name": "Anna Boss"}}'}
 
 
-def _batch(users, *, form=EMPLOYER, file="email,name\neva@example.com,Eva Employee\n", html=CONTRACT) -> int:
+def _batch(
+    users, *, form=EMPLOYER, file="email,name\neva@example.com,Eva Employee\n", html=CONTRACT, fields=None
+) -> int:
+    """A batch of ``file``'s rows on a new template of ``html`` (``fields``: its fields' settings) signed by the
+    parties ``form`` names."""
     version = create_template(db.session, name="Employment contract", html=html, user=users["staff"], now=utcnow())
+    if fields is not None:
+        version = save_fields(db.session, template=version.template, fields=fields, user=users["staff"], now=utcnow())
     db.session.commit()
     signers = party_settings_from_form(form, version=version.version)
     report = validate_recipients(

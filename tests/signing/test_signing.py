@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import re
 import subprocess
-import threading
 from datetime import timedelta
 
 import pytest
@@ -23,6 +22,7 @@ from bulksign.signing.recipient_actions import MAX_SIGNATURE_BYTES, decline, ope
 from bulksign.work.pipeline import SEND, owners
 from bulksign.work.queues import get_queue
 from tests.support.clock import NOW
+from tests.support.races import race
 from tests.support.sealed import signed_document
 from tests.support.signatures import data_url, png
 from tests.support.signing_requests import make_sent_request
@@ -188,31 +188,20 @@ def test_a_double_submit_signs_once(client, sent):
 
 def test_two_concurrent_signatures_make_one(app, users):
     r = make_sent_request(now=NOW, owner=users["staff"])
-    barrier, results = threading.Barrier(4), []
-
-    def attempt(n):
-        with app.app_context():
-            barrier.wait(timeout=10)
-            results.append(
-                sign(
-                    db.session,
-                    request_id=r.id,
-                    now=NOW,
-                    signer_name=f"Signer {n}",
-                    signature_png=None,
-                    consent=True,
-                    ip="127.0.0.1",
-                    user_agent="t",
-                ).status
-            )
-            db.session.remove()
-
-    threads = [threading.Thread(target=attempt, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
-    assert sorted(results) == ["already_signed"] * 3 + ["signed"]
+    results = race(
+        app,
+        lambda n: sign(
+            db.session,
+            request_id=r.id,
+            now=NOW,
+            signer_name=f"Signer {n}",
+            signature_png=None,
+            consent=True,
+            ip="127.0.0.1",
+            user_agent="t",
+        ).status,
+    )
+    assert sorted(results.values()) == ["already_signed"] * 3 + ["signed"]
     assert len(events(r.id, "status.signed")) == 1 and len(events(r.id, "status.opened")) == 1
 
 

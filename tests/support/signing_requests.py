@@ -12,7 +12,8 @@ from bulksign.batches import counts as batch_counts
 from bulksign.batches.states import transition
 from bulksign.core.extensions import db
 from bulksign.doc_templates.jinja_sandbox import render_html
-from bulksign.doc_templates.versions import create_template
+from bulksign.doc_templates.versions import create_template, save_fields
+from bulksign.documents.field_boxes import field_values, find_field_boxes, stored_marks
 from bulksign.documents.pdf import render_pdf
 from bulksign.documents.signature_box import SignatureBox, find_signature_box, html_mark
 from bulksign.documents.storage import get_storage
@@ -26,7 +27,7 @@ HTML = (
 )
 #: The path a request takes from creation to an invitation in the recipient's mailbox.
 TO_SENT = (Status.GENERATING, Status.GENERATED, Status.SENDING, Status.SENT)
-_pdf_cache: dict[str, tuple[bytes, SignatureBox | None]] = {}
+_pdf_cache: dict[str, tuple[bytes, SignatureBox | None, dict]] = {}
 
 
 @dataclass(frozen=True)
@@ -50,13 +51,20 @@ def make_sent_request(
     html: str = HTML,
     phone: str | None = None,
     one_time_code: bool = False,
+    fields: list[dict] | None = None,
+    data: dict | None = None,
 ) -> SentRequest:
-    """One request in 'sent' with its original rendered by wkhtmltopdf and stored (with its signature box)."""
+    """One request in 'sent' with its original rendered by wkhtmltopdf and stored (with its signature box and its
+    fields' boxes). ``fields``: the settings of the fields ``html`` marks (``save_fields``); ``data``: the row's
+    columns beside ``number`` (e.g. a ``field_<name>`` prefill)."""
     session = db.session
     saved = create_template(session, name=template_name, html=html, user=owner, now=now)
+    version = saved.version
+    if fields is not None:
+        version = save_fields(session, template=saved.template, fields=fields, user=owner, now=now).version
     batch = Batch(
         name="November contracts",
-        template_version_id=saved.version.id,
+        template_version_id=version.id,
         created_by_id=owner.id if owner else None,
         team_id=saved.template.team_id,
         language=language,
@@ -74,7 +82,7 @@ def make_sent_request(
         email=email,
         name=name,
         phone=phone,
-        data={"number": "7"},
+        data={"number": "7", **(data or {})},
         status=Status.PENDING,
         created_at=now,
         status_changed_at=now,
@@ -83,11 +91,12 @@ def make_sent_request(
     session.flush()
     # As batch creation does: the counters exist before the request moves, so its moves below count.
     batch_counts.seed(session, batch_id=batch.id, counts={Status.PENDING.value: 1})
-    filled = render_html(html, {"number": "7", "name": name, "signature": html_mark()})
+    marks = stored_marks(version.fields)
+    filled = render_html(html, {"number": "7", "name": name, "signature": html_mark(), **field_values(marks)})
     if filled not in _pdf_cache:
         pdf = render_pdf(filled)
-        _pdf_cache[filled] = pdf, find_signature_box(pdf)
-    pdf, box = _pdf_cache[filled]
+        _pdf_cache[filled] = pdf, find_signature_box(pdf), find_field_boxes(pdf, variables=marks)
+    pdf, box, field_boxes = _pdf_cache[filled]
     key = f"batches/{batch.id}/requests/{request.id}/original.pdf"
     get_storage().put(key, pdf)
     session.add(
@@ -99,6 +108,7 @@ def make_sent_request(
             size=len(pdf),
             created_at=now,
             signature_box=box.to_json() if box else None,
+            field_boxes={name: b.to_json() for name, b in field_boxes.items()} if marks else None,
         )
     )
     frm = Status.PENDING

@@ -1,5 +1,6 @@
-"""The purge: a request's files deleted from storage (its documents and their page images) and its personal fields
-emptied, with those of its parties, events, outgoing mails and one-time codes.
+"""The purge: a request's files deleted from storage (its documents and their page images, its signers'
+attachments) and its personal fields emptied, with those of its parties, events, outgoing mails, one-time codes and
+the values its signers filled in.
 
 What stays is the proof: the ids, times, status and event types, and the ``documents`` rows with the sha256 of the
 original and signed PDFs and the seal's fingerprint, so ``/verify`` of a kept copy still answers and the batch's
@@ -24,7 +25,17 @@ from bulksign.core.logs import log
 from bulksign.core.slicing import slices
 from bulksign.documents.document_pages import pages_folder
 from bulksign.documents.storage import Storage
-from bulksign.models import Batch, Document, Event, Export, OneTimeCode, OutgoingMail, Party, SigningRequest
+from bulksign.models import (
+    Batch,
+    Document,
+    Event,
+    Export,
+    FieldValue,
+    OneTimeCode,
+    OutgoingMail,
+    Party,
+    SigningRequest,
+)
 from bulksign.models.batches import BatchSkippedRow
 
 logger = logging.getLogger(__name__)
@@ -43,7 +54,7 @@ EXPORT_PURGED = "Deleted under the retention rules: build it again from what is 
 class PurgeResult:
     requests: int = 0
     documents: int = 0
-    #: Files deleted from storage (documents and page images; a file already gone counts too).
+    #: Files deleted from storage (documents, page images, exports, signers' attachments; a file already gone counts too).
     files: int = 0
     #: Rows of recipients files left out at creation (``batch_skipped_rows``), deleted with their cells.
     skipped_rows: int = 0
@@ -71,7 +82,6 @@ def purge_requests(
     """Purge these requests now (those not purged yet): files first, then the personal data of their rows.
 
     ``reason``: ``retention`` or ``erasure``, kept in each request's ``data.purged`` event. The caller commits.
-    Field values and signers' attachments are purged here too once requests have them.
     """
     ids = sorted(
         session.scalars(
@@ -92,6 +102,17 @@ def purge_requests(
         storage.delete(export.storage_key)
         export.storage_key, export.status, export.error = None, "failed", EXPORT_PURGED
     files += len(exports)
+    # What the signers filled in: the attachments' files, then the values (each row keeps its field's name, role,
+    # time and an attachment's sha256, the proof of what was given).
+    attachments = session.scalars(
+        select(FieldValue.storage_key).where(FieldValue.request_id.in_(ids), FieldValue.storage_key.is_not(None))
+    ).all()
+    for key in attachments:
+        storage.delete(key)
+    files += len(attachments)
+    session.execute(
+        update(FieldValue).where(FieldValue.request_id.in_(ids)).values(value=None, storage_key=None, entered_ip=None)
+    )
     # The rows' stored mail attachments are the documents above: their list goes with the addresses.
     session.execute(
         update(OutgoingMail)

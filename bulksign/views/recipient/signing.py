@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
+from collections.abc import Mapping
 from datetime import datetime
 from functools import wraps
 from io import BytesIO
@@ -16,6 +17,7 @@ from flask_wtf.csrf import CSRFError
 
 from bulksign.core.extensions import db, get_redis, limiter, seconds_until_limit_resets
 from bulksign.core.logs import log
+from bulksign.core.messages import N_
 from bulksign.documents.document_pages import DocumentPages, document_pages
 from bulksign.documents.document_pages import page_image as stored_page_image
 from bulksign.documents.poppler import PopplerError
@@ -25,6 +27,7 @@ from bulksign.documents.storage import StorageError, get_storage
 from bulksign.models import RECIPIENT_ROLE, Document, Party, SigningRequest, utcnow
 from bulksign.people.auth import public
 from bulksign.signing import one_time_codes, routing
+from bulksign.signing.field_entry import FilledForm, Upload, form_fields
 from bulksign.signing.links import find_by_token
 from bulksign.signing.parties import find_party
 from bulksign.signing.recipient_actions import (
@@ -60,6 +63,8 @@ STATUS_CODES = {"unknown": 404, "expired": 410, "cancelled": 410, "unavailable":
 #: The states whose page shows the document or its signed copy: in these a batch that asks for a one-time code
 #: asks this browser for one first (a forwarded link, before or after signing), and only these can serve a PDF.
 DOCUMENT_STATES = ("waiting", "signed")
+#: The form's name of a field's input: ``field-<name>``.
+FIELD_INPUT = "field-"
 #: Session key: request id → the one-time code this browser verified for it (the signed cookie keeps it).
 VERIFIED_CODES = "verified_codes"
 
@@ -111,6 +116,7 @@ def _render(
     error: str | None = None,
     form: dict | None = None,
     status: int | None = None,
+    field_errors: Mapping[str, N_] | None = None,
 ):
     batch = row.batch if row is not None else None
     template = batch.template_version.template if batch is not None and batch.template_version else None
@@ -119,6 +125,20 @@ def _render(
     shown = code is None or code.state == "verified"
     signed_document = latest_document(db.session, row.id, "signed") if state == "signed" and shown else None
     party = _party()
+    pages = _pages(row) if state == "waiting" and shown else None
+    fields = (
+        form_fields(
+            row,
+            role=party.role if party is not None else RECIPIENT_ROLE,
+            document=latest_document(db.session, row.id, "original"),
+            pages=pages,
+            typed=(form or {}).get("fields"),
+            chosen=(form or {}).get("files"),
+            errors=field_errors,
+        )
+        if state == "waiting" and shown
+        else ()
+    )
     declined_by = None
     if party is not None and state == "declined":
         declined_by = next((p for p in routing.parties_in_order(db.session, row.id) if p.status == "declined"), None)
@@ -135,7 +155,9 @@ def _render(
         deadline=deadline_of(row) if row is not None else None,
         signed_document=signed_document,
         code=code,
-        pages=_pages(row) if state == "waiting" and shown else None,
+        pages=pages,
+        fields=fields,
+        field_errors=field_errors or {},
         # Who this link is for, and what they did: the party of a document several sign, else the request.
         me=party if party is not None else row,
         who=routing.party_person(party) if party is not None else (row.email, row.name or "") if row else ("", ""),
@@ -172,12 +194,22 @@ def _client() -> dict:
     return {"ip": client_ip(), "user_agent": request.user_agent.string}
 
 
-def _again(row: SigningRequest, token: str, *, error: str, form: dict | None = None, status: int | None = None):
+def _again(
+    row: SigningRequest,
+    token: str,
+    *,
+    error: str,
+    form: dict | None = None,
+    status: int | None = None,
+    field_errors: Mapping[str, N_] | None = None,
+):
     """The page as it stands now (the row re-read), with a message for the recipient."""
     row = db.session.get(SigningRequest, row.id)
     if _party() is not None:
         db.session.refresh(_party())
-    return _render(row, token, state=_state(row, now=utcnow()), error=error, form=form, status=status)
+    return _render(
+        row, token, state=_state(row, now=utcnow()), error=error, form=form, status=status, field_errors=field_errors
+    )
 
 
 def _by_token(view):
@@ -224,12 +256,30 @@ def _signature_bytes(raw: str) -> bytes | None:
         raise ValueError(_("The drawn signature could not be read. Clear it and draw it again.")) from None
 
 
+def _uploads() -> dict[str, Upload]:
+    """The files chosen for attachment fields, by field name: each read to one byte past the limit at most (a
+    bigger one is refused by its size without holding all of it)."""
+    limit = current_app.config["ATTACHMENT_MAX_MB"] * 1024 * 1024
+    return {
+        key.removeprefix(FIELD_INPUT): Upload(filename=file.filename or "", data=file.stream.read(limit + 1))
+        for key, file in request.files.items()
+        if key.startswith(FIELD_INPUT) and file.filename
+    }
+
+
 @bp.post("/<token>/sign")
 @public
 @recipient_limit
 @_by_token
 def sign_document(token: str, row: SigningRequest):
-    form = {"name": request.form.get("name", ""), "consent": request.form.get("consent") == "yes"}
+    uploads = _uploads()
+    form = {
+        "name": request.form.get("name", ""),
+        "consent": request.form.get("consent") == "yes",
+        # What a refused try shows again: the values typed, the names of the files (chosen again).
+        "fields": {k.removeprefix(FIELD_INPUT): v for k, v in request.form.items() if k.startswith(FIELD_INPUT)},
+        "files": {name: upload.filename or name for name, upload in uploads.items()},
+    }
     try:
         image = _signature_bytes(request.form.get("signature", ""))
     except ValueError as exc:
@@ -243,10 +293,16 @@ def sign_document(token: str, row: SigningRequest):
         consent=form["consent"],
         code_id=_verified_code(row),
         party=_party(),
+        filled=FilledForm(
+            typed=form["fields"],
+            files=uploads,
+            attachment_max_bytes=current_app.config["ATTACHMENT_MAX_MB"] * 1024 * 1024,
+            storage=get_storage(),
+        ),
         **_client(),
     )
     if outcome.status == "invalid":
-        return _again(row, token, error=str(outcome.message), form=form)
+        return _again(row, token, error=str(outcome.message), form=form, field_errors=outcome.field_errors)
     # Signed, signed already (a double click), a code needed first or no longer possible: the page shows which.
     return redirect(url_for(".page", token=token), 303)
 
