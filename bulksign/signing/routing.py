@@ -163,7 +163,7 @@ def _invite(session: Session, parties: Sequence[Party], *, now: datetime, app: F
     return mail_ids
 
 
-def _party_context(request: SigningRequest, party: Party, *, token: str, app: Flask, now: datetime) -> dict:
+def party_context(request: SigningRequest, party: Party, *, token: str, app: Flask, now: datetime) -> dict:
     """The invitation's variables for a party: the row's, with the party's own name and address and link."""
     deadline = request.expires_at or request_deadline(request, sent_at=now)
     context = mail_context(request, token=token, app=app, deadline=deadline)
@@ -178,7 +178,7 @@ def _party_context(request: SigningRequest, party: Party, *, token: str, app: Fl
 
 def _invitation_subject(request: SigningRequest, party: Party, *, token: str, app: Flask, now: datetime) -> str:
     batch = request.batch
-    context = _party_context(request, party, token=token, app=app, now=now)
+    context = party_context(request, party, token=token, app=app, now=now)
     return render_text(mail_text(batch.template_version.email_subject, language=batch.language), context)
 
 
@@ -457,7 +457,7 @@ def build_party_invitation(session: Session, mail, app: Flask):
     request = party.request
     batch = request.batch
     token = party_token(party, secret=app.config["SECRET_KEY"])
-    context = _party_context(request, party, token=token, app=app, now=mail.created_at)
+    context = party_context(request, party, token=token, app=app, now=mail.created_at)
     body = render_text(mail_text(batch.template_version.email_body, language=batch.language), context)
     message = Message(
         subject=mail.subject,
