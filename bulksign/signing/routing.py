@@ -35,7 +35,7 @@ from bulksign.doc_templates.roles import pdf_role_places
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE, SignatureBox, find_signature_boxes, mark_indexes
 from bulksign.documents.signed_pdf import PartyBlock, PartyFacts, document_title, stamp_parties
 from bulksign.mail.mail_headers import one_line
-from bulksign.mail.mailer import builder, queue_mail
+from bulksign.mail.mailer import MailNotNeeded, builder, queue_mail
 from bulksign.models import RECIPIENT_ROLE, Document, Party, SigningRequest
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import Status
@@ -135,7 +135,7 @@ def request_follows_parties(
 # ---------------------------------------------------------------------------------------------
 
 
-def _invite(session: Session, parties: Sequence[Party], *, now: datetime, app: Flask) -> list[int]:
+def invite_parties(session: Session, parties: Sequence[Party], *, now: datetime, app: Flask) -> list[int]:
     """Move each waiting party (not the recipient) waiting → invited by compare-and-set and, for each win only, give
     it its link and invitation row in the same transaction; the ids of the rows to send. The caller commits."""
     mail_ids = []
@@ -197,7 +197,7 @@ def invite_first_step(session: Session, *, request_ids: Sequence[int], now: date
         )
         .order_by(Party.id)
     ).all()
-    return _invite(session, parties, now=now, app=app)
+    return invite_parties(session, parties, now=now, app=app)
 
 
 @dataclass(frozen=True)
@@ -226,7 +226,7 @@ def advance(session: Session, *, request_id: int, now: datetime, storage, app: F
         session.rollback()
         return Advanced("nothing", request_id)
     store_step_version(session, request=request, parties=parties, step=step, storage=storage, now=now)
-    mail_ids = _invite(session, waiting, now=now, app=app)
+    mail_ids = invite_parties(session, waiting, now=now, app=app)
     session.commit()
     log(logger, logging.INFO, "next step invited", request_id=request_id, step=step, parties=len(mail_ids))
     return Advanced("invited", request_id, tuple(mail_ids))
@@ -454,6 +454,8 @@ def build_party_invitation(session: Session, mail, app: Flask):
     party = _mailed_party(session, mail)
     if not party.token_hash:
         raise LookupError(f"party {party.id} has no live signing link")
+    if f"-{party.token_nonce[:12]}@" not in mail.message_id:
+        raise MailNotNeeded(f"party {party.id} was sent a newer link than this invitation's")
     request = party.request
     batch = request.batch
     token = party_token(party, secret=app.config["SECRET_KEY"])

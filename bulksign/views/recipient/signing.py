@@ -67,6 +67,7 @@ VERIFIED_CODES = "verified_codes"
 def _find(token: str) -> SigningRequest | None:
     """The request of the link, and in ``g.party`` the party whose link it is: another role's own link, the
     recipient's party for the request's own link of a request several sign, None for a single-signer request."""
+    g.party = None  # never a party found for an earlier link in the same application context
     found = find_by_token(db.session, token)
     party = find_party(db.session, token) if found is None else None
     if party is not None:
