@@ -319,8 +319,9 @@ def party_blocks(parties: Sequence[Party], boxes: dict[str, SignatureBox]) -> li
     ]
 
 
-def party_facts(parties: Sequence[Party]) -> tuple[PartyFacts, ...]:
-    """Every party for the audit certificate, by step, in the order they signed."""
+def party_facts(parties: Sequence[Party], *, identities: dict | None = None) -> tuple[PartyFacts, ...]:
+    """Every party for the audit certificate, by step, in the order they signed; ``identities``: role → the
+    identity check of each party that confirmed a one-time code (``AuditRecord.identities``)."""
     ordered = sorted(parties, key=lambda p: (p.step, p.signed_at or datetime.max.replace(tzinfo=None), p.role))
     facts = []
     for p in ordered:
@@ -333,6 +334,7 @@ def party_facts(parties: Sequence[Party]) -> tuple[PartyFacts, ...]:
                 signer_name=p.signer_name or "",
                 signed_at=p.signed_at,
                 signer_ip=p.signer_ip or "",
+                identity=(identities or {}).get(p.role),
             )
         )
     return tuple(facts)
@@ -383,7 +385,9 @@ def store_step_version(
 
 def with_parties(record, parties: Sequence[Party]):
     """The audit record of a request several signed, listing every party."""
-    return replace(record, parties=party_facts(parties))
+    # The recipient's codes are the request's (its ``identity``); each other party's carry its role.
+    identities = {**record.identities, **({RECIPIENT_ROLE: record.identity} if record.identity else {})}
+    return replace(record, parties=party_facts(parties, identities=identities))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -41,7 +41,8 @@ CONTRACT = PAGE.format(
 EMPLOYER = {"parties": '{"employer": {"email": "hr@acme.example", "name": "Anna Boss"}}'}
 
 
-def _batch(users, *, form=EMPLOYER, file="email,name\neva@example.com,Eva Employee\n", html=CONTRACT) -> int:
+def _batch(users, *, form=EMPLOYER, file="email,name\neva@example.com,Eva Employee\n", html=CONTRACT, **options) -> int:
+    """A batch of ``file`` with ``html``, its parties as ``form`` names them; ``options`` as ``create_batch`` takes."""
     version = create_template(db.session, name="Employment contract", html=html, user=users["staff"], now=utcnow())
     db.session.commit()
     signers = party_settings_from_form(form, version=version.version)
@@ -61,6 +62,7 @@ def _batch(users, *, form=EMPLOYER, file="email,name\neva@example.com,Eva Employ
         name="Contracts",
         now=utcnow() - timedelta(minutes=1),
         party_settings=signers,
+        **options,
     )
     return created.batch.id
 

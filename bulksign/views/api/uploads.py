@@ -91,7 +91,8 @@ class BatchForm(RecipientsForm):
     one_time_code: bool = Field(
         None,
         description="Recipients confirm a 6-digit code sent by SMS (rows with a "
-        "phone) or mail before they see and sign (default false).",
+        "phone) or mail before they see and sign (default false); so does every other party of a template several "
+        "sign (SMS to its `<role>_phone` or its `phone` in `parties`, else mail).",
     )
     keep_signed_days: int = Field(
         None,
