@@ -211,25 +211,3 @@ def test_a_new_batch_gives_each_request_its_recipient_party_at_step_0_waiting(ap
     assert {(p.role, p.step, p.status, p.email, p.token_hash) for p in found.values()} == {
         ("recipient", 0, "waiting", None, None)
     }
-
-
-def test_a_template_several_parties_sign_takes_one_time_codes_for_every_party(app, users):
-    html = "<p>{{ name }} {{ signature }} {{ signature_employer }}</p>"
-    version = create_template(db.session, name="Two", html=html, user=users["staff"], now=NOW)
-    rows = validate_recipients(
-        b"email,name,employer_email\na@example.com,A,boss@example.com\n",
-        filename="r.csv",
-        variables=["name"],
-        keep_rows=True,
-        roles=["recipient", "employer"],
-    )
-    created = create_batch(
-        db.session,
-        user=users["staff"],
-        template_version=version.version,
-        rows=rows.recipients,
-        name="B",
-        now=NOW,
-        one_time_code=True,
-    )
-    assert created.batch.one_time_code  # refused before every party could get a code (issue 29)
