@@ -14,7 +14,12 @@ from sqlalchemy import Select, or_, select, update
 from sqlalchemy.orm import Session
 
 from bulksign.batches.progress import BatchActionError, batch_for_action
-from bulksign.batches.reminders import ReminderMails, parties_reminded_per_document, recipient_has_signed
+from bulksign.batches.reminders import (
+    ReminderMails,
+    parties_reminded_per_document,
+    recipient_has_signed,
+    recipient_not_invited,
+)
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
 from bulksign.models import RECIPIENT_ROLE, Batch, Party, SigningRequest, User
@@ -57,6 +62,8 @@ def _skip_reason(row, *, now: datetime, force: bool) -> str | None:
     """Why a manual reminder cannot go to this request now, or None when it can."""
     if row.recipient_signed:
         return "signed"  # the recipient of a document several sign, waiting for the others
+    if row.recipient_waiting and row.status in WAITING_FOR_RECIPIENT:
+        return "not_started"  # the recipient signs after others, who have not all signed yet
     if row.status in WAITING_FOR_RECIPIENT:
         return _too_soon(row, now=now, force=force)
     return _closed(row.status)
@@ -121,6 +128,7 @@ def _recipients(batch_id: int, mails: ReminderMails, *, now: datetime) -> _Targe
             SigningRequest.last_reminder_at,
             SigningRequest.expires_at,
             recipient_has_signed().label("recipient_signed"),
+            recipient_not_invited().label("recipient_waiting"),
         ).where(SigningRequest.batch_id == batch_id),
         request_column=SigningRequest.id,
         row_id=SigningRequest.id,
@@ -136,6 +144,7 @@ def _recipients(batch_id: int, mails: ReminderMails, *, now: datetime) -> _Targe
             SigningRequest.status.in_(WAITING_FOR_RECIPIENT),
             or_(SigningRequest.expires_at.is_(None), SigningRequest.expires_at > now),
             ~recipient_has_signed(),
+            ~recipient_not_invited(),
         ),
         queue=mails.queue,
         returning=mails.returning,
@@ -200,7 +209,8 @@ def other_role(batch: Batch, role: str | None) -> str | None:
     roles = batch.template_version.roles or [RECIPIENT_ROLE]
     if role not in roles:
         raise BatchActionError(
-            N_("This batch has no party %(role)s; its parties: %(roles)s.", role=role[:40], roles=", ".join(roles))
+            N_("This batch has no party %(role)s; its parties: %(roles)s.", role=role[:40], roles=", ".join(roles)),
+            422,
         )
     return role
 

@@ -334,6 +334,7 @@ def _due(batch_id: int, *, number: int, invited_before: datetime, now: datetime)
         SigningRequest.complained_at.is_(None),
         or_(SigningRequest.expires_at.is_(None), SigningRequest.expires_at > now),
         ~recipient_has_signed(),
+        ~recipient_not_invited(),
     )
 
 
@@ -368,9 +369,17 @@ def _party_due(batch_id: int, *, number: int, invited_before: datetime, now: dat
 
 def recipient_has_signed():
     """Of a document several sign, the recipient signed already and waits for the others: nothing to remind of."""
-    return exists().where(
-        Party.request_id == SigningRequest.id, Party.role == RECIPIENT_ROLE, Party.status == PartyStatus.SIGNED
-    )
+    return _recipient_is(PartyStatus.SIGNED)
+
+
+def recipient_not_invited():
+    """Of a document several sign, the recipient signs after others and its step has not started: it has no link
+    to be reminded of yet."""
+    return _recipient_is(PartyStatus.WAITING)
+
+
+def _recipient_is(status: PartyStatus):
+    return exists().where(Party.request_id == SigningRequest.id, Party.role == RECIPIENT_ROLE, Party.status == status)
 
 
 def _count_due(session: Session, *, batch: Batch, schedule: tuple[float, ...], now: datetime) -> int:

@@ -84,6 +84,8 @@ def _skip_reason(
     if recipient is not None and (status == Status.DECLINED or recipient not in RESENDABLE_PARTY):
         if recipient == PartyStatus.SIGNED and status != Status.DECLINED:
             return "signed"  # the recipient signed; the others sign on their own links
+        if recipient == PartyStatus.WAITING and status in PARTY_STEP_OPEN:
+            return "not_started"  # the recipient signs after others: its link goes out when its step starts
         # A new link for the recipient alone would leave the other parties' declines as they were: the request
         # would read as sent again beside an employer's decline.
         return "several_parties"
@@ -113,7 +115,7 @@ def resend_with_new_link(
         raise BatchActionError(N_("Extra days must be a whole number from 1 to %(n)s.", n=MAX_EXTEND_DAYS))
     if role is not None and role != RECIPIENT_ROLE:
         if extend_days is not None:
-            raise BatchActionError(N_("Extra days move the request's deadline: resend to the recipient for them."))
+            raise BatchActionError(N_("Extra days move the request's deadline: resend to the recipient for them."), 422)
         return resend_to_party(session, request_ids=request_ids, role=role, user=user, now=now)
     ids = sorted(set(request_ids))
     app = current_app._get_current_object()

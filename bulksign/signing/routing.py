@@ -1,9 +1,11 @@
 """Routing: the parties of a request signed by several, invited step by step, and the request's status from theirs.
 
 A request whose template marks other roles (``TemplateVersion.roles``) has a party per role, each at its step
-(``signing.parties.add_parties``). The recipient is always in the first step, and the request's own flow
+(``signing.parties.add_parties``). When the recipient is in the first step, the request's own flow
 (generated → sending → sent) carries the recipient's invitation as it always did; the other parties of that step
-are invited in the render's own transaction (``invite_first_step``). When every party of a step has signed, the
+are invited in the render's own transaction (``invite_first_step``). When the recipient signs later, the request
+goes out to its first step's parties alone (``send_to_first_step``) and the recipient is invited like any other
+party when its step starts, with the request's own link. When every party of a step has signed, the
 ``advance`` job stores the document with their signatures as a new version (the original is untouched) and
 invites the next step's parties, each with their own link and mail (``waiting`` → ``invited`` by compare-and-set,
 the invitation row written in the same transaction, so nothing is sent twice). ``request_follows_parties`` is the
@@ -40,8 +42,8 @@ from bulksign.models import RECIPIENT_ROLE, Document, Party, SigningRequest
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import Status
 from bulksign.signing.invitations import html_body, mail_context, request_deadline
-from bulksign.signing.links import signing_url
-from bulksign.signing.parties import issue_party_link, move_parties, party_token
+from bulksign.signing.links import current_token, issue_link, signing_url
+from bulksign.signing.parties import issue_party_link, move_parties, party_token, step_not_started
 
 logger = logging.getLogger(__name__)
 
@@ -136,24 +138,32 @@ def request_follows_parties(
 
 
 def invite_parties(session: Session, parties: Sequence[Party], *, now: datetime, app: Flask) -> list[int]:
-    """Move each waiting party (not the recipient) waiting → invited by compare-and-set and, for each win only, give
-    it its link and invitation row in the same transaction; the ids of the rows to send. The caller commits."""
+    """Move each waiting party waiting → invited by compare-and-set and, for each win only, give it its link and
+    invitation row in the same transaction; the ids of the rows to send. A recipient invited here signs after
+    others (its request went out to them): its link is the request's, issued now, and the request's ``sent_at``
+    becomes its invitation's, from which its reminders count. The caller commits."""
+    secret = app.config["SECRET_KEY"]
     mail_ids = []
     for party in parties:
-        if party.role == RECIPIENT_ROLE or party.status != PartyStatus.WAITING:
+        if party.status != PartyStatus.WAITING:
             continue
+        email, _name = party_person(party)
         if not move_parties(
-            session, party.id, frm=PartyStatus.WAITING, to=PartyStatus.INVITED, now=now, details={"to": party.email}
+            session, party.id, frm=PartyStatus.WAITING, to=PartyStatus.INVITED, now=now, details={"to": email}
         ):
             continue  # invited by another run: its link and mail stand
-        token = issue_party_link(session, party=party, secret=app.config["SECRET_KEY"], now=now)
         request = party.request
+        if party.role == RECIPIENT_ROLE:
+            token = issue_link(session, request_id=request.id, secret=secret, now=now)
+            request.sent_at = now
+        else:
+            token = issue_party_link(session, party=party, secret=secret, now=now)
         mail = queue_mail(
             session,
             # The link's nonce in it: a new link is a new mail. Short: a long Message-ID is folded.
-            key=f"party-invitation-{party.id}-{party.token_nonce[:12]}",
+            key=f"party-invitation-{party.id}-{_link_nonce(party)[:12]}",
             kind=PARTY_INVITATION,
-            to_email=party.email,
+            to_email=email,
             subject=one_line(text=_invitation_subject(request, party, token=token, app=app, now=now)),
             now=now,
             request_id=request.id,
@@ -161,6 +171,18 @@ def invite_parties(session: Session, parties: Sequence[Party], *, now: datetime,
         )
         mail_ids.append(mail.id)
     return mail_ids
+
+
+def _link_nonce(party: Party) -> str:
+    """The nonce of the party's current link: the request's for the recipient, else the party's own."""
+    return (party.request.token_nonce if party.role == RECIPIENT_ROLE else party.token_nonce) or ""
+
+
+def party_link(party: Party, *, secret: str) -> str | None:
+    """The token of the party's current link (the request's for the recipient); None when it has no live link."""
+    if party.role == RECIPIENT_ROLE:
+        return current_token(party.request, secret=secret) if party.request.token_hash else None
+    return party_token(party, secret=secret) if party.token_hash else None
 
 
 def party_context(request: SigningRequest, party: Party, *, token: str, app: Flask, now: datetime) -> dict:
@@ -200,6 +222,40 @@ def invite_first_step(session: Session, *, request_ids: Sequence[int], now: date
     return invite_parties(session, parties, now=now, app=app)
 
 
+def later_recipients(session: Session, request_ids: Sequence[int]) -> set[int]:
+    """Of these requests, those whose recipient signs after other parties (its step is not the first)."""
+    if not request_ids:
+        return set()
+    return set(
+        session.scalars(
+            select(Party.request_id).where(
+                Party.request_id.in_(list(request_ids)), Party.role == RECIPIENT_ROLE, Party.step > 0
+            )
+        )
+    )
+
+
+def send_to_first_step(session: Session, *, request_ids: Sequence[int], now: datetime, app: Flask) -> list[int]:
+    """Just-rendered requests whose recipient signs after others go out to their first step (the render's own
+    transaction): its parties are invited, and the request is sent (generated → sending → sent, its deadline
+    from now) with no invitation of its own: its recipient is invited with its own link when its step starts
+    (``advance``), and its party stays waiting meanwhile (``parties.follows``). The ids of the invitation rows;
+    the caller commits."""
+    for request in session.scalars(select(SigningRequest).where(SigningRequest.id.in_(list(request_ids)))):
+        transition(session, request.id, frm=Status.GENERATED, to=Status.SENDING, now=now)
+        transition(
+            session,
+            request.id,
+            frm=Status.SENDING,
+            to=Status.SENT,
+            now=now,
+            sent_at=now,
+            expires_at=request_deadline(request, sent_at=now),
+            details={"first_step": True},
+        )
+    return invite_first_step(session, request_ids=request_ids, now=now, app=app)
+
+
 @dataclass(frozen=True)
 class Advanced:
     #: ``invited`` (the next step's parties), ``nothing`` (no step to start: repeated, or not open).
@@ -235,12 +291,9 @@ def advance(session: Session, *, request_id: int, now: datetime, storage, app: F
 def stalled(
     session: Session, *, now: datetime, grace: timedelta = timedelta(minutes=5), limit: int = 1000
 ) -> list[int]:
-    """Open requests whose current step has a waiting party (not the recipient) for ``grace`` after every earlier
+    """Open requests whose current step (after the first) has a waiting party for ``grace`` after every earlier
     party signed: their ``advance`` job was lost. For the reconciler."""
     waiting, before = aliased(Party), aliased(Party)
-    earlier_open = exists().where(
-        before.request_id == waiting.request_id, before.step < waiting.step, before.status != PartyStatus.SIGNED
-    )
     recent = exists().where(
         before.request_id == waiting.request_id, before.step < waiting.step, before.signed_at > now - grace
     )
@@ -250,10 +303,9 @@ def stalled(
             .join(SigningRequest, SigningRequest.id == waiting.request_id)
             .where(
                 waiting.status == PartyStatus.WAITING,
-                waiting.role != RECIPIENT_ROLE,
                 waiting.step > 0,
                 SigningRequest.status.in_([Status.SENT.value, Status.OPENED.value]),
-                and_(~earlier_open, ~recent),
+                and_(~step_not_started(waiting), ~recent),
             )
             .distinct()
             .order_by(waiting.request_id)
@@ -446,23 +498,21 @@ def completed_mails(
 
 
 def _mailed_party(session: Session, mail) -> Party:
-    """The party a party mail goes to: of its request, by address (the recipient when it is the request's)."""
-    parties = parties_in_order(session, mail.request_id)
-    wanted = mail.to_email.lower()
-    return next(p for p in parties if party_person(p)[0].lower() == wanted)
+    """The party a party's invitation goes to, by the id its Message-ID names (``party-invitation-<id>-…``)."""
+    return session.get(Party, int(mail.message_id.strip("<>").removeprefix("party-invitation-").split("-")[0]))
 
 
 @builder(PARTY_INVITATION)
 def build_party_invitation(session: Session, mail, app: Flask):
     """A party's invitation: the template's invitation text, with the party's name and own link."""
     party = _mailed_party(session, mail)
-    if not party.token_hash:
+    token = party_link(party, secret=app.config["SECRET_KEY"])
+    if token is None:
         raise LookupError(f"party {party.id} has no live signing link")
-    if f"-{party.token_nonce[:12]}@" not in mail.message_id:
+    if f"-{_link_nonce(party)[:12]}@" not in mail.message_id:
         raise MailNotNeeded(f"party {party.id} was sent a newer link than this invitation's")
     request = party.request
     batch = request.batch
-    token = party_token(party, secret=app.config["SECRET_KEY"])
     context = party_context(request, party, token=token, app=app, now=mail.created_at)
     body = render_text(mail_text(batch.template_version.email_body, language=batch.language), context)
     message = Message(

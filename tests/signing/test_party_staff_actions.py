@@ -71,7 +71,7 @@ def test_a_party_whose_step_has_not_started_gets_no_new_link_and_an_unknown_role
     assert waiting.status_code == 409 and waiting.json["error"]["details"]["reason"] == "not_started"
     assert _parties(request_id)["employer"].token_hash is None
     unknown = post(f"/api/v1/batches/{batch_id}/remind", {"all_unsigned": True, "role": "boss"})
-    assert unknown.status_code == 400 and "boss" in unknown.json["error"]["message"]
+    assert unknown.status_code == 422 and "boss" in unknown.json["error"]["message"]
     assert "employer" in unknown.json["error"]["message"]
 
 

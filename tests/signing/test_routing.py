@@ -329,7 +329,7 @@ def test_the_api_takes_the_fixed_parties_and_the_routing_and_says_what_is_wrong_
     refused = create()
     # Nobody signs as employer: the file check says so, naming the role.
     assert refused.status_code == 422 and "employer_email" in str(refused.json["error"]["details"])
-    refused = create(**EMPLOYER, routing='[["employer"], ["recipient"]]')
+    refused = create(**EMPLOYER, routing='[["employer"]]')
     assert refused.status_code == 422 and refused.json["error"]["details"]["field"] == "routing"
     refused = create(parties='{"boss": {"email": "b@example.com"}}')
     assert refused.status_code == 422 and refused.json["error"]["details"]["field"] == "parties"

@@ -26,6 +26,7 @@ MAX_IDS = 100_000
 RoleName = Field(
     None,
     max_length=40,
+    pattern=r"^[a-z0-9_]+$",
     description="The party to act for, one of the template's `roles` (e.g. `employer`): it is reminded, or gets a "
     "new link, with its own link. Default: the recipient, as for a batch of one signer.",
 )
@@ -92,7 +93,7 @@ class EmailChanged(BaseModel):
     tag="Batch actions",
     body=RemindBody,
     responses={202: Reminded},
-    errors=(400, 403, 404),
+    errors=(400, 403, 404, 422),
     idempotent=True,
 )
 def remind(batch_id: int):
@@ -129,7 +130,7 @@ def remind(batch_id: int):
     body=ResendBody,
     body_optional=True,
     responses={202: Resent},
-    errors=(400, 403, 404, 409),
+    errors=(400, 403, 404, 409, 422),
     idempotent=True,
 )
 def resend(request_id: int):

@@ -69,8 +69,8 @@ class BatchForm(RecipientsForm):
         max_length=5_000,
         description="The order parties sign in: JSON list of steps, each a list of roles that sign at once, e.g. "
         '`[["recipient"], ["employer"]]` (the default: the recipient first, then each role in document order) or '
-        '`[["recipient", "employer"]]`. The recipient is in the first step; each step starts when every party of '
-        "the one before has signed.",
+        '`[["recipient", "employer"]]`, or `[["employer"], ["recipient"]]` for the recipient after the employer; '
+        "each step starts when every party of the one before has signed.",
     )
     notify_to: Text = Field(
         None,
