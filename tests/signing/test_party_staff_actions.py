@@ -103,6 +103,7 @@ def test_staff_remind_and_resend_the_employer_from_the_requests_panel(app, users
     html = panel.get_data(as_text=True)
     assert 'data-party-action="remind-employer"' in html and 'data-party-action="resend-employer"' in html
     assert 'data-party-action="remind-recipient"' not in html  # the employee signed; her actions are the request's
+    assert "Resend with a new link" not in html  # and she needs no new link
     token = csrf_from(panel)
     form = {"csrf_token": token, "request_ids": str(request_id), "role": "employer"}
     hx = {"HX-Request": "true"}
