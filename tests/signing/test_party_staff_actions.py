@@ -119,3 +119,21 @@ def test_staff_remind_and_resend_the_employer_from_the_requests_panel(app, users
     assert len(smtp.of_kind("party-invitation")) == 2
     kinds = db.session.scalars(select(OutgoingMail.kind).where(OutgoingMail.request_id == request_id)).all()
     assert sorted(kinds).count("party_invitation") == 2
+
+
+def test_a_remind_of_the_employer_run_as_a_background_job_keeps_the_role(app, users, client, smtp, run_jobs):
+    from bulksign.batches.bulk_actions import enqueue_bulk
+
+    request_id = _employer_invited(users, client, smtp, run_jobs)
+    batch_id = db.session.get(SigningRequest, request_id).batch_id
+    enqueue_bulk(
+        action="remind",
+        batch_id=batch_id,
+        user_id=db.session.merge(users["staff"]).id,
+        request_ids=[request_id],
+        force=True,
+        role="employer",
+    )
+    run_jobs("default", "mail")
+    assert [m.rcpt_tos for m in smtp.of_kind("party-reminder")] == [["hr@acme.example"]]
+    assert smtp.of_kind("reminder") == []
