@@ -41,7 +41,7 @@ from bulksign.mail.mailer import MailNotNeeded, builder, queue_mail
 from bulksign.models import RECIPIENT_ROLE, Document, Party, SigningRequest
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import Status
-from bulksign.signing.invitations import html_body, mail_context, request_deadline
+from bulksign.signing.invitations import html_body, mail_context, mark_sent, request_deadline
 from bulksign.signing.links import current_token, issue_link, signing_url
 from bulksign.signing.parties import issue_party_link, move_parties, party_token, step_not_started
 
@@ -243,16 +243,7 @@ def send_to_first_step(session: Session, *, request_ids: Sequence[int], now: dat
     the caller commits."""
     for request in session.scalars(select(SigningRequest).where(SigningRequest.id.in_(list(request_ids)))):
         transition(session, request.id, frm=Status.GENERATED, to=Status.SENDING, now=now)
-        transition(
-            session,
-            request.id,
-            frm=Status.SENDING,
-            to=Status.SENT,
-            now=now,
-            sent_at=now,
-            expires_at=request_deadline(request, sent_at=now),
-            details={"first_step": True},
-        )
+        mark_sent(session, request=request, sent_at=now, now=now, details={"first_step": True})
     return invite_first_step(session, request_ids=request_ids, now=now, app=app)
 
 
