@@ -76,12 +76,13 @@ def apply_action(
     extend_days: int | None = None,
     selector: str | None = None,
     force: bool = False,
+    role: str | None = None,
     inline: bool = False,
 ) -> BulkOutcome:
     """Run one bulk action, or prepare its job past ``INLINE_LIMIT`` requests (``inline``: the job itself runs
     it). The caller commits, then calls ``follow_up``. Refusals raise ``BatchActionError``. ``request_ids``
     None: all the batch's failed (retry), or the requests ``selector`` names (remind); ``force``: remind even
-    within the hour."""
+    within the hour; ``role``: remind or resend that party of each request instead of its recipient."""
     if action not in ("cancel_batch", "cancel") and _awaiting_approval(session, batch_id=batch_id):
         # A retried request would be rendered and mailed before anyone approved the batch.
         raise BatchActionError(N_("This batch is waiting for approval: nothing of it can be sent yet."), 409)
@@ -106,6 +107,7 @@ def apply_action(
             extend_days=extend_days,
             selector=selector,
             force=force,
+            role=role,
         )
     if action == "cancel":
         return BulkOutcome(action, len(cancel_requests(session, request_ids=request_ids, user=user, now=now).cancelled))
@@ -121,10 +123,13 @@ def apply_action(
             request_ids=request_ids,
             selector=selector if request_ids is None else None,
             force=force,
+            role=role,
         )
         return BulkOutcome(action, result.queued, dict(result.skipped), mail_ids=tuple(result.mail_ids))
     if action == "resend":
-        result = resend_with_new_link(session, request_ids=request_ids, user=user, now=now, extend_days=extend_days)
+        result = resend_with_new_link(
+            session, request_ids=request_ids, user=user, now=now, extend_days=extend_days, role=role
+        )
         return BulkOutcome(
             action, result.resent, dict(result.skipped), mail_ids=tuple(result.mail_ids), deadlines=result.deadlines
         )
@@ -142,6 +147,7 @@ def run_staff_action(
     extend_days: int | None = None,
     selector: str | None = None,
     force: bool = False,
+    role: str | None = None,
     inline: bool = False,
 ) -> BulkOutcome:
     """The one way views and jobs run a staff action: ``apply_action``, commit, then ``follow_up`` (mails,
@@ -157,6 +163,7 @@ def run_staff_action(
             extend_days=extend_days,
             selector=selector,
             force=force,
+            role=role,
             inline=inline,
         )
     except BatchActionError:
@@ -178,6 +185,7 @@ def _later(
     extend_days: int | None = None,
     selector: str | None = None,
     force: bool = False,
+    role: str | None = None,
 ) -> BulkOutcome:
     return BulkOutcome(
         action,
@@ -191,6 +199,7 @@ def _later(
             "extend_days": extend_days,
             "selector": selector,
             "force": force,
+            "role": role,
         },
     )
 
@@ -246,11 +255,12 @@ def enqueue_bulk(
     extend_days: int | None = None,
     selector: str | None = None,
     force: bool = False,
+    role: str | None = None,
 ) -> str:
     """Run ``action`` in a background job on ``request_ids``, on the rows matching ``flt``, or (neither given)
     on the ``selector``'s requests (remind) or ``reachable_ids``; returns the job's id."""
     if flt is not None:
         handle, args = BULK_BY_FILTER, (batch_id, action, user_id, flt.status, flt.q, extend_days, force)
     else:
-        handle, args = BULK_BY_IDS, (batch_id, action, user_id, request_ids, extend_days, selector, force)
+        handle, args = BULK_BY_IDS, (batch_id, action, user_id, request_ids, extend_days, selector, force, role)
     return handle.enqueue(*args, job_id=handle.job_id(batch_id=batch_id, action=action, nonce=uuid.uuid4().hex[:12])).id

@@ -352,16 +352,6 @@ def create_batch(
     if not rows:
         raise BatchError(N_("There are no valid rows to create a batch from."))
     roles = template_roles(template_version)
-    if len(roles) > 1 and one_time_code:
-        # A code is the recipient's (its phone or mailbox); the other parties' identity check is not built yet.
-        raise BatchError(
-            N_(
-                "One-time codes are not available yet for a document several parties sign (%(roles)s). Create "
-                "the batch without them, or use a template with only {{ signature }}.",
-                roles=", ".join(roles),
-            ),
-            "one_time_code",
-        )
     steps = party_settings.steps if party_settings is not None else parties.routing_steps(None, roles=roles)
     fixed = party_settings.fixed if party_settings is not None else {}
     for role in (r for r in roles if r != RECIPIENT_ROLE):

@@ -5,6 +5,11 @@ the mail row is written (in the same transaction). Two schedulers, a retried job
 click all race on that UPDATE; the loser sees the row already advanced and queues nothing.
 Reminder mails are keyed by request, link nonce and number: a resend (new link) starts a fresh
 series, and a crash after the commit re-finds the same mail row.
+
+The other parties of a document several sign (issue 29) are reminded the same way, each on its own row: the
+party's ``reminder_count`` is the guard, its schedule counts from its own ``invited_at``, and its mail (its own
+link, the template's reminder text with its name) is keyed by party, link nonce and number. The recipient's
+reminders are the request's, as before.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from types import SimpleNamespace
 from flask import Flask, current_app
 from flask_mail import Message
 from sqlalchemy import JSON, String, and_, cast, exists, func, insert, literal, or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
 from bulksign.core.localtime import zone_of
 from bulksign.core.logs import log
@@ -34,10 +39,16 @@ from bulksign.models.parties import PartyStatus
 from bulksign.models.status import WAITING_FOR_RECIPIENT
 from bulksign.signing.invitations import html_body, mail_context, tracking_url
 from bulksign.signing.links import current_token
+from bulksign.signing.parties import party_token
+from bulksign.signing.routing import party_context
 
 logger = logging.getLogger(__name__)
 
 KIND = "reminder"
+#: A reminder to a party other than the recipient, with its own link.
+PARTY_KIND = "party_reminder"
+#: The parties that can still act on their link: their step has started and they have not signed or declined.
+PARTY_WAITING = (PartyStatus.INVITED.value, PartyStatus.OPENED.value)
 #: Used when a batch has no schedule of its own.
 DEFAULT_REMINDER_DAYS = (2, 4)
 #: Upper bound of ``batch.max_reminders``, whatever was stored.
@@ -135,6 +146,48 @@ class ReminderMails:
             )
         return ids
 
+    def queue_parties(self, rows: Sequence, *, now: datetime, user: User | None) -> list[int]:
+        """Mail rows for parties (not the recipient) whose counter this transaction advanced (``rows`` hold their
+        ``id``): each to the party's address with its own link; a manual one also gets an event naming the user
+        and the role."""
+        if not rows:
+            return []
+        parties = self.session.scalars(
+            select(Party)
+            .where(Party.id.in_([row.id for row in rows]))
+            .options(selectinload(Party.request))
+            .order_by(Party.id)
+            .execution_options(populate_existing=True)
+        ).all()
+        secret = self.app.config["SECRET_KEY"]
+        mails = []
+        for party in parties:
+            context = party_context(
+                party.request, party, token=party_token(party, secret=secret), app=self.app, now=now
+            )
+            mails.append(
+                {
+                    "key": party_reminder_key(party.id, party.token_nonce, party.reminder_count),
+                    "kind": PARTY_KIND,
+                    "to_email": party.email,
+                    "subject": one_line(text=self.subject.render(context)),
+                    "request_id": party.request_id,
+                    "batch_id": self.batch.id,
+                }
+            )
+            if user is not None:
+                self.session.add(
+                    Event(
+                        request_id=party.request_id,
+                        batch_id=party.batch_id,
+                        type="reminder.manual",
+                        created_at=now,
+                        actor=f"user:{user.id}",
+                        details={"role": party.role},
+                    )
+                )
+        return queue_mails(self.session, mails, now=now)
+
     def _personal(self, row, *, now: datetime) -> dict:
         """``queue_mails`` keywords of one reminder whose subject names the recipient."""
         token = signing_token(secret=self.app.config["SECRET_KEY"], request_id=row.id, nonce=row.token_nonce or "")
@@ -162,6 +215,10 @@ class _RowView:
 
 def reminder_key(request_id: int, nonce: str | None, number: int) -> str:
     return f"reminder-{request_id}-{(nonce or '')[:12]}-{number}"
+
+
+def party_reminder_key(party_id: int, nonce: str | None, number: int) -> str:
+    return f"party-reminder-{party_id}-{(nonce or '')[:12]}-{number}"
 
 
 #: ``reminder_key`` computed by the database from a request row (after its counter was advanced).
@@ -216,71 +273,144 @@ def queue_due_reminders(
         mails = ReminderMails(session, batch, app)
         # Highest number first: a request that missed a reminder (scheduler down) gets only the latest one.
         for number in range(len(schedule), 0, -1):
-            due = _due(batch_id, number=number, sent_before=now - timedelta(days=schedule[number - 1]), now=now)
-            after = 0
-            while True:
-                if time.monotonic() - started > time_budget_seconds:
-                    log(logger, logging.WARNING, "reminder tick stopped at its time budget", queued=queued)
-                    return ReminderTickResult(queued, waiting, False, tuple(all_ids))
-                page = (
-                    select(SigningRequest.id)
-                    .where(*due, SigningRequest.id > after)
-                    .order_by(SigningRequest.id)
-                    .limit(page_size)
-                    .scalar_subquery()
-                )
-                # Repeating ``due`` outside the page is the compare-and-set: PostgreSQL re-checks it on rows
-                # another scheduler changed meanwhile, and skips them.
-                advance = (
-                    update(SigningRequest)
-                    .where(SigningRequest.id.in_(page), *due)
-                    .values(reminder_count=number, last_reminder_at=now)
-                    .execution_options(synchronize_session=False)
-                )
-                won = session.execute(advance.returning(*mails.returning)).all()
-                if not won:
-                    break  # nothing left, or the rest was taken by another scheduler
-                mail_ids = mails.queue(won, now=now, user=None)
-                after = max(row.id for row in won)
-                queued += len(mail_ids)
-                all_ids.extend(mail_ids)
-                if on_page:
-                    on_page(mail_ids)
+            before = now - timedelta(days=schedule[number - 1])
+            rounds = (
+                (
+                    SigningRequest,
+                    _due(batch_id, number=number, invited_before=before, now=now),
+                    mails.returning,
+                    mails.queue,
+                ),
+                (
+                    Party,
+                    _party_due(batch_id, number=number, invited_before=before, now=now),
+                    (Party.id,),
+                    mails.queue_parties,
+                ),
+            )
+            for model, due, returning, queue in rounds:
+                after = 0
+                while True:
+                    if time.monotonic() - started > time_budget_seconds:
+                        log(logger, logging.WARNING, "reminder tick stopped at its time budget", queued=queued)
+                        return ReminderTickResult(queued, waiting, False, tuple(all_ids))
+                    page = (
+                        select(model.id)
+                        .where(*due, model.id > after)
+                        .order_by(model.id)
+                        .limit(page_size)
+                        .scalar_subquery()
+                    )
+                    # Repeating ``due`` outside the page is the compare-and-set: PostgreSQL re-checks it on rows
+                    # another scheduler changed meanwhile, and skips them.
+                    advance = (
+                        update(model)
+                        .where(model.id.in_(page), *due)
+                        .values(reminder_count=number, last_reminder_at=now)
+                        .execution_options(synchronize_session=False)
+                    )
+                    won = session.execute(advance.returning(*returning)).all()
+                    if not won:
+                        break  # nothing left, or the rest was taken by another scheduler
+                    mail_ids = queue(won, now=now, user=None)
+                    after = max(row.id for row in won)
+                    queued += len(mail_ids)
+                    all_ids.extend(mail_ids)
+                    if on_page:
+                        on_page(mail_ids)
     if queued or waiting:
         log(logger, logging.INFO, "reminders queued", queued=queued, waiting_quiet_hours=waiting)
     return ReminderTickResult(queued, waiting, True, tuple(all_ids))
 
 
-def _due(batch_id: int, *, number: int, sent_before: datetime, now: datetime) -> tuple:
+def _due(batch_id: int, *, number: int, invited_before: datetime, now: datetime) -> tuple:
     """Conditions under which reminder ``number`` is due; also the compare-and-set guard of the UPDATE."""
     return (
         SigningRequest.batch_id == batch_id,
         SigningRequest.status.in_(WAITING_FOR_RECIPIENT),
-        SigningRequest.sent_at <= sent_before,
+        SigningRequest.sent_at <= invited_before,
         SigningRequest.reminder_count < number,
         # A recipient who marked our mail as spam is not reminded (the send would be refused anyway).
         SigningRequest.complained_at.is_(None),
         or_(SigningRequest.expires_at.is_(None), SigningRequest.expires_at > now),
         ~recipient_has_signed(),
+        ~recipient_not_invited(),
+    )
+
+
+def parties_reminded_per_document(batch_id: int, *, now: datetime) -> tuple:
+    """The parties of the batch (not the recipient, whose reminders are the request's) that a reminder per document
+    may go to: invited or opened, with a live link, on a request still waiting whose deadline has not passed. The
+    one place that says who is reminded per document: a party served otherwise (the countersigner's digest) is
+    left out here, and the automatic and the manual reminders follow."""
+    request_open = exists().where(
+        SigningRequest.id == Party.request_id,
+        SigningRequest.status.in_(WAITING_FOR_RECIPIENT),
+        or_(SigningRequest.expires_at.is_(None), SigningRequest.expires_at > now),
+    )
+    return (
+        Party.batch_id == batch_id,
+        Party.role != RECIPIENT_ROLE,
+        Party.status.in_(PARTY_WAITING),
+        Party.token_hash.is_not(None),
+        request_open,
+    )
+
+
+def _party_due(batch_id: int, *, number: int, invited_before: datetime, now: datetime) -> tuple:
+    """Conditions under which a party's reminder ``number`` is due, counted from its own invitation; also the
+    compare-and-set guard of its UPDATE."""
+    return (
+        *parties_reminded_per_document(batch_id, now=now),
+        Party.invited_at <= invited_before,
+        Party.reminder_count < number,
     )
 
 
 def recipient_has_signed():
     """Of a document several sign, the recipient signed already and waits for the others: nothing to remind of."""
-    return exists().where(
-        Party.request_id == SigningRequest.id, Party.role == RECIPIENT_ROLE, Party.status == PartyStatus.SIGNED
-    )
+    return _recipient_is(PartyStatus.SIGNED)
+
+
+def recipient_not_invited():
+    """Of a document several sign, the recipient signs after others and its step has not started: it has no link
+    to be reminded of yet."""
+    return _recipient_is(PartyStatus.WAITING)
+
+
+def _recipient_is(status: PartyStatus):
+    return exists().where(Party.request_id == SigningRequest.id, Party.role == RECIPIENT_ROLE, Party.status == status)
 
 
 def _count_due(session: Session, *, batch: Batch, schedule: tuple[float, ...], now: datetime) -> int:
-    """How many requests of the batch have some reminder due at ``now``."""
-    any_due = or_(
-        *(
-            and_(*_due(batch.id, number=n, sent_before=now - timedelta(days=days), now=now))
-            for n, days in enumerate(schedule, start=1)
+    """How many requests and parties of the batch have some reminder due at ``now``."""
+    count = 0
+    for model, due in ((SigningRequest, _due), (Party, _party_due)):
+        any_due = or_(
+            *(
+                and_(*due(batch.id, number=n, invited_before=now - timedelta(days=days), now=now))
+                for n, days in enumerate(schedule, start=1)
+            )
         )
+        count += session.scalar(select(func.count()).select_from(model).where(any_due))
+    return count
+
+
+def _reminder_message(mail: OutgoingMail, *, batch: Batch, context: dict, pixel: str, app: Flask) -> Message:
+    """The reminder text of the batch's template rendered with ``context`` (whose ``signing_link`` it carries)."""
+    body = render_text(
+        mail_text(batch.template_version.reminder_body or DEFAULT_REMINDER_BODY, language=batch.language), context
     )
-    return session.scalar(select(func.count()).select_from(SigningRequest).where(any_due))
+    message = Message(
+        subject=mail.subject,
+        recipients=[mail.to_email],
+        body=body,
+        html=html_body(body, link=context["signing_link"], pixel=pixel, language=batch.language),
+        sender=app.config["MAIL_DEFAULT_SENDER"],
+        reply_to=batch.reply_to or (batch.created_by.email if batch.created_by else None),
+    )
+    message.msgId = mail.message_id
+    return message
 
 
 @builder(KIND)
@@ -293,19 +423,22 @@ def build_reminder(session: Session, mail: OutgoingMail, app: Flask) -> Message:
     token = current_token(request, secret=secret)
     if token is None or not request.token_hash or f"-{request.token_nonce[:12]}-" not in mail.message_id:
         raise MailNotNeeded(f"request {request.id} has a newer link than this reminder")
-    batch = request.batch
     context = mail_context(request, token=token, app=app, deadline=request.expires_at or mail.created_at)
-    body = render_text(
-        mail_text(batch.template_version.reminder_body or DEFAULT_REMINDER_BODY, language=batch.language), context
-    )
     pixel = tracking_url(app_url=app.config["APP_URL"], request_id=request.id, secret=secret)
-    message = Message(
-        subject=mail.subject,
-        recipients=[mail.to_email],
-        body=body,
-        html=html_body(body, link=context["signing_link"], pixel=pixel, language=batch.language),
-        sender=app.config["MAIL_DEFAULT_SENDER"],
-        reply_to=batch.reply_to or (batch.created_by.email if batch.created_by else None),
-    )
-    message.msgId = mail.message_id
-    return message
+    return _reminder_message(mail, batch=request.batch, context=context, pixel=pixel, app=app)
+
+
+@builder(PARTY_KIND)
+def build_party_reminder(session: Session, mail: OutgoingMail, app: Flask) -> Message:
+    """A party's reminder as it goes out: the template's reminder text with the party's name and current link;
+    none when the party no longer waits or has a newer link than the one it was queued for."""
+    party_id = int(mail.message_id.strip("<>").removeprefix("party-reminder-").split("-")[0])
+    party = session.get(Party, party_id)
+    request = party.request if party is not None else None
+    if request is None or party.status not in PARTY_WAITING or request.status not in WAITING_FOR_RECIPIENT:
+        raise MailNotNeeded(f"party {party_id} no longer waits for its signature")
+    if not party.token_hash or f"-{party.token_nonce[:12]}-" not in mail.message_id:
+        raise MailNotNeeded(f"party {party_id} has a newer link than this reminder")
+    token = party_token(party, secret=app.config["SECRET_KEY"])
+    context = party_context(request, party, token=token, app=app, now=mail.created_at)
+    return _reminder_message(mail, batch=request.batch, context=context, pixel="", app=app)

@@ -15,9 +15,10 @@ from datetime import datetime
 
 from email_validator import EmailNotValidError, validate_email
 from flask import current_app
-from sqlalchemy import select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import exists, select, update
+from sqlalchemy.orm import Session, aliased
 
+from bulksign.batches.manual_reminders import other_role
 from bulksign.batches.progress import REOPENABLE, BatchActionError, batch_for_action
 from bulksign.batches.reminders import KIND as REMINDER
 from bulksign.batches.states import move_batches, transition
@@ -26,14 +27,21 @@ from bulksign.core.messages import N_
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.mail.mailer import cancel_queued
 from bulksign.models import RECIPIENT_ROLE, Batch, Event, Party, SigningRequest, User
+from bulksign.models.parties import PartyStatus
 from bulksign.models.status import BatchStatus, Status
 from bulksign.signing.invitations import KIND as INVITATION
 from bulksign.signing.invitations import extended_deadline, queue_invitations
+from bulksign.signing.parties import move_parties
+from bulksign.signing.routing import invite_parties
 
 logger = logging.getLogger(__name__)
 
 #: Delivered (or tried) and not signed: these may get a new link (a declined recipient is invited again).
 RESENDABLE = (Status.SENT.value, Status.OPENED.value, Status.EXPIRED.value, Status.BOUNCED.value, Status.DECLINED.value)
+#: A party (of a document several sign) whose step is open and who has not acted: it may get a new link.
+RESENDABLE_PARTY = (PartyStatus.INVITED.value, PartyStatus.OPENED.value)
+#: The request states in which another party's step can be open.
+PARTY_STEP_OPEN = (Status.SENT.value, Status.OPENED.value)
 #: The record is closed: the address is part of it.
 EMAIL_FROZEN = (Status.SIGNED.value, Status.CANCELLED.value)
 MAX_EXTEND_DAYS = 365
@@ -59,15 +67,27 @@ class EmailChange:
 
 
 def _skip_reason(
-    status: str, *, batch: Batch, extend_days: int | None, now: datetime, purged: bool = False, routed: bool = False
+    status: str,
+    *,
+    batch: Batch,
+    extend_days: int | None,
+    now: datetime,
+    purged: bool = False,
+    recipient: str | None = None,
 ) -> str | None:
+    """Why the recipient of a request cannot get a new link now; ``recipient``: its party's state, when others sign
+    the request too."""
     if purged:
         return "purged"  # no address is left to send to (retention or erasure)
     if status in EMAIL_FROZEN:
         return status
-    if routed:
-        # A new link for the recipient alone would leave the other parties' signatures, declines and links as
-        # they were: the request would read as sent again beside an employer's decline.
+    if recipient is not None and (status == Status.DECLINED or recipient not in RESENDABLE_PARTY):
+        if recipient == PartyStatus.SIGNED and status != Status.DECLINED:
+            return "signed"  # the recipient signed; the others sign on their own links
+        if recipient == PartyStatus.WAITING and status in PARTY_STEP_OPEN:
+            return "not_started"  # the recipient signs after others: its link goes out when its step starts
+        # A new link for the recipient alone would leave the other parties' declines as they were: the request
+        # would read as sent again beside an employer's decline.
         return "several_parties"
     if batch.status == BatchStatus.CANCELLED:
         return "cancelled"  # staff stopped the whole batch
@@ -85,11 +105,18 @@ def resend_with_new_link(
     user: User,
     now: datetime,
     extend_days: int | None = None,
+    role: str | None = None,
     chunk: int = 500,
 ) -> ResendResult:
-    """New links and fresh invitations for these requests (sent, opened, expired or bounced). The caller commits, then enqueues ``mail_ids``."""
+    """New links and fresh invitations for these requests (sent, opened, expired or bounced). ``role``: for that
+    party of each request instead of its recipient (``resend_to_party``). The caller commits, then enqueues
+    ``mail_ids``."""
     if extend_days is not None and not (isinstance(extend_days, int) and 1 <= extend_days <= MAX_EXTEND_DAYS):
         raise BatchActionError(N_("Extra days must be a whole number from 1 to %(n)s.", n=MAX_EXTEND_DAYS))
+    if role is not None and role != RECIPIENT_ROLE:
+        if extend_days is not None:
+            raise BatchActionError(N_("Extra days move the request's deadline: resend to the recipient for them."), 422)
+        return resend_to_party(session, request_ids=request_ids, role=role, user=user, now=now)
     ids = sorted(set(request_ids))
     app = current_app._get_current_object()
     skipped: dict[str, int] = {}
@@ -111,10 +138,15 @@ def resend_with_new_link(
         ).all()
         if len(rows) < len(part):
             skipped["not_found"] = skipped.get("not_found", 0) + len(part) - len(rows)
-        routed = set(
-            session.scalars(
-                select(Party.request_id).where(Party.request_id.in_(part), Party.role != RECIPIENT_ROLE).distinct()
-            )
+        # The recipient's party of each request others sign too (a single-signer request's follows the request).
+        other = aliased(Party)
+        others = exists().where(other.request_id == Party.request_id, other.role != RECIPIENT_ROLE)
+        routed = dict(
+            session.execute(
+                select(Party.request_id, Party.status)
+                .join(SigningRequest, SigningRequest.id == Party.request_id)
+                .where(Party.request_id.in_(part), Party.role == RECIPIENT_ROLE, others)
+            ).all()
         )
         eligible, by_id = [], {row.id: row for row in rows}
         for row in rows:
@@ -126,7 +158,7 @@ def resend_with_new_link(
                 extend_days=extend_days,
                 now=now,
                 purged=row.purged_at is not None,
-                routed=row.id in routed,
+                recipient=routed.get(row.id),
             )
             if reason:
                 skipped[reason] = skipped.get(reason, 0) + 1
@@ -189,6 +221,78 @@ def resend_with_new_link(
         mail_ids=tuple(mail_ids),
         deadlines=(min(deadlines), max(deadlines)) if deadlines else None,
     )
+
+
+def _party_skip_reason(row, party: Party | None) -> str | None:
+    """Why ``party`` of the request ``row`` cannot get a new link now: only while its step is open and it has not
+    signed or declined (a declined one declined the request: it is closed)."""
+    if party is None:
+        return "not_found"  # the request has no such party
+    if row.purged_at is not None:
+        return "purged"
+    if party.status in (PartyStatus.SIGNED, PartyStatus.DECLINED):
+        return party.status
+    if row.status not in PARTY_STEP_OPEN:
+        return row.status if row.status in (*EMAIL_FROZEN, *RESENDABLE) else "not_sent"
+    if party.status == PartyStatus.WAITING:
+        return "not_started"  # its step has not started: its invitation goes out then
+    return None
+
+
+def resend_to_party(
+    session: Session, *, request_ids: Iterable[int], role: str, user: User, now: datetime
+) -> ResendResult:
+    """A new link and invitation for the ``role`` party (not the recipient) of each request, while its step is
+    open: the party goes back to waiting by compare-and-set, its old link dies with its token in the same UPDATE,
+    and it is invited again (``routing.invite_parties``: a new link, a mail keyed by it, a fresh reminder series
+    from the new invitation). The request's state is not touched. The caller commits, then enqueues ``mail_ids``."""
+    app = current_app._get_current_object()
+    ids = sorted(set(request_ids))
+    rows = {
+        row.id: row
+        for row in session.execute(
+            select(SigningRequest.id, SigningRequest.status, SigningRequest.batch_id, SigningRequest.purged_at).where(
+                SigningRequest.id.in_(ids)
+            )
+        )
+    }
+    parties = {
+        party.request_id: party
+        for party in session.scalars(select(Party).where(Party.request_id.in_(ids), Party.role == role))
+    }
+    skipped: dict[str, int] = {"not_found": len(ids) - len(rows)} if len(rows) < len(ids) else {}
+    chosen: list[Party] = []
+    checked: set[int] = set()
+    for request_id, row in rows.items():
+        if row.batch_id not in checked:
+            other_role(batch_for_action(session, batch_id=row.batch_id, user=user), role)
+            checked.add(row.batch_id)
+        reason = _party_skip_reason(row, parties.get(request_id))
+        if reason:
+            skipped[reason] = skipped.get(reason, 0) + 1
+        else:
+            chosen.append(parties[request_id])
+    won = move_parties(
+        session,
+        [p.id for p in chosen],
+        frm=RESENDABLE_PARTY,
+        to=PartyStatus.WAITING,
+        now=now,
+        actor=f"user:{user.id}",
+        details={"resend": True},
+        token_hash=None,
+        token_nonce=None,
+        reminder_count=0,
+        last_reminder_at=None,
+    ).won
+    if len(won) < len(chosen):
+        skipped["changed_meanwhile"] = skipped.get("changed_meanwhile", 0) + len(chosen) - len(won)
+    resent = [p for p in chosen if p.id in won]
+    for party in resent:
+        session.refresh(party)
+    mail_ids = invite_parties(session, resent, now=now, app=app)
+    log(logger, logging.INFO, "parties resent with new links", user_id=user.id, role=role, resent=len(mail_ids))
+    return ResendResult(resent=len(mail_ids), skipped=skipped, mail_ids=tuple(mail_ids))
 
 
 def _deadlines(

@@ -43,7 +43,7 @@ from bulksign.models import Document, SigningRequest, utcnow
 from bulksign.models.status import Status
 from bulksign.ops import telemetry
 from bulksign.signing.invitations import load_requests, queue_invitations
-from bulksign.signing.routing import invite_first_step
+from bulksign.signing.routing import invite_first_step, later_recipients, send_to_first_step
 from bulksign.work import stopping
 from bulksign.work.pipeline import RENDER, SEND, enqueue_sends, hand_back, top_up
 
@@ -301,10 +301,13 @@ def _settle(
             if r.request_id in won
         ]
     )
-    # The invitation rows are written in the same transaction: a generated request always has one.
-    invitations = queue_invitations(session, request_ids=sorted(won), now=now, app=app)
+    # The invitation rows are written in the same transaction: a generated request always has one, unless its
+    # recipient signs after others: it goes out to them (sent), and its recipient is invited when its step starts.
+    later = later_recipients(session, sorted(won))
+    invitations = queue_invitations(session, request_ids=sorted(won - later), now=now, app=app)
     # The first step's other parties of a document several sign: their document is ready too.
     party_mails = invite_first_step(session, request_ids=sorted(invitations.mail_ids), now=now, app=app)
+    party_mails += send_to_first_step(session, request_ids=sorted(later), now=now, app=app)
     for request_id, message in invitations.errors.items():
         _fail(Problem(session.get(SigningRequest, request_id), message), frm=Status.GENERATED, now=now)
     for problem in failed:
@@ -342,7 +345,7 @@ def _settle(
     closed = [batch_id for batch_id in touched if close_if_done(session, batch_id=batch_id, now=now)]
     counts = Counter(
         {
-            "generated": len(invitations.mail_ids),
+            "generated": len(invitations.mail_ids) + len(later),
             "failed": len(failed) + len(invitations.errors),
             "retried": len(retry),
             "handed back": len(untried),

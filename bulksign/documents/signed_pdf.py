@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from io import BytesIO
 from xml.sax.saxutils import escape
@@ -61,6 +61,8 @@ class AuditRecord:
     timezone: str = "UTC"
     #: How the signer proved who they are beyond the link (a confirmed one-time code); None: only the link.
     identity: N_ | None = None
+    #: The same for each other party of a document several sign that confirmed a code: role → its identity check.
+    identities: dict[str, N_] = field(default_factory=dict)
     #: A document signed by several parties (``signing.routing``): each of them, in the order they signed; empty
     #: for a single-signer document, whose signer is the fields above.
     parties: tuple[PartyFacts, ...] = ()
@@ -730,12 +732,18 @@ def audit_record(session: Session, request: SigningRequest, original: Document) 
         language=batch.language or "en",
         timezone=zone_of(batch).key,
         identity=_identity(events, zone=zone_of(batch).key),
+        identities={
+            role: found
+            for role in {e.details.get("role") for e in events if e.type == "code.verified"} - {None}
+            if (found := _identity(events, zone=zone_of(batch).key, role=role)) is not None
+        },
     )
 
 
-def _identity(events: Sequence[Event], *, zone: str) -> N_ | None:
-    """The last one-time code confirmed before signing: where it went and when it was confirmed."""
-    verified = [e for e in events if e.type == "code.verified"]
+def _identity(events: Sequence[Event], *, zone: str, role: str | None = None) -> N_ | None:
+    """The last one-time code the recipient (or the party ``role``) confirmed before signing: where it went and
+    when it was confirmed."""
+    verified = [e for e in events if e.type == "code.verified" and (e.details or {}).get("role") == role]
     if not verified:
         return None
     code_id = verified[-1].details.get("code_id")

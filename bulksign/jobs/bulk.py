@@ -38,6 +38,7 @@ def apply_to_ids(
     extend_days: int | None = None,
     selector: str | None = None,
     force: bool = False,
+    role: str | None = None,
 ) -> str:
     """Apply the action as ``user_id`` to ``request_ids`` (None: every request of the batch it can reach),
     committing and queueing follow-ups after each slice, so a stop part-way keeps what was done.
@@ -63,6 +64,7 @@ def apply_to_ids(
                 extend_days=extend_days,
                 selector=selector,
                 force=force,
+                role=role,
                 inline=True,
             )
         except BatchActionError as exc:

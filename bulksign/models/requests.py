@@ -164,7 +164,8 @@ class Event(db.Model):
 
 
 class OneTimeCode(db.Model):
-    """A code sent to a recipient to prove they hold the mailbox or phone; the newest one of a request counts.
+    """A code sent to a recipient (or another party) to prove they hold the mailbox or phone; the newest one of a
+    request (of a party) counts.
 
     The code itself is never stored: it is derived from the secret key and ``nonce`` when sent
     (``one_time_codes.derive_code``), and checked against ``code_hash``.
@@ -175,6 +176,8 @@ class OneTimeCode(db.Model):
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     request_id: Mapped[int] = mapped_column(BigId, db.ForeignKey("signing_requests.id", ondelete="CASCADE"))
+    #: The party (not the recipient) of a document several sign whose code this is; None: the recipient's.
+    party_id: Mapped[int | None] = mapped_column(BigId, db.ForeignKey("parties.id", ondelete="CASCADE"))
     #: ``email`` or ``sms``.
     channel: Mapped[str] = mapped_column(db.String(10))
     #: The address or phone number the code went to, as it was then.

@@ -191,6 +191,13 @@ def record_sent(
         for name, value in (("status", "sent"), ("sent_at", now), ("error", None)):
             set_committed_value(mail, name, value)
     details = {"message_id": mail.message_id, **({"reconciled": True} if reconciled else {})}
+    return mark_sent(session, request=request, sent_at=mail.sent_at, now=now, details=details, also=also)
+
+
+def mark_sent(
+    session: Session, *, request: SigningRequest, sent_at: datetime, now: datetime, details: dict, also=None
+) -> bool:
+    """sending → sent by compare-and-set, the request's deadline counted from ``sent_at``; the caller commits."""
     return bool(
         transition(
             session,
@@ -198,8 +205,8 @@ def record_sent(
             frm=Status.SENDING,
             to=Status.SENT,
             now=now,
-            sent_at=mail.sent_at,
-            expires_at=request_deadline(request, sent_at=mail.sent_at),
+            sent_at=sent_at,
+            expires_at=request_deadline(request, sent_at=sent_at),
             error_message=None,
             details=details,
             also=also,

@@ -14,6 +14,11 @@ keyed hash: a copy of the database alone neither holds codes nor lets them be gu
 A verified code vouches for the browser session that entered it (the caller keeps its id, e.g. in the
 signed session cookie) for ``VERIFIED_FOR``, not for the link: a forwarded link still needs a code.
 Every step is an event of the request, printed on the audit certificate.
+
+Every other party of a document several sign (issue 29) proves the same for its own phone or mailbox (its
+``<role>_phone`` when given, else its address): the functions take ``party`` (a ``Party`` other than the
+recipient; None: the recipient, whose codes are the request's), its codes carry ``party_id``, and only the newest
+code of that party counts. Its events name the role.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from bulksign.core.messages import N_
 from bulksign.core.tokens import new_nonce
 from bulksign.documents.signed_pdf import document_title
 from bulksign.mail.mailer import MailNotNeeded, builder, queue_mail
-from bulksign.models import Event, OneTimeCode, SigningRequest, utcnow
+from bulksign.models import RECIPIENT_ROLE, Event, OneTimeCode, Party, SigningRequest, utcnow
 from bulksign.work.pipeline import enqueue_sends
 from bulksign.work.queues import SMS_CODE
 
@@ -72,12 +77,17 @@ def mask(channel: str, destination: str) -> str:
     return f"{local[:1]}•••@{domain}"
 
 
-def channel_of(request: SigningRequest) -> tuple[str, str]:
-    """``("sms", phone)`` when the row has a phone number, else ``("email", address)``."""
-    phone = (request.phone or "").strip()
+def code_party(party: Party | None) -> Party | None:
+    """The party whose own codes these are: ``party`` unless it is the recipient, whose codes are the request's."""
+    return party if party is not None and party.role != RECIPIENT_ROLE else None
+
+
+def channel_of(request: SigningRequest, party: Party | None = None) -> tuple[str, str]:
+    """``("sms", phone)`` when the row (or the party) has a phone number, else ``("email", address)``."""
+    phone = ((party.phone if party is not None else request.phone) or "").strip()
     if len(re.sub(r"\D", "", phone)) >= 6:
         return "sms", phone
-    return "email", request.email
+    return "email", party.email if party is not None else request.email
 
 
 def required(request: SigningRequest) -> bool:
@@ -85,31 +95,44 @@ def required(request: SigningRequest) -> bool:
     return bool(request.batch.one_time_code)
 
 
-def _newest(session: Session, request_id: int) -> OneTimeCode | None:
+def _newest(session: Session, request_id: int, party_id: int | None = None) -> OneTimeCode | None:
     return session.scalar(
         select(OneTimeCode)
-        .where(OneTimeCode.request_id == request_id)
+        .where(OneTimeCode.request_id == request_id, _of_party(party_id))
         .order_by(OneTimeCode.created_at.desc(), OneTimeCode.id.desc())
         .limit(1)
     )
 
 
-def is_verified(session: Session, *, request_id: int, code_id: int | None, now: datetime) -> bool:
-    """Whether ``code_id`` (kept by the recipient's session) is a verified code of this request, still fresh."""
+def _of_party(party_id: int | None):
+    """The codes of the party ``party_id``, or the recipient's (None)."""
+    return OneTimeCode.party_id.is_(None) if party_id is None else OneTimeCode.party_id == party_id
+
+
+def is_verified(
+    session: Session, *, request_id: int, code_id: int | None, now: datetime, party_id: int | None = None
+) -> bool:
+    """Whether ``code_id`` (kept by the signer's session) is a verified code of this request and party (None: the
+    recipient), still fresh."""
     if not code_id:
         return False
     code = session.get(OneTimeCode, code_id)
     return (
         code is not None
         and code.request_id == request_id
+        and code.party_id == party_id
         and code.verified_at is not None
         and now - code.verified_at < VERIFIED_FOR
     )
 
 
-def may_act(session: Session, *, request: SigningRequest, code_id: int | None, now: datetime) -> bool:
-    """Whether the recipient may see, sign or decline: no code asked for, or a verified one."""
-    return not required(request) or is_verified(session, request_id=request.id, code_id=code_id, now=now)
+def may_act(
+    session: Session, *, request: SigningRequest, code_id: int | None, now: datetime, party: Party | None = None
+) -> bool:
+    """Whether the recipient (or ``party``) may see, sign or decline: no code asked for, or a verified one."""
+    return not required(request) or is_verified(
+        session, request_id=request.id, code_id=code_id, now=now, party_id=party.id if party is not None else None
+    )
 
 
 @dataclass(frozen=True)
@@ -125,12 +148,15 @@ class CodeStatus:
     expires_at: datetime | None = None
 
 
-def status(session: Session, *, request: SigningRequest, code_id: int | None, now: datetime) -> CodeStatus:
-    """Where the recipient stands with codes on ``request`` (whose batch asks for one)."""
-    channel, destination = channel_of(request)
-    if is_verified(session, request_id=request.id, code_id=code_id, now=now):
+def status(
+    session: Session, *, request: SigningRequest, code_id: int | None, now: datetime, party: Party | None = None
+) -> CodeStatus:
+    """Where the recipient (or ``party``) stands with codes on ``request`` (whose batch asks for one)."""
+    party_id = party.id if party is not None else None
+    channel, destination = channel_of(request, party)
+    if is_verified(session, request_id=request.id, code_id=code_id, now=now, party_id=party_id):
         return CodeStatus("verified", channel, mask(channel, destination))
-    code = _newest(session, request.id)
+    code = _newest(session, request.id, party_id)
     if code is None:
         return CodeStatus("none", channel, mask(channel, destination))
     # A code verified by another browser is spent for this one: it needs a code of its own.
@@ -151,9 +177,17 @@ class CodeSent:
 
 
 def send_code(
-    session: Session, *, request_id: int, secret: str, now: datetime, ip: str | None, user_agent: str | None
+    session: Session,
+    *,
+    request_id: int,
+    secret: str,
+    now: datetime,
+    ip: str | None,
+    user_agent: str | None,
+    party: Party | None = None,
 ) -> CodeSent:
-    """Issue a new code for the request (older ones stop counting) and write how it goes out; commits.
+    """Issue a new code for the request's recipient, or ``party`` (older ones stop counting), and write how it goes
+    out; commits.
 
     The caller then queues the mail (``mail_id``) or the SMS job (``code_id``): see ``dispatch``.
     """
@@ -162,23 +196,29 @@ def send_code(
     request = session.get(SigningRequest, request_id)
     # Serialise issues for one request (a double click): the row lock makes the count below exact.
     session.execute(select(SigningRequest.id).where(SigningRequest.id == request_id).with_for_update())
-    last = _newest(session, request_id)
+    party_id = party.id if party is not None else None
+    last = _newest(session, request_id, party_id)
     if last is not None and last.created_at + RESEND_AFTER > now:
         session.rollback()
         return CodeSent("too_soon", retry_at=last.created_at + RESEND_AFTER)
     today = session.scalar(
         select(func.count())
         .select_from(OneTimeCode)
-        .where(OneTimeCode.request_id == request_id, OneTimeCode.created_at > now - timedelta(days=1))
+        .where(
+            OneTimeCode.request_id == request_id,
+            _of_party(party_id),
+            OneTimeCode.created_at > now - timedelta(days=1),
+        )
     )
     if today >= MAX_CODES_PER_DAY:
         session.rollback()
         return CodeSent("too_many")
-    channel, destination = channel_of(request)
+    channel, destination = channel_of(request, party)
     nonce = new_nonce()
     code = derive_code(secret=secret, request_id=request_id, nonce=nonce)
     row = OneTimeCode(
         request_id=request_id,
+        party_id=party_id,
         channel=channel,
         destination=destination[:254],
         nonce=nonce,
@@ -197,7 +237,7 @@ def send_code(
         now=now,
         ip=ip,
         user_agent=user_agent,
-        details={"code_id": row.id, "channel": channel, "to": masked},
+        details={"code_id": row.id, "channel": channel, "to": masked, **_role(party)},
     )
     mail_id = None
     if channel == "email":
@@ -240,14 +280,23 @@ class CodeCheck:
 
 
 def verify_code(
-    session: Session, *, request_id: int, code: str, secret: str, now: datetime, ip: str | None, user_agent: str | None
+    session: Session,
+    *,
+    request_id: int,
+    code: str,
+    secret: str,
+    now: datetime,
+    ip: str | None,
+    user_agent: str | None,
+    party: Party | None = None,
 ) -> CodeCheck:
-    """Check a typed code against the request's newest code; every try counts, and is an event; commits."""
+    """Check a typed code against the newest code of the request's recipient (or ``party``); every try counts, and is
+    an event; commits."""
     typed = _NOT_DIGITS.sub("", code or "")
     if not (len(typed) == CODE_DIGITS and typed.isascii() and typed.isdigit()):
         return CodeCheck("invalid", message=N_("Type the %(count)s digits of the code.", count=CODE_DIGITS))
     request = session.get(SigningRequest, request_id)
-    current = _newest(session, request_id)
+    current = _newest(session, request_id, party.id if party is not None else None)
     if current is None:
         return CodeCheck("no_code")
     if current.verified_at is not None:
@@ -268,7 +317,7 @@ def verify_code(
         session.refresh(current)
         return CodeCheck("used" if current.verified_at else "locked", code_id=current.id)
     expected = code_hash(secret=secret, request_id=request_id, nonce=current.nonce, code=typed)
-    details = {"code_id": current.id, "channel": current.channel}
+    details = {"code_id": current.id, "channel": current.channel, **_role(party)}
     if hmac.compare_digest(expected, current.code_hash):
         won = session.execute(
             update(OneTimeCode)
@@ -297,6 +346,11 @@ def verify_code(
     session.commit()
     log(logger, logging.INFO, "wrong one-time code", request_id=request_id, code_id=current.id, tries_left=tries_left)
     return CodeCheck("wrong" if tries_left else "locked", code_id=current.id, tries_left=tries_left)
+
+
+def _role(party: Party | None) -> dict:
+    """What a code's events say of whose it is: the role of a party other than the recipient."""
+    return {"role": party.role} if party is not None else {}
 
 
 def _event(
@@ -332,16 +386,17 @@ def code_text(session: Session, *, code_id: int, secret: str, now: datetime) -> 
     row = session.get(OneTimeCode, code_id)
     if row is None:
         return None
-    newest = _newest(session, row.request_id)
+    newest = _newest(session, row.request_id, row.party_id)
     if newest.id != row.id or row.verified_at or row.locked_at or row.expires_at <= now:
         return None
     request = session.get(SigningRequest, row.request_id)
+    party = session.get(Party, row.party_id) if row.party_id is not None else None
     code = derive_code(secret=secret, request_id=row.request_id, nonce=row.nonce)
     with force_locale(request.batch.language):
         text = render_template(
             f"emails/one_time_code_{row.channel}.txt",
             code=code,
-            request=request,
+            name=(party.name or party.email) if party is not None else (request.name or request.email),
             document=document_title(request.batch),
             minutes=int(CODE_TTL.total_seconds() // 60),
         )

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from sqlalchemy import Select, Update, exists, insert, literal, select, update
+from sqlalchemy import Exists, Select, Update, exists, insert, literal, select, update
 from sqlalchemy.orm import Session, aliased
 from sqlalchemy.orm.util import identity_key
 
@@ -79,9 +79,6 @@ def routing_steps(given: str | list | None, *, roles: Sequence[str]) -> dict[str
     left_out = [r for r in roles if r not in steps]
     if left_out:
         raise RoutingError(N_("The routing leaves out %(roles)s: give every party a step.", roles=", ".join(left_out)))
-    # The request's own invitation is the recipient's: it goes out when the document is ready, so first.
-    if steps[RECIPIENT_ROLE] != 0:
-        raise RoutingError(N_("The recipient signs in the first step, alone or with others: put it in the first list."))
     return steps
 
 
@@ -210,6 +207,10 @@ def follows(request_ids: Sequence[int] | Select, *, frm: str, to: str, now: date
     alone = []
     if target in PARTIES_OWN_MOVES:
         alone = [~exists().where(others.request_id == Party.request_id, others.role != RECIPIENT_ROLE)]
+    if target == PartyStatus.INVITED:
+        # A recipient whose step comes after others' is invited when they have signed (``routing.advance``), not
+        # when the request goes out to its first step.
+        alone = [~step_not_started(Party)]
     return (
         update(Party)
         .where(
@@ -220,6 +221,17 @@ def follows(request_ids: Sequence[int] | Select, *, frm: str, to: str, now: date
         )
         .values(**values)
         .execution_options(synchronize_session=False)
+    )
+
+
+def step_not_started(party) -> Exists:
+    """Whether the step of ``party`` (``Party`` or an alias of it, in the enclosing statement) has not started: a
+    party of the same request at an earlier step has not signed."""
+    earlier = aliased(Party)
+    return exists().where(
+        earlier.request_id == party.request_id,
+        earlier.step < party.step,
+        earlier.status != PartyStatus.SIGNED.value,
     )
 
 

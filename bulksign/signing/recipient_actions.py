@@ -299,9 +299,11 @@ def _act_as_party(
     ``already_<to>``, ``code_needed``, ``not_allowed`` as ``_act``."""
     request = party.request
     if signer_state(request, party, now=now) == "waiting":
+        # Every party proves its own phone or mailbox when the batch asks for a code; the recipient's are the request's.
+        code_party = one_time_codes.code_party(party)
+        if not one_time_codes.may_act(session, request=request, code_id=code_id, now=now, party=code_party):
+            return "code_needed"
         if party.role == RECIPIENT_ROLE:
-            if not one_time_codes.may_act(session, request=request, code_id=code_id, now=now):
-                return "code_needed"
             if request.status == Status.SENT:  # its party follows the request's own move to opened
                 _open(session, request, now=now, ip=ip, user_agent=(user_agent or "")[:500])
         else:

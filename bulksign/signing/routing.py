@@ -1,9 +1,11 @@
 """Routing: the parties of a request signed by several, invited step by step, and the request's status from theirs.
 
 A request whose template marks other roles (``TemplateVersion.roles``) has a party per role, each at its step
-(``signing.parties.add_parties``). The recipient is always in the first step, and the request's own flow
+(``signing.parties.add_parties``). When the recipient is in the first step, the request's own flow
 (generated → sending → sent) carries the recipient's invitation as it always did; the other parties of that step
-are invited in the render's own transaction (``invite_first_step``). When every party of a step has signed, the
+are invited in the render's own transaction (``invite_first_step``). When the recipient signs later, the request
+goes out to its first step's parties alone (``send_to_first_step``) and the recipient is invited like any other
+party when its step starts, with the request's own link. When every party of a step has signed, the
 ``advance`` job stores the document with their signatures as a new version (the original is untouched) and
 invites the next step's parties, each with their own link and mail (``waiting`` → ``invited`` by compare-and-set,
 the invitation row written in the same transaction, so nothing is sent twice). ``request_follows_parties`` is the
@@ -36,13 +38,13 @@ from bulksign.doc_templates.roles import pdf_role_places
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE, SignatureBox, find_signature_boxes, mark_indexes
 from bulksign.documents.signed_pdf import FilledField, PartyBlock, PartyFacts, document_title, stamp_parties
 from bulksign.mail.mail_headers import one_line
-from bulksign.mail.mailer import builder, queue_mail
+from bulksign.mail.mailer import MailNotNeeded, builder, queue_mail
 from bulksign.models import RECIPIENT_ROLE, Document, FieldValue, Party, SigningRequest
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import Status
-from bulksign.signing.invitations import html_body, mail_context, request_deadline
-from bulksign.signing.links import signing_url
-from bulksign.signing.parties import issue_party_link, move_parties, party_token
+from bulksign.signing.invitations import html_body, mail_context, mark_sent, request_deadline
+from bulksign.signing.links import current_token, issue_link, signing_url
+from bulksign.signing.parties import issue_party_link, move_parties, party_token, step_not_started
 
 logger = logging.getLogger(__name__)
 
@@ -136,25 +138,33 @@ def request_follows_parties(
 # ---------------------------------------------------------------------------------------------
 
 
-def _invite(session: Session, parties: Sequence[Party], *, now: datetime, app: Flask) -> list[int]:
-    """Move each waiting party (not the recipient) waiting → invited by compare-and-set and, for each win only, give
-    it its link and invitation row in the same transaction; the ids of the rows to send. The caller commits."""
+def invite_parties(session: Session, parties: Sequence[Party], *, now: datetime, app: Flask) -> list[int]:
+    """Move each waiting party waiting → invited by compare-and-set and, for each win only, give it its link and
+    invitation row in the same transaction; the ids of the rows to send. A recipient invited here signs after
+    others (its request went out to them): its link is the request's, issued now, and the request's ``sent_at``
+    becomes its invitation's, from which its reminders count. The caller commits."""
+    secret = app.config["SECRET_KEY"]
     mail_ids = []
     for party in parties:
-        if party.role == RECIPIENT_ROLE or party.status != PartyStatus.WAITING:
+        if party.status != PartyStatus.WAITING:
             continue
+        email, _name = party_person(party)
         if not move_parties(
-            session, party.id, frm=PartyStatus.WAITING, to=PartyStatus.INVITED, now=now, details={"to": party.email}
+            session, party.id, frm=PartyStatus.WAITING, to=PartyStatus.INVITED, now=now, details={"to": email}
         ):
             continue  # invited by another run: its link and mail stand
-        token = issue_party_link(session, party=party, secret=app.config["SECRET_KEY"], now=now)
         request = party.request
+        if party.role == RECIPIENT_ROLE:
+            token = issue_link(session, request_id=request.id, secret=secret, now=now)
+            request.sent_at = now
+        else:
+            token = issue_party_link(session, party=party, secret=secret, now=now)
         mail = queue_mail(
             session,
             # The link's nonce in it: a new link is a new mail. Short: a long Message-ID is folded.
-            key=f"party-invitation-{party.id}-{party.token_nonce[:12]}",
+            key=f"party-invitation-{party.id}-{_link_nonce(party)[:12]}",
             kind=PARTY_INVITATION,
-            to_email=party.email,
+            to_email=email,
             subject=one_line(text=_invitation_subject(request, party, token=token, app=app, now=now)),
             now=now,
             request_id=request.id,
@@ -164,7 +174,19 @@ def _invite(session: Session, parties: Sequence[Party], *, now: datetime, app: F
     return mail_ids
 
 
-def _party_context(request: SigningRequest, party: Party, *, token: str, app: Flask, now: datetime) -> dict:
+def _link_nonce(party: Party) -> str:
+    """The nonce of the party's current link: the request's for the recipient, else the party's own."""
+    return (party.request.token_nonce if party.role == RECIPIENT_ROLE else party.token_nonce) or ""
+
+
+def party_link(party: Party, *, secret: str) -> str | None:
+    """The token of the party's current link (the request's for the recipient); None when it has no live link."""
+    if party.role == RECIPIENT_ROLE:
+        return current_token(party.request, secret=secret) if party.request.token_hash else None
+    return party_token(party, secret=secret) if party.token_hash else None
+
+
+def party_context(request: SigningRequest, party: Party, *, token: str, app: Flask, now: datetime) -> dict:
     """The invitation's variables for a party: the row's, with the party's own name and address and link."""
     deadline = request.expires_at or request_deadline(request, sent_at=now)
     context = mail_context(request, token=token, app=app, deadline=deadline)
@@ -179,7 +201,7 @@ def _party_context(request: SigningRequest, party: Party, *, token: str, app: Fl
 
 def _invitation_subject(request: SigningRequest, party: Party, *, token: str, app: Flask, now: datetime) -> str:
     batch = request.batch
-    context = _party_context(request, party, token=token, app=app, now=now)
+    context = party_context(request, party, token=token, app=app, now=now)
     return render_text(mail_text(batch.template_version.email_subject, language=batch.language), context)
 
 
@@ -198,7 +220,32 @@ def invite_first_step(session: Session, *, request_ids: Sequence[int], now: date
         )
         .order_by(Party.id)
     ).all()
-    return _invite(session, parties, now=now, app=app)
+    return invite_parties(session, parties, now=now, app=app)
+
+
+def later_recipients(session: Session, request_ids: Sequence[int]) -> set[int]:
+    """Of these requests, those whose recipient signs after other parties (its step is not the first)."""
+    if not request_ids:
+        return set()
+    return set(
+        session.scalars(
+            select(Party.request_id).where(
+                Party.request_id.in_(list(request_ids)), Party.role == RECIPIENT_ROLE, Party.step > 0
+            )
+        )
+    )
+
+
+def send_to_first_step(session: Session, *, request_ids: Sequence[int], now: datetime, app: Flask) -> list[int]:
+    """Just-rendered requests whose recipient signs after others go out to their first step (the render's own
+    transaction): its parties are invited, and the request is sent (generated → sending → sent, its deadline
+    from now) with no invitation of its own: its recipient is invited with its own link when its step starts
+    (``advance``), and its party stays waiting meanwhile (``parties.follows``). The ids of the invitation rows;
+    the caller commits."""
+    for request in session.scalars(select(SigningRequest).where(SigningRequest.id.in_(list(request_ids)))):
+        transition(session, request.id, frm=Status.GENERATED, to=Status.SENDING, now=now)
+        mark_sent(session, request=request, sent_at=now, now=now, details={"first_step": True})
+    return invite_first_step(session, request_ids=request_ids, now=now, app=app)
 
 
 @dataclass(frozen=True)
@@ -227,7 +274,7 @@ def advance(session: Session, *, request_id: int, now: datetime, storage, app: F
         session.rollback()
         return Advanced("nothing", request_id)
     store_step_version(session, request=request, parties=parties, step=step, storage=storage, now=now)
-    mail_ids = _invite(session, waiting, now=now, app=app)
+    mail_ids = invite_parties(session, waiting, now=now, app=app)
     session.commit()
     log(logger, logging.INFO, "next step invited", request_id=request_id, step=step, parties=len(mail_ids))
     return Advanced("invited", request_id, tuple(mail_ids))
@@ -236,12 +283,9 @@ def advance(session: Session, *, request_id: int, now: datetime, storage, app: F
 def stalled(
     session: Session, *, now: datetime, grace: timedelta = timedelta(minutes=5), limit: int = 1000
 ) -> list[int]:
-    """Open requests whose current step has a waiting party (not the recipient) for ``grace`` after every earlier
+    """Open requests whose current step (after the first) has a waiting party for ``grace`` after every earlier
     party signed: their ``advance`` job was lost. For the reconciler."""
     waiting, before = aliased(Party), aliased(Party)
-    earlier_open = exists().where(
-        before.request_id == waiting.request_id, before.step < waiting.step, before.status != PartyStatus.SIGNED
-    )
     recent = exists().where(
         before.request_id == waiting.request_id, before.step < waiting.step, before.signed_at > now - grace
     )
@@ -251,10 +295,9 @@ def stalled(
             .join(SigningRequest, SigningRequest.id == waiting.request_id)
             .where(
                 waiting.status == PartyStatus.WAITING,
-                waiting.role != RECIPIENT_ROLE,
                 waiting.step > 0,
                 SigningRequest.status.in_([Status.SENT.value, Status.OPENED.value]),
-                and_(~earlier_open, ~recent),
+                and_(~step_not_started(waiting), ~recent),
             )
             .distinct()
             .order_by(waiting.request_id)
@@ -320,8 +363,9 @@ def party_blocks(parties: Sequence[Party], boxes: dict[str, SignatureBox]) -> li
     ]
 
 
-def party_facts(parties: Sequence[Party]) -> tuple[PartyFacts, ...]:
-    """Every party for the audit certificate, by step, in the order they signed."""
+def party_facts(parties: Sequence[Party], *, identities: dict | None = None) -> tuple[PartyFacts, ...]:
+    """Every party for the audit certificate, by step, in the order they signed; ``identities``: role → the
+    identity check of each party that confirmed a one-time code (``AuditRecord.identities``)."""
     ordered = sorted(parties, key=lambda p: (p.step, p.signed_at or datetime.max.replace(tzinfo=None), p.role))
     facts = []
     for p in ordered:
@@ -334,6 +378,7 @@ def party_facts(parties: Sequence[Party]) -> tuple[PartyFacts, ...]:
                 signer_name=p.signer_name or "",
                 signed_at=p.signed_at,
                 signer_ip=p.signer_ip or "",
+                identity=(identities or {}).get(p.role),
             )
         )
     return tuple(facts)
@@ -422,7 +467,9 @@ def store_step_version(
 
 def with_parties(record, parties: Sequence[Party]):
     """The audit record of a request several signed, listing every party."""
-    return replace(record, parties=party_facts(parties))
+    # The recipient's codes are the request's (its ``identity``); each other party's carry its role.
+    identities = {**record.identities, **({RECIPIENT_ROLE: record.identity} if record.identity else {})}
+    return replace(record, parties=party_facts(parties, identities=identities))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -481,22 +528,22 @@ def completed_mails(
 
 
 def _mailed_party(session: Session, mail) -> Party:
-    """The party a party mail goes to: of its request, by address (the recipient when it is the request's)."""
-    parties = parties_in_order(session, mail.request_id)
-    wanted = mail.to_email.lower()
-    return next(p for p in parties if party_person(p)[0].lower() == wanted)
+    """The party a party's invitation goes to, by the id its Message-ID names (``party-invitation-<id>-…``)."""
+    return session.get(Party, int(mail.message_id.strip("<>").removeprefix("party-invitation-").split("-")[0]))
 
 
 @builder(PARTY_INVITATION)
 def build_party_invitation(session: Session, mail, app: Flask):
     """A party's invitation: the template's invitation text, with the party's name and own link."""
     party = _mailed_party(session, mail)
-    if not party.token_hash:
+    token = party_link(party, secret=app.config["SECRET_KEY"])
+    if token is None:
         raise LookupError(f"party {party.id} has no live signing link")
+    if f"-{_link_nonce(party)[:12]}@" not in mail.message_id:
+        raise MailNotNeeded(f"party {party.id} was sent a newer link than this invitation's")
     request = party.request
     batch = request.batch
-    token = party_token(party, secret=app.config["SECRET_KEY"])
-    context = _party_context(request, party, token=token, app=app, now=mail.created_at)
+    context = party_context(request, party, token=token, app=app, now=mail.created_at)
     body = render_text(mail_text(batch.template_version.email_body, language=batch.language), context)
     message = Message(
         subject=mail.subject,

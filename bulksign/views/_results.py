@@ -26,7 +26,8 @@ REASONS = {
     "deadline_passed": _l("the batch's deadline has passed (give extra days)"),
     "changed_meanwhile": _l("changed by someone else meanwhile"),
     "purged": _l("deleted under the retention rules"),
-    "several_parties": _l("signed by several parties (a new link for one party is not available yet)"),
+    "several_parties": _l("signed by several parties: another party declined, or the recipient has acted"),
+    "not_started": _l("their step has not started yet"),
 }
 
 

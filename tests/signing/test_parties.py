@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from bulksign.batches.creation import BatchError, create_batch
+from bulksign.batches.creation import create_batch
 from bulksign.batches.resend import resend_with_new_link
 from bulksign.batches.states import transition
 from bulksign.core.extensions import db
@@ -211,27 +211,3 @@ def test_a_new_batch_gives_each_request_its_recipient_party_at_step_0_waiting(ap
     assert {(p.role, p.step, p.status, p.email, p.token_hash) for p in found.values()} == {
         ("recipient", 0, "waiting", None, None)
     }
-
-
-def test_a_template_several_parties_sign_refuses_one_time_codes_until_every_party_can_get_one(app, users):
-    html = "<p>{{ name }} {{ signature }} {{ signature_employer }}</p>"
-    version = create_template(db.session, name="Two", html=html, user=users["staff"], now=NOW)
-    rows = validate_recipients(
-        b"email,name,employer_email\na@example.com,A,boss@example.com\n",
-        filename="r.csv",
-        variables=["name"],
-        keep_rows=True,
-        roles=["recipient", "employer"],
-    )
-    with pytest.raises(BatchError) as refused:
-        create_batch(
-            db.session,
-            user=users["staff"],
-            template_version=version.version,
-            rows=rows.recipients,
-            name="B",
-            now=NOW,
-            one_time_code=True,
-        )
-    assert "several parties sign (recipient, employer)" in refused.value.message.english
-    assert refused.value.field == "one_time_code"

@@ -42,10 +42,10 @@ EMPLOYER = {"parties": '{"employer": {"email": "hr@acme.example", "name": "Anna 
 
 
 def _batch(
-    users, *, form=EMPLOYER, file="email,name\neva@example.com,Eva Employee\n", html=CONTRACT, fields=None
+    users, *, form=EMPLOYER, file="email,name\neva@example.com,Eva Employee\n", html=CONTRACT, fields=None, **options
 ) -> int:
     """A batch of ``file``'s rows on a new template of ``html`` (``fields``: its fields' settings) signed by the
-    parties ``form`` names."""
+    parties ``form`` names; ``options`` as ``create_batch`` takes."""
     version = create_template(db.session, name="Employment contract", html=html, user=users["staff"], now=utcnow())
     if fields is not None:
         version = save_fields(db.session, template=version.template, fields=fields, user=users["staff"], now=utcnow())
@@ -67,6 +67,7 @@ def _batch(
         name="Contracts",
         now=utcnow() - timedelta(minutes=1),
         party_settings=signers,
+        **options,
     )
     return created.batch.id
 
@@ -333,7 +334,7 @@ def test_the_api_takes_the_fixed_parties_and_the_routing_and_says_what_is_wrong_
     refused = create()
     # Nobody signs as employer: the file check says so, naming the role.
     assert refused.status_code == 422 and "employer_email" in str(refused.json["error"]["details"])
-    refused = create(**EMPLOYER, routing='[["employer"], ["recipient"]]')
+    refused = create(**EMPLOYER, routing='[["employer"]]')
     assert refused.status_code == 422 and refused.json["error"]["details"]["field"] == "routing"
     refused = create(parties='{"boss": {"email": "b@example.com"}}')
     assert refused.status_code == 422 and refused.json["error"]["details"]["field"] == "parties"

@@ -12,7 +12,7 @@ from bulksign.batches.bulk_actions import run_staff_action
 from bulksign.batches.progress import BatchActionError
 from bulksign.batches.resend import MAX_EXTEND_DAYS, change_email, resend_with_new_link
 from bulksign.core.extensions import db
-from bulksign.models import utcnow
+from bulksign.models import RECIPIENT_ROLE, SigningRequest, utcnow
 from bulksign.views.api.common import ApiError, RequestId, answer, operation, parse_body
 from bulksign.work.pipeline import enqueue_sends
 
@@ -22,9 +22,20 @@ bp = Blueprint("api_reminders", __name__, url_prefix="/api/v1")
 MAX_IDS = 100_000
 
 
+#: A party's role, as the template's ``roles`` name it.
+RoleName = Field(
+    None,
+    max_length=40,
+    pattern=r"^[a-z0-9_]+$",
+    description="The party to act for, one of the template's `roles` (e.g. `employer`): it is reminded, or gets a "
+    "new link, with its own link. Default: the recipient, as for a batch of one signer.",
+)
+
+
 class _Remind(BaseModel):
     model_config = ConfigDict(extra="forbid")
     force: bool = Field(False, description="Remind even within an hour of the previous reminder.")
+    role: str | None = RoleName
 
 
 class RemindListed(_Remind):
@@ -47,14 +58,22 @@ class Reminded(BaseModel):
 
 class ResendBody(BaseModel):
     extend_days: int | None = Field(
-        None, ge=1, le=MAX_EXTEND_DAYS, description="Move the deadline this many days beyond today."
+        None,
+        ge=1,
+        le=MAX_EXTEND_DAYS,
+        description="Move the deadline this many days beyond today (the recipient's resend only).",
     )
+    role: str | None = RoleName
 
 
 class Resent(BaseModel):
     resent: int
     request_id: int
-    status: Literal["generated"] = Field(description="The request's status: its new invitation is queued.")
+    role: str = Field(description="The party that got the new link.")
+    status: Literal["generated", "sent", "opened"] = Field(
+        description="The request's status: `generated` (the recipient's new invitation is queued); for another "
+        "party the request's status is unchanged (its new invitation is queued)."
+    )
     expires_at: datetime | None = Field(description="The new link's deadline.")
 
 
@@ -70,11 +89,11 @@ class EmailChanged(BaseModel):
 
 @bp.post("/batches/<int:batch_id>/remind")
 @operation(
-    "Remind recipients now",
+    "Remind recipients (or another party) now",
     tag="Batch actions",
     body=RemindBody,
     responses={202: Reminded},
-    errors=(400, 403, 404),
+    errors=(400, 403, 404, 422),
     idempotent=True,
 )
 def remind(batch_id: int):
@@ -97,6 +116,7 @@ def remind(batch_id: int):
             user=g.api_user,
             now=utcnow(),
             force=selection.force,
+            role=selection.role,
         )
     except BatchActionError as exc:
         raise ApiError(exc.message, exc.status) from None
@@ -110,15 +130,23 @@ def remind(batch_id: int):
     body=ResendBody,
     body_optional=True,
     responses={202: Resent},
-    errors=(400, 403, 404, 409),
+    errors=(400, 403, 404, 409, 422),
     idempotent=True,
 )
 def resend(request_id: int):
-    """The old link stops working; an expired or bounced request is sent again (optionally with a later deadline)."""
+    """The old link stops working; an expired or bounced request is sent again (optionally with a later deadline).
+    With `role`, that party of a document several sign gets a new link and invitation instead, while its step is
+    open (the request's state is unchanged); the recipient of such a document gets one while it has not signed and
+    nobody declined."""
     body = parse_body(ResendBody, optional=True)
     try:
         result = resend_with_new_link(
-            db.session, request_ids=[request_id], user=g.api_user, now=utcnow(), extend_days=body.extend_days
+            db.session,
+            request_ids=[request_id],
+            user=g.api_user,
+            now=utcnow(),
+            extend_days=body.extend_days,
+            role=body.role,
         )
     except BatchActionError as exc:
         raise ApiError(exc.message, exc.status) from None
@@ -132,7 +160,8 @@ def resend(request_id: int):
         Resent(
             resent=result.resent,
             request_id=request_id,
-            status="generated",
+            role=body.role or RECIPIENT_ROLE,
+            status=db.session.get(SigningRequest, request_id).status,
             expires_at=result.deadlines[0] if result.deadlines else None,
         ),
         202,

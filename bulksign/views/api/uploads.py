@@ -69,8 +69,8 @@ class BatchForm(RecipientsForm):
         max_length=5_000,
         description="The order parties sign in: JSON list of steps, each a list of roles that sign at once, e.g. "
         '`[["recipient"], ["employer"]]` (the default: the recipient first, then each role in document order) or '
-        '`[["recipient", "employer"]]`. The recipient is in the first step; each step starts when every party of '
-        "the one before has signed.",
+        '`[["recipient", "employer"]]`, or `[["employer"], ["recipient"]]` for the recipient after the employer; '
+        "each step starts when every party of the one before has signed.",
     )
     notify_to: Text = Field(
         None,
@@ -91,7 +91,8 @@ class BatchForm(RecipientsForm):
     one_time_code: bool = Field(
         None,
         description="Recipients confirm a 6-digit code sent by SMS (rows with a "
-        "phone) or mail before they see and sign (default false).",
+        "phone) or mail before they see and sign (default false); so does every other party of a template several "
+        "sign (SMS to its `<role>_phone` or its `phone` in `parties`, else mail).",
     )
     keep_signed_days: int = Field(
         None,

@@ -65,13 +65,15 @@ STATUS_CODES = {"unknown": 404, "expired": 410, "cancelled": 410, "unavailable":
 DOCUMENT_STATES = ("waiting", "signed")
 #: The form's name of a field's input: ``field-<name>``.
 FIELD_INPUT = "field-"
-#: Session key: request id → the one-time code this browser verified for it (the signed cookie keeps it).
+#: Session key: request id (``<id>:<role>`` for another party) → the one-time code this browser verified for it
+#: (the signed cookie keeps it).
 VERIFIED_CODES = "verified_codes"
 
 
 def _find(token: str) -> SigningRequest | None:
     """The request of the link, and in ``g.party`` the party whose link it is: another role's own link, the
     recipient's party for the request's own link of a request several sign, None for a single-signer request."""
+    g.party = None  # never a party found for an earlier link in the same application context
     found = find_by_token(db.session, token)
     party = find_party(db.session, token) if found is None else None
     if party is not None:
@@ -92,20 +94,31 @@ def _state(row: SigningRequest, *, now: datetime) -> str:
 
 
 def _other_party() -> bool:
-    """The link is that of a party other than the recipient (one-time codes are the recipient's)."""
-    party = _party()
-    return party is not None and party.role != RECIPIENT_ROLE
+    """The link is that of a party other than the recipient."""
+    return _code_party() is not None
+
+
+def _code_party() -> Party | None:
+    """The party whose own one-time codes this link's are: another role's; None for the recipient's link."""
+    return one_time_codes.code_party(_party())
+
+
+def _code_key(row: SigningRequest) -> str:
+    party = _code_party()
+    return str(row.id) if party is None else f"{row.id}:{party.role}"
 
 
 def _verified_code(row: SigningRequest) -> int | None:
-    return session.get(VERIFIED_CODES, {}).get(str(row.id))
+    return session.get(VERIFIED_CODES, {}).get(_code_key(row))
 
 
 def _code_status(row: SigningRequest, state: str) -> one_time_codes.CodeStatus | None:
-    """Where the recipient stands with one-time codes, when the batch asks for one and the page could show it."""
-    if state not in DOCUMENT_STATES or not one_time_codes.required(row) or _other_party():
+    """Where the signer stands with one-time codes, when the batch asks for one and the page could show it."""
+    if state not in DOCUMENT_STATES or not one_time_codes.required(row):
         return None
-    return one_time_codes.status(db.session, request=row, code_id=_verified_code(row), now=utcnow())
+    return one_time_codes.status(
+        db.session, request=row, code_id=_verified_code(row), now=utcnow(), party=_code_party()
+    )
 
 
 def _render(
@@ -333,7 +346,7 @@ def _code_step(view):
 
     @wraps(view)
     def wrapped(token: str, row: SigningRequest):
-        if _state(row, now=utcnow()) not in DOCUMENT_STATES or not one_time_codes.required(row) or _other_party():
+        if _state(row, now=utcnow()) not in DOCUMENT_STATES or not one_time_codes.required(row):
             return redirect(url_for(".page", token=token), 303)
         return view(token, row)
 
@@ -346,10 +359,15 @@ def _code_step(view):
 @_by_token
 @_code_step
 def send_code(token: str, row: SigningRequest):
-    """Send a (new) one-time code to the recipient's phone or mailbox."""
+    """Send a (new) one-time code to the signer's phone or mailbox."""
     now = utcnow()
     sent = one_time_codes.send_code(
-        db.session, request_id=row.id, secret=current_app.config["SECRET_KEY"], now=now, **_client()
+        db.session,
+        request_id=row.id,
+        secret=current_app.config["SECRET_KEY"],
+        now=now,
+        party=_code_party(),
+        **_client(),
     )
     if sent.status == "too_soon":
         seconds = max(int((sent.retry_at - now).total_seconds()), 1)
@@ -399,11 +417,12 @@ def verify_code(token: str, row: SigningRequest):
         code=request.form.get("code", ""),
         secret=current_app.config["SECRET_KEY"],
         now=utcnow(),
+        party=_code_party(),
         **_client(),
     )
     if check.status != "verified":
         return _again(row, token, status=422, error=_code_error(check))
-    session[VERIFIED_CODES] = {**session.get(VERIFIED_CODES, {}), str(row.id): check.code_id}
+    session[VERIFIED_CODES] = {**session.get(VERIFIED_CODES, {}), _code_key(row): check.code_id}
     return redirect(url_for(".page", token=token), 303)
 
 
@@ -470,7 +489,7 @@ def _document_refused(row: SigningRequest, token: str, *, now: datetime):
     state = _state(row, now=now)
     if state not in DOCUMENT_STATES:
         return _render(row, token, state=state, status=410)
-    if not _other_party() and not one_time_codes.may_act(db.session, request=row, code_id=_verified_code(row), now=now):
+    if not one_time_codes.may_act(db.session, request=row, code_id=_verified_code(row), now=now, party=_code_party()):
         return _render(row, token, state=state, status=403)
     return None
 

@@ -1,7 +1,7 @@
 """Staff actions from the batch page: remind now, resend with a new link, correct an address.
 
 Form fields: ``request_ids`` (repeated), ``selector`` (``not_signed`` / ``not_opened``),
-``extend_days``, ``email``. HTMX posts get the ``reminders/_result.html`` partial; plain posts
+``extend_days``, ``email``, ``role`` (remind or resend that party instead of the recipient). HTMX posts get the ``reminders/_result.html`` partial; plain posts
 are redirected back to the batch page with a flash saying what was queued and what was skipped.
 """
 
@@ -30,6 +30,11 @@ def _ids() -> list[int] | None:
     if not all(value.isdigit() for value in raw):
         abort(400, description=_("The selection contains an invalid row id."))
     return [int(value) for value in raw]
+
+
+def _role() -> str | None:
+    """The party a remind or resend is for; none given: the recipient."""
+    return request.form.get("role") or None
 
 
 def _answer(batch_id: int, message: str, category: str, *, send_anyway: dict | None = None):
@@ -69,6 +74,7 @@ def remind(batch_id: int):
             request_ids=ids,
             selector=None if ids is not None else selector,
             force=force,
+            role=_role(),
             user=current_user._get_current_object(),
             now=utcnow(),
         )
@@ -78,7 +84,9 @@ def remind(batch_id: int):
         return _answer(batch_id, background_message(outcome.in_background), "info")
     message, category, offer = reminders_done(outcome.done, outcome.skipped)
     # "Send anyway" repeats the same choice with the hour's wait lifted.
-    send_anyway = {"request_ids": ids or [], "selector": selector if ids is None else None} if offer else None
+    send_anyway = (
+        {"request_ids": ids or [], "selector": selector if ids is None else None, "role": _role()} if offer else None
+    )
     return _answer(batch_id, message, category, send_anyway=send_anyway)
 
 
@@ -94,6 +102,7 @@ def _resend(batch_id: int, ids: list[int] | None):
             user=current_user._get_current_object(),
             now=utcnow(),
             extend_days=extend_days_field(),
+            role=_role(),
         )
     except BatchActionError as exc:
         return _refused(batch_id, exc)
