@@ -306,11 +306,11 @@ def _field_drawings(fields: Sequence[FilledField], *, pages: int) -> dict[int, l
     """What draws each filled field's value in its box, by page; a field without a box (or left empty) is only listed
     on the certificate."""
     drawings: dict[int, list[Callable]] = {}
-    for field in fields:
-        if field.box is None or not 0 <= field.box.page < pages:
+    for filled in fields:
+        if filled.box is None or not 0 <= filled.box.page < pages:
             continue
-        if field.ticked is not None or str(field.text):
-            drawings.setdefault(field.box.page, []).append(functools.partial(_draw_value, field=field))
+        if filled.ticked is not None or str(filled.text):
+            drawings.setdefault(filled.box.page, []).append(functools.partial(_draw_value, field=filled))
     return drawings
 
 
@@ -513,23 +513,25 @@ def _fields_table(fields: Sequence[FilledField], *, zone: str, cell: Callable, s
 
     rows = [[cell(N_("Field")), cell(N_("Value")), cell(N_("Entered by")), cell(N_("Time (%(zone)s)", zone=zone))]]
     spans = []
-    for field in fields:
+    for filled in fields:
         rows.append(
             [
-                cell(field.label),
-                cell(field.text or "—"),
+                cell(filled.label),
+                cell(filled.text or "—"),
                 [
                     cell(
-                        f"{field.role}: {field.name} <{field.email}>" if field.name else f"{field.role}: {field.email}"
+                        f"{filled.role}: {filled.name} <{filled.email}>"
+                        if filled.name
+                        else f"{filled.role}: {filled.email}"
                     ),
-                    *([cell(N_("IP %(ip)s", ip=field.entered_ip))] if field.entered_ip else []),
+                    *([cell(N_("IP %(ip)s", ip=filled.entered_ip))] if filled.entered_ip else []),
                 ],
-                cell(_local(field.entered_at, zone, short=True)),
+                cell(_local(filled.entered_at, zone, short=True)),
             ]
         )
-        if field.sha256 is not None:
-            size = N_plural("%(num)s byte", "%(num)s bytes", field.size or 0)
-            rows.append(["", [cell(f"sha256 {field.sha256}"), cell(size)], "", ""])
+        if filled.sha256 is not None:
+            size = N_plural("%(num)s byte", "%(num)s bytes", filled.size or 0)
+            rows.append(["", [cell(f"sha256 {filled.sha256}"), cell(size)], "", ""])
             last = len(rows) - 1
             spans += [("SPAN", (0, last - 1), (0, last)), ("SPAN", (1, last), (3, last))]
     table = Table(rows, colWidths=[34 * mm, 52 * mm, 52 * mm, 32 * mm], repeatRows=1)
