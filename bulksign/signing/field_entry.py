@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import logging
 import posixpath
 import re
 from collections.abc import Mapping
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from io import BytesIO
 
+import regex
 from babel.dates import format_date, get_date_format, parse_date
 from babel.numbers import NumberFormatError, format_decimal, get_group_symbol, parse_decimal
 from sqlalchemy.orm import Session
@@ -30,6 +32,8 @@ from bulksign.documents.signature_box import SignatureBox
 from bulksign.documents.storage import Storage
 from bulksign.models import Document, FieldValue, SigningRequest
 
+#: How long a staff-written pattern may take to match one value.
+PATTERN_SECONDS = 0.1
 #: Longest text a text field takes (a pattern is matched against at most this much).
 MAX_TEXT_CHARS = 1000
 #: Longest file name kept for an attachment (the value the signed PDF and staff show).
@@ -45,6 +49,8 @@ CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 TICKED = "yes"
 TICKED_VALUES = frozenset({TICKED, "true", "1", "x", "on", "да"})
 CHECKBOX_VALUES = {True: "true", False: "false"}
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -301,9 +307,20 @@ def _text(settings: FieldSettings, text: str, language: str) -> str:
                 count=MAX_TEXT_CHARS,
             )
         )
-    if settings.pattern and re.fullmatch(settings.pattern, text) is None:
+    if settings.pattern and not _matches(settings.pattern, text):
         raise _Refused(N_("“%(label)s” is not in the expected form.", label=settings.shown_label))
     return text
+
+
+def _matches(pattern: str, text: str) -> bool:
+    """Whether ``text`` matches staff's ``pattern`` whole. A pattern that backtracks without end ("(a+)+$") is cut
+    off after ``PATTERN_SECONDS`` and counts as no match, so one template cannot hold a web worker; staff hear of
+    it in the log."""
+    try:
+        return regex.fullmatch(pattern, text, timeout=PATTERN_SECONDS) is not None
+    except TimeoutError:
+        logger.warning("field pattern timed out", extra={"pattern": pattern, "length": len(text)})
+        return False
 
 
 def _number(settings: FieldSettings, text: str, language: str) -> str:

@@ -7,6 +7,7 @@ import dataclasses
 import hashlib
 import io
 import re
+import time
 from datetime import timedelta
 
 from PIL import Image
@@ -353,3 +354,16 @@ def test_an_attachment_storage_cannot_take_undoes_the_sign_and_saves_nothing(app
     # Storage back: the same values sign.
     assert sign_filled(r.id, dataclasses.replace(filled, storage=get_storage())) == "signed"
     assert len(saved(r.id)) == len(FIELDS)
+
+
+def test_a_pattern_that_backtracks_without_end_is_cut_off_and_refuses_the_value(app, users):
+    """Staff wrote a pattern Python's re would take for ever on ("(a|aa)+$" over 60 letters and a b: about
+    2^40 steps): the check gives up within its time limit and says the value is not in the expected form."""
+    fields = [{"name": "code", "label": "Code", "pattern": "(a|aa)+"}, *FIELDS[1:]]
+    html = CONTRACT.replace("field_iban", "field_code")
+    r = make_sent_request(now=utcnow(), owner=users["staff"], html=html, fields=fields)
+    filled = FilledForm(typed={"code": "a" * 60 + "b"}, files={}, attachment_max_bytes=10**6, storage=None)
+    started = time.monotonic()
+    checked = check_entries(fresh(r.id), role="recipient", filled=filled)
+    assert time.monotonic() - started < 5
+    assert checked.errors["code"].english == "“Code” is not in the expected form."
