@@ -1,8 +1,8 @@
 """What signers filled in (issue 30), in the signed PDF: each value stamped at its field's box before the seal, in
 every template kind, in that recipient's document only, and listed on the audit certificate with who gave it, when,
 and an attachment's sha256; a routed request's next party reads the values the first party gave. Real renders
-(wkhtmltopdf, LibreOffice, pypdf), real workers, poppler's pdftotext, pdftoppm and pdfsig. The values are written
-as rows here, as the signing page writes them when a party signs."""
+(wkhtmltopdf, LibreOffice, pypdf), real workers, poppler's pdftotext, pdftoppm and pdfsig. The values are given as
+the signing page's form sends them (typed in the batch's language), and sign() checks and saves them with the sign."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from docx import Document as WordDocument
+from flask import current_app
 from PIL import Image
 from sqlalchemy import select
 
@@ -29,14 +30,17 @@ from bulksign.documents.signed_pdf import FilledField, stamp_parties
 from bulksign.documents.storage import get_storage
 from bulksign.models import Document, FieldValue, Party, SigningRequest, utcnow
 from bulksign.recipients.validation import validate_recipients
+from bulksign.signing.field_entry import TICKED, FilledForm, Upload
 from bulksign.signing.recipient_actions import sign, signer_party
 from bulksign.work.pipeline import enqueue_renders
 from tests.doc_templates.test_fields import _form
 from tests.support import docx_files
 from tests.support.batches import request_ids
 from tests.support.looks import ARTIFACTS
+from tests.support.pdf_files import plain_pdf
 from tests.support.sealed import make_pdf, signed_request
 from tests.support.signatures import png
+from tests.support.signing_requests import HTML
 
 PAGE = '<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'">{body}</body>'
 #: An employment contract asking the employee for every kind of value; the bonus only where the row's region is EU.
@@ -58,7 +62,8 @@ SETTINGS = [
 ]
 TWO = "email,name,region\neva@example.com,Eva Employee,RU\nboris@example.com,Boris Brown,RU\n"
 IBAN = "DE89 3704 0044 0532 0130 00"
-SCAN = b"%PDF-1.4\n% the employee's passport, scanned\n" + bytes(range(256)) * 40
+#: The employee's passport, scanned (a real PDF: the signing page refuses a file that does not open as one).
+SCAN = plain_pdf(text="Passport, scanned")
 
 
 def _version(
@@ -109,49 +114,27 @@ def _sent(users, run_jobs, version, *, rows: str, form: dict | None = None, **ba
     return ids
 
 
-def _fill(request_id: int, role: str = "recipient", **values: str) -> None:
-    """The rows the signing page writes when the party signs: each value in its canonical form."""
-    request = db.session.get(SigningRequest, request_id)
-    for name, value in values.items():
-        db.session.add(
-            FieldValue(
-                request_id=request_id,
-                batch_id=request.batch_id,
-                name=name,
-                role=role,
-                value=value,
-                entered_at=utcnow() - timedelta(minutes=1),
-                entered_ip="203.0.113.5",
-            )
-        )
-    db.session.commit()
-
-
-def _attach(request_id: int, name: str, filename: str, data: bytes) -> str:
-    """An attachment as the signing page keeps it: its bytes in storage, its row with their hash; the storage key."""
-    request = db.session.get(SigningRequest, request_id)
-    key = f"batches/{request.batch_id}/requests/{request_id}/fields/{name}"
-    get_storage().put(key, data, content_type="application/pdf")
-    digest = hashlib.sha256(data).hexdigest()
-    db.session.add(
-        FieldValue(
-            request_id=request_id,
-            batch_id=request.batch_id,
-            name=name,
-            role="recipient",
-            value=filename,
-            storage_key=key,
-            content_type="application/pdf",
-            size=len(data),
-            sha256=digest,
-            entered_at=utcnow() - timedelta(minutes=1),
-        )
+def _filled(typed: dict[str, str], files: dict[str, Upload] | None = None) -> FilledForm:
+    """The signing page's form as a signer sends it: ``typed`` as they type it in the batch's language (a date as
+    ISO, as ``<input type=date>`` sends it; a ticked checkbox ``TICKED``, an unticked one nothing), ``files`` the
+    attachments they choose; within the app's size limit, stored where its documents are."""
+    return FilledForm(
+        typed=typed,
+        files=files or {},
+        attachment_max_bytes=current_app.config["ATTACHMENT_MAX_MB"] * 1024 * 1024,
+        storage=get_storage(),
     )
-    db.session.commit()
-    return key
 
 
-def _sign(request_id: int, name: str, party: Party | None = None) -> None:
+def _sign(
+    request_id: int,
+    name: str,
+    party: Party | None = None,
+    *,
+    typed: dict[str, str] | None = None,
+    files: dict[str, Upload] | None = None,
+) -> None:
+    """Sign with the form's values (``_filled``): sign() checks them and saves one row per field of the party's."""
     outcome = sign(
         db.session,
         request_id=request_id,
@@ -162,8 +145,16 @@ def _sign(request_id: int, name: str, party: Party | None = None) -> None:
         ip="203.0.113.5",
         user_agent="Mozilla/5.0",
         party=party,
+        filled=_filled(typed or {}, files),
     )
     assert outcome.status == "signed", outcome
+
+
+def _value(request_id: int, name: str) -> FieldValue:
+    """The row sign() saved for the field ``name``."""
+    return db.session.scalars(
+        select(FieldValue).where(FieldValue.request_id == request_id, FieldValue.name == name)
+    ).one()
 
 
 def _document(request_id: int, kind: str) -> Document:
@@ -248,13 +239,29 @@ def test_an_html_contracts_values_are_stamped_in_their_boxes_in_that_recipients_
 ):
     version = _version(users, fields=SETTINGS, html=CONTRACT)
     eva, boris = _sent(users, run_jobs, version, rows=TWO, language="ru", timezone="Europe/Moscow")
-    _fill(eva, iban=IBAN, city="Санкт-Петербург", start="2027-01-31", salary="123456.5", agree="true")
-    _fill(eva, bonus="Годовая премия")  # its mark is under a condition Eva's row skipped: listed, not stamped
-    scan_key = _attach(eva, "passport", "паспорт-скан.pdf", SCAN)
-    _fill(boris, iban="GB33BUKB20201555555555", city="Казань", start="2027-02-01", salary="900", agree="false")
-    for request_id, name in ((eva, "Eva Employee"), (boris, "Boris Brown")):
-        _sign(request_id, name)
+    _sign(
+        eva,
+        "Eva Employee",
+        typed={
+            "iban": IBAN,
+            "city": "Санкт-Петербург",
+            "start": "2027-01-31",
+            "salary": "123 456,5",  # as a Russian signer writes it
+            "agree": TICKED,
+            # A field of her role, so her form asks for it, though its mark is under a condition her row skipped:
+            # listed, not stamped.
+            "bonus": "Годовая премия",
+        },
+        files={"passport": Upload(filename="паспорт-скан.pdf", data=SCAN)},
+    )
+    # Boris leaves the checkbox unticked (the form sends nothing for it), the passport and the bonus empty.
+    _sign(
+        boris,
+        "Boris Brown",
+        typed={"iban": "GB33BUKB20201555555555", "city": "Казань", "start": "2027-02-01", "salary": "900"},
+    )
     run_jobs("pdf", "mail")
+    scan_key = _value(eva, "passport").storage_key
 
     original = _document(eva, "original")
     boxes = {n: SignatureBox.from_json(b) for n, b in original.field_boxes.items()}
@@ -308,13 +315,12 @@ def _pages(pdf: bytes):
 
 
 def _each_signs_their_own(users, run_jobs, version, *, eva: dict, boris: dict) -> tuple[int, int]:
-    """Eva's and Boris's requests on ``version``, each with its values given, signed and sealed."""
+    """Eva's and Boris's requests on ``version``, each signed with the values its form sends, and sealed."""
     ids = _sent(
         users, run_jobs, version, rows="email,name\neva@example.com,Eva Employee\nboris@example.com,Boris Brown\n"
     )
-    for request_id, name, values in zip(ids, ("Eva Employee", "Boris Brown"), (eva, boris), strict=True):
-        _fill(request_id, **values)
-        _sign(request_id, name)
+    for request_id, name, typed in zip(ids, ("Eva Employee", "Boris Brown"), (eva, boris), strict=True):
+        _sign(request_id, name, typed=typed)
     run_jobs("pdf", "mail")
     return ids[0], ids[1]
 
@@ -339,7 +345,7 @@ def test_a_word_contracts_values_are_stamped_in_their_boxes(app, users, smtp, ru
         file=docx_files.save(document),
     )
     eva, boris = _each_signs_their_own(
-        users, run_jobs, version, eva={"iban": IBAN, "agree": "true"}, boris={"iban": "GB33", "agree": "false"}
+        users, run_jobs, version, eva={"iban": IBAN, "agree": TICKED}, boris={"iban": "GB33"}
     )
     _only_in_its_own(app, tmp_path, eva, boris, field="iban", value=IBAN)
     agree = SignatureBox.from_json(_document(eva, "original").field_boxes["agree"])
@@ -351,8 +357,8 @@ def test_a_pdf_forms_field_takes_its_value(app, users, smtp, run_jobs, tmp_path)
     source = _form(("name", "text", 0, 700), ("field_iban", "text", 0, 600), ("field_agree", "checkbox", 0, 500))
     version = _version(users, fields=[{"name": "iban"}, {"name": "agree", "type": "checkbox"}], kind="pdf", file=source)
     eva, boris = _each_signs_their_own(
-        users, run_jobs, version, eva={"iban": "Москва, ул. Тверская 1", "agree": "false"}, boris={"iban": "GB33"}
-    )
+        users, run_jobs, version, eva={"iban": "Москва, ул. Тверская 1"}, boris={"iban": "GB33"}
+    )  # neither ticks the box
     _only_in_its_own(app, tmp_path, eva, boris, field="iban", value="Москва, ул. Тверская 1")
     # A form's check box leaves no frame of its own: the stamp draws the empty box.
     agree = SignatureBox.from_json(_document(eva, "original").field_boxes["agree"])
@@ -393,8 +399,7 @@ def test_the_second_party_reads_the_first_partys_values_and_the_seal_carries_bot
         form={"parties": '{"employer": {"email": "hr@acme.example", "name": "Anna Boss"}}'},
     )
     request = db.session.get(SigningRequest, request_id)
-    _fill(request_id, iban=IBAN)
-    _sign(request_id, "Eva Employee", party=signer_party(db.session, request, None))
+    _sign(request_id, "Eva Employee", party=signer_party(db.session, request, None), typed={"iban": IBAN})
     run_jobs("pdf", "mail")  # the employee's step kept as a version with her signature and her values
 
     original, step = _document(request_id, "original"), _document(request_id, "step")
@@ -405,8 +410,7 @@ def test_the_second_party_reads_the_first_partys_values_and_the_seal_carries_bot
     assert _words_in(read, tmp_path, boxes["reference"]) == []  # the employer's own field, still empty
 
     employer = db.session.scalars(select(Party).where(Party.request_id == request_id, Party.role == "employer")).one()
-    _fill(request_id, "employer", reference="HR-2027/17")
-    _sign(request_id, "Anna Boss", party=employer)
+    _sign(request_id, "Anna Boss", party=employer, typed={"reference": "HR-2027/17"})
     run_jobs("pdf", "mail")
     signed = _signed(request_id)
     assert " ".join(_words_in(signed, tmp_path, boxes["iban"])) == IBAN
@@ -456,8 +460,13 @@ def test_a_long_value_is_made_smaller_and_wrapped_inside_its_box_and_cut_only_pa
 
 
 def test_a_value_of_a_request_with_no_party_rows_is_listed_as_its_recipients(app, users, run_jobs, tmp_path):
-    request = signed_request(owner=users["staff"])  # made as before parties: the request is its only signer
-    _fill(request.id, note="Позвоните после 18:00")
+    # Made as before parties: the request is its only signer. Its note's mark is under a condition its row skips.
+    request = signed_request(
+        owner=users["staff"],
+        html=HTML.replace("</body>", '{% if number == "0" %}<p>{{ field_note }}</p>{% endif %}</body>'),
+        fields=[{"name": "note"}],
+        filled=_filled({"note": "Позвоните после 18:00"}),
+    )
     run_jobs("pdf")
     text = _text(_signed(request.id), tmp_path)
     assert "Note Позвоните после 18:00" in text and "recipient: Иван Петров <ivan@example.com>" in text

@@ -10,6 +10,7 @@ from sqlalchemy import select
 from bulksign.core.extensions import db
 from bulksign.documents.pdf import render_pdf
 from bulksign.models import Document, Event
+from bulksign.signing.field_entry import NOTHING_FILLED, FilledForm
 from bulksign.signing.recipient_actions import open_request, sign
 from tests.support.clock import NOW
 from tests.support.signatures import png
@@ -21,7 +22,8 @@ def signed_document(request_id: int) -> Document:
     return db.session.scalar(select(Document).where(Document.request_id == request_id, Document.kind == "signed"))
 
 
-def signed_request(*, owner, name="Иван Петров", image=True, **kwargs):
+def signed_request(*, owner, name="Иван Петров", image=True, filled: FilledForm = NOTHING_FILLED, **kwargs):
+    """A request on ``make_sent_request``'s (``kwargs``), opened and signed with ``filled`` as its form's fields."""
     r = make_sent_request(now=NOW, owner=owner, name=name, **kwargs)
     db.session.add(
         Event(
@@ -50,6 +52,7 @@ def signed_request(*, owner, name="Иван Петров", image=True, **kwargs)
         consent=True,
         ip="203.0.113.5",
         user_agent="Mozilla/5.0 (iPhone) Safari",
+        filled=filled,
     )
     assert outcome.status == "signed"
     return r
