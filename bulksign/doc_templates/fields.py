@@ -15,6 +15,10 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+from babel.dates import format_date
+from babel.numbers import format_decimal
 
 from bulksign.core.messages import N_
 from bulksign.doc_templates.errors import TemplateError
@@ -81,6 +85,25 @@ class FieldSettings:
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         return cls(**{**values, "options": tuple(values.get("options") or ())})
+
+
+def shown_value(field: FieldSettings, value: str | None, *, locale: str) -> str:
+    """A stored value (``FieldValue.value``, normalised by type) as a person reads it in ``locale`` (the batch's
+    language): a date "31 January 2027" / "31 января 2027 г.", a number with the locale's separators ("1 234,5"), a
+    checkbox "Yes"/"No" in the active language, anything else as given; "" for a field left empty. The one place
+    values are formatted for people: the staff pages, and the seal and signing page may call it too."""
+    if value is None or value == "":
+        return ""
+    try:
+        if field.type == "date":
+            return format_date(dt.date.fromisoformat(value), "long", locale=locale)
+        if field.type == "number":
+            return format_decimal(Decimal(value), locale=locale, decimal_quantization=False)
+    except (ValueError, InvalidOperation):
+        return value  # not in its canonical form (written by hand?): shown as it is rather than not at all
+    if field.type == "checkbox":
+        return str(N_("Yes") if value == "true" else N_("No"))
+    return value
 
 
 def marked_fields(version: TemplateVersion) -> tuple[str, ...]:

@@ -1,8 +1,9 @@
-"""The purge: a request's files deleted from storage (its documents and their page images) and its personal fields
-emptied, with those of its parties, events, outgoing mails and one-time codes.
+"""The purge: a request's files deleted from storage (its documents and their page images, the signers' attachments)
+and its personal fields emptied, with those of its parties, events, outgoing mails, one-time codes and the values its
+signers filled in.
 
 What stays is the proof: the ids, times, status and event types, and the ``documents`` rows with the sha256 of the
-original and signed PDFs and the seal's fingerprint, so ``/verify`` of a kept copy still answers and the batch's
+original and signed PDFs and the seal's fingerprint (and of each attachment), so ``/verify`` of a kept copy still answers and the batch's
 counts stay true. Files go first, the rows after, one chunk per commit: a purge killed midway leaves each request
 either untouched or purged, and a run again deletes what is left (a missing file is no error) and marks nothing
 twice (``purged_at IS NULL``).
@@ -19,6 +20,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.orm import Session
 
+from bulksign.batches.field_values import purge_values
 from bulksign.batches.retention.due import by_policy, due_ids
 from bulksign.core.logs import log
 from bulksign.core.slicing import slices
@@ -43,7 +45,7 @@ EXPORT_PURGED = "Deleted under the retention rules: build it again from what is 
 class PurgeResult:
     requests: int = 0
     documents: int = 0
-    #: Files deleted from storage (documents and page images; a file already gone counts too).
+    #: Files deleted from storage (documents, page images, attachments; a file already gone counts too).
     files: int = 0
     #: Rows of recipients files left out at creation (``batch_skipped_rows``), deleted with their cells.
     skipped_rows: int = 0
@@ -71,7 +73,6 @@ def purge_requests(
     """Purge these requests now (those not purged yet): files first, then the personal data of their rows.
 
     ``reason``: ``retention`` or ``erasure``, kept in each request's ``data.purged`` event. The caller commits.
-    Field values and signers' attachments are purged here too once requests have them.
     """
     ids = sorted(
         session.scalars(
@@ -82,6 +83,7 @@ def purge_requests(
         return PurgeResult()
     documents = session.scalars(select(Document).where(Document.request_id.in_(ids))).all()
     files = sum(_delete_files(storage, document) for document in documents)
+    files += purge_values(session, storage=storage, request_ids=ids)
     # A signed ZIP or evidence package of the batch holds copies of these documents and names their people: it goes
     # too (staff build it again from what is left).
     batch_ids = set(session.scalars(select(SigningRequest.batch_id).where(SigningRequest.id.in_(ids))))

@@ -1,0 +1,146 @@
+"""What signers filled in, back to staff (issue 30): the values on the request's row and in its panel, labelled and
+written in the batch's language; an attachment downloaded only by whoever sees the batch; a ``field_<name>``
+column per field in the CSV export; the attachments beside each signed PDF in the ZIP and in the evidence package
+with their sha256 in its manifest; and retention and erasure removing values and files with the person's data."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from flask import g
+from sqlalchemy import select
+
+from bulksign.batches.erasure import erase_person
+from bulksign.core.extensions import db
+from bulksign.doc_templates.fields import FieldSettings, shown_value
+from bulksign.documents.storage import get_storage
+from bulksign.models import SigningRequest
+from bulksign.models.fields import FieldValue
+from bulksign.people.teams import add_member, create_team
+from bulksign.people.users import create_user
+from tests.support.batches import request_ids
+from tests.support.clock import NOW
+from tests.support.field_values import GIVEN, batch_with_fields, fill, scan_png
+
+
+def _filled_batch(users, **batch_fields) -> tuple[int, list[int], bytes]:
+    """A batch of two: the first request's signer filled every field and attached a scan, the second nothing yet."""
+    batch_id = batch_with_fields(user=users["staff"], now=NOW, **batch_fields)
+    ids = request_ids(batch_id)
+    scan = scan_png()
+    fill(ids[0], now=NOW, scan=scan)
+    return batch_id, ids, scan
+
+
+def test_a_value_is_written_as_the_batch_language_writes_it():
+    date, number = FieldSettings(name="start", type="date"), FieldSettings(name="hours", type="number")
+    assert shown_value(date, "2027-01-31", locale="en") == "January 31, 2027"
+    assert shown_value(date, "2027-01-31", locale="ru") == "31 января 2027\u202fг."
+    assert shown_value(number, "1234.5", locale="en") == "1,234.5"
+    assert shown_value(number, "1234.5", locale="ru") == "1\xa0234,5"
+    # Every digit the signer gave is kept (no rounding to three places).
+    assert shown_value(number, "0.123456", locale="en") == "0.123456"
+    assert shown_value(FieldSettings(name="x", type="text"), None, locale="en") == ""
+    # A value not in its canonical form is shown as it is rather than lost.
+    assert shown_value(date, "next Monday", locale="en") == "next Monday"
+
+
+def test_staff_see_the_values_on_the_row_and_in_the_panel_labelled_and_in_the_batch_language(client, auth, users):
+    batch_id, ids, scan = _filled_batch(users, language="ru")
+    auth.login()
+    page = client.get(f"/batches/{batch_id}").get_data(as_text=True)
+    row = re.search(rf'<tr id="r{ids[0]}".*?</tr>', page, re.S).group(0)
+    text = re.sub(r" +", " ", re.sub(r"<[^>]+>", "", row))
+    for shown in (
+        "IBAN: DE89370400440532013000",
+        "Start date: 31 января 2027\u202fг.",
+        "Hours a week: 1\xa0234,5",
+        "I have read the work rules: Yes",
+    ):
+        assert shown in text
+    link = f"/batches/{batch_id}/requests/{ids[0]}/attachments/id_scan"
+    assert f'href="{link}"' in row and "passport scan.png" in row
+    # The row of a request not signed yet shows an empty cell, not another row's values.
+    other = re.search(rf'<tr id="r{ids[1]}".*?</tr>', page, re.S).group(0)
+    assert "IBAN" not in other and "Filled in" in page
+
+    panel = client.get(f"/batches/{batch_id}/requests/{ids[0]}").get_data(as_text=True)
+    filled = re.search(r'<dl class="meta filled-in" id="filled-in">.*?</dl>', panel, re.S).group(0)
+    labels = re.findall(r"<dt>(.*?)</dt>", filled)
+    assert labels == ["IBAN", "Start date", "Hours a week", "I have read the work rules", "ID scan"]
+    assert "31 января 2027\u202fг." in filled and f'href="{link}"' in filled
+    assert hashlib.sha256(scan).hexdigest() in filled
+    assert "recipient · 2026-11-02 09:00" in filled
+    assert "filled-in" not in client.get(f"/batches/{batch_id}/requests/{ids[1]}").get_data(as_text=True)
+
+
+def test_the_progress_poll_brings_the_values_of_the_rows_on_screen(client, auth, users):
+    batch_id, ids, _ = _filled_batch(users)
+    auth.login()
+    poll = client.get(f"/batches/{batch_id}/progress?shown={ids[0]}&shown={ids[1]}").get_data(as_text=True)
+    cell = re.search(rf'<span id="fv-{ids[0]}"[^>]*hx-swap-oob="true">.*?</span>\s*</span>', poll, re.S)
+    assert cell and "DE89370400440532013000" in cell.group(0)
+
+
+def test_an_attachment_downloads_for_who_sees_the_batch_and_is_not_found_for_anyone_else(app, client, auth, users):
+    batch_id, ids, scan = _filled_batch(users)
+    elsewhere = create_team(db.session, name="Elsewhere", now=NOW)
+    outsider = create_user(db.session, email="out@example.com", password="outsider-pass", role="manager", now=NOW)
+    add_member(db.session, team=elsewhere, user=outsider, by=None, now=NOW)
+    other_batch = batch_with_fields(user=outsider, now=NOW, recipients=1, name="Theirs")
+    db.session.commit()
+    link = f"/batches/{batch_id}/requests/{ids[0]}/attachments/id_scan"
+
+    auth.login()
+    got = client.get(link)
+    assert got.status_code == 200 and got.data == scan
+    assert got.headers["Content-Type"] == "image/png"
+    assert got.headers["Content-Disposition"] == 'attachment; filename="passport scan.png"'
+    assert got.headers["X-Content-Type-Options"] == "nosniff" and got.headers["Cache-Control"] == "no-store"
+    # A field without a file, a name the request has not, a request under another batch's id: not found.
+    assert client.get(f"/batches/{batch_id}/requests/{ids[0]}/attachments/iban").status_code == 404
+    assert client.get(f"/batches/{batch_id}/requests/{ids[1]}/attachments/id_scan").status_code == 404
+    assert client.get(f"/batches/{other_batch}/requests/{ids[0]}/attachments/id_scan").status_code == 404
+
+    auth.logout()
+    g.pop("_login_user", None)
+    auth.login("out@example.com", "outsider-pass")
+    assert client.get(link).status_code == 404
+    assert client.get(f"/batches/{batch_id}/requests/{ids[0]}").status_code == 404
+
+
+def test_a_file_name_in_another_script_downloads_under_its_own_name(client, auth, users):
+    batch_id = batch_with_fields(user=users["staff"], now=NOW, recipients=1)
+    (request_id,) = request_ids(batch_id)
+    fill(request_id, now=NOW, scan=scan_png(), filename='Résumé "скан"\r\n.png')
+    auth.login()
+    got = client.get(f"/batches/{batch_id}/requests/{request_id}/attachments/id_scan")
+    assert got.status_code == 200
+    # Old clients read the plain name (no quote or line break gets into the header), others the exact one.
+    assert got.headers["Content-Disposition"] == (
+        "attachment; filename=\"Resume ________.png\"; filename*=UTF-8''"
+        "R%C3%A9sum%C3%A9%20%22%D1%81%D0%BA%D0%B0%D0%BD%22%0D%0A.png"
+    )
+
+
+def test_erasure_removes_the_values_and_the_stored_attachment_and_keeps_its_hash(client, auth, users):
+    batch_id, ids, scan = _filled_batch(users)
+    key = db.session.scalar(select(FieldValue.storage_key).where(FieldValue.name == "id_scan"))
+    storage = get_storage()
+    assert storage.exists(key)
+    email = db.session.get(SigningRequest, ids[0]).email
+    erased = erase_person(db.session, storage=storage, email=email, by=None, now=NOW)
+    db.session.commit()
+    assert [e.request_id for e in erased.erased] == [ids[0]]
+    assert not storage.exists(key)
+    rows = db.session.scalars(select(FieldValue).where(FieldValue.request_id == ids[0])).all()
+    assert {r.name for r in rows} == {*GIVEN, "id_scan"}
+    assert all(r.value is None and r.storage_key is None and r.entered_ip is None for r in rows)
+    # Like a purged document's, the attachment's hash stays: a kept copy can still be matched.
+    assert next(r for r in rows if r.name == "id_scan").sha256 == hashlib.sha256(scan).hexdigest()
+
+    auth.login()
+    assert client.get(f"/batches/{batch_id}/requests/{ids[0]}/attachments/id_scan").status_code == 404
+    panel = client.get(f"/batches/{batch_id}/requests/{ids[0]}").get_data(as_text=True)
+    assert "DE89370400440532013000" not in panel and "/attachments/id_scan" not in panel
