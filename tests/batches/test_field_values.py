@@ -5,23 +5,35 @@ with their sha256 in its manifest; and retention and erasure removing values and
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
+import json
 import re
+import subprocess
+import zipfile
 
 from flask import g
 from sqlalchemy import select
 
 from bulksign.batches.erasure import erase_person
+from bulksign.batches.evidence import build_evidence, start_evidence
+from bulksign.batches.exports import BOM, build_signed_zip, start_signed_zip
 from bulksign.core.extensions import db
 from bulksign.doc_templates.fields import FieldSettings, shown_value
 from bulksign.documents.storage import get_storage
-from bulksign.models import SigningRequest
+from bulksign.models import Document, SigningRequest, User
 from bulksign.models.fields import FieldValue
 from bulksign.people.teams import add_member, create_team
 from bulksign.people.users import create_user
+from tests.support.accounts import STAFF
 from tests.support.batches import request_ids
 from tests.support.clock import NOW
 from tests.support.field_values import GIVEN, batch_with_fields, fill, scan_png
+
+
+def _staff() -> User:
+    return db.session.scalar(select(User).where(User.email == STAFF[0]))
 
 
 def _filled_batch(users, **batch_fields) -> tuple[int, list[int], bytes]:
@@ -31,6 +43,25 @@ def _filled_batch(users, **batch_fields) -> tuple[int, list[int], bytes]:
     scan = scan_png()
     fill(ids[0], now=NOW, scan=scan)
     return batch_id, ids, scan
+
+
+def _signed(request_id: int) -> bytes:
+    """A signed document for the request (its bytes), as the seal leaves one."""
+    data = b"%PDF-1.7 signed " + str(request_id).encode()
+    key = f"signed/{request_id}.pdf"
+    get_storage().put(key, data)
+    db.session.add(
+        Document(
+            request_id=request_id,
+            kind="signed",
+            storage_key=key,
+            sha256=hashlib.sha256(data).hexdigest(),
+            size=len(data),
+            created_at=NOW,
+        )
+    )
+    db.session.commit()
+    return data
 
 
 def test_a_value_is_written_as_the_batch_language_writes_it():
@@ -122,6 +153,72 @@ def test_a_file_name_in_another_script_downloads_under_its_own_name(client, auth
         "attachment; filename=\"Resume ________.png\"; filename*=UTF-8''"
         "R%C3%A9sum%C3%A9%20%22%D1%81%D0%BA%D0%B0%D0%BD%22%0D%0A.png"
     )
+
+
+def test_the_csv_export_has_a_column_per_field_with_the_values_as_given(client, auth, users):
+    batch_id, ids, _ = _filled_batch(users, language="ru")
+    auth.login()
+    text = client.get(f"/batches/{batch_id}/export.csv").get_data(as_text=True)
+    assert text.startswith(BOM)
+    rows = list(csv.DictReader(io.StringIO(text[1:])))
+    header = next(csv.reader(io.StringIO(text[1:])))
+    assert header[-5:] == ["field_iban", "field_start", "field_hours", "field_rules", "field_id_scan"]
+    first, second = rows
+    # As stored, for machines: the ISO date, the plain number, true/false, the attachment's file name.
+    assert {k: first[f"field_{k}"] for k in GIVEN} == GIVEN
+    assert first["field_id_scan"] == "passport scan.png"
+    assert all(second[f"field_{k}"] == "" for k in (*GIVEN, "id_scan"))
+
+
+def test_the_zip_holds_each_requests_attachment_beside_its_signed_pdf(app, users):
+    batch_id, ids, scan = _filled_batch(users)
+    for request_id in ids:
+        _signed(request_id)
+    started = start_signed_zip(db.session, batch_id=batch_id, user=_staff(), now=NOW)
+    db.session.commit()
+    storage = get_storage()
+    done = build_signed_zip(db.session, export_id=started.export.id, storage=storage, now=lambda: NOW)
+    assert (done.status, done.files) == ("ready", 2)
+    export = db.session.get(type(started.export), started.export.id)
+    archive = zipfile.ZipFile(io.BytesIO(storage.get(export.storage_key)))
+    assert archive.namelist() == [
+        "000002-person0@example.com.pdf",
+        "000002-person0@example.com-id_scan-passport_scan.png",
+        "000003-person1@example.com.pdf",
+    ]
+    assert archive.read("000002-person0@example.com-id_scan-passport_scan.png") == scan
+
+
+def test_the_evidence_package_holds_the_attachments_and_its_manifest_lists_them_with_their_sha256(app, users, tmp_path):
+    batch_id, ids, scan = _filled_batch(users)
+    _signed(ids[0])
+    started = start_evidence(db.session, batch_id=batch_id, user=_staff(), now=NOW)
+    db.session.commit()
+    storage = get_storage()
+    assert build_evidence(db.session, export_id=started.export.id, storage=storage, now=lambda: NOW).status == "ready"
+    export = db.session.get(type(started.export), started.export.id)
+    archive = zipfile.ZipFile(io.BytesIO(storage.get(export.storage_key)))
+    name = "attachments/000002-person0@example.com-id_scan-passport_scan.png"
+    assert archive.read(name) == scan
+    archive.extractall(tmp_path)
+    assert subprocess.run(["sha256sum", "-c", "--quiet", "SHA256SUMS"], cwd=tmp_path).returncode == 0
+
+    manifest = json.loads(archive.read("manifest.json"))
+    entry = next(e for e in manifest["requests"] if e["request_id"] == ids[0])
+    assert entry["fields"] == GIVEN
+    (attached,) = entry["attachments"]
+    assert attached["file"] == name and attached["sha256"] == hashlib.sha256(scan).hexdigest()
+    assert (attached["field"], attached["filename"], attached["content_type"], attached["size"]) == (
+        "id_scan",
+        "passport scan.png",
+        "image/png",
+        len(scan),
+    )
+    rows = {int(r["request_id"]): r for r in csv.DictReader(io.StringIO(archive.read("manifest.csv").decode()))}
+    assert rows[ids[0]]["attachments"] == f"id_scan: {name} ({hashlib.sha256(scan).hexdigest()})"
+    assert rows[ids[1]]["attachments"] == ""
+    readme = archive.read("README.txt").decode()
+    assert "none are collected yet" not in readme and "attachments/" in readme
 
 
 def test_erasure_removes_the_values_and_the_stored_attachment_and_keeps_its_hash(client, auth, users):
