@@ -17,6 +17,7 @@ from datetime import datetime
 from sqlalchemy import Row, select, update
 from sqlalchemy.orm import Session
 
+from bulksign.core.messages import N_
 from bulksign.core.slicing import slices
 from bulksign.doc_templates.fields import FieldSettings, shown_value, template_fields
 from bulksign.documents.storage import Storage
@@ -37,8 +38,8 @@ class GivenValue:
     role: str
     #: As stored (normalised by type); None for an optional field left empty.
     value: str | None
-    #: As a person reads it, in the batch's language ("" when left empty).
-    shown: str
+    #: As a person reads it, in the batch's language ("" when left empty; a checkbox's words translated when shown).
+    shown: N_ | str
     entered_at: datetime
     #: An attachment's checked type, size (bytes) and sha256; None for every other type.
     content_type: str | None = None
@@ -135,7 +136,7 @@ def _given(field: FieldSettings, row: Row, language: str) -> GivenValue:
         type=field.type,
         role=row.role,
         value=row.value,
-        shown=shown_value(field, row.value, locale=language),
+        shown=shown_value(field, row.value, language=language),
         entered_at=row.entered_at,
         content_type=row.content_type,
         size=row.size,

@@ -87,25 +87,6 @@ class FieldSettings:
         return cls(**{**values, "options": tuple(values.get("options") or ())})
 
 
-def shown_value(field: FieldSettings, value: str | None, *, locale: str) -> str:
-    """A stored value (``FieldValue.value``, normalised by type) as a person reads it in ``locale`` (the batch's
-    language): a date "31 January 2027" / "31 января 2027 г.", a number with the locale's separators ("1 234,5"), a
-    checkbox "Yes"/"No" in the active language, anything else as given; "" for a field left empty. The one place
-    values are formatted for people: the staff pages, and the seal and signing page may call it too."""
-    if value is None or value == "":
-        return ""
-    try:
-        if field.type == "date":
-            return format_date(dt.date.fromisoformat(value), "long", locale=locale)
-        if field.type == "number":
-            return format_decimal(Decimal(value), locale=locale, decimal_quantization=False)
-    except (ValueError, InvalidOperation):
-        return value  # not in its canonical form (written by hand?): shown as it is rather than not at all
-    if field.type == "checkbox":
-        return str(N_("Yes") if value == "true" else N_("No"))
-    return value
-
-
 def marked_fields(version: TemplateVersion) -> tuple[str, ...]:
     """The names of the fields a version's document marks, each once, in the order the document has them (a PDF's
     fields and boxes by page, top to bottom)."""
@@ -117,6 +98,24 @@ def marked_fields(version: TemplateVersion) -> tuple[str, ...]:
 def template_fields(version: TemplateVersion) -> tuple[FieldSettings, ...]:
     """The version's fields in document order, as saved with it."""
     return tuple(FieldSettings.from_json(f) for f in version.fields or ())
+
+
+def shown_value(field: FieldSettings, value: str | None, *, language: str) -> N_ | str:
+    """A value as ``FieldValue.value`` keeps it (normalised by type), as people read it in ``language``: a number
+    with the language's separators, a date in its long form, a checkbox as ticked or not (translated when shown),
+    anything else as given; "" for a field left empty. The signed PDF stamps it and its audit certificate lists it."""
+    if value is None or value == "":
+        return ""
+    if field.type == "checkbox":
+        return N_("Ticked") if value == "true" else N_("Not ticked")
+    try:
+        if field.type == "number":
+            return format_decimal(Decimal(value), locale=language, decimal_quantization=False)
+        if field.type == "date":
+            return format_date(dt.date.fromisoformat(value), format="long", locale=language)
+    except (InvalidOperation, ValueError):
+        pass  # not in its canonical form (stored by hand?): shown as it is rather than failing the signed record
+    return value
 
 
 def settled_fields(

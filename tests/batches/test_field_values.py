@@ -12,15 +12,16 @@ import json
 import re
 import subprocess
 import zipfile
+from datetime import timedelta
 
 from flask import g
-from sqlalchemy import select
+from sqlalchemy import select, update
 
+from bulksign.batches import retention
 from bulksign.batches.erasure import erase_person
 from bulksign.batches.evidence import build_evidence, start_evidence
 from bulksign.batches.exports import BOM, build_signed_zip, start_signed_zip
 from bulksign.core.extensions import db
-from bulksign.doc_templates.fields import FieldSettings, shown_value
 from bulksign.documents.storage import get_storage
 from bulksign.models import Document, SigningRequest, User
 from bulksign.models.fields import FieldValue
@@ -64,19 +65,6 @@ def _signed(request_id: int) -> bytes:
     return data
 
 
-def test_a_value_is_written_as_the_batch_language_writes_it():
-    date, number = FieldSettings(name="start", type="date"), FieldSettings(name="hours", type="number")
-    assert shown_value(date, "2027-01-31", locale="en") == "January 31, 2027"
-    assert shown_value(date, "2027-01-31", locale="ru") == "31 января 2027\u202fг."
-    assert shown_value(number, "1234.5", locale="en") == "1,234.5"
-    assert shown_value(number, "1234.5", locale="ru") == "1\xa0234,5"
-    # Every digit the signer gave is kept (no rounding to three places).
-    assert shown_value(number, "0.123456", locale="en") == "0.123456"
-    assert shown_value(FieldSettings(name="x", type="text"), None, locale="en") == ""
-    # A value not in its canonical form is shown as it is rather than lost.
-    assert shown_value(date, "next Monday", locale="en") == "next Monday"
-
-
 def test_staff_see_the_values_on_the_row_and_in_the_panel_labelled_and_in_the_batch_language(client, auth, users):
     batch_id, ids, scan = _filled_batch(users, language="ru")
     auth.login()
@@ -87,7 +75,7 @@ def test_staff_see_the_values_on_the_row_and_in_the_panel_labelled_and_in_the_ba
         "IBAN: DE89370400440532013000",
         "Start date: 31 января 2027\u202fг.",
         "Hours a week: 1\xa0234,5",
-        "I have read the work rules: Yes",
+        "I have read the work rules: Ticked",
     ):
         assert shown in text
     link = f"/batches/{batch_id}/requests/{ids[0]}/attachments/id_scan"
@@ -241,3 +229,17 @@ def test_erasure_removes_the_values_and_the_stored_attachment_and_keeps_its_hash
     assert client.get(f"/batches/{batch_id}/requests/{ids[0]}/attachments/id_scan").status_code == 404
     panel = client.get(f"/batches/{batch_id}/requests/{ids[0]}").get_data(as_text=True)
     assert "DE89370400440532013000" not in panel and "/attachments/id_scan" not in panel
+
+
+def test_the_retention_purge_removes_an_ended_requests_values_and_attachment(app, users):
+    batch_id, ids, _ = _filled_batch(users)
+    key = db.session.scalar(select(FieldValue.storage_key).where(FieldValue.name == "id_scan"))
+    # The signer filled the form, then a second party declined: the request ended unsigned.
+    db.session.execute(update(SigningRequest).where(SigningRequest.id == ids[0]).values(status="declined"))
+    retention.set_batch_retention(db.session, batch_id=batch_id, keep_signed_days=None, keep_unsigned_days=7)
+    db.session.commit()
+    storage = get_storage()
+    done = retention.purge_due(db.session, storage=storage, now=NOW + timedelta(days=8), on_page=db.session.commit)
+    assert done.requests == 1 and not storage.exists(key)
+    values = db.session.scalars(select(FieldValue.value).where(FieldValue.request_id == ids[0])).all()
+    assert values and set(values) == {None}
