@@ -105,7 +105,7 @@ def recipients_csv(session: Session, *, batch_id: int, flt: RecipientFilter) -> 
     A batch with parties besides the recipient gets their columns (``party_columns``; one more query a page), one
     whose template has fields a ``field_<name>`` column each, the value as stored (one more query a page)."""
     roles = batch_roles(session, batch_id=batch_id)
-    fields = tuple(field.name for field in batch_fields(session, batch_id=batch_id))
+    fields = tuple(field.name for field in batch_fields(session, batch_id=batch_id).fields)
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(CSV_COLUMNS + party_columns(roles) + tuple(f"{FIELD_PREFIX}{name}" for name in fields))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Row, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, load_only
 
 from bulksign.core.messages import N_
 from bulksign.core.slicing import slices
@@ -74,12 +74,27 @@ def safe_name(text: str, limit: int = 100) -> str:
     return "".join(c if c.isalnum() or c in "@._-" else "_" for c in text)[:limit]
 
 
-def batch_fields(session: Session, *, batch_id: int) -> tuple[FieldSettings, ...]:
-    """The fields of the batch's template version, in document order (() for a template without any)."""
-    version = session.scalar(
-        select(TemplateVersion).join(Batch, Batch.template_version_id == TemplateVersion.id).where(Batch.id == batch_id)
-    )
-    return template_fields(version) if version is not None else ()
+@dataclass(frozen=True)
+class BatchFields:
+    """The fields of a batch's template version, in document order, and the language its values are written in."""
+
+    fields: tuple[FieldSettings, ...]
+    language: str
+
+
+def batch_fields(session: Session, *, batch_id: int) -> BatchFields:
+    """The batch's fields (none for a template without any) and language, in one query."""
+    # Only the fields' settings of the version: the table's page and its poll read them, not its document.
+    found = session.execute(
+        select(TemplateVersion, Batch.language)
+        .join(Batch, Batch.template_version_id == TemplateVersion.id)
+        .where(Batch.id == batch_id)
+        .options(load_only(TemplateVersion.fields))
+    ).first()
+    if found is None:
+        return BatchFields(fields=(), language="en")
+    version, language = found
+    return BatchFields(fields=template_fields(version), language=language or "en")
 
 
 #: What is read of a value: plain rows, so an export's progress commits expire nothing that is read again.
@@ -110,19 +125,21 @@ def stored_values(session: Session, *, request_ids: Iterable[int]) -> dict[int, 
     return found
 
 
-def given_values(session: Session, *, batch_id: int, request_ids: Iterable[int]) -> dict[int, tuple[GivenValue, ...]]:
+def given_values(
+    session: Session, *, batch_id: int, request_ids: Iterable[int], fields: BatchFields | None = None
+) -> dict[int, tuple[GivenValue, ...]]:
     """Each request's filled fields, in the template's order (a value for a field the version no longer has, last),
-    labelled and formatted in the batch's language; requests without values left out."""
+    labelled and formatted in the batch's language (``fields``: the batch's, when the caller has read them);
+    requests without values left out."""
     by_request = stored_values(session, request_ids=request_ids)
     if not by_request:
         return {}
-    fields = batch_fields(session, batch_id=batch_id)
-    language = session.scalar(select(Batch.language).where(Batch.id == batch_id)) or "en"
-    order = {f.name: i for i, f in enumerate(fields)}
-    settings = {f.name: f for f in fields}
+    fields = fields if fields is not None else batch_fields(session, batch_id=batch_id)
+    order = {f.name: i for i, f in enumerate(fields.fields)}
+    settings = {f.name: f for f in fields.fields}
     return {
         request_id: tuple(
-            _given(settings.get(name) or FieldSettings(name=name), rows[name], language)
+            _given(settings.get(name) or FieldSettings(name=name), rows[name], fields.language)
             for name in sorted(rows, key=lambda n: (order.get(n, len(order)), n))
         )
         for request_id, rows in by_request.items()

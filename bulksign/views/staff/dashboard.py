@@ -123,9 +123,11 @@ def _table_context(batch_id: int, flt: RecipientFilter, cursor: str | None, coun
 
 def _fields_context(batch_id: int, request_ids: list[int]) -> dict:
     """The fields the batch's signers fill, and what the rows' signers filled in (none read for a batch without)."""
-    fields = field_values.batch_fields(db.session, batch_id=batch_id)
-    given = field_values.given_values(db.session, batch_id=batch_id, request_ids=request_ids) if fields else {}
-    return {"fields": fields, "row_fields": given}
+    found = field_values.batch_fields(db.session, batch_id=batch_id)
+    if not found.fields:
+        return {"fields": (), "row_fields": {}}
+    given = field_values.given_values(db.session, batch_id=batch_id, request_ids=request_ids, fields=found)
+    return {"fields": found.fields, "row_fields": given}
 
 
 def _row_parties(batch_id: int, roles, request_ids: list[int]) -> dict:
