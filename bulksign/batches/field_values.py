@@ -63,10 +63,6 @@ class StoredAttachment:
     filename: str
     storage_key: str
     content_type: str
-    size: int
-    sha256: str
-    role: str
-    entered_at: datetime
 
 
 def safe_name(text: str, limit: int = 100) -> str:
@@ -169,29 +165,20 @@ def request_values(session: Session, *, batch_id: int, request_id: int) -> tuple
 
 def stored_attachments(session: Session, *, request_ids: Iterable[int]) -> dict[int, tuple[StoredAttachment, ...]]:
     """Each request's attachments still in storage, by field name (requests without any left out)."""
-    found: dict[int, list[StoredAttachment]] = {}
-    for part in slices(sorted(set(request_ids))):
-        rows = session.scalars(
-            select(FieldValue)
-            .where(FieldValue.request_id.in_(part), FieldValue.storage_key.is_not(None))
-            .order_by(FieldValue.request_id, FieldValue.name)
-        )
-        for row in rows:
-            found.setdefault(row.request_id, []).append(_stored(row))
-    return {request_id: tuple(items) for request_id, items in found.items()}
+    return {
+        request_id: found
+        for request_id, values in stored_values(session, request_ids=request_ids).items()
+        if (found := tuple(_stored(row) for row in values.values() if row.storage_key is not None))
+    }
 
 
-def _stored(row: FieldValue) -> StoredAttachment:
+def _stored(row: Row) -> StoredAttachment:
     return StoredAttachment(
         request_id=row.request_id,
         name=row.name,
         filename=row.value or row.name,
         storage_key=row.storage_key,
         content_type=row.content_type or "application/octet-stream",
-        size=row.size or 0,
-        sha256=row.sha256 or "",
-        role=row.role,
-        entered_at=row.entered_at,
     )
 
 
@@ -214,9 +201,9 @@ def attachment_of(session: Session, *, batch_id: int, request_id: int, name: str
 
 
 def purge_values(session: Session, *, storage: Storage, request_ids: list[int]) -> int:
-    """Delete the requests' attachment files and empty their values (who gave them, the value, the file name, the
-    address), keeping each field's name, role, time, size and sha256 as the documents keep theirs; the number of
-    files deleted (one already gone counts too). Part of the purge (``retention.purge_requests``)."""
+    """Delete the requests' attachment files and empty their values (the value or file name, its type, the address
+    it came from), keeping each field's name, role, time, size and sha256 as the documents keep theirs; the number
+    of files deleted (one already gone counts too). Part of the purge (``retention.purge_requests``)."""
     files = 0
     for part in slices(sorted(set(request_ids))):
         keys = session.scalars(
