@@ -1,5 +1,6 @@
 """What signers filled in (issue 30), as staff read it: each request's values labelled by its template version's
-fields, in document order, its attachments to download, and their removal with the request's personal data.
+fields, in document order, and its attachments to download or put in an archive. (The purge empties them with the
+request's personal data: ``retention.purge``.)
 
 The values are the ``field_values`` rows the signing page writes (``models.fields.FieldValue``); the fields'
 settings (label, type) are the batch's template version's (``doc_templates.fields``). A page of requests costs one
@@ -14,13 +15,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Row, select, update
+from sqlalchemy import Row, select
 from sqlalchemy.orm import Session, load_only
 
 from bulksign.core.messages import N_
 from bulksign.core.slicing import slices
 from bulksign.doc_templates.fields import FieldSettings, shown_value, template_fields
-from bulksign.documents.storage import Storage
 from bulksign.models import Batch, SigningRequest, TemplateVersion
 from bulksign.models.fields import FieldValue
 
@@ -198,23 +198,3 @@ def attachment_of(session: Session, *, batch_id: int, request_id: int, name: str
         )
     ).first()
     return _stored(row) if row is not None else None
-
-
-def purge_values(session: Session, *, storage: Storage, request_ids: list[int]) -> int:
-    """Delete the requests' attachment files and empty their values (the value or file name, its type, the address
-    it came from), keeping each field's name, role, time, size and sha256 as the documents keep theirs; the number
-    of files deleted (one already gone counts too). Part of the purge (``retention.purge_requests``)."""
-    files = 0
-    for part in slices(sorted(set(request_ids))):
-        keys = session.scalars(
-            select(FieldValue.storage_key).where(FieldValue.request_id.in_(part), FieldValue.storage_key.is_not(None))
-        ).all()
-        for key in keys:
-            storage.delete(key)
-        files += len(keys)
-        session.execute(
-            update(FieldValue)
-            .where(FieldValue.request_id.in_(part))
-            .values(value=None, storage_key=None, content_type=None, entered_ip=None)
-        )
-    return files

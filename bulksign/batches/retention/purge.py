@@ -1,9 +1,9 @@
-"""The purge: a request's files deleted from storage (its documents and their page images, the signers' attachments)
-and its personal fields emptied, with those of its parties, events, outgoing mails, one-time codes and the values its
-signers filled in.
+"""The purge: a request's files deleted from storage (its documents and their page images, its signers'
+attachments) and its personal fields emptied, with those of its parties, events, outgoing mails, one-time codes and
+the values its signers filled in.
 
 What stays is the proof: the ids, times, status and event types, and the ``documents`` rows with the sha256 of the
-original and signed PDFs and the seal's fingerprint (and of each attachment), so ``/verify`` of a kept copy still answers and the batch's
+original and signed PDFs and the seal's fingerprint, so ``/verify`` of a kept copy still answers and the batch's
 counts stay true. Files go first, the rows after, one chunk per commit: a purge killed midway leaves each request
 either untouched or purged, and a run again deletes what is left (a missing file is no error) and marks nothing
 twice (``purged_at IS NULL``).
@@ -20,13 +20,22 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.orm import Session
 
-from bulksign.batches.field_values import purge_values
 from bulksign.batches.retention.due import by_policy, due_ids
 from bulksign.core.logs import log
 from bulksign.core.slicing import slices
 from bulksign.documents.document_pages import pages_folder
 from bulksign.documents.storage import Storage
-from bulksign.models import Batch, Document, Event, Export, OneTimeCode, OutgoingMail, Party, SigningRequest
+from bulksign.models import (
+    Batch,
+    Document,
+    Event,
+    Export,
+    FieldValue,
+    OneTimeCode,
+    OutgoingMail,
+    Party,
+    SigningRequest,
+)
 from bulksign.models.batches import BatchSkippedRow
 
 logger = logging.getLogger(__name__)
@@ -45,7 +54,7 @@ EXPORT_PURGED = "Deleted under the retention rules: build it again from what is 
 class PurgeResult:
     requests: int = 0
     documents: int = 0
-    #: Files deleted from storage (documents, page images, attachments; a file already gone counts too).
+    #: Files deleted from storage (documents, page images, exports, signers' attachments; a file already gone counts too).
     files: int = 0
     #: Rows of recipients files left out at creation (``batch_skipped_rows``), deleted with their cells.
     skipped_rows: int = 0
@@ -83,7 +92,6 @@ def purge_requests(
         return PurgeResult()
     documents = session.scalars(select(Document).where(Document.request_id.in_(ids))).all()
     files = sum(_delete_files(storage, document) for document in documents)
-    files += purge_values(session, storage=storage, request_ids=ids)
     # A signed ZIP or evidence package of the batch holds copies of these documents and names their people: it goes
     # too (staff build it again from what is left).
     batch_ids = set(session.scalars(select(SigningRequest.batch_id).where(SigningRequest.id.in_(ids))))
@@ -94,6 +102,17 @@ def purge_requests(
         storage.delete(export.storage_key)
         export.storage_key, export.status, export.error = None, "failed", EXPORT_PURGED
     files += len(exports)
+    # What the signers filled in: the attachments' files, then the values (each row keeps its field's name, role,
+    # time and an attachment's sha256, the proof of what was given).
+    attachments = session.scalars(
+        select(FieldValue.storage_key).where(FieldValue.request_id.in_(ids), FieldValue.storage_key.is_not(None))
+    ).all()
+    for key in attachments:
+        storage.delete(key)
+    files += len(attachments)
+    session.execute(
+        update(FieldValue).where(FieldValue.request_id.in_(ids)).values(value=None, storage_key=None, entered_ip=None)
+    )
     # The rows' stored mail attachments are the documents above: their list goes with the addresses.
     session.execute(
         update(OutgoingMail)
