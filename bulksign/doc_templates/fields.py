@@ -12,11 +12,11 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import math
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
+import regex
 from babel.dates import format_date
 from babel.numbers import format_decimal
 
@@ -198,8 +198,8 @@ def _checked(name: str, raw: Mapping, *, roles: list[str]) -> FieldSettings:
                 N_("The pattern of “%(name)s” is longer than %(limit)s characters.", name=name, limit=MAX_PATTERN_CHARS)
             )
         try:
-            re.compile(pattern)
-        except re.error as exc:
+            regex.compile(pattern)
+        except regex.error as exc:
             raise refuse(
                 N_("The pattern of “%(name)s” is not a valid regular expression: %(error)s.", name=name, error=exc.msg)
             ) from None
