@@ -52,7 +52,7 @@ EVENT_MEANINGS = {
     "request.sent": "The recipient's mail server accepted the invitation.",
     "request.opened": "The recipient opened the signing page.",
     "request.signed": "The recipient signed (for a document several parties sign: its last party signed); the "
-    "signed PDF follows within seconds.",
+    "signed PDF follows within seconds. `data.fields` carries what the signers filled in.",
     "request.declined": "The recipient declined to sign.",
     "request.bounced": "The invitation bounced.",
     "request.expired": "The deadline passed unsigned.",
