@@ -1,9 +1,10 @@
 """One evidence package per batch: the ZIP an auditor or a court takes as a whole (issue 31).
 
 It holds every signed PDF (``signed/``), its audit certificate on its own (``certificates/``), the signers'
-attachments (``attachments/``: none are collected yet, the folder is the place they will go), a manifest of
-every request of the batch (``manifest.csv`` and ``manifest.json``: parties, statuses, times, the sha256 of the
-original and of the signed PDF, the seal certificate's fingerprint, the time-stamp when the seal has one), a
+attachments (``attachments/``, named after the signed PDF they belong to), a manifest of every request of the
+batch (``manifest.csv`` and ``manifest.json``: parties, statuses, times, the sha256 of the original and of the
+signed PDF, the seal certificate's fingerprint, the time-stamp when the seal has one, each attachment with its
+sha256; the JSON also the values the signers filled in), a
 ``SHA256SUMS`` of every file and a README saying how to check each. It is an export like the signed ZIP
 (``exports.build_zip``: one row, one job, progress, a temporary file streamed to storage), so a batch of 10,000
 documents holds one document in memory at a time, and the manifest's rows one page at a time.
@@ -29,6 +30,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bulksign.batches import exports
+from bulksign.batches.field_values import stored_values
 from bulksign.documents.signature_box import SignatureBox
 from bulksign.documents.signed_pdf import certificate_pages
 from bulksign.documents.storage import Storage
@@ -56,6 +58,7 @@ MANIFEST_COLUMNS = (
     "timestamp",
     "signed_file",
     "certificate_file",
+    "attachments",
 )
 #: Requests read per page for the manifest.
 PAGE = 500
@@ -200,13 +203,15 @@ def _write_package(session: Session, archive: zipfile.ZipFile, export: Export, s
             writer = csv.writer(csv_fh)
             writer.writerow(MANIFEST_COLUMNS)
             json_fh.write(json.dumps({"batch": {"id": batch_id, "name": batch_name}, "requests": []})[:-2])
-            archive.writestr(zipfile.ZipInfo("attachments/"), b"")  # the signers' attachments' place (none yet)
+            archive.writestr(zipfile.ZipInfo("attachments/"), b"")  # the signers' attachments' place, even if none
             files, first = 0, True
             for page in _requests(session, batch_id=batch_id):
                 docs = _documents(session, [r.id for r in page])
                 parties = parties_of(page)
+                values = stored_values(session, request_ids=[r.id for r in page])
                 for r in page:
                     entry = _entry(session, archive, sums, r, docs, storage, certificates)
+                    entry.update(_given(archive, sums, r, values.get(r.id, {}), storage))
                     entry["parties"] = [p.__dict__ for p in parties[r.id]]
                     writer.writerow(_csv_cells(entry))
                     json_fh.write(("" if first else ",") + json.dumps(entry, ensure_ascii=False))
@@ -275,8 +280,40 @@ def _entry(session, archive, sums: _Sums, r, docs, storage: Storage, certificate
     return entry
 
 
+def _given(archive, sums: _Sums, r, values: dict, storage: Storage) -> dict:
+    """What a request's signers filled in: ``fields`` (the values as stored) and ``attachments`` (each with its
+    sha256, its file in ``attachments/`` while the request is not purged; a purged one keeps its hash only)."""
+    signed_name = exports.zip_name(r.row_number, r.id, r.email)
+    attachments = []
+    for row in values.values():
+        if row.sha256 is None:
+            continue
+        file = None
+        if row.storage_key is not None and r.purged_at is None:
+            beside = exports.attachment_zip_name(signed_name, field=row.name, filename=row.value or row.name)
+            file = f"attachments/{beside}"
+            sums.add(archive, file, storage.get(row.storage_key))
+        attachments.append(
+            {
+                "field": row.name,
+                "role": row.role,
+                "filename": row.value,
+                "content_type": row.content_type,
+                "size": row.size,
+                "sha256": row.sha256,
+                "entered_at": row.entered_at.isoformat(timespec="seconds"),
+                "file": file,
+            }
+        )
+    return {
+        "fields": {row.name: row.value for row in values.values() if row.sha256 is None},
+        "attachments": attachments,
+    }
+
+
 def _csv_cells(entry: dict) -> list[str]:
     cells = dict(entry)
+    cells["attachments"] = "; ".join(f"{a['field']}: {a['file'] or '-'} ({a['sha256']})" for a in entry["attachments"])
     cells["parties"] = "; ".join(
         f"{p['role']}: {p['name'] + ' ' if p['name'] else ''}<{p['email']}> ({p['status']})" for p in entry["parties"]
     )
@@ -290,12 +327,14 @@ What is in it
 - signed/        every signed PDF, sealed (PAdES) as the recipient received it.
 - certificates/  the audit certificate of each signed PDF on its own: who signed, when, from where, every event.
                  A copy for filing: the seal covers the signed PDF, whose last pages these are.
-- attachments/   the signers' attachments (none are collected yet).
+- attachments/   the signers' attachments (an ID scan, a certificate ...), named after the signed PDF of their
+                 request and their field.
 - manifest.csv, manifest.json
                  every request of the batch: its parties, status and times, the sha256 of the original and of
                  the signed PDF, the seal certificate's sha256 fingerprint and subject, and the time-stamp when
-                 the seal carries one. A request whose documents were purged (purged_at) keeps its hashes
-                 and has no files here.
+                 the seal carries one, each attachment with its sha256 (manifest.json: also the values
+                 the signers filled in). A request whose documents were purged (purged_at) keeps its
+                 hashes and has no files here.
 - SHA256SUMS     the sha256 of every other file here.
 
 How to check it

@@ -1,5 +1,6 @@
-"""Exports of a batch: the recipients as CSV (streamed), and files built by a job from its signed documents: a ZIP
-of the signed PDFs here, the evidence package in ``evidence`` (``build_zip`` is the frame both use)."""
+"""Exports of a batch: the recipients as CSV (streamed, with the values its signers filled in), and files built by
+a job from its signed documents: a ZIP of the signed PDFs (each request's attachments beside its PDF) here, the
+evidence package in ``evidence`` (``build_zip`` is the frame both use)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from bulksign.batches.field_values import batch_fields, safe_name, stored_attachments, stored_values
 from bulksign.batches.party_progress import batch_roles, row_parties
 from bulksign.batches.recipients_table import RecipientFilter, recipients_page
 from bulksign.core.logs import log
 from bulksign.core.spreadsheets import formula_safe
+from bulksign.documents.field_boxes import FIELD_PREFIX
 from bulksign.documents.storage import Storage, StorageError
 from bulksign.models import Document, Export, SigningRequest, User
 from bulksign.people.access import batch_for_export
@@ -93,24 +96,32 @@ def _party_cells(roles: tuple[str, ...], parties) -> list[str]:
     ]
 
 
+def _field_cells(names: tuple[str, ...], values: dict) -> list[str]:
+    return [safe_cell(values[name].value if name in values else None) for name in names]
+
+
 def recipients_csv(session: Session, *, batch_id: int, flt: RecipientFilter) -> Iterator[str]:
     """The filtered recipients as CSV text chunks (BOM first), read in keyset pages: memory stays flat.
-    A batch with parties besides the recipient gets their columns (``party_columns``; one more query a page)."""
+    A batch with parties besides the recipient gets their columns (``party_columns``; one more query a page), one
+    whose template has fields a ``field_<name>`` column each, the value as stored (one more query a page)."""
     roles = batch_roles(session, batch_id=batch_id)
+    fields = tuple(field.name for field in batch_fields(session, batch_id=batch_id).fields)
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(CSV_COLUMNS + party_columns(roles))
+    writer.writerow(CSV_COLUMNS + party_columns(roles) + tuple(f"{FIELD_PREFIX}{name}" for name in fields))
     yield BOM + buffer.getvalue()
     cursor = None
     for _ in range(100_000):  # bounded: pages of CSV_PAGE rows
         page = recipients_page(session, batch_id=batch_id, flt=flt, cursor=cursor, limit=CSV_PAGE)
         buffer.seek(0)
         buffer.truncate()
-        if roles:
-            parties = row_parties(session, batch_id=batch_id, request_ids=[r.id for r in page.items])
-            writer.writerows(_csv_row(r) + _party_cells(roles, parties.get(r.id, ())) for r in page.items)
-        else:
-            writer.writerows(_csv_row(r) for r in page.items)
+        ids = [r.id for r in page.items]
+        parties = row_parties(session, batch_id=batch_id, request_ids=ids) if roles else {}
+        values = stored_values(session, request_ids=ids) if fields else {}
+        writer.writerows(
+            _csv_row(r) + _party_cells(roles, parties.get(r.id, ())) + _field_cells(fields, values.get(r.id, {}))
+            for r in page.items
+        )
         yield buffer.getvalue()
         session.expunge_all()  # rows already written need not stay in memory
         cursor = page.next_cursor
@@ -205,9 +216,14 @@ def build_signed_zip(
 def _signed_pdfs(session: Session, archive: zipfile.ZipFile, export: Export, storage: Storage, tick) -> int:
     n = 0
     for page in signed_pages(session, batch_id=export.batch_id):
+        attachments = stored_attachments(session, request_ids=[row.id for row in page])
         for key, row_number, request_id, email in page:
             # PDFs are already compressed; storing them keeps the job fast.
-            archive.writestr(zip_name(row_number, request_id, email), storage.get(key))
+            name = zip_name(row_number, request_id, email)
+            archive.writestr(name, storage.get(key))
+            for attachment in attachments.get(request_id, ()):
+                beside = attachment_zip_name(name, field=attachment.name, filename=attachment.filename)
+                archive.writestr(beside, storage.get(attachment.storage_key))
             n += 1
             tick(n)
     return n
@@ -273,8 +289,13 @@ def build_zip(
 
 
 def zip_name(row_number: int | None, request_id: int, email: str) -> str:
-    safe = "".join(c if c.isalnum() or c in "@._-" else "_" for c in email)[:100]
-    return f"{row_number or request_id:06d}-{safe}.pdf"
+    return f"{row_number or request_id:06d}-{safe_name(email)}.pdf"
+
+
+def attachment_zip_name(signed_name: str, *, field: str, filename: str) -> str:
+    """Where a request's attachment goes beside its signed PDF ``signed_name``: its stem, the field, the file's name
+    (``000002-ann@example.com.pdf`` → ``000002-ann@example.com-id_scan-passport.jpg``)."""
+    return f"{signed_name.removesuffix('.pdf')}-{field}-{safe_name(filename)}"
 
 
 def latest_export(

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
+from bulksign.batches.field_values import stored_values
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
 from bulksign.models import Batch, Event, SigningRequest, WebhookDelivery, WebhookEndpoint
@@ -51,7 +52,7 @@ EVENT_MEANINGS = {
     "request.sent": "The recipient's mail server accepted the invitation.",
     "request.opened": "The recipient opened the signing page.",
     "request.signed": "The recipient signed (for a document several parties sign: its last party signed); the "
-    "signed PDF follows within seconds.",
+    "signed PDF follows within seconds. `data.fields` carries what the signers filled in.",
     "request.declined": "The recipient declined to sign.",
     "request.bounced": "The invitation bounced.",
     "request.expired": "The deadline passed unsigned.",
@@ -137,6 +138,12 @@ class RequestEvent(BaseModel):
     occurred_at: datetime
     links: RequestEventLinks
     party: PartyRef | None = Field(None, description="On `party.*`: which party; null on `request.*`.")
+    fields: dict[str, str | None] | None = Field(
+        None,
+        description="On `request.signed`: what the signers filled in, by field name, as the request's `fields` in "
+        "the API (a number `1234.5`, a date `2027-01-31`, a checkbox `true`/`false`, an attachment's file name: "
+        "fetch the file from the request's `attachments`); null on the other events.",
+    )
 
 
 class BatchRef(BaseModel):
@@ -331,8 +338,12 @@ def collect(
         .limit(limit)
     ).all()
     wanted = _wanted_events(session)
+    # What the signers filled in goes with ``request.signed`` only: one query for the page's signed requests.
+    signed_ids = [r[3] for r in rows if EVENT_TYPES[r[1]] == "request.signed"] if "request.signed" in wanted else []
+    values = stored_values(session, request_ids=signed_ids)
     for _event_id, etype, at, request_id, batch_id, email, name, row_number, team_id, details in rows:
         if EVENT_TYPES[etype] in wanted:
+            given = values.get(request_id, {}) if EVENT_TYPES[etype] == "request.signed" else None
             made += len(
                 emit(
                     session,
@@ -348,6 +359,7 @@ def collect(
                             app_url=app_url, request_id=request_id, signed=EVENT_TYPES[etype] == "request.signed"
                         ),
                         party=PartyRef(role=(details or {}).get("role", "")) if etype.startswith("party.") else None,
+                        fields={n: v.value for n, v in given.items()} if given is not None else None,
                     ).model_dump(mode="json"),
                 ).delivery_ids
             )

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, TypeVar
 
-from flask import Blueprint, Flask, current_app, g, jsonify, request
+from flask import Blueprint, Flask, current_app, g, jsonify, request, url_for
 from flask_limiter.util import get_remote_address
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -103,6 +103,12 @@ def api_error(message: str, status: int, *, code: str | None = None, details: di
     return response
 
 
+def absolute_url(endpoint: str, **values) -> str:
+    """A URL the API gives out, under ``APP_URL`` as the links in mail and in webhook payloads: the same URL whichever
+    host the call came in by."""
+    return current_app.config["APP_URL"] + url_for(endpoint, **values)
+
+
 def answer(model: BaseModel, status: int = 200):
     """A JSON response from the operation's response model (fields never set, like an absent suggestion, left out)."""
     response = jsonify(model.model_dump(mode="json", exclude_unset=True))
@@ -125,8 +131,8 @@ class Link:
 class Operation:
     summary: str
     tag: str
-    #: Success status → response model, or a media type (``text/csv``) for a file.
-    responses: dict[int, type[BaseModel] | str]
+    #: Success status → response model, or a media type (``text/csv``) for a file, or a tuple of the types it may be.
+    responses: dict[int, type[BaseModel] | str | tuple[str, ...]]
     #: Error statuses this operation itself answers (401 and 429 are added for every authenticated one).
     errors: tuple[int, ...] = ()
     body: type[BaseModel] | None = None

@@ -8,14 +8,24 @@ from typing import Literal
 from flask import Blueprint, g
 from pydantic import BaseModel, Field
 
-from bulksign.batches import dashboard, recipients_table
+from bulksign.batches import dashboard, field_values, recipients_table
+from bulksign.batches.field_values import GivenValue
 from bulksign.batches.recipients_table import DashboardError, RecipientFilter
 from bulksign.core import keyset
 from bulksign.core.extensions import db
 from bulksign.models import Batch, SigningRequest
 from bulksign.models.status import BATCH_DISPATCHED, BATCH_STATE_NAMES, BatchStatus, Status
 from bulksign.views._downloads import csv_response
-from bulksign.views.api.common import NO_NUL, ApiError, NextCursor, PageQuery, answer, operation, parse_query
+from bulksign.views.api.common import (
+    NO_NUL,
+    ApiError,
+    NextCursor,
+    PageQuery,
+    absolute_url,
+    answer,
+    operation,
+    parse_query,
+)
 
 bp = Blueprint("api_dashboard", __name__, url_prefix="/api/v1")
 
@@ -81,6 +91,23 @@ class BatchPage(NextCursor):
     items: list[BatchOut]
 
 
+class AttachmentOut(BaseModel):
+    """A file a signer attached to an `attachment` field (PDF, JPEG or PNG, checked by its content)."""
+
+    field: str = Field(description="The field's name: `id_scan` for the mark `{{ field_id_scan }}`.")
+    filename: str | None = Field(description="The name the signer's file had; null once purged.")
+    content_type: str | None = Field(description="`application/pdf`, `image/jpeg` or `image/png`; null once purged.")
+    size: int | None = Field(description="Bytes.")
+    sha256: str | None = Field(
+        description="Of the file's bytes, as the audit certificate prints it (kept after a purge)."
+    )
+    role: str = Field(description="The role of the party that attached it (`recipient` or another party's role).")
+    entered_at: datetime
+    url: str | None = Field(
+        description="`GET` it with the key (`Content-Disposition: attachment`, its type); null once purged."
+    )
+
+
 class SigningRequestOut(BaseModel):
     """One recipient's request. Never its signing link: that is the recipient's secret."""
 
@@ -106,6 +133,16 @@ class SigningRequestOut(BaseModel):
         None,
         description="When its documents and personal data were purged (the team's retention, or an erasure): "
         "`email`, `name`, `decline_reason` and `error` are null from then on; the times and the status stay.",
+    )
+    fields: dict[str, str | None] = Field(
+        default_factory=dict,
+        description="What the signers filled in, by field name (`{{ field_<name> }}`), as the template's field "
+        "settings check it: text as typed, a number `1234.5`, a date `2027-01-31`, a checkbox `true` or `false`, "
+        "the option chosen, an attachment's file name; null for an optional field left empty, and every value once "
+        "purged. Empty until a party that fills fields signs.",
+    )
+    attachments: list[AttachmentOut] = Field(
+        default_factory=list, description="The files the signers attached, with their links."
     )
 
 
@@ -165,7 +202,21 @@ def _batch_out(view: dashboard.BatchView | dashboard.BatchRow) -> BatchOut:
     )
 
 
-def _request_out(r: SigningRequest) -> SigningRequestOut:
+def _attachment_out(request_id: int, v: GivenValue) -> AttachmentOut:
+    return AttachmentOut(
+        field=v.name,
+        filename=v.value,
+        content_type=v.content_type,
+        size=v.size,
+        sha256=v.sha256,
+        role=v.role,
+        entered_at=v.entered_at,
+        url=absolute_url("api_requests.attachment_download", request_id=request_id, name=v.name) if v.stored else None,
+    )
+
+
+def _request_out(r: SigningRequest, given: tuple[GivenValue, ...] = ()) -> SigningRequestOut:
+    """The request as the API gives it, with what its signers filled in (``field_values.given_values``)."""
     kept = r.purged_at is None
     return SigningRequestOut(
         id=r.id,
@@ -184,6 +235,8 @@ def _request_out(r: SigningRequest) -> SigningRequestOut:
         complained_at=r.complained_at,
         error=r.error_message,
         purged_at=r.purged_at,
+        fields={v.name: v.value for v in given},
+        attachments=[_attachment_out(r.id, v) for v in given if v.is_attachment],
     )
 
 
@@ -235,7 +288,10 @@ def list_requests(batch_id: int):
         )
     except DashboardError as exc:
         raise ApiError(str(exc), 422, code="invalid_cursor") from None
-    return answer(RequestPage(items=[_request_out(r) for r in page.items], next_cursor=page.next_cursor))
+    given = field_values.given_values(db.session, batch_id=batch_id, request_ids=[r.id for r in page.items])
+    return answer(
+        RequestPage(items=[_request_out(r, given.get(r.id, ())) for r in page.items], next_cursor=page.next_cursor)
+    )
 
 
 @bp.get("/batches/<int:batch_id>/export.csv")

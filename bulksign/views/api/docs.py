@@ -123,6 +123,8 @@ def _parameters(rule: Rule, op: Operation, schemas: dict) -> list[dict]:
 def _content(model, schemas: dict) -> dict:
     if isinstance(model, str):
         return {model: {"schema": {"type": "string"}}}
+    if isinstance(model, tuple):  # a file of one of several types (a signer's attachment)
+        return {media: {"schema": {"type": "string", "format": "binary"}} for media in model}
     return {"application/json": {"schema": schemas[(model, "serialization")]}}
 
 

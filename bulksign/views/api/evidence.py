@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Literal
 
-from flask import Blueprint, current_app, g, url_for
+from flask import Blueprint, g
 from pydantic import BaseModel, Field
 
 from bulksign.batches.evidence import EVIDENCE, start_evidence
@@ -18,7 +18,7 @@ from bulksign.batches.exports import latest_export
 from bulksign.core.extensions import db
 from bulksign.core.logs import log
 from bulksign.models import Export, utcnow
-from bulksign.views.api.common import MAX_ID, ApiError, answer, operation
+from bulksign.views.api.common import MAX_ID, ApiError, absolute_url, answer, operation
 from bulksign.views.api.exports import POLL_SECONDS, zip_download
 from bulksign.work.queues import SIGNED_ZIP
 
@@ -42,10 +42,6 @@ class EvidenceOut(BaseModel):
     download_url: str | None = Field(description="The ZIP, once `status` is `ready`; null before.")
 
 
-def _url(endpoint: str, **values) -> str:
-    return current_app.config["APP_URL"] + url_for(endpoint, **values)
-
-
 def _out(export: Export) -> EvidenceOut:
     ids = {"batch_id": export.batch_id, "export_id": export.id}
     return EvidenceOut(
@@ -55,8 +51,8 @@ def _out(export: Export) -> EvidenceOut:
         total=export.total,
         done=export.done,
         error=export.error,
-        status_url=_url(".evidence_status", **ids),
-        download_url=_url(".download", **ids) if export.status == "ready" else None,
+        status_url=absolute_url(".evidence_status", **ids),
+        download_url=absolute_url(".download", **ids) if export.status == "ready" else None,
     )
 
 
@@ -89,7 +85,7 @@ def start(batch_id: int):
         SIGNED_ZIP.enqueue(started.export.id, job_id=SIGNED_ZIP.job_id(id=started.export.id))
         log(logger, logging.INFO, "evidence package started over the api", export_id=started.export.id)
     response = answer(_out(started.export), 202)
-    response.headers["Location"] = _url(".evidence_status", batch_id=batch_id, export_id=started.export.id)
+    response.headers["Location"] = absolute_url(".evidence_status", batch_id=batch_id, export_id=started.export.id)
     return response
 
 

@@ -10,7 +10,7 @@ import logging
 from datetime import datetime
 from typing import Literal
 
-from flask import Blueprint, Response, current_app, g, url_for
+from flask import Blueprint, Response, g
 from pydantic import BaseModel, Field
 
 from bulksign.batches.exports import latest_export, start_signed_zip
@@ -19,7 +19,7 @@ from bulksign.core.logs import log
 from bulksign.documents.storage import StorageError, get_storage
 from bulksign.models import Export, utcnow
 from bulksign.views._downloads import streamed_attachment
-from bulksign.views.api.common import MAX_ID, ApiError, Link, answer, operation
+from bulksign.views.api.common import MAX_ID, ApiError, Link, absolute_url, answer, operation
 from bulksign.work.queues import SIGNED_ZIP
 
 bp = Blueprint("api_exports", __name__, url_prefix="/api/v1")
@@ -50,10 +50,6 @@ class ExportOut(BaseModel):
     links: ExportLinks
 
 
-def _url(endpoint: str, **values) -> str:
-    return current_app.config["APP_URL"] + url_for(endpoint, **values)
-
-
 def _export_out(export: Export) -> ExportOut:
     ids = {"batch_id": export.batch_id, "export_id": export.id}
     return ExportOut(
@@ -65,7 +61,7 @@ def _export_out(export: Export) -> ExportOut:
         error=export.error,
         created_at=export.created_at,
         finished_at=export.finished_at,
-        links=ExportLinks(status=_url(".export_status", **ids), download=_url(".download", **ids)),
+        links=ExportLinks(status=absolute_url(".export_status", **ids), download=absolute_url(".download", **ids)),
     )
 
 
@@ -106,7 +102,7 @@ def start(batch_id: int):
         SIGNED_ZIP.enqueue(started.export.id, job_id=SIGNED_ZIP.job_id(id=started.export.id))
         log(logger, logging.INFO, "export started over the api", export_id=started.export.id, batch_id=batch_id)
     response = answer(_export_out(started.export), 202)
-    response.headers["Location"] = _url(".export_status", batch_id=batch_id, export_id=started.export.id)
+    response.headers["Location"] = absolute_url(".export_status", batch_id=batch_id, export_id=started.export.id)
     return response
 
 

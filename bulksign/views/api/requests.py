@@ -1,5 +1,5 @@
-"""JSON API for one signing request: its status and times, and its documents (the rendered original, the sealed
-signed PDF, the audit certificate).
+"""JSON API for one signing request: its status and times, what its signers filled in, and its files (the rendered
+original, the sealed signed PDF, the audit certificate, the signers' attachments).
 
 Every route has ``<request_id>``: ``reach`` has already answered 404 for a request of a batch the key's user does
 not see. The PDFs are the bytes in storage, the same the recipient's page and the batch's ZIP serve.
@@ -11,9 +11,10 @@ import logging
 from dataclasses import asdict
 from datetime import datetime
 
-from flask import Blueprint, current_app, g, url_for
+from flask import Blueprint, g
 from pydantic import BaseModel, Field
 
+from bulksign.batches.field_values import attachment_of, request_values
 from bulksign.core.extensions import db
 from bulksign.core.logs import log
 from bulksign.documents.sealing import latest_document, signed_filename
@@ -24,8 +25,8 @@ from bulksign.models import Document, SigningRequest
 from bulksign.models.status import Status
 from bulksign.people import access
 from bulksign.signing.parties import parties_of
-from bulksign.views._downloads import attachment
-from bulksign.views.api.common import ApiError, answer, operation
+from bulksign.views._downloads import attachment, signer_attachment
+from bulksign.views.api.common import ApiError, absolute_url, answer, operation
 from bulksign.views.api.dashboard import SigningRequestOut, _request_out
 
 bp = Blueprint("api_requests", __name__, url_prefix="/api/v1")
@@ -82,11 +83,6 @@ class RequestOut(SigningRequestOut):
     links: RequestLinks
 
 
-def _url(endpoint: str, **values) -> str:
-    # Under APP_URL, as the links in mail and in webhook payloads: the same URL whichever host the call came in by.
-    return current_app.config["APP_URL"] + url_for(endpoint, **values)
-
-
 def _document_out(document: Document | None) -> DocumentOut | None:
     if document is None:
         return None
@@ -121,17 +117,17 @@ def get_request(request_id: int):
     signed = latest_document(db.session, row.id, "signed")
     return answer(
         RequestOut(
-            **_request_out(row).model_dump(),
+            **_request_out(row, request_values(db.session, batch_id=row.batch_id, request_id=row.id)).model_dump(),
             batch=BatchRefOut(id=row.batch.id, name=row.batch.name),
             parties=[PartyOut(**asdict(p)) for p in parties_of(db.session, row)],
             document=_document_out(original),
             signed_document=_document_out(signed),
             links=RequestLinks(
-                request=_url(".get_request", request_id=row.id),
-                batch=_url("api_dashboard.get_batch", batch_id=row.batch_id),
-                document=_url(".document", request_id=row.id),
-                signed=_url(".signed", request_id=row.id),
-                certificate=_url(".certificate", request_id=row.id),
+                request=absolute_url(".get_request", request_id=row.id),
+                batch=absolute_url("api_dashboard.get_batch", batch_id=row.batch_id),
+                document=absolute_url(".document", request_id=row.id),
+                signed=absolute_url(".signed", request_id=row.id),
+                certificate=absolute_url(".certificate", request_id=row.id),
             ),
         )
     )
@@ -141,14 +137,19 @@ def _not_ready(message: str) -> ApiError:
     return ApiError(message, 409, code="not_ready", headers={"Retry-After": str(RETRY_AFTER)})
 
 
-def _stored(document: Document) -> bytes:
+def _stored(key: str, **about) -> bytes:
+    """A file in storage (``about``: which, for the log); 503 when storage cannot give it."""
     try:
-        return get_storage().get(document.storage_key)
+        return get_storage().get(key)
     except StorageError as exc:
-        log(logger, logging.ERROR, "document missing from storage", document_id=document.id, error=str(exc))
+        log(logger, logging.ERROR, "file missing from storage", **about, error=str(exc))
         raise ApiError(
             "The document cannot be read from storage right now; try again later.", 503, code="storage_unavailable"
         ) from None
+
+
+def _stored_document(document: Document) -> bytes:
+    return _stored(document.storage_key, document_id=document.id)
 
 
 def _signed(row: SigningRequest) -> Document:
@@ -174,7 +175,7 @@ def document(request_id: int):
     original = latest_document(db.session, row.id, "original")
     if original is None:
         raise _not_ready(f"The document is not rendered yet (status {row.status}). Ask again in {RETRY_AFTER} seconds.")
-    return attachment(_stored(original), mimetype=PDF, filename=f"document-{row.id}.pdf")
+    return attachment(_stored_document(original), mimetype=PDF, filename=f"document-{row.id}.pdf")
 
 
 @bp.get("/requests/<int:request_id>/signed")
@@ -187,7 +188,7 @@ def signed(request_id: int):
     between signing (the `request.signed` webhook) and the seal.
     """
     row = _with_files(request_id)
-    return attachment(_stored(_signed(row)), mimetype=PDF, filename=signed_filename(row))
+    return attachment(_stored_document(_signed(row)), mimetype=PDF, filename=signed_filename(row))
 
 
 @bp.get("/requests/<int:request_id>/certificate")
@@ -199,7 +200,30 @@ def certificate(request_id: int):
     whose last pages these are. 409 as for the signed PDF.
     """
     row = _with_files(request_id)
-    sealed = _stored(_signed(row))
+    sealed = _stored_document(_signed(row))
     original = latest_document(db.session, row.id, "original")
-    pages = certificate_pages(sealed, original=_stored(original), box=SignatureBox.from_json(original.signature_box))
+    pages = certificate_pages(
+        sealed, original=_stored_document(original), box=SignatureBox.from_json(original.signature_box)
+    )
     return attachment(pages, mimetype=PDF, filename=f"audit-certificate-{row.id}.pdf")
+
+
+#: What an attachment may be: the types the signing page accepts (checked by the file's content).
+ATTACHMENT_TYPES = ("application/pdf", "image/jpeg", "image/png")
+
+
+@bp.get("/requests/<int:request_id>/attachments/<name>")
+@operation(
+    "Download a file a signer attached", tag="Requests", responses={200: ATTACHMENT_TYPES}, errors=(404, 410, 503)
+)
+def attachment_download(request_id: int, name: str):
+    """The file of the `attachment` field `name` (the request's `attachments[].url`), as the signer gave it:
+    `Content-Disposition: attachment` with its file name, its checked type, `X-Content-Type-Options: nosniff`.
+
+    404 for a request of a batch the key's user does not see, or a field without a file; 410 once the request
+    was purged (its `attachments` keep each file's sha256)."""
+    row = _with_files(request_id)
+    found = attachment_of(db.session, batch_id=row.batch_id, request_id=row.id, name=name)
+    if found is None:
+        raise ApiError(f"The request has no attachment named “{name[:64]}”.", 404)
+    return signer_attachment(found, _stored(found.storage_key, request_id=row.id, field=found.name))

@@ -25,7 +25,7 @@ from flask_babel import lazy_gettext as _l
 from flask_babel import ngettext
 from flask_login import current_user
 
-from bulksign.batches import dashboard, party_progress, recipients_table
+from bulksign.batches import dashboard, field_values, party_progress, recipients_table
 from bulksign.batches import timeline as request_timeline
 from bulksign.batches.bulk_actions import ACTIONS, INLINE_LIMIT, BulkOutcome, enqueue_bulk, run_staff_action
 from bulksign.batches.exports import latest_export, start_signed_zip
@@ -37,7 +37,7 @@ from bulksign.core.extensions import db
 from bulksign.core.logs import log
 from bulksign.documents.storage import StorageError, get_storage
 from bulksign.models import Batch, utcnow
-from bulksign.views._downloads import csv_response
+from bulksign.views._downloads import csv_response, signer_attachment
 from bulksign.views._forms import extend_days_field
 from bulksign.views._results import background_message, reminders_done, resend_done
 from bulksign.work.queues import SIGNED_ZIP
@@ -117,7 +117,17 @@ def _table_context(batch_id: int, flt: RecipientFilter, cursor: str | None, coun
         "matching": recipients_table.count_matching(db.session, batch_id=batch_id, flt=flt, counts=counts),
         "roles": roles,
         "row_parties": _row_parties(batch_id, roles, [r.id for r in page.items]),
+        **_fields_context(batch_id, [r.id for r in page.items]),
     }
+
+
+def _fields_context(batch_id: int, request_ids: list[int]) -> dict:
+    """The fields the batch's signers fill, and what the rows' signers filled in (none read for a batch without)."""
+    found = field_values.batch_fields(db.session, batch_id=batch_id)
+    if not found.fields:
+        return {"fields": (), "row_fields": {}}
+    given = field_values.given_values(db.session, batch_id=batch_id, request_ids=request_ids, fields=found)
+    return {"fields": found.fields, "row_fields": given}
 
 
 def _row_parties(batch_id: int, roles, request_ids: list[int]) -> dict:
@@ -186,6 +196,7 @@ def progress(batch_id: int):
         "batches/_progress.html",
         rows=rows,
         row_parties=_row_parties(batch_id, parties.roles, [r.id for r in rows]),
+        **_fields_context(batch_id, [r.id for r in rows]),
         **_progress_context(*found, parties),
     )
 
@@ -213,6 +224,18 @@ def timeline(batch_id: int, request_id: int):
     if found is None:
         abort(404)
     return render_template("batches/_timeline.html", tl=found, batch_id=batch_id)
+
+
+@bp.get("/<int:batch_id>/requests/<int:request_id>/attachments/<name>")
+def attachment(batch_id: int, request_id: int, name: str):
+    """A file a signer attached: for whoever sees the batch (``reach`` answered 404 to anyone else)."""
+    found = field_values.attachment_of(db.session, batch_id=batch_id, request_id=request_id, name=name) or abort(404)
+    try:
+        data = get_storage().get(found.storage_key)
+    except StorageError as exc:
+        log(logger, logging.ERROR, "attachment missing from storage", request_id=request_id, error=str(exc))
+        abort(404)
+    return signer_attachment(found, data)
 
 
 def _ids_from_form() -> list[int]:

@@ -41,6 +41,7 @@ from bulksign.recipients.suppressions import suppress
 from bulksign.views.api.docs import _api_rules, build_spec
 from tests.support.batches import make_batch
 from tests.support.clock import NOW
+from tests.support.field_values import fill, scan_png
 from tests.support.looks import ARTIFACTS, WIDTHS
 from tests.support.pdf_files import plain_pdf
 from tests.support.sealed import signed_request
@@ -448,6 +449,11 @@ def _tour_documents(call, world, *, admin: dict, viewer: dict, unrendered: int) 
         call(f"{request}/{what}", "GET", f"/requests/{signed}/{what}", 200, headers=viewer)
         # The batch made from the file has rendered nothing: no original, nothing signed.
         call(f"{request}/{what}", "GET", f"/requests/{unrendered}/{what}", 409, headers=admin)
+    # A file its signer attached (issue 30), and a field without one.
+    scan = fill(signed, now=NOW, values={}, scan=scan_png())
+    attached = f"{request}/attachments/{{name}}"
+    call(attached, "GET", f"/requests/{signed}/attachments/id_scan", 200, headers=viewer)
+    call(attached, "GET", f"/requests/{signed}/attachments/iban", 404, headers=viewer)
     start = "POST /batches/{batch_id}/exports"
     call(start, "POST", f"/batches/{batch}/exports", 403, headers=viewer)
     export = call(start, "POST", f"/batches/{batch}/exports", 202, headers=admin).json["id"]
@@ -489,11 +495,14 @@ def _tour_documents(call, world, *, admin: dict, viewer: dict, unrendered: int) 
         )
     )
     call(f"{request}/document", "GET", f"/requests/{signed}/document", 503, headers=admin)
+    storage.delete(scan)
+    call(attached, "GET", f"/requests/{signed}/attachments/id_scan", 503, headers=admin)
     # Purged under the retention rules (or an erasure): its files are gone for good, and say so.
     purge_requests(db.session, storage=storage, request_ids=[signed], now=utcnow(), reason="erasure")
     db.session.commit()
     for what in ("document", "signed", "certificate"):
         call(f"{request}/{what}", "GET", f"/requests/{signed}/{what}", 410, headers=admin)
+    call(attached, "GET", f"/requests/{signed}/attachments/id_scan", 410, headers=admin)
 
 
 def _tour_limits(make_app, spec, admin_email) -> set[tuple[str, str]]:
