@@ -24,6 +24,7 @@ from bulksign.documents.storage import StorageError, get_storage
 from bulksign.models import Document, SigningRequest
 from bulksign.models.status import Status
 from bulksign.people import access
+from bulksign.signing.field_entry import ATTACHMENT_TYPES
 from bulksign.signing.parties import parties_of
 from bulksign.views._downloads import attachment, signer_attachment
 from bulksign.views.api.common import ApiError, absolute_url, answer, operation
@@ -209,12 +210,12 @@ def certificate(request_id: int):
 
 
 #: What an attachment may be: the types the signing page accepts (checked by the file's content).
-ATTACHMENT_TYPES = ("application/pdf", "image/jpeg", "image/png")
-
-
 @bp.get("/requests/<int:request_id>/attachments/<name>")
 @operation(
-    "Download a file a signer attached", tag="Requests", responses={200: ATTACHMENT_TYPES}, errors=(404, 410, 503)
+    "Download a file a signer attached",
+    tag="Requests",
+    responses={200: tuple(ATTACHMENT_TYPES)},
+    errors=(404, 410, 503),
 )
 def attachment_download(request_id: int, name: str):
     """The file of the `attachment` field `name` (the request's `attachments[].url`), as the signer gave it:
