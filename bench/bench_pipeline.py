@@ -228,6 +228,29 @@ def _bare_loop(html: str, n: int, concurrency: int) -> float:
     return docs_per_second(lambda _: render_pdf(html, timeout=60), n, concurrency)
 
 
+def start_workers(app, queues: list[tuple[str, ...]]) -> list[subprocess.Popen]:
+    """A ``flask jobs worker`` on each of ``queues`` (one tuple of queue names per worker), registered with RQ (or
+    stopped again, and the error raised)."""
+    from tests.support.batches import worker_env
+
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "flask", "jobs", "worker", *names],
+            cwd=ROOT,
+            env=worker_env(app),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for names in queues
+    ]
+    try:
+        _wait_for_workers(len(workers), timeout=60)
+    except BaseException:
+        stop_processes(workers)
+        raise
+    return workers
+
+
 def _wait_for_workers(count: int, *, timeout: float) -> None:
     from rq import Worker
 
@@ -249,7 +272,6 @@ def run(*, small: bool) -> list[Figure]:
     from bulksign.documents.rendering import document_context
     from bulksign.models import SigningRequest
     from bulksign.work.pipeline import enqueue_renders
-    from tests.support.batches import worker_env
     from tests.support.services import free_port
 
     # BENCH_PIPELINE_RECIPIENTS: a mid-size run when 10,000 does not fit the time at hand.
@@ -281,17 +303,7 @@ def run(*, small: bool) -> list[Figure]:
 
                 # Workers start (imports, connections) before the clock does: the figure is throughput.
                 # As deployed: PDF_CONCURRENCY render workers and one mail worker (the throttle is global anyway).
-                workers = [
-                    subprocess.Popen(
-                        [sys.executable, "-m", "flask", "jobs", "worker", *queues],
-                        cwd=ROOT,
-                        env=worker_env(app),
-                        stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL,
-                    )
-                    for queues in [("pdf",)] * concurrency + [("mail",)]
-                ]
-                _wait_for_workers(len(workers), timeout=60)
+                workers = start_workers(app, [("pdf",)] * concurrency + [("mail",)])
                 # Each role's processes: the worker trees (supervisor, worker, RQ's scheduler), the database side
                 # (the server's backends of this database, PgBouncer), Redis. Imports and start-up are not counted.
                 database = app.config["DATABASE_URL"].rsplit("/", 1)[1]
