@@ -15,14 +15,13 @@ loop's LibreOffice, to show what the pipeline adds around the converter.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
 
 from bench import Figure, Settled, bench_app, docs_per_second, stop_processes, wait_for_requests
-from bench.bench_pipeline import ROOT, _database_pids, _stat, _tree, _wait_for_workers
+from bench.bench_pipeline import _backend_pids, _children_named, _stat, _tree, start_workers
 
 
 def _create_batch(user, version_id: int, n: int, *, offset: int = 0) -> int:
@@ -79,7 +78,7 @@ def _cpu_snapshot(workers: list[int], database: str) -> dict[tuple[str, int], fl
             stat = _stat(pid)
             if stat is not None:
                 snapshot[("render" if _session(pid) == session else "libreoffice", pid)] = stat[1]
-    for pid in _database_pids(database):
+    for pid in [*_backend_pids(database), *_children_named("pgbouncer")]:
         stat = _stat(pid)
         if stat is not None:
             snapshot[("database", pid)] = stat[1]
@@ -141,7 +140,7 @@ def run(*, small: bool) -> list[Figure]:
     from bulksign.models import SigningRequest, utcnow
     from bulksign.people.users import create_user
     from tests.support import docx_files
-    from tests.support.batches import request_ids, worker_env
+    from tests.support.batches import request_ids
 
     n = 6 if small else int(os.environ.get("BENCH_DOCX_RECIPIENTS", "1000"))
     source = docx_files.contract()
@@ -171,17 +170,7 @@ def run(*, small: bool) -> list[Figure]:
             bare_before = _bare_loop(filled, bare_n, converters)
             bare_cpu = watch.stop()["libreoffice"]
 
-            workers = [
-                subprocess.Popen(
-                    [sys.executable, "-m", "flask", "jobs", "worker", "pdf"],
-                    cwd=ROOT,
-                    env=worker_env(app),
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-                for _ in range(concurrency)
-            ]
-            _wait_for_workers(len(workers), timeout=60)
+            workers = start_workers(app, [("pdf",)] * concurrency)
             _generate(warm_ids, deadline=time.monotonic() + 300)  # each worker starts its LibreOffice here
             database = app.config["DATABASE_URL"].rsplit("/", 1)[1]
             watch = _CpuWatch(lambda: _cpu_snapshot([w.pid for w in workers], database))

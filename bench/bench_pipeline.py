@@ -1,15 +1,23 @@
 """The whole dispatch pipeline (render → store → invitation → SMTP) against a bare wkhtmltopdf loop.
 
-A batch of N recipients (10,000; small: 60) with the throttle off goes through real worker
-processes (``flask jobs worker``: PDF_CONCURRENCY on ``pdf``, one on ``mail``) to a local aiosmtpd sink,
-with the database behind PgBouncer in transaction pooling as deployed (``BENCH_PIPELINE_POOLER=none``:
-straight to PostgreSQL, to compare). In the same
-run, the same documents are rendered by a bare loop of wkhtmltopdf with the same options and
-the same concurrency, half before the pipeline runs and half after. Worker memory is sampled from /proc: growth from 10 % of the batch to its end.
+A batch of N recipients (10,000 by default, ``BENCH_PIPELINE_RECIPIENTS`` to change it; small: 60) with the
+throttle off goes through real worker processes (``flask jobs worker``: PDF_CONCURRENCY on ``pdf``, one on
+``mail``) to a local aiosmtpd sink, with the database behind PgBouncer in transaction pooling as deployed
+(``BENCH_PIPELINE_POOLER=none``: straight to PostgreSQL, to compare). In the same run, the same documents are
+rendered by a bare loop of wkhtmltopdf with the same options and the same concurrency, half before the pipeline
+runs and half after. Targets (issue 32): ≥ 2.5 × the bare loop's docs/s at 10,000 recipients, ≥ 2 × below that.
+
+CPU is counted per document and role (render workers, mail worker, PostgreSQL's backends of this database,
+PgBouncer, Redis, and wkhtmltopdf), each against what the bare loop spends per document: unlike docs/s, a busy
+machine barely moves it. wkhtmltopdf runs in bwrap's sandbox, whose outer process exits without reaping the
+namespace's init (which reaped wkhtmltopdf): the converter's CPU then reached no parent's account. This process
+is made their subreaper and reaps them (``_Orphans``), so ``os.times()`` counts them. Worker memory is sampled
+from /proc: growth from 10 % of the batch to its end.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import sys
@@ -75,15 +83,50 @@ def _reaped_cpu() -> float:
     return times.children_user + times.children_system
 
 
-def _database_pids(database: str) -> list[int]:
-    """PgBouncer (a child of this process) and the PostgreSQL backends now serving ``database``."""
+#: prctl's option that makes a process the reaper of its orphaned descendants (linux/prctl.h).
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+class _Orphans:
+    """This process as the subreaper of its descendants, reaping the sandboxes' orphaned inits (``bwrap``) that
+    ended, so their CPU (the converter's included) counts in ``os.times()``'s children.
+
+    Reap only where this process is not waiting on a ``bwrap`` of its own (between the bare loop's runs, not
+    during them): a reaped child is one ``subprocess`` would no longer find.
+    """
+
+    def __enter__(self) -> _Orphans:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.reap()
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+
+    def reap(self) -> None:
+        for children in Path(f"/proc/{os.getpid()}/task").glob("*/children"):
+            try:
+                pids = [int(c) for c in children.read_text().split()]
+            except OSError:
+                continue
+            for pid in pids:
+                try:
+                    raw = Path(f"/proc/{pid}/stat").read_text()
+                except OSError:
+                    continue
+                command, state = raw[raw.index("(") + 1 : raw.rindex(")")], raw.rsplit(")", 1)[1].split()[0]
+                if command == "bwrap" and state == "Z":
+                    os.waitpid(pid, 0)
+
+
+def _backend_pids(database: str) -> list[int]:
+    """The PostgreSQL backends now serving ``database`` (the server's own background processes are not counted)."""
     import psycopg
 
     from tests.support.services import PG_ADMIN_URL
 
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-        backends = [row[0] for row in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", (database,))]
-    return _children_named("pgbouncer") + backends
+        return [row[0] for row in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", (database,))]
 
 
 def _worker_pids() -> list[int]:
@@ -185,6 +228,29 @@ def _bare_loop(html: str, n: int, concurrency: int) -> float:
     return docs_per_second(lambda _: render_pdf(html, timeout=60), n, concurrency)
 
 
+def start_workers(app, queues: list[tuple[str, ...]]) -> list[subprocess.Popen]:
+    """A ``flask jobs worker`` on each of ``queues`` (one tuple of queue names per worker), registered with RQ (or
+    stopped again, and the error raised)."""
+    from tests.support.batches import worker_env
+
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "flask", "jobs", "worker", *names],
+            cwd=ROOT,
+            env=worker_env(app),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for names in queues
+    ]
+    try:
+        _wait_for_workers(len(workers), timeout=60)
+    except BaseException:
+        stop_processes(workers)
+        raise
+    return workers
+
+
 def _wait_for_workers(count: int, *, timeout: float) -> None:
     from rq import Worker
 
@@ -206,7 +272,6 @@ def run(*, small: bool) -> list[Figure]:
     from bulksign.documents.rendering import document_context
     from bulksign.models import SigningRequest
     from bulksign.work.pipeline import enqueue_renders
-    from tests.support.batches import worker_env
     from tests.support.services import free_port
 
     # BENCH_PIPELINE_RECIPIENTS: a mid-size run when 10,000 does not fit the time at hand.
@@ -229,59 +294,56 @@ def run(*, small: bool) -> list[Figure]:
             # The baseline runs half before and half after the pipeline: a machine whose speed drifts
             # during the run (other tenants, thermal) weighs on both sides alike.
             bare_n = min(n, 40 if small else 2000) // 2
-            bare_cpu = _reaped_cpu()
-            bare_before = _bare_loop(html, bare_n, concurrency)
-            bare_cpu = _reaped_cpu() - bare_cpu
+            # Adopted only while CPU is counted: the workers' own children, orphaned when they stop, go to init.
+            with _Orphans() as orphans:
+                bare_cpu = _reaped_cpu()
+                bare_before = _bare_loop(html, bare_n, concurrency)
+                orphans.reap()
+                bare_cpu = _reaped_cpu() - bare_cpu
 
-            # Workers start (imports, connections) before the clock does: the figure is throughput.
-            # As deployed: PDF_CONCURRENCY render workers and one mail worker (the throttle is global anyway).
-            workers = [
-                subprocess.Popen(
-                    [sys.executable, "-m", "flask", "jobs", "worker", *queues],
-                    cwd=ROOT,
-                    env=worker_env(app),
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
+                # Workers start (imports, connections) before the clock does: the figure is throughput.
+                # As deployed: PDF_CONCURRENCY render workers and one mail worker (the throttle is global anyway).
+                workers = start_workers(app, [("pdf",)] * concurrency + [("mail",)])
+                # Each role's processes: the worker trees (supervisor, worker, RQ's scheduler), the database side
+                # (the server's backends of this database, PgBouncer), Redis. Imports and start-up are not counted.
+                database = app.config["DATABASE_URL"].rsplit("/", 1)[1]
+                roles = {
+                    "render": [w.pid for w in workers[:-1]],
+                    "mail": [workers[-1].pid],
+                    "pgbouncer": _children_named("pgbouncer"),
+                    "redis": _children_named("redis-server"),
+                }
+                idle_cpu = _cpu_snapshot({**roles, "postgres": _backend_pids(database)})
+                orphans.reap()
+                orphaned_cpu = _reaped_cpu()
+                worker_pids = _worker_pids()
+                started = time.monotonic()
+                enqueue_renders(ids)
+                warm: dict[int, float] = {}
+                last: dict[int, float] = {}
+
+                def sample_memory(sent: int) -> None:
+                    orphans.reap()  # the render workers' sandboxes, as they end (this process runs none now)
+                    for pid in worker_pids:
+                        rss = _rss_mb(pid)
+                        if rss is not None:
+                            last[pid] = rss
+                            if sent >= n // 10:
+                                warm.setdefault(pid, rss)
+
+                settled = wait_for_requests(
+                    SigningRequest.batch_id == batch_id,
+                    total=n,
+                    goal="sent",
+                    deadline=started + (300 if small else 3600),
+                    poll=sample_memory,
                 )
-                for queues in [("pdf",)] * concurrency + [("mail",)]
-            ]
-            _wait_for_workers(len(workers), timeout=60)
-            # Each role's processes: the worker trees (supervisor, worker, RQ's scheduler), the database side
-            # (PgBouncer and the server backends of this database), Redis. Imports and start-up are not counted.
-            database = app.config["DATABASE_URL"].rsplit("/", 1)[1]
-            roles = {
-                "render": [w.pid for w in workers[:-1]],
-                "mail": [workers[-1].pid],
-                "redis": _children_named("redis-server"),
-            }
-            idle_cpu = _cpu_snapshot({**roles, "database": _database_pids(database)})
-            worker_pids = _worker_pids()
-            started = time.monotonic()
-            enqueue_renders(ids)
-            warm: dict[int, float] = {}
-            last: dict[int, float] = {}
-
-            def sample_memory(sent: int) -> None:
-                for pid in worker_pids:
-                    rss = _rss_mb(pid)
-                    if rss is not None:
-                        last[pid] = rss
-                        if sent >= n // 10:
-                            warm.setdefault(pid, rss)
-
-            settled = wait_for_requests(
-                SigningRequest.batch_id == batch_id,
-                total=n,
-                goal="sent",
-                deadline=started + (300 if small else 3600),
-                poll=sample_memory,
-            )
-            sent = settled.reached
-            elapsed = time.monotonic() - started
-            # What the pipeline adds around the renderer, per document: unlike docs/s, a busy machine barely moves it.
-            busy = _cpu_spent(idle_cpu, _cpu_snapshot({**roles, "database": _database_pids(database)}))
-            per_doc = {role: own / max(sent, 1) for role, (own, _) in busy.items()}
-            wkhtmltopdf_cpu = busy["render"][1] / max(sent, 1)
+                sent = settled.reached
+                elapsed = time.monotonic() - started
+                busy = _cpu_spent(idle_cpu, _cpu_snapshot({**roles, "postgres": _backend_pids(database)}))
+                orphans.reap()
+                # wkhtmltopdf: the sandboxes' inits reaped here, and the outer bwraps the render workers reaped.
+                wkhtmltopdf_cpu = _reaped_cpu() - orphaned_cpu + busy["render"][1]
             stop_processes(workers)
             pipeline_rate = sent / elapsed
             bare_after = _bare_loop(html, bare_n, concurrency)
@@ -291,15 +353,29 @@ def run(*, small: bool) -> list[Figure]:
 
     growth = max((last[pid] - warm[pid] for pid in warm if pid in last), default=0.0)
     ratio = pipeline_rate / bare_rate
+    goal = 2.5 if n >= 10_000 else 2.0
     label = f"{n:,} recipients" + (" (small)" if small else "")
     through = "through PgBouncer" if pooled else "straight to PostgreSQL"
+    done = max(sent, 1)
+    bare_ms = bare_cpu / max(bare_n, 1) * 1000
+    per_doc_ms = {role: own / done * 1000 for role, (own, _) in busy.items()}
+    per_doc_ms["wkhtmltopdf"] = wkhtmltopdf_cpu / done * 1000
+    roles_shown = [
+        ("render", "render workers' own CPU (wkhtmltopdf not counted)"),
+        ("wkhtmltopdf", "wkhtmltopdf (and its sandbox) CPU"),
+        ("mail", "mail worker's CPU"),
+        ("postgres", "PostgreSQL backends' CPU"),
+        ("pgbouncer", "PgBouncer CPU"),
+        ("redis", "Redis CPU"),
+    ]
+    total_ms = sum(per_doc_ms[role] for role, _ in roles_shown)
     return [
         Figure(
             f"pipeline docs/s, {label}, {concurrency} pdf workers + 1 mail worker, {through}",
             pipeline_rate,
             "docs/s",
-            "≥ 0.9 × bare",
-            ratio >= 0.9,
+            f"≥ {goal:g} × bare",
+            ratio >= goal,
             ratio,
             f"bare wkhtmltopdf {bare_rate:.1f} docs/s ({bare_n} docs before: "
             f"{bare_before:.1f}, {bare_n} after: {bare_after:.1f})",
@@ -311,22 +387,27 @@ def run(*, small: bool) -> list[Figure]:
             f"= {n}{settled.problems()}",
             sink.count >= n and sent == n,
         ),
-        Figure(
-            f"render workers' own CPU per document (wkhtmltopdf not counted), {label}", per_doc["render"] * 1000, "ms"
+        *(
+            Figure(
+                f"{name} per document, {label}",
+                per_doc_ms[role],
+                "ms",
+                "",
+                None,
+                per_doc_ms[role] / bare_ms if bare_ms else None,
+                f"bare loop's wkhtmltopdf {bare_ms:.1f} ms",
+            )
+            for role, name in roles_shown
         ),
-        Figure(f"mail worker's CPU per invitation, {label}", per_doc["mail"] * 1000, "ms"),
+        # The bare loop keeps every core busy: where the pipeline does too, docs/s can be at most bare's × this inverse.
         Figure(
-            f"database CPU per document (PostgreSQL backends + PgBouncer), {label}", per_doc["database"] * 1000, "ms"
-        ),
-        Figure(f"Redis CPU per document, {label}", per_doc["redis"] * 1000, "ms"),
-        Figure(
-            f"wkhtmltopdf CPU per document in the pipeline, {label}",
-            wkhtmltopdf_cpu * 1000,
+            f"whole pipeline's CPU per document (the rows above), {label}",
+            total_ms,
             "ms",
             "",
             None,
-            wkhtmltopdf_cpu / (bare_cpu / max(bare_n, 1)),
-            f"bare {bare_cpu / max(bare_n, 1) * 1000:.1f} ms",
+            total_ms / bare_ms if bare_ms else None,
+            f"bare loop's wkhtmltopdf {bare_ms:.1f} ms (all cores busy: ≤ {bare_ms / total_ms:.2f} × bare docs/s)",
         ),
         Figure(f"worker memory growth, 10 % → 100 % of {label}", max(growth, 0.0), "MB", "< 30 MB", growth < 30),
     ]

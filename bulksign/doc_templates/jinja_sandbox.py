@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import itertools
+import os
 import re
 import string
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -340,30 +343,65 @@ class _OutOfTime(BaseException):
     in Jinja or in a filter can swallow it."""
 
 
-@contextmanager
-def _time_limit(seconds: float) -> Iterator[None]:
-    """Interrupt the calling thread's Python code with ``_OutOfTime`` once ``seconds`` have passed."""
-    thread_id = threading.get_ident()
-    finished = threading.Event()
-    lock = threading.Lock()
-    state = {"done": False}
+class _Watchdog:
+    """One thread per process that interrupts a fill-in's Python code with ``_OutOfTime`` once its time is up.
 
-    def watchdog() -> None:
-        if finished.wait(seconds):
-            return
-        with lock:
-            # Only while the render still runs: the exception then lands inside this ``with`` block.
-            if not state["done"]:
+    A thread started and joined for each fill-in cost more CPU than filling in a contract: a render job fills in
+    each document and its invitation's subject, the mail job each subject and body (issue 32).
+    """
+
+    def __init__(self) -> None:
+        self._start_over()
+        # A forked child (gunicorn's workers) has none of the parent's threads, and may find the lock held.
+        os.register_at_fork(after_in_child=self._start_over)
+
+    def _start_over(self) -> None:
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._tokens = itertools.count()
+        #: token → (deadline on the monotonic clock, the thread filling in), one per fill-in running.
+        self._running: dict[int, tuple[float, int]] = {}
+        #: Whether the thread waits for a fill-in to start (``watch`` then wakes it); otherwise it wakes by itself
+        #: at the earliest deadline it knew of, so a fill-in that starts meanwhile (due later) costs no wake-up.
+        self._idle = False
+        self._started = False
+
+    @contextmanager
+    def watch(self, seconds: float) -> Iterator[None]:
+        """Interrupt the calling thread's Python code with ``_OutOfTime`` once ``seconds`` have passed."""
+        with self._lock:
+            if not self._started:
+                self._started = True
+                threading.Thread(target=self._run, name="template-time-limit", daemon=True).start()
+            token, deadline = next(self._tokens), time.monotonic() + seconds
+            if self._idle or any(deadline < other for other, _ in self._running.values()):
+                self._idle = False
+                self._wake.notify()
+            self._running[token] = (deadline, threading.get_ident())
+        try:
+            yield
+        finally:
+            with self._lock:
+                # Gone from here, the fill-in is never interrupted: the exception lands inside the block or not at all.
+                self._running.pop(token, None)
+
+    def _run(self) -> None:
+        with self._lock:
+            while True:
+                if not self._running:
+                    self._idle = True
+                    self._wake.wait()
+                    continue
+                token, (deadline, thread_id) = min(self._running.items(), key=lambda item: item[1][0])
+                left = deadline - time.monotonic()
+                if left > 0:
+                    self._wake.wait(left)
+                    continue
+                del self._running[token]
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(_OutOfTime))
 
-    watcher = threading.Thread(target=watchdog, name="template-time-limit", daemon=True)
-    watcher.start()
-    try:
-        yield
-    finally:
-        with lock:
-            state["done"] = True
-        finished.set()
+
+_watchdog = _Watchdog()
 
 
 @functools.lru_cache(maxsize=128)
@@ -376,7 +414,7 @@ def _render(env_name: str, source: str, context: dict) -> str:
     try:
         template = _compiled(env_name, source)
         parts, size = [], 0
-        with _time_limit(MAX_RENDER_SECONDS):
+        with _watchdog.watch(MAX_RENDER_SECONDS):
             for part in template.generate(context):
                 size += len(part)
                 if size > MAX_OUTPUT_CHARS:

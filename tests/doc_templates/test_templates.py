@@ -303,6 +303,48 @@ def test_a_template_that_would_keep_a_worker_busy_for_hours_is_refused_in_second
     assert render_html("<p>{{ name }}</p>", {"name": "Jane"}) == "<p>Jane</p>"
 
 
+def test_a_fill_in_past_its_time_stops_alone_while_another_thread_keeps_filling_in(app):
+    """One watchdog thread watches every fill-in of the process: it stops the one out of time, not its neighbours."""
+    import threading
+    import time
+
+    from bulksign.doc_templates.jinja_sandbox import render_text
+
+    filled, stop = [], threading.Event()
+
+    def fill_in_short_ones():
+        while not stop.is_set():
+            filled.append(render_text("Dear {{ name }}", {"name": "Jane"}))
+
+    neighbour = threading.Thread(target=fill_in_short_ones)
+    neighbour.start()
+    try:
+        started = time.monotonic()
+        with pytest.raises(TemplateError, match="took longer than 5 s"):
+            render_html(LOOPS_IN_LOOPS, {"name": "Jane"})
+        assert time.monotonic() - started < 30
+    finally:
+        stop.set()
+        neighbour.join()
+    assert filled and set(filled) == {"Dear Jane"}
+
+
+def test_filling_in_starts_no_thread_per_document(app, monkeypatch):
+    """A thread started and joined for each fill-in's time limit cost more CPU than filling in a contract."""
+    import threading
+
+    from bulksign.doc_templates.jinja_sandbox import render_text
+
+    render_text("warm {{ name }}", {"name": "Jane"})  # the process's watchdog, started once
+    started = []
+    original = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start", lambda thread: started.append(thread.name) or original(thread))
+    for n in range(20):
+        assert render_text("Dear {{ name }}", {"name": f"Jane {n}"}) == f"Dear Jane {n}"
+        render_html("<p>{{ name }}</p>", {"name": "Jane"})
+    assert started == []
+
+
 @pytest.mark.parametrize(
     ("source", "words"),
     [
