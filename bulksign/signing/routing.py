@@ -39,6 +39,7 @@ from bulksign.mail.mailer import builder, queue_mail
 from bulksign.models import RECIPIENT_ROLE, Document, Party, SigningRequest
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import Status
+from bulksign.signing import digests
 from bulksign.signing.invitations import html_body, mail_context, request_deadline
 from bulksign.signing.links import signing_url
 from bulksign.signing.parties import issue_party_link, move_parties, party_token
@@ -137,15 +138,24 @@ def request_follows_parties(
 
 def _invite(session: Session, parties: Sequence[Party], *, now: datetime, app: Flask) -> list[int]:
     """Move each waiting party (not the recipient) waiting → invited by compare-and-set and, for each win only, give
-    it its link and invitation row in the same transaction; the ids of the rows to send. The caller commits."""
+    it its link and invitation row in the same transaction; the ids of the rows to send. A party served by its
+    countersigner's digest (``digests``) gets no link nor mail of its own, but the digest. The caller commits."""
     mail_ids = []
+    by_digest: dict[int, set[str]] = {}
     for party in parties:
         if party.role == RECIPIENT_ROLE or party.status != PartyStatus.WAITING:
             continue
+        batch_digests = by_digest.get(party.batch_id)
+        if batch_digests is None:
+            emails = [p.email for p in parties if p.batch_id == party.batch_id and p.role != RECIPIENT_ROLE]
+            batch_digests = digests.digest_addresses(session, batch_id=party.batch_id, emails=emails)
+            by_digest[party.batch_id] = batch_digests
         if not move_parties(
             session, party.id, frm=PartyStatus.WAITING, to=PartyStatus.INVITED, now=now, details={"to": party.email}
         ):
             continue  # invited by another run: its link and mail stand
+        if party.email.lower() in batch_digests:
+            continue
         token = issue_party_link(session, party=party, secret=app.config["SECRET_KEY"], now=now)
         request = party.request
         mail = queue_mail(
@@ -160,6 +170,8 @@ def _invite(session: Session, parties: Sequence[Party], *, now: datetime, app: F
             batch_id=request.batch_id,
         )
         mail_ids.append(mail.id)
+    for batch_id, emails in by_digest.items():
+        mail_ids += digests.invited(session, batch_id=batch_id, emails=emails, secret=app.config["SECRET_KEY"], now=now)
     return mail_ids
 
 

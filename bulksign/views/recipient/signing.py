@@ -211,7 +211,7 @@ def page(token: str, row: SigningRequest):
     return _render(row, token, state=_state(row, now=now))
 
 
-def _signature_bytes(raw: str) -> bytes | None:
+def signature_bytes(raw: str) -> bytes | None:
     """The drawn signature from the form's data URL; the domain checks that it is a real PNG."""
     raw = (raw or "").strip()
     if not raw:
@@ -231,7 +231,7 @@ def _signature_bytes(raw: str) -> bytes | None:
 def sign_document(token: str, row: SigningRequest):
     form = {"name": request.form.get("name", ""), "consent": request.form.get("consent") == "yes"}
     try:
-        image = _signature_bytes(request.form.get("signature", ""))
+        image = signature_bytes(request.form.get("signature", ""))
     except ValueError as exc:
         return _again(row, token, error=str(exc), form=form)
     outcome = sign(
