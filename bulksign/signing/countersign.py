@@ -355,8 +355,19 @@ def decline_one(
     )
 
 
-def readable_document(session: Session, *, link: CountersignLink, party_id: int, now: datetime) -> Document | None:
+@dataclass(frozen=True)
+class Readable:
+    document: Document
+    #: Whose document it is: the row's person.
+    name: str
+    email: str
+
+
+def readable_document(session: Session, *, link: CountersignLink, party_id: int, now: datetime) -> Readable | None:
     """What the countersigner reads of a ready document: its newest version with the earlier parties' signatures
-    (``routing.current_document``); None when it is not ready for the link's person."""
+    (``routing.current_document``), and whose it is; None when it is not ready for the link's person."""
     party = ready_party(session, link=link, party_id=party_id, now=now)
-    return routing.current_document(session, party.request_id) if party is not None else None
+    if party is None:
+        return None
+    request = party.request
+    return Readable(routing.current_document(session, request.id), request.name or "", request.email)

@@ -21,6 +21,7 @@ from bulksign.signing import countersign
 from bulksign.signing.digests import find_link
 from bulksign.signing.recipient_actions import contact_of
 from bulksign.views._forms import client_ip
+from bulksign.views.recipient.recipient_headers import polling_csp
 from bulksign.views.recipient.signing import page_image_limit, recipient_limit, signature_bytes
 
 bp = Blueprint("countersign", __name__, url_prefix="/countersign")
@@ -128,9 +129,10 @@ def run(token: str, link: CountersignLink, run_id: int):
     template = (
         "signing/_countersign_progress.html" if request.headers.get("HX-Request") else "signing/countersign_run.html"
     )
-    return render_template(
+    html = render_template(
         template, token=token, link=link, document_name=document_title(link.batch), progress=progress
     )
+    return html, 200, {"Content-Security-Policy": polling_csp()}
 
 
 @bp.get("/<token>/documents/<int:party_id>")
@@ -139,11 +141,11 @@ def run(token: str, link: CountersignLink, run_id: int):
 @_by_link
 def document(token: str, link: CountersignLink, party_id: int):
     """One ready document as page images, with its decline form."""
-    original = countersign.readable_document(db.session, link=link, party_id=party_id, now=utcnow())
-    if original is None:
+    readable = countersign.readable_document(db.session, link=link, party_id=party_id, now=utcnow())
+    if readable is None:
         abort(404)
     try:
-        pages = document_pages(storage=get_storage(), document=original)
+        pages = document_pages(storage=get_storage(), document=readable.document)
     except (StorageError, PopplerError):
         pages = None
     return render_template(
@@ -152,8 +154,8 @@ def document(token: str, link: CountersignLink, party_id: int):
         link=link,
         document_name=document_title(link.batch),
         party_id=party_id,
+        readable=readable,
         pages=pages,
-        form={},
     )
 
 
@@ -162,11 +164,11 @@ def document(token: str, link: CountersignLink, party_id: int):
 @page_image_limit
 @_by_link
 def page_image(token: str, link: CountersignLink, party_id: int, number: int):
-    original = countersign.readable_document(db.session, link=link, party_id=party_id, now=utcnow())
-    if original is None:
+    readable = countersign.readable_document(db.session, link=link, party_id=party_id, now=utcnow())
+    if readable is None:
         abort(404)
     try:
-        data = stored_page_image(storage=get_storage(), redis=get_redis(), document=original, number=number)
+        data = stored_page_image(storage=get_storage(), redis=get_redis(), document=readable.document, number=number)
     except (StorageError, PopplerError):
         abort(503)
     if data is None:

@@ -24,6 +24,11 @@ def page_csp() -> str:
     return PAGE_CSP.replace("img-src 'self' data:;", f"img-src 'self' data: {origin};") if origin else PAGE_CSP
 
 
+def polling_csp() -> str:
+    """``page_csp`` for a page that polls its own origin for a partial (HTMX): the countersigner's progress."""
+    return f"{page_csp()}; connect-src 'self'"
+
+
 #: The PDF itself, opened or downloaded: browsers' PDF viewers are frames of our origin.
 DOCUMENT_CSP = "default-src 'none'; frame-ancestors 'self'"
 
