@@ -11,14 +11,10 @@ the seals catching up.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 from bench import Figure, bench_app, stop_processes, wait_for_requests
 
-ROOT = Path(__file__).resolve().parent.parent
 CONTRACT = (
     '<!doctype html><meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'">'
     "<h1>Employment contract</h1><p>Employee {{ name }} joins ACME.</p>"
@@ -64,43 +60,17 @@ def _batch(n: int) -> int:
     return created.batch.id
 
 
-def _employees_sign(batch_id: int) -> None:
-    from sqlalchemy import select
-
-    from bulksign.core.extensions import db
-    from bulksign.models import Party, utcnow
-    from bulksign.signing.recipient_actions import sign
-    from tests.support.signatures import png
-
-    image = png()
-    parties = db.session.execute(
-        select(Party.id, Party.request_id).where(Party.batch_id == batch_id, Party.role == "recipient")
-    ).all()
-    for party_id, request_id in parties:
-        outcome = sign(
-            db.session,
-            request_id=request_id,
-            now=utcnow(),
-            signer_name=f"Employee {request_id}",
-            signature_png=image,
-            consent=True,
-            ip="198.51.100.7",
-            user_agent="bench",
-            party=db.session.get(Party, party_id),
-        )
-        assert outcome.status == "signed", outcome
-
-
 def run(*, small: bool) -> list[Figure]:
     from aiosmtpd.controller import Controller
     from sqlalchemy import func, select
 
-    from bench.bench_pipeline import _Sink, _wait_for_workers
+    from bench.bench_pipeline import _Sink, _wait_for_workers, start_workers
     from bulksign.core.extensions import db
     from bulksign.models import CountersignLink, Document, Event, SigningRequest, utcnow
     from bulksign.signing.countersign import start_run
     from bulksign.work.pipeline import enqueue_renders
-    from tests.support.batches import request_ids, worker_env
+    from tests.support.batches import request_ids
+    from tests.support.partydata import recipients_sign
     from tests.support.services import free_port
     from tests.support.signatures import png
 
@@ -110,16 +80,7 @@ def run(*, small: bool) -> list[Figure]:
     try:
         with bench_app(MAIL_PORT=controller.port) as app:
             concurrency = app.config["PDF_CONCURRENCY"]
-            workers = [
-                subprocess.Popen(
-                    [sys.executable, "-m", "flask", "jobs", "worker", *queues],
-                    cwd=ROOT,
-                    env=worker_env(app),
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-                for queues in [("pdf",)] * concurrency + [("mail",), ("default",)]
-            ]
+            workers = start_workers(app, [("pdf",)] * concurrency + [("mail",), ("default",)])
             try:
                 _wait_for_workers(len(workers), timeout=120)
                 batch_id = _batch(n)
@@ -127,7 +88,7 @@ def run(*, small: bool) -> list[Figure]:
                 wait_for_requests(
                     SigningRequest.batch_id == batch_id, total=n, goal="sent", deadline=time.monotonic() + 3600
                 )
-                _employees_sign(batch_id)
+                recipients_sign(db.session, request_ids(batch_id))
                 link = db.session.scalars(select(CountersignLink).where(CountersignLink.batch_id == batch_id)).one()
 
                 started_at, started = utcnow(), time.monotonic()

@@ -11,12 +11,11 @@ the big batch got meanwhile. Each batch keeps only ``CHUNKS_QUEUED_PER_BATCH`` c
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 
 from bench import Figure, bench_app, stop_processes, wait_for_requests
-from bench.bench_pipeline import ROOT, _create_batch, _Sink, _wait_for_workers
+from bench.bench_pipeline import _create_batch, _Sink, _wait_for_workers, start_workers
 
 #: What the issue asks: the small batch's invitations go out within a minute.
 TARGET_SECONDS = 60
@@ -27,7 +26,6 @@ def run(*, small: bool) -> list[Figure]:
 
     from bulksign.models import SigningRequest
     from bulksign.work.pipeline import RENDER, top_up
-    from tests.support.batches import worker_env
     from tests.support.services import free_port
 
     n = 300 if small else int(os.environ.get("BENCH_FAIRNESS_RECIPIENTS", "10000"))
@@ -39,16 +37,7 @@ def run(*, small: bool) -> list[Figure]:
         with bench_app(MAIL_PORT=port, pgbouncer=True) as app:
             concurrency = app.config["PDF_CONCURRENCY"]
             big = _create_batch(app, n)
-            workers = [
-                subprocess.Popen(
-                    [sys.executable, "-m", "flask", "jobs", "worker", *queues],
-                    cwd=ROOT,
-                    env=worker_env(app),
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-                for queues in [("pdf",)] * concurrency + [("mail",)]
-            ]
+            workers = start_workers(app, [("pdf",)] * concurrency + [("mail",)])
             try:
                 _wait_for_workers(len(workers), timeout=60)
                 started = time.monotonic()

@@ -185,6 +185,22 @@ def _bare_loop(html: str, n: int, concurrency: int) -> float:
     return docs_per_second(lambda _: render_pdf(html, timeout=60), n, concurrency)
 
 
+def start_workers(app, queue_sets) -> list[subprocess.Popen]:
+    """A ``flask jobs worker`` process on each set of queues, on the app's services, quiet."""
+    from tests.support.batches import worker_env
+
+    return [
+        subprocess.Popen(
+            [sys.executable, "-m", "flask", "jobs", "worker", *queues],
+            cwd=ROOT,
+            env=worker_env(app),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for queues in queue_sets
+    ]
+
+
 def _wait_for_workers(count: int, *, timeout: float) -> None:
     from rq import Worker
 
@@ -206,7 +222,6 @@ def run(*, small: bool) -> list[Figure]:
     from bulksign.documents.rendering import document_context
     from bulksign.models import SigningRequest
     from bulksign.work.pipeline import enqueue_renders
-    from tests.support.batches import worker_env
     from tests.support.services import free_port
 
     # BENCH_PIPELINE_RECIPIENTS: a mid-size run when 10,000 does not fit the time at hand.
@@ -235,16 +250,7 @@ def run(*, small: bool) -> list[Figure]:
 
             # Workers start (imports, connections) before the clock does: the figure is throughput.
             # As deployed: PDF_CONCURRENCY render workers and one mail worker (the throttle is global anyway).
-            workers = [
-                subprocess.Popen(
-                    [sys.executable, "-m", "flask", "jobs", "worker", *queues],
-                    cwd=ROOT,
-                    env=worker_env(app),
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-                for queues in [("pdf",)] * concurrency + [("mail",)]
-            ]
+            workers = start_workers(app, [("pdf",)] * concurrency + [("mail",)])
             _wait_for_workers(len(workers), timeout=60)
             # Each role's processes: the worker trees (supervisor, worker, RQ's scheduler), the database side
             # (PgBouncer and the server backends of this database), Redis. Imports and start-up are not counted.

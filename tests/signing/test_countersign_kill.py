@@ -17,13 +17,12 @@ from bulksign.documents.storage import get_storage
 from bulksign.jobs.countersign import send_due_digests
 from bulksign.jobs.seal import seal_missing
 from bulksign.models import CountersignRun, Document, Event, Party, SigningRequest, utcnow
-from bulksign.signing.recipient_actions import sign
 from bulksign.work.pipeline import BEAT_TRUST_SECONDS, enqueue_renders
 from tests.signing.test_countersign import _digest_token, _digests, _sign_form
 from tests.signing.test_routing import EMPLOYER, _batch
 from tests.support.batches import request_ids, worker_env
+from tests.support.partydata import recipients_sign
 from tests.support.processes import start, stop, wait_for
-from tests.support.signatures import png
 
 #: 1,000 as the issue asks takes minutes on this shared machine (the renders and the seals, not the signing).
 DOCUMENTS = int(os.environ.get("COUNTERSIGN_KILL_DOCUMENTS", "200"))
@@ -44,20 +43,7 @@ def test_sign_all_with_the_worker_killed_midway_signs_and_seals_each_document_on
     enqueue_renders(ids)
     run_jobs("pdf", "mail")
     # Each employee signs (their step is the employer's too: the employer signs last and the seal follows).
-    recipients = dict(db.session.execute(select(Party.request_id, Party.id).where(Party.role == "recipient")).all())
-    for request_id in ids:
-        outcome = sign(
-            db.session,
-            request_id=request_id,
-            now=utcnow(),
-            signer_name=f"Employee {request_id}",
-            signature_png=png(),
-            consent=True,
-            ip="198.51.100.7",
-            user_agent="test",
-            party=db.session.get(Party, recipients[request_id]),
-        )
-        assert outcome.status == "signed", outcome
+    recipients_sign(db.session, ids)
     # The employer was invited with the render, before the requests were out: the tick sends the first digest.
     send_due_digests(now=utcnow())
     run_jobs("mail")

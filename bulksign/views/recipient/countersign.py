@@ -135,15 +135,21 @@ def run(token: str, link: CountersignLink, run_id: int):
     return html, 200, {"Content-Security-Policy": polling_csp()}
 
 
+def _readable(link: CountersignLink, party_id: int) -> countersign.Readable:
+    """The document as the countersigner reads it; 404 when it is not ready for them (or not theirs)."""
+    readable = countersign.readable_document(db.session, link=link, party_id=party_id, now=utcnow())
+    if readable is None:
+        abort(404)
+    return readable
+
+
 @bp.get("/<token>/documents/<int:party_id>")
 @public
 @recipient_limit
 @_by_link
 def document(token: str, link: CountersignLink, party_id: int):
     """One ready document as page images, with its decline form."""
-    readable = countersign.readable_document(db.session, link=link, party_id=party_id, now=utcnow())
-    if readable is None:
-        abort(404)
+    readable = _readable(link, party_id)
     try:
         pages = document_pages(storage=get_storage(), document=readable.document)
     except (StorageError, PopplerError):
@@ -164,9 +170,7 @@ def document(token: str, link: CountersignLink, party_id: int):
 @page_image_limit
 @_by_link
 def page_image(token: str, link: CountersignLink, party_id: int, number: int):
-    readable = countersign.readable_document(db.session, link=link, party_id=party_id, now=utcnow())
-    if readable is None:
-        abort(404)
+    readable = _readable(link, party_id)
     try:
         data = stored_page_image(storage=get_storage(), redis=get_redis(), document=readable.document, number=number)
     except (StorageError, PopplerError):
