@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from flask import Flask, render_template
 from flask_babel import force_locale, ngettext
 from flask_mail import Message
-from sqlalchemy import Select, and_, exists, func, or_, select, update
+from sqlalchemy import Select, exists, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -192,7 +192,7 @@ def due_digests(session: Session, *, now: datetime, every: timedelta) -> list[in
         select(CountersignLink)
         .where(
             or_(CountersignLink.last_digest_at.is_(None), CountersignLink.last_digest_at <= now - every),
-            and_(newer),
+            newer,
         )
         .order_by(CountersignLink.id)
         .limit(DIGESTS_PER_TICK)
