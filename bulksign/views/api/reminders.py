@@ -114,6 +114,7 @@ def remind(batch_id: int):
     tag="Batch actions",
     responses={202: DigestsSent},
     errors=(403, 404),
+    idempotent=True,
 )
 def countersign_digests(batch_id: int):
     """A party whose address waits on several documents of the batch gets one digest with one link instead of a
