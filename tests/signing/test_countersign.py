@@ -178,3 +178,45 @@ def test_sign_a_selection_then_decline_one_each_its_own_signature_event_and_seal
     assert "Employee 3" in listing and "Employee 1" not in listing and "Employee 2" not in listing
     assert "All 1 document" in listing
     assert db.session.scalar(select(func.count()).select_from(Document).where(Document.kind == "signed")) == 1
+
+
+def test_a_document_whose_role_fills_fields_is_signed_on_its_own_page_and_staff_send_the_digest_now(
+    app, users, client, auth, smtp, run_jobs
+):
+    ids = _sent_batch(users, run_jobs, smtp)
+    for request_id in ids[:2]:
+        _recipient_signs(client, smtp, request_id)
+    run_jobs("pdf", "mail")
+    token = _digest_token(_digests(smtp)[0])
+    # The template gives the employer a field to fill (issue 30): no bulk signature for its documents.
+    request = db.session.get(SigningRequest, ids[0])
+    request.batch.template_version.fields = [{"name": "start_date", "type": "date", "role": "employer"}]
+    db.session.commit()
+
+    page = client.get(f"/countersign/{token}")
+    text = page.get_data(as_text=True)
+    assert text.count(">Fill in and sign</button>") == 2 and 'name="party_ids"' not in text and "sign-form" not in text
+    assert _sign_form(client, token, all="1").status_code == 409  # nothing to sign in bulk
+    assert _party(ids[0]).status == "invited"
+    opened = client.post(
+        f"/countersign/{token}/documents/{_party(ids[0]).id}/open", data={"csrf_token": csrf_from(page)}
+    )
+    assert opened.status_code == 303 and "/sign/" in opened.location
+    own = client.get(opened.location)
+    assert own.status_code == 200 and "sign-form" in own.get_data(as_text=True)
+    assert (
+        client.post(  # its own link, kept: the same page again
+            f"/countersign/{token}/documents/{_party(ids[0]).id}/open", data={"csrf_token": csrf_from(page)}
+        ).location
+        == opened.location
+    )
+
+    # Staff: "Send the countersigners' digest now" on the batch page.
+    auth.login()
+    batch_id = request.batch_id
+    detail = client.get(f"/batches/{batch_id}")
+    assert "Send the countersigners’ digest now" in detail.get_data(as_text=True)
+    sent = client.post(f"/batches/{batch_id}/countersign-digests", data={"csrf_token": csrf_from(detail)})
+    assert sent.status_code == 302
+    run_jobs("mail")
+    assert len(_digests(smtp)) == 2
