@@ -10,10 +10,20 @@ from datetime import timedelta
 
 from sqlalchemy import func, select
 
+from bulksign.batches.retention.purge import purge_requests
 from bulksign.core.extensions import db
 from bulksign.documents.storage import get_storage
 from bulksign.jobs.countersign import send_due_digests
-from bulksign.models import CountersignLink, Document, Event, Party, SigningRequest, utcnow
+from bulksign.models import (
+    CountersignLink,
+    CountersignRun,
+    Document,
+    Event,
+    OutgoingMail,
+    Party,
+    SigningRequest,
+    utcnow,
+)
 from bulksign.people.users import create_api_key
 from bulksign.work.pipeline import enqueue_renders
 from tests.signing.test_routing import _batch, _sign, _token
@@ -220,3 +230,25 @@ def test_a_document_whose_role_fills_fields_is_signed_on_its_own_page_and_staff_
     assert sent.status_code == 302
     run_jobs("mail")
     assert len(_digests(smtp)) == 2
+
+
+def test_when_the_batch_s_requests_are_purged_its_countersigners_link_runs_and_digest_addresses_go(
+    app, users, client, smtp, run_jobs
+):
+    ids = _sent_batch(users, run_jobs, smtp)
+    for request_id in ids[:2]:
+        _recipient_signs(client, smtp, request_id)
+    run_jobs("pdf", "mail")
+    token = _digest_token(_digests(smtp)[0])
+    assert _sign_form(client, token, all="0", party_ids=[str(_party(ids[0]).id)]).status_code == 303
+
+    purge_requests(db.session, storage=get_storage(), request_ids=ids[:2], now=utcnow(), reason="erasure")
+    db.session.commit()
+    assert client.get(f"/countersign/{token}").status_code == 200  # a request of the batch is left
+
+    purge_requests(db.session, storage=get_storage(), request_ids=ids[2:], now=utcnow(), reason="erasure")
+    db.session.commit()
+    assert client.get(f"/countersign/{token}").status_code == 404
+    assert db.session.scalar(select(func.count()).select_from(CountersignRun)) == 0
+    digests = db.session.scalars(select(OutgoingMail).where(OutgoingMail.kind == "countersign_digest")).all()
+    assert digests and {(m.to_email, m.subject) for m in digests} == {("", "")}
