@@ -9,8 +9,8 @@ step (``advance-<id>``) queued. A chunk is only ids: a repeat finds the document
 by, so a worker killed midway leaves each document signed or not, never half, and ``requeue_stalled`` (the
 reconciler's tick) queues what is left once no job of the run will run. A lost seal is the reseal tick's.
 
-Documents whose template gives this role fields to fill (issue 30) are not signed in bulk: the page lists them
-with their own signing page (``own_link``).
+Documents whose template gives this role fields to fill (issue 30), and every document of a batch that asks for a
+one-time code, are not signed in bulk: the page lists them with their own signing page (``own_link``, ``OwnPages``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from flask_babel import lazy_gettext as _l
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import Select, false, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from bulksign.core.logs import log
@@ -57,8 +57,8 @@ class ReadyDocument:
     #: The row's person (the document is theirs: "Eva Employee's contract").
     name: str
     email: str
-    #: Its template gives this role fields to fill: signed on its own page, not in bulk.
-    needs_fields: bool
+    #: Signed on its own page, not in bulk (``OwnPages``).
+    own_page: bool
 
 
 @dataclass(frozen=True)
@@ -67,19 +67,39 @@ class ReadyPage:
     #: Every ready document matching the search, and of those the ones "Sign all" signs.
     total: int
     signable: int
+    #: The batch asks for a one-time code: each document is opened and signed on its own page.
+    code: bool
     page: int
     pages: int
     query: str
 
 
-def fields_roles(session: Session, batch_id: int) -> set[str]:
-    """The roles the batch's template version gives fields to fill."""
-    fields = session.scalar(
-        select(TemplateVersion.fields)
-        .join(Batch, Batch.template_version_id == TemplateVersion.id)
+@dataclass(frozen=True)
+class OwnPages:
+    """Which documents of a batch are signed on their own page (``own_link``), never in bulk."""
+
+    #: The batch asks for a one-time code: every document, whose own page asks for it before showing the document.
+    code: bool
+    #: The roles the batch's template gives fields to fill (issue 30).
+    field_roles: frozenset[str]
+
+    def own_page(self, role: str) -> bool:
+        return self.code or role in self.field_roles
+
+    def bulk(self, ready: Select) -> Select:
+        """``ready`` kept to the documents signed in bulk."""
+        if self.code:
+            return ready.where(false())
+        return ready.where(Party.role.not_in(self.field_roles)) if self.field_roles else ready
+
+
+def own_pages(session: Session, batch_id: int) -> OwnPages:
+    code, fields = session.execute(
+        select(Batch.one_time_code, TemplateVersion.fields)
+        .join(TemplateVersion, Batch.template_version_id == TemplateVersion.id)
         .where(Batch.id == batch_id)
-    )
-    return {str(f.get("role")) for f in fields or ()}
+    ).one()
+    return OwnPages(bool(code), frozenset(str(f.get("role")) for f in fields or ()))
 
 
 def _matching(link: CountersignLink, *, query: str, now: datetime):
@@ -97,12 +117,8 @@ def ready_page(session: Session, *, link: CountersignLink, query: str, page: int
     query = " ".join((query or "").split())[:MAX_NAME_LENGTH]
     matching = _matching(link, query=query, now=now)
     total = session.scalar(select(func.count()).select_from(matching.subquery())) or 0
-    with_fields = fields_roles(session, link.batch_id)
-    signable = total
-    if with_fields:
-        signable = session.scalar(
-            select(func.count()).select_from(matching.where(Party.role.not_in(with_fields)).subquery())
-        )
+    rules = own_pages(session, link.batch_id)
+    signable = session.scalar(select(func.count()).select_from(rules.bulk(matching).subquery()))
     pages = max(1, -(-total // PER_PAGE))
     page = min(max(page, 1), pages)
     rows = session.execute(
@@ -112,10 +128,10 @@ def ready_page(session: Session, *, link: CountersignLink, query: str, page: int
         .limit(PER_PAGE)
     ).all()
     documents = tuple(
-        ReadyDocument(party_id, request_id, name or "", email, role in with_fields)
+        ReadyDocument(party_id, request_id, name or "", email, rules.own_page(role))
         for party_id, request_id, role, name, email in rows
     )
-    return ReadyPage(documents, total, signable, page, pages, query)
+    return ReadyPage(documents, total, signable, rules.code, page, pages, query)
 
 
 def ready_party(session: Session, *, link: CountersignLink, party_id: int, now: datetime) -> Party | None:
@@ -159,16 +175,14 @@ def start_run(
     now: datetime,
 ) -> RunStarted:
     """Sign the chosen documents (``party_ids``; None: every one ready) with one signature: checks what was typed
-    and drawn as the single page does, keeps the ready ones without fields to fill, records the run and commits;
+    and drawn as the single page does, keeps the ready ones signed in bulk (``OwnPages``), records the run and commits;
     then queues its chunks."""
     try:
         name, image = clean_signature(signer_name=signer_name, signature_png=signature_png, consent=consent)
     except InvalidInput as exc:
         return RunStarted("invalid", message=exc.args[0])
-    with_fields = fields_roles(session, link.batch_id)
-    chosen = ready_parties(link, now=now).with_only_columns(Party.id).order_by(Party.request_id, Party.id)
-    if with_fields:
-        chosen = chosen.where(Party.role.not_in(with_fields))
+    rules = own_pages(session, link.batch_id)
+    chosen = rules.bulk(ready_parties(link, now=now)).with_only_columns(Party.id).order_by(Party.request_id, Party.id)
     if party_ids is not None:
         if len(party_ids) > MAX_RUN:
             return RunStarted("invalid", message=_l("Choose at most %(count)s documents at once.", count=MAX_RUN))
@@ -365,9 +379,10 @@ class Readable:
 
 def readable_document(session: Session, *, link: CountersignLink, party_id: int, now: datetime) -> Readable | None:
     """What the countersigner reads of a ready document: its newest version with the earlier parties' signatures
-    (``routing.current_document``), and whose it is; None when it is not ready for the link's person."""
+    (``routing.current_document``), and whose it is; None when it is not ready for the link's person, or its batch
+    asks for a one-time code (its own page shows it once the code is given)."""
     party = ready_party(session, link=link, party_id=party_id, now=now)
-    if party is None:
+    if party is None or own_pages(session, link.batch_id).code:
         return None
     request = party.request
     return Readable(routing.current_document(session, request.id), request.name or "", request.email)

@@ -252,3 +252,27 @@ def test_when_the_batch_s_requests_are_purged_its_countersigners_link_runs_and_d
     assert db.session.scalar(select(func.count()).select_from(CountersignRun)) == 0
     digests = db.session.scalars(select(OutgoingMail).where(OutgoingMail.kind == "countersign_digest")).all()
     assert digests and {(m.to_email, m.subject) for m in digests} == {("", "")}
+
+
+def test_a_batch_that_asks_for_one_time_codes_is_signed_document_by_document_on_each_own_page(
+    app, users, client, smtp, run_jobs
+):
+    ids = _sent_batch(users, run_jobs, smtp)
+    for request_id in ids[:2]:
+        _recipient_signs(client, smtp, request_id)
+    run_jobs("pdf", "mail")
+    token = _digest_token(_digests(smtp)[0])
+    request = db.session.get(SigningRequest, ids[0])
+    request.batch.one_time_code = True
+    db.session.commit()
+
+    page = client.get(f"/countersign/{token}")
+    text = page.get_data(as_text=True)
+    assert text.count(">Open and sign</button>") == 2 and "sign-form" not in text and ">Read<" not in text
+    party = _party(ids[0]).id
+    # The document is shown only behind its code, on its own page: never here.
+    assert client.get(f"/countersign/{token}/documents/{party}").status_code == 404
+    assert client.get(f"/countersign/{token}/documents/{party}/pages/1").status_code == 404
+    assert _sign_form(client, token, all="1").status_code == 409
+    assert _sign_form(client, token, all="0", party_ids=[str(party)]).status_code == 409
+    assert _party(ids[0]).status == "invited"
