@@ -44,6 +44,9 @@ logger = logging.getLogger(__name__)
 
 #: Documents one chunk job signs (each its own commit; a killed worker's chunk is redone from what is left).
 RUN_CHUNK = 50
+#: A run's documents are queued again at most this many times after its jobs died; then it ends, and what is left
+#: stays on the countersigner's page to sign again.
+MAX_GENERATIONS = 5
 #: Documents a page of the list shows.
 PER_PAGE = 50
 #: At most this many documents in one run (a selection beyond is refused with a message).
@@ -304,7 +307,9 @@ def requeue_stalled(session: Session, *, live: set[str], runs: list[CountersignR
             continue
         link = session.get(CountersignLink, run.link_id)
         left = _left(session, run, link, now=now)
-        if not left:
+        if not left or run.generation >= MAX_GENERATIONS:
+            if left:  # each try left them unsigned (a database error each time?): the countersigner signs again
+                log(logger, logging.ERROR, "countersign run given up", run_id=run.id, left=len(left))
             session.execute(
                 update(CountersignRun)
                 .where(CountersignRun.id == run.id, CountersignRun.finished_at.is_(None))

@@ -25,7 +25,9 @@ from bulksign.models import (
     utcnow,
 )
 from bulksign.people.users import create_api_key
+from bulksign.signing.countersign import MAX_GENERATIONS
 from bulksign.work.pipeline import enqueue_renders
+from bulksign.work.queues import get_queue
 from tests.signing.test_routing import _batch, _sign, _token
 from tests.support.batches import request_ids
 from tests.support.signatures import data_url, png
@@ -276,3 +278,23 @@ def test_a_batch_that_asks_for_one_time_codes_is_signed_document_by_document_on_
     assert _sign_form(client, token, all="1").status_code == 409
     assert _sign_form(client, token, all="0", party_ids=[str(party)]).status_code == 409
     assert _party(ids[0]).status == "invited"
+
+
+def test_a_run_whose_jobs_keep_dying_is_queued_again_a_few_times_then_given_up_and_its_documents_stay_to_sign(
+    app, users, client, smtp, run_jobs
+):
+    ids = _sent_batch(users, run_jobs, smtp, rows="email,name\ne1@example.com,Employee 1\ne2@example.com,E 2\n")
+    for request_id in ids:
+        _recipient_signs(client, smtp, request_id)
+    run_jobs("pdf", "mail")
+    token = _digest_token(_digests(smtp)[0])
+    assert _sign_form(client, token, all="1").status_code == 303
+    get_queue("default").empty()  # its jobs lost
+    later = utcnow() + timedelta(minutes=1)
+    for _ in range(MAX_GENERATIONS):
+        assert send_due_digests(now=later).endswith("1 runs queued again")
+        get_queue("default").empty()
+    assert send_due_digests(now=later).endswith("0 runs queued again")
+    db.session.expire_all()
+    assert db.session.scalars(select(CountersignRun)).one().finished_at is not None
+    assert "All 2 documents" in client.get(f"/countersign/{token}").get_data(as_text=True)
