@@ -50,11 +50,21 @@ def _party(request_id: int, role: str = "employer") -> Party:
     return db.session.scalars(select(Party).where(Party.request_id == request_id, Party.role == role)).one()
 
 
-def _sent_batch(users, run_jobs, smtp, *, rows: str = ROWS, name: str = "Contracts") -> list[int]:
+def _sent_batch(users, run_jobs, smtp, *, rows: str = ROWS) -> list[int]:
     ids = request_ids(_batch({"staff": db.session.merge(users["staff"])}, file=rows))
     enqueue_renders(ids)
     run_jobs("pdf", "mail")
     return ids
+
+
+def _ready(users, client, smtp, run_jobs, *, signed: int, rows: str = ROWS) -> tuple[list[int], str]:
+    """A sent batch whose first ``signed`` employees signed, the employer's next step invited: its request ids and
+    the countersigner's link from the first digest."""
+    ids = _sent_batch(users, run_jobs, smtp, rows=rows)
+    for request_id in ids[:signed]:
+        _recipient_signs(client, smtp, request_id)
+    run_jobs("pdf", "mail")
+    return ids, _digest_token(_digests(smtp)[0])
 
 
 def _recipient_signs(client, smtp, request_id: int) -> None:
@@ -141,11 +151,7 @@ def test_one_digest_for_many_documents_a_page_of_only_the_ready_ones_and_the_int
 def test_sign_a_selection_then_decline_one_each_its_own_signature_event_and_seal(
     app, users, client, smtp, run_jobs, tmp_path
 ):
-    ids = _sent_batch(users, run_jobs, smtp)
-    for request_id in ids:
-        _recipient_signs(client, smtp, request_id)
-    run_jobs("pdf", "mail")
-    token = _digest_token(_digests(smtp)[0])
+    ids, token = _ready(users, client, smtp, run_jobs, signed=3)
     first, second, _third = (_party(i).id for i in ids)
 
     # Nothing ticked: said so, nothing signed.
@@ -195,11 +201,7 @@ def test_sign_a_selection_then_decline_one_each_its_own_signature_event_and_seal
 def test_a_document_whose_role_fills_fields_is_signed_on_its_own_page_and_staff_send_the_digest_now(
     app, users, client, auth, smtp, run_jobs
 ):
-    ids = _sent_batch(users, run_jobs, smtp)
-    for request_id in ids[:2]:
-        _recipient_signs(client, smtp, request_id)
-    run_jobs("pdf", "mail")
-    token = _digest_token(_digests(smtp)[0])
+    ids, token = _ready(users, client, smtp, run_jobs, signed=2)
     # The template gives the employer a field to fill (issue 30): no bulk signature for its documents.
     request = db.session.get(SigningRequest, ids[0])
     request.batch.template_version.fields = [{"name": "start_date", "type": "date", "role": "employer"}]
@@ -237,11 +239,7 @@ def test_a_document_whose_role_fills_fields_is_signed_on_its_own_page_and_staff_
 def test_when_the_batch_s_requests_are_purged_its_countersigners_link_runs_and_digest_addresses_go(
     app, users, client, smtp, run_jobs
 ):
-    ids = _sent_batch(users, run_jobs, smtp)
-    for request_id in ids[:2]:
-        _recipient_signs(client, smtp, request_id)
-    run_jobs("pdf", "mail")
-    token = _digest_token(_digests(smtp)[0])
+    ids, token = _ready(users, client, smtp, run_jobs, signed=2)
     assert _sign_form(client, token, all="0", party_ids=[str(_party(ids[0]).id)]).status_code == 303
 
     purge_requests(db.session, storage=get_storage(), request_ids=ids[:2], now=utcnow(), reason="erasure")
@@ -259,11 +257,7 @@ def test_when_the_batch_s_requests_are_purged_its_countersigners_link_runs_and_d
 def test_a_batch_that_asks_for_one_time_codes_is_signed_document_by_document_on_each_own_page(
     app, users, client, smtp, run_jobs
 ):
-    ids = _sent_batch(users, run_jobs, smtp)
-    for request_id in ids[:2]:
-        _recipient_signs(client, smtp, request_id)
-    run_jobs("pdf", "mail")
-    token = _digest_token(_digests(smtp)[0])
+    ids, token = _ready(users, client, smtp, run_jobs, signed=2)
     request = db.session.get(SigningRequest, ids[0])
     request.batch.one_time_code = True
     db.session.commit()
@@ -283,11 +277,9 @@ def test_a_batch_that_asks_for_one_time_codes_is_signed_document_by_document_on_
 def test_a_run_whose_jobs_keep_dying_is_queued_again_a_few_times_then_given_up_and_its_documents_stay_to_sign(
     app, users, client, smtp, run_jobs
 ):
-    ids = _sent_batch(users, run_jobs, smtp, rows="email,name\ne1@example.com,Employee 1\ne2@example.com,E 2\n")
-    for request_id in ids:
-        _recipient_signs(client, smtp, request_id)
-    run_jobs("pdf", "mail")
-    token = _digest_token(_digests(smtp)[0])
+    ids, token = _ready(
+        users, client, smtp, run_jobs, signed=2, rows="email,name\ne1@example.com,Employee 1\ne2@example.com,E 2\n"
+    )
     assert _sign_form(client, token, all="1").status_code == 303
     get_queue("default").empty()  # its jobs lost
     later = utcnow() + timedelta(minutes=1)
