@@ -116,6 +116,8 @@ def load_config(overrides: dict | None = None) -> dict:
         # Work younger than this is left to its job even if none is seen (the commit→enqueue gap); older work
         # whose job is dead (its beat silent for 30 s, or lost with Redis) is queued again.
         "RECONCILE_AFTER_SECONDS": _int("RECONCILE_AFTER_SECONDS", 20),
+        # A countersigner's digest ("N documents wait for your signature") at most this often while more arrive.
+        "COUNTERSIGN_DIGEST_HOURS": _int("COUNTERSIGN_DIGEST_HOURS", 24),
         "LOGIN_RATE_LIMIT": env.get("LOGIN_RATE_LIMIT", "10 per minute"),
         "SIGNING_RATE_LIMIT": env.get("SIGNING_RATE_LIMIT", "60 per minute"),
         "SIGNING_PAGE_IMAGE_RATE_LIMIT": env.get("SIGNING_PAGE_IMAGE_RATE_LIMIT", "600 per minute"),

@@ -44,6 +44,8 @@ PERIODIC_JOBS: tuple[PeriodicJob, ...] = (
     # Expiry first in a tick: a request past its deadline gets no reminder.
     PeriodicJob("expiry", queues.EXPIRE, 60),
     PeriodicJob("reminders", queues.REMIND, 60),
+    # Countersigners' digests that are due, and "sign all" runs whose chunk job died.
+    PeriodicJob("countersign", queues.COUNTERSIGN_DIGESTS, 60),
     PeriodicJob("reseal", queues.RESEAL, 300),
     PeriodicJob("idempotency-keys", queues.PURGE_IDEMPOTENCY_KEYS, 3600),
     # Documents and personal data past their keeping time (batches/retention.py); bounded per run, resumable.

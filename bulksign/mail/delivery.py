@@ -45,7 +45,7 @@ from bulksign.models.status import Status
 from bulksign.ops import telemetry
 from bulksign.people import password_resets
 from bulksign.recipients.suppressions import address_is_dead, in_force_among, not_sent_reason, suppress
-from bulksign.signing import invitations, one_time_codes, routing
+from bulksign.signing import digests, invitations, one_time_codes, routing
 from bulksign.signing import recipient_actions as signing
 from bulksign.signing.invitations import KIND as INVITATION
 from bulksign.signing.invitations import load_requests, record_sent
@@ -58,6 +58,7 @@ logger = logging.getLogger(__name__)
 #: the registry wherever mail is sent (tests/test_queues.py checks that no builder lives elsewhere).
 BUILDER_MODULES = (
     approval,
+    digests,
     expiry,
     invitations,
     notices,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from bulksign.models.base import BigId, UTCDateTime, utcnow
 from bulksign.models.batches import Batch, BatchShare, BatchSkippedRow, BatchStatusCount, Export
+from bulksign.models.countersign import CountersignLink, CountersignRun
 from bulksign.models.fields import FieldValue
 from bulksign.models.integrations import IdempotencyKey, WebhookDelivery, WebhookEndpoint
 from bulksign.models.mail import OutgoingMail, Suppression
@@ -24,6 +25,8 @@ __all__ = [
     "BatchSkippedRow",
     "BatchStatusCount",
     "BigId",
+    "CountersignLink",
+    "CountersignRun",
     "Document",
     "DocumentTemplate",
     "Event",

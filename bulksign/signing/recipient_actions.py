@@ -239,6 +239,16 @@ def clean_signature_png(data: bytes | None) -> bytes | None:
     return out.getvalue()
 
 
+def clean_signature(*, signer_name: str, signature_png: bytes | None, consent: bool) -> tuple[str, bytes | None]:
+    """The typed name and drawn signature as they are kept (``clean_name``, ``clean_signature_png``), once consent
+    is given; raises InvalidInput saying what to correct."""
+    name = clean_name(signer_name)
+    image = clean_signature_png(signature_png)
+    if not consent:
+        raise InvalidInput(_l("Tick “I agree to sign electronically” to sign."))
+    return name, image
+
+
 def _act(
     session: Session,
     *,
@@ -368,10 +378,7 @@ def sign(
     checked = check_entries(request, role=role, filled=filled)
     message = ""
     try:
-        name = clean_name(signer_name)
-        image = clean_signature_png(signature_png)
-        if not consent:
-            raise InvalidInput(_l("Tick “I agree to sign electronically” to sign."))
+        name, image = clean_signature(signer_name=signer_name, signature_png=signature_png, consent=consent)
     except InvalidInput as exc:
         message = exc.args[0]
     if message or checked.errors:

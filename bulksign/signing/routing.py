@@ -42,6 +42,7 @@ from bulksign.mail.mailer import MailNotNeeded, builder, queue_mail
 from bulksign.models import RECIPIENT_ROLE, Document, FieldValue, Party, SigningRequest
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import Status
+from bulksign.signing import digests
 from bulksign.signing.invitations import html_body, mail_context, mark_sent, request_deadline
 from bulksign.signing.links import current_token, issue_link, signing_url
 from bulksign.signing.parties import issue_party_link, move_parties, party_token, step_not_started
@@ -142,17 +143,26 @@ def invite_parties(session: Session, parties: Sequence[Party], *, now: datetime,
     """Move each waiting party waiting → invited by compare-and-set and, for each win only, give it its link and
     invitation row in the same transaction; the ids of the rows to send. A recipient invited here signs after
     others (its request went out to them): its link is the request's, issued now, and the request's ``sent_at``
-    becomes its invitation's, from which its reminders count. The caller commits."""
+    becomes its invitation's, from which its reminders count. A party served by its countersigner's digest
+    (``digests``) gets no link nor mail of its own, but the digest. The caller commits."""
     secret = app.config["SECRET_KEY"]
     mail_ids = []
+    by_digest: dict[int, set[str]] = {}
     for party in parties:
         if party.status != PartyStatus.WAITING:
             continue
         email, _name = party_person(party)
+        batch_digests = by_digest.get(party.batch_id)
+        if batch_digests is None:
+            emails = [p.email for p in parties if p.batch_id == party.batch_id and p.role != RECIPIENT_ROLE]
+            batch_digests = digests.digest_addresses(session, batch_id=party.batch_id, emails=emails)
+            by_digest[party.batch_id] = batch_digests
         if not move_parties(
             session, party.id, frm=PartyStatus.WAITING, to=PartyStatus.INVITED, now=now, details={"to": email}
         ):
             continue  # invited by another run: its link and mail stand
+        if party.role != RECIPIENT_ROLE and email.lower() in batch_digests:
+            continue
         request = party.request
         if party.role == RECIPIENT_ROLE:
             token = issue_link(session, request_id=request.id, secret=secret, now=now)
@@ -171,6 +181,8 @@ def invite_parties(session: Session, parties: Sequence[Party], *, now: datetime,
             batch_id=request.batch_id,
         )
         mail_ids.append(mail.id)
+    for batch_id, emails in by_digest.items():
+        mail_ids += digests.invited(session, batch_id=batch_id, emails=emails, secret=secret, now=now)
     return mail_ids
 
 

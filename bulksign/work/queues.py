@@ -192,6 +192,15 @@ SEAL = _declare("bulksign.jobs.seal.seal", queue="pdf", id_pattern="seal-{id}", 
 ADVANCE = _declare(
     "bulksign.jobs.routing.advance", queue="pdf", id_pattern="advance-{id}", attempts_setting="SEAL_MAX_ATTEMPTS"
 )
+#: A slice of a countersigner's "sign all": each document signed through the single page's path (its seal queued
+#: on ``pdf``); the id names the run, its generation and the slice's first party (``countersign.RUN_CHUNK``).
+COUNTERSIGN_CHUNK = _declare(
+    "bulksign.jobs.countersign.sign_chunk",
+    queue="default",
+    id_pattern="countersign-{run}-{generation}-{first}",
+    timeout=1800,
+    result_ttl=600,
+)
 #: A one-time code lives 10 minutes: its SMS goes ahead of bulk mail.
 SMS_CODE = _declare(
     "bulksign.jobs.sms.send_code",
@@ -232,6 +241,7 @@ WEBHOOK_DISPATCH = _declare("bulksign.jobs.webhooks.dispatch", queue="default", 
 RECONCILE = _declare("bulksign.jobs.periodic.reconcile_stuck_work", queue="default", timeout=600)
 EXPIRE = _declare("bulksign.jobs.periodic.expire_requests", queue="default", timeout=600)
 REMIND = _declare("bulksign.jobs.periodic.send_due_reminders", queue="default", timeout=600)
+COUNTERSIGN_DIGESTS = _declare("bulksign.jobs.countersign.send_due_digests", queue="default", timeout=600)
 RESEAL = _declare("bulksign.jobs.seal.seal_missing", queue="default", timeout=600)
 PURGE_IDEMPOTENCY_KEYS = _declare("bulksign.jobs.periodic.purge_idempotency_keys", queue="default", timeout=600)
 PURGE_RETENTION = _declare("bulksign.jobs.retention.purge_retention", queue="default", timeout=1800)

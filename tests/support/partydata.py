@@ -65,3 +65,31 @@ def make_two_party_batch(session, *, now: datetime, user_id: int | None, rows=RO
                 frm = to
     session.commit()
     return batch.id
+
+
+def recipients_sign(session, request_ids, *, now: datetime | None = None) -> None:
+    """The row's own recipient of each of these requests several sign signs it through the signing page's path
+    (typed name ``Employee <request id>``, a drawn signature, from 198.51.100.7)."""
+    from bulksign.models import utcnow
+    from bulksign.signing.recipient_actions import sign
+    from tests.support.signatures import png
+
+    image = png()
+    parties = dict(
+        session.execute(
+            select(Party.request_id, Party.id).where(Party.request_id.in_(list(request_ids)), Party.role == "recipient")
+        ).all()
+    )
+    for request_id in request_ids:
+        outcome = sign(
+            session,
+            request_id=request_id,
+            now=now or utcnow(),
+            signer_name=f"Employee {request_id}",
+            signature_png=image,
+            consent=True,
+            ip="198.51.100.7",
+            user_agent="test",
+            party=session.get(Party, parties[request_id]),
+        )
+        assert outcome.status == "signed", outcome

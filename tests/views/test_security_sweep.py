@@ -38,6 +38,13 @@ EXPECTED_PUBLIC = {
     "signing.decline_document",  # the token in the URL is the credential
     "signing.send_code",
     "signing.verify_code",  # one-time codes: the token again, plus the code (5 tries, rate limited)
+    "countersign.page",
+    "countersign.run",
+    "countersign.document",
+    "countersign.page_image",
+    "countersign.sign_all",
+    "countersign.open_own",
+    "countersign.decline",  # the countersigner's digest link: its token is the credential, as on /sign/
     "tracking.pixel",  # HMAC of the request id; always a GIF
     "verify.verify",  # anyone may check a document
     "webhooks.bounces",  # shared secret (404 when none is configured)

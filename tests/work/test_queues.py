@@ -20,6 +20,8 @@ STORED_PATHS = {
     "bulksign.jobs.pdf.render_many",
     "bulksign.jobs.mail.send_many",
     "bulksign.jobs.seal.seal",
+    "bulksign.jobs.countersign.sign_chunk",
+    "bulksign.jobs.countersign.send_due_digests",
     "bulksign.jobs.sms.send_code",
     "bulksign.jobs.batches.enqueue_renders",
     "bulksign.jobs.webhooks.deliver",
@@ -43,6 +45,7 @@ PERIODIC_IDS = {
     "periodic-reconcile-d69f4f51d3",  # every 30 s (was 60: issue 27, item 6)
     "periodic-expiry-acf830e609",
     "periodic-reminders-fb98a86389",
+    "periodic-countersign-3b27cf198e",
     "periodic-reseal-b00c70f934",
     "periodic-idempotency-keys-2d97f8c38b",
     "periodic-retention-0d90b3825c",
@@ -62,6 +65,7 @@ MAIL_KINDS = {
     "party_invitation",
     "party_declined",
     "party_completed",
+    "countersign_digest",
 }
 
 

@@ -27,6 +27,7 @@ from bulksign.documents.document_pages import pages_folder
 from bulksign.documents.storage import Storage
 from bulksign.models import (
     Batch,
+    CountersignLink,
     Document,
     Event,
     Export,
@@ -37,6 +38,7 @@ from bulksign.models import (
     SigningRequest,
 )
 from bulksign.models.batches import BatchSkippedRow
+from bulksign.signing.digests import DIGEST
 
 logger = logging.getLogger(__name__)
 
@@ -170,7 +172,29 @@ def purge_requests(
                 for rid, bid in purged
             ],
         )
+    _purge_countersigners(session, batch_ids=batch_ids)
     return PurgeResult(requests=len(purged), documents=len(documents), files=files)
+
+
+def _purge_countersigners(session: Session, *, batch_ids: set[int]) -> None:
+    """Once no request of a batch is left unpurged, its countersigners' links go, with their runs (the address,
+    the typed name, the drawn signature, the IP), and their digests' addresses and subjects are emptied."""
+    kept = set(
+        session.scalars(
+            select(SigningRequest.batch_id).where(
+                SigningRequest.batch_id.in_(batch_ids), SigningRequest.purged_at.is_(None)
+            )
+        )
+    )
+    emptied = sorted(batch_ids - kept)
+    if not emptied:
+        return
+    session.execute(delete(CountersignLink).where(CountersignLink.batch_id.in_(emptied)))  # its runs by cascade
+    session.execute(
+        update(OutgoingMail)
+        .where(OutgoingMail.batch_id.in_(emptied), OutgoingMail.kind == DIGEST)
+        .values(to_email="", subject="", error=None)
+    )
 
 
 def purge_due(

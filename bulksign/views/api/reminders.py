@@ -9,6 +9,7 @@ from flask import Blueprint, g
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from bulksign.batches.bulk_actions import run_staff_action
+from bulksign.batches.countersign_digests import send_digests_now
 from bulksign.batches.progress import BatchActionError
 from bulksign.batches.resend import MAX_EXTEND_DAYS, change_email, resend_with_new_link
 from bulksign.core.extensions import db
@@ -54,6 +55,10 @@ class Reminded(BaseModel):
     queued: int = Field(description="Reminders queued now.")
     skipped: dict[str, int] = Field(description="Reason → requests not reminded for it (e.g. `too_soon`, `signed`).")
     in_background: int = Field(description="Requests a background job goes on to remind.")
+
+
+class DigestsSent(BaseModel):
+    queued: int = Field(description="Digests queued now: one per countersigner of the batch with documents ready.")
 
 
 class ResendBody(BaseModel):
@@ -121,6 +126,25 @@ def remind(batch_id: int):
     except BatchActionError as exc:
         raise ApiError(exc.message, exc.status) from None
     return answer(Reminded(queued=outcome.done, skipped=outcome.skipped, in_background=outcome.in_background), 202)
+
+
+@bp.post("/batches/<int:batch_id>/countersign-digests")
+@operation(
+    "Send the countersigners' digests now",
+    tag="Batch actions",
+    responses={202: DigestsSent},
+    errors=(403, 404),
+    idempotent=True,
+)
+def countersign_digests(batch_id: int):
+    """A party whose address waits on several documents of the batch gets one digest with one link instead of a
+    mail per document, at most once per `COUNTERSIGN_DIGEST_HOURS` while more arrive; this sends one to each
+    now."""
+    try:
+        sent = send_digests_now(db.session, batch_id=batch_id, user=g.api_user, now=utcnow())
+    except BatchActionError as exc:
+        raise ApiError(exc.message, exc.status) from None
+    return answer(DigestsSent(queued=sent), 202)
 
 
 @bp.post("/requests/<int:request_id>/resend")

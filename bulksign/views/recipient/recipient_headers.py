@@ -24,23 +24,33 @@ def page_csp() -> str:
     return PAGE_CSP.replace("img-src 'self' data:;", f"img-src 'self' data: {origin};") if origin else PAGE_CSP
 
 
+def polling_csp() -> str:
+    """``page_csp`` for a page that polls its own origin for a partial (HTMX): the countersigner's progress."""
+    return f"{page_csp()}; connect-src 'self'"
+
+
 #: The PDF itself, opened or downloaded: browsers' PDF viewers are frames of our origin.
 DOCUMENT_CSP = "default-src 'none'; frame-ancestors 'self'"
 
 
 def is_recipient_path(path: str) -> bool:
-    return path == "/sign" or path.startswith("/sign/") or path == "/verify" or path.startswith("/verify/")
+    return (
+        path == "/sign"
+        or path.startswith(("/sign/", "/countersign/"))
+        or path == "/verify"
+        or path.startswith("/verify/")
+    )
 
 
 class RedactSigningTokens(logging.Filter):
     """The development server's access log (``werkzeug``) writes request lines; the token must not appear."""
 
-    TOKEN_IN_PATH = re.compile(r"(/sign/)[^/\s?\"]+")
+    TOKEN_IN_PATH = re.compile(r"(/(?:counter)?sign/)[^/\s?\"]+")
 
     def filter(self, record: logging.LogRecord) -> bool:
         # Read as the router reads the path: /%73ign/… and //sign/… are /sign/… too.
         message = re.sub(r"/{2,}", "/", unquote(record.getMessage()))
-        if "/sign/" in message:
+        if "sign/" in message:
             record.msg, record.args = self.TOKEN_IN_PATH.sub(r"\1<token>", message), None
         return True
 

@@ -256,7 +256,7 @@ def page(token: str, row: SigningRequest):
     return _render(row, token, state=_state(row, now=now))
 
 
-def _signature_bytes(raw: str) -> bytes | None:
+def signature_bytes(raw: str) -> bytes | None:
     """The drawn signature from the form's data URL; the domain checks that it is a real PNG."""
     raw = (raw or "").strip()
     if not raw:
@@ -294,7 +294,7 @@ def sign_document(token: str, row: SigningRequest):
         "files": {name: upload.filename or name for name, upload in uploads.items()},
     }
     try:
-        image = _signature_bytes(request.form.get("signature", ""))
+        image = signature_bytes(request.form.get("signature", ""))
     except ValueError as exc:
         return _again(row, token, error=str(exc), form=form)
     outcome = sign(

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
+from flask_babel import ngettext
 from flask_login import current_user
 
 from bulksign.batches.bulk_actions import run_staff_action
+from bulksign.batches.countersign_digests import send_digests_now
 from bulksign.batches.manual_reminders import SELECTORS
 from bulksign.batches.progress import BatchActionError
 from bulksign.batches.resend import change_email
@@ -112,6 +114,18 @@ def _resend(batch_id: int, ids: list[int] | None):
         batch_id,
         *resend_done(outcome.done, outcome.skipped, deadlines=outcome.deadlines, batch=db.session.get(Batch, batch_id)),
     )
+
+
+@bp.post("/batches/<int:batch_id>/countersign-digests")
+def countersign_digests(batch_id: int):
+    """Each countersigner of the batch with documents ready gets their digest now."""
+    try:
+        sent = send_digests_now(db.session, batch_id=batch_id, user=current_user._get_current_object(), now=utcnow())
+    except BatchActionError as exc:
+        return _refused(batch_id, exc)
+    if not sent:
+        return _answer(batch_id, _("No countersigner has documents waiting now."), "info")
+    return _answer(batch_id, ngettext("%(num)s digest queued.", "%(num)s digests queued.", sent), "success")
 
 
 @bp.post("/batches/<int:batch_id>/resend")

@@ -285,6 +285,8 @@ def _tour(app, world, spec) -> set[tuple[str, str]]:
     call("GET /suppressions", "GET", "/suppressions?cursor=bm9wZQ", 422, headers=admin)
     call("GET /batches/{batch_id}/requests", "GET", f"/batches/{batch}/requests?cursor=bm9wZQ", 422, headers=admin)
     call("POST /batches/{batch_id}/cancel", "POST", f"/batches/{batch}/cancel", 403, headers=viewer)
+    digests = "POST /batches/{batch_id}/countersign-digests"
+    call(digests, "POST", f"/batches/{batch}/countersign-digests", 403, headers=viewer)
     call("POST /batches/{batch_id}/cancel", "POST", f"/batches/{batch}/cancel", 202, headers=admin)
     call("POST /batches/{batch_id}/retry-failed", "POST", f"/batches/{batch}/retry-failed", 409, headers=admin)
     call(
@@ -398,6 +400,7 @@ def _tour(app, world, spec) -> set[tuple[str, str]]:
         ("POST /batches/{batch_id}/cancel", f"/batches/{batch}/cancel", {}),
         ("POST /batches/{batch_id}/retry-failed", f"/batches/{batch}/retry-failed", {}),
         ("POST /batches/{batch_id}/remind", f"/batches/{batch}/remind", {"json": {"all_unsigned": True}}),
+        ("POST /batches/{batch_id}/countersign-digests", f"/batches/{batch}/countersign-digests", {}),
         ("POST /requests/{request_id}/resend", f"/requests/{request_id}/resend", {}),
         ("POST /batches/{batch_id}/exports", f"/batches/{batch}/exports", {}),
         ("POST /batches/{batch_id}/evidence", f"/batches/{batch}/evidence", {}),

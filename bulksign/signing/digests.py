@@ -1,0 +1,241 @@
+"""A countersigner's digest: one mail and one link for every document of a batch that waits on one address.
+
+The rule, in one place (``digest_addresses``): a party other than the recipient is served by the digest when its
+address (lower-cased) is that of at least two parties other than the recipient in its batch — the batch's fixed
+party of a batch of two rows or more, or the same person named on several rows by ``<role>_email``. Such a party
+is invited like any other (``waiting`` → ``invited`` when its step starts) but gets no link nor mail of its own:
+its batch and address get one ``CountersignLink`` (a secret like a signing token, only its hash stored), and a
+digest "N documents of <title> wait for your signature" with that link goes out as soon as a document is ready
+for them, then at most once per ``COUNTERSIGN_DIGEST_HOURS`` while more arrive (``due_digests``, the scheduler's
+tick); staff can send one now (``queue_digests_now``). A party of a single document keeps its own invitation.
+
+Every digest is an outgoing-mail row keyed by the link and the digest's number (a retried tick finds its row);
+the number moves by compare-and-set, so two ticks or a tick and an invitation queue one digest, not two.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from flask import Flask, render_template
+from flask_babel import force_locale, ngettext
+from flask_mail import Message
+from sqlalchemy import Select, exists, func, or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from bulksign.core.tokens import hash_token, new_nonce, signing_token
+from bulksign.documents.signed_pdf import document_title
+from bulksign.mail.mailer import builder, queue_mail
+from bulksign.models import RECIPIENT_ROLE, Batch, CountersignLink, Party, SigningRequest
+from bulksign.models.parties import PartyStatus
+from bulksign.models.status import Status
+
+DIGEST = "countersign_digest"
+#: Links looked at per tick; the rest wait for the next one (a minute later).
+DIGESTS_PER_TICK = 500
+
+
+def digest_addresses(session: Session, *, batch_id: int, emails: Iterable[str]) -> set[str]:
+    """The addresses among ``emails`` (lower-cased) served by the digest in this batch: those of two parties or
+    more other than the recipient (the module's rule)."""
+    wanted = sorted({e.lower() for e in emails if e})
+    if not wanted:
+        return set()
+    address = func.lower(Party.email)
+    return set(
+        session.scalars(
+            select(address)
+            .where(Party.batch_id == batch_id, Party.role != RECIPIENT_ROLE, address.in_(wanted))
+            .group_by(address)
+            .having(func.count() >= 2)
+        )
+    )
+
+
+def ready_parties(link: CountersignLink, *, now: datetime) -> Select:
+    """The parties of the link's batch and address whose document is ready for them: their step started (invited
+    or opened), not signed or declined, the request out and not ended nor past its deadline."""
+    return (
+        select(Party)
+        .join(SigningRequest, SigningRequest.id == Party.request_id)
+        .where(
+            Party.batch_id == link.batch_id,
+            func.lower(Party.email) == link.email,
+            Party.role != RECIPIENT_ROLE,
+            Party.status.in_([PartyStatus.INVITED.value, PartyStatus.OPENED.value]),
+            SigningRequest.status.in_([Status.SENT.value, Status.OPENED.value]),
+            or_(SigningRequest.expires_at.is_(None), SigningRequest.expires_at > now),
+        )
+    )
+
+
+def ready_count(session: Session, link: CountersignLink, *, now: datetime) -> int:
+    return session.scalar(select(func.count()).select_from(ready_parties(link, now=now).subquery())) or 0
+
+
+def link_token(link: CountersignLink, *, secret: str) -> str:
+    """The link's token, re-derived from its nonce (every digest of the link carries the same one)."""
+    return signing_token(secret=secret, request_id=0, nonce=f"countersign:{link.id}:{link.token_nonce}")
+
+
+def countersign_url(*, app_url: str, token: str) -> str:
+    return f"{app_url.rstrip('/')}/countersign/{token}"
+
+
+def find_link(session: Session, token: str) -> CountersignLink | None:
+    """The link whose token is ``token``; compares hashes."""
+    if not token or len(token) > 128:
+        return None
+    return session.scalar(select(CountersignLink).where(CountersignLink.token_hash == hash_token(token)))
+
+
+def ensure_links(session: Session, *, batch_id: int, emails: Iterable[str], secret: str, now: datetime) -> None:
+    """Give each (batch, address) its link, once (a concurrent invitation's insert wins, this one does nothing).
+    The caller commits."""
+    for email in sorted({e.lower() for e in emails}):
+        exists_already = session.scalar(
+            select(CountersignLink.id).where(CountersignLink.batch_id == batch_id, CountersignLink.email == email)
+        )
+        if exists_already is not None:
+            continue
+        link = CountersignLink(
+            batch_id=batch_id, email=email, token_hash=new_nonce(), token_nonce=new_nonce(), created_at=now
+        )
+        try:
+            with session.begin_nested():  # a concurrent invitation may insert it first: then its link stands
+                session.add(link)
+                session.flush()
+                # Bound to the link's id, which the insert gave: the placeholder hash above is never a token's.
+                link.token_hash = hash_token(link_token(link, secret=secret))
+                session.flush()
+        except IntegrityError:
+            continue
+
+
+def _links(session: Session, *, batch_id: int, emails: Iterable[str]) -> list[CountersignLink]:
+    return list(
+        session.scalars(
+            select(CountersignLink)
+            .where(CountersignLink.batch_id == batch_id, CountersignLink.email.in_(sorted(set(emails))))
+            .order_by(CountersignLink.id)
+        )
+    )
+
+
+def queue_digest(session: Session, *, link: CountersignLink, now: datetime, seen: int | None = None) -> int | None:
+    """Queue the link's next digest if documents are ready: its number moves from ``seen`` (default: the link's
+    as loaded) by compare-and-set, and only the winner writes the mail row; its id, or None. The caller commits
+    and sends."""
+    count = ready_count(session, link, now=now)
+    if count == 0:
+        return None
+    seen = link.digest_count if seen is None else seen
+    number = session.scalar(
+        update(CountersignLink)
+        .where(CountersignLink.id == link.id, CountersignLink.digest_count == seen)
+        .values(digest_count=seen + 1, last_digest_at=now)
+        .returning(CountersignLink.digest_count)
+        .execution_options(synchronize_session=False)
+    )
+    if number is None:
+        return None  # another tick or invitation queued it
+    session.expire(link)
+    batch = session.get(Batch, link.batch_id)
+    with force_locale(batch.language):
+        subject = ngettext(
+            "%(num)s document of “%(title)s” waits for your signature",
+            "%(num)s documents of “%(title)s” wait for your signature",
+            count,
+            title=document_title(batch),
+        )
+    return queue_mail(
+        session,
+        key=f"countersign-digest-{link.id}-{number}",
+        kind=DIGEST,
+        to_email=link.email,
+        subject=subject,
+        now=now,
+        batch_id=link.batch_id,
+    ).id
+
+
+def invited(session: Session, *, batch_id: int, emails: Iterable[str], secret: str, now: datetime) -> list[int]:
+    """Parties served by the digest were just invited: their links, and the first digest of each link that has
+    had none (as soon as a document is ready: a request not out yet waits for the tick). The caller commits."""
+    emails = {e.lower() for e in emails}
+    if not emails:
+        return []
+    ensure_links(session, batch_id=batch_id, emails=emails, secret=secret, now=now)
+    mail_ids = []
+    for link in _links(session, batch_id=batch_id, emails=emails):
+        if link.digest_count == 0:
+            mail_id = queue_digest(session, link=link, now=now, seen=0)
+            if mail_id is not None:
+                mail_ids.append(mail_id)
+    return mail_ids
+
+
+def due_digests(session: Session, *, now: datetime, every: timedelta) -> list[int]:
+    """The tick: a digest for each link with a document ready that arrived since its last digest, the last one at
+    least ``every`` ago (or none yet); the mail ids. Commits each one (short locks)."""
+    since = func.coalesce(CountersignLink.last_digest_at, datetime(1970, 1, 1, tzinfo=now.tzinfo))
+    newer = exists().where(
+        Party.batch_id == CountersignLink.batch_id,
+        func.lower(Party.email) == CountersignLink.email,
+        Party.role != RECIPIENT_ROLE,
+        Party.status.in_([PartyStatus.INVITED.value, PartyStatus.OPENED.value]),
+        Party.invited_at > since,
+    )
+    links = session.scalars(
+        select(CountersignLink)
+        .where(
+            or_(CountersignLink.last_digest_at.is_(None), CountersignLink.last_digest_at <= now - every),
+            newer,
+        )
+        .order_by(CountersignLink.id)
+        .limit(DIGESTS_PER_TICK)
+    ).all()
+    mail_ids = []
+    for link in links:
+        mail_id = queue_digest(session, link=link, now=now)
+        session.commit()
+        if mail_id is not None:
+            mail_ids.append(mail_id)
+    return mail_ids
+
+
+def queue_digests_now(session: Session, *, batch_id: int, now: datetime) -> list[int]:
+    """Staff's "send now": a digest to each countersigner of the batch with documents ready, whatever the
+    interval; the mail ids. The caller commits and sends."""
+    links = session.scalars(
+        select(CountersignLink).where(CountersignLink.batch_id == batch_id).order_by(CountersignLink.id)
+    ).all()
+    return [mail_id for link in links if (mail_id := queue_digest(session, link=link, now=now)) is not None]
+
+
+@builder(DIGEST)
+def build_digest(session: Session, mail, app: Flask):
+    """The digest: how many documents wait, and the one personal link to the page of all of them."""
+    link = session.scalar(
+        select(CountersignLink).where(CountersignLink.batch_id == mail.batch_id, CountersignLink.email == mail.to_email)
+    )
+    batch = link.batch
+    url = countersign_url(app_url=app.config["APP_URL"], token=link_token(link, secret=app.config["SECRET_KEY"]))
+    with force_locale(batch.language):
+        body = render_template(
+            "emails/countersign_digest.txt",
+            count=ready_count(session, link, now=mail.created_at),
+            document_name=document_title(batch),
+            link=url,
+        )
+    message = Message(
+        subject=mail.subject,
+        recipients=[mail.to_email],
+        body=body,
+        sender=app.config["MAIL_DEFAULT_SENDER"],
+        reply_to=batch.reply_to or (batch.created_by.email if batch.created_by else None),
+    )
+    message.msgId = mail.message_id
+    return message

@@ -1,0 +1,210 @@
+"""The countersigner's page: ``/countersign/<token>`` — the documents of a batch ready for one person, read one by
+one, signed all at once (a job, with live progress) or declined one by one. No account, the digest's link only."""
+
+from __future__ import annotations
+
+from functools import wraps
+from io import BytesIO
+
+from flask import Blueprint, abort, current_app, g, redirect, render_template, request, send_file, url_for
+from flask_babel import gettext as _
+
+from bulksign.core.extensions import db, get_redis
+from bulksign.documents.document_pages import document_pages
+from bulksign.documents.document_pages import page_image as stored_page_image
+from bulksign.documents.poppler import PopplerError
+from bulksign.documents.signed_pdf import document_title
+from bulksign.documents.storage import StorageError, get_storage
+from bulksign.models import CountersignLink, utcnow
+from bulksign.people.auth import public
+from bulksign.signing import countersign
+from bulksign.signing.digests import find_link
+from bulksign.signing.recipient_actions import contact_of
+from bulksign.views._forms import client_ip
+from bulksign.views.recipient.recipient_headers import polling_csp
+from bulksign.views.recipient.signing import page_image_limit, recipient_limit, signature_bytes
+
+bp = Blueprint("countersign", __name__, url_prefix="/countersign")
+
+
+def _by_link(view):
+    """Look the link up first: an unknown token gets the signing page's "not valid" answer on every route."""
+
+    @wraps(view)
+    def wrapped(token: str, **kwargs):
+        link = find_link(db.session, token)
+        if link is None:
+            return render_template("signing/page.html", state="unknown", token=token), 404
+        g.locale = link.batch.language
+        return view(token, link, **kwargs)
+
+    return wrapped
+
+
+def _client() -> dict:
+    return {"ip": client_ip(), "user_agent": request.user_agent.string}
+
+
+def _page(token: str, link: CountersignLink, *, error: str | None = None, form: dict | None = None, status=200):
+    listing = countersign.ready_page(
+        db.session,
+        link=link,
+        query=request.args.get("q", ""),
+        page=request.args.get("page", 1, type=int) or 1,
+        now=utcnow(),
+    )
+    html = render_template(
+        "signing/countersign.html",
+        token=token,
+        link=link,
+        batch=link.batch,
+        document_name=document_title(link.batch),
+        listing=listing,
+        contact=contact_of(link.batch),
+        error=error,
+        form=form or {},
+    )
+    return html, status
+
+
+@bp.get("/<token>")
+@public
+@recipient_limit
+@_by_link
+def page(token: str, link: CountersignLink):
+    return _page(token, link)
+
+
+def _chosen() -> list[int] | None:
+    """The documents ticked (None: "Sign all")."""
+    if request.form.get("all") == "1":
+        return None
+    raw = request.form.getlist("party_ids")
+    if not all(value.isdigit() for value in raw):
+        abort(400, description=_("The selection contains an invalid document."))
+    return [int(value) for value in raw]
+
+
+@bp.post("/<token>/sign")
+@public
+@recipient_limit
+@_by_link
+def sign_all(token: str, link: CountersignLink):
+    form = {"name": request.form.get("name", ""), "consent": request.form.get("consent") == "yes"}
+    chosen = _chosen()
+    if chosen == []:
+        return _page(token, link, error=_("Tick the documents to sign, or sign them all."), form=form, status=422)
+    try:
+        image = signature_bytes(request.form.get("signature", ""))
+    except ValueError as exc:
+        return _page(token, link, error=str(exc), form=form, status=422)
+    started = countersign.start_run(
+        db.session,
+        link=link,
+        party_ids=chosen,
+        signer_name=form["name"],
+        signature_png=image,
+        consent=form["consent"],
+        now=utcnow(),
+        **_client(),
+    )
+    if started.status == "invalid":
+        return _page(token, link, error=str(started.message), form=form, status=422)
+    if started.status == "nothing":
+        return _page(
+            token, link, error=_("None of the chosen documents waits for your signature any more."), status=409
+        )
+    return redirect(url_for(".run", token=token, run_id=started.run_id), 303)
+
+
+@bp.get("/<token>/runs/<int:run_id>")
+@public
+@recipient_limit
+@_by_link
+def run(token: str, link: CountersignLink, run_id: int):
+    """The run's progress: the whole page, or (HTMX polling) its progress partial."""
+    progress = countersign.run_progress(db.session, link=link, run_id=run_id, now=utcnow())
+    if progress is None:
+        abort(404)
+    template = (
+        "signing/_countersign_progress.html" if request.headers.get("HX-Request") else "signing/countersign_run.html"
+    )
+    html = render_template(
+        template, token=token, link=link, document_name=document_title(link.batch), progress=progress
+    )
+    return html, 200, {"Content-Security-Policy": polling_csp()}
+
+
+def _readable(link: CountersignLink, party_id: int) -> countersign.Readable:
+    """The document as the countersigner reads it; 404 when it is not ready for them (or not theirs)."""
+    readable = countersign.readable_document(db.session, link=link, party_id=party_id, now=utcnow())
+    if readable is None:
+        abort(404)
+    return readable
+
+
+@bp.get("/<token>/documents/<int:party_id>")
+@public
+@recipient_limit
+@_by_link
+def document(token: str, link: CountersignLink, party_id: int):
+    """One ready document as page images, with its decline form."""
+    readable = _readable(link, party_id)
+    try:
+        pages = document_pages(storage=get_storage(), document=readable.document)
+    except (StorageError, PopplerError):
+        pages = None
+    return render_template(
+        "signing/countersign_document.html",
+        token=token,
+        link=link,
+        document_name=document_title(link.batch),
+        party_id=party_id,
+        readable=readable,
+        pages=pages,
+    )
+
+
+@bp.get("/<token>/documents/<int:party_id>/pages/<int:number>")
+@public
+@page_image_limit
+@_by_link
+def page_image(token: str, link: CountersignLink, party_id: int, number: int):
+    readable = _readable(link, party_id)
+    try:
+        data = stored_page_image(storage=get_storage(), redis=get_redis(), document=readable.document, number=number)
+    except (StorageError, PopplerError):
+        abort(503)
+    if data is None:
+        abort(404)
+    return send_file(BytesIO(data), mimetype="image/webp", max_age=0, etag=False)
+
+
+@bp.post("/<token>/documents/<int:party_id>/open")
+@public
+@recipient_limit
+@_by_link
+def open_own(token: str, link: CountersignLink, party_id: int):
+    """A document with fields to fill: its own signing page."""
+    own = countersign.own_link(
+        db.session, link=link, party_id=party_id, secret=current_app.config["SECRET_KEY"], now=utcnow()
+    )
+    if own is None:
+        abort(404)
+    return redirect(url_for("signing.page", token=own), 303)
+
+
+@bp.post("/<token>/documents/<int:party_id>/decline")
+@public
+@recipient_limit
+@_by_link
+def decline(token: str, link: CountersignLink, party_id: int):
+    reason = request.form.get("reason", "")
+    outcome = countersign.decline_one(
+        db.session, link=link, party_id=party_id, reason=reason, now=utcnow(), **_client()
+    )
+    if outcome is None:
+        abort(404)
+    if outcome.status == "invalid":
+        return _page(token, link, error=str(outcome.message), status=422)
+    return redirect(url_for(".page", token=token), 303)

@@ -1,0 +1,64 @@
+"""The countersigner's page in a real Chromium (issue 29): the documents ready, one read as page images, a
+selection signed with one drawn signature and its progress live until done; 1366 and 360 px, axe-checked."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from bulksign.core.extensions import db
+from bulksign.work.pipeline import enqueue_renders
+from tests.browser.test_browser_signing import draw
+from tests.signing.test_countersign import _digest_token, _digests
+from tests.signing.test_routing import _batch
+from tests.support.batches import request_ids
+from tests.support.looks import look_at
+from tests.support.partydata import recipients_sign
+
+pytestmark = pytest.mark.browser
+
+ROWS = "email,name\n" + "".join(f"e{i}@example.com,Employee {i} Longname-Doublebarrelled\n" for i in range(1, 5))
+
+
+def test_the_countersigner_reads_ticks_signs_and_watches_the_progress(app, users, live_server, page, smtp, run_jobs):
+    ids = request_ids(_batch(users, file=ROWS))
+    enqueue_renders(ids)
+    run_jobs("pdf", "mail")
+    recipients_sign(db.session, ids[:3])  # the fourth employee has not: not ready for the employer
+    run_jobs("pdf", "mail")
+    token = _digest_token(_digests(smtp)[0])
+
+    page.goto(f"{live_server}/countersign/{token}")
+    expect(page.locator(".cs-item")).to_have_count(3)
+    expect(page.locator("h1")).to_contain_text("3 documents of “Employment contract” wait for your signature")
+    found = look_at(page, live_server, "countersign-list")
+    assert found == {1366: [], 360: []}, found
+
+    page.set_viewport_size({"width": 1366, "height": 900})
+    page.locator(".cs-item a", has_text="Read").first.click()
+    expect(page.locator(".doc-head")).to_contain_text("Employee 1 Longname-Doublebarrelled <e1@example.com>")
+    expect(page.locator(".doc-page img").first).to_be_visible()
+    page.wait_for_function("() => document.querySelector('.doc-page img').naturalWidth > 0")
+    found = look_at(page, live_server, "countersign-document")
+    assert found == {1366: [], 360: []}, found
+
+    page.go_back()
+    page.set_viewport_size({"width": 360, "height": 800})
+    page.locator(".cs-item input[type=checkbox]").nth(0).check()
+    page.locator(".cs-item input[type=checkbox]").nth(1).check()
+    page.check("input[name=all][value='0']")
+    page.fill("input[name=name]", "Anna Boss")
+    draw(page)
+    page.check("input[name=consent]")
+    page.click("#sign-button")
+    page.wait_for_url("**/runs/*")
+    expect(page.locator("#cs-progress")).to_contain_text("0 of 2 done")
+    found = look_at(page, live_server, "countersign-progress")
+    assert found == {1366: [], 360: []}, found
+
+    run_jobs("default")
+    expect(page.locator("#cs-progress h2")).to_have_text("2 documents signed", timeout=15_000)
+    found = look_at(page, live_server, "countersign-done")
+    assert found == {1366: [], 360: []}, found
+    page.click("text=Back to the documents")
+    expect(page.locator(".cs-item")).to_have_count(1)

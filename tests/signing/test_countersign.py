@@ -1,0 +1,292 @@
+"""The countersigner (issue 29): one digest and one link for every document of a batch that waits on one address,
+a page of exactly the documents ready, "sign all" (or a selection) as a job, a decline per document — on real
+workers, real mail (aiosmtpd), real PDFs."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from datetime import timedelta
+
+from sqlalchemy import func, select
+
+from bulksign.batches.retention.purge import purge_requests
+from bulksign.core.extensions import db
+from bulksign.documents.storage import get_storage
+from bulksign.jobs.countersign import send_due_digests
+from bulksign.models import (
+    CountersignLink,
+    CountersignRun,
+    Document,
+    Event,
+    OutgoingMail,
+    Party,
+    SigningRequest,
+    utcnow,
+)
+from bulksign.people.users import create_api_key
+from bulksign.signing.countersign import MAX_GENERATIONS
+from bulksign.work.pipeline import enqueue_renders
+from bulksign.work.queues import get_queue
+from tests.signing.test_routing import _batch, _sign, _token
+from tests.support.batches import request_ids
+from tests.support.signatures import data_url, png
+from tests.support.web import csrf_from
+
+HR = "hr@acme.example"
+ROWS = "email,name\n" + "".join(f"e{i}@example.com,Employee {i}\n" for i in range(1, 4))
+
+
+def _digest_token(mail) -> str:
+    return re.search(r"/countersign/([A-Za-z0-9_-]+)", mail.text()).group(1)
+
+
+def _digests(smtp):
+    return [m for m in smtp.of_kind("countersign-digest") if HR in m.rcpt_tos]
+
+
+def _party(request_id: int, role: str = "employer") -> Party:
+    db.session.expire_all()
+    return db.session.scalars(select(Party).where(Party.request_id == request_id, Party.role == role)).one()
+
+
+def _sent_batch(users, run_jobs, smtp, *, rows: str = ROWS) -> list[int]:
+    ids = request_ids(_batch({"staff": db.session.merge(users["staff"])}, file=rows))
+    enqueue_renders(ids)
+    run_jobs("pdf", "mail")
+    return ids
+
+
+def _ready(users, client, smtp, run_jobs, *, signed: int, rows: str = ROWS) -> tuple[list[int], str]:
+    """A sent batch whose first ``signed`` employees signed, the employer's next step invited: its request ids and
+    the countersigner's link from the first digest."""
+    ids = _sent_batch(users, run_jobs, smtp, rows=rows)
+    for request_id in ids[:signed]:
+        _recipient_signs(client, smtp, request_id)
+    run_jobs("pdf", "mail")
+    return ids, _digest_token(_digests(smtp)[0])
+
+
+def _recipient_signs(client, smtp, request_id: int) -> None:
+    email = db.session.get(SigningRequest, request_id).email
+    (invitation,) = [m for m in smtp.of_kind("invitation") if email in m.rcpt_tos]
+    assert _sign(client, _token(invitation), f"Employee {email[1]}").status_code == 303
+
+
+def _sign_form(client, token: str, **fields):
+    page = client.get(f"/countersign/{token}")
+    data = {"csrf_token": csrf_from(page), "name": "Anna Boss", "consent": "yes", "signature": data_url(png())}
+    return client.post(f"/countersign/{token}/sign", data={**data, **fields})
+
+
+def test_one_digest_for_many_documents_a_page_of_only_the_ready_ones_and_the_interval(
+    app, users, client, smtp, run_jobs
+):
+    first, second, third = _sent_batch(users, run_jobs, smtp)
+    # The countersigner waits: no mail of any kind until a document is ready for them.
+    assert not smtp.to(HR)
+    for request_id in (first, second):
+        _recipient_signs(client, smtp, request_id)
+    run_jobs("pdf", "mail")  # the next step: two documents ready for the employer
+
+    (digest,) = _digests(smtp)
+    assert not smtp.of_kind("party-invitation")  # no mail per document
+    # The first as soon as one document was ready; it says how many wait when it leaves.
+    assert digest.subject == "1 document of “Employment contract” waits for your signature"
+    assert "2 documents of “Employment contract” wait for your signature." in digest.text()
+    token = _digest_token(digest)
+    link = db.session.scalars(select(CountersignLink)).one()
+    assert token not in (link.token_hash, link.token_nonce) and link.email == HR  # only its hash is kept
+
+    # Another batch with the same countersigner has its own link and documents, never listed on this one.
+    (other,) = _sent_batch(users, run_jobs, smtp, rows="email,name\nx@example.com,Xena Other\ny@example.com,Y\n")[:1]
+    _recipient_signs(client, smtp, other)
+    run_jobs("pdf", "mail")
+    assert len(_digests(smtp)) == 2
+
+    page = client.get(f"/countersign/{token}")
+    assert page.status_code == 200
+    text = page.get_data(as_text=True)
+    assert "Employee 1" in text and "Employee 2" in text
+    assert "Employee 3" not in text  # its recipient has not signed: not ready for the employer
+    assert "Xena Other" not in text  # another batch's
+    assert "All 2 documents" in text
+    # Searchable by name; a document shows its pages (with the employee's signature on them).
+    found = client.get(f"/countersign/{token}?q=employee+2").get_data(as_text=True)
+    assert "Employee 2" in found and "Employee 1" not in found
+    party = _party(first)
+    shown = client.get(f"/countersign/{token}/documents/{party.id}")
+    assert shown.status_code == 200 and f"/documents/{party.id}/pages/1" in shown.get_data(as_text=True)
+    image = client.get(f"/countersign/{token}/documents/{party.id}/pages/1")
+    assert image.status_code == 200 and image.mimetype == "image/webp"
+    # Not ready (the employee has not signed), or a guess: nothing to read.
+    assert client.get(f"/countersign/{token}/documents/{_party(third).id}").status_code == 404
+    assert client.get("/countersign/not-a-token").status_code == 404
+
+    # The third document becomes ready: no digest within the interval, one after it.
+    _recipient_signs(client, smtp, third)
+    run_jobs("pdf", "mail")
+    assert len(_digests(smtp)) == 2
+    assert send_due_digests(now=utcnow()).startswith("0 digests")
+    assert send_due_digests(now=utcnow() + timedelta(hours=23)).startswith("0 digests")
+    assert send_due_digests(now=utcnow() + timedelta(hours=25)).startswith("1 digests")
+    assert send_due_digests(now=utcnow() + timedelta(hours=26)).startswith("0 digests")  # nothing new since
+    run_jobs("mail")
+    later = _digests(smtp)[-1]
+    assert later.subject == "3 documents of “Employment contract” wait for your signature"
+    assert _digest_token(later) == token  # one personal link
+
+    # Staff can send one now, on the batch page, whatever the interval.
+    batch_id = db.session.get(SigningRequest, first).batch_id
+    secret = create_api_key(db.session, user=db.session.merge(users["staff"]), name="digests", now=utcnow()).secret
+    db.session.commit()
+    answer = client.post(
+        f"/api/v1/batches/{batch_id}/countersign-digests", headers={"Authorization": f"Bearer {secret}"}
+    )
+    assert answer.status_code == 202 and answer.json == {"queued": 1}
+    run_jobs("mail")
+    assert len(_digests(smtp)) == 4
+
+
+def test_sign_a_selection_then_decline_one_each_its_own_signature_event_and_seal(
+    app, users, client, smtp, run_jobs, tmp_path
+):
+    ids, token = _ready(users, client, smtp, run_jobs, signed=3)
+    first, second, _third = (_party(i).id for i in ids)
+
+    # Nothing ticked: said so, nothing signed.
+    refused = _sign_form(client, token, all="0")
+    assert refused.status_code == 422 and "Tick the documents to sign" in refused.get_data(as_text=True)
+    refused = _sign_form(client, token, all="1", consent="")
+    assert refused.status_code == 422 and "I agree to sign electronically" in refused.get_data(as_text=True)
+
+    started = _sign_form(client, token, all="0", party_ids=[str(first)])
+    assert started.status_code == 303
+    progress = client.get(started.location)
+    assert progress.status_code == 200 and "0 of 1 done" in progress.get_data(as_text=True)
+    run_jobs("default", "pdf", "mail")
+    partial = client.get(started.location, headers={"HX-Request": "true"}).get_data(as_text=True)
+    assert "1 document signed" in partial and "hx-get" not in partial  # finished: it stops polling
+
+    assert (_party(ids[0]).status, _party(ids[1]).status, _party(ids[2]).status) == ("signed", "invited", "invited")
+    assert db.session.get(SigningRequest, ids[0]).status == "signed"
+    (signed,) = db.session.scalars(select(Document).where(Document.request_id == ids[0], Document.kind == "signed"))
+    path = tmp_path / "signed.pdf"
+    path.write_bytes(get_storage().get(signed.storage_key))
+    text = subprocess.run(["pdftotext", str(path), "-"], capture_output=True, text=True, timeout=30).stdout
+    assert "Anna Boss" in text and "Employee 1" in text
+    (event,) = db.session.scalars(
+        select(Event).where(
+            Event.request_id == ids[0], Event.type == "party.signed", Event.details["role"].as_string() == "employer"
+        )
+    )
+    assert event.ip == "127.0.0.1"
+
+    # A decline is per document, with a reason; the rest stay to sign.
+    page = client.get(f"/countersign/{token}/documents/{second}")
+    declined = client.post(
+        f"/countersign/{token}/documents/{second}/decline",
+        data={"csrf_token": csrf_from(page), "reason": "Wrong salary"},
+    )
+    assert declined.status_code == 303
+    assert _party(ids[1]).status == "declined"
+    request = db.session.get(SigningRequest, ids[1])
+    assert (request.status, request.decline_reason) == ("declined", "Wrong salary")
+    listing = client.get(f"/countersign/{token}").get_data(as_text=True)
+    assert "Employee 3" in listing and "Employee 1" not in listing and "Employee 2" not in listing
+    assert "All 1 document" in listing
+    assert db.session.scalar(select(func.count()).select_from(Document).where(Document.kind == "signed")) == 1
+
+
+def test_a_document_whose_role_fills_fields_is_signed_on_its_own_page_and_staff_send_the_digest_now(
+    app, users, client, auth, smtp, run_jobs
+):
+    ids, token = _ready(users, client, smtp, run_jobs, signed=2)
+    # The template gives the employer a field to fill (issue 30): no bulk signature for its documents.
+    request = db.session.get(SigningRequest, ids[0])
+    request.batch.template_version.fields = [{"name": "start_date", "type": "date", "role": "employer"}]
+    db.session.commit()
+
+    page = client.get(f"/countersign/{token}")
+    text = page.get_data(as_text=True)
+    assert text.count(">Fill in and sign</button>") == 2 and 'name="party_ids"' not in text and "sign-form" not in text
+    assert _sign_form(client, token, all="1").status_code == 409  # nothing to sign in bulk
+    assert _party(ids[0]).status == "invited"
+    opened = client.post(
+        f"/countersign/{token}/documents/{_party(ids[0]).id}/open", data={"csrf_token": csrf_from(page)}
+    )
+    assert opened.status_code == 303 and "/sign/" in opened.location
+    own = client.get(opened.location)
+    assert own.status_code == 200 and "sign-form" in own.get_data(as_text=True)
+    assert (
+        client.post(  # its own link, kept: the same page again
+            f"/countersign/{token}/documents/{_party(ids[0]).id}/open", data={"csrf_token": csrf_from(page)}
+        ).location
+        == opened.location
+    )
+
+    # Staff: "Send the countersigners' digest now" on the batch page.
+    auth.login()
+    batch_id = request.batch_id
+    detail = client.get(f"/batches/{batch_id}")
+    assert "Send the countersigners’ digest now" in detail.get_data(as_text=True)
+    sent = client.post(f"/batches/{batch_id}/countersign-digests", data={"csrf_token": csrf_from(detail)})
+    assert sent.status_code == 302
+    run_jobs("mail")
+    assert len(_digests(smtp)) == 2
+
+
+def test_when_the_batch_s_requests_are_purged_its_countersigners_link_runs_and_digest_addresses_go(
+    app, users, client, smtp, run_jobs
+):
+    ids, token = _ready(users, client, smtp, run_jobs, signed=2)
+    assert _sign_form(client, token, all="0", party_ids=[str(_party(ids[0]).id)]).status_code == 303
+
+    purge_requests(db.session, storage=get_storage(), request_ids=ids[:2], now=utcnow(), reason="erasure")
+    db.session.commit()
+    assert client.get(f"/countersign/{token}").status_code == 200  # a request of the batch is left
+
+    purge_requests(db.session, storage=get_storage(), request_ids=ids[2:], now=utcnow(), reason="erasure")
+    db.session.commit()
+    assert client.get(f"/countersign/{token}").status_code == 404
+    assert db.session.scalar(select(func.count()).select_from(CountersignRun)) == 0
+    digests = db.session.scalars(select(OutgoingMail).where(OutgoingMail.kind == "countersign_digest")).all()
+    assert digests and {(m.to_email, m.subject) for m in digests} == {("", "")}
+
+
+def test_a_batch_that_asks_for_one_time_codes_is_signed_document_by_document_on_each_own_page(
+    app, users, client, smtp, run_jobs
+):
+    ids, token = _ready(users, client, smtp, run_jobs, signed=2)
+    request = db.session.get(SigningRequest, ids[0])
+    request.batch.one_time_code = True
+    db.session.commit()
+
+    page = client.get(f"/countersign/{token}")
+    text = page.get_data(as_text=True)
+    assert text.count(">Open and sign</button>") == 2 and "sign-form" not in text and ">Read<" not in text
+    party = _party(ids[0]).id
+    # The document is shown only behind its code, on its own page: never here.
+    assert client.get(f"/countersign/{token}/documents/{party}").status_code == 404
+    assert client.get(f"/countersign/{token}/documents/{party}/pages/1").status_code == 404
+    assert _sign_form(client, token, all="1").status_code == 409
+    assert _sign_form(client, token, all="0", party_ids=[str(party)]).status_code == 409
+    assert _party(ids[0]).status == "invited"
+
+
+def test_a_run_whose_jobs_keep_dying_is_queued_again_a_few_times_then_given_up_and_its_documents_stay_to_sign(
+    app, users, client, smtp, run_jobs
+):
+    ids, token = _ready(
+        users, client, smtp, run_jobs, signed=2, rows="email,name\ne1@example.com,Employee 1\ne2@example.com,E 2\n"
+    )
+    assert _sign_form(client, token, all="1").status_code == 303
+    get_queue("default").empty()  # its jobs lost
+    later = utcnow() + timedelta(minutes=1)
+    for _ in range(MAX_GENERATIONS):
+        assert send_due_digests(now=later).endswith("1 runs queued again")
+        get_queue("default").empty()
+    assert send_due_digests(now=later).endswith("0 runs queued again")
+    db.session.expire_all()
+    assert db.session.scalars(select(CountersignRun)).one().finished_at is not None
+    assert "All 2 documents" in client.get(f"/countersign/{token}").get_data(as_text=True)
