@@ -65,6 +65,7 @@ MAIL_KINDS = {
     "party_invitation",
     "party_declined",
     "party_completed",
+    "party_reminder",
     "countersign_digest",
 }
 
