@@ -19,6 +19,7 @@ the number moves by compare-and-set, so two ticks or a tick and an invitation qu
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from flask import Flask, render_template
@@ -265,6 +266,31 @@ def queue_digests_now(session: Session, *, batch_id: int, now: datetime) -> list
         select(CountersignLink).where(CountersignLink.batch_id == batch_id).order_by(CountersignLink.id)
     ).all()
     return [mail_id for link in links if (mail_id := queue_digest(session, link=link, now=now)) is not None]
+
+
+@dataclass(frozen=True)
+class StaffReminder:
+    mail_ids: tuple[int, ...]
+    #: The addresses whose digest went out after ``not_since``, or was queued meanwhile by a tick: none again now.
+    recent: frozenset[str]
+
+
+def remind_now(
+    session: Session, *, batch_id: int, emails: Iterable[str], now: datetime, not_since: datetime
+) -> StaffReminder:
+    """Staff remind parties the digest serves (by role, from a request's panel or the API): each of these addresses
+    gets its digest now, one for all its documents, unless its last one went out after ``not_since`` (the manual
+    reminder's cooldown). The caller commits and sends."""
+    mail_ids, recent = [], set()
+    for link in _links(session, batch_id=batch_id, emails={e.lower() for e in emails}):
+        mail_id = None
+        if link.last_digest_at is None or link.last_digest_at <= not_since:
+            mail_id = queue_digest(session, link=link, now=now)
+        if mail_id is None:
+            recent.add(link.email)
+        else:
+            mail_ids.append(mail_id)
+    return StaffReminder(tuple(mail_ids), frozenset(recent))
 
 
 @builder(DIGEST)
