@@ -1,6 +1,6 @@
 """Reminders staff send now, from the batch page or the API: to the selected requests or to everyone not signed
 (or not opened), refused too soon after the invitation or the previous reminder unless sent anyway, each mailed
-exactly once."""
+exactly once. A party the countersigner's digest serves is reminded by its digest, one for all its documents."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from flask import current_app
-from sqlalchemy import Select, or_, select, update
+from sqlalchemy import Select, false, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from bulksign.batches.progress import BatchActionError, batch_for_action
@@ -25,6 +25,7 @@ from bulksign.core.messages import N_
 from bulksign.models import RECIPIENT_ROLE, Batch, Party, SigningRequest, User
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import WAITING_FOR_RECIPIENT, Status
+from bulksign.signing import digests
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +105,8 @@ def _too_soon(row, *, now: datetime, force: bool) -> str | None:
 class _Target:
     """Whom a manual reminder goes to: the requests (their recipients) or one other role's parties."""
 
-    #: The rows read for ``skip`` (each with ``id``, ``sent_at``, ``last_reminder_at``, ``expires_at``).
+    #: The rows read for ``skip`` (each with ``id``, ``sent_at``, ``last_reminder_at``, ``expires_at``, and
+    #: ``digest``: the row's party is served by its countersigner's digest, at ``address``).
     query: Select
     #: The request id of a row, to choose the listed requests; the row's own id, to page through the rest.
     request_column: object
@@ -129,6 +131,7 @@ def _recipients(batch_id: int, mails: ReminderMails, *, now: datetime) -> _Targe
             SigningRequest.expires_at,
             recipient_has_signed().label("recipient_signed"),
             recipient_not_invited().label("recipient_waiting"),
+            false().label("digest"),  # a recipient is never served by a countersigner's digest
         ).where(SigningRequest.batch_id == batch_id),
         request_column=SigningRequest.id,
         row_id=SigningRequest.id,
@@ -160,6 +163,8 @@ def _parties(batch_id: int, role: str, mails: ReminderMails, *, now: datetime) -
             Party.last_reminder_at,
             SigningRequest.status.label("request_status"),
             SigningRequest.expires_at,
+            digests.served_by_digest().label("digest"),
+            func.lower(Party.email).label("address"),
         )
         .join(SigningRequest, SigningRequest.id == Party.request_id)
         .where(Party.batch_id == batch_id, Party.role == role),
@@ -230,7 +235,8 @@ def send_manual_reminders(
     """Staff remind chosen requests (or all not signed / not opened) now; each skip is counted by reason.
 
     ``role``: remind that party of each chosen request (with its own link) instead of the recipient; "not
-    signed" / "not opened" are then that party's. ``force`` ("send anyway") skips the hour after the invitation
+    signed" / "not opened" are then that party's; a party the countersigner's digest serves gets its digest
+    (``digests.remind_now``), once for all its chosen documents. ``force`` ("send anyway") skips the hour after the invitation
     or the last reminder. The caller commits, then enqueues ``mail_ids``.
     """
     if (request_ids is None) == (selector is None):
@@ -246,6 +252,8 @@ def send_manual_reminders(
     model = target.model
     skipped: dict[str, int] = {}
     mail_ids: list[int] = []
+    #: Address → chosen rows whose party its digest serves.
+    by_digest: dict[str, int] = {}
     recent = now - (FORCED_COOLDOWN if force else MANUAL_COOLDOWN)
     cooled = [or_(model.last_reminder_at.is_(None), model.last_reminder_at <= recent)]
     if not force:
@@ -260,6 +268,8 @@ def send_manual_reminders(
             reason = target.skip(row, now=now, force=force)
             if reason:
                 skipped[reason] = skipped.get(reason, 0) + 1
+            elif row.digest:
+                by_digest[row.address] = by_digest.get(row.address, 0) + 1
             else:
                 eligible.append(row.id)
         if not eligible:
@@ -275,6 +285,11 @@ def send_manual_reminders(
         if len(won) < len(eligible):
             skipped["reminded_recently"] = skipped.get("reminded_recently", 0) + len(eligible) - len(won)
         mail_ids.extend(target.queue(won, now=now, user=user))
+    if by_digest:
+        sent = digests.remind_now(session, batch_id=batch_id, emails=by_digest, now=now, not_since=recent)
+        mail_ids.extend(sent.mail_ids)
+        if late := sum(by_digest[address] for address in sent.recent):
+            skipped["reminded_recently"] = skipped.get("reminded_recently", 0) + late
     log(
         logger,
         logging.INFO,

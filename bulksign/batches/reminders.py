@@ -9,7 +9,8 @@ series, and a crash after the commit re-finds the same mail row.
 The other parties of a document several sign (issue 29) are reminded the same way, each on its own row: the
 party's ``reminder_count`` is the guard, its schedule counts from its own ``invited_at``, and its mail (its own
 link, the template's reminder text with its name) is keyed by party, link nonce and number. The recipient's
-reminders are the request's, as before.
+reminders are the request's, as before. A party the countersigner's digest serves gets none per document: the
+same tick sends its digest again when one of its documents comes due (``digests.due_reminders``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from bulksign.mail.mailer import MailNotNeeded, builder, message_id_sql, queue_m
 from bulksign.models import RECIPIENT_ROLE, Batch, Event, OutgoingMail, Party, SigningRequest, User, UTCDateTime
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import WAITING_FOR_RECIPIENT
+from bulksign.signing import digests
 from bulksign.signing.invitations import html_body, mail_context, tracking_url
 from bulksign.signing.links import current_token
 from bulksign.signing.parties import party_token
@@ -258,6 +260,7 @@ def queue_due_reminders(
     caller commits once at the end.
     """
     app = current_app._get_current_object()
+    digest_every = timedelta(hours=app.config["COUNTERSIGN_DIGEST_HOURS"])
     started = time.monotonic()
     has_waiting = exists().where(SigningRequest.batch_id == Batch.id, SigningRequest.status.in_(WAITING_FOR_RECIPIENT))
     batch_ids = session.scalars(select(Batch.id).where(has_waiting).order_by(Batch.id)).all()
@@ -318,6 +321,12 @@ def queue_due_reminders(
                     all_ids.extend(mail_ids)
                     if on_page:
                         on_page(mail_ids)
+        # The parties the digest serves, left out of the rounds above, hear again through their digest.
+        mail_ids = digests.due_reminders(session, batch_id=batch_id, schedule=schedule, now=now, every=digest_every)
+        queued += len(mail_ids)
+        all_ids.extend(mail_ids)
+        if on_page:
+            on_page(mail_ids)
     if queued or waiting:
         log(logger, logging.INFO, "reminders queued", queued=queued, waiting_quiet_hours=waiting)
     return ReminderTickResult(queued, waiting, True, tuple(all_ids))
@@ -340,9 +349,10 @@ def _due(batch_id: int, *, number: int, invited_before: datetime, now: datetime)
 
 def parties_reminded_per_document(batch_id: int, *, now: datetime) -> tuple:
     """The parties of the batch (not the recipient, whose reminders are the request's) that a reminder per document
-    may go to: invited or opened, with a live link, on a request still waiting whose deadline has not passed. The
-    one place that says who is reminded per document: a party served otherwise (the countersigner's digest) is
-    left out here, and the automatic and the manual reminders follow."""
+    may go to: invited or opened, with a live link, on a request still waiting whose deadline has not passed, and
+    not served by the countersigner's digest (``digests.served_by_digest``: its digest reminds it, even of a
+    document it opened on its own page). The one place that says who is reminded per document; the automatic and
+    the manual reminders follow."""
     request_open = exists().where(
         SigningRequest.id == Party.request_id,
         SigningRequest.status.in_(WAITING_FOR_RECIPIENT),
@@ -353,6 +363,7 @@ def parties_reminded_per_document(batch_id: int, *, now: datetime) -> tuple:
         Party.role != RECIPIENT_ROLE,
         Party.status.in_(PARTY_WAITING),
         Party.token_hash.is_not(None),
+        ~digests.served_by_digest(),
         request_open,
     )
 

@@ -29,6 +29,7 @@ from bulksign.mail.mailer import cancel_queued
 from bulksign.models import RECIPIENT_ROLE, Batch, Event, Party, SigningRequest, User
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import BatchStatus, Status
+from bulksign.signing.digests import served_by_digest
 from bulksign.signing.invitations import KIND as INVITATION
 from bulksign.signing.invitations import extended_deadline, queue_invitations
 from bulksign.signing.parties import move_parties
@@ -51,7 +52,8 @@ MAX_EXTEND_DAYS = 365
 class ResendResult:
     resent: int
     #: reason → how many requests were skipped for it (``signed``, ``declined``, ``cancelled``, ``not_sent``,
-    #: ``not_found``, ``deadline_passed``, ``changed_meanwhile``, ``purged``, ``several_parties``).
+    #: ``not_found``, ``deadline_passed``, ``changed_meanwhile``, ``purged``, ``several_parties``,
+    #: ``countersign_digest``).
     skipped: dict[str, int]
     mail_ids: tuple[int, ...] = field(default=(), repr=False)
     #: The earliest and latest new deadline given by extra days; None without extra days.
@@ -223,9 +225,10 @@ def resend_with_new_link(
     )
 
 
-def _party_skip_reason(row, party: Party | None) -> str | None:
+def _party_skip_reason(row, party: Party | None, *, by_digest: bool) -> str | None:
     """Why ``party`` of the request ``row`` cannot get a new link now: only while its step is open and it has not
-    signed or declined (a declined one declined the request: it is closed)."""
+    signed or declined (a declined one declined the request: it is closed), and never when its countersigner's
+    digest serves it (``by_digest``): its one link is for all its documents, and a remind sends it again."""
     if party is None:
         return "not_found"  # the request has no such party
     if row.purged_at is not None:
@@ -236,6 +239,8 @@ def _party_skip_reason(row, party: Party | None) -> str | None:
         return row.status if row.status in (*EMAIL_FROZEN, *RESENDABLE) else "not_sent"
     if party.status == PartyStatus.WAITING:
         return "not_started"  # its step has not started: its invitation goes out then
+    if by_digest:
+        return "countersign_digest"
     return None
 
 
@@ -245,7 +250,7 @@ def resend_to_party(
     """A new link and invitation for the ``role`` party (not the recipient) of each request, while its step is
     open: the party goes back to waiting by compare-and-set, its old link dies with its token in the same UPDATE,
     and it is invited again (``routing.invite_parties``: a new link, a mail keyed by it, a fresh reminder series
-    from the new invitation). The request's state is not touched. The caller commits, then enqueues ``mail_ids``."""
+    from the new invitation). A party the countersigner's digest serves is skipped (``countersign_digest``). The request's state is not touched. The caller commits, then enqueues ``mail_ids``."""
     app = current_app._get_current_object()
     ids = sorted(set(request_ids))
     rows = {
@@ -260,6 +265,9 @@ def resend_to_party(
         party.request_id: party
         for party in session.scalars(select(Party).where(Party.request_id.in_(ids), Party.role == role))
     }
+    by_digest = set(
+        session.scalars(select(Party.id).where(Party.request_id.in_(ids), Party.role == role, served_by_digest()))
+    )
     skipped: dict[str, int] = {"not_found": len(ids) - len(rows)} if len(rows) < len(ids) else {}
     chosen: list[Party] = []
     checked: set[int] = set()
@@ -267,7 +275,8 @@ def resend_to_party(
         if row.batch_id not in checked:
             other_role(batch_for_action(session, batch_id=row.batch_id, user=user), role)
             checked.add(row.batch_id)
-        reason = _party_skip_reason(row, parties.get(request_id))
+        party = parties.get(request_id)
+        reason = _party_skip_reason(row, party, by_digest=party is not None and party.id in by_digest)
         if reason:
             skipped[reason] = skipped.get(reason, 0) + 1
         else:

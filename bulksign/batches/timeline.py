@@ -13,8 +13,9 @@ from sqlalchemy.orm import Session
 
 from bulksign.batches.dashboard import STATUS_LABELS
 from bulksign.batches.field_values import GivenValue, request_values
-from bulksign.models import RECIPIENT_ROLE, Event, OutgoingMail, SigningRequest
+from bulksign.models import RECIPIENT_ROLE, Event, OutgoingMail, Party, SigningRequest
 from bulksign.models.status import Status
+from bulksign.signing.digests import served_by_digest
 from bulksign.signing.parties import PartyView, parties_of
 
 #: Words for timeline entries (event types and mail kinds); unknown ones show as they are.
@@ -75,11 +76,14 @@ class Timeline:
     parties: tuple[PartyView, ...] = field(default_factory=tuple)
     #: What its signers filled in, in the template's order.
     given: tuple[GivenValue, ...] = field(default_factory=tuple)
+    #: The roles whose party its countersigner's digest serves: reminded by the digest, with no link of its own.
+    by_digest: frozenset[str] = frozenset()
 
 
 def timeline(session: Session, *, batch_id: int, request_id: int) -> Timeline | None:
-    """A request's events and mails, oldest first, with the error and advice, its parties when it has several and
-    what its signers filled in (5 queries, 7 with values), or None."""
+    """A request's events and mails, oldest first, with the error and advice, its parties when it has several (and
+    which its countersigner's digest serves) and what its signers filled in (5 queries, 7 with values, one more with
+    several parties), or None."""
     req = session.scalar(
         select(SigningRequest).where(SigningRequest.id == request_id, SigningRequest.batch_id == batch_id)
     )
@@ -113,14 +117,20 @@ def timeline(session: Session, *, batch_id: int, request_id: int) -> Timeline | 
         failed_mail = next((m for m in reversed(mails) if m.error), None)
         problem = req.error_message or (failed_mail.error if failed_mail else None) or req.decline_reason
     parties = parties_of(session, req)
+    multiple = [p.role for p in parties] not in ([], [RECIPIENT_ROLE])
     return Timeline(
         request=req,
         entries=tuple(entries),
         problem=problem,
         advice=None if req.purged_at else ADVICE.get(req.status),
         mails=tuple(mails),
-        parties=() if [p.role for p in parties] in ([], [RECIPIENT_ROLE]) else tuple(parties),
+        parties=tuple(parties) if multiple else (),
         given=request_values(session, batch_id=batch_id, request_id=request_id),
+        by_digest=frozenset(
+            session.scalars(select(Party.role).where(Party.request_id == request_id, served_by_digest()))
+            if multiple
+            else ()
+        ),
     )
 
 

@@ -7,7 +7,10 @@ is invited like any other (``waiting`` → ``invited`` when its step starts) but
 its batch and address get one ``CountersignLink`` (a secret like a signing token, only its hash stored), and a
 digest "N documents of <title> wait for your signature" with that link goes out as soon as a document is ready
 for them, then at most once per ``COUNTERSIGN_DIGEST_HOURS`` while more arrive (``due_digests``, the scheduler's
-tick); staff can send one now (``queue_digests_now``). A party of a single document keeps its own invitation.
+tick); staff can send one now (``queue_digests_now``). It is reminded by the digest, never per document
+(``served_by_digest``): the digest goes again when a waiting document's reminder comes due on the batch's schedule
+(``due_reminders``, the reminders' tick, quiet hours included). A party of a single document keeps its own
+invitation.
 
 Every digest is an outgoing-mail row keyed by the link and the digest's number (a retried tick finds its row);
 the number moves by compare-and-set, so two ticks or a tick and an invitation queue one digest, not two.
@@ -15,13 +18,14 @@ the number moves by compare-and-set, so two ticks or a tick and an invitation qu
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from flask import Flask, render_template
 from flask_babel import force_locale, ngettext
 from flask_mail import Message
-from sqlalchemy import Select, exists, func, or_, select, update
+from sqlalchemy import Interval, Select, and_, exists, func, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -35,6 +39,8 @@ from bulksign.models.status import Status
 DIGEST = "countersign_digest"
 #: Links looked at per tick; the rest wait for the next one (a minute later).
 DIGESTS_PER_TICK = 500
+#: A party that can still act on its documents: its step started and it has not signed or declined.
+WAITING = (PartyStatus.INVITED.value, PartyStatus.OPENED.value)
 
 
 def digest_addresses(session: Session, *, batch_id: int, emails: Iterable[str]) -> set[str]:
@@ -54,21 +60,34 @@ def digest_addresses(session: Session, *, batch_id: int, emails: Iterable[str]) 
     )
 
 
+def _ready(batch_id, email, *, now: datetime) -> tuple:
+    """Conditions of a party whose document is ready for the countersigner of ``batch_id`` and ``email`` (values,
+    or a link's columns in a correlated query): its step started (invited or opened), not signed or declined, the
+    request (joined by the caller) out and not ended nor past its deadline."""
+    return (
+        Party.batch_id == batch_id,
+        func.lower(Party.email) == email,
+        Party.role != RECIPIENT_ROLE,
+        Party.status.in_(WAITING),
+        SigningRequest.status.in_([Status.SENT.value, Status.OPENED.value]),
+        or_(SigningRequest.expires_at.is_(None), SigningRequest.expires_at > now),
+    )
+
+
 def ready_parties(link: CountersignLink, *, now: datetime) -> Select:
-    """The parties of the link's batch and address whose document is ready for them: their step started (invited
-    or opened), not signed or declined, the request out and not ended nor past its deadline."""
+    """The parties of the link's batch and address whose document is ready for them (``_ready``)."""
     return (
         select(Party)
         .join(SigningRequest, SigningRequest.id == Party.request_id)
-        .where(
-            Party.batch_id == link.batch_id,
-            func.lower(Party.email) == link.email,
-            Party.role != RECIPIENT_ROLE,
-            Party.status.in_([PartyStatus.INVITED.value, PartyStatus.OPENED.value]),
-            SigningRequest.status.in_([Status.SENT.value, Status.OPENED.value]),
-            or_(SigningRequest.expires_at.is_(None), SigningRequest.expires_at > now),
-        )
+        .where(*_ready(link.batch_id, link.email, now=now))
     )
+
+
+def served_by_digest():
+    """Of a query of parties: the party's batch and address have a countersigner's link, so the digest serves it
+    (``ready_parties`` finds its documents by that link), never a mail per document, even after it was given a
+    link of its own to open one document's own page (``countersign.own_link``)."""
+    return exists().where(CountersignLink.batch_id == Party.batch_id, CountersignLink.email == func.lower(Party.email))
 
 
 def ready_count(session: Session, link: CountersignLink, *, now: datetime) -> int:
@@ -185,7 +204,7 @@ def due_digests(session: Session, *, now: datetime, every: timedelta) -> list[in
         Party.batch_id == CountersignLink.batch_id,
         func.lower(Party.email) == CountersignLink.email,
         Party.role != RECIPIENT_ROLE,
-        Party.status.in_([PartyStatus.INVITED.value, PartyStatus.OPENED.value]),
+        Party.status.in_(WAITING),
         Party.invited_at > since,
     )
     links = session.scalars(
@@ -206,6 +225,40 @@ def due_digests(session: Session, *, now: datetime, every: timedelta) -> list[in
     return mail_ids
 
 
+def due_reminders(
+    session: Session, *, batch_id: int, schedule: Sequence[float], now: datetime, every: timedelta
+) -> list[int]:
+    """The parties the digest serves are reminded by it, on the batch's reminder ``schedule`` (days after each
+    document's invitation, as any party's reminders): a link of the batch with a ready document whose reminder
+    came due since the link's last digest gets a digest again, at most one per ``every``, until its documents are
+    signed, declined or past their deadline; the mail ids. The caller keeps the batch's quiet hours and commits."""
+    since = func.coalesce(CountersignLink.last_digest_at, datetime(1970, 1, 1, tzinfo=now.tzinfo))
+    # A document's reminder ``days`` after its invitation came in (since, now].
+    came = [
+        and_(
+            Party.invited_at <= now - timedelta(days=days),
+            Party.invited_at + literal(timedelta(days=days), Interval) > since,
+        )
+        for days in schedule
+    ]
+    reminder_came = exists().where(
+        SigningRequest.id == Party.request_id,
+        *_ready(CountersignLink.batch_id, CountersignLink.email, now=now),
+        or_(*came),
+    )
+    links = session.scalars(
+        select(CountersignLink)
+        .where(
+            CountersignLink.batch_id == batch_id,
+            or_(CountersignLink.last_digest_at.is_(None), CountersignLink.last_digest_at <= now - every),
+            reminder_came,
+        )
+        .order_by(CountersignLink.id)
+        .limit(DIGESTS_PER_TICK)
+    ).all()
+    return [mail_id for link in links if (mail_id := queue_digest(session, link=link, now=now)) is not None]
+
+
 def queue_digests_now(session: Session, *, batch_id: int, now: datetime) -> list[int]:
     """Staff's "send now": a digest to each countersigner of the batch with documents ready, whatever the
     interval; the mail ids. The caller commits and sends."""
@@ -213,6 +266,31 @@ def queue_digests_now(session: Session, *, batch_id: int, now: datetime) -> list
         select(CountersignLink).where(CountersignLink.batch_id == batch_id).order_by(CountersignLink.id)
     ).all()
     return [mail_id for link in links if (mail_id := queue_digest(session, link=link, now=now)) is not None]
+
+
+@dataclass(frozen=True)
+class StaffReminder:
+    mail_ids: tuple[int, ...]
+    #: The addresses whose digest went out after ``not_since``, or was queued meanwhile by a tick: none again now.
+    recent: frozenset[str]
+
+
+def remind_now(
+    session: Session, *, batch_id: int, emails: Iterable[str], now: datetime, not_since: datetime
+) -> StaffReminder:
+    """Staff remind parties the digest serves (by role, from a request's panel or the API): each of these addresses
+    gets its digest now, one for all its documents, unless its last one went out after ``not_since`` (the manual
+    reminder's cooldown). The caller commits and sends."""
+    mail_ids, recent = [], set()
+    for link in _links(session, batch_id=batch_id, emails={e.lower() for e in emails}):
+        mail_id = None
+        if link.last_digest_at is None or link.last_digest_at <= not_since:
+            mail_id = queue_digest(session, link=link, now=now)
+        if mail_id is None:
+            recent.add(link.email)
+        else:
+            mail_ids.append(mail_id)
+    return StaffReminder(tuple(mail_ids), frozenset(recent))
 
 
 @builder(DIGEST)

@@ -8,13 +8,14 @@ import re
 import subprocess
 from datetime import timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from bulksign.batches.retention.purge import purge_requests
 from bulksign.core.extensions import db
 from bulksign.documents.storage import get_storage
 from bulksign.jobs.countersign import send_due_digests
 from bulksign.models import (
+    Batch,
     CountersignLink,
     CountersignRun,
     Document,
@@ -28,12 +29,15 @@ from bulksign.people.users import create_api_key
 from bulksign.signing.countersign import MAX_GENERATIONS
 from bulksign.work.pipeline import enqueue_renders
 from bulksign.work.queues import get_queue
+from tests.signing.test_party_reminders import DAY, tick
 from tests.signing.test_routing import _batch, _sign, _token
 from tests.support.batches import request_ids
 from tests.support.signatures import data_url, png
 from tests.support.web import csrf_from
 
 HR = "hr@acme.example"
+TWO_ROWS = "email,name\ne1@example.com,Employee 1\ne2@example.com,E 2\n"
+MINUTE = timedelta(minutes=1)
 ROWS = "email,name\n" + "".join(f"e{i}@example.com,Employee {i}\n" for i in range(1, 4))
 
 
@@ -277,9 +281,7 @@ def test_a_batch_that_asks_for_one_time_codes_is_signed_document_by_document_on_
 def test_a_run_whose_jobs_keep_dying_is_queued_again_a_few_times_then_given_up_and_its_documents_stay_to_sign(
     app, users, client, smtp, run_jobs
 ):
-    ids, token = _ready(
-        users, client, smtp, run_jobs, signed=2, rows="email,name\ne1@example.com,Employee 1\ne2@example.com,E 2\n"
-    )
+    ids, token = _ready(users, client, smtp, run_jobs, signed=2, rows=TWO_ROWS)
     assert _sign_form(client, token, all="1").status_code == 303
     get_queue("default").empty()  # its jobs lost
     later = utcnow() + timedelta(minutes=1)
@@ -290,3 +292,45 @@ def test_a_run_whose_jobs_keep_dying_is_queued_again_a_few_times_then_given_up_a
     db.session.expire_all()
     assert db.session.scalars(select(CountersignRun)).one().finished_at is not None
     assert "All 2 documents" in client.get(f"/countersign/{token}").get_data(as_text=True)
+
+
+def test_a_countersigner_who_opened_a_documents_own_page_is_reminded_by_the_digest_not_per_document(
+    app, users, client, smtp, run_jobs
+):
+    ids, token = _ready(users, client, smtp, run_jobs, signed=2, rows=TWO_ROWS)  # every employee signed
+    request = db.session.get(SigningRequest, ids[0])
+    batch_id = request.batch_id
+    request.batch.template_version.fields = [{"name": "start_date", "type": "date", "role": "employer"}]
+    db.session.commit()
+    page = client.get(f"/countersign/{token}")
+    opened = client.post(
+        f"/countersign/{token}/documents/{_party(ids[0]).id}/open", data={"csrf_token": csrf_from(page)}
+    )
+    assert opened.status_code == 303 and _party(ids[0]).token_hash is not None  # a link of its own now
+    invited = _party(ids[1]).invited_at
+
+    # Day 2 of the batch's schedule: one digest again, with the same link, and no mail per document.
+    assert tick(invited + DAY) == 0
+    assert tick(invited + 2 * DAY + MINUTE) == 1
+    assert tick(invited + 2 * DAY + 2 * MINUTE) == 0  # once
+    run_jobs("mail")
+    assert smtp.of_kind("party-reminder") == []
+    _first, again = _digests(smtp)
+    assert _digest_token(again) == token
+    assert again.subject == "2 documents of “Employment contract” wait for your signature"
+    assert _party(ids[0]).reminder_count == 0
+
+    # Day 4, in the batch's quiet hours: held until they end.
+    due = invited + 4 * DAY + MINUTE
+    db.session.execute(
+        update(Batch)
+        .where(Batch.id == batch_id)
+        .values(quiet_hours_start=due.hour, quiet_hours_end=(due.hour + 1) % 24, timezone="UTC")
+    )
+    db.session.commit()
+    assert tick(due) == 0
+    assert tick(due.replace(minute=0, second=0) + timedelta(hours=1)) == 1
+    # The schedule's two reminders given, the countersigner is not mailed again until more documents arrive.
+    assert tick(invited + 9 * DAY) == 0
+    run_jobs("mail")
+    assert len(_digests(smtp)) == 3 and smtp.of_kind("party-reminder") == []

@@ -3,11 +3,14 @@ resend with ``role``; on real workers and real mail. The recipient's actions sta
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from sqlalchemy import select
 
 from bulksign.core.extensions import db
-from bulksign.models import OutgoingMail, SigningRequest, utcnow
+from bulksign.models import CountersignLink, OutgoingMail, Party, SigningRequest, utcnow
 from bulksign.people.users import create_api_key
+from tests.signing.test_countersign import TWO_ROWS, _digest_token, _digests, _party, _ready
 from tests.signing.test_party_reminders import _employer_invited
 from tests.signing.test_routing import _parties, _sent, _sign, _token
 from tests.support.web import csrf_from
@@ -137,3 +140,74 @@ def test_a_remind_of_the_employer_run_as_a_background_job_keeps_the_role(app, us
     run_jobs("default", "mail")
     assert [m.rcpt_tos for m in smtp.of_kind("party-reminder")] == [["hr@acme.example"]]
     assert smtp.of_kind("reminder") == []
+
+
+def _countersigner_waiting_an_hour(users, client, smtp, run_jobs) -> tuple[list[int], str]:
+    """Two documents ready for the fixed employer, a countersigner (``test_countersign._ready``), invited and sent
+    its first digest two hours ago: its request ids and its digest link."""
+    ids, token = _ready(users, client, smtp, run_jobs, signed=2, rows=TWO_ROWS)
+    earlier = timedelta(hours=2)
+    for party in db.session.scalars(select(Party).where(Party.request_id.in_(ids))):
+        party.invited_at = party.invited_at and party.invited_at - earlier
+    link = db.session.scalars(select(CountersignLink)).one()
+    link.last_digest_at -= earlier
+    db.session.commit()
+    return ids, token
+
+
+def test_the_api_reminds_a_countersigner_by_its_digest_and_gives_it_no_link_per_document(
+    app, users, client, smtp, run_jobs
+):
+    ids, token = _countersigner_waiting_an_hour(users, client, smtp, run_jobs)
+    batch_id = db.session.get(SigningRequest, ids[0]).batch_id
+    # One document's fields make the countersigner open it on its own page: a link of its own, still the digest's.
+    db.session.get(SigningRequest, ids[0]).batch.template_version.fields = [
+        {"name": "start_date", "type": "date", "role": "employer"}
+    ]
+    db.session.commit()
+    page = client.get(f"/countersign/{token}")
+    client.post(f"/countersign/{token}/documents/{_party(ids[0]).id}/open", data={"csrf_token": csrf_from(page)})
+    assert _party(ids[0]).token_hash is not None
+    post = _api(client, users)
+
+    reminded = post(f"/api/v1/batches/{batch_id}/remind", {"request_ids": ids, "role": "employer"})
+    assert reminded.status_code == 202 and (reminded.json["queued"], reminded.json["skipped"]) == (1, {})
+    run_jobs("mail")
+    assert smtp.of_kind("party-reminder") == [] and smtp.of_kind("party-invitation") == []
+    _first, again = _digests(smtp)  # one digest for both documents, with the one link
+    assert _digest_token(again) == token
+    assert again.subject == "2 documents of “Employment contract” wait for your signature"
+    for body in ({"request_ids": ids, "role": "employer"}, {"all_unsigned": True, "role": "employer", "force": True}):
+        twice = post(f"/api/v1/batches/{batch_id}/remind", body)
+        assert (twice.json["queued"], twice.json["skipped"]) == (0, {"reminded_recently": 2}), twice.json
+
+    # No link per document for it: refused, saying why; its link and documents stay as they were.
+    resent = post(f"/api/v1/requests/{ids[0]}/resend", {"role": "employer"})
+    assert resent.status_code == 409 and resent.json["error"]["details"]["reason"] == "countersign_digest"
+    assert [_party(i).status for i in ids] == ["invited", "invited"]
+    assert "All 2 documents" not in client.get(f"/countersign/{token}").get_data(as_text=True)  # own pages now
+    assert client.get(f"/countersign/{token}").status_code == 200
+    run_jobs("mail")
+    assert len(_digests(smtp)) == 2 and smtp.of_kind("party-invitation") == []
+
+
+def test_the_requests_panel_offers_a_countersigners_digest_not_a_link_of_its_own(
+    app, users, client, smtp, run_jobs, auth
+):
+    ids, token = _countersigner_waiting_an_hour(users, client, smtp, run_jobs)
+    batch_id = db.session.get(SigningRequest, ids[0]).batch_id
+    auth.login()
+    panel = client.get(f"/batches/{batch_id}/requests/{ids[0]}")
+    html = panel.get_data(as_text=True)
+    assert "Signs through the countersigner’s digest" in html
+    assert 'data-party-action="remind-employer">Send the digest now<' in html
+    assert 'data-party-action="resend-employer"' not in html
+    form = {"csrf_token": csrf_from(panel), "request_ids": str(ids[0]), "role": "employer"}
+    hx = {"HX-Request": "true"}
+    sent = client.post(f"/batches/{batch_id}/remind", data=form, headers=hx)
+    assert "1 reminder queued" in sent.get_data(as_text=True)
+    # A resend posted anyway (an old page, a script) is refused with the reason in words.
+    refused = client.post(f"/requests/{ids[0]}/resend", data=form, headers=hx).get_data(as_text=True)
+    assert "served by the countersigner’s digest" in refused.replace("&#39;", "’").replace("'", "’")
+    run_jobs("mail")
+    assert len(_digests(smtp)) == 2 and smtp.of_kind("party-invitation") == []

@@ -102,7 +102,8 @@ class EmailChanged(BaseModel):
     idempotent=True,
 )
 def remind(batch_id: int):
-    """A manual reminder counts towards the batch's schedule; within an hour of the previous one only with `force`."""
+    """A manual reminder counts towards the batch's schedule; within an hour of the previous one only with `force`.
+    A `role` whose party is served by its countersigner's digest gets that digest, one for all its documents."""
     selection = parse_body(
         RemindBody,
         usage=f'Send a JSON object: {{"request_ids": [1, 2]}} (at most {MAX_IDS:,} '
@@ -161,7 +162,8 @@ def resend(request_id: int):
     """The old link stops working; an expired or bounced request is sent again (optionally with a later deadline).
     With `role`, that party of a document several sign gets a new link and invitation instead, while its step is
     open (the request's state is unchanged); the recipient of such a document gets one while it has not signed and
-    nobody declined."""
+    nobody declined. A party served by its countersigner's digest has no link of its own to renew: 409, reason
+    `countersign_digest` (remind it instead: its digest goes again)."""
     body = parse_body(ResendBody, optional=True)
     try:
         result = resend_with_new_link(
