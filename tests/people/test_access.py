@@ -16,7 +16,7 @@ from werkzeug.routing import Rule
 
 from bulksign.core.extensions import db
 from bulksign.documents.storage import get_storage
-from bulksign.models import Batch, BatchShare, Export, OutgoingMail, SigningRequest, Team, utcnow
+from bulksign.models import Batch, BatchShare, Export, FieldValue, OutgoingMail, SigningRequest, Team, utcnow
 from bulksign.people.teams import add_member, create_team
 from bulksign.people.users import create_api_key, create_user
 from tests.support.batchdata import make_batch
@@ -24,6 +24,8 @@ from tests.support.clock import NOW
 from tests.support.web import AuthActions, csrf_from
 
 PASSWORD = "team-password"
+#: The field of the world's request that holds a signer's attachment.
+ATTACHMENT = "id_scan"
 #: Reads of one batch (and its requests, exports, recipients): everyone who sees the batch.
 BATCH_READS = {
     "batches.detail",
@@ -48,6 +50,8 @@ BATCH_READS = {
     "api_evidence.evidence_status",
     "api_evidence.download",
     "approval.sample",
+    "batches.attachment",
+    "api_requests.attachment_download",
 }
 #: Reads of a request's documents that answer 409 for the world's request (sent, nothing rendered or signed), and
 #: the approver's samples of the world's batch, which does not wait for approval.
@@ -72,6 +76,8 @@ BATCH_ACTIONS = {
     "api_reminders.remind",
     "api_reminders.resend",
     "api_reminders.update_email",
+    "reminders.countersign_digests",
+    "api_reminders.countersign_digests",
 }
 TEMPLATE_READS = {
     "doc_templates.detail",
@@ -185,9 +191,26 @@ def world(app, users):
         created_at=NOW,
     )
     db.session.add(evidence)
+    # A file a signer attached to the request, for the attachment downloads (``ATTACHMENT`` in the URLs below).
+    request_id = db.session.scalar(db.select(SigningRequest.id).where(SigningRequest.batch_id == batch.id))
+    scan_key = f"batches/{batch.id}/requests/{request_id}/fields/{ATTACHMENT}.pdf"
+    get_storage().put(scan_key, b"%PDF-1.4 scan", content_type="application/pdf")
+    db.session.add(
+        FieldValue(
+            request_id=request_id,
+            batch_id=batch.id,
+            name=ATTACHMENT,
+            role="recipient",
+            value="scan.pdf",
+            storage_key=scan_key,
+            content_type="application/pdf",
+            size=13,
+            sha256="0" * 64,
+            entered_at=NOW,
+        )
+    )
     db.session.commit()
     template_id = batch.template_version.template_id
-    request_id = db.session.scalar(db.select(SigningRequest.id).where(SigningRequest.batch_id == batch.id))
     return {
         "people": people,
         "team_a": team_a.id,
@@ -211,6 +234,7 @@ def _url(rule: Rule, world) -> str:
         "user_id": world["people"]["staff_b"].id,
         "upload_id": "x" * 32,
         "page": 1,
+        "name": ATTACHMENT,
     }
     return rule.build({arg: values[arg] for arg in rule.arguments}, append_unknown=False)[1]
 
