@@ -11,14 +11,16 @@ there it is one ``UPDATE ... WHERE id IN (:ids) AND status = :allowed`` per allo
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import functools
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import Update, insert, literal, select, update
+from sqlalchemy import Insert, Update, bindparam, insert, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.util import identity_key
+from sqlalchemy.sql import ClauseElement
 
 from bulksign.batches import counts as batch_counts
 from bulksign.core.slicing import slices
@@ -52,21 +54,24 @@ def transition(
     user_agent: str | None = None,
     details: dict | None = None,
     also: Update | None = None,
+    also_params: Mapping | None = None,
     **fields,
 ) -> TransitionResult:
     """Move requests from one of ``frm`` to ``to`` by compare-and-set, append an event per win.
 
     ``fields`` are further columns set in the same UPDATE (e.g. ``sent_at=now``). ``also``: an UPDATE of
     another table that goes with the move (the mail row of a sent invitation), run whether or not the move
-    wins: on PostgreSQL in the move's own statement, so it costs no round trip. The caller commits; the
-    batch counters follow at that commit. Moves not in ``TRANSITIONS`` raise ``IllegalTransition``.
+    wins: on PostgreSQL in the move's own statement, so it costs no round trip. It is built once (a module's
+    constant, its per-call values bind parameters given in ``also_params``): the move's statement is cached
+    with it. The caller commits; the batch counters follow at that commit. Moves not in ``TRANSITIONS`` raise
+    ``IllegalTransition``.
     """
     # Sorted: the row locks are taken in id order, so two movers of overlapping sets queue instead of deadlocking.
     ids = [request_ids] if isinstance(request_ids, int) else sorted(set(request_ids))
     sources, target = _checked(TRANSITIONS, frm=frm, to=to, fields=fields)
     if not ids:
         if also is not None:
-            session.execute(also)
+            session.execute(also, also_params)
         return TransitionResult(to=target)
 
     allowed = list(dict.fromkeys(s.value for s in sources))
@@ -85,10 +90,12 @@ def transition(
     for chunk in slices(ids):
         if dialect == "postgresql" and len(allowed) == 1:
             # The hot path (every pipeline step): the move, its events and the party's move in one round trip.
-            rows = _move_and_log(session, chunk, source=allowed[0], values=values, event=event, also=also)
+            rows = _move_and_log(
+                session, chunk, source=allowed[0], values=values, event=event, also=also, also_params=also_params
+            )
         else:
             if also is not None:
-                session.execute(also)
+                session.execute(also, also_params)
             if dialect == "postgresql":
                 rows = _lock_and_move(session, chunk, allowed=allowed, values=values, event=event)
             else:
@@ -169,30 +176,80 @@ def _update(chunk: list[int], *conditions, values: dict):
 
 
 def _move_and_log(
-    session: Session, chunk: list[int], *, source: str, values: dict, event: dict, also: Update | None = None
+    session: Session,
+    chunk: list[int],
+    *,
+    source: str,
+    values: dict,
+    event: dict,
+    also: Update | None = None,
+    also_params: Mapping | None = None,
 ) -> list[_Moved]:
     """PostgreSQL: ``WITH moved AS (UPDATE … RETURNING), [also AS (UPDATE …)], [follow AS (UPDATE parties …)]
     INSERT INTO events SELECT … FROM moved``.
 
-    A data-modifying ``WITH`` runs exactly once, whether or not the rest of the statement reads it.
+    A data-modifying ``WITH`` runs exactly once, whether or not the rest of the statement reads it. Built once
+    per shape and bound per call: building and keying a statement this size costs more CPU than running it,
+    once a mail (issue 32).
     """
-    moved = _update(chunk, SigningRequest.status == source, values=values).cte("moved")
-    columns = Event.__table__.c
+    # Values that are SQL (``attempts = attempts + 1``) are part of the statement, which is then built anew.
+    inline = {k: v for k, v in values.items() if isinstance(v, ClauseElement)}
+    bound = tuple(k for k in values if k not in inline)
+    shape = (source, values["status"], bound, tuple(event), also)
+    logged = _logged_move(*shape, inline=inline) if inline else _cached_logged_move(*shape)
+    params = {
+        "ids": chunk,
+        **{f"set_{k}": values[k] for k in bound},
+        **{f"event_{k}": v for k, v in event.items()},
+        **(also_params or {}),
+    }
+    return [_Moved(r.request_id, r.batch_id, source) for r in session.execute(logged, params)]
+
+
+def _logged_move(
+    source: str,
+    target: str,
+    bound: tuple[str, ...],
+    event_columns: tuple[str, ...],
+    also: Update | None,
+    *,
+    inline: Mapping[str, ClauseElement] | None = None,
+) -> Insert:
+    """``_move_and_log``'s statement for one shape, its values as bind parameters: ``ids`` (the requests),
+    ``set_<column>`` (the columns ``bound`` set on them; ``inline`` are SQL), ``event_<column>`` (their events)."""
+    requests, events = SigningRequest.__table__.c, Event.__table__.c
+    # Named apart from the columns: a bind parameter named like a column it sets is SQLAlchemy's own.
+    values = {k: bindparam(f"set_{k}", type_=requests[k].type) for k in bound}
+    moved = (
+        update(SigningRequest)
+        .where(SigningRequest.id.in_(bindparam("ids", expanding=True)), SigningRequest.status == source)
+        .values(**values, **(inline or {}))
+        .returning(SigningRequest.id, SigningRequest.batch_id)
+        .cte("moved")
+    )
     ctes = [moved] if also is None else [moved, also.cte("also")]
     # The recipient party of a single-signer request moves with it (``parties.follows``).
-    follow = parties.follows(select(moved.c.id), frm=source, to=values["status"], now=values["status_changed_at"])
+    follow = parties.follows(select(moved.c.id), frm=source, to=target, now=values["status_changed_at"])
     if follow is not None:
         ctes.append(follow.cte("follow"))
-    logged = (
+    return (
         insert(Event)
         .from_select(
-            ["request_id", "batch_id", *event],
-            select(moved.c.id, moved.c.batch_id, *(literal(v, columns[k].type) for k, v in event.items())),
+            ["request_id", "batch_id", *event_columns],
+            select(
+                moved.c.id, moved.c.batch_id, *(bindparam(f"event_{k}", type_=events[k].type) for k in event_columns)
+            ),
         )
         .add_cte(*ctes)
         .returning(Event.request_id, Event.batch_id)
+        # One statement with its parameters, not the ORM's bulk INSERT of rows the parameters would otherwise ask.
+        .execution_options(dml_strategy="raw")
     )
-    return [_Moved(r.request_id, r.batch_id, source) for r in session.execute(logged)]
+
+
+#: The statements of the shapes the code moves requests in (a few dozen: the transition table's moves, each
+#: caller's columns): ``also`` is a module's constant, so the cache cannot grow with the calls.
+_cached_logged_move = functools.lru_cache(maxsize=256)(_logged_move)
 
 
 def _lock_and_move(

@@ -7,13 +7,17 @@ The key is read once per process from ``DKIM_PRIVATE_KEY`` (PEM text) or ``DKIM_
 from __future__ import annotations
 
 import base64
+import functools
+import hashlib
 import textwrap
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import dkim
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa, utils
 from flask import Flask
 
 from bulksign.core.config import ConfigError
@@ -88,16 +92,60 @@ def key_from_settings(*, domain: str, selector: str, private_key: str, private_k
 
 
 def sign(message: bytes, *, key: DkimKey) -> bytes:
-    """The message with a ``DKIM-Signature`` header in front (relaxed/relaxed, rsa-sha256)."""
-    header = dkim.sign(
-        message,
-        key.selector.encode(),
-        key.domain.encode(),
-        key.private_pem,
-        canonicalize=(b"relaxed", b"relaxed"),
-        include_headers=list(SIGNED_HEADERS),
+    """The message with a ``DKIM-Signature`` header in front (relaxed/relaxed, rsa-sha256): the header
+    ``dkim.sign`` writes, byte for byte.
+
+    dkimpy parses, canonicalises, hashes and folds; the RSA signature over its hash is OpenSSL's
+    (``cryptography``): dkimpy's own is pure-Python ``pow``, 7 ms a mail against 0.4 (issue 32).
+    """
+    policy = dkim.CanonicalizationPolicy.from_c_value(b"relaxed/relaxed")
+    headers, body = dkim.rfc822_parse(message)
+    domain = key.domain.encode()
+    fields = [
+        (b"v", b"1"),
+        (b"a", b"rsa-sha256"),
+        (b"c", policy.to_c_value()),
+        (b"d", domain),
+        (b"i", b"@" + domain),
+        (b"q", b"dns/txt"),
+        (b"s", key.selector.encode()),
+        (b"t", str(int(time.time())).encode()),
+        (b"h", b" : ".join(SIGNED_HEADERS)),
+        (b"bh", base64.b64encode(hashlib.sha256(policy.canonicalize_body(body)).digest())),
+        # A placeholder as long as dkimpy's, so the b= tag folds onto its own line as in dkimpy's header.
+        (b"b", b"0" * 60),
+    ]
+    unsigned = dkim.fold(b"; ".join(b"=".join(f) for f in fields), namelen=len(_HEADER), linesep=b"\r\n")
+    digest = hashlib.sha256()
+    dkim.hash_headers(
+        digest,
+        policy,
+        policy.canonicalize_headers(headers),
+        SIGNED_HEADERS,
+        (_HEADER, b" " + dkim.RE_BTAG.sub(b"\\1", unsigned)),
+        dict(fields),
     )
-    return header + message
+    signature = _private_key(key.private_pem).sign(
+        digest.digest(), padding.PKCS1v15(), utils.Prehashed(hashes.SHA256())
+    )
+    fields[-1] = (b"b", base64.b64encode(signature))
+    header = dkim.fold(b"; ".join(b"=".join(f) for f in fields) + b"\r\n", namelen=len(_HEADER), linesep=b"\r\n")
+    return _HEADER + b": " + header + message
+
+
+_HEADER = b"DKIM-Signature"
+
+
+@functools.lru_cache(maxsize=4)
+def _private_key(pem: bytes) -> rsa.RSAPrivateKey:
+    """The key parsed once per process (``ValueError`` when it is not an unencrypted RSA key in PEM form)."""
+    try:
+        key = serialization.load_pem_private_key(pem, password=None)
+    except (TypeError, UnsupportedAlgorithm) as exc:  # encrypted, or a kind of key OpenSSL does not know
+        raise ValueError(str(exc)) from None
+    if not isinstance(key, rsa.RSAPrivateKey):
+        raise ValueError("not an RSA key")
+    return key
 
 
 def generate_key(*, domain: str, selector: str, bits: int = 2048) -> GeneratedKey:

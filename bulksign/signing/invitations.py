@@ -17,7 +17,7 @@ from flask import Flask
 from flask_babel import force_locale
 from flask_mail import Message
 from markupsafe import Markup, escape
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session, joinedload
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -184,18 +184,35 @@ def record_sent(
     ``mark_mail_sent``: the server accepted it just now and the mail row does not say so yet (the sender's
     path): the row is recorded sent at ``now`` in the move's own statement, whether or not the move wins.
     """
-    also = None
+    also, also_params = None, None
     if mark_mail_sent:
-        also = update(OutgoingMail).where(OutgoingMail.id == mail.id).values(status="sent", sent_at=now, error=None)
+        also, also_params = _MAIL_SENT, {"mail_id": mail.id, "mail_sent_at": now}
         # What the row will say once this commits; set as loaded, so no second UPDATE is flushed.
         for name, value in (("status", "sent"), ("sent_at", now), ("error", None)):
             set_committed_value(mail, name, value)
     details = {"message_id": mail.message_id, **({"reconciled": True} if reconciled else {})}
-    return mark_sent(session, request=request, sent_at=mail.sent_at, now=now, details=details, also=also)
+    return mark_sent(
+        session, request=request, sent_at=mail.sent_at, now=now, details=details, also=also, also_params=also_params
+    )
+
+
+#: ``record_sent``'s UPDATE of the mail row, built once (``transition`` caches the move's statement with it).
+_MAIL_SENT = (
+    update(OutgoingMail)
+    .where(OutgoingMail.id == bindparam("mail_id"))
+    .values(status="sent", sent_at=bindparam("mail_sent_at"), error=None)
+)
 
 
 def mark_sent(
-    session: Session, *, request: SigningRequest, sent_at: datetime, now: datetime, details: dict, also=None
+    session: Session,
+    *,
+    request: SigningRequest,
+    sent_at: datetime,
+    now: datetime,
+    details: dict,
+    also=None,
+    also_params=None,
 ) -> bool:
     """sending → sent by compare-and-set, the request's deadline counted from ``sent_at``; the caller commits."""
     return bool(
@@ -210,6 +227,7 @@ def mark_sent(
             error_message=None,
             details=details,
             also=also,
+            also_params=also_params,
         )
     )
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from sqlalchemy import Exists, Select, Update, exists, insert, literal, select, update
+from sqlalchemy import BindParameter, Exists, Select, Update, exists, insert, literal, select, update
 from sqlalchemy.orm import Session, aliased
 from sqlalchemy.orm.util import identity_key
 
@@ -187,14 +187,15 @@ def parties_of(session: Session, request: SigningRequest) -> list[PartyView]:
     ]
 
 
-def follows(request_ids: Sequence[int] | Select, *, frm: str, to: str, now: datetime) -> Update | None:
+def follows(request_ids: Sequence[int] | Select, *, frm: str, to: str, now: datetime | BindParameter) -> Update | None:
     """The UPDATE by which the ``recipient`` party of each single-signer request among ``request_ids`` follows
     that request's move ``frm`` → ``to`` (``RECIPIENT_FOLLOWS``); None when the move takes no party along.
 
     The recipient of a request with other parties follows only the moves of the request's own link (its
     invitation sent, its page opened, a resend): its signing and declining are its own moves (``move_parties``),
     and the request's status follows its parties' (``routing.request_follows_parties``). The party moves only from
-    the states the table names, so a repeated statement changes nothing.
+    the states the table names, so a repeated statement changes nothing. ``now``: a bind parameter in a statement
+    built once and bound per call (``states.transition``).
     """
     rule = RECIPIENT_FOLLOWS.get(Status(to))
     if rule is None or (Status(to) == Status.GENERATED and Status(frm) in FIRST_RENDER):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import itertools
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import select
 
 from bulksign.batches import counts as batch_counts
+from bulksign.batches import states
 from bulksign.batches.states import move_batches, transition
 from bulksign.core.config import BASE_DIR
 from bulksign.core.extensions import db
@@ -136,6 +138,26 @@ def test_a_move_from_several_states_and_extra_fields(app):
     assert sorted(result.won) == sorted(ids)
     event = db.session.scalars(select(Event).where(Event.type == "status.expired")).first()
     assert event.details == {"reason": "deadline"}
+
+
+def test_moves_of_one_shape_share_one_statement_and_each_keeps_its_own_values(app):
+    """The hot move's statement is built once per shape and bound per call (issue 32): the second mail's move
+    builds nothing, and writes its own time, fields and event details, not the first one's."""
+    first, second = make_requests(2, status=Status.SENDING)
+    later = NOW + timedelta(minutes=5)
+    before = states._cached_logged_move.cache_info()
+    for request_id, now, number in ((first, NOW, 1), (second, later, 2)):
+        assert transition(
+            db.session, request_id, frm=Status.SENDING, to=Status.SENT, now=now, sent_at=now, details={"n": number}
+        )
+        db.session.commit()
+    after = states._cached_logged_move.cache_info()
+    assert after.misses - before.misses <= 1 and after.hits > before.hits
+    for request_id, now, number in ((first, NOW, 1), (second, later, 2)):
+        request = db.session.get(SigningRequest, request_id)
+        assert (request.status, request.sent_at, request.status_changed_at) == (Status.SENT, now, now)
+        (event,) = db.session.scalars(select(Event).where(Event.request_id == request_id)).all()
+        assert (event.type, event.created_at, event.details) == ("status.sent", now, {"n": number})
 
 
 def test_status_cannot_be_smuggled_in_as_a_field(app):

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import re
+from unittest import mock
 
 import dkim
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from bulksign.core.config import ConfigError
 from bulksign.core.extensions import db
-from bulksign.mail.dkim_signing import generate_key, key_from_settings, sign
+from bulksign.mail.dkim_signing import SIGNED_HEADERS, DkimKey, generate_key, key_from_settings, sign
 from bulksign.people.users import create_user
 from bulksign.work.pipeline import enqueue_renders
 from tests.support.batches import make_batch, request_ids, run_worker
@@ -76,6 +79,18 @@ def test_without_dkim_settings_mails_go_out_unsigned(app, smtp):
             "DKIM_PRIVATE_KEY_PATH",
         ),
         ({"DKIM_DOMAIN": "example.org", "DKIM_SELECTOR": "s", "DKIM_PRIVATE_KEY": "not a key"}, "PEM"),
+        (
+            {
+                "DKIM_DOMAIN": "example.org",
+                "DKIM_SELECTOR": "s",
+                "DKIM_PRIVATE_KEY": ec.generate_private_key(ec.SECP256R1())
+                .private_bytes(
+                    serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+                )
+                .decode(),
+            },
+            "not a usable RSA key",
+        ),
     ],
 )
 def test_incomplete_or_broken_dkim_settings_stop_the_start_with_the_variable_named(make_app, settings, named):
@@ -104,3 +119,28 @@ def test_keygen_writes_a_private_key_and_prints_the_record_that_verifies_its_mai
         args=["mail", "dkim-keygen", "--domain", "example.org", "--selector", "s1", "--out", str(key_path)]
     )
     assert again.exit_code == 1 and "exists already" in again.stderr
+
+
+def test_the_signature_header_is_the_one_dkimpy_writes_byte_for_byte(published_key):
+    """The RSA step is OpenSSL's (issue 32: dkimpy's pure-Python one cost 7 ms a mail); the header must not change:
+    folded headers, a non-ASCII name, trailing spaces and blank lines at the end of the body included."""
+    key = DkimKey(domain="example.org", selector="mail2026", private_pem=published_key.private_pem)
+    message = (
+        "From: Анна Иванова <hr@example.org>\r\nTo: anna@example.com\r\n"
+        "Subject: Contract for signature, a subject long enough\r\n  to be folded by the sender\r\n"
+        "Date: Fri, 04 Dec 2026 08:00:00 +0000\r\nMessage-ID: <m1@example.org>\r\nMIME-Version: 1.0\r\n"
+        "Content-Type: text/plain; charset=utf-8\r\nX-Mailer:  spaced   value \r\n\r\n"
+        "Please  sign. \r\n\r\n\r\n"
+    ).encode()
+    with mock.patch("time.time", return_value=NOW.timestamp()):
+        ours = sign(message, key=key)
+        dkimpy = dkim.sign(
+            message,
+            b"mail2026",
+            b"example.org",
+            published_key.private_pem,
+            canonicalize=(b"relaxed", b"relaxed"),
+            include_headers=list(SIGNED_HEADERS),
+        )
+    assert ours == dkimpy + message
+    assert dkim.verify(ours, dnsfunc=_dns_answering(published_key.record_name, published_key.record_value))
