@@ -1113,6 +1113,8 @@ def main() -> int:
         )
         if v
     }
+    if args.parties:  # three PDF steps a document (its render, the recipient's signature on it, the seal), not one
+        overrides["time_limit_seconds"] = 3 * cfg.time_limit_seconds
     if overrides:
         cfg = SoakConfig(**{**cfg.__dict__, **overrides})
     rows = run_soak(cfg)
