@@ -1,7 +1,7 @@
 """An SMTP sink for the soak: accepts mail on loopback, answers 451 to a share of messages, logs each.
 
 ``python -m bench.smtp_sink --port P --log FILE --fail-share 0.05``. Each accepted message is one
-JSON line: {"t": unix time, "message_id", "to": [...], "subject", "links": [signing links found]}.
+JSON line: {"t": unix time, "message_id", "to": [...], "subject", "links": [signing and countersigning links found]}.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import time
 
 from aiosmtpd.controller import Controller
 
-LINK = re.compile(r"https?://[^\s\"'<>]+/sign/[A-Za-z0-9_-]+")
+LINK = re.compile(r"https?://[^\s\"'<>]+/(?:countersign|sign)/[A-Za-z0-9_-]+")
 
 
 class SinkHandler:

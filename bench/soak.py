@@ -1,6 +1,6 @@
 """Whole-system soak with chaos: real processes, a big batch, workers killed, Redis restarted, SMTP down.
 
-``python -m bench.soak [--recipients 10000] [--workers 4] [--kind html|docx|pdf] [--small]``
+``python -m bench.soak [--recipients 10000] [--workers 4] [--kind html|docx|pdf] [--parties] [--small]``
 
 Starts on loopback: gunicorn (the web app), several ``flask jobs worker`` processes, the
 scheduler, a private Redis, a fresh PostgreSQL database behind a private PgBouncer in transaction
@@ -13,6 +13,12 @@ against what the sink received and what the web log says, and prints a table.
 ``--kind`` picks the template: the HTML act below, a real Word contract (tests/support/docx_files) or a fillable
 PDF form (tests/support/pdf_files); the recipients file carries the columns the template's variables ask for.
 After the run no LibreOffice may be left: a killed Word worker's unoserver and soffice must die with it.
+
+``--parties``: two parties sign each document, its recipient then the batch's one fixed employer (issue 29). Every
+recipient signs or declines; the employer, a countersigner, gets digests, never a mail per document, and signs all
+that are ready on its page over HTTP each time a digest arrives (staff send two "now") and once more at the end. The
+verdict adds: every request signed by both or declined, no party signed twice, each signed one sealed once and
+naming both signers, the digests within ``COUNTERSIGN_DIGEST_HOURS``; and reports the sign-all rate.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -37,7 +44,10 @@ import requests
 from sqlalchemy import create_engine, text
 
 from bulksign.core.config import engine_options_for_pooler
-from bulksign.documents.signature_box import SIGNATURE_VARIABLE
+from bulksign.documents.signature_box import mark_role
+from bulksign.documents.storage import storage_from_url
+from bulksign.signing.digests import DIGEST
+from bulksign.signing.routing import PARTY_COMPLETED
 from tests.support import docx_files, pdf_files
 from tests.support.pgbouncer import PgBouncer
 from tests.support.services import PG_ADMIN_URL, RedisServer, free_port, postgres_database
@@ -54,6 +64,18 @@ TEMPLATE_HTML = """<!doctype html><html><head><meta charset="utf-8">
 <p>Services rendered in {{ period }} for the amount of {{ amount }}.</p>
 <p>Both parties confirm the services were rendered in full and have no claims.</p>
 </body></html>"""
+#: The two-party act (``--parties``): the recipient's mark and the batch's fixed employer's.
+TEMPLATE_PARTIES_HTML = TEMPLATE_HTML.replace(
+    "</body>",
+    "<p>The contractor: {{ signature }}</p><p>For Example Marketplace: {{ signature_employer }}</p></body>",
+)
+#: The one countersigner of a two-party soak: the batch's fixed ``employer``, and the name it types.
+COUNTERSIGNER = {"email": "boss@marketplace.example.com", "name": "Anna Countersigner"}
+
+#: How long a lost job of two parties may wait, beyond a lost chunk: the reconciler queues a lost ``advance`` (the
+#: next step's invitation) 5 min after the party before signed (``routing.stalled``), and the reseal tick (every
+#: 5 min) a lost seal once its signature is 5 min old (``sealing.unsealed_requests``): up to 10 min.
+LOST_STEP_SECONDS = 600
 
 KINDS = ("html", "docx", "pdf")
 #: Each recipient's value of a variable the soak's templates use; any other variable gets "<variable> <n>".
@@ -97,6 +119,25 @@ class SoakConfig:
     duplicate_share_target: float | None = 0.001
     #: The template's kind: ``html``, ``docx`` (LibreOffice in every render worker) or ``pdf`` (a form filled).
     kind: str = "html"
+    #: Two parties per document (``--parties``): every recipient acts (``signers`` is ignored), the countersigner too.
+    parties: bool = False
+    #: ``COUNTERSIGN_DIGEST_HOURS`` (whole hours): a run shorter than this gets one digest from the rule, the rest
+    #: are staff's "send now" (``staff_digests``), so any extra one breaks the rule where the run can see it.
+    digest_hours: int = 1
+    #: Staff's "send the digest now", once each when this share of the recipients has acted.
+    staff_digests: tuple[float, ...] = (1 / 3, 2 / 3)
+    #: Sealed PDFs read with pdftotext for both signers' names.
+    pdf_sample: int = 5
+
+    @property
+    def stall_seconds(self) -> float:
+        """How long the run waits with no request changing (or, with two parties, no seal added)."""
+        return self.stall_limit_seconds + (LOST_STEP_SECONDS if self.parties else 0)
+
+    @property
+    def acting(self) -> int:
+        """How many recipients open their link and sign or decline."""
+        return self.recipients if self.parties else min(self.signers, self.recipients)
 
     @classmethod
     def small(cls) -> SoakConfig:
@@ -140,6 +181,64 @@ class Chaos:
         if caught:
             self.inside_a_send += 1
             self.unrecorded.update(caught)
+
+
+class Countersigner:
+    """The batch's one countersigner (``--parties``), and staff's "send the digest now": signs all that is ready on
+    its page each time a digest arrives, and at the end as long as documents wait for it."""
+
+    def __init__(self, cfg: SoakConfig, base: str, auth: dict, batch_id: int):
+        self.cfg, self.base, self.auth, self.batch_id = cfg, base, auth, batch_id
+        #: One person: one pass at a time.
+        self.pool = ThreadPoolExecutor(max_workers=1)
+        self.link: str | None = None
+        #: The Message-IDs of the digests that arrived (a copy sent again after a crash is the same digest).
+        self.digests: set[str] = set()
+        self.passes: list = []
+        #: Staff's "send now": (UTC before the call, UTC after it, digests it queued) each.
+        self.staff: list[tuple[datetime, datetime, int]] = []
+        self._last_end_pass = 0.0
+
+    def digest_arrived(self, message_id: str, link: str) -> None:
+        if message_id not in self.digests:
+            self.digests.add(message_id)
+            self.link = link
+            self.passes.append(self.pool.submit(act_as_countersigner, link))
+
+    def staff_send_now(self, acted: int) -> None:
+        """Staff's digest "now" once the next share of ``staff_digests`` of the recipients has acted."""
+        while (
+            len(self.staff) < len(self.cfg.staff_digests)
+            and acted >= self.cfg.acting * self.cfg.staff_digests[len(self.staff)]
+        ):
+            before = datetime.now(UTC)
+            response = requests.post(
+                f"{self.base}/api/v1/batches/{self.batch_id}/countersign-digests", headers=self.auth, timeout=60
+            )
+            self.staff.append((before, datetime.now(UTC), response.json().get("queued", 0) if response.ok else 0))
+
+    def done(self, engine, *, finishing: bool) -> bool:
+        """Nothing is left to sign or seal; once the rest is ``finishing``, a pass whenever documents wait for the
+        countersigner and none runs (the advance of a late recipient's signature arrives after the last digest)."""
+        if any(not f.done() for f in self.passes):
+            return False
+        with engine.connect() as conn:
+            ready, open_requests, unsealed = conn.execute(
+                text(
+                    "SELECT (SELECT count(*) FROM parties p JOIN signing_requests r ON r.id = p.request_id "
+                    "  WHERE p.batch_id = :b AND p.role = 'employer' AND p.status IN ('invited', 'opened') "
+                    "  AND r.status IN ('sent', 'opened')), "
+                    "(SELECT count(*) FROM signing_requests WHERE batch_id = :b AND status IN ('sent', 'opened')), "
+                    "(SELECT count(*) FROM signing_requests r WHERE batch_id = :b AND status = 'signed' AND NOT EXISTS "
+                    "  (SELECT 1 FROM documents d WHERE d.request_id = r.id AND d.kind = 'signed'))"
+                ),
+                {"b": self.batch_id},
+            ).one()
+        if finishing and ready and self.link and time.monotonic() - self._last_end_pass >= 10:
+            self._last_end_pass = time.monotonic()
+            self.passes.append(self.pool.submit(act_as_countersigner, self.link))
+            return False
+        return not open_requests and not unsealed
 
 
 class Processes:
@@ -353,6 +452,43 @@ def act_as_recipient(link: str, decline: bool) -> str:
         return "ok" if response.status_code in (200, 302, 303) else f"post {response.status_code}"
 
 
+def act_as_countersigner(link: str, seconds: float = 1_800) -> str:
+    """Open the digest's link, "Sign all" with the typed name and consent (no drawing: the name is enough), and follow
+    the run's page until it says the documents are signed: ``signed N``, ``nothing`` (none ready) or what failed."""
+    with requests.Session() as http:
+        page = http.get(link, timeout=60)
+        if page.status_code != 200:
+            return f"open {page.status_code}"
+        parser = _Forms()
+        parser.feed(page.text)
+        form = next((f for f in parser.forms if f["method"] == "post" and f["action"].endswith("/sign")), None)
+        if form is None:
+            return "nothing"
+        data = {**form["fields"], "all": "1", "name": COUNTERSIGNER["name"], "consent": "yes", "signature": ""}
+        action = requests.compat.urljoin(link, form["action"])
+        response = http.post(action, data=data, timeout=60, headers={"Referer": link}, allow_redirects=False)
+        if response.status_code == 409:
+            return "nothing"
+        if response.status_code != 303:
+            return f"post {response.status_code}"
+        run_url = requests.compat.urljoin(link, response.headers["Location"])
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            progress = http.get(run_url, timeout=60)
+            if progress.status_code != 200:
+                return f"run {progress.status_code}"
+            if "state-signed" in progress.text:
+                return f"signed {_progress_total(progress.text)}"
+            time.sleep(3)
+        return "run not finished"
+
+
+def _progress_total(page: str) -> int:
+    """How many documents the run's page counts (its progress bar's ``max``)."""
+    start = page.index('class="cs-bar" max="') + len('class="cs-bar" max="')
+    return int(page[start : page.index('"', start)])
+
+
 #: /proc/net/tcp's state of a socket whose peer has closed and whose owner has not yet (linux/tcp_states.h).
 _CLOSE_WAIT = "08"
 
@@ -398,8 +534,11 @@ def max_in_window(times: list[float], window: float = 60.0) -> int:
     return best
 
 
-def template_request(kind: str) -> dict:
-    """The keyword arguments of ``requests.post`` that create the soak's template of this kind over the API."""
+def template_request(kind: str, *, parties: bool = False) -> dict:
+    """The keyword arguments of ``requests.post`` that create the soak's template of this kind over the API (with
+    ``parties``: the two-party act, HTML only)."""
+    if parties:
+        return {"json": {"name": "Soak act", "html": TEMPLATE_PARTIES_HTML}}
     if kind == "html":
         return {"json": {"name": "Soak act", "html": TEMPLATE_HTML}}
     upload = {
@@ -414,8 +553,9 @@ def template_request(kind: str) -> dict:
 
 
 def recipients_csv(variables: list[str], count: int) -> bytes:
-    """A recipients file of ``count`` rows: email, name and every other variable the template uses."""
-    columns = ["email", "name", *(v for v in variables if v not in ("email", "name", SIGNATURE_VARIABLE))]
+    """A recipients file of ``count`` rows: email, name and every other variable the template uses (not the parties'
+    signature marks)."""
+    columns = ["email", "name", *(v for v in variables if v not in ("email", "name") and mark_role(v) is None)]
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(columns)
@@ -471,6 +611,7 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
             "SIGNING_RATE_LIMIT": "1000000 per minute",
             "PDF_CONCURRENCY": "1",
             "LOG_JSON": "true",
+            "COUNTERSIGN_DIGEST_HOURS": str(cfg.digest_hours),
             # LibreOffice's profiles go here: what is left of them after the run is found by this path.
             "TMPDIR": str(folder / "tmp"),
         }
@@ -487,7 +628,9 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
             base = f"http://127.0.0.1:{web_port}"
             _wait_for_web(base, 180)
             auth = {"Authorization": f"Bearer {api_key}"}
-            template = requests.post(f"{base}/api/v1/templates", headers=auth, timeout=60, **template_request(cfg.kind))
+            template = requests.post(
+                f"{base}/api/v1/templates", headers=auth, timeout=60, **template_request(cfg.kind, parties=cfg.parties)
+            )
             template.raise_for_status()
             variables = template.json()["variables"]
             started = time.monotonic()
@@ -495,7 +638,11 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
                 f"{base}/api/v1/batches",
                 headers={**auth, "Idempotency-Key": "soak-1"},
                 timeout=300,
-                data={"template_id": template.json()["id"], "name": "Soak batch"},
+                data={
+                    "template_id": template.json()["id"],
+                    "name": "Soak batch",
+                    **({"parties": json.dumps({"employer": COUNTERSIGNER})} if cfg.parties else {}),
+                },
                 files={"file": ("recipients.csv", recipients_csv(variables, cfg.recipients), "text/csv")},
             )
             created.raise_for_status()
@@ -505,6 +652,7 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
             signer_pool = ThreadPoolExecutor(max_workers=32)
             handled_links: set[str] = set()
             futures = []
+            countersigner = Countersigner(cfg, base, auth, batch_id)
             last_kill, dispatched_at_kill = time.monotonic(), 0
             redis_done = smtp_done = False
             smtp_back_at = None
@@ -522,10 +670,12 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
                 working = sum(counts.get(s, 0) for s in ("pending", "generating", "generated", "sending"))
                 dispatched = cfg.recipients - working
                 now = time.monotonic()
+                if cfg.parties:  # a seal changes no status, but it is progress all the same
+                    counts = {**counts, "(sealed)": _sealed(engine, batch_id)}
                 if counts != last_counts:
                     last_counts, last_change = counts, now
                 longest_stall = max(longest_stall, now - last_change)
-                if longest_stall > cfg.stall_limit_seconds:
+                if longest_stall > cfg.stall_seconds:
                     break
                 if (
                     now - last_kill >= cfg.kill_every_seconds
@@ -558,18 +708,28 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
                 procs.keep_supervised()
                 for mail in read_mail_log(folder / "mail.jsonl"):
                     for link in mail["links"]:
-                        if link not in handled_links and len(handled_links) < cfg.signers:
+                        if "/countersign/" in link:
+                            countersigner.digest_arrived(mail["message_id"], link)
+                        elif link not in handled_links and len(handled_links) < cfg.acting:
                             handled_links.add(link)
                             futures.append(signer_pool.submit(act_as_recipient, link, rng.random() < cfg.decline_share))
-                signers_done = len(handled_links) >= min(cfg.signers, cfg.recipients) and all(f.done() for f in futures)
+                acted = sum(1 for f in futures if f.done())
+                signers_done = len(handled_links) >= cfg.acting and acted == len(futures)
+                if cfg.parties:
+                    countersigner.staff_send_now(acted)
+                    if not countersigner.done(engine, finishing=signers_done and not working):
+                        continue
                 if not working and signers_done and smtp_back_at is None:
                     break
             signer_pool.shutdown(wait=True, cancel_futures=False)
+            countersigner.pool.shutdown(wait=True, cancel_futures=False)
             elapsed = time.monotonic() - started
             outcomes = [f.result() for f in futures]
             time.sleep(3)  # let the last sign/seal jobs settle before reading the truth
             _write_stuck(engine, batch_id, redis.url, folder / "stuck.jsonl")
             rows = _report(cfg, engine, batch_id, folder, chaos, outcomes, create_seconds, elapsed, longest_stall)
+            if cfg.parties:
+                rows[-1:-1] = _parties_report(cfg, engine, batch_id, folder, countersigner)
         finally:
             procs.stop_all()
             engine.dispose()
@@ -582,6 +742,17 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
         *rows,
         ("LibreOffice processes left after the run", str(len(left)), "0", not left),
     ]
+
+
+def _sealed(engine, batch_id: int) -> int:
+    with engine.connect() as conn:
+        return conn.execute(
+            text(
+                "SELECT count(*) FROM documents d JOIN signing_requests r ON r.id = d.request_id "
+                "WHERE r.batch_id = :b AND d.kind = 'signed'"
+            ),
+            {"b": batch_id},
+        ).scalar()
 
 
 def _write_stuck(engine, batch_id: int, redis_url: str, path: Path) -> None:
@@ -755,13 +926,165 @@ def _report(cfg, engine, batch_id, folder, chaos, outcomes, create_seconds, elap
         (
             "longest time with no request changing status",
             f"{longest_stall:.0f} s",
-            f"≤ {cfg.stall_limit_seconds:.0f} s",
-            longest_stall <= cfg.stall_limit_seconds,
+            f"≤ {cfg.stall_seconds:.0f} s",
+            longest_stall <= cfg.stall_seconds,
         ),
         ("final statuses", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), "", None),
         ("logs", str(folder), "", None),
     ]
     return rows
+
+
+def _parties_report(cfg, engine, batch_id, folder, countersigner: Countersigner):
+    """What ``--parties`` adds to the verdict: both parties or a decline, each party once, one seal naming both, the
+    countersigner served by digests within the rule, and the sign-all rate."""
+    with engine.connect() as conn:
+        unfinished, half_signed = conn.execute(
+            text(
+                "SELECT count(*) FILTER (WHERE status NOT IN ('signed', 'declined')), count(*) FILTER (WHERE status = "
+                "'signed' AND EXISTS (SELECT 1 FROM parties p WHERE p.request_id = r.id AND p.status <> 'signed')) "
+                "FROM signing_requests r WHERE batch_id = :b"
+            ),
+            {"b": batch_id},
+        ).one()
+        party_twice = conn.execute(
+            text(
+                "SELECT count(*) FROM (SELECT request_id FROM events WHERE batch_id = :b AND type = 'party.signed' "
+                "GROUP BY request_id, details->>'role' HAVING count(*) > 1) x"
+            ),
+            {"b": batch_id},
+        ).scalar()
+        seals = dict(
+            conn.execute(
+                text(
+                    "SELECT r.id, (SELECT count(*) FROM documents d WHERE d.request_id = r.id AND d.kind = 'signed') "
+                    "FROM signing_requests r WHERE batch_id = :b AND status = 'signed'"
+                ),
+                {"b": batch_id},
+            ).all()
+        )
+        sealed_declined = conn.execute(
+            text(
+                "SELECT count(*) FROM documents d JOIN signing_requests r ON r.id = d.request_id "
+                "WHERE r.batch_id = :b AND r.status <> 'signed' AND d.kind = 'signed'"
+            ),
+            {"b": batch_id},
+        ).scalar()
+        sample = random.Random(11).sample(sorted(seals), min(cfg.pdf_sample, len(seals)))
+        # The signing page offers the row's name, which the simulated recipients keep.
+        sealed_pdfs = conn.execute(
+            text(
+                "SELECT d.storage_key, r.name FROM documents d JOIN signing_requests r ON r.id = d.request_id "
+                "WHERE d.kind = 'signed' AND d.request_id = ANY(:ids)"
+            ),
+            {"ids": sample},
+        ).all()
+        storage = storage_from_url(str(folder / "storage"))
+        texts = {
+            name: " ".join(
+                subprocess.run(["pdftotext", "-enc", "UTF-8", "-", "-"], input=storage.get(key), capture_output=True)
+                .stdout.decode()
+                .split()
+            )
+            for key, name in sealed_pdfs
+        }
+        # The audit certificate's "Signed by" of each party.
+        naming_both = sum(
+            1
+            for name, found in texts.items()
+            if f"Signed by {name}" in found and f"Signed by {COUNTERSIGNER['name']}" in found
+        )
+        kinds = dict(
+            conn.execute(
+                text("SELECT kind, count(*) FROM outgoing_mails WHERE lower(to_email) = :e GROUP BY kind"),
+                {"e": COUNTERSIGNER["email"]},
+            ).all()
+        )
+        digests = list(
+            conn.execute(
+                text("SELECT created_at FROM outgoing_mails WHERE kind = :k AND batch_id = :b ORDER BY created_at"),
+                {"k": DIGEST, "b": batch_id},
+            ).scalars()
+        )
+        # Each run: its start, its documents, its last signature, its last seal made by its own job, and the seals
+        # lost to a kill and made by the reseal tick (which takes them once their signature is 5 min old).
+        runs = conn.execute(
+            text(
+                "SELECT c.created_at, json_array_length(c.party_ids), max(p.signed_at), "
+                "max(d.created_at) FILTER (WHERE d.created_at < p.signed_at + interval '5 minutes'), "
+                "count(d.id) FILTER (WHERE d.created_at >= p.signed_at + interval '5 minutes') "
+                "FROM countersign_runs c JOIN countersign_links l ON l.id = c.link_id "
+                "JOIN parties p ON p.id IN (SELECT value::text::bigint FROM json_array_elements(c.party_ids)) "
+                "LEFT JOIN documents d ON d.request_id = p.request_id AND d.kind = 'signed' "
+                "WHERE l.batch_id = :b GROUP BY c.id ORDER BY c.id"
+            ),
+            {"b": batch_id},
+        ).all()
+    by_staff = [d for d in digests if any(before <= d <= after for before, after, _ in countersigner.staff)]
+    every = timedelta(hours=cfg.digest_hours)
+    too_soon = [
+        later
+        for earlier, later in zip(digests, digests[1:], strict=False)
+        if later not in by_staff and later - earlier < every
+    ]
+    staff_queued = sum(queued for *_, queued in countersigner.staff)
+    unsealed_or_twice = sum(1 for n in seals.values() if n != 1)
+    passes = [f.result() for f in countersigner.passes]
+    pass_errors = sorted({p for p in passes if not p.startswith(("signed", "nothing"))})
+    documents = sum(n for _, n, *_ in runs)
+    resealed = sum(n for *_, n in runs)
+    signing = sum((signed - started).total_seconds() for started, _, signed, *_ in runs if signed)
+    sealing = sum((sealed - started).total_seconds() for started, _, _, sealed, _ in runs if sealed)
+    return [
+        ("requests neither signed by both parties nor declined", str(unfinished), "0", unfinished == 0),
+        ("signed requests with a party unsigned", str(half_signed), "0", half_signed == 0),
+        ("parties signed twice (party.signed events)", str(party_twice), "0", party_twice == 0),
+        (
+            "signed requests not sealed exactly once / declined ones sealed",
+            f"{unsealed_or_twice} of {len(seals):,} / {sealed_declined}",
+            "0 / 0",
+            unsealed_or_twice == 0 and sealed_declined == 0,
+        ),
+        (
+            "sealed PDFs naming both signers (pdftotext, a sample)",
+            f"{naming_both} of {len(sample)}",
+            f"= {len(sample)}",
+            naming_both == len(sample) and len(texts) == len(sample),
+        ),
+        (
+            "mails to the countersigner by kind",
+            ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) or "none",
+            f"only {DIGEST}, {PARTY_COMPLETED}",
+            bool(kinds.get(DIGEST)) and set(kinds) <= {DIGEST, PARTY_COMPLETED},
+        ),
+        (
+            "digests that reached the countersigner (sink)",
+            str(len(countersigner.digests)),
+            "≥ 1",
+            bool(countersigner.digests),
+        ),
+        (
+            f"digests: by the rule (≤ 1 per {cfg.digest_hours} h) + staff's now",
+            f"{len(digests) - len(by_staff)} + {len(by_staff)} (staff asked {len(countersigner.staff)}, queued {staff_queued})",
+            f"none sooner than {cfg.digest_hours} h after the last",
+            not too_soon and len(by_staff) <= staff_queued,
+        ),
+        (
+            "sign-all passes (signed N / nothing ready)",
+            ", ".join(passes)[:100] or "none",
+            "no error",
+            not pass_errors and bool(passes),
+        ),
+        (
+            "sign-all docs/s: signing alone / seal included (each run to its last signature / seal)",
+            f"{documents / signing:.1f} / {documents / sealing:.1f} ({documents:,} in {len(runs)} runs, "
+            f"{signing:.0f} / {sealing:.0f} s; not counted: {resealed} seals lost to kills, made by the reseal tick)"
+            if signing and sealing
+            else "none",
+            "",
+            None,
+        ),
+    ]
 
 
 def format_rows(rows) -> str:
@@ -779,11 +1102,23 @@ def main() -> int:
     parser.add_argument("--recipients", type=int)
     parser.add_argument("--workers", type=int)
     parser.add_argument("--kind", choices=KINDS, help="the template's kind (default: html)")
+    parser.add_argument("--parties", action="store_true", help="two parties a document, one countersigner (HTML)")
     args = parser.parse_args()
+    if args.parties and args.kind not in (None, "html"):
+        parser.error("--parties runs on the HTML act only")
     cfg = SoakConfig.small() if args.small else SoakConfig()
     overrides = {
-        k: v for k, v in (("recipients", args.recipients), ("workers", args.workers), ("kind", args.kind)) if v
+        k: v
+        for k, v in (
+            ("recipients", args.recipients),
+            ("workers", args.workers),
+            ("kind", args.kind),
+            ("parties", args.parties),
+        )
+        if v
     }
+    if args.parties:  # three PDF steps a document (its render, the recipient's signature on it, the seal), not one
+        overrides["time_limit_seconds"] = 3 * cfg.time_limit_seconds
     if overrides:
         cfg = SoakConfig(**{**cfg.__dict__, **overrides})
     rows = run_soak(cfg)

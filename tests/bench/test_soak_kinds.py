@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
+from sqlalchemy import select
 
-from bench.soak import KINDS, recipients_csv, template_request
+from bench.soak import COUNTERSIGNER, KINDS, recipients_csv, template_request
 from bulksign.core.extensions import db
 from bulksign.recipients.validation import validate_recipients
 from tests.support.clock import NOW
@@ -27,5 +29,28 @@ def test_each_kind_makes_a_template_whose_variables_the_recipients_file_fills(cl
     assert created.json["kind"] == kind and len(created.json["variables"]) >= 3
     report = validate_recipients(
         recipients_csv(created.json["variables"], 5), filename="recipients.csv", variables=created.json["variables"]
+    )
+    assert (report.valid_rows, report.error_count, report.missing_columns) == (5, 0, ())
+
+
+def test_the_two_party_act_marks_the_recipient_and_the_employer_whom_the_fixed_party_fills(client, users):
+    from bulksign.batches.creation import party_settings_from_form
+    from bulksign.models import TemplateVersion
+    from bulksign.people.users import create_api_key
+
+    key = create_api_key(db.session, user=users["staff"], name="t", now=NOW).secret
+    db.session.commit()
+    created = client.post(
+        "/api/v1/templates", headers={"Authorization": f"Bearer {key}"}, **template_request("html", parties=True)
+    )
+    assert created.status_code == 201, created.json
+    assert created.json["roles"] == ["recipient", "employer"]
+    version = db.session.scalar(select(TemplateVersion).where(TemplateVersion.template_id == created.json["id"]))
+    signers = party_settings_from_form({"parties": json.dumps({"employer": COUNTERSIGNER})}, version=version)
+    report = validate_recipients(
+        recipients_csv(created.json["variables"], 5),
+        filename="recipients.csv",
+        variables=created.json["variables"],
+        **signers.file_check,
     )
     assert (report.valid_rows, report.error_count, report.missing_columns) == (5, 0, ())
