@@ -1,5 +1,6 @@
-"""Sign-all of a few hundred documents with the worker SIGKILLed midway (issue 29): every document ends signed
-once, with one ``party.signed`` event, sealed once (``pdfsig`` validates it) with both names in its text."""
+"""Sign-all of 100 documents (two chunks; ``COUNTERSIGN_KILL_DOCUMENTS=1000`` for the issue's size) with the worker
+SIGKILLed midway (issue 29): every document ends signed once, with one ``party.signed`` event, sealed once
+(``pdfsig`` validates it) with both names in its text."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from tests.support.partydata import recipients_sign
 from tests.support.processes import start, stop, wait_for
 
 #: 1,000 as the issue asks takes minutes on this shared machine (the renders and the seals, not the signing).
-DOCUMENTS = int(os.environ.get("COUNTERSIGN_KILL_DOCUMENTS", "200"))
+DOCUMENTS = int(os.environ.get("COUNTERSIGN_KILL_DOCUMENTS", "100"))
 
 
 def _employer_signed() -> int:
@@ -33,7 +34,7 @@ def _employer_signed() -> int:
     return db.session.scalar(select(func.count()).where(Party.role == "employer", Party.status == "signed"))
 
 
-@pytest.mark.slow(seconds=220)
+@pytest.mark.slow(seconds=100)
 def test_sign_all_with_the_worker_killed_midway_signs_and_seals_each_document_once(
     app, users, client, smtp, run_jobs, tmp_path
 ):
