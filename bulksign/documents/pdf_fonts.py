@@ -29,9 +29,30 @@ class FontError(RuntimeError):
     """A font of the run is not one this module knows how to cut down (the caller renders each alone)."""
 
 
-def keep_own_glyphs(writer: PdfWriter) -> None:
-    """Cut every font of ``writer``'s pages down to the glyphs those pages show; FontError for a font, or a page,
-    of another make than Qt's (then nothing is promised about it)."""
+class RunFonts:
+    """The font programs and ToUnicode maps of one run, each read once for all of the run's parts (by its decoded
+    bytes: every part's clone of a run's font holds the same), instead of once per part: parsing a program with
+    fontTools was half of what cutting a part's fonts cost (issue 32)."""
+
+    def __init__(self) -> None:
+        self._programs: dict[bytes, _Program] = {}
+        self._maps: dict[bytes, dict[int, str]] = {}
+
+    def program(self, data: bytes) -> _Program:
+        if data not in self._programs:
+            self._programs[data] = _Program(data)
+        return self._programs[data]
+
+    def unicode_map(self, cmap: bytes) -> dict[int, str]:
+        if cmap not in self._maps:
+            self._maps[cmap] = unicode_map(cmap)
+        return self._maps[cmap]
+
+
+def keep_own_glyphs(writer: PdfWriter, *, run: RunFonts) -> None:
+    """Cut every font of ``writer``'s pages down to the glyphs those pages show (``run``: the parsed fonts of the
+    run ``writer``'s pages come from); FontError for a font, or a page, of another make than Qt's (then nothing is
+    promised about it)."""
     used: dict[int, tuple[object, set[int]]] = {}  # font object's id → (font, codes shown)
     for page in writer.pages:
         resources = page.get("/Resources", {})
@@ -45,7 +66,7 @@ def keep_own_glyphs(writer: PdfWriter) -> None:
                 raise FontError(f"a page uses the font {name} that its resources do not list")
             used[id(fonts[name])][1].update(codes)
     for font, codes in used.values():
-        _cut(font, codes | {0})
+        _cut(font, codes | {0}, run=run)
 
 
 #: Qt's text objects: a line ``BT``, a ``Tf``, positions (``Tm``, ``Td``) and one ``<hex> Tj`` per glyph, a line
@@ -92,7 +113,7 @@ def _shown(content: bytes) -> dict[str, set[int]]:
     return shown
 
 
-def _cut(font, codes: set[int]) -> None:
+def _cut(font, codes: set[int], *, run: RunFonts) -> None:
     if font.get("/Subtype") != "/Type0" or font.get("/Encoding") != "/Identity-H":
         raise FontError(f"font {font.get('/BaseFont')} is not an Identity-H Type0 font")
     cid_font = font["/DescendantFonts"][0].get_object()
@@ -100,7 +121,7 @@ def _cut(font, codes: set[int]) -> None:
         raise FontError(f"font {font.get('/BaseFont')} is not an embedded TrueType font with identical glyph ids")
     descriptor = cid_font["/FontDescriptor"].get_object()
     program = descriptor["/FontFile2"].get_object()
-    data = _emptied(program.get_data(), codes)
+    data = run.program(program.get_data()).emptied(codes)
     program.set_data(data)
     program[NameObject("/Length1")] = NumberObject(len(data))
     widths = _widths(cid_font.get("/W", ArrayObject()))
@@ -114,32 +135,45 @@ def _cut(font, codes: set[int]) -> None:
         del descriptor["/CIDSet"]
     if "/ToUnicode" in font:
         stream = font["/ToUnicode"].get_object()
-        unicode = unicode_map(stream.get_data())
+        unicode = run.unicode_map(stream.get_data())
         stream.set_data(_cmap({code: unicode[code] for code in sorted(codes) if code in unicode}))
 
 
-def _emptied(program: bytes, codes: set[int]) -> bytes:
-    """The TrueType program with the outline and width of every glyph but ``codes`` (and the parts of theirs that
-    are composites) emptied; the others' bytes are kept as they are, not decoded and encoded again (fontTools' subsetter
-    did that for every kept glyph: most of a part's cost)."""
-    ttf = TTFont(BytesIO(program), recalcBBoxes=False, recalcTimestamp=False)
-    glyf = ttf["glyf"]
-    order = ttf.getGlyphOrder()
-    kept, todo = set(), [code for code in codes if code < len(order)]
-    while todo:
-        code = todo.pop()
-        if code in kept:
-            continue
-        kept.add(code)
-        todo += [ttf.getGlyphID(part) for part in glyf.glyphs[order[code]].getComponentNames(glyf)]
-    metrics = ttf["hmtx"].metrics
-    for code, name in enumerate(order):
-        if code not in kept:
-            glyf.glyphs[name] = Glyph()
-            metrics[name] = (0, 0)  # a glyph's width alone could tell which letter it was
-    out = BytesIO()
-    ttf.save(out)
-    return out.getvalue()
+class _Program:
+    """A run's TrueType program, parsed once; ``emptied`` writes it for a part."""
+
+    def __init__(self, data: bytes) -> None:
+        self._font = TTFont(BytesIO(data), recalcBBoxes=False, recalcTimestamp=False)
+        self._order = self._font.getGlyphOrder()
+        glyf = self._font["glyf"]
+        self._glyphs = dict(glyf.glyphs)
+        self._metrics = dict(self._font["hmtx"].metrics)
+        self._parts = {  # glyph id → the glyphs it is a composite of
+            code: [self._font.getGlyphID(part) for part in self._glyphs[name].getComponentNames(glyf)]
+            for code, name in enumerate(self._order)
+        }
+
+    def emptied(self, codes: set[int]) -> bytes:
+        """The program with the outline and width of every glyph but ``codes`` (and the parts of theirs that are
+        composites) emptied; the others' bytes are kept as they are, not decoded and encoded again (fontTools'
+        subsetter did that for every kept glyph: most of a part's cost)."""
+        kept, todo = set(), [code for code in codes if code < len(self._order)]
+        while todo:
+            code = todo.pop()
+            if code not in kept:
+                kept.add(code)
+                todo += self._parts[code]
+        # Every part sets all of them: none keeps what the part before it kept.
+        self._font["glyf"].glyphs = {
+            name: self._glyphs[name] if code in kept else Glyph() for code, name in enumerate(self._order)
+        }
+        # A glyph's width alone could tell which letter it was.
+        self._font["hmtx"].metrics = {
+            name: self._metrics[name] if code in kept else (0, 0) for code, name in enumerate(self._order)
+        }
+        out = BytesIO()
+        self._font.save(out)
+        return out.getvalue()
 
 
 def _widths(array) -> dict[int, int | float]:

@@ -123,6 +123,7 @@ def split(pdf: bytes, count: int, *, max_pages: int = MAX_PAGES) -> list[bytes]:
     if any(end - start > max_pages for start, end in zip(firsts, [*firsts[1:], len(reader.pages)])):
         raise PartTooLong(f"a document runs past {max_pages} pages")
     parts = []
+    fonts = pdf_fonts.RunFonts()
     for start, end in zip(firsts, [*firsts[1:], len(reader.pages)]):
         writer = PdfWriter()
         for index in range(start, end):
@@ -134,7 +135,7 @@ def split(pdf: bytes, count: int, *, max_pages: int = MAX_PAGES) -> list[bytes]:
             elif "/Annots" in page:
                 del page["/Annots"]
         try:
-            pdf_fonts.keep_own_glyphs(writer)
+            pdf_fonts.keep_own_glyphs(writer, run=fonts)
         except pdf_fonts.FontError as exc:
             raise SplitError(str(exc)) from None
         if reader.metadata:
