@@ -270,3 +270,23 @@ def test_a_row_that_cannot_be_filled_in_fails_alone_with_its_message_and_the_res
         part = get_storage().get(original.storage_key)
         assert together.same_pages(part, render_pdf(render_html(template, document_context(request))))
         assert [name for _, name in NAMES if name in _text(part)] == [request.name]
+
+
+def test_a_template_that_matched_its_solo_render_is_compared_again_one_run_in_check_every(monkeypatch):
+    compared = []
+
+    def rendering(template, documents, *, timeout, compare):
+        compared.append(compare)
+        return [b"%PDF-1.4" for _ in documents]
+
+    monkeypatch.setattr(together, "render_together", rendering)
+    monkeypatch.setattr(together, "_MATCHED", {})
+    monkeypatch.setattr(together, "CHECK_EVERY", 3)
+    for _ in range(7):
+        together.render_chunk_together(
+            version_id=1,
+            template=CONTRACT,
+            rows={n: {"name": name, "number": str(n), "clauses": "1"} for n, (name, _) in enumerate(PEOPLE)},
+            timeout=60,
+        )
+    assert compared == [True, False, False, True, False, False, True]
