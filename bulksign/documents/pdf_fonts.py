@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+import struct
 from io import BytesIO
 
 from fontTools.ttLib import TTFont
@@ -90,11 +91,12 @@ def _shown(content: bytes) -> dict[str, set[int]]:
     before, *objects = content.split(_TEXT_BEGIN)
     if b"Tj" in before:
         raise FontError("a glyph shown outside a text object")
+    markers = [marker for marker in _NOT_QT if marker in content]  # usually none: no text object to search
     for text in objects:
         body, ended, after = text.partition(_TEXT_END)
         if not ended or b"Tj" in after:
             raise FontError("a text object not ended as Qt ends it, or a glyph shown outside one")
-        if any(marker in body for marker in _NOT_QT):
+        if markers and any(marker in body for marker in markers):
             raise FontError("a text object shows text as Qt does not write it")
         # [before the first Tf, font, what it shows, font, what it shows …]
         pieces = _FONT.split(body)
@@ -104,12 +106,10 @@ def _shown(content: bytes) -> dict[str, set[int]]:
             strings.setdefault(name, set()).update(_GLYPHS.findall(run))
     shown: dict[str, set[int]] = {}
     for name, found in strings.items():
-        codes = shown.setdefault(name.decode("latin-1"), set())
-        for glyphs in found:
-            if len(glyphs) % 4:
-                raise FontError("a glyph code not of 2 bytes")
-            raw = bytes.fromhex(glyphs.decode("ascii"))
-            codes.update(int.from_bytes(raw[i : i + 2], "big") for i in range(0, len(raw), 2))
+        if any(len(glyphs) % 4 for glyphs in found):
+            raise FontError("a glyph code not of 2 bytes")
+        raw = bytes.fromhex(b"".join(found).decode("ascii"))
+        shown.setdefault(name.decode("latin-1"), set()).update(struct.unpack(f">{len(raw) // 2}H", raw))
     return shown
 
 
