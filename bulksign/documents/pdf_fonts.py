@@ -26,6 +26,11 @@ logging.getLogger("fontTools.ttLib.tables._h_e_a_d").setLevel(logging.ERROR)
 logging.getLogger("fontTools.ttLib.tables.O_S_2f_2").setLevel(logging.ERROR)
 
 
+#: What a part's pages are cloned without (``PdfWriter.add_page``'s ``excluded_keys``, at every depth): a font's
+#: ``/CIDSet`` lists every glyph of the run, and deleted from a clone it stayed in the part, unused but written.
+NOT_CLONED = ("/CIDSet",)
+
+
 class FontError(RuntimeError):
     """A font of the run is not one this module knows how to cut down (the caller renders each alone)."""
 
@@ -51,9 +56,9 @@ class RunFonts:
 
 
 def keep_own_glyphs(writer: PdfWriter, *, run: RunFonts) -> None:
-    """Cut every font of ``writer``'s pages down to the glyphs those pages show (``run``: the parsed fonts of the
-    run ``writer``'s pages come from); FontError for a font, or a page, of another make than Qt's (then nothing is
-    promised about it)."""
+    """Cut every font of ``writer``'s pages (added without ``NOT_CLONED``) down to the glyphs those pages show
+    (``run``: the parsed fonts of the run ``writer``'s pages come from); FontError for a font, or a page, of another
+    make than Qt's (then nothing is promised about it)."""
     used: dict[int, tuple[object, set[int]]] = {}  # font object's id → (font, codes shown)
     for page in writer.pages:
         resources = page.get("/Resources", {})
@@ -131,8 +136,6 @@ def _cut(font, codes: set[int], *, run: RunFonts) -> None:
         if code in widths
         for item in (NumberObject(code), ArrayObject([NumberObject(widths[code])]))
     )
-    if "/CIDSet" in descriptor:
-        del descriptor["/CIDSet"]
     if "/ToUnicode" in font:
         stream = font["/ToUnicode"].get_object()
         unicode = run.unicode_map(stream.get_data())

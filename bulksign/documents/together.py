@@ -121,23 +121,26 @@ def split(pdf: bytes, count: int, *, max_pages: int = MAX_PAGES) -> list[bytes]:
     first on its first page, or a font that cannot be cut down; PartTooLong for a part past ``max_pages`` (counted
     here: reading each part back to count them cost as much as checking a part against its solo render)."""
     reader = PdfReader(BytesIO(pdf))
-    firsts = [index for index, page in enumerate(reader.pages) if _first_page_links(page)]
+    links = [_first_page_links(page) for page in reader.pages]
+    firsts = [index for index, ours in enumerate(links) if ours]
     if len(firsts) != count or firsts[:1] != [0]:
         raise SplitError(f"{len(firsts)} first pages found for {count} documents (at {firsts[:10]})")
     if any(end - start > max_pages for start, end in zip(firsts, [*firsts[1:], len(reader.pages)])):
         raise PartTooLong(f"a document runs past {max_pages} pages")
+    # Out of the run's pages before any part is cloned from them: taken out of a part's clone, the link (and its
+    # array) stayed in the part as objects no page refers to, written all the same.
+    for page, ours in zip(reader.pages, links):
+        kept = [a for a in page.get("/Annots", []) if a.get_object().indirect_reference not in ours]
+        if kept:
+            page[NameObject("/Annots")] = ArrayObject(kept)
+        elif "/Annots" in page:
+            del page["/Annots"]
     parts = []
     fonts = pdf_fonts.RunFonts()
     for start, end in zip(firsts, [*firsts[1:], len(reader.pages)]):
         writer = PdfWriter()
         for index in range(start, end):
-            page = writer.add_page(reader.pages[index])
-            ours = set(_first_page_links(page))
-            kept = [a for a in page.get("/Annots", []) if a.get_object().indirect_reference not in ours]
-            if kept:
-                page[NameObject("/Annots")] = ArrayObject(kept)
-            elif "/Annots" in page:
-                del page["/Annots"]
+            writer.add_page(reader.pages[index], excluded_keys=pdf_fonts.NOT_CLONED)
         try:
             pdf_fonts.keep_own_glyphs(writer, run=fonts)
         except pdf_fonts.FontError as exc:

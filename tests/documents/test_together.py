@@ -13,6 +13,7 @@ import pytest
 from fontTools.ttLib import TTFont
 from PIL import Image, ImageChops
 from pypdf import PdfReader
+from pypdf.generic import IndirectObject
 from sqlalchemy import select
 
 from bulksign.core.extensions import db
@@ -75,6 +76,23 @@ def _fonts(pdf: bytes) -> dict[str, object]:
     }
 
 
+def _unreferenced(pdf: bytes) -> set[int]:
+    """The numbers of a PDF's objects that nothing reached from its trailer refers to."""
+    reader = PdfReader(io.BytesIO(pdf))
+    reached, todo = set(), list(reader.trailer.values())
+    while todo:
+        item = todo.pop()
+        if isinstance(item, IndirectObject):
+            if item.idnum not in reached:
+                reached.add(item.idnum)
+                todo.append(item.get_object())
+        elif isinstance(item, dict):
+            todo.extend(item.values())
+        elif isinstance(item, list):
+            todo.extend(item)
+    return set(reader.xref[0]) - reached
+
+
 def _font_letters(pdf: bytes) -> dict[str, set[str]]:
     """Per font, the letters its ToUnicode map lists (as pdftotext reads them)."""
     return {
@@ -114,6 +132,7 @@ def test_each_part_has_exactly_its_recipients_pages_words_and_look():
         text = _text(part)
         assert name in text and not [other for other, _ in PEOPLE if other != name and other in text]
         assert "bulksign.invalid" not in part.decode("latin-1")
+        assert not _unreferenced(part), "no object of the run carried along unused (our link, the run's /CIDSet)"
         sizes = [PdfReader(io.BytesIO(pdf)).trailer["/Size"] for pdf in (part, alone)]
         assert sizes[0] <= sizes[1], "no object of the run carried along that a solo render does not have"
         assert _font_letters(part) == _font_letters(alone), f"{name}'s fonts hold only the letters of {name}'s pages"
