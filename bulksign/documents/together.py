@@ -131,6 +131,11 @@ def split(pdf: bytes, count: int, *, max_pages: int = MAX_PAGES) -> list[bytes]:
     # array) stayed in the part as objects no page refers to, written all the same.
     for page, ours in zip(reader.pages, links):
         kept = [a for a in page.get("/Annots", []) if a.get_object().indirect_reference not in ours]
+        if not all(_links_out(annotation.get_object()) for annotation in kept):
+            # A link to a place in the document (an anchor, a table of contents) names its page: cloned into a
+            # part it would carry that page along, and with one anchor name in every body it may be another
+            # recipient's page.
+            raise SplitError("a page holds a link within the document, or an annotation other than a link")
         if kept:
             page[NameObject("/Annots")] = ArrayObject(kept)
         elif "/Annots" in page:
@@ -151,6 +156,17 @@ def split(pdf: bytes, count: int, *, max_pages: int = MAX_PAGES) -> list[bytes]:
         writer.write(out)
         parts.append(out.getvalue())
     return parts
+
+
+def _links_out(annotation) -> bool:
+    """Whether an annotation is a link to an address outside the document (``/URI``), which names no page."""
+    action = annotation.get("/A")
+    return (
+        annotation.get("/Subtype") == "/Link"
+        and "/Dest" not in annotation
+        and action is not None
+        and action.get_object().get("/S") == "/URI"
+    )
 
 
 def _first_page_links(page) -> list:

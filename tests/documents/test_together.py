@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from fontTools.ttLib import TTFont
 from PIL import Image, ImageChops
-from pypdf import PdfReader
+from pypdf import PdfReader, PdfWriter
+from pypdf.annotations import Link
 from pypdf.generic import IndirectObject
 from sqlalchemy import select
 
@@ -200,6 +201,36 @@ def test_a_recipient_past_the_page_limit_sends_the_run_back_to_one_run_each():
     assert together.render_together(CONTRACT, documents, timeout=60, max_pages=3) == together.NotTogether(
         "a document runs past the page limit", lasting=False
     )
+
+
+def test_links_stay_in_their_parts_and_carry_no_other_page():
+    """wkhtmltopdf (Debian's) writes a link to an anchor as an address (``file://…#end``), like every other link:
+    each part keeps its own links and nothing more."""
+    linked = CONTRACT.replace(
+        "<h1>", '<p><a href="#end">To the end</a> <a href="https://example.com/r">Rules</a></p><h1>'
+    )
+    linked = linked.replace("<p>Конец", '<p id="end">Конец')
+    documents = _filled(linked)
+    parts = together.render_together(linked, documents, timeout=60)
+    assert not isinstance(parts, together.NotTogether)
+    for part, document in zip(parts, documents):
+        reader = PdfReader(io.BytesIO(part))
+        assert len(reader.pages) == len(PdfReader(io.BytesIO(render_pdf(document))).pages)
+        links = [a.get_object()["/A"]["/URI"] for a in reader.pages[0]["/Annots"]]
+        assert links[0].endswith("#end") and links[1] == "https://example.com/r"
+        assert _unreferenced(part) == set()
+
+
+def test_a_run_with_a_link_that_names_a_page_does_not_split():
+    """A link to a page (``/Dest``, a GoTo action) would be cloned with the page it names: perhaps another
+    recipient's (with one anchor name in every body). Should a renderer write one, the run is refused."""
+    run = PdfReader(io.BytesIO(render_pdf(together.combined_html(CONTRACT, _filled(CONTRACT)))))
+    writer = PdfWriter(clone_from=run)
+    writer.add_annotation(1, Link(rect=(50, 50, 100, 100), target_page_index=0))
+    out = io.BytesIO()
+    writer.write(out)
+    with pytest.raises(together.SplitError, match="a link within the document"):
+        together.split(out.getvalue(), len(PEOPLE))
 
 
 def test_a_pdf_without_the_first_page_links_does_not_split():
