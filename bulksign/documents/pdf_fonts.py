@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+import struct
 from io import BytesIO
 
 from fontTools.ttLib import TTFont
@@ -25,13 +26,39 @@ logging.getLogger("fontTools.ttLib.tables._h_e_a_d").setLevel(logging.ERROR)
 logging.getLogger("fontTools.ttLib.tables.O_S_2f_2").setLevel(logging.ERROR)
 
 
+#: What a part's pages are cloned without (``PdfWriter.add_page``'s ``excluded_keys``, at every depth): a font's
+#: ``/CIDSet`` lists every glyph of the run, and deleted from a clone it stayed in the part, unused but written.
+NOT_CLONED = ("/CIDSet",)
+
+
 class FontError(RuntimeError):
     """A font of the run is not one this module knows how to cut down (the caller renders each alone)."""
 
 
-def keep_own_glyphs(writer: PdfWriter) -> None:
-    """Cut every font of ``writer``'s pages down to the glyphs those pages show; FontError for a font, or a page,
-    of another make than Qt's (then nothing is promised about it)."""
+class RunFonts:
+    """The font programs and ToUnicode maps of one run, each read once for all of the run's parts (by its decoded
+    bytes: every part's clone of a run's font holds the same), instead of once per part: parsing a program with
+    fontTools was half of what cutting a part's fonts cost (issue 32)."""
+
+    def __init__(self) -> None:
+        self._programs: dict[bytes, _Program] = {}
+        self._maps: dict[bytes, dict[int, str]] = {}
+
+    def program(self, data: bytes) -> _Program:
+        if data not in self._programs:
+            self._programs[data] = _Program(data)
+        return self._programs[data]
+
+    def unicode_map(self, cmap: bytes) -> dict[int, str]:
+        if cmap not in self._maps:
+            self._maps[cmap] = unicode_map(cmap)
+        return self._maps[cmap]
+
+
+def keep_own_glyphs(writer: PdfWriter, *, run: RunFonts) -> None:
+    """Cut every font of ``writer``'s pages (added without ``NOT_CLONED``) down to the glyphs those pages show
+    (``run``: the parsed fonts of the run ``writer``'s pages come from); FontError for a font, or a page, of another
+    make than Qt's (then nothing is promised about it)."""
     used: dict[int, tuple[object, set[int]]] = {}  # font object's id → (font, codes shown)
     for page in writer.pages:
         resources = page.get("/Resources", {})
@@ -45,7 +72,7 @@ def keep_own_glyphs(writer: PdfWriter) -> None:
                 raise FontError(f"a page uses the font {name} that its resources do not list")
             used[id(fonts[name])][1].update(codes)
     for font, codes in used.values():
-        _cut(font, codes | {0})
+        _cut(font, codes | {0}, run=run)
 
 
 #: Qt's text objects: a line ``BT``, a ``Tf``, positions (``Tm``, ``Td``) and one ``<hex> Tj`` per glyph, a line
@@ -69,11 +96,12 @@ def _shown(content: bytes) -> dict[str, set[int]]:
     before, *objects = content.split(_TEXT_BEGIN)
     if b"Tj" in before:
         raise FontError("a glyph shown outside a text object")
+    markers = [marker for marker in _NOT_QT if marker in content]  # usually none: no text object to search
     for text in objects:
         body, ended, after = text.partition(_TEXT_END)
         if not ended or b"Tj" in after:
             raise FontError("a text object not ended as Qt ends it, or a glyph shown outside one")
-        if any(marker in body for marker in _NOT_QT):
+        if markers and any(marker in body for marker in markers):
             raise FontError("a text object shows text as Qt does not write it")
         # [before the first Tf, font, what it shows, font, what it shows …]
         pieces = _FONT.split(body)
@@ -83,16 +111,14 @@ def _shown(content: bytes) -> dict[str, set[int]]:
             strings.setdefault(name, set()).update(_GLYPHS.findall(run))
     shown: dict[str, set[int]] = {}
     for name, found in strings.items():
-        codes = shown.setdefault(name.decode("latin-1"), set())
-        for glyphs in found:
-            if len(glyphs) % 4:
-                raise FontError("a glyph code not of 2 bytes")
-            raw = bytes.fromhex(glyphs.decode("ascii"))
-            codes.update(int.from_bytes(raw[i : i + 2], "big") for i in range(0, len(raw), 2))
+        if any(len(glyphs) % 4 for glyphs in found):
+            raise FontError("a glyph code not of 2 bytes")
+        raw = bytes.fromhex(b"".join(found).decode("ascii"))
+        shown.setdefault(name.decode("latin-1"), set()).update(struct.unpack(f">{len(raw) // 2}H", raw))
     return shown
 
 
-def _cut(font, codes: set[int]) -> None:
+def _cut(font, codes: set[int], *, run: RunFonts) -> None:
     if font.get("/Subtype") != "/Type0" or font.get("/Encoding") != "/Identity-H":
         raise FontError(f"font {font.get('/BaseFont')} is not an Identity-H Type0 font")
     cid_font = font["/DescendantFonts"][0].get_object()
@@ -100,7 +126,7 @@ def _cut(font, codes: set[int]) -> None:
         raise FontError(f"font {font.get('/BaseFont')} is not an embedded TrueType font with identical glyph ids")
     descriptor = cid_font["/FontDescriptor"].get_object()
     program = descriptor["/FontFile2"].get_object()
-    data = _emptied(program.get_data(), codes)
+    data = run.program(program.get_data()).emptied(codes)
     program.set_data(data)
     program[NameObject("/Length1")] = NumberObject(len(data))
     widths = _widths(cid_font.get("/W", ArrayObject()))
@@ -110,36 +136,53 @@ def _cut(font, codes: set[int]) -> None:
         if code in widths
         for item in (NumberObject(code), ArrayObject([NumberObject(widths[code])]))
     )
-    if "/CIDSet" in descriptor:
-        del descriptor["/CIDSet"]
     if "/ToUnicode" in font:
         stream = font["/ToUnicode"].get_object()
-        unicode = unicode_map(stream.get_data())
+        unicode = run.unicode_map(stream.get_data())
         stream.set_data(_cmap({code: unicode[code] for code in sorted(codes) if code in unicode}))
 
 
-def _emptied(program: bytes, codes: set[int]) -> bytes:
-    """The TrueType program with the outline and width of every glyph but ``codes`` (and the parts of theirs that
-    are composites) emptied; the others' bytes are kept as they are, not decoded and encoded again (fontTools' subsetter
-    did that for every kept glyph: most of a part's cost)."""
-    ttf = TTFont(BytesIO(program), recalcBBoxes=False, recalcTimestamp=False)
-    glyf = ttf["glyf"]
-    order = ttf.getGlyphOrder()
-    kept, todo = set(), [code for code in codes if code < len(order)]
-    while todo:
-        code = todo.pop()
-        if code in kept:
-            continue
-        kept.add(code)
-        todo += [ttf.getGlyphID(part) for part in glyf.glyphs[order[code]].getComponentNames(glyf)]
-    metrics = ttf["hmtx"].metrics
-    for code, name in enumerate(order):
-        if code not in kept:
-            glyf.glyphs[name] = Glyph()
-            metrics[name] = (0, 0)  # a glyph's width alone could tell which letter it was
-    out = BytesIO()
-    ttf.save(out)
-    return out.getvalue()
+class _Program:
+    """A run's TrueType program, parsed once; ``emptied`` writes it for a part, once for each set of glyphs the
+    run's parts keep (the parts of a long contract share most of their letters: the bench's 40 parts of a run kept
+    11 sets of glyphs in its two fonts, not 80)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._font = TTFont(BytesIO(data), recalcBBoxes=False, recalcTimestamp=False)
+        self._order = self._font.getGlyphOrder()
+        glyf = self._font["glyf"]
+        self._glyphs = dict(glyf.glyphs)
+        self._metrics = dict(self._font["hmtx"].metrics)
+        self._parts = {  # glyph id → the glyphs it is a composite of
+            code: [self._font.getGlyphID(part) for part in self._glyphs[name].getComponentNames(glyf)]
+            for code, name in enumerate(self._order)
+        }
+        self._written: dict[frozenset[int], bytes] = {}
+
+    def emptied(self, codes: set[int]) -> bytes:
+        """The program with the outline and width of every glyph but ``codes`` (and the parts of theirs that are
+        composites) emptied; the others' bytes are kept as they are, not decoded and encoded again (fontTools'
+        subsetter did that for every kept glyph: most of a part's cost)."""
+        kept, todo = set(), [code for code in codes if code < len(self._order)]
+        while todo:
+            code = todo.pop()
+            if code not in kept:
+                kept.add(code)
+                todo += self._parts[code]
+        if frozenset(kept) in self._written:
+            return self._written[frozenset(kept)]
+        # Every part sets all of them: none keeps what the part before it kept.
+        self._font["glyf"].glyphs = {
+            name: self._glyphs[name] if code in kept else Glyph() for code, name in enumerate(self._order)
+        }
+        # A glyph's width alone could tell which letter it was.
+        self._font["hmtx"].metrics = {
+            name: self._metrics[name] if code in kept else (0, 0) for code, name in enumerate(self._order)
+        }
+        out = BytesIO()
+        self._font.save(out)
+        self._written[frozenset(kept)] = out.getvalue()
+        return self._written[frozenset(kept)]
 
 
 def _widths(array) -> dict[int, int | float]:

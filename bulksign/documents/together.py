@@ -10,8 +10,12 @@ size), which draws nothing; wkhtmltopdf writes a ``/Link`` annotation on the pag
 takes each one out again. The text layer and the page images are a solo render's.
 
 Only templates whose head and ``<body>`` tag hold no placeholder are rendered together (``combined_html`` says
-why not, for the caller to render each alone and log it); the last part of each run is compared with the same
-recipient rendered alone (pages, and every word at its place), and a part that differs refuses the run.
+why not, for the caller to render each alone and log it); the last part of a run is compared with the same
+recipient rendered alone (pages, and every word at its place), and a part that differs refuses the run and the
+template. Each template's first run in a process is compared, then one run in ``CHECK_EVERY``: the comparison (a
+solo render, ~70 ms of wkhtmltopdf's CPU, and two pdftotext runs) cost ~3 ms of CPU per document of a run of 40
+(issue 32), and what it has found so far was the template's doing (its doctype, its body's margins); rows fill in
+text and choose among the template's own blocks, which the later comparisons still sample.
 
 Measured on four kinds of start (default body margin with an ``<h1>`` or a ``margin:0`` paragraph first, a body
 without margin, a ``<style>``'d body margin): WebKit drops the margin above a forced page break, the body's too,
@@ -117,24 +121,33 @@ def split(pdf: bytes, count: int, *, max_pages: int = MAX_PAGES) -> list[bytes]:
     first on its first page, or a font that cannot be cut down; PartTooLong for a part past ``max_pages`` (counted
     here: reading each part back to count them cost as much as checking a part against its solo render)."""
     reader = PdfReader(BytesIO(pdf))
-    firsts = [index for index, page in enumerate(reader.pages) if _first_page_links(page)]
+    links = [_first_page_links(page) for page in reader.pages]
+    firsts = [index for index, ours in enumerate(links) if ours]
     if len(firsts) != count or firsts[:1] != [0]:
         raise SplitError(f"{len(firsts)} first pages found for {count} documents (at {firsts[:10]})")
     if any(end - start > max_pages for start, end in zip(firsts, [*firsts[1:], len(reader.pages)])):
         raise PartTooLong(f"a document runs past {max_pages} pages")
+    # Out of the run's pages before any part is cloned from them: taken out of a part's clone, the link (and its
+    # array) stayed in the part as objects no page refers to, written all the same.
+    for page, ours in zip(reader.pages, links):
+        kept = [a for a in page.get("/Annots", []) if a.get_object().indirect_reference not in ours]
+        if not all(_links_out(annotation.get_object()) for annotation in kept):
+            # A link to a place in the document (an anchor, a table of contents) names its page: cloned into a
+            # part it would carry that page along, and with one anchor name in every body it may be another
+            # recipient's page.
+            raise SplitError("a page holds a link within the document, or an annotation other than a link")
+        if kept:
+            page[NameObject("/Annots")] = ArrayObject(kept)
+        elif "/Annots" in page:
+            del page["/Annots"]
     parts = []
+    fonts = pdf_fonts.RunFonts()
     for start, end in zip(firsts, [*firsts[1:], len(reader.pages)]):
         writer = PdfWriter()
         for index in range(start, end):
-            page = writer.add_page(reader.pages[index])
-            ours = set(_first_page_links(page))
-            kept = [a for a in page.get("/Annots", []) if a.get_object().indirect_reference not in ours]
-            if kept:
-                page[NameObject("/Annots")] = ArrayObject(kept)
-            elif "/Annots" in page:
-                del page["/Annots"]
+            writer.add_page(reader.pages[index], excluded_keys=pdf_fonts.NOT_CLONED)
         try:
-            pdf_fonts.keep_own_glyphs(writer)
+            pdf_fonts.keep_own_glyphs(writer, run=fonts)
         except pdf_fonts.FontError as exc:
             raise SplitError(str(exc)) from None
         if reader.metadata:
@@ -143,6 +156,17 @@ def split(pdf: bytes, count: int, *, max_pages: int = MAX_PAGES) -> list[bytes]:
         writer.write(out)
         parts.append(out.getvalue())
     return parts
+
+
+def _links_out(annotation) -> bool:
+    """Whether an annotation is a link to an address outside the document (``/URI``), which names no page."""
+    action = annotation.get("/A")
+    return (
+        annotation.get("/Subtype") == "/Link"
+        and "/Dest" not in annotation
+        and action is not None
+        and action.get_object().get("/S") == "/URI"
+    )
 
 
 def _first_page_links(page) -> list:
@@ -173,11 +197,12 @@ def same_pages(part: bytes, alone: bytes) -> bool:
 
 
 def render_together(
-    template: str, documents: Sequence[str], *, timeout: float, max_pages: int = MAX_PAGES
+    template: str, documents: Sequence[str], *, timeout: float, max_pages: int = MAX_PAGES, compare: bool = True
 ) -> list[bytes] | NotTogether:
-    """One PDF per document from one wkhtmltopdf run, the first checked against its solo render; NotTogether when
-    the template or this run cannot be (the caller renders each alone). Raises what ``render_pdf`` raises for the
-    whole run, but a recipient's too long document makes the run ``NotTogether``, so that each is tried alone."""
+    """One PDF per document from one wkhtmltopdf run, the last checked against its solo render (where ``compare``);
+    NotTogether when the template or this run cannot be (the caller renders each alone). Raises what ``render_pdf``
+    raises for the whole run, but a recipient's too long document makes the run ``NotTogether``, so that each is
+    tried alone."""
     html = combined_html(template, documents)
     if isinstance(html, NotTogether):
         return html
@@ -194,13 +219,17 @@ def render_together(
         raise
     # The last part, after the most page breaks: the first starts the run as a solo render starts, and matches
     # where a later one does not (a <body> margin is not carried over a forced break: 6 px off with the default).
-    if not same_pages(parts[-1], render_pdf(documents[-1], timeout=timeout, max_pages=max_pages)):
+    if compare and not same_pages(parts[-1], render_pdf(documents[-1], timeout=timeout, max_pages=max_pages)):
         return NotTogether("a document rendered together differs from the same one rendered alone")
     return parts
 
 
 #: Templates (by their text's digest: the verdict is the text's) this process found cannot be rendered together.
 _ALONE: dict[bytes, str] = {}
+#: Templates whose run matched its solo render in this process → the runs since the last one compared.
+_MATCHED: dict[bytes, int] = {}
+#: Of a template that matched, one run in this many is compared again (the others skip the solo render).
+CHECK_EVERY = 10
 
 
 def render_chunk_together(*, version_id: int, template: str, rows: dict[int, dict], timeout: float) -> dict[int, bytes]:
@@ -218,8 +247,10 @@ def render_chunk_together(*, version_id: int, template: str, rows: dict[int, dic
             pass
     if len(filled) < 2:
         return {}
+    since = _MATCHED.get(digest)
+    compare = since is None or since + 1 >= CHECK_EVERY
     try:
-        parts = render_together(template, list(filled.values()), timeout=timeout)
+        parts = render_together(template, list(filled.values()), timeout=timeout, compare=compare)
     except RenderError as exc:
         parts = NotTogether(f"the run failed: {exc.message}", lasting=False)
     if isinstance(parts, NotTogether):
@@ -227,4 +258,5 @@ def render_chunk_together(*, version_id: int, template: str, rows: dict[int, dic
             _ALONE[digest] = parts.reason
         log(logger, logging.INFO, "rendered one by one", template_version_id=version_id, reason=parts.reason)
         return {}
+    _MATCHED[digest] = 0 if compare else since + 1
     return dict(zip(filled, parts))

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from fontTools.ttLib import TTFont
 from PIL import Image, ImageChops
-from pypdf import PdfReader
+from pypdf import PdfReader, PdfWriter
+from pypdf.annotations import Link
+from pypdf.generic import IndirectObject
 from sqlalchemy import select
 
 from bulksign.core.extensions import db
@@ -75,6 +77,23 @@ def _fonts(pdf: bytes) -> dict[str, object]:
     }
 
 
+def _unreferenced(pdf: bytes) -> set[int]:
+    """The numbers of a PDF's objects that nothing reached from its trailer refers to."""
+    reader = PdfReader(io.BytesIO(pdf))
+    reached, todo = set(), list(reader.trailer.values())
+    while todo:
+        item = todo.pop()
+        if isinstance(item, IndirectObject):
+            if item.idnum not in reached:
+                reached.add(item.idnum)
+                todo.append(item.get_object())
+        elif isinstance(item, dict):
+            todo.extend(item.values())
+        elif isinstance(item, list):
+            todo.extend(item)
+    return set(reader.xref[0]) - reached
+
+
 def _font_letters(pdf: bytes) -> dict[str, set[str]]:
     """Per font, the letters its ToUnicode map lists (as pdftotext reads them)."""
     return {
@@ -114,6 +133,7 @@ def test_each_part_has_exactly_its_recipients_pages_words_and_look():
         text = _text(part)
         assert name in text and not [other for other, _ in PEOPLE if other != name and other in text]
         assert "bulksign.invalid" not in part.decode("latin-1")
+        assert not _unreferenced(part), "no object of the run carried along unused (our link, the run's /CIDSet)"
         sizes = [PdfReader(io.BytesIO(pdf)).trailer["/Size"] for pdf in (part, alone)]
         assert sizes[0] <= sizes[1], "no object of the run carried along that a solo render does not have"
         assert _font_letters(part) == _font_letters(alone), f"{name}'s fonts hold only the letters of {name}'s pages"
@@ -181,6 +201,36 @@ def test_a_recipient_past_the_page_limit_sends_the_run_back_to_one_run_each():
     assert together.render_together(CONTRACT, documents, timeout=60, max_pages=3) == together.NotTogether(
         "a document runs past the page limit", lasting=False
     )
+
+
+def test_links_stay_in_their_parts_and_carry_no_other_page():
+    """wkhtmltopdf (Debian's) writes a link to an anchor as an address (``file://…#end``), like every other link:
+    each part keeps its own links and nothing more."""
+    linked = CONTRACT.replace(
+        "<h1>", '<p><a href="#end">To the end</a> <a href="https://example.com/r">Rules</a></p><h1>'
+    )
+    linked = linked.replace("<p>Конец", '<p id="end">Конец')
+    documents = _filled(linked)
+    parts = together.render_together(linked, documents, timeout=60)
+    assert not isinstance(parts, together.NotTogether)
+    for part, document in zip(parts, documents):
+        reader = PdfReader(io.BytesIO(part))
+        assert len(reader.pages) == len(PdfReader(io.BytesIO(render_pdf(document))).pages)
+        links = [a.get_object()["/A"]["/URI"] for a in reader.pages[0]["/Annots"]]
+        assert links[0].endswith("#end") and links[1] == "https://example.com/r"
+        assert _unreferenced(part) == set()
+
+
+def test_a_run_with_a_link_that_names_a_page_does_not_split():
+    """A link to a page (``/Dest``, a GoTo action) would be cloned with the page it names: perhaps another
+    recipient's (with one anchor name in every body). Should a renderer write one, the run is refused."""
+    run = PdfReader(io.BytesIO(render_pdf(together.combined_html(CONTRACT, _filled(CONTRACT)))))
+    writer = PdfWriter(clone_from=run)
+    writer.add_annotation(1, Link(rect=(50, 50, 100, 100), target_page_index=0))
+    out = io.BytesIO()
+    writer.write(out)
+    with pytest.raises(together.SplitError, match="a link within the document"):
+        together.split(out.getvalue(), len(PEOPLE))
 
 
 def test_a_pdf_without_the_first_page_links_does_not_split():
@@ -270,3 +320,23 @@ def test_a_row_that_cannot_be_filled_in_fails_alone_with_its_message_and_the_res
         part = get_storage().get(original.storage_key)
         assert together.same_pages(part, render_pdf(render_html(template, document_context(request))))
         assert [name for _, name in NAMES if name in _text(part)] == [request.name]
+
+
+def test_a_template_that_matched_its_solo_render_is_compared_again_one_run_in_check_every(monkeypatch):
+    compared = []
+
+    def rendering(template, documents, *, timeout, compare):
+        compared.append(compare)
+        return [b"%PDF-1.4" for _ in documents]
+
+    monkeypatch.setattr(together, "render_together", rendering)
+    monkeypatch.setattr(together, "_MATCHED", {})
+    monkeypatch.setattr(together, "CHECK_EVERY", 3)
+    for _ in range(7):
+        together.render_chunk_together(
+            version_id=1,
+            template=CONTRACT,
+            rows={n: {"name": name, "number": str(n), "clauses": "1"} for n, (name, _) in enumerate(PEOPLE)},
+            timeout=60,
+        )
+    assert compared == [True, False, False, True, False, False, True]

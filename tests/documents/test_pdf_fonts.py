@@ -1,0 +1,32 @@
+"""What a page's content stream shows in each font, read as Qt writes it; anything written otherwise refuses."""
+
+from __future__ import annotations
+
+import pytest
+
+from bulksign.documents.pdf_fonts import FontError, _shown
+
+FIRST = b"q\nBT\n/F7 24 Tf 1 0 0 -1 0 0 Tm\n255 -42 Td <0001> Tj\n18 0 Td <00020003> Tj\nET\nQ\n"
+QT = FIRST + b"BT\n/F8 16 Tf\n<0001> Tj\nET\n"
+
+
+def test_the_codes_shown_in_each_font():
+    assert _shown(QT) == {"F7": {1, 2, 3}, "F8": {1}}
+    assert _shown(b"(a literal string outside text) Do\n" + QT) == {"F7": {1, 2, 3}, "F8": {1}}
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        FIRST + b"BT\n/F8 16 Tf\n(A) Tj\nET\n",
+        FIRST + b"BT\n/F8 16 Tf\n[<0001>] TJ\nET\n",
+        FIRST + b"BT\n/F8 16 Tf\n<001> Tj\nET\n",
+        FIRST + b"BT\n/F8 16 Tf\n<0001> Tj\nQ\n",
+        b"<0001> Tj\n" + QT,
+        QT + b"BI /W 1 /H 1 ID x EI\n",
+    ],
+    ids=["literal", "TJ", "odd-code", "not-ended", "outside", "inline-image"],
+)
+def test_text_not_written_as_qt_writes_it_is_refused(content):
+    with pytest.raises(FontError):
+        _shown(content)
