@@ -11,6 +11,7 @@ from datetime import timedelta
 
 from sqlalchemy import func, select, update
 
+from bulksign.batches.retention.purge import purge_requests
 from bulksign.core.extensions import db
 from bulksign.documents.storage import get_storage
 from bulksign.jobs.countersign import sign_chunk
@@ -22,6 +23,7 @@ from bulksign.models import (
     Document,
     Event,
     OneTimeCode,
+    OutgoingMail,
     Party,
     SigningRequest,
     utcnow,
@@ -280,3 +282,12 @@ def test_the_code_locks_after_its_tries_and_only_a_fresh_code_of_this_link_unloc
     assert started.status == "code_needed"
     assert {_employer(i).status for i in ids} == {"invited"}
     assert db.session.get(SigningRequest, ids[0]).status != "signed"
+
+    # Every request of the batch purged: the link's codes go with it, their events and mails say nothing more.
+    purge_requests(db.session, storage=get_storage(), request_ids=ids, now=utcnow(), reason="erasure")
+    db.session.commit()
+    assert not db.session.scalars(select(OneTimeCode).where(OneTimeCode.countersign_link_id.is_not(None))).all()
+    events = db.session.scalars(select(Event).where(Event.request_id.is_(None), Event.type.like("code.%"))).all()
+    assert events and {(e.ip, e.user_agent, str(e.details)) for e in events} == {(None, None, "{}")}
+    mails = db.session.scalars(select(OutgoingMail).where(OutgoingMail.kind == otp.MAIL_KIND)).all()
+    assert mails and {(m.to_email, m.subject) for m in mails} == {("", "")}
