@@ -84,8 +84,13 @@ def code_hash(*, secret: str, bound_to: str, nonce: str, code: str) -> str:
 
 
 def binding(code: OneTimeCode) -> str:
-    """What a code is bound to: its request's id (as every code was before links had codes), or its link."""
-    return str(code.request_id) if code.countersign_link_id is None else f"countersign-{code.countersign_link_id}"
+    """What a code is bound to (``derive_code``, ``code_hash``)."""
+    return _bound_to(request_id=code.request_id, link_id=code.countersign_link_id)
+
+
+def _bound_to(*, request_id: int | None, link_id: int | None) -> str:
+    """A request's id (as every code was bound before links had codes), or its link's."""
+    return str(request_id) if link_id is None else f"countersign-{link_id}"
 
 
 def mask(channel: str, destination: str) -> str:
@@ -153,7 +158,7 @@ class _Owner:
 
     @property
     def bound_to(self) -> str:
-        return str(self.request.id) if self.link is None else f"countersign-{self.link.id}"
+        return _bound_to(request_id=self.ids.get("request_id"), link_id=self.ids.get("countersign_link_id"))
 
     @property
     def ids(self) -> dict:
