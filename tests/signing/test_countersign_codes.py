@@ -81,7 +81,7 @@ def _verify(client, token: str, code: str, csrf: str):
 
 
 def test_one_code_by_sms_unlocks_the_page_then_sign_all_signs_and_each_certificate_names_the_check(
-    app, users, client, smtp, run_jobs, tmp_path
+    app, users, client, auth, smtp, run_jobs, tmp_path
 ):
     ids, token = _ready(users, smtp, run_jobs, form=PHONE_EMPLOYER)
     parties = [_employer(i).id for i in ids]
@@ -160,6 +160,12 @@ def test_one_code_by_sms_unlocks_the_page_then_sign_all_signs_and_each_certifica
     # A chunk run again (a worker killed after its commits) signs nothing twice and records nothing twice.
     assert sign_chunk(run_id, chosen) == {"gone": 2}
     assert [len(proofs(i)) for i in ids] == [1, 1, 1]
+
+    # Staff see the check on each request's panel.
+    auth.login()
+    batch_id = db.session.get(SigningRequest, ids[0]).batch_id
+    panel = client.get(f"/batches/{batch_id}/requests/{ids[0]}").get_data(as_text=True)
+    assert "code.verified" in panel and "••••••••••21" in panel
 
     for request_id in ids[:2]:
         (signed,) = db.session.scalars(
