@@ -141,6 +141,9 @@ EVENT_LABELS = {
     "code.sent.sms": N_("One-time code sent by SMS to %(to)s"),
     "code.failed": N_("Wrong one-time code (%(tries_left)s tries left)"),
     "code.verified": N_("One-time code confirmed"),
+    # A countersigner's code, confirmed once for all their documents (``one_time_codes.proof_event``).
+    "code.verified.countersign.email": N_("One-time code sent by email to %(to)s confirmed on the countersigning page"),
+    "code.verified.countersign.sms": N_("One-time code sent by SMS to %(to)s confirmed on the countersigning page"),
     "code.locked": N_("One-time code locked: too many wrong tries"),
 }
 
@@ -152,7 +155,12 @@ def _label(event: Event) -> N_ | str:
         return N_(EVENT_LABELS[event.type].msgid, role=details.get("role", ""))
     if not event.type.startswith("code."):
         return EVENT_LABELS.get(event.type, event.type)
-    label = EVENT_LABELS.get(f"code.sent.{details.get('channel')}" if event.type == "code.sent" else event.type)
+    key = event.type
+    if event.type == "code.sent":
+        key = f"code.sent.{details.get('channel')}"
+    elif event.type == "code.verified" and details.get("countersign"):
+        key = f"code.verified.countersign.{details.get('channel')}"
+    label = EVENT_LABELS.get(key)
     return N_(label.msgid, **details) if label is not None else event.type
 
 
@@ -748,13 +756,16 @@ def _identity(events: Sequence[Event], *, zone: str, role: str | None = None) ->
     verified = [e for e in events if e.type == "code.verified" and (e.details or {}).get("role") == role]
     if not verified:
         return None
-    code_id = verified[-1].details.get("code_id")
-    # Issued before it could be confirmed: its ``code.sent`` is in the same trail.
-    sent = next(e for e in events if e.type == "code.sent" and e.details.get("code_id") == code_id)
+    facts = verified[-1].details
+    if "to" not in facts:
+        # A request's own code, issued before it could be confirmed: its ``code.sent`` is in the same trail. (A
+        # countersigner's says where it went itself: its ``code.sent`` is the link's.)
+        code_id = facts.get("code_id")
+        facts = next(e.details for e in events if e.type == "code.sent" and e.details.get("code_id") == code_id)
     when = _local(verified[-1].created_at, zone)
-    if sent.details.get("channel") == "sms":
-        return N_("One-time code sent by SMS to %(to)s, confirmed %(when)s", to=sent.details.get("to"), when=when)
-    return N_("One-time code sent by email to %(to)s, confirmed %(when)s", to=sent.details.get("to"), when=when)
+    if facts.get("channel") == "sms":
+        return N_("One-time code sent by SMS to %(to)s, confirmed %(when)s", to=facts.get("to"), when=when)
+    return N_("One-time code sent by email to %(to)s, confirmed %(when)s", to=facts.get("to"), when=when)
 
 
 def document_title(batch: Batch) -> str:

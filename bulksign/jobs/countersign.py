@@ -9,7 +9,7 @@ from flask import current_app
 
 from bulksign.core.extensions import db, get_redis
 from bulksign.models import CountersignRun, utcnow
-from bulksign.signing.countersign import requeue_stalled, sign_one, unfinished_runs
+from bulksign.signing.countersign import requeue_stalled, run_proof, sign_one, unfinished_runs
 from bulksign.signing.digests import due_digests
 from bulksign.work.liveness import live_jobs
 from bulksign.work.pipeline import BEAT_TRUST_SECONDS, beating, enqueue_sends
@@ -23,10 +23,11 @@ def sign_chunk(run_id: int, party_ids: list[int]) -> dict[str, int]:
     if run is None:
         return {}
     outcomes: dict[str, int] = {}
+    proof = run_proof(db.session, run)
     # Beats tell the reconciler this job lives (a 50-document chunk with a slow database can take a minute).
     with beating():
         for party_id in party_ids:
-            outcome = sign_one(db.session, run=run, party_id=party_id, now=utcnow())
+            outcome = sign_one(db.session, run=run, party_id=party_id, now=utcnow(), proof=proof)
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
     return outcomes
 

@@ -60,3 +60,6 @@ class CountersignRun(db.Model):
     generation: Mapped[int] = mapped_column(default=0)
     #: When no chosen document was left to sign.
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: The link's one-time code the signer's session had verified when the batch asks for one: each document the run
+    #: signs records it in its own trail (``one_time_codes.link_proof``).
+    code_id: Mapped[int | None] = mapped_column(BigId, db.ForeignKey("one_time_codes.id", ondelete="SET NULL"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import JSON, BigInteger, Index, text
+from sqlalchemy import JSON, BigInteger, CheckConstraint, Index, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from bulksign.core.extensions import db
@@ -165,17 +165,24 @@ class Event(db.Model):
 
 class OneTimeCode(db.Model):
     """A code sent to a recipient (or another party) to prove they hold the mailbox or phone; the newest one of a
-    request (of a party) counts.
+    request (of a party) counts. A countersigner's code belongs to their link instead (one code for every document
+    of the link's page): exactly one of ``request_id`` and ``countersign_link_id`` is set.
 
     The code itself is never stored: it is derived from the secret key and ``nonce`` when sent
     (``one_time_codes.derive_code``), and checked against ``code_hash``.
     """
 
     __tablename__ = "one_time_codes"
-    __table_args__ = (Index("ix_one_time_codes_request_created", "request_id", "created_at"),)
+    __table_args__ = (
+        Index("ix_one_time_codes_request_created", "request_id", "created_at"),
+        Index("ix_one_time_codes_link_created", "countersign_link_id", "created_at"),
+        CheckConstraint("(request_id IS NULL) <> (countersign_link_id IS NULL)", name="one_owner"),
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    request_id: Mapped[int] = mapped_column(BigId, db.ForeignKey("signing_requests.id", ondelete="CASCADE"))
+    request_id: Mapped[int | None] = mapped_column(BigId, db.ForeignKey("signing_requests.id", ondelete="CASCADE"))
+    #: The countersigner's link whose code this is (``countersign``); None: a request's.
+    countersign_link_id: Mapped[int | None] = mapped_column(db.ForeignKey("countersign_links.id", ondelete="CASCADE"))
     #: The party (not the recipient) of a document several sign whose code this is; None: the recipient's.
     party_id: Mapped[int | None] = mapped_column(BigId, db.ForeignKey("parties.id", ondelete="CASCADE"))
     #: ``email`` or ``sms``.

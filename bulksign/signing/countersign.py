@@ -9,8 +9,13 @@ step (``advance-<id>``) queued. A chunk is only ids: a repeat finds the document
 by, so a worker killed midway leaves each document signed or not, never half, and ``requeue_stalled`` (the
 reconciler's tick) queues what is left once no job of the run will run. A lost seal is the reseal tick's.
 
-Documents whose template gives this role fields to fill (issue 30), and every document of a batch that asks for a
-one-time code, are not signed in bulk: the page lists them with their own signing page (``own_link``, ``OwnPages``).
+Documents whose template gives this role fields to fill (issue 30) are not signed in bulk: the page lists them with
+their own signing page (``own_link``, ``OwnPages``).
+
+A batch that asks for a one-time code asks the countersigner for one code of their link (``one_time_codes``'s link
+codes) before the page shows anything of the documents (``unlocked``); a run or a decline is refused without a
+fresh one, and each document it signs or declines records the check in its own trail (``one_time_codes.LinkProof``),
+as its own code would. A run is checked when it starts: its jobs may sign after the code's ``VERIFIED_FOR``.
 """
 
 from __future__ import annotations
@@ -21,13 +26,13 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from flask_babel import lazy_gettext as _l
-from sqlalchemy import Select, false, func, or_, select, update
+from sqlalchemy import Select, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from bulksign.core.logs import log
 from bulksign.models import CountersignLink, CountersignRun, Document, Party, SigningRequest, TemplateVersion
 from bulksign.models.batches import Batch
-from bulksign.signing import routing
+from bulksign.signing import one_time_codes, routing
 from bulksign.signing.digests import ready_parties
 from bulksign.signing.parties import issue_party_link, party_token
 from bulksign.signing.recipient_actions import (
@@ -70,8 +75,6 @@ class ReadyPage:
     #: Every ready document matching the search, and of those the ones "Sign all" signs.
     total: int
     signable: int
-    #: The batch asks for a one-time code: each document is opened and signed on its own page.
-    code: bool
     page: int
     pages: int
     query: str
@@ -81,28 +84,32 @@ class ReadyPage:
 class OwnPages:
     """Which documents of a batch are signed on their own page (``own_link``), never in bulk."""
 
-    #: The batch asks for a one-time code: every document, whose own page asks for it before showing the document.
-    code: bool
     #: The roles the batch's template gives fields to fill (issue 30).
     field_roles: frozenset[str]
 
     def own_page(self, role: str) -> bool:
-        return self.code or role in self.field_roles
+        return role in self.field_roles
 
     def bulk(self, ready: Select) -> Select:
         """``ready`` kept to the documents signed in bulk."""
-        if self.code:
-            return ready.where(false())
         return ready.where(Party.role.not_in(self.field_roles)) if self.field_roles else ready
 
 
 def own_pages(session: Session, batch_id: int) -> OwnPages:
-    code, fields = session.execute(
-        select(Batch.one_time_code, TemplateVersion.fields)
-        .join(TemplateVersion, Batch.template_version_id == TemplateVersion.id)
+    fields = session.scalar(
+        select(TemplateVersion.fields)
+        .join(Batch, Batch.template_version_id == TemplateVersion.id)
         .where(Batch.id == batch_id)
-    ).one()
-    return OwnPages(bool(code), frozenset(str(f.get("role")) for f in fields or ()))
+    )
+    return OwnPages(frozenset(str(f.get("role")) for f in fields or ()))
+
+
+def unlocked(session: Session, *, link: CountersignLink, code_id: int | None, now: datetime) -> bool:
+    """Whether the countersigner's session may see, sign or decline the link's documents: the batch asks for no
+    one-time code, or ``code_id`` (kept by the session) is a code of the link verified within ``VERIFIED_FOR``."""
+    return not link.batch.one_time_code or one_time_codes.link_verified(
+        session, link_id=link.id, code_id=code_id, now=now
+    )
 
 
 def _matching(link: CountersignLink, *, query: str, now: datetime):
@@ -134,7 +141,7 @@ def ready_page(session: Session, *, link: CountersignLink, query: str, page: int
         ReadyDocument(party_id, request_id, name or "", email, rules.own_page(role))
         for party_id, request_id, role, name, email in rows
     )
-    return ReadyPage(documents, total, signable, rules.code, page, pages, query)
+    return ReadyPage(documents, total, signable, page, pages, query)
 
 
 def ready_party(session: Session, *, link: CountersignLink, party_id: int, now: datetime) -> Party | None:
@@ -158,7 +165,8 @@ def own_link(session: Session, *, link: CountersignLink, party_id: int, secret: 
 
 @dataclass(frozen=True)
 class RunStarted:
-    #: ``started``, ``invalid`` (``message`` says what to correct) or ``nothing`` (no chosen document is ready).
+    #: ``started``, ``invalid`` (``message`` says what to correct), ``nothing`` (no chosen document is ready) or
+    #: ``code_needed`` (the batch asks for a one-time code, and the session has no fresh one of the link).
     status: str
     run_id: int | None = None
     count: int = 0
@@ -176,10 +184,14 @@ def start_run(
     ip: str | None,
     user_agent: str | None,
     now: datetime,
+    code_id: int | None = None,
 ) -> RunStarted:
     """Sign the chosen documents (``party_ids``; None: every one ready) with one signature: checks what was typed
     and drawn as the single page does, keeps the ready ones signed in bulk (``OwnPages``), records the run and commits;
-    then queues its chunks."""
+    then queues its chunks. ``code_id``: the link's one-time code the session verified, when the batch asks for one
+    (the run keeps it: each document records it)."""
+    if not unlocked(session, link=link, code_id=code_id, now=now):
+        return RunStarted("code_needed")
     try:
         name, image = clean_signature(signer_name=signer_name, signature_png=signature_png, consent=consent)
     except InvalidInput as exc:
@@ -205,6 +217,7 @@ def start_run(
         created_at=now,
         generation=0,
         job_ids=[],
+        code_id=code_id if link.batch.one_time_code else None,
     )
     session.add(run)
     session.flush()
@@ -237,9 +250,19 @@ def _queue(run: CountersignRun, ids: list[int]) -> None:
         log(logger, logging.ERROR, "could not queue a countersign run", run_id=run.id, error=str(exc))
 
 
-def sign_one(session: Session, *, run: CountersignRun, party_id: int, now: datetime) -> str:
-    """Sign one chosen document of the run through the single page's path; what became of it (``signed``,
-    ``already_signed``, ``not_allowed`` … or ``gone``: no longer ready for the run's person)."""
+def run_proof(session: Session, run: CountersignRun) -> one_time_codes.LinkProof | None:
+    """The one-time code check the run's documents record (None: its batch asks for none)."""
+    if run.code_id is None:
+        return None
+    return one_time_codes.link_proof(session, link=session.get(CountersignLink, run.link_id), code_id=run.code_id)
+
+
+def sign_one(
+    session: Session, *, run: CountersignRun, party_id: int, now: datetime, proof: one_time_codes.LinkProof | None
+) -> str:
+    """Sign one chosen document of the run through the single page's path, recording ``proof`` (``run_proof``);
+    what became of it (``signed``, ``already_signed``, ``not_allowed``, ``code_needed`` … or ``gone``: no longer
+    ready for the run's person)."""
     link = session.get(CountersignLink, run.link_id)
     party = ready_party(session, link=link, party_id=party_id, now=now)
     if party is None:
@@ -255,6 +278,7 @@ def sign_one(session: Session, *, run: CountersignRun, party_id: int, now: datet
         ip=run.signer_ip,
         user_agent=run.user_agent,
         party=party,
+        proof=proof,
     ).status
 
 
@@ -363,14 +387,26 @@ def decline_one(
     ip: str | None,
     user_agent: str | None,
     now: datetime,
+    code_id: int | None = None,
 ) -> DeclineOutcome | None:
     """Decline one document, with a reason, as its party (``recipient_actions.decline``: the request is
-    declined and the others told); None when it is not ready for the link's person."""
+    declined and the others told), recording the link's code ``code_id`` when the batch asks for one (``code_needed``
+    without a fresh one); None when it is not ready for the link's person."""
     party = ready_party(session, link=link, party_id=party_id, now=now)
     if party is None:
         return None
+    if not unlocked(session, link=link, code_id=code_id, now=now):
+        return DeclineOutcome(status="code_needed", request_id=party.request_id)
+    proof = one_time_codes.link_proof(session, link=link, code_id=code_id) if link.batch.one_time_code else None
     return decline(
-        session, request_id=party.request_id, now=now, reason=reason, ip=ip, user_agent=user_agent, party=party
+        session,
+        request_id=party.request_id,
+        now=now,
+        reason=reason,
+        ip=ip,
+        user_agent=user_agent,
+        party=party,
+        proof=proof,
     )
 
 
@@ -384,10 +420,10 @@ class Readable:
 
 def readable_document(session: Session, *, link: CountersignLink, party_id: int, now: datetime) -> Readable | None:
     """What the countersigner reads of a ready document: its newest version with the earlier parties' signatures
-    (``routing.current_document``), and whose it is; None when it is not ready for the link's person, or its batch
-    asks for a one-time code (its own page shows it once the code is given)."""
+    (``routing.current_document``), and whose it is; None when it is not ready for the link's person. (In a batch that
+    asks for a one-time code, the caller shows it only to a session ``unlocked``.)"""
     party = ready_party(session, link=link, party_id=party_id, now=now)
-    if party is None or own_pages(session, link.batch_id).code:
+    if party is None:
         return None
     request = party.request
     return Readable(routing.current_document(session, request.id), request.name or "", request.email)

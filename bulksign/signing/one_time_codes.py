@@ -19,6 +19,12 @@ Every other party of a document several sign (issue 29) proves the same for its 
 ``<role>_phone`` when given, else its address): the functions take ``party`` (a ``Party`` other than the
 recipient; None: the recipient, whose codes are the request's), its codes carry ``party_id``, and only the newest
 code of that party counts. Its events name the role.
+
+A countersigner (one address waiting on many documents of a batch, ``signing.countersign``) proves it once for
+their link: ``send_link_code``, ``verify_link_code``, ``link_status`` and ``link_verified`` are the same rules
+(the same limits, derivation and tries) for codes that carry ``countersign_link_id``, with the link's events kept
+on its batch. Each document a verified countersigner then signs or declines keeps the check in its own trail
+(``link_proof``, ``proof_event``), as if its own code had been confirmed.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, select, update
+from sqlalchemy import and_, func, select, update
 from sqlalchemy.orm import Session
 
 from bulksign.core.logs import log
@@ -38,7 +44,16 @@ from bulksign.core.messages import N_
 from bulksign.core.tokens import new_nonce
 from bulksign.documents.signed_pdf import document_title
 from bulksign.mail.mailer import MailNotNeeded, builder, queue_mail
-from bulksign.models import RECIPIENT_ROLE, Event, OneTimeCode, Party, SigningRequest, utcnow
+from bulksign.models import (
+    RECIPIENT_ROLE,
+    Batch,
+    CountersignLink,
+    Event,
+    OneTimeCode,
+    Party,
+    SigningRequest,
+    utcnow,
+)
 from bulksign.work.pipeline import enqueue_sends
 from bulksign.work.queues import SMS_CODE
 
@@ -55,17 +70,27 @@ MAIL_KIND = "one_time_code"
 _NOT_DIGITS = re.compile(r"[\s\-.]")
 
 
-def derive_code(*, secret: str, request_id: int, nonce: str) -> str:
-    """The code of one issue: HMAC(secret, request id + nonce) reduced to ``CODE_DIGITS`` digits."""
-    mac = hmac.new(secret.encode(), f"one-time-code:{request_id}:{nonce}".encode(), hashlib.sha256).digest()
+def derive_code(*, secret: str, bound_to: str, nonce: str) -> str:
+    """The code of one issue: HMAC(secret, owner (``binding``) + nonce) reduced to ``CODE_DIGITS`` digits."""
+    mac = hmac.new(secret.encode(), f"one-time-code:{bound_to}:{nonce}".encode(), hashlib.sha256).digest()
     return str(int.from_bytes(mac[:8], "big") % 10**CODE_DIGITS).zfill(CODE_DIGITS)
 
 
-def code_hash(*, secret: str, request_id: int, nonce: str, code: str) -> str:
-    """What is stored and compared: the code keyed by the secret and bound to its request and issue."""
+def code_hash(*, secret: str, bound_to: str, nonce: str, code: str) -> str:
+    """What is stored and compared: the code keyed by the secret and bound to its owner and issue."""
     return hmac.new(
-        secret.encode(), f"one-time-code-check:{request_id}:{nonce}:{code}".encode(), hashlib.sha256
+        secret.encode(), f"one-time-code-check:{bound_to}:{nonce}:{code}".encode(), hashlib.sha256
     ).hexdigest()
+
+
+def binding(code: OneTimeCode) -> str:
+    """What a code is bound to (``derive_code``, ``code_hash``)."""
+    return _bound_to(request_id=code.request_id, link_id=code.countersign_link_id)
+
+
+def _bound_to(*, request_id: int | None, link_id: int | None) -> str:
+    """A request's id (as every code was bound before links had codes), or its link's."""
+    return str(request_id) if link_id is None else f"countersign-{link_id}"
 
 
 def mask(channel: str, destination: str) -> str:
@@ -84,10 +109,110 @@ def code_party(party: Party | None) -> Party | None:
 
 def channel_of(request: SigningRequest, party: Party | None = None) -> tuple[str, str]:
     """``("sms", phone)`` when the row (or the party) has a phone number, else ``("email", address)``."""
-    phone = ((party.phone if party is not None else request.phone) or "").strip()
+    if party is not None:
+        return _channel(phone=party.phone, email=party.email)
+    return _channel(phone=request.phone, email=request.email)
+
+
+def _channel(*, phone: str | None, email: str) -> tuple[str, str]:
+    phone = (phone or "").strip()
     if len(re.sub(r"\D", "", phone)) >= 6:
         return "sms", phone
-    return "email", party.email if party is not None else request.email
+    return "email", email
+
+
+def link_channel(session: Session, link: CountersignLink) -> tuple[str, str]:
+    """``channel_of`` for a countersigner: SMS to the phone their documents give most often (the fixed party's, or
+    the one a manager's rows agree on), else mail to the link's address."""
+    phones = session.execute(
+        select(Party.phone)
+        .where(
+            Party.batch_id == link.batch_id,
+            func.lower(Party.email) == link.email,
+            Party.role != RECIPIENT_ROLE,
+            Party.phone.is_not(None),
+        )
+        .group_by(Party.phone)
+        .order_by(func.count().desc(), Party.phone)
+    ).scalars()
+    for phone in phones:
+        channel = _channel(phone=phone, email=link.email)
+        if channel[0] == "sms":
+            return channel
+    return "email", link.email
+
+
+@dataclass(frozen=True)
+class _Owner:
+    """Whose codes these are: a request's recipient (``party`` None) or another party of it, or a countersigner's
+    link; the rules are the same, what they count, lock and write differs."""
+
+    batch: Batch
+    channel: str
+    destination: str
+    #: Whom the code's message greets.
+    name: str
+    request: SigningRequest | None = None
+    party: Party | None = None
+    link: CountersignLink | None = None
+
+    @property
+    def bound_to(self) -> str:
+        return _bound_to(request_id=self.ids.get("request_id"), link_id=self.ids.get("countersign_link_id"))
+
+    @property
+    def ids(self) -> dict:
+        """The owner's columns on its code rows (and in its log lines)."""
+        if self.link is not None:
+            return {"countersign_link_id": self.link.id}
+        return {"request_id": self.request.id, "party_id": self.party.id if self.party is not None else None}
+
+    def codes(self):
+        """Of the one_time_codes rows: this owner's."""
+        if self.link is not None:
+            return OneTimeCode.countersign_link_id == self.link.id
+        return and_(OneTimeCode.request_id == self.request.id, _of_party(self.party.id if self.party else None))
+
+    def lock(self):
+        """The row whose lock serialises this owner's issues (a double click): its request, or its link."""
+        if self.link is not None:
+            return select(CountersignLink.id).where(CountersignLink.id == self.link.id).with_for_update()
+        return select(SigningRequest.id).where(SigningRequest.id == self.request.id).with_for_update()
+
+    def event(self, type_: str, *, now: datetime, ip: str | None, user_agent: str | None, details: dict) -> Event:
+        """An event of the request (naming the role of a party other than the recipient), or of the link's batch
+        (naming the link)."""
+        if self.link is not None:
+            details = {**details, "countersign_link_id": self.link.id}
+        elif self.party is not None:
+            details = {**details, "role": self.party.role}
+        return Event(
+            request_id=self.request.id if self.request is not None else None,
+            batch_id=self.batch.id,
+            type=type_,
+            created_at=now,
+            actor="recipient",
+            ip=ip,
+            user_agent=(user_agent or "")[:500],
+            details=details,
+        )
+
+
+def _of_request(request: SigningRequest, party: Party | None) -> _Owner:
+    channel, destination = channel_of(request, party)
+    name = (party.name or party.email) if party is not None else (request.name or request.email)
+    return _Owner(request.batch, channel, destination, name, request=request, party=party)
+
+
+def _of_link(session: Session, link: CountersignLink) -> _Owner:
+    channel, destination = link_channel(session, link)
+    name = session.scalar(
+        select(Party.name)
+        .where(Party.batch_id == link.batch_id, func.lower(Party.email) == link.email, Party.name.is_not(None))
+        .order_by(Party.id)
+        .limit(1)
+    )
+    return _Owner(link.batch, channel, destination, name or link.email, link=link)
 
 
 def required(request: SigningRequest) -> bool:
@@ -95,12 +220,9 @@ def required(request: SigningRequest) -> bool:
     return bool(request.batch.one_time_code)
 
 
-def _newest(session: Session, request_id: int, party_id: int | None = None) -> OneTimeCode | None:
+def _newest(session: Session, owner: _Owner) -> OneTimeCode | None:
     return session.scalar(
-        select(OneTimeCode)
-        .where(OneTimeCode.request_id == request_id, _of_party(party_id))
-        .order_by(OneTimeCode.created_at.desc(), OneTimeCode.id.desc())
-        .limit(1)
+        select(OneTimeCode).where(owner.codes()).order_by(OneTimeCode.created_at.desc(), OneTimeCode.id.desc()).limit(1)
     )
 
 
@@ -114,16 +236,22 @@ def is_verified(
 ) -> bool:
     """Whether ``code_id`` (kept by the signer's session) is a verified code of this request and party (None: the
     recipient), still fresh."""
-    if not code_id:
-        return False
-    code = session.get(OneTimeCode, code_id)
-    return (
-        code is not None
-        and code.request_id == request_id
-        and code.party_id == party_id
-        and code.verified_at is not None
-        and now - code.verified_at < VERIFIED_FOR
-    )
+    code = _fresh(session, code_id, now=now)
+    return code is not None and code.request_id == request_id and code.party_id == party_id
+
+
+def link_verified(session: Session, *, link_id: int, code_id: int | None, now: datetime) -> bool:
+    """Whether ``code_id`` (kept by the countersigner's session) is a verified code of this link, still fresh."""
+    code = _fresh(session, code_id, now=now)
+    return code is not None and code.countersign_link_id == link_id
+
+
+def _fresh(session: Session, code_id: int | None, *, now: datetime) -> OneTimeCode | None:
+    """The code ``code_id`` if it was verified less than ``VERIFIED_FOR`` ago."""
+    code = session.get(OneTimeCode, code_id) if code_id else None
+    if code is None or code.verified_at is None or now - code.verified_at >= VERIFIED_FOR:
+        return None
+    return code
 
 
 def may_act(
@@ -152,13 +280,24 @@ def status(
     session: Session, *, request: SigningRequest, code_id: int | None, now: datetime, party: Party | None = None
 ) -> CodeStatus:
     """Where the recipient (or ``party``) stands with codes on ``request`` (whose batch asks for one)."""
-    party_id = party.id if party is not None else None
-    channel, destination = channel_of(request, party)
-    if is_verified(session, request_id=request.id, code_id=code_id, now=now, party_id=party_id):
-        return CodeStatus("verified", channel, mask(channel, destination))
-    code = _newest(session, request.id, party_id)
+    verified = is_verified(
+        session, request_id=request.id, code_id=code_id, now=now, party_id=party.id if party is not None else None
+    )
+    return _status(session, _of_request(request, party), verified=verified, now=now)
+
+
+def link_status(session: Session, *, link: CountersignLink, code_id: int | None, now: datetime) -> CodeStatus:
+    """Where the countersigner stands with the codes of their link (whose batch asks for one)."""
+    verified = link_verified(session, link_id=link.id, code_id=code_id, now=now)
+    return _status(session, _of_link(session, link), verified=verified, now=now)
+
+
+def _status(session: Session, owner: _Owner, *, verified: bool, now: datetime) -> CodeStatus:
+    if verified:
+        return CodeStatus("verified", owner.channel, mask(owner.channel, owner.destination))
+    code = _newest(session, owner)
     if code is None:
-        return CodeStatus("none", channel, mask(channel, destination))
+        return CodeStatus("none", owner.channel, mask(owner.channel, owner.destination))
     # A code verified by another browser is spent for this one: it needs a code of its own.
     state = "locked" if code.locked_at else "expired" if code.expires_at <= now or code.verified_at else "pending"
     return CodeStatus(state, code.channel, mask(code.channel, code.destination), expires_at=code.expires_at)
@@ -191,38 +330,51 @@ def send_code(
 
     The caller then queues the mail (``mail_id``) or the SMS job (``code_id``): see ``dispatch``.
     """
+    owner = _of_request(session.get(SigningRequest, request_id), party)
+    return _send(session, owner, secret=secret, now=now, ip=ip, user_agent=user_agent)
+
+
+def send_link_code(
+    session: Session,
+    *,
+    link: CountersignLink,
+    secret: str,
+    now: datetime,
+    ip: str | None,
+    user_agent: str | None,
+) -> CodeSent:
+    """``send_code`` for a countersigner's link: one code for the page of all their documents; commits."""
+    return _send(session, _of_link(session, link), secret=secret, now=now, ip=ip, user_agent=user_agent)
+
+
+def _send(
+    session: Session, owner: _Owner, *, secret: str, now: datetime, ip: str | None, user_agent: str | None
+) -> CodeSent:
     from flask_babel import force_locale
 
-    request = session.get(SigningRequest, request_id)
-    # Serialise issues for one request (a double click): the row lock makes the count below exact.
-    session.execute(select(SigningRequest.id).where(SigningRequest.id == request_id).with_for_update())
-    party_id = party.id if party is not None else None
-    last = _newest(session, request_id, party_id)
+    # Serialise issues for one owner (a double click): the row lock makes the count below exact.
+    session.execute(owner.lock())
+    last = _newest(session, owner)
     if last is not None and last.created_at + RESEND_AFTER > now:
         session.rollback()
         return CodeSent("too_soon", retry_at=last.created_at + RESEND_AFTER)
     today = session.scalar(
         select(func.count())
         .select_from(OneTimeCode)
-        .where(
-            OneTimeCode.request_id == request_id,
-            _of_party(party_id),
-            OneTimeCode.created_at > now - timedelta(days=1),
-        )
+        .where(owner.codes(), OneTimeCode.created_at > now - timedelta(days=1))
     )
     if today >= MAX_CODES_PER_DAY:
         session.rollback()
         return CodeSent("too_many")
-    channel, destination = channel_of(request, party)
+    channel, destination = owner.channel, owner.destination
     nonce = new_nonce()
-    code = derive_code(secret=secret, request_id=request_id, nonce=nonce)
+    code = derive_code(secret=secret, bound_to=owner.bound_to, nonce=nonce)
     row = OneTimeCode(
-        request_id=request_id,
-        party_id=party_id,
+        **owner.ids,
         channel=channel,
         destination=destination[:254],
         nonce=nonce,
-        code_hash=code_hash(secret=secret, request_id=request_id, nonce=nonce, code=code),
+        code_hash=code_hash(secret=secret, bound_to=owner.bound_to, nonce=nonce, code=code),
         created_at=now,
         expires_at=now + CODE_TTL,
         attempts=0,
@@ -230,19 +382,12 @@ def send_code(
     session.add(row)
     session.flush()
     masked = mask(channel, destination)
-    _event(
-        session,
-        request,
-        "code.sent",
-        now=now,
-        ip=ip,
-        user_agent=user_agent,
-        details={"code_id": row.id, "channel": channel, "to": masked, **_role(party)},
-    )
+    details = {"code_id": row.id, "channel": channel, "to": masked}
+    session.add(owner.event("code.sent", now=now, ip=ip, user_agent=user_agent, details=details))
     mail_id = None
     if channel == "email":
-        with force_locale(request.batch.language):
-            subject = str(N_("Your code to sign “%(document)s”", document=document_title(request.batch)))
+        with force_locale(owner.batch.language):
+            subject = str(N_("Your code to sign “%(document)s”", document=document_title(owner.batch)))
         # The subject is stored with the mail row: it must not hold the code (the body, built at send time, does).
         mail_id = queue_mail(
             session,
@@ -251,11 +396,11 @@ def send_code(
             to_email=destination,
             subject=subject,
             now=now,
-            request_id=request_id,
-            batch_id=request.batch_id,
+            request_id=owner.request.id if owner.request is not None else None,
+            batch_id=owner.batch.id,
         ).id
     session.commit()
-    log(logger, logging.INFO, "one-time code issued", request_id=request_id, code_id=row.id, channel=channel)
+    log(logger, logging.INFO, "one-time code issued", code_id=row.id, channel=channel, **owner.ids)
     return CodeSent("sent", code_id=row.id, channel=channel, masked_to=masked, mail_id=mail_id)
 
 
@@ -292,11 +437,31 @@ def verify_code(
 ) -> CodeCheck:
     """Check a typed code against the newest code of the request's recipient (or ``party``); every try counts, and is
     an event; commits."""
+    owner = _of_request(session.get(SigningRequest, request_id), party)
+    return _verify(session, owner, code=code, secret=secret, now=now, ip=ip, user_agent=user_agent)
+
+
+def verify_link_code(
+    session: Session,
+    *,
+    link: CountersignLink,
+    code: str,
+    secret: str,
+    now: datetime,
+    ip: str | None,
+    user_agent: str | None,
+) -> CodeCheck:
+    """``verify_code`` for a countersigner's link; commits."""
+    return _verify(session, _of_link(session, link), code=code, secret=secret, now=now, ip=ip, user_agent=user_agent)
+
+
+def _verify(
+    session: Session, owner: _Owner, *, code: str, secret: str, now: datetime, ip: str | None, user_agent: str | None
+) -> CodeCheck:
     typed = _NOT_DIGITS.sub("", code or "")
     if not (len(typed) == CODE_DIGITS and typed.isascii() and typed.isdigit()):
         return CodeCheck("invalid", message=N_("Type the %(count)s digits of the code.", count=CODE_DIGITS))
-    request = session.get(SigningRequest, request_id)
-    current = _newest(session, request_id, party.id if party is not None else None)
+    current = _newest(session, owner)
     if current is None:
         return CodeCheck("no_code")
     if current.verified_at is not None:
@@ -316,8 +481,9 @@ def verify_code(
         session.rollback()
         session.refresh(current)
         return CodeCheck("used" if current.verified_at else "locked", code_id=current.id)
-    expected = code_hash(secret=secret, request_id=request_id, nonce=current.nonce, code=typed)
-    details = {"code_id": current.id, "channel": current.channel, **_role(party)}
+    expected = code_hash(secret=secret, bound_to=owner.bound_to, nonce=current.nonce, code=typed)
+    details = {"code_id": current.id, "channel": current.channel}
+    client = {"now": now, "ip": ip, "user_agent": user_agent}
     if hmac.compare_digest(expected, current.code_hash):
         won = session.execute(
             update(OneTimeCode)
@@ -327,53 +493,81 @@ def verify_code(
         if not won:  # the same code entered twice at once: the other try used it
             session.rollback()
             return CodeCheck("used", code_id=current.id)
-        _event(session, request, "code.verified", now=now, ip=ip, user_agent=user_agent, details=details)
+        session.add(owner.event("code.verified", details=details, **client))
         session.commit()
         return CodeCheck("verified", code_id=current.id)
     tries_left = MAX_TRIES - attempts
-    _event(
-        session,
-        request,
-        "code.failed",
-        now=now,
-        ip=ip,
-        user_agent=user_agent,
-        details={**details, "tries_left": tries_left},
-    )
+    session.add(owner.event("code.failed", details={**details, "tries_left": tries_left}, **client))
     if tries_left == 0:
         session.execute(update(OneTimeCode).where(OneTimeCode.id == current.id).values(locked_at=now))
-        _event(session, request, "code.locked", now=now, ip=ip, user_agent=user_agent, details=details)
+        session.add(owner.event("code.locked", details=details, **client))
     session.commit()
-    log(logger, logging.INFO, "wrong one-time code", request_id=request_id, code_id=current.id, tries_left=tries_left)
+    log(logger, logging.INFO, "wrong one-time code", code_id=current.id, tries_left=tries_left, **owner.ids)
     return CodeCheck("wrong" if tries_left else "locked", code_id=current.id, tries_left=tries_left)
 
 
-def _role(party: Party | None) -> dict:
-    """What a code's events say of whose it is: the role of a party other than the recipient."""
-    return {"role": party.role} if party is not None else {}
+@dataclass(frozen=True)
+class LinkProof:
+    """A countersigner's verified link code, as each document they sign or decline keeps it (``proof_event``)."""
+
+    code_id: int
+    batch_id: int
+    #: The link's address (lower-cased): the proof vouches only for the parties of its batch and address.
+    email: str
+    channel: str
+    #: The masked address or number the code went to.
+    to: str
+    verified_at: datetime
+    #: Where it was confirmed from.
+    ip: str | None
+    user_agent: str | None
+
+    def vouches_for(self, party: Party) -> bool:
+        return party.batch_id == self.batch_id and (party.email or "").lower() == self.email
 
 
-def _event(
-    session: Session,
-    request: SigningRequest,
-    type_: str,
-    *,
-    now: datetime,
-    ip: str | None,
-    user_agent: str | None,
-    details: dict,
-) -> None:
-    session.add(
-        Event(
-            request_id=request.id,
-            batch_id=request.batch_id,
-            type=type_,
-            created_at=now,
-            actor="recipient",
-            ip=ip,
-            user_agent=(user_agent or "")[:500],
-            details=details,
-        )
+def link_proof(session: Session, *, link: CountersignLink, code_id: int | None) -> LinkProof | None:
+    """The verified code ``code_id`` of the link as its documents record it; None when it is not one. Its freshness
+    is the caller's to check when the countersigner acts (a run's when it starts: its jobs may run later)."""
+    code = session.get(OneTimeCode, code_id) if code_id else None
+    if code is None or code.countersign_link_id != link.id or code.verified_at is None:
+        return None
+    verified = session.scalars(
+        select(Event)
+        .where(Event.batch_id == link.batch_id, Event.request_id.is_(None), Event.type == "code.verified")
+        .order_by(Event.id.desc())
+    )
+    event = next((e for e in verified if (e.details or {}).get("code_id") == code.id), None)
+    return LinkProof(
+        code_id=code.id,
+        batch_id=link.batch_id,
+        email=link.email,
+        channel=code.channel,
+        to=mask(code.channel, code.destination),
+        verified_at=code.verified_at,
+        ip=event.ip if event is not None else None,
+        user_agent=event.user_agent if event is not None else None,
+    )
+
+
+def proof_event(proof: LinkProof, *, party: Party) -> Event:
+    """The ``code.verified`` event of ``party``'s request that the link's code vouches for: when and from where it was
+    confirmed, and where it went (in its own details: the code's ``code.sent`` is the link's, not this request's)."""
+    return Event(
+        request_id=party.request_id,
+        batch_id=party.batch_id,
+        type="code.verified",
+        created_at=proof.verified_at,
+        actor="recipient",
+        ip=proof.ip,
+        user_agent=proof.user_agent,
+        details={
+            "code_id": proof.code_id,
+            "channel": proof.channel,
+            "to": proof.to,
+            "role": party.role,
+            "countersign": True,
+        },
     )
 
 
@@ -386,18 +580,21 @@ def code_text(session: Session, *, code_id: int, secret: str, now: datetime) -> 
     row = session.get(OneTimeCode, code_id)
     if row is None:
         return None
-    newest = _newest(session, row.request_id, row.party_id)
+    if row.countersign_link_id is not None:
+        owner = _of_link(session, session.get(CountersignLink, row.countersign_link_id))
+    else:
+        party = session.get(Party, row.party_id) if row.party_id is not None else None
+        owner = _of_request(session.get(SigningRequest, row.request_id), party)
+    newest = _newest(session, owner)
     if newest.id != row.id or row.verified_at or row.locked_at or row.expires_at <= now:
         return None
-    request = session.get(SigningRequest, row.request_id)
-    party = session.get(Party, row.party_id) if row.party_id is not None else None
-    code = derive_code(secret=secret, request_id=row.request_id, nonce=row.nonce)
-    with force_locale(request.batch.language):
+    code = derive_code(secret=secret, bound_to=binding(row), nonce=row.nonce)
+    with force_locale(owner.batch.language):
         text = render_template(
             f"emails/one_time_code_{row.channel}.txt",
             code=code,
-            name=(party.name or party.email) if party is not None else (request.name or request.email),
-            document=document_title(request.batch),
+            name=owner.name,
+            document=document_title(owner.batch),
             minutes=int(CODE_TTL.total_seconds() // 60),
         )
     return row, text.strip()

@@ -299,6 +299,7 @@ def _act_as_party(
     ip: str | None,
     user_agent: str | None,
     code_id: int | None,
+    proof: one_time_codes.LinkProof | None,
     to: PartyStatus,
     details: dict | None = None,
     **fields,
@@ -309,9 +310,16 @@ def _act_as_party(
     ``already_<to>``, ``code_needed``, ``not_allowed`` as ``_act``."""
     request = party.request
     if signer_state(request, party, now=now) == "waiting":
+        if proof is not None:
+            # A countersigner's link code vouches for every document of theirs: each records it, in this transaction
+            # (a move that loses its race rolls it back with the rest; a repeat finds the document moved already).
+            if not proof.vouches_for(party):
+                return "code_needed"
+            session.add(one_time_codes.proof_event(proof, party=party))
         # Every party proves its own phone or mailbox when the batch asks for a code; the recipient's are the request's.
-        code_party = one_time_codes.code_party(party)
-        if not one_time_codes.may_act(session, request=request, code_id=code_id, now=now, party=code_party):
+        elif not one_time_codes.may_act(
+            session, request=request, code_id=code_id, now=now, party=one_time_codes.code_party(party)
+        ):
             return "code_needed"
         if party.role == RECIPIENT_ROLE:
             if request.status == Status.SENT:  # its party follows the request's own move to opened
@@ -364,6 +372,7 @@ def sign(
     code_id: int | None = None,
     party: Party | None = None,
     filled: FilledForm = NOTHING_FILLED,
+    proof: one_time_codes.LinkProof | None = None,
 ) -> SignOutcome:
     """Sign: (open if still sent,) opened→signed by compare-and-set, with the values of the signer's fields
     (``filled``, checked by ``field_entry``: nothing is signed or saved until every field passes); commits, then
@@ -371,7 +380,8 @@ def sign(
 
     ``code_id``: the one-time code the signer's session verified, when the batch asks for one. ``party``: the
     party of a request several sign whose link this is (``signer_party``); the request is signed, and sealed,
-    once its last party has signed.
+    once its last party has signed. ``proof``: instead of ``code_id``, the countersigner's verified link code
+    (checked fresh by the caller), recorded with the party's move.
     """
     request = session.get(SigningRequest, request_id)
     role = party.role if party is not None else RECIPIENT_ROLE
@@ -414,6 +424,7 @@ def sign(
             ip=ip,
             user_agent=user_agent,
             code_id=code_id,
+            proof=proof,
             to=PartyStatus.SIGNED,
             signer_name=name,
             signer_ip=(ip or "")[:64],
@@ -466,10 +477,11 @@ def decline(
     user_agent: str | None,
     code_id: int | None = None,
     party: Party | None = None,
+    proof: one_time_codes.LinkProof | None = None,
 ) -> DeclineOutcome:
     """Decline with a reason: opened→declined by compare-and-set, and a notice to whoever the batch names
-    (its owner by default); commits. ``party``: as for ``sign``; its decline declines the request, and the
-    parties already invited are told."""
+    (its owner by default); commits. ``party``, ``proof``: as for ``sign``; its decline declines the request, and
+    the parties already invited are told."""
 
     reason = (reason or "").strip()
     if not reason:
@@ -489,6 +501,7 @@ def decline(
             ip=ip,
             user_agent=user_agent,
             code_id=code_id,
+            proof=proof,
             to=PartyStatus.DECLINED,
             details={"reason": reason},
             decline_reason=reason,

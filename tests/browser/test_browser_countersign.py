@@ -1,12 +1,17 @@
 """The countersigner's page in a real Chromium (issue 29): the documents ready, one read as page images, a
-selection signed with one drawn signature and its progress live until done; 1366 and 360 px, axe-checked."""
+selection signed with one drawn signature and its progress live until done; in a batch that asks for a one-time
+code, the code step first; 1366 and 360 px, axe-checked."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
+from sqlalchemy import update
 
 from bulksign.core.extensions import db
+from bulksign.models import Batch
 from bulksign.work.pipeline import enqueue_renders
 from tests.browser.test_browser_signing import draw
 from tests.signing.test_countersign import _digest_token, _digests
@@ -62,3 +67,33 @@ def test_the_countersigner_reads_ticks_signs_and_watches_the_progress(app, users
     assert found == {1366: [], 360: []}, found
     page.click("text=Back to the documents")
     expect(page.locator(".cs-item")).to_have_count(1)
+
+
+def test_in_a_batch_that_asks_for_a_code_one_code_unlocks_the_countersigners_page(
+    app, users, live_server, page, smtp, run_jobs
+):
+    ids = request_ids(_batch(users, file=ROWS))
+    enqueue_renders(ids)
+    run_jobs("pdf", "mail")
+    recipients_sign(db.session, ids)
+    run_jobs("pdf", "mail")
+    db.session.execute(update(Batch).values(one_time_code=True))
+    db.session.commit()
+    token = _digest_token(_digests(smtp)[0])
+
+    page.goto(f"{live_server}/countersign/{token}")
+    expect(page.locator("#send-code-form")).to_be_visible()
+    assert page.locator(".cs-item").count() == 0 and "Employee" not in page.inner_text("main")
+    found = look_at(page, live_server, "countersign-code-ask")
+    assert found == {1366: [], 360: []}, found
+
+    page.click("text=Send me a code")
+    expect(page.locator("#code-sent")).to_contain_text("h•••@acme.example")
+    found = look_at(page, live_server, "countersign-code-sent")
+    assert found == {1366: [], 360: []}, found
+    run_jobs("mail")
+    code = re.search(r"\b(\d{6})\b", smtp.of_kind("code")[-1].text()).group(1)
+    page.fill("input[name=code]", code)
+    page.click("#code-form button[type=submit]")
+    expect(page.locator(".cs-item")).to_have_count(4)
+    expect(page.locator("#sign-button")).to_be_visible()

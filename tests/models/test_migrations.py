@@ -216,3 +216,44 @@ def test_the_roles_migration_keeps_every_earlier_version_signed_by_its_recipient
         db.session.remove()
         downgrade(revision="base")
         db.engine.dispose()
+
+
+def test_the_link_codes_migration_keeps_one_owner_per_code_and_its_downgrade_drops_the_links_codes(
+    empty_database_url, redis_server, tmp_path
+):
+    """A code belongs to a request or to a countersigner's link, never both nor neither (checked by the database on
+    both engines); going back, a link's codes go (they have no request to stay under) and a request's stay."""
+    from sqlalchemy.exc import IntegrityError
+
+    from tests.support.batchdata import make_batch
+    from tests.support.clock import NOW
+
+    app = _bare_app(empty_database_url, redis_server, tmp_path)
+    with app.app_context():
+        upgrade()
+        batch_id = make_batch(db.session, statuses=["sent"], now=NOW).id
+        request_id = db.session.scalar(text("SELECT id FROM signing_requests"))
+        db.session.execute(
+            text(
+                "INSERT INTO countersign_links (id, batch_id, email, token_hash, token_nonce, digest_count, created_at)"
+                " VALUES (1, :b, 'hr@acme.example', 'h', 'n', 0, :t)"
+            ),
+            {"b": batch_id, "t": NOW},
+        )
+        code = (
+            "INSERT INTO one_time_codes (request_id, countersign_link_id, channel, destination, nonce, code_hash,"
+            " created_at, expires_at, attempts) VALUES (:r, :l, 'email', 'a@example.com', 'n', 'h', :t, :t, 0)"
+        )
+        db.session.execute(text(code), {"r": request_id, "l": None, "t": NOW})
+        db.session.execute(text(code), {"r": None, "l": 1, "t": NOW})
+        db.session.commit()
+        for owners in ({"r": request_id, "l": 1}, {"r": None, "l": None}):
+            with pytest.raises(IntegrityError):
+                db.session.execute(text(code), {**owners, "t": NOW})
+            db.session.rollback()
+        db.session.remove()
+        downgrade(revision="c7d9e1f3a5b8")
+        assert db.session.execute(text("SELECT request_id FROM one_time_codes")).scalars().all() == [request_id]
+        db.session.remove()
+        downgrade(revision="base")
+        db.engine.dispose()

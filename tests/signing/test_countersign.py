@@ -258,26 +258,6 @@ def test_when_the_batch_s_requests_are_purged_its_countersigners_link_runs_and_d
     assert digests and {(m.to_email, m.subject) for m in digests} == {("", "")}
 
 
-def test_a_batch_that_asks_for_one_time_codes_is_signed_document_by_document_on_each_own_page(
-    app, users, client, smtp, run_jobs
-):
-    ids, token = _ready(users, client, smtp, run_jobs, signed=2)
-    request = db.session.get(SigningRequest, ids[0])
-    request.batch.one_time_code = True
-    db.session.commit()
-
-    page = client.get(f"/countersign/{token}")
-    text = page.get_data(as_text=True)
-    assert text.count(">Open and sign</button>") == 2 and "sign-form" not in text and ">Read<" not in text
-    party = _party(ids[0]).id
-    # The document is shown only behind its code, on its own page: never here.
-    assert client.get(f"/countersign/{token}/documents/{party}").status_code == 404
-    assert client.get(f"/countersign/{token}/documents/{party}/pages/1").status_code == 404
-    assert _sign_form(client, token, all="1").status_code == 409
-    assert _sign_form(client, token, all="0", party_ids=[str(party)]).status_code == 409
-    assert _party(ids[0]).status == "invited"
-
-
 def test_a_run_whose_jobs_keep_dying_is_queued_again_a_few_times_then_given_up_and_its_documents_stay_to_sign(
     app, users, client, smtp, run_jobs
 ):

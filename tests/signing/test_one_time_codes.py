@@ -42,7 +42,8 @@ def issue(request_id: int, *, now=NOW) -> otp.CodeSent:
 def code_of(sent: otp.CodeSent, request_id: int) -> str:
     """The code the recipient received (re-derived as the mail and SMS jobs do)."""
     row = db.session.get(OneTimeCode, sent.code_id)
-    return otp.derive_code(secret=SECRET, request_id=request_id, nonce=row.nonce)
+    assert otp.binding(row) == str(request_id)
+    return otp.derive_code(secret=SECRET, bound_to=otp.binding(row), nonce=row.nonce)
 
 
 def check(request_id: int, code: str, *, now=NOW) -> otp.CodeCheck:
@@ -262,9 +263,8 @@ def test_with_a_phone_column_the_code_goes_by_sms_through_the_http_provider(make
         otp.dispatch(sent)
         run_worker(app, "mail")
         [(headers, body)] = gateway.received
-        code = otp.derive_code(
-            secret=app.config["SECRET_KEY"], request_id=r.id, nonce=db.session.get(OneTimeCode, sent.code_id).nonce
-        )
+        row = db.session.get(OneTimeCode, sent.code_id)
+        code = otp.derive_code(secret=app.config["SECRET_KEY"], bound_to=otp.binding(row), nonce=row.nonce)
         assert headers["Authorization"] == "Bearer sms-token"
         assert body["to"] == "+49 170 1234567" and code in body["text"]
         assert smtp.received == []  # by SMS, not by mail

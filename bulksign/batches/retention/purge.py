@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import and_, delete, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from bulksign.batches.retention.due import by_policy, due_ids
@@ -39,6 +39,7 @@ from bulksign.models import (
 )
 from bulksign.models.batches import BatchSkippedRow
 from bulksign.signing.digests import DIGEST
+from bulksign.signing.one_time_codes import MAIL_KIND as CODE_MAIL
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +179,8 @@ def purge_requests(
 
 def _purge_countersigners(session: Session, *, batch_ids: set[int]) -> None:
     """Once no request of a batch is left unpurged, its countersigners' links go, with their runs (the address,
-    the typed name, the drawn signature, the IP), and their digests' addresses and subjects are emptied."""
+    the typed name, the drawn signature, the IP) and one-time codes, their digests' and codes' mails lose their
+    addresses and subjects, and their codes' events what they say beyond type and time (masked address, IP)."""
     kept = set(
         session.scalars(
             select(SigningRequest.batch_id).where(
@@ -192,8 +194,16 @@ def _purge_countersigners(session: Session, *, batch_ids: set[int]) -> None:
     session.execute(delete(CountersignLink).where(CountersignLink.batch_id.in_(emptied)))  # its runs by cascade
     session.execute(
         update(OutgoingMail)
-        .where(OutgoingMail.batch_id.in_(emptied), OutgoingMail.kind == DIGEST)
+        .where(
+            OutgoingMail.batch_id.in_(emptied),
+            or_(OutgoingMail.kind == DIGEST, and_(OutgoingMail.kind == CODE_MAIL, OutgoingMail.request_id.is_(None))),
+        )
         .values(to_email="", subject="", error=None)
+    )
+    session.execute(
+        update(Event)
+        .where(Event.batch_id.in_(emptied), Event.request_id.is_(None), Event.type.like("code.%"))
+        .values(ip=None, user_agent=None, details={})
     )
 
 

@@ -1,12 +1,15 @@
 """The countersigner's page: ``/countersign/<token>`` — the documents of a batch ready for one person, read one by
-one, signed all at once (a job, with live progress) or declined one by one. No account, the digest's link only."""
+one, signed all at once (a job, with live progress) or declined one by one. No account, the digest's link only.
+
+In a batch that asks for a one-time code, every route but the code's own shows only the code step until this
+browser confirmed a code of the link (kept in the signed session, ``VERIFIED_LINK_CODES``), as the signing page does."""
 
 from __future__ import annotations
 
 from functools import wraps
 from io import BytesIO
 
-from flask import Blueprint, abort, current_app, g, redirect, render_template, request, send_file, url_for
+from flask import Blueprint, abort, current_app, g, redirect, render_template, request, send_file, session, url_for
 from flask_babel import gettext as _
 
 from bulksign.core.extensions import db, get_redis
@@ -17,14 +20,24 @@ from bulksign.documents.signed_pdf import document_title
 from bulksign.documents.storage import StorageError, get_storage
 from bulksign.models import CountersignLink, utcnow
 from bulksign.people.auth import public
-from bulksign.signing import countersign
+from bulksign.signing import countersign, one_time_codes
 from bulksign.signing.digests import find_link
 from bulksign.signing.recipient_actions import contact_of
 from bulksign.views._forms import client_ip
 from bulksign.views.recipient.recipient_headers import polling_csp
-from bulksign.views.recipient.signing import page_image_limit, recipient_limit, signature_bytes
+from bulksign.views.recipient.signing import (
+    code_error,
+    not_sent_error,
+    page_image_limit,
+    recipient_limit,
+    signature_bytes,
+)
 
 bp = Blueprint("countersign", __name__, url_prefix="/countersign")
+
+#: Session key: countersign link id → the one-time code of the link this browser verified (the signed cookie keeps
+#: it, for ``one_time_codes.VERIFIED_FOR``).
+VERIFIED_LINK_CODES = "countersign_codes"
 
 
 def _by_link(view):
@@ -45,6 +58,40 @@ def _client() -> dict:
     return {"ip": client_ip(), "user_agent": request.user_agent.string}
 
 
+def _code_id(link: CountersignLink) -> int | None:
+    return session.get(VERIFIED_LINK_CODES, {}).get(str(link.id))
+
+
+def _code_page(token: str, link: CountersignLink, *, error: str | None = None, status=200):
+    """The code step: nothing of the documents (their people are personal data) until a code is confirmed."""
+    code = one_time_codes.link_status(db.session, link=link, code_id=_code_id(link), now=utcnow())
+    html = render_template(
+        "signing/countersign.html",
+        token=token,
+        link=link,
+        batch=link.batch,
+        document_name=document_title(link.batch),
+        code=code,
+        contact=contact_of(link.batch),
+        error=error,
+        form={},
+    )
+    return html, status
+
+
+def _unlocked(view):
+    """A route that shows or acts on the documents: in a batch that asks for a one-time code, only for a browser that
+    confirmed a code of the link within ``VERIFIED_FOR``; others get the code step (403)."""
+
+    @wraps(view)
+    def wrapped(token: str, link: CountersignLink, **kwargs):
+        if not countersign.unlocked(db.session, link=link, code_id=_code_id(link), now=utcnow()):
+            return _code_page(token, link, status=403)
+        return view(token, link, **kwargs)
+
+    return wrapped
+
+
 def _page(token: str, link: CountersignLink, *, error: str | None = None, form: dict | None = None, status=200):
     listing = countersign.ready_page(
         db.session,
@@ -60,6 +107,7 @@ def _page(token: str, link: CountersignLink, *, error: str | None = None, form: 
         batch=link.batch,
         document_name=document_title(link.batch),
         listing=listing,
+        code=None,
         contact=contact_of(link.batch),
         error=error,
         form=form or {},
@@ -72,7 +120,60 @@ def _page(token: str, link: CountersignLink, *, error: str | None = None, form: 
 @recipient_limit
 @_by_link
 def page(token: str, link: CountersignLink):
+    if not countersign.unlocked(db.session, link=link, code_id=_code_id(link), now=utcnow()):
+        return _code_page(token, link)
     return _page(token, link)
+
+
+def _code_step(view):
+    """A one-time code route: only in a batch that asks for one; else the page."""
+
+    @wraps(view)
+    def wrapped(token: str, link: CountersignLink):
+        if not link.batch.one_time_code:
+            return redirect(url_for(".page", token=token), 303)
+        return view(token, link)
+
+    return wrapped
+
+
+@bp.post("/<token>/code")
+@public
+@recipient_limit
+@_by_link
+@_code_step
+def send_code(token: str, link: CountersignLink):
+    """Send a (new) one-time code of the link to the countersigner's phone or mailbox."""
+    now = utcnow()
+    sent = one_time_codes.send_link_code(
+        db.session, link=link, secret=current_app.config["SECRET_KEY"], now=now, **_client()
+    )
+    refused = not_sent_error(sent, now=now)
+    if refused:
+        return _code_page(token, link, error=refused, status=429)
+    one_time_codes.dispatch(sent)
+    return redirect(url_for(".page", token=token), 303)
+
+
+@bp.post("/<token>/code/verify")
+@public
+@recipient_limit
+@_by_link
+@_code_step
+def verify_code(token: str, link: CountersignLink):
+    """Check the typed code; the right one lets this browser see, sign and decline the link's documents."""
+    check = one_time_codes.verify_link_code(
+        db.session,
+        link=link,
+        code=request.form.get("code", ""),
+        secret=current_app.config["SECRET_KEY"],
+        now=utcnow(),
+        **_client(),
+    )
+    if check.status != "verified":
+        return _code_page(token, link, error=code_error(check), status=422)
+    session[VERIFIED_LINK_CODES] = {**session.get(VERIFIED_LINK_CODES, {}), str(link.id): check.code_id}
+    return redirect(url_for(".page", token=token), 303)
 
 
 def _chosen() -> list[int] | None:
@@ -89,6 +190,7 @@ def _chosen() -> list[int] | None:
 @public
 @recipient_limit
 @_by_link
+@_unlocked
 def sign_all(token: str, link: CountersignLink):
     form = {"name": request.form.get("name", ""), "consent": request.form.get("consent") == "yes"}
     chosen = _chosen()
@@ -106,8 +208,11 @@ def sign_all(token: str, link: CountersignLink):
         signature_png=image,
         consent=form["consent"],
         now=utcnow(),
+        code_id=_code_id(link),
         **_client(),
     )
+    if started.status == "code_needed":  # the code ran out since the page was shown
+        return _code_page(token, link, status=403)
     if started.status == "invalid":
         return _page(token, link, error=str(started.message), form=form, status=422)
     if started.status == "nothing":
@@ -121,6 +226,7 @@ def sign_all(token: str, link: CountersignLink):
 @public
 @recipient_limit
 @_by_link
+@_unlocked
 def run(token: str, link: CountersignLink, run_id: int):
     """The run's progress: the whole page, or (HTMX polling) its progress partial."""
     progress = countersign.run_progress(db.session, link=link, run_id=run_id, now=utcnow())
@@ -147,6 +253,7 @@ def _readable(link: CountersignLink, party_id: int) -> countersign.Readable:
 @public
 @recipient_limit
 @_by_link
+@_unlocked
 def document(token: str, link: CountersignLink, party_id: int):
     """One ready document as page images, with its decline form."""
     readable = _readable(link, party_id)
@@ -169,6 +276,7 @@ def document(token: str, link: CountersignLink, party_id: int):
 @public
 @page_image_limit
 @_by_link
+@_unlocked
 def page_image(token: str, link: CountersignLink, party_id: int, number: int):
     readable = _readable(link, party_id)
     try:
@@ -184,6 +292,7 @@ def page_image(token: str, link: CountersignLink, party_id: int, number: int):
 @public
 @recipient_limit
 @_by_link
+@_unlocked
 def open_own(token: str, link: CountersignLink, party_id: int):
     """A document with fields to fill: its own signing page."""
     own = countersign.own_link(
@@ -198,13 +307,16 @@ def open_own(token: str, link: CountersignLink, party_id: int):
 @public
 @recipient_limit
 @_by_link
+@_unlocked
 def decline(token: str, link: CountersignLink, party_id: int):
     reason = request.form.get("reason", "")
     outcome = countersign.decline_one(
-        db.session, link=link, party_id=party_id, reason=reason, now=utcnow(), **_client()
+        db.session, link=link, party_id=party_id, reason=reason, now=utcnow(), code_id=_code_id(link), **_client()
     )
     if outcome is None:
         abort(404)
+    if outcome.status == "code_needed":
+        return _code_page(token, link, status=403)
     if outcome.status == "invalid":
         return _page(token, link, error=str(outcome.message), status=422)
     return redirect(url_for(".page", token=token), 303)

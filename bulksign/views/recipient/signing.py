@@ -369,26 +369,24 @@ def send_code(token: str, row: SigningRequest):
         party=_code_party(),
         **_client(),
     )
-    if sent.status == "too_soon":
-        seconds = max(int((sent.retry_at - now).total_seconds()), 1)
-        return _again(
-            row,
-            token,
-            status=429,
-            error=_("A code was sent a moment ago. You can ask for a new one in %(seconds)s seconds.", seconds=seconds),
-        )
-    if sent.status == "too_many":
-        return _again(
-            row,
-            token,
-            status=429,
-            error=_("Too many codes were asked for today. Try again tomorrow, or contact the sender."),
-        )
+    refused = not_sent_error(sent, now=now)
+    if refused:
+        return _again(row, token, status=429, error=refused)
     one_time_codes.dispatch(sent)
     return redirect(url_for(".page", token=token), 303)
 
 
-def _code_error(check: one_time_codes.CodeCheck) -> str:
+def not_sent_error(sent: one_time_codes.CodeSent, *, now: datetime) -> str | None:
+    """Why no code was sent, for the page (None: it was)."""
+    if sent.status == "too_soon":
+        seconds = max(int((sent.retry_at - now).total_seconds()), 1)
+        return _("A code was sent a moment ago. You can ask for a new one in %(seconds)s seconds.", seconds=seconds)
+    if sent.status == "too_many":
+        return _("Too many codes were asked for today. Try again tomorrow, or contact the sender.")
+    return None
+
+
+def code_error(check: one_time_codes.CodeCheck) -> str:
     """What the recipient reads after a code that did not work."""
     if check.status == "wrong":
         return ngettext(
@@ -421,7 +419,7 @@ def verify_code(token: str, row: SigningRequest):
         **_client(),
     )
     if check.status != "verified":
-        return _again(row, token, status=422, error=_code_error(check))
+        return _again(row, token, status=422, error=code_error(check))
     session[VERIFIED_CODES] = {**session.get(VERIFIED_CODES, {}), _code_key(row): check.code_id}
     return redirect(url_for(".page", token=token), 303)
 
