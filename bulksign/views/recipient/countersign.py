@@ -3,6 +3,7 @@ one, signed all at once (a job, with live progress) or declined one by one. No a
 
 from __future__ import annotations
 
+import logging
 from functools import wraps
 from io import BytesIO
 
@@ -10,20 +11,23 @@ from flask import Blueprint, abort, current_app, g, redirect, render_template, r
 from flask_babel import gettext as _
 
 from bulksign.core.extensions import db, get_redis
+from bulksign.core.logs import log
 from bulksign.documents.document_pages import document_pages
 from bulksign.documents.document_pages import page_image as stored_page_image
 from bulksign.documents.poppler import PopplerError
+from bulksign.documents.sealing import signed_filename
 from bulksign.documents.signed_pdf import document_title
 from bulksign.documents.storage import StorageError, get_storage
 from bulksign.models import CountersignLink, utcnow
 from bulksign.people.auth import public
-from bulksign.signing import countersign
+from bulksign.signing import countersign, countersign_done
 from bulksign.signing.digests import find_link
 from bulksign.signing.recipient_actions import contact_of
 from bulksign.views._forms import client_ip
 from bulksign.views.recipient.recipient_headers import polling_csp
 from bulksign.views.recipient.signing import page_image_limit, recipient_limit, signature_bytes
 
+logger = logging.getLogger(__name__)
 bp = Blueprint("countersign", __name__, url_prefix="/countersign")
 
 
@@ -53,6 +57,7 @@ def _page(token: str, link: CountersignLink, *, error: str | None = None, form: 
         page=request.args.get("page", 1, type=int) or 1,
         now=utcnow(),
     )
+    finished = countersign_done.finished_page(db.session, link=link, page=request.args.get("done", 1, type=int) or 1)
     html = render_template(
         "signing/countersign.html",
         token=token,
@@ -60,6 +65,7 @@ def _page(token: str, link: CountersignLink, *, error: str | None = None, form: 
         batch=link.batch,
         document_name=document_title(link.batch),
         listing=listing,
+        finished=finished,
         contact=contact_of(link.batch),
         error=error,
         form=form or {},
@@ -208,3 +214,27 @@ def decline(token: str, link: CountersignLink, party_id: int):
     if outcome.status == "invalid":
         return _page(token, link, error=str(outcome.message), status=422)
     return redirect(url_for(".page", token=token), 303)
+
+
+@bp.get("/<token>/signed/<int:party_id>")
+@public
+@recipient_limit
+@_by_link
+def signed_copy(token: str, link: CountersignLink, party_id: int):
+    """The sealed copy of one of the countersigner's signed documents (no mail brings it: ``countersign_done``)."""
+    copy = countersign_done.signed_copy(db.session, link=link, party_id=party_id)
+    if copy is None:
+        abort(404)
+    try:
+        data = get_storage().get(copy.document.storage_key)
+    except StorageError as exc:
+        log(logger, logging.ERROR, "document missing from storage", document_id=copy.document.id, error=str(exc))
+        abort(503)
+    return send_file(
+        BytesIO(data),
+        mimetype="application/pdf",
+        download_name=signed_filename(copy.request),
+        as_attachment=True,
+        max_age=0,
+        etag=False,
+    )
