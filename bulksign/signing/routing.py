@@ -490,11 +490,13 @@ def with_parties(record, parties: Sequence[Party]):
 
 
 def tell_declined(session: Session, *, request: SigningRequest, decliner: Party, now: datetime) -> list[int]:
-    """A mail to every other party already invited that the request was declined, by whom and why; the ids of the
-    rows. The caller commits."""
+    """A mail to every other party already invited that the request was declined, by whom and why, but a party the
+    countersigner's digest serves (its page says so: ``countersign_done``); the ids of the rows. The caller
+    commits."""
     told = []
+    by_digest = _served_by_digest(session, request.id)
     for party in parties_in_order(session, request.id):
-        if party.id == decliner.id or party.status == PartyStatus.WAITING:
+        if party.id == decliner.id or party.status == PartyStatus.WAITING or party.id in by_digest:
             continue
         email, _name = party_person(party)
         with force_locale(request.batch.language):
@@ -517,11 +519,13 @@ def tell_declined(session: Session, *, request: SigningRequest, decliner: Party,
 def completed_mails(
     session: Session, *, request: SigningRequest, attachment: dict, subject: str, now: datetime
 ) -> list[int]:
-    """The completed, sealed PDF to every party but the recipient (whose confirmation is the request's own); the
-    ids of the rows. The caller commits."""
+    """The completed, sealed PDF to every party but the recipient (whose confirmation is the request's own) and a
+    party the countersigner's digest serves (one mail per document is what the digest spares them: their page
+    lists the sealed copies, ``countersign_done``); the ids of the rows. The caller commits."""
     ids = []
+    by_digest = _served_by_digest(session, request.id)
     for party in parties_in_order(session, request.id):
-        if party.role == RECIPIENT_ROLE:
+        if party.role == RECIPIENT_ROLE or party.id in by_digest:
             continue
         ids.append(
             queue_mail(
@@ -537,6 +541,10 @@ def completed_mails(
             ).id
         )
     return ids
+
+
+def _served_by_digest(session: Session, request_id: int) -> set[int]:
+    return set(session.scalars(select(Party.id).where(Party.request_id == request_id, digests.served_by_digest())))
 
 
 def _mailed_party(session: Session, mail) -> Party:

@@ -66,7 +66,16 @@ def test_the_countersigner_reads_ticks_signs_and_watches_the_progress(app, users
     found = look_at(page, live_server, "countersign-done")
     assert found == {1366: [], 360: []}, found
     page.click("text=Back to the documents")
-    expect(page.locator(".cs-item")).to_have_count(1)
+    expect(page.locator(".cs-item:not(#finished *)")).to_have_count(1)
+    # The two signed ones are below, each sealed copy to download (no mail brings them one by one).
+    run_jobs("pdf")
+    page.reload()
+    expect(page.locator("#finished .cs-item a", has_text="Download the signed PDF")).to_have_count(2)
+    found = look_at(page, live_server, "countersign-finished")
+    assert found == {1366: [], 360: []}, found
+    with page.expect_download() as download:
+        page.locator("#finished .cs-item a").first.click()
+    assert download.value.suggested_filename.endswith(".pdf")
 
 
 def test_in_a_batch_that_asks_for_a_code_one_code_unlocks_the_countersigners_page(
@@ -95,5 +104,5 @@ def test_in_a_batch_that_asks_for_a_code_one_code_unlocks_the_countersigners_pag
     code = re.search(r"\b(\d{6})\b", smtp.of_kind("code")[-1].text()).group(1)
     page.fill("input[name=code]", code)
     page.click("#code-form button[type=submit]")
-    expect(page.locator(".cs-item")).to_have_count(4)
+    expect(page.locator(".cs-item:not(#finished *)")).to_have_count(4)
     expect(page.locator("#sign-button")).to_be_visible()

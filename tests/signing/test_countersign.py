@@ -30,7 +30,7 @@ from bulksign.signing.countersign import MAX_GENERATIONS
 from bulksign.work.pipeline import enqueue_renders
 from bulksign.work.queues import get_queue
 from tests.signing.test_party_reminders import DAY, tick
-from tests.signing.test_routing import _batch, _sign, _token
+from tests.signing.test_routing import EMPLOYER, _batch, _sign, _token
 from tests.support.batches import request_ids
 from tests.support.signatures import data_url, png
 from tests.support.web import csrf_from
@@ -196,10 +196,66 @@ def test_sign_a_selection_then_decline_one_each_its_own_signature_event_and_seal
     assert _party(ids[1]).status == "declined"
     request = db.session.get(SigningRequest, ids[1])
     assert (request.status, request.decline_reason) == ("declined", "Wrong salary")
-    listing = client.get(f"/countersign/{token}").get_data(as_text=True)
-    assert "Employee 3" in listing and "Employee 1" not in listing and "Employee 2" not in listing
-    assert "All 1 document" in listing
+    waiting, finished = client.get(f"/countersign/{token}").get_data(as_text=True).split('id="finished"')
+    assert "Employee 3" in waiting and "Employee 1" not in waiting and "Employee 2" not in waiting
+    assert "All 1 document" in waiting
+    assert "Employee 1" in finished and "Declined by “employer”: Wrong salary" in finished
     assert db.session.scalar(select(func.count()).select_from(Document).where(Document.kind == "signed")) == 1
+
+
+def test_the_countersigner_gets_no_mail_per_finished_document_and_downloads_each_copy_from_the_page(
+    app, users, client, smtp, run_jobs
+):
+    """One mail per document is what the digest spares the countersigner: neither the completed PDFs nor another
+    party's declines come one by one; the page lists them, each sealed copy to download."""
+    rows = "email,name\n" + "".join(f"e{i}@example.com,Employee {i}\n" for i in range(1, 5))
+    ids = request_ids(
+        _batch(
+            {"staff": db.session.merge(users["staff"])},
+            file=rows,
+            form={**EMPLOYER, "routing": '[["recipient", "employer"]]'},
+        )
+    )
+    enqueue_renders(ids)
+    run_jobs("pdf", "mail")
+    for request_id in ids[:3]:
+        _recipient_signs(client, smtp, request_id)
+    employee_4 = db.session.get(SigningRequest, ids[3]).email
+    (invitation,) = [m for m in smtp.of_kind("invitation") if employee_4 in m.rcpt_tos]
+    page = client.get(f"/sign/{_token(invitation)}")
+    assert client.post(
+        f"/sign/{_token(invitation)}/decline", data={"csrf_token": csrf_from(page), "reason": "Wrong name"}
+    ).status_code in (200, 303)
+    # The employer was invited with the render, before the requests were out: the tick sends the first digest.
+    send_due_digests(now=utcnow())
+    run_jobs("pdf", "mail")
+    token = _digest_token(_digests(smtp)[0])
+    assert _sign_form(client, token, all="1").status_code == 303
+    run_jobs("default", "pdf", "mail")
+
+    assert {db.session.get(SigningRequest, i).status for i in ids} == {"signed", "declined"}
+    assert [m.kind for m in smtp.to(HR)] == ["countersign-digest"]
+    assert len([m for m in smtp.of_kind("confirmation") if m.rcpt_tos[0].startswith("e")]) == 3
+
+    html = client.get(f"/countersign/{token}").get_data(as_text=True)
+    assert "No document waits for your signature now." in html
+    assert "4 finished documents" in html and "Declined by Employee 4: Wrong name" in html
+    assert "Signed by everyone and sealed" in html
+    for request_id in ids[:3]:
+        party = _party(request_id)
+        (sealed,) = db.session.scalars(
+            select(Document).where(Document.request_id == request_id, Document.kind == "signed")
+        )
+        assert f"/countersign/{token}/signed/{party.id}" in html
+        copy = client.get(f"/countersign/{token}/signed/{party.id}")
+        assert copy.status_code == 200 and copy.mimetype == "application/pdf"
+        assert copy.data == get_storage().get(sealed.storage_key)
+        assert "attachment" in copy.headers["Content-Disposition"]
+    # Not a signed document of this link: the declined one, the recipient's own party, an unknown id.
+    recipient_party = _party(ids[0], "recipient")
+    for party_id in (_party(ids[3]).id, recipient_party.id, 10**9):
+        assert client.get(f"/countersign/{token}/signed/{party_id}").status_code == 404
+    assert client.get(f"/countersign/not-a-token/signed/{_party(ids[0]).id}").status_code == 404
 
 
 def test_a_document_whose_role_fills_fields_is_signed_on_its_own_page_and_staff_send_the_digest_now(

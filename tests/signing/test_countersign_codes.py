@@ -92,7 +92,7 @@ def test_one_code_by_sms_unlocks_the_page_then_sign_all_signs_and_each_certifica
     assert page.status_code == 200 and "Send me a code" in text and "••••••••••21" in text
     assert "Employee" not in text and "e1@example.com" not in text and "sign-form" not in text
     csrf = csrf_from(page)
-    for path in (f"documents/{parties[0]}", f"documents/{parties[0]}/pages/1", "runs/1"):
+    for path in (f"documents/{parties[0]}", f"documents/{parties[0]}/pages/1", "runs/1", f"signed/{parties[0]}"):
         assert client.get(f"/countersign/{token}/{path}").status_code == 403
     # Sign-all posted anyway (a stale or forged form): refused, nothing signed, no run.
     refused = _sign_form(client, token, all="1")

@@ -6,6 +6,7 @@ browser confirmed a code of the link (kept in the signed session, ``VERIFIED_LIN
 
 from __future__ import annotations
 
+import logging
 from functools import wraps
 from io import BytesIO
 
@@ -13,14 +14,16 @@ from flask import Blueprint, abort, current_app, g, redirect, render_template, r
 from flask_babel import gettext as _
 
 from bulksign.core.extensions import db, get_redis
+from bulksign.core.logs import log
 from bulksign.documents.document_pages import document_pages
 from bulksign.documents.document_pages import page_image as stored_page_image
 from bulksign.documents.poppler import PopplerError
+from bulksign.documents.sealing import signed_filename
 from bulksign.documents.signed_pdf import document_title
 from bulksign.documents.storage import StorageError, get_storage
 from bulksign.models import CountersignLink, utcnow
 from bulksign.people.auth import public
-from bulksign.signing import countersign, one_time_codes
+from bulksign.signing import countersign, countersign_done, one_time_codes
 from bulksign.signing.digests import find_link
 from bulksign.signing.recipient_actions import contact_of
 from bulksign.views._forms import client_ip
@@ -33,6 +36,7 @@ from bulksign.views.recipient.signing import (
     signature_bytes,
 )
 
+logger = logging.getLogger(__name__)
 bp = Blueprint("countersign", __name__, url_prefix="/countersign")
 
 #: Session key: countersign link id → the one-time code of the link this browser verified (the signed cookie keeps
@@ -100,6 +104,7 @@ def _page(token: str, link: CountersignLink, *, error: str | None = None, form: 
         page=request.args.get("page", 1, type=int) or 1,
         now=utcnow(),
     )
+    finished = countersign_done.finished_page(db.session, link=link, page=request.args.get("done", 1, type=int) or 1)
     html = render_template(
         "signing/countersign.html",
         token=token,
@@ -108,6 +113,7 @@ def _page(token: str, link: CountersignLink, *, error: str | None = None, form: 
         document_name=document_title(link.batch),
         listing=listing,
         code=None,
+        finished=finished,
         contact=contact_of(link.batch),
         error=error,
         form=form or {},
@@ -320,3 +326,28 @@ def decline(token: str, link: CountersignLink, party_id: int):
     if outcome.status == "invalid":
         return _page(token, link, error=str(outcome.message), status=422)
     return redirect(url_for(".page", token=token), 303)
+
+
+@bp.get("/<token>/signed/<int:party_id>")
+@public
+@recipient_limit
+@_by_link
+@_unlocked
+def signed_copy(token: str, link: CountersignLink, party_id: int):
+    """The sealed copy of one of the countersigner's signed documents (no mail brings it: ``countersign_done``)."""
+    copy = countersign_done.signed_copy(db.session, link=link, party_id=party_id)
+    if copy is None:
+        abort(404)
+    try:
+        data = get_storage().get(copy.document.storage_key)
+    except StorageError as exc:
+        log(logger, logging.ERROR, "document missing from storage", document_id=copy.document.id, error=str(exc))
+        abort(503)
+    return send_file(
+        BytesIO(data),
+        mimetype="application/pdf",
+        download_name=signed_filename(copy.request),
+        as_attachment=True,
+        max_age=0,
+        etag=False,
+    )

@@ -1,0 +1,131 @@
+"""What became of a countersigner's documents: signed and sealed (their copy to download) or declined, and by whom.
+
+A party served by its countersigner's digest (``digests``) gets no mail per document: not its invitation, and not
+the completed PDF nor another party's decline either (``routing.completed_mails``, ``routing.tell_declined``),
+which for the one countersigner of 5,000 documents would be 5,000 mails. Its page lists them instead, below the
+documents that wait: each finished request of its batch and address, newest first, with the sealed copy to download
+once it is sealed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, aliased
+
+from bulksign.documents.sealing import latest_document
+from bulksign.models import RECIPIENT_ROLE, CountersignLink, Document, Party, SigningRequest
+from bulksign.models.parties import PartyStatus
+from bulksign.models.status import Status
+
+#: Finished documents a page of the list shows.
+PER_PAGE = 50
+#: Request states whose document will not change again: its sealed copy, or a decline.
+FINISHED = (Status.SIGNED.value, Status.DECLINED.value)
+
+
+@dataclass(frozen=True)
+class FinishedDocument:
+    party_id: int
+    #: Whose document it is: the row's person.
+    name: str
+    email: str
+    #: ``signed`` (its sealed copy can be downloaded), ``sealing`` (signed by all, its copy not sealed yet) or
+    #: ``declined``.
+    outcome: str
+    #: Of a declined document: the role that declined (``recipient``: the row's person), and why.
+    declined_by: str | None
+    reason: str
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class FinishedPage:
+    documents: tuple[FinishedDocument, ...]
+    total: int
+    page: int
+    pages: int
+
+
+def _finished(link: CountersignLink):
+    return (
+        select(Party.id)
+        .join(SigningRequest, SigningRequest.id == Party.request_id)
+        .where(
+            Party.batch_id == link.batch_id,
+            func.lower(Party.email) == link.email,
+            Party.role != RECIPIENT_ROLE,
+            # Its step had started: a document declined before it reached the countersigner was never theirs to see.
+            Party.status != PartyStatus.WAITING.value,
+            SigningRequest.status.in_(FINISHED),
+            SigningRequest.purged_at.is_(None),
+        )
+    )
+
+
+def finished_page(session: Session, *, link: CountersignLink, page: int) -> FinishedPage:
+    """One page of the link's finished documents, the newest first."""
+    total = session.scalar(select(func.count()).select_from(_finished(link).subquery())) or 0
+    pages = max(1, -(-total // PER_PAGE))
+    page = min(max(page, 1), pages)
+    decliner = aliased(Party)
+    sealed = select(Document.id).where(Document.request_id == SigningRequest.id, Document.kind == "signed").exists()
+    rows = session.execute(
+        _finished(link)
+        .add_columns(
+            SigningRequest.name,
+            SigningRequest.email,
+            SigningRequest.status,
+            SigningRequest.status_changed_at,
+            sealed,
+            decliner.role,
+            decliner.decline_reason,
+        )
+        .outerjoin(
+            decliner,
+            (decliner.request_id == SigningRequest.id) & (decliner.status == PartyStatus.DECLINED.value),
+        )
+        .order_by(SigningRequest.status_changed_at.desc(), Party.id.desc())
+        .offset((page - 1) * PER_PAGE)
+        .limit(PER_PAGE)
+    ).all()
+    documents = tuple(
+        FinishedDocument(
+            party_id=party_id,
+            name=name or "",
+            email=email,
+            outcome="declined" if status == Status.DECLINED.value else "signed" if is_sealed else "sealing",
+            declined_by=role if status == Status.DECLINED.value else None,
+            reason=reason or "",
+            finished_at=changed_at,
+        )
+        for party_id, name, email, status, changed_at, is_sealed, role, reason in rows
+    )
+    return FinishedPage(documents, total, page, pages)
+
+
+@dataclass(frozen=True)
+class SignedCopy:
+    document: Document
+    request: SigningRequest
+
+
+def signed_copy(session: Session, *, link: CountersignLink, party_id: int) -> SignedCopy | None:
+    """The sealed copy of one of the link's signed documents; None when the party is not the link's, its request
+    is not signed or was purged, or its copy is not sealed yet."""
+    request = session.scalar(
+        select(SigningRequest)
+        .join(Party, Party.request_id == SigningRequest.id)
+        .where(
+            Party.id == party_id,
+            Party.batch_id == link.batch_id,
+            func.lower(Party.email) == link.email,
+            Party.role != RECIPIENT_ROLE,
+            SigningRequest.status == Status.SIGNED.value,
+            SigningRequest.purged_at.is_(None),
+        )
+    )
+    document = latest_document(session, request.id, "signed") if request is not None else None
+    return SignedCopy(document, request) if document is not None else None
