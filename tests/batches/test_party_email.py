@@ -10,9 +10,11 @@ from sqlalchemy import select
 
 from bulksign.core.extensions import db
 from bulksign.documents.storage import get_storage
-from bulksign.models import Batch, Document, Event, OutgoingMail, Suppression, SigningRequest, utcnow
+from bulksign.models import Batch, Document, Event, OutgoingMail, Party, SigningRequest, Suppression, utcnow
 from bulksign.people.teams import add_member, create_team
 from bulksign.people.users import create_api_key, create_user
+from bulksign.signing.digests import digest_addresses, served_by_digest
+from tests.signing.test_countersign import HR, TWO_ROWS, _party, _ready
 from tests.signing.test_party_staff_actions import _api
 from tests.signing.test_routing import PAGE, _mails_to, _parties, _sent, _sign, _token
 from tests.support.web import csrf_from
@@ -213,3 +215,26 @@ def test_a_waiting_managers_address_corrected_before_its_step_gets_the_invitatio
     (invitation,) = _mails_to(smtp, "mia@example.com")
     assert _sign(client, _token(invitation), "Mia Manager").status_code == 303
     assert db.session.get(SigningRequest, request_id).status == "signed"
+
+
+def test_a_countersigners_document_given_another_address_leaves_its_digest_for_a_link_of_its_own(
+    app, users, client, smtp, run_jobs
+):
+    ids, token = _ready(users, client, smtp, run_jobs, signed=2, rows=TWO_ROWS)
+    post = _api(client, users)
+    changed = post(f"/api/v1/requests/{ids[0]}/email", {"email": "deputy@acme.example", "role": "employer"})
+    assert changed.status_code == 200, changed.json
+    # The digest finds its documents by their current addresses: this one left it; the other stays.
+    assert digest_addresses(db.session, batch_id=_party(ids[0]).batch_id, emails=[HR]) == set()
+    served = set(db.session.scalars(select(Party.request_id).where(Party.role == "employer", served_by_digest())))
+    assert served == {ids[1]}
+    page = client.get(f"/countersign/{token}").get_data(as_text=True)
+    assert f'name="party_ids" value="{_party(ids[1]).id}"' in page
+    assert f'name="party_ids" value="{_party(ids[0]).id}"' not in page
+    resent = post(f"/api/v1/requests/{ids[0]}/resend", {"role": "employer"})
+    assert resent.status_code == 202, resent.json
+    run_jobs("mail")
+    (invitation,) = _mails_to(smtp, "deputy@acme.example")
+    assert invitation in smtp.of_kind("party-invitation")
+    assert _sign(client, _token(invitation), "Dan Deputy").status_code == 303
+    assert db.session.get(SigningRequest, ids[0]).status == "signed"
