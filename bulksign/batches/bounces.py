@@ -1,7 +1,8 @@
 """Bounces and complaints reported after delivery (provider webhooks).
 
-A bounce makes the request ``bounced`` with the reason; a hard one also puts the address on the
-suppression list. A complaint (the recipient marked the mail as spam) flags the request, stops its
+A bounce makes the request ``bounced`` with the reason, naming the party whose address the returned mail went to
+(the recipient, or another role of a document several sign, matched by the mail's Message-ID); a hard one also puts
+that address on the suppression list. A complaint (the recipient marked the mail as spam) flags the request, stops its
 reminders and suppresses the address; the request keeps its status: the recipient may still sign.
 """
 

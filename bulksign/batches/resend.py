@@ -53,7 +53,7 @@ class ResendResult:
     resent: int
     #: reason → how many requests were skipped for it (``signed``, ``declined``, ``cancelled``, ``not_sent``,
     #: ``not_found``, ``deadline_passed``, ``changed_meanwhile``, ``purged``, ``several_parties``,
-    #: ``countersign_digest``).
+    #: ``countersign_digest``, ``party_bounced``: another party's invitation bounced the request).
     skipped: dict[str, int]
     mail_ids: tuple[int, ...] = field(default=(), repr=False)
     #: The earliest and latest new deadline given by extra days; None without extra days.
@@ -152,16 +152,23 @@ def resend_with_new_link(
             ).all()
         )
         eligible, by_id = [], {row.id: row for row in rows}
+        # Another party's returned invitation is mended by a resend to that party: a new link for the recipient
+        # would take the request out of ``bounced`` with that party's address still wrong.
+        bounced_by = _bounced_by(session, [r.id for r in rows if r.id in routed and r.status == Status.BOUNCED])
         for row in rows:
             if row.batch_id not in batches:
                 batches[row.batch_id] = batch_for_action(session, batch_id=row.batch_id, user=user)
-            reason = _skip_reason(
-                row.status,
-                batch=batches[row.batch_id],
-                extend_days=extend_days,
-                now=now,
-                purged=row.purged_at is not None,
-                recipient=routed.get(row.id),
+            reason = (
+                "party_bounced"
+                if bounced_by.get(row.id, RECIPIENT_ROLE) != RECIPIENT_ROLE
+                else _skip_reason(
+                    row.status,
+                    batch=batches[row.batch_id],
+                    extend_days=extend_days,
+                    now=now,
+                    purged=row.purged_at is not None,
+                    recipient=routed.get(row.id),
+                )
             )
             if reason:
                 skipped[reason] = skipped.get(reason, 0) + 1

@@ -127,10 +127,10 @@ def test_a_managers_bounce_names_the_manager_and_a_corrected_resend_mends_the_re
     assert "Resend with a new link" not in panel  # the employee's resend would not mend it
 
     post = _api(client, users)
-    # The employee signed: no new link for her; staff correct the manager's address first (a resend would go to
-    # the typo again).
+    # A new link for the employee would not mend it; staff correct the manager's address first (a resend would go
+    # to the typo again).
     employee = post(f"/api/v1/requests/{request_id}/resend")
-    assert employee.status_code == 409 and employee.json["error"]["details"]["reason"] == "signed"
+    assert employee.status_code == 409 and employee.json["error"]["details"]["reason"] == "party_bounced"
     changed = post(f"/api/v1/requests/{request_id}/email", {"email": "mia@example.com", "role": "manager"})
     assert changed.status_code == 200, changed.json
     assert (changed.json["role"], changed.json["email"], changed.json["changed"]) == (

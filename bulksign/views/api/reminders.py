@@ -173,7 +173,9 @@ def resend(request_id: int):
     open (the request's state is unchanged), or when its own invitation bounced the request (after correcting its
     address: the request goes back to `sent` or `opened`); the recipient of such a document gets one while it has not signed and
     nobody declined. A party served by its countersigner's digest has no link of its own to renew: 409, reason
-    `countersign_digest` (remind it instead: its digest goes again)."""
+    `countersign_digest` (remind it instead: its digest goes again). A request another party's returned invitation
+    bounced gets no new link for its recipient: 409, reason `party_bounced` (correct that party's address and resend
+    with its `role`)."""
     body = parse_body(ResendBody, optional=True)
     try:
         result = resend_with_new_link(
