@@ -10,6 +10,8 @@ from sqlalchemy import select
 
 from bulksign.core.extensions import db
 from bulksign.documents.storage import get_storage
+from bulksign.integrations import webhooks_out
+from bulksign.jobs.webhooks import dispatch
 from bulksign.models import Batch, Document, Event, OutgoingMail, Party, SigningRequest, Suppression, utcnow
 from bulksign.people.teams import add_member, create_team
 from bulksign.people.users import create_api_key, create_user
@@ -41,6 +43,14 @@ def _manager_invited(users, client, smtp, run_jobs) -> int:
 def _changes(request_id: int) -> list[dict]:
     return list(
         db.session.scalars(select(Event.details).where(Event.request_id == request_id, Event.type == "email.changed"))
+    )
+
+
+def _party_invitation_id(request_id: int) -> str:
+    return db.session.scalar(
+        select(OutgoingMail.message_id).where(
+            OutgoingMail.request_id == request_id, OutgoingMail.kind == "party_invitation"
+        )
     )
 
 
@@ -91,12 +101,7 @@ def test_a_managers_bounce_names_the_manager_and_a_corrected_resend_mends_the_re
     app.config["BOUNCE_WEBHOOK_SECRET"] = SECRET
     request_id = _manager_invited(users, client, smtp, run_jobs)
     batch_id = db.session.get(SigningRequest, request_id).batch_id
-    message_id = db.session.scalar(
-        select(OutgoingMail.message_id).where(
-            OutgoingMail.request_id == request_id, OutgoingMail.kind == "party_invitation"
-        )
-    )
-    bounced = _bounce(client, {"message_id": message_id, "reason": "550 5.1.1 no such domain"})
+    bounced = _bounce(client, {"message_id": _party_invitation_id(request_id), "reason": "550 5.1.1 no such domain"})
     assert bounced.status_code == 200 and bounced.json["bounced"] == 1
 
     request = db.session.get(SigningRequest, request_id)
@@ -238,3 +243,23 @@ def test_a_countersigners_document_given_another_address_leaves_its_digest_for_a
     assert invitation in smtp.of_kind("party-invitation")
     assert _sign(client, _token(invitation), "Dan Deputy").status_code == 303
     assert db.session.get(SigningRequest, ids[0]).status == "signed"
+
+
+def test_the_request_bounced_webhook_names_the_party_whose_invitation_came_back(app, users, client, smtp, run_jobs):
+    from tests.integrations.test_webhooks_out import Receiver
+
+    app.config["BOUNCE_WEBHOOK_SECRET"] = SECRET
+    app.config["WEBHOOK_ALLOW_LOCAL"] = True
+    with Receiver() as receiver:
+        webhooks_out.create_endpoint(
+            db.session, url=receiver.url, events=["request.bounced"], user_id=users["admin"].id, now=utcnow()
+        )
+        db.session.commit()
+        dispatch(now=utcnow())  # the cursor: what happens from now on
+        request_id = _manager_invited(users, client, smtp, run_jobs)
+        _bounce(client, {"message_id": _party_invitation_id(request_id), "reason": "550"})
+        dispatch(now=utcnow())
+        run_jobs("webhooks")
+        (told,) = [json.loads(body) for _headers, body in receiver.received]
+        assert (told["event"], told["data"]["party"]) == ("request.bounced", {"role": "manager"})
+        assert told["data"]["request"]["id"] == request_id
