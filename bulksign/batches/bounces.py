@@ -22,8 +22,10 @@ from bulksign.core.logs import log
 from bulksign.core.slicing import slices
 from bulksign.mail.mailer import cancel_queued
 from bulksign.models import RECIPIENT_ROLE, Event, OutgoingMail, Party, SigningRequest, UTCDateTime
+from bulksign.models.parties import PartyStatus
 from bulksign.models.status import DISPATCHED, Status
 from bulksign.recipients.suppressions import suppress
+from bulksign.signing.digests import served_by_digest
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +174,8 @@ class _Returned:
 
 def _reported(session: Session, report: BounceReport, *, statuses) -> list[_Returned]:
     """The requests a report is about: the one its Message-ID names (with the address that mail went to: another
-    party's, when it was that party's invitation), else those of the address in ``statuses``."""
+    party's, when it was that party's invitation), else those in ``statuses`` whose recipient, or another party
+    invited and not served by a digest, has the address."""
     if report.message_id:
         mid = report.message_id if report.message_id.startswith("<") else f"<{report.message_id}>"
         rows = session.execute(
@@ -182,14 +185,24 @@ def _reported(session: Session, report: BounceReport, *, statuses) -> list[_Retu
         )
         return [_Returned(request_id, (email or report.email or "").lower()) for request_id, email in rows]
     # Providers report the address in their own case (often lowered); the stored one is as the file spelt it.
-    return [
-        _Returned(request_id, report.email)
-        for request_id in session.scalars(
-            select(SigningRequest.id).where(
-                func.lower(SigningRequest.email) == report.email, SigningRequest.status.in_([s.value for s in statuses])
-            )
+    wanted = [s.value for s in statuses]
+    own = select(SigningRequest.id).where(
+        func.lower(SigningRequest.email) == report.email, SigningRequest.status.in_(wanted)
+    )
+    # Another party invited at the address (a line manager of some rows). Not a countersigner's: its digest is the
+    # batch's mail, not one document's, and one dead address would bounce every document it waits on.
+    others = (
+        select(Party.request_id)
+        .join(SigningRequest, SigningRequest.id == Party.request_id)
+        .where(
+            func.lower(Party.email) == report.email,
+            Party.role != RECIPIENT_ROLE,
+            Party.status.in_([PartyStatus.INVITED.value, PartyStatus.OPENED.value]),
+            ~served_by_digest(),
+            SigningRequest.status.in_(wanted),
         )
-    ]
+    )
+    return [_Returned(request_id, report.email) for request_id in session.scalars(own.union(others))]
 
 
 def _returned_roles(session: Session, returned: list[_Returned]) -> dict[int, str]:

@@ -263,3 +263,21 @@ def test_the_request_bounced_webhook_names_the_party_whose_invitation_came_back(
         (told,) = [json.loads(body) for _headers, body in receiver.received]
         assert (told["event"], told["data"]["party"]) == ("request.bounced", {"role": "manager"})
         assert told["data"]["request"]["id"] == request_id
+
+
+def test_a_bounce_naming_only_the_managers_address_bounces_the_request_it_waits_on(app, users, client, smtp, run_jobs):
+    app.config["BOUNCE_WEBHOOK_SECRET"] = SECRET
+    request_id = _manager_invited(users, client, smtp, run_jobs)
+    postmark = {
+        "RecordType": "Bounce",
+        "Type": "HardBounce",
+        "Email": "MIA@exmaple.com",
+        "Description": "no such domain",
+    }
+    bounced = _bounce(client, postmark)
+    assert bounced.status_code == 200 and bounced.json["bounced"] == 1
+    request = db.session.get(SigningRequest, request_id)
+    assert request.status == "bounced" and request.error_message.startswith(
+        "The manager's mail server returned the invitation to mia@exmaple.com: HardBounce"
+    )
+    assert _parties(request_id)["recipient"].status == "signed"
