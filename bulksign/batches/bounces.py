@@ -1,7 +1,8 @@
 """Bounces and complaints reported after delivery (provider webhooks).
 
-A bounce makes the request ``bounced`` with the reason; a hard one also puts the address on the
-suppression list. A complaint (the recipient marked the mail as spam) flags the request, stops its
+A bounce makes the request ``bounced`` with the reason, naming the party whose address the returned mail went to
+(the recipient, or another role of a document several sign, matched by the mail's Message-ID); a hard one also puts
+that address on the suppression list. A complaint (the recipient marked the mail as spam) flags the request, stops its
 reminders and suppresses the address; the request keeps its status: the recipient may still sign.
 """
 
@@ -20,9 +21,11 @@ from bulksign.batches.states import transition
 from bulksign.core.logs import log
 from bulksign.core.slicing import slices
 from bulksign.mail.mailer import cancel_queued
-from bulksign.models import Event, OutgoingMail, SigningRequest, UTCDateTime
+from bulksign.models import RECIPIENT_ROLE, Event, OutgoingMail, Party, SigningRequest, UTCDateTime
+from bulksign.models.parties import PartyStatus
 from bulksign.models.status import DISPATCHED, Status
 from bulksign.recipients.suppressions import suppress
+from bulksign.signing.digests import served_by_digest
 
 logger = logging.getLogger(__name__)
 
@@ -161,43 +164,92 @@ def _report(email, message_id, reason, *, kind: str = "bounce", permanent: bool 
     )
 
 
-def _reported_requests(session: Session, report: BounceReport, *, statuses) -> list[int]:
-    """The requests a report is about: the one its Message-ID names, else those of the address in ``statuses``."""
+@dataclass(frozen=True)
+class _Returned:
+    """A request a report is about, and the address its returned mail went to (lower-cased)."""
+
+    request_id: int
+    email: str
+
+
+def _reported(session: Session, report: BounceReport, *, statuses) -> list[_Returned]:
+    """The requests a report is about: the one its Message-ID names (with the address that mail went to: another
+    party's, when it was that party's invitation), else those in ``statuses`` whose recipient, or another party
+    invited and not served by a digest, has the address."""
     if report.message_id:
         mid = report.message_id if report.message_id.startswith("<") else f"<{report.message_id}>"
-        return list(
-            session.scalars(
-                select(OutgoingMail.request_id).where(
-                    OutgoingMail.request_id.is_not(None), OutgoingMail.message_id == mid
-                )
+        rows = session.execute(
+            select(OutgoingMail.request_id, OutgoingMail.to_email).where(
+                OutgoingMail.request_id.is_not(None), OutgoingMail.message_id == mid
             )
         )
+        return [_Returned(request_id, (email or report.email or "").lower()) for request_id, email in rows]
     # Providers report the address in their own case (often lowered); the stored one is as the file spelt it.
-    return list(
-        session.scalars(
-            select(SigningRequest.id).where(
-                func.lower(SigningRequest.email) == report.email, SigningRequest.status.in_([s.value for s in statuses])
-            )
+    wanted = [s.value for s in statuses]
+    own = select(SigningRequest.id).where(
+        func.lower(SigningRequest.email) == report.email, SigningRequest.status.in_(wanted)
+    )
+    # Another party invited at the address (a line manager of some rows). Not a countersigner's: its digest is the
+    # batch's mail, not one document's, and one dead address would bounce every document it waits on.
+    others = (
+        select(Party.request_id)
+        .join(SigningRequest, SigningRequest.id == Party.request_id)
+        .where(
+            func.lower(Party.email) == report.email,
+            Party.role != RECIPIENT_ROLE,
+            Party.status.in_([PartyStatus.INVITED.value, PartyStatus.OPENED.value]),
+            ~served_by_digest(),
+            SigningRequest.status.in_(wanted),
         )
     )
+    return [_Returned(request_id, report.email) for request_id in session.scalars(own.union(others))]
+
+
+def _returned_roles(session: Session, returned: list[_Returned]) -> dict[int, str]:
+    """Request → the role whose address the returned mail went to: ``recipient`` when it is the request's own, else
+    the other party's of that address (a line manager's, an employer's)."""
+    if not returned:
+        return {}
+    ids = [r.request_id for r in returned]
+    own = dict(
+        session.execute(
+            select(SigningRequest.id, func.lower(SigningRequest.email)).where(SigningRequest.id.in_(ids))
+        ).all()
+    )
+    others = {
+        (request_id, email): role
+        for request_id, email, role in session.execute(
+            select(Party.request_id, func.lower(Party.email), Party.role).where(
+                Party.request_id.in_(ids), Party.role != RECIPIENT_ROLE, Party.email.is_not(None)
+            )
+        )
+    }
+    return {
+        r.request_id: RECIPIENT_ROLE
+        if own.get(r.request_id) == r.email
+        else others.get((r.request_id, r.email), RECIPIENT_ROLE)
+        for r in returned
+    }
 
 
 def _suppress_reported(
-    session: Session, report: BounceReport, request_ids: list[int], *, source: str, now: datetime
+    session: Session, report: BounceReport, returned: list[_Returned], *, source: str, now: datetime
 ) -> None:
-    """Put the report's address (or, given only a Message-ID, its requests' addresses) on the suppression list."""
+    """Put the report's address (or, given only a Message-ID, the addresses its mails went to) on the suppression
+    list: a line manager's returned invitation suppresses the manager's address, not the employee's."""
     # The requests first: their entries name the batch and request the news came from.
-    targets = (
-        list(
+    batches = (
+        dict(
             session.execute(
-                select(SigningRequest.email, SigningRequest.batch_id, SigningRequest.id).where(
-                    SigningRequest.id.in_(request_ids)
+                select(SigningRequest.id, SigningRequest.batch_id).where(
+                    SigningRequest.id.in_([r.request_id for r in returned])
                 )
-            )
+            ).all()
         )
-        if request_ids
-        else []
+        if returned
+        else {}
     )
+    targets = [(r.email, batches.get(r.request_id), r.request_id) for r in returned if r.email]
     if report.email:
         targets.append((report.email, None, None))
     seen = set()
@@ -224,7 +276,8 @@ def record_report(session: Session, *, report: BounceReport, now: datetime) -> B
 
 def record_complaint(session: Session, *, report: BounceReport, now: datetime) -> BounceResult:
     """Flag the requests a spam complaint is about, stop their reminders and suppress the address. The caller commits."""
-    ids = _reported_requests(session, report, statuses=DISPATCHED)
+    returned = _reported(session, report, statuses=DISPATCHED)
+    ids = [r.request_id for r in returned]
     flagged = list(
         session.scalars(
             update(SigningRequest)
@@ -248,36 +301,59 @@ def record_complaint(session: Session, *, report: BounceReport, now: datetime) -
             )
         )
         cancel_queued(session, request_ids=flagged, kinds=["reminder"])
-    _suppress_reported(session, report, ids, source="complaint", now=now)
+    _suppress_reported(session, report, returned, source="complaint", now=now)
     log(logger, logging.INFO, "complaint reported", request_ids=flagged, matched=len(ids))
     return BounceResult(bounced=(), complained=tuple(flagged))
 
 
+def bounce_message(*, role: str, email: str, reason: str) -> str:
+    """The request's error for a returned invitation, naming the party whose address it was (kept in English like
+    every stored error; the request's panel explains it in the reader's language)."""
+    if role == RECIPIENT_ROLE:
+        return f"The recipient's mail server returned the invitation: {reason}"
+    return f"The {role}'s mail server returned the invitation to {email}: {reason}"
+
+
 def record_bounce(session: Session, *, report: BounceReport, now: datetime) -> BounceResult:
-    """Mark the request the bounced mail was for (by Message-ID, else every waiting request of the address). The caller commits."""
-    ids = _reported_requests(session, report, statuses=BOUNCEABLE)
+    """Mark the request the bounced mail was for (by Message-ID, else every waiting request of the address), its
+    error and event naming the party whose address it was (``role``, ``email``): another party's returned
+    invitation bounces the request too (nothing more happens until staff correct that party's address and
+    resend to it: ``resend.resend_to_party``). The caller commits."""
+    returned = _reported(session, report, statuses=BOUNCEABLE)
     if report.permanent:
-        _suppress_reported(session, report, ids, source="bounce", now=now)
-    reason = f"The recipient's mail server returned the invitation: {report.reason}"
-    won = transition(
-        session,
-        list(ids),
-        frm=BOUNCEABLE,
-        to=Status.BOUNCED,
-        now=now,
-        error_message=reason,
-        details={"reason": report.reason[:500], "source": "webhook"},
-    ).won
+        _suppress_reported(session, report, returned, source="bounce", now=now)
+    roles = _returned_roles(session, returned)
+    # Grouped by the party and address returned: each group's requests get its error in one move.
+    groups: dict[tuple[str, str], list[int]] = {}
+    for r in returned:
+        groups.setdefault((roles[r.request_id], r.email), []).append(r.request_id)
+    won: list[int] = []
     batch_ids: set[int] = set()
-    for part in slices(won):
-        session.execute(
-            update(OutgoingMail)
-            .where(OutgoingMail.request_id.in_(part), OutgoingMail.status == "sent")
-            .values(status="bounced", error=reason)
-        )
-        batch_ids.update(session.scalars(select(SigningRequest.batch_id).where(SigningRequest.id.in_(part))))
+    for (role, email), ids in groups.items():
+        reason = bounce_message(role=role, email=email, reason=report.reason)
+        moved = transition(
+            session,
+            ids,
+            frm=BOUNCEABLE,
+            to=Status.BOUNCED,
+            now=now,
+            error_message=reason,
+            details={"reason": report.reason[:500], "source": "webhook", "role": role, "email": email},
+        ).won
+        for part in slices(moved):
+            session.execute(
+                update(OutgoingMail)
+                .where(
+                    OutgoingMail.request_id.in_(part),
+                    OutgoingMail.status == "sent",
+                    func.lower(OutgoingMail.to_email) == email,
+                )
+                .values(status="bounced", error=reason)
+            )
+            batch_ids.update(session.scalars(select(SigningRequest.batch_id).where(SigningRequest.id.in_(part))))
+        won += moved
     if won:
         # A batch awaiting signatures with a late bounce did not fully succeed after all (or has nobody left).
         refresh_batch_statuses(session, now=now, batch_ids=batch_ids)
-    log(logger, logging.INFO, "bounce reported", request_ids=list(won), matched=len(ids))
-    return BounceResult(bounced=won)
+    log(logger, logging.INFO, "bounce reported", request_ids=won, matched=len(returned))
+    return BounceResult(bounced=tuple(won))

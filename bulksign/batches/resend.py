@@ -19,7 +19,7 @@ from sqlalchemy import exists, select, update
 from sqlalchemy.orm import Session, aliased
 
 from bulksign.batches.manual_reminders import other_role
-from bulksign.batches.progress import REOPENABLE, BatchActionError, batch_for_action
+from bulksign.batches.progress import REOPENABLE, BatchActionError, batch_for_action, refresh_batch_statuses
 from bulksign.batches.reminders import KIND as REMINDER
 from bulksign.batches.states import move_batches, transition
 from bulksign.core.logs import log
@@ -53,7 +53,7 @@ class ResendResult:
     resent: int
     #: reason → how many requests were skipped for it (``signed``, ``declined``, ``cancelled``, ``not_sent``,
     #: ``not_found``, ``deadline_passed``, ``changed_meanwhile``, ``purged``, ``several_parties``,
-    #: ``countersign_digest``).
+    #: ``countersign_digest``, ``party_bounced``: another party's invitation bounced the request).
     skipped: dict[str, int]
     mail_ids: tuple[int, ...] = field(default=(), repr=False)
     #: The earliest and latest new deadline given by extra days; None without extra days.
@@ -66,6 +66,7 @@ class EmailChange:
     old_email: str
     new_email: str
     changed: bool
+    role: str = RECIPIENT_ROLE
 
 
 def _skip_reason(
@@ -151,16 +152,23 @@ def resend_with_new_link(
             ).all()
         )
         eligible, by_id = [], {row.id: row for row in rows}
+        # Another party's returned invitation is mended by a resend to that party: a new link for the recipient
+        # would take the request out of ``bounced`` with that party's address still wrong.
+        bounced_by = _bounced_by(session, [r.id for r in rows if r.id in routed and r.status == Status.BOUNCED])
         for row in rows:
             if row.batch_id not in batches:
                 batches[row.batch_id] = batch_for_action(session, batch_id=row.batch_id, user=user)
-            reason = _skip_reason(
-                row.status,
-                batch=batches[row.batch_id],
-                extend_days=extend_days,
-                now=now,
-                purged=row.purged_at is not None,
-                recipient=routed.get(row.id),
+            reason = (
+                "party_bounced"
+                if bounced_by.get(row.id, RECIPIENT_ROLE) != RECIPIENT_ROLE
+                else _skip_reason(
+                    row.status,
+                    batch=batches[row.batch_id],
+                    extend_days=extend_days,
+                    now=now,
+                    purged=row.purged_at is not None,
+                    recipient=routed.get(row.id),
+                )
             )
             if reason:
                 skipped[reason] = skipped.get(reason, 0) + 1
@@ -225,9 +233,12 @@ def resend_with_new_link(
     )
 
 
-def _party_skip_reason(row, party: Party | None, *, by_digest: bool) -> str | None:
+def _party_skip_reason(
+    row, party: Party | None, *, by_digest: bool, bounced_by: str | None, now: datetime
+) -> str | None:
     """Why ``party`` of the request ``row`` cannot get a new link now: only while its step is open and it has not
-    signed or declined (a declined one declined the request: it is closed), and never when its countersigner's
+    signed or declined (a declined one declined the request: it is closed), or when its own returned invitation
+    bounced the request (``bounced_by``: the role of the latest bounce), and never when its countersigner's
     digest serves it (``by_digest``): its one link is for all its documents, and a remind sends it again."""
     if party is None:
         return "not_found"  # the request has no such party
@@ -235,13 +246,67 @@ def _party_skip_reason(row, party: Party | None, *, by_digest: bool) -> str | No
         return "purged"
     if party.status in (PartyStatus.SIGNED, PartyStatus.DECLINED):
         return party.status
-    if row.status not in PARTY_STEP_OPEN:
+    own_bounce = row.status == Status.BOUNCED and bounced_by == party.role
+    if row.status not in PARTY_STEP_OPEN and not own_bounce:
         return row.status if row.status in (*EMAIL_FROZEN, *RESENDABLE) else "not_sent"
+    if own_bounce and row.expires_at is not None and row.expires_at <= now:
+        return "expired"  # the request's deadline passed meanwhile: the new link would be dead on arrival
     if party.status == PartyStatus.WAITING:
         return "not_started"  # its step has not started: its invitation goes out then
     if by_digest:
         return "countersign_digest"
     return None
+
+
+def _bounced_by(session: Session, request_ids: list[int]) -> dict[int, str]:
+    """Bounced request → the role whose returned mail bounced it (its latest ``status.bounced`` event; before
+    bounces named one, the recipient's)."""
+    found: dict[int, str] = {}
+    if request_ids:
+        for request_id, details in session.execute(
+            select(Event.request_id, Event.details)
+            .where(Event.request_id.in_(request_ids), Event.type == f"status.{Status.BOUNCED.value}")
+            .order_by(Event.id)
+        ):
+            found[request_id] = (details or {}).get("role", RECIPIENT_ROLE)
+    return found
+
+
+def _reopen_bounced(session: Session, parties: list[Party], *, user: User, now: datetime) -> set[int]:
+    """Move the bounced requests of ``parties`` (each bounced by that party's returned invitation) back to where
+    their routing stands: ``opened`` when their recipient has opened or signed (the request's own open), else
+    ``sent``; by compare-and-set, the bounce's error cleared. Their batches settle again (a batch closed by the
+    bounce awaits signatures once more). The ids of the requests reopened; the caller commits."""
+    if not parties:
+        return set()
+    ids = [p.request_id for p in parties]
+    recipients = dict(
+        session.execute(
+            select(Party.request_id, Party.status).where(Party.request_id.in_(ids), Party.role == RECIPIENT_ROLE)
+        ).all()
+    )
+    opened = (PartyStatus.OPENED.value, PartyStatus.SIGNED.value)
+    reopened: set[int] = set()
+    for target in (Status.SENT, Status.OPENED):
+        group = [i for i in ids if (recipients.get(i) in opened) == (target == Status.OPENED)]
+        reopened.update(
+            transition(
+                session,
+                group,
+                frm=Status.BOUNCED,
+                to=target,
+                now=now,
+                actor=f"user:{user.id}",
+                details={"resend": True, "role": parties[0].role},
+                error_message=None,
+            ).won
+        )
+    if reopened:
+        batch_ids = set(session.scalars(select(SigningRequest.batch_id).where(SigningRequest.id.in_(sorted(reopened)))))
+        # Like a recipient's resend: the batch reopens, then settles where its requests now stand.
+        move_batches(session, batch_ids, frm=REOPENABLE, to=BatchStatus.PROCESSING, finished_at=None, settled_at=None)
+        refresh_batch_statuses(session, now=now, batch_ids=batch_ids)
+    return reopened
 
 
 def resend_to_party(
@@ -250,15 +315,22 @@ def resend_to_party(
     """A new link and invitation for the ``role`` party (not the recipient) of each request, while its step is
     open: the party goes back to waiting by compare-and-set, its old link dies with its token in the same UPDATE,
     and it is invited again (``routing.invite_parties``: a new link, a mail keyed by it, a fresh reminder series
-    from the new invitation). A party the countersigner's digest serves is skipped (``countersign_digest``). The request's state is not touched. The caller commits, then enqueues ``mail_ids``."""
+    from the new invitation). A party the countersigner's digest serves is skipped (``countersign_digest``). The
+    request's state is not touched, but for a request this party's returned invitation bounced: it goes back to
+    where its routing stands first (``_reopen_bounced``; the other parties' links and signatures stay). The caller
+    commits, then enqueues ``mail_ids``."""
     app = current_app._get_current_object()
     ids = sorted(set(request_ids))
     rows = {
         row.id: row
         for row in session.execute(
-            select(SigningRequest.id, SigningRequest.status, SigningRequest.batch_id, SigningRequest.purged_at).where(
-                SigningRequest.id.in_(ids)
-            )
+            select(
+                SigningRequest.id,
+                SigningRequest.status,
+                SigningRequest.batch_id,
+                SigningRequest.purged_at,
+                SigningRequest.expires_at,
+            ).where(SigningRequest.id.in_(ids))
         )
     }
     parties = {
@@ -268,6 +340,7 @@ def resend_to_party(
     by_digest = set(
         session.scalars(select(Party.id).where(Party.request_id.in_(ids), Party.role == role, served_by_digest()))
     )
+    bounced_by = _bounced_by(session, [i for i, row in rows.items() if row.status == Status.BOUNCED])
     skipped: dict[str, int] = {"not_found": len(ids) - len(rows)} if len(rows) < len(ids) else {}
     chosen: list[Party] = []
     checked: set[int] = set()
@@ -276,11 +349,21 @@ def resend_to_party(
             other_role(batch_for_action(session, batch_id=row.batch_id, user=user), role)
             checked.add(row.batch_id)
         party = parties.get(request_id)
-        reason = _party_skip_reason(row, party, by_digest=party is not None and party.id in by_digest)
+        reason = _party_skip_reason(
+            row,
+            party,
+            by_digest=party is not None and party.id in by_digest,
+            bounced_by=bounced_by.get(request_id),
+            now=now,
+        )
         if reason:
             skipped[reason] = skipped.get(reason, 0) + 1
         else:
             chosen.append(parties[request_id])
+    bounced = [p for p in chosen if rows[p.request_id].status == Status.BOUNCED]
+    reopened = _reopen_bounced(session, bounced, user=user, now=now)
+    lost = {p.request_id for p in bounced} - reopened
+    chosen = [p for p in chosen if p.request_id not in lost]
     won = move_parties(
         session,
         [p.id for p in chosen],
@@ -294,13 +377,22 @@ def resend_to_party(
         reminder_count=0,
         last_reminder_at=None,
     ).won
-    if len(won) < len(chosen):
-        skipped["changed_meanwhile"] = skipped.get("changed_meanwhile", 0) + len(chosen) - len(won)
+    missed = len(lost) + len(chosen) - len(won)
+    if missed:
+        skipped["changed_meanwhile"] = skipped.get("changed_meanwhile", 0) + missed
     resent = [p for p in chosen if p.id in won]
     for party in resent:
         session.refresh(party)
     mail_ids = invite_parties(session, resent, now=now, app=app)
-    log(logger, logging.INFO, "parties resent with new links", user_id=user.id, role=role, resent=len(mail_ids))
+    log(
+        logger,
+        logging.INFO,
+        "parties resent with new links",
+        user_id=user.id,
+        role=role,
+        resent=len(mail_ids),
+        reopened=len(reopened),
+    )
     return ResendResult(resent=len(mail_ids), skipped=skipped, mail_ids=tuple(mail_ids))
 
 
@@ -325,31 +417,61 @@ def _deadlines(
     return kept
 
 
-def change_email(session: Session, *, request_id: int, new_email: str, user: User, now: datetime) -> EmailChange:
-    """Correct a recipient's address (e.g. after a bounce, before a resend), with an audit event old → new. The caller commits."""
+def change_email(
+    session: Session, *, request_id: int, new_email: str, user: User, now: datetime, role: str = RECIPIENT_ROLE
+) -> EmailChange:
+    """Correct a party's address (e.g. after a bounce, before a resend), with an ``email.changed`` event naming the
+    role, old → new: the recipient's is the request's own; another ``role``'s is its party's, refused once that
+    party signed or declined. A party served by its countersigner's digest leaves it (and joins another address's,
+    when the new one has a digest in the batch): the digest finds its documents by their current addresses. The
+    link stays until a resend gives the new address one. The caller commits."""
     request = session.get(SigningRequest, request_id)
     if request is None:
         raise BatchActionError(N_("No such request."), 404)
     batch_for_action(session, batch_id=request.batch_id, user=user)
+    # The recipient's party too: on a document several sign, a recipient who signed keeps the address it signed
+    # with while the others sign (the request is still open).
+    party = session.scalar(select(Party).where(Party.request_id == request_id, Party.role == role))
+    if party is None and role != RECIPIENT_ROLE:
+        raise BatchActionError(N_("This request has no %(role)s party.", role=str(role)[:40]), 404)
     if request.status in EMAIL_FROZEN:
         raise BatchActionError(
             N_("The request is %(status)s; its address can no longer change.", status=request.status), 409
         )
     if request.purged_at is not None:
         raise BatchActionError(N_("The request was deleted under the retention rules; it cannot be sent again."), 409)
+    if party is not None and party.status == PartyStatus.SIGNED:
+        raise BatchActionError(N_("The %(role)s has signed; their address is part of the record.", role=role), 409)
+    # A recipient who declined alone may be invited again at a corrected address (a resend); another party's
+    # decline closed the request.
+    if party is not None and role != RECIPIENT_ROLE and party.status == PartyStatus.DECLINED:
+        raise BatchActionError(N_("The %(role)s declined; their address is part of the record.", role=role), 409)
     try:
         normalized = validate_email((new_email or "").strip(), check_deliverability=False).normalized
     except EmailNotValidError as exc:
         raise BatchActionError(N_("Not a valid email address: %(reason)s", reason=str(exc))) from None
-    old = request.email
+    old = request.email if role == RECIPIENT_ROLE else party.email
     if normalized == old:
-        return EmailChange(request_id=request_id, old_email=old, new_email=normalized, changed=False)
-    session.execute(
-        update(SigningRequest)
-        .where(SigningRequest.id == request_id)
-        .values(email=normalized)
-        .execution_options(synchronize_session="fetch")
-    )
+        return EmailChange(request_id=request_id, old_email=old, new_email=normalized, changed=False, role=role)
+    if role == RECIPIENT_ROLE:
+        session.execute(
+            update(SigningRequest)
+            .where(SigningRequest.id == request_id)
+            .values(email=normalized)
+            .execution_options(synchronize_session="fetch")
+        )
+    else:
+        # Guarded like a move: a party that signed meanwhile keeps the address it signed with.
+        changed = session.execute(
+            update(Party)
+            .where(Party.id == party.id, Party.status.not_in([PartyStatus.SIGNED.value, PartyStatus.DECLINED.value]))
+            .values(email=normalized)
+            .execution_options(synchronize_session="fetch")
+        ).rowcount
+        if not changed:
+            raise BatchActionError(
+                N_("The %(role)s acted meanwhile; their address is part of the record.", role=role), 409
+            )
     session.add(
         Event(
             request_id=request_id,
@@ -357,8 +479,8 @@ def change_email(session: Session, *, request_id: int, new_email: str, user: Use
             type="email.changed",
             created_at=now,
             actor=f"user:{user.id}",
-            details={"old": old, "new": normalized},
+            details={"role": role, "old": old, "new": normalized},
         )
     )
-    log(logger, logging.INFO, "recipient email changed", request_id=request_id, user_id=user.id)
-    return EmailChange(request_id=request_id, old_email=old, new_email=normalized, changed=True)
+    log(logger, logging.INFO, "party email changed", request_id=request_id, role=role, user_id=user.id)
+    return EmailChange(request_id=request_id, old_email=old, new_email=normalized, changed=True, role=role)

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from bulksign.batches.dashboard import STATUS_LABELS
 from bulksign.batches.field_values import GivenValue, request_values
+from bulksign.batches.party_progress import role_label
 from bulksign.models import RECIPIENT_ROLE, Event, OutgoingMail, Party, SigningRequest
 from bulksign.models.status import Status
 from bulksign.signing.digests import served_by_digest
@@ -78,6 +79,9 @@ class Timeline:
     given: tuple[GivenValue, ...] = field(default_factory=tuple)
     #: The roles whose party its countersigner's digest serves: reminded by the digest, with no link of its own.
     by_digest: frozenset[str] = frozenset()
+    #: The role other than the recipient whose returned invitation bounced the request: its address is corrected
+    #: and it is resent to from its party's line; None otherwise.
+    bounced_role: str | None = None
 
 
 def timeline(session: Session, *, batch_id: int, request_id: int) -> Timeline | None:
@@ -118,11 +122,24 @@ def timeline(session: Session, *, batch_id: int, request_id: int) -> Timeline | 
         problem = req.error_message or (failed_mail.error if failed_mail else None) or req.decline_reason
     parties = parties_of(session, req)
     multiple = [p.role for p in parties] not in ([], [RECIPIENT_ROLE])
+    bounced_role = None
+    if multiple and req.status == Status.BOUNCED:
+        bounce = next((e for e in reversed(events) if e.type == f"status.{Status.BOUNCED.value}"), None)
+        role = (bounce.details or {}).get("role") if bounce is not None else None
+        bounced_role = role if role and role != RECIPIENT_ROLE else None
+    advice = None if req.purged_at else ADVICE.get(req.status)
+    if bounced_role and advice is not None:
+        advice = _l(
+            "The invitation to the %(role)s could not be delivered. Fix that party's address under Parties, then "
+            "resend to them: the request goes on where it stood, the other signatures kept.",
+            role=role_label(bounced_role),
+        )
     return Timeline(
         request=req,
         entries=tuple(entries),
         problem=problem,
-        advice=None if req.purged_at else ADVICE.get(req.status),
+        advice=advice,
+        bounced_role=bounced_role,
         mails=tuple(mails),
         parties=tuple(parties) if multiple else (),
         given=request_values(session, batch_id=batch_id, request_id=request_id),

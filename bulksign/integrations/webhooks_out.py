@@ -131,13 +131,28 @@ class PartyRef(BaseModel):
     role: str = Field(description="The party's role: `recipient`, or the `<role>` of its `signature_<role>` mark.")
 
 
+def _party_ref(etype: str, details: dict | None) -> PartyRef | None:
+    """The party an event is about: a ``party.*`` event's, or a bounce's (whose address the returned mail went to;
+    none on bounces recorded before they named one)."""
+    role = (details or {}).get("role")
+    if etype.startswith("party."):
+        return PartyRef(role=role or "")
+    if etype == "status.bounced" and role:
+        return PartyRef(role=role)
+    return None
+
+
 class RequestEvent(BaseModel):
     """``data`` of the ``request.*`` and ``party.*`` events."""
 
     request: RequestRef
     occurred_at: datetime
     links: RequestEventLinks
-    party: PartyRef | None = Field(None, description="On `party.*`: which party; null on `request.*`.")
+    party: PartyRef | None = Field(
+        None,
+        description="On `party.*`: which party; on `request.bounced`, the party whose invitation came back (another "
+        "role's returned invitation bounces the request too); null on the other `request.*`.",
+    )
     fields: dict[str, str | None] | None = Field(
         None,
         description="On `request.signed`: what the signers filled in, by field name, as the request's `fields` in "
@@ -358,7 +373,7 @@ def collect(
                         links=request_links(
                             app_url=app_url, request_id=request_id, signed=EVENT_TYPES[etype] == "request.signed"
                         ),
-                        party=PartyRef(role=(details or {}).get("role", "")) if etype.startswith("party.") else None,
+                        party=_party_ref(etype, details),
                         fields={n: v.value for n, v in given.items()} if given is not None else None,
                     ).model_dump(mode="json"),
                 ).delivery_ids

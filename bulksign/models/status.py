@@ -43,7 +43,9 @@ TRANSITIONS: dict[Status, frozenset[Status]] = {
     S.OPENED: frozenset({S.SIGNED, S.DECLINED, S.EXPIRED, S.BOUNCED, S.CANCELLED, S.GENERATED}),
     S.FAILED: frozenset({S.PENDING, S.CANCELLED}),
     S.EXPIRED: frozenset({S.GENERATED}),
-    S.BOUNCED: frozenset({S.GENERATED, S.CANCELLED}),
+    # bounced → sent/opened: another party's invitation was returned; staff corrected that party's address and
+    # resent to it alone (``resend.resend_to_party``): the request goes back to where its routing stood.
+    S.BOUNCED: frozenset({S.GENERATED, S.CANCELLED, S.SENT, S.OPENED}),
     S.SIGNED: frozenset(),
     # declined → generated: staff invite again (a new link) once the recipient's concern is settled.
     S.DECLINED: frozenset({S.GENERATED}),

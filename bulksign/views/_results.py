@@ -29,6 +29,7 @@ REASONS = {
     "several_parties": _l("signed by several parties: another party declined, or the recipient has acted"),
     "not_started": _l("their step has not started yet"),
     "countersign_digest": _l("served by the countersigner's digest, one link for all their documents: Remind sends it"),
+    "party_bounced": _l("another party's invitation bounced: correct that party's address and resend to them"),
 }
 
 

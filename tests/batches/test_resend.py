@@ -143,7 +143,7 @@ def test_bounced_then_address_corrected_then_resent_reaches_the_new_address(app,
     db.session.commit()
     assert (change.old_email, change.new_email, change.changed) == ("typo@exmaple.com", "ann@example.com", True)
     event = db.session.scalar(select(Event).where(Event.type == "email.changed"))
-    assert event.details == {"old": "typo@exmaple.com", "new": "ann@example.com"}
+    assert event.details == {"role": "recipient", "old": "typo@exmaple.com", "new": "ann@example.com"}
     assert event.actor == f"user:{staff_id}"
     assert _resend(staff, [rid], NOW + DAY).resent == 1
     run_jobs("mail")

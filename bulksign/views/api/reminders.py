@@ -77,17 +77,26 @@ class Resent(BaseModel):
     role: str = Field(description="The party that got the new link.")
     status: Literal["generated", "sent", "opened"] = Field(
         description="The request's status: `generated` (the recipient's new invitation is queued); for another "
-        "party the request's status is unchanged (its new invitation is queued)."
+        "party the request's status is unchanged (its new invitation is queued), or back to `sent` or `opened` when "
+        "that party's returned invitation had bounced it."
     )
     expires_at: datetime | None = Field(description="The new link's deadline.")
 
 
 class EmailBody(BaseModel):
     email: str = Field(max_length=254, description="The corrected address.")
+    role: str | None = Field(
+        None,
+        max_length=40,
+        pattern=r"^[a-z0-9_]+$",
+        description="The party whose address this is, one of the template's `roles` (e.g. `manager`, from the "
+        "row's `manager_email`, or the batch's fixed `employer`). Default: the recipient.",
+    )
 
 
 class EmailChanged(BaseModel):
     request_id: int
+    role: str = Field(description="The party whose address changed.")
     email: str
     changed: bool = Field(description="False when the address was already this one.")
 
@@ -161,9 +170,12 @@ def countersign_digests(batch_id: int):
 def resend(request_id: int):
     """The old link stops working; an expired or bounced request is sent again (optionally with a later deadline).
     With `role`, that party of a document several sign gets a new link and invitation instead, while its step is
-    open (the request's state is unchanged); the recipient of such a document gets one while it has not signed and
+    open (the request's state is unchanged), or when its own invitation bounced the request (after correcting its
+    address: the request goes back to `sent` or `opened`); the recipient of such a document gets one while it has not signed and
     nobody declined. A party served by its countersigner's digest has no link of its own to renew: 409, reason
-    `countersign_digest` (remind it instead: its digest goes again)."""
+    `countersign_digest` (remind it instead: its digest goes again). A request another party's returned invitation
+    bounced gets no new link for its recipient: 409, reason `party_bounced` (correct that party's address and resend
+    with its `role`)."""
     body = parse_body(ResendBody, optional=True)
     try:
         result = resend_with_new_link(
@@ -196,20 +208,27 @@ def resend(request_id: int):
 
 @bp.post("/requests/<int:request_id>/email")
 @operation(
-    "Correct a recipient's address",
+    "Correct a recipient's (or another party's) address",
     tag="Requests",
     body=EmailBody,
     responses={200: EmailChanged},
     errors=(400, 403, 404, 409, 422),
 )
 def update_email(request_id: int):
-    """Before the request is signed, declined or expired; a bounced one can then be resent. An address that cannot
-    receive mail is refused (422)."""
+    """Before the request is signed or cancelled; a bounced one can then be resent. With `role`, that party's
+    address (e.g. a mistyped line manager's) while it has not signed or declined (409 after; 404 for a role the
+    request does not have): resend with the same `role` to send its new link there. When another party's
+    invitation bounced, the request is `bounced` and its `error` names that party: correct its address, then
+    resend to it, and the request goes back to `sent` or `opened` (the others' signatures stay). An address that
+    cannot receive mail is refused (422)."""
     body = parse_body(EmailBody)
+    role = body.role or RECIPIENT_ROLE
     try:
-        change = change_email(db.session, request_id=request_id, new_email=body.email, user=g.api_user, now=utcnow())
+        change = change_email(
+            db.session, request_id=request_id, new_email=body.email, user=g.api_user, now=utcnow(), role=role
+        )
     except BatchActionError as exc:
         # The body is well-formed by now: what the domain refuses (an unusable address) is content, not syntax.
         raise ApiError(exc.message, 422 if exc.status == 400 else exc.status) from None
     db.session.commit()
-    return answer(EmailChanged(request_id=request_id, email=change.new_email, changed=change.changed))
+    return answer(EmailChanged(request_id=request_id, role=role, email=change.new_email, changed=change.changed))

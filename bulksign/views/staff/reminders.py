@@ -1,7 +1,7 @@
 """Staff actions from the batch page: remind now, resend with a new link, correct an address.
 
 Form fields: ``request_ids`` (repeated), ``selector`` (``not_signed`` / ``not_opened``),
-``extend_days``, ``email``, ``role`` (remind or resend that party instead of the recipient). HTMX posts get the ``reminders/_result.html`` partial; plain posts
+``extend_days``, ``email``, ``role`` (remind, resend or correct the address of that party instead of the recipient). HTMX posts get the ``reminders/_result.html`` partial; plain posts
 are redirected back to the batch page with a flash saying what was queued and what was skipped.
 """
 
@@ -18,7 +18,7 @@ from bulksign.batches.manual_reminders import SELECTORS
 from bulksign.batches.progress import BatchActionError
 from bulksign.batches.resend import change_email
 from bulksign.core.extensions import db
-from bulksign.models import Batch, SigningRequest, utcnow
+from bulksign.models import RECIPIENT_ROLE, Batch, SigningRequest, utcnow
 from bulksign.views._forms import extend_days_field
 from bulksign.views._results import background_message, reminders_done, resend_done
 
@@ -148,15 +148,32 @@ def resend_one(request_id: int):
 @bp.post("/requests/<int:request_id>/email")
 def update_email(request_id: int):
     batch_id = _request_or_404(request_id).batch_id
+    role = _role() or RECIPIENT_ROLE
     try:
         change = change_email(
-            db.session, request_id=request_id, new_email=request.form.get("email", ""), user=current_user, now=utcnow()
+            db.session,
+            request_id=request_id,
+            new_email=request.form.get("email", ""),
+            user=current_user,
+            now=utcnow(),
+            role=role,
         )
     except BatchActionError as exc:
         return _refused(batch_id, exc)
     db.session.commit()
     if not change.changed:
         return _answer(batch_id, _("The address is unchanged."), "info")
+    if role != RECIPIENT_ROLE:
+        return _answer(
+            batch_id,
+            _(
+                "The %(role)s's address changed from %(old)s to %(new)s. Resend to them to send a new link there.",
+                role=role,
+                old=change.old_email,
+                new=change.new_email,
+            ),
+            "success",
+        )
     return _answer(
         batch_id,
         _(

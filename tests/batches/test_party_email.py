@@ -1,0 +1,283 @@
+"""Correcting another party's address (a line manager's from the row's ``manager_email``) and mending a request
+that party's returned invitation bounced (issue 29): on real workers, the real bounce webhook and real mail."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from sqlalchemy import select
+
+from bulksign.core.extensions import db
+from bulksign.documents.storage import get_storage
+from bulksign.integrations import webhooks_out
+from bulksign.jobs.webhooks import dispatch
+from bulksign.models import Batch, Document, Event, OutgoingMail, Party, SigningRequest, Suppression, utcnow
+from bulksign.people.teams import add_member, create_team
+from bulksign.people.users import create_api_key, create_user
+from bulksign.signing.digests import digest_addresses, served_by_digest
+from tests.signing.test_countersign import HR, TWO_ROWS, _party, _ready
+from tests.signing.test_party_staff_actions import _api
+from tests.signing.test_routing import PAGE, _mails_to, _parties, _sent, _sign, _token
+from tests.support.web import csrf_from
+
+SECRET = "bounce-secret-123"
+WITH_MANAGER = PAGE.format(
+    body="<h1>Employment contract</h1><p>Employee {{ name }} joins ACME.</p>"
+    "<p>The employee: {{ signature }}</p><p>Line manager: {{ signature_manager }}</p>"
+)
+ROWS = "email,name,manager_email,manager_name\neva@example.com,Eva Employee,mia@exmaple.com,Mia Manager\n"
+
+
+def _manager_invited(users, client, smtp, run_jobs) -> int:
+    """A request signed by the employee, then by her line manager (a mistyped address in the row's column), whose
+    employee signed and whose manager was invited at the typo."""
+    request_id = _sent(users, run_jobs, html=WITH_MANAGER, file=ROWS, form={})
+    assert _sign(client, _token(smtp.received[0]), "Eva Employee").status_code == 303
+    run_jobs("pdf", "mail")
+    (invitation,) = _mails_to(smtp, "mia@exmaple.com")
+    assert _parties(request_id)["manager"].status == "invited"
+    return request_id
+
+
+def _changes(request_id: int) -> list[dict]:
+    return list(
+        db.session.scalars(select(Event.details).where(Event.request_id == request_id, Event.type == "email.changed"))
+    )
+
+
+def _party_invitation_id(request_id: int) -> str:
+    return db.session.scalar(
+        select(OutgoingMail.message_id).where(
+            OutgoingMail.request_id == request_id, OutgoingMail.kind == "party_invitation"
+        )
+    )
+
+
+def _bounce(client, body):
+    return client.post(
+        "/webhooks/bounces", data=json.dumps(body), headers={"X-Bounce-Secret": SECRET}, content_type="application/json"
+    )
+
+
+def test_a_line_managers_mistyped_address_is_corrected_before_it_signs_and_the_new_link_goes_there(
+    app, users, client, smtp, run_jobs, auth
+):
+    request_id = _manager_invited(users, client, smtp, run_jobs)
+    batch_id = db.session.get(SigningRequest, request_id).batch_id
+    (typo,) = _mails_to(smtp, "mia@exmaple.com")
+    old = _token(typo)
+    auth.login()
+    panel = client.get(f"/batches/{batch_id}/requests/{request_id}")
+    html = panel.get_data(as_text=True)
+    assert 'data-party-action="email-manager"' in html and 'value="mia@exmaple.com"' in html
+    form = {"csrf_token": csrf_from(panel), "request_ids": str(request_id), "role": "manager"}
+    hx = {"HX-Request": "true"}
+
+    changed = client.post(f"/requests/{request_id}/email", data={**form, "email": " Mia@Example.com "}, headers=hx)
+    assert changed.status_code == 200
+    assert "manager" in changed.get_data(as_text=True) and "to Mia@example.com" in changed.get_data(as_text=True)
+    assert _changes(request_id) == [{"role": "manager", "old": "mia@exmaple.com", "new": "Mia@example.com"}]
+    found = _parties(request_id)
+    assert (found["manager"].email, found["manager"].status) == ("Mia@example.com", "invited")
+    assert db.session.get(SigningRequest, request_id).email == "eva@example.com"  # the employee's stays
+
+    assert client.post(f"/requests/{request_id}/resend", data=form, headers=hx).status_code == 200
+    run_jobs("mail")
+    (invitation,) = _mails_to(smtp, "Mia@example.com")
+    assert "Mia Manager" in invitation.text()
+    new = _token(invitation)
+    assert new != old and "not valid" in client.get(f"/sign/{old}").get_data(as_text=True).lower()
+    assert _sign(client, new, "Mia Manager").status_code == 303
+    assert db.session.get(SigningRequest, request_id).status == "signed"
+    # Signed: the address is part of the record now.
+    panel = client.get(f"/batches/{batch_id}/requests/{request_id}").get_data(as_text=True)
+    assert 'data-party-action="email-manager"' not in panel
+
+
+def test_a_managers_bounce_names_the_manager_and_a_corrected_resend_mends_the_request(
+    app, users, client, smtp, run_jobs, auth, tmp_path
+):
+    app.config["BOUNCE_WEBHOOK_SECRET"] = SECRET
+    request_id = _manager_invited(users, client, smtp, run_jobs)
+    batch_id = db.session.get(SigningRequest, request_id).batch_id
+    bounced = _bounce(client, {"message_id": _party_invitation_id(request_id), "reason": "550 5.1.1 no such domain"})
+    assert bounced.status_code == 200 and bounced.json["bounced"] == 1
+
+    request = db.session.get(SigningRequest, request_id)
+    assert request.status == "bounced"  # the dashboards count it
+    assert request.error_message == (
+        "The manager's mail server returned the invitation to mia@exmaple.com: 550 5.1.1 no such domain"
+    )
+    event = db.session.scalar(
+        select(Event.details).where(Event.request_id == request_id, Event.type == "status.bounced")
+    )
+    assert (event["role"], event["email"]) == ("manager", "mia@exmaple.com")
+    found = _parties(request_id)
+    assert (found["recipient"].status, found["manager"].status) == ("signed", "invited")  # her signature stays
+    # The manager's address is suppressed, not the employee's; only the manager's mail is marked returned.
+    assert db.session.scalars(select(Suppression.email)).all() == ["mia@exmaple.com"]
+    mails = dict(
+        db.session.execute(
+            select(OutgoingMail.kind, OutgoingMail.status).where(OutgoingMail.request_id == request_id)
+        ).all()
+    )
+    assert (mails["invitation"], mails["party_invitation"]) == ("sent", "bounced")
+    assert db.session.get(Batch, batch_id).status == "closed"  # nobody could sign any more
+
+    auth.login()
+    panel = client.get(f"/batches/{batch_id}/requests/{request_id}").get_data(as_text=True)
+    assert "The invitation to the manager could not be delivered" in panel
+    assert 'data-party-action="email-manager"' in panel and 'data-party-action="resend-manager"' in panel
+    assert "Resend with a new link" not in panel  # the employee's resend would not mend it
+
+    post = _api(client, users)
+    # A new link for the employee would not mend it; staff correct the manager's address first (a resend would go
+    # to the typo again).
+    employee = post(f"/api/v1/requests/{request_id}/resend")
+    assert employee.status_code == 409 and employee.json["error"]["details"]["reason"] == "party_bounced"
+    changed = post(f"/api/v1/requests/{request_id}/email", {"email": "mia@example.com", "role": "manager"})
+    assert changed.status_code == 200, changed.json
+    assert (changed.json["role"], changed.json["email"], changed.json["changed"]) == (
+        "manager",
+        "mia@example.com",
+        True,
+    )
+    assert db.session.get(SigningRequest, request_id).status == "bounced"  # until resent
+    resent = post(f"/api/v1/requests/{request_id}/resend", {"role": "manager"})
+    assert resent.status_code == 202, resent.json
+    assert (resent.json["role"], resent.json["status"]) == ("manager", "opened")  # where its routing stood
+    request = db.session.get(SigningRequest, request_id)
+    assert request.error_message is None
+    assert db.session.get(Batch, batch_id).status == "awaiting_signatures"
+    found = _parties(request_id)
+    assert (found["recipient"].status, found["manager"].status) == ("signed", "invited")
+
+    run_jobs("mail")
+    (invitation,) = _mails_to(smtp, "mia@example.com")
+    assert len(smtp.of_kind("invitation")) == 1  # the employee is not invited again
+    assert _sign(client, _token(invitation), "Mia Manager").status_code == 303
+    assert db.session.get(SigningRequest, request_id).status == "signed"
+    run_jobs("pdf", "mail")
+    (signed,) = db.session.scalars(select(Document).where(Document.request_id == request_id, Document.kind == "signed"))
+    path = tmp_path / "signed.pdf"
+    path.write_bytes(get_storage().get(signed.storage_key))
+    out = subprocess.run(["pdfsig", str(path)], capture_output=True, text=True, timeout=30).stdout
+    assert out.count("Signature #") == 1 and "Signature is Valid" in out
+    assert db.session.get(Batch, batch_id).status == "all_signed"
+
+
+def test_an_address_change_is_refused_for_a_party_that_signed_a_role_the_request_lacks_and_another_teams_request(
+    app, users, client, smtp, run_jobs
+):
+    request_id = _manager_invited(users, client, smtp, run_jobs)
+    post = _api(client, users)
+    signed = post(f"/api/v1/requests/{request_id}/email", {"email": "eve@example.com"})  # the employee signed
+    assert signed.status_code == 409 and "signed" in signed.json["error"]["message"]
+    missing = post(f"/api/v1/requests/{request_id}/email", {"email": "boss@example.com", "role": "employer"})
+    assert missing.status_code == 404 and "employer" in missing.json["error"]["message"]
+    bad = post(f"/api/v1/requests/{request_id}/email", {"email": "not an address", "role": "manager"})
+    assert bad.status_code == 422
+
+    stranger = create_user(db.session, email="legal@example.com", password="x" * 12, role="staff", now=utcnow())
+    add_member(
+        db.session, team=create_team(db.session, name="Legal", now=utcnow()), user=stranger, by=None, now=utcnow()
+    )
+    secret = create_api_key(db.session, user=stranger, name="legal", now=utcnow()).secret
+    db.session.commit()
+    foreign = client.post(
+        f"/api/v1/requests/{request_id}/email",
+        json={"email": "mia@example.com", "role": "manager"},
+        headers={"Authorization": f"Bearer {secret}"},
+    )
+    assert foreign.status_code == 404
+
+    (invitation,) = _mails_to(smtp, "mia@exmaple.com")
+    assert _sign(client, _token(invitation), "Mia Manager").status_code == 303
+    done = post(f"/api/v1/requests/{request_id}/email", {"email": "mia@example.com", "role": "manager"})
+    assert done.status_code == 409  # the request is signed
+    assert _parties(request_id)["manager"].email == "mia@exmaple.com" and _changes(request_id) == []
+
+
+def test_the_openapi_description_says_an_address_correction_takes_a_role(app, client):
+    spec = client.get("/api/v1/openapi.json").get_json()
+    body = spec["components"]["schemas"]["EmailBody"]["properties"]
+    assert "role" in body and "manager" in body["role"]["description"]
+    operation = spec["paths"]["/requests/{request_id}/email"]["post"]
+    assert "bounced" in operation["description"] and "`role`" in operation["description"]
+
+
+def test_a_waiting_managers_address_corrected_before_its_step_gets_the_invitation_when_the_step_starts(
+    app, users, client, smtp, run_jobs
+):
+    request_id = _sent(users, run_jobs, html=WITH_MANAGER, file=ROWS, form={})
+    post = _api(client, users)
+    changed = post(f"/api/v1/requests/{request_id}/email", {"email": "mia@example.com", "role": "manager"})
+    assert changed.status_code == 200 and _parties(request_id)["manager"].status == "waiting"
+    assert _sign(client, _token(smtp.received[0]), "Eva Employee").status_code == 303
+    run_jobs("pdf", "mail")
+    assert _mails_to(smtp, "mia@exmaple.com") == []
+    (invitation,) = _mails_to(smtp, "mia@example.com")
+    assert _sign(client, _token(invitation), "Mia Manager").status_code == 303
+    assert db.session.get(SigningRequest, request_id).status == "signed"
+
+
+def test_a_countersigners_document_given_another_address_leaves_its_digest_for_a_link_of_its_own(
+    app, users, client, smtp, run_jobs
+):
+    ids, token = _ready(users, client, smtp, run_jobs, signed=2, rows=TWO_ROWS)
+    post = _api(client, users)
+    changed = post(f"/api/v1/requests/{ids[0]}/email", {"email": "deputy@acme.example", "role": "employer"})
+    assert changed.status_code == 200, changed.json
+    # The digest finds its documents by their current addresses: this one left it; the other stays.
+    assert digest_addresses(db.session, batch_id=_party(ids[0]).batch_id, emails=[HR]) == set()
+    served = set(db.session.scalars(select(Party.request_id).where(Party.role == "employer", served_by_digest())))
+    assert served == {ids[1]}
+    page = client.get(f"/countersign/{token}").get_data(as_text=True)
+    assert f'name="party_ids" value="{_party(ids[1]).id}"' in page
+    assert f'name="party_ids" value="{_party(ids[0]).id}"' not in page
+    resent = post(f"/api/v1/requests/{ids[0]}/resend", {"role": "employer"})
+    assert resent.status_code == 202, resent.json
+    run_jobs("mail")
+    (invitation,) = _mails_to(smtp, "deputy@acme.example")
+    assert invitation in smtp.of_kind("party-invitation")
+    assert _sign(client, _token(invitation), "Dan Deputy").status_code == 303
+    assert db.session.get(SigningRequest, ids[0]).status == "signed"
+
+
+def test_the_request_bounced_webhook_names_the_party_whose_invitation_came_back(app, users, client, smtp, run_jobs):
+    from tests.integrations.test_webhooks_out import Receiver
+
+    app.config["BOUNCE_WEBHOOK_SECRET"] = SECRET
+    app.config["WEBHOOK_ALLOW_LOCAL"] = True
+    with Receiver() as receiver:
+        webhooks_out.create_endpoint(
+            db.session, url=receiver.url, events=["request.bounced"], user_id=users["admin"].id, now=utcnow()
+        )
+        db.session.commit()
+        dispatch(now=utcnow())  # the cursor: what happens from now on
+        request_id = _manager_invited(users, client, smtp, run_jobs)
+        _bounce(client, {"message_id": _party_invitation_id(request_id), "reason": "550"})
+        dispatch(now=utcnow())
+        run_jobs("webhooks")
+        (told,) = [json.loads(body) for _headers, body in receiver.received]
+        assert (told["event"], told["data"]["party"]) == ("request.bounced", {"role": "manager"})
+        assert told["data"]["request"]["id"] == request_id
+
+
+def test_a_bounce_naming_only_the_managers_address_bounces_the_request_it_waits_on(app, users, client, smtp, run_jobs):
+    app.config["BOUNCE_WEBHOOK_SECRET"] = SECRET
+    request_id = _manager_invited(users, client, smtp, run_jobs)
+    postmark = {
+        "RecordType": "Bounce",
+        "Type": "HardBounce",
+        "Email": "MIA@exmaple.com",
+        "Description": "no such domain",
+    }
+    bounced = _bounce(client, postmark)
+    assert bounced.status_code == 200 and bounced.json["bounced"] == 1
+    request = db.session.get(SigningRequest, request_id)
+    assert request.status == "bounced" and request.error_message.startswith(
+        "The manager's mail server returned the invitation to mia@exmaple.com: HardBounce"
+    )
+    assert _parties(request_id)["recipient"].status == "signed"
