@@ -44,7 +44,10 @@ EXPECTED_PUBLIC = {
     "countersign.page_image",
     "countersign.sign_all",
     "countersign.open_own",
-    "countersign.decline",  # the countersigner's digest link: its token is the credential, as on /sign/
+    "countersign.decline",
+    "countersign.send_code",
+    "countersign.verify_code",
+    "countersign.signed_copy",  # the countersigner's digest link: its token is the credential, as on /sign/
     "tracking.pixel",  # HMAC of the request id; always a GIF
     "verify.verify",  # anyone may check a document
     "webhooks.bounces",  # shared secret (404 when none is configured)
