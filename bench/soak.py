@@ -47,7 +47,6 @@ from bulksign.core.config import engine_options_for_pooler
 from bulksign.documents.signature_box import mark_role
 from bulksign.documents.storage import storage_from_url
 from bulksign.signing.digests import DIGEST
-from bulksign.signing.routing import PARTY_COMPLETED
 from tests.support import docx_files, pdf_files
 from tests.support.pgbouncer import PgBouncer
 from tests.support.services import PG_ADMIN_URL, RedisServer, free_port, postgres_database
@@ -1055,8 +1054,9 @@ def _parties_report(cfg, engine, batch_id, folder, countersigner: Countersigner)
         (
             "mails to the countersigner by kind",
             ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) or "none",
-            f"only {DIGEST}, {PARTY_COMPLETED}",
-            bool(kinds.get(DIGEST)) and set(kinds) <= {DIGEST, PARTY_COMPLETED},
+            # Nothing per document: not its invitation, nor its completed PDF (the page keeps the copies).
+            f"only {DIGEST}",
+            bool(kinds.get(DIGEST)) and set(kinds) == {DIGEST},
         ),
         (
             "digests that reached the countersigner (sink)",
