@@ -2,7 +2,9 @@
 
 A bounce makes the request ``bounced`` with the reason, naming the party whose address the returned mail went to
 (the recipient, or another role of a document several sign, matched by the mail's Message-ID); a hard one also puts
-that address on the suppression list. A complaint (the recipient marked the mail as spam) flags the request, stops its
+that address on the suppression list. Another party's returned invitation on a request already ``bounced`` is
+recorded too (``email.bounced``, the request's error naming every party whose bounce stands: ``standing_bounces``),
+so that mending one party's address does not reopen the request while another's is still dead. A complaint (the recipient marked the mail as spam) flags the request, stops its
 reminders and suppresses the address; the request keeps its status: the recipient may still sign.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -31,6 +34,13 @@ logger = logging.getLogger(__name__)
 
 #: A bounce can arrive while the send is being recorded, or after the recipient opened the link.
 BOUNCEABLE = (Status.SENDING, Status.SENT, Status.OPENED)
+#: The event of a party's returned invitation on a request another party's already bounced: the request does not
+#: move (no ``status.`` event), and this names the role and address that came back too (details as a bounce's).
+BOUNCED_TOO = "email.bounced"
+#: The event of a bounce that closed the request (``states.transition``'s).
+BOUNCED = f"status.{Status.BOUNCED.value}"
+#: A party's link withdrawn for a new one (``signing.parties.move_parties`` to waiting: a staff resend).
+RESENT = "party.waiting"
 
 
 class BounceFormatError(ValueError):
@@ -54,6 +64,17 @@ class BounceResult:
     bounced: tuple[int, ...]
     #: Requests flagged as complained by this report.
     complained: tuple[int, ...] = ()
+    #: Requests already ``bounced`` by another party's returned invitation whose party this report adds.
+    bounced_too: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReturnedInvitation:
+    """A party's invitation its mail server returned: the role, the address it went to (lower-cased) and why."""
+
+    role: str
+    email: str
+    reason: str
 
 
 def parse_bounce(payload: object) -> list[BounceReport]:
@@ -205,9 +226,10 @@ def _reported(session: Session, report: BounceReport, *, statuses) -> list[_Retu
     return [_Returned(request_id, report.email) for request_id in session.scalars(own.union(others))]
 
 
-def _returned_roles(session: Session, returned: list[_Returned]) -> dict[int, str]:
+def _returned_roles(session: Session, returned: list[_Returned]) -> dict[int, str | None]:
     """Request → the role whose address the returned mail went to: ``recipient`` when it is the request's own, else
-    the other party's of that address (a line manager's, an employer's)."""
+    the other party's of that address (a line manager's, an employer's); None when no party has it any more (a late
+    bounce of an address corrected since)."""
     if not returned:
         return {}
     ids = [r.request_id for r in returned]
@@ -225,9 +247,7 @@ def _returned_roles(session: Session, returned: list[_Returned]) -> dict[int, st
         )
     }
     return {
-        r.request_id: RECIPIENT_ROLE
-        if own.get(r.request_id) == r.email
-        else others.get((r.request_id, r.email), RECIPIENT_ROLE)
+        r.request_id: RECIPIENT_ROLE if own.get(r.request_id) == r.email else others.get((r.request_id, r.email))
         for r in returned
     }
 
@@ -306,31 +326,132 @@ def record_complaint(session: Session, *, report: BounceReport, now: datetime) -
     return BounceResult(bounced=(), complained=tuple(flagged))
 
 
-def bounce_message(*, role: str, email: str, reason: str) -> str:
-    """The request's error for a returned invitation, naming the party whose address it was (kept in English like
-    every stored error; the request's panel explains it in the reader's language)."""
-    if role == RECIPIENT_ROLE:
-        return f"The recipient's mail server returned the invitation: {reason}"
-    return f"The {role}'s mail server returned the invitation to {email}: {reason}"
+def bounce_message(*, returned: Sequence[ReturnedInvitation]) -> str:
+    """The request's error for its returned invitations, naming each party whose address it was, in the order they
+    came back (kept in English like every stored error; the request's panel explains it in the reader's language)."""
+    text = "; ".join(
+        f"the recipient's mail server returned the invitation: {r.reason}"
+        if r.role == RECIPIENT_ROLE
+        else f"the {r.role}'s mail server returned the invitation to {r.email}: {r.reason}"
+        for r in returned
+    )
+    return text[:1].upper() + text[1:]
+
+
+def standing_bounces(
+    session: Session, *, request_ids: Iterable[int], lock: bool = False
+) -> dict[int, list[ReturnedInvitation]]:
+    """Each ``bounced`` request among ``request_ids`` → the returned invitations that keep it bounced, in the order
+    they came back: the one that bounced it (its latest ``status.bounced``; one that named no party, the
+    recipient's) and the other parties' that came back after (``email.bounced``), less each party resent since (its
+    link withdrawn for a new one). The one reading of whose bounce stands, for the resends and the request's panel.
+    ``lock``: the requests' rows are locked first, so a bounce recorded and a resend deciding on it take turns."""
+    ids = sorted(set(request_ids))
+    own: dict[int, str] = {}
+    for part in slices(ids):
+        query = select(SigningRequest.id, SigningRequest.email).where(
+            SigningRequest.id.in_(part), SigningRequest.status == Status.BOUNCED.value
+        )
+        own.update(session.execute(query.order_by(SigningRequest.id).with_for_update() if lock else query).all())
+    standing: dict[int, dict[str, ReturnedInvitation]] = {}
+    for part in slices(sorted(own)):
+        for request_id, kind, details in session.execute(
+            select(Event.request_id, Event.type, Event.details)
+            .where(Event.request_id.in_(part), Event.type.in_([BOUNCED, BOUNCED_TOO, RESENT]))
+            .order_by(Event.id)
+        ):
+            details = details or {}
+            role = details.get("role") or RECIPIENT_ROLE
+            if kind == BOUNCED:
+                standing[request_id] = {}  # bounced anew: what stood before was mended when it reopened
+            if kind == RESENT:
+                standing.get(request_id, {}).pop(role, None)
+            elif request_id in standing:
+                standing[request_id][role] = ReturnedInvitation(
+                    role=role,
+                    email=details.get("email") or (own[request_id] if role == RECIPIENT_ROLE else ""),
+                    # A bounce the mail worker saw at the SMTP exchange says "error".
+                    reason=details.get("reason") or details.get("error") or "",
+                )
+    # A request bounced before its moves were events: its recipient's, as it always was.
+    fallback = {rid: [ReturnedInvitation(role=RECIPIENT_ROLE, email=email, reason="")] for rid, email in own.items()}
+    return {**fallback, **{rid: list(found.values()) for rid, found in standing.items()}}
+
+
+def _bounced_too(
+    session: Session, request_ids: list[int], *, returned: ReturnedInvitation, details: dict, now: datetime
+) -> list[int]:
+    """Record ``returned`` on the requests among ``request_ids`` that another party's returned invitation bounced
+    already (a parallel step's two dead addresses, a manager's bounce after the recipient's): an ``email.bounced``
+    event naming the role and address, and the request's error naming every party whose bounce stands. A party whose
+    bounce stands already (the same news told twice) is left as it is. The ids of the requests it was recorded on."""
+    standing = standing_bounces(session, request_ids=request_ids, lock=True)
+    added = {
+        request_id: [*bounces, returned]
+        for request_id, bounces in standing.items()
+        if returned.role not in {b.role for b in bounces}
+    }
+    if not added:
+        return []
+    # Locked in ``bounced`` above: the errors follow the events, and no move needs their compare-and-set.
+    session.execute(
+        update(SigningRequest),
+        [{"id": request_id, "error_message": bounce_message(returned=b)} for request_id, b in added.items()],
+    )
+    for part in slices(sorted(added)):
+        session.execute(
+            insert(Event).from_select(
+                ["request_id", "batch_id", "type", "created_at", "actor", "details"],
+                select(
+                    SigningRequest.id,
+                    SigningRequest.batch_id,
+                    literal(BOUNCED_TOO, String),
+                    literal(now, UTCDateTime),
+                    literal("system", String),
+                    literal(details, JSON),
+                ).where(SigningRequest.id.in_(part)),
+            )
+        )
+    return sorted(added)
+
+
+def _mark_returned(session: Session, request_ids: Sequence[int], *, email: str, error: str) -> None:
+    """The requests' mails sent to ``email`` came back: marked ``bounced`` with ``error``."""
+    for part in slices(sorted(request_ids)):
+        session.execute(
+            update(OutgoingMail)
+            .where(
+                OutgoingMail.request_id.in_(part),
+                OutgoingMail.status == "sent",
+                func.lower(OutgoingMail.to_email) == email,
+            )
+            .values(status="bounced", error=error)
+        )
 
 
 def record_bounce(session: Session, *, report: BounceReport, now: datetime) -> BounceResult:
     """Mark the request the bounced mail was for (by Message-ID, else every waiting request of the address), its
     error and event naming the party whose address it was (``role``, ``email``): another party's returned
     invitation bounces the request too (nothing more happens until staff correct that party's address and
-    resend to it: ``resend.resend_to_party``). The caller commits."""
-    returned = _reported(session, report, statuses=BOUNCEABLE)
+    resend to it: ``resend.resend_to_party``). A request already bounced by another party's returned invitation
+    stays so, this party named too (``_bounced_too``). The caller commits."""
+    returned = _reported(session, report, statuses=(*BOUNCEABLE, Status.BOUNCED))
     if report.permanent:
         _suppress_reported(session, report, returned, source="bounce", now=now)
     roles = _returned_roles(session, returned)
     # Grouped by the party and address returned: each group's requests get its error in one move.
-    groups: dict[tuple[str, str], list[int]] = {}
+    groups: dict[tuple[str | None, str], list[int]] = {}
     for r in returned:
         groups.setdefault((roles[r.request_id], r.email), []).append(r.request_id)
     won: list[int] = []
+    too: list[int] = []
     batch_ids: set[int] = set()
     for (role, email), ids in groups.items():
-        reason = bounce_message(role=role, email=email, reason=report.reason)
+        # An address no party has any more still bounces a waiting request as its recipient's (as it always did);
+        # on a bounced one it names nobody whose bounce could stand.
+        named = ReturnedInvitation(role=role or RECIPIENT_ROLE, email=email, reason=report.reason)
+        reason = bounce_message(returned=[named])
+        details = {"reason": report.reason[:500], "source": "webhook", "role": named.role, "email": email}
         moved = transition(
             session,
             ids,
@@ -338,22 +459,20 @@ def record_bounce(session: Session, *, report: BounceReport, now: datetime) -> B
             to=Status.BOUNCED,
             now=now,
             error_message=reason,
-            details={"reason": report.reason[:500], "source": "webhook", "role": role, "email": email},
+            details=details,
         ).won
+        also = (
+            _bounced_too(session, sorted(set(ids) - set(moved)), returned=named, details=details, now=now)
+            if role is not None
+            else []
+        )
+        _mark_returned(session, [*moved, *also], email=email, error=reason)
         for part in slices(moved):
-            session.execute(
-                update(OutgoingMail)
-                .where(
-                    OutgoingMail.request_id.in_(part),
-                    OutgoingMail.status == "sent",
-                    func.lower(OutgoingMail.to_email) == email,
-                )
-                .values(status="bounced", error=reason)
-            )
             batch_ids.update(session.scalars(select(SigningRequest.batch_id).where(SigningRequest.id.in_(part))))
         won += moved
+        too += also
     if won:
         # A batch awaiting signatures with a late bounce did not fully succeed after all (or has nobody left).
         refresh_batch_statuses(session, now=now, batch_ids=batch_ids)
-    log(logger, logging.INFO, "bounce reported", request_ids=won, matched=len(returned))
-    return BounceResult(bounced=tuple(won))
+    log(logger, logging.INFO, "bounce reported", request_ids=won, bounced_too=too, matched=len(returned))
+    return BounceResult(bounced=tuple(won), bounced_too=tuple(too))

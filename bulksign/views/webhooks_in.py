@@ -50,6 +50,8 @@ def bounces():
     return jsonify(
         received=len(reports),
         bounced=sum(len(r.bounced) for r in results),
+        # Already bounced by another party's returned invitation: this report's party is named too.
+        bounced_too=sum(len(r.bounced_too) for r in results),
         complained=sum(len(r.complained) for r in results),
     )
 
