@@ -59,6 +59,8 @@ class BulkOutcome:
     job: dict | None = field(default=None, repr=False)
     #: The earliest and latest new deadline a resend with extra days gave.
     deadlines: tuple[datetime, datetime] | None = None
+    #: Of those resent, the requests that stay bounced: another party's returned invitation still stands.
+    still_bounced: int = 0
 
 
 def _awaiting_approval(session: Session, *, batch_id: int) -> bool:
@@ -131,7 +133,12 @@ def apply_action(
             session, request_ids=request_ids, user=user, now=now, extend_days=extend_days, role=role
         )
         return BulkOutcome(
-            action, result.resent, dict(result.skipped), mail_ids=tuple(result.mail_ids), deadlines=result.deadlines
+            action,
+            result.resent,
+            dict(result.skipped),
+            mail_ids=tuple(result.mail_ids),
+            deadlines=result.deadlines,
+            still_bounced=result.still_bounced,
         )
     raise ValueError(f"unknown bulk action {action!r}")
 

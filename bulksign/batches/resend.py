@@ -4,6 +4,10 @@ A resend moves the request back to ``generated`` by compare-and-set, clearing it
 UPDATE, and queues a fresh invitation (its key holds the new link's nonce, so it is a new mail).
 The send job then sets ``sent_at`` and a new ``expires_at``. Extra days extend the request's deadline
 (from the current one, or from now when it has passed), fixed here so that the mail can say the date.
+
+A request bounced by the returned invitations of several parties (``bounces.standing_bounces``) stays ``bounced``
+while any of them stands: each party resent gets its new link and invitation, the request's error then naming only
+the parties still bounced; the last one's resend reopens it.
 """
 
 from __future__ import annotations
@@ -14,10 +18,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from email_validator import EmailNotValidError, validate_email
-from flask import current_app
+from flask import Flask, current_app
 from sqlalchemy import exists, select, update
+from sqlalchemy.engine import Row
 from sqlalchemy.orm import Session, aliased
 
+from bulksign.batches.bounces import ReturnedInvitation, bounce_message, standing_bounces
 from bulksign.batches.manual_reminders import other_role
 from bulksign.batches.progress import REOPENABLE, BatchActionError, batch_for_action, refresh_batch_statuses
 from bulksign.batches.reminders import KIND as REMINDER
@@ -31,7 +37,7 @@ from bulksign.models.parties import PartyStatus
 from bulksign.models.status import BatchStatus, Status
 from bulksign.signing.digests import served_by_digest
 from bulksign.signing.invitations import KIND as INVITATION
-from bulksign.signing.invitations import extended_deadline, queue_invitations
+from bulksign.signing.invitations import deadline_for, extended_deadline, queue_invitations
 from bulksign.signing.parties import move_parties
 from bulksign.signing.routing import invite_parties
 
@@ -58,6 +64,8 @@ class ResendResult:
     mail_ids: tuple[int, ...] = field(default=(), repr=False)
     #: The earliest and latest new deadline given by extra days; None without extra days.
     deadlines: tuple[datetime, datetime] | None = None
+    #: Of those resent, the requests that stay ``bounced``: another party's returned invitation still stands.
+    still_bounced: int = 0
 
 
 @dataclass(frozen=True)
@@ -126,6 +134,7 @@ def resend_with_new_link(
     mail_ids: list[int] = []
     deadlines: list[datetime] = []
     batches: dict[int, Batch] = {}
+    still_bounced = 0
     for start in range(0, len(ids), chunk):
         part = ids[start : start + chunk]
         rows = session.execute(
@@ -151,16 +160,20 @@ def resend_with_new_link(
                 .where(Party.request_id.in_(part), Party.role == RECIPIENT_ROLE, others)
             ).all()
         )
-        eligible, by_id = [], {row.id: row for row in rows}
+        eligible, held, by_id = [], [], {row.id: row for row in rows}
         # Another party's returned invitation is mended by a resend to that party: a new link for the recipient
-        # would take the request out of ``bounced`` with that party's address still wrong.
-        bounced_by = _bounced_by(session, [r.id for r in rows if r.id in routed and r.status == Status.BOUNCED])
+        # would take the request out of ``bounced`` with that party's address still wrong. The recipient's own,
+        # beside another's, gets its new link as a party's, the request staying bounced (``_resend_held``).
+        standing = standing_bounces(
+            session, request_ids=[r.id for r in rows if r.id in routed and r.status == Status.BOUNCED], lock=True
+        )
         for row in rows:
             if row.batch_id not in batches:
                 batches[row.batch_id] = batch_for_action(session, batch_id=row.batch_id, user=user)
+            bounced = {b.role for b in standing.get(row.id, ())}
             reason = (
                 "party_bounced"
-                if bounced_by.get(row.id, RECIPIENT_ROLE) != RECIPIENT_ROLE
+                if bounced and RECIPIENT_ROLE not in bounced
                 else _skip_reason(
                     row.status,
                     batch=batches[row.batch_id],
@@ -172,8 +185,27 @@ def resend_with_new_link(
             )
             if reason:
                 skipped[reason] = skipped.get(reason, 0) + 1
+            elif bounced - {RECIPIENT_ROLE}:
+                held.append(row.id)
             else:
                 eligible.append(row.id)
+        if held:
+            kept_bounced = _resend_held(
+                session,
+                [by_id[i] for i in held],
+                standing=standing,
+                batches=batches,
+                extend_days=extend_days,
+                user=user,
+                now=now,
+                app=app,
+            )
+            if len(kept_bounced.requests) < len(held):
+                missed = len(held) - len(kept_bounced.requests)
+                skipped["changed_meanwhile"] = skipped.get("changed_meanwhile", 0) + missed
+            still_bounced += len(kept_bounced.requests)
+            mail_ids += kept_bounced.mail_ids
+            deadlines += kept_bounced.deadlines
         # Clearing the token kills the old link in the same compare-and-set; a fresh reminder series follows.
         won = transition(
             session,
@@ -224,29 +256,101 @@ def resend_with_new_link(
         resent=len(mail_ids),
         skipped=skipped,
         extend_days=extend_days,
+        still_bounced=still_bounced,
     )
     return ResendResult(
         resent=len(mail_ids),
         skipped=skipped,
         mail_ids=tuple(mail_ids),
         deadlines=(min(deadlines), max(deadlines)) if deadlines else None,
+        still_bounced=still_bounced,
     )
 
 
-def _party_skip_reason(
-    row, party: Party | None, *, by_digest: bool, bounced_by: str | None, now: datetime
-) -> str | None:
+@dataclass(frozen=True)
+class _Held:
+    #: The requests whose recipient was resent (each stays bounced).
+    requests: tuple[int, ...]
+    mail_ids: list[int]
+    #: The new deadlines extra days gave.
+    deadlines: list[datetime]
+
+
+def _resend_held(
+    session: Session,
+    rows: list[Row],
+    *,
+    standing: dict[int, list[ReturnedInvitation]],
+    batches: dict[int, Batch],
+    extend_days: int | None,
+    user: User,
+    now: datetime,
+    app: Flask,
+) -> _Held:
+    """New links for the recipients of these bounced requests, each of whose returned invitation stands beside
+    another party's: resent as a party is (withdrawn to waiting by compare-and-set, then ``invite_parties``: the
+    request's own new link, the old one dead, a fresh reminder series), the request staying ``bounced`` (rows locked
+    by ``standing_bounces``), its error naming only the parties still bounced, its deadline as the recipient's
+    resend gives it (extra days, an earlier extension, else the batch's from now)."""
+    ids = [row.id for row in rows]
+    parties = list(
+        session.scalars(select(Party).where(Party.request_id.in_(ids), Party.role == RECIPIENT_ROLE).order_by(Party.id))
+    )
+    won = move_parties(
+        session,
+        [p.id for p in parties],
+        frm=RESENDABLE_PARTY,
+        to=PartyStatus.WAITING,
+        now=now,
+        actor=f"user:{user.id}",
+        details={"resend": True},
+    ).won
+    resent = [p for p in parties if p.id in won]
+    kept = {
+        k["id"]: k
+        for k in _deadlines(
+            {row.id: row for row in rows},
+            [p.request_id for p in resent],
+            batches=batches,
+            extend_days=extend_days,
+            now=now,
+        )
+    }
+    for party in resent:
+        session.refresh(party)
+        request = party.request
+        fresh = kept.get(request.id)
+        if fresh:
+            request.deadline_days = fresh.get("deadline_days", request.deadline_days)
+        request.expires_at = fresh["expires_at"] if fresh else deadline_for(batches[request.batch_id], sent_at=now)
+        request.reminder_count, request.last_reminder_at = 0, None
+        request.error_message = _still_bounced(standing[request.id], resent=RECIPIENT_ROLE)
+    cancel_queued(session, request_ids=[p.request_id for p in resent], kinds=[INVITATION, REMINDER])
+    mail_ids = invite_parties(session, resent, now=now, app=app)
+    return _Held(
+        requests=tuple(p.request_id for p in resent),
+        mail_ids=mail_ids,
+        deadlines=[k["expires_at"] for k in kept.values() if extend_days],
+    )
+
+
+def _still_bounced(bounces: list[ReturnedInvitation], *, resent: str) -> str:
+    """The error of a request that stays bounced after ``resent``'s resend: the parties whose bounce still stands."""
+    return bounce_message(returned=[b for b in bounces if b.role != resent])
+
+
+def _party_skip_reason(row, party: Party | None, *, by_digest: bool, bounced: bool, now: datetime) -> str | None:
     """Why ``party`` of the request ``row`` cannot get a new link now: only while its step is open and it has not
     signed or declined (a declined one declined the request: it is closed), or when its own returned invitation
-    bounced the request (``bounced_by``: the role of the latest bounce), and never when its countersigner's
-    digest serves it (``by_digest``): its one link is for all its documents, and a remind sends it again."""
+    keeps the request bounced (``bounced``: it stands), and never when its countersigner's digest serves it
+    (``by_digest``): its one link is for all its documents, and a remind sends it again."""
     if party is None:
         return "not_found"  # the request has no such party
     if row.purged_at is not None:
         return "purged"
     if party.status in (PartyStatus.SIGNED, PartyStatus.DECLINED):
         return party.status
-    own_bounce = row.status == Status.BOUNCED and bounced_by == party.role
+    own_bounce = row.status == Status.BOUNCED and bounced
     if row.status not in PARTY_STEP_OPEN and not own_bounce:
         return row.status if row.status in (*EMAIL_FROZEN, *RESENDABLE) else "not_sent"
     if own_bounce and row.expires_at is not None and row.expires_at <= now:
@@ -258,22 +362,8 @@ def _party_skip_reason(
     return None
 
 
-def _bounced_by(session: Session, request_ids: list[int]) -> dict[int, str]:
-    """Bounced request → the role whose returned mail bounced it (its latest ``status.bounced`` event; before
-    bounces named one, the recipient's)."""
-    found: dict[int, str] = {}
-    if request_ids:
-        for request_id, details in session.execute(
-            select(Event.request_id, Event.details)
-            .where(Event.request_id.in_(request_ids), Event.type == f"status.{Status.BOUNCED.value}")
-            .order_by(Event.id)
-        ):
-            found[request_id] = (details or {}).get("role", RECIPIENT_ROLE)
-    return found
-
-
 def _reopen_bounced(session: Session, parties: list[Party], *, user: User, now: datetime) -> set[int]:
-    """Move the bounced requests of ``parties`` (each bounced by that party's returned invitation) back to where
+    """Move the bounced requests of ``parties`` (each bounced by that party's returned invitation alone) back to where
     their routing stands: ``opened`` when their recipient has opened or signed (the request's own open), else
     ``sent``; by compare-and-set, the bounce's error cleared. Their batches settle again (a batch closed by the
     bounce awaits signatures once more). The ids of the requests reopened; the caller commits."""
@@ -317,8 +407,9 @@ def resend_to_party(
     and it is invited again (``routing.invite_parties``: a new link, a mail keyed by it, a fresh reminder series
     from the new invitation). A party the countersigner's digest serves is skipped (``countersign_digest``). The
     request's state is not touched, but for a request this party's returned invitation bounced: it goes back to
-    where its routing stands first (``_reopen_bounced``; the other parties' links and signatures stay). The caller
-    commits, then enqueues ``mail_ids``."""
+    where its routing stands first (``_reopen_bounced``; the other parties' links and signatures stay), unless
+    another party's returned invitation stands too: it stays ``bounced``, its error naming the parties still
+    bounced. The caller commits, then enqueues ``mail_ids``."""
     app = current_app._get_current_object()
     ids = sorted(set(request_ids))
     rows = {
@@ -340,7 +431,9 @@ def resend_to_party(
     by_digest = set(
         session.scalars(select(Party.id).where(Party.request_id.in_(ids), Party.role == role, served_by_digest()))
     )
-    bounced_by = _bounced_by(session, [i for i, row in rows.items() if row.status == Status.BOUNCED])
+    standing = standing_bounces(
+        session, request_ids=[i for i, row in rows.items() if row.status == Status.BOUNCED], lock=True
+    )
     skipped: dict[str, int] = {"not_found": len(ids) - len(rows)} if len(rows) < len(ids) else {}
     chosen: list[Party] = []
     checked: set[int] = set()
@@ -353,7 +446,7 @@ def resend_to_party(
             row,
             party,
             by_digest=party is not None and party.id in by_digest,
-            bounced_by=bounced_by.get(request_id),
+            bounced=role in {b.role for b in standing.get(request_id, ())},
             now=now,
         )
         if reason:
@@ -361,8 +454,10 @@ def resend_to_party(
         else:
             chosen.append(parties[request_id])
     bounced = [p for p in chosen if rows[p.request_id].status == Status.BOUNCED]
-    reopened = _reopen_bounced(session, bounced, user=user, now=now)
-    lost = {p.request_id for p in bounced} - reopened
+    # Another party's returned invitation still stands beside this one's: the request stays bounced.
+    held = {p.request_id for p in bounced if any(b.role != role for b in standing[p.request_id])}
+    reopened = _reopen_bounced(session, [p for p in bounced if p.request_id not in held], user=user, now=now)
+    lost = {p.request_id for p in bounced} - reopened - held
     chosen = [p for p in chosen if p.request_id not in lost]
     won = move_parties(
         session,
@@ -381,6 +476,13 @@ def resend_to_party(
     if missed:
         skipped["changed_meanwhile"] = skipped.get("changed_meanwhile", 0) + missed
     resent = [p for p in chosen if p.id in won]
+    still_bounced = sorted({p.request_id for p in resent} & held)
+    if still_bounced:
+        # Their rows are locked in ``bounced`` (``standing_bounces``): the error names who is left.
+        session.execute(
+            update(SigningRequest),
+            [{"id": i, "error_message": _still_bounced(standing[i], resent=role)} for i in still_bounced],
+        )
     for party in resent:
         session.refresh(party)
     mail_ids = invite_parties(session, resent, now=now, app=app)
@@ -392,8 +494,11 @@ def resend_to_party(
         role=role,
         resent=len(mail_ids),
         reopened=len(reopened),
+        still_bounced=len(still_bounced),
     )
-    return ResendResult(resent=len(mail_ids), skipped=skipped, mail_ids=tuple(mail_ids))
+    return ResendResult(
+        resent=len(mail_ids), skipped=skipped, mail_ids=tuple(mail_ids), still_bounced=len(still_bounced)
+    )
 
 
 def _deadlines(

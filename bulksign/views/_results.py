@@ -57,14 +57,28 @@ def reminders_done(queued: int, skipped: dict[str, int]) -> tuple[str, str, bool
 
 
 def resend_done(
-    resent: int, skipped: dict[str, int], *, deadlines: tuple[datetime, datetime] | None, batch: Batch | None
+    resent: int,
+    skipped: dict[str, int],
+    *,
+    deadlines: tuple[datetime, datetime] | None,
+    batch: Batch | None,
+    still_bounced: int = 0,
 ) -> tuple[str, str]:
-    """What a resend tells staff (with the new deadline extra days gave), and the category."""
+    """What a resend tells staff (with the new deadline extra days gave, and the requests another party's bounce
+    keeps bounced), and the category."""
     done = ngettext(
         "%(num)s new link sent; the old link no longer works.",
         "%(num)s new links sent; the old links no longer work.",
         resent,
     )
+    if still_bounced:
+        done += " " + ngettext(
+            "%(num)s request stays bounced: another party's invitation bounced too. Correct that party's address "
+            "and resend to them.",
+            "%(num)s requests stay bounced: another party's invitation bounced too. Correct that party's address "
+            "and resend to them.",
+            still_bounced,
+        )
     if deadlines and batch is not None:
         first, last = (batch_time(at, batch, locale=str(get_locale())) for at in deadlines)
         done += " " + (

@@ -75,10 +75,12 @@ class Resent(BaseModel):
     resent: int
     request_id: int
     role: str = Field(description="The party that got the new link.")
-    status: Literal["generated", "sent", "opened"] = Field(
+    status: Literal["generated", "sent", "opened", "bounced"] = Field(
         description="The request's status: `generated` (the recipient's new invitation is queued); for another "
         "party the request's status is unchanged (its new invitation is queued), or back to `sent` or `opened` when "
-        "that party's returned invitation had bounced it."
+        "that party's returned invitation had bounced it. Still `bounced` when another party's returned invitation "
+        "stands too (its `error` names who is left): the party's new invitation is queued all the same, and the "
+        "request goes on once the last of them is resent."
     )
     expires_at: datetime | None = Field(description="The new link's deadline.")
 
@@ -175,7 +177,8 @@ def resend(request_id: int):
     nobody declined. A party served by its countersigner's digest has no link of its own to renew: 409, reason
     `countersign_digest` (remind it instead: its digest goes again). A request another party's returned invitation
     bounced gets no new link for its recipient: 409, reason `party_bounced` (correct that party's address and resend
-    with its `role`)."""
+    with its `role`). When the invitations of several parties bounced, each is corrected and resent in turn: the
+    request stays `bounced` (`status`, its `error` naming those left) until the last of them is resent."""
     body = parse_body(ResendBody, optional=True)
     try:
         result = resend_with_new_link(
@@ -219,8 +222,8 @@ def update_email(request_id: int):
     address (e.g. a mistyped line manager's) while it has not signed or declined (409 after; 404 for a role the
     request does not have): resend with the same `role` to send its new link there. When another party's
     invitation bounced, the request is `bounced` and its `error` names that party: correct its address, then
-    resend to it, and the request goes back to `sent` or `opened` (the others' signatures stay). An address that
-    cannot receive mail is refused (422)."""
+    resend to it, and the request goes back to `sent` or `opened` (the others' signatures stay) once every party
+    whose invitation bounced is resent. An address that cannot receive mail is refused (422)."""
     body = parse_body(EmailBody)
     role = body.role or RECIPIENT_ROLE
     try:

@@ -277,7 +277,9 @@ def _message(outcome: BulkOutcome, batch: Batch) -> tuple[str, str]:
         if offer:
             message += " " + _('To remind them now anyway, tick "Send anyway" and apply again.')
         return message, category
-    return resend_done(n, outcome.skipped, deadlines=outcome.deadlines, batch=batch)
+    return resend_done(
+        n, outcome.skipped, deadlines=outcome.deadlines, batch=batch, still_bounced=outcome.still_bounced
+    )
 
 
 def _in_background(batch_id: int, action: str, flt: RecipientFilter, matching: int):

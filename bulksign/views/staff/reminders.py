@@ -112,7 +112,13 @@ def _resend(batch_id: int, ids: list[int] | None):
         return _answer(batch_id, background_message(outcome.in_background), "info")
     return _answer(
         batch_id,
-        *resend_done(outcome.done, outcome.skipped, deadlines=outcome.deadlines, batch=db.session.get(Batch, batch_id)),
+        *resend_done(
+            outcome.done,
+            outcome.skipped,
+            deadlines=outcome.deadlines,
+            batch=db.session.get(Batch, batch_id),
+            still_bounced=outcome.still_bounced,
+        ),
     )
 
 
