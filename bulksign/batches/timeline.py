@@ -11,6 +11,7 @@ from flask_babel import lazy_gettext as _l
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from bulksign.batches.bounces import BOUNCED_TOO, standing_bounces
 from bulksign.batches.dashboard import STATUS_LABELS
 from bulksign.batches.field_values import GivenValue, request_values
 from bulksign.batches.party_progress import role_label
@@ -25,6 +26,7 @@ EVENT_LABELS = {
     "email.opened": _l("invitation mail opened"),
     "page.opened": _l("signing page opened"),
     "email.changed": _l("email address changed"),
+    BOUNCED_TOO: _l("party's invitation bounced"),
     "link.issued": _l("new signing link issued"),
     "mail.invitation": _l("invitation mail"),
     "mail.reminder": _l("reminder mail"),
@@ -79,15 +81,20 @@ class Timeline:
     given: tuple[GivenValue, ...] = field(default_factory=tuple)
     #: The roles whose party its countersigner's digest serves: reminded by the digest, with no link of its own.
     by_digest: frozenset[str] = frozenset()
-    #: The role other than the recipient whose returned invitation bounced the request: its address is corrected
-    #: and it is resent to from its party's line; None otherwise.
-    bounced_role: str | None = None
+    #: The parties of a request several sign whose returned invitation keeps it bounced (``standing_bounces``), in
+    #: the order they came back: each is resent to (another role from its party's line, the recipient below).
+    bounced_roles: tuple[str, ...] = ()
+
+    @property
+    def party_bounced(self) -> bool:
+        """Only other parties' bounces stand: a new link for the recipient would mend nothing."""
+        return bool(self.bounced_roles) and RECIPIENT_ROLE not in self.bounced_roles
 
 
 def timeline(session: Session, *, batch_id: int, request_id: int) -> Timeline | None:
     """A request's events and mails, oldest first, with the error and advice, its parties when it has several (and
-    which its countersigner's digest serves) and what its signers filled in (5 queries, 7 with values, one more with
-    several parties), or None."""
+    which its countersigner's digest serves, and whose bounce stands) and what its signers filled in (5 queries, 7
+    with values, one more with several parties, two more when bounced), or None."""
     req = session.scalar(
         select(SigningRequest).where(SigningRequest.id == request_id, SigningRequest.batch_id == batch_id)
     )
@@ -122,24 +129,29 @@ def timeline(session: Session, *, batch_id: int, request_id: int) -> Timeline | 
         problem = req.error_message or (failed_mail.error if failed_mail else None) or req.decline_reason
     parties = parties_of(session, req)
     multiple = [p.role for p in parties] not in ([], [RECIPIENT_ROLE])
-    bounced_role = None
+    bounced_roles: tuple[str, ...] = ()
     if multiple and req.status == Status.BOUNCED:
-        bounce = next((e for e in reversed(events) if e.type == f"status.{Status.BOUNCED.value}"), None)
-        role = (bounce.details or {}).get("role") if bounce is not None else None
-        bounced_role = role if role and role != RECIPIENT_ROLE else None
+        bounced_roles = tuple(b.role for b in standing_bounces(session, request_ids=[req.id]).get(req.id, ()))
     advice = None if req.purged_at else ADVICE.get(req.status)
-    if bounced_role and advice is not None:
+    if advice is not None and len(bounced_roles) > 1:
+        advice = _l(
+            "The invitations to %(roles)s could not be delivered. Fix each one's address, then resend to each: the "
+            "request stays bounced until the last of them is resent, then goes on where it stood, the other "
+            "signatures kept.",
+            roles=", ".join(role_label(role) for role in bounced_roles),
+        )
+    elif advice is not None and bounced_roles and bounced_roles != (RECIPIENT_ROLE,):
         advice = _l(
             "The invitation to the %(role)s could not be delivered. Fix that party's address under Parties, then "
             "resend to them: the request goes on where it stood, the other signatures kept.",
-            role=role_label(bounced_role),
+            role=role_label(bounced_roles[0]),
         )
     return Timeline(
         request=req,
         entries=tuple(entries),
         problem=problem,
         advice=advice,
-        bounced_role=bounced_role,
+        bounced_roles=bounced_roles,
         mails=tuple(mails),
         parties=tuple(parties) if multiple else (),
         given=request_values(session, batch_id=batch_id, request_id=request_id),
