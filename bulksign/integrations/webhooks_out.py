@@ -54,7 +54,9 @@ EVENT_MEANINGS = {
     "request.signed": "The recipient signed (for a document several parties sign: its last party signed); the "
     "signed PDF follows within seconds. `data.fields` carries what the signers filled in.",
     "request.declined": "The recipient declined to sign.",
-    "request.bounced": "The invitation bounced.",
+    "request.bounced": "An invitation bounced: the request is `bounced`, `party` naming whose invitation came back. "
+    "Told again for each further party of a document several sign whose invitation comes back while it is bounced "
+    "(each address to correct), not for the same party twice.",
     "request.expired": "The deadline passed unsigned.",
     "party.signed": "A party of a document several sign signed (`party.role`); `request.signed` follows the last.",
     "party.declined": "A party of a document several sign declined (`party.role`); the request is declined.",
@@ -78,10 +80,15 @@ BATCH_OUTCOMES = {"batch.all_signed": BatchStatus.ALL_SIGNED, "batch.closed": Ba
 BATCH_APPROVALS = {"batch.approved": "approved"}
 #: Batches read per event and run of ``collect``.
 BATCH_PAGE = 1000
+#: A further party's returned invitation on a request bounced already (``batches.bounces.BOUNCED_TOO``; a literal:
+#: webhooks stay independent of what the bounce module imports).
+BOUNCED_TOO = "email.bounced"
 #: ``events.type`` → webhook event.
 EVENT_TYPES = {
     **{f"status.{name.split('.')[1]}": name for name in EVENTS if name.startswith("request.")},
     **{name: name for name in EVENTS if name.startswith("party.")},
+    # Another party's returned invitation on a request bounced already: news for whoever corrects addresses.
+    BOUNCED_TOO: "request.bounced",
 }
 SIGNATURE_HEADER = "X-Bulksign-Signature"
 MAX_ATTEMPTS = 8
@@ -137,7 +144,7 @@ def _party_ref(etype: str, details: dict | None) -> PartyRef | None:
     role = (details or {}).get("role")
     if etype.startswith("party."):
         return PartyRef(role=role or "")
-    if etype == "status.bounced" and role:
+    if etype in ("status.bounced", BOUNCED_TOO) and role:
         return PartyRef(role=role)
     return None
 
@@ -151,7 +158,8 @@ class RequestEvent(BaseModel):
     party: PartyRef | None = Field(
         None,
         description="On `party.*`: which party; on `request.bounced`, the party whose invitation came back (another "
-        "role's returned invitation bounces the request too); null on the other `request.*`.",
+        "role's returned invitation bounces the request too, and each further party's whose comes back while it "
+        "is bounced is told in a `request.bounced` of its own); null on the other `request.*`.",
     )
     fields: dict[str, str | None] | None = Field(
         None,
