@@ -96,8 +96,9 @@ def signer_party(session: Session, request: SigningRequest, party: Party | None)
 
 def signer_state(request: SigningRequest, party: Party | None, *, now: datetime) -> str:
     """What a party's page shows: ``page_state`` for a single-signer request (``party`` None); for a party of a
-    request several sign also ``not_started`` (its step has not started: no working link yet) and
-    ``party_signed`` (it signed; the others have not all signed yet)."""
+    request several sign also ``not_started`` (its step has not started: no working link yet), ``party_signed``
+    (it signed; the others have not all signed yet) and ``paused`` (a party's invitation bounced: staff correct
+    that address and resend, and the request goes on)."""
     state = page_state(request, now=now)
     if party is None or request is None or state in ("signed", "declined", "cancelled", "expired", "unknown"):
         return state
@@ -105,6 +106,10 @@ def signer_state(request: SigningRequest, party: Party | None, *, now: datetime)
         return "party_signed"
     if party.status in (PartyStatus.WAITING, PartyStatus.DECLINED):
         return "not_started"
+    if request.status == Status.BOUNCED:
+        # A party resent while another's bounce stands holds a new link before the request goes on: not the
+        # sender's "contact us" page, nothing is wrong on its side.
+        return "paused"
     # Every party acts once the request is out (its page says "on its way" until the recipient's invitation is
     # recorded sent, seconds): a decline then always finds the request in a state it can leave for declined.
     return state
