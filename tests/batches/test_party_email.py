@@ -281,3 +281,180 @@ def test_a_bounce_naming_only_the_managers_address_bounces_the_request_it_waits_
         "The manager's mail server returned the invitation to mia@exmaple.com: HardBounce"
     )
     assert _parties(request_id)["recipient"].status == "signed"
+
+
+PARALLEL = {"routing": '[["recipient", "manager"]]'}
+BOTH_MISTYPED = "email,name,manager_email,manager_name\neva@exmaple.com,Eva Employee,mia@exmaple.com,Mia Manager\n"
+DEAD = "550 5.1.1 no such domain"
+
+
+def _invitation_id(request_id: int, kind: str) -> str:
+    return db.session.scalar(
+        select(OutgoingMail.message_id).where(OutgoingMail.request_id == request_id, OutgoingMail.kind == kind)
+    )
+
+
+def _both_bounced(users, client, smtp, run_jobs) -> int:
+    """A request the employee and her line manager sign at once (a parallel step), both addresses mistyped, whose
+    two invitations came back: the employee's first, then the manager's."""
+    request_id = _sent(users, run_jobs, html=WITH_MANAGER, file=BOTH_MISTYPED, form=PARALLEL)
+    assert sorted(m.rcpt_tos[0] for m in smtp.received) == ["eva@exmaple.com", "mia@exmaple.com"]
+    first = _bounce(client, {"message_id": _invitation_id(request_id, "invitation"), "reason": DEAD})
+    assert (first.json["bounced"], first.json["bounced_too"]) == (1, 0)
+    second = _bounce(client, {"message_id": _invitation_id(request_id, "party_invitation"), "reason": DEAD})
+    assert (second.json["bounced"], second.json["bounced_too"]) == (0, 1)
+    return request_id
+
+
+def _bounce_events(request_id: int) -> list[tuple[str, str, str]]:
+    return [
+        (kind, details["role"], details["email"])
+        for kind, details in db.session.execute(
+            select(Event.type, Event.details)
+            .where(Event.request_id == request_id, Event.type.in_(["status.bounced", "email.bounced"]))
+            .order_by(Event.id)
+        )
+    ]
+
+
+def test_both_parties_of_a_parallel_step_bounce_and_the_request_goes_on_only_once_both_are_resent(
+    app, users, client, smtp, run_jobs, auth
+):
+    app.config["BOUNCE_WEBHOOK_SECRET"] = SECRET
+    request_id = _both_bounced(users, client, smtp, run_jobs)
+    batch_id = db.session.get(SigningRequest, request_id).batch_id
+    old = {address: _token(mail) for mail in smtp.received for address in mail.rcpt_tos}
+
+    # Both named: the request's error, an event each, each party's mail marked returned, both addresses suppressed.
+    request = db.session.get(SigningRequest, request_id)
+    assert request.status == "bounced"
+    assert request.error_message == (
+        f"The recipient's mail server returned the invitation: {DEAD}; "
+        f"the manager's mail server returned the invitation to mia@exmaple.com: {DEAD}"
+    )
+    assert _bounce_events(request_id) == [
+        ("status.bounced", "recipient", "eva@exmaple.com"),
+        ("email.bounced", "manager", "mia@exmaple.com"),
+    ]
+    mails = {
+        kind: (status, error)
+        for kind, status, error in db.session.execute(
+            select(OutgoingMail.kind, OutgoingMail.status, OutgoingMail.error).where(
+                OutgoingMail.request_id == request_id
+            )
+        )
+    }
+    assert mails == {
+        "invitation": ("bounced", f"The recipient's mail server returned the invitation: {DEAD}"),
+        "party_invitation": (
+            "bounced",
+            f"The manager's mail server returned the invitation to mia@exmaple.com: {DEAD}",
+        ),
+    }
+    assert sorted(db.session.scalars(select(Suppression.email))) == ["eva@exmaple.com", "mia@exmaple.com"]
+    # The provider telling the manager's bounce again changes nothing.
+    again = _bounce(client, {"message_id": _invitation_id(request_id, "party_invitation"), "reason": DEAD})
+    assert (again.json["bounced"], again.json["bounced_too"]) == (0, 0) and len(_bounce_events(request_id)) == 2
+
+    # The panel offers a resend to each: the manager's on its line, the employee's as the request's own.
+    auth.login()
+    panel = client.get(f"/batches/{batch_id}/requests/{request_id}").get_data(as_text=True)
+    assert "The invitations to recipient, manager could not be delivered" in panel
+    assert 'data-party-action="resend-manager"' in panel and "Resend with a new link" in panel
+    assert "party's invitation bounced" in panel  # the manager's bounce in the history
+
+    # The manager's address corrected and resent to: its new invitation goes out, the request stays bounced.
+    form = {"csrf_token": csrf_from(client.get(f"/batches/{batch_id}/requests/{request_id}")), "role": "manager"}
+    hx = {"HX-Request": "true"}
+    changed = client.post(f"/requests/{request_id}/email", data={**form, "email": "mia@example.com"}, headers=hx)
+    assert changed.status_code == 200
+    resent = client.post(f"/requests/{request_id}/resend", data=form, headers=hx).get_data(as_text=True)
+    assert "1 new link sent" in resent and "1 request stays bounced" in resent
+    request = db.session.get(SigningRequest, request_id)
+    db.session.refresh(request)
+    assert request.status == "bounced"
+    assert request.error_message == f"The recipient's mail server returned the invitation: {DEAD}"
+    run_jobs("mail")
+    (manager,) = _mails_to(smtp, "mia@example.com")
+    panel = client.get(f"/batches/{batch_id}/requests/{request_id}").get_data(as_text=True)
+    assert 'data-party-action="resend-manager"' not in panel and "Resend with a new link" in panel
+
+    # The employee's corrected and resent: nobody's bounce stands, the request goes on.
+    post = _api(client, users)
+    assert post(f"/api/v1/requests/{request_id}/email", {"email": "eva@example.com"}).status_code == 200
+    last = post(f"/api/v1/requests/{request_id}/resend")
+    assert last.status_code == 202, last.json
+    run_jobs("mail")
+    request = db.session.get(SigningRequest, request_id)
+    db.session.refresh(request)
+    assert (request.status, request.error_message) == ("sent", None)
+    assert db.session.get(Batch, batch_id).status == "awaiting_signatures"
+    (employee,) = _mails_to(smtp, "eva@example.com")
+    assert _mails_to(smtp, "mia@example.com") == [manager]  # the manager is not invited a third time
+    for token in old.values():
+        assert "not valid" in client.get(f"/sign/{token}").get_data(as_text=True).lower()
+    assert _sign(client, _token(manager), "Mia Manager").status_code == 303
+    assert _sign(client, _token(employee), "Eva Employee").status_code == 303
+    assert db.session.get(SigningRequest, request_id).status == "signed"
+
+
+def test_the_employee_resent_first_stays_bounced_until_the_managers_resend_and_then_signs_on_that_link(
+    app, users, client, smtp, run_jobs
+):
+    app.config["BOUNCE_WEBHOOK_SECRET"] = SECRET
+    request_id = _both_bounced(users, client, smtp, run_jobs)
+    post = _api(client, users)
+
+    assert post(f"/api/v1/requests/{request_id}/email", {"email": "eva@example.com"}).status_code == 200
+    first = post(f"/api/v1/requests/{request_id}/resend")
+    assert first.status_code == 202 and first.json["status"] == "bounced", first.json
+    request = db.session.get(SigningRequest, request_id)
+    db.session.refresh(request)
+    assert request.error_message == f"The manager's mail server returned the invitation to mia@exmaple.com: {DEAD}"
+    assert request.expires_at is not None
+    run_jobs("mail")
+    (employee,) = _mails_to(smtp, "eva@example.com")
+    assert "Eva Employee" in employee.text()
+    # Her new link waits for the manager's address: it says so instead of sending her to the sender.
+    waiting = client.get(f"/sign/{_token(employee)}")
+    assert waiting.status_code == 200 and "cannot be signed just yet" in waiting.get_data(as_text=True)
+    # The manager's resend alone mends the request now; the employee's again would mend nothing.
+    assert post(f"/api/v1/requests/{request_id}/resend").json["error"]["details"]["reason"] == "party_bounced"
+
+    changed = post(f"/api/v1/requests/{request_id}/email", {"email": "mia@example.com", "role": "manager"})
+    assert changed.status_code == 200
+    last = post(f"/api/v1/requests/{request_id}/resend", {"role": "manager"})
+    assert last.status_code == 202 and last.json["status"] == "sent", last.json
+    request = db.session.get(SigningRequest, request_id)
+    db.session.refresh(request)
+    assert request.error_message is None
+    run_jobs("mail")
+    (manager,) = _mails_to(smtp, "mia@example.com")
+    assert _sign(client, _token(employee), "Eva Employee").status_code == 303
+    assert _sign(client, _token(manager), "Mia Manager").status_code == 303
+    assert db.session.get(SigningRequest, request_id).status == "signed"
+
+
+def test_a_managers_bounce_after_the_employees_fires_request_bounced_again_naming_the_manager(
+    app, users, client, smtp, run_jobs
+):
+    from tests.integrations.test_webhooks_out import Receiver
+
+    app.config["BOUNCE_WEBHOOK_SECRET"] = SECRET
+    app.config["WEBHOOK_ALLOW_LOCAL"] = True
+    with Receiver() as receiver:
+        webhooks_out.create_endpoint(
+            db.session, url=receiver.url, events=["request.bounced"], user_id=users["admin"].id, now=utcnow()
+        )
+        db.session.commit()
+        dispatch(now=utcnow())
+        request_id = _both_bounced(users, client, smtp, run_jobs)
+        # Told again: nothing more.
+        _bounce(client, {"message_id": _invitation_id(request_id, "party_invitation"), "reason": DEAD})
+        dispatch(now=utcnow())
+        run_jobs("webhooks")
+        told = [json.loads(body) for _headers, body in receiver.received]
+        assert [(t["event"], t["data"]["party"], t["data"]["request"]["id"]) for t in told] == [
+            ("request.bounced", {"role": "recipient"}, request_id),
+            ("request.bounced", {"role": "manager"}, request_id),
+        ]
