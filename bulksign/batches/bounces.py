@@ -75,6 +75,8 @@ class ReturnedInvitation:
     role: str
     email: str
     reason: str
+    #: The whole error as recorded, when it came back in words of its own (the mail worker's SMTP refusal).
+    said: str | None = None
 
 
 def parse_bounce(payload: object) -> list[BounceReport]:
@@ -329,13 +331,16 @@ def record_complaint(session: Session, *, report: BounceReport, now: datetime) -
 def bounce_message(*, returned: Sequence[ReturnedInvitation]) -> str:
     """The request's error for its returned invitations, naming each party whose address it was, in the order they
     came back (kept in English like every stored error; the request's panel explains it in the reader's language)."""
-    text = "; ".join(
-        f"the recipient's mail server returned the invitation: {r.reason}"
-        if r.role == RECIPIENT_ROLE
-        else f"the {r.role}'s mail server returned the invitation to {r.email}: {r.reason}"
+    clauses = [
+        r.said
+        or (
+            f"The recipient's mail server returned the invitation: {r.reason}"
+            if r.role == RECIPIENT_ROLE
+            else f"The {r.role}'s mail server returned the invitation to {r.email}: {r.reason}"
+        )
         for r in returned
-    )
-    return text[:1].upper() + text[1:]
+    ]
+    return "; ".join(clauses[:1] + [clause[:1].lower() + clause[1:] for clause in clauses[1:]])
 
 
 def standing_bounces(
@@ -347,12 +352,13 @@ def standing_bounces(
     link withdrawn for a new one). The one reading of whose bounce stands, for the resends and the request's panel.
     ``lock``: the requests' rows are locked first, so a bounce recorded and a resend deciding on it take turns."""
     ids = sorted(set(request_ids))
-    own: dict[int, str] = {}
+    own: dict[int, tuple[str, str | None]] = {}
     for part in slices(ids):
-        query = select(SigningRequest.id, SigningRequest.email).where(
+        query = select(SigningRequest.id, SigningRequest.email, SigningRequest.error_message).where(
             SigningRequest.id.in_(part), SigningRequest.status == Status.BOUNCED.value
         )
-        own.update(session.execute(query.order_by(SigningRequest.id).with_for_update() if lock else query).all())
+        rows = session.execute(query.order_by(SigningRequest.id).with_for_update() if lock else query)
+        own.update((request_id, (email, error)) for request_id, email, error in rows)
     standing: dict[int, dict[str, ReturnedInvitation]] = {}
     for part in slices(sorted(own)):
         for request_id, kind, details in session.execute(
@@ -369,12 +375,16 @@ def standing_bounces(
             elif request_id in standing:
                 standing[request_id][role] = ReturnedInvitation(
                     role=role,
-                    email=details.get("email") or (own[request_id] if role == RECIPIENT_ROLE else ""),
-                    # A bounce the mail worker saw at the SMTP exchange says "error".
+                    email=details.get("email") or (own[request_id][0] if role == RECIPIENT_ROLE else ""),
                     reason=details.get("reason") or details.get("error") or "",
+                    # A bounce the mail worker saw at the SMTP exchange kept its whole error.
+                    said=None if "reason" in details else details.get("error"),
                 )
     # A request bounced before its moves were events: its recipient's, as it always was.
-    fallback = {rid: [ReturnedInvitation(role=RECIPIENT_ROLE, email=email, reason="")] for rid, email in own.items()}
+    fallback = {
+        request_id: [ReturnedInvitation(role=RECIPIENT_ROLE, email=email, reason="", said=error)]
+        for request_id, (email, error) in own.items()
+    }
     return {**fallback, **{rid: list(found.values()) for rid, found in standing.items()}}
 
 

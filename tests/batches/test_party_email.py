@@ -458,3 +458,29 @@ def test_a_managers_bounce_after_the_employees_fires_request_bounced_again_namin
             ("request.bounced", {"role": "recipient"}, request_id),
             ("request.bounced", {"role": "manager"}, request_id),
         ]
+
+
+def test_an_employees_address_refused_at_sending_and_the_managers_bounce_are_both_named_in_their_own_words(
+    app, users, client, smtp, run_jobs
+):
+    app.config["BOUNCE_WEBHOOK_SECRET"] = SECRET
+    refused = "550 5.1.1 No such user here"
+    smtp.handler.reject_recipients["eva@exmaple.com"] = refused
+    request_id = _sent(users, run_jobs, html=WITH_MANAGER, file=BOTH_MISTYPED, form=PARALLEL)
+    own = db.session.get(SigningRequest, request_id).error_message
+    assert own.startswith("The recipient's mail server refused the address") and refused in own
+    late = _bounce(client, {"message_id": _invitation_id(request_id, "party_invitation"), "reason": DEAD})
+    assert late.json["bounced_too"] == 1
+    request = db.session.get(SigningRequest, request_id)
+    db.session.refresh(request)
+    assert request.error_message == (
+        f"{own}; the manager's mail server returned the invitation to mia@exmaple.com: {DEAD}"
+    )
+
+    post = _api(client, users)
+    changed = post(f"/api/v1/requests/{request_id}/email", {"email": "mia@example.com", "role": "manager"})
+    assert changed.status_code == 200
+    resent = post(f"/api/v1/requests/{request_id}/resend", {"role": "manager"})
+    assert resent.status_code == 202 and resent.json["status"] == "bounced", resent.json
+    db.session.refresh(request)
+    assert request.error_message == own  # the employee's, as the mail worker put it
