@@ -425,6 +425,36 @@ def _bounced_too(
     return sorted(added)
 
 
+def record_refused(session: Session, *, request_id: int, email: str, reason: str, kind: str, now: datetime) -> str:
+    """A mail of the request other than its own invitation (a reminder, another party's invitation) refused for good
+    at the SMTP exchange (``mail.delivery``): the request bounces as a provider's report would bounce it, its error
+    and event naming the party whose address it was; bounced already by another party's, it names this one too
+    (``_bounced_too``). Returns the error, in the mail worker's words, for the mail's row. The caller suppresses the
+    address and commits."""
+    email = email.lower()
+    role = _returned_roles(session, [_Returned(request_id, email)])[request_id]
+    named = role or RECIPIENT_ROLE
+    said = (
+        f"The recipient's mail server refused the address: {reason}"
+        if named == RECIPIENT_ROLE
+        else f"The {named}'s mail server refused the address {email}: {reason}"
+    )[:2000]
+    details = {"error": said[:500], "kind": kind, "role": named, "email": email}
+    moved = transition(
+        session,
+        request_id,
+        frm=[Status.SENT, Status.OPENED],
+        to=Status.BOUNCED,
+        now=now,
+        error_message=said,
+        details=details,
+    ).won
+    if not moved and role is not None:
+        returned = ReturnedInvitation(role=named, email=email, reason=reason[:500], said=said[:500])
+        _bounced_too(session, [request_id], returned=returned, details=details, now=now)
+    return said
+
+
 def _mark_returned(session: Session, request_ids: Sequence[int], *, email: str, error: str) -> None:
     """The requests' mails sent to ``email`` came back: marked ``bounced`` with ``error``."""
     for part in slices(sorted(request_ids)):

@@ -28,6 +28,7 @@ from flask_mail import Message
 from sqlalchemy import select
 
 from bulksign.batches import approval, expiry, notices, reminders
+from bulksign.batches.bounces import record_refused
 from bulksign.batches.notices import queued_completion_notices
 from bulksign.batches.progress import cancel_if_batch_stopped, close_if_done
 from bulksign.batches.states import transition
@@ -84,6 +85,8 @@ class Delivery:
     error: str | None = None
     #: Set when staff cannot mend it (storage, the server refusing our login): for Sentry.
     fault: Fault | None = None
+    #: The server's own words for a refused address (``bounced``): the request's error names whose it was.
+    reason: str | None = None
 
 
 #: Outcomes after which the mail is tried again later.
@@ -283,7 +286,9 @@ def _deliver_one(mail: OutgoingMail, *, app: Flask, link: SmtpLink) -> Delivery:
             )
         return Delivery(outcome.kind, outcome.reason, outcome.fault)
     if outcome.kind == "bounced":
-        return Delivery("bounced", f"The recipient's mail server refused the address: {outcome.reason}")
+        return Delivery(
+            "bounced", f"The recipient's mail server refused the address: {outcome.reason}", reason=outcome.reason
+        )
     if outcome.kind == "failed":
         return Delivery("failed", f"The mail server refused the message: {outcome.reason}", outcome.fault)
     return Delivery("sent")
@@ -364,15 +369,16 @@ def _settle(mail: OutgoingMail, request: SigningRequest | None, delivery: Delive
                 details={"error": delivery.error[:500]},
             )
         elif delivery.status == "bounced" and mail.request_id:
-            # A reminder refused for good: the address is dead, whatever the invitation did.
-            transition(
+            # A reminder or another party's invitation refused for good: the address is dead, whatever the
+            # invitation did. The request bounces naming whose address it was (or, bounced already by another
+            # party's, names it too), as a provider's report would.
+            mail.error = record_refused(
                 session,
-                mail.request_id,
-                frm=[Status.SENT, Status.OPENED],
-                to=Status.BOUNCED,
+                request_id=mail.request_id,
+                email=mail.to_email,
+                reason=delivery.reason or delivery.error,
+                kind=mail.kind,
                 now=now,
-                error_message=delivery.error[:2000],
-                details={"error": delivery.error[:500], "kind": mail.kind},
             )
     session.commit()
     level = logging.INFO if delivery.status in ("sent", "cancelled") else logging.ERROR

@@ -484,3 +484,27 @@ def test_an_employees_address_refused_at_sending_and_the_managers_bounce_are_bot
     assert resent.status_code == 202 and resent.json["status"] == "bounced", resent.json
     db.session.refresh(request)
     assert request.error_message == own  # the employee's, as the mail worker put it
+
+
+def test_a_managers_invitation_refused_at_sending_bounces_the_request_naming_the_manager(
+    app, users, client, smtp, run_jobs
+):
+    refused = "550 5.1.1 No such user here"
+    smtp.handler.reject_recipients["mia@exmaple.com"] = refused
+    request_id = _sent(users, run_jobs, html=WITH_MANAGER, file=ROWS, form=PARALLEL)
+    request = db.session.get(SigningRequest, request_id)
+    assert request.status == "bounced"
+    assert request.error_message == f"The manager's mail server refused the address mia@exmaple.com: {refused}"
+    assert _bounce_events(request_id) == [("status.bounced", "manager", "mia@exmaple.com")]
+    assert _invitation_id(request_id, "party_invitation")
+    post = _api(client, users)
+    # The employee's resend would mend nothing: the manager's is the one to correct and resend.
+    assert post(f"/api/v1/requests/{request_id}/resend").json["error"]["details"]["reason"] == "party_bounced"
+    assert (
+        post(f"/api/v1/requests/{request_id}/email", {"email": "mia@example.com", "role": "manager"}).status_code == 200
+    )
+    resent = post(f"/api/v1/requests/{request_id}/resend", {"role": "manager"})
+    assert resent.status_code == 202 and resent.json["status"] == "sent", resent.json
+    run_jobs("mail")
+    (invitation,) = _mails_to(smtp, "mia@example.com")
+    assert _sign(client, _token(invitation), "Mia Manager").status_code == 303
