@@ -4,8 +4,10 @@ A bounce makes the request ``bounced`` with the reason, naming the party whose a
 (the recipient, or another role of a document several sign, matched by the mail's Message-ID); a hard one also puts
 that address on the suppression list. Another party's returned invitation on a request already ``bounced`` is
 recorded too (``email.bounced``, the request's error naming every party whose bounce stands: ``standing_bounces``),
-so that mending one party's address does not reopen the request while another's is still dead. A complaint (the recipient marked the mail as spam) flags the request, stops its
-reminders and suppresses the address; the request keeps its status: the recipient may still sign.
+so that mending one party's address does not reopen the request while another's is still dead. A party's mail
+refused at the SMTP exchange is recorded the same way (``record_refused``). A complaint (the recipient marked the
+mail as spam) flags the request, stops its reminders and suppresses the address; the request keeps its status: the
+recipient may still sign.
 """
 
 from __future__ import annotations
