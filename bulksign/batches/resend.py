@@ -135,6 +135,7 @@ def resend_with_new_link(
     deadlines: list[datetime] = []
     batches: dict[int, Batch] = {}
     still_bounced = 0
+    reopens = False
     for start in range(0, len(ids), chunk):
         part = ids[start : start + chunk]
         rows = session.execute(
@@ -229,6 +230,7 @@ def resend_with_new_link(
             skipped["changed_meanwhile"] = skipped.get("changed_meanwhile", 0) + len(eligible) - len(won)
         if not won:
             continue
+        reopens = True
         kept = _deadlines(by_id, won, batches=batches, extend_days=extend_days, now=now)
         if kept:
             session.execute(update(SigningRequest), kept)
@@ -239,7 +241,8 @@ def resend_with_new_link(
         if queued.errors:
             raise TemplateError(next(iter(queued.errors.values())))
         mail_ids += [queued.mail_ids[rid] for rid in won]
-    if mail_ids:
+    # A request resent while another party's bounce stands stays bounced: its batch stays where it was.
+    if reopens:
         move_batches(
             session,
             batches,

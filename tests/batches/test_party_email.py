@@ -412,6 +412,7 @@ def test_the_employee_resent_first_stays_bounced_until_the_managers_resend_and_t
     db.session.refresh(request)
     assert request.error_message == f"The manager's mail server returned the invitation to mia@exmaple.com: {DEAD}"
     assert request.expires_at is not None
+    assert db.session.get(Batch, request.batch_id).status == "closed"  # nobody can sign yet
     run_jobs("mail")
     (employee,) = _mails_to(smtp, "eva@example.com")
     assert "Eva Employee" in employee.text()
@@ -428,6 +429,7 @@ def test_the_employee_resent_first_stays_bounced_until_the_managers_resend_and_t
     request = db.session.get(SigningRequest, request_id)
     db.session.refresh(request)
     assert request.error_message is None
+    assert db.session.get(Batch, request.batch_id).status == "awaiting_signatures"
     run_jobs("mail")
     (manager,) = _mails_to(smtp, "mia@example.com")
     assert _sign(client, _token(employee), "Eva Employee").status_code == 303
