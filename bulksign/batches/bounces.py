@@ -311,18 +311,12 @@ def record_complaint(session: Session, *, report: BounceReport, now: datetime) -
         )
     )
     if flagged:
-        session.execute(
-            insert(Event).from_select(
-                ["request_id", "batch_id", "type", "created_at", "actor", "details"],
-                select(
-                    SigningRequest.id,
-                    SigningRequest.batch_id,
-                    literal("email.complained", String),
-                    literal(now, UTCDateTime),
-                    literal("system", String),
-                    literal({"reason": report.reason[:500], "source": "webhook"}, JSON),
-                ).where(SigningRequest.id.in_(flagged)),
-            )
+        _system_events(
+            session,
+            flagged,
+            kind="email.complained",
+            details={"reason": report.reason[:500], "source": "webhook"},
+            now=now,
         )
         cancel_queued(session, request_ids=flagged, kinds=["reminder"])
     _suppress_reported(session, report, returned, source="complaint", now=now)
@@ -410,21 +404,26 @@ def _bounced_too(
         update(SigningRequest),
         [{"id": request_id, "error_message": bounce_message(returned=b)} for request_id, b in added.items()],
     )
-    for part in slices(sorted(added)):
+    _system_events(session, sorted(added), kind=BOUNCED_TOO, details=details, now=now)
+    return sorted(added)
+
+
+def _system_events(session: Session, request_ids: Sequence[int], *, kind: str, details: dict, now: datetime) -> None:
+    """One event of ``kind`` by the system on each of the requests, in statements of a bounded size."""
+    for part in slices(request_ids):
         session.execute(
             insert(Event).from_select(
                 ["request_id", "batch_id", "type", "created_at", "actor", "details"],
                 select(
                     SigningRequest.id,
                     SigningRequest.batch_id,
-                    literal(BOUNCED_TOO, String),
+                    literal(kind, String),
                     literal(now, UTCDateTime),
                     literal("system", String),
                     literal(details, JSON),
                 ).where(SigningRequest.id.in_(part)),
             )
         )
-    return sorted(added)
 
 
 def record_refused(session: Session, *, request_id: int, email: str, reason: str, kind: str, now: datetime) -> str:
