@@ -427,9 +427,10 @@ def _system_events(session: Session, request_ids: Sequence[int], *, kind: str, d
 
 
 def record_refused(session: Session, *, request_id: int, email: str, reason: str, kind: str, now: datetime) -> str:
-    """A mail of the request other than its own invitation (a reminder, another party's invitation) refused for good
-    at the SMTP exchange (``mail.delivery``): the request bounces as a provider's report would bounce it, its error
-    and event naming the party whose address it was; bounced already by another party's, it names this one too
+    """A mail of the request (its invitation, a reminder, another party's invitation) refused for good at the SMTP
+    exchange (``mail.delivery``): the request bounces as a provider's report would bounce it, from the same states
+    (``BOUNCEABLE``: a manager's invitation of a parallel step may come back while the employee's is being sent), its
+    error and event naming the party whose address it was; bounced already by another party's, it names this one too
     (``_bounced_too``). Returns the error, in the mail worker's words, for the mail's row. The caller suppresses the
     address and commits."""
     email = email.lower()
@@ -444,7 +445,7 @@ def record_refused(session: Session, *, request_id: int, email: str, reason: str
     moved = transition(
         session,
         request_id,
-        frm=[Status.SENT, Status.OPENED],
+        frm=BOUNCEABLE,
         to=Status.BOUNCED,
         now=now,
         error_message=said,

@@ -358,7 +358,7 @@ def _settle(mail: OutgoingMail, request: SigningRequest | None, delivery: Delive
                 batch_id=mail.batch_id,
                 request_id=mail.request_id,
             )
-        if mail.kind == INVITATION:
+        if mail.kind == INVITATION and delivery.status != "bounced":
             transition(
                 session,
                 request.id,
@@ -369,9 +369,9 @@ def _settle(mail: OutgoingMail, request: SigningRequest | None, delivery: Delive
                 details={"error": delivery.error[:500]},
             )
         elif delivery.status == "bounced" and mail.request_id:
-            # A reminder or another party's invitation refused for good: the address is dead, whatever the
-            # invitation did. The request bounces naming whose address it was (or, bounced already by another
-            # party's, names it too), as a provider's report would.
+            # Refused for good: the address is dead. The request bounces naming whose address it was (or, bounced
+            # already by another party's, names it too: an employee's invitation refused after the manager's of the
+            # same step), as a provider's report would.
             mail.error = record_refused(
                 session,
                 request_id=mail.request_id,

@@ -8,17 +8,22 @@ import subprocess
 
 from sqlalchemy import select
 
+from bulksign.batches.states import transition
 from bulksign.core.extensions import db
 from bulksign.documents.storage import get_storage
 from bulksign.integrations import webhooks_out
+from bulksign.jobs.mail import send_many
 from bulksign.jobs.webhooks import dispatch
 from bulksign.models import Batch, Document, Event, OutgoingMail, Party, SigningRequest, Suppression, utcnow
+from bulksign.models.status import Status
 from bulksign.people.teams import add_member, create_team
 from bulksign.people.users import create_api_key, create_user
 from bulksign.signing.digests import digest_addresses, served_by_digest
+from bulksign.work.pipeline import enqueue_renders
 from tests.signing.test_countersign import HR, TWO_ROWS, _party, _ready
 from tests.signing.test_party_staff_actions import _api
-from tests.signing.test_routing import PAGE, _mails_to, _parties, _sent, _sign, _token
+from tests.signing.test_routing import PAGE, _batch, _mails_to, _parties, _sent, _sign, _token
+from tests.support.batches import request_ids
 from tests.support.web import csrf_from
 
 SECRET = "bounce-secret-123"
@@ -510,3 +515,29 @@ def test_a_managers_invitation_refused_at_sending_bounces_the_request_naming_the
     run_jobs("mail")
     (invitation,) = _mails_to(smtp, "mia@example.com")
     assert _sign(client, _token(invitation), "Mia Manager").status_code == 303
+
+
+def test_a_managers_invitation_refused_while_the_employees_is_being_sent_bounces_the_request(
+    app, users, smtp, run_jobs
+):
+    """A parallel step's two invitations go out from separate mail jobs: the manager's may be refused while another
+    worker is still sending the employee's (the request ``sending``). It bounces the request naming the manager, as
+    a provider's report would then, instead of being lost."""
+    refused = "550 5.1.1 No such user here"
+    smtp.handler.reject_recipients["mia@exmaple.com"] = refused
+    (request_id,) = request_ids(_batch(users, html=WITH_MANAGER, file=ROWS, form=PARALLEL))
+    enqueue_renders([request_id])
+    run_jobs("pdf")
+    # Another mail worker has claimed the employee's invitation and is sending it.
+    assert transition(db.session, request_id, frm=Status.GENERATED, to=Status.SENDING, now=utcnow()).won
+    db.session.commit()
+    manager_mail = db.session.scalar(
+        select(OutgoingMail.id).where(OutgoingMail.request_id == request_id, OutgoingMail.kind == "party_invitation")
+    )
+    send_many([manager_mail])
+    db.session.expire_all()
+    request = db.session.get(SigningRequest, request_id)
+    assert request.status == "bounced"
+    assert request.error_message == f"The manager's mail server refused the address mia@exmaple.com: {refused}"
+    assert _bounce_events(request_id) == [("status.bounced", "manager", "mia@exmaple.com")]
+    assert db.session.get(OutgoingMail, manager_mail).status == "bounced"
