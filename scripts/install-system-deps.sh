@@ -9,10 +9,11 @@
 #   pgbouncer: the tests, bench and soak run the app through a private one in transaction pooling
 #   redis-sentinel: the failover tests run a real Sentinel over a master and a replica
 #   prometheus: promtool, which checks /metrics and the alert rules (with their unit tests)
+#   faketime: the reminder tests run the real periodic tick days ahead of the machine's clock
 set -euo pipefail
 want=(wkhtmltopdf fonts-dejavu-core fonts-freefont-otf redis-server poppler-utils python3-venv
       libreoffice-writer-nogui python3-uno bubblewrap)
-[ "${1:-}" = "--test" ] && want+=(postgresql pgbouncer chromium redis-sentinel prometheus)
+[ "${1:-}" = "--test" ] && want+=(postgresql pgbouncer chromium redis-sentinel prometheus faketime)
 missing=()
 for pkg in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -5,6 +5,8 @@ on real workers and real mail, the time passed in."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from datetime import timedelta
 
 from sqlalchemy import update
@@ -15,6 +17,8 @@ from bulksign.core.tokens import hash_token
 from bulksign.jobs.periodic import send_due_reminders
 from bulksign.models import Batch, OutgoingMail, SigningRequest
 from tests.signing.test_routing import _mails_to, _parties, _sent, _sign, _token
+from tests.support.batches import worker_env
+from tests.support.processes import BASE_DIR
 
 DAY = timedelta(days=1)
 
@@ -104,3 +108,42 @@ def test_quiet_hours_hold_a_partys_reminder_until_they_end(app, users, client, s
     run_jobs("mail")
     assert [m.rcpt_tos for m in smtp.of_kind("party-reminder")] == [["hr@acme.example"]]
     assert re.search(r"/sign/", smtp.of_kind("party-reminder")[0].text())
+
+
+def _tick_ahead(app, days: int, log) -> str:
+    """``flask jobs tick`` as operators run it, in its own process whose clock libfaketime sets ``days`` ahead of
+    the machine's; what it printed. (The monotonic clock stays real: limits' in-memory timer hangs on a fake one.)"""
+    env = {**worker_env(app), "FLASK_APP": "wsgi", "DONT_FAKE_MONOTONIC": "1"}
+    done = subprocess.run(
+        ["faketime", "-f", f"+{days}d", sys.executable, "-m", "flask", "jobs", "tick"],
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    log.write_text(done.stdout + done.stderr)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return done.stdout
+
+
+def test_under_faketime_the_real_tick_reminds_the_employer_two_days_after_its_own_invitation(
+    app, users, client, smtp, run_jobs, tmp_path
+):
+    """The same schedule with nothing passed in: the periodic jobs' own process, days ahead on a faked clock, finds
+    the employer due on its day 2 and 4 (counted from its invitation, not the request's), and the mail worker sends
+    each reminder with the employer's own link."""
+    request_id = _employer_invited(users, client, smtp, run_jobs)
+    assert "reminders: 0 " in _tick_ahead(app, 1, tmp_path / "tick-1.log")
+    assert "reminders: 1 " in _tick_ahead(app, 2, tmp_path / "tick-2.log")
+    assert "reminders: 0 " in _tick_ahead(app, 2, tmp_path / "tick-2-again.log")  # the same day twice: one
+    run_jobs("mail")
+    (reminder,) = smtp.of_kind("party-reminder")
+    assert reminder.rcpt_tos == ["hr@acme.example"]
+    assert hash_token(_token(reminder)) == _parties(request_id)["employer"].token_hash
+    assert "reminders: 1 " in _tick_ahead(app, 4, tmp_path / "tick-4.log")
+    employer = _parties(request_id)["employer"]
+    assert employer.reminder_count == 2
+    # Stamped with the faked clock's time: about four days after the invitation.
+    assert timedelta(days=3, hours=23) < employer.last_reminder_at - employer.invited_at < timedelta(days=4, hours=1)
+    assert db.session.get(SigningRequest, request_id).reminder_count == 0  # the employee signed: never reminded
