@@ -56,11 +56,14 @@ class RunFonts:
         return self._maps[cmap]
 
 
-def keep_own_glyphs(writer: PdfWriter, *, run: RunFonts) -> None:
+def keep_own_glyphs(writer: PdfWriter, *, run: RunFonts) -> list[bytes | None]:
     """Cut every font of ``writer``'s pages (added without ``NOT_CLONED``) down to the glyphs those pages show
     (``run``: the parsed fonts of the run ``writer``'s pages come from); FontError for a font, or a page, of another
-    make than Qt's (then nothing is promised about it)."""
+    make than Qt's (then nothing is promised about it). Returns each page's content without its text objects
+    (``_read``), None for a page whose text objects are not all Qt's plain ones: read here anyway, it spares the
+    search for marks (``signature_box``) PDFium's reading of every glyph."""
     used: dict[int, tuple[object, set[int]]] = {}  # font object's id → (font, codes shown)
+    without_text: list[bytes | None] = []
     for page in writer.pages:
         resources = page.get("/Resources", {})
         if any(x.get_object().get("/Subtype") == "/Form" for x in resources.get("/XObject", {}).values()):
@@ -68,12 +71,15 @@ def keep_own_glyphs(writer: PdfWriter, *, run: RunFonts) -> None:
         fonts = {str(name)[1:]: font.get_object() for name, font in resources.get("/Font", {}).items()}
         for font in fonts.values():  # a font the page lists but shows nothing in keeps nothing
             used.setdefault(id(font), (font, set()))
-        for name, codes in _shown(page.get_contents().get_data()).items():
+        shown, page_without_text = _read(page.get_contents().get_data())
+        without_text.append(page_without_text)
+        for name, codes in shown.items():
             if name not in fonts:
                 raise FontError(f"a page uses the font {name} that its resources do not list")
             used[id(fonts[name])][1].update(codes)
     for font, codes in used.values():
         _cut(font, codes | {0}, run=run)
+    return without_text
 
 
 #: Qt's text objects: a line ``BT``, a ``Tf``, positions (``Tm``, ``Td``) and one ``<hex> Tj`` per glyph, a line
@@ -87,10 +93,22 @@ _GLYPHS = re.compile(rb"<([0-9A-Fa-f]*)>\s*Tj")
 #: than the operators' grammar and ten times faster than an expression for it.
 _NOT_QT = (b"(", b"TJ", b"'", b'"')
 _INLINE_IMAGE = re.compile(rb"(?<![^\s])BI\s")
+#: A text object as Qt writes plain text: its font and matrix on its first line, then one glyph a line. It sets
+#: nothing but the text state (no colour, no graphics state, no drawing), so a page's drawings, their places and
+#: their colours, are the same without it: such objects are left out of ``_read``'s page without text.
+#: An operand of digits and signs is a number (or nothing PDFium reads), never an operator: checked no closer.
+_NUMBER = rb"[-+.0-9]+"
+_PLAIN_START = re.compile(rb"/([^\s/<>\[\]()]+) " + _NUMBER + rb" Tf(?: " + _NUMBER + rb"){6} Tm")
+_PLAIN_GLYPH = re.compile(rb"\n" + _NUMBER + rb" " + _NUMBER + rb" Td <([0-9A-Fa-f]*)> Tj(?![^\n])")
 
 
 def _shown(content: bytes) -> dict[str, set[int]]:
     """Font resource name → the 2-byte codes a page's content stream shows in it."""
+    return _read(content)[0]
+
+
+def _read(content: bytes) -> tuple[dict[str, set[int]], bytes | None]:
+    """``_shown``, and the content without its text objects where all are Qt's plain ones (else None)."""
     if b"BI" in content and _INLINE_IMAGE.search(content):
         raise FontError("a page holds an inline image")
     strings: dict[bytes, set[bytes]] = {}  # font → the distinct hex strings shown in it, decoded once at the end
@@ -98,10 +116,20 @@ def _shown(content: bytes) -> dict[str, set[int]]:
     if b"Tj" in before:
         raise FontError("a glyph shown outside a text object")
     markers = [marker for marker in _NOT_QT if marker in content]  # usually none: no text object to search
+    kept: list[bytes] | None = [before]  # what is around the text objects
     for text in objects:
         body, ended, after = text.partition(_TEXT_END)
         if not ended or b"Tj" in after:
             raise FontError("a text object not ended as Qt ends it, or a glyph shown outside one")
+        start = _PLAIN_START.match(body)
+        if start and (start.end() == len(body) or body[start.end() : start.end() + 1] == b"\n"):
+            glyphs = _PLAIN_GLYPH.findall(body, start.end())
+            if len(glyphs) == body.count(b"\n"):  # every line after the first is one glyph's, and nothing else
+                strings.setdefault(start.group(1), set()).update(glyphs)
+                if kept is not None:
+                    kept.append(after)
+                continue
+        kept = None
         if markers and any(marker in body for marker in markers):
             raise FontError("a text object shows text as Qt does not write it")
         # [before the first Tf, font, what it shows, font, what it shows …]
@@ -116,7 +144,7 @@ def _shown(content: bytes) -> dict[str, set[int]]:
             raise FontError("a glyph code not of 2 bytes")
         raw = bytes.fromhex(b"".join(found).decode("ascii"))
         shown.setdefault(name.decode("latin-1"), set()).update(struct.unpack(f">{len(raw) // 2}H", raw))
-    return shown
+    return shown, None if kept is None else b"\n".join(kept)
 
 
 def _cut(font, codes: set[int], *, run: RunFonts) -> None:
