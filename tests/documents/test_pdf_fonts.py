@@ -24,8 +24,21 @@ def test_the_codes_shown_in_each_font():
         FIRST + b"BT\n/F8 16 Tf\n<0001> Tj\nQ\n",
         b"<0001> Tj\n" + QT,
         QT + b"BI /W 1 /H 1 ID x EI\n",
+        b"BI /W 1 /H 1 ID x EI\n" + QT,
+        FIRST + b"BT\n/F8 16 Tf\nBI /W 1 /H 1 ID x EI\n<0001> Tj\nET\n",
+        FIRST + b"BT\n/F8 16 Tf\n<0001> Tj\nBI\nET\n",
     ],
-    ids=["literal", "TJ", "odd-code", "not-ended", "outside", "inline-image"],
+    ids=[
+        "literal",
+        "TJ",
+        "odd-code",
+        "not-ended",
+        "outside",
+        "inline-image",
+        "inline-image-first",
+        "inline-image-in-text",
+        "inline-image-before-end",
+    ],
 )
 def test_text_not_written_as_qt_writes_it_is_refused(content):
     with pytest.raises(FontError):
