@@ -25,7 +25,9 @@ default margin of a body's first element (``<h1>``, ``<p>``) but not of one afte
 8 pt off in its later parts and refused (so would be a body with padding or a border: not measured).
 
 Qt embeds one subset of each font per run, holding every recipient's letters: each part's fonts are cut down to
-the glyphs its own pages show (``pdf_fonts``). The render job renders a chunk this way when
+the glyphs its own pages show (``pdf_fonts``). Reading them, the split also finds the pages whose text objects
+are all Qt's plain ones, and gives each part a marks view without those (``Part.marks_view``), where the
+render job looks for its signature and field marks. The render job renders a chunk this way when
 ``RENDER_TOGETHER`` is on (the default; ``RENDER_CHUNK_SIZE`` documents a run, 40 by bench_pipeline).
 """
 
