@@ -53,7 +53,12 @@ def worker_command(queues: tuple[str, ...], burst: bool, processes: int) -> None
 
 def _run_worker(names, *, burst: bool) -> None:
     config = current_app.config
-    worker = AppWorker([get_queue(n) for n in names], connection=get_redis(), max_rss_mb=config["WORKER_MAX_RSS_MB"])
+    worker = AppWorker(
+        [get_queue(n) for n in names],
+        connection=get_redis(),
+        max_rss_mb=config["WORKER_MAX_RSS_MB"],
+        freeze_after_first_job=True,
+    )
     # with_scheduler: RQ's retry backoff parks jobs in its scheduled registry; some worker must move them back.
     # max_jobs / max_rss_mb: the worker ends cleanly and its supervisor (or the parent below) starts a fresh one.
     worker.work(burst=burst, logging_level="INFO", with_scheduler=True, max_jobs=config["WORKER_MAX_JOBS"] or None)

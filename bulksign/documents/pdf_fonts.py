@@ -19,7 +19,8 @@ from io import BytesIO
 from fontTools.ttLib import TTFont
 from fontTools.ttLib.tables._g_l_y_f import Glyph
 from pypdf import PdfWriter
-from pypdf.generic import ArrayObject, NameObject, NumberObject
+from pypdf.filters import FlateDecode
+from pypdf.generic import ArrayObject, EncodedStreamObject, NameObject, NumberObject, StreamObject
 
 # What fontTools warns of in every font Qt writes (a creation date of 0, an italic font's flags), on every part.
 logging.getLogger("fontTools.ttLib.tables._h_e_a_d").setLevel(logging.ERROR)
@@ -41,13 +42,16 @@ class RunFonts:
     fontTools was half of what cutting a part's fonts cost (issue 32)."""
 
     def __init__(self) -> None:
-        self._programs: dict[bytes, _Program] = {}
+        self._programs: dict[tuple[str, bytes], _Program] = {}
         self._maps: dict[bytes, dict[int, str]] = {}
 
-    def program(self, data: bytes) -> _Program:
-        if data not in self._programs:
-            self._programs[data] = _Program(data)
-        return self._programs[data]
+    def program(self, stream: StreamObject) -> _Program:
+        # Known by its bytes as stored (compressed, the same in every part's clone): decoding each part's clone
+        # only to look it up cost ~0.3 ms of CPU a document of the bench's.
+        stored = (str(stream.get("/Filter")), StreamObject.get_data(stream))
+        if stored not in self._programs:
+            self._programs[stored] = _Program(stream.get_data())
+        return self._programs[stored]
 
     def unicode_map(self, cmap: bytes) -> dict[int, str]:
         if cmap not in self._maps:
@@ -55,11 +59,14 @@ class RunFonts:
         return self._maps[cmap]
 
 
-def keep_own_glyphs(writer: PdfWriter, *, run: RunFonts) -> None:
+def keep_own_glyphs(writer: PdfWriter, *, run: RunFonts) -> list[bytes | None]:
     """Cut every font of ``writer``'s pages (added without ``NOT_CLONED``) down to the glyphs those pages show
     (``run``: the parsed fonts of the run ``writer``'s pages come from); FontError for a font, or a page, of another
-    make than Qt's (then nothing is promised about it)."""
+    make than Qt's (then nothing is promised about it). Returns each page's content without its text objects
+    (``_read``), None for a page whose text objects are not all Qt's plain ones: read here anyway, it spares the
+    search for marks (``signature_box``) PDFium's reading of every glyph."""
     used: dict[int, tuple[object, set[int]]] = {}  # font object's id → (font, codes shown)
+    without_text: list[bytes | None] = []
     for page in writer.pages:
         resources = page.get("/Resources", {})
         if any(x.get_object().get("/Subtype") == "/Form" for x in resources.get("/XObject", {}).values()):
@@ -67,12 +74,15 @@ def keep_own_glyphs(writer: PdfWriter, *, run: RunFonts) -> None:
         fonts = {str(name)[1:]: font.get_object() for name, font in resources.get("/Font", {}).items()}
         for font in fonts.values():  # a font the page lists but shows nothing in keeps nothing
             used.setdefault(id(font), (font, set()))
-        for name, codes in _shown(page.get_contents().get_data()).items():
+        shown, page_without_text = _read(page.get_contents().get_data())
+        without_text.append(page_without_text)
+        for name, codes in shown.items():
             if name not in fonts:
                 raise FontError(f"a page uses the font {name} that its resources do not list")
             used[id(fonts[name])][1].update(codes)
     for font, codes in used.values():
         _cut(font, codes | {0}, run=run)
+    return without_text
 
 
 #: Qt's text objects: a line ``BT``, a ``Tf``, positions (``Tm``, ``Td``) and one ``<hex> Tj`` per glyph, a line
@@ -83,25 +93,53 @@ _TEXT_BEGIN, _TEXT_END = b"\nBT\n", b"\nET\n"
 _FONT = re.compile(rb"/([^\s/<>\[\]()]+)\s+[-+\d.]+\s+Tf")
 _GLYPHS = re.compile(rb"<([0-9A-Fa-f]*)>\s*Tj")
 #: Bytes Qt never writes in a text object (a literal string, ``TJ``, the quote operators): plain searches, stricter
-#: than the operators' grammar and ten times faster than an expression for it.
+#: than the operators' grammar and ten times faster than an expression for it. Searched for in the text objects
+#: that are not plain (below) only: a plain one holds none of them.
 _NOT_QT = (b"(", b"TJ", b"'", b'"')
-_INLINE_IMAGE = re.compile(rb"(?<![^\s])BI\s")
+#: Looked for around the text objects and in those that are not plain (a plain one cannot hold it): searching the
+#: whole page, glyphs included, cost a tenth of reading it.
+_INLINE_IMAGE = re.compile(rb"(?<![^\s])BI(?![^\s])")
+#: A text object as Qt writes plain text: its font and matrix on its first line, then one glyph a line. It sets
+#: nothing but the text state (no colour, no graphics state, no drawing), so a page's drawings, their places and
+#: their colours, are the same without it: such objects are left out of ``_read``'s page without text.
+#: An operand of digits and signs is a number (or nothing PDFium reads), never an operator: checked no closer.
+_NUMBER = rb"[-+.0-9]+"
+_PLAIN_START = re.compile(rb"/([^\s/<>\[\]()]+) " + _NUMBER + rb" Tf(?: " + _NUMBER + rb"){6} Tm")
+_PLAIN_GLYPH = re.compile(rb"\n" + _NUMBER + rb" " + _NUMBER + rb" Td <([0-9A-Fa-f]*)> Tj(?![^\n])")
 
 
 def _shown(content: bytes) -> dict[str, set[int]]:
     """Font resource name → the 2-byte codes a page's content stream shows in it."""
-    if b"BI" in content and _INLINE_IMAGE.search(content):
-        raise FontError("a page holds an inline image")
+    return _read(content)[0]
+
+
+def _read(content: bytes) -> tuple[dict[str, set[int]], bytes | None]:
+    """``_shown``, and the content without its text objects where all are Qt's plain ones (else None)."""
     strings: dict[bytes, set[bytes]] = {}  # font → the distinct hex strings shown in it, decoded once at the end
     before, *objects = content.split(_TEXT_BEGIN)
     if b"Tj" in before:
         raise FontError("a glyph shown outside a text object")
-    markers = [marker for marker in _NOT_QT if marker in content]  # usually none: no text object to search
+    if _inline_image(before):
+        raise FontError("a page holds an inline image")
+    kept: list[bytes] | None = [before]  # what is around the text objects
     for text in objects:
         body, ended, after = text.partition(_TEXT_END)
         if not ended or b"Tj" in after:
             raise FontError("a text object not ended as Qt ends it, or a glyph shown outside one")
-        if markers and any(marker in body for marker in markers):
+        if _inline_image(after):
+            raise FontError("a page holds an inline image")
+        start = _PLAIN_START.match(body)
+        if start and (start.end() == len(body) or body[start.end() : start.end() + 1] == b"\n"):
+            glyphs = _PLAIN_GLYPH.findall(body, start.end())
+            if len(glyphs) == body.count(b"\n"):  # every line after the first is one glyph's, and nothing else
+                strings.setdefault(start.group(1), set()).update(glyphs)
+                if kept is not None:
+                    kept.append(after)
+                continue
+        kept = None
+        if _inline_image(body):
+            raise FontError("a page holds an inline image")
+        if any(marker in body for marker in _NOT_QT):
             raise FontError("a text object shows text as Qt does not write it")
         # [before the first Tf, font, what it shows, font, what it shows …]
         pieces = _FONT.split(body)
@@ -115,7 +153,11 @@ def _shown(content: bytes) -> dict[str, set[int]]:
             raise FontError("a glyph code not of 2 bytes")
         raw = bytes.fromhex(b"".join(found).decode("ascii"))
         shown.setdefault(name.decode("latin-1"), set()).update(struct.unpack(f">{len(raw) // 2}H", raw))
-    return shown
+    return shown, None if kept is None else b"\n".join(kept)
+
+
+def _inline_image(content: bytes) -> bool:
+    return b"BI" in content and _INLINE_IMAGE.search(content) is not None
 
 
 def _cut(font, codes: set[int], *, run: RunFonts) -> None:
@@ -126,8 +168,14 @@ def _cut(font, codes: set[int], *, run: RunFonts) -> None:
         raise FontError(f"font {font.get('/BaseFont')} is not an embedded TrueType font with identical glyph ids")
     descriptor = cid_font["/FontDescriptor"].get_object()
     program = descriptor["/FontFile2"].get_object()
-    data = run.program(program.get_data()).emptied(codes)
-    program.set_data(data)
+    data, compressed = run.program(program).emptied(codes)
+    if isinstance(program, EncodedStreamObject) and program.get("/Filter") == "/FlateDecode":
+        # The bytes as written, compressed once for each set of glyphs the run's parts keep: ``set_data``
+        # compressed the program again for every part (~0.7 ms of CPU a document of the bench's, issue 32).
+        StreamObject.set_data(program, compressed)
+        program.decoded_self = None
+    else:
+        program.set_data(data)
     program[NameObject("/Length1")] = NumberObject(len(data))
     widths = _widths(cid_font.get("/W", ArrayObject()))
     cid_font[NameObject("/W")] = ArrayObject(
@@ -157,12 +205,12 @@ class _Program:
             code: [self._font.getGlyphID(part) for part in self._glyphs[name].getComponentNames(glyf)]
             for code, name in enumerate(self._order)
         }
-        self._written: dict[frozenset[int], bytes] = {}
+        self._written: dict[frozenset[int], tuple[bytes, bytes]] = {}
 
-    def emptied(self, codes: set[int]) -> bytes:
+    def emptied(self, codes: set[int]) -> tuple[bytes, bytes]:
         """The program with the outline and width of every glyph but ``codes`` (and the parts of theirs that are
-        composites) emptied; the others' bytes are kept as they are, not decoded and encoded again (fontTools'
-        subsetter did that for every kept glyph: most of a part's cost)."""
+        composites) emptied, and the same compressed (``/FlateDecode``); the others' bytes are kept as they are,
+        not decoded and encoded again (fontTools' subsetter did that for every kept glyph: most of a part's cost)."""
         kept, todo = set(), [code for code in codes if code < len(self._order)]
         while todo:
             code = todo.pop()
@@ -181,7 +229,7 @@ class _Program:
         }
         out = BytesIO()
         self._font.save(out)
-        self._written[frozenset(kept)] = out.getvalue()
+        self._written[frozenset(kept)] = out.getvalue(), FlateDecode.encode(out.getvalue())
         return self._written[frozenset(kept)]
 
 

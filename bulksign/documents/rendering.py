@@ -204,9 +204,11 @@ class InFlight:
 
     request: SigningRequest
     result: Future
+    #: Where its marks are looked for, if not in the PDF itself (``together.Part.marks_view``).
+    marks_view: bytes | None = None
 
 
-def _rendered_together(requests: list[SigningRequest], *, app: Flask) -> dict[int, tuple[bytes, float]]:
+def _rendered_together(requests: list[SigningRequest], *, app: Flask) -> dict[int, tuple[together.Part, float]]:
     """The chunk's HTML documents from one wkhtmltopdf run (``documents.together``), with each one's share of its
     time; {} when they are rendered one by one (another kind, or what ``render_chunk_together`` refuses)."""
     versions = {request.batch.template_version for request in requests}
@@ -224,14 +226,19 @@ def _rendered_together(requests: list[SigningRequest], *, app: Flask) -> dict[in
 
 
 def _start(
-    request: SigningRequest, renderer: ThreadPoolExecutor, *, app: Flask, ready: tuple[bytes, float] | None = None
+    request: SigningRequest,
+    renderer: ThreadPoolExecutor,
+    *,
+    app: Flask,
+    ready: tuple[together.Part, float] | None = None,
 ) -> InFlight:
     """Fill in the request's document and queue it for the renderer (it starts when the one before is done);
     ``ready``: its PDF already rendered together with the chunk's."""
     if ready is not None:
+        part, seconds = ready
         done: Future = Future()
-        done.set_result(ready)
-        return InFlight(request, done)
+        done.set_result((part.pdf, seconds))
+        return InFlight(request, done, marks_view=part.marks_view)
     convert = prepare_document(
         request.batch.template_version, document_context(request), timeout=app.config["PDF_TIMEOUT_SECONDS"]
     )
@@ -249,9 +256,10 @@ def _store(document: InFlight) -> Rendered:
     with telemetry.record(get_redis()) as figures:
         figures.observe(telemetry.PDF_RENDER, (), seconds)
     request = document.request
+    marked = document.marks_view or data
     try:
-        box = signature_box(request.batch.template_version, data)
-        fields = field_boxes(request.batch.template_version, data) if request.batch.template_version.fields else None
+        box = signature_box(request.batch.template_version, marked)
+        fields = field_boxes(request.batch.template_version, marked) if request.batch.template_version.fields else None
     except UnreadablePdf as exc:
         raise RenderError(
             N_("The rendered document could not be read back."), transient=True, detail=str(exc)

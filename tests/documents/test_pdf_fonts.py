@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bulksign.documents.pdf_fonts import FontError, _shown
+from bulksign.documents.pdf_fonts import FontError, _read, _shown
 
 FIRST = b"q\nBT\n/F7 24 Tf 1 0 0 -1 0 0 Tm\n255 -42 Td <0001> Tj\n18 0 Td <00020003> Tj\nET\nQ\n"
 QT = FIRST + b"BT\n/F8 16 Tf\n<0001> Tj\nET\n"
@@ -24,9 +24,46 @@ def test_the_codes_shown_in_each_font():
         FIRST + b"BT\n/F8 16 Tf\n<0001> Tj\nQ\n",
         b"<0001> Tj\n" + QT,
         QT + b"BI /W 1 /H 1 ID x EI\n",
+        b"BI /W 1 /H 1 ID x EI\n" + QT,
+        FIRST + b"BT\n/F8 16 Tf\nBI /W 1 /H 1 ID x EI\n<0001> Tj\nET\n",
+        FIRST + b"BT\n/F8 16 Tf\n<0001> Tj\nBI\nET\n",
     ],
-    ids=["literal", "TJ", "odd-code", "not-ended", "outside", "inline-image"],
+    ids=[
+        "literal",
+        "TJ",
+        "odd-code",
+        "not-ended",
+        "outside",
+        "inline-image",
+        "inline-image-first",
+        "inline-image-in-text",
+        "inline-image-before-end",
+    ],
 )
 def test_text_not_written_as_qt_writes_it_is_refused(content):
     with pytest.raises(FontError):
         _shown(content)
+
+
+def test_a_page_without_its_plain_text_objects_keeps_everything_else():
+    drawing = b"q 0.6 0.64 0.7 RG 10 10 100 50 re S Q\n"
+    shown, without_text = _read(drawing + FIRST + drawing)
+    assert shown == {"F7": {1, 2, 3}}
+    assert without_text == drawing + b"q\n" + b"Q\n" + drawing
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"BT\n/F8 16 Tf 1 0 0 -1 0 0 Tm\n1 0 Td <0001> Tj 0.6 0.64 0.7 rg\nET\n",
+        b"BT\n/F8 16 Tf 1 0 0 -1 0 0 Tm\n1 0 Td <0001> Tj\n0 0 m 5 5 l S\nET\n",
+        b"BT\n/F8 16 Tf 1 0 0 -1 0 0 Tm\n1 0 Td <000F> Tj F\nET\n",
+        b"BT\n/F8 16 Tf 2 Tr 1 0 0 -1 0 0 Tm\n1 0 Td <0001> Tj\nET\n",
+        b"BT\n/F8 16 Tf\n<0001> Tj\nET\n",
+    ],
+    ids=["colour", "path", "fill", "render-mode", "no-matrix"],
+)
+def test_a_text_object_that_may_do_more_than_show_glyphs_keeps_the_page_whole(text):
+    """Its glyphs are read as before, but the page has no content without text: it is searched for marks whole."""
+    shown, without_text = _read(FIRST + text)
+    assert shown["F7"] == {1, 2, 3} and without_text is None

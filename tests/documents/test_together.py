@@ -20,11 +20,19 @@ from sqlalchemy import select
 from bulksign.core.extensions import db
 from bulksign.doc_templates.jinja_sandbox import render_html
 from bulksign.documents import together
+from bulksign.documents.field_boxes import field_colour
 from bulksign.documents.pdf import render_pdf
 from bulksign.documents.pdf_fonts import unicode_map
 from bulksign.documents.poppler import page_png
 from bulksign.documents.rendering import document_context, render_chunk
-from bulksign.documents.signature_box import SignatureBox, find_signature_box, html_mark
+from bulksign.documents.signature_box import (
+    MAX_MARKS,
+    SignatureBox,
+    find_framed_boxes,
+    find_signature_box,
+    html_mark,
+    mark_colour,
+)
 from bulksign.documents.storage import get_storage
 from bulksign.models import Document, SigningRequest
 from bulksign.models.status import Status
@@ -118,9 +126,9 @@ def _outlines(pdf: bytes) -> dict[str, int]:
 
 def test_each_part_has_exactly_its_recipients_pages_words_and_look():
     documents = _filled(CONTRACT)
-    parts = together.render_together(CONTRACT, documents, timeout=60)
-    assert isinstance(parts, list) and len(parts) == len(PEOPLE)
-    for (name, _), document, part in zip(PEOPLE, documents, parts):
+    split = together.render_together(CONTRACT, documents, timeout=60)
+    assert isinstance(split, list) and len(split) == len(PEOPLE)
+    for (name, _), document, part in zip(PEOPLE, documents, [p.pdf for p in split]):
         alone = render_pdf(document)
         assert together.same_pages(part, alone), name
         pages = PdfReader(io.BytesIO(part)).pages
@@ -172,7 +180,7 @@ def _assert_each_part_is_its_solo_render(template: str) -> None:
     documents = _filled(template, PEOPLE[:3])
     parts = together.render_together(template, documents, timeout=60)
     assert isinstance(parts, list), parts
-    assert all(together.same_pages(part, render_pdf(document)) for part, document in zip(parts, documents))
+    assert all(together.same_pages(part.pdf, render_pdf(document)) for part, document in zip(parts, documents))
 
 
 def test_a_template_that_lays_out_otherwise_together_is_refused_whole():
@@ -213,12 +221,31 @@ def test_links_stay_in_their_parts_and_carry_no_other_page():
     documents = _filled(linked)
     parts = together.render_together(linked, documents, timeout=60)
     assert not isinstance(parts, together.NotTogether)
-    for part, document in zip(parts, documents):
+    for part, document in zip([p.pdf for p in parts], documents):
         reader = PdfReader(io.BytesIO(part))
         assert len(reader.pages) == len(PdfReader(io.BytesIO(render_pdf(document))).pages)
         links = [a.get_object()["/A"]["/URI"] for a in reader.pages[0]["/Annots"]]
         assert links[0].endswith("#end") and links[1] == "https://example.com/r"
         assert _unreferenced(part) == set()
+
+
+def test_each_parts_marks_view_is_the_part_with_its_text_left_out_and_the_same_marks():
+    template = CONTRACT.replace("<p>Конец", "{{ signature }}<p>Конец")
+    parts = together.render_together(template, _filled(template), timeout=60)
+    assert isinstance(parts, list), parts
+    colours = [mark_colour(index) for index in range(MAX_MARKS)] + [field_colour(index) for index in range(8)]
+    for part in parts:
+        assert part.marks_view.startswith(part.pdf), "the part, with an update appended"
+        view, whole = PdfReader(io.BytesIO(part.marks_view)), PdfReader(io.BytesIO(part.pdf))
+        assert len(view.pages) == len(whole.pages)
+        for shown, full in zip(view.pages, whole.pages):
+            assert b"BT" not in shown.get_contents().get_data() and b"BT" in full.get_contents().get_data()
+            assert shown.extract_text().strip() == "" and full.extract_text().strip() != ""
+        # Every frame the finder can be asked for, of any size: found in the view where it is in the part.
+        assert find_framed_boxes(part.marks_view, colours=colours, min_w=1, min_h=1) == find_framed_boxes(
+            part.pdf, colours=colours, min_w=1, min_h=1
+        )
+        assert find_signature_box(part.marks_view) == find_signature_box(part.pdf) is not None
 
 
 def test_a_run_with_a_link_that_names_a_page_does_not_split():
@@ -283,6 +310,7 @@ def test_a_render_job_renders_its_chunk_in_one_run_and_keeps_each_recipients_own
         assert [name for _, name in NAMES if name in _text(part)] == [request.name]
         box, solo_box = SignatureBox.from_json(original.signature_box), find_signature_box(alone)
         assert box.page == solo_box.page == 0 and abs(box.y - solo_box.y) < 0.5 and abs(box.x - solo_box.x) < 0.5
+        assert box == SignatureBox.from_json(find_signature_box(part).to_json()), "found in its marks view as in it"
 
 
 def test_a_chunk_that_cannot_run_together_is_rendered_one_by_one_and_a_long_row_fails_alone(app, users, runs, caplog):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import time
@@ -100,3 +101,28 @@ def test_a_stopping_worker_does_not_wait_for_ever_on_a_scheduler_that_will_not_s
     started = time.monotonic()
     worker.stop_scheduler()
     assert not stubborn.is_alive() and time.monotonic() - started < SCHEDULER_STOP_SECONDS + 5
+
+
+def test_a_worker_process_freezes_what_it_holds_after_its_first_job_and_a_test_s_worker_does_not(app):
+    """``gc.freeze`` after the first job spares the collector's full passes the process's lasting objects; a
+    worker in a process that outlives it (a test's) leaves the collector as it is."""
+    from bulksign.jobs.worker import AppWorker
+
+    queue = get_queue("default")
+    # RQ installs SIGTERM/SIGINT handlers that outlive the worker (``tests.support.workers``).
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        for freeze in (False, True):
+            gc.unfreeze()
+            for _ in range(2):
+                queue.enqueue("tests.support.leaky.leak", 0, result_ttl=600)
+            worker = AppWorker([queue], connection=get_redis(), freeze_after_first_job=freeze)
+            worker.work(burst=True, max_jobs=1, logging_level="WARNING")
+            assert (gc.get_freeze_count() > 0) is freeze
+            frozen = gc.get_freeze_count()
+            worker.work(burst=True, logging_level="WARNING")
+            assert gc.get_freeze_count() <= frozen, "frozen once, after the first job only (freed ones leave it)"
+    finally:
+        gc.unfreeze()
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
