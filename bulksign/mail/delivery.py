@@ -97,7 +97,10 @@ def send_chunk(mail_ids: list[int], *, app: Flask, link: SmtpLink) -> str:
     """Send the queued mails among ``mail_ids`` through ``link``; returns what happened. Raises TransientFailure to
     retry the rest."""
     session = db.session
-    to_send, exhausted = _claim(mail_ids, limit=app.config["MAIL_MAX_ATTEMPTS"])
+    claim = _claim(mail_ids, limit=app.config["MAIL_MAX_ATTEMPTS"])
+    to_send, exhausted = claim.to_send, claim.exhausted
+    if claim.held and not to_send and not exhausted:
+        raise TransientFailure(f"{len(claim.held)} held: their requests' own invitations are not out yet")
     if not to_send and not exhausted:
         return "skipped: nothing to send"
     requests = {r.id: r for r in load_requests(session, [m.request_id for m in to_send + exhausted if m.request_id])}
@@ -157,6 +160,8 @@ def send_chunk(mail_ids: list[int], *, app: Flask, link: SmtpLink) -> str:
     session.commit()
     enqueue_sends(queued_completion_notices(session, batch_ids=closed))
     summary = ", ".join(f"{kind} {n}" for kind, n in sorted(outcomes.items()))
+    if claim.held and not retry_reason:
+        retry_reason = f"{len(claim.held)} held until their requests' own invitations are out"
     if retry_reason:
         raise TransientFailure(f"{summary or 'nothing sent'}; the rest will be tried again: {retry_reason}")
     return summary
@@ -172,8 +177,23 @@ def _acquire(throttle: MailThrottle, *, max_wait_seconds: float, stop) -> bool:
     return allowed
 
 
-def _claim(mail_ids: list[int], *, limit: int) -> tuple[list[OutgoingMail], list[OutgoingMail]]:
-    """The chunk's queued mails this job may send (one more attempt counted) and those out of attempts; committed."""
+#: A request not out yet: its own invitation not yet claimed by a mail worker.
+NOT_OUT = (Status.GENERATING.value, Status.GENERATED.value)
+
+
+@dataclass(frozen=True)
+class _Claim:
+    #: The mails this job sends now, one more attempt counted each.
+    to_send: list[OutgoingMail]
+    #: Out of attempts: settled as failed.
+    exhausted: list[OutgoingMail]
+    #: Another party's mail of a request whose own invitation is not out yet: left queued, untried, for the retry.
+    held: list[OutgoingMail]
+
+
+def _claim(mail_ids: list[int], *, limit: int) -> _Claim:
+    """The chunk's queued mails this job may send (one more attempt counted), those out of attempts, and those that
+    wait for their request's own invitation; committed."""
     session = db.session
     mails = list(
         session.scalars(
@@ -208,10 +228,24 @@ def _claim(mail_ids: list[int], *, limit: int) -> tuple[list[OutgoingMail], list
         if others
         else set()
     )
-    to_send, exhausted = [], []
+    # A parallel step's other invitations wait until the request's own is claimed (``sending``): refused before
+    # that, the manager's dead address could bounce nothing (``generated`` does not bounce), and two mail workers
+    # may take the employee's chunk and the manager's at once.
+    not_out = (
+        set(
+            session.scalars(
+                select(SigningRequest.id).where(SigningRequest.id.in_(others), SigningRequest.status.in_(NOT_OUT))
+            )
+        )
+        if others
+        else set()
+    )
+    to_send, exhausted, held = [], [], []
     for mail in mails:
         if mail.request_id in cancelled:
             mail.status = "cancelled"
+        elif mail.kind != INVITATION and mail.request_id in not_out:
+            held.append(mail)
         elif mail.attempts >= limit:
             # Claims are counted before the send, so even a worker that dies every time gives up.
             exhausted.append(mail)
@@ -219,7 +253,7 @@ def _claim(mail_ids: list[int], *, limit: int) -> tuple[list[OutgoingMail], list
             mail.attempts += 1
             to_send.append(mail)
     session.commit()
-    return to_send, exhausted
+    return _Claim(to_send=to_send, exhausted=exhausted, held=held)
 
 
 def _without_suppressed(mails: list[OutgoingMail]) -> list[OutgoingMail]:

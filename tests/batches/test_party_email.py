@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
 from sqlalchemy import select
 
 from bulksign.batches.states import transition
@@ -14,6 +15,7 @@ from bulksign.documents.storage import get_storage
 from bulksign.integrations import webhooks_out
 from bulksign.jobs.mail import send_many
 from bulksign.jobs.webhooks import dispatch
+from bulksign.mail.delivery import TransientFailure
 from bulksign.models import Batch, Document, Event, OutgoingMail, Party, SigningRequest, Suppression, utcnow
 from bulksign.models.status import Status
 from bulksign.people.teams import add_member, create_team
@@ -541,3 +543,25 @@ def test_a_managers_invitation_refused_while_the_employees_is_being_sent_bounces
     assert request.error_message == f"The manager's mail server refused the address mia@exmaple.com: {refused}"
     assert _bounce_events(request_id) == [("status.bounced", "manager", "mia@exmaple.com")]
     assert db.session.get(OutgoingMail, manager_mail).status == "bounced"
+
+
+def test_a_managers_invitation_waits_until_the_employees_of_the_same_step_is_out(app, users, smtp, run_jobs):
+    """Two mail workers may take a parallel step's chunks at once: the manager's invitation is held (untried, no
+    attempt counted) while the request's own is not yet claimed, so a dead manager's address is never refused while
+    the request cannot bounce; it goes once the employee's is out."""
+    (request_id,) = request_ids(_batch(users, html=WITH_MANAGER, file=ROWS, form=PARALLEL))
+    enqueue_renders([request_id])
+    run_jobs("pdf")
+    mails = dict(
+        db.session.execute(
+            select(OutgoingMail.kind, OutgoingMail.id).where(OutgoingMail.request_id == request_id)
+        ).all()
+    )
+    with pytest.raises(TransientFailure, match="held"):
+        send_many([mails["party_invitation"]])
+    db.session.expire_all()
+    held = db.session.get(OutgoingMail, mails["party_invitation"])
+    assert (held.status, held.attempts) == ("queued", 0) and not _mails_to(smtp, "mia@exmaple.com")
+    send_many([mails["invitation"]])
+    send_many([mails["party_invitation"]])
+    assert len(_mails_to(smtp, "eva@example.com")) == 1 and len(_mails_to(smtp, "mia@exmaple.com")) == 1
