@@ -54,6 +54,8 @@ from tests.support.services import PG_ADMIN_URL, RedisServer, free_port, postgre
 ROOT = Path(__file__).resolve().parent.parent
 PDF_QUEUES = ("pdf",)
 OTHER_QUEUES = ("mail", "default", "webhooks")
+#: Workers on OTHER_QUEUES, as the README deploys mail workers (``--processes 2``): the chaos kills either.
+MAIL_WORKERS = 2
 BIN = Path(sys.executable).parent
 
 TEMPLATE_HTML = """<!doctype html><html><head><meta charset="utf-8">
@@ -334,7 +336,7 @@ class Processes:
     def keep_supervised(self) -> None:
         """What a process supervisor does: a worker or scheduler that died is started again."""
         self.workers = [w for w in self.workers if w[0].poll() is None]
-        wanted = [PDF_QUEUES] * self.cfg.workers + [OTHER_QUEUES]
+        wanted = [PDF_QUEUES] * self.cfg.workers + [OTHER_QUEUES] * MAIL_WORKERS
         for queues in set(wanted):
             missing = wanted.count(queues) - sum(1 for w in self.workers if w[1] == queues)
             for _ in range(missing):
