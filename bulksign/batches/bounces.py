@@ -442,19 +442,32 @@ def record_refused(session: Session, *, request_id: int, email: str, reason: str
         else f"The {named}'s mail server refused the address {email}: {reason}"
     )[:2000]
     details = {"error": said[:500], "kind": kind, "role": named, "email": email}
-    moved = transition(
-        session,
-        request_id,
-        frm=BOUNCEABLE,
-        to=Status.BOUNCED,
-        now=now,
-        error_message=said,
-        details=details,
-    ).won
-    if not moved and role is not None:
-        returned = ReturnedInvitation(role=named, email=email, reason=reason[:500], said=said[:500])
-        _bounced_too(session, [request_id], returned=returned, details=details, now=now)
+    returned = ReturnedInvitation(role=named, email=email, reason=reason[:500], said=said[:500])
+    _bounce(
+        session, [request_id], returned=returned, error=said, details=details, party_known=role is not None, now=now
+    )
     return said
+
+
+def _bounce(
+    session: Session,
+    request_ids: Sequence[int],
+    *,
+    returned: ReturnedInvitation,
+    error: str,
+    details: dict,
+    party_known: bool,
+    now: datetime,
+) -> tuple[list[int], list[int]]:
+    """Bounce the requests for ``returned`` by compare-and-set (``error`` and ``details`` on the move); those another
+    party's returned invitation bounced already name this one too (``_bounced_too``), when a party has the address
+    (``party_known``). The requests moved, and those it was added to."""
+    moved = transition(
+        session, request_ids, frm=BOUNCEABLE, to=Status.BOUNCED, now=now, error_message=error, details=details
+    ).won
+    rest = sorted(set(request_ids) - set(moved))
+    also = _bounced_too(session, rest, returned=returned, details=details, now=now) if party_known and rest else []
+    return moved, also
 
 
 def _mark_returned(session: Session, request_ids: Sequence[int], *, email: str, error: str) -> None:
@@ -494,19 +507,8 @@ def record_bounce(session: Session, *, report: BounceReport, now: datetime) -> B
         named = ReturnedInvitation(role=role or RECIPIENT_ROLE, email=email, reason=report.reason)
         reason = bounce_message(returned=[named])
         details = {"reason": report.reason[:500], "source": "webhook", "role": named.role, "email": email}
-        moved = transition(
-            session,
-            ids,
-            frm=BOUNCEABLE,
-            to=Status.BOUNCED,
-            now=now,
-            error_message=reason,
-            details=details,
-        ).won
-        also = (
-            _bounced_too(session, sorted(set(ids) - set(moved)), returned=named, details=details, now=now)
-            if role is not None
-            else []
+        moved, also = _bounce(
+            session, ids, returned=named, error=reason, details=details, party_known=role is not None, now=now
         )
         _mark_returned(session, [*moved, *also], email=email, error=reason)
         for part in slices(moved):
