@@ -215,31 +215,24 @@ def _claim(mail_ids: list[int], *, limit: int) -> _Claim:
     )
     # An invitation whose request is not ``generated`` belongs to someone else (or was cancelled meanwhile).
     mails = [m for m in mails if m.kind != INVITATION or m.request_id in claimed]
-    # A claimed invitation's request is in ``sending``: only other mails' requests can be cancelled.
+    # A claimed invitation's request is in ``sending``: only other mails' requests can be cancelled. And a parallel
+    # step's other invitations wait until the request's own is claimed (``sending``): refused before that, the
+    # manager's dead address could bounce nothing (``generated`` does not bounce), and two mail workers may take the
+    # employee's chunk and the manager's at once. One read of those requests' states answers both.
     others = [m.request_id for m in mails if m.kind != INVITATION and m.request_id]
-    cancelled = (
-        set(
-            session.scalars(
-                select(SigningRequest.id).where(
-                    SigningRequest.id.in_(others), SigningRequest.status == Status.CANCELLED
+    stopped_or_waiting = (
+        dict(
+            session.execute(
+                select(SigningRequest.id, SigningRequest.status).where(
+                    SigningRequest.id.in_(others), SigningRequest.status.in_([Status.CANCELLED.value, *NOT_OUT])
                 )
-            )
+            ).all()
         )
         if others
-        else set()
+        else {}
     )
-    # A parallel step's other invitations wait until the request's own is claimed (``sending``): refused before
-    # that, the manager's dead address could bounce nothing (``generated`` does not bounce), and two mail workers
-    # may take the employee's chunk and the manager's at once.
-    not_out = (
-        set(
-            session.scalars(
-                select(SigningRequest.id).where(SigningRequest.id.in_(others), SigningRequest.status.in_(NOT_OUT))
-            )
-        )
-        if others
-        else set()
-    )
+    cancelled = {i for i, status in stopped_or_waiting.items() if status == Status.CANCELLED}
+    not_out = {i for i, status in stopped_or_waiting.items() if status in NOT_OUT}
     to_send, exhausted, held = [], [], []
     for mail in mails:
         if mail.request_id in cancelled:
