@@ -2,7 +2,7 @@
 FROM python:3.11-slim-bookworm
 
 RUN apt-get update \
- && apt-get install -y --no-install-recommends wkhtmltopdf fonts-dejavu-core fonts-freefont-otf poppler-utils redis-sentinel \
+ && apt-get install -y --no-install-recommends wkhtmltopdf fonts-dejavu-core fonts-wqy-zenhei fonts-freefont-otf poppler-utils redis-sentinel \
     libreoffice-writer-nogui python3-uno bubblewrap \
  && rm -rf /var/lib/apt/lists/*
 

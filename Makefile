@@ -43,11 +43,13 @@ test: lint system-deps-test
 	scripts/ensure-postgres.sh
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
-## ruff (lint and format, pyproject.toml) and the architecture's import contracts (import-linter, pyproject.toml).
+## ruff (lint and format), the architecture's import contracts (import-linter) and the type check (mypy), all
+## configured in pyproject.toml.
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 ## The API fuzzer for longer than `make test` runs it (API_FUZZ_SECONDS of fuzzing and stateful sequences).
 API_FUZZ_SECONDS ?= 600

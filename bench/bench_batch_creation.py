@@ -17,6 +17,7 @@ TARGET_SECONDS = 3.0
 def run(*, small: bool) -> list[Figure]:
     from sqlalchemy import select
 
+    from bulksign.batches.batch_settings import BatchSettings
     from bulksign.batches.creation import create_batch
     from bulksign.core.extensions import db
     from bulksign.doc_templates.versions import create_template
@@ -45,7 +46,9 @@ def run(*, small: bool) -> list[Figure]:
         ]
 
         started = time.perf_counter()
-        result = create_batch(db.session, user=user, template_version=version, rows=rows, name="Bench", now=now)
+        result = create_batch(
+            db.session, user=user, template_version=version, rows=rows, settings=BatchSettings(name="Bench"), now=now
+        )
         seconds = time.perf_counter() - started
         # Creation queues the batch's window of chunks; the rest follow as those are claimed (pipeline.top_up).
         assert result.total_count == count and 0 < result.enqueued < count
@@ -86,7 +89,9 @@ def run(*, small: bool) -> list[Figure]:
             # Above INLINE_ENQUEUE_MAX the request only queues the fan-out job: this is what the user waits for.
             many = [Recipient(i + 2, f"big.{i}@example.com", f"Big {i}", None, rows[0].data) for i in range(100_000)]
             started = time.perf_counter()
-            create_batch(db.session, user=user, template_version=version, rows=many, name="Big", now=now)
+            create_batch(
+                db.session, user=user, template_version=version, rows=many, settings=BatchSettings(name="Big"), now=now
+            )
             big = [
                 Figure(
                     name="create a 100,000-request batch (insert + fan-out job queued)",

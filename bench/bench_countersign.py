@@ -23,7 +23,8 @@ CONTRACT = (
 
 
 def _batch(n: int) -> int:
-    from bulksign.batches.creation import create_batch, party_settings_from_form
+    from bulksign.batches.batch_settings import BatchSettings, party_settings_from_form
+    from bulksign.batches.creation import create_batch
     from bulksign.core.extensions import db
     from bulksign.doc_templates.columns import needed_columns
     from bulksign.doc_templates.versions import create_template
@@ -53,7 +54,7 @@ def _batch(n: int) -> int:
         user=user,
         template_version=version,
         rows=report.recipients,
-        name="Contracts",
+        settings=BatchSettings(name="Contracts"),
         now=now,
         party_settings=signers,
     )
@@ -67,7 +68,8 @@ def run(*, small: bool) -> list[Figure]:
     from bench.bench_pipeline import _Sink, start_workers
     from bulksign.core.extensions import db
     from bulksign.models import CountersignLink, Document, Event, SigningRequest, utcnow
-    from bulksign.signing.countersign import start_run
+    from bulksign.signing.countersign import ready_page
+    from bulksign.signing.countersign_runs import start_run
     from bulksign.work.pipeline import enqueue_renders
     from tests.support.batches import request_ids
     from tests.support.partydata import recipients_sign
@@ -94,7 +96,8 @@ def run(*, small: bool) -> list[Figure]:
                 run_started = start_run(
                     db.session,
                     link=link,
-                    party_ids=None,
+                    listed=ready_page(db.session, link=link, query="", page=1, now=utcnow()).listed,
+                    query="",
                     signer_name="Anna Boss",
                     signature_png=png(),
                     consent=True,

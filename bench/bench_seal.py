@@ -38,7 +38,7 @@ def _interleaved(count: int, first, second) -> tuple[float, float]:
 
 
 def run(*, small: bool) -> list[Figure]:
-    from bulksign.documents import seal_keys, sealing, signed_pdf
+    from bulksign.documents import audit_record, seal_keys, sealing, signed_pdf
     from bulksign.documents.pdf import render_pdf
 
     count = 10 if small else 100
@@ -48,7 +48,7 @@ def run(*, small: bool) -> list[Figure]:
         + "<p>Договор — contract text, paragraph after paragraph.</p>" * 60
         + "</body>"
     )
-    record = signed_pdf.AuditRecord(
+    record = audit_record.AuditRecord(
         document_name="Employment contract",
         batch_id=1,
         request_id=1,
@@ -59,7 +59,7 @@ def run(*, small: bool) -> list[Figure]:
         signed_at=now,
         original_sha256=hashlib.sha256(original).hexdigest(),
         lines=tuple(
-            signed_pdf.AuditLine(now, label, "203.0.113.5", "Mozilla/5.0 (iPhone) Safari")
+            audit_record.AuditLine(now, label, "203.0.113.5", "Mozilla/5.0 (iPhone) Safari")
             for label in ("Created", "Sent", "Email opened", "Page opened", "Signed")
         ),
     )

@@ -74,7 +74,7 @@ TEMPLATE_PARTIES_HTML = TEMPLATE_HTML.replace(
 COUNTERSIGNER = {"email": "boss@marketplace.example.com", "name": "Anna Countersigner"}
 
 #: How long a lost job of two parties may wait, beyond a lost chunk: the reconciler queues a lost ``advance`` (the
-#: next step's invitation) 5 min after the party before signed (``routing.stalled``), and the reseal tick (every
+#: next step's invitation) 5 min after the party before signed (``steps.stalled``), and the reseal tick (every
 #: 5 min) a lost seal once its signature is 5 min old (``sealing.unsealed_requests``): up to 10 min.
 LOST_STEP_SECONDS = 600
 

@@ -32,7 +32,15 @@ from bulksign.views.api import suppressions as api_suppressions
 from bulksign.views.api import templates as api_templates
 from bulksign.views.api import uploads as api_uploads
 from bulksign.views.api.common import limit_per_key
-from bulksign.views.recipient import countersign, recipient_headers, signing, tracking, verify
+from bulksign.views.recipient import (
+    countersign,
+    recipient_headers,
+    signing,
+    signing_codes,
+    signing_documents,
+    tracking,
+    verify,
+)
 from bulksign.views.staff import (
     account,
     approval,
@@ -96,7 +104,8 @@ STAFF_VIEWS = (
     reminders,
     uploads,
 )
-RECIPIENT_VIEWS = (recipient_headers, signing, countersign, tracking, verify)
+#: ``signing_codes`` and ``signing_documents`` add their routes to ``signing``'s blueprint.
+RECIPIENT_VIEWS = (recipient_headers, signing, signing_codes, signing_documents, countersign, tracking, verify)
 ADMIN_VIEWS = (admin, metrics, privacy, rq_admin, suppressions)
 SHARED_VIEWS = (brand, confirm, health, reach, webhooks_in, word_converter)
 #: The API's: ``api=True`` is the security decision (a bearer key instead of the session, no CSRF).

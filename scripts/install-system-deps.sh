@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the Debian packages bulksign needs, only those missing (idempotent, root or sudo).
-#   wkhtmltopdf + fonts: the PDF renderer and the fonts templates name
+#   wkhtmltopdf + fonts: the PDF renderer and the fonts templates name; fonts-wqy-zenhei: Chinese, Japanese and
+#     Korean letters in what the signed PDF stamps and certifies (TrueType: ReportLab cannot embed Noto CJK's CFF)
 #   redis-server, postgresql: queues and the production database (tests use both)
 #   poppler-utils: pdfsig, an independent PAdES validator used by the tests
 #   libreoffice-writer-nogui + python3-uno: Word templates to PDF (driven through unoserver by the system Python)
@@ -11,7 +12,7 @@
 #   prometheus: promtool, which checks /metrics and the alert rules (with their unit tests)
 #   faketime: the reminder tests run the real periodic tick days ahead of the machine's clock
 set -euo pipefail
-want=(wkhtmltopdf fonts-dejavu-core fonts-freefont-otf redis-server poppler-utils python3-venv
+want=(wkhtmltopdf fonts-dejavu-core fonts-wqy-zenhei fonts-freefont-otf redis-server poppler-utils python3-venv
       libreoffice-writer-nogui python3-uno bubblewrap)
 [ "${1:-}" = "--test" ] && want+=(postgresql pgbouncer chromium redis-sentinel prometheus faketime)
 missing=()

@@ -1,23 +1,12 @@
-"""Approval before sending: a team may require that a second person looks at a batch before anything goes out.
-
-A batch created for such a team starts in ``awaiting_approval`` (``creation``); its requests wait in ``pending``
-with no job queued for them, and the reconciler leaves pending work of a waiting batch alone, so nothing is
-rendered for mail or mailed. An approver — a manager of the batch's team or an admin, never its creator — sees
-the file check (rows left out, suppressed addresses), the counts and a few of its documents rendered for real
-rows (``sample_document``), then:
-
-- approves: awaiting_approval → processing (compare-and-set: of two approvers, or an approver and a cancel, one
-  wins), then its renders are queued as at creation;
-- rejects with a reason: awaiting_approval → cancelled, its requests cancelled, and the creator is mailed why.
-
-Both are events on the batch (``batch.approved``, ``batch.rejected``), shown on its page.
-"""
+"""Approval before sending: a batch of a team that requires it waits in ``awaiting_approval`` until a manager or
+an admin, never its creator, approves it (its renders are queued) or rejects it (cancelled, its creator told)."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 
 from flask import Flask
 from flask_babel import force_locale
@@ -29,13 +18,16 @@ from sqlalchemy.orm import Session
 
 from bulksign.batches.notices import notice_batch, notice_locale, notice_message
 from bulksign.batches.progress import close_if_done
+from bulksign.batches.rendering import document_context
 from bulksign.batches.states import move_batches, transition
+from bulksign.core.errors import BulksignError
+from bulksign.core.errors import Message as Text
 from bulksign.core.logs import log
 from bulksign.core.messages import N_, N_plural
 from bulksign.doc_templates.kinds import render_document
-from bulksign.documents.rendering import document_context
 from bulksign.mail.mailer import builder, queue_mail
 from bulksign.models import Batch, Event, OutgoingMail, SigningRequest, Team, User
+from bulksign.models.mail import MailKind, MailStatus
 from bulksign.models.status import BatchStatus, Status
 from bulksign.people import access
 from bulksign.work import pipeline
@@ -43,9 +35,17 @@ from bulksign.work.queues import BATCH_RENDERS
 
 logger = logging.getLogger(__name__)
 
-WAITING, APPROVED, REJECTED = "waiting", "approved", "rejected"
+
+class Approval(StrEnum):
+    """Where a batch held for approval stands (``Batch.approval``; None: its team required none)."""
+
+    WAITING = "waiting"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+
+
 #: The mail that tells a batch's creator it was rejected, and why.
-REJECTED_NOTICE = "approval_rejected"
+REJECTED_NOTICE = MailKind.APPROVAL_REJECTED
 #: Documents an approver may look at before deciding: the batch's first rows that will be mailed.
 SAMPLE_COUNT = 3
 MAX_REASON = 1000
@@ -53,20 +53,17 @@ MAX_REASON = 1000
 INLINE_ENQUEUE_MAX = 10_000
 
 
-class ApprovalError(ValueError):
+class ApprovalError(BulksignError):
     """An approval or rejection that cannot be done; ``status`` is the HTTP status a view answers."""
 
-    def __init__(self, message: N_, status: int):
-        super().__init__(message)
-        self.message = message
-        self.status = status
+    def __init__(self, message: Text, status: int):
+        super().__init__(message, status=status)
 
 
 @dataclass(frozen=True)
 class Decision:
     batch: Batch
-    #: ``approved`` or ``rejected``.
-    approval: str
+    approval: Approval
     #: Requests whose render was queued (approved) or that were cancelled (rejected).
     requests: int
 
@@ -82,12 +79,15 @@ def may_decide(session: Session, *, batch: Batch, user: User) -> bool:
     return _refusal(session, batch=batch, user=user) is None
 
 
+def is_approver(session: Session, *, team_id: int | None, user: User) -> bool:
+    """Whether ``user`` approves for the team: an admin, or a manager of it (never what they asked for themselves)."""
+    return user.is_admin or (user.role == access.MANAGER and team_id in access.team_ids_of(session, user=user))
+
+
 def _refusal(session: Session, *, batch: Batch, user: User) -> ApprovalError | None:
     if batch.created_by_id == user.id:
         return ApprovalError(N_("You created this batch: someone else must approve or reject it."), 403)
-    if user.is_admin:
-        return None
-    if user.role == access.MANAGER and batch.team_id in access.team_ids_of(session, user=user):
+    if is_approver(session, team_id=batch.team_id, user=user):
         return None
     return ApprovalError(N_("Only a manager of the batch's team or an admin can approve or reject it."), 403)
 
@@ -108,7 +108,7 @@ def _decidable(session: Session, *, batch_id: int, user: User) -> Batch:
 def approve(session: Session, *, batch_id: int, user: User, now: datetime) -> Decision:
     """Approve a waiting batch (commits), then queue its renders; ``ApprovalError`` 404/403/409 otherwise."""
     batch = _decidable(session, batch_id=batch_id, user=user)
-    _decide(session, batch, approval=APPROVED, to=BatchStatus.PROCESSING, user=user, now=now, started_at=now)
+    _decide(session, batch, approval=Approval.APPROVED, to=BatchStatus.PROCESSING, user=user, now=now, started_at=now)
     session.add(Event(batch_id=batch.id, type="batch.approved", created_at=now, actor=f"user:{user.id}", details={}))
     session.commit()
     session.refresh(batch)
@@ -131,10 +131,12 @@ def approve(session: Session, *, batch_id: int, user: User, now: datetime) -> De
     except RedisError as exc:
         # The batch is processing and its requests pending: the reconciler queues them when Redis is back.
         log(logger, logging.ERROR, "could not queue renders", batch_id=batch.id, error=str(exc))
-    return Decision(batch=batch, approval=APPROVED, requests=len(pending))
+    return Decision(batch=batch, approval=Approval.APPROVED, requests=len(pending))
 
 
-def _decide(session: Session, batch: Batch, *, approval: str, to: str, user: User, now: datetime, **fields) -> None:
+def _decide(
+    session: Session, batch: Batch, *, approval: Approval, to: str, user: User, now: datetime, **fields
+) -> None:
     """Move the waiting batch to ``to`` with the decision, who made it and when (and ``fields``); 409 when someone
     else decided or cancelled it a moment ago (the move found it no longer waiting)."""
     moved = move_batches(
@@ -155,23 +157,12 @@ def _decide(session: Session, batch: Batch, *, approval: str, to: str, user: Use
 def reject(session: Session, *, batch_id: int, user: User, reason: str, now: datetime) -> Decision:
     """Reject a waiting batch with a reason (commits): it is cancelled, nothing of it is sent, and its creator is
     mailed the reason. The caller enqueues ``Decision``'s notice (``rejection_notices``)."""
-    reason = " ".join((reason or "").split())
     batch = _decidable(session, batch_id=batch_id, user=user)
-    if not reason:
-        raise ApprovalError(N_("Say why the batch is rejected: its creator reads it."), 422)
-    if len(reason) > MAX_REASON:
-        raise ApprovalError(
-            N_plural(
-                "The reason is longer than %(num)s character.",
-                "The reason is longer than %(num)s characters.",
-                MAX_REASON,
-            ),
-            422,
-        )
+    reason = checked_reason(reason, missing=N_("Say why the batch is rejected: its creator reads it."))
     _decide(
         session,
         batch,
-        approval=REJECTED,
+        approval=Approval.REJECTED,
         to=BatchStatus.CANCELLED,
         user=user,
         now=now,
@@ -212,7 +203,25 @@ def reject(session: Session, *, batch_id: int, user: User, reason: str, now: dat
     session.commit()
     session.refresh(batch)
     log(logger, logging.INFO, "batch rejected", batch_id=batch.id, user_id=user.id, requests=len(cancelled.won))
-    return Decision(batch=batch, approval=REJECTED, requests=len(cancelled.won))
+    return Decision(batch=batch, approval=Approval.REJECTED, requests=len(cancelled.won))
+
+
+def checked_reason(reason: str | None, *, missing: N_) -> str:
+    """A rejection's reason on one line; ``ApprovalError`` 422 saying ``missing`` when there is none, or when it is
+    too long."""
+    reason = " ".join((reason or "").split())
+    if not reason:
+        raise ApprovalError(missing, 422)
+    if len(reason) > MAX_REASON:
+        raise ApprovalError(
+            N_plural(
+                "The reason is longer than %(num)s character.",
+                "The reason is longer than %(num)s characters.",
+                MAX_REASON,
+            ),
+            422,
+        )
+    return reason
 
 
 @dataclass(frozen=True)
@@ -272,7 +281,7 @@ def rejection_notices(session: Session, *, batch_id: int) -> list[int]:
             select(OutgoingMail.id).where(
                 OutgoingMail.batch_id == batch_id,
                 OutgoingMail.kind == REJECTED_NOTICE,
-                OutgoingMail.status == "queued",
+                OutgoingMail.status == MailStatus.QUEUED,
             )
         )
     )

@@ -1,18 +1,8 @@
-"""Bounces and complaints reported after delivery (provider webhooks).
-
-A bounce makes the request ``bounced`` with the reason, naming the party whose address the returned mail went to
-(the recipient, or another role of a document several sign, matched by the mail's Message-ID); a hard one also puts
-that address on the suppression list. Another party's returned invitation on a request already ``bounced`` is
-recorded too (``email.bounced``, the request's error naming every party whose bounce stands: ``standing_bounces``),
-so that mending one party's address does not reopen the request while another's is still dead. A party's mail
-refused at the SMTP exchange is recorded the same way (``record_refused``). A complaint (the recipient marked the
-mail as spam) flags the request, stops its reminders and suppresses the address; the request keeps its status: the
-recipient may still sign.
-"""
+"""Bounces and complaints reported after delivery, and mails refused at the SMTP exchange: the request is bounced
+or flagged, naming the party whose address it was, and the address suppressed. docs/architecture/batches.md."""
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -21,12 +11,14 @@ from datetime import datetime
 from sqlalchemy import JSON, String, func, insert, literal, select, update
 from sqlalchemy.orm import Session
 
+from bulksign.batches.bounce_reports import BounceKind, BounceReport
 from bulksign.batches.progress import refresh_batch_statuses
 from bulksign.batches.states import transition
 from bulksign.core.logs import log
 from bulksign.core.slicing import slices
 from bulksign.mail.mailer import cancel_queued
 from bulksign.models import RECIPIENT_ROLE, Event, OutgoingMail, Party, SigningRequest, UTCDateTime
+from bulksign.models.mail import MailKind, MailStatus
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import DISPATCHED, Status
 from bulksign.recipients.suppressions import suppress
@@ -43,21 +35,6 @@ BOUNCED_TOO = "email.bounced"
 BOUNCED = f"status.{Status.BOUNCED.value}"
 #: A party's link withdrawn for a new one (``signing.parties.move_parties`` to waiting: a staff resend).
 RESENT = "party.waiting"
-
-
-class BounceFormatError(ValueError):
-    """The payload is not a bounce we understand; ``message`` says what is missing."""
-
-
-@dataclass(frozen=True)
-class BounceReport:
-    email: str | None
-    message_id: str | None
-    reason: str
-    #: ``bounce`` or ``complaint`` (marked as spam).
-    kind: str = "bounce"
-    #: A hard bounce (the address does not exist): the address is suppressed. A soft one is not.
-    permanent: bool = True
 
 
 @dataclass(frozen=True)
@@ -79,114 +56,6 @@ class ReturnedInvitation:
     reason: str
     #: The whole error as recorded, when it came back in words of its own (the mail worker's SMTP refusal).
     said: str | None = None
-
-
-def parse_bounce(payload: object) -> list[BounceReport]:
-    """Reports from a generic ``{"email"|"message_id", "reason", "type", "permanent"}``, a Postmark bounce or
-    spam complaint, or an Amazon SES/SNS bounce or complaint notification.
-
-    Any other notification (SES delivery, SNS subscription) gives an empty list.
-    """
-    if not isinstance(payload, dict):
-        raise BounceFormatError("The body must be a JSON object.")
-    if payload.get("Type") in ("Notification", "SubscriptionConfirmation", "UnsubscribeConfirmation"):
-        if payload["Type"] != "Notification":
-            return []
-        try:
-            payload = json.loads(payload.get("Message") or "")
-        except (ValueError, RecursionError):
-            raise BounceFormatError("The SNS Message is not JSON.") from None
-        if not isinstance(payload, dict):
-            raise BounceFormatError("The SNS Message must be a JSON object.")
-    if "notificationType" in payload or "eventType" in payload:
-        return _ses(payload)
-    if "RecordType" in payload or "Email" in payload:
-        return _postmark(payload)
-    if payload.get("email") or payload.get("message_id"):
-        kind = payload.get("type", "bounce")
-        if kind not in ("bounce", "complaint"):
-            raise BounceFormatError('"type" must be "bounce" or "complaint".')
-        permanent = payload.get("permanent", True)
-        if not isinstance(permanent, bool):
-            raise BounceFormatError('"permanent" must be true or false.')
-        return [
-            _report(
-                payload.get("email"),
-                payload.get("message_id"),
-                payload.get("reason") or ("marked as spam" if kind == "complaint" else "bounced"),
-                kind=kind,
-                permanent=permanent,
-            )
-        ]
-    raise BounceFormatError('Give "email" or "message_id", and "reason".')
-
-
-#: Postmark bounce types that say the address itself is dead (the others pass: a full mailbox, a DNS hiccup).
-POSTMARK_HARD = frozenset({"HardBounce", "BadEmailAddress", "ManuallyDeactivated"})
-
-
-def _postmark(payload: dict) -> list[BounceReport]:
-    record = payload.get("RecordType", "Bounce")
-    if record == "SpamComplaint":
-        return [_report(payload.get("Email"), None, "SpamComplaint: marked as spam", kind="complaint")]
-    if record != "Bounce":
-        return []
-    kind = payload.get("Type", "Bounce")
-    reason = payload.get("Details") or payload.get("Description") or kind or "bounced"
-    return [
-        _report(payload.get("Email"), None, f"{kind}: {reason}", permanent=kind in POSTMARK_HARD or kind == "Bounce")
-    ]
-
-
-def _ses(message: dict) -> list[BounceReport]:
-    event = message.get("notificationType") or message.get("eventType")
-    mail = message.get("mail") or {}
-    message_id = next(
-        (
-            h.get("value")
-            for h in mail.get("headers") or []
-            if isinstance(h, dict) and str(h.get("name")).lower() == "message-id"
-        ),
-        None,
-    )
-    if event == "Complaint":
-        complaint = message.get("complaint") or {}
-        reason = f"Complaint: {complaint.get('complaintFeedbackType') or 'marked as spam'}"
-        return [
-            _report(r.get("emailAddress"), message_id, reason, kind="complaint")
-            for r in complaint.get("complainedRecipients") or []
-            if isinstance(r, dict)
-        ]
-    if event != "Bounce":
-        return []
-    bounce = message.get("bounce") or {}
-    kind = f"{bounce.get('bounceType', 'Bounce')}/{bounce.get('bounceSubType', '')}".rstrip("/")
-    # SES says Permanent for a dead address, Transient (mailbox full, …) and Undetermined otherwise.
-    permanent = bounce.get("bounceType", "Permanent") == "Permanent"
-    return [
-        _report(
-            r.get("emailAddress"),
-            message_id,
-            f"{kind}: {r.get('diagnosticCode') or r.get('status') or ''}",
-            permanent=permanent,
-        )
-        for r in bounce.get("bouncedRecipients") or []
-        if isinstance(r, dict)
-    ]
-
-
-def _report(email, message_id, reason, *, kind: str = "bounce", permanent: bool = True) -> BounceReport:
-    email = email.strip().lower()[:254] if isinstance(email, str) and email.strip() else None
-    message_id = message_id.strip()[:255] if isinstance(message_id, str) and message_id.strip() else None
-    if not email and not message_id:
-        raise BounceFormatError("The bounce names no recipient address or Message-ID.")
-    return BounceReport(
-        email=email,
-        message_id=message_id,
-        reason=str(reason).strip()[:1000] or "bounced",
-        kind=kind,
-        permanent=permanent,
-    )
 
 
 @dataclass(frozen=True)
@@ -227,7 +96,8 @@ def _reported(session: Session, report: BounceReport, *, statuses) -> list[_Retu
             SigningRequest.status.in_(wanted),
         )
     )
-    return [_Returned(request_id, report.email) for request_id in session.scalars(own.union(others))]
+    # Without a Message-ID a report names the address (``bounce_reports``).
+    return [_Returned(request_id, report.email or "") for request_id in session.scalars(own.union(others))]
 
 
 def _returned_roles(session: Session, returned: list[_Returned]) -> dict[int, str | None]:
@@ -237,11 +107,12 @@ def _returned_roles(session: Session, returned: list[_Returned]) -> dict[int, st
     if not returned:
         return {}
     ids = [r.request_id for r in returned]
-    own = dict(
-        session.execute(
+    own: dict[int, str] = {
+        request_id: email
+        for request_id, email in session.execute(
             select(SigningRequest.id, func.lower(SigningRequest.email)).where(SigningRequest.id.in_(ids))
-        ).all()
-    )
+        )
+    }
     others = {
         (request_id, email): role
         for request_id, email, role in session.execute(
@@ -262,18 +133,21 @@ def _suppress_reported(
     """Put the report's address (or, given only a Message-ID, the addresses its mails went to) on the suppression
     list: a line manager's returned invitation suppresses the manager's address, not the employee's."""
     # The requests first: their entries name the batch and request the news came from.
-    batches = (
-        dict(
-            session.execute(
+    batches: dict[int, int] = (
+        {
+            request_id: batch_id
+            for request_id, batch_id in session.execute(
                 select(SigningRequest.id, SigningRequest.batch_id).where(
                     SigningRequest.id.in_([r.request_id for r in returned])
                 )
-            ).all()
-        )
+            )
+        }
         if returned
         else {}
     )
-    targets = [(r.email, batches.get(r.request_id), r.request_id) for r in returned if r.email]
+    targets: list[tuple[str, int | None, int | None]] = [
+        (r.email, batches.get(r.request_id), r.request_id) for r in returned if r.email
+    ]
     if report.email:
         targets.append((report.email, None, None))
     seen = set()
@@ -293,7 +167,7 @@ def _suppress_reported(
 
 def record_report(session: Session, *, report: BounceReport, now: datetime) -> BounceResult:
     """Act on one bounce or complaint report. The caller commits."""
-    if report.kind == "complaint":
+    if report.kind == BounceKind.COMPLAINT:
         return record_complaint(session, report=report, now=now)
     return record_bounce(session, report=report, now=now)
 
@@ -318,7 +192,7 @@ def record_complaint(session: Session, *, report: BounceReport, now: datetime) -
             details={"reason": report.reason[:500], "source": "webhook"},
             now=now,
         )
-        cancel_queued(session, request_ids=flagged, kinds=["reminder"])
+        cancel_queued(session, request_ids=flagged, kinds=[MailKind.REMINDER])
     _suppress_reported(session, report, returned, source="complaint", now=now)
     log(logger, logging.INFO, "complaint reported", request_ids=flagged, matched=len(ids))
     return BounceResult(bounced=(), complained=tuple(flagged))
@@ -343,9 +217,7 @@ def standing_bounces(
     session: Session, *, request_ids: Iterable[int], lock: bool = False
 ) -> dict[int, list[ReturnedInvitation]]:
     """Each ``bounced`` request among ``request_ids`` → the returned invitations that keep it bounced, in the order
-    they came back: the one that bounced it (its latest ``status.bounced``; one that named no party, the
-    recipient's) and the other parties' that came back after (``email.bounced``), less each party resent since (its
-    link withdrawn for a new one). The one reading of whose bounce stands, for the resends and the request's panel.
+    they came back (the one that bounced it, then other parties' ``email.bounced``), less each party resent since.
     ``lock``: the requests' rows are locked first, so a bounce recorded and a resend deciding on it take turns."""
     ids = sorted(set(request_ids))
     own: dict[int, tuple[str, str | None]] = {}
@@ -387,10 +259,9 @@ def standing_bounces(
 def _bounced_too(
     session: Session, request_ids: list[int], *, returned: ReturnedInvitation, details: dict, now: datetime
 ) -> list[int]:
-    """Record ``returned`` on the requests among ``request_ids`` that another party's returned invitation bounced
-    already (a parallel step's two dead addresses, a manager's bounce after the recipient's): an ``email.bounced``
-    event naming the role and address, and the request's error naming every party whose bounce stands. A party whose
-    bounce stands already (the same news told twice) is left as it is. The ids of the requests it was recorded on."""
+    """Record ``returned`` on the requests among ``request_ids`` another party's returned invitation bounced already:
+    an ``email.bounced`` event naming the role and address, and the error naming every party whose bounce stands
+    (a bounce told twice is left). The ids of the requests it was recorded on."""
     standing = standing_bounces(session, request_ids=request_ids, lock=True)
     added = {
         request_id: [*bounces, returned]
@@ -427,12 +298,9 @@ def _system_events(session: Session, request_ids: Sequence[int], *, kind: str, d
 
 
 def record_refused(session: Session, *, request_id: int, email: str, reason: str, kind: str, now: datetime) -> str:
-    """A mail of the request (its invitation, a reminder, another party's invitation) refused for good at the SMTP
-    exchange (``mail.delivery``): the request bounces as a provider's report would bounce it, from the same states
-    (``BOUNCEABLE``: a manager's invitation of a parallel step may come back while the employee's is being sent), its
-    error and event naming the party whose address it was; bounced already by another party's, it names this one too
-    (``_bounced_too``). Returns the error, in the mail worker's words, for the mail's row. The caller suppresses the
-    address and commits."""
+    """A mail of the request refused for good at the SMTP exchange: the request bounces as a provider's report would
+    bounce it (from ``BOUNCEABLE``), naming the party whose address it was. Returns the error, in the mail worker's
+    words, for the mail's row; the caller suppresses the address and commits."""
     email = email.lower()
     role = _returned_roles(session, [_Returned(request_id, email)])[request_id]
     named = role or RECIPIENT_ROLE
@@ -458,7 +326,7 @@ def _bounce(
     details: dict,
     party_known: bool,
     now: datetime,
-) -> tuple[list[int], list[int]]:
+) -> tuple[tuple[int, ...], list[int]]:
     """Bounce the requests for ``returned`` by compare-and-set (``error`` and ``details`` on the move); those another
     party's returned invitation bounced already name this one too (``_bounced_too``), when a party has the address
     (``party_known``). The requests moved, and those it was added to."""
@@ -477,19 +345,17 @@ def _mark_returned(session: Session, request_ids: Sequence[int], *, email: str, 
             update(OutgoingMail)
             .where(
                 OutgoingMail.request_id.in_(part),
-                OutgoingMail.status == "sent",
+                OutgoingMail.status == MailStatus.SENT,
                 func.lower(OutgoingMail.to_email) == email,
             )
-            .values(status="bounced", error=error)
+            .values(status=MailStatus.BOUNCED, error=error)
         )
 
 
 def record_bounce(session: Session, *, report: BounceReport, now: datetime) -> BounceResult:
     """Mark the request the bounced mail was for (by Message-ID, else every waiting request of the address), its
-    error and event naming the party whose address it was (``role``, ``email``): another party's returned
-    invitation bounces the request too (nothing more happens until staff correct that party's address and
-    resend to it: ``resend.resend_to_party``). A request already bounced by another party's returned invitation
-    stays so, this party named too (``_bounced_too``). The caller commits."""
+    error and event naming the party whose address it was; one bounced already by another party's stays so, this
+    party named too. The caller commits."""
     returned = _reported(session, report, statuses=(*BOUNCEABLE, Status.BOUNCED))
     if report.permanent:
         _suppress_reported(session, report, returned, source="bounce", now=now)

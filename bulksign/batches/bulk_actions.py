@@ -1,16 +1,12 @@
-"""Staff actions on many requests at once, through the domain function that owns each action.
-
-The dashboard and the API run small selections in the request and hand large ones ("select all N
-matching", a big batch's cancel, a long id list) to a job on the ``default`` queue, so a 200,000-row
-cancel never holds a web worker. The job commits one slice at a time: its row locks are brief and
-the progress bar moves while it runs.
-"""
+"""Staff actions on many requests at once, through the domain function that owns each action; large selections
+run in a job on the ``default`` queue, one slice per commit."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -19,9 +15,11 @@ from bulksign.batches import counts as batch_counts
 from bulksign.batches.manual_reminders import send_manual_reminders
 from bulksign.batches.progress import (
     BatchActionError,
+    CancelResult,
     batch_for_action,
     batch_for_retry,
     cancel_batch,
+    cancel_reason,
     cancel_requests,
     counts_for,
     open_request_ids,
@@ -37,8 +35,21 @@ from bulksign.models.status import WAITING_FOR_RECIPIENT, BatchStatus, Status
 from bulksign.work.pipeline import enqueue_sends
 from bulksign.work.queues import BULK_BY_FILTER, BULK_BY_IDS
 
-#: Actions on selected requests; ``cancel_batch`` acts on the whole batch.
-ACTIONS = ("remind", "resend", "retry", "cancel")
+
+class BulkAction(StrEnum):
+    """A staff action on many requests; ``CANCEL_BATCH`` acts on the whole batch."""
+
+    REMIND = "remind"
+    RESEND = "resend"
+    RETRY = "retry"
+    CANCEL = "cancel"
+    CANCEL_BATCH = "cancel_batch"
+
+
+#: Actions on selected requests.
+ACTIONS = (BulkAction.REMIND, BulkAction.RESEND, BulkAction.RETRY, BulkAction.CANCEL)
+#: The actions that cancel, and take a reason.
+CANCELS = (BulkAction.CANCEL_BATCH, BulkAction.CANCEL)
 #: Larger selections run in a job.
 INLINE_LIMIT = 1000
 #: Requests a background bulk job acts on per commit.
@@ -80,26 +91,31 @@ def apply_action(
     force: bool = False,
     role: str | None = None,
     inline: bool = False,
+    reason: str | None = None,
 ) -> BulkOutcome:
-    """Run one bulk action, or prepare its job past ``INLINE_LIMIT`` requests (``inline``: the job itself runs
-    it). The caller commits, then calls ``follow_up``. Refusals raise ``BatchActionError``. ``request_ids``
-    None: all the batch's failed (retry), or the requests ``selector`` names (remind); ``force``: remind even
-    within the hour; ``role``: remind or resend that party of each request instead of its recipient."""
-    if action not in ("cancel_batch", "cancel") and _awaiting_approval(session, batch_id=batch_id):
+    """Run one bulk action, or prepare its job past ``INLINE_LIMIT`` requests (``inline``: the job runs it). The
+    caller commits, then calls ``follow_up``; refusals raise ``BatchActionError``. ``request_ids`` None: the batch's
+    failed (retry) or ``selector``'s (remind); ``role``: that party instead of the recipient."""
+    if action not in CANCELS and _awaiting_approval(session, batch_id=batch_id):
         # A retried request would be rendered and mailed before anyone approved the batch.
         raise BatchActionError(N_("This batch is waiting for approval: nothing of it can be sent yet."), 409)
-    if action == "cancel_batch":
+    reason = cancel_reason(reason) if action in CANCELS else None
+    if action == BulkAction.CANCEL_BATCH:
         if (n := open_count(session, batch_id=batch_id)) > INLINE_LIMIT and not inline:
-            stop_batch(session, batch_id=batch_id, user=user, now=now)
-            return _later("cancel", n, batch_id=batch_id, user=user)
-        return BulkOutcome(action, len(cancel_batch(session, batch_id=batch_id, user=user, now=now).cancelled))
+            stop_batch(session, batch_id=batch_id, user=user, now=now, reason=reason)
+            return _later(BulkAction.CANCEL, n, batch_id=batch_id, user=user, reason=reason)
+        return _cancelled(action, cancel_batch(session, batch_id=batch_id, user=user, now=now, reason=reason))
     if request_ids is not None:
         n = len(request_ids)
     else:
-        n = failed_count(session, batch_id=batch_id) if action == "retry" else waiting_count(session, batch_id=batch_id)
+        n = (
+            failed_count(session, batch_id=batch_id)
+            if action == BulkAction.RETRY
+            else waiting_count(session, batch_id=batch_id)
+        )
     if n > INLINE_LIMIT and not inline:
         # Refuse now what the job would refuse; the rest of the checks are per request, in the job.
-        (batch_for_retry if action == "retry" else batch_for_action)(session, batch_id=batch_id, user=user)
+        (batch_for_retry if action == BulkAction.RETRY else batch_for_action)(session, batch_id=batch_id, user=user)
         return _later(
             action,
             n,
@@ -110,13 +126,16 @@ def apply_action(
             selector=selector,
             force=force,
             role=role,
+            reason=reason,
         )
-    if action == "cancel":
-        return BulkOutcome(action, len(cancel_requests(session, request_ids=request_ids, user=user, now=now).cancelled))
-    if action == "retry":
+    if action == BulkAction.CANCEL:
+        return _cancelled(
+            action, cancel_requests(session, request_ids=request_ids or [], user=user, now=now, reason=reason)
+        )
+    if action == BulkAction.RETRY:
         retried = retry_failed(session, batch_id=batch_id, user=user, now=now, request_ids=request_ids).retried
         return BulkOutcome(action, len(retried), render_ids=tuple(retried))
-    if action == "remind":
+    if action == BulkAction.REMIND:
         result = send_manual_reminders(
             session,
             batch_id=batch_id,
@@ -128,17 +147,17 @@ def apply_action(
             role=role,
         )
         return BulkOutcome(action, result.queued, dict(result.skipped), mail_ids=tuple(result.mail_ids))
-    if action == "resend":
-        result = resend_with_new_link(
-            session, request_ids=request_ids, user=user, now=now, extend_days=extend_days, role=role
+    if action == BulkAction.RESEND:
+        resent = resend_with_new_link(
+            session, request_ids=request_ids or [], user=user, now=now, extend_days=extend_days, role=role
         )
         return BulkOutcome(
             action,
-            result.resent,
-            dict(result.skipped),
-            mail_ids=tuple(result.mail_ids),
-            deadlines=result.deadlines,
-            still_bounced=result.still_bounced,
+            resent.resent,
+            dict(resent.skipped),
+            mail_ids=tuple(resent.mail_ids),
+            deadlines=resent.deadlines,
+            still_bounced=resent.still_bounced,
         )
     raise ValueError(f"unknown bulk action {action!r}")
 
@@ -156,6 +175,7 @@ def run_staff_action(
     force: bool = False,
     role: str | None = None,
     inline: bool = False,
+    reason: str | None = None,
 ) -> BulkOutcome:
     """The one way views and jobs run a staff action: ``apply_action``, commit, then ``follow_up`` (mails,
     renders, the job). A refusal rolls the session back and raises ``BatchActionError`` for the caller to word."""
@@ -172,6 +192,7 @@ def run_staff_action(
             force=force,
             role=role,
             inline=inline,
+            reason=reason,
         )
     except BatchActionError:
         session.rollback()
@@ -193,6 +214,7 @@ def _later(
     selector: str | None = None,
     force: bool = False,
     role: str | None = None,
+    reason: str | None = None,
 ) -> BulkOutcome:
     return BulkOutcome(
         action,
@@ -207,8 +229,13 @@ def _later(
             "selector": selector,
             "force": force,
             "role": role,
+            "reason": reason,
         },
     )
+
+
+def _cancelled(action: str, result: CancelResult) -> BulkOutcome:
+    return BulkOutcome(action, len(result.cancelled), mail_ids=result.mail_ids)
 
 
 def follow_up(outcome: BulkOutcome) -> None:
@@ -228,7 +255,7 @@ def open_count(session: Session, *, batch_id: int) -> int:
 
 def failed_count(session: Session, *, batch_id: int) -> int:
     """How many failed requests a retry of the whole batch would take up (from the counters)."""
-    return batch_counts.counters(session, [batch_id])[batch_id]["failed"]
+    return batch_counts.counters(session, [batch_id])[batch_id][Status.FAILED]
 
 
 def waiting_count(session: Session, *, batch_id: int) -> int:
@@ -239,9 +266,9 @@ def waiting_count(session: Session, *, batch_id: int) -> int:
 
 def reachable_ids(session: Session, *, action: str, batch_id: int) -> list[int]:
     """Every request of the batch a whole-batch ``cancel`` or ``retry`` acts on, in id order."""
-    if action == "cancel":
+    if action == BulkAction.CANCEL:
         return open_request_ids(session, batch_id=batch_id)
-    if action == "retry":
+    if action == BulkAction.RETRY:
         return list(
             session.scalars(
                 select(SigningRequest.id)
@@ -263,11 +290,14 @@ def enqueue_bulk(
     selector: str | None = None,
     force: bool = False,
     role: str | None = None,
+    reason: str | None = None,
 ) -> str:
     """Run ``action`` in a background job on ``request_ids``, on the rows matching ``flt``, or (neither given)
     on the ``selector``'s requests (remind) or ``reachable_ids``; returns the job's id."""
+    args: tuple
     if flt is not None:
-        handle, args = BULK_BY_FILTER, (batch_id, action, user_id, flt.status, flt.q, extend_days, force)
+        handle, args = BULK_BY_FILTER, (batch_id, action, user_id, flt.status, flt.q, extend_days, force, reason)
     else:
-        handle, args = BULK_BY_IDS, (batch_id, action, user_id, request_ids, extend_days, selector, force, role)
+        handle = BULK_BY_IDS
+        args = (batch_id, action, user_id, request_ids, extend_days, selector, force, role, reason)
     return handle.enqueue(*args, job_id=handle.job_id(batch_id=batch_id, action=action, nonce=uuid.uuid4().hex[:12])).id

@@ -1,21 +1,13 @@
-"""Requests per (batch, status), kept in the transaction of every status change so the counters cannot drift.
-
-``states.transition`` notes -1 at the old status and +1 at the new one of each request it moves
-(``record_moves``); one ``before_commit`` hook applies a transaction's notes, summed per (batch, status),
-as ``count = count + :delta`` in (batch_id, status) order. Applying them at commit keeps the hot rows
-(every worker of a batch moves the same dozen) locked for the commit alone, and the one global order
-means two committing transactions never wait on each other in a cycle. A rollback drops the notes.
-
-Until it commits, a transaction does not see its own moves in the counters: a decision taken inside
-such a transaction (closing a batch right after its last dispatch) counts the rows with ``recount``.
-"""
+"""Requests per (batch, status), kept in the transaction of every status change so the counters cannot drift:
+moves are noted and applied at commit, in one global order. docs/architecture/batches.md says why."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from typing import cast
 
-from sqlalchemy import bindparam, event, func, insert, select, update
+from sqlalchemy import Table, bindparam, event, func, insert, select, update
 from sqlalchemy.orm import Session, SessionTransaction
 
 from bulksign.models import BatchStatusCount, SigningRequest
@@ -26,7 +18,7 @@ _PENDING = "batch_counts.pending"
 #: ``session.info`` key: batches whose notes a rolled-back savepoint made unreliable; recounted at commit.
 _STALE = "batch_counts.stale"
 
-_COUNTERS = BatchStatusCount.__table__
+_COUNTERS = cast(Table, BatchStatusCount.__table__)
 _ADD = (
     update(_COUNTERS)
     .where(_COUNTERS.c.batch_id == bindparam("b"), _COUNTERS.c.status == bindparam("s"))
@@ -123,8 +115,9 @@ def rebuild(session: Session, *, batch_ids: Iterable[int]) -> None:
     truth = recount(session, ids)
     # The GROUP BY already includes this transaction's own moves: their notes must not count twice.
     pending: Counter | None = session.info.get(_PENDING)
-    for key in [k for k in pending or () if k[0] in truth]:
-        del pending[key]
+    if pending is not None:
+        for key in [k for k in pending if k[0] in truth]:
+            del pending[key]
     values = [(b, s, n) for b in ids for s, n in truth[b].items()]
     updates = [{"b": b, "s": s, "n": n} for b, s, n in values if (b, s) in existing]
     inserts = [{"batch_id": b, "status": s, "count": n} for b, s, n in values if (b, s) not in existing]

@@ -1,9 +1,5 @@
-"""What the staff dashboard shows of batches: the batch lists, one batch, its progress bar and phase, its throughput
-and ETA, and the words for request and batch states.
-
-Counts come from the per-batch counters (one query on their key per page, ``batches.counts_for``). The recipients
-table is ``recipients_table``'s, a request's history ``timeline``'s.
-"""
+"""What the staff dashboard shows of batches: the lists, one batch, its progress bar and phase, its throughput
+and ETA, and the words for request and batch states; counts from the per-batch counters."""
 
 from __future__ import annotations
 
@@ -11,9 +7,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from flask_babel import lazy_gettext as _l
-from sqlalchemy import func, select, tuple_
+from sqlalchemy import func, literal, select, tuple_
 from sqlalchemy.orm import Session, contains_eager, joinedload
 
+from bulksign.batches.approval import Approval
 from bulksign.batches.progress import BatchCounts, counts_for
 from bulksign.batches.recipients_table import escape_like
 from bulksign.models import Batch, DocumentTemplate, SigningRequest, TemplateVersion, User
@@ -106,7 +103,7 @@ def batch_phase(batch: Batch, counts: BatchCounts) -> Phase:
     if status == BatchStatus.AWAITING_APPROVAL:
         return phase("awaiting_approval")
     if status == BatchStatus.CANCELLED:
-        return phase("rejected" if batch.approval == "rejected" else "cancelled")
+        return phase("rejected" if batch.approval == Approval.REJECTED else "cancelled")
     if status not in BATCH_DISPATCHED or counts.working:
         return phase("sending")
     if status == BatchStatus.ALL_SIGNED:
@@ -236,7 +233,7 @@ def list_batches(
         .limit(per_page + 1)
     )
     if after is not None:
-        query = query.where(tuple_(Batch.created_at, Batch.id) < tuple_(*after))
+        query = query.where(tuple_(Batch.created_at, Batch.id) < tuple_(literal(after[0]), literal(after[1])))
     else:
         query = query.offset((page - 1) * per_page)
     if q.strip():
@@ -296,12 +293,8 @@ class Throughput:
 
 
 def throughput(session: Session, *, batch: Batch, working: int, now: datetime) -> Throughput:
-    """Dispatch rate over the last ``RATE_WINDOW`` (or since the batch started, if later), and the time left.
-
-    A window that began before the batch would dilute the rate (a 2-minute batch read "1 per minute"),
-    so the window starts no earlier than the batch; and a rate needs ``MIN_RATE_BASIS`` dispatches over
-    at least ``MIN_RATE_SECONDS``, otherwise the page shows no estimate rather than a wrong one.
-    """
+    """Dispatch rate over the last ``RATE_WINDOW`` (starting no earlier than the batch, which would dilute it) and
+    the time left; no estimate without ``MIN_RATE_BASIS`` dispatches over ``MIN_RATE_SECONDS``."""
     started = batch.started_at or batch.created_at
     since = max(now - RATE_WINDOW, started) if started else now - RATE_WINDOW
     seconds = (now - since).total_seconds()

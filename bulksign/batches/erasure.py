@@ -1,9 +1,5 @@
-"""Erasure of one person: every request sent to an address, in every batch, purged now (``retention``) unless a
-legal hold or a signed contract still in its keeping period forbids it; the answer says which and why.
-
-A request still open (being prepared, or waiting for a signature) is cancelled first, so no worker or reminder
-reaches the person again and the batch's counts follow the move.
-"""
+"""Erasure of one person: every request sent to an address purged now unless a legal hold or a signed contract in
+its keeping period forbids it, with its left-out rows and recipients files. docs/architecture/batches.md."""
 
 from __future__ import annotations
 
@@ -14,7 +10,7 @@ from datetime import datetime
 from sqlalchemy import Text, cast, delete, func, select
 from sqlalchemy.orm import Session
 
-from bulksign.batches.retention import PurgeResult, holds, policies, purge_requests
+from bulksign.batches.retention import PurgeResult, erase_from_uploads, holds, policies, purge_requests
 from bulksign.batches.states import transition
 from bulksign.core.logs import log
 from bulksign.documents.storage import Storage
@@ -62,6 +58,11 @@ class Erasure:
     files: int
     #: Rows of recipients files left out at creation that held the address (outside held batches), deleted.
     skipped_rows: int = 0
+    #: Recipients files that held the address (outside held batches), deleted.
+    uploads: int = 0
+    #: Webhook deliveries that told of the erased requests: done ones emptied, pending ones re-built without them.
+    deliveries_emptied: int = 0
+    deliveries_rebuilt: int = 0
 
 
 def erase_person(session: Session, *, storage: Storage, email: str, by: User | None, now: datetime) -> Erasure:
@@ -106,7 +107,10 @@ def erase_person(session: Session, *, storage: Storage, email: str, by: User | N
         if erase
         else PurgeResult()
     )
-    skipped = _erase_skipped_rows(session, address=address, held={h.batch_id for h in holds(session)})
+    held = {h.batch_id for h in holds(session)}
+    skipped = _erase_skipped_rows(session, address=address, held=held)
+    found_in = {k.batch_id for k in kept if k.batch_id not in held} | {batch_id for batch_id, _ in skipped}
+    uploads = done.uploads + erase_from_uploads(session, storage, address=address, batch_ids=found_in)
     erased = tuple(
         ErasedRequest(rid, bid, name, Status.CANCELLED.value if rid in open_ids else status)
         for rid, bid, name, status in erase
@@ -120,16 +124,28 @@ def erase_person(session: Session, *, storage: Storage, email: str, by: User | N
         kept=len(kept),
         cancelled=len(open_ids),
         files=done.files,
-        skipped_rows=skipped,
+        skipped_rows=len(skipped),
+        uploads=uploads,
+        deliveries_emptied=done.deliveries_emptied,
+        deliveries_rebuilt=done.deliveries_rebuilt,
         batches=len({r.batch_id for r in erased}),
     )
-    return Erasure(erased=erased, kept=tuple(kept), files=done.files, skipped_rows=skipped)
+    return Erasure(
+        erased=erased,
+        kept=tuple(kept),
+        files=done.files,
+        skipped_rows=len(skipped),
+        uploads=uploads,
+        deliveries_emptied=done.deliveries_emptied,
+        deliveries_rebuilt=done.deliveries_rebuilt,
+    )
 
 
-def _erase_skipped_rows(session: Session, *, address: str, held: set[int]) -> int:
-    """Delete the rows left out at creation that hold ``address`` in a cell, but in batches on legal hold."""
+def _erase_skipped_rows(session: Session, *, address: str, held: set[int]) -> list[tuple[int, int]]:
+    """Delete the rows left out at creation that hold ``address`` in a cell, but in batches on legal hold; (batch
+    id, row number) of each."""
     if not address:
-        return 0
+        return []
     pattern = "%" + address.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     candidates = session.execute(
         select(BatchSkippedRow.batch_id, BatchSkippedRow.row_number, BatchSkippedRow.cells).where(
@@ -146,4 +162,4 @@ def _erase_skipped_rows(session: Session, *, address: str, held: set[int]) -> in
         session.execute(
             delete(BatchSkippedRow).where(BatchSkippedRow.batch_id == batch_id, BatchSkippedRow.row_number == row)
         )
-    return len(matched)
+    return matched

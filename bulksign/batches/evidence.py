@@ -1,18 +1,8 @@
-"""One evidence package per batch: the ZIP an auditor or a court takes as a whole (issue 31).
-
-It holds every signed PDF (``signed/``), its audit certificate on its own (``certificates/``), the signers'
-attachments (``attachments/``, named after the signed PDF they belong to), a manifest of every request of the
-batch (``manifest.csv`` and ``manifest.json``: parties, statuses, times, the sha256 of the original and of the
-signed PDF, the seal certificate's fingerprint, the time-stamp when the seal has one, each attachment with its
-sha256; the JSON also the values the signers filled in), a
-``SHA256SUMS`` of every file and a README saying how to check each. It is an export like the signed ZIP
-(``exports.build_zip``: one row, one job, progress, a temporary file streamed to storage), so a batch of 10,000
-documents holds one document in memory at a time, and the manifest's rows one page at a time.
-"""
+"""One evidence package per batch: signed PDFs, certificates, attachments, a manifest of every request and a
+SHA256SUMS, built as an export one document at a time. docs/architecture/batches.md lists what it holds."""
 
 from __future__ import annotations
 
-import csv
 import gc
 import hashlib
 import io
@@ -22,19 +12,21 @@ import os
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 
 from flask import current_app
-from sqlalchemy import select
+from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
 from bulksign.batches import exports
 from bulksign.batches.field_values import stored_values
+from bulksign.batches.party_progress import role_label
+from bulksign.core.spreadsheets import csv_writer
+from bulksign.documents.audit_certificate import certificate_pages
 from bulksign.documents.signature_box import SignatureBox
-from bulksign.documents.signed_pdf import certificate_pages
 from bulksign.documents.storage import Storage
 from bulksign.models import Batch, Document, Export, SealCertificate, SigningRequest, User
+from bulksign.signing.parties import parties_by_request
 
 logger = logging.getLogger(__name__)
 
@@ -67,19 +59,28 @@ PAGE = 500
 COLLECT_EVERY = 50
 
 
-@dataclass(frozen=True)
-class Party:
-    """Who signs a request. Until several signers exist (issue 29's parties) the one party is the recipient."""
-
-    role: str
-    email: str
-    name: str | None
-    status: str
+def _iso(at: datetime | None) -> str | None:
+    return at.isoformat(timespec="seconds") if at else None
 
 
-def parties_of(requests: Sequence) -> dict[int, list[Party]]:
-    """The parties of each request. The seam for issue 29: read its ``Party`` rows here once they are kept."""
-    return {r.id: [Party(role="recipient", email=r.email, name=r.name, status=r.status)] for r in requests}
+def manifest_parties(session: Session, requests: Sequence) -> dict[int, list[dict]]:
+    """Every party of each request (``parties.parties_by_request``) as the manifest lists it: its role, the role
+    as people read it, who (none of a purged request), its own state, and when it signed or declined."""
+    return {
+        request_id: [
+            {
+                "role": p.role,
+                "label": role_label(p.role),
+                "name": p.name,
+                "email": p.email,
+                "status": p.status,
+                "signed_at": _iso(p.signed_at),
+                "declined_at": _iso(p.declined_at),
+            }
+            for p in shown
+        ]
+        for request_id, shown in parties_by_request(session, requests).items()
+    }
 
 
 def start_evidence(session: Session, *, batch_id: int, user: User, now: datetime) -> exports.ExportStarted:
@@ -132,7 +133,7 @@ _DOCUMENT_COLUMNS = (
 )
 
 
-def _requests(session: Session, *, batch_id: int) -> Iterator[list]:
+def _requests(session: Session, *, batch_id: int) -> Iterator[Sequence[Row]]:
     after = 0
     for _ in range(1_000_000):  # bounded: pages of PAGE requests
         page = session.execute(
@@ -189,7 +190,7 @@ class _Sums:
 
 
 def _write_package(session: Session, archive: zipfile.ZipFile, export: Export, storage: Storage, tick) -> int:
-    batch = session.get(Batch, export.batch_id)
+    batch = session.get_one(Batch, export.batch_id)
     batch_id, batch_name = batch.id, batch.name
     certificates: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="bulksign-evidence-") as folder:
@@ -200,19 +201,19 @@ def _write_package(session: Session, archive: zipfile.ZipFile, export: Export, s
             open(paths["SHA256SUMS"], "w", encoding="utf-8") as sums_fh,
         ):
             sums = _Sums(sums_fh)
-            writer = csv.writer(csv_fh)
+            writer = csv_writer(csv_fh)
             writer.writerow(MANIFEST_COLUMNS)
             json_fh.write(json.dumps({"batch": {"id": batch_id, "name": batch_name}, "requests": []})[:-2])
             archive.writestr(zipfile.ZipInfo("attachments/"), b"")  # the signers' attachments' place, even if none
             files, first = 0, True
             for page in _requests(session, batch_id=batch_id):
                 docs = _documents(session, [r.id for r in page])
-                parties = parties_of(page)
+                parties = manifest_parties(session, page)
                 values = stored_values(session, request_ids=[r.id for r in page])
                 for r in page:
                     entry = _entry(session, archive, sums, r, docs, storage, certificates)
                     entry.update(_given(archive, sums, r, values.get(r.id, {}), storage))
-                    entry["parties"] = [p.__dict__ for p in parties[r.id]]
+                    entry["parties"] = parties[r.id]
                     writer.writerow(_csv_cells(entry))
                     json_fh.write(("" if first else ",") + json.dumps(entry, ensure_ascii=False))
                     first = False
@@ -301,6 +302,8 @@ def _given(archive, sums: _Sums, r, values: dict, storage: Storage) -> dict:
                 "content_type": row.content_type,
                 "size": row.size,
                 "sha256": row.sha256,
+                # The file as the signer gave it, when its active content was taken out before it was kept.
+                "original_sha256": row.original_sha256,
                 "entered_at": row.entered_at.isoformat(timespec="seconds"),
                 "file": file,
             }
@@ -311,13 +314,19 @@ def _given(archive, sums: _Sums, r, values: dict, storage: Storage) -> dict:
     }
 
 
-def _csv_cells(entry: dict) -> list[str]:
+def _csv_cells(entry: dict) -> list:
     cells = dict(entry)
     cells["attachments"] = "; ".join(f"{a['field']}: {a['file'] or '-'} ({a['sha256']})" for a in entry["attachments"])
-    cells["parties"] = "; ".join(
-        f"{p['role']}: {p['name'] + ' ' if p['name'] else ''}<{p['email']}> ({p['status']})" for p in entry["parties"]
-    )
-    return [exports.safe_cell(cells[c]) for c in MANIFEST_COLUMNS]
+    cells["parties"] = "; ".join(map(_party_cell, entry["parties"]))
+    return [cells[c] for c in MANIFEST_COLUMNS]
+
+
+def _party_cell(party: dict) -> str:
+    """``employer: Anna Boss <hr@example.com> (signed 2026-01-05T10:00:00+00:00)``; a purged request's parties
+    by role and state only."""
+    who = " ".join(filter(None, (party["name"], f"<{party['email']}>" if party["email"] else None)))
+    when = party["signed_at"] or party["declined_at"]
+    return f"{party['role']}: {who + ' ' if who else ''}({party['status']}{' ' + when if when else ''})"
 
 
 def _readme(batch_id: int, batch_name: str, *, app_url: str) -> str:
@@ -328,9 +337,12 @@ What is in it
 - certificates/  the audit certificate of each signed PDF on its own: who signed, when, from where, every event.
                  A copy for filing: the seal covers the signed PDF, whose last pages these are.
 - attachments/   the signers' attachments (an ID scan, a certificate ...), named after the signed PDF of their
-                 request and their field.
+                 request and their field, with the extension of the type their content was found to be. A PDF is
+                 kept without active content (scripts, actions, embedded files); the manifest.json then gives
+                 the sha256 of the file as the signer gave it too (original_sha256).
 - manifest.csv, manifest.json
-                 every request of the batch: its parties, status and times, the sha256 of the original and of
+                 every request of the batch: each of its parties (role, name, address, the party's own
+                 status, when it signed or declined), the request's status and times, the sha256 of the original and of
                  the signed PDF, the seal certificate's sha256 fingerprint and subject, and the time-stamp when
                  the seal carries one, each attachment with its sha256 (manifest.json: also the values
                  the signers filled in). A request whose documents were purged (purged_at) keeps its

@@ -1,12 +1,5 @@
-"""Expiry: requests unsigned at their deadline become ``expired``; whoever the batch names for its notices (its
-owner by default, see ``notices``) gets one summary per wave.
-
-Requests of one batch expire over a spread of time (the invitations went out at the throttle's
-pace, resends get later deadlines), so the summary is not sent per tick: a batch collects its
-expiries in ``batch.expiry_pending_since`` and the summary goes out once the wave has settled
-(no more expiries due within ``SETTLE``), or after ``MAX_WAIT`` at the latest. A compare-and-set
-on that column makes two schedulers send it once.
-"""
+"""Expiry: requests unsigned at their deadline become ``expired``; whoever the batch names for its notices gets
+one summary per wave of expiries, sent once (a compare-and-set). docs/architecture/batches.md."""
 
 from __future__ import annotations
 
@@ -33,7 +26,7 @@ from bulksign.batches.notices import (
     queue_notice,
 )
 from bulksign.batches.progress import counts_for, refresh_batch_statuses
-from bulksign.batches.reminders import KIND as REMINDER
+from bulksign.batches.reminder_mails import KIND as REMINDER
 from bulksign.batches.states import transition
 from bulksign.core.logs import log
 from bulksign.mail.mailer import builder, cancel_queued
@@ -153,7 +146,7 @@ def queue_due_summaries(session: Session, *, now: datetime) -> list[int]:
         ).first()
         if claimed is None:
             continue  # another scheduler claimed this wave
-        mail = _queue_summary(session, batch=session.get(Batch, batch_id), now=now)
+        mail = _queue_summary(session, batch=session.get_one(Batch, batch_id), now=now)
         if mail is not None:
             mail_ids.append(mail.id)
     return mail_ids
@@ -183,10 +176,13 @@ def _queue_summary(session: Session, *, batch: Batch, now: datetime) -> Outgoing
     if not count:
         log(logger, logging.WARNING, "expiry summary not sent: nothing expired", batch_id=batch.id)
         return None
-    number = 1 + session.scalar(
-        select(func.count())
-        .select_from(OutgoingMail)
-        .where(OutgoingMail.batch_id == batch.id, OutgoingMail.kind == KIND)
+    number = 1 + (
+        session.scalar(
+            select(func.count())
+            .select_from(OutgoingMail)
+            .where(OutgoingMail.batch_id == batch.id, OutgoingMail.kind == KIND)
+        )
+        or 0
     )
     with force_locale(notice_locale(batch)):
         subject = ngettext(

@@ -4,24 +4,24 @@ evidence package in ``evidence`` (``build_zip`` is the frame both use)."""
 
 from __future__ import annotations
 
-import csv
 import io
 import logging
 import os
 import tempfile
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 
-from sqlalchemy import func, select
+from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 
 from bulksign.batches.field_values import batch_fields, safe_name, stored_attachments, stored_values
 from bulksign.batches.party_progress import batch_roles, row_parties
 from bulksign.batches.recipients_table import RecipientFilter, recipients_page
 from bulksign.core.logs import log
-from bulksign.core.spreadsheets import formula_safe
+from bulksign.core.spreadsheets import csv_writer
 from bulksign.documents.field_boxes import FIELD_PREFIX
 from bulksign.documents.storage import Storage, StorageError
 from bulksign.models import Document, Export, SigningRequest, User
@@ -31,7 +31,6 @@ logger = logging.getLogger(__name__)
 
 #: UTF-8 byte order mark: Excel reads the file as UTF-8 only with it.
 BOM = "\ufeff"
-#: A cell starting with one of these is a formula in Excel/LibreOffice ("CSV injection").
 CSV_COLUMNS = (
     "row",
     "email",
@@ -48,36 +47,38 @@ CSV_COLUMNS = (
     "error",
 )
 SIGNED_ZIP = "signed_zip"
+
+
+class ExportStatus(StrEnum):
+    """Where an export's file stands (``Export.status``); ``MISSING`` answers for an export row that is gone."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    READY = "ready"
+    FAILED = "failed"
+    MISSING = "missing"
+
+
+#: An export not finished yet: another of its kind is not started beside it.
+UNFINISHED = (ExportStatus.PENDING, ExportStatus.RUNNING)
 CSV_PAGE = 2000
 
 
-def safe_cell(value) -> str:
-    """The cell as text, with a leading apostrophe when a spreadsheet would run it as a formula."""
-    if value is None:
-        return ""
-    if isinstance(value, datetime):
-        return value.isoformat(timespec="seconds")
-    return formula_safe(str(value))
-
-
-def _csv_row(r: SigningRequest) -> list[str]:
+def _csv_row(r: SigningRequest) -> list:
     return [
-        safe_cell(v)
-        for v in (
-            r.row_number,
-            r.email,
-            r.name,
-            r.phone,
-            r.status,
-            r.sent_at,
-            r.opened_at,
-            r.signed_at,
-            r.declined_at,
-            r.decline_reason,
-            r.reminder_count,
-            r.expires_at,
-            r.error_message,
-        )
+        r.row_number,
+        r.email,
+        r.name,
+        r.phone,
+        r.status,
+        r.sent_at,
+        r.opened_at,
+        r.signed_at,
+        r.declined_at,
+        r.decline_reason,
+        r.reminder_count,
+        r.expires_at,
+        r.error_message,
     ]
 
 
@@ -87,17 +88,17 @@ def party_columns(roles: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(column for role in roles for column in (f"{role}_status", f"{role}_signed_at"))
 
 
-def _party_cells(roles: tuple[str, ...], parties) -> list[str]:
+def _party_cells(roles: tuple[str, ...], parties) -> list:
     by_role = {p.role: p for p in parties}
     return [
-        safe_cell(value)
+        value
         for role in roles
         for value in ((by_role[role].status, by_role[role].signed_at) if role in by_role else (None, None))
     ]
 
 
-def _field_cells(names: tuple[str, ...], values: dict) -> list[str]:
-    return [safe_cell(values[name].value if name in values else None) for name in names]
+def _field_cells(names: tuple[str, ...], values: dict) -> list:
+    return [values[name].value if name in values else None for name in names]
 
 
 def recipients_csv(session: Session, *, batch_id: int, flt: RecipientFilter) -> Iterator[str]:
@@ -107,7 +108,7 @@ def recipients_csv(session: Session, *, batch_id: int, flt: RecipientFilter) -> 
     roles = batch_roles(session, batch_id=batch_id)
     fields = tuple(field.name for field in batch_fields(session, batch_id=batch_id).fields)
     buffer = io.StringIO()
-    writer = csv.writer(buffer)
+    writer = csv_writer(buffer)
     writer.writerow(CSV_COLUMNS + party_columns(roles) + tuple(f"{FIELD_PREFIX}{name}" for name in fields))
     yield BOM + buffer.getvalue()
     cursor = None
@@ -142,24 +143,24 @@ def start_signed_zip(session: Session, *, batch_id: int, user: User, now: dateti
 
 
 def start_export(session: Session, *, batch_id: int, user: User, now: datetime, kind: str) -> ExportStarted:
-    """Create the export row of a file of ``kind`` built from the batch's signed documents (a signed ZIP, an
-    evidence package); the caller commits, then enqueues the build (``jobs.exports``).
-
-    Viewers are refused (``access.batch_for_export``: ``Refused`` 403): building one makes a row and a job and reads
-    the whole batch from storage; downloading a ready export stays open to all who see the batch. While one of
-    the same kind is unfinished, that one is returned.
-    """
+    """Create the export row of a file of ``kind`` built from the batch's signed documents; the caller commits, then
+    enqueues the build. Viewers are refused (``Refused`` 403); while one of the same kind is unfinished, that one is
+    returned."""
     batch_for_export(session, batch_id=batch_id, user=user)
     running = session.scalar(
-        select(Export).where(
-            Export.batch_id == batch_id, Export.kind == kind, Export.status.in_(["pending", "running"])
-        )
+        select(Export).where(Export.batch_id == batch_id, Export.kind == kind, Export.status.in_(UNFINISHED))
     )
     if running is not None:
         return ExportStarted(export=running, created=False)
     total = session.scalar(_signed_documents(batch_id).with_only_columns(func.count()).order_by(None)) or 0
     export = Export(
-        batch_id=batch_id, kind=kind, status="pending", total=total, done=0, created_by_id=user.id, created_at=now
+        batch_id=batch_id,
+        kind=kind,
+        status=ExportStatus.PENDING,
+        total=total,
+        done=0,
+        created_by_id=user.id,
+        created_at=now,
     )
     session.add(export)
     session.flush()
@@ -179,7 +180,7 @@ def _signed_documents(batch_id: int):
 @dataclass(frozen=True)
 class ExportResult:
     export_id: int
-    status: str
+    status: ExportStatus
     files: int
 
 
@@ -187,7 +188,7 @@ class ExportResult:
 PAGE = 500
 
 
-def signed_pages(session: Session, *, batch_id: int) -> Iterator[list]:
+def signed_pages(session: Session, *, batch_id: int) -> Iterator[Sequence[Row]]:
     """The batch's signed documents (storage key, row, request id, email) in request order, a page at a time."""
     after = 0
     for _ in range(1_000_000):  # bounded: pages of PAGE rows
@@ -237,7 +238,7 @@ def build_export(session: Session, *, export_id: int, storage: Storage, now: Cal
     """Build the export row's file with the builder of its kind."""
     export = session.get(Export, export_id)
     if export is None:
-        return ExportResult(export_id=export_id, status="missing", files=0)
+        return ExportResult(export_id=export_id, status=ExportStatus.MISSING, files=0)
     return BUILDERS[export.kind](session, export_id=export_id, storage=storage, now=now)
 
 
@@ -257,9 +258,11 @@ def build_zip(
     file and handed to storage from there (``put_file``), so memory holds one document at a time, whatever the
     batch's size."""
     export = session.get(Export, export_id)
-    if export is None or export.status not in ("pending", "running"):
-        return ExportResult(export_id=export_id, status=export.status if export else "missing", files=0)
-    export.status, export.done = "running", 0
+    if export is None or export.status not in UNFINISHED:
+        return ExportResult(
+            export_id=export_id, status=ExportStatus(export.status) if export else ExportStatus.MISSING, files=0
+        )
+    export.status, export.done = ExportStatus.RUNNING, 0
     export.total = session.scalar(_signed_documents(export.batch_id).with_only_columns(func.count()).order_by(None))
     session.commit()
 
@@ -276,16 +279,16 @@ def build_zip(
         key = f"exports/{export.batch_id}/{export.id}-{name}.zip"
         storage.put_file(key, path, content_type="application/zip")
     except (StorageError, OSError) as exc:
-        export.status, export.error, export.finished_at = "failed", str(exc), now()
+        export.status, export.error, export.finished_at = ExportStatus.FAILED, str(exc), now()
         session.commit()
         log(logger, logging.ERROR, "export failed", export_id=export.id, batch_id=export.batch_id, error=str(exc))
-        return ExportResult(export_id=export.id, status="failed", files=0)
+        return ExportResult(export_id=export.id, status=ExportStatus.FAILED, files=0)
     finally:
         os.unlink(path)
-    export.status, export.done, export.storage_key, export.finished_at = "ready", files, key, now()
+    export.status, export.done, export.storage_key, export.finished_at = ExportStatus.READY, files, key, now()
     session.commit()
     log(logger, logging.INFO, "export ready", export_id=export.id, batch_id=export.batch_id, files=files)
-    return ExportResult(export_id=export.id, status="ready", files=files)
+    return ExportResult(export_id=export.id, status=ExportStatus.READY, files=files)
 
 
 def zip_name(row_number: int | None, request_id: int, email: str) -> str:
@@ -294,8 +297,10 @@ def zip_name(row_number: int | None, request_id: int, email: str) -> str:
 
 def attachment_zip_name(signed_name: str, *, field: str, filename: str) -> str:
     """Where a request's attachment goes beside its signed PDF ``signed_name``: its stem, the field, the file's name
-    (``000002-ann@example.com.pdf`` → ``000002-ann@example.com-id_scan-passport.jpg``)."""
-    return f"{signed_name.removesuffix('.pdf')}-{field}-{safe_name(filename)}"
+    (``000002-ann@example.com.pdf`` → ``000002-ann@example.com-id_scan-passport.jpg``), its extension (the checked
+    type's: ``field_values.StoredValue``) kept however long the name."""
+    stem, extension = os.path.splitext(filename)
+    return f"{signed_name.removesuffix('.pdf')}-{field}-{safe_name(stem)}{safe_name(extension)}"
 
 
 def latest_export(

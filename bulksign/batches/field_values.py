@@ -1,13 +1,5 @@
-"""What signers filled in (issue 30), as staff read it: each request's values labelled by its template version's
-fields, in document order, and its attachments to download or put in an archive. (The purge empties them with the
-request's personal data: ``retention.purge``.)
-
-The values are the ``field_values`` rows the signing page writes (``models.fields.FieldValue``); the fields'
-settings (label, type) are the batch's template version's (``doc_templates.fields``). A page of requests costs one
-query for its values and one for the batch's fields, whatever its length. Values are given out as stored (text, a
-number ``1234.5``, a date ``2027-01-31``, a checkbox ``true``/``false``, an attachment's file name) to machines (CSV,
-API, webhooks) and formatted for people by ``doc_templates.fields.shown_value`` in the batch's language.
-"""
+"""What signers filled in, as staff and machines read it: each request's values labelled by its fields, in
+document order, and its attachments; values go out as stored, formatted for people elsewhere."""
 
 from __future__ import annotations
 
@@ -15,12 +7,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Row, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session, load_only
 
 from bulksign.core.messages import N_
 from bulksign.core.slicing import slices
-from bulksign.doc_templates.fields import FieldSettings, shown_value, template_fields
+from bulksign.doc_templates.fields import FieldSettings, attachment_filename, shown_value, template_fields
 from bulksign.models import Batch, SigningRequest, TemplateVersion
 from bulksign.models.fields import FieldValue
 
@@ -93,6 +85,23 @@ def batch_fields(session: Session, *, batch_id: int) -> BatchFields:
     return BatchFields(fields=template_fields(version), language=language or "en")
 
 
+@dataclass(frozen=True)
+class StoredValue:
+    """A ``FieldValue`` as it is given out; an attachment's ``value`` is the name it goes out under
+    (``fields.attachment_filename``: named by its checked type, whatever name it was kept with)."""
+
+    request_id: int
+    name: str
+    role: str
+    value: str | None
+    storage_key: str | None
+    content_type: str | None
+    size: int | None
+    sha256: str | None
+    original_sha256: str | None
+    entered_at: datetime
+
+
 #: What is read of a value: plain rows, so an export's progress commits expire nothing that is read again.
 _VALUE_COLUMNS = (
     FieldValue.request_id,
@@ -103,13 +112,21 @@ _VALUE_COLUMNS = (
     FieldValue.content_type,
     FieldValue.size,
     FieldValue.sha256,
+    FieldValue.original_sha256,
     FieldValue.entered_at,
 )
 
 
-def stored_values(session: Session, *, request_ids: Iterable[int]) -> dict[int, dict[str, Row]]:
-    """Each request's values (rows of ``FieldValue``'s columns) by field name, requests without any left out."""
-    found: dict[int, dict[str, Row]] = {}
+def _value(row) -> StoredValue:
+    value = row.value
+    if row.content_type is not None:
+        value = attachment_filename(value, content_type=row.content_type, field=row.name)
+    return StoredValue(**{**row._asdict(), "value": value})
+
+
+def stored_values(session: Session, *, request_ids: Iterable[int]) -> dict[int, dict[str, StoredValue]]:
+    """Each request's values by field name, requests without any left out."""
+    found: dict[int, dict[str, StoredValue]] = {}
     for part in slices(sorted(set(request_ids))):
         rows = session.execute(
             select(*_VALUE_COLUMNS)
@@ -117,8 +134,17 @@ def stored_values(session: Session, *, request_ids: Iterable[int]) -> dict[int, 
             .order_by(FieldValue.request_id, FieldValue.name)
         )
         for row in rows:
-            found.setdefault(row.request_id, {})[row.name] = row
+            found.setdefault(row.request_id, {})[row.name] = _value(row)
     return found
+
+
+def values_by_name(session: Session, request_ids: Iterable[int]) -> dict[int, dict[str, str | None]]:
+    """Each request's values by field name as machines are given them (an attachment's by the name it goes out
+    under), requests without any left out: what a ``request.signed`` webhook carries."""
+    return {
+        request_id: {name: value.value for name, value in values.items()}
+        for request_id, values in stored_values(session, request_ids=request_ids).items()
+    }
 
 
 def given_values(
@@ -142,7 +168,7 @@ def given_values(
     }
 
 
-def _given(field: FieldSettings, row: Row, language: str) -> GivenValue:
+def _given(field: FieldSettings, row: StoredValue, language: str) -> GivenValue:
     return GivenValue(
         name=row.name,
         label=field.shown_label,
@@ -168,16 +194,16 @@ def stored_attachments(session: Session, *, request_ids: Iterable[int]) -> dict[
     return {
         request_id: found
         for request_id, values in stored_values(session, request_ids=request_ids).items()
-        if (found := tuple(_stored(row) for row in values.values() if row.storage_key is not None))
+        if (found := tuple(_stored(row, row.storage_key) for row in values.values() if row.storage_key is not None))
     }
 
 
-def _stored(row: Row) -> StoredAttachment:
+def _stored(row: StoredValue, storage_key: str) -> StoredAttachment:
     return StoredAttachment(
         request_id=row.request_id,
         name=row.name,
         filename=row.value or row.name,
-        storage_key=row.storage_key,
+        storage_key=storage_key,
         content_type=row.content_type or "application/octet-stream",
     )
 
@@ -197,4 +223,5 @@ def attachment_of(session: Session, *, batch_id: int, request_id: int, name: str
             FieldValue.storage_key.is_not(None),
         )
     ).first()
-    return _stored(row) if row is not None else None
+    value = _value(row) if row is not None else None
+    return _stored(value, value.storage_key) if value is not None and value.storage_key is not None else None

@@ -1,16 +1,14 @@
-"""What the staff home page shows: batches in flight with their bars, and what needs someone's attention.
-
-Reads the per-batch counters (``batch_status_counts``), never the requests, except for "expiring soon",
-which uses the partial index on waiting requests' ``expires_at``. Which batches count is the caller's
-choice (``batch_ids``: a SELECT of batch ids), so a per-user visibility filter slots in unchanged.
-"""
+"""What the staff home page shows: batches in flight with their bars, and what needs someone's attention, from
+the per-batch counters; the caller chooses which batches count (``batch_ids``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 
-from sqlalchemy import Select, case, func, or_, select
+from sqlalchemy import ColumnElement, Select, case, func, or_, select
 from sqlalchemy.orm import Session
 
 from bulksign.batches.dashboard import Progress, progress_for
@@ -27,9 +25,20 @@ EXPIRING_WITHIN = timedelta(hours=24)
 IN_FLIGHT_LIMIT = 8
 #: Batches listed under each kind of attention (the total counts them all).
 ATTENTION_LIMIT = 5
-#: The kinds of attention, in the order the page shows them.
-FAILED, BOUNCED, EXPIRING, DECLINED = "failed", "bounced", "expiring", "declined"
-ATTENTION_KINDS = (FAILED, BOUNCED, EXPIRING, DECLINED)
+
+
+class AttentionKind(StrEnum):
+    """What asks for staff's attention, in the order the page shows them; each but ``EXPIRING`` is a request status."""
+
+    FAILED = "failed"
+    BOUNCED = "bounced"
+    EXPIRING = "expiring"
+    DECLINED = "declined"
+
+
+ATTENTION_KINDS = tuple(AttentionKind)
+#: The kinds that are a request's status.
+STATUS_KINDS = (AttentionKind.FAILED, AttentionKind.BOUNCED, AttentionKind.DECLINED)
 
 
 @dataclass(frozen=True)
@@ -48,15 +57,15 @@ class BatchCount:
 
 @dataclass(frozen=True)
 class Attention:
-    #: One of ``ATTENTION_KINDS``; also the recipients-table filter its links use (none for ``expiring``).
-    kind: str
+    #: Also the recipients-table filter its links use (none for ``expiring``).
+    kind: AttentionKind
     total: int
     #: The batches with the most, at most ``ATTENTION_LIMIT``.
     batches: tuple[BatchCount, ...]
 
     @property
     def status_filter(self) -> str | None:
-        return None if self.kind == EXPIRING else self.kind
+        return None if self.kind == AttentionKind.EXPIRING else self.kind
 
 
 @dataclass(frozen=True)
@@ -71,7 +80,7 @@ class Home:
         return any(a.total for a in self.attention)
 
 
-def _sum_of(statuses) -> object:
+def _sum_of(statuses: Iterable[str]) -> ColumnElement[int]:
     return func.sum(case((BatchStatusCount.status.in_(list(statuses)), BatchStatusCount.count), else_=0))
 
 
@@ -79,7 +88,7 @@ def home(session: Session, *, now: datetime, batch_ids: Select | None = None) ->
     """Batches in flight (newest first) and attention counts over ``batch_ids`` (default: every batch); 4 queries."""
     scope = batch_ids if batch_ids is not None else select(Batch.id)
     outstanding = _sum_of(OUTSTANDING)
-    per_kind = {kind: _sum_of([kind]) for kind in (FAILED, BOUNCED, DECLINED)}
+    per_kind = {kind: _sum_of([kind]) for kind in STATUS_KINDS}
     rows = session.execute(
         select(Batch.id, Batch.name, outstanding, *per_kind.values())
         .join(BatchStatusCount, BatchStatusCount.batch_id == Batch.id)
@@ -88,7 +97,7 @@ def home(session: Session, *, now: datetime, batch_ids: Select | None = None) ->
             Batch.id.in_(scope),
             Batch.status != BatchStatus.CANCELLED,
             BatchStatusCount.count > 0,
-            BatchStatusCount.status.in_([*OUTSTANDING, FAILED, BOUNCED, DECLINED]),
+            BatchStatusCount.status.in_([*OUTSTANDING, *STATUS_KINDS]),
         )
         .group_by(Batch.id, Batch.name, Batch.created_at)
         .having(or_(outstanding > 0, Batch.created_at >= now - RECENT))
@@ -106,7 +115,7 @@ def home(session: Session, *, now: datetime, batch_ids: Select | None = None) ->
     )
 
     found: dict[str, list[BatchCount]] = {}
-    for column, kind in enumerate((FAILED, BOUNCED, DECLINED), start=3):
+    for column, kind in enumerate(STATUS_KINDS, start=3):
         found[kind] = [BatchCount(batch_id=r[0], batch_name=r[1], count=int(r[column])) for r in rows if r[column]]
     expiring = session.execute(
         select(SigningRequest.batch_id, Batch.name, func.count())
@@ -119,7 +128,7 @@ def home(session: Session, *, now: datetime, batch_ids: Select | None = None) ->
         )
         .group_by(SigningRequest.batch_id, Batch.name)
     ).all()
-    found[EXPIRING] = [BatchCount(batch_id=b, batch_name=name, count=n) for b, name, n in expiring]
+    found[AttentionKind.EXPIRING] = [BatchCount(batch_id=b, batch_name=name, count=n) for b, name, n in expiring]
     attention = tuple(
         Attention(
             kind=kind,

@@ -1,6 +1,5 @@
-"""Reminders staff send now, from the batch page or the API: to the selected requests or to everyone not signed
-(or not opened), refused too soon after the invitation or the previous reminder unless sent anyway, each mailed
-exactly once. A party the countersigner's digest serves is reminded by its digest, one for all its documents."""
+"""Reminders staff send now, to the selected requests or to everyone not signed (or not opened): refused too soon
+after the last mail unless sent anyway, each mailed exactly once."""
 
 from __future__ import annotations
 
@@ -10,18 +9,19 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from flask import current_app
-from sqlalchemy import Select, false, func, or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, Select, false, func, or_, select, update
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from bulksign.batches.progress import BatchActionError, batch_for_action
+from bulksign.batches.reminder_mails import ReminderMails
 from bulksign.batches.reminders import (
-    ReminderMails,
     parties_reminded_per_document,
     recipient_has_signed,
     recipient_not_invited,
 )
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
+from bulksign.core.slicing import slices
 from bulksign.models import RECIPIENT_ROLE, Batch, Party, SigningRequest, User
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import WAITING_FOR_RECIPIENT, Status
@@ -49,6 +49,8 @@ SKIP_REASONS = (
 )
 #: Skips that "send anyway" overrides.
 COOLDOWN_REASONS = ("invited_recently", "reminded_recently")
+#: Request states past reminding, each its own skip reason.
+CLOSED = (Status.SIGNED, Status.DECLINED, Status.BOUNCED, Status.EXPIRED, Status.CANCELLED)
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,7 @@ def _party_skip_reason(row, *, now: datetime, force: bool) -> str | None:
 
 
 def _closed(status: str) -> str:
-    return status if status in ("signed", "declined", "bounced", "expired", "cancelled") else "not_sent"
+    return status if status in CLOSED else "not_sent"
 
 
 def _too_soon(row, *, now: datetime, force: bool) -> str | None:
@@ -109,13 +111,13 @@ class _Target:
     #: ``digest``: the row's party is served by its countersigner's digest, at ``address``).
     query: Select
     #: The request id of a row, to choose the listed requests; the row's own id, to page through the rest.
-    request_column: object
-    row_id: object
+    request_column: InstrumentedAttribute[int]
+    row_id: InstrumentedAttribute[int]
     #: The rows of ``not_signed`` and ``not_opened``.
-    selectors: dict[str, object]
+    selectors: dict[str | None, ColumnElement[bool]]
     skip: Callable
     #: The table whose counter the compare-and-set advances, and the conditions it re-checks.
-    model: type
+    model: type[SigningRequest] | type[Party]
     guard: tuple
     queue: Callable
     returning: tuple
@@ -187,9 +189,7 @@ def _selection_pages(
 ):
     """Pages of ``target``'s rows of the chosen requests (or of ``selector``'s), and how many ids were not found."""
     if request_ids is not None:
-        ids = sorted(set(request_ids))
-        for start in range(0, len(ids), page_size):
-            chunk = ids[start : start + page_size]
+        for chunk in slices(sorted(set(request_ids)), page_size):
             rows = session.execute(target.query.where(target.request_column.in_(chunk))).all()
             yield rows, len(chunk) - len(rows)
         return
@@ -232,13 +232,9 @@ def send_manual_reminders(
     role: str | None = None,
     page_size: int = 1000,
 ) -> ManualReminderResult:
-    """Staff remind chosen requests (or all not signed / not opened) now; each skip is counted by reason.
-
-    ``role``: remind that party of each chosen request (with its own link) instead of the recipient; "not
-    signed" / "not opened" are then that party's; a party the countersigner's digest serves gets its digest
-    (``digests.remind_now``), once for all its chosen documents. ``force`` ("send anyway") skips the hour after the invitation
-    or the last reminder. The caller commits, then enqueues ``mail_ids``.
-    """
+    """Staff remind chosen requests (or all not signed / not opened) now; each skip is counted by reason. ``role``:
+    that party of each request instead (its digest when the countersigner's digest serves it); ``force``: send
+    anyway within the hour. The caller commits, then enqueues ``mail_ids``."""
     if (request_ids is None) == (selector is None):
         raise BatchActionError(N_("Choose the recipients to remind, or all who have not signed / not opened."))
     if selector is not None and selector not in SELECTORS:
@@ -247,7 +243,7 @@ def send_manual_reminders(
         )
     batch = batch_for_action(session, batch_id=batch_id, user=user)
     role = other_role(batch, role)
-    mails = ReminderMails(session, batch, current_app._get_current_object())
+    mails = ReminderMails(session, batch, current_app._get_current_object())  # type: ignore[attr-defined]
     target = _recipients(batch_id, mails, now=now) if role is None else _parties(batch_id, role, mails, now=now)
     model = target.model
     skipped: dict[str, int] = {}

@@ -1,11 +1,5 @@
-"""The staff side's mails about a batch: its expiry summaries, decline notices and the notice of its end, which
-says either that everyone signed (``all_signed_notice``) or that it closed with some unsigned (``completion_notice``).
-
-A batch names who gets them all (``Batch.notify_email``): nobody named means its owner (the default),
-else a team manager's or any address; without an active owner, the batch's reply-to address. They
-speak the owner's interface language, whoever reads them. This module is the one place that decides
-both, and records and builds every such mail.
-"""
+"""The staff side's mails about a batch (expiry summaries, decline notices, the notice of its end): who gets them
+(``Batch.notify_email``, else its owner) and in which language, recorded and built here."""
 
 from __future__ import annotations
 
@@ -21,27 +15,29 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from bulksign.batches.counts import counters
+from bulksign.core.errors import BulksignError
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
 from bulksign.mail.email_checks import check_email
 from bulksign.mail.mailer import builder, queue_mail
 from bulksign.models import Batch, OutgoingMail, SigningRequest, User
+from bulksign.models.mail import MailKind, MailStatus
 from bulksign.models.status import Status
 
 logger = logging.getLogger(__name__)
 
 #: The batch closed: nobody can sign any more and some did not (the kind keeps its name of before).
-COMPLETION = "completion_notice"
+COMPLETION = MailKind.COMPLETION_NOTICE
 #: Every recipient of the batch signed.
-ALL_SIGNED = "all_signed_notice"
+ALL_SIGNED = MailKind.ALL_SIGNED_NOTICE
 #: The kind of ``expiry``'s summary, named here because a completion notice folds into it (``folded_completion``).
-EXPIRY_SUMMARY = "expiry_summary"
+EXPIRY_SUMMARY = MailKind.EXPIRY_SUMMARY
 #: The choices of a new-batch form or API call (``notify_to``) besides a team manager's address.
 OWNER, OTHER = "owner", "other"
 
 
-class NoticeAddressError(ValueError):
-    """The chosen notice address cannot be used; ``args[0]`` says why (an ``N_`` message)."""
+class NoticeAddressError(BulksignError):
+    """The chosen notice address cannot be used; ``message`` says why."""
 
 
 def notice_recipient(batch: Batch, *, owner: User | None) -> str | None:
@@ -74,17 +70,17 @@ def chosen_notice_address(*, choice: str | None, email: str | None) -> str | Non
         if choice == OTHER:
             raise NoticeAddressError(N_("Give the address the notices go to, or choose who gets them."))
         return None
-    address, problem = check_email(address)
+    checked, problem = check_email(address)
     if problem:
         raise NoticeAddressError(problem)
-    return address
+    return checked
 
 
 def queue_notice(
     session: Session,
     *,
     batch: Batch,
-    kind: str,
+    kind: MailKind,
     key: str,
     subject: N_ | str,
     now: datetime,
@@ -122,14 +118,9 @@ def notice_message(mail: OutgoingMail, app: Flask, *, body: str) -> Message:
 
 
 def queue_completion_notice(session: Session, *, batch: Batch, now: datetime) -> OutgoingMail | None:
-    """Record the one mail saying the batch closed with some unsigned; the caller commits, then enqueues it
-    (``queued_completion_notices``), or leaves it to the reconciler, which sends mails left queued.
-
-    When an expiry summary of the batch is still to go out (its wave collecting, or the summary queued), the
-    batch closed with that wave: the row is recorded already cancelled and the summary says the batch closed
-    (``folded_completion``). One event, one mail; the summary is the one kept because it names who did not
-    sign and links to the resend, which the notice's totals alone do not.
-    """
+    """Record the one mail saying the batch closed with some unsigned; the caller commits, then enqueues it. When an
+    expiry summary of the batch is still to go out, the notice is recorded cancelled and the summary says the batch
+    closed (``folded_completion``): it names who did not sign."""
     mail = queue_notice(
         session,
         batch=batch,
@@ -143,10 +134,10 @@ def queue_completion_notice(session: Session, *, batch: Batch, now: datetime) ->
         ),
         now=now,
     )
-    if mail is not None and mail.status == "queued" and _expiry_summary_due(session, batch_id=batch.id):
+    if mail is not None and mail.status == MailStatus.QUEUED and _expiry_summary_due(session, batch_id=batch.id):
         # Cancelled, not left unrecorded: the batch's one completion notice has been told (by the summary),
         # so a later close of the batch (after a retry) does not tell it again.
-        session.execute(update(OutgoingMail).where(OutgoingMail.id == mail.id).values(status="cancelled"))
+        session.execute(update(OutgoingMail).where(OutgoingMail.id == mail.id).values(status=MailStatus.CANCELLED))
         session.expire(mail)
         log(logger, logging.INFO, "completion notice folded into the expiry summary", batch_id=batch.id)
     return mail
@@ -166,10 +157,13 @@ def queue_all_signed_notice(session: Session, *, batch: Batch, now: datetime) ->
 
 def _signed_now(session: Session, *, batch_id: int) -> int:
     # The move that closed the batch may sit in this transaction, not yet in the counters: count the rows.
-    return session.scalar(
-        select(func.count())
-        .select_from(SigningRequest)
-        .where(SigningRequest.batch_id == batch_id, SigningRequest.status == Status.SIGNED.value)
+    return (
+        session.scalar(
+            select(func.count())
+            .select_from(SigningRequest)
+            .where(SigningRequest.batch_id == batch_id, SigningRequest.status == Status.SIGNED.value)
+        )
+        or 0
     )
 
 
@@ -178,7 +172,11 @@ def _expiry_summary_due(session: Session, *, batch_id: int) -> bool:
     pending = session.scalar(select(Batch.expiry_pending_since).where(Batch.id == batch_id))
     queued = session.scalar(
         select(OutgoingMail.id)
-        .where(OutgoingMail.batch_id == batch_id, OutgoingMail.kind == EXPIRY_SUMMARY, OutgoingMail.status == "queued")
+        .where(
+            OutgoingMail.batch_id == batch_id,
+            OutgoingMail.kind == EXPIRY_SUMMARY,
+            OutgoingMail.status == MailStatus.QUEUED,
+        )
         .limit(1)
     )
     return pending is not None or queued is not None
@@ -190,7 +188,7 @@ def folded_completion(session: Session, *, batch_id: int, after: datetime | None
     query = select(OutgoingMail.id).where(
         OutgoingMail.batch_id == batch_id,
         OutgoingMail.kind == COMPLETION,
-        OutgoingMail.status == "cancelled",
+        OutgoingMail.status == MailStatus.CANCELLED,
         OutgoingMail.created_at <= until,
     )
     if after is not None:
@@ -223,7 +221,7 @@ def queued_completion_notices(session: Session, *, batch_ids: Collection[int]) -
             select(OutgoingMail.id).where(
                 OutgoingMail.batch_id.in_(list(batch_ids)),
                 OutgoingMail.kind.in_([COMPLETION, ALL_SIGNED]),
-                OutgoingMail.status == "queued",
+                OutgoingMail.status == MailStatus.QUEUED,
             )
         )
     )

@@ -1,10 +1,5 @@
-"""What staff see of a batch's parties (issue 29): its roles, how many of each role signed, and each row's
-parties in their states, for a batch whose template names parties besides the row's recipient.
-
-A single-signer batch has only ``recipient`` parties: it reads the same as before parties existed, and costs one
-probe of the parties' index (``batch_roles``). The counts per role are one grouped query over that index
-(``ix_parties_batch_role_status``, index only); a page's parties are one query on its rows' ids.
-"""
+"""What staff see of a batch's parties: its roles, how many of each role signed, and each row's parties in their
+states; a single-signer batch costs one probe of the parties' index."""
 
 from __future__ import annotations
 

@@ -16,11 +16,15 @@ from sqlalchemy.orm import Session
 
 from bulksign.batches import counts as batch_counts
 from bulksign.batches import notices
+from bulksign.batches.cancel_notices import tell_cancelled
 from bulksign.batches.states import move_batches, transition
+from bulksign.core.errors import BulksignError, Message
 from bulksign.core.logs import log
-from bulksign.core.messages import N_
+from bulksign.core.messages import N_, N_plural
 from bulksign.core.slicing import slices
+from bulksign.mail.mail_headers import CONTROL_CHARACTERS
 from bulksign.models import Batch, BatchStatusCount, OutgoingMail, SigningRequest, User
+from bulksign.models.mail import MailStatus
 from bulksign.models.status import (
     BATCH_AWAITING,
     BATCH_CANCELLABLE,
@@ -100,17 +104,13 @@ def refresh_batch_statuses(session: Session, *, now: datetime, batch_ids: Iterab
 
 
 def move_batches_on(session: Session, *, now: datetime, batch_ids: Iterable[int] | None = None) -> list[int]:
-    """Move batches to where their requests say they stand (``settled_status``), and tell the owner the end.
-
-    The one place that decides a batch's outcome: processing → awaiting signatures once every invitation is
-    out (``finished_at``); awaiting → all signed | closed once nobody can sign any more (``settled_at``), which
-    queues the one notice of that end (``notices``). Without ``batch_ids`` (the periodic roll-up) it reads the
-    committed counters to find the awaiting batches with nobody left to sign. Returns the ids of those moved.
-    """
+    """Move batches to where their requests say they stand (``settled_status``) and queue the notice of their end:
+    processing → awaiting signatures → all signed | closed. Without ``batch_ids`` it reads the committed counters
+    for the awaiting batches nobody can sign any more. Returns the ids moved."""
     if batch_ids is None:
         ids = [*session.scalars(select(Batch.id).where(Batch.status == B.PROCESSING)), *_nobody_left(session)]
     else:
-        ids = session.scalars(select(Batch.id).where(Batch.id.in_(list(batch_ids)), Batch.status.in_(_UNSETTLED)))
+        ids = list(session.scalars(select(Batch.id).where(Batch.id.in_(list(batch_ids)), Batch.status.in_(_UNSETTLED))))
     moved = []
     # Exact: the caller may have just moved requests of these batches, not yet in the counters.
     for batch_id, counts in exact_counts_for(session, list(ids)).items():
@@ -118,14 +118,17 @@ def move_batches_on(session: Session, *, now: datetime, batch_ids: Iterable[int]
         if target is None:
             continue
         # Sending ended now unless it had before (a late bounce, an expiry, the last signature).
-        fields = {"finished_at": func.coalesce(Batch.finished_at, now), "last_expires_at": _LAST_EXPIRY}
+        fields: dict[str, object] = {
+            "finished_at": func.coalesce(Batch.finished_at, now),
+            "last_expires_at": _LAST_EXPIRY,
+        }
         if target in BATCH_FINAL:
             fields["settled_at"] = now
         frm = [s for s in _UNSETTLED if s != target and target in BATCH_TRANSITIONS[s]]
         if frm and move_batches(session, batch_id, frm=frm, to=target, **fields):
             moved.append(batch_id)
             log(logger, logging.INFO, "batch moved", batch_id=batch_id, status=target)
-            batch = session.get(Batch, batch_id)
+            batch = session.get_one(Batch, batch_id)
             if target == B.ALL_SIGNED:
                 notices.queue_all_signed_notice(session, batch=batch, now=now)
             elif target == B.CLOSED:
@@ -172,13 +175,11 @@ def mark_batch_started(session: Session, *, batch_id: int, now: datetime) -> boo
     return bool(move_batches(session, batch_id, frm=B.PENDING, to=B.PROCESSING, started_at=now))
 
 
-class BatchActionError(ValueError):
+class BatchActionError(BulksignError):
     """A staff action that cannot be done; ``status`` is the HTTP status a view should answer."""
 
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.message = message
-        self.status = status
+    def __init__(self, message: Message, status: int = 400):
+        super().__init__(message, status=status)
 
 
 #: States a cancel stops: anything not final (failed and bounced are final already).
@@ -190,6 +191,27 @@ class CancelResult:
     batch_id: int | None
     #: Requests moved to ``cancelled`` by this call.
     cancelled: tuple[int, ...]
+    #: The notices to the parties already invited (``cancel_notices``): send them after the commit.
+    mail_ids: tuple[int, ...] = ()
+
+
+#: The longest reason a cancel takes (it goes into mails and onto the link's page).
+MAX_CANCEL_REASON = 1000
+
+
+def cancel_reason(given: str | None) -> str | None:
+    """The reason staff gave for a cancel, on one line (None when none); BatchActionError 422 when too long."""
+    reason = " ".join(CONTROL_CHARACTERS.sub(" ", given or "").split())
+    if len(reason) > MAX_CANCEL_REASON:
+        raise BatchActionError(
+            N_plural(
+                "The reason is longer than %(num)s character.",
+                "The reason is longer than %(num)s characters.",
+                MAX_CANCEL_REASON,
+            ),
+            422,
+        )
+    return reason or None
 
 
 @dataclass(frozen=True)
@@ -207,25 +229,37 @@ def batch_for_action(session: Session, *, batch_id: int, user: User) -> Batch:
         raise BatchActionError(exc.message, exc.status) from None
 
 
-def _cancel(session: Session, *, request_ids: list[int], actor: str, now: datetime) -> tuple[int, ...]:
-    # Clearing token_hash kills links already mailed; queued mails of these requests are not sent.
+def _cancel(
+    session: Session, *, request_ids: list[int], actor: str, now: datetime, reason: str | None
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Cancel what is still open of ``request_ids``, with ``reason``: the moved ones and their notices' mail ids.
+    Their links stay (a cancelled request's page says it was cancelled, and why: ``page_state``); queued mails of
+    these requests are not sent."""
     won = transition(
-        session, request_ids, frm=CANCELLABLE, to=Status.CANCELLED, now=now, actor=actor, token_hash=None
+        session, request_ids, frm=CANCELLABLE, to=Status.CANCELLED, now=now, actor=actor, cancel_reason=reason
     ).won
     for part in slices(won):
         session.execute(
             update(OutgoingMail)
-            .where(OutgoingMail.request_id.in_(part), OutgoingMail.status == "queued")
-            .values(status="cancelled")
+            .where(OutgoingMail.request_id.in_(part), OutgoingMail.status == MailStatus.QUEUED)
+            .values(status=MailStatus.CANCELLED)
         )
-    return won
+    return won, tuple(tell_cancelled(session, request_ids=won, now=now))
 
 
-def stop_batch(session: Session, *, batch_id: int, user: User, now: datetime) -> None:
-    """Mark a batch cancelled without touching its requests (``open_request_ids`` then go through
-    ``cancel_requests`` in slices, in a job). The caller commits."""
+def stop_batch(session: Session, *, batch_id: int, user: User, now: datetime, reason: str | None = None) -> None:
+    """Mark a batch cancelled (with staff's ``reason``) without touching its requests (``open_request_ids`` then go
+    through ``cancel_requests`` in slices, in a job). The caller commits."""
     batch = batch_for_action(session, batch_id=batch_id, user=user)
-    move_batches(session, batch.id, frm=BATCH_CANCELLABLE, to=B.CANCELLED, cancelled_at=now, finished_at=now)
+    move_batches(
+        session,
+        batch.id,
+        frm=BATCH_CANCELLABLE,
+        to=B.CANCELLED,
+        cancelled_at=now,
+        finished_at=now,
+        cancel_reason=reason,
+    )
 
 
 def open_request_ids(session: Session, *, batch_id: int) -> list[int]:
@@ -239,16 +273,28 @@ def open_request_ids(session: Session, *, batch_id: int) -> list[int]:
     )
 
 
-def cancel_batch(session: Session, *, batch_id: int, user: User, now: datetime) -> CancelResult:
-    """Stop a batch: every request not yet final is cancelled and its link dies. The caller commits."""
-    stop_batch(session, batch_id=batch_id, user=user, now=now)
-    won = _cancel(session, request_ids=open_request_ids(session, batch_id=batch_id), actor=f"user:{user.id}", now=now)
+def cancel_batch(
+    session: Session, *, batch_id: int, user: User, now: datetime, reason: str | None = None
+) -> CancelResult:
+    """Stop a batch: every request not yet final is cancelled, its page says so, and its parties already invited
+    are told why. The caller commits, then sends ``mail_ids``."""
+    stop_batch(session, batch_id=batch_id, user=user, now=now, reason=reason)
+    won, mail_ids = _cancel(
+        session,
+        request_ids=open_request_ids(session, batch_id=batch_id),
+        actor=f"user:{user.id}",
+        now=now,
+        reason=reason,
+    )
     log(logger, logging.INFO, "batch cancelled", batch_id=batch_id, user_id=user.id, requests=len(won))
-    return CancelResult(batch_id=batch_id, cancelled=won)
+    return CancelResult(batch_id=batch_id, cancelled=won, mail_ids=mail_ids)
 
 
-def cancel_requests(session: Session, *, request_ids: Iterable[int], user: User, now: datetime) -> CancelResult:
-    """Cancel some requests (of batches the user may act on); the batch closes if nothing is left. The caller commits."""
+def cancel_requests(
+    session: Session, *, request_ids: Iterable[int], user: User, now: datetime, reason: str | None = None
+) -> CancelResult:
+    """Cancel some requests (of batches the user may act on), their parties already invited told ``reason``; the
+    batch closes if nothing is left. The caller commits, then sends ``mail_ids``."""
     ids = sorted(set(request_ids))
     batch_ids = {
         batch_id
@@ -257,28 +303,28 @@ def cancel_requests(session: Session, *, request_ids: Iterable[int], user: User,
     }
     for batch_id in batch_ids:
         batch_for_action(session, batch_id=batch_id, user=user)
-    won = _cancel(session, request_ids=ids, actor=f"user:{user.id}", now=now)
+    won, mail_ids = _cancel(session, request_ids=ids, actor=f"user:{user.id}", now=now, reason=reason)
     refresh_batch_statuses(session, now=now, batch_ids=batch_ids)
     log(logger, logging.INFO, "requests cancelled", user_id=user.id, requests=len(won))
-    return CancelResult(batch_id=batch_ids.pop() if len(batch_ids) == 1 else None, cancelled=won)
+    return CancelResult(batch_id=batch_ids.pop() if len(batch_ids) == 1 else None, cancelled=won, mail_ids=mail_ids)
 
 
 def cancel_if_batch_stopped(session: Session, *, request_ids: Iterable[int], now: datetime) -> set[int]:
-    """Cancel those of ``request_ids`` whose batch is cancelled, and return them. The caller commits.
-
-    A big batch's cancel stops the batch at once and its requests in a job; the pipeline asks this
-    first, so no document is rendered and no invitation sent for a batch that was already stopped.
-    """
-    stopped = [
-        i
-        for part in slices(sorted(set(request_ids)))
-        for i in session.scalars(
-            select(SigningRequest.id)
+    """Cancel those of ``request_ids`` whose batch is cancelled, with the batch's reason, and return them; the caller
+    commits. The pipeline asks this first, so nothing is rendered or sent for a batch stopped already."""
+    stopped: dict[str | None, list[int]] = {}
+    for part in slices(sorted(set(request_ids))):
+        for request_id, reason in session.execute(
+            select(SigningRequest.id, Batch.cancel_reason)
             .join(Batch, Batch.id == SigningRequest.batch_id)
             .where(SigningRequest.id.in_(part), Batch.status == B.CANCELLED)
-        )
-    ]
-    return set(_cancel(session, request_ids=stopped, actor="system", now=now)) if stopped else set()
+        ):
+            stopped.setdefault(reason, []).append(request_id)
+    return {
+        request_id
+        for reason, ids in stopped.items()
+        for request_id in _cancel(session, request_ids=ids, actor="system", now=now, reason=reason)[0]
+    }
 
 
 def batch_for_retry(session: Session, *, batch_id: int, user: User) -> Batch:

@@ -1,9 +1,5 @@
-"""The dashboard's recipients table: its filters and sorts, keyset pages, the rows refreshed on screen, how many
-match, and the selection a bulk action acts on (the chosen rows, or every row matching the filter).
-
-The table is paged by keyset (``WHERE (sort, id) > (:last_sort, :last_id)``) with an opaque cursor, never OFFSET:
-page 2,000 of a 100,000-row batch costs what page 1 costs.
-"""
+"""The dashboard's recipients table: filters and sorts, keyset pages (never OFFSET), the rows refreshed on
+screen, how many match, and the selection a bulk action acts on."""
 
 from __future__ import annotations
 
@@ -19,6 +15,7 @@ from sqlalchemy import exists, func, literal, or_, select, tuple_
 from sqlalchemy.orm import Session, defer
 
 from bulksign.batches.progress import BatchCounts
+from bulksign.core.errors import BulksignError
 from bulksign.core.messages import N_
 from bulksign.core.slicing import slices
 from bulksign.models import Party, SigningRequest
@@ -43,7 +40,7 @@ MAX_PAGE_SIZE = 500
 ROLE_PATTERN = re.compile(r"[a-z0-9_]{1,40}")
 
 
-class DashboardError(ValueError):
+class DashboardError(BulksignError):
     """Input a person can correct (a bad filter, sort or cursor); the message says what is wrong."""
 
 
@@ -222,9 +219,13 @@ def rows_by_id(session: Session, *, batch_id: int, request_ids: list[int]) -> tu
 def count_matching(session: Session, *, batch_id: int, flt: RecipientFilter, counts: BatchCounts | None = None) -> int:
     """How many recipients match the filter (for "select all N"); from ``counts`` when a status filter allows."""
     if counts is not None and not flt.q and not flt.waiting_for and flt.status != NOT_OPENED:
-        group = {"": list(counts.by_status), WAITING: sorted(WORKING), PROBLEMS: [Status.FAILED, Status.BOUNCED]}
+        group: dict[str, list[str]] = {
+            "": list(counts.by_status),
+            WAITING: sorted(WORKING),
+            PROBLEMS: [Status.FAILED, Status.BOUNCED],
+        }
         return sum(counts.by_status.get(s, 0) for s in group.get(flt.status, [flt.status]))
-    return session.scalar(select(func.count()).select_from(SigningRequest).where(*_conditions(batch_id, flt)))
+    return session.scalar(select(func.count()).select_from(SigningRequest).where(*_conditions(batch_id, flt))) or 0
 
 
 def matching_id_pages(

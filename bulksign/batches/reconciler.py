@@ -1,22 +1,5 @@
-"""The reconciler: work the database says is owed but no live job will do gets queued again.
-
-Requests sit in pending/generating/generated/sending while their job is queued or running. If
-Redis lost the job (flush, restart) or a worker died mid-job (``kill -9``), the request would
-wait for ever. Every ``reconcile`` period (30 s, ``jobs/schedule.py``):
-
-- Work in flight (generating, sending) whose job is dead is moved back one step and queued again. A running
-  chunk job beats every 5 s (``pipeline.beating``) and is dead once silent for ``BEAT_TRUST_SECONDS`` (30 s),
-  so a killed worker's chunk is queued again within beat trust + period (60 s) of the kill.
-- Waiting work (pending, generated) is left to the batches' windows (``pipeline.top_up``): each batch with
-  such work gets its window filled from the database, so a job a dead worker took off its list, or that
-  Redis lost, is replaced by a new one for the same ids, and a big batch still has only a few chunks queued.
-- Mails other than invitations stuck in ``queued`` with no live job are queued again.
-
-Which job owns an id is recorded in Redis (``pipeline.owners``) and whether it lives is ``work.liveness``'s,
-so a job that is still alive is never doubled; ``RECONCILE_AFTER_SECONDS`` only keeps the reconciler off work
-committed a moment ago whose job is being queued. Jobs parked in RQ's scheduled registries (retry backoff) are
-handed to their queues here when the worker whose scheduler should do it is dead.
-"""
+"""The reconciler: work the database says is owed but no live job will do is queued again (dead chunks, lost
+jobs, stuck mails, requests all parties signed). docs/architecture/batches.md has each case."""
 
 from __future__ import annotations
 
@@ -25,6 +8,7 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import cast
 
 from flask import Flask
 from redis import Redis
@@ -32,15 +16,18 @@ from rq.job import Job
 from rq.registry import ScheduledJobRegistry
 from rq.scheduler import SCHEDULER_KEY_TEMPLATE, RQScheduler
 from rq.scripts import acquire_or_refresh_lock, release_lock
-from sqlalchemy import select
+from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
 
 from bulksign.batches.progress import close_if_done
 from bulksign.batches.states import transition
 from bulksign.core.logs import log
-from bulksign.models import Batch, OutgoingMail, SigningRequest
+from bulksign.models import RECIPIENT_ROLE, Batch, OutgoingMail, Party, SigningRequest
+from bulksign.models.mail import MailKind, MailStatus
+from bulksign.models.parties import PartyStatus
 from bulksign.models.status import BatchStatus, Status
 from bulksign.signing.invitations import delivered_invitations, queue_invitations, record_sent
+from bulksign.signing.routing import Move, request_follows_parties
 from bulksign.work.liveness import instant, live_jobs
 from bulksign.work.pipeline import (
     BEAT_TRUST_SECONDS,
@@ -53,7 +40,7 @@ from bulksign.work.pipeline import (
     owners,
     top_up,
 )
-from bulksign.work.queues import QUEUE_NAMES, get_queue
+from bulksign.work.queues import QUEUE_NAMES, SEAL, get_queue
 
 logger = logging.getLogger(__name__)
 
@@ -68,24 +55,22 @@ class ReconcileResult:
     renders: tuple[int, ...]
     #: Mails whose send was queued again.
     sends: tuple[int, ...]
+    #: Requests whose parties had all signed, moved to signed and their seal queued.
+    finished: tuple[int, ...] = ()
 
     def __str__(self) -> str:
-        return f"{len(self.renders)} renders and {len(self.sends)} sends re-enqueued"
+        finished = f", {len(self.finished)} signed requests finished" if self.finished else ""
+        return f"{len(self.renders)} renders and {len(self.sends)} sends re-enqueued{finished}"
 
 
 def move_due_scheduled(redis: Redis, *, queues: Sequence[str], now: datetime) -> int:
-    """Hand the due jobs of RQ's scheduled registries (retry backoff) to their queues where no live scheduler
-    does; returns how many moved.
-
-    RQ's scheduler runs inside one worker and locks each queue; a killed worker's lock outlives it, and the
-    others look for a free lock only every ten minutes, so retried sends stalled. A lock whose holder stopped
-    beating is released, and the reconciler moves the due jobs itself, under the same lock.
-    """
+    """Hand the due jobs of RQ's scheduled registries (retry backoff) to their queues where no live scheduler does:
+    a lock whose holder stopped beating is released and the jobs moved under the same lock. Returns how many."""
     token = f"bulksign-reconciler-{secrets.token_hex(4)}"
     moved = 0
     for name in queues:
         lock = RQScheduler.get_locking_key(name)
-        holder = redis.get(lock)
+        holder = cast(bytes | None, redis.get(lock))  # a sync client: bytes, not an awaitable
         if holder is not None:
             if _scheduler_alive(redis, holder.decode(), now=now):
                 continue
@@ -116,7 +101,7 @@ def move_due_scheduled(redis: Redis, *, queues: Sequence[str], now: datetime) ->
 
 
 def _scheduler_alive(redis: Redis, name: str, *, now: datetime) -> bool:
-    beat = instant(redis.hget(SCHEDULER_KEY_TEMPLATE % name, "last_heartbeat"), now)
+    beat = instant(cast(bytes | None, redis.hget(SCHEDULER_KEY_TEMPLATE % name, "last_heartbeat")), now)
     return beat is not None and now - beat < _SCHEDULER_SILENCE
 
 
@@ -134,12 +119,8 @@ def revive_renders(request_ids: Sequence[int]) -> int:
 
 
 def revive_sends(mail_ids: Sequence[int]) -> int:
-    """Queue sends for committed queued mails, whatever job owned them before, ahead of the mails waiting.
-
-    They had their turn already; and where a kill landed after the server took the mail, the recipient holds
-    the link and sees "on its way" until the resend is recorded. At the back of a large batch's queue that
-    was 8 minutes in the 10,000-recipient soak (3 of its signers gave up after 5).
-    """
+    """Queue sends for committed queued mails, whatever job owned them before, ahead of the mails waiting: they had
+    their turn already, and a recipient may hold the link of one the server took before a kill."""
     disown(SEND, mail_ids)
     return enqueue_chunked(SEND, mail_ids, at_front=True)
 
@@ -148,6 +129,32 @@ def _without_live_owner(step: Step, ids: Sequence[int], *, redis: Redis, now: da
     owned = owners(step, ids)
     alive = live_jobs(redis, sorted(set(owned.values())), now=now, beat_trust=BEAT_TRUST_SECONDS, queue=step.job.queue)
     return [i for i in ids if owned.get(i) not in alive]
+
+
+def finish_all_signed(
+    session: Session, *, redis: Redis, before: datetime, now: datetime, limit: int = 1000
+) -> list[int]:
+    """Requests several sign, still opened though every party signed (the last before ``before``), moved to
+    signed (``routing.request_follows_parties``, under the request's lock; commits each) and their seal queued;
+    their ids. The parties' moves settle this themselves; this finishes what a crash between them left."""
+    others = exists().where(Party.request_id == SigningRequest.id, Party.role != RECIPIENT_ROLE)
+    open_party = exists().where(Party.request_id == SigningRequest.id, Party.status != PartyStatus.SIGNED.value)
+    recent = exists().where(Party.request_id == SigningRequest.id, Party.signed_at >= before)
+    candidates = session.scalars(
+        select(SigningRequest.id)
+        .where(SigningRequest.status == Status.OPENED.value, others, ~open_party, ~recent)
+        .order_by(SigningRequest.id)
+        .limit(limit)
+    ).all()
+    finished = []
+    for request_id in candidates:
+        if request_follows_parties(session, request_id=request_id, now=now, actor="system").status == Move.SIGNED:
+            finished.append(request_id)
+        session.commit()
+    if finished:
+        clear_dead_jobs(redis, [SEAL.job_id(id=i) for i in finished], now=now)
+        SEAL.enqueue_unique(finished)
+    return finished
 
 
 def reconcile(
@@ -191,8 +198,8 @@ def reconcile(
             for request_id, mail_id in session.execute(
                 select(OutgoingMail.request_id, OutgoingMail.id).where(
                     OutgoingMail.request_id.in_(to_mail),
-                    OutgoingMail.kind == "invitation",
-                    OutgoingMail.status == "queued",
+                    OutgoingMail.kind == MailKind.INVITATION,
+                    OutgoingMail.status == MailStatus.QUEUED,
                 )
             )
         }
@@ -218,7 +225,11 @@ def reconcile(
     # Other mails (reminders, confirmations …) stuck in queued with no job.
     queued = session.scalars(
         select(OutgoingMail.id)
-        .where(OutgoingMail.status == "queued", OutgoingMail.created_at < cutoff, OutgoingMail.kind != "invitation")
+        .where(
+            OutgoingMail.status == MailStatus.QUEUED,
+            OutgoingMail.created_at < cutoff,
+            OutgoingMail.kind != MailKind.INVITATION,
+        )
         .order_by(OutgoingMail.created_at)
         .limit(limit)
     ).all()
@@ -243,8 +254,9 @@ def reconcile(
     revive_sends(sends)
     renders = dead_generating + top_up(RENDER, waiting_batches, session=session)
     sends += top_up(SEND, waiting_batches, session=session)
-    result = ReconcileResult(renders=tuple(renders), sends=tuple(sends))
-    if renders or sends or done:
+    finished = finish_all_signed(session, redis=redis, before=cutoff, now=now)
+    result = ReconcileResult(renders=tuple(renders), sends=tuple(sends), finished=tuple(finished))
+    if renders or sends or done or finished:
         log(
             logger,
             logging.WARNING,
@@ -254,5 +266,6 @@ def reconcile(
             request_ids=renders[:50],
             mail_ids=sends[:50],
             delivered=sorted(done)[:50],
+            finished=finished[:50],
         )
     return result

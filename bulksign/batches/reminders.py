@@ -1,62 +1,32 @@
-"""Reminders: automatic ones on the batch's schedule, manual ones from staff; each one mailed exactly once.
-
-The only guard is the request's ``reminder_count``, advanced by a compare-and-set UPDATE before
-the mail row is written (in the same transaction). Two schedulers, a retried job and a staff
-click all race on that UPDATE; the loser sees the row already advanced and queues nothing.
-Reminder mails are keyed by request, link nonce and number: a resend (new link) starts a fresh
-series, and a crash after the commit re-finds the same mail row.
-
-The other parties of a document several sign (issue 29) are reminded the same way, each on its own row: the
-party's ``reminder_count`` is the guard, its schedule counts from its own ``invited_at``, and its mail (its own
-link, the template's reminder text with its name) is keyed by party, link nonce and number. The recipient's
-reminders are the request's, as before. A party the countersigner's digest serves gets none per document: the
-same tick sends its digest again when one of its documents comes due (``digests.due_reminders``).
-"""
+"""Automatic reminders on each batch's schedule, for recipients and other parties, each mailed exactly once (the
+``reminder_count`` compare-and-set is the guard). docs/architecture/batches.md."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from types import SimpleNamespace
+from datetime import datetime, timedelta
 
-from flask import Flask, current_app
-from flask_mail import Message
-from sqlalchemy import JSON, String, and_, cast, exists, func, insert, literal, or_, select, update
-from sqlalchemy.orm import Session, selectinload
+from flask import current_app
+from sqlalchemy import and_, exists, func, or_, select, update
+from sqlalchemy.orm import Session
 
+from bulksign.batches.reminder_mails import PARTY_WAITING, ReminderMails
 from bulksign.core.localtime import zone_of
 from bulksign.core.logs import log
-from bulksign.core.tokens import signing_token
-from bulksign.doc_templates.jinja_sandbox import render_text, text_sandbox
-from bulksign.doc_templates.mail_texts import DEFAULT_REMINDER_BODY, DEFAULT_REMINDER_SUBJECT, mail_text
-from bulksign.doc_templates.variables import extract_variables
-from bulksign.mail.mail_headers import one_line
-from bulksign.mail.mailer import MailNotNeeded, builder, message_id_sql, queue_mails, queue_mails_from
-from bulksign.models import RECIPIENT_ROLE, Batch, Event, OutgoingMail, Party, SigningRequest, User, UTCDateTime
+from bulksign.models import RECIPIENT_ROLE, Batch, Party, SigningRequest
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import WAITING_FOR_RECIPIENT
 from bulksign.signing import digests
-from bulksign.signing.invitations import html_body, mail_context, tracking_url
-from bulksign.signing.links import current_token
-from bulksign.signing.parties import party_token
-from bulksign.signing.routing import party_context
 
 logger = logging.getLogger(__name__)
 
-KIND = "reminder"
-#: A reminder to a party other than the recipient, with its own link.
-PARTY_KIND = "party_reminder"
-#: The parties that can still act on their link: their step has started and they have not signed or declined.
-PARTY_WAITING = (PartyStatus.INVITED.value, PartyStatus.OPENED.value)
 #: Used when a batch has no schedule of its own.
 DEFAULT_REMINDER_DAYS = (2, 4)
 #: Upper bound of ``batch.max_reminders``, whatever was stored.
 MAX_REMINDERS_LIMIT = 5
-#: Mail variables that are the same for every request of a batch.
-_BATCH_VARIABLES = {"document_name", "sender"}
 
 
 @dataclass(frozen=True)
@@ -90,161 +60,6 @@ def in_quiet_hours(batch: Batch, *, now: datetime) -> bool:
     return start <= hour < end if start < end else (hour >= start or hour < end)
 
 
-class ReminderMails:
-    """Writes reminder mail rows for requests whose counter this transaction advanced (and events for manual ones)."""
-
-    def __init__(self, session: Session, batch: Batch, app: Flask):
-        self.session, self.batch, self.app = session, batch, app
-        source = mail_text(batch.template_version.reminder_subject or DEFAULT_REMINDER_SUBJECT, language=batch.language)
-        self.subject = text_sandbox.from_string(source)
-        #: The subject when it is the same for every recipient (the default one is): then no row is read.
-        self.batch_subject = None
-        if set(extract_variables(source)) <= _BATCH_VARIABLES:
-            # No per-recipient variable is used, so an empty recipient renders the same subject.
-            nobody = _RowView(SimpleNamespace(data={}, name="", email=""), batch)
-            context = mail_context(nobody, token="", app=app, deadline=datetime.now(UTC))
-            self.batch_subject = one_line(text=self.subject.render(context))
-
-    @property
-    def returning(self) -> tuple:
-        """What the advancing UPDATE must return for ``queue``: only ids when the subject is the batch's."""
-        return (SigningRequest.id,) if self.batch_subject is not None else _RETURNED
-
-    def queue(self, rows: Sequence, *, now: datetime, user: User | None) -> list[int]:
-        """Mail rows for requests just advanced (``rows`` as ``returning`` says); a manual reminder also gets
-        an event naming the user; for automatic ones the outgoing-mail log is the record."""
-        if not rows:
-            return []
-        chosen = SigningRequest.id.in_([row.id for row in rows])
-        if self.batch_subject is not None:
-            # Set-based: the database writes the keys from the counters the UPDATE just set.
-            ids = queue_mails_from(
-                self.session,
-                select(
-                    message_id_sql(_REMINDER_KEY_SQL),
-                    SigningRequest.email,
-                    literal(self.batch_subject, String),
-                    SigningRequest.id,
-                    SigningRequest.batch_id,
-                    literal(now, UTCDateTime),
-                ).where(chosen),
-                kind=KIND,
-            )
-        else:
-            ids = queue_mails(self.session, [self._personal(row, now=now) for row in rows], now=now)
-        if user is not None:
-            self.session.execute(
-                insert(Event).from_select(
-                    ["request_id", "batch_id", "type", "created_at", "actor", "details"],
-                    select(
-                        SigningRequest.id,
-                        SigningRequest.batch_id,
-                        literal("reminder.manual", String),
-                        literal(now, UTCDateTime),
-                        literal(f"user:{user.id}", String),
-                        literal({}, JSON),
-                    ).where(chosen),
-                )
-            )
-        return ids
-
-    def queue_parties(self, rows: Sequence, *, now: datetime, user: User | None) -> list[int]:
-        """Mail rows for parties (not the recipient) whose counter this transaction advanced (``rows`` hold their
-        ``id``): each to the party's address with its own link; a manual one also gets an event naming the user
-        and the role."""
-        if not rows:
-            return []
-        parties = self.session.scalars(
-            select(Party)
-            .where(Party.id.in_([row.id for row in rows]))
-            .options(selectinload(Party.request))
-            .order_by(Party.id)
-            .execution_options(populate_existing=True)
-        ).all()
-        secret = self.app.config["SECRET_KEY"]
-        mails = []
-        for party in parties:
-            context = party_context(
-                party.request, party, token=party_token(party, secret=secret), app=self.app, now=now
-            )
-            mails.append(
-                {
-                    "key": party_reminder_key(party.id, party.token_nonce, party.reminder_count),
-                    "kind": PARTY_KIND,
-                    "to_email": party.email,
-                    "subject": one_line(text=self.subject.render(context)),
-                    "request_id": party.request_id,
-                    "batch_id": self.batch.id,
-                }
-            )
-            if user is not None:
-                self.session.add(
-                    Event(
-                        request_id=party.request_id,
-                        batch_id=party.batch_id,
-                        type="reminder.manual",
-                        created_at=now,
-                        actor=f"user:{user.id}",
-                        details={"role": party.role},
-                    )
-                )
-        return queue_mails(self.session, mails, now=now)
-
-    def _personal(self, row, *, now: datetime) -> dict:
-        """``queue_mails`` keywords of one reminder whose subject names the recipient."""
-        token = signing_token(secret=self.app.config["SECRET_KEY"], request_id=row.id, nonce=row.token_nonce or "")
-        context = mail_context(_RowView(row, self.batch), token=token, app=self.app, deadline=row.expires_at or now)
-        return {
-            "key": reminder_key(row.id, row.token_nonce, row.reminder_count),
-            "kind": KIND,
-            "to_email": row.email,
-            "subject": one_line(text=self.subject.render(context)),
-            "request_id": row.id,
-            "batch_id": self.batch.id,
-        }
-
-
-@dataclass(frozen=True)
-class _RowView:
-    """A RETURNING row seen as the request ``invitations.mail_context`` expects, without loading the ORM object."""
-
-    row: object
-    batch: Batch
-
-    def __getattr__(self, name):
-        return getattr(self.row, name)
-
-
-def reminder_key(request_id: int, nonce: str | None, number: int) -> str:
-    return f"reminder-{request_id}-{(nonce or '')[:12]}-{number}"
-
-
-def party_reminder_key(party_id: int, nonce: str | None, number: int) -> str:
-    return f"party-reminder-{party_id}-{(nonce or '')[:12]}-{number}"
-
-
-#: ``reminder_key`` computed by the database from a request row (after its counter was advanced).
-_REMINDER_KEY_SQL = (
-    literal("reminder-", String)
-    + cast(SigningRequest.id, String)
-    + literal("-", String)
-    + func.substr(func.coalesce(SigningRequest.token_nonce, ""), 1, 12)
-    + literal("-", String)
-    + cast(SigningRequest.reminder_count, String)
-)
-
-
-_RETURNED = (
-    SigningRequest.id,
-    SigningRequest.email,
-    SigningRequest.name,
-    SigningRequest.data,
-    SigningRequest.token_nonce,
-    SigningRequest.expires_at,
-    SigningRequest.reminder_count,
-)
-
-
 def queue_due_reminders(
     session: Session,
     *,
@@ -259,14 +74,15 @@ def queue_due_reminders(
     there, so locks are short and a crash loses nothing it has not committed); without it the
     caller commits once at the end.
     """
-    app = current_app._get_current_object()
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
     digest_every = timedelta(hours=app.config["COUNTERSIGN_DIGEST_HOURS"])
     started = time.monotonic()
     has_waiting = exists().where(SigningRequest.batch_id == Batch.id, SigningRequest.status.in_(WAITING_FOR_RECIPIENT))
     batch_ids = session.scalars(select(Batch.id).where(has_waiting).order_by(Batch.id)).all()
-    queued, waiting, all_ids = 0, 0, []
+    queued, waiting = 0, 0
+    all_ids: list[int] = []
     for batch_id in batch_ids:
-        batch = session.get(Batch, batch_id)
+        batch = session.get_one(Batch, batch_id)
         schedule = reminder_schedule(batch)
         if not schedule:
             continue
@@ -348,11 +164,9 @@ def _due(batch_id: int, *, number: int, invited_before: datetime, now: datetime)
 
 
 def parties_reminded_per_document(batch_id: int, *, now: datetime) -> tuple:
-    """The parties of the batch (not the recipient, whose reminders are the request's) that a reminder per document
-    may go to: invited or opened, with a live link, on a request still waiting whose deadline has not passed, and
-    not served by the countersigner's digest (``digests.served_by_digest``: its digest reminds it, even of a
-    document it opened on its own page). The one place that says who is reminded per document; the automatic and
-    the manual reminders follow."""
+    """The conditions on parties (not the recipient) a reminder per document may go to: invited or opened, with a
+    live link, on a request still waiting before its deadline, not served by a countersigner's digest. The one
+    place that says it, for the automatic and the manual reminders."""
     request_open = exists().where(
         SigningRequest.id == Party.request_id,
         SigningRequest.status.in_(WAITING_FOR_RECIPIENT),
@@ -403,53 +217,5 @@ def _count_due(session: Session, *, batch: Batch, schedule: tuple[float, ...], n
                 for n, days in enumerate(schedule, start=1)
             )
         )
-        count += session.scalar(select(func.count()).select_from(model).where(any_due))
+        count += session.scalar(select(func.count()).select_from(model).where(any_due)) or 0
     return count
-
-
-def _reminder_message(mail: OutgoingMail, *, batch: Batch, context: dict, pixel: str, app: Flask) -> Message:
-    """The reminder text of the batch's template rendered with ``context`` (whose ``signing_link`` it carries)."""
-    body = render_text(
-        mail_text(batch.template_version.reminder_body or DEFAULT_REMINDER_BODY, language=batch.language), context
-    )
-    message = Message(
-        subject=mail.subject,
-        recipients=[mail.to_email],
-        body=body,
-        html=html_body(body, link=context["signing_link"], pixel=pixel, language=batch.language),
-        sender=app.config["MAIL_DEFAULT_SENDER"],
-        reply_to=batch.reply_to or (batch.created_by.email if batch.created_by else None),
-    )
-    message.msgId = mail.message_id
-    return message
-
-
-@builder(KIND)
-def build_reminder(session: Session, mail: OutgoingMail, app: Flask) -> Message:
-    """The reminder as it goes out: its own text, the request's current link, the pixel, the row's Message-ID."""
-    request = session.get(SigningRequest, mail.request_id)
-    if request is None or request.status not in WAITING_FOR_RECIPIENT:
-        raise MailNotNeeded(f"request {mail.request_id} no longer waits for a signature")
-    secret = app.config["SECRET_KEY"]
-    token = current_token(request, secret=secret)
-    if token is None or not request.token_hash or f"-{request.token_nonce[:12]}-" not in mail.message_id:
-        raise MailNotNeeded(f"request {request.id} has a newer link than this reminder")
-    context = mail_context(request, token=token, app=app, deadline=request.expires_at or mail.created_at)
-    pixel = tracking_url(app_url=app.config["APP_URL"], request_id=request.id, secret=secret)
-    return _reminder_message(mail, batch=request.batch, context=context, pixel=pixel, app=app)
-
-
-@builder(PARTY_KIND)
-def build_party_reminder(session: Session, mail: OutgoingMail, app: Flask) -> Message:
-    """A party's reminder as it goes out: the template's reminder text with the party's name and current link;
-    none when the party no longer waits or has a newer link than the one it was queued for."""
-    party_id = int(mail.message_id.strip("<>").removeprefix("party-reminder-").split("-")[0])
-    party = session.get(Party, party_id)
-    request = party.request if party is not None else None
-    if request is None or party.status not in PARTY_WAITING or request.status not in WAITING_FOR_RECIPIENT:
-        raise MailNotNeeded(f"party {party_id} no longer waits for its signature")
-    if not party.token_hash or f"-{party.token_nonce[:12]}-" not in mail.message_id:
-        raise MailNotNeeded(f"party {party_id} has a newer link than this reminder")
-    token = party_token(party, secret=app.config["SECRET_KEY"])
-    context = party_context(request, party, token=token, app=app, now=mail.created_at)
-    return _reminder_message(mail, batch=request.batch, context=context, pixel="", app=app)

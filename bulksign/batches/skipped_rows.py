@@ -1,13 +1,8 @@
-"""Rows of the recipients file left out of a batch at creation: kept with the batch, counted on its page and in
-the API, and downloadable with their reasons, so that what was not sent can be fixed and sent later.
-
-The reasons are kept as message ids with their values (``core.messages.N_``) and translated when the file is
-made: the CSV speaks the downloader's language, whoever created the batch.
-"""
+"""Rows of the recipients file left out of a batch: kept with it, counted, and downloadable with their reasons,
+which are stored as message ids and translated for whoever downloads them."""
 
 from __future__ import annotations
 
-import csv
 import io
 from collections.abc import Iterator, Sequence
 
@@ -15,7 +10,8 @@ from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from bulksign.core.messages import N_, N_plural, OneOf
-from bulksign.core.spreadsheets import formula_safe
+from bulksign.core.slicing import slices
+from bulksign.core.spreadsheets import csv_writer
 from bulksign.models import BatchSkippedRow
 from bulksign.recipients.row_checks import RowError
 
@@ -34,8 +30,8 @@ def keep_skipped_rows(session: Session, *, batch_id: int, errors: Sequence[RowEr
         row["cells"] = row["cells"] or dict(error.values)
         row["reasons"].append({"column": error.column, **_stored(error.message)})
     rows = [by_row[n] for n in sorted(by_row)]
-    for start in range(0, len(rows), _CHUNK):
-        session.execute(insert(BatchSkippedRow), rows[start : start + _CHUNK])
+    for chunk in slices(rows, _CHUNK):
+        session.execute(insert(BatchSkippedRow), chunk)
     return len(rows)
 
 
@@ -46,7 +42,7 @@ def _stored(message: N_) -> dict:
         k: _stored(v) if isinstance(v, N_) else v.english if isinstance(v, OneOf) else v
         for k, v in message.values.items()
     }
-    stored = {"msgid": message.msgid, "values": values}
+    stored: dict[str, object] = {"msgid": message.msgid, "values": values}
     if isinstance(message, N_plural):
         stored.update(plural=message.plural, count=message.count)
     return stored
@@ -68,12 +64,12 @@ def skipped_rows_csv(session: Session, *, batch_id: int) -> Iterator[str]:
     ).all()
     headers = list(dict.fromkeys(h for r in rows for h in r.cells))
     out = io.StringIO()
-    writer = csv.writer(out)
+    writer = csv_writer(out)
 
     def line(cells) -> str:
         out.seek(0)
         out.truncate()
-        writer.writerow([formula_safe(str(c)) for c in cells])
+        writer.writerow(cells)
         return out.getvalue()
 
     yield "\ufeff" + line(["row", "column", "reason", *headers])

@@ -1,13 +1,5 @@
-"""The state machines of requests and batches: one compare-and-set writer each (tables in ``status``).
-
-Nothing else in the code assigns ``SigningRequest.status`` or ``Batch.status`` (``move_batches``).
-Every move of requests locks those still in an allowed state
-(``SELECT ... WHERE id IN (:ids) AND status IN (:allowed) FOR UPDATE``), then
-``UPDATE signing_requests SET status=:to ...`` those, so two workers, a retry and a recipient's click
-can race and exactly one of them wins. The lock also tells each winner's old status, which the
-per-batch counters (``batch_counts``) move from in the same transaction. (SQLite has no row locks:
-there it is one ``UPDATE ... WHERE id IN (:ids) AND status = :allowed`` per allowed state.)
-"""
+"""The state machines of requests and batches: one compare-and-set writer each (tables in ``status``); of racing
+movers exactly one wins. docs/architecture/batches.md says how."""
 
 from __future__ import annotations
 
@@ -16,8 +8,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import TypeVar, cast
 
-from sqlalchemy import Insert, Update, bindparam, insert, select, update
+from sqlalchemy import CursorResult, Insert, Update, bindparam, insert, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.util import identity_key
 from sqlalchemy.sql import ClauseElement
@@ -29,6 +22,8 @@ from bulksign.models import Batch, Event, SigningRequest
 # The statuses, tables and sets live in the leaf module ``status``; this module only moves rows between them.
 from bulksign.models.status import BATCH_TRANSITIONS, TRANSITIONS, IllegalTransition, Status
 from bulksign.signing import parties
+
+E = TypeVar("E", bound=StrEnum)
 
 
 @dataclass(frozen=True)
@@ -57,15 +52,9 @@ def transition(
     also_params: Mapping | None = None,
     **fields,
 ) -> TransitionResult:
-    """Move requests from one of ``frm`` to ``to`` by compare-and-set, append an event per win.
-
-    ``fields`` are further columns set in the same UPDATE (e.g. ``sent_at=now``). ``also``: an UPDATE of
-    another table that goes with the move (the mail row of a sent invitation), run whether or not the move
-    wins: on PostgreSQL in the move's own statement, so it costs no round trip. It is built once (a module's
-    constant, its per-call values bind parameters given in ``also_params``): the move's statement is cached
-    with it. The caller commits; the batch counters follow at that commit. Moves not in ``TRANSITIONS`` raise
-    ``IllegalTransition``.
-    """
+    """Move requests from one of ``frm`` to ``to`` by compare-and-set, append an event per win; ``fields`` are set
+    in the same UPDATE, ``also`` is an UPDATE run with it (built once, ``also_params`` its values). The caller
+    commits; moves not in ``TRANSITIONS`` raise ``IllegalTransition``."""
     # Sorted: the row locks are taken in id order, so two movers of overlapping sets queue instead of deadlocking.
     ids = [request_ids] if isinstance(request_ids, int) else sorted(set(request_ids))
     sources, target = _checked(TRANSITIONS, frm=frm, to=to, fields=fields)
@@ -135,15 +124,16 @@ def move_batches(
     sources, target = _checked(BATCH_TRANSITIONS, frm=frm, to=to, fields=fields)
     moved = 0
     for chunk in slices(ids):
-        moved += session.execute(
+        result = session.execute(
             update(Batch)
             .where(Batch.id.in_(chunk), Batch.status.in_([s.value for s in sources]))
             .values(status=target.value, **fields)
-        ).rowcount
+        )
+        moved += cast(CursorResult, result).rowcount
     return moved
 
 
-def _checked(table: dict, *, frm: str | Iterable[str], to: str, fields: dict) -> tuple[list, StrEnum]:
+def _checked(table: Mapping[E, frozenset[E]], *, frm: str | Iterable[str], to: str, fields: dict) -> tuple[list[E], E]:
     """The sources and target of a move as members of the table's enum; ``IllegalTransition`` off the table."""
     kind = type(next(iter(table)))
     sources = [kind(frm)] if isinstance(frm, str) else [kind(s) for s in frm]
@@ -189,8 +179,7 @@ def _move_and_log(
     INSERT INTO events SELECT … FROM moved``.
 
     A data-modifying ``WITH`` runs exactly once, whether or not the rest of the statement reads it. Built once
-    per shape and bound per call: building and keying a statement this size costs more CPU than running it,
-    once a mail (issue 32).
+    per shape and bound per call: building and keying a statement this size costs more CPU than running it.
     """
     # Values that are SQL (``attempts = attempts + 1``) are part of the statement, which is then built anew.
     inline = {k: v for k, v in values.items() if isinstance(v, ClauseElement)}
@@ -220,14 +209,23 @@ def _logged_move(
     requests, events = SigningRequest.__table__.c, Event.__table__.c
     # Named apart from the columns: a bind parameter named like a column it sets is SQLAlchemy's own.
     values = {k: bindparam(f"set_{k}", type_=requests[k].type) for k in bound}
+    # Locked first, in id order: an UPDATE locks rows in the order its plan reads them (a bitmap scan reads them
+    # in their order on disk), so two movers of overlapping sets could each hold a row the other waits for.
+    locked = (
+        select(SigningRequest.id)
+        .where(SigningRequest.id.in_(bindparam("ids", expanding=True)), SigningRequest.status == source)
+        .order_by(SigningRequest.id)
+        .with_for_update()
+        .cte("locked")
+    )
     moved = (
         update(SigningRequest)
-        .where(SigningRequest.id.in_(bindparam("ids", expanding=True)), SigningRequest.status == source)
+        .where(SigningRequest.id.in_(select(locked.c.id)), SigningRequest.status == source)
         .values(**values, **(inline or {}))
         .returning(SigningRequest.id, SigningRequest.batch_id)
         .cte("moved")
     )
-    ctes = [moved] if also is None else [moved, also.cte("also")]
+    ctes = [locked, moved] if also is None else [locked, moved, also.cte("also")]
     # The recipient party of a single-signer request moves with it (``parties.follows``).
     follow = parties.follows(select(moved.c.id), frm=source, to=target, now=values["status_changed_at"])
     if follow is not None:

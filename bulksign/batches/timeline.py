@@ -26,6 +26,10 @@ EVENT_LABELS = {
     "email.opened": _l("invitation mail opened"),
     "page.opened": _l("signing page opened"),
     "email.changed": _l("email address changed"),
+    "address_change.requested": _l("address change asked for, waiting for approval"),
+    "address_change.approved": _l("address change approved"),
+    "address_change.rejected": _l("address change rejected"),
+    "address_change.withdrawn": _l("address change withdrawn"),
     BOUNCED_TOO: _l("party's invitation bounced"),
     "link.issued": _l("new signing link issued"),
     "mail.invitation": _l("invitation mail"),
@@ -41,7 +45,7 @@ EVENT_LABELS = {
 }
 
 #: What went wrong and what to do, per state that needs a person.
-ADVICE = {
+ADVICE: dict[str, object] = {
     Status.FAILED: _l(
         "The document could not be prepared or the invitation could not be sent. "
         "Retry it; if it fails again, check the recipient's data and the template."

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import NoReturn
 
 import click
 
@@ -10,7 +11,7 @@ from bulksign.core.extensions import db, get_redis
 from bulksign.ops.services import check_services
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     click.echo(f"Error: {message}", err=True)
     sys.exit(1)
 

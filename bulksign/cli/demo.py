@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -13,6 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bulksign.core.extensions import db
+from bulksign.core.spreadsheets import csv_writer
 from bulksign.doc_templates.versions import create_template
 from bulksign.models import DocumentTemplate, User, utcnow
 from bulksign.people.users import create_user, normalise_email
@@ -74,9 +74,9 @@ def create_demo(session: Session, *, email: str, password: str, now: datetime, f
     csv_path = Path(folder) / "demo" / "recipients.csv"
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     with csv_path.open("w", newline="", encoding="utf-8-sig") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(DEMO_ROWS[0]))
-        writer.writeheader()
-        writer.writerows(DEMO_ROWS)
+        writer = csv_writer(fh)
+        writer.writerow(DEMO_ROWS[0])
+        writer.writerows(row.values() for row in DEMO_ROWS)
     return DemoResult(
         email=user.email, password=password, created_user=created_user, template_id=template.id, csv_path=csv_path
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import click
+from flask import current_app
 from flask.cli import AppGroup
 
 from bulksign.batches import retention
@@ -52,6 +53,7 @@ def team_retention_command(name: str, keep_signed_days: str | None, keep_unsigne
         )
     except retention.RetentionError as exc:
         fail(str(exc))
+    assert unsigned is not None  # check_days gives None only where allow_forever
     policy = retention.set_team_retention(
         db.session, team=team, keep_signed_days=signed, keep_unsigned_days=unsigned, now=utcnow()
     )
@@ -71,10 +73,17 @@ def preview_command() -> None:
 @privacy_cli.command("purge")
 def purge_command() -> None:
     """Purge now what has passed its time (the hourly job does the same)."""
-    result = retention.purge_due(db.session, storage=get_storage(), now=utcnow(), on_page=db.session.commit)
+    result = retention.purge_due(
+        db.session,
+        storage=get_storage(),
+        now=utcnow(),
+        on_page=db.session.commit,
+        upload_hours=current_app.config["UPLOAD_KEEP_HOURS"],
+    )
     click.echo(
-        f"Purged {result.requests} requests ({result.documents} documents, {result.files} files)"
-        f" and {result.skipped_rows} rows left out at creation."
+        f"Purged {result.requests} requests ({result.documents} documents, {result.files} files),"
+        f" {result.skipped_rows} rows left out at creation and {result.uploads} uploaded recipients files;"
+        f" webhook deliveries: {result.deliveries_emptied} emptied, {result.deliveries_rebuilt} pending rewritten."
     )
 
 
@@ -115,13 +124,20 @@ def erase_command(email: str) -> None:
     db.session.commit()
     for row in erasure.erased:
         click.echo(f"erased: request {row.request_id} (batch {row.batch_id} {row.batch_name}, {row.status})")
-    for row in erasure.kept:
-        if row.reason == LEGAL_HOLD:
-            why = f"its batch is on legal hold: {row.hold_reason}"
+    for kept in erasure.kept:
+        if kept.reason == LEGAL_HOLD:
+            why = f"its batch is on legal hold: {kept.hold_reason}"
         else:
-            until = "for ever" if row.kept_until is None else f"until {row.kept_until:%Y-%m-%d}"
+            until = "for ever" if kept.kept_until is None else f"until {kept.kept_until:%Y-%m-%d}"
             why = f"a signed contract, kept {until}"
-        click.echo(f"kept: request {row.request_id} (batch {row.batch_id} {row.batch_name}): {why}")
+        click.echo(f"kept: request {kept.request_id} (batch {kept.batch_id} {kept.batch_name}): {why}")
     if erasure.skipped_rows:
         click.echo(f"erased: {erasure.skipped_rows} rows left out of batches at creation")
+    if erasure.uploads:
+        click.echo(f"deleted: {erasure.uploads} uploaded recipients files that held the address")
+    if erasure.deliveries_emptied or erasure.deliveries_rebuilt:
+        click.echo(
+            f"webhook deliveries: {erasure.deliveries_emptied} sent ones emptied,"
+            f" {erasure.deliveries_rebuilt} pending ones rewritten without the person"
+        )
     click.echo(f"{len(erasure.erased)} erased, {len(erasure.kept)} kept.")

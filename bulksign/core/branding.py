@@ -1,14 +1,12 @@
 """The organisation's name, logo and colour (``ORG_NAME``, ``ORG_LOGO``, ``ORG_COLOR``) as pages and mails use them.
-
-The colour is checked when the settings load and turned into a palette that keeps WCAG AA contrast
-whatever colour an organisation picks: text on the brand colour is white or near-black, whichever
-reads better, and the brand colour used for links and text on white is darkened until it reaches 4.5:1.
-"""
+More in docs/architecture/core.md."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from bulksign.core.errors import BulksignError
 
 HEX_COLOR = re.compile(r"^#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6})$")
 DEFAULT_COLOR = "#2357d9"
@@ -21,7 +19,7 @@ WHITE = "#ffffff"
 AA = 4.5
 
 
-class BrandError(ValueError):
+class BrandError(BulksignError):
     """A branding setting is malformed; the message names it."""
 
 
@@ -82,7 +80,8 @@ def contrast(a: str, b: str) -> float:
 
 def _mix(color: str, other: str, share: float) -> str:
     """``color`` with ``share`` (0–1) of ``other`` mixed in."""
-    return _hex(tuple(c + (o - c) * share for c, o in zip(_rgb(color), _rgb(other))))
+    r, g, b = (c + (o - c) * share for c, o in zip(_rgb(color), _rgb(other)))
+    return _hex((r, g, b))
 
 
 def palette(color: str) -> tuple[str, str, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 from functools import cache
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -53,6 +54,11 @@ def _app_url(env) -> str:
     return f"http://{host}:{port}"
 
 
+def mail_server() -> tuple[str, int]:
+    """``MAIL_SERVER`` and ``MAIL_PORT``: where the app sends mail, and where ``make run``'s catcher listens."""
+    return os.environ.get("MAIL_SERVER", "127.0.0.1"), _int("MAIL_PORT", 1025)
+
+
 def load_config(overrides: dict | None = None) -> dict:
     """Read every setting from the environment, apply ``overrides``, and check them."""
     env = os.environ
@@ -61,8 +67,8 @@ def load_config(overrides: dict | None = None) -> dict:
         "DATABASE_URL": _database_url(env.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'bulksign.db'}")),
         "REDIS_URL": env.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
         "APP_URL": _app_url(env),
-        "MAIL_SERVER": env.get("MAIL_SERVER", "127.0.0.1"),
-        "MAIL_PORT": _int("MAIL_PORT", 1025),
+        "MAIL_SERVER": mail_server()[0],
+        "MAIL_PORT": mail_server()[1],
         "MAIL_USERNAME": env.get("MAIL_USERNAME") or None,
         "MAIL_PASSWORD": env.get("MAIL_PASSWORD") or None,
         "MAIL_USE_TLS": _bool(env.get("MAIL_USE_TLS", "false")),
@@ -138,7 +144,10 @@ def load_config(overrides: dict | None = None) -> dict:
         "WORKER_MAX_JOBS": _int("WORKER_MAX_JOBS", 0),
         "WORKER_MAX_RSS_MB": _int("WORKER_MAX_RSS_MB", 1024),
         "MAX_UPLOAD_MB": _int("MAX_UPLOAD_MB", 50),
-        # Largest file a signer attaches to an attachment field (issue 30).
+        # A recipients file checked but never made into a batch is deleted this long after its upload (one made
+        # into a batch goes with the batch's purge).
+        "UPLOAD_KEEP_HOURS": _int("UPLOAD_KEEP_HOURS", 24),
+        # Largest file a signer attaches to an attachment field.
         "ATTACHMENT_MAX_MB": _int("ATTACHMENT_MAX_MB", 10),
         # Empty: secure when APP_URL is https (see _derive).
         "SESSION_COOKIE_SECURE": env.get("SESSION_COOKIE_SECURE", ""),
@@ -160,8 +169,12 @@ def load_config(overrides: dict | None = None) -> dict:
     return cfg
 
 
+#: The languages the app and its mails speak (a batch's recipients read one of them).
+LANGUAGES = ("en", "ru")
+
+
 @cache
-def _time_zones() -> frozenset[str]:
+def time_zones() -> frozenset[str]:
     """The IANA zone names, read from the zone files once per process (the test suite builds an app per test)."""
     return frozenset(available_timezones())
 
@@ -197,7 +210,7 @@ def _check(cfg: dict) -> None:
         if cfg[name] < 0:
             raise ConfigError(f"{name} must be 0 (no limit) or more")
     _check_brand(cfg)
-    if cfg["ORG_TIMEZONE"] not in _time_zones():
+    if cfg["ORG_TIMEZONE"] not in time_zones():
         raise ConfigError(f"ORG_TIMEZONE must be an IANA time zone such as Europe/Berlin, got {cfg['ORG_TIMEZONE']!r}")
 
 
@@ -265,7 +278,7 @@ def _derive(cfg: dict) -> None:
     cfg["REMEMBER_COOKIE_SECURE"] = cfg["SESSION_COOKIE_SECURE"]
     cfg["WTF_CSRF_TIME_LIMIT"] = None
     cfg["BABEL_DEFAULT_LOCALE"] = "en"
-    cfg["LANGUAGES"] = ("en", "ru")
+    cfg["LANGUAGES"] = LANGUAGES
 
 
 def engine_options_for_pooler(options: dict) -> dict:
@@ -287,8 +300,6 @@ def _embedded_secret_key() -> str:
     try:
         return path.read_text().strip()
     except FileNotFoundError:
-        import secrets
-
         path.parent.mkdir(parents=True, exist_ok=True)
         key = secrets.token_hex(32)
         path.write_text(key)

@@ -1,16 +1,5 @@
 """Unhandled errors to Sentry (``SENTRY_DSN``; off when empty), with secrets and recipients' addresses taken out.
-
-What is sent: unhandled errors of the web app, of every RQ job (a failure that will be retried as a
-warning, the final one as an error) and of the scheduler, tagged with the request id or the job id
-that the logs carry too. What never leaves: request bodies (passwords, signatures, uploaded
-files), frame local variables (mail bodies, keys), cookies and Authorization headers, signing
-tokens in paths and secret query values (``logs``' rules), and e-mail addresses unless
-``SENTRY_SEND_PII`` is set.
-
-Handled errors are only breadcrumbs, except those staff cannot fix (storage, the renderer, the mail
-server refusing our login): the code that settles a chunk reports them (``OperatorFaults``), one
-Sentry issue per kind of failure.
-"""
+More in docs/architecture/core.md."""
 
 from __future__ import annotations
 
@@ -20,17 +9,20 @@ from collections import Counter
 from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 from flask import Flask
 
-from bulksign.core.logs import current_request_id, redact_query, redact_text
+from bulksign.core.logs import EMAIL_ADDRESS, current_request_id, redact_query, redact_text
 from bulksign.core.version import __version__
+
+if TYPE_CHECKING:
+    from sentry_sdk.types import Event
 
 logger = logging.getLogger(__name__)
 
 #: Any key whose name says it holds a secret or a mail body: its value is dropped whole.
 SECRET_KEY_NAME = re.compile(r"pass|secret|token|auth|cookie|api.?key|csrf|session|signature|body|html", re.I)
-EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}")
 REDACTED = "<redacted>"
 
 
@@ -61,7 +53,7 @@ def init_app(app: Flask) -> None:
         ],
         # No request bodies (passwords, signatures, files) and no frame variables (mail bodies, keys), ever.
         data_collection={"user_info": send_pii, "http_bodies": [], "stack_frame_variables": False},
-        before_send=lambda event, hint: scrub(event, send_pii=send_pii),
+        before_send=lambda event, hint: cast("Event", scrub(cast(dict, event), send_pii=send_pii)),
         traces_sample_rate=None,
     )
     logger.info("error tracking on", extra={"fields": {"environment": app.config.get("SENTRY_ENVIRONMENT")}})
@@ -172,5 +164,5 @@ def _clean(value, *, send_pii: bool):
         return [_clean(v, send_pii=send_pii) for v in value]
     if isinstance(value, str):
         value = redact_text(value)
-        return value if send_pii else EMAIL.sub("<email>", value)
+        return value if send_pii else EMAIL_ADDRESS.sub("<email>", value)
     return value

@@ -15,6 +15,7 @@ from flask_sqlalchemy import SQLAlchemy
 from flask_wtf.csrf import CSRFProtect
 from redis import Redis
 from sqlalchemy import MetaData
+from sqlalchemy.orm import Session
 
 from bulksign.core.redis_client import connect
 
@@ -27,7 +28,15 @@ naming_convention = {
     "pk": "pk_%(table_name)s",
 }
 
-db = SQLAlchemy(metadata=MetaData(naming_convention=naming_convention))
+
+class _Database(SQLAlchemy):
+    """Flask-SQLAlchemy, its ``session`` typed as the ``Session`` it stands for: the scoped session passes every
+    call to the request's own session, and the domain's functions take a ``Session``."""
+
+    session: Session  # type: ignore[assignment]
+
+
+db = _Database(metadata=MetaData(naming_convention=naming_convention))
 migrate = Migrate()
 login_manager = LoginManager()
 mail = Mail()

@@ -27,10 +27,11 @@ def select_locale() -> str:
     languages = current_app.config["LANGUAGES"]
     # Set by signing pages and mail jobs: the recipient's batch language wins.
     forced = g.get("locale") if g else None
-    if forced in languages:
+    if forced is not None and forced in languages:
         return forced
-    if _chosen_language() in languages:
-        return _chosen_language()
+    chosen = _chosen_language()
+    if chosen is not None and chosen in languages:
+        return chosen
     if request:
         if request.cookies.get(LANGUAGE_COOKIE) in languages:
             return request.cookies[LANGUAGE_COOKIE]

@@ -1,8 +1,5 @@
 """Opaque keyset cursors: the sort values of the last row of a page, so the next page starts right after it.
-
-Every list of the API pages the same way (``cursor`` in, ``next_cursor`` out); the cursor is
-base64url JSON, opaque to clients, and anything that does not decode to the expected values is refused.
-"""
+More in docs/architecture/core.md."""
 
 from __future__ import annotations
 
@@ -11,8 +8,10 @@ import binascii
 import json
 from datetime import datetime
 
+from bulksign.core.errors import BulksignError
 
-class CursorError(ValueError):
+
+class CursorError(BulksignError):
     """The cursor is not one this list handed out; the message says what to do."""
 
     def __init__(self):
@@ -41,7 +40,13 @@ def decode(cursor: str, *kinds: type) -> tuple:
             except (TypeError, ValueError):
                 raise CursorError() from None
         # bool is an int in Python, not a row id; ids beyond 64 bits are no row's.
-        elif type(value) is not kind or kind is int and not 0 <= value < 2**63 or kind is str and "\x00" in value:
+        elif (
+            type(value) is not kind
+            or isinstance(value, int)
+            and not 0 <= value < 2**63
+            or isinstance(value, str)
+            and "\x00" in value
+        ):
             raise CursorError()
         values.append(value)
     return tuple(values)

@@ -1,4 +1,5 @@
-"""Structured logs: one JSON line per record, with the request id or RQ job id when there is one."""
+"""Structured logs: one JSON line per record, with the request id or RQ job id when there is one.
+More in docs/architecture/core.md."""
 
 from __future__ import annotations
 
@@ -8,14 +9,30 @@ import re
 import sys
 import uuid
 from datetime import UTC, datetime
-from urllib.parse import unquote, unquote_plus
+from urllib.parse import quote_plus, unquote, unquote_plus
 
 from flask import Flask, g, has_request_context, request
+from rq import get_current_job
+
+#: An e-mail address in free text.
+EMAIL_ADDRESS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}")
+
+
+def mask_addresses(text: str) -> str:
+    """``text`` with each e-mail address's mailbox masked: ``***@example.com`` (the domain tells mail trouble)."""
+    return EMAIL_ADDRESS.sub(lambda m: "***@" + m.group(0).rpartition("@")[2], text)
+
+
+class MaskingFormatter(logging.Formatter):
+    """The plain format (``LOG_JSON=false``), addresses masked."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return mask_addresses(super().format(record))
 
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        line = {
+        line: dict[str, object] = {
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,
@@ -31,7 +48,7 @@ class JsonFormatter(logging.Formatter):
             line[key] = value
         if record.exc_info:
             line["exc"] = self.formatException(record.exc_info)
-        return json.dumps(line, default=str, ensure_ascii=False)
+        return mask_addresses(json.dumps(line, default=str, ensure_ascii=False))
 
 
 #: Paths whose next segment is a secret token (signing links, tracking pixels).
@@ -58,16 +75,20 @@ LOG_TARGET = "bulksign.log_target"
 
 
 def redact_query(query: str) -> str:
-    """The query string with the values of secret-bearing parameters replaced by ``<redacted>``.
+    """The query string with the values of secret-bearing parameters replaced by ``<redacted>``, and e-mail
+    addresses in the others masked (a staff search for a person's address).
 
-    Names are compared decoded, as the app reads them: ``%74oken`` is ``token``."""
+    Names and values are read decoded, as the app reads them: ``%74oken`` is ``token``."""
     if not query:
         return query
     parts = []
     for part in query.split("&"):
-        name, sep, _ = part.partition("=")
-        secret = sep and unquote_plus(name).strip().lower() in SECRET_PARAMETERS
-        parts.append(f"{name}=<redacted>" if secret else part)
+        name, sep, value = part.partition("=")
+        if sep and unquote_plus(name).strip().lower() in SECRET_PARAMETERS:
+            part = f"{name}=<redacted>"
+        elif EMAIL_ADDRESS.search(unquote_plus(value)):
+            part = f"{name}={quote_plus(mask_addresses(unquote_plus(value)), safe='*@')}"
+        parts.append(part)
     return "&".join(parts)
 
 
@@ -99,8 +120,6 @@ def current_request_id() -> str | None:
 
 def _current_job_id() -> str | None:
     try:
-        from rq import get_current_job
-
         job = get_current_job()
     except Exception:  # outside a worker there is no job, and rq may raise instead of returning None
         return None
@@ -109,8 +128,7 @@ def _current_job_id() -> str | None:
 
 def init_app(app: Flask) -> None:
     handler = logging.StreamHandler(sys.stderr)
-    if app.config.get("LOG_JSON", True):
-        handler.setFormatter(JsonFormatter())
+    handler.setFormatter(JsonFormatter() if app.config.get("LOG_JSON", True) else MaskingFormatter())
     root = logging.getLogger("bulksign")
     if not any(isinstance(h.formatter, JsonFormatter) for h in root.handlers):
         root.handlers = [handler]

@@ -1,14 +1,12 @@
 """Messages the domain returns for people: a message id and its values, translated only when shown.
-
-Domain modules know nothing of the viewer's language; ``str(message)`` translates in whatever
-language is active there (the staff member's page, the API caller's, a mail's forced locale).
-``N_`` is one of Babel's default extraction keywords, so ``pybabel extract`` finds the ids; ``N_plural``, a message
-whose words follow a count, is extracted as a plural entry by the keyword ``N_plural:1,2`` (scripts/catalog.py).
-"""
+More in docs/architecture/core.md."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from babel.lists import format_list
+from flask_babel import get_locale, gettext, ngettext
 
 
 class N_:
@@ -21,8 +19,6 @@ class N_:
         self.values = values
 
     def __str__(self) -> str:
-        from flask_babel import gettext
-
         # Values are substituted into the translated text; gettext leaves escaping to the template.
         return gettext(self.msgid, **self.values)
 
@@ -74,8 +70,6 @@ class N_plural(N_):
         self.count = count
 
     def __str__(self) -> str:
-        from flask_babel import ngettext
-
         # ``num`` (the count) is among the values.
         return ngettext(self.msgid, self.plural, **self.values)
 
@@ -94,8 +88,6 @@ class OneOf:
     items: tuple[str, ...]
 
     def __str__(self) -> str:
-        from flask_babel import get_locale
-
         return self._joined(get_locale() or "en")
 
     @property
@@ -103,6 +95,4 @@ class OneOf:
         return self._joined("en")
 
     def _joined(self, locale) -> str:
-        from babel.lists import format_list
-
         return format_list(list(self.items), style="or", locale=locale)

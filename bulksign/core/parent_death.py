@@ -1,8 +1,5 @@
 """Child processes that end with their parent, even when it is killed by SIGKILL (Linux's parent-death signal).
-
-A child left running with parent 1 goes on doing its parent's work unseen: a worker's scheduler holds its
-queues' locks, a worker drains queues its supervisor already gave to a replacement, LibreOffice keeps its memory.
-"""
+More in docs/architecture/core.md."""
 
 from __future__ import annotations
 

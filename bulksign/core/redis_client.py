@@ -1,12 +1,6 @@
 """How the app reaches Redis: one server, or the master a Sentinel set-up names. The app's one client
 (one pool per process) is ``extensions.get_redis``, the only caller of ``connect``.
-
-``REDIS_URL`` is either a plain ``redis://``, ``rediss://`` or ``unix://`` URL, or
-``redis+sentinel://[:password@]host:port[,host:port…]/master-name[?db=N]`` — the form
-Flask-Limiter (``limits``) and rq-dashboard also read. With Sentinel, a connection asks the
-sentinels where the master is whenever it (re)connects, so after a failover the queues, the
-throttle and the scheduler find the promoted replica by themselves.
-"""
+More in docs/architecture/core.md."""
 
 from __future__ import annotations
 
@@ -90,7 +84,7 @@ def connect(url: str, **options) -> Redis:
         return Redis.from_url(url, **options)
     target = parse_sentinel_url(url)
     # The sentinels answer "where is the master" quickly or not at all: a short timeout moves on to the next one.
-    sentinel_options = {"socket_timeout": 1, "socket_connect_timeout": 1}
+    sentinel_options: dict[str, int | str] = {"socket_timeout": 1, "socket_connect_timeout": 1}
     if target.password:
         sentinel_options["password"] = target.password
     sentinel = Sentinel(list(target.sentinels), sentinel_kwargs=sentinel_options, password=target.password, **options)

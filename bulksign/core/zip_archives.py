@@ -1,12 +1,5 @@
 """Uploaded zip packages (.docx, .xlsx) inflated as streams within limits, their declared sizes proven true.
-
-A part's zip header says how large it unpacks, and ``zipfile`` believes it: ``ZipFile.read`` inflates in one call
-up to 2 GiB whatever the header said, and a part that declares 2.6 KB may inflate to 2 GiB (a 2 MB Word upload
-once took 2.3 GB of a web worker's memory). Here every part is inflated from its raw bytes in chunks, counted as
-it comes, and refused past the limit; a part must unpack to exactly the size and checksum its headers declare.
-Once ``check`` passed, whatever reads the package afterwards (python-docx, openpyxl, LibreOffice) reads parts of
-the sizes that were counted.
-"""
+More in docs/architecture/core.md."""
 
 from __future__ import annotations
 
@@ -16,6 +9,8 @@ import zipfile
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+
+from bulksign.core.errors import BulksignError
 
 #: Raw bytes read, and most bytes inflated, per step: what one step may hold in memory.
 _CHUNK = 1 << 20
@@ -31,7 +26,7 @@ class Limits:
     total_bytes: int
 
 
-class ArchiveRefused(ValueError):
+class ArchiveRefused(BulksignError):
     """Why a package is refused: ``reason`` is ``broken``, ``parts``, ``part_bytes`` or ``total_bytes``; ``part``
     names the part and ``size`` the count that passed its limit (the parts, or the bytes inflated so far)."""
 
@@ -64,7 +59,7 @@ def _parts(data: bytes, limits: Limits, wanted: Callable[[str], bool]) -> Iterat
         for info in infos:
             if info.is_dir():
                 continue
-            kept = [] if wanted(info.filename) else None
+            kept: list[bytes] | None = [] if wanted(info.filename) else None
             size = 0
             for piece in _inflated(archive, info):
                 size += len(piece)
@@ -91,7 +86,7 @@ def _inflated(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> Iterator[bytes
     raw_info = copy.copy(info)
     raw_info.compress_type = zipfile.ZIP_STORED
     raw_info.file_size = info.compress_size
-    raw_info.CRC = None
+    raw_info.CRC = None  # type: ignore[assignment]  # zipfile checks no CRC where it is None
     inflater = zlib.decompressobj(-zlib.MAX_WBITS) if info.compress_type == zipfile.ZIP_DEFLATED else None
     crc = size = 0
     try:

@@ -1,10 +1,5 @@
 """The columns a version's recipients file fills, and which of them every row must fill (``needed_columns``).
-
-A variable the document prints whatever the row holds (``variables.printed_variables``) needs a value on every
-row; so does one the invitation or reminder mail prints (``Hello {{ name }}``). One only tested, under a
-condition or with a default is optional: the file may leave it out or empty. Read from each version as it is
-when asked (versions never change), so versions saved before this was known are checked the same way.
-"""
+More in docs/architecture/doc_templates.md."""
 
 from __future__ import annotations
 

@@ -1,19 +1,5 @@
 """What a Word package may hold before LibreOffice opens it: nothing that loads a file or an address.
-
-Checked on the parts as they are handed to LibreOffice (python-docx rewrites what was uploaded: a spelling that a
-check of the upload would miss comes out canonical), with a real XML parser, so that namespaces, prefixes,
-character references, CDATA and quoting are read as LibreOffice reads them. Every part is looked at, whatever its
-name (body, headers, footers, footnotes, fonts, settings, custom XML, drawings), and refused when it has:
-- a DOCTYPE (the only way to declare entities; LibreOffice cannot convert such a part anyway);
-- a relationship that leaves the package (``TargetMode="External"``, or a target with a scheme), but for a plain
-  ``http``, ``https`` or ``mailto`` hyperlink that only hyperlinks point at;
-- an embedded object or package (OLE objects, ActiveX, sub-documents, alternative-format chunks, attached
-  templates, frames, mail-merge sources), by relationship type, element or part name;
-- a field that includes, imports or links (INCLUDETEXT, INCLUDEPICTURE, LINK, DDE …), its code joined across the
-  runs Word split it into, or a ``{{ }}`` inside a field code;
-- an attribute that names a file or address to load (``src``/``href`` of VML and SVG) other than a fragment.
-The converter's sandbox (``sandbox``) is the second wall, for whatever this misses.
-"""
+More in docs/architecture/doc_templates.md."""
 
 from __future__ import annotations
 

@@ -1,16 +1,5 @@
 """Word templates: a .docx with ``{{ column }}`` placeholders, filled by docxtpl, printed by LibreOffice.
-
-The placeholders are Jinja, filled in by the same bounded sandbox as HTML templates (``doc_templates``):
-every value is escaped (for XML here), nothing outside the row is reachable, and the same time and size
-limits apply. docxtpl joins a placeholder that Word split across runs (bold half a name, spell-check
-marks); the XML is never parsed by hand here.
-
-A file is checked before docxtpl opens it (size, what each part inflates to as it streams, macros,
-encryption) and refused if it would make LibreOffice load anything from outside (linked images, INCLUDETEXT
-fields, embedded documents; ``docx_safety``): the PDF must hold only the template and the row. That check runs
-on the upload, again on the parts python-docx writes out, and on each recipient's filled parts, so it judges
-what LibreOffice is given; LibreOffice itself runs in a sandbox with no network and none of our files.
-"""
+More in docs/architecture/doc_templates.md."""
 
 from __future__ import annotations
 
@@ -32,9 +21,8 @@ from markupsafe import Markup
 from pypdf import PdfReader
 from pypdf.errors import PdfReadError
 
-from bulksign.core import zip_archives
 from bulksign.core.messages import N_
-from bulksign.doc_templates import docx_safety
+from bulksign.doc_templates import docx_package, docx_safety
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.html_safety import unsafe_jinja
 from bulksign.doc_templates.jinja_sandbox import refuse_other_templates, refuse_unknown_names, render_html, sandbox
@@ -60,16 +48,6 @@ from bulksign.documents.signature_box import (
 )
 from bulksign.models import TemplateVersion
 
-#: Largest .docx accepted, and most it may unpack to: all parts, any one part (a 10 MB photo is 30 MB unpacked).
-MAX_DOCX_BYTES = 10 * 1024 * 1024
-MAX_UNPACKED_BYTES = 100 * 1024 * 1024
-MAX_PART_BYTES = 50 * 1024 * 1024
-MAX_PARTS = 1000
-_LIMITS = zip_archives.Limits(parts=MAX_PARTS, part_bytes=MAX_PART_BYTES, total_bytes=MAX_UNPACKED_BYTES)
-
-_OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # an encrypted .docx is an OLE container, not a zip
-_MACROS = re.compile(r"(^|/)vba(Project\.bin|Data\.xml)$", re.I)
-_MACRO_CONTENT_TYPE = b"macroEnabled"
 _HAS_JINJA = re.compile(r"{{|{%|{#")
 
 
@@ -153,84 +131,11 @@ def _framed_box(width_mm: float, height_mm: float, colour_hex: str) -> Markup:
     )
 
 
-def _read_parts(data: bytes) -> dict[str, bytes]:
-    """Every part of the document, after checking what the archive holds and unpacks to (each part inflated as a
-    stream, within the limits, its declared size proven true: python-docx reads the same bytes afterwards)."""
-    if len(data) > MAX_DOCX_BYTES:
-        raise TemplateError(
-            N_(
-                "The Word file has %(size).1f MB; the limit is %(limit)d MB. Make the images in it smaller.",
-                size=len(data) / 1024 / 1024,
-                limit=MAX_DOCX_BYTES // 1024 // 1024,
-            )
-        )
-    if data.startswith(_OLE_MAGIC):
-        raise TemplateError(
-            N_(
-                "The Word file is password-protected (or an old .doc). Remove the password "
-                "(File → Info → Protect Document) and save it as .docx."
-            )
-        )
-    try:
-        parts = zip_archives.read(data, limits=_LIMITS)
-    except zip_archives.ArchiveRefused as refused:
-        raise _refusal(refused) from None
-    if "word/document.xml" not in parts:
-        raise TemplateError(N_("The file is not a Word document. Save it from Word as .docx and upload it again."))
-    if any(_MACROS.search(name) for name in parts) or _MACRO_CONTENT_TYPE in parts.get("[Content_Types].xml", b""):
-        raise TemplateError(
-            N_(
-                "The Word file contains macros, which are not allowed. Save it as a Word Document "
-                "(.docx) without macros and upload that."
-            )
-        )
-    return parts
-
-
-def _refusal(refused: zip_archives.ArchiveRefused) -> TemplateError:
-    if refused.reason == "parts":
-        return TemplateError(
-            N_("The Word file has %(n)d parts; the limit is %(limit)d.", n=refused.size, limit=MAX_PARTS)
-        )
-    if refused.reason == "part_bytes":
-        return TemplateError(
-            N_(
-                "The Word file is not a real document: its part %(part)s unpacks to more than %(limit)d MB.",
-                part=refused.part[:80],
-                limit=MAX_PART_BYTES // 1024 // 1024,
-            )
-        )
-    if refused.reason == "total_bytes":
-        return TemplateError(
-            N_("The Word file unpacks to more than %(limit)d MB.", limit=MAX_UNPACKED_BYTES // 1024 // 1024)
-        )
-    # zipfile's and zlib's own failures, encrypted parts, and headers that lie about what a part unpacks to.
-    return TemplateError(
-        N_(
-            "The Word file is broken or password-protected and cannot be read. Open it in Word, save "
-            "it again as .docx and upload that."
-        )
-    )
-
-
-def _template(data: bytes) -> DocxTemplate:
-    try:
-        return DocxTemplate(io.BytesIO(data))
-    except Exception as exc:  # noqa: BLE001 - python-docx fails on broken parts in many ways
-        raise TemplateError(
-            N_(
-                "The Word file is broken and cannot be read. Open it in Word, save it again as "
-                ".docx and upload that. (%(error)s)",
-                error=type(exc).__name__,
-            )
-        ) from None
-
-
 def variables(data: bytes) -> list[str]:
     """The placeholders of an uploaded .docx, sorted; TemplateError for a file that cannot be a template."""
-    docx_safety.check_package(_read_parts(data))  # the upload, for a clear answer before docxtpl reads it
+    docx_safety.check_package(docx_package.read_parts(data))  # the upload, for a clear answer before docxtpl reads it
     try:
-        found = sorted(_template(data).get_undeclared_template_variables(jinja_env=_JINJA))
+        found = sorted(docx_package.open_template(data).get_undeclared_template_variables(jinja_env=_JINJA))
     except TemplateSyntaxError as exc:
         raise TemplateError(
             N_(
@@ -240,7 +145,7 @@ def variables(data: bytes) -> list[str]:
         ) from None
     except TemplateError as exc:
         raise type(exc)(exc.message, hint=exc.hint) from None  # a line of the XML would mean nothing to the reader
-    except Exception as exc:  # noqa: BLE001 - see _template
+    except Exception as exc:  # noqa: BLE001 - see docx_package.open_template
         raise TemplateError(
             N_("The Word file cannot be read as a template (%(error)s).", error=type(exc).__name__)
         ) from None
@@ -252,7 +157,14 @@ def variables(data: bytes) -> list[str]:
 def fill(
     data: bytes, row: dict, *, marks: Iterable[str] | None = None, fields: Mapping[str, str] | None = None
 ) -> bytes:
-    """The .docx with the row's values in place of the placeholders (no conversion).
+    """The .docx with the row's values in place of the placeholders (no conversion): ``fill_parts``, packed."""
+    return _prepared(data).pack(fill_parts(data, row, marks=marks, fields=fields))
+
+
+def fill_parts(
+    data: bytes, row: dict, *, marks: Iterable[str] | None = None, fields: Mapping[str, str] | None = None
+) -> dict[str, bytes]:
+    """The parts the row's values fill in, by name (the others are ``package``'s).
 
     ``{{ signature }}`` is always the signature box, whatever the row holds under that name, and each other
     role's mark (``{{ signature_employer }}``) that role's box: the ``marks`` given (its version's,
@@ -261,7 +173,7 @@ def fill(
     marks = mark_indexes([SIGNATURE_VARIABLE, *(name for name in (row if marks is None else marks) if mark_role(name))])
     try:
         boxes = {name: _field_box(index, (fields or {})[name]) for name, index in field_indexes(fields or {}).items()}
-        return _prepared(data).fill({**row, **{name: _signature_box(index) for name, index in marks.items()}, **boxes})
+        return _prepared(data).parts({**row, **{name: _signature_box(index) for name, index in marks.items()}, **boxes})
     except TemplateSyntaxError as exc:
         raise TemplateError(
             N_(
@@ -280,6 +192,20 @@ def fill(
                 "in one paragraph or table cell and ends in another. Keep each in one paragraph."
             )
         ) from None
+
+
+def fill_version(version: TemplateVersion | None, data: bytes, row: dict) -> dict[str, bytes]:
+    """``fill_parts`` with the marks and fields of ``version`` (None: a preview's, every mark among the row's)."""
+    marks = None if version is None else marks_among(row, roles=version.roles or ())
+    fields = None if version is None else stored_marks(version.fields)
+    return fill_parts(data, row, marks=marks, fields=fields)
+
+
+@functools.lru_cache(maxsize=4)
+def package(data: bytes) -> dict[str, bytes]:
+    """The parts of ``data`` as every recipient's copy holds them (those ``fill_parts`` does not write), by name."""
+    with zipfile.ZipFile(io.BytesIO(_prepared(data).unchanging)) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
 
 
 #: docxtpl's list of the core properties it fills in (title, subject …); the others are not text.
@@ -315,7 +241,8 @@ class _Prepared:
     #: The outside hyperlinks of the parts filled per recipient, which ``docx_safety`` checks them against.
     hyperlinks: docx_safety.Hyperlinks
 
-    def fill(self, context: dict) -> bytes:
+    def parts(self, context: dict) -> dict[str, bytes]:
+        """The parts the recipient's values fill in, checked (``docx_safety``), by name."""
         steps = _docxtpl_steps()
         body = steps.fix_tables(steps.render_xml_part(self.body, None, context, _JINJA))
         steps.fix_docpr_ids(body)
@@ -329,10 +256,13 @@ class _Prepared:
             filled[name] = serialize_part_xml(parse_xml(part))  # as python-docx stores a part it loaded
         for name, xml in self.footnotes.items():
             filled[name] = steps.render_xml_part(xml, None, context, _JINJA).encode("utf-8")
-        name, xml = self.core
-        filled[name] = _filled_core_properties(xml, context)
+        core_name, core_xml = self.core
+        filled[core_name] = _filled_core_properties(core_xml, context)
         # What LibreOffice gets is checked, not only what was uploaded: the unchanging parts once, these each time.
         docx_safety.check_parts(filled, hyperlinks=self.hyperlinks)
+        return filled
+
+    def pack(self, filled: Mapping[str, bytes]) -> bytes:
         out = io.BytesIO(self.unchanging)
         with zipfile.ZipFile(out, "a", zipfile.ZIP_DEFLATED) as archive:
             for name, part in filled.items():
@@ -359,13 +289,15 @@ def _filled_core_properties(xml: bytes, context: dict) -> bytes:
 def _prepared(data: bytes) -> _Prepared:
     # Keyed by the file itself: versions never change, and a render worker fills one version's file many times.
     # At most 4 files stay prepared, each about as large as its packed parts.
-    _read_parts(data)  # its limits, before python-docx reads the parts (a stored file was checked on upload, too)
-    template = _template(data)
+    docx_package.read_parts(
+        data
+    )  # its limits, before python-docx reads the parts (a stored file was checked on upload, too)
+    template = docx_package.open_template(data)
     try:
         return _prepare(template)
     except TemplateError:
         raise
-    except Exception as exc:  # noqa: BLE001 - see _template
+    except Exception as exc:  # noqa: BLE001 - see docx_package.open_template
         raise TemplateError(
             N_("The Word file cannot be read as a template (%(error)s).", error=type(exc).__name__)
         ) from None
@@ -435,9 +367,7 @@ def prepare(version: TemplateVersion, source: bytes, row: dict, *, timeout: floa
     """One recipient's PDF in two steps: the .docx is filled now, in the calling thread; the returned call
     converts it with this process's warm LibreOffice. The render job runs that call in its renderer thread, so
     the next recipient's fill overlaps this one's conversion instead of adding to it."""
-    marks = None if version is None else marks_among(row, roles=version.roles or ())
-    fields = None if version is None else stored_marks(version.fields)
-    return functools.partial(_convert, fill(source, row, marks=marks, fields=fields), timeout=timeout)
+    return functools.partial(_convert, _prepared(source).pack(fill_version(version, source, row)), timeout=timeout)
 
 
 def _convert(filled: bytes, *, timeout: float) -> bytes:

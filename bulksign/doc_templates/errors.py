@@ -1,22 +1,28 @@
-"""Template errors in plain words: ``TemplateError`` (the template cannot be used: line, hint, excerpt), the two
-kinds refused at save whatever the row's values (``TemplateBroken``, ``TemplateTooCostly``), and Jinja's syntax
-errors turned into them (``syntax_error``). A leaf: every template module raises these.
-"""
+"""Template errors in plain words: ``TemplateError`` (line, hint, excerpt), the kinds refused at save whatever
+the row's values (``TemplateBroken``, ``TemplateTooCostly``), and Jinja's syntax errors turned into them."""
 
 from __future__ import annotations
 
 from jinja2 import TemplateSyntaxError
 
+from bulksign.core.errors import BulksignError, Message
 from bulksign.doc_templates import template_words
 
 
-class TemplateError(ValueError):
+class TemplateError(BulksignError):
     """The template cannot be used; ``line`` is 1-based when known, ``hint`` says how to fix it, ``excerpt`` is the
     text of that line."""
 
-    def __init__(self, message: str, line: int | None = None, *, hint: str | None = None, excerpt: str | None = None):
-        super().__init__(message)
-        self.message = message
+    def __init__(
+        self,
+        message: Message,
+        line: int | None = None,
+        *,
+        hint: Message | None = None,
+        excerpt: str | None = None,
+        field: str | None = None,
+    ):
+        super().__init__(message, field=field)
         self.line = line
         self.hint = hint
         self.excerpt = excerpt

@@ -1,17 +1,15 @@
-"""The fields a template's signer fills (issue 30): read from its ``field_<name>`` marks in document order, each with
+"""The fields a template's signer fills: read from its ``field_<name>`` marks in document order, each with
 its settings (``FieldSettings``), kept with the template version (``TemplateVersion.fields``).
-
-A version being saved takes its fields' settings from what staff sent (``check_settings``) or, for any other edit,
-from the previous version: a field still marked keeps its settings, a new one starts with the defaults (``text``,
-required, the recipient's). A field is never a column the file must have; a column ``field_<name>`` prefills it
-(``columns.needed_columns`` lists it as optional).
-"""
+More in docs/architecture/doc_templates.md."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
 import math
+import posixpath
+import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -21,6 +19,7 @@ from babel.dates import format_date
 from babel.numbers import format_decimal
 
 from bulksign.core.messages import N_
+from bulksign.core.typed_text import INVISIBLE
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.roles import names_in_order
 from bulksign.documents.field_boxes import DEFAULT_TYPE, FIELD_PREFIX, FIELD_SIZES_MM, MAX_FIELDS, field_name
@@ -35,14 +34,21 @@ MAX_OPTION_CHARS = 200
 MAX_OPTIONS = 100
 #: The types a range applies to.
 _RANGED = ("number", "date")
+#: What an attachment may be, found by its content → the extension it is stored and given out under.
+ATTACHMENT_TYPES = {"application/pdf": ".pdf", "image/jpeg": ".jpg", "image/png": ".png"}
+#: Longest name an attachment is given out under (its extension included).
+MAX_FILE_NAME_CHARS = 200
+#: Names Windows keeps for devices: a file named so (with any extension) cannot be saved there.
+_DEVICE_NAMES = frozenset({"CON", "PRN", "AUX", "NUL", *(f"{p}{n}" for p in ("COM", "LPT") for n in range(1, 10))})
+#: What a name's stem keeps as it is: letters, digits, spaces and ``._-()``; any other character becomes ``_``.
+_UNSAFE_IN_NAME = re.compile(r"[^\w .()-]|_")
 
 
 class FieldSettingsError(TemplateError):
     """Settings staff sent that no field could have; ``field`` names the field (None: the whole list)."""
 
     def __init__(self, message: N_, *, field: str | None = None):
-        super().__init__(message)
-        self.field = field
+        super().__init__(message, field=field)
 
 
 @dataclass(frozen=True)
@@ -116,6 +122,26 @@ def shown_value(field: FieldSettings, value: str | None, *, language: str) -> N_
     except (InvalidOperation, ValueError):
         pass  # not in its canonical form (stored by hand?): shown as it is rather than failing the signed record
     return value
+
+
+def attachment_filename(name: str | None, *, content_type: str | None, field: str) -> str | None:
+    """The name an attachment is kept and given out under (the signed ZIP, the evidence package, downloads, the API,
+    webhooks): the stem of the signer's file name made safe (no folders, invisible or control characters, nothing
+    but letters, digits, spaces and ``._-()``, no dots or spaces at its ends, not a device name), then the extension
+    of the type its content was found to be, whatever the name said: ``invoice.bat`` of a PDF is ``invoice.pdf``.
+    The field's name stands in for a stem with nothing left; None stays None (a purged value)."""
+    if name is None:
+        return None
+    extension = ATTACHMENT_TYPES.get(content_type or "", "")
+    base = posixpath.basename(unicodedata.normalize("NFC", INVISIBLE.sub("", name)).replace("\\", "/"))
+    stem = base.rpartition(".")[0] if "." in base.strip(".") else base
+    stem = re.sub(r"_+", "_", _UNSAFE_IN_NAME.sub("_", " ".join(stem.split())))
+    if extension and stem.lower().endswith(extension):  # "scan.pdf.exe": not "scan.pdf.pdf"
+        stem = stem[: -len(extension)]
+    stem = stem.strip(" ._")[: MAX_FILE_NAME_CHARS - len(extension)].rstrip(" .") or field
+    if stem.upper() in _DEVICE_NAMES:
+        stem += "_"
+    return stem + extension
 
 
 def settled_fields(

@@ -1,7 +1,5 @@
-"""The save-time check of HTML templates (``check_html_safety``): nothing that makes the renderer fetch a resource
-(URL attributes, CSS ``url()``/``@import``, ``<base>``, meta refresh) or run a script, no variable where recipient
-data would choose what is loaded or written as markup (``unsafe_jinja``: ``|safe``, ``{% autoescape %}``).
-"""
+"""The save-time check of HTML templates: nothing that makes the renderer fetch a resource or run a script, no
+variable where recipient data would choose what is loaded or written as markup. More in docs/architecture/doc_templates.md."""
 
 from __future__ import annotations
 
@@ -162,8 +160,8 @@ class _SafetyScanner(HTMLParser):
                         self._refuse(N_("<%(tag)s %(name)s> %(problem)s", tag=tag, name=name, problem=problem), line)
 
     def _check_css(self, css: str, where: N_, line: int) -> None:
-        if _JINJA.search(css):
-            offset = css[: _JINJA.search(css).start()].count("\n")
+        if jinja := _JINJA.search(css):
+            offset = css[: jinja.start()].count("\n")
             self._refuse(
                 N_("%(where)s uses a {{ variable }}: recipient data may not write styles.", where=where), line + offset
             )

@@ -1,7 +1,5 @@
-"""The bounded Jinja sandbox every template renders in: Jinja's immutable sandbox plus bounds on what one step may
-make (``'a' * 10**10``, ``center(10**9)``, ``'%999999999s'|format`` ...), a time and size limit on one fill-in, and
-``render_html`` / ``render_text`` that turn whatever a template does wrong into a ``TemplateError``.
-"""
+"""The bounded Jinja sandbox every template renders in: Jinja's immutable sandbox with ``template_bounds``' limits,
+and ``render_html`` / ``render_text``, which turn whatever a template does wrong into a ``TemplateError``."""
 
 from __future__ import annotations
 
@@ -10,7 +8,6 @@ import functools
 import itertools
 import os
 import re
-import string
 import threading
 import time
 from collections.abc import Iterator
@@ -19,174 +16,22 @@ from contextlib import contextmanager
 from jinja2 import TemplateSyntaxError, nodes
 from jinja2.compiler import CodeGenerator
 from jinja2.exceptions import SecurityError, TemplateRuntimeError
-from jinja2.filters import do_default
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from bulksign.core.messages import N_
 from bulksign.doc_templates.errors import TemplateBroken, TemplateError, TemplateTooCostly, excerpt, syntax_error
-
-#: The most characters (or list items) one ``*`` may make, and the most bits a ``*`` or ``**`` of numbers may make.
-MAX_PRODUCT_LENGTH = 100_000
-MAX_NUMBER_BITS = 100_000
-#: One fill-in of a template (a document, a subject, a body) may take this long and make this much text.
-#: Loops inside loops over ``range(100000)`` otherwise keep a web worker (preview) or a render job busy for hours.
-MAX_RENDER_SECONDS = 5.0
-MAX_OUTPUT_CHARS = 10_000_000
-
-#: Widest field a printf/format spec, ``center`` or ``indent`` may ask for, and most a ``batch``/``slice`` may pad to.
-MAX_WIDTH = MAX_PRODUCT_LENGTH
-
-
-class _TooBig(SecurityError):
-    """One step would make a text or a number too large, whatever the time limit; refused at save too."""
-
-
-_PRINTF_FIELD = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?")
-_SPEC_NUMBER = re.compile(r"\d+")
-
-
-def _refuse_wide_printf(text) -> None:
-    """``'%999999999s'|format(x)`` makes a gigabyte in one C call that no time limit can interrupt."""
-    if not isinstance(text, str) or "%" not in text:
-        return
-    for match in _PRINTF_FIELD.finditer(text):
-        for number in match.groups():
-            if number == "*":
-                raise _TooBig(N_("a width taken from a value in a %(sign)s format", sign="%"))
-            if number and int(number) > MAX_WIDTH:
-                raise _TooBig(N_("a format width over %(n)s", n=MAX_WIDTH))
-
-
-def _refuse_wide_format_spec(text: str) -> None:
-    """The same for ``'{:>999999999}'.format(x)``, and widths nested from values (``{:{w}}``)."""
-    for _, _, spec, _ in string.Formatter().parse(text):
-        if spec and "{" in spec:
-            raise _TooBig(N_("a width taken from a value in a format"))
-        if spec and any(int(n) > MAX_WIDTH for n in _SPEC_NUMBER.findall(spec)):
-            raise _TooBig(N_("a format width over %(n)s", n=MAX_WIDTH))
-
-
-def _refuse_long(length: int) -> None:
-    if length > MAX_OUTPUT_CHARS:
-        raise _TooBig(N_("a text longer than %(n)s characters", n=f"{MAX_OUTPUT_CHARS:,}"))
-
-
-#: What ``_width`` says unless its caller names the limit otherwise (made once: ``N_`` is a value).
-_TOO_WIDE = N_("a width over %(n)s", n=MAX_WIDTH)
-
-
-def _width(value, too_big: N_ = _TOO_WIDE) -> None:
-    size = len(value) if isinstance(value, str) else value
-    if isinstance(size, int) and size > MAX_WIDTH:
-        raise _TooBig(too_big)
-
-
-def _replaced_length(text: str, old: str, new: str, count: int | None) -> int:
-    hits = len(text) + 1 if old == "" else text.count(old)
-    if count is not None and count >= 0:
-        hits = min(hits, count)
-    return len(text) + hits * (len(new) - len(old))
-
-
-def _joined_length(items: list, separator: str) -> int:
-    return sum(len(str(item)) for item in items) + len(separator) * max(len(items) - 1, 0)
-
-
-def _bounded_filters(filters: dict) -> dict:
-    """Jinja's filters whose width or count argument could make gigabytes in one step, checked first."""
-    center, indent, fmt, replace, join = (filters[n] for n in ("center", "indent", "format", "replace", "join"))
-    batch, slice_, wordwrap, sum_ = filters["batch"], filters["slice"], filters["wordwrap"], filters["sum"]
-
-    def bounded_center(value, width=80):
-        _width(width)
-        return center(value, width)
-
-    def bounded_indent(value, width=4, *args, **kwargs):
-        _width(width)
-        _refuse_long(len(str(value)) + (str(value).count("\n") + 1) * (len(width) if isinstance(width, str) else width))
-        return indent(value, width, *args, **kwargs)
-
-    def bounded_format(value, *args, **kwargs):
-        _refuse_wide_printf(value)
-        return fmt(value, *args, **kwargs)
-
-    def bounded_replace(eval_ctx, value, old, new, count=None):
-        _refuse_long(_replaced_length(str(value), str(old), str(new), count))
-        return replace(eval_ctx, value, old, new, count)
-
-    def bounded_join(eval_ctx, value, d="", attribute=None):
-        items = list(value)
-        if attribute is None:
-            _refuse_long(_joined_length(items, str(d)))
-        return join(eval_ctx, items, d, attribute)
-
-    def bounded_batch(value, linecount, fill_with=None):
-        _width(linecount, N_("a batch size over %(n)s", n=MAX_WIDTH))
-        return batch(value, linecount, fill_with)
-
-    def bounded_slice(value, slices, fill_with=None):
-        _width(slices, N_("a number of slices over %(n)s", n=MAX_WIDTH))
-        return slice_(value, slices, fill_with)
-
-    def bounded_wordwrap(environment, s, width=79, break_long_words=True, wrapstring=None, break_on_hyphens=True):
-        _refuse_long(len(str(s)) * (1 + len(wrapstring or "\n")) // max(int(width), 1))
-        return wordwrap(environment, s, width, break_long_words, wrapstring, break_on_hyphens)
-
-    def bounded_sum(environment, iterable, attribute=None, start=0):
-        items = list(iterable)
-        if attribute is None and isinstance(start, (str, list, tuple)):  # sum() of lists: one C call, n² memory
-            _refuse_long(len(start) + sum(len(i) for i in items if isinstance(i, (str, list, tuple))))
-        return sum_(environment, items, attribute, start)
-
-    for bounded, original in (
-        (bounded_replace, replace),
-        (bounded_join, join),
-        (bounded_wordwrap, wordwrap),
-        (bounded_sum, sum_),
-    ):
-        bounded.jinja_pass_arg = original.jinja_pass_arg  # eval context / environment, as Jinja passes them
-    return {
-        **filters,
-        "center": bounded_center,
-        "indent": bounded_indent,
-        "format": bounded_format,
-        "replace": bounded_replace,
-        "join": bounded_join,
-        "batch": bounded_batch,
-        "slice": bounded_slice,
-        "wordwrap": bounded_wordwrap,
-        "sum": bounded_sum,
-    }
-
-
-def _default(value, default_value="", boolean=False):
-    """Jinja's ``default``, which replaces an empty text too: an empty cell of the recipients file is no value (the
-    row holds every column a template uses, as "" where the file leaves it empty), and ``{{ x|default('—') }}``
-    is how a template says that ``x`` may be empty (``variables.printed_variables``)."""
-    return default_value if isinstance(value, str) and value == "" else do_default(value, default_value, boolean)
-
-
-def _check_str_method(method, args: tuple, kwargs: dict) -> tuple:
-    """Refuse a ``str`` method call that would make a huge text; returns the arguments to call it with."""
-    method = getattr(method, "__wrapped__", method)
-    owner, name = getattr(method, "__self__", None), getattr(method, "__name__", "")
-    if not isinstance(owner, str):
-        return args
-    if name in ("center", "ljust", "rjust", "zfill") and args:
-        _width(args[0])
-    elif name == "expandtabs":
-        tab = args[0] if args else kwargs.get("tabsize", 8)
-        _refuse_long(len(owner) + owner.count("\t") * (tab if isinstance(tab, int) else 0))
-    elif name == "replace" and len(args) >= 2:
-        count = args[2] if len(args) > 2 else kwargs.get("count")
-        _refuse_long(_replaced_length(owner, str(args[0]), str(args[1]), count if isinstance(count, int) else None))
-    elif name == "join" and args:
-        items = list(args[0])
-        _refuse_long(_joined_length(items, owner))
-        return (items, *args[1:])
-    elif name in ("format", "format_map"):
-        _refuse_wide_format_spec(owner)
-    return args
+from bulksign.doc_templates.template_bounds import (
+    MAX_NUMBER_BITS,
+    MAX_OUTPUT_CHARS,
+    MAX_PRODUCT_LENGTH,
+    MAX_RENDER_SECONDS,
+    TooBig,
+    bounded_filters,
+    check_str_method,
+    default,
+    refuse_long,
+    refuse_wide_printf,
+)
 
 
 class _BoundedCodeGenerator(CodeGenerator):
@@ -209,16 +54,16 @@ class _BoundedSandbox(ImmutableSandboxedEnvironment):
 
     def __init__(self, **options):
         super().__init__(**options)
-        self.filters = {**_bounded_filters(self.filters), "default": _default, "d": _default}
+        self.filters = {**bounded_filters(self.filters), "default": default, "d": default}
 
     @staticmethod
     def bounded_text(text):
         if isinstance(text, str):
-            _refuse_long(len(text))
+            refuse_long(len(text))
         return text
 
     def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 - Jinja's own signature
-        args = _check_str_method(__obj, args, kwargs)
+        args = check_str_method(__obj, args, kwargs)
         return __self.bounded_text(super().call(__context, __obj, *args, **kwargs))
 
     def call_binop(self, context, operator, left, right):
@@ -229,11 +74,11 @@ class _BoundedSandbox(ImmutableSandboxedEnvironment):
                     and isinstance(times, int)
                     and len(items) * times > MAX_PRODUCT_LENGTH
                 ):
-                    raise _TooBig(N_("a repeat longer than %(n)s characters", n=MAX_PRODUCT_LENGTH))
+                    raise TooBig(N_("a repeat longer than %(n)s characters", n=MAX_PRODUCT_LENGTH))
         elif operator == "%":
-            _refuse_wide_printf(left)
+            refuse_wide_printf(left)
         elif operator == "+" and isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)):
-            _refuse_long(len(left) + len(right))
+            refuse_long(len(left) + len(right))
         if (
             isinstance(left, int)
             and isinstance(right, int)
@@ -242,7 +87,7 @@ class _BoundedSandbox(ImmutableSandboxedEnvironment):
             and (left.bit_length() * right if operator == "**" else left.bit_length() + right.bit_length())
             > MAX_NUMBER_BITS
         ):
-            raise _TooBig(N_("a number too large to print"))
+            raise TooBig(N_("a number too large to print"))
         return super().call_binop(context, operator, left, right)
 
 
@@ -347,7 +192,7 @@ class _Watchdog:
     """One thread per process that interrupts a fill-in's Python code with ``_OutOfTime`` once its time is up.
 
     A thread started and joined for each fill-in cost more CPU than filling in a contract: a render job fills in
-    each document and its invitation's subject, the mail job each subject and body (issue 32).
+    each document and its invitation's subject, the mail job each subject and body.
     """
 
     def __init__(self) -> None:
@@ -436,9 +281,9 @@ def _render(env_name: str, source: str, context: dict) -> str:
         ) from None
     except TemplateSyntaxError as exc:
         raise syntax_error(exc, source) from None
-    except _TooBig as exc:
+    except TooBig as exc:
         raise TemplateTooCostly(
-            N_("The template tried something that is not allowed: %(what)s", what=exc.args[0])
+            N_("The template tried something that is not allowed: %(what)s", what=exc.what)
         ) from None
     except SecurityError as exc:
         raise TemplateError(N_("The template tried something that is not allowed: %(what)s", what=str(exc))) from None

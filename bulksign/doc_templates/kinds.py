@@ -1,27 +1,5 @@
 """Template kinds: one renderer per kind behind one interface, so batches, jobs and states never ask which.
-
-``html`` is the built-in kind: the version's ``html`` column, filled in by Jinja's sandbox and printed by
-wkhtmltopdf (``doc_templates`` + ``pdf``). Every other kind is an uploaded file kept in storage
-(``TemplateVersion.source_key``) and a ``Kind`` in ``KINDS``; adding a kind is one module and one line there.
-
-A ``Kind``'s contract:
-
-- ``clean(data: bytes) -> pdf_cleaning.Cleaned`` (optional): the uploaded file as it is kept, with what was taken
-  out of it (a PDF's active content, ``pdf_cleaning``); ``variables`` checks, and storage keeps, the cleaned file.
-- ``variables(data: bytes) -> list[str]``: check an uploaded file and return the placeholders it uses, sorted.
-  It refuses a file no row could fill (broken, encrypted, macros, too large or too costly) with
-  ``TemplateError`` (or ``TemplateBroken``/``TemplateTooCostly``), whose message tells a person what to do.
-- ``prepare(version, source, row, *, timeout) -> Callable[[], bytes]``: one recipient's PDF, in two steps.
-  ``prepare`` fills the file in the calling thread (the job's, which owns the session) and returns the
-  conversion, which the render job runs in its renderer thread while it fills the next recipient's file.
-  ``source`` is the uploaded file (read once per process, versions never change), ``row`` the recipient's
-  values by variable name, ``timeout`` seconds the conversion may take. Either step raises ``TemplateError``
-  when the row's values cannot fill the file (the request fails with that message), ``pdf.RenderError`` when
-  the converter fails (``transient=True``: the job retries it). Both run in the render worker, and in the web
-  process for the preview.
-
-No Flask request is used; ``prepare`` may use the app's storage only through ``source``.
-"""
+More in docs/architecture/doc_templates.md."""
 
 from __future__ import annotations
 
@@ -36,13 +14,13 @@ from bulksign.core.messages import N_
 from bulksign.doc_templates import docx_templates, pdf_cleaning, pdf_fill, pdf_forms
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.jinja_sandbox import render_html
+from bulksign.documents import together
 from bulksign.documents.field_boxes import field_name, find_field_boxes, stored_marks
-from bulksign.documents.pdf import render_pdf
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE, SignatureBox, find_signature_box
 from bulksign.documents.storage import get_storage
 from bulksign.models import TemplateVersion
 
-#: Largest file any kind may upload; each kind may refuse smaller ones (``docx_templates.MAX_DOCX_BYTES``).
+#: Largest file any kind may upload; each kind may refuse smaller ones (``docx_package.MAX_DOCX_BYTES``).
 MAX_SOURCE_BYTES = 20 * 1024 * 1024
 HTML = "html"
 HTML_EXTENSIONS = (".html", ".htm")
@@ -172,7 +150,7 @@ def prepare_document(version: TemplateVersion, row: dict, *, timeout: float) -> 
     """``render_document`` in two steps: reading the version and the source (and filling in HTML) happen now, in
     the calling thread (the one that owns the session); the returned conversion may run in another thread."""
     if version.kind == HTML:
-        return functools.partial(render_pdf, render_html(version.html, row), timeout=timeout)
+        return functools.partial(together.render_alone, render_html(version.html, row), timeout=timeout)
     return file_kind(version.kind).prepare(version, source(version.source_key), row, timeout=timeout)
 
 

@@ -4,6 +4,8 @@ message ids, and ``mail_text``, which gives a batch's recipients a default text 
 
 from __future__ import annotations
 
+from flask_babel import force_locale, gettext
+
 from bulksign.core.messages import N_
 
 # The default mail texts are message ids: a template that keeps one mails it in its batch's language
@@ -57,7 +59,6 @@ def mail_text(source: str, *, language: str) -> str:
     text = current_text(text=source)
     if text not in _DEFAULT_MAIL_TEXTS:
         return text
-    from flask_babel import force_locale, gettext
 
     with force_locale(language):
         return gettext(text)

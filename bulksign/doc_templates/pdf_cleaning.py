@@ -1,20 +1,12 @@
 """Active content out of PDF templates: nothing a template carries may run, open or send anything in the copies
 recipients get, nor sit in them under our seal.
-
-Taken out: JavaScript (on opening, in the names tree, in actions anywhere), every other action but a plain https
-link or a move within the document (launching programs, opening other files, submitting or importing form data,
-playing media, actions on events: ``/AA`` on the catalog, pages, fields and widgets), embedded and attached files,
-rich media, 3D, sound, movie and screen annotations, and XFA packets. What is left is the pages, their links and
-the AcroForm fields a template fills.
-
-``strip_active_content`` walks the whole object graph once, iteratively (cycles are everywhere in a PDF: a page's
-annotations point back at it), and refuses a file nested deeper than ``MAX_NESTING``: pypdf and pyHanko read and
-write nesting recursively, so such a file would exhaust the stack here or in a later render.
-"""
+More in docs/architecture/doc_templates.md."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from pypdf.generic import ArrayObject, BooleanObject, ByteStringObject, DictionaryObject, IndirectObject
 
 from bulksign.core.messages import N_
 from bulksign.doc_templates.errors import TemplateError
@@ -121,7 +113,6 @@ def strip_active_content(reader) -> tuple[N_, ...]:
     """Take the active content out of the objects of ``reader`` (a pypdf ``PdfReader``) in place, so that a writer
     cloned from it has none; what was taken out (``REMOVED``'s labels). TemplateError for a dynamic XFA form, which
     has nothing left without its XFA, and for a file nested deeper than ``MAX_NESTING``."""
-    from pypdf.generic import ArrayObject, DictionaryObject, IndirectObject
 
     found: set[N_] = set()
     _clean_catalog(reader.root_object, found)
@@ -158,7 +149,6 @@ def nested_too_deeply() -> TemplateError:
 def _clean_catalog(root, found: set[N_]) -> None:
     """What only the catalog holds: the names trees of document JavaScript and embedded files, a portfolio's view
     of its files, the XFA packet of a form that has its AcroForm fields as well."""
-    from pypdf.generic import BooleanObject, DictionaryObject
 
     names = _value(root, "/Names")
     if isinstance(names, DictionaryObject):
@@ -183,7 +173,6 @@ def _clean_catalog(root, found: set[N_]) -> None:
 
 def _clean_dictionary(d, found: set[N_]) -> None:
     """One dictionary of the graph: its event actions, active actions, files and dropped annotations out."""
-    from pypdf.generic import ArrayObject, DictionaryObject
 
     if _is_action(d) and not _harmless(d):
         # Reached by a key no viewer runs actions from (a names tree, a private key): inert, and still reported.
@@ -236,8 +225,6 @@ def _name(d, key: str, default: str | None = None) -> str | None:
 
 
 def _is_action(obj) -> bool:
-    from pypdf.generic import DictionaryObject
-
     # Transition dictionaries (/Type /Trans) and structure elements (/Type /StructElem) have an /S of their own.
     return (
         isinstance(obj, DictionaryObject)
@@ -258,7 +245,6 @@ def _harmless(action) -> bool:
 
 def _https(action) -> bool:
     """A URI action to an https address."""
-    from pypdf.generic import ByteStringObject
 
     if _name(action, "/S") != "/URI":
         return False
@@ -269,7 +255,6 @@ def _https(action) -> bool:
 
 def _report_actions(action, found: set[N_]) -> None:
     """Name ``action`` and every action chained after it (``/Next``: one, or an array; chains may loop)."""
-    from pypdf.generic import ArrayObject
 
     chain, seen = [action], set()
     while chain:
@@ -278,7 +263,7 @@ def _report_actions(action, found: set[N_]) -> None:
             continue
         seen.add(id(action))
         if not _https(action):  # an https link goes for what is chained after it, named on its own
-            found.add(_ACTION_LABELS.get(_name(action, "/S"), OTHER_ACTIONS))
+            found.add(_ACTION_LABELS.get(_name(action, "/S") or "", OTHER_ACTIONS))
         if "/JS" in action:
             found.add(JAVASCRIPT)
         following = _value(action, "/Next")

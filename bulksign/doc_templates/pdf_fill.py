@@ -1,13 +1,6 @@
 """PDF templates filled per recipient and flattened (their fields and placed boxes as ``pdf_forms`` reads them), and
 the calls of the template kind (``template_kinds.KINDS["pdf"]``).
-
-Per template version (once per process): the form's widgets and its AcroForm are taken out of the file,
-check boxes and other widgets that are not variables are painted as they look, and one font (DejaVu Sans,
-Latin, Cyrillic and Greek) is embedded on the pages that get values. Per recipient: each value becomes a
-text appearance laid out by pypdf (alignment, wrapping, comb fields) and painted onto its page in an
-incremental update written by pyHanko, which reads only the objects it touches. Nothing is left to edit,
-no browser or office suite runs, and a 2-page contract takes ~3 ms instead of wkhtmltopdf's ~80 ms.
-"""
+More in docs/architecture/doc_templates.md."""
 
 from __future__ import annotations
 
@@ -16,6 +9,11 @@ import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from io import BytesIO
+
+from pypdf import PdfReader, PdfWriter
+from pypdf.generic import DictionaryObject, NameObject, RectangleObject
+from pypdf.generic._appearance_stream import BaseStreamConfig, TextAlignment, TextStreamAppearance
+from pypdf.generic._font import Font
 
 from bulksign.core.messages import N_
 from bulksign.doc_templates import pdf_cleaning
@@ -57,7 +55,6 @@ def _font():
     """DejaVu Sans cut to ``FONT_RANGES``, as pypdf's font model; its maps are built once, not per field."""
     from fontTools import subset
     from fontTools.ttLib import TTFont
-    from pypdf.generic._font import Font
 
     options = subset.Options()
     options.hinting = False
@@ -98,8 +95,6 @@ class _Prepared:
 @functools.lru_cache(maxsize=4)
 def _prepare(data: bytes, placed: tuple[FieldBox, ...]) -> _Prepared:
     """Flatten the empty form once per process: its fields out, the font in (~0.3 s for the font, then ms)."""
-    from pypdf import PdfReader, PdfWriter
-    from pypdf.generic import DictionaryObject, NameObject
 
     form = read_form(data)
     # A party's place and a signer's field are left empty: sealing stamps the one, a later step the other.
@@ -139,7 +134,6 @@ def _prepare(data: bytes, placed: tuple[FieldBox, ...]) -> _Prepared:
 
 def _compress_font_file(font_ref) -> None:
     """pypdf embeds the font program uncompressed (80 KB); deflated it is about half, in every document."""
-    from pypdf.generic import NameObject
 
     descriptor = font_ref.get_object()["/DescendantFonts"][0].get_object()["/FontDescriptor"].get_object()
     key = NameObject("/FontFile2")
@@ -242,8 +236,6 @@ def _layout(box: FieldBox, text: str) -> tuple[str, float]:
 
 def _appearance(box: FieldBox, text: str) -> tuple[bytes, list[float], list[float] | None]:
     """pypdf's layout of one value: the content stream, its bounding box and matrix (for rotated fields)."""
-    from pypdf.generic import DictionaryObject, NameObject, RectangleObject
-    from pypdf.generic._appearance_stream import BaseStreamConfig, TextAlignment, TextStreamAppearance
 
     w, h = (box.h, box.w) if box.rotation in (90, 270) else (box.w, box.h)
     lines, size = _layout(box, text)

@@ -1,13 +1,6 @@
 """PDF templates as uploaded: a fillable form's pages and fields, or the boxes staff place on a plain PDF, read and
 checked; ``pdf_fill`` fills them per recipient and flattens them.
-
-At save (``clean``) the file's active content is taken out (``pdf_cleaning``: JavaScript, actions but https links
-and moves within the document, embedded files, rich media, XFA) and staff are told what; the cleaned file is the
-one kept, so every preview, render and sealed copy starts from it.
-
-Coordinates are the PDF's own: points in the page's user space, y upwards (as ``/Rect``, as
-``signature_box.SignatureBox``); ``page`` counts from 0.
-"""
+More in docs/architecture/doc_templates.md."""
 
 from __future__ import annotations
 
@@ -18,6 +11,9 @@ from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from io import BytesIO
+
+from pypdf import PdfReader, PdfWriter
+from pypdf.errors import PyPdfError
 
 from bulksign.core.messages import N_
 from bulksign.doc_templates import pdf_cleaning
@@ -133,7 +129,6 @@ def read_form(data: bytes) -> PdfForm:
 def clean(data: bytes) -> pdf_cleaning.Cleaned:
     """An uploaded PDF as a template keeps it: without active content (``pdf_cleaning``), saying what was taken out;
     the upload itself, byte for byte, when it has none. TemplateError for a file that cannot be read or cleaned."""
-    from pypdf import PdfWriter
 
     with _reading():
         reader = _opened(data)
@@ -154,7 +149,6 @@ _UNREADABLE = (ValueError, KeyError, TypeError, AttributeError, IndexError, Asse
 @contextmanager
 def _reading(*, writing: bool = False):
     """pypdf's failures on a broken or hostile file (in reading it, or ``writing`` it again) as TemplateErrors."""
-    from pypdf.errors import PyPdfError
 
     try:
         yield
@@ -183,7 +177,6 @@ def _reading(*, writing: bool = False):
 
 def _opened(data: bytes):
     """``data`` as a pypdf reader, refused when it is too large, not a PDF, encrypted, without pages or too long."""
-    from pypdf import PdfReader
 
     if len(data) > MAX_PDF_BYTES:
         raise _refused(

@@ -1,11 +1,5 @@
 """The roles that sign a template's documents, read from its marks, in document order.
-
-``{{ signature }}`` marks the row's own recipient (role ``recipient``), ``{{ signature_<role> }}`` another party
-(``signature_box.mark_role``), in HTML and Word templates alike; a PDF template's form field or placed box named
-``signature_<role>`` does the same. The recipient always signs: a template that does not mark its place has it
-first. Read once, when a version is saved (``marked_roles``), and kept with it (``TemplateVersion.roles``): every
-later reader (the template page, the API, a new batch) takes the stored list (``template_roles``).
-"""
+More in docs/architecture/doc_templates.md."""
 
 from __future__ import annotations
 
@@ -60,9 +54,7 @@ def pdf_role_places(version: TemplateVersion) -> dict[str, SignatureBox]:
     """A PDF template's place of each role: its form field or placed box named ``signature_<role>`` (``signature``:
     the recipient's), the same in every document of the version."""
     boxes = (*_pdf_fields(version.source_key), *pdf_forms.placed_boxes(version))
-    return {
-        mark_role(b.name): SignatureBox(page=b.page, x=b.x, y=b.y, w=b.w, h=b.h) for b in boxes if mark_role(b.name)
-    }
+    return {role: SignatureBox(page=b.page, x=b.x, y=b.y, w=b.w, h=b.h) for b in boxes if (role := mark_role(b.name))}
 
 
 def _names_in_order(tree: nodes.Template) -> list[str]:

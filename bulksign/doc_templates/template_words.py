@@ -1,9 +1,5 @@
 """Template syntax errors in plain words: what is wrong, and a hint how to fix it, instead of Jinja's parser message.
-
-"expected token 'end of print statement', got 'agree'" becomes "A placeholder has a space in it: {{ I agree }}"
-with the hint "Placeholder names are one word: write {{ I_agree }}.". Unknown messages keep Jinja's words, behind
-a plain sentence, so nothing is lost.
-"""
+More in docs/architecture/doc_templates.md."""
 
 from __future__ import annotations
 
@@ -72,12 +68,12 @@ def explain(message: str, *, line_text: str) -> PlainError:
     if found := _UNCLOSED_BLOCK.search(message):
         tag = found.group(1)
         closer = _CLOSERS.get(tag, "end" + tag)
-        if _UNKNOWN_TAG.search(message):
+        if unknown := _UNKNOWN_TAG.search(message):
             return PlainError(
                 _l(
                     "{%% %(tag)s %%} is closed in the wrong place: {%% %(unknown)s %%} comes before {%% %(closer)s %%}.",
                     tag=tag,
-                    unknown=_UNKNOWN_TAG.search(message).group(1),
+                    unknown=unknown.group(1),
                     closer=closer,
                 ),
                 _l(

@@ -1,7 +1,5 @@
-"""Which variables a template needs: the placeholders it uses (``extract_variables``), those every request has
-whatever the file's columns (``BUILTIN_VARIABLES``), which of them it prints whatever the row holds
-(``printed_variables``: those a row may not leave empty), and values that show where each lands (``sample_row``).
-"""
+"""Which variables a template needs: the placeholders it uses, those every request has, which of them it prints
+whatever the row holds (a row may not leave them empty), and sample values that show where each lands."""
 
 from __future__ import annotations
 

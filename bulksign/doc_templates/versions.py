@@ -1,8 +1,5 @@
-"""Template versions: a template and its immutable versions (``create_template``, ``save_version``, ``get_version``,
-``list_templates``), the save flow that extracts the variables and checks an HTML template (safety, cost) or a
-file kind's upload (``kinds``), the boxes placed on a PDF template (``place_boxes``, ``pdf_layout``) and the settings
-of the fields its signer fills (``save_fields``).
-"""
+"""Templates and their immutable versions: the save flow that extracts the variables and checks the template or
+upload (``kinds``), the boxes placed on a PDF template, and the settings of the fields its signer fills."""
 
 from __future__ import annotations
 

@@ -1,15 +1,5 @@
 """The document as the recipient's page shows it: page images rendered on the server, and each page's text.
-
-Android Chrome and iOS Safari show no PDF inside a frame, so the signing page shows images of the
-pages (``pdftoppm``, lossless WebP: ~35 KB for a page of text where the PNG is ~480 KB) and, beside
-them, each page's text as paragraphs: at 360 px an A4 page shrinks its text to ~6 px, so the text
-version is what a phone reads without zooming, and what screen readers and find-in-page use.
-
-Rendered lazily, when the recipient first asks for a page, and kept in storage beside the
-original: the render job stays as fast as before (a batch of 10,000 does not wait for 20,000
-page images, most of which may never be looked at), and a Redis lock per page makes two tabs
-opening at once render it once. The page list (sizes, text) is one ``pdftotext`` call, also kept.
-"""
+More in docs/architecture/documents.md."""
 
 from __future__ import annotations
 
@@ -19,6 +9,7 @@ import posixpath
 from dataclasses import dataclass
 from io import BytesIO
 
+from PIL import Image
 from redis import Redis
 from redis.exceptions import LockError
 
@@ -146,8 +137,6 @@ def page_image(*, storage: Storage, redis: Redis, document: Document, number: in
 
 
 def _webp(png: bytes) -> bytes:
-    from PIL import Image
-
     out = BytesIO()
     # Lossless: text stays sharp and, being mostly flat white, compresses best this way (method 4: ~0.3 s a page).
     Image.open(BytesIO(png)).save(out, format="WEBP", lossless=True, method=4)

@@ -1,15 +1,5 @@
 """Where the signer fills something in: ``{{ field_<name> }}`` marks, the empty box each prints, and finding it.
-
-The same contract as the signature's (``signature_box``): an HTML or Word template's mark prints an empty box framed
-in a colour of its own and nothing else (no word reaches the document's text), and the box is found in the rendered
-PDF by that colour; a PDF template's form field or placed box named ``field_<name>`` is the box itself. A field is
-never a column of the recipients file (a column ``field_<name>`` only prefills it), so a mark prints its box
-whatever the row holds.
-
-Each field of a version has its own shade (``field_colour``), numbered by name among the version's fields, so a render
-and the reading of it agree without asking the document's order. The shades are near ``MARK_COLOUR`` but never one of
-the signatures' (their red is one more), so a field's frame is never taken for a signature's.
-"""
+More in docs/architecture/documents.md."""
 
 from __future__ import annotations
 
@@ -99,7 +89,11 @@ def find_field_boxes(pdf: bytes, *, variables: Iterable[str]) -> dict[str, Signa
     found = find_framed_boxes(
         pdf, colours=[field_colour(i) for i in indexes.values()], min_w=_MIN_SIDE_PT, min_h=_MIN_SIDE_PT
     )
-    return {field_name(v): box for v, box in zip(indexes, found, strict=True) if box is not None}
+    return {
+        name: box
+        for v, box in zip(indexes, found, strict=True)
+        if box is not None and (name := field_name(v)) is not None
+    }
 
 
 def is_mark(name: str) -> bool:

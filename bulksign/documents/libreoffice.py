@@ -1,14 +1,5 @@
 """Word → PDF through LibreOffice kept warm: one unoserver (and its soffice) per process that converts.
-
-Starting LibreOffice costs seconds; a warm one converts a two-page contract in about 0.1 s. Each
-process (a render worker, a web process for previews) starts its own on first use, on free local
-ports with its own profile folder, and starts a new one when it has died, when a conversion hangs
-past its timeout, or after ``max_documents`` conversions (LibreOffice grows over time).
-
-unoserver needs LibreOffice's ``uno`` module, which Debian builds for the system Python only
-(package python3-uno); so the server runs under ``/usr/bin/python3``, told where to find the
-unoserver package installed in our environment, and this process speaks XML-RPC to it.
-"""
+More in docs/architecture/documents.md."""
 
 from __future__ import annotations
 
@@ -27,6 +18,8 @@ import time
 import xmlrpc.client
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import unoserver
 
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
@@ -174,27 +167,37 @@ class Converter:
         self._started_at = 0.0
         self._lock = threading.Lock()
 
-    def convert(self, data: bytes, *, timeout: float, max_pages: int | None = None) -> bytes:
+    def convert(
+        self,
+        data: bytes,
+        *,
+        timeout: float,
+        max_pages: int | None = None,
+        options: tuple[str, ...] = (),
+        documents: int = 1,
+    ) -> bytes:
         """The PDF of one Word document within ``timeout`` seconds, start included; RenderError (transient)
         when LibreOffice fails, hangs or is still starting.
 
         ``max_pages``: the export stops one page past it (its ``PageRange``), so the caller sees a document too
         long by its ``max_pages + 1`` pages without LibreOffice writing out the rest: 2,308 pages took 13.1 s to
         export, refused this way 1.1 s. Loading and laying out the document still come first, whatever its length
-        (60,000 lines: ~40 s of the 78 s), and only ``timeout`` bounds them."""
+        (60,000 lines: ~40 s of the 78 s), and only ``timeout`` bounds them. ``options``: more of the export's
+        settings, each ``Name=value``; ``documents``: how many recipients' documents ``data`` holds, each counted
+        towards ``max_documents``."""
         deadline = time.monotonic() + timeout
         with self._lock:  # one LibreOffice converts one document at a time
             if self._process is None or self._process.poll() is not None or self.served >= self.max_documents:
                 self._start()
             if not self._ready:
                 self._wait_until_ready(deadline)
-            self.served += 1
+            self.served += documents
             converting_since = time.monotonic()
             left = max(deadline - converting_since, 0.01)
             proxy = _proxy(self._folder, left)
             try:
-                options = [] if max_pages is None else [f"PageRange=1-{max_pages + 1}"]
-                result = proxy.convert(None, xmlrpc.client.Binary(data), None, "pdf", None, options, False)
+                export = [*options, *([] if max_pages is None else [f"PageRange=1-{max_pages + 1}"])]
+                result = proxy.convert(None, xmlrpc.client.Binary(data), None, "pdf", None, export, False)
             except TimeoutError:
                 self.stop()  # a hung LibreOffice serves nobody: the next document starts a fresh one
                 raise _timed_out(timeout, converting=time.monotonic() - converting_since) from None
@@ -325,8 +328,6 @@ def _spawner() -> ThreadPoolExecutor:
 
 
 def _unoserver_path() -> str:
-    import unoserver
-
     return str(Path(unoserver.__file__).parent.parent)
 
 

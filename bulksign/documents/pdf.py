@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pdfkit
 
+from bulksign.core.errors import BulksignError, Message
 from bulksign.core.messages import N_
 from bulksign.documents import sandbox
 
@@ -48,16 +49,15 @@ _WATCH_SECONDS = 0.05
 _PAGE_OBJECT = b"\n/Type /Page\n"
 
 
-class RenderError(RuntimeError):
+class RenderError(BulksignError):
     """The document could not be rendered; ``message`` is for people, ``transient`` says whether to retry.
 
     ``attempts``: a transient failure that may also be the document's own (it outlasted its time) is worth this
     many attempts at most, fewer than ``RENDER_MAX_ATTEMPTS``.
     """
 
-    def __init__(self, message: str, *, transient: bool = False, detail: str = "", attempts: int | None = None):
+    def __init__(self, message: Message, *, transient: bool = False, detail: str = "", attempts: int | None = None):
         super().__init__(message)
-        self.message = message
         self.transient = transient
         self.detail = detail
         self.attempts = attempts

@@ -6,6 +6,7 @@ the page: the placement editor lays its boxes over them.
 
 from __future__ import annotations
 
+from bulksign.core.errors import BulksignError
 from bulksign.core.messages import N_, OneOf
 from bulksign.documents import poppler
 from bulksign.documents.storage import Storage
@@ -16,12 +17,8 @@ WIDTHS = (800, 1600)
 TIMEOUT_SECONDS = 20
 
 
-class PageImageError(RuntimeError):
+class PageImageError(BulksignError):
     """The page could not be drawn; ``message`` is for people."""
-
-    def __init__(self, message: N_):
-        super().__init__(str(message))
-        self.message = message
 
 
 def page_key(pdf_key: str, *, page: int, width: int) -> str:

@@ -1,9 +1,5 @@
 """What poppler-utils (Debian ``poppler-utils``) reads out of a PDF: words with their boxes, paragraphs, page images.
-
-``pdftotext -bbox-layout`` gives every word with its box, grouped in lines and blocks (paragraphs),
-in ~10 ms per document; pypdf's text visitor gives only the text matrix, from which a box has to
-be rebuilt per font. ``pdftoppm`` renders a page as the PDF viewers of desktops do.
-"""
+More in docs/architecture/documents.md."""
 
 from __future__ import annotations
 
@@ -11,12 +7,14 @@ import subprocess
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
+from bulksign.core.errors import BulksignError
+
 PDFTOTEXT = "/usr/bin/pdftotext"
 PDFTOPPM = "/usr/bin/pdftoppm"
 _NS = "{http://www.w3.org/1999/xhtml}"
 
 
-class PopplerError(RuntimeError):
+class PopplerError(BulksignError):
     """poppler could not read the PDF (broken file, missing tool, too slow)."""
 
 
@@ -103,3 +101,9 @@ def page_png(pdf: bytes, *, number: int, width_px: int, timeout: float = 30) -> 
         pdf,
         timeout,
     )
+
+
+def page_texts(pdf: bytes, *, timeout: float = 30) -> list[str]:
+    """Every page's text in page order, as ``pdftotext`` reads it (its plain output ends each page with a form
+    feed)."""
+    return _run([PDFTOTEXT, "-q", "-enc", "UTF-8", "-", "-"], pdf, timeout).decode("utf-8", "replace").split("\f")[:-1]

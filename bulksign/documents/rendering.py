@@ -1,248 +1,62 @@
-"""Rendering a chunk of requests' documents: store them, record them, hand them to the mail step.
-
-A chunk is claimed in one compare-and-set (pending → generating), rendered one by one, and
-settled in one transaction: the documents, generated → … , the invitation rows. Claiming a chunk queues its
-batch's next one, and settling it fills the batch's send window (``work.pipeline``). One wkhtmltopdf
-runs at a time per worker, in a helper thread: the next document starts rendering as soon as
-the previous one is done, while the loop stores that one and fills in the one after (the
-renderer, not the loop's bookkeeping, sets the pace). A worker killed
-mid-chunk leaves its requests in ``generating``; the reconciler queues them again one per job,
-so a document that kills the renderer takes only itself down (``RENDER_MAX_ATTEMPTS``).
-"""
+"""Documents converted one at a time in a helper thread, and stored where a request's original is kept.
+More in docs/architecture/documents.md."""
 
 from __future__ import annotations
 
-import hashlib
-import logging
 import time
-from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import partial
 
-from flask import Flask
-from sqlalchemy import select
-
-from bulksign.batches.notices import queued_completion_notices
-from bulksign.batches.progress import cancel_if_batch_stopped, close_if_done, mark_batch_started
-from bulksign.batches.states import transition
-from bulksign.core.error_tracking import Fault, OperatorFaults
-from bulksign.core.extensions import db, get_redis
-from bulksign.core.logs import log
-from bulksign.core.messages import N_
-from bulksign.doc_templates.errors import TemplateError
-from bulksign.doc_templates.kinds import HTML, field_boxes, prepare_document, signature_box
-from bulksign.doc_templates.roles import mark_variables
-from bulksign.documents import together
-from bulksign.documents.field_boxes import field_values, stored_marks
-from bulksign.documents.pdf import RenderError
-from bulksign.documents.signature_box import SignatureBox, UnreadablePdf, mark_values
-from bulksign.documents.storage import StorageError, backend_of, get_storage
-from bulksign.models import Document, SigningRequest, utcnow
-from bulksign.models.status import Status
+from bulksign.core.extensions import get_redis
+from bulksign.documents.storage import get_storage
 from bulksign.ops import telemetry
-from bulksign.signing.invitations import load_requests, queue_invitations
-from bulksign.signing.routing import invite_first_step, later_recipients, send_to_first_step
-from bulksign.work import stopping
-from bulksign.work.pipeline import RENDER, SEND, enqueue_sends, hand_back, top_up
-
-logger = logging.getLogger(__name__)
-
-
-class TransientFailure(RuntimeError):
-    """Raised after some requests were put back in ``pending``: RQ re-runs the job after a backoff."""
-
-
-def original_key(request: SigningRequest) -> str:
-    return f"batches/{request.batch_id}/requests/{request.id}/original.pdf"
-
-
-def document_context(request: SigningRequest) -> dict:
-    """The variables a document sees: the row's columns, then the built-in ones."""
-    return {
-        **(request.data or {}),
-        "email": request.email,
-        "name": request.name,
-        "phone": request.phone or "",
-        # ``{{ signature }}`` and every other role's mark of the version, each in its own shade.
-        **mark_values(mark_variables(request.batch.template_version)),
-        # ``{{ field_<name> }}``: the empty box of a field the signer fills, whatever a prefill column holds.
-        **field_values(stored_marks(request.batch.template_version.fields)),
-    }
 
 
 @dataclass(frozen=True)
-class Rendered:
-    # Ids, not the request: the settling transition expires the loaded request.
-    request_id: int
-    batch_id: int
-    key: str
-    data: bytes
-    #: Where the document marks the signature; None: sealing appends a signature page.
-    signature_box: SignatureBox | None = None
-    #: Where it shows each field the signer fills, by field name.
-    field_boxes: dict[str, SignatureBox] | None = None
+class Made:
+    """A converted document, and what its marks are read from (the PDF itself, or a lighter view of it)."""
+
+    pdf: bytes
+    marked: bytes
 
 
 @dataclass(frozen=True)
-class Problem:
-    request: SigningRequest
-    #: What a person reads on the request.
-    message: str
-    #: What the log keeps (stderr of the renderer, the storage error …).
-    detail: str = ""
+class Converting:
+    """A document handed to the converter; its result is ``(pdf bytes, seconds)``."""
 
-
-def render_chunk(request_ids: list[int], *, app: Flask) -> str:
-    """Render the pending requests among ``request_ids``; returns what happened. Raises TransientFailure to retry
-    those that may render later."""
-    session = db.session
-    now = utcnow()
-    stopped = cancel_if_batch_stopped(session, request_ids=request_ids, now=now)
-    claimed = transition(
-        session,
-        [i for i in request_ids if i not in stopped],
-        frm=Status.PENDING,
-        to=Status.GENERATING,
-        now=now,
-        attempts=SigningRequest.attempts + 1,
-    ).won
-    if not claimed:
-        session.commit()  # the stopped ones
-        return "skipped: none pending"
-    batch_ids = list(session.scalars(select(SigningRequest.batch_id).where(SigningRequest.id.in_(claimed)).distinct()))
-    for batch_id in batch_ids:
-        mark_batch_started(session, batch_id=batch_id, now=now)
-    session.commit()
-    # This chunk left its batch's line: the batch's next chunk goes to the back of it (``pipeline.top_up``).
-    top_up(RENDER, batch_ids)
-
-    limit = app.config["RENDER_MAX_ATTEMPTS"]
-    rendered: list[Rendered] = []
-    failed: list[Problem] = []
-    retry: list[Problem] = []
-    untried: list[int] = []
-    # Staff can mend a template, not a full disk or a missing renderer: those go to Sentry.
-    faults = OperatorFaults()
-
-    def attempt(request: SigningRequest, step: Callable[[], object]):
-        """Run one step of a request's document; on failure file the problem and return None."""
-        try:
-            return step()
-        except TemplateError as exc:
-            failed.append(Problem(request, _not_filled_in(exc)))
-        except RenderError as exc:
-            if exc.transient:  # the renderer missing, crashed or out of time: not the document's fault
-                faults.add(Fault(("renderer-unavailable", request.batch.template_version.kind), exc))
-            bound = min(limit, exc.attempts or limit)
-            (retry if exc.transient and request.attempts < bound else failed).append(
-                Problem(request, _gave_up(str(exc.message), request, bound, transient=exc.transient), exc.detail)
-            )
-        except StorageError as exc:
-            faults.add(Fault(("storage-write", backend_of(app.config["STORAGE_URL"])), exc))
-            (retry if request.attempts < limit else failed).append(
-                Problem(request, _gave_up(str(exc), request, limit, transient=True), repr(exc.__cause__))
-            )
-        except Exception as exc:  # noqa: BLE001 - one request's surprise must not take its chunk down
-            logger.exception("render crashed", extra={"fields": {"request_id": request.id}})
-            faults.add(Fault(("render-crashed", type(exc).__name__), exc))
-            failed.append(
-                Problem(request, f"The document could not be rendered: {type(exc).__name__}: {exc}", repr(exc))
-            )
-        return None
-
-    requests = load_requests(session, claimed)
-    ready = _rendered_together(requests, app=app) if app.config["RENDER_TOGETHER"] else {}
-    with ThreadPoolExecutor(1, thread_name_prefix="wkhtmltopdf") as renderer:
-        previous: InFlight | None = None
-        for request in requests:
-            if stopping.is_requested():
-                untried.append(request.id)
-                continue
-            if request.attempts > limit:
-                # Queued again and again by the reconciler: the worker dies on this document.
-                failed.append(
-                    Problem(
-                        request,
-                        f"The document could not be rendered after {limit} attempts (the renderer stopped each time).",
-                    )
-                )
-                continue
-            current = attempt(request, partial(_start, request, renderer, app=app, ready=ready.get(request.id)))
-            if previous is not None:
-                rendered.append(attempt(previous.request, partial(_store, previous)))
-            previous = current
-        if previous is not None:
-            rendered.append(attempt(previous.request, partial(_store, previous)))
-    faults.report(stage="render")
-    return _settle(
-        rendered=[r for r in rendered if r is not None], failed=failed, retry=retry, untried=untried, app=app
-    )
-
-
-#: What a failed request's error says first when its template failed on the row.
-NOT_FILLED_IN = "The template could not be filled in:"
-
-
-def _not_filled_in(exc: TemplateError) -> str:
-    """The template's error as the request keeps it, saying "could not be filled in" once: the sandbox's own
-    messages for an expression that failed already start with it."""
-    text = str(exc)
-    return text if NOT_FILLED_IN in text else f"{NOT_FILLED_IN} {text}"
-
-
-def _gave_up(message: str, request: SigningRequest, limit: int, *, transient: bool) -> str:
-    return (
-        f"{message} (gave up after {request.attempts} attempts)" if transient and request.attempts >= limit else message
-    )
-
-
-@dataclass(frozen=True)
-class InFlight:
-    """A document handed to the renderer thread; its result is ``(pdf bytes, seconds)``."""
-
-    request: SigningRequest
     result: Future
     #: Where its marks are looked for, if not in the PDF itself (``together.Part.marks_view``).
     marks_view: bytes | None = None
 
-
-def _rendered_together(requests: list[SigningRequest], *, app: Flask) -> dict[int, tuple[together.Part, float]]:
-    """The chunk's HTML documents from one wkhtmltopdf run (``documents.together``), with each one's share of its
-    time; {} when they are rendered one by one (another kind, or what ``render_chunk_together`` refuses)."""
-    versions = {request.batch.template_version for request in requests}
-    if len(versions) != 1 or (version := versions.pop()).kind != HTML:
-        return {}
-    started = time.perf_counter()
-    pdfs = together.render_chunk_together(
-        version_id=version.id,
-        template=version.html,
-        rows={request.id: document_context(request) for request in requests},
-        timeout=app.config["PDF_TIMEOUT_SECONDS"],
-    )
-    share = (time.perf_counter() - started) / max(len(pdfs), 1)
-    return {request_id: (pdf, share) for request_id, pdf in pdfs.items()}
+    def made(self) -> Made:
+        """Wait for the PDF (raising what its conversion raised) and count its time in the render figures."""
+        pdf, seconds = self.result.result()
+        with telemetry.record(get_redis()) as figures:
+            figures.observe(telemetry.PDF_RENDER, (), seconds)
+        return Made(pdf, self.marks_view or pdf)
 
 
-def _start(
-    request: SigningRequest,
-    renderer: ThreadPoolExecutor,
-    *,
-    app: Flask,
-    ready: tuple[together.Part, float] | None = None,
-) -> InFlight:
-    """Fill in the request's document and queue it for the renderer (it starts when the one before is done);
-    ``ready``: its PDF already rendered together with the chunk's."""
-    if ready is not None:
-        part, seconds = ready
+class Converter:
+    """A worker's converter thread, as a context manager: documents queue and convert one after another."""
+
+    def __enter__(self) -> Converter:
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="wkhtmltopdf")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._thread.shutdown(wait=True)
+
+    def start(self, convert: Callable[[], bytes]) -> Converting:
+        """Queue ``convert``; it starts when the document before it is done."""
+        return Converting(self._thread.submit(_timed, convert))
+
+    @staticmethod
+    def ready(pdf: bytes, seconds: float, *, marks_view: bytes | None = None) -> Converting:
+        """A document already converted (with others, in one run), and its share of the run's time."""
         done: Future = Future()
-        done.set_result((part.pdf, seconds))
-        return InFlight(request, done, marks_view=part.marks_view)
-    convert = prepare_document(
-        request.batch.template_version, document_context(request), timeout=app.config["PDF_TIMEOUT_SECONDS"]
-    )
-    return InFlight(request, renderer.submit(_timed, convert))
+        done.set_result((pdf, seconds))
+        return Converting(done, marks_view=marks_view)
 
 
 def _timed(convert: Callable[[], bytes]) -> tuple[bytes, float]:
@@ -250,157 +64,10 @@ def _timed(convert: Callable[[], bytes]) -> tuple[bytes, float]:
     return convert(), time.perf_counter() - started
 
 
-def _store(document: InFlight) -> Rendered:
-    """Wait for the document's PDF, find its signature box, store it; raises what any of that raised."""
-    data, seconds = document.result.result()
-    with telemetry.record(get_redis()) as figures:
-        figures.observe(telemetry.PDF_RENDER, (), seconds)
-    request = document.request
-    marked = document.marks_view or data
-    try:
-        box = signature_box(request.batch.template_version, marked)
-        fields = field_boxes(request.batch.template_version, marked) if request.batch.template_version.fields else None
-    except UnreadablePdf as exc:
-        raise RenderError(
-            N_("The rendered document could not be read back."), transient=True, detail=str(exc)
-        ) from None
-    key = original_key(request)
-    get_storage().put(key, data, content_type="application/pdf")
-    return Rendered(request.id, request.batch_id, key, data, box, fields)
+def original_key(*, batch_id: int, request_id: int) -> str:
+    return f"batches/{batch_id}/requests/{request_id}/original.pdf"
 
 
-def _settle(
-    *, rendered: list[Rendered], failed: list[Problem], retry: list[Problem], untried: list[int], app: Flask
-) -> str:
-    """One transaction for the whole chunk: documents, states, invitation rows; then queue the sends.
-
-    ``untried``: requests the chunk did not render because the worker is stopping; they go back to
-    ``pending`` with their claim uncounted and are queued again for another worker.
-    """
-    session = db.session
-    now = utcnow()
-    # Cancelled (or reconciled) while rendering: its stored file is simply unused.
-    won = set(
-        transition(
-            session,
-            [r.request_id for r in rendered],
-            frm=Status.GENERATING,
-            to=Status.GENERATED,
-            now=now,
-            attempts=0,
-            error_message=None,
-        ).won
-    )
-    session.add_all(
-        [
-            Document(
-                request_id=r.request_id,
-                kind="original",
-                storage_key=r.key,
-                sha256=hashlib.sha256(r.data).hexdigest(),
-                size=len(r.data),
-                created_at=now,
-                signature_box=r.signature_box.to_json() if r.signature_box else None,
-                field_boxes={name: b.to_json() for name, b in r.field_boxes.items()}
-                if r.field_boxes is not None
-                else None,
-            )
-            for r in rendered
-            if r.request_id in won
-        ]
-    )
-    # The invitation rows are written in the same transaction: a generated request always has one, unless its
-    # recipient signs after others: it goes out to them (sent), and its recipient is invited when its step starts.
-    later = later_recipients(session, sorted(won))
-    invitations = queue_invitations(session, request_ids=sorted(won - later), now=now, app=app)
-    # The first step's other parties of a document several sign: their document is ready too.
-    party_mails = invite_first_step(session, request_ids=sorted(invitations.mail_ids), now=now, app=app)
-    party_mails += send_to_first_step(session, request_ids=sorted(later), now=now, app=app)
-    for request_id, message in invitations.errors.items():
-        _fail(Problem(session.get(SigningRequest, request_id), message), frm=Status.GENERATED, now=now)
-    for problem in failed:
-        _fail(problem, frm=Status.GENERATING, now=now)
-    for problem in retry:
-        transition(
-            session,
-            problem.request.id,
-            frm=Status.GENERATING,
-            to=Status.PENDING,
-            now=now,
-            error_message=problem.message[:2000],
-            details={"retry": problem.request.attempts},
-        )
-        log(
-            logger,
-            logging.WARNING,
-            "render failed, will retry",
-            request_id=problem.request.id,
-            attempt=problem.request.attempts,
-            error=problem.message,
-            detail=problem.detail,
-        )
-    transition(
-        session,
-        untried,
-        frm=Status.GENERATING,
-        to=Status.PENDING,
-        now=now,
-        attempts=SigningRequest.attempts - 1,
-        details={"handed_back": True},
-    )
-    touched = {p.request.batch_id for p in failed}
-    touched |= {r.batch_id for r in rendered if r.request_id in invitations.errors}
-    closed = [batch_id for batch_id in touched if close_if_done(session, batch_id=batch_id, now=now)]
-    counts = Counter(
-        {
-            "generated": len(invitations.mail_ids) + len(later),
-            "failed": len(failed) + len(invitations.errors),
-            "retried": len(retry),
-            "handed back": len(untried),
-        }
-    )
-    retry_message = retry[0].message if retry else ""
-    session.commit()
-
-    log(
-        logger,
-        logging.INFO,
-        "documents rendered",
-        generated=counts["generated"],
-        failed=counts["failed"],
-        retried=counts["retried"],
-        request_ids=sorted(invitations.mail_ids),
-    )
-    # The invitations wait in the database; their batch's send window takes them from there.
-    top_up(SEND, {r.batch_id for r in rendered if r.request_id in invitations.mail_ids})
-    if party_mails:
-        enqueue_sends(party_mails)
-    enqueue_sends(queued_completion_notices(session, batch_ids=closed))
-    if untried:
-        log(logger, logging.INFO, "worker stopping, renders handed back", request_ids=untried)
-        hand_back(RENDER, untried)
-    if retry:
-        raise TransientFailure(f"{len(retry)} documents will be rendered again: {retry_message}")
-    return ", ".join(f"{kind} {n}" for kind, n in counts.items() if n) or "nothing to do"
-
-
-def _fail(problem: Problem, *, frm: Status, now) -> None:
-    request = problem.request
-    transition(
-        db.session,
-        request.id,
-        frm=frm,
-        to=Status.FAILED,
-        now=now,
-        error_message=problem.message[:2000],
-        details={"error": problem.message[:500]},
-    )
-    log(
-        logger,
-        logging.ERROR,
-        "render failed",
-        request_id=request.id,
-        batch_id=request.batch_id,
-        error=problem.message,
-        detail=problem.detail,
-    )
+def store_original(key: str, pdf: bytes) -> None:
+    """Store a request's rendered PDF at ``key``; raises ``StorageError``."""
+    get_storage().put(key, pdf, content_type="application/pdf")

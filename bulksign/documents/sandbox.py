@@ -1,17 +1,6 @@
 """The converters (wkhtmltopdf, LibreOffice) run in a sandbox: no network, and a view of the files that holds the
 system's programs, libraries and fonts and the converter's own working folder, nothing of ours.
-
-A template is the uploader's document: whatever a check of it misses (a Word relationship spelled a new way, an
-HTML parser differential), the converter that opens it can neither fetch an address (loopback included: it has a
-network namespace of its own, whose only interface is its own loopback) nor read another team's documents (the
-storage folder, the app's files and ``/etc``'s secrets are not in its view), and it starts with an empty
-environment (no database URL, no keys). bubblewrap (Debian package ``bubblewrap``) builds the namespaces; as root
-it needs nothing more, as another user it needs unprivileged user namespaces (a container: see the README).
-
-``CONVERTER_SANDBOX=off`` runs converters as plain processes: only for a host where namespaces cannot be had and
-every template's author is trusted. A sandbox that cannot start is a clear error on every render, never a silent
-fallback.
-"""
+More in docs/architecture/documents.md."""
 
 from __future__ import annotations
 
@@ -21,6 +10,8 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Sequence
+
+from bulksign.core.errors import BulksignError
 
 BWRAP = os.environ.get("BWRAP_PATH", "bwrap")
 #: What of the system a converter sees, read-only: programs and libraries, fonts, their configuration and cache
@@ -42,8 +33,10 @@ _SYSTEM = (
 _USR_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
 
-class SandboxError(RuntimeError):
+class SandboxError(BulksignError):
     """The sandbox cannot be made on this server: the operator's to fix (install bubblewrap, allow namespaces)."""
+
+    status = 500
 
 
 def enabled() -> bool:

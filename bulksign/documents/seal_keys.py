@@ -1,11 +1,5 @@
 """The organisation's seal key: loaded once per process, self-signed when none is configured, and remembered.
-
-The organisation's key (``SEAL_PKCS12_PATH``) is loaded once per process: pyHanko's
-``SimpleSigner`` parses the private key again for every raw signature (twice per seal),
-which costs ~105 ms per seal with RSA-2048 instead of ~30 ms (field notes). When no PKCS#12
-is configured, a self-signed seal certificate is created under ``VAR_DIR/seal/`` on first use.
-Every certificate that sealed is kept (``SealCertificate``), so /verify still knows it after a change.
-"""
+More in docs/architecture/documents.md."""
 
 from __future__ import annotations
 
@@ -17,20 +11,27 @@ import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from bulksign.core.errors import BulksignError
 from bulksign.core.logs import log
 from bulksign.models import SealCertificate
+
+if TYPE_CHECKING:
+    from asn1crypto import x509
 
 logger = logging.getLogger(__name__)
 
 SELF_SIGNED_NAME = "seal-self-signed.p12"
 
 
-class SealError(RuntimeError):
+class SealError(BulksignError):
     """The seal key cannot be loaded or the document cannot be sealed; ``message`` is for people."""
+
+    status = 500
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class SealKey:
     self_signed: bool
     path: str
     #: The certificate as asn1crypto object, the trust root for validation.
-    certificate: object
+    certificate: x509.Certificate
 
 
 @dataclass(frozen=True)

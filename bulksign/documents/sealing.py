@@ -1,12 +1,5 @@
-"""The signed record sealed with PAdES, the check of a seal, and the seal step of a signed request.
-
-B-B by default; with ``TSA_URL`` every seal carries an RFC 3161 time-stamp (B-T), and with the
-TSA's CA (``TSA_CA_CERT_PATH``) the validation data too (B-LT), so the seal can be checked long
-after the certificates expire.
-
-The record is built by ``signed_pdf``; the key comes from ``seal_keys``. The seal step also queues
-the recipient's confirmation mail with the sealed file, and builds it when the mail job sends it.
-"""
+"""A signed record sealed with PAdES and stored, the check of a seal, and where a request's documents are kept.
+More in docs/architecture/documents.md."""
 
 from __future__ import annotations
 
@@ -15,8 +8,8 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import datetime
 from io import BytesIO
 from pathlib import Path
 
@@ -25,13 +18,7 @@ from sqlalchemy.orm import Session
 
 from bulksign.core.logs import log
 from bulksign.documents.seal_keys import SealError, SealKey, remember_certificate
-from bulksign.documents.signature_box import SignatureBox
-from bulksign.documents.signed_pdf import audit_record, build_parties_pdf, build_signed_pdf, document_title
-from bulksign.mail.mailer import builder, queue_mail
-from bulksign.models import Document, Event, SigningRequest
-from bulksign.models.status import Status
-from bulksign.signing import routing
-from bulksign.work.pipeline import enqueue_sends
+from bulksign.models import Document, SigningRequest
 
 logger = logging.getLogger(__name__)
 
@@ -218,17 +205,27 @@ def check_seal(pdf: bytes, key: SealKey, *, past: Sequence = (), tsa_roots: Sequ
 
 
 # ---------------------------------------------------------------------------------------------
-# The seal step of a request
+# Storing a sealed record, and where a request's documents are
 # ---------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class SealOutcome:
-    #: ``sealed``, ``already_sealed``, ``not_signed`` or ``no_original``.
-    status: str
-    request_id: int
-    document_id: int | None = None
-    mail_id: int | None = None
+class Sealed:
+    """A sealed PDF as stored."""
+
+    storage_key: str
+    sha256: str
+    size: int
+
+
+def seal_and_store(
+    session: Session, pdf: bytes, *, storage_key: str, storage, key: SealKey, now: datetime, tsa: TimeStamping | None
+) -> Sealed:
+    """Seal ``pdf``, store it at ``storage_key`` and remember the certificate that sealed it (the caller commits)."""
+    sealed = apply_seal(pdf, key, tsa=tsa)
+    storage.put(storage_key, sealed, content_type="application/pdf")
+    remember_certificate(session, key, now=now)
+    return Sealed(storage_key, hashlib.sha256(sealed).hexdigest(), len(sealed))
 
 
 def signed_storage_key(request: SigningRequest) -> str:
@@ -246,150 +243,3 @@ def latest_document(session: Session, request_id: int, kind: str) -> Document | 
         .order_by(Document.id.desc())
         .limit(1)
     )
-
-
-def seal_request(
-    session: Session, *, request_id: int, now: datetime, storage, key: SealKey, tsa: TimeStamping | None = None
-) -> SealOutcome:
-    """Build, seal and store the signed PDF of a signed request, and queue its confirmation mail; commits.
-
-    Idempotent: a request that already has its signed document is left alone. The row lock
-    makes two concurrent runs for one request take turns.
-    """
-
-    request = session.scalar(select(SigningRequest).where(SigningRequest.id == request_id).with_for_update())
-    if request is None or request.status != Status.SIGNED:
-        session.rollback()
-        return SealOutcome(status="not_signed", request_id=request_id)
-    existing = latest_document(session, request_id, "signed")
-    if existing is not None:
-        session.rollback()
-        return SealOutcome(status="already_sealed", request_id=request_id, document_id=existing.id)
-    original = latest_document(session, request_id, "original")
-    if original is None:
-        session.rollback()
-        log(logger, logging.ERROR, "signed request has no original document", request_id=request_id)
-        return SealOutcome(status="no_original", request_id=request_id)
-    data = storage.get(original.storage_key)
-    parties = routing.parties_in_order(session, request_id)
-    fields = routing.filled_fields(session, request=request, original=original, parties=parties)
-    record = replace(audit_record(session, request, original), fields=fields)
-    if len(parties) > 1:
-        # Signed by several: every party's block at its mark (or on the one signature page), every party listed.
-        boxes = routing.party_boxes(request=request, original=original, pdf=data)
-        unsealed = build_parties_pdf(
-            data, routing.with_parties(record, parties), blocks=routing.party_blocks(parties, boxes)
-        )
-    else:
-        unsealed = build_signed_pdf(
-            data, record, image_png=request.signature_image, box=SignatureBox.from_json(original.signature_box)
-        )
-    sealed = apply_seal(unsealed, key, tsa=tsa)
-    storage_key = signed_storage_key(request)
-    storage.put(storage_key, sealed, content_type="application/pdf")
-    digest = hashlib.sha256(sealed).hexdigest()
-    remember_certificate(session, key, now=now)
-    document = Document(
-        request_id=request.id,
-        kind="signed",
-        storage_key=storage_key,
-        sha256=digest,
-        size=len(sealed),
-        content_type="application/pdf",
-        created_at=now,
-        seal_fingerprint=key.fingerprint,
-    )
-    session.add(document)
-    session.add(
-        Event(
-            request_id=request.id,
-            batch_id=request.batch_id,
-            type="document.sealed",
-            created_at=now,
-            details={"sha256": digest, "seal": key.fingerprint[:16]},
-        )
-    )
-    attachment = {"key": storage_key, "filename": signed_filename(request), "content_type": "application/pdf"}
-    mail = queue_mail(
-        session,
-        key=f"confirmation-{request.id}",
-        kind="confirmation",
-        to_email=request.email,
-        subject=_confirmation_subject(request),
-        now=now,
-        request_id=request.id,
-        batch_id=request.batch_id,
-        attachments=[attachment],
-    )
-    # Every other party gets the completed PDF now, not before.
-    others = routing.completed_mails(
-        session, request=request, attachment=attachment, subject=_confirmation_subject(request), now=now
-    )
-    session.flush()
-    outcome = SealOutcome(status="sealed", request_id=request.id, document_id=document.id, mail_id=mail.id)
-    session.commit()
-    enqueue_sends([outcome.mail_id, *others])
-    log(
-        logger,
-        logging.INFO,
-        "signed document sealed",
-        request_id=request_id,
-        document_id=outcome.document_id,
-        size=len(sealed),
-    )
-    return outcome
-
-
-def unsealed_requests(
-    session: Session,
-    *,
-    now: datetime,
-    grace: timedelta = timedelta(minutes=5),
-    window: timedelta = timedelta(days=7),
-    limit: int = 1000,
-) -> list[int]:
-    """Requests signed between ``window`` and ``grace`` ago that still have no signed document."""
-    has_signed = select(Document.id).where(Document.request_id == SigningRequest.id, Document.kind == "signed")
-    return list(
-        session.scalars(
-            select(SigningRequest.id)
-            .where(
-                SigningRequest.status == Status.SIGNED,
-                SigningRequest.signed_at <= now - grace,
-                SigningRequest.signed_at >= now - window,
-                ~has_signed.exists(),
-            )
-            .order_by(SigningRequest.signed_at)
-            .limit(limit)
-        )
-    )
-
-
-def _confirmation_subject(request: SigningRequest) -> str:
-    from flask_babel import force_locale
-    from flask_babel import gettext as _
-
-    with force_locale(request.batch.language):
-        return _("Signed: %(name)s", name=document_title(request.batch))
-
-
-@builder("confirmation")
-def build_confirmation(session: Session, mail, app):
-    """The recipient's confirmation with the signed PDF attached (the mail job attaches the files)."""
-    from flask import render_template
-    from flask_babel import force_locale
-    from flask_mail import Message
-
-    request = session.get(SigningRequest, mail.request_id)
-    with force_locale(request.batch.language):
-        body = render_template(
-            "emails/signing_confirmation.txt",
-            request=request,
-            batch=request.batch,
-            document_name=document_title(request.batch),
-        )
-    message = Message(
-        subject=mail.subject, recipients=[mail.to_email], body=body, reply_to=request.batch.reply_to or None
-    )
-    message.msgId = mail.message_id
-    return message

@@ -1,23 +1,5 @@
 """Where the signature goes: a box (page, x, y, w, h) found in a rendered document, or given by staff.
-
-The contract every template kind follows:
-
-- A renderer that lets the document mark the place prints an empty box of about
-  ``BOX_WIDTH_MM`` × ``BOX_HEIGHT_MM`` framed in ``MARK_COLOUR`` and nothing else: no word, so
-  nothing of ours reaches the text a recipient reads, copies or hears (the signing page's large
-  print, ``pdftotext``, screen readers), nor the signed copy. ``find_signature_box(pdf)`` finds
-  the frame among the page's drawings (PDFium, in-process) and answers the box it encloses.
-  HTML templates get this box from ``{{ signature }}`` (``html_mark()``), Word templates from
-  ``docx_templates``' text-box shape.
-- A renderer that knows the box itself (a PDF form field named ``signature``, a box staff placed
-  on a page) gives it as ``SignatureBox`` directly, checked with ``check_box(pdf, box)``.
-- The render step stores the box with the original document (``Document.signature_box``,
-  ``box.to_json()``); sealing stamps the drawn signature, name, time and IP inside it, or, with
-  no box, appends a signature page, so the block never covers the document's text.
-
-Coordinates are a PDF's own: points (1/72 inch) in the page's default user space, y upwards,
-the same as a ``/Rect`` or pypdf's ``mediabox``. ``page`` counts from 0.
-"""
+More in docs/architecture/documents.md."""
 
 from __future__ import annotations
 
@@ -31,7 +13,9 @@ from io import BytesIO
 from types import SimpleNamespace
 
 from markupsafe import Markup
+from pypdf import PdfReader
 
+from bulksign.core.errors import BulksignError
 from bulksign.core.messages import N_
 
 #: The template variable that marks the place: ``{{ signature }}`` (not a column of the recipients file).
@@ -63,16 +47,12 @@ WKHTMLTOPDF_SCALE = 0.7686
 _PDFIUM = threading.Lock()
 
 
-class UnreadablePdf(RuntimeError):
+class UnreadablePdf(BulksignError):
     """A rendered document PDFium cannot open (a broken file), so its signature mark cannot be looked for."""
 
 
-class SignatureBoxError(ValueError):
+class SignatureBoxError(BulksignError):
     """A given box does not fit its document; ``message`` is for people."""
-
-    def __init__(self, message: N_):
-        super().__init__(message.english)
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -278,7 +258,7 @@ def _mark_pieces(page, colours: list[tuple[int, int, int]]) -> dict[tuple[int, i
 def _plain_calls() -> SimpleNamespace:
     """The PDFium functions ``_mark_pieces`` calls per page object, taking and giving the object as a plain address:
     pypdfium2's typed functions convert their pointers on every call, and a contract's page asks two questions of
-    each of ~1,800 text objects (issue 32: the scan of one page 1.7 → 1.1 ms)."""
+    each of ~1,800 text objects (the scan of one page 1.7 → 1.1 ms)."""
     import pypdfium2.raw as pdfium_c
 
     def plain(name: str, returns=None):
@@ -306,7 +286,6 @@ def _plain_calls() -> SimpleNamespace:
 
 def check_box(pdf: bytes, box: SignatureBox) -> SignatureBox:
     """``box`` if it lies on a page of ``pdf`` and is large enough for the block; SignatureBoxError otherwise."""
-    from pypdf import PdfReader
 
     pages = PdfReader(BytesIO(pdf)).pages
     if not 0 <= box.page < len(pages):

@@ -1,85 +1,40 @@
-"""Several recipients' HTML documents in one wkhtmltopdf run, split back into one PDF each (issue 32).
-
-wkhtmltopdf spends ~50 of its ~60 ms per document starting a browser engine; one run of 10–50 bodies was
-5.9–9.6× the documents per second of one run each (field notes). The run's HTML is the template's head, then
-each recipient's body in a block of its own that begins on a new page; the PDF is split at those pages.
-
-A block's first page is found without a word or a stroke of ours on it: the block begins with an empty link
-to ``FIRST_PAGE_URI``, placed absolutely (it moves nothing) and 1 px large (wkhtmltopdf writes no link of no
-size), which draws nothing; wkhtmltopdf writes a ``/Link`` annotation on the page it lands on, and the split
-takes each one out again. The text layer and the page images are a solo render's.
-
-Only templates whose head and ``<body>`` tag hold no placeholder are rendered together (``combined_html`` says
-why not, for the caller to render each alone and log it); the last part of a run is compared with the same
-recipient rendered alone (pages, and every word at its place), and a part that differs refuses the run and the
-template. Each template's first run in a process is compared, then one run in ``CHECK_EVERY``: the comparison (a
-solo render, ~70 ms of wkhtmltopdf's CPU, and two pdftotext runs) cost ~3 ms of CPU per document of a run of 40
-(issue 32), and what it has found so far was the template's doing (its doctype, its body's margins); rows fill in
-text and choose among the template's own blocks, which the later comparisons still sample.
-
-Measured on four kinds of start (default body margin with an ``<h1>`` or a ``margin:0`` paragraph first, a body
-without margin, a ``<style>``'d body margin): WebKit drops the margin above a forced page break, the body's too,
-so a later document starts after a line of no height and its wrapper takes the body's top margin (``_PAGE_START``); with
-a doctype (standards mode) every kind's parts are the solo renders. Without one (quirks mode) WebKit also drops the
-default margin of a body's first element (``<h1>``, ``<p>``) but not of one after our line, so such a template is
-8 pt off in its later parts and refused (so would be a body with padding or a border: not measured).
-
-Qt embeds one subset of each font per run, holding every recipient's letters: each part's fonts are cut down to
-the glyphs its own pages show (``pdf_fonts``). Reading them, the split also finds the pages whose text objects
-are all Qt's plain ones, and gives each part a marks view without those (``Part.marks_view``), where the
-render job looks for its signature and field marks. The render job renders a chunk this way when
-``RENDER_TOGETHER`` is on (the default; ``RENDER_CHUNK_SIZE`` documents a run, 40 by bench_pipeline).
-"""
+"""Several recipients' filled HTML documents in one wkhtmltopdf run, split back into one PDF each, each part checked.
+More in docs/architecture/html-together.md."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from io import BytesIO
 
 from pypdf import PdfReader, PdfWriter
 from pypdf.generic import ArrayObject, IndirectObject, NameObject
 
+from bulksign.core.errors import BulksignError
 from bulksign.core.logs import log
-from bulksign.doc_templates.errors import TemplateError
-from bulksign.doc_templates.jinja_sandbox import render_html
-from bulksign.documents import pdf_fonts, poppler
+from bulksign.core.messages import N_
+from bulksign.documents import font_programs, html_frame, html_text, part_check, pdf_fonts
+from bulksign.documents.html_frame import FIRST_PAGE_URI
 from bulksign.documents.pdf import MAX_PAGES, RenderError, render_pdf, too_long
 
 logger = logging.getLogger(__name__)
-
-#: Where each block's empty link points: a name of ours (``.invalid`` resolves nowhere), taken out by the split.
-FIRST_PAGE_URI = "https://bulksign.invalid/first-page"
-_FIRST_PAGE_LINK = (
-    f'<a href="{FIRST_PAGE_URI}" style="position:absolute;left:0;top:0;width:1px;height:1px;display:block"></a>'
-)
-#: A later document's start: a new page, and on it the link and a line of 1/64 px (WebKit's smallest length),
-#: which the margins after it cannot collapse through to the break that would drop them; its margin of -1/64 px
-#: takes the line's height back (without it, lines of the demo contract came out 0.58 pt lower where the 1/64 px
-#: tipped their rounding). The body's top margin, which a solo render has above the document's first element
-#: (collapsed with that element's own margin), is then given to a wrapper of the document (``margin-top:inherit``:
-#: the body's, whatever sets it), so the first element stands where it stands alone.
-_PAGE_START = (
-    f'<div style="position:relative;page-break-before:always;height:0.015625px;margin-bottom:-0.015625px">'
-    f"{_FIRST_PAGE_LINK}</div>"
-)
-_BODY_TAG = re.compile(r"<body\b[^>]*>", re.I)
-_BODY_END = re.compile(r"</body\s*>", re.I)
 _JINJA = re.compile(r"{{|{%|{#")
-#: How far a word of a part may lie from the same word rendered alone, in points (both are the same layout).
-_TOLERANCE_PT = 0.5
+_STYLE = re.compile(r"<style\b[^>]*>(.*?)</style\s*>", re.I | re.S)
+_FONT_FACE = re.compile(r"@font-face", re.I)
+_SEE_THROUGH = re.compile(r"opacity\s*:\s*0*\.", re.I)
 
 
 @dataclass(frozen=True)
 class NotTogether:
-    """A template, or a run, that cannot be rendered together; ``reason`` is for the log."""
+    """Why documents are rendered one by one; ``message`` is for staff (the template page), ``detail`` for the
+    log."""
 
-    reason: str
+    message: N_
     #: Whether it is the template's doing (every run of its version would be refused) or this run's rows'.
     lasting: bool = True
+    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -88,13 +43,12 @@ class Part:
 
     pdf: bytes
     #: The same PDF with the text objects of its pages left out, for finding its marks (``signature_box``): the
-    #: same drawings at the same places, which PDFium reads without reading every glyph (a page of the bench's
-    #: contract: ~1,800 text objects, ~2 ms of CPU). The text objects go only where all of a page's are Qt's plain
-    #: ones (``pdf_fonts``); the other pages stay as they are.
+    #: same drawings at the same places, which PDFium reads without reading every glyph. The text objects go only
+    #: where all of a page's are Qt's plain ones (``pdf_fonts``); the other pages stay as they are.
     marks_view: bytes
 
 
-class SplitError(RuntimeError):
+class SplitError(BulksignError):
     """The run's PDF does not split into the documents it was made of."""
 
 
@@ -102,66 +56,155 @@ class PartTooLong(SplitError):
     """A part has more pages than one document may have."""
 
 
-def combined_html(template: str, documents: Sequence[str]) -> str | NotTogether:
-    """One HTML of ``documents`` (each the template filled for a recipient), or why the template cannot be
-    rendered that way."""
-    bodies = list(_BODY_TAG.finditer(template))
-    if len(bodies) != 1:
-        return NotTogether("the template has no <body> tag, or more than one")
-    head_end = bodies[0].end()
-    head = template[:head_end]
-    if _JINJA.search(head):
-        return NotTogether("the template's head or <body> tag holds a placeholder")
-    blocks = []
-    for number, document in enumerate(documents):
-        if not document.startswith(head):
-            return NotTogether("a filled document does not begin with the template's head")
-        body = document[head_end:]
-        end = list(_BODY_END.finditer(body))
-        if end:
-            if body[end[-1].end() :].strip().lower() not in ("", "</html>"):
-                return NotTogether("the template has content after </body>")
-            body = body[: end[-1].start()]
-        if number:
-            blocks.append(f'{_PAGE_START}<div style="margin-top:inherit;margin-bottom:0">{body}</div>')
-        else:
-            blocks.append(f'<div style="position:relative">{_FIRST_PAGE_LINK}{body}</div>')
-    return head + "".join(blocks) + "</body></html>"
+NOT_SPLIT = N_("its documents printed together did not come apart page by page (a link within the document?)")
+RESERVED_NAME = N_("it names the renderer's own frame (%(name)s)", name=html_frame.RESERVED)
+FONT_FACE = N_(
+    "it embeds a font (@font-face), whose letters are drawn as shapes that cannot be checked; use a font installed "
+    "on the server (DejaVu, Liberation, FreeSans)"
+)
+SEE_THROUGH = N_(
+    "part of it is semi-transparent (opacity), which the renderer prints as a picture that cannot be checked; use a "
+    "lighter colour instead"
+)
+PLACEHOLDER_IN_HEAD = N_("its head (before the body) holds a placeholder, so every recipient's page is set up apart")
 
 
-def split(pdf: bytes, count: int, *, max_pages: int = MAX_PAGES) -> list[Part]:
-    """The run's PDF as ``count`` PDFs, each the pages from one first-page link to the next, the links taken out and
-    the fonts cut down to the part's own glyphs; SplitError if the run does not have ``count`` first pages, the
-    first on its first page, or a font that cannot be cut down; PartTooLong for a part past ``max_pages`` (counted
-    here: reading each part back to count them cost as much as checking a part against its solo render)."""
+def template_problem(source: str) -> NotTogether | None:
+    """Why no run of ``source``'s documents is tried, seen in the template itself, or None."""
+    if html_frame.RESERVED in source:
+        return NotTogether(RESERVED_NAME)
+    if _FONT_FACE.search(source):
+        return NotTogether(FONT_FACE)
+    if _SEE_THROUGH.search(source):
+        return NotTogether(SEE_THROUGH)
+    if _JINJA.search(html_frame.split(source).head):
+        return NotTogether(PLACEHOLDER_IN_HEAD)
+    return None
+
+
+@dataclass(frozen=True)
+class Filled:
+    """A recipient's filled document, read once: where its body starts, what it holds, which run it may join."""
+
+    document: html_frame.Document
+    scanned: html_text.Scanned
+    counters: tuple[str, ...]
+
+    @classmethod
+    def of(cls, filled: str) -> Filled:
+        document = html_frame.split(filled)
+        return cls(document, html_text.scan(document.body), tuple(html_frame.counter_names(filled)))
+
+    @property
+    def run_key(self) -> tuple:
+        """Documents may share a run when everything the body does not hold is the same: the head, the style
+        sheets in the body (which apply to the whole run), the counters the frame starts."""
+        return self.document.head, tuple(self.scanned.styles), self.counters
+
+    def framed(self) -> str:
+        return html_frame.framed(self.document.head, [self.document.body], counters=self.counters)
+
+
+def render_alone(filled: str, *, timeout: float, max_pages: int = MAX_PAGES) -> bytes:
+    """One recipient's PDF, framed as in a run (``html_frame``), the first-page link taken out."""
+    pdf = render_pdf(Filled.of(filled).framed(), timeout=timeout, max_pages=max_pages)
+    writer = PdfWriter(clone_from=PdfReader(BytesIO(pdf)))
+    for page in writer.pages:
+        _take_out(page, set(_first_page_links(page)))
+    out = BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def render_run(filled: Sequence[Filled], *, timeout: float, max_pages: int = MAX_PAGES) -> list[Part] | NotTogether:
+    """One PDF per document of ``filled`` (each with the same ``run_key``) from one wkhtmltopdf run, every part
+    checked; NotTogether when the run cannot be split or a part fails its check. Raises what ``render_pdf``
+    raises for the whole run, but a recipient's too long document makes the run ``NotTogether`` (not lasting), so
+    that each is tried alone."""
+    head = filled[0].document.head
+    html = html_frame.framed(head, [f.document.body for f in filled], counters=filled[0].counters)
+    run_limit = max_pages * len(filled)
+    try:
+        parts = split(render_pdf(html, timeout=timeout, max_pages=run_limit), len(filled), max_pages=max_pages)
+    except PartTooLong:
+        return NotTogether(too_long(max_pages), lasting=False)
+    except SplitError as exc:
+        return NotTogether(NOT_SPLIT, detail=str(exc))
+    except RenderError as exc:
+        if exc.message == too_long(run_limit):  # one of them at least is too long: alone, each finds out which
+            return NotTogether(too_long(max_pages), lasting=False)
+        raise
+    sheet = part_check.Sheet.of("\n".join([*_STYLE.findall(head), *filled[0].scanned.styles]))
+    for number, (document, (_, shown)) in enumerate(zip(filled, parts)):
+        problem = part_check.problem(part_check.Expected.of(document.scanned, sheet), shown, first=parts[0][1])
+        if problem:
+            return NotTogether(problem.message, detail=f"part {number + 1} of {len(filled)}: {problem.name}")
+    return [part for part, _ in parts]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A chunk's documents rendered together (request id → its part); the others are rendered one by one."""
+
+    parts: dict[int, Part]
+    #: Why the template's documents go one by one from now on, when a run found it (None: nothing found).
+    refused: NotTogether | None = None
+
+
+def render_filled(filled: Mapping[int, str], *, timeout: float) -> Chunk:
+    """A chunk's filled documents (request id → its HTML) in as few runs as they allow. Left to be rendered one by
+    one: a body that does not close what it opens, a document alone of its kind, every document of a run that
+    failed or ran too long (each alone pins it to its row), and all of them when a run finds the template at fault
+    (``refused``)."""
+    runs: dict[tuple, dict[int, Filled]] = {}
+    for request_id, html in filled.items():
+        document = Filled.of(html)
+        if document.scanned.unbalanced is None:
+            runs.setdefault(document.run_key, {})[request_id] = document
+    parts: dict[int, Part] = {}
+    for documents in runs.values():
+        if len(documents) < 2:
+            continue
+        try:
+            run = render_run(list(documents.values()), timeout=timeout)
+        except RenderError as exc:
+            run = NotTogether(exc.message, lasting=False)
+        if isinstance(run, NotTogether):
+            if run.lasting:
+                return Chunk({}, run)
+            log(logger, logging.INFO, "rendered one by one", reason=run.message.english, documents=len(documents))
+            continue
+        parts.update(zip(documents, run))
+    return Chunk(parts)
+
+
+def split(pdf: bytes, count: int, *, max_pages: int = MAX_PAGES) -> list[tuple[Part, part_check.Shown]]:
+    """The run's PDF as ``count`` parts, each the pages from one first-page link to the next, the links taken out,
+    the fonts cut down to the part's own glyphs, with what each shows (for ``part_check``); SplitError if the run
+    does not have ``count`` first pages, the first on its first page, a link within the document, or a font that
+    cannot be cut down; PartTooLong for a part past ``max_pages``."""
     reader = PdfReader(BytesIO(pdf))
     links = [_first_page_links(page) for page in reader.pages]
     firsts = [index for index, ours in enumerate(links) if ours]
-    if len(firsts) != count or firsts[:1] != [0]:
+    if len(firsts) != count or firsts[:1] != [0] or any(len(ours) > 1 for ours in links):
         raise SplitError(f"{len(firsts)} first pages found for {count} documents (at {firsts[:10]})")
-    if any(end - start > max_pages for start, end in zip(firsts, [*firsts[1:], len(reader.pages)])):
+    bounds = list(zip(firsts, [*firsts[1:], len(reader.pages)]))
+    if any(end - start > max_pages for start, end in bounds):
         raise PartTooLong(f"a document runs past {max_pages} pages")
+    starts = {index: _start(reader.pages[index], links[index][0]) for index in firsts}
     # Out of the run's pages before any part is cloned from them: taken out of a part's clone, the link (and its
     # array) stayed in the part as objects no page refers to, written all the same.
+    uris = []
     for page, ours in zip(reader.pages, links):
-        kept = [a for a in page.get("/Annots", []) if a.get_object().indirect_reference not in ours]
-        if not all(_links_out(annotation.get_object()) for annotation in kept):
-            # A link to a place in the document (an anchor, a table of contents) names its page: cloned into a
-            # part it would carry that page along, and with one anchor name in every body it may be another
-            # recipient's page.
-            raise SplitError("a page holds a link within the document, or an annotation other than a link")
-        if kept:
-            page[NameObject("/Annots")] = ArrayObject(kept)
-        elif "/Annots" in page:
-            del page["/Annots"]
+        uris.append(_take_out(page, set(ours)))
     parts = []
-    fonts = pdf_fonts.RunFonts()
-    for start, end in zip(firsts, [*firsts[1:], len(reader.pages)]):
+    fonts = font_programs.RunFonts()
+    for start, end in bounds:
         writer = PdfWriter()
         for index in range(start, end):
             writer.add_page(reader.pages[index], excluded_keys=pdf_fonts.NOT_CLONED)
         try:
-            without_text = pdf_fonts.keep_own_glyphs(writer, run=fonts)
+            kept = pdf_fonts.keep_own_glyphs(writer, run=fonts)
         except pdf_fonts.FontError as exc:
             raise SplitError(str(exc)) from None
         if reader.metadata:
@@ -170,11 +213,50 @@ def split(pdf: bytes, count: int, *, max_pages: int = MAX_PAGES) -> list[Part]:
         writer.write(out)
         contents = {
             page.raw_get("/Contents"): content
-            for page, content in zip(writer.pages, without_text)
+            for page, content in zip(writer.pages, kept.without_text)
             if content is not None and isinstance(page.raw_get("/Contents"), IndirectObject)
         }
-        parts.append(Part(out.getvalue(), _with_contents(out.getvalue(), contents)))
+        shown = part_check.Shown(
+            pdf=out.getvalue(),
+            start=starts[start],
+            pages=tuple(_size(reader.pages[index]) for index in range(start, end)),
+            characters=part_check.glyph_letters(kept.text),
+            uris=frozenset(uri for index in range(start, end) for uri in uris[index]),
+            images=len({id(image) for index in range(start, end) for image in _images(reader.pages[index])}),
+        )
+        parts.append((Part(out.getvalue(), _with_contents(out.getvalue(), contents)), shown))
     return parts
+
+
+def _take_out(page, ours: set) -> list[str]:
+    """Take the first-page links ``ours`` out of ``page``'s annotations; the addresses its other links go to.
+    SplitError for an annotation other than a link out of the document (a link to a page of it would carry that
+    page along into a part, and with one anchor name in every body it may be another recipient's page)."""
+    kept = [a for a in page.get("/Annots", []) if a.get_object().indirect_reference not in ours]
+    if not all(_links_out(annotation.get_object()) for annotation in kept):
+        raise SplitError("a page holds a link within the document, or an annotation other than a link")
+    if kept:
+        page[NameObject("/Annots")] = ArrayObject(kept)
+    elif "/Annots" in page:
+        del page["/Annots"]
+    return [str(a.get_object()["/A"].get_object().get("/URI", "")) for a in kept]
+
+
+def _start(page, link_reference) -> tuple[float, ...]:
+    """Where a first-page link lies on its page, with the page's size: the frame's top left corner."""
+    rect = [round(float(v), 2) for v in link_reference.get_object()["/Rect"]]
+    return (*rect, *_size(page))
+
+
+def _size(page) -> tuple[float, float]:
+    box = page.mediabox
+    return round(float(box.width), 2), round(float(box.height), 2)
+
+
+def _images(page) -> list:
+    """The image objects a page's resources name (one object for an image drawn many times)."""
+    xobjects = page.get("/Resources", {}).get("/XObject", {})
+    return [x.get_object() for x in xobjects.values() if x.get_object().get("/Subtype") == "/Image"]
 
 
 _TRAILER = re.compile(rb"trailer\s*<<(.*?)>>\s*startxref\s*(\d+)\s*%%EOF\s*\Z", re.S)
@@ -228,85 +310,3 @@ def _first_page_links(page) -> list:
         if link.get("/Subtype") == "/Link" and action is not None and action.get_object().get("/URI") == FIRST_PAGE_URI:
             found.append(link.indirect_reference)
     return found
-
-
-def same_pages(part: bytes, alone: bytes) -> bool:
-    """Whether ``part`` has the pages of ``alone``: as many, of the same size, every word at the same place."""
-    ours, theirs = poppler.page_words(part), poppler.page_words(alone)
-    if len(ours) != len(theirs):
-        return False
-    for a, b in zip(ours, theirs):
-        if (round(a.width, 1), round(a.height, 1)) != (round(b.width, 1), round(b.height, 1)):
-            return False
-        if len(a.words) != len(b.words):
-            return False
-        for x, y in zip(a.words, b.words):
-            if x.text != y.text or max(abs(x.x0 - y.x0), abs(x.top - y.top), abs(x.x1 - y.x1)) > _TOLERANCE_PT:
-                return False
-    return True
-
-
-def render_together(
-    template: str, documents: Sequence[str], *, timeout: float, max_pages: int = MAX_PAGES, compare: bool = True
-) -> list[Part] | NotTogether:
-    """One PDF per document from one wkhtmltopdf run, the last checked against its solo render (where ``compare``);
-    NotTogether when the template or this run cannot be (the caller renders each alone). Raises what ``render_pdf``
-    raises for the whole run, but a recipient's too long document makes the run ``NotTogether``, so that each is
-    tried alone."""
-    html = combined_html(template, documents)
-    if isinstance(html, NotTogether):
-        return html
-    run_limit = max_pages * len(documents)
-    try:
-        parts = split(render_pdf(html, timeout=timeout, max_pages=run_limit), len(documents), max_pages=max_pages)
-    except PartTooLong:  # alone, each finds out which
-        return NotTogether("a document runs past the page limit", lasting=False)
-    except SplitError as exc:
-        return NotTogether(f"the run did not split: {exc}")
-    except RenderError as exc:
-        if exc.message == too_long(run_limit):  # one of them at least is too long: alone, each finds out which
-            return NotTogether("a document runs past the page limit", lasting=False)
-        raise
-    # The last part, after the most page breaks: the first starts the run as a solo render starts, and matches
-    # where a later one does not (a <body> margin is not carried over a forced break: 6 px off with the default).
-    if compare and not same_pages(parts[-1].pdf, render_pdf(documents[-1], timeout=timeout, max_pages=max_pages)):
-        return NotTogether("a document rendered together differs from the same one rendered alone")
-    return parts
-
-
-#: Templates (by their text's digest: the verdict is the text's) this process found cannot be rendered together.
-_ALONE: dict[bytes, str] = {}
-#: Templates whose run matched its solo render in this process → the runs since the last one compared.
-_MATCHED: dict[bytes, int] = {}
-#: Of a template that matched, one run in this many is compared again (the others skip the solo render).
-CHECK_EVERY = 10
-
-
-def render_chunk_together(*, version_id: int, template: str, rows: dict[int, dict], timeout: float) -> dict[int, Part]:
-    """The PDFs of a chunk's requests (request id → its row's values) from one run, or {} when they are to be
-    rendered one by one: a template that cannot be (found once, logged once), a row that cannot be filled in (it
-    fails on its own with its message), or a run that failed or ran too long (each alone pins it to its row)."""
-    digest = hashlib.sha256(template.encode("utf-8")).digest()
-    if digest in _ALONE:
-        return {}
-    filled = {}
-    for request_id, row in rows.items():
-        try:
-            filled[request_id] = render_html(template, row)
-        except TemplateError:
-            pass
-    if len(filled) < 2:
-        return {}
-    since = _MATCHED.get(digest)
-    compare = since is None or since + 1 >= CHECK_EVERY
-    try:
-        parts = render_together(template, list(filled.values()), timeout=timeout, compare=compare)
-    except RenderError as exc:
-        parts = NotTogether(f"the run failed: {exc.message}", lasting=False)
-    if isinstance(parts, NotTogether):
-        if parts.lasting:
-            _ALONE[digest] = parts.reason
-        log(logger, logging.INFO, "rendered one by one", template_version_id=version_id, reason=parts.reason)
-        return {}
-    _MATCHED[digest] = 0 if compare else since + 1
-    return dict(zip(filled, parts))

@@ -1,9 +1,5 @@
 """Public verification: is this PDF (or this sha256) a document issued here, and is its seal intact?
-
-Someone holding the file may learn whose it is (the file says so anyway). A bare sha256
-may have been copied from anywhere (the audit page prints the original's), so a fingerprint
-lookup says only whether such a document was issued, of which kind and when.
-"""
+More in docs/architecture/documents.md."""
 
 from __future__ import annotations
 
@@ -17,6 +13,7 @@ from flask_babel import lazy_gettext as _l
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from bulksign.core.errors import BulksignError
 from bulksign.documents.seal_keys import SealKey, past_certificates
 from bulksign.documents.sealing import SealCheck, check_seal
 from bulksign.models import Document, SigningRequest
@@ -68,7 +65,7 @@ def verify_file(session: Session, *, data: bytes, key: SealKey, tsa_roots: Seque
     )
 
 
-class InvalidFingerprint(ValueError):
+class InvalidFingerprint(BulksignError):
     """Not a sha256 in hex."""
 
 

@@ -1,20 +1,15 @@
-"""Idempotency keys: an API client that retries a creating call with the same key gets the first answer again.
-
-The first call claims the key (a committed row, unique per API key) before it does anything, so a
-concurrent repeat finds it and is told to wait (``in_progress``); once the call has answered, its
-status and body are stored, and a repeat within ``TTL`` gets them back (``replay``) without doing the
-work twice. The same key with another request (method, path or body) is refused (``mismatch``).
-A refusal (a 4xx the view raises: the request was invalid or not allowed now) or a server error is not
-kept: the key is freed, and the client may send the corrected request, or retry, with it.
-"""
+"""Idempotency keys: an API client that retries a creating call with the same key gets the first answer again
+(docs/architecture/views.md)."""
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any, cast
 
-from sqlalchemy import delete, select
+from sqlalchemy import CursorResult, delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -29,10 +24,22 @@ ABANDONED_AFTER = timedelta(minutes=5)
 MAX_KEY_LENGTH = 200
 
 
+class ClaimOutcome(StrEnum):
+    """What claiming a key found."""
+
+    #: The key is this call's: go ahead, then ``record``.
+    NEW = "new"
+    #: An earlier call with this request answered: give its answer again.
+    REPLAY = "replay"
+    #: The key was used for another request.
+    MISMATCH = "mismatch"
+    #: An earlier call with it has not answered yet.
+    IN_PROGRESS = "in_progress"
+
+
 @dataclass(frozen=True)
 class Claim:
-    #: ``new`` (go ahead, then ``record``), ``replay``, ``mismatch`` or ``in_progress``.
-    outcome: str
+    outcome: ClaimOutcome
     status_code: int | None = None
     body: dict | None = None
 
@@ -67,21 +74,21 @@ def claim(session: Session, *, api_key_id: int, key: str, fingerprint: str, now:
         except IntegrityError:
             # A concurrent call with the same key claimed it first.
             session.rollback()
-            return Claim("in_progress")
-        return Claim("new")
+            return Claim(ClaimOutcome.IN_PROGRESS)
+        return Claim(ClaimOutcome.NEW)
     if row.status_code is None and row.created_at + ABANDONED_AFTER > now:
         # Whatever the body: the first call's outcome is not known yet.
         session.rollback()
-        return Claim("in_progress")
+        return Claim(ClaimOutcome.IN_PROGRESS)
     if row.fingerprint != fingerprint:
         session.rollback()
-        return Claim("mismatch")
+        return Claim(ClaimOutcome.MISMATCH)
     if row.status_code is None:
         row.created_at, row.expires_at = now, now + TTL
         session.commit()
-        return Claim("new")
+        return Claim(ClaimOutcome.NEW)
     session.rollback()
-    return Claim("replay", status_code=row.status_code, body=row.response_body)
+    return Claim(ClaimOutcome.REPLAY, status_code=row.status_code, body=row.response_body)
 
 
 def record(session: Session, *, api_key_id: int, key: str, status_code: int | None, body: dict | None) -> None:
@@ -99,4 +106,5 @@ def record(session: Session, *, api_key_id: int, key: str, status_code: int | No
 
 def purge_expired(session: Session, *, now: datetime) -> int:
     """Delete the keys past their expiry; how many (the caller commits)."""
-    return session.execute(delete(IdempotencyKey).where(IdempotencyKey.expires_at <= now)).rowcount
+    gone = cast(CursorResult[Any], session.execute(delete(IdempotencyKey).where(IdempotencyKey.expires_at <= now)))
+    return gone.rowcount

@@ -9,7 +9,7 @@ from flask import current_app
 
 from bulksign.core.extensions import db, get_redis
 from bulksign.models import CountersignRun, utcnow
-from bulksign.signing.countersign import requeue_stalled, run_proof, sign_one, unfinished_runs
+from bulksign.signing.countersign_runs import requeue_stalled, run_proof, sign_one, unfinished_runs
 from bulksign.signing.digests import due_digests
 from bulksign.work.liveness import live_jobs
 from bulksign.work.pipeline import BEAT_TRUST_SECONDS, beating, enqueue_sends

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from flask import current_app
 
@@ -14,6 +14,7 @@ from bulksign.batches.reconciler import reconcile
 from bulksign.batches.reminders import queue_due_reminders
 from bulksign.core.extensions import db, get_redis
 from bulksign.integrations.idempotency import purge_expired
+from bulksign.jobs._app import this_app
 from bulksign.jobs.routing import advance_stalled
 from bulksign.models import utcnow
 from bulksign.work.pipeline import enqueue_sends
@@ -55,14 +56,10 @@ def purge_idempotency_keys(*, now: datetime) -> int:
 @job(RECONCILE)
 def reconcile_stuck_work(*, now: datetime) -> str:
     """Re-enqueue requests and mails whose job was lost (Redis flush) or died with its worker."""
-    from datetime import timedelta
-
-    from flask import current_app
-
     result = reconcile(
         db.session,
         redis=get_redis(),
-        app=current_app._get_current_object(),
+        app=this_app(),
         now=now,
         stale_after=timedelta(seconds=current_app.config["RECONCILE_AFTER_SECONDS"]),
     )
@@ -80,7 +77,7 @@ class _CommitThenSend:
     """
 
     def __init__(self):
-        self.app = current_app._get_current_object()
+        self.app = this_app()
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="enqueue-sends")
         self.pending = []
 

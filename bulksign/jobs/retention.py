@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from flask import current_app
+
 from bulksign.batches.retention import purge_due
 from bulksign.core.extensions import db
 from bulksign.documents.storage import get_storage
@@ -13,4 +15,10 @@ from bulksign.work.queues import PURGE_RETENTION, job
 @job(PURGE_RETENTION)
 def purge_retention(*, now: datetime) -> int:
     """Purge the requests whose time has passed, a commit after each chunk; returns how many."""
-    return purge_due(db.session, storage=get_storage(), now=now, on_page=db.session.commit).requests
+    return purge_due(
+        db.session,
+        storage=get_storage(),
+        now=now,
+        on_page=db.session.commit,
+        upload_hours=current_app.config["UPLOAD_KEEP_HOURS"],
+    ).requests

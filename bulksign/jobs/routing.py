@@ -5,15 +5,14 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from flask import current_app
-
 from bulksign.batches.reconciler import clear_dead_jobs
 from bulksign.core.extensions import db, get_redis
 from bulksign.core.logs import log
 from bulksign.documents.storage import get_storage
+from bulksign.jobs._app import this_app
 from bulksign.models import utcnow
-from bulksign.signing.routing import Advanced, stalled
-from bulksign.signing.routing import advance as advance_request
+from bulksign.signing.steps import Advanced, stalled
+from bulksign.signing.steps import advance as advance_request
 from bulksign.work.pipeline import enqueue_sends
 from bulksign.work.queues import ADVANCE, job
 
@@ -23,9 +22,7 @@ logger = logging.getLogger(__name__)
 @job(ADVANCE)
 def advance(request_id: int) -> Advanced:
     """Store the document with the finished steps' signatures and invite the next step's parties."""
-    outcome = advance_request(
-        db.session, request_id=request_id, now=utcnow(), storage=get_storage(), app=current_app._get_current_object()
-    )
+    outcome = advance_request(db.session, request_id=request_id, now=utcnow(), storage=get_storage(), app=this_app())
     if outcome.mail_ids:
         enqueue_sends(list(outcome.mail_ids))
     return outcome
@@ -34,11 +31,13 @@ def advance(request_id: int) -> Advanced:
 def advance_stalled(*, now: datetime) -> int:
     """Safety net (run with the reconciler): queue the next step again for requests whose step finished minutes
     ago and whose next parties still wait, their job lost with Redis or failed."""
-    ids = stalled(db.session, now=now)
+    steps = stalled(db.session, now=now)
     db.session.rollback()
-    if not ids:
+    if not steps:
         return 0
-    clear_dead_jobs(get_redis(), [ADVANCE.job_id(id=i) for i in ids], now=now)
-    enqueued = ADVANCE.enqueue_unique(ids)
+    ids = sorted(steps)
+    parts = {i: {"step": step} for i, step in steps.items()}
+    clear_dead_jobs(get_redis(), [ADVANCE.job_id(id=i, **parts[i]) for i in ids], now=now)
+    enqueued = ADVANCE.enqueue_unique(ids, parts=parts)
     log(logger, logging.WARNING, "finished steps whose next parties wait; next step queued again", count=len(ids))
     return enqueued

@@ -11,9 +11,10 @@ from bulksign.batches.reconciler import clear_dead_jobs
 from bulksign.core.extensions import db, get_redis
 from bulksign.core.logs import log
 from bulksign.documents.seal_keys import seal_key
-from bulksign.documents.sealing import SealOutcome, seal_request, timestamping, unsealed_requests
+from bulksign.documents.sealing import timestamping
 from bulksign.documents.storage import get_storage
 from bulksign.models import utcnow
+from bulksign.signing.sealing import SealOutcome, seal_request, unsealed_requests
 from bulksign.work.queues import RESEAL, SEAL, job
 
 logger = logging.getLogger(__name__)

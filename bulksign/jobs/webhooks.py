@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import cast
 
 from flask import current_app
 from rq.job import Job
 
+from bulksign.batches.field_values import values_by_name
 from bulksign.core.extensions import db, get_redis
-from bulksign.integrations.webhooks_out import collect, due_deliveries
-from bulksign.integrations.webhooks_out import deliver as deliver_one
+from bulksign.integrations.webhook_delivery import deliver as deliver_one
+from bulksign.integrations.webhook_delivery import due_deliveries
+from bulksign.integrations.webhooks_out import collect
 from bulksign.models import utcnow
 from bulksign.work.queues import WEBHOOK_DELIVERY, WEBHOOK_DISPATCH, job
 
@@ -22,13 +25,14 @@ BATCH_CURSOR = "bulksign:webhooks:batches_since"
 def dispatch(*, now: datetime) -> int:
     """Turn new events into deliveries, then enqueue every delivery that is due. Returns how many were enqueued."""
     redis = get_redis()
-    raw_event, raw_batch = redis.mget(EVENT_CURSOR, BATCH_CURSOR)
+    raw_event, raw_batch = cast(list[bytes | None], redis.mget(EVENT_CURSOR, BATCH_CURSOR))
     result = collect(
         db.session,
         after_event_id=int(raw_event) if raw_event else None,
         batches_since=datetime.fromisoformat(raw_batch.decode()) if raw_batch else None,
         now=now,
         app_url=current_app.config["APP_URL"],
+        values_of=values_by_name,
     )
     db.session.commit()
     redis.mset({EVENT_CURSOR: result.last_event_id, BATCH_CURSOR: result.batches_since.isoformat()})

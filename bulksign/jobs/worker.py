@@ -17,6 +17,7 @@ from bulksign.core.error_tracking import capture, job_scope
 from bulksign.core.extensions import db
 from bulksign.core.logs import log
 from bulksign.core.parent_death import end_with_parent
+from bulksign.jobs._app import session_registry
 from bulksign.ops import telemetry
 from bulksign.work import stopping
 from bulksign.work.queues import HOUSEKEEPING_QUEUE
@@ -66,23 +67,8 @@ class ParentBoundScheduler(RQScheduler):
 
 
 class AppWorker(SimpleWorker):
-    """No fork per job: the app, its connection pools and SMTP connections are reused across jobs.
-
-    Each job's SQLAlchemy session is removed afterwards, so no state leaks from one job into the next.
-    ``max_rss_mb``: after a job that leaves the process above this size, the worker finishes cleanly
-    so that its supervisor starts a fresh one (a slow leak cannot take the worker down mid-job).
-
-    Each job's duration and outcome go to ``telemetry``; so do this process's memory and pool, on each
-    job and each heartbeat, so an idle worker still shows.
-
-    RQ takes from the first of its queues that holds a job. ``default`` goes first, whatever the command line
-    says: the reconciler, expiry and reminders run there and must not wait behind a batch's backlog. In the
-    10,000-recipient soak the worker on ``mail default webhooks`` ran the reconciler only when the mail queue
-    ran dry: a recipient whose mail went out just before a kill saw "on its way" for up to 10 minutes.
-
-    A heartbeat that finds the worker missing from RQ's registry (Redis emptied or restarted) registers it
-    again: RQ registers a worker only at birth, so a live worker would stay invisible until it restarted.
-    Its scheduler process (``with_scheduler``) ends with it, however it ends (``ParentBoundScheduler``).
+    """No fork per job: the app, its pools and SMTP connections are reused, each job's session removed after it;
+    ``default`` is taken first; ``max_rss_mb``: past it, the worker ends after the job (docs/architecture/views.md).
     """
 
     def __init__(self, queues, *args, max_rss_mb: int = 0, freeze_after_first_job: bool = False, **kwargs):
@@ -101,7 +87,7 @@ class AppWorker(SimpleWorker):
             with job_scope(job):
                 return super().perform_job(job, queue)
         finally:
-            db.session.remove()
+            session_registry().remove()
             with telemetry.record(self.connection) as figures:
                 figures.observe(telemetry.JOB_DURATION, (queue.name,), time.perf_counter() - started)
                 figures.count(telemetry.JOBS, (queue.name, self._outcome))
@@ -111,12 +97,8 @@ class AppWorker(SimpleWorker):
                 self._freeze()
 
     def _freeze(self) -> None:
-        """After the first job, what the process holds for good (modules, the app, its pools, the renderers'
-        and parsers' modules the job imported) is left out of the garbage collector's full passes
-        (``gc.freeze``): each pass walked all of it again, ~0.45 ms of CPU per document rendered together
-        (issue 32: the split makes many objects, and with them full passes). What is frozen is still freed
-        when nothing refers to it; only a cycle among it is never collected (a worker recycles itself anyway:
-        ``WORKER_MAX_RSS_MB``)."""
+        """After the first job, leave what the process holds for good out of the garbage collector's full passes
+        (``gc.freeze``), which walked it all again for every document rendered together (docs/architecture/views.md)."""
         gc.collect()
         gc.freeze()
         self._freeze_pending = False
@@ -203,10 +185,9 @@ class AppWorker(SimpleWorker):
         self.scheduler.acquire_locks(auto_start=True)
 
     def stop_scheduler(self):
-        """As RQ's, without waiting for ever: RQ joins the scheduler after its SIGTERM with no time limit, and a
-        scheduler that did not stop (seen after a Redis restart) kept a warm-stopping worker, and the job it had
-        just taken off the queue, hanging for good as an orphan of its killed parent."""
-        process = self.scheduler._process
+        """As RQ's, without waiting for ever: RQ joins the scheduler after its SIGTERM with no time limit, and one
+        that does not stop would keep a warm-stopping worker, and the job it had just taken, hanging for good."""
+        process = self.scheduler._process if self.scheduler else None
         if not (process and process.pid):
             return
         try:

@@ -1,4 +1,3 @@
-"""Mail and text messages: the outgoing-mail log written before anything is sent (``mailer``), every header made in one
-place (``mail_headers``), the global throttle, DKIM, the SMTP link and the mail server's health, the local catcher
-for a first run, SMS, and address checks.
+"""Mail and text messages: the outgoing-mail log, headers, one mail sent and what happened to it, the throttle,
+DKIM, the SMTP link and its health, the local catcher, SMS and address checks (docs/architecture/mail.md).
 """

@@ -1,7 +1,4 @@
-"""A local SMTP catcher for the embedded setup: every mail lands as a .eml file an admin can read in the app.
-
-Run: ``python -m bulksign.mail.devmail --port 1025 --dir var/mailbox``.
-"""
+"""A local SMTP catcher for the embedded setup: every mail lands as a .eml file an admin can read in the app."""
 
 from __future__ import annotations
 
@@ -22,13 +19,23 @@ def mailbox_folder(var_dir: str) -> Path:
     return Path(var_dir) / "mailbox"
 
 
+#: Days a caught mail (or text) is kept.
+KEEP_DAYS = 7
+
+
 def write_caught(folder: Path, data: bytes) -> str:
-    """Store one message as ``folder/<time>-<uuid>.eml`` (whole or not at all); returns the file name."""
+    """Store one message as ``folder/<time>-<uuid>.eml`` (whole or not at all), and delete those older than
+    ``KEEP_DAYS``; returns the file name."""
     folder.mkdir(parents=True, exist_ok=True)
-    name = f"{time.time():.6f}-{uuid.uuid4().hex[:8]}.eml"
+    now = time.time()
+    name = f"{now:.6f}-{uuid.uuid4().hex[:8]}.eml"
     tmp = folder / (name + ".tmp")
     tmp.write_bytes(data)
     tmp.rename(folder / name)
+    for path in folder.glob("*.eml"):
+        # A name says when its mail came: the part before the dash.
+        if CAUGHT_NAME.match(path.name) and float(path.name.split("-")[0]) < now - KEEP_DAYS * 86400:
+            path.unlink(missing_ok=True)
     return name
 
 
@@ -120,24 +127,39 @@ def read_caught(folder: Path, name: str) -> email.message.EmailMessage | None:
         return email.message_from_binary_file(fh, policy=email.policy.default)
 
 
+#: Names of this host a catcher may listen on; any other ``MAIL_SERVER`` is a real server the app sends to.
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
 def main() -> None:
+    """Listen where the app sends (``MAIL_SERVER``, ``MAIL_PORT``, read as the app reads them) and write to the
+    app's mailbox folder (under ``VAR_DIR``), unless told otherwise; a server elsewhere needs no catcher here."""
     from aiosmtpd.controller import Controller
 
+    from bulksign.core.config import VAR_DIR, mail_server
+
+    server, port = mail_server()
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=1025)
-    parser.add_argument("--dir", default="var/mailbox")
+    parser.add_argument("--host", default=server)
+    parser.add_argument("--port", type=int, default=port)
+    parser.add_argument("--dir", default=str(mailbox_folder(str(VAR_DIR))))
     args = parser.parse_args()
-    controller = Controller(MaildirHandler(Path(args.dir)), hostname=args.host, port=args.port)
-    controller.start()
-    print(f"SMTP catcher on {args.host}:{args.port}, writing to {args.dir}", flush=True)
+    controller = None
+    if args.host in LOOPBACK or args.host.startswith("127."):
+        controller = Controller(MaildirHandler(Path(args.dir)), hostname=args.host, port=args.port)
+        controller.start()
+        print(f"SMTP catcher on {args.host}:{args.port}, writing to {args.dir}", flush=True)
+    else:
+        # Waits all the same: ``make run`` (honcho) stops every process when one ends.
+        print(f"MAIL_SERVER is {args.host}: the app sends its mail there, nothing is caught here", flush=True)
     try:
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
         pass
     finally:
-        controller.stop()
+        if controller is not None:
+            controller.stop()
 
 
 if __name__ == "__main__":

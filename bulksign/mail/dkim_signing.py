@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa, utils
 from flask import Flask
 
 from bulksign.core.config import ConfigError
+from bulksign.core.errors import BulksignError
 
 #: Headers a signature covers: what a reader trusts (who, to whom, what about, which message, its body's type).
 SIGNED_HEADERS = (
@@ -37,8 +38,10 @@ SIGNED_HEADERS = (
 )
 
 
-class DkimConfigError(ValueError):
-    """The DKIM settings are incomplete or the key cannot be read; the message names the variable."""
+class DkimConfigError(BulksignError):
+    """The DKIM settings are incomplete or the key cannot be read; ``message`` names the variable."""
+
+    status = 500
 
 
 @dataclass(frozen=True)
@@ -96,7 +99,7 @@ def sign(message: bytes, *, key: DkimKey) -> bytes:
     ``dkim.sign`` writes, byte for byte.
 
     dkimpy parses, canonicalises, hashes and folds; the RSA signature over its hash is OpenSSL's
-    (``cryptography``): dkimpy's own is pure-Python ``pow``, 7 ms a mail against 0.4 (issue 32).
+    (``cryptography``): dkimpy's own is pure-Python ``pow``, 7 ms a mail against 0.4.
     """
     policy = dkim.CanonicalizationPolicy.from_c_value(b"relaxed/relaxed")
     headers, body = dkim.rfc822_parse(message)

@@ -1,17 +1,4 @@
-"""Every header field of every outgoing mail, made by one function (``header``) under the email package's SMTP policy.
-
-Header values come from people: batch and template names, templates' mail subjects, recipients' rows, team
-names, staff addresses, the configured sender. Written into a header as it stands, a line break in one of them
-ends that field and starts another: a batch named ``"Q3\\r\\nReply-To: attacker@example.com"`` gave its completion
-notice a real Reply-To (issue 27). Flask-Mail writes its fields under the legacy ``compat32`` policy, which keeps
-such a value as it is; so the mail job makes every field of the message again here (``outgoing``), whichever
-builder made the message. Text is folded onto one line. An address with a control character in it is refused,
-and the mail fails with the reason: nobody can tell which part of it was meant, and a guess would send the mail
-where nobody chose.
-
-The forms and the API refuse such names where they are typed (``CONTROL_CHARACTERS``); this is the net for what
-was stored before, for recipients' rows and for any value a new mail takes from elsewhere.
-"""
+"""Every header field of every outgoing mail, made by one function (``header``) under the email package's SMTP policy."""
 
 from __future__ import annotations
 
@@ -20,9 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from email import policy
 from email.header import Header
-from email.headerregistry import Address, BaseHeader, HeaderRegistry, UnstructuredHeader
+from email.headerregistry import Address, AddressHeader, BaseHeader, HeaderRegistry, UnstructuredHeader
+from typing import TYPE_CHECKING, cast
 
 from flask_mail import Message
+
+from bulksign.core.errors import BulksignError
 
 #: C0 controls (CR, LF, tab …), DEL, C1 controls (NEL …) and Unicode's line and paragraph separators: some reader
 #: of a mail ends a header line at each of them, or shows nothing where one stands.
@@ -33,13 +23,17 @@ ADDRESS_FIELDS = frozenset({"from", "sender", "to", "cc", "bcc", "reply-to"})
 _FIELD_NAME = re.compile(r"[!-9;-~]+")
 
 
-class _EncodedText(UnstructuredHeader):
-    """Text that is not ASCII, folded by the email package's RFC 2047 encoder instead of the policy's folding.
+# The registry makes each field's class from its kind and ``BaseHeader`` (where ``fold`` and ``name`` are); the stubs
+# know the kinds alone.
+if TYPE_CHECKING:
+    _Unstructured = BaseHeader
+else:
+    _Unstructured = UnstructuredHeader
 
-    The SMTP policy folds such a subject between two encoded words with the space that stood there as the folding
-    white space, and readers drop white space between encoded words: "«Трудовой договор»" arrived as
-    "«Трудовойдоговор»" (python/cpython#144156). ``Header`` keeps every space inside an encoded word.
-    """
+
+class _EncodedText(_Unstructured):
+    """Text that is not ASCII, folded by RFC 2047's encoder: the SMTP policy folds between two encoded words at a space
+    that readers then drop (python/cpython#144156); ``Header`` keeps every space inside an encoded word."""
 
     def fold(self, *, policy: policy.Policy) -> str:
         if str(self).isascii():
@@ -49,12 +43,9 @@ class _EncodedText(UnstructuredHeader):
 
 
 class _SmtpPolicy(policy.EmailPolicy):
-    """``policy.SMTP`` whose fields read back from a message are the values stored, not parsed again.
-
-    The generator that writes a mail out reads its Content-Type fields a dozen times (type, boundary, charset);
-    under ``EmailPolicy`` each read parsed the field into a structured header: half of the CPU of writing an
-    invitation (issue 32). The text read is the same, and the fields are written (folded) as before.
-    """
+    """``policy.SMTP`` whose fields read back from a message are the values stored, not parsed again: writing a mail
+    out reads its Content-Type fields a dozen times, each a parse under ``EmailPolicy``. Written (folded) as
+    before."""
 
     def header_fetch_parse(self, name, value):
         return value
@@ -62,7 +53,7 @@ class _SmtpPolicy(policy.EmailPolicy):
 
 class _Registry(HeaderRegistry):
     """The email package's registry of field classes, each class made once per field name: the package makes a
-    new class (``type()``) each time it makes a field, ~0.1 ms each, a dozen times a mail (issue 32)."""
+    new class (``type()``) each time it makes a field, ~0.1 ms each, a dozen times a mail."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -88,9 +79,11 @@ _POLICY = _SmtpPolicy(linesep="\r\n", header_factory=_REGISTRY)
 AddressValue = str | tuple[str, str]
 
 
-class HeaderError(ValueError):
+class HeaderError(BulksignError):
     """A value that cannot go into a header field (an address with a control character, or no address at all);
-    ``args[0]`` says which field and why, with the value escaped."""
+    ``message`` says which field and why, with the value escaped."""
+
+    status = 500
 
 
 def one_line(*, text: str) -> str:
@@ -99,12 +92,9 @@ def one_line(*, text: str) -> str:
 
 
 def header(*, name: str, value: str | AddressValue | Sequence[AddressValue]) -> BaseHeader:
-    """The field ``name: value`` as the SMTP policy writes it: always exactly one field.
-
-    Text (a subject, a Message-ID, an X- field) is folded onto one line (``one_line``). The value of an address
-    field (``ADDRESS_FIELDS``) is one address or a list of them, as Flask-Mail takes them: a display name is folded
-    like text; an address with a control character in it, or a value that is not one address, raises HeaderError.
-    """
+    """The field ``name: value`` as the SMTP policy writes it, always exactly one field: text folded onto one line
+    (``one_line``); an address field (``ADDRESS_FIELDS``) takes one address or a list, and raises HeaderError
+    for a control character or a value that is not an address."""
     if not _FIELD_NAME.fullmatch(name):
         raise HeaderError(f"{name!r} is not a header field name")
     if name.lower() not in ADDRESS_FIELDS:
@@ -171,7 +161,11 @@ def outgoing(*, message: Message) -> Outgoing:
     for field in fields:
         del mime[field.name]
         mime[field.name] = field
-    recipients = [address.addr_spec for field in (to, *copies, hidden) for address in field.addresses]
+    recipients = [
+        address.addr_spec for field in (to, *copies, hidden) for address in cast(AddressHeader, field).addresses
+    ]
     return Outgoing(
-        data=mime.as_bytes(), envelope_from=sender.addresses[0].addr_spec, envelope_to=tuple(dict.fromkeys(recipients))
+        data=mime.as_bytes(),
+        envelope_from=cast(AddressHeader, sender).addresses[0].addr_spec,
+        envelope_to=tuple(dict.fromkeys(recipients)),
     )

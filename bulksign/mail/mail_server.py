@@ -1,15 +1,10 @@
-"""Whether the mail server can be reached: noted by the mail workers, read by ``/readyz``.
-
-A mail server that refuses connections uses up no attempt: its mails wait for it (``mail.delivery``). Staff then see
-invitations stay "generated"; operators hear of it here. A worker that cannot open a connection notes since when
-and why; the next connection that opens ends the outage. The note lapses by itself when no worker refreshed it
-for ``FORGET_AFTER`` (the worker that would have cleared it may have died meanwhile).
-"""
+"""Whether the mail server can be reached: noted by the mail workers, read by ``/readyz``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 from redis import Redis
 
@@ -44,7 +39,7 @@ def record_reached(redis: Redis) -> None:
 
 def current_outage(redis: Redis) -> Outage | None:
     """The outage noted by the mail workers, if any."""
-    note = redis.hgetall(KEY)
+    note = cast(dict[bytes, bytes], redis.hgetall(KEY))
     if not note or b"since" not in note:
         return None
     return Outage(

@@ -1,9 +1,4 @@
-"""Outgoing mail: a row is written (with a deterministic Message-ID) before anything is sent.
-
-``queue_mail`` records what to send; the caller commits, then ``pipeline.enqueue_sends``.
-The mail job builds the message at send time with the builder registered for its ``kind``
-(``@builder``), so a retry after a crash re-sends the same Message-ID with the same content.
-"""
+"""Outgoing mail: a row is written (with a deterministic Message-ID) before anything is sent."""
 
 from __future__ import annotations
 
@@ -20,9 +15,10 @@ from sqlalchemy.orm import Session
 
 from bulksign.core.slicing import slices
 from bulksign.models import OutgoingMail
+from bulksign.models.mail import MailKind, MailStatus
 
 #: kind → ``build(session, mail: OutgoingMail, app) -> flask_mail.Message``, filled by ``@builder`` as the
-#: modules that own the kinds are imported (mail delivery imports them all: ``mail/delivery.BUILDER_MODULES``).
+#: domain modules that own the kinds are imported (the sender imports them all: ``batches/sending.BUILDER_MODULES``).
 BUILDERS: dict[str, Callable] = {}
 
 MESSAGE_ID_DOMAIN = "bulksign.local"
@@ -41,14 +37,22 @@ class MailNotNeeded(LookupError):
     """
 
 
-def builder(kind: str) -> Callable[[Callable], Callable]:
-    """Register the function that builds mails of ``kind`` when they are sent; a kind has one builder."""
+#: Kinds whose mails are about their request's cancel: sent for a cancelled request, which stops every other mail.
+FOR_CANCELLED: set[MailKind] = set()
+
+
+def builder(kind: MailKind | str, *, for_cancelled: bool = False) -> Callable[[Callable], Callable]:
+    """Register the function that builds mails of ``kind`` (a ``MailKind``) when they are sent; a kind has one
+    builder. ``for_cancelled``: the kind tells of its request's cancel (``FOR_CANCELLED``)."""
+    kind = MailKind(kind)
 
     def register(build: Callable) -> Callable:
         known = BUILDERS.get(kind)
         if known is not None and (known.__module__, known.__qualname__) != (build.__module__, build.__qualname__):
             raise ValueError(f"mail kind {kind!r} has two builders: {known.__qualname__} and {build.__qualname__}")
         BUILDERS[kind] = build
+        if for_cancelled:
+            FOR_CANCELLED.add(kind)
         return build
 
     return register
@@ -68,12 +72,13 @@ def queue_mail(
     session: Session,
     *,
     key: str,
-    kind: str,
+    kind: MailKind,
     to_email: str,
     subject: str,
     now: datetime,
     request_id: int | None = None,
     batch_id: int | None = None,
+    party_id: int | None = None,
     attachments: list[dict] | None = None,
 ) -> OutgoingMail:
     """Record a mail to send, once per ``key`` (a second call returns the first row). The caller commits."""
@@ -86,14 +91,15 @@ def queue_mail(
         subject=subject[:1000],
         request_id=request_id,
         batch_id=batch_id,
+        party_id=party_id,
         attachments=attachments or [],
-        status="queued",
+        status=MailStatus.QUEUED,
         created_at=now,
     )
     dialect = session.get_bind().dialect.name
     insert = pg_insert if dialect == "postgresql" else sqlite_insert
     session.execute(insert(OutgoingMail).values(**values).on_conflict_do_nothing(index_elements=["message_id"]))
-    return session.scalar(select(OutgoingMail).where(OutgoingMail.message_id == values["message_id"]))
+    return session.scalars(select(OutgoingMail).where(OutgoingMail.message_id == values["message_id"])).one()
 
 
 def _upsert_for(session: Session):
@@ -120,8 +126,9 @@ def queue_mails(session: Session, mails: list[dict], *, now: datetime) -> list[i
                 subject=mail["subject"][:1000],
                 request_id=mail.get("request_id"),
                 batch_id=mail.get("batch_id"),
+                party_id=mail.get("party_id"),
                 attachments=mail.get("attachments") or [],
-                status="queued",
+                status=MailStatus.QUEUED,
                 created_at=now,
             )
         )
@@ -132,18 +139,18 @@ def queue_mails(session: Session, mails: list[dict], *, now: datetime) -> list[i
         .on_conflict_do_nothing(index_elements=["message_id"])
         .returning(OutgoingMail.message_id, OutgoingMail.id)
     )
-    found = dict(session.execute(stmt, rows).all())
+    found: dict[str, int] = dict(session.execute(stmt, rows).tuples().all())
     missing = [row["message_id"] for row in rows if row["message_id"] not in found]
     for part in slices(missing):  # written before (a retried tick): the same rows
         found.update(
-            session.execute(
-                select(OutgoingMail.message_id, OutgoingMail.id).where(OutgoingMail.message_id.in_(part))
-            ).all()
+            session.execute(select(OutgoingMail.message_id, OutgoingMail.id).where(OutgoingMail.message_id.in_(part)))
+            .tuples()
+            .all()
         )
     return [found[row["message_id"]] for row in rows]
 
 
-def queue_mails_from(session: Session, rows: Select, *, kind: str) -> list[int]:
+def queue_mails_from(session: Session, rows: Select, *, kind: MailKind) -> list[int]:
     """Set-based ``queue_mail``: ``rows`` selects (message_id, to_email, subject, request_id, batch_id, created_at)
     per mail; mails whose Message-ID exists already are left alone. Returns the ids of the new rows."""
     if kind not in BUILDERS:
@@ -164,7 +171,7 @@ def queue_mails_from(session: Session, rows: Select, *, kind: str) -> list[int]:
                 "attachments",
                 "attempts",
             ],
-            rows.add_columns(literal(kind, String), literal("queued", String), literal([], JSON), literal(0)),
+            rows.add_columns(literal(kind, String), literal(MailStatus.QUEUED, String), literal([], JSON), literal(0)),
         )
         .on_conflict_do_nothing(index_elements=["message_id"])
         .returning(OutgoingMail.id)
@@ -172,11 +179,15 @@ def queue_mails_from(session: Session, rows: Select, *, kind: str) -> list[int]:
     return list(session.scalars(stmt))
 
 
-def cancel_queued(session: Session, *, request_ids: list[int], kinds: list[str]) -> None:
+def cancel_queued(session: Session, *, request_ids: list[int], kinds: list[MailKind]) -> None:
     """Queued mails of these kinds for these requests will not go out (the send job skips what is not queued)."""
     for part in slices(request_ids):
         session.execute(
             update(OutgoingMail)
-            .where(OutgoingMail.request_id.in_(part), OutgoingMail.status == "queued", OutgoingMail.kind.in_(kinds))
-            .values(status="cancelled")
+            .where(
+                OutgoingMail.request_id.in_(part),
+                OutgoingMail.status == MailStatus.QUEUED,
+                OutgoingMail.kind.in_(kinds),
+            )
+            .values(status=MailStatus.CANCELLED)
         )

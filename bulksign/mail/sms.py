@@ -1,9 +1,4 @@
-"""Text messages to recipients' phones, through one small interface: ``provider(config).send(to=, text=)``.
-
-``HttpSmsProvider`` posts to the gateway configured by ``SMS_HTTP_URL`` and ``SMS_HTTP_TOKEN``;
-without a URL, ``DevSmsProvider`` writes each message into the caught-mail folder that
-``/admin/mailbox`` shows (``make run``) and logs that it did, without the text: texts hold codes.
-"""
+"""Text messages to recipients' phones, through one small interface: ``provider(config).send(to=, text=)``."""
 
 from __future__ import annotations
 

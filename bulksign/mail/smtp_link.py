@@ -1,15 +1,9 @@
-"""The SMTP link: one reused connection to the mail server, and what the server said to each mail, classified.
-
-A mail server that cannot be reached at all (no connection: refused, no route, a 4xx greeting) is ``down``: an
-outage, not this mail's fault (``mail.delivery`` gives the mail back untried); it is noted for ``/readyz``
-(``mail_server``). A 4xx answer or a connection lost mid-mail is an attempt the server saw. A server that refuses our
-login is answered as before (a 5xx fails the mail) and carries a ``Fault``: only the operator can mend credentials.
-"""
+"""The SMTP link: one reused connection to the mail server, and what the server said to each mail, classified."""
 
 from __future__ import annotations
 
 import smtplib
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from flask import Flask
 
@@ -18,22 +12,12 @@ from bulksign.core.extensions import get_redis
 from bulksign.mail import mail_server
 from bulksign.mail.dkim_signing import sign as dkim_sign
 from bulksign.mail.mail_headers import Outgoing
+from bulksign.mail.outcomes import Delivery, Outcome
 from bulksign.models import utcnow
 
 
 class _ServerDown(Exception):
     """No connection to the mail server could be opened."""
-
-
-@dataclass(frozen=True)
-class SmtpOutcome:
-    #: ``sent``, ``retry`` (4xx), ``down`` (no connection: refused, no route, 4xx greeting), ``unreachable``
-    #: (timeout or dropped while sending), ``bounced`` (recipient rejected) or ``failed`` (other 5xx).
-    kind: str
-    #: The server's answer or the network error, in words.
-    reason: str = ""
-    #: Set when the fault is ours, not the mail's (the server refused our login): for Sentry.
-    fault: Fault | None = None
 
 
 class SmtpLink:
@@ -50,7 +34,7 @@ class SmtpLink:
             host = cls(server, port, timeout=timeout)
         except smtplib.SMTPResponseException as exc:
             if 400 <= exc.smtp_code < 500:  # "421 service not available" as the greeting
-                raise _ServerDown(_by_code(exc.smtp_code, exc.smtp_error, permanent="failed").reason) from exc
+                raise _ServerDown(_by_code(exc.smtp_code, exc.smtp_error, permanent=Outcome.FAILED).reason) from exc
             raise
         except (TimeoutError, smtplib.SMTPServerDisconnected, OSError) as exc:
             raise _ServerDown(f"{exc.__class__.__name__}: {exc}") from exc
@@ -69,8 +53,8 @@ class SmtpLink:
                 pass
         self.host = None
 
-    def send(self, mail: Outgoing, *, app: Flask) -> SmtpOutcome:
-        """Send one mail; classify what the server said."""
+    def send(self, mail: Outgoing, *, app: Flask) -> Delivery:
+        """Send one mail; what the server said, classified (never ``cancelled``)."""
         c = app.config
         settings = (
             c["MAIL_SERVER"],
@@ -98,34 +82,36 @@ class SmtpLink:
                     raise
                 self.host = self._open(settings)
                 self._deliver(mail, data)
-            return SmtpOutcome("sent")
+            return Delivery(Outcome.SENT)
         except _ServerDown as exc:
             self.close()
             reason = f"The mail server could not be reached ({exc})."
             mail_server.record_down(get_redis(), now=utcnow(), reason=reason)
-            return SmtpOutcome("down", reason)
+            return Delivery(Outcome.DOWN, reason)
         except smtplib.SMTPAuthenticationError as exc:
             self.close()
             return replace(
-                _by_code(exc.smtp_code, exc.smtp_error, permanent="failed"),
+                _by_code(exc.smtp_code, exc.smtp_error, permanent=Outcome.FAILED),
                 fault=Fault(("smtp-auth", str(c["MAIL_SERVER"])), exc),
             )
         except smtplib.SMTPRecipientsRefused as exc:
             code, text = next(iter(exc.recipients.values()))
-            return _by_code(code, text, permanent="bounced")
+            return _by_code(code, text, permanent=Outcome.BOUNCED)
         except smtplib.SMTPResponseException as exc:
             self.close()
-            return _by_code(exc.smtp_code, exc.smtp_error, permanent="failed")
+            return _by_code(exc.smtp_code, exc.smtp_error, permanent=Outcome.FAILED)
         except (TimeoutError, smtplib.SMTPException, OSError) as exc:
             self.close()
-            return SmtpOutcome(
-                "unreachable", f"The mail server could not be reached ({exc.__class__.__name__}: {exc})."
+            return Delivery(
+                Outcome.UNREACHABLE, f"The mail server could not be reached ({exc.__class__.__name__}: {exc})."
             )
 
     def _deliver(self, mail: Outgoing, data: bytes) -> None:
+        if self.host is None:
+            raise smtplib.SMTPServerDisconnected("not connected")
         self.host.sendmail(mail.envelope_from, list(mail.envelope_to), data)
 
 
-def _by_code(code: int, text: bytes | str, *, permanent: str) -> SmtpOutcome:
+def _by_code(code: int, text: bytes | str, *, permanent: Outcome) -> Delivery:
     reason = f"{code} {text.decode('utf-8', 'replace') if isinstance(text, bytes) else text}".strip()
-    return SmtpOutcome(permanent if 500 <= code < 600 else "retry", reason)
+    return Delivery(permanent if 500 <= code < 600 else Outcome.RETRY, reason)

@@ -1,10 +1,4 @@
-"""The global mail throttle: one limiter in Redis shared by every worker on every host.
-
-GCRA with no burst: each send must come at least ``window / rate`` after the previous one, so
-no window of ``window`` seconds ever holds more than ``rate`` sends, whatever the number of
-workers. The check-and-claim is one Lua script (atomic); the clock is Redis's own ``TIME`` so
-hosts with skewed clocks still agree. Waiting is not failing: callers wait and try again.
-"""
+"""The global mail throttle: one limiter in Redis shared by every worker on every host."""
 
 from __future__ import annotations
 

@@ -1,14 +1,18 @@
 """Tables only. Rules live in the domain modules; statuses change only through ``states.transition``.
-
-One module per domain (``base`` holds what they share); every model and helper is re-exported here, so
-``from bulksign.models import Batch, utcnow`` and the migrations' ``bulksign.models.UTCDateTime`` work, and importing
-this package registers every table on ``db.metadata`` (relationships name their targets by string).
-"""
+More in docs/architecture/models.md."""
 
 from __future__ import annotations
 
+from bulksign.models.address_changes import AddressChange
 from bulksign.models.base import BigId, UTCDateTime, utcnow
-from bulksign.models.batches import Batch, BatchShare, BatchSkippedRow, BatchStatusCount, Export
+from bulksign.models.batches import (
+    Batch,
+    BatchShare,
+    BatchSkippedRow,
+    BatchStatusCount,
+    Export,
+    RecipientUpload,
+)
 from bulksign.models.countersign import CountersignLink, CountersignRun
 from bulksign.models.fields import FieldValue
 from bulksign.models.integrations import IdempotencyKey, WebhookDelivery, WebhookEndpoint
@@ -19,6 +23,7 @@ from bulksign.models.requests import Document, Event, OneTimeCode, SealCertifica
 from bulksign.models.templates import DocumentTemplate, TemplateVersion
 
 __all__ = [
+    "AddressChange",
     "ApiKey",
     "Batch",
     "BatchShare",
@@ -38,6 +43,7 @@ __all__ = [
     "OutgoingMail",
     "Party",
     "RECIPIENT_ROLE",
+    "RecipientUpload",
     "SealCertificate",
     "SigningRequest",
     "Suppression",

@@ -9,12 +9,12 @@ from sqlalchemy import JSON, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from bulksign.core.extensions import db
-from bulksign.models.base import UTCDateTime, utcnow
+from bulksign.models.base import Model, UTCDateTime, utcnow
 from bulksign.models.people import User
 from bulksign.models.templates import TemplateVersion
 
 
-class Batch(db.Model):
+class Batch(Model):
     __tablename__ = "batches"
     __table_args__ = (UniqueConstraint("created_by_id", "idempotency_key"),)
 
@@ -55,6 +55,9 @@ class Batch(db.Model):
     total_count: Mapped[int] = mapped_column(default=0)
     #: Rows of the recipients file left out at creation for their errors (kept in ``batch_skipped_rows``).
     skipped_count: Mapped[int] = mapped_column(default=0, server_default="0")
+    #: The recipients file it was made from on the new-batch page (``recipient_uploads``), deleted with the batch's
+    #: first purge; None: made over the API (the file is not kept).
+    upload_id: Mapped[str | None] = mapped_column(db.String(32), index=True)
     #: Client-supplied key: the same key from the same user creates one batch.
     idempotency_key: Mapped[str | None] = mapped_column(db.String(200))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
@@ -64,6 +67,8 @@ class Batch(db.Model):
     #: When it became all_signed or closed (nobody can sign any more); None while recipients can.
     settled_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     cancelled_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: Why staff cancelled the whole batch (optional): the requests a job stops later are told it too.
+    cancel_reason: Mapped[str | None] = mapped_column(db.Text)
     #: When the owner got the expiry summary, so it is sent once.
     expiry_summary_sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     #: When the oldest expiry not yet in an owner summary happened; None: nothing to report.
@@ -82,7 +87,7 @@ class Batch(db.Model):
     approval_by: Mapped[User | None] = relationship(foreign_keys=[approval_by_id])
 
 
-class BatchShare(db.Model):
+class BatchShare(Model):
     """A batch shown to a named user outside its team (read only)."""
 
     __tablename__ = "batch_shares"
@@ -93,7 +98,7 @@ class BatchShare(db.Model):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
-class BatchSkippedRow(db.Model):
+class BatchSkippedRow(Model):
     """A row of the recipients file left out of the batch at creation, with its values and why it was refused."""
 
     __tablename__ = "batch_skipped_rows"
@@ -108,7 +113,25 @@ class BatchSkippedRow(db.Model):
     reasons: Mapped[list] = mapped_column(JSON, default=list)
 
 
-class BatchStatusCount(db.Model):
+class RecipientUpload(Model):
+    """A recipients file kept in storage (``uploads/<id>/file``) between its check and the batch made of it.
+
+    Deleted with the first purge of a batch made of it (``Batch.upload_id``), or ``UPLOAD_KEEP_HOURS`` after its
+    upload when none was; an erasure deletes those that hold the person.
+    """
+
+    __tablename__ = "recipient_uploads"
+
+    #: Unguessable (32 hex digits): the new-batch page carries it between check and create.
+    id: Mapped[str] = mapped_column(db.String(32), primary_key=True)
+    #: Only who uploaded it may use it.
+    user_id: Mapped[int] = mapped_column(db.ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    template_id: Mapped[int | None] = mapped_column()
+    filename: Mapped[str] = mapped_column(db.String(200))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+
+
+class BatchStatusCount(Model):
     """How many requests of a batch are in one status: what the dashboard reads instead of a GROUP BY.
 
     Kept by ``batch_counts``: seeded with the batch, moved in the transaction of every status change.
@@ -123,7 +146,7 @@ class BatchStatusCount(db.Model):
     count: Mapped[int] = mapped_column(default=0)
 
 
-class Export(db.Model):
+class Export(Model):
     """A file built by a job (e.g. a ZIP of signed PDFs), with progress for the page."""
 
     __tablename__ = "exports"
@@ -142,7 +165,7 @@ class Export(db.Model):
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
-class TeamRetention(db.Model):
+class TeamRetention(Model):
     """How long a team's batches keep their documents and personal data (``batches.retention``).
 
     A team without a row keeps signed documents for ever and unsigned ones ``DEFAULT_KEEP_UNSIGNED_DAYS``.
@@ -158,7 +181,7 @@ class TeamRetention(db.Model):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
-class BatchRetention(db.Model):
+class BatchRetention(Model):
     """A batch's own retention over its team's, and its legal hold; no row: the team's, no hold."""
 
     __tablename__ = "batch_retention"

@@ -1,10 +1,5 @@
-"""A countersigner's digest link and the runs that sign many documents at once (issue 29).
-
-A party whose address waits on several documents of one batch (``signing.countersign.served_by_digest``) gets no
-link per document: one ``CountersignLink`` per (batch, address) opens a page of every document ready for them,
-and its digest mails say how many wait. "Sign all" writes a ``CountersignRun``: the documents chosen and the one
-signature given for them; its chunk jobs sign each through the single page's path.
-"""
+"""A countersigner's digest link and the runs that sign many documents at once.
+More in docs/architecture/models.md."""
 
 from __future__ import annotations
 
@@ -14,11 +9,11 @@ from sqlalchemy import JSON, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from bulksign.core.extensions import db
-from bulksign.models.base import BigId, UTCDateTime, utcnow
+from bulksign.models.base import BigId, Model, UTCDateTime, utcnow
 from bulksign.models.batches import Batch
 
 
-class CountersignLink(db.Model):
+class CountersignLink(Model):
     __tablename__ = "countersign_links"
     __table_args__ = (UniqueConstraint("batch_id", "email"),)
 
@@ -38,7 +33,7 @@ class CountersignLink(db.Model):
     batch: Mapped[Batch] = relationship()
 
 
-class CountersignRun(db.Model):
+class CountersignRun(Model):
     """One "Sign all" (or a selection): what was chosen and the signature given once for all of them."""
 
     __tablename__ = "countersign_runs"
@@ -61,5 +56,5 @@ class CountersignRun(db.Model):
     #: When no chosen document was left to sign.
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     #: The link's one-time code the signer's session had verified when the batch asks for one: each document the run
-    #: signs records it in its own trail (``one_time_codes.link_proof``).
+    #: signs records it in its own trail (``link_proofs.link_proof``).
     code_id: Mapped[int | None] = mapped_column(BigId, db.ForeignKey("one_time_codes.id", ondelete="SET NULL"))

@@ -1,10 +1,5 @@
-"""What signers filled in (issue 30): one row per field of a request, written when its party signs.
-
-The settings of each field (type, label, checks, the role that fills it) are the template version's
-(``TemplateVersion.fields``); a row here is a value given for one of them. An attachment's bytes live in the
-storage backend under ``storage_key``, like a document's; its row keeps the name the signer's file had, its
-checked content type, size and sha256 (the audit certificate prints the hash).
-"""
+"""What signers filled in: one row per field of a request, written when its party signs.
+More in docs/architecture/models.md."""
 
 from __future__ import annotations
 
@@ -14,10 +9,10 @@ from sqlalchemy import BigInteger, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from bulksign.core.extensions import db
-from bulksign.models.base import BigId, UTCDateTime, utcnow
+from bulksign.models.base import BigId, Model, UTCDateTime, utcnow
 
 
-class FieldValue(db.Model):
+class FieldValue(Model):
     __tablename__ = "field_values"
     __table_args__ = (UniqueConstraint("request_id", "name"),)
 
@@ -38,6 +33,9 @@ class FieldValue(db.Model):
     content_type: Mapped[str | None] = mapped_column(db.String(100))
     size: Mapped[int | None] = mapped_column(BigInteger)
     sha256: Mapped[str | None] = mapped_column(db.String(64))
+    #: An attachment's sha256 as the signer gave it, when active content was taken out of it before it was stored
+    #: (``sha256`` is then the stored file's); None when it is stored as given.
+    original_sha256: Mapped[str | None] = mapped_column(db.String(64))
     #: When and from where it was given (the audit certificate prints both with the party).
     entered_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     entered_ip: Mapped[str | None] = mapped_column(db.String(64))

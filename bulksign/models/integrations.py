@@ -8,10 +8,10 @@ from sqlalchemy import JSON, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from bulksign.core.extensions import db
-from bulksign.models.base import BigId, UTCDateTime, utcnow
+from bulksign.models.base import BigId, Model, UTCDateTime, utcnow
 
 
-class WebhookEndpoint(db.Model):
+class WebhookEndpoint(Model):
     __tablename__ = "webhook_endpoints"
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -27,12 +27,16 @@ class WebhookEndpoint(db.Model):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
-class WebhookDelivery(db.Model):
+class WebhookDelivery(Model):
     __tablename__ = "webhook_deliveries"
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     endpoint_id: Mapped[int] = mapped_column(db.ForeignKey("webhook_endpoints.id", ondelete="CASCADE"), index=True)
     event: Mapped[str] = mapped_column(db.String(50))
+    #: The request a ``request.*`` or ``party.*`` delivery tells of (no key: the request's rows may go, the
+    #: delivery's record stays); its purge empties the payload, or re-builds a pending one without the person.
+    request_id: Mapped[int | None] = mapped_column(BigId, index=True)
+    #: The body's ``data``; ``{}`` once its request was purged after delivery.
     payload: Mapped[dict] = mapped_column(JSON, default=dict)
     #: ``pending`` → ``delivered`` | ``failed``.
     status: Mapped[str] = mapped_column(db.String(20), default="pending")
@@ -45,7 +49,7 @@ class WebhookDelivery(db.Model):
     next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime, index=True)
 
 
-class IdempotencyKey(db.Model):
+class IdempotencyKey(Model):
     """An API call made with ``Idempotency-Key``: a repeat gets the stored answer instead of doing it again."""
 
     __tablename__ = "idempotency_keys"

@@ -3,16 +3,52 @@
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 
 from sqlalchemy import JSON, Index
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from bulksign.core.extensions import db
-from bulksign.models.base import BigId, UTCDateTime, utcnow
+from bulksign.models.base import BigId, Model, UTCDateTime, utcnow
 from bulksign.models.people import User
 
 
-class OutgoingMail(db.Model):
+class MailStatus(StrEnum):
+    """Where an outgoing mail stands: ``queued`` until the send job settles it."""
+
+    QUEUED = "queued"
+    SENT = "sent"
+    FAILED = "failed"
+    #: Refused for good by the recipient's mail server, or reported back by the provider.
+    BOUNCED = "bounced"
+    #: No longer needed (its request was cancelled, signed or resent) or barred (a suppressed address).
+    CANCELLED = "cancelled"
+
+
+class MailKind(StrEnum):
+    """What a mail is; each kind has one builder (``mailer.builder``), in the module that owns it."""
+
+    INVITATION = "invitation"
+    REMINDER = "reminder"
+    CONFIRMATION = "confirmation"
+    DECLINE_NOTICE = "decline_notice"
+    COMPLETION_NOTICE = "completion_notice"
+    ALL_SIGNED_NOTICE = "all_signed_notice"
+    EXPIRY_SUMMARY = "expiry_summary"
+    CANCELLED = "cancelled"
+    CANCELLED_COUNTERSIGN = "cancelled_countersign"
+    APPROVAL_REJECTED = "approval_rejected"
+    #: Its code is derived at send time, never written on the row.
+    ONE_TIME_CODE = "one_time_code"
+    PASSWORD_RESET = "password_reset"
+    PARTY_INVITATION = "party_invitation"
+    PARTY_DECLINED = "party_declined"
+    PARTY_COMPLETED = "party_completed"
+    PARTY_REMINDER = "party_reminder"
+    COUNTERSIGN_DIGEST = "countersign_digest"
+
+
+class OutgoingMail(Model):
     """Every mail, written before it is sent: the Message-ID is fixed so a retry re-sends the same one."""
 
     __tablename__ = "outgoing_mails"
@@ -23,14 +59,15 @@ class OutgoingMail(db.Model):
         BigId, db.ForeignKey("signing_requests.id", ondelete="CASCADE"), index=True
     )
     batch_id: Mapped[int | None] = mapped_column(db.ForeignKey("batches.id", ondelete="CASCADE"), index=True)
-    #: ``invitation``, ``reminder``, ``confirmation``, ``expiry_summary``, ``decline_notice``, ``completion_notice``,
-    #: ``one_time_code`` (its code is derived at send time, never written here).
+    #: The party a mail to one party of a request is for (its invitation, reminder, decline or completion mail).
+    party_id: Mapped[int | None] = mapped_column(BigId, db.ForeignKey("parties.id", ondelete="SET NULL"), index=True)
+    #: A ``MailKind``.
     kind: Mapped[str] = mapped_column(db.String(30))
     message_id: Mapped[str] = mapped_column(db.String(255), unique=True)
     to_email: Mapped[str] = mapped_column(db.String(254))
     subject: Mapped[str] = mapped_column(db.Text, default="")
-    #: ``queued`` → ``sent`` | ``failed`` | ``bounced`` | ``cancelled`` (its request was cancelled or resent).
-    status: Mapped[str] = mapped_column(db.String(20), default="queued")
+    #: A ``MailStatus``: ``queued`` → ``sent`` | ``failed`` | ``bounced`` | ``cancelled``.
+    status: Mapped[str] = mapped_column(db.String(20), default=MailStatus.QUEUED.value)
     attempts: Mapped[int] = mapped_column(default=0)
     error: Mapped[str | None] = mapped_column(db.Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
@@ -39,7 +76,7 @@ class OutgoingMail(db.Model):
     attachments: Mapped[list] = mapped_column(JSON, default=list)
 
 
-class Suppression(db.Model):
+class Suppression(Model):
     """An address no mail goes to (it hard-bounced or complained), across all batches, until an admin lifts it."""
 
     __tablename__ = "suppressions"

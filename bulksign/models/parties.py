@@ -1,11 +1,5 @@
 """The parties of a request: every person who signs its document, in the steps of its routing.
-
-A request of a single-signer template has one party, its ``recipient`` (the row's own person). A template that
-marks ``{{ signature_<role> }}`` adds a party per role. The ``recipient`` party's person and link are the
-request's own (``SigningRequest.email``, ``token_hash``: a changed address or a resend stays in one place, and
-every link mailed before parties existed keeps working); another party has its own address and link here.
-A party's states and their moves are here too (a leaf like ``status``: its writer is ``signing.parties``).
-"""
+More in docs/architecture/models.md."""
 
 from __future__ import annotations
 
@@ -16,9 +10,9 @@ from sqlalchemy import Index, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from bulksign.core.extensions import db
-from bulksign.models.base import BigId, UTCDateTime, utcnow
+from bulksign.models.base import BigId, Model, UTCDateTime, utcnow
 from bulksign.models.requests import SigningRequest
-from bulksign.models.status import Status
+from bulksign.models.status import WAITING_FOR_RECIPIENT, Status
 
 #: The role of the row's own recipient, whose mark is ``{{ signature }}``.
 RECIPIENT_ROLE = "recipient"
@@ -47,6 +41,13 @@ PARTY_TRANSITIONS: dict[PartyStatus, frozenset[PartyStatus]] = {
     P.DECLINED: frozenset({P.WAITING}),
 }
 
+#: The request states a party's move to a state needs, checked in the move's own UPDATE: a party signs or declines
+#: only while its request waits for its parties (not once it was cancelled, expired, declined or bounced).
+PARTY_MOVE_NEEDS: dict[PartyStatus, frozenset[Status]] = {
+    P.SIGNED: WAITING_FOR_RECIPIENT,
+    P.DECLINED: WAITING_FOR_RECIPIENT,
+}
+
 #: How the one party of a single-signer request follows its request: request state reached → (the party's states
 #: it moves from, the state it moves to). A request that has only its ``recipient`` is moved as today, and its
 #: party follows in the same statement (``parties.follows``).
@@ -62,7 +63,7 @@ RECIPIENT_FOLLOWS: dict[Status, tuple[frozenset[PartyStatus], PartyStatus]] = {
 FIRST_RENDER = frozenset({Status.GENERATING, Status.SENDING})
 
 
-class Party(db.Model):
+class Party(Model):
     __tablename__ = "parties"
     __table_args__ = (
         UniqueConstraint("request_id", "role"),

@@ -10,10 +10,10 @@ from sqlalchemy import Index, false
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from bulksign.core.extensions import db
-from bulksign.models.base import UTCDateTime, utcnow
+from bulksign.models.base import Model, UTCDateTime, utcnow
 
 
-class User(UserMixin, db.Model):
+class User(UserMixin, Model):
     __tablename__ = "users"
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -56,7 +56,7 @@ class User(UserMixin, db.Model):
         return f"{self.id}:{hashlib.sha256(stamp.encode()).hexdigest()[:16]}"
 
 
-class PasswordReset(db.Model):
+class PasswordReset(Model):
     """A "forgot password" link mailed to a user; only the user's newest one counts, once, until it expires.
 
     The link's token is never stored: it is derived from the secret key, ``nonce`` and the user's password hash
@@ -81,7 +81,7 @@ class PasswordReset(db.Model):
     used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
-class Team(db.Model):
+class Team(Model):
     """A department: its members see its batches and templates (``access``)."""
 
     __tablename__ = "teams"
@@ -89,13 +89,16 @@ class Team(db.Model):
     id: Mapped[int] = mapped_column(primary_key=True)
     #: Unique name, as people call the department.
     name: Mapped[str] = mapped_column(db.String(100), unique=True)
+    #: The name folded by Python (``teams.name_key``): every lookup by name compares this, never the database's
+    #: ``lower()``, which folds only ASCII on SQLite (and depends on the locale on PostgreSQL).
+    name_key: Mapped[str] = mapped_column(db.String(300), unique=True)
     #: Its staff's new batches wait for another member's approval (a manager of the team or an admin) before
     #: anything is rendered or mailed (``batches.approval``); set by admins.
     require_approval: Mapped[bool] = mapped_column(default=False, server_default=false())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
-class TeamMember(db.Model):
+class TeamMember(Model):
     """A user in a team; a user may be in several."""
 
     __tablename__ = "team_members"
@@ -105,7 +108,7 @@ class TeamMember(db.Model):
     added_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
-class MembershipChange(db.Model):
+class MembershipChange(Model):
     """Audit of who may see what: who added or removed whom from a team, or gave whom a role, when.
     Kept when the team or user is gone."""
 
@@ -125,7 +128,7 @@ class MembershipChange(db.Model):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
 
 
-class ApiKey(db.Model):
+class ApiKey(Model):
     __tablename__ = "api_keys"
 
     id: Mapped[int] = mapped_column(primary_key=True)

@@ -9,12 +9,12 @@ from sqlalchemy import JSON, BigInteger, CheckConstraint, Index, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from bulksign.core.extensions import db
-from bulksign.models.base import BigId, UTCDateTime, utcnow
+from bulksign.models.base import BigId, Model, UTCDateTime, utcnow
 from bulksign.models.batches import Batch
 from bulksign.models.status import WAITING_FOR_RECIPIENT, WORKING, sql_in
 
 
-class SigningRequest(db.Model):
+class SigningRequest(Model):
     __tablename__ = "signing_requests"
     __table_args__ = (
         # Keyset pages of the recipients table: one index per sortable column, id breaks ties.
@@ -80,6 +80,8 @@ class SigningRequest(db.Model):
     signed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     declined_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     decline_reason: Mapped[str | None] = mapped_column(db.Text)
+    #: Why staff cancelled it (optional): its page and the notice to its invited parties say it.
+    cancel_reason: Mapped[str | None] = mapped_column(db.Text)
     #: The name the recipient typed when signing, and where from.
     signer_name: Mapped[str | None] = mapped_column(db.String(300))
     signer_ip: Mapped[str | None] = mapped_column(db.String(64))
@@ -105,7 +107,7 @@ class SigningRequest(db.Model):
     batch: Mapped[Batch] = relationship()
 
 
-class Document(db.Model):
+class Document(Model):
     """File metadata; the bytes live in the storage backend under ``storage_key``."""
 
     __tablename__ = "documents"
@@ -123,13 +125,13 @@ class Document(db.Model):
     #: Where an original's signature goes, ``SignatureBox.to_json()`` (page, x, y, w, h in points); None: the
     #: document marks no place, sealing appends a signature page.
     signature_box: Mapped[dict | None] = mapped_column(JSON)
-    #: Where an original shows each field its signer fills (issue 30): field name → ``SignatureBox.to_json()``;
+    #: Where an original shows each field its signer fills: field name → ``SignatureBox.to_json()``;
     #: None for a document whose version marks no field (a field under a condition the row skipped has no entry).
     field_boxes: Mapped[dict | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
-class SealCertificate(db.Model):
+class SealCertificate(Model):
     """Every certificate that has sealed documents here: /verify trusts them after the seal is replaced."""
 
     __tablename__ = "seal_certificates"
@@ -144,7 +146,7 @@ class SealCertificate(db.Model):
     first_used_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
-class Event(db.Model):
+class Event(Model):
     """Append-only history of a request: the audit trail."""
 
     __tablename__ = "events"
@@ -163,13 +165,13 @@ class Event(db.Model):
     details: Mapped[dict] = mapped_column(JSON, default=dict)
 
 
-class OneTimeCode(db.Model):
+class OneTimeCode(Model):
     """A code sent to a recipient (or another party) to prove they hold the mailbox or phone; the newest one of a
     request (of a party) counts. A countersigner's code belongs to their link instead (one code for every document
     of the link's page): exactly one of ``request_id`` and ``countersign_link_id`` is set.
 
     The code itself is never stored: it is derived from the secret key and ``nonce`` when sent
-    (``one_time_codes.derive_code``), and checked against ``code_hash``.
+    (``code_owners.derive_code``), and checked against ``code_hash``.
     """
 
     __tablename__ = "one_time_codes"

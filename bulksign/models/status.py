@@ -1,9 +1,5 @@
 """Every status a request or a batch can be in, the moves allowed between them, and the named sets of states.
-
-A leaf module (it imports nothing of bulksign): the models derive their partial indexes from these sets, the
-writers (``states.transition`` for requests, ``states.move_batches`` for batches) check their moves against
-the tables, and the counters (``batch_counts``) list the statuses, without importing one another.
-"""
+More in docs/architecture/models.md."""
 
 from __future__ import annotations
 
@@ -44,7 +40,7 @@ TRANSITIONS: dict[Status, frozenset[Status]] = {
     S.FAILED: frozenset({S.PENDING, S.CANCELLED}),
     S.EXPIRED: frozenset({S.GENERATED}),
     # bounced → sent/opened: another party's invitation was returned; staff corrected that party's address and
-    # resent to it alone (``resend.resend_to_party``): the request goes back to where its routing stood.
+    # resent to it alone (``party_resend.resend_to_party``): the request goes back to where its routing stood.
     S.BOUNCED: frozenset({S.GENERATED, S.CANCELLED, S.SENT, S.OPENED}),
     S.SIGNED: frozenset(),
     # declined → generated: staff invite again (a new link) once the recipient's concern is settled.

@@ -8,10 +8,10 @@ from sqlalchemy import JSON, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from bulksign.core.extensions import db
-from bulksign.models.base import UTCDateTime, utcnow
+from bulksign.models.base import Model, UTCDateTime, utcnow
 
 
-class DocumentTemplate(db.Model):
+class DocumentTemplate(Model):
     """A named template; its content lives in immutable ``TemplateVersion`` rows."""
 
     __tablename__ = "document_templates"
@@ -31,7 +31,7 @@ class DocumentTemplate(db.Model):
     )
 
 
-class TemplateVersion(db.Model):
+class TemplateVersion(Model):
     """One saved state of a template. Never updated: editing inserts a new version."""
 
     __tablename__ = "template_versions"
@@ -57,10 +57,14 @@ class TemplateVersion(db.Model):
     #: ``["recipient"]`` for a single-signer version, and for every version saved before roles were read (one that
     #: used ``{{ signature_date }}`` as a column keeps it a column).
     roles: Mapped[list] = mapped_column(JSON, default=lambda: ["recipient"], server_default=text("'[\"recipient\"]'"))
-    #: The fields its signer fills (issue 30), in the order the document marks them (``{{ field_<name> }}``):
+    #: The fields its signer fills, in the order the document marks them (``{{ field_<name> }}``):
     #: ``fields.FieldSettings.to_json()`` each (name, type, label, required, checks, party), written at save; None
     #: for a version saved before fields were read (a ``{{ field_x }}`` there stays a column of its file).
     fields: Mapped[list | None] = mapped_column(JSON)
+    #: Why its documents are rendered one by one, found by a run of them that failed its check (``documents.together``):
+    #: ``{"msgid", "values", "at", "batch_id"}``, the message translated when shown; None while nothing was found.
+    #: Written once, by the first run that finds it; the version's content never changes.
+    render_alone: Mapped[dict | None] = mapped_column(JSON)
     #: Invitation and reminder mail, as templates too.
     email_subject: Mapped[str] = mapped_column(db.Text, default="")
     email_body: Mapped[str] = mapped_column(db.Text, default="")

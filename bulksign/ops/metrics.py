@@ -1,11 +1,5 @@
 """Numbers for Prometheus, read fresh at each scrape: requests and batches, queues, the scheduler, and ``telemetry``.
-
-State comes from the database and Redis, so every web process reports the same totals and nothing
-is lost when a process restarts. A scrape stays cheap however big the batches: requests per status
-come from the per-batch counters (``batch_status_counts``, a row per batch and status), never from
-counting ``signing_requests``; what processes count as they work (requests served, jobs, mails,
-throttle waits, render times, memory) is read from Redis (``telemetry``).
-"""
+More in docs/architecture/ops.md."""
 
 from __future__ import annotations
 
@@ -84,14 +78,15 @@ def snapshot(
     session: Session, *, redis: Redis, queues: dict[str, Queue], now: datetime, mail_limit_per_second: float
 ) -> Snapshot:
     """Read every figure once: 4 queries on small tables, a few Redis round trips per queue, two for telemetry."""
-    by_status = dict(
-        session.execute(
+    by_status: dict[str, int] = {
+        status: count
+        for status, count in session.execute(
             select(BatchStatusCount.status, func.sum(BatchStatusCount.count)).group_by(BatchStatusCount.status)
-        ).all()
-    )
+        )
+    }
     open_batch = Batch.status.in_([BatchStatus.PENDING, BatchStatus.PROCESSING])
     recent = select(Batch.id, Batch.created_at).where(or_(open_batch, Batch.finished_at >= now - RECENT_BATCHES))
-    created = dict(session.execute(recent).all())
+    created: dict[int, datetime] = {bid: at for bid, at in session.execute(recent)}
     batches: dict[int, dict[str, int]] = {bid: {} for bid in created}
     if created:
         rows = session.execute(
@@ -204,14 +199,15 @@ class _SnapshotCollector:
         for family in telemetry.FAMILIES:
             values = self.snap.counted.get(family.name, {})
             if family.kind == "counter":
-                metric = CounterMetricFamily(family.name, family.help, labels=list(family.labels))
+                counter = CounterMetricFamily(family.name, family.help, labels=list(family.labels))
                 for labels, value in sorted(values.items()):
-                    metric.add_metric(list(labels), value)
+                    counter.add_metric(list(labels), value)
+                yield counter
             else:
-                metric = HistogramMetricFamily(family.name, family.help, labels=list(family.labels))
-                for labels, histogram in sorted(values.items()):
-                    metric.add_metric(list(labels), buckets=list(histogram.buckets), sum_value=histogram.sum)
-            yield metric
+                histogram = HistogramMetricFamily(family.name, family.help, labels=list(family.labels))
+                for labels, figures in sorted(values.items()):
+                    histogram.add_metric(list(labels), buckets=list(figures.buckets), sum_value=figures.sum)
+                yield histogram
         reminders = CounterMetricFamily("bulksign_reminders_sent", "Reminder mails sent")
         reminders.add_metric([], self.snap.counted.get(telemetry.MAILS.name, {}).get(("reminder", "sent"), 0))
         yield reminders

@@ -1,11 +1,5 @@
 """Readiness: is this deployment doing its work, not only alive? (``/readyz``; ``/healthz`` stays liveness.)
-
-Ready means: the database and Redis answer, the scheduler ticked within ``SCHEDULER_STALE_AFTER``
-(it records each tick in Redis), and every queue that holds jobs has at least one live worker
-listening on it. A worker counts while RQ's key for it exists (it is refreshed by the worker's
-heartbeat; a killed worker's key lapses after RQ's worker TTL). The mail server must not have been
-out of reach for ``mail_server.TOO_LONG`` (the mail workers note it: its mails wait, nothing fails).
-"""
+More in docs/architecture/ops.md."""
 
 from __future__ import annotations
 

@@ -1,17 +1,5 @@
 """Figures that processes count as they work (requests, jobs, mails, throttle waits, memory), kept in Redis.
-
-Why Redis and not prometheus-client's multiprocess mode: workers are separate processes, forked by
-``flask jobs worker --processes N``, and in production they run in other containers and on other
-hosts than the web (README, "Several machines"); a multiprocess directory is per host, so the web's
-``/metrics`` would see only its own host. Here every process adds to the same Redis hashes, with
-one pipelined round trip per request, job or mail, and whichever web process answers a scrape reads
-them back: every web process reports the same totals, as it already does for the database figures.
-
-Counters start again from zero when Redis loses its data; Prometheus' ``rate()`` reads that as a
-counter reset. Recording never fails the work it measures: a Redis error drops the figure, and
-this process stops recording for ``PAUSE_AFTER_FAILURE_SECONDS``, so that a Redis that does not
-answer (each try waits for the connect timeout) slows one request, not every one.
-"""
+More in docs/architecture/ops.md."""
 
 from __future__ import annotations
 
@@ -22,6 +10,7 @@ import socket
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal, cast
 from weakref import WeakKeyDictionary
 
 from flask import Flask, g, request
@@ -150,7 +139,7 @@ class Figures:
     def __enter__(self) -> Figures:
         return self
 
-    def __exit__(self, exc_type, *_) -> bool:
+    def __exit__(self, exc_type, *_) -> Literal[False]:
         if exc_type is None and not _paused(self.redis):
             try:
                 self.pipe.execute()
@@ -177,7 +166,7 @@ def read(redis: Redis, families: Iterable[Family] = FAMILIES) -> dict[str, dict[
     pipe = redis.pipeline(transaction=False)
     for family in families:
         pipe.hgetall(family.key)
-    found = {}
+    found: dict[str, dict[tuple[str, ...], float | Histogram]] = {}
     for family, raw in zip(families, pipe.execute()):
         fields = [(k.decode().split(_SEP) if k else [], float(v)) for k, v in raw.items()]
         if family.kind == "counter":
@@ -256,10 +245,10 @@ def processes(redis: Redis, *, now: float | None = None) -> list[ProcessFigures]
     """The live processes' last figures; those silent for ``PROCESS_STALE_SECONDS`` are forgotten."""
     now = time.time() if now is None else now
     live, stale = [], []
-    for field, raw in sorted(redis.hgetall(PROCESSES_KEY).items()):
+    for field, raw in sorted(cast("dict[bytes, bytes]", redis.hgetall(PROCESSES_KEY)).items()):
         data = json.loads(raw)
         if now - data["at"] > PROCESS_STALE_SECONDS:
-            stale.append(field)
+            stale.append(field.decode())
         else:
             process, _, role = field.decode().partition(_SEP)
             live.append(ProcessFigures(process, role, data["rss"], data["pool"]))

@@ -1,17 +1,5 @@
 """Who may see and change which batch and template: the one place rights are decided.
-
-Every read goes through these query filters and look-ups, so a page, a fragment, an export
-or an API call cannot show more than the user may see. What is out of a user's sight is
-simply not found (404, never 403: ids cannot be probed); 403 is only for something the user
-sees but may not change.
-
-- ``admin``: everything.
-- ``manager``: sees and acts on every batch and template of their teams.
-- ``staff``: creates batches and templates, acts on their own, sees their teams'.
-- ``viewer``: sees their teams' batches and templates, changes nothing.
-
-A batch is also seen by the users it is shared with (read only), and always by its creator.
-"""
+More in docs/architecture/people.md."""
 
 from __future__ import annotations
 
@@ -23,10 +11,11 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, Select, delete, or_, select, true
 from sqlalchemy.orm import Session
 
-from bulksign.batches.notices import NoticeAddressError, chosen_notice_address, notice_recipient
+from bulksign.core.errors import BulksignError
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
 from bulksign.models import Batch, BatchShare, DocumentTemplate, SigningRequest, Team, TeamMember, User
+from bulksign.models.base import rows_changed
 
 ADMIN, MANAGER, STAFF, VIEWER = "admin", "manager", "staff", "viewer"
 ROLES = (ADMIN, MANAGER, STAFF, VIEWER)
@@ -36,13 +25,13 @@ CREATORS = frozenset({ADMIN, MANAGER, STAFF})
 logger = logging.getLogger(__name__)
 
 
-class Refused(Exception):
+class Refused(BulksignError):
     """Out of reach: ``status`` 404 (not the user's to see) or 403 (seen, not theirs to change)."""
 
+    message: N_
+
     def __init__(self, message: N_, status: int):
-        super().__init__(message)
-        self.message = message
-        self.status = status
+        super().__init__(message, status=status)
 
 
 #: What is not found, as a whole sentence each (languages inflect the noun).
@@ -249,25 +238,12 @@ def share_batch(session: Session, *, batch_id: int, email: str, user: User, now:
 def unshare_batch(session: Session, *, batch_id: int, user_id: int, user: User) -> bool:
     """Stop showing the batch to ``user_id``; False when it was not shared with them."""
     batch = batch_for_action(session, batch_id=batch_id, user=user)
-    gone = session.execute(
-        delete(BatchShare).where(BatchShare.batch_id == batch.id, BatchShare.user_id == user_id)
-    ).rowcount
+    gone = rows_changed(
+        session, delete(BatchShare).where(BatchShare.batch_id == batch.id, BatchShare.user_id == user_id)
+    )
     if gone:
         log(logger, logging.INFO, "batch unshared", batch_id=batch.id, with_user_id=user_id, user_id=user.id)
     return bool(gone)
-
-
-def set_notice_address(session: Session, *, batch_id: int, choice: str | None, email: str | None, user: User) -> Batch:
-    """Name who gets the batch's expiry summary, decline notices and completion notice: the owner, a team
-    manager or any address (``notices.chosen_notice_address``)."""
-    batch = batch_for_action(session, batch_id=batch_id, user=user)
-    try:
-        address = chosen_notice_address(choice=choice, email=email)
-    except NoticeAddressError as exc:
-        raise Refused(N_("Notices to: %(problem)s", problem=exc.args[0]), 422) from None
-    batch.notify_email = address
-    log(logger, logging.INFO, "notice address set", batch_id=batch.id, user_id=user.id, owner=address is None)
-    return batch
 
 
 @dataclass(frozen=True)
@@ -290,32 +266,3 @@ def managers_of(session: Session, *, team_ids: Iterable[int]) -> list[Manager]:
             .order_by(Team.name, User.email)
         )
     ]
-
-
-@dataclass(frozen=True)
-class BatchAccess:
-    """Who sees a batch and who is told about it, as its page shows."""
-
-    team_name: str | None
-    #: Where the notices go (the notice address, else the owner's address).
-    notices_to: str | None
-    notify_email: str | None
-    shared_with: tuple[User, ...]
-    managers: tuple[Manager, ...]
-    #: Whether the viewing user may share the batch and change its notice address.
-    can_act: bool
-
-
-def batch_access(session: Session, *, batch: Batch, user: User) -> BatchAccess:
-    """The batch's team, notice address and shares, for a user who sees it."""
-    team = session.get(Team, batch.team_id) if batch.team_id is not None else None
-    # Always one query for the owner (the notice address may be theirs), whether or not it is the viewing user.
-    owner = session.scalar(select(User).where(User.id == batch.created_by_id))
-    return BatchAccess(
-        team_name=team.name if team else None,
-        notices_to=notice_recipient(batch, owner=owner),
-        notify_email=batch.notify_email,
-        shared_with=tuple(shared_with(session, batch_id=batch.id)),
-        managers=tuple(managers_of(session, team_ids=[batch.team_id] if batch.team_id else [])),
-        can_act=may_act_on_batch(session, batch=batch, user=user),
-    )

@@ -1,15 +1,5 @@
 """Forgot password: a personal link by mail that sets a new password, once, within ``LINK_TTL``.
-
-Only the user's newest link counts (asking again ends the one before), a used link is spent, and a password
-changed in any way ends every link asked for before it: the token is HMAC(secret, row id + nonce + the
-password hash of the time), derived again when the mail is built and when the link is opened, so a retried
-mail job sends the same link while the database keeps only the nonce and the token's sha256 (to find the
-row). A copy of the database alone cannot make a working link.
-
-Whether an address has an account is never told: an unknown or disabled address gets the same answer and no
-mail (no error either: a typo is not a fault anyone must mend). An address gets at most one mail per
-``RESEND_AFTER``; the page that asks is rate-limited per client like the login.
-"""
+More in docs/architecture/people.md."""
 
 from __future__ import annotations
 
@@ -19,14 +9,20 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from flask import render_template
+from flask_babel import force_locale
+from flask_mail import Message
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from bulksign.core.errors import BulksignError
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
 from bulksign.core.tokens import hash_token, new_nonce
 from bulksign.mail.mailer import MailNotNeeded, builder, queue_mail
 from bulksign.models import User, utcnow
+from bulksign.models.base import rows_changed
+from bulksign.models.mail import MailKind
 from bulksign.models.people import PasswordReset
 from bulksign.people.users import normalise_email, set_password
 from bulksign.work.pipeline import enqueue_sends
@@ -37,7 +33,7 @@ logger = logging.getLogger(__name__)
 LINK_TTL = timedelta(hours=1)
 #: A second request for the same address within this gets no second mail (the first link still works).
 RESEND_AFTER = timedelta(minutes=1)
-MAIL_KIND = "password_reset"
+MAIL_KIND = MailKind.PASSWORD_RESET
 #: Where the link leads (the staff auth blueprint's reset page).
 RESET_PATH = "/auth/reset/"
 
@@ -80,7 +76,6 @@ def request_reset(session: Session, *, email: str, locale: str, secret: str, now
     session.add(reset)
     session.flush()
     reset.token_hash = hash_token(reset_token(secret=secret, reset=reset, password_hash=user.password_hash))
-    from flask_babel import force_locale
 
     with force_locale(locale):
         subject = str(N_("Set a new password"))
@@ -108,7 +103,7 @@ def check_link(session: Session, *, token: str, secret: str, now: datetime) -> R
     reset = session.scalar(select(PasswordReset).where(PasswordReset.token_hash == hash_token(token[:200])))
     if reset is None:
         return ResetLink("unknown")
-    user = session.get(User, reset.user_id)
+    user = session.get_one(User, reset.user_id)
     expected = reset_token(secret=secret, reset=reset, password_hash=user.password_hash)
     if (
         reset.used_at is not None
@@ -122,7 +117,7 @@ def check_link(session: Session, *, token: str, secret: str, now: datetime) -> R
     return ResetLink("valid", reset, user)
 
 
-class ResetRefused(ValueError):
+class ResetRefused(BulksignError):
     """The link no longer sets a password; ``link`` says why."""
 
     def __init__(self, link: ResetLink):
@@ -134,34 +129,33 @@ def complete_reset(session: Session, *, token: str, password: str, repeat: str, 
     """Set the password through a valid link and spend it (compare-and-set: two tabs, one wins); the caller
     commits. ResetRefused for a link that no longer works, UserError for a password the rules refuse."""
     link = check_link(session, token=token, secret=secret, now=now)
-    if link.status != "valid":
+    reset, user = link.reset, link.user
+    if link.status != "valid" or reset is None or user is None:
         raise ResetRefused(link)
-    set_password(session, user=link.user, password=password, repeat=repeat)
-    won = session.execute(
+    set_password(session, user=user, password=password, repeat=repeat)
+    won = rows_changed(
+        session,
         update(PasswordReset)
-        .where(PasswordReset.id == link.reset.id, PasswordReset.used_at.is_(None))
+        .where(PasswordReset.id == reset.id, PasswordReset.used_at.is_(None))
         .values(used_at=now)
-        .execution_options(synchronize_session=False)
-    ).rowcount
+        .execution_options(synchronize_session=False),
+    )
     if not won:
         session.rollback()
-        raise ResetRefused(ResetLink("spent", link.reset, link.user))
-    log(logger, logging.INFO, "password reset used", user_id=link.user.id, reset_id=link.reset.id)
-    return link.user
+        raise ResetRefused(ResetLink("spent", reset, user))
+    log(logger, logging.INFO, "password reset used", user_id=user.id, reset_id=reset.id)
+    return user
 
 
 @builder(MAIL_KIND)
 def build_reset_mail(session: Session, mail, app):
     """The mail with the link: the token is derived now and written nowhere."""
-    from flask import render_template
-    from flask_babel import force_locale
-    from flask_mail import Message
 
     reset_id = int(mail.message_id.strip("<>").partition("@")[0].removeprefix("password-reset-"))
     reset = session.get(PasswordReset, reset_id)
     if reset is None:
         raise MailNotNeeded("the account is gone")
-    user = session.get(User, reset.user_id)
+    user = session.get_one(User, reset.user_id)
     token = reset_token(secret=app.config["SECRET_KEY"], reset=reset, password_hash=user.password_hash)
     link = check_link(session, token=token, secret=app.config["SECRET_KEY"], now=utcnow())
     if link.status != "valid":

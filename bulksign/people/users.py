@@ -6,10 +6,12 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from werkzeug.security import check_password_hash, generate_password_hash
 
+from bulksign.core.errors import BulksignError
 from bulksign.core.logs import log
 from bulksign.core.messages import N_, N_plural
 from bulksign.core.tokens import IssuedToken, hash_token, new_token
@@ -47,7 +49,7 @@ def _dummy_hash() -> str:
     return _dummy_hashes[hash_method]
 
 
-class UserError(ValueError):
+class UserError(BulksignError):
     """Input a person can correct; the message says how."""
 
 
@@ -105,11 +107,16 @@ def create_user(
         raise UserError(N_("Role must be one of: %(known)s.", known=", ".join(ROLES)))
     _check_password(password, None)
     shown = display_name(name)
-    if session.scalar(select(User.id).where(func.lower(User.email) == email)):
-        raise UserError(N_("A user with the email %(email)s already exists.", email=email))
+    # Stored as ``normalise_email`` gives it, unique: compared as stored, the same in every database.
+    exists_already = UserError(N_("A user with the email %(email)s already exists.", email=email))
+    if session.scalar(select(User.id).where(User.email == email)):
+        raise exists_already
     user = User(email=email, password_hash=_hash(password), role=role, created_at=now, display_name=shown)
-    session.add(user)
-    session.flush()
+    try:
+        with session.begin_nested():  # made meanwhile by another admin: theirs stands
+            session.add(user)
+    except IntegrityError:
+        raise exists_already from None
     log(logger, logging.INFO, "user created", user_id=user.id, role=role)
     record_role(session, user=user, old_role=None, by=by, now=now)
     return user

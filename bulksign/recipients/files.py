@@ -1,10 +1,4 @@
-"""Reading a recipients file: CSV or XLSX as a stream of rows of text, refused early when it cannot be read.
-
-Nothing here trusts the file: an unreadable upload raises UploadError (a 4xx for the views). CSV is
-decoded here (UTF-8, UTF-16, CP1251/CP1252) and its delimiter detected; a quote left open is reported on
-its row. An .xlsx is read by ``workbooks``. Cell text is kept as text: a formula such as ``=HYPERLINK(...)``
-is never evaluated.
-"""
+"""Reading a recipients file: CSV or XLSX as a stream of rows of text, refused early when it cannot be read."""
 
 from __future__ import annotations
 
@@ -143,12 +137,9 @@ def _detect_delimiter(text: str) -> str:
 
 
 def _refuse_untabular_text(text: str, *, delimiter: str) -> None:
-    """Refuse a .txt whose first line is one column: a note or a list, not a table.
-
-    A .txt is read as CSV because Excel's "Unicode Text" export is one (tab-separated), but any other text then
-    read as a one-column table whose first line was its header, and the answer ("a header but no rows", a
-    missing column) sent staff to fix a table they never had. A real CSV saved as .txt separates its header's
-    columns; a one-column list saved as .csv is still read as one."""
+    """Refuse a .txt whose first line is one column: a note or a list, not a table. A .txt is read as CSV (Excel's
+    "Unicode Text" is tab-separated); a real one separates its header's columns, and a one-column .csv is still
+    read."""
     try:
         for record in csv.reader(text[:65536].splitlines()[:50], delimiter=delimiter):
             if any(cell.strip() for cell in record):

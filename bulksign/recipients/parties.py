@@ -8,6 +8,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from bulksign.core.errors import BulksignError
 from bulksign.core.messages import N_
 from bulksign.mail.email_checks import check_email
 from bulksign.recipients.row_checks import COLUMN_LIMITS
@@ -24,12 +25,8 @@ class PartyPerson:
     phone: str | None = None
 
 
-class PartyError(ValueError):
+class PartyError(BulksignError):
     """A fixed party that cannot be used; ``message`` is for people."""
-
-    def __init__(self, message: N_):
-        super().__init__(message.english)
-        self.message = message
 
 
 def fixed_parties(given: str | Mapping | None, *, roles: Sequence[str]) -> dict[str, PartyPerson]:
@@ -60,7 +57,7 @@ def fixed_parties(given: str | Mapping | None, *, roles: Sequence[str]) -> dict[
         if not isinstance(person, Mapping) or not isinstance(person.get("email"), str):
             raise PartyError(N_("Give the address of the party who signs as %(role)s.", role=role))
         email, problem = check_email(person["email"].strip())
-        if problem:
+        if problem or email is None:
             raise PartyError(N_("The party who signs as %(role)s: %(problem)s", role=role, problem=problem))
         name, phone = person.get("name") or "", person.get("phone") or None
         if not isinstance(name, str) or not isinstance(phone, str | None):

@@ -44,7 +44,7 @@ class Columns:
     header: tuple[str, ...]
     missing: tuple[str, ...]
     errors: tuple[RowError, ...]
-    warnings: tuple[str, ...]
+    warnings: tuple[N_, ...]
     #: Variables every row must fill → where they are printed whatever the row holds (``columns.DOCUMENT``, ``MAIL``).
     required: Mapping[str, str] = field(default_factory=dict)
     #: Another party's address column (``employer_email``) → its role: every row names that party there.
@@ -109,9 +109,10 @@ class RowChecker:
                 if email is None:
                     continue
             elif var in self.columns.party_emails:
-                value = self._party_address(row, title, value, role=self.columns.party_emails[var])
-                if value is None:
+                address = self._party_address(row, title, value, role=self.columns.party_emails[var])
+                if address is None:
                     continue
+                value = address
             elif not value and var in self.columns.required:
                 self._error(row, title, _empty(var, where=self.columns.required[var]))
                 continue
@@ -207,6 +208,7 @@ class RowChecker:
             typo = (domain, DOMAIN_TYPOS[domain]) if domain in DOMAIN_TYPOS else None
             self.errors.add(RowError(row.number, title, problem, self._values(row.cells), typo))
             return None
+        assert email is not None  # check_email gives an address or a problem
         key = email.lower()
         if key in self._first_row_of:
             self._error(

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from bulksign.core.errors import BulksignError, Message
 from bulksign.core.messages import N_, N_plural
 
 #: A bigger file is refused before any work: split it into several batches.
@@ -19,14 +20,11 @@ MAX_FILE_ROWS = MAX_ROWS + 1
 MAX_READ_SECONDS = 20.0
 
 
-class UploadError(ValueError):
-    """The file cannot be read at all; ``status`` is the HTTP status to answer with."""
+class UploadError(BulksignError):
+    """The file cannot be read at all; ``message``: an ``N_`` message, or text a view translated already."""
 
-    def __init__(self, message, status: int = 400):
-        super().__init__(message)
-        #: An ``N_`` message (or text already translated by a view): ``str()`` it where it is shown.
-        self.message = message
-        self.status = status
+    def __init__(self, message: Message, status: int | None = None, *, field: str | None = None):
+        super().__init__(message, field=field, status=status)
 
 
 class Row(NamedTuple):
@@ -38,7 +36,7 @@ class Row(NamedTuple):
     #: CSV: the line the record starts on (values with line breaks make it differ from ``number``).
     line: int | None = None
     #: Why the record as read cannot be trusted (a quote left open), for a row error.
-    problem: str | None = None
+    problem: N_ | None = None
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,4 @@
-"""The suppression list: addresses that hard-bounced or complained get no more mail, in any batch.
-
-Mailing a dead address or someone who marked us as spam again hurts the sender's reputation, and
-with it the delivery of every other invitation. Entries are written where the news arrives (the
-bounce webhook, an SMTP refusal, a complaint); the send job checks every mail against the list,
-and the upload check warns about listed addresses before a batch is created. Only an admin lifts an
-entry; then the address can be mailed again (a failed invitation is retried like any other).
-"""
+"""The suppression list: addresses that hard-bounced or complained get no more mail, in any batch."""
 
 from __future__ import annotations
 
@@ -21,6 +14,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from bulksign.core.errors import BulksignError
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
 from bulksign.models import Suppression, User
@@ -43,8 +37,10 @@ def address_is_dead(smtp_reply: str) -> bool:
     return bool(_DEAD_ADDRESS.search(smtp_reply))
 
 
-class SuppressionNotFound(LookupError):
+class SuppressionNotFound(BulksignError, LookupError):
     """No entry in force with this id or address."""
+
+    status = 404
 
 
 @dataclass(frozen=True)

@@ -1,23 +1,18 @@
-"""Checking a recipients file: every row against a template, reporting what is wrong and where.
-
-The file is read by ``recipient_files`` (an unreadable upload raises UploadError, a 4xx for the views);
-everything row-level becomes a RowError with the row number the user sees in Excel (header = 1).
-Addresses are checked by ``email_checks``; the file waits between "check" and "create" in ``uploads``.
-"""
+"""Checking a recipients file: every row against a template, reporting what is wrong and where."""
 
 from __future__ import annotations
 
-import csv
 import io
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from bulksign.core.messages import N_, N_plural
-from bulksign.core.spreadsheets import formula_safe
+from bulksign.core.spreadsheets import csv_writer
 from bulksign.doc_templates.columns import DOCUMENT, MAIL, OPTIONAL
 from bulksign.documents.field_boxes import field_name
 from bulksign.documents.signature_box import RECIPIENT_ROLE, mark_role
+from bulksign.models import Suppression
 from bulksign.recipients.files import open_table
 from bulksign.recipients.parties import PartyPerson
 from bulksign.recipients.row_checks import Columns, RowChecker, RowError
@@ -59,7 +54,7 @@ class SuppressedRow:
 
 #: A lookup of suppression entries in force: addresses → entries by lower-cased address (each with
 #: ``source``, ``reason`` and ``created_at``), e.g. ``suppressions.in_force_among`` bound to a session.
-SuppressionLookup = Callable[[list[str]], Mapping[str, object]]
+SuppressionLookup = Callable[[list[str]], Mapping[str, Suppression]]
 
 
 @dataclass(frozen=True)
@@ -123,11 +118,9 @@ class ValidationReport:
 
 
 def template_columns(variables: Mapping[str, str] | Iterable[str]) -> dict[str, str]:
-    """The template's variables as ``validate_recipients`` reads them: variable → where it is printed whatever the
-    row holds (``columns.DOCUMENT``, ``columns.MAIL``: every row needs a value) or ``columns.OPTIONAL``, as
-    ``columns.needed_columns`` says (without the version's marks: its stored roles say which are). A plain list of
-    names (tests, tools): each needed by the document, but ``name`` and ``phone``, which may be empty, as every
-    file was checked before templates said which they print, and no mark (``{{ signature_<role> }}``) at all."""
+    """The template's variables as ``validate_recipients`` reads them: variable → ``columns.DOCUMENT`` or
+    ``columns.MAIL`` (every row needs a value) or ``columns.OPTIONAL``, as ``columns.needed_columns`` says. A
+    plain list of names: each needed, but ``name`` and ``phone``, and no marks."""
     if isinstance(variables, Mapping):
         return dict(variables)
     return {v: OPTIONAL if v in ("name", "phone") else DOCUMENT for v in variables if not mark_role(v)}
@@ -155,7 +148,10 @@ def _match_header(
     for role in roles:
         for part in PARTY_COLUMNS:
             wanted.setdefault(f"{role}_{part}", f"{role}_{part}")
-    used, errors, warnings, seen = [], [], [], {}
+    used: list[tuple[int, str, str]] = []
+    errors: list[RowError] = []
+    warnings: list[N_] = []
+    seen: dict[str, int] = {}
     for index, title in enumerate(header):
         if not title:
             warnings.append(
@@ -246,18 +242,10 @@ def validate_recipients(
     roles: Sequence[str] = (),
     fixed_roles: Collection[str] = (),
 ) -> ValidationReport:
-    """Read the file and check every row against the template's variables; raises UploadError if unreadable.
-
-    ``variables``: as ``template_columns`` takes them (``columns.needed_columns`` of the version): a column printed
-    whatever the row holds must be in the file and filled on every row; an optional one may be left out or empty.
-
-    ``domain_choices``: misspelt domain → the domain staff chose for it (see ``email_checks.check_email``).
-    ``suppressed``: a lookup of the suppression list; the valid rows it knows are reported (a warning:
-    batch creation keeps them, not mailed).
-    ``roles``: the template's roles other than the recipient (``roles.template_roles``); each is named on every row
-    by its ``<role>_email`` column, or, for those in ``fixed_roles``, once for the batch; a role with neither is
-    an error of the file's header.
-    """
+    """Read the file and check every row against the template's ``variables`` (as ``template_columns`` takes them);
+    UploadError if unreadable. ``domain_choices``: misspelt domain → staff's choice; ``suppressed``: the
+    suppression list's lookup (its rows are reported); ``roles``: the other roles, each named per row by
+    ``<role>_email`` or, in ``fixed_roles``, once for the batch."""
     variables = template_columns(variables)
     table = open_table(data, filename=filename)
     header = _header_row(table.rows)
@@ -334,11 +322,11 @@ def error_report_csv(report: ValidationReport) -> str:
     Each line carries the row's values after the problem, so the file can be fixed from the report alone.
     """
     out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(["row", "column", "message", *(formula_safe(c) for c in report.columns)])
+    writer = csv_writer(out)
+    writer.writerow(["row", "column", "message", *report.columns])
     for error in report.errors:
-        values = [formula_safe(error.values.get(c, "")) for c in report.columns]
-        writer.writerow([error.row, formula_safe(error.column), formula_safe(str(error.message)), *values])
+        values = [error.values.get(c, "") for c in report.columns]
+        writer.writerow([error.row, error.column, str(error.message), *values])
     return out.getvalue()
 
 

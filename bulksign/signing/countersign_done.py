@@ -1,16 +1,10 @@
-"""What became of a countersigner's documents: signed and sealed (their copy to download) or declined, and by whom.
-
-A party served by its countersigner's digest (``digests``) gets no mail per document: not its invitation, and not
-the completed PDF nor another party's decline either (``routing.completed_mails``, ``routing.tell_declined``),
-which for the one countersigner of 5,000 documents would be 5,000 mails. Its page lists them instead, below the
-documents that wait: each finished request of its batch and address, newest first, with the sealed copy to download
-once it is sealed.
-"""
+"""What became of a countersigner's documents: signed and sealed (their copy to download) or declined, and by whom."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
@@ -26,19 +20,31 @@ PER_PAGE = 50
 FINISHED = (Status.SIGNED.value, Status.DECLINED.value)
 
 
+class Finished(StrEnum):
+    #: Its sealed copy can be downloaded.
+    SIGNED = "signed"
+    #: Signed by all, its copy not sealed yet.
+    SEALING = "sealing"
+    DECLINED = "declined"
+
+
 @dataclass(frozen=True)
 class FinishedDocument:
     party_id: int
     #: Whose document it is: the row's person.
     name: str
     email: str
-    #: ``signed`` (its sealed copy can be downloaded), ``sealing`` (signed by all, its copy not sealed yet) or
-    #: ``declined``.
-    outcome: str
+    outcome: Finished
     #: Of a declined document: the role that declined (``recipient``: the row's person), and why.
     declined_by: str | None
     reason: str
     finished_at: datetime | None
+
+
+def _outcome(status: str, *, sealed: bool) -> Finished:
+    if status == Status.DECLINED:
+        return Finished.DECLINED
+    return Finished.SIGNED if sealed else Finished.SEALING
 
 
 @dataclass(frozen=True)
@@ -96,7 +102,7 @@ def finished_page(session: Session, *, link: CountersignLink, page: int) -> Fini
             party_id=party_id,
             name=name or "",
             email=email,
-            outcome="declined" if status == Status.DECLINED.value else "signed" if is_sealed else "sealing",
+            outcome=_outcome(status, sealed=is_sealed),
             declined_by=role if status == Status.DECLINED.value else None,
             reason=reason or "",
             finished_at=changed_at,
@@ -127,5 +133,7 @@ def signed_copy(session: Session, *, link: CountersignLink, party_id: int) -> Si
             SigningRequest.purged_at.is_(None),
         )
     )
-    document = latest_document(session, request.id, "signed") if request is not None else None
+    if request is None:
+        return None
+    document = latest_document(session, request.id, "signed")
     return SignedCopy(document, request) if document is not None else None

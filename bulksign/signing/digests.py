@@ -1,20 +1,4 @@
-"""A countersigner's digest: one mail and one link for every document of a batch that waits on one address.
-
-The rule, in one place (``digest_addresses``): a party other than the recipient is served by the digest when its
-address (lower-cased) is that of at least two parties other than the recipient in its batch — the batch's fixed
-party of a batch of two rows or more, or the same person named on several rows by ``<role>_email``. Such a party
-is invited like any other (``waiting`` → ``invited`` when its step starts) but gets no link nor mail of its own:
-its batch and address get one ``CountersignLink`` (a secret like a signing token, only its hash stored), and a
-digest "N documents of <title> wait for your signature" with that link goes out as soon as a document is ready
-for them, then at most once per ``COUNTERSIGN_DIGEST_HOURS`` while more arrive (``due_digests``, the scheduler's
-tick); staff can send one now (``queue_digests_now``). It is reminded by the digest, never per document
-(``served_by_digest``): the digest goes again when a waiting document's reminder comes due on the batch's schedule
-(``due_reminders``, the reminders' tick, quiet hours included). A party of a single document keeps its own
-invitation.
-
-Every digest is an outgoing-mail row keyed by the link and the digest's number (a retried tick finds its row);
-the number moves by compare-and-set, so two ticks or a tick and an invitation queue one digest, not two.
-"""
+"""A countersigner's digest: one mail and one link for every document of a batch that waits on one address."""
 
 from __future__ import annotations
 
@@ -30,13 +14,14 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from bulksign.core.tokens import hash_token, new_nonce, signing_token
-from bulksign.documents.signed_pdf import document_title
-from bulksign.mail.mailer import builder, queue_mail
+from bulksign.documents.audit_record import document_title
+from bulksign.mail.mailer import MailNotNeeded, builder, queue_mail
 from bulksign.models import RECIPIENT_ROLE, Batch, CountersignLink, Party, SigningRequest
+from bulksign.models.mail import MailKind
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import Status
 
-DIGEST = "countersign_digest"
+DIGEST = MailKind.COUNTERSIGN_DIGEST
 #: Links looked at per tick; the rest wait for the next one (a minute later).
 DIGESTS_PER_TICK = 500
 #: A party that can still act on its documents: its step started and it has not signed or declined.
@@ -161,20 +146,12 @@ def queue_digest(session: Session, *, link: CountersignLink, now: datetime, seen
     if number is None:
         return None  # another tick or invitation queued it
     session.expire(link)
-    batch = session.get(Batch, link.batch_id)
-    with force_locale(batch.language):
-        subject = ngettext(
-            "%(num)s document of “%(title)s” waits for your signature",
-            "%(num)s documents of “%(title)s” wait for your signature",
-            count,
-            title=document_title(batch),
-        )
     return queue_mail(
         session,
         key=f"countersign-digest-{link.id}-{number}",
         kind=DIGEST,
         to_email=link.email,
-        subject=subject,
+        subject=_subject(session.get_one(Batch, link.batch_id), count),
         now=now,
         batch_id=link.batch_id,
     ).id
@@ -228,10 +205,9 @@ def due_digests(session: Session, *, now: datetime, every: timedelta) -> list[in
 def due_reminders(
     session: Session, *, batch_id: int, schedule: Sequence[float], now: datetime, every: timedelta
 ) -> list[int]:
-    """The parties the digest serves are reminded by it, on the batch's reminder ``schedule`` (days after each
-    document's invitation, as any party's reminders): a link of the batch with a ready document whose reminder
-    came due since the link's last digest gets a digest again, at most one per ``every``, until its documents are
-    signed, declined or past their deadline; the mail ids. The caller keeps the batch's quiet hours and commits."""
+    """Remind the parties the digest serves by a digest, on the batch's reminder ``schedule``: a link with a ready
+    document whose reminder came due since its last digest gets one again, at most one per ``every``. The mail
+    ids; the caller keeps quiet hours and commits."""
     since = func.coalesce(CountersignLink.last_digest_at, datetime(1970, 1, 1, tzinfo=now.tzinfo))
     # A document's reminder ``days`` after its invitation came in (since, now].
     came = [
@@ -293,20 +269,33 @@ def remind_now(
     return StaffReminder(tuple(mail_ids), frozenset(recent))
 
 
+def _subject(batch: Batch, count: int) -> str:
+    with force_locale(batch.language):
+        return ngettext(
+            "%(num)s document of “%(title)s” waits for your signature",
+            "%(num)s documents of “%(title)s” wait for your signature",
+            count,
+            title=document_title(batch),
+        )
+
+
 @builder(DIGEST)
 def build_digest(session: Session, mail, app: Flask):
-    """The digest: how many documents wait, and the one personal link to the page of all of them."""
-    link = session.scalar(
+    """The digest: how many documents wait, and the one personal link to the page of all of them. Subject and text
+    say the one count of documents ready when it leaves (more may have come since it was queued), and the mail's
+    row records that subject; none left (signed, declined, cancelled meanwhile): not sent."""
+    link = session.scalars(
         select(CountersignLink).where(CountersignLink.batch_id == mail.batch_id, CountersignLink.email == mail.to_email)
-    )
+    ).one()
     batch = link.batch
+    count = ready_count(session, link, now=mail.created_at)
+    if count == 0:
+        raise MailNotNeeded("no document waits for the countersigner any more")
+    mail.subject = _subject(batch, count)
     url = countersign_url(app_url=app.config["APP_URL"], token=link_token(link, secret=app.config["SECRET_KEY"]))
     with force_locale(batch.language):
         body = render_template(
-            "emails/countersign_digest.txt",
-            count=ready_count(session, link, now=mail.created_at),
-            document_name=document_title(batch),
-            link=url,
+            "emails/countersign_digest.txt", count=count, document_name=document_title(batch), link=url
         )
     message = Message(
         subject=mail.subject,

@@ -1,48 +1,34 @@
-"""What a signer fills in on the signing page (issue 30): the fields of their role, checked, and saved as they sign.
-
-A template version's fields (``doc_templates.fields``) each belong to one role; a party sees and fills only its
-role's (the row's recipient: ``recipient``). A column ``field_<name>`` of the row prefills a field; a read-only one
-keeps that value whatever is sent. Every value is checked in the batch's language (numbers with its separators,
-dates in its short format or ISO, as ``<input type=date>`` sends them); nothing is kept until every field passes.
-The values are written (``save_entries``) in the transaction of the party's sign, after its compare-and-set won:
-a sign that loses its race writes nothing, and the values exist before the seal is queued.
-"""
+"""What a signer fills in on the signing page: the fields of their role, checked, and saved as they sign."""
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import logging
-import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from io import BytesIO
 
 import regex
 from babel.dates import format_date, get_date_format, parse_date
 from babel.numbers import NumberFormatError, format_decimal, get_group_symbol, parse_decimal
 from sqlalchemy.orm import Session
 
+from bulksign.core.errors import BulksignError
 from bulksign.core.messages import N_
+from bulksign.core.typed_text import visible_text
 from bulksign.doc_templates.fields import FieldSettings, template_fields
 from bulksign.documents.document_pages import DocumentPages
+from bulksign.documents.pdf_text import unprintable
 from bulksign.documents.signature_box import SignatureBox
-from bulksign.documents.storage import Storage
+from bulksign.documents.storage import Storage, StorageError
 from bulksign.models import Document, FieldValue, SigningRequest
+from bulksign.signing.attachments import Attachment, AttachmentRefused, Upload, attachment_key, checked_attachment
 
 #: How long a staff-written pattern may take to match one value.
 PATTERN_SECONDS = 0.1
 #: Longest text a text field takes (a pattern is matched against at most this much).
 MAX_TEXT_CHARS = 1000
-#: Longest file name kept for an attachment (the value the signed PDF and staff show).
-MAX_FILE_NAME_CHARS = 200
-#: What an attachment may be, found by its first bytes → the extension it is stored under.
-ATTACHMENT_TYPES = {"application/pdf": ".pdf", "image/jpeg": ".jpg", "image/png": ".png"}
-_MAGIC = ((b"%PDF-", "application/pdf"), (b"\xff\xd8\xff", "image/jpeg"), (b"\x89PNG\r\n\x1a\n", "image/png"))
-#: An image bigger than this many pixels is refused rather than decoded (a 10 MB PNG can unpack to gigabytes).
-MAX_IMAGE_PIXELS = 100_000_000
 #: Control characters (but tab and line ends): never printable in a name or a value.
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 #: What a ticked checkbox's input sends, and what a file's column may say for one ticked; the values stored for it.
@@ -51,15 +37,6 @@ TICKED_VALUES = frozenset({TICKED, "true", "1", "x", "on", "да"})
 CHECKBOX_VALUES = {True: "true", False: "false"}
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Upload:
-    """A file the signer chose for an attachment field: its name on their device and its first bytes (the view
-    reads at most one byte more than the limit)."""
-
-    filename: str
-    data: bytes
 
 
 @dataclass(frozen=True)
@@ -77,16 +54,6 @@ class FilledForm:
 
 #: A sign with nothing filled in (a caller with no form: tests, a request whose signer fills no field).
 NOTHING_FILLED = FilledForm(typed={}, files={}, attachment_max_bytes=0, storage=None)
-
-
-@dataclass(frozen=True)
-class Attachment:
-    """An attachment that passed its checks: what is stored, and what its ``FieldValue`` row keeps."""
-
-    filename: str
-    data: bytes
-    content_type: str
-    sha256: str
 
 
 @dataclass(frozen=True)
@@ -221,9 +188,9 @@ def _number_text(value: float | str, language: str) -> str:
     return format_decimal(Decimal(str(value)), locale=language)
 
 
-def _date_text(value: str, language: str) -> str:
+def _date_text(value: float | str, language: str) -> str:
     # As the page's other dates read (``localtime.batch_time``): "31 January 2027", "31 января 2027".
-    return format_date(dt.date.fromisoformat(value), "d MMMM y", locale=language)
+    return format_date(dt.date.fromisoformat(str(value)), "d MMMM y", locale=language)
 
 
 def _hint(settings: FieldSettings, language: str) -> tuple[N_, ...]:
@@ -266,19 +233,22 @@ def check_entries(request: SigningRequest, *, role: str, filled: FilledForm) -> 
     return CheckedEntries(errors=errors) if errors else CheckedEntries(entries=tuple(entries))
 
 
-class _Refused(ValueError):
+class _Refused(BulksignError):
+    """A field's value to correct; ``message`` says how."""
+
+    message: N_
+
     def __init__(self, message: N_):
-        super().__init__(message.english)
-        self.message = message
+        super().__init__(message)
 
 
 def _prefilled(settings: FieldSettings, prefill: str, language: str) -> Entry:
     """A read-only prefill: normalised when it passes the field's checks; else kept as the file gave it (the
-    sender's value, not the signer's to correct)."""
+    sender's value, not the signer's to correct), without invisible characters."""
     try:
         return Entry(name=settings.name, value=_value(settings, prefill, language))
     except _Refused:
-        return Entry(name=settings.name, value=prefill)
+        return Entry(name=settings.name, value=visible_text(prefill))
 
 
 def _value(settings: FieldSettings, raw: str | None, language: str) -> str | None:
@@ -289,7 +259,7 @@ def _value(settings: FieldSettings, raw: str | None, language: str) -> str | Non
         if settings.required and not ticked:
             raise _Refused(N_("Tick “%(label)s” to sign.", label=label))
         return CHECKBOX_VALUES[ticked]
-    text = " ".join(CONTROL_CHARACTERS.sub("", raw or "").split())
+    text = visible_text(CONTROL_CHARACTERS.sub("", raw or ""))
     if not text:
         if settings.required:
             raise _Refused(N_("Fill in “%(label)s”: it is required.", label=label))
@@ -299,6 +269,14 @@ def _value(settings: FieldSettings, raw: str | None, language: str) -> str | Non
 
 
 def _text(settings: FieldSettings, text: str, language: str) -> str:
+    if missing := unprintable(text):  # the signed PDF would show empty boxes for them
+        raise _Refused(
+            N_(
+                "“%(label)s” has characters the signed document cannot print: %(chars)s. Write it without them.",
+                label=settings.shown_label,
+                chars=" ".join(missing[:10]),
+            )
+        )
     if len(text) > MAX_TEXT_CHARS:
         raise _Refused(
             N_(
@@ -364,11 +342,13 @@ def _date_value(settings: FieldSettings, text: str, language: str) -> str:
             N_(
                 "“%(value)s” is not a date. Write it like %(example)s.",
                 value=text[:40],
-                example=format_date(dt.date(2027, 1, 31), get_date_format("short", locale=language), locale=language),
+                example=format_date(
+                    dt.date(2027, 1, 31), get_date_format("short", locale=language).pattern, locale=language
+                ),
             )
         )
     low, high = settings.minimum, settings.maximum
-    if (low is not None and found.isoformat() < low) or (high is not None and found.isoformat() > high):
+    if (low is not None and found.isoformat() < str(low)) or (high is not None and found.isoformat() > str(high)):
         raise _Refused(_out_of_range(settings, _date_text, language))
     return found.isoformat()
 
@@ -394,63 +374,17 @@ def _choice(settings: FieldSettings, text: str, language: str) -> str:
 
 
 def _attachment(settings: FieldSettings, upload: Upload | None, max_bytes: int) -> Entry:
-    """A chosen file that is what it says (by content): a readable PDF, JPEG or PNG, at most ``max_bytes``."""
+    """A chosen file that is what it says (``attachments.checked_attachment``)."""
     label = settings.shown_label
     if upload is None or not upload.data:
         if settings.required:
             raise _Refused(N_("Choose a file for “%(label)s”: it is required.", label=label))
         return Entry(name=settings.name, value=None)
-    if len(upload.data) > max_bytes:
-        raise _Refused(
-            N_(
-                "The file for “%(label)s” is too big: at most %(mb)s MB.",
-                label=label,
-                mb=max_bytes // (1024 * 1024),
-            )
-        )
-    content_type = next((kind for magic, kind in _MAGIC if upload.data.startswith(magic)), None)
-    if content_type is None:
-        raise _Refused(N_("The file for “%(label)s” is not a PDF, JPEG or PNG (whatever its name says).", label=label))
-    if not _readable(upload.data, content_type):
-        raise _Refused(N_("The file for “%(label)s” is damaged and cannot be read. Choose another.", label=label))
-    name = posixpath.basename(CONTROL_CHARACTERS.sub("", upload.filename or "").replace("\\", "/")).strip()
-    name = name[-MAX_FILE_NAME_CHARS:] or f"{settings.name}{ATTACHMENT_TYPES[content_type]}"
-    return Entry(
-        name=settings.name,
-        value=name,
-        attachment=Attachment(
-            filename=name,
-            data=upload.data,
-            content_type=content_type,
-            sha256=hashlib.sha256(upload.data).hexdigest(),
-        ),
-    )
-
-
-def _readable(data: bytes, content_type: str) -> bool:
-    """Whether the file opens as what it starts like: a PDF with pages, an image whose pixels decode."""
-    if content_type == "application/pdf":
-        from pypdf import PdfReader
-
-        try:
-            return len(PdfReader(BytesIO(data), strict=False).pages) > 0
-        except Exception:  # pypdf raises many kinds on a broken file; all mean the same to the signer
-            return False
-    from PIL import Image
-
     try:
-        with Image.open(BytesIO(data)) as image:
-            if image.width * image.height > MAX_IMAGE_PIXELS:
-                return False
-            image.load()
-    except Exception:  # as above, for Pillow
-        return False
-    return True
-
-
-def attachment_key(request: SigningRequest, *, name: str, content_type: str) -> str:
-    """Where a field's attachment is stored: beside the request's documents."""
-    return f"batches/{request.batch_id}/requests/{request.id}/fields/{name}{ATTACHMENT_TYPES[content_type]}"
+        found = checked_attachment(upload, label=label, field=settings.name, max_bytes=max_bytes)
+    except AttachmentRefused as refused:
+        raise _Refused(refused.message) from None
+    return Entry(name=settings.name, value=found.filename, attachment=found)
 
 
 def save_entries(
@@ -459,7 +393,7 @@ def save_entries(
     request: SigningRequest,
     role: str,
     entries: tuple[Entry, ...],
-    storage: Storage,
+    storage: Storage | None,
     now: dt.datetime,
     ip: str | None,
 ) -> None:
@@ -469,6 +403,8 @@ def save_entries(
         attachment, key = entry.attachment, None
         if attachment is not None:
             key = attachment_key(request, name=entry.name, content_type=attachment.content_type)
+            if storage is None:
+                raise StorageError("no storage to keep an attachment in")
             storage.put(key, attachment.data, content_type=attachment.content_type)
         session.add(
             FieldValue(
@@ -481,6 +417,7 @@ def save_entries(
                 content_type=attachment.content_type if attachment else None,
                 size=len(attachment.data) if attachment else None,
                 sha256=attachment.sha256 if attachment else None,
+                original_sha256=attachment.original_sha256 if attachment else None,
                 entered_at=now,
                 entered_ip=(ip or "")[:64] or None,
             )

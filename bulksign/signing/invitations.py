@@ -21,6 +21,7 @@ from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session, joinedload
 from sqlalchemy.orm.attributes import set_committed_value
 
+from bulksign.batches.settling import record_outcome, settles
 from bulksign.batches.states import transition
 from bulksign.core.branding import brand_from, logo_src
 from bulksign.core.localtime import batch_time
@@ -29,15 +30,17 @@ from bulksign.doc_templates.jinja_sandbox import render_text
 from bulksign.doc_templates.mail_texts import mail_text
 from bulksign.mail.mail_headers import one_line
 from bulksign.mail.mailer import builder, message_id_for, queue_mails
+from bulksign.mail.outcomes import Delivery, Outcome
 from bulksign.models import Batch, OutgoingMail, SigningRequest, TemplateVersion, utcnow
+from bulksign.models.mail import MailKind, MailStatus
 from bulksign.models.status import Status
 from bulksign.signing.links import current_token, issue_links, signing_url
 
-KIND = "invitation"
+KIND = MailKind.INVITATION
 
 
 def invitation_key(request: SigningRequest) -> str:
-    return f"invitation-{request.id}-{request.token_nonce[:12]}"
+    return f"invitation-{request.id}-{(request.token_nonce or '')[:12]}"
 
 
 def deadline_for(batch: Batch, *, sent_at: datetime) -> datetime:
@@ -142,9 +145,10 @@ def queue_invitations(session: Session, *, request_ids: Sequence[int], now: date
     """
     requests = load_requests(session, request_ids)
     secret = app.config["SECRET_KEY"]
-    tokens = {r.id: current_token(r, secret=secret) for r in requests if r.token_hash}
+    tokens = {r.id: token for r in requests if r.token_hash and (token := current_token(r, secret=secret))}
     tokens.update(issue_links(session, requests=[r for r in requests if r.id not in tokens], secret=secret, now=now))
-    mails, errors = [], {}
+    mails: list[dict] = []
+    errors: dict[int, str] = {}
     for request in requests:
         context = mail_context(
             request, token=tokens[request.id], app=app, deadline=request_deadline(request, sent_at=now)
@@ -188,11 +192,17 @@ def record_sent(
     if mark_mail_sent:
         also, also_params = _MAIL_SENT, {"mail_id": mail.id, "mail_sent_at": now}
         # What the row will say once this commits; set as loaded, so no second UPDATE is flushed.
-        for name, value in (("status", "sent"), ("sent_at", now), ("error", None)):
+        for name, value in (("status", MailStatus.SENT), ("sent_at", now), ("error", None)):
             set_committed_value(mail, name, value)
     details = {"message_id": mail.message_id, **({"reconciled": True} if reconciled else {})}
     return mark_sent(
-        session, request=request, sent_at=mail.sent_at, now=now, details=details, also=also, also_params=also_params
+        session,
+        request=request,
+        sent_at=mail.sent_at or now,
+        now=now,
+        details=details,
+        also=also,
+        also_params=also_params,
     )
 
 
@@ -200,7 +210,7 @@ def record_sent(
 _MAIL_SENT = (
     update(OutgoingMail)
     .where(OutgoingMail.id == bindparam("mail_id"))
-    .values(status="sent", sent_at=bindparam("mail_sent_at"), error=None)
+    .values(status=MailStatus.SENT, sent_at=bindparam("mail_sent_at"), error=None)
 )
 
 
@@ -238,7 +248,7 @@ def delivered_invitations(session: Session, *, request_ids: Sequence[int]) -> li
     if not requests:
         return []
     mails = session.scalars(
-        select(OutgoingMail).where(OutgoingMail.message_id.in_(list(requests)), OutgoingMail.status == "sent")
+        select(OutgoingMail).where(OutgoingMail.message_id.in_(list(requests)), OutgoingMail.status == MailStatus.SENT)
     )
     return [(requests[mail.message_id], mail) for mail in mails]
 
@@ -246,7 +256,7 @@ def delivered_invitations(session: Session, *, request_ids: Sequence[int]) -> li
 @builder(KIND)
 def build_invitation(session: Session, mail: OutgoingMail, app: Flask) -> Message:
     """The invitation as it goes out: text and HTML, the link, the pixel, the row's Message-ID."""
-    request = session.get(SigningRequest, mail.request_id)
+    request = session.get_one(SigningRequest, mail.request_id)
     secret = app.config["SECRET_KEY"]
     token = current_token(request, secret=secret)
     if token is None or not request.token_hash:
@@ -257,16 +267,49 @@ def build_invitation(session: Session, mail: OutgoingMail, app: Flask) -> Messag
     subject = render_text(mail_text(version.email_subject, language=batch.language), context)  # one line when sent
     body = render_text(mail_text(version.email_body, language=batch.language), context)
     pixel = tracking_url(app_url=app.config["APP_URL"], request_id=request.id, secret=secret)
+    return link_message(
+        mail, batch=batch, subject=subject, body=body, link=context["signing_link"], pixel=pixel, app=app
+    )
+
+
+def link_message(
+    mail: OutgoingMail, *, batch: Batch, subject: str, body: str, link: str, pixel: str, app: Flask
+) -> Message:
+    """A mail carrying a signing link, as invitations and reminders send it: text and HTML, the batch's sender
+    and reply-to, the row's Message-ID."""
     message = Message(
         subject=subject,
         recipients=[mail.to_email],
         body=body,
-        html=html_body(body, link=context["signing_link"], pixel=pixel, language=batch.language),
+        html=html_body(body, link=link, pixel=pixel, language=batch.language),
         sender=app.config["MAIL_DEFAULT_SENDER"],
         reply_to=batch.reply_to or (batch.created_by.email if batch.created_by else None),
     )
     message.msgId = mail.message_id
     return message
+
+
+@settles(KIND)
+def settle_invitation(
+    session: Session, *, mail: OutgoingMail, request: SigningRequest | None, delivery: Delivery, now: datetime
+) -> None:
+    """Accepted: the mail row and the request's sending → sent in one statement (``record_sent``). Failed or no
+    longer needed: the request moves to that status with the mail's error. The caller commits at once."""
+    if request is None:
+        raise LookupError(f"invitation {mail.id} has no request")
+    if delivery.kind is Outcome.SENT:
+        record_sent(session, request=request, mail=mail, now=now, mark_mail_sent=True)
+        return
+    record_outcome(session, mail=mail, request=request, delivery=delivery, now=now)
+    transition(
+        session,
+        request.id,
+        frm=Status.SENDING,
+        to=Status(delivery.kind.value),
+        now=now,
+        error_message=delivery.reason[:2000],
+        details={"error": delivery.reason[:500]},
+    )
 
 
 def html_body(text: str, *, link: str, pixel: str, language: str) -> str:

@@ -14,7 +14,7 @@ from bulksign.models import Event, SigningRequest
 
 def issue_link(session: Session, *, request_id: int, secret: str, now: datetime, actor: str = "system") -> str:
     """Give the request a new link (any older link dies at once) and return its token; the caller commits."""
-    request = session.get(SigningRequest, request_id)
+    request = session.get_one(SigningRequest, request_id)
     return issue_links(session, requests=[request], secret=secret, now=now, actor=actor)[request_id]
 
 

@@ -1,10 +1,5 @@
 """Parties of requests: their one writer of state (compare-and-set, like requests), their links, and the
 ``recipient`` party every request has from its creation.
-
-A party moves only through ``PARTY_TRANSITIONS`` (``move_parties``: ``UPDATE parties SET status=:to ... WHERE
-id IN (:ids) AND status IN (:frm)``, an event per win). The ``recipient`` party of a request that has no other
-party follows its request's moves instead, in the request's own statement (``follows``, called by
-``states.transition``): a single-signer request moves exactly as it did before parties existed.
 """
 
 from __future__ import annotations
@@ -19,11 +14,12 @@ from sqlalchemy import BindParameter, Exists, Select, Update, exists, insert, li
 from sqlalchemy.orm import Session, aliased
 from sqlalchemy.orm.util import identity_key
 
+from bulksign.core.errors import BulksignError
 from bulksign.core.messages import N_
 from bulksign.core.slicing import slices
 from bulksign.core.tokens import hash_token, new_nonce, signing_token
 from bulksign.models import RECIPIENT_ROLE, Event, Party, SigningRequest
-from bulksign.models.parties import FIRST_RENDER, PARTY_TRANSITIONS, RECIPIENT_FOLLOWS, PartyStatus
+from bulksign.models.parties import FIRST_RENDER, PARTY_MOVE_NEEDS, PARTY_TRANSITIONS, RECIPIENT_FOLLOWS, PartyStatus
 from bulksign.models.status import IllegalTransition, Status
 
 #: The column each state's arrival is stamped in.
@@ -39,19 +35,14 @@ _STAMPS = {
 PARTIES_OWN_MOVES = frozenset({PartyStatus.SIGNED, PartyStatus.DECLINED})
 
 
-class RoutingError(ValueError):
+class RoutingError(BulksignError):
     """A routing that cannot be followed; ``message`` is for people."""
-
-    def __init__(self, message: N_):
-        super().__init__(message.english)
-        self.message = message
 
 
 def routing_steps(given: str | list | None, *, roles: Sequence[str]) -> dict[str, int]:
-    """Each of the template's ``roles`` (``roles.template_roles``) → its step from 0, from ``routing``: JSON (text or
-    parsed) list of steps, each a list of roles that sign in parallel, e.g. ``[["recipient"], ["employer"]]``.
-    Default (None or ""): the recipient first, then one step per other role in document order. RoutingError for a
-    role named twice or not at all, one the template does not have, or an empty step."""
+    """Each of the template's ``roles`` → its step from 0, from ``routing``: a JSON list of steps, each a list of roles
+    that sign in parallel, e.g. ``[["recipient"], ["employer"]]``; default: the recipient first, then one step
+    per other role. RoutingError for a role named twice, not at all or unknown, or an empty step."""
     if given is None or given == "":
         others = [r for r in roles if r != RECIPIENT_ROLE]
         return {RECIPIENT_ROLE: 0, **{role: step for step, role in enumerate(others, start=1)}}
@@ -105,10 +96,9 @@ def move_parties(
     details: dict | None = None,
     **fields,
 ) -> PartyMoves:
-    """Move parties from one of ``frm`` to ``to`` by compare-and-set and append a ``party.<to>`` event per win
-    (its details name the role). ``fields`` are further columns set in the same UPDATE; the arrival's time
-    (``invited_at`` …) is stamped with ``now``. The caller commits. Moves off the table raise ``IllegalTransition``.
-    """
+    """Move parties from one of ``frm`` to ``to`` by compare-and-set, a ``party.<to>`` event per win; a move that needs
+    its request in some states (``PARTY_MOVE_NEEDS``) checks them in the same UPDATE, with ``fields`` and the
+    arrival's time. The caller commits; moves off the table raise ``IllegalTransition``."""
     ids = [party_ids] if isinstance(party_ids, int) else sorted(set(party_ids))
     sources = [PartyStatus(frm)] if isinstance(frm, str) else [PartyStatus(s) for s in frm]
     target = PartyStatus(to)
@@ -120,16 +110,24 @@ def move_parties(
     values = {"status": target.value, "status_changed_at": now, **fields}
     if target in _STAMPS:
         values.setdefault(_STAMPS[target], now)
+    needs = PARTY_MOVE_NEEDS.get(target)
+    request_allows = (
+        [exists().where(SigningRequest.id == Party.request_id, SigningRequest.status.in_([s.value for s in needs]))]
+        if needs
+        else []
+    )
     won: list[tuple[int, int, int, str]] = []
     for chunk in slices(ids):
         won.extend(
             session.execute(
                 update(Party)
-                .where(Party.id.in_(chunk), Party.status.in_([s.value for s in sources]))
+                .where(Party.id.in_(chunk), Party.status.in_([s.value for s in sources]), *request_allows)
                 .values(**values)
                 .returning(Party.id, Party.request_id, Party.batch_id, Party.role)
                 .execution_options(synchronize_session=False)
-            ).all()
+            )
+            .tuples()
+            .all()
         )
     if won:
         session.execute(
@@ -170,33 +168,52 @@ class PartyView:
 
 def parties_of(session: Session, request: SigningRequest) -> list[PartyView]:
     """The request's parties by step, then role; none of a purged request's addresses or names."""
-    kept = request.purged_at is None
-    rows = session.scalars(select(Party).where(Party.request_id == request.id).order_by(Party.step, Party.role))
-    return [
-        PartyView(
-            role=p.role,
-            step=p.step,
-            email=(request.email if p.role == RECIPIENT_ROLE else p.email) if kept else None,
-            name=(request.name if p.role == RECIPIENT_ROLE else p.name) if kept else None,
-            status=p.status,
-            invited_at=p.invited_at,
-            signed_at=p.signed_at,
-            declined_at=p.declined_at,
-        )
-        for p in rows
-    ]
+    return parties_by_request(session, [request])[request.id]
+
+
+class RequestPerson(Protocol):
+    """What ``parties_by_request`` reads of a request (a ``SigningRequest`` or a row of its columns)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def email(self) -> str | None: ...
+    @property
+    def name(self) -> str | None: ...
+    @property
+    def purged_at(self) -> datetime | None: ...
+
+
+def parties_by_request(session: Session, requests: Sequence[RequestPerson]) -> dict[int, list[PartyView]]:
+    """``parties_of`` for many requests in one query per slice of ids: request id → its parties (a request
+    without any: an empty list)."""
+    shown: dict[int, list[PartyView]] = {r.id: [] for r in requests}
+    by_id = {r.id: r for r in requests}
+    for part in slices(sorted(shown)):
+        for p in session.scalars(
+            select(Party).where(Party.request_id.in_(part)).order_by(Party.request_id, Party.step, Party.role)
+        ):
+            request = by_id[p.request_id]
+            kept = request.purged_at is None
+            shown[p.request_id].append(
+                PartyView(
+                    role=p.role,
+                    step=p.step,
+                    email=(request.email if p.role == RECIPIENT_ROLE else p.email) if kept else None,
+                    name=(request.name if p.role == RECIPIENT_ROLE else p.name) if kept else None,
+                    status=p.status,
+                    invited_at=p.invited_at,
+                    signed_at=p.signed_at,
+                    declined_at=p.declined_at,
+                )
+            )
+    return shown
 
 
 def follows(request_ids: Sequence[int] | Select, *, frm: str, to: str, now: datetime | BindParameter) -> Update | None:
-    """The UPDATE by which the ``recipient`` party of each single-signer request among ``request_ids`` follows
-    that request's move ``frm`` → ``to`` (``RECIPIENT_FOLLOWS``); None when the move takes no party along.
-
-    The recipient of a request with other parties follows only the moves of the request's own link (its
-    invitation sent, its page opened, a resend): its signing and declining are its own moves (``move_parties``),
-    and the request's status follows its parties' (``routing.request_follows_parties``). The party moves only from
-    the states the table names, so a repeated statement changes nothing. ``now``: a bind parameter in a statement
-    built once and bound per call (``states.transition``).
-    """
+    """The UPDATE by which the ``recipient`` party of each single-signer request among ``request_ids`` follows its
+    request's move ``frm`` → ``to`` (``RECIPIENT_FOLLOWS``); None when the move takes no party along. Only from
+    the states the table names, so a repeat changes nothing; ``now`` is a bind parameter."""
     rule = RECIPIENT_FOLLOWS.get(Status(to))
     if rule is None or (Status(to) == Status.GENERATED and Status(frm) in FIRST_RENDER):
         return None
@@ -209,7 +226,7 @@ def follows(request_ids: Sequence[int] | Select, *, frm: str, to: str, now: date
     if target in PARTIES_OWN_MOVES:
         alone = [~exists().where(others.request_id == Party.request_id, others.role != RECIPIENT_ROLE)]
     if target == PartyStatus.INVITED:
-        # A recipient whose step comes after others' is invited when they have signed (``routing.advance``), not
+        # A recipient whose step comes after others' is invited when they have signed (``steps.advance``), not
         # when the request goes out to its first step.
         alone = [~step_not_started(Party)]
     return (

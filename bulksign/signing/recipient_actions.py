@@ -1,18 +1,9 @@
-"""What a recipient does with a link: open it, sign, or decline. Guarded by the state machine.
-
-Each function commits (the recipient's action is one transaction) and only then queues
-follow-up work, so a job never sees a state that was not committed. A double click runs the
-same compare-and-set twice: the second one loses and reports what already happened.
-"""
+"""What a recipient does with a link: open it, sign, or decline. Guarded by the state machine."""
 
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from io import BytesIO
 
 from flask_babel import force_locale
 from flask_babel import lazy_gettext as _l
@@ -22,125 +13,30 @@ from sqlalchemy.orm import Session
 
 from bulksign.batches.notices import notice_locale, notice_message, queue_notice
 from bulksign.batches.states import transition
+from bulksign.core.errors import Message
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
-from bulksign.documents.signed_pdf import document_title
+from bulksign.documents.audit_record import document_title
 from bulksign.documents.storage import StorageError
 from bulksign.mail.mailer import builder
-from bulksign.models import RECIPIENT_ROLE, Batch, Event, Party, SigningRequest
+from bulksign.models import RECIPIENT_ROLE, Event, Party, SigningRequest
+from bulksign.models.mail import MailKind
 from bulksign.models.parties import PartyStatus
-from bulksign.models.status import WAITING_FOR_RECIPIENT, Status
-from bulksign.signing import one_time_codes, routing
-from bulksign.signing.field_entry import CONTROL_CHARACTERS, NOTHING_FILLED, FilledForm, check_entries, save_entries
+from bulksign.models.status import Status
+from bulksign.signing import code_owners, link_proofs, one_time_codes, party_mails, routing
+from bulksign.signing.acts import REFUSED, Act, DeclineOutcome, OpenOutcome, SignOutcome
+from bulksign.signing.field_entry import NOTHING_FILLED, FilledForm, check_entries, save_entries
+from bulksign.signing.page_states import PageState, page_state, signer_state
 from bulksign.signing.parties import move_parties
+from bulksign.signing.signer_input import InvalidInput, clean_signature
 from bulksign.work.pipeline import enqueue_sends
 from bulksign.work.queues import ADVANCE, SEAL
 
 logger = logging.getLogger(__name__)
 
-#: A drawn signature is a few KB; anything far bigger is not one.
-MAX_SIGNATURE_BYTES = 200 * 1024
-MAX_SIGNATURE_PIXELS = 4000 * 2000
-MAX_NAME_LENGTH = 300
 MAX_REASON_LENGTH = 2000
 #: Re-opening the page adds a ``page.opened`` event at most this often, so reloads do not flood the audit trail.
 REOPEN_EVENT_EVERY = timedelta(hours=1)
-#: Invisible characters taken out of a typed name: the bidirectional embeddings, overrides, isolates and marks
-#: (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C) and the zero-width ones (U+200B–U+200D, U+2060, U+FEFF).
-#: Kept, they make the audit certificate show a name other than the letters stored ("\u202eevil" reads "live")
-#: or hide letters in it.
-_INVISIBLE = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c\u200b-\u200d\u2060\ufeff]")
-
-
-class InvalidInput(ValueError):
-    """Input a person must correct; the message (lazily translated, in the page's language) says how."""
-
-
-def deadline_of(request: SigningRequest) -> datetime | None:
-    """When the link stops working: the request's own expiry, else the batch's fixed deadline, else sent + days."""
-    if request.expires_at:
-        return request.expires_at
-    batch: Batch = request.batch
-    if batch.deadline_at:
-        return batch.deadline_at
-    if request.sent_at:
-        return request.sent_at + timedelta(days=batch.deadline_days)
-    return None
-
-
-def page_state(request: SigningRequest | None, *, now: datetime) -> str:
-    """What the recipient's page shows: ``unknown``, ``waiting``, ``expired``, ``signed``, ``declined``,
-    ``cancelled``, ``on_its_way`` or ``unavailable`` (sent out but not in a state the recipient can act on)."""
-    if request is None:
-        return "unknown"
-    status = request.status
-    if status in (Status.GENERATED, Status.SENDING) and request.token_hash:
-        # The invitation is out, or about to be: its sender has not recorded the send yet (a worker that
-        # died between the SMTP answer and its commit waits for the reconciler). Not an error: come back.
-        return "on_its_way"
-    if status in (Status.SIGNED, Status.DECLINED, Status.CANCELLED, Status.EXPIRED):
-        return str(status)
-    if status in WAITING_FOR_RECIPIENT:
-        deadline = deadline_of(request)
-        return "expired" if deadline is not None and deadline <= now else "waiting"
-    return "unavailable"
-
-
-def signer_party(session: Session, request: SigningRequest, party: Party | None) -> Party | None:
-    """The party whose link was opened: ``party`` (another role's link), the recipient's party for the request's
-    own link of a request several sign; None for a single-signer request (its recipient is the request)."""
-    if party is not None or not routing.is_routed(session, request.id):
-        return party
-    return session.scalar(select(Party).where(Party.request_id == request.id, Party.role == RECIPIENT_ROLE))
-
-
-def signer_state(request: SigningRequest, party: Party | None, *, now: datetime) -> str:
-    """What a party's page shows: ``page_state`` for a single-signer request (``party`` None); for a party of a
-    request several sign also ``not_started`` (its step has not started: no working link yet), ``party_signed``
-    (it signed; the others have not all signed yet) and ``paused`` (a party's invitation bounced: staff correct
-    that address and resend, and the request goes on)."""
-    state = page_state(request, now=now)
-    if party is None or request is None or state in ("signed", "declined", "cancelled", "expired", "unknown"):
-        return state
-    if party.status == PartyStatus.SIGNED:
-        return "party_signed"
-    if party.status in (PartyStatus.WAITING, PartyStatus.DECLINED):
-        return "not_started"
-    if request.status == Status.BOUNCED:
-        # A party resent while another's bounce stands holds a new link before the request goes on: not the
-        # sender's "contact us" page, nothing is wrong on its side.
-        return "paused"
-    # Every party acts once the request is out (its page says "on its way" until the recipient's invitation is
-    # recorded sent, seconds): a decline then always finds the request in a state it can leave for declined.
-    return state
-
-
-@dataclass(frozen=True)
-class OpenOutcome:
-    #: ``opened`` (first open), ``reopened``, or the page state when the recipient cannot act.
-    status: str
-    request_id: int
-
-
-@dataclass(frozen=True)
-class SignOutcome:
-    #: ``signed``, ``already_signed``, ``not_allowed`` (expired, declined, cancelled...), ``code_needed`` (the batch
-    #: asks for a one-time code and this session has not entered one) or ``invalid``.
-    status: str
-    request_id: int
-    #: For ``invalid``: what to correct (lazily translated: ``str()`` it where it is shown).
-    message: str = ""
-    #: For ``invalid``: each field of the signer's that is wrong → what to correct there.
-    field_errors: Mapping[str, N_] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class DeclineOutcome:
-    #: ``declined``, ``already_declined``, ``not_allowed``, ``code_needed`` or ``invalid``.
-    status: str
-    request_id: int
-    #: For ``invalid``: what to correct (lazily translated: ``str()`` it where it is shown).
-    message: str = ""
 
 
 def _open(session: Session, request: SigningRequest, *, now: datetime, ip: str | None, user_agent: str | None) -> bool:
@@ -164,12 +60,12 @@ def open_request(
     """The recipient opened the page: the first open moves sent→opened (with an event); commits."""
     request = session.get(SigningRequest, request_id)
     state = page_state(request, now=now)
-    if state != "waiting":
+    if request is None or state != PageState.WAITING:
         return OpenOutcome(status=state, request_id=request_id)
     user_agent = (user_agent or "")[:500]
     if request.status == Status.SENT and _open(session, request, now=now, ip=ip, user_agent=user_agent):
         session.commit()
-        return OpenOutcome(status="opened", request_id=request_id)
+        return OpenOutcome(status=Act.OPENED, request_id=request_id)
     last = session.scalar(
         select(Event.created_at)
         .where(Event.request_id == request_id, Event.type.in_(["status.opened", "page.opened"]))
@@ -190,7 +86,7 @@ def open_request(
             )
         )
         session.commit()
-    return OpenOutcome(status="reopened", request_id=request_id)
+    return OpenOutcome(status=Act.REOPENED, request_id=request_id)
 
 
 def open_party(session: Session, *, party: Party, now: datetime, ip: str | None, user_agent: str | None) -> OpenOutcome:
@@ -198,60 +94,13 @@ def open_party(session: Session, *, party: Party, now: datetime, ip: str | None,
     recipient's page is the request's (``open_request``)."""
     request = party.request
     state = signer_state(request, party, now=now)
-    if state == "waiting" and party.status == PartyStatus.INVITED:
+    if state == PageState.WAITING and party.status == PartyStatus.INVITED:
         move_parties(
             session, party.id, frm=PartyStatus.INVITED, to=PartyStatus.OPENED, now=now, actor="recipient", ip=ip
         )
         session.commit()
-        return OpenOutcome(status="opened", request_id=request.id)
+        return OpenOutcome(status=Act.OPENED, request_id=request.id)
     return OpenOutcome(status=state, request_id=request.id)
-
-
-def clean_name(raw: str) -> str:
-    """The typed full name, trimmed and without invisible characters (``_INVISIBLE``); raises InvalidInput when
-    empty (so also when nothing but invisible characters was typed), too long or holding control characters."""
-    name = " ".join(_INVISIBLE.sub("", raw or "").split())
-    if not name:
-        raise InvalidInput(_l("Type your full name to sign."))
-    if len(name) > MAX_NAME_LENGTH:
-        raise InvalidInput(_l("The name is too long (at most %(count)s characters).", count=MAX_NAME_LENGTH))
-    if CONTROL_CHARACTERS.search(name):
-        raise InvalidInput(_l("The name contains characters that cannot be printed."))
-    return name
-
-
-def clean_signature_png(data: bytes | None) -> bytes | None:
-    """A drawn signature as a clean PNG (decoded and re-encoded, metadata dropped), or None when not drawn."""
-    if not data:
-        return None
-    if len(data) > MAX_SIGNATURE_BYTES:
-        raise InvalidInput(_l("The drawn signature is too large. Clear it and draw it again."))
-    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
-        raise InvalidInput(_l("The drawn signature is not a PNG image."))
-    from PIL import Image
-
-    try:
-        with Image.open(BytesIO(data)) as image:
-            if image.format != "PNG" or image.width * image.height > MAX_SIGNATURE_PIXELS:
-                raise InvalidInput(_l("The drawn signature is not a usable image."))
-            image.load()
-            out = BytesIO()
-            image.convert("RGBA").save(out, "PNG", optimize=True)
-    except InvalidInput:
-        raise
-    except Exception:  # Pillow raises many kinds on a broken file; all mean the same to the signer
-        raise InvalidInput(_l("The drawn signature could not be read. Clear it and draw it again.")) from None
-    return out.getvalue()
-
-
-def clean_signature(*, signer_name: str, signature_png: bytes | None, consent: bool) -> tuple[str, bytes | None]:
-    """The typed name and drawn signature as they are kept (``clean_name``, ``clean_signature_png``), once consent
-    is given; raises InvalidInput saying what to correct."""
-    name = clean_name(signer_name)
-    image = clean_signature_png(signature_png)
-    if not consent:
-        raise InvalidInput(_l("Tick “I agree to sign electronically” to sign."))
-    return name, image
 
 
 def _act(
@@ -265,16 +114,14 @@ def _act(
     to: Status,
     details: dict | None = None,
     **fields,
-) -> str:
-    """The recipient's final move: open first if still sent, then opened→``to`` by compare-and-set.
-
-    Returns ``won``, ``already_<to>`` (the same move happened before: a double click), ``code_needed``
-    (``code_id`` is not a verified one-time code of the request, and its batch asks for one) or ``not_allowed``.
-    """
+) -> Act:
+    """The recipient's final move: open first if still sent, then opened→``to`` by compare-and-set. Returns ``to``'s
+    act when it won (uncommitted), else one of ``REFUSED`` (``CODE_NEEDED``: ``code_id`` is not a verified
+    one-time code of the request, and its batch asks for one)."""
     request = session.get(SigningRequest, request_id)
-    if page_state(request, now=now) == "waiting":
+    if request is not None and page_state(request, now=now) == PageState.WAITING:
         if not one_time_codes.may_act(session, request=request, code_id=code_id, now=now):
-            return "code_needed"
+            return Act.CODE_NEEDED
         user_agent = (user_agent or "")[:500]
         if request.status == Status.SENT:
             _open(session, request, now=now, ip=ip, user_agent=user_agent)
@@ -290,10 +137,10 @@ def _act(
             details=details,
             **fields,
         ):
-            return "won"
+            return Act(to)
         session.rollback()
         request = session.get(SigningRequest, request_id)
-    return f"already_{to}" if page_state(request, now=now) == str(to) else "not_allowed"
+    return Act(f"already_{to}") if page_state(request, now=now) == to else Act.NOT_ALLOWED
 
 
 def _act_as_party(
@@ -304,28 +151,30 @@ def _act_as_party(
     ip: str | None,
     user_agent: str | None,
     code_id: int | None,
-    proof: one_time_codes.LinkProof | None,
+    proof: link_proofs.LinkProof | None,
     to: PartyStatus,
     details: dict | None = None,
     **fields,
-) -> str:
+) -> routing.Settled:
     """A party's final move on a request several sign: open first if still invited, then opened→``to`` by
-    compare-and-set, and the request's status from its parties' (``routing.request_follows_parties``) in the same
-    transaction. Returns what that settled (``signed``, ``declined``, ``next_step``, ``waiting``), or
-    ``already_<to>``, ``code_needed``, ``not_allowed`` as ``_act``."""
-    request = party.request
-    if signer_state(request, party, now=now) == "waiting":
+    compare-and-set and the request's status from its parties', in one transaction under the request's row lock
+    (a cancel or an expiry is seen or waits). Returns what that settled, or a move that did not happen as
+    ``_act`` (nothing held)."""
+    request = routing.lock_request(session, party.request_id)
+    if request is not None and signer_state(request, party, now=now) == PageState.WAITING:
         if proof is not None:
             # A countersigner's link code vouches for every document of theirs: each records it, in this transaction
             # (a move that loses its race rolls it back with the rest; a repeat finds the document moved already).
             if not proof.vouches_for(party):
-                return "code_needed"
-            session.add(one_time_codes.proof_event(proof, party=party))
+                session.rollback()
+                return routing.Settled(routing.Move.CODE_NEEDED, party.request_id)
+            session.add(link_proofs.proof_event(proof, party=party))
         # Every party proves its own phone or mailbox when the batch asks for a code; the recipient's are the request's.
         elif not one_time_codes.may_act(
-            session, request=request, code_id=code_id, now=now, party=one_time_codes.code_party(party)
+            session, request=request, code_id=code_id, now=now, party=code_owners.code_party(party)
         ):
-            return "code_needed"
+            session.rollback()
+            return routing.Settled(routing.Move.CODE_NEEDED, party.request_id)
         if party.role == RECIPIENT_ROLE:
             if request.status == Status.SENT:  # its party follows the request's own move to opened
                 _open(session, request, now=now, ip=ip, user_agent=(user_agent or "")[:500])
@@ -344,24 +193,23 @@ def _act_as_party(
             details=details,
             **fields,
         ):
-            return routing.request_follows_parties(session, request_id=request.id, now=now, ip=ip).status
-        session.rollback()
+            return routing.request_follows_parties(session, request_id=request.id, now=now, ip=ip)
+    session.rollback()
     session.refresh(party)
-    if party.status == to:
-        return f"already_{to}"
-    return "not_allowed"
+    moved = routing.Move(f"already_{to}") if party.status == to else routing.Move.NOT_ALLOWED
+    return routing.Settled(moved, party.request_id)
 
 
-def _after_party(request_id: int, settled: str) -> None:
+def _after_party(settled: routing.Settled) -> None:
     """Queue what a party's committed move calls for: the seal after the last party, the next step's invitations
-    after a step (each re-queued by the reconciler when Redis loses it)."""
-    handle = SEAL if settled == "signed" else ADVANCE if settled == "next_step" else None
-    if handle is None:
-        return
+    after a step (a job per step: each re-queued by the reconciler when Redis loses it)."""
     try:
-        handle.enqueue_unique([request_id])
+        if settled.status == routing.Move.SIGNED:
+            SEAL.enqueue_unique([settled.request_id])
+        elif settled.status == routing.Move.NEXT_STEP:
+            ADVANCE.enqueue_unique([settled.request_id], parts={settled.request_id: {"step": settled.step}})
     except RedisError as exc:
-        log(logger, logging.ERROR, "could not queue the next step", request_id=request_id, error=str(exc))
+        log(logger, logging.ERROR, "could not queue the next step", request_id=settled.request_id, error=str(exc))
 
 
 def sign(
@@ -377,28 +225,23 @@ def sign(
     code_id: int | None = None,
     party: Party | None = None,
     filled: FilledForm = NOTHING_FILLED,
-    proof: one_time_codes.LinkProof | None = None,
+    proof: link_proofs.LinkProof | None = None,
 ) -> SignOutcome:
-    """Sign: (open if still sent,) opened→signed by compare-and-set, with the values of the signer's fields
-    (``filled``, checked by ``field_entry``: nothing is signed or saved until every field passes); commits, then
-    queues the seal job.
-
-    ``code_id``: the one-time code the signer's session verified, when the batch asks for one. ``party``: the
-    party of a request several sign whose link this is (``signer_party``); the request is signed, and sealed,
-    once its last party has signed. ``proof``: instead of ``code_id``, the countersigner's verified link code
-    (checked fresh by the caller), recorded with the party's move.
-    """
-    request = session.get(SigningRequest, request_id)
+    """Sign: (open if still sent,) opened→signed by compare-and-set with the signer's ``filled`` fields (nothing is
+    kept until every field passes); commits, then queues the seal. ``code_id``: the session's verified code;
+    ``party``: whose link this is (``signer_party``); ``proof``: a countersigner's link code instead of
+    ``code_id``."""
+    request = session.get_one(SigningRequest, request_id)
     role = party.role if party is not None else RECIPIENT_ROLE
     checked = check_entries(request, role=role, filled=filled)
-    message = ""
+    message: Message = ""
     try:
         name, image = clean_signature(signer_name=signer_name, signature_png=signature_png, consent=consent)
     except InvalidInput as exc:
-        message = exc.args[0]
+        message = exc.message
     if message or checked.errors:
         return SignOutcome(
-            status="invalid",
+            status=Act.INVALID,
             request_id=request_id,
             message=message or _l("Some fields need correcting: see the messages at them."),
             field_errors=checked.errors,
@@ -415,7 +258,7 @@ def sign(
             session.rollback()
             log(logger, logging.ERROR, "could not store an attachment", request_id=request_id, error=str(exc))
             return SignOutcome(
-                status="invalid",
+                status=Act.INVALID,
                 request_id=request_id,
                 message=_l("Your file could not be stored just now. Choose it again and sign in a minute."),
             )
@@ -435,15 +278,15 @@ def sign(
             signer_ip=(ip or "")[:64],
             signature_image=image,
         )
-        if settled.startswith("already_") or settled in ("code_needed", "not_allowed"):
-            return SignOutcome(status=settled, request_id=request_id)
+        if settled.status in REFUSED:
+            return SignOutcome(status=Act(settled.status), request_id=request_id)
         unsaved = save_values()
         if unsaved is not None:
             return unsaved
         session.commit()
-        _after_party(request_id, settled)
-        log(logger, logging.INFO, "party signed", request_id=request_id, role=party.role, settled=settled)
-        return SignOutcome(status="signed", request_id=request_id)
+        _after_party(settled)
+        log(logger, logging.INFO, "party signed", request_id=request_id, role=party.role, settled=settled.status)
+        return SignOutcome(status=Act.SIGNED, request_id=request_id)
     result = _act(
         session,
         request_id=request_id,
@@ -457,7 +300,7 @@ def sign(
         signature_image=image,
         signed_at=now,
     )
-    if result != "won":
+    if result != Act.SIGNED:
         return SignOutcome(status=result, request_id=request_id)
     unsaved = save_values()
     if unsaved is not None:
@@ -469,7 +312,7 @@ def sign(
         # The signature is committed: the recipient sees it done, and the periodic ``seal_missing`` seals it later.
         log(logger, logging.ERROR, "could not queue the seal", request_id=request_id, error=str(exc))
     log(logger, logging.INFO, "request signed", request_id=request_id)
-    return SignOutcome(status="signed", request_id=request_id)
+    return SignOutcome(status=Act.SIGNED, request_id=request_id)
 
 
 def decline(
@@ -482,7 +325,7 @@ def decline(
     user_agent: str | None,
     code_id: int | None = None,
     party: Party | None = None,
-    proof: one_time_codes.LinkProof | None = None,
+    proof: link_proofs.LinkProof | None = None,
 ) -> DeclineOutcome:
     """Decline with a reason: opened→declined by compare-and-set, and a notice to whoever the batch names
     (its owner by default); commits. ``party``, ``proof``: as for ``sign``; its decline declines the request, and
@@ -490,16 +333,16 @@ def decline(
 
     reason = (reason or "").strip()
     if not reason:
-        return DeclineOutcome(status="invalid", request_id=request_id, message=_l("Tell the sender why you decline."))
+        return DeclineOutcome(status=Act.INVALID, request_id=request_id, message=_l("Tell the sender why you decline."))
     if len(reason) > MAX_REASON_LENGTH:
         return DeclineOutcome(
-            status="invalid",
+            status=Act.INVALID,
             request_id=request_id,
             message=_l("The reason is too long (at most %(count)s characters).", count=MAX_REASON_LENGTH),
         )
     told: list[int] = []
     if party is not None:
-        result = _act_as_party(
+        settled = _act_as_party(
             session,
             party=party,
             now=now,
@@ -510,10 +353,10 @@ def decline(
             to=PartyStatus.DECLINED,
             details={"reason": reason},
             decline_reason=reason,
-        )
-        result = "won" if result == "declined" else result
-        if result == "won":
-            told = routing.tell_declined(session, request=party.request, decliner=party, now=now)
+        ).status
+        result = Act.DECLINED if settled == routing.Move.DECLINED else Act(settled)
+        if result == Act.DECLINED:
+            told = party_mails.tell_declined(session, request=party.request, decliner=party, now=now)
     else:
         result = _act(
             session,
@@ -527,14 +370,14 @@ def decline(
             declined_at=now,
             decline_reason=reason,
         )
-    if result != "won":
+    if result != Act.DECLINED:
         return DeclineOutcome(status=result, request_id=request_id)
-    request = session.get(SigningRequest, request_id)
+    request = session.get_one(SigningRequest, request_id)
     decliner = _decliner(session, request)
     notice = queue_notice(
         session,
         batch=request.batch,
-        kind="decline_notice",
+        kind=MailKind.DECLINE_NOTICE,
         key=f"decline-notice-{request_id}",
         subject=N_("Declined: %(who)s — %(batch)s", who=decliner[1] or decliner[0], batch=request.batch.name),
         now=now,
@@ -549,7 +392,7 @@ def decline(
             # The notice is committed in ``queued``: the reconciler queues it when Redis is back.
             log(logger, logging.ERROR, "could not queue the decline notice", request_id=request_id, error=str(exc))
     log(logger, logging.INFO, "request declined", request_id=request_id, notice=mail_id is not None)
-    return DeclineOutcome(status="declined", request_id=request_id)
+    return DeclineOutcome(status=Act.DECLINED, request_id=request_id)
 
 
 def _decliner(session: Session, request: SigningRequest) -> tuple[str, str]:
@@ -560,17 +403,12 @@ def _decliner(session: Session, request: SigningRequest) -> tuple[str, str]:
     return routing.party_person(party) if party is not None else (request.email, request.name or "")
 
 
-def contact_of(batch: Batch) -> str | None:
-    """Whom a recipient should contact about a batch: its reply-to, else its owner."""
-    return batch.reply_to or (batch.created_by.email if batch.created_by is not None else None)
-
-
-@builder("decline_notice")
+@builder(MailKind.DECLINE_NOTICE)
 def build_decline_notice(session: Session, mail, app):
     """The notice that a recipient declined, with the reason."""
     from flask import render_template
 
-    request = session.get(SigningRequest, mail.request_id)
+    request = session.get_one(SigningRequest, mail.request_id)
     email, name = _decliner(session, request)
     with force_locale(notice_locale(request.batch)):
         body = render_template(

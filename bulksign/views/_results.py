@@ -30,6 +30,7 @@ REASONS = {
     "not_started": _l("their step has not started yet"),
     "countersign_digest": _l("served by the countersigner's digest, one link for all their documents: Remind sends it"),
     "party_bounced": _l("another party's invitation bounced: correct that party's address and resend to them"),
+    "address_change_pending": _l("a change of the address waits for approval: approving it sends the new link"),
 }
 
 

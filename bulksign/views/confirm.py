@@ -1,16 +1,5 @@
-"""Destructive staff and admin actions ask first: one confirmation step, the same for all of them.
-
-A POST to an endpoint of ``ASKS_FIRST`` without ``confirmed=1`` does not act. It answers what will happen
-and to how many, with the same form again plus ``confirmed=1`` (the button that acts) and a way back: a page
-of its own without JavaScript, the step alone for an HTMX request (placed where that form said). The hook runs
-after the blueprint's own checks (admins only, the batch within reach), so the question tells nobody
-anything the action would not; the view itself is unchanged and acts only on the confirmed form.
-
-Destructive here means what cannot be taken back, or cuts someone off: a password reset, disabling an
-account, revoking an API key, taking someone out of a team or a batch's shares, lifting a suppression (mail
-goes to an address that bounced or complained), cancelling requests or a batch. Pausing a webhook, changing a
-role and resending with a new link are undone as easily as done, and do not ask.
-"""
+"""Destructive staff and admin actions ask first: a POST to an endpoint of ``ASKS_FIRST`` without ``confirmed=1``
+answers what will happen, with the form again to confirm (docs/architecture/views.md)."""
 
 from __future__ import annotations
 
@@ -19,12 +8,13 @@ from dataclasses import dataclass
 
 from flask import Flask, abort, render_template, request, url_for
 from flask_babel import gettext as _
+from flask_babel import lazy_gettext as _l
 from flask_babel import ngettext
 from flask_login import current_user
 from sqlalchemy import func, select
 
 from bulksign.batches.bulk_actions import open_count
-from bulksign.batches.progress import CANCELLABLE
+from bulksign.batches.progress import CANCELLABLE, MAX_CANCEL_REASON
 from bulksign.batches.recipients_table import DashboardError, RecipientFilter, resolve_selection
 from bulksign.core.extensions import db
 from bulksign.core.slicing import slices
@@ -46,6 +36,8 @@ class Question:
     confirm: str
     #: Where "Keep it" leads back to.
     back: str
+    #: The label of an optional reason the confirmed form sends as ``reason`` (a cancel's, told to its parties).
+    reason: str | None = None
 
 
 def _reset_password(args: dict) -> Question:
@@ -181,6 +173,14 @@ def _selected_cancellable(batch_id: int) -> int:
     )
 
 
+#: A cancel's reason: whom it is told to.
+REASON_LABEL = _l("Reason, told to those already invited (optional)")
+#: What the people a cancel stops are told.
+TOLD = _l(
+    "Everyone already invited gets a short mail saying the sender cancelled it, with your reason if you give one."
+)
+
+
 def _cancel(args: dict) -> Question | None:
     action = request.form.get("action")
     if action not in ("cancel", "cancel_batch"):
@@ -198,10 +198,12 @@ def _cancel(args: dict) -> Question | None:
                     n,
                 ),
                 _("No more invitations or reminders go out. Documents already signed stay signed."),
+                TOLD,
                 _("This cannot be undone."),
             ),
             confirm=ngettext("Cancel the batch (%(num)s request)", "Cancel the batch (%(num)s requests)", n),
             back=back,
+            reason=REASON_LABEL,
         )
     if not request.form.getlist("request_ids") and request.form.get("select_all") != "1":
         return None  # the view says to select someone first
@@ -217,10 +219,12 @@ def _cancel(args: dict) -> Question | None:
                 n,
             ),
             _("Selected recipients who already signed, declined or failed stay as they are."),
+            TOLD,
             _("This cannot be undone."),
         ),
         confirm=ngettext("Cancel %(num)s request", "Cancel %(num)s requests", n),
         back=back,
+        reason=REASON_LABEL,
     )
 
 
@@ -239,12 +243,19 @@ ASKS_FIRST: dict[str, Callable[[dict], Question | None]] = {
 def _ask_first():
     if request.method != "POST" or request.form.get(CONFIRMED) == "1":
         return None
-    ask = ASKS_FIRST.get(request.endpoint)
+    ask = ASKS_FIRST.get(request.endpoint or "")
     question = ask(request.view_args or {}) if ask else None
     if question is None:
         return None
-    fields = [(k, v) for k, v in request.form.items(multi=True) if k not in ("csrf_token", CONFIRMED)]
-    context = {"question": question, "action": request.path, "fields": fields}
+    asked = ("csrf_token", CONFIRMED, "reason") if question.reason else ("csrf_token", CONFIRMED)
+    fields = [(k, v) for k, v in request.form.items(multi=True) if k not in asked]
+    context = {
+        "question": question,
+        "action": request.path,
+        "fields": fields,
+        "reason": request.form.get("reason", ""),
+        "reason_max": MAX_CANCEL_REASON,
+    }
     if request.headers.get("HX-Request"):
         return render_template("confirm/_step.html", target=request.headers.get("HX-Target"), **context)
     return render_template("confirm/page.html", **context)

@@ -12,6 +12,7 @@ from sqlalchemy.exc import DataError
 from werkzeug.exceptions import HTTPException
 
 from bulksign.core.error_tracking import capture
+from bulksign.core.errors import Message
 from bulksign.core.extensions import db, seconds_until_limit_resets
 from bulksign.core.messages import N_
 from bulksign.people.auth import is_api_request
@@ -46,7 +47,7 @@ ERROR_CODES = {
 }
 
 
-def error_body(status: int, message: str, *, code: str | None = None, details: dict | None = None) -> dict:
+def error_body(status: int, message: Message, *, code: str | None = None, details: dict | None = None) -> dict:
     """The one error shape of the API: ``{"error": {"code", "message", "details"}}``."""
     # str(): domain messages are lazy translations, translated here at the edge.
     return {"error": {"code": code or ERROR_CODES.get(status, "error"), "message": str(message), "details": details}}
@@ -114,9 +115,10 @@ def init_app(app: Flask) -> None:
         # A description set by the view (abort(404, "...")) is the specific message.
         custom = error.description if error.description != type(error).description else None
         response = make_response(_respond(code, str(custom) if custom else str(MESSAGES.get(code, error.name))))
-        if getattr(error, "valid_methods", None):
+        allowed = getattr(error, "valid_methods", None)
+        if allowed:
             # RFC 9110: a 405 names the methods the address does take.
-            response.headers["Allow"] = ", ".join(error.valid_methods)
+            response.headers["Allow"] = ", ".join(allowed)
         return response
 
     @app.errorhandler(Exception)

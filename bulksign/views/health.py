@@ -1,9 +1,5 @@
-"""Probes for load balancers and supervisors.
-
-``GET /healthz`` (liveness): 200 when the database and Redis answer, 503 otherwise.
-``GET /readyz`` (readiness): also 503 while the scheduler has not ticked for 3 minutes, jobs wait
-in a queue no worker listens on, or the mail server has been out of reach for 5 minutes; the JSON body says why.
-"""
+"""Probes for load balancers and supervisors: ``/healthz`` (the database and Redis answer) and ``/readyz`` (also
+the scheduler, the queues' workers and the mail server; docs/architecture/views.md)."""
 
 from __future__ import annotations
 

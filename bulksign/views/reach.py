@@ -1,22 +1,20 @@
-"""Every id in a staff or API URL is looked up through ``access`` before the view runs.
-
-A route with ``<int:batch_id>``, ``<int:request_id>`` or ``<int:template_id>`` answers 404 for an id
-out of the user's sight, whatever the view does next: a new route is covered the day it is added.
-Admin pages (ids of users, keys, endpoints) are admins' only and public routes carry their own secret.
-"""
+"""Every id in a staff or API URL is looked up through ``access`` before the view runs: an id out of the user's
+sight is a 404, for every route, new ones included (docs/architecture/views.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from flask import Flask, current_app, request
-from flask_babel import gettext as _
 from flask_login import current_user
 from werkzeug.exceptions import Forbidden, NotFound, UnprocessableEntity
 
 from bulksign.core.extensions import db
+from bulksign.core.messages import N_
 from bulksign.people import access
 
 #: URL argument → the look-up that refuses an id the user may not see.
-LOOKUPS = {
+LOOKUPS: dict[str, Callable[..., object]] = {
     "batch_id": access.batch_for_read,
     "request_id": access.request_for_read,
     "template_id": access.template_for_use,
@@ -35,14 +33,14 @@ def init_app(app: Flask) -> None:
         # Registered after the default-deny hook: the user is known (session or API key) when this runs.
         if not request.view_args or request.blueprint in ADMIN_ONLY:
             return None
-        view = current_app.view_functions.get(request.endpoint)
+        view = current_app.view_functions.get(request.endpoint or "")
         if view is None or getattr(view, "_bulksign_public", False):
             return None
         user = current_user._get_current_object()
         for name, lookup in LOOKUPS.items():
             if name in request.view_args:
                 if request.view_args[name] > MAX_IDS[name]:
-                    raise access.Refused(str(_("There is nothing at this address.")), 404)
+                    raise access.Refused(N_("There is nothing at this address."), 404)
                 lookup(db.session, **{name: request.view_args[name]}, user=user)
         return None
 
@@ -60,4 +58,4 @@ def init_app(app: Flask) -> None:
     def _refused(error: access.Refused):
         # Through the HTTP error handlers: a page, a fragment's error or the API's JSON, as for any 404/403.
         db.session.rollback()
-        return current_app.handle_http_exception(_AS_HTTP.get(error.status, Forbidden)(error.message))
+        return current_app.handle_http_exception(_AS_HTTP.get(error.status, Forbidden)(str(error.message)))

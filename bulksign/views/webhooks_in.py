@@ -7,7 +7,8 @@ import hmac
 
 from flask import Blueprint, Flask, abort, current_app, jsonify, request
 
-from bulksign.batches.bounces import BounceFormatError, parse_bounce, record_report
+from bulksign.batches.bounce_reports import BounceFormatError, parse_bounce
+from bulksign.batches.bounces import record_report
 from bulksign.core.extensions import csrf, db, get_redis
 from bulksign.models import utcnow
 from bulksign.ops import telemetry

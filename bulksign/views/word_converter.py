@@ -1,9 +1,5 @@
-"""Whether the Word converter (LibreOffice) is starting, for the pages that wait on it: read only.
-
-Starting LibreOffice takes seconds (``documents.libreoffice``); a warm one converts in a tenth of one. The first
-Word preview of a web process, and the first documents of a Word batch, wait for that start: the pages say so
-instead of showing an empty frame or "preparing 0/35".
-"""
+"""Whether the Word converter (LibreOffice) is starting, for the pages that wait on it, which say so (read only;
+docs/architecture/views.md)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,11 @@
 """Which RQ jobs will still run: the one answer the pipeline (filling a batch's window) and the reconciler share.
-
-RQ's own state is not enough after a ``kill -9`` or an emptied Redis: a job taken off its list by a worker that
-died at once says ``queued`` for ever, and a worker's key that Redis re-created without expiry makes a killed
-worker look alive for ever. So a waiting job must be in its queue's list (or its scheduled registry, due soon)
-and a running chunk job must have beaten recently (``pipeline.beating``).
-"""
+More in docs/architecture/work.md."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import cast
 
 from redis import Redis
 from rq.job import Job
@@ -44,7 +40,7 @@ def job_states(
     with redis.pipeline(transaction=False) as pipe:
         for job_id in job_ids:
             pipe.hmget(
-                Job.key_for(job_id), "status", "started_at", "timeout", "worker_name", "last_heartbeat", "enqueued_at"
+                Job.key_for(job_id), ["status", "started_at", "timeout", "worker_name", "last_heartbeat", "enqueued_at"]
             )
         rows = pipe.execute()
     running = [(job_id, row) for job_id, row in zip(job_ids, rows) if row[0] == b"started"]
@@ -96,7 +92,7 @@ def live_jobs(
 
 def _waiting_in(redis: Redis, queue: str) -> set[str]:
     """The ids of the jobs in a queue's list (one LRANGE; a batch keeps only a few chunks there)."""
-    return {job_id.decode() for job_id in redis.lrange(f"rq:queue:{queue}", 0, -1)}
+    return {job_id.decode() for job_id in cast("list[bytes]", redis.lrange(f"rq:queue:{queue}", 0, -1))}
 
 
 def instant(raw: bytes | None, now: datetime) -> datetime | None:

@@ -1,24 +1,5 @@
 """Handing requests to the queues. The database is the truth and is committed first; Redis only delivers work.
-
-Renders and sends go out in chunks: one job renders ``RENDER_CHUNK_SIZE`` requests or sends
-``SEND_CHUNK_SIZE`` mails, so the per-job cost (RQ bookkeeping, loading, transitions, commits)
-is paid once per chunk instead of once per recipient (bench/bench_pipeline.py).
-
-A batch keeps at most ``CHUNKS_QUEUED_PER_BATCH`` chunk jobs waiting per step (``top_up``): its next chunk is
-chosen from the database (its first pending requests, or generated requests' queued invitations, that no live
-job owns) and queued when one of its chunks is claimed. Every waiting batch thus has a few chunks in line, each
-new one at the back, and the queues serve the batches in turn: a 5-recipient batch waits behind a few chunks
-of a 100,000-recipient one, not behind all of it (bench/bench_fairness.py). The reconciler fills the same
-windows after Redis lost the jobs.
-
-Which job owns an id's step is kept in a Redis hash (``bulksign:owner:render``: request id →
-job id), written before the job is queued and cleared by the job when it is done. Enqueueing
-an id whose owner is still queued or running is a no-op, and the reconciler asks the same hash
-whether a stuck request still has a live job (``liveness``). If Redis loses the hash, it loses the jobs too,
-and the reconciler queues the work again.
-
-Other jobs (seals, fan-outs) are one per id with an id derived from it (``queues.JobHandle.enqueue_unique``).
-"""
+More in docs/architecture/work.md."""
 
 from __future__ import annotations
 
@@ -29,6 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import cast
 
 from flask import current_app
 from redis.exceptions import RedisError
@@ -40,6 +22,7 @@ from sqlalchemy.orm import Session
 from bulksign.core.extensions import db, get_redis
 from bulksign.core.logs import log
 from bulksign.models import OutgoingMail, SigningRequest
+from bulksign.models.mail import MailKind, MailStatus
 from bulksign.models.status import Status
 from bulksign.work.liveness import WAITING, job_states
 from bulksign.work.queues import RENDER_MANY, SEND_MANY, JobHandle, backoff, get_queue
@@ -84,8 +67,8 @@ def _queued_invitations(session: Session, *, batch_id: int, limit: int) -> list[
             .where(
                 SigningRequest.batch_id == batch_id,
                 SigningRequest.status == Status.GENERATED,
-                OutgoingMail.kind == "invitation",
-                OutgoingMail.status == "queued",
+                OutgoingMail.kind == MailKind.INVITATION,
+                OutgoingMail.status == MailStatus.QUEUED,
             )
             .order_by(SigningRequest.id)
             .limit(limit)
@@ -123,7 +106,8 @@ def owners(step: Step, ids: Sequence[int]) -> dict[int, str]:
     found: dict[int, str] = {}
     for start in range(0, len(ids), 1000):
         part = ids[start : start + 1000]
-        for i, job_id in zip(part, redis.hmget(step.owners_key, part)):
+        found_ids = cast("list[bytes | None]", redis.hmget(step.owners_key, list(part)))
+        for i, job_id in zip(part, found_ids):
             if job_id is not None:
                 found[i] = job_id.decode()
     return found
@@ -250,7 +234,8 @@ def beating(step: Step | None = None, ids: Sequence[int] = (), *, every: float =
         yield
         return
     stop = threading.Event()
-    claims = list(ids) if step is not None else []
+    owners_key = step.owners_key if step is not None else ""
+    claims = [str(i) for i in ids] if step is not None else []
 
     def beat() -> None:
         while True:
@@ -259,7 +244,7 @@ def beating(step: Step | None = None, ids: Sequence[int] = (), *, every: float =
                     job.heartbeat(datetime.now(UTC), 0, pipeline=pipe)
                     pipe.hsetnx(job.key, "status", "started")
                     for i in claims:
-                        pipe.hsetnx(step.owners_key, i, job.id)
+                        pipe.hsetnx(owners_key, i, job.id)
                     pipe.execute()
             except RedisError as exc:  # Redis away for a moment: the next beat tries again
                 logger.debug("chunk beat failed: %s", exc)
@@ -279,7 +264,7 @@ def release(step: Step, ids: Sequence[int]) -> None:
     """The running chunk job is done with these ids: they no longer have an owner (unless a newer job took them)."""
     job = get_current_job()
     if job is not None and ids:
-        get_redis().eval(_RELEASE, 1, step.owners_key, job.id, *ids)
+        get_redis().eval(_RELEASE, 1, step.owners_key, job.id, *map(str, ids))
 
 
 def hand_back(step: Step, ids: Sequence[int]) -> int:
@@ -295,7 +280,7 @@ def hand_back(step: Step, ids: Sequence[int]) -> int:
 def disown(step: Step, ids: Sequence[int]) -> None:
     """Forget the owners of these ids (the reconciler found their jobs dead), so they can be queued again."""
     if ids:
-        get_redis().hdel(step.owners_key, *ids)
+        get_redis().hdel(step.owners_key, *map(str, ids))
 
 
 def enqueue_renders(request_ids: Sequence[int]) -> int:

@@ -1,18 +1,10 @@
 """The queues and every job put on them: the function a worker runs, its queue, its job id and its limits.
-
-A handle names its function by dotted path, because that string is what RQ keeps in Redis and
-a worker imports: jobs queued by an older release keep running as long as the path stays. The
-function itself takes its handle with ``@job(HANDLE)``, which fails the import if the path no
-longer names it, and ``load_jobs`` (run by ``create_app`` in every process) imports every job
-module and fails if a handle has no function: a renamed or moved job stops the app from starting
-instead of failing in the worker. Domain modules queue through the handles and never import
-``bulksign.jobs`` (the jobs import them).
-"""
+More in docs/architecture/work.md."""
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -36,11 +28,11 @@ HOUSEKEEPING_QUEUE = "default"
 class AppQueue(Queue):
     """A job enqueued while answering a request carries that request's id: its errors name the request."""
 
-    def create_job(self, *args, meta: dict | None = None, **kwargs):
+    def create_job(self, *args, **kwargs):
         request_id = current_request_id()
         if request_id:
-            meta = {**(meta or {}), "request_id": request_id}
-        return super().create_job(*args, meta=meta, **kwargs)
+            kwargs["meta"] = {**(kwargs.get("meta") or {}), "request_id": request_id}
+        return super().create_job(*args, **kwargs)
 
 
 def get_queue(name: str) -> Queue:
@@ -89,13 +81,17 @@ class JobHandle:
         """Queue one call with these arguments under ``job_id``."""
         return get_queue(self.queue).enqueue_call(self.path, args=args, job_id=job_id, **self._options())
 
-    def enqueue_unique(self, ids: Sequence[int], *, chunk: int = 1000) -> int:
-        """Queue a call per id whose job (``id_pattern`` with ``id``) does not exist yet; how many were queued."""
+    def enqueue_unique(
+        self, ids: Sequence[int], *, chunk: int = 1000, parts: Mapping[int, Mapping[str, object]] | None = None
+    ) -> int:
+        """Queue a call per id whose job (``id_pattern`` with ``id`` and that id's ``parts``, the pattern's other
+        fields) does not exist yet; how many were queued. A finished job still exists for its ``result_ttl``: a
+        handle whose id may be queued again for new work names that work in its pattern (``ADVANCE``'s step)."""
         redis, queue = get_redis(), get_queue(self.queue)
         enqueued = 0
         for start in range(0, len(ids), chunk):
             part = ids[start : start + chunk]
-            job_ids = [self.job_id(id=i) for i in part]
+            job_ids = [self.job_id(id=i, **(parts or {}).get(i, {})) for i in part]
             with redis.pipeline() as pipe:
                 for job_id in job_ids:
                     pipe.exists(Job.key_for(job_id))
@@ -189,11 +185,16 @@ SEND_MANY = _declare("bulksign.jobs.mail.send_many", queue="mail", id_pattern="s
 # catches the rest.
 SEAL = _declare("bulksign.jobs.seal.seal", queue="pdf", id_pattern="seal-{id}", attempts_setting="SEAL_MAX_ATTEMPTS")
 #: A step of a request several sign has finished: its document with their signatures, and the next step invited.
+#: Named by the step it starts: the job of the step before, finished, is kept ``result_ttl`` and must not stand
+#: in for it.
 ADVANCE = _declare(
-    "bulksign.jobs.routing.advance", queue="pdf", id_pattern="advance-{id}", attempts_setting="SEAL_MAX_ATTEMPTS"
+    "bulksign.jobs.routing.advance",
+    queue="pdf",
+    id_pattern="advance-{id}-{step}",
+    attempts_setting="SEAL_MAX_ATTEMPTS",
 )
 #: A slice of a countersigner's "sign all": each document signed through the single page's path (its seal queued
-#: on ``pdf``); the id names the run, its generation and the slice's first party (``countersign.RUN_CHUNK``).
+#: on ``pdf``); the id names the run, its generation and the slice's first party (``countersign_runs.RUN_CHUNK``).
 COUNTERSIGN_CHUNK = _declare(
     "bulksign.jobs.countersign.sign_chunk",
     queue="default",

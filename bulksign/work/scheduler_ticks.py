@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import cast
 
 from redis import Redis
 
@@ -16,5 +17,5 @@ def record_tick(redis: Redis, *, now: datetime) -> None:
 
 def last_tick(redis: Redis) -> datetime | None:
     """When the scheduler last polled, or None if it never did (since Redis last lost its data)."""
-    raw = redis.get(KEY)
+    raw = cast("bytes | None", redis.get(KEY))
     return datetime.fromtimestamp(float(raw), UTC) if raw else None

@@ -1,9 +1,5 @@
 """The process was asked to stop (SIGTERM to a worker): long jobs check this between items and while they wait.
-
-A worker finishes its current job before it exits (RQ's warm shutdown); a chunk job that sees
-the request stops after the item in hand and hands the rest back untried, so every process
-exits within seconds instead of after its chunk, its throttle waits included.
-"""
+More in docs/architecture/work.md."""
 
 from __future__ import annotations
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from sqlalchemy import func, select
 
-from bulksign.batches.creation import BatchError, create_batch, settings_from_form
+from bulksign.batches import retention
+from bulksign.batches.batch_settings import BatchError, BatchSettings, settings_from_form
+from bulksign.batches.creation import create_batch
 from bulksign.core.extensions import db
 from bulksign.doc_templates.versions import create_template
 from bulksign.models import Batch, Event, SigningRequest
@@ -15,6 +15,7 @@ from bulksign.recipients.validation import validate_recipients
 from bulksign.work.pipeline import RENDER
 from bulksign.work.queues import get_queue
 from tests.support.clock import NOW
+from tests.support.races import race
 from tests.support.workers import queued
 
 HTML = "<p>{{ name }} works as {{ position }}.</p>"
@@ -43,7 +44,7 @@ def test_creating_a_batch_inserts_pending_requests_and_queues_one_render_job_eac
         user=users["staff"],
         template_version=version,
         rows=rows(25, bad=2),
-        name="November contracts",
+        settings=BatchSettings(name="November contracts"),
         now=NOW,
     )
     # The batch's window is queued (two chunks of ten); the next chunk goes when one is claimed (work/pipeline.py).
@@ -70,7 +71,7 @@ def test_the_same_idempotency_key_returns_the_first_batch(version, users):
         user=users["staff"],
         template_version=version,
         rows=rows(3),
-        name="A",
+        settings=BatchSettings(name="A"),
         now=NOW,
         idempotency_key="key-1",
     )
@@ -79,7 +80,7 @@ def test_the_same_idempotency_key_returns_the_first_batch(version, users):
         user=users["staff"],
         template_version=version,
         rows=rows(5),
-        name="B",
+        settings=BatchSettings(name="B"),
         now=NOW,
         idempotency_key="key-1",
     )
@@ -89,7 +90,7 @@ def test_the_same_idempotency_key_returns_the_first_batch(version, users):
         user=users["admin"],
         template_version=version,
         rows=rows(2),
-        name="C",
+        settings=BatchSettings(name="C"),
         now=NOW,
         idempotency_key="key-1",
     )
@@ -100,39 +101,36 @@ def test_the_same_idempotency_key_returns_the_first_batch(version, users):
 
 def test_two_concurrent_creations_with_one_key_make_one_batch(app, version, users):
     recipients, user_id, version_id = rows(200), users["staff"].id, version.id
-    results, barrier = [], threading.Barrier(2)
 
-    def create():
-        with app.app_context():
-            from bulksign.models import TemplateVersion, User
+    def create(_n: int) -> int:
+        from bulksign.models import TemplateVersion, User
 
-            user, tv = db.session.get(User, user_id), db.session.get(TemplateVersion, version_id)
-            barrier.wait(timeout=10)
-            results.append(
-                create_batch(
-                    db.session,
-                    user=user,
-                    template_version=tv,
-                    rows=recipients,
-                    name="Twice",
-                    now=NOW,
-                    idempotency_key="double-click",
-                ).batch.id
-            )
-            db.session.remove()
+        user, tv = db.session.get(User, user_id), db.session.get(TemplateVersion, version_id)
+        return create_batch(
+            db.session,
+            user=user,
+            template_version=tv,
+            rows=recipients,
+            settings=BatchSettings(name="Twice"),
+            now=NOW,
+            idempotency_key="double-click",
+        ).batch.id
 
-    threads = [threading.Thread(target=create) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
-    assert len(results) == 2 and results[0] == results[1]
+    results = race(app, create, callers=2)
+    assert results[0] == results[1]
     assert db.session.scalar(select(func.count()).select_from(SigningRequest)) == 200
 
 
 def test_a_batch_needs_at_least_one_valid_row(version, users):
     with pytest.raises(BatchError, match="no valid rows"):
-        create_batch(db.session, user=users["staff"], template_version=version, rows=(), name="Empty", now=NOW)
+        create_batch(
+            db.session,
+            user=users["staff"],
+            template_version=version,
+            rows=(),
+            settings=BatchSettings(name="Empty"),
+            now=NOW,
+        )
 
 
 def test_settings_have_the_documented_defaults():
@@ -159,6 +157,8 @@ def test_settings_have_the_documented_defaults():
         ({"language": "de"}, "language"),
         ({"quiet_hours_start": "22"}, "quiet_hours_start"),
         ({"quiet_hours_start": "22", "quiet_hours_end": "7", "timezone": "Mars/Olympus"}, "timezone"),
+        ({"keep_signed_days": "0"}, "keep_signed_days"),
+        ({"keep_unsigned_days": "forever"}, "keep_unsigned_days"),
     ],
 )
 def test_bad_settings_name_the_field(form, field):
@@ -208,7 +208,7 @@ def test_quiet_hours_and_reminders_are_kept(version, users):
         default_name="x",
     )
     batch = create_batch(
-        db.session, user=users["staff"], template_version=version, rows=rows(1), now=NOW, **settings.as_kwargs()
+        db.session, user=users["staff"], template_version=version, rows=rows(1), now=NOW, settings=settings
     ).batch
     assert (
         batch.reminder_days,
@@ -221,6 +221,16 @@ def test_quiet_hours_and_reminders_are_kept(version, users):
     ) == ([1, 3], 2, 21, 8, "Europe/Moscow", "ru", "HR@example.com")
 
 
+def test_the_batch_s_own_retention_periods_are_committed_with_it(version, users):
+    settings = settings_from_form({"keep_signed_days": "30", "keep_unsigned_days": "7"}, default_name="Kept")
+    batch_id = create_batch(
+        db.session, user=users["staff"], template_version=version, rows=rows(1), now=NOW, settings=settings
+    ).batch.id
+    db.session.rollback()  # nothing left uncommitted: the periods came with the batch's own commit
+    policy = retention.policies(db.session, [batch_id])[batch_id]
+    assert (policy.keep_signed_days, policy.keep_unsigned_days) == (30, 7)
+
+
 def test_when_redis_is_down_the_batch_is_still_created_and_left_for_the_reconciler(make_app):
     from bulksign.people.users import create_user
     from tests.support.services import free_port
@@ -230,7 +240,9 @@ def test_when_redis_is_down_the_batch_is_still_created_and_left_for_the_reconcil
         user = create_user(db.session, email="s@example.com", password="staff-password", role="staff", now=NOW)
         version = create_template(db.session, name="T", html=HTML, user=user, now=NOW).version
         db.session.commit()
-        result = create_batch(db.session, user=user, template_version=version, rows=rows(3), name="R", now=NOW)
+        result = create_batch(
+            db.session, user=user, template_version=version, rows=rows(3), settings=BatchSettings(name="R"), now=NOW
+        )
         assert result.created and result.enqueued == 0
         assert set(db.session.scalars(select(SigningRequest.status))) == {"pending"}
 
@@ -239,7 +251,14 @@ def test_a_big_batch_queues_one_fan_out_job_that_queues_the_renders(version, use
     from bulksign.batches import creation
 
     monkeypatch.setattr(creation, "INLINE_ENQUEUE_MAX", 5)
-    result = create_batch(db.session, user=users["staff"], template_version=version, rows=rows(8), name="Big", now=NOW)
+    result = create_batch(
+        db.session,
+        user=users["staff"],
+        template_version=version,
+        rows=rows(8),
+        settings=BatchSettings(name="Big"),
+        now=NOW,
+    )
     assert result.enqueued == 0 and get_queue("pdf").count == 0
     assert get_queue("default").job_ids == [f"enqueue-renders-{result.batch.id}"]
     run_jobs("default")

@@ -200,7 +200,7 @@ def test_rows_left_out_at_creation_are_counted_on_the_page_and_in_the_api_and_do
     # In Russian, the reasons are too; the file is only for those who may see the batch.
     _as_russian(users["staff"])
     russian = client.get(f"/batches/{batch_id}/skipped-rows.csv").get_data(as_text=True)
-    assert "3,email,Неверный адрес электронной почты" in russian
+    assert '"3","email","Неверный адрес электронной почты' in russian
     page = client.get(f"/batches/{batch_id}").get_data(as_text=True)
     assert "2 строки файла с ошибками не отправлены" in page
     auth.logout()

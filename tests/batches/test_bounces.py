@@ -156,7 +156,9 @@ def test_cancelling_a_batch_stops_unsent_work_and_kills_sent_links(app, users, s
     run_jobs("pdf", "mail")
     assert {r.status for r in requests_of(batch)} == {"cancelled"}
     assert len(smtp.of_kind("invitation")) == 1
-    assert find_by_token(db.session, token) is None
+    # The link no longer signs: it opens the page that says the sender cancelled it.
+    assert find_by_token(db.session, token).status == "cancelled"
+    assert "This request was withdrawn" in client.get(f"/sign/{token}").get_data(as_text=True)
     assert db.session.get(Batch, batch).status == "cancelled"
     assert client.post(f"/api/v1/batches/{batch}/cancel", headers=headers).json["cancelled"] == 0
 

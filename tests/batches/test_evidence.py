@@ -19,17 +19,21 @@ from sqlalchemy import insert, select
 from bulksign.batches.evidence import build_evidence, start_evidence
 from bulksign.core.extensions import db
 from bulksign.documents.storage import get_storage
-from bulksign.models import Document, SealCertificate, SigningRequest, User, utcnow
+from bulksign.models import Document, Party, SealCertificate, SigningRequest, User, utcnow
 from bulksign.people.users import create_api_key, create_user
+from bulksign.signing.parties import add_recipients
 from bulksign.signing.recipient_actions import sign
 from bulksign.work.pipeline import enqueue_renders
 from tests.support.accounts import STAFF
 from tests.support.batches import make_batch, request_ids
 from tests.support.clock import NOW
+from tests.support.partydata import ROWS, make_two_party_batch
 
 
 def _signed_batch(users, run_jobs, *, recipients: int, signers: int) -> int:
     batch_id = make_batch(user=users["staff"], now=NOW, recipients=recipients, name="Offer letters")
+    add_recipients(db.session, batch_id=batch_id, now=NOW)  # as batch creation gives every request its party
+    db.session.commit()
     enqueue_renders(request_ids(batch_id))
     run_jobs("pdf", "mail")
     for request_id in request_ids(batch_id)[:signers]:
@@ -199,3 +203,42 @@ def test_a_purged_request_is_listed_with_its_hashes_and_no_files_and_the_package
     assert (gone["signed_file"], gone["signed_sha256"]) == (None, signed.sha256)
     assert gone["purged_at"] is not None
     assert next(e for e in entries if e["request_id"] == kept)["signed_file"] is not None
+
+
+def test_the_manifest_lists_every_party_of_each_document_in_its_own_state_and_times(app, users, client, run_jobs):
+    """A two-party batch (the row's recipient, then the employer ``ACME HR``): each entry lists both parties with
+    their own states and times, not the request's status copied onto the recipient alone."""
+    batch_id = make_two_party_batch(db.session, now=NOW, user_id=users["staff"].id)
+    key = _bearer(_staff())
+    started = client.post(f"/api/v1/batches/{batch_id}/evidence", headers=key).get_json()
+    run_jobs("default")
+    followed = client.get(f"/api/v1/batches/{batch_id}/evidence/{started['id']}", headers=key).get_json()
+    download = client.get(followed["download_url"].removeprefix(app.config["APP_URL"]), headers=key)
+    archive = zipfile.ZipFile(io.BytesIO(download.data))
+    entries = json.loads(archive.read("manifest.json"))["requests"]
+    parties = {p.id: p for p in db.session.scalars(select(Party).where(Party.batch_id == batch_id))}
+    by_request = {(p.request_id, p.role): p for p in parties.values()}
+    assert [(e["status"], [(p["role"], p["status"]) for p in e["parties"]]) for e in entries] == [
+        (status, [("recipient", recipient.value), ("employer", employer.value)]) for status, recipient, employer in ROWS
+    ]
+    request = db.session.get(SigningRequest, entries[3]["request_id"])
+    recipient, employer = entries[3]["parties"]  # signed by both
+    assert recipient == {
+        "role": "recipient",
+        "label": "recipient",
+        "name": request.name,
+        "email": request.email,
+        "status": "signed",
+        "signed_at": by_request[request.id, "recipient"].signed_at.isoformat(timespec="seconds"),
+        "declined_at": None,
+    }
+    assert (employer["label"], employer["name"], employer["email"]) == ("employer", "ACME HR", "hr@example.com")
+    assert employer["signed_at"] == by_request[request.id, "employer"].signed_at.isoformat(timespec="seconds")
+    declined = entries[4]["parties"][1]
+    assert declined["status"] == "declined" and declined["declined_at"] is not None and declined["signed_at"] is None
+
+    rows = list(csv.DictReader(io.StringIO(archive.read("manifest.csv").decode("utf-8"))))
+    assert rows[3]["status"] == "signed"
+    assert f"recipient: {request.name} <{request.email}> (signed {recipient['signed_at']})" in rows[3]["parties"]
+    assert f"employer: ACME HR <hr@example.com> (signed {employer['signed_at']})" in rows[3]["parties"]
+    assert "employer: ACME HR <hr@example.com> (waiting)" in rows[0]["parties"]

@@ -10,8 +10,9 @@ import zipfile
 from flask import g
 from sqlalchemy import select, update
 
-from bulksign.batches.exports import BOM, safe_cell
+from bulksign.batches.exports import BOM
 from bulksign.core.extensions import db
+from bulksign.core.spreadsheets import cell_text
 from bulksign.documents.storage import get_storage
 from bulksign.models import Document, Export, SigningRequest
 from tests.support.batchdata import make_batch
@@ -46,8 +47,8 @@ def test_csv_cells_that_would_run_as_formulas_are_escaped(client, auth, users):
     db.session.commit()
     auth.login()
     rows = _rows(client.get(f"/batches/{batch.id}/export.csv"))
-    assert [r["name"] for r in rows] == ["'" + n for n in names]
-    assert safe_cell("Ann") == "Ann" and safe_cell(None) == "" and safe_cell(-3) == "'-3"
+    assert [r["name"] for r in rows] == ['\'=HYPERLINK("http://x")', "'+1+2", "'-3", "'@SUM(A1)", "'\tTab"]
+    assert cell_text("Ann") == "Ann" and cell_text(None) == "" and cell_text(-3) == "'-3"
 
 
 def test_csv_streams_every_row_of_a_batch_bigger_than_one_page(client, auth, users):

@@ -9,13 +9,13 @@ import subprocess
 import pytest
 from sqlalchemy import select
 
+from bulksign.batches.sending import TransientFailure
 from bulksign.batches.states import transition
 from bulksign.core.extensions import db
 from bulksign.documents.storage import get_storage
 from bulksign.integrations import webhooks_out
 from bulksign.jobs.mail import send_many
 from bulksign.jobs.webhooks import dispatch
-from bulksign.mail.delivery import TransientFailure
 from bulksign.models import Batch, Document, Event, OutgoingMail, Party, SigningRequest, Suppression, utcnow
 from bulksign.models.status import Status
 from bulksign.people.teams import add_member, create_team

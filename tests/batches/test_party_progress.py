@@ -186,7 +186,7 @@ def test_a_single_signer_batch_reads_as_before_parties_existed(client, auth, use
     assert (
         "Parties" not in after[0] and "role-counts" not in after[0] and "waiting_for" not in after[0].split("<table")[0]
     )
-    assert after[3].lstrip("\ufeff").splitlines()[0] == ",".join(CSV_COLUMNS)
+    assert next(csv.reader(io.StringIO(after[3].lstrip("\ufeff")))) == list(CSV_COLUMNS)
 
 
 def test_a_two_party_batch_runs_as_many_queries_for_3_rows_as_for_30(client, auth, users):
@@ -231,10 +231,7 @@ def test_the_api_lists_and_exports_the_requests_waiting_for_a_role(client, users
     assert [r["email"] for r in csv.DictReader(io.StringIO(exported.get_data(as_text=True).lstrip("\ufeff")))] == (
         emails[:2]
     )
-    assert client.get(f"/api/v1/batches/{batch_id}/requests?waiting_for=Bad!", headers=headers).status_code in (
-        400,
-        422,
-    )
+    assert client.get(f"/api/v1/batches/{batch_id}/requests?waiting_for=Bad!", headers=headers).status_code == 400
 
 
 def test_the_openapi_description_documents_waiting_for_and_the_party_columns(client):

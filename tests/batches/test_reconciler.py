@@ -21,6 +21,7 @@ from bulksign.work.pipeline import BEAT_TRUST_SECONDS, RENDER, SEND, beating, en
 from bulksign.work.queues import RECONCILE, get_queue
 from tests.support.batches import make_batch, request_ids, requests_of, worker_env
 from tests.support.clock import NOW
+from tests.support.processes import wait_for
 from tests.support.workers import one_per_job
 
 LATER = timedelta(minutes=10)
@@ -219,10 +220,7 @@ def test_a_worker_killed_mid_chunk_causes_one_duplicate_with_the_same_message_id
     )
     try:
         # Generous: a worker subprocess took over 30 s to import the app on a machine loaded by parallel runs.
-        deadline = time.monotonic() + 120
-        while not smtp.received and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert smtp.received, "the worker never sent"
+        wait_for(lambda: smtp.received, timeout=120, what="the worker to send", every=0.05)
         worker.send_signal(signal.SIGKILL)
         worker.wait(timeout=10)
     finally:
@@ -312,11 +310,7 @@ def test_sends_waiting_in_the_scheduled_registry_of_a_killed_worker_go_out_at_th
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        while redis.get(lock) is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        holder = redis.get(lock)
-        assert holder, "the worker never took the scheduler lock"
+        holder = wait_for(lambda: redis.get(lock), timeout=60, what="the worker to take the scheduler lock")
     finally:
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait(timeout=10)

@@ -12,7 +12,7 @@ from bulksign.batches.reconciler import reconcile
 from bulksign.core.extensions import db, get_redis
 from bulksign.jobs.schedule import PERIODIC_JOBS
 from bulksign.models import utcnow
-from bulksign.work.pipeline import BEAT_SECONDS, BEAT_TRUST_SECONDS, RENDER, enqueue_renders, owners
+from bulksign.work.pipeline import BEAT_SECONDS, BEAT_TRUST_SECONDS, RENDER, SEND, enqueue_renders, owners
 from tests.support.batches import make_batch, request_ids, requests_of, run_worker, worker_env
 from tests.support.processes import start, stop, wait_for
 
@@ -99,7 +99,8 @@ def test_redis_emptied_while_a_chunk_runs_its_live_job_keeps_its_work_and_nothin
         try:
             wait_for(lambda: smtp.received, timeout=120, what="the first invitation to reach the server")
             redis_server.restart_empty()  # the job, its claims and the worker's key are gone
-            time.sleep(BEAT_SECONDS + 1)  # one beat writes back what the live job holds
+            # One beat writes back what the live job holds: its three claims, with its heartbeat before them.
+            wait_for(lambda: get_redis().hlen(SEND.owners_key) == 3, timeout=BEAT_SECONDS + 30, what="the chunk's beat")
             # Past the age guard, within the beat's trust: the live job's mails are not queued again.
             later = utcnow() + timedelta(seconds=app.config["RECONCILE_AFTER_SECONDS"] + 1)
             stale_after = timedelta(seconds=app.config["RECONCILE_AFTER_SECONDS"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import threading
 from datetime import timedelta
 
 import pytest
@@ -21,6 +20,7 @@ from bulksign.models.status import Status
 from bulksign.work.pipeline import enqueue_renders
 from tests.support.batches import make_batch, request_ids, requests_of
 from tests.support.clock import NOW
+from tests.support.races import race
 from tests.support.waiting import mails, request, sent_batch
 from tests.support.web import csrf_from
 
@@ -120,24 +120,17 @@ def test_two_ticks_at_the_same_instant_send_one_reminder(app, users):
 
 def test_two_schedulers_racing_in_two_sessions_send_each_reminder_once(app, users):
     batch_id, _ = sent_batch(user=users["staff"], sent_at=NOW, recipients=200)
-    results, barrier = [], threading.Barrier(2)
 
-    def scheduler():
-        with app.app_context(), Session(db.engine) as session:
-            barrier.wait(timeout=10)
-            results.append(
-                queue_due_reminders(
-                    session, now=NOW + 2 * DAY, page_size=20, on_page=lambda _ids: session.commit()
-                ).queued
-            )
+    def scheduler(_n: int) -> int:
+        with Session(db.engine) as session:
+            queued = queue_due_reminders(
+                session, now=NOW + 2 * DAY, page_size=20, on_page=lambda _ids: session.commit()
+            ).queued
             session.commit()
+            return queued
 
-    threads = [threading.Thread(target=scheduler) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert sum(results) == 200
+    results = race(app, scheduler, callers=2)
+    assert sum(results.values()) == 200
     assert len(mails("reminder")) == 200
     assert {r.reminder_count for r in requests_of(batch_id)} == {1}
 
@@ -358,33 +351,33 @@ def test_the_batch_page_partials_post_to_the_reminder_endpoints(app, users):
 
 def test_an_automatic_and_a_manual_reminder_at_the_same_moment_send_one_mail(app, users):
     batch_id, ids = sent_batch(user=users["staff"], sent_at=NOW, recipients=100)
-    staff_id, barrier, counts = users["staff"].id, threading.Barrier(2), {}
+    staff_id = users["staff"].id
 
-    def automatic():
-        with app.app_context(), Session(db.engine) as session:
-            barrier.wait(timeout=10)
-            counts["auto"] = queue_due_reminders(
+    def automatic() -> int:
+        with Session(db.engine) as session:
+            queued = queue_due_reminders(
                 session, now=NOW + 2 * DAY, page_size=10, on_page=lambda _ids: session.commit()
             ).queued
             session.commit()
+            return queued
 
-    def manual():
+    def manual() -> int:
         from bulksign.models import User
 
-        with app.app_context(), Session(db.engine) as session:
-            user = session.get(User, staff_id)
-            barrier.wait(timeout=10)
-            counts["manual"] = send_manual_reminders(
-                session, batch_id=batch_id, user=user, now=NOW + 2 * DAY, request_ids=ids, page_size=10
+        with Session(db.engine) as session:
+            queued = send_manual_reminders(
+                session,
+                batch_id=batch_id,
+                user=session.get(User, staff_id),
+                now=NOW + 2 * DAY,
+                request_ids=ids,
+                page_size=10,
             ).queued
             session.commit()
+            return queued
 
-    threads = [threading.Thread(target=automatic), threading.Thread(target=manual)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert counts["auto"] + counts["manual"] == 100 and len(mails("reminder")) == 100
+    counts = race(app, lambda n: (automatic, manual)[n](), callers=2)
+    assert counts[0] + counts[1] == 100 and len(mails("reminder")) == 100
     assert {r.reminder_count for r in requests_of(batch_id)} == {1}
 
 

@@ -58,9 +58,8 @@ def test_every_allowed_move_wins_once_and_appends_an_event(app, frm, to):
     assert db.session.get(SigningRequest, request_id).status == to
     events = db.session.scalars(select(Event).where(Event.request_id == request_id)).all()
     assert [e.type for e in events] == [f"status.{to}"]
-    if frm != to:
-        again = transition(db.session, request_id, frm=frm, to=to, now=NOW)
-        assert not again and again.won == ()
+    again = transition(db.session, request_id, frm=frm, to=to, now=NOW)
+    assert not again and again.won == ()
 
 
 @pytest.mark.parametrize(("frm", "to"), REFUSED, ids=[f"{a}->{b}" for a, b in REFUSED])
@@ -78,12 +77,18 @@ def test_a_signed_request_can_never_change_again(app, to):
     (request_id,) = make_requests(status=Status.SIGNED)
     with pytest.raises(IllegalTransition):
         transition(db.session, request_id, frm=Status.SIGNED, to=to, now=NOW)
-    # Even when a caller claims the request is still "opened", the compare-and-set finds it signed.
-    if to in TRANSITIONS[Status.OPENED]:
-        db.session.rollback()
-        assert not transition(db.session, request_id, frm=Status.OPENED, to=to, now=NOW)
     db.session.rollback()
     assert db.session.get(SigningRequest, request_id).status == Status.SIGNED
+
+
+@pytest.mark.parametrize("to", sorted(TRANSITIONS[Status.OPENED]))
+def test_a_caller_claiming_a_signed_request_is_still_opened_wins_nothing(app, to):
+    (request_id,) = make_requests(status=Status.SIGNED)
+    lost = transition(db.session, request_id, frm=Status.OPENED, to=to, now=NOW)
+    assert not lost and lost.won == ()
+    db.session.commit()
+    assert db.session.get(SigningRequest, request_id).status == Status.SIGNED
+    assert db.session.scalars(select(Event).where(Event.request_id == request_id)).all() == []
 
 
 def test_signed_and_cancelled_are_terminal_and_a_declined_request_can_only_be_invited_again():

@@ -34,7 +34,7 @@ def test_each_kind_makes_a_template_whose_variables_the_recipients_file_fills(cl
 
 
 def test_the_two_party_act_marks_the_recipient_and_the_employer_whom_the_fixed_party_fills(client, users):
-    from bulksign.batches.creation import party_settings_from_form
+    from bulksign.batches.batch_settings import party_settings_from_form
     from bulksign.models import TemplateVersion
     from bulksign.people.users import create_api_key
 

@@ -55,9 +55,12 @@ def test_cancel_batch_after_the_sending_asks_in_place_and_keep_it_leaves_it_alon
     assert page.locator("#cancel-batch-step").inner_html().strip() == ""
     assert _cancelled(batch_id) == 0
     page.click("#cancel-batch")
+    page.fill("#cancel-batch-step textarea[name=reason]", "The terms changed")  # the step asks why
     page.click("#cancel-batch-step #confirm-yes")
     page.wait_for_selector(".flash-success")
     assert _cancelled(batch_id) == 2
+    reasons = db.session.scalars(select(SigningRequest.cancel_reason).where(SigningRequest.status == "cancelled"))
+    assert list(reasons) == ["The terms changed"] * 2
     assert page.locator("#cancel-batch").count() == 0  # nothing left to cancel
 
 

@@ -101,7 +101,7 @@ def test_the_batch_page_names_its_state_shows_the_deadline_and_the_rows_left_out
                 with page.expect_download() as download:
                     page.locator("#skipped-rows a").click()
                 text = open(download.value.path(), encoding="utf-8-sig").read()
-                assert text.splitlines()[1].startswith("7,email,") and "anna@" in text
+                assert text.splitlines()[1].startswith('"7","email",') and "anna@" in text
             found = look_at(page, live_server, f"batch-{state}-{language}")
             assert found == {1366: [], 360: []}, found
         page.goto(f"{live_server}/batches/")

@@ -7,7 +7,8 @@ import pytest
 from playwright.sync_api import expect
 from sqlalchemy import select
 
-from bulksign.batches.bounces import BounceReport, record_bounce
+from bulksign.batches.bounce_reports import BounceReport
+from bulksign.batches.bounces import record_bounce
 from bulksign.core.extensions import db
 from bulksign.models import SigningRequest
 from tests.support.accounts import STAFF

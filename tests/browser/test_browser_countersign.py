@@ -36,6 +36,8 @@ def test_the_countersigner_reads_ticks_signs_and_watches_the_progress(app, users
     page.goto(f"{live_server}/countersign/{token}")
     expect(page.locator(".cs-item")).to_have_count(3)
     expect(page.locator("h1")).to_contain_text("3 documents of “Employment contract” wait for your signature")
+    # Before the button: how many "All" signs, and that a document arriving later is not among them.
+    expect(page.locator(".cs-count")).to_contain_text("“All” signs exactly 3 documents: those listed now.")
     found = look_at(page, live_server, "countersign-list")
     assert found == {1366: [], 360: []}, found
 

@@ -18,8 +18,8 @@ pytestmark = pytest.mark.browser
 def _draw(page, figure, frm: tuple[float, float], to: tuple[float, float]) -> None:
     """Press at ``frm`` and release at ``to``, as fractions of the page image (scrolled to where they are)."""
     box = figure.bounding_box()
-    page.mouse.wheel(0, box["y"] + frm[1] * box["height"] - 300)
-    page.wait_for_timeout(100)
+    # Scrolled at once (a wheel scrolls later, smoothly): the box read next is where the pointer lands.
+    page.evaluate("dy => window.scrollBy({top: dy, behavior: 'instant'})", box["y"] + frm[1] * box["height"] - 300)
     box = figure.bounding_box()
     page.mouse.move(box["x"] + frm[0] * box["width"], box["y"] + frm[1] * box["height"])
     page.mouse.down()

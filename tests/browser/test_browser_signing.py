@@ -11,16 +11,15 @@ import pytest
 from pypdf import PdfReader
 from sqlalchemy import select
 
-from bulksign.batches.states import transition
+from bulksign.batches.progress import cancel_requests
 from bulksign.core.extensions import db
 from bulksign.documents.seal_keys import seal_key
 from bulksign.documents.sealing import check_seal
 from bulksign.models import Event, utcnow
-from bulksign.models.status import Status
 from bulksign.signing.recipient_actions import decline
 from bulksign.work.pipeline import enqueue_renders
 from tests.support.batches import make_batch, request_ids
-from tests.support.looks import ARTIFACTS
+from tests.support.looks import ARTIFACTS, shoot
 from tests.support.signing_page import agree, signed_bytes
 from tests.support.signing_requests import fresh, make_sent_request
 
@@ -90,7 +89,7 @@ def test_a_recipient_signs_from_the_invitation_and_gets_a_sealed_pdf(
     row = fresh(request_id)
     assert row.status == "signed" and row.signature_image and row.signer_name == "Ольга Ивановна Смирнова"
 
-    assert run_jobs("pdf") >= 0
+    assert run_jobs("pdf") == 1  # the seal
     page.reload()
     data = signed_bytes(page)
     reader = PdfReader(io.BytesIO(data))
@@ -260,21 +259,26 @@ def test_each_dead_link_explains_itself(app, users, live_server, page):
     declined = make_sent_request(now=now, owner=users["staff"], email="d@example.com")
     cancelled = make_sent_request(now=now, owner=users["staff"], email="c@example.com")
     decline(db.session, request_id=declined.id, now=now, reason="no", ip=None, user_agent=None)
-    transition(db.session, cancelled.id, frm=Status.SENT, to=Status.CANCELLED, now=now)
+    cancel_requests(
+        db.session, request_ids=[cancelled.id], user=users["staff"], now=now, reason="A new contract follows"
+    )
     db.session.commit()
     cases = [
-        ("A" * 43, "This link is not valid"),
-        (expired.token, "This link has expired"),
-        (declined.token, "You declined to sign this document"),
-        (cancelled.token, "This request was withdrawn"),
+        ("A" * 43, 404, "This link is not valid"),
+        (expired.token, 410, "This link has expired"),
+        (declined.token, 200, "You declined to sign this document"),
+        (cancelled.token, 410, "This request was withdrawn"),
     ]
-    for token, text in cases:
+    for token, status, text in cases:
         response = page.goto(f"{live_server}/sign/{token}")
-        assert response.status in (200, 404, 410)
+        assert response.status == status, text
         assert page.locator(f"text={text}").count() == 1, text
         assert page.locator("input[name=consent]").count() == 0
     page.goto(f"{live_server}/sign/{expired.token}")
     assert "contact hr@example.com" in page.locator(".state-expired").inner_text()
+    page.goto(f"{live_server}/sign/{cancelled.token}")  # cancelled by staff: its link says so, and why
+    assert "Their reason: A new contract follows" in page.locator(".state-cancelled").inner_text()
+    shoot(page, "signing-cancelled")
 
 
 def test_verify_rejects_a_tampered_pdf_in_the_browser(app, users, live_server, page, run_jobs):

@@ -152,7 +152,7 @@ def _fingerprints(sentry: SentryServer) -> list[list[str]]:
 
 
 def test_unwritable_storage_fails_the_renders_and_is_one_sentry_issue(make_app, sentry, tmp_path):
-    from bulksign.documents.rendering import render_chunk
+    from bulksign.batches.rendering import render_chunk
     from tests.support.batches import make_batch, request_ids, requests_of
     from tests.support.clock import NOW
 
@@ -177,7 +177,7 @@ def test_unwritable_storage_fails_the_renders_and_is_one_sentry_issue(make_app, 
 
 
 def test_a_template_error_is_for_staff_and_not_for_sentry(make_app, sentry, tmp_path):
-    from bulksign.documents.rendering import render_chunk
+    from bulksign.batches.rendering import render_chunk
     from tests.support.batches import make_batch, request_ids, requests_of
     from tests.support.clock import NOW
 

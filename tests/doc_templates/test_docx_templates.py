@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import select
 
 from bulksign.core.extensions import db
-from bulksign.doc_templates import docx_templates
+from bulksign.doc_templates import docx_package, docx_templates
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.versions import get_version
 from bulksign.documents import libreoffice
@@ -28,7 +28,7 @@ from tests.support import docx_files
 from tests.support.batches import make_batch, request_ids, requests_of
 from tests.support.clock import NOW
 from tests.support.hostile_docx import with_parts
-from tests.support.processes import alive
+from tests.support.processes import alive, wait_for
 from tests.support.web import csrf_from
 
 
@@ -172,7 +172,7 @@ def _bomb() -> bytes:
         (lambda: b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 2000, "password-protected"),
         (lambda: docx_files.simple()[:3000], "broken"),
         (lambda: b"PK\x03\x04 not really a zip", "broken"),
-        (lambda: b"x" * (docx_templates.MAX_DOCX_BYTES + 1), "the limit is 10 MB"),
+        (lambda: b"x" * (docx_package.MAX_DOCX_BYTES + 1), "the limit is 10 MB"),
         (_bomb, "unpacks to"),
         (_utf16_footnotes, "cannot be read as a template"),
         (
@@ -286,8 +286,9 @@ def test_the_converter_is_kept_warm_and_replaced_when_it_dies_hangs_or_has_serve
         assert converter.starts == 1
         converter.convert(filled, timeout=60)  # the third document: a fresh LibreOffice
         assert converter.starts == 2
-        os.killpg(converter.pid, signal.SIGKILL)
-        time.sleep(0.2)
+        dead = converter.pid
+        os.killpg(dead, signal.SIGKILL)
+        wait_for(lambda: not alive(dead), timeout=10, what="the killed converter to end")
         assert "Warm" in pdftotext(converter.convert(filled, timeout=60))
         assert converter.starts == 3
         big = docx_templates.fill(docx_files.simple("{% for i in range(3000) %}Line {{ i }} of many. {% endfor %}"), {})
@@ -377,10 +378,7 @@ def test_a_killed_worker_leaves_no_libreoffice_behind(tmp_path, when):
         assert len(_session(server)) >= 2  # unoserver and soffice, in their own session
     worker.kill()
     worker.wait()
-    deadline = time.monotonic() + 20
-    while _session(server) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not _session(server)
+    wait_for(lambda: not _session(server), timeout=20, what="the converter's session to end", every=0.2)
 
 
 def _session(leader: int) -> list[int]:

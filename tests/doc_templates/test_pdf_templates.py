@@ -329,10 +329,11 @@ def test_each_recipient_gets_their_own_flattened_pdf_from_the_render_job(app, us
 def test_active_content_is_taken_out_of_an_uploaded_pdf_and_reaches_no_recipient_nor_the_sealed_copy(
     app, client, auth, users
 ):
+    from bulksign.documents.audit_record import AuditRecord
     from bulksign.documents.seal_keys import seal_key
     from bulksign.documents.sealing import apply_seal
     from bulksign.documents.signature_box import SignatureBox
-    from bulksign.documents.signed_pdf import AuditRecord, build_signed_pdf
+    from bulksign.documents.signed_pdf import build_signed_pdf
     from tests.support.workers import run_burst_worker
 
     auth.login()

@@ -149,7 +149,7 @@ def test_a_template_marking_more_signatures_than_there_are_shades_is_refused_at_
 
 
 def test_the_roles_are_stored_at_save_and_an_earlier_versions_signature_date_stays_a_column(app, users):
-    from bulksign.documents.rendering import document_context
+    from bulksign.batches.rendering import document_context
 
     saved = create_template(db.session, name="Two sides", html=TWO_PARTIES, user=users["staff"], now=NOW)
     db.session.commit()

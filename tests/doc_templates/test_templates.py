@@ -298,7 +298,8 @@ def test_a_template_that_would_keep_a_worker_busy_for_hours_is_refused_in_second
     with pytest.raises(TemplateError, match=words):
         create_template(db.session, name="Loops", html=f"<p>{source}</p>", user=users["staff"], now=NOW)
     assert time.monotonic() - started < 30
-    # The thread that rendered is fine afterwards: no interruption is left pending for later code.
+    # The thread that rendered is fine afterwards: no interruption is left pending for later code (a leftover
+    # timer would fire while the clock passes).
     time.sleep(0.1)
     assert render_html("<p>{{ name }}</p>", {"name": "Jane"}) == "<p>Jane</p>"
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import threading
 from datetime import timedelta
 
 import pytest
@@ -17,6 +16,7 @@ from bulksign.documents.storage import get_storage
 from bulksign.models import Document, utcnow
 from bulksign.signing.recipient_actions import decline
 from tests.support.batches import TWO_PAGES
+from tests.support.races import race
 from tests.support.signing_requests import make_sent_request
 
 
@@ -69,17 +69,11 @@ def test_a_page_image_is_rendered_once_then_served_from_storage(client, sent, re
 
 
 def test_two_tabs_opening_at_once_render_a_page_once(app, sent, renders):
-    results = []
-
-    def fetch():
+    def fetch(_n: int) -> bytes:
         with app.test_client() as client:
-            results.append(client.get(f"/sign/{sent.token}/pages/1").data)
+            return client.get(f"/sign/{sent.token}/pages/1").data
 
-    threads = [threading.Thread(target=fetch) for _ in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    results = list(race(app, fetch, callers=3).values())
     assert len(results) == 3 and len(set(results)) == 1 and results[0][:4] == b"RIFF"
     assert renders == [1]
 

@@ -18,20 +18,23 @@ from flask import current_app
 from PIL import Image
 from sqlalchemy import select
 
-from bulksign.batches.creation import create_batch, party_settings_from_form
+from bulksign.batches.batch_settings import BatchSettings, party_settings_from_form
+from bulksign.batches.creation import create_batch
 from bulksign.core.extensions import db
 from bulksign.doc_templates.columns import needed_columns
 from bulksign.doc_templates.fields import FieldSettings, shown_value
 from bulksign.doc_templates.versions import create_template, place_boxes, save_fields
+from bulksign.documents.audit_record import FilledField
 from bulksign.documents.seal_keys import seal_key
 from bulksign.documents.sealing import check_seal
 from bulksign.documents.signature_box import SignatureBox
-from bulksign.documents.signed_pdf import FilledField, stamp_parties
+from bulksign.documents.signed_pdf import stamp_parties
 from bulksign.documents.storage import get_storage
 from bulksign.models import Document, FieldValue, Party, SigningRequest, utcnow
 from bulksign.recipients.validation import validate_recipients
 from bulksign.signing.field_entry import TICKED, FilledForm, Upload
-from bulksign.signing.recipient_actions import sign, signer_party
+from bulksign.signing.page_states import signer_party
+from bulksign.signing.recipient_actions import sign
 from bulksign.work.pipeline import enqueue_renders
 from tests.doc_templates.test_fields import _form
 from tests.support import docx_files
@@ -103,10 +106,9 @@ def _sent(users, run_jobs, version, *, rows: str, form: dict | None = None, **ba
         user=users["staff"],
         template_version=version,
         rows=report.recipients,
-        name="Contracts",
+        settings=BatchSettings(name="Contracts", **batch),
         now=utcnow() - timedelta(minutes=5),
         party_settings=signers,
-        **batch,
     )
     ids = request_ids(created.batch.id)
     enqueue_renders(ids)

@@ -11,11 +11,11 @@ from docx import Document as WordDocument
 from docx.enum.text import WD_BREAK
 from pypdf import PdfReader
 
+from bulksign.batches.rendering import render_chunk
 from bulksign.core.error_tracking import OperatorFaults
 from bulksign.core.extensions import db
 from bulksign.documents import libreoffice, pdf
 from bulksign.documents.pdf import MAX_PAGES, RenderError, render_pdf
-from bulksign.documents.rendering import render_chunk
 from bulksign.models import SigningRequest
 from bulksign.models.status import Status
 from tests.support import docx_files

@@ -10,9 +10,27 @@ FIRST = b"q\nBT\n/F7 24 Tf 1 0 0 -1 0 0 Tm\n255 -42 Td <0001> Tj\n18 0 Td <00020
 QT = FIRST + b"BT\n/F8 16 Tf\n<0001> Tj\nET\n"
 
 
-def test_the_codes_shown_in_each_font():
-    assert _shown(QT) == {"F7": {1, 2, 3}, "F8": {1}}
-    assert _shown(b"(a literal string outside text) Do\n" + QT) == {"F7": {1, 2, 3}, "F8": {1}}
+def test_the_codes_shown_in_each_font_and_how_often():
+    assert _shown(QT) == {"F7": {1: 1, 2: 1, 3: 1}, "F8": {1: 1}}
+    assert _shown(b"(a literal string outside text) Do\n" + QT) == {"F7": {1: 1, 2: 1, 3: 1}, "F8": {1: 1}}
+    assert _shown(QT + QT) == {"F7": {1: 2, 2: 2, 3: 2}, "F8": {1: 2}}
+
+
+#: A page as Qt begins it (its printable area, 100 high, clipped) and a line drawn at y = 0.5 × (−Td's y) + cm's f.
+PAGE = b"0 0 m\n200 0 l\n200 100 l\n0 100 l\n0 0 l\nh\nW* n\n"
+
+
+def _line(code: bytes, f: float) -> bytes:
+    return b"q\n0.5 0 0 0.5 0 %.1f cm\nBT\n/F7 24 Tf 1 0 0 -1 0 0 Tm\n1 -100 Td <%s> Tj\nET\nQ\n" % (f, code)
+
+
+def test_lines_outside_the_printable_area_are_told_apart_when_asked():
+    """A table row that straddles two pages is drawn on both, cut at each page's edge: its baseline lies inside one
+    page's printable area and outside the other's."""
+    content = b"\n" + PAGE + _line(b"0001", 0) + _line(b"0002", 60) + _line(b"0003", -60)
+    placed = _read(content, placed=True)
+    assert placed.shown == {"F7": {1: 1}} and placed.clipped == {"F7": {2: 1, 3: 1}}
+    assert _read(content).shown == {"F7": {1: 1, 2: 1, 3: 1}} and _read(content).clipped == {}
 
 
 @pytest.mark.parametrize(
@@ -47,9 +65,9 @@ def test_text_not_written_as_qt_writes_it_is_refused(content):
 
 def test_a_page_without_its_plain_text_objects_keeps_everything_else():
     drawing = b"q 0.6 0.64 0.7 RG 10 10 100 50 re S Q\n"
-    shown, without_text = _read(drawing + FIRST + drawing)
-    assert shown == {"F7": {1, 2, 3}}
-    assert without_text == drawing + b"q\n" + b"Q\n" + drawing
+    read = _read(drawing + FIRST + drawing)
+    assert read.shown == {"F7": {1: 1, 2: 1, 3: 1}}
+    assert read.without_text == drawing + b"q\n" + b"Q\n" + drawing
 
 
 @pytest.mark.parametrize(
@@ -65,5 +83,5 @@ def test_a_page_without_its_plain_text_objects_keeps_everything_else():
 )
 def test_a_text_object_that_may_do_more_than_show_glyphs_keeps_the_page_whole(text):
     """Its glyphs are read as before, but the page has no content without text: it is searched for marks whole."""
-    shown, without_text = _read(FIRST + text)
-    assert shown["F7"] == {1, 2, 3} and without_text is None
+    read = _read(FIRST + text)
+    assert read.shown["F7"] == {1: 1, 2: 1, 3: 1} and read.without_text is None

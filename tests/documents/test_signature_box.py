@@ -18,7 +18,7 @@ from bulksign.core.extensions import db
 from bulksign.doc_templates.jinja_sandbox import render_html
 from bulksign.doc_templates.variables import BUILTIN_VARIABLES
 from bulksign.doc_templates.versions import create_template
-from bulksign.documents import sealing, signed_pdf
+from bulksign.documents import audit_record, sealing, signed_pdf
 from bulksign.documents.pdf import render_pdf
 from bulksign.documents.poppler import Word, page_words
 from bulksign.documents.seal_keys import seal_key
@@ -49,7 +49,7 @@ MARKED = PAGE.format(
     body="<h1>Трудовой договор № {{ salary }}</h1><p>Работник: {{ name }}. Текст договора.</p>"
     "<p>Подпись работника: {{ signature }} — дата подписи ниже.</p><p>Конец договора.</p>"
 )
-RECORD = signed_pdf.AuditRecord(
+RECORD = audit_record.AuditRecord(
     document_name="Трудовой договор",
     batch_id=1,
     request_id=2,
@@ -192,9 +192,9 @@ def _full_to_the_bottom(*, bottom_mm: float) -> bytes:
     """A two-page document (as a Word or scanned PDF can be) whose text runs down to ``bottom_mm`` from the edge."""
     buf = io.BytesIO()
     c = canvas.Canvas(buf, pagesize=A4)
-    from bulksign.documents.signed_pdf import _register_fonts
+    from bulksign.documents.pdf_text import register_fonts
 
-    _register_fonts()
+    register_fonts()
     for page in range(2):
         y, line = A4[1] - 15 * mm, 0
         while y > bottom_mm * mm:

@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from bulksign.batches.states import transition
 from bulksign.core.extensions import db
-from bulksign.integrations import webhooks_out
+from bulksign.integrations import webhook_delivery, webhooks_out
 from bulksign.jobs.webhooks import dispatch
 from bulksign.models import SigningRequest, WebhookDelivery
 from tests.support.batchdata import make_batch
@@ -96,16 +96,18 @@ def test_a_failing_endpoint_is_retried_with_growing_waits_then_given_up(app, use
     db.session.commit()
     receiver.codes = [500] * 20
     at, waits = NOW, []
-    for _ in range(webhooks_out.MAX_ATTEMPTS):
-        result = webhooks_out.deliver(db.session, delivery_id=ids[0], now=at, allow_local=True)
+    for _ in range(webhook_delivery.MAX_ATTEMPTS):
+        result = webhook_delivery.deliver(db.session, delivery_id=ids[0], now=at, allow_local=True)
         db.session.commit()
         delivery = db.session.get(WebhookDelivery, ids[0])
         if delivery.next_attempt_at:
             waits.append(delivery.next_attempt_at - at)
             # Too early: a duplicate job does nothing.
-            assert webhooks_out.deliver(db.session, delivery_id=ids[0], now=at, allow_local=True).status == "waiting"
+            assert (
+                webhook_delivery.deliver(db.session, delivery_id=ids[0], now=at, allow_local=True).status == "waiting"
+            )
             at = delivery.next_attempt_at
-    assert result.status == "failed" and len(receiver.received) == webhooks_out.MAX_ATTEMPTS
+    assert result.status == "failed" and len(receiver.received) == webhook_delivery.MAX_ATTEMPTS
     assert waits == sorted(waits) and waits[0] == timedelta(seconds=30) and waits[1] == timedelta(seconds=60)
     assert "HTTP 500" in delivery.error
 
@@ -117,7 +119,7 @@ def test_an_unreachable_endpoint_is_a_recorded_failure_not_a_crash(app, users):
         db.session, url=f"http://127.0.0.1:{free_port()}/x", events=["batch.completed"], user_id=None, now=NOW
     )
     ids = webhooks_out.emit(db.session, event="batch.completed", payload={}, team_id=None, now=NOW).delivery_ids
-    result = webhooks_out.deliver(db.session, delivery_id=ids[0], now=NOW, timeout=2, allow_local=True)
+    result = webhook_delivery.deliver(db.session, delivery_id=ids[0], now=NOW, timeout=2, allow_local=True)
     assert result.status == "pending" and "Could not reach" in result.error
 
 
@@ -131,23 +133,23 @@ def test_deliveries_never_reach_this_host_unless_allowed_nor_link_local_addresse
         now=NOW,
     )
     ids = webhooks_out.emit(db.session, event="batch.completed", payload={}, team_id=None, now=NOW).delivery_ids
-    result = webhooks_out.deliver(db.session, delivery_id=ids[0], now=NOW, timeout=2)
+    result = webhook_delivery.deliver(db.session, delivery_id=ids[0], now=NOW, timeout=2)
     assert result.status == "pending" and "this host" in result.error and "WEBHOOK_ALLOW_LOCAL" in result.error
     assert receiver.received == []
     # Cloud metadata services sit on link-local addresses: refused whatever the setting.
     for address in ("169.254.169.254", "fe80::1", "::ffff:169.254.169.254"):
-        assert "link-local" in webhooks_out.forbidden_reason(address, allow_local=True)
-    assert webhooks_out.forbidden_reason("::ffff:127.0.0.1", allow_local=False)
-    assert webhooks_out.forbidden_reason("10.1.2.3", allow_local=False) is None
+        assert "link-local" in webhook_delivery.forbidden_reason(address, allow_local=True)
+    assert webhook_delivery.forbidden_reason("::ffff:127.0.0.1", allow_local=False)
+    assert webhook_delivery.forbidden_reason("10.1.2.3", allow_local=False) is None
 
 
 def test_cloud_metadata_services_outside_link_local_are_refused_even_when_local_is_allowed(app):
     # AWS's IPv6 metadata service sits in fd00::/8 and Alibaba Cloud's in 100.64/10: neither is link-local.
     for address in ("fd00:ec2::254", "100.100.100.200", "::ffff:100.100.100.200"):
-        assert "cloud metadata" in webhooks_out.forbidden_reason(address, allow_local=True)
+        assert "cloud metadata" in webhook_delivery.forbidden_reason(address, allow_local=True)
     # Their neighbours stay ordinary private networks, allowed as in-house systems.
     for address in ("fd00:ec2::253", "100.100.100.201", "fd12:3456::1"):
-        assert webhooks_out.forbidden_reason(address, allow_local=False) is None
+        assert webhook_delivery.forbidden_reason(address, allow_local=False) is None
 
 
 def test_a_batch_emits_batch_completed_when_sending_ends_and_batch_all_signed_when_everyone_signed(

@@ -82,7 +82,7 @@ def test_a_killed_worker_takes_its_scheduler_along_and_a_killed_parent_its_worke
 def _ignore_sigterm_and_wait(ready) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     ready.set()
-    time.sleep(60)
+    time.sleep(60)  # the scheduler that will not stop: it idles until killed
 
 
 def test_a_stopping_worker_does_not_wait_for_ever_on_a_scheduler_that_will_not_stop(app):

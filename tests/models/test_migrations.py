@@ -13,7 +13,7 @@ from bulksign.core.extensions import db
 from tests.support.services import postgres_database
 
 
-@pytest.fixture(params=["postgresql", "sqlite"])
+@pytest.fixture(params=["postgresql", pytest.param("sqlite", marks=pytest.mark.sqlite)])
 def empty_database_url(request, tmp_path):
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path}/migrations.db"
@@ -254,6 +254,90 @@ def test_the_link_codes_migration_keeps_one_owner_per_code_and_its_downgrade_dro
         db.session.remove()
         downgrade(revision="c7d9e1f3a5b8")
         assert db.session.execute(text("SELECT request_id FROM one_time_codes")).scalars().all() == [request_id]
+        db.session.remove()
+        downgrade(revision="base")
+        db.engine.dispose()
+
+
+def test_the_team_keys_migration_folds_every_name_and_tells_apart_two_that_fold_alike(
+    empty_database_url, redis_server, tmp_path
+):
+    """Before the keys, SQLite let "Отдел кадров" and "отдел кадров" both be made (its lower() saw two names): the
+    older keeps its name, the newer gets its id added, and every team is found by its folded key after."""
+    from bulksign.models import Team
+    from bulksign.people.teams import team_by_name
+
+    app = _bare_app(empty_database_url, redis_server, tmp_path)
+    with app.app_context():
+        upgrade()
+        db.session.remove()
+        downgrade(revision="b8f0a2c4e6d1")
+        for name in ("Отдел кадров", "Sales", "отдел кадров"):
+            db.session.execute(text("INSERT INTO teams (name, created_at) VALUES (:n, CURRENT_TIMESTAMP)"), {"n": name})
+        db.session.commit()
+        db.session.remove()
+        upgrade()
+        assert [(t.name, t.name_key) for t in db.session.scalars(select(Team).order_by(Team.id))] == [
+            ("Отдел кадров", "отдел кадров"),
+            ("Sales", "sales"),
+            ("отдел кадров (3)", "отдел кадров (3)"),
+        ]
+        assert team_by_name(db.session, name="ОТДЕЛ КАДРОВ").id == 1
+        db.session.remove()
+        downgrade(revision="base")
+        db.engine.dispose()
+
+
+def test_the_mail_party_migration_finds_each_party_mails_party_by_its_message_id(
+    empty_database_url, redis_server, tmp_path
+):
+    """Invitations and reminders name their party's id, decline and completion mails its request and role; a role
+    that begins like another's is told apart, and every other kind of mail names no party."""
+    from bulksign.models import Party
+    from tests.support.batchdata import make_batch
+    from tests.support.clock import NOW
+
+    app = _bare_app(empty_database_url, redis_server, tmp_path)
+    with app.app_context():
+        upgrade()
+        batch_id = make_batch(db.session, statuses=["sent", "sent"], now=NOW).id
+        first, second = db.session.scalars(text("SELECT id FROM signing_requests ORDER BY id")).all()
+        parties = {}
+        for request_id, role in ((first, "hr"), (first, "hr_lead"), (second, "hr")):
+            party = Party(request_id=request_id, batch_id=batch_id, role=role, step=1, email=f"{role}@acme.example")
+            db.session.add(party)
+            db.session.flush()
+            parties[request_id, role] = party.id
+        db.session.commit()
+        db.session.remove()
+        downgrade(revision="a6c8e0b2d4f7")
+        mails = {
+            f"party-invitation-{parties[first, 'hr_lead']}-abc": ("party_invitation", first),
+            f"party-reminder-{parties[second, 'hr']}-abc-1": ("party_reminder", second),
+            f"party-declined-{first}-hr": ("party_declined", first),
+            f"party-completed-{first}-hr_lead": ("party_completed", first),
+            f"invitation-{first}-abc": ("invitation", first),
+        }
+        for key, (kind, request_id) in mails.items():
+            db.session.execute(
+                text(
+                    "INSERT INTO outgoing_mails (request_id, batch_id, kind, message_id, to_email, subject, status,"
+                    " attempts, created_at, attachments) VALUES (:r, :b, :k, :m, 'a@example.com', '', 'sent', 0, :t,"
+                    " '[]')"
+                ),
+                {"r": request_id, "b": batch_id, "k": kind, "m": f"<{key}@bulksign.local>", "t": NOW},
+            )
+        db.session.commit()
+        db.session.remove()
+        upgrade()
+        found = dict(db.session.execute(text("SELECT kind, party_id FROM outgoing_mails")).all())
+        assert found == {
+            "party_invitation": parties[first, "hr_lead"],
+            "party_reminder": parties[second, "hr"],
+            "party_declined": parties[first, "hr"],
+            "party_completed": parties[first, "hr_lead"],
+            "invitation": None,
+        }
         db.session.remove()
         downgrade(revision="base")
         db.engine.dispose()

@@ -10,8 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bulksign.core.extensions import db
 from bulksign.documents.storage import LocalStorage
 from bulksign.mail.email_checks import check_email
+from bulksign.models import utcnow
 from bulksign.recipients.row_checks import MAX_VALUE_CHARS
 from bulksign.recipients.rows import UploadError
 from bulksign.recipients.uploads import load_upload, store_upload
@@ -211,8 +213,8 @@ def test_the_error_report_lists_every_error_and_cannot_run_formulas():
     full = check(data, max_errors=None)
     report = error_report_csv(full)
     # Each error line carries the row's values; the formula-like header is neutralised, and only a warning.
-    assert report.splitlines()[0] == "row,column,message,email,name,position,'=cmd|' /C calc'!A0"
-    assert len(report.splitlines()) == 151 and ",=" not in report
+    assert report.splitlines()[0] == '"row","column","message","email","name","position","\'=cmd|\' /C calc\'!A0"'
+    assert len(report.splitlines()) == 151 and ',"=' not in report
     assert any("=cmd" in w for w in full.warnings)
 
 
@@ -221,14 +223,23 @@ def test_a_duplicate_header_is_an_error():
     assert report.valid_rows == 0 and "appears twice (columns A and C)" in report.errors[0].message
 
 
-def test_stored_uploads_belong_to_their_user(tmp_path):
-    storage = LocalStorage(tmp_path)
-    stored = store_upload(storage, data=b"email\na@b.co\n", filename="../../etc/people.csv", user_id=1, template_id=5)
-    loaded = load_upload(storage, upload_id=stored.upload_id, user_id=1)
+def test_stored_uploads_belong_to_their_user(tmp_path, users):
+    storage, staff, admin = LocalStorage(tmp_path), users["staff"].id, users["admin"].id
+    stored = store_upload(
+        db.session,
+        storage,
+        data=b"email\na@b.co\n",
+        filename="../../etc/people.csv",
+        user_id=staff,
+        template_id=5,
+        now=utcnow(),
+    )
+    db.session.commit()
+    loaded = load_upload(db.session, storage, upload_id=stored.upload_id, user_id=staff)
     assert (loaded.data, loaded.filename, loaded.template_id) == (b"email\na@b.co\n", "people.csv", 5)
-    for upload_id, user_id in ((stored.upload_id, 2), ("../secret", 1), ("0" * 32, 1)):
+    for upload_id, user_id in ((stored.upload_id, admin), ("../secret", staff), ("0" * 32, staff)):
         with pytest.raises(UploadError) as caught:
-            load_upload(storage, upload_id=upload_id, user_id=user_id)
+            load_upload(db.session, storage, upload_id=upload_id, user_id=user_id)
         assert caught.value.status == 410
 
 

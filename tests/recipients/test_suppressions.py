@@ -291,6 +291,7 @@ def test_a_later_upload_warns_about_listed_addresses_and_the_batch_does_not_mail
 
 
 def test_a_batch_of_listed_addresses_only_closes_at_once(app, users):
+    from bulksign.batches.batch_settings import BatchSettings
     from bulksign.batches.creation import create_batch
     from bulksign.doc_templates.versions import create_template
     from bulksign.recipients.validation import Recipient
@@ -300,7 +301,12 @@ def test_a_batch_of_listed_addresses_only_closes_at_once(app, users):
     db.session.commit()
     rows = [Recipient(2, "a@example.com", "A", None, {}), Recipient(3, "B@example.com", "B", None, {})]
     result = create_batch(
-        db.session, user=users["staff"], template_version=saved.version, rows=rows, name="All listed", now=NOW
+        db.session,
+        user=users["staff"],
+        template_version=saved.version,
+        rows=rows,
+        settings=BatchSettings(name="All listed"),
+        now=NOW,
     )
     assert (result.suppressed, result.enqueued) == (2, 0)
     assert result.batch.status == "closed"  # nobody left who could sign

@@ -4,6 +4,7 @@ workers, real mail (aiosmtpd), real PDFs."""
 
 from __future__ import annotations
 
+import html
 import re
 import subprocess
 from datetime import timedelta
@@ -26,7 +27,7 @@ from bulksign.models import (
     utcnow,
 )
 from bulksign.people.users import create_api_key
-from bulksign.signing.countersign import MAX_GENERATIONS
+from bulksign.signing.countersign_runs import MAX_GENERATIONS
 from bulksign.work.pipeline import enqueue_renders
 from bulksign.work.queues import get_queue
 from tests.signing.test_party_reminders import DAY, tick
@@ -77,9 +78,20 @@ def _recipient_signs(client, smtp, request_id: int) -> None:
     assert _sign(client, _token(invitation), f"Employee {email[1]}").status_code == 303
 
 
+def shown_form(page) -> dict[str, str]:
+    """The hidden fields of the page's sign form, as a browser posts them (the CSRF token, what "All" lists)."""
+    text = page.get_data(as_text=True)
+    if 'id="sign-form"' not in text:
+        return {"csrf_token": csrf_from(page)}
+    form = text.split('id="sign-form"', 1)[1].split("</form>", 1)[0]
+    found = re.findall(r'type="hidden" name="([^"]+)" value="([^"]*)"', form)
+    return {name: html.unescape(value) for name, value in found}
+
+
 def _sign_form(client, token: str, **fields):
+    """The countersigner's page opened now, and its sign form posted with ``fields``."""
     page = client.get(f"/countersign/{token}")
-    data = {"csrf_token": csrf_from(page), "name": "Anna Boss", "consent": "yes", "signature": data_url(png())}
+    data = {**shown_form(page), "name": "Anna Boss", "consent": "yes", "signature": data_url(png())}
     return client.post(f"/countersign/{token}/sign", data={**data, **fields})
 
 
@@ -95,9 +107,12 @@ def test_one_digest_for_many_documents_a_page_of_only_the_ready_ones_and_the_int
 
     (digest,) = _digests(smtp)
     assert not smtp.of_kind("party-invitation")  # no mail per document
-    # The first as soon as one document was ready; it says how many wait when it leaves.
-    assert digest.subject == "1 document of “Employment contract” waits for your signature"
+    # The first as soon as one document was ready; its subject and its text say how many wait when it leaves, and
+    # the mail's record says what went out.
+    assert digest.subject == "2 documents of “Employment contract” wait for your signature"
     assert "2 documents of “Employment contract” wait for your signature." in digest.text()
+    recorded = db.session.scalars(select(OutgoingMail.subject).where(OutgoingMail.kind == "countersign_digest"))
+    assert list(recorded) == [digest.subject]
     token = _digest_token(digest)
     link = db.session.scalars(select(CountersignLink)).one()
     assert token not in (link.token_hash, link.token_nonce) and link.email == HR  # only its hash is kept
@@ -223,9 +238,12 @@ def test_the_countersigner_gets_no_mail_per_finished_document_and_downloads_each
     employee_4 = db.session.get(SigningRequest, ids[3]).email
     (invitation,) = [m for m in smtp.of_kind("invitation") if employee_4 in m.rcpt_tos]
     page = client.get(f"/sign/{_token(invitation)}")
-    assert client.post(
-        f"/sign/{_token(invitation)}/decline", data={"csrf_token": csrf_from(page), "reason": "Wrong name"}
-    ).status_code in (200, 303)
+    assert (
+        client.post(
+            f"/sign/{_token(invitation)}/decline", data={"csrf_token": csrf_from(page), "reason": "Wrong name"}
+        ).status_code
+        == 303
+    )
     # The employer was invited with the render, before the requests were out: the tick sends the first digest.
     send_due_digests(now=utcnow())
     run_jobs("pdf", "mail")

@@ -28,8 +28,9 @@ from bulksign.models import (
     SigningRequest,
     utcnow,
 )
-from bulksign.signing import countersign
+from bulksign.signing import countersign, countersign_runs
 from bulksign.signing import one_time_codes as otp
+from bulksign.signing.countersign_listed import Listed
 from bulksign.views.recipient.countersign import VERIFIED_LINK_CODES
 from bulksign.work.pipeline import enqueue_renders
 from tests.signing.test_countersign import HR, _digest_token, _digests, _sign_form
@@ -273,10 +274,11 @@ def test_the_code_locks_after_its_tries_and_only_a_fresh_code_of_this_link_unloc
     stale = _sign_form(client, token, all="1", csrf_token=csrf_signing)
     assert stale.status_code == 403
     assert db.session.scalar(select(func.count()).select_from(CountersignRun)) == 0
-    started = countersign.start_run(
+    started = countersign_runs.start_run(
         db.session,
         link=link,
-        party_ids=None,
+        listed=Listed.of([_employer(i).id for i in ids]),
+        query="",
         signer_name="Anna Boss",
         signature_png=None,
         consent=True,

@@ -14,15 +14,17 @@ from flask import g
 from pypdf import PdfReader
 from sqlalchemy import select
 
-from bulksign.batches.creation import BatchError, settings_from_form
+from bulksign.batches.batch_settings import BatchError, settings_from_form
 from bulksign.core.extensions import db
 from bulksign.doc_templates.versions import create_template
-from bulksign.documents.signed_pdf import audit_certificate, audit_record
+from bulksign.documents.audit_certificate import audit_certificate
+from bulksign.documents.audit_record import audit_record
 from bulksign.documents.storage import get_storage
 from bulksign.mail.devmail import list_caught, mailbox_folder, read_caught
 from bulksign.mail.sms import HttpSmsProvider, SmsError
 from bulksign.models import Batch, Document, Event, OneTimeCode, OutgoingMail, SigningRequest, utcnow
 from bulksign.people.users import create_api_key
+from bulksign.signing import code_owners
 from bulksign.signing import one_time_codes as otp
 from bulksign.signing.recipient_actions import decline, sign
 from tests.support.batches import run_worker
@@ -42,8 +44,8 @@ def issue(request_id: int, *, now=NOW) -> otp.CodeSent:
 def code_of(sent: otp.CodeSent, request_id: int) -> str:
     """The code the recipient received (re-derived as the mail and SMS jobs do)."""
     row = db.session.get(OneTimeCode, sent.code_id)
-    assert otp.binding(row) == str(request_id)
-    return otp.derive_code(secret=SECRET, bound_to=otp.binding(row), nonce=row.nonce)
+    assert code_owners.binding(row) == str(request_id)
+    return code_owners.derive_code(secret=SECRET, bound_to=code_owners.binding(row), nonce=row.nonce)
 
 
 def check(request_id: int, code: str, *, now=NOW) -> otp.CodeCheck:
@@ -264,7 +266,9 @@ def test_with_a_phone_column_the_code_goes_by_sms_through_the_http_provider(make
         run_worker(app, "mail")
         [(headers, body)] = gateway.received
         row = db.session.get(OneTimeCode, sent.code_id)
-        code = otp.derive_code(secret=app.config["SECRET_KEY"], bound_to=otp.binding(row), nonce=row.nonce)
+        code = code_owners.derive_code(
+            secret=app.config["SECRET_KEY"], bound_to=code_owners.binding(row), nonce=row.nonce
+        )
         assert headers["Authorization"] == "Bearer sms-token"
         assert body["to"] == "+49 170 1234567" and code in body["text"]
         assert smtp.received == []  # by SMS, not by mail

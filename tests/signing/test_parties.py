@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
+from bulksign.batches.batch_settings import BatchSettings
 from bulksign.batches.creation import create_batch
 from bulksign.batches.resend import resend_with_new_link
 from bulksign.batches.states import transition
@@ -36,9 +37,12 @@ def _recipients(batch_id: int) -> dict[int, Party]:
     return {p.request_id: p for p in found}
 
 
-def _one_party(app, status: PartyStatus = PartyStatus.WAITING) -> Party:
+def _one_party(app, status: PartyStatus = PartyStatus.WAITING, *, request_status: str = "opened") -> Party:
+    """A request in ``request_status`` (set directly, as test data) whose one party is in ``status``."""
     (request_id,) = request_ids(make_batch(now=NOW, recipients=1))
-    parties.add_recipients(db.session, batch_id=db.session.get(SigningRequest, request_id).batch_id, now=NOW)
+    request = db.session.get(SigningRequest, request_id)
+    request.status = request_status
+    parties.add_recipients(db.session, batch_id=request.batch_id, now=NOW)
     party = db.session.scalar(select(Party).where(Party.request_id == request_id))
     party.status = status.value
     db.session.commit()
@@ -61,6 +65,16 @@ def test_every_allowed_party_move_wins_once_with_an_event_naming_the_role(app, f
 def test_a_move_off_the_party_table_is_refused(app, frm, to):
     with pytest.raises(IllegalTransition):
         parties.move_parties(db.session, [1], frm=frm, to=to, now=NOW)
+
+
+@pytest.mark.parametrize("request_status", ["cancelled", "expired", "declined", "bounced", "signed", "generated"])
+def test_a_party_neither_signs_nor_declines_once_its_request_stopped_waiting_for_it(app, request_status):
+    party = _one_party(app, PartyStatus.OPENED, request_status=request_status)
+    signed = parties.move_parties(db.session, party.id, frm="opened", to="signed", now=NOW)
+    declined = parties.move_parties(db.session, party.id, frm="opened", to="declined", now=NOW)
+    db.session.commit()
+    assert not signed and not declined and party.status == "opened"
+    assert db.session.scalars(select(Event).where(Event.request_id == party.request_id)).all() == []
 
 
 def test_of_two_racing_movers_of_a_party_one_wins(app):
@@ -204,7 +218,12 @@ def test_a_new_batch_gives_each_request_its_recipient_party_at_step_0_waiting(ap
     file = "email,name\n" + "".join(f"user{i}@example.com,User {i}\n" for i in range(3))
     rows = validate_recipients(file.encode(), filename="r.csv", variables=["name"], keep_rows=True).recipients
     created = create_batch(
-        db.session, user=users["staff"], template_version=version.version, rows=rows, name="B", now=NOW
+        db.session,
+        user=users["staff"],
+        template_version=version.version,
+        rows=rows,
+        settings=BatchSettings(name="B"),
+        now=NOW,
     )
     found = _recipients(created.batch.id)
     assert sorted(found) == request_ids(created.batch.id)

@@ -11,7 +11,8 @@ from datetime import timedelta
 
 from sqlalchemy import select
 
-from bulksign.batches.creation import create_batch, party_settings_from_form
+from bulksign.batches.batch_settings import BatchSettings, party_settings_from_form
+from bulksign.batches.creation import create_batch
 from bulksign.batches.manual_reminders import send_manual_reminders
 from bulksign.batches.resend import resend_with_new_link
 from bulksign.core.extensions import db
@@ -26,7 +27,7 @@ from bulksign.jobs.webhooks import dispatch
 from bulksign.models import Document, Party, SigningRequest, utcnow
 from bulksign.recipients.validation import validate_recipients
 from bulksign.signing import parties as signing_parties
-from bulksign.signing.routing import stalled
+from bulksign.signing.steps import stalled
 from bulksign.work.pipeline import enqueue_renders
 from bulksign.work.queues import get_queue
 from tests.support.batches import request_ids
@@ -45,7 +46,7 @@ def _batch(
     users, *, form=EMPLOYER, file="email,name\neva@example.com,Eva Employee\n", html=CONTRACT, fields=None, **options
 ) -> int:
     """A batch of ``file``'s rows on a new template of ``html`` (``fields``: its fields' settings) signed by the
-    parties ``form`` names; ``options`` as ``create_batch`` takes."""
+    parties ``form`` names; ``options``: its ``BatchSettings``."""
     version = create_template(db.session, name="Employment contract", html=html, user=users["staff"], now=utcnow())
     if fields is not None:
         version = save_fields(db.session, template=version.template, fields=fields, user=users["staff"], now=utcnow())
@@ -64,10 +65,9 @@ def _batch(
         user=users["staff"],
         template_version=version.version,
         rows=report.recipients,
-        name="Contracts",
+        settings=BatchSettings(name="Contracts", **options),
         now=utcnow() - timedelta(minutes=1),
         party_settings=signers,
-        **options,
     )
     return created.batch.id
 
@@ -242,7 +242,10 @@ def test_a_party_whose_step_has_not_started_gets_a_friendly_page_and_cannot_sign
     page = client.get(f"/sign/{token}")
     assert page.status_code == 200 and "This document is not ready for you yet" in page.get_data(as_text=True)
     assert client.get(f"/sign/{token}/document").status_code == 410
-    assert client.post(f"/sign/{token}/sign", data={"name": "A", "consent": "yes"}).status_code in (303, 400)
+    # A form token the client holds from its other page, so the refusal is about the step, not the form.
+    csrf = csrf_from(client.get(f"/sign/{_token(smtp.received[0])}"))
+    refused = client.post(f"/sign/{token}/sign", data={"csrf_token": csrf, "name": "A", "consent": "yes"})
+    assert (refused.status_code, refused.headers["Location"]) == (303, f"/sign/{token}")  # back to its page
     assert _parties(request_id)["employer"].status == "waiting"
 
 
@@ -252,12 +255,12 @@ def test_a_lost_next_step_job_is_queued_again_by_the_reconciler(app, users, clie
     get_queue("pdf").empty()  # Redis lost the job
     assert advance_stalled(now=utcnow()) == 0  # within its grace the job may still be on its way
     later = utcnow() + timedelta(minutes=10)
-    assert stalled(db.session, now=later) == [request_id]
+    assert stalled(db.session, now=later) == {request_id: 1}
     assert advance_stalled(now=later) == 1
     run_jobs("pdf", "mail")
     assert _parties(request_id)["employer"].status == "invited"
     assert len(_mails_to(smtp, "hr@acme.example")) == 1
-    assert stalled(db.session, now=later) == []
+    assert stalled(db.session, now=later) == {}
     assert advance_stalled(now=later) == 0
 
 
@@ -423,7 +426,7 @@ def test_a_pdf_templates_role_fields_take_each_partys_signature(app, users, clie
         user=users["staff"],
         template_version=version,
         rows=report.recipients,
-        name="Acts",
+        settings=BatchSettings(name="Acts"),
         now=utcnow() - timedelta(minutes=1),
         party_settings=signers,
     ).batch
@@ -447,8 +450,8 @@ def test_the_certificate_of_a_document_several_signed_is_found_after_its_signatu
 ):
     from pypdf import PdfReader
 
+    from bulksign.documents.audit_certificate import certificate_pages
     from bulksign.documents.signature_box import SignatureBox
-    from bulksign.documents.signed_pdf import certificate_pages
 
     html = PAGE.format(body="<h1>Employment contract</h1><p>Employee {{ name }}.</p><p>{{ signature_employer }}</p>")
     request_id = _sent(users, run_jobs, html=html)  # the recipient marks no place: the signature page holds it

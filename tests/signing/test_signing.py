@@ -18,7 +18,8 @@ from bulksign.documents.storage import get_storage
 from bulksign.models import Event, OutgoingMail, SigningRequest, utcnow
 from bulksign.models.status import Status
 from bulksign.signing.links import issue_link
-from bulksign.signing.recipient_actions import MAX_SIGNATURE_BYTES, decline, open_request, sign
+from bulksign.signing.recipient_actions import decline, open_request, sign
+from bulksign.signing.signer_input import MAX_SIGNATURE_BYTES
 from bulksign.work.pipeline import SEND, owners
 from bulksign.work.queues import get_queue
 from tests.support.clock import NOW

@@ -53,7 +53,9 @@ def look_at(page, base_url: str, name: str, *, widths=WIDTHS, height: int = 900)
     found = {}
     for width in widths:
         page.set_viewport_size({"width": width, "height": height})
-        page.wait_for_timeout(150)  # let the layout settle after the resize (a re-flow, not a wait for data)
+        # The resize applied and laid out: the new width seen, then two frames drawn.
+        page.wait_for_function("width => window.innerWidth === width", arg=width)
+        page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
         page.screenshot(path=str(ARTIFACTS / f"{name}-{width}.png"), full_page=True)
         found[width] = axe_violations(page, base_url)
         # A phone-width page must not scroll sideways: wide content scrolls inside its own box.

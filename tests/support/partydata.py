@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from bulksign.models import Party, SigningRequest
 from bulksign.models.parties import PartyStatus
@@ -55,6 +55,9 @@ def make_two_party_batch(session, *, now: datetime, user_id: int | None, rows=RO
             select(Party.id, Party.request_id, Party.role).where(Party.batch_id == batch.id)
         )
     }
+    # A party signs or declines only while its request waits (``PARTY_MOVE_NEEDS``): the requests wait while their
+    # parties move, then stand in their given states again (test data, set directly as ``make_batch`` does).
+    session.execute(update(SigningRequest).where(SigningRequest.id.in_(ids)).values(status="opened"))
     for request_id, (_, *states) in zip(ids, rows, strict=True):
         at = now - timedelta(minutes=10)
         for role, state in zip(("recipient", "employer"), states, strict=True):
@@ -63,6 +66,8 @@ def make_two_party_batch(session, *, now: datetime, user_id: int | None, rows=RO
                 at += timedelta(minutes=1)
                 assert move_parties(session, parties[request_id, role], frm=frm, to=to, now=at)
                 frm = to
+    for request_id, (status, *_) in zip(ids, rows, strict=True):
+        session.execute(update(SigningRequest).where(SigningRequest.id == request_id).values(status=status))
     session.commit()
     return batch.id
 

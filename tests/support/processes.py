@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import requests
+
 from bulksign.core.config import BASE_DIR
 
 
@@ -72,6 +74,19 @@ def wait_for(check: Callable[[], object], *, timeout: float, what: str, every: f
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(every)
+
+
+def first_answer(url: str, *, timeout: float = 60) -> requests.Response:
+    """The first answer to a GET of ``url`` from a server still starting (a gunicorn boots for seconds when loaded)."""
+
+    def answer() -> tuple[requests.Response] | None:
+        try:
+            return (requests.get(url, timeout=30),)  # in a tuple: a 404 response is false
+        except requests.ConnectionError:
+            return None
+
+    (response,) = wait_for(answer, timeout=timeout, what=f"an answer from {url}", every=0.2)
+    return response
 
 
 def terminate_and_time(process: subprocess.Popen, *, give_up_after: float = 60) -> float:

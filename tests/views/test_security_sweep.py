@@ -418,9 +418,6 @@ def test_script_payloads_render_escaped_on_every_staff_page(app, client, auth, h
         f"/batches/{batch_id}/requests",
         f"/batches/{batch_id}/progress",
         f"/batches/{batch_id}/requests?q={ATTRIBUTE}",
-        f"/batches/{batch_id}/requests?status={SCRIPT}",
-        f"/batches/{batch_id}/requests?sort={ATTRIBUTE}",
-        f"/batches/{batch_id}/requests?cursor={SCRIPT}",
         f"/batches/{batch_id}?status=failed",
         "/templates/",
         f"/templates/{template_id}",
@@ -432,10 +429,16 @@ def test_script_payloads_render_escaped_on_every_staff_page(app, client, auth, h
         *[f"/batches/{batch_id}/requests/{rid}" for rid in hostile["ids"]],
         *[f"/admin/mailbox/{name}" for name in mails],
     ]
+    # A status, sort or cursor that is none the list knows is refused, and the refusal page escapes it too.
+    refused = [
+        f"/batches/{batch_id}/requests?status={SCRIPT}",
+        f"/batches/{batch_id}/requests?sort={ATTRIBUTE}",
+        f"/batches/{batch_id}/requests?cursor={SCRIPT}",
+    ]
     escaped_seen = 0
-    for path in pages:
+    for path, status in [(p, 200) for p in pages] + [(p, 400) for p in refused]:
         response = client.get(path)
-        assert response.status_code in (200, 400), (path, response.status_code)
+        assert response.status_code == status, (path, response.status_code)
         body = response.get_data(as_text=True)
         _assert_escaped(body, path)
         escaped_seen += "&lt;script&gt;alert(1)&lt;/script&gt;" in body or "&#34;&gt;&lt;img src=x" in body
@@ -794,7 +797,8 @@ def test_recipients_csv_export_escapes_every_formula_prefix(app, client, auth, u
     assert len(table) == len(FORMULAS) + 1
     _assert_no_formula_cell(table)
     names = [r[table[0].index("name")] for r in table[1:]]
-    assert names == ["'" + f for f in FORMULAS]  # kept, as text
+    # Kept, as text; a formula after a leading tab or line break is guarded too (a spreadsheet may split there).
+    assert names == ["'" + f.replace("\t=", "\t'=").replace("\r=", "\r'=") for f in FORMULAS]
 
 
 def test_error_report_csv_escapes_every_formula_prefix(app, client, auth, users):
@@ -811,7 +815,6 @@ def test_error_report_csv_escapes_every_formula_prefix(app, client, auth, users)
     body = "".join(f'"{f}","{f}",,x,y,z\n' for f in FORMULAS)
     auth.login()
     page = client.get("/batches/new")
-    print(page.status_code, page.headers.get("Location"), page.data[:3000])
     checked = client.post(
         "/batches/new/validate",
         content_type="multipart/form-data",
@@ -821,7 +824,7 @@ def test_error_report_csv_escapes_every_formula_prefix(app, client, auth, users)
             "file": (io.BytesIO((header + body).encode()), "people.csv"),
         },
     )
-    assert checked.status_code in (200, 422)
+    assert checked.status_code == 200
     link = re.search(r"/batches/uploads/([0-9a-f]{32})/errors\.csv", checked.get_data(as_text=True))
     assert link, "no error report link on the check page"
     report = client.get(link.group(0))
@@ -986,25 +989,25 @@ def test_values_the_database_cannot_hold_are_a_400_never_a_500(app, client, auth
 
     key = create_api_key(db.session, user=users["admin"], name="ci", now=utcnow()).secret
     auth.login_admin()
-    for path in (
-        "/batches/2147483648",
-        "/templates/2147483648",
-        "/batches/99999999999999999999",
-        "/batches/1/requests/99999999999999999999",
-        "/batches/?q=%00",
-        "/templates/2147483648/preview.pdf",
+    for path, status in (
+        ("/batches/2147483648", 404),
+        ("/templates/2147483648", 404),
+        ("/batches/99999999999999999999", 404),
+        ("/batches/1/requests/99999999999999999999", 404),
+        ("/batches/?q=%00", 400),
+        ("/templates/2147483648/preview.pdf", 404),
     ):
         response = client.get(path)
-        assert response.status_code in (400, 404), (path, response.status_code)
+        assert response.status_code == status, (path, response.status_code)
     api = client.get("/api/v1/batches/2147483648", headers={"Authorization": f"Bearer {key}"})
-    assert api.status_code in (400, 404) and api.is_json
+    assert api.status_code == 404 and api.is_json
     page = client.get("/batches/new")
     checked = client.post(
         "/batches/new/validate",
         content_type="multipart/form-data",
         data={"csrf_token": csrf_from(page), "template_id": "2147483648", "file": (io.BytesIO(b"email\n"), "a.csv")},
     )
-    assert checked.status_code in (400, 404)
+    assert checked.status_code == 400
 
 
 def test_a_nul_byte_in_the_recipients_search_is_a_400_even_on_the_streamed_csv(app, client, auth, users):
@@ -1098,7 +1101,7 @@ def test_healthz_answers_while_the_worst_recipient_files_are_checked(live_server
     while uploader.is_alive() and time.monotonic() < deadline:
         started = time.monotonic()
         health.append((requests.get(f"{live_server}/healthz", timeout=30).status_code, time.monotonic() - started))
-        time.sleep(0.05)
+        time.sleep(0.05)  # the pace of the health probe: a sample every 50 ms while the uploads run
     uploader.join(timeout=120)
     assert {name: r.status_code for name, r in answers.items()} == {name: 413 for name in files}
     assert health and all(status == 200 for status, _ in health)
@@ -1135,7 +1138,7 @@ def test_a_time_zone_that_is_not_one_is_a_clear_error_on_the_api_and_the_batch_f
         response = client.post(
             "/batches/new", data={"csrf_token": csrf_from(page), "upload_id": upload_id, "timezone": zone}
         )
-        assert response.status_code in (400, 422) and "Unknown time zone" in response.get_data(as_text=True), zone
+        assert response.status_code == 422 and "Unknown time zone" in response.get_data(as_text=True), zone
     # After the pages: the test's app context would carry the API user into them.
     for zone in NOT_TIME_ZONES:
         response = client.post(
@@ -1148,7 +1151,7 @@ def test_a_time_zone_that_is_not_one_is_a_clear_error_on_the_api_and_the_batch_f
                 "file": (io.BytesIO(b"email,name\na@example.com,A\n"), "people.csv"),
             },
         )
-        assert response.status_code in (400, 422) and "time zone" in response.json["error"]["message"], (
+        assert response.status_code == 422 and "time zone" in response.json["error"]["message"], (
             zone,
             response.json,
         )

@@ -67,6 +67,8 @@ MAIL_KINDS = {
     "party_completed",
     "party_reminder",
     "countersign_digest",
+    "cancelled",
+    "cancelled_countersign",
 }
 
 
@@ -105,16 +107,16 @@ def test_a_handle_queues_its_dotted_path_under_its_job_id(app):
 
 
 def test_every_mail_kind_has_its_builder_wherever_mail_is_sent():
-    # A fresh process that imports only mail delivery, then everything else: no builder may live outside it.
+    # A fresh process that imports only the sender, then everything else: no builder may live outside it.
     script = """
 import importlib, pkgutil, bulksign
 from bulksign.mail import mailer
-from bulksign.mail import delivery
+from bulksign.batches import sending
 sender = dict(mailer.BUILDERS)
 for info in pkgutil.walk_packages(bulksign.__path__, "bulksign."):
     importlib.import_module(info.name)
 assert mailer.BUILDERS == sender, set(mailer.BUILDERS) - set(sender)
-assert {b.__module__ for b in sender.values()} == {m.__name__ for m in delivery.BUILDER_MODULES}
+assert {b.__module__ for b in sender.values()} == {m.__name__ for m in sending.BUILDER_MODULES}
 print(" ".join(sorted(sender)))
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)

@@ -1,7 +1,5 @@
-"""Which requests have passed their keeping time, for the purge (their ids) and for the preview staff read before
-it runs (per batch, how many signed and unsigned). Both ask the same question: batches not on hold are grouped by
-their periods, so a thousand batches on the team's defaults cost one query, not a thousand.
-"""
+"""Which requests have passed their keeping time: their ids for the purge, and per batch how many for the
+preview; batches are grouped by their periods, one query per group."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""How long a batch keeps what it holds: the periods a team sets for its batches, those a batch sets for itself,
-and each batch's policy (its own periods over its team's, over the defaults), read for many batches in one query.
-
-"For ever" is said by no number (None), since any number of days would one day purge a signed contract that the
-team meant to keep.
-"""
+"""How long a batch keeps what it holds: the periods a team sets, those a batch sets for itself, and each
+batch's policy (its own over its team's, over the defaults); None says "for ever"."""
 
 from __future__ import annotations
 
@@ -15,6 +11,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from bulksign.core.errors import BulksignError, Message
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
 from bulksign.models import Batch, Team
@@ -28,8 +25,13 @@ DEFAULT_KEEP_UNSIGNED_DAYS = 90
 MAX_DAYS = 36500
 
 
-class RetentionError(ValueError):
-    """Input a person can correct; the message (a ``N_`` message id) says how."""
+class RetentionError(BulksignError):
+    """Input a person can correct; ``message`` says how, ``field`` names the form field when there is one."""
+
+    status = 422
+
+    def __init__(self, message: Message, field: str | None = None):
+        super().__init__(message, field=field)
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ class Policy:
         return None if self.keep_signed_days is None else signed_at + timedelta(days=self.keep_signed_days)
 
 
-def check_days(value, *, name: str, allow_forever: bool = False) -> int | None:
+def check_days(value, *, name: Message, allow_forever: bool = False) -> int | None:
     """``value`` as a number of days (1 to ``MAX_DAYS``); None or "" (or "forever") is None where ``allow_forever``."""
     if value is None or (isinstance(value, str) and value.strip().lower() in ("", "forever")):
         if allow_forever:
@@ -63,7 +65,7 @@ def check_days(value, *, name: str, allow_forever: bool = False) -> int | None:
 
 def batch_days_from_form(form: Mapping[str, str]) -> tuple[int | None, int | None]:
     """A new batch's own ``keep_signed_days`` and ``keep_unsigned_days`` from form or multipart fields; blank: the
-    team's. RetentionError (its ``args[1]`` the field) for anything but 1 to ``MAX_DAYS``."""
+    team's. RetentionError naming the field for anything but 1 to ``MAX_DAYS``."""
     days: list[int | None] = []
     for field, label in (
         ("keep_signed_days", N_("Keep signed documents")),
@@ -73,7 +75,7 @@ def batch_days_from_form(form: Mapping[str, str]) -> tuple[int | None, int | Non
         try:
             days.append(check_days(raw, name=label) if raw else None)
         except RetentionError as exc:
-            raise RetentionError(exc.args[0], field) from None
+            raise RetentionError(exc.message, field) from None
     return days[0], days[1]
 
 

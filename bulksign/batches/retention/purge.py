@@ -1,31 +1,29 @@
-"""The purge: a request's files deleted from storage (its documents and their page images, its signers'
-attachments) and its personal fields emptied, with those of its parties, events, outgoing mails, one-time codes and
-the values its signers filled in.
-
-What stays is the proof: the ids, times, status and event types, and the ``documents`` rows with the sha256 of the
-original and signed PDFs and the seal's fingerprint, so ``/verify`` of a kept copy still answers and the batch's
-counts stay true. Files go first, the rows after, one chunk per commit: a purge killed midway leaves each request
-either untouched or purged, and a run again deletes what is left (a missing file is no error) and marks nothing
-twice (``purged_at IS NULL``).
-"""
+"""The purge: a request's files deleted and its personal fields emptied, the proof kept (ids, times, hashes);
+files first, rows after, one chunk per commit. docs/architecture/batches.md."""
 
 from __future__ import annotations
 
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
+from typing import cast
 
-from sqlalchemy import and_, delete, insert, or_, select, update
+from sqlalchemy import CursorResult, and_, delete, insert, or_, select, update
 from sqlalchemy.orm import Session
 
+from bulksign.batches.exports import ExportStatus
+from bulksign.batches.field_values import values_by_name
 from bulksign.batches.retention.due import by_policy, due_ids
+from bulksign.batches.retention.uploads import expire_uploads, purge_batch_uploads
 from bulksign.core.logs import log
 from bulksign.core.slicing import slices
 from bulksign.documents.document_pages import pages_folder
 from bulksign.documents.storage import Storage
+from bulksign.integrations.webhook_privacy import forget_requests
 from bulksign.models import (
+    AddressChange,
     Batch,
     CountersignLink,
     Document,
@@ -61,6 +59,14 @@ class PurgeResult:
     files: int = 0
     #: Rows of recipients files left out at creation (``batch_skipped_rows``), deleted with their cells.
     skipped_rows: int = 0
+    #: Recipients files deleted (``recipient_uploads``): those purged batches were made of, and stale ones.
+    uploads: int = 0
+    #: Webhook deliveries that told of purged requests: done ones emptied, pending ones re-built without the person.
+    deliveries_emptied: int = 0
+    deliveries_rebuilt: int = 0
+
+    def __add__(self, other: PurgeResult) -> PurgeResult:
+        return PurgeResult(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
 
 
 def _delete_files(storage: Storage, document: Document) -> int:
@@ -102,8 +108,9 @@ def purge_requests(
         select(Export).where(Export.batch_id.in_(batch_ids), Export.storage_key.is_not(None), Export.created_at <= now)
     ).all()
     for export in exports:
-        storage.delete(export.storage_key)
-        export.storage_key, export.status, export.error = None, "failed", EXPORT_PURGED
+        if export.storage_key is not None:  # the query's condition, for the type checker
+            storage.delete(export.storage_key)
+        export.storage_key, export.status, export.error = None, ExportStatus.FAILED, EXPORT_PURGED
     files += len(exports)
     # What the signers filled in: the attachments' files, then the values (each row keeps its field's name, role,
     # time and an attachment's sha256, the proof of what was given).
@@ -111,7 +118,8 @@ def purge_requests(
         select(FieldValue.storage_key).where(FieldValue.request_id.in_(ids), FieldValue.storage_key.is_not(None))
     ).all()
     for key in attachments:
-        storage.delete(key)
+        if key is not None:
+            storage.delete(key)
     files += len(attachments)
     session.execute(
         update(FieldValue).where(FieldValue.request_id.in_(ids)).values(value=None, storage_key=None, entered_ip=None)
@@ -138,6 +146,12 @@ def purge_requests(
             token_nonce=None,
         )
     )
+    # Address changes held for approval: the addresses and what the asker and the approver wrote.
+    session.execute(
+        update(AddressChange)
+        .where(AddressChange.request_id.in_(ids))
+        .values(old_email="", new_email="", note=None, reason=None)
+    )
     # What an event says beyond its type, time and actor may name a person (an old address, a typed reason).
     session.execute(update(Event).where(Event.request_id.in_(ids)).values(ip=None, user_agent=None, details={}))
     purged = session.execute(
@@ -149,6 +163,7 @@ def purge_requests(
             phone=None,
             data={},
             decline_reason=None,
+            cancel_reason=None,
             signer_name=None,
             signer_ip=None,
             signature_image=None,
@@ -174,7 +189,15 @@ def purge_requests(
             ],
         )
     _purge_countersigners(session, batch_ids=batch_ids)
-    return PurgeResult(requests=len(purged), documents=len(documents), files=files)
+    told = forget_requests(session, request_ids=ids, values_of=values_by_name)
+    return PurgeResult(
+        requests=len(purged),
+        documents=len(documents),
+        files=files,
+        uploads=purge_batch_uploads(session, storage, batch_ids=batch_ids),
+        deliveries_emptied=told.emptied,
+        deliveries_rebuilt=told.rebuilt,
+    )
 
 
 def _purge_countersigners(session: Session, *, batch_ids: set[int]) -> None:
@@ -208,9 +231,17 @@ def _purge_countersigners(session: Session, *, batch_ids: set[int]) -> None:
 
 
 def purge_due(
-    session: Session, *, storage: Storage, now: datetime, on_page: Callable[[], None], max_requests: int = MAX_PER_RUN
+    session: Session,
+    *,
+    storage: Storage,
+    now: datetime,
+    on_page: Callable[[], None],
+    upload_hours: int,
+    max_requests: int = MAX_PER_RUN,
 ) -> PurgeResult:
-    """Purge every request whose time has passed (at most ``max_requests``), ``on_page`` (a commit) after each chunk."""
+    """Purge every request whose time has passed (at most ``max_requests``), ``on_page`` (a commit) after each chunk;
+    then the rows left out of batches at creation, the recipients files of those batches, and the files no batch
+    was made of ``upload_hours`` after their upload."""
     total = PurgeResult()
     while total.requests < max_requests:
         ids = due_ids(session, now=now, limit=min(CHUNK, max_requests - total.requests))
@@ -218,30 +249,21 @@ def purge_due(
             break
         done = purge_requests(session, storage=storage, request_ids=ids, now=now, reason="retention")
         on_page()
-        total = PurgeResult(
-            requests=total.requests + done.requests,
-            documents=total.documents + done.documents,
-            files=total.files + done.files,
-        )
+        total += done
         if not done.requests:  # every id found was purged by a parallel run meanwhile
             break
-    # Rows left out at creation were never sent: they end with the batch's creation. Its count of them stays.
-    skipped = 0
+    # Rows left out at creation were never sent: they end with the batch's creation, with the file that held them.
+    # Its count of them stays.
+    skipped = uploads = 0
     for policy, batch_ids in by_policy(session).items():
         old = select(Batch.id).where(Batch.created_at <= now - timedelta(days=policy.keep_unsigned_days))
         for chunk in slices(batch_ids):
             gone = delete(BatchSkippedRow).where(BatchSkippedRow.batch_id.in_(old.where(Batch.id.in_(chunk))))
-            skipped += session.execute(gone).rowcount
+            skipped += cast(CursorResult, session.execute(gone)).rowcount
+            uploads += purge_batch_uploads(session, storage, batch_ids=session.scalars(old.where(Batch.id.in_(chunk))))
+    uploads += expire_uploads(session, storage, now=now, hours=upload_hours)
     on_page()
-    total = PurgeResult(total.requests, total.documents, total.files, skipped_rows=skipped)
-    if total.requests or skipped:
-        log(
-            logger,
-            logging.INFO,
-            "retention purge",
-            requests=total.requests,
-            documents=total.documents,
-            files=total.files,
-            skipped_rows=skipped,
-        )
+    total += PurgeResult(skipped_rows=skipped, uploads=uploads)
+    if total.requests or skipped or uploads:
+        log(logger, logging.INFO, "retention purge", **{f.name: getattr(total, f.name) for f in fields(total)})
     return total

@@ -1,10 +1,5 @@
 """Where document bytes live: a local folder by default, S3-compatible storage for several hosts.
-
-Keys are relative paths made by the app (``batches/12/requests/345/original.pdf``); a key that
-could leave the storage root is refused, whatever backend. The package's face: the backend the app uses
-(``get_storage``, ``storage_from_url``) and what callers handle (the interface, its errors, the key check); the
-backends are ``local`` and ``s3``.
-"""
+More in docs/architecture/documents.md."""
 
 from __future__ import annotations
 

@@ -6,11 +6,15 @@ import re
 from collections.abc import Iterator
 from typing import Protocol
 
+from bulksign.core.errors import BulksignError
+
 _KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$")
 
 
-class StorageError(RuntimeError):
+class StorageError(BulksignError):
     """The backend could not store or read a file; ``message`` is for people."""
+
+    status = 500
 
 
 class InvalidKey(StorageError):

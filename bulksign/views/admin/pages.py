@@ -5,15 +5,18 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 
-from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, request, url_for
+from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
 from sqlalchemy import select
+from werkzeug.wrappers import Response
 
 from bulksign.core.extensions import db
 from bulksign.integrations import webhooks_out
+from bulksign.integrations.webhook_delivery import DeliveryStatus, recent_deliveries
+from bulksign.integrations.webhook_events import EVENTS
 from bulksign.mail.devmail import list_caught, mailbox_folder, read_caught
-from bulksign.models import ApiKey, Team, User, WebhookDelivery, WebhookEndpoint, utcnow
+from bulksign.models import ApiKey, Team, User, utcnow
 from bulksign.people.access_audit import recent_changes
 from bulksign.people.auth import admin_required
 from bulksign.people.teams import (
@@ -173,16 +176,13 @@ def revoke_key(key_id: int):
 
 @bp.get("/webhooks")
 def webhooks():
-    endpoints = db.session.scalars(select(WebhookEndpoint).order_by(WebhookEndpoint.id)).all()
     status = request.args.get("status", "")
-    query = select(WebhookDelivery).order_by(WebhookDelivery.id.desc()).limit(200)
-    if status in ("pending", "delivered", "failed"):
-        query = query.where(WebhookDelivery.status == status)
+    shown = DeliveryStatus(status) if status in tuple(DeliveryStatus) else None
     return render_template(
         "admin/webhooks.html",
-        endpoints=endpoints,
-        deliveries=db.session.scalars(query).all(),
-        events=webhooks_out.EVENTS,
+        endpoints=webhooks_out.endpoints(db.session),
+        deliveries=recent_deliveries(db.session, status=shown),
+        events=EVENTS,
         status=status,
         teams=db.session.scalars(select(Team).order_by(Team.name)).all(),
     )
@@ -215,8 +215,9 @@ def create_webhook():
 
 @bp.post("/webhooks/<int:endpoint_id>/active")
 def toggle_webhook(endpoint_id: int):
-    endpoint = db.session.get(WebhookEndpoint, endpoint_id) or abort(404)
-    endpoint.active = request.form.get("active") == "1"
+    endpoint = webhooks_out.set_active(
+        db.session, endpoint_id=endpoint_id, active=request.form.get("active") == "1"
+    ) or abort(404)
     return _done(
         "admin.webhooks",
         _("Endpoint enabled.") if endpoint.active else _("Endpoint paused: no new deliveries are made for it."),

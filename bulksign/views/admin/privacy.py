@@ -53,7 +53,8 @@ def set_team(team_id: int):
         )
         unsigned = retention.check_days(request.form.get("keep_unsigned_days"), name=_("Keep unsigned requests"))
     except retention.RetentionError as exc:
-        return _page(status=422, error=str(exc.args[0]))
+        return _page(status=422, error=str(exc.message))
+    assert unsigned is not None  # check_days gives None only where allow_forever
     retention.set_team_retention(
         db.session, team=team, keep_signed_days=signed, keep_unsigned_days=unsigned, now=utcnow()
     )
@@ -84,7 +85,7 @@ def _change_hold(batch: Batch, change: Callable[..., None], *, said: str):
     try:
         change(db.session, batch_id=batch.id, reason=request.form.get("reason", ""), by=current_user, now=utcnow())
     except retention.RetentionError as exc:
-        return _page(status=422, error=str(exc.args[0]))
+        return _page(status=422, error=str(exc.message))
     db.session.commit()
     flash(said, "success")
     return redirect(url_for("privacy.index"), 303)

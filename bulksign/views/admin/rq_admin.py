@@ -26,7 +26,7 @@ def init_app(app: Flask) -> None:
     # rq-dashboard 0.9 no longer connects on its first request: connect it here.
     setup_rq_connection(app)
     # Then it uses the app's own connection, so it follows a Sentinel failover like everything else.
-    app.redis_conn = get_redis(app)
+    app.redis_conn = get_redis(app)  # type: ignore[attr-defined]  # rq-dashboard's own attribute
     # Its buttons post without a CSRF token; only admins reach it (checked below).
     csrf.exempt(rq_dashboard.blueprint)
     # A blueprint's after-request hooks run before the app's, whose security headers only set what is unset.

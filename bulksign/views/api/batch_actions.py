@@ -12,7 +12,7 @@ from flask import Blueprint, g
 from pydantic import BaseModel, Field
 
 from bulksign.batches.bulk_actions import run_staff_action
-from bulksign.batches.progress import BatchActionError
+from bulksign.batches.progress import MAX_CANCEL_REASON, BatchActionError
 from bulksign.core.extensions import db
 from bulksign.models import utcnow
 from bulksign.views.api.common import ApiError, RequestId, answer, operation, parse_body
@@ -30,6 +30,14 @@ class Cancelled(BaseModel):
     in_background: int = Field(description="Requests a background job goes on to cancel.")
 
 
+class CancelBody(BaseModel):
+    reason: str | None = Field(
+        None,
+        max_length=MAX_CANCEL_REASON,
+        description="Why: told to every party already invited (a short mail) and shown on their links' page.",
+    )
+
+
 class RetryBody(BaseModel):
     request_ids: list[RequestId] | None = Field(
         None, max_length=MAX_IDS, description="Failed requests to retry; leave out for every failed one."
@@ -42,21 +50,42 @@ class Retried(BaseModel):
     in_background: int = Field(description="Requests a background job goes on to retry.")
 
 
-def _apply(action: str, batch_id: int, request_ids: list[int] | None):
+def _apply(action: str, batch_id: int, request_ids: list[int] | None, *, reason: str | None = None):
     try:
         outcome = run_staff_action(
-            db.session, action=action, batch_id=batch_id, request_ids=request_ids, user=g.api_user, now=utcnow()
+            db.session,
+            action=action,
+            batch_id=batch_id,
+            request_ids=request_ids,
+            user=g.api_user,
+            now=utcnow(),
+            reason=reason,
         )
     except BatchActionError as exc:
-        raise ApiError(exc.message, exc.status) from None
+        raise ApiError(str(exc.message), exc.status) from None
     return outcome
 
 
 @bp.post("/batches/<int:batch_id>/cancel")
-@operation("Cancel a batch", tag="Batch actions", responses={202: Cancelled}, errors=(403, 404), idempotent=True)
+@operation(
+    "Cancel a batch",
+    tag="Batch actions",
+    body=CancelBody,
+    body_optional=True,
+    responses={202: Cancelled},
+    errors=(400, 403, 404),
+    idempotent=True,
+)
 def cancel(batch_id: int):
-    """Stops every request not yet signed, declined or expired; no more mail goes out for the batch."""
-    outcome = _apply("cancel_batch", batch_id, None)
+    """Stops every request not yet signed, declined or expired; no more invitations or reminders go out for the
+    batch. Each stopped request's link says the sender cancelled it, and every party already invited gets a short
+    mail saying so, with `reason` when given."""
+    body = parse_body(
+        CancelBody,
+        optional=True,
+        usage=f'Send no body, or {{"reason": "..."}} (at most {MAX_CANCEL_REASON} characters).',
+    )
+    outcome = _apply("cancel_batch", batch_id, None, reason=body.reason)
     return answer(
         Cancelled(batch_id=batch_id, status="cancelled", cancelled=outcome.done, in_background=outcome.in_background),
         202,

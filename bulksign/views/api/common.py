@@ -1,10 +1,5 @@
-"""JSON API, version 1: what every operation shares, and the account endpoint. Areas add their own ``api_*`` blueprints.
-
-Each view declares itself with ``@operation``: the pydantic models its request and answers have,
-its error statuses, whether it takes ``Idempotency-Key``. The same declaration parses the request
-(``parse_body``, ``parse_query``) and is what ``/api/v1/openapi.json`` describes (``api_docs``), so the
-description cannot drift from the code. Errors have one shape everywhere (``errors.error_body``).
-"""
+"""JSON API, version 1: what every operation shares (``@operation``, parsing, errors, idempotency, the rate limit)
+and the account endpoint; areas add their own ``api_*`` blueprints (docs/architecture/views.md)."""
 
 from __future__ import annotations
 
@@ -20,6 +15,7 @@ from flask import Blueprint, Flask, current_app, g, jsonify, request, url_for
 from flask_limiter.util import get_remote_address
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from bulksign.core.errors import BulksignError, Message
 from bulksign.core.extensions import db, limiter
 from bulksign.integrations import idempotency
 from bulksign.models import utcnow
@@ -46,6 +42,9 @@ RequestId = Annotated[int, Field(ge=1, le=MAX_BIG_ID)]
 #: Text the database can hold: no NUL character (PostgreSQL text refuses it).
 NO_NUL = r"^[^\x00]*$"
 Text = Annotated[str, Field(pattern=NO_NUL)]
+#: The default of a field left out rather than null (``no_null_defaults``): None, typed Any so the field keeps the
+#: type its schema shows.
+ABSENT: Any = None
 
 
 class ErrorInfo(BaseModel):
@@ -78,25 +77,25 @@ class NextCursor(BaseModel):
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last page.")
 
 
-class ApiError(Exception):
+class ApiError(BulksignError):
     """Raised by a view or a parser: answered as ``{"error": {...}}`` with ``status``."""
 
     def __init__(
         self,
-        message: str,
+        message: Message,
         status: int,
         *,
         code: str | None = None,
         details: dict | None = None,
         headers: dict[str, str] | None = None,
     ):
-        super().__init__(message)
-        self.message, self.status, self.code, self.details = message, status, code, details
+        super().__init__(message, status=status)
+        self.code, self.details = code, details
         #: Sent with the answer (``Retry-After`` for something not ready yet).
         self.headers = headers or {}
 
 
-def api_error(message: str, status: int, *, code: str | None = None, details: dict | None = None):
+def api_error(message: Message, status: int, *, code: str | None = None, details: dict | None = None):
     """A JSON error response in the API's one shape."""
     response = jsonify(error_body(status, message, code=code, details=details))
     response.status_code = status
@@ -296,19 +295,20 @@ def _idempotent(view):
         claim = idempotency.claim(
             db.session, api_key_id=g.api_key_id, key=key, fingerprint=_request_fingerprint(), now=utcnow()
         )
-        if claim.outcome == "mismatch":
+        if claim.outcome == idempotency.ClaimOutcome.MISMATCH:
             return api_error(
                 "This Idempotency-Key was used for a different request; use a new key for a new request.",
                 422,
                 code="idempotency_key_reused",
             )
-        if claim.outcome == "in_progress":
+        if claim.outcome == idempotency.ClaimOutcome.IN_PROGRESS:
             return api_error(
                 "A request with this Idempotency-Key is still running; retry in a few seconds.",
                 409,
                 code="idempotency_key_in_use",
             )
-        if claim.outcome == "replay":
+        if claim.outcome == idempotency.ClaimOutcome.REPLAY:
+            assert claim.status_code is not None  # a replay has the answer kept
             response = jsonify(claim.body)
             response.status_code = claim.status_code
             response.headers[REPLAYED_HEADER] = "true"
@@ -353,7 +353,7 @@ def limit_per_key(blueprint: Blueprint) -> None:
         limiter.shared_limit(lambda: current_app.config["API_RATE_LIMIT"], scope="api", key_func=_rate_limit_key)(
             blueprint
         )
-        blueprint._bulksign_rate_limited = True
+        blueprint._bulksign_rate_limited = True  # type: ignore[attr-defined]  # a mark on the shared object
 
 
 def init_app(app: Flask) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 from flask import Blueprint, g
 from pydantic import BaseModel, Field
@@ -29,11 +29,23 @@ from bulksign.views.api.common import (
 
 bp = Blueprint("api_dashboard", __name__, url_prefix="/api/v1")
 
+# Literals of computed values: mypy sees the plain type, pydantic (and the API's description) the values.
+if TYPE_CHECKING:
+    BatchStateName = str
+    RecipientFilterName = str
+    RecipientSort = str
+else:
+    BatchStateName = Literal[tuple(dict.fromkeys(BATCH_STATE_NAMES.values()))]
+    RecipientFilterName = Literal[recipients_table.FILTERS]
+    RecipientSort = Literal[tuple(recipients_table.SORTS)]
+#: What an approval may be at (``Batch.approval``).
+ApprovalState = Literal["waiting", "approved", "rejected"]
+
 
 class ApprovalOut(BaseModel):
     """Approval before sending, for a batch whose team required it when it was created."""
 
-    state: Literal["waiting", "approved", "rejected"] = Field(
+    state: ApprovalState = Field(
         description="`waiting` (nothing is sent until a manager of its team or an admin other than its creator "
         "approves it), `approved` (then it is sent as any batch) or `rejected` (it is `cancelled`; nothing was sent)."
     )
@@ -47,7 +59,7 @@ def approval_out(b: Batch) -> ApprovalOut | None:
     if b.approval is None:
         return None
     return ApprovalOut(
-        state=b.approval,
+        state=cast(ApprovalState, b.approval),
         by=b.approval_by.email if b.approval_by is not None else None,
         at=b.approval_at,
         reason=b.rejection_reason,
@@ -57,7 +69,7 @@ def approval_out(b: Batch) -> ApprovalOut | None:
 class BatchOut(BaseModel):
     id: int
     name: str
-    status: Literal[tuple(dict.fromkeys(BATCH_STATE_NAMES.values()))] = Field(
+    status: BatchStateName = Field(
         description="What the batch is at: `awaiting_approval` (its team requires approval: nothing is sent "
         "yet, see `approval`), `sending` (documents being prepared and invitations sent), "
         "`awaiting_signatures` (every invitation dispatched; some recipients can still sign), `all_signed`, "
@@ -155,11 +167,11 @@ class BatchListQuery(PageQuery):
 
 
 class RecipientFilterQuery(BaseModel):
-    status: Literal[recipients_table.FILTERS] | None = Field(
+    status: RecipientFilterName | None = Field(
         None, description="A status, or `not_opened`, `waiting` (still in the pipeline), `problems`."
     )
     q: str = Field("", max_length=200, pattern=NO_NUL, description="Part of the e-mail address or name.")
-    sort: Literal[tuple(recipients_table.SORTS)] = "row"
+    sort: RecipientSort = "row"
     dir: Literal["asc", "desc"] = "asc"
     waiting_for: str = Field(
         "",
@@ -218,6 +230,7 @@ def _attachment_out(request_id: int, v: GivenValue) -> AttachmentOut:
 def _request_out(r: SigningRequest, given: tuple[GivenValue, ...] = ()) -> SigningRequestOut:
     """The request as the API gives it, with what its signers filled in (``field_values.given_values``)."""
     kept = r.purged_at is None
+    assert r.row_number is not None  # every request is a row of its file
     return SigningRequestOut(
         id=r.id,
         row_number=r.row_number,

@@ -1,9 +1,5 @@
-"""The API's OpenAPI 3.1 description, built from the routes and their ``@operation`` declarations, and its docs page.
-
-Nothing here is written by hand per operation: paths and path parameters come from the URL map,
-parameters, bodies and answers from the pydantic models the views parse and answer with, the
-webhook payloads from ``webhooks_out``. Both routes are public: the description holds no data.
-"""
+"""The API's OpenAPI 3.1 description, built from the routes, their ``@operation`` declarations and the webhook
+payloads, and its docs page; both public (docs/architecture/views.md)."""
 
 from __future__ import annotations
 
@@ -11,11 +7,11 @@ import re
 
 from flask import Blueprint, Flask, current_app, jsonify, render_template
 from pydantic import BaseModel
-from pydantic.json_schema import models_json_schema
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
 from werkzeug.routing import Rule
 
 from bulksign.core.version import __version__
-from bulksign.integrations import idempotency, webhooks_out
+from bulksign.integrations import idempotency, webhook_delivery, webhook_events
 from bulksign.people.auth import public
 from bulksign.views.api.common import (
     DEFAULT_LIMIT,
@@ -62,10 +58,10 @@ def _api_rules(app: Flask) -> list[tuple[Rule, Operation | None]]:
     ]
 
 
-def _models(operations: list[Operation]) -> list[tuple[type[BaseModel], str]]:
-    found: dict[tuple[type[BaseModel], str], None] = {
+def _models(operations: list[Operation]) -> list[tuple[type[BaseModel], JsonSchemaMode]]:
+    found: dict[tuple[type[BaseModel], JsonSchemaMode], None] = {
         (ErrorResponse, "serialization"): None,
-        (webhooks_out.Delivery, "serialization"): None,
+        (webhook_events.Delivery, "serialization"): None,
     }
     for op in operations:
         # Query models are spelled out as parameters, not referenced.
@@ -193,21 +189,21 @@ def _error_responses() -> dict:
 
 
 def _webhooks(schemas: dict) -> dict:
-    delivery = schemas[(webhooks_out.Delivery, "serialization")]
+    delivery = schemas[(webhook_events.Delivery, "serialization")]
     hooks = {}
-    for event in webhooks_out.EVENTS:
+    for event in webhook_events.EVENTS:
         hooks[event] = {
             "post": {
                 "summary": f"`{event}`",
                 "tags": ["Webhooks"],
                 "security": [],
-                "description": f"{webhooks_out.EVENT_MEANINGS[event]} "
+                "description": f"{webhook_events.EVENT_MEANINGS[event]} "
                 f"POSTed to each endpoint subscribed to `{event}` (set up at /admin/webhooks). Answer "
-                f"2xx within {webhooks_out.TIMEOUT_SECONDS} s; anything else is retried with backoff, "
-                f"up to {webhooks_out.MAX_ATTEMPTS} tries. Check the signature before trusting the body.",
+                f"2xx within {webhook_delivery.TIMEOUT_SECONDS} s; anything else is retried with backoff, "
+                f"up to {webhook_delivery.MAX_ATTEMPTS} tries. Check the signature before trusting the body.",
                 "parameters": [
                     {
-                        "name": webhooks_out.SIGNATURE_HEADER,
+                        "name": webhook_delivery.SIGNATURE_HEADER,
                         "in": "header",
                         "required": True,
                         "schema": {"type": "string", "pattern": "^sha256=[0-9a-f]{64}$"},
@@ -238,7 +234,7 @@ def build_spec(app: Flask) -> dict:
     for rule, op in rules:
         path = _ARGUMENT.sub(r"{\2}", rule.rule.removeprefix("/api/v1"))
         public_view = getattr(app.view_functions[rule.endpoint], "_bulksign_public", False)
-        for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
+        for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
             paths.setdefault(path, {})[method.lower()] = _operation(rule, method, op, schemas_by_model, public_view)
     return {
         "openapi": "3.1.0",
@@ -276,7 +272,7 @@ def build_spec(app: Flask) -> dict:
 @bp.get("/v1/openapi.json")
 @public
 def openapi():
-    app = current_app._get_current_object()
+    app = current_app
     if "bulksign_openapi" not in app.extensions:
         app.extensions["bulksign_openapi"] = build_spec(app)
     return jsonify(app.extensions["bulksign_openapi"])

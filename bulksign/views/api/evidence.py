@@ -1,14 +1,10 @@
-"""JSON API for a batch's evidence package: start it (a job builds it), follow it, download it.
-
-The package is the batch page's "Evidence package" (``batches.evidence``): every signed PDF, its audit certificate,
-a manifest with the hashes and a README on how to check each file. The download is served to those who see the
-batch (its team's keys and sessions, ``reach``), read from storage in parts.
-"""
+"""JSON API for a batch's evidence package (``batches.evidence``): start it (a job builds it), follow it, download
+it (docs/architecture/views.md)."""
 
 from __future__ import annotations
 
 import logging
-from typing import Literal
+from typing import cast
 
 from flask import Blueprint, g
 from pydantic import BaseModel, Field
@@ -19,7 +15,7 @@ from bulksign.core.extensions import db
 from bulksign.core.logs import log
 from bulksign.models import Export, utcnow
 from bulksign.views.api.common import MAX_ID, ApiError, absolute_url, answer, operation
-from bulksign.views.api.exports import POLL_SECONDS, zip_download
+from bulksign.views.api.exports import POLL_SECONDS, ExportState, zip_download
 from bulksign.work.queues import SIGNED_ZIP
 
 bp = Blueprint("api_evidence", __name__, url_prefix="/api/v1")
@@ -32,7 +28,7 @@ class EvidenceOut(BaseModel):
 
     id: int
     batch_id: int
-    status: Literal["pending", "running", "ready", "failed"] = Field(
+    status: ExportState = Field(
         description="`pending` → `running` → `ready` (download it) or `failed` (`error` says why; start another)."
     )
     total: int = Field(description="Signed documents it holds (counted when it starts).")
@@ -47,7 +43,7 @@ def _out(export: Export) -> EvidenceOut:
     return EvidenceOut(
         id=export.id,
         batch_id=export.batch_id,
-        status=export.status,
+        status=cast(ExportState, export.status),
         total=export.total,
         done=export.done,
         error=export.error,

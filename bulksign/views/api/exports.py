@@ -1,14 +1,11 @@
-"""JSON API for a batch's ZIP of signed PDFs: start it (a job builds it), follow it, download it.
-
-The same export as the batch page's "Download signed documents" (``batches.exports``): one row and one job,
-whoever started it; the ZIP's files are the sealed PDFs ``GET /requests/{request_id}/signed`` serves.
-"""
+"""JSON API for a batch's ZIP of signed PDFs (``batches.exports``, the batch page's export): start it (a job builds
+it), follow it, download it."""
 
 from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Literal
+from typing import Literal, cast
 
 from flask import Blueprint, Response, g
 from pydantic import BaseModel, Field
@@ -34,12 +31,16 @@ class ExportLinks(BaseModel):
     download: str = Field(description="The ZIP, once `status` is `ready` (409 before).")
 
 
+#: Where an export is (``Export.status``).
+ExportState = Literal["pending", "running", "ready", "failed"]
+
+
 class ExportOut(BaseModel):
     """A ZIP of the batch's signed PDFs, one file per signed request (`<row>-<email>.pdf`)."""
 
     id: int
     batch_id: int
-    status: Literal["pending", "running", "ready", "failed"] = Field(
+    status: ExportState = Field(
         description="`pending` → `running` → `ready` (download it) or `failed` (`error` says why; start another)."
     )
     total: int = Field(description="Signed documents it holds (counted when it starts).")
@@ -55,7 +56,7 @@ def _export_out(export: Export) -> ExportOut:
     return ExportOut(
         id=export.id,
         batch_id=export.batch_id,
-        status=export.status,
+        status=cast(ExportState, export.status),
         total=export.total,
         done=export.done,
         error=export.error,

@@ -47,6 +47,17 @@ class ErasureOut(BaseModel):
     erased: list[ErasedOut]
     kept: list[KeptOut]
     skipped_rows: int = Field(description="Rows left out of batches at creation that held the address, deleted.")
+    uploads: int = Field(
+        description="Uploaded recipients files that held the address (kept from the new-batch page), deleted."
+    )
+    deliveries_emptied: int = Field(
+        description="Webhook deliveries sent (or given up) about the erased requests: their payloads emptied; "
+        "their id, event, time and status stay."
+    )
+    deliveries_rebuilt: int = Field(
+        description="Webhook deliveries about them not sent yet: rewritten without the person's address, name and "
+        "values, then sent as usual."
+    )
 
 
 @bp.post("/erasures")
@@ -75,5 +86,8 @@ def erase():
                 for k in erasure.kept
             ],
             skipped_rows=erasure.skipped_rows,
+            uploads=erasure.uploads,
+            deliveries_emptied=erasure.deliveries_emptied,
+            deliveries_rebuilt=erasure.deliveries_rebuilt,
         )
     )

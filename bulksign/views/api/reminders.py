@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Literal, cast
 
 from flask import Blueprint, g
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
+from bulksign.batches.address_changes import MAX_NOTE, change_email
 from bulksign.batches.bulk_actions import run_staff_action
 from bulksign.batches.countersign_digests import send_digests_now
 from bulksign.batches.progress import BatchActionError
-from bulksign.batches.resend import MAX_EXTEND_DAYS, change_email, resend_with_new_link
+from bulksign.batches.resend import MAX_EXTEND_DAYS, resend_with_new_link
 from bulksign.core.extensions import db
 from bulksign.models import RECIPIENT_ROLE, SigningRequest, utcnow
+from bulksign.views.api.approval import AddressChangeOut, change_out
 from bulksign.views.api.common import ApiError, RequestId, answer, operation, parse_body
 from bulksign.work.pipeline import enqueue_sends
 
@@ -21,6 +23,12 @@ bp = Blueprint("api_reminders", __name__, url_prefix="/api/v1")
 
 #: One call reminds at most this many listed requests; ``all_unsigned`` has no limit.
 MAX_IDS = 100_000
+#: Why a resend gave no new link, where its reason needs more than the reason's name.
+RESEND_REFUSED = {
+    None: "This request cannot get a new link now.",
+    "address_change_pending": "A change of this address waits for approval: approving it sends the new link to the "
+    "new address (see /batches/{batch_id}/address-changes).",
+}
 
 
 #: A party's role, as the template's ``roles`` name it.
@@ -71,11 +79,15 @@ class ResendBody(BaseModel):
     role: str | None = RoleName
 
 
+#: What a resent request's status may be.
+ResentStatus = Literal["generated", "sent", "opened", "bounced"]
+
+
 class Resent(BaseModel):
     resent: int
     request_id: int
     role: str = Field(description="The party that got the new link.")
-    status: Literal["generated", "sent", "opened", "bounced"] = Field(
+    status: ResentStatus = Field(
         description="The request's status: `generated` (the recipient's new invitation is queued); for another "
         "party the request's status is unchanged (its new invitation is queued), or back to `sent` or `opened` when "
         "that party's returned invitation had bounced it. Still `bounced` when another party's returned invitation "
@@ -94,13 +106,26 @@ class EmailBody(BaseModel):
         description="The party whose address this is, one of the template's `roles` (e.g. `manager`, from the "
         "row's `manager_email`, or the batch's fixed `employer`). Default: the recipient.",
     )
+    note: str | None = Field(
+        None,
+        max_length=MAX_NOTE,
+        description="For the approver, when the change waits for approval: why the address changes.",
+    )
 
 
 class EmailChanged(BaseModel):
     request_id: int
-    role: str = Field(description="The party whose address changed.")
-    email: str
-    changed: bool = Field(description="False when the address was already this one.")
+    role: str = Field(description="The party whose address changed (or would).")
+    email: str = Field(description="The party's address now: the old one while the change waits for approval.")
+    changed: bool = Field(description="The address changed now; false when it already was this one, or waits.")
+    status: Literal["changed", "unchanged", "waiting_for_approval"] = Field(
+        description="`changed`, `unchanged` (it already was this address; asking for the address it has also "
+        "takes back a change waiting for approval), or `waiting_for_approval` (202): the batch's team requires "
+        "approval, so the change waits in `pending_change` for a manager of the team or an admin who did not ask "
+        "for it; nothing is sent to the new address until then, and a resend to this party is refused meanwhile "
+        "(409 `address_change_pending`). Approving it sends the new link there."
+    )
+    pending_change: AddressChangeOut | None = Field(description="The change waiting for approval, if it waits.")
 
 
 @bp.post("/batches/<int:batch_id>/remind")
@@ -178,7 +203,9 @@ def resend(request_id: int):
     `countersign_digest` (remind it instead: its digest goes again). A request another party's returned invitation
     bounced gets no new link for its recipient: 409, reason `party_bounced` (correct that party's address and resend
     with its `role`). When the invitations of several parties bounced, each is corrected and resent in turn: the
-    request stays `bounced` (`status`, its `error` naming those left) until the last of them is resent."""
+    request stays `bounced` (`status`, its `error` naming those left) until the last of them is resent. While a
+    change of the party's address waits for approval: 409, reason `address_change_pending` (its approval sends the
+    new link)."""
     body = parse_body(ResendBody, optional=True)
     try:
         result = resend_with_new_link(
@@ -194,7 +221,8 @@ def resend(request_id: int):
     if result.skipped.get("not_found"):
         raise ApiError("No request with this id.", 404)
     if not result.resent:
-        raise ApiError("This request cannot get a new link now.", 409, details={"reason": next(iter(result.skipped))})
+        reason = next(iter(result.skipped))
+        raise ApiError(RESEND_REFUSED.get(reason, RESEND_REFUSED[None]), 409, details={"reason": reason})
     db.session.commit()
     enqueue_sends(result.mail_ids)
     return answer(
@@ -202,7 +230,7 @@ def resend(request_id: int):
             resent=result.resent,
             request_id=request_id,
             role=body.role or RECIPIENT_ROLE,
-            status=db.session.get(SigningRequest, request_id).status,
+            status=cast(ResentStatus, db.session.get_one(SigningRequest, request_id).status),
             expires_at=result.deadlines[0] if result.deadlines else None,
         ),
         202,
@@ -214,7 +242,7 @@ def resend(request_id: int):
     "Correct a recipient's (or another party's) address",
     tag="Requests",
     body=EmailBody,
-    responses={200: EmailChanged},
+    responses={200: EmailChanged, 202: EmailChanged},
     errors=(400, 403, 404, 409, 422),
 )
 def update_email(request_id: int):
@@ -223,15 +251,45 @@ def update_email(request_id: int):
     request does not have): resend with the same `role` to send its new link there. When another party's
     invitation bounced, the request is `bounced` and its `error` names that party: correct its address, then
     resend to it, and the request goes back to `sent` or `opened` (the others' signatures stay) once every party
-    whose invitation bounced is resent. An address that cannot receive mail is refused (422)."""
+    whose invitation bounced is resent. An address that cannot receive mail is refused (422). In a team that
+    requires approval, once the batch was approved, the change waits for a second look (202, `status`
+    `waiting_for_approval`): see `/batches/{batch_id}/address-changes`."""
     body = parse_body(EmailBody)
     role = body.role or RECIPIENT_ROLE
     try:
         change = change_email(
-            db.session, request_id=request_id, new_email=body.email, user=g.api_user, now=utcnow(), role=role
+            db.session,
+            request_id=request_id,
+            new_email=body.email,
+            user=g.api_user,
+            now=utcnow(),
+            role=role,
+            note=body.note,
         )
     except BatchActionError as exc:
         # The body is well-formed by now: what the domain refuses (an unusable address) is content, not syntax.
         raise ApiError(exc.message, 422 if exc.status == 400 else exc.status) from None
     db.session.commit()
-    return answer(EmailChanged(request_id=request_id, role=role, email=change.new_email, changed=change.changed))
+    if change.pending is not None:
+        waiting = change_out(change.pending)
+        return answer(
+            EmailChanged(
+                request_id=request_id,
+                role=role,
+                email=change.old_email,
+                changed=False,
+                status="waiting_for_approval",
+                pending_change=waiting,
+            ),
+            202,
+        )
+    return answer(
+        EmailChanged(
+            request_id=request_id,
+            role=role,
+            email=change.new_email,
+            changed=change.changed,
+            status="changed" if change.changed else "unchanged",
+            pending_change=None,
+        )
+    )

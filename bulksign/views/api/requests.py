@@ -1,9 +1,5 @@
 """JSON API for one signing request: its status and times, what its signers filled in, and its files (the rendered
-original, the sealed signed PDF, the audit certificate, the signers' attachments).
-
-Every route has ``<request_id>``: ``reach`` has already answered 404 for a request of a batch the key's user does
-not see. The PDFs are the bytes in storage, the same the recipient's page and the batch's ZIP serve.
-"""
+original, the sealed signed PDF, the audit certificate, the signers' attachments)."""
 
 from __future__ import annotations
 
@@ -14,19 +10,21 @@ from datetime import datetime
 from flask import Blueprint, g
 from pydantic import BaseModel, Field
 
+from bulksign.batches.address_approval import waiting_for
 from bulksign.batches.field_values import attachment_of, request_values
 from bulksign.core.extensions import db
 from bulksign.core.logs import log
+from bulksign.doc_templates.fields import ATTACHMENT_TYPES
+from bulksign.documents.audit_certificate import certificate_pages
 from bulksign.documents.sealing import latest_document, signed_filename
 from bulksign.documents.signature_box import SignatureBox
-from bulksign.documents.signed_pdf import certificate_pages
 from bulksign.documents.storage import StorageError, get_storage
 from bulksign.models import Document, SigningRequest
 from bulksign.models.status import Status
 from bulksign.people import access
-from bulksign.signing.field_entry import ATTACHMENT_TYPES
 from bulksign.signing.parties import parties_of
 from bulksign.views._downloads import attachment, signer_attachment
+from bulksign.views.api.approval import AddressChangeOut, change_out
 from bulksign.views.api.common import ApiError, absolute_url, answer, operation
 from bulksign.views.api.dashboard import SigningRequestOut, _request_out
 
@@ -77,6 +75,10 @@ class RequestOut(SigningRequestOut):
 
     batch: BatchRefOut
     parties: list[PartyOut] = Field(description="Who signs the document, by step; a single-signer one: its recipient.")
+    pending_address_changes: list[AddressChangeOut] = Field(
+        description="Changes of a party's address waiting for approval (its team requires it): until one is "
+        "approved the party keeps its address and no new link goes out."
+    )
     document: DocumentOut | None = Field(description="The rendered original; null until the workers rendered it.")
     signed_document: DocumentOut | None = Field(
         description="The sealed PDF; null until signed and sealed (a few seconds after `signed_at`)."
@@ -121,6 +123,7 @@ def get_request(request_id: int):
             **_request_out(row, request_values(db.session, batch_id=row.batch_id, request_id=row.id)).model_dump(),
             batch=BatchRefOut(id=row.batch.id, name=row.batch.name),
             parties=[PartyOut(**asdict(p)) for p in parties_of(db.session, row)],
+            pending_address_changes=[change_out(c) for c in waiting_for(db.session, request_id=row.id)],
             document=_document_out(original),
             signed_document=_document_out(signed),
             links=RequestLinks(
@@ -203,6 +206,7 @@ def certificate(request_id: int):
     row = _with_files(request_id)
     sealed = _stored_document(_signed(row))
     original = latest_document(db.session, row.id, "original")
+    assert original is not None  # a sealed document was rendered first
     pages = certificate_pages(
         sealed, original=_stored_document(original), box=SignatureBox.from_json(original.signature_box)
     )

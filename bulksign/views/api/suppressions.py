@@ -85,9 +85,10 @@ def list_suppressions():
 @operation("Lift a suppression", tag="Suppressions", responses={200: Lifted}, errors=(400, 404))
 def lift(email: str):
     """Mail may go to the address again (invitations that failed on it are not resent by themselves)."""
+    now = utcnow()
     try:
-        entry = suppressions.lift(db.session, email=email, user=g.api_user, now=utcnow())
+        entry = suppressions.lift(db.session, email=email, user=g.api_user, now=now)
     except suppressions.SuppressionNotFound as exc:
         raise ApiError(str(exc), 404) from None
     db.session.commit()
-    return answer(Lifted(email=entry.email, lifted_at=entry.lifted_at))
+    return answer(Lifted(email=entry.email, lifted_at=now))

@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from flask import Blueprint, g, request
 from pydantic import BaseModel, ConfigDict, Field
 
-from bulksign.batches import retention
-from bulksign.batches.creation import (
-    LANGUAGES,
+from bulksign.batches.batch_settings import (
     MAX_DEADLINE_DAYS,
     MAX_REMINDERS,
     BatchError,
     PartySettings,
-    create_batch,
     party_settings_from_form,
     settings_from_form,
 )
+from bulksign.batches.creation import create_batch
 from bulksign.batches.retention import MAX_DAYS as MAX_KEEP_DAYS
+from bulksign.core.config import LANGUAGES
 from bulksign.core.extensions import db
 from bulksign.doc_templates.columns import needed_columns
 from bulksign.models import utcnow
@@ -29,9 +28,25 @@ from bulksign.recipients.row_checks import RowError
 from bulksign.recipients.rows import UploadError
 from bulksign.recipients.validation import ValidationReport, validate_recipients
 from bulksign.views._forms import template_version, uploaded_file
-from bulksign.views.api.common import ApiError, Link, RecordId, Text, answer, no_null_defaults, operation, parse_form
+from bulksign.views.api.common import (
+    ABSENT,
+    ApiError,
+    Link,
+    RecordId,
+    Text,
+    answer,
+    no_null_defaults,
+    operation,
+    parse_form,
+)
 
 bp = Blueprint("api_uploads", __name__, url_prefix="/api/v1")
+
+# Literals of computed values: mypy sees the plain type, pydantic (and the API's description) the values.
+if TYPE_CHECKING:
+    Language = str
+else:
+    Language = Literal[LANGUAGES]
 
 
 class RecipientsForm(BaseModel):
@@ -44,7 +59,7 @@ class RecipientsForm(BaseModel):
         "a header row with `email` and the template's variables."
     )
     parties: Text = Field(
-        None,
+        ABSENT,
         max_length=20_000,
         description="A template several parties sign (its `roles`): who signs each other role for the whole batch, "
         'JSON `{"employer": {"email": "...", "name": "...", "phone": "..."}}`. A role the file names per row in '
@@ -55,17 +70,19 @@ class RecipientsForm(BaseModel):
 class BatchForm(RecipientsForm):
     # Multipart fields are left out, never null: optional ones default to None without allowing (or showing) null.
     model_config = ConfigDict(json_schema_extra=no_null_defaults)
-    name: Text = Field(None, max_length=200, description="Default: the template's name and today's date.")
-    deadline_days: int = Field(None, ge=1, le=MAX_DEADLINE_DAYS, description="Days to sign (default 7).")
+    name: Text = Field(ABSENT, max_length=200, description="Default: the template's name and today's date.")
+    deadline_days: int = Field(ABSENT, ge=1, le=MAX_DEADLINE_DAYS, description="Days to sign (default 7).")
     reminder_days: str = Field(
-        None,
+        ABSENT,
         pattern=r"^[0-9, ;]{0,100}$",
         description="Days after the invitation to remind, e.g. `2,4` (the default); each before the deadline.",
     )
-    max_reminders: int = Field(None, ge=0, le=MAX_REMINDERS, description="Default: one for each reminder day; 0: none.")
-    reply_to: Text = Field(None, max_length=254)
+    max_reminders: int = Field(
+        ABSENT, ge=0, le=MAX_REMINDERS, description="Default: one for each reminder day; 0: none."
+    )
+    reply_to: Text = Field(ABSENT, max_length=254)
     routing: Text = Field(
-        None,
+        ABSENT,
         max_length=5_000,
         description="The order parties sign in: JSON list of steps, each a list of roles that sign at once, e.g. "
         '`[["recipient"], ["employer"]]` (the default: the recipient first, then each role in document order) or '
@@ -73,36 +90,36 @@ class BatchForm(RecipientsForm):
         "each step starts when every party of the one before has signed.",
     )
     notify_to: Text = Field(
-        None,
+        ABSENT,
         max_length=254,
         description="Who gets the expiry summary, decline and completion notices: `owner` (the "
         "default), a manager's address, or `other` with `notify_email`.",
     )
     notify_email: Text = Field(
-        None, max_length=254, description="The address of the notices (with `notify_to=other`, or alone)."
+        ABSENT, max_length=254, description="The address of the notices (with `notify_to=other`, or alone)."
     )
-    team_id: RecordId = Field(None, description="Default: the template's team.")
-    language: Literal[LANGUAGES] = Field(None, description="The recipients' language (default `en`).")
-    quiet_hours_start: int = Field(None, ge=0, le=23, description="No mail from this hour…")
-    quiet_hours_end: int = Field(None, ge=0, le=23, description="…to this one, in `timezone`.")
+    team_id: RecordId = Field(ABSENT, description="Default: the template's team.")
+    language: Language = Field(ABSENT, description="The recipients' language (default `en`).")
+    quiet_hours_start: int = Field(ABSENT, ge=0, le=23, description="No mail from this hour…")
+    quiet_hours_end: int = Field(ABSENT, ge=0, le=23, description="…to this one, in `timezone`.")
     # No max_length here: the batch settings say what is wrong with a zone name in words ("Unknown time zone").
-    timezone: Text = Field(None, description="An IANA zone name, e.g. `Europe/Berlin` (default UTC).")
-    skip_invalid: bool = Field(None, description="Create the batch from the valid rows when some have errors.")
+    timezone: Text = Field(ABSENT, description="An IANA zone name, e.g. `Europe/Berlin` (default UTC).")
+    skip_invalid: bool = Field(ABSENT, description="Create the batch from the valid rows when some have errors.")
     one_time_code: bool = Field(
-        None,
+        ABSENT,
         description="Recipients confirm a 6-digit code sent by SMS (rows with a "
         "phone) or mail before they see and sign (default false); so does every other party of a template several "
         "sign (SMS to its `<role>_phone` or its `phone` in `parties`, else mail).",
     )
     keep_signed_days: int = Field(
-        None,
+        ABSENT,
         ge=1,
         le=MAX_KEEP_DAYS,
         description="Days after signing to keep the signed documents and the signers' personal data; default: "
         "the team's (for ever unless an admin set it).",
     )
     keep_unsigned_days: int = Field(
-        None,
+        ABSENT,
         ge=1,
         le=MAX_KEEP_DAYS,
         description="Days to keep a request that ended unsigned (declined, expired, cancelled, failed, bounced); "
@@ -115,7 +132,7 @@ class RowErrorOut(BaseModel):
     row: int
     column: str | None
     message: str
-    suggestion: str = Field(None, description="The likely meant address, for a misspelt domain (else absent).")
+    suggestion: str = Field(ABSENT, description="The likely meant address, for a misspelt domain (else absent).")
 
 
 class SuppressedOut(BaseModel):
@@ -216,8 +233,6 @@ def create():
         version = template_version(form.template_id)
         data, filename = uploaded_file()
         settings = settings_from_form(request.form, default_name=f"{version.template.name} ({utcnow():%Y-%m-%d})")
-        # Checked by the form's model already: 1 to MAX_KEEP_DAYS, or left out for the team's.
-        keep_signed, keep_unsigned = retention.batch_days_from_form(request.form)
         signers = party_settings_from_form(request.form, version=version)
         report = validate_recipients(
             data,
@@ -242,18 +257,13 @@ def create():
             skipped=_every_error(report, data=data, filename=filename, version=version, signers=signers),
             now=utcnow(),
             party_settings=signers,
-            **settings.as_kwargs(),
+            settings=settings,
         )
     except UploadError as exc:
         raise _upload_error(exc) from None
     except BatchError as exc:
         raise ApiError(exc.message, 422, code="settings_invalid", details={"field": exc.field}) from None
     batch = result.batch
-    # After the batch's own commit: a crash in between leaves it on its team's periods.
-    retention.set_batch_retention(
-        db.session, batch_id=batch.id, keep_signed_days=keep_signed, keep_unsigned_days=keep_unsigned
-    )
-    db.session.commit()
     return answer(
         BatchCreated(
             id=batch.id,

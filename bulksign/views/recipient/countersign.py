@@ -1,40 +1,38 @@
 """The countersigner's page: ``/countersign/<token>`` — the documents of a batch ready for one person, read one by
 one, signed all at once (a job, with live progress) or declined one by one. No account, the digest's link only.
-
-In a batch that asks for a one-time code, every route but the code's own shows only the code step until this
-browser confirmed a code of the link (kept in the signed session, ``VERIFIED_LINK_CODES``), as the signing page does."""
+"""
 
 from __future__ import annotations
 
 import logging
 from functools import wraps
 from io import BytesIO
+from typing import Any
 
 from flask import Blueprint, abort, current_app, g, redirect, render_template, request, send_file, session, url_for
 from flask_babel import gettext as _
 
 from bulksign.core.extensions import db, get_redis
 from bulksign.core.logs import log
+from bulksign.documents.audit_record import document_title
 from bulksign.documents.document_pages import document_pages
 from bulksign.documents.document_pages import page_image as stored_page_image
 from bulksign.documents.poppler import PopplerError
 from bulksign.documents.sealing import signed_filename
-from bulksign.documents.signed_pdf import document_title
 from bulksign.documents.storage import StorageError, get_storage
 from bulksign.models import CountersignLink, utcnow
 from bulksign.people.auth import public
-from bulksign.signing import countersign, countersign_done, one_time_codes
+from bulksign.signing import countersign, countersign_done, countersign_runs, one_time_codes
+from bulksign.signing.acts import Act
+from bulksign.signing.countersign_listed import Listed
+from bulksign.signing.countersign_runs import RunStatus
 from bulksign.signing.digests import find_link
-from bulksign.signing.recipient_actions import contact_of
+from bulksign.signing.one_time_codes import CheckStatus
+from bulksign.signing.page_states import PageState, contact_of
 from bulksign.views._forms import client_ip
 from bulksign.views.recipient.recipient_headers import polling_csp
-from bulksign.views.recipient.signing import (
-    code_error,
-    not_sent_error,
-    page_image_limit,
-    recipient_limit,
-    signature_bytes,
-)
+from bulksign.views.recipient.signing import page_image_limit, recipient_limit, signature_bytes
+from bulksign.views.recipient.signing_codes import code_error, not_sent_error
 
 logger = logging.getLogger(__name__)
 bp = Blueprint("countersign", __name__, url_prefix="/countersign")
@@ -51,7 +49,7 @@ def _by_link(view):
     def wrapped(token: str, **kwargs):
         link = find_link(db.session, token)
         if link is None:
-            return render_template("signing/page.html", state="unknown", token=token), 404
+            return render_template("signing/page.html", state=PageState.UNKNOWN, token=token), 404
         g.locale = link.batch.language
         return view(token, link, **kwargs)
 
@@ -100,7 +98,7 @@ def _page(token: str, link: CountersignLink, *, error: str | None = None, form: 
     listing = countersign.ready_page(
         db.session,
         link=link,
-        query=request.args.get("q", ""),
+        query=request.values.get("q", ""),  # a refused "Sign all" shows its search again
         page=request.args.get("page", 1, type=int) or 1,
         now=utcnow(),
     )
@@ -176,20 +174,21 @@ def verify_code(token: str, link: CountersignLink):
         now=utcnow(),
         **_client(),
     )
-    if check.status != "verified":
+    if check.status != CheckStatus.VERIFIED:
         return _code_page(token, link, error=code_error(check), status=422)
     session[VERIFIED_LINK_CODES] = {**session.get(VERIFIED_LINK_CODES, {}), str(link.id): check.code_id}
     return redirect(url_for(".page", token=token), 303)
 
 
-def _chosen() -> list[int] | None:
-    """The documents ticked (None: "Sign all")."""
+def _chosen() -> Listed | None:
+    """What the form consents to: the documents "Sign all" listed (as the page carried them; None: it carried
+    none), or those ticked (none ticked: an empty ``Listed``)."""
     if request.form.get("all") == "1":
-        return None
+        return Listed.parse(request.form.get("listed"))
     raw = request.form.getlist("party_ids")
     if not all(value.isdigit() for value in raw):
         abort(400, description=_("The selection contains an invalid document."))
-    return [int(value) for value in raw]
+    return Listed.parse(",".join(raw)) or Listed()
 
 
 @bp.post("/<token>/sign")
@@ -198,18 +197,23 @@ def _chosen() -> list[int] | None:
 @_by_link
 @_unlocked
 def sign_all(token: str, link: CountersignLink):
-    form = {"name": request.form.get("name", ""), "consent": request.form.get("consent") == "yes"}
+    form: dict[str, Any] = {
+        "name": request.form.get("name", ""),
+        "consent": request.form.get("consent") == "yes",
+        "all": "0" if request.form.get("all") == "0" else "1",
+    }
     chosen = _chosen()
-    if chosen == []:
+    if chosen == Listed():
         return _page(token, link, error=_("Tick the documents to sign, or sign them all."), form=form, status=422)
     try:
         image = signature_bytes(request.form.get("signature", ""))
     except ValueError as exc:
         return _page(token, link, error=str(exc), form=form, status=422)
-    started = countersign.start_run(
+    started = countersign_runs.start_run(
         db.session,
         link=link,
-        party_ids=chosen,
+        listed=chosen,
+        query=request.form.get("q", ""),
         signer_name=form["name"],
         signature_png=image,
         consent=form["consent"],
@@ -217,11 +221,13 @@ def sign_all(token: str, link: CountersignLink):
         code_id=_code_id(link),
         **_client(),
     )
-    if started.status == "code_needed":  # the code ran out since the page was shown
+    if started.status == RunStatus.CODE_NEEDED:  # the code ran out since the page was shown
         return _code_page(token, link, status=403)
-    if started.status == "invalid":
+    if started.status == RunStatus.INVALID:
         return _page(token, link, error=str(started.message), form=form, status=422)
-    if started.status == "nothing":
+    if started.status == RunStatus.CHANGED:  # the page is shown again, as it is now: its list is what a new run signs
+        return _page(token, link, error=str(started.message), form=form, status=409)
+    if started.status == RunStatus.NOTHING:
         return _page(
             token, link, error=_("None of the chosen documents waits for your signature any more."), status=409
         )
@@ -235,7 +241,7 @@ def sign_all(token: str, link: CountersignLink):
 @_unlocked
 def run(token: str, link: CountersignLink, run_id: int):
     """The run's progress: the whole page, or (HTMX polling) its progress partial."""
-    progress = countersign.run_progress(db.session, link=link, run_id=run_id, now=utcnow())
+    progress = countersign_runs.run_progress(db.session, link=link, run_id=run_id, now=utcnow())
     if progress is None:
         abort(404)
     template = (
@@ -321,9 +327,9 @@ def decline(token: str, link: CountersignLink, party_id: int):
     )
     if outcome is None:
         abort(404)
-    if outcome.status == "code_needed":
+    if outcome.status == Act.CODE_NEEDED:
         return _code_page(token, link, status=403)
-    if outcome.status == "invalid":
+    if outcome.status == Act.INVALID:
         return _page(token, link, error=str(outcome.message), status=422)
     return redirect(url_for(".page", token=token), 303)
 

@@ -1,4 +1,5 @@
-"""Approving or rejecting a batch that waits for approval, and the sample documents an approver opens first."""
+"""Approving or rejecting a batch that waits for approval, and the sample documents an approver opens first; and
+the changes of where its documents go asked after it was approved (``address_approval``)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ from flask_babel import gettext as _
 from flask_babel import ngettext
 from flask_login import current_user
 
-from bulksign.batches import approval
+from bulksign.batches import address_approval, approval
+from bulksign.batches.address_changes import needs_approval
 from bulksign.core.extensions import db
 from bulksign.models import utcnow
 from bulksign.people import access
+from bulksign.views._results import REASONS
 from bulksign.work.pipeline import enqueue_sends
 
 bp = Blueprint("approval", __name__, url_prefix="/batches")
@@ -81,8 +84,78 @@ def sample(batch_id: int, request_id: int):
     )
 
 
+def _back_to_changes(batch_id: int):
+    return redirect(url_for("batches.detail", batch_id=batch_id, _anchor="address-changes"), 303)
+
+
+def _approved_message(decision: address_approval.ChangeDecision) -> str:
+    new = decision.change.new_email
+    if decision.mail_ids:
+        return _(
+            "Approved: the address is now %(new)s and a new link went there; the old link no longer works.", new=new
+        )
+    if decision.not_sent in ("not_sent", "not_started"):
+        return _("Approved: the address is now %(new)s; its invitation goes there when its turn comes.", new=new)
+    return _(
+        "Approved: the address is now %(new)s. No new link went now: %(why)s.",
+        new=new,
+        why=REASONS.get(decision.not_sent or "", decision.not_sent),
+    )
+
+
+@bp.post("/<int:batch_id>/address-changes/<int:change_id>/approve")
+def approve_change(batch_id: int, change_id: int):
+    try:
+        decision = address_approval.approve_change(
+            db.session, batch_id=batch_id, change_id=change_id, user=current_user, now=utcnow()
+        )
+    except approval.ApprovalError as exc:
+        db.session.rollback()
+        if exc.status == 404:
+            abort(404)
+        flash(str(exc.message), "error")
+        return _back_to_changes(batch_id)
+    db.session.commit()
+    enqueue_sends(decision.mail_ids)
+    flash(_approved_message(decision), "success")
+    return _back_to_changes(batch_id)
+
+
+@bp.post("/<int:batch_id>/address-changes/<int:change_id>/reject")
+def reject_change(batch_id: int, change_id: int):
+    try:
+        decision = address_approval.reject_change(
+            db.session,
+            batch_id=batch_id,
+            change_id=change_id,
+            user=current_user,
+            reason=request.form.get("reason", ""),
+            now=utcnow(),
+        )
+    except approval.ApprovalError as exc:
+        db.session.rollback()
+        if exc.status == 404:
+            abort(404)
+        flash(str(exc.message), "error")
+        return _back_to_changes(batch_id)
+    db.session.commit()
+    flash(_("Rejected: the address stays %(old)s.", old=decision.change.old_email), "success")
+    return _back_to_changes(batch_id)
+
+
 def init_app(app) -> None:
     @app.template_global()
     def batch_approval(batch):
         """What the batch page shows of its approval (``batches/_approval.html``)."""
         return approval.page(db.session, batch=batch, user=current_user)
+
+    @app.template_global()
+    def address_changes(batch, request_id=None):
+        """The batch's (or one request's) address changes waiting for approval
+        (``batches/_address_changes.html``)."""
+        return address_approval.waiting_changes(db.session, batch=batch, user=current_user, request_id=request_id)
+
+    @app.template_global()
+    def address_changes_held(batch) -> bool:
+        """Whether a change of where this batch's documents go waits for approval (the forms ask for a note)."""
+        return needs_approval(db.session, batch=batch)

@@ -6,6 +6,7 @@ from flask import Blueprint, flash, redirect, request, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
 
+from bulksign.batches.batch_access import access_panel, set_notice_address
 from bulksign.core.extensions import db
 from bulksign.models import utcnow
 from bulksign.people import access
@@ -37,7 +38,7 @@ def unshare(batch_id: int, user_id: int):
 
 @bp.post("/<int:batch_id>/notices")
 def notices(batch_id: int):
-    batch = access.set_notice_address(
+    batch = set_notice_address(
         db.session,
         batch_id=batch_id,
         choice=request.form.get("notify_to"),
@@ -58,4 +59,4 @@ def init_app(app) -> None:
     @app.template_global()
     def batch_access(batch):
         """The batch's team, notice address and shares, for the batch page (``batches/_access.html``)."""
-        return access.batch_access(db.session, batch=batch, user=current_user)
+        return access_panel(db.session, batch=batch, user=current_user)

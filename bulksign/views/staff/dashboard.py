@@ -7,6 +7,7 @@ only swaps HTML. No page shows a recipient's signing link or token.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from flask import (
     Blueprint,
@@ -29,7 +30,7 @@ from bulksign.batches import dashboard, field_values, party_progress, recipients
 from bulksign.batches import timeline as request_timeline
 from bulksign.batches.bulk_actions import ACTIONS, INLINE_LIMIT, BulkOutcome, enqueue_bulk, run_staff_action
 from bulksign.batches.exports import latest_export, start_signed_zip
-from bulksign.batches.progress import BatchActionError
+from bulksign.batches.progress import BatchActionError, cancel_reason
 from bulksign.batches.recipients_table import DashboardError, RecipientFilter
 from bulksign.batches.reminders import reminder_schedule
 from bulksign.batches.skipped_rows import skipped_rows_csv
@@ -102,6 +103,12 @@ def index():
     return render_template(
         "batches/index.html", listing=listing, q=q, can_create="uploads.new" in current_app.view_functions
     )
+
+
+def _detail_url(batch_id: int, flt: RecipientFilter, cursor: str | None = None) -> str:
+    """The batch page showing the table as ``flt`` filters and sorts it (at ``cursor``'s page)."""
+    args: dict[str, Any] = {**flt.as_args(), **({"cursor": cursor} if cursor else {})}
+    return url_for("batches.detail", batch_id=batch_id, **args)
 
 
 def _table_context(batch_id: int, flt: RecipientFilter, cursor: str | None, counts=None, roles=None) -> dict:
@@ -214,7 +221,7 @@ def table(batch_id: int):
         **_table_context(batch_id, flt, cursor),
     )
     # The address bar follows the filter, sort and page: a reload, a bookmark or "back" shows the same table.
-    page_url = url_for("batches.detail", batch_id=batch_id, **flt.as_args(), **({"cursor": cursor} if cursor else {}))
+    page_url = _detail_url(batch_id, flt, cursor)
     return html, {"HX-Push-Url": page_url}
 
 
@@ -282,7 +289,7 @@ def _message(outcome: BulkOutcome, batch: Batch) -> tuple[str, str]:
     )
 
 
-def _in_background(batch_id: int, action: str, flt: RecipientFilter, matching: int):
+def _in_background(batch_id: int, action: str, flt: RecipientFilter, matching: int, reason: str | None):
     # The job by filter takes a status and a search only (jobs.bulk): a "waiting for <role>" selection is resolved
     # here, so the job acts on those rows, not on every row of that status.
     ids = None
@@ -300,6 +307,7 @@ def _in_background(batch_id: int, action: str, flt: RecipientFilter, matching: i
         request_ids=ids,
         extend_days=extend_days_field(),
         force=request.form.get("force") == "1",
+        reason=reason,
     )
     log(
         logger,
@@ -318,7 +326,12 @@ def bulk_action(batch_id: int):
     view = _batch_or_404(batch_id)
     action = request.form.get("action", "")
     flt = _filter_from(request.form)
-    back = redirect(url_for("batches.detail", batch_id=batch_id, **flt.as_args()))
+    back = redirect(_detail_url(batch_id, flt))
+    try:
+        reason = cancel_reason(request.form.get("reason")) if action in ("cancel", "cancel_batch") else None
+    except BatchActionError as exc:
+        flash(str(exc.message), "error")
+        return back
     ids: list[int] = []
     if action != "cancel_batch":
         if action not in ACTIONS:
@@ -328,7 +341,7 @@ def bulk_action(batch_id: int):
         if select_all:
             matching = recipients_table.count_matching(db.session, batch_id=batch_id, flt=flt)
             if matching > INLINE_LIMIT:
-                _in_background(batch_id, action, flt, matching)
+                _in_background(batch_id, action, flt, matching, reason)
                 return back
         ids = list(
             recipients_table.resolve_selection(
@@ -349,6 +362,7 @@ def bulk_action(batch_id: int):
             now=now,
             extend_days=extend_days_field(),
             force=request.form.get("force") == "1",
+            reason=reason,
         )
     except BatchActionError as exc:
         flash(str(exc.message), "error")

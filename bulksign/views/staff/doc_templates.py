@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, request, url_for
 from flask_babel import get_locale
@@ -27,6 +28,7 @@ from bulksign.doc_templates.mail_texts import (
     current_text,
     mail_text,
 )
+from bulksign.doc_templates.render_path import render_path
 from bulksign.doc_templates.roles import template_roles
 from bulksign.doc_templates.variables import BUILTIN_VARIABLES, sample_row
 from bulksign.documents import pdf_pages
@@ -207,7 +209,7 @@ def set_fields(template_id: int):
     """The settings of the fields the signer fills, from the template page's list: saved as a new version."""
     template = access.template_for_edit(db.session, template_id=template_id, user=current_user)
     version = dt.get_version(db.session, template_id=template.id) or abort(404)
-    given = [
+    given: list[dict[str, Any]] = [
         {
             "name": field.name,
             **{key: request.form.get(f"{field.name}-{key}", "") for key in ("type", "label", "pattern", "role")},
@@ -255,6 +257,7 @@ def _detail_page(
         fields=template_fields(version) if fields is None else fields,
         fields_error=fields_error,
         field_types=FIELD_TYPE_LABELS,
+        render=render_path(version, enabled=current_app.config["RENDER_TOGETHER"]),
         all_variables=sorted({*version.variables, *([SIGNATURE_VARIABLE] if signature else [])}),
         # A kept default subject reads as its recipients (and these staff) get it: in the page's language.
         subjects={f: mail_text(getattr(version, f), language=str(get_locale())) for f in MAIL_FIELDS},

@@ -1,9 +1,5 @@
-"""Staff actions from the batch page: remind now, resend with a new link, correct an address.
-
-Form fields: ``request_ids`` (repeated), ``selector`` (``not_signed`` / ``not_opened``),
-``extend_days``, ``email``, ``role`` (remind, resend or correct the address of that party instead of the recipient). HTMX posts get the ``reminders/_result.html`` partial; plain posts
-are redirected back to the batch page with a flash saying what was queued and what was skipped.
-"""
+"""Staff actions from the batch page: remind now, resend with a new link, correct an address (the form fields:
+docs/architecture/views.md)."""
 
 from __future__ import annotations
 
@@ -12,11 +8,11 @@ from flask_babel import gettext as _
 from flask_babel import ngettext
 from flask_login import current_user
 
+from bulksign.batches.address_changes import change_email
 from bulksign.batches.bulk_actions import run_staff_action
 from bulksign.batches.countersign_digests import send_digests_now
 from bulksign.batches.manual_reminders import SELECTORS
 from bulksign.batches.progress import BatchActionError
-from bulksign.batches.resend import change_email
 from bulksign.core.extensions import db
 from bulksign.models import RECIPIENT_ROLE, Batch, SigningRequest, utcnow
 from bulksign.views._forms import extend_days_field
@@ -151,6 +147,24 @@ def resend_one(request_id: int):
     return _resend(_request_or_404(request_id).batch_id, [request_id])
 
 
+def _held(change) -> str:
+    """What the asker reads when the change waits for approval."""
+    if change.role == RECIPIENT_ROLE:
+        return _(
+            "The change from %(old)s to %(new)s waits for approval by a manager of the team or an admin: nothing "
+            "goes to %(new)s until then, and approving it sends the new link there.",
+            old=change.old_email,
+            new=change.new_email,
+        )
+    return _(
+        "The change of the %(role)s's address from %(old)s to %(new)s waits for approval by a manager of the team "
+        "or an admin: nothing goes to %(new)s until then, and approving it sends the new link there.",
+        role=change.role,
+        old=change.old_email,
+        new=change.new_email,
+    )
+
+
 @bp.post("/requests/<int:request_id>/email")
 def update_email(request_id: int):
     batch_id = _request_or_404(request_id).batch_id
@@ -163,10 +177,13 @@ def update_email(request_id: int):
             user=current_user,
             now=utcnow(),
             role=role,
+            note=request.form.get("note"),
         )
     except BatchActionError as exc:
         return _refused(batch_id, exc)
     db.session.commit()
+    if change.pending is not None:
+        return _answer(batch_id, _held(change), "info")
     if not change.changed:
         return _answer(batch_id, _("The address is unchanged."), "info")
     if role != RECIPIENT_ROLE:

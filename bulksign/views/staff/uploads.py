@@ -12,14 +12,9 @@ from flask import Blueprint, Response, abort, current_app, flash, redirect, rend
 from flask_babel import get_locale, ngettext
 from flask_login import current_user
 
-from bulksign.batches import retention
-from bulksign.batches.creation import (
-    BatchError,
-    PartySettings,
-    create_batch,
-    party_settings_from_form,
-    settings_from_form,
-)
+from bulksign.batches.batch_settings import BatchError, PartySettings, party_settings_from_form, settings_from_form
+from bulksign.batches.creation import create_batch
+from bulksign.core.errors import Message
 from bulksign.core.extensions import db
 from bulksign.core.localtime import canonical_zone, zone_groups
 from bulksign.doc_templates import versions as dt
@@ -63,7 +58,7 @@ def _page(
     status: int = 200,
     report: ValidationReport | None = None,
     upload: StoredUpload | None = None,
-    error: str | None = None,
+    error: Message | None = None,
     template_id: int | None = None,
     field_errors: dict | None = None,
     choices: dict[str, str] | None = None,
@@ -137,8 +132,15 @@ def validate():
             **signers.file_check,
         )
         upload = store_upload(
-            get_storage(), data=data, filename=filename, user_id=current_user.id, template_id=version.template_id
+            db.session,
+            get_storage(),
+            data=data,
+            filename=filename,
+            user_id=current_user.id,
+            template_id=version.template_id,
+            now=utcnow(),
         )
+        db.session.commit()
     except UploadError as exc:
         return _check_refused(exc)
     return _checked(report, upload=upload, template_id=version.template_id, choices={})
@@ -162,7 +164,7 @@ def _check_stored(upload_id: str, **options) -> tuple[StoredUpload, TemplateVers
     """The user's stored file, its template's version and the file checked again against it (``options``: those of
     ``validate_recipients``). Nothing the browser sent back about the rows is trusted: they are read again.
     UploadError for a file gone, another's, or one that cannot be read."""
-    upload = load_upload(get_storage(), upload_id=upload_id, user_id=current_user.id)
+    upload = load_upload(db.session, get_storage(), upload_id=upload_id, user_id=current_user.id)
     version = template_version(upload.template_id)
     signers = _signers(version)
     report = validate_recipients(
@@ -217,7 +219,6 @@ def create():
             max_errors=None,
         )
         settings = settings_from_form(request.form, default_name=f"{version.template.name} ({utcnow():%Y-%m-%d})")
-        keep_signed, keep_unsigned = retention.batch_days_from_form(request.form)
         result = create_batch(
             db.session,
             user=current_user,
@@ -227,20 +228,14 @@ def create():
             now=utcnow(),
             idempotency_key=request.form.get("form_token") or None,
             party_settings=_signers(version),
-            **settings.as_kwargs(),
+            upload_id=upload.upload_id,
+            settings=settings,
         )
     except UploadError as exc:
         return _page(status=exc.status, error=exc.message)
     except BatchError as exc:
         db.session.rollback()
         return _page(status=422, error=exc.message, field_errors={exc.field: exc.message} if exc.field else {})
-    except retention.RetentionError as exc:
-        return _page(status=422, error=exc.args[0], field_errors={exc.args[1]: exc.args[0]})
-    # After the batch's own commit: a crash in between leaves it on its team's periods, the safe side of a choice.
-    retention.set_batch_retention(
-        db.session, batch_id=result.batch.id, keep_signed_days=keep_signed, keep_unsigned_days=keep_unsigned
-    )
-    db.session.commit()
     if result.created:
         flash(
             ngettext(

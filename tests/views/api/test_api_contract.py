@@ -406,6 +406,16 @@ def _tour(app, world, spec) -> set[tuple[str, str]]:
         ("POST /batches/{batch_id}/evidence", f"/batches/{batch}/evidence", {}),
         ("POST /batches/{batch_id}/approve", f"/batches/{waiting}/approve", {}),
         ("POST /batches/{batch_id}/reject", f"/batches/{waiting}/reject", {"json": {"reason": "x"}}),
+        (
+            "POST /batches/{batch_id}/address-changes/{change_id}/approve",
+            f"/batches/{batch}/address-changes/1/approve",
+            {},
+        ),
+        (
+            "POST /batches/{batch_id}/address-changes/{change_id}/reject",
+            f"/batches/{batch}/address-changes/1/reject",
+            {"json": {"reason": "x"}},
+        ),
     ):
         for key, status in (("running", 409), ("answered", 422)):
             call(label, "POST", url, status, headers={**admin, "Idempotency-Key": key}, **(kwargs or upload()))
@@ -439,7 +449,50 @@ def _tour_approval(call, world, *, admin: dict, viewer: dict, upload) -> int:
     call(approve, "POST", f"/batches/{second}/approve", 409, headers=admin)
     too_long = {"Idempotency-Key": "k" * (idempotency.MAX_KEY_LENGTH + 1)}
     call(approve, "POST", f"/batches/{third}/approve", 400, headers={**admin, **too_long})
+    _tour_address_changes(call, first, creator=creator, admin=admin, viewer=viewer)
     return third
+
+
+def _tour_address_changes(call, batch: int, *, creator: dict, admin: dict, viewer: dict) -> None:
+    """Address changes in an approved batch of a team that requires approval: held (202) and listed, approved once,
+    rejected with a reason, never decided by whoever asked or a reader."""
+    first, second = db.session.scalars(
+        select(SigningRequest.id).where(SigningRequest.batch_id == batch).order_by(SigningRequest.id)
+    ).all()[:2]
+    email = "POST /requests/{request_id}/email"
+    asked = call(email, "POST", f"/requests/{first}/email", 202, headers=creator, json={"email": "a@moved.example"})
+    change = asked.json["pending_change"]["id"]
+    other = call(email, "POST", f"/requests/{second}/email", 202, headers=creator, json={"email": "b@moved.example"})
+    other = other.json["pending_change"]["id"]
+    listing = "GET /batches/{batch_id}/address-changes"
+    page = call(listing, "GET", f"/batches/{batch}/address-changes?limit=1", 200, headers=viewer).json
+    assert [c["id"] for c in page["items"]] == [change] and page["next_cursor"]
+    call(listing, "GET", f"/batches/{batch}/address-changes?status=maybe", 400, headers=viewer)
+    call(listing, "GET", f"/batches/{batch}/address-changes?cursor=bm9wZQ", 422, headers=viewer)
+    call(listing, "GET", "/batches/999999/address-changes", 404, headers=viewer)
+    approve = "POST /batches/{batch_id}/address-changes/{change_id}/approve"
+    reject = "POST /batches/{batch_id}/address-changes/{change_id}/reject"
+    why = {"json": {"reason": "Ask her on the phone first."}}
+    call(approve, "POST", f"/batches/{batch}/address-changes/{change}/approve", 403, headers=creator)
+    call(approve, "POST", f"/batches/{batch}/address-changes/{change}/approve", 403, headers=viewer)
+    call(approve, "POST", f"/batches/{batch}/address-changes/999999/approve", 404, headers=admin)
+    too_long = {"Idempotency-Key": "k" * (idempotency.MAX_KEY_LENGTH + 1)}
+    call(approve, "POST", f"/batches/{batch}/address-changes/{change}/approve", 400, headers={**admin, **too_long})
+    decided = call(approve, "POST", f"/batches/{batch}/address-changes/{change}/approve", 200, headers=admin).json
+    # Its request is not sent yet: its first invitation goes to the new address.
+    assert (decided["status"], decided["sent"], decided["not_sent_reason"]) == ("approved", False, "not_sent")
+    call(approve, "POST", f"/batches/{batch}/address-changes/{change}/approve", 409, headers=admin)
+    call(reject, "POST", f"/batches/{batch}/address-changes/{change}/reject", 409, headers=admin, **why)
+    call(reject, "POST", f"/batches/{batch}/address-changes/{other}/reject", 400, headers=admin, json={})
+    call(reject, "POST", f"/batches/{batch}/address-changes/{other}/reject", 422, headers=admin, json={"reason": " "})
+    call(reject, "POST", f"/batches/{batch}/address-changes/{other}/reject", 403, headers=viewer, **why)
+    call(reject, "POST", f"/batches/{batch}/address-changes/999999/reject", 404, headers=admin, **why)
+    assert (
+        call(reject, "POST", f"/batches/{batch}/address-changes/{other}/reject", 200, headers=admin, **why).json[
+            "status"
+        ]
+        == "rejected"
+    )
 
 
 def _tour_documents(call, world, *, admin: dict, viewer: dict, unrendered: int) -> None:

@@ -12,6 +12,7 @@ from flask import g
 from pypdf import PdfReader
 from sqlalchemy import select
 
+from bulksign.batches.field_values import values_by_name
 from bulksign.core.extensions import db
 from bulksign.documents.seal_keys import seal_key
 from bulksign.documents.sealing import check_seal
@@ -201,7 +202,9 @@ def test_the_signed_webhook_carries_the_urls_of_the_documents(app, client, staff
         db.session, url="https://hooks.example.com/in", events=["request.signed", "request.sent"], user_id=None, now=NOW
     )
     db.session.commit()
-    webhooks_out.collect(db.session, after_event_id=0, batches_since=NOW, now=NOW, app_url=APP_URL)
+    webhooks_out.collect(
+        db.session, after_event_id=0, batches_since=NOW, now=NOW, app_url=APP_URL, values_of=values_by_name
+    )
     db.session.commit()
     payloads = {d.event: d.payload for d in db.session.scalars(select(WebhookDelivery))}
     links = client.get(f"/api/v1/requests/{signed.id}", headers=staff).json["links"]

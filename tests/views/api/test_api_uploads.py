@@ -316,7 +316,8 @@ def test_the_full_error_report_downloads_as_csv(client, auth, template_id):
     report = client.get(link)
     assert report.status_code == 200 and report.mimetype == "text/csv"
     lines = report.get_data(as_text=True).lstrip("\ufeff").splitlines()
-    assert lines[0].startswith("row,column,message,") and len(lines) == 121 and lines[1].startswith("4,email,")
+    assert lines[0].startswith('"row","column","message",') and len(lines) == 121
+    assert lines[1].startswith('"4","email",')
 
 
 def test_another_user_cannot_use_my_upload(client, auth, template_id):

@@ -22,7 +22,12 @@ def _purged_declined(owner):
     r = make_sent_request(now=NOW, owner=owner, name="Anna Berg", email="anna@example.com")
     open_request(db.session, request_id=r.id, now=NOW, ip="203.0.113.5", user_agent="Phone/1")
     decline(db.session, request_id=r.id, now=NOW, reason="Wrong salary", ip="203.0.113.5", user_agent="Phone/1")
-    assert retention.purge_due(db.session, storage=get_storage(), now=LATER, on_page=db.session.commit).requests == 1
+    assert (
+        retention.purge_due(
+            db.session, storage=get_storage(), now=LATER, on_page=db.session.commit, upload_hours=24
+        ).requests
+        == 1
+    )
     return r
 
 
