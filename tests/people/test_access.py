@@ -202,7 +202,10 @@ def world(app, users):
     )
     db.session.add(evidence)
     # A file a signer attached to the request, for the attachment downloads (``ATTACHMENT`` in the URLs below).
-    request_id = db.session.scalar(db.select(SigningRequest.id).where(SigningRequest.batch_id == batch.id))
+    # The request out for signing: the one a resend is for (the failed one is retried, the signed one is done).
+    request_id = db.session.scalar(
+        db.select(SigningRequest.id).where(SigningRequest.batch_id == batch.id, SigningRequest.status == "sent")
+    )
     scan_key = f"batches/{batch.id}/requests/{request_id}/fields/{ATTACHMENT}.pdf"
     get_storage().put(scan_key, b"%PDF-1.4 scan", content_type="application/pdf")
     db.session.add(
