@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from bulksign.batches.notices import NoticeAddressError, chosen_notice_address
 from bulksign.batches.retention.periods import RetentionError, batch_days_from_form
@@ -55,7 +56,7 @@ class BatchSettings:
     keep_unsigned_days: int | None = None
 
 
-def _whole_number(raw, field: str, label: N_, low: int, high: int) -> int:
+def _whole_number(raw: object, field: str, label: N_, low: int, high: int) -> int:
     try:
         value = int(str(raw).strip())
     except (TypeError, ValueError):
@@ -177,7 +178,7 @@ class PartySettings:
     steps: Mapping[str, int]
 
     @property
-    def file_check(self) -> dict:
+    def file_check(self) -> dict[str, Any]:
         """What ``validate_recipients`` takes of them: the roles each row names, or the batch does once."""
         return {"roles": self.roles, "fixed_roles": tuple(self.fixed)}
 
@@ -187,7 +188,7 @@ def party_settings_from_form(form: Mapping[str, str], *, version: TemplateVersio
     ``{"email", "name", "phone"}``) or the web form's ``party_<role>_email`` (``_name``, ``_phone``) fields, and
     ``routing`` (JSON list of steps). BatchError naming the field for what cannot be used."""
     roles = template_roles(version)
-    given: str | dict = (form.get("parties") or "").strip()
+    given: str | dict[str, Any] = (form.get("parties") or "").strip()
     if not given:
         given = {
             role: {

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from flask import Flask
 from sqlalchemy import select
@@ -45,7 +46,7 @@ class TransientFailure(RuntimeError):
     """Raised after some requests were put back in ``pending``: RQ re-runs the job after a backoff."""
 
 
-def document_context(request: SigningRequest) -> dict:
+def document_context(request: SigningRequest) -> dict[str, Any]:
     """The variables a document sees: the row's columns, then the built-in ones."""
     return {
         **(request.data or {}),

@@ -18,7 +18,7 @@ from flask import Flask
 from flask_babel import force_locale
 from flask_mail import Message
 from markupsafe import Markup, escape
-from sqlalchemy import Update, bindparam, select, update
+from sqlalchemy import Row, Update, bindparam, select, update
 from sqlalchemy.orm import Session, joinedload
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -56,7 +56,7 @@ def request_deadline(request: SigningRequest, *, sent_at: datetime) -> datetime:
     return deadline_for(request.batch, sent_at=sent_at)
 
 
-def extended_deadline(request: SigningRequest, *, batch: Batch, extend_days: int, now: datetime) -> datetime:
+def extended_deadline(request: SigningRequest | Row[Any], *, batch: Batch, extend_days: int, now: datetime) -> datetime:
     """Extra days extend: from the current deadline, or from now when that has passed (never shortened)."""
     current = request.expires_at or deadline_for(batch, sent_at=request.sent_at or now)
     return max(current, now) + timedelta(days=extend_days)
