@@ -258,9 +258,12 @@ def step_not_started(party: type[Party] | AliasedClass[Party]) -> Exists:
 class Person(Protocol):
     """Who signs as a role (``recipients.parties.PartyPerson``)."""
 
-    email: str
-    name: str
-    phone: str | None
+    @property
+    def email(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def phone(self) -> str | None: ...
 
 
 def add_parties(
