@@ -71,6 +71,7 @@ def _printed(statements: Iterable[nodes.Node], scope: dict[str, frozenset[str]],
         elif isinstance(node, nodes.AssignBlock):
             body = _printed(node.body, dict(scope), sure=sure)
             fallback = node.filter is not None and _has_fallback(node.filter)
+            assert isinstance(node.target, (nodes.Name, nodes.NSRef))  # what Jinja parses a block's target to
             scope[node.target.name] = frozenset() if fallback else frozenset(body)
         elif isinstance(node, nodes.If):
             # The test only chooses a branch; each branch (elif, else) runs for some rows only.
@@ -84,9 +85,9 @@ def _printed(statements: Iterable[nodes.Node], scope: dict[str, frozenset[str]],
             _printed(node.else_, dict(scope), sure=False)
         elif isinstance(node, nodes.With):
             inner = dict(scope)
-            for target, value in zip(node.targets, node.values, strict=False):
+            for target, expr in zip(node.targets, node.values, strict=False):
                 for name in _names(target):
-                    inner[name] = _shown(value, scope) if sure and isinstance(target, nodes.Name) else frozenset()
+                    inner[name] = _shown(expr, scope) if sure and isinstance(target, nodes.Name) else frozenset()
             found |= _printed(node.body, inner, sure=sure)
         elif isinstance(node, nodes.FilterBlock):
             found |= _printed(node.body, dict(scope), sure=sure and not _has_fallback(node.filter))
