@@ -194,6 +194,7 @@ class Converter:
             self.served += documents
             converting_since = time.monotonic()
             left = max(deadline - converting_since, 0.01)
+            assert self._folder is not None  # ``_start`` made it
             proxy = _proxy(self._folder, left)
             try:
                 export = [*options, *([] if max_pages is None else [f"PageRange=1-{max_pages + 1}"])]
@@ -267,6 +268,7 @@ class Converter:
     def _wait_until_ready(self, deadline: float) -> None:
         """Wait for the starting LibreOffice until ``deadline``; a slow start is left running for the next call
         (a preview must answer before the web worker's timeout), a failed one is ended."""
+        assert self._process is not None and self._folder is not None  # ``_start`` ran
         proxy = _proxy(self._folder, 5)
         while self._process.poll() is None and time.monotonic() - self._started_at < START_SECONDS:
             try:

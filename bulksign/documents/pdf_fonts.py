@@ -8,9 +8,10 @@ import struct
 from collections import Counter
 from dataclasses import dataclass
 from io import BytesIO
+from typing import cast
 
 from pypdf import PdfReader, PdfWriter
-from pypdf.generic import ArrayObject, EncodedStreamObject, NameObject, NumberObject, StreamObject
+from pypdf.generic import ArrayObject, DictionaryObject, EncodedStreamObject, NameObject, NumberObject, StreamObject
 
 from bulksign.core.errors import BulksignError
 from bulksign.documents import font_programs
@@ -51,15 +52,17 @@ def keep_own_glyphs(writer: PdfWriter, *, run: RunFonts) -> Kept:
         fonts = {str(name)[1:]: font.get_object() for name, font in resources.get("/Font", {}).items()}
         for font in fonts.values():  # a font the page lists but shows nothing in keeps nothing
             used.setdefault(id(font), (font, set()))
-        read = _read(page.get_contents().get_data())
+        contents = page.get_contents()
+        assert contents is not None  # a page the renderer printed has its content stream
+        read = _read(contents.get_data())
         without_text.append(read.without_text)
         for name, codes in read.shown.items():
             if name not in fonts:
                 raise FontError(f"a page uses the font {name} that its resources do not list")
             used[id(fonts[name])][1].update(codes)
             _add_text(text, fonts[name], codes, run=run)
-    for font, codes in used.values():
-        _cut(font, codes | {0}, run=run)
+    for font, font_codes in used.values():
+        _cut(font, font_codes | {0}, run=run)
     return Kept(without_text, text)
 
 
@@ -70,8 +73,11 @@ def placed_text(pdf: bytes) -> tuple[Counter, Counter]:
     outside: Counter = Counter()
     run = RunFonts()
     for page in PdfReader(BytesIO(pdf)).pages:
-        fonts = {str(name)[1:]: font.get_object() for name, font in page["/Resources"].get("/Font", {}).items()}
-        read = _read(page.get_contents().get_data(), placed=True)
+        resources = cast(DictionaryObject, page["/Resources"])
+        fonts = {str(name)[1:]: font.get_object() for name, font in resources.get("/Font", {}).items()}
+        contents = page.get_contents()
+        assert contents is not None  # a page Qt printed has its content stream
+        read = _read(contents.get_data(), placed=True)
         for shown, into in ((read.shown, inside), (read.clipped, outside)):
             for name, codes in shown.items():
                 _add_text(into, fonts[name], codes, run=run)

@@ -193,11 +193,9 @@ def _first_frame(pieces: list[_Bounds], *, min_w: float, min_h: float) -> _Bound
     ``min_h`` large (a signature block's size for a signature's mark); None when no piece is."""
     while pieces:
         left, bottom, right, top = pieces.pop(0)
-        touching = True
-        while touching:
-            touching = [
-                p for p in pieces if p[0] <= right + 1 and left - 1 <= p[2] and p[1] <= top + 1 and bottom - 1 <= p[3]
-            ]
+        while touching := [
+            p for p in pieces if p[0] <= right + 1 and left - 1 <= p[2] and p[1] <= top + 1 and bottom - 1 <= p[3]
+        ]:
             for piece in touching:
                 pieces.remove(piece)
                 left, bottom, right, top = (
@@ -264,7 +262,9 @@ def _plain_calls() -> SimpleNamespace:
     def plain(name: str, returns=None):
         function = getattr(pdfium_c, name)
         prototype = ctypes.CFUNCTYPE(returns or function.restype, ctypes.c_void_p, *function.argtypes[1:])
-        return prototype(ctypes.cast(function, ctypes.c_void_p).value)
+        address = ctypes.cast(function, ctypes.c_void_p).value
+        assert address is not None  # a loaded library's function has an address
+        return prototype(address)
 
     return SimpleNamespace(
         FPDFPage_GetObject=plain("FPDFPage_GetObject", returns=ctypes.c_void_p),
