@@ -4,17 +4,19 @@ run in a job on the ``default`` queue, one slice per commit."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from bulksign.batches import counts as batch_counts
 from bulksign.batches.manual_reminders import send_manual_reminders
 from bulksign.batches.progress import (
+    CANCELLABLE,
     BatchActionError,
     CancelResult,
     batch_for_action,
@@ -31,6 +33,7 @@ from bulksign.batches.recipients_table import RecipientFilter
 from bulksign.batches.reconciler import revive_renders
 from bulksign.batches.resend import resend_with_new_link
 from bulksign.core.messages import N_
+from bulksign.core.slicing import slices
 from bulksign.models import Batch, SigningRequest, User
 from bulksign.models.status import WAITING_FOR_RECIPIENT, BatchStatus, Status
 from bulksign.work.pipeline import enqueue_sends
@@ -263,6 +266,19 @@ def waiting_count(session: Session, *, batch_id: int) -> int:
     """How many requests wait for their recipient (what a remind-all may reach; from the counters)."""
     counts = batch_counts.counters(session, [batch_id])[batch_id]
     return sum(counts[status] for status in WAITING_FOR_RECIPIENT)
+
+
+def cancellable_count(session: Session, *, request_ids: Sequence[int]) -> int:
+    """How many of these requests a cancel would stop."""
+    return sum(
+        session.scalar(
+            select(func.count())
+            .select_from(SigningRequest)
+            .where(SigningRequest.id.in_(part), SigningRequest.status.in_(CANCELLABLE))
+        )
+        or 0
+        for part in slices(list(request_ids))
+    )
 
 
 def reachable_ids(session: Session, *, action: str, batch_id: int) -> list[int]:
