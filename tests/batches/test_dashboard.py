@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import event, select
 
-from bulksign.batches import dashboard, recipients_table
+from bulksign.batches import bulk_actions, dashboard, recipients_table
 from bulksign.batches.recipients_table import DashboardError, RecipientFilter
 from bulksign.core.extensions import db
 from bulksign.models import Event, OutgoingMail, SigningRequest
@@ -406,9 +406,7 @@ def test_staff_pages_render_in_russian(client, auth, batch, users):
 
 
 def test_a_large_select_all_runs_in_a_background_job(client, auth, batch, run_jobs, monkeypatch):
-    from bulksign.views.staff import dashboard as views
-
-    monkeypatch.setattr(views, "INLINE_LIMIT", 3)
+    monkeypatch.setattr(bulk_actions, "INLINE_LIMIT", 3)
     auth.login()
     html = _bulk(client, batch.id, action="remind", select_all="1", status="not_opened").get_data(as_text=True)
     assert "being applied to 5 recipients in the background" in html
