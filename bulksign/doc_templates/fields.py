@@ -126,11 +126,8 @@ def shown_value(field: FieldSettings, value: str | None, *, language: str) -> N_
 
 
 def attachment_filename(name: str | None, *, content_type: str | None, field: str) -> str | None:
-    """The name an attachment is kept and given out under (the signed ZIP, the evidence package, downloads, the API,
-    webhooks): the stem of the signer's file name made safe (no folders, invisible or control characters, nothing
-    but letters, digits, spaces and ``._-()``, no dots or spaces at its ends, not a device name), then the extension
-    of the type its content was found to be, whatever the name said: ``invoice.bat`` of a PDF is ``invoice.pdf``.
-    The field's name stands in for a stem with nothing left; None stays None (a purged value)."""
+    """The safe name an attachment is kept and given out under: the signer's file name's stem made safe, with the
+    extension of the type its content was found to be; None stays None (a purged value)."""
     if name is None:
         return None
     extension = ATTACHMENT_TYPES.get(content_type or "", "")

@@ -46,10 +46,8 @@ class _BoundedCodeGenerator(CodeGenerator):
 
 
 class _BoundedSandbox(ImmutableSandboxedEnvironment):
-    """Jinja's sandbox bounds ``range`` but not ``'a' * 10**10``, ``(10**1000)**1000``, ``center(1000000000)``,
-    ``'%999999999s'|format``, ``replace`` or ``~`` multiplying a long text: each one C call that took gigabytes
-    or minutes in the web worker (preview) or a render job, beyond the reach of the time limit. These are
-    refused before they run (widths and counts), or as soon as a text grows past ``MAX_OUTPUT_CHARS``."""
+    """Jinja's sandbox with the single C calls that could take gigabytes or minutes (huge repeats, widths, powers)
+    refused before they run, and any text refused once it grows past ``MAX_OUTPUT_CHARS``."""
 
     intercepted_binops = frozenset({"*", "**", "%", "+"})
     code_generator_class = _BoundedCodeGenerator
@@ -106,12 +104,8 @@ ALLOWED_TESTS = tuple(sorted(name for name in sandbox.tests if name.isidentifier
 
 
 def refuse_unknown_names(ast: nodes.Template, *, source: str) -> None:
-    """TemplateBroken, with the line and the names that exist, for a filter or test the sandbox does not have
-    (``{{ salary|money }}``, ``{% if d is date %}``).
-
-    Jinja finds one only when it compiles the template, which listing its variables does: a 500 when it was saved.
-    And in a branch of an ``{% if %}`` it finds none until a row takes that branch, failing that row's render. So
-    every filter and test is checked here in the parsed template, wherever it is."""
+    """TemplateBroken, with the line and the names that exist, for a filter or test the sandbox does not have, wherever
+    it stands in the template (Jinja itself finds one only in a branch a row takes)."""
     for node in ast.find_all((nodes.Filter, nodes.Test)):
         if isinstance(node, nodes.Filter) and node.name not in sandbox.filters:
             raise TemplateBroken(

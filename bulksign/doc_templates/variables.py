@@ -38,17 +38,8 @@ def extract_variables(source: str) -> list[str]:
 
 
 def printed_variables(ast: nodes.Template) -> frozenset[str]:
-    """The row's variables ``ast`` prints whatever the row holds: an empty value would leave a gap in every
-    document ("made with  for the position"), so a row must give each of them a value.
-
-    Read from the syntax tree, and conservative: a variable counts only where it is surely printed, so that no
-    row is refused that the template was written to handle. Printed: ``{{ x }}`` at the top level or in a
-    ``{% with %}``, ``{% filter %}`` or ``{% block %}``; through filters and methods (``x|upper``, ``x.strip()``),
-    ``~`` and arithmetic; through a ``{% set y = x %}`` made at the top level and printed there (``{{ y }}``).
-    Not printed (optional): a variable only tested (``{% if x %}``, ``x is defined``, ``x == 'a'``); anything
-    inside an ``{% if %}`` branch, a ``{% for %}`` (it may run no time), a macro or a ``{% call %}``; a value
-    with a fallback (``x|default('—')``, ``x or ''``, ``x and y``, ``a if t else b`` unless both branches
-    print it); a filter's or a macro's arguments. So ``{% if x %}{{ x }}{% endif %}`` leaves ``x`` optional."""
+    """The variables ``ast`` surely prints whatever the row holds, so each row must give them a value; read
+    conservatively from the syntax tree (what counts as printed: docs/architecture/doc_templates.md)."""
     return frozenset(_printed(ast.body, {}, sure=True)) & meta.find_undeclared_variables(ast)
 
 

@@ -270,10 +270,8 @@ def _set_program(program: StreamObject, data: bytes, compressed: bytes) -> None:
 
 
 def cut_simple_font(font, codes: set[int], *, run: RunFonts) -> None:
-    """A simple font of LibreOffice's (one-byte codes, ``/Widths`` from ``/FirstChar``, an embedded TrueType program
-    that maps the codes to its glyphs through its own cmap, or no program at all) cut down to ``codes``: the other
-    glyphs' outlines and widths emptied, the ``/Widths`` of the other codes 0, the ``ToUnicode`` map listing
-    ``codes`` only; FontError for any other font (a Type 0, Type 3 or CFF one)."""
+    """A simple (one-byte) font of LibreOffice's cut down to ``codes``: the other glyphs, widths and ToUnicode entries
+    emptied; FontError for any other kind of font."""
     descriptor = font.get("/FontDescriptor")
     descriptor = descriptor.get_object() if descriptor is not None else {}
     if font.get("/Subtype") not in ("/TrueType", "/Type1") or "/FontFile" in descriptor or "/FontFile3" in descriptor:
