@@ -15,12 +15,16 @@ from bulksign.doc_templates.roles import template_roles
 from bulksign.mail.email_checks import check_email
 from bulksign.mail.mail_headers import CONTROL_CHARACTERS
 from bulksign.models import TemplateVersion
+from bulksign.models.batches import Reach
 from bulksign.models.parties import RECIPIENT_ROLE
 from bulksign.recipients.parties import PartyError, PartyPerson, fixed_parties
+from bulksign.recipients.phones import region_for
+from bulksign.recipients.row_checks import PhoneRule
 from bulksign.signing import parties
 
 MAX_REMINDERS = 5
 MAX_DEADLINE_DAYS = 365
+MAX_TEXT_CAP = 1_000_000
 
 
 class BatchError(BulksignError):
@@ -53,6 +57,27 @@ class BatchSettings:
     #: The batch's own retention periods (``retention.periods``); None: its team's.
     keep_signed_days: int | None = None
     keep_unsigned_days: int | None = None
+    #: How recipients are reached (mail, or text messages too) and at most how many texts the batch sends; None:
+    #: one per row with a phone and reminder (``texts_allowed``).
+    reach: Reach = Reach.MAIL
+    text_cap: int | None = None
+
+    def texts_allowed(self, *, phone_rows: int) -> int:
+        """At most this many texts for a batch with ``phone_rows`` rows with a phone: staff's cap, else an
+        invitation and each reminder per such row; none for a batch that only mails."""
+        if self.reach is Reach.MAIL:
+            return 0
+        return self.text_cap if self.text_cap is not None else phone_rows * (1 + self.max_reminders)
+
+
+def reach_from(raw: str) -> Reach:
+    """The batch's ``channel`` field as a ``Reach`` (blank: mail only); BatchError naming the field otherwise."""
+    try:
+        return Reach(raw.strip() or Reach.MAIL.value)
+    except ValueError:
+        raise BatchError(
+            N_("“Reach recipients by” must be one of %(known)s.", known=", ".join(r.value for r in Reach)), "channel"
+        ) from None
 
 
 def _whole_number(raw, field: str, label: N_, low: int, high: int) -> int:
@@ -147,6 +172,12 @@ def settings_from_form(form: Mapping[str, str], *, default_name: str) -> BatchSe
         keep_signed_days, keep_unsigned_days = batch_days_from_form(form)
     except RetentionError as exc:
         raise BatchError(exc.message, exc.field) from None
+    reach = reach_from(given("channel"))
+    text_cap = (
+        _whole_number(given("text_cap"), "text_cap", N_("Most text messages"), 0, MAX_TEXT_CAP)
+        if given("text_cap")
+        else None
+    )
     return BatchSettings(
         name=name,
         deadline_days=deadline,
@@ -162,6 +193,8 @@ def settings_from_form(form: Mapping[str, str], *, default_name: str) -> BatchSe
         one_time_code=one_time_code in ("1", "true", "yes", "on"),
         keep_signed_days=keep_signed_days,
         keep_unsigned_days=keep_unsigned_days,
+        reach=reach,
+        text_cap=text_cap,
     )
 
 
@@ -175,17 +208,23 @@ class PartySettings:
     fixed: Mapping[str, PartyPerson]
     #: Role → its step from 0 (``signing.parties.routing_steps``).
     steps: Mapping[str, int]
+    #: How the rows' phones are read when the batch texts (``row_checks.PhoneRule``); None: it only mails.
+    phones: PhoneRule | None = None
 
     @property
     def file_check(self) -> dict:
-        """What ``validate_recipients`` takes of them: the roles each row names, or the batch does once."""
-        return {"roles": self.roles, "fixed_roles": tuple(self.fixed)}
+        """What ``validate_recipients`` takes of them: the roles each row names, or the batch does once, and how
+        the rows' phones are read."""
+        return {"roles": self.roles, "fixed_roles": tuple(self.fixed), "phones": self.phones}
 
 
-def party_settings_from_form(form: Mapping[str, str], *, version: TemplateVersion) -> PartySettings:
+def party_settings_from_form(
+    form: Mapping[str, str], *, version: TemplateVersion, phone_region: str = ""
+) -> PartySettings:
     """The fixed parties and routing of a new batch from its form or API fields: ``parties`` (JSON role →
     ``{"email", "name", "phone"}``) or the web form's ``party_<role>_email`` (``_name``, ``_phone``) fields, and
-    ``routing`` (JSON list of steps). BatchError naming the field for what cannot be used."""
+    ``routing`` (JSON list of steps); with a ``channel`` that texts, how phones are read (national ones in
+    ``phone_region``, the ``PHONE_REGION`` setting, else the ``language``'s). BatchError naming the field."""
     roles = template_roles(version)
     given: str | dict = (form.get("parties") or "").strip()
     if not given:
@@ -203,4 +242,13 @@ def party_settings_from_form(form: Mapping[str, str], *, version: TemplateVersio
         raise BatchError(exc.message, "parties") from None
     except parties.RoutingError as exc:
         raise BatchError(exc.message, "routing") from None
-    return PartySettings(roles=tuple(roles), fixed=fixed, steps=steps)
+    reach = reach_from(form.get("channel") or "")
+    phones = (
+        None
+        if reach is Reach.MAIL
+        else PhoneRule(
+            region=region_for(language=(form.get("language") or "en").strip(), setting=phone_region),
+            without_address=reach.without_address,
+        )
+    )
+    return PartySettings(roles=tuple(roles), fixed=fixed, steps=steps, phones=phones)

@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
-from flask import Blueprint, g, request
+from flask import Blueprint, current_app, g, request
 from pydantic import BaseModel, ConfigDict, Field
 
 from bulksign.batches.batch_settings import (
     MAX_DEADLINE_DAYS,
     MAX_REMINDERS,
+    MAX_TEXT_CAP,
     BatchError,
     PartySettings,
     party_settings_from_form,
@@ -22,6 +23,7 @@ from bulksign.core.config import LANGUAGES
 from bulksign.core.extensions import db
 from bulksign.doc_templates.columns import needed_columns
 from bulksign.models import utcnow
+from bulksign.models.batches import Reach
 from bulksign.models.status import BATCH_STATE_NAMES, BatchStatus
 from bulksign.recipients import suppressions
 from bulksign.recipients.row_checks import RowError
@@ -65,6 +67,14 @@ class RecipientsForm(BaseModel):
         'JSON `{"employer": {"email": "...", "name": "...", "phone": "..."}}`. A role the file names per row in '
         "`<role>_email` (`<role>_name`, `<role>_phone`) columns needs none.",
     )
+    language: Language = Field(ABSENT, description="The recipients' language (default `en`).")
+    channel: Reach = Field(
+        ABSENT,
+        description="How recipients are reached: `mail` (the default), `text_without_address` (a row with a `phone` "
+        "and no `email` is invited and reminded by text), `text_on_bounce` (a bounced invitation or reminder goes "
+        "again by text to the row's phone) or `text_both`. Phones are checked and written in E.164; national ones "
+        "are read in the `PHONE_REGION` setting's region, else the `language`'s (`ru`: Russia).",
+    )
 
 
 class BatchForm(RecipientsForm):
@@ -99,7 +109,6 @@ class BatchForm(RecipientsForm):
         ABSENT, max_length=254, description="The address of the notices (with `notify_to=other`, or alone)."
     )
     team_id: RecordId = Field(ABSENT, description="Default: the template's team.")
-    language: Language = Field(ABSENT, description="The recipients' language (default `en`).")
     quiet_hours_start: int = Field(ABSENT, ge=0, le=23, description="No mail from this hour…")
     quiet_hours_end: int = Field(ABSENT, ge=0, le=23, description="…to this one, in `timezone`.")
     # No max_length here: the batch settings say what is wrong with a zone name in words ("Unknown time zone").
@@ -110,6 +119,13 @@ class BatchForm(RecipientsForm):
         description="Recipients confirm a 6-digit code sent by SMS (rows with a "
         "phone) or mail before they see and sign (default false); so does every other party of a template several "
         "sign (SMS to its `<role>_phone` or its `phone` in `parties`, else mail).",
+    )
+    text_cap: int = Field(
+        ABSENT,
+        ge=0,
+        le=MAX_TEXT_CAP,
+        description="At most this many text messages for the batch; default: an invitation and each reminder per "
+        "row with a phone. A text the cap stops is not sent, and the batch says so.",
     )
     keep_signed_days: int = Field(
         ABSENT,
@@ -156,6 +172,8 @@ class ValidationReportOut(BaseModel):
     encoding: str | None
     delimiter: str | None
     suppressed_count: int = Field(description="Valid rows whose address is on the suppression list (not mailed).")
+    phone_rows: int = Field(description="Valid rows with a phone (checked only when the `channel` texts).")
+    text_only_rows: int = Field(description="Valid rows with a phone and no address: reached by text alone.")
     suppressed: list[SuppressedOut] = Field(description="The first of them, with the list's reason.")
 
 
@@ -168,6 +186,8 @@ class BatchCreated(BaseModel):
     skipped_rows: int = Field(description="Rows left out for their errors (with `skip_invalid`), kept with the batch.")
     notify_email: str | None = Field(description="Who gets the batch's notices; null: its owner.")
     one_time_code: bool
+    channel: Reach
+    text_cap: int | None = Field(description="At most this many text messages; null for a batch that only mails.")
 
 
 def _upload_error(exc: UploadError) -> ApiError:
@@ -190,7 +210,9 @@ def validate():
     try:
         version = template_version(form.template_id)
         data, filename = uploaded_file()
-        signers = party_settings_from_form(request.form, version=version)
+        signers = party_settings_from_form(
+            request.form, version=version, phone_region=current_app.config["PHONE_REGION"]
+        )
         report = validate_recipients(
             data,
             filename=filename,
@@ -233,7 +255,9 @@ def create():
         version = template_version(form.template_id)
         data, filename = uploaded_file()
         settings = settings_from_form(request.form, default_name=f"{version.template.name} ({utcnow():%Y-%m-%d})")
-        signers = party_settings_from_form(request.form, version=version)
+        signers = party_settings_from_form(
+            request.form, version=version, phone_region=current_app.config["PHONE_REGION"]
+        )
         report = validate_recipients(
             data,
             filename=filename,
@@ -272,6 +296,8 @@ def create():
             skipped_rows=batch.skipped_count,
             notify_email=batch.notify_email,
             one_time_code=batch.one_time_code,
+            channel=Reach(batch.channel),
+            text_cap=batch.text_cap if batch.channel != Reach.MAIL else None,
         ),
         201,
     )
