@@ -26,12 +26,13 @@ from bulksign.mail.mailer import FOR_CANCELLED
 from bulksign.mail.outcomes import AGAIN, SERVER_GONE, Delivery, Outcome
 from bulksign.mail.smtp_link import SmtpLink
 from bulksign.models import OutgoingMail, SigningRequest, utcnow
-from bulksign.models.mail import MailKind, MailStatus
+from bulksign.models.mail import Channel, MailKind, MailStatus
 from bulksign.models.status import Status
 from bulksign.ops import telemetry
 from bulksign.people import password_resets
+from bulksign.recipients.phone_suppressions import barred_among, not_texted_reason
 from bulksign.recipients.suppressions import address_is_dead, in_force_among, not_sent_reason, suppress
-from bulksign.signing import digests, invitations, one_time_codes, party_mails, sealing
+from bulksign.signing import digests, invitations, link_texts, one_time_codes, party_mails, sealing
 from bulksign.signing import recipient_actions as signing
 from bulksign.signing.invitations import load_requests
 from bulksign.work import stopping
@@ -47,6 +48,7 @@ BUILDER_MODULES = (
     digests,
     expiry,
     invitations,
+    link_texts,
     notices,
     one_time_codes,
     password_resets,
@@ -97,7 +99,7 @@ def send_chunk(mail_ids: list[int], *, app: Flask, link: SmtpLink) -> str:
         if stopping.is_requested():
             handed_back = to_send[position:]
             break
-        if not sender.wait_for_slot(stop=stopping.requested):
+        if not sender.wait_for_slot(stop=stopping.requested, channel=Channel(mail.channel)):
             if stopping.is_requested():
                 handed_back = to_send[position:]
             else:
@@ -207,16 +209,24 @@ def _claim(session: Session, mail_ids: list[int], *, limit: int) -> _Claim:
 
 
 def _without_suppressed(session: Session, mails: list[OutgoingMail]) -> list[OutgoingMail]:
-    """Mails to addresses on the suppression list are not sent; their invitations fail with the reason."""
-    barred = in_force_among(session, [m.to_email for m in mails])
-    if not barred:
+    """Mails to addresses on the suppression list (texts to numbers that opted out) are not sent; their invitations
+    fail with the reason."""
+    barred = in_force_among(session, [m.to_email for m in mails if m.channel == Channel.MAIL])
+    stopped = barred_among(session, [m.to_phone or "" for m in mails if m.channel == Channel.TEXT])
+    reasons = {
+        mail.id: not_texted_reason(mail.to_phone or "")
+        if mail.channel == Channel.TEXT
+        else not_sent_reason(barred[mail.to_email.lower()])
+        for mail in mails
+        if (mail.to_phone in stopped if mail.channel == Channel.TEXT else mail.to_email.lower() in barred)
+    }
+    if not reasons:
         return mails
     now = utcnow()
     for mail in mails:
-        entry = barred.get(mail.to_email.lower())
-        if entry is None:
+        if mail.id not in reasons:
             continue
-        reason = not_sent_reason(entry)
+        reason = reasons[mail.id]
         mail.status, mail.error = MailStatus.CANCELLED, reason
         if mail.kind == INVITATION and mail.request_id is not None:
             transition(
@@ -226,7 +236,9 @@ def _without_suppressed(session: Session, mails: list[OutgoingMail]) -> list[Out
                 to=Status.FAILED,
                 now=now,
                 error_message=reason,
-                details={"suppressed": entry.source},
+                details={
+                    "suppressed": "opt_out" if mail.channel == Channel.TEXT else barred[mail.to_email.lower()].source
+                },
             )
         log(
             logger,
@@ -236,7 +248,7 @@ def _without_suppressed(session: Session, mails: list[OutgoingMail]) -> list[Out
             request_id=mail.request_id,
             kind=mail.kind,
         )
-    return [m for m in mails if m.to_email.lower() not in barred]
+    return [m for m in mails if m.id not in reasons]
 
 
 def _give_back(session: Session, mails: list[OutgoingMail], *, untried: bool) -> None:
@@ -277,6 +289,8 @@ def _settle(session: Session, mail: OutgoingMail, request: SigningRequest | None
             error=delivery.reason,
         )
         return Outcome.RETRY
+    if delivery.reference:
+        mail.provider_ref = delivery.reference
     if delivery.kind is Outcome.BOUNCED:
         _refused(session, mail, delivery, now=now)
     else:

@@ -43,9 +43,9 @@ def test_the_api_takes_phone_only_rows_with_a_texting_channel(app, users, client
     assert (created.json["channel"], created.json["text_cap"]) == ("text_both", 4)
     batch = db.session.get(Batch, created.json["id"])
     rows = db.session.execute(
-        select(SigningRequest.email, SigningRequest.phone).where(SigningRequest.batch_id == batch.id).order_by(
-            SigningRequest.id
-        )
+        select(SigningRequest.email, SigningRequest.phone)
+        .where(SigningRequest.batch_id == batch.id)
+        .order_by(SigningRequest.id)
     ).all()
     assert rows == [("", "+79991234567"), ("anna@example.com", "+79997654321")]
 

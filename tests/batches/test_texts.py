@@ -1,0 +1,119 @@
+"""Invitations and reminders by text on real workers, with a loopback stand-in for the SMS gateway: rows with a
+phone and no address are invited by text and sign from the texted link; the text fits two segments."""
+
+from __future__ import annotations
+
+import io
+import re
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select
+
+from bulksign.batches.reminders import queue_due_reminders
+from bulksign.core.extensions import db
+from bulksign.doc_templates.versions import create_template
+from bulksign.mail.text_segments import segments
+from bulksign.models import OutgoingMail, SigningRequest, utcnow
+from bulksign.people.users import create_api_key
+from bulksign.work.pipeline import enqueue_sends
+from tests.support.clock import NOW
+from tests.support.signatures import data_url, png
+from tests.support.sms_gateway import SmsGateway
+from tests.support.web import csrf_from
+
+LINK = re.compile(r"(https?://\S+/s/([A-Za-z0-9_-]+))")
+
+
+@pytest.fixture
+def gateway(app):
+    server = SmsGateway()
+    app.config["SMS_HTTP_URL"] = server.url
+    yield server
+    server.close()
+
+
+def create_batch(client, users, file: str, **fields) -> int:
+    users["staff"].display_name = "Staff User"
+    template = create_template(
+        db.session, name="Трудовой договор", html="<p>Договор: {{ name }}</p>", user=users["staff"], now=NOW
+    )
+    key = create_api_key(db.session, user=users["staff"], name="test", now=NOW).secret
+    db.session.commit()
+    created = client.post(
+        "/api/v1/batches",
+        content_type="multipart/form-data",
+        headers={"Authorization": f"Bearer {key}"},
+        data={"template_id": template.template.id, "file": (io.BytesIO(file.encode()), "p.csv"), **fields},
+    )
+    assert created.status_code == 201, created.json
+    return created.json["id"]
+
+
+def sign_from(client, link: str, name: str) -> None:
+    """Follow the texted link to the signing page and sign there, as the recipient's phone would."""
+    path = link.split("://", 1)[1].split("/", 1)[1]
+    opened = client.get(f"/{path}")
+    assert opened.status_code == 302
+    page = client.get(opened.headers["Location"])
+    assert page.status_code == 200
+    token = opened.headers["Location"].rsplit("/", 1)[1]
+    data = {"csrf_token": csrf_from(page), "name": name, "consent": "yes", "signature": data_url(png())}
+    assert client.post(f"/sign/{token}/sign", data=data).status_code in (200, 303)
+
+
+def test_phone_only_rows_are_invited_by_text_and_sign_from_the_texted_link(app, users, client, smtp, gateway, run_jobs):
+    batch_id = create_batch(
+        client,
+        users,
+        "email,name,phone\n,Иван Петров,8 999 123 45 67\n,Пётр Сидоров,+7 (999) 765-43-21\nanna@example.com,Анна,\n",
+        channel="text_without_address",
+        language="ru",
+    )
+    run_jobs("pdf", "mail")
+    texted = {t.to: t for t in gateway.received}
+    assert sorted(texted) == ["+79991234567", "+79997654321"]
+    assert [m.rcpt_tos for m in smtp.of_kind("invitation")] == [["anna@example.com"]]
+    ivan = texted["+79991234567"].text
+    # The first name only, the sender, the title, the short link; in Russian; within two segments.
+    link = LINK.search(ivan).group(1)
+    assert ivan == f"Иван, Staff User просит подписать «Трудовой договор»: {link}"
+    assert "Петров" not in ivan and segments(ivan).count <= 2
+    requests = db.session.scalars(
+        select(SigningRequest).where(SigningRequest.batch_id == batch_id).order_by(SigningRequest.id)
+    ).all()
+    assert [r.status for r in requests] == ["sent", "sent", "sent"]
+    for phone, name in (("+79991234567", "Иван Петров"), ("+79997654321", "Пётр Сидоров")):
+        sign_from(client, LINK.search(texted[phone].text).group(1), name)
+    run_jobs("pdf", "mail")
+    statuses = db.session.scalars(
+        select(SigningRequest.status).where(SigningRequest.batch_id == batch_id).order_by(SigningRequest.id)
+    ).all()
+    assert statuses == ["signed", "signed", "sent"]
+    # Nothing was mailed to the rows without an address (no confirmation to an empty one).
+    assert all(m.rcpt_tos == ["anna@example.com"] for m in smtp.received)
+    texts = db.session.scalars(
+        select(OutgoingMail).where(OutgoingMail.channel == "text").order_by(OutgoingMail.id)
+    ).all()
+    assert [(t.status, t.text_reason, t.provider_ref) for t in texts] == [
+        ("sent", "no_address", texted["+79991234567"].id),
+        ("sent", "no_address", texted["+79997654321"].id),
+    ]
+
+
+def test_reminders_of_phone_only_rows_go_by_text(app, users, client, smtp, gateway, run_jobs):
+    batch_id = create_batch(
+        client, users, "email,name,phone\n,Ivan,+79991234567\n", channel="text_both", reminder_days="1"
+    )
+    run_jobs("pdf", "mail")
+    assert len(gateway.received) == 1
+    queued: list[int] = []
+    queue_due_reminders(db.session, now=utcnow() + timedelta(days=1, hours=1), on_page=queued.extend)
+    db.session.commit()
+    enqueue_sends(queued)
+    run_jobs("mail")
+    first, reminder = gateway.received
+    assert reminder.to == "+79991234567" and reminder.text.startswith("Reminder: Staff User asks you to sign")
+    assert LINK.search(reminder.text).group(2) == LINK.search(first.text).group(2)
+    assert smtp.received == []
+    assert db.session.scalar(select(SigningRequest.status).where(SigningRequest.batch_id == batch_id)) == "sent"
