@@ -12,7 +12,7 @@ from flask import Flask
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bulksign.batches import approval, cancel_notices, expiry, notices, reminder_mails
+from bulksign.batches import approval, cancel_notices, expiry, notices, reminder_mails, texting
 from bulksign.batches.bounces import record_refused
 from bulksign.batches.notices import queued_completion_notices
 from bulksign.batches.progress import cancel_if_batch_stopped, close_if_done
@@ -93,6 +93,9 @@ def send_chunk(mail_ids: list[int], *, app: Flask, link: SmtpLink) -> str:
     sender = Sender(app=app, link=link)
     retry_reason = ""
     handed_back: list[OutgoingMail] = []
+    #: Texts queued in place of mails refused at sending (``texting.text_after_refusal``), and those left for later.
+    fallbacks: list[OutgoingMail] = []
+    later: list[OutgoingMail] = []
     # A bad address or one refused mail is the batch's business; our login or storage failing is the operator's.
     faults = OperatorFaults()
     for position, mail in enumerate(to_send):
@@ -109,13 +112,22 @@ def send_chunk(mail_ids: list[int], *, app: Flask, link: SmtpLink) -> str:
         delivery = _last_attempt(sender.send(session, mail), mail=mail, limit=limit)
         if delivery.fault is not None:
             faults.add(delivery.fault)
-        outcomes[_settle(session, mail, requests.get(mail.request_id), delivery)] += 1
+        outcomes[_settle(session, mail, requests.get(mail.request_id), delivery, fallbacks=fallbacks)] += 1
         if delivery.kind in AGAIN:
             retry_reason = delivery.reason
         if delivery.kind in SERVER_GONE:
             # The server is down or silent: the rest of the chunk would only wait for the same timeout.
             _give_back(session, to_send[position + 1 :], untried=True)
             break
+    # Invitations and reminders refused at sending whose links fall back to texts: sent now, in this job.
+    for position, text in enumerate(fallbacks):
+        if stopping.is_requested() or not sender.wait_for_slot(stop=stopping.requested, channel=Channel.TEXT):
+            later = fallbacks[position:]
+            break
+        text.attempts += 1
+        session.commit()
+        delivery = _last_attempt(sender.send(session, text), mail=text, limit=limit)
+        outcomes[_settle(session, text, requests.get(text.request_id), delivery, fallbacks=fallbacks)] += 1
     if handed_back:
         # The worker is stopping: the unsent rest goes back untried, to the queue, for another worker.
         _give_back(session, handed_back, untried=True)
@@ -125,7 +137,7 @@ def send_chunk(mail_ids: list[int], *, app: Flask, link: SmtpLink) -> str:
     faults.report(stage="mail")
     closed = [batch_id for batch_id in batch_ids if close_if_done(session, batch_id=batch_id, now=utcnow())]
     session.commit()
-    enqueue_sends(queued_completion_notices(session, batch_ids=closed))
+    enqueue_sends([*queued_completion_notices(session, batch_ids=closed), *(t.id for t in later)])
     summary = ", ".join(f"{kind} {n}" for kind, n in sorted(outcomes.items()))
     if claim.held and not retry_reason:
         retry_reason = f"{len(claim.held)} held until their requests' own invitations are out"
@@ -271,8 +283,16 @@ def _give_back(session: Session, mails: list[OutgoingMail], *, untried: bool) ->
     session.commit()
 
 
-def _settle(session: Session, mail: OutgoingMail, request: SigningRequest | None, delivery: Delivery) -> Outcome:
-    """Record one mail's outcome on the mail and what it moves, committed at once. Returns the outcome."""
+def _settle(
+    session: Session,
+    mail: OutgoingMail,
+    request: SigningRequest | None,
+    delivery: Delivery,
+    *,
+    fallbacks: list[OutgoingMail] | None = None,
+) -> Outcome:
+    """Record one mail's outcome on the mail and what it moves, committed at once; a text queued in place of a
+    refused mail joins ``fallbacks``. Returns the outcome."""
     now = utcnow()
     with telemetry.record(get_redis()) as figures:
         figures.count(telemetry.MAILS, (mail.kind, "deferred" if delivery.kind in AGAIN else delivery.kind))
@@ -292,7 +312,9 @@ def _settle(session: Session, mail: OutgoingMail, request: SigningRequest | None
     if delivery.reference:
         mail.provider_ref = delivery.reference
     if delivery.kind is Outcome.BOUNCED:
-        _refused(session, mail, delivery, now=now)
+        text = _refused(session, mail, delivery, now=now)
+        if text is not None and fallbacks is not None:
+            fallbacks.append(text)
     else:
         SETTLES.get(mail.kind, record_outcome)(session, mail=mail, request=request, delivery=delivery, now=now)
     session.commit()
@@ -309,9 +331,10 @@ def _settle(session: Session, mail: OutgoingMail, request: SigningRequest | None
     return delivery.kind
 
 
-def _refused(session: Session, mail: OutgoingMail, delivery: Delivery, *, now: datetime) -> None:
-    """Refused for good, whatever its kind: the address is suppressed when the server says it is dead, and the
-    request bounces naming whose address it was (``bounces.record_refused``); the caller commits."""
+def _refused(session: Session, mail: OutgoingMail, delivery: Delivery, *, now: datetime) -> OutgoingMail | None:
+    """Refused for good, whatever its kind: the address is suppressed when the server says it is dead; the link of a
+    recipient's invitation or reminder goes by text where the batch says so (the text returned), else the request
+    bounces naming whose address it was (``bounces.record_refused``); the caller commits."""
     error = f"The recipient's mail server refused the address: {delivery.reason}"
     mail.status, mail.error = MailStatus.BOUNCED, error
     if address_is_dead(error):
@@ -324,6 +347,10 @@ def _refused(session: Session, mail: OutgoingMail, delivery: Delivery, *, now: d
             batch_id=mail.batch_id,
             request_id=mail.request_id,
         )
+    text = texting.text_after_refusal(session, mail=mail, reason=delivery.reason or error, now=now)
+    if text is not None:
+        mail.error = f"{error} The link went by text instead."
+        return text
     if mail.request_id:
         mail.error = record_refused(
             session,
@@ -333,3 +360,4 @@ def _refused(session: Session, mail: OutgoingMail, delivery: Delivery, *, now: d
             kind=mail.kind,
             now=now,
         )
+    return None

@@ -4,9 +4,25 @@ docs/architecture/batches.md, "Text messages"."""
 
 from __future__ import annotations
 
-from flask_babel import lazy_gettext as _l
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
 
+from flask_babel import lazy_gettext as _l
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from bulksign.core.logs import log
+from bulksign.core.slicing import slices
+from bulksign.mail.mailer import queue_mails
+from bulksign.models import Event, OutgoingMail, SigningRequest
 from bulksign.models.batches import Reach
+from bulksign.models.mail import Channel, MailKind, MailStatus, TextReason
+from bulksign.models.status import WAITING_FOR_RECIPIENT
+from bulksign.recipients.phone_suppressions import barred_among
+
+logger = logging.getLogger(__name__)
 
 #: The batch's channel in words (the new-batch page, the batch page).
 REACH_LABELS = {
@@ -15,3 +31,163 @@ REACH_LABELS = {
     Reach.TEXT_ON_BOUNCE: _l("Email, and a text message when the email bounces"),
     Reach.TEXT_BOTH: _l("Email; text messages for rows without an address and when an email bounces"),
 }
+
+
+#: A text's state in words (its ``MailStatus``).
+TEXT_STATE_LABELS = {
+    MailStatus.QUEUED: _l("waiting to be sent"),
+    MailStatus.SENT: _l("sent"),
+    MailStatus.DELIVERED: _l("delivered"),
+    MailStatus.FAILED: _l("failed"),
+    MailStatus.CANCELLED: _l("not sent"),
+    MailStatus.BOUNCED: _l("failed"),
+}
+#: Why the request's link went by text, in words.
+TEXT_REASON_LABELS = {
+    TextReason.NO_ADDRESS: _l("By text"),
+    TextReason.MAIL_BOUNCED: _l("Mail bounced → sent by text"),
+}
+
+
+@dataclass(frozen=True)
+class TextState:
+    """The newest text of a request: why it went by text, where it stands, and what went wrong."""
+
+    reason: TextReason
+    status: MailStatus
+    error: str | None
+    #: The failed text's link went again by mail (``MailKind.LINK_AGAIN``).
+    mailed_instead: bool = False
+
+    @property
+    def label(self) -> str:
+        """"Mail bounced → sent by text · delivered", in the reader's language."""
+        if self.mailed_instead:
+            return str(_l("Text failed → sent by mail"))
+        return f"{TEXT_REASON_LABELS[self.reason]} · {TEXT_STATE_LABELS[self.status]}"
+
+
+def text_states(session: Session, *, request_ids: Sequence[int]) -> dict[int, TextState]:
+    """Each request among ``request_ids`` that was texted → the state of its newest text (a few queries)."""
+    found: dict[int, TextState] = {}
+    mailed: set[int] = set()
+    for part in slices(sorted(set(request_ids))):
+        for request_id, reason, status, error, channel in session.execute(
+            select(
+                OutgoingMail.request_id,
+                OutgoingMail.text_reason,
+                OutgoingMail.status,
+                OutgoingMail.error,
+                OutgoingMail.channel,
+            )
+            .where(
+                OutgoingMail.request_id.in_(part),
+                (OutgoingMail.channel == Channel.TEXT) | (OutgoingMail.kind == MailKind.LINK_AGAIN),
+            )
+            .order_by(OutgoingMail.id)
+        ):
+            if channel == Channel.MAIL:
+                mailed.add(request_id)
+            else:
+                found[request_id] = TextState(TextReason(reason), MailStatus(status), error)
+    return {i: replace(state, mailed_instead=i in mailed) for i, state in found.items()}
+
+
+#: The event of a bounced mail whose link went again by text, and of a failed text whose link went again by mail.
+FELL_BACK_TO_TEXT = "text.fallback"
+FELL_BACK_TO_MAIL = "mail.fallback"
+#: Mails whose bounce sends their link by text: the recipient's invitation and reminders.
+LINK_MAILS = frozenset({MailKind.INVITATION, MailKind.REMINDER})
+
+
+def _fallback_phone(session: Session, request: SigningRequest) -> str | None:
+    """The phone a bounced mail of ``request`` falls back to: its row's, when the batch texts on a bounce and the
+    number has not opted out; else None."""
+    if not Reach(request.batch.channel).on_bounce or not request.phone:
+        return None
+    return None if barred_among(session, [request.phone]) else request.phone
+
+
+def text_after_refusal(session: Session, *, mail: OutgoingMail, reason: str, now: datetime) -> OutgoingMail | None:
+    """A recipient's invitation or reminder refused at sending: when its batch texts on a bounce and its row has a
+    phone, the same link as a text of the same kind (an invitation's request then goes out by it), recorded as an
+    event; None when it does not fall back (the request bounces as before). The caller commits and sends it."""
+    if mail.kind not in LINK_MAILS or mail.party_id is not None or mail.request_id is None:
+        return None
+    request = session.get_one(SigningRequest, mail.request_id)
+    phone = _fallback_phone(session, request)
+    if phone is None:
+        return None
+    key = f"text-{mail.message_id.strip('<>').split('@', 1)[0]}"
+    [text_id] = queue_mails(
+        session,
+        [
+            {
+                "key": key,
+                "kind": mail.kind,
+                "to_email": "",
+                "subject": "",
+                "request_id": request.id,
+                "batch_id": request.batch_id,
+                "channel": Channel.TEXT,
+                "to_phone": phone,
+                "text_reason": TextReason.MAIL_BOUNCED,
+            }
+        ],
+        now=now,
+    )
+    _fell_back(session, request, kind=mail.kind, email=mail.to_email, reason=reason, now=now)
+    return session.get_one(OutgoingMail, text_id)
+
+
+def texts_after_reports(
+    session: Session, *, request_ids: Sequence[int], email: str, reason: str, now: datetime
+) -> dict[int, int]:
+    """Requests still waiting whose recipient's mail (to ``email``) a provider reported bounced: the link again by
+    text to each row's phone where the batch texts on a bounce (``LINK_AGAIN``), recorded as events. The ids of
+    the requests that fell back (they do not bounce) → the texts to send."""
+    fell: dict[int, int] = {}
+    for request in session.scalars(
+        select(SigningRequest).where(
+            SigningRequest.id.in_(list(request_ids)),
+            SigningRequest.status.in_([s.value for s in WAITING_FOR_RECIPIENT]),
+            func.lower(SigningRequest.email) == email,
+        )
+    ):
+        phone = _fallback_phone(session, request)
+        if phone is None:
+            continue
+        [text_id] = queue_mails(
+            session,
+            [
+                {
+                    "key": f"text-again-{request.id}-{(request.token_nonce or '')[:12]}",
+                    "kind": MailKind.LINK_AGAIN,
+                    "to_email": "",
+                    "subject": "",
+                    "request_id": request.id,
+                    "batch_id": request.batch_id,
+                    "channel": Channel.TEXT,
+                    "to_phone": phone,
+                    "text_reason": TextReason.MAIL_BOUNCED,
+                }
+            ],
+            now=now,
+        )
+        _fell_back(session, request, kind=MailKind.INVITATION, email=email, reason=reason, now=now)
+        fell[request.id] = text_id
+    return fell
+
+
+def _fell_back(session: Session, request: SigningRequest, *, kind: str, email: str, reason: str, now: datetime) -> None:
+    session.add(
+        Event(
+            request_id=request.id,
+            batch_id=request.batch_id,
+            type=FELL_BACK_TO_TEXT,
+            created_at=now,
+            actor="system",
+            details={"kind": str(kind), "email": email.lower(), "reason": reason[:500]},
+        )
+    )
+    log(logger, logging.INFO, "mail bounced, link sent by text", request_id=request.id, kind=str(kind))

@@ -13,6 +13,7 @@ from bulksign.core.extensions import csrf, db, get_redis
 from bulksign.models import utcnow
 from bulksign.ops import telemetry
 from bulksign.people.auth import public
+from bulksign.work.pipeline import enqueue_sends
 
 bp = Blueprint("webhooks", __name__, url_prefix="/webhooks")
 
@@ -45,6 +46,8 @@ def bounces():
     now = utcnow()
     results = [record_report(db.session, report=report, now=now) for report in reports]
     db.session.commit()
+    # A bounced link that falls back to a text goes out at once.
+    enqueue_sends([mail_id for r in results for mail_id in r.texts], at_front=True)
     with telemetry.record(get_redis()) as figures:
         for kind in ("bounce", "complaint"):
             figures.count(telemetry.MAIL_REPORTS, (kind,), sum(1 for r in reports if r.kind == kind))
@@ -54,6 +57,7 @@ def bounces():
         # Already bounced by another party's returned invitation: this report's party is named too.
         bounced_too=sum(len(r.bounced_too) for r in results),
         complained=sum(len(r.complained) for r in results),
+        texted=sum(len(r.texts) for r in results),
     )
 
 

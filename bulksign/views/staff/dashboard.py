@@ -26,7 +26,7 @@ from flask_babel import lazy_gettext as _l
 from flask_babel import ngettext
 from flask_login import current_user
 
-from bulksign.batches import dashboard, field_values, party_progress, recipients_table
+from bulksign.batches import dashboard, field_values, party_progress, recipients_table, texting
 from bulksign.batches import timeline as request_timeline
 from bulksign.batches.bulk_actions import ACTIONS, INLINE_LIMIT, BulkOutcome, enqueue_bulk, run_staff_action
 from bulksign.batches.exports import latest_export, start_signed_zip
@@ -124,6 +124,7 @@ def _table_context(batch_id: int, flt: RecipientFilter, cursor: str | None, coun
         "matching": recipients_table.count_matching(db.session, batch_id=batch_id, flt=flt, counts=counts),
         "roles": roles,
         "row_parties": _row_parties(batch_id, roles, [r.id for r in page.items]),
+        "row_texts": texting.text_states(db.session, request_ids=[r.id for r in page.items]),
         **_fields_context(batch_id, [r.id for r in page.items]),
     }
 
