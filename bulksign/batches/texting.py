@@ -61,7 +61,7 @@ class TextState:
 
     @property
     def label(self) -> str:
-        """"Mail bounced → sent by text · delivered", in the reader's language."""
+        """ "Mail bounced → sent by text · delivered", in the reader's language."""
         if self.mailed_instead:
             return str(_l("Text failed → sent by mail"))
         return f"{TEXT_REASON_LABELS[self.reason]} · {TEXT_STATE_LABELS[self.status]}"

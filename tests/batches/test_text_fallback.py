@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from bulksign.core.extensions import db
 from bulksign.models import Event, OutgoingMail, SigningRequest
-from tests.batches.test_texts import LINK, create_batch, gateway  # noqa: F401  (the fixture)
+from tests.support.texting import LINK, create_batch
 
 SECRET = "bounce-secret-45"
 FILE = "email,name,phone\ngone@example.com,Ivan Petrov,+79991234567\nanna@example.com,Anna,\n"
@@ -25,7 +25,9 @@ def _statuses(batch_id: int) -> list[str]:
     )
 
 
-def test_an_invitation_refused_at_sending_goes_by_text_within_the_same_job(app, users, client, auth, smtp, gateway, run_jobs):
+def test_an_invitation_refused_at_sending_goes_by_text_within_the_same_job(
+    app, users, client, auth, smtp, gateway, run_jobs
+):
     auth.login()
     smtp.handler.reject_recipients["gone@example.com"] = "550 5.1.1 No such user"
     batch_id = create_batch(client, users, FILE, channel="text_on_bounce")
@@ -49,7 +51,9 @@ def test_an_invitation_refused_at_sending_goes_by_text_within_the_same_job(app, 
     assert "Mail bounced → sent by text · sent" in page
 
 
-def test_a_reported_bounce_sends_the_same_link_by_text_and_the_request_stays_out(app, users, client, smtp, gateway, run_jobs):
+def test_a_reported_bounce_sends_the_same_link_by_text_and_the_request_stays_out(
+    app, users, client, smtp, gateway, run_jobs
+):
     app.config["BOUNCE_WEBHOOK_SECRET"] = SECRET
     batch_id = create_batch(client, users, FILE, channel="text_both")
     run_jobs("pdf", "mail")
