@@ -109,7 +109,7 @@ def send_chunk(mail_ids: list[int], *, app: Flask, link: SmtpLink) -> str:
                 _give_back(session, to_send[position:], untried=True)
                 retry_reason = "mail throttle busy"
             break
-        delivery = _last_attempt(sender.send(session, mail), mail=mail, limit=limit)
+        delivery = _last_attempt(_send(session, sender, mail), mail=mail, limit=limit)
         if delivery.fault is not None:
             faults.add(delivery.fault)
         outcomes[_settle(session, mail, requests.get(mail.request_id), delivery, fallbacks=fallbacks)] += 1
@@ -126,7 +126,7 @@ def send_chunk(mail_ids: list[int], *, app: Flask, link: SmtpLink) -> str:
             break
         text.attempts += 1
         session.commit()
-        delivery = _last_attempt(sender.send(session, text), mail=text, limit=limit)
+        delivery = _last_attempt(_send(session, sender, text), mail=text, limit=limit)
         outcomes[_settle(session, text, requests.get(text.request_id), delivery, fallbacks=fallbacks)] += 1
     if handed_back:
         # The worker is stopping: the unsent rest goes back untried, to the queue, for another worker.
@@ -144,6 +144,19 @@ def send_chunk(mail_ids: list[int], *, app: Flask, link: SmtpLink) -> str:
     if retry_reason:
         raise TransientFailure(f"{summary or 'nothing sent'}; the rest will be tried again: {retry_reason}")
     return summary
+
+
+def _send(session: Session, sender: Sender, mail: OutgoingMail) -> Delivery:
+    """Send one mail; a text first counts against its batch's cap, and is uncounted when it does not go."""
+    if mail.channel != Channel.TEXT:
+        return sender.send(session, mail)
+    stopped = texting.reserve_text(session, mail=mail, now=utcnow())
+    if stopped is not None:
+        return Delivery(Outcome.FAILED, stopped)
+    delivery = sender.send(session, mail)
+    if delivery.kind is not Outcome.SENT:
+        texting.release_text(session, mail=mail)
+    return delivery
 
 
 def _last_attempt(delivery: Delivery, *, mail: OutgoingMail, limit: int) -> Delivery:

@@ -10,13 +10,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from flask_babel import lazy_gettext as _l
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from bulksign.core.logs import log
 from bulksign.core.slicing import slices
 from bulksign.mail.mailer import queue_mails
-from bulksign.models import Event, OutgoingMail, SigningRequest
+from bulksign.models import Batch, Event, OutgoingMail, SigningRequest
 from bulksign.models.batches import Reach
 from bulksign.models.mail import Channel, MailKind, MailStatus, TextReason
 from bulksign.models.status import WAITING_FOR_RECIPIENT
@@ -91,6 +91,57 @@ def text_states(session: Session, *, request_ids: Sequence[int]) -> dict[int, Te
             else:
                 found[request_id] = TextState(TextReason(reason), MailStatus(status), error)
     return {i: replace(state, mailed_instead=i in mailed) for i, state in found.items()}
+
+
+def reserve_text(session: Session, *, mail: OutgoingMail, now: datetime) -> str | None:
+    """Count the text ``mail`` against its batch's cap before it goes (compare-and-set, so workers never pass it
+    together); None when it may go, else why not (the batch then says the cap stopped texts). Committed."""
+    if mail.batch_id is None:
+        return None
+    won = session.execute(
+        update(Batch)
+        .where(Batch.id == mail.batch_id, Batch.texts_sent < func.coalesce(Batch.text_cap, 0))
+        .values(texts_sent=Batch.texts_sent + 1)
+        .returning(Batch.id)
+    ).first()
+    if won is None:
+        cap = session.scalar(select(Batch.text_cap).where(Batch.id == mail.batch_id)) or 0
+        session.execute(
+            update(Batch)
+            .where(Batch.id == mail.batch_id, Batch.text_cap_reached_at.is_(None))
+            .values(text_cap_reached_at=now)
+        )
+        session.commit()
+        log(logger, logging.WARNING, "text not sent: the batch's cap is reached", batch_id=mail.batch_id, cap=cap)
+        return f"Not sent: the batch's limit of {cap} text messages is reached; raise it to send more."
+    session.commit()
+    return None
+
+
+def release_text(session: Session, *, mail: OutgoingMail) -> None:
+    """A text counted by ``reserve_text`` did not go (the provider refused it or was out of reach): uncounted.
+    The caller commits."""
+    if mail.batch_id is not None:
+        session.execute(
+            update(Batch).where(Batch.id == mail.batch_id, Batch.texts_sent > 0).values(texts_sent=Batch.texts_sent - 1)
+        )
+
+
+def texts_not_sent_for_cap(session: Session, *, batch_id: int) -> int:
+    """How many of the batch's texts the cap stopped (the batch page says it)."""
+    return (
+        session.scalar(
+            select(func.count())
+            .select_from(OutgoingMail)
+            .where(
+                OutgoingMail.batch_id == batch_id,
+                OutgoingMail.channel == Channel.TEXT,
+                OutgoingMail.status == MailStatus.FAILED,
+                OutgoingMail.error.like("Not sent: the batch's limit of %"),
+            )
+        )
+        or 0
+    )
 
 
 #: The event of a bounced mail whose link went again by text, and of a failed text whose link went again by mail.

@@ -79,6 +79,8 @@ class Batch(Model):
     channel: Mapped[str] = mapped_column(db.String(24), default="mail", server_default="mail")
     #: At most this many text messages for the batch (staff set it); None: the batch sends none.
     text_cap: Mapped[int | None] = mapped_column()
+    #: Texts handed to the provider so far, counted against ``text_cap`` by compare-and-set (``batches.texting``).
+    texts_sent: Mapped[int] = mapped_column(default=0, server_default="0")
     #: When the cap first stopped a text; None: it never did.
     text_cap_reached_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     #: Number of requests created; counts per status are kept in ``batch_status_counts``.

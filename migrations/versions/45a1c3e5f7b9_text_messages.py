@@ -23,6 +23,7 @@ def upgrade():
     with op.batch_alter_table("batches") as batch_op:
         batch_op.add_column(sa.Column("channel", sa.String(24), nullable=False, server_default="mail"))
         batch_op.add_column(sa.Column("text_cap", sa.Integer(), nullable=True))
+        batch_op.add_column(sa.Column("texts_sent", sa.Integer(), nullable=False, server_default="0"))
         batch_op.add_column(sa.Column("text_cap_reached_at", sa.DateTime(timezone=True), nullable=True))
     with op.batch_alter_table("outgoing_mails") as batch_op:
         batch_op.add_column(sa.Column("channel", sa.String(10), nullable=False, server_default="mail"))
@@ -48,5 +49,5 @@ def downgrade():
         for column in ("delivered_at", "provider_ref", "text_reason", "to_phone", "channel"):
             batch_op.drop_column(column)
     with op.batch_alter_table("batches") as batch_op:
-        for column in ("text_cap_reached_at", "text_cap", "channel"):
+        for column in ("text_cap_reached_at", "texts_sent", "text_cap", "channel"):
             batch_op.drop_column(column)

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from flask import g
 from sqlalchemy import select
 
 from bulksign.batches.reminders import queue_due_reminders
 from bulksign.core.extensions import db
+from bulksign.mail.delivery import Sender
+from bulksign.mail.smtp_link import SmtpLink
 from bulksign.mail.text_segments import segments
 from bulksign.models import OutgoingMail, SigningRequest, utcnow
+from bulksign.models.mail import Channel
 from bulksign.work.pipeline import enqueue_sends
 from tests.support.texting import LINK, create_batch, sign_from
 
@@ -70,3 +74,30 @@ def test_reminders_of_phone_only_rows_go_by_text(app, users, client, smtp, gatew
     assert LINK.search(reminder.text).group(2) == LINK.search(first.text).group(2)
     assert smtp.received == []
     assert db.session.scalar(select(SigningRequest.status).where(SigningRequest.batch_id == batch_id)) == "sent"
+
+
+def test_the_cap_stops_texts_and_the_batch_says_so(app, users, client, auth, smtp, gateway, run_jobs):
+    auth.login()
+    rows = "".join(f",Person {i},+7999123456{i}\n" for i in range(3))
+    batch_id = create_batch(client, users, "email,name,phone\n" + rows, channel="text_without_address", text_cap="2")
+    run_jobs("pdf", "mail")
+    assert len(gateway.received) == 2
+    requests = db.session.execute(
+        select(SigningRequest.status, SigningRequest.error_message)
+        .where(SigningRequest.batch_id == batch_id)
+        .order_by(SigningRequest.id)
+    ).all()
+    reason = "Not sent: the batch's limit of 2 text messages is reached; raise it to send more."
+    assert requests == [("sent", None), ("sent", None), ("failed", reason)]
+    g.pop("_login_user", None)
+    page = client.get(f"/batches/{batch_id}").get_data(as_text=True)
+    assert "2 of at most 2 text messages sent" in page
+    assert "the batch reached its limit of 2 text messages" in page
+
+
+def test_texts_have_their_own_global_throttle(app):
+    app.config["SMS_RATE_PER_MINUTE"] = 7
+    sender = Sender(app=app, link=SmtpLink())
+    texts, mails = sender.throttles[Channel.TEXT], sender.throttles[Channel.MAIL]
+    assert (texts.key, texts.rate) == ("bulksign:throttle:sms", 7)
+    assert mails.key != texts.key and mails.rate == app.config["MAIL_RATE_PER_MINUTE"]

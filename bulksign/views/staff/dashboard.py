@@ -38,6 +38,7 @@ from bulksign.core.extensions import db
 from bulksign.core.logs import log
 from bulksign.documents.storage import StorageError, get_storage
 from bulksign.models import Batch, utcnow
+from bulksign.models.batches import Reach
 from bulksign.views._downloads import csv_response, signer_attachment
 from bulksign.views._forms import extend_days_field
 from bulksign.views._results import background_message, reminders_done, resend_done
@@ -187,6 +188,7 @@ def detail(batch_id: int):
         export=latest_export(db.session, batch_id=batch_id),
         filters=recipients_table.FILTERS,
         view=view,
+        reach_label=texting.REACH_LABELS[Reach(view.batch.channel)],
         **_progress_context(view.batch, view.progress, parties),
         **_table_context(batch_id, flt, request.args.get("cursor"), view.counts, parties.roles),
     )
