@@ -67,6 +67,14 @@ class TextState:
         return f"{TEXT_REASON_LABELS[self.reason]} · {TEXT_STATE_LABELS[self.status]}"
 
 
+def channel_cells(state: TextState | None) -> tuple[str, str | None, str | None]:
+    """A request's ``channel`` (``mail`` or ``text``), its newest text's state and why it went by text, as the API
+    and the CSV export give them (a failed text's link mailed instead: ``mail``)."""
+    if state is None:
+        return "mail", None, None
+    return ("mail" if state.mailed_instead else "text"), state.status.value, state.reason.value
+
+
 def text_states(session: Session, *, request_ids: Sequence[int]) -> dict[int, TextState]:
     """Each request among ``request_ids`` that was texted → the state of its newest text (a few queries)."""
     found: dict[int, TextState] = {}

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Literal, cast
 from flask import Blueprint, g
 from pydantic import BaseModel, Field
 
-from bulksign.batches import dashboard, field_values, recipients_table
+from bulksign.batches import dashboard, field_values, recipients_table, texting
 from bulksign.batches.field_values import GivenValue
 from bulksign.batches.recipients_table import DashboardError, RecipientFilter
 from bulksign.core import keyset
@@ -156,6 +156,18 @@ class SigningRequestOut(BaseModel):
     attachments: list[AttachmentOut] = Field(
         default_factory=list, description="The files the signers attached, with their links."
     )
+    phone: str | None = Field(None, description="The row's phone (E.164 in a batch that texts); null once purged.")
+    channel: str = Field(
+        "mail",
+        description="How the link reached the recipient: `mail`, or `text` (a row without an address, or a bounced "
+        "mail's link sent by text); `mail` again when a failed text's link was mailed instead.",
+    )
+    text_state: str | None = Field(
+        None, description="The newest text's state: `queued`, `sent`, `delivered`, `failed`, `cancelled`; null: none."
+    )
+    text_reason: str | None = Field(
+        None, description="Why it went by text: `no_address`, or `mail_bounced`; null: no text."
+    )
 
 
 class RequestPage(NextCursor):
@@ -227,9 +239,13 @@ def _attachment_out(request_id: int, v: GivenValue) -> AttachmentOut:
     )
 
 
-def _request_out(r: SigningRequest, given: tuple[GivenValue, ...] = ()) -> SigningRequestOut:
-    """The request as the API gives it, with what its signers filled in (``field_values.given_values``)."""
+def _request_out(
+    r: SigningRequest, given: tuple[GivenValue, ...] = (), texted: texting.TextState | None = None
+) -> SigningRequestOut:
+    """The request as the API gives it, with what its signers filled in (``field_values.given_values``) and how its
+    link went (``texting.text_states``)."""
     kept = r.purged_at is None
+    channel, text_state, text_reason = texting.channel_cells(texted)
     assert r.row_number is not None  # every request is a row of its file
     return SigningRequestOut(
         id=r.id,
@@ -250,6 +266,10 @@ def _request_out(r: SigningRequest, given: tuple[GivenValue, ...] = ()) -> Signi
         purged_at=r.purged_at,
         fields={v.name: v.value for v in given},
         attachments=[_attachment_out(r.id, v) for v in given if v.is_attachment],
+        phone=r.phone if kept else None,
+        channel=channel,
+        text_state=text_state,
+        text_reason=text_reason,
     )
 
 
@@ -301,9 +321,14 @@ def list_requests(batch_id: int):
         )
     except DashboardError as exc:
         raise ApiError(str(exc), 422, code="invalid_cursor") from None
-    given = field_values.given_values(db.session, batch_id=batch_id, request_ids=[r.id for r in page.items])
+    ids = [r.id for r in page.items]
+    given = field_values.given_values(db.session, batch_id=batch_id, request_ids=ids)
+    texts = texting.text_states(db.session, request_ids=ids)
     return answer(
-        RequestPage(items=[_request_out(r, given.get(r.id, ())) for r in page.items], next_cursor=page.next_cursor)
+        RequestPage(
+            items=[_request_out(r, given.get(r.id, ()), texts.get(r.id)) for r in page.items],
+            next_cursor=page.next_cursor,
+        )
     )
 
 
