@@ -48,7 +48,9 @@ def _texts() -> list[tuple[str, str, str | None]]:
     )
 
 
-def test_a_delivery_report_marks_the_text_delivered_and_staff_see_it(app, users, client, auth, gateway, reports, run_jobs):
+def test_a_delivery_report_marks_the_text_delivered_and_staff_see_it(
+    app, users, client, auth, gateway, reports, run_jobs
+):
     auth.login()
     batch_id = create_batch(client, users, PHONE_ONLY, channel="text_without_address")
     run_jobs("pdf", "mail")
@@ -68,7 +70,9 @@ def test_a_delivery_report_marks_the_text_delivered_and_staff_see_it(app, users,
 
 
 def test_a_failed_text_with_a_working_address_falls_back_to_mail(app, users, client, smtp, gateway, reports, run_jobs):
-    batch_id = create_batch(client, users, "email,name,phone\nanna@example.com,Anna,+79991234567\n", channel="text_both")
+    batch_id = create_batch(
+        client, users, "email,name,phone\nanna@example.com,Anna,+79991234567\n", channel="text_both"
+    )
     run_jobs("pdf", "mail")
     [invitation] = smtp.of_kind("invitation")
     # A soft bounce: the address stays usable, the link goes by text meanwhile.
@@ -148,7 +152,9 @@ def test_odd_reports_get_a_clear_answer(app, client, reports, body, status, answ
         assert "error" in response.json
 
 
-def test_the_api_and_the_csv_export_carry_the_channel_and_the_text_state(app, users, client, gateway, reports, run_jobs):
+def test_the_api_and_the_csv_export_carry_the_channel_and_the_text_state(
+    app, users, client, gateway, reports, run_jobs
+):
     key = create_api_key(db.session, user=users["staff"], name="reader", now=utcnow()).secret
     batch_id = create_batch(
         client,

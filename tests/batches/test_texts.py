@@ -101,3 +101,14 @@ def test_texts_have_their_own_global_throttle(app):
     texts, mails = sender.throttles[Channel.TEXT], sender.throttles[Channel.MAIL]
     assert (texts.key, texts.rate) == ("bulksign:throttle:sms", 7)
     assert mails.key != texts.key and mails.rate == app.config["MAIL_RATE_PER_MINUTE"]
+
+
+def test_invitations_go_through_twilio_when_it_is_configured(app, users, client, gateway, run_jobs):
+    app.config.update(
+        TWILIO_ACCOUNT_SID="AC45", TWILIO_AUTH_TOKEN="tok", TWILIO_FROM="+15005550006", TWILIO_API_URL=gateway.base
+    )
+    create_batch(client, users, "email,name,phone\n,Ivan,+79991234567\n", channel="text_without_address")
+    run_jobs("pdf", "mail")
+    [sent] = gateway.received
+    assert sent.path == "/2010-04-01/Accounts/AC45/Messages.json" and sent.to == "+79991234567"
+    assert db.session.scalar(select(OutgoingMail.provider_ref).where(OutgoingMail.channel == "text")) == sent.id
