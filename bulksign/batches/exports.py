@@ -126,7 +126,9 @@ def recipients_csv(session: Session, *, batch_id: int, flt: RecipientFilter) -> 
         values = stored_values(session, request_ids=ids) if fields else {}
         texts = text_states(session, request_ids=ids)
         writer.writerows(
-            _csv_row(r, texts.get(r.id)) + _party_cells(roles, parties.get(r.id, ())) + _field_cells(fields, values.get(r.id, {}))
+            _csv_row(r, texts.get(r.id))
+            + _party_cells(roles, parties.get(r.id, ()))
+            + _field_cells(fields, values.get(r.id, {}))
             for r in page.items
         )
         yield buffer.getvalue()

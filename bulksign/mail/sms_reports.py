@@ -39,7 +39,7 @@ _DELIVERED = frozenset({"delivered", "read"})
 _FAILED = frozenset({"failed", "undelivered", "rejected", "expired"})
 
 
-def parse_text_report(payload: Mapping[str, object]) -> TextReport | None:
+def parse_text_report(payload: object) -> TextReport | None:
     """The report in a JSON body (``{"id", "status", "reason"}`` or ``{"from", "text"}``) or Twilio's form fields
     (``MessageSid``/``MessageStatus``/``ErrorCode``, or ``From``/``Body``/``OptOutType``); None for a state on the
     way (queued, sent) or a reply that is no opt-out. SmsReportError for anything else."""

@@ -3,6 +3,7 @@ phone and no address are invited by text and sign from the texted link; the text
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 from flask import g
@@ -17,6 +18,7 @@ from bulksign.models import OutgoingMail, SigningRequest, utcnow
 from bulksign.models.mail import Channel
 from bulksign.work.pipeline import enqueue_sends
 from tests.support.texting import LINK, create_batch, sign_from
+from tests.support.web import csrf_from
 
 
 def test_phone_only_rows_are_invited_by_text_and_sign_from_the_texted_link(app, users, client, smtp, gateway, run_jobs):
@@ -112,3 +114,27 @@ def test_invitations_go_through_twilio_when_it_is_configured(app, users, client,
     [sent] = gateway.received
     assert sent.path == "/2010-04-01/Accounts/AC45/Messages.json" and sent.to == "+79991234567"
     assert db.session.scalar(select(OutgoingMail.provider_ref).where(OutgoingMail.channel == "text")) == sent.id
+
+
+def test_the_short_link_leads_only_to_the_signing_page_of_its_token(client):
+    assert client.get("/s/" + "A" * 129).status_code == 404
+    unknown = client.get("/s/not-a-token")
+    assert (unknown.status_code, unknown.headers["Location"]) == (302, "/sign/not-a-token")
+    assert client.get(unknown.headers["Location"]).status_code == 404
+
+
+def test_a_texted_link_is_no_identity_check_the_one_time_code_still_is(app, users, client, gateway, run_jobs):
+    create_batch(
+        client, users, "email,name,phone\n,Ivan,+79991234567\n", channel="text_without_address", one_time_code="true"
+    )
+    run_jobs("pdf", "mail")
+    [texted] = gateway.received
+    token = LINK.search(texted.text).group(2)
+    g.pop("_login_user", None)
+    page = client.get(f"/sign/{token}")
+    assert b"Send me a code" in page.data and b"card document" not in page.data
+    assert client.get(f"/sign/{token}/document").status_code == 403
+    assert client.post(f"/sign/{token}/code", data={"csrf_token": csrf_from(page)}).status_code == 303
+    run_jobs("mail")
+    code = gateway.received[1]
+    assert code.to == "+79991234567" and re.search(r"\b\d{6}\b", code.text)
