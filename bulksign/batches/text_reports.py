@@ -11,11 +11,11 @@ import phonenumbers
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bulksign.batches.texting import FELL_BACK_TO_MAIL
+from bulksign.batches.texting import FELL_BACK_TO_MAIL, record_fallback
 from bulksign.core.logs import log
 from bulksign.mail.mailer import queue_mails
 from bulksign.mail.sms_reports import TextReport, TextReportKind
-from bulksign.models import Event, OutgoingMail, SigningRequest
+from bulksign.models import OutgoingMail, SigningRequest
 from bulksign.models.mail import Channel, MailKind, MailStatus
 from bulksign.models.status import WAITING_FOR_RECIPIENT
 from bulksign.recipients.phone_suppressions import OPT_OUT, suppress_phone
@@ -78,16 +78,7 @@ def _mail_instead(session: Session, text: OutgoingMail, now: datetime) -> int | 
         ],
         now=now,
     )
-    session.add(
-        Event(
-            request_id=request.id,
-            batch_id=request.batch_id,
-            type=FELL_BACK_TO_MAIL,
-            created_at=now,
-            actor="system",
-            details={"reason": (text.error or "")[:500]},
-        )
-    )
+    record_fallback(session, request, kind=FELL_BACK_TO_MAIL, details={"reason": (text.error or "")[:500]}, now=now)
     return mail_id
 
 

@@ -178,24 +178,10 @@ def text_after_refusal(session: Session, *, mail: OutgoingMail, reason: str, now
     if phone is None:
         return None
     key = f"text-{mail.message_id.strip('<>').split('@', 1)[0]}"
-    [text_id] = queue_mails(
-        session,
-        [
-            {
-                "key": key,
-                "kind": mail.kind,
-                "to_email": "",
-                "subject": "",
-                "request_id": request.id,
-                "batch_id": request.batch_id,
-                "channel": Channel.TEXT,
-                "to_phone": phone,
-                "text_reason": TextReason.MAIL_BOUNCED,
-            }
-        ],
-        now=now,
+    text_id = _queue_text(session, request, key=key, kind=MailKind(mail.kind), phone=phone, now=now)
+    record_fallback(
+        session, request, kind=FELL_BACK_TO_TEXT, details=_bounced(mail.kind, mail.to_email, reason), now=now
     )
-    _fell_back(session, request, kind=mail.kind, email=mail.to_email, reason=reason, now=now)
     return session.get_one(OutgoingMail, text_id)
 
 
@@ -216,37 +202,52 @@ def texts_after_reports(
         phone = _fallback_phone(session, request)
         if phone is None:
             continue
-        [text_id] = queue_mails(
-            session,
-            [
-                {
-                    "key": f"text-again-{request.id}-{(request.token_nonce or '')[:12]}",
-                    "kind": MailKind.LINK_AGAIN,
-                    "to_email": "",
-                    "subject": "",
-                    "request_id": request.id,
-                    "batch_id": request.batch_id,
-                    "channel": Channel.TEXT,
-                    "to_phone": phone,
-                    "text_reason": TextReason.MAIL_BOUNCED,
-                }
-            ],
-            now=now,
-        )
-        _fell_back(session, request, kind=MailKind.INVITATION, email=email, reason=reason, now=now)
+        key = f"text-again-{request.id}-{(request.token_nonce or '')[:12]}"
+        text_id = _queue_text(session, request, key=key, kind=MailKind.LINK_AGAIN, phone=phone, now=now)
+        details = _bounced(MailKind.INVITATION, email, reason)
+        record_fallback(session, request, kind=FELL_BACK_TO_TEXT, details=details, now=now)
         fell[request.id] = text_id
     return fell
 
 
-def _fell_back(session: Session, request: SigningRequest, *, kind: str, email: str, reason: str, now: datetime) -> None:
+def _queue_text(
+    session: Session, request: SigningRequest, *, key: str, kind: MailKind, phone: str, now: datetime
+) -> int:
+    """The id of the text of ``kind`` queued (once per ``key``) with the request's link, in place of a bounced mail."""
+    [text_id] = queue_mails(
+        session,
+        [
+            {
+                "key": key,
+                "kind": kind,
+                "to_email": "",
+                "subject": "",
+                "request_id": request.id,
+                "batch_id": request.batch_id,
+                "channel": Channel.TEXT,
+                "to_phone": phone,
+                "text_reason": TextReason.MAIL_BOUNCED,
+            }
+        ],
+        now=now,
+    )
+    return text_id
+
+
+def _bounced(kind: str, email: str, reason: str) -> dict:
+    return {"kind": str(kind), "email": email.lower(), "reason": reason[:500]}
+
+
+def record_fallback(session: Session, request: SigningRequest, *, kind: str, details: dict, now: datetime) -> None:
+    """The event of a link gone by the other channel (``FELL_BACK_TO_TEXT`` or ``FELL_BACK_TO_MAIL``)."""
     session.add(
         Event(
             request_id=request.id,
             batch_id=request.batch_id,
-            type=FELL_BACK_TO_TEXT,
+            type=kind,
             created_at=now,
             actor="system",
-            details={"kind": str(kind), "email": email.lower(), "reason": reason[:500]},
+            details=details,
         )
     )
-    log(logger, logging.INFO, "mail bounced, link sent by text", request_id=request.id, kind=str(kind))
+    log(logger, logging.INFO, "link sent by the other channel", request_id=request.id, event=kind)

@@ -82,31 +82,31 @@ def request_link_text(request: SigningRequest, *, token: str, app: Flask, remind
     )
 
 
-def _live_link(session: Session, mail: OutgoingMail, app: Flask) -> tuple[SigningRequest, str]:
+def _live_link(session: Session, mail: OutgoingMail, app: Flask, *, waiting: bool) -> tuple[SigningRequest, str]:
+    """The request of ``mail`` and its live token; ``waiting``: only while the request waits for its recipient
+    (a reminder, or a link again after a bounce, is no longer needed once it signed or ended)."""
     request = session.get_one(SigningRequest, mail.request_id)
     token = current_token(request, secret=app.config["SECRET_KEY"])
     if token is None or not request.token_hash:
         raise LookupError(f"request {request.id} has no live signing link")
+    if waiting and Status(request.status) not in WAITING_FOR_RECIPIENT:
+        raise MailNotNeeded(f"the request is {request.status}")
     return request, token
 
 
 @text_builder(MailKind.INVITATION)
 def invitation_text(session: Session, mail: OutgoingMail, app: Flask) -> str:
-    request, token = _live_link(session, mail, app)
+    request, token = _live_link(session, mail, app, waiting=False)
     return request_link_text(request, token=token, app=app, reminder=False)
 
 
 @text_builder(MailKind.REMINDER)
 def reminder_text(session: Session, mail: OutgoingMail, app: Flask) -> str:
-    request, token = _live_link(session, mail, app)
-    if Status(request.status) not in WAITING_FOR_RECIPIENT:
-        raise MailNotNeeded(f"the request is {request.status}")
+    request, token = _live_link(session, mail, app, waiting=True)
     return request_link_text(request, token=token, app=app, reminder=True)
 
 
 @text_builder(MailKind.LINK_AGAIN)
 def link_again_text(session: Session, mail: OutgoingMail, app: Flask) -> str:
-    request, token = _live_link(session, mail, app)
-    if Status(request.status) not in WAITING_FOR_RECIPIENT:
-        raise MailNotNeeded(f"the request is {request.status}")
+    request, token = _live_link(session, mail, app, waiting=True)
     return request_link_text(request, token=token, app=app, reminder=False)
