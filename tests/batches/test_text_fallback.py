@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
 
 from flask import g
 from sqlalchemy import select
 
+from bulksign.batches.reminders import queue_due_reminders
 from bulksign.core.extensions import db
-from bulksign.models import Event, OutgoingMail, SigningRequest
+from bulksign.models import Event, OutgoingMail, SigningRequest, utcnow
+from bulksign.work.pipeline import enqueue_sends
 from tests.support.texting import LINK, create_batch
 
 SECRET = "bounce-secret-45"
@@ -83,3 +86,25 @@ def test_a_batch_that_only_mails_still_bounces(app, users, client, smtp, gateway
     batch_id = create_batch(client, users, FILE.replace(",+79991234567", ","))
     run_jobs("pdf", "mail")
     assert gateway.received == [] and _statuses(batch_id) == ["bounced", "sent"]
+
+
+def test_a_reminder_refused_at_sending_goes_by_text_in_the_same_job(app, users, client, smtp, gateway, run_jobs):
+    batch_id = create_batch(client, users, FILE, channel="text_on_bounce", reminder_days="1")
+    run_jobs("pdf", "mail")
+    assert gateway.received == []
+    # The mailbox is gone by the time the reminder is due.
+    smtp.handler.reject_recipients["gone@example.com"] = "550 5.1.1 No such user"
+    queued: list[int] = []
+    queue_due_reminders(db.session, now=utcnow() + timedelta(days=1, hours=1), on_page=queued.extend)
+    db.session.commit()
+    enqueue_sends(queued)
+    assert run_jobs("mail", max_jobs=1) == 1
+    [texted] = gateway.received
+    assert texted.to == "+79991234567" and texted.text.startswith("Reminder: Staff User asks you to sign")
+    assert _statuses(batch_id) == ["sent", "sent"]
+    kinds = db.session.execute(
+        select(OutgoingMail.channel, OutgoingMail.status)
+        .where(OutgoingMail.kind == "reminder")
+        .order_by(OutgoingMail.id)
+    ).all()
+    assert sorted(kinds) == [("mail", "bounced"), ("mail", "sent"), ("text", "sent")]

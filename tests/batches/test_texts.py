@@ -16,6 +16,7 @@ from bulksign.mail.smtp_link import SmtpLink
 from bulksign.mail.text_segments import segments
 from bulksign.models import OutgoingMail, SigningRequest, utcnow
 from bulksign.models.mail import Channel
+from bulksign.people.users import create_api_key
 from bulksign.work.pipeline import enqueue_sends
 from tests.support.texting import LINK, create_batch, sign_from
 from tests.support.web import csrf_from
@@ -80,6 +81,7 @@ def test_reminders_of_phone_only_rows_go_by_text(app, users, client, smtp, gatew
 
 def test_the_cap_stops_texts_and_the_batch_says_so(app, users, client, auth, smtp, gateway, run_jobs):
     auth.login()
+    key = create_api_key(db.session, user=users["staff"], name="reader", now=utcnow()).secret
     rows = "".join(f",Person {i},+7999123456{i}\n" for i in range(3))
     batch_id = create_batch(client, users, "email,name,phone\n" + rows, channel="text_without_address", text_cap="2")
     run_jobs("pdf", "mail")
@@ -94,6 +96,9 @@ def test_the_cap_stops_texts_and_the_batch_says_so(app, users, client, auth, smt
     g.pop("_login_user", None)
     page = client.get(f"/batches/{batch_id}").get_data(as_text=True)
     assert "2 of at most 2 text messages sent" in page
+    shown = client.get(f"/api/v1/batches/{batch_id}", headers={"Authorization": f"Bearer {key}"}).json
+    assert (shown["channel"], shown["text_cap"], shown["texts_sent"]) == ("text_without_address", 2, 2)
+    assert shown["text_cap_reached_at"] is not None
     assert "the batch reached its limit of 2 text messages" in page
 
 

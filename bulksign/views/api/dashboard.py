@@ -97,6 +97,14 @@ class BatchOut(BaseModel):
     notify_email: str | None = Field(description="Who gets the batch's notices; null: its owner.")
     one_time_code: bool = Field(description="Recipients confirm a one-time code (SMS or mail) before signing.")
     approval: ApprovalOut | None = Field(description="Approval before sending; null when its team required none.")
+    channel: str = Field(
+        "mail", description="`mail`, `text_without_address`, `text_on_bounce` or `text_both` (see `POST /batches`)."
+    )
+    text_cap: int | None = Field(None, description="At most this many text messages; null for a batch that mails.")
+    texts_sent: int = Field(0, description="Text messages handed to the provider so far.")
+    text_cap_reached_at: datetime | None = Field(
+        None, description="When the cap first stopped a text (its request failed with the reason); null: never."
+    )
 
 
 class BatchPage(NextCursor):
@@ -223,6 +231,10 @@ def _batch_out(view: dashboard.BatchView | dashboard.BatchRow) -> BatchOut:
         notify_email=b.notify_email,
         one_time_code=b.one_time_code,
         approval=approval_out(b),
+        channel=b.channel,
+        text_cap=b.text_cap if b.channel != "mail" else None,
+        texts_sent=b.texts_sent,
+        text_cap_reached_at=b.text_cap_reached_at,
     )
 
 
