@@ -3,24 +3,21 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal
 
 from flask import Blueprint, current_app, g, request
 from pydantic import BaseModel, ConfigDict, Field
 
 from bulksign.batches.batch_settings import (
-    MAX_DEADLINE_DAYS,
-    MAX_REMINDERS,
-    MAX_TEXT_CAP,
     BatchError,
+    BatchSettingsForm,
     PartySettings,
+    ReachFields,
+    checked_settings,
     party_settings_from_form,
-    settings_from_form,
 )
 from bulksign.batches.creation import create_batch
-from bulksign.batches.retention import MAX_DAYS as MAX_KEEP_DAYS
-from bulksign.core.config import LANGUAGES
 from bulksign.core.extensions import db
+from bulksign.core.schemas import ABSENT, Text, no_null_defaults
 from bulksign.doc_templates.columns import needed_columns
 from bulksign.models import utcnow
 from bulksign.models.batches import Reach
@@ -30,28 +27,12 @@ from bulksign.recipients.row_checks import RowError
 from bulksign.recipients.rows import UploadError
 from bulksign.recipients.validation import ValidationReport, validate_recipients
 from bulksign.views._forms import template_version, uploaded_file
-from bulksign.views.api.common import (
-    ABSENT,
-    ApiError,
-    Link,
-    RecordId,
-    Text,
-    answer,
-    no_null_defaults,
-    operation,
-    parse_form,
-)
+from bulksign.views.api.common import ApiError, Link, RecordId, answer, operation, parse_form
 
 bp = Blueprint("api_uploads", __name__, url_prefix="/api/v1")
 
-# Literals of computed values: mypy sees the plain type, pydantic (and the API's description) the values.
-if TYPE_CHECKING:
-    Language = str
-else:
-    Language = Literal[LANGUAGES]
 
-
-class RecipientsForm(BaseModel):
+class RecipientsForm(ReachFields):
     # Unknown fields are refused, not ignored: a misspelt setting would otherwise silently take its default.
     # Optional multipart fields (``parties``) are left out, never null.
     model_config = ConfigDict(extra="forbid", json_schema_extra=no_null_defaults)
@@ -67,30 +48,11 @@ class RecipientsForm(BaseModel):
         'JSON `{"employer": {"email": "...", "name": "...", "phone": "..."}}`. A role the file names per row in '
         "`<role>_email` (`<role>_name`, `<role>_phone`) columns needs none.",
     )
-    language: Language = Field(ABSENT, description="The recipients' language (default `en`).")
-    channel: Reach = Field(
-        ABSENT,
-        description="How recipients are reached: `mail` (the default), `text_without_address` (a row with a `phone` "
-        "and no `email` is invited and reminded by text), `text_on_bounce` (a bounced invitation or reminder goes "
-        "again by text to the row's phone) or `text_both`. Phones are checked and written in E.164; national ones "
-        "are read in the `PHONE_REGION` setting's region, else the `language`'s (`ru`: Russia).",
-    )
 
 
-class BatchForm(RecipientsForm):
+class BatchForm(RecipientsForm, BatchSettingsForm):
     # Multipart fields are left out, never null: optional ones default to None without allowing (or showing) null.
     model_config = ConfigDict(json_schema_extra=no_null_defaults)
-    name: Text = Field(ABSENT, max_length=200, description="Default: the template's name and today's date.")
-    deadline_days: int = Field(ABSENT, ge=1, le=MAX_DEADLINE_DAYS, description="Days to sign (default 7).")
-    reminder_days: str = Field(
-        ABSENT,
-        pattern=r"^[0-9, ;]{0,100}$",
-        description="Days after the invitation to remind, e.g. `2,4` (the default); each before the deadline.",
-    )
-    max_reminders: int = Field(
-        ABSENT, ge=0, le=MAX_REMINDERS, description="Default: one for each reminder day; 0: none."
-    )
-    reply_to: Text = Field(ABSENT, max_length=254)
     routing: Text = Field(
         ABSENT,
         max_length=5_000,
@@ -99,48 +61,7 @@ class BatchForm(RecipientsForm):
         '`[["recipient", "employer"]]`, or `[["employer"], ["recipient"]]` for the recipient after the employer; '
         "each step starts when every party of the one before has signed.",
     )
-    notify_to: Text = Field(
-        ABSENT,
-        max_length=254,
-        description="Who gets the expiry summary, decline and completion notices: `owner` (the "
-        "default), a manager's address, or `other` with `notify_email`.",
-    )
-    notify_email: Text = Field(
-        ABSENT, max_length=254, description="The address of the notices (with `notify_to=other`, or alone)."
-    )
-    team_id: RecordId = Field(ABSENT, description="Default: the template's team.")
-    quiet_hours_start: int = Field(ABSENT, ge=0, le=23, description="No mail from this hour…")
-    quiet_hours_end: int = Field(ABSENT, ge=0, le=23, description="…to this one, in `timezone`.")
-    # No max_length here: the batch settings say what is wrong with a zone name in words ("Unknown time zone").
-    timezone: Text = Field(ABSENT, description="An IANA zone name, e.g. `Europe/Berlin` (default UTC).")
     skip_invalid: bool = Field(ABSENT, description="Create the batch from the valid rows when some have errors.")
-    one_time_code: bool = Field(
-        ABSENT,
-        description="Recipients confirm a 6-digit code sent by SMS (rows with a "
-        "phone) or mail before they see and sign (default false); so does every other party of a template several "
-        "sign (SMS to its `<role>_phone` or its `phone` in `parties`, else mail).",
-    )
-    text_cap: int = Field(
-        ABSENT,
-        ge=0,
-        le=MAX_TEXT_CAP,
-        description="At most this many text messages for the batch; default: an invitation and each reminder per "
-        "row with a phone. A text the cap stops is not sent, and the batch says so.",
-    )
-    keep_signed_days: int = Field(
-        ABSENT,
-        ge=1,
-        le=MAX_KEEP_DAYS,
-        description="Days after signing to keep the signed documents and the signers' personal data; default: "
-        "the team's (for ever unless an admin set it).",
-    )
-    keep_unsigned_days: int = Field(
-        ABSENT,
-        ge=1,
-        le=MAX_KEEP_DAYS,
-        description="Days to keep a request that ended unsigned (declined, expired, cancelled, failed, bounced); "
-        "default: the team's (90 unless an admin set it).",
-    )
 
 
 class RowErrorOut(BaseModel):
@@ -254,7 +175,7 @@ def create():
     try:
         version = template_version(form.template_id)
         data, filename = uploaded_file()
-        settings = settings_from_form(request.form, default_name=f"{version.template.name} ({utcnow():%Y-%m-%d})")
+        settings = checked_settings(form, default_name=f"{version.template.name} ({utcnow():%Y-%m-%d})")
         signers = party_settings_from_form(
             request.form, version=version, phone_region=current_app.config["PHONE_REGION"]
         )
