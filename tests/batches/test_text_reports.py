@@ -180,3 +180,16 @@ def test_the_api_and_the_csv_export_carry_the_channel_and_the_text_state(
         ["text", "delivered", "no_address"],
         ["mail", "", ""],
     )
+
+
+def test_a_purge_takes_the_texted_phone_with_the_rest_of_the_row(app, users, client, gateway, run_jobs):
+    from bulksign.batches.retention.purge import purge_requests
+    from bulksign.documents.storage import get_storage
+
+    batch_id = create_batch(client, users, PHONE_ONLY, channel="text_without_address")
+    run_jobs("pdf", "mail")
+    ids = list(db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch_id)))
+    purge_requests(db.session, storage=get_storage(), request_ids=ids, now=utcnow(), reason="erasure")
+    db.session.commit()
+    assert db.session.scalar(select(OutgoingMail.to_phone).where(OutgoingMail.channel == "text")) is None
+    assert db.session.scalar(select(SigningRequest.phone).where(SigningRequest.id == ids[0])) is None
