@@ -98,10 +98,17 @@ def send_chunk(mail_ids: list[int], *, app: Flask, link: SmtpLink) -> str:
     later: list[OutgoingMail] = []
     # A bad address or one refused mail is the batch's business; our login or storage failing is the operator's.
     faults = OperatorFaults()
+    #: Channels whose server (the mail server, the text provider) went down or silent in this chunk, and the
+    #: messages of theirs given back untried: the rest would only wait for the same timeout.
+    gone: set[Channel] = set()
+    untried: list[OutgoingMail] = []
     for position, mail in enumerate(to_send):
         if stopping.is_requested():
             handed_back = to_send[position:]
             break
+        if Channel(mail.channel) in gone:
+            untried.append(mail)
+            continue
         if not sender.wait_for_slot(stop=stopping.requested, channel=Channel(mail.channel)):
             if stopping.is_requested():
                 handed_back = to_send[position:]
@@ -116,12 +123,16 @@ def send_chunk(mail_ids: list[int], *, app: Flask, link: SmtpLink) -> str:
         if delivery.kind in AGAIN:
             retry_reason = delivery.reason
         if delivery.kind in SERVER_GONE:
-            # The server is down or silent: the rest of the chunk would only wait for the same timeout.
-            _give_back(session, to_send[position + 1 :], untried=True)
-            break
+            gone.add(Channel(mail.channel))
+    if untried:
+        _give_back(session, untried, untried=True)
     # Invitations and reminders refused at sending whose links fall back to texts: sent now, in this job.
     for position, text in enumerate(fallbacks):
-        if stopping.is_requested() or not sender.wait_for_slot(stop=stopping.requested, channel=Channel.TEXT):
+        if (
+            Channel.TEXT in gone
+            or stopping.is_requested()
+            or not sender.wait_for_slot(stop=stopping.requested, channel=Channel.TEXT)
+        ):
             later = fallbacks[position:]
             break
         text.attempts += 1

@@ -91,7 +91,8 @@ class Sender:
         try:
             reference = sms.provider(self.app.config).send(to=mail.to_phone or "", text=text, status_url=status_url)
         except sms.SmsError as exc:
-            return Delivery(Outcome.FAILED if exc.permanent else Outcome.RETRY, f"The text message was not sent: {exc}")
+            kind = Outcome.FAILED if exc.permanent else Outcome.UNREACHABLE if exc.unreachable else Outcome.RETRY
+            return Delivery(kind, f"The text message was not sent: {exc}")
         return Delivery(Outcome.SENT, reference=reference)
 
 

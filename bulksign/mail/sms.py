@@ -24,11 +24,12 @@ _REFUSED = frozenset({400, 403, 404, 409, 410, 422})
 
 class SmsError(RuntimeError):
     """The provider did not take the message; the words say why. ``permanent``: it refused this message for good
-    (a bad number, a number that opted out); otherwise it was out of reach or busy, and a later try may work."""
+    (a bad number, a number that opted out); ``unreachable``: it did not answer at all (the next would wait as
+    long); otherwise it was busy, and a later try may work."""
 
-    def __init__(self, message: str, *, permanent: bool = False):
+    def __init__(self, message: str, *, permanent: bool = False, unreachable: bool = False):
         super().__init__(message)
-        self.permanent = permanent
+        self.permanent, self.unreachable = permanent, unreachable
 
 
 class SmsProvider(Protocol):
@@ -48,7 +49,9 @@ def _post(request: urllib.request.Request, *, timeout: float) -> bytes:
             f"The SMS provider answered {exc.code}: {answer}".strip(), permanent=exc.code in _REFUSED
         ) from None
     except (urllib.error.URLError, OSError) as exc:
-        raise SmsError(f"The SMS provider could not be reached ({exc.__class__.__name__}: {exc}).") from None
+        raise SmsError(
+            f"The SMS provider could not be reached ({exc.__class__.__name__}: {exc}).", unreachable=True
+        ) from None
 
 
 def _field(body: bytes, name: str) -> str:

@@ -143,3 +143,25 @@ def test_a_texted_link_is_no_identity_check_the_one_time_code_still_is(app, user
     run_jobs("mail")
     code = gateway.received[1]
     assert code.to == "+79991234567" and re.search(r"\b\d{6}\b", code.text)
+
+
+def test_a_text_provider_out_of_reach_holds_back_the_texts_not_the_mail(app, users, client, smtp, run_jobs):
+    from tests.support.services import free_port
+
+    app.config.update(SMS_HTTP_URL=f"http://127.0.0.1:{free_port()}/messages", SMS_TIMEOUT_SECONDS=1)
+    rows = "".join(f",Person {i},+7999123456{i}\n" for i in range(3)) + "anna@example.com,Anna,\n"
+    batch_id = create_batch(client, users, "email,name,phone\n" + rows, channel="text_without_address")
+    run_jobs("pdf")
+    run_jobs("mail", max_jobs=1)
+    assert [m.rcpt_tos for m in smtp.of_kind("invitation")] == [["anna@example.com"]]
+    texts = db.session.execute(
+        select(OutgoingMail.status, OutgoingMail.attempts)
+        .where(OutgoingMail.channel == "text")
+        .order_by(OutgoingMail.id)
+    ).all()
+    # The first text found the provider silent (an attempt); the others were not tried, so not counted.
+    assert texts == [("queued", 1), ("queued", 0), ("queued", 0)]
+    statuses = db.session.scalars(
+        select(SigningRequest.status).where(SigningRequest.batch_id == batch_id).order_by(SigningRequest.id)
+    ).all()
+    assert statuses == ["generated", "generated", "generated", "sent"]
