@@ -133,7 +133,9 @@ def send_chunk(mail_ids: list[int], *, app: Flask, link: SmtpLink) -> str:
             or stopping.is_requested()
             or not sender.wait_for_slot(stop=stopping.requested, channel=Channel.TEXT)
         ):
+            # Not tried: sent by another job; an invitation's request waits for it in ``generated``, claimable.
             later = fallbacks[position:]
+            _give_back(session, later, untried=False)
             break
         text.attempts += 1
         session.commit()
