@@ -4,6 +4,7 @@ text state on the batch page; in English and Russian, at 1366 and 360 px."""
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import expect
 
 from bulksign.core.extensions import db
 from bulksign.doc_templates.versions import create_template
@@ -54,3 +55,27 @@ def test_a_batch_that_texts_from_the_form_to_the_rows(app, users, live_server, p
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
     finally:
         gateway.close()
+
+
+def test_choosing_the_recipients_language_reads_national_numbers_in_its_region(app, users, live_server, page):
+    users["staff"].locale = "en"
+    create_template(db.session, name="Contract", html="<p>{{ name }}</p>", user=users["staff"], now=NOW)
+    db.session.commit()
+    log_in(page, live_server, *STAFF)
+    page.goto(f"{live_server}/batches/new")
+    page.select_option("select#channel", "text_without_address")
+    national = b"email,name,phone\n,Ivan,8 999 123 45 67\nanna@example.com,Anna,\n"
+    page.set_input_files("input[name=file]", files=[{"name": "p.csv", "mimeType": "text/csv", "buffer": national}])
+    page.click("#upload-form button[type=submit]")
+    page.locator("#invalid-rows").wait_for()
+    # Read in the staff member's region until the recipients' language is chosen: not a British number.
+    assert page.inner_text("#invalid-rows") == "1"
+    page.select_option("#create-form select[name=language]", "ru")
+    expect(page.locator("#invalid-rows")).to_have_text("0")
+    assert page.inner_text("#valid-rows") == "2"
+    page.click("#create-batch")
+    page.wait_for_url(f"{live_server}/batches/*")
+    from bulksign.models import SigningRequest
+
+    phones = db.session.scalars(db.select(SigningRequest.phone).order_by(SigningRequest.id)).all()
+    assert phones == ["+79991234567", None]

@@ -164,7 +164,8 @@ def validate():
 
 @bp.post("/new/recheck")
 def recheck():
-    """Check the stored file again with staff's answers about misspelt domains (use the suggestion, or keep)."""
+    """Check the stored file again with staff's answers about misspelt domains (use the suggestion, or keep), or in
+    the recipients' language chosen since (a batch that texts reads national phone numbers in its region)."""
     access.require_creator(current_user)
     choices = domain_choices()
     try:
