@@ -351,15 +351,9 @@ def party_settings_from_form(
                 part: (form.get(f"party_{role}_{part}") or "").strip() or None for part in ("email", "name", "phone")
             }
             for role in roles
-            if role != RECIPIENT_ROLE and (form.get(f"party_{role}_email") or "").strip()
+            if role != RECIPIENT_ROLE
+            and ((form.get(f"party_{role}_email") or "").strip() or (form.get(f"party_{role}_phone") or "").strip())
         }
-    try:
-        fixed = fixed_parties(given, roles=roles)
-        steps = parties.routing_steps((form.get("routing") or "").strip() or None, roles=roles)
-    except PartyError as exc:
-        raise BatchError(exc.message, "parties") from None
-    except parties.RoutingError as exc:
-        raise BatchError(exc.message, "routing") from None
     reach = reach_from(form.get("channel") or "")
     phones = (
         None
@@ -369,4 +363,11 @@ def party_settings_from_form(
             without_address=reach.without_address,
         )
     )
+    try:
+        fixed = fixed_parties(given, roles=roles, phones=phones)
+        steps = parties.routing_steps((form.get("routing") or "").strip() or None, roles=roles)
+    except PartyError as exc:
+        raise BatchError(exc.message, "parties") from None
+    except parties.RoutingError as exc:
+        raise BatchError(exc.message, "routing") from None
     return PartySettings(roles=tuple(roles), fixed=fixed, steps=steps, phones=phones)

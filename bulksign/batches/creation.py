@@ -180,7 +180,10 @@ def create_batch(
         notify_email=settings.notify_email,
         one_time_code=settings.one_time_code,
         channel=settings.reach.value,
-        text_cap=settings.texts_allowed(phone_rows=sum(1 for r in rows if r.phone)),
+        # Every person with a phone may be texted: the row's recipient and its other parties.
+        text_cap=settings.texts_allowed(
+            phone_rows=sum(bool(r.phone) + sum(bool(p.phone) for p in {**fixed, **r.parties}.values()) for r in rows)
+        ),
         idempotency_key=idempotency_key,
         upload_id=upload_id,
         created_at=now,

@@ -29,7 +29,7 @@ from bulksign.signing.invitations import link_message, mail_context, tracking_ur
 from bulksign.signing.links import current_token
 from bulksign.signing.parties import party_token
 from bulksign.signing.party_mails import mailed_party
-from bulksign.signing.routing import party_context
+from bulksign.signing.routing import party_context, party_text
 
 KIND = MailKind.REMINDER
 #: A reminder to a party other than the recipient, with its own link.
@@ -128,20 +128,23 @@ class ReminderMails:
         secret = self.app.config["SECRET_KEY"]
         mails = []
         for party in parties:
-            context = party_context(
-                party.request, party, token=party_token(party, secret=secret), app=self.app, now=now
-            )
-            mails.append(
-                {
-                    "key": party_reminder_key(party.id, party.token_nonce, party.reminder_count),
-                    "kind": PARTY_KIND,
-                    "to_email": party.email,
-                    "subject": one_line(text=self.subject.render(context)),
-                    "request_id": party.request_id,
-                    "batch_id": self.batch.id,
-                    "party_id": party.id,
-                }
-            )
+            key = party_reminder_key(party.id, party.token_nonce, party.reminder_count)
+            if not party.email:  # reached by text alone
+                mails += [text] if (text := party_text(party, key=key, kind=PARTY_KIND)) else []
+            else:
+                token = party_token(party, secret=secret)
+                context = party_context(party.request, party, token=token, app=self.app, now=now)
+                mails.append(
+                    {
+                        "key": key,
+                        "kind": PARTY_KIND,
+                        "to_email": party.email,
+                        "subject": one_line(text=self.subject.render(context)),
+                        "request_id": party.request_id,
+                        "batch_id": self.batch.id,
+                        "party_id": party.id,
+                    }
+                )
             if user is not None:
                 self.session.add(
                     Event(

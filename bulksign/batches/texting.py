@@ -17,11 +17,12 @@ from sqlalchemy.orm import Session
 from bulksign.core.logs import log
 from bulksign.core.slicing import slices
 from bulksign.mail.mailer import queue_mails
-from bulksign.models import Batch, Event, OutgoingMail, SigningRequest
+from bulksign.models import Batch, Event, OutgoingMail, Party, SigningRequest
 from bulksign.models.batches import Reach
 from bulksign.models.mail import Channel, MailKind, MailStatus, TextReason
 from bulksign.models.status import WAITING_FOR_RECIPIENT
 from bulksign.recipients.phone_suppressions import barred_among
+from bulksign.signing.routing import party_phone
 
 logger = logging.getLogger(__name__)
 
@@ -156,30 +157,41 @@ def texts_not_sent_for_cap(session: Session, *, batch_id: int) -> int:
 #: The event of a bounced mail whose link went again by text, and of a failed text whose link went again by mail.
 FELL_BACK_TO_TEXT = "text.fallback"
 FELL_BACK_TO_MAIL = "mail.fallback"
-#: Mails whose bounce sends their link by text: the recipient's invitation and reminders.
+#: Mails whose bounce sends their link by text: the recipient's invitation and reminders, and a party's.
 LINK_MAILS = frozenset({MailKind.INVITATION, MailKind.REMINDER})
+PARTY_LINK_MAILS = frozenset({MailKind.PARTY_INVITATION, MailKind.PARTY_REMINDER})
 
 
-def _fallback_phone(session: Session, request: SigningRequest) -> str | None:
-    """The phone a bounced mail of ``request`` falls back to: its row's, when the batch texts on a bounce and the
-    number has not opted out; else None."""
-    if not Reach(request.batch.channel).on_bounce or not request.phone:
+def _fallback_phone(session: Session, request: SigningRequest, phone: str | None) -> str | None:
+    """The phone a bounced mail falls back to: ``phone`` (the row's, or its party's), when the batch texts on a
+    bounce and the number has not opted out; else None."""
+    if not Reach(request.batch.channel).on_bounce or not phone:
         return None
-    return None if barred_among(session, [request.phone]) else request.phone
+    return None if barred_among(session, [phone]) else phone
 
 
 def text_after_refusal(session: Session, *, mail: OutgoingMail, reason: str, now: datetime) -> OutgoingMail | None:
-    """A recipient's invitation or reminder refused at sending: when its batch texts on a bounce and its row has a
-    phone, the same link as a text of the same kind (an invitation's request then goes out by it), recorded as an
-    event; None when it does not fall back (the request bounces as before). The caller commits and sends it."""
-    if mail.kind not in LINK_MAILS or mail.party_id is not None or mail.request_id is None:
+    """An invitation or reminder (the recipient's or a party's) refused at sending: when its batch texts on a bounce
+    and its person has a phone, the same link as a text of the same kind (an invitation's request then goes out by
+    it), recorded as an event; None when it does not fall back (the request bounces as before). The caller commits
+    and sends it."""
+    if mail.request_id is None:
         return None
-    request = session.get_one(SigningRequest, mail.request_id)
-    phone = _fallback_phone(session, request)
+    if mail.party_id is None and mail.kind in LINK_MAILS:
+        request = session.get_one(SigningRequest, mail.request_id)
+        phone = _fallback_phone(session, request, request.phone)
+    elif mail.party_id is not None and mail.kind in PARTY_LINK_MAILS:
+        party = session.get_one(Party, mail.party_id)
+        request = party.request
+        phone = _fallback_phone(session, request, party_phone(party))
+    else:
+        return None
     if phone is None:
         return None
     key = f"text-{mail.message_id.strip('<>').split('@', 1)[0]}"
-    text_id = _queue_text(session, request, key=key, kind=MailKind(mail.kind), phone=phone, now=now)
+    text_id = _queue_text(
+        session, request, key=key, kind=MailKind(mail.kind), phone=phone, now=now, party_id=mail.party_id
+    )
     record_fallback(
         session, request, kind=FELL_BACK_TO_TEXT, details=_bounced(mail.kind, mail.to_email, reason), now=now
     )
@@ -200,7 +212,7 @@ def texts_after_reports(
             func.lower(SigningRequest.email) == email,
         )
     ):
-        phone = _fallback_phone(session, request)
+        phone = _fallback_phone(session, request, request.phone)
         if phone is None:
             continue
         key = f"text-again-{request.id}-{(request.token_nonce or '')[:12]}"
@@ -212,7 +224,14 @@ def texts_after_reports(
 
 
 def _queue_text(
-    session: Session, request: SigningRequest, *, key: str, kind: MailKind, phone: str, now: datetime
+    session: Session,
+    request: SigningRequest,
+    *,
+    key: str,
+    kind: MailKind,
+    phone: str,
+    now: datetime,
+    party_id: int | None = None,
 ) -> int:
     """The id of the text of ``kind`` queued (once per ``key``) with the request's link, in place of a bounced mail."""
     [text_id] = queue_mails(
@@ -225,6 +244,7 @@ def _queue_text(
                 "subject": "",
                 "request_id": request.id,
                 "batch_id": request.batch_id,
+                "party_id": party_id,
                 "channel": Channel.TEXT,
                 "to_phone": phone,
                 "text_reason": TextReason.MAIL_BOUNCED,

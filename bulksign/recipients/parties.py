@@ -12,7 +12,8 @@ from typing import Any
 from bulksign.core.errors import BulksignError
 from bulksign.core.messages import N_
 from bulksign.mail.email_checks import check_email
-from bulksign.recipients.row_checks import COLUMN_LIMITS
+from bulksign.recipients.phones import e164
+from bulksign.recipients.row_checks import COLUMN_LIMITS, PhoneRule
 
 RECIPIENT = "recipient"
 
@@ -30,9 +31,12 @@ class PartyError(BulksignError):
     """A fixed party that cannot be used; ``message`` is for people."""
 
 
-def fixed_parties(given: str | Mapping[str, Any] | None, *, roles: Sequence[str]) -> dict[str, PartyPerson]:
+def fixed_parties(
+    given: str | Mapping[str, Any] | None, *, roles: Sequence[str], phones: PhoneRule | None = None
+) -> dict[str, PartyPerson]:
     """The batch's fixed parties by role, from JSON text or its parsed form; {} for nothing given. PartyError for
-    a role the template does not have, the recipient (each row's own), or a missing or wrong address."""
+    a role the template does not have, the recipient (each row's own), or a missing or wrong address. ``phones``: a
+    batch that texts reads each phone into E.164 and, ``without_address``, takes a phone in place of an address."""
     if given is None or given == "":
         return {}
     if isinstance(given, str):
@@ -55,15 +59,31 @@ def fixed_parties(given: str | Mapping[str, Any] | None, *, roles: Sequence[str]
                     roles=", ".join(others) or "—",
                 )
             )
-        if not isinstance(person, Mapping) or not isinstance(person.get("email"), str):
+        if not isinstance(person, Mapping):
             raise PartyError(N_("Give the address of the party who signs as %(role)s.", role=role))
-        email, problem = check_email(person["email"].strip())
-        if problem or email is None:
-            raise PartyError(N_("The party who signs as %(role)s: %(problem)s", role=role, problem=problem))
-        name, phone = person.get("name") or "", person.get("phone") or None
-        if not isinstance(name, str) or not isinstance(phone, str | None):
+        name, phone, written = person.get("name") or "", person.get("phone") or None, person.get("email") or ""
+        if not isinstance(name, str) or not isinstance(phone, str | None) or not isinstance(written, str):
             raise PartyError(N_("The name and phone of the party who signs as %(role)s must be text.", role=role))
-        found[role] = PartyPerson(
-            email, name.strip()[: COLUMN_LIMITS["name"]], phone.strip()[: COLUMN_LIMITS["phone"]] if phone else None
-        )
+        phone = _phone(role, phone, phones=phones)
+        email = ""  # reached by text alone
+        if written.strip() or not (phone and phones and phones.without_address):
+            if not written.strip():
+                raise PartyError(N_("Give the address of the party who signs as %(role)s.", role=role))
+            address, problem = check_email(written.strip())
+            if problem or address is None:
+                raise PartyError(N_("The party who signs as %(role)s: %(problem)s", role=role, problem=problem))
+            email = address
+        found[role] = PartyPerson(email, name.strip()[: COLUMN_LIMITS["name"]], phone)
     return found
+
+
+def _phone(role: str, written: str | None, *, phones: PhoneRule | None) -> str | None:
+    """A fixed party's phone: in E.164 when the batch texts (PartyError for a bad one), else as written."""
+    if not written or not written.strip():
+        return None
+    if phones is None:
+        return written.strip()[: COLUMN_LIMITS["phone"]]
+    number, problem = e164(written, region=phones.region)
+    if number is None:
+        raise PartyError(N_("The phone of the party who signs as %(role)s: %(problem)s", role=role, problem=problem))
+    return number

@@ -107,6 +107,8 @@ class RowChecker:
         self._domain_choices = domain_choices
         self._formula_columns: set[str] = set()
         self._first_row_of: dict[str, int] = {}
+        #: Other parties' phone columns (``employer_phone``), read like the recipient's when the batch texts.
+        self._party_phones = {f"{role}_phone": role for role in columns.party_emails.values()}
 
     def check(self, row: Row) -> _Checked | None:
         """The row's values, or None when it has an error (counted) or no address (nor, when texts may stand in for
@@ -133,10 +135,17 @@ class RowChecker:
                 if not value:
                     continue
             elif var in self.columns.party_emails:
-                address = self._party_address(row, title, value, role=self.columns.party_emails[var])
+                role = self.columns.party_emails[var]
+                # The party reached by text alone, as a recipient may be.
+                by_text = bool(rule and rule.without_address and written.get(f"{role}_phone") and not value)
+                address = "" if by_text else self._party_address(row, title, value, role=role)
                 if address is None:
                     continue
                 value = address
+            elif var in self._party_phones and rule is not None and value:
+                value = self._phone(row, title, value, rule=rule, keyed=False) or ""
+                if not value:
+                    continue
             elif not value and var in self.columns.required:
                 self._error(row, title, _empty(var, where=self.columns.required[var]))
                 continue
@@ -279,7 +288,17 @@ class RowChecker:
         """Another party's checked address, or None with its error counted. The same person may sign many rows
         (a line manager): no duplicate check."""
         if not value:
-            self._error(row, title, N_("The address of the party who signs as %(role)s is empty.", role=role))
+            rule = self.columns.phones
+            self._error(
+                row,
+                title,
+                N_(
+                    "The address of the party who signs as %(role)s is empty, and so is their phone: give one of them.",
+                    role=role,
+                )
+                if rule and rule.without_address
+                else N_("The address of the party who signs as %(role)s is empty.", role=role),
+            )
             return None
         email, problem = check_email(value, domain_choices=self._domain_choices)
         if problem:

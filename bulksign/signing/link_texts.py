@@ -13,10 +13,11 @@ from sqlalchemy.orm import Session
 from bulksign.documents.audit_record import document_title
 from bulksign.mail.mailer import MailNotNeeded, text_builder
 from bulksign.mail.text_segments import segments
-from bulksign.models import OutgoingMail, SigningRequest
+from bulksign.models import OutgoingMail, Party, SigningRequest
 from bulksign.models.mail import MailKind
 from bulksign.models.status import WAITING_FOR_RECIPIENT, Status
 from bulksign.signing.links import current_token, short_signing_url
+from bulksign.signing.routing import party_link, party_person
 
 #: A text may cost this many segments at most.
 MAX_SEGMENTS = 2
@@ -71,14 +72,17 @@ def _words(*, language: str, name: str, sender: str, title: str, link: str, remi
         return str(words)
 
 
-def request_link_text(request: SigningRequest, *, token: str, app: Flask, reminder: bool) -> str:
-    """The text carrying ``request``'s link: its batch's language, its owner (else the organisation) as sender."""
+def request_link_text(
+    request: SigningRequest, *, token: str, app: Flask, reminder: bool, name: str | None = None
+) -> str:
+    """The text carrying ``request``'s link (or a party's, named ``name``): its batch's language, its owner (else
+    the organisation) as sender."""
     batch = request.batch
     owner = batch.created_by
     sender = (owner.display_name if owner else "") or app.config["ORG_NAME"] or "Bulksign"
     return link_text(
         language=batch.language,
-        name=first_name(request.name),
+        name=first_name(request.name if name is None else name),
         sender=sender,
         title=document_title(batch),
         link=short_signing_url(app_url=app.config["APP_URL"], token=token),
@@ -114,3 +118,24 @@ def reminder_text(session: Session, mail: OutgoingMail, app: Flask) -> str:
 def link_again_text(session: Session, mail: OutgoingMail, app: Flask) -> str:
     request, token = _live_link(session, mail, app, waiting=True)
     return request_link_text(request, token=token, app=app, reminder=False)
+
+
+def _party_text(session: Session, mail: OutgoingMail, app: Flask, *, reminder: bool) -> str:
+    """The text with a party's own link (the request's for the recipient), greeting the party by first name."""
+    party = session.get_one(Party, mail.party_id)
+    token = party_link(party, secret=app.config["SECRET_KEY"])
+    if token is None:
+        raise LookupError(f"party {party.id} has no live signing link")
+    if reminder and Status(party.request.status) not in WAITING_FOR_RECIPIENT:
+        raise MailNotNeeded(f"the request is {party.request.status}")
+    return request_link_text(party.request, token=token, app=app, reminder=reminder, name=party_person(party)[1])
+
+
+@text_builder(MailKind.PARTY_INVITATION)
+def party_invitation_text(session: Session, mail: OutgoingMail, app: Flask) -> str:
+    return _party_text(session, mail, app, reminder=False)
+
+
+@text_builder(MailKind.PARTY_REMINDER)
+def party_reminder_text(session: Session, mail: OutgoingMail, app: Flask) -> str:
+    return _party_text(session, mail, app, reminder=True)

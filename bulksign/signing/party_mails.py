@@ -41,6 +41,8 @@ def tell_declined(session: Session, *, request: SigningRequest, decliner: Party,
         if party.id == decliner.id or party.status == PartyStatus.WAITING or party.id in by_digest:
             continue
         email, _name = party_person(party)
+        if not email:
+            continue  # reached by text alone: no address to tell
         with force_locale(request.batch.language):
             subject = _("Declined: %(name)s", name=document_title(request.batch))
         told.append(
@@ -68,7 +70,8 @@ def completed_mails(
     ids = []
     by_digest = _served_by_digest(session, request.id)
     for party in parties_in_order(session, request.id):
-        if party.role == RECIPIENT_ROLE or party.id in by_digest:
+        # A party reached by text alone has no address for the PDF (a text cannot carry it).
+        if party.role == RECIPIENT_ROLE or party.id in by_digest or not party.email:
             continue
         ids.append(
             queue_mail(

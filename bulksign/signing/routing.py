@@ -21,9 +21,9 @@ from bulksign.batches.states import transition
 from bulksign.doc_templates.jinja_sandbox import render_text
 from bulksign.doc_templates.mail_texts import mail_text
 from bulksign.mail.mail_headers import one_line
-from bulksign.mail.mailer import queue_mail
+from bulksign.mail.mailer import queue_mail, queue_mails
 from bulksign.models import RECIPIENT_ROLE, Party, SigningRequest
-from bulksign.models.mail import MailKind
+from bulksign.models.mail import Channel, MailKind, TextReason
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import Status
 from bulksign.signing import digests
@@ -56,6 +56,31 @@ def party_person(party: Party) -> tuple[str, str]:
     if party.role == RECIPIENT_ROLE:
         return party.request.email, party.request.name or ""
     return party.email or "", party.name or ""
+
+
+def party_phone(party: Party) -> str | None:
+    """The phone of a party: the recipient's is the request's own."""
+    return party.request.phone if party.role == RECIPIENT_ROLE else party.phone
+
+
+def party_text(party: Party, *, key: str, kind: MailKind) -> dict[str, Any] | None:
+    """``queue_mails`` keywords of a text with the party's link, for a party reached by text alone (its row named
+    a phone and no address, as the batch's channel allowed); None when it has no phone."""
+    phone = party_phone(party)
+    if not phone:
+        return None
+    return {
+        "key": f"text-{key}",
+        "kind": kind,
+        "to_email": "",
+        "subject": "",
+        "request_id": party.request_id,
+        "batch_id": party.batch_id,
+        "party_id": party.id,
+        "channel": Channel.TEXT,
+        "to_phone": phone,
+        "text_reason": TextReason.NO_ADDRESS,
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,10 +206,15 @@ def invite_parties(session: Session, parties: Sequence[Party], *, now: datetime,
             request.sent_at = now
         else:
             token = issue_party_link(session, party=party, secret=secret, now=now)
+        # The link's nonce in it: a new link is a new mail. Short: a long Message-ID is folded.
+        key = f"party-invitation-{party.id}-{link_nonce(party)[:12]}"
+        if not email:
+            text = party_text(party, key=key, kind=PARTY_INVITATION)
+            mail_ids += queue_mails(session, [text], now=now) if text else []
+            continue
         mail = queue_mail(
             session,
-            # The link's nonce in it: a new link is a new mail. Short: a long Message-ID is folded.
-            key=f"party-invitation-{party.id}-{link_nonce(party)[:12]}",
+            key=key,
             kind=PARTY_INVITATION,
             to_email=email,
             subject=one_line(text=_invitation_subject(request, party, token=token, app=app, now=now)),

@@ -15,11 +15,9 @@ from tests.support.web import csrf_from
 LINK = re.compile(r"(https?://\S+/s/([A-Za-z0-9_-]+))")
 
 
-def create_batch(client, users, file: str, **fields) -> int:
+def create_batch(client, users, file: str, *, html: str = "<p>Договор: {{ name }}</p>", **fields) -> int:
     users["staff"].display_name = "Staff User"
-    template = create_template(
-        db.session, name="Трудовой договор", html="<p>Договор: {{ name }}</p>", user=users["staff"], now=NOW
-    )
+    template = create_template(db.session, name="Трудовой договор", html=html, user=users["staff"], now=NOW)
     key = create_api_key(db.session, user=users["staff"], name="test", now=NOW).secret
     db.session.commit()
     created = client.post(
