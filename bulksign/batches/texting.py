@@ -20,6 +20,7 @@ from bulksign.mail.mailer import queue_mails
 from bulksign.models import Batch, Event, OutgoingMail, Party, SigningRequest
 from bulksign.models.batches import Reach
 from bulksign.models.mail import Channel, MailKind, MailStatus, TextReason
+from bulksign.models.parties import RECIPIENT_ROLE, PartyStatus
 from bulksign.models.status import WAITING_FOR_RECIPIENT
 from bulksign.recipients.phone_suppressions import barred_among
 from bulksign.signing.routing import party_phone
@@ -201,26 +202,47 @@ def text_after_refusal(session: Session, *, mail: OutgoingMail, reason: str, now
 def texts_after_reports(
     session: Session, *, request_ids: Sequence[int], email: str, reason: str, now: datetime
 ) -> dict[int, int]:
-    """Requests still waiting whose recipient's mail (to ``email``) a provider reported bounced: the link again by
-    text to each row's phone where the batch texts on a bounce (``LINK_AGAIN``), recorded as events. The ids of
-    the requests that fell back (they do not bounce) → the texts to send."""
+    """Requests still waiting whose mail to ``email`` (their recipient's, or an invited party's) a provider reported
+    bounced: the link again by text to that person's phone where the batch texts on a bounce (the recipient's as
+    ``LINK_AGAIN``, a party's as its invitation), recorded as events. The ids of the requests that fell back (they
+    do not bounce) → the texts to send."""
     fell: dict[int, int] = {}
     for request in session.scalars(
         select(SigningRequest).where(
             SigningRequest.id.in_(list(request_ids)),
             SigningRequest.status.in_([s.value for s in WAITING_FOR_RECIPIENT]),
-            func.lower(SigningRequest.email) == email,
         )
     ):
-        phone = _fallback_phone(session, request, request.phone)
+        recipients = (request.email or "").lower() == email
+        party = None if recipients else _invited_party(session, request.id, email)
+        if not recipients and party is None:
+            continue
+        phone = _fallback_phone(session, request, request.phone if party is None else party.phone)
         if phone is None:
             continue
-        key = f"text-again-{request.id}-{(request.token_nonce or '')[:12]}"
-        text_id = _queue_text(session, request, key=key, kind=MailKind.LINK_AGAIN, phone=phone, now=now)
-        details = _bounced(MailKind.INVITATION, email, reason)
+        if party is None:
+            key, kind = f"text-again-{request.id}-{(request.token_nonce or '')[:12]}", MailKind.LINK_AGAIN
+        else:
+            key, kind = f"text-again-party-{party.id}-{(party.token_nonce or '')[:12]}", MailKind.PARTY_INVITATION
+        text_id = _queue_text(
+            session, request, key=key, kind=kind, phone=phone, now=now, party_id=party.id if party else None
+        )
+        details = _bounced(MailKind.INVITATION if party is None else kind, email, reason)
         record_fallback(session, request, kind=FELL_BACK_TO_TEXT, details=details, now=now)
         fell[request.id] = text_id
     return fell
+
+
+def _invited_party(session: Session, request_id: int, email: str) -> Party | None:
+    """The party other than the recipient invited at ``email`` on the request, still to sign."""
+    return session.scalars(
+        select(Party).where(
+            Party.request_id == request_id,
+            Party.role != RECIPIENT_ROLE,
+            func.lower(Party.email) == email,
+            Party.status.in_([PartyStatus.INVITED, PartyStatus.OPENED]),
+        )
+    ).first()
 
 
 def _queue_text(

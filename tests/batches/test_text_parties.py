@@ -189,3 +189,34 @@ def test_party_phones_are_checked_by_row_and_column_and_stand_in_for_an_address_
         parties=json.dumps({"employer": {"name": "Boss", "phone": "+79991234567"}}),
     )
     assert refused.json["error"]["message"] == "Give the address of the party who signs as employer."
+
+
+def test_an_employers_reported_bounce_sends_its_link_by_text_and_the_request_stays_out(
+    app, users, client, smtp, gateway, run_jobs
+):
+    app.config["BOUNCE_WEBHOOK_SECRET"] = "bounce-secret-45b"
+    batch_id = create_batch(
+        client,
+        users,
+        HEADER + "eva@example.com,Eva Employee,gone@acme.example,Anna Boss,+44 7911 123456\n",
+        html=CONTRACT,
+        channel="text_both",
+        routing='[["employer"], ["recipient"]]',
+    )
+    run_jobs("pdf", "mail")
+    [mailed] = _mails_to(smtp, "gone@acme.example")
+    answer = client.post(
+        "/webhooks/bounces",
+        data=json.dumps({"message_id": mailed.message_id, "reason": "mailbox unavailable"}),
+        headers={"X-Bounce-Secret": "bounce-secret-45b"},
+        content_type="application/json",
+    )
+    assert answer.json == {"received": 1, "bounced": 0, "bounced_too": 0, "complained": 0, "texted": 1}
+    assert run_jobs("mail", max_jobs=1) == 1
+    [texted] = gateway.received
+    assert LINK.search(texted.text).group(2) == _token(mailed)
+    assert _request(batch_id).status == "sent"
+    [event] = db.session.scalars(select(Event.details).where(Event.type == "text.fallback")).all()
+    assert event == {"kind": "party_invitation", "email": "gone@acme.example", "reason": "mailbox unavailable"}
+    sign_from(client, LINK.search(texted.text).group(1), "Anna Boss")
+    assert _employer(batch_id).status == "signed"
