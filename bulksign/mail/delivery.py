@@ -86,10 +86,10 @@ class Sender:
             return Delivery(Outcome.CANCELLED, f"Not sent, no longer needed: {exc}.")
         except LookupError as exc:
             return Delivery(Outcome.FAILED, f"The text message could not be written: {exc}")
-        secret = self.app.config["SMS_WEBHOOK_SECRET"]
-        status_url = f"{self.app.config['APP_URL']}/webhooks/sms?token={secret}" if secret else ""
         try:
-            reference = sms.provider(self.app.config).send(to=mail.to_phone or "", text=text, status_url=status_url)
+            reference = sms.provider(self.app.config).send(
+                to=mail.to_phone or "", text=text, status_url=sms.status_url(self.app.config)
+            )
         except sms.SmsError as exc:
             kind = Outcome.FAILED if exc.permanent else Outcome.UNREACHABLE if exc.unreachable else Outcome.RETRY
             return Delivery(kind, f"The text message was not sent: {exc}")

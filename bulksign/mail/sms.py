@@ -4,11 +4,14 @@ the provider's id of the message, or raises SmsError saying whether trying again
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 import logging
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterable
 from email.message import EmailMessage
 from pathlib import Path
 from typing import Protocol
@@ -102,6 +105,34 @@ class TwilioSmsProvider:
             method="POST",
         )
         return _field(_post(request, timeout=self.timeout), "sid")
+
+
+def twilio_signature(*, url: str, params: Iterable[tuple[str, str]], auth_token: str) -> str:
+    """Twilio's ``X-Twilio-Signature`` of a request it posts: HMAC-SHA1 with the auth token over the full URL
+    followed by each POST field's name and value, sorted by name (a repeated name's values sorted too), base64."""
+    values: dict[str, set[str]] = {}
+    for name, value in params:
+        values.setdefault(name, set()).add(value)
+    signed = url + "".join(name + value for name in sorted(values) for value in sorted(values[name]))
+    return base64.b64encode(hmac.new(auth_token.encode(), signed.encode(), hashlib.sha1).digest()).decode()
+
+
+def signed_by_twilio(*, url: str, params: Iterable[tuple[str, str]], signature: str, auth_token: str) -> bool:
+    """Whether ``signature`` is Twilio's for this request (compared in constant time); False when either is empty."""
+    if not signature or not auth_token:
+        return False
+    expected = twilio_signature(url=url, params=params, auth_token=auth_token)
+    return hmac.compare_digest(expected.encode(), signature.encode())
+
+
+def status_url(config) -> str:
+    """Where the provider posts delivery reports: Twilio signs its posts (``signed_by_twilio``), so its URL carries
+    no secret; the generic gateway's carries the shared one. "" when reports are not taken."""
+    base = f"{config['APP_URL'].rstrip('/')}/webhooks/sms"
+    if config["TWILIO_ACCOUNT_SID"]:
+        return base if config["TWILIO_AUTH_TOKEN"] else ""
+    secret = config["SMS_WEBHOOK_SECRET"]
+    return f"{base}?token={urllib.parse.quote(secret)}" if secret else ""
 
 
 class DevSmsProvider:

@@ -1,5 +1,6 @@
 """Inbound webhooks from the providers: ``POST /webhooks/bounces`` takes bounces and spam complaints,
-``POST /webhooks/sms`` text delivery reports and STOP replies (shared secrets, no session, no CSRF)."""
+``POST /webhooks/sms`` text delivery reports and STOP replies (shared secrets, or Twilio's signature; no session,
+no CSRF)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from bulksign.batches.bounce_reports import BounceFormatError, parse_bounce
 from bulksign.batches.bounces import record_report
 from bulksign.batches.text_reports import record_text_report
 from bulksign.core.extensions import csrf, db, get_redis
+from bulksign.mail import sms as sms_provider
 from bulksign.mail.sms_reports import SmsReportError, parse_text_report
 from bulksign.models import utcnow
 from bulksign.ops import telemetry
@@ -64,14 +66,31 @@ def bounces():
     )
 
 
+def _from_sms_provider() -> bool:
+    """Twilio's posts carry its signature (no secret travels); the generic gateway's the shared secret. 404 when
+    neither is configured: the endpoint does not exist."""
+    config = current_app.config
+    if config["TWILIO_ACCOUNT_SID"]:
+        if not config["TWILIO_AUTH_TOKEN"]:
+            abort(404)
+        query = f"?{request.query_string.decode('latin-1')}" if request.query_string else ""
+        return sms_provider.signed_by_twilio(
+            url=f"{config['APP_URL'].rstrip('/')}{request.path}{query}",
+            params=request.form.items(multi=True),
+            signature=request.headers.get("X-Twilio-Signature", ""),
+            auth_token=config["TWILIO_AUTH_TOKEN"],
+        )
+    expected = config.get("SMS_WEBHOOK_SECRET") or ""
+    if not expected:
+        abort(404)
+    return hmac.compare_digest(_presented_secret("X-Sms-Secret").encode(), expected.encode())
+
+
 @bp.post("/sms")
 @public
 def sms():
-    expected = current_app.config.get("SMS_WEBHOOK_SECRET") or ""
-    if not expected:
-        abort(404)  # not configured: the endpoint does not exist
-    if not hmac.compare_digest(_presented_secret("X-Sms-Secret").encode(), expected.encode()):
-        return jsonify(error="wrong or missing secret"), 403
+    if not _from_sms_provider():
+        return jsonify(error="wrong or missing signature or secret"), 403
     # Twilio posts form fields; the generic gateway JSON.
     payload = request.form.to_dict() if request.form else request.get_json(force=True, silent=True)
     try:

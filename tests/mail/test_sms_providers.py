@@ -9,7 +9,14 @@ import time
 
 import pytest
 
-from bulksign.mail.sms import HttpSmsProvider, SmsError, TwilioSmsProvider, provider
+from bulksign.mail.sms import (
+    HttpSmsProvider,
+    SmsError,
+    TwilioSmsProvider,
+    provider,
+    signed_by_twilio,
+    twilio_signature,
+)
 from tests.support.sms_gateway import SmsGateway
 
 
@@ -88,3 +95,23 @@ def test_the_configured_provider_is_twilio_then_the_http_gateway_then_the_develo
     assert isinstance(provider(config), TwilioSmsProvider)
     assert isinstance(provider({**config, "TWILIO_ACCOUNT_SID": ""}), HttpSmsProvider)
     assert type(provider({**config, "TWILIO_ACCOUNT_SID": "", "SMS_HTTP_URL": ""})).__name__ == "DevSmsProvider"
+
+
+def test_twilios_signature_is_computed_as_twilio_documents_it():
+    # The request validator's published example: its URL, fields and auth token give this signature.
+    url = "https://mycompany.com/myapp.php?foo=1&bar=2"
+    fields = {
+        "CallSid": "CA1234567890ABCDE",
+        "Digits": "1234",
+        "From": "+14158675309",
+        "To": "+18005551212",
+        "Caller": "+14158675309",
+    }
+    assert twilio_signature(url=url, params=fields.items(), auth_token="12345") == "RSOYDt4T1cUTdK1PDd93/VVr8B8="
+    repeated = [("Sid", "CA123"), ("SidAccount", "AC123"), ("Digits", "5678"), ("Digits", "1234")]
+    assert twilio_signature(url=url, params=repeated, auth_token="12345") == "IK+Dwps556ElfBT0I3Rgjkr1wJU="
+    signed = {"url": url, "params": list(fields.items()), "auth_token": "12345"}
+    assert signed_by_twilio(**signed, signature="RSOYDt4T1cUTdK1PDd93/VVr8B8=")
+    for forged in ("", "RSOYDt4T1cUTdK1PDd93/VVr8B8", "rsoydt4t1cutdk1pdd93/vvr8b8=", "é" * 28):
+        assert not signed_by_twilio(**signed, signature=forged)
+    assert not signed_by_twilio(**{**signed, "auth_token": ""}, signature="RSOYDt4T1cUTdK1PDd93/VVr8B8=")
