@@ -104,6 +104,10 @@ def text_states(session: Session, *, request_ids: Sequence[int]) -> dict[int, Te
     return {i: replace(state, mailed_instead=i in mailed) for i, state in found.items()}
 
 
+#: How a text the cap stopped begins its error (``reserve_text``), to find it again.
+HELD_BY_CAP = "Not sent: the batch's limit of %"
+
+
 def reserve_text(session: Session, *, mail: OutgoingMail, now: datetime) -> str | None:
     """Count the text ``mail`` against its batch's cap before it goes (compare-and-set, so workers never pass it
     together); None when it may go, else why not (the batch then says the cap stopped texts). Committed."""
@@ -148,7 +152,7 @@ def texts_not_sent_for_cap(session: Session, *, batch_id: int) -> int:
                 OutgoingMail.batch_id == batch_id,
                 OutgoingMail.channel == Channel.TEXT,
                 OutgoingMail.status == MailStatus.FAILED,
-                OutgoingMail.error.like("Not sent: the batch's limit of %"),
+                OutgoingMail.error.like(HELD_BY_CAP),
             )
         )
         or 0

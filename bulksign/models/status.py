@@ -37,7 +37,9 @@ TRANSITIONS: dict[Status, frozenset[Status]] = {
     # party of a document several sign declined it before the recipient opened it (``routing``).
     S.SENT: frozenset({S.OPENED, S.EXPIRED, S.BOUNCED, S.CANCELLED, S.GENERATED, S.DECLINED}),
     S.OPENED: frozenset({S.SIGNED, S.DECLINED, S.EXPIRED, S.BOUNCED, S.CANCELLED, S.GENERATED}),
-    S.FAILED: frozenset({S.PENDING, S.CANCELLED}),
+    # failed → generated: the batch's text cap was raised; the invitation text it held back (its document is ready)
+    # goes out now.
+    S.FAILED: frozenset({S.PENDING, S.GENERATED, S.CANCELLED}),
     S.EXPIRED: frozenset({S.GENERATED}),
     # bounced → sent/opened: another party's invitation was returned; staff corrected that party's address and
     # resent to it alone (``party_resend.resend_to_party``): the request goes back to where its routing stood.

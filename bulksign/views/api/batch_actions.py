@@ -1,4 +1,5 @@
-"""JSON API: cancel a batch, retry its failed requests. Both answer 202: the work happens in the queues.
+"""JSON API: cancel a batch, retry its failed requests (both answer 202: the work happens in the queues), change
+its cap on text messages.
 
 Past ``INLINE_LIMIT`` requests the action itself runs in a job too (a cancel stops the batch at once);
 ``in_background`` then says how many requests the job will go through.
@@ -11,11 +12,14 @@ from typing import Literal
 from flask import Blueprint, g
 from pydantic import BaseModel, Field
 
+from bulksign.batches.batch_settings import MAX_TEXT_CAP
 from bulksign.batches.bulk_actions import run_staff_action
 from bulksign.batches.progress import MAX_CANCEL_REASON, BatchActionError
+from bulksign.batches.text_cap import TextCapError, change_text_cap
 from bulksign.core.extensions import db
 from bulksign.models import utcnow
 from bulksign.views.api.common import ApiError, RequestId, answer, operation, parse_body
+from bulksign.work.pipeline import enqueue_sends
 
 bp = Blueprint("api_batch_actions", __name__, url_prefix="/api/v1")
 
@@ -48,6 +52,16 @@ class Retried(BaseModel):
     batch_id: int
     retried: int = Field(description="Requests queued again now.")
     in_background: int = Field(description="Requests a background job goes on to retry.")
+
+
+class TextCapBody(BaseModel):
+    text_cap: int = Field(ge=0, le=MAX_TEXT_CAP, description="At most this many text messages for the batch.")
+
+
+class TextCapChanged(BaseModel):
+    batch_id: int
+    text_cap: int
+    released: int = Field(description="Texts the old limit held back, going out now.")
 
 
 def _apply(action: str, batch_id: int, request_ids: list[int] | None, *, reason: str | None = None):
@@ -109,3 +123,26 @@ def retry(batch_id: int):
     )
     outcome = _apply("retry", batch_id, body.request_ids)
     return answer(Retried(batch_id=batch_id, retried=outcome.done, in_background=outcome.in_background), 202)
+
+
+@bp.post("/batches/<int:batch_id>/text-cap")
+@operation(
+    "Change the limit of text messages",
+    tag="Batch actions",
+    body=TextCapBody,
+    responses={200: TextCapChanged},
+    errors=(400, 403, 404, 422),
+    idempotent=True,
+)
+def text_cap(batch_id: int):
+    """Sets how many text messages the batch may send in all; never below those sent already. Texts the old limit
+    held back go out now, as many as the new one allows."""
+    body = parse_body(TextCapBody, usage=f'Send {{"text_cap": 500}} (a whole number from 0 to {MAX_TEXT_CAP:,}).')
+    try:
+        changed = change_text_cap(db.session, batch_id=batch_id, cap=body.text_cap, user=g.api_user, now=utcnow())
+    except TextCapError as exc:
+        db.session.rollback()
+        raise ApiError(str(exc.message), exc.status) from None
+    db.session.commit()
+    enqueue_sends(list(changed.released))
+    return answer(TextCapChanged(batch_id=batch_id, text_cap=changed.cap, released=len(changed.released)))

@@ -1,15 +1,19 @@
-"""Who sees a batch besides its team, and who is told about it: share with a user, set the notice address."""
+"""Who sees a batch besides its team, who is told about it, and what it may cost: share with a user, set the
+notice address, change the cap on text messages."""
 
 from __future__ import annotations
 
 from flask import Blueprint, flash, redirect, request, url_for
+from flask_babel import format_decimal, ngettext
 from flask_babel import gettext as _
 from flask_login import current_user
 
 from bulksign.batches.batch_access import access_panel, set_notice_address
+from bulksign.batches.text_cap import TextCapError, change_text_cap, read_cap
 from bulksign.core.extensions import db
 from bulksign.models import utcnow
 from bulksign.people import access
+from bulksign.work.pipeline import enqueue_sends
 
 bp = Blueprint("batch_access", __name__, url_prefix="/batches")
 
@@ -50,6 +54,36 @@ def notices(batch_id: int):
         _("Notices about this batch go to %(email)s.", email=batch.notify_email)
         if batch.notify_email
         else _("Notices about this batch go to its owner."),
+        "success",
+    )
+    return _back(batch_id)
+
+
+@bp.post("/<int:batch_id>/text-cap")
+def text_cap(batch_id: int):
+    try:
+        changed = change_text_cap(
+            db.session,
+            batch_id=batch_id,
+            cap=read_cap(request.form.get("text_cap", "")),
+            user=current_user,
+            now=utcnow(),
+        )
+    except TextCapError as exc:
+        db.session.rollback()
+        flash(str(exc.message), "error")
+        return _back(batch_id)
+    db.session.commit()
+    enqueue_sends(list(changed.released))
+    flash(
+        ngettext(
+            "The batch may now send %(cap)s text messages; %(num)s held back goes out now.",
+            "The batch may now send %(cap)s text messages; %(num)s held back go out now.",
+            len(changed.released),
+            cap=format_decimal(changed.cap),
+        )
+        if changed.released
+        else _("The batch may now send %(cap)s text messages.", cap=format_decimal(changed.cap)),
         "success",
     )
     return _back(batch_id)
