@@ -325,6 +325,11 @@ def _tour(app, world, spec) -> set[tuple[str, str]]:
         **{**upload(), "data": {**upload()["data"], "file": (io.BytesIO(b""), "r.csv")}},
     )
     call("POST /batches/{batch_id}/retry-failed", "POST", f"/batches/{new_batch}/retry-failed", 403, headers=viewer)
+    texting = {**upload(), "data": {**upload()["data"], "channel": "text_on_bounce"}}
+    texted = call("POST /batches", "POST", "/batches", 201, headers=admin, **texting).json["id"]
+    cap = "POST /batches/{batch_id}/text-cap"
+    call(cap, "POST", f"/batches/{texted}/text-cap", 403, headers=viewer, json={"text_cap": 5})
+    call(cap, "POST", f"/batches/{texted}/text-cap", 200, headers=admin, json={"text_cap": 5})
     call("POST /batches/{batch_id}/retry-failed", "POST", f"/batches/{new_batch}/retry-failed", 202, headers=admin)
     call(
         "POST /requests/{request_id}/email",
@@ -401,6 +406,7 @@ def _tour(app, world, spec) -> set[tuple[str, str]]:
         ("POST /batches/{batch_id}/retry-failed", f"/batches/{batch}/retry-failed", {}),
         ("POST /batches/{batch_id}/remind", f"/batches/{batch}/remind", {"json": {"all_unsigned": True}}),
         ("POST /batches/{batch_id}/countersign-digests", f"/batches/{batch}/countersign-digests", {}),
+        ("POST /batches/{batch_id}/text-cap", f"/batches/{batch}/text-cap", {"json": {"text_cap": 5}}),
         ("POST /requests/{request_id}/resend", f"/requests/{request_id}/resend", {}),
         ("POST /batches/{batch_id}/exports", f"/batches/{batch}/exports", {}),
         ("POST /batches/{batch_id}/evidence", f"/batches/{batch}/evidence", {}),
