@@ -81,6 +81,8 @@ BATCH_ACTIONS = {
     "batch_access.share",
     "batch_access.unshare",
     "batch_access.notices",
+    "batch_access.text_cap",
+    "api_batch_actions.text_cap",
     "api_batch_actions.cancel",
     "api_batch_actions.retry",
     "api_reminders.remind",
