@@ -16,6 +16,7 @@ from sqlalchemy.orm.util import identity_key
 from sqlalchemy.sql import ClauseElement
 
 from bulksign.batches import counts as batch_counts
+from bulksign.batches import versions
 from bulksign.core.slicing import slices
 from bulksign.models import Batch, Event, SigningRequest
 
@@ -130,6 +131,8 @@ def move_batches(
             .values(status=target.value, **fields)
         )
         moved += cast(CursorResult, result).rowcount
+    if moved:
+        versions.touch(session, ids)
     return moved
 
 

@@ -26,7 +26,7 @@ from flask_babel import lazy_gettext as _l
 from flask_babel import ngettext
 from flask_login import current_user
 
-from bulksign.batches import dashboard, field_values, party_progress, recipients_table
+from bulksign.batches import dashboard, field_values, party_progress, recipients_table, versions
 from bulksign.batches import timeline as request_timeline
 from bulksign.batches.bulk_actions import ACTIONS, INLINE_LIMIT, BulkOutcome, enqueue_bulk, run_staff_action
 from bulksign.batches.exports import latest_export, start_signed_zip
@@ -40,6 +40,7 @@ from bulksign.documents.storage import StorageError, get_storage
 from bulksign.models import Batch, utcnow
 from bulksign.views._downloads import csv_response, signer_attachment
 from bulksign.views._forms import extend_days_field
+from bulksign.views._live import live_tag, tagged, unchanged
 from bulksign.views._results import background_message, reminders_done, resend_done
 from bulksign.work.queues import SIGNED_ZIP
 
@@ -193,19 +194,25 @@ def detail(batch_id: int):
 
 @bp.get("/<int:batch_id>/progress")
 def progress(batch_id: int):
+    # The batch's version first: while it stands, the browser keeps what it shows and nothing else is read.
+    tag = live_tag(versions.version_of(db.session, batch_id=batch_id))
+    if (same := unchanged(tag)) is not None:
+        return same
     found = dashboard.batch_progress(db.session, batch_id=batch_id)
     if found is None:
         abort(404)
     # Only the rows on screen are re-read: their status cells are swapped in place (selection and scroll stay).
     rows = recipients_table.rows_by_id(db.session, batch_id=batch_id, request_ids=_shown_ids())
     parties = party_progress.batch_parties(db.session, batch_id=batch_id)
-    return render_template(
+    html = render_template(
         "batches/_progress.html",
         rows=rows,
         row_parties=_row_parties(batch_id, parties.roles, [r.id for r in rows]),
+        etag=tag,
         **_fields_context(batch_id, [r.id for r in rows]),
         **_progress_context(*found, parties),
     )
+    return tagged(html, tag)
 
 
 @bp.get("/<int:batch_id>/requests")
@@ -227,10 +234,13 @@ def table(batch_id: int):
 
 @bp.get("/<int:batch_id>/requests/<int:request_id>")
 def timeline(batch_id: int, request_id: int):
+    tag = live_tag(versions.version_of(db.session, batch_id=batch_id))
+    if (same := unchanged(tag)) is not None:
+        return same
     found = request_timeline.timeline(db.session, batch_id=batch_id, request_id=request_id)
     if found is None:
         abort(404)
-    return render_template("batches/_timeline.html", tl=found, batch_id=batch_id)
+    return tagged(render_template("batches/_timeline.html", tl=found, batch_id=batch_id, etag=tag), tag)
 
 
 @bp.get("/<int:batch_id>/requests/<int:request_id>/attachments/<name>")
