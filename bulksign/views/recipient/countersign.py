@@ -12,6 +12,7 @@ from typing import Any
 from flask import Blueprint, abort, current_app, g, redirect, render_template, request, send_file, session, url_for
 from flask_babel import gettext as _
 
+from bulksign.batches import versions
 from bulksign.core.extensions import db, get_redis
 from bulksign.core.logs import log
 from bulksign.documents.audit_record import document_title
@@ -21,6 +22,7 @@ from bulksign.documents.poppler import PopplerError
 from bulksign.documents.sealing import signed_filename
 from bulksign.documents.storage import StorageError, get_storage
 from bulksign.models import CountersignLink, utcnow
+from bulksign.models.status import BATCH_FINAL
 from bulksign.people.auth import public
 from bulksign.signing import countersign, countersign_done, countersign_runs, one_time_codes
 from bulksign.signing.acts import Act
@@ -30,6 +32,7 @@ from bulksign.signing.digests import find_link
 from bulksign.signing.one_time_codes import CheckStatus
 from bulksign.signing.page_states import PageState, contact_of
 from bulksign.views._forms import client_ip
+from bulksign.views._live import live_tag, tagged, unchanged
 from bulksign.views.recipient.recipient_headers import polling_csp
 from bulksign.views.recipient.signing import page_image_limit, recipient_limit, signature_bytes
 from bulksign.views.recipient.signing_codes import code_error, not_sent_error
@@ -105,6 +108,7 @@ def _page(token: str, link: CountersignLink, *, error: str | None = None, form: 
     finished = countersign_done.finished_page(db.session, link=link, page=request.args.get("done", 1, type=int) or 1)
     html = render_template(
         "signing/countersign.html",
+        since=versions.version_of(db.session, batch_id=link.batch_id),
         token=token,
         link=link,
         batch=link.batch,
@@ -116,7 +120,7 @@ def _page(token: str, link: CountersignLink, *, error: str | None = None, form: 
         error=error,
         form=form or {},
     )
-    return html, status
+    return html, status, {"Content-Security-Policy": polling_csp()}
 
 
 @bp.get("/<token>")
@@ -251,6 +255,33 @@ def run(token: str, link: CountersignLink, run_id: int):
         template, token=token, link=link, document_name=document_title(link.batch), progress=progress
     )
     return html, 200, {"Content-Security-Policy": polling_csp()}
+
+
+@bp.get("/<token>/live")
+@public
+@recipient_limit
+@_by_link
+@_unlocked
+def live(token: str, link: CountersignLink):
+    """What the open page polls: nothing while the batch stands where the page saw it (``since``; 304 while it
+    stays so), else how many documents wait and how many are finished now, with a link to see them."""
+    version = versions.version_of(db.session, batch_id=link.batch_id)
+    tag = live_tag(version)
+    if (same := unchanged(tag)) is not None:
+        return same
+    changed = version != request.args.get("since", type=int)
+    now = utcnow()
+    html = render_template(
+        "signing/_countersign_live.html",
+        token=token,
+        since=request.args.get("since", type=int),
+        final=link.batch.status in BATCH_FINAL,
+        etag=tag,
+        waiting=countersign.ready_page(db.session, link=link, query="", page=1, now=now).total if changed else 0,
+        finished=countersign_done.finished_page(db.session, link=link, page=1).total if changed else 0,
+        changed=changed,
+    )
+    return tagged(html, tag)
 
 
 def _readable(link: CountersignLink, party_id: int) -> countersign.Readable:
