@@ -20,8 +20,8 @@ from sqlalchemy.orm import Session
 
 from bulksign.batches import exports
 from bulksign.batches.field_values import stored_values
-from bulksign.batches.party_progress import role_label
 from bulksign.core.spreadsheets import csv_writer
+from bulksign.doc_templates.roles import role_label
 from bulksign.documents.audit_certificate import certificate_pages
 from bulksign.documents.signature_box import SignatureBox
 from bulksign.documents.storage import Storage

@@ -23,13 +23,6 @@ PARTY_STATUS_LABELS = {
     PartyStatus.SIGNED: _l("has signed"),
     PartyStatus.DECLINED: _l("has declined"),
 }
-#: The row's own person; other roles are the template's words (``signature_<role>``), shown as written.
-RECIPIENT_LABEL = _l("recipient")
-
-
-def role_label(role: str) -> str:
-    """A role as people read it: ``recipient`` in the page's language, ``line_manager`` as "line manager"."""
-    return str(RECIPIENT_LABEL) if role == RECIPIENT_ROLE else role.replace("_", " ")
 
 
 @dataclass(frozen=True)

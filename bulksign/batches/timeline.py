@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from bulksign.batches.bounces import BOUNCED_TOO, standing_bounces
 from bulksign.batches.dashboard import STATUS_LABELS
 from bulksign.batches.field_values import GivenValue, request_values
-from bulksign.batches.party_progress import role_label
+from bulksign.doc_templates.roles import role_label
 from bulksign.models import RECIPIENT_ROLE, Event, OutgoingMail, Party, SigningRequest
 from bulksign.models.status import Status
 from bulksign.signing.digests import served_by_digest

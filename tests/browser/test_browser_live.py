@@ -3,9 +3,11 @@ home page without a reload, after sending ended."""
 
 from __future__ import annotations
 
+import io
 import re
 
 import pytest
+from pypdf import PdfReader
 
 from bulksign.core.extensions import db
 from bulksign.models import utcnow
@@ -64,3 +66,22 @@ def test_a_signature_in_another_browser_shows_on_the_open_batch_page_and_home_pa
     shoot(page, "live-batch-after-signature")
     shoot(home, "live-home-after-signature")
     signer.context.close()
+
+
+def test_the_employee_downloads_their_copy_before_the_employer_signs(app, users, live_server, page, smtp, run_jobs):
+    from tests.signing.test_routing import _sent, _token
+
+    _sent(users, run_jobs)
+    link = f"{live_server}/sign/{_token(smtp.received[0])}"
+    page.goto(link)
+    draw(page)
+    agree(page)
+    page.click("#sign-button")
+    page.wait_for_selector("#party-copy")
+    shoot(page, "party-copy-offered")
+    with page.expect_download() as download:
+        page.click("#party-copy")
+    assert download.value.suggested_filename == "Employment contract – waiting for employer.pdf"
+    data = open(download.value.path(), "rb").read()
+    text = " ".join(" ".join(p.extract_text() for p in PdfReader(io.BytesIO(data)).pages).split())
+    assert "Not complete: waiting for employer." in text and "Eva Employee" in text

@@ -80,6 +80,11 @@ def _party() -> Party | None:
     return g.get("party")
 
 
+def signer_party_of_link() -> Party | None:
+    """The party whose link this is (the recipient's for the request's own link); None for a single-signer one."""
+    return _party()
+
+
 def state_of(row: SigningRequest, *, now: datetime) -> PageState:
     return signer_state(row, _party(), now=now)
 

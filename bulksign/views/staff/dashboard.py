@@ -36,6 +36,7 @@ from bulksign.batches.reminders import reminder_schedule
 from bulksign.batches.skipped_rows import skipped_rows_csv
 from bulksign.core.extensions import db
 from bulksign.core.logs import log
+from bulksign.doc_templates import roles as template_roles
 from bulksign.documents.storage import StorageError, get_storage
 from bulksign.models import Batch, utcnow
 from bulksign.views._downloads import csv_response, signer_attachment
@@ -68,7 +69,7 @@ def party_labels() -> dict[str, str]:
 
 @bp.app_template_global()
 def role_label(role: str) -> str:
-    return party_progress.role_label(role)
+    return template_roles.role_label(role)
 
 
 @bp.app_template_global()
