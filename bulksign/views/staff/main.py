@@ -29,6 +29,7 @@ NAVIGATION = (
 
 #: Headings of the attention tiles on the home page.
 ATTENTION_LABELS = {
+    "approval": _l("waiting for your approval"),
     "failed": _l("failed"),
     "bounced": _l("bounced"),
     "expiring": _l("expire within 24 hours"),
@@ -41,7 +42,7 @@ def dashboard():
     visible = select(Batch.id).where(access.batch_filter(current_user))
     return render_template(
         "main/dashboard.html",
-        home=home(db.session, now=utcnow(), batch_ids=visible),
+        home=home(db.session, now=utcnow(), batch_ids=visible, user=current_user),
         attention_labels=ATTENTION_LABELS,
         can_create="uploads.new" in current_app.view_functions,
     )
