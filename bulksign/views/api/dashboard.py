@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from bulksign.batches import dashboard, field_values, recipients_table
 from bulksign.batches.field_values import GivenValue
 from bulksign.batches.recipients_table import DashboardError, RecipientFilter
+from bulksign.batches.retention.periods import Policy, policies
 from bulksign.core import keyset
 from bulksign.core.extensions import db
 from bulksign.models import Batch, SigningRequest
@@ -66,6 +67,27 @@ def approval_out(b: Batch) -> ApprovalOut | None:
     )
 
 
+class RetentionOut(BaseModel):
+    """How long the batch keeps what it holds (its own periods over its team's), and its legal hold."""
+
+    keep_signed_days: int | None = Field(description="Days a signed document is kept after signing; null: for ever.")
+    keep_unsigned_days: int = Field(description="Days an unsigned request is kept after it ended.")
+    legal_hold_since: datetime | None = Field(
+        description="When an admin put the batch on legal hold (nothing of it is purged or erased until lifted); "
+        "null: no hold."
+    )
+    legal_hold_reason: str | None = Field(description="Why it is held.")
+
+
+def retention_out(policy: Policy) -> RetentionOut:
+    return RetentionOut(
+        keep_signed_days=policy.keep_signed_days,
+        keep_unsigned_days=policy.keep_unsigned_days,
+        legal_hold_since=policy.held_at,
+        legal_hold_reason=policy.hold_reason,
+    )
+
+
 class BatchOut(BaseModel):
     id: int
     name: str
@@ -97,6 +119,7 @@ class BatchOut(BaseModel):
     notify_email: str | None = Field(description="Who gets the batch's notices; null: its owner.")
     one_time_code: bool = Field(description="Recipients confirm a one-time code (SMS or mail) before signing.")
     approval: ApprovalOut | None = Field(description="Approval before sending; null when its team required none.")
+    retention: RetentionOut
 
 
 class BatchPage(NextCursor):
@@ -190,7 +213,7 @@ class RequestListQuery(RecipientFilterQuery, PageQuery):
     pass
 
 
-def _batch_out(view: dashboard.BatchView | dashboard.BatchRow) -> BatchOut:
+def _batch_out(view: dashboard.BatchView | dashboard.BatchRow, policy: Policy) -> BatchOut:
     b = view.batch
     return BatchOut(
         id=b.id,
@@ -211,6 +234,7 @@ def _batch_out(view: dashboard.BatchView | dashboard.BatchRow) -> BatchOut:
         notify_email=b.notify_email,
         one_time_code=b.one_time_code,
         approval=approval_out(b),
+        retention=retention_out(policy),
     )
 
 
@@ -271,9 +295,10 @@ def list_batches():
         raise ApiError(str(exc), 422, code="invalid_cursor") from None
     listing = dashboard.list_batches(db.session, user=g.api_user, q=query.q, per_page=query.limit, after=after)
     last = listing.rows[-1].batch if listing.rows and listing.has_next else None
+    kept = policies(db.session, [row.batch.id for row in listing.rows])
     return answer(
         BatchPage(
-            items=[_batch_out(row) for row in listing.rows],
+            items=[_batch_out(row, kept[row.batch.id]) for row in listing.rows],
             next_cursor=keyset.encode(last.created_at, last.id) if last else None,
         )
     )
@@ -283,7 +308,7 @@ def list_batches():
 @operation("One batch with its counts per status", tag="Batches", responses={200: BatchOut}, errors=(404,))
 def get_batch(batch_id: int):
     """Poll this to follow a batch's progress: `counts` move as the workers render, send and recipients sign."""
-    return answer(_batch_out(_batch_view(batch_id)))
+    return answer(_batch_out(_batch_view(batch_id), policies(db.session, [batch_id])[batch_id]))
 
 
 @bp.get("/batches/<int:batch_id>/requests")

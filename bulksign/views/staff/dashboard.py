@@ -33,6 +33,8 @@ from bulksign.batches.exports import latest_export, start_signed_zip
 from bulksign.batches.progress import BatchActionError, cancel_reason
 from bulksign.batches.recipients_table import DashboardError, RecipientFilter
 from bulksign.batches.reminders import reminder_schedule
+from bulksign.batches.retention import EXPORT_PURGED
+from bulksign.batches.retention.periods import policies
 from bulksign.batches.skipped_rows import skipped_rows_csv
 from bulksign.core.extensions import db
 from bulksign.core.logs import log
@@ -70,6 +72,12 @@ def party_labels() -> dict[str, str]:
 @bp.app_template_global()
 def role_label(role: str) -> str:
     return template_roles.role_label(role)
+
+
+@bp.app_template_global()
+def export_purged(export) -> bool:
+    """Whether an export (the ZIP, the evidence package) failed only because the retention rules deleted it."""
+    return export.error == EXPORT_PURGED
 
 
 @bp.app_template_global()
@@ -188,6 +196,7 @@ def detail(batch_id: int):
         export=latest_export(db.session, batch_id=batch_id),
         filters=recipients_table.FILTERS,
         view=view,
+        retention=policies(db.session, [batch_id])[batch_id],
         **_progress_context(view.batch, view.progress, parties),
         **_table_context(batch_id, flt, request.args.get("cursor"), view.counts, parties.roles),
     )
