@@ -68,3 +68,57 @@ def test_a_cancelled_rows_parties_read_cancelled_not_invited(client, auth, users
     page = client.get(f"/batches/{batch_id}").get_data(as_text=True)
     cell = page.split(f'id="pt-{waiting}"', 1)[1].split("</td>", 1)[0]
     assert "invited" not in cell and "waiting for their turn" not in cell and cell.count("<b>cancelled</b>") == 2
+
+
+def test_the_request_panel_labels_each_address_offers_remind_and_cancel_and_follows_a_change(client, auth, users):
+    from bulksign.batches import versions
+    from tests.support.web import csrf_from
+
+    batch_id = make_two_party_batch(db.session, now=NOW, user_id=users["staff"].id)
+    request_id = db.session.scalar(
+        select(SigningRequest.id).where(SigningRequest.batch_id == batch_id, SigningRequest.status == "sent")
+    )
+    auth.login()
+    panel = client.get(f"/batches/{batch_id}/requests/{request_id}")
+    html = panel.get_data(as_text=True)
+    assert "Email address of the recipient" in html and "Email address of the employer" in html
+    assert 'id="row-remind"' in html and 'id="row-cancel"' in html
+    assert "request-changed from:body" in html
+    before = versions.version_of(db.session, batch_id=batch_id)
+    changed = client.post(
+        f"/requests/{request_id}/email",
+        data={"csrf_token": csrf_from(panel), "email": "new.person@example.org"},
+        headers={"HX-Request": "true"},
+    )
+    assert changed.status_code == 200 and changed.headers["HX-Trigger"] == "request-changed"
+    assert versions.version_of(db.session, batch_id=batch_id) == before + 1
+    again = client.get(f"/batches/{batch_id}/requests/{request_id}", headers={"If-None-Match": panel.headers["ETag"]})
+    assert again.status_code == 200 and 'value="new.person@example.org"' in again.get_data(as_text=True)
+    reminded = client.post(
+        f"/batches/{batch_id}/remind",
+        data={"csrf_token": csrf_from(panel), "request_ids": str(request_id)},
+        headers={"HX-Request": "true"},
+    )
+    assert reminded.status_code == 200 and "1 reminder queued." in reminded.get_data(as_text=True)
+
+
+def test_the_csv_export_repeats_the_files_own_columns(client, auth, users):
+    import csv
+    import io
+
+    from bulksign.batches.exports import CSV_COLUMNS
+    from tests.signing.test_routing import CONTRACT, _batch
+
+    html = CONTRACT.replace("</body>", "<p>{{ contract_number }} {{ position }} {{ status }}</p></body>")
+    batch_id = _batch(
+        users,
+        html=html,
+        file="email,name,contract_number,position,status\neva@example.com,Eva,C-17,=cmd|' /C calc'!A0,new\n",
+    )
+    auth.login()
+    body = client.get(f"/batches/{batch_id}/export.csv").get_data(as_text=True).lstrip("\ufeff")
+    (row,) = list(csv.DictReader(io.StringIO(body)))
+    header = next(csv.reader(io.StringIO(body)))
+    assert header[len(CSV_COLUMNS) : len(CSV_COLUMNS) + 3] == ["contract_number", "position", "file_status"]
+    assert (row["contract_number"], row["file_status"], row["employer_email"]) == ("C-17", "new", "hr@acme.example")
+    assert row["position"].startswith("'=")  # a formula is written as text

@@ -21,9 +21,9 @@ from flask import (
     stream_with_context,
     url_for,
 )
+from flask_babel import get_locale, ngettext
 from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
-from flask_babel import ngettext
 from flask_login import current_user
 
 from bulksign.batches import dashboard, field_values, party_progress, recipients_table, versions
@@ -143,7 +143,10 @@ def _fields_context(batch_id: int, request_ids: list[int]) -> dict:
     found = field_values.batch_fields(db.session, batch_id=batch_id)
     if not found.fields:
         return {"fields": (), "row_fields": {}}
-    given = field_values.given_values(db.session, batch_id=batch_id, request_ids=request_ids, fields=found)
+    # Formatted for the reader (an English page writes a Russian batch's dates in English).
+    given = field_values.given_values(
+        db.session, batch_id=batch_id, request_ids=request_ids, fields=found, language=str(get_locale())
+    )
     return {"fields": found.fields, "row_fields": given}
 
 
@@ -247,7 +250,7 @@ def timeline(batch_id: int, request_id: int):
     tag = live_tag(versions.version_of(db.session, batch_id=batch_id))
     if (same := unchanged(tag)) is not None:
         return same
-    found = request_timeline.timeline(db.session, batch_id=batch_id, request_id=request_id)
+    found = request_timeline.timeline(db.session, batch_id=batch_id, request_id=request_id, language=str(get_locale()))
     if found is None:
         abort(404)
     return tagged(render_template("batches/_timeline.html", tl=found, batch_id=batch_id, etag=tag), tag)
