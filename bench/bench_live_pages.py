@@ -79,7 +79,7 @@ def run(*, small: bool) -> list[Figure]:
     from bulksign.core.extensions import db
     from bulksign.models import SigningRequest, utcnow
     from bulksign.people.users import create_user
-    from tests.support.batchdata import make_batch
+    from tests.support.batchdata import batch_in_states
     from tests.support.services import free_port
 
     rows, tabs, seconds = (1_000, 10, 6) if small else (10_000, 50, 30)
@@ -88,7 +88,7 @@ def run(*, small: bool) -> list[Figure]:
         user = create_user(db.session, email="bench@example.com", password="bench-password", role="admin", now=utcnow())
         db.session.commit()
         statuses = [s for s in _statuses(rows * 2) if s not in ("pending", "generated")][:rows]
-        batch = make_batch(
+        batch = batch_in_states(
             db.session,
             statuses=statuses,
             now=utcnow(),

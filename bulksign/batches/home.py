@@ -87,7 +87,9 @@ def _sum_of(statuses: Iterable[str]) -> ColumnElement[int]:
     return func.sum(case((BatchStatusCount.status.in_(list(statuses)), BatchStatusCount.count), else_=0))
 
 
-def home(session: Session, *, now: datetime, batch_ids: Select | None = None, user: User | None = None) -> Home:
+def home(
+    session: Session, *, now: datetime, batch_ids: Select[tuple[int]] | None = None, user: User | None = None
+) -> Home:
     """Batches in flight (newest first) and attention counts over ``batch_ids`` (default: every batch), first the
     batches waiting for ``user``'s approval (counted in batches); 5 queries."""
     scope = batch_ids if batch_ids is not None else select(Batch.id)

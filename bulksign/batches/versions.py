@@ -44,7 +44,7 @@ def version_of(session: Session, *, batch_id: int) -> int:
     return session.scalar(select(BatchVersion.version).where(BatchVersion.batch_id == batch_id)) or 0
 
 
-def fingerprint(session: Session, *, batch_ids: Select) -> tuple[int, int, int]:
+def fingerprint(session: Session, *, batch_ids: Select[tuple[int]]) -> tuple[int, int, int]:
     """(how many, the sum of their versions, the newest id) of the batches ``batch_ids`` selects: it changes when
     one of them changes, comes or goes (versions only grow)."""
     row = session.execute(

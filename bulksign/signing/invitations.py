@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from flask import Flask
 from flask_babel import force_locale
 from flask_mail import Message
 from markupsafe import Markup, escape
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import Row, Update, bindparam, select, update
 from sqlalchemy.orm import Session, joinedload
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -25,18 +27,20 @@ from bulksign.batches.settling import record_outcome, settles
 from bulksign.batches.states import transition
 from bulksign.core.branding import brand_from, logo_src
 from bulksign.core.localtime import batch_time
+from bulksign.core.logs import log
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.jinja_sandbox import render_text
 from bulksign.doc_templates.mail_texts import mail_text
 from bulksign.mail.mail_headers import one_line
 from bulksign.mail.mailer import builder, message_id_for, queue_mails
 from bulksign.mail.outcomes import Delivery, Outcome
-from bulksign.models import Batch, OutgoingMail, SigningRequest, TemplateVersion, utcnow
+from bulksign.models import Batch, Event, OutgoingMail, SigningRequest, TemplateVersion, utcnow
 from bulksign.models.mail import MailKind, MailStatus
 from bulksign.models.status import Status
 from bulksign.signing.links import current_token, issue_links, signing_url
 
 KIND = MailKind.INVITATION
+logger = logging.getLogger(__name__)
 
 
 def invitation_key(request: SigningRequest) -> str:
@@ -55,7 +59,7 @@ def request_deadline(request: SigningRequest, *, sent_at: datetime) -> datetime:
     return deadline_for(request.batch, sent_at=sent_at)
 
 
-def extended_deadline(request, *, batch: Batch, extend_days: int, now: datetime) -> datetime:
+def extended_deadline(request: SigningRequest | Row[Any], *, batch: Batch, extend_days: int, now: datetime) -> datetime:
     """Extra days extend: from the current deadline, or from now when that has passed (never shortened)."""
     current = request.expires_at or deadline_for(batch, sent_at=request.sent_at or now)
     return max(current, now) + timedelta(days=extend_days)
@@ -83,6 +87,24 @@ def pixel_request_id(*, name: str, secret: str) -> int | None:
     return None
 
 
+def record_email_open(session: Session, *, request_id: int, now: datetime) -> bool:
+    """Record the first time the invitation's pixel was fetched (an ``email.opened`` event); later opens change
+    nothing. Whether this was the first."""
+    row = session.execute(
+        update(SigningRequest)
+        .where(SigningRequest.id == request_id, SigningRequest.email_opened_at.is_(None))
+        .values(email_opened_at=now)
+        .returning(SigningRequest.batch_id)
+    ).first()
+    if row:
+        session.add(
+            Event(request_id=request_id, batch_id=row.batch_id, type="email.opened", created_at=now, actor="recipient")
+        )
+        log(logger, logging.INFO, "invitation opened", request_id=request_id)
+    session.commit()
+    return row is not None
+
+
 _IMG = re.compile(r"<img\b[^>]*>", re.IGNORECASE)
 _SRC = re.compile(r"""\bsrc\s*=\s*["']?[^"'\s>]*/t/([^"'\s>/]+)""", re.IGNORECASE)
 
@@ -90,14 +112,14 @@ _SRC = re.compile(r"""\bsrc\s*=\s*["']?[^"'\s>]*/t/([^"'\s>/]+)""", re.IGNORECAS
 def without_open_pixels(*, html: str, secret: str) -> str:
     """``html`` with our open-tracking images taken out, for staff who read a mail: their view is no open."""
 
-    def keep(img: re.Match) -> str:
+    def keep(img: re.Match[str]) -> str:
         src = _SRC.search(img.group(0))
         return "" if src and pixel_request_id(name=src.group(1), secret=secret) is not None else img.group(0)
 
     return _IMG.sub(keep, html)
 
 
-def mail_context(request: SigningRequest, *, token: str, app: Flask, deadline: datetime) -> dict:
+def mail_context(request: SigningRequest, *, token: str, app: Flask, deadline: datetime) -> dict[str, Any]:
     """What the subject and body templates may use: the row's data and the standard variables."""
     batch = request.batch
     owner = batch.created_by
@@ -147,7 +169,7 @@ def queue_invitations(session: Session, *, request_ids: Sequence[int], now: date
     secret = app.config["SECRET_KEY"]
     tokens = {r.id: token for r in requests if r.token_hash and (token := current_token(r, secret=secret))}
     tokens.update(issue_links(session, requests=[r for r in requests if r.id not in tokens], secret=secret, now=now))
-    mails: list[dict] = []
+    mails: list[dict[str, Any]] = []
     errors: dict[int, str] = {}
     for request in requests:
         context = mail_context(
@@ -220,9 +242,9 @@ def mark_sent(
     request: SigningRequest,
     sent_at: datetime,
     now: datetime,
-    details: dict,
-    also=None,
-    also_params=None,
+    details: dict[str, Any],
+    also: Update | None = None,
+    also_params: Mapping[str, Any] | None = None,
 ) -> bool:
     """sending → sent by compare-and-set, the request's deadline counted from ``sent_at``; the caller commits."""
     return bool(

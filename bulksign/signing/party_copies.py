@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from bulksign.doc_templates.roles import role_label
 from bulksign.documents.audit_record import document_title
 from bulksign.documents.signed_pdf import marked_copy
+from bulksign.documents.storage import Storage
 from bulksign.models import Party, SigningRequest
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import Status
@@ -27,7 +28,7 @@ class PartyCopy:
     filename: str
 
 
-def party_copy(session: Session, *, request: SigningRequest, party: Party, storage) -> PartyCopy | None:
+def party_copy(session: Session, *, request: SigningRequest, party: Party, storage: Storage) -> PartyCopy | None:
     """What ``party`` signed, for them to keep: None unless they signed and the request still waits for others."""
     if party.status != PartyStatus.SIGNED or request.status not in (Status.SENT, Status.OPENED):
         return None

@@ -12,13 +12,13 @@ from bulksign.batches.states import transition
 from bulksign.core.extensions import db
 from bulksign.models import Export, SigningRequest
 from bulksign.people.users import create_api_key
-from tests.support.batchdata import make_batch
+from tests.support.batchdata import batch_in_states
 from tests.support.clock import NOW
 from tests.support.partydata import make_two_party_batch
 
 
 def test_retention_and_a_legal_hold_show_on_the_page_and_in_the_api(client, auth, users):
-    batch = make_batch(db.session, statuses=["sent"] * 2, now=NOW, user_id=users["staff"].id)
+    batch = batch_in_states(db.session, statuses=["sent"] * 2, now=NOW, user_id=users["staff"].id)
     batch_id = batch.id
     auth.login()
     page = client.get(f"/batches/{batch_id}").get_data(as_text=True)
@@ -44,7 +44,7 @@ def test_retention_and_a_legal_hold_show_on_the_page_and_in_the_api(client, auth
 
 
 def test_an_export_the_retention_rules_deleted_is_said_so_in_the_pages_language(client, auth, users):
-    batch = make_batch(db.session, statuses=["signed"], now=NOW, user_id=users["staff"].id)
+    batch = batch_in_states(db.session, statuses=["signed"], now=NOW, user_id=users["staff"].id)
     for kind in ("signed_zip", "evidence"):
         db.session.add(Export(batch_id=batch.id, kind=kind, status="failed", error=EXPORT_PURGED, created_at=NOW))
     users["staff"].locale = "ru"

@@ -11,7 +11,7 @@ from bulksign.core.extensions import db
 from bulksign.models import Party, SigningRequest
 from bulksign.people.teams import create_team
 from bulksign.signing.parties import move_parties
-from tests.support.batchdata import make_batch
+from tests.support.batchdata import batch_in_states
 from tests.support.clock import NOW
 from tests.support.partydata import make_two_party_batch
 
@@ -27,8 +27,8 @@ def _sent(batch_id: int) -> list[int]:
 
 
 def test_each_state_writer_bumps_the_version_once_per_commit_and_a_rollback_none(app, users):
-    batch = make_batch(db.session, statuses=["sent"] * 3, now=NOW, user_id=users["staff"].id)
-    other = make_batch(db.session, statuses=["sent"], now=NOW, user_id=users["staff"].id)
+    batch = batch_in_states(db.session, statuses=["sent"] * 3, now=NOW, user_id=users["staff"].id)
+    other = batch_in_states(db.session, statuses=["sent"], now=NOW, user_id=users["staff"].id)
     batch_id, other_id = batch.id, other.id
     assert versions.version_of(db.session, batch_id=batch_id) == 0
     first, second, third = _sent(batch_id)
@@ -75,7 +75,7 @@ class _Queries:
 
 
 def test_the_progress_fragment_is_304_while_nothing_changed_and_new_after_a_signature(client, auth, users):
-    batch = make_batch(db.session, statuses=["sent"] * 4, now=NOW, user_id=users["staff"].id)
+    batch = batch_in_states(db.session, statuses=["sent"] * 4, now=NOW, user_id=users["staff"].id)
     batch_id = batch.id
     auth.login()
     url = f"/batches/{batch_id}/progress"
@@ -99,7 +99,7 @@ def test_the_progress_fragment_is_304_while_nothing_changed_and_new_after_a_sign
 
 
 def test_the_request_panel_and_the_home_page_are_live_the_same_way(client, auth, users):
-    batch = make_batch(db.session, statuses=["sent"] * 2, now=NOW, user_id=users["staff"].id, name="Live home")
+    batch = batch_in_states(db.session, statuses=["sent"] * 2, now=NOW, user_id=users["staff"].id, name="Live home")
     batch_id = batch.id
     request_id = _sent(batch_id)[0]
     auth.login()
@@ -121,7 +121,7 @@ def test_the_request_panel_and_the_home_page_are_live_the_same_way(client, auth,
 def test_another_teams_batch_is_404_whatever_tag_is_sent(client, auth, users):
     team = create_team(db.session, name="Elsewhere", now=NOW)
     db.session.commit()
-    foreign = make_batch(db.session, statuses=["sent"], now=NOW, team_id=team.id, user_id=None)
+    foreign = batch_in_states(db.session, statuses=["sent"], now=NOW, team_id=team.id, user_id=None)
     foreign_id, request_id = foreign.id, _sent(foreign.id)[0]
     auth.login()
     for url in (f"/batches/{foreign_id}/progress", f"/batches/{foreign_id}/requests/{request_id}"):
