@@ -146,7 +146,7 @@ def test_the_approver_sees_counts_and_real_samples_and_a_rejection_tells_the_cre
     html = page.get_data(as_text=True)
     assert page.status_code == 200 and 'id="approve-batch"' in html and 'id="reject-batch"' in html
     # Nothing is being prepared or sent, and there are no documents to gather yet.
-    assert "still being prepared or sent" not in html and "signed documents" not in html.lower()
+    assert "still being prepared or sent" not in html and 'id="export"' not in html and 'id="evidence"' not in html
     first = db.session.scalar(
         select(SigningRequest.id).where(SigningRequest.batch_id == batch_id).order_by(SigningRequest.id)
     )
