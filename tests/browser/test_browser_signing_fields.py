@@ -57,7 +57,8 @@ def test_a_recipient_fills_every_kind_of_field_and_signs(users, live_server, pag
     page.click("#sign-button")
     page.wait_for_selector("#field-start-error")
     # The drawing came back with the page, on the pad, and the message names the fields to correct.
-    assert page.evaluate(INKED, "#signature-pad") and page.locator("#pad-kept").is_visible()
+    page.wait_for_function(INKED, arg="#signature-pad")  # the kept drawing is an image: drawn once it loaded
+    assert page.locator("#pad-kept").is_visible()
     assert "Correct these fields, each has a message: “Start date”, “I have read the work rules”" in page.inner_text(
         ".flash-error"
     )
