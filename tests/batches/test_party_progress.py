@@ -11,7 +11,7 @@ import re
 import pytest
 from sqlalchemy import event, select, text
 
-from bulksign.batches import party_progress, recipients_table
+from bulksign.batches import bulk_actions, party_progress, recipients_table
 from bulksign.batches.exports import CSV_COLUMNS
 from bulksign.batches.recipients_table import DashboardError, RecipientFilter
 from bulksign.core.extensions import db
@@ -94,9 +94,7 @@ def test_a_role_unknown_to_the_batch_matches_nothing_and_a_malformed_one_is_a_cl
 def test_a_large_selection_waiting_for_a_role_runs_in_the_background_on_those_rows_only(
     client, auth, batch_id, run_jobs, monkeypatch
 ):
-    from bulksign.views.staff import dashboard as views
-
-    monkeypatch.setattr(views, "INLINE_LIMIT", 1)
+    monkeypatch.setattr(bulk_actions, "INLINE_LIMIT", 1)
     auth.login()
     emails = _emails(batch_id)
     html = _bulk(client, batch_id, action="cancel", select_all="1", waiting_for="employer", confirmed="1")
