@@ -12,6 +12,7 @@ from bulksign.core.config import LANGUAGES, time_zones
 from bulksign.core.errors import BulksignError, Message
 from bulksign.core.messages import N_
 from bulksign.doc_templates.roles import template_roles
+from bulksign.doc_templates.template_parties import PartySource, template_parties, template_routing
 from bulksign.mail.email_checks import check_email
 from bulksign.mail.mail_headers import CONTROL_CHARACTERS
 from bulksign.models import TemplateVersion
@@ -182,10 +183,20 @@ class PartySettings:
         return {"roles": self.roles, "fixed_roles": tuple(self.fixed)}
 
 
+def _template_fixed(version: TemplateVersion) -> dict[str, PartyPerson]:
+    """The one person the template names for each of its fixed parties."""
+    return {
+        p.key: PartyPerson(email=p.email, name=p.name)
+        for p in template_parties(version)
+        if p.source == PartySource.FIXED and p.email
+    }
+
+
 def party_settings_from_form(form: Mapping[str, str], *, version: TemplateVersion) -> PartySettings:
     """The fixed parties and routing of a new batch from its form or API fields: ``parties`` (JSON role →
     ``{"email", "name", "phone"}``) or the web form's ``party_<role>_email`` (``_name``, ``_phone``) fields, and
-    ``routing`` (JSON list of steps). BatchError naming the field for what cannot be used."""
+    ``routing`` (JSON list of steps). What is not given is the template's: its fixed parties and its signing order.
+    BatchError naming the field for what cannot be used."""
     roles = template_roles(version)
     given: str | dict = (form.get("parties") or "").strip()
     if not given:
@@ -197,8 +208,10 @@ def party_settings_from_form(form: Mapping[str, str], *, version: TemplateVersio
             if role != RECIPIENT_ROLE and (form.get(f"party_{role}_email") or "").strip()
         }
     try:
-        fixed = fixed_parties(given, roles=roles)
-        steps = parties.routing_steps((form.get("routing") or "").strip() or None, roles=roles)
+        # The template's fixed people sign unless the batch names another.
+        fixed = {**_template_fixed(version), **fixed_parties(given, roles=roles)}
+        routing = (form.get("routing") or "").strip() or template_routing(version)
+        steps = parties.routing_steps(routing, roles=roles)
     except PartyError as exc:
         raise BatchError(exc.message, "parties") from None
     except parties.RoutingError as exc:
