@@ -30,6 +30,7 @@ from bulksign.doc_templates.mail_texts import (
 )
 from bulksign.doc_templates.render_path import render_path
 from bulksign.doc_templates.roles import template_roles
+from bulksign.doc_templates.template_parties import PartySource, party_labels, template_parties, template_routing
 from bulksign.doc_templates.variables import BUILTIN_VARIABLES, sample_row
 from bulksign.documents import pdf_pages
 from bulksign.documents.field_boxes import stored_marks
@@ -230,12 +231,49 @@ def set_fields(template_id: int):
     return _detail_page(template, version, fields=shown, fields_error=error), 422
 
 
+#: What the template page calls each way a party is chosen (``template_parties.PartySource``).
+PARTY_SOURCE_LABELS = {
+    PartySource.COLUMNS: _l("A person per row, from the file's columns"),
+    PartySource.FIXED: _l("One person for every batch"),
+}
+
+
+@bp.post("/<int:template_id>/parties")
+def set_parties(template_id: int):
+    """The template's parties and signing order, from the template page's editor: saved as a new version."""
+    template = access.template_for_edit(db.session, template_id=template_id, user=current_user)
+    version = dt.get_version(db.session, template_id=template.id) or abort(404)
+    form = request.form
+    given = [
+        {
+            "key": key.strip(),
+            "labels": {language: form.getlist(f"party-label-{language}")[i] for language in ("en", "ru")},
+            **{part: form.getlist(f"party-{part}")[i] for part in ("colour", "source", "name", "email")},
+        }
+        for i, key in enumerate(form.getlist("party-key"))
+        if key.strip() and all(len(form.getlist(f"party-{part}")) > i for part in ("colour", "source", "name", "email"))
+    ]
+    try:
+        routing = current_app.json.loads(form.get("routing") or "null")
+    except ValueError:
+        routing = None  # the page's order could not be read: the previous order, fitted to the parties
+    saved, error = _commit_version(
+        lambda: dt.save_parties(
+            db.session, template=template, parties=given, routing=routing, user=current_user, now=utcnow()
+        )
+    )
+    if saved is not None:
+        return redirect(url_for(".detail", template_id=template.id, _anchor="parties"))
+    return _detail_page(template, version, parties_error=error), 422
+
+
 def _detail_page(
     template: DocumentTemplate,
     version: TemplateVersion,
     *,
     fields: list[FieldSettings] | None = None,
     fields_error: TemplateError | None = None,
+    parties_error: TemplateError | None = None,
 ):
     try:
         signature = dt.signature_place(version)  # a PDF's field or box named "signature", drawn on its page
@@ -257,6 +295,11 @@ def _detail_page(
         fields=template_fields(version) if fields is None else fields,
         fields_error=fields_error,
         field_types=FIELD_TYPE_LABELS,
+        parties=template_parties(version),
+        party_names=party_labels(version, language=str(get_locale())),
+        routing=template_routing(version),
+        parties_error=parties_error,
+        party_sources=PARTY_SOURCE_LABELS,
         render=render_path(version, enabled=current_app.config["RENDER_TOGETHER"]),
         all_variables=sorted({*version.variables, *([SIGNATURE_VARIABLE] if signature else [])}),
         # A kept default subject reads as its recipients (and these staff) get it: in the page's language.
