@@ -8,7 +8,7 @@
     var input = form.querySelector("#routing");
     var list = form.querySelector("#steps");
     var status = form.querySelector("#order-status");
-    var words = form.dataset;
+    var words = form.querySelector(".signing-order").dataset;
     var steps;
     try { steps = JSON.parse(input.value || "[]"); } catch (e) { steps = []; }
     var names = {};
@@ -174,7 +174,8 @@
           fieldset.remove();
           tidy();
           draw();
-          form.querySelector("#add-party").focus();
+          var add = form.querySelector("#add-party");
+          if (add) add.focus();
         });
       }
     }
@@ -194,7 +195,14 @@
     draw();
   }
 
-  document.addEventListener("DOMContentLoaded", function () {
-    document.querySelectorAll("[data-party-editor]").forEach(init);
-  });
+  // On the page, and on a part HTMX swaps in (the new-batch page's columns for another template).
+  function initIn(root) {
+    root.querySelectorAll("[data-party-editor]").forEach(function (el) {
+      if (el.dataset.ready) return;
+      el.dataset.ready = "1";
+      init(el);
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { initIn(document); });
+  document.addEventListener("htmx:load", function (e) { initIn(e.target.parentNode || document); });
 })();

@@ -83,3 +83,54 @@ def test_each_signer_reads_their_own_label_and_the_russian_certificate_names_bot
     assert "Работодатель: Anna Boss <hr@acme.example>" in certificate
     assert "Подписано: Работодатель" in certificate and "Подписано: Работник" in certificate
     assert "recipient" not in certificate and "employer" not in certificate
+
+
+def test_the_new_batch_page_starts_from_the_templates_order_and_person_and_the_batch_may_change_the_order(
+    app, users, client, auth
+):
+    import io
+    import json
+    import re
+
+    from bulksign.models import Party
+    from tests.support.web import csrf_from
+
+    saved = create_template(db.session, name="Contract", html=CONTRACT, user=users["staff"], now=utcnow())
+    save_parties(
+        db.session,
+        template=saved.template,
+        parties=PARTIES,
+        routing=[["employer"], ["recipient"]],
+        user=users["staff"],
+        now=utcnow(),
+    )
+    db.session.commit()
+    auth.login()
+    page = client.get(f"/batches/new?template_id={saved.template.id}")
+    html = page.get_data(as_text=True)
+    assert "Who signs as Employer" in html and "Left blank: Anna Boss, hr@acme.example, as the template names." in html
+    order = html[html.index('id="steps"') : html.index("</ol>", html.index('id="steps"'))]
+    assert re.findall(r'class="chip-label">([^<]+)<', order) == ["Employer", "Employee"]
+    assert 'value="[[&#34;employer&#34;], [&#34;recipient&#34;]]"' in html
+    preview = client.post(
+        "/batches/new/validate",
+        headers={"HX-Request": "true"},
+        content_type="multipart/form-data",
+        data={
+            "csrf_token": csrf_from(page),
+            "template_id": saved.template.id,
+            "file": (io.BytesIO(b"email,name\neva@example.com,Eva\n"), "r.csv"),
+            "routing": json.dumps([["recipient", "employer"]]),
+        },
+    )
+    shown = preview.get_data(as_text=True)
+    assert "Create batch with 1 valid row" in shown, shown[-2000:]
+    carried = dict(re.findall(r'<input type="hidden" name="(party_[a-z_]+|routing)" value="([^"]*)"', shown))
+    carried = {k: v.replace("&#34;", '"') for k, v in carried.items()}
+    upload_id = re.search(r'name="upload_id" value="([0-9a-f]+)"', shown).group(1)
+    made = client.post(
+        "/batches/new", data={"csrf_token": csrf_from(page), "upload_id": upload_id, "form_token": "f1", **carried}
+    )
+    assert made.status_code == 303, made.get_data(as_text=True)[-2000:]
+    found = db.session.scalars(select(Party).order_by(Party.role)).all()
+    assert [(p.role, p.step, p.email) for p in found] == [("employer", 0, "hr@acme.example"), ("recipient", 0, None)]

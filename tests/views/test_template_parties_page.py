@@ -73,10 +73,19 @@ def test_hostile_parties_are_refused_or_shown_as_text(app, client, auth, users):
         assert refused.status_code == 422
         assert message in refused.get_data(as_text=True)
     assert get_version(db.session, template_id=template.id).version == 1
-    script = {**EMPLOYER, "en": "<script>alert(1)</script>", "ru": ""}
+    script = {
+        **EMPLOYER,
+        "en": "<script>alert(1)</script>",
+        "ru": "",
+        "source": "fixed",
+        "name": "<img src=x onerror=alert(2)>",
+        "email": "hr@acme.example",
+    }
     assert client.post(url, data=_form(token, [EMPLOYEE, script], None)).status_code == 302
-    page = client.get(f"/templates/{template.id}").get_data(as_text=True)
-    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    for shown in (f"/templates/{template.id}", f"/batches/new?template_id={template.id}"):
+        page = client.get(shown).get_data(as_text=True)
+        assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page, shown
+        assert "<img src=x" not in page and "&lt;img src=x onerror=alert(2)&gt;" in page, shown
 
 
 def test_another_teams_template_is_out_of_reach(app, client, auth, users):
