@@ -12,6 +12,7 @@ from bulksign.core.config import LANGUAGES, time_zones
 from bulksign.core.errors import BulksignError, Message
 from bulksign.core.messages import N_
 from bulksign.doc_templates.roles import template_roles
+from bulksign.doc_templates.template_check import TemplateNotReady, require_ready
 from bulksign.doc_templates.template_parties import PartySource, template_parties, template_routing
 from bulksign.mail.email_checks import check_email
 from bulksign.mail.mail_headers import CONTROL_CHARACTERS
@@ -197,6 +198,10 @@ def party_settings_from_form(form: Mapping[str, str], *, version: TemplateVersio
     ``{"email", "name", "phone"}``) or the web form's ``party_<role>_email`` (``_name``, ``_phone``) fields, and
     ``routing`` (JSON list of steps). What is not given is the template's: its fixed parties and its signing order.
     BatchError naming the field for what cannot be used."""
+    try:
+        require_ready(version, language=(form.get("language") or "en").strip() or "en")
+    except TemplateNotReady as exc:
+        raise BatchError(exc.message, "template_id") from None
     roles = template_roles(version)
     given: str | dict = (form.get("parties") or "").strip()
     if not given:

@@ -74,7 +74,11 @@ def test_a_clerk_names_the_parties_and_orders_them_by_keyboard(users, live_serve
     version = get_version(db.session, template_id=template.id)
     assert party_labels(version, language="ru") == {"recipient": "Работник", "employer": "Работодатель"}
     assert template_routing(version) == [["employer"], ["recipient"]]
-    assert [(p.key, p.source, p.email) for p in template_parties(version)][1] == ("employer", "fixed", "hr@acme.example")
+    assert [(p.key, p.source, p.email) for p in template_parties(version)][1] == (
+        "employer",
+        "fixed",
+        "hr@acme.example",
+    )
     expect(page.locator("#roles")).to_have_text("Employee, Employer")
     found = look_at(page, live_server, "template-parties-saved")
     assert found == {1366: [], 360: []}, found

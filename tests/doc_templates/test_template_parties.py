@@ -4,6 +4,7 @@ version, checked in plain words, and derived from the roles of a version saved b
 from __future__ import annotations
 
 import pytest
+from flask_babel import force_locale
 
 from bulksign.core.extensions import db
 from bulksign.doc_templates.template_parties import (
@@ -117,3 +118,36 @@ def test_labels_are_kept_as_text_and_an_empty_label_reads_the_default(app, users
     ).version
     assert party_label(version, role="employer", language="en") == "<script>alert(1)</script>"
     assert party_label(version, role="employer", language="ru") == "Работодатель"
+
+
+def test_the_check_names_a_party_without_a_place_and_two_parties_called_alike_and_the_second_stops_sending(app, users):
+    from bulksign.batches.batch_settings import BatchError, party_settings_from_form
+    from bulksign.doc_templates.template_check import check_template
+
+    saved = _contract(users)
+    assert check_template(saved.version, language="en").errors == ()
+    witness = {"key": "witness", "labels": {"en": "Witness", "ru": "Свидетель"}, "source": "fixed", "email": "w@x.org"}
+    version = save_parties(
+        db.session, template=saved.template, parties=[EMPLOYEE, EMPLOYER, witness], routing=None, user=None, now=NOW
+    ).version
+    found = check_template(version, language="ru")
+    assert found.errors == ()
+    with force_locale("ru"):
+        warnings = [str(w) for w in found.warnings]
+    assert warnings == [
+        "У стороны Свидетель нет места подписи в документе: она подписывает на странице, добавленной в конце."
+    ]
+    party_settings_from_form({"parties": '{"employer": {"email": "b@x.org"}}'}, version=version)  # warnings: sent
+    twin = {**witness, "labels": {"en": "employer", "ru": "Свидетель"}}
+    version = save_parties(
+        db.session, template=saved.template, parties=[EMPLOYEE, EMPLOYER, twin], routing=None, user=None, now=NOW
+    ).version
+    assert [str(e) for e in check_template(version, language="en").errors] == [
+        "Two parties are both called “Employer”: signers could not tell them apart."
+    ]
+    with pytest.raises(BatchError) as refused:
+        party_settings_from_form({}, version=version)
+    assert refused.value.field == "template_id"
+    assert str(refused.value.message) == (
+        "The template is not ready to send: Two parties are both called “Employer”: signers could not tell them apart."
+    )

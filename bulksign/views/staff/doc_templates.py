@@ -30,6 +30,7 @@ from bulksign.doc_templates.mail_texts import (
 )
 from bulksign.doc_templates.render_path import render_path
 from bulksign.doc_templates.roles import template_roles
+from bulksign.doc_templates.template_check import check_template
 from bulksign.doc_templates.template_parties import PartySource, party_labels, template_parties, template_routing
 from bulksign.doc_templates.variables import BUILTIN_VARIABLES, sample_row
 from bulksign.documents import pdf_pages
@@ -299,6 +300,7 @@ def _detail_page(
         party_names=party_labels(version, language=str(get_locale())),
         routing=template_routing(version),
         parties_error=parties_error,
+        check=check_template(version, language=str(get_locale())),
         party_sources=PARTY_SOURCE_LABELS,
         render=render_path(version, enabled=current_app.config["RENDER_TOGETHER"]),
         all_variables=sorted({*version.variables, *([SIGNATURE_VARIABLE] if signature else [])}),
