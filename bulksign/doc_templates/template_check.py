@@ -44,10 +44,10 @@ def check_template(version: TemplateVersion, *, language: str) -> TemplateCheck:
     keys = [p.key for p in parties]
     errors: list[N_] = []
     warnings: list[N_] = []
-    for language in LANGUAGES:
-        labels = Counter(party_label(version, role=key, language=language).casefold() for key in keys)
+    for reading in LANGUAGES:
+        labels = Counter(party_label(version, role=key, language=reading).casefold() for key in keys)
         for key in keys:
-            label = party_label(version, role=key, language=language)
+            label = party_label(version, role=key, language=reading)
             if labels[label.casefold()] > 1:
                 errors.append(
                     N_("Two parties are both called “%(label)s”: signers could not tell them apart.", label=label)

@@ -1,5 +1,6 @@
 """API for document templates: create (a first version, from JSON or an uploaded file), list, place boxes on a PDF,
-read and set the fields the signer fills; the shapes read and answered are in ``template_models``."""
+read and set the fields the signer fills, the parties and their order; the shapes read and answered are in
+``template_models``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from bulksign.doc_templates.fields import (
     FieldSettingsError,
 )
 from bulksign.doc_templates.mail_texts import MAIL_FIELDS
+from bulksign.doc_templates.template_parties import PartiesError
 from bulksign.models import utcnow
 from bulksign.people import access
 from bulksign.views.api.common import (
@@ -33,15 +35,20 @@ from bulksign.views.api.template_models import (
     FieldsBody,
     FieldsOut,
     PageOut,
+    PartiesBody,
+    PartiesOut,
     TemplateBody,
     TemplateForm,
     TemplateOut,
     TemplatePage,
     fields_out,
+    parties_out,
     template_out,
 )
 
 bp = Blueprint("api_templates", __name__, url_prefix="/api/v1")
+#: The API answers in English: the template check names parties by their English labels.
+API_LANGUAGE = "en"
 
 
 def _file_fields(form: TemplateForm) -> dict:
@@ -238,3 +245,47 @@ def set_fields(template_id: int):
         db.session.rollback()
         raise ApiError(str(exc.message), 422, code="template_invalid") from None
     return answer(fields_out(saved.version))
+
+
+@bp.get("/templates/<int:template_id>/parties")
+@operation("Read a template's parties", tag="Templates", responses={200: PartiesOut}, errors=(404,))
+def parties(template_id: int):
+    """Who signs the newest version (labels, colours, who by default), the order they sign in, and the template
+    check, as `PUT .../parties` takes them."""
+    template = access.template_for_use(db.session, template_id=template_id, user=g.api_user)
+    version = dt.get_version(db.session, template_id=template.id) or abort(404)
+    return answer(parties_out(version, language=API_LANGUAGE))
+
+
+@bp.put("/templates/<int:template_id>/parties")
+@operation(
+    "Set a template's parties and signing order",
+    tag="Templates",
+    body=PartiesBody,
+    responses={200: PartiesOut},
+    errors=(400, 403, 404, 422),
+)
+def set_parties(template_id: int):
+    """Parties and signing order, saved as a new version (the document, fields and mail texts kept). 422
+    `parties_invalid` (`details.party` names the party) for a key that is not a word, a key given twice, a label
+    that is not one line, an unknown language, a fixed party without a real address, a party the document marks
+    left out, or an order that names a party twice, names none that exists or leaves one out."""
+    body = parse_body(PartiesBody)
+    template = access.template_for_edit(db.session, template_id=template_id, user=g.api_user)
+    try:
+        saved = dt.save_parties(
+            db.session,
+            template=template,
+            parties=[p.model_dump() for p in body.parties],
+            routing=body.routing,
+            user=g.api_user,
+            now=utcnow(),
+        )
+        db.session.commit()
+    except PartiesError as exc:
+        db.session.rollback()
+        raise ApiError(str(exc.message), 422, code="parties_invalid", details={"party": exc.field}) from None
+    except TemplateError as exc:
+        db.session.rollback()
+        raise ApiError(str(exc.message), 422, code="template_invalid") from None
+    return answer(parties_out(saved.version, language=API_LANGUAGE))
