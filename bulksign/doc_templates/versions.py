@@ -71,6 +71,7 @@ def create_template(
     team_id: int | None = None,
     kind: str = "html",
     file: bytes | None = None,
+    field_hints: dict[str, dict] | None = None,
 ) -> SavedVersion:
     """A new template with its first version, shared with ``team_id`` (default: the user's first team).
 
@@ -103,6 +104,7 @@ def create_template(
         reminder_body=reminder_body,
         kind=kind,
         file=file,
+        field_hints=field_hints,
     )
 
 
@@ -123,6 +125,7 @@ def save_version(
     fields: list[dict] | None = None,
     parties: list[dict] | None = None,
     routing: list | None = None,
+    field_hints: dict[str, dict] | None = None,
 ) -> SavedVersion:
     """Insert the next immutable version of ``template``; Refused(403) for a user who may only use it.
 
@@ -131,7 +134,8 @@ def save_version(
     and, for a PDF, the boxes placed on it. ``pdf_boxes``: a new placement of boxes on the PDF's pages.
     ``fields``: settings of the fields the signer fills (``fields.check_settings``); None keeps the previous
     version's settings of the fields still marked. ``parties`` (``template_parties.check_parties``) and ``routing``
-    (a list of steps of party keys): None keeps the previous version's."""
+    (a list of steps of party keys): None keeps the previous version's. ``field_hints``: the type and party of
+    fields new to this version, as the palette inserted them (name → ``{"type", "role"}``)."""
     if user is not None and not access.may_edit_template(session, template=template, user=user):
         raise access.Refused(N_("Only the template's owner, a manager of its team or an admin can change it."), 403)
     # Stored as the web form's \r\n or as the API's \n alike, and an earlier release's default as today's, so a kept
@@ -195,7 +199,7 @@ def save_version(
         created_at=now,
     )
     _settle_parties(version, previous=previous, parties=parties, routing=routing)
-    version.fields = settled_fields(version, roles=version.roles, given=fields, previous=previous)
+    version.fields = settled_fields(version, roles=version.roles, given=fields, previous=previous, hints=field_hints)
     session.add(version)
     session.flush()
     log(logger, logging.INFO, "template version saved", template_id=template.id, version=version.version)

@@ -151,3 +151,24 @@ def test_the_check_names_a_party_without_a_place_and_two_parties_called_alike_an
     assert str(refused.value.message) == (
         "The template is not ready to send: Two parties are both called “Employer”: signers could not tell them apart."
     )
+
+
+def test_a_field_the_palette_inserted_keeps_its_type_and_party_and_a_hostile_hint_falls_back(app, users):
+    html = TWO_PARTIES + "<p>{{ field_start }} {{ field_pick }} {{ field_x }}</p>"
+    hints = {
+        "start": {"type": "date", "role": "employer"},
+        "pick": {"type": "choice", "role": "employer"},  # a choice needs options: set on the template page
+        "x": {"type": "<script>", "role": "../x"},
+        "iban": {"type": "number", "role": "nobody"},
+    }
+    version = create_template(
+        db.session, name="Contract", html=html, user=users["staff"], now=NOW, field_hints=hints
+    ).version
+    from bulksign.doc_templates.fields import template_fields
+
+    assert [(f.name, f.type, f.role) for f in template_fields(version)] == [
+        ("iban", "number", "recipient"),
+        ("start", "date", "employer"),
+        ("pick", "text", "recipient"),
+        ("x", "text", "recipient"),
+    ]

@@ -31,6 +31,7 @@ from bulksign.doc_templates.mail_texts import (
 from bulksign.doc_templates.render_path import render_path
 from bulksign.doc_templates.roles import template_roles
 from bulksign.doc_templates.template_check import check_template
+from bulksign.doc_templates.template_palette import palette
 from bulksign.doc_templates.template_parties import PartySource, party_labels, template_parties, template_routing
 from bulksign.doc_templates.variables import BUILTIN_VARIABLES, sample_row
 from bulksign.documents import pdf_pages
@@ -87,6 +88,22 @@ def _mail_fields() -> dict[str, str]:
     return {f: request.form.get(f) or DEFAULTS[f] for f in MAIL_FIELDS}
 
 
+def _field_hints() -> dict[str, dict]:
+    """The type and party of each field the palette inserted (name → ``{"type", "role"}``); what cannot be read is
+    left out (those fields get the defaults, set on the template page)."""
+    try:
+        given = current_app.json.loads(request.form.get("palette_fields") or "[]")
+    except ValueError:
+        return {}
+    if not isinstance(given, list):
+        return {}
+    return {
+        str(f["name"]): {"type": str(f.get("type") or ""), "role": str(f.get("role") or "")}
+        for f in given[:100]
+        if isinstance(f, dict) and isinstance(f.get("name"), str)
+    }
+
+
 @bp.get("/")
 def index():
     templates = dt.list_templates(db.session, user=current_user)
@@ -135,7 +152,16 @@ def _form_page(form: dict, template: DocumentTemplate | None, save: Callable[[Su
             return redirect(url_for(".detail", template_id=saved.template.id))
     return (
         render_template(
-            "doc_templates/form.html", form=form, error=error, template=template, kinds=template_kinds.choices()
+            "doc_templates/form.html",
+            form=form,
+            error=error,
+            template=template,
+            kinds=template_kinds.choices(),
+            palette=palette(
+                dt.get_version(db.session, template_id=template.id) if template else None,
+                language=str(get_locale()),
+            ),
+            field_types=FIELD_TYPE_LABELS,
         ),
         422 if error else 200,
     )
@@ -156,6 +182,7 @@ def new():
             user=current_user,
             now=utcnow(),
             team_id=request.form.get("team_id", type=int),
+            field_hints=_field_hints(),
             **mail,
         ),
     )
@@ -182,6 +209,7 @@ def edit(template_id: int):
             file=document.file,
             user=current_user,
             now=utcnow(),
+            field_hints=_field_hints(),
             **mail,
         ),
     )
