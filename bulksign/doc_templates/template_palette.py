@@ -42,6 +42,7 @@ class Palette:
 
 def palette(version: TemplateVersion | None, *, language: str) -> Palette:
     """The palette of a template being edited (``version``: its newest, None for a new one) in ``language``."""
+    parties: tuple[PaletteParty, ...]
     if version is None:
         parties = (
             PaletteParty(
