@@ -10,6 +10,7 @@ from flask import current_app
 from pydantic import BaseModel, ConfigDict, Field
 
 from bulksign.core.config import LANGUAGES
+from bulksign.core.schemas import ABSENT, Text, no_null_defaults
 from bulksign.doc_templates import pdf_forms
 from bulksign.doc_templates import versions as dt
 from bulksign.doc_templates.columns import OPTIONAL, needed_columns
@@ -28,7 +29,7 @@ from bulksign.doc_templates.template_parties import template_parties, template_r
 from bulksign.documents.field_boxes import MAX_FIELDS
 from bulksign.documents.signature_box import MAX_MARKS
 from bulksign.models import DocumentTemplate, TemplateVersion
-from bulksign.views.api.common import ABSENT, NextCursor, RecordId, Text, no_null_defaults
+from bulksign.views.api.common import NextCursor, RecordId
 
 
 class TemplateOut(BaseModel):
