@@ -4,6 +4,8 @@ read and set the fields the signer fills, the parties and their order; the shape
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from flask import Blueprint, abort, g, request
 
 from bulksign.core import keyset
@@ -205,6 +207,23 @@ def boxes(template_id: int):
     )
 
 
+def _committed(
+    save: Callable[[], dt.SavedVersion], *, refused: type[TemplateError], code: str, named: str
+) -> dt.SavedVersion:
+    """Run ``save`` and commit; a ``refused`` error answers 422 ``code`` with ``details[named]`` naming what it is
+    about, any other refusal of the template 422 ``template_invalid``."""
+    try:
+        saved = save()
+        db.session.commit()
+    except refused as exc:
+        db.session.rollback()
+        raise ApiError(str(exc.message), 422, code=code, details={named: exc.field}) from None
+    except TemplateError as exc:
+        db.session.rollback()
+        raise ApiError(str(exc.message), 422, code="template_invalid") from None
+    return saved
+
+
 @bp.get("/templates/<int:template_id>/fields")
 @operation("Read a template's fields", tag="Templates", responses={200: FieldsOut}, errors=(404,))
 def fields(template_id: int):
@@ -229,21 +248,14 @@ def set_fields(template_id: int):
     lowest end is above its highest, or a role that does not sign the template."""
     body = parse_body(FieldsBody)
     template = access.template_for_edit(db.session, template_id=template_id, user=g.api_user)
-    try:
-        saved = dt.save_fields(
-            db.session,
-            template=template,
-            fields=[f.model_dump() for f in body.fields],
-            user=g.api_user,
-            now=utcnow(),
-        )
-        db.session.commit()
-    except FieldSettingsError as exc:
-        db.session.rollback()
-        raise ApiError(str(exc.message), 422, code="fields_invalid", details={"field": exc.field}) from None
-    except TemplateError as exc:
-        db.session.rollback()
-        raise ApiError(str(exc.message), 422, code="template_invalid") from None
+    saved = _committed(
+        lambda: dt.save_fields(
+            db.session, template=template, fields=[f.model_dump() for f in body.fields], user=g.api_user, now=utcnow()
+        ),
+        refused=FieldSettingsError,
+        code="fields_invalid",
+        named="field",
+    )
     return answer(fields_out(saved.version))
 
 
@@ -272,20 +284,17 @@ def set_parties(template_id: int):
     left out, or an order that names a party twice, names none that exists or leaves one out."""
     body = parse_body(PartiesBody)
     template = access.template_for_edit(db.session, template_id=template_id, user=g.api_user)
-    try:
-        saved = dt.save_parties(
+    saved = _committed(
+        lambda: dt.save_parties(
             db.session,
             template=template,
             parties=[p.model_dump() for p in body.parties],
             routing=body.routing,
             user=g.api_user,
             now=utcnow(),
-        )
-        db.session.commit()
-    except PartiesError as exc:
-        db.session.rollback()
-        raise ApiError(str(exc.message), 422, code="parties_invalid", details={"party": exc.field}) from None
-    except TemplateError as exc:
-        db.session.rollback()
-        raise ApiError(str(exc.message), 422, code="template_invalid") from None
+        ),
+        refused=PartiesError,
+        code="parties_invalid",
+        named="party",
+    )
     return answer(parties_out(saved.version, language=API_LANGUAGE))
