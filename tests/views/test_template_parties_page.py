@@ -98,3 +98,17 @@ def test_another_teams_template_is_out_of_reach(app, client, auth, users):
     answer = client.post(f"/templates/{template.id}/parties", data=_form(token, [EMPLOYEE, EMPLOYER], None))
     assert answer.status_code == 404
     assert get_version(db.session, template_id=template.id).version == 1
+
+
+def test_the_pdf_box_editor_offers_each_partys_signature_by_its_label(app, client, auth, users):
+    from bulksign.doc_templates.versions import save_parties
+    from tests.support.pdf_files import plain_pdf
+
+    saved = create_template(db.session, name="Act", html="", user=users["staff"], now=NOW, kind="pdf", file=plain_pdf())
+    parties = [{"key": "recipient", "labels": {"en": "Employee"}}, {"key": "employer", "labels": {"en": "Employer"}}]
+    save_parties(db.session, template=saved.template, parties=parties, routing=None, user=None, now=NOW)
+    db.session.commit()
+    auth.login()
+    page = client.get(f"/templates/{saved.template.id}/place").get_data(as_text=True)
+    assert '<option value="signature" label="Signature: Employee"></option>' in page
+    assert '<option value="signature_employer" label="Signature: Employer"></option>' in page

@@ -39,7 +39,7 @@ from bulksign.documents.field_boxes import stored_marks
 from bulksign.documents.pdf import RenderError
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE
 from bulksign.documents.storage import StorageError, get_storage
-from bulksign.models import DocumentTemplate, TemplateVersion, utcnow
+from bulksign.models import RECIPIENT_ROLE, DocumentTemplate, TemplateVersion, utcnow
 from bulksign.people import access
 
 bp = Blueprint("doc_templates", __name__, url_prefix="/templates")
@@ -428,7 +428,14 @@ def place(template_id: int):
     fields = [{"name": f.name, "page": f.page, "x": f.x, "y": f.y, "w": f.w, "h": f.h} for f in form.fields]
     # The version's fields too: a box bound to field_<name> is a field the signer fills, not a column.
     fields_now = (f.column for f in template_fields(version))
-    suggestions = sorted({*version.variables, *BUILTIN_VARIABLES, pdf_forms.SIGNATURE_VARIABLE, *fields_now})
+    # Each party's signature too (``signature_<key>``), named by its label in the list.
+    names = party_labels(version, language=str(get_locale()))
+    marks = {
+        (f"signature_{k}" if k != RECIPIENT_ROLE else pdf_forms.SIGNATURE_VARIABLE): label for k, label in names.items()
+    }
+    suggestions = {
+        name: marks.get(name, "") for name in sorted({*version.variables, *BUILTIN_VARIABLES, *marks, *fields_now})
+    }
     return render_template(
         "doc_templates/place.html",
         template=template,
