@@ -38,6 +38,18 @@ def _field(page, party: str, kind: str, name: str) -> None:
     page.click(f"#palette button[data-field-type={kind}]")
 
 
+def _sign_from_mail(page, live_server, smtp, address: str, party: tuple[str, str, str], name: str) -> None:
+    """Open the invitation to ``address``, see who they sign as, fill their field and sign (``party``: the label,
+    the field's selector and its value)."""
+    label, field, value = party
+    (invitation,) = _mails_to(smtp, address)
+    page.set_viewport_size({"width": 1366, "height": 900})
+    page.goto(re.search(LINK, invitation.text()).group(0))
+    expect(page.locator("main")).to_contain_text(f"signs as {label}")
+    page.fill(field, value)
+    _sign_as(page, live_server, name, f"palette-contract-{label.lower()}")
+
+
 def test_a_clerk_builds_a_two_party_contract_with_the_palette_and_sends_it(users, live_server, page, smtp, run_jobs):
     problems: list[str] = []
     page.on("pageerror", lambda e: problems.append(str(e)))
@@ -112,19 +124,12 @@ def test_a_clerk_builds_a_two_party_contract_with_the_palette_and_sends_it(users
     page.click("#create-batch")
     page.wait_for_url(f"{live_server}/batches/*")
     run_jobs("pdf", "mail")
-    (invitation,) = _mails_to(smtp, "eva@example.com")
-    page.goto(re.search(LINK, invitation.text()).group(0))
-    expect(page.locator("main")).to_contain_text("signs as Employee")
-    page.fill("#field-iban", "DE89 3704 0044 0532 0130 00")
-    _sign_as(page, live_server, "Eva Employee", "palette-contract-employee")
+    _sign_from_mail(
+        page, live_server, smtp, "eva@example.com", ("Employee", "#field-iban", "DE89 3704"), "Eva Employee"
+    )
     page.wait_for_selector("text=The other parties sign it now")
     run_jobs("pdf", "mail")
-    (invitation,) = _mails_to(smtp, "hr@acme.example")
-    page.set_viewport_size({"width": 1366, "height": 900})
-    page.goto(re.search(LINK, invitation.text()).group(0))
-    expect(page.locator("main")).to_contain_text("signs as Employer")
-    page.fill("#field-start", "1 February")
-    _sign_as(page, live_server, "Anna Boss", "palette-contract-employer")
+    _sign_from_mail(page, live_server, smtp, "hr@acme.example", ("Employer", "#field-start", "1 February"), "Anna Boss")
     page.wait_for_selector("text=You signed this document")
     run_jobs("pdf", "mail")
     page.reload()
