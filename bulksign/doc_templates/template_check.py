@@ -4,6 +4,7 @@ a party out is refused when it is saved: ``template_parties.check_routing``.)"""
 
 from __future__ import annotations
 
+import difflib
 from collections import Counter
 from dataclasses import dataclass
 
@@ -15,7 +16,7 @@ from bulksign.doc_templates.fields import template_fields
 from bulksign.doc_templates.roles import pdf_role_places
 from bulksign.doc_templates.template_parties import party_label, template_parties
 from bulksign.documents.field_boxes import field_name
-from bulksign.documents.signature_box import RECIPIENT_ROLE, mark_role
+from bulksign.documents.signature_box import RECIPIENT_ROLE, SIGNATURE_VARIABLE, mark_role
 from bulksign.documents.storage import StorageError
 from bulksign.models import TemplateVersion
 
@@ -70,7 +71,33 @@ def check_template(version: TemplateVersion, *, language: str) -> TemplateCheck:
                     party=party_label(version, role=key, language=language),
                 )
             )
+    warnings += _misspelt_marks(version, keys=keys)
     return TemplateCheck(errors=tuple(dict.fromkeys(errors)), warnings=tuple(warnings))
+
+
+def _misspelt_marks(version: TemplateVersion, *, keys: list[str]) -> list[N_]:
+    """Placeholders that read as columns but look like a signature or field mark written another way
+    (``{{ Signature }}``, ``{{ signatur_employer }}``, ``{{ Field_iban }}``): each with the mark meant."""
+    marks = [SIGNATURE_VARIABLE, *(f"signature_{k}" for k in keys if k != RECIPIENT_ROLE)]
+    found = []
+    for variable in version.variables or ():
+        if mark_role(variable) or field_name(variable):
+            continue
+        lowered = variable.lower()
+        if lowered.startswith("field_") and field_name(lowered):
+            meant = lowered
+        else:
+            close = difflib.get_close_matches(lowered, marks, n=1, cutoff=0.8)
+            meant = close[0] if close else ""
+        if meant:
+            found.append(
+                N_(
+                    "{{ %(written)s }} is read as a column of the file, not a mark: did you mean {{ %(meant)s }}?",
+                    written=variable,
+                    meant=meant,
+                )
+            )
+    return found
 
 
 def require_ready(version: TemplateVersion, *, language: str) -> None:

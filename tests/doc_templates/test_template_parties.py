@@ -172,3 +172,19 @@ def test_a_field_the_palette_inserted_keeps_its_type_and_party_and_a_hostile_hin
         ("pick", "text", "recipient"),
         ("x", "text", "recipient"),
     ]
+
+
+def test_the_check_suggests_the_mark_meant_for_a_misspelt_one(app, users):
+    from bulksign.doc_templates.template_check import check_template
+
+    html = (
+        "<p>{{ name }} {{ Signature }} {{ signatur_employer }} {{ Field_iban }} {{ signature_employer }} "
+        "{{ salary }}</p>"
+    )
+    version = create_template(db.session, name="Contract", html=html, user=users["staff"], now=NOW).version
+    assert [str(w) for w in check_template(version, language="en").warnings] == [
+        "Recipient has no signature place in the document: they sign on a page added at the end.",
+        "{{ Field_iban }} is read as a column of the file, not a mark: did you mean {{ field_iban }}?",
+        "{{ Signature }} is read as a column of the file, not a mark: did you mean {{ signature }}?",
+        "{{ signatur_employer }} is read as a column of the file, not a mark: did you mean {{ signature_employer }}?",
+    ]
