@@ -89,4 +89,15 @@ def test_a_clerk_names_the_parties_and_orders_them_by_keyboard(users, live_serve
     expect(page.locator("#parties legend")).to_have_text(["Who signs as Employer"])
     found = look_at(page, live_server, "new-batch-order")
     assert found == {1366: [], 360: []}, found
+
+    # In Russian, the staff member reads the Russian labels.
+    users["staff"].locale = "ru"
+    db.session.commit()
+    page.set_viewport_size({"width": 1366, "height": 900})
+    page.goto(f"{live_server}/templates/{template.id}")
+    expect(page.locator("#roles")).to_have_text("Работник, Работодатель")
+    expect(page.locator("#steps .step:not(.step-new) .chip-label")).to_have_text(["Работодатель", "Работник"])
+    expect(page.locator("#parties h2")).to_have_text("Стороны и порядок подписания")
+    found = look_at(page, live_server, "template-parties-ru")
+    assert found == {1366: [], 360: []}, found
     assert problems == []
