@@ -7,7 +7,7 @@ import functools
 import io
 
 from docxtpl import DocxTemplate
-from jinja2 import meta
+from jinja2 import meta, nodes
 
 from bulksign.doc_templates import kinds
 from bulksign.doc_templates.errors import TemplateError
@@ -73,7 +73,7 @@ def _docx_printed(source_key: str) -> frozenset[str]:
     class _Reading:
         autoescape = True
 
-        def parse(self, source: str):
+        def parse(self, source: str) -> nodes.Template:
             trees.append(parse(source))
             return trees[-1]
 

@@ -8,6 +8,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import Any
 
 from flask_babel import force_locale, gettext
 
@@ -74,7 +75,7 @@ class PartyDef:
         """The party as readers of ``language`` call it: its own label, else the label of its key's word."""
         return self.labels.get(language) or default_label(self.key, language=language)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """As stored in ``TemplateVersion.parties`` and answered by the API."""
         return {
             "key": self.key,
@@ -86,7 +87,7 @@ class PartyDef:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping) -> PartyDef:
+    def from_json(cls, data: Mapping[str, Any]) -> PartyDef:
         return cls(
             key=str(data["key"]),
             labels=dict(data.get("labels") or {}),
@@ -103,7 +104,7 @@ def default_label(key: str, *, language: str) -> str:
     if known is None:
         return key.replace("_", " ").capitalize()
     with force_locale(language):
-        return gettext(known.msgid)
+        return str(gettext(known.msgid))
 
 
 def _derived(key: str, index: int) -> PartyDef:
@@ -148,7 +149,7 @@ def template_routing(version: TemplateVersion) -> list[list[str]]:
     return steps + [[k] for k in keys if k not in placed]
 
 
-def check_parties(given: Sequence[Mapping], *, marked: Sequence[str]) -> list[PartyDef]:
+def check_parties(given: Sequence[Mapping[str, Any]], *, marked: Sequence[str]) -> list[PartyDef]:
     """Staff's parties, checked: each key a word of lowercase letters, digits and ``_`` (the recipient's is
     ``recipient``, its person the row's), given once; labels without control characters; a fixed party's address a
     real one. The recipient is added when left out; every role the document marks keeps a party."""
@@ -176,7 +177,7 @@ def check_parties(given: Sequence[Mapping], *, marked: Sequence[str]) -> list[Pa
     return parties
 
 
-def _checked_party(raw: Mapping, *, index: int, taken: set[str]) -> PartyDef:
+def _checked_party(raw: Mapping[str, Any], *, index: int, taken: set[str]) -> PartyDef:
     key = str(raw.get("key") or "").strip()
     if not KEY.fullmatch(key):
         raise PartiesError(
@@ -214,7 +215,7 @@ def _checked_party(raw: Mapping, *, index: int, taken: set[str]) -> PartyDef:
     return replace(_source_of(raw, key=key), key=key, labels=labels, colour=colour.lower())
 
 
-def _source_of(raw: Mapping, *, key: str) -> PartyDef:
+def _source_of(raw: Mapping[str, Any], *, key: str) -> PartyDef:
     """Who signs as the party by default, checked: the recipient is the row's person, any other party a person per
     row or one fixed person with a real address."""
     try:

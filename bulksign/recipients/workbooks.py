@@ -8,6 +8,8 @@ import time as clock
 import zipfile
 from collections.abc import Iterator
 from datetime import date, datetime, time
+from typing import IO, TYPE_CHECKING
+from xml.etree.ElementTree import Element
 
 from bulksign.core import zip_archives
 from bulksign.core.messages import N_, N_plural
@@ -20,6 +22,9 @@ from bulksign.recipients.rows import (
     out_of_time,
     too_many_rows,
 )
+
+if TYPE_CHECKING:
+    from openpyxl.worksheet._reader import WorkSheetParser
 
 #: Cells an .xlsx sheet may hold, empty formatted ones included (a full sheet of 200 columns would need 40 million).
 MAX_CELLS = 4_000_000
@@ -77,7 +82,7 @@ def _unreadable_workbook() -> UploadError:
     return UploadError(N_("The workbook could not be read. Save it again from Excel as .xlsx, or as CSV."))
 
 
-def _count_tags(source, tags: tuple[bytes, ...], limit: int) -> bool:
+def _count_tags(source: IO[bytes], tags: tuple[bytes, ...], limit: int) -> bool:
     """Whether the XML part holds more than ``limit`` of these start tags, counted as it unpacks (no parsing)."""
     count, tail = 0, b""
     while chunk := source.read(1 << 20):
@@ -193,7 +198,7 @@ class _XlsxCells:
     times slower); formulas and dates go through openpyxl, which knows shared formulas and date styles.
     """
 
-    def __init__(self, parser):
+    def __init__(self, parser: WorkSheetParser) -> None:
         from openpyxl.utils.cell import column_index_from_string
         from openpyxl.worksheet._reader import FORMULA_TAG, INLINE_STRING, SHEET_MAIN_NS, VALUE_TAG
 
@@ -208,7 +213,7 @@ class _XlsxCells:
         self.column = 0
         self.parser.row_counter = number
 
-    def read(self, element) -> tuple[int, str]:
+    def read(self, element: Element) -> tuple[int, str]:
         self.count += 1
         if self.count > MAX_CELLS:
             raise UploadError(
@@ -248,7 +253,7 @@ class _XlsxCells:
         return self.column, _cell_text(self.parser.parse_cell(element)["value"])
 
 
-def _cell_text(value) -> str:
+def _cell_text(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, bool):

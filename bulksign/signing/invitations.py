@@ -10,15 +10,16 @@ import hashlib
 import hmac
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from flask import Flask
 from flask_babel import force_locale
 from flask_mail import Message
 from markupsafe import Markup, escape
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import Row, Update, bindparam, select, update
 from sqlalchemy.orm import Session, joinedload
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -31,11 +32,11 @@ from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.jinja_sandbox import render_text
 from bulksign.doc_templates.mail_texts import mail_text
 from bulksign.mail.mail_headers import one_line
-from bulksign.mail.mailer import builder, message_id_for, queue_mails
+from bulksign.mail.mailer import MailNotNeeded, builder, message_id_for, queue_mails
 from bulksign.mail.outcomes import Delivery, Outcome
 from bulksign.models import Batch, Event, OutgoingMail, SigningRequest, TemplateVersion, utcnow
-from bulksign.models.mail import MailKind, MailStatus
-from bulksign.models.status import Status
+from bulksign.models.mail import Channel, MailKind, MailStatus, TextReason
+from bulksign.models.status import WAITING_FOR_RECIPIENT, Status
 from bulksign.signing.links import current_token, issue_links, signing_url
 
 KIND = MailKind.INVITATION
@@ -44,6 +45,11 @@ logger = logging.getLogger(__name__)
 
 def invitation_key(request: SigningRequest) -> str:
     return f"invitation-{request.id}-{(request.token_nonce or '')[:12]}"
+
+
+def text_invitation_key(request: SigningRequest) -> str:
+    """The key of the invitation by text of a request whose row has a phone and no address."""
+    return f"text-{invitation_key(request)}"
 
 
 def deadline_for(batch: Batch, *, sent_at: datetime) -> datetime:
@@ -58,7 +64,7 @@ def request_deadline(request: SigningRequest, *, sent_at: datetime) -> datetime:
     return deadline_for(request.batch, sent_at=sent_at)
 
 
-def extended_deadline(request, *, batch: Batch, extend_days: int, now: datetime) -> datetime:
+def extended_deadline(request: SigningRequest | Row[Any], *, batch: Batch, extend_days: int, now: datetime) -> datetime:
     """Extra days extend: from the current deadline, or from now when that has passed (never shortened)."""
     current = request.expires_at or deadline_for(batch, sent_at=request.sent_at or now)
     return max(current, now) + timedelta(days=extend_days)
@@ -111,14 +117,14 @@ _SRC = re.compile(r"""\bsrc\s*=\s*["']?[^"'\s>]*/t/([^"'\s>/]+)""", re.IGNORECAS
 def without_open_pixels(*, html: str, secret: str) -> str:
     """``html`` with our open-tracking images taken out, for staff who read a mail: their view is no open."""
 
-    def keep(img: re.Match) -> str:
+    def keep(img: re.Match[str]) -> str:
         src = _SRC.search(img.group(0))
         return "" if src and pixel_request_id(name=src.group(1), secret=secret) is not None else img.group(0)
 
     return _IMG.sub(keep, html)
 
 
-def mail_context(request: SigningRequest, *, token: str, app: Flask, deadline: datetime) -> dict:
+def mail_context(request: SigningRequest, *, token: str, app: Flask, deadline: datetime) -> dict[str, Any]:
     """What the subject and body templates may use: the row's data and the standard variables."""
     batch = request.batch
     owner = batch.created_by
@@ -168,9 +174,28 @@ def queue_invitations(session: Session, *, request_ids: Sequence[int], now: date
     secret = app.config["SECRET_KEY"]
     tokens = {r.id: token for r in requests if r.token_hash and (token := current_token(r, secret=secret))}
     tokens.update(issue_links(session, requests=[r for r in requests if r.id not in tokens], secret=secret, now=now))
-    mails: list[dict] = []
+    mails: list[dict[str, Any]] = []
     errors: dict[int, str] = {}
     for request in requests:
+        if not request.email:
+            # A row reached by text alone (the batch's channel allowed it): its link goes to its phone.
+            if not request.phone:
+                errors[request.id] = "The request has neither an address nor a phone to send its link to."
+                continue
+            mails.append(
+                dict(
+                    key=text_invitation_key(request),
+                    kind=KIND,
+                    to_email="",
+                    subject="",
+                    request_id=request.id,
+                    batch_id=request.batch_id,
+                    channel=Channel.TEXT,
+                    to_phone=request.phone,
+                    text_reason=TextReason.NO_ADDRESS,
+                )
+            )
+            continue
         context = mail_context(
             request, token=tokens[request.id], app=app, deadline=request_deadline(request, sent_at=now)
         )
@@ -241,9 +266,9 @@ def mark_sent(
     request: SigningRequest,
     sent_at: datetime,
     now: datetime,
-    details: dict,
-    also=None,
-    also_params=None,
+    details: dict[str, Any],
+    also: Update | None = None,
+    also_params: Mapping[str, Any] | None = None,
 ) -> bool:
     """sending → sent by compare-and-set, the request's deadline counted from ``sent_at``; the caller commits."""
     return bool(
@@ -264,14 +289,31 @@ def mark_sent(
 
 
 def delivered_invitations(session: Session, *, request_ids: Sequence[int]) -> list[tuple[SigningRequest, OutgoingMail]]:
-    """The requests among ``request_ids`` whose current invitation is recorded sent, each with that mail."""
-    requests = {message_id_for(invitation_key(r)): r for r in load_requests(session, request_ids) if r.token_nonce}
+    """The requests among ``request_ids`` whose current invitation (by mail or text) is recorded sent, each with it."""
+    requests = {
+        message_id_for(key(r)): r
+        for r in load_requests(session, request_ids)
+        if r.token_nonce
+        for key in (invitation_key, text_invitation_key)
+    }
     if not requests:
         return []
     mails = session.scalars(
-        select(OutgoingMail).where(OutgoingMail.message_id.in_(list(requests)), OutgoingMail.status == MailStatus.SENT)
+        select(OutgoingMail).where(
+            OutgoingMail.message_id.in_(list(requests)),
+            OutgoingMail.status.in_([MailStatus.SENT, MailStatus.DELIVERED]),
+        )
     )
     return [(requests[mail.message_id], mail) for mail in mails]
+
+
+@builder(MailKind.LINK_AGAIN)
+def build_link_again(session: Session, mail: OutgoingMail, app: Flask) -> Message:
+    """The invitation again, by mail, after the text with its link failed: while the request still waits."""
+    request = session.get_one(SigningRequest, mail.request_id)
+    if Status(request.status) not in WAITING_FOR_RECIPIENT:
+        raise MailNotNeeded(f"the request is {request.status}")
+    return build_invitation(session, mail, app)
 
 
 @builder(KIND)

@@ -430,9 +430,7 @@ def place(template_id: int):
     fields_now = (f.column for f in template_fields(version))
     # Each party's signature too (``signature_<key>``), named by its label in the list.
     names = party_labels(version, language=str(get_locale()))
-    marks = {
-        (f"signature_{k}" if k != RECIPIENT_ROLE else pdf_forms.SIGNATURE_VARIABLE): label for k, label in names.items()
-    }
+    marks = {(f"signature_{k}" if k != RECIPIENT_ROLE else SIGNATURE_VARIABLE): label for k, label in names.items()}
     suggestions = {
         name: marks.get(name, "") for name in sorted({*version.variables, *BUILTIN_VARIABLES, *marks, *fields_now})
     }
