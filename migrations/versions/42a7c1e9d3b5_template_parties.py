@@ -2,7 +2,7 @@
 versions saved before keep both empty and derive them from their roles
 
 Revision ID: 42a7c1e9d3b5
-Revises: c3e5a7b9d1f4
+Revises: 45a1c3e5f7b9
 Create Date: 2026-12-06 03:00:00
 
 """
@@ -12,7 +12,7 @@ from alembic import op
 
 # revision identifiers, used by Alembic.
 revision = "42a7c1e9d3b5"
-down_revision = "c3e5a7b9d1f4"
+down_revision = "45a1c3e5f7b9"
 branch_labels = None
 depends_on = None
 
