@@ -14,7 +14,7 @@ from sqlalchemy import false, func, select
 from sqlalchemy.orm import Session
 
 from bulksign.batches.notices import notice_batch, notice_message
-from bulksign.doc_templates.roles import role_label
+from bulksign.batches.party_progress import role_label
 from bulksign.mail.mailer import builder, queue_mail
 from bulksign.models import RECIPIENT_ROLE, Batch, OutgoingMail, Party, TeamMember, User
 from bulksign.models.mail import MailKind, MailStatus
@@ -146,10 +146,11 @@ def party_lines(session: Session, *, batch_id: int) -> tuple[PartyLine, ...]:
     ).all()
     if not rows or [r[0] for r in rows] == [RECIPIENT_ROLE]:
         return ()
+    version = session.get_one(Batch, batch_id).template_version
     lines = [
         PartyLine(
             role=role,
-            label=role_label(role),
+            label=str(role_label(role, version=version)),
             person=(f"{name} <{email}>" if name else email) if people == 1 and role != RECIPIENT_ROLE else None,
             people=people,
         )

@@ -7,7 +7,6 @@ import functools
 import io
 
 from docxtpl import DocxTemplate
-from flask_babel import lazy_gettext as _l
 from jinja2 import nodes
 
 from bulksign.doc_templates import kinds, pdf_forms
@@ -15,14 +14,6 @@ from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.variables import parse
 from bulksign.documents.signature_box import RECIPIENT_ROLE, SignatureBox, mark_role, marks_among
 from bulksign.models import TemplateVersion
-
-#: The row's own person; other roles are the template's words (``signature_<role>``), shown as written.
-RECIPIENT_LABEL = _l("recipient")
-
-
-def role_label(role: str) -> str:
-    """A role as people read it: ``recipient`` in the page's language, ``line_manager`` as "line manager"."""
-    return str(RECIPIENT_LABEL) if role == RECIPIENT_ROLE else role.replace("_", " ")
 
 
 def template_roles(version: TemplateVersion) -> list[str]:

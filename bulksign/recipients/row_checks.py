@@ -11,6 +11,7 @@ from typing import NamedTuple
 from bulksign.core.messages import N_, N_plural
 from bulksign.doc_templates.columns import MAIL
 from bulksign.mail.email_checks import DOMAIN_TYPOS, check_email
+from bulksign.recipients.phones import e164
 from bulksign.recipients.rows import Row, column_letter
 
 #: Longest value per recognised column; template variables get MAX_VALUE_CHARS.
@@ -49,6 +50,17 @@ class Columns:
     required: Mapping[str, str] = field(default_factory=dict)
     #: Another party's address column (``employer_email``) → its role: every row names that party there.
     party_emails: Mapping[str, str] = field(default_factory=dict)
+    #: How phones are read: None, as written (mail only); else the batch's ``PhoneRule``.
+    phones: PhoneRule | None = None
+
+
+@dataclass(frozen=True)
+class PhoneRule:
+    """A batch that texts: phones are checked and written in E.164 (national ones read in ``region``), and with
+    ``without_address`` a row may have a phone and no address."""
+
+    region: str
+    without_address: bool
 
 
 def _empty(variable: str, *, where: str) -> N_:
@@ -75,6 +87,7 @@ class _Collector:
 class _Checked(NamedTuple):
     """A valid row's values (a Recipient is made of them only when rows are kept)."""
 
+    #: Empty for a row reached by text alone (``PhoneRule.without_address``).
     email: str
     name: str
     phone: str | None
@@ -96,17 +109,28 @@ class RowChecker:
         self._first_row_of: dict[str, int] = {}
 
     def check(self, row: Row) -> _Checked | None:
-        """The row's values, or None when it has an error (counted) or no address."""
+        """The row's values, or None when it has an error (counted) or no address (nor, when texts may stand in for
+        one, a phone)."""
         errors_before = self.errors.count
         self._check_shape(row)
         cells, email, name, phone, values = row.cells, None, "", None, {}
-        for index, var, title in self.columns.used:
-            value = cells[index].strip() if index < len(cells) else ""
+        rule = self.columns.phones
+        written = {var: cells[index].strip() if index < len(cells) else "" for index, var, _ in self.columns.used}
+        # With texts standing in for an address, a row with a phone needs none.
+        texted = bool(rule and rule.without_address and written.get("phone") and not written.get("email"))
+        for _, var, title in self.columns.used:
+            value = written[var]
             if not self._usable(row, var, title, value):
                 continue
-            if var == "email":
+            if var == "email" and texted:
+                email = ""
+            elif var == "email":
                 email = self._address(row, title, value)
                 if email is None:
+                    continue
+            elif var == "phone" and rule is not None and value:
+                value = self._phone(row, title, value, rule=rule, keyed=texted) or ""
+                if not value:
                     continue
             elif var in self.columns.party_emails:
                 address = self._party_address(row, title, value, role=self.columns.party_emails[var])
@@ -121,9 +145,33 @@ class RowChecker:
             elif var == "phone":
                 phone = value or None
             values[var] = value
-        if self.errors.count > errors_before or not email:
+        if texted and "email" not in written:
+            email = ""
+        if self.errors.count > errors_before or email is None or not (email or phone):
             return None
         return _Checked(email, name, phone, values)
+
+    def _phone(self, row: Row, title: str, value: str, *, rule: PhoneRule, keyed: bool) -> str | None:
+        """The phone in E.164, or None with its error counted; a phone that stands in for the address is unique."""
+        number, problem = e164(value, region=rule.region)
+        if number is None:
+            assert problem is not None
+            self._error(row, title, problem)
+            return None
+        if keyed:
+            if number in self._first_row_of:
+                self._error(
+                    row,
+                    title,
+                    N_(
+                        "Duplicate phone: %(phone)s is already on row %(row)s.",
+                        phone=number,
+                        row=self._first_row_of[number],
+                    ),
+                )
+                return None
+            self._first_row_of[number] = row.number
+        return number
 
     def _check_shape(self, row: Row) -> None:
         """A quote left open, or more values than the header has columns."""
@@ -200,7 +248,14 @@ class RowChecker:
     def _address(self, row: Row, title: str, value: str) -> str | None:
         """The checked address, or None with its error counted (empty, invalid, misspelt domain, a duplicate)."""
         if not value:
-            self._error(row, title, N_("The email address is empty."))
+            rule = self.columns.phones
+            self._error(
+                row,
+                title,
+                N_("The email address is empty, and so is the phone: give one of them.")
+                if rule and rule.without_address
+                else N_("The email address is empty."),
+            )
             return None
         email, problem = check_email(value, domain_choices=self._domain_choices)
         if problem:

@@ -16,7 +16,7 @@ from bulksign.documents.signature_box import RECIPIENT_ROLE, mark_role
 from bulksign.models import Suppression
 from bulksign.recipients.files import open_table
 from bulksign.recipients.parties import PartyPerson
-from bulksign.recipients.row_checks import Columns, RowChecker, RowError
+from bulksign.recipients.row_checks import Columns, PhoneRule, RowChecker, RowError
 from bulksign.recipients.rows import MAX_COLUMNS, Row, UploadError, column_letter, normalise_header
 
 #: Errors kept for the page and the API; the counts cover all of them, the CSV report lists all.
@@ -83,6 +83,9 @@ class ValidationReport:
     #: ``suppressed_count`` counts them all.
     suppressed: tuple[SuppressedRow, ...] = ()
     suppressed_count: int = 0
+    #: Valid rows with a phone, and those of them without an address (reached by text alone).
+    phone_rows: int = 0
+    text_only_rows: int = 0
 
     @property
     def errors_truncated(self) -> bool:
@@ -111,6 +114,8 @@ class ValidationReport:
             "encoding": self.encoding,
             "delimiter": self.delimiter,
             "suppressed_count": self.suppressed_count,
+            "phone_rows": self.phone_rows,
+            "text_only_rows": self.text_only_rows,
             "suppressed": [
                 {"row": r.row, "email": r.email, "source": r.source, "reason": r.reason, "since": r.since.isoformat()}
                 for r in self.suppressed
@@ -128,7 +133,13 @@ def template_columns(variables: Mapping[str, str] | Iterable[str]) -> dict[str, 
 
 
 def _match_header(
-    header_row: int, cells: list[str], variables: Mapping[str, str], *, roles: Sequence[str], fixed: Collection[str]
+    header_row: int,
+    cells: list[str],
+    variables: Mapping[str, str],
+    *,
+    roles: Sequence[str],
+    fixed: Collection[str],
+    phones: PhoneRule | None = None,
 ) -> Columns:
     header = [c.strip() for c in cells]
     while header and not header[-1]:
@@ -181,7 +192,9 @@ def _match_header(
             warnings.append(N_('The column "%(column)s" is not used by the template; it is ignored.', column=title))
     # Printed whatever the row holds (``email`` always: every recipient is mailed): every row needs a value.
     required = {v: where for v, where in variables.items() if where != OPTIONAL}
-    required["email"] = DOCUMENT
+    # Every recipient is mailed, or texted when the batch texts rows without an address and the file has phones.
+    if not (phones and phones.without_address and "phone" in seen):
+        required["email"] = DOCUMENT
     missing = sorted(v for v in required if normalise_header(v) not in seen)
     for name in missing:
         errors.append(RowError(header_row, name, _missing_column(name, where=required[name])))
@@ -201,7 +214,15 @@ def _match_header(
                 )
             )
     return Columns(
-        tuple(used), len(header), tuple(header), tuple(missing), tuple(errors), tuple(warnings), required, party_emails
+        tuple(used),
+        len(header),
+        tuple(header),
+        tuple(missing),
+        tuple(errors),
+        tuple(warnings),
+        required,
+        party_emails,
+        phones,
     )
 
 
@@ -242,23 +263,25 @@ def validate_recipients(
     suppressed: SuppressionLookup | None = None,
     roles: Sequence[str] = (),
     fixed_roles: Collection[str] = (),
+    phones: PhoneRule | None = None,
 ) -> ValidationReport:
     """Read the file and check every row against the template's ``variables`` (as ``template_columns`` takes them);
     UploadError if unreadable. ``domain_choices``: misspelt domain → staff's choice; ``suppressed``: the
     suppression list's lookup (its rows are reported); ``roles``: the other roles, each named per row by
-    ``<role>_email`` or, in ``fixed_roles``, once for the batch."""
+    ``<role>_email`` or, in ``fixed_roles``, once for the batch; ``phones``: a batch that texts checks its phones
+    so (``row_checks.PhoneRule``)."""
     variables = template_columns(variables)
     table = open_table(data, filename=filename)
     header = _header_row(table.rows)
     roles = [r for r in roles if r != RECIPIENT_ROLE]
-    columns = _match_header(header.number, header.cells, variables, roles=roles, fixed=fixed_roles)
+    columns = _match_header(header.number, header.cells, variables, roles=roles, fixed=fixed_roles, phones=phones)
     checker = RowChecker(columns, max_errors=max_errors, domain_choices=domain_choices)
     # A column missing or named twice: no row can be used, yet every row is checked so all is fixed at once.
     usable = not columns.errors
     kept: list[Recipient] = []
     #: (row, address) of every valid row, for the suppression lookup at the end.
     valid_addresses: list[tuple[int, str]] = []
-    total = valid = 0
+    total = valid = phone_rows = text_only_rows = 0
     for row in table.rows:
         if not any(c.strip() for c in row.cells):
             continue
@@ -267,7 +290,9 @@ def validate_recipients(
         if checked is None or not usable:
             continue
         valid += 1
-        if suppressed is not None:
+        phone_rows += bool(checked.phone)
+        text_only_rows += not checked.email
+        if suppressed is not None and checked.email:
             valid_addresses.append((row.number, checked.email))
         if keep_rows:
             kept.append(
@@ -305,6 +330,8 @@ def validate_recipients(
         recipients=tuple(kept),
         suppressed=tuple(listed[:max_errors] if max_errors is not None else listed),
         suppressed_count=len(listed),
+        phone_rows=phone_rows,
+        text_only_rows=text_only_rows,
     )
 
 

@@ -10,7 +10,6 @@ from flask_babel import force_locale
 from flask_babel import lazy_gettext as _l
 from sqlalchemy.orm import Session
 
-from bulksign.doc_templates.roles import role_label
 from bulksign.documents.audit_record import document_title
 from bulksign.documents.signed_pdf import marked_copy
 from bulksign.documents.storage import Storage
@@ -18,7 +17,7 @@ from bulksign.models import Party, SigningRequest
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import Status
 from bulksign.signing.routing import parties_in_order
-from bulksign.signing.steps import stamped_so_far
+from bulksign.signing.steps import batch_party_labels, stamped_so_far
 
 
 @dataclass(frozen=True)
@@ -39,8 +38,9 @@ def party_copy(session: Session, *, request: SigningRequest, party: Party, stora
     signers = [p for p in parties if p.status == PartyStatus.SIGNED]
     data = stamped_so_far(session, request=request, parties=parties, signers=signers, storage=storage)
     batch = request.batch
+    labels = batch_party_labels(batch)
     with force_locale(batch.language or "en"):
-        roles = ", ".join(dict.fromkeys(role_label(p.role) for p in waiting))
+        roles = ", ".join(dict.fromkeys(labels.get(p.role, p.role) for p in waiting))
         note = str(_l("Not complete: waiting for %(roles)s. Keep it until the sealed copy arrives.", roles=roles))
         name = str(_l("%(title)s – waiting for %(roles)s", title=document_title(batch), roles=roles))
     return PartyCopy(data=marked_copy(data, note=note), filename=f"{name}.pdf")

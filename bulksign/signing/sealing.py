@@ -102,25 +102,32 @@ def seal_request(
         )
     )
     attachment = {"key": sealed.storage_key, "filename": signed_filename(request), "content_type": "application/pdf"}
-    mail = queue_mail(
-        session,
-        key=f"confirmation-{request.id}",
-        kind=MailKind.CONFIRMATION,
-        to_email=request.email,
-        subject=_confirmation_subject(request),
-        now=now,
-        request_id=request.id,
-        batch_id=request.batch_id,
-        attachments=[attachment],
+    # A recipient reached by text alone has no mailbox for the signed copy: the signing page offers it.
+    mail = (
+        queue_mail(
+            session,
+            key=f"confirmation-{request.id}",
+            kind=MailKind.CONFIRMATION,
+            to_email=request.email,
+            subject=_confirmation_subject(request),
+            now=now,
+            request_id=request.id,
+            batch_id=request.batch_id,
+            attachments=[attachment],
+        )
+        if request.email
+        else None
     )
     # Every other party gets the completed PDF now, not before.
     others = party_mails.completed_mails(
         session, request=request, attachment=attachment, subject=_confirmation_subject(request), now=now
     )
     session.flush()
-    outcome = SealOutcome(status=SealStatus.SEALED, request_id=request.id, document_id=document.id, mail_id=mail.id)
+    outcome = SealOutcome(
+        status=SealStatus.SEALED, request_id=request.id, document_id=document.id, mail_id=mail.id if mail else None
+    )
     session.commit()
-    enqueue_sends([mail.id, *others])
+    enqueue_sends([*([mail.id] if mail else []), *others])
     log(
         logger,
         logging.INFO,
@@ -136,11 +143,13 @@ def _signed_record(session: Session, request: SigningRequest, original: Document
     """The original ``data`` with every signature and filled field stamped and the audit certificate appended."""
     parties = routing.parties_in_order(session, request.id)
     fields = steps.filled_fields(session, request=request, original=original, parties=parties)
-    record = replace(audit_record(session, request, original), fields=fields)
+    labels = steps.batch_party_labels(request.batch)
+    record = replace(audit_record(session, request, original, role_labels=labels), fields=fields)
     if len(parties) > 1:
         # Signed by several: every party's block at its mark (or on the one signature page), every party listed.
         boxes = steps.party_boxes(request=request, original=original, pdf=data)
-        return build_parties_pdf(data, steps.with_parties(record, parties), blocks=steps.party_blocks(parties, boxes))
+        blocks = steps.party_blocks(parties, boxes, labels=labels)
+        return build_parties_pdf(data, steps.with_parties(record, parties), blocks=blocks)
     return build_signed_pdf(
         data, record, image_png=request.signature_image, box=SignatureBox.from_json(original.signature_box)
     )

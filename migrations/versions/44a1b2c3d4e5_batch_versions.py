@@ -2,7 +2,7 @@
 and are answered 304 while it stands
 
 Revision ID: 44a1b2c3d4e5
-Revises: c3e5a7b9d1f4
+Revises: 42a7c1e9d3b5
 Create Date: 2026-12-06 03:00:00
 
 """
@@ -12,7 +12,7 @@ from alembic import op
 
 # revision identifiers, used by Alembic.
 revision = "44a1b2c3d4e5"
-down_revision = "c3e5a7b9d1f4"
+down_revision = "42a7c1e9d3b5"
 branch_labels = None
 depends_on = None
 

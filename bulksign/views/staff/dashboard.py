@@ -15,6 +15,7 @@ from flask import (
     abort,
     current_app,
     flash,
+    g,
     redirect,
     render_template,
     request,
@@ -26,7 +27,7 @@ from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 from flask_login import current_user
 
-from bulksign.batches import dashboard, field_values, party_progress, recipients_table, versions
+from bulksign.batches import dashboard, field_values, party_progress, recipients_table, texting, versions
 from bulksign.batches import timeline as request_timeline
 from bulksign.batches.bulk_actions import BulkOutcome, act_on_selection
 from bulksign.batches.exports import latest_export, start_signed_zip
@@ -38,9 +39,9 @@ from bulksign.batches.retention.periods import policies
 from bulksign.batches.skipped_rows import skipped_rows_csv
 from bulksign.core.extensions import db
 from bulksign.core.logs import log
-from bulksign.doc_templates import roles as template_roles
 from bulksign.documents.storage import StorageError, get_storage
 from bulksign.models import Batch, utcnow
+from bulksign.models.batches import Reach
 from bulksign.views._downloads import csv_response, signer_attachment
 from bulksign.views._forms import extend_days_field
 from bulksign.views._live import live_tag, tagged, unchanged
@@ -70,8 +71,14 @@ def party_labels() -> dict[str, str]:
 
 
 @bp.app_template_global()
-def role_label(role: str) -> str:
-    return template_roles.role_label(role)
+def role_label(role: str, batch_id: int | None = None) -> str:
+    """A party of the batch as staff read it: its label on the batch's template, in the page's language."""
+    # Read once per page: a table names the parties of every row.
+    versions = g.setdefault("party_versions", {})
+    if batch_id not in versions:
+        batch = db.session.get(Batch, batch_id) if batch_id is not None else None
+        versions[batch_id] = batch.template_version if batch is not None else None
+    return str(party_progress.role_label(role, version=versions[batch_id]))
 
 
 @bp.app_template_global()
@@ -134,6 +141,7 @@ def _table_context(batch_id: int, flt: RecipientFilter, cursor: str | None, coun
         "matching": recipients_table.count_matching(db.session, batch_id=batch_id, flt=flt, counts=counts),
         "roles": roles,
         "row_parties": _row_parties(batch_id, roles, [r.id for r in page.items]),
+        "row_texts": texting.text_states(db.session, request_ids=[r.id for r in page.items]),
         **_fields_context(batch_id, [r.id for r in page.items]),
     }
 
@@ -200,6 +208,7 @@ def detail(batch_id: int):
         filters=recipients_table.FILTERS,
         view=view,
         retention=policies(db.session, [batch_id])[batch_id],
+        reach_label=texting.REACH_LABELS[Reach(view.batch.channel)],
         **_progress_context(view.batch, view.progress, parties),
         **_table_context(batch_id, flt, request.args.get("cursor"), view.counts, parties.roles),
     )

@@ -7,6 +7,7 @@ on create: nothing the browser sends back about the rows is trusted.
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, request, url_for
 from flask_babel import get_locale, ngettext
@@ -14,12 +15,14 @@ from flask_login import current_user
 
 from bulksign.batches.batch_settings import BatchError, PartySettings, party_settings_from_form, settings_from_form
 from bulksign.batches.creation import create_batch
+from bulksign.batches.texting import REACH_LABELS
 from bulksign.core.errors import Message
 from bulksign.core.extensions import db
 from bulksign.core.localtime import canonical_zone, zone_groups
 from bulksign.doc_templates import versions as dt
 from bulksign.doc_templates.columns import OPTIONAL, needed_columns
 from bulksign.doc_templates.roles import template_roles
+from bulksign.doc_templates.template_parties import party_labels, template_parties, template_routing
 from bulksign.documents.storage import get_storage
 from bulksign.models import RECIPIENT_ROLE, TemplateVersion, utcnow
 from bulksign.models.status import BatchStatus
@@ -49,9 +52,24 @@ def _preview_context(report: ValidationReport | None, choices: dict[str, str]) -
         "typos": typo_domains(report) if report else {},
         "choices": choices,
         "suppression_why": suppressions.WHY,
-        # The parties and routing given with the file, carried to the batch's creation and to a re-check.
-        "party_fields": {k: v for k, v in request.form.items() if k.startswith("party_") or k == "routing"},
+        # The parties, routing and channel given with the file, carried to the batch's creation and to a re-check.
+        "party_fields": {
+            k: v for k, v in request.form.items() if k.startswith("party_") or k in ("routing", "channel")
+        },
+        "texts_allowed": _texts_allowed(report),
+        "channel_labels": {reach.value: str(label) for reach, label in REACH_LABELS.items()},
     }
+
+
+def _texts_allowed(report: ValidationReport | None) -> int:
+    """How many texts the batch may send with the file's rows and the default settings (the page says it)."""
+    if report is None:
+        return 0
+    try:
+        settings = settings_from_form(request.form, default_name="")
+    except BatchError:
+        return 0
+    return settings.texts_allowed(phone_rows=report.phone_rows)
 
 
 def _page(
@@ -89,8 +107,9 @@ def _page(
     ), status
 
 
-def _columns(template_id: int) -> dict[str, list[str]] | None:
-    """The columns the template's newest version needs on every row and those it may use, for the file's hint."""
+def _columns(template_id: int) -> dict[str, Any] | None:
+    """The columns the template's newest version needs on every row and those it may use, for the file's hint; its
+    parties (labels in the page's language, the template's fixed people) and its signing order."""
     try:
         version = template_version(template_id)
     except UploadError:
@@ -101,7 +120,25 @@ def _columns(template_id: int) -> dict[str, list[str]] | None:
         "optional": [v for v, where in columns.items() if where == OPTIONAL],
         # The other parties who sign it: a field each for one person for the whole batch, or the file's columns.
         "roles": [r for r in template_roles(version) if r != RECIPIENT_ROLE],
+        "parties": template_parties(version),
+        "names": party_labels(version, language=str(get_locale())),
+        "routing": _shown_routing(version),
     }
+
+
+def _shown_routing(version: TemplateVersion) -> list[list[str]]:
+    """The order the page shows: the one staff moved to (sent back with the form) when it names the template's
+    parties, else the template's; the batch's creation checks it again."""
+    try:
+        given = current_app.json.loads(request.values.get("routing") or "null")
+    except ValueError:
+        given = None
+    keys = set(template_roles(version))
+    steps = given if isinstance(given, list) and all(isinstance(s, list) and s for s in given) else []
+    named = [k for s in steps for k in s]
+    if sorted(map(str, named)) == sorted(keys):
+        return [[str(k) for k in s] for s in steps]
+    return template_routing(version)
 
 
 @bp.get("/new")
@@ -149,7 +186,8 @@ def validate():
 
 @bp.post("/new/recheck")
 def recheck():
-    """Check the stored file again with staff's answers about misspelt domains (use the suggestion, or keep)."""
+    """Check the stored file again with staff's answers about misspelt domains (use the suggestion, or keep), or in
+    the recipients' language chosen since (a batch that texts reads national phone numbers in its region)."""
     access.require_creator(current_user)
     choices = domain_choices()
     try:
@@ -182,7 +220,9 @@ def _signers(version: TemplateVersion) -> PartySettings:
     """The template's parties as the form gives them (a field per other role, the routing); UploadError saying
     what is wrong with them, so the file check answers with it."""
     try:
-        return party_settings_from_form(request.values, version=version)
+        # The file is checked before the language is chosen: national numbers are read in the staff's until then.
+        form = {"language": get_locale().language, **request.values.to_dict()}
+        return party_settings_from_form(form, version=version, phone_region=current_app.config["PHONE_REGION"])
     except BatchError as exc:
         raise UploadError(exc.message, 422) from None
 
