@@ -81,7 +81,7 @@ def test_the_request_panel_labels_each_address_offers_remind_and_cancel_and_foll
     auth.login()
     panel = client.get(f"/batches/{batch_id}/requests/{request_id}")
     html = panel.get_data(as_text=True)
-    assert "Email address of the recipient" in html and "Email address of the employer" in html
+    assert "Email address of the Recipient" in html and "Email address of the Employer" in html
     assert 'id="row-remind"' in html and 'id="row-cancel"' in html
     assert "request-changed from:body" in html
     before = versions.version_of(db.session, batch_id=batch_id)

@@ -81,7 +81,7 @@ def test_the_employee_downloads_their_copy_before_the_employer_signs(app, users,
     shoot(page, "party-copy-offered")
     with page.expect_download() as download:
         page.click("#party-copy")
-    assert download.value.suggested_filename == "Employment contract – waiting for employer.pdf"
+    assert download.value.suggested_filename == "Employment contract – waiting for Employer.pdf"
     data = open(download.value.path(), "rb").read()
     text = " ".join(" ".join(p.extract_text() for p in PdfReader(io.BytesIO(data)).pages).split())
-    assert "Not complete: waiting for employer." in text and "Eva Employee" in text
+    assert "Not complete: waiting for Employer." in text and "Eva Employee" in text

@@ -29,9 +29,9 @@ def test_the_employee_downloads_what_they_signed_before_the_employer_signs(app, 
     assert copy.headers["Cache-Control"] == "no-store"
     disposition = copy.headers["Content-Disposition"]
     assert disposition.startswith("attachment;")
-    assert unquote(disposition.split("filename*=UTF-8''", 1)[1]) == "Employment contract – waiting for employer.pdf"
+    assert unquote(disposition.split("filename*=UTF-8''", 1)[1]) == "Employment contract – waiting for Employer.pdf"
     text = _text(copy.data)
-    assert "Not complete: waiting for employer. Keep it until the sealed copy arrives." in text
+    assert "Not complete: waiting for Employer. Keep it until the sealed copy arrives." in text
     assert "Eva Employee" in text
 
     # The employer's link, invited but not signed: no copy of anyone's.
