@@ -1,4 +1,4 @@
-"""Approval before sending (issue 31): a team that requires it gets batches that wait, mail nothing, even with
+"""Approval before sending: a team that requires it gets batches that wait, mail nothing, even with
 workers and the reconciler running, until a manager or an admin who is not the creator approves; a rejection
 tells the creator why, in their language. As the creator, the approver and an integrator see it."""
 

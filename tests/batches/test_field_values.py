@@ -1,4 +1,4 @@
-"""What signers filled in, back to staff (issue 30): the values on the request's row and in its panel, labelled and
+"""What signers filled in, back to staff: the values on the request's row and in its panel, labelled and
 written in the batch's language; an attachment downloaded only by whoever sees the batch; a ``field_<name>``
 column per field in the CSV export; the attachments beside each signed PDF in the ZIP and in the evidence package
 with their sha256 in its manifest; and retention and erasure removing values and files with the person's data."""

@@ -1,5 +1,5 @@
 """Correcting another party's address (a line manager's from the row's ``manager_email``) and mending a request
-that party's returned invitation bounced (issue 29): on real workers, the real bounce webhook and real mail."""
+that party's returned invitation bounced: on real workers, the real bounce webhook and real mail."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Staff see a two-party batch's parties (issue 29): each row's parties in their states, "waiting for <role>",
+"""Staff see a two-party batch's parties: each row's parties in their states, "waiting for <role>",
 the signed count per role by the progress bar, the parties in a request's panel, their columns in the CSV; a
 single-signer batch reads exactly as before parties existed."""
 

@@ -1,4 +1,4 @@
-"""A batch waiting for approval in a real Chromium (issue 31): what the approver sees at 1366 and 360 px in
+"""A batch waiting for approval in a real Chromium: what the approver sees at 1366 and 360 px in
 English and Russian, rejecting with a reason, and approving."""
 
 from __future__ import annotations

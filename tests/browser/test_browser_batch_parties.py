@@ -1,4 +1,4 @@
-"""A two-party batch's page in a real Chromium (issue 29): each row's parties, the signed count per role, "waiting
+"""A two-party batch's page in a real Chromium: each row's parties, the signed count per role, "waiting
 for employer" and a request's parties in its panel; English and Russian, 1366 and 360 px (the table as cards)."""
 
 from __future__ import annotations

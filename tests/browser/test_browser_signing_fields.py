@@ -1,4 +1,4 @@
-"""A recipient fills every kind of field on the signing page in a real Chromium (issue 30), at 1366 and 360 px:
+"""A recipient fills every kind of field on the signing page in a real Chromium, at 1366 and 360 px:
 numbered markers on the page images, a refused try said at its fields and kept, then signed with the values saved;
 axe clean, no script or CSP error."""
 

@@ -1,4 +1,4 @@
-"""The template page says who signs (issue 29): a template marking another party's place lists its roles in
+"""The template page says who signs: a template marking another party's place lists its roles in
 document order, in both languages, at 1366 and 360 px."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A two-party signing in a real Chromium (issue 29): the employee signs from the invitation mail, the employer from
+"""A two-party signing in a real Chromium: the employee signs from the invitation mail, the employer from
 the mail that follows, through the real mails' links; staff see the employer's own remind and resend in the
 request's panel meanwhile; the sealed PDF carries both. Screenshots at 1366 and 360 px."""
 

@@ -1,4 +1,4 @@
-"""The organisation's look, the dashboard home, the mailbox pages, and template errors in plain words (issue 16)."""
+"""The organisation's look, the dashboard home, the mailbox pages, and template errors in plain words."""
 
 from __future__ import annotations
 

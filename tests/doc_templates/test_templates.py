@@ -364,7 +364,7 @@ def test_saving_a_template_that_fails_for_every_row_is_a_clear_422(client, auth,
     assert saved.status_code == 422 and words in saved.get_data(as_text=True)
 
 
-#: What the outside probe saved (issue 20): each pinned a web worker for 15–30 s in one string operation.
+#: What the outside probe saved: each pinned a web worker for 15–30 s in one string operation.
 ONE_HUGE_STEP = [
     "{{ 'a'|center(1000000000) }}",
     "{{ '%999999999s'|format(name) }}",

@@ -1,4 +1,4 @@
-"""What signers filled in (issue 30), in the signed PDF: each value stamped at its field's box before the seal, in
+"""What signers filled in, in the signed PDF: each value stamped at its field's box before the seal, in
 every template kind, in that recipient's document only, and listed on the audit certificate with who gave it, when,
 and an attachment's sha256; a routed request's next party reads the values the first party gave. Real renders
 (wkhtmltopdf, LibreOffice, pypdf), real workers, poppler's pdftotext, pdftoppm and pdfsig. The values are given as

@@ -1,4 +1,4 @@
-"""Routing (issue 29): a document several parties sign, each invited when its step starts, on real workers, real
+"""Routing: a document several parties sign, each invited when its step starts, on real workers, real
 mail (aiosmtpd), real PDFs; the request is signed, sealed once and mailed to every party only after the last."""
 
 from __future__ import annotations

@@ -1030,7 +1030,7 @@ def test_a_nul_byte_in_the_recipients_search_is_a_400_even_on_the_streamed_csv(a
         assert response.status_code == 400, (path, response.status_code)
 
 
-# --- recipient files built to stall the site (issue 20) ------------------------------------------------------
+# --- recipient files built to stall the site ------------------------------------------------------
 
 
 def _recipients_template(users) -> int:

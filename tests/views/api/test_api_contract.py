@@ -514,7 +514,7 @@ def _tour_documents(call, world, *, admin: dict, viewer: dict, unrendered: int) 
         call(f"{request}/{what}", "GET", f"/requests/{signed}/{what}", 200, headers=viewer)
         # The batch made from the file has rendered nothing: no original, nothing signed.
         call(f"{request}/{what}", "GET", f"/requests/{unrendered}/{what}", 409, headers=admin)
-    # A file its signer attached (issue 30), and a field without one.
+    # A file its signer attached, and a field without one.
     scan = fill(signed, now=NOW, values={}, scan=scan_png())
     attached = f"{request}/attachments/{{name}}"
     call(attached, "GET", f"/requests/{signed}/attachments/id_scan", 200, headers=viewer)
