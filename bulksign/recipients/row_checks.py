@@ -49,6 +49,9 @@ class Columns:
     required: Mapping[str, str] = field(default_factory=dict)
     #: Another party's address column (``employer_email``) → its role: every row names that party there.
     party_emails: Mapping[str, str] = field(default_factory=dict)
+    #: Columns a mapping joins from several of the file's (a name in three): (index the row has its value at, the
+    #: file's columns joined), placed right after the header's columns (``headers.join_cells``).
+    joins: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
 
 def _empty(variable: str, *, where: str) -> N_:
@@ -128,19 +131,20 @@ class RowChecker:
     def _check_shape(self, row: Row) -> None:
         """A quote left open, or more values than the header has columns."""
         header, width = self.columns.header, self.columns.width
+        beyond = width + len(self.columns.joins)  # joined values sit between the header's columns and any extra
         if row.problem:
             opened = next((i for i, c in enumerate(row.cells) if "\n" in c or "\r" in c), 0)
             self.errors.add(
                 RowError(row.number, header[opened] if opened < len(header) else column_letter(opened), row.problem)
             )
-        if len(row.cells) > width and any(c.strip() for c in row.cells[width:]):
+        if len(row.cells) > beyond and any(c.strip() for c in row.cells[beyond:]):
             self._error(
                 row,
                 column_letter(width),
                 N_(
                     "This row has %(values)s but the header has %(columns)s. "
                     "A value probably contains the delimiter without quotes.",
-                    values=N_plural("%(num)s value", "%(num)s values", len(row.cells)),
+                    values=N_plural("%(num)s value", "%(num)s values", len(row.cells) - len(self.columns.joins)),
                     columns=N_plural("%(num)s column", "%(num)s columns", width),
                 ),
             )

@@ -23,9 +23,10 @@ from bulksign.doc_templates.roles import template_roles
 from bulksign.documents.storage import get_storage
 from bulksign.models import RECIPIENT_ROLE, TemplateVersion, utcnow
 from bulksign.people import access
-from bulksign.recipients import suppressions
-from bulksign.recipients.rows import UploadError
-from bulksign.recipients.uploads import StoredUpload, load_upload, store_upload
+from bulksign.recipients import column_mapping, suppressions
+from bulksign.recipients.column_mapping import MAX_JOINED, ColumnMapping, parse_mapping
+from bulksign.recipients.rows import MAX_COLUMNS, UploadError
+from bulksign.recipients.uploads import StoredUpload, confirm_mapping, load_upload, store_upload
 from bulksign.recipients.validation import ValidationReport, error_report_csv, typo_domains, validate_recipients
 from bulksign.views._forms import template_version, uploaded_file
 
@@ -42,9 +43,14 @@ def domain_choices() -> dict[str, str]:
     return choices
 
 
-def _preview_context(report: ValidationReport | None, choices: dict[str, str]) -> dict:
-    """What the check's partial needs besides the report: the open typo questions and the answers so far."""
+def _preview_context(
+    report: ValidationReport | None, choices: dict[str, str], mapping_error: Message | None = None
+) -> dict:
+    """What the check's partial needs besides the report: the open typo questions and the answers so far, and why
+    the columns as matched last did not fit the file."""
     return {
+        "mapping_error": mapping_error,
+        "max_joined": MAX_JOINED,
         "typos": typo_domains(report) if report else {},
         "choices": choices,
         "suppression_why": suppressions.WHY,
@@ -62,6 +68,7 @@ def _page(
     template_id: int | None = None,
     field_errors: dict | None = None,
     choices: dict[str, str] | None = None,
+    mapping_error: Message | None = None,
 ):
     templates = dt.list_templates(db.session, user=current_user)
     template_id = template_id or request.values.get("template_id", type=int)
@@ -83,7 +90,7 @@ def _page(
         default_zone=canonical_zone(current_app.config["ORG_TIMEZONE"]),
         default_language=language,
         columns=_columns(chosen.id) if chosen else None,
-        **_preview_context(report, choices or {}),
+        **_preview_context(report, choices or {}, mapping_error),
         managers=access.managers_of(db.session, team_ids=access.team_ids_of(db.session, user=current_user)),
     ), status
 
@@ -129,6 +136,9 @@ def validate():
             filename=filename,
             variables=needed_columns(version),
             suppressed=suppressions.lookup(db.session),
+            remembered=column_mapping.remembered(
+                db.session, template_id=version.template_id, team_id=version.template.team_id
+            ),
             **signers.file_check,
         )
         upload = store_upload(
@@ -139,6 +149,7 @@ def validate():
             user_id=current_user.id,
             template_id=version.template_id,
             now=utcnow(),
+            mapping=report.mapping,
         )
         db.session.commit()
     except UploadError as exc:
@@ -160,10 +171,55 @@ def recheck():
     return _checked(report, upload=upload, template_id=version.template_id, choices=choices)
 
 
-def _check_stored(upload_id: str, **options) -> tuple[StoredUpload, TemplateVersion, ValidationReport]:
+@bp.post("/new/match")
+def match_columns():
+    """Check the stored file again with the columns staff matched to the template's; they are kept for the batch
+    and offered for the template's next file. A match that does not fit the file is said above the form again."""
+    access.require_creator(current_user)
+    choices = domain_choices()
+    upload_id = request.form.get("upload_id", "")
+    try:
+        mapping = parse_mapping(_matched_columns())
+        upload, version, report = _check_stored(
+            upload_id, mapping=mapping, domain_choices=choices, suppressed=suppressions.lookup(db.session)
+        )
+        upload = confirm_mapping(
+            db.session,
+            upload=upload,
+            mapping=mapping,
+            team_id=version.template.team_id,
+            user_id=current_user.id,
+            now=utcnow(),
+        )
+        db.session.commit()
+    except UploadError as exc:
+        if exc.field != "columns":
+            return _check_refused(exc)
+        try:
+            upload, version, report = _check_stored(
+                upload_id, domain_choices=choices, suppressed=suppressions.lookup(db.session)
+            )
+        except UploadError as again:
+            return _check_refused(again)
+        return _checked(
+            report, upload=upload, template_id=version.template_id, choices=choices, mapping_error=exc.message
+        )
+    return _checked(report, upload=upload, template_id=version.template_id, choices=choices)
+
+
+def _matched_columns() -> dict[str, list[str]]:
+    """The mapping form's ``column.<template column>`` fields: the file's column(s) chosen for each."""
+    fields = [k for k in request.form if k.startswith("column.")][: MAX_COLUMNS + 1]
+    return {k.removeprefix("column."): request.form.getlist(k)[: MAX_JOINED + 1] for k in fields}
+
+
+def _check_stored(
+    upload_id: str, *, mapping: ColumnMapping | None = None, **options
+) -> tuple[StoredUpload, TemplateVersion, ValidationReport]:
     """The user's stored file, its template's version and the file checked again against it (``options``: those of
-    ``validate_recipients``). Nothing the browser sent back about the rows is trusted: they are read again.
-    UploadError for a file gone, another's, or one that cannot be read."""
+    ``validate_recipients``), with ``mapping`` or else the columns matched for it. Nothing the browser sent back
+    about the rows is trusted: they are read again. UploadError for a file gone, another's, or one that cannot
+    be read."""
     upload = load_upload(db.session, get_storage(), upload_id=upload_id, user_id=current_user.id)
     version = template_version(upload.template_id)
     signers = _signers(version)
@@ -171,6 +227,7 @@ def _check_stored(upload_id: str, **options) -> tuple[StoredUpload, TemplateVers
         upload.data,
         filename=upload.filename,
         variables=needed_columns(version),
+        mapping=mapping or upload.mapping,
         **signers.file_check,
         **options,
     )
@@ -193,7 +250,14 @@ def _check_refused(exc: UploadError):
     return _page(status=exc.status, error=exc.message)
 
 
-def _checked(report: ValidationReport, *, upload: StoredUpload, template_id: int, choices: dict):
+def _checked(
+    report: ValidationReport,
+    *,
+    upload: StoredUpload,
+    template_id: int,
+    choices: dict,
+    mapping_error: Message | None = None,
+):
     """The file check's report: the preview partial (HTMX) or the whole page with the batch settings."""
     if request.headers.get("HX-Request"):
         return render_template(
@@ -202,9 +266,9 @@ def _checked(report: ValidationReport, *, upload: StoredUpload, template_id: int
             upload=upload,
             error=None,
             oob=True,
-            **_preview_context(report, choices),
+            **_preview_context(report, choices, mapping_error),
         )
-    return _page(report=report, upload=upload, template_id=template_id, choices=choices)
+    return _page(report=report, upload=upload, template_id=template_id, choices=choices, mapping_error=mapping_error)
 
 
 @bp.post("/new")
