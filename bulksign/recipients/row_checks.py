@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from bulksign.core.messages import N_, N_plural
-from bulksign.doc_templates.columns import MAIL
+from bulksign.doc_templates.columns import DATE, MAIL
+from bulksign.doc_templates.value_filters import parse_amount, parse_date
 from bulksign.mail.email_checks import DOMAIN_TYPOS, check_email
 from bulksign.recipients.rows import Row, column_letter
 
@@ -88,8 +89,17 @@ class _Checked(NamedTuple):
 class RowChecker:
     """Checks data rows as they stream past: counts their errors, notes formula-like columns, finds duplicates."""
 
-    def __init__(self, columns: Columns, *, max_errors: int | None, domain_choices: Mapping[str, str] | None):
+    def __init__(
+        self,
+        columns: Columns,
+        *,
+        max_errors: int | None,
+        domain_choices: Mapping[str, str] | None,
+        kinds: Mapping[str, str] | None = None,
+    ):
         self.columns = columns
+        #: Variables the template shows as a date or a number (``columns.value_kinds``): their values must be one.
+        self._kinds = kinds or {}
         self.errors = _Collector(max_errors)
         for error in columns.errors:
             self.errors.add(error)
@@ -118,6 +128,8 @@ class RowChecker:
                 value = address
             elif not value and var in self.columns.required:
                 self._error(row, title, _empty(var, where=self.columns.required[var]))
+                continue
+            if value and var in self._kinds and not self._of_kind(row, var, title, value):
                 continue
             if var == "name":
                 name = value
@@ -200,6 +212,36 @@ class RowChecker:
                 )
             )
         return True
+
+    def _of_kind(self, row: Row, var: str, title: str, value: str) -> bool:
+        """Whether a value the template shows as a date or a number is one; its error counted when not."""
+        if self._kinds[var] == DATE:
+            if parse_date(value) is not None:
+                return True
+            self._error(
+                row,
+                title,
+                N_(
+                    '"%(value)s" is not a date: the template shows {{ %(variable)s|date }}. Put a date in this cell, '
+                    "as 01.02.2027 or 2027-02-01.",
+                    value=value[:60],
+                    variable=var,
+                ),
+            )
+            return False
+        if parse_amount(value) is not None:
+            return True
+        self._error(
+            row,
+            title,
+            N_(
+                '"%(value)s" is not a number: the template shows {{ %(variable)s }} as an amount. Put a number in '
+                "this cell, as 120000 or 120 000,50.",
+                value=value[:60],
+                variable=var,
+            ),
+        )
+        return False
 
     def _address(self, row: Row, title: str, value: str) -> str | None:
         """The checked address, or None with its error counted (empty, invalid, misspelt domain, a duplicate)."""

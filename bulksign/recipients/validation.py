@@ -161,15 +161,19 @@ def validate_recipients(
     fixed_roles: Collection[str] = (),
     mapping: ColumnMapping | None = None,
     remembered: ColumnMapping | None = None,
+    language: str = "en",
+    kinds: Mapping[str, str] | None = None,
 ) -> ValidationReport:
     """Read the file and check every row against the template's ``variables`` (as ``template_columns`` takes them);
     UploadError if unreadable. ``domain_choices``: misspelt domain → staff's choice; ``suppressed``: the
     suppression list's lookup (its rows are reported); ``roles``: the other roles, each named per row by
     ``<role>_email`` or, in ``fixed_roles``, once for the batch. ``mapping``: which of the file's columns fill
     which template columns (UploadError when it does not fit the file); else ``remembered``, the template's last
-    one, when the file has every column it names."""
+    one, when the file has every column it names. ``language``: the batch's, in which an .xlsx's dates and numbers
+    read as its cells' formats show them. ``kinds``: the variables the template shows as a date or a number
+    (``columns.value_kinds``), whose values must be one."""
     variables = template_columns(variables)
-    table = open_table(data, filename=filename)
+    table = open_table(data, filename=filename, language=language)
     header = _header_row(table.rows)
     roles = [r for r in roles if r != RECIPIENT_ROLE]
     titles = {normalise_header(c) for c in header.cells if c.strip()}
@@ -180,7 +184,7 @@ def validate_recipients(
     columns = match_header(header.number, header.cells, variables, roles=roles, fixed=fixed_roles, mapping=mapping)
     rows = join_cells(table.rows, columns) if columns.joins else table.rows
     sample_rows: list[list[str]] = []
-    checker = RowChecker(columns, max_errors=max_errors, domain_choices=domain_choices)
+    checker = RowChecker(columns, max_errors=max_errors, domain_choices=domain_choices, kinds=kinds)
     # A column missing or named twice: no row can be used, yet every row is checked so all is fixed at once.
     usable = not columns.errors
     kept: list[Recipient] = []

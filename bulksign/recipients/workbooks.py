@@ -11,6 +11,7 @@ from datetime import date, datetime, time
 
 from bulksign.core import zip_archives
 from bulksign.core.messages import N_, N_plural
+from bulksign.recipients import cell_formats
 from bulksign.recipients.rows import (
     MAX_COLUMNS,
     MAX_FILE_ROWS,
@@ -89,7 +90,8 @@ def _count_tags(source, tags: tuple[bytes, ...], limit: int) -> bool:
     return False
 
 
-def xlsx_rows(data: bytes, deadline: float) -> Iterator[Row]:
+def xlsx_rows(data: bytes, deadline: float, *, language: str = "en") -> Iterator[Row]:
+    """The sheet's rows, each cell's value as its number format shows it in ``language`` (``cell_formats``)."""
     _refuse_zip_bombs(data)
     from openpyxl.reader.excel import ExcelReader
     from openpyxl.styles.stylesheet import apply_stylesheet
@@ -143,7 +145,8 @@ def xlsx_rows(data: bytes, deadline: float) -> Iterator[Row]:
                     epoch=reader.wb.epoch,
                     date_formats=reader.wb._date_formats,
                     timedelta_formats=reader.wb._timedelta_formats,
-                )
+                ),
+                _Formats(reader.wb, language),
             )
             rows = number = 0
             values: dict[int, str] = {}
@@ -193,11 +196,12 @@ class _XlsxCells:
     times slower); formulas and dates go through openpyxl, which knows shared formulas and date styles.
     """
 
-    def __init__(self, parser):
+    def __init__(self, parser, formats: _Formats):
         from openpyxl.utils.cell import column_index_from_string
         from openpyxl.worksheet._reader import FORMULA_TAG, INLINE_STRING, SHEET_MAIN_NS, VALUE_TAG
 
         self.parser = parser
+        self._formats = formats
         self._column_index = column_index_from_string
         self.count = 0
         self.column = 0
@@ -240,12 +244,52 @@ class _XlsxCells:
                 return self.column, str(self.parser.shared_strings[int(value)])
             if kind in ("str", "e"):
                 return self.column, value
-            if kind == "n" and int(element.get("s", 0)) not in self.parser.date_formats:
-                return self.column, _cell_text(float(value) if "." in value or "e" in value.lower() else int(value))
+            style = int(element.get("s", 0))
+            if kind == "n" and style not in self.parser.date_formats:
+                number = float(value) if "." in value or "e" in value.lower() else int(value)
+                show = self._formats.show(style)
+                return self.column, _cell_text(number) if show is None else self._formats.shown(show, style, number)
         elif value is None and element.find(self._formula) is None:
             return self.column, ""
         self.parser.col_counter = self.column - 1
-        return self.column, _cell_text(self.parser.parse_cell(element)["value"])
+        parsed = self.parser.parse_cell(element)["value"]
+        show = self._formats.show(int(element.get("s", 0))) if isinstance(parsed, (date, int, float)) else None
+        return self.column, _cell_text(parsed) if show is None or isinstance(parsed, bool) else show(parsed)
+
+
+class _Formats:
+    """Each cell style's number format as ``cell_formats`` shows it, looked up once per style; the texts of the
+    values seen most recently kept, since a column of dates or salaries repeats many of them."""
+
+    def __init__(self, workbook, language: str):
+        from openpyxl.styles.numbers import BUILTIN_FORMATS, BUILTIN_FORMATS_MAX_SIZE
+
+        self._styles, self._custom = workbook._cell_styles, workbook._number_formats
+        self._builtin, self._first_custom = BUILTIN_FORMATS, BUILTIN_FORMATS_MAX_SIZE
+        self._language = language
+        self._by_style: dict[int, cell_formats.Show | None] = {}
+        self._texts: dict[tuple[int, int | float], str] = {}
+
+    def show(self, style: int) -> cell_formats.Show | None:
+        if style not in self._by_style:
+            code = "General"
+            if 0 <= style < len(self._styles):
+                number_format = self._styles[style].numFmtId
+                if number_format < self._first_custom:
+                    code = self._builtin.get(number_format, "General")
+                elif number_format - self._first_custom < len(self._custom):
+                    code = self._custom[number_format - self._first_custom]
+            self._by_style[style] = cell_formats.format_for(code, language=self._language)
+        return self._by_style[style]
+
+    def shown(self, show: cell_formats.Show, style: int, number: int | float) -> str:
+        key = (style, number)
+        text = self._texts.get(key)
+        if text is None:
+            if len(self._texts) > 50_000:
+                self._texts.clear()
+            text = self._texts[key] = show(number)
+        return text
 
 
 def _cell_text(value) -> str:

@@ -21,7 +21,7 @@ from bulksign.batches.creation import create_batch
 from bulksign.batches.retention import MAX_DAYS as MAX_KEEP_DAYS
 from bulksign.core.config import LANGUAGES
 from bulksign.core.extensions import db
-from bulksign.doc_templates.columns import needed_columns
+from bulksign.doc_templates.columns import needed_columns, value_kinds
 from bulksign.models import utcnow
 from bulksign.models.status import BATCH_STATE_NAMES, BatchStatus
 from bulksign.recipients import suppressions
@@ -216,6 +216,7 @@ def validate():
             data,
             filename=filename,
             variables=needed_columns(version),
+            kinds=value_kinds(version),
             suppressed=suppressions.lookup(db.session),
             mapping=_mapping(form.columns),
             **signers.file_check,
@@ -260,6 +261,8 @@ def create():
             data,
             filename=filename,
             variables=needed_columns(version),
+            kinds=value_kinds(version),
+            language=settings.language,
             keep_rows=True,
             mapping=_mapping(form.columns),
             **signers.file_check,
@@ -280,7 +283,13 @@ def create():
             template_version=version,
             rows=report.recipients,
             skipped=_every_error(
-                report, data=data, filename=filename, version=version, signers=signers, mapping=report.mapping
+                report,
+                data=data,
+                filename=filename,
+                version=version,
+                signers=signers,
+                mapping=report.mapping,
+                language=settings.language,
             ),
             now=utcnow(),
             party_settings=signers,
@@ -329,6 +338,7 @@ def _every_error(
     version,
     signers: PartySettings,
     mapping: ColumnMapping | None,
+    language: str,
 ) -> tuple[RowError, ...]:
     """All the file's row errors, for the rows the batch leaves out: the report keeps the first hundred only."""
     if not report.errors_truncated:
@@ -337,6 +347,8 @@ def _every_error(
         data,
         filename=filename,
         variables=needed_columns(version),
+        kinds=value_kinds(version),
+        language=language,
         max_errors=None,
         mapping=mapping,
         **signers.file_check,

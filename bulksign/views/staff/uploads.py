@@ -14,11 +14,12 @@ from flask_login import current_user
 
 from bulksign.batches.batch_settings import BatchError, PartySettings, party_settings_from_form, settings_from_form
 from bulksign.batches.creation import create_batch
+from bulksign.core.config import LANGUAGES
 from bulksign.core.errors import Message
 from bulksign.core.extensions import db
 from bulksign.core.localtime import canonical_zone, zone_groups
 from bulksign.doc_templates import versions as dt
-from bulksign.doc_templates.columns import OPTIONAL, needed_columns
+from bulksign.doc_templates.columns import OPTIONAL, needed_columns, value_kinds
 from bulksign.doc_templates.roles import template_roles
 from bulksign.documents.storage import get_storage
 from bulksign.models import RECIPIENT_ROLE, TemplateVersion, utcnow
@@ -135,6 +136,8 @@ def validate():
             data,
             filename=filename,
             variables=needed_columns(version),
+            kinds=value_kinds(version),
+            language=preview_language(),
             suppressed=suppressions.lookup(db.session),
             remembered=column_mapping.remembered(
                 db.session, template_id=version.template_id, team_id=version.template.team_id
@@ -163,7 +166,7 @@ def recheck():
     access.require_creator(current_user)
     choices = domain_choices()
     try:
-        upload, version, report = _check_stored(
+        upload, version, report = check_stored(
             request.form.get("upload_id", ""), domain_choices=choices, suppressed=suppressions.lookup(db.session)
         )
     except UploadError as exc:
@@ -180,7 +183,7 @@ def match_columns():
     upload_id = request.form.get("upload_id", "")
     try:
         mapping = parse_mapping(_matched_columns())
-        upload, version, report = _check_stored(
+        upload, version, report = check_stored(
             upload_id, mapping=mapping, domain_choices=choices, suppressed=suppressions.lookup(db.session)
         )
         upload = confirm_mapping(
@@ -196,7 +199,7 @@ def match_columns():
         if exc.field != "columns":
             return _check_refused(exc)
         try:
-            upload, version, report = _check_stored(
+            upload, version, report = check_stored(
                 upload_id, domain_choices=choices, suppressed=suppressions.lookup(db.session)
             )
         except UploadError as again:
@@ -213,7 +216,7 @@ def _matched_columns() -> dict[str, list[str]]:
     return {k.removeprefix("column."): request.form.getlist(k)[: MAX_JOINED + 1] for k in fields}
 
 
-def _check_stored(
+def check_stored(
     upload_id: str, *, mapping: ColumnMapping | None = None, **options
 ) -> tuple[StoredUpload, TemplateVersion, ValidationReport]:
     """The user's stored file, its template's version and the file checked again against it (``options``: those of
@@ -227,11 +230,20 @@ def _check_stored(
         upload.data,
         filename=upload.filename,
         variables=needed_columns(version),
+        kinds=value_kinds(version),
+        language=preview_language(),
         mapping=mapping or upload.mapping,
         **signers.file_check,
         **options,
     )
     return upload, version, report
+
+
+def preview_language() -> str:
+    """The recipients' language as the form chose it, else the staff member's: an .xlsx's dates and numbers read
+    in it as their cells show them."""
+    chosen = request.values.get("language")
+    return chosen if chosen in LANGUAGES else get_locale().language
 
 
 def _signers(version: TemplateVersion) -> PartySettings:
@@ -275,7 +287,7 @@ def _checked(
 def create():
     """Create the batch from the stored file's valid rows; a repeated form token returns the same batch."""
     try:
-        upload, version, report = _check_stored(
+        upload, version, report = check_stored(
             request.form.get("upload_id", ""),
             keep_rows=True,
             domain_choices=domain_choices(),
@@ -334,7 +346,7 @@ def create():
 def error_report(upload_id: str):
     """Every error of the stored file, as a spreadsheet-safe CSV."""
     try:
-        upload, _, report = _check_stored(upload_id, max_errors=None)
+        upload, _, report = check_stored(upload_id, max_errors=None)
     except UploadError as exc:
         abort(exc.status, exc.message)
     return Response(

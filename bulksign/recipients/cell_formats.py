@@ -1,0 +1,186 @@
+"""An .xlsx cell's value as its number format shows it: ``01.02.2027`` for a date cell formatted ``DD.MM.YYYY``,
+``120 000 ₽`` for ``#,##0 "₽"``, ``00042`` for ``00000``, ``15%`` for ``0%``; separators and month names in the
+batch's language (Babel). A format read here that is not understood shows the value as it is stored.
+More in docs/architecture/recipients.md."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import date, datetime, time
+from decimal import ROUND_HALF_UP, localcontext
+
+from babel import Locale
+from babel.dates import format_date, get_day_names, get_month_names
+from babel.numbers import parse_pattern
+
+#: What a section of a format shows a value as (None: Excel's "General", the value as it is stored).
+Show = Callable[[object], str]
+
+#: ``[$₽-419]`` shows its currency sign; ``[$-419]``, ``[Red]``, ``[>100]`` show nothing.
+_BRACKETS = re.compile(r"\[\$([^\]-]*)(?:-[^\]]*)?\]|\[[^\]]*\]")
+#: A format's parts: a quoted text, an escaped or padding character, a run of digit places, a date part, any other.
+_TOKENS = re.compile(
+    r'"(?P<quoted>[^"]*)"|\\(?P<escaped>.)|_(?P<pad>.)|\*(?P<fill>.)'
+    r"|(?P<digits>[0#?][0#?,.]*%?|\.[0#?]+%?)"
+    r"|(?P<date>yyyy|yy|mmmmm|mmmm|mmm|mm|m|dddd|ddd|dd|d|hh|h|ss|s|am/pm|a/p)"
+    r"|(?P<other>.)",
+    re.IGNORECASE,
+)
+#: Babel's narrow no-break space (before "г." in Russian dates) as a plain no-break space: fonts lack it.
+_NARROW_SPACE = str.maketrans({"\u202f": "\u00a0"})
+
+
+def format_for(code: str, *, language: str) -> Show | None:
+    """How a cell with the number format ``code`` is shown in ``language``; None for "General" and text formats,
+    and for what is not understood here (fractions, exponents, elapsed times): the value as stored."""
+    if code.strip().lower() in ("general", "@", ""):
+        return None
+    locale = Locale.parse(language)
+    sections = _sections(code)
+    try:
+        shows = [_section(s, locale) for s in sections[:3]]
+    except _NotUnderstood:
+        return None
+    if any(s is None for s in shows):
+        return None
+    return lambda value: _show(shows, value)  # type: ignore[arg-type]
+
+
+class _NotUnderstood(Exception):
+    """A part of a format this module does not show the way Excel would."""
+
+
+def _sections(code: str) -> list[str]:
+    """The ``;``-separated sections (positive; negative; zero; text), quotes and brackets kept whole."""
+    sections: list[str] = []
+    current: list[str] = []
+    quoted = bracket = False
+    for char in code:
+        if char == '"':
+            quoted = not quoted
+        elif char == "[" and not quoted:
+            bracket = True
+        elif char == "]" and not quoted:
+            bracket = False
+        elif char == ";" and not quoted and not bracket:
+            sections.append("".join(current))
+            current = []
+            continue
+        current.append(char)
+    sections.append("".join(current))
+    return sections
+
+
+def _show(shows: list[Show], value: object) -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value < 0 and len(shows) > 1:
+            return shows[1](-value)
+        if value == 0 and len(shows) > 2:
+            return shows[2](value)
+    return shows[0](value)
+
+
+def _section(section: str, locale: Locale) -> Show | None:
+    """One section as a function of the value; None where it shows nothing this module can."""
+    text = _BRACKETS.sub(lambda m: m.group(1) or "", section)
+    if "[$-F800]" in section.upper():  # Windows' "long date" of the reader's system
+        return lambda value: (
+            format_date(value, format="long", locale=locale).translate(_NARROW_SPACE)
+            if isinstance(value, date)
+            else str(value)
+        )
+    if re.search(r"E[+-]|\?/|/\?|\[h\]|\[m\]|\[s\]", section, re.IGNORECASE):
+        raise _NotUnderstood
+    parts: list[tuple[str, str]] = []
+    for match in _TOKENS.finditer(text):
+        kind = match.lastgroup or "other"
+        value = match.group(kind)
+        parts.append((kind, value if kind != "pad" else " "))
+    digits = [v for kind, v in parts if kind == "digits"]
+    if not digits and any(kind == "date" for kind, _ in parts):
+        return _date_show(parts, locale)
+    if not digits:  # a section of text only ("—" for a zero)
+        text = "".join(v for kind, v in parts if kind != "fill").strip()
+        return lambda value: text
+    if len(digits) != 1:
+        raise _NotUnderstood
+    # Letters of a currency written as they are (``#,##0 USD``) are text, not a date's parts.
+    return _number_show([("other", v) if k == "date" else (k, v) for k, v in parts], digits[0], locale)
+
+
+def _number_show(parts: list[tuple[str, str]], digits: str, locale: Locale) -> Show:
+    """Babel's number pattern for Excel's digit places (same meaning: ``0`` a digit always shown, ``#`` one if any,
+    ``,`` grouping, ``.`` the decimals, ``%`` a percentage); trailing commas divide by a thousand each."""
+    scale = 1
+    while digits.endswith(",") or digits.endswith(",%"):
+        digits = digits.replace(",%", "%") if digits.endswith(",%") else digits[:-1]
+        scale *= 1000
+    try:
+        pattern = parse_pattern(digits.replace("?", "#"))
+    except ValueError:
+        raise _NotUnderstood from None
+    literal = list(parts)
+
+    def show(value: object) -> str:
+        if not isinstance(value, (int, float)):
+            return str(value)
+        with localcontext() as context:
+            context.rounding = ROUND_HALF_UP  # Excel rounds halves away from zero; Babel to even
+            number = pattern.apply(value / scale if scale > 1 else value, locale)
+        return "".join(number if kind == "digits" else "" if kind == "fill" else v for kind, v in literal).strip()
+
+    return show
+
+
+def _date_show(parts: list[tuple[str, str]], locale: Locale) -> Show:
+    twelve = any(kind == "date" and v.lower() in ("am/pm", "a/p") for kind, v in parts)
+    # ``m`` is the minute right after an hour or right before a second, else the month.
+    kinds = [v.lower() if kind == "date" else None for kind, v in parts]
+    minutes = set()
+    for i, code in enumerate(kinds):
+        if code in ("m", "mm"):
+            before = next((k for k in reversed(kinds[:i]) if k), None)
+            after = next((k for k in kinds[i + 1 :] if k), None)
+            if (before or "").startswith("h") or (after or "").startswith("s"):
+                minutes.add(i)
+    months = {w: get_month_names(w, context="format", locale=locale) for w in ("wide", "abbreviated", "narrow")}
+    days = {w: get_day_names(w, context="format", locale=locale) for w in ("wide", "abbreviated")}
+
+    def piece(i: int, code: str, moment: datetime) -> str:
+        if i in minutes:
+            return f"{moment.minute:0{len(code)}d}"
+        hour = (moment.hour % 12 or 12) if twelve else moment.hour
+        return {
+            "yyyy": f"{moment.year:04d}",
+            "yy": f"{moment.year % 100:02d}",
+            "mmmmm": months["narrow"][moment.month],
+            "mmmm": months["wide"][moment.month],
+            "mmm": months["abbreviated"][moment.month],
+            "mm": f"{moment.month:02d}",
+            "m": str(moment.month),
+            "dddd": days["wide"][moment.weekday()],
+            "ddd": days["abbreviated"][moment.weekday()],
+            "dd": f"{moment.day:02d}",
+            "d": str(moment.day),
+            "hh": f"{hour:02d}",
+            "h": str(hour),
+            "ss": f"{moment.second:02d}",
+            "s": str(moment.second),
+            "am/pm": "AM" if moment.hour < 12 else "PM",
+            "a/p": "A" if moment.hour < 12 else "P",
+        }[code]
+
+    def show(value: object) -> str:
+        if isinstance(value, time):
+            value = datetime.combine(date(1900, 1, 1), value)
+        elif isinstance(value, date) and not isinstance(value, datetime):
+            value = datetime.combine(value, time())
+        if not isinstance(value, datetime):
+            return str(value)
+        return "".join(
+            piece(i, kinds[i], value) if kinds[i] else ("" if kind == "fill" else v)  # type: ignore[arg-type]
+            for i, (kind, v) in enumerate(parts)
+        ).strip()
+
+    return show
