@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import time
 from datetime import datetime
+from unittest.mock import patch
 
 from bench import Figure
 
@@ -55,6 +56,7 @@ def _fastest(check, data: bytes) -> float:
 
 
 def run(*, small: bool) -> list[Figure]:
+    from bulksign.recipients import files
     from bulksign.recipients.column_mapping import parse_mapping
     from bulksign.recipients.validation import validate_recipients
 
@@ -72,8 +74,10 @@ def run(*, small: bool) -> list[Figure]:
         ("columns renamed", renamed, RUSSIAN, OWN_NAMES),
         ("a name joined from three columns", joined, SPLIT, OWN_SPLIT),
     ):
-        baseline = _fastest(checked(), make_xlsx(rows, own))
-        seconds = _fastest(checked(mapping), make_xlsx(rows, header))
+        # The time limit of a web request is not what is measured here: a loaded machine may read past it.
+        with patch.object(files.rows, "MAX_READ_SECONDS", 3600):
+            baseline = _fastest(checked(), make_xlsx(rows, own))
+            seconds = _fastest(checked(mapping), make_xlsx(rows, header))
         figures.append(
             Figure(
                 name=f"check {rows:,} .xlsx rows through a mapping: {label}",

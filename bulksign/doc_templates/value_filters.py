@@ -7,12 +7,13 @@ More in docs/architecture/doc_templates.md."""
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
 
 from babel.dates import format_date
-from babel.numbers import format_currency, format_decimal
+from babel.numbers import format_currency, format_decimal, get_decimal_symbol
 from jinja2 import pass_context
 from jinja2.runtime import Context
 from num2words import num2words
@@ -61,23 +62,39 @@ def parse_date(value: object) -> date | None:
     return None
 
 
-def parse_amount(value: object) -> Decimal | None:
-    """The number a row's value holds, separators and a currency sign as a spreadsheet shows them (``120 000 ₽``,
-    ``1,234.50``, ``1.234,50``, ``15%``); None for anything else."""
+def parse_amount(value: object, *, language: str = "en") -> Decimal | None:
+    """The number a row's value holds, separators and a currency sign as a spreadsheet shows them in ``language``
+    (``120 000 ₽``, ``1,234.50``, ``1.234,50``, ``15%``); None for anything else. A lone separator is the
+    language's decimal one, unless it is the other and three digits follow it (``95,500`` in English)."""
     if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
         return Decimal(str(value))
     text = _NUMBER_NOISE.sub("", str(value)).rstrip("%")
     if "," in text and "." in text:
-        text = text.replace("," if text.rfind(".") > text.rfind(",") else ".", "").replace(",", ".")
-    elif text.count(",") == 1:
-        text = text.replace(",", ".")
-    elif text.count(",") > 1:
-        text = text.replace(",", "")
+        decimal = "." if text.rfind(".") > text.rfind(",") else ","
+    elif text.count(",") + text.count(".") == 1:
+        separator = "," if "," in text else "."
+        decimal = separator
+        if separator != _decimal_symbol(language) and len(text) - text.index(separator) == 4:
+            decimal = ""
+    else:
+        decimal = ""  # several of one: grouping
+    group = {",": ".", ".": ","}.get(decimal, ",.")
+    text = text.translate(str.maketrans("", "", group))
+    if decimal:
+        text = text.replace(decimal, ".")
     try:
         number = Decimal(text)
     except InvalidOperation:
         return None
     return number if number.is_finite() else None
+
+
+@functools.lru_cache(maxsize=32)
+def _decimal_symbol(language: str) -> str:
+    try:
+        return get_decimal_symbol(language)
+    except (ValueError, LookupError):
+        return "."
 
 
 def _currency_of(value: object, language: str) -> str:
@@ -137,10 +154,10 @@ def money_filter(context: Context, value: object, currency: str | None = None) -
     """``{{ x|money }}`` in the value's currency (its sign), else the language's; ``{{ x|money("USD") }}``."""
     if _blank_or_sample(value):
         return "" if value is None else str(value)
-    amount = parse_amount(value)
+    language = _language(context)
+    amount = parse_amount(value, language=language)
     if amount is None:
         raise _not_a_number(value, "money")
-    language = _language(context)
     code = (currency or _currency_of(value, language)).upper()[:3]
     return format_currency(amount, code, locale=language).translate(_NARROW_SPACE)
 
@@ -150,7 +167,7 @@ def number_filter(context: Context, value: object, decimals: int | None = None) 
     """``{{ x|number }}`` with the language's separators; ``{{ x|number(2) }}`` with that many decimals."""
     if _blank_or_sample(value):
         return "" if value is None else str(value)
-    amount = parse_amount(value)
+    amount = parse_amount(value, language=_language(context))
     if amount is None:
         raise _not_a_number(value, "number")
     places = min(max(int(decimals), 0), 10) if decimals is not None else None
@@ -164,10 +181,10 @@ def in_words_filter(context: Context, value: object, currency: str | None = None
     """``{{ x|in_words }}``: the amount in words with its minor units in figures, as contracts write it."""
     if _blank_or_sample(value):
         return "" if value is None else str(value)
-    amount = parse_amount(value)
+    language = _language(context)
+    amount = parse_amount(value, language=language)
     if amount is None or abs(amount) >= Decimal(10) ** 15:
         raise _not_a_number(value, "in_words")
-    language = _language(context)
     code = (currency or _currency_of(value, language)).upper()[:3]
     amount = amount.quantize(Decimal("0.01"))
     # A language or a currency num2words does not know: English words, then euros, rather than no document.

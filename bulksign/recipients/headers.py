@@ -19,6 +19,8 @@ from bulksign.recipients.rows import MAX_COLUMNS, Row, UploadError, column_lette
 BUILTIN_COLUMNS = ("email", "name", "phone")
 #: A party's columns: ``<role>_email`` names who signs, ``_name`` and ``_phone`` may say more.
 PARTY_COLUMNS = ("email", "name", "phone")
+#: The warning for a column the template does not use (the check page leaves out those it offers to match).
+UNUSED_COLUMN = N_('The column "%(column)s" is not used by the template; it is ignored.')
 #: Values shown for each of the file's columns where staff match them.
 SAMPLES_PER_COLUMN = 3
 
@@ -118,7 +120,7 @@ def match_header(
         if key in wanted:
             used.append((index, wanted[key], title))
         else:
-            warnings.append(N_('The column "%(column)s" is not used by the template; it is ignored.', column=title))
+            warnings.append(N_(UNUSED_COLUMN.msgid, column=title))
     for offset, (variable, _, title) in enumerate(mapped.joins):
         # Joined values are put after the header's columns, where the row reader places them (``join_cells``).
         seen[normalise_header(variable)] = len(header) + offset

@@ -96,10 +96,12 @@ class RowChecker:
         max_errors: int | None,
         domain_choices: Mapping[str, str] | None,
         kinds: Mapping[str, str] | None = None,
+        language: str = "en",
     ):
         self.columns = columns
         #: Variables the template shows as a date or a number (``columns.value_kinds``): their values must be one.
         self._kinds = kinds or {}
+        self._language = language
         self.errors = _Collector(max_errors)
         for error in columns.errors:
             self.errors.add(error)
@@ -229,7 +231,7 @@ class RowChecker:
                 ),
             )
             return False
-        if parse_amount(value) is not None:
+        if parse_amount(value, language=self._language) is not None:
             return True
         self._error(
             row,

@@ -14,7 +14,14 @@ from bulksign.documents.signature_box import RECIPIENT_ROLE, mark_role
 from bulksign.models import Suppression
 from bulksign.recipients.column_mapping import ColumnMapping
 from bulksign.recipients.files import open_table
-from bulksign.recipients.headers import ColumnChoice, column_choices, column_samples, join_cells, match_header
+from bulksign.recipients.headers import (
+    UNUSED_COLUMN,
+    ColumnChoice,
+    column_choices,
+    column_samples,
+    join_cells,
+    match_header,
+)
 from bulksign.recipients.parties import PartyPerson
 from bulksign.recipients.row_checks import RowChecker, RowError
 from bulksign.recipients.rows import Row, UploadError, normalise_header
@@ -87,6 +94,22 @@ class ValidationReport:
     mapping: ColumnMapping | None = None
     #: Whether that mapping was the remembered one, applied because the file has every column it names.
     mapping_remembered: bool = False
+
+    @property
+    def shown_errors(self) -> tuple[RowError, ...]:
+        """The errors the check page lists: while columns wait to be matched, not the missing ones (the mapping
+        form asks for them instead)."""
+        if not self.unmatched:
+            return self.errors
+        return tuple(e for e in self.errors if e.column not in self.missing_columns)
+
+    @property
+    def shown_warnings(self) -> tuple[N_, ...]:
+        """The warnings the check page lists: not "column X is not used" for a column the mapping form offers."""
+        offered = {h for c in self.choices for h in c.headers}
+        return tuple(
+            w for w in self.warnings if not (w.msgid == UNUSED_COLUMN.msgid and w.values.get("column") in offered)
+        )
 
     @property
     def unmatched(self) -> tuple[ColumnChoice, ...]:
@@ -184,7 +207,7 @@ def validate_recipients(
     columns = match_header(header.number, header.cells, variables, roles=roles, fixed=fixed_roles, mapping=mapping)
     rows = join_cells(table.rows, columns) if columns.joins else table.rows
     sample_rows: list[list[str]] = []
-    checker = RowChecker(columns, max_errors=max_errors, domain_choices=domain_choices, kinds=kinds)
+    checker = RowChecker(columns, max_errors=max_errors, domain_choices=domain_choices, kinds=kinds, language=language)
     # A column missing or named twice: no row can be used, yet every row is checked so all is fixed at once.
     usable = not columns.errors
     kept: list[Recipient] = []

@@ -74,7 +74,7 @@ def test_a_row_opens_as_its_document_with_its_pages_as_images_and_the_pdf(client
     html = client.get(f"/batches/uploads/{checked}/rows/4").get_data(as_text=True)
     assert "Rendered now as its recipient p3@example.com will get it" in html
     pages = re.findall(r'<img src="([^"]+)"', html)
-    assert pages == [f"/batches/uploads/{checked}/rows/4/pages/1.png"]
+    assert pages == [f"/batches/uploads/{checked}/rows/4/pages/1.png?language=en"]
     image = client.get(pages[0])
     assert image.status_code == 200 and image.data.startswith(b"\x89PNG")
     pdf = client.get(f"/batches/uploads/{checked}/rows/4.pdf")

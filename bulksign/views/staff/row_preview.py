@@ -60,7 +60,12 @@ def row(upload_id: str, row: int):
         except BulksignError as exc:  # the template or the converter refuses this row's values
             problem = exc.message
     return render_template(
-        "uploads/_row.html", found=found, upload_id=upload_id, pages=pages, problem=problem, version=version
+        "uploads/_row.html",
+        found=found,
+        upload_id=upload_id,
+        pages=pages,
+        problem=problem,
+        language=preview_language(),
     )
 
 
