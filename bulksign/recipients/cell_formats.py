@@ -31,16 +31,19 @@ _TOKENS = re.compile(
 _NARROW_SPACE = str.maketrans({"\u202f": "\u00a0"})
 
 
+#: Excel keeps a format to 255 characters; a longer one was not written by Excel.
+MAX_CODE_CHARS = 255
+
+
 def format_for(code: str, *, language: str) -> Show | None:
     """How a cell with the number format ``code`` is shown in ``language``; None for "General" and text formats,
     and for what is not understood here (fractions, exponents, elapsed times): the value as stored."""
-    if code.strip().lower() in ("general", "@", ""):
+    if code.strip().lower() in ("general", "@", "") or len(code) > MAX_CODE_CHARS:
         return None
-    locale = Locale.parse(language)
-    sections = _sections(code)
     try:
-        shows = [_section(s, locale) for s in sections[:3]]
-    except _NotUnderstood:
+        locale = Locale.parse(language)
+        shows = [_section(s, locale) for s in _sections(code)[:3]]
+    except (_NotUnderstood, ValueError, LookupError):  # Babel refuses the pattern: the value as stored
         return None
     if any(s is None for s in shows):
         return None
@@ -90,8 +93,8 @@ def _section(section: str, locale: Locale) -> Show | None:
             if isinstance(value, date)
             else str(value)
         )
-    if re.search(r"E[+-]|\?/|/\?|\[h\]|\[m\]|\[s\]", section, re.IGNORECASE):
-        raise _NotUnderstood
+    if section.count('"') % 2 or re.search(r"E[+-]|\?/|/\?|\[h\]|\[m\]|\[s\]", section, re.IGNORECASE):
+        raise _NotUnderstood  # a quote left open (Excel saves none), or exponents, fractions, elapsed times
     parts: list[tuple[str, str]] = []
     for match in _TOKENS.finditer(text):
         kind = match.lastgroup or "other"

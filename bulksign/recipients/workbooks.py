@@ -254,7 +254,9 @@ class _XlsxCells:
         self.parser.col_counter = self.column - 1
         parsed = self.parser.parse_cell(element)["value"]
         show = self._formats.show(int(element.get("s", 0))) if isinstance(parsed, (date, int, float)) else None
-        return self.column, _cell_text(parsed) if show is None or isinstance(parsed, bool) else show(parsed)
+        if show is None or isinstance(parsed, bool):
+            return self.column, _cell_text(parsed)
+        return self.column, self._formats.shown(show, int(element.get("s", 0)), parsed)
 
 
 class _Formats:
@@ -268,7 +270,7 @@ class _Formats:
         self._builtin, self._first_custom = BUILTIN_FORMATS, BUILTIN_FORMATS_MAX_SIZE
         self._language = language
         self._by_style: dict[int, cell_formats.Show | None] = {}
-        self._texts: dict[tuple[int, int | float], str] = {}
+        self._texts: dict[tuple[int, int | float | date], str] = {}
 
     def show(self, style: int) -> cell_formats.Show | None:
         if style not in self._by_style:
@@ -282,13 +284,18 @@ class _Formats:
             self._by_style[style] = cell_formats.format_for(code, language=self._language)
         return self._by_style[style]
 
-    def shown(self, show: cell_formats.Show, style: int, number: int | float) -> str:
-        key = (style, number)
+    def shown(self, show: cell_formats.Show, style: int, value: int | float | date) -> str:
+        """The value as ``show`` writes it; as stored when it cannot (a number beyond what a format can round)."""
+        key = (style, value)
         text = self._texts.get(key)
         if text is None:
             if len(self._texts) > 50_000:
                 self._texts.clear()
-            text = self._texts[key] = show(number)
+            try:
+                text = show(value)
+            except (ArithmeticError, ValueError):
+                text = _cell_text(value)
+            self._texts[key] = text
         return text
 
 

@@ -81,11 +81,24 @@ def test_a_csv_reads_as_typed():
     assert report.recipients[0].data == {"start_date": "01.02.2027", "salary": "120 000"}
 
 
-def test_a_formula_cell_is_never_calculated_and_a_huge_custom_format_is_no_500():
+def test_a_formula_cell_is_never_calculated_and_hostile_formats_keep_the_stored_value():
     data = _workbook(
-        ["email", "salary"],
-        ["a@example.com", "=1+1"],
-        {"B2": '#,##0.00"' + "x" * 5000 + '"'},
+        ["email", "salary", "huge", "zeros", "odd", "date"],
+        ["a@example.com", "=1+1", 1e300, 7, 5, datetime(2027, 2, 1)],
+        {
+            "B2": '#,##0.00"' + "x" * 5000 + '"',
+            "C2": "#,##0.00",
+            "D2": "0" * 250,
+            "E2": '[$-]"unclosed',
+            "F2": "[$-F800]dddd, mmmm dd, yyyy",
+        },
     )
-    report = validate_recipients(data, filename="x.xlsx", variables=["salary"], keep_rows=True)
-    assert report.recipients[0].data == {"salary": "=1+1"}
+    variables = ["salary", "huge", "zeros", "odd", "date"]
+    report = validate_recipients(data, filename="x.xlsx", variables=variables, keep_rows=True, language="ru")
+    assert report.recipients[0].data == {
+        "salary": "=1+1",
+        "huge": str(int(1e300)),  # beyond what a format rounds: as stored
+        "zeros": "0" * 249 + "7",
+        "odd": "1900-01-05",  # openpyxl reads a format with a "d" as a date's; not one to show: ISO
+        "date": f"1 февраля 2027{NBSP}г.",
+    }
