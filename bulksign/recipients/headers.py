@@ -21,6 +21,8 @@ BUILTIN_COLUMNS = ("email", "name", "phone")
 PARTY_COLUMNS = ("email", "name", "phone")
 #: The warning for a column the template does not use (the check page leaves out those it offers to match).
 UNUSED_COLUMN = N_('The column "%(column)s" is not used by the template; it is ignored.')
+#: A template variable ending so asks for its column's stored value (``salary_raw``: ``120000``, not ``120 000 ₽``).
+RAW_SUFFIX = "_raw"
 #: Values shown for each of the file's columns where staff match them.
 SAMPLES_PER_COLUMN = 3
 
@@ -125,6 +127,14 @@ def match_header(
         # Joined values are put after the header's columns, where the row reader places them (``join_cells``).
         seen[normalise_header(variable)] = len(header) + offset
         used.append((len(header) + offset, variable, title))
+    raw_of = []
+    for variable in variables:
+        # ``{{ salary_raw }}``: the salary column's value as stored, where ``{{ salary }}`` is as the cell shows it.
+        key = normalise_header(variable)
+        base = seen.get(key.removesuffix(RAW_SUFFIX)) if key.endswith(RAW_SUFFIX) and key not in seen else None
+        if base is not None and base < len(header):
+            seen[key] = base
+            raw_of.append((variable, base))
     # Printed whatever the row holds (``email`` always: every recipient is mailed): every row needs a value.
     required = {v: where for v, where in variables.items() if where != OPTIONAL}
     required["email"] = DOCUMENT
@@ -156,6 +166,7 @@ def match_header(
         required,
         party_emails,
         joins=tuple((len(header) + k, indices) for k, (_, indices, _) in enumerate(mapped.joins)),
+        raw_of=tuple(raw_of),
     )
 
 

@@ -53,6 +53,9 @@ class Columns:
     #: Columns a mapping joins from several of the file's (a name in three): (index the row has its value at, the
     #: file's columns joined), placed right after the header's columns (``headers.join_cells``).
     joins: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    #: Template variables ``<column>_raw`` without a column of their own: (variable, index of ``<column>``'s cell),
+    #: filled with that cell's stored value (an .xlsx number or date as stored, not as its format shows it).
+    raw_of: tuple[tuple[str, int], ...] = ()
 
 
 def _empty(variable: str, *, where: str) -> N_:
@@ -138,6 +141,9 @@ class RowChecker:
             elif var == "phone":
                 phone = value or None
             values[var] = value
+        for var, index in self.columns.raw_of:
+            stored = row.raw.get(index) if row.raw else None
+            values[var] = stored if stored is not None else cells[index].strip() if index < len(cells) else ""
         if self.errors.count > errors_before or not email:
             return None
         return _Checked(email, name, phone, values)

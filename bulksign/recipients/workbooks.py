@@ -177,8 +177,9 @@ def xlsx_rows(data: bytes, deadline: float, *, language: str = "en") -> Iterator
                     if number > MAX_FILE_ROWS or rows > MAX_FILE_ROWS:
                         raise too_many_rows(max(number, rows))
                     element.clear()
+                    raw = cells.raw or None
                     cells.next_row(number)
-                    yield Row(number, [values.get(i, "") for i in range(1, max(values, default=0) + 1)])
+                    yield Row(number, [values.get(i, "") for i in range(1, max(values, default=0) + 1)], raw=raw)
                     values = {}
     except UploadError:
         raise
@@ -202,6 +203,8 @@ class _XlsxCells:
 
         self.parser = parser
         self._formats = formats
+        #: This row's cells shown otherwise than stored: cell index → the stored value.
+        self.raw: dict[int, str] = {}
         self._column_index = column_index_from_string
         self.count = 0
         self.column = 0
@@ -210,6 +213,7 @@ class _XlsxCells:
 
     def next_row(self, number: int) -> None:
         self.column = 0
+        self.raw = {}
         self.parser.row_counter = number
 
     def read(self, element) -> tuple[int, str]:
@@ -248,7 +252,9 @@ class _XlsxCells:
             if kind == "n" and style not in self.parser.date_formats:
                 number = float(value) if "." in value or "e" in value.lower() else int(value)
                 show = self._formats.show(style)
-                return self.column, _cell_text(number) if show is None else self._formats.shown(show, style, number)
+                if show is None:
+                    return self.column, _cell_text(number)
+                return self.column, self._shown(show, style, number)
         elif value is None and element.find(self._formula) is None:
             return self.column, ""
         self.parser.col_counter = self.column - 1
@@ -256,7 +262,14 @@ class _XlsxCells:
         show = self._formats.show(int(element.get("s", 0))) if isinstance(parsed, (date, int, float)) else None
         if show is None or isinstance(parsed, bool):
             return self.column, _cell_text(parsed)
-        return self.column, self._formats.shown(show, int(element.get("s", 0)), parsed)
+        return self.column, self._shown(show, int(element.get("s", 0)), parsed)
+
+    def _shown(self, show: cell_formats.Show, style: int, value: int | float | date) -> str:
+        text = self._formats.shown(show, style, value)
+        stored = _cell_text(value)
+        if text != stored:
+            self.raw[self.column - 1] = stored
+        return text
 
 
 class _Formats:

@@ -9,6 +9,7 @@ import openpyxl
 import pytest
 
 from bulksign.recipients.cell_formats import format_for
+from bulksign.recipients.column_mapping import parse_mapping
 from bulksign.recipients.validation import validate_recipients
 
 NBSP = "\u00a0"
@@ -102,3 +103,29 @@ def test_a_formula_cell_is_never_calculated_and_hostile_formats_keep_the_stored_
         "odd": "1900-01-05",  # openpyxl reads a format with a "d" as a date's; not one to show: ISO
         "date": f"1 февраля 2027{NBSP}г.",
     }
+
+
+def test_a_template_asking_for_the_raw_value_gets_the_cell_as_stored():
+    data = _workbook(
+        ["email", "Оклад", "Дата"],
+        ["a@example.com", 120000, datetime(2027, 2, 1)],
+        {"B2": '#,##0 "₽"', "C2": "DD.MM.YYYY"},
+    )
+    variables = ["salary", "salary_raw", "start_date", "start_date_raw"]
+    mapping = parse_mapping({"salary": "Оклад", "start_date": "Дата"})
+    report = validate_recipients(
+        data, filename="x.xlsx", variables=variables, keep_rows=True, language="ru", mapping=mapping
+    )
+    assert (report.missing_columns, report.recipients[0].data) == (
+        (),
+        {
+            "salary": f"120{NBSP}000 ₽",
+            "salary_raw": "120000",
+            "start_date": "01.02.2027",
+            "start_date_raw": "2027-02-01",
+        },
+    )
+    typed = validate_recipients(
+        b"email,salary\na@example.com,120 000\n", filename="x.csv", variables=["salary", "salary_raw"], keep_rows=True
+    )
+    assert typed.recipients[0].data == {"salary": "120 000", "salary_raw": "120 000"}
