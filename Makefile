@@ -8,7 +8,7 @@ BIND ?= 127.0.0.1:5000
 # Signing links in mail point at the address the app listens on, unless APP_URL says otherwise (config.py).
 export BIND
 
-.PHONY: run test lint api-fuzz bench system-deps system-deps-test venv clean
+.PHONY: run test lint docs docs-build api-fuzz bench system-deps system-deps-test venv clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,7 +39,7 @@ run: system-deps venv
 # TEST_WORKERS pytest processes share the tests (pytest-xdist), each on its own database, Redis, PgBouncer and
 # SMTP server: 2 cores take 9.5-10.5 minutes this way, 16-18 one test after the other. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
-test: lint system-deps-test
+test: lint docs-build system-deps-test
 	scripts/ensure-postgres.sh
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
@@ -50,6 +50,15 @@ lint: venv
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
+
+## The documentation site (MkDocs, mkdocs.yml): `make docs` serves it on DOCS_BIND, `make test` builds it with --strict
+## (a broken link or a page missing from the nav fails).
+DOCS_BIND ?= 127.0.0.1:8001
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve -a $(DOCS_BIND)
+
+docs-build: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d var/site
 
 ## The API fuzzer for longer than `make test` runs it (API_FUZZ_SECONDS of fuzzing and stateful sequences).
 API_FUZZ_SECONDS ?= 600

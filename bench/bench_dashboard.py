@@ -143,14 +143,14 @@ def run(*, small: bool) -> list[Figure]:
     from bulksign.core.extensions import db
     from bulksign.models import utcnow
     from bulksign.people.users import create_user
-    from tests.support.batchdata import make_batch
+    from tests.support.batchdata import batch_in_states
     from tests.support.services import free_port
 
     rows, repeats = (5_000, 20) if small else (100_000, 100)
     with bench_app() as app:
         user = create_user(db.session, email="bench@example.com", password="bench-password", role="admin", now=utcnow())
         db.session.commit()
-        batch = make_batch(db.session, statuses=_statuses(rows), now=utcnow(), name="Bench batch", user_id=user.id)
+        batch = batch_in_states(db.session, statuses=_statuses(rows), now=utcnow(), name="Bench batch", user_id=user.id)
         batch_id = batch.id
         db.session.commit()
         with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:

@@ -29,7 +29,7 @@ def _p95_ms(client, path: str, n: int) -> float:
 def run(*, small: bool) -> list[Figure]:
     from bulksign.core.extensions import db
     from bulksign.models import utcnow
-    from tests.support.batchdata import make_batch
+    from tests.support.batchdata import batch_in_states
 
     rows, repeats = (5_000, 20) if small else (100_000, 100)
     with bench_app() as app:
@@ -37,7 +37,7 @@ def run(*, small: bool) -> list[Figure]:
         for path in ("/healthz", "/metrics"):  # warm up
             _p95_ms(client, path, 3)
         empty = _p95_ms(client, "/metrics", repeats)
-        make_batch(db.session, statuses=_statuses(rows), now=utcnow(), name="Bench batch")
+        batch_in_states(db.session, statuses=_statuses(rows), now=utcnow(), name="Bench batch")
         db.session.commit()
         healthz = _p95_ms(client, "/healthz", repeats)
         full = _p95_ms(client, "/metrics", repeats)

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bulksign.batches.notices import NoticeAddressError, chosen_notice_address
-from bulksign.batches.retention.periods import RetentionError, batch_days_from_form
+from bulksign.batches.retention.periods import MAX_DAYS as MAX_KEEP_DAYS
 from bulksign.core.config import LANGUAGES, time_zones
 from bulksign.core.errors import BulksignError, Message
 from bulksign.core.messages import N_
+from bulksign.core.schemas import ABSENT, MAX_ID, Text, no_null_defaults
 from bulksign.doc_templates.roles import template_roles
 from bulksign.mail.email_checks import check_email
 from bulksign.mail.mail_headers import CONTROL_CHARACTERS
@@ -21,6 +25,12 @@ from bulksign.signing import parties
 
 MAX_REMINDERS = 5
 MAX_DEADLINE_DAYS = 365
+
+# Literals of computed values: mypy sees the plain type, pydantic (and the API's description) the values.
+if TYPE_CHECKING:
+    Language = str
+else:
+    Language = Literal[LANGUAGES]
 
 
 class BatchError(BulksignError):
@@ -55,34 +65,143 @@ class BatchSettings:
     keep_unsigned_days: int | None = None
 
 
-def _whole_number(raw, field: str, label: N_, low: int, high: int) -> int:
-    try:
-        value = int(str(raw).strip())
-    except (TypeError, ValueError):
-        raise BatchError(N_("%(label)s must be a whole number.", label=label), field) from None
-    if not low <= value <= high:
-        raise BatchError(N_("%(label)s must be between %(low)s and %(high)s.", label=label, low=low, high=high), field)
-    return value
+#: The number fields: their label in messages, and their bounds.
+_NUMBERS: dict[str, tuple[N_, int, int]] = {
+    "deadline_days": (N_("Deadline (days)"), 1, MAX_DEADLINE_DAYS),
+    "max_reminders": (N_("Maximum reminders"), 0, MAX_REMINDERS),
+    "team_id": (N_("Team"), 1, MAX_ID),
+    "quiet_hours_start": (N_("Quiet hours start"), 0, 23),
+    "quiet_hours_end": (N_("Quiet hours end"), 0, 23),
+    "keep_signed_days": (N_("Keep signed documents"), 1, MAX_KEEP_DAYS),
+    "keep_unsigned_days": (N_("Keep unsigned requests"), 1, MAX_KEEP_DAYS),
+}
+_TEXTS: dict[str, N_] = {
+    "name": N_("Batch name"),
+    "reply_to": N_("Reply-to address"),
+    "notify_to": N_("Notices to"),
+    "notify_email": N_("Notices to"),
+    "timezone": N_("Time zone"),
+}
+
+
+def _number(field: str, description: str) -> Any:
+    """A number field of the form, with its bounds from ``_NUMBERS``; left out: None (the default)."""
+    _, low, high = _NUMBERS[field]
+    return Field(ABSENT, ge=low, le=high, description=description)
+
+
+class BatchSettingsForm(BaseModel):
+    """A new batch's settings as the web form and the API send them (left out or blank: the default): each field's
+    type, bounds and meaning, once. ``settings_from_form`` checks a form through it; the API's batch form extends
+    it, so its OpenAPI document shows the same."""
+
+    model_config = ConfigDict(frozen=True, str_strip_whitespace=True, json_schema_extra=no_null_defaults)
+    name: Text = Field(ABSENT, max_length=200, description="Default: the template's name and today's date.")
+    deadline_days: int = _number("deadline_days", "Days to sign (default 7).")
+    reminder_days: str = Field(
+        ABSENT,
+        pattern=r"^[0-9, ;]{0,100}$",
+        description="Days after the invitation to remind, e.g. `2,4` (the default); each before the deadline.",
+    )
+    max_reminders: int = _number("max_reminders", "Default: one for each reminder day; 0: none.")
+    reply_to: Text = Field(ABSENT, max_length=254)
+    notify_to: Text = Field(
+        ABSENT,
+        max_length=254,
+        description="Who gets the expiry summary, decline and completion notices: `owner` (the "
+        "default), a manager's address, or `other` with `notify_email`.",
+    )
+    notify_email: Text = Field(
+        ABSENT, max_length=254, description="The address of the notices (with `notify_to=other`, or alone)."
+    )
+    team_id: int = _number("team_id", "Default: the template's team.")
+    language: Language = Field(ABSENT, description="The recipients' language (default `en`).")
+    quiet_hours_start: int = _number("quiet_hours_start", "No mail from this hour…")
+    quiet_hours_end: int = _number("quiet_hours_end", "…to this one, in `timezone`.")
+    # No max_length here: the settings say what is wrong with a zone name in words ("Unknown time zone").
+    timezone: Text = Field(ABSENT, description="An IANA zone name, e.g. `Europe/Berlin` (default UTC).")
+    one_time_code: bool = Field(
+        False,
+        description="Recipients confirm a 6-digit code sent by SMS (rows with a "
+        "phone) or mail before they see and sign (default false); so does every other party of a template several "
+        "sign (SMS to its `<role>_phone` or its `phone` in `parties`, else mail).",
+    )
+    keep_signed_days: int = _number(
+        "keep_signed_days",
+        "Days after signing to keep the signed documents and the signers' personal data; default: "
+        "the team's (for ever unless an admin set it).",
+    )
+    keep_unsigned_days: int = _number(
+        "keep_unsigned_days",
+        "Days to keep a request that ended unsigned (declined, expired, cancelled, failed, bounced); "
+        "default: the team's (90 unless an admin set it).",
+    )
+
+
+def _field_error(exc: ValidationError) -> BatchError:
+    """The first field at fault, in people's words."""
+    error = exc.errors()[0]
+    field = str(error["loc"][0])
+    if field in ("keep_signed_days", "keep_unsigned_days"):
+        label = _NUMBERS[field][0]
+        return BatchError(N_("Give %(name)s as a number of days from 1 to %(n)s.", name=label, n=MAX_KEEP_DAYS), field)
+    if field in _NUMBERS:
+        label, low, high = _NUMBERS[field]
+        if error["type"] in ("greater_than_equal", "less_than_equal"):
+            return BatchError(
+                N_("%(label)s must be between %(low)s and %(high)s.", label=label, low=low, high=high), field
+            )
+        return BatchError(N_("%(label)s must be a whole number.", label=label), field)
+    if field == "reminder_days":
+        return BatchError(N_("%(label)s must be a whole number.", label=N_("Each reminder day")), field)
+    if field == "language":
+        return BatchError(N_("The recipients' language must be one of %(known)s.", known=", ".join(LANGUAGES)), field)
+    if field == "one_time_code":
+        return BatchError(N_("“Ask for a one-time code” must be true or false."), field)
+    if field == "name" and error["type"] == "string_too_long":
+        return BatchError(N_("The batch name is longer than 200 characters."), field)
+    return BatchError(N_("%(label)s cannot be used as given.", label=_TEXTS[field]), field)
 
 
 def settings_from_form(form: Mapping[str, str], *, default_name: str) -> BatchSettings:
-    """Batch settings from form or multipart fields (all strings), with the defaults for what is blank; BatchError
-    naming the field for what cannot be used."""
+    """Batch settings from the web form's fields (all strings; blank: the default), each checked by
+    ``BatchSettingsForm``, then together; BatchError naming the field for what cannot be used."""
+    given: dict[str, str] = {}
+    for key in BatchSettingsForm.model_fields:
+        value = (form.get(key) or "").strip()
+        # A blank reminder_days is given (no reminders); left out, it is the default.
+        if value or (key == "reminder_days" and form.get(key) is not None):
+            given[key] = value
+    try:
+        fields = BatchSettingsForm.model_validate(given)
+    except ValidationError as exc:
+        raise _field_error(exc) from None
+    return checked_settings(fields, default_name=default_name)
 
-    def given(key: str) -> str:
-        return (form.get(key) or "").strip()
 
-    name = given("name") or default_name
-    if len(name) > 200:
-        raise BatchError(N_("The batch name is longer than 200 characters."), "name")
+def checked_settings(fields: BatchSettingsForm, *, default_name: str) -> BatchSettings:
+    """The batch settings from fields each valid alone (``BatchSettingsForm``): what they mean together, with the
+    defaults for what was left out; BatchError naming the field for what cannot be used."""
+    name = fields.name or default_name
     if CONTROL_CHARACTERS.search(name):  # the name goes into the subject of the owner's notices
         raise BatchError(N_("The batch name may not contain line breaks or other control characters."), "name")
-    deadline = _whole_number(given("deadline_days") or 7, "deadline_days", N_("Deadline (days)"), 1, MAX_DEADLINE_DAYS)
-    raw_days = given("reminder_days") if form.get("reminder_days") is not None else "2,4"
+    deadline = fields.deadline_days if fields.deadline_days is not None else 7
+    raw_days = fields.reminder_days if fields.reminder_days is not None else "2,4"
     days: list[int] = []
     for part in raw_days.replace(";", ",").replace(" ", ",").split(","):
         if part:
-            days.append(_whole_number(part, "reminder_days", N_("Each reminder day"), 1, MAX_DEADLINE_DAYS))
+            day = int(part)
+            if not 1 <= day <= MAX_DEADLINE_DAYS:
+                raise BatchError(
+                    N_(
+                        "%(label)s must be between %(low)s and %(high)s.",
+                        label=N_("Each reminder day"),
+                        low=1,
+                        high=MAX_DEADLINE_DAYS,
+                    ),
+                    "reminder_days",
+                )
+            days.append(day)
     if len(days) > MAX_REMINDERS:
         raise BatchError(N_("Give at most %(n)s reminder days.", n=MAX_REMINDERS), "reminder_days")
     late = sorted(d for d in days if d >= deadline)
@@ -95,10 +214,8 @@ def settings_from_form(form: Mapping[str, str], *, default_name: str) -> BatchSe
             ),
             "reminder_days",
         )
-    # Blank: one reminder for each day given; 0: none. A maximum between would leave the last days without one.
-    max_reminders = _whole_number(
-        given("max_reminders") or len(set(days)), "max_reminders", N_("Maximum reminders"), 0, MAX_REMINDERS
-    )
+    # Left out: one reminder for each day given; 0: none. A maximum between would leave the last days without one.
+    max_reminders = fields.max_reminders if fields.max_reminders is not None else len(set(days))
     if 0 < max_reminders < len(set(days)):
         raise BatchError(
             N_(
@@ -108,60 +225,41 @@ def settings_from_form(form: Mapping[str, str], *, default_name: str) -> BatchSe
             ),
             "max_reminders",
         )
-    reply_to = given("reply_to") or None
+    reply_to = fields.reply_to or None
     if reply_to:
         reply_to, problem = check_email(reply_to)
         if problem:
             raise BatchError(N_("Reply-to: %(problem)s", problem=problem), "reply_to")
     try:
-        notify_email = chosen_notice_address(choice=given("notify_to"), email=given("notify_email"))
+        notify_email = chosen_notice_address(choice=fields.notify_to or "", email=fields.notify_email or "")
     except NoticeAddressError as exc:
         raise BatchError(N_("Notices to: %(problem)s", problem=exc.message), "notify_email") from None
-    team_id = _whole_number(given("team_id"), "team_id", N_("Team"), 1, 2**31 - 1) if given("team_id") else None
-    language = given("language") or "en"
-    if language not in LANGUAGES:
-        raise BatchError(
-            N_("The recipients' language must be one of %(known)s.", known=", ".join(LANGUAGES)), "language"
-        )
-    start, end = given("quiet_hours_start"), given("quiet_hours_end")
-    if bool(start) != bool(end):
+    start, end = fields.quiet_hours_start, fields.quiet_hours_end
+    if (start is None) != (end is None):
         raise BatchError(N_("Give both the start and the end of the quiet hours, or neither."), "quiet_hours_start")
-    quiet: tuple[int | None, int | None] = (None, None)
-    if start:
-        quiet = (
-            _whole_number(start, "quiet_hours_start", N_("Quiet hours start"), 0, 23),
-            _whole_number(end, "quiet_hours_end", N_("Quiet hours end"), 0, 23),
-        )
-        if quiet[0] == quiet[1]:
-            raise BatchError(N_("Quiet hours must start and end at different hours."), "quiet_hours_end")
-    timezone = given("timezone") or "UTC"
+    if start is not None and start == end:
+        raise BatchError(N_("Quiet hours must start and end at different hours."), "quiet_hours_end")
+    timezone = fields.timezone or "UTC"
     # By name from the list, not by trying ZoneInfo: "America" is a folder of the zone database (an OSError).
     if timezone not in time_zones():
         raise BatchError(
             N_("Unknown time zone %(value)r; use a name such as Europe/Berlin.", value=timezone[:60]), "timezone"
         )
-    one_time_code = given("one_time_code").lower()
-    if one_time_code not in ("", "0", "false", "no", "off", "1", "true", "yes", "on"):
-        raise BatchError(N_("“Ask for a one-time code” must be true or false."), "one_time_code")
-    try:
-        keep_signed_days, keep_unsigned_days = batch_days_from_form(form)
-    except RetentionError as exc:
-        raise BatchError(exc.message, exc.field) from None
     return BatchSettings(
         name=name,
         deadline_days=deadline,
         reminder_days=tuple(sorted(set(days))),
         max_reminders=max_reminders,
         reply_to=reply_to,
-        language=language,
-        quiet_hours_start=quiet[0],
-        quiet_hours_end=quiet[1],
+        language=fields.language or "en",
+        quiet_hours_start=start,
+        quiet_hours_end=end,
         timezone=timezone,
         notify_email=notify_email,
-        team_id=team_id,
-        one_time_code=one_time_code in ("1", "true", "yes", "on"),
-        keep_signed_days=keep_signed_days,
-        keep_unsigned_days=keep_unsigned_days,
+        team_id=fields.team_id,
+        one_time_code=fields.one_time_code,
+        keep_signed_days=fields.keep_signed_days,
+        keep_unsigned_days=fields.keep_unsigned_days,
     )
 
 

@@ -3,17 +3,20 @@ run in a job on the ``default`` queue, one slice per commit."""
 
 from __future__ import annotations
 
+import logging
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from bulksign.batches import counts as batch_counts
 from bulksign.batches.manual_reminders import send_manual_reminders
 from bulksign.batches.progress import (
+    CANCELLABLE,
     BatchActionError,
     CancelResult,
     batch_for_action,
@@ -26,14 +29,18 @@ from bulksign.batches.progress import (
     retry_failed,
     stop_batch,
 )
-from bulksign.batches.recipients_table import RecipientFilter
+from bulksign.batches.recipients_table import RecipientFilter, count_matching, resolve_selection
 from bulksign.batches.reconciler import revive_renders
 from bulksign.batches.resend import resend_with_new_link
+from bulksign.core.logs import log
 from bulksign.core.messages import N_
+from bulksign.core.slicing import slices
 from bulksign.models import Batch, SigningRequest, User
 from bulksign.models.status import WAITING_FOR_RECIPIENT, BatchStatus, Status
 from bulksign.work.pipeline import enqueue_sends
 from bulksign.work.queues import BULK_BY_FILTER, BULK_BY_IDS
+
+logger = logging.getLogger(__name__)
 
 
 class BulkAction(StrEnum):
@@ -264,6 +271,19 @@ def waiting_count(session: Session, *, batch_id: int) -> int:
     return sum(counts[status] for status in WAITING_FOR_RECIPIENT)
 
 
+def cancellable_count(session: Session, *, request_ids: Sequence[int]) -> int:
+    """How many of these requests a cancel would stop."""
+    return sum(
+        session.scalar(
+            select(func.count())
+            .select_from(SigningRequest)
+            .where(SigningRequest.id.in_(part), SigningRequest.status.in_(CANCELLABLE))
+        )
+        or 0
+        for part in slices(list(request_ids))
+    )
+
+
 def reachable_ids(session: Session, *, action: str, batch_id: int) -> list[int]:
     """Every request of the batch a whole-batch ``cancel`` or ``retry`` acts on, in id order."""
     if action == BulkAction.CANCEL:
@@ -301,3 +321,75 @@ def enqueue_bulk(
         handle = BULK_BY_IDS
         args = (batch_id, action, user_id, request_ids, extend_days, selector, force, role, reason)
     return handle.enqueue(*args, job_id=handle.job_id(batch_id=batch_id, action=action, nonce=uuid.uuid4().hex[:12])).id
+
+
+@dataclass(frozen=True)
+class SelectionOutcome:
+    """A staff action on a selection: done at once (``outcome``), or left to a worker (``queued``: the rows
+    matching)."""
+
+    outcome: BulkOutcome | None = None
+    queued: int = 0
+
+
+def act_on_selection(
+    session: Session,
+    *,
+    action: str,
+    batch_id: int,
+    request_ids: list[int],
+    select_all: bool,
+    flt: RecipientFilter,
+    user: User,
+    now: datetime,
+    extend_days: int | None = None,
+    force: bool = False,
+    reason: str | None = None,
+) -> SelectionOutcome:
+    """``action`` on the ticked rows, or on every row matching ``flt`` (``select_all``): a worker's job past
+    ``INLINE_LIMIT`` rows, else ``run_staff_action`` at once; ``cancel_batch`` takes the whole batch.
+    BatchActionError for an unknown action or an empty selection."""
+    ids: list[int] = []
+    if action != BulkAction.CANCEL_BATCH:
+        if action not in ACTIONS:
+            raise BatchActionError(N_("Choose an action for the selected recipients."))
+        if select_all:
+            matching = count_matching(session, batch_id=batch_id, flt=flt)
+            if matching > INLINE_LIMIT:
+                # The job by filter takes a status and a search only (jobs.bulk): a "waiting for <role>" selection
+                # is resolved here, so the job acts on those rows, not on every row of that status.
+                waiting = None
+                if flt.waiting_for:
+                    resolved = resolve_selection(session, batch_id=batch_id, request_ids=[], select_all=True, flt=flt)
+                    waiting = list(resolved.request_ids)
+                enqueue_bulk(
+                    action=action,
+                    batch_id=batch_id,
+                    user_id=user.id,
+                    flt=None if waiting is not None else flt,
+                    request_ids=waiting,
+                    extend_days=extend_days,
+                    force=force,
+                    reason=reason,
+                )
+                log(logger, logging.INFO, "bulk action queued", batch_id=batch_id, action=action, requests=matching)
+                return SelectionOutcome(queued=matching)
+        selection = resolve_selection(
+            session, batch_id=batch_id, request_ids=request_ids, select_all=select_all, flt=flt
+        )
+        ids = list(selection.request_ids)
+        if not ids:
+            raise BatchActionError(N_('Select at least one recipient (tick the rows, or "select all matching") first.'))
+    outcome = run_staff_action(
+        session,
+        action=action,
+        batch_id=batch_id,
+        request_ids=ids,
+        user=user,
+        now=now,
+        extend_days=extend_days,
+        force=force,
+        reason=reason,
+    )
+    log(logger, logging.INFO, "bulk action", batch_id=batch_id, action=action, requests=len(ids), user_id=user.id)
+    return SelectionOutcome(outcome=outcome)

@@ -282,14 +282,8 @@ def _derive(cfg: dict) -> None:
 
 
 def engine_options_for_pooler(options: dict) -> dict:
-    """``create_engine`` options that stay correct behind PgBouncer in transaction pooling (or none).
-
-    Always, not by a setting: a pooler hands a server connection to another client after each
-    transaction, so psycopg's server-side prepared statements (made after a statement ran five
-    times on a connection) collide there ("prepared statement _pg3_0 already exists"), and
-    forgetting a setting would turn every signing page into a 500. Direct connections lose little:
-    the hot statements are short and planning them costs far less than a round trip.
-    """
+    """``create_engine`` options that stay correct behind PgBouncer in transaction pooling: no server-side prepared
+    statements, always (why: docs/architecture/core.md)."""
     connect_args = {**options.get("connect_args", {}), "prepare_threshold": None}
     return {**options, "connect_args": connect_args}
 

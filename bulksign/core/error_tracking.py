@@ -87,15 +87,8 @@ class Fault:
 
 
 class OperatorFaults:
-    """The faults met while working through one chunk, sent once per kind when the chunk settles.
-
-    A fingerprint per kind makes a failing store one Sentry issue with a count, not one issue per
-    document (the messages differ by key, the stacks by backend). One event per kind and chunk, with
-    ``failed_items`` saying how many it failed, rather than one per item: a long outage still shows
-    in every chunk (so the issue's count and last-seen follow it) without spending the project's
-    quota ten or twenty events at a time, and without a per-process rate limit that would hide an
-    outage on the second worker behind the first's.
-    """
+    """The faults met while working through one chunk, sent to Sentry once per kind (one fingerprint each) when the
+    chunk settles, with how many items each failed."""
 
     def __init__(self) -> None:
         self._first: dict[tuple[str, ...], BaseException] = {}

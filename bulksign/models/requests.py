@@ -166,13 +166,8 @@ class Event(Model):
 
 
 class OneTimeCode(Model):
-    """A code sent to a recipient (or another party) to prove they hold the mailbox or phone; the newest one of a
-    request (of a party) counts. A countersigner's code belongs to their link instead (one code for every document
-    of the link's page): exactly one of ``request_id`` and ``countersign_link_id`` is set.
-
-    The code itself is never stored: it is derived from the secret key and ``nonce`` when sent
-    (``code_owners.derive_code``), and checked against ``code_hash``.
-    """
+    """A code sent to a party to prove they hold the mailbox or phone, for a request or a countersigner's link (exactly
+    one of the two); the newest counts. Only its hash is stored."""
 
     __tablename__ = "one_time_codes"
     __table_args__ = (

@@ -59,17 +59,8 @@ DISPATCHED = FINAL | WAITING_FOR_RECIPIENT
 
 
 class BatchStatus(StrEnum):
-    """The status of a batch, named by what it means for its owner.
-
-    pending → processing (documents prepared, invitations sent) → awaiting_signatures | partially_failed (every
-    invitation dispatched, some recipients still able to sign) → all_signed | closed (nothing more will happen:
-    everyone signed, or some did not and cannot any more). ``partially_failed`` is ``awaiting_signatures`` with
-    documents that could not be prepared or delivered.
-
-    A batch of a team that requires approval starts in ``awaiting_approval``: nothing of it is rendered or mailed
-    (its requests wait in ``pending``, which no job is given) until someone else approves it (→ processing) or
-    rejects it (→ cancelled).
-    """
+    """The status of a batch, named by what it means for its owner; the moves between them:
+    docs/architecture/models.md."""
 
     AWAITING_APPROVAL = "awaiting_approval"
     PENDING = "pending"

@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from werkzeug.security import check_password_hash, generate_password_hash
@@ -184,6 +184,16 @@ def api_key_for_secret(session: Session, *, secret: str, now: datetime) -> ApiKe
         return None
     key.last_used_at = now
     return key
+
+
+def active_api_key_count(session: Session, *, user_id: int) -> int:
+    """How many of the user's API keys are not revoked (what disabling the account stops)."""
+    return (
+        session.scalar(
+            select(func.count()).select_from(ApiKey).where(ApiKey.user_id == user_id, ApiKey.revoked_at.is_(None))
+        )
+        or 0
+    )
 
 
 def set_disabled(session: Session, *, user: User, disabled: bool, by: User) -> None:

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from bulksign.core.errors import BulksignError
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
+from bulksign.core.slicing import slices
 from bulksign.models import Suppression, User
 
 logger = logging.getLogger(__name__)
@@ -90,8 +91,7 @@ def in_force_among(session: Session, emails: Iterable[str]) -> dict[str, Suppres
     """The entries in force for these addresses, by lower-cased address."""
     wanted = sorted({e.strip().lower() for e in emails if e})
     found: dict[str, Suppression] = {}
-    for start in range(0, len(wanted), 1000):
-        chunk = wanted[start : start + 1000]
+    for chunk in slices(wanted):
         found.update(
             (s.email, s)
             for s in session.scalars(

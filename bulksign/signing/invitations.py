@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,18 +26,20 @@ from bulksign.batches.settling import record_outcome, settles
 from bulksign.batches.states import transition
 from bulksign.core.branding import brand_from, logo_src
 from bulksign.core.localtime import batch_time
+from bulksign.core.logs import log
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.jinja_sandbox import render_text
 from bulksign.doc_templates.mail_texts import mail_text
 from bulksign.mail.mail_headers import one_line
 from bulksign.mail.mailer import builder, message_id_for, queue_mails
 from bulksign.mail.outcomes import Delivery, Outcome
-from bulksign.models import Batch, OutgoingMail, SigningRequest, TemplateVersion, utcnow
+from bulksign.models import Batch, Event, OutgoingMail, SigningRequest, TemplateVersion, utcnow
 from bulksign.models.mail import MailKind, MailStatus
 from bulksign.models.status import Status
 from bulksign.signing.links import current_token, issue_links, signing_url
 
 KIND = MailKind.INVITATION
+logger = logging.getLogger(__name__)
 
 
 def invitation_key(request: SigningRequest) -> str:
@@ -81,6 +84,24 @@ def pixel_request_id(*, name: str, secret: str) -> int | None:
     ):
         return int(request_id)
     return None
+
+
+def record_email_open(session: Session, *, request_id: int, now: datetime) -> bool:
+    """Record the first time the invitation's pixel was fetched (an ``email.opened`` event); later opens change
+    nothing. Whether this was the first."""
+    row = session.execute(
+        update(SigningRequest)
+        .where(SigningRequest.id == request_id, SigningRequest.email_opened_at.is_(None))
+        .values(email_opened_at=now)
+        .returning(SigningRequest.batch_id)
+    ).first()
+    if row:
+        session.add(
+            Event(request_id=request_id, batch_id=row.batch_id, type="email.opened", created_at=now, actor="recipient")
+        )
+        log(logger, logging.INFO, "invitation opened", request_id=request_id)
+    session.commit()
+    return row is not None
 
 
 _IMG = re.compile(r"<img\b[^>]*>", re.IGNORECASE)

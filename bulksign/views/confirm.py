@@ -11,16 +11,15 @@ from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 from flask_babel import ngettext
 from flask_login import current_user
-from sqlalchemy import func, select
 
-from bulksign.batches.bulk_actions import open_count
-from bulksign.batches.progress import CANCELLABLE, MAX_CANCEL_REASON
+from bulksign.batches.bulk_actions import cancellable_count, open_count
+from bulksign.batches.progress import MAX_CANCEL_REASON
 from bulksign.batches.recipients_table import DashboardError, RecipientFilter, resolve_selection
 from bulksign.core.extensions import db
-from bulksign.core.slicing import slices
-from bulksign.models import ApiKey, Batch, SigningRequest, Suppression, Team, User
+from bulksign.models import ApiKey, Batch, Team, User
 from bulksign.people import access
-from bulksign.recipients.suppressions import WHY
+from bulksign.people.users import active_api_key_count
+from bulksign.recipients.suppressions import WHY, in_force_among
 
 #: The form field that says the person saw the question and meant it.
 CONFIRMED = "confirmed"
@@ -59,9 +58,7 @@ def _disable_user(args: dict) -> Question | None:
     user = db.session.get(User, args["user_id"]) or abort(404)
     if user.id == current_user.id:
         return None  # the view refuses it
-    keys = db.session.scalar(
-        select(func.count()).select_from(ApiKey).where(ApiKey.user_id == user.id, ApiKey.revoked_at.is_(None))
-    )
+    keys = active_api_key_count(db.session, user_id=user.id)
     return Question(
         title=_("Disable the account of %(email)s?", email=user.email),
         consequences=(
@@ -109,7 +106,7 @@ def _remove_member(args: dict) -> Question:
 
 def _lift_suppression(args: dict) -> Question | None:
     email = request.form.get("email", "").strip().lower()
-    entry = db.session.scalar(select(Suppression).where(Suppression.email == email, Suppression.lifted_at.is_(None)))
+    entry = in_force_among(db.session, [email]).get(email)
     if entry is None:
         return None  # the view says it is not on the list
     return Question(
@@ -163,14 +160,7 @@ def _selected_cancellable(batch_id: int) -> int:
         select_all=request.form.get("select_all") == "1",
         flt=flt,
     ).request_ids
-    return sum(
-        db.session.scalar(
-            select(func.count())
-            .select_from(SigningRequest)
-            .where(SigningRequest.id.in_(part), SigningRequest.status.in_(CANCELLABLE))
-        )
-        for part in slices(list(ids))
-    )
+    return cancellable_count(db.session, request_ids=ids)
 
 
 #: A cancel's reason: whom it is told to.

@@ -27,13 +27,9 @@ WAITING, RUNNING = "waiting", "running"
 def job_states(
     redis: Redis, job_ids: Sequence[str], *, now: datetime, beat_trust: int | None = None, queue: str | None = None
 ) -> dict[str, str]:
-    """The ids among ``job_ids`` that RQ will still run, each ``WAITING`` or ``RUNNING``; dead ones are left out.
-
-    A running job is alive while its worker's key exists and it started less than its timeout ago;
-    with ``beat_trust`` (chunk jobs, see ``pipeline.beating``), while its last beat is less than that many seconds old.
-    With ``queue``, a job marked queued is alive only while it waits in that queue's list (or was queued a
-    moment ago), and a scheduled one while it waits in the registry for a moment still ahead.
-    """
+    """The ids among ``job_ids`` that RQ will still run, each ``WAITING`` or ``RUNNING``; dead ones are left out. A
+    chunk job (``beat_trust``) is running while its last beat is that recent; the other rules:
+    docs/architecture/work.md."""
     job_ids = list(job_ids)
     if not job_ids:
         return {}

@@ -163,15 +163,9 @@ def _queue_chunks(step: Step, ids: Sequence[int], *, size: int, at_front: bool =
 
 
 def top_up(step: Step, batch_ids: Iterable[int], *, session: Session | None = None) -> list[int]:
-    """Queue chunks of each batch's waiting work until ``CHUNKS_QUEUED_PER_BATCH`` of its jobs wait for ``step``.
-
-    Called when a chunk is claimed (its place in line is free again), when work becomes ready (a batch
-    created, documents rendered) and by the reconciler. The ids come from the database, the first ones
-    that no live job owns (``liveness``: a job a killed worker took off its list, or that Redis lost, owns
-    nothing); a lock per batch and step keeps two callers from queueing the same room twice. Redis failing
-    is logged, not raised: the work stays in the database and the reconciler queues it. Returns the ids
-    queued.
-    """
+    """Queue chunks of each batch's waiting work, the first ids no live job owns, until ``CHUNKS_QUEUED_PER_BATCH`` of
+    its jobs wait for ``step``; Redis failing is logged, not raised (the reconciler queues it later). Returns
+    the ids queued."""
     session = session or db.session
     config = current_app.config
     size, window = config[step.chunk_setting], config["CHUNKS_QUEUED_PER_BATCH"]
@@ -215,20 +209,9 @@ def _fill(step: Step, *, session: Session, batch_id: int, size: int, window: int
 
 @contextmanager
 def beating(step: Step | None = None, ids: Sequence[int] = (), *, every: float = BEAT_SECONDS) -> Iterator[None]:
-    """While the block runs, tell the reconciler every ``every`` seconds that this chunk job (of ``step``, on
-    ``ids``) is alive.
-
-    A chunk may rightly run for many minutes, so its RQ timeout says little; and after Redis lost
-    its data, RQ re-creates a worker's key without expiry, so a killed worker can look alive for
-    ever. The reconciler trusts a running chunk job only while its last beat is recent
-    (``BEAT_TRUST_SECONDS``). The beat comes from a thread, not from between items: one item may
-    wait minutes on the mail throttle or a slow renderer, and trusting a silence that long would
-    leave a killed worker's chunk untouched as long. A hung item cannot beat for ever either:
-    RQ's job timeout ends the job, and the beat with it.
-
-    Each beat also writes back what an emptied Redis forgot (only where it is missing): that the job runs and
-    that it owns its ids, so the reconciler does not queue again what this live job is doing.
-    """
+    """While the block runs, a thread tells the reconciler every ``every`` seconds that this chunk job (of ``step``, on
+    ``ids``) is alive, and writes back what an emptied Redis forgot of it. Why a beat, not RQ's timeout:
+    docs/architecture/work.md."""
     job = get_current_job()
     if job is None:
         yield

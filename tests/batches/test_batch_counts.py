@@ -16,7 +16,7 @@ from bulksign.doc_templates.versions import create_template
 from bulksign.models import BatchStatusCount, SigningRequest
 from bulksign.models.status import TRANSITIONS, Status
 from bulksign.people.users import create_api_key
-from tests.support.batchdata import make_batch
+from tests.support.batchdata import batch_in_states
 from tests.support.clock import NOW
 from tests.support.races import race
 
@@ -69,7 +69,9 @@ def random_move(rng: random.Random, ids: list[int]) -> None:
 def test_counters_equal_the_group_by_after_random_moves_commits_and_rollbacks(any_db):
     rng = random.Random(20261129)
     batches = [
-        make_batch(db.session, statuses=[rng.choice(list(Status)) for _ in range(n)], now=NOW, name=f"Batch {n}").id
+        batch_in_states(
+            db.session, statuses=[rng.choice(list(Status)) for _ in range(n)], now=NOW, name=f"Batch {n}"
+        ).id
         for n in (40, 55, 25)
     ]
     ids = [rid for batch_id in batches for rid in request_ids(batch_id)]
@@ -102,7 +104,7 @@ def test_on_sqlite_a_move_committed_just_before_ours_is_counted_from_the_status_
     app = make_app(DATABASE_URL=f"sqlite:///{tmp_path}/race.db")
     with app.app_context():
         db.create_all()
-        batch_id = make_batch(db.session, statuses=["sent"], now=NOW).id
+        batch_id = batch_in_states(db.session, statuses=["sent"], now=NOW).id
         (request_id,) = request_ids(batch_id)
         other = Session(db.engine)
         raced = []
@@ -124,7 +126,7 @@ def test_on_sqlite_a_move_committed_just_before_ours_is_counted_from_the_status_
 
 
 def test_a_rolled_back_savepoint_does_not_leave_its_moves_in_the_counters(app):
-    batch_id = make_batch(db.session, statuses=["pending"] * 6, now=NOW).id
+    batch_id = batch_in_states(db.session, statuses=["pending"] * 6, now=NOW).id
     ids = request_ids(batch_id)
     transition(db.session, ids[:2], frm=S.PENDING, to=S.GENERATING, now=NOW)
     savepoint = db.session.begin_nested()
@@ -140,7 +142,7 @@ def test_a_rolled_back_savepoint_does_not_leave_its_moves_in_the_counters(app):
 
 
 def test_a_transaction_sees_its_own_moves_in_the_counters_only_after_commit(app):
-    batch_id = make_batch(db.session, statuses=["pending"] * 3, now=NOW).id
+    batch_id = batch_in_states(db.session, statuses=["pending"] * 3, now=NOW).id
     transition(db.session, request_ids(batch_id), frm=S.PENDING, to=S.GENERATING, now=NOW)
     assert batch_counts.counters(db.session, [batch_id])[batch_id]["generating"] == 0
     assert batch_counts.recount(db.session, [batch_id])[batch_id]["generating"] == 3
@@ -149,7 +151,7 @@ def test_a_transaction_sees_its_own_moves_in_the_counters_only_after_commit(app)
 
 
 def test_one_commit_moves_its_counters_in_one_global_order_with_one_statement(app):
-    first, second = (make_batch(db.session, statuses=["pending"] * 4, now=NOW, name=n).id for n in ("A", "B"))
+    first, second = (batch_in_states(db.session, statuses=["pending"] * 4, now=NOW, name=n).id for n in ("A", "B"))
     a, b = request_ids(first), request_ids(second)
     statements = []
 
@@ -195,7 +197,7 @@ PIPELINE = [
 
 
 def test_concurrent_movers_of_one_batch_keep_the_counters_exact_without_deadlocks(app):
-    batch_id = make_batch(db.session, statuses=["pending"] * 300, now=NOW).id
+    batch_id = batch_in_states(db.session, statuses=["pending"] * 300, now=NOW).id
     ids = request_ids(batch_id)
     rounds = 50
 
@@ -246,7 +248,9 @@ def test_a_batch_created_through_the_upload_api_starts_counted_and_stays_counted
 
 
 def test_pages_read_the_counters_and_rebuild_repairs_them(client, auth, users):
-    batch_id = make_batch(db.session, statuses=["sent"] * 5 + ["signed"] * 2, now=NOW, user_id=users["staff"].id).id
+    batch_id = batch_in_states(
+        db.session, statuses=["sent"] * 5 + ["signed"] * 2, now=NOW, user_id=users["staff"].id
+    ).id
     auth.login()
     assert 'data-status="signed" data-count="2"' in client.get(f"/batches/{batch_id}/progress").get_data(as_text=True)
     # Counters damaged behind the app's back (by hand, or by a writer that bypassed transition()):
@@ -264,7 +268,7 @@ def test_pages_read_the_counters_and_rebuild_repairs_them(client, auth, users):
 
 
 def test_rebuild_in_a_transaction_that_already_moved_requests_does_not_count_them_twice(app):
-    batch_id = make_batch(db.session, statuses=["pending"] * 4, now=NOW).id
+    batch_id = batch_in_states(db.session, statuses=["pending"] * 4, now=NOW).id
     db.session.execute(text("DELETE FROM batch_status_counts"))
     db.session.commit()
     transition(db.session, request_ids(batch_id)[:3], frm=S.PENDING, to=S.GENERATING, now=NOW)

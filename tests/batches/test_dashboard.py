@@ -8,11 +8,11 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import event, select
 
-from bulksign.batches import dashboard, recipients_table
+from bulksign.batches import bulk_actions, dashboard, recipients_table
 from bulksign.batches.recipients_table import DashboardError, RecipientFilter
 from bulksign.core.extensions import db
 from bulksign.models import Event, OutgoingMail, SigningRequest
-from tests.support.batchdata import make_batch
+from tests.support.batchdata import batch_in_states
 from tests.support.clock import NOW
 
 MIX = ["sent"] * 5 + ["opened"] * 3 + ["signed"] * 4 + ["bounced"] * 2 + ["failed"] + ["pending"] * 3
@@ -20,7 +20,7 @@ MIX = ["sent"] * 5 + ["opened"] * 3 + ["signed"] * 4 + ["bounced"] * 2 + ["faile
 
 @pytest.fixture
 def batch(app, users):
-    return make_batch(db.session, statuses=MIX, now=NOW, name="Employment contracts", user_id=users["staff"].id)
+    return batch_in_states(db.session, statuses=MIX, now=NOW, name="Employment contracts", user_id=users["staff"].id)
 
 
 def test_batch_list_shows_name_template_owner_and_counts_from_the_database(client, auth, batch):
@@ -31,7 +31,7 @@ def test_batch_list_shows_name_template_owner_and_counts_from_the_database(clien
 
 
 def test_batch_list_search_by_name_and_newest_first(client, auth, batch, users):
-    make_batch(db.session, statuses=["sent"], now=NOW + timedelta(hours=1), name="Newer NDA")
+    batch_in_states(db.session, statuses=["sent"], now=NOW + timedelta(hours=1), name="Newer NDA")
     auth.login()
     page = client.get("/batches/").get_data(as_text=True)
     assert page.index("Newer NDA") < page.index("Employment contracts")
@@ -89,7 +89,7 @@ def test_a_forged_or_foreign_cursor_is_a_clear_400(client, auth, batch):
 
 
 def test_select_all_matching_resolves_every_id_on_the_server_in_pages(app, batch):
-    other = make_batch(db.session, statuses=["sent"] * 3, now=NOW, name="Other")
+    other = batch_in_states(db.session, statuses=["sent"] * 3, now=NOW, name="Other")
     selection = recipients_table.resolve_selection(
         db.session, batch_id=batch.id, request_ids=[], select_all=True, flt=RecipientFilter(status="sent")
     )
@@ -208,11 +208,11 @@ def test_the_bar_shows_the_delivery_rate_of_the_invitations_that_got_an_answer(c
     fragment = client.get(f"/batches/{batch.id}/progress").get_data(as_text=True)
     assert re.search(r'class="delivery-rate" id="delivery-rate"[^>]*>\s*Delivered 85.7% \(12 of 14\)', fragment)
     # Over 5% bounced of 20 or more answers (the bounce-rate alert's rule): shown as a problem.
-    poor = make_batch(
+    poor = batch_in_states(
         db.session, statuses=["sent"] * 18 + ["bounced"] * 2, now=NOW, name="Poor", user_id=users["staff"].id
     )
     assert 'class="delivery-rate poor"' in client.get(f"/batches/{poor.id}/progress").get_data(as_text=True)
-    fresh = make_batch(db.session, statuses=["pending"] * 3, now=NOW, name="Fresh", user_id=users["staff"].id)
+    fresh = batch_in_states(db.session, statuses=["pending"] * 3, now=NOW, name="Fresh", user_id=users["staff"].id)
     assert 'id="delivery-rate"' not in client.get(f"/batches/{fresh.id}").get_data(as_text=True)
 
 
@@ -229,7 +229,7 @@ def test_the_bar_shows_the_delivery_rate_of_the_invitations_that_got_an_answer(c
 def test_batch_states_are_named_in_staff_words_and_coloured_by_meaning(
     client, auth, users, statuses, batch_status, words, tone
 ):
-    made = make_batch(
+    made = batch_in_states(
         db.session, statuses=statuses, now=NOW, name="States", user_id=users["staff"].id, batch_status=batch_status
     )
     auth.login()
@@ -266,8 +266,8 @@ def _fresh_request_state():
 
 def test_pages_run_a_constant_number_of_queries_whatever_the_number_of_rows(client, auth, users):
     auth.login()
-    small = make_batch(db.session, statuses=["sent"] * 3, now=NOW, name="Small", user_id=users["staff"].id)
-    big = make_batch(db.session, statuses=MIX * 10, now=NOW, name="Big", user_id=users["admin"].id)
+    small = batch_in_states(db.session, statuses=["sent"] * 3, now=NOW, name="Small", user_id=users["staff"].id)
+    big = batch_in_states(db.session, statuses=MIX * 10, now=NOW, name="Big", user_id=users["admin"].id)
     urls = [
         "/batches/{id}",
         "/batches/{id}/progress",
@@ -285,7 +285,7 @@ def test_pages_run_a_constant_number_of_queries_whatever_the_number_of_rows(clie
         assert counts[0] == counts[1], url
     listing = []
     for extra in range(2):
-        make_batch(db.session, statuses=["sent"] * 2, now=NOW, name=f"More {extra}")
+        batch_in_states(db.session, statuses=["sent"] * 2, now=NOW, name=f"More {extra}")
         _fresh_request_state()
         with QueryCounter(db.engine) as counter:
             client.get("/batches/")
@@ -339,14 +339,14 @@ def test_retry_failed_from_the_page_puts_them_back_in_the_pipeline(client, auth,
 
 
 def test_someone_elses_batch_cannot_be_cancelled_by_staff(client, auth, users):
-    other = make_batch(db.session, statuses=["sent"], now=NOW, user_id=users["admin"].id, name="Admin's")
+    other = batch_in_states(db.session, statuses=["sent"], now=NOW, user_id=users["admin"].id, name="Admin's")
     auth.login()
     html = _bulk(client, other.id, action="cancel_batch").get_data(as_text=True)
     assert "Only the batch&#39;s owner, a manager of its team or an admin can do this." in html
 
 
 def test_a_refusal_reaches_russian_staff_in_russian(client, auth, users):
-    other = make_batch(db.session, statuses=["sent"], now=NOW, user_id=users["admin"].id, name="Admin's")
+    other = batch_in_states(db.session, statuses=["sent"], now=NOW, user_id=users["admin"].id, name="Admin's")
     users["staff"].locale = "ru"
     db.session.commit()
     other_id = other.id
@@ -406,9 +406,7 @@ def test_staff_pages_render_in_russian(client, auth, batch, users):
 
 
 def test_a_large_select_all_runs_in_a_background_job(client, auth, batch, run_jobs, monkeypatch):
-    from bulksign.views.staff import dashboard as views
-
-    monkeypatch.setattr(views, "INLINE_LIMIT", 3)
+    monkeypatch.setattr(bulk_actions, "INLINE_LIMIT", 3)
     auth.login()
     html = _bulk(client, batch.id, action="remind", select_all="1", status="not_opened").get_data(as_text=True)
     assert "being applied to 5 recipients in the background" in html

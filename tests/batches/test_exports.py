@@ -15,7 +15,7 @@ from bulksign.core.extensions import db
 from bulksign.core.spreadsheets import cell_text
 from bulksign.documents.storage import get_storage
 from bulksign.models import Document, Export, SigningRequest
-from tests.support.batchdata import make_batch
+from tests.support.batchdata import batch_in_states
 from tests.support.clock import NOW
 from tests.support.web import csrf_from
 
@@ -27,7 +27,7 @@ def _rows(response) -> list[dict]:
 
 
 def test_csv_has_a_bom_and_only_the_filtered_rows(client, auth, users):
-    batch = make_batch(db.session, statuses=["sent", "signed", "signed", "bounced"], now=NOW)
+    batch = batch_in_states(db.session, statuses=["sent", "signed", "signed", "bounced"], now=NOW)
     auth.login()
     response = client.get(f"/batches/{batch.id}/export.csv?status=signed")
     assert response.mimetype == "text/csv" and "attachment" in response.headers["Content-Disposition"]
@@ -37,7 +37,7 @@ def test_csv_has_a_bom_and_only_the_filtered_rows(client, auth, users):
 
 
 def test_csv_cells_that_would_run_as_formulas_are_escaped(client, auth, users):
-    batch = make_batch(db.session, statuses=["sent"] * 5, now=NOW)
+    batch = batch_in_states(db.session, statuses=["sent"] * 5, now=NOW)
     names = ['=HYPERLINK("http://x")', "+1+2", "-3", "@SUM(A1)", "\tTab"]
     ids = db.session.scalars(
         select(SigningRequest.id).where(SigningRequest.batch_id == batch.id).order_by(SigningRequest.id)
@@ -52,7 +52,7 @@ def test_csv_cells_that_would_run_as_formulas_are_escaped(client, auth, users):
 
 
 def test_csv_streams_every_row_of_a_batch_bigger_than_one_page(client, auth, users):
-    batch = make_batch(db.session, statuses=["sent"] * 4500, now=NOW)
+    batch = batch_in_states(db.session, statuses=["sent"] * 4500, now=NOW)
     auth.login()
     response = client.get(f"/batches/{batch.id}/export.csv")
     assert response.is_streamed
@@ -64,7 +64,7 @@ def test_csv_over_the_api_with_a_key(app, client, users):
     from bulksign.people.users import create_api_key
 
     secret = create_api_key(db.session, user=users["staff"], name="t", now=NOW).secret
-    batch = make_batch(db.session, statuses=["sent", "signed"], now=NOW)
+    batch = batch_in_states(db.session, statuses=["sent", "signed"], now=NOW)
     response = client.get(
         f"/api/v1/batches/{batch.id}/export.csv?status=sent", headers={"Authorization": f"Bearer {secret}"}
     )
@@ -87,7 +87,7 @@ def _signed_documents(batch, n):
 
 
 def test_zip_of_signed_pdfs_is_built_by_a_job_with_progress_and_a_download(client, auth, users, run_jobs):
-    batch = make_batch(db.session, statuses=["signed"] * 3 + ["sent"], now=NOW)
+    batch = batch_in_states(db.session, statuses=["signed"] * 3 + ["sent"], now=NOW)
     ids = _signed_documents(batch, 3)
     auth.login()
     page = client.get(f"/batches/{batch.id}")
@@ -114,8 +114,8 @@ def test_zip_of_signed_pdfs_is_built_by_a_job_with_progress_and_a_download(clien
 
 
 def test_zip_download_of_another_batch_or_unfinished_export_is_404(client, auth, users):
-    batch = make_batch(db.session, statuses=["signed"], now=NOW)
-    other = make_batch(db.session, statuses=["signed"], now=NOW, name="Other")
+    batch = batch_in_states(db.session, statuses=["signed"], now=NOW)
+    other = batch_in_states(db.session, statuses=["signed"], now=NOW, name="Other")
     export = Export(batch_id=batch.id, status="running", total=1, created_at=NOW)
     db.session.add(export)
     db.session.commit()

@@ -18,7 +18,8 @@ from bulksign.core.extensions import db
 from bulksign.models import SigningRequest
 from bulksign.signing.parties import add_recipients
 from tests.batches.test_dashboard import QueryCounter, _bulk, _fresh_request_state
-from tests.support.batchdata import make_batch
+from tests.support.batchdata import batch_in_states
+from tests.support.batches import make_batch
 from tests.support.clock import NOW
 from tests.support.partydata import ROWS, make_two_party_batch
 
@@ -172,7 +173,7 @@ def test_the_csv_has_each_roles_status_and_signing_time_after_the_usual_columns(
 
 
 def test_a_single_signer_batch_reads_as_before_parties_existed(client, auth, users):
-    batch = make_batch(db.session, statuses=["sent", "opened", "signed"], now=NOW, user_id=users["staff"].id)
+    batch = batch_in_states(db.session, statuses=["sent", "opened", "signed"], now=NOW, user_id=users["staff"].id)
     batch_id = batch.id
     auth.login()
     pages = ("", "/requests", "/progress", "/export.csv")
@@ -246,9 +247,8 @@ def test_the_openapi_description_documents_waiting_for_and_the_party_columns(cli
 @pytest.mark.slow(seconds=30)
 def test_at_100000_requests_the_roles_probe_reads_a_few_index_pages_and_the_page_counts_each_role(client, auth, users):
     from bulksign.batches import counts as batch_counts
-    from tests.support.batches import make_batch as make_empty_batch
 
-    batch_id = make_empty_batch(now=NOW, user=users["staff"], recipients=0)
+    batch_id = make_batch(now=NOW, user=users["staff"], recipients=0)
     db.session.execute(
         text(
             "INSERT INTO signing_requests (batch_id, row_number, email, name, data, status, status_changed_at,"

@@ -27,10 +27,10 @@ def test_a_bench_stops_waiting_once_every_request_is_generated_or_failed_and_say
     from bench import wait_for_requests
     from bulksign.core.extensions import db
     from bulksign.models import SigningRequest
-    from tests.support.batchdata import make_batch
+    from tests.support.batchdata import batch_in_states
     from tests.support.clock import NOW
 
-    batch = make_batch(db.session, statuses=["generated", "failed", "failed", "bounced"], now=NOW)
+    batch = batch_in_states(db.session, statuses=["generated", "failed", "failed", "bounced"], now=NOW)
     db.session.execute(
         update(SigningRequest).where(SigningRequest.status == "failed").values(error_message="could not convert")
     )
@@ -44,7 +44,7 @@ def test_a_bench_stops_waiting_once_every_request_is_generated_or_failed_and_say
         " (3 stopped: 2 failed: could not convert; 1 bounced: The mailbox does not exist (550 5.1.1).)"
     )
     # Work still on its way is waited for, up to the deadline, and said.
-    make_batch(db.session, statuses=["pending"], now=NOW, name="Later")
+    batch_in_states(db.session, statuses=["pending"], now=NOW, name="Later")
     waiting = wait_for_requests(
         SigningRequest.status.in_(["generated", "pending"]), total=2, goal="generated", deadline=time.monotonic() + 0.5
     )

@@ -9,7 +9,7 @@ from bulksign.models import Batch, Team, utcnow
 from bulksign.people.teams import add_member, create_team
 from bulksign.people.users import create_user
 from tests.support.accounts import ADMIN, DEFAULT_TEAM, STAFF
-from tests.support.batchdata import make_batch
+from tests.support.batchdata import batch_in_states
 from tests.support.clock import NOW
 from tests.support.looks import ARTIFACTS, log_in
 
@@ -63,7 +63,7 @@ def test_an_owner_shares_a_batch_with_another_team_and_names_who_gets_the_notice
     )
     add_member(db.session, team=hr, user=reader, by=None, now=utcnow())
     db.session.commit()
-    batch_id = make_batch(
+    batch_id = batch_in_states(
         db.session, statuses=["sent", "signed"], now=NOW, name="Salaries Q4", user_id=users["staff"].id
     ).id
     log_in(page, live_server, *STAFF)
@@ -91,7 +91,7 @@ def test_the_new_batch_form_offers_the_owner_the_teams_managers_or_another_addre
     team = db.session.scalar(db.select(Team).where(Team.name == DEFAULT_TEAM))
     add_member(db.session, team=team, user=boss, by=None, now=utcnow())
     db.session.commit()
-    make_batch(db.session, statuses=[], now=NOW, name="Earlier", user_id=users["staff"].id)  # a template to use
+    batch_in_states(db.session, statuses=[], now=NOW, name="Earlier", user_id=users["staff"].id)  # a template to use
     log_in(page, live_server, *STAFF)
     page.goto(f"{live_server}/batches/new")
     choice = page.locator("#notify-to")

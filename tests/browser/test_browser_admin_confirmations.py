@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 from bulksign.core.extensions import db
 from bulksign.models import SigningRequest, utcnow
 from tests.support.accounts import ADMIN, STAFF
-from tests.support.batchdata import make_batch
+from tests.support.batchdata import batch_in_states
 from tests.support.looks import log_in, look_at, shoot
 
 pytestmark = pytest.mark.browser
@@ -28,7 +28,7 @@ def test_cancel_batch_after_the_sending_asks_in_place_and_keep_it_leaves_it_alon
     app, users, live_server, page, language
 ):
     users["staff"].locale = language
-    batch = make_batch(
+    batch = batch_in_states(
         db.session,
         statuses=["sent", "opened", "signed"],
         now=utcnow(),
@@ -65,7 +65,7 @@ def test_cancel_batch_after_the_sending_asks_in_place_and_keep_it_leaves_it_alon
 
 
 def test_without_javascript_the_question_is_a_page_of_its_own(browser, app, users, live_server):
-    batch = make_batch(db.session, statuses=["sent", "sent"], now=utcnow(), user_id=users["staff"].id)
+    batch = batch_in_states(db.session, statuses=["sent", "sent"], now=utcnow(), user_id=users["staff"].id)
     db.session.commit()
     batch_id = batch.id
     context = browser.new_context(java_script_enabled=False)

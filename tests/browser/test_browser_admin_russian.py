@@ -12,7 +12,7 @@ from bulksign.documents.seal_keys import seal_key
 from bulksign.integrations import webhooks_out
 from bulksign.models import WebhookDelivery, utcnow
 from tests.support.accounts import ADMIN, STAFF
-from tests.support.batchdata import make_batch
+from tests.support.batchdata import batch_in_states
 from tests.support.clock import NOW
 from tests.support.looks import log_in, shoot
 
@@ -37,7 +37,7 @@ def _russian(app, user) -> None:
 
 def test_admin_pages_in_russian_cut_no_placeholder(app, users, live_server, page):
     _russian(app, users["admin"])
-    batch = make_batch(db.session, statuses=["sent", "signed"], now=NOW, user_id=users["admin"].id)
+    batch = batch_in_states(db.session, statuses=["sent", "signed"], now=NOW, user_id=users["admin"].id)
     db.session.commit()
     log_in(page, live_server, *ADMIN)
     cut = {}

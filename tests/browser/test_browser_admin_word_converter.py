@@ -9,7 +9,7 @@ from bulksign.documents import libreoffice
 from bulksign.models import utcnow
 from tests.support import docx_files
 from tests.support.accounts import STAFF
-from tests.support.batchdata import make_batch
+from tests.support.batchdata import batch_in_states
 from tests.support.looks import log_in, shoot
 
 pytestmark = pytest.mark.browser
@@ -69,7 +69,7 @@ def test_a_young_word_batch_with_no_document_yet_says_the_converter_is_starting(
     app, users, live_server, page, language
 ):
     users["staff"].locale = language
-    batch = make_batch(db.session, statuses=["pending"] * 35, now=utcnow(), user_id=users["staff"].id)
+    batch = batch_in_states(db.session, statuses=["pending"] * 35, now=utcnow(), user_id=users["staff"].id)
     batch.template_version.kind = "docx"
     db.session.commit()
     log_in(page, live_server, *STAFF)
@@ -84,8 +84,8 @@ def test_a_young_word_batch_with_no_document_yet_says_the_converter_is_starting(
 
 
 def test_an_html_batch_or_an_old_word_batch_does_not_blame_the_converter(client, auth, users):
-    html = make_batch(db.session, statuses=["pending"] * 3, now=utcnow(), user_id=users["staff"].id)
-    old = make_batch(db.session, statuses=["pending"] * 3, now=utcnow(), user_id=users["staff"].id, name="Old")
+    html = batch_in_states(db.session, statuses=["pending"] * 3, now=utcnow(), user_id=users["staff"].id)
+    old = batch_in_states(db.session, statuses=["pending"] * 3, now=utcnow(), user_id=users["staff"].id, name="Old")
     old.template_version.kind = "docx"
     old.created_at = old.started_at = utcnow().replace(year=2025)
     db.session.commit()

@@ -14,7 +14,7 @@ from bulksign.core.extensions import db
 from bulksign.models import OutgoingMail, SigningRequest
 from bulksign.work.pipeline import enqueue_renders
 from tests.support.accounts import STAFF
-from tests.support.batchdata import make_batch
+from tests.support.batchdata import batch_in_states
 from tests.support.clock import NOW
 from tests.support.looks import ARTIFACTS, log_in, shoot
 
@@ -29,7 +29,7 @@ def test_the_progress_bar_moves_while_a_real_worker_runs_and_stops_polling_when_
     app, users, live_server, page, smtp, run_jobs
 ):
     app.config["SEND_CHUNK_SIZE"] = 1  # three jobs, three invitations: the page shows each
-    batch = make_batch(db.session, statuses=["pending"] * 6, now=NOW, user_id=users["staff"].id)
+    batch = batch_in_states(db.session, statuses=["pending"] * 6, now=NOW, user_id=users["staff"].id)
     batch_id = batch.id
     ids = db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch_id)).all()
     enqueue_renders(ids)
@@ -60,7 +60,7 @@ def test_the_progress_bar_moves_while_a_real_worker_runs_and_stops_polling_when_
 
 @pytest.fixture
 def mixed(app, users):
-    return make_batch(
+    return batch_in_states(
         db.session,
         statuses=["sent"] * 60 + ["signed"] * 5 + ["bounced"] * 2,
         now=NOW,

@@ -45,7 +45,7 @@ def journey(app, users):
     staff = users["staff"]
     saved = create_template(db.session, name="Employment contract", html=TEMPLATE, user=staff, now=now)
     db.session.commit()
-    batch = batchdata.make_batch(
+    batch = batchdata.batch_in_states(
         db.session,
         statuses=["sent"] * 50
         + ["opened"] * 6

@@ -10,7 +10,7 @@ import pytest
 from bulksign.core.extensions import db
 from bulksign.models import utcnow
 from tests.support.accounts import ADMIN
-from tests.support.batchdata import make_batch
+from tests.support.batchdata import batch_in_states
 from tests.support.looks import log_in, look_at
 from tests.support.signing_requests import fresh
 
@@ -19,8 +19,8 @@ pytestmark = pytest.mark.browser
 
 def test_retention_holds_and_an_erasure_on_the_admins_page(app, users, live_server, page):
     long_ago = utcnow() - timedelta(days=100)
-    old = make_batch(db.session, statuses=["declined", "expired", "signed"], now=long_ago, name="Old contracts")
-    disputed = make_batch(db.session, statuses=["declined", "signed"], now=long_ago, name="Disputed contracts")
+    old = batch_in_states(db.session, statuses=["declined", "expired", "signed"], now=long_ago, name="Old contracts")
+    disputed = batch_in_states(db.session, statuses=["declined", "signed"], now=long_ago, name="Disputed contracts")
     old_id, disputed_id = old.id, disputed.id
     log_in(page, live_server, *ADMIN)
     page.goto(f"{live_server}/admin/")

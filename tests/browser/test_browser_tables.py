@@ -16,7 +16,7 @@ from bulksign.mail.devmail import mailbox_folder, write_caught
 from bulksign.models import WebhookDelivery, utcnow
 from bulksign.recipients.suppressions import suppress
 from tests.support.accounts import ADMIN
-from tests.support.batchdata import make_batch
+from tests.support.batchdata import batch_in_states
 from tests.support.clock import NOW
 from tests.support.looks import log_in, shoot
 
@@ -72,7 +72,7 @@ def _on_screen(page, selector: str) -> list:
 
 def _data(users):
     for batch_name in ("Employment contracts for the autumn intake of the warehouse", "NDA"):
-        batch = make_batch(
+        batch = batch_in_states(
             db.session,
             statuses=["signed", "sent", "opened", "failed", "declined", "pending"],
             now=NOW,

@@ -160,12 +160,12 @@ def test_the_test_worker_reports_how_many_jobs_it_ran(app, run_jobs):
 
 def test_batches_rebuild_counts_repairs_drifted_counters_and_says_how_many_differed(app):
     from bulksign.batches import counts as batch_counts
-    from tests.support.batchdata import make_batch
+    from tests.support.batchdata import batch_in_states
     from tests.support.clock import NOW
 
     ids = [
-        make_batch(db.session, statuses=["sent", "signed"], now=NOW, name="A").id,
-        make_batch(db.session, statuses=["pending"], now=NOW, name="B").id,
+        batch_in_states(db.session, statuses=["sent", "signed"], now=NOW, name="A").id,
+        batch_in_states(db.session, statuses=["pending"], now=NOW, name="B").id,
     ]
     db.session.execute(
         text("UPDATE batch_status_counts SET count = 7 WHERE batch_id = :b AND status = 'signed'"), {"b": ids[0]}

@@ -97,14 +97,14 @@ def test_invitations_carry_a_branded_html_part_with_the_same_text_and_keep_the_t
 
 
 def test_home_counts_what_needs_attention_and_lists_batches_in_flight(app, users):
-    busy = batchdata.make_batch(
+    busy = batchdata.batch_in_states(
         db.session,
         statuses=["sent"] * 4 + ["failed"] * 2 + ["bounced"],
         now=NOW,
         name="Offers",
         user_id=users["staff"].id,
     )
-    done = batchdata.make_batch(
+    done = batchdata.batch_in_states(
         db.session,
         statuses=["signed"] * 3 + ["declined"],
         now=NOW,
@@ -112,7 +112,7 @@ def test_home_counts_what_needs_attention_and_lists_batches_in_flight(app, users
         user_id=users["staff"].id,
         batch_status="closed",
     )
-    old = batchdata.make_batch(
+    old = batchdata.batch_in_states(
         db.session,
         statuses=["declined"],
         now=NOW - timedelta(days=60),
@@ -144,7 +144,7 @@ def test_home_counts_what_needs_attention_and_lists_batches_in_flight(app, users
 
 
 def test_the_home_page_links_each_problem_to_the_filtered_recipients(client, auth, users):
-    batch = batchdata.make_batch(
+    batch = batchdata.batch_in_states(
         db.session, statuses=["sent", "failed", "failed"], now=NOW, name="Offers", user_id=users["staff"].id
     )
     auth.login()

@@ -17,7 +17,7 @@ from bulksign.core.extensions import db
 from bulksign.integrations import webhook_delivery, webhooks_out
 from bulksign.jobs.webhooks import dispatch
 from bulksign.models import SigningRequest, WebhookDelivery
-from tests.support.batchdata import make_batch
+from tests.support.batchdata import batch_in_states
 from tests.support.clock import NOW
 from tests.support.web import csrf_from
 
@@ -61,7 +61,7 @@ def receiver(app):
 
 
 def test_a_signed_request_reaches_the_endpoint_as_signed_json(app, users, receiver, run_jobs):
-    batch = make_batch(db.session, statuses=["opened", "opened"], now=NOW)
+    batch = batch_in_states(db.session, statuses=["opened", "opened"], now=NOW)
     endpoint = webhooks_out.create_endpoint(
         db.session, url=receiver.url, events=["request.signed"], user_id=users["admin"].id, now=NOW
     )
@@ -88,7 +88,7 @@ def test_a_signed_request_reaches_the_endpoint_as_signed_json(app, users, receiv
 
 
 def test_a_failing_endpoint_is_retried_with_growing_waits_then_given_up(app, users, receiver):
-    make_batch(db.session, statuses=["sent"], now=NOW)
+    batch_in_states(db.session, statuses=["sent"], now=NOW)
     webhooks_out.create_endpoint(db.session, url=receiver.url, events=["batch.completed"], user_id=None, now=NOW)
     ids = webhooks_out.emit(
         db.session, event="batch.completed", payload={"batch": {"id": 1}}, team_id=None, now=NOW
@@ -158,7 +158,7 @@ def test_a_batch_emits_batch_completed_when_sending_ends_and_batch_all_signed_wh
     """``batch.completed`` keeps its name and moment (every invitation dispatched); the end has events of its own."""
     from bulksign.batches.progress import refresh_batch_statuses
 
-    make_batch(db.session, statuses=["signed", "sent"], now=NOW)
+    batch_in_states(db.session, statuses=["signed", "sent"], now=NOW)
     events = ["batch.completed", "batch.all_signed", "batch.closed"]
     webhooks_out.create_endpoint(db.session, url=receiver.url, events=events, user_id=None, now=NOW)
     db.session.commit()

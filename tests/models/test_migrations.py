@@ -56,16 +56,16 @@ def test_migrations_upgrade_to_the_models_and_downgrade_to_nothing(empty_databas
 def test_the_counters_migration_back_fills_every_status_of_every_batch(empty_database_url, redis_server, tmp_path):
     from bulksign.batches import counts as batch_counts
     from bulksign.models.status import Status
-    from tests.support.batchdata import make_batch
+    from tests.support.batchdata import batch_in_states
     from tests.support.clock import NOW
 
     app = _bare_app(empty_database_url, redis_server, tmp_path)
     with app.app_context():
         upgrade()
         batches = [
-            make_batch(db.session, statuses=["sent", "signed", "sent", "failed"], now=NOW, name="A").id,
-            make_batch(db.session, statuses=["pending"] * 3, now=NOW, name="B").id,
-            make_batch(db.session, statuses=[], now=NOW, name="Empty").id,
+            batch_in_states(db.session, statuses=["sent", "signed", "sent", "failed"], now=NOW, name="A").id,
+            batch_in_states(db.session, statuses=["pending"] * 3, now=NOW, name="B").id,
+            batch_in_states(db.session, statuses=[], now=NOW, name="Empty").id,
         ]
         truth = batch_counts.recount(db.session, batches)
         db.session.remove()
@@ -83,7 +83,7 @@ def test_the_counters_migration_back_fills_every_status_of_every_batch(empty_dat
 def test_the_teams_migration_puts_existing_users_and_data_in_a_default_team(empty_database_url, redis_server, tmp_path):
     from bulksign.models import Batch, DocumentTemplate, Team, TeamMember
     from bulksign.people.users import create_user
-    from tests.support.batchdata import make_batch
+    from tests.support.batchdata import batch_in_states
     from tests.support.clock import NOW
 
     app = _bare_app(empty_database_url, redis_server, tmp_path)
@@ -92,7 +92,7 @@ def test_the_teams_migration_puts_existing_users_and_data_in_a_default_team(empt
         owner = create_user(db.session, email="owner@example.com", password="owner-password", role="staff", now=NOW)
         db.session.commit()
         owner_id = owner.id
-        batch_id = make_batch(db.session, statuses=["sent"], now=NOW, user_id=owner_id, team_id=None).id
+        batch_id = batch_in_states(db.session, statuses=["sent"], now=NOW, user_id=owner_id, team_id=None).id
         db.session.remove()
         # Back to the schema before teams, with the data kept, and up again.
         downgrade(revision="b7c1d2e3f4a5")
@@ -112,7 +112,7 @@ def test_the_outcomes_migration_settles_dispatched_batches_by_what_their_request
     """``completed`` meant "every invitation dispatched": the migration tells the batches still awaiting signatures
     from those everyone signed and those nobody can sign any more (issue 33, item 7)."""
     from bulksign.models import Batch
-    from tests.support.batchdata import make_batch
+    from tests.support.batchdata import batch_in_states
     from tests.support.clock import NOW
 
     app = _bare_app(empty_database_url, redis_server, tmp_path)
@@ -126,7 +126,7 @@ def test_the_outcomes_migration_settles_dispatched_batches_by_what_their_request
             "closed, failed": (["failed"], "partially_failed"),
             "processing": (["pending"], "processing"),
         }
-        ids = {name: make_batch(db.session, statuses=s, now=NOW, name=name).id for name, (s, _) in made.items()}
+        ids = {name: batch_in_states(db.session, statuses=s, now=NOW, name=name).id for name, (s, _) in made.items()}
         db.session.remove()
         downgrade(revision="b2d4f6a8c0e1")
         for name, (_, old) in made.items():
@@ -152,7 +152,7 @@ def test_the_parties_migration_gives_every_request_its_recipient_in_the_state_it
 ):
     """Existing requests keep their links (the request's own) and get a ``recipient`` party at step 0 whose state
     and times are the request's: a cancelled request's party stands where the request was when it was cancelled."""
-    from tests.support.batchdata import make_batch
+    from tests.support.batchdata import batch_in_states
     from tests.support.clock import NOW
 
     statuses = ["pending", "generated", "sent", "opened", "signed", "declined", "expired", "bounced", "failed"]
@@ -160,7 +160,7 @@ def test_the_parties_migration_gives_every_request_its_recipient_in_the_state_it
     app = _bare_app(empty_database_url, redis_server, tmp_path)
     with app.app_context():
         upgrade()
-        batch_id = make_batch(db.session, statuses=statuses, now=NOW).id
+        batch_id = batch_in_states(db.session, statuses=statuses, now=NOW).id
         db.session.remove()
         downgrade(revision="b5e1d7a3c9f2")
         ids = db.session.scalars(text("SELECT id FROM signing_requests ORDER BY id")).all()
@@ -199,13 +199,13 @@ def test_the_roles_migration_keeps_every_earlier_version_signed_by_its_recipient
     empty_database_url, redis_server, tmp_path
 ):
     """A version saved before roles were stored is single-signer: its ``{{ signature_date }}`` stays a column."""
-    from tests.support.batchdata import make_batch
+    from tests.support.batchdata import batch_in_states
     from tests.support.clock import NOW
 
     app = _bare_app(empty_database_url, redis_server, tmp_path)
     with app.app_context():
         upgrade()
-        make_batch(db.session, statuses=["sent"], now=NOW)
+        batch_in_states(db.session, statuses=["sent"], now=NOW)
         db.session.remove()
         downgrade(revision="a7c3e9f1b2d4")
         upgrade()
@@ -225,13 +225,13 @@ def test_the_link_codes_migration_keeps_one_owner_per_code_and_its_downgrade_dro
     both engines); going back, a link's codes go (they have no request to stay under) and a request's stay."""
     from sqlalchemy.exc import IntegrityError
 
-    from tests.support.batchdata import make_batch
+    from tests.support.batchdata import batch_in_states
     from tests.support.clock import NOW
 
     app = _bare_app(empty_database_url, redis_server, tmp_path)
     with app.app_context():
         upgrade()
-        batch_id = make_batch(db.session, statuses=["sent"], now=NOW).id
+        batch_id = batch_in_states(db.session, statuses=["sent"], now=NOW).id
         request_id = db.session.scalar(text("SELECT id FROM signing_requests"))
         db.session.execute(
             text(
@@ -294,13 +294,13 @@ def test_the_mail_party_migration_finds_each_party_mails_party_by_its_message_id
     """Invitations and reminders name their party's id, decline and completion mails its request and role; a role
     that begins like another's is told apart, and every other kind of mail names no party."""
     from bulksign.models import Party
-    from tests.support.batchdata import make_batch
+    from tests.support.batchdata import batch_in_states
     from tests.support.clock import NOW
 
     app = _bare_app(empty_database_url, redis_server, tmp_path)
     with app.app_context():
         upgrade()
-        batch_id = make_batch(db.session, statuses=["sent", "sent"], now=NOW).id
+        batch_id = batch_in_states(db.session, statuses=["sent", "sent"], now=NOW).id
         first, second = db.session.scalars(text("SELECT id FROM signing_requests ORDER BY id")).all()
         parties = {}
         for request_id, role in ((first, "hr"), (first, "hr_lead"), (second, "hr")):

@@ -20,7 +20,7 @@ from bulksign.documents.storage import get_storage
 from bulksign.models import Batch, BatchShare, Export, FieldValue, OutgoingMail, SigningRequest, Team, utcnow
 from bulksign.people.teams import add_member, create_team
 from bulksign.people.users import create_api_key, create_user
-from tests.support.batchdata import make_batch
+from tests.support.batchdata import batch_in_states
 from tests.support.clock import NOW
 from tests.support.web import AuthActions, csrf_from
 
@@ -168,7 +168,7 @@ def world(app, users):
         people[key] = create_user(db.session, email=f"{key}@example.com", password=PASSWORD, role=role, now=now)
         add_member(db.session, team=team, user=people[key], by=None, now=now)
     db.session.commit()
-    batch = make_batch(
+    batch = batch_in_states(
         db.session,
         statuses=["sent", "failed", "signed"],
         now=NOW,
@@ -418,7 +418,7 @@ def test_editing_a_template_is_for_its_owner_its_teams_managers_and_admins(app, 
 
 
 def test_lists_searches_and_the_api_show_only_the_users_teams_batches_and_templates(app, world):
-    make_batch(
+    batch_in_states(
         db.session,
         statuses=["sent"],
         now=NOW,
@@ -443,7 +443,7 @@ def test_lists_searches_and_the_api_show_only_the_users_teams_batches_and_templa
 def test_a_user_without_a_team_sees_only_their_own_batches(app, world):
     loner = create_user(db.session, email="loner@example.com", password=PASSWORD, role="staff", now=utcnow())
     db.session.commit()
-    make_batch(db.session, statuses=["sent"], now=NOW, name="Mine alone", user_id=loner.id, team_id=None)
+    batch_in_states(db.session, statuses=["sent"], now=NOW, name="Mine alone", user_id=loner.id, team_id=None)
     page = _web(app, loner)[0].get("/batches/").get_data(as_text=True)
     assert "Mine alone" in page and "Salaries Q4" not in page
     assert "Mine alone" not in _web(app, world["people"]["manager_a"])[0].get("/batches/").get_data(as_text=True)
@@ -719,7 +719,7 @@ def test_a_teams_webhook_endpoint_hears_only_its_teams_events_and_an_organisatio
     from bulksign.integrations import webhooks_out
     from bulksign.models import WebhookDelivery
 
-    hr_batch = make_batch(
+    hr_batch = batch_in_states(
         db.session,
         statuses=["opened"],
         now=NOW,

@@ -101,10 +101,10 @@ def test_the_admin_page_says_the_team_exists_instead_of_failing(any_app, admin):
 
 def test_erasing_an_address_finds_it_whatever_the_case_of_its_cyrillic_letters(any_app, admin):
     from bulksign.models import SigningRequest
-    from tests.support.batchdata import make_batch
+    from tests.support.batchdata import batch_in_states
     from tests.support.clock import NOW
 
-    batch = make_batch(db.session, statuses=["sent", "sent"], now=NOW, user_id=admin.id, team_id=None)
+    batch = batch_in_states(db.session, statuses=["sent", "sent"], now=NOW, user_id=admin.id, team_id=None)
     ivan, other = db.session.scalars(select(SigningRequest).where(SigningRequest.batch_id == batch.id)).all()
     ivan.email = "ИВАН@почта.рф"
     db.session.commit()

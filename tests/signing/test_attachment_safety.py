@@ -12,14 +12,13 @@ import json
 import re
 import struct
 import subprocess
-import time
 import zipfile
 import zlib
 from datetime import timedelta
 from functools import cache
 from pathlib import Path
 
-from PIL import Image
+from PIL import Image, ImageFile
 from sqlalchemy import select
 
 from bulksign.batches.evidence import build_evidence, start_evidence
@@ -90,27 +89,25 @@ def _check(request_id: int, filename: str, data: bytes):
     filled = FilledForm(
         typed=TYPED, files={"id_scan": Upload(filename=filename, data=data)}, attachment_max_bytes=10**7, storage=None
     )
-    started = time.monotonic()
-    checked = check_entries(fresh(request_id), role="recipient", filled=filled)
-    return time.monotonic() - started, checked
+    return check_entries(fresh(request_id), role="recipient", filled=filled)
 
 
-def test_a_decompression_bomb_is_refused_at_its_field_in_well_under_a_second_and_memory_stays_flat(app, client, users):
+def test_a_decompression_bomb_is_refused_at_its_field_undecoded_and_memory_stays_flat(app, client, users, monkeypatch):
     bomb = flat_png(9999, 10000)
     assert len(bomb) < 400 * 1024
+    decoded: list[tuple[int, int]] = []
+    load = ImageFile.ImageFile.load
+    monkeypatch.setattr(ImageFile.ImageFile, "load", lambda image: decoded.append(image.size) or load(image))
     r = contract(users)
-    started = time.monotonic()
     answer = post(client, r.token, GOOD, {"field-id_scan": ("holiday.png", bomb)})
-    took = time.monotonic() - started
     assert answer.status_code == 422 and fresh(r.id).status == "opened" and saved(r.id) == {}
     assert "The picture for “ID scan” is too large: at most 33 megapixels. Send a smaller picture or a PDF." in (
         field_html(answer.get_data(as_text=True), "id_scan")
     )
-    assert took < 1.0, took
-    # Four at once (the probe's parallel POSTs): each refused as quickly, none decoded.
+    # Four at once (the probe's parallel POSTs): each refused, none decoded.
     growth, results = peak_growth_mb(lambda: race(app, lambda n: _check(r.id, f"{n}.png", bomb)))
-    assert all(set(checked.errors) == {"id_scan"} and took < 1.0 for took, checked in results.values()), results
-    assert growth < 50, f"memory grew by {growth:.0f} MB"
+    assert all(set(checked.errors) == {"id_scan"} for checked in results.values()), results
+    assert decoded == [] and growth < 50, (decoded, f"memory grew by {growth:.0f} MB")
 
 
 def test_pictures_checked_at_once_share_one_memory_budget_and_a_phones_photos_pass(app, users):
@@ -118,12 +115,12 @@ def test_pictures_checked_at_once_share_one_memory_budget_and_a_phones_photos_pa
     big = flat_png(4000, 4000)  # 64 MB decoded: under the limit of one picture, twelve of them thrice the budget
     BUDGET.peak = 0
     results = race(app, lambda n: _check(r.id, f"{n}.png", big), callers=12)
-    assert [checked.errors for _, checked in results.values()] == [{}] * 12
+    assert [checked.errors for checked in results.values()] == [{}] * 12
     # Never more decoded at once than the budget: four of the twelve (the process's resident size, read by the
     # kernel, also counts what the allocator keeps after a picture is freed, so it is no exact measure here).
     assert 4000 * 4000 * 3 < BUDGET.peak <= PROCESS_BUDGET_BYTES, BUDGET.peak
     for image in (photo(), photo(progressive=True)):
-        took, checked = _check(r.id, "IMG_0001.JPG", image)
+        checked = _check(r.id, "IMG_0001.JPG", image)
         assert not checked.errors, checked.errors
         assert {e.name: e.value for e in checked.entries}["id_scan"] == "IMG_0001.jpg"
 

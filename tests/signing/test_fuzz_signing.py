@@ -240,7 +240,7 @@ def staff_client(make_app):
     """An admin logged in over a batch of every status (ids 1..), on an app with no context pushed by the test."""
     from bulksign.people.users import create_api_key, create_user
     from tests.support.accounts import ADMIN
-    from tests.support.batchdata import make_batch
+    from tests.support.batchdata import batch_in_states
     from tests.support.clock import NOW
 
     app = make_app()
@@ -248,7 +248,7 @@ def staff_client(make_app):
         admin = create_user(db.session, email=ADMIN[0], password=ADMIN[1], role="admin", now=utcnow())
         key = create_api_key(db.session, user=admin, name="fuzz", now=utcnow()).secret
         db.session.commit()
-        make_batch(
+        batch_in_states(
             db.session,
             statuses=["pending", "sent", "opened", "signed", "declined", "failed", "bounced", "expired"],
             now=NOW,

@@ -1,4 +1,5 @@
-"""Batches with many requests inserted directly (fast, no pipeline), for dashboard tests and benchmarks."""
+"""Batches whose requests stand in the given states, inserted directly (fast, no pipeline, no real template), for
+state, dashboard and export tests and benchmarks; a pending batch on a real template is ``batches.make_batch``."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from sqlalchemy import insert, select
 from bulksign.batches import counts as batch_counts
 from bulksign.models import Batch, DocumentTemplate, SigningRequest, Team, TemplateVersion
 
-#: ``make_batch``'s default team: the one the ``users`` fixture makes, if there is one.
+#: ``batch_in_states``'s default team: the one the ``users`` fixture makes, if there is one.
 DEFAULT = object()
 
 
-def make_batch(
+def batch_in_states(
     session,
     *,
     statuses: list[str],

@@ -11,7 +11,7 @@ from bulksign.models import Party, SigningRequest
 from bulksign.models.parties import PartyStatus
 from bulksign.recipients.parties import PartyPerson
 from bulksign.signing.parties import add_parties, move_parties
-from tests.support.batchdata import make_batch
+from tests.support.batchdata import batch_in_states
 
 P = PartyStatus
 #: The moves from ``waiting`` that lead a party to each state.
@@ -38,7 +38,7 @@ ROWS = (
 def make_two_party_batch(session, *, now: datetime, user_id: int | None, rows=ROWS, name: str = "Contracts") -> int:
     """A batch of ``rows`` (request status, recipient's state, employer's state) with the employer ``ACME HR``
     for every row; committed. Returns its id. Each move is a minute after the one before it."""
-    batch = make_batch(session, statuses=[status for status, _, _ in rows], now=now, name=name, user_id=user_id)
+    batch = batch_in_states(session, statuses=[status for status, _, _ in rows], now=now, name=name, user_id=user_id)
     ids = list(session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch.id).order_by("id")))
     add_parties(
         session,

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from bulksign.core.extensions import db
 from bulksign.models import ApiKey, User
 from bulksign.work.queues import get_queue
-from tests.support.batchdata import make_batch
+from tests.support.batchdata import batch_in_states
 from tests.support.clock import NOW
 from tests.support.web import csrf_from
 
@@ -125,7 +125,7 @@ def test_users_page_is_for_admins_only(client, auth):
 
 
 def test_metrics_from_loopback_without_a_token(client, users):
-    make_batch(db.session, statuses=["sent", "sent", "signed", "bounced"], now=NOW)
+    batch_in_states(db.session, statuses=["sent", "sent", "signed", "bounced"], now=NOW)
     get_queue("pdf").enqueue("bulksign.jobs.periodic.rollup_batches")
     text = client.get("/metrics", environ_base={"REMOTE_ADDR": "127.0.0.1"}).get_data(as_text=True)
     assert 'bulksign_requests{status="sent"} 2.0' in text

@@ -779,10 +779,10 @@ def test_recipients_csv_export_escapes_every_formula_prefix(app, client, auth, u
     import csv
 
     from bulksign.models import SigningRequest
-    from tests.support.batchdata import make_batch
+    from tests.support.batchdata import batch_in_states
     from tests.support.clock import NOW
 
-    batch = make_batch(db.session, statuses=["declined"] * len(FORMULAS), now=NOW, user_id=users["staff"].id)
+    batch = batch_in_states(db.session, statuses=["declined"] * len(FORMULAS), now=NOW, user_id=users["staff"].id)
     rows = db.session.scalars(
         db.select(SigningRequest).where(SigningRequest.batch_id == batch.id).order_by(SigningRequest.id)
     ).all()
@@ -1011,10 +1011,10 @@ def test_values_the_database_cannot_hold_are_a_400_never_a_500(app, client, auth
 
 
 def test_a_nul_byte_in_the_recipients_search_is_a_400_even_on_the_streamed_csv(app, client, auth, users):
-    from tests.support.batchdata import make_batch
+    from tests.support.batchdata import batch_in_states
     from tests.support.clock import NOW
 
-    batch = make_batch(db.session, statuses=["sent"], now=NOW, user_id=users["staff"].id)
+    batch = batch_in_states(db.session, statuses=["sent"], now=NOW, user_id=users["staff"].id)
     auth.login()
     for path in (f"/batches/{batch.id}/export.csv?q=a%00b", f"/batches/{batch.id}/requests?q=%00"):
         response = client.get(path)
@@ -1183,9 +1183,9 @@ def test_json_nested_deeper_than_the_parser_goes_is_a_400_on_every_json_endpoint
 def test_retry_failed_refuses_ids_that_are_not_whole_numbers(app, client, users):
     from bulksign.models import utcnow
     from bulksign.people.users import create_api_key
-    from tests.support.batchdata import make_batch
+    from tests.support.batchdata import batch_in_states
 
-    batch = make_batch(db.session, statuses=["failed"], now=utcnow(), user_id=users["staff"].id)
+    batch = batch_in_states(db.session, statuses=["failed"], now=utcnow(), user_id=users["staff"].id)
     key = create_api_key(db.session, user=users["staff"], name="ci", now=utcnow()).secret
     db.session.commit()
     for body in (

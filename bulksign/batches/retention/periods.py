@@ -4,7 +4,7 @@ batch's policy (its own over its team's, over the defaults); None says "for ever
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -61,22 +61,6 @@ def check_days(value, *, name: Message, allow_forever: bool = False) -> int | No
     if isinstance(value, bool) or not 1 <= days <= MAX_DAYS:
         raise RetentionError(N_("Give %(name)s as a number of days from 1 to %(n)s.", name=name, n=MAX_DAYS))
     return days
-
-
-def batch_days_from_form(form: Mapping[str, str]) -> tuple[int | None, int | None]:
-    """A new batch's own ``keep_signed_days`` and ``keep_unsigned_days`` from form or multipart fields; blank: the
-    team's. RetentionError naming the field for anything but 1 to ``MAX_DAYS``."""
-    days: list[int | None] = []
-    for field, label in (
-        ("keep_signed_days", N_("Keep signed documents")),
-        ("keep_unsigned_days", N_("Keep unsigned requests")),
-    ):
-        raw = (form.get(field) or "").strip()
-        try:
-            days.append(check_days(raw, name=label) if raw else None)
-        except RetentionError as exc:
-            raise RetentionError(exc.message, field) from None
-    return days[0], days[1]
 
 
 def team_policy(session: Session, *, team_id: int | None) -> Policy:

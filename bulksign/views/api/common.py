@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bulksign.core.errors import BulksignError, Message
 from bulksign.core.extensions import db, limiter
+from bulksign.core.schemas import MAX_BIG_ID, MAX_ID
 from bulksign.integrations import idempotency
 from bulksign.models import utcnow
 from bulksign.people import access
@@ -35,16 +36,8 @@ IDEMPOTENCY_KEY = re.compile(rf"[!-~]{{1,{idempotency.MAX_KEY_LENGTH}}}")
 
 # --- the shapes every operation shares --------------------------------------------------------------
 
-#: Largest id of a table with 32-bit ids (batches, templates, teams) and of one with 64-bit ids (requests).
-MAX_ID, MAX_BIG_ID = 2**31 - 1, 2**63 - 1
 RecordId = Annotated[int, Field(ge=1, le=MAX_ID)]
 RequestId = Annotated[int, Field(ge=1, le=MAX_BIG_ID)]
-#: Text the database can hold: no NUL character (PostgreSQL text refuses it).
-NO_NUL = r"^[^\x00]*$"
-Text = Annotated[str, Field(pattern=NO_NUL)]
-#: The default of a field left out rather than null (``no_null_defaults``): None, typed Any so the field keeps the
-#: type its schema shows.
-ABSENT: Any = None
 
 
 class ErrorInfo(BaseModel):
@@ -195,13 +188,6 @@ def validation_error(exc: ValidationError, what: str) -> ApiError:
     details = _validation_details(exc)
     summary = "; ".join(f"{f['field']}: {f['message']}" if f["field"] else f["message"] for f in details["fields"])
     return ApiError(f"The {what} is not valid: {summary}", 400, code="validation_failed", details=details)
-
-
-def no_null_defaults(schema: dict) -> None:
-    """For multipart models: optional fields are left out, never null, so the description shows no null default."""
-    for prop in schema.get("properties", {}).values():
-        if "default" in prop and prop["default"] is None:
-            del prop["default"]
 
 
 def parse_form(model: type[M]) -> M:

@@ -13,19 +13,11 @@ from bulksign.batches.field_values import GivenValue
 from bulksign.batches.recipients_table import DashboardError, RecipientFilter
 from bulksign.core import keyset
 from bulksign.core.extensions import db
+from bulksign.core.schemas import NO_NUL
 from bulksign.models import Batch, SigningRequest
 from bulksign.models.status import BATCH_DISPATCHED, BATCH_STATE_NAMES, BatchStatus, Status
 from bulksign.views._downloads import csv_response
-from bulksign.views.api.common import (
-    NO_NUL,
-    ApiError,
-    NextCursor,
-    PageQuery,
-    absolute_url,
-    answer,
-    operation,
-    parse_query,
-)
+from bulksign.views.api.common import ApiError, NextCursor, PageQuery, absolute_url, answer, operation, parse_query
 
 bp = Blueprint("api_dashboard", __name__, url_prefix="/api/v1")
 

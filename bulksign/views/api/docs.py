@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 from werkzeug.routing import Rule
 
+from bulksign.core.schemas import NO_NUL
 from bulksign.core.version import __version__
 from bulksign.integrations import idempotency, webhook_delivery, webhook_events
 from bulksign.people.auth import public
@@ -18,7 +19,6 @@ from bulksign.views.api.common import (
     IDEMPOTENCY_KEY,
     MAX_BIG_ID,
     MAX_ID,
-    NO_NUL,
     REPLAYED_HEADER,
     ErrorResponse,
     Operation,

@@ -9,9 +9,10 @@ from pydantic import BaseModel, Field
 
 from bulksign.batches.erasure import erase_person
 from bulksign.core.extensions import db
+from bulksign.core.schemas import NO_NUL
 from bulksign.documents.storage import get_storage
 from bulksign.models import utcnow
-from bulksign.views.api.common import NO_NUL, answer, api_error, operation, parse_body
+from bulksign.views.api.common import answer, api_error, operation, parse_body
 
 bp = Blueprint("api_privacy", __name__, url_prefix="/api/v1/privacy")
 

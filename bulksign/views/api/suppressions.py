@@ -9,9 +9,10 @@ from pydantic import BaseModel, Field
 
 from bulksign.core import keyset
 from bulksign.core.extensions import db
+from bulksign.core.schemas import NO_NUL
 from bulksign.models import Suppression, utcnow
 from bulksign.recipients import suppressions
-from bulksign.views.api.common import NO_NUL, ApiError, NextCursor, PageQuery, answer, api_error, operation, parse_query
+from bulksign.views.api.common import ApiError, NextCursor, PageQuery, answer, api_error, operation, parse_query
 
 bp = Blueprint("api_suppressions", __name__, url_prefix="/api/v1/suppressions")
 

@@ -9,6 +9,7 @@ from typing import ClassVar
 from flask import current_app
 from pydantic import BaseModel, ConfigDict, Field
 
+from bulksign.core.schemas import ABSENT, Text, no_null_defaults
 from bulksign.doc_templates import pdf_forms
 from bulksign.doc_templates import versions as dt
 from bulksign.doc_templates.columns import OPTIONAL, needed_columns
@@ -23,7 +24,7 @@ from bulksign.doc_templates.render_path import render_path
 from bulksign.doc_templates.roles import template_roles
 from bulksign.documents.field_boxes import MAX_FIELDS
 from bulksign.models import DocumentTemplate, TemplateVersion
-from bulksign.views.api.common import ABSENT, NextCursor, RecordId, Text, no_null_defaults
+from bulksign.views.api.common import NextCursor, RecordId
 
 
 class TemplateOut(BaseModel):

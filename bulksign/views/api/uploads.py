@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal
 
 from flask import Blueprint, g, request
 from pydantic import BaseModel, ConfigDict, Field
 
 from bulksign.batches.batch_settings import (
-    MAX_DEADLINE_DAYS,
-    MAX_REMINDERS,
     BatchError,
+    BatchSettingsForm,
     PartySettings,
+    checked_settings,
     party_settings_from_form,
-    settings_from_form,
 )
 from bulksign.batches.creation import create_batch
-from bulksign.batches.retention import MAX_DAYS as MAX_KEEP_DAYS
-from bulksign.core.config import LANGUAGES
 from bulksign.core.extensions import db
+from bulksign.core.schemas import ABSENT, Text, no_null_defaults
 from bulksign.doc_templates.columns import needed_columns, value_kinds
 from bulksign.models import utcnow
 from bulksign.models.status import BATCH_STATE_NAMES, BatchStatus
@@ -30,25 +27,9 @@ from bulksign.recipients.row_checks import RowError
 from bulksign.recipients.rows import UploadError
 from bulksign.recipients.validation import ValidationReport, validate_recipients
 from bulksign.views._forms import template_version, uploaded_file
-from bulksign.views.api.common import (
-    ABSENT,
-    ApiError,
-    Link,
-    RecordId,
-    Text,
-    answer,
-    no_null_defaults,
-    operation,
-    parse_form,
-)
+from bulksign.views.api.common import ApiError, Link, RecordId, answer, operation, parse_form
 
 bp = Blueprint("api_uploads", __name__, url_prefix="/api/v1")
-
-# Literals of computed values: mypy sees the plain type, pydantic (and the API's description) the values.
-if TYPE_CHECKING:
-    Language = str
-else:
-    Language = Literal[LANGUAGES]
 
 
 class RecipientsForm(BaseModel):
@@ -77,20 +58,9 @@ class RecipientsForm(BaseModel):
     )
 
 
-class BatchForm(RecipientsForm):
+class BatchForm(RecipientsForm, BatchSettingsForm):
     # Multipart fields are left out, never null: optional ones default to None without allowing (or showing) null.
     model_config = ConfigDict(json_schema_extra=no_null_defaults)
-    name: Text = Field(ABSENT, max_length=200, description="Default: the template's name and today's date.")
-    deadline_days: int = Field(ABSENT, ge=1, le=MAX_DEADLINE_DAYS, description="Days to sign (default 7).")
-    reminder_days: str = Field(
-        ABSENT,
-        pattern=r"^[0-9, ;]{0,100}$",
-        description="Days after the invitation to remind, e.g. `2,4` (the default); each before the deadline.",
-    )
-    max_reminders: int = Field(
-        ABSENT, ge=0, le=MAX_REMINDERS, description="Default: one for each reminder day; 0: none."
-    )
-    reply_to: Text = Field(ABSENT, max_length=254)
     routing: Text = Field(
         ABSENT,
         max_length=5_000,
@@ -99,42 +69,7 @@ class BatchForm(RecipientsForm):
         '`[["recipient", "employer"]]`, or `[["employer"], ["recipient"]]` for the recipient after the employer; '
         "each step starts when every party of the one before has signed.",
     )
-    notify_to: Text = Field(
-        ABSENT,
-        max_length=254,
-        description="Who gets the expiry summary, decline and completion notices: `owner` (the "
-        "default), a manager's address, or `other` with `notify_email`.",
-    )
-    notify_email: Text = Field(
-        ABSENT, max_length=254, description="The address of the notices (with `notify_to=other`, or alone)."
-    )
-    team_id: RecordId = Field(ABSENT, description="Default: the template's team.")
-    language: Language = Field(ABSENT, description="The recipients' language (default `en`).")
-    quiet_hours_start: int = Field(ABSENT, ge=0, le=23, description="No mail from this hour…")
-    quiet_hours_end: int = Field(ABSENT, ge=0, le=23, description="…to this one, in `timezone`.")
-    # No max_length here: the batch settings say what is wrong with a zone name in words ("Unknown time zone").
-    timezone: Text = Field(ABSENT, description="An IANA zone name, e.g. `Europe/Berlin` (default UTC).")
     skip_invalid: bool = Field(ABSENT, description="Create the batch from the valid rows when some have errors.")
-    one_time_code: bool = Field(
-        ABSENT,
-        description="Recipients confirm a 6-digit code sent by SMS (rows with a "
-        "phone) or mail before they see and sign (default false); so does every other party of a template several "
-        "sign (SMS to its `<role>_phone` or its `phone` in `parties`, else mail).",
-    )
-    keep_signed_days: int = Field(
-        ABSENT,
-        ge=1,
-        le=MAX_KEEP_DAYS,
-        description="Days after signing to keep the signed documents and the signers' personal data; default: "
-        "the team's (for ever unless an admin set it).",
-    )
-    keep_unsigned_days: int = Field(
-        ABSENT,
-        ge=1,
-        le=MAX_KEEP_DAYS,
-        description="Days to keep a request that ended unsigned (declined, expired, cancelled, failed, bounced); "
-        "default: the team's (90 unless an admin set it).",
-    )
 
 
 class RowErrorOut(BaseModel):
@@ -255,7 +190,7 @@ def create():
     try:
         version = template_version(form.template_id)
         data, filename = uploaded_file()
-        settings = settings_from_form(request.form, default_name=f"{version.template.name} ({utcnow():%Y-%m-%d})")
+        settings = checked_settings(form, default_name=f"{version.template.name} ({utcnow():%Y-%m-%d})")
         signers = party_settings_from_form(request.form, version=version)
         report = validate_recipients(
             data,

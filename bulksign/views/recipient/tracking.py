@@ -7,13 +7,11 @@ import logging
 
 from flask import Blueprint, Response, current_app
 from flask_login import current_user
-from sqlalchemy import update
 
 from bulksign.core.extensions import db
-from bulksign.core.logs import log
-from bulksign.models import Event, SigningRequest, utcnow
+from bulksign.models import utcnow
 from bulksign.people.auth import public
-from bulksign.signing.invitations import pixel_request_id
+from bulksign.signing.invitations import pixel_request_id, record_email_open
 
 bp = Blueprint("tracking", __name__)
 logger = logging.getLogger(__name__)
@@ -30,26 +28,10 @@ def pixel(name: str):
     # Staff looking at a mail (the admin's mailbox of caught mail) are not the recipient opening it.
     if request_id is not None and not current_user.is_authenticated:
         try:
-            record_email_open(request_id)
+            record_email_open(db.session, request_id=request_id, now=utcnow())
         except Exception:  # the pixel must render whatever the database says
             db.session.rollback()
             logger.exception("email open not recorded", extra={"fields": {"request_id": request_id}})
     response = Response(PIXEL, mimetype="image/gif")
     response.headers["Cache-Control"] = "no-store, max-age=0"
     return response
-
-
-def record_email_open(request_id: int) -> None:
-    now = utcnow()
-    row = db.session.execute(
-        update(SigningRequest)
-        .where(SigningRequest.id == request_id, SigningRequest.email_opened_at.is_(None))
-        .values(email_opened_at=now)
-        .returning(SigningRequest.batch_id)
-    ).first()
-    if row:
-        db.session.add(
-            Event(request_id=request_id, batch_id=row.batch_id, type="email.opened", created_at=now, actor="recipient")
-        )
-        log(logger, logging.INFO, "invitation opened", request_id=request_id)
-    db.session.commit()

@@ -40,7 +40,7 @@ def verify():
         else:
             return _error(_("Choose a PDF file, or paste its sha256 fingerprint."), 400)
     except InvalidFingerprint as exc:
-        return _error(str(exc.args[0]), 400)
+        return _error(str(exc.message), exc.status)
     except SealError:
         return _error(_("Verification is not available right now. Please try again later."), 503)
     return render_template(

@@ -28,7 +28,7 @@ from flask_login import current_user
 
 from bulksign.batches import dashboard, field_values, party_progress, recipients_table
 from bulksign.batches import timeline as request_timeline
-from bulksign.batches.bulk_actions import ACTIONS, INLINE_LIMIT, BulkOutcome, enqueue_bulk, run_staff_action
+from bulksign.batches.bulk_actions import BulkOutcome, act_on_selection
 from bulksign.batches.exports import latest_export, start_signed_zip
 from bulksign.batches.progress import BatchActionError, cancel_reason
 from bulksign.batches.recipients_table import DashboardError, RecipientFilter
@@ -289,38 +289,6 @@ def _message(outcome: BulkOutcome, batch: Batch) -> tuple[str, str]:
     )
 
 
-def _in_background(batch_id: int, action: str, flt: RecipientFilter, matching: int, reason: str | None):
-    # The job by filter takes a status and a search only (jobs.bulk): a "waiting for <role>" selection is resolved
-    # here, so the job acts on those rows, not on every row of that status.
-    ids = None
-    if flt.waiting_for:
-        ids = list(
-            recipients_table.resolve_selection(
-                db.session, batch_id=batch_id, request_ids=[], select_all=True, flt=flt
-            ).request_ids
-        )
-    enqueue_bulk(
-        action=action,
-        batch_id=batch_id,
-        user_id=current_user.id,
-        flt=None if ids is not None else flt,
-        request_ids=ids,
-        extend_days=extend_days_field(),
-        force=request.form.get("force") == "1",
-        reason=reason,
-    )
-    log(
-        logger,
-        logging.INFO,
-        "bulk action queued",
-        batch_id=batch_id,
-        action=action,
-        requests=matching,
-        user_id=current_user.id,
-    )
-    flash(background_message(matching), "info")
-
-
 @bp.post("/<int:batch_id>/actions")
 def bulk_action(batch_id: int):
     view = _batch_or_404(batch_id)
@@ -329,37 +297,15 @@ def bulk_action(batch_id: int):
     back = redirect(_detail_url(batch_id, flt))
     try:
         reason = cancel_reason(request.form.get("reason")) if action in ("cancel", "cancel_batch") else None
-    except BatchActionError as exc:
-        flash(str(exc.message), "error")
-        return back
-    ids: list[int] = []
-    if action != "cancel_batch":
-        if action not in ACTIONS:
-            flash(_("Choose an action for the selected recipients."), "error")
-            return back
-        select_all = request.form.get("select_all") == "1"
-        if select_all:
-            matching = recipients_table.count_matching(db.session, batch_id=batch_id, flt=flt)
-            if matching > INLINE_LIMIT:
-                _in_background(batch_id, action, flt, matching, reason)
-                return back
-        ids = list(
-            recipients_table.resolve_selection(
-                db.session, batch_id=batch_id, request_ids=_ids_from_form(), select_all=select_all, flt=flt
-            ).request_ids
-        )
-        if not ids:
-            flash(_('Select at least one recipient (tick the rows, or "select all matching") first.'), "error")
-            return back
-    now = utcnow()
-    try:
-        outcome = run_staff_action(
+        done = act_on_selection(
             db.session,
             action=action,
             batch_id=batch_id,
-            request_ids=ids,
+            request_ids=_ids_from_form(),
+            select_all=request.form.get("select_all") == "1",
+            flt=flt,
             user=current_user._get_current_object(),
-            now=now,
+            now=utcnow(),
             extend_days=extend_days_field(),
             force=request.form.get("force") == "1",
             reason=reason,
@@ -367,16 +313,10 @@ def bulk_action(batch_id: int):
     except BatchActionError as exc:
         flash(str(exc.message), "error")
         return back
-    log(
-        logger,
-        logging.INFO,
-        "bulk action",
-        batch_id=batch_id,
-        action=action,
-        requests=len(ids),
-        user_id=current_user.id,
-    )
-    flash(*_message(outcome, view.batch))
+    if done.outcome is None:
+        flash(background_message(done.queued), "info")
+    else:
+        flash(*_message(done.outcome, view.batch))
     return back
 
 

@@ -12,7 +12,7 @@ from bulksign.models import ApiKey, SigningRequest, Suppression, User, utcnow
 from bulksign.people.access import share_batch
 from bulksign.people.users import create_api_key
 from bulksign.views.confirm import ASKS_FIRST
-from tests.support.batchdata import make_batch
+from tests.support.batchdata import batch_in_states
 from tests.support.clock import NOW
 from tests.support.web import csrf_from
 
@@ -138,7 +138,9 @@ def test_staff_get_403_not_the_question(client, auth, users):
 
 @pytest.fixture
 def batch(users):
-    return make_batch(db.session, statuses=["sent", "sent", "opened", "signed"], now=NOW, user_id=users["staff"].id)
+    return batch_in_states(
+        db.session, statuses=["sent", "sent", "opened", "signed"], now=NOW, user_id=users["staff"].id
+    )
 
 
 def _ids(batch_id, status):
@@ -184,7 +186,7 @@ def test_cancelling_one_recipient_asks_in_the_singular_in_both_languages(client,
 
 def test_cancel_batch_stays_after_the_sending_and_asks_in_place_with_htmx(client, auth, users):
     # Everything mailed (the batch waits for signatures), three still unsigned: they can still be stopped.
-    done = make_batch(
+    done = batch_in_states(
         db.session,
         statuses=["sent", "opened", "sent", "signed"],
         now=NOW,
@@ -209,7 +211,7 @@ def test_cancel_batch_stays_after_the_sending_and_asks_in_place_with_htmx(client
 
 
 def test_cancel_batch_is_gone_once_nobody_can_sign_any_more(client, auth, users):
-    signed = make_batch(
+    signed = batch_in_states(
         db.session, statuses=["signed", "signed"], now=NOW, user_id=users["staff"].id, batch_status="all_signed"
     )
     auth.login()

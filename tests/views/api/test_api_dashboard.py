@@ -6,7 +6,7 @@ import pytest
 
 from bulksign.core.extensions import db
 from bulksign.people.users import create_api_key
-from tests.support.batchdata import make_batch
+from tests.support.batchdata import batch_in_states
 from tests.support.clock import NOW
 
 
@@ -23,7 +23,7 @@ def api(client, users):
 
 
 def test_batch_list_and_detail_with_counts(api):
-    batch = make_batch(db.session, statuses=["sent", "signed", "signed"], now=NOW)
+    batch = batch_in_states(db.session, statuses=["sent", "signed", "signed"], now=NOW)
     listed = api("/api/v1/batches").get_json()
     assert listed["items"][0]["id"] == batch.id and listed["items"][0]["counts"]["signed"] == 2
     one = api(f"/api/v1/batches/{batch.id}").get_json()
@@ -33,7 +33,7 @@ def test_batch_list_and_detail_with_counts(api):
 
 
 def test_requests_in_keyset_pages_with_filter_and_no_token(api):
-    batch = make_batch(db.session, statuses=["sent"] * 7 + ["signed"], now=NOW)
+    batch = batch_in_states(db.session, statuses=["sent"] * 7 + ["signed"], now=NOW)
     seen, cursor = [], ""
     for _ in range(10):
         body = api(f"/api/v1/batches/{batch.id}/requests?status=sent&limit=3&cursor={cursor}").get_json()
@@ -47,7 +47,7 @@ def test_requests_in_keyset_pages_with_filter_and_no_token(api):
 
 
 def test_bad_parameters_are_clear_400s_and_a_cursor_the_list_never_issued_a_422(api):
-    batch = make_batch(db.session, statuses=["sent"], now=NOW)
+    batch = batch_in_states(db.session, statuses=["sent"], now=NOW)
     for query, status in (("status=nope", 400), ("cursor=!!!", 422), ("limit=0", 400), ("sort=token_hash", 400)):
         response = api(f"/api/v1/batches/{batch.id}/requests?{query}")
         assert response.status_code == status and response.get_json()["error"]["message"], query

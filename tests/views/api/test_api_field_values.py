@@ -19,7 +19,7 @@ from bulksign.models import SigningRequest, User
 from bulksign.people.teams import add_member, create_team
 from bulksign.people.users import create_api_key, create_user
 from tests.integrations.test_webhooks_out import Receiver
-from tests.support.batchdata import make_batch as make_batch_of
+from tests.support.batchdata import batch_in_states
 from tests.support.batches import request_ids
 from tests.support.clock import NOW
 from tests.support.field_values import GIVEN, batch_with_fields, fill, scan_png
@@ -113,7 +113,7 @@ def receiver(app):
 
 
 def test_the_request_signed_webhook_carries_the_values(app, users, receiver, run_jobs):
-    batch = make_batch_of(db.session, statuses=["opened", "opened"], now=NOW)
+    batch = batch_in_states(db.session, statuses=["opened", "opened"], now=NOW)
     webhooks_out.create_endpoint(
         db.session,
         url=receiver.url,

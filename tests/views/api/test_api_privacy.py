@@ -8,7 +8,7 @@ from datetime import timedelta
 from bulksign.batches import retention
 from bulksign.core.extensions import db
 from bulksign.people.users import create_api_key
-from tests.support.batchdata import make_batch
+from tests.support.batchdata import batch_in_states
 from tests.support.clock import NOW
 from tests.support.signing_requests import fresh
 
@@ -21,9 +21,9 @@ def _headers(user) -> dict:
 
 def test_an_admin_erases_a_person_and_hears_what_was_kept(app, client, users):
     admin, staff = _headers(users["admin"]), _headers(users["staff"])
-    ended = make_batch(db.session, statuses=["declined"], now=NOW - timedelta(days=3), name="Ended")
-    signed = make_batch(db.session, statuses=["signed"], now=NOW, name="Signed")
-    held = make_batch(db.session, statuses=["expired"], now=NOW, name="Held")
+    ended = batch_in_states(db.session, statuses=["declined"], now=NOW - timedelta(days=3), name="Ended")
+    signed = batch_in_states(db.session, statuses=["signed"], now=NOW, name="Signed")
+    held = batch_in_states(db.session, statuses=["expired"], now=NOW, name="Held")
     retention.place_hold(db.session, batch_id=held.id, reason="Case 9", by=None, now=NOW)
     db.session.commit()
 
