@@ -4,7 +4,6 @@ More in docs/architecture/recipients.md."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -168,8 +167,3 @@ def remember(
 def _stored(template_id: int, team_id: int | None):
     team = RememberedMapping.team_id.is_(None) if team_id is None else RememberedMapping.team_id == team_id
     return select(RememberedMapping).where(RememberedMapping.template_id == template_id, team)
-
-
-def describe(mapping: ColumnMapping) -> str:
-    """The mapping as JSON text, for a hidden form field and the API's answer."""
-    return json.dumps(mapping.to_json(), ensure_ascii=False)

@@ -51,7 +51,6 @@ def _preview_context(
     the columns as matched last did not fit the file."""
     return {
         "mapping_error": mapping_error,
-        "max_joined": MAX_JOINED,
         "typos": typo_domains(report) if report else {},
         "choices": choices,
         "suppression_why": suppressions.WHY,
