@@ -159,3 +159,18 @@ def test_another_teams_template_is_not_found_with_or_without_a_mapping(api, user
         data={"csrf_token": csrf_from(page), "template_id": theirs.template.id, "file": upload(HR_EXPORT, "hr.csv")},
     )
     assert preview.status_code == 404 and db.session.scalar(select(ColumnMapping)) is None
+
+
+def test_a_forged_match_is_refused_in_words_and_remembers_nothing(client, auth, template_id):
+    auth.login()
+    page, preview = check_file(client, template_id, body=HR_EXPORT, name="hr.csv")
+    upload_id = _upload_id(preview.get_data(as_text=True))
+    for fields, words in (
+        ({"column." + "x" * 5000: "ФИО"}, "A column name is longer than 200 characters."),
+        ({f"column.c{i}": "ФИО" for i in range(300)}, "The columns match more than 200 template columns."),
+        ({"column.name": ["Фамилия"] * 9}, "joins more than 5 of the file&#39;s columns."),
+        ({"column.name": "=HYPERLINK(1)"}, "The file has no column &#34;=HYPERLINK(1)&#34;"),
+    ):
+        answer = _match(client, page, upload_id, fields)
+        assert answer.status_code == 200 and words in answer.get_data(as_text=True)
+    assert db.session.scalar(select(ColumnMapping)) is None
