@@ -76,7 +76,7 @@ def _texts(batch_name: str) -> dict[str, str]:
     batch = db.session.scalar(select(Batch).where(Batch.name == batch_name))
     texts = {}
     for request in db.session.scalars(select(SigningRequest).where(SigningRequest.batch_id == batch.id)):
-        assert request.status == "generated", request.error_message
+        assert request.status == "sent", request.error_message
         document = db.session.scalar(select(Document).where(Document.request_id == request.id))
         pdf = get_storage().get(document.storage_key)
         text = subprocess.run(["pdftotext", "-", "-"], input=pdf, capture_output=True, check=True).stdout.decode()
@@ -84,8 +84,17 @@ def _texts(batch_name: str) -> dict[str, str]:
     return texts
 
 
-def test_an_hr_export_is_matched_once_remembered_and_rendered_as_the_contract_writes_it(client, auth, users, run_jobs):
-    template_id = create_template(db.session, name="Трудовой договор", html=CONTRACT, user=users["staff"], now=NOW)
+def test_an_hr_export_is_matched_once_remembered_and_rendered_as_the_contract_writes_it(
+    client, auth, users, run_jobs, smtp
+):
+    template_id = create_template(
+        db.session,
+        name="Трудовой договор",
+        html=CONTRACT,
+        user=users["staff"],
+        now=NOW,
+        email_body="Договор с {{ start_date|date('long') }} ждёт подписи: {{ signing_link }}",
+    )
     template_id = template_id.template.id
     db.session.commit()
     auth.login()
@@ -126,7 +135,10 @@ def test_an_hr_export_is_matched_once_remembered_and_rendered_as_the_contract_wr
     assert _create(client, page, html, "Март").status_code == 303
     assert len(db.session.scalars(select(ColumnMapping)).all()) == 1
 
-    run_jobs("pdf")
+    run_jobs("pdf", "mail")
+    # The invitation writes the date in the batch's language too.
+    bodies = {mail.message["To"]: mail.text() for mail in smtp.of_kind("invitation")}
+    assert "Договор с 1 февраля 2027 г. ждёт подписи:" in bodies["ivan@example.ru"].replace("\u00a0", " ")
     assert _texts("Февраль") == {
         "ivan@example.ru": "Иванов Иван Иванович, табельный № 00042, принят с 1 февраля 2027 г. на оклад 120 000,00 ₽ "
         "(сто двадцать тысяч рублей 00 копеек).",
