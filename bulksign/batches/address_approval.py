@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -63,13 +64,15 @@ def _decidable(session: Session, *, batch_id: int, change_id: int, user: User) -
     return change
 
 
-def _decided(session: Session, change: AddressChange, *, to: AddressChangeStatus, user: User, now: datetime, **fields):
+def _decided(
+    session: Session, change: AddressChange, *, to: AddressChangeStatus, user: User, now: datetime, **fields: Any
+) -> None:
     if not move_change(session, change.id, to=to, decided_by_id=user.id, decided_at=now, **fields):
         session.rollback()
         raise ApprovalError(N_("This address change is no longer waiting for approval."), 409)
 
 
-def _details(change: AddressChange, **more) -> dict:
+def _details(change: AddressChange, **more: Any) -> dict[str, Any]:
     return {"role": change.role, "old": change.old_email, "new": change.new_email, "change_id": change.id, **more}
 
 

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import cast
+from typing import Any, cast
 
 from email_validator import EmailNotValidError, validate_email
 from sqlalchemy import CursorResult, select, update
@@ -147,7 +147,7 @@ def apply_change(
             .values(email=found.new)
             .execution_options(synchronize_session="fetch")
         )
-        if not cast(CursorResult, changed).rowcount:
+        if not cast(CursorResult[Any], changed).rowcount:
             raise BatchActionError(
                 N_("The %(role)s acted meanwhile; their address is part of the record.", role=found.role), 409
             )
@@ -227,7 +227,7 @@ def move_change(
     *,
     to: AddressChangeStatus,
     frm: AddressChangeStatus = AddressChangeStatus.PENDING,
-    **fields,
+    **fields: Any,
 ) -> bool:
     """Move an address change from ``frm`` to ``to`` by compare-and-set (with ``fields``); False when it was no
     longer in ``frm`` (someone decided it a moment ago)."""
@@ -239,7 +239,7 @@ def move_change(
         .values(status=to.value, **fields)
         .execution_options(synchronize_session="fetch")
     )
-    return bool(cast(CursorResult, moved).rowcount)
+    return bool(cast(CursorResult[Any], moved).rowcount)
 
 
 def waiting_roles(session: Session, *, request_ids: Iterable[int]) -> set[tuple[int, str]]:
@@ -258,7 +258,9 @@ def waiting_roles(session: Session, *, request_ids: Iterable[int]) -> set[tuple[
     }
 
 
-def record(session: Session, request: SigningRequest, type_: str, *, actor: str, now: datetime, details: dict) -> None:
+def record(
+    session: Session, request: SigningRequest, type_: str, *, actor: str, now: datetime, details: dict[str, Any]
+) -> None:
     """An event of the request's audit trail about its address."""
     session.add(
         Event(

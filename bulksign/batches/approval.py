@@ -7,6 +7,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from flask import Flask
 from flask_babel import force_locale
@@ -135,7 +136,7 @@ def approve(session: Session, *, batch_id: int, user: User, now: datetime) -> De
 
 
 def _decide(
-    session: Session, batch: Batch, *, approval: Approval, to: str, user: User, now: datetime, **fields
+    session: Session, batch: Batch, *, approval: Approval, to: str, user: User, now: datetime, **fields: Any
 ) -> None:
     """Move the waiting batch to ``to`` with the decision, who made it and when (and ``fields``); 409 when someone
     else decided or cancelled it a moment ago (the move found it no longer waiting)."""

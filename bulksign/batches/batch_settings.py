@@ -275,7 +275,7 @@ class PartySettings:
     steps: Mapping[str, int]
 
     @property
-    def file_check(self) -> dict:
+    def file_check(self) -> dict[str, Any]:
         """What ``validate_recipients`` takes of them: the roles each row names, or the batch does once."""
         return {"roles": self.roles, "fixed_roles": tuple(self.fixed)}
 
@@ -285,7 +285,7 @@ def party_settings_from_form(form: Mapping[str, str], *, version: TemplateVersio
     ``{"email", "name", "phone"}``) or the web form's ``party_<role>_email`` (``_name``, ``_phone``) fields, and
     ``routing`` (JSON list of steps). BatchError naming the field for what cannot be used."""
     roles = template_roles(version)
-    given: str | dict = (form.get("parties") or "").strip()
+    given: str | dict[str, Any] = (form.get("parties") or "").strip()
     if not given:
         given = {
             role: {

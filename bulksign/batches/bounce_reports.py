@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from bulksign.core.errors import BulksignError
 
@@ -75,7 +76,7 @@ def parse_bounce(payload: object) -> list[BounceReport]:
 POSTMARK_HARD = frozenset({"HardBounce", "BadEmailAddress", "ManuallyDeactivated"})
 
 
-def _postmark(payload: dict) -> list[BounceReport]:
+def _postmark(payload: dict[str, Any]) -> list[BounceReport]:
     record = payload.get("RecordType", "Bounce")
     if record == "SpamComplaint":
         return [_report(payload.get("Email"), None, "SpamComplaint: marked as spam", kind=BounceKind.COMPLAINT)]
@@ -88,7 +89,7 @@ def _postmark(payload: dict) -> list[BounceReport]:
     ]
 
 
-def _ses(message: dict) -> list[BounceReport]:
+def _ses(message: dict[str, Any]) -> list[BounceReport]:
     event = message.get("notificationType") or message.get("eventType")
     mail = message.get("mail") or {}
     message_id = next(
@@ -125,7 +126,9 @@ def _ses(message: dict) -> list[BounceReport]:
     ]
 
 
-def _report(email, message_id, reason, *, kind: BounceKind = BounceKind.BOUNCE, permanent: bool = True) -> BounceReport:
+def _report(
+    email: object, message_id: object, reason: object, *, kind: BounceKind = BounceKind.BOUNCE, permanent: bool = True
+) -> BounceReport:
     email = email.strip().lower()[:254] if isinstance(email, str) and email.strip() else None
     message_id = message_id.strip()[:255] if isinstance(message_id, str) and message_id.strip() else None
     if not email and not message_id:

@@ -7,6 +7,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import JSON, String, func, insert, literal, select, update
 from sqlalchemy.orm import Session
@@ -66,7 +67,7 @@ class _Returned:
     email: str
 
 
-def _reported(session: Session, report: BounceReport, *, statuses) -> list[_Returned]:
+def _reported(session: Session, report: BounceReport, *, statuses: Iterable[Status]) -> list[_Returned]:
     """The requests a report is about: the one its Message-ID names (with the address that mail went to: another
     party's, when it was that party's invitation), else those in ``statuses`` whose recipient, or another party
     invited and not served by a digest, has the address."""
@@ -257,7 +258,7 @@ def standing_bounces(
 
 
 def _bounced_too(
-    session: Session, request_ids: list[int], *, returned: ReturnedInvitation, details: dict, now: datetime
+    session: Session, request_ids: list[int], *, returned: ReturnedInvitation, details: dict[str, Any], now: datetime
 ) -> list[int]:
     """Record ``returned`` on the requests among ``request_ids`` another party's returned invitation bounced already:
     an ``email.bounced`` event naming the role and address, and the error naming every party whose bounce stands
@@ -279,7 +280,9 @@ def _bounced_too(
     return sorted(added)
 
 
-def _system_events(session: Session, request_ids: Sequence[int], *, kind: str, details: dict, now: datetime) -> None:
+def _system_events(
+    session: Session, request_ids: Sequence[int], *, kind: str, details: dict[str, Any], now: datetime
+) -> None:
     """One event of ``kind`` by the system on each of the requests, in statements of a bounded size."""
     for part in slices(request_ids):
         session.execute(
@@ -323,7 +326,7 @@ def _bounce(
     *,
     returned: ReturnedInvitation,
     error: str,
-    details: dict,
+    details: dict[str, Any],
     party_known: bool,
     now: datetime,
 ) -> tuple[tuple[int, ...], list[int]]:

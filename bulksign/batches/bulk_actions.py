@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -74,7 +75,7 @@ class BulkOutcome:
     render_ids: tuple[int, ...] = field(default=(), repr=False)
     #: Requests left to the background job ``follow_up`` queues (a big batch's cancel has stopped the batch already).
     in_background: int = 0
-    job: dict | None = field(default=None, repr=False)
+    job: dict[str, Any] | None = field(default=None, repr=False)
     #: The earliest and latest new deadline a resend with extra days gave.
     deadlines: tuple[datetime, datetime] | None = None
     #: Of those resent, the requests that stay bounced: another party's returned invitation still stands.
@@ -314,7 +315,7 @@ def enqueue_bulk(
 ) -> str:
     """Run ``action`` in a background job on ``request_ids``, on the rows matching ``flt``, or (neither given)
     on the ``selector``'s requests (remind) or ``reachable_ids``; returns the job's id."""
-    args: tuple
+    args: tuple[Any, ...]
     if flt is not None:
         handle, args = BULK_BY_FILTER, (batch_id, action, user_id, flt.status, flt.q, extend_days, force, reason)
     else:

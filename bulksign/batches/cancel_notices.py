@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any, cast
 
 from flask import Flask, render_template
 from flask_babel import force_locale
@@ -17,7 +18,7 @@ from bulksign.core.slicing import slices
 from bulksign.documents.audit_record import document_title
 from bulksign.mail.mailer import MailNotNeeded, builder, queue_mail
 from bulksign.models import RECIPIENT_ROLE, Batch, CountersignLink, Party, SigningRequest
-from bulksign.models.mail import MailKind
+from bulksign.models.mail import MailKind, OutgoingMail
 from bulksign.models.status import Status
 from bulksign.signing import digests
 
@@ -84,17 +85,17 @@ def tell_cancelled(session: Session, *, request_ids: Sequence[int], now: datetim
 def _subject(session: Session, batch_id: int) -> str:
     batch = session.get_one(Batch, batch_id)
     with force_locale(batch.language):
-        return _("Cancelled: %(name)s", name=document_title(batch))
+        return cast(str, _("Cancelled: %(name)s", name=document_title(batch)))
 
 
-def _cancelled(session: Session, mail) -> SigningRequest:
+def _cancelled(session: Session, mail: OutgoingMail) -> SigningRequest:
     request = session.get(SigningRequest, mail.request_id) if mail.request_id else None
     if request is None or request.status != Status.CANCELLED or request.purged_at is not None:
         raise MailNotNeeded(f"request {mail.request_id} is not cancelled (or is purged)")
     return request
 
 
-def _message(mail, app: Flask, *, batch: Batch, template: str, **context) -> Message:
+def _message(mail: OutgoingMail, app: Flask, *, batch: Batch, template: str, **context: Any) -> Message:
     with force_locale(batch.language):
         body = render_template(template, document_name=document_title(batch), **context)
     message = Message(
@@ -109,7 +110,7 @@ def _message(mail, app: Flask, *, batch: Batch, template: str, **context) -> Mes
 
 
 @builder(CANCELLED, for_cancelled=True)
-def build_cancelled(session: Session, mail, app: Flask) -> Message:
+def build_cancelled(session: Session, mail: OutgoingMail, app: Flask) -> Message:
     """To a party already invited: the sender cancelled the document, and why."""
     request = _cancelled(session, mail)
     return _message(
@@ -118,7 +119,7 @@ def build_cancelled(session: Session, mail, app: Flask) -> Message:
 
 
 @builder(COUNTERSIGN_CANCELLED, for_cancelled=True)
-def build_countersign_cancelled(session: Session, mail, app: Flask) -> Message:
+def build_countersign_cancelled(session: Session, mail: OutgoingMail, app: Flask) -> Message:
     """To a countersigner: how many of their documents one cancel stopped (those cancelled with the first, at the
     same moment), and why."""
     first = _cancelled(session, mail)

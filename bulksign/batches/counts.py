@@ -37,7 +37,7 @@ def _statuses() -> list[str]:
 
 def record_moves(session: Session, moves: Iterable[tuple[int, str, str]]) -> None:
     """Note (batch_id, old status, new status) of each moved request; the counters move when the session commits."""
-    pending: Counter = session.info.setdefault(_PENDING, Counter())
+    pending: Counter[tuple[int, str]] = session.info.setdefault(_PENDING, Counter())
     for batch_id, old, new in moves:
         if old != new:
             pending[(batch_id, old)] -= 1
@@ -114,7 +114,7 @@ def rebuild(session: Session, *, batch_ids: Iterable[int]) -> None:
     }
     truth = recount(session, ids)
     # The GROUP BY already includes this transaction's own moves: their notes must not count twice.
-    pending: Counter | None = session.info.get(_PENDING)
+    pending: Counter[tuple[int, str]] | None = session.info.get(_PENDING)
     if pending is not None:
         for key in [k for k in pending if k[0] in truth]:
             del pending[key]
@@ -131,7 +131,7 @@ def _apply_pending(session: Session) -> None:
     # A savepoint's commit fires this too; only the outermost commit applies, once.
     if session.in_nested_transaction():
         return
-    pending: Counter | None = session.info.pop(_PENDING, None)
+    pending: Counter[tuple[int, str]] | None = session.info.pop(_PENDING, None)
     stale: set[int] = session.info.pop(_STALE, set())
     if not pending and not stale:
         return

@@ -93,7 +93,9 @@ def _insert_requests(
         values.append((batch_id, r.row_number, r.email, r.name[:300], r.phone, r.data, status, now, now, 0, 0, error))
     if session.get_bind().dialect.name == "postgresql":
         # COPY is ~10x faster than multi-row INSERTs for 10,000+ rows (bench/bench_batch_creation.py).
-        cursor = session.connection().connection.driver_connection.cursor()
+        driver = session.connection().connection.driver_connection
+        assert driver is not None  # a live connection has its driver's
+        cursor = driver.cursor()
         with cursor.copy(f"COPY signing_requests ({', '.join(_COPY_COLUMNS)}) FROM STDIN") as copy:
             for row in values:
                 copy.write_row(row[:5] + (json.dumps(row[5]),) + row[6:])

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from flask_babel import lazy_gettext as _l
-from sqlalchemy import func, literal, select, tuple_
+from sqlalchemy import Select, func, literal, select, tuple_
 from sqlalchemy.orm import Session, contains_eager, joinedload
 
 from bulksign.batches.approval import Approval
@@ -197,7 +197,7 @@ class BatchPage:
     has_next: bool
 
 
-def _batches_with_template_and_owner():
+def _batches_with_template_and_owner() -> Select[tuple[Batch, str, str]]:
     """(batch, template name, owner's email) rows: one query for what the list and the batch page show.
 
     The batch comes with its template version's kind (``batch.template_version.kind``, nothing else of the

@@ -11,15 +11,16 @@ import logging
 import os
 import tempfile
 import zipfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
+from typing import Any, TextIO, cast
 
 from flask import current_app
 from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
 from bulksign.batches import exports
-from bulksign.batches.field_values import stored_values
+from bulksign.batches.field_values import StoredValue, stored_values
 from bulksign.batches.party_progress import role_label
 from bulksign.core.spreadsheets import csv_writer
 from bulksign.documents.audit_certificate import certificate_pages
@@ -63,7 +64,7 @@ def _iso(at: datetime | None) -> str | None:
     return at.isoformat(timespec="seconds") if at else None
 
 
-def manifest_parties(session: Session, requests: Sequence) -> dict[int, list[dict]]:
+def manifest_parties(session: Session, requests: Sequence[Row[Any]]) -> dict[int, list[dict[str, Any]]]:
     """Every party of each request (``parties.parties_by_request``) as the manifest lists it: its role, the role
     as people read it, who (none of a purged request), its own state, and when it signed or declined."""
     return {
@@ -133,7 +134,7 @@ _DOCUMENT_COLUMNS = (
 )
 
 
-def _requests(session: Session, *, batch_id: int) -> Iterator[Sequence[Row]]:
+def _requests(session: Session, *, batch_id: int) -> Iterator[Sequence[Row[Any]]]:
     after = 0
     for _ in range(1_000_000):  # bounded: pages of PAGE requests
         page = session.execute(
@@ -148,9 +149,9 @@ def _requests(session: Session, *, batch_id: int) -> Iterator[Sequence[Row]]:
         yield page
 
 
-def _documents(session: Session, request_ids: list[int]) -> dict[tuple[int, str], object]:
+def _documents(session: Session, request_ids: list[int]) -> dict[tuple[int, str], Row[Any]]:
     """The newest original and signed document of each request."""
-    found: dict[tuple[int, str], object] = {}
+    found: dict[tuple[int, str], Row[Any]] = {}
     for doc in session.execute(
         select(*_DOCUMENT_COLUMNS)
         .where(Document.request_id.in_(request_ids), Document.kind.in_(["original", "signed"]))
@@ -170,7 +171,7 @@ def timestamp_of(signed: bytes) -> str | None:
         if token is None:
             return None
         gen_time = token["encap_content_info"]["content"].parsed["gen_time"].native
-        return gen_time.isoformat(timespec="seconds")
+        return cast(str, gen_time.isoformat(timespec="seconds"))
     except Exception:  # noqa: BLE001 - an unreadable token is reported as absent, the PDF itself is still checked
         logger.debug("no readable time-stamp", exc_info=True)
         return None
@@ -179,7 +180,7 @@ def timestamp_of(signed: bytes) -> str | None:
 class _Sums:
     """SHA256SUMS as files are added: ``<hex>  <path>`` lines, the format ``sha256sum -c`` reads."""
 
-    def __init__(self, fh):
+    def __init__(self, fh: TextIO) -> None:
         self.fh = fh
 
     def add(self, archive: zipfile.ZipFile, name: str, data: bytes, *, sha256: str | None = None) -> str:
@@ -189,10 +190,12 @@ class _Sums:
         return digest
 
 
-def _write_package(session: Session, archive: zipfile.ZipFile, export: Export, storage: Storage, tick) -> int:
+def _write_package(
+    session: Session, archive: zipfile.ZipFile, export: Export, storage: Storage, tick: Callable[[int], None]
+) -> int:
     batch = session.get_one(Batch, export.batch_id)
     batch_id, batch_name = batch.id, batch.name
-    certificates: dict[str, str] = {}
+    certificates: dict[str, str | None] = {}
     with tempfile.TemporaryDirectory(prefix="bulksign-evidence-") as folder:
         paths = {name: os.path.join(folder, name) for name in ("manifest.csv", "manifest.json", "SHA256SUMS")}
         with (
@@ -235,7 +238,15 @@ def _write_package(session: Session, archive: zipfile.ZipFile, export: Export, s
     return files
 
 
-def _entry(session, archive, sums: _Sums, r, docs, storage: Storage, certificates) -> dict:
+def _entry(
+    session: Session,
+    archive: zipfile.ZipFile,
+    sums: _Sums,
+    r: Row[Any],
+    docs: Mapping[tuple[int, str], Row[Any]],
+    storage: Storage,
+    certificates: dict[str, str | None],
+) -> dict[str, Any]:
     """One request's manifest entry (``r``: a row of ``_REQUEST_COLUMNS``); its signed PDF and certificate go in."""
     original, signed = docs.get((r.id, "original")), docs.get((r.id, "signed"))
     entry = {
@@ -281,7 +292,9 @@ def _entry(session, archive, sums: _Sums, r, docs, storage: Storage, certificate
     return entry
 
 
-def _given(archive, sums: _Sums, r, values: dict, storage: Storage) -> dict:
+def _given(
+    archive: zipfile.ZipFile, sums: _Sums, r: Row[Any], values: Mapping[str, StoredValue], storage: Storage
+) -> dict[str, Any]:
     """What a request's signers filled in: ``fields`` (the values as stored) and ``attachments`` (each with its
     sha256, its file in ``attachments/`` while the request is not purged; a purged one keeps its hash only)."""
     signed_name = exports.zip_name(r.row_number, r.id, r.email)
@@ -314,14 +327,14 @@ def _given(archive, sums: _Sums, r, values: dict, storage: Storage) -> dict:
     }
 
 
-def _csv_cells(entry: dict) -> list:
+def _csv_cells(entry: dict[str, Any]) -> list[object]:
     cells = dict(entry)
     cells["attachments"] = "; ".join(f"{a['field']}: {a['file'] or '-'} ({a['sha256']})" for a in entry["attachments"])
     cells["parties"] = "; ".join(map(_party_cell, entry["parties"]))
     return [cells[c] for c in MANIFEST_COLUMNS]
 
 
-def _party_cell(party: dict) -> str:
+def _party_cell(party: dict[str, Any]) -> str:
     """``employer: Anna Boss <hr@example.com> (signed 2026-01-05T10:00:00+00:00)``; a purged request's parties
     by role and state only."""
     who = " ".join(filter(None, (party["name"], f"<{party['email']}>" if party["email"] else None)))

@@ -13,7 +13,7 @@ from flask import Flask
 from flask_babel import force_locale, ngettext
 from flask_babel import gettext as _
 from flask_mail import Message
-from sqlalchemy import func, select, update
+from sqlalchemy import Select, func, select, update
 from sqlalchemy.orm import Session
 
 from bulksign.batches.notices import (
@@ -161,7 +161,7 @@ def _wave_start(session: Session, *, batch_id: int, before: datetime) -> datetim
     )
 
 
-def _wave_query(session: Session, *, batch_id: int, until: datetime):
+def _wave_query(session: Session, *, batch_id: int, until: datetime) -> Select[tuple[SigningRequest]]:
     start = _wave_start(session, batch_id=batch_id, before=until)
     query = select(SigningRequest).where(
         SigningRequest.batch_id == batch_id,
@@ -201,7 +201,7 @@ def build_expiry_summary(session: Session, mail: OutgoingMail, app: Flask) -> Me
     """The summary (to whoever the batch names): who did not sign in this wave, the batch's totals, a link to the batch page."""
     batch = notice_batch(session, mail)
     query = _wave_query(session, batch_id=batch.id, until=mail.created_at)
-    total = session.scalar(query.with_only_columns(func.count()))
+    total = session.scalar(query.with_only_columns(func.count())) or 0
     listed = session.scalars(query.order_by(SigningRequest.row_number, SigningRequest.id).limit(LISTED_MAX)).all()
     counts = counts_for(session, [batch.id])[batch.id]
     done = folded_completion(

@@ -9,16 +9,17 @@ import logging
 import os
 import tempfile
 import zipfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
-from sqlalchemy import Row, func, select
+from sqlalchemy import Row, Select, func, select
 from sqlalchemy.orm import Session
 
-from bulksign.batches.field_values import batch_fields, safe_name, stored_attachments, stored_values
-from bulksign.batches.party_progress import batch_roles, row_parties
+from bulksign.batches.field_values import StoredValue, batch_fields, safe_name, stored_attachments, stored_values
+from bulksign.batches.party_progress import RowParty, batch_roles, row_parties
 from bulksign.batches.recipients_table import RecipientFilter, recipients_page
 from bulksign.core.logs import log
 from bulksign.core.spreadsheets import csv_writer
@@ -64,7 +65,7 @@ UNFINISHED = (ExportStatus.PENDING, ExportStatus.RUNNING)
 CSV_PAGE = 2000
 
 
-def _csv_row(r: SigningRequest) -> list:
+def _csv_row(r: SigningRequest) -> list[object]:
     return [
         r.row_number,
         r.email,
@@ -88,7 +89,7 @@ def party_columns(roles: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(column for role in roles for column in (f"{role}_status", f"{role}_signed_at"))
 
 
-def _party_cells(roles: tuple[str, ...], parties) -> list:
+def _party_cells(roles: tuple[str, ...], parties: Iterable[RowParty]) -> list[object]:
     by_role = {p.role: p for p in parties}
     return [
         value
@@ -97,7 +98,7 @@ def _party_cells(roles: tuple[str, ...], parties) -> list:
     ]
 
 
-def _field_cells(names: tuple[str, ...], values: dict) -> list:
+def _field_cells(names: tuple[str, ...], values: Mapping[str, StoredValue]) -> list[object]:
     return [values[name].value if name in values else None for name in names]
 
 
@@ -168,7 +169,7 @@ def start_export(session: Session, *, batch_id: int, user: User, now: datetime, 
     return ExportStarted(export=export, created=True)
 
 
-def _signed_documents(batch_id: int):
+def _signed_documents(batch_id: int) -> Select[tuple[str, int | None, int, str]]:
     return (
         select(Document.storage_key, SigningRequest.row_number, SigningRequest.id, SigningRequest.email)
         .join(SigningRequest, SigningRequest.id == Document.request_id)
@@ -188,7 +189,7 @@ class ExportResult:
 PAGE = 500
 
 
-def signed_pages(session: Session, *, batch_id: int) -> Iterator[Sequence[Row]]:
+def signed_pages(session: Session, *, batch_id: int) -> Iterator[Sequence[Row[Any]]]:
     """The batch's signed documents (storage key, row, request id, email) in request order, a page at a time."""
     after = 0
     for _ in range(1_000_000):  # bounded: pages of PAGE rows
@@ -214,7 +215,9 @@ def build_signed_zip(
     )
 
 
-def _signed_pdfs(session: Session, archive: zipfile.ZipFile, export: Export, storage: Storage, tick) -> int:
+def _signed_pdfs(
+    session: Session, archive: zipfile.ZipFile, export: Export, storage: Storage, tick: Callable[[int], None]
+) -> int:
     n = 0
     for page in signed_pages(session, batch_id=export.batch_id):
         attachments = stored_attachments(session, request_ids=[row.id for row in page])

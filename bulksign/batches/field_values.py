@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Row, select
 from sqlalchemy.orm import Session, load_only
 
 from bulksign.core.messages import N_
@@ -117,7 +118,7 @@ _VALUE_COLUMNS = (
 )
 
 
-def _value(row) -> StoredValue:
+def _value(row: Row[Any]) -> StoredValue:
     value = row.value
     if row.content_type is not None:
         value = attachment_filename(value, content_type=row.content_type, field=row.name)

@@ -84,7 +84,7 @@ def _sum_of(statuses: Iterable[str]) -> ColumnElement[int]:
     return func.sum(case((BatchStatusCount.status.in_(list(statuses)), BatchStatusCount.count), else_=0))
 
 
-def home(session: Session, *, now: datetime, batch_ids: Select | None = None) -> Home:
+def home(session: Session, *, now: datetime, batch_ids: Select[tuple[int]] | None = None) -> Home:
     """Batches in flight (newest first) and attention counts over ``batch_ids`` (default: every batch); 4 queries."""
     scope = batch_ids if batch_ids is not None else select(Batch.id)
     outstanding = _sum_of(OUTSTANDING)

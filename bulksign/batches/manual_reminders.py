@@ -4,12 +4,13 @@ after the last mail unless sent anyway, each mailed exactly once."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any, cast
 
 from flask import current_app
-from sqlalchemy import ColumnElement, Select, false, func, or_, select, update
+from sqlalchemy import ColumnElement, Row, Select, false, func, or_, select, update
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from bulksign.batches.progress import BatchActionError, batch_for_action
@@ -61,7 +62,7 @@ class ManualReminderResult:
     mail_ids: tuple[int, ...] = field(default=(), repr=False)
 
 
-def _skip_reason(row, *, now: datetime, force: bool) -> str | None:
+def _skip_reason(row: Row[Any], *, now: datetime, force: bool) -> str | None:
     """Why a manual reminder cannot go to this request now, or None when it can."""
     if row.recipient_signed:
         return "signed"  # the recipient of a document several sign, waiting for the others
@@ -72,10 +73,10 @@ def _skip_reason(row, *, now: datetime, force: bool) -> str | None:
     return _closed(row.status)
 
 
-def _party_skip_reason(row, *, now: datetime, force: bool) -> str | None:
+def _party_skip_reason(row: Row[Any], *, now: datetime, force: bool) -> str | None:
     """Why a manual reminder cannot go to this party (not the recipient) now, or None when it can."""
     if row.status in (PartyStatus.SIGNED, PartyStatus.DECLINED):
-        return row.status
+        return cast(str, row.status)
     if row.request_status not in WAITING_FOR_RECIPIENT:
         return _closed(row.request_status)
     if row.status == PartyStatus.WAITING:
@@ -87,7 +88,7 @@ def _closed(status: str) -> str:
     return status if status in CLOSED else "not_sent"
 
 
-def _too_soon(row, *, now: datetime, force: bool) -> str | None:
+def _too_soon(row: Row[Any], *, now: datetime, force: bool) -> str | None:
     """The skip of a request or party still waiting: its deadline passed, or invited (``sent_at``) or reminded
     within the cooldown."""
     if row.expires_at is not None and row.expires_at <= now:
@@ -109,18 +110,18 @@ class _Target:
 
     #: The rows read for ``skip`` (each with ``id``, ``sent_at``, ``last_reminder_at``, ``expires_at``, and
     #: ``digest``: the row's party is served by its countersigner's digest, at ``address``).
-    query: Select
+    query: Select[Any]
     #: The request id of a row, to choose the listed requests; the row's own id, to page through the rest.
     request_column: InstrumentedAttribute[int]
     row_id: InstrumentedAttribute[int]
     #: The rows of ``not_signed`` and ``not_opened``.
     selectors: dict[str | None, ColumnElement[bool]]
-    skip: Callable
+    skip: Callable[..., str | None]
     #: The table whose counter the compare-and-set advances, and the conditions it re-checks.
     model: type[SigningRequest] | type[Party]
-    guard: tuple
-    queue: Callable
-    returning: tuple
+    guard: tuple[ColumnElement[bool], ...]
+    queue: Callable[..., list[int]]
+    returning: tuple[InstrumentedAttribute[Any], ...]
 
 
 def _recipients(batch_id: int, mails: ReminderMails, *, now: datetime) -> _Target:
@@ -186,7 +187,7 @@ def _parties(batch_id: int, role: str, mails: ReminderMails, *, now: datetime) -
 
 def _selection_pages(
     session: Session, target: _Target, *, request_ids: Iterable[int] | None, selector: str | None, page_size: int
-):
+) -> Iterator[tuple[Sequence[Row[Any]], int]]:
     """Pages of ``target``'s rows of the chosen requests (or of ``selector``'s), and how many ids were not found."""
     if request_ids is not None:
         for chunk in slices(sorted(set(request_ids)), page_size):

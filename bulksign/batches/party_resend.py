@@ -4,9 +4,10 @@ request another party's returned invitation keeps ``bounced`` (``resend_held``);
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from flask import Flask, current_app
 from sqlalchemy import select, update
@@ -66,7 +67,7 @@ class Held:
 
 def resend_held(
     session: Session,
-    rows: list[Row],
+    rows: list[Row[Any]],
     *,
     standing: dict[int, list[ReturnedInvitation]],
     batches: dict[int, Batch],
@@ -125,7 +126,9 @@ def still_bounced_error(bounces: list[ReturnedInvitation], *, resent: str) -> st
     return bounce_message(returned=[b for b in bounces if b.role != resent])
 
 
-def _party_skip_reason(row, party: Party | None, *, by_digest: bool, bounced: bool, now: datetime) -> str | None:
+def _party_skip_reason(
+    row: Row[Any], party: Party | None, *, by_digest: bool, bounced: bool, now: datetime
+) -> str | None:
     """Why ``party`` of the request ``row`` cannot get a new link now: its step is not open, it signed or declined,
     the request was purged, or its countersigner's digest serves it (``by_digest``); ``bounced``: its own returned
     invitation keeps the request bounced."""
@@ -285,8 +288,13 @@ def resend_to_party(
 
 
 def kept_deadlines(
-    rows: dict, won: Iterable[int], *, batches: dict[int, Batch], extend_days: int | None, now: datetime
-) -> list[dict]:
+    rows: Mapping[int, Row[Any]],
+    won: Iterable[int],
+    *,
+    batches: dict[int, Batch],
+    extend_days: int | None,
+    now: datetime,
+) -> list[dict[str, Any]]:
     """Per resent request, the deadline its new link keeps (``update`` by primary key): the extended one with
     extra days; without, an earlier extension still in the future; every other request follows its batch."""
     kept = []

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import exists, func, literal, or_, select, tuple_
+from sqlalchemy import ColumnElement, exists, func, literal, or_, select, tuple_
 from sqlalchemy.orm import Session, defer
 
 from bulksign.batches.progress import BatchCounts
@@ -106,7 +106,7 @@ def escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def _conditions(batch_id: int, flt: RecipientFilter) -> list:
+def _conditions(batch_id: int, flt: RecipientFilter) -> list[ColumnElement[bool]]:
     where = [SigningRequest.batch_id == batch_id]
     if flt.status == NOT_OPENED:
         where += [SigningRequest.status == Status.SENT, SigningRequest.opened_at.is_(None)]
@@ -133,7 +133,7 @@ def _conditions(batch_id: int, flt: RecipientFilter) -> list:
     return where
 
 
-def encode_cursor(flt: RecipientFilter, last_value, last_id: int) -> str:
+def encode_cursor(flt: RecipientFilter, last_value: object, last_id: int) -> str:
     """An opaque cursor for the row after (``last_value``, ``last_id``) in this sort."""
     if isinstance(last_value, datetime):
         last_value = last_value.isoformat()

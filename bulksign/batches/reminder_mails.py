@@ -8,11 +8,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import SimpleNamespace
+from typing import Any
 
 from flask import Flask
 from flask_mail import Message
-from sqlalchemy import JSON, String, cast, func, insert, literal, select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy import JSON, Row, String, cast, func, insert, literal, select
+from sqlalchemy.orm import InstrumentedAttribute, Session, selectinload
 
 from bulksign.core.tokens import signing_token
 from bulksign.doc_templates.jinja_sandbox import render_text, text_sandbox
@@ -55,11 +56,11 @@ class ReminderMails:
             self.batch_subject = one_line(text=self.subject.render(context))
 
     @property
-    def returning(self) -> tuple:
+    def returning(self) -> tuple[InstrumentedAttribute[Any], ...]:
         """What the advancing UPDATE must return for ``queue``: only ids when the subject is the batch's."""
         return (SigningRequest.id,) if self.batch_subject is not None else _RETURNED
 
-    def queue(self, rows: Sequence, *, now: datetime, user: User | None) -> list[int]:
+    def queue(self, rows: Sequence[Row[Any]], *, now: datetime, user: User | None) -> list[int]:
         """Mail rows for requests just advanced (``rows`` as ``returning`` says); a manual reminder also gets
         an event naming the user; for automatic ones the outgoing-mail log is the record."""
         if not rows:
@@ -97,7 +98,7 @@ class ReminderMails:
             )
         return ids
 
-    def queue_parties(self, rows: Sequence, *, now: datetime, user: User | None) -> list[int]:
+    def queue_parties(self, rows: Sequence[Row[Any]], *, now: datetime, user: User | None) -> list[int]:
         """Mail rows for parties (not the recipient) whose counter this transaction advanced (``rows`` hold their
         ``id``): each to the party's address with its own link; a manual one also gets an event naming the user
         and the role."""
@@ -140,7 +141,7 @@ class ReminderMails:
                 )
         return queue_mails(self.session, mails, now=now)
 
-    def _personal(self, row, *, now: datetime) -> dict:
+    def _personal(self, row: Row[Any], *, now: datetime) -> dict[str, Any]:
         """``queue_mails`` keywords of one reminder whose subject names the recipient."""
         token = signing_token(secret=self.app.config["SECRET_KEY"], request_id=row.id, nonce=row.token_nonce or "")
         context = mail_context(_RowView.of(row, self.batch), token=token, app=self.app, deadline=row.expires_at or now)
@@ -161,7 +162,7 @@ class _RowView:
     row: object
     batch: Batch
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.row, name)
 
     @classmethod
@@ -200,7 +201,7 @@ _RETURNED = (
 )
 
 
-def _reminder_message(mail: OutgoingMail, *, batch: Batch, context: dict, pixel: str, app: Flask) -> Message:
+def _reminder_message(mail: OutgoingMail, *, batch: Batch, context: dict[str, Any], pixel: str, app: Flask) -> Message:
     """The reminder text of the batch's template rendered with ``context`` (whose ``signing_link`` it carries)."""
     body = render_text(
         mail_text(batch.template_version.reminder_body or DEFAULT_REMINDER_BODY, language=batch.language), context

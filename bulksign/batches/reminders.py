@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from flask import current_app
-from sqlalchemy import and_, exists, func, or_, select, update
+from sqlalchemy import ColumnElement, Exists, and_, exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from bulksign.batches.reminder_mails import PARTY_WAITING, ReminderMails
@@ -148,7 +148,7 @@ def queue_due_reminders(
     return ReminderTickResult(queued, waiting, True, tuple(all_ids))
 
 
-def _due(batch_id: int, *, number: int, invited_before: datetime, now: datetime) -> tuple:
+def _due(batch_id: int, *, number: int, invited_before: datetime, now: datetime) -> tuple[ColumnElement[bool], ...]:
     """Conditions under which reminder ``number`` is due; also the compare-and-set guard of the UPDATE."""
     return (
         SigningRequest.batch_id == batch_id,
@@ -163,7 +163,7 @@ def _due(batch_id: int, *, number: int, invited_before: datetime, now: datetime)
     )
 
 
-def parties_reminded_per_document(batch_id: int, *, now: datetime) -> tuple:
+def parties_reminded_per_document(batch_id: int, *, now: datetime) -> tuple[ColumnElement[bool], ...]:
     """The conditions on parties (not the recipient) a reminder per document may go to: invited or opened, with a
     live link, on a request still waiting before its deadline, not served by a countersigner's digest. The one
     place that says it, for the automatic and the manual reminders."""
@@ -182,7 +182,9 @@ def parties_reminded_per_document(batch_id: int, *, now: datetime) -> tuple:
     )
 
 
-def _party_due(batch_id: int, *, number: int, invited_before: datetime, now: datetime) -> tuple:
+def _party_due(
+    batch_id: int, *, number: int, invited_before: datetime, now: datetime
+) -> tuple[ColumnElement[bool], ...]:
     """Conditions under which a party's reminder ``number`` is due, counted from its own invitation; also the
     compare-and-set guard of its UPDATE."""
     return (
@@ -192,18 +194,18 @@ def _party_due(batch_id: int, *, number: int, invited_before: datetime, now: dat
     )
 
 
-def recipient_has_signed():
+def recipient_has_signed() -> Exists:
     """Of a document several sign, the recipient signed already and waits for the others: nothing to remind of."""
     return _recipient_is(PartyStatus.SIGNED)
 
 
-def recipient_not_invited():
+def recipient_not_invited() -> Exists:
     """Of a document several sign, the recipient signs after others and its step has not started: it has no link
     to be reminded of yet."""
     return _recipient_is(PartyStatus.WAITING)
 
 
-def _recipient_is(status: PartyStatus):
+def _recipient_is(status: PartyStatus) -> Exists:
     return exists().where(Party.request_id == SigningRequest.id, Party.role == RECIPIENT_ROLE, Party.status == status)
 
 

@@ -9,7 +9,9 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from functools import partial
+from typing import Any, TypeVar
 
 from flask import Flask
 from sqlalchemy import select
@@ -40,13 +42,14 @@ from bulksign.work import stopping
 from bulksign.work.pipeline import RENDER, SEND, enqueue_sends, hand_back, top_up
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class TransientFailure(RuntimeError):
     """Raised after some requests were put back in ``pending``: RQ re-runs the job after a backoff."""
 
 
-def document_context(request: SigningRequest) -> dict:
+def document_context(request: SigningRequest) -> dict[str, Any]:
     """The variables a request's document sees: the row's columns, then the built-in ones."""
     return row_context(
         request.batch.template_version,
@@ -59,8 +62,8 @@ def document_context(request: SigningRequest) -> dict:
 
 
 def row_context(
-    version: TemplateVersion, *, data: Mapping, email: str, name: str, phone: str | None, language: str
-) -> dict:
+    version: TemplateVersion, *, data: Mapping[str, Any], email: str, name: str, phone: str | None, language: str
+) -> dict[str, Any]:
     """The variables a document of ``version`` sees for a row: its columns, then the built-in ones (a request's,
     or a checked file's row before there is one)."""
     return {
@@ -124,14 +127,14 @@ def render_chunk(request_ids: list[int], *, app: Flask) -> str:
     top_up(RENDER, batch_ids)
 
     limit = app.config["RENDER_MAX_ATTEMPTS"]
-    rendered: list[Rendered] = []
+    rendered: list[Rendered | None] = []
     failed: list[Problem] = []
     retry: list[Problem] = []
     untried: list[int] = []
     # Staff can mend a template, not a full disk or a missing renderer: those go to Sentry.
     faults = OperatorFaults()
 
-    def attempt(request: SigningRequest, step: Callable[[], object]):
+    def attempt(request: SigningRequest, step: Callable[[], T]) -> T | None:
         """Run one step of a request's document; on failure file the problem and return None."""
         try:
             return step()
@@ -305,7 +308,7 @@ def _settle(
     party_mails = invite_first_step(session, request_ids=sorted(invitations.mail_ids), now=now, app=app)
     party_mails += send_to_first_step(session, request_ids=sorted(later), now=now, app=app)
     for request_id, message in invitations.errors.items():
-        _fail(Problem(session.get(SigningRequest, request_id), message), frm=Status.GENERATED, now=now)
+        _fail(Problem(session.get_one(SigningRequest, request_id), message), frm=Status.GENERATED, now=now)
     for problem in failed:
         _fail(problem, frm=Status.GENERATING, now=now)
     for problem in retry:
@@ -372,7 +375,7 @@ def _settle(
     return ", ".join(f"{kind} {n}" for kind, n in counts.items() if n) or "nothing to do"
 
 
-def _fail(problem: Problem, *, frm: Status, now) -> None:
+def _fail(problem: Problem, *, frm: Status, now: datetime) -> None:
     request = problem.request
     transition(
         db.session,

@@ -7,6 +7,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from flask import Flask, current_app
 from sqlalchemy import exists, select, update
@@ -159,7 +160,7 @@ class _Run:
         return self.batches[batch_id]
 
 
-def _rows(session: Session, ids: list[int]) -> Sequence[Row]:
+def _rows(session: Session, ids: list[int]) -> Sequence[Row[Any]]:
     return session.execute(
         select(
             SigningRequest.id,
@@ -173,7 +174,7 @@ def _rows(session: Session, ids: list[int]) -> Sequence[Row]:
     ).all()
 
 
-def _sort_out(run: _Run, rows: Sequence[Row]) -> tuple[list[int], list[int], dict[int, list[ReturnedInvitation]]]:
+def _sort_out(run: _Run, rows: Sequence[Row[Any]]) -> tuple[list[int], list[int], dict[int, list[ReturnedInvitation]]]:
     """The requests whose recipient gets a new link (``eligible``), those among them another party's standing bounce
     keeps ``bounced`` (``held``), and the standing bounces; the rest are counted as skipped, with the reason."""
     session = run.session
@@ -223,7 +224,7 @@ def _sort_out(run: _Run, rows: Sequence[Row]) -> tuple[list[int], list[int], dic
     return eligible, held, standing
 
 
-def _resend_beside_bounces(run: _Run, rows: list[Row], standing: dict[int, list[ReturnedInvitation]]) -> None:
+def _resend_beside_bounces(run: _Run, rows: list[Row[Any]], standing: dict[int, list[ReturnedInvitation]]) -> None:
     """New links for recipients whose request another party's returned invitation keeps ``bounced``."""
     kept_bounced = resend_held(
         run.session,
@@ -266,7 +267,7 @@ def _move_back(run: _Run, eligible: list[int]) -> tuple[int, ...]:
     return won
 
 
-def _invite_again(run: _Run, rows: Sequence[Row], won: tuple[int, ...]) -> None:
+def _invite_again(run: _Run, rows: Sequence[Row[Any]], won: tuple[int, ...]) -> None:
     """The moved requests' deadlines, then their fresh invitations (old ones still queued are cancelled)."""
     session = run.session
     run.reopens = True

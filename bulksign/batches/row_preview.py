@@ -106,7 +106,7 @@ def row_pdf(version: TemplateVersion, recipient: Recipient, *, language: str, ti
     return pdf
 
 
-_pdfs: OrderedDict[tuple, bytes] = OrderedDict()
+_pdfs: OrderedDict[tuple[int, tuple[tuple[str, str], ...]], bytes] = OrderedDict()
 
 
 def page_count(pdf: bytes) -> int:

@@ -4,7 +4,8 @@ which are stored as message ids and translated for whoever downloads them."""
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
@@ -22,7 +23,7 @@ _CHUNK = 1000
 def keep_skipped_rows(session: Session, *, batch_id: int, errors: Sequence[RowError], kept_rows: set[int]) -> int:
     """Store the rows of ``errors`` that did not become requests (not in ``kept_rows``), one per row with all its
     reasons; returns how many. The caller commits (with the batch)."""
-    by_row: dict[int, dict] = {}
+    by_row: dict[int, dict[str, Any]] = {}
     for error in errors:
         if error.row in kept_rows:
             continue
@@ -35,7 +36,7 @@ def keep_skipped_rows(session: Session, *, batch_id: int, errors: Sequence[RowEr
     return len(rows)
 
 
-def _stored(message: N_) -> dict:
+def _stored(message: N_) -> dict[str, Any]:
     """A message as JSON: its id and its values, and a count's message its plural and count too. A value that is
     itself a message is stored the same way, so "5 values", "3 columns" read in the reader's language."""
     values = {
@@ -48,7 +49,7 @@ def _stored(message: N_) -> dict:
     return stored
 
 
-def _message(stored: dict) -> N_:
+def _message(stored: dict[str, Any]) -> N_:
     """The message ``_stored`` kept (one stored before counts had plurals is a plain ``N_``)."""
     values = {k: _message(v) if isinstance(v, dict) else v for k, v in stored["values"].items()}
     if "plural" in stored:
@@ -66,7 +67,7 @@ def skipped_rows_csv(session: Session, *, batch_id: int) -> Iterator[str]:
     out = io.StringIO()
     writer = csv_writer(out)
 
-    def line(cells) -> str:
+    def line(cells: Iterable[object]) -> str:
         out.seek(0)
         out.truncate()
         writer.writerow(cells)

@@ -8,12 +8,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import CursorResult, Insert, Update, bindparam, insert, select, update
+from sqlalchemy import ColumnElement, CursorResult, Insert, Update, bindparam, insert, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.util import identity_key
 from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.dml import ReturningUpdate
 
 from bulksign.batches import counts as batch_counts
 from bulksign.core.slicing import slices
@@ -47,10 +48,10 @@ def transition(
     actor: str = "system",
     ip: str | None = None,
     user_agent: str | None = None,
-    details: dict | None = None,
+    details: dict[str, Any] | None = None,
     also: Update | None = None,
-    also_params: Mapping | None = None,
-    **fields,
+    also_params: Mapping[str, Any] | None = None,
+    **fields: Any,
 ) -> TransitionResult:
     """Move requests from one of ``frm`` to ``to`` by compare-and-set, append an event per win; ``fields`` are set
     in the same UPDATE, ``also`` is an UPDATE run with it (built once, ``also_params`` its values). The caller
@@ -112,7 +113,7 @@ def transition(
 
 
 def move_batches(
-    session: Session, batch_ids: int | Iterable[int], *, frm: str | Iterable[str], to: str, **fields
+    session: Session, batch_ids: int | Iterable[int], *, frm: str | Iterable[str], to: str, **fields: Any
 ) -> int:
     """Move batches from one of ``frm`` to ``to`` by compare-and-set; returns how many moved. The caller commits.
 
@@ -129,11 +130,13 @@ def move_batches(
             .where(Batch.id.in_(chunk), Batch.status.in_([s.value for s in sources]))
             .values(status=target.value, **fields)
         )
-        moved += cast(CursorResult, result).rowcount
+        moved += cast(CursorResult[Any], result).rowcount
     return moved
 
 
-def _checked(table: Mapping[E, frozenset[E]], *, frm: str | Iterable[str], to: str, fields: dict) -> tuple[list[E], E]:
+def _checked(
+    table: Mapping[E, frozenset[E]], *, frm: str | Iterable[str], to: str, fields: dict[str, Any]
+) -> tuple[list[E], E]:
     """The sources and target of a move as members of the table's enum; ``IllegalTransition`` off the table."""
     kind = type(next(iter(table)))
     sources = [kind(frm)] if isinstance(frm, str) else [kind(s) for s in frm]
@@ -155,7 +158,9 @@ class _Moved:
     old_status: str
 
 
-def _update(chunk: list[int], *conditions, values: dict):
+def _update(
+    chunk: list[int], *conditions: ColumnElement[bool], values: dict[str, Any]
+) -> ReturningUpdate[tuple[int, int]]:
     return (
         update(SigningRequest)
         .where(SigningRequest.id.in_(chunk), *conditions)
@@ -170,10 +175,10 @@ def _move_and_log(
     chunk: list[int],
     *,
     source: str,
-    values: dict,
-    event: dict,
+    values: dict[str, Any],
+    event: dict[str, Any],
     also: Update | None = None,
-    also_params: Mapping | None = None,
+    also_params: Mapping[str, Any] | None = None,
 ) -> list[_Moved]:
     """PostgreSQL: ``WITH moved AS (UPDATE … RETURNING), [also AS (UPDATE …)], [follow AS (UPDATE parties …)]
     INSERT INTO events SELECT … FROM moved``.
@@ -251,7 +256,7 @@ _cached_logged_move = functools.lru_cache(maxsize=256)(_logged_move)
 
 
 def _lock_and_move(
-    session: Session, chunk: list[int], *, allowed: list[str], values: dict, event: dict
+    session: Session, chunk: list[int], *, allowed: list[str], values: dict[str, Any], event: dict[str, Any]
 ) -> list[_Moved]:
     """Lock the requests of ``chunk`` still in an ``allowed`` status, in id order, then move each group of
     them from the status it was locked in (``_move_and_log``: the move and its events in one round trip)."""
@@ -272,7 +277,7 @@ def _lock_and_move(
     ]
 
 
-def _move_per_source(session: Session, chunk: list[int], *, allowed: list[str], values: dict) -> list[_Moved]:
+def _move_per_source(session: Session, chunk: list[int], *, allowed: list[str], values: dict[str, Any]) -> list[_Moved]:
     """One UPDATE per allowed status, so each winner's old status is the one its UPDATE matched.
 
     Used on SQLite: pysqlite begins a transaction only at the first write, so a status SELECTed before it

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from flask_babel import lazy_gettext as _l
 from sqlalchemy import select
@@ -167,7 +168,7 @@ def timeline(session: Session, *, batch_id: int, request_id: int) -> Timeline | 
     )
 
 
-def _event_detail(details: dict | None) -> str:
+def _event_detail(details: dict[str, Any] | None) -> str:
     # Details are written by the app, never secrets; still, anything that looks like a link or token stays out.
     if not details:
         return ""

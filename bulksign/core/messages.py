@@ -54,12 +54,8 @@ class N_:
 
 
 class N_plural(N_):
-    """A message whose words follow a count: ``N_plural("%(num)s row", "%(num)s rows", count, **values)``.
-
-    English has two forms, Russian three (1 строка, 3 строки, 5 строк, 21 строка): the reader's language picks
-    one with ngettext when it is shown, so "the limit is 21 rows" cannot read "21 строк". The count is ``num``
-    among the values, as ngettext has it; ``msgid`` is the singular, the catalog's key for the entry.
-    """
+    """A message whose words follow a count: ``N_plural("%(num)s row", "%(num)s rows", count, **values)``; the reader's
+    language picks its form when it is shown."""
 
     __slots__ = ("plural", "count")
 

@@ -106,7 +106,7 @@ def _docx_trees(source_key: str) -> tuple[nodes.Template, ...]:
     class _Reading:
         autoescape = True
 
-        def parse(self, source: str):
+        def parse(self, source: str) -> nodes.Template:
             trees.append(parse(source))
             return trees[-1]
 

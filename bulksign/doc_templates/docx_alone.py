@@ -8,6 +8,8 @@ import io
 import re
 import zipfile
 
+from lxml import etree
+
 from bulksign.core.messages import N_
 from bulksign.doc_templates import docx_templates
 from bulksign.doc_templates.docx_copies import BOOKMARK_FIELDS, W, fields, local, main_document, parse, sections
@@ -46,7 +48,7 @@ def why_alone(source: bytes) -> N_ | None:
     return _body_reason(parse(parts[document]).find(f"{W}body")) if document in parts else None
 
 
-def _part_reason(root, *, in_body: bool) -> N_ | None:
+def _part_reason(root: etree._Element, *, in_body: bool) -> N_ | None:
     for field in fields(root):
         reason = _field_reason(field.name, field.code, in_body=in_body)
         if reason is not None:
@@ -93,7 +95,7 @@ def _field_reason(name: str, code: str, *, in_body: bool) -> N_ | None:
     return None
 
 
-def _body_reason(body) -> N_ | None:
+def _body_reason(body: etree._Element) -> N_ | None:
     """What of the body's own structure keeps its copies apart: headers of every kind a later section has, in the
     first section too (Word shows a section the previous section's header where it has none of its own), and a last
     paragraph to end each copy's section with."""

@@ -11,7 +11,7 @@ import re
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from lxml import etree
 
@@ -45,7 +45,7 @@ class Unmergeable(BulksignError):
         super().__init__(message)
 
 
-def parse(xml: bytes):
+def parse(xml: bytes) -> etree._Element:
     return etree.fromstring(xml, _PARSER)
 
 
@@ -56,7 +56,7 @@ class Field:
 
     code: str
     simple: etree._Element | None
-    texts: list
+    texts: list[etree._Element]
 
     @property
     def name(self) -> str:
@@ -71,7 +71,7 @@ class Field:
             text.text = code if index == 0 else ""
 
 
-def fields(root) -> Iterator[Field]:
+def fields(root: etree._Element) -> Iterator[Field]:
     """Every field of a part, as Word reads its code: a simple field's ``instr``, or a complex field's instruction
     texts from its begin mark to its separator or end, joined across runs."""
     open_fields: list[Field] = []
@@ -89,16 +89,16 @@ def fields(root) -> Iterator[Field]:
             yield field
 
 
-def local(element) -> str:
+def local(element: etree._Element) -> str:
     return etree.QName(element).localname if isinstance(element.tag, str) else ""
 
 
-def _paragraph_sections(paragraph) -> list:
+def _paragraph_sections(paragraph: etree._Element) -> list[etree._Element]:
     properties = paragraph.find(f"{W}pPr")
     return [] if properties is None else properties.findall(f"{W}sectPr")
 
 
-def sections(body) -> list:
+def sections(body: etree._Element) -> list[etree._Element]:
     """The body's sections' properties in order: those that end a section in a paragraph, then the last one."""
     return [*(s for p in body.iter(f"{W}p") for s in _paragraph_sections(p)), *body.iterchildren(f"{W}sectPr")]
 
@@ -112,7 +112,7 @@ def rels_of(name: str) -> str:
 def main_document(package: Mapping[str, bytes]) -> str:
     """The name of the package's document part (``word/document.xml`` as Word saves it)."""
     relations = parse(package["_rels/.rels"]).iter(f"{_RELS}Relationship")
-    return next(r.get("Target") for r in relations if r.get("Type").endswith(_OFFICE_DOCUMENT)).lstrip("/")
+    return cast(str, next(r.get("Target") for r in relations if r.get("Type").endswith(_OFFICE_DOCUMENT)).lstrip("/"))
 
 
 class Relation(NamedTuple):
@@ -127,7 +127,7 @@ def related(package: Mapping[str, bytes], name: str) -> dict[str, Relation]:
     """The relationships of the part ``name`` by id."""
     if rels_of(name) not in package:
         return {}
-    found = {}
+    found: dict[str, Relation] = {}
     for relation in parse(package[rels_of(name)]).iter(f"{_RELS}Relationship"):
         kind, target = relation.get("Type", "").rsplit("/", 1)[-1], relation.get("Target", "")
         if relation.get("TargetMode") == "External":
@@ -155,14 +155,16 @@ def _style_lists(styles: bytes) -> dict[str, tuple[str, str]]:
                 None if number is None else number.get(f"{W}val"),
                 "0" if level is None else level.get(f"{W}val"),
             )
-    found = {}
+    found: dict[str, tuple[str, str]] = {}
     for name in based:
         seen, current = set(), name
         while current is not None and current not in own and current not in seen:
             seen.add(current)
             current = based.get(current)
-        if current in own and own[current][0] not in (None, "0"):
-            found[name] = own[current]
+        if current in own:
+            number, level = own[current]
+            if number is not None and number != "0":
+                found[name] = (number, level)
     return found
 
 
@@ -184,7 +186,11 @@ class _Merge:
         self.numbering_name = by_kind.get("numbering")
         styles = package.get(by_kind.get("styles", ""))
         self.style_lists = _style_lists(styles) if styles else {}
-        self.lists = _Lists(parse(package[self.numbering_name]) if self.numbering_name in package else None)
+        self.lists = _Lists(
+            parse(package[self.numbering_name])
+            if self.numbering_name is not None and self.numbering_name in package
+            else None
+        )
 
     def packed(self) -> bytes:
         merged = parse(self.copies[0][self.document])
@@ -201,7 +207,7 @@ class _Merge:
         self.out[self.document] = _xml(merged)
         self.out[rels_of(self.document)] = _xml(self.relations)
         self.out["[Content_Types].xml"] = _xml(self.types)
-        if self.lists.added:
+        if self.lists.added and self.numbering_name is not None:
             self.out[self.numbering_name] = _xml(self.lists.numbering)
         packed = io.BytesIO()
         with zipfile.ZipFile(packed, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
@@ -209,7 +215,7 @@ class _Merge:
                 archive.writestr(name, data)
         return packed.getvalue()
 
-    def _copy(self, index: int, body) -> tuple[list, object]:
+    def _copy(self, index: int, body: etree._Element) -> tuple[list[etree._Element], etree._Element]:
         """Copy ``index``'s body made its own: its content, and its last section's properties."""
         content = list(body)
         if not content or content[-1].tag != f"{W}sectPr":
@@ -255,11 +261,11 @@ class _Merge:
         return new_id
 
 
-def _xml(root) -> bytes:
-    return etree.tostring(root, xml_declaration=True, encoding="UTF-8", standalone=True)
+def _xml(root: etree._Element) -> bytes:
+    return cast(bytes, etree.tostring(root, xml_declaration=True, encoding="UTF-8", standalone=True))
 
 
-def _mark_first_page(paragraph, index: int) -> None:
+def _mark_first_page(paragraph: etree._Element, index: int) -> None:
     """Bookmark ``FIRST_PAGE`` + ``index`` at the start of the copy's first paragraph (it marks no text)."""
     start = etree.Element(f"{W}bookmarkStart")
     start.set(f"{W}id", str(_BOOKMARK_IDS * 1000 + index))
@@ -271,7 +277,7 @@ def _mark_first_page(paragraph, index: int) -> None:
     paragraph.insert(at + 1, end)
 
 
-def _child(section, name: str, after: tuple[str, ...]):
+def _child(section: etree._Element, name: str, after: tuple[str, ...]) -> etree._Element:
     """The section's ``name`` child, added where the schema puts it (after the children named in ``after``)."""
     found = section.find(f"{W}{name}")
     if found is None:
@@ -284,7 +290,7 @@ def _child(section, name: str, after: tuple[str, ...]):
     return found
 
 
-def _start_on_new_page(section) -> None:
+def _start_on_new_page(section: etree._Element) -> None:
     """The copy's first section starts a page (not "continuous" after the copy before), numbered from its start."""
     _child(section, "type", _BEFORE_TYPE).set(f"{W}val", "nextPage")
     numbers = _child(section, "pgNumType", _BEFORE_PAGE_NUMBERS)
@@ -292,7 +298,7 @@ def _start_on_new_page(section) -> None:
         numbers.set(f"{W}start", "1")
 
 
-def _end_paragraph_with(paragraph, section) -> None:
+def _end_paragraph_with(paragraph: etree._Element, section: etree._Element) -> None:
     """The copy's last section ends in its last paragraph, as Word ends a section that another follows."""
     properties = paragraph.find(f"{W}pPr")
     if properties is None:
@@ -305,7 +311,7 @@ def _end_paragraph_with(paragraph, section) -> None:
         properties.append(section)
 
 
-def _rename_bookmarks(body, index: int) -> None:
+def _rename_bookmarks(body: etree._Element, index: int) -> None:
     """Copy ``index``'s bookmarks, and the fields that name them, under names and ids of its own."""
     names = {}
     for start in body.iter(f"{W}bookmarkStart"):
@@ -331,7 +337,7 @@ class _Lists:
     """The lists of copies after the first, each started again: a copy of the list's definition under new ids, as
     a list of its own that nothing before it continues."""
 
-    def __init__(self, numbering) -> None:
+    def __init__(self, numbering: etree._Element | None) -> None:
         self.numbering = numbering
         self.added = False
         if numbering is None:
@@ -341,7 +347,7 @@ class _Lists:
         self._next_num = max((int(n) for n in self._nums if n.isdigit()), default=0) + 1
         self._next_abstract = max((int(a) for a in self._abstracts if a.isdigit()), default=0) + 1
 
-    def restart(self, body, style_lists: dict[str, tuple[str, str]]) -> None:
+    def restart(self, body: etree._Element, style_lists: dict[str, tuple[str, str]]) -> None:
         if self.numbering is None:
             return
         own: dict[str, str] = {}
@@ -371,6 +377,7 @@ class _Lists:
             number.set(f"{W}val", own[value])
 
     def _copy(self, value: str) -> str:
+        assert self.numbering is not None  # ``restart`` copies only where the package has numbering
         num = copy.deepcopy(self._nums[value])
         num.set(f"{W}numId", str(self._next_num))
         self._next_num += 1
@@ -389,14 +396,14 @@ class _Lists:
         last_num = list(self.numbering.iter(f"{W}num"))[-1]
         last_num.addnext(num)
         self.added = True
-        return num.get(f"{W}numId")
+        return cast(str, num.get(f"{W}numId"))
 
 
 #: What comes before ``numPr`` in a paragraph's properties.
 _BEFORE_NUMBERING = ("pStyle", "keepNext", "keepLines", "pageBreakBefore", "framePr", "widowControl")
 
 
-def _place_numbering(properties, numbering) -> None:
+def _place_numbering(properties: etree._Element, numbering: etree._Element) -> None:
     properties.remove(numbering)
     position = 0
     for at, element in enumerate(properties):

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from lxml import etree
+
 from bulksign.doc_templates.docx_copies import R_ID, Relation, W, fields, local, main_document, parse, related
 from bulksign.documents.docx_together import CopyText, words
 
@@ -47,7 +49,7 @@ def copy_text(package: Mapping[str, bytes], filled: Mapping[str, bytes]) -> Copy
     )
 
 
-def _addresses(root, relations: dict[str, Relation]) -> set[str]:
+def _addresses(root: etree._Element, relations: dict[str, Relation]) -> set[str]:
     """The outside addresses the part's hyperlinks (and HYPERLINK fields) link to."""
     found = {relations[link.get(R_ID)].target for link in root.iter(f"{W}hyperlink") if link.get(R_ID) in relations}
     for field in fields(root):
@@ -56,7 +58,7 @@ def _addresses(root, relations: dict[str, Relation]) -> set[str]:
     return found
 
 
-def _read(root, shown: list[str], everything: list[str]) -> int:
+def _read(root: etree._Element, shown: list[str], everything: list[str]) -> int:
     """Add the text under ``root`` to ``everything``, what it surely prints to ``shown``; its hard page breaks."""
     breaks = 0
     results = 0  # inside how many fields' results
@@ -79,7 +81,7 @@ def _read(root, shown: list[str], everything: list[str]) -> int:
     return breaks
 
 
-def _printed(text) -> bool:
+def _printed(text: etree._Element) -> bool:
     """Whether a run's text is printed wherever the layout puts it: not hidden, not a drawing's fallback, not a
     simple field's result."""
     run = text.getparent()
@@ -91,7 +93,7 @@ def _printed(text) -> bool:
     return not any(local(a) in _NOT_SURELY_PRINTED or a.tag == _MC_FALLBACK for a in text.iterancestors())
 
 
-def _in_flow(element) -> bool:
+def _in_flow(element: etree._Element) -> bool:
     return not any(local(a) in _OUT_OF_FLOW for a in element.iterancestors())
 
 

@@ -124,7 +124,7 @@ def check_parts(parts: Mapping[str, bytes], *, hyperlinks: Hyperlinks) -> None:
             raise _links_outside()
 
 
-def _parse(xml: bytes):
+def _parse(xml: bytes) -> etree._ElementTree:
     try:
         tree = etree.ElementTree(etree.fromstring(xml, _PARSER))
     except (etree.XMLSyntaxError, ValueError):
@@ -174,7 +174,7 @@ def _relationships(name: str, xml: bytes) -> frozenset[str]:
     return frozenset(hyperlinks)
 
 
-def _check_elements(elements: Iterable, *, linkable: frozenset[str]) -> None:
+def _check_elements(elements: Iterable[etree._Element], *, linkable: frozenset[str]) -> None:
     for element in elements:
         if not isinstance(element.tag, str):
             continue  # comments and processing instructions
@@ -189,7 +189,7 @@ def _check_elements(elements: Iterable, *, linkable: frozenset[str]) -> None:
                 raise _links_outside()
 
 
-def _check_fields(elements: Iterable) -> None:
+def _check_fields(elements: Iterable[etree._Element]) -> None:
     """Each field's code, as LibreOffice reads it: a simple field's ``instr``, or a complex field's instruction
     text between its begin and end marks, joined across runs (Word splits codes anywhere); and all of the part's
     instruction text joined, for a name spread over several fields."""

@@ -10,9 +10,10 @@ import math
 import posixpath
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 import regex
 from babel.dates import format_date
@@ -82,12 +83,12 @@ class FieldSettings:
     def shown_label(self) -> str:
         return self.label or self.name.replace("_", " ").capitalize()
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """As stored in ``TemplateVersion.fields`` and answered by the API."""
         return {**dataclasses.asdict(self), "options": list(self.options)}
 
     @classmethod
-    def from_json(cls, data: Mapping) -> FieldSettings:
+    def from_json(cls, data: Mapping[str, Any]) -> FieldSettings:
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         return cls(**{**values, "options": tuple(values.get("options") or ())})
@@ -125,11 +126,8 @@ def shown_value(field: FieldSettings, value: str | None, *, language: str) -> N_
 
 
 def attachment_filename(name: str | None, *, content_type: str | None, field: str) -> str | None:
-    """The name an attachment is kept and given out under (the signed ZIP, the evidence package, downloads, the API,
-    webhooks): the stem of the signer's file name made safe (no folders, invisible or control characters, nothing
-    but letters, digits, spaces and ``._-()``, no dots or spaces at its ends, not a device name), then the extension
-    of the type its content was found to be, whatever the name said: ``invoice.bat`` of a PDF is ``invoice.pdf``.
-    The field's name stands in for a stem with nothing left; None stays None (a purged value)."""
+    """The safe name an attachment is kept and given out under: the signer's file name's stem made safe, with the
+    extension of the type its content was found to be; None stays None (a purged value)."""
     if name is None:
         return None
     extension = ATTACHMENT_TYPES.get(content_type or "", "")
@@ -145,8 +143,12 @@ def attachment_filename(name: str | None, *, content_type: str | None, field: st
 
 
 def settled_fields(
-    version: TemplateVersion, *, roles: list[str], given: list[dict] | None, previous: TemplateVersion | None
-) -> list[dict]:
+    version: TemplateVersion,
+    *,
+    roles: list[str],
+    given: Sequence[Mapping[str, Any]] | None,
+    previous: TemplateVersion | None,
+) -> list[dict[str, Any]]:
     """The ``fields`` a version being saved keeps: ``given`` checked (``check_settings``), else each marked field's
     settings from ``previous`` (a role no longer marked falls back to the recipient), else the defaults."""
     names = marked_fields(version)
@@ -164,7 +166,9 @@ def settled_fields(
     return settled
 
 
-def check_settings(given: list[Mapping], *, names: Iterable[str], roles: Iterable[str]) -> tuple[FieldSettings, ...]:
+def check_settings(
+    given: Sequence[Mapping[str, Any]], *, names: Iterable[str], roles: Iterable[str]
+) -> tuple[FieldSettings, ...]:
     """Staff's settings for a template's fields (``names``, in document order), checked: a field left out keeps the
     defaults; FieldSettingsError naming the first wrong setting."""
     names, roles = list(names), list(roles)
@@ -186,7 +190,7 @@ def check_settings(given: list[Mapping], *, names: Iterable[str], roles: Iterabl
     return tuple(by_name.get(name) or FieldSettings(name=name) for name in names)
 
 
-def _checked(name: str, raw: Mapping, *, roles: list[str]) -> FieldSettings:
+def _checked(name: str, raw: Mapping[str, Any], *, roles: list[str]) -> FieldSettings:
     def refuse(message: N_) -> FieldSettingsError:
         return FieldSettingsError(message, field=name)
 
@@ -230,7 +234,7 @@ def _checked(name: str, raw: Mapping, *, roles: list[str]) -> FieldSettings:
                 N_("The pattern of “%(name)s” is not a valid regular expression: %(error)s.", name=name, error=exc.msg)
             ) from None
     minimum, maximum = (_bound(name, field_type, raw.get(key), refuse) for key in ("minimum", "maximum"))
-    if minimum is not None and maximum is not None and minimum > maximum:
+    if minimum is not None and maximum is not None and _above(minimum, maximum):
         raise refuse(
             N_(
                 "The lowest value of “%(name)s” (%(min)s) is above its highest (%(max)s).",
@@ -268,7 +272,18 @@ def _checked(name: str, raw: Mapping, *, roles: list[str]) -> FieldSettings:
     )
 
 
-def _bound(name: str, field_type: str, value, refuse) -> float | dt.date | None:
+def _above(low: float | dt.date, high: float | dt.date) -> bool:
+    """Whether a range's low end is above its high end: both numbers or both dates, as the field's type makes them."""
+    if isinstance(low, dt.date) and isinstance(high, dt.date):
+        return low > high
+    if isinstance(low, dt.date) or isinstance(high, dt.date):
+        raise TypeError("a range's ends are both numbers or both dates")
+    return low > high
+
+
+def _bound(
+    name: str, field_type: str, value: object, refuse: Callable[[N_], FieldSettingsError]
+) -> float | dt.date | None:
     """A range's end as its type compares it: a number, or a date; None when it is left open."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None

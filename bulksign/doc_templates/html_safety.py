@@ -64,7 +64,7 @@ def _resource_problem(url: str) -> N_ | None:
 def _css_unescape(css: str) -> str:
     """CSS escapes decoded, so that ``\\75 rl(`` is seen as ``url(``."""
 
-    def one(match: re.Match) -> str:
+    def one(match: re.Match[str]) -> str:
         if match.group(1):
             code = int(match.group(1), 16)
             return chr(code) if 0 < code <= 0x10FFFF else "\ufffd"
@@ -76,7 +76,7 @@ def _css_unescape(css: str) -> str:
 class _SafetyScanner(HTMLParser):
     """Walks the template source as HTML and records the first thing that would fetch or run something."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.problem: TemplateError | None = None
         self._raw_tag: str | None = None
@@ -85,23 +85,23 @@ class _SafetyScanner(HTMLParser):
         if self.problem is None:
             self.problem = TemplateError(message, line or self.getpos()[0])
 
-    def handle_starttag(self, tag, attrs):
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self._check_tag(tag, attrs)
         if tag in ("style", "script"):
             self._raw_tag = tag
 
-    def handle_startendtag(self, tag, attrs):
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self._check_tag(tag, attrs)
 
-    def handle_endtag(self, tag):
+    def handle_endtag(self, tag: str) -> None:
         if tag == self._raw_tag:
             self._raw_tag = None
 
-    def handle_data(self, data):
+    def handle_data(self, data: str) -> None:
         if self._raw_tag == "style":
             self._check_css(data, N_("<style>"), self.getpos()[0])
 
-    def handle_pi(self, data):
+    def handle_pi(self, data: str) -> None:
         self._refuse(N_("Processing instructions (<?...>) are not allowed."))
 
     def _check_tag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:

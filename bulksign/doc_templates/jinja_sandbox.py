@@ -12,10 +12,12 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
-from jinja2 import TemplateSyntaxError, nodes
-from jinja2.compiler import CodeGenerator
+from jinja2 import Template, TemplateSyntaxError, nodes
+from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import SecurityError, TemplateRuntimeError
+from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from bulksign.core.messages import N_
@@ -38,36 +40,34 @@ from bulksign.doc_templates.template_bounds import (
 class _BoundedCodeGenerator(CodeGenerator):
     """Checks the length of every ``~`` join: a macro doubling a text forty times asked for a terabyte."""
 
-    def visit_Concat(self, node, frame):
+    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
         self.write("environment.bounded_text(")
         super().visit_Concat(node, frame)
         self.write(")")
 
 
 class _BoundedSandbox(ImmutableSandboxedEnvironment):
-    """Jinja's sandbox bounds ``range`` but not ``'a' * 10**10``, ``(10**1000)**1000``, ``center(1000000000)``,
-    ``'%999999999s'|format``, ``replace`` or ``~`` multiplying a long text: each one C call that took gigabytes
-    or minutes in the web worker (preview) or a render job, beyond the reach of the time limit. These are
-    refused before they run (widths and counts), or as soon as a text grows past ``MAX_OUTPUT_CHARS``."""
+    """Jinja's sandbox with the single C calls that could take gigabytes or minutes (huge repeats, widths, powers)
+    refused before they run, and any text refused once it grows past ``MAX_OUTPUT_CHARS``."""
 
     intercepted_binops = frozenset({"*", "**", "%", "+"})
     code_generator_class = _BoundedCodeGenerator
 
-    def __init__(self, **options):
+    def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self.filters = {**bounded_filters(self.filters), "default": default, "d": default, **value_filters.FILTERS}
 
     @staticmethod
-    def bounded_text(text):
+    def bounded_text(text: Any) -> Any:
         if isinstance(text, str):
             refuse_long(len(text))
         return text
 
-    def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 - Jinja's own signature
+    def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - Jinja's own signature
         args = check_str_method(__obj, args, kwargs)
         return __self.bounded_text(super().call(__context, __obj, *args, **kwargs))
 
-    def call_binop(self, context, operator, left, right):
+    def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
         if operator == "*":
             for items, times in ((left, right), (right, left)):
                 if (
@@ -105,12 +105,8 @@ ALLOWED_TESTS = tuple(sorted(name for name in sandbox.tests if name.isidentifier
 
 
 def refuse_unknown_names(ast: nodes.Template, *, source: str) -> None:
-    """TemplateBroken, with the line and the names that exist, for a filter or test the sandbox does not have
-    (``{{ salary|money }}``, ``{% if d is date %}``).
-
-    Jinja finds one only when it compiles the template, which listing its variables does: a 500 when it was saved.
-    And in a branch of an ``{% if %}`` it finds none until a row takes that branch, failing that row's render. So
-    every filter and test is checked here in the parsed template, wherever it is."""
+    """TemplateBroken, with the line and the names that exist, for a filter or test the sandbox does not have, wherever
+    it stands in the template (Jinja itself finds one only in a branch a row takes)."""
     for node in ast.find_all((nodes.Filter, nodes.Test)):
         if isinstance(node, nodes.Filter) and node.name not in sandbox.filters:
             raise TemplateBroken(
@@ -251,12 +247,12 @@ _watchdog = _Watchdog()
 
 
 @functools.lru_cache(maxsize=128)
-def _compiled(env_name: str, source: str):
+def _compiled(env_name: str, source: str) -> Template:
     # Versions never change, so a worker compiles each one once, not once per recipient.
     return (sandbox if env_name == "html" else text_sandbox).from_string(source)
 
 
-def _render(env_name: str, source: str, context: dict) -> str:
+def _render(env_name: str, source: str, context: dict[str, Any]) -> str:
     try:
         template = _compiled(env_name, source)
         parts, size = [], 0
@@ -312,11 +308,11 @@ def _render(env_name: str, source: str, context: dict) -> str:
         ) from None
 
 
-def render_html(source: str, context: dict) -> str:
+def render_html(source: str, context: dict[str, Any]) -> str:
     """Render a document template to HTML: every value is escaped, nothing outside ``context`` is reachable."""
     return _render("html", source, context)
 
 
-def render_text(source: str, context: dict) -> str:
+def render_text(source: str, context: dict[str, Any]) -> str:
     """Render a mail subject or plain-text body."""
     return _render("text", source, context)

@@ -7,6 +7,7 @@ import functools
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from flask_babel import lazy_gettext as _l
 
@@ -141,12 +142,12 @@ def source(key: str) -> bytes:
     return get_storage().get(key)
 
 
-def render_document(version: TemplateVersion, row: dict, *, timeout: float) -> bytes:
+def render_document(version: TemplateVersion, row: dict[str, Any], *, timeout: float) -> bytes:
     """One recipient's PDF from ``version``, whatever its kind (the job and the preview both call this)."""
     return prepare_document(version, row, timeout=timeout)()
 
 
-def prepare_document(version: TemplateVersion, row: dict, *, timeout: float) -> Callable[[], bytes]:
+def prepare_document(version: TemplateVersion, row: dict[str, Any], *, timeout: float) -> Callable[[], bytes]:
     """``render_document`` in two steps: reading the version and the source (and filling in HTML) happen now, in
     the calling thread (the one that owns the session); the returned conversion may run in another thread."""
     if version.kind == HTML:

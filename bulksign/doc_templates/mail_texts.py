@@ -4,6 +4,8 @@ message ids, and ``mail_text``, which gives a batch's recipients a default text 
 
 from __future__ import annotations
 
+from typing import cast
+
 from flask_babel import force_locale, gettext
 
 from bulksign.core.messages import N_
@@ -61,4 +63,4 @@ def mail_text(source: str, *, language: str) -> str:
         return text
 
     with force_locale(language):
-        return gettext(text)
+        return cast(str, gettext(text))

@@ -5,8 +5,10 @@ More in docs/architecture/doc_templates.md."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeGuard
 
-from pypdf.generic import ArrayObject, BooleanObject, ByteStringObject, DictionaryObject, IndirectObject
+from pypdf import PdfReader
+from pypdf.generic import ArrayObject, BooleanObject, ByteStringObject, DictionaryObject, IndirectObject, PdfObject
 
 from bulksign.core.messages import N_
 from bulksign.doc_templates.errors import TemplateError
@@ -109,7 +111,7 @@ class Cleaned:
     removed: tuple[N_, ...] = ()
 
 
-def strip_active_content(reader) -> tuple[N_, ...]:
+def strip_active_content(reader: PdfReader) -> tuple[N_, ...]:
     """Take the active content out of the objects of ``reader`` (a pypdf ``PdfReader``) in place, so that a writer
     cloned from it has none; what was taken out (``REMOVED``'s labels). TemplateError for a dynamic XFA form, which
     has nothing left without its XFA, and for a file nested deeper than ``MAX_NESTING``."""
@@ -146,7 +148,7 @@ def nested_too_deeply() -> TemplateError:
     )
 
 
-def _clean_catalog(root, found: set[N_]) -> None:
+def _clean_catalog(root: DictionaryObject, found: set[N_]) -> None:
     """What only the catalog holds: the names trees of document JavaScript and embedded files, a portfolio's view
     of its files, the XFA packet of a form that has its AcroForm fields as well."""
 
@@ -171,7 +173,7 @@ def _clean_catalog(root, found: set[N_]) -> None:
         found.add(XFA)
 
 
-def _clean_dictionary(d, found: set[N_]) -> None:
+def _clean_dictionary(d: DictionaryObject, found: set[N_]) -> None:
     """One dictionary of the graph: its event actions, active actions, files and dropped annotations out."""
 
     if _is_action(d) and not _harmless(d):
@@ -212,19 +214,19 @@ def _clean_dictionary(d, found: set[N_]) -> None:
             del d[key]
 
 
-def _value(d, key: str, default=None):
+def _value(d: DictionaryObject, key: str, default: str | None = None) -> PdfObject | str | None:
     """``d[key]`` resolved: pypdf's ``get`` leaves a reference unresolved, and any value may be one (an indirect
     ``/S`` still names the action to a viewer)."""
     return d[key] if key in d else default
 
 
-def _name(d, key: str, default: str | None = None) -> str | None:
+def _name(d: DictionaryObject, key: str, default: str | None = None) -> str | None:
     """``d[key]`` when it is a name (``/Subtype``, ``/S``), else None: a hostile file may put an array there."""
     value = _value(d, key, default)
     return value if isinstance(value, str) else None
 
 
-def _is_action(obj) -> bool:
+def _is_action(obj: object) -> TypeGuard[DictionaryObject]:
     # Transition dictionaries (/Type /Trans) and structure elements (/Type /StructElem) have an /S of their own.
     return (
         isinstance(obj, DictionaryObject)
@@ -233,7 +235,7 @@ def _is_action(obj) -> bool:
     )
 
 
-def _harmless(action) -> bool:
+def _harmless(action: DictionaryObject) -> bool:
     """A link to an https address, or a move to a place in the document itself (what a ``/Dest`` does), with
     nothing chained after it: nothing runs, opens another file or sends anything."""
     if _value(action, "/Next") is not None or "/JS" in action:
@@ -243,7 +245,7 @@ def _harmless(action) -> bool:
     return _https(action)
 
 
-def _https(action) -> bool:
+def _https(action: DictionaryObject) -> bool:
     """A URI action to an https address."""
 
     if _name(action, "/S") != "/URI":
@@ -253,10 +255,11 @@ def _https(action) -> bool:
     return text[:8].lower() == "https://"
 
 
-def _report_actions(action, found: set[N_]) -> None:
+def _report_actions(action: object, found: set[N_]) -> None:
     """Name ``action`` and every action chained after it (``/Next``: one, or an array; chains may loop)."""
 
-    chain, seen = [action], set()
+    chain: list[object] = [action]
+    seen: set[int] = set()
     while chain:
         action = chain.pop()
         if not _is_action(action) or id(action) in seen:

@@ -9,9 +9,10 @@ import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from io import BytesIO
+from typing import Any, cast
 
-from pypdf import PdfReader, PdfWriter
-from pypdf.generic import DictionaryObject, NameObject, RectangleObject
+from pypdf import PageObject, PdfReader, PdfWriter
+from pypdf.generic import ArrayObject, DictionaryObject, IndirectObject, NameObject, RectangleObject
 from pypdf.generic._appearance_stream import BaseStreamConfig, TextAlignment, TextStreamAppearance
 from pypdf.generic._font import Font
 
@@ -31,6 +32,7 @@ from bulksign.doc_templates.pdf_forms import (
 )
 from bulksign.documents.field_boxes import is_mark
 from bulksign.documents.signature_box import SignatureBox
+from bulksign.models import TemplateVersion
 
 #: Longest value one field prints; a longer one is a mistake in the recipients file.
 MAX_VALUE_CHARS = 2000
@@ -51,7 +53,7 @@ _FONT_NAME = "/BsFont"
 
 
 @functools.lru_cache(maxsize=1)
-def _font():
+def _font() -> Font:
     """DejaVu Sans cut to ``FONT_RANGES``, as pypdf's font model; its maps are built once, not per field."""
     from fontTools import subset
     from fontTools.ttLib import TTFont
@@ -70,10 +72,10 @@ def _font():
     class _MappedFont(Font):
         # pypdf re-reads the font file on every appearance it lays out (~1 ms per field); the maps never change.
         @functools.cached_property
-        def _maps(self):
+        def _maps(self) -> tuple[dict[str, str], dict[str, bytes]]:
             return Font._get_typographic_maps(self)
 
-        def _get_typographic_maps(self):
+        def _get_typographic_maps(self) -> tuple[dict[str, str], dict[str, bytes]]:
             return self._maps
 
     parsed = Font.from_truetype_font_file(buffer)
@@ -109,9 +111,10 @@ def _prepare(data: bytes, placed: tuple[FieldBox, ...]) -> _Prepared:
             for widget in list(widgets(page)):
                 if not is_variable(widget):
                     _paint_as_it_looks(writer, page, widget)
-            others = [a for a in page["/Annots"] if a.get_object().get("/Subtype") != "/Widget"]
+            annotations = cast(ArrayObject, page["/Annots"])
+            others = [a for a in annotations if a.get_object().get("/Subtype") != "/Widget"]
             if others:
-                page[NameObject("/Annots")] = type(page["/Annots"])(others)
+                page[NameObject("/Annots")] = type(annotations)(others)
             else:
                 del page["/Annots"]
     if "/AcroForm" in writer.root_object:
@@ -132,10 +135,11 @@ def _prepare(data: bytes, placed: tuple[FieldBox, ...]) -> _Prepared:
     return _Prepared(base=out.getvalue(), boxes=boxes, signature=signature)
 
 
-def _compress_font_file(font_ref) -> None:
+def _compress_font_file(font_ref: IndirectObject) -> None:
     """pypdf embeds the font program uncompressed (80 KB); deflated it is about half, in every document."""
 
-    descriptor = font_ref.get_object()["/DescendantFonts"][0].get_object()["/FontDescriptor"].get_object()
+    descendants = cast(ArrayObject, cast(DictionaryObject, font_ref.get_object())["/DescendantFonts"])
+    descriptor = descendants[0].get_object()["/FontDescriptor"].get_object()
     key = NameObject("/FontFile2")
     stream = descriptor[key].get_object()
     compressed = stream.flate_encode()
@@ -143,7 +147,7 @@ def _compress_font_file(font_ref) -> None:
     descriptor[key] = stream.indirect_reference.pdf._add_object(compressed)
 
 
-def _paint_as_it_looks(writer, page, widget) -> None:
+def _paint_as_it_looks(writer: PdfWriter, page: PageObject, widget: DictionaryObject) -> None:
     """A check box, radio button or push button keeps its current look, painted into the page."""
     appearance = widget.get("/AP")
     if appearance is None or int(widget.get("/F", 0)) & 2:  # no look, or hidden
@@ -157,11 +161,11 @@ def _paint_as_it_looks(writer, page, widget) -> None:
         normal = normal.get(state).get_object() if state is not None and state in normal else None
     if normal is None:
         return
-    x1, y1, x2, y2 = (float(v) for v in widget["/Rect"])
+    x1, y1, x2, y2 = (float(v) for v in cast(ArrayObject, widget["/Rect"]))
     writer._add_apstream_object(page, normal, f"BsW{id(widget)}", min(x1, x2), min(y1, y2))
 
 
-def _text(box: FieldBox, row: Mapping) -> str:
+def _text(box: FieldBox, row: Mapping[str, Any]) -> str:
     value = row.get(box.name)
     text = "" if value is None else str(value)
     if len(text) > MAX_VALUE_CHARS:
@@ -252,8 +256,8 @@ def _appearance(box: FieldBox, text: str) -> tuple[bytes, list[float], list[floa
         is_comb=box.comb is not None,
         max_length=box.comb,
     )
-    matrix = [float(v) for v in stream["/Matrix"]] if "/Matrix" in stream else None
-    return stream.get_data(), [float(v) for v in stream["/BBox"]], matrix
+    matrix = [float(v) for v in cast(ArrayObject, stream["/Matrix"])] if "/Matrix" in stream else None
+    return stream.get_data(), [float(v) for v in cast(ArrayObject, stream["/BBox"])], matrix
 
 
 def _painted(box: FieldBox, content: bytes, bbox: list[float], matrix: list[float] | None) -> bytes:
@@ -272,7 +276,7 @@ def _painted(box: FieldBox, content: bytes, bbox: list[float], matrix: list[floa
     )
 
 
-def fill(data: bytes, row: Mapping, *, placed: tuple[FieldBox, ...] = ()) -> bytes:
+def fill(data: bytes, row: Mapping[str, Any], *, placed: tuple[FieldBox, ...] = ()) -> bytes:
     """One recipient's PDF: ``data``'s fields and the ``placed`` boxes filled from ``row``, nothing editable."""
     from pyhanko.pdf_utils import generic
     from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
@@ -297,7 +301,7 @@ def fill(data: bytes, row: Mapping, *, placed: tuple[FieldBox, ...] = ()) -> byt
 # --- the template kind (``template_kinds.KINDS["pdf"]``) ------------------------------------------------------
 
 
-def place(data: bytes, boxes: Iterable[Mapping]) -> tuple[list[str], list[dict] | None]:
+def place(data: bytes, boxes: Iterable[Mapping[str, Any]]) -> tuple[list[str], list[dict[str, Any]] | None]:
     """Check boxes staff placed on ``data``'s pages and fill it once with sample values: the version's variables
     (form fields and boxes) and its boxes as stored; TemplateError naming a wrong box."""
     form = read_form(data)
@@ -317,7 +321,7 @@ def variables(data: bytes) -> list[str]:
     return form.variables
 
 
-def prepare(version, source: bytes, row: Mapping, *, timeout: float) -> Callable[[], bytes]:
+def prepare(version: TemplateVersion, source: bytes, row: Mapping[str, Any], *, timeout: float) -> Callable[[], bytes]:
     """One recipient's PDF from a PDF template version, filled now (milliseconds: ``timeout`` unused); the
     returned call only hands it over, as ``template_kinds`` expects of every kind."""
     filled = fill(source, row, placed=placed_boxes(version))

@@ -7,19 +7,22 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from io import BytesIO
+from typing import Any, cast
 
-from pypdf import PdfReader, PdfWriter
+from pypdf import PageObject, PdfReader, PdfWriter
 from pypdf.errors import PyPdfError
+from pypdf.generic import ArrayObject, DictionaryObject
 
 from bulksign.core.messages import N_
 from bulksign.doc_templates import pdf_cleaning
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.documents.field_boxes import is_mark
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE, SignatureBox, SignatureBoxError, check_box, mark_role
+from bulksign.models import TemplateVersion
 
 #: Largest PDF template, most pages and most fields or boxes it may have.
 MAX_PDF_BYTES = 20 * 1024 * 1024
@@ -58,7 +61,7 @@ class FieldBox:
     #: A field's rotation (``/MK /R``): 0, 90, 180 or 270.
     rotation: int = 0
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """As stored in ``TemplateVersion.pdf_boxes`` (staff-placed boxes)."""
         return {
             "name": self.name,
@@ -72,7 +75,7 @@ class FieldBox:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping) -> FieldBox:
+    def from_json(cls, data: Mapping[str, Any]) -> FieldBox:
         """A box stored by ``to_json``."""
         return cls(
             name=data["name"],
@@ -147,7 +150,7 @@ _UNREADABLE = (ValueError, KeyError, TypeError, AttributeError, IndexError, Asse
 
 
 @contextmanager
-def _reading(*, writing: bool = False):
+def _reading(*, writing: bool = False) -> Iterator[None]:
     """pypdf's failures on a broken or hostile file (in reading it, or ``writing`` it again) as TemplateErrors."""
 
     try:
@@ -175,7 +178,7 @@ def _reading(*, writing: bool = False):
         ) from None
 
 
-def _opened(data: bytes):
+def _opened(data: bytes) -> PdfReader:
     """``data`` as a pypdf reader, refused when it is too large, not a PDF, encrypted, without pages or too long."""
 
     if len(data) > MAX_PDF_BYTES:
@@ -204,7 +207,7 @@ def _opened(data: bytes):
     return reader
 
 
-def _page(page) -> Page:
+def _page(page: PageObject) -> Page:
     box = page.cropbox
     return Page(
         left=float(box.left),
@@ -215,7 +218,7 @@ def _page(page) -> Page:
     )
 
 
-def widgets(page) -> Iterable:
+def widgets(page: PageObject) -> Iterator[DictionaryObject]:
     """The page's form widgets (its annotations of subtype ``/Widget``)."""
     for annotation in page.get("/Annots") or ():
         annotation = annotation.get_object()
@@ -223,8 +226,10 @@ def widgets(page) -> Iterable:
             yield annotation
 
 
-def _qualified_name(widget) -> str:
+def _qualified_name(widget: DictionaryObject) -> str:
     """``parent.child`` names, as forms number repeated fields; a widget without ``/T`` takes its parent's."""
+    # A PDF object of any kind as pypdf reads it (``/Parent`` may be missing or not a dictionary in a hostile file).
+    node: Any
     parts, node, seen = [], widget, 0
     while node is not None and seen < 32:
         if "/T" in node:
@@ -235,7 +240,8 @@ def _qualified_name(widget) -> str:
     return ".".join(reversed(parts))
 
 
-def _inherited(widget, key: str, default=None):
+def _inherited(widget: DictionaryObject, key: str, default: Any = None) -> Any:
+    node: Any
     node, seen = widget, 0
     while node is not None and seen < 32:
         if key in node:
@@ -246,13 +252,13 @@ def _inherited(widget, key: str, default=None):
     return default
 
 
-def _font_size(widget) -> float:
+def _font_size(widget: DictionaryObject) -> float:
     da = str(_inherited(widget, "/DA", "") or "")
     match = re.search(r"([\d.]+)\s+Tf", da)
     return float(match.group(1)) if match else 0.0
 
 
-def _page_fields(page, index: int) -> Iterable[FieldBox]:
+def _page_fields(page: PageObject, index: int) -> Iterable[FieldBox]:
     """The variables' boxes on one page: text and choice fields, any field named ``signature`` or
     ``signature_<role>`` (a party's place), and any named ``field_<name>`` (a field the signer fills, a check box
     too)."""
@@ -263,7 +269,7 @@ def _page_fields(page, index: int) -> Iterable[FieldBox]:
             continue
         if kind == "/Sig" and not mark_role(name):
             continue  # someone else's signature field: painted as it looks, like any other widget
-        x1, y1, x2, y2 = (float(v) for v in widget["/Rect"])
+        x1, y1, x2, y2 = (float(v) for v in cast(ArrayObject, widget["/Rect"]))
         flags = int(_inherited(widget, "/Ff", 0) or 0)
         max_length = _inherited(widget, "/MaxLen")
         mk = widget.get("/MK")
@@ -282,7 +288,7 @@ def _page_fields(page, index: int) -> Iterable[FieldBox]:
         )
 
 
-def is_variable(widget) -> bool:
+def is_variable(widget: DictionaryObject) -> bool:
     """A widget filled per recipient: a named text or choice field, a party's place (``signature``,
     ``signature_<role>``) or a field the signer fills (``field_<name>``, left empty); ``pdf_fill`` paints the others
     as they look."""
@@ -291,7 +297,7 @@ def is_variable(widget) -> bool:
     return bool(name) and (kind in ("/Tx", "/Ch") or is_mark(name))
 
 
-def check_boxes(form: PdfForm, boxes: Iterable[Mapping]) -> tuple[FieldBox, ...]:
+def check_boxes(form: PdfForm, boxes: Iterable[Mapping[str, Any]]) -> tuple[FieldBox, ...]:
     """Boxes staff placed (``name``, ``page``, ``x``, ``y``, ``w``, ``h``, ``font_size``), checked against the
     pages; TemplateError naming the first wrong one."""
     checked = []
@@ -403,6 +409,6 @@ def check_signature_place(data: bytes, boxes: Iterable[FieldBox]) -> None:
             raise TemplateError(exc.message) from None
 
 
-def placed_boxes(version) -> tuple[FieldBox, ...]:
+def placed_boxes(version: TemplateVersion) -> tuple[FieldBox, ...]:
     """The boxes staff placed on a PDF template version's pages."""
     return tuple(FieldBox.from_json(b) for b in version.pdf_boxes or ())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bulksign.core.errors import Message
 from bulksign.core.messages import N_
 from bulksign.doc_templates import docx_alone
 from bulksign.doc_templates.errors import TemplateError
@@ -21,7 +22,7 @@ OTHER_KIND = N_("PDF form templates are filled one document at a time")
 class RenderPath:
     together: bool
     #: Why not, and what to change, for staff; None when its documents render together.
-    reason: N_ | None = None
+    reason: Message | None = None
 
 
 def render_path(version: TemplateVersion, *, enabled: bool) -> RenderPath:

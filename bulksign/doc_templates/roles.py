@@ -77,7 +77,7 @@ def _docx_in_order(source_key: str) -> tuple[str, ...]:
     class _Reading:
         autoescape = True
 
-        def parse(self, source: str):
+        def parse(self, source: str) -> nodes.Template:
             tree = parse(source)
             found.extend(_names_in_order(tree))
             return tree

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Callable, Iterable
+from typing import Any
 
-from jinja2 import pass_environment, pass_eval_context
+from jinja2 import Environment, pass_environment, pass_eval_context
 from jinja2.exceptions import SecurityError
 from jinja2.filters import do_default
+from jinja2.nodes import EvalContext
 
 from bulksign.core.messages import N_
 
@@ -37,7 +40,7 @@ _PRINTF_FIELD = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?")
 _SPEC_NUMBER = re.compile(r"\d+")
 
 
-def refuse_wide_printf(text) -> None:
+def refuse_wide_printf(text: object) -> None:
     """``'%999999999s'|format(x)`` makes a gigabyte in one C call that no time limit can interrupt."""
     if not isinstance(text, str) or "%" not in text:
         return
@@ -67,7 +70,7 @@ def refuse_long(length: int) -> None:
 _TOO_WIDE = N_("a width over %(n)s", n=MAX_WIDTH)
 
 
-def _width(value, too_big: N_ = _TOO_WIDE) -> None:
+def _width(value: object, too_big: N_ = _TOO_WIDE) -> None:
     size = len(value) if isinstance(value, str) else value
     if isinstance(size, int) and size > MAX_WIDTH:
         raise TooBig(too_big)
@@ -80,55 +83,62 @@ def _replaced_length(text: str, old: str, new: str, count: int | None) -> int:
     return len(text) + hits * (len(new) - len(old))
 
 
-def _joined_length(items: list, separator: str) -> int:
+def _joined_length(items: list[object], separator: str) -> int:
     return sum(len(str(item)) for item in items) + len(separator) * max(len(items) - 1, 0)
 
 
-def bounded_filters(filters: dict) -> dict:
+def bounded_filters(filters: dict[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
     """Jinja's filters whose width or count argument could make gigabytes in one step, checked first."""
     center, indent, fmt, replace, join = (filters[n] for n in ("center", "indent", "format", "replace", "join"))
     batch, slice_, wordwrap, sum_ = filters["batch"], filters["slice"], filters["wordwrap"], filters["sum"]
 
-    def bounded_center(value, width=80):
+    def bounded_center(value: Any, width: int = 80) -> Any:
         _width(width)
         return center(value, width)
 
-    def bounded_indent(value, width=4, *args, **kwargs):
+    def bounded_indent(value: Any, width: int | str = 4, *args: Any, **kwargs: Any) -> Any:
         _width(width)
         refuse_long(len(str(value)) + (str(value).count("\n") + 1) * (len(width) if isinstance(width, str) else width))
         return indent(value, width, *args, **kwargs)
 
-    def bounded_format(value, *args, **kwargs):
+    def bounded_format(value: Any, *args: Any, **kwargs: Any) -> Any:
         refuse_wide_printf(value)
         return fmt(value, *args, **kwargs)
 
     @pass_eval_context  # as Jinja's own filter takes it
-    def bounded_replace(eval_ctx, value, old, new, count=None):
+    def bounded_replace(eval_ctx: EvalContext, value: Any, old: Any, new: Any, count: int | None = None) -> Any:
         refuse_long(_replaced_length(str(value), str(old), str(new), count))
         return replace(eval_ctx, value, old, new, count)
 
     @pass_eval_context  # as Jinja's own filter takes it
-    def bounded_join(eval_ctx, value, d="", attribute=None):
+    def bounded_join(eval_ctx: EvalContext, value: Iterable[Any], d: Any = "", attribute: Any = None) -> Any:
         items = list(value)
         if attribute is None:
             refuse_long(_joined_length(items, str(d)))
         return join(eval_ctx, items, d, attribute)
 
-    def bounded_batch(value, linecount, fill_with=None):
+    def bounded_batch(value: Any, linecount: int, fill_with: Any = None) -> Any:
         _width(linecount, N_("a batch size over %(n)s", n=MAX_WIDTH))
         return batch(value, linecount, fill_with)
 
-    def bounded_slice(value, slices, fill_with=None):
+    def bounded_slice(value: Any, slices: int, fill_with: Any = None) -> Any:
         _width(slices, N_("a number of slices over %(n)s", n=MAX_WIDTH))
         return slice_(value, slices, fill_with)
 
     @pass_environment  # as Jinja's own filter takes it
-    def bounded_wordwrap(environment, s, width=79, break_long_words=True, wrapstring=None, break_on_hyphens=True):
+    def bounded_wordwrap(
+        environment: Environment,
+        s: Any,
+        width: int = 79,
+        break_long_words: bool = True,
+        wrapstring: str | None = None,
+        break_on_hyphens: bool = True,
+    ) -> Any:
         refuse_long(len(str(s)) * (1 + len(wrapstring or "\n")) // max(int(width), 1))
         return wordwrap(environment, s, width, break_long_words, wrapstring, break_on_hyphens)
 
     @pass_environment  # as Jinja's own filter takes it
-    def bounded_sum(environment, iterable, attribute=None, start=0):
+    def bounded_sum(environment: Environment, iterable: Iterable[Any], attribute: Any = None, start: Any = 0) -> Any:
         items = list(iterable)
         if attribute is None and isinstance(start, (str, list, tuple)):  # sum() of lists: one C call, n² memory
             refuse_long(len(start) + sum(len(i) for i in items if isinstance(i, (str, list, tuple))))
@@ -148,14 +158,14 @@ def bounded_filters(filters: dict) -> dict:
     }
 
 
-def default(value, default_value="", boolean=False):
+def default(value: Any, default_value: Any = "", boolean: bool = False) -> Any:
     """Jinja's ``default``, which replaces an empty text too: an empty cell of the recipients file is no value (the
     row holds every column a template uses, as "" where the file leaves it empty), and ``{{ x|default('—') }}``
     is how a template says that ``x`` may be empty (``variables.printed_variables``)."""
     return default_value if isinstance(value, str) and value == "" else do_default(value, default_value, boolean)
 
 
-def check_str_method(method, args: tuple, kwargs: dict) -> tuple:
+def check_str_method(method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
     """Refuse a ``str`` method call that would make a huge text; returns the arguments to call it with."""
     method = getattr(method, "__wrapped__", method)
     owner, name = getattr(method, "__self__", None), getattr(method, "__name__", "")

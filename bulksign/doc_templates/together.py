@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import update
 from sqlalchemy.orm import Session
@@ -32,7 +33,7 @@ def tries_together(version: TemplateVersion) -> bool:
     return version.kind in (HTML, WORD) and not version.render_alone
 
 
-def render_chunk_together(version: TemplateVersion, rows: Mapping[int, dict], *, timeout: float) -> Chunk:
+def render_chunk_together(version: TemplateVersion, rows: Mapping[int, dict[str, Any]], *, timeout: float) -> Chunk:
     """A chunk's PDFs of ``version`` (request id → its row's values) in as few runs as they allow, or why the
     template cannot be (``Chunk.refused``). A row the template cannot take is left out: rendered alone, it fails
     with its message."""
@@ -50,7 +51,9 @@ def render_chunk_together(version: TemplateVersion, rows: Mapping[int, dict], *,
     return together.render_filled(filled, timeout=timeout)
 
 
-def _word_chunk(version: TemplateVersion, source: bytes, rows: Mapping[int, dict], *, timeout: float) -> Chunk:
+def _word_chunk(
+    version: TemplateVersion, source: bytes, rows: Mapping[int, dict[str, Any]], *, timeout: float
+) -> Chunk:
     """The Word ``version``'s chunk from one run; with fewer than two rows filled in, none is run together."""
     try:
         reason = docx_alone.why_alone(source)

@@ -190,8 +190,10 @@ def in_words_filter(context: Context, value: object, currency: str | None = None
     # A language or a currency num2words does not know: English words, then euros, rather than no document.
     for words_language, words_currency in ((language, code), ("en", code), ("en", FALLBACK_CURRENCY)):
         try:
-            return num2words(
-                amount, lang=words_language, to="currency", currency=words_currency, cents=False, separator=""
+            return str(
+                num2words(
+                    amount, lang=words_language, to="currency", currency=words_currency, cents=False, separator=""
+                )
             )
         except NotImplementedError:
             continue

@@ -38,17 +38,8 @@ def extract_variables(source: str) -> list[str]:
 
 
 def printed_variables(ast: nodes.Template) -> frozenset[str]:
-    """The row's variables ``ast`` prints whatever the row holds: an empty value would leave a gap in every
-    document ("made with  for the position"), so a row must give each of them a value.
-
-    Read from the syntax tree, and conservative: a variable counts only where it is surely printed, so that no
-    row is refused that the template was written to handle. Printed: ``{{ x }}`` at the top level or in a
-    ``{% with %}``, ``{% filter %}`` or ``{% block %}``; through filters and methods (``x|upper``, ``x.strip()``),
-    ``~`` and arithmetic; through a ``{% set y = x %}`` made at the top level and printed there (``{{ y }}``).
-    Not printed (optional): a variable only tested (``{% if x %}``, ``x is defined``, ``x == 'a'``); anything
-    inside an ``{% if %}`` branch, a ``{% for %}`` (it may run no time), a macro or a ``{% call %}``; a value
-    with a fallback (``x|default('—')``, ``x or ''``, ``x and y``, ``a if t else b`` unless both branches
-    print it); a filter's or a macro's arguments. So ``{% if x %}{{ x }}{% endif %}`` leaves ``x`` optional."""
+    """The variables ``ast`` surely prints whatever the row holds, so each row must give them a value; read
+    conservatively from the syntax tree (what counts as printed: docs/architecture/doc_templates.md)."""
     return frozenset(_printed(ast.body, {}, sure=True)) & meta.find_undeclared_variables(ast)
 
 
@@ -71,6 +62,7 @@ def _printed(statements: Iterable[nodes.Node], scope: dict[str, frozenset[str]],
         elif isinstance(node, nodes.AssignBlock):
             body = _printed(node.body, dict(scope), sure=sure)
             fallback = node.filter is not None and _has_fallback(node.filter)
+            assert isinstance(node.target, (nodes.Name, nodes.NSRef))  # what Jinja parses a block's target to
             scope[node.target.name] = frozenset() if fallback else frozenset(body)
         elif isinstance(node, nodes.If):
             # The test only chooses a branch; each branch (elif, else) runs for some rows only.
@@ -84,9 +76,9 @@ def _printed(statements: Iterable[nodes.Node], scope: dict[str, frozenset[str]],
             _printed(node.else_, dict(scope), sure=False)
         elif isinstance(node, nodes.With):
             inner = dict(scope)
-            for target, value in zip(node.targets, node.values, strict=False):
+            for target, expr in zip(node.targets, node.values, strict=False):
                 for name in _names(target):
-                    inner[name] = _shown(value, scope) if sure and isinstance(target, nodes.Name) else frozenset()
+                    inner[name] = _shown(expr, scope) if sure and isinstance(target, nodes.Name) else frozenset()
             found |= _printed(node.body, inner, sure=sure)
         elif isinstance(node, nodes.FilterBlock):
             found |= _printed(node.body, dict(scope), sure=sure and not _has_fallback(node.filter))

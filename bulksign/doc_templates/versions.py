@@ -8,8 +8,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import select, tuple_
+from sqlalchemy import literal, select, tuple_
 from sqlalchemy.orm import Session
 
 from bulksign.core.logs import log
@@ -113,8 +114,8 @@ def save_version(
     reminder_body: str,
     kind: str = "html",
     file: bytes | None = None,
-    pdf_boxes: list[dict] | None = None,
-    fields: list[dict] | None = None,
+    pdf_boxes: list[dict[str, Any]] | None = None,
+    fields: list[dict[str, Any]] | None = None,
 ) -> SavedVersion:
     """Insert the next immutable version of ``template``; Refused(403) for a user who may only use it.
 
@@ -215,7 +216,7 @@ def _newest_pdf_version(session: Session, *, template: DocumentTemplate) -> Temp
 
 
 def place_boxes(
-    session: Session, *, template: DocumentTemplate, boxes: list[dict], user: User | None, now: datetime
+    session: Session, *, template: DocumentTemplate, boxes: list[dict[str, Any]], user: User | None, now: datetime
 ) -> SavedVersion:
     """The next version of a PDF template with ``boxes`` (``pdf_forms.check_boxes``) in place of its placed boxes;
     its file and mail texts are kept. NotPdfTemplate when the newest version is of another kind."""
@@ -223,18 +224,19 @@ def place_boxes(
     return save_version(session, template=template, pdf_boxes=boxes, user=user, now=now, **_kept(version))
 
 
-def _kept(version: TemplateVersion) -> dict:
+def _kept(version: TemplateVersion) -> dict[str, Any]:
     """What the next version keeps of ``version`` when only its boxes or fields change: its document (a file
     kind's file is kept by giving none) and mail texts, as ``save_version`` takes them."""
     return {"html": version.html, "kind": version.kind, "file": None, **{f: getattr(version, f) for f in MAIL_FIELDS}}
 
 
 def save_fields(
-    session: Session, *, template: DocumentTemplate, fields: list[dict], user: User | None, now: datetime
+    session: Session, *, template: DocumentTemplate, fields: list[dict[str, Any]], user: User | None, now: datetime
 ) -> SavedVersion:
     """The next version of a template with ``fields`` as the settings of the fields its signer fills
     (``fields.check_settings``: FieldSettingsError names a wrong one); its document, boxes and mail texts kept."""
     version = get_version(session, template_id=template.id)
+    assert version is not None  # a template has its first version from its creation
     return save_version(session, template=template, fields=fields, user=user, now=now, **_kept(version))
 
 
@@ -252,6 +254,7 @@ class PdfLayout:
 def pdf_layout(session: Session, *, template: DocumentTemplate) -> PdfLayout:
     """The pages, form fields and placed boxes of a PDF template's newest version; NotPdfTemplate for another kind."""
     version = _newest_pdf_version(session, template=template)
+    assert version.source_key is not None  # a file kind's version keeps its file
     return PdfLayout(
         version=version,
         form=pdf_forms.read_form(get_storage().get(version.source_key)),
@@ -316,18 +319,23 @@ def _html_variables(html: str) -> list[str]:
 
 
 def _file_variables(
-    session: Session, *, template: DocumentTemplate, kind: str, file: bytes | None, pdf_boxes: list[dict] | None
-) -> tuple[list[str], str, list[dict] | None, tuple[N_, ...]]:
+    session: Session,
+    *,
+    template: DocumentTemplate,
+    kind: str,
+    file: bytes | None,
+    pdf_boxes: list[dict[str, Any]] | None,
+) -> tuple[list[str], str, list[dict[str, Any]] | None, tuple[N_, ...]]:
     """The variables, storage key and placed boxes of a file kind's version, and what was taken out of its file: the
     new file, cleaned (no boxes yet), or the previous version's file and boxes; ``pdf_boxes`` replaces the boxes."""
     if file is None:
         previous = get_version(session, template_id=template.id)
-        if previous is None or previous.kind != kind:
+        if previous is None or previous.kind != kind or previous.source_key is None:
             raise TemplateError(
                 N_("Upload the template file (%(extension)s).", extension=template_kinds.file_kind(kind).extensions[0])
             )
         variables, key, placed = list(previous.variables), previous.source_key, previous.pdf_boxes
-        removed = ()
+        removed: tuple[N_, ...] = ()
     else:
         checked = template_kinds.check_file(kind=kind, data=file)
         file, variables, removed = checked.data, checked.variables, checked.removed
@@ -359,7 +367,9 @@ def list_templates(
     if not include_archived:
         query = query.where(DocumentTemplate.archived.is_(False))
     if after is not None:
-        query = query.where(tuple_(DocumentTemplate.name, DocumentTemplate.id) > tuple_(*after))
+        query = query.where(
+            tuple_(DocumentTemplate.name, DocumentTemplate.id) > tuple_(literal(after[0]), literal(after[1]))
+        )
     return list(session.scalars(query))
 
 
@@ -373,7 +383,7 @@ def get_version(session: Session, *, template_id: int, version: int | None = Non
     return session.scalar(query)
 
 
-def _check_renders(source: str, variables: list[str], *, render: Callable[[str, dict], str]) -> None:
+def _check_renders(source: str, variables: list[str], *, render: Callable[[str, dict[str, Any]], str]) -> None:
     """Refuse at save a template that cannot be filled in for any row (``{{ 1/0 }}``, ``{{ salary / 12 }}``: the
     file's values are text), with the line and a hint; the preview of one showed the app's error page.
 

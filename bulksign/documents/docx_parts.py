@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from io import BytesIO
+from typing import cast
 
 from pypdf import PdfReader, PdfWriter
 from pypdf.generic import ArrayObject, BooleanObject, DictionaryObject, NameObject, TextStringObject
@@ -46,11 +47,12 @@ class Piece:
 
 def first_pages(reader: PdfReader, count: int) -> list[int]:
     """The page (from 0) where each of ``count`` copies starts; SplitError if any is missing or out of order."""
-    found = {}
+    found: dict[int, int] = {}
     for name, destination in reader.named_destinations.items():
         number = str(name).lstrip("/").removeprefix(FIRST_PAGE)
         if str(name).lstrip("/").startswith(FIRST_PAGE) and number.isdigit():
-            found[int(number)] = reader.get_destination_page_number(destination)
+            page = reader.get_destination_page_number(destination)
+            found[int(number)] = -1 if page is None else page
     firsts = [found.get(index, -1) for index in range(count)]
     if len(found) != count or firsts[:1] != [0] or any(b <= a for a, b in zip(firsts, firsts[1:])):
         raise SplitError(f"first pages {firsts[:10]} found for {count} copies")
@@ -63,9 +65,13 @@ def split(pdf: bytes, properties: list[tuple[tuple[str, str], ...]]) -> list[Pie
     reader = PdfReader(BytesIO(pdf))
     firsts = first_pages(reader, len(properties))
     shared = {k: v for k, v in (reader.metadata or {}).items() if k not in OWN_PROPERTIES}
-    language = reader.trailer["/Root"].get("/Lang")
+    language = reader.root_object.get("/Lang")
     fonts = font_programs.RunFonts()
-    numbers = {page.indirect_reference.idnum: index for index, page in enumerate(reader.pages)}
+    numbers = {
+        page.indirect_reference.idnum: index
+        for index, page in enumerate(reader.pages)
+        if page.indirect_reference is not None  # every page a reader reads has one
+    }
     pieces = []
     for start, end, own in zip(firsts, [*firsts[1:], len(reader.pages)], properties):
         shown: list[dict[str, set[int]]] = []
@@ -79,13 +85,16 @@ def split(pdf: bytes, properties: list[tuple[tuple[str, str], ...]]) -> list[Pie
         links.put_back(writer)
         used: dict[int, tuple[object, set[int]]] = {}
         for page, codes in zip(writer.pages, shown):
-            named = {str(name)[1:]: font.get_object() for name, font in page["/Resources"].get("/Font", {}).items()}
+            named = {
+                str(name)[1:]: font.get_object()
+                for name, font in cast(DictionaryObject, page["/Resources"]).get("/Font", {}).items()
+            }
             for name, font_codes in codes.items():
                 if name not in named:
                     raise SplitError(f"a page shows text in the font {name} that its resources do not list")
                 used.setdefault(id(named[name]), (named[name], set()))[1].update(font_codes)
-        for font, codes in used.values():
-            pdf_fonts.cut_simple_font(font, codes, run=fonts)
+        for font, font_codes in used.values():
+            pdf_fonts.cut_simple_font(font, font_codes, run=fonts)
         writer.add_metadata({**shared, **dict(own)})
         if language is not None:
             writer._root_object[NameObject("/Lang")] = TextStringObject(str(language))
@@ -195,7 +204,7 @@ class _Links:
 
     def put_back(self, writer: PdfWriter) -> None:
         for page, position, target, rest in self._moved:
-            annotation = writer.pages[page]["/Annots"][position].get_object()
+            annotation = cast(ArrayObject, writer.pages[page]["/Annots"])[position].get_object()
             annotation[NameObject("/Dest")] = ArrayObject([writer.pages[target].indirect_reference, *rest])
 
 

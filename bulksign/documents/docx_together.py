@@ -97,11 +97,9 @@ def render_merged(
 
 
 def check(piece: docx_parts.Piece, own: CopyText, page_texts: list[str], *, everyone: frozenset[str]) -> str:
-    """What is wrong with ``piece`` (its pages' text ``page_texts``) as the PDF of the copy ``own`` is (the name of
-    the failed check, no recipient's data), or "" when it is exactly its own: at least as many pages as the copy
-    has hard page breaks plus one; each word either the copy's own or one of the layout's (a page or list number, a
-    bullet), never a word only other copies of the run (``everyone``'s words) have; every word the copy's body
-    prints present; links only to the copy's own addresses."""
+    """What is wrong with ``piece`` as the PDF of the copy ``own`` (the failed check's name, no recipient's data), or
+    "" when it is exactly its own: pages, words and links checked against that copy alone (the rules:
+    docs/architecture/documents.md)."""
     if len(piece.pages) < own.least_pages:
         return "pages"
     if piece.links is None or not set(piece.links) <= own.links:

@@ -128,13 +128,8 @@ class _Transport(xmlrpc.client.Transport):
 
 
 def _timed_out(timeout: float, *, converting: float) -> RenderError:
-    """A conversion past its time: tried once more, on a fresh LibreOffice, when it may be the document's own fault.
-
-    LibreOffice's start shares the budget: a document that ran out of time mostly while LibreOffice started gets
-    every attempt. One that had at least half of the time on a LibreOffice that was up is too long or too complex
-    to lay out (60,000 lines: ~40 s) or met a hung LibreOffice; a fresh one tells which, and a third try would hold
-    a render worker as long again for nothing.
-    """
+    """A conversion past its time: tried once more, on a fresh LibreOffice, only when it may be the document's own
+    fault (why: docs/architecture/documents.md)."""
     if converting < timeout / 2:
         return RenderError(f"The document took longer than {timeout:g} s to convert to PDF.", transient=True)
     return RenderError(
@@ -176,15 +171,8 @@ class Converter:
         options: tuple[str, ...] = (),
         documents: int = 1,
     ) -> bytes:
-        """The PDF of one Word document within ``timeout`` seconds, start included; RenderError (transient)
-        when LibreOffice fails, hangs or is still starting.
-
-        ``max_pages``: the export stops one page past it (its ``PageRange``), so the caller sees a document too
-        long by its ``max_pages + 1`` pages without LibreOffice writing out the rest: 2,308 pages took 13.1 s to
-        export, refused this way 1.1 s. Loading and laying out the document still come first, whatever its length
-        (60,000 lines: ~40 s of the 78 s), and only ``timeout`` bounds them. ``options``: more of the export's
-        settings, each ``Name=value``; ``documents``: how many recipients' documents ``data`` holds, each counted
-        towards ``max_documents``."""
+        """The PDF of one Word document within ``timeout`` seconds, start included, exported to at most ``max_pages`` +
+        1 pages; RenderError (transient) when LibreOffice fails, hangs or is still starting."""
         deadline = time.monotonic() + timeout
         with self._lock:  # one LibreOffice converts one document at a time
             if self._process is None or self._process.poll() is not None or self.served >= self.max_documents:
@@ -194,6 +182,7 @@ class Converter:
             self.served += documents
             converting_since = time.monotonic()
             left = max(deadline - converting_since, 0.01)
+            assert self._folder is not None  # ``_start`` made it
             proxy = _proxy(self._folder, left)
             try:
                 export = [*options, *([] if max_pages is None else [f"PageRange=1-{max_pages + 1}"])]
@@ -267,6 +256,7 @@ class Converter:
     def _wait_until_ready(self, deadline: float) -> None:
         """Wait for the starting LibreOffice until ``deadline``; a slow start is left running for the next call
         (a preview must answer before the web worker's timeout), a failed one is ended."""
+        assert self._process is not None and self._folder is not None  # ``_start`` ran
         proxy = _proxy(self._folder, 5)
         while self._process.poll() is None and time.monotonic() - self._started_at < START_SECONDS:
             try:

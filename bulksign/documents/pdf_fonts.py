@@ -8,9 +8,10 @@ import struct
 from collections import Counter
 from dataclasses import dataclass
 from io import BytesIO
+from typing import cast
 
 from pypdf import PdfReader, PdfWriter
-from pypdf.generic import ArrayObject, EncodedStreamObject, NameObject, NumberObject, StreamObject
+from pypdf.generic import ArrayObject, DictionaryObject, EncodedStreamObject, NameObject, NumberObject, StreamObject
 
 from bulksign.core.errors import BulksignError
 from bulksign.documents import font_programs
@@ -51,15 +52,17 @@ def keep_own_glyphs(writer: PdfWriter, *, run: RunFonts) -> Kept:
         fonts = {str(name)[1:]: font.get_object() for name, font in resources.get("/Font", {}).items()}
         for font in fonts.values():  # a font the page lists but shows nothing in keeps nothing
             used.setdefault(id(font), (font, set()))
-        read = _read(page.get_contents().get_data())
+        contents = page.get_contents()
+        assert contents is not None  # a page the renderer printed has its content stream
+        read = _read(contents.get_data())
         without_text.append(read.without_text)
         for name, codes in read.shown.items():
             if name not in fonts:
                 raise FontError(f"a page uses the font {name} that its resources do not list")
             used[id(fonts[name])][1].update(codes)
             _add_text(text, fonts[name], codes, run=run)
-    for font, codes in used.values():
-        _cut(font, codes | {0}, run=run)
+    for font, font_codes in used.values():
+        _cut(font, font_codes | {0}, run=run)
     return Kept(without_text, text)
 
 
@@ -70,8 +73,11 @@ def placed_text(pdf: bytes) -> tuple[Counter, Counter]:
     outside: Counter = Counter()
     run = RunFonts()
     for page in PdfReader(BytesIO(pdf)).pages:
-        fonts = {str(name)[1:]: font.get_object() for name, font in page["/Resources"].get("/Font", {}).items()}
-        read = _read(page.get_contents().get_data(), placed=True)
+        resources = cast(DictionaryObject, page["/Resources"])
+        fonts = {str(name)[1:]: font.get_object() for name, font in resources.get("/Font", {}).items()}
+        contents = page.get_contents()
+        assert contents is not None  # a page Qt printed has its content stream
+        read = _read(contents.get_data(), placed=True)
         for shown, into in ((read.shown, inside), (read.clipped, outside)):
             for name, codes in shown.items():
                 _add_text(into, fonts[name], codes, run=run)
@@ -264,10 +270,8 @@ def _set_program(program: StreamObject, data: bytes, compressed: bytes) -> None:
 
 
 def cut_simple_font(font, codes: set[int], *, run: RunFonts) -> None:
-    """A simple font of LibreOffice's (one-byte codes, ``/Widths`` from ``/FirstChar``, an embedded TrueType program
-    that maps the codes to its glyphs through its own cmap, or no program at all) cut down to ``codes``: the other
-    glyphs' outlines and widths emptied, the ``/Widths`` of the other codes 0, the ``ToUnicode`` map listing
-    ``codes`` only; FontError for any other font (a Type 0, Type 3 or CFF one)."""
+    """A simple (one-byte) font of LibreOffice's cut down to ``codes``: the other glyphs, widths and ToUnicode entries
+    emptied; FontError for any other kind of font."""
     descriptor = font.get("/FontDescriptor")
     descriptor = descriptor.get_object() if descriptor is not None else {}
     if font.get("/Subtype") not in ("/TrueType", "/Type1") or "/FontFile" in descriptor or "/FontFile3" in descriptor:

@@ -61,10 +61,10 @@ def page_words(pdf: bytes, *, timeout: float = 30) -> list[PageWords]:
         words = tuple(
             Word(
                 text=w.text or "",
-                x0=float(w.get("xMin")),
-                top=float(w.get("yMin")),
-                x1=float(w.get("xMax")),
-                bottom=float(w.get("yMax")),
+                x0=float(w.attrib["xMin"]),
+                top=float(w.attrib["yMin"]),
+                x1=float(w.attrib["xMax"]),
+                bottom=float(w.attrib["yMax"]),
             )
             for w in page.iter(f"{_NS}word")
         )
@@ -75,7 +75,10 @@ def page_words(pdf: bytes, *, timeout: float = 30) -> list[PageWords]:
         )
         pages.append(
             PageWords(
-                width=float(page.get("width")), height=float(page.get("height")), words=words, paragraphs=paragraphs
+                width=float(page.attrib["width"]),
+                height=float(page.attrib["height"]),
+                words=words,
+                paragraphs=paragraphs,
             )
         )
     return pages

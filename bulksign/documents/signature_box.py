@@ -134,14 +134,8 @@ def html_mark(index: int = 0) -> Markup:
 
 
 def find_signature_box(pdf: bytes) -> SignatureBox | None:
-    """The box the document marks for the signature (the first mark), or None when it has none.
-
-    The mark is the first drawing in ``MARK_COLOUR`` at least ``MIN_WIDTH_PT`` × ``MIN_HEIGHT_PT`` large, with the
-    pieces of the same colour that touch it (a renderer may draw a frame's sides one by one); a thinner line in that
-    colour is not a mark. Raises ``UnreadablePdf`` for a PDF that PDFium cannot open. Marks on rotated pages, and
-    inside form XObjects, are not looked for: neither renderer draws them there. In-process, ~1 ms of CPU for a
-    one-page contract, ~11 ms for three pages of bordered table (measured).
-    """
+    """The box the document marks for the signature (the first drawing in ``MARK_COLOUR`` of at least the minimum size,
+    with the pieces that touch it), or None; ``UnreadablePdf`` for a PDF PDFium cannot open."""
     return find_signature_boxes(pdf, count=1)[0]
 
 
@@ -193,11 +187,9 @@ def _first_frame(pieces: list[_Bounds], *, min_w: float, min_h: float) -> _Bound
     ``min_h`` large (a signature block's size for a signature's mark); None when no piece is."""
     while pieces:
         left, bottom, right, top = pieces.pop(0)
-        touching = True
-        while touching:
-            touching = [
-                p for p in pieces if p[0] <= right + 1 and left - 1 <= p[2] and p[1] <= top + 1 and bottom - 1 <= p[3]
-            ]
+        while touching := [
+            p for p in pieces if p[0] <= right + 1 and left - 1 <= p[2] and p[1] <= top + 1 and bottom - 1 <= p[3]
+        ]:
             for piece in touching:
                 pieces.remove(piece)
                 left, bottom, right, top = (
@@ -212,13 +204,8 @@ def _first_frame(pieces: list[_Bounds], *, min_w: float, min_h: float) -> _Bound
 
 
 def _mark_pieces(page, colours: list[tuple[int, int, int]]) -> dict[tuple[int, int, int], list[_Bounds]]:
-    """Each of ``colours`` → (left, bottom, right, top) in user space of each path on a PDFium page painted in
-    it, in drawing order.
-
-    The bounds are those of the path's points (its segments' end and control points, through its matrix), not
-    PDFium's ``get_bounds``, which widens a stroked path by more than its line: a stroked frame's box is then the
-    line's middle, a filled one's its outer edge, both within a line's width of the frame as drawn.
-    """
+    """Each of ``colours`` → the (left, bottom, right, top) bounds of each path painted in it on a PDFium page, from
+    the path's own points, in drawing order."""
     import pypdfium2.raw as pdfium_c
 
     found: dict[tuple[int, int, int], list[_Bounds]] = {colour: [] for colour in colours}
@@ -264,7 +251,9 @@ def _plain_calls() -> SimpleNamespace:
     def plain(name: str, returns=None):
         function = getattr(pdfium_c, name)
         prototype = ctypes.CFUNCTYPE(returns or function.restype, ctypes.c_void_p, *function.argtypes[1:])
-        return prototype(ctypes.cast(function, ctypes.c_void_p).value)
+        address = ctypes.cast(function, ctypes.c_void_p).value
+        assert address is not None  # a loaded library's function has an address
+        return prototype(address)
 
     return SimpleNamespace(
         FPDFPage_GetObject=plain("FPDFPage_GetObject", returns=ctypes.c_void_p),

@@ -117,6 +117,7 @@ def _draw_value(c, field: FilledField) -> None:
     """A field's value inside its box: a checkbox as a ticked or an empty square, any other as its text (as large
     as the box allows), in the signature block's ink."""
     box = field.box
+    assert box is not None  # only a field with a box is drawn (``_field_drawings``)
     c.setFillColorRGB(*INK)
     c.setStrokeColorRGB(*INK)
     if field.ticked is not None:

@@ -168,7 +168,9 @@ def render_filled(filled: Mapping[int, str], *, timeout: float) -> Chunk:
         try:
             run = render_run(list(documents.values()), timeout=timeout)
         except RenderError as exc:
-            run = NotTogether(exc.message, lasting=False)
+            # A renderer's message may be plain text (``Message``); the refusal is kept as a message to translate.
+            message = exc.message if isinstance(exc.message, N_) else N_(str(exc.message))
+            run = NotTogether(message, lasting=False)
         if isinstance(run, NotTogether):
             if run.lasting:
                 return Chunk({}, run)

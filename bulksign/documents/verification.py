@@ -52,7 +52,7 @@ def verify_file(session: Session, *, data: bytes, key: SealKey, tsa_roots: Seque
         if seal.sealed and seal.ours and seal.intact and seal.whole_file:
             return Verdict(outcome="sealed_unknown", sha256=digest, seal=seal)
         return Verdict(outcome="tampered" if seal.sealed else "unknown", sha256=digest, seal=seal)
-    request = session.get(SigningRequest, document.request_id)
+    request = session.get_one(SigningRequest, document.request_id)
     template = request.batch.template_version.template if request.batch.template_version else None
     return Verdict(
         outcome="signed" if document.kind == "signed" else "original",

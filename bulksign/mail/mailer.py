@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 import flask_mail
-from sqlalchemy import JSON, Select, String, literal, select, update
+from sqlalchemy import JSON, ColumnElement, Select, String, literal, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -63,7 +63,7 @@ def message_id_for(key: str) -> str:
     return f"<{key}@{MESSAGE_ID_DOMAIN}>"
 
 
-def message_id_sql(key):
+def message_id_sql(key: ColumnElement[str]) -> ColumnElement[str]:
     """``message_id_for`` as a SQL expression over a SQL ``key`` expression, for set-based inserts."""
     return literal("<", String) + key + literal(f"@{MESSAGE_ID_DOMAIN}>", String)
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from pydantic import TypeAdapter, ValidationError
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from bulksign.core.messages import N_
@@ -164,6 +164,6 @@ def remember(
     session.flush()
 
 
-def _stored(template_id: int, team_id: int | None):
+def _stored(template_id: int, team_id: int | None) -> Select[tuple[RememberedMapping]]:
     team = RememberedMapping.team_id.is_(None) if team_id is None else RememberedMapping.team_id == team_id
     return select(RememberedMapping).where(RememberedMapping.template_id == template_id, team)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from bulksign.core.errors import BulksignError
 from bulksign.core.messages import N_
@@ -29,7 +30,7 @@ class PartyError(BulksignError):
     """A fixed party that cannot be used; ``message`` is for people."""
 
 
-def fixed_parties(given: str | Mapping | None, *, roles: Sequence[str]) -> dict[str, PartyPerson]:
+def fixed_parties(given: str | Mapping[str, Any] | None, *, roles: Sequence[str]) -> dict[str, PartyPerson]:
     """The batch's fixed parties by role, from JSON text or its parsed form; {} for nothing given. PartyError for
     a role the template does not have, the recipient (each row's own), or a missing or wrong address."""
     if given is None or given == "":

@@ -32,7 +32,7 @@ class RowError:
     #: What is wrong, translated when shown (``N_``).
     message: N_
     #: The row's values as read, for the errors CSV (column header → value).
-    values: dict = field(default_factory=dict, compare=False)
+    values: dict[str, str] = field(default_factory=dict, compare=False)
     #: For a misspelt mail domain: (domain as written, domain meant), which staff may accept or keep.
     typo: tuple[str, str] | None = None
 
@@ -86,7 +86,7 @@ class _Checked(NamedTuple):
     name: str
     phone: str | None
     #: Values by template variable (and ``email``, ``name``, ``phone``).
-    values: dict
+    values: dict[str, str]
 
 
 class RowChecker:
@@ -289,6 +289,6 @@ class RowChecker:
     def _error(self, row: Row, column: str, message: N_) -> None:
         self.errors.add(RowError(row.number, column, message, self._values(row.cells)))
 
-    def _values(self, cells: list[str]) -> dict:
+    def _values(self, cells: list[str]) -> dict[str, str]:
         """Only for rows with an error: the CSV report shows what the row said next to what is wrong."""
         return {title or column_letter(i): cells[i] for i, title in enumerate(self.columns.header) if i < len(cells)}

@@ -6,6 +6,7 @@ import io
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from bulksign.core.messages import N_
 from bulksign.core.spreadsheets import csv_writer
@@ -39,7 +40,7 @@ class Recipient:
     name: str
     phone: str | None
     #: Values by template variable name.
-    data: dict
+    data: dict[str, str]
     #: The other parties this row names in its ``<role>_email`` (``_name``, ``_phone``) columns, by role.
     parties: Mapping[str, PartyPerson] = field(default_factory=dict)
 
@@ -120,7 +121,7 @@ class ValidationReport:
     def errors_truncated(self) -> bool:
         return self.error_count > len(self.errors)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """The JSON shape of the API."""
         return {
             "total_rows": self.total_rows,

@@ -8,6 +8,8 @@ import time as clock
 import zipfile
 from collections.abc import Iterator
 from datetime import date, datetime, time
+from typing import IO, TYPE_CHECKING
+from xml.etree.ElementTree import Element
 
 from bulksign.core import zip_archives
 from bulksign.core.messages import N_, N_plural
@@ -21,6 +23,10 @@ from bulksign.recipients.rows import (
     out_of_time,
     too_many_rows,
 )
+
+if TYPE_CHECKING:
+    from openpyxl.workbook.workbook import Workbook
+    from openpyxl.worksheet._reader import WorkSheetParser
 
 #: Cells an .xlsx sheet may hold, empty formatted ones included (a full sheet of 200 columns would need 40 million).
 MAX_CELLS = 4_000_000
@@ -78,7 +84,7 @@ def _unreadable_workbook() -> UploadError:
     return UploadError(N_("The workbook could not be read. Save it again from Excel as .xlsx, or as CSV."))
 
 
-def _count_tags(source, tags: tuple[bytes, ...], limit: int) -> bool:
+def _count_tags(source: IO[bytes], tags: tuple[bytes, ...], limit: int) -> bool:
     """Whether the XML part holds more than ``limit`` of these start tags, counted as it unpacks (no parsing)."""
     count, tail = 0, b""
     while chunk := source.read(1 << 20):
@@ -197,7 +203,7 @@ class _XlsxCells:
     times slower); formulas and dates go through openpyxl, which knows shared formulas and date styles.
     """
 
-    def __init__(self, parser, formats: _Formats):
+    def __init__(self, parser: WorkSheetParser, formats: _Formats) -> None:
         from openpyxl.utils.cell import column_index_from_string
         from openpyxl.worksheet._reader import FORMULA_TAG, INLINE_STRING, SHEET_MAIN_NS, VALUE_TAG
 
@@ -216,7 +222,7 @@ class _XlsxCells:
         self.raw = {}
         self.parser.row_counter = number
 
-    def read(self, element) -> tuple[int, str]:
+    def read(self, element: Element) -> tuple[int, str]:
         self.count += 1
         if self.count > MAX_CELLS:
             raise UploadError(
@@ -276,7 +282,7 @@ class _Formats:
     """Each cell style's number format as ``cell_formats`` shows it, looked up once per style; the texts of the
     values seen most recently kept, since a column of dates or salaries repeats many of them."""
 
-    def __init__(self, workbook, language: str):
+    def __init__(self, workbook: Workbook, language: str) -> None:
         from openpyxl.styles.numbers import BUILTIN_FORMATS, BUILTIN_FORMATS_MAX_SIZE
 
         self._styles, self._custom = workbook._cell_styles, workbook._number_formats
@@ -312,7 +318,7 @@ class _Formats:
         return text
 
 
-def _cell_text(value) -> str:
+def _cell_text(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, bool):

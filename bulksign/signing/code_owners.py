@@ -8,8 +8,9 @@ import hmac
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, select
+from sqlalchemy import ColumnElement, Select, and_, func, select
 from sqlalchemy.orm import Session
 
 from bulksign.models import (
@@ -123,7 +124,7 @@ class Owner:
         return self.request
 
     @property
-    def ids(self) -> dict:
+    def ids(self) -> dict[str, int | None]:
         """The owner's columns on its code rows (and in its log lines)."""
         if self.link is not None:
             return {"countersign_link_id": self.link.id}
@@ -135,13 +136,15 @@ class Owner:
             return OneTimeCode.countersign_link_id == self.link.id
         return and_(OneTimeCode.request_id == self._request.id, of_party(self.party.id if self.party else None))
 
-    def lock(self):
+    def lock(self) -> Select[tuple[int]]:
         """The row whose lock serialises this owner's issues (a double click): its request, or its link."""
         if self.link is not None:
             return select(CountersignLink.id).where(CountersignLink.id == self.link.id).with_for_update()
         return select(SigningRequest.id).where(SigningRequest.id == self._request.id).with_for_update()
 
-    def event(self, type_: str, *, now: datetime, ip: str | None, user_agent: str | None, details: dict) -> Event:
+    def event(
+        self, type_: str, *, now: datetime, ip: str | None, user_agent: str | None, details: dict[str, Any]
+    ) -> Event:
         """An event of the request (naming the role of a party other than the recipient), or of the link's batch
         (naming the link)."""
         if self.link is not None:
@@ -183,6 +186,6 @@ def newest_code(session: Session, owner: Owner) -> OneTimeCode | None:
     )
 
 
-def of_party(party_id: int | None):
+def of_party(party_id: int | None) -> ColumnElement[bool]:
     """The codes of the party ``party_id``, or the recipient's (None)."""
     return OneTimeCode.party_id.is_(None) if party_id is None else OneTimeCode.party_id == party_id

@@ -63,7 +63,7 @@ class OwnPages:
     def own_page(self, role: str) -> bool:
         return role in self.field_roles
 
-    def bulk(self, ready: Select) -> Select:
+    def bulk(self, ready: Select[tuple[Party]]) -> Select[tuple[Party]]:
         """``ready`` kept to the documents signed in bulk."""
         return ready.where(Party.role.not_in(self.field_roles)) if self.field_roles else ready
 
@@ -89,7 +89,7 @@ def clean_query(query: str | None) -> str:
     return " ".join((query or "").split())[:MAX_NAME_LENGTH]
 
 
-def matching_parties(link: CountersignLink, *, query: str, now: datetime):
+def matching_parties(link: CountersignLink, *, query: str, now: datetime) -> Select[tuple[Party]]:
     ready = ready_parties(link, now=now)
     if query:
         like = f"%{query.lower()}%"
@@ -122,12 +122,12 @@ def ready_page(session: Session, *, link: CountersignLink, query: str, page: int
     return ReadyPage(documents, total, signable, page, pages, query, listed)
 
 
-def in_order(ready: Select) -> Select:
+def in_order(ready: Select[tuple[Party]]) -> Select[tuple[int]]:
     """The party ids of ``ready``, in the page's order."""
     return ready.with_only_columns(Party.id).order_by(Party.request_id, Party.id)
 
 
-def ready_among(session: Session, ready: Select, ids: Sequence[int]) -> set[int]:
+def ready_among(session: Session, ready: Select[tuple[Party]], ids: Sequence[int]) -> set[int]:
     """Those of ``ids`` that ``ready`` holds."""
     found: set[int] = set()
     for start in range(0, len(ids), 1000):

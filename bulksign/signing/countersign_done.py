@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session, aliased
 
 from bulksign.documents.sealing import latest_document
@@ -55,7 +55,7 @@ class FinishedPage:
     pages: int
 
 
-def _finished(link: CountersignLink):
+def _finished(link: CountersignLink) -> Select[tuple[int]]:
     return (
         select(Party.id)
         .join(SigningRequest, SigningRequest.id == Party.request_id)

@@ -8,7 +8,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 from flask_babel import lazy_gettext as _l
 from sqlalchemy import CursorResult, func, select, update
@@ -249,7 +249,7 @@ def requeue_stalled(session: Session, *, live: set[str], runs: list[CountersignR
             for chunk in _chunks(left)
         ]
         won = cast(
-            CursorResult,
+            CursorResult[Any],
             session.execute(
                 update(CountersignRun)
                 .where(CountersignRun.id == run.id, CountersignRun.generation == run.generation)

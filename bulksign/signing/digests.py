@@ -5,18 +5,32 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import cast
 
 from flask import Flask, render_template
 from flask_babel import force_locale, ngettext
 from flask_mail import Message
-from sqlalchemy import Interval, Select, and_, exists, func, literal, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Exists,
+    Interval,
+    Select,
+    SQLColumnExpression,
+    and_,
+    exists,
+    func,
+    literal,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from bulksign.core.tokens import hash_token, new_nonce, signing_token
 from bulksign.documents.audit_record import document_title
 from bulksign.mail.mailer import MailNotNeeded, builder, queue_mail
-from bulksign.models import RECIPIENT_ROLE, Batch, CountersignLink, Party, SigningRequest
+from bulksign.models import RECIPIENT_ROLE, Batch, CountersignLink, OutgoingMail, Party, SigningRequest
 from bulksign.models.mail import MailKind
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import Status
@@ -45,7 +59,9 @@ def digest_addresses(session: Session, *, batch_id: int, emails: Iterable[str]) 
     )
 
 
-def _ready(batch_id, email, *, now: datetime) -> tuple:
+def _ready(
+    batch_id: int | SQLColumnExpression[int], email: str | SQLColumnExpression[str], *, now: datetime
+) -> tuple[ColumnElement[bool], ...]:
     """Conditions of a party whose document is ready for the countersigner of ``batch_id`` and ``email`` (values,
     or a link's columns in a correlated query): its step started (invited or opened), not signed or declined, the
     request (joined by the caller) out and not ended nor past its deadline."""
@@ -59,7 +75,7 @@ def _ready(batch_id, email, *, now: datetime) -> tuple:
     )
 
 
-def ready_parties(link: CountersignLink, *, now: datetime) -> Select:
+def ready_parties(link: CountersignLink, *, now: datetime) -> Select[tuple[Party]]:
     """The parties of the link's batch and address whose document is ready for them (``_ready``)."""
     return (
         select(Party)
@@ -68,7 +84,7 @@ def ready_parties(link: CountersignLink, *, now: datetime) -> Select:
     )
 
 
-def served_by_digest():
+def served_by_digest() -> Exists:
     """Of a query of parties: the party's batch and address have a countersigner's link, so the digest serves it
     (``ready_parties`` finds its documents by that link), never a mail per document, even after it was given a
     link of its own to open one document's own page (``countersign.own_link``)."""
@@ -271,16 +287,19 @@ def remind_now(
 
 def _subject(batch: Batch, count: int) -> str:
     with force_locale(batch.language):
-        return ngettext(
-            "%(num)s document of “%(title)s” waits for your signature",
-            "%(num)s documents of “%(title)s” wait for your signature",
-            count,
-            title=document_title(batch),
+        return cast(
+            str,
+            ngettext(
+                "%(num)s document of “%(title)s” waits for your signature",
+                "%(num)s documents of “%(title)s” wait for your signature",
+                count,
+                title=document_title(batch),
+            ),
         )
 
 
 @builder(DIGEST)
-def build_digest(session: Session, mail, app: Flask):
+def build_digest(session: Session, mail: OutgoingMail, app: Flask) -> Message:
     """The digest: how many documents wait, and the one personal link to the page of all of them. Subject and text
     say the one count of documents ready when it leaves (more may have come since it was queued), and the mail's
     row records that subject; none left (signed, declined, cancelled meanwhile): not sent."""

@@ -5,9 +5,10 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any
 
 import regex
 from babel.dates import format_date, get_date_format, parse_date
@@ -170,7 +171,7 @@ def form_fields(
     return tuple(shown)
 
 
-def _place(box: dict | None, pages: DocumentPages | None) -> FieldPlace | None:
+def _place(box: dict[str, Any] | None, pages: DocumentPages | None) -> FieldPlace | None:
     found = SignatureBox.from_json(box)
     if found is None or pages is None or found.page >= len(pages.pages):
         return None
@@ -353,7 +354,7 @@ def _date_value(settings: FieldSettings, text: str, language: str) -> str:
     return found.isoformat()
 
 
-def _out_of_range(settings: FieldSettings, show, language: str) -> N_:
+def _out_of_range(settings: FieldSettings, show: Callable[[float | str, str], str], language: str) -> N_:
     label, low, high = settings.shown_label, settings.minimum, settings.maximum
     if low is not None and high is not None:
         return N_(
@@ -364,6 +365,7 @@ def _out_of_range(settings: FieldSettings, show, language: str) -> N_:
         )
     if low is not None:
         return N_("“%(label)s” must be at least %(low)s.", label=label, low=show(low, language))
+    assert high is not None  # the value crossed a bound: at least one is set
     return N_("“%(label)s” must be at most %(high)s.", label=label, high=show(high, language))
 
 

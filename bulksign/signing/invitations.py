@@ -10,15 +10,16 @@ import hashlib
 import hmac
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from flask import Flask
 from flask_babel import force_locale
 from flask_mail import Message
 from markupsafe import Markup, escape
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import Row, Update, bindparam, select, update
 from sqlalchemy.orm import Session, joinedload
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -59,7 +60,7 @@ def request_deadline(request: SigningRequest, *, sent_at: datetime) -> datetime:
     return deadline_for(request.batch, sent_at=sent_at)
 
 
-def extended_deadline(request, *, batch: Batch, extend_days: int, now: datetime) -> datetime:
+def extended_deadline(request: SigningRequest | Row[Any], *, batch: Batch, extend_days: int, now: datetime) -> datetime:
     """Extra days extend: from the current deadline, or from now when that has passed (never shortened)."""
     current = request.expires_at or deadline_for(batch, sent_at=request.sent_at or now)
     return max(current, now) + timedelta(days=extend_days)
@@ -112,14 +113,14 @@ _SRC = re.compile(r"""\bsrc\s*=\s*["']?[^"'\s>]*/t/([^"'\s>/]+)""", re.IGNORECAS
 def without_open_pixels(*, html: str, secret: str) -> str:
     """``html`` with our open-tracking images taken out, for staff who read a mail: their view is no open."""
 
-    def keep(img: re.Match) -> str:
+    def keep(img: re.Match[str]) -> str:
         src = _SRC.search(img.group(0))
         return "" if src and pixel_request_id(name=src.group(1), secret=secret) is not None else img.group(0)
 
     return _IMG.sub(keep, html)
 
 
-def mail_context(request: SigningRequest, *, token: str, app: Flask, deadline: datetime) -> dict:
+def mail_context(request: SigningRequest, *, token: str, app: Flask, deadline: datetime) -> dict[str, Any]:
     """What the subject and body templates may use: the row's data and the standard variables."""
     batch = request.batch
     owner = batch.created_by
@@ -171,7 +172,7 @@ def queue_invitations(session: Session, *, request_ids: Sequence[int], now: date
     secret = app.config["SECRET_KEY"]
     tokens = {r.id: token for r in requests if r.token_hash and (token := current_token(r, secret=secret))}
     tokens.update(issue_links(session, requests=[r for r in requests if r.id not in tokens], secret=secret, now=now))
-    mails: list[dict] = []
+    mails: list[dict[str, Any]] = []
     errors: dict[int, str] = {}
     for request in requests:
         context = mail_context(
@@ -244,9 +245,9 @@ def mark_sent(
     request: SigningRequest,
     sent_at: datetime,
     now: datetime,
-    details: dict,
-    also=None,
-    also_params=None,
+    details: dict[str, Any],
+    also: Update | None = None,
+    also_params: Mapping[str, Any] | None = None,
 ) -> bool:
     """sending → sent by compare-and-set, the request's deadline counted from ``sent_at``; the caller commits."""
     return bool(

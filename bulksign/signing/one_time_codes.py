@@ -10,8 +10,10 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import cast
+from typing import Any, cast
 
+from flask import Flask
+from flask_mail import Message
 from sqlalchemy import CursorResult, func, select, update
 from sqlalchemy.orm import Session
 
@@ -27,7 +29,7 @@ from bulksign.models import (
     SigningRequest,
     utcnow,
 )
-from bulksign.models.mail import MailKind
+from bulksign.models.mail import MailKind, OutgoingMail
 from bulksign.signing.code_owners import (
     CODE_DIGITS,
     Owner,
@@ -348,7 +350,7 @@ def _verify(
     details = {"code_id": current.id, "channel": current.channel}
     if hmac.compare_digest(expected, current.code_hash):
         won = cast(
-            CursorResult,
+            CursorResult[Any],
             session.execute(
                 update(OneTimeCode)
                 .where(OneTimeCode.id == current.id, OneTimeCode.verified_at.is_(None))
@@ -403,9 +405,8 @@ def code_text(session: Session, *, code_id: int, secret: str, now: datetime) -> 
 
 
 @builder(MAIL_KIND)
-def build_code_mail(session: Session, mail, app):
+def build_code_mail(session: Session, mail: OutgoingMail, app: Flask) -> Message:
     """The mail that carries a code: the body is made now, from the derived code, and never stored."""
-    from flask_mail import Message
 
     code_id = int(mail.message_id.strip("<>").partition("@")[0].removeprefix("code-"))
     found = code_text(session, code_id=code_id, secret=app.config["SECRET_KEY"], now=utcnow())

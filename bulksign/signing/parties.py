@@ -8,11 +8,11 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from sqlalchemy import BindParameter, Exists, Select, Update, exists, insert, literal, select, update
 from sqlalchemy.orm import Session, aliased
-from sqlalchemy.orm.util import identity_key
+from sqlalchemy.orm.util import AliasedClass, identity_key
 
 from bulksign.core.errors import BulksignError
 from bulksign.core.messages import N_
@@ -39,7 +39,7 @@ class RoutingError(BulksignError):
     """A routing that cannot be followed; ``message`` is for people."""
 
 
-def routing_steps(given: str | list | None, *, roles: Sequence[str]) -> dict[str, int]:
+def routing_steps(given: str | list[list[str]] | None, *, roles: Sequence[str]) -> dict[str, int]:
     """Each of the template's ``roles`` → its step from 0, from ``routing``: a JSON list of steps, each a list of roles
     that sign in parallel, e.g. ``[["recipient"], ["employer"]]``; default: the recipient first, then one step
     per other role. RoutingError for a role named twice, not at all or unknown, or an empty step."""
@@ -93,8 +93,8 @@ def move_parties(
     now: datetime,
     actor: str = "system",
     ip: str | None = None,
-    details: dict | None = None,
-    **fields,
+    details: dict[str, Any] | None = None,
+    **fields: Any,
 ) -> PartyMoves:
     """Move parties from one of ``frm`` to ``to`` by compare-and-set, a ``party.<to>`` event per win; a move that needs
     its request in some states (``PARTY_MOVE_NEEDS``) checks them in the same UPDATE, with ``fields`` and the
@@ -210,7 +210,9 @@ def parties_by_request(session: Session, requests: Sequence[RequestPerson]) -> d
     return shown
 
 
-def follows(request_ids: Sequence[int] | Select, *, frm: str, to: str, now: datetime | BindParameter) -> Update | None:
+def follows(
+    request_ids: Sequence[int] | Select[tuple[int]], *, frm: str, to: str, now: datetime | BindParameter[datetime]
+) -> Update | None:
     """The UPDATE by which the ``recipient`` party of each single-signer request among ``request_ids`` follows its
     request's move ``frm`` → ``to`` (``RECIPIENT_FOLLOWS``); None when the move takes no party along. Only from
     the states the table names, so a repeat changes nothing; ``now`` is a bind parameter."""
@@ -242,7 +244,7 @@ def follows(request_ids: Sequence[int] | Select, *, frm: str, to: str, now: date
     )
 
 
-def step_not_started(party) -> Exists:
+def step_not_started(party: type[Party] | AliasedClass[Party]) -> Exists:
     """Whether the step of ``party`` (``Party`` or an alias of it, in the enclosing statement) has not started: a
     party of the same request at an earlier step has not signed."""
     earlier = aliased(Party)
@@ -256,9 +258,12 @@ def step_not_started(party) -> Exists:
 class Person(Protocol):
     """Who signs as a role (``recipients.parties.PartyPerson``)."""
 
-    email: str
-    name: str
-    phone: str | None
+    @property
+    def email(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def phone(self) -> str | None: ...
 
 
 def add_parties(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from flask import Flask, render_template
 from flask_babel import force_locale
@@ -59,7 +60,7 @@ def tell_declined(session: Session, *, request: SigningRequest, decliner: Party,
 
 
 def completed_mails(
-    session: Session, *, request: SigningRequest, attachment: dict, subject: str, now: datetime
+    session: Session, *, request: SigningRequest, attachment: dict[str, Any], subject: str, now: datetime
 ) -> list[int]:
     """The completed, sealed PDF to every party but the recipient (whose confirmation is the request's own) and a
     party the countersigner's digest serves (one mail per document is what the digest spares them: their page
@@ -96,7 +97,7 @@ def mailed_party(session: Session, mail: OutgoingMail) -> Party | None:
 
 
 @builder(PARTY_INVITATION)
-def build_party_invitation(session: Session, mail: OutgoingMail, app: Flask):
+def build_party_invitation(session: Session, mail: OutgoingMail, app: Flask) -> Message:
     """A party's invitation: the template's invitation text, with the party's name and own link."""
     party = mailed_party(session, mail)
     if party is None:
@@ -122,7 +123,7 @@ def build_party_invitation(session: Session, mail: OutgoingMail, app: Flask):
     return message
 
 
-def _plain(mail, app: Flask, *, template: str, **context):
+def _plain(mail: OutgoingMail, app: Flask, *, template: str, **context: Any) -> Message:
     request = context["request"]
     with force_locale(request.batch.language):
         body = render_template(template, document_name=document_title(request.batch), **context)
@@ -134,7 +135,7 @@ def _plain(mail, app: Flask, *, template: str, **context):
 
 
 @builder(MailKind.PARTY_DECLINED)
-def build_party_declined(session: Session, mail, app: Flask):
+def build_party_declined(session: Session, mail: OutgoingMail, app: Flask) -> Message:
     """To a party already invited: another party declined, and why; nothing more will be asked of them."""
     request = session.get_one(SigningRequest, mail.request_id)
     decliner = next(p for p in parties_in_order(session, request.id) if p.status == PartyStatus.DECLINED)
@@ -150,7 +151,7 @@ def build_party_declined(session: Session, mail, app: Flask):
 
 
 @builder(MailKind.PARTY_COMPLETED)
-def build_party_completed(session: Session, mail, app: Flask):
+def build_party_completed(session: Session, mail: OutgoingMail, app: Flask) -> Message:
     """To a party other than the recipient: every party has signed; the sealed PDF is attached."""
     request = session.get(SigningRequest, mail.request_id)
     return _plain(mail, app, template="emails/party_completed.txt", request=request)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from typing import Any
 
+import flask_mail
+from flask import Flask
 from flask_babel import force_locale
 from flask_babel import lazy_gettext as _l
 from redis.exceptions import RedisError
@@ -20,7 +23,7 @@ from bulksign.documents.audit_record import document_title
 from bulksign.documents.storage import StorageError
 from bulksign.mail.mailer import builder
 from bulksign.models import RECIPIENT_ROLE, Event, Party, SigningRequest
-from bulksign.models.mail import MailKind
+from bulksign.models.mail import MailKind, OutgoingMail
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import Status
 from bulksign.signing import code_owners, link_proofs, one_time_codes, party_mails, routing
@@ -112,8 +115,8 @@ def _act(
     user_agent: str | None,
     code_id: int | None,
     to: Status,
-    details: dict | None = None,
-    **fields,
+    details: dict[str, Any] | None = None,
+    **fields: Any,
 ) -> Act:
     """The recipient's final move: open first if still sent, then opened→``to`` by compare-and-set. Returns ``to``'s
     act when it won (uncommitted), else one of ``REFUSED`` (``CODE_NEEDED``: ``code_id`` is not a verified
@@ -140,7 +143,7 @@ def _act(
             return Act(to)
         session.rollback()
         request = session.get(SigningRequest, request_id)
-    return Act(f"already_{to}") if page_state(request, now=now) == to else Act.NOT_ALLOWED
+    return Act(f"already_{to}") if page_state(request, now=now) == PageState(to) else Act.NOT_ALLOWED
 
 
 def _act_as_party(
@@ -153,8 +156,8 @@ def _act_as_party(
     code_id: int | None,
     proof: link_proofs.LinkProof | None,
     to: PartyStatus,
-    details: dict | None = None,
-    **fields,
+    details: dict[str, Any] | None = None,
+    **fields: Any,
 ) -> routing.Settled:
     """A party's final move on a request several sign: open first if still invited, then opened→``to`` by
     compare-and-set and the request's status from its parties', in one transaction under the request's row lock
@@ -278,7 +281,7 @@ def sign(
             signer_ip=(ip or "")[:64],
             signature_image=image,
         )
-        if settled.status in REFUSED:
+        if settled.status in {routing.Move(refused) for refused in REFUSED}:
             return SignOutcome(status=Act(settled.status), request_id=request_id)
         unsaved = save_values()
         if unsaved is not None:
@@ -404,7 +407,7 @@ def _decliner(session: Session, request: SigningRequest) -> tuple[str, str]:
 
 
 @builder(MailKind.DECLINE_NOTICE)
-def build_decline_notice(session: Session, mail, app):
+def build_decline_notice(session: Session, mail: OutgoingMail, app: Flask) -> flask_mail.Message:
     """The notice that a recipient declined, with the reason."""
     from flask import render_template
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from flask import Flask
 from sqlalchemy import exists, select
@@ -210,7 +211,7 @@ def party_link(party: Party, *, secret: str) -> str | None:
     return party_token(party, secret=secret) if party.token_hash else None
 
 
-def party_context(request: SigningRequest, party: Party, *, token: str, app: Flask, now: datetime) -> dict:
+def party_context(request: SigningRequest, party: Party, *, token: str, app: Flask, now: datetime) -> dict[str, Any]:
     """The invitation's variables for a party: the row's, with the party's own name and address and link."""
     deadline = request.expires_at or request_deadline(request, sent_at=now)
     context = mail_context(request, token=token, app=app, deadline=deadline)

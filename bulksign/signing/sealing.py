@@ -8,9 +8,12 @@ import logging
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import cast
 
+from flask import Flask
 from flask_babel import force_locale
 from flask_babel import gettext as _
+from flask_mail import Message
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -26,9 +29,10 @@ from bulksign.documents.sealing import (
 )
 from bulksign.documents.signature_box import SignatureBox
 from bulksign.documents.signed_pdf import build_parties_pdf, build_signed_pdf
+from bulksign.documents.storage import Storage
 from bulksign.mail.mailer import builder, queue_mail
 from bulksign.models import Document, Event, SigningRequest
-from bulksign.models.mail import MailKind
+from bulksign.models.mail import MailKind, OutgoingMail
 from bulksign.models.status import Status
 from bulksign.signing import party_mails, routing, steps
 from bulksign.work.pipeline import enqueue_sends
@@ -52,7 +56,7 @@ class SealOutcome:
 
 
 def seal_request(
-    session: Session, *, request_id: int, now: datetime, storage, key: SealKey, tsa: TimeStamping | None = None
+    session: Session, *, request_id: int, now: datetime, storage: Storage, key: SealKey, tsa: TimeStamping | None = None
 ) -> SealOutcome:
     """Build, seal and store the signed PDF of a signed request, and queue its confirmation mail; commits.
 
@@ -169,15 +173,14 @@ def unsealed_requests(
 
 def _confirmation_subject(request: SigningRequest) -> str:
     with force_locale(request.batch.language):
-        return _("Signed: %(name)s", name=document_title(request.batch))
+        return cast(str, _("Signed: %(name)s", name=document_title(request.batch)))
 
 
 @builder(MailKind.CONFIRMATION)
-def build_confirmation(session: Session, mail, app):
+def build_confirmation(session: Session, mail: OutgoingMail, app: Flask) -> Message:
     """The recipient's confirmation with the signed PDF attached (the mail job attaches the files)."""
     from flask import render_template
     from flask_babel import force_locale
-    from flask_mail import Message
 
     request = session.get_one(SigningRequest, mail.request_id)
     with force_locale(request.batch.language):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -16,11 +16,13 @@ from sqlalchemy.orm import Session, aliased
 
 from bulksign.core.localtime import zone_of
 from bulksign.core.logs import log
+from bulksign.core.messages import N_
 from bulksign.doc_templates.fields import FieldSettings, shown_value, template_fields
 from bulksign.doc_templates.roles import pdf_role_places
-from bulksign.documents.audit_record import FilledField, PartyFacts, document_title
+from bulksign.documents.audit_record import AuditRecord, FilledField, PartyFacts, document_title
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE, SignatureBox, find_signature_boxes, mark_indexes
 from bulksign.documents.signed_pdf import PartyBlock, stamp_parties
+from bulksign.documents.storage import Storage
 from bulksign.models import RECIPIENT_ROLE, Document, FieldValue, Party, SigningRequest
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import Status
@@ -92,7 +94,7 @@ def party_blocks(parties: Sequence[Party], boxes: dict[str, SignatureBox]) -> li
     ]
 
 
-def party_facts(parties: Sequence[Party], *, identities: dict | None = None) -> tuple[PartyFacts, ...]:
+def party_facts(parties: Sequence[Party], *, identities: Mapping[str, N_] | None = None) -> tuple[PartyFacts, ...]:
     """Every party for the audit certificate, by step, in the order they signed; ``identities``: role → the
     identity check of each party that confirmed a one-time code (``AuditRecord.identities``)."""
     ordered = sorted(parties, key=lambda p: (p.step, p.signed_at or datetime.max.replace(tzinfo=None), p.role))
@@ -150,7 +152,7 @@ def filled_fields(
 
 
 def store_step_version(
-    session: Session, *, request: SigningRequest, parties: Sequence[Party], step: int, storage, now: datetime
+    session: Session, *, request: SigningRequest, parties: Sequence[Party], step: int, storage: Storage, now: datetime
 ) -> Document | None:
     """The document with the signatures of every step before ``step``, stored as a new version (once: a repeat
     finds it); the original stays as rendered. None before the first step. The caller commits."""
@@ -195,7 +197,7 @@ def store_step_version(
     return document
 
 
-def with_parties(record, parties: Sequence[Party]):
+def with_parties(record: AuditRecord, parties: Sequence[Party]) -> AuditRecord:
     """The audit record of a request several signed, listing every party."""
     # The recipient's codes are the request's (its ``identity``); each other party's carry its role.
     identities = {**record.identities, **({RECIPIENT_ROLE: record.identity} if record.identity else {})}
@@ -216,7 +218,7 @@ class Advanced:
     mail_ids: tuple[int, ...] = ()
 
 
-def advance(session: Session, *, request_id: int, now: datetime, storage, app: Flask) -> Advanced:
+def advance(session: Session, *, request_id: int, now: datetime, storage: Storage, app: Flask) -> Advanced:
     """The ``advance`` job's one step: for an open request whose step finished, store the document with every
     signature so far as a new version (once per step), then invite the next step's parties. Commits; safe to
     repeat (the request's row lock makes two runs take turns, and a party invited already is left alone)."""

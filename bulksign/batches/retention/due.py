@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import ColumnElement, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from bulksign.batches.retention.periods import Policy, policies
@@ -18,7 +18,7 @@ from bulksign.models.status import Status
 UNSIGNED_ENDED = frozenset({Status.DECLINED, Status.EXPIRED, Status.CANCELLED, Status.FAILED, Status.BOUNCED})
 
 
-def due_condition(policy: Policy, *, now: datetime):
+def due_condition(policy: Policy, *, now: datetime) -> ColumnElement[bool]:
     """The requests of a batch under ``policy`` whose time has passed at ``now`` (not yet purged)."""
     unsigned = and_(
         SigningRequest.status.in_([s.value for s in UNSIGNED_ENDED]),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -71,7 +72,9 @@ def _reason(reason: str | None, refusal: N_) -> str:
     return reason
 
 
-def _batch_event(session: Session, *, batch_id: int, type: str, by: User | None, now: datetime, details: dict) -> None:
+def _batch_event(
+    session: Session, *, batch_id: int, type: str, by: User | None, now: datetime, details: dict[str, Any]
+) -> None:
     actor = f"user:{by.id}" if by else "cli"
     session.add(Event(batch_id=batch_id, request_id=None, type=type, created_at=now, actor=actor, details=details))
     session.flush()

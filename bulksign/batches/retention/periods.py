@@ -48,7 +48,7 @@ class Policy:
         return None if self.keep_signed_days is None else signed_at + timedelta(days=self.keep_signed_days)
 
 
-def check_days(value, *, name: Message, allow_forever: bool = False) -> int | None:
+def check_days(value: str | float | None, *, name: Message, allow_forever: bool = False) -> int | None:
     """``value`` as a number of days (1 to ``MAX_DAYS``); None or "" (or "forever") is None where ``allow_forever``."""
     if value is None or (isinstance(value, str) and value.strip().lower() in ("", "forever")):
         if allow_forever:

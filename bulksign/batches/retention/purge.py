@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
-from typing import cast
+from typing import Any, cast
 
 from sqlalchemy import CursorResult, and_, delete, insert, or_, select, update
 from sqlalchemy.orm import Session
@@ -259,7 +259,7 @@ def purge_due(
         old = select(Batch.id).where(Batch.created_at <= now - timedelta(days=policy.keep_unsigned_days))
         for chunk in slices(batch_ids):
             gone = delete(BatchSkippedRow).where(BatchSkippedRow.batch_id.in_(old.where(Batch.id.in_(chunk))))
-            skipped += cast(CursorResult, session.execute(gone)).rowcount
+            skipped += cast(CursorResult[Any], session.execute(gone)).rowcount
             uploads += purge_batch_uploads(session, storage, batch_ids=session.scalars(old.where(Batch.id.in_(chunk))))
     uploads += expire_uploads(session, storage, now=now, hours=upload_hours)
     on_page()

@@ -27,7 +27,8 @@ from bulksign.models.parties import PartyStatus
 from bulksign.people.auth import public
 from bulksign.signing import code_owners, one_time_codes, routing, steps
 from bulksign.signing.acts import Act
-from bulksign.signing.field_entry import FilledForm, Upload, form_fields
+from bulksign.signing.attachments import Upload
+from bulksign.signing.field_entry import FilledForm, form_fields
 from bulksign.signing.links import find_by_token
 from bulksign.signing.page_states import PageState, contact_of, deadline_of, signer_party, signer_state
 from bulksign.signing.parties import find_party

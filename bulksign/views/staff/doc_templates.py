@@ -355,7 +355,7 @@ def place(template_id: int):
     fields = [{"name": f.name, "page": f.page, "x": f.x, "y": f.y, "w": f.w, "h": f.h} for f in form.fields]
     # The version's fields too: a box bound to field_<name> is a field the signer fills, not a column.
     fields_now = (f.column for f in template_fields(version))
-    suggestions = sorted({*version.variables, *BUILTIN_VARIABLES, pdf_forms.SIGNATURE_VARIABLE, *fields_now})
+    suggestions = sorted({*version.variables, *BUILTIN_VARIABLES, SIGNATURE_VARIABLE, *fields_now})
     return render_template(
         "doc_templates/place.html",
         template=template,
