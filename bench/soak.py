@@ -14,6 +14,10 @@ against what the sink received and what the web log says, and prints a table.
 PDF form (tests/support/pdf_files); the recipients file carries the columns the template's variables ask for.
 After the run no LibreOffice may be left: a killed Word worker's unoserver and soffice must die with it.
 
+``--sms SHARE``: that share of the rows has a phone and no address (the batch's channel ``text_without_address``);
+their invitations go by text to a loopback stand-in gateway (tests/support/sms_gateway), under ``SMS_RATE_PER_MINUTE``,
+and their recipients sign from the texted ``/s/`` links like the others. The verdict adds: every such row texted.
+
 ``--parties``: two parties sign each document, its recipient then the batch's one fixed employer (issue 29). Every
 recipient signs or declines; the employer, a countersigner, gets digests, never a mail per document, and signs all
 that are ready on its page over HTTP each time a digest arrives (staff send two "now") and once more at the end. The
@@ -29,6 +33,7 @@ import io
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -50,6 +55,7 @@ from bulksign.signing.digests import DIGEST
 from tests.support import docx_files, pdf_files
 from tests.support.pgbouncer import PgBouncer
 from tests.support.services import PG_ADMIN_URL, RedisServer, free_port, postgres_database
+from tests.support.sms_gateway import SmsGateway
 
 ROOT = Path(__file__).resolve().parent.parent
 PDF_QUEUES = ("pdf",)
@@ -79,6 +85,8 @@ COUNTERSIGNER = {"email": "boss@marketplace.example.com", "name": "Anna Counters
 LOST_STEP_SECONDS = 600
 
 KINDS = ("html", "docx", "pdf")
+#: A signing link as a text carries it (``/s/<token>``).
+TEXTED_LINK = re.compile(r"https?://\S+/s/[A-Za-z0-9_-]+")
 #: Each recipient's value of a variable the soak's templates use; any other variable gets "<variable> <n>".
 VALUES = {
     "name": lambda i: f"Recipient {i}",
@@ -129,6 +137,13 @@ class SoakConfig:
     staff_digests: tuple[float, ...] = (1 / 3, 2 / 3)
     #: Sealed PDFs read with pdftotext for both signers' names.
     pdf_sample: int = 5
+    #: Share of the rows reached by text alone (``--sms``): a phone, no address.
+    sms_share: float = 0.0
+
+    @property
+    def texted_rows(self) -> int:
+        """How many rows have a phone and no address."""
+        return sum(1 for i in range(self.recipients) if texted_row(i, self.sms_share))
 
     @property
     def stall_seconds(self) -> float:
@@ -554,15 +569,30 @@ def template_request(kind: str, *, parties: bool = False) -> dict:
     return {"data": {"name": "Soak act"}, "files": {"file": upload}}
 
 
-def recipients_csv(variables: list[str], count: int) -> bytes:
+def texted_row(i: int, share: float) -> bool:
+    """Whether row ``i`` is one of the ``share`` reached by text alone (spread evenly over the file)."""
+    return int((i + 1) * share) > int(i * share)
+
+
+def recipients_csv(variables: list[str], count: int, sms_share: float = 0.0) -> bytes:
     """A recipients file of ``count`` rows: email, name and every other variable the template uses (not the parties'
-    signature marks)."""
-    columns = ["email", "name", *(v for v in variables if v not in ("email", "name") and mark_role(v) is None)]
+    signature marks); with ``sms_share``, a phone column, that share of the rows with a phone and no address."""
+    own = ("email", "name", "phone") if sms_share else ("email", "name")
+    others = [v for v in variables if v not in own and mark_role(v) is None]
+    columns = ["email", "name", *(["phone"] if sms_share else []), *others]
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(columns)
     for i in range(count):
-        writer.writerow([f"r{i}@soak.example.com", *(VALUES.get(c, lambda i, c=c: f"{c} {i}")(i) for c in columns[1:])])
+        texted = texted_row(i, sms_share)
+        contact = ["" if texted else f"r{i}@soak.example.com", VALUES.get("name", lambda i: f"name {i}")(i)]
+        writer.writerow(
+            [
+                *contact,
+                *([f"+7999{i:07d}" if texted else ""] if sms_share else []),
+                *(VALUES.get(c, lambda i, c=c: f"{c} {i}")(i) for c in others),
+            ]
+        )
     return out.getvalue().encode()
 
 
@@ -594,6 +624,7 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
     folder = Path(tempfile.mkdtemp(prefix="bulksign-soak-"))
     (folder / "tmp").mkdir()
     smtp_port, web_port = free_port(), free_port()
+    gateway = SmsGateway()
     with postgres_database() as direct_url:
         db_url = bouncer.url_for(direct_url)
         env = {
@@ -614,6 +645,8 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
             "PDF_CONCURRENCY": "1",
             "LOG_JSON": "true",
             "COUNTERSIGN_DIGEST_HOURS": str(cfg.digest_hours),
+            "SMS_HTTP_URL": gateway.url,
+            "SMS_RATE_PER_MINUTE": str(cfg.rate_per_minute),
             # LibreOffice's profiles go here: what is left of them after the run is found by this path.
             "TMPDIR": str(folder / "tmp"),
         }
@@ -644,8 +677,11 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
                     "template_id": template.json()["id"],
                     "name": "Soak batch",
                     **({"parties": json.dumps({"employer": COUNTERSIGNER})} if cfg.parties else {}),
+                    **({"channel": "text_without_address"} if cfg.sms_share else {}),
                 },
-                files={"file": ("recipients.csv", recipients_csv(variables, cfg.recipients), "text/csv")},
+                files={
+                    "file": ("recipients.csv", recipients_csv(variables, cfg.recipients, cfg.sms_share), "text/csv")
+                },
             )
             created.raise_for_status()
             batch_id = created.json()["id"]
@@ -708,6 +744,11 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
                     procs.start_smtp()
                     smtp_back_at = None
                 procs.keep_supervised()
+                texted_links = [m.group(0) for t in list(gateway.received) if (m := TEXTED_LINK.search(t.text))]
+                for link in texted_links:
+                    if link not in handled_links and len(handled_links) < cfg.acting:
+                        handled_links.add(link)
+                        futures.append(signer_pool.submit(act_as_recipient, link, rng.random() < cfg.decline_share))
                 for mail in read_mail_log(folder / "mail.jsonl"):
                     for link in mail["links"]:
                         if "/countersign/" in link:
@@ -732,17 +773,30 @@ def run_soak(cfg: SoakConfig) -> list[tuple[str, str, str, bool | None]]:
             rows = _report(cfg, engine, batch_id, folder, chaos, outcomes, create_seconds, elapsed, longest_stall)
             if cfg.parties:
                 rows[-1:-1] = _parties_report(cfg, engine, batch_id, folder, countersigner)
+            if cfg.sms_share:
+                rows[-1:-1] = _texts_report(cfg, gateway)
         finally:
             procs.stop_all()
             engine.dispose()
             bouncer.stop()
             redis.stop()
+            gateway.close()
     left = libreoffice_left(folder)
     (folder / "libreoffice-left.txt").write_text("\n".join(left))
     return [
         (f"template kind ({', '.join(variables)})", cfg.kind, "", None),
         *rows,
         ("LibreOffice processes left after the run", str(len(left)), "0", not left),
+    ]
+
+
+def _texts_report(cfg: SoakConfig, gateway: SmsGateway) -> list[tuple[str, str, str, bool | None]]:
+    """Every row without an address texted its link; a second text only where a kill landed inside its send."""
+    phones = [t.to for t in gateway.received if t.id]
+    texted = len(set(phones))
+    return [
+        ("rows reached by text alone, texted", f"{texted:,}", f"= {cfg.texted_rows:,}", texted == cfg.texted_rows),
+        ("texts sent twice to a phone (a kill inside a send)", f"{len(phones) - texted:,}", "", None),
     ]
 
 
@@ -1106,7 +1160,10 @@ def main() -> int:
     parser.add_argument("--workers", type=int)
     parser.add_argument("--kind", choices=KINDS, help="the template's kind (default: html)")
     parser.add_argument("--parties", action="store_true", help="two parties a document, one countersigner (HTML)")
+    parser.add_argument("--sms", type=float, metavar="SHARE", help="share of rows with a phone and no address (0-1)")
     args = parser.parse_args()
+    if args.sms is not None and not 0 < args.sms <= 1:
+        parser.error("--sms is a share between 0 and 1")
     if args.parties and args.kind not in (None, "html"):
         parser.error("--parties runs on the HTML act only")
     cfg = SoakConfig.small() if args.small else SoakConfig()
@@ -1117,6 +1174,7 @@ def main() -> int:
             ("workers", args.workers),
             ("kind", args.kind),
             ("parties", args.parties),
+            ("sms_share", args.sms),
         )
         if v
     }

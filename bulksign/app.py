@@ -35,6 +35,7 @@ from bulksign.views.api.common import limit_per_key
 from bulksign.views.recipient import (
     countersign,
     recipient_headers,
+    short_links,
     signing,
     signing_codes,
     signing_documents,
@@ -107,7 +108,16 @@ STAFF_VIEWS = (
     uploads,
 )
 #: ``signing_codes`` and ``signing_documents`` add their routes to ``signing``'s blueprint.
-RECIPIENT_VIEWS = (recipient_headers, signing, signing_codes, signing_documents, countersign, tracking, verify)
+RECIPIENT_VIEWS = (
+    recipient_headers,
+    signing,
+    signing_codes,
+    signing_documents,
+    countersign,
+    short_links,
+    tracking,
+    verify,
+)
 ADMIN_VIEWS = (admin, metrics, privacy, rq_admin, suppressions)
 SHARED_VIEWS = (brand, confirm, health, reach, webhooks_in, word_converter)
 #: The API's: ``api=True`` is the security decision (a bearer key instead of the session, no CSRF).

@@ -19,12 +19,16 @@ from bulksign.doc_templates.roles import template_roles
 from bulksign.mail.email_checks import check_email
 from bulksign.mail.mail_headers import CONTROL_CHARACTERS
 from bulksign.models import TemplateVersion
+from bulksign.models.batches import Reach
 from bulksign.models.parties import RECIPIENT_ROLE
 from bulksign.recipients.parties import PartyError, PartyPerson, fixed_parties
+from bulksign.recipients.phones import region_for
+from bulksign.recipients.row_checks import PhoneRule
 from bulksign.signing import parties
 
 MAX_REMINDERS = 5
 MAX_DEADLINE_DAYS = 365
+MAX_TEXT_CAP = 1_000_000
 
 # Literals of computed values: mypy sees the plain type, pydantic (and the API's description) the values.
 if TYPE_CHECKING:
@@ -63,6 +67,31 @@ class BatchSettings:
     #: The batch's own retention periods (``retention.periods``); None: its team's.
     keep_signed_days: int | None = None
     keep_unsigned_days: int | None = None
+    #: How recipients are reached (mail, or text messages too) and at most how many texts the batch sends; None:
+    #: one per row with a phone and reminder (``texts_allowed``).
+    reach: Reach = Reach.MAIL
+    text_cap: int | None = None
+
+    def texts_allowed(self, *, phone_rows: int) -> int:
+        """At most this many texts for a batch with ``phone_rows`` rows with a phone: staff's cap, else an
+        invitation and each reminder per such row; none for a batch that only mails."""
+        if self.reach is Reach.MAIL:
+            return 0
+        return self.text_cap if self.text_cap is not None else phone_rows * (1 + self.max_reminders)
+
+
+def _unknown_reach() -> BatchError:
+    return BatchError(
+        N_("“Reach recipients by” must be one of %(known)s.", known=", ".join(r.value for r in Reach)), "channel"
+    )
+
+
+def reach_from(raw: str) -> Reach:
+    """The batch's ``channel`` field as a ``Reach`` (blank: mail only); BatchError naming the field otherwise."""
+    try:
+        return Reach(raw.strip() or Reach.MAIL.value)
+    except ValueError:
+        raise _unknown_reach() from None
 
 
 #: The number fields: their label in messages, and their bounds.
@@ -74,6 +103,7 @@ _NUMBERS: dict[str, tuple[N_, int, int]] = {
     "quiet_hours_end": (N_("Quiet hours end"), 0, 23),
     "keep_signed_days": (N_("Keep signed documents"), 1, MAX_KEEP_DAYS),
     "keep_unsigned_days": (N_("Keep unsigned requests"), 1, MAX_KEEP_DAYS),
+    "text_cap": (N_("Most text messages"), 0, MAX_TEXT_CAP),
 }
 _TEXTS: dict[str, N_] = {
     "name": N_("Batch name"),
@@ -90,7 +120,22 @@ def _number(field: str, description: str) -> Any:
     return Field(ABSENT, ge=low, le=high, description=description)
 
 
-class BatchSettingsForm(BaseModel):
+class ReachFields(BaseModel):
+    """How recipients are reached and in which language: what the file's check needs besides the file (a row may
+    have a phone and no address only in a batch that texts, its national number read in the language's region)."""
+
+    model_config = ConfigDict(frozen=True, str_strip_whitespace=True, json_schema_extra=no_null_defaults)
+    language: Language = Field(ABSENT, description="The recipients' language (default `en`).")
+    channel: Reach = Field(
+        ABSENT,
+        description="How recipients are reached: `mail` (the default), `text_without_address` (a row with a `phone` "
+        "and no `email` is invited and reminded by text), `text_on_bounce` (a bounced invitation or reminder goes "
+        "again by text to the row's phone) or `text_both`. Phones are checked and written in E.164; national ones "
+        "are read in the `PHONE_REGION` setting's region, else the `language`'s (`ru`: Russia).",
+    )
+
+
+class BatchSettingsForm(ReachFields):
     """A new batch's settings as the web form and the API send them (left out or blank: the default): each field's
     type, bounds and meaning, once. ``settings_from_form`` checks a form through it; the API's batch form extends
     it, so its OpenAPI document shows the same."""
@@ -115,7 +160,6 @@ class BatchSettingsForm(BaseModel):
         ABSENT, max_length=254, description="The address of the notices (with `notify_to=other`, or alone)."
     )
     team_id: int = _number("team_id", "Default: the template's team.")
-    language: Language = Field(ABSENT, description="The recipients' language (default `en`).")
     quiet_hours_start: int = _number("quiet_hours_start", "No mail from this hour…")
     quiet_hours_end: int = _number("quiet_hours_end", "…to this one, in `timezone`.")
     # No max_length here: the settings say what is wrong with a zone name in words ("Unknown time zone").
@@ -135,6 +179,11 @@ class BatchSettingsForm(BaseModel):
         "keep_unsigned_days",
         "Days to keep a request that ended unsigned (declined, expired, cancelled, failed, bounced); "
         "default: the team's (90 unless an admin set it).",
+    )
+    text_cap: int = _number(
+        "text_cap",
+        "At most this many text messages for the batch; default: an invitation and each reminder per row with a "
+        "phone. A text the cap stops is not sent, and the batch says so.",
     )
 
 
@@ -156,6 +205,8 @@ def _field_error(exc: ValidationError) -> BatchError:
         return BatchError(N_("%(label)s must be a whole number.", label=N_("Each reminder day")), field)
     if field == "language":
         return BatchError(N_("The recipients' language must be one of %(known)s.", known=", ".join(LANGUAGES)), field)
+    if field == "channel":
+        return _unknown_reach()
     if field == "one_time_code":
         return BatchError(N_("“Ask for a one-time code” must be true or false."), field)
     if field == "name" and error["type"] == "string_too_long":
@@ -260,6 +311,8 @@ def checked_settings(fields: BatchSettingsForm, *, default_name: str) -> BatchSe
         one_time_code=fields.one_time_code,
         keep_signed_days=fields.keep_signed_days,
         keep_unsigned_days=fields.keep_unsigned_days,
+        reach=fields.channel or Reach.MAIL,
+        text_cap=fields.text_cap,
     )
 
 
@@ -273,17 +326,23 @@ class PartySettings:
     fixed: Mapping[str, PartyPerson]
     #: Role → its step from 0 (``signing.parties.routing_steps``).
     steps: Mapping[str, int]
+    #: How the rows' phones are read when the batch texts (``row_checks.PhoneRule``); None: it only mails.
+    phones: PhoneRule | None = None
 
     @property
     def file_check(self) -> dict[str, Any]:
-        """What ``validate_recipients`` takes of them: the roles each row names, or the batch does once."""
-        return {"roles": self.roles, "fixed_roles": tuple(self.fixed)}
+        """What ``validate_recipients`` takes of them: the roles each row names, or the batch does once, and how
+        the rows' phones are read."""
+        return {"roles": self.roles, "fixed_roles": tuple(self.fixed), "phones": self.phones}
 
 
-def party_settings_from_form(form: Mapping[str, str], *, version: TemplateVersion) -> PartySettings:
+def party_settings_from_form(
+    form: Mapping[str, str], *, version: TemplateVersion, phone_region: str = ""
+) -> PartySettings:
     """The fixed parties and routing of a new batch from its form or API fields: ``parties`` (JSON role →
     ``{"email", "name", "phone"}``) or the web form's ``party_<role>_email`` (``_name``, ``_phone``) fields, and
-    ``routing`` (JSON list of steps). BatchError naming the field for what cannot be used."""
+    ``routing`` (JSON list of steps); with a ``channel`` that texts, how phones are read (national ones in
+    ``phone_region``, the ``PHONE_REGION`` setting, else the ``language``'s). BatchError naming the field."""
     roles = template_roles(version)
     given: str | dict[str, Any] = (form.get("parties") or "").strip()
     if not given:
@@ -301,4 +360,13 @@ def party_settings_from_form(form: Mapping[str, str], *, version: TemplateVersio
         raise BatchError(exc.message, "parties") from None
     except parties.RoutingError as exc:
         raise BatchError(exc.message, "routing") from None
-    return PartySettings(roles=tuple(roles), fixed=fixed, steps=steps)
+    reach = reach_from(form.get("channel") or "")
+    phones = (
+        None
+        if reach is Reach.MAIL
+        else PhoneRule(
+            region=region_for(language=(form.get("language") or "en").strip(), setting=phone_region),
+            without_address=reach.without_address,
+        )
+    )
+    return PartySettings(roles=tuple(roles), fixed=fixed, steps=steps, phones=phones)

@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import JSON, String, func, insert, literal, select, update
 from sqlalchemy.orm import Session
 
+from bulksign.batches import texting
 from bulksign.batches.bounce_reports import BounceKind, BounceReport
 from bulksign.batches.progress import refresh_batch_statuses
 from bulksign.batches.states import transition
@@ -46,6 +47,8 @@ class BounceResult:
     complained: tuple[int, ...] = ()
     #: Requests already ``bounced`` by another party's returned invitation whose party this report adds.
     bounced_too: tuple[int, ...] = ()
+    #: Texts queued with the link of requests whose mail bounced (``texting.texts_after_reports``): to send.
+    texts: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -362,6 +365,19 @@ def record_bounce(session: Session, *, report: BounceReport, now: datetime) -> B
     returned = _reported(session, report, statuses=(*BOUNCEABLE, Status.BOUNCED))
     if report.permanent:
         _suppress_reported(session, report, returned, source="bounce", now=now)
+    # Where the batch texts on a bounce, the recipient's link goes by text instead: those requests do not bounce.
+    texts: dict[int, int] = {}
+    for email in {r.email for r in returned}:
+        fell = texting.texts_after_reports(
+            session,
+            request_ids=[r.request_id for r in returned if r.email == email],
+            email=email,
+            reason=report.reason,
+            now=now,
+        )
+        _mark_returned(session, list(fell), email=email, error=f"Bounced: {report.reason}"[:2000])
+        texts.update(fell)
+    returned = [r for r in returned if r.request_id not in texts]
     roles = _returned_roles(session, returned)
     # Grouped by the party and address returned: each group's requests get its error in one move.
     groups: dict[tuple[str | None, str], list[int]] = {}
@@ -388,4 +404,4 @@ def record_bounce(session: Session, *, report: BounceReport, now: datetime) -> B
         # A batch awaiting signatures with a late bounce did not fully succeed after all (or has nobody left).
         refresh_batch_statuses(session, now=now, batch_ids=batch_ids)
     log(logger, logging.INFO, "bounce reported", request_ids=won, bounced_too=too, matched=len(returned))
-    return BounceResult(bounced=tuple(won), bounced_too=tuple(too))
+    return BounceResult(bounced=tuple(won), bounced_too=tuple(too), texts=tuple(texts.values()))

@@ -51,6 +51,8 @@ def tell_cancelled(session: Session, *, request_ids: Sequence[int], now: datetim
             if row.by_digest:
                 by_digest.setdefault((row.batch_id, row.email.lower()), []).append(row.request_id)
                 continue
+            if row.role == RECIPIENT_ROLE and not row.own_email:
+                continue  # reached by text alone: its link now says the request was cancelled
             mail_ids.append(
                 queue_mail(
                     session,

@@ -179,6 +179,8 @@ def create_batch(
         team_id=team_id,
         notify_email=settings.notify_email,
         one_time_code=settings.one_time_code,
+        channel=settings.reach.value,
+        text_cap=settings.texts_allowed(phone_rows=sum(1 for r in rows if r.phone)),
         idempotency_key=idempotency_key,
         upload_id=upload_id,
         created_at=now,

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from bulksign.batches.field_values import StoredValue, batch_fields, safe_name, stored_attachments, stored_values
 from bulksign.batches.party_progress import RowParty, batch_roles, row_parties
 from bulksign.batches.recipients_table import RecipientFilter, recipients_page
+from bulksign.batches.texting import TextState, channel_cells, text_states
 from bulksign.core.logs import log
 from bulksign.core.spreadsheets import csv_writer
 from bulksign.documents.field_boxes import FIELD_PREFIX
@@ -46,6 +47,9 @@ CSV_COLUMNS = (
     "reminders",
     "expires_at",
     "error",
+    "channel",
+    "text_state",
+    "text_reason",
 )
 SIGNED_ZIP = "signed_zip"
 
@@ -65,7 +69,7 @@ UNFINISHED = (ExportStatus.PENDING, ExportStatus.RUNNING)
 CSV_PAGE = 2000
 
 
-def _csv_row(r: SigningRequest) -> list[object]:
+def _csv_row(r: SigningRequest, texted: TextState | None) -> list[object]:
     return [
         r.row_number,
         r.email,
@@ -80,6 +84,7 @@ def _csv_row(r: SigningRequest) -> list[object]:
         r.reminder_count,
         r.expires_at,
         r.error_message,
+        *channel_cells(texted),
     ]
 
 
@@ -120,8 +125,11 @@ def recipients_csv(session: Session, *, batch_id: int, flt: RecipientFilter) -> 
         ids = [r.id for r in page.items]
         parties = row_parties(session, batch_id=batch_id, request_ids=ids) if roles else {}
         values = stored_values(session, request_ids=ids) if fields else {}
+        texts = text_states(session, request_ids=ids)
         writer.writerows(
-            _csv_row(r) + _party_cells(roles, parties.get(r.id, ())) + _field_cells(fields, values.get(r.id, {}))
+            _csv_row(r, texts.get(r.id))
+            + _party_cells(roles, parties.get(r.id, ()))
+            + _field_cells(fields, values.get(r.id, {}))
             for r in page.items
         )
         yield buffer.getvalue()

@@ -22,7 +22,7 @@ from bulksign.doc_templates.variables import extract_variables
 from bulksign.mail.mail_headers import one_line
 from bulksign.mail.mailer import MailNotNeeded, builder, message_id_sql, queue_mails, queue_mails_from
 from bulksign.models import Batch, Event, OutgoingMail, Party, SigningRequest, User, UTCDateTime
-from bulksign.models.mail import MailKind
+from bulksign.models.mail import MailKind, TextReason
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import WAITING_FOR_RECIPIENT
 from bulksign.signing.invitations import link_message, mail_context, tracking_url
@@ -77,11 +77,25 @@ class ReminderMails:
                     SigningRequest.id,
                     SigningRequest.batch_id,
                     literal(now, UTCDateTime),
-                ).where(chosen),
+                ).where(chosen, SigningRequest.email != ""),
                 kind=KIND,
             )
         else:
-            ids = queue_mails(self.session, [self._personal(row, now=now) for row in rows], now=now)
+            ids = queue_mails(self.session, [self._personal(row, now=now) for row in rows if row.email], now=now)
+        # Rows reached by text alone get their reminder by text (keyed apart from any mail of theirs).
+        ids += queue_mails_from(
+            self.session,
+            select(
+                message_id_sql(literal("text-", String) + _REMINDER_KEY_SQL),
+                SigningRequest.phone,
+                literal("", String),
+                SigningRequest.id,
+                SigningRequest.batch_id,
+                literal(now, UTCDateTime),
+            ).where(chosen, SigningRequest.email == "", SigningRequest.phone.is_not(None)),
+            kind=KIND,
+            text_reason=TextReason.NO_ADDRESS,
+        )
         if user is not None:
             self.session.execute(
                 insert(Event).from_select(

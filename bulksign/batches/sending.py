@@ -12,7 +12,7 @@ from flask import Flask
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bulksign.batches import approval, cancel_notices, expiry, notices, reminder_mails
+from bulksign.batches import approval, cancel_notices, expiry, notices, reminder_mails, texting
 from bulksign.batches.bounces import record_refused
 from bulksign.batches.notices import queued_completion_notices
 from bulksign.batches.progress import cancel_if_batch_stopped, close_if_done
@@ -26,12 +26,13 @@ from bulksign.mail.mailer import FOR_CANCELLED
 from bulksign.mail.outcomes import AGAIN, SERVER_GONE, Delivery, Outcome
 from bulksign.mail.smtp_link import SmtpLink
 from bulksign.models import OutgoingMail, SigningRequest, utcnow
-from bulksign.models.mail import MailKind, MailStatus
+from bulksign.models.mail import Channel, MailKind, MailStatus
 from bulksign.models.status import Status
 from bulksign.ops import telemetry
 from bulksign.people import password_resets
+from bulksign.recipients.phone_suppressions import barred_among, not_texted_reason
 from bulksign.recipients.suppressions import address_is_dead, in_force_among, not_sent_reason, suppress
-from bulksign.signing import digests, invitations, one_time_codes, party_mails, sealing
+from bulksign.signing import digests, invitations, link_texts, one_time_codes, party_mails, sealing
 from bulksign.signing import recipient_actions as signing
 from bulksign.signing.invitations import load_requests
 from bulksign.work import stopping
@@ -47,6 +48,7 @@ BUILDER_MODULES = (
     digests,
     expiry,
     invitations,
+    link_texts,
     notices,
     one_time_codes,
     password_resets,
@@ -91,29 +93,54 @@ def send_chunk(mail_ids: list[int], *, app: Flask, link: SmtpLink) -> str:
     sender = Sender(app=app, link=link)
     retry_reason = ""
     handed_back: list[OutgoingMail] = []
+    #: Texts queued in place of mails refused at sending (``texting.text_after_refusal``), and those left for later.
+    fallbacks: list[OutgoingMail] = []
+    later: list[OutgoingMail] = []
     # A bad address or one refused mail is the batch's business; our login or storage failing is the operator's.
     faults = OperatorFaults()
+    #: Channels whose server (the mail server, the text provider) went down or silent in this chunk, and the
+    #: messages of theirs given back untried: the rest would only wait for the same timeout.
+    gone: set[Channel] = set()
+    untried: list[OutgoingMail] = []
     for position, mail in enumerate(to_send):
         if stopping.is_requested():
             handed_back = to_send[position:]
             break
-        if not sender.wait_for_slot(stop=stopping.requested):
+        if Channel(mail.channel) in gone:
+            untried.append(mail)
+            continue
+        if not sender.wait_for_slot(stop=stopping.requested, channel=Channel(mail.channel)):
             if stopping.is_requested():
                 handed_back = to_send[position:]
             else:
                 _give_back(session, to_send[position:], untried=True)
                 retry_reason = "mail throttle busy"
             break
-        delivery = _last_attempt(sender.send(session, mail), mail=mail, limit=limit)
+        delivery = _last_attempt(_send(session, sender, mail), mail=mail, limit=limit)
         if delivery.fault is not None:
             faults.add(delivery.fault)
-        outcomes[_settle(session, mail, requests.get(mail.request_id), delivery)] += 1
+        outcomes[_settle(session, mail, requests.get(mail.request_id), delivery, fallbacks=fallbacks)] += 1
         if delivery.kind in AGAIN:
             retry_reason = delivery.reason
         if delivery.kind in SERVER_GONE:
-            # The server is down or silent: the rest of the chunk would only wait for the same timeout.
-            _give_back(session, to_send[position + 1 :], untried=True)
+            gone.add(Channel(mail.channel))
+    if untried:
+        _give_back(session, untried, untried=True)
+    # Invitations and reminders refused at sending whose links fall back to texts: sent now, in this job.
+    for position, text in enumerate(fallbacks):
+        if (
+            Channel.TEXT in gone
+            or stopping.is_requested()
+            or not sender.wait_for_slot(stop=stopping.requested, channel=Channel.TEXT)
+        ):
+            # Not tried: sent by another job; an invitation's request waits for it in ``generated``, claimable.
+            later = fallbacks[position:]
+            _give_back(session, later, untried=False)
             break
+        text.attempts += 1
+        session.commit()
+        delivery = _last_attempt(_send(session, sender, text), mail=text, limit=limit)
+        outcomes[_settle(session, text, requests.get(text.request_id), delivery, fallbacks=fallbacks)] += 1
     if handed_back:
         # The worker is stopping: the unsent rest goes back untried, to the queue, for another worker.
         _give_back(session, handed_back, untried=True)
@@ -123,13 +150,26 @@ def send_chunk(mail_ids: list[int], *, app: Flask, link: SmtpLink) -> str:
     faults.report(stage="mail")
     closed = [batch_id for batch_id in batch_ids if close_if_done(session, batch_id=batch_id, now=utcnow())]
     session.commit()
-    enqueue_sends(queued_completion_notices(session, batch_ids=closed))
+    enqueue_sends([*queued_completion_notices(session, batch_ids=closed), *(t.id for t in later)])
     summary = ", ".join(f"{kind} {n}" for kind, n in sorted(outcomes.items()))
     if claim.held and not retry_reason:
         retry_reason = f"{len(claim.held)} held until their requests' own invitations are out"
     if retry_reason:
         raise TransientFailure(f"{summary or 'nothing sent'}; the rest will be tried again: {retry_reason}")
     return summary
+
+
+def _send(session: Session, sender: Sender, mail: OutgoingMail) -> Delivery:
+    """Send one mail; a text first counts against its batch's cap, and is uncounted when it does not go."""
+    if mail.channel != Channel.TEXT:
+        return sender.send(session, mail)
+    stopped = texting.reserve_text(session, mail=mail, now=utcnow())
+    if stopped is not None:
+        return Delivery(Outcome.FAILED, stopped)
+    delivery = sender.send(session, mail)
+    if delivery.kind is not Outcome.SENT:
+        texting.release_text(session, mail=mail)
+    return delivery
 
 
 def _last_attempt(delivery: Delivery, *, mail: OutgoingMail, limit: int) -> Delivery:
@@ -207,16 +247,24 @@ def _claim(session: Session, mail_ids: list[int], *, limit: int) -> _Claim:
 
 
 def _without_suppressed(session: Session, mails: list[OutgoingMail]) -> list[OutgoingMail]:
-    """Mails to addresses on the suppression list are not sent; their invitations fail with the reason."""
-    barred = in_force_among(session, [m.to_email for m in mails])
-    if not barred:
+    """Mails to addresses on the suppression list (texts to numbers that opted out) are not sent; their invitations
+    fail with the reason."""
+    barred = in_force_among(session, [m.to_email for m in mails if m.channel == Channel.MAIL])
+    stopped = barred_among(session, [m.to_phone or "" for m in mails if m.channel == Channel.TEXT])
+    reasons = {
+        mail.id: not_texted_reason(mail.to_phone or "")
+        if mail.channel == Channel.TEXT
+        else not_sent_reason(barred[mail.to_email.lower()])
+        for mail in mails
+        if (mail.to_phone in stopped if mail.channel == Channel.TEXT else mail.to_email.lower() in barred)
+    }
+    if not reasons:
         return mails
     now = utcnow()
     for mail in mails:
-        entry = barred.get(mail.to_email.lower())
-        if entry is None:
+        if mail.id not in reasons:
             continue
-        reason = not_sent_reason(entry)
+        reason = reasons[mail.id]
         mail.status, mail.error = MailStatus.CANCELLED, reason
         if mail.kind == INVITATION and mail.request_id is not None:
             transition(
@@ -226,7 +274,9 @@ def _without_suppressed(session: Session, mails: list[OutgoingMail]) -> list[Out
                 to=Status.FAILED,
                 now=now,
                 error_message=reason,
-                details={"suppressed": entry.source},
+                details={
+                    "suppressed": "opt_out" if mail.channel == Channel.TEXT else barred[mail.to_email.lower()].source
+                },
             )
         log(
             logger,
@@ -236,7 +286,7 @@ def _without_suppressed(session: Session, mails: list[OutgoingMail]) -> list[Out
             request_id=mail.request_id,
             kind=mail.kind,
         )
-    return [m for m in mails if m.to_email.lower() not in barred]
+    return [m for m in mails if m.id not in reasons]
 
 
 def _give_back(session: Session, mails: list[OutgoingMail], *, untried: bool) -> None:
@@ -259,8 +309,16 @@ def _give_back(session: Session, mails: list[OutgoingMail], *, untried: bool) ->
     session.commit()
 
 
-def _settle(session: Session, mail: OutgoingMail, request: SigningRequest | None, delivery: Delivery) -> Outcome:
-    """Record one mail's outcome on the mail and what it moves, committed at once. Returns the outcome."""
+def _settle(
+    session: Session,
+    mail: OutgoingMail,
+    request: SigningRequest | None,
+    delivery: Delivery,
+    *,
+    fallbacks: list[OutgoingMail] | None = None,
+) -> Outcome:
+    """Record one mail's outcome on the mail and what it moves, committed at once; a text queued in place of a
+    refused mail joins ``fallbacks``. Returns the outcome."""
     now = utcnow()
     with telemetry.record(get_redis()) as figures:
         figures.count(telemetry.MAILS, (mail.kind, "deferred" if delivery.kind in AGAIN else delivery.kind))
@@ -277,8 +335,12 @@ def _settle(session: Session, mail: OutgoingMail, request: SigningRequest | None
             error=delivery.reason,
         )
         return Outcome.RETRY
+    if delivery.reference:
+        mail.provider_ref = delivery.reference
     if delivery.kind is Outcome.BOUNCED:
-        _refused(session, mail, delivery, now=now)
+        text = _refused(session, mail, delivery, now=now)
+        if text is not None and fallbacks is not None:
+            fallbacks.append(text)
     else:
         SETTLES.get(mail.kind, record_outcome)(session, mail=mail, request=request, delivery=delivery, now=now)
     session.commit()
@@ -295,9 +357,10 @@ def _settle(session: Session, mail: OutgoingMail, request: SigningRequest | None
     return delivery.kind
 
 
-def _refused(session: Session, mail: OutgoingMail, delivery: Delivery, *, now: datetime) -> None:
-    """Refused for good, whatever its kind: the address is suppressed when the server says it is dead, and the
-    request bounces naming whose address it was (``bounces.record_refused``); the caller commits."""
+def _refused(session: Session, mail: OutgoingMail, delivery: Delivery, *, now: datetime) -> OutgoingMail | None:
+    """Refused for good, whatever its kind: the address is suppressed when the server says it is dead; the link of a
+    recipient's invitation or reminder goes by text where the batch says so (the text returned), else the request
+    bounces naming whose address it was (``bounces.record_refused``); the caller commits."""
     error = f"The recipient's mail server refused the address: {delivery.reason}"
     mail.status, mail.error = MailStatus.BOUNCED, error
     if address_is_dead(error):
@@ -310,6 +373,10 @@ def _refused(session: Session, mail: OutgoingMail, delivery: Delivery, *, now: d
             batch_id=mail.batch_id,
             request_id=mail.request_id,
         )
+    text = texting.text_after_refusal(session, mail=mail, reason=delivery.reason or error, now=now)
+    if text is not None:
+        mail.error = f"{error} The link went by text instead."
+        return text
     if mail.request_id:
         mail.error = record_refused(
             session,
@@ -319,3 +386,4 @@ def _refused(session: Session, mail: OutgoingMail, delivery: Delivery, *, now: d
             kind=mail.kind,
             now=now,
         )
+    return None

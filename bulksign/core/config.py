@@ -111,6 +111,16 @@ def load_config(overrides: dict | None = None) -> dict:
         "SMS_HTTP_URL": env.get("SMS_HTTP_URL", ""),
         "SMS_HTTP_TOKEN": env.get("SMS_HTTP_TOKEN", ""),
         "SMS_TIMEOUT_SECONDS": _int("SMS_TIMEOUT_SECONDS", 10),
+        # Invitations and reminders by text: Twilio's Messages API when the account SID is set (else the HTTP
+        # gateway above), the global text throttle, the delivery webhook's secret, and the region national phone
+        # numbers of a file are read in (empty: by the batch's language).
+        "TWILIO_ACCOUNT_SID": env.get("TWILIO_ACCOUNT_SID", ""),
+        "TWILIO_AUTH_TOKEN": env.get("TWILIO_AUTH_TOKEN", ""),
+        "TWILIO_FROM": env.get("TWILIO_FROM", ""),
+        "TWILIO_API_URL": env.get("TWILIO_API_URL", "https://api.twilio.com"),
+        "SMS_RATE_PER_MINUTE": _int("SMS_RATE_PER_MINUTE", 30),
+        "SMS_WEBHOOK_SECRET": env.get("SMS_WEBHOOK_SECRET", ""),
+        "PHONE_REGION": env.get("PHONE_REGION", ""),
         "BOUNCE_WEBHOOK_SECRET": env.get("BOUNCE_WEBHOOK_SECRET", ""),
         "METRICS_TOKEN": env.get("METRICS_TOKEN", ""),
         # Error tracking: off when the DSN is empty; recipients' addresses are sent only with SENTRY_SEND_PII.
@@ -190,6 +200,10 @@ def _check(cfg: dict) -> None:
         raise ConfigError(f"APP_URL must start with http:// or https://, got {cfg['APP_URL']!r}")
     if not 0 <= cfg["MAIL_RATE_PER_MINUTE"] <= 100_000:
         raise ConfigError("MAIL_RATE_PER_MINUTE must be between 0 (no limit) and 100000")
+    if not 0 <= cfg["SMS_RATE_PER_MINUTE"] <= 100_000:
+        raise ConfigError("SMS_RATE_PER_MINUTE must be between 0 (no limit) and 100000")
+    if cfg["PHONE_REGION"] and not (len(cfg["PHONE_REGION"]) == 2 and cfg["PHONE_REGION"].isalpha()):
+        raise ConfigError(f"PHONE_REGION must be a two-letter region such as DE, got {cfg['PHONE_REGION']!r}")
     if not 1 <= cfg["PREVIEW_TIMEOUT_SECONDS"] <= cfg["WEB_TIMEOUT_SECONDS"] - 10:
         raise ConfigError(
             "PREVIEW_TIMEOUT_SECONDS must be at least 1 and 10 less than WEB_TIMEOUT_SECONDS "

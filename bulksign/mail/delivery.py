@@ -13,37 +13,52 @@ from sqlalchemy.orm import Session
 from bulksign.core.error_tracking import Fault
 from bulksign.core.extensions import get_redis
 from bulksign.documents.storage import StorageError, backend_of, get_storage
+from bulksign.mail import sms
 from bulksign.mail.mail_headers import HeaderError, outgoing
-from bulksign.mail.mailer import BUILDERS, MailNotNeeded
+from bulksign.mail.mailer import BUILDERS, TEXT_BUILDERS, MailNotNeeded
 from bulksign.mail.outcomes import Delivery, Outcome
 from bulksign.mail.smtp_link import SmtpLink
 from bulksign.mail.throttle import MailThrottle
 from bulksign.models import OutgoingMail
+from bulksign.models.mail import Channel
 from bulksign.ops import telemetry
+
+#: The text messages' own global throttle (``SMS_RATE_PER_MINUTE``), beside the mail's.
+TEXT_THROTTLE_KEY = "bulksign:throttle:sms"
 
 
 class Sender:
-    """The app's mail settings, the global throttle and this process's SMTP link, for one chunk of mails."""
+    """The app's mail settings, the global throttles (mail, texts) and this process's SMTP link, for one chunk."""
 
     def __init__(self, *, app: Flask, link: SmtpLink):
         self.app, self.link = app, link
-        self.throttle = MailThrottle(
-            get_redis(), rate=app.config["MAIL_RATE_PER_MINUTE"], window_seconds=app.config["MAIL_RATE_WINDOW_SECONDS"]
-        )
+        window = app.config["MAIL_RATE_WINDOW_SECONDS"]
+        self.throttles = {
+            Channel.MAIL: MailThrottle(get_redis(), rate=app.config["MAIL_RATE_PER_MINUTE"], window_seconds=window),
+            Channel.TEXT: MailThrottle(
+                get_redis(), rate=app.config["SMS_RATE_PER_MINUTE"], window_seconds=window, key=TEXT_THROTTLE_KEY
+            ),
+        }
 
-    def wait_for_slot(self, *, stop: Event) -> bool:
-        """Wait for a throttle slot (until ``stop`` is set); how long it took and whether it won go to telemetry."""
+    def wait_for_slot(self, *, stop: Event, channel: Channel = Channel.MAIL) -> bool:
+        """Wait for a slot of the channel's throttle (until ``stop`` is set); how long it took and whether it won
+        go to telemetry."""
         started = time.monotonic()
-        allowed = self.throttle.acquire(
-            max_wait_seconds=self.app.config["THROTTLE_MAX_WAIT_SECONDS"], stop=stop
-        ).allowed
+        allowed = (
+            self.throttles[Channel(channel)]
+            .acquire(max_wait_seconds=self.app.config["THROTTLE_MAX_WAIT_SECONDS"], stop=stop)
+            .allowed
+        )
         with telemetry.record(get_redis()) as figures:
             figures.count(telemetry.THROTTLE_WAIT, amount=time.monotonic() - started)
             figures.count(telemetry.THROTTLE_SLOTS, ("won" if allowed else "timed_out",))
         return allowed
 
     def send(self, session: Session, mail: OutgoingMail) -> Delivery:
-        """Build ``mail`` (its row's Message-ID, its attachments read now) and hand it to the server: what happened."""
+        """Build ``mail`` (its row's Message-ID, its attachments read now) and hand it to the server, or a text
+        message to its provider: what happened."""
+        if mail.channel == Channel.TEXT:
+            return self._text(session, mail)
         build = BUILDERS[mail.kind]
         try:
             message = build(session, mail, self.app)
@@ -62,6 +77,23 @@ class Sender:
         if delivery.kind is Outcome.FAILED:
             return replace(delivery, reason=f"The mail server refused the message: {delivery.reason}")
         return delivery
+
+    def _text(self, session: Session, mail: OutgoingMail) -> Delivery:
+        """Write the text of ``mail`` and hand it to the SMS provider (delivery reports to ``/webhooks/sms``)."""
+        try:
+            text = TEXT_BUILDERS[mail.kind](session, mail, self.app)
+        except MailNotNeeded as exc:
+            return Delivery(Outcome.CANCELLED, f"Not sent, no longer needed: {exc}.")
+        except LookupError as exc:
+            return Delivery(Outcome.FAILED, f"The text message could not be written: {exc}")
+        secret = self.app.config["SMS_WEBHOOK_SECRET"]
+        status_url = f"{self.app.config['APP_URL']}/webhooks/sms?token={secret}" if secret else ""
+        try:
+            reference = sms.provider(self.app.config).send(to=mail.to_phone or "", text=text, status_url=status_url)
+        except sms.SmsError as exc:
+            kind = Outcome.FAILED if exc.permanent else Outcome.UNREACHABLE if exc.unreachable else Outcome.RETRY
+            return Delivery(kind, f"The text message was not sent: {exc}")
+        return Delivery(Outcome.SENT, reference=reference)
 
 
 def _attach(message: Message, attachments: list[dict]) -> None:

@@ -6,6 +6,7 @@ import email.utils
 import functools
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any, TypeVar
 
 import flask_mail
 from sqlalchemy import JSON, ColumnElement, Select, String, literal, select, update
@@ -15,11 +16,16 @@ from sqlalchemy.orm import Session
 
 from bulksign.core.slicing import slices
 from bulksign.models import OutgoingMail
-from bulksign.models.mail import MailKind, MailStatus
+from bulksign.models.mail import Channel, MailKind, MailStatus, TextReason
 
 #: kind → ``build(session, mail: OutgoingMail, app) -> flask_mail.Message``, filled by ``@builder`` as the
 #: domain modules that own the kinds are imported (the sender imports them all: ``batches/sending.BUILDER_MODULES``).
+#: A builder, kept with its own signature by the decorators that register it.
+Build = TypeVar("Build", bound=Callable[..., Any])
+
 BUILDERS: dict[str, Callable] = {}
+#: kind → ``build(session, mail, app) -> str``: the words of a kind that may go as a text message (``@text_builder``).
+TEXT_BUILDERS: dict[str, Callable] = {}
 
 MESSAGE_ID_DOMAIN = "bulksign.local"
 
@@ -41,18 +47,31 @@ class MailNotNeeded(LookupError):
 FOR_CANCELLED: set[MailKind] = set()
 
 
-def builder(kind: MailKind | str, *, for_cancelled: bool = False) -> Callable[[Callable], Callable]:
+def builder(kind: MailKind | str, *, for_cancelled: bool = False) -> Callable[[Build], Build]:
     """Register the function that builds mails of ``kind`` (a ``MailKind``) when they are sent; a kind has one
     builder. ``for_cancelled``: the kind tells of its request's cancel (``FOR_CANCELLED``)."""
     kind = MailKind(kind)
 
-    def register(build: Callable) -> Callable:
+    def register(build: Build) -> Build:
         known = BUILDERS.get(kind)
         if known is not None and (known.__module__, known.__qualname__) != (build.__module__, build.__qualname__):
             raise ValueError(f"mail kind {kind!r} has two builders: {known.__qualname__} and {build.__qualname__}")
         BUILDERS[kind] = build
         if for_cancelled:
             FOR_CANCELLED.add(kind)
+        return build
+
+    return register
+
+
+def text_builder(kind: MailKind | str) -> Callable[[Build], Build]:
+    """Register the function that writes the text message of ``kind`` when it is sent; a kind has one."""
+    kind = MailKind(kind)
+
+    def register(build: Build) -> Build:
+        known = TEXT_BUILDERS.setdefault(kind, build)
+        if (known.__module__, known.__qualname__) != (build.__module__, build.__qualname__):
+            raise ValueError(f"mail kind {kind!r} has two text builders: {known.__qualname__} and {build.__qualname__}")
         return build
 
     return register
@@ -116,7 +135,8 @@ def queue_mails(session: Session, mails: list[dict], *, now: datetime) -> list[i
         return []
     rows = []
     for mail in mails:
-        if mail["kind"] not in BUILDERS:
+        texted = mail.get("channel") == Channel.TEXT
+        if mail["kind"] not in (TEXT_BUILDERS if texted else BUILDERS):
             raise ValueError(f"no message builder for mail kind {mail['kind']!r}")
         rows.append(
             dict(
@@ -130,6 +150,9 @@ def queue_mails(session: Session, mails: list[dict], *, now: datetime) -> list[i
                 attachments=mail.get("attachments") or [],
                 status=MailStatus.QUEUED,
                 created_at=now,
+                channel=mail.get("channel") or Channel.MAIL,
+                to_phone=mail.get("to_phone"),
+                text_reason=mail.get("text_reason"),
             )
         )
     insert = _upsert_for(session)
@@ -150,18 +173,28 @@ def queue_mails(session: Session, mails: list[dict], *, now: datetime) -> list[i
     return [found[row["message_id"]] for row in rows]
 
 
-def queue_mails_from(session: Session, rows: Select, *, kind: MailKind) -> list[int]:
+def queue_mails_from(
+    session: Session, rows: Select, *, kind: MailKind, text_reason: TextReason | None = None
+) -> list[int]:
     """Set-based ``queue_mail``: ``rows`` selects (message_id, to_email, subject, request_id, batch_id, created_at)
-    per mail; mails whose Message-ID exists already are left alone. Returns the ids of the new rows."""
-    if kind not in BUILDERS:
+    per mail, or with a ``text_reason`` (message_id, to_phone, …) per text message; rows whose Message-ID exists
+    already are left alone. Returns the ids of the new rows."""
+    if kind not in (BUILDERS if text_reason is None else TEXT_BUILDERS):
         raise ValueError(f"no message builder for mail kind {kind!r}")
     insert = _upsert_for(session)
+    address = ["to_email"] if text_reason is None else ["to_phone"]
+    extra = [] if text_reason is None else ["to_email", "channel", "text_reason"]
+    extra_values = (
+        []
+        if text_reason is None
+        else [literal("", String), literal(Channel.TEXT.value, String), literal(text_reason.value, String)]
+    )
     stmt = (
         insert(OutgoingMail)
         .from_select(
             [
                 "message_id",
-                "to_email",
+                *address,
                 "subject",
                 "request_id",
                 "batch_id",
@@ -170,8 +203,15 @@ def queue_mails_from(session: Session, rows: Select, *, kind: MailKind) -> list[
                 "status",
                 "attachments",
                 "attempts",
+                *extra,
             ],
-            rows.add_columns(literal(kind, String), literal(MailStatus.QUEUED, String), literal([], JSON), literal(0)),
+            rows.add_columns(
+                literal(kind, String),
+                literal(MailStatus.QUEUED, String),
+                literal([], JSON),
+                literal(0),
+                *extra_values,
+            ),
         )
         .on_conflict_do_nothing(index_elements=["message_id"])
         .returning(OutgoingMail.id)

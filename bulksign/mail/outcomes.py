@@ -37,3 +37,5 @@ class Delivery:
     reason: str = ""
     #: Set when only staff can mend it (storage, the server refusing our login): for Sentry.
     fault: Fault | None = None
+    #: A text message's id at its provider, which its delivery reports name ("" for a mail).
+    reference: str = ""

@@ -16,7 +16,7 @@ from bulksign.models.batches import (
 from bulksign.models.countersign import CountersignLink, CountersignRun
 from bulksign.models.fields import FieldValue
 from bulksign.models.integrations import IdempotencyKey, WebhookDelivery, WebhookEndpoint
-from bulksign.models.mail import OutgoingMail, Suppression
+from bulksign.models.mail import OutgoingMail, PhoneSuppression, Suppression
 from bulksign.models.parties import RECIPIENT_ROLE, Party
 from bulksign.models.people import ApiKey, MembershipChange, Team, TeamMember, User
 from bulksign.models.requests import Document, Event, OneTimeCode, SealCertificate, SigningRequest
@@ -47,6 +47,7 @@ __all__ = [
     "RecipientUpload",
     "SealCertificate",
     "SigningRequest",
+    "PhoneSuppression",
     "Suppression",
     "Team",
     "TeamMember",

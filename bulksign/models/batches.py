@@ -4,6 +4,7 @@ exports built from it, and how long its documents and personal data are kept (pe
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 
 from sqlalchemy import JSON, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column, relationship
@@ -12,6 +13,28 @@ from bulksign.core.extensions import db
 from bulksign.models.base import Model, UTCDateTime, utcnow
 from bulksign.models.people import User
 from bulksign.models.templates import TemplateVersion
+
+
+class Reach(StrEnum):
+    """How a batch reaches its recipients: by mail only, or also by text message (to a row's phone)."""
+
+    MAIL = "mail"
+    #: A row with a phone and no address is invited, reminded and told by text.
+    TEXT_WITHOUT_ADDRESS = "text_without_address"
+    #: Every row has an address; when a mail with the link bounces and the row has a phone, the link goes by text.
+    TEXT_ON_BOUNCE = "text_on_bounce"
+    #: Both of those.
+    TEXT_BOTH = "text_both"
+
+    @property
+    def without_address(self) -> bool:
+        """A row may have a phone and no address."""
+        return self in (Reach.TEXT_WITHOUT_ADDRESS, Reach.TEXT_BOTH)
+
+    @property
+    def on_bounce(self) -> bool:
+        """A bounced mail's link goes by text to the row's phone."""
+        return self in (Reach.TEXT_ON_BOUNCE, Reach.TEXT_BOTH)
 
 
 class Batch(Model):
@@ -51,6 +74,15 @@ class Batch(Model):
     #: Recipients confirm a one-time code (by SMS when the row has a phone, else by mail) before they can see,
     #: sign or decline the document (``one_time_codes``).
     one_time_code: Mapped[bool] = mapped_column(default=False, server_default=false())
+    #: How recipients are reached (``batches.reach.Reach``): ``mail`` only, ``text_without_address`` (a row with a
+    #: phone and no address gets texts), ``text_on_bounce`` (a bounced mail's link goes by text), or ``text_both``.
+    channel: Mapped[str] = mapped_column(db.String(24), default="mail", server_default="mail")
+    #: At most this many text messages for the batch (staff set it); None: the batch sends none.
+    text_cap: Mapped[int | None] = mapped_column()
+    #: Texts handed to the provider so far, counted against ``text_cap`` by compare-and-set (``batches.texting``).
+    texts_sent: Mapped[int] = mapped_column(default=0, server_default="0")
+    #: When the cap first stopped a text; None: it never did.
+    text_cap_reached_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     #: Number of requests created; counts per status are kept in ``batch_status_counts``.
     total_count: Mapped[int] = mapped_column(default=0)
     #: Rows of the recipients file left out at creation for their errors (kept in ``batch_skipped_rows``).

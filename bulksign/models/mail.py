@@ -23,6 +23,24 @@ class MailStatus(StrEnum):
     BOUNCED = "bounced"
     #: No longer needed (its request was cancelled, signed or resent) or barred (a suppressed address).
     CANCELLED = "cancelled"
+    #: A text message its provider reported handed to the phone (a mail is never told so).
+    DELIVERED = "delivered"
+
+
+class Channel(StrEnum):
+    """How an outgoing message goes: by mail (to ``to_email``) or as a text message (to ``to_phone``)."""
+
+    MAIL = "mail"
+    TEXT = "text"
+
+
+class TextReason(StrEnum):
+    """Why a message went by text rather than mail, shown to staff on the row."""
+
+    #: The row has a phone and no address.
+    NO_ADDRESS = "no_address"
+    #: The mail with the same link bounced (refused at sending or reported back).
+    MAIL_BOUNCED = "mail_bounced"
 
 
 class MailKind(StrEnum):
@@ -46,6 +64,9 @@ class MailKind(StrEnum):
     PARTY_COMPLETED = "party_completed"
     PARTY_REMINDER = "party_reminder"
     COUNTERSIGN_DIGEST = "countersign_digest"
+    #: The request's current signing link again by the other channel: a text after its mail bounced, or a mail
+    #: after its text failed (the request does not move: it is out already).
+    LINK_AGAIN = "link_again"
 
 
 class OutgoingMail(Model):
@@ -74,6 +95,15 @@ class OutgoingMail(Model):
     sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     #: Files to attach, read from storage at send time: [{"key", "filename", "content_type"}].
     attachments: Mapped[list] = mapped_column(JSON, default=list)
+    #: A ``Channel``: a text message has ``to_phone`` (E.164) and an empty ``to_email``.
+    channel: Mapped[str] = mapped_column(db.String(10), default=Channel.MAIL.value, server_default=Channel.MAIL.value)
+    to_phone: Mapped[str | None] = mapped_column(db.String(20))
+    #: A ``TextReason`` for a text message; None for a mail.
+    text_reason: Mapped[str | None] = mapped_column(db.String(20))
+    #: The text provider's id of the message, which its delivery reports name.
+    provider_ref: Mapped[str | None] = mapped_column(db.String(100), index=True)
+    #: When the provider reported the text handed to the phone.
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class Suppression(Model):
@@ -98,3 +128,17 @@ class Suppression(Model):
     lifted_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))
 
     lifted_by: Mapped[User | None] = relationship()
+
+
+class PhoneSuppression(Model):
+    """A phone number no text goes to (its owner replied STOP), across all batches, like a suppressed address."""
+
+    __tablename__ = "phone_suppressions"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    #: E.164.
+    phone: Mapped[str] = mapped_column(db.String(20), unique=True)
+    #: ``opt_out`` (the owner replied STOP) or ``manual``.
+    source: Mapped[str] = mapped_column(db.String(20))
+    reason: Mapped[str] = mapped_column(db.Text, default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

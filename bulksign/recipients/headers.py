@@ -12,7 +12,7 @@ from bulksign.doc_templates.columns import DOCUMENT, MAIL, OPTIONAL
 from bulksign.documents.field_boxes import field_name
 from bulksign.recipients.column_guess import suggest
 from bulksign.recipients.column_mapping import ColumnMapping, MappedHeader, apply_mapping
-from bulksign.recipients.row_checks import Columns, RowError
+from bulksign.recipients.row_checks import Columns, PhoneRule, RowError
 from bulksign.recipients.rows import MAX_COLUMNS, Row, UploadError, column_letter, normalise_header
 
 #: Columns every request has; ``email`` is always required, ``name`` and ``phone`` where the template prints them.
@@ -56,9 +56,11 @@ def match_header(
     roles: Sequence[str],
     fixed: Collection[str],
     mapping: ColumnMapping | None = None,
+    phones: PhoneRule | None = None,
 ) -> Columns:
     """The file's header matched to the template's ``variables`` (``validation.template_columns``), and to the other
-    parties' columns of ``roles`` unless ``fixed`` for the batch; ``mapping`` matches columns named otherwise.
+    parties' columns of ``roles`` unless ``fixed`` for the batch; ``mapping`` matches columns named otherwise;
+    ``phones``: a batch that texts (``row_checks.PhoneRule``).
     UploadError for too many columns or a mapping that does not fit this file and template."""
     header = [c.strip() for c in cells]
     while header and not header[-1]:
@@ -137,7 +139,9 @@ def match_header(
             raw_of.append((variable, base))
     # Printed whatever the row holds (``email`` always: every recipient is mailed): every row needs a value.
     required = {v: where for v, where in variables.items() if where != OPTIONAL}
-    required["email"] = DOCUMENT
+    # Every recipient is mailed, or texted when the batch texts rows without an address and the file has phones.
+    if not (phones and phones.without_address and "phone" in seen):
+        required["email"] = DOCUMENT
     missing = sorted(v for v in required if normalise_header(v) not in seen)
     for name in missing:
         errors.append(RowError(header_row, name, _missing_column(name, where=required[name])))
@@ -167,6 +171,7 @@ def match_header(
         party_emails,
         joins=tuple((len(header) + k, indices) for k, (_, indices, _) in enumerate(mapped.joins)),
         raw_of=tuple(raw_of),
+        phones=phones,
     )
 
 

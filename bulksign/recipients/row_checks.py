@@ -12,6 +12,7 @@ from bulksign.core.messages import N_, N_plural
 from bulksign.doc_templates.columns import DATE, MAIL
 from bulksign.doc_templates.value_filters import parse_amount, parse_date
 from bulksign.mail.email_checks import DOMAIN_TYPOS, check_email
+from bulksign.recipients.phones import e164
 from bulksign.recipients.rows import Row, column_letter
 
 #: Longest value per recognised column; template variables get MAX_VALUE_CHARS.
@@ -56,6 +57,17 @@ class Columns:
     #: Template variables ``<column>_raw`` without a column of their own: (variable, index of ``<column>``'s cell),
     #: filled with that cell's stored value (an .xlsx number or date as stored, not as its format shows it).
     raw_of: tuple[tuple[str, int], ...] = ()
+    #: How phones are read: None, as written (mail only); else the batch's ``PhoneRule``.
+    phones: PhoneRule | None = None
+
+
+@dataclass(frozen=True)
+class PhoneRule:
+    """A batch that texts: phones are checked and written in E.164 (national ones read in ``region``), and with
+    ``without_address`` a row may have a phone and no address."""
+
+    region: str
+    without_address: bool
 
 
 def _empty(variable: str, *, where: str) -> N_:
@@ -82,6 +94,7 @@ class _Collector:
 class _Checked(NamedTuple):
     """A valid row's values (a Recipient is made of them only when rows are kept)."""
 
+    #: Empty for a row reached by text alone (``PhoneRule.without_address``).
     email: str
     name: str
     phone: str | None
@@ -114,17 +127,28 @@ class RowChecker:
         self._first_row_of: dict[str, int] = {}
 
     def check(self, row: Row) -> _Checked | None:
-        """The row's values, or None when it has an error (counted) or no address."""
+        """The row's values, or None when it has an error (counted) or no address (nor, when texts may stand in for
+        one, a phone)."""
         errors_before = self.errors.count
         self._check_shape(row)
         cells, email, name, phone, values = row.cells, None, "", None, {}
-        for index, var, title in self.columns.used:
-            value = cells[index].strip() if index < len(cells) else ""
+        rule = self.columns.phones
+        written = {var: cells[index].strip() if index < len(cells) else "" for index, var, _ in self.columns.used}
+        # With texts standing in for an address, a row with a phone needs none.
+        texted = bool(rule and rule.without_address and written.get("phone") and not written.get("email"))
+        for _, var, title in self.columns.used:
+            value = written[var]
             if not self._usable(row, var, title, value):
                 continue
-            if var == "email":
+            if var == "email" and texted:
+                email = ""
+            elif var == "email":
                 email = self._address(row, title, value)
                 if email is None:
+                    continue
+            elif var == "phone" and rule is not None and value:
+                value = self._phone(row, title, value, rule=rule, keyed=texted) or ""
+                if not value:
                     continue
             elif var in self.columns.party_emails:
                 address = self._party_address(row, title, value, role=self.columns.party_emails[var])
@@ -144,9 +168,33 @@ class RowChecker:
         for var, index in self.columns.raw_of:
             stored = row.raw.get(index) if row.raw else None
             values[var] = stored if stored is not None else cells[index].strip() if index < len(cells) else ""
-        if self.errors.count > errors_before or not email:
+        if texted and "email" not in written:
+            email = ""
+        if self.errors.count > errors_before or email is None or not (email or phone):
             return None
         return _Checked(email, name, phone, values)
+
+    def _phone(self, row: Row, title: str, value: str, *, rule: PhoneRule, keyed: bool) -> str | None:
+        """The phone in E.164, or None with its error counted; a phone that stands in for the address is unique."""
+        number, problem = e164(value, region=rule.region)
+        if number is None:
+            assert problem is not None
+            self._error(row, title, problem)
+            return None
+        if keyed:
+            if number in self._first_row_of:
+                self._error(
+                    row,
+                    title,
+                    N_(
+                        "Duplicate phone: %(phone)s is already on row %(row)s.",
+                        phone=number,
+                        row=self._first_row_of[number],
+                    ),
+                )
+                return None
+            self._first_row_of[number] = row.number
+        return number
 
     def _check_shape(self, row: Row) -> None:
         """A quote left open, or more values than the header has columns."""
@@ -254,7 +302,14 @@ class RowChecker:
     def _address(self, row: Row, title: str, value: str) -> str | None:
         """The checked address, or None with its error counted (empty, invalid, misspelt domain, a duplicate)."""
         if not value:
-            self._error(row, title, N_("The email address is empty."))
+            rule = self.columns.phones
+            self._error(
+                row,
+                title,
+                N_("The email address is empty, and so is the phone: give one of them.")
+                if rule and rule.without_address
+                else N_("The email address is empty."),
+            )
             return None
         email, problem = check_email(value, domain_choices=self._domain_choices)
         if problem:

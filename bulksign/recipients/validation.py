@@ -24,7 +24,7 @@ from bulksign.recipients.headers import (
     match_header,
 )
 from bulksign.recipients.parties import PartyPerson
-from bulksign.recipients.row_checks import RowChecker, RowError
+from bulksign.recipients.row_checks import PhoneRule, RowChecker, RowError
 from bulksign.recipients.rows import Row, UploadError, normalise_header
 
 #: Errors kept for the page and the API; the counts cover all of them, the CSV report lists all.
@@ -87,6 +87,9 @@ class ValidationReport:
     #: ``suppressed_count`` counts them all.
     suppressed: tuple[SuppressedRow, ...] = ()
     suppressed_count: int = 0
+    #: Valid rows with a phone, and those of them without an address (reached by text alone).
+    phone_rows: int = 0
+    text_only_rows: int = 0
     #: Each column the template fills from the file, with the file's column(s) filling or suggested for it.
     choices: tuple[ColumnChoice, ...] = ()
     #: The first few values of each of the file's columns, by header as written.
@@ -147,6 +150,8 @@ class ValidationReport:
                 {"column": c.column, **({"suggestion": list(c.headers)} if c.headers else {})} for c in self.unmatched
             ],
             "mapping": self.mapping.to_json() if self.mapping else None,
+            "phone_rows": self.phone_rows,
+            "text_only_rows": self.text_only_rows,
             "suppressed_count": self.suppressed_count,
             "suppressed": [
                 {"row": r.row, "email": r.email, "source": r.source, "reason": r.reason, "since": r.since.isoformat()}
@@ -183,6 +188,7 @@ def validate_recipients(
     suppressed: SuppressionLookup | None = None,
     roles: Sequence[str] = (),
     fixed_roles: Collection[str] = (),
+    phones: PhoneRule | None = None,
     mapping: ColumnMapping | None = None,
     remembered: ColumnMapping | None = None,
     language: str = "en",
@@ -191,7 +197,8 @@ def validate_recipients(
     """Read the file and check every row against the template's ``variables`` (as ``template_columns`` takes them);
     UploadError if unreadable. ``domain_choices``: misspelt domain → staff's choice; ``suppressed``: the
     suppression list's lookup (its rows are reported); ``roles``: the other roles, each named per row by
-    ``<role>_email`` or, in ``fixed_roles``, once for the batch. ``mapping``: which of the file's columns fill
+    ``<role>_email`` or, in ``fixed_roles``, once for the batch; ``phones``: a batch that texts checks its phones
+    so (``row_checks.PhoneRule``). ``mapping``: which of the file's columns fill
     which template columns (UploadError when it does not fit the file); else ``remembered``, the template's last
     one, when the file has every column it names. ``language``: the batch's, in which an .xlsx's dates and numbers
     read as its cells' formats show them. ``kinds``: the variables the template shows as a date or a number
@@ -205,7 +212,9 @@ def validate_recipients(
         mapping is None and remembered is not None and {normalise_header(h) for h in remembered.headers} <= titles
     )
     mapping = remembered if from_memory else mapping
-    columns = match_header(header.number, header.cells, variables, roles=roles, fixed=fixed_roles, mapping=mapping)
+    columns = match_header(
+        header.number, header.cells, variables, roles=roles, fixed=fixed_roles, mapping=mapping, phones=phones
+    )
     rows = join_cells(table.rows, columns) if columns.joins else table.rows
     sample_rows: list[list[str]] = []
     checker = RowChecker(columns, max_errors=max_errors, domain_choices=domain_choices, kinds=kinds, language=language)
@@ -214,7 +223,7 @@ def validate_recipients(
     kept: list[Recipient] = []
     #: (row, address) of every valid row, for the suppression lookup at the end.
     valid_addresses: list[tuple[int, str]] = []
-    total = valid = 0
+    total = valid = phone_rows = text_only_rows = 0
     for row in rows:
         if not any(c.strip() for c in row.cells):
             continue
@@ -225,7 +234,9 @@ def validate_recipients(
         if checked is None or not usable:
             continue
         valid += 1
-        if suppressed is not None:
+        phone_rows += bool(checked.phone)
+        text_only_rows += not checked.email
+        if suppressed is not None and checked.email:
             valid_addresses.append((row.number, checked.email))
         if keep_rows:
             kept.append(
@@ -264,6 +275,8 @@ def validate_recipients(
         recipients=tuple(kept),
         suppressed=tuple(listed[:max_errors] if max_errors is not None else listed),
         suppressed_count=len(listed),
+        phone_rows=phone_rows,
+        text_only_rows=text_only_rows,
         choices=column_choices(columns, variables, samples=samples, mapping=mapping),
         samples=samples,
         mapping=mapping,

@@ -33,11 +33,11 @@ from bulksign.doc_templates.jinja_sandbox import render_text
 from bulksign.doc_templates.mail_texts import mail_text
 from bulksign.doc_templates.value_filters import LANGUAGE_VARIABLE
 from bulksign.mail.mail_headers import one_line
-from bulksign.mail.mailer import builder, message_id_for, queue_mails
+from bulksign.mail.mailer import MailNotNeeded, builder, message_id_for, queue_mails
 from bulksign.mail.outcomes import Delivery, Outcome
 from bulksign.models import Batch, Event, OutgoingMail, SigningRequest, TemplateVersion, utcnow
-from bulksign.models.mail import MailKind, MailStatus
-from bulksign.models.status import Status
+from bulksign.models.mail import Channel, MailKind, MailStatus, TextReason
+from bulksign.models.status import WAITING_FOR_RECIPIENT, Status
 from bulksign.signing.links import current_token, issue_links, signing_url
 
 KIND = MailKind.INVITATION
@@ -46,6 +46,11 @@ logger = logging.getLogger(__name__)
 
 def invitation_key(request: SigningRequest) -> str:
     return f"invitation-{request.id}-{(request.token_nonce or '')[:12]}"
+
+
+def text_invitation_key(request: SigningRequest) -> str:
+    """The key of the invitation by text of a request whose row has a phone and no address."""
+    return f"text-{invitation_key(request)}"
 
 
 def deadline_for(batch: Batch, *, sent_at: datetime) -> datetime:
@@ -175,6 +180,25 @@ def queue_invitations(session: Session, *, request_ids: Sequence[int], now: date
     mails: list[dict[str, Any]] = []
     errors: dict[int, str] = {}
     for request in requests:
+        if not request.email:
+            # A row reached by text alone (the batch's channel allowed it): its link goes to its phone.
+            if not request.phone:
+                errors[request.id] = "The request has neither an address nor a phone to send its link to."
+                continue
+            mails.append(
+                dict(
+                    key=text_invitation_key(request),
+                    kind=KIND,
+                    to_email="",
+                    subject="",
+                    request_id=request.id,
+                    batch_id=request.batch_id,
+                    channel=Channel.TEXT,
+                    to_phone=request.phone,
+                    text_reason=TextReason.NO_ADDRESS,
+                )
+            )
+            continue
         context = mail_context(
             request, token=tokens[request.id], app=app, deadline=request_deadline(request, sent_at=now)
         )
@@ -268,14 +292,31 @@ def mark_sent(
 
 
 def delivered_invitations(session: Session, *, request_ids: Sequence[int]) -> list[tuple[SigningRequest, OutgoingMail]]:
-    """The requests among ``request_ids`` whose current invitation is recorded sent, each with that mail."""
-    requests = {message_id_for(invitation_key(r)): r for r in load_requests(session, request_ids) if r.token_nonce}
+    """The requests among ``request_ids`` whose current invitation (by mail or text) is recorded sent, each with it."""
+    requests = {
+        message_id_for(key(r)): r
+        for r in load_requests(session, request_ids)
+        if r.token_nonce
+        for key in (invitation_key, text_invitation_key)
+    }
     if not requests:
         return []
     mails = session.scalars(
-        select(OutgoingMail).where(OutgoingMail.message_id.in_(list(requests)), OutgoingMail.status == MailStatus.SENT)
+        select(OutgoingMail).where(
+            OutgoingMail.message_id.in_(list(requests)),
+            OutgoingMail.status.in_([MailStatus.SENT, MailStatus.DELIVERED]),
+        )
     )
     return [(requests[mail.message_id], mail) for mail in mails]
+
+
+@builder(MailKind.LINK_AGAIN)
+def build_link_again(session: Session, mail: OutgoingMail, app: Flask) -> Message:
+    """The invitation again, by mail, after the text with its link failed: while the request still waits."""
+    request = session.get_one(SigningRequest, mail.request_id)
+    if Status(request.status) not in WAITING_FOR_RECIPIENT:
+        raise MailNotNeeded(f"the request is {request.status}")
+    return build_invitation(session, mail, app)
 
 
 @builder(KIND)

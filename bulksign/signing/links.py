@@ -49,6 +49,11 @@ def signing_url(*, app_url: str, token: str) -> str:
     return f"{app_url}/sign/{token}"
 
 
+def short_signing_url(*, app_url: str, token: str) -> str:
+    """The link a text message carries: the same token under a shorter path (``views.recipient.short_links``)."""
+    return f"{app_url}/s/{token}"
+
+
 def find_by_token(session: Session, token: str) -> SigningRequest | None:
     """The request whose current link is ``token``; compares hashes, so timing says nothing of the token."""
     if not token or len(token) > 128:

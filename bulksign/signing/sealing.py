@@ -102,25 +102,32 @@ def seal_request(
         )
     )
     attachment = {"key": sealed.storage_key, "filename": signed_filename(request), "content_type": "application/pdf"}
-    mail = queue_mail(
-        session,
-        key=f"confirmation-{request.id}",
-        kind=MailKind.CONFIRMATION,
-        to_email=request.email,
-        subject=_confirmation_subject(request),
-        now=now,
-        request_id=request.id,
-        batch_id=request.batch_id,
-        attachments=[attachment],
+    # A recipient reached by text alone has no mailbox for the signed copy: the signing page offers it.
+    mail = (
+        queue_mail(
+            session,
+            key=f"confirmation-{request.id}",
+            kind=MailKind.CONFIRMATION,
+            to_email=request.email,
+            subject=_confirmation_subject(request),
+            now=now,
+            request_id=request.id,
+            batch_id=request.batch_id,
+            attachments=[attachment],
+        )
+        if request.email
+        else None
     )
     # Every other party gets the completed PDF now, not before.
     others = party_mails.completed_mails(
         session, request=request, attachment=attachment, subject=_confirmation_subject(request), now=now
     )
     session.flush()
-    outcome = SealOutcome(status=SealStatus.SEALED, request_id=request.id, document_id=document.id, mail_id=mail.id)
+    outcome = SealOutcome(
+        status=SealStatus.SEALED, request_id=request.id, document_id=document.id, mail_id=mail.id if mail else None
+    )
     session.commit()
-    enqueue_sends([mail.id, *others])
+    enqueue_sends([*([mail.id] if mail else []), *others])
     log(
         logger,
         logging.INFO,

@@ -54,3 +54,19 @@ def test_the_two_party_act_marks_the_recipient_and_the_employer_whom_the_fixed_p
         **signers.file_check,
     )
     assert (report.valid_rows, report.error_count, report.missing_columns) == (5, 0, ())
+
+
+def test_with_a_share_of_rows_by_text_every_row_is_valid_and_that_share_has_no_address():
+    from bench.soak import SoakConfig
+    from bulksign.recipients.row_checks import PhoneRule
+
+    variables = ["name", "amount"]
+    report = validate_recipients(
+        recipients_csv(variables, 10, sms_share=0.3),
+        filename="recipients.csv",
+        variables=variables,
+        keep_rows=True,
+        phones=PhoneRule(region="RU", without_address=True),
+    )
+    assert (report.valid_rows, report.error_count, report.text_only_rows) == (10, 0, 3)
+    assert SoakConfig(recipients=10, sms_share=0.3).texted_rows == 3

@@ -51,6 +51,8 @@ EXPECTED_PUBLIC = {
     "tracking.pixel",  # HMAC of the request id; always a GIF
     "verify.verify",  # anyone may check a document
     "webhooks.bounces",  # shared secret (404 when none is configured)
+    "webhooks.sms",  # shared secret (404 when none is configured)
+    "short_links.short",  # only redirects the token to signing.page, which checks it
 }
 #: Blueprints that take no CSRF token, each reviewed: API (bearer key, no ambient cookie), inbound webhooks
 #: (shared secret), rq-dashboard (its JavaScript posts without a token; admins only, same-origin checked).
@@ -158,6 +160,10 @@ def test_public_routes_with_their_own_secret_refuse_without_it(make_app, users):
     assert client.get("/metrics", headers={"Authorization": "Bearer metrics-token"}).status_code == 200
     # Not configured: the bounce endpoint does not exist at all.
     assert make_app().test_client().post("/webhooks/bounces", json={}).status_code == 404
+    texts = make_app(SMS_WEBHOOK_SECRET="sms-secret").test_client()
+    assert texts.post("/webhooks/sms", json={"id": "x", "status": "failed"}).status_code == 403
+    assert texts.post("/webhooks/sms?token=wrong", json={}).status_code == 403
+    assert make_app().test_client().post("/webhooks/sms", json={}).status_code == 404
 
 
 def test_every_admin_route_refuses_staff_with_403(app, client, auth):

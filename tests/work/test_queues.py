@@ -69,6 +69,7 @@ MAIL_KINDS = {
     "countersign_digest",
     "cancelled",
     "cancelled_countersign",
+    "link_again",
 }
 
 
@@ -112,11 +113,13 @@ def test_every_mail_kind_has_its_builder_wherever_mail_is_sent():
 import importlib, pkgutil, bulksign
 from bulksign.mail import mailer
 from bulksign.batches import sending
-sender = dict(mailer.BUILDERS)
+sender, texts = dict(mailer.BUILDERS), dict(mailer.TEXT_BUILDERS)
 for info in pkgutil.walk_packages(bulksign.__path__, "bulksign."):
     importlib.import_module(info.name)
 assert mailer.BUILDERS == sender, set(mailer.BUILDERS) - set(sender)
-assert {b.__module__ for b in sender.values()} == {m.__name__ for m in sending.BUILDER_MODULES}
+assert mailer.TEXT_BUILDERS == texts, set(mailer.TEXT_BUILDERS) - set(texts)
+modules = {b.__module__ for b in [*sender.values(), *texts.values()]}
+assert modules == {m.__name__ for m in sending.BUILDER_MODULES}
 print(" ".join(sorted(sender)))
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)

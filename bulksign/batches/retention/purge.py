@@ -128,7 +128,7 @@ def purge_requests(
     session.execute(
         update(OutgoingMail)
         .where(OutgoingMail.request_id.in_(ids))
-        .values(to_email="", subject="", error=None, attachments=[])
+        .values(to_email="", to_phone=None, subject="", error=None, attachments=[])
     )
     session.execute(update(OneTimeCode).where(OneTimeCode.request_id.in_(ids)).values(destination=""))
     # Every party who signs the document (the row's recipient and the other roles): who they are and how they signed.

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Literal, cast
 from flask import Blueprint, g
 from pydantic import BaseModel, Field
 
-from bulksign.batches import dashboard, field_values, recipients_table
+from bulksign.batches import dashboard, field_values, recipients_table, texting
 from bulksign.batches.field_values import GivenValue
 from bulksign.batches.recipients_table import DashboardError, RecipientFilter
 from bulksign.core import keyset
@@ -89,6 +89,14 @@ class BatchOut(BaseModel):
     notify_email: str | None = Field(description="Who gets the batch's notices; null: its owner.")
     one_time_code: bool = Field(description="Recipients confirm a one-time code (SMS or mail) before signing.")
     approval: ApprovalOut | None = Field(description="Approval before sending; null when its team required none.")
+    channel: str = Field(
+        "mail", description="`mail`, `text_without_address`, `text_on_bounce` or `text_both` (see `POST /batches`)."
+    )
+    text_cap: int | None = Field(None, description="At most this many text messages; null for a batch that mails.")
+    texts_sent: int = Field(0, description="Text messages handed to the provider so far.")
+    text_cap_reached_at: datetime | None = Field(
+        None, description="When the cap first stopped a text (its request failed with the reason); null: never."
+    )
 
 
 class BatchPage(NextCursor):
@@ -148,6 +156,18 @@ class SigningRequestOut(BaseModel):
     attachments: list[AttachmentOut] = Field(
         default_factory=list, description="The files the signers attached, with their links."
     )
+    phone: str | None = Field(None, description="The row's phone (E.164 in a batch that texts); null once purged.")
+    channel: str = Field(
+        "mail",
+        description="How the link reached the recipient: `mail`, or `text` (a row without an address, or a bounced "
+        "mail's link sent by text); `mail` again when a failed text's link was mailed instead.",
+    )
+    text_state: str | None = Field(
+        None, description="The newest text's state: `queued`, `sent`, `delivered`, `failed`, `cancelled`; null: none."
+    )
+    text_reason: str | None = Field(
+        None, description="Why it went by text: `no_address`, or `mail_bounced`; null: no text."
+    )
 
 
 class RequestPage(NextCursor):
@@ -203,6 +223,10 @@ def _batch_out(view: dashboard.BatchView | dashboard.BatchRow) -> BatchOut:
         notify_email=b.notify_email,
         one_time_code=b.one_time_code,
         approval=approval_out(b),
+        channel=b.channel,
+        text_cap=b.text_cap if b.channel != "mail" else None,
+        texts_sent=b.texts_sent,
+        text_cap_reached_at=b.text_cap_reached_at,
     )
 
 
@@ -219,9 +243,13 @@ def _attachment_out(request_id: int, v: GivenValue) -> AttachmentOut:
     )
 
 
-def _request_out(r: SigningRequest, given: tuple[GivenValue, ...] = ()) -> SigningRequestOut:
-    """The request as the API gives it, with what its signers filled in (``field_values.given_values``)."""
+def _request_out(
+    r: SigningRequest, given: tuple[GivenValue, ...] = (), texted: texting.TextState | None = None
+) -> SigningRequestOut:
+    """The request as the API gives it, with what its signers filled in (``field_values.given_values``) and how its
+    link went (``texting.text_states``)."""
     kept = r.purged_at is None
+    channel, text_state, text_reason = texting.channel_cells(texted)
     assert r.row_number is not None  # every request is a row of its file
     return SigningRequestOut(
         id=r.id,
@@ -242,6 +270,10 @@ def _request_out(r: SigningRequest, given: tuple[GivenValue, ...] = ()) -> Signi
         purged_at=r.purged_at,
         fields={v.name: v.value for v in given},
         attachments=[_attachment_out(r.id, v) for v in given if v.is_attachment],
+        phone=r.phone if kept else None,
+        channel=channel,
+        text_state=text_state,
+        text_reason=text_reason,
     )
 
 
@@ -293,9 +325,14 @@ def list_requests(batch_id: int):
         )
     except DashboardError as exc:
         raise ApiError(str(exc), 422, code="invalid_cursor") from None
-    given = field_values.given_values(db.session, batch_id=batch_id, request_ids=[r.id for r in page.items])
+    ids = [r.id for r in page.items]
+    given = field_values.given_values(db.session, batch_id=batch_id, request_ids=ids)
+    texts = texting.text_states(db.session, request_ids=ids)
     return answer(
-        RequestPage(items=[_request_out(r, given.get(r.id, ())) for r in page.items], next_cursor=page.next_cursor)
+        RequestPage(
+            items=[_request_out(r, given.get(r.id, ()), texts.get(r.id)) for r in page.items],
+            next_cursor=page.next_cursor,
+        )
     )
 
 

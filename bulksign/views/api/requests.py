@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from bulksign.batches.address_approval import waiting_for
 from bulksign.batches.field_values import attachment_of, request_values
+from bulksign.batches.texting import text_states
 from bulksign.core.extensions import db
 from bulksign.core.logs import log
 from bulksign.doc_templates.fields import ATTACHMENT_TYPES
@@ -120,7 +121,11 @@ def get_request(request_id: int):
     signed = latest_document(db.session, row.id, "signed")
     return answer(
         RequestOut(
-            **_request_out(row, request_values(db.session, batch_id=row.batch_id, request_id=row.id)).model_dump(),
+            **_request_out(
+                row,
+                request_values(db.session, batch_id=row.batch_id, request_id=row.id),
+                text_states(db.session, request_ids=[row.id]).get(row.id),
+            ).model_dump(),
             batch=BatchRefOut(id=row.batch.id, name=row.batch.name),
             parties=[PartyOut(**asdict(p)) for p in parties_of(db.session, row)],
             pending_address_changes=[change_out(c) for c in waiting_for(db.session, request_id=row.id)],

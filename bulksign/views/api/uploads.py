@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from flask import Blueprint, g, request
+from flask import Blueprint, current_app, g, request
 from pydantic import BaseModel, ConfigDict, Field
 
 from bulksign.batches.batch_settings import (
     BatchError,
     BatchSettingsForm,
     PartySettings,
+    ReachFields,
     checked_settings,
     party_settings_from_form,
 )
@@ -20,6 +21,7 @@ from bulksign.core.extensions import db
 from bulksign.core.schemas import ABSENT, Text, no_null_defaults
 from bulksign.doc_templates.columns import needed_columns, value_kinds
 from bulksign.models import utcnow
+from bulksign.models.batches import Reach
 from bulksign.models.status import BATCH_STATE_NAMES, BatchStatus
 from bulksign.recipients import suppressions
 from bulksign.recipients.column_mapping import ColumnMapping, parse_mapping
@@ -32,7 +34,7 @@ from bulksign.views.api.common import ApiError, Link, RecordId, answer, operatio
 bp = Blueprint("api_uploads", __name__, url_prefix="/api/v1")
 
 
-class RecipientsForm(BaseModel):
+class RecipientsForm(ReachFields):
     # Unknown fields are refused, not ignored: a misspelt setting would otherwise silently take its default.
     # Optional multipart fields (``parties``) are left out, never null.
     model_config = ConfigDict(extra="forbid", json_schema_extra=no_null_defaults)
@@ -112,6 +114,8 @@ class ValidationReportOut(BaseModel):
     )
     mapping: dict[str, list[str]] | None = Field(description="The `columns` the check used.")
     suppressed_count: int = Field(description="Valid rows whose address is on the suppression list (not mailed).")
+    phone_rows: int = Field(description="Valid rows with a phone (checked only when the `channel` texts).")
+    text_only_rows: int = Field(description="Valid rows with a phone and no address: reached by text alone.")
     suppressed: list[SuppressedOut] = Field(description="The first of them, with the list's reason.")
 
 
@@ -124,6 +128,8 @@ class BatchCreated(BaseModel):
     skipped_rows: int = Field(description="Rows left out for their errors (with `skip_invalid`), kept with the batch.")
     notify_email: str | None = Field(description="Who gets the batch's notices; null: its owner.")
     one_time_code: bool
+    channel: Reach
+    text_cap: int | None = Field(description="At most this many text messages; null for a batch that only mails.")
 
 
 def _upload_error(exc: UploadError) -> ApiError:
@@ -146,7 +152,9 @@ def validate():
     try:
         version = template_version(form.template_id)
         data, filename = uploaded_file()
-        signers = party_settings_from_form(request.form, version=version)
+        signers = party_settings_from_form(
+            request.form, version=version, phone_region=current_app.config["PHONE_REGION"]
+        )
         report = validate_recipients(
             data,
             filename=filename,
@@ -191,7 +199,9 @@ def create():
         version = template_version(form.template_id)
         data, filename = uploaded_file()
         settings = checked_settings(form, default_name=f"{version.template.name} ({utcnow():%Y-%m-%d})")
-        signers = party_settings_from_form(request.form, version=version)
+        signers = party_settings_from_form(
+            request.form, version=version, phone_region=current_app.config["PHONE_REGION"]
+        )
         report = validate_recipients(
             data,
             filename=filename,
@@ -243,6 +253,8 @@ def create():
             skipped_rows=batch.skipped_count,
             notify_email=batch.notify_email,
             one_time_code=batch.one_time_code,
+            channel=Reach(batch.channel),
+            text_cap=batch.text_cap if batch.channel != Reach.MAIL else None,
         ),
         201,
     )

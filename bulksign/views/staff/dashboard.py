@@ -26,7 +26,7 @@ from flask_babel import lazy_gettext as _l
 from flask_babel import ngettext
 from flask_login import current_user
 
-from bulksign.batches import dashboard, field_values, party_progress, recipients_table
+from bulksign.batches import dashboard, field_values, party_progress, recipients_table, texting
 from bulksign.batches import timeline as request_timeline
 from bulksign.batches.bulk_actions import BulkOutcome, act_on_selection
 from bulksign.batches.exports import latest_export, start_signed_zip
@@ -38,6 +38,7 @@ from bulksign.core.extensions import db
 from bulksign.core.logs import log
 from bulksign.documents.storage import StorageError, get_storage
 from bulksign.models import Batch, utcnow
+from bulksign.models.batches import Reach
 from bulksign.views._downloads import csv_response, signer_attachment
 from bulksign.views._forms import extend_days_field
 from bulksign.views._results import background_message, reminders_done, resend_done
@@ -124,6 +125,7 @@ def _table_context(batch_id: int, flt: RecipientFilter, cursor: str | None, coun
         "matching": recipients_table.count_matching(db.session, batch_id=batch_id, flt=flt, counts=counts),
         "roles": roles,
         "row_parties": _row_parties(batch_id, roles, [r.id for r in page.items]),
+        "row_texts": texting.text_states(db.session, request_ids=[r.id for r in page.items]),
         **_fields_context(batch_id, [r.id for r in page.items]),
     }
 
@@ -186,6 +188,7 @@ def detail(batch_id: int):
         export=latest_export(db.session, batch_id=batch_id),
         filters=recipients_table.FILTERS,
         view=view,
+        reach_label=texting.REACH_LABELS[Reach(view.batch.channel)],
         **_progress_context(view.batch, view.progress, parties),
         **_table_context(batch_id, flt, request.args.get("cursor"), view.counts, parties.roles),
     )

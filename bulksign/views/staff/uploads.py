@@ -14,6 +14,7 @@ from flask_login import current_user
 
 from bulksign.batches.batch_settings import BatchError, PartySettings, party_settings_from_form, settings_from_form
 from bulksign.batches.creation import create_batch
+from bulksign.batches.texting import REACH_LABELS
 from bulksign.core.config import LANGUAGES
 from bulksign.core.errors import Message
 from bulksign.core.extensions import db
@@ -54,9 +55,24 @@ def _preview_context(
         "typos": typo_domains(report) if report else {},
         "choices": choices,
         "suppression_why": suppressions.WHY,
-        # The parties and routing given with the file, carried to the batch's creation and to a re-check.
-        "party_fields": {k: v for k, v in request.form.items() if k.startswith("party_") or k == "routing"},
+        # The parties, routing and channel given with the file, carried to the batch's creation and to a re-check.
+        "party_fields": {
+            k: v for k, v in request.form.items() if k.startswith("party_") or k in ("routing", "channel")
+        },
+        "texts_allowed": _texts_allowed(report),
+        "channel_labels": {reach.value: str(label) for reach, label in REACH_LABELS.items()},
     }
+
+
+def _texts_allowed(report: ValidationReport | None) -> int:
+    """How many texts the batch may send with the file's rows and the default settings (the page says it)."""
+    if report is None:
+        return 0
+    try:
+        settings = settings_from_form(request.form, default_name="")
+    except BatchError:
+        return 0
+    return settings.texts_allowed(phone_rows=report.phone_rows)
 
 
 def _page(
@@ -161,7 +177,8 @@ def validate():
 
 @bp.post("/new/recheck")
 def recheck():
-    """Check the stored file again with staff's answers about misspelt domains (use the suggestion, or keep)."""
+    """Check the stored file again with staff's answers about misspelt domains (use the suggestion, or keep), or in
+    the recipients' language chosen since (a batch that texts reads national phone numbers in its region)."""
     access.require_creator(current_user)
     choices = domain_choices()
     try:
@@ -249,7 +266,9 @@ def _signers(version: TemplateVersion) -> PartySettings:
     """The template's parties as the form gives them (a field per other role, the routing); UploadError saying
     what is wrong with them, so the file check answers with it."""
     try:
-        return party_settings_from_form(request.values, version=version)
+        # The file is checked before the language is chosen: national numbers are read in the staff's until then.
+        form = {"language": get_locale().language, **request.values.to_dict()}
+        return party_settings_from_form(form, version=version, phone_region=current_app.config["PHONE_REGION"])
     except BatchError as exc:
         raise UploadError(exc.message, 422) from None
 

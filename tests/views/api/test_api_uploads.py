@@ -112,6 +112,8 @@ def test_api_refuses_rows_with_errors_unless_told_to_skip_them(api, template_id)
         "skipped_rows": 1,
         "notify_email": None,
         "one_time_code": False,
+        "channel": "mail",
+        "text_cap": None,
     }
     batch = db.session.get(Batch, created.json["id"])
     assert (batch.name, batch.reminder_days, batch.max_reminders, batch.deadline_days) == ("Nov", [1, 3], 2, 5)
