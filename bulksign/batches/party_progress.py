@@ -7,12 +7,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from flask_babel import LazyString, get_locale
 from flask_babel import lazy_gettext as _l
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
 from bulksign.core.slicing import slices
-from bulksign.models import RECIPIENT_ROLE, Party
+from bulksign.doc_templates.template_parties import party_label
+from bulksign.models import RECIPIENT_ROLE, Party, TemplateVersion
 from bulksign.models.parties import PartyStatus
 
 #: A party's state in staff words. Worded apart from the request's states ("signed" is the document's word).
@@ -23,13 +25,11 @@ PARTY_STATUS_LABELS = {
     PartyStatus.SIGNED: _l("has signed"),
     PartyStatus.DECLINED: _l("has declined"),
 }
-#: The row's own person; other roles are the template's words (``signature_<role>``), shown as written.
-RECIPIENT_LABEL = _l("recipient")
 
 
-def role_label(role: str) -> str:
-    """A role as people read it: ``recipient`` in the page's language, ``line_manager`` as "line manager"."""
-    return str(RECIPIENT_LABEL) if role == RECIPIENT_ROLE else role.replace("_", " ")
+def role_label(role: str, *, version: TemplateVersion | None) -> LazyString:
+    """A party as staff read it: its label on ``version`` in the page's language (``party_label``), never its key."""
+    return LazyString(lambda: party_label(version, role=role, language=str(get_locale() or "en")))
 
 
 @dataclass(frozen=True)

@@ -143,13 +143,13 @@ def timeline(session: Session, *, batch_id: int, request_id: int) -> Timeline | 
             "The invitations to %(roles)s could not be delivered. Fix each one's address, then resend to each: the "
             "request stays bounced until the last of them is resent, then goes on where it stood, the other "
             "signatures kept.",
-            roles=", ".join(role_label(role) for role in bounced_roles),
+            roles=", ".join(str(role_label(role, version=req.batch.template_version)) for role in bounced_roles),
         )
     elif advice is not None and bounced_roles and bounced_roles != (RECIPIENT_ROLE,):
         advice = _l(
             "The invitation to the %(role)s could not be delivered. Fix that party's address under Parties, then "
             "resend to them: the request goes on where it stood, the other signatures kept.",
-            role=role_label(bounced_roles[0]),
+            role=role_label(bounced_roles[0], version=req.batch.template_version),
         )
     return Timeline(
         request=req,

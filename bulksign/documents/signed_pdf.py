@@ -29,7 +29,8 @@ INK = (0.1, 0.14, 0.19)
 class PartyBlock:
     """One party's signature as the document prints it: at the role's mark (``box``), else on the signature page."""
 
-    role: str
+    #: The party as the document's readers call it (its label in the batch's language), printed over the block.
+    label: str
     signer_name: str
     signed_at: datetime
     signer_ip: str
@@ -335,7 +336,7 @@ def parties_page(blocks: Sequence[PartyBlock], *, document_name: str, width: flo
     box_w, box_h = min(95 * mm, width - 2 * left), min(30 * mm, (y - 20 * mm) / len(blocks) - 14)
     for block in blocks:
         c.setFillColorRGB(0.1, 0.14, 0.19)
-        pdf_text.draw(c, left, y - 10, block.role, BOLD, 9)
+        pdf_text.draw(c, left, y - 10, block.label, BOLD, 9)
         y -= 14 + box_h
         _framed_block(
             c,

@@ -61,6 +61,13 @@ class TemplateVersion(Model):
     #: ``fields.FieldSettings.to_json()`` each (name, type, label, required, checks, party), written at save; None
     #: for a version saved before fields were read (a ``{{ field_x }}`` there stays a column of its file).
     fields: Mapped[list | None] = mapped_column(JSON)
+    #: Who signs, as people read it: ``template_parties.PartyDef.to_json()`` each (key, label per language, colour,
+    #: who by default), in the template's order; None for a version saved before parties were kept (its parties
+    #: are derived from ``roles``).
+    parties: Mapped[list | None] = mapped_column(JSON)
+    #: The signing order batches start from: a list of steps, each a list of party keys signing in parallel; None:
+    #: the recipient first, then one step per other party.
+    routing: Mapped[list | None] = mapped_column(JSON)
     #: Why its documents are rendered one by one, found by a run of them that failed its check (``documents.together``):
     #: ``{"msgid", "values", "at", "batch_id"}``, the message translated when shown; None while nothing was found.
     #: Written once, by the first run that finds it; the version's content never changes.

@@ -9,8 +9,9 @@ from enum import StrEnum
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session, aliased
 
+from bulksign.doc_templates.template_parties import party_label
 from bulksign.documents.sealing import latest_document
-from bulksign.models import RECIPIENT_ROLE, CountersignLink, Document, Party, SigningRequest
+from bulksign.models import RECIPIENT_ROLE, Batch, CountersignLink, Document, Party, SigningRequest
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import Status
 
@@ -35,8 +36,10 @@ class FinishedDocument:
     name: str
     email: str
     outcome: Finished
-    #: Of a declined document: the role that declined (``recipient``: the row's person), and why.
+    #: Of a declined document: the role that declined (``recipient``: the row's person), its label in the batch's
+    #: language, and why.
     declined_by: str | None
+    declined_label: str | None
     reason: str
     finished_at: datetime | None
 
@@ -97,6 +100,8 @@ def finished_page(session: Session, *, link: CountersignLink, page: int) -> Fini
         .offset((page - 1) * PER_PAGE)
         .limit(PER_PAGE)
     ).all()
+    batch = session.get_one(Batch, link.batch_id)
+    version, language = batch.template_version, batch.language or "en"
     documents = tuple(
         FinishedDocument(
             party_id=party_id,
@@ -104,6 +109,9 @@ def finished_page(session: Session, *, link: CountersignLink, page: int) -> Fini
             email=email,
             outcome=_outcome(status, sealed=is_sealed),
             declined_by=role if status == Status.DECLINED.value else None,
+            declined_label=party_label(version, role=role, language=language)
+            if status == Status.DECLINED.value
+            else None,
             reason=reason or "",
             finished_at=changed_at,
         )

@@ -19,11 +19,12 @@ from bulksign.core.logs import log
 from bulksign.core.messages import N_
 from bulksign.doc_templates.fields import FieldSettings, shown_value, template_fields
 from bulksign.doc_templates.roles import pdf_role_places
+from bulksign.doc_templates.template_parties import party_labels
 from bulksign.documents.audit_record import AuditRecord, FilledField, PartyFacts, document_title
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE, SignatureBox, find_signature_boxes, mark_indexes
 from bulksign.documents.signed_pdf import PartyBlock, stamp_parties
 from bulksign.documents.storage import Storage
-from bulksign.models import RECIPIENT_ROLE, Document, FieldValue, Party, SigningRequest
+from bulksign.models import RECIPIENT_ROLE, Batch, Document, FieldValue, Party, SigningRequest
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import Status
 from bulksign.signing.parties import step_not_started
@@ -78,12 +79,14 @@ def _stored_recipient_box(original: Document) -> dict[str, SignatureBox]:
     return {RECIPIENT_ROLE: recipient} if recipient is not None else {}
 
 
-def party_blocks(parties: Sequence[Party], boxes: dict[str, SignatureBox]) -> list[PartyBlock]:
-    """The signed parties' blocks, in the order they signed."""
+def party_blocks(
+    parties: Sequence[Party], boxes: dict[str, SignatureBox], *, labels: Mapping[str, str]
+) -> list[PartyBlock]:
+    """The signed parties' blocks, in the order they signed, each under its label (``labels``: role → label)."""
     signed = [(p, p.signed_at) for p in parties if p.status == PartyStatus.SIGNED and p.signed_at is not None]
     return [
         PartyBlock(
-            role=p.role,
+            label=labels.get(p.role, p.role),
             signer_name=p.signer_name or "",
             signed_at=signed_at,
             signer_ip=p.signer_ip or "",
@@ -173,7 +176,7 @@ def store_step_version(
     batch = request.batch
     stamped = stamp_parties(
         data,
-        party_blocks([p for p in parties if p.step < step], boxes),
+        party_blocks([p for p in parties if p.step < step], boxes, labels=batch_party_labels(batch)),
         document_name=document_title(batch),
         language=batch.language or "en",
         zone=zone_of(batch).key,
@@ -195,6 +198,11 @@ def store_step_version(
     session.add(document)
     session.flush()
     return document
+
+
+def batch_party_labels(batch: Batch) -> dict[str, str]:
+    """Each party of the batch's template → its label in the batch's language, as its documents name it."""
+    return party_labels(batch.template_version, language=batch.language or "en")
 
 
 def with_parties(record: AuditRecord, parties: Sequence[Party]) -> AuditRecord:

@@ -225,7 +225,7 @@ def test_the_manifest_lists_every_party_of_each_document_in_its_own_state_and_ti
     recipient, employer = entries[3]["parties"]  # signed by both
     assert recipient == {
         "role": "recipient",
-        "label": "recipient",
+        "label": "Recipient",
         "name": request.name,
         "email": request.email,
         "status": "signed",

@@ -90,7 +90,7 @@ def test_staff_see_the_values_on_the_row_and_in_the_panel_labelled_and_in_the_ba
     assert labels == ["IBAN", "Start date", "Hours a week", "I have read the work rules", "ID scan"]
     assert "31 января 2027\u202fг." in filled and f'href="{link}"' in filled
     assert hashlib.sha256(scan).hexdigest() in filled
-    assert "recipient · 2026-11-02 09:00" in filled
+    assert "Recipient · 2026-11-02 09:00" in filled
     assert "filled-in" not in client.get(f"/batches/{batch_id}/requests/{ids[1]}").get_data(as_text=True)
 
 

@@ -214,7 +214,7 @@ def test_sign_a_selection_then_decline_one_each_its_own_signature_event_and_seal
     waiting, finished = client.get(f"/countersign/{token}").get_data(as_text=True).split('id="finished"')
     assert "Employee 3" in waiting and "Employee 1" not in waiting and "Employee 2" not in waiting
     assert "All 1 document" in waiting
-    assert "Employee 1" in finished and "Declined by “employer”: Wrong salary" in finished
+    assert "Employee 1" in finished and "Declined by Employer: Wrong salary" in finished
     assert db.session.scalar(select(func.count()).select_from(Document).where(Document.kind == "signed")) == 1
 
 

@@ -17,12 +17,13 @@ from flask_wtf.csrf import CSRFError
 from bulksign.core.extensions import db, limiter, seconds_until_limit_resets
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
+from bulksign.doc_templates.template_parties import party_label
 from bulksign.documents.document_pages import DocumentPages, document_pages
 from bulksign.documents.poppler import PopplerError
 from bulksign.documents.seal_keys import seal_status
 from bulksign.documents.sealing import latest_document
 from bulksign.documents.storage import StorageError, get_storage
-from bulksign.models import RECIPIENT_ROLE, Document, Party, SigningRequest, utcnow
+from bulksign.models import RECIPIENT_ROLE, Batch, Document, Party, SigningRequest, utcnow
 from bulksign.models.parties import PartyStatus
 from bulksign.people.auth import public
 from bulksign.signing import code_owners, one_time_codes, routing, steps
@@ -167,13 +168,19 @@ def render_page(
         # Who this link is for, and what they did: the party of a document several sign, else the request.
         me=party if party is not None else row,
         who=routing.party_person(party) if party is not None else (row.email, row.name or "") if row else ("", ""),
-        role=party.role if party is not None and party.role != RECIPIENT_ROLE else None,
+        # A document several sign says who each reader signs as, and who declined, by the party's label.
+        role=_label(batch, party.role) if party is not None and batch is not None else None,
         declined_by=declined_by,
+        declined_by_label=_label(batch, declined_by.role) if declined_by is not None and batch is not None else None,
         declined_by_name=(routing.party_person(declined_by)[1] or routing.party_person(declined_by)[0])
         if declined_by is not None
         else None,
     )
     return html, status or (422 if error else STATUS_CODES.get(state, 200))
+
+
+def _label(batch: Batch, role: str) -> str:
+    return party_label(batch.template_version, role=role, language=batch.language or "en")
 
 
 def _pages(row: SigningRequest) -> DocumentPages | None:

@@ -15,6 +15,7 @@ from flask import (
     abort,
     current_app,
     flash,
+    g,
     redirect,
     render_template,
     request,
@@ -67,8 +68,14 @@ def party_labels() -> dict[str, str]:
 
 
 @bp.app_template_global()
-def role_label(role: str) -> str:
-    return party_progress.role_label(role)
+def role_label(role: str, batch_id: int | None = None) -> str:
+    """A party of the batch as staff read it: its label on the batch's template, in the page's language."""
+    # Read once per page: a table names the parties of every row.
+    versions = g.setdefault("party_versions", {})
+    if batch_id not in versions:
+        batch = db.session.get(Batch, batch_id) if batch_id is not None else None
+        versions[batch_id] = batch.template_version if batch is not None else None
+    return str(party_progress.role_label(role, version=versions[batch_id]))
 
 
 @bp.app_template_global()

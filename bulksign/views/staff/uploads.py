@@ -7,6 +7,7 @@ on create: nothing the browser sends back about the rows is trusted.
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, request, url_for
 from flask_babel import get_locale, ngettext
@@ -22,6 +23,7 @@ from bulksign.core.localtime import canonical_zone, zone_groups
 from bulksign.doc_templates import versions as dt
 from bulksign.doc_templates.columns import OPTIONAL, needed_columns, value_kinds
 from bulksign.doc_templates.roles import template_roles
+from bulksign.doc_templates.template_parties import party_labels, template_parties, template_routing
 from bulksign.documents.storage import get_storage
 from bulksign.models import RECIPIENT_ROLE, TemplateVersion, utcnow
 from bulksign.people import access
@@ -111,8 +113,9 @@ def _page(
     ), status
 
 
-def _columns(template_id: int) -> dict[str, list[str]] | None:
-    """The columns the template's newest version needs on every row and those it may use, for the file's hint."""
+def _columns(template_id: int) -> dict[str, Any] | None:
+    """The columns the template's newest version needs on every row and those it may use, for the file's hint; its
+    parties (labels in the page's language, the template's fixed people) and its signing order."""
     try:
         version = template_version(template_id)
     except UploadError:
@@ -123,7 +126,25 @@ def _columns(template_id: int) -> dict[str, list[str]] | None:
         "optional": [v for v, where in columns.items() if where == OPTIONAL],
         # The other parties who sign it: a field each for one person for the whole batch, or the file's columns.
         "roles": [r for r in template_roles(version) if r != RECIPIENT_ROLE],
+        "parties": template_parties(version),
+        "names": party_labels(version, language=str(get_locale())),
+        "routing": _shown_routing(version),
     }
+
+
+def _shown_routing(version: TemplateVersion) -> list[list[str]]:
+    """The order the page shows: the one staff moved to (sent back with the form) when it names the template's
+    parties, else the template's; the batch's creation checks it again."""
+    try:
+        given = current_app.json.loads(request.values.get("routing") or "null")
+    except ValueError:
+        given = None
+    keys = set(template_roles(version))
+    steps = given if isinstance(given, list) and all(isinstance(s, list) and s for s in given) else []
+    named = [k for s in steps for k in s]
+    if sorted(map(str, named)) == sorted(keys):
+        return [[str(k) for k in s] for s in steps]
+    return template_routing(version)
 
 
 @bp.get("/new")

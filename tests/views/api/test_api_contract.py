@@ -368,6 +368,15 @@ def _tour(app, world, spec) -> set[tuple[str, str]]:
     call(fields, "PUT", "/templates/999999/fields", 404, headers=admin, json={"fields": []})
     call("GET /templates/{template_id}/fields", "GET", f"/templates/{marked}/fields", 200, headers=viewer)
     call("GET /templates/{template_id}/fields", "GET", "/templates/999999/fields", 404, headers=admin)
+    parties = "PUT /templates/{template_id}/parties"
+    employer = {"parties": [{"key": "recipient", "labels": {"en": "Employee"}}]}
+    call(parties, "PUT", f"/templates/{marked}/parties", 200, headers=admin, json=employer)
+    call(parties, "PUT", f"/templates/{marked}/parties", 422, headers=admin, json={"parties": [{"key": "../x"}]})
+    call(parties, "PUT", f"/templates/{marked}/parties", 400, headers=admin, json={"parties": [{"key": ""}]})
+    call(parties, "PUT", f"/templates/{marked}/parties", 403, headers=viewer, json=employer)
+    call(parties, "PUT", "/templates/999999/parties", 404, headers=admin, json=employer)
+    call("GET /templates/{template_id}/parties", "GET", f"/templates/{marked}/parties", 200, headers=viewer)
+    call("GET /templates/{template_id}/parties", "GET", "/templates/999999/parties", 404, headers=admin)
     _tour_documents(call, world, admin=admin, viewer=viewer, unrendered=request_id)
     suppress(db.session, email="tour@example.com", source="bounce", reason="550 5.1.1", now=NOW)  # the fuzzer may
     db.session.commit()  # have lifted the other
