@@ -68,6 +68,10 @@ class RowParty:
     role: str
     status: str
     signed_at: datetime | None
+    #: The party's own address (None for the recipient: the row's is theirs), when it was invited and declined.
+    email: str | None = None
+    invited_at: datetime | None = None
+    declined_at: datetime | None = None
 
 
 def batch_roles(session: Session, *, batch_id: int) -> tuple[str, ...]:
@@ -108,10 +112,27 @@ def row_parties(session: Session, *, batch_id: int, request_ids: Sequence[int]) 
     """Each of the rows' parties by step, then role (one query per thousand rows), for a batch with several."""
     found: dict[int, list[RowParty]] = {}
     for part in slices(sorted(set(request_ids))):
-        for request_id, role, status, signed_at in session.execute(
-            select(Party.request_id, Party.role, Party.status, Party.signed_at)
+        for request_id, role, status, signed_at, email, invited_at, declined_at in session.execute(
+            select(
+                Party.request_id,
+                Party.role,
+                Party.status,
+                Party.signed_at,
+                Party.email,
+                Party.invited_at,
+                Party.declined_at,
+            )
             .where(Party.batch_id == batch_id, Party.request_id.in_(part))
             .order_by(Party.request_id, Party.step, Party.role)
         ):
-            found.setdefault(request_id, []).append(RowParty(role=role, status=status, signed_at=signed_at))
+            found.setdefault(request_id, []).append(
+                RowParty(
+                    role=role,
+                    status=status,
+                    signed_at=signed_at,
+                    email=email,
+                    invited_at=invited_at,
+                    declined_at=declined_at,
+                )
+            )
     return {request_id: tuple(parties) for request_id, parties in found.items()}

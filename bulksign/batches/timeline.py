@@ -96,10 +96,11 @@ class Timeline:
         return bool(self.bounced_roles) and RECIPIENT_ROLE not in self.bounced_roles
 
 
-def timeline(session: Session, *, batch_id: int, request_id: int) -> Timeline | None:
+def timeline(session: Session, *, batch_id: int, request_id: int, language: str | None = None) -> Timeline | None:
     """A request's events and mails, oldest first, with the error and advice, its parties when it has several (and
     which its countersigner's digest serves, and whose bounce stands) and what its signers filled in (5 queries, 7
-    with values, one more with several parties, two more when bounced), or None."""
+    with values, one more with several parties, two more when bounced), or None; values formatted in ``language``
+    (the reader's; default: the batch's)."""
     req = session.scalar(
         select(SigningRequest).where(SigningRequest.id == request_id, SigningRequest.batch_id == batch_id)
     )
@@ -159,7 +160,7 @@ def timeline(session: Session, *, batch_id: int, request_id: int) -> Timeline | 
         bounced_roles=bounced_roles,
         mails=tuple(mails),
         parties=tuple(parties) if multiple else (),
-        given=request_values(session, batch_id=batch_id, request_id=request_id),
+        given=request_values(session, batch_id=batch_id, request_id=request_id, language=language),
         by_digest=frozenset(
             session.scalars(select(Party.role).where(Party.request_id == request_id, served_by_digest()))
             if multiple

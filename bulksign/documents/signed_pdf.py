@@ -323,6 +323,25 @@ def stamp_parties(
     return out.getvalue()
 
 
+def marked_copy(pdf: bytes, *, note: str) -> bytes:
+    """``pdf`` with ``note`` in a band across the top of every page: a copy that must not pass for the finished
+    document (a party's own copy while others still sign)."""
+    writer = PdfWriter(clone_from=PdfReader(BytesIO(pdf)))
+
+    def band(c, *, width: float, height: float) -> None:
+        c.setFillColorRGB(1, 0.95, 0.8)
+        c.rect(0, height - 18, width, 18, stroke=0, fill=1)
+        c.setFillColorRGB(0.55, 0.25, 0)
+        pdf_text.draw(c, 12, height - 13, pdf_text.fit(note, BOLD, 9, width - 24), BOLD, 9)
+
+    for page in writer.pages:
+        box = page.mediabox
+        _overlay(page, functools.partial(band, width=float(box.right), height=float(box.top)))
+    out = BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
 def parties_page(blocks: Sequence[PartyBlock], *, document_name: str, width: float, height: float, zone: str) -> bytes:
     """The signature page of a document several sign: one framed block per party, under its role, top to bottom
     (smaller as more parties share the page)."""

@@ -10,6 +10,7 @@ from bulksign.models.batches import (
     BatchShare,
     BatchSkippedRow,
     BatchStatusCount,
+    BatchVersion,
     Export,
     RecipientUpload,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "BatchShare",
     "BatchSkippedRow",
     "BatchStatusCount",
+    "BatchVersion",
     "BigId",
     "ColumnMapping",
     "CountersignLink",

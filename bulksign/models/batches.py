@@ -181,6 +181,16 @@ class BatchStatusCount(Model):
     count: Mapped[int] = mapped_column(default=0)
 
 
+class BatchVersion(Model):
+    """A number that grows with every committed change to a batch's requests, parties or status: what live pages
+    poll (their ETag), answered 304 while it stands. Bumped by ``batch_versions`` at commit."""
+
+    __tablename__ = "batch_versions"
+
+    batch_id: Mapped[int] = mapped_column(db.ForeignKey("batches.id", ondelete="CASCADE"), primary_key=True)
+    version: Mapped[int] = mapped_column(db.BigInteger().with_variant(db.Integer(), "sqlite"), default=0)
+
+
 class Export(Model):
     """A file built by a job (e.g. a ZIP of signed PDFs), with progress for the page."""
 

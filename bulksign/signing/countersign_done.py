@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -124,6 +125,39 @@ def finished_page(session: Session, *, link: CountersignLink, page: int) -> Fini
 class SignedCopy:
     document: Document
     request: SigningRequest
+
+    def filename(self, *, title: str) -> str:
+        """``<recipient name> – <document title>.pdf``, with nothing a file system or a header would misread."""
+        return f"{safe_name(f'{self.request.name or self.request.email} – {title}')}.pdf"
+
+
+#: What a file name must not hold: path separators, characters file systems refuse, control characters.
+_UNSAFE = re.compile(r'[\\/:*?"<>|\x00-\x1f\x7f]+')
+
+
+def safe_name(text: str, *, limit: int = 150) -> str:
+    """``text`` as a file name's stem: unsafe characters as "_", trimmed of dots and spaces, at most ``limit``."""
+    cleaned = _UNSAFE.sub("_", text).strip(" .")[:limit].strip(" .")
+    return cleaned or "document"
+
+
+def signed_copies(session: Session, *, link: CountersignLink, limit: int) -> list[SignedCopy]:
+    """The sealed copies of the link's signed documents (its "download all"), the newest first, at most ``limit``."""
+    rows = session.execute(
+        _finished(link)
+        .with_only_columns(SigningRequest, Document)
+        .join(Document, (Document.request_id == SigningRequest.id) & (Document.kind == "signed"))
+        .where(SigningRequest.status == Status.SIGNED.value)
+        .order_by(SigningRequest.status_changed_at.desc(), Document.id.desc())
+        .limit(limit)
+    ).all()
+    seen: set[int] = set()
+    copies = []
+    for request, document in rows:  # a request sealed twice (a repair) gives its newest copy once
+        if request.id not in seen:
+            seen.add(request.id)
+            copies.append(SignedCopy(document, request))
+    return copies
 
 
 def signed_copy(session: Session, *, link: CountersignLink, party_id: int) -> SignedCopy | None:

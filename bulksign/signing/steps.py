@@ -165,23 +165,14 @@ def store_step_version(
     existing = session.scalar(select(Document).where(Document.request_id == request.id, Document.storage_key == key))
     if existing is not None:
         return existing
-    original = session.scalars(
-        select(Document)
-        .where(Document.request_id == request.id, Document.kind == "original")
-        .order_by(Document.id.desc())
-        .limit(1)
-    ).one()
-    data = storage.get(original.storage_key)
-    boxes = party_boxes(request=request, original=original, pdf=data)
-    batch = request.batch
-    stamped = stamp_parties(
-        data,
-        party_blocks([p for p in parties if p.step < step], boxes, labels=batch_party_labels(batch)),
-        document_name=document_title(batch),
-        language=batch.language or "en",
-        zone=zone_of(batch).key,
-        # What the parties who signed filled in, for the next to read: only they have given values yet.
-        fields=filled_fields(session, request=request, original=original, parties=parties),
+    original = _original(session, request.id)
+    stamped = stamped_so_far(
+        session,
+        request=request,
+        original=original,
+        parties=parties,
+        signers=[p for p in parties if p.step < step],
+        storage=storage,
     )
     storage.put(key, stamped, content_type="application/pdf")
     document = Document(
@@ -198,6 +189,42 @@ def store_step_version(
     session.add(document)
     session.flush()
     return document
+
+
+def _original(session: Session, request_id: int) -> Document:
+    return session.scalars(
+        select(Document)
+        .where(Document.request_id == request_id, Document.kind == "original")
+        .order_by(Document.id.desc())
+        .limit(1)
+    ).one()
+
+
+def stamped_so_far(
+    session: Session,
+    *,
+    request: SigningRequest,
+    parties: Sequence[Party],
+    signers: Sequence[Party],
+    storage: Storage,
+    original: Document | None = None,
+) -> bytes:
+    """The original with the blocks of ``signers`` and the values given so far (unsealed): a step's version, or a
+    party's own copy while others still sign."""
+    original = original or _original(session, request.id)
+    data = storage.get(original.storage_key)
+    batch = request.batch
+    return stamp_parties(
+        data,
+        party_blocks(
+            signers, party_boxes(request=request, original=original, pdf=data), labels=batch_party_labels(batch)
+        ),
+        document_name=document_title(batch),
+        language=batch.language or "en",
+        zone=zone_of(batch).key,
+        # What the parties who signed filled in: only they have given values yet.
+        fields=filled_fields(session, request=request, original=original, parties=parties),
+    )
 
 
 def batch_party_labels(batch: Batch) -> dict[str, str]:

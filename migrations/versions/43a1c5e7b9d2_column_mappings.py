@@ -1,7 +1,7 @@
 """the columns a team matched for a template's files, remembered; and those matched for one upload
 
 Revision ID: 43a1c5e7b9d2
-Revises: 42a7c1e9d3b5
+Revises: 44a1b2c3d4e5
 Create Date: 2026-12-06 03:00:00
 
 """
@@ -11,7 +11,7 @@ from alembic import op
 
 # revision identifiers, used by Alembic.
 revision = "43a1c5e7b9d2"
-down_revision = "42a7c1e9d3b5"
+down_revision = "44a1b2c3d4e5"
 branch_labels = None
 depends_on = None
 

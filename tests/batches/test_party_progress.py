@@ -150,18 +150,21 @@ def test_the_request_panel_lists_its_parties_with_their_states_and_times(client,
     assert "party declined" in html and "role: employer" in html
 
 
-def test_the_csv_has_each_roles_status_and_signing_time_after_the_usual_columns(client, auth, batch_id):
+def test_the_csv_has_each_roles_address_status_and_times_after_the_usual_columns(client, auth, batch_id):
     auth.login()
     body = client.get(f"/batches/{batch_id}/export.csv").get_data(as_text=True)
     rows = list(csv.DictReader(io.StringIO(body.lstrip("\ufeff"))))
     header = next(csv.reader(io.StringIO(body.lstrip("\ufeff"))))
     assert tuple(header) == (
         *CSV_COLUMNS,
-        "recipient_status",
-        "recipient_signed_at",
-        "employer_status",
-        "employer_signed_at",
+        *(
+            f"{role}_{field}"
+            for role in ("recipient", "employer")
+            for field in ("email", "status", "invited_at", "signed_at", "declined_at")
+        ),
     )
+    assert rows[0]["employer_email"] == "hr@example.com" and rows[0]["recipient_email"] == rows[0]["email"]
+    assert rows[4]["employer_declined_at"] == "2026-11-02T08:55:00+00:00"
     assert [(r["status"], r["recipient_status"], r["employer_status"]) for r in rows] == [
         (status, recipient, employer) for status, recipient, employer in ROWS
     ]

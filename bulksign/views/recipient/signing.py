@@ -34,7 +34,7 @@ from bulksign.signing.links import find_by_token
 from bulksign.signing.page_states import PageState, contact_of, deadline_of, signer_party, signer_state
 from bulksign.signing.parties import find_party
 from bulksign.signing.recipient_actions import decline, open_party, open_request, sign
-from bulksign.signing.signer_input import MAX_SIGNATURE_BYTES
+from bulksign.signing.signer_input import MAX_SIGNATURE_BYTES, SIGNATURE
 from bulksign.views._forms import client_ip
 
 logger = logging.getLogger(__name__)
@@ -80,6 +80,11 @@ def _find(token: str) -> SigningRequest | None:
 
 def _party() -> Party | None:
     return g.get("party")
+
+
+def signer_party_of_link() -> Party | None:
+    """The party whose link this is (the recipient's for the request's own link); None for a single-signer one."""
+    return _party()
 
 
 def state_of(row: SigningRequest, *, now: datetime) -> PageState:
@@ -297,7 +302,9 @@ def sign_document(token: str, row: SigningRequest):
     try:
         image = signature_bytes(request.form.get("signature", ""))
     except ValueError as exc:
-        return again(row, token, error=str(exc), form=form)
+        return again(row, token, error=str(exc), form={**form, "wrong": SIGNATURE})
+    # A drawing that could be read is drawn again on the pad when the page comes back with a message.
+    form["signature"] = request.form.get("signature", "") if image else ""
     outcome = sign(
         db.session,
         request_id=row.id,
@@ -316,6 +323,9 @@ def sign_document(token: str, row: SigningRequest):
         **client(),
     )
     if outcome.status == Act.INVALID:
+        form["wrong"] = outcome.signer_field
+        if outcome.signer_field == SIGNATURE:
+            form["signature"] = ""  # the drawing itself is what is refused: the pad starts empty
         return again(row, token, error=str(outcome.message), form=form, field_errors=outcome.field_errors)
     # Signed, signed already (a double click), a code needed first or no longer possible: the page shows which.
     return redirect(url_for(".page", token=token), 303)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import random
 
+from babel import Locale
 from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, request, url_for
+from flask_babel import get_locale, ngettext
 from flask_babel import gettext as _
-from flask_babel import ngettext
 from flask_login import current_user
 
 from bulksign.batches import address_approval, approval, row_preview
@@ -173,6 +174,11 @@ def init_app(app) -> None:
         """The batch's (or one request's) address changes waiting for approval
         (``batches/_address_changes.html``)."""
         return address_approval.waiting_changes(db.session, batch=batch, user=current_user, request_id=request_id)
+
+    @app.template_filter("language_name")
+    def language_name(code: str) -> str:
+        """A language's name in the page's language ("Russian", "русский")."""
+        return Locale.parse(code).get_display_name(str(get_locale())) or code
 
     @app.template_global()
     def address_changes_held(batch) -> bool:

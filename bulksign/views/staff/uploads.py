@@ -26,6 +26,7 @@ from bulksign.doc_templates.roles import template_roles
 from bulksign.doc_templates.template_parties import party_labels, template_parties, template_routing
 from bulksign.documents.storage import get_storage
 from bulksign.models import RECIPIENT_ROLE, TemplateVersion, utcnow
+from bulksign.models.status import BatchStatus
 from bulksign.people import access
 from bulksign.recipients import column_mapping, suppressions
 from bulksign.recipients.column_mapping import MAX_JOINED, ColumnMapping, parse_mapping
@@ -351,7 +352,18 @@ def create():
     except BatchError as exc:
         db.session.rollback()
         return _page(status=422, error=exc.message, field_errors={exc.field: exc.message} if exc.field else {})
-    if result.created:
+    if result.created and result.batch.status == BatchStatus.AWAITING_APPROVAL:
+        flash(
+            ngettext(
+                "Batch created with %(num)s recipient. Nothing is sent until it is approved: its team's managers "
+                "were asked by email.",
+                "Batch created with %(num)s recipients. Nothing is sent until it is approved: its team's managers "
+                "were asked by email.",
+                result.total_count,
+            ),
+            "success",
+        )
+    elif result.created:
         flash(
             ngettext(
                 "Batch created with %(num)s recipient. Its document is being prepared.",
