@@ -308,12 +308,13 @@ def sample_requests(session: Session, *, batch_id: int, limit: int = SAMPLE_COUN
 
 
 def sample_document(session: Session, *, batch: Batch, request_id: int, timeout: float) -> bytes:
-    """One of the batch's sample documents, rendered now for its real row (not stored, not mailed); LookupError
-    for a request that is not among the samples, ``ApprovalError`` 409 once the batch no longer waits."""
+    """Any of the batch's documents that would be mailed, rendered now for its real row (not stored, not mailed);
+    LookupError for a request of another batch or not to be mailed, ``ApprovalError`` 409 once the batch no longer
+    waits."""
     if batch.status != BatchStatus.AWAITING_APPROVAL:
         raise ApprovalError(N_("Samples are shown while the batch waits for approval; this one does not."), 409)
-    request = next((r for r in sample_requests(session, batch_id=batch.id) if r.id == request_id), None)
-    if request is None:
+    request = session.get(SigningRequest, request_id)
+    if request is None or request.batch_id != batch.id or request.status != Status.PENDING:
         raise LookupError(request_id)
     return render_document(batch.template_version, document_context(request), timeout=timeout)
 

@@ -161,6 +161,9 @@ class RecipientUpload(Model):
     template_id: Mapped[int | None] = mapped_column()
     filename: Mapped[str] = mapped_column(db.String(200))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    #: The columns staff matched for this file (``column_mapping.ColumnMapping.to_json()``: template column → the
+    #: file's headers), read again on create; None: the file's headers are the template's columns.
+    columns: Mapped[dict | None] = mapped_column(JSON)
 
 
 class BatchStatusCount(Model):

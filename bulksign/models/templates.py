@@ -81,3 +81,20 @@ class TemplateVersion(Model):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     template: Mapped[DocumentTemplate] = relationship(back_populates="versions")
+
+
+class ColumnMapping(Model):
+    """The columns a team last matched for a template's files (template column → the file's headers), offered the
+    next time one of its files does not name them as the template does."""
+
+    __tablename__ = "column_mappings"
+    __table_args__ = (UniqueConstraint("template_id", "team_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    template_id: Mapped[int] = mapped_column(db.ForeignKey("document_templates.id", ondelete="CASCADE"))
+    #: The template's team when it was confirmed; None: a template only its creator uses.
+    team_id: Mapped[int | None] = mapped_column(db.ForeignKey("teams.id", ondelete="CASCADE"), index=True)
+    #: ``column_mapping.ColumnMapping.to_json()``.
+    columns: Mapped[dict] = mapped_column(JSON, default=dict)
+    updated_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

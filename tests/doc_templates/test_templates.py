@@ -185,8 +185,8 @@ def test_a_refused_template_shows_the_line_and_keeps_the_text(client, auth):
 
 
 UNKNOWN_FILTERS = [
-    ("<p>a</p>\n<p>{{ salary|money }}</p>", "money"),
-    ("<p>a</p>\n<p>{% if d %}{{ d|date('%Y') }}{% endif %}</p>", "date"),
+    ("<p>a</p>\n<p>{{ salary|dollars }}</p>", "dollars"),
+    ("<p>a</p>\n<p>{% if d %}{{ d|strftime('%Y') }}{% endif %}</p>", "strftime"),
 ]
 
 
@@ -220,7 +220,7 @@ def test_an_unknown_filter_is_refused_by_the_api_as_template_invalid(client, use
 @pytest.mark.parametrize(
     ("subject", "words", "existing"),
     [
-        ("Pay {{ salary|money }}", "no filter named “money”", "upper"),
+        ("Pay {{ salary|dollars }}", "no filter named “dollars”", "upper"),
         ("{% if a is b %}x{% endif %}", "is b", "defined"),
     ],
 )
