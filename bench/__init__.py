@@ -68,6 +68,8 @@ def bench_app(*, pgbouncer: bool = False, **overrides):
             }
             config.update(overrides)
             app = create_app(config)
+            # A bench that counts the database's queries reads them off this PgBouncer (``PgBouncer.queries``).
+            app.extensions["bench_pgbouncer"] = bouncer
             with app.app_context():
                 db.create_all()
                 try:

@@ -1,4 +1,4 @@
-"""A countersigner's "sign all" of 5,000 two-party documents (issue 29): documents per second, the seal included.
+"""A countersigner's "sign all" of 5,000 two-party documents: documents per second, the seal included.
 
 As deployed: ``PDF_CONCURRENCY`` workers on ``pdf`` (the seals), one on ``default`` (the run's chunks, each
 document through the single page's sign path), one on ``mail``; the workers start before the clock. Set-up, not

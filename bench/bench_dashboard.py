@@ -87,7 +87,7 @@ def _served(app, port: int):
                 time.sleep(0.2)
         else:
             raise RuntimeError("the app did not start within 30 s")
-        yield
+        yield process
     finally:
         process.terminate()
         try:
@@ -102,14 +102,19 @@ class _Client:
     def __init__(self, port: int):
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         self.cookie = ""
+        #: The last response's ETag, if it had one.
+        self.etag: str | None = None
 
-    def request(self, method: str, path: str, body: str | None = None) -> tuple[int, str]:
-        headers = {"Cookie": self.cookie} if self.cookie else {}
+    def request(
+        self, method: str, path: str, body: str | None = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, str]:
+        headers = {**(headers or {}), **({"Cookie": self.cookie} if self.cookie else {})}
         if body is not None:
             headers["Content-Type"] = "application/x-www-form-urlencoded"
         self.conn.request(method, path, body=body, headers=headers)
         response = self.conn.getresponse()
         data = response.read().decode("utf-8", "replace")
+        self.etag = response.headers.get("ETag")
         for value in response.headers.get_all("Set-Cookie") or []:
             if value.startswith("session="):
                 self.cookie = value.split(";", 1)[0]

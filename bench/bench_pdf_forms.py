@@ -5,7 +5,7 @@ placeholders empty, then given one box per variable (the path a PDF without form
 take the same one). Each recipient's copy is filled, flattened, hashed and written to a storage folder, as
 the render job does, by PDF_CONCURRENCY processes, each having prepared the template once (as a render
 worker does on its first document). The baseline renders the same contract with each row's values through
-wkhtmltopdf with the same options and concurrency, half before and half after. Target (issue 12): 20×.
+wkhtmltopdf with the same options and concurrency, half before and half after. Target: 20×.
 """
 
 from __future__ import annotations

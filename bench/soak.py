@@ -18,7 +18,7 @@ After the run no LibreOffice may be left: a killed Word worker's unoserver and s
 their invitations go by text to a loopback stand-in gateway (tests/support/sms_gateway), under ``SMS_RATE_PER_MINUTE``,
 and their recipients sign from the texted ``/s/`` links like the others. The verdict adds: every such row texted.
 
-``--parties``: two parties sign each document, its recipient then the batch's one fixed employer (issue 29). Every
+``--parties``: two parties sign each document, its recipient then the batch's one fixed employer. Every
 recipient signs or declines; the employer, a countersigner, gets digests, never a mail per document, and signs all
 that are ready on its page over HTTP each time a digest arrives (staff send two "now") and once more at the end. The
 verdict adds: every request signed by both or declined, no party signed twice, each signed one sealed once and

@@ -51,6 +51,7 @@ from bulksign.views.staff import (
     evidence,
     main,
     reminders,
+    row_preview,
     uploads,
 )
 from bulksign.views.staff import auth as staff_auth
@@ -103,6 +104,7 @@ STAFF_VIEWS = (
     evidence,
     main,
     reminders,
+    row_preview,
     uploads,
 )
 #: ``signing_codes`` and ``signing_documents`` add their routes to ``signing``'s blueprint.

@@ -6,6 +6,8 @@
   if (!canvas || !form || typeof window.SignaturePad !== "function") { return; }
   document.getElementById("pad-box").hidden = false;
   var pad = new window.SignaturePad(canvas, { minWidth: 0.8, maxWidth: 2.6, penColor: "#1d2430" });
+  // The page came back with a message: the drawing sent with the form is drawn again, and sent again unless cleared.
+  var kept = document.getElementById("signature").value || null;
 
   // Match the canvas to its CSS size and the screen's pixel ratio, keeping what was drawn.
   function resize() {
@@ -15,14 +17,21 @@
     canvas.height = canvas.offsetHeight * ratio;
     canvas.getContext("2d").scale(ratio, ratio);
     pad.clear();
-    pad.fromData(strokes);
+    if (strokes.length) { pad.fromData(strokes); }
+    else if (kept) { pad.fromDataURL(kept, { ratio: ratio, width: canvas.offsetWidth, height: canvas.offsetHeight }); }
   }
   window.addEventListener("resize", resize);
   resize();
 
-  document.getElementById("pad-clear").addEventListener("click", function () { pad.clear(); });
+  document.getElementById("pad-clear").addEventListener("click", function () {
+    pad.clear();
+    kept = null;
+    var note = document.getElementById("pad-kept");
+    if (note) { note.hidden = true; }
+  });
   form.addEventListener("submit", function () {
-    document.getElementById("signature").value = pad.isEmpty() ? "" : pad.toDataURL("image/png");
+    var drawn = pad.toData().length > 0;
+    document.getElementById("signature").value = drawn ? pad.toDataURL("image/png") : (kept || "");
     document.getElementById("sign-button").disabled = true;
   });
 }());

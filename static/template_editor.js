@@ -17,13 +17,43 @@
     var refused = document.getElementById("rich-refused");
     var tokens = [], head = "", tail = "", editor = null;
 
+    // The palette's colour of each party's signature and fields, by the placeholder that marks them.
+    var palette = document.getElementById("palette");
+    var colours = palette ? JSON.parse(palette.getAttribute("data-colours") || "{}") : {};
+    var pending = document.getElementById("palette-fields");
+
+    function colourOf(token) {
+      var name = (/^\{\{\s*([a-z0-9_]+)\s*\}\}$/i.exec(token) || [])[1];
+      return name ? colours[name] : null;
+    }
     function chip(i) {
       var span = document.createElement("span");
       span.className = "ph";
       span.contentEditable = "false";
       span.setAttribute("data-ph", String(i));
       span.textContent = tokens[i];
+      var colour = colourOf(tokens[i]);
+      if (colour) { span.style.borderColor = colour; span.style.boxShadow = "inset 4px 0 0 " + colour; }
       return span;
+    }
+    function insert(token) {
+      tokens.push(token);
+      editor.content.focus();
+      restore();
+      document.execCommand("insertHTML", false, chip(tokens.length - 1).outerHTML + "\u00a0");
+      source.value = serialise();
+    }
+    // The cursor's place in the text, kept while a palette button has the focus.
+    var saved = null;
+    function remember() {
+      var sel = window.getSelection();
+      if (sel.rangeCount && editor.content.contains(sel.anchorNode)) saved = sel.getRangeAt(0).cloneRange();
+    }
+    function restore() {
+      if (!saved) return;
+      var sel = window.getSelection();
+      sel.removeAllRanges();
+      sel.addRange(saved);
     }
     // Text markers become chips; markers inside attributes stay as text and are swapped back on the way out.
     function chips(root) {
@@ -83,10 +113,7 @@
         { name: "placeholder", icon: "{{ }}", title: pane.getAttribute("data-insert"), result: function () {
           var name = window.prompt(pane.getAttribute("data-ask"), "");
           if (!name || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name.trim())) return;
-          tokens.push("{{ " + name.trim() + " }}");
-          editor.content.focus();
-          document.execCommand("insertHTML", false, chip(tokens.length - 1).outerHTML + "\u00a0");
-          source.value = serialise();
+          insert("{{ " + name.trim() + " }}");
         } }
       ].map(function (a) { if (titles[a.name]) a.title = titles[a.name]; return a; })
     });
@@ -98,6 +125,27 @@
       var text = b.textContent.trim(), title = b.getAttribute("title") || text;
       b.setAttribute("aria-label", /^[A-Za-z0-9]+$/.test(text) && title.indexOf(text) !== 0 ? text + ": " + title : title);
     });
+    ["keyup", "mouseup", "input", "blur"].forEach(function (e) { editor.content.addEventListener(e, remember); });
+    if (palette) {
+      palette.hidden = false;
+      palette.querySelectorAll("button[data-token]").forEach(function (b) {
+        b.addEventListener("click", function () { insert(b.getAttribute("data-token")); });
+      });
+      // A field a party fills: its name asked, its type and party kept for the save (the field list after it).
+      palette.querySelectorAll("button[data-field-type]").forEach(function (b) {
+        b.addEventListener("click", function () {
+          var select = palette.querySelector("#palette-party");
+          var name = window.prompt(palette.getAttribute("data-ask-field"), "");
+          name = (name || "").trim().toLowerCase().replace(/[^a-z0-9_]+/g, "_").replace(/^_+|_+$/g, "");
+          if (!/^[a-z][a-z0-9_]*$/.test(name)) return;
+          colours["field_" + name] = select.selectedOptions[0].getAttribute("data-colour");
+          var given = JSON.parse(pending.value || "[]").filter(function (f) { return f.name !== name; });
+          given.push({ name: name, type: b.getAttribute("data-field-type"), role: select.value });
+          pending.value = JSON.stringify(given);
+          insert("{{ field_" + name + " }}");
+        });
+      });
+    }
     tabs.hidden = false;
     tabSource.addEventListener("click", function () { show(false); });
     tabRich.addEventListener("click", function () { show(true); });

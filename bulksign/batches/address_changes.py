@@ -14,6 +14,7 @@ from sqlalchemy import CursorResult, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from bulksign.batches import versions
 from bulksign.batches.approval import required_for
 from bulksign.batches.progress import BatchActionError, batch_for_action
 from bulksign.core.logs import log
@@ -261,7 +262,8 @@ def waiting_roles(session: Session, *, request_ids: Iterable[int]) -> set[tuple[
 def record(
     session: Session, request: SigningRequest, type_: str, *, actor: str, now: datetime, details: dict[str, Any]
 ) -> None:
-    """An event of the request's audit trail about its address."""
+    """An event of the request's audit trail about its address (its batch's open pages show it: its version grows)."""
+    versions.touch(session, [request.batch_id])
     session.add(
         Event(
             request_id=request.id,

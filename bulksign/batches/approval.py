@@ -17,6 +17,7 @@ from redis.exceptions import RedisError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from bulksign.batches import approval_requests
 from bulksign.batches.notices import notice_batch, notice_locale, notice_message
 from bulksign.batches.progress import close_if_done
 from bulksign.batches.rendering import document_context
@@ -244,6 +245,10 @@ class ApprovalPage:
     is_creator: bool
     samples: tuple[SigningRequest, ...]
     history: tuple[HistoryLine, ...]
+    #: While it waits: the names of who is asked to approve it (its team's managers).
+    approvers: tuple[str, ...] = ()
+    #: While it waits: its roles and who signs as each (none for a single-signer batch).
+    parties: tuple[approval_requests.PartyLine, ...] = ()
 
 
 #: Batch events the page lists with its approval.
@@ -272,6 +277,8 @@ def page(session: Session, *, batch: Batch, user: User) -> ApprovalPage:
         is_creator=batch.created_by_id == user.id,
         samples=tuple(sample_requests(session, batch_id=batch.id)) if waiting else (),
         history=tuple(history),
+        approvers=tuple(u.shown_name for u in approval_requests.approvers(session, batch=batch)) if waiting else (),
+        parties=approval_requests.party_lines(session, batch_id=batch.id) if waiting else (),
     )
 
 
@@ -301,12 +308,13 @@ def sample_requests(session: Session, *, batch_id: int, limit: int = SAMPLE_COUN
 
 
 def sample_document(session: Session, *, batch: Batch, request_id: int, timeout: float) -> bytes:
-    """One of the batch's sample documents, rendered now for its real row (not stored, not mailed); LookupError
-    for a request that is not among the samples, ``ApprovalError`` 409 once the batch no longer waits."""
+    """Any of the batch's documents that would be mailed, rendered now for its real row (not stored, not mailed);
+    LookupError for a request of another batch or not to be mailed, ``ApprovalError`` 409 once the batch no longer
+    waits."""
     if batch.status != BatchStatus.AWAITING_APPROVAL:
         raise ApprovalError(N_("Samples are shown while the batch waits for approval; this one does not."), 409)
-    request = next((r for r in sample_requests(session, batch_id=batch.id) if r.id == request_id), None)
-    if request is None:
+    request = session.get(SigningRequest, request_id)
+    if request is None or request.batch_id != batch.id or request.status != Status.PENDING:
         raise LookupError(request_id)
     return render_document(batch.template_version, document_context(request), timeout=timeout)
 

@@ -16,6 +16,8 @@ from bulksign.core.errors import BulksignError, Message
 from bulksign.core.messages import N_
 from bulksign.core.schemas import ABSENT, MAX_ID, Text, no_null_defaults
 from bulksign.doc_templates.roles import template_roles
+from bulksign.doc_templates.template_check import TemplateNotReady, require_ready
+from bulksign.doc_templates.template_parties import PartySource, template_parties, template_routing
 from bulksign.mail.email_checks import check_email
 from bulksign.mail.mail_headers import CONTROL_CHARACTERS
 from bulksign.models import TemplateVersion
@@ -336,13 +338,27 @@ class PartySettings:
         return {"roles": self.roles, "fixed_roles": tuple(self.fixed), "phones": self.phones}
 
 
+def _template_fixed(version: TemplateVersion) -> dict[str, PartyPerson]:
+    """The one person the template names for each of its fixed parties."""
+    return {
+        p.key: PartyPerson(email=p.email, name=p.name)
+        for p in template_parties(version)
+        if p.source == PartySource.FIXED and p.email
+    }
+
+
 def party_settings_from_form(
     form: Mapping[str, str], *, version: TemplateVersion, phone_region: str = ""
 ) -> PartySettings:
     """The fixed parties and routing of a new batch from its form or API fields: ``parties`` (JSON role →
     ``{"email", "name", "phone"}``) or the web form's ``party_<role>_email`` (``_name``, ``_phone``) fields, and
     ``routing`` (JSON list of steps); with a ``channel`` that texts, how phones are read (national ones in
-    ``phone_region``, the ``PHONE_REGION`` setting, else the ``language``'s). BatchError naming the field."""
+    ``phone_region``, the ``PHONE_REGION`` setting, else the ``language``'s). What is not given is the template's:
+    its fixed parties and its signing order. BatchError naming the field."""
+    try:
+        require_ready(version, language=(form.get("language") or "en").strip() or "en")
+    except TemplateNotReady as exc:
+        raise BatchError(exc.message, "template_id") from None
     roles = template_roles(version)
     given: str | dict[str, Any] = (form.get("parties") or "").strip()
     if not given:
@@ -364,8 +380,10 @@ def party_settings_from_form(
         )
     )
     try:
-        fixed = fixed_parties(given, roles=roles, phones=phones)
-        steps = parties.routing_steps((form.get("routing") or "").strip() or None, roles=roles)
+        # The template's fixed people sign unless the batch names another.
+        fixed = {**_template_fixed(version), **fixed_parties(given, roles=roles, phones=phones)}
+        routing = (form.get("routing") or "").strip() or template_routing(version)
+        steps = parties.routing_steps(routing, roles=roles)
     except PartyError as exc:
         raise BatchError(exc.message, "parties") from None
     except parties.RoutingError as exc:

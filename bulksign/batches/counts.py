@@ -10,6 +10,7 @@ from typing import cast
 from sqlalchemy import Table, bindparam, event, func, insert, select, update
 from sqlalchemy.orm import Session, SessionTransaction
 
+from bulksign.batches import versions
 from bulksign.models import BatchStatusCount, SigningRequest
 from bulksign.models.status import Status
 
@@ -36,12 +37,16 @@ def _statuses() -> list[str]:
 
 
 def record_moves(session: Session, moves: Iterable[tuple[int, str, str]]) -> None:
-    """Note (batch_id, old status, new status) of each moved request; the counters move when the session commits."""
+    """Note (batch_id, old status, new status) of each moved request; the counters (and the batches' versions) move
+    when the session commits."""
     pending: Counter[tuple[int, str]] = session.info.setdefault(_PENDING, Counter())
+    moved: set[int] = set()
     for batch_id, old, new in moves:
         if old != new:
             pending[(batch_id, old)] -= 1
             pending[(batch_id, new)] += 1
+            moved.add(batch_id)
+    versions.touch(session, moved)
 
 
 def seed(session: Session, *, batch_id: int, counts: Mapping[str, int]) -> None:

@@ -14,7 +14,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from bulksign.batches import approval
+from bulksign.batches import approval, approval_requests
 from bulksign.batches import counts as batch_counts
 from bulksign.batches.batch_settings import BatchError, BatchSettings, PartySettings
 from bulksign.batches.progress import close_if_done
@@ -257,6 +257,8 @@ def create_batch(
     )
     if not pending and not held:
         close_if_done(session, batch_id=batch.id, now=now)
+    if held:
+        approval_requests.ask_approvers(session, batch=batch, now=now)
     session.commit()
     log(
         logger,
@@ -269,6 +271,11 @@ def create_batch(
     )
     enqueued = 0
     if held:
+        try:
+            pipeline.enqueue_sends(approval_requests.requested_mails(session, batch_id=batch.id))
+        except RedisError as exc:
+            # The mails are committed queued: the reconciler sends them when Redis is back.
+            log(logger, logging.ERROR, "could not queue approval requests", batch_id=batch.id, error=str(exc))
         return CreatedBatch(batch, created=True, total_count=len(rows), suppressed=len(suppressed))
     try:
         if len(pending) <= INLINE_ENQUEUE_MAX:

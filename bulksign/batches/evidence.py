@@ -21,8 +21,8 @@ from sqlalchemy.orm import Session
 
 from bulksign.batches import exports
 from bulksign.batches.field_values import StoredValue, stored_values
-from bulksign.batches.party_progress import role_label
 from bulksign.core.spreadsheets import csv_writer
+from bulksign.doc_templates.template_parties import party_labels
 from bulksign.documents.audit_certificate import certificate_pages
 from bulksign.documents.signature_box import SignatureBox
 from bulksign.documents.storage import Storage
@@ -64,14 +64,16 @@ def _iso(at: datetime | None) -> str | None:
     return at.isoformat(timespec="seconds") if at else None
 
 
-def manifest_parties(session: Session, requests: Sequence[Row[Any]]) -> dict[int, list[dict[str, Any]]]:
+def manifest_parties(
+    session: Session, requests: Sequence[Row[Any]], *, labels: Mapping[str, str]
+) -> dict[int, list[dict[str, Any]]]:
     """Every party of each request (``parties.parties_by_request``) as the manifest lists it: its role, the role
-    as people read it, who (none of a purged request), its own state, and when it signed or declined."""
+    as people read it (``labels``), who (none of a purged request), its own state, and when it signed or declined."""
     return {
         request_id: [
             {
                 "role": p.role,
-                "label": role_label(p.role),
+                "label": labels.get(p.role, p.role),
                 "name": p.name,
                 "email": p.email,
                 "status": p.status,
@@ -195,6 +197,7 @@ def _write_package(
 ) -> int:
     batch = session.get_one(Batch, export.batch_id)
     batch_id, batch_name = batch.id, batch.name
+    labels = party_labels(batch.template_version, language=batch.language or "en")
     certificates: dict[str, str | None] = {}
     with tempfile.TemporaryDirectory(prefix="bulksign-evidence-") as folder:
         paths = {name: os.path.join(folder, name) for name in ("manifest.csv", "manifest.json", "SHA256SUMS")}
@@ -211,7 +214,7 @@ def _write_package(
             files, first = 0, True
             for page in _requests(session, batch_id=batch_id):
                 docs = _documents(session, [r.id for r in page])
-                parties = manifest_parties(session, page)
+                parties = manifest_parties(session, page, labels=labels)
                 values = stored_values(session, request_ids=[r.id for r in page])
                 for r in page:
                     entry = _entry(session, archive, sums, r, docs, storage, certificates)

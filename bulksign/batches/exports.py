@@ -26,7 +26,7 @@ from bulksign.core.logs import log
 from bulksign.core.spreadsheets import csv_writer
 from bulksign.documents.field_boxes import FIELD_PREFIX
 from bulksign.documents.storage import Storage, StorageError
-from bulksign.models import Document, Export, SigningRequest, User
+from bulksign.models import RECIPIENT_ROLE, Document, Export, SigningRequest, User
 from bulksign.people.access import batch_for_export
 
 logger = logging.getLogger(__name__)
@@ -88,19 +88,43 @@ def _csv_row(r: SigningRequest, texted: TextState | None) -> list[object]:
     ]
 
 
+#: Each party's columns, after its role: ``employer_email``, ``employer_status`` …
+PARTY_FIELDS = ("email", "status", "invited_at", "signed_at", "declined_at")
+
+
 def party_columns(roles: tuple[str, ...]) -> tuple[str, ...]:
-    """The columns a batch with parties besides the recipient adds, after ``CSV_COLUMNS``: each role's status and
-    signing time (the recipient's too: the row's ``status`` is the request's, signed once every party signed)."""
-    return tuple(column for role in roles for column in (f"{role}_status", f"{role}_signed_at"))
+    """The columns a batch with parties besides the recipient adds, after ``CSV_COLUMNS``: each role's address,
+    status and times (the recipient's too: the row's ``status`` is the request's, signed once every party signed)."""
+    return tuple(f"{role}_{field}" for role in roles for field in PARTY_FIELDS)
 
 
-def _party_cells(roles: tuple[str, ...], parties: Iterable[RowParty]) -> list[object]:
+def _party_cells(roles: tuple[str, ...], parties: Iterable[RowParty], *, row_email: str | None) -> list[object]:
     by_role = {p.role: p for p in parties}
-    return [
-        value
-        for role in roles
-        for value in ((by_role[role].status, by_role[role].signed_at) if role in by_role else (None, None))
-    ]
+    cells: list[object] = []
+    for role in roles:
+        p = by_role.get(role)
+        if p is None:
+            cells.extend([None] * len(PARTY_FIELDS))
+            continue
+        email = row_email if role == RECIPIENT_ROLE else p.email
+        cells.extend([email, p.status, p.invited_at, p.signed_at, p.declined_at])
+    return cells
+
+
+def file_columns(session: Session, *, batch_id: int) -> tuple[str, ...]:
+    """The recipients file's own columns (``contract_number``, ``position`` …), as its first row kept them: the
+    CSV repeats them after its usual columns (a name it uses itself gets ``file_`` before it)."""
+    data = session.scalar(
+        select(SigningRequest.data)
+        .where(SigningRequest.batch_id == batch_id, SigningRequest.purged_at.is_(None))
+        .order_by(SigningRequest.id)
+        .limit(1)
+    )
+    return tuple(str(key) for key in (data or {}) if str(key).lower() not in ("email", "name", "phone"))
+
+
+def _file_header(columns: tuple[str, ...], taken: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(f"file_{c}" if c in taken else c for c in columns)
 
 
 def _field_cells(names: tuple[str, ...], values: Mapping[str, StoredValue]) -> list[object]:
@@ -110,12 +134,17 @@ def _field_cells(names: tuple[str, ...], values: Mapping[str, StoredValue]) -> l
 def recipients_csv(session: Session, *, batch_id: int, flt: RecipientFilter) -> Iterator[str]:
     """The filtered recipients as CSV text chunks (BOM first), read in keyset pages: memory stays flat.
     A batch with parties besides the recipient gets their columns (``party_columns``; one more query a page), one
-    whose template has fields a ``field_<name>`` column each, the value as stored (one more query a page)."""
+    whose template has fields a ``field_<name>`` column each, the value as stored (one more query a page); the
+    recipients file's own columns (``file_columns``) follow the usual ones."""
     roles = batch_roles(session, batch_id=batch_id)
     fields = tuple(field.name for field in batch_fields(session, batch_id=batch_id).fields)
+    given = tuple(f"{FIELD_PREFIX}{name}" for name in fields)
+    # The file's columns a field prefills are the field's own column.
+    own = tuple(c for c in file_columns(session, batch_id=batch_id) if c not in given)
     buffer = io.StringIO()
     writer = csv_writer(buffer)
-    writer.writerow(CSV_COLUMNS + party_columns(roles) + tuple(f"{FIELD_PREFIX}{name}" for name in fields))
+    ours = CSV_COLUMNS + party_columns(roles) + given
+    writer.writerow(CSV_COLUMNS + _file_header(own, ours) + party_columns(roles) + given)
     yield BOM + buffer.getvalue()
     cursor = None
     for _ in range(100_000):  # bounded: pages of CSV_PAGE rows
@@ -128,7 +157,8 @@ def recipients_csv(session: Session, *, batch_id: int, flt: RecipientFilter) -> 
         texts = text_states(session, request_ids=ids)
         writer.writerows(
             _csv_row(r, texts.get(r.id))
-            + _party_cells(roles, parties.get(r.id, ()))
+            + [(r.data or {}).get(column) for column in own]
+            + _party_cells(roles, parties.get(r.id, ()), row_email=r.email)
             + _field_cells(fields, values.get(r.id, {}))
             for r in page.items
         )

@@ -149,11 +149,16 @@ def values_by_name(session: Session, request_ids: Iterable[int]) -> dict[int, di
 
 
 def given_values(
-    session: Session, *, batch_id: int, request_ids: Iterable[int], fields: BatchFields | None = None
+    session: Session,
+    *,
+    batch_id: int,
+    request_ids: Iterable[int],
+    fields: BatchFields | None = None,
+    language: str | None = None,
 ) -> dict[int, tuple[GivenValue, ...]]:
     """Each request's filled fields, in the template's order (a value for a field the version no longer has, last),
-    labelled and formatted in the batch's language (``fields``: the batch's, when the caller has read them);
-    requests without values left out."""
+    labelled and formatted in ``language`` (staff pages: the reader's; default: the batch's) (``fields``: the
+    batch's, when the caller has read them); requests without values left out."""
     by_request = stored_values(session, request_ids=request_ids)
     if not by_request:
         return {}
@@ -162,7 +167,7 @@ def given_values(
     settings = {f.name: f for f in fields.fields}
     return {
         request_id: tuple(
-            _given(settings.get(name) or FieldSettings(name=name), rows[name], fields.language)
+            _given(settings.get(name) or FieldSettings(name=name), rows[name], language or fields.language)
             for name in sorted(rows, key=lambda n: (order.get(n, len(order)), n))
         )
         for request_id, rows in by_request.items()
@@ -185,9 +190,11 @@ def _given(field: FieldSettings, row: StoredValue, language: str) -> GivenValue:
     )
 
 
-def request_values(session: Session, *, batch_id: int, request_id: int) -> tuple[GivenValue, ...]:
+def request_values(
+    session: Session, *, batch_id: int, request_id: int, language: str | None = None
+) -> tuple[GivenValue, ...]:
     """One request's filled fields (``given_values``)."""
-    return given_values(session, batch_id=batch_id, request_ids=[request_id]).get(request_id, ())
+    return given_values(session, batch_id=batch_id, request_ids=[request_id], language=language).get(request_id, ())
 
 
 def stored_attachments(session: Session, *, request_ids: Iterable[int]) -> dict[int, tuple[StoredAttachment, ...]]:

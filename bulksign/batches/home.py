@@ -11,9 +11,10 @@ from enum import StrEnum
 from sqlalchemy import ColumnElement, Select, case, func, or_, select
 from sqlalchemy.orm import Session
 
+from bulksign.batches import approval_requests
 from bulksign.batches.dashboard import Progress, progress_for
 from bulksign.batches.progress import counts_for
-from bulksign.models import Batch, BatchStatusCount, SigningRequest
+from bulksign.models import Batch, BatchStatusCount, SigningRequest, User
 from bulksign.models.status import WAITING_FOR_RECIPIENT, WORKING, BatchStatus, Status
 
 #: A batch is in flight while some of its requests are being prepared, sent, or wait for the recipient.
@@ -28,8 +29,10 @@ ATTENTION_LIMIT = 5
 
 
 class AttentionKind(StrEnum):
-    """What asks for staff's attention, in the order the page shows them; each but ``EXPIRING`` is a request status."""
+    """What asks for staff's attention, in the order the page shows them; each but ``APPROVAL`` (batches waiting for
+    the viewer's approval) and ``EXPIRING`` is a request status."""
 
+    APPROVAL = "approval"
     FAILED = "failed"
     BOUNCED = "bounced"
     EXPIRING = "expiring"
@@ -65,7 +68,7 @@ class Attention:
 
     @property
     def status_filter(self) -> str | None:
-        return None if self.kind == AttentionKind.EXPIRING else self.kind
+        return None if self.kind in (AttentionKind.EXPIRING, AttentionKind.APPROVAL) else self.kind
 
 
 @dataclass(frozen=True)
@@ -84,8 +87,11 @@ def _sum_of(statuses: Iterable[str]) -> ColumnElement[int]:
     return func.sum(case((BatchStatusCount.status.in_(list(statuses)), BatchStatusCount.count), else_=0))
 
 
-def home(session: Session, *, now: datetime, batch_ids: Select[tuple[int]] | None = None) -> Home:
-    """Batches in flight (newest first) and attention counts over ``batch_ids`` (default: every batch); 4 queries."""
+def home(
+    session: Session, *, now: datetime, batch_ids: Select[tuple[int]] | None = None, user: User | None = None
+) -> Home:
+    """Batches in flight (newest first) and attention counts over ``batch_ids`` (default: every batch), first the
+    batches waiting for ``user``'s approval (counted in batches); 5 queries."""
     scope = batch_ids if batch_ids is not None else select(Batch.id)
     outstanding = _sum_of(OUTSTANDING)
     per_kind = {kind: _sum_of([kind]) for kind in STATUS_KINDS}
@@ -129,11 +135,20 @@ def home(session: Session, *, now: datetime, batch_ids: Select[tuple[int]] | Non
         .group_by(SigningRequest.batch_id, Batch.name)
     ).all()
     found[AttentionKind.EXPIRING] = [BatchCount(batch_id=b, batch_name=name, count=n) for b, name, n in expiring]
+    waiting = approval_requests.waiting_for(session, user=user) if user is not None else []
+    found[AttentionKind.APPROVAL] = [
+        BatchCount(batch_id=w.batch_id, batch_name=w.batch_name, count=w.count) for w in waiting
+    ]
     attention = tuple(
         Attention(
             kind=kind,
-            total=sum(c.count for c in found[kind]),
-            batches=tuple(sorted(found[kind], key=lambda c: (-c.count, -c.batch_id))[:ATTENTION_LIMIT]),
+            total=len(found[kind]) if kind == AttentionKind.APPROVAL else sum(c.count for c in found[kind]),
+            # The batches waiting longest for approval first; otherwise those with the most.
+            batches=tuple(
+                found[kind][:ATTENTION_LIMIT]
+                if kind == AttentionKind.APPROVAL
+                else sorted(found[kind], key=lambda c: (-c.count, -c.batch_id))[:ATTENTION_LIMIT]
+            ),
         )
         for kind in ATTENTION_KINDS
     )

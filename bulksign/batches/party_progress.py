@@ -7,12 +7,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from flask_babel import LazyString, get_locale
 from flask_babel import lazy_gettext as _l
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
 from bulksign.core.slicing import slices
-from bulksign.models import RECIPIENT_ROLE, Party
+from bulksign.doc_templates.template_parties import party_label
+from bulksign.models import RECIPIENT_ROLE, Party, TemplateVersion
 from bulksign.models.parties import PartyStatus
 
 #: A party's state in staff words. Worded apart from the request's states ("signed" is the document's word).
@@ -23,13 +25,11 @@ PARTY_STATUS_LABELS = {
     PartyStatus.SIGNED: _l("has signed"),
     PartyStatus.DECLINED: _l("has declined"),
 }
-#: The row's own person; other roles are the template's words (``signature_<role>``), shown as written.
-RECIPIENT_LABEL = _l("recipient")
 
 
-def role_label(role: str) -> str:
-    """A role as people read it: ``recipient`` in the page's language, ``line_manager`` as "line manager"."""
-    return str(RECIPIENT_LABEL) if role == RECIPIENT_ROLE else role.replace("_", " ")
+def role_label(role: str, *, version: TemplateVersion | None) -> LazyString:
+    """A party as staff read it: its label on ``version`` in the page's language (``party_label``), never its key."""
+    return LazyString(lambda: party_label(version, role=role, language=str(get_locale() or "en")))
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,10 @@ class RowParty:
     role: str
     status: str
     signed_at: datetime | None
+    #: The party's own address (None for the recipient: the row's is theirs), when it was invited and declined.
+    email: str | None = None
+    invited_at: datetime | None = None
+    declined_at: datetime | None = None
 
 
 def batch_roles(session: Session, *, batch_id: int) -> tuple[str, ...]:
@@ -108,10 +112,27 @@ def row_parties(session: Session, *, batch_id: int, request_ids: Sequence[int]) 
     """Each of the rows' parties by step, then role (one query per thousand rows), for a batch with several."""
     found: dict[int, list[RowParty]] = {}
     for part in slices(sorted(set(request_ids))):
-        for request_id, role, status, signed_at in session.execute(
-            select(Party.request_id, Party.role, Party.status, Party.signed_at)
+        for request_id, role, status, signed_at, email, invited_at, declined_at in session.execute(
+            select(
+                Party.request_id,
+                Party.role,
+                Party.status,
+                Party.signed_at,
+                Party.email,
+                Party.invited_at,
+                Party.declined_at,
+            )
             .where(Party.batch_id == batch_id, Party.request_id.in_(part))
             .order_by(Party.request_id, Party.step, Party.role)
         ):
-            found.setdefault(request_id, []).append(RowParty(role=role, status=status, signed_at=signed_at))
+            found.setdefault(request_id, []).append(
+                RowParty(
+                    role=role,
+                    status=status,
+                    signed_at=signed_at,
+                    email=email,
+                    invited_at=invited_at,
+                    declined_at=declined_at,
+                )
+            )
     return {request_id: tuple(parties) for request_id, parties in found.items()}

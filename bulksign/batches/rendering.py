@@ -7,7 +7,7 @@ import hashlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -27,13 +27,14 @@ from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.kinds import field_boxes, prepare_document, signature_box
 from bulksign.doc_templates.roles import mark_variables
 from bulksign.doc_templates.together import remember_alone, render_chunk_together, tries_together
+from bulksign.doc_templates.value_filters import LANGUAGE_VARIABLE
 from bulksign.documents.field_boxes import field_values, stored_marks
 from bulksign.documents.pdf import RenderError
 from bulksign.documents.rendering import Converter, Converting, original_key, store_original
 from bulksign.documents.signature_box import SignatureBox, UnreadablePdf, mark_values
 from bulksign.documents.storage import StorageError, backend_of
 from bulksign.documents.together import Part
-from bulksign.models import Document, SigningRequest, utcnow
+from bulksign.models import Document, SigningRequest, TemplateVersion, utcnow
 from bulksign.models.status import Status
 from bulksign.signing.invitations import load_requests, queue_invitations
 from bulksign.signing.routing import invite_first_step, later_recipients, send_to_first_step
@@ -49,16 +50,33 @@ class TransientFailure(RuntimeError):
 
 
 def document_context(request: SigningRequest) -> dict[str, Any]:
-    """The variables a document sees: the row's columns, then the built-in ones."""
+    """The variables a request's document sees: the row's columns, then the built-in ones."""
+    return row_context(
+        request.batch.template_version,
+        data=request.data or {},
+        email=request.email,
+        name=request.name,
+        phone=request.phone,
+        language=request.batch.language or "en",
+    )
+
+
+def row_context(
+    version: TemplateVersion, *, data: Mapping[str, Any], email: str, name: str, phone: str | None, language: str
+) -> dict[str, Any]:
+    """The variables a document of ``version`` sees for a row: its columns, then the built-in ones (a request's,
+    or a checked file's row before there is one)."""
     return {
-        **(request.data or {}),
-        "email": request.email,
-        "name": request.name,
-        "phone": request.phone or "",
+        **data,
+        "email": email,
+        "name": name,
+        "phone": phone or "",
         # ``{{ signature }}`` and every other role's mark of the version, each in its own shade.
-        **mark_values(mark_variables(request.batch.template_version)),
+        **mark_values(mark_variables(version)),
         # ``{{ field_<name> }}``: the empty box of a field the signer fills, whatever a prefill column holds.
-        **field_values(stored_marks(request.batch.template_version.fields)),
+        **field_values(stored_marks(version.fields)),
+        # The language ``|date``, ``|money`` and ``|in_words`` write in.
+        LANGUAGE_VARIABLE: language,
     }
 
 

@@ -17,6 +17,7 @@ from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.dml import ReturningUpdate
 
 from bulksign.batches import counts as batch_counts
+from bulksign.batches import versions
 from bulksign.core.slicing import slices
 from bulksign.models import Batch, Event, SigningRequest
 
@@ -131,6 +132,8 @@ def move_batches(
             .values(status=target.value, **fields)
         )
         moved += cast(CursorResult[Any], result).rowcount
+    if moved:
+        versions.touch(session, ids)
     return moved
 
 

@@ -96,10 +96,11 @@ class Timeline:
         return bool(self.bounced_roles) and RECIPIENT_ROLE not in self.bounced_roles
 
 
-def timeline(session: Session, *, batch_id: int, request_id: int) -> Timeline | None:
+def timeline(session: Session, *, batch_id: int, request_id: int, language: str | None = None) -> Timeline | None:
     """A request's events and mails, oldest first, with the error and advice, its parties when it has several (and
     which its countersigner's digest serves, and whose bounce stands) and what its signers filled in (5 queries, 7
-    with values, one more with several parties, two more when bounced), or None."""
+    with values, one more with several parties, two more when bounced), or None; values formatted in ``language``
+    (the reader's; default: the batch's)."""
     req = session.scalar(
         select(SigningRequest).where(SigningRequest.id == request_id, SigningRequest.batch_id == batch_id)
     )
@@ -143,13 +144,13 @@ def timeline(session: Session, *, batch_id: int, request_id: int) -> Timeline | 
             "The invitations to %(roles)s could not be delivered. Fix each one's address, then resend to each: the "
             "request stays bounced until the last of them is resent, then goes on where it stood, the other "
             "signatures kept.",
-            roles=", ".join(role_label(role) for role in bounced_roles),
+            roles=", ".join(str(role_label(role, version=req.batch.template_version)) for role in bounced_roles),
         )
     elif advice is not None and bounced_roles and bounced_roles != (RECIPIENT_ROLE,):
         advice = _l(
             "The invitation to the %(role)s could not be delivered. Fix that party's address under Parties, then "
             "resend to them: the request goes on where it stood, the other signatures kept.",
-            role=role_label(bounced_roles[0]),
+            role=role_label(bounced_roles[0], version=req.batch.template_version),
         )
     return Timeline(
         request=req,
@@ -159,7 +160,7 @@ def timeline(session: Session, *, batch_id: int, request_id: int) -> Timeline | 
         bounced_roles=bounced_roles,
         mails=tuple(mails),
         parties=tuple(parties) if multiple else (),
-        given=request_values(session, batch_id=batch_id, request_id=request_id),
+        given=request_values(session, batch_id=batch_id, request_id=request_id, language=language),
         by_digest=frozenset(
             session.scalars(select(Party.role).where(Party.request_id == request_id, served_by_digest()))
             if multiple

@@ -14,11 +14,14 @@ from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.fields import template_fields
 from bulksign.doc_templates.mail_texts import MAIL_FIELDS, MAIL_VARIABLES, current_text
 from bulksign.doc_templates.roles import mark_variables
+from bulksign.doc_templates.value_filters import DATE_FILTERS, NUMBER_FILTERS
 from bulksign.doc_templates.variables import parse, printed_variables
 from bulksign.models import TemplateVersion
 
 #: Where a variable's value is needed: printed by the document, printed by a mail text, or optional.
 DOCUMENT, MAIL, OPTIONAL = "document", "mail", "optional"
+#: What a filter needs a variable's value to be (``value_kinds``).
+DATE, NUMBER = "date", "number"
 
 
 def needed_columns(version: TemplateVersion) -> dict[str, str]:
@@ -45,6 +48,30 @@ def needed_columns(version: TemplateVersion) -> dict[str, str]:
     }
 
 
+def value_kinds(version: TemplateVersion) -> dict[str, str]:
+    """The row's variables the document shows through a filter that needs a date (``DATE``) or a number
+    (``NUMBER``): ``{{ start_date|date }}``, ``{{ salary|money }}``, so that the file check refuses a row whose
+    value is neither, naming its cell, rather than its render failing after sending."""
+    try:
+        if version.kind == kinds.HTML:
+            trees = [parse(version.html)]
+        elif version.kind == "docx":
+            trees = list(_docx_trees(version.source_key))
+        else:
+            return {}
+    except TemplateError:
+        return {}
+    found: dict[str, str] = {}
+    for tree in trees:
+        for node in tree.find_all(nodes.Filter):
+            if isinstance(node.node, nodes.Name):
+                if node.name in DATE_FILTERS:
+                    found.setdefault(node.node.name, DATE)
+                elif node.name in NUMBER_FILTERS:
+                    found.setdefault(node.node.name, NUMBER)
+    return found
+
+
 def _document_printed(version: TemplateVersion) -> frozenset[str]:
     try:
         if version.kind == kinds.HTML:
@@ -66,8 +93,14 @@ def _text_variables(source: str) -> tuple[frozenset[str], frozenset[str]]:
 
 @functools.lru_cache(maxsize=64)
 def _docx_printed(source_key: str) -> frozenset[str]:
-    """What a saved Word version prints whatever the row holds, read in the one Jinja source docxtpl makes of its
-    body, headers and footers (the file was checked when it was saved: ``docx_templates.variables``)."""
+    """What a saved Word version prints whatever the row holds."""
+    return frozenset().union(*(printed_variables(tree) for tree in _docx_trees(source_key)))
+
+
+@functools.lru_cache(maxsize=64)
+def _docx_trees(source_key: str) -> tuple[nodes.Template, ...]:
+    """A saved Word version's syntax trees, read in the one Jinja source docxtpl makes of its body, headers and
+    footers (the file was checked when it was saved: ``docx_templates.variables``)."""
     trees = []
 
     class _Reading:
@@ -78,4 +111,4 @@ def _docx_printed(source_key: str) -> frozenset[str]:
             return trees[-1]
 
     DocxTemplate(io.BytesIO(kinds.source(source_key))).get_undeclared_template_variables(jinja_env=_Reading())
-    return frozenset().union(*(printed_variables(tree) for tree in trees))
+    return tuple(trees)

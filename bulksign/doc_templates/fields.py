@@ -148,9 +148,11 @@ def settled_fields(
     roles: list[str],
     given: Sequence[Mapping[str, Any]] | None,
     previous: TemplateVersion | None,
+    hints: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[dict[str, Any]]:
     """The ``fields`` a version being saved keeps: ``given`` checked (``check_settings``), else each marked field's
-    settings from ``previous`` (a role no longer marked falls back to the recipient), else the defaults."""
+    settings from ``previous`` (a role no longer marked falls back to the recipient), else the type and party the
+    palette inserted it with (``hints``: name → ``{"type", "role"}``, checked), else the defaults."""
     names = marked_fields(version)
     if len(names) > MAX_FIELDS:  # each is framed in a shade of its own
         raise TemplateError(N_("A template may mark at most %(n)s fields.", n=MAX_FIELDS))
@@ -159,7 +161,11 @@ def settled_fields(
     kept = {f.name: f for f in template_fields(previous)} if previous is not None else {}
     settled = []
     for name in names:
-        field = kept.get(name, FieldSettings(name=name))
+        hint = (hints or {}).get(name)
+        new = FieldSettings(name=name)
+        if hint is not None and hint.get("type") in FIELD_TYPES and hint.get("type") != "choice":
+            new = dataclasses.replace(new, type=str(hint["type"]), role=str(hint.get("role") or RECIPIENT_ROLE))
+        field = kept.get(name, new)
         if field.role not in roles:
             field = dataclasses.replace(field, role=RECIPIENT_ROLE)
         settled.append(field.to_json())

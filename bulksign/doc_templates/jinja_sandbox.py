@@ -21,6 +21,7 @@ from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from bulksign.core.messages import N_
+from bulksign.doc_templates import value_filters
 from bulksign.doc_templates.errors import TemplateBroken, TemplateError, TemplateTooCostly, excerpt, syntax_error
 from bulksign.doc_templates.template_bounds import (
     MAX_NUMBER_BITS,
@@ -54,7 +55,7 @@ class _BoundedSandbox(ImmutableSandboxedEnvironment):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self.filters = {**bounded_filters(self.filters), "default": default, "d": default}
+        self.filters = {**bounded_filters(self.filters), "default": default, "d": default, **value_filters.FILTERS}
 
     @staticmethod
     def bounded_text(text: Any) -> Any:

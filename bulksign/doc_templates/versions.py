@@ -30,6 +30,12 @@ from bulksign.doc_templates.mail_texts import (
     current_text,
 )
 from bulksign.doc_templates.roles import marked_roles
+from bulksign.doc_templates.template_parties import (
+    check_parties,
+    check_routing,
+    template_parties,
+    template_routing,
+)
 from bulksign.doc_templates.variables import extract_variables, sample_row
 from bulksign.documents.signature_box import MAX_MARKS, SIGNATURE_VARIABLE, mark_role
 from bulksign.documents.storage import get_storage
@@ -66,6 +72,7 @@ def create_template(
     team_id: int | None = None,
     kind: str = "html",
     file: bytes | None = None,
+    field_hints: dict[str, dict[str, str]] | None = None,
 ) -> SavedVersion:
     """A new template with its first version, shared with ``team_id`` (default: the user's first team).
 
@@ -98,6 +105,7 @@ def create_template(
         reminder_body=reminder_body,
         kind=kind,
         file=file,
+        field_hints=field_hints,
     )
 
 
@@ -116,6 +124,9 @@ def save_version(
     file: bytes | None = None,
     pdf_boxes: list[dict[str, Any]] | None = None,
     fields: list[dict[str, Any]] | None = None,
+    parties: list[dict[str, Any]] | None = None,
+    routing: list[list[str]] | None = None,
+    field_hints: dict[str, dict[str, str]] | None = None,
 ) -> SavedVersion:
     """Insert the next immutable version of ``template``; Refused(403) for a user who may only use it.
 
@@ -123,7 +134,9 @@ def save_version(
     new file, the version keeps the previous version's file of the same kind (a change of the mail texts)
     and, for a PDF, the boxes placed on it. ``pdf_boxes``: a new placement of boxes on the PDF's pages.
     ``fields``: settings of the fields the signer fills (``fields.check_settings``); None keeps the previous
-    version's settings of the fields still marked."""
+    version's settings of the fields still marked. ``parties`` (``template_parties.check_parties``) and ``routing``
+    (a list of steps of party keys): None keeps the previous version's. ``field_hints``: the type and party of
+    fields new to this version, as the palette inserted them (name → ``{"type", "role"}``)."""
     if user is not None and not access.may_edit_template(session, template=template, user=user):
         raise access.Refused(N_("Only the template's owner, a manager of its team or an admin can change it."), 403)
     # Stored as the web form's \r\n or as the API's \n alike, and an earlier release's default as today's, so a kept
@@ -186,8 +199,8 @@ def save_version(
         created_by_id=user.id if user else None,
         created_at=now,
     )
-    version.roles = marked_roles(version)
-    version.fields = settled_fields(version, roles=version.roles, given=fields, previous=previous)
+    _settle_parties(version, previous=previous, parties=parties, routing=routing)
+    version.fields = settled_fields(version, roles=version.roles, given=fields, previous=previous, hints=field_hints)
     session.add(version)
     session.flush()
     log(logger, logging.INFO, "template version saved", template_id=template.id, version=version.version)
@@ -201,6 +214,33 @@ def save_version(
             removed=[label.english for label in removed],
         )
     return SavedVersion(template=template, version=version, removed=removed)
+
+
+def _settle_parties(
+    version: TemplateVersion,
+    *,
+    previous: TemplateVersion | None,
+    parties: list[dict[str, Any]] | None,
+    routing: list[list[str]] | None,
+) -> None:
+    """The roles, parties and order of a version being saved: the document's marked roles, then any other party
+    staff keep (it signs on the signature page); given parties and order checked, else the previous version's."""
+    marked = marked_roles(version)
+    if parties is not None:
+        kept = check_parties(parties, marked=marked)
+    elif previous is not None and previous.parties is not None:
+        kept = list(template_parties(previous))
+    else:
+        kept = []
+    version.roles = [*marked, *(p.key for p in kept if p.key not in marked)]
+    version.parties = [p.to_json() for p in kept] or None
+    if version.parties is not None:
+        version.parties = [p.to_json() for p in template_parties(version)]
+    if routing is not None:
+        version.routing = check_routing(routing, keys=version.roles)
+    elif previous is not None and previous.routing is not None:
+        version.routing = previous.routing
+        version.routing = template_routing(version)
 
 
 class NotPdfTemplate(TemplateError):
@@ -238,6 +278,26 @@ def save_fields(
     version = get_version(session, template_id=template.id)
     assert version is not None  # a template has its first version from its creation
     return save_version(session, template=template, fields=fields, user=user, now=now, **_kept(version))
+
+
+def save_parties(
+    session: Session,
+    *,
+    template: DocumentTemplate,
+    parties: list[dict[str, Any]],
+    routing: list[list[str]] | None,
+    user: User | None,
+    now: datetime,
+) -> SavedVersion:
+    """The next version of a template with ``parties`` and the signing order ``routing`` (None: the previous
+    version's, fitted to the parties); its document, boxes, fields and mail texts kept. PartiesError names a wrong
+    party."""
+    version = get_version(session, template_id=template.id)
+    if version is None:
+        raise TemplateError(N_("Save the template's document first."))
+    return save_version(
+        session, template=template, parties=parties, routing=routing, user=user, now=now, **_kept(version)
+    )
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ def audit_certificate(record: AuditRecord) -> bytes:
         signers = []
         for party in record.parties:
             signers += [
-                (N_("Party"), f"{party.role}: {party.name} <{party.email}>"),
+                (N_("Party"), f"{record.party(party.role)}: {party.name} <{party.email}>"),
                 (N_("Signed by"), party.signer_name),
                 (N_("Signed at"), local_time(party.signed_at, zone) if party.signed_at else "—"),
                 (N_("Signer IP"), party.signer_ip or "—"),
@@ -93,7 +93,9 @@ def audit_certificate(record: AuditRecord) -> bytes:
     event_table.setStyle(grid)
     values = [Spacer(1, 6 * mm), p(N_("Values entered"), heading), Spacer(1, 2 * mm)] if record.fields else []
     if record.fields:
-        values.append(_fields_table(record.fields, zone=zone, cell=lambda text: p(text, small), style=grid))
+        values.append(
+            _fields_table(record.fields, zone=zone, cell=lambda text: p(text, small), style=grid, party=record.party)
+        )
     story = [
         p(N_("Audit certificate"), title),
         Spacer(1, 3 * mm),
@@ -125,7 +127,7 @@ def audit_certificate(record: AuditRecord) -> bytes:
     return buf.getvalue()
 
 
-def _fields_table(fields: Sequence[FilledField], *, zone: str, cell: Callable, style):
+def _fields_table(fields: Sequence[FilledField], *, zone: str, cell: Callable, style, party: Callable[[str], str]):
     """The certificate's table of the values filled: the field, the value as stamped, who entered it and when; under
     an attachment, its sha256 and size across the row."""
     from reportlab.lib.units import mm
@@ -140,9 +142,9 @@ def _fields_table(fields: Sequence[FilledField], *, zone: str, cell: Callable, s
                 cell(filled.text or "—"),
                 [
                     cell(
-                        f"{filled.role}: {filled.name} <{filled.email}>"
+                        f"{party(filled.role)}: {filled.name} <{filled.email}>"
                         if filled.name
-                        else f"{filled.role}: {filled.email}"
+                        else f"{party(filled.role)}: {filled.email}"
                     ),
                     *([cell(N_("IP %(ip)s", ip=filled.entered_ip))] if filled.entered_ip else []),
                 ],

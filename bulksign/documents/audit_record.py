@@ -3,7 +3,7 @@ the values signers filled, read once from the database, in the recipient's langu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from zoneinfo import ZoneInfo
@@ -52,6 +52,12 @@ class AuditRecord:
     parties: tuple[PartyFacts, ...] = ()
     #: What the signers filled in, in the document's order (``FilledField``).
     fields: tuple[FilledField, ...] = ()
+    #: Each party's role → the party as the record's reader calls it (its label in ``language``).
+    role_labels: Mapping[str, str] = field(default_factory=dict)
+
+    def party(self, role: str) -> str:
+        """A party as the certificate names it: its label, never its key."""
+        return self.role_labels.get(role, role)
 
 
 @dataclass(frozen=True)
@@ -122,11 +128,13 @@ EVENT_LABELS = {
 }
 
 
-def _label(event: Event) -> N_ | str:
-    """The event's line on the certificate; a one-time code's lines say where it went and the tries left."""
+def _label(event: Event, *, role_labels: Mapping[str, str]) -> N_ | str:
+    """The event's line on the certificate (a party named by its label); a one-time code's lines say where it went
+    and the tries left."""
     details = event.details or {}
     if event.type.startswith("party.") and event.type in EVENT_LABELS:
-        return N_(EVENT_LABELS[event.type].msgid, role=details.get("role", ""))
+        role = details.get("role", "")
+        return N_(EVENT_LABELS[event.type].msgid, role=role_labels.get(role, role))
     if not event.type.startswith("code."):
         return EVENT_LABELS.get(event.type, event.type)
     key = event.type
@@ -149,13 +157,22 @@ def local_time(at: datetime, zone: str, *, short: bool = False) -> str:
     return f"{local:%Y-%m-%d %H:%M:%S} {offset}" if short else f"{local:%Y-%m-%d %H:%M:%S} {zone} ({offset})"
 
 
-def audit_record(session: Session, request: SigningRequest, original: Document) -> AuditRecord:
-    """The facts and events of ``request`` as the audit certificate prints them."""
+def audit_record(
+    session: Session, request: SigningRequest, original: Document, *, role_labels: Mapping[str, str] | None = None
+) -> AuditRecord:
+    """The facts and events of ``request`` as the audit certificate prints them; ``role_labels``: each party's role
+    → its label in the batch's language (the domain's ``party_labels``)."""
+    role_labels = dict(role_labels or {})
     batch: Batch = request.batch
     events = session.scalars(
         select(Event).where(Event.request_id == request.id).order_by(Event.created_at, Event.id)
     ).all()
-    lines = [AuditLine(at=e.created_at, label=_label(e), ip=e.ip or "", user_agent=e.user_agent or "") for e in events]
+    lines = [
+        AuditLine(
+            at=e.created_at, label=_label(e, role_labels=role_labels), ip=e.ip or "", user_agent=e.user_agent or ""
+        )
+        for e in events
+    ]
     types = {e.type for e in events}
     if "request.created" not in types:
         lines.insert(0, AuditLine(at=request.created_at, label=EVENT_LABELS["request.created"], ip="", user_agent=""))
@@ -184,6 +201,7 @@ def audit_record(session: Session, request: SigningRequest, original: Document) 
             for role in verified_roles
             if (found := _identity(events, zone=zone_of(batch).key, role=role)) is not None
         },
+        role_labels=role_labels,
     )
 
 

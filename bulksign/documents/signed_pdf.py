@@ -29,7 +29,8 @@ INK = (0.1, 0.14, 0.19)
 class PartyBlock:
     """One party's signature as the document prints it: at the role's mark (``box``), else on the signature page."""
 
-    role: str
+    #: The party as the document's readers call it (its label in the batch's language), printed over the block.
+    label: str
     signer_name: str
     signed_at: datetime
     signer_ip: str
@@ -322,6 +323,25 @@ def stamp_parties(
     return out.getvalue()
 
 
+def marked_copy(pdf: bytes, *, note: str) -> bytes:
+    """``pdf`` with ``note`` in a band across the top of every page: a copy that must not pass for the finished
+    document (a party's own copy while others still sign)."""
+    writer = PdfWriter(clone_from=PdfReader(BytesIO(pdf)))
+
+    def band(c, *, width: float, height: float) -> None:
+        c.setFillColorRGB(1, 0.95, 0.8)
+        c.rect(0, height - 18, width, 18, stroke=0, fill=1)
+        c.setFillColorRGB(0.55, 0.25, 0)
+        pdf_text.draw(c, 12, height - 13, pdf_text.fit(note, BOLD, 9, width - 24), BOLD, 9)
+
+    for page in writer.pages:
+        box = page.mediabox
+        _overlay(page, functools.partial(band, width=float(box.right), height=float(box.top)))
+    out = BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
 def parties_page(blocks: Sequence[PartyBlock], *, document_name: str, width: float, height: float, zone: str) -> bytes:
     """The signature page of a document several sign: one framed block per party, under its role, top to bottom
     (smaller as more parties share the page)."""
@@ -335,7 +355,7 @@ def parties_page(blocks: Sequence[PartyBlock], *, document_name: str, width: flo
     box_w, box_h = min(95 * mm, width - 2 * left), min(30 * mm, (y - 20 * mm) / len(blocks) - 14)
     for block in blocks:
         c.setFillColorRGB(0.1, 0.14, 0.19)
-        pdf_text.draw(c, left, y - 10, block.role, BOLD, 9)
+        pdf_text.draw(c, left, y - 10, block.label, BOLD, 9)
         y -= 14 + box_h
         _framed_block(
             c,

@@ -16,9 +16,18 @@ from sqlalchemy.orm import Session
 from bulksign.core.errors import BulksignError
 from bulksign.documents.seal_keys import SealKey, past_certificates
 from bulksign.documents.sealing import SealCheck, check_seal
-from bulksign.models import Document, SigningRequest
+from bulksign.models import RECIPIENT_ROLE, Document, Party, SigningRequest
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class Signer:
+    """One party who signed: their role (``recipient``: the row's person), the name they signed with, when."""
+
+    role: str
+    name: str
+    signed_at: datetime | None
 
 
 @dataclass(frozen=True)
@@ -33,6 +42,10 @@ class Verdict:
     recipient_name: str = ""
     document_name: str = ""
     signed_at: datetime | None = None
+    #: Only for file uploads of a signed copy: every party who signed it, in signing order.
+    signers: tuple[Signer, ...] = ()
+    #: The signers' names were deleted under the retention rules (the record of the signing is kept).
+    names_removed: bool = False
 
 
 def _issued(session: Session, sha256: str) -> Document | None:
@@ -54,14 +67,38 @@ def verify_file(session: Session, *, data: bytes, key: SealKey, tsa_roots: Seque
         return Verdict(outcome="tampered" if seal.sealed else "unknown", sha256=digest, seal=seal)
     request = session.get_one(SigningRequest, document.request_id)
     template = request.batch.template_version.template if request.batch.template_version else None
+    signed = document.kind == "signed"
     return Verdict(
-        outcome="signed" if document.kind == "signed" else "original",
+        outcome="signed" if signed else "original",
         sha256=digest,
         seal=seal,
         issued_at=document.created_at,
-        recipient_name=request.signer_name or request.name or request.email,
+        recipient_name=request.signer_name or request.name or request.email or "",
         document_name=template.name if template else request.batch.name,
-        signed_at=request.signed_at if document.kind == "signed" else None,
+        signed_at=request.signed_at if signed else None,
+        signers=_signers(session, request) if signed else (),
+        names_removed=request.purged_at is not None,
+    )
+
+
+def _signers(session: Session, request: SigningRequest) -> tuple[Signer, ...]:
+    """Who signed: each party in signing order, or the recipient alone for a single-signer request."""
+    parties = session.scalars(
+        select(Party)
+        .where(Party.request_id == request.id, Party.signed_at.is_not(None))
+        .order_by(Party.step, Party.signed_at, Party.id)
+    ).all()
+    if not parties:
+        return (Signer(RECIPIENT_ROLE, request.signer_name or request.name or "", request.signed_at),)
+    return tuple(
+        Signer(
+            p.role,
+            (request.signer_name or request.name or "")
+            if p.role == RECIPIENT_ROLE
+            else (p.signer_name or p.name or ""),
+            p.signed_at,
+        )
+        for p in parties
     )
 
 

@@ -10,6 +10,7 @@ from bulksign.models.batches import (
     BatchShare,
     BatchSkippedRow,
     BatchStatusCount,
+    BatchVersion,
     Export,
     RecipientUpload,
 )
@@ -20,7 +21,7 @@ from bulksign.models.mail import OutgoingMail, PhoneSuppression, Suppression
 from bulksign.models.parties import RECIPIENT_ROLE, Party
 from bulksign.models.people import ApiKey, MembershipChange, Team, TeamMember, User
 from bulksign.models.requests import Document, Event, OneTimeCode, SealCertificate, SigningRequest
-from bulksign.models.templates import DocumentTemplate, TemplateVersion
+from bulksign.models.templates import ColumnMapping, DocumentTemplate, TemplateVersion
 
 __all__ = [
     "AddressChange",
@@ -29,7 +30,9 @@ __all__ = [
     "BatchShare",
     "BatchSkippedRow",
     "BatchStatusCount",
+    "BatchVersion",
     "BigId",
+    "ColumnMapping",
     "CountersignLink",
     "CountersignRun",
     "Document",

@@ -161,6 +161,9 @@ class RecipientUpload(Model):
     template_id: Mapped[int | None] = mapped_column()
     filename: Mapped[str] = mapped_column(db.String(200))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    #: The columns staff matched for this file (``column_mapping.ColumnMapping.to_json()``: template column → the
+    #: file's headers), read again on create; None: the file's headers are the template's columns.
+    columns: Mapped[dict | None] = mapped_column(JSON)
 
 
 class BatchStatusCount(Model):
@@ -176,6 +179,16 @@ class BatchStatusCount(Model):
     status: Mapped[str] = mapped_column(db.String(20), primary_key=True)
     #: Requests of the batch in ``status``.
     count: Mapped[int] = mapped_column(default=0)
+
+
+class BatchVersion(Model):
+    """A number that grows with every committed change to a batch's requests, parties or status: what live pages
+    poll (their ETag), answered 304 while it stands. Bumped by ``batch_versions`` at commit."""
+
+    __tablename__ = "batch_versions"
+
+    batch_id: Mapped[int] = mapped_column(db.ForeignKey("batches.id", ondelete="CASCADE"), primary_key=True)
+    version: Mapped[int] = mapped_column(db.BigInteger().with_variant(db.Integer(), "sqlite"), default=0)
 
 
 class Export(Model):

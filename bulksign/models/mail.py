@@ -56,6 +56,7 @@ class MailKind(StrEnum):
     CANCELLED = "cancelled"
     CANCELLED_COUNTERSIGN = "cancelled_countersign"
     APPROVAL_REJECTED = "approval_rejected"
+    APPROVAL_REQUESTED = "approval_requested"
     #: Its code is derived at send time, never written on the row.
     ONE_TIME_CODE = "one_time_code"
     PASSWORD_RESET = "password_reset"

@@ -61,6 +61,13 @@ class TemplateVersion(Model):
     #: ``fields.FieldSettings.to_json()`` each (name, type, label, required, checks, party), written at save; None
     #: for a version saved before fields were read (a ``{{ field_x }}`` there stays a column of its file).
     fields: Mapped[list | None] = mapped_column(JSON)
+    #: Who signs, as people read it: ``template_parties.PartyDef.to_json()`` each (key, label per language, colour,
+    #: who by default), in the template's order; None for a version saved before parties were kept (its parties
+    #: are derived from ``roles``).
+    parties: Mapped[list | None] = mapped_column(JSON)
+    #: The signing order batches start from: a list of steps, each a list of party keys signing in parallel; None:
+    #: the recipient first, then one step per other party.
+    routing: Mapped[list | None] = mapped_column(JSON)
     #: Why its documents are rendered one by one, found by a run of them that failed its check (``documents.together``):
     #: ``{"msgid", "values", "at", "batch_id"}``, the message translated when shown; None while nothing was found.
     #: Written once, by the first run that finds it; the version's content never changes.
@@ -74,3 +81,20 @@ class TemplateVersion(Model):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     template: Mapped[DocumentTemplate] = relationship(back_populates="versions")
+
+
+class ColumnMapping(Model):
+    """The columns a team last matched for a template's files (template column → the file's headers), offered the
+    next time one of its files does not name them as the template does."""
+
+    __tablename__ = "column_mappings"
+    __table_args__ = (UniqueConstraint("template_id", "team_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    template_id: Mapped[int] = mapped_column(db.ForeignKey("document_templates.id", ondelete="CASCADE"))
+    #: The template's team when it was confirmed; None: a template only its creator uses.
+    team_id: Mapped[int | None] = mapped_column(db.ForeignKey("teams.id", ondelete="CASCADE"), index=True)
+    #: ``column_mapping.ColumnMapping.to_json()``.
+    columns: Mapped[dict] = mapped_column(JSON, default=dict)
+    updated_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

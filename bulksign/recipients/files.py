@@ -31,8 +31,9 @@ def _extension(filename: str) -> str:
     return PurePosixPath((filename or "").replace("\\", "/")).suffix.lower()
 
 
-def open_table(data: bytes, *, filename: str) -> Table:
-    """The file's rows, read as they are iterated; raises UploadError at once for a file that cannot be read.
+def open_table(data: bytes, *, filename: str, language: str = "en") -> Table:
+    """The file's rows, read as they are iterated; raises UploadError at once for a file that cannot be read. An
+    .xlsx cell reads as its number format shows it in ``language``; a CSV's as typed.
 
     Iterating past MAX_READ_SECONDS from now raises UploadError too: checking the rows counts.
     """
@@ -49,7 +50,7 @@ def open_table(data: bytes, *, filename: str) -> Table:
     if not data.strip(b" \t\r\n\xef\xbb\xbf\x00"):
         raise UploadError(N_("The file is empty."))
     if data.startswith(b"PK\x03\x04"):
-        return Table("xlsx", None, None, xlsx_rows(data, deadline))
+        return Table("xlsx", None, None, xlsx_rows(data, deadline, language=language))
     if ext in XLSX_EXTENSIONS:
         raise UploadError(
             N_("This file is named .xlsx but is not an Excel workbook. Save it again from Excel, or upload it as .csv.")

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from bulksign.core.messages import N_, N_plural
-from bulksign.doc_templates.columns import MAIL
+from bulksign.doc_templates.columns import DATE, MAIL
+from bulksign.doc_templates.value_filters import parse_amount, parse_date
 from bulksign.mail.email_checks import DOMAIN_TYPOS, check_email
 from bulksign.recipients.phones import e164
 from bulksign.recipients.rows import Row, column_letter
@@ -50,6 +51,12 @@ class Columns:
     required: Mapping[str, str] = field(default_factory=dict)
     #: Another party's address column (``employer_email``) → its role: every row names that party there.
     party_emails: Mapping[str, str] = field(default_factory=dict)
+    #: Columns a mapping joins from several of the file's (a name in three): (index the row has its value at, the
+    #: file's columns joined), placed right after the header's columns (``headers.join_cells``).
+    joins: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    #: Template variables ``<column>_raw`` without a column of their own: (variable, index of ``<column>``'s cell),
+    #: filled with that cell's stored value (an .xlsx number or date as stored, not as its format shows it).
+    raw_of: tuple[tuple[str, int], ...] = ()
     #: How phones are read: None, as written (mail only); else the batch's ``PhoneRule``.
     phones: PhoneRule | None = None
 
@@ -98,8 +105,19 @@ class _Checked(NamedTuple):
 class RowChecker:
     """Checks data rows as they stream past: counts their errors, notes formula-like columns, finds duplicates."""
 
-    def __init__(self, columns: Columns, *, max_errors: int | None, domain_choices: Mapping[str, str] | None):
+    def __init__(
+        self,
+        columns: Columns,
+        *,
+        max_errors: int | None,
+        domain_choices: Mapping[str, str] | None,
+        kinds: Mapping[str, str] | None = None,
+        language: str = "en",
+    ):
         self.columns = columns
+        #: Variables the template shows as a date or a number (``columns.value_kinds``): their values must be one.
+        self._kinds = kinds or {}
+        self._language = language
         self.errors = _Collector(max_errors)
         for error in columns.errors:
             self.errors.add(error)
@@ -149,11 +167,16 @@ class RowChecker:
             elif not value and var in self.columns.required:
                 self._error(row, title, _empty(var, where=self.columns.required[var]))
                 continue
+            if value and var in self._kinds and not self._of_kind(row, var, title, value):
+                continue
             if var == "name":
                 name = value
             elif var == "phone":
                 phone = value or None
             values[var] = value
+        for var, index in self.columns.raw_of:
+            stored = row.raw.get(index) if row.raw else None
+            values[var] = stored if stored is not None else cells[index].strip() if index < len(cells) else ""
         if texted and "email" not in written:
             email = ""
         if self.errors.count > errors_before or email is None or not (email or phone):
@@ -185,19 +208,20 @@ class RowChecker:
     def _check_shape(self, row: Row) -> None:
         """A quote left open, or more values than the header has columns."""
         header, width = self.columns.header, self.columns.width
+        beyond = width + len(self.columns.joins)  # joined values sit between the header's columns and any extra
         if row.problem:
             opened = next((i for i, c in enumerate(row.cells) if "\n" in c or "\r" in c), 0)
             self.errors.add(
                 RowError(row.number, header[opened] if opened < len(header) else column_letter(opened), row.problem)
             )
-        if len(row.cells) > width and any(c.strip() for c in row.cells[width:]):
+        if len(row.cells) > beyond and any(c.strip() for c in row.cells[beyond:]):
             self._error(
                 row,
                 column_letter(width),
                 N_(
                     "This row has %(values)s but the header has %(columns)s. "
                     "A value probably contains the delimiter without quotes.",
-                    values=N_plural("%(num)s value", "%(num)s values", len(row.cells)),
+                    values=N_plural("%(num)s value", "%(num)s values", len(row.cells) - len(self.columns.joins)),
                     columns=N_plural("%(num)s column", "%(num)s columns", width),
                 ),
             )
@@ -253,6 +277,36 @@ class RowChecker:
                 )
             )
         return True
+
+    def _of_kind(self, row: Row, var: str, title: str, value: str) -> bool:
+        """Whether a value the template shows as a date or a number is one; its error counted when not."""
+        if self._kinds[var] == DATE:
+            if parse_date(value) is not None:
+                return True
+            self._error(
+                row,
+                title,
+                N_(
+                    '"%(value)s" is not a date: the template shows {{ %(variable)s|date }}. Put a date in this cell, '
+                    "as 01.02.2027 or 2027-02-01.",
+                    value=value[:60],
+                    variable=var,
+                ),
+            )
+            return False
+        if parse_amount(value, language=self._language) is not None:
+            return True
+        self._error(
+            row,
+            title,
+            N_(
+                '"%(value)s" is not a number: the template shows {{ %(variable)s }} as an amount. Put a number in '
+                "this cell, as 120000 or 120 000,50.",
+                value=value[:60],
+                variable=var,
+            ),
+        )
+        return False
 
     def _address(self, row: Row, title: str, value: str) -> str | None:
         """The checked address, or None with its error counted (empty, invalid, misspelt domain, a duplicate)."""

@@ -37,6 +37,9 @@ class Row(NamedTuple):
     line: int | None = None
     #: Why the record as read cannot be trusted (a quote left open), for a row error.
     problem: N_ | None = None
+    #: .xlsx: the stored value of each cell its number format shows otherwise (cell index → ``120000`` where the
+    #: cell shows ``120 000 ₽``), for a template that asks for ``<column>_raw``.
+    raw: dict[int, str] | None = None
 
 
 @dataclass(frozen=True)

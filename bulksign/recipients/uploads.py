@@ -15,6 +15,8 @@ from sqlalchemy.orm import Session
 from bulksign.core.messages import N_
 from bulksign.documents.storage import Storage, StorageError
 from bulksign.models import RecipientUpload
+from bulksign.recipients import column_mapping
+from bulksign.recipients.column_mapping import ColumnMapping
 from bulksign.recipients.files import open_table
 from bulksign.recipients.rows import UploadError
 
@@ -27,6 +29,8 @@ class StoredUpload:
     filename: str
     data: bytes
     template_id: int | None
+    #: The columns matched for this file (confirmed, or remembered for its template when it was checked).
+    mapping: ColumnMapping | None = None
 
 
 def _key(upload_id: str) -> str:
@@ -42,16 +46,25 @@ def store_upload(
     user_id: int,
     template_id: int | None,
     now: datetime,
+    mapping: ColumnMapping | None = None,
 ) -> StoredUpload:
-    """Keep an uploaded file under an unguessable id, so that "create" re-reads the same bytes. The caller commits."""
+    """Keep an uploaded file under an unguessable id, so that "create" re-reads the same bytes, with the columns
+    ``mapping`` matched when it was checked. The caller commits."""
     upload_id = secrets.token_hex(16)
     safe_name = PurePosixPath((filename or "upload").replace("\\", "/")).name[:200]
     storage.put(_key(upload_id), data, content_type="application/octet-stream")
     session.add(
-        RecipientUpload(id=upload_id, user_id=user_id, template_id=template_id, filename=safe_name, created_at=now)
+        RecipientUpload(
+            id=upload_id,
+            user_id=user_id,
+            template_id=template_id,
+            filename=safe_name,
+            created_at=now,
+            columns=mapping.to_json() if mapping else None,
+        )
     )
     session.flush()
-    return StoredUpload(upload_id, safe_name, data, template_id)
+    return StoredUpload(upload_id, safe_name, data, template_id, mapping)
 
 
 def load_upload(session: Session, storage: Storage, *, upload_id: str, user_id: int) -> StoredUpload:
@@ -64,7 +77,28 @@ def load_upload(session: Session, storage: Storage, *, upload_id: str, user_id: 
         data = storage.get(_key(upload_id))
     except StorageError:
         raise gone from None
-    return StoredUpload(upload_id, row.filename, data, row.template_id)
+    mapping = column_mapping.parse_mapping(row.columns) if row.columns else None
+    return StoredUpload(upload_id, row.filename, data, row.template_id, mapping)
+
+
+def confirm_mapping(
+    session: Session,
+    *,
+    upload: StoredUpload,
+    mapping: ColumnMapping,
+    team_id: int | None,
+    user_id: int,
+    now: datetime,
+) -> StoredUpload:
+    """Staff matched the upload's columns (checked against its file already): the batch is made with them, and
+    they are offered for the template's next file in this team. The caller commits."""
+    row = session.get(RecipientUpload, upload.upload_id)
+    assert row is not None and upload.template_id is not None  # loaded for this user just before
+    row.columns = mapping.to_json()
+    column_mapping.remember(
+        session, template_id=upload.template_id, team_id=team_id, mapping=mapping, user_id=user_id, now=now
+    )
+    return StoredUpload(upload.upload_id, upload.filename, upload.data, upload.template_id, mapping)
 
 
 def delete_uploads(session: Session, storage: Storage, *, upload_ids: Iterable[str]) -> int:

@@ -8,21 +8,29 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from bulksign.core.messages import N_, N_plural
+from bulksign.core.messages import N_
 from bulksign.core.spreadsheets import csv_writer
-from bulksign.doc_templates.columns import DOCUMENT, MAIL, OPTIONAL
-from bulksign.documents.field_boxes import field_name
+from bulksign.doc_templates.columns import DOCUMENT, OPTIONAL
 from bulksign.documents.signature_box import RECIPIENT_ROLE, mark_role
 from bulksign.models import Suppression
+from bulksign.recipients.column_mapping import ColumnMapping
 from bulksign.recipients.files import open_table
+from bulksign.recipients.headers import (
+    UNUSED_COLUMN,
+    ColumnChoice,
+    column_choices,
+    column_samples,
+    join_cells,
+    match_header,
+)
 from bulksign.recipients.parties import PartyPerson
-from bulksign.recipients.row_checks import Columns, PhoneRule, RowChecker, RowError
-from bulksign.recipients.rows import MAX_COLUMNS, Row, UploadError, column_letter, normalise_header
+from bulksign.recipients.row_checks import PhoneRule, RowChecker, RowError
+from bulksign.recipients.rows import Row, UploadError, normalise_header
 
 #: Errors kept for the page and the API; the counts cover all of them, the CSV report lists all.
 MAX_ERRORS_KEPT = 100
-#: Columns every request has; ``email`` is always required, ``name`` and ``phone`` where the template prints them.
-BUILTIN_COLUMNS = ("email", "name", "phone")
+#: Data rows whose values the mapping form shows as samples and guesses columns from.
+SAMPLE_ROWS = 50
 
 
 @dataclass(frozen=True)
@@ -35,10 +43,6 @@ class Recipient:
     data: dict[str, str]
     #: The other parties this row names in its ``<role>_email`` (``_name``, ``_phone``) columns, by role.
     parties: Mapping[str, PartyPerson] = field(default_factory=dict)
-
-
-#: A party's columns: ``<role>_email`` names who signs, ``_name`` and ``_phone`` may say more.
-PARTY_COLUMNS = ("email", "name", "phone")
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,35 @@ class ValidationReport:
     #: Valid rows with a phone, and those of them without an address (reached by text alone).
     phone_rows: int = 0
     text_only_rows: int = 0
+    #: Each column the template fills from the file, with the file's column(s) filling or suggested for it.
+    choices: tuple[ColumnChoice, ...] = ()
+    #: The first few values of each of the file's columns, by header as written.
+    samples: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: The mapping the check used (given, or the one remembered for the template), if any.
+    mapping: ColumnMapping | None = None
+    #: Whether that mapping was the remembered one, applied because the file has every column it names.
+    mapping_remembered: bool = False
+
+    @property
+    def shown_errors(self) -> tuple[RowError, ...]:
+        """The errors the check page lists: while columns wait to be matched, not the missing ones (the mapping
+        form asks for them instead)."""
+        if not self.unmatched:
+            return self.errors
+        return tuple(e for e in self.errors if e.column not in self.missing_columns)
+
+    @property
+    def shown_warnings(self) -> tuple[N_, ...]:
+        """The warnings the check page lists: not "column X is not used" for a column the mapping form offers."""
+        offered = {h for c in self.choices for h in c.headers}
+        return tuple(
+            w for w in self.warnings if not (w.msgid == UNUSED_COLUMN.msgid and w.values.get("column") in offered)
+        )
+
+    @property
+    def unmatched(self) -> tuple[ColumnChoice, ...]:
+        """The required columns the file does not fill (under their name or a mapping)."""
+        return tuple(c for c in self.choices if c.column in self.missing_columns)
 
     @property
     def errors_truncated(self) -> bool:
@@ -113,9 +146,13 @@ class ValidationReport:
             "file_format": self.file_format,
             "encoding": self.encoding,
             "delimiter": self.delimiter,
-            "suppressed_count": self.suppressed_count,
+            "unmatched_columns": [
+                {"column": c.column, **({"suggestion": list(c.headers)} if c.headers else {})} for c in self.unmatched
+            ],
+            "mapping": self.mapping.to_json() if self.mapping else None,
             "phone_rows": self.phone_rows,
             "text_only_rows": self.text_only_rows,
+            "suppressed_count": self.suppressed_count,
             "suppressed": [
                 {"row": r.row, "email": r.email, "source": r.source, "reason": r.reason, "since": r.since.isoformat()}
                 for r in self.suppressed
@@ -130,118 +167,6 @@ def template_columns(variables: Mapping[str, str] | Iterable[str]) -> dict[str, 
     if isinstance(variables, Mapping):
         return dict(variables)
     return {v: OPTIONAL if v in ("name", "phone") else DOCUMENT for v in variables if not mark_role(v)}
-
-
-def _match_header(
-    header_row: int,
-    cells: list[str],
-    variables: Mapping[str, str],
-    *,
-    roles: Sequence[str],
-    fixed: Collection[str],
-    phones: PhoneRule | None = None,
-) -> Columns:
-    header = [c.strip() for c in cells]
-    while header and not header[-1]:
-        header.pop()
-    if len(header) > MAX_COLUMNS:
-        raise UploadError(
-            N_plural(
-                "The file has %(num)s column; the limit is %(limit)s.",
-                "The file has %(num)s columns; the limit is %(limit)s.",
-                len(header),
-                limit=MAX_COLUMNS,
-            )
-        )
-    # ``{{ signature }}`` and the version's ``{{ signature_<role> }}`` are not among them (``template_columns``).
-    wanted = {normalise_header(v): v for v in variables}
-    for builtin in BUILTIN_COLUMNS:
-        wanted.setdefault(builtin, builtin)
-    for role in roles:
-        for part in PARTY_COLUMNS:
-            wanted.setdefault(f"{role}_{part}", f"{role}_{part}")
-    used: list[tuple[int, str, str]] = []
-    errors: list[RowError] = []
-    warnings: list[N_] = []
-    seen: dict[str, int] = {}
-    for index, title in enumerate(header):
-        if not title:
-            warnings.append(
-                N_("Column %(letter)s has no name in the header; its values are ignored.", letter=column_letter(index))
-            )
-            continue
-        key = normalise_header(title)
-        if key in seen:
-            errors.append(
-                RowError(
-                    header_row,
-                    title,
-                    N_(
-                        'The column "%(column)s" appears twice (columns %(first)s and %(second)s). Keep one.',
-                        column=title,
-                        first=column_letter(seen[key]),
-                        second=column_letter(index),
-                    ),
-                )
-            )
-            continue
-        seen[key] = index
-        if key in wanted:
-            used.append((index, wanted[key], title))
-        else:
-            warnings.append(N_('The column "%(column)s" is not used by the template; it is ignored.', column=title))
-    # Printed whatever the row holds (``email`` always: every recipient is mailed): every row needs a value.
-    required = {v: where for v, where in variables.items() if where != OPTIONAL}
-    # Every recipient is mailed, or texted when the batch texts rows without an address and the file has phones.
-    if not (phones and phones.without_address and "phone" in seen):
-        required["email"] = DOCUMENT
-    missing = sorted(v for v in required if normalise_header(v) not in seen)
-    for name in missing:
-        errors.append(RowError(header_row, name, _missing_column(name, where=required[name])))
-    party_emails = {f"{role}_email": role for role in roles if normalise_header(f"{role}_email") in seen}
-    for role in roles:
-        if f"{role}_email" not in party_emails and role not in fixed:
-            missing.append(f"{role}_email")
-            errors.append(RowError(header_row, f"{role}_email", _nobody_signs(role)))
-    for name in sorted(v for v in wanted.values() if v not in required and normalise_header(v) not in seen):
-        # Not another party's columns, nor a field's prefill (``field_<name>``): they may be left out.
-        if name not in BUILTIN_COLUMNS and name in variables and not field_name(name):
-            warnings.append(
-                N_(
-                    'There is no column "%(column)s": the template uses {{ %(column)s }} only where it may be empty, '
-                    "so it stays empty.",
-                    column=name,
-                )
-            )
-    return Columns(
-        tuple(used),
-        len(header),
-        tuple(header),
-        tuple(missing),
-        tuple(errors),
-        tuple(warnings),
-        required,
-        party_emails,
-        phones,
-    )
-
-
-def _nobody_signs(role: str) -> N_:
-    return N_(
-        'Nobody is named to sign as %(role)s: add a column "%(role)s_email" (and "%(role)s_name") with who signs on '
-        'each row, or name one %(role)s for the whole batch on the new-batch form (the API\'s "parties").',
-        role=role,
-    )
-
-
-def _missing_column(name: str, *, where: str) -> N_:
-    if name == "email":
-        return N_('The column "email" is missing: every recipient needs an email address.')
-    if where == MAIL:
-        return N_(
-            'The column "%(column)s" is missing: the invitation or reminder mail prints {{ %(column)s }}.', column=name
-        )
-    return N_('The column "%(column)s" is missing: the template uses {{ %(column)s }}.', column=name)
 
 
 def _header_row(rows: Iterator[Row]) -> Row:
@@ -264,28 +189,47 @@ def validate_recipients(
     roles: Sequence[str] = (),
     fixed_roles: Collection[str] = (),
     phones: PhoneRule | None = None,
+    mapping: ColumnMapping | None = None,
+    remembered: ColumnMapping | None = None,
+    language: str = "en",
+    kinds: Mapping[str, str] | None = None,
 ) -> ValidationReport:
     """Read the file and check every row against the template's ``variables`` (as ``template_columns`` takes them);
     UploadError if unreadable. ``domain_choices``: misspelt domain → staff's choice; ``suppressed``: the
     suppression list's lookup (its rows are reported); ``roles``: the other roles, each named per row by
     ``<role>_email`` or, in ``fixed_roles``, once for the batch; ``phones``: a batch that texts checks its phones
-    so (``row_checks.PhoneRule``)."""
+    so (``row_checks.PhoneRule``). ``mapping``: which of the file's columns fill
+    which template columns (UploadError when it does not fit the file); else ``remembered``, the template's last
+    one, when the file has every column it names. ``language``: the batch's, in which an .xlsx's dates and numbers
+    read as its cells' formats show them. ``kinds``: the variables the template shows as a date or a number
+    (``columns.value_kinds``), whose values must be one."""
     variables = template_columns(variables)
-    table = open_table(data, filename=filename)
+    table = open_table(data, filename=filename, language=language)
     header = _header_row(table.rows)
     roles = [r for r in roles if r != RECIPIENT_ROLE]
-    columns = _match_header(header.number, header.cells, variables, roles=roles, fixed=fixed_roles, phones=phones)
-    checker = RowChecker(columns, max_errors=max_errors, domain_choices=domain_choices)
+    titles = {normalise_header(c) for c in header.cells if c.strip()}
+    from_memory = (
+        mapping is None and remembered is not None and {normalise_header(h) for h in remembered.headers} <= titles
+    )
+    mapping = remembered if from_memory else mapping
+    columns = match_header(
+        header.number, header.cells, variables, roles=roles, fixed=fixed_roles, mapping=mapping, phones=phones
+    )
+    rows = join_cells(table.rows, columns) if columns.joins else table.rows
+    sample_rows: list[list[str]] = []
+    checker = RowChecker(columns, max_errors=max_errors, domain_choices=domain_choices, kinds=kinds, language=language)
     # A column missing or named twice: no row can be used, yet every row is checked so all is fixed at once.
     usable = not columns.errors
     kept: list[Recipient] = []
     #: (row, address) of every valid row, for the suppression lookup at the end.
     valid_addresses: list[tuple[int, str]] = []
     total = valid = phone_rows = text_only_rows = 0
-    for row in table.rows:
+    for row in rows:
         if not any(c.strip() for c in row.cells):
             continue
         total += 1
+        if total <= SAMPLE_ROWS:
+            sample_rows.append(row.cells)
         checked = checker.check(row)
         if checked is None or not usable:
             continue
@@ -315,6 +259,7 @@ def validate_recipients(
     if total == 0:
         raise UploadError(N_("The file has a header but no rows of recipients."))
     listed = _suppressed_rows(valid_addresses, suppressed) if suppressed is not None else []
+    samples = column_samples(columns.header, sample_rows)
     return ValidationReport(
         total_rows=total,
         valid_rows=valid,
@@ -332,6 +277,10 @@ def validate_recipients(
         suppressed_count=len(listed),
         phone_rows=phone_rows,
         text_only_rows=text_only_rows,
+        choices=column_choices(columns, variables, samples=samples, mapping=mapping),
+        samples=samples,
+        mapping=mapping,
+        mapping_remembered=from_memory,
     )
 
 

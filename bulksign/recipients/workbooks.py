@@ -13,6 +13,7 @@ from xml.etree.ElementTree import Element
 
 from bulksign.core import zip_archives
 from bulksign.core.messages import N_, N_plural
+from bulksign.recipients import cell_formats
 from bulksign.recipients.rows import (
     MAX_COLUMNS,
     MAX_FILE_ROWS,
@@ -24,6 +25,7 @@ from bulksign.recipients.rows import (
 )
 
 if TYPE_CHECKING:
+    from openpyxl.workbook.workbook import Workbook
     from openpyxl.worksheet._reader import WorkSheetParser
 
 #: Cells an .xlsx sheet may hold, empty formatted ones included (a full sheet of 200 columns would need 40 million).
@@ -94,7 +96,8 @@ def _count_tags(source: IO[bytes], tags: tuple[bytes, ...], limit: int) -> bool:
     return False
 
 
-def xlsx_rows(data: bytes, deadline: float) -> Iterator[Row]:
+def xlsx_rows(data: bytes, deadline: float, *, language: str = "en") -> Iterator[Row]:
+    """The sheet's rows, each cell's value as its number format shows it in ``language`` (``cell_formats``)."""
     _refuse_zip_bombs(data)
     from openpyxl.reader.excel import ExcelReader
     from openpyxl.styles.stylesheet import apply_stylesheet
@@ -148,7 +151,8 @@ def xlsx_rows(data: bytes, deadline: float) -> Iterator[Row]:
                     epoch=reader.wb.epoch,
                     date_formats=reader.wb._date_formats,
                     timedelta_formats=reader.wb._timedelta_formats,
-                )
+                ),
+                _Formats(reader.wb, language),
             )
             rows = number = 0
             values: dict[int, str] = {}
@@ -179,8 +183,9 @@ def xlsx_rows(data: bytes, deadline: float) -> Iterator[Row]:
                     if number > MAX_FILE_ROWS or rows > MAX_FILE_ROWS:
                         raise too_many_rows(max(number, rows))
                     element.clear()
+                    raw = cells.raw or None
                     cells.next_row(number)
-                    yield Row(number, [values.get(i, "") for i in range(1, max(values, default=0) + 1)])
+                    yield Row(number, [values.get(i, "") for i in range(1, max(values, default=0) + 1)], raw=raw)
                     values = {}
     except UploadError:
         raise
@@ -198,11 +203,14 @@ class _XlsxCells:
     times slower); formulas and dates go through openpyxl, which knows shared formulas and date styles.
     """
 
-    def __init__(self, parser: WorkSheetParser) -> None:
+    def __init__(self, parser: WorkSheetParser, formats: _Formats) -> None:
         from openpyxl.utils.cell import column_index_from_string
         from openpyxl.worksheet._reader import FORMULA_TAG, INLINE_STRING, SHEET_MAIN_NS, VALUE_TAG
 
         self.parser = parser
+        self._formats = formats
+        #: This row's cells shown otherwise than stored: cell index → the stored value.
+        self.raw: dict[int, str] = {}
         self._column_index = column_index_from_string
         self.count = 0
         self.column = 0
@@ -211,6 +219,7 @@ class _XlsxCells:
 
     def next_row(self, number: int) -> None:
         self.column = 0
+        self.raw = {}
         self.parser.row_counter = number
 
     def read(self, element: Element) -> tuple[int, str]:
@@ -245,12 +254,68 @@ class _XlsxCells:
                 return self.column, str(self.parser.shared_strings[int(value)])
             if kind in ("str", "e"):
                 return self.column, value
-            if kind == "n" and int(element.get("s", 0)) not in self.parser.date_formats:
-                return self.column, _cell_text(float(value) if "." in value or "e" in value.lower() else int(value))
+            style = int(element.get("s", 0))
+            if kind == "n" and style not in self.parser.date_formats:
+                number = float(value) if "." in value or "e" in value.lower() else int(value)
+                show = self._formats.show(style)
+                if show is None:
+                    return self.column, _cell_text(number)
+                return self.column, self._shown(show, style, number)
         elif value is None and element.find(self._formula) is None:
             return self.column, ""
         self.parser.col_counter = self.column - 1
-        return self.column, _cell_text(self.parser.parse_cell(element)["value"])
+        parsed = self.parser.parse_cell(element)["value"]
+        show = self._formats.show(int(element.get("s", 0))) if isinstance(parsed, (date, int, float)) else None
+        if show is None or isinstance(parsed, bool):
+            return self.column, _cell_text(parsed)
+        return self.column, self._shown(show, int(element.get("s", 0)), parsed)
+
+    def _shown(self, show: cell_formats.Show, style: int, value: int | float | date) -> str:
+        text = self._formats.shown(show, style, value)
+        stored = _cell_text(value)
+        if text != stored:
+            self.raw[self.column - 1] = stored
+        return text
+
+
+class _Formats:
+    """Each cell style's number format as ``cell_formats`` shows it, looked up once per style; the texts of the
+    values seen most recently kept, since a column of dates or salaries repeats many of them."""
+
+    def __init__(self, workbook: Workbook, language: str) -> None:
+        from openpyxl.styles.numbers import BUILTIN_FORMATS, BUILTIN_FORMATS_MAX_SIZE
+
+        self._styles, self._custom = workbook._cell_styles, workbook._number_formats
+        self._builtin, self._first_custom = BUILTIN_FORMATS, BUILTIN_FORMATS_MAX_SIZE
+        self._language = language
+        self._by_style: dict[int, cell_formats.Show | None] = {}
+        self._texts: dict[tuple[int, int | float | date], str] = {}
+
+    def show(self, style: int) -> cell_formats.Show | None:
+        if style not in self._by_style:
+            code = "General"
+            if 0 <= style < len(self._styles):
+                number_format = self._styles[style].numFmtId
+                if number_format < self._first_custom:
+                    code = self._builtin.get(number_format, "General")
+                elif number_format - self._first_custom < len(self._custom):
+                    code = self._custom[number_format - self._first_custom]
+            self._by_style[style] = cell_formats.format_for(code, language=self._language)
+        return self._by_style[style]
+
+    def shown(self, show: cell_formats.Show, style: int, value: int | float | date) -> str:
+        """The value as ``show`` writes it; as stored when it cannot (a number beyond what a format can round)."""
+        key = (style, value)
+        text = self._texts.get(key)
+        if text is None:
+            if len(self._texts) > 50_000:
+                self._texts.clear()
+            try:
+                text = show(value)
+            except (ArithmeticError, ValueError):
+                text = _cell_text(value)
+            self._texts[key] = text
+        return text
 
 
 def _cell_text(value: object) -> str:

@@ -49,6 +49,8 @@ class SignOutcome:
     message: Message = ""
     #: For ``invalid``: each field of the signer's that is wrong → what to correct there.
     field_errors: Mapping[str, N_] = field(default_factory=dict)
+    #: For ``invalid``: the signer's own input to correct (``signer_input.NAME`` …), when it is one of them.
+    signer_field: str | None = None
 
 
 @dataclass(frozen=True)

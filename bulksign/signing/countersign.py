@@ -192,6 +192,8 @@ class Readable:
     #: Whose document it is: the row's person.
     name: str
     email: str
+    #: Signed on its own signing page (its role fills fields), not from this one.
+    own_page: bool = False
 
 
 def readable_document(session: Session, *, link: CountersignLink, party_id: int, now: datetime) -> Readable | None:
@@ -203,4 +205,7 @@ def readable_document(session: Session, *, link: CountersignLink, party_id: int,
         return None
     request = party.request
     document = steps.current_document(session, request.id)
-    return Readable(document, request.name or "", request.email) if document is not None else None
+    if document is None:
+        return None
+    own_page = own_pages(session, link.batch_id).own_page(party.role)
+    return Readable(document, request.name or "", request.email, own_page=own_page)

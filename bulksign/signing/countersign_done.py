@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -9,8 +10,9 @@ from enum import StrEnum
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session, aliased
 
+from bulksign.doc_templates.template_parties import party_label
 from bulksign.documents.sealing import latest_document
-from bulksign.models import RECIPIENT_ROLE, CountersignLink, Document, Party, SigningRequest
+from bulksign.models import RECIPIENT_ROLE, Batch, CountersignLink, Document, Party, SigningRequest
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import Status
 
@@ -35,8 +37,10 @@ class FinishedDocument:
     name: str
     email: str
     outcome: Finished
-    #: Of a declined document: the role that declined (``recipient``: the row's person), and why.
+    #: Of a declined document: the role that declined (``recipient``: the row's person), its label in the batch's
+    #: language, and why.
     declined_by: str | None
+    declined_label: str | None
     reason: str
     finished_at: datetime | None
 
@@ -97,6 +101,8 @@ def finished_page(session: Session, *, link: CountersignLink, page: int) -> Fini
         .offset((page - 1) * PER_PAGE)
         .limit(PER_PAGE)
     ).all()
+    batch = session.get_one(Batch, link.batch_id)
+    version, language = batch.template_version, batch.language or "en"
     documents = tuple(
         FinishedDocument(
             party_id=party_id,
@@ -104,6 +110,9 @@ def finished_page(session: Session, *, link: CountersignLink, page: int) -> Fini
             email=email,
             outcome=_outcome(status, sealed=is_sealed),
             declined_by=role if status == Status.DECLINED.value else None,
+            declined_label=party_label(version, role=role, language=language)
+            if status == Status.DECLINED.value
+            else None,
             reason=reason or "",
             finished_at=changed_at,
         )
@@ -116,6 +125,39 @@ def finished_page(session: Session, *, link: CountersignLink, page: int) -> Fini
 class SignedCopy:
     document: Document
     request: SigningRequest
+
+    def filename(self, *, title: str) -> str:
+        """``<recipient name> – <document title>.pdf``, with nothing a file system or a header would misread."""
+        return f"{safe_name(f'{self.request.name or self.request.email} – {title}')}.pdf"
+
+
+#: What a file name must not hold: path separators, characters file systems refuse, control characters.
+_UNSAFE = re.compile(r'[\\/:*?"<>|\x00-\x1f\x7f]+')
+
+
+def safe_name(text: str, *, limit: int = 150) -> str:
+    """``text`` as a file name's stem: unsafe characters as "_", trimmed of dots and spaces, at most ``limit``."""
+    cleaned = _UNSAFE.sub("_", text).strip(" .")[:limit].strip(" .")
+    return cleaned or "document"
+
+
+def signed_copies(session: Session, *, link: CountersignLink, limit: int) -> list[SignedCopy]:
+    """The sealed copies of the link's signed documents (its "download all"), the newest first, at most ``limit``."""
+    rows = session.execute(
+        _finished(link)
+        .with_only_columns(SigningRequest, Document)
+        .join(Document, (Document.request_id == SigningRequest.id) & (Document.kind == "signed"))
+        .where(SigningRequest.status == Status.SIGNED.value)
+        .order_by(SigningRequest.status_changed_at.desc(), Document.id.desc())
+        .limit(limit)
+    ).all()
+    seen: set[int] = set()
+    copies = []
+    for request, document in rows:  # a request sealed twice (a repair) gives its newest copy once
+        if request.id not in seen:
+            seen.add(request.id)
+            copies.append(SignedCopy(document, request))
+    return copies
 
 
 def signed_copy(session: Session, *, link: CountersignLink, party_id: int) -> SignedCopy | None:

@@ -298,6 +298,16 @@ def _subject(batch: Batch, count: int) -> str:
         )
 
 
+def countersigner_name(session: Session, *, link: CountersignLink) -> str | None:
+    """The name staff gave the link's person (their party's in the batch), for the greeting and the name field."""
+    return session.scalar(
+        select(Party.name)
+        .where(Party.batch_id == link.batch_id, func.lower(Party.email) == link.email, Party.name.is_not(None))
+        .order_by(Party.id)
+        .limit(1)
+    )
+
+
 @builder(DIGEST)
 def build_digest(session: Session, mail: OutgoingMail, app: Flask) -> Message:
     """The digest: how many documents wait, and the one personal link to the page of all of them. Subject and text
@@ -314,7 +324,11 @@ def build_digest(session: Session, mail: OutgoingMail, app: Flask) -> Message:
     url = countersign_url(app_url=app.config["APP_URL"], token=link_token(link, secret=app.config["SECRET_KEY"]))
     with force_locale(batch.language):
         body = render_template(
-            "emails/countersign_digest.txt", count=count, document_name=document_title(batch), link=url
+            "emails/countersign_digest.txt",
+            count=count,
+            document_name=document_title(batch),
+            link=url,
+            name=countersigner_name(session, link=link),
         )
     message = Message(
         subject=mail.subject,

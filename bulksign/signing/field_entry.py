@@ -73,6 +73,8 @@ class CheckedEntries:
 
     entries: tuple[Entry, ...] = ()
     errors: Mapping[str, N_] = field(default_factory=dict)
+    #: The wrong fields' labels, in the page's order: what the message at the top names.
+    wrong_labels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -219,7 +221,7 @@ def check_entries(request: SigningRequest, *, role: str, filled: FilledForm) -> 
     """Check every field ``role`` fills on ``request`` against what was ``filled``. A read-only prefilled field
     takes its prefill whatever was sent."""
     language = request.batch.language or "en"
-    entries, errors = [], {}
+    entries, errors, labels = [], {}, []
     for settings in party_fields(request, role=role):
         try:
             if _locked(request, settings):
@@ -231,7 +233,10 @@ def check_entries(request: SigningRequest, *, role: str, filled: FilledForm) -> 
                 entries.append(Entry(name=settings.name, value=value))
         except _Refused as refused:
             errors[settings.name] = refused.message
-    return CheckedEntries(errors=errors) if errors else CheckedEntries(entries=tuple(entries))
+            labels.append(settings.shown_label)
+    if errors:
+        return CheckedEntries(errors=errors, wrong_labels=tuple(labels))
+    return CheckedEntries(entries=tuple(entries))
 
 
 class _Refused(BulksignError):

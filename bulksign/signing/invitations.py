@@ -31,6 +31,7 @@ from bulksign.core.logs import log
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.jinja_sandbox import render_text
 from bulksign.doc_templates.mail_texts import mail_text
+from bulksign.doc_templates.value_filters import LANGUAGE_VARIABLE
 from bulksign.mail.mail_headers import one_line
 from bulksign.mail.mailer import MailNotNeeded, builder, message_id_for, queue_mails
 from bulksign.mail.outcomes import Delivery, Outcome
@@ -138,6 +139,8 @@ def mail_context(request: SigningRequest, *, token: str, app: Flask, deadline: d
         "signing_link": signing_url(app_url=app.config["APP_URL"], token=token),
         # Recipients read the date in their batch's language and time zone.
         "deadline": batch_time(deadline, batch),
+        # The language ``|date``, ``|money`` and ``|in_words`` write in.
+        LANGUAGE_VARIABLE: batch.language or "en",
     }
 
 

@@ -14,6 +14,7 @@ from sqlalchemy import BindParameter, Exists, Select, Update, exists, insert, li
 from sqlalchemy.orm import Session, aliased
 from sqlalchemy.orm.util import AliasedClass, identity_key
 
+from bulksign.batches import versions
 from bulksign.core.errors import BulksignError
 from bulksign.core.messages import N_
 from bulksign.core.slicing import slices
@@ -145,6 +146,7 @@ def move_parties(
                 for _, request_id, batch_id, role in won
             ],
         )
+    versions.touch(session, (batch_id for _, _, batch_id, _ in won))
     for party_id, *_ in won:
         loaded = session.identity_map.get(identity_key(Party, party_id))
         if loaded is not None:

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from bulksign.doc_templates.jinja_sandbox import render_text
 from bulksign.doc_templates.mail_texts import mail_text
+from bulksign.doc_templates.template_parties import party_label
 from bulksign.documents.audit_record import document_title
 from bulksign.mail.mailer import MailNotNeeded, builder, queue_mail
 from bulksign.models import RECIPIENT_ROLE, Party, SigningRequest
@@ -147,7 +148,7 @@ def build_party_declined(session: Session, mail: OutgoingMail, app: Flask) -> Me
         app,
         template="emails/party_declined.txt",
         request=request,
-        role=decliner.role,
+        role=party_label(request.batch.template_version, role=decliner.role, language=request.batch.language or "en"),
         who=party_person(decliner)[1] or party_person(decliner)[0],
         reason=decliner.decline_reason or "",
     )

@@ -238,16 +238,22 @@ def sign(
     role = party.role if party is not None else RECIPIENT_ROLE
     checked = check_entries(request, role=role, filled=filled)
     message: Message = ""
+    signer_field = None
     try:
         name, image = clean_signature(signer_name=signer_name, signature_png=signature_png, consent=consent)
     except InvalidInput as exc:
-        message = exc.message
+        message, signer_field = exc.message, exc.field
     if message or checked.errors:
         return SignOutcome(
             status=Act.INVALID,
             request_id=request_id,
-            message=message or _l("Some fields need correcting: see the messages at them."),
+            message=message
+            or _l(
+                "Correct these fields, each has a message: %(fields)s. Everything else you gave is kept.",
+                fields=", ".join(f"“{label}”" for label in checked.wrong_labels),
+            ),
             field_errors=checked.errors,
+            signer_field=signer_field,
         )
 
     def save_values() -> SignOutcome | None:

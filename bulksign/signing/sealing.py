@@ -143,11 +143,13 @@ def _signed_record(session: Session, request: SigningRequest, original: Document
     """The original ``data`` with every signature and filled field stamped and the audit certificate appended."""
     parties = routing.parties_in_order(session, request.id)
     fields = steps.filled_fields(session, request=request, original=original, parties=parties)
-    record = replace(audit_record(session, request, original), fields=fields)
+    labels = steps.batch_party_labels(request.batch)
+    record = replace(audit_record(session, request, original, role_labels=labels), fields=fields)
     if len(parties) > 1:
         # Signed by several: every party's block at its mark (or on the one signature page), every party listed.
         boxes = steps.party_boxes(request=request, original=original, pdf=data)
-        return build_parties_pdf(data, steps.with_parties(record, parties), blocks=steps.party_blocks(parties, boxes))
+        blocks = steps.party_blocks(parties, boxes, labels=labels)
+        return build_parties_pdf(data, steps.with_parties(record, parties), blocks=blocks)
     return build_signed_pdf(
         data, record, image_png=request.signature_image, box=SignatureBox.from_json(original.signature_box)
     )

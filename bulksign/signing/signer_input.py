@@ -17,6 +17,8 @@ MAX_SIGNATURE_BYTES = 200 * 1024
 #: Most pixels a drawn signature may have: it is decoded, and an RGBA copy of it saved (8 bytes a pixel at most).
 MAX_SIGNATURE_PIXELS = 4000 * 2000
 MAX_NAME_LENGTH = 300
+#: The signer's own inputs an ``InvalidInput`` names (its ``field``), so the page marks the one to correct.
+NAME, SIGNATURE, CONSENT = "name", "signature", "consent"
 
 
 class InvalidInput(BulksignError):
@@ -29,14 +31,17 @@ def clean_name(raw: str) -> str:
     characters."""
     name = visible_text(raw)
     if not name:
-        raise InvalidInput(_l("Type your full name to sign."))
+        raise InvalidInput(_l("Type your full name to sign."), field=NAME)
     if len(name) > MAX_NAME_LENGTH:
-        raise InvalidInput(_l("The name is too long (at most %(count)s characters).", count=MAX_NAME_LENGTH))
+        raise InvalidInput(
+            _l("The name is too long (at most %(count)s characters).", count=MAX_NAME_LENGTH), field=NAME
+        )
     if CONTROL_CHARACTERS.search(name):
-        raise InvalidInput(_l("The name contains characters that cannot be printed."))
+        raise InvalidInput(_l("The name contains characters that cannot be printed."), field=NAME)
     if missing := unprintable(name):  # the signature block would show empty boxes for them
         raise InvalidInput(
-            _l("The name has characters the signed document cannot print: %(chars)s.", chars=" ".join(missing[:10]))
+            _l("The name has characters the signed document cannot print: %(chars)s.", chars=" ".join(missing[:10])),
+            field=NAME,
         )
     return name
 
@@ -46,10 +51,10 @@ def clean_signature_png(data: bytes | None) -> bytes | None:
     if not data:
         return None
     if len(data) > MAX_SIGNATURE_BYTES:
-        raise InvalidInput(_l("The drawn signature is too large. Clear it and draw it again."))
+        raise InvalidInput(_l("The drawn signature is too large. Clear it and draw it again."), field=SIGNATURE)
     if not data.startswith(b"\x89PNG\r\n\x1a\n"):
-        raise InvalidInput(_l("The drawn signature is not a PNG image."))
-    unreadable = InvalidInput(_l("The drawn signature could not be read. Clear it and draw it again."))
+        raise InvalidInput(_l("The drawn signature is not a PNG image."), field=SIGNATURE)
+    unreadable = InvalidInput(_l("The drawn signature could not be read. Clear it and draw it again."), field=SIGNATURE)
     try:
         # Within the pictures' memory budget (``documents.images``), with the RGBA copy it is saved from.
         with decoded(data, formats=("PNG",), max_bytes=MAX_SIGNATURE_PIXELS * 8, converted=True) as image:
@@ -57,7 +62,7 @@ def clean_signature_png(data: bytes | None) -> bytes | None:
             image.convert("RGBA").save(out, "PNG", optimize=True)
     except ImageRefused as refused:
         if refused.problem is ImageProblem.TOO_LARGE:
-            raise InvalidInput(_l("The drawn signature is not a usable image.")) from None
+            raise InvalidInput(_l("The drawn signature is not a usable image."), field=SIGNATURE) from None
         if refused.problem is ImageProblem.BUSY:
             raise InvalidInput(_l("Too many signatures are being read just now. Sign again in a minute.")) from None
         raise unreadable from None
@@ -72,5 +77,5 @@ def clean_signature(*, signer_name: str, signature_png: bytes | None, consent: b
     name = clean_name(signer_name)
     image = clean_signature_png(signature_png)
     if not consent:
-        raise InvalidInput(_l("Tick “I agree to sign electronically” to sign."))
+        raise InvalidInput(_l("Tick “I agree to sign electronically” to sign."), field=CONSENT)
     return name, image

@@ -19,11 +19,12 @@ from bulksign.core.logs import log
 from bulksign.core.messages import N_
 from bulksign.doc_templates.fields import FieldSettings, shown_value, template_fields
 from bulksign.doc_templates.roles import pdf_role_places
+from bulksign.doc_templates.template_parties import party_labels
 from bulksign.documents.audit_record import AuditRecord, FilledField, PartyFacts, document_title
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE, SignatureBox, find_signature_boxes, mark_indexes
 from bulksign.documents.signed_pdf import PartyBlock, stamp_parties
 from bulksign.documents.storage import Storage
-from bulksign.models import RECIPIENT_ROLE, Document, FieldValue, Party, SigningRequest
+from bulksign.models import RECIPIENT_ROLE, Batch, Document, FieldValue, Party, SigningRequest
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import Status
 from bulksign.signing.parties import step_not_started
@@ -78,12 +79,14 @@ def _stored_recipient_box(original: Document) -> dict[str, SignatureBox]:
     return {RECIPIENT_ROLE: recipient} if recipient is not None else {}
 
 
-def party_blocks(parties: Sequence[Party], boxes: dict[str, SignatureBox]) -> list[PartyBlock]:
-    """The signed parties' blocks, in the order they signed."""
+def party_blocks(
+    parties: Sequence[Party], boxes: dict[str, SignatureBox], *, labels: Mapping[str, str]
+) -> list[PartyBlock]:
+    """The signed parties' blocks, in the order they signed, each under its label (``labels``: role → label)."""
     signed = [(p, p.signed_at) for p in parties if p.status == PartyStatus.SIGNED and p.signed_at is not None]
     return [
         PartyBlock(
-            role=p.role,
+            label=labels.get(p.role, p.role),
             signer_name=p.signer_name or "",
             signed_at=signed_at,
             signer_ip=p.signer_ip or "",
@@ -162,23 +165,14 @@ def store_step_version(
     existing = session.scalar(select(Document).where(Document.request_id == request.id, Document.storage_key == key))
     if existing is not None:
         return existing
-    original = session.scalars(
-        select(Document)
-        .where(Document.request_id == request.id, Document.kind == "original")
-        .order_by(Document.id.desc())
-        .limit(1)
-    ).one()
-    data = storage.get(original.storage_key)
-    boxes = party_boxes(request=request, original=original, pdf=data)
-    batch = request.batch
-    stamped = stamp_parties(
-        data,
-        party_blocks([p for p in parties if p.step < step], boxes),
-        document_name=document_title(batch),
-        language=batch.language or "en",
-        zone=zone_of(batch).key,
-        # What the parties who signed filled in, for the next to read: only they have given values yet.
-        fields=filled_fields(session, request=request, original=original, parties=parties),
+    original = _original(session, request.id)
+    stamped = stamped_so_far(
+        session,
+        request=request,
+        original=original,
+        parties=parties,
+        signers=[p for p in parties if p.step < step],
+        storage=storage,
     )
     storage.put(key, stamped, content_type="application/pdf")
     document = Document(
@@ -195,6 +189,47 @@ def store_step_version(
     session.add(document)
     session.flush()
     return document
+
+
+def _original(session: Session, request_id: int) -> Document:
+    return session.scalars(
+        select(Document)
+        .where(Document.request_id == request_id, Document.kind == "original")
+        .order_by(Document.id.desc())
+        .limit(1)
+    ).one()
+
+
+def stamped_so_far(
+    session: Session,
+    *,
+    request: SigningRequest,
+    parties: Sequence[Party],
+    signers: Sequence[Party],
+    storage: Storage,
+    original: Document | None = None,
+) -> bytes:
+    """The original with the blocks of ``signers`` and the values given so far (unsealed): a step's version, or a
+    party's own copy while others still sign."""
+    original = original or _original(session, request.id)
+    data = storage.get(original.storage_key)
+    batch = request.batch
+    return stamp_parties(
+        data,
+        party_blocks(
+            signers, party_boxes(request=request, original=original, pdf=data), labels=batch_party_labels(batch)
+        ),
+        document_name=document_title(batch),
+        language=batch.language or "en",
+        zone=zone_of(batch).key,
+        # What the parties who signed filled in: only they have given values yet.
+        fields=filled_fields(session, request=request, original=original, parties=parties),
+    )
+
+
+def batch_party_labels(batch: Batch) -> dict[str, str]:
+    """Each party of the batch's template → its label in the batch's language, as its documents name it."""
+    return party_labels(batch.template_version, language=batch.language or "en")
 
 
 def with_parties(record: AuditRecord, parties: Sequence[Party]) -> AuditRecord:

@@ -1,4 +1,4 @@
-"""Approval before sending (issue 31): a team that requires it gets batches that wait, mail nothing, even with
+"""Approval before sending: a team that requires it gets batches that wait, mail nothing, even with
 workers and the reconciler running, until a manager or an admin who is not the creator approves; a rejection
 tells the creator why, in their language. As the creator, the approver and an integrator see it."""
 
@@ -85,7 +85,8 @@ def test_nothing_is_rendered_or_mailed_until_someone_else_approves_then_it_goes_
     )
 
     _everything_runs(app, run_jobs)
-    assert smtp.received == []
+    # Only the team's manager is told, once, that the batch waits for them.
+    assert [(m.kind, m.rcpt_tos) for m in smtp.received] == [("approval-requested", [MANAGER[0]])]
     assert db.session.scalar(select(func.count()).select_from(Document)) == 0
     assert set(db.session.scalars(select(SigningRequest.status).where(SigningRequest.batch_id == batch_id))) == {
         "pending"
@@ -145,7 +146,7 @@ def test_the_approver_sees_counts_and_real_samples_and_a_rejection_tells_the_cre
     html = page.get_data(as_text=True)
     assert page.status_code == 200 and 'id="approve-batch"' in html and 'id="reject-batch"' in html
     # Nothing is being prepared or sent, and there are no documents to gather yet.
-    assert "still being prepared or sent" not in html and "signed documents" not in html.lower()
+    assert "still being prepared or sent" not in html and 'id="export"' not in html and 'id="evidence"' not in html
     first = db.session.scalar(
         select(SigningRequest.id).where(SigningRequest.batch_id == batch_id).order_by(SigningRequest.id)
     )
@@ -170,7 +171,7 @@ def test_the_approver_sees_counts_and_real_samples_and_a_rejection_tells_the_cre
     assert 'id="approval-history"' in after and "salary column" in after and 'id="approve-batch"' not in after
 
     run_jobs("pdf", "mail", "default")
-    (told,) = smtp.received
+    (told,) = smtp.of_kind("approval-rejected")
     assert told.message["To"] == team["staff"].email and told.subject == subject
     assert all(word in told.text() for word in words), told.text()
     assert f"/batches/{batch_id}" in told.text()
@@ -230,3 +231,33 @@ def test_an_approval_is_told_to_webhooks_as_batch_approved_and_a_rejection_is_no
         approved,
         "sending",
     )
+
+
+def test_the_manager_is_mailed_once_with_a_link_and_sees_the_batch_first_with_everything_that_goes_out(
+    app, client, team, smtp, run_jobs
+):
+    team["manager"].display_name = "Mia Manager"
+    db.session.commit()
+    batch_id = _create(client, _key(team["staff"]))["id"]
+    _everything_runs(app, run_jobs)
+    (asked,) = smtp.of_kind("approval-requested")
+    assert asked.rcpt_tos == [MANAGER[0]] and asked.subject == 'Batch "November" waits for your approval'
+    assert f"/batches/{batch_id}#approval" in asked.text() and "of 2 documents" in asked.text()
+
+    _login(client, *MANAGER)
+    home = client.get("/").get_data(as_text=True)
+    attention = home.split('id="attention"', 1)[1]
+    # Waiting for this manager's approval comes first, linked to the batch; it is not "being prepared".
+    assert attention.index('data-kind="approval"') < attention.index('data-kind="failed"')
+    assert f'href="/batches/{batch_id}" data-kind="approval"' in home
+    assert "waiting for approval" in home and "still being prepared or sent" not in home
+    page = client.get(f"/batches/{batch_id}").get_data(as_text=True)
+    facts = page.split('id="approval-facts"', 1)[1].split("</dl>", 1)[0]
+    assert "Contract, version 1" in facts and "English" in facts and "Deadline" in facts and "Reminders" in facts
+    assert "Waiting for approval by Mia Manager." in page
+
+    # The creator reads who is asked; a staff user who cannot approve has no approval tile.
+    client.post("/auth/logout", data={"csrf_token": csrf_from(client.get("/"))})
+    _login(client, "staff@example.com", "staff-password")
+    assert "Waiting for approval by Mia Manager." in client.get(f"/batches/{batch_id}").get_data(as_text=True)
+    assert 'data-kind="approval"' not in client.get("/").get_data(as_text=True)

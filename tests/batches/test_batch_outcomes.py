@@ -1,4 +1,4 @@
-"""What a batch says it is, as its owner and an integrator see it (issue 33, items 7, 13 and 23).
+"""What a batch says it is, as its owner and an integrator see it.
 
 Sending ending is not the batch's end: the owner hears when everyone signed, or when the batch closed with some
 unsigned, one mail each; the API names the states by what they mean and gives the deadline; the batch page shows
@@ -236,7 +236,7 @@ def test_end_to_end_the_owner_is_told_once_when_the_last_recipient_signs_through
     app, users, client, smtp, run_jobs
 ):
     """Real renders, invitations, signatures and seals: the owner's mail comes with the last signature, not with
-    the last invitation (issue 33, item 7: "is done" at Signed 0 / Waiting 35)."""
+    the last invitation ("is done" at Signed 0 / Waiting 35)."""
     from bulksign.signing.recipient_actions import sign
     from bulksign.work.pipeline import enqueue_renders
     from tests.support.batches import make_batch, request_ids

@@ -1,4 +1,4 @@
-"""A batch's evidence package as an auditor checks it (issue 31): every signed PDF validates with pdfsig, the
+"""A batch's evidence package as an auditor checks it: every signed PDF validates with pdfsig, the
 manifest's hashes are the files' and the database's, SHA256SUMS passes ``sha256sum -c``, unsigned requests are
 listed with their status, and the download is for the batch's team only. Built with memory bounded per document."""
 
@@ -225,7 +225,7 @@ def test_the_manifest_lists_every_party_of_each_document_in_its_own_state_and_ti
     recipient, employer = entries[3]["parties"]  # signed by both
     assert recipient == {
         "role": "recipient",
-        "label": "recipient",
+        "label": "Recipient",
         "name": request.name,
         "email": request.email,
         "status": "signed",

@@ -122,7 +122,7 @@ def _send_queued_completions():
 
 
 def test_an_expiry_wave_that_closes_the_batch_sends_the_owner_one_mail_saying_both(app, users, smtp, run_jobs):
-    """Issue 33, item 6: the summary (who did not sign, the resend link) is also the completion notice."""
+    """The summary (who did not sign, the resend link) is also the completion notice."""
     batch_id, ids = _started_batch(users["staff"], recipients=3)
     _sign(ids[0], NOW + DAY)
     assert expire_requests(now=NOW + 7 * DAY) == "2 requests expired, 1 summaries queued"
@@ -144,7 +144,7 @@ def test_an_expiry_wave_that_closes_the_batch_sends_the_owner_one_mail_saying_bo
 def test_a_batch_whose_invitations_are_out_awaits_signatures_and_its_expiry_wave_tells_the_end_once(
     app, users, smtp, run_jobs
 ):
-    """Issue 33, item 7: sending ending is not the batch's end; nobody is told "done" with 0 of 2 signed."""
+    """Sending ending is not the batch's end; nobody is told "done" with 0 of 2 signed."""
     batch_id, _ = _started_batch(users["staff"], recipients=2)
     assert rollup_batches(now=NOW + timedelta(minutes=1)) == 1
     run_jobs("mail")

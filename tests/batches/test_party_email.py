@@ -1,5 +1,5 @@
 """Correcting another party's address (a line manager's from the row's ``manager_email``) and mending a request
-that party's returned invitation bounced (issue 29): on real workers, the real bounce webhook and real mail."""
+that party's returned invitation bounced: on real workers, the real bounce webhook and real mail."""
 
 from __future__ import annotations
 
@@ -134,7 +134,7 @@ def test_a_managers_bounce_names_the_manager_and_a_corrected_resend_mends_the_re
 
     auth.login()
     panel = client.get(f"/batches/{batch_id}/requests/{request_id}").get_data(as_text=True)
-    assert "The invitation to the manager could not be delivered" in panel
+    assert "The invitation to the Manager could not be delivered" in panel
     assert 'data-party-action="email-manager"' in panel and 'data-party-action="resend-manager"' in panel
     assert "Resend with a new link" not in panel  # the employee's resend would not mend it
 
@@ -366,7 +366,7 @@ def test_both_parties_of_a_parallel_step_bounce_and_the_request_goes_on_only_onc
     # The panel offers a resend to each: the manager's on its line, the employee's as the request's own.
     auth.login()
     panel = client.get(f"/batches/{batch_id}/requests/{request_id}").get_data(as_text=True)
-    assert "The invitations to recipient, manager could not be delivered" in panel
+    assert "The invitations to Recipient, Manager could not be delivered" in panel
     assert 'data-party-action="resend-manager"' in panel and "Resend with a new link" in panel
     assert "party's invitation bounced" in panel  # the manager's bounce in the history
 

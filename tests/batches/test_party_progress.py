@@ -1,4 +1,4 @@
-"""Staff see a two-party batch's parties (issue 29): each row's parties in their states, "waiting for <role>",
+"""Staff see a two-party batch's parties: each row's parties in their states, "waiting for <role>",
 the signed count per role by the progress bar, the parties in a request's panel, their columns in the CSV; a
 single-signer batch reads exactly as before parties existed."""
 
@@ -11,7 +11,7 @@ import re
 import pytest
 from sqlalchemy import event, select, text
 
-from bulksign.batches import party_progress, recipients_table
+from bulksign.batches import bulk_actions, party_progress, recipients_table
 from bulksign.batches.exports import CSV_COLUMNS
 from bulksign.batches.recipients_table import DashboardError, RecipientFilter
 from bulksign.core.extensions import db
@@ -52,14 +52,14 @@ def test_each_row_shows_its_parties_in_their_states_and_the_bar_the_signed_count
     emails = _emails(batch_id)
     rows = _rows(html)
     assert "<th>Parties</th>" in html
-    assert "recipient invited · employer waiting for their turn" in rows[emails[0]]
-    assert "recipient has signed · employer invited" in rows[emails[2]]
-    assert "recipient has signed · employer has signed" in rows[emails[3]]
-    assert "recipient has signed · employer has declined" in rows[emails[4]]
+    assert "Recipient invited · Employer waiting for their turn" in rows[emails[0]]
+    assert "Recipient has signed · Employer invited" in rows[emails[2]]
+    assert "Recipient has signed · Employer has signed" in rows[emails[3]]
+    assert "Recipient has signed · Employer has declined" in rows[emails[4]]
     counts = re.sub(r"\s+", " ", re.search(r'<ul class="role-counts".*?</ul>', html, flags=re.S).group(0))
-    assert ">recipient: 3 of 6 signed<" in counts and ">employer: 1 of 6 signed<" in counts
+    assert ">Recipient: 3 of 6 signed<" in counts and ">Employer: 1 of 6 signed<" in counts
     assert counts.index("recipient") < counts.index("employer")
-    assert '<option value="employer" >waiting for employer</option>' in html
+    assert '<option value="employer" >waiting for Employer</option>' in html
 
 
 @pytest.mark.parametrize("role, rows", [("employer", [0, 1, 2]), ("recipient", [0, 1])], ids=["employer", "recipient"])
@@ -94,9 +94,7 @@ def test_a_role_unknown_to_the_batch_matches_nothing_and_a_malformed_one_is_a_cl
 def test_a_large_selection_waiting_for_a_role_runs_in_the_background_on_those_rows_only(
     client, auth, batch_id, run_jobs, monkeypatch
 ):
-    from bulksign.views.staff import dashboard as views
-
-    monkeypatch.setattr(views, "INLINE_LIMIT", 1)
+    monkeypatch.setattr(bulk_actions, "INLINE_LIMIT", 1)
     auth.login()
     emails = _emails(batch_id)
     html = _bulk(client, batch_id, action="cancel", select_all="1", waiting_for="employer", confirmed="1")
@@ -132,7 +130,7 @@ def test_the_progress_poll_refreshes_the_parties_of_the_rows_on_screen_and_the_c
     ]
     fragment = client.get(f"/batches/{batch_id}/progress", query_string={"shown": shown[2:3]}).get_data(as_text=True)
     assert f'<span id="pt-{shown[2]}" class="live-cell parties" hx-swap-oob="true">' in fragment
-    assert f'id="pt-{shown[0]}"' not in fragment and ">employer: 1 of 6 signed<" in fragment
+    assert f'id="pt-{shown[0]}"' not in fragment and ">Employer: 1 of 6 signed<" in fragment
 
 
 def test_the_request_panel_lists_its_parties_with_their_states_and_times(client, auth, batch_id):
@@ -144,26 +142,29 @@ def test_the_request_panel_lists_its_parties_with_their_states_and_times(client,
     parties = re.sub(
         r"\s+", " ", re.sub(r"<[^>]+>", " ", re.search(r'<ol class="parties-list".*?</ol>', html, re.S)[0])
     )
-    assert re.search(r"recipient · Person 000005 person000005@example\.org · has signed", parties)
-    assert "employer · ACME HR hr@example.com · has declined" in parties
+    assert re.search(r"Recipient · Person 000005 person000005@example\.org · has signed", parties)
+    assert "Employer · ACME HR hr@example.com · has declined" in parties
     # Moves a minute apart from 10 minutes before NOW (09:00): the recipient in 3, then the employer in 2.
     assert "invited 2026-11-02 08:51 · signed 2026-11-02 08:53" in parties
     assert "invited 2026-11-02 08:54 · declined 2026-11-02 08:55" in parties
     assert "party declined" in html and "role: employer" in html
 
 
-def test_the_csv_has_each_roles_status_and_signing_time_after_the_usual_columns(client, auth, batch_id):
+def test_the_csv_has_each_roles_address_status_and_times_after_the_usual_columns(client, auth, batch_id):
     auth.login()
     body = client.get(f"/batches/{batch_id}/export.csv").get_data(as_text=True)
     rows = list(csv.DictReader(io.StringIO(body.lstrip("\ufeff"))))
     header = next(csv.reader(io.StringIO(body.lstrip("\ufeff"))))
     assert tuple(header) == (
         *CSV_COLUMNS,
-        "recipient_status",
-        "recipient_signed_at",
-        "employer_status",
-        "employer_signed_at",
+        *(
+            f"{role}_{field}"
+            for role in ("recipient", "employer")
+            for field in ("email", "status", "invited_at", "signed_at", "declined_at")
+        ),
     )
+    assert rows[0]["employer_email"] == "hr@example.com" and rows[0]["recipient_email"] == rows[0]["email"]
+    assert rows[4]["employer_declined_at"] == "2026-11-02T08:55:00+00:00"
     assert [(r["status"], r["recipient_status"], r["employer_status"]) for r in rows] == [
         (status, recipient, employer) for status, recipient, employer in ROWS
     ]
@@ -213,9 +214,13 @@ def test_russian_staff_read_the_parties_in_russian(client, auth, users, batch_id
     html = client.get(f"/batches/{batch_id}").get_data(as_text=True)
     rows = _rows(html)
     emails = _emails(batch_id)
-    assert "получатель подписал · employer приглашён" in rows[emails[2]]
-    assert "получатель приглашён · employer ждёт своей очереди" in rows[emails[0]]
-    assert "получатель: подписали 3 из 6" in html and "ожидают подписи: employer" in html
+    assert "Получатель подписал · Работодатель приглашён" in rows[emails[2]]
+    assert "Получатель приглашён · Работодатель ждёт своей очереди" in rows[emails[0]]
+    assert (
+        "Получатель: подписали 3 из 6" in html
+        and "Работодатель: подписали 1 из 6" in html
+        and "ожидают подписи: Работодатель" in html
+    )
     assert "<th>Стороны</th>" in html
 
 
@@ -295,6 +300,6 @@ def test_at_100000_requests_the_roles_probe_reads_a_few_index_pages_and_the_page
     assert sum(int(n) for n in re.findall(r"=(\d+)", pages)) < 50, plan
     auth.login()
     html = client.get(f"/batches/{batch_id}").get_data(as_text=True)
-    assert ">employer: 33,333 of 100,000 signed<" in html
+    assert ">Employer: 33,333 of 100,000 signed<" in html
     waiting = client.get(f"/batches/{batch_id}/requests?waiting_for=employer").get_data(as_text=True)
     assert 'data-matching="66667"' in waiting

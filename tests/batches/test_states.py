@@ -146,7 +146,7 @@ def test_a_move_from_several_states_and_extra_fields(app):
 
 
 def test_moves_of_one_shape_share_one_statement_and_each_keeps_its_own_values(app):
-    """The hot move's statement is built once per shape and bound per call (issue 32): the second mail's move
+    """The hot move's statement is built once per shape and bound per call: the second mail's move
     builds nothing, and writes its own time, fields and event details, not the first one's."""
     first, second = make_requests(2, status=Status.SENDING)
     later = NOW + timedelta(minutes=5)

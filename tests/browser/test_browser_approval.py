@@ -1,4 +1,4 @@
-"""A batch waiting for approval in a real Chromium (issue 31): what the approver sees at 1366 and 360 px in
+"""A batch waiting for approval in a real Chromium: what the approver sees at 1366 and 360 px in
 English and Russian, rejecting with a reason, and approving."""
 
 from __future__ import annotations
@@ -57,3 +57,33 @@ def test_the_approver_checks_a_waiting_batch_then_rejects_one_and_approves_anoth
     assert page.locator("#approve-batch").count() == 0
     db.session.expire_all()
     assert (db.session.get(Batch, first).status, db.session.get(Batch, second).status) == ("cancelled", "processing")
+
+
+def test_a_manager_receives_the_approval_mail_and_approves_from_it(
+    app,
+    client,
+    team,  # noqa: F811
+    live_server,
+    page,
+    smtp,
+    run_jobs,
+):
+    import re
+
+    batch_id = _create(client, _key(team["staff"]))["id"]
+    run_jobs("mail")
+    (asked,) = smtp.of_kind("approval-requested")
+    assert asked.rcpt_tos == [MANAGER[0]]
+    link = re.search(r"https?://\S+/batches/\d+#approval", asked.text()).group(0)
+    path = link.split("/batches/", 1)[1]
+
+    log_in(page, live_server, *MANAGER)
+    page.goto(f"{live_server}/")
+    assert page.locator('#attention [data-kind="approval"] .n').inner_text() == "1"
+    page.goto(f"{live_server}/batches/{path}")
+    assert "version 1" in page.locator("#approval-facts").inner_text()
+    look_at(page, live_server, "approval-from-mail")
+    page.click("#approve-batch")
+    page.wait_for_selector("#approval-history")
+    db.session.expire_all()
+    assert db.session.get(Batch, batch_id).status == "processing"

@@ -1,4 +1,4 @@
-"""The batch page in a real Chromium in its new states (issue 33, items 7, 13, 23): awaiting signatures with the
+"""The batch page in a real Chromium in its new states: awaiting signatures with the
 deadline's date and the rows left out, all signed, closed with some unsigned; English and Russian, 1366 and 360 px."""
 
 from __future__ import annotations

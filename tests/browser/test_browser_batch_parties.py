@@ -1,4 +1,4 @@
-"""A two-party batch's page in a real Chromium (issue 29): each row's parties, the signed count per role, "waiting
+"""A two-party batch's page in a real Chromium: each row's parties, the signed count per role, "waiting
 for employer" and a request's parties in its panel; English and Russian, 1366 and 360 px (the table as cards)."""
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ pytestmark = pytest.mark.browser
 
 WORDS = {
     "en": {
-        "row": "recipient has signed · employer invited",
-        "counts": "employer: 1 of 6 signed",
-        "filter": "waiting for employer",
+        "row": "Recipient has signed · Employer invited",
+        "counts": "Employer: 1 of 6 signed",
+        "filter": "waiting for Employer",
         "panel": "has declined",
     },
     "ru": {
-        "row": "получатель подписал · employer приглашён",
-        "counts": "employer: подписали 1 из 6",
-        "filter": "ожидают подписи: employer",
+        "row": "Получатель подписал · Работодатель приглашён",
+        "counts": "Работодатель: подписали 1 из 6",
+        "filter": "ожидают подписи: Работодатель",
         "panel": "отказался",
     },
 }
@@ -91,6 +91,6 @@ def test_a_request_both_of_whose_parties_bounced_offers_each_its_own_resend(app,
     expect(page.locator("#parties li[data-role=employer] [data-party-action=remind-employer]")).to_have_count(0)
     advice = page.get_by_text("What you can do:").locator("..")
     expect(advice).to_contain_text("stays bounced until the last of them is resent")
-    expect(advice).to_contain_text("employer")
+    expect(advice).to_contain_text("Employer")
     found = look_at(page, live_server, "batch-parties-both-bounced")
     assert found == {1366: [], 360: []}, found

@@ -1,4 +1,4 @@
-"""The countersigner's page in a real Chromium (issue 29): the documents ready, one read as page images, a
+"""The countersigner's page in a real Chromium: the documents ready, one read as page images, a
 selection signed with one drawn signature and its progress live until done; in a batch that asks for a one-time
 code, the code step first; 1366 and 360 px, axe-checked."""
 

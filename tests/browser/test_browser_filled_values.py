@@ -1,4 +1,4 @@
-"""What signers filled in, as staff see it in a browser (issue 30): the row's "Filled in" cell and the request's
+"""What signers filled in, as staff see it in a browser: the row's "Filled in" cell and the request's
 panel, readable at 1366 and 360 px without sideways scrolling, axe clean, and the attachment a download."""
 
 from __future__ import annotations

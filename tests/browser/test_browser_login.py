@@ -30,7 +30,7 @@ def test_demo_login_works_in_a_browser(app, live_server, page):
 
 
 def test_a_forgotten_password_is_reset_from_the_login_page_in_a_browser(app, users, live_server, page, smtp, run_jobs):
-    """Issue 33, item 18: login → "Forgot password?" → the mailed link → a new password → logged in with it."""
+    """Login → "Forgot password?" → the mailed link → a new password → logged in with it."""
     page.goto(f"{live_server}/auth/login")
     found = {"login": look_at(page, live_server, "account-login")}
     page.click("text=Forgot password?")
@@ -77,7 +77,7 @@ def test_a_forgotten_password_is_reset_from_the_login_page_in_a_browser(app, use
 
 
 def test_an_admin_names_a_user_and_the_name_shows_in_the_users_table(app, users, live_server, page):
-    """Issue 33, item 18: the display name on the admin users page."""
+    """The display name on the admin users page."""
     log_in(page, live_server, *ADMIN)
     page.goto(f"{live_server}/admin/")
     row = page.locator(f"tr[data-user='{STAFF[0]}']")

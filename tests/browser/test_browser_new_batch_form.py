@@ -1,4 +1,4 @@
-"""The new-batch form in Chromium (issue 33, item 24): the file's hint follows the chosen template, the zones come in
+"""The new-batch form in Chromium: the file's hint follows the chosen template, the zones come in
 regions with the organisation's zone chosen, the language is the staff member's, and "another address" appears only
 once chosen; in English and Russian, at 1366 and 360 px."""
 

@@ -1,4 +1,4 @@
-"""A recipient fills every kind of field on the signing page in a real Chromium (issue 30), at 1366 and 360 px:
+"""A recipient fills every kind of field on the signing page in a real Chromium, at 1366 and 360 px:
 numbered markers on the page images, a refused try said at its fields and kept, then signed with the values saved;
 axe clean, no script or CSP error."""
 
@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 
 from bulksign.models import utcnow
+from tests.browser.test_browser_signing import INKED, draw
 from tests.signing.test_field_entry import CONTRACT, FIELDS, a_png, saved
 from tests.support.looks import ARTIFACTS, look_at
 from tests.support.signing_page import agree
@@ -51,9 +52,16 @@ def test_a_recipient_fills_every_kind_of_field_and_signs(users, live_server, pag
     page.fill("#field-start", "2026-05-01")  # before its range
     page.select_option("#field-tax", "II")
     page.set_input_files("#field-id_scan", files=[{"name": "id.png", "mimeType": "image/png", "buffer": a_png()}])
+    draw(page)
     agree(page)
     page.click("#sign-button")
     page.wait_for_selector("#field-start-error")
+    # The drawing came back with the page, on the pad, and the message names the fields to correct.
+    page.wait_for_function(INKED, arg="#signature-pad")  # the kept drawing is an image: drawn once it loaded
+    assert page.locator("#pad-kept").is_visible()
+    assert "Correct these fields, each has a message: “Start date”, “I have read the work rules”" in page.inner_text(
+        ".flash-error"
+    )
     assert "must be from 1 January 2027 to 31 December 2027" in page.inner_text("#field-start-error")
     assert "Tick “I have read the work rules” to sign." in page.inner_text("#field-rules-error")
     assert page.get_attribute("#field-rules", "aria-invalid") == "true"
@@ -72,7 +80,7 @@ def test_a_recipient_fills_every_kind_of_field_and_signs(users, live_server, pag
     page.click("#sign-button")
     page.wait_for_selector("text=You signed this document")
     page.screenshot(path=str(ARTIFACTS / f"signing-fields-signed-{width}.png"), full_page=True)
-    assert fresh(r.id).status == "signed"
+    assert fresh(r.id).status == "signed" and fresh(r.id).signature_image
     assert {n: v.value for n, v in saved(r.id).items()} == {
         "iban": "DE89 3704 0044 0532 0130 00",
         "salary": "4500.5",

@@ -1,4 +1,4 @@
-"""Staff and admin tables on a 360 px phone (issue 33, item 21): each row stacks into a card of labelled lines, nothing
+"""Staff and admin tables on a 360 px phone: each row stacks into a card of labelled lines, nothing
 scrolls sideways inside its card or widens the page, and status and progress are on the screen; in English and
 Russian, with screenshots at 1366 and 360 px."""
 

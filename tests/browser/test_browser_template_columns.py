@@ -1,4 +1,4 @@
-"""The template pages as staff see them (issue 33, items 8, 9, 12, 25): the empty list names all three kinds, a
+"""The template pages as staff see them: the empty list names all three kinds, a
 template's page says which columns every row must fill and which may stay empty, a PDF template shows where its
 signature goes, and a preview that cannot be made says why inside its frame, without the app around it."""
 

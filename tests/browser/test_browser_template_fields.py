@@ -1,4 +1,4 @@
-"""The template page lists the fields the signer fills (issue 30) in document order, each with its settings to edit;
+"""The template page lists the fields the signer fills in document order, each with its settings to edit;
 a refused setting is said at its field and nothing is saved; in both languages, at 1366 and 360 px, axe clean."""
 
 from __future__ import annotations

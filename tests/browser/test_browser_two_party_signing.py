@@ -1,4 +1,4 @@
-"""A two-party signing in a real Chromium (issue 29): the employee signs from the invitation mail, the employer from
+"""A two-party signing in a real Chromium: the employee signs from the invitation mail, the employer from
 the mail that follows, through the real mails' links; staff see the employer's own remind and resend in the
 request's panel meanwhile; the sealed PDF carries both. Screenshots at 1366 and 360 px."""
 
@@ -79,5 +79,5 @@ def test_the_employee_then_the_employer_sign_through_their_mails(app, users, liv
     page.set_viewport_size({"width": 1366, "height": 900})
     text = " ".join(" ".join(p.extract_text().split()) for p in PdfReader(io.BytesIO(signed_bytes(page))).pages)
     assert "Eva Employee" in text and "Anna Boss" in text
-    assert "recipient: Eva Employee <eva@example.com>" in text and "employer: Anna Boss <hr@acme.example>" in text
+    assert "Recipient: Eva Employee <eva@example.com>" in text and "Employer: Anna Boss <hr@acme.example>" in text
     assert problems == []

@@ -63,7 +63,7 @@ def test_upload_shows_the_bad_row_in_place_and_creates_the_batch(users, live_ser
 
 
 def test_a_hostile_or_careless_file_gets_its_reason_in_place(users, live_server, page):
-    """The whole-sheet workbook is refused at once; an open quote is a row error naming its line (issue 20)."""
+    """The whole-sheet workbook is refused at once; an open quote is a row error naming its line."""
     from pathlib import Path
 
     from bulksign.core.extensions import db
@@ -92,7 +92,7 @@ def test_a_hostile_or_careless_file_gets_its_reason_in_place(users, live_server,
 
 
 def test_a_listed_address_is_a_warning_with_its_reason_and_is_not_mailed(users, live_server, page):
-    """An address on the suppression list: warned about in the check, created failed with the reason (issue 15)."""
+    """An address on the suppression list: warned about in the check, created failed with the reason."""
     from bulksign.core.extensions import db
     from bulksign.doc_templates.versions import create_template
     from bulksign.models import SigningRequest

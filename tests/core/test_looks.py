@@ -1,4 +1,4 @@
-"""The organisation's look, the dashboard home, the mailbox pages, and template errors in plain words (issue 16)."""
+"""The organisation's look, the dashboard home, the mailbox pages, and template errors in plain words."""
 
 from __future__ import annotations
 
@@ -135,7 +135,8 @@ def test_home_counts_what_needs_attention_and_lists_batches_in_flight(app, users
     assert [r.batch.name for r in found.in_flight] == ["Offers"]
     assert found.in_flight[0].progress.total == 7
     totals = {a.kind: a.total for a in found.attention}
-    assert totals == {"failed": 2, "bounced": 1, "expiring": 2, "declined": 1}  # the 60-day-old decline is history
+    # The 60-day-old decline is history; without a viewer nothing waits for their approval.
+    assert totals == {"approval": 0, "failed": 2, "bounced": 1, "expiring": 2, "declined": 1}
     declined = next(a for a in found.attention if a.kind == "declined")
     assert [(c.batch_name, c.count) for c in declined.batches] == [("Done", 1)]
     # The caller chooses which batches count (a per-user visibility filter slots in here).

@@ -1,4 +1,4 @@
-"""Counts read right in both languages (issue 33, item 22): "1 signed document", "2 signed documents"; in Russian the
+"""Counts read right in both languages: "1 signed document", "2 signed documents"; in Russian the
 three forms, "1 документ / 2 документа / 5 документов / 21 документ", in a page partial and a mail."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Which columns a file must fill (issue 33, items 8, 9, 12): a variable the document or the mail prints on every row
+"""Which columns a file must fill: a variable the document or the mail prints on every row
 needs a value on every row; one under a condition, only tested or with a default is optional; a template that
 cannot be filled in for any row is refused at save, and a failed preview says why inside its frame."""
 

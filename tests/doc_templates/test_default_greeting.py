@@ -1,4 +1,4 @@
-"""The default invitation and reminder greet by name only a row that has one (issue 33): a file of addresses alone
+"""The default invitation and reminder greet by name only a row that has one: a file of addresses alone
 goes out with the default texts, in both languages; a version that kept an earlier release's default (``Hello
 {{ name }},``) is still the default; a text of staff's own that prints ``{{ name }}`` on every row still needs it."""
 

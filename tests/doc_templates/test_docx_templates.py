@@ -210,7 +210,7 @@ def test_a_word_file_that_cannot_be_a_safe_template_is_refused_with_a_clear_mess
         docx_templates.variables(make())
 
 
-@pytest.mark.parametrize("text", ["Pay {{ salary|money }}", "{% if d %}{{ d|date('%Y') }}{% endif %}"])
+@pytest.mark.parametrize("text", ["Pay {{ salary|dollars }}", "{% if d %}{{ d|strftime('%Y') }}{% endif %}"])
 def test_a_word_file_with_an_unknown_filter_is_refused_on_the_web_form_naming_it_and_those_that_exist(
     client, auth, text
 ):

@@ -1,4 +1,4 @@
-"""Fields the signer fills (issue 30, slice 1): ``{{ field_<name> }}`` in HTML and Word, a form field or placed box
+"""Fields the signer fills: ``{{ field_<name> }}`` in HTML and Word, a form field or placed box
 ``field_<name>`` in PDF; each found in document order with its box on its page, never a column the file must have
 (a column ``field_<name>`` prefills it), and its settings checked and kept with the template version."""
 

@@ -123,7 +123,7 @@ def test_the_template_page_and_the_api_show_the_roles_in_document_order(app, use
     template_id = saved.template.id
     auth.login()
     page = client.get(f"/templates/{template_id}").get_data(as_text=True)
-    assert '<dd id="roles">employer, recipient, hr_2</dd>' in page
+    assert '<dd id="roles">Employer, Recipient, Hr 2</dd>' in page
     secret = create_api_key(db.session, user=users["staff"], name="integration", now=NOW).secret
     db.session.commit()
     answer = client.get("/api/v1/templates", headers={"Authorization": f"Bearer {secret}"})

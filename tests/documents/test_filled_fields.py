@@ -1,4 +1,4 @@
-"""What signers filled in (issue 30), in the signed PDF: each value stamped at its field's box before the seal, in
+"""What signers filled in, in the signed PDF: each value stamped at its field's box before the seal, in
 every template kind, in that recipient's document only, and listed on the audit certificate with who gave it, when,
 and an attachment's sha256; a routed request's next party reads the values the first party gave. Real renders
 (wkhtmltopdf, LibreOffice, pypdf), real workers, poppler's pdftotext, pdftoppm and pdfsig. The values are given as
@@ -293,7 +293,7 @@ def test_an_html_contracts_values_are_stamped_in_their_boxes_in_that_recipients_
     for shown in (
         "Дата начала 31 января 2027 г.",
         "Премия Годовая премия",
-        "recipient: Eva Employee <eva@example.com>",
+        "Получатель: Eva Employee <eva@example.com>",
         "Europe/Moscow",
         f"sha256 {hashlib.sha256(get_storage().get(scan_key)).hexdigest()}",
     ):
@@ -419,7 +419,7 @@ def test_the_second_party_reads_the_first_partys_values_and_the_seal_carries_bot
     assert _words_in(signed, tmp_path, boxes["reference"]) == ["HR-2027/17"]
     text = _text(signed, tmp_path)
     assert text.count(IBAN) == 2  # in its box and on the certificate, once each
-    assert "recipient: Eva Employee <eva@example.com>" in text and "employer: Anna Boss <hr@acme.example>" in text
+    assert "Recipient: Eva Employee <eva@example.com>" in text and "Employer: Anna Boss <hr@acme.example>" in text
     assert check_seal(signed, seal_key(app.config)).valid
     _picture(signed, tmp_path, "filled-fields-routed", 0)
 
@@ -471,5 +471,5 @@ def test_a_value_of_a_request_with_no_party_rows_is_listed_as_its_recipients(app
     )
     run_jobs("pdf")
     text = _text(_signed(request.id), tmp_path)
-    assert "Note Позвоните после 18:00" in text and "recipient: Иван Петров <ivan@example.com>" in text
+    assert "Note Позвоните после 18:00" in text and "Recipient: Иван Петров <ivan@example.com>" in text
     assert text.count("Позвоните") == 1  # the document marks no such field: listed, not stamped

@@ -122,7 +122,7 @@ def test_keygen_writes_a_private_key_and_prints_the_record_that_verifies_its_mai
 
 
 def test_the_signature_header_is_the_one_dkimpy_writes_byte_for_byte(published_key):
-    """The RSA step is OpenSSL's (issue 32: dkimpy's pure-Python one cost 7 ms a mail); the header must not change:
+    """The RSA step is OpenSSL's (dkimpy's pure-Python one cost 7 ms a mail); the header must not change:
     folded headers, a non-ASCII name, trailing spaces and blank lines at the end of the body included."""
     key = DkimKey(domain="example.org", selector="mail2026", private_pem=published_key.private_pem)
     message = (

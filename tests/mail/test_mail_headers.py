@@ -1,4 +1,4 @@
-"""No value, typed or stored, gives a mail a header field of its own making (issue 27): the one header builder folds
+"""No value, typed or stored, gives a mail a header field of its own making: the one header builder folds
 text onto one line and refuses an address with a line break; names are refused with one where they are typed."""
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def test_every_field_flask_mail_wrote_from_a_value_is_made_again_by_the_builder(
 
 def test_writing_a_mail_out_parses_each_content_type_field_once_at_most(app, monkeypatch):
     """The generator reads the Content-Type fields a dozen times (type, boundary, charset): parsing one on every read
-    was half the CPU of writing an invitation (issue 32). Once is when a boundary is set into it."""
+    was half the CPU of writing an invitation. Once is when a boundary is set into it."""
     from email.headerregistry import ContentTypeHeader
 
     parsed = []

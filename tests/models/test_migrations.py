@@ -110,7 +110,7 @@ def test_the_outcomes_migration_settles_dispatched_batches_by_what_their_request
     empty_database_url, redis_server, tmp_path
 ):
     """``completed`` meant "every invitation dispatched": the migration tells the batches still awaiting signatures
-    from those everyone signed and those nobody can sign any more (issue 33, item 7)."""
+    from those everyone signed and those nobody can sign any more."""
     from bulksign.models import Batch
     from tests.support.batchdata import batch_in_states
     from tests.support.clock import NOW

@@ -60,7 +60,7 @@ def test_a_sent_batch_shows_in_jobs_mails_render_times_and_batch_counts(app, use
     assert value(text, 'bulksign_job_duration_seconds_count{queue="mail"}') >= 1
     assert value(text, 'bulksign_mails_total{kind="invitation",status="sent"}') == 3
     assert value(text, "bulksign_pdf_render_seconds_count") == 3
-    # Three invitations through the throttle; nobody has signed yet, so the owner is told nothing (issue 33, item 7).
+    # Three invitations through the throttle; nobody has signed yet, so the owner is told nothing.
     assert 'kind="completion_notice"' not in text
     assert value(text, 'bulksign_mail_throttle_slots_total{outcome="won"}') == 3
     assert value(text, 'bulksign_requests{status="sent"}') == 3

@@ -1,4 +1,4 @@
-"""Issue 33, item 20: an admin in no team chooses the team of a new template or batch, so its staff see it."""
+"""An admin in no team chooses the team of a new template or batch, so its staff see it."""
 
 from __future__ import annotations
 

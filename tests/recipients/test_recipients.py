@@ -319,7 +319,7 @@ def test_well_formed_workbooks_with_any_cell_values_never_crash_the_reader(heade
         assert report.total_rows == report.valid_rows + report.invalid_rows
 
 
-# --- hostile and careless files (issue 20) -------------------------------------------------------------------
+# --- hostile and careless files -------------------------------------------------------------------
 
 from bulksign.recipients import rows, workbooks  # noqa: E402
 from tests.support import hostile_files  # noqa: E402

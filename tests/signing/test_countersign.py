@@ -1,4 +1,4 @@
-"""The countersigner (issue 29): one digest and one link for every document of a batch that waits on one address,
+"""The countersigner: one digest and one link for every document of a batch that waits on one address,
 a page of exactly the documents ready, "sign all" (or a selection) as a job, a decline per document — on real
 workers, real mail (aiosmtpd), real PDFs."""
 
@@ -214,7 +214,7 @@ def test_sign_a_selection_then_decline_one_each_its_own_signature_event_and_seal
     waiting, finished = client.get(f"/countersign/{token}").get_data(as_text=True).split('id="finished"')
     assert "Employee 3" in waiting and "Employee 1" not in waiting and "Employee 2" not in waiting
     assert "All 1 document" in waiting
-    assert "Employee 1" in finished and "Declined by “employer”: Wrong salary" in finished
+    assert "Employee 1" in finished and "Declined by Employer: Wrong salary" in finished
     assert db.session.scalar(select(func.count()).select_from(Document).where(Document.kind == "signed")) == 1
 
 
@@ -280,7 +280,7 @@ def test_a_document_whose_role_fills_fields_is_signed_on_its_own_page_and_staff_
     app, users, client, auth, smtp, run_jobs
 ):
     ids, token = _ready(users, client, smtp, run_jobs, signed=2)
-    # The template gives the employer a field to fill (issue 30): no bulk signature for its documents.
+    # The template gives the employer a field to fill: no bulk signature for its documents.
     request = db.session.get(SigningRequest, ids[0])
     request.batch.template_version.fields = [{"name": "start_date", "type": "date", "role": "employer"}]
     db.session.commit()

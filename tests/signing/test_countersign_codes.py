@@ -1,4 +1,4 @@
-"""One-time codes on the countersigner's page (issue 29): in a batch that asks for one, one code of the link (SMS to
+"""One-time codes on the countersigner's page: in a batch that asks for one, one code of the link (SMS to
 the countersigner's phone when given, else mail) unlocks the page of all their documents; before it nothing of them
 shows and nothing is signed; after it "Sign all" works as in other batches, and every document's audit certificate
 names the check. On real workers, real mail (aiosmtpd), the development SMS mailbox and real PDFs."""

@@ -1,5 +1,5 @@
 """Sign-all of 100 documents (two chunks; ``COUNTERSIGN_KILL_DOCUMENTS=1000`` for the issue's size) with the worker
-SIGKILLed midway (issue 29): every document ends signed once, with one ``party.signed`` event, sealed once
+SIGKILLed midway: every document ends signed once, with one ``party.signed`` event, sealed once
 (``pdfsig`` validates it) with both names in its text."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What the signer fills in on the signing page (issue 30): their role's fields, placed and numbered, checked in the
+"""What the signer fills in on the signing page: their role's fields, placed and numbered, checked in the
 batch's language, kept across a refused try, saved with the sign and for that request only."""
 
 from __future__ import annotations

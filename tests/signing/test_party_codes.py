@@ -1,4 +1,4 @@
-"""One-time codes for every party of a document several sign (issue 29): each confirms a code of its own (SMS to its
+"""One-time codes for every party of a document several sign: each confirms a code of its own (SMS to its
 ``<role>_phone`` when given, else mail) before it can read, sign or decline; on real workers, real mail and the
 development SMS mailbox; the audit certificate names each party's identity check."""
 

@@ -1,4 +1,4 @@
-"""Reminders to the other parties of a document several sign (issue 29): each on the batch's schedule counted from
+"""Reminders to the other parties of a document several sign: each on the batch's schedule counted from
 its own invitation, quiet hours included, the deadline the request's, each mailed once with the party's own link;
 on real workers and real mail, the time passed in."""
 

@@ -1,4 +1,4 @@
-"""Staff remind and resend per party (issue 29): from the request's panel on the batch page and the API's remind and
+"""Staff remind and resend per party: from the request's panel on the batch page and the API's remind and
 resend with ``role``; on real workers and real mail. The recipient's actions stay the request's."""
 
 from __future__ import annotations

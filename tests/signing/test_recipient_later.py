@@ -1,4 +1,4 @@
-"""Routing whose first step is not the recipient's (issue 29): ``[["employer"], ["recipient"]]``. The request goes
+"""Routing whose first step is not the recipient's: ``[["employer"], ["recipient"]]``. The request goes
 out to the employer (sent, with no invitation or link for the recipient yet), the recipient is invited with the
 request's own link once the employer signed, reminders count from each one's own invitation, and the request is
 signed and sealed once after the last; on real workers and real mail."""

@@ -1,4 +1,4 @@
-"""Routing (issue 29): a document several parties sign, each invited when its step starts, on real workers, real
+"""Routing: a document several parties sign, each invited when its step starts, on real workers, real
 mail (aiosmtpd), real PDFs; the request is signed, sealed once and mailed to every party only after the last."""
 
 from __future__ import annotations
@@ -153,9 +153,9 @@ def test_two_parties_sign_in_order_and_the_document_is_sealed_once_for_both(
     text = _text(data, tmp_path, "signed.txt.pdf")
     assert "Eva Employee" in text and "Anna Boss" in text
     certificate = text[text.index("Audit certificate") :]
-    assert "recipient: Eva Employee <eva@example.com>" in certificate
-    assert "employer: Anna Boss <hr@acme.example>" in certificate
-    assert "Signed by employer" in certificate and "Signed by recipient" in certificate
+    assert "Recipient: Eva Employee <eva@example.com>" in certificate
+    assert "Employer: Anna Boss <hr@acme.example>" in certificate
+    assert "Signed by Employer" in certificate and "Signed by Recipient" in certificate
     # Both get the completed PDF, now.
     for address in ("eva@example.com", "hr@acme.example"):
         attached = [
@@ -462,7 +462,7 @@ def test_the_certificate_of_a_document_several_signed_is_found_after_its_signatu
     docs = {d.kind: d for d in db.session.scalars(select(Document).where(Document.request_id == request_id))}
     signed, original = (get_storage().get(docs[k].storage_key) for k in ("signed", "original"))
     shown = _text(signed, tmp_path, "signed.pdf")
-    assert "Signatures" in shown and "recipient" in shown
+    assert "Signatures" in shown and "Recipient" in shown
     pages = certificate_pages(  # as the API and the evidence package ask for it
         signed, original=original, box=SignatureBox.from_json(docs["original"].signature_box)
     )

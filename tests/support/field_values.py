@@ -1,4 +1,4 @@
-"""A batch whose template has fields the signer fills (issue 30), and values given for its requests as the signing
+"""A batch whose template has fields the signer fills, and values given for its requests as the signing
 page stores them (``field_values`` rows, an attachment's bytes in storage), for the staff side's tests."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Word files that try to make LibreOffice load what is not theirs, in the spellings an outside probe found past a
-check of the upload's bytes (issue 27): each must be refused, and none may reach a listener or a stored file."""
+check of the upload's bytes: each must be refused, and none may reach a listener or a stored file."""
 
 from __future__ import annotations
 

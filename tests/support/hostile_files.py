@@ -1,6 +1,6 @@
 """Recipient files built to stall or crash a reader, made here with zipfile so the tests need no fixtures on disk.
 
-Each one came from (or is a variant of) an outside probe (issue 20): every one must be refused quickly
+Each one came from (or is a variant of) an outside probe: every one must be refused quickly
 with a message a person can act on.
 """
 

@@ -30,6 +30,7 @@ unix_socket_dir =
 auth_type = trust
 auth_file = {folder}/users.txt
 pool_mode = transaction
+stats_users = {user}
 default_pool_size = 30
 max_client_conn = 1000
 ignore_startup_parameters = extra_float_digits,options
@@ -61,7 +62,11 @@ class PgBouncer:
         if not os.path.exists(binary):
             raise RuntimeError("pgbouncer is not installed (scripts/install-system-deps.sh --test)")
         with open(os.path.join(self.folder, "pgbouncer.ini"), "w") as ini:
-            ini.write(CONFIG.format(host=self.server_host, port=self.server_port, listen=self.port, folder=self.folder))
+            ini.write(
+                CONFIG.format(
+                    host=self.server_host, port=self.server_port, listen=self.port, folder=self.folder, user=self.user
+                )
+            )
         with open(os.path.join(self.folder, "users.txt"), "w") as users:
             users.write(f'"{self.user}" ""\n')
         as_user = {}
@@ -88,6 +93,16 @@ class PgBouncer:
             except psycopg.OperationalError:
                 time.sleep(0.1)
         raise RuntimeError(f"pgbouncer did not answer on port {self.port}: {self.log_tail()}")
+
+    def queries(self) -> int:
+        """How many queries PgBouncer passed on since it started, every database together (``SHOW STATS``)."""
+        admin = self.url_for(self.server_url.rsplit("/", 1)[0] + "/pgbouncer")
+        with psycopg.connect(
+            admin, autocommit=True, prepare_threshold=None, cursor_factory=psycopg.ClientCursor
+        ) as conn:
+            cursor = conn.execute("SHOW STATS")
+            names = [c.name for c in cursor.description or ()]
+            return sum(int(row[names.index("total_query_count")]) for row in cursor.fetchall())
 
     def log_tail(self, chars: int = 2000) -> str:
         try:

@@ -1,4 +1,4 @@
-"""Issue 33, item 18: "forgot password" by a mailed link, changing one's own password, and a display name that the
+"""“Forgot password” by a mailed link, changing one's own password, and a display name that the
 recipients' mails and the staff pages use."""
 
 from __future__ import annotations

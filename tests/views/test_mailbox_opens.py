@@ -1,4 +1,4 @@
-"""Issue 33, item 11: staff reading an invitation are not the recipient opening it (no "Email opened" event)."""
+"""Staff reading an invitation are not the recipient opening it (no "Email opened" event)."""
 
 from __future__ import annotations
 

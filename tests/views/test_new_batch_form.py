@@ -1,4 +1,4 @@
-"""The new-batch form (issue 33, item 24): the canonical time zones by region, the organisation's zone and the
+"""The new-batch form: the canonical time zones by region, the organisation's zone and the
 staff member's language first, and a hint that says which columns the chosen template needs (loose end a)."""
 
 from __future__ import annotations

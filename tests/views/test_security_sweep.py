@@ -34,6 +34,7 @@ EXPECTED_PUBLIC = {
     "signing.document",
     "signing.page_image",
     "signing.signed_copy",
+    "signing.party_copy",  # what this link's party signed, while the others still sign: the token again
     "signing.sign_document",
     "signing.decline_document",  # the token in the URL is the credential
     "signing.send_code",
@@ -48,6 +49,8 @@ EXPECTED_PUBLIC = {
     "countersign.send_code",
     "countersign.verify_code",
     "countersign.signed_copy",  # the countersigner's digest link: its token is the credential, as on /sign/
+    "countersign.signed_zip",
+    "countersign.live",  # what the open page polls: the same token, behind the same code step
     "tracking.pixel",  # HMAC of the request id; always a GIF
     "verify.verify",  # anyone may check a document
     "webhooks.bounces",  # shared secret (404 when none is configured)
@@ -1027,7 +1030,7 @@ def test_a_nul_byte_in_the_recipients_search_is_a_400_even_on_the_streamed_csv(a
         assert response.status_code == 400, (path, response.status_code)
 
 
-# --- recipient files built to stall the site (issue 20) ------------------------------------------------------
+# --- recipient files built to stall the site ------------------------------------------------------
 
 
 def _recipients_template(users) -> int:

@@ -42,7 +42,7 @@ STORED_PATHS = {
 PERIODIC_IDS = {
     "periodic-batch-rollup-a0689d14f2",
     "periodic-webhooks-13e62b9dad",
-    "periodic-reconcile-d69f4f51d3",  # every 30 s (was 60: issue 27, item 6)
+    "periodic-reconcile-d69f4f51d3",  # every 30 s (was 60)
     "periodic-expiry-acf830e609",
     "periodic-reminders-fb98a86389",
     "periodic-countersign-3b27cf198e",

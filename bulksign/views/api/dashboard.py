@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from bulksign.batches import dashboard, field_values, recipients_table, texting
 from bulksign.batches.field_values import GivenValue
 from bulksign.batches.recipients_table import DashboardError, RecipientFilter
+from bulksign.batches.retention.periods import Policy, policies
 from bulksign.core import keyset
 from bulksign.core.extensions import db
 from bulksign.core.schemas import NO_NUL
@@ -58,6 +59,27 @@ def approval_out(b: Batch) -> ApprovalOut | None:
     )
 
 
+class RetentionOut(BaseModel):
+    """How long the batch keeps what it holds (its own periods over its team's), and its legal hold."""
+
+    keep_signed_days: int | None = Field(description="Days a signed document is kept after signing; null: for ever.")
+    keep_unsigned_days: int = Field(description="Days an unsigned request is kept after it ended.")
+    legal_hold_since: datetime | None = Field(
+        description="When an admin put the batch on legal hold (nothing of it is purged or erased until lifted); "
+        "null: no hold."
+    )
+    legal_hold_reason: str | None = Field(description="Why it is held.")
+
+
+def retention_out(policy: Policy) -> RetentionOut:
+    return RetentionOut(
+        keep_signed_days=policy.keep_signed_days,
+        keep_unsigned_days=policy.keep_unsigned_days,
+        legal_hold_since=policy.held_at,
+        legal_hold_reason=policy.hold_reason,
+    )
+
+
 class BatchOut(BaseModel):
     id: int
     name: str
@@ -97,6 +119,7 @@ class BatchOut(BaseModel):
     text_cap_reached_at: datetime | None = Field(
         None, description="When the cap first stopped a text (its request failed with the reason); null: never."
     )
+    retention: RetentionOut
 
 
 class BatchPage(NextCursor):
@@ -202,7 +225,7 @@ class RequestListQuery(RecipientFilterQuery, PageQuery):
     pass
 
 
-def _batch_out(view: dashboard.BatchView | dashboard.BatchRow) -> BatchOut:
+def _batch_out(view: dashboard.BatchView | dashboard.BatchRow, policy: Policy) -> BatchOut:
     b = view.batch
     return BatchOut(
         id=b.id,
@@ -227,6 +250,7 @@ def _batch_out(view: dashboard.BatchView | dashboard.BatchRow) -> BatchOut:
         text_cap=b.text_cap if b.channel != "mail" else None,
         texts_sent=b.texts_sent,
         text_cap_reached_at=b.text_cap_reached_at,
+        retention=retention_out(policy),
     )
 
 
@@ -295,9 +319,10 @@ def list_batches():
         raise ApiError(str(exc), 422, code="invalid_cursor") from None
     listing = dashboard.list_batches(db.session, user=g.api_user, q=query.q, per_page=query.limit, after=after)
     last = listing.rows[-1].batch if listing.rows and listing.has_next else None
+    kept = policies(db.session, [row.batch.id for row in listing.rows])
     return answer(
         BatchPage(
-            items=[_batch_out(row) for row in listing.rows],
+            items=[_batch_out(row, kept[row.batch.id]) for row in listing.rows],
             next_cursor=keyset.encode(last.created_at, last.id) if last else None,
         )
     )
@@ -307,7 +332,7 @@ def list_batches():
 @operation("One batch with its counts per status", tag="Batches", responses={200: BatchOut}, errors=(404,))
 def get_batch(batch_id: int):
     """Poll this to follow a batch's progress: `counts` move as the workers render, send and recipients sign."""
-    return answer(_batch_out(_batch_view(batch_id)))
+    return answer(_batch_out(_batch_view(batch_id), policies(db.session, [batch_id])[batch_id]))
 
 
 @bp.get("/batches/<int:batch_id>/requests")

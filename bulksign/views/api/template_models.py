@@ -9,6 +9,7 @@ from typing import ClassVar
 from flask import current_app
 from pydantic import BaseModel, ConfigDict, Field
 
+from bulksign.core.config import LANGUAGES
 from bulksign.core.schemas import ABSENT, Text, no_null_defaults
 from bulksign.doc_templates import pdf_forms
 from bulksign.doc_templates import versions as dt
@@ -22,7 +23,11 @@ from bulksign.doc_templates.fields import (
 )
 from bulksign.doc_templates.render_path import render_path
 from bulksign.doc_templates.roles import template_roles
+from bulksign.doc_templates.template_check import check_template
+from bulksign.doc_templates.template_parties import MAX_LABEL_CHARS as MAX_PARTY_LABEL_CHARS
+from bulksign.doc_templates.template_parties import template_parties, template_routing
 from bulksign.documents.field_boxes import MAX_FIELDS
+from bulksign.documents.signature_box import MAX_MARKS
 from bulksign.models import DocumentTemplate, TemplateVersion
 from bulksign.views.api.common import NextCursor, RecordId
 
@@ -56,6 +61,60 @@ class TemplateOut(BaseModel):
     )
     render_alone_reason: str | None = Field(description="Why the documents are rendered one by one, in words.")
     created_at: datetime
+
+
+class PartyIn(BaseModel):
+    """One party of a template: who signs, as people read it."""
+
+    model_config = ConfigDict(extra="forbid")
+    key: Text = Field(
+        min_length=1,
+        max_length=40,
+        description="`recipient` (the row's own person) or a word of lowercase letters, digits and `_`: the "
+        "`{{ signature_<key> }}` mark, the file's `<key>_email` column and the batch's `parties` name it. Never "
+        "shown to a signer.",
+    )
+    labels: dict[Text, Text] = Field(
+        {},
+        max_length=len(LANGUAGES),
+        description=f"Language ({', '.join(f'`{code}`' for code in LANGUAGES)}) → what signers and staff read, "
+        f"at most {MAX_PARTY_LABEL_CHARS} characters; a language left out reads a default made from the key.",
+    )
+    colour: Text = Field("", max_length=7, description="`#rrggbb`; empty: the next of the palette.")
+    source: Text = Field(
+        "",
+        description="Who signs by default: `row` (the recipient only), `columns` (a person per row, the "
+        "`<key>_email` columns) or `fixed` (one person, `name` and `email`; a batch may name another).",
+    )
+    name: Text = Field("", max_length=300, description="`fixed`: the person's name.")
+    email: Text = Field("", max_length=254, description="`fixed`: the person's address.")
+
+
+class PartiesBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    parties: list[PartyIn] = Field(
+        max_length=MAX_MARKS,
+        description="Every party, in the template's order (the recipient added first when left out); a party the "
+        "document marks must be among them.",
+    )
+    routing: list[list[Text]] | None = Field(
+        None,
+        max_length=MAX_MARKS,
+        description="The signing order batches start from: steps of party keys who sign at the same time, every "
+        "party in one step. Null: the previous order, each new party a step at the end.",
+    )
+
+
+class CheckOut(BaseModel):
+    errors: list[str] = Field(description="What stops the template's batches from being sent, in words.")
+    warnings: list[str] = Field(description="What will happen that staff may not expect, in words.")
+
+
+class PartiesOut(BaseModel):
+    version: int = Field(description="The newest version, which these parties belong to.")
+    parties: list[PartyIn]
+    routing: list[list[str]] = Field(description="The signing order batches start from, as `PUT` takes it.")
+    check: CheckOut = Field(description="The template check, in English.")
 
 
 class TemplatePage(NextCursor):
@@ -235,4 +294,14 @@ def fields_out(version: TemplateVersion) -> FieldsOut:
         version=version.version,
         roles=template_roles(version),
         fields=[FieldSettingsOut(**f.to_json(), column=f.column) for f in template_fields(version)],
+    )
+
+
+def parties_out(version: TemplateVersion, *, language: str) -> PartiesOut:
+    found = check_template(version, language=language)
+    return PartiesOut(
+        version=version.version,
+        parties=[PartyIn(**p.to_json()) for p in template_parties(version)],
+        routing=template_routing(version),
+        check=CheckOut(errors=[str(e) for e in found.errors], warnings=[str(w) for w in found.warnings]),
     )

@@ -1,7 +1,10 @@
 """API for document templates: create (a first version, from JSON or an uploaded file), list, place boxes on a PDF,
-read and set the fields the signer fills; the shapes read and answered are in ``template_models``."""
+read and set the fields the signer fills, the parties and their order; the shapes read and answered are in
+``template_models``."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from flask import Blueprint, abort, g, request
 
@@ -14,6 +17,7 @@ from bulksign.doc_templates.fields import (
     FieldSettingsError,
 )
 from bulksign.doc_templates.mail_texts import MAIL_FIELDS
+from bulksign.doc_templates.template_parties import PartiesError
 from bulksign.models import utcnow
 from bulksign.people import access
 from bulksign.views.api.common import (
@@ -33,15 +37,20 @@ from bulksign.views.api.template_models import (
     FieldsBody,
     FieldsOut,
     PageOut,
+    PartiesBody,
+    PartiesOut,
     TemplateBody,
     TemplateForm,
     TemplateOut,
     TemplatePage,
     fields_out,
+    parties_out,
     template_out,
 )
 
 bp = Blueprint("api_templates", __name__, url_prefix="/api/v1")
+#: The API answers in English: the template check names parties by their English labels.
+API_LANGUAGE = "en"
 
 
 def _file_fields(form: TemplateForm) -> dict:
@@ -198,6 +207,23 @@ def boxes(template_id: int):
     )
 
 
+def _committed(
+    save: Callable[[], dt.SavedVersion], *, refused: type[TemplateError], code: str, named: str
+) -> dt.SavedVersion:
+    """Run ``save`` and commit; a ``refused`` error answers 422 ``code`` with ``details[named]`` naming what it is
+    about, any other refusal of the template 422 ``template_invalid``."""
+    try:
+        saved = save()
+        db.session.commit()
+    except refused as exc:
+        db.session.rollback()
+        raise ApiError(str(exc.message), 422, code=code, details={named: exc.field}) from None
+    except TemplateError as exc:
+        db.session.rollback()
+        raise ApiError(str(exc.message), 422, code="template_invalid") from None
+    return saved
+
+
 @bp.get("/templates/<int:template_id>/fields")
 @operation("Read a template's fields", tag="Templates", responses={200: FieldsOut}, errors=(404,))
 def fields(template_id: int):
@@ -222,19 +248,53 @@ def set_fields(template_id: int):
     lowest end is above its highest, or a role that does not sign the template."""
     body = parse_body(FieldsBody)
     template = access.template_for_edit(db.session, template_id=template_id, user=g.api_user)
-    try:
-        saved = dt.save_fields(
+    saved = _committed(
+        lambda: dt.save_fields(
+            db.session, template=template, fields=[f.model_dump() for f in body.fields], user=g.api_user, now=utcnow()
+        ),
+        refused=FieldSettingsError,
+        code="fields_invalid",
+        named="field",
+    )
+    return answer(fields_out(saved.version))
+
+
+@bp.get("/templates/<int:template_id>/parties")
+@operation("Read a template's parties", tag="Templates", responses={200: PartiesOut}, errors=(404,))
+def parties(template_id: int):
+    """Who signs the newest version (labels, colours, who by default), the order they sign in, and the template
+    check, as `PUT .../parties` takes them."""
+    template = access.template_for_use(db.session, template_id=template_id, user=g.api_user)
+    version = dt.get_version(db.session, template_id=template.id) or abort(404)
+    return answer(parties_out(version, language=API_LANGUAGE))
+
+
+@bp.put("/templates/<int:template_id>/parties")
+@operation(
+    "Set a template's parties and signing order",
+    tag="Templates",
+    body=PartiesBody,
+    responses={200: PartiesOut},
+    errors=(400, 403, 404, 422),
+)
+def set_parties(template_id: int):
+    """Parties and signing order, saved as a new version (the document, fields and mail texts kept). 422
+    `parties_invalid` (`details.party` names the party) for a key that is not a word, a key given twice, a label
+    that is not one line, an unknown language, a fixed party without a real address, a party the document marks
+    left out, or an order that names a party twice, names none that exists or leaves one out."""
+    body = parse_body(PartiesBody)
+    template = access.template_for_edit(db.session, template_id=template_id, user=g.api_user)
+    saved = _committed(
+        lambda: dt.save_parties(
             db.session,
             template=template,
-            fields=[f.model_dump() for f in body.fields],
+            parties=[p.model_dump() for p in body.parties],
+            routing=body.routing,
             user=g.api_user,
             now=utcnow(),
-        )
-        db.session.commit()
-    except FieldSettingsError as exc:
-        db.session.rollback()
-        raise ApiError(str(exc.message), 422, code="fields_invalid", details={"field": exc.field}) from None
-    except TemplateError as exc:
-        db.session.rollback()
-        raise ApiError(str(exc.message), 422, code="template_invalid") from None
-    return answer(fields_out(saved.version))
+        ),
+        refused=PartiesError,
+        code="parties_invalid",
+        named="party",
+    )
+    return answer(parties_out(saved.version, language=API_LANGUAGE))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 from flask import Blueprint, current_app, g, request
@@ -18,11 +19,12 @@ from bulksign.batches.batch_settings import (
 from bulksign.batches.creation import create_batch
 from bulksign.core.extensions import db
 from bulksign.core.schemas import ABSENT, Text, no_null_defaults
-from bulksign.doc_templates.columns import needed_columns
+from bulksign.doc_templates.columns import needed_columns, value_kinds
 from bulksign.models import utcnow
 from bulksign.models.batches import Reach
 from bulksign.models.status import BATCH_STATE_NAMES, BatchStatus
 from bulksign.recipients import suppressions
+from bulksign.recipients.column_mapping import ColumnMapping, parse_mapping
 from bulksign.recipients.row_checks import RowError
 from bulksign.recipients.rows import UploadError
 from bulksign.recipients.validation import ValidationReport, validate_recipients
@@ -47,6 +49,14 @@ class RecipientsForm(ReachFields):
         description="A template several parties sign (its `roles`): who signs each other role for the whole batch, "
         'JSON `{"employer": {"email": "...", "name": "...", "phone": "..."}}`. A role the file names per row in '
         "`<role>_email` (`<role>_name`, `<role>_phone`) columns needs none.",
+    )
+    columns: Text = Field(
+        ABSENT,
+        max_length=20_000,
+        description="Which of the file's columns fill the template's when their names differ: JSON "
+        '`{"name": "ФИО", "email": "Почта"}`; a list joins several with a space (`{"name": ["Фамилия", "Имя", '
+        '"Отчество"]}`). A file without a column the template needs is answered with `unmatched_columns`, each '
+        "with the file's likeliest column as `suggestion`.",
     )
 
 
@@ -80,6 +90,12 @@ class SuppressedOut(BaseModel):
     since: datetime
 
 
+class UnmatchedOut(BaseModel):
+    model_config = ConfigDict(json_schema_extra=no_null_defaults)  # absent, never null
+    column: str
+    suggestion: list[str] = Field(ABSENT, description="The file's column(s) likely meant (absent: no guess).")
+
+
 class ValidationReportOut(BaseModel):
     total_rows: int
     valid_rows: int
@@ -92,6 +108,11 @@ class ValidationReportOut(BaseModel):
     file_format: str = Field(description="`csv` or `xlsx`.")
     encoding: str | None
     delimiter: str | None
+    unmatched_columns: list[UnmatchedOut] = Field(
+        description="Columns the template needs that the file has under no name the check knows (nor `columns` "
+        "maps), each with the file's likeliest column(s), to send as `columns`."
+    )
+    mapping: dict[str, list[str]] | None = Field(description="The `columns` the check used.")
     suppressed_count: int = Field(description="Valid rows whose address is on the suppression list (not mailed).")
     phone_rows: int = Field(description="Valid rows with a phone (checked only when the `channel` texts).")
     text_only_rows: int = Field(description="Valid rows with a phone and no address: reached by text alone.")
@@ -138,7 +159,9 @@ def validate():
             data,
             filename=filename,
             variables=needed_columns(version),
+            kinds=value_kinds(version),
             suppressed=suppressions.lookup(db.session),
+            mapping=_mapping(form.columns),
             **signers.file_check,
         )
     except UploadError as exc:
@@ -183,12 +206,17 @@ def create():
             data,
             filename=filename,
             variables=needed_columns(version),
+            kinds=value_kinds(version),
+            language=settings.language,
             keep_rows=True,
+            mapping=_mapping(form.columns),
             **signers.file_check,
         )
         if report.invalid_rows and not form.skip_invalid or not report.valid_rows:
             reason = (
-                "No row of the file can be used."
+                _unmatched(report)
+                if report.unmatched
+                else "No row of the file can be used."
                 if not report.valid_rows
                 else f"{report.invalid_rows} of {report.total_rows} rows have errors. Fix them, or send "
                 "skip_invalid=true to create the batch with the valid rows only."
@@ -199,7 +227,15 @@ def create():
             user=g.api_user,
             template_version=version,
             rows=report.recipients,
-            skipped=_every_error(report, data=data, filename=filename, version=version, signers=signers),
+            skipped=_every_error(
+                report,
+                data=data,
+                filename=filename,
+                version=version,
+                signers=signers,
+                mapping=report.mapping,
+                language=settings.language,
+            ),
             now=utcnow(),
             party_settings=signers,
             settings=settings,
@@ -224,8 +260,32 @@ def create():
     )
 
 
+def _mapping(raw: str | None) -> ColumnMapping | None:
+    return parse_mapping(raw) if raw else None
+
+
+def _unmatched(report: ValidationReport) -> str:
+    """The refusal of a file without columns the template needs: each of them, and the file's likeliest one."""
+    named = [
+        f'"{c.column}" (the file\'s {" + ".join(c.headers)}?)' if c.headers else f'"{c.column}"'
+        for c in report.unmatched
+    ]
+    example = {
+        c.column: c.headers[0] if len(c.headers) == 1 else list(c.headers) for c in report.unmatched if c.headers
+    }
+    hint = f" Name the file's columns in `columns`, e.g. {json.dumps(example, ensure_ascii=False)}." if example else ""
+    return f"The file has no column for {', '.join(named)}.{hint}"
+
+
 def _every_error(
-    report: ValidationReport, *, data: bytes, filename: str, version, signers: PartySettings
+    report: ValidationReport,
+    *,
+    data: bytes,
+    filename: str,
+    version,
+    signers: PartySettings,
+    mapping: ColumnMapping | None,
+    language: str,
 ) -> tuple[RowError, ...]:
     """All the file's row errors, for the rows the batch leaves out: the report keeps the first hundred only."""
     if not report.errors_truncated:
@@ -234,6 +294,9 @@ def _every_error(
         data,
         filename=filename,
         variables=needed_columns(version),
+        kinds=value_kinds(version),
+        language=language,
         max_errors=None,
+        mapping=mapping,
         **signers.file_check,
     ).errors

@@ -5,6 +5,8 @@ one, signed all at once (a job, with live progress) or declined one by one. No a
 from __future__ import annotations
 
 import logging
+import tempfile
+import zipfile
 from functools import wraps
 from io import BytesIO
 from typing import Any
@@ -12,24 +14,26 @@ from typing import Any
 from flask import Blueprint, abort, current_app, g, redirect, render_template, request, send_file, session, url_for
 from flask_babel import gettext as _
 
+from bulksign.batches import versions
 from bulksign.core.extensions import db, get_redis
 from bulksign.core.logs import log
 from bulksign.documents.audit_record import document_title
 from bulksign.documents.document_pages import document_pages
 from bulksign.documents.document_pages import page_image as stored_page_image
 from bulksign.documents.poppler import PopplerError
-from bulksign.documents.sealing import signed_filename
 from bulksign.documents.storage import StorageError, get_storage
 from bulksign.models import CountersignLink, utcnow
+from bulksign.models.status import BATCH_FINAL
 from bulksign.people.auth import public
 from bulksign.signing import countersign, countersign_done, countersign_runs, one_time_codes
 from bulksign.signing.acts import Act
 from bulksign.signing.countersign_listed import Listed
 from bulksign.signing.countersign_runs import RunStatus
-from bulksign.signing.digests import find_link
+from bulksign.signing.digests import countersigner_name, find_link
 from bulksign.signing.one_time_codes import CheckStatus
 from bulksign.signing.page_states import PageState, contact_of
 from bulksign.views._forms import client_ip
+from bulksign.views._live import live_tag, tagged, unchanged
 from bulksign.views.recipient.recipient_headers import polling_csp
 from bulksign.views.recipient.signing import page_image_limit, recipient_limit, signature_bytes
 from bulksign.views.recipient.signing_codes import code_error, not_sent_error
@@ -105,6 +109,8 @@ def _page(token: str, link: CountersignLink, *, error: str | None = None, form: 
     finished = countersign_done.finished_page(db.session, link=link, page=request.args.get("done", 1, type=int) or 1)
     html = render_template(
         "signing/countersign.html",
+        since=versions.version_of(db.session, batch_id=link.batch_id),
+        signer_name=countersigner_name(db.session, link=link),
         token=token,
         link=link,
         batch=link.batch,
@@ -116,7 +122,7 @@ def _page(token: str, link: CountersignLink, *, error: str | None = None, form: 
         error=error,
         form=form or {},
     )
-    return html, status
+    return html, status, {"Content-Security-Policy": polling_csp()}
 
 
 @bp.get("/<token>")
@@ -253,6 +259,33 @@ def run(token: str, link: CountersignLink, run_id: int):
     return html, 200, {"Content-Security-Policy": polling_csp()}
 
 
+@bp.get("/<token>/live")
+@public
+@recipient_limit
+@_by_link
+@_unlocked
+def live(token: str, link: CountersignLink):
+    """What the open page polls: nothing while the batch stands where the page saw it (``since``; 304 while it
+    stays so), else how many documents wait and how many are finished now, with a link to see them."""
+    version = versions.version_of(db.session, batch_id=link.batch_id)
+    tag = live_tag(version)
+    if (same := unchanged(tag)) is not None:
+        return same
+    changed = version != request.args.get("since", type=int)
+    now = utcnow()
+    html = render_template(
+        "signing/_countersign_live.html",
+        token=token,
+        since=request.args.get("since", type=int),
+        final=link.batch.status in BATCH_FINAL,
+        etag=tag,
+        waiting=countersign.ready_page(db.session, link=link, query="", page=1, now=now).total if changed else 0,
+        finished=countersign_done.finished_page(db.session, link=link, page=1).total if changed else 0,
+        changed=changed,
+    )
+    return tagged(html, tag)
+
+
 def _readable(link: CountersignLink, party_id: int) -> countersign.Readable:
     """The document as the countersigner reads it; 404 when it is not ready for them (or not theirs)."""
     readable = countersign.readable_document(db.session, link=link, party_id=party_id, now=utcnow())
@@ -281,6 +314,8 @@ def document(token: str, link: CountersignLink, party_id: int):
         party_id=party_id,
         readable=readable,
         pages=pages,
+        signer_name=countersigner_name(db.session, link=link),
+        form={},
     )
 
 
@@ -349,10 +384,51 @@ def signed_copy(token: str, link: CountersignLink, party_id: int):
     except StorageError as exc:
         log(logger, logging.ERROR, "document missing from storage", document_id=copy.document.id, error=str(exc))
         abort(503)
+    # ``send_file`` writes the name as RFC 5987 asks: an ASCII fallback and ``filename*`` in UTF-8.
     return send_file(
         BytesIO(data),
         mimetype="application/pdf",
-        download_name=signed_filename(copy.request),
+        download_name=copy.filename(title=document_title(link.batch)),
+        as_attachment=True,
+        max_age=0,
+        etag=False,
+    )
+
+
+#: Most documents one "download all" ZIP holds (the newest): a bigger set is downloaded a page at a time.
+ZIP_MAX = 500
+
+
+@bp.get("/<token>/signed.zip")
+@public
+@recipient_limit
+@_by_link
+@_unlocked
+def signed_zip(token: str, link: CountersignLink):
+    """Every finished document's sealed copy (at most ``ZIP_MAX``, the newest), each named as its own download."""
+    copies = countersign_done.signed_copies(db.session, link=link, limit=ZIP_MAX)
+    if not copies:
+        abort(404)
+    title = document_title(link.batch)
+    out = tempfile.SpooledTemporaryFile(max_size=32 * 1024 * 1024)
+    names: set[str] = set()
+    try:
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as archive:
+            for copy in copies:
+                name, stem, n = copy.filename(title=title), copy.filename(title=title)[:-4], 1
+                while name in names:  # two people of one name: "… (2).pdf"
+                    n += 1
+                    name = f"{stem} ({n}).pdf"
+                names.add(name)
+                archive.writestr(name, get_storage().get(copy.document.storage_key))
+    except StorageError as exc:
+        log(logger, logging.ERROR, "document missing from storage", batch_id=link.batch_id, error=str(exc))
+        abort(503)
+    out.seek(0)
+    return send_file(
+        out,
+        mimetype="application/zip",
+        download_name=f"{countersign_done.safe_name(title)}.zip",
         as_attachment=True,
         max_age=0,
         etag=False,

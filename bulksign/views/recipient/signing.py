@@ -17,12 +17,13 @@ from flask_wtf.csrf import CSRFError
 from bulksign.core.extensions import db, limiter, seconds_until_limit_resets
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
+from bulksign.doc_templates.template_parties import party_label
 from bulksign.documents.document_pages import DocumentPages, document_pages
 from bulksign.documents.poppler import PopplerError
 from bulksign.documents.seal_keys import seal_status
 from bulksign.documents.sealing import latest_document
 from bulksign.documents.storage import StorageError, get_storage
-from bulksign.models import RECIPIENT_ROLE, Document, Party, SigningRequest, utcnow
+from bulksign.models import RECIPIENT_ROLE, Batch, Document, Party, SigningRequest, utcnow
 from bulksign.models.parties import PartyStatus
 from bulksign.people.auth import public
 from bulksign.signing import code_owners, one_time_codes, routing, steps
@@ -33,7 +34,7 @@ from bulksign.signing.links import find_by_token
 from bulksign.signing.page_states import PageState, contact_of, deadline_of, signer_party, signer_state
 from bulksign.signing.parties import find_party
 from bulksign.signing.recipient_actions import decline, open_party, open_request, sign
-from bulksign.signing.signer_input import MAX_SIGNATURE_BYTES
+from bulksign.signing.signer_input import MAX_SIGNATURE_BYTES, SIGNATURE
 from bulksign.views._forms import client_ip
 
 logger = logging.getLogger(__name__)
@@ -79,6 +80,11 @@ def _find(token: str) -> SigningRequest | None:
 
 def _party() -> Party | None:
     return g.get("party")
+
+
+def signer_party_of_link() -> Party | None:
+    """The party whose link this is (the recipient's for the request's own link); None for a single-signer one."""
+    return _party()
 
 
 def state_of(row: SigningRequest, *, now: datetime) -> PageState:
@@ -167,13 +173,19 @@ def render_page(
         # Who this link is for, and what they did: the party of a document several sign, else the request.
         me=party if party is not None else row,
         who=routing.party_person(party) if party is not None else (row.email, row.name or "") if row else ("", ""),
-        role=party.role if party is not None and party.role != RECIPIENT_ROLE else None,
+        # A document several sign says who each reader signs as, and who declined, by the party's label.
+        role=_label(batch, party.role) if party is not None and batch is not None else None,
         declined_by=declined_by,
+        declined_by_label=_label(batch, declined_by.role) if declined_by is not None and batch is not None else None,
         declined_by_name=(routing.party_person(declined_by)[1] or routing.party_person(declined_by)[0])
         if declined_by is not None
         else None,
     )
     return html, status or (422 if error else STATUS_CODES.get(state, 200))
+
+
+def _label(batch: Batch, role: str) -> str:
+    return party_label(batch.template_version, role=role, language=batch.language or "en")
 
 
 def _pages(row: SigningRequest) -> DocumentPages | None:
@@ -290,7 +302,9 @@ def sign_document(token: str, row: SigningRequest):
     try:
         image = signature_bytes(request.form.get("signature", ""))
     except ValueError as exc:
-        return again(row, token, error=str(exc), form=form)
+        return again(row, token, error=str(exc), form={**form, "wrong": SIGNATURE})
+    # A drawing that could be read is drawn again on the pad when the page comes back with a message.
+    form["signature"] = request.form.get("signature", "") if image else ""
     outcome = sign(
         db.session,
         request_id=row.id,
@@ -309,6 +323,9 @@ def sign_document(token: str, row: SigningRequest):
         **client(),
     )
     if outcome.status == Act.INVALID:
+        form["wrong"] = outcome.signer_field
+        if outcome.signer_field == SIGNATURE:
+            form["signature"] = ""  # the drawing itself is what is refused: the pad starts empty
         return again(row, token, error=str(outcome.message), form=form, field_errors=outcome.field_errors)
     # Signed, signed already (a double click), a code needed first or no longer possible: the page shows which.
     return redirect(url_for(".page", token=token), 303)

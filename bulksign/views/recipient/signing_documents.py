@@ -17,7 +17,7 @@ from bulksign.documents.sealing import latest_document, signed_filename
 from bulksign.documents.storage import StorageError, get_storage
 from bulksign.models import Document, SigningRequest, utcnow
 from bulksign.people.auth import public
-from bulksign.signing import one_time_codes
+from bulksign.signing import one_time_codes, party_copies
 from bulksign.signing.page_states import PageState
 from bulksign.views.recipient import signing as signing_page
 from bulksign.views.recipient.recipient_headers import DOCUMENT_CSP
@@ -30,6 +30,7 @@ from bulksign.views.recipient.signing import (
     recipient_limit,
     render_page,
     signer_code_party,
+    signer_party_of_link,
     state_of,
     verified_code,
 )
@@ -135,3 +136,38 @@ def signed_copy(token: str, row: SigningRequest):
     if state != PageState.SIGNED:
         return render_page(row, token, state=state, status=409)
     return _send_pdf(row, token, document=latest_document(db.session, row.id, "signed"), filename=signed_filename(row))
+
+
+@signing_page.bp.get("/<token>/my-copy")
+@public
+@recipient_limit
+@by_token
+def party_copy(token: str, row: SigningRequest):
+    """What this link's party signed, marked as waiting for the others: 404 for a link whose party has not signed
+    (or a single-signer request, whose signed copy is ``signed_copy``)."""
+    now = utcnow()
+    party = signer_party_of_link()
+    if party is None or state_of(row, now=now) != PageState.PARTY_SIGNED:
+        return render_page(row, token, state=state_of(row, now=now), status=404)
+    if not one_time_codes.may_act(
+        db.session, request=row, code_id=verified_code(row), now=now, party=signer_code_party()
+    ):
+        return render_page(row, token, state=state_of(row, now=now), status=403)
+    try:
+        copy = party_copies.party_copy(db.session, request=row, party=party, storage=get_storage())
+    except StorageError as exc:
+        log(logger, logging.ERROR, "party copy unavailable", request_id=row.id, error=str(exc))
+        return again(row, token, status=503, error=_("The document cannot be shown right now. Please try again later."))
+    if copy is None:
+        return render_page(row, token, state=state_of(row, now=now), status=404)
+    response = send_file(
+        BytesIO(copy.data),
+        mimetype="application/pdf",
+        download_name=copy.filename,
+        as_attachment=True,
+        max_age=0,
+        etag=False,
+    )
+    response.headers["Content-Security-Policy"] = DOCUMENT_CSP
+    response.headers["Cache-Control"] = "no-store"
+    return response

@@ -3,12 +3,15 @@ the changes of where its documents go asked after it was approved (``address_app
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, abort, current_app, flash, redirect, request, url_for
+import random
+
+from babel import Locale
+from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, request, url_for
+from flask_babel import get_locale, ngettext
 from flask_babel import gettext as _
-from flask_babel import ngettext
 from flask_login import current_user
 
-from bulksign.batches import address_approval, approval
+from bulksign.batches import address_approval, approval, row_preview
 from bulksign.batches.address_changes import needs_approval
 from bulksign.core.extensions import db
 from bulksign.models import utcnow
@@ -60,6 +63,23 @@ def reject(batch_id: int):
     enqueue_sends(approval.rejection_notices(db.session, batch_id=batch_id))
     flash(_("Rejected: nothing of it is sent, and its creator is told why."), "success")
     return _back(batch_id)
+
+
+@bp.get("/<int:batch_id>/samples")
+def find_samples(batch_id: int):
+    """The batch's rows the approver asked for: by name, row number or address (``q``), or a few at random."""
+    try:
+        batch = access.batch_for_read(db.session, batch_id=batch_id, user=current_user)
+    except access.Refused:
+        abort(404)
+    found = row_preview.find_requests(
+        db.session,
+        batch_id=batch.id,
+        query=request.args.get("q", ""),
+        shuffle=request.args.get("shuffle") == "1",
+        rng=random.SystemRandom(),
+    )
+    return render_template("batches/_samples.html", batch=batch, found=found, query=request.args.get("q", ""))
 
 
 @bp.get("/<int:batch_id>/samples/<int:request_id>.pdf")
@@ -154,6 +174,11 @@ def init_app(app) -> None:
         """The batch's (or one request's) address changes waiting for approval
         (``batches/_address_changes.html``)."""
         return address_approval.waiting_changes(db.session, batch=batch, user=current_user, request_id=request_id)
+
+    @app.template_filter("language_name")
+    def language_name(code: str) -> str:
+        """A language's name in the page's language ("Russian", "русский")."""
+        return Locale.parse(code).get_display_name(str(get_locale())) or code
 
     @app.template_global()
     def address_changes_held(batch) -> bool:

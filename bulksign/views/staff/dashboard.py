@@ -15,24 +15,27 @@ from flask import (
     abort,
     current_app,
     flash,
+    g,
     redirect,
     render_template,
     request,
     stream_with_context,
     url_for,
 )
+from flask_babel import get_locale, ngettext
 from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
-from flask_babel import ngettext
 from flask_login import current_user
 
-from bulksign.batches import dashboard, field_values, party_progress, recipients_table, texting
+from bulksign.batches import dashboard, field_values, party_progress, recipients_table, texting, versions
 from bulksign.batches import timeline as request_timeline
 from bulksign.batches.bulk_actions import BulkOutcome, act_on_selection
 from bulksign.batches.exports import latest_export, start_signed_zip
 from bulksign.batches.progress import BatchActionError, cancel_reason
 from bulksign.batches.recipients_table import DashboardError, RecipientFilter
 from bulksign.batches.reminders import reminder_schedule
+from bulksign.batches.retention import EXPORT_PURGED
+from bulksign.batches.retention.periods import policies
 from bulksign.batches.skipped_rows import skipped_rows_csv
 from bulksign.core.extensions import db
 from bulksign.core.logs import log
@@ -41,6 +44,7 @@ from bulksign.models import Batch, utcnow
 from bulksign.models.batches import Reach
 from bulksign.views._downloads import csv_response, signer_attachment
 from bulksign.views._forms import extend_days_field
+from bulksign.views._live import live_tag, tagged, unchanged
 from bulksign.views._results import background_message, reminders_done, resend_done
 from bulksign.work.queues import SIGNED_ZIP
 
@@ -67,8 +71,20 @@ def party_labels() -> dict[str, str]:
 
 
 @bp.app_template_global()
-def role_label(role: str) -> str:
-    return party_progress.role_label(role)
+def role_label(role: str, batch_id: int | None = None) -> str:
+    """A party of the batch as staff read it: its label on the batch's template, in the page's language."""
+    # Read once per page: a table names the parties of every row.
+    versions = g.setdefault("party_versions", {})
+    if batch_id not in versions:
+        batch = db.session.get(Batch, batch_id) if batch_id is not None else None
+        versions[batch_id] = batch.template_version if batch is not None else None
+    return str(party_progress.role_label(role, version=versions[batch_id]))
+
+
+@bp.app_template_global()
+def export_purged(export) -> bool:
+    """Whether an export (the ZIP, the evidence package) failed only because the retention rules deleted it."""
+    return export.error == EXPORT_PURGED
 
 
 @bp.app_template_global()
@@ -135,7 +151,10 @@ def _fields_context(batch_id: int, request_ids: list[int]) -> dict:
     found = field_values.batch_fields(db.session, batch_id=batch_id)
     if not found.fields:
         return {"fields": (), "row_fields": {}}
-    given = field_values.given_values(db.session, batch_id=batch_id, request_ids=request_ids, fields=found)
+    # Formatted for the reader (an English page writes a Russian batch's dates in English).
+    given = field_values.given_values(
+        db.session, batch_id=batch_id, request_ids=request_ids, fields=found, language=str(get_locale())
+    )
     return {"fields": found.fields, "row_fields": given}
 
 
@@ -188,6 +207,7 @@ def detail(batch_id: int):
         export=latest_export(db.session, batch_id=batch_id),
         filters=recipients_table.FILTERS,
         view=view,
+        retention=policies(db.session, [batch_id])[batch_id],
         reach_label=texting.REACH_LABELS[Reach(view.batch.channel)],
         **_progress_context(view.batch, view.progress, parties),
         **_table_context(batch_id, flt, request.args.get("cursor"), view.counts, parties.roles),
@@ -196,19 +216,25 @@ def detail(batch_id: int):
 
 @bp.get("/<int:batch_id>/progress")
 def progress(batch_id: int):
+    # The batch's version first: while it stands, the browser keeps what it shows and nothing else is read.
+    tag = live_tag(versions.version_of(db.session, batch_id=batch_id))
+    if (same := unchanged(tag)) is not None:
+        return same
     found = dashboard.batch_progress(db.session, batch_id=batch_id)
     if found is None:
         abort(404)
     # Only the rows on screen are re-read: their status cells are swapped in place (selection and scroll stay).
     rows = recipients_table.rows_by_id(db.session, batch_id=batch_id, request_ids=_shown_ids())
     parties = party_progress.batch_parties(db.session, batch_id=batch_id)
-    return render_template(
+    html = render_template(
         "batches/_progress.html",
         rows=rows,
         row_parties=_row_parties(batch_id, parties.roles, [r.id for r in rows]),
+        etag=tag,
         **_fields_context(batch_id, [r.id for r in rows]),
         **_progress_context(*found, parties),
     )
+    return tagged(html, tag)
 
 
 @bp.get("/<int:batch_id>/requests")
@@ -230,10 +256,13 @@ def table(batch_id: int):
 
 @bp.get("/<int:batch_id>/requests/<int:request_id>")
 def timeline(batch_id: int, request_id: int):
-    found = request_timeline.timeline(db.session, batch_id=batch_id, request_id=request_id)
+    tag = live_tag(versions.version_of(db.session, batch_id=batch_id))
+    if (same := unchanged(tag)) is not None:
+        return same
+    found = request_timeline.timeline(db.session, batch_id=batch_id, request_id=request_id, language=str(get_locale()))
     if found is None:
         abort(404)
-    return render_template("batches/_timeline.html", tl=found, batch_id=batch_id)
+    return tagged(render_template("batches/_timeline.html", tl=found, batch_id=batch_id, etag=tag), tag)
 
 
 @bp.get("/<int:batch_id>/requests/<int:request_id>/attachments/<name>")

@@ -30,13 +30,16 @@ from bulksign.doc_templates.mail_texts import (
 )
 from bulksign.doc_templates.render_path import render_path
 from bulksign.doc_templates.roles import template_roles
+from bulksign.doc_templates.template_check import check_template
+from bulksign.doc_templates.template_palette import palette
+from bulksign.doc_templates.template_parties import PartySource, party_labels, template_parties, template_routing
 from bulksign.doc_templates.variables import BUILTIN_VARIABLES, sample_row
 from bulksign.documents import pdf_pages
 from bulksign.documents.field_boxes import stored_marks
 from bulksign.documents.pdf import RenderError
 from bulksign.documents.signature_box import SIGNATURE_VARIABLE
 from bulksign.documents.storage import StorageError, get_storage
-from bulksign.models import DocumentTemplate, TemplateVersion, utcnow
+from bulksign.models import RECIPIENT_ROLE, DocumentTemplate, TemplateVersion, utcnow
 from bulksign.people import access
 
 bp = Blueprint("doc_templates", __name__, url_prefix="/templates")
@@ -83,6 +86,22 @@ def _submitted_document() -> Submitted:
 
 def _mail_fields() -> dict[str, str]:
     return {f: request.form.get(f) or DEFAULTS[f] for f in MAIL_FIELDS}
+
+
+def _field_hints() -> dict[str, dict]:
+    """The type and party of each field the palette inserted (name → ``{"type", "role"}``); what cannot be read is
+    left out (those fields get the defaults, set on the template page)."""
+    try:
+        given = current_app.json.loads(request.form.get("palette_fields") or "[]")
+    except ValueError:
+        return {}
+    if not isinstance(given, list):
+        return {}
+    return {
+        str(f["name"]): {"type": str(f.get("type") or ""), "role": str(f.get("role") or "")}
+        for f in given[:100]
+        if isinstance(f, dict) and isinstance(f.get("name"), str)
+    }
 
 
 @bp.get("/")
@@ -133,7 +152,16 @@ def _form_page(form: dict, template: DocumentTemplate | None, save: Callable[[Su
             return redirect(url_for(".detail", template_id=saved.template.id))
     return (
         render_template(
-            "doc_templates/form.html", form=form, error=error, template=template, kinds=template_kinds.choices()
+            "doc_templates/form.html",
+            form=form,
+            error=error,
+            template=template,
+            kinds=template_kinds.choices(),
+            palette=palette(
+                dt.get_version(db.session, template_id=template.id) if template else None,
+                language=str(get_locale()),
+            ),
+            field_types=FIELD_TYPE_LABELS,
         ),
         422 if error else 200,
     )
@@ -154,6 +182,7 @@ def new():
             user=current_user,
             now=utcnow(),
             team_id=request.form.get("team_id", type=int),
+            field_hints=_field_hints(),
             **mail,
         ),
     )
@@ -180,6 +209,7 @@ def edit(template_id: int):
             file=document.file,
             user=current_user,
             now=utcnow(),
+            field_hints=_field_hints(),
             **mail,
         ),
     )
@@ -230,12 +260,49 @@ def set_fields(template_id: int):
     return _detail_page(template, version, fields=shown, fields_error=error), 422
 
 
+#: What the template page calls each way a party is chosen (``template_parties.PartySource``).
+PARTY_SOURCE_LABELS = {
+    PartySource.COLUMNS: _l("A person per row, from the file's columns"),
+    PartySource.FIXED: _l("One person for every batch"),
+}
+
+
+@bp.post("/<int:template_id>/parties")
+def set_parties(template_id: int):
+    """The template's parties and signing order, from the template page's editor: saved as a new version."""
+    template = access.template_for_edit(db.session, template_id=template_id, user=current_user)
+    version = dt.get_version(db.session, template_id=template.id) or abort(404)
+    form = request.form
+    given = [
+        {
+            "key": key.strip(),
+            "labels": {language: form.getlist(f"party-label-{language}")[i] for language in ("en", "ru")},
+            **{part: form.getlist(f"party-{part}")[i] for part in ("colour", "source", "name", "email")},
+        }
+        for i, key in enumerate(form.getlist("party-key"))
+        if key.strip() and all(len(form.getlist(f"party-{part}")) > i for part in ("colour", "source", "name", "email"))
+    ]
+    try:
+        routing = current_app.json.loads(form.get("routing") or "null")
+    except ValueError:
+        routing = None  # the page's order could not be read: the previous order, fitted to the parties
+    saved, error = _commit_version(
+        lambda: dt.save_parties(
+            db.session, template=template, parties=given, routing=routing, user=current_user, now=utcnow()
+        )
+    )
+    if saved is not None:
+        return redirect(url_for(".detail", template_id=template.id, _anchor="parties"))
+    return _detail_page(template, version, parties_error=error), 422
+
+
 def _detail_page(
     template: DocumentTemplate,
     version: TemplateVersion,
     *,
     fields: list[FieldSettings] | None = None,
     fields_error: TemplateError | None = None,
+    parties_error: TemplateError | None = None,
 ):
     try:
         signature = dt.signature_place(version)  # a PDF's field or box named "signature", drawn on its page
@@ -257,6 +324,12 @@ def _detail_page(
         fields=template_fields(version) if fields is None else fields,
         fields_error=fields_error,
         field_types=FIELD_TYPE_LABELS,
+        parties=template_parties(version),
+        party_names=party_labels(version, language=str(get_locale())),
+        routing=template_routing(version),
+        parties_error=parties_error,
+        check=check_template(version, language=str(get_locale())),
+        party_sources=PARTY_SOURCE_LABELS,
         render=render_path(version, enabled=current_app.config["RENDER_TOGETHER"]),
         all_variables=sorted({*version.variables, *([SIGNATURE_VARIABLE] if signature else [])}),
         # A kept default subject reads as its recipients (and these staff) get it: in the page's language.
@@ -355,7 +428,12 @@ def place(template_id: int):
     fields = [{"name": f.name, "page": f.page, "x": f.x, "y": f.y, "w": f.w, "h": f.h} for f in form.fields]
     # The version's fields too: a box bound to field_<name> is a field the signer fills, not a column.
     fields_now = (f.column for f in template_fields(version))
-    suggestions = sorted({*version.variables, *BUILTIN_VARIABLES, SIGNATURE_VARIABLE, *fields_now})
+    # Each party's signature too (``signature_<key>``), named by its label in the list.
+    names = party_labels(version, language=str(get_locale()))
+    marks = {(f"signature_{k}" if k != RECIPIENT_ROLE else SIGNATURE_VARIABLE): label for k, label in names.items()}
+    suggestions = {
+        name: marks.get(name, "") for name in sorted({*version.variables, *BUILTIN_VARIABLES, *marks, *fields_now})
+    }
     return render_template(
         "doc_templates/place.html",
         template=template,

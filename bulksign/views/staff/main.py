@@ -7,11 +7,13 @@ from flask_babel import lazy_gettext as _l
 from flask_login import current_user
 from sqlalchemy import select
 
+from bulksign.batches import versions
 from bulksign.batches.home import home
 from bulksign.core.extensions import db
 from bulksign.models import Batch, utcnow
 from bulksign.people import access
 from bulksign.people.auth import public
+from bulksign.views._live import live_tag, tagged, unchanged
 
 bp = Blueprint("main", __name__)
 
@@ -27,6 +29,7 @@ NAVIGATION = (
 
 #: Headings of the attention tiles on the home page.
 ATTENTION_LABELS = {
+    "approval": _l("waiting for your approval"),
     "failed": _l("failed"),
     "bounced": _l("bounced"),
     "expiring": _l("expire within 24 hours"),
@@ -39,10 +42,28 @@ def dashboard():
     visible = select(Batch.id).where(access.batch_filter(current_user))
     return render_template(
         "main/dashboard.html",
-        home=home(db.session, now=utcnow(), batch_ids=visible),
+        home=home(db.session, now=utcnow(), batch_ids=visible, user=current_user),
         attention_labels=ATTENTION_LABELS,
         can_create="uploads.new" in current_app.view_functions,
     )
+
+
+@bp.get("/home/live")
+def live():
+    """The home page's counts and bars, polled: 304 while the batches it counts stand (and within the minute, which
+    "expire within 24 hours" reads)."""
+    now = utcnow()
+    visible = select(Batch.id).where(access.batch_filter(current_user))
+    tag = live_tag(*versions.fingerprint(db.session, batch_ids=visible), now.strftime("%Y%m%d%H%M"))
+    if (same := unchanged(tag)) is not None:
+        return same
+    html = render_template(
+        "main/_home.html",
+        home=home(db.session, now=now, batch_ids=visible),
+        attention_labels=ATTENTION_LABELS,
+        etag=tag,
+    )
+    return tagged(html, tag)
 
 
 @bp.get("/favicon.ico")

@@ -38,9 +38,11 @@ def _role() -> str | None:
 def _answer(batch_id: int, message: str, category: str, *, send_anyway: dict | None = None):
     """The result as an HTMX partial (with a "send anyway" form when offered) or a flash on the batch page."""
     if request.headers.get("HX-Request"):
-        return render_template(
+        html = render_template(
             "reminders/_result.html", message=message, category=category, batch_id=batch_id, send_anyway=send_anyway
         )
+        # The open request panel asks for itself again: the new address, deadline or count shows at once.
+        return html, {"HX-Trigger": "request-changed"}
     flash(message, category)
     return redirect(url_for("batches.detail", batch_id=batch_id))
 

@@ -7,6 +7,7 @@ on create: nothing the browser sends back about the rows is trusted.
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, request, url_for
 from flask_babel import get_locale, ngettext
@@ -15,18 +16,22 @@ from flask_login import current_user
 from bulksign.batches.batch_settings import BatchError, PartySettings, party_settings_from_form, settings_from_form
 from bulksign.batches.creation import create_batch
 from bulksign.batches.texting import REACH_LABELS
+from bulksign.core.config import LANGUAGES
 from bulksign.core.errors import Message
 from bulksign.core.extensions import db
 from bulksign.core.localtime import canonical_zone, zone_groups
 from bulksign.doc_templates import versions as dt
-from bulksign.doc_templates.columns import OPTIONAL, needed_columns
+from bulksign.doc_templates.columns import OPTIONAL, needed_columns, value_kinds
 from bulksign.doc_templates.roles import template_roles
+from bulksign.doc_templates.template_parties import party_labels, template_parties, template_routing
 from bulksign.documents.storage import get_storage
 from bulksign.models import RECIPIENT_ROLE, TemplateVersion, utcnow
+from bulksign.models.status import BatchStatus
 from bulksign.people import access
-from bulksign.recipients import suppressions
-from bulksign.recipients.rows import UploadError
-from bulksign.recipients.uploads import StoredUpload, load_upload, store_upload
+from bulksign.recipients import column_mapping, suppressions
+from bulksign.recipients.column_mapping import MAX_JOINED, ColumnMapping, parse_mapping
+from bulksign.recipients.rows import MAX_COLUMNS, UploadError
+from bulksign.recipients.uploads import StoredUpload, confirm_mapping, load_upload, store_upload
 from bulksign.recipients.validation import ValidationReport, error_report_csv, typo_domains, validate_recipients
 from bulksign.views._forms import template_version, uploaded_file
 
@@ -43,9 +48,13 @@ def domain_choices() -> dict[str, str]:
     return choices
 
 
-def _preview_context(report: ValidationReport | None, choices: dict[str, str]) -> dict:
-    """What the check's partial needs besides the report: the open typo questions and the answers so far."""
+def _preview_context(
+    report: ValidationReport | None, choices: dict[str, str], mapping_error: Message | None = None
+) -> dict:
+    """What the check's partial needs besides the report: the open typo questions and the answers so far, and why
+    the columns as matched last did not fit the file."""
     return {
+        "mapping_error": mapping_error,
         "typos": typo_domains(report) if report else {},
         "choices": choices,
         "suppression_why": suppressions.WHY,
@@ -78,6 +87,7 @@ def _page(
     template_id: int | None = None,
     field_errors: dict | None = None,
     choices: dict[str, str] | None = None,
+    mapping_error: Message | None = None,
 ):
     templates = dt.list_templates(db.session, user=current_user)
     template_id = template_id or request.values.get("template_id", type=int)
@@ -99,13 +109,14 @@ def _page(
         default_zone=canonical_zone(current_app.config["ORG_TIMEZONE"]),
         default_language=language,
         columns=_columns(chosen.id) if chosen else None,
-        **_preview_context(report, choices or {}),
+        **_preview_context(report, choices or {}, mapping_error),
         managers=access.managers_of(db.session, team_ids=access.team_ids_of(db.session, user=current_user)),
     ), status
 
 
-def _columns(template_id: int) -> dict[str, list[str]] | None:
-    """The columns the template's newest version needs on every row and those it may use, for the file's hint."""
+def _columns(template_id: int) -> dict[str, Any] | None:
+    """The columns the template's newest version needs on every row and those it may use, for the file's hint; its
+    parties (labels in the page's language, the template's fixed people) and its signing order."""
     try:
         version = template_version(template_id)
     except UploadError:
@@ -116,7 +127,25 @@ def _columns(template_id: int) -> dict[str, list[str]] | None:
         "optional": [v for v, where in columns.items() if where == OPTIONAL],
         # The other parties who sign it: a field each for one person for the whole batch, or the file's columns.
         "roles": [r for r in template_roles(version) if r != RECIPIENT_ROLE],
+        "parties": template_parties(version),
+        "names": party_labels(version, language=str(get_locale())),
+        "routing": _shown_routing(version),
     }
+
+
+def _shown_routing(version: TemplateVersion) -> list[list[str]]:
+    """The order the page shows: the one staff moved to (sent back with the form) when it names the template's
+    parties, else the template's; the batch's creation checks it again."""
+    try:
+        given = current_app.json.loads(request.values.get("routing") or "null")
+    except ValueError:
+        given = None
+    keys = set(template_roles(version))
+    steps = given if isinstance(given, list) and all(isinstance(s, list) and s for s in given) else []
+    named = [k for s in steps for k in s]
+    if sorted(map(str, named)) == sorted(keys):
+        return [[str(k) for k in s] for s in steps]
+    return template_routing(version)
 
 
 @bp.get("/new")
@@ -144,7 +173,12 @@ def validate():
             data,
             filename=filename,
             variables=needed_columns(version),
+            kinds=value_kinds(version),
+            language=preview_language(),
             suppressed=suppressions.lookup(db.session),
+            remembered=column_mapping.remembered(
+                db.session, template_id=version.template_id, team_id=version.template.team_id
+            ),
             **signers.file_check,
         )
         upload = store_upload(
@@ -155,6 +189,7 @@ def validate():
             user_id=current_user.id,
             template_id=version.template_id,
             now=utcnow(),
+            mapping=report.mapping,
         )
         db.session.commit()
     except UploadError as exc:
@@ -169,7 +204,7 @@ def recheck():
     access.require_creator(current_user)
     choices = domain_choices()
     try:
-        upload, version, report = _check_stored(
+        upload, version, report = check_stored(
             request.form.get("upload_id", ""), domain_choices=choices, suppressed=suppressions.lookup(db.session)
         )
     except UploadError as exc:
@@ -177,10 +212,55 @@ def recheck():
     return _checked(report, upload=upload, template_id=version.template_id, choices=choices)
 
 
-def _check_stored(upload_id: str, **options) -> tuple[StoredUpload, TemplateVersion, ValidationReport]:
+@bp.post("/new/match")
+def match_columns():
+    """Check the stored file again with the columns staff matched to the template's; they are kept for the batch
+    and offered for the template's next file. A match that does not fit the file is said above the form again."""
+    access.require_creator(current_user)
+    choices = domain_choices()
+    upload_id = request.form.get("upload_id", "")
+    try:
+        mapping = parse_mapping(_matched_columns())
+        upload, version, report = check_stored(
+            upload_id, mapping=mapping, domain_choices=choices, suppressed=suppressions.lookup(db.session)
+        )
+        upload = confirm_mapping(
+            db.session,
+            upload=upload,
+            mapping=mapping,
+            team_id=version.template.team_id,
+            user_id=current_user.id,
+            now=utcnow(),
+        )
+        db.session.commit()
+    except UploadError as exc:
+        if exc.field != "columns":
+            return _check_refused(exc)
+        try:
+            upload, version, report = check_stored(
+                upload_id, domain_choices=choices, suppressed=suppressions.lookup(db.session)
+            )
+        except UploadError as again:
+            return _check_refused(again)
+        return _checked(
+            report, upload=upload, template_id=version.template_id, choices=choices, mapping_error=exc.message
+        )
+    return _checked(report, upload=upload, template_id=version.template_id, choices=choices)
+
+
+def _matched_columns() -> dict[str, list[str]]:
+    """The mapping form's ``column.<template column>`` fields: the file's column(s) chosen for each."""
+    fields = [k for k in request.form if k.startswith("column.")][: MAX_COLUMNS + 1]
+    return {k.removeprefix("column."): request.form.getlist(k)[: MAX_JOINED + 1] for k in fields}
+
+
+def check_stored(
+    upload_id: str, *, mapping: ColumnMapping | None = None, **options
+) -> tuple[StoredUpload, TemplateVersion, ValidationReport]:
     """The user's stored file, its template's version and the file checked again against it (``options``: those of
-    ``validate_recipients``). Nothing the browser sent back about the rows is trusted: they are read again.
-    UploadError for a file gone, another's, or one that cannot be read."""
+    ``validate_recipients``), with ``mapping`` or else the columns matched for it. Nothing the browser sent back
+    about the rows is trusted: they are read again. UploadError for a file gone, another's, or one that cannot
+    be read."""
     upload = load_upload(db.session, get_storage(), upload_id=upload_id, user_id=current_user.id)
     version = template_version(upload.template_id)
     signers = _signers(version)
@@ -188,10 +268,20 @@ def _check_stored(upload_id: str, **options) -> tuple[StoredUpload, TemplateVers
         upload.data,
         filename=upload.filename,
         variables=needed_columns(version),
+        kinds=value_kinds(version),
+        language=preview_language(),
+        mapping=mapping or upload.mapping,
         **signers.file_check,
         **options,
     )
     return upload, version, report
+
+
+def preview_language() -> str:
+    """The recipients' language as the form chose it, else the staff member's: an .xlsx's dates and numbers read
+    in it as their cells show them."""
+    chosen = request.values.get("language")
+    return chosen if chosen in LANGUAGES else get_locale().language
 
 
 def _signers(version: TemplateVersion) -> PartySettings:
@@ -212,7 +302,14 @@ def _check_refused(exc: UploadError):
     return _page(status=exc.status, error=exc.message)
 
 
-def _checked(report: ValidationReport, *, upload: StoredUpload, template_id: int, choices: dict):
+def _checked(
+    report: ValidationReport,
+    *,
+    upload: StoredUpload,
+    template_id: int,
+    choices: dict,
+    mapping_error: Message | None = None,
+):
     """The file check's report: the preview partial (HTMX) or the whole page with the batch settings."""
     if request.headers.get("HX-Request"):
         return render_template(
@@ -221,16 +318,16 @@ def _checked(report: ValidationReport, *, upload: StoredUpload, template_id: int
             upload=upload,
             error=None,
             oob=True,
-            **_preview_context(report, choices),
+            **_preview_context(report, choices, mapping_error),
         )
-    return _page(report=report, upload=upload, template_id=template_id, choices=choices)
+    return _page(report=report, upload=upload, template_id=template_id, choices=choices, mapping_error=mapping_error)
 
 
 @bp.post("/new")
 def create():
     """Create the batch from the stored file's valid rows; a repeated form token returns the same batch."""
     try:
-        upload, version, report = _check_stored(
+        upload, version, report = check_stored(
             request.form.get("upload_id", ""),
             keep_rows=True,
             domain_choices=domain_choices(),
@@ -255,7 +352,18 @@ def create():
     except BatchError as exc:
         db.session.rollback()
         return _page(status=422, error=exc.message, field_errors={exc.field: exc.message} if exc.field else {})
-    if result.created:
+    if result.created and result.batch.status == BatchStatus.AWAITING_APPROVAL:
+        flash(
+            ngettext(
+                "Batch created with %(num)s recipient. Nothing is sent until it is approved: its team's managers "
+                "were asked by email.",
+                "Batch created with %(num)s recipients. Nothing is sent until it is approved: its team's managers "
+                "were asked by email.",
+                result.total_count,
+            ),
+            "success",
+        )
+    elif result.created:
         flash(
             ngettext(
                 "Batch created with %(num)s recipient. Its document is being prepared.",
@@ -289,7 +397,7 @@ def create():
 def error_report(upload_id: str):
     """Every error of the stored file, as a spreadsheet-safe CSV."""
     try:
-        upload, _, report = _check_stored(upload_id, max_errors=None)
+        upload, _, report = check_stored(upload_id, max_errors=None)
     except UploadError as exc:
         abort(exc.status, exc.message)
     return Response(

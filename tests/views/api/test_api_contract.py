@@ -373,6 +373,15 @@ def _tour(app, world, spec) -> set[tuple[str, str]]:
     call(fields, "PUT", "/templates/999999/fields", 404, headers=admin, json={"fields": []})
     call("GET /templates/{template_id}/fields", "GET", f"/templates/{marked}/fields", 200, headers=viewer)
     call("GET /templates/{template_id}/fields", "GET", "/templates/999999/fields", 404, headers=admin)
+    parties = "PUT /templates/{template_id}/parties"
+    employer = {"parties": [{"key": "recipient", "labels": {"en": "Employee"}}]}
+    call(parties, "PUT", f"/templates/{marked}/parties", 200, headers=admin, json=employer)
+    call(parties, "PUT", f"/templates/{marked}/parties", 422, headers=admin, json={"parties": [{"key": "../x"}]})
+    call(parties, "PUT", f"/templates/{marked}/parties", 400, headers=admin, json={"parties": [{"key": ""}]})
+    call(parties, "PUT", f"/templates/{marked}/parties", 403, headers=viewer, json=employer)
+    call(parties, "PUT", "/templates/999999/parties", 404, headers=admin, json=employer)
+    call("GET /templates/{template_id}/parties", "GET", f"/templates/{marked}/parties", 200, headers=viewer)
+    call("GET /templates/{template_id}/parties", "GET", "/templates/999999/parties", 404, headers=admin)
     _tour_documents(call, world, admin=admin, viewer=viewer, unrendered=request_id)
     suppress(db.session, email="tour@example.com", source="bounce", reason="550 5.1.1", now=NOW)  # the fuzzer may
     db.session.commit()  # have lifted the other
@@ -511,7 +520,7 @@ def _tour_documents(call, world, *, admin: dict, viewer: dict, unrendered: int) 
         call(f"{request}/{what}", "GET", f"/requests/{signed}/{what}", 200, headers=viewer)
         # The batch made from the file has rendered nothing: no original, nothing signed.
         call(f"{request}/{what}", "GET", f"/requests/{unrendered}/{what}", 409, headers=admin)
-    # A file its signer attached (issue 30), and a field without one.
+    # A file its signer attached, and a field without one.
     scan = fill(signed, now=NOW, values={}, scan=scan_png())
     attached = f"{request}/attachments/{{name}}"
     call(attached, "GET", f"/requests/{signed}/attachments/id_scan", 200, headers=viewer)

@@ -1,4 +1,4 @@
-"""What signers filled in, for integrators (issue 30): the request object and the batch's request list carry
+"""What signers filled in, for integrators: the request object and the batch's request list carry
 ``fields`` and ``attachments`` with links the team's keys follow (and no other team's), the ``request.signed``
 webhook carries the values, and the OpenAPI description says all of it."""
 

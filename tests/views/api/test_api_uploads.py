@@ -117,7 +117,7 @@ def test_api_refuses_rows_with_errors_unless_told_to_skip_them(api, template_id)
     }
     batch = db.session.get(Batch, created.json["id"])
     assert (batch.name, batch.reminder_days, batch.max_reminders, batch.deadline_days) == ("Nov", [1, 3], 2, 5)
-    # The row left out stays with the batch (issue 33, item 13).
+    # The row left out stays with the batch.
     assert batch.skipped_count == 1
     ids = db.session.scalars(select(SigningRequest.id).where(SigningRequest.batch_id == batch.id)).all()
     assert len(ids) == 2 and queued(RENDER, ids) == set(ids)
@@ -170,7 +170,7 @@ def test_api_refuses_a_notice_address_it_cannot_use(api, template_id, fields):
 
 
 def test_api_refuses_a_batch_name_with_line_breaks_that_would_write_headers_into_its_notices(api, template_id):
-    """Issue 27: the name went into the completion notice's subject as given, each line a header field of its own."""
+    """The name went into the completion notice's subject as given, each line a header field of its own."""
     refused = api(
         "/api/v1/batches",
         data={
