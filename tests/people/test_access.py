@@ -54,6 +54,7 @@ BATCH_READS = {
     "batches.attachment",
     "api_requests.attachment_download",
     "api_approval.list_address_changes",
+    "approval.find_samples",
 }
 #: Reads of a request's documents that answer 409 for the world's request (sent, nothing rendered or signed), and
 #: the approver's samples of the world's batch, which does not wait for approval.
@@ -98,6 +99,7 @@ TEMPLATE_READS = {
     "doc_templates.page_image",
     "api_templates.boxes",
     "api_templates.fields",
+    "api_templates.parties",
 }
 #: Reads only a PDF template answers (the world's template is HTML); tested on a PDF in test_pdf_templates.
 PDF_TEMPLATE_READS = {"doc_templates.page_image", "api_templates.boxes"}
@@ -107,6 +109,8 @@ TEMPLATE_EDITS = {
     "doc_templates.set_fields",
     "api_templates.place_boxes",
     "api_templates.set_fields",
+    "doc_templates.set_parties",
+    "api_templates.set_parties",
 }
 #: Lists and searches: filtered to what the user sees.
 LISTS = {"batches.index", "doc_templates.index", "api_dashboard.list_batches", "api_templates.index"}
@@ -118,6 +122,11 @@ CREATES = {
     "uploads.validate",
     "uploads.recheck",
     "uploads.error_report",
+    "uploads.match_columns",
+    "row_preview.rows",
+    "row_preview.row",
+    "row_preview.row_pdf",
+    "row_preview.row_page",
     "doc_templates.new",
     "api_templates.create",
     "api_uploads.create",
@@ -126,6 +135,7 @@ CREATES = {
 #: The user's own session and account.
 OWN = {
     "main.dashboard",
+    "main.live",
     "auth.logout",
     "auth.set_language",
     "api.me",
