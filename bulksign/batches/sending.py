@@ -12,7 +12,7 @@ from flask import Flask
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bulksign.batches import approval, cancel_notices, expiry, notices, reminder_mails, texting
+from bulksign.batches import approval, approval_requests, cancel_notices, expiry, notices, reminder_mails, texting
 from bulksign.batches.bounces import record_refused
 from bulksign.batches.notices import queued_completion_notices
 from bulksign.batches.progress import cancel_if_batch_stopped, close_if_done
@@ -44,6 +44,7 @@ logger = logging.getLogger(__name__)
 #: them): importing them here fills both registries wherever mail is sent (``tests/work/test_queues.py`` checks it).
 BUILDER_MODULES = (
     approval,
+    approval_requests,
     cancel_notices,
     digests,
     expiry,

@@ -62,6 +62,7 @@ MAIL_KINDS = {
     "one_time_code",
     "password_reset",
     "approval_rejected",
+    "approval_requested",
     "party_invitation",
     "party_declined",
     "party_completed",
