@@ -17,7 +17,7 @@ from tests.support.batches import make_batch
 from tests.support.clock import NOW
 from tests.support.web import csrf_from
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=35)
 
 #: The batch size the product promises, well past 65,535 bind parameters (the limit of one PostgreSQL statement).
 BIG = 100_000

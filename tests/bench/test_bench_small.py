@@ -8,7 +8,7 @@ import pytest
 
 from bench.__main__ import discover, format_table
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=45)
 
 
 @pytest.mark.parametrize("name", discover())

@@ -21,6 +21,7 @@ from tests.support.signing_page import agree
 pytestmark = pytest.mark.browser
 
 
+@pytest.mark.slow(seconds=20)
 def test_a_signature_in_another_browser_shows_on_the_open_batch_page_and_home_page(
     app, users, live_server, page, browser, smtp, run_jobs
 ):

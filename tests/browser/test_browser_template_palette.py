@@ -50,6 +50,7 @@ def _sign_from_mail(page, live_server, smtp, address: str, party: tuple[str, str
     _sign_as(page, live_server, name, f"palette-contract-{label.lower()}")
 
 
+@pytest.mark.slow(seconds=20)
 def test_a_clerk_builds_a_two_party_contract_with_the_palette_and_sends_it(users, live_server, page, smtp, run_jobs):
     problems: list[str] = []
     page.on("pageerror", lambda e: problems.append(str(e)))
