@@ -20,7 +20,7 @@ from bulksign.models import DocumentTemplate
 from tests.browser.test_browser_two_party_signing import LINK, _sign_as
 from tests.signing.test_routing import _mails_to
 from tests.support.accounts import STAFF
-from tests.support.looks import log_in, look_at
+from tests.support.looks import BATCH_PAGE, log_in, look_at
 from tests.support.signing_page import signed_bytes
 
 pytestmark = pytest.mark.browser
@@ -123,7 +123,7 @@ def test_a_clerk_builds_a_two_party_contract_with_the_palette_and_sends_it(users
     page.set_input_files("input[name=file]", files=[{"name": "people.csv", "mimeType": "text/csv", "buffer": csv}])
     page.click("text=Check the file")
     page.click("#create-batch")
-    page.wait_for_url(f"{live_server}/batches/*")
+    page.wait_for_url(BATCH_PAGE)
     run_jobs("pdf", "mail")
     _sign_from_mail(
         page, live_server, smtp, "eva@example.com", ("Employee", "#field-iban", "DE89 3704"), "Eva Employee"
