@@ -17,10 +17,9 @@ from sqlalchemy import update
 from bulksign.core.extensions import db
 from bulksign.doc_templates import kinds, pdf_fill, pdf_forms
 from bulksign.doc_templates.columns import needed_columns
-from bulksign.doc_templates.errors import TemplateError
+from bulksign.doc_templates.errors import FieldSettingsError, TemplateError
 from bulksign.doc_templates.fields import (
     FieldSettings,
-    FieldSettingsError,
     check_settings,
     marked_fields,
     template_fields,

@@ -12,10 +12,7 @@ from bulksign.core import keyset
 from bulksign.core.extensions import db
 from bulksign.doc_templates import kinds as template_kinds
 from bulksign.doc_templates import versions as dt
-from bulksign.doc_templates.errors import TemplateError
-from bulksign.doc_templates.fields import (
-    FieldSettingsError,
-)
+from bulksign.doc_templates.errors import FieldSettingsError, TemplateError
 from bulksign.doc_templates.mail_texts import MAIL_FIELDS
 from bulksign.doc_templates.template_parties import PartiesError
 from bulksign.models import utcnow
