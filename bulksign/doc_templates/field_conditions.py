@@ -232,6 +232,15 @@ def holds(condition: FieldCondition, value: str | None) -> bool:
     return False
 
 
+def condition_words(condition: FieldCondition, *, source: str) -> N_:
+    """The condition as people read it, ``source`` being its field's label or its column's name."""
+    if condition.operator == Operator.EQUALS:
+        return N_("Only when “%(source)s” is “%(value)s”.", source=source, value=condition.value)
+    if condition.operator == Operator.GREATER_THAN:
+        return N_("Only when “%(source)s” is greater than %(value)s.", source=source, value=condition.value)
+    return N_("Only when “%(source)s” is filled in.", source=source)
+
+
 def _number(text: str) -> Decimal | None:
     """``text`` as a number: ``1234.5``, ``1 234,5``, ``1,234.5``; None when it is not one."""
     digits = "".join(text.split())

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from bulksign.core.messages import N_
 from bulksign.core.typed_text import visible_text
-from bulksign.doc_templates.field_conditions import Conditioned, FieldCondition, applying
+from bulksign.doc_templates.field_conditions import Conditioned, FieldCondition, applying, condition_words
 from bulksign.doc_templates.fields import FieldSettings, template_fields
 from bulksign.documents.document_pages import DocumentPages
 from bulksign.documents.signature_box import SignatureBox
@@ -98,10 +98,10 @@ class FieldInput:
     error: N_ | None = None
     #: An attachment chosen in a refused try: its name (a browser never keeps a file across pages).
     chosen_file: str | None = None
-    #: Shown only when this condition on another of the signer's fields holds (the page follows it as they type);
-    #: ``when_label``: that field's label.
+    #: Shown only when this condition on another of the signer's fields holds (the page follows it as they type).
     when: FieldCondition | None = None
-    when_label: str = ""
+    #: The condition in words, for the line under the input (a page without scripts shows every field).
+    when_words: N_ | None = None
 
     @property
     def max_chars(self) -> int:
@@ -194,7 +194,8 @@ def form_fields(
     for number, settings in enumerate(own.values(), start=1):
         if settings.name not in applies:
             continue
-        when = settings.condition if settings.condition is not None and settings.condition.source in own else None
+        condition = settings.condition
+        when = condition if condition is not None and condition.live and condition.source in own else None
         locked = _locked(request, settings)
         if typed is not None and not locked:
             value = typed.get(settings.name, "")
@@ -212,8 +213,8 @@ def form_fields(
                 hint=_hint(settings, language),
                 error=(errors or {}).get(settings.name),
                 chosen_file=(chosen or {}).get(settings.name),
-                when=when if when is not None and when.live else None,
-                when_label=own[when.source].shown_label if when is not None and when.live else "",
+                when=when,
+                when_words=condition_words(when, source=own[when.source].shown_label) if when is not None else None,
             )
         )
     return tuple(shown)

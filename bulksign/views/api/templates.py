@@ -242,7 +242,8 @@ def set_fields(template_id: int):
     """Settings for the fields the signer fills. Saved as a new version, the document and mail texts kept; batches
     already created keep the version they used. 422 `fields_invalid` (`details.field` names the field) for a field
     the template does not mark, a choice without options, a pattern that is no regular expression, a range whose
-    lowest end is above its highest, or a role that does not sign the template."""
+    lowest end is above its highest, a role that does not sign the template, or a condition whose field the template
+    does not have, that looks at its own field, goes round in a circle or at a field a party fills later."""
     body = parse_body(FieldsBody)
     template = access.template_for_edit(db.session, template_id=template_id, user=g.api_user)
     saved = _committed(

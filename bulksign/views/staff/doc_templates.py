@@ -234,6 +234,20 @@ FIELD_TYPE_LABELS = {
 }
 
 
+def _condition_of(name: str) -> dict[str, str] | None:
+    """A field's condition as the page's three lists give it: ``field:<name>`` or ``column:<name>``, a test, a
+    value; None when it is shown always."""
+    kind, _, source = request.form.get(f"{name}-when-source", "").partition(":")
+    if not source:
+        return None
+    return {
+        "kind": kind,
+        "source": source,
+        "operator": request.form.get(f"{name}-when-operator", ""),
+        "value": request.form.get(f"{name}-when-value", ""),
+    }
+
+
 @bp.post("/<int:template_id>/fields")
 def set_fields(template_id: int):
     """The settings of the fields the signer fills, from the template page's list: saved as a new version."""
@@ -247,6 +261,7 @@ def set_fields(template_id: int):
             "options": request.form.get(f"{field.name}-options", "").splitlines(),
             "required": f"{field.name}-required" in request.form,
             "read_only": f"{field.name}-read_only" in request.form,
+            "condition": _condition_of(field.name),
         }
         for field in template_fields(version)
     ]
@@ -256,7 +271,7 @@ def set_fields(template_id: int):
     if saved is not None:
         return redirect(url_for(".detail", template_id=template.id, _anchor="fields"))
     # The refused settings stay as typed, at the field the error names.
-    shown = [FieldSettings(**{**g, "options": tuple(g["options"])}) for g in given]
+    shown = [FieldSettings.from_json(g) for g in given]
     return _detail_page(template, version, fields=shown, fields_error=error), 422
 
 
