@@ -146,8 +146,8 @@ def check_conditions(fields: Sequence[Conditioned], *, routing: Sequence[Sequenc
         if source is None:
             raise FieldSettingsError(
                 N_(
-                    "“%(name)s” is shown only when the field “%(source)s” is filled in, but the template has no such "
-                    "field. Its fields: %(names)s.",
+                    "“%(name)s” depends on the field “%(source)s”, but the template has no such field. Its fields: "
+                    "%(names)s.",
                     name=field.name,
                     source=condition.source[:40],
                     names=", ".join(by_name),
