@@ -36,7 +36,7 @@
   }
 
   function valueOf(input) {
-    if (input.type === "checkbox") { return input.checked ? "yes" : ""; }
+    if (input.type === "checkbox") { return input.checked ? "true" : ""; }  // as the server stores it
     if (input.type === "file") { return input.files && input.files.length ? input.files[0].name : ""; }
     return input.value.trim();
   }

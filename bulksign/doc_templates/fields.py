@@ -29,6 +29,9 @@ from bulksign.documents.signature_box import RECIPIENT_ROLE
 from bulksign.models import TemplateVersion
 
 FIELD_TYPES = tuple(FIELD_SIZES_MM)
+#: The types filled in for a party when they sign (the day, in the batch's time zone; the name they signed with),
+#: never asked of them: the palette's "date signed" and "signer's name".
+SIGNED_TYPES = ("signed_date", "signer_name")
 #: Longest label, pattern and option, and most options a choice may offer.
 MAX_LABEL_CHARS = 200
 MAX_PATTERN_CHARS = 200
@@ -129,7 +132,7 @@ def shown_value(field: FieldSettings, value: str | None, *, language: str) -> N_
     try:
         if field.type == "number":
             return format_decimal(Decimal(value), locale=language, decimal_quantization=False)
-        if field.type == "date":
+        if field.type in ("date", "signed_date"):
             return format_date(dt.date.fromisoformat(value), format="long", locale=language)
     except (InvalidOperation, ValueError):
         pass  # not in its canonical form (stored by hand?): shown as it is rather than failing the signed record

@@ -13,10 +13,11 @@ from babel.numbers import format_decimal
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from bulksign.core.localtime import zone_of
 from bulksign.core.messages import N_
 from bulksign.core.typed_text import visible_text
 from bulksign.doc_templates.field_conditions import Conditioned, FieldCondition, applying, condition_words
-from bulksign.doc_templates.fields import FieldSettings, template_fields
+from bulksign.doc_templates.fields import SIGNED_TYPES, FieldSettings, template_fields
 from bulksign.documents.document_pages import DocumentPages
 from bulksign.documents.signature_box import SignatureBox
 from bulksign.documents.storage import Storage, StorageError
@@ -115,8 +116,20 @@ class FieldInput:
 
 
 def party_fields(request: SigningRequest, *, role: str) -> tuple[FieldSettings, ...]:
-    """The fields ``role`` fills on ``request``'s document, in document order."""
-    return tuple(f for f in _all_fields(request) if f.role == role)
+    """The fields ``role`` fills on ``request``'s document, in document order (not those filled in for them when
+    they sign: ``signed_entries``)."""
+    return tuple(f for f in _all_fields(request) if f.role == role and f.type not in SIGNED_TYPES)
+
+
+def signed_entries(request: SigningRequest, *, role: str, signer_name: str, now: dt.datetime) -> tuple[Entry, ...]:
+    """The values of ``role``'s "date signed" and "signer's name" fields as they sign ``now`` with ``signer_name``:
+    the day in the batch's time zone (printed in its language, as any date is), and the name."""
+    day = now.astimezone(zone_of(request.batch)).date().isoformat()
+    return tuple(
+        Entry(name=f.name, value=day if f.type == "signed_date" else signer_name)
+        for f in _all_fields(request)
+        if f.role == role and f.type in SIGNED_TYPES
+    )
 
 
 def _all_fields(request: SigningRequest) -> tuple[FieldSettings, ...]:

@@ -18,7 +18,7 @@ from bulksign.doc_templates import pdf_forms
 from bulksign.doc_templates import versions as dt
 from bulksign.doc_templates.columns import needed_columns
 from bulksign.doc_templates.errors import TemplateError
-from bulksign.doc_templates.fields import FieldSettings, template_fields
+from bulksign.doc_templates.fields import SIGNED_TYPES, FieldSettings, template_fields
 from bulksign.doc_templates.mail_texts import (
     DEFAULT_EMAIL_BODY,
     DEFAULT_EMAIL_SUBJECT,
@@ -162,6 +162,7 @@ def _form_page(form: dict, template: DocumentTemplate | None, save: Callable[[Su
                 language=str(get_locale()),
             ),
             field_types=FIELD_TYPE_LABELS,
+            signed_types=SIGNED_TYPES,
         ),
         422 if error else 200,
     )
@@ -231,6 +232,8 @@ FIELD_TYPE_LABELS = {
     "checkbox": _l("Checkbox"),
     "choice": _l("Choice"),
     "attachment": _l("Attachment (PDF, JPEG or PNG)"),
+    "signed_date": _l("Date signed"),
+    "signer_name": _l("Signer’s name"),
 }
 
 
