@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 
+from bulksign.batches.field_values import request_values
 from bulksign.core.extensions import db
 from bulksign.doc_templates.columns import OPTIONAL, needed_columns
 from bulksign.doc_templates.errors import FieldSettingsError
@@ -224,6 +225,18 @@ def test_the_signing_page_shows_a_conditional_field_with_its_condition_and_the_p
     answer = post(client, r.token, {"field-children": "0", "field-allowance": "typed anyway", "field-school": "x"})
     assert answer.status_code in (302, 303), answer.get_data(as_text=True)[:500]
     assert {name: v.value for name, v in saved(r.id).items()} == {"children": "0"}
+    # The staff panel, exports and the sealed PDF read those rows: only the field that applied.
+    assert [v.name for v in request_values(db.session, batch_id=r.batch_id, request_id=r.id)] == ["children"]
+
+
+def test_a_condition_value_with_html_in_it_is_text_on_the_signing_page(client, users):
+    script = '"><script>alert(1)</script>'
+    fields = [{"name": "children"}, {"name": "allowance", "condition": on("children", operator="equals", value=script)}]
+    r = make_sent_request(now=utcnow() - timedelta(minutes=5), owner=users["staff"], html=FAMILY, fields=fields)
+    html = client.get(f"/sign/{r.token}").get_data(as_text=True)
+    assert "<script>alert(1)" not in html
+    assert 'data-when-value="&#34;&gt;&lt;script&gt;alert(1)&lt;/script&gt;"' in html
+    assert "Only when “Children” is “&#34;&gt;&lt;script&gt;alert(1)&lt;/script&gt;”." in html
 
 
 def test_a_field_on_a_columns_condition_is_on_the_page_only_when_the_row_holds_it(client, users):
