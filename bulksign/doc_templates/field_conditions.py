@@ -99,9 +99,9 @@ def checked_condition(name: str, raw: object) -> FieldCondition | None:
             field=name,
         ) from None
     value = given.value.strip()
-    if given.operator == Operator.FILLED:
+    if given.operator == Operator.FILLED.value:
         value = ""
-    elif given.operator == Operator.GREATER_THAN and _number(value) is None and _date(value) is None:
+    elif given.operator == Operator.GREATER_THAN.value and _number(value) is None and _date(value) is None:
         raise FieldSettingsError(
             N_(
                 "“%(name)s” is shown when a value is greater than “%(value)s”: give a number or a date (YYYY-MM-DD).",
@@ -111,7 +111,7 @@ def checked_condition(name: str, raw: object) -> FieldCondition | None:
             field=name,
         )
     source = given.source.strip()
-    if given.kind == SourceKind.COLUMN and not (source.isidentifier() and source == source.lower()):
+    if given.kind == SourceKind.COLUMN.value and not (source.isidentifier() and source == source.lower()):
         raise FieldSettingsError(
             N_(
                 "“%(column)s” cannot be a column of the recipients file: a column's name is lowercase letters, "
