@@ -154,7 +154,7 @@ def test_settings_are_checked_with_a_reason_for_each_refusal():
             "role": "witness",
         },
         "The field “iban” has the type “signature”; a field is one of: text, number, date, checkbox, choice, "
-        "attachment.": {"name": "iban", "type": "signature"},
+        "attachment, signed_date, signer_name.": {"name": "iban", "type": "signature"},
         "“soon” is not a date for “start”: write it as YYYY-MM-DD.": {
             "name": "start",
             "type": "date",
