@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 
+from bulksign.batches.batch_settings import BatchError, party_settings_from_form
 from bulksign.batches.field_values import request_values
 from bulksign.core.extensions import db
 from bulksign.doc_templates.columns import OPTIONAL, needed_columns
@@ -323,4 +324,16 @@ def test_staff_set_a_condition_on_the_template_page_and_a_circle_is_refused_ther
     # The refused choice stays as staff made it.
     assert re.search(
         r'name="children-when-source">(?:(?!</select>).)*<option value="field:allowance" selected>', text, re.S
+    )
+
+
+def test_a_batchs_own_order_that_puts_a_fields_source_later_is_refused(app, users):
+    version = fresh(family(users).id).batch.template_version
+    fixed = '{"employer": {"email": "hr@acme.example", "name": "Anna Boss"}}'
+    assert party_settings_from_form({"parties": fixed}, version=version).steps == {"recipient": 0, "employer": 1}
+    with pytest.raises(BatchError) as refused:
+        party_settings_from_form({"parties": fixed, "routing": '[["employer"], ["recipient"]]'}, version=version)
+    assert refused.value.field == "routing"
+    assert "“approved” depends on “children”, which another party fills at the same time or later" in str(
+        refused.value.message
     )
