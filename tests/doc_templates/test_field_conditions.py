@@ -26,6 +26,7 @@ from bulksign.doc_templates.versions import create_template, get_version, save_f
 from bulksign.models import utcnow
 from bulksign.people.users import create_api_key
 from bulksign.signing.field_entry import FilledForm, check_entries
+from tests.doc_templates.test_columns import _fresh_request_state
 from tests.signing.test_field_entry import PAGE, post, saved
 from tests.support.clock import NOW
 from tests.support.signing_requests import fresh, make_sent_request
@@ -337,3 +338,15 @@ def test_a_batchs_own_order_that_puts_a_fields_source_later_is_refused(app, user
     assert "“approved” depends on “children”, which another party fills at the same time or later" in str(
         refused.value.message
     )
+
+
+def test_the_condition_lists_read_in_russian(client, users, auth):
+    saved_template = create_template(db.session, name="Family", html=FAMILY, user=users["staff"], now=NOW)
+    auth.login()
+    users["staff"].locale = "ru"
+    db.session.commit()
+    _fresh_request_state()
+    html = client.get(f"/templates/{saved_template.template.id}").get_data(as_text=True)
+    assert "<legend>Когда поле показывается и запрашивается</legend>" in html
+    assert '<option value="">Всегда</option>' in html and '<optgroup label="Только по этому полю">' in html
+    assert '<option value="greater_than">больше</option>' in html
