@@ -175,7 +175,7 @@ def settled_fields(
         raise TemplateError(N_("A template may mark at most %(n)s fields.", n=MAX_FIELDS))
     if given is not None:
         fields = check_settings(given, names=names, roles=roles)
-        check_conditions([f.conditioned for f in fields], routing=routing)
+        _check_conditions(fields, routing=routing)
         return [f.to_json() for f in fields]
     kept = {f.name: f for f in template_fields(previous)} if previous is not None else {}
     settled: list[FieldSettings] = []
@@ -188,8 +188,27 @@ def settled_fields(
         if field.role not in roles:
             field = dataclasses.replace(field, role=RECIPIENT_ROLE)
         settled.append(field)
-    check_conditions([f.conditioned for f in settled], routing=routing)
+    _check_conditions(settled, routing=routing)
     return [f.to_json() for f in settled]
+
+
+def _check_conditions(fields: Sequence[FieldSettings], *, routing: Sequence[Sequence[str]]) -> None:
+    """``field_conditions.check_conditions``, and neither side of a condition a field filled in at signing: it has no
+    value before its party signs, and is filled in whatever holds."""
+    signed = {f.name for f in fields if f.type in SIGNED_TYPES}
+    for field in fields:
+        if field.condition is not None and (
+            field.name in signed or (field.condition.live and field.condition.source in signed)
+        ):
+            raise FieldSettingsError(
+                N_(
+                    "“%(name)s” has a condition on a date signed or a signer's name: those are filled in as their "
+                    "party signs, whatever holds, and cannot be waited on.",
+                    name=field.name,
+                ),
+                field=field.name,
+            )
+    check_conditions([f.conditioned for f in fields], routing=routing)
 
 
 def check_settings(

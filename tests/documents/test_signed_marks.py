@@ -7,9 +7,11 @@ from __future__ import annotations
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
+import pytest
 from sqlalchemy import select
 
 from bulksign.core.extensions import db
+from bulksign.doc_templates.errors import FieldSettingsError
 from bulksign.documents.signature_box import SignatureBox
 from bulksign.models import Party, SigningRequest, utcnow
 from bulksign.signing.field_entry import form_fields, signed_entries
@@ -85,3 +87,15 @@ def test_the_signers_name_is_the_one_they_signed_with_and_the_day_is_the_batchs(
 
 
 _MONTHS = ("января февраля марта апреля мая июня июля августа сентября октября ноября декабря").split()
+
+
+def test_a_condition_on_or_of_a_field_filled_in_at_signing_is_refused(app, users):
+    on_name = {"kind": "field", "source": "signer_name_recipient", "operator": "filled", "value": ""}
+    on_passport = {"kind": "field", "source": "passport", "operator": "filled", "value": ""}
+    for fields in (
+        [{**FIELDS[0], "condition": on_name}, *FIELDS[1:]],
+        [FIELDS[0], {**FIELDS[1], "condition": on_passport}, *FIELDS[2:]],
+    ):
+        with pytest.raises(FieldSettingsError, match="cannot be waited on"):
+            _version(users, fields=fields, html=SIGNED)
+        db.session.rollback()
