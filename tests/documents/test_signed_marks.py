@@ -99,3 +99,13 @@ def test_a_condition_on_or_of_a_field_filled_in_at_signing_is_refused(app, users
         with pytest.raises(FieldSettingsError, match="cannot be waited on"):
             _version(users, fields=fields, html=SIGNED)
         db.session.rollback()
+
+
+def test_the_template_page_offers_no_condition_on_or_of_a_field_filled_in_at_signing(client, users, auth):
+    version = _version(users, fields=FIELDS, html=SIGNED)
+    db.session.commit()
+    auth.login()
+    html = client.get(f"/templates/{version.template_id}").get_data(as_text=True)
+    assert 'name="passport-when-source"' in html and 'name="signer_name_recipient-when-source"' not in html
+    assert 'value="field:passport"' not in html  # the only field that could be a source is the passport's own
+    assert 'value="field:signer_name_recipient"' not in html and 'value="field:signed_date_employer"' not in html

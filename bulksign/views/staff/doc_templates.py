@@ -342,6 +342,7 @@ def _detail_page(
         fields=template_fields(version) if fields is None else fields,
         fields_error=fields_error,
         field_types=FIELD_TYPE_LABELS,
+        signed_types=SIGNED_TYPES,
         parties=template_parties(version),
         party_names=party_labels(version, language=str(get_locale())),
         routing=template_routing(version),
