@@ -8,7 +8,7 @@ BIND ?= 127.0.0.1:5000
 # Signing links in mail point at the address the app listens on, unless APP_URL says otherwise (config.py).
 export BIND
 
-.PHONY: run test lint docs docs-build api-fuzz bench system-deps system-deps-test venv clean
+.PHONY: run test lint docs docs-build screenshots api-fuzz bench system-deps system-deps-test venv clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -60,6 +60,10 @@ docs: venv
 
 docs-build: venv
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d var/site
+
+## The guides' pictures, taken again by the browser tests that show those screens (scripts/screenshots.py).
+screenshots: system-deps-test venv
+	$(BIN)/python scripts/screenshots.py
 
 ## The API fuzzer for longer than `make test` runs it (API_FUZZ_SECONDS of fuzzing and stateful sequences).
 API_FUZZ_SECONDS ?= 600
