@@ -53,13 +53,14 @@ lint: venv
 	$(BIN)/mypy
 
 ## The documentation site (MkDocs, mkdocs.yml): `make docs` serves it on DOCS_BIND, `make test` builds it with --strict
-## (a broken link or a page missing from the nav fails).
+## (a broken link or a page missing from the nav fails). The two variables quiet the banner mkdocs-material and
+## mkdocs-gen-files print about MkDocs 2.
 DOCS_BIND ?= 127.0.0.1:8001
 docs: venv
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve -a $(DOCS_BIND)
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs serve -a $(DOCS_BIND)
 
 docs-build: venv
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d var/site
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict -d var/site
 
 ## The guides' pictures, taken again by the browser tests that show those screens (scripts/screenshots.py).
 screenshots: system-deps-test venv

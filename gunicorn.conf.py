@@ -1,8 +1,8 @@
 # gunicorn settings shared by `make run` and the container (command-line flags override these).
-import os
+from bulksign.core import settings
 
 # Web requests (a template's PDF preview, checking a recipients file) give up well before this; see config.py.
-timeout = int(os.environ.get("WEB_TIMEOUT_SECONDS", "30"))
+timeout = settings.value("WEB_TIMEOUT_SECONDS")
 logger_class = "bulksign.core.gunicorn_logging.RedactingLogger"
 accesslog = "-"
 access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms "%(a)s" rid=%({x-request-id}o)s'

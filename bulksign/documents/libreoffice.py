@@ -21,6 +21,7 @@ from pathlib import Path
 
 import unoserver
 
+from bulksign.core import settings
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
 from bulksign.core.parent_death import end_with_parent
@@ -30,10 +31,10 @@ from bulksign.documents.pdf import RenderError
 logger = logging.getLogger(__name__)
 
 #: A Python that has LibreOffice's ``uno`` (Debian: python3-uno for /usr/bin/python3).
-UNO_PYTHON = os.environ.get("UNO_PYTHON", "/usr/bin/python3")
-SOFFICE = os.environ.get("SOFFICE_PATH", "soffice")
+UNO_PYTHON = settings.value("UNO_PYTHON")
+SOFFICE = settings.value("SOFFICE_PATH")
 #: Conversions one LibreOffice serves before it is replaced.
-MAX_DOCUMENTS = int(os.environ.get("LIBREOFFICE_MAX_DOCUMENTS", "500"))
+MAX_DOCUMENTS = settings.value("LIBREOFFICE_MAX_DOCUMENTS")
 #: How long a cold start may take (first start in a fresh profile: 3–10 s here).
 START_SECONDS = 60.0
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pdfkit
 
+from bulksign.core import settings
 from bulksign.core.errors import BulksignError, Message
 from bulksign.core.messages import N_
 from bulksign.documents import sandbox
@@ -37,7 +38,7 @@ WKHTMLTOPDF_OPTIONS: dict[str, str] = {
     "load-media-error-handling": "abort",
 }
 
-WKHTMLTOPDF = os.environ.get("WKHTMLTOPDF_PATH", "/usr/bin/wkhtmltopdf")
+WKHTMLTOPDF = settings.value("WKHTMLTOPDF_PATH")
 #: Most pages one recipient's document may have, whatever its template's kind. A converter is stopped as soon as
 #: it passes this (wkhtmltopdf: its output is counted as it is written; LibreOffice exports one page more at most),
 #: so a document of thousands of pages costs about what one of this many does, not minutes of a render worker.

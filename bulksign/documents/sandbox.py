@@ -11,9 +11,10 @@ import subprocess
 import tempfile
 from collections.abc import Sequence
 
+from bulksign.core import settings
 from bulksign.core.errors import BulksignError
 
-BWRAP = os.environ.get("BWRAP_PATH", "bwrap")
+BWRAP = settings.value("BWRAP_PATH")
 #: What of the system a converter sees, read-only: programs and libraries, fonts, their configuration and cache
 #: (without the cache fontconfig scans every font at each start), LibreOffice's own settings, the user database
 #: (LibreOffice asks for its user's name). Not the rest of /etc.
@@ -40,7 +41,7 @@ class SandboxError(BulksignError):
 
 
 def enabled() -> bool:
-    return os.environ.get("CONVERTER_SANDBOX", "bwrap") != "off"
+    return settings.value("CONVERTER_SANDBOX") != "off"
 
 
 def command(args: Sequence[str], *, folder: str, readable: Sequence[str] = ()) -> list[str]:
