@@ -110,6 +110,34 @@ def test_demo_creates_a_login_two_templates_and_a_file_and_is_idempotent(app, cl
     assert login.status_code == 302
 
 
+def test_the_demo_file_checks_against_the_two_party_demo_contract_with_no_error(app, client):
+    """The README's first batch: the demo file, checked on the new-batch page against the countersigned contract,
+    gives three valid rows with the director already named, nothing to fill first."""
+    import io
+    import re
+
+    from tests.support.web import csrf_from
+
+    app.test_cli_runner().invoke(args=["demo"])
+    page = client.get("/auth/login")
+    client.post(
+        "/auth/login", data={"email": "admin@example.com", "password": "bulksign-demo", "csrf_token": csrf_from(page)}
+    )
+    form = client.get("/batches/new")
+    checked = client.post(
+        "/batches/new/validate",
+        headers={"HX-Request": "true"},
+        content_type="multipart/form-data",
+        data={
+            "csrf_token": csrf_from(form),
+            "template_id": "2",
+            "file": (io.BytesIO((Path(app.config["VAR_DIR"]) / "demo" / "recipients.csv").read_bytes()), "r.csv"),
+        },
+    ).get_data(as_text=True)
+    assert re.search(r'id="valid-rows">3<', checked) and re.search(r'id="invalid-rows"[^>]*>0<', checked)
+    assert "Create batch with 3 valid rows" in checked
+
+
 def _flask(*args, **env):
     return subprocess.run(
         [sys.executable, "-m", "flask", *args],
