@@ -8,7 +8,7 @@ BIND ?= 127.0.0.1:5000
 # Signing links in mail point at the address the app listens on, unless APP_URL says otherwise (config.py).
 export BIND
 
-.PHONY: run test lint docs docs-build api-fuzz bench system-deps system-deps-test venv clean
+.PHONY: run test lint docs docs-build screenshots api-fuzz bench system-deps system-deps-test venv clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -53,14 +53,20 @@ lint: venv
 	$(BIN)/mypy
 
 ## The documentation site (MkDocs, mkdocs.yml): `make docs` serves it on DOCS_BIND, `make test` builds it with --strict
-## (a broken link or a page missing from the nav fails). The two variables quiet the banner mkdocs-material and
-## mkdocs-gen-files print about MkDocs 2.
+## (a broken link or a page missing from the nav fails). The two variables quiet the banner mkdocs-material and its
+## plugins print about MkDocs 2.
 DOCS_BIND ?= 127.0.0.1:8001
 docs: venv
+	$(BIN)/python scripts/docs_reference.py
 	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs serve -a $(DOCS_BIND)
 
 docs-build: venv
+	$(BIN)/python scripts/docs_reference.py
 	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict -d var/site
+
+## The guides' pictures, taken again by the browser tests that show those screens (scripts/screenshots.py).
+screenshots: system-deps-test venv
+	$(BIN)/python scripts/screenshots.py
 
 ## The API fuzzer for longer than `make test` runs it (API_FUZZ_SECONDS of fuzzing and stateful sequences).
 API_FUZZ_SECONDS ?= 600

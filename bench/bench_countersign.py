@@ -76,7 +76,7 @@ def run(*, small: bool) -> list[Figure]:
     from tests.support.services import free_port
     from tests.support.signatures import png
 
-    n = 100 if small else int(os.environ.get("BENCH_COUNTERSIGN_DOCUMENTS", "5000"))
+    n = 30 if small else int(os.environ.get("BENCH_COUNTERSIGN_DOCUMENTS", "5000"))
     controller = Controller(_Sink(), hostname="127.0.0.1", port=free_port())
     controller.start()
     try:

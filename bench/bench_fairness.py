@@ -1,6 +1,6 @@
 """One batch does not hold everyone else's work: a 5-recipient batch behind a running 10,000-recipient one.
 
-A batch of N recipients (10,000; small: 300) goes through real worker processes as deployed (PDF_CONCURRENCY on
+A batch of N recipients (10,000; small: 150) goes through real worker processes as deployed (PDF_CONCURRENCY on
 ``pdf``, one on ``mail``, the throttle off) to a local SMTP sink. Once its first invitations are out, another
 user creates a 5-recipient batch; the figure is how long until all five invitations are delivered, and how far
 the big batch got meanwhile. Each batch keeps only ``CHUNKS_QUEUED_PER_BATCH`` chunk jobs in line per step
@@ -28,7 +28,7 @@ def run(*, small: bool) -> list[Figure]:
     from bulksign.work.pipeline import RENDER, top_up
     from tests.support.services import free_port
 
-    n = 300 if small else int(os.environ.get("BENCH_FAIRNESS_RECIPIENTS", "10000"))
+    n = 150 if small else int(os.environ.get("BENCH_FAIRNESS_RECIPIENTS", "10000"))
     sink = _Sink()
     port = free_port()
     controller = Controller(sink, hostname="127.0.0.1", port=port)

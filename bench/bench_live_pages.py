@@ -82,7 +82,7 @@ def run(*, small: bool) -> list[Figure]:
     from tests.support.batchdata import batch_in_states
     from tests.support.services import free_port
 
-    rows, tabs, seconds = (1_000, 10, 6) if small else (10_000, 50, 30)
+    rows, tabs, seconds = (1_000, 10, 3) if small else (10_000, 50, 30)
     with bench_app(pgbouncer=True) as app:
         bouncer = app.extensions["bench_pgbouncer"]
         user = create_user(db.session, email="bench@example.com", password="bench-password", role="admin", now=utcnow())

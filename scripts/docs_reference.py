@@ -1,4 +1,5 @@
-"""The documentation's reference pages, generated from the code at build time (mkdocs-gen-files runs this file):
+"""The documentation's reference pages, generated from the code before each build (``make docs-build`` runs this
+file, which writes them under docs/, where git ignores them):
 the settings table from ``core.settings``, the CLI reference from the Click commands, the API reference from the
 OpenAPI document the app serves, and the state tables from ``models.status``. Nothing here is written by hand, so
 the pages cannot drift from the code; ``tests/docs/test_reference_pages.py`` checks they cover it all.
@@ -262,9 +263,6 @@ def pages() -> dict[str, str]:
     }
 
 
-if __name__ == "<run_path>":  # mkdocs-gen-files runs this file with runpy.run_path
-    import mkdocs_gen_files
-
+if __name__ == "__main__":
     for path, text in pages().items():
-        with mkdocs_gen_files.open(path, "w") as page:
-            page.write(text)
+        (ROOT / "docs" / path).write_text(text, encoding="utf-8")

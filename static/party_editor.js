@@ -17,6 +17,13 @@
       names[chip.dataset.key] = chip.querySelector(".chip-label").textContent;
       colours[chip.dataset.key] = chip.style.borderColor;
     });
+    // A label typed before this ran (a slow page) counts as much as one typed after.
+    form.querySelectorAll(".party-def").forEach(function (fieldset) {
+      var en = fieldset.querySelector('[name="party-label-en"]');
+      if (fieldset.dataset.key && en && en.value !== en.defaultValue && en.value.trim()) {
+        names[fieldset.dataset.key] = en.value.trim();
+      }
+    });
 
     function where(key) {
       for (var i = 0; i < steps.length; i++) {

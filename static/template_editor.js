@@ -131,11 +131,14 @@
       palette.querySelectorAll("button[data-token]").forEach(function (b) {
         b.addEventListener("click", function () { insert(b.getAttribute("data-token")); });
       });
-      // A field a party fills: its name asked, its type and party kept for the save (the field list after it).
+      // A field a party fills: its name asked, its type and party kept for the save (the field list after it); one
+      // filled in when the party signs is named after them.
       palette.querySelectorAll("button[data-field-type]").forEach(function (b) {
         b.addEventListener("click", function () {
           var select = palette.querySelector("#palette-party");
-          var name = window.prompt(palette.getAttribute("data-ask-field"), "");
+          // The date signed and the signer's name are named after their party: one of each per party.
+          var named = b.getAttribute("data-named");
+          var name = named ? (named + "_" + select.value).slice(0, 40) : window.prompt(palette.getAttribute("data-ask-field"), "");
           name = (name || "").trim().toLowerCase().replace(/[^a-z0-9_]+/g, "_").replace(/^_+|_+$/g, "");
           if (!/^[a-z][a-z0-9_]*$/.test(name)) return;
           colours["field_" + name] = select.selectedOptions[0].getAttribute("data-colour");

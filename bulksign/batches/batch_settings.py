@@ -15,6 +15,9 @@ from bulksign.core.config import LANGUAGES, time_zones
 from bulksign.core.errors import BulksignError, Message
 from bulksign.core.messages import N_
 from bulksign.core.schemas import ABSENT, MAX_ID, Text, no_null_defaults
+from bulksign.doc_templates.errors import FieldSettingsError
+from bulksign.doc_templates.field_conditions import check_conditions
+from bulksign.doc_templates.fields import template_fields
 from bulksign.doc_templates.roles import template_roles
 from bulksign.doc_templates.template_check import TemplateNotReady, require_ready
 from bulksign.doc_templates.template_parties import PartySource, template_parties, template_routing
@@ -384,8 +387,11 @@ def party_settings_from_form(
         fixed = {**_template_fixed(version), **fixed_parties(given, roles=roles, phones=phones)}
         routing = (form.get("routing") or "").strip() or template_routing(version)
         steps = parties.routing_steps(routing, roles=roles)
+        # A field that waits on another party's field: that party signs before, in this batch's order too.
+        order = [[r for r, s in steps.items() if s == step] for step in sorted(set(steps.values()))]
+        check_conditions([f.conditioned for f in template_fields(version)], routing=order)
     except PartyError as exc:
         raise BatchError(exc.message, "parties") from None
-    except parties.RoutingError as exc:
+    except (parties.RoutingError, FieldSettingsError) as exc:
         raise BatchError(exc.message, "routing") from None
     return PartySettings(roles=tuple(roles), fixed=fixed, steps=steps, phones=phones)

@@ -1,4 +1,5 @@
-"""Demo data so that a newcomer can click through at once: an admin, a template, a recipients file."""
+"""Demo data so that a newcomer can click through at once: an admin, a one-party and a two-party template (the
+employer countersigns), a recipients file."""
 
 from __future__ import annotations
 
@@ -13,12 +14,25 @@ from sqlalchemy.orm import Session
 
 from bulksign.core.extensions import db
 from bulksign.core.spreadsheets import csv_writer
-from bulksign.doc_templates.versions import create_template
+from bulksign.doc_templates.versions import create_template, save_parties
 from bulksign.models import DocumentTemplate, User, utcnow
 from bulksign.people.users import create_user, normalise_email
 
 DEMO_TEMPLATE_NAME = "Employment agreement (demo)"
 DEMO_HTML = Path(__file__).with_name("demo_files") / "contract.html"
+#: The same contract countersigned: the employee signs, then the employer (one fixed person for every batch).
+DEMO_TWO_PARTY_NAME = "Employment agreement, countersigned (demo)"
+DEMO_EMPLOYER = "director@example.com"
+DEMO_PARTIES = [
+    {"key": "recipient", "labels": {"en": "Employee", "ru": "Работник"}, "source": "row"},
+    {
+        "key": "employer",
+        "labels": {"en": "Employer", "ru": "Работодатель"},
+        "source": "fixed",
+        "name": "Director (demo)",
+        "email": DEMO_EMPLOYER,
+    },
+]
 
 DEMO_ROWS = [
     {
@@ -66,11 +80,24 @@ def create_demo(session: Session, *, email: str, password: str, now: datetime, f
     created_user = user is None
     if user is None:
         user = create_user(session, email=email, password=password, role="admin", now=now)
+    html = DEMO_HTML.read_text(encoding="utf-8")
     template = session.scalar(select(DocumentTemplate).where(DocumentTemplate.name == DEMO_TEMPLATE_NAME))
     if template is None:
-        template = create_template(
-            session, name=DEMO_TEMPLATE_NAME, html=DEMO_HTML.read_text(encoding="utf-8"), user=user, now=now
-        ).template
+        template = create_template(session, name=DEMO_TEMPLATE_NAME, html=html, user=user, now=now).template
+    if session.scalar(select(DocumentTemplate).where(DocumentTemplate.name == DEMO_TWO_PARTY_NAME)) is None:
+        countersigned = html.replace(
+            "<p>The Employee:<br>{{ signature }}</p>",
+            "<p>The Employee:<br>{{ signature }}</p>\n<p>For the Employer:<br>{{ signature_employer }}</p>",
+        )
+        two_party = create_template(session, name=DEMO_TWO_PARTY_NAME, html=countersigned, user=user, now=now)
+        save_parties(
+            session,
+            template=two_party.template,
+            parties=DEMO_PARTIES,
+            routing=[["recipient"], ["employer"]],
+            user=user,
+            now=now,
+        )
     csv_path = Path(folder) / "demo" / "recipients.csv"
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     with csv_path.open("w", newline="", encoding="utf-8-sig") as fh:

@@ -28,9 +28,12 @@ def needed_columns(version: TemplateVersion) -> dict[str, str]:
     """Every variable of the row the version's document and mail texts use → ``DOCUMENT`` or ``MAIL`` (printed
     whatever the row holds, the document first) or ``OPTIONAL``; by name, without ``signature`` and
     ``signature_<role>`` (signatures' places, never columns) and the mail's own variables (``MAIL_VARIABLES``).
-    Each field the signer fills (``{{ field_<name> }}``) is an ``OPTIONAL`` column: one the file has prefills it."""
+    Each field the signer fills (``{{ field_<name> }}``) is an ``OPTIONAL`` column: one the file has prefills it; so
+    is a column a field's condition looks at (unless printed), kept from the file for it."""
     document = _document_printed(version)
-    prefills = {field.column for field in template_fields(version)}
+    fields = template_fields(version)
+    prefills = {field.column for field in fields}
+    conditioned = {f.condition.source for f in fields if f.condition is not None and not f.condition.live}
     marks = mark_variables(version)
     mail_used: set[str] = set()
     mail_printed: set[str] = set()
@@ -43,7 +46,7 @@ def needed_columns(version: TemplateVersion) -> dict[str, str]:
         mail_printed |= printed - MAIL_VARIABLES
     return {
         var: OPTIONAL if var in prefills else DOCUMENT if var in document else MAIL if var in mail_printed else OPTIONAL
-        for var in sorted({*(version.variables or ()), *mail_used, *prefills})
+        for var in sorted({*(version.variables or ()), *mail_used, *prefills, *conditioned})
         if var not in marks
     }
 

@@ -31,6 +31,14 @@ class TemplateError(BulksignError):
         return f"line {self.line}: {self.message}" if self.line else str(self.message)
 
 
+class FieldSettingsError(TemplateError):
+    """Settings staff sent that no field could have (a condition among them); ``field`` names the field (None: the
+    whole list)."""
+
+    def __init__(self, message: Message, *, field: str | None = None):
+        super().__init__(message, field=field)
+
+
 def line_text(source: str, *, line: int | None) -> str:
     """The text of ``source``'s 1-based ``line``, or "" when there is no such line."""
     lines = source.splitlines()

@@ -21,13 +21,17 @@ from babel.numbers import format_decimal
 
 from bulksign.core.messages import N_
 from bulksign.core.typed_text import INVISIBLE
-from bulksign.doc_templates.errors import TemplateError
+from bulksign.doc_templates.errors import FieldSettingsError, TemplateError
+from bulksign.doc_templates.field_conditions import Conditioned, FieldCondition, check_conditions, checked_condition
 from bulksign.doc_templates.roles import names_in_order
 from bulksign.documents.field_boxes import DEFAULT_TYPE, FIELD_PREFIX, FIELD_SIZES_MM, MAX_FIELDS, field_name
 from bulksign.documents.signature_box import RECIPIENT_ROLE
 from bulksign.models import TemplateVersion
 
 FIELD_TYPES = tuple(FIELD_SIZES_MM)
+#: The types filled in for a party when they sign (the day, in the batch's time zone; the name they signed with),
+#: never asked of them: the palette's "date signed" and "signer's name".
+SIGNED_TYPES = ("signed_date", "signer_name")
 #: Longest label, pattern and option, and most options a choice may offer.
 MAX_LABEL_CHARS = 200
 MAX_PATTERN_CHARS = 200
@@ -43,13 +47,6 @@ MAX_FILE_NAME_CHARS = 200
 _DEVICE_NAMES = frozenset({"CON", "PRN", "AUX", "NUL", *(f"{p}{n}" for p in ("COM", "LPT") for n in range(1, 10))})
 #: What a name's stem keeps as it is: letters, digits, spaces and ``._-()``; any other character becomes ``_``.
 _UNSAFE_IN_NAME = re.compile(r"[^\w .()-]|_")
-
-
-class FieldSettingsError(TemplateError):
-    """Settings staff sent that no field could have; ``field`` names the field (None: the whole list)."""
-
-    def __init__(self, message: N_, *, field: str | None = None):
-        super().__init__(message, field=field)
 
 
 @dataclass(frozen=True)
@@ -73,6 +70,8 @@ class FieldSettings:
     read_only: bool = False
     #: The party that fills it: ``recipient`` or a role the template marks (``signature_<role>``).
     role: str = RECIPIENT_ROLE
+    #: Shown and required only when it holds (``field_conditions``); None: always.
+    condition: FieldCondition | None = None
 
     @property
     def column(self) -> str:
@@ -84,14 +83,29 @@ class FieldSettings:
         return self.label or self.name.replace("_", " ").capitalize()
 
     def to_json(self) -> dict[str, Any]:
-        """As stored in ``TemplateVersion.fields`` and answered by the API."""
-        return {**dataclasses.asdict(self), "options": list(self.options)}
+        """As stored in ``TemplateVersion.fields`` and answered by the API (without a condition: as before them)."""
+        data = {**dataclasses.asdict(self), "options": list(self.options)}
+        if self.condition is None:
+            del data["condition"]
+        else:
+            data["condition"] = self.condition.to_json()
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> FieldSettings:
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
-        return cls(**{**values, "options": tuple(values.get("options") or ())})
+        return cls(
+            **{
+                **values,
+                "options": tuple(values.get("options") or ()),
+                "condition": FieldCondition.from_json(values.get("condition")),
+            }
+        )
+
+    @property
+    def conditioned(self) -> Conditioned:
+        return Conditioned(name=self.name, role=self.role, condition=self.condition)
 
 
 def marked_fields(version: TemplateVersion) -> tuple[str, ...]:
@@ -118,7 +132,7 @@ def shown_value(field: FieldSettings, value: str | None, *, language: str) -> N_
     try:
         if field.type == "number":
             return format_decimal(Decimal(value), locale=language, decimal_quantization=False)
-        if field.type == "date":
+        if field.type in ("date", "signed_date"):
             return format_date(dt.date.fromisoformat(value), format="long", locale=language)
     except (InvalidOperation, ValueError):
         pass  # not in its canonical form (stored by hand?): shown as it is rather than failing the signed record
@@ -146,20 +160,25 @@ def settled_fields(
     version: TemplateVersion,
     *,
     roles: list[str],
+    routing: Sequence[Sequence[str]],
     given: Sequence[Mapping[str, Any]] | None,
     previous: TemplateVersion | None,
     hints: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[dict[str, Any]]:
     """The ``fields`` a version being saved keeps: ``given`` checked (``check_settings``), else each marked field's
     settings from ``previous`` (a role no longer marked falls back to the recipient), else the type and party the
-    palette inserted it with (``hints``: name → ``{"type", "role"}``, checked), else the defaults."""
+    palette inserted it with (``hints``: name → ``{"type", "role"}``, checked), else the defaults. Either way each
+    condition is checked against the fields kept and the signing order (``routing``): one whose field went, or
+    that now looks at a later party's field, is refused rather than dropped."""
     names = marked_fields(version)
     if len(names) > MAX_FIELDS:  # each is framed in a shade of its own
         raise TemplateError(N_("A template may mark at most %(n)s fields.", n=MAX_FIELDS))
     if given is not None:
-        return [f.to_json() for f in check_settings(given, names=names, roles=roles)]
+        fields = check_settings(given, names=names, roles=roles)
+        _check_conditions(fields, routing=routing)
+        return [f.to_json() for f in fields]
     kept = {f.name: f for f in template_fields(previous)} if previous is not None else {}
-    settled = []
+    settled: list[FieldSettings] = []
     for name in names:
         hint = (hints or {}).get(name)
         new = FieldSettings(name=name)
@@ -168,8 +187,28 @@ def settled_fields(
         field = kept.get(name, new)
         if field.role not in roles:
             field = dataclasses.replace(field, role=RECIPIENT_ROLE)
-        settled.append(field.to_json())
-    return settled
+        settled.append(field)
+    _check_conditions(settled, routing=routing)
+    return [f.to_json() for f in settled]
+
+
+def _check_conditions(fields: Sequence[FieldSettings], *, routing: Sequence[Sequence[str]]) -> None:
+    """``field_conditions.check_conditions``, and neither side of a condition a field filled in at signing: it has no
+    value before its party signs, and is filled in whatever holds."""
+    signed = {f.name for f in fields if f.type in SIGNED_TYPES}
+    for field in fields:
+        if field.condition is not None and (
+            field.name in signed or (field.condition.live and field.condition.source in signed)
+        ):
+            raise FieldSettingsError(
+                N_(
+                    "“%(name)s” has a condition on a date signed or a signer's name: those are filled in as their "
+                    "party signs, whatever holds, and cannot be waited on.",
+                    name=field.name,
+                ),
+                field=field.name,
+            )
+    check_conditions([f.conditioned for f in fields], routing=routing)
 
 
 def check_settings(
@@ -275,6 +314,7 @@ def _checked(name: str, raw: Mapping[str, Any], *, roles: list[str]) -> FieldSet
         options=options,
         read_only=bool(raw.get("read_only", False)),
         role=role,
+        condition=checked_condition(name, raw.get("condition")),
     )
 
 

@@ -200,7 +200,14 @@ def save_version(
         created_at=now,
     )
     _settle_parties(version, previous=previous, parties=parties, routing=routing)
-    version.fields = settled_fields(version, roles=version.roles, given=fields, previous=previous, hints=field_hints)
+    version.fields = settled_fields(
+        version,
+        roles=version.roles,
+        routing=template_routing(version),
+        given=fields,
+        previous=previous,
+        hints=field_hints,
+    )
     session.add(version)
     session.flush()
     log(logger, logging.INFO, "template version saved", template_id=template.id, version=version.version)

@@ -30,6 +30,9 @@ FIELD_SIZES_MM: dict[str, tuple[float, float]] = {
     "checkbox": (5.0, 5.0),
     "choice": (50.0, 8.0),
     "attachment": (60.0, 8.0),
+    # Filled in for the party when they sign, not by them: the day they signed and the name they signed with.
+    "signed_date": (35.0, 8.0),
+    "signer_name": (60.0, 8.0),
 }
 DEFAULT_TYPE = "text"
 #: Smallest frame looked for (points): below a checkbox's 5 mm, above any rule or underline in the same colour.

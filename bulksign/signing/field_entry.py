@@ -2,42 +2,37 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-import logging
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-import regex
-from babel.dates import format_date, get_date_format, parse_date
-from babel.numbers import NumberFormatError, format_decimal, get_group_symbol, parse_decimal
+from babel.numbers import format_decimal
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bulksign.core.errors import BulksignError
+from bulksign.core.localtime import zone_of
 from bulksign.core.messages import N_
 from bulksign.core.typed_text import visible_text
-from bulksign.doc_templates.fields import FieldSettings, template_fields
+from bulksign.doc_templates.field_conditions import Conditioned, FieldCondition, applying, condition_words
+from bulksign.doc_templates.fields import SIGNED_TYPES, FieldSettings, template_fields
 from bulksign.documents.document_pages import DocumentPages
-from bulksign.documents.pdf_text import unprintable
 from bulksign.documents.signature_box import SignatureBox
 from bulksign.documents.storage import Storage, StorageError
 from bulksign.models import Document, FieldValue, SigningRequest
 from bulksign.signing.attachments import Attachment, AttachmentRefused, Upload, attachment_key, checked_attachment
-
-#: How long a staff-written pattern may take to match one value.
-PATTERN_SECONDS = 0.1
-#: Longest text a text field takes (a pattern is matched against at most this much).
-MAX_TEXT_CHARS = 1000
-#: Control characters (but tab and line ends): never printable in a name or a value.
-CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-#: What a ticked checkbox's input sends, and what a file's column may say for one ticked; the values stored for it.
-TICKED = "yes"
-TICKED_VALUES = frozenset({TICKED, "true", "1", "x", "on", "да"})
-CHECKBOX_VALUES = {True: "true", False: "false"}
-
-logger = logging.getLogger(__name__)
+from bulksign.signing.field_checks import (
+    CHECKBOX_VALUES,
+    MAX_TEXT_CHARS,
+    Refused,
+    checked_value,
+    date_text,
+    is_ticked,
+    number_text,
+    typed_date,
+)
 
 
 @dataclass(frozen=True)
@@ -104,6 +99,10 @@ class FieldInput:
     error: N_ | None = None
     #: An attachment chosen in a refused try: its name (a browser never keeps a file across pages).
     chosen_file: str | None = None
+    #: Shown only when this condition on another of the signer's fields holds (the page follows it as they type).
+    when: FieldCondition | None = None
+    #: The condition in words, for the line under the input (a page without scripts shows every field).
+    when_words: N_ | None = None
 
     @property
     def max_chars(self) -> int:
@@ -113,17 +112,67 @@ class FieldInput:
     @property
     def ticked(self) -> bool:
         """A checkbox shown ticked."""
-        return _is_ticked(self.value)
-
-
-def _is_ticked(raw: str | None) -> bool:
-    return (raw or "").strip().lower() in TICKED_VALUES
+        return is_ticked(self.value)
 
 
 def party_fields(request: SigningRequest, *, role: str) -> tuple[FieldSettings, ...]:
-    """The fields ``role`` fills on ``request``'s document, in document order."""
+    """The fields ``role`` fills on ``request``'s document, in document order (not those filled in for them when
+    they sign: ``signed_entries``)."""
+    return tuple(f for f in _all_fields(request) if f.role == role and f.type not in SIGNED_TYPES)
+
+
+def signed_entries(request: SigningRequest, *, role: str, signer_name: str, now: dt.datetime) -> tuple[Entry, ...]:
+    """The values of ``role``'s "date signed" and "signer's name" fields as they sign ``now`` with ``signer_name``:
+    the day in the batch's time zone (printed in its language, as any date is), and the name."""
+    day = now.astimezone(zone_of(request.batch)).date().isoformat()
+    return tuple(
+        Entry(name=f.name, value=day if f.type == "signed_date" else signer_name)
+        for f in _all_fields(request)
+        if f.role == role and f.type in SIGNED_TYPES
+    )
+
+
+def _all_fields(request: SigningRequest) -> tuple[FieldSettings, ...]:
     version = request.batch.template_version
-    return tuple(f for f in template_fields(version) if f.role == role) if version is not None else ()
+    return template_fields(version) if version is not None else ()
+
+
+def earlier_values(session: Session, *, request_id: int) -> dict[str, str | None]:
+    """The values the request's parties gave so far, by field name: what a condition on an earlier party's field
+    looks at."""
+    rows = session.execute(select(FieldValue.name, FieldValue.value).where(FieldValue.request_id == request_id))
+    return {name: value for name, value in rows}
+
+
+def _applying(
+    request: SigningRequest,
+    *,
+    role: str,
+    own: Callable[[FieldSettings], str | None] | None,
+    earlier: Mapping[str, str | None],
+) -> frozenset[str]:
+    """The fields of ``request`` that apply (``field_conditions.applying``): ``own`` gives the value of each of
+    ``role``'s fields as the signer sent it; None (the page before it is sent): a condition on one of them is left to
+    the page, which follows it as they type, and holds here."""
+    fields = _all_fields(request)
+    by_name = {f.name: f for f in fields}
+
+    def live_own(field: FieldSettings) -> bool:
+        condition = field.condition
+        return condition is not None and condition.live and getattr(by_name.get(condition.source), "role", "") == role
+
+    def field_value(name: str) -> str | None:
+        field = by_name[name]
+        value = own(field) if own is not None and field.role == role else earlier.get(name)
+        return None if field.type == "checkbox" and value != CHECKBOX_VALUES[True] else value
+
+    conditioned = [
+        Conditioned(name=f.name, role=f.role, condition=None) if own is None and live_own(f) else f.conditioned
+        for f in fields
+    ]
+    return applying(
+        conditioned, field_value=field_value, column_value=lambda column: str((request.data or {}).get(column) or "")
+    )
 
 
 def _prefill(request: SigningRequest, settings: FieldSettings) -> str:
@@ -144,19 +193,28 @@ def form_fields(
     typed: Mapping[str, str] | None = None,
     chosen: Mapping[str, str] | None = None,
     errors: Mapping[str, N_] | None = None,
+    earlier: Mapping[str, str | None] | None = None,
 ) -> tuple[FieldInput, ...]:
     """The fields ``role`` fills, as the page shows them: ``typed`` (a refused try's values, by name) over the
-    prefills, each placed on its page image by ``document``'s ``field_boxes`` and ``pages``' sizes."""
+    prefills, each placed on its page image by ``document``'s ``field_boxes`` and ``pages``' sizes. A field whose
+    condition looks at a column or an ``earlier`` party's value is left out when it does not hold; one whose
+    condition looks at the signer's own fields carries it (``when``) for the page to follow."""
     language = request.batch.language or "en"
     boxes = (document.field_boxes or {}) if document is not None else {}
+    applies = _applying(request, role=role, own=None, earlier=earlier or {})
+    own = {f.name: f for f in party_fields(request, role=role)}
     shown = []
-    for number, settings in enumerate(party_fields(request, role=role), start=1):
+    for number, settings in enumerate(own.values(), start=1):
+        if settings.name not in applies:
+            continue
+        condition = settings.condition
+        when = condition if condition is not None and condition.live and condition.source in own else None
         locked = _locked(request, settings)
         if typed is not None and not locked:
             value = typed.get(settings.name, "")
         else:
             value = _prefill(request, settings)
-            parsed = _date(value, language) if settings.type == "date" else None
+            parsed = typed_date(value, language) if settings.type == "date" else None
             value = parsed.isoformat() if parsed is not None else value  # what <input type=date> takes
         shown.append(
             FieldInput(
@@ -168,6 +226,8 @@ def form_fields(
                 hint=_hint(settings, language),
                 error=(errors or {}).get(settings.name),
                 chosen_file=(chosen or {}).get(settings.name),
+                when=when,
+                when_words=condition_words(when, source=own[when.source].shown_label) if when is not None else None,
             )
         )
     return tuple(shown)
@@ -187,23 +247,14 @@ def _place(box: dict[str, Any] | None, pages: DocumentPages | None) -> FieldPlac
     )
 
 
-def _number_text(value: float | str, language: str) -> str:
-    return format_decimal(Decimal(str(value)), locale=language)
-
-
-def _date_text(value: float | str, language: str) -> str:
-    # As the page's other dates read (``localtime.batch_time``): "31 January 2027", "31 января 2027".
-    return format_date(dt.date.fromisoformat(str(value)), "d MMMM y", locale=language)
-
-
 def _hint(settings: FieldSettings, language: str) -> tuple[N_, ...]:
     """What the field takes, for the line under its input (nothing when the input says it all)."""
     low, high = settings.minimum, settings.maximum
     if settings.type == "number":
-        show = _number_text
+        show = number_text
         parts = [N_("Write a number, e.g. %(example)s.", example=format_decimal(Decimal("1234.5"), locale=language))]
     elif settings.type == "date":
-        show, parts = _date_text, []
+        show, parts = date_text, []
     elif settings.type == "attachment":
         return (N_("A PDF, JPEG or PNG file."),)
     else:
@@ -217,21 +268,29 @@ def _hint(settings: FieldSettings, language: str) -> tuple[N_, ...]:
     return tuple(parts)
 
 
-def check_entries(request: SigningRequest, *, role: str, filled: FilledForm) -> CheckedEntries:
+def check_entries(
+    request: SigningRequest, *, role: str, filled: FilledForm, earlier: Mapping[str, str | None] | None = None
+) -> CheckedEntries:
     """Check every field ``role`` fills on ``request`` against what was ``filled``. A read-only prefilled field
-    takes its prefill whatever was sent."""
+    takes its prefill whatever was sent. A field whose condition does not hold (on what was sent, a column, or an
+    ``earlier`` party's value) is not asked for and what was sent for it is dropped: it gets no entry."""
     language = request.batch.language or "en"
+    applies = _applying(
+        request, role=role, own=lambda f: _sent_value(request, f, filled, language), earlier=earlier or {}
+    )
     entries, errors, labels = [], {}, []
     for settings in party_fields(request, role=role):
+        if settings.name not in applies:
+            continue
         try:
             if _locked(request, settings):
                 entries.append(_prefilled(settings, _prefill(request, settings), language))
             elif settings.type == "attachment":
                 entries.append(_attachment(settings, filled.files.get(settings.name), filled.attachment_max_bytes))
             else:
-                value = _value(settings, filled.typed.get(settings.name), language)
+                value = checked_value(settings, filled.typed.get(settings.name), language)
                 entries.append(Entry(name=settings.name, value=value))
-        except _Refused as refused:
+        except Refused as refused:
             errors[settings.name] = refused.message
             labels.append(settings.shown_label)
     if errors:
@@ -239,145 +298,27 @@ def check_entries(request: SigningRequest, *, role: str, filled: FilledForm) -> 
     return CheckedEntries(entries=tuple(entries))
 
 
-class _Refused(BulksignError):
-    """A field's value to correct; ``message`` says how."""
-
-    message: N_
-
-    def __init__(self, message: N_):
-        super().__init__(message)
+def _sent_value(request: SigningRequest, settings: FieldSettings, filled: FilledForm, language: str) -> str | None:
+    """A field's value as a condition reads it: normalised as it would be stored, an attachment's file name; None
+    when empty or not a value of its type (the field's own check then says so)."""
+    if _locked(request, settings):
+        return _prefill(request, settings) or None
+    if settings.type == "attachment":
+        upload = filled.files.get(settings.name)
+        return (upload.filename or settings.name) if upload is not None and upload.data else None
+    try:
+        return checked_value(dataclasses.replace(settings, required=False), filled.typed.get(settings.name), language)
+    except Refused:
+        return None
 
 
 def _prefilled(settings: FieldSettings, prefill: str, language: str) -> Entry:
     """A read-only prefill: normalised when it passes the field's checks; else kept as the file gave it (the
     sender's value, not the signer's to correct), without invisible characters."""
     try:
-        return Entry(name=settings.name, value=_value(settings, prefill, language))
-    except _Refused:
+        return Entry(name=settings.name, value=checked_value(settings, prefill, language))
+    except Refused:
         return Entry(name=settings.name, value=visible_text(prefill))
-
-
-def _value(settings: FieldSettings, raw: str | None, language: str) -> str | None:
-    """The normalised value of a field that is not an attachment; _Refused says what is wrong."""
-    label = settings.shown_label
-    if settings.type == "checkbox":
-        ticked = _is_ticked(raw)
-        if settings.required and not ticked:
-            raise _Refused(N_("Tick “%(label)s” to sign.", label=label))
-        return CHECKBOX_VALUES[ticked]
-    text = visible_text(CONTROL_CHARACTERS.sub("", raw or ""))
-    if not text:
-        if settings.required:
-            raise _Refused(N_("Fill in “%(label)s”: it is required.", label=label))
-        return None
-    checks = {"text": _text, "number": _number, "date": _date_value, "choice": _choice}
-    return checks[settings.type](settings, text, language)
-
-
-def _text(settings: FieldSettings, text: str, language: str) -> str:
-    if missing := unprintable(text):  # the signed PDF would show empty boxes for them
-        raise _Refused(
-            N_(
-                "“%(label)s” has characters the signed document cannot print: %(chars)s. Write it without them.",
-                label=settings.shown_label,
-                chars=" ".join(missing[:10]),
-            )
-        )
-    if len(text) > MAX_TEXT_CHARS:
-        raise _Refused(
-            N_(
-                "“%(label)s” is too long (at most %(count)s characters).",
-                label=settings.shown_label,
-                count=MAX_TEXT_CHARS,
-            )
-        )
-    if settings.pattern and not _matches(settings.pattern, text):
-        raise _Refused(N_("“%(label)s” is not in the expected form.", label=settings.shown_label))
-    return text
-
-
-def _matches(pattern: str, text: str) -> bool:
-    """Whether ``text`` matches staff's ``pattern`` whole. A pattern that backtracks without end ("(a+)+$") is cut
-    off after ``PATTERN_SECONDS`` and counts as no match, so one template cannot hold a web worker; staff hear of
-    it in the log."""
-    try:
-        return regex.fullmatch(pattern, text, timeout=PATTERN_SECONDS) is not None
-    except TimeoutError:
-        logger.warning("field pattern timed out", extra={"pattern": pattern, "length": len(text)})
-        return False
-
-
-def _number(settings: FieldSettings, text: str, language: str) -> str:
-    # A typed space groups digits as well as the locale's own (a no-break space in Russian and French).
-    digits = re.sub(r"\s", "", text) if get_group_symbol(locale=language).isspace() else text
-    try:
-        number = parse_decimal(digits, locale=language, strict=True)
-    except NumberFormatError:
-        number = None
-    if number is None or not number.is_finite():
-        raise _Refused(
-            N_(
-                "“%(value)s” is not a number. Write it like %(example)s.",
-                value=text[:40],
-                example=format_decimal(Decimal("1234.5"), locale=language),
-            )
-        )
-    low, high = settings.minimum, settings.maximum
-    if (low is not None and number < Decimal(str(low))) or (high is not None and number > Decimal(str(high))):
-        raise _Refused(_out_of_range(settings, _number_text, language))
-    canonical = format(number.normalize(), "f")
-    return canonical if "." not in canonical else canonical.rstrip("0").rstrip(".")
-
-
-def _date(text: str, language: str) -> dt.date | None:
-    """A date written as ISO (``<input type=date>``) or in the language's short format; None when it is not one."""
-    try:
-        return dt.date.fromisoformat(text)
-    except ValueError:
-        pass
-    try:
-        return parse_date(text, locale=language, format="short")
-    except (ValueError, IndexError):  # Babel's ParseError is a ValueError; a short string can index past its end
-        return None
-
-
-def _date_value(settings: FieldSettings, text: str, language: str) -> str:
-    found = _date(text, language)
-    if found is None:
-        raise _Refused(
-            N_(
-                "“%(value)s” is not a date. Write it like %(example)s.",
-                value=text[:40],
-                example=format_date(
-                    dt.date(2027, 1, 31), get_date_format("short", locale=language).pattern, locale=language
-                ),
-            )
-        )
-    low, high = settings.minimum, settings.maximum
-    if (low is not None and found.isoformat() < str(low)) or (high is not None and found.isoformat() > str(high)):
-        raise _Refused(_out_of_range(settings, _date_text, language))
-    return found.isoformat()
-
-
-def _out_of_range(settings: FieldSettings, show: Callable[[float | str, str], str], language: str) -> N_:
-    label, low, high = settings.shown_label, settings.minimum, settings.maximum
-    if low is not None and high is not None:
-        return N_(
-            "“%(label)s” must be from %(low)s to %(high)s.",
-            label=label,
-            low=show(low, language),
-            high=show(high, language),
-        )
-    if low is not None:
-        return N_("“%(label)s” must be at least %(low)s.", label=label, low=show(low, language))
-    assert high is not None  # the value crossed a bound: at least one is set
-    return N_("“%(label)s” must be at most %(high)s.", label=label, high=show(high, language))
-
-
-def _choice(settings: FieldSettings, text: str, language: str) -> str:
-    if text not in settings.options:
-        raise _Refused(N_("Choose one of the options for “%(label)s”.", label=settings.shown_label))
-    return text
 
 
 def _attachment(settings: FieldSettings, upload: Upload | None, max_bytes: int) -> Entry:
@@ -385,12 +326,12 @@ def _attachment(settings: FieldSettings, upload: Upload | None, max_bytes: int) 
     label = settings.shown_label
     if upload is None or not upload.data:
         if settings.required:
-            raise _Refused(N_("Choose a file for “%(label)s”: it is required.", label=label))
+            raise Refused(N_("Choose a file for “%(label)s”: it is required.", label=label))
         return Entry(name=settings.name, value=None)
     try:
         found = checked_attachment(upload, label=label, field=settings.name, max_bytes=max_bytes)
     except AttachmentRefused as refused:
-        raise _Refused(refused.message) from None
+        raise Refused(refused.message) from None
     return Entry(name=settings.name, value=found.filename, attachment=found)
 
 

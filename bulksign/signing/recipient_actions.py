@@ -28,7 +28,14 @@ from bulksign.models.parties import PartyStatus
 from bulksign.models.status import Status
 from bulksign.signing import code_owners, link_proofs, one_time_codes, party_mails, routing
 from bulksign.signing.acts import REFUSED, Act, DeclineOutcome, OpenOutcome, SignOutcome
-from bulksign.signing.field_entry import NOTHING_FILLED, FilledForm, check_entries, save_entries
+from bulksign.signing.field_entry import (
+    NOTHING_FILLED,
+    FilledForm,
+    check_entries,
+    earlier_values,
+    save_entries,
+    signed_entries,
+)
 from bulksign.signing.page_states import PageState, page_state, signer_state
 from bulksign.signing.parties import move_parties
 from bulksign.signing.signer_input import InvalidInput, clean_signature
@@ -236,7 +243,7 @@ def sign(
     ``code_id``."""
     request = session.get_one(SigningRequest, request_id)
     role = party.role if party is not None else RECIPIENT_ROLE
-    checked = check_entries(request, role=role, filled=filled)
+    checked = check_entries(request, role=role, filled=filled, earlier=earlier_values(session, request_id=request_id))
     message: Message = ""
     signer_field = None
     try:
@@ -260,9 +267,8 @@ def sign(
         """In the sign's own transaction, after its compare-and-set won (a sign that lost its race saves nothing);
         a file storage cannot take undoes the sign: the signer tries again, with nothing half kept."""
         try:
-            save_entries(
-                session, request=request, role=role, entries=checked.entries, storage=filled.storage, now=now, ip=ip
-            )
+            entries = (*checked.entries, *signed_entries(request, role=role, signer_name=name, now=now))
+            save_entries(session, request=request, role=role, entries=entries, storage=filled.storage, now=now, ip=ip)
         except StorageError as exc:
             session.rollback()
             log(logger, logging.ERROR, "could not store an attachment", request_id=request_id, error=str(exc))

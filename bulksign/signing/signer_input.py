@@ -10,7 +10,7 @@ from bulksign.core.errors import BulksignError
 from bulksign.core.typed_text import visible_text
 from bulksign.documents.images import ImageProblem, ImageRefused, decoded
 from bulksign.documents.pdf_text import unprintable
-from bulksign.signing.field_entry import CONTROL_CHARACTERS
+from bulksign.signing.field_checks import CONTROL_CHARACTERS
 
 #: A drawn signature is a few KB; anything far bigger is not one.
 MAX_SIGNATURE_BYTES = 200 * 1024

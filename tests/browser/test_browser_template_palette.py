@@ -20,7 +20,8 @@ from bulksign.models import DocumentTemplate
 from tests.browser.test_browser_two_party_signing import LINK, _sign_as
 from tests.signing.test_routing import _mails_to
 from tests.support.accounts import STAFF
-from tests.support.looks import log_in, look_at
+from tests.support.looks import BATCH_PAGE, log_in, look_at
+from tests.support.party_editor import name_party
 from tests.support.signing_page import signed_bytes
 
 pytestmark = pytest.mark.browser
@@ -74,16 +75,13 @@ def test_a_clerk_builds_a_two_party_contract_with_the_palette_and_sends_it(users
 
     # The employer, named on the template page, then given a field and a signature place in the editor.
     page.click("#add-party")
-    fresh = page.locator(".party-def").last
-    fresh.locator("[name=party-key]").fill("employer")
-    fresh.locator("[name=party-label-en]").fill("Employer")
-    fresh.locator("[name=party-label-ru]").fill("Работодатель")
-    fresh.locator("[name=party-source]").select_option("fixed")
-    fresh.locator("[name=party-name]").fill("Anna Boss")
-    fresh.locator("[name=party-email]").fill("hr@acme.example")
-    employee = page.locator(".party-def[data-key=recipient]")
-    employee.locator("[name=party-label-en]").fill("Employee")
-    employee.locator("[name=party-label-ru]").fill("Работник")
+    name_party(
+        page.locator(".party-def").last,
+        key="employer",
+        labels=("Employer", "Работодатель"),
+        person=("Anna Boss", "hr@acme.example"),
+    )
+    name_party(page.locator(".party-def[data-key=recipient]"), labels=("Employee", "Работник"))
     page.click("#save-parties")
     page.wait_for_selector("text=Saved as version 2")
     expect(page.locator("#check-warnings")).to_contain_text("Employer has no signature place in the document")
@@ -123,7 +121,7 @@ def test_a_clerk_builds_a_two_party_contract_with_the_palette_and_sends_it(users
     page.set_input_files("input[name=file]", files=[{"name": "people.csv", "mimeType": "text/csv", "buffer": csv}])
     page.click("text=Check the file")
     page.click("#create-batch")
-    page.wait_for_url(f"{live_server}/batches/*")
+    page.wait_for_url(BATCH_PAGE)
     run_jobs("pdf", "mail")
     _sign_from_mail(
         page, live_server, smtp, "eva@example.com", ("Employee", "#field-iban", "DE89 3704"), "Eva Employee"

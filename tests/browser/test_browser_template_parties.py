@@ -12,6 +12,7 @@ from bulksign.doc_templates.versions import get_version
 from bulksign.models import DocumentTemplate
 from tests.support.accounts import STAFF
 from tests.support.looks import log_in, look_at, save_html_template
+from tests.support.party_editor import name_party
 
 pytestmark = pytest.mark.browser
 
@@ -32,13 +33,8 @@ def test_a_clerk_names_the_parties_and_orders_them_by_keyboard(users, live_serve
     page.set_viewport_size({"width": 1366, "height": 900})
     save_html_template(page, live_server, name="Employment contract", html=CONTRACT)
     employee, employer = page.locator(".party-def[data-key=recipient]"), page.locator(".party-def[data-key=employer]")
-    employee.locator("[name=party-label-en]").fill("Employee")
-    employee.locator("[name=party-label-ru]").fill("Работник")
-    employer.locator("[name=party-label-en]").fill("Employer")
-    employer.locator("[name=party-label-ru]").fill("Работодатель")
-    employer.locator("[name=party-source]").select_option("fixed")
-    employer.locator("[name=party-name]").fill("Anna Boss")
-    employer.locator("[name=party-email]").fill("hr@acme.example")
+    name_party(employee, labels=("Employee", "Работник"))
+    name_party(employer, labels=("Employer", "Работодатель"), person=("Anna Boss", "hr@acme.example"))
     employer.locator("[name=party-email]").press("Tab")
     expect(_chip(page, "employer").locator(".chip-label")).to_have_text("Employer")
 

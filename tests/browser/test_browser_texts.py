@@ -10,7 +10,7 @@ from bulksign.core.extensions import db
 from bulksign.doc_templates.versions import create_template
 from tests.support.accounts import STAFF
 from tests.support.clock import NOW
-from tests.support.looks import log_in, shoot
+from tests.support.looks import BATCH_PAGE, log_in, shoot
 from tests.support.sms_gateway import SmsGateway
 
 pytestmark = pytest.mark.browser
@@ -44,7 +44,7 @@ def test_a_batch_that_texts_from_the_form_to_the_rows(app, users, live_server, p
         page.set_viewport_size({"width": 1366, "height": 900})
         page.select_option("#create-form select[name=language]", "ru")
         page.click("#create-batch")
-        page.wait_for_url(f"{live_server}/batches/*")
+        page.wait_for_url(BATCH_PAGE)
         run_jobs("pdf", "mail")
         page.reload()
         assert len(gateway.received) == 2
@@ -74,7 +74,7 @@ def test_choosing_the_recipients_language_reads_national_numbers_in_its_region(a
     expect(page.locator("#invalid-rows")).to_have_text("0")
     assert page.inner_text("#valid-rows") == "2"
     page.click("#create-batch")
-    page.wait_for_url(f"{live_server}/batches/*")
+    page.wait_for_url(BATCH_PAGE)
     from bulksign.models import SigningRequest
 
     phones = db.session.scalars(db.select(SigningRequest.phone).order_by(SigningRequest.id)).all()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.accounts import STAFF
-from tests.support.looks import ARTIFACTS, log_in, save_html_template, shoot
+from tests.support.looks import ARTIFACTS, BATCH_PAGE, log_in, save_html_template, shoot
 
 pytestmark = pytest.mark.browser
 
@@ -50,7 +50,7 @@ def test_upload_shows_the_bad_row_in_place_and_creates_the_batch(users, live_ser
     shoot(page, "new-batch-zone-picker")
     page.fill("input[name=name]", "Hiring, November")
     page.click("#create-batch")
-    page.wait_for_url(f"{live_server}/batches/*")
+    page.wait_for_url(BATCH_PAGE)
     assert "Hiring, November" in page.locator("h1").inner_text()
     assert page.locator("#create-batch").count() == 0
     from bulksign.core.extensions import db
@@ -112,7 +112,7 @@ def test_a_listed_address_is_a_warning_with_its_reason_and_is_not_mailed(users, 
     shoot(page, "new-batch-suppressed-warning")
     page.set_viewport_size({"width": 1366, "height": 900})
     page.click("#create-batch")
-    page.wait_for_url(f"{live_server}/batches/*")
+    page.wait_for_url(BATCH_PAGE)
     assert "1 address is on the suppression list and was not mailed" in page.inner_text("main")
     listed = db.session.scalar(db.select(SigningRequest).where(SigningRequest.email == "ivan@example.com"))
     assert listed.status == "failed" and "Not sent" in listed.error_message

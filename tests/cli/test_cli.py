@@ -84,13 +84,21 @@ def test_a_changed_interval_replaces_the_old_schedule(app):
     assert [j.id for j in Scheduler(connection=get_redis()).get_jobs()] == [new[0].job_id]
 
 
-def test_demo_creates_a_login_a_template_and_a_file_and_is_idempotent(app, client, tmp_path):
+def test_demo_creates_a_login_two_templates_and_a_file_and_is_idempotent(app, client, tmp_path):
     runner = app.test_cli_runner()
     first = runner.invoke(args=["demo"])
     second = runner.invoke(args=["demo"])
     assert first.exit_code == second.exit_code == 0
     assert "admin@example.com / bulksign-demo" in first.output
-    assert db.session.scalar(select(db.func.count()).select_from(DocumentTemplate)) == 1
+    names = db.session.scalars(select(DocumentTemplate.name).order_by(DocumentTemplate.id)).all()
+    assert names == ["Employment agreement (demo)", "Employment agreement, countersigned (demo)"]
+    # The two-party one: the employee signs, then the director, each called by a label, not a key.
+    from bulksign.doc_templates.template_parties import party_labels, template_routing
+    from bulksign.doc_templates.versions import get_version
+
+    countersigned = get_version(db.session, template_id=2)
+    assert template_routing(countersigned) == [["recipient"], ["employer"]]
+    assert party_labels(countersigned, language="ru") == {"recipient": "Работник", "employer": "Работодатель"}
     csv_path = Path(app.config["VAR_DIR"]) / "demo" / "recipients.csv"
     assert "email" in csv_path.read_text(encoding="utf-8-sig").splitlines()[0]
     page = client.get("/auth/login")

@@ -17,10 +17,9 @@ from sqlalchemy import update
 from bulksign.core.extensions import db
 from bulksign.doc_templates import kinds, pdf_fill, pdf_forms
 from bulksign.doc_templates.columns import needed_columns
-from bulksign.doc_templates.errors import TemplateError
+from bulksign.doc_templates.errors import FieldSettingsError, TemplateError
 from bulksign.doc_templates.fields import (
     FieldSettings,
-    FieldSettingsError,
     check_settings,
     marked_fields,
     template_fields,
@@ -155,7 +154,7 @@ def test_settings_are_checked_with_a_reason_for_each_refusal():
             "role": "witness",
         },
         "The field “iban” has the type “signature”; a field is one of: text, number, date, checkbox, choice, "
-        "attachment.": {"name": "iban", "type": "signature"},
+        "attachment, signed_date, signer_name.": {"name": "iban", "type": "signature"},
         "“soon” is not a date for “start”: write it as YYYY-MM-DD.": {
             "name": "start",
             "type": "date",

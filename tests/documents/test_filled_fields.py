@@ -32,7 +32,8 @@ from bulksign.documents.signed_pdf import stamp_parties
 from bulksign.documents.storage import get_storage
 from bulksign.models import Document, FieldValue, Party, SigningRequest, utcnow
 from bulksign.recipients.validation import validate_recipients
-from bulksign.signing.field_entry import TICKED, FilledForm, Upload
+from bulksign.signing.field_checks import TICKED
+from bulksign.signing.field_entry import FilledForm, Upload
 from bulksign.signing.page_states import signer_party
 from bulksign.signing.recipient_actions import sign
 from bulksign.work.pipeline import enqueue_renders

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from bulksign.core.config import BASE_DIR
@@ -12,6 +13,8 @@ ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS", BASE_DIR / "test-artifacts"))
 WIDTHS = (1366, 360)
 #: axe-core, vendored (static/vendor/README.md); loaded from our own origin so strict CSP pages accept it.
 AXE = "/static/vendor/axe-4.14.1.min.js"
+#: A batch's own page (``/batches/new`` is not one: waiting for ``/batches/*`` there returns at once).
+BATCH_PAGE = re.compile(r"/batches/\d+$")
 #: What fails a page: WCAG A/AA problems (contrast, names, keyboard) that block or seriously hinder someone.
 BLOCKING = {"serious", "critical"}
 
@@ -37,6 +40,9 @@ def save_html_template(page, base_url: str, *, name: str, html: str) -> None:
     page.fill("input[name=name]", name)
     page.fill("textarea[name=html]", html)
     page.click("main button[type=submit]")
+    page.wait_for_url(re.compile(r"/templates/\d+"))
+    # Its scripts have run: the party editor, where the page has one, is ready for typing.
+    page.wait_for_load_state("load")
 
 
 def axe_violations(page, base_url: str) -> list[dict]:

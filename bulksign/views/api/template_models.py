@@ -14,6 +14,7 @@ from bulksign.core.schemas import ABSENT, Text, no_null_defaults
 from bulksign.doc_templates import pdf_forms
 from bulksign.doc_templates import versions as dt
 from bulksign.doc_templates.columns import OPTIONAL, needed_columns
+from bulksign.doc_templates.field_conditions import ConditionIn
 from bulksign.doc_templates.fields import (
     FIELD_TYPES,
     MAX_LABEL_CHARS,
@@ -269,6 +270,12 @@ class FieldSettingsIn(BaseModel):
     role: Text = Field(
         "recipient", description="Who fills it: `recipient` (the row's own) or another role of the template's `roles`."
     )
+    condition: ConditionIn | None = Field(
+        None,
+        description="Shown and required only when this holds; null: always. A field's condition looks at another "
+        "field of its own party, or of a party who signs in an earlier step (not at itself, nor in a circle); a "
+        "column's at the row. A field that does not apply is not asked for, stores nothing and prints nothing.",
+    )
 
 
 class FieldSettingsOut(FieldSettingsIn):
@@ -293,7 +300,9 @@ def fields_out(version: TemplateVersion) -> FieldsOut:
     return FieldsOut(
         version=version.version,
         roles=template_roles(version),
-        fields=[FieldSettingsOut(**f.to_json(), column=f.column) for f in template_fields(version)],
+        fields=[
+            FieldSettingsOut(**{"condition": None, **f.to_json()}, column=f.column) for f in template_fields(version)
+        ],
     )
 
 

@@ -12,10 +12,7 @@ from bulksign.core import keyset
 from bulksign.core.extensions import db
 from bulksign.doc_templates import kinds as template_kinds
 from bulksign.doc_templates import versions as dt
-from bulksign.doc_templates.errors import TemplateError
-from bulksign.doc_templates.fields import (
-    FieldSettingsError,
-)
+from bulksign.doc_templates.errors import FieldSettingsError, TemplateError
 from bulksign.doc_templates.mail_texts import MAIL_FIELDS
 from bulksign.doc_templates.template_parties import PartiesError
 from bulksign.models import utcnow
@@ -245,7 +242,8 @@ def set_fields(template_id: int):
     """Settings for the fields the signer fills. Saved as a new version, the document and mail texts kept; batches
     already created keep the version they used. 422 `fields_invalid` (`details.field` names the field) for a field
     the template does not mark, a choice without options, a pattern that is no regular expression, a range whose
-    lowest end is above its highest, or a role that does not sign the template."""
+    lowest end is above its highest, a role that does not sign the template, or a condition whose field the template
+    does not have, that looks at its own field, goes round in a circle or at a field a party fills later."""
     body = parse_body(FieldsBody)
     template = access.template_for_edit(db.session, template_id=template_id, user=g.api_user)
     saved = _committed(

@@ -29,7 +29,7 @@ from bulksign.people.auth import public
 from bulksign.signing import code_owners, one_time_codes, routing, steps
 from bulksign.signing.acts import Act
 from bulksign.signing.attachments import Upload
-from bulksign.signing.field_entry import FilledForm, form_fields
+from bulksign.signing.field_entry import FilledForm, earlier_values, form_fields
 from bulksign.signing.links import find_by_token
 from bulksign.signing.page_states import PageState, contact_of, deadline_of, signer_party, signer_state
 from bulksign.signing.parties import find_party
@@ -145,6 +145,7 @@ def render_page(
             typed=(form or {}).get("fields"),
             chosen=(form or {}).get("files"),
             errors=field_errors,
+            earlier=earlier_values(db.session, request_id=row.id),
         )
         if row is not None and state == PageState.WAITING and shown
         else ()

@@ -18,7 +18,7 @@ from bulksign.doc_templates import pdf_forms
 from bulksign.doc_templates import versions as dt
 from bulksign.doc_templates.columns import needed_columns
 from bulksign.doc_templates.errors import TemplateError
-from bulksign.doc_templates.fields import FieldSettings, template_fields
+from bulksign.doc_templates.fields import SIGNED_TYPES, FieldSettings, template_fields
 from bulksign.doc_templates.mail_texts import (
     DEFAULT_EMAIL_BODY,
     DEFAULT_EMAIL_SUBJECT,
@@ -162,6 +162,7 @@ def _form_page(form: dict, template: DocumentTemplate | None, save: Callable[[Su
                 language=str(get_locale()),
             ),
             field_types=FIELD_TYPE_LABELS,
+            signed_types=SIGNED_TYPES,
         ),
         422 if error else 200,
     )
@@ -231,7 +232,23 @@ FIELD_TYPE_LABELS = {
     "checkbox": _l("Checkbox"),
     "choice": _l("Choice"),
     "attachment": _l("Attachment (PDF, JPEG or PNG)"),
+    "signed_date": _l("Date signed"),
+    "signer_name": _l("Signer’s name"),
 }
+
+
+def _condition_of(name: str) -> dict[str, str] | None:
+    """A field's condition as the page's three lists give it: ``field:<name>`` or ``column:<name>``, a test, a
+    value; None when it is shown always."""
+    kind, _, source = request.form.get(f"{name}-when-source", "").partition(":")
+    if not source:
+        return None
+    return {
+        "kind": kind,
+        "source": source,
+        "operator": request.form.get(f"{name}-when-operator", ""),
+        "value": request.form.get(f"{name}-when-value", ""),
+    }
 
 
 @bp.post("/<int:template_id>/fields")
@@ -247,6 +264,7 @@ def set_fields(template_id: int):
             "options": request.form.get(f"{field.name}-options", "").splitlines(),
             "required": f"{field.name}-required" in request.form,
             "read_only": f"{field.name}-read_only" in request.form,
+            "condition": _condition_of(field.name),
         }
         for field in template_fields(version)
     ]
@@ -256,7 +274,7 @@ def set_fields(template_id: int):
     if saved is not None:
         return redirect(url_for(".detail", template_id=template.id, _anchor="fields"))
     # The refused settings stay as typed, at the field the error names.
-    shown = [FieldSettings(**{**g, "options": tuple(g["options"])}) for g in given]
+    shown = [FieldSettings.from_json(g) for g in given]
     return _detail_page(template, version, fields=shown, fields_error=error), 422
 
 
@@ -324,6 +342,7 @@ def _detail_page(
         fields=template_fields(version) if fields is None else fields,
         fields_error=fields_error,
         field_types=FIELD_TYPE_LABELS,
+        signed_types=SIGNED_TYPES,
         parties=template_parties(version),
         party_names=party_labels(version, language=str(get_locale())),
         routing=template_routing(version),
