@@ -13,7 +13,7 @@ from bulksign.batches.approval import is_approver
 from bulksign.batches.correction_notices import changed_lines
 from bulksign.batches.corrections import CORRECTABLE, OWN_COLUMNS, corrections_of
 from bulksign.doc_templates.template_parties import party_label
-from bulksign.models import RECIPIENT_ROLE, Correction, Party, SigningRequest, User
+from bulksign.models import RECIPIENT_ROLE, Batch, Correction, Party, SigningRequest, User
 from bulksign.models.corrections import CorrectionStatus
 from bulksign.models.status import BatchStatus
 
@@ -86,6 +86,6 @@ def correction_panel(session: Session, *, request: SigningRequest, user: User) -
     )
 
 
-def _made(correction: Correction, batch) -> Made:
+def _made(correction: Correction, batch: Batch) -> Made:
     who = correction.requested_by.shown_name if correction.requested_by is not None else "—"
     return Made(correction, who, tuple(changed_lines(batch, correction.changes)))

@@ -358,7 +358,7 @@ def _void_parties(
 ) -> list[str]:
     """Every party back to waiting for the new version, its link, signature and what it gave cleared; the new names
     and addresses set. The roles whose signature was voided."""
-    cleared = dict(
+    cleared: dict[str, Any] = dict(
         token_hash=None,
         token_nonce=None,
         invited_at=None,

@@ -28,7 +28,7 @@ REASONS = {
     "purged": _l("deleted under the retention rules"),
     "several_parties": _l(
         "signed by several parties: another party declined, or the recipient has acted (open the row and choose "
-        "\"Correct and resend\" to send a corrected version to every party)"
+        '"Correct and resend" to send a corrected version to every party)'
     ),
     "not_started": _l("their step has not started yet"),
     "countersign_digest": _l("served by the countersigner's digest, one link for all their documents: Remind sends it"),
