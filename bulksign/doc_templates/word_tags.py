@@ -12,7 +12,7 @@ from enum import StrEnum
 
 from jinja2 import TemplateSyntaxError, meta, nodes
 
-from bulksign.doc_templates.fields import SIGNED_TYPES
+from bulksign.doc_templates.fields import named_field
 from bulksign.doc_templates.html_safety import unsafe_jinja
 from bulksign.doc_templates.jinja_sandbox import sandbox
 from bulksign.doc_templates.template_check import meant_mark
@@ -107,7 +107,7 @@ def classify(
         elif role := mark_role(name):
             found.append(Tag(name, _written(name), TagKind.SIGNATURE, party=role))
         elif field_name(name):
-            field_type, party = fields.get(name) or named_field(name, parties=parties)
+            field_type, party = fields.get(name) or _named_field(name, parties=parties)
             found.append(Tag(name, _written(name), TagKind.FIELD, party=party, field_type=field_type))
         elif meant := meant_mark(name, keys=parties) or _case_of(name, _known(reader, parties, fields, sample)):
             found.append(Tag(name, _written(name), TagKind.UNKNOWN, problem=Problem.MISSPELT, meant=meant))
@@ -120,15 +120,10 @@ def classify(
     return tuple(found)
 
 
-def named_field(name: str, *, parties: list[str]) -> tuple[str, str]:
-    """A field's (type, party) its name says: ``field_signed_date_employer`` is the date ``employer`` signed,
-    ``field_signer_name_employer`` the name they signed with (the Word palette's names); text for the recipient
-    else."""
-    for field_type in SIGNED_TYPES:
-        for party in parties:
-            if name == f"field_{field_type}_{party}":
-                return field_type, party
-    return DEFAULT_TYPE, RECIPIENT_ROLE
+def _named_field(name: str, *, parties: list[str]) -> tuple[str, str]:
+    """A new field's (type, party), as saving the file would give it (``fields.named_field``)."""
+    named = named_field(field_name(name) or "", roles=parties)
+    return (named["type"], named["role"]) if named else (DEFAULT_TYPE, RECIPIENT_ROLE)
 
 
 def parties_of(names: list[str], *, known: list[str]) -> list[str]:
