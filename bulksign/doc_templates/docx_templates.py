@@ -177,7 +177,7 @@ def patched_filler(data: bytes, *, patch: Callable[[str], str]) -> Callable[[dic
     docx_safety.check_package(docx_package.read_parts(data))
     template = docx_package.open_template(data)
     joined = template.patch_xml
-    template.patch_xml = lambda xml: patch(joined(xml))  # type: ignore[method-assign]
+    template.patch_xml = lambda xml: patch(joined(xml))
     try:
         prepared = _prepare(template)
     except TemplateError:
