@@ -22,7 +22,7 @@ from bulksign.models.mail import OutgoingMail, PhoneSuppression, Suppression
 from bulksign.models.parties import RECIPIENT_ROLE, Party
 from bulksign.models.people import ApiKey, MembershipChange, Team, TeamMember, User
 from bulksign.models.requests import Document, Event, OneTimeCode, SealCertificate, SigningRequest
-from bulksign.models.templates import ColumnMapping, DocumentTemplate, TemplateVersion
+from bulksign.models.templates import ColumnMapping, DocumentTemplate, TemplateVersion, WordCheck
 
 __all__ = [
     "AddressChange",
@@ -61,5 +61,6 @@ __all__ = [
     "User",
     "WebhookDelivery",
     "WebhookEndpoint",
+    "WordCheck",
     "utcnow",
 ]

@@ -246,3 +246,8 @@ COUNTERSIGN_DIGESTS = _declare("bulksign.jobs.countersign.send_due_digests", que
 RESEAL = _declare("bulksign.jobs.seal.seal_missing", queue="default", timeout=600)
 PURGE_IDEMPOTENCY_KEYS = _declare("bulksign.jobs.periodic.purge_idempotency_keys", queue="default", timeout=600)
 PURGE_RETENTION = _declare("bulksign.jobs.retention.purge_retention", queue="default", timeout=1800)
+#: A Word file checked with a sample row (``doc_templates.word_check``): someone waits on the page, so it goes ahead
+#: of a batch's renders; a check is cheap to start again, so it is not retried.
+WORD_CHECK = _declare(
+    "bulksign.jobs.word_check.check", queue="pdf", id_pattern="word-check-{id}", timeout=300, at_front=True
+)

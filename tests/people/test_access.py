@@ -115,6 +115,7 @@ TEMPLATE_EDITS = {
     "api_templates.set_fields",
     "doc_templates.set_parties",
     "api_templates.set_parties",
+    "word_check.start_for_template",
 }
 #: Lists and searches: filtered to what the user sees.
 LISTS = {"batches.index", "doc_templates.index", "api_dashboard.list_batches", "api_templates.index"}
@@ -132,6 +133,7 @@ CREATES = {
     "row_preview.row_pdf",
     "row_preview.row_page",
     "doc_templates.new",
+    "word_check.start_new",
     "api_templates.create",
     "api_uploads.create",
     "api_uploads.validate",
@@ -147,6 +149,9 @@ OWN = {
     "account.set_name",
     "account.set_password",
 }
+#: A Word check: only the one who started it sees it (the file it checks may be saved nowhere else); tested in
+#: tests/views/test_word_check.py.
+OWN_CHECKS = {"word_check.show", "word_check.status", "word_check.again", "word_check.page_image"}
 #: Admins only (tested route by route in test_security_sweep); ids there are users, keys and endpoints.
 ADMIN_BLUEPRINTS = {"admin", "rq_dashboard", "suppressions", "api_suppressions", "privacy", "api_privacy"}
 ID_ARGUMENTS = {"batch_id", "request_id", "template_id"}
@@ -305,6 +310,7 @@ def test_every_staff_and_api_route_is_classified_so_a_new_route_cannot_slip_thro
         | LISTS
         | CREATES
         | OWN
+        | OWN_CHECKS
     )
     endpoints = {rule.endpoint for rule in _staff_rules(app)}
     assert endpoints - classified == set(), "classify the new route in tests/test_access.py"
