@@ -1,7 +1,7 @@
 """corrections of a request before it is complete, the document's version, the links a correction replaced
 
 Revision ID: 5c2e8a1f4d7b
-Revises: 43a1c5e7b9d2
+Revises: 4b7d9e1f3a5c
 Create Date: 2026-12-06 16:00:00
 
 """
@@ -11,7 +11,7 @@ from alembic import op
 
 # revision identifiers, used by Alembic.
 revision = "5c2e8a1f4d7b"
-down_revision = "43a1c5e7b9d2"
+down_revision = "4b7d9e1f3a5c"
 branch_labels = None
 depends_on = None
 
