@@ -22,6 +22,7 @@ from bulksign.views.admin import metrics, privacy, rq_admin, suppressions
 from bulksign.views.admin import pages as admin
 from bulksign.views.api import approval as api_approval
 from bulksign.views.api import batch_actions, common, docs
+from bulksign.views.api import corrections as api_corrections
 from bulksign.views.api import dashboard as api_dashboard
 from bulksign.views.api import evidence as api_evidence
 from bulksign.views.api import exports as api_exports
@@ -126,6 +127,7 @@ SHARED_VIEWS = (brand, confirm, health, reach, webhooks_in, word_converter)
 API_VIEWS = (
     common,
     api_approval,
+    api_corrections,
     api_dashboard,
     api_evidence,
     api_exports,

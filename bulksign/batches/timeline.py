@@ -31,6 +31,10 @@ EVENT_LABELS = {
     "address_change.approved": _l("address change approved"),
     "address_change.rejected": _l("address change rejected"),
     "address_change.withdrawn": _l("address change withdrawn"),
+    "correction.asked": _l("correction asked for, waiting for approval"),
+    "correction.applied": _l("corrected: a new version of the document"),
+    "correction.rejected": _l("correction rejected"),
+    "mail.correction_notice": _l("correction notice mail"),
     BOUNCED_TOO: _l("party's invitation bounced"),
     "link.issued": _l("new signing link issued"),
     "mail.invitation": _l("invitation mail"),
@@ -56,8 +60,8 @@ ADVICE: dict[str, object] = {
     ),
     Status.EXPIRED: _l("The deadline passed before the recipient signed. Resend with a new link to give more time."),
     Status.DECLINED: _l(
-        "The recipient declined to sign. Contact them; when their concern is settled, "
-        "resend with a new link to invite them again."
+        'The document was declined. Contact whoever declined; if something in it was wrong, use "Correct and '
+        'resend" below: every party signs the corrected version. If nothing needs changing, resend with a new link.'
     ),
 }
 

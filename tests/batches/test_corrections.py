@@ -18,7 +18,7 @@ from bulksign.models import Correction, Document, Event, FieldValue, Party, Sign
 from bulksign.models.parties import PartyStatus
 from bulksign.models.status import IllegalTransition
 from bulksign.people.teams import add_member
-from bulksign.people.users import create_user
+from bulksign.people.users import create_api_key, create_user
 from bulksign.signing.parties import move_parties
 from tests.batches.test_approval import MANAGER, _login
 from tests.signing.test_routing import PAGE, _mails_to, _parties, _sent, _sign, _token
@@ -258,3 +258,39 @@ def test_in_a_team_that_requires_approval_a_correction_waits_for_a_manager(app, 
         "invited",
         "waiting",
     }
+
+
+def test_the_api_corrects_a_declined_request_and_refuses_what_it_cannot_do(app, users, client, smtp, run_jobs):
+    request_id, _employee, _employer = _declined_by_the_employer(users, client, smtp, run_jobs)
+    _as_signer()
+    secret = create_api_key(db.session, user=db.session.merge(users["staff"]), name="test", now=utcnow()).secret
+    db.session.commit()
+
+    def post(body):
+        _as_signer()
+        return client.post(
+            f"/api/v1/requests/{request_id}/correction", json=body, headers={"Authorization": f"Bearer {secret}"}
+        )
+
+    for body, status in [
+        ({"values": {"position": "Engineer"}}, 400),  # no note
+        ({"note": "x", "values": {"position": "Engineer"}, "extra": 1}, 400),
+        ({"note": "x", "values": {f"c{i}": "v" for i in range(201)}}, 400),
+        ({"note": "x", "values": {"salary": "1"}}, 422),
+        ({"note": "x", "emails": {"employer": "nobody"}}, 422),
+    ]:
+        answer = post(body)
+        assert answer.status_code == status and answer.is_json, (body, answer.status_code, answer.json)
+    assert db.session.get(SigningRequest, request_id).status == "declined"
+    assert post({"note": "x", "values": {"position": "Accountant"}}).json["status"] == "unchanged"
+    answer = post(
+        {"note": "Engineer, as agreed", "values": {"position": "Engineer"}, "names": {"employer": "Ann Boss"}}
+    )
+    assert answer.status_code == 202, answer.json
+    assert (answer.json["status"], answer.json["version"]) == ("applied", 2)
+    again = post({"note": "x", "values": {"position": "Manager"}})
+    assert again.status_code == 409  # being prepared again: not before it has reached its parties
+    run_jobs("pdf", "mail")
+    told = smtp.of_kind("corrected")
+    assert len(told) == 2 and all("Name of the Employer: Ann Boss" in m.text() for m in told)
+    assert _parties(request_id)["employer"].name == "Ann Boss"

@@ -74,7 +74,7 @@ APPROVALS |= {
 }
 #: Approving or rejecting a correction held for approval: the same people, never whoever asked for it
 #: (tests/batches/test_corrections.py).
-APPROVALS |= {"reminders.decide"}
+APPROVALS |= {"reminders.decide", "api_corrections.approve", "api_corrections.reject"}
 #: Actions on a batch or its requests: the owner, a manager of its team, admins.
 BATCH_ACTIONS = {
     "batches.bulk_action",
@@ -83,6 +83,7 @@ BATCH_ACTIONS = {
     "reminders.resend_one",
     "reminders.update_email",
     "reminders.correct",
+    "api_corrections.correct",
     "batch_access.share",
     "batch_access.unshare",
     "batch_access.notices",
