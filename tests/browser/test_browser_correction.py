@@ -16,7 +16,7 @@ from tests.browser.test_browser_signing import draw
 from tests.browser.test_browser_two_party_signing import LINK
 from tests.signing.test_routing import _mails_to, _sent
 from tests.support.accounts import STAFF
-from tests.support.looks import log_in, look_at
+from tests.support.looks import ARTIFACTS, WIDTHS, log_in, look_at
 from tests.support.signing_page import agree
 
 pytestmark = pytest.mark.browser
@@ -65,6 +65,9 @@ def test_a_declined_two_party_contract_is_corrected_and_signed_by_both(app, user
     form.scroll_into_view_if_needed()
     found = look_at(page, live_server, "correction-form")
     assert found == {1366: [], 360: []}, found
+    for width in WIDTHS:  # the form alone, tall enough that the side panel at 1366 px shows all of it
+        page.set_viewport_size({"width": width, "height": 1800})
+        form.screenshot(path=str(ARTIFACTS / f"correction-form-alone-{width}.png"))
     page.set_viewport_size({"width": 1366, "height": 900})
     page.click(f"#correct-{request_id}")
     expect(page.locator(f"#request-result-{request_id}")).to_contain_text("new version")
