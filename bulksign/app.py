@@ -53,6 +53,7 @@ from bulksign.views.staff import (
     reminders,
     row_preview,
     uploads,
+    word_check,
 )
 from bulksign.views.staff import auth as staff_auth
 from bulksign.work import queues
@@ -106,6 +107,7 @@ STAFF_VIEWS = (
     reminders,
     row_preview,
     uploads,
+    word_check,
 )
 #: ``signing_codes`` and ``signing_documents`` add their routes to ``signing``'s blueprint.
 RECIPIENT_VIEWS = (

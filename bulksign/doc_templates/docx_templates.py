@@ -167,10 +167,35 @@ def fill_parts(
 ) -> dict[str, bytes]:
     """The parts the row's values fill in, by name (the others are ``package``'s); signature and field marks always
     become their empty boxes, whatever the row holds under their names."""
+    return _filled(_prepared(data), row, marks=marks, fields=fields)
+
+
+def patched_filler(data: bytes, *, patch: Callable[[str], str]) -> Callable[[dict[str, Any], Mapping[str, str]], bytes]:
+    """The file read with each part's XML passed through ``patch`` once docxtpl joined its tags (the Word check writes
+    a tag it cannot read as one it can), and a call that fills it with a row and its fields' marks (mark → type), as
+    ``fill``; never cached, unlike the files every recipient's copy is filled from."""
+    docx_safety.check_package(docx_package.read_parts(data))
+    template = docx_package.open_template(data)
+    joined = template.patch_xml
+    template.patch_xml = lambda xml: patch(joined(xml))
+    try:
+        prepared = _prepare(template)
+    except TemplateError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - see docx_package.open_template
+        raise TemplateError(
+            N_("The Word file cannot be read as a template (%(error)s).", error=type(exc).__name__)
+        ) from None
+    return lambda row, fields: prepared.pack(_filled(prepared, row, marks=None, fields=fields))
+
+
+def _filled(
+    prepared: _Prepared, row: dict[str, Any], *, marks: Iterable[str] | None, fields: Mapping[str, str] | None
+) -> dict[str, bytes]:
     marks = mark_indexes([SIGNATURE_VARIABLE, *(name for name in (row if marks is None else marks) if mark_role(name))])
     try:
         boxes = {name: _field_box(index, (fields or {})[name]) for name, index in field_indexes(fields or {}).items()}
-        return _prepared(data).parts({**row, **{name: _signature_box(index) for name, index in marks.items()}, **boxes})
+        return prepared.parts({**row, **{name: _signature_box(index) for name, index in marks.items()}, **boxes})
     except TemplateSyntaxError as exc:
         raise TemplateError(
             N_(
@@ -358,10 +383,11 @@ def prepare(version: TemplateVersion, source: bytes, row: dict[str, Any], *, tim
     """One recipient's PDF in two steps: the .docx is filled now, in the calling thread; the returned call
     converts it with this process's warm LibreOffice. The render job runs that call in its renderer thread, so
     the next recipient's fill overlaps this one's conversion instead of adding to it."""
-    return functools.partial(_convert, _prepared(source).pack(fill_version(version, source, row)), timeout=timeout)
+    return functools.partial(convert, _prepared(source).pack(fill_version(version, source, row)), timeout=timeout)
 
 
-def _convert(filled: bytes, *, timeout: float) -> bytes:
+def convert(filled: bytes, *, timeout: float) -> bytes:
+    """A filled .docx as a PDF, by this process's warm LibreOffice, of at most ``MAX_PAGES`` pages."""
     pdf = libreoffice.converter().convert(filled, timeout=timeout, max_pages=MAX_PAGES)
     if page_count(pdf) > MAX_PAGES:  # at most one more: the export stopped there
         raise TemplateError(too_long(MAX_PAGES))

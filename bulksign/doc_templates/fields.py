@@ -167,7 +167,8 @@ def settled_fields(
 ) -> list[dict[str, Any]]:
     """The ``fields`` a version being saved keeps: ``given`` checked (``check_settings``), else each marked field's
     settings from ``previous`` (a role no longer marked falls back to the recipient), else the type and party the
-    palette inserted it with (``hints``: name → ``{"type", "role"}``, checked), else the defaults. Either way each
+    palette inserted it with (``hints``: name → ``{"type", "role"}``, checked), else the type and party its name says
+    (``named_field``), else the defaults. Either way each
     condition is checked against the fields kept and the signing order (``routing``): one whose field went, or
     that now looks at a later party's field, is refused rather than dropped."""
     names = marked_fields(version)
@@ -180,7 +181,7 @@ def settled_fields(
     kept = {f.name: f for f in template_fields(previous)} if previous is not None else {}
     settled: list[FieldSettings] = []
     for name in names:
-        hint = (hints or {}).get(name)
+        hint = (hints or {}).get(name) or named_field(name, roles=roles)
         new = FieldSettings(name=name)
         if hint is not None and hint.get("type") in FIELD_TYPES and hint.get("type") != "choice":
             new = dataclasses.replace(new, type=str(hint["type"]), role=str(hint.get("role") or RECIPIENT_ROLE))
@@ -190,6 +191,17 @@ def settled_fields(
         settled.append(field)
     _check_conditions(settled, routing=routing)
     return [f.to_json() for f in settled]
+
+
+def named_field(name: str, *, roles: Iterable[str]) -> dict[str, str] | None:
+    """The type and party a field's name says, for the names the Word palette offers (a .docx brings no palette's
+    hints): ``signed_date_employer`` is the date ``employer`` signed, ``signer_name_employer`` the name they signed
+    with; None for any other name."""
+    for field_type in SIGNED_TYPES:
+        for role in roles:
+            if name == f"{field_type}_{role}":
+                return {"type": field_type, "role": role}
+    return None
 
 
 def _check_conditions(fields: Sequence[FieldSettings], *, routing: Sequence[Sequence[str]]) -> None:

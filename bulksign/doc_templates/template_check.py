@@ -78,18 +78,9 @@ def check_template(version: TemplateVersion, *, language: str) -> TemplateCheck:
 def _misspelt_marks(version: TemplateVersion, *, keys: list[str]) -> list[N_]:
     """Placeholders that read as columns but look like a signature or field mark written another way
     (``{{ Signature }}``, ``{{ signatur_employer }}``, ``{{ Field_iban }}``): each with the mark meant."""
-    marks = [SIGNATURE_VARIABLE, *(f"signature_{k}" for k in keys if k != RECIPIENT_ROLE)]
     found = []
     for variable in version.variables or ():
-        if mark_role(variable) or field_name(variable):
-            continue
-        lowered = variable.lower()
-        if lowered.startswith("field_") and field_name(lowered):
-            meant = lowered
-        else:
-            close = difflib.get_close_matches(lowered, marks, n=1, cutoff=0.8)
-            meant = close[0] if close else ""
-        if meant:
+        if meant := meant_mark(variable, keys=keys):
             found.append(
                 N_(
                     "{{ %(written)s }} is read as a column of the file, not a mark: did you mean {{ %(meant)s }}?",
@@ -98,6 +89,20 @@ def _misspelt_marks(version: TemplateVersion, *, keys: list[str]) -> list[N_]:
                 )
             )
     return found
+
+
+def meant_mark(variable: str, *, keys: list[str]) -> str:
+    """The signature or field mark a column's name looks like, written another way (``Signature`` → ``signature``,
+    ``signatur_employer`` → ``signature_employer`` for a party ``employer``, ``Field_iban`` → ``field_iban``); ""
+    for a name that is a mark already or looks like none."""
+    if mark_role(variable) or field_name(variable):
+        return ""
+    lowered = variable.lower()
+    if lowered.startswith("field_") and field_name(lowered):
+        return lowered
+    marks = [SIGNATURE_VARIABLE, *(f"signature_{k}" for k in keys if k != RECIPIENT_ROLE)]
+    close = difflib.get_close_matches(lowered, marks, n=1, cutoff=0.8)
+    return close[0] if close else ""
 
 
 def require_ready(version: TemplateVersion, *, language: str) -> None:

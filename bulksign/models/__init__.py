@@ -14,6 +14,7 @@ from bulksign.models.batches import (
     Export,
     RecipientUpload,
 )
+from bulksign.models.corrections import Correction, ReplacedLink
 from bulksign.models.countersign import CountersignLink, CountersignRun
 from bulksign.models.fields import FieldValue
 from bulksign.models.integrations import IdempotencyKey, WebhookDelivery, WebhookEndpoint
@@ -21,7 +22,7 @@ from bulksign.models.mail import OutgoingMail, PhoneSuppression, Suppression
 from bulksign.models.parties import RECIPIENT_ROLE, Party
 from bulksign.models.people import ApiKey, MembershipChange, Team, TeamMember, User
 from bulksign.models.requests import Document, Event, OneTimeCode, SealCertificate, SigningRequest
-from bulksign.models.templates import ColumnMapping, DocumentTemplate, TemplateVersion
+from bulksign.models.templates import ColumnMapping, DocumentTemplate, TemplateVersion, WordCheck
 
 __all__ = [
     "AddressChange",
@@ -33,6 +34,7 @@ __all__ = [
     "BatchVersion",
     "BigId",
     "ColumnMapping",
+    "Correction",
     "CountersignLink",
     "CountersignRun",
     "Document",
@@ -47,6 +49,7 @@ __all__ = [
     "Party",
     "RECIPIENT_ROLE",
     "RecipientUpload",
+    "ReplacedLink",
     "SealCertificate",
     "SigningRequest",
     "PhoneSuppression",
@@ -58,5 +61,6 @@ __all__ = [
     "User",
     "WebhookDelivery",
     "WebhookEndpoint",
+    "WordCheck",
     "utcnow",
 ]

@@ -98,3 +98,29 @@ class ColumnMapping(Model):
     columns: Mapped[dict] = mapped_column(JSON, default=dict)
     updated_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class WordCheck(Model):
+    """A Word file checked before (or after) it is saved as a template: rendered with a sample row by a job, each tag
+    found on the pages (``doc_templates.word_check``). Seen only by the one who started it."""
+
+    __tablename__ = "word_checks"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    #: The template whose parties and fields the check reads; None for a file not saved yet.
+    template_id: Mapped[int | None] = mapped_column(db.ForeignKey("document_templates.id", ondelete="CASCADE"))
+    #: The .docx checked, in storage (named by its content).
+    source_key: Mapped[str] = mapped_column(db.String(500))
+    #: The sample row the pages are rendered with: column → value, as staff edited it.
+    sample: Mapped[dict] = mapped_column(JSON, default=dict)
+    #: ``word_check.CheckStatus``.
+    status: Mapped[str] = mapped_column(db.String(16), default="pending")
+    #: What was found (``word_check.Examined.to_json()``); None until the job is done.
+    result: Mapped[dict | None] = mapped_column(JSON)
+    #: Why it failed: ``{"msgid", "values"}``, translated when shown.
+    error: Mapped[dict | None] = mapped_column(JSON)
+    #: The sample pages as a PDF, in storage, which the page images are drawn from.
+    pdf_key: Mapped[str | None] = mapped_column(db.String(500))
+    created_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

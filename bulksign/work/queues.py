@@ -185,12 +185,12 @@ SEND_MANY = _declare("bulksign.jobs.mail.send_many", queue="mail", id_pattern="s
 # catches the rest.
 SEAL = _declare("bulksign.jobs.seal.seal", queue="pdf", id_pattern="seal-{id}", attempts_setting="SEAL_MAX_ATTEMPTS")
 #: A step of a request several sign has finished: its document with their signatures, and the next step invited.
-#: Named by the step it starts: the job of the step before, finished, is kept ``result_ttl`` and must not stand
-#: in for it.
+#: Named by the document's version and the step it starts: the job of the step before (or of the version a
+#: correction replaced), finished, is kept ``result_ttl`` and must not stand in for it.
 ADVANCE = _declare(
     "bulksign.jobs.routing.advance",
     queue="pdf",
-    id_pattern="advance-{id}-{step}",
+    id_pattern="advance-{id}-v{version}-{step}",
     attempts_setting="SEAL_MAX_ATTEMPTS",
 )
 #: A slice of a countersigner's "sign all": each document signed through the single page's path (its seal queued
@@ -246,3 +246,8 @@ COUNTERSIGN_DIGESTS = _declare("bulksign.jobs.countersign.send_due_digests", que
 RESEAL = _declare("bulksign.jobs.seal.seal_missing", queue="default", timeout=600)
 PURGE_IDEMPOTENCY_KEYS = _declare("bulksign.jobs.periodic.purge_idempotency_keys", queue="default", timeout=600)
 PURGE_RETENTION = _declare("bulksign.jobs.retention.purge_retention", queue="default", timeout=1800)
+#: A Word file checked with a sample row (``doc_templates.word_check``): someone waits on the page, so it goes ahead
+#: of a batch's renders; a check is cheap to start again, so it is not retried.
+WORD_CHECK = _declare(
+    "bulksign.jobs.word_check.check", queue="pdf", id_pattern="word-check-{id}", timeout=300, at_front=True
+)

@@ -72,6 +72,9 @@ APPROVALS |= {
     "api_approval.approve_address_change",
     "api_approval.reject_address_change",
 }
+#: Approving or rejecting a correction held for approval: the same people, never whoever asked for it
+#: (tests/batches/test_corrections.py).
+APPROVALS |= {"reminders.decide"}
 #: Actions on a batch or its requests: the owner, a manager of its team, admins.
 BATCH_ACTIONS = {
     "batches.bulk_action",
@@ -79,6 +82,7 @@ BATCH_ACTIONS = {
     "reminders.resend_selected",
     "reminders.resend_one",
     "reminders.update_email",
+    "reminders.correct",
     "batch_access.share",
     "batch_access.unshare",
     "batch_access.notices",
@@ -111,6 +115,7 @@ TEMPLATE_EDITS = {
     "api_templates.set_fields",
     "doc_templates.set_parties",
     "api_templates.set_parties",
+    "word_check.start_for_template",
 }
 #: Lists and searches: filtered to what the user sees.
 LISTS = {"batches.index", "doc_templates.index", "api_dashboard.list_batches", "api_templates.index"}
@@ -128,6 +133,7 @@ CREATES = {
     "row_preview.row_pdf",
     "row_preview.row_page",
     "doc_templates.new",
+    "word_check.start_new",
     "api_templates.create",
     "api_uploads.create",
     "api_uploads.validate",
@@ -143,6 +149,9 @@ OWN = {
     "account.set_name",
     "account.set_password",
 }
+#: A Word check: only the one who started it sees it (the file it checks may be saved nowhere else); tested in
+#: tests/views/test_word_check.py.
+OWN_CHECKS = {"word_check.show", "word_check.status", "word_check.again", "word_check.page_image"}
 #: Admins only (tested route by route in test_security_sweep); ids there are users, keys and endpoints.
 ADMIN_BLUEPRINTS = {"admin", "rq_dashboard", "suppressions", "api_suppressions", "privacy", "api_privacy"}
 ID_ARGUMENTS = {"batch_id", "request_id", "template_id"}
@@ -261,6 +270,7 @@ def _url(rule: Rule, world) -> str:
         "page": 1,
         "name": ATTACHMENT,
         "change_id": 1,
+        "correction_id": 1,
     }
     return rule.build({arg: values[arg] for arg in rule.arguments}, append_unknown=False)[1]
 
@@ -300,6 +310,7 @@ def test_every_staff_and_api_route_is_classified_so_a_new_route_cannot_slip_thro
         | LISTS
         | CREATES
         | OWN
+        | OWN_CHECKS
     )
     endpoints = {rule.endpoint for rule in _staff_rules(app)}
     assert endpoints - classified == set(), "classify the new route in tests/test_access.py"

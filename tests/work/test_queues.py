@@ -37,6 +37,7 @@ STORED_PATHS = {
     "bulksign.jobs.seal.seal_missing",
     "bulksign.jobs.periodic.purge_idempotency_keys",
     "bulksign.jobs.retention.purge_retention",
+    "bulksign.jobs.word_check.check",
 }
 #: The scheduler's ids: the same ids after a release, or every scheduler re-registers and doubles its jobs.
 PERIODIC_IDS = {
@@ -53,6 +54,7 @@ PERIODIC_IDS = {
 #: The kinds of mail rows the database may hold: each needs its builder in the worker that sends it.
 MAIL_KINDS = {
     "invitation",
+    "correction_notice",
     "confirmation",
     "decline_notice",
     "reminder",

@@ -1,0 +1,311 @@
+"""The Word check: a .docx rendered with a sample row (by a job), each tag found on the pages, what was not
+understood named with the tag meant. Where a tag lands: a signature's or field's frame is found by its colour, as
+sealing finds it; a value's by rendering the file once more with each value a unique marker, read back from the
+PDF's text layer."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from bulksign.core.messages import N_
+from bulksign.doc_templates import docx_package, docx_templates, kinds
+from bulksign.doc_templates import versions as dt
+from bulksign.doc_templates.errors import TemplateError
+from bulksign.doc_templates.fields import template_fields
+from bulksign.doc_templates.template_parties import template_parties
+from bulksign.doc_templates.variables import sample_row
+from bulksign.doc_templates.word_tags import Tag, TagKind, TagReader, classify, colours, parties_of, shown
+from bulksign.documents import poppler
+from bulksign.documents.field_boxes import field_name, find_field_boxes
+from bulksign.documents.pdf import RenderError
+from bulksign.documents.signature_box import SignatureBox, UnreadablePdf, find_signature_boxes, mark_indexes
+from bulksign.documents.storage import Storage, StorageError
+from bulksign.models import DocumentTemplate, TemplateVersion, User, WordCheck
+
+#: Columns and characters a sample row may hold: what a page's form sends, bounded.
+MAX_SAMPLE_COLUMNS = 200
+MAX_SAMPLE_CHARS = 500
+
+
+class CheckStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    READY = "ready"
+    FAILED = "failed"
+
+
+UNFINISHED = (CheckStatus.PENDING, CheckStatus.RUNNING)
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a tag printed: ``page`` from 1, the box as fractions of the page's width and height from its top left."""
+
+    page: int
+    left: float
+    top: float
+    width: float
+    height: float
+
+
+@dataclass(frozen=True)
+class Examined:
+    """What the check found: the tags in document order, where each printed (by name), each page's size in points,
+    each party's colour (in party order) and the sample row the pages show."""
+
+    tags: tuple[Tag, ...]
+    places: dict[str, tuple[Place, ...]]
+    pages: tuple[tuple[float, float], ...]
+    parties: dict[str, str]
+    sample: dict[str, str]
+    #: The values' places could not be found (their marker render failed): the tags are listed without boxes.
+    values_unplaced: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tags": [{k: v for k, v in asdict(t).items() if v not in ("", None)} for t in self.tags],
+            "places": {name: [asdict(p) for p in places] for name, places in self.places.items()},
+            "pages": [list(p) for p in self.pages],
+            "parties": self.parties,
+            "sample": self.sample,
+            "values_unplaced": self.values_unplaced,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Examined:
+        return cls(
+            tags=tuple(Tag(**t) for t in data["tags"]),
+            places={name: tuple(Place(**p) for p in places) for name, places in data["places"].items()},
+            pages=tuple((float(w), float(h)) for w, h in data["pages"]),
+            parties=dict(data["parties"]),
+            sample=dict(data["sample"]),
+            values_unplaced=bool(data.get("values_unplaced")),
+        )
+
+
+def clean_sample(given: Mapping[str, object]) -> dict[str, str]:
+    """A sample row as a page sends it, bounded: text values, the first ``MAX_SAMPLE_COLUMNS`` columns."""
+    return {
+        str(k)[:80]: str(v)[:MAX_SAMPLE_CHARS] for k, v in list(given.items())[:MAX_SAMPLE_COLUMNS] if str(k).strip()
+    }
+
+
+def start_check(
+    session: Session,
+    *,
+    storage: Storage,
+    user: User,
+    now: datetime,
+    template: DocumentTemplate | None = None,
+    data: bytes | None = None,
+    sample: Mapping[str, object] | None = None,
+) -> WordCheck:
+    """A check of an uploaded .docx (``data``), or of ``template``'s saved one; its job renders it. TemplateError
+    for a file refused at once (empty, too large, a template saved as another kind)."""
+    if data is None:
+        version = _latest(session, template)
+        if version is None or version.kind != "docx" or not version.source_key:
+            raise TemplateError(N_("The template has no Word file to check: upload one."))
+        key = version.source_key
+    else:
+        if not data:
+            raise TemplateError(N_("The uploaded file is empty."))
+        if len(data) > docx_package.MAX_DOCX_BYTES:
+            raise TemplateError(
+                N_(
+                    "The Word file has %(size).1f MB; the limit is %(limit)d MB. Make the images in it smaller.",
+                    size=len(data) / 1024 / 1024,
+                    limit=docx_package.MAX_DOCX_BYTES // 1024 // 1024,
+                )
+            )
+        key = f"word-checks/{hashlib.sha256(data).hexdigest()}.docx"
+        if not storage.exists(key):
+            storage.put(key, data, content_type=kinds.KINDS["docx"].content_type)
+    check = WordCheck(
+        template_id=template.id if template is not None else None,
+        source_key=key,
+        sample=clean_sample(sample) if sample is not None else {},
+        status=CheckStatus.PENDING,
+        created_by_id=user.id,
+        created_at=now,
+    )
+    session.add(check)
+    session.flush()
+    return check
+
+
+def check_again(
+    session: Session, *, check: WordCheck, sample: Mapping[str, object], user: User, now: datetime
+) -> WordCheck:
+    """The same file checked again with the sample row as edited on the page."""
+    again = WordCheck(
+        template_id=check.template_id,
+        source_key=check.source_key,
+        sample=clean_sample(sample),
+        status=CheckStatus.PENDING,
+        created_by_id=user.id,
+        created_at=now,
+    )
+    session.add(again)
+    session.flush()
+    return again
+
+
+def get_check(session: Session, *, check_id: int, user: User) -> WordCheck | None:
+    """A check of ``user``'s own (nobody else sees it: the file may not be saved anywhere else)."""
+    check = session.get(WordCheck, check_id)
+    return check if check is not None and check.created_by_id == user.id else None
+
+
+def run_check(session: Session, *, check_id: int, storage: Storage, now: Callable[[], datetime], timeout: float) -> str:
+    """Render the check's file and find its tags (the job's work); its status after. Every refusal of the file ends
+    the check failed with the reason in words; a check already done is left as it is."""
+    check = session.get(WordCheck, check_id)
+    if check is None or check.status not in UNFINISHED:
+        return check.status if check is not None else "missing"
+    check.status = CheckStatus.RUNNING
+    session.commit()
+    version = _latest(session, session.get(DocumentTemplate, check.template_id) if check.template_id else None)
+    try:
+        examined, pdf = examine(storage.get(check.source_key), version=version, sample=check.sample, timeout=timeout)
+    except (TemplateError, RenderError, StorageError, UnreadablePdf, poppler.PopplerError) as exc:
+        message = exc.message if isinstance(exc, (TemplateError, RenderError)) else N_("The pages could not be read.")
+        check.status = CheckStatus.FAILED
+        check.error = _stored(message)
+    else:
+        check.pdf_key = f"word-checks/{hashlib.sha256(pdf).hexdigest()}.pdf"
+        if not storage.exists(check.pdf_key):
+            storage.put(check.pdf_key, pdf)
+        check.result = examined.to_json()
+        check.sample = examined.sample
+        check.status = CheckStatus.READY
+    check.finished_at = now()
+    session.commit()
+    return check.status
+
+
+def check_error(check: WordCheck) -> N_ | None:
+    """Why ``check`` failed, to translate when shown."""
+    return N_(check.error["msgid"], **(check.error.get("values") or {})) if check.error else None
+
+
+def examine(
+    data: bytes, *, version: TemplateVersion | None, sample: Mapping[str, str], timeout: float
+) -> tuple[Examined, bytes]:
+    """The tags of ``data`` and where they print with the sample row (``sample``, or one made up when empty), and
+    the sample pages; ``version``: the saved template whose parties and fields the file belongs to."""
+    reader = TagReader()
+    fill = docx_templates.patched_filler(data, patch=reader)
+    known_parties = [p.key for p in template_parties(version)] if version is not None else []
+    parties = parties_of(reader.names, known=known_parties)
+    saved_fields = {f.column: (f.type, f.role) for f in template_fields(version)} if version is not None else {}
+    row = dict(sample) or default_sample(reader, parties=parties, fields=saved_fields)
+    tags = classify(reader, parties=parties, fields=saved_fields, sample=row)
+    fields = {t.name: t.field_type for t in tags if t.kind == TagKind.FIELD}
+    printed = {t.name: shown(t.written) if t.kind == TagKind.UNKNOWN else row.get(t.name, "") for t in tags}
+    values = {**row, **{t.name: "" for t in tags if t.kind == TagKind.SIGNATURE}, **printed}
+    values |= sample_row([t.name for t in tags if t.kind == TagKind.VALUE and not row.get(t.name)])
+    pdf = docx_templates.convert(fill(values, fields), timeout=timeout)
+    pages = poppler.page_words(pdf)
+    sizes = tuple((p.width, p.height) for p in pages)
+    places = _frame_places(pdf, tags, sizes=sizes)
+    unplaced = False
+    try:
+        places |= _value_places(fill, values, tags, fields=fields, timeout=timeout)
+    except TemplateError:
+        unplaced = True  # a value a filter or test needs as it is (a number, a date): shown without boxes
+    version_colours = {p.key: p.colour for p in template_parties(version)} if version is not None else {}
+    examined = Examined(
+        tags=tags,
+        places=places,
+        pages=sizes,
+        parties=colours(parties, known=version_colours),
+        sample={k: str(v) for k, v in row.items()},
+        values_unplaced=unplaced,
+    )
+    return examined, pdf
+
+
+def default_sample(reader: TagReader, *, parties: list[str], fields: dict[str, tuple[str, str]]) -> dict[str, str]:
+    """A made-up value for each column the file uses (those understood as columns: not a mark, not a name
+    written another way)."""
+    everything = {n: "x" for n in reader.names if n not in reader.unread}
+    tags = classify(reader, parties=parties, fields=fields, sample=everything)
+    return sample_row([t.name for t in tags if t.kind == TagKind.VALUE])
+
+
+def _frame_places(
+    pdf: bytes, tags: tuple[Tag, ...], *, sizes: tuple[tuple[float, float], ...]
+) -> dict[str, tuple[Place, ...]]:
+    """Each signature's and field's frame, found by its colour as sealing finds it."""
+    marks = mark_indexes(t.name for t in tags if t.kind == TagKind.SIGNATURE)
+    found: dict[str, SignatureBox | None] = {}
+    if any(t.kind == TagKind.SIGNATURE for t in tags):
+        boxes = find_signature_boxes(pdf, count=max(marks.values()) + 1)
+        found |= {name: boxes[index] for name, index in marks.items()}
+    fields = {t.name: t.field_type for t in tags if t.kind == TagKind.FIELD}
+    by_field = find_field_boxes(pdf, variables=fields)
+    found |= {name: by_field.get(field_name(name) or "") for name in fields}
+    return {
+        name: (_from_bottom(box, sizes),) for name, box in found.items() if box is not None and box.page < len(sizes)
+    }
+
+
+def _from_bottom(box: SignatureBox, sizes: tuple[tuple[float, float], ...]) -> Place:
+    width, height = sizes[box.page]
+    return Place(box.page + 1, box.x / width, (height - box.y - box.h) / height, box.w / width, box.h / height)
+
+
+def _value_places(
+    fill: Callable[[dict[str, Any], Mapping[str, str]], bytes],
+    values: dict[str, Any],
+    tags: tuple[Tag, ...],
+    *,
+    fields: Mapping[str, str],
+    timeout: float,
+) -> dict[str, tuple[Place, ...]]:
+    """Where each value and each tag not understood printed: the file rendered again with each a marker about as
+    long as its sample, the markers read back from the PDF's words."""
+    printed = [t.name for t in tags if t.kind in (TagKind.VALUE, TagKind.UNKNOWN)]
+    if not printed:
+        return {}
+    markers = {name: _marker(i, len(str(values.get(name, "")))) for i, name in enumerate(printed)}
+    pdf = docx_templates.convert(fill({**values, **markers}, fields), timeout=timeout)
+    found: dict[str, list[Place]] = {}
+    for number, page in enumerate(poppler.page_words(pdf), start=1):
+        for word in page.words:
+            for name, marker in markers.items():
+                if marker[:6] in word.text:
+                    found.setdefault(name, []).append(
+                        Place(
+                            number,
+                            word.x0 / page.width,
+                            word.top / page.height,
+                            (word.x1 - word.x0) / page.width,
+                            (word.bottom - word.top) / page.height,
+                        )
+                    )
+    return {name: tuple(places) for name, places in found.items()}
+
+
+def _marker(index: int, length: int) -> str:
+    """A word found nowhere else, about ``length`` letters long: the value it stands for takes about its room."""
+    head = f"QZ{index:03d}Z"
+    return head + "x" * max(0, min(length, 60) - len(head))
+
+
+def _latest(session: Session, template: DocumentTemplate | None) -> TemplateVersion | None:
+    return dt.get_version(session, template_id=template.id) if template is not None else None
+
+
+def _stored(message: object) -> dict[str, Any]:
+    if isinstance(message, N_):
+        return {"msgid": message.msgid, "values": {k: str(v) for k, v in message.values.items()}}
+    return {"msgid": str(message), "values": {}}
