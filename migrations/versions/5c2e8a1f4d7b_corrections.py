@@ -19,8 +19,8 @@ BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
 def upgrade():
-    with op.batch_alter_table("signing_requests") as batch_op:
-        batch_op.add_column(sa.Column("document_version", sa.Integer(), server_default="1", nullable=False))
+    # A plain ALTER TABLE: a batch copy of signing_requests on SQLite would lose its index on lower(email).
+    op.add_column("signing_requests", sa.Column("document_version", sa.Integer(), server_default="1", nullable=False))
     op.create_table(
         "corrections",
         sa.Column("id", BigId, nullable=False),
@@ -70,5 +70,4 @@ def downgrade():
     op.drop_index("ix_corrections_batch_status", table_name="corrections")
     op.drop_index("ix_corrections_request_status", table_name="corrections")
     op.drop_table("corrections")
-    with op.batch_alter_table("signing_requests") as batch_op:
-        batch_op.drop_column("document_version")
+    op.drop_column("signing_requests", "document_version")
