@@ -282,16 +282,22 @@ def _value_places(
     for number, page in enumerate(poppler.page_words(pdf), start=1):
         for word in page.words:
             for name, marker in markers.items():
-                if marker[:6] in word.text:
-                    found.setdefault(name, []).append(
-                        Place(
-                            number,
-                            word.x0 / page.width,
-                            word.top / page.height,
-                            (word.x1 - word.x0) / page.width,
-                            (word.bottom - word.top) / page.height,
-                        )
+                start = word.text.find(marker[:6])
+                if start < 0:
+                    continue
+                # Only the marker's share of the word: not the comma or the letters written against it.
+                whole = word.text.startswith(marker, start)
+                end = start + len(marker) if whole else len(word.text)
+                share = (word.x1 - word.x0) / max(len(word.text), 1)
+                found.setdefault(name, []).append(
+                    Place(
+                        number,
+                        (word.x0 + share * start) / page.width,
+                        word.top / page.height,
+                        share * (end - start) / page.width,
+                        (word.bottom - word.top) / page.height,
                     )
+                )
     return {name: tuple(places) for name, places in found.items()}
 
 
