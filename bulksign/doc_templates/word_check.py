@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -42,6 +42,8 @@ class CheckStatus(StrEnum):
 
 
 UNFINISHED = (CheckStatus.PENDING, CheckStatus.RUNNING)
+#: A check unfinished this long after it started is given up (its job's time limit is 5 minutes).
+STALE_AFTER = timedelta(minutes=10)
 
 
 @dataclass(frozen=True)
@@ -174,7 +176,10 @@ def run_check(session: Session, *, check_id: int, storage: Storage, now: Callabl
     session.commit()
     version = _latest(session, session.get(DocumentTemplate, check.template_id) if check.template_id else None)
     try:
-        examined, pdf = examine(storage.get(check.source_key), version=version, sample=check.sample, timeout=timeout)
+        read = read_file(storage.get(check.source_key), version=version)
+        # Kept before printing: a sample a test in the file cannot take is corrected on the page and tried again.
+        check.sample = dict(check.sample) or read.default_sample()
+        examined, pdf = examine(read, row=check.sample, timeout=timeout)
     except (TemplateError, RenderError, StorageError, UnreadablePdf, poppler.PopplerError) as exc:
         message = exc.message if isinstance(exc, (TemplateError, RenderError)) else N_("The pages could not be read.")
         check.status = CheckStatus.FAILED
@@ -184,61 +189,75 @@ def run_check(session: Session, *, check_id: int, storage: Storage, now: Callabl
         if not storage.exists(check.pdf_key):
             storage.put(check.pdf_key, pdf)
         check.result = examined.to_json()
-        check.sample = examined.sample
         check.status = CheckStatus.READY
     check.finished_at = now()
     session.commit()
     return check.status
 
 
-def check_error(check: WordCheck) -> N_ | None:
-    """Why ``check`` failed, to translate when shown."""
+def check_error(check: WordCheck, *, now: datetime) -> N_ | None:
+    """Why ``check`` failed, to translate when shown; a check unfinished past ``STALE_AFTER`` failed too (its worker
+    was lost, or none takes the queue)."""
+    if check.status in UNFINISHED and now - check.created_at > STALE_AFTER:
+        return N_("The check did not finish: the server did not print the file in time. Try again in a moment.")
     return N_(check.error["msgid"], **(check.error.get("values") or {})) if check.error else None
 
 
-def examine(
-    data: bytes, *, version: TemplateVersion | None, sample: Mapping[str, str], timeout: float
-) -> tuple[Examined, bytes]:
-    """The tags of ``data`` and where they print with the sample row (``sample``, or one made up when empty), and
-    the sample pages; ``version``: the saved template whose parties and fields the file belongs to."""
+@dataclass(frozen=True)
+class ReadFile:
+    """A file read for the check, before it is printed: its tags, how to fill it with a row and its fields' marks,
+    its parties (a saved template's, then each new signature mark's) with their colours, and the saved fields."""
+
+    reader: TagReader
+    fill: Callable[[dict[str, Any], Mapping[str, str]], bytes]
+    parties: list[str]
+    colours: dict[str, str]
+    fields: dict[str, tuple[str, str]]
+
+    def default_sample(self) -> dict[str, str]:
+        """A made-up value for each column the file uses (those understood as columns: not a mark, not a name
+        written another way)."""
+        everything = {n: "x" for n in self.reader.names if n not in self.reader.unread}
+        tags = classify(self.reader, parties=self.parties, fields=self.fields, sample=everything)
+        return sample_row([t.name for t in tags if t.kind == TagKind.VALUE])
+
+
+def read_file(data: bytes, *, version: TemplateVersion | None) -> ReadFile:
+    """``data`` read for the check (TemplateError for a file that cannot be a template); ``version``: the saved
+    template whose parties and fields the file belongs to."""
     reader = TagReader()
     fill = docx_templates.patched_filler(data, patch=reader)
-    known_parties = [p.key for p in template_parties(version)] if version is not None else []
-    parties = parties_of(reader.names, known=known_parties)
-    saved_fields = {f.column: (f.type, f.role) for f in template_fields(version)} if version is not None else {}
-    row = dict(sample) or default_sample(reader, parties=parties, fields=saved_fields)
-    tags = classify(reader, parties=parties, fields=saved_fields, sample=row)
+    parties = parties_of(reader.names, known=[p.key for p in template_parties(version)] if version else [])
+    known_colours = {p.key: p.colour for p in template_parties(version)} if version is not None else {}
+    return ReadFile(
+        reader=reader,
+        fill=fill,
+        parties=parties,
+        colours=colours(parties, known=known_colours),
+        fields={f.column: (f.type, f.role) for f in template_fields(version)} if version is not None else {},
+    )
+
+
+def examine(read: ReadFile, *, row: Mapping[str, str], timeout: float) -> tuple[Examined, bytes]:
+    """The tags of a file read and where they print with ``row``, and the sample pages."""
+    tags = classify(read.reader, parties=read.parties, fields=read.fields, sample=dict(row))
     fields = {t.name: t.field_type for t in tags if t.kind == TagKind.FIELD}
     printed = {t.name: shown(t.written) if t.kind == TagKind.UNKNOWN else row.get(t.name, "") for t in tags}
     values = {**row, **{t.name: "" for t in tags if t.kind == TagKind.SIGNATURE}, **printed}
     values |= sample_row([t.name for t in tags if t.kind == TagKind.VALUE and not row.get(t.name)])
-    pdf = docx_templates.convert(fill(values, fields), timeout=timeout)
+    pdf = docx_templates.convert(read.fill(values, fields), timeout=timeout)
     pages = poppler.page_words(pdf)
     sizes = tuple((p.width, p.height) for p in pages)
     places = _frame_places(pdf, tags, sizes=sizes)
     unplaced = False
     try:
-        places |= _value_places(fill, values, tags, fields=fields, timeout=timeout)
+        places |= _value_places(read.fill, values, tags, fields=fields, timeout=timeout)
     except TemplateError:
         unplaced = True  # a value a filter or test needs as it is (a number, a date): shown without boxes
-    version_colours = {p.key: p.colour for p in template_parties(version)} if version is not None else {}
     examined = Examined(
-        tags=tags,
-        places=places,
-        pages=sizes,
-        parties=colours(parties, known=version_colours),
-        sample={k: str(v) for k, v in row.items()},
-        values_unplaced=unplaced,
+        tags=tags, places=places, pages=sizes, parties=read.colours, sample=dict(row), values_unplaced=unplaced
     )
     return examined, pdf
-
-
-def default_sample(reader: TagReader, *, parties: list[str], fields: dict[str, tuple[str, str]]) -> dict[str, str]:
-    """A made-up value for each column the file uses (those understood as columns: not a mark, not a name
-    written another way)."""
-    everything = {n: "x" for n in reader.names if n not in reader.unread}
-    tags = classify(reader, parties=parties, fields=fields, sample=everything)
-    return sample_row([t.name for t in tags if t.kind == TagKind.VALUE])
 
 
 def _frame_places(

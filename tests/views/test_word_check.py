@@ -194,3 +194,29 @@ def test_the_word_template_form_offers_the_tags_to_copy(client, auth):
     tags = text[text.index('id="word-tags"') :]
     assert 'data-copy="{{ signature }}"' in tags and 'data-copy="{{ name }}"' in tags
     assert 'href="/templates/word-check"' in tags
+
+
+def test_a_sample_a_test_in_the_file_cannot_take_fails_in_words_and_stays_editable(client, auth, run_jobs):
+    auth.login()
+    check, text = _check(client, run_jobs, _docx("{% if children > 0 %}Allowance for {{ children }}.{% endif %}"))
+    assert check.status == "failed" and "calculates with text as if it were a number" in text
+    assert 'id="word-check-sample"' in text and 'value="children"' in text
+
+
+def test_a_check_no_worker_finished_is_given_up_in_words(client, auth, users):
+    from datetime import timedelta
+
+    from bulksign.models import utcnow
+
+    auth.login()
+    check = WordCheck(
+        source_key="word-checks/none.docx",
+        sample={},
+        status="running",
+        created_by_id=users["staff"].id,
+        created_at=utcnow() - timedelta(minutes=11),
+    )
+    db.session.add(check)
+    db.session.commit()
+    text = client.get(f"/templates/word-checks/{check.id}/status").get_data(as_text=True)
+    assert "The check did not finish" in text and "hx-trigger" not in text

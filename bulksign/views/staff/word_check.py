@@ -120,7 +120,8 @@ def page_image(check_id: int, page: int):
 def _outcome(check: WordCheck) -> dict:
     """What the outcome partial shows: the tags found, those not understood, each page with its boxes."""
     if check.status != wc.CheckStatus.READY or not check.result:
-        return {"examined": None, "error": wc.check_error(check), "finished": check.status not in wc.UNFINISHED}
+        error = wc.check_error(check, now=utcnow())
+        return {"examined": None, "error": error, "finished": error is not None or check.status not in wc.UNFINISHED}
     examined = wc.Examined.from_json(check.result)
     template = db.session.get(DocumentTemplate, check.template_id) if check.template_id else None
     version = dt.get_version(db.session, template_id=template.id) if template is not None else None
