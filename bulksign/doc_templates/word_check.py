@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from bulksign.core.messages import N_
@@ -44,6 +45,8 @@ class CheckStatus(StrEnum):
 UNFINISHED = (CheckStatus.PENDING, CheckStatus.RUNNING)
 #: A check unfinished this long after it started is given up (its job's time limit is 5 minutes).
 STALE_AFTER = timedelta(minutes=10)
+#: Checks one person may have under way at once: they go ahead of batches' renders on the ``pdf`` queue.
+MAX_UNFINISHED = 3
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,7 @@ def start_check(
         key = f"word-checks/{hashlib.sha256(data).hexdigest()}.docx"
         if not storage.exists(key):
             storage.put(key, data, content_type=kinds.KINDS["docx"].content_type)
+    _refuse_too_many(session, user=user, now=now)
     check = WordCheck(
         template_id=template.id if template is not None else None,
         source_key=key,
@@ -147,6 +151,7 @@ def check_again(
     session: Session, *, check: WordCheck, sample: Mapping[str, object], user: User, now: datetime
 ) -> WordCheck:
     """The same file checked again with the sample row as edited on the page."""
+    _refuse_too_many(session, user=user, now=now)
     again = WordCheck(
         template_id=check.template_id,
         source_key=check.source_key,
@@ -158,6 +163,23 @@ def check_again(
     session.add(again)
     session.flush()
     return again
+
+
+def _refuse_too_many(session: Session, *, user: User, now: datetime) -> None:
+    """TemplateError once ``user`` has ``MAX_UNFINISHED`` checks under way: they go ahead of batches' renders."""
+    under_way = session.scalar(
+        select(func.count())
+        .select_from(WordCheck)
+        .where(
+            WordCheck.created_by_id == user.id,
+            WordCheck.status.in_(UNFINISHED),
+            WordCheck.created_at > now - STALE_AFTER,
+        )
+    )
+    if (under_way or 0) >= MAX_UNFINISHED:
+        raise TemplateError(
+            N_("%(n)s of your checks are still being printed: wait for them before starting another.", n=under_way)
+        )
 
 
 def get_check(session: Session, *, check_id: int, user: User) -> WordCheck | None:

@@ -136,6 +136,8 @@ def test_a_templates_own_parties_colour_its_tags_and_another_user_sees_none_of_i
     auth.login()
     detail = client.get(f"/templates/{template_id}").get_data(as_text=True)
     assert f'href="/templates/{template_id}/word-check"' in detail
+    tags = detail[detail.index('id="word-tags"') :]
+    assert 'data-copy="{{ field_signed_date_employer }}"' in tags and "Signature: Employer" in tags
     form = client.get(f"/templates/{template_id}/word-check")
     start = form.get_data(as_text=True)
     assert "{{ signature_employer }}" in start and "{{ field_signed_date_employer }}" in start
@@ -220,3 +222,15 @@ def test_a_check_no_worker_finished_is_given_up_in_words(client, auth, users):
     db.session.commit()
     text = client.get(f"/templates/word-checks/{check.id}/status").get_data(as_text=True)
     assert "The check did not finish" in text and "hx-trigger" not in text
+
+
+def test_one_person_has_at_most_three_checks_under_way(client, auth):
+    auth.login()
+    page = client.get("/templates/word-check")
+    for n in range(4):
+        started = client.post(
+            "/templates/word-check",
+            data={"csrf_token": csrf_from(page), "file": (io.BytesIO(_docx(f"Version {n} {{{{ name }}}}")), "a.docx")},
+        )
+        assert started.status_code == (302 if n < 3 else 422)
+    assert "3 of your checks are still being printed" in started.get_data(as_text=True)
