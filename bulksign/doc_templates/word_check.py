@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from bulksign.core.messages import N_
@@ -23,7 +23,7 @@ from bulksign.doc_templates.fields import template_fields
 from bulksign.doc_templates.template_parties import template_parties
 from bulksign.doc_templates.variables import sample_row
 from bulksign.doc_templates.word_tags import Tag, TagKind, TagReader, classify, colours, parties_of, shown
-from bulksign.documents import poppler
+from bulksign.documents import pdf_pages, poppler
 from bulksign.documents.field_boxes import field_name, find_field_boxes
 from bulksign.documents.pdf import RenderError
 from bulksign.documents.signature_box import SignatureBox, UnreadablePdf, find_signature_boxes, mark_indexes
@@ -47,6 +47,10 @@ UNFINISHED = (CheckStatus.PENDING, CheckStatus.RUNNING)
 STALE_AFTER = timedelta(minutes=10)
 #: Checks one person may have under way at once: they go ahead of batches' renders on the ``pdf`` queue.
 MAX_UNFINISHED = 3
+#: Checks deleted per retention run at most; the next run goes on.
+MAX_EXPIRED = 1000
+#: Where a check's own files are kept: the .docx uploaded, the sample pages.
+_FOLDER = "word-checks/"
 
 
 @dataclass(frozen=True)
@@ -130,7 +134,7 @@ def start_check(
                     limit=docx_package.MAX_DOCX_BYTES // 1024 // 1024,
                 )
             )
-        key = f"word-checks/{hashlib.sha256(data).hexdigest()}.docx"
+        key = f"{_FOLDER}{hashlib.sha256(data).hexdigest()}.docx"
         if not storage.exists(key):
             storage.put(key, data, content_type=kinds.KINDS["docx"].content_type)
     _refuse_too_many(session, user=user, now=now)
@@ -182,6 +186,34 @@ def _refuse_too_many(session: Session, *, user: User, now: datetime) -> None:
         )
 
 
+def expire_checks(session: Session, storage: Storage, *, now: datetime, hours: int) -> int:
+    """Delete the checks started ``hours`` before ``now`` or earlier, with the files no later check shares (the
+    uploaded .docx, the sample pages and their images: a sample row may hold someone's data); how many. A saved
+    template's own file stays."""
+    old = session.scalars(
+        select(WordCheck).where(WordCheck.created_at <= now - timedelta(hours=hours)).limit(MAX_EXPIRED)
+    ).all()
+    if not old:
+        return 0
+    ids = [c.id for c in old]
+    others = select(WordCheck).where(WordCheck.id.not_in(ids))
+    kept = {
+        *session.scalars(others.with_only_columns(WordCheck.source_key)),
+        *session.scalars(others.with_only_columns(WordCheck.pdf_key)),
+    }
+    for check in old:
+        pages = len((check.result or {}).get("pages") or ())
+        for key in {check.source_key, check.pdf_key} - kept:
+            if not key or not key.startswith(_FOLDER):
+                continue
+            storage.delete(key)
+            for page in range(pages):
+                for width in pdf_pages.WIDTHS:
+                    storage.delete(pdf_pages.page_key(key, page=page, width=width))
+    session.execute(delete(WordCheck).where(WordCheck.id.in_(ids)))
+    return len(ids)
+
+
 def get_check(session: Session, *, check_id: int, user: User) -> WordCheck | None:
     """A check of ``user``'s own (nobody else sees it: the file may not be saved anywhere else)."""
     check = session.get(WordCheck, check_id)
@@ -207,7 +239,7 @@ def run_check(session: Session, *, check_id: int, storage: Storage, now: Callabl
         check.status = CheckStatus.FAILED
         check.error = _stored(message)
     else:
-        check.pdf_key = f"word-checks/{hashlib.sha256(pdf).hexdigest()}.pdf"
+        check.pdf_key = f"{_FOLDER}{hashlib.sha256(pdf).hexdigest()}.pdf"
         if not storage.exists(check.pdf_key):
             storage.put(check.pdf_key, pdf)
         check.result = examined.to_json()

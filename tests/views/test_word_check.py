@@ -234,3 +234,46 @@ def test_one_person_has_at_most_three_checks_under_way(client, auth):
         )
         assert started.status_code == (302 if n < 3 else 422)
     assert "3 of your checks are still being printed" in started.get_data(as_text=True)
+
+
+def test_checks_go_with_their_files_as_a_recipients_file_no_batch_was_made_of(app, users):
+    from datetime import timedelta
+
+    from bulksign.doc_templates.word_check import expire_checks
+    from bulksign.documents.pdf_pages import page_key
+    from bulksign.documents.storage import get_storage
+
+    storage = get_storage()
+    for key in (
+        "word-checks/a.docx",
+        "word-checks/b.docx",
+        "word-checks/a.pdf",
+        page_key("word-checks/a.pdf", page=0, width=800),
+    ):
+        storage.put(key, b"x")
+    storage.put("templates/1/t.docx", b"x")
+
+    def check(source: str, pdf: str | None, age_hours: int) -> None:
+        db.session.add(
+            WordCheck(
+                source_key=source,
+                pdf_key=pdf,
+                sample={},
+                status="ready",
+                result={"pages": [[612, 792]]} if pdf else None,
+                created_by_id=users["staff"].id,
+                created_at=NOW - timedelta(hours=age_hours),
+            )
+        )
+
+    check("word-checks/a.docx", "word-checks/a.pdf", 30)
+    check("templates/1/t.docx", None, 30)  # a saved template's own file
+    check("word-checks/b.docx", None, 30)
+    check("word-checks/b.docx", None, 1)  # the same file checked again since
+    db.session.commit()
+    assert expire_checks(db.session, storage, now=NOW, hours=24) == 3
+    db.session.commit()
+    assert [c.created_at for c in db.session.scalars(db.select(WordCheck))] == [NOW - timedelta(hours=1)]
+    assert not storage.exists("word-checks/a.docx") and not storage.exists("word-checks/a.pdf")
+    assert not storage.exists(page_key("word-checks/a.pdf", page=0, width=800))
+    assert storage.exists("word-checks/b.docx") and storage.exists("templates/1/t.docx")
