@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 
 from tests.support import docx_files
 from tests.support.accounts import STAFF
-from tests.support.looks import log_in, look_at
+from tests.support.looks import log_in, look_at, shoot
 
 pytestmark = pytest.mark.browser
 
@@ -33,8 +33,10 @@ def test_a_clerk_checks_a_word_file_and_sees_each_tag_in_place(users, live_serve
     log_in(page, live_server, *STAFF)
     page.set_viewport_size({"width": 1366, "height": 900})
     page.goto(f"{live_server}/templates/new")
+    expect(page.locator("#word-tags")).to_be_hidden()  # HTML, the first kind, has its own palette
     page.check("input[name=kind][value=docx]")
     expect(page.locator("#word-tags")).to_be_visible()
+    shoot(page, "word-template-form")
     page.click("#word-tags button[data-copy='{{ signature }}']")
     expect(page.locator("#word-tags button[data-copy='{{ signature }}']")).to_have_text("Copied")
     page.click("#word-check-link")
