@@ -89,7 +89,7 @@ def _csv_row(r: SigningRequest, texted: TextState | None) -> list[object]:
 
 
 #: Each party's columns, after its role: ``employer_email``, ``employer_status`` …
-PARTY_FIELDS = ("email", "status", "invited_at", "signed_at", "declined_at")
+PARTY_FIELDS = ("email", "status", "invited_at", "opened_at", "signed_at", "declined_at")
 
 
 def party_columns(roles: tuple[str, ...]) -> tuple[str, ...]:
@@ -107,7 +107,7 @@ def _party_cells(roles: tuple[str, ...], parties: Iterable[RowParty], *, row_ema
             cells.extend([None] * len(PARTY_FIELDS))
             continue
         email = row_email if role == RECIPIENT_ROLE else p.email
-        cells.extend([email, p.status, p.invited_at, p.signed_at, p.declined_at])
+        cells.extend([email, p.status, p.invited_at, p.opened_at, p.signed_at, p.declined_at])
     return cells
 
 

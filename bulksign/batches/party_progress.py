@@ -68,9 +68,11 @@ class RowParty:
     role: str
     status: str
     signed_at: datetime | None
-    #: The party's own address (None for the recipient: the row's is theirs), when it was invited and declined.
+    #: The party's own address (None for the recipient: the row's is theirs), when it was invited, opened its link
+    #: and declined.
     email: str | None = None
     invited_at: datetime | None = None
+    opened_at: datetime | None = None
     declined_at: datetime | None = None
 
 
@@ -112,7 +114,7 @@ def row_parties(session: Session, *, batch_id: int, request_ids: Sequence[int]) 
     """Each of the rows' parties by step, then role (one query per thousand rows), for a batch with several."""
     found: dict[int, list[RowParty]] = {}
     for part in slices(sorted(set(request_ids))):
-        for request_id, role, status, signed_at, email, invited_at, declined_at in session.execute(
+        for request_id, role, status, signed_at, email, invited_at, opened_at, declined_at in session.execute(
             select(
                 Party.request_id,
                 Party.role,
@@ -120,6 +122,7 @@ def row_parties(session: Session, *, batch_id: int, request_ids: Sequence[int]) 
                 Party.signed_at,
                 Party.email,
                 Party.invited_at,
+                Party.opened_at,
                 Party.declined_at,
             )
             .where(Party.batch_id == batch_id, Party.request_id.in_(part))
@@ -132,6 +135,7 @@ def row_parties(session: Session, *, batch_id: int, request_ids: Sequence[int]) 
                     signed_at=signed_at,
                     email=email,
                     invited_at=invited_at,
+                    opened_at=opened_at,
                     declined_at=declined_at,
                 )
             )

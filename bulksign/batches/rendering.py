@@ -255,7 +255,7 @@ def _store(document: InFlight) -> Rendered:
         raise RenderError(
             N_("The rendered document could not be read back."), transient=True, detail=str(exc)
         ) from None
-    key = original_key(batch_id=request.batch_id, request_id=request.id)
+    key = original_key(batch_id=request.batch_id, request_id=request.id, version=request.document_version)
     store_original(key, made.pdf)
     return Rendered(request.id, request.batch_id, key, made.pdf, box, fields)
 

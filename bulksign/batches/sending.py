@@ -12,7 +12,16 @@ from flask import Flask
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bulksign.batches import approval, approval_requests, cancel_notices, expiry, notices, reminder_mails, texting
+from bulksign.batches import (
+    approval,
+    approval_requests,
+    cancel_notices,
+    correction_notices,
+    expiry,
+    notices,
+    reminder_mails,
+    texting,
+)
 from bulksign.batches.bounces import record_refused
 from bulksign.batches.notices import queued_completion_notices
 from bulksign.batches.progress import cancel_if_batch_stopped, close_if_done
@@ -46,6 +55,7 @@ BUILDER_MODULES = (
     approval,
     approval_requests,
     cancel_notices,
+    correction_notices,
     digests,
     expiry,
     invitations,
@@ -62,6 +72,9 @@ BUILDER_MODULES = (
 INVITATION = MailKind.INVITATION
 #: A request not out yet: its own invitation not yet claimed by a mail worker.
 NOT_OUT = (Status.GENERATING.value, Status.GENERATED.value)
+#: Mails that never wait for their request's own invitation: it, and the notice of a correction (about the version
+#: before, so it goes ahead of the new version's invitations).
+NEVER_HELD = frozenset({INVITATION, MailKind.CORRECTION_NOTICE})
 
 
 class TransientFailure(RuntimeError):
@@ -235,7 +248,7 @@ def _claim(session: Session, mail_ids: list[int], *, limit: int) -> _Claim:
     for mail in mails:
         if mail.request_id in cancelled:
             mail.status = MailStatus.CANCELLED
-        elif mail.kind != INVITATION and mail.request_id in not_out:
+        elif mail.kind not in NEVER_HELD and mail.request_id in not_out:
             held.append(mail)
         elif mail.attempts >= limit:
             # Claims are counted before the send, so even a worker that dies every time gives up.

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from bulksign.core.extensions import get_redis
 from bulksign.documents.storage import get_storage
+from bulksign.models.requests import version_suffix
 from bulksign.ops import telemetry
 
 
@@ -64,8 +65,9 @@ def _timed(convert: Callable[[], bytes]) -> tuple[bytes, float]:
     return convert(), time.perf_counter() - started
 
 
-def original_key(*, batch_id: int, request_id: int) -> str:
-    return f"batches/{batch_id}/requests/{request_id}/original.pdf"
+def original_key(*, batch_id: int, request_id: int, version: int = 1) -> str:
+    """Where a request's rendered PDF is kept; each corrected version under its own name, the earlier ones kept."""
+    return f"batches/{batch_id}/requests/{request_id}/original{version_suffix(version)}.pdf"
 
 
 def store_original(key: str, pdf: bytes) -> None:

@@ -36,7 +36,7 @@ def advance_stalled(*, now: datetime) -> int:
     if not steps:
         return 0
     ids = sorted(steps)
-    parts = {i: {"step": step} for i, step in steps.items()}
+    parts = {i: {"step": step, "version": version} for i, (step, version) in steps.items()}
     clear_dead_jobs(get_redis(), [ADVANCE.job_id(id=i, **parts[i]) for i in ids], now=now)
     enqueued = ADVANCE.enqueue_unique(ids, parts=parts)
     log(logger, logging.WARNING, "finished steps whose next parties wait; next step queued again", count=len(ids))

@@ -14,6 +14,7 @@ from bulksign.models.batches import (
     Export,
     RecipientUpload,
 )
+from bulksign.models.corrections import Correction, ReplacedLink
 from bulksign.models.countersign import CountersignLink, CountersignRun
 from bulksign.models.fields import FieldValue
 from bulksign.models.integrations import IdempotencyKey, WebhookDelivery, WebhookEndpoint
@@ -33,6 +34,7 @@ __all__ = [
     "BatchVersion",
     "BigId",
     "ColumnMapping",
+    "Correction",
     "CountersignLink",
     "CountersignRun",
     "Document",
@@ -47,6 +49,7 @@ __all__ = [
     "Party",
     "RECIPIENT_ROLE",
     "RecipientUpload",
+    "ReplacedLink",
     "SealCertificate",
     "SigningRequest",
     "PhoneSuppression",

@@ -68,6 +68,8 @@ class MailKind(StrEnum):
     #: The request's current signing link again by the other channel: a text after its mail bounced, or a mail
     #: after its text failed (the request does not move: it is out already).
     LINK_AGAIN = "link_again"
+    #: To a party who saw the document: staff corrected it, what changed and why; a new link follows.
+    CORRECTION_NOTICE = "correction_notice"
 
 
 class OutgoingMail(Model):

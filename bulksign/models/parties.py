@@ -36,7 +36,9 @@ PARTY_TRANSITIONS: dict[PartyStatus, frozenset[PartyStatus]] = {
     # → waiting: staff resend (the old link dies, a new invitation goes out).
     P.INVITED: frozenset({P.OPENED, P.DECLINED, P.WAITING}),
     P.OPENED: frozenset({P.SIGNED, P.DECLINED, P.WAITING}),
-    P.SIGNED: frozenset(),
+    # signed → waiting: a correction voided the signature; only while its request is back to ``pending``
+    # (``PARTY_LEAVE_NEEDS``).
+    P.SIGNED: frozenset({P.WAITING}),
     # declined → waiting: staff invite again, like a declined request.
     P.DECLINED: frozenset({P.WAITING}),
 }
@@ -46,6 +48,12 @@ PARTY_TRANSITIONS: dict[PartyStatus, frozenset[PartyStatus]] = {
 PARTY_MOVE_NEEDS: dict[PartyStatus, frozenset[Status]] = {
     P.SIGNED: WAITING_FOR_RECIPIENT,
     P.DECLINED: WAITING_FOR_RECIPIENT,
+}
+
+#: The request states a party's move away from a state needs: a signature is voided only by a correction, which
+#: moved the request back to ``pending`` in the same transaction.
+PARTY_LEAVE_NEEDS: dict[PartyStatus, frozenset[Status]] = {
+    P.SIGNED: frozenset({Status.PENDING}),
 }
 
 #: How the one party of a single-signer request follows its request: request state reached → (the party's states

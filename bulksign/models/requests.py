@@ -103,8 +103,15 @@ class SigningRequest(Model):
     #: When its documents and personal data were purged (retention or erasure, ``batches.retention``): the row
     #: keeps only its ids, times, status and events as the proof; None: not purged.
     purged_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: The version of its document: 1 as first rendered, one more for each correction (``batches.corrections``).
+    document_version: Mapped[int] = mapped_column(default=1, server_default="1")
 
     batch: Mapped[Batch] = relationship()
+
+
+def version_suffix(version: int) -> str:
+    """What names a corrected version's files and mails apart from the first's: nothing for version 1, ``-v2`` …"""
+    return "" if version == 1 else f"-v{version}"
 
 
 class Document(Model):

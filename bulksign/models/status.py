@@ -35,18 +35,20 @@ TRANSITIONS: dict[Status, frozenset[Status]] = {
     S.SENDING: frozenset({S.SENT, S.FAILED, S.BOUNCED, S.GENERATED, S.CANCELLED}),
     # sent/opened → generated: staff resend with a new link (a fresh invitation goes out). sent → declined: another
     # party of a document several sign declined it before the recipient opened it (``routing``).
-    S.SENT: frozenset({S.OPENED, S.EXPIRED, S.BOUNCED, S.CANCELLED, S.GENERATED, S.DECLINED}),
-    S.OPENED: frozenset({S.SIGNED, S.DECLINED, S.EXPIRED, S.BOUNCED, S.CANCELLED, S.GENERATED}),
+    # sent/opened/declined/expired/bounced → pending: staff corrected the request (``batches.corrections``); its
+    # document is rendered again as a new version and every party asked again.
+    S.SENT: frozenset({S.OPENED, S.EXPIRED, S.BOUNCED, S.CANCELLED, S.GENERATED, S.DECLINED, S.PENDING}),
+    S.OPENED: frozenset({S.SIGNED, S.DECLINED, S.EXPIRED, S.BOUNCED, S.CANCELLED, S.GENERATED, S.PENDING}),
     # failed → generated: the batch's text cap was raised; the invitation text it held back (its document is ready)
     # goes out now.
     S.FAILED: frozenset({S.PENDING, S.GENERATED, S.CANCELLED}),
-    S.EXPIRED: frozenset({S.GENERATED}),
+    S.EXPIRED: frozenset({S.GENERATED, S.PENDING}),
     # bounced → sent/opened: another party's invitation was returned; staff corrected that party's address and
     # resent to it alone (``party_resend.resend_to_party``): the request goes back to where its routing stood.
-    S.BOUNCED: frozenset({S.GENERATED, S.CANCELLED, S.SENT, S.OPENED}),
+    S.BOUNCED: frozenset({S.GENERATED, S.CANCELLED, S.SENT, S.OPENED, S.PENDING}),
     S.SIGNED: frozenset(),
     # declined → generated: staff invite again (a new link) once the recipient's concern is settled.
-    S.DECLINED: frozenset({S.GENERATED}),
+    S.DECLINED: frozenset({S.GENERATED, S.PENDING}),
     S.CANCELLED: frozenset(),
 }
 

@@ -131,6 +131,23 @@ def start_run(
     return RunStarted(RunStatus.STARTED, run.id, len(ids))
 
 
+@dataclass(frozen=True)
+class Adopted:
+    """The typed name and drawing of a run the countersigner's browser started: the next documents offer them."""
+
+    signer_name: str
+    signature_png: bytes
+
+
+def adopted(session: Session, *, link: CountersignLink, run_id: int | None) -> Adopted | None:
+    """What run ``run_id`` (the last one this browser started on ``link``) was signed with, so the countersigner
+    draws once a session; None when it is not the link's or had no drawing."""
+    run = session.get(CountersignRun, run_id) if run_id is not None else None
+    if run is None or run.link_id != link.id or run.signature_image is None:
+        return None
+    return Adopted(signer_name=run.signer_name, signature_png=run.signature_image)
+
+
 def _chunks(ids: list[int]) -> list[list[int]]:
     return [ids[start : start + RUN_CHUNK] for start in range(0, len(ids), RUN_CHUNK)]
 

@@ -34,6 +34,8 @@ class PageState(StrEnum):
     PARTY_SIGNED = "party_signed"
     #: A party's invitation bounced: staff correct that address and resend, and the request goes on.
     PAUSED = "paused"
+    #: The link of a version staff corrected since: the newer version has links of its own.
+    REPLACED = "replaced"
 
 
 #: The page states that end a request for every party.

@@ -20,7 +20,14 @@ from bulksign.core.messages import N_
 from bulksign.core.slicing import slices
 from bulksign.core.tokens import hash_token, new_nonce, signing_token
 from bulksign.models import RECIPIENT_ROLE, Event, Party, SigningRequest
-from bulksign.models.parties import FIRST_RENDER, PARTY_MOVE_NEEDS, PARTY_TRANSITIONS, RECIPIENT_FOLLOWS, PartyStatus
+from bulksign.models.parties import (
+    FIRST_RENDER,
+    PARTY_LEAVE_NEEDS,
+    PARTY_MOVE_NEEDS,
+    PARTY_TRANSITIONS,
+    RECIPIENT_FOLLOWS,
+    PartyStatus,
+)
 from bulksign.models.status import IllegalTransition, Status
 
 #: The column each state's arrival is stamped in.
@@ -111,12 +118,10 @@ def move_parties(
     values = {"status": target.value, "status_changed_at": now, **fields}
     if target in _STAMPS:
         values.setdefault(_STAMPS[target], now)
-    needs = PARTY_MOVE_NEEDS.get(target)
-    request_allows = (
-        [exists().where(SigningRequest.id == Party.request_id, SigningRequest.status.in_([s.value for s in needs]))]
-        if needs
-        else []
-    )
+    request_allows = [
+        exists().where(SigningRequest.id == Party.request_id, SigningRequest.status.in_([s.value for s in needs]))
+        for needs in _request_needs(sources, target)
+    ]
     won: list[tuple[int, int, int, str]] = []
     for chunk in slices(ids):
         won.extend(
@@ -166,6 +171,17 @@ class PartyView:
     invited_at: datetime | None
     signed_at: datetime | None
     declined_at: datetime | None
+
+
+def _request_needs(sources: Sequence[PartyStatus], target: PartyStatus) -> list[frozenset[Status]]:
+    """The request states a move from ``sources`` to ``target`` needs: the arrival's (``PARTY_MOVE_NEEDS``), and a
+    leave's for a move only from states that need one (``PARTY_LEAVE_NEEDS``); a move from several sources, one of
+    them guarded, is refused rather than half checked."""
+    needs = [PARTY_MOVE_NEEDS[target]] if target in PARTY_MOVE_NEEDS else []
+    guarded = [s for s in sources if s in PARTY_LEAVE_NEEDS]
+    if guarded and len(guarded) != len(sources):
+        raise IllegalTransition(f"PartyStatus {guarded[0]} → {target} must be moved on its own")
+    return needs + [PARTY_LEAVE_NEEDS[s] for s in dict.fromkeys(guarded)]
 
 
 def parties_of(session: Session, request: SigningRequest) -> list[PartyView]:

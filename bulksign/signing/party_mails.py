@@ -20,6 +20,7 @@ from bulksign.mail.mailer import MailNotNeeded, builder, queue_mail
 from bulksign.models import RECIPIENT_ROLE, Party, SigningRequest
 from bulksign.models.mail import MailKind, OutgoingMail
 from bulksign.models.parties import PartyStatus
+from bulksign.models.requests import version_suffix
 from bulksign.signing import digests
 from bulksign.signing.invitations import html_body
 from bulksign.signing.routing import (
@@ -49,7 +50,7 @@ def tell_declined(session: Session, *, request: SigningRequest, decliner: Party,
         told.append(
             queue_mail(
                 session,
-                key=f"party-declined-{request.id}-{party.role}",
+                key=f"party-declined-{request.id}-{party.role}{version_suffix(request.document_version)}",
                 kind=MailKind.PARTY_DECLINED,
                 to_email=email,
                 subject=subject,

@@ -25,6 +25,7 @@ from bulksign.mail.mailer import builder
 from bulksign.models import RECIPIENT_ROLE, Event, Party, SigningRequest
 from bulksign.models.mail import MailKind, OutgoingMail
 from bulksign.models.parties import PartyStatus
+from bulksign.models.requests import version_suffix
 from bulksign.models.status import Status
 from bulksign.signing import code_owners, link_proofs, one_time_codes, party_mails, routing
 from bulksign.signing.acts import REFUSED, Act, DeclineOutcome, OpenOutcome, SignOutcome
@@ -217,7 +218,9 @@ def _after_party(settled: routing.Settled) -> None:
         if settled.status == routing.Move.SIGNED:
             SEAL.enqueue_unique([settled.request_id])
         elif settled.status == routing.Move.NEXT_STEP:
-            ADVANCE.enqueue_unique([settled.request_id], parts={settled.request_id: {"step": settled.step}})
+            ADVANCE.enqueue_unique(
+                [settled.request_id], parts={settled.request_id: {"step": settled.step, "version": settled.version}}
+            )
     except RedisError as exc:
         log(logger, logging.ERROR, "could not queue the next step", request_id=settled.request_id, error=str(exc))
 
@@ -393,7 +396,7 @@ def decline(
         session,
         batch=request.batch,
         kind=MailKind.DECLINE_NOTICE,
-        key=f"decline-notice-{request_id}",
+        key=f"decline-notice-{request_id}{version_suffix(request.document_version)}",
         subject=N_("Declined: %(who)s — %(batch)s", who=decliner[1] or decliner[0], batch=request.batch.name),
         now=now,
         request_id=request_id,

@@ -110,8 +110,9 @@ class Move(StrEnum):
 class Settled:
     status: Move
     request_id: int
-    #: For ``NEXT_STEP``: the step to start (its ``advance`` job is named by it).
+    #: For ``NEXT_STEP``: the step to start and the document's version (its ``advance`` job is named by both).
     step: int | None = None
+    version: int = 1
 
 
 def lock_request(session: Session, request_id: int) -> SigningRequest | None:
@@ -133,7 +134,7 @@ def request_follows_parties(
     when every party signed, ``declined`` when one declined (with that party's reason). Read under the request's
     row lock (``lock_request``), so of two parties of one step signing at once the second sees the first signed.
     The caller commits."""
-    lock_request(session, request_id)
+    request = lock_request(session, request_id)
     parties = parties_in_order(session, request_id)
     declined = next((p for p in parties if p.status == PartyStatus.DECLINED), None)
     if declined is not None:
@@ -169,7 +170,7 @@ def request_follows_parties(
         return Settled(Move.SIGNED if moved else Move.WAITING, request_id)
     finished = [p for p in parties if p.step < step]
     if finished and any(p.step == step and p.status == PartyStatus.WAITING for p in parties):
-        return Settled(Move.NEXT_STEP, request_id, step)
+        return Settled(Move.NEXT_STEP, request_id, step, request.document_version if request else 1)
     return Settled(Move.WAITING, request_id)
 
 

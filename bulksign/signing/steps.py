@@ -26,6 +26,7 @@ from bulksign.documents.signed_pdf import PartyBlock, stamp_parties
 from bulksign.documents.storage import Storage
 from bulksign.models import RECIPIENT_ROLE, Batch, Document, FieldValue, Party, SigningRequest
 from bulksign.models.parties import PartyStatus
+from bulksign.models.requests import version_suffix
 from bulksign.models.status import Status
 from bulksign.signing.parties import step_not_started
 from bulksign.signing.routing import (
@@ -43,7 +44,7 @@ STEP_KIND = "step"
 
 
 def step_key(request: SigningRequest, step: int) -> str:
-    return f"batches/{request.batch_id}/requests/{request.id}/step-{step}.pdf"
+    return f"batches/{request.batch_id}/requests/{request.id}/step-{step}{version_suffix(request.document_version)}.pdf"
 
 
 def current_document(session: Session, request_id: int) -> Document | None:
@@ -279,16 +280,18 @@ def advance(session: Session, *, request_id: int, now: datetime, storage: Storag
 
 def stalled(
     session: Session, *, now: datetime, grace: timedelta = timedelta(minutes=5), limit: int = 1000
-) -> dict[int, int]:
+) -> dict[int, tuple[int, int]]:
     """Open requests whose current step (after the first) has a waiting party for ``grace`` after every earlier
-    party signed: their ``advance`` job was lost. For the reconciler: request id → the step to start."""
+    party signed: their ``advance`` job was lost. For the reconciler: request id → (the step to start, the
+    document's version)."""
     waiting, before = aliased(Party), aliased(Party)
     recent = exists().where(
         before.request_id == waiting.request_id, before.step < waiting.step, before.signed_at > now - grace
     )
-    return dict(
-        session.execute(
-            select(waiting.request_id, waiting.step)
+    return {
+        request_id: (step, version)
+        for request_id, step, version in session.execute(
+            select(waiting.request_id, waiting.step, SigningRequest.document_version)
             .join(SigningRequest, SigningRequest.id == waiting.request_id)
             .where(
                 waiting.status == PartyStatus.WAITING,
@@ -300,6 +303,4 @@ def stalled(
             .order_by(waiting.request_id)
             .limit(limit)
         )
-        .tuples()
-        .all()
-    )
+    }

@@ -26,7 +26,10 @@ REASONS = {
     "deadline_passed": _l("the batch's deadline has passed (give extra days)"),
     "changed_meanwhile": _l("changed by someone else meanwhile"),
     "purged": _l("deleted under the retention rules"),
-    "several_parties": _l("signed by several parties: another party declined, or the recipient has acted"),
+    "several_parties": _l(
+        "signed by several parties: another party declined, or the recipient has acted (open the row and choose "
+        '"Correct and resend" to send a corrected version to every party)'
+    ),
     "not_started": _l("their step has not started yet"),
     "countersign_digest": _l("served by the countersigner's digest, one link for all their documents: Remind sends it"),
     "party_bounced": _l("another party's invitation bounced: correct that party's address and resend to them"),

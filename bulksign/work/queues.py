@@ -185,12 +185,12 @@ SEND_MANY = _declare("bulksign.jobs.mail.send_many", queue="mail", id_pattern="s
 # catches the rest.
 SEAL = _declare("bulksign.jobs.seal.seal", queue="pdf", id_pattern="seal-{id}", attempts_setting="SEAL_MAX_ATTEMPTS")
 #: A step of a request several sign has finished: its document with their signatures, and the next step invited.
-#: Named by the step it starts: the job of the step before, finished, is kept ``result_ttl`` and must not stand
-#: in for it.
+#: Named by the document's version and the step it starts: the job of the step before (or of the version a
+#: correction replaced), finished, is kept ``result_ttl`` and must not stand in for it.
 ADVANCE = _declare(
     "bulksign.jobs.routing.advance",
     queue="pdf",
-    id_pattern="advance-{id}-{step}",
+    id_pattern="advance-{id}-v{version}-{step}",
     attempts_setting="SEAL_MAX_ATTEMPTS",
 )
 #: A slice of a countersigner's "sign all": each document signed through the single page's path (its seal queued

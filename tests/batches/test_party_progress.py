@@ -160,7 +160,7 @@ def test_the_csv_has_each_roles_address_status_and_times_after_the_usual_columns
         *(
             f"{role}_{field}"
             for role in ("recipient", "employer")
-            for field in ("email", "status", "invited_at", "signed_at", "declined_at")
+            for field in ("email", "status", "invited_at", "opened_at", "signed_at", "declined_at")
         ),
     )
     assert rows[0]["employer_email"] == "hr@example.com" and rows[0]["recipient_email"] == rows[0]["email"]
@@ -169,6 +169,7 @@ def test_the_csv_has_each_roles_address_status_and_times_after_the_usual_columns
         (status, recipient, employer) for status, recipient, employer in ROWS
     ]
     assert rows[3]["employer_signed_at"] == "2026-11-02T08:56:00+00:00" and rows[0]["employer_signed_at"] == ""
+    assert rows[3]["employer_opened_at"] == "2026-11-02T08:55:00+00:00" and rows[2]["employer_opened_at"] == ""
     filtered = client.get(f"/batches/{batch_id}/export.csv?waiting_for=recipient").get_data(as_text=True)
     assert len(list(csv.DictReader(io.StringIO(filtered.lstrip("\ufeff"))))) == 2
 
@@ -246,7 +247,7 @@ def test_the_openapi_description_documents_waiting_for_and_the_party_columns(cli
     (waiting_for,) = [p for p in listing["parameters"] if p["name"] == "waiting_for"]
     assert "has not signed yet" in waiting_for["description"]
     export = spec["paths"]["/batches/{batch_id}/export.csv"]["get"]
-    assert "`<role>_status`" in export["description"] and "`<role>_signed_at`" in export["description"]
+    assert "`<role>_status`" in export["description"] and "`<role>_opened_at`" in export["description"]
 
 
 @pytest.mark.slow(seconds=30)

@@ -91,9 +91,9 @@ def test_a_caller_claiming_a_signed_request_is_still_opened_wins_nothing(app, to
     assert db.session.scalars(select(Event).where(Event.request_id == request_id)).all() == []
 
 
-def test_signed_and_cancelled_are_terminal_and_a_declined_request_can_only_be_invited_again():
+def test_signed_and_cancelled_are_terminal_and_a_declined_request_can_only_be_invited_again_or_corrected():
     assert TRANSITIONS[Status.SIGNED] == TRANSITIONS[Status.CANCELLED] == frozenset()
-    assert TRANSITIONS[Status.DECLINED] == frozenset({Status.GENERATED})
+    assert TRANSITIONS[Status.DECLINED] == frozenset({Status.GENERATED, Status.PENDING})
     assert {Status.SIGNED, Status.DECLINED, Status.CANCELLED} <= FINAL
 
 

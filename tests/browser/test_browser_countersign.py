@@ -1,6 +1,6 @@
 """The countersigner's page in a real Chromium: the documents ready, one read as page images, a
-selection signed with one drawn signature and its progress live until done; in a batch that asks for a one-time
-code, the code step first; 1366 and 360 px, axe-checked."""
+selection signed with one drawn signature and its progress live until done, the drawing offered again on the
+document left; in a batch that asks for a one-time code, the code step first; 1366 and 360 px, axe-checked."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from sqlalchemy import update
 from bulksign.core.extensions import db
 from bulksign.models import Batch
 from bulksign.work.pipeline import enqueue_renders
-from tests.browser.test_browser_signing import draw
+from tests.browser.test_browser_signing import INKED, draw
 from tests.signing.test_countersign import _digest_token, _digests
 from tests.signing.test_routing import _batch
 from tests.support.batches import request_ids
@@ -69,6 +69,12 @@ def test_the_countersigner_reads_ticks_signs_and_watches_the_progress(app, users
     assert found == {1366: [], 360: []}, found
     page.click("text=Back to the documents")
     expect(page.locator(".cs-item:not(#finished *)")).to_have_count(1)
+    # The drawing is adopted for the session: the document left is offered it on the pad, with the name typed.
+    page.wait_for_function(INKED, arg="#signature-pad")  # the kept drawing is an image: drawn once it loaded
+    expect(page.locator("#pad-kept")).to_contain_text("the signature you drew before is filled in")
+    expect(page.locator("input[name=name]")).to_have_value("Anna Boss")
+    found = look_at(page, live_server, "countersign-adopted")
+    assert found == {1366: [], 360: []}, found
     # The two signed ones are below, each sealed copy to download (no mail brings them one by one).
     run_jobs("pdf")
     page.reload()

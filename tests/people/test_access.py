@@ -72,6 +72,9 @@ APPROVALS |= {
     "api_approval.approve_address_change",
     "api_approval.reject_address_change",
 }
+#: Approving or rejecting a correction held for approval: the same people, never whoever asked for it
+#: (tests/batches/test_corrections.py).
+APPROVALS |= {"reminders.decide"}
 #: Actions on a batch or its requests: the owner, a manager of its team, admins.
 BATCH_ACTIONS = {
     "batches.bulk_action",
@@ -79,6 +82,7 @@ BATCH_ACTIONS = {
     "reminders.resend_selected",
     "reminders.resend_one",
     "reminders.update_email",
+    "reminders.correct",
     "batch_access.share",
     "batch_access.unshare",
     "batch_access.notices",
@@ -266,6 +270,7 @@ def _url(rule: Rule, world) -> str:
         "page": 1,
         "name": ATTACHMENT,
         "change_id": 1,
+        "correction_id": 1,
     }
     return rule.build({arg: values[arg] for arg in rule.arguments}, append_unknown=False)[1]
 

@@ -54,6 +54,7 @@ PERIODIC_IDS = {
 #: The kinds of mail rows the database may hold: each needs its builder in the worker that sends it.
 MAIL_KINDS = {
     "invitation",
+    "correction_notice",
     "confirmation",
     "decline_notice",
     "reminder",

@@ -25,6 +25,7 @@ from bulksign.integrations.webhook_privacy import forget_requests
 from bulksign.models import (
     AddressChange,
     Batch,
+    Correction,
     CountersignLink,
     Document,
     Event,
@@ -152,6 +153,8 @@ def purge_requests(
         .where(AddressChange.request_id.in_(ids))
         .values(old_email="", new_email="", note=None, reason=None)
     )
+    # Corrections: the values, names and addresses they changed, and what the asker and the approver wrote.
+    session.execute(update(Correction).where(Correction.request_id.in_(ids)).values(changes={}, note="", reason=None))
     # What an event says beyond its type, time and actor may name a person (an old address, a typed reason).
     session.execute(update(Event).where(Event.request_id.in_(ids)).values(ip=None, user_agent=None, details={}))
     purged = session.execute(

@@ -372,8 +372,10 @@ def list_requests(batch_id: int):
 def export_csv(batch_id: int):
     """UTF-8 with a BOM (Excel opens it as is); cells that a spreadsheet would run as formulas are quoted.
 
-    A batch whose template names parties besides the recipient (`{{ signature_<role> }}`) adds `<role>_status`
-    and `<role>_signed_at` after the usual columns, for each role, `recipient` first, then the others by name:
+    The recipients file's own columns (`contract_number`, `position` …) follow the usual ones (a name the CSV uses
+    itself gets `file_` before it). A batch whose template names parties besides the recipient
+    (`{{ signature_<role> }}`) then adds, for each role, `recipient` first, then the others by name, `<role>_email`,
+    `<role>_status`, `<role>_invited_at`, `<role>_opened_at`, `<role>_signed_at` and `<role>_declined_at`:
     `status` is the request's (`signed` once every party signed), `<role>_status` the party's (`waiting`,
     `invited`, `opened`, `signed`, `declined`)."""
     query = parse_query(RecipientFilterQuery)

@@ -4,6 +4,7 @@ one, signed all at once (a job, with live progress) or declined one by one. No a
 
 from __future__ import annotations
 
+import base64
 import logging
 import tempfile
 import zipfile
@@ -35,7 +36,7 @@ from bulksign.signing.page_states import PageState, contact_of
 from bulksign.views._forms import client_ip
 from bulksign.views._live import live_tag, tagged, unchanged
 from bulksign.views.recipient.recipient_headers import polling_csp
-from bulksign.views.recipient.signing import page_image_limit, recipient_limit, signature_bytes
+from bulksign.views.recipient.signing import SIGNATURE_PREFIX, page_image_limit, recipient_limit, signature_bytes
 from bulksign.views.recipient.signing_codes import code_error, not_sent_error
 
 logger = logging.getLogger(__name__)
@@ -44,6 +45,9 @@ bp = Blueprint("countersign", __name__, url_prefix="/countersign")
 #: Session key: countersign link id → the one-time code of the link this browser verified (the signed cookie keeps
 #: it, for ``one_time_codes.VERIFIED_FOR``).
 VERIFIED_LINK_CODES = "countersign_codes"
+#: Session key: countersign link id → the last run this browser started on it, whose drawing the next documents
+#: offer (``countersign_runs.adopted``).
+ADOPTED_RUNS = "countersign_runs"
 
 
 def _by_link(view):
@@ -85,6 +89,15 @@ def _code_page(token: str, link: CountersignLink, *, error: str | None = None, s
     return html, status
 
 
+def _adopted_form(link: CountersignLink) -> dict[str, Any]:
+    """The sign form as this browser last signed on the link (its name and drawing, said to be kept), or empty."""
+    found = countersign_runs.adopted(db.session, link=link, run_id=session.get(ADOPTED_RUNS, {}).get(str(link.id)))
+    if found is None:
+        return {}
+    drawing = SIGNATURE_PREFIX + base64.b64encode(found.signature_png).decode("ascii")
+    return {"name": found.signer_name, "signature": drawing, "adopted": True}
+
+
 def _unlocked(view):
     """A route that shows or acts on the documents: in a batch that asks for a one-time code, only for a browser that
     confirmed a code of the link within ``VERIFIED_FOR``; others get the code step (403)."""
@@ -120,7 +133,7 @@ def _page(token: str, link: CountersignLink, *, error: str | None = None, form: 
         finished=finished,
         contact=contact_of(link.batch),
         error=error,
-        form=form or {},
+        form=form or _adopted_form(link),
     )
     return html, status, {"Content-Security-Policy": polling_csp()}
 
@@ -208,13 +221,15 @@ def sign_all(token: str, link: CountersignLink):
         "consent": request.form.get("consent") == "yes",
         "all": "0" if request.form.get("all") == "0" else "1",
     }
-    chosen = _chosen()
-    if chosen == Listed():
-        return _page(token, link, error=_("Tick the documents to sign, or sign them all."), form=form, status=422)
     try:
         image = signature_bytes(request.form.get("signature", ""))
     except ValueError as exc:
-        return _page(token, link, error=str(exc), form=form, status=422)
+        return _page(token, link, error=str(exc), form={**form, "wrong": "signature"}, status=422)
+    # A drawing that could be read is drawn again on the pad when the page comes back with a message.
+    form["signature"] = request.form.get("signature", "") if image else ""
+    chosen = _chosen()
+    if chosen == Listed():
+        return _page(token, link, error=_("Tick the documents to sign, or sign them all."), form=form, status=422)
     started = countersign_runs.start_run(
         db.session,
         link=link,
@@ -237,6 +252,7 @@ def sign_all(token: str, link: CountersignLink):
         return _page(
             token, link, error=_("None of the chosen documents waits for your signature any more."), status=409
         )
+    session[ADOPTED_RUNS] = {**session.get(ADOPTED_RUNS, {}), str(link.id): started.run_id}
     return redirect(url_for(".run", token=token, run_id=started.run_id), 303)
 
 
@@ -315,7 +331,7 @@ def document(token: str, link: CountersignLink, party_id: int):
         readable=readable,
         pages=pages,
         signer_name=countersigner_name(db.session, link=link),
-        form={},
+        form=_adopted_form(link),
     )
 
 

@@ -14,6 +14,7 @@ from flask import Blueprint, Flask, current_app, g, redirect, render_template, r
 from flask_babel import gettext as _
 from flask_wtf.csrf import CSRFError
 
+from bulksign.batches.corrections import replaced_request
 from bulksign.core.extensions import db, limiter, seconds_until_limit_resets
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
@@ -52,7 +53,13 @@ page_image_limit = limiter.shared_limit(
 )
 
 SIGNATURE_PREFIX = "data:image/png;base64,"
-STATUS_CODES = {PageState.UNKNOWN: 404, PageState.EXPIRED: 410, PageState.CANCELLED: 410, PageState.UNAVAILABLE: 404}
+STATUS_CODES = {
+    PageState.UNKNOWN: 404,
+    PageState.EXPIRED: 410,
+    PageState.CANCELLED: 410,
+    PageState.UNAVAILABLE: 404,
+    PageState.REPLACED: 410,
+}
 #: The states whose page shows the document or its signed copy: in these a batch that asks for a one-time code
 #: asks this browser for one first (a forwarded link, before or after signing), and only these can serve a PDF.
 DOCUMENT_STATES = (PageState.WAITING, PageState.SIGNED)
@@ -238,6 +245,10 @@ def by_token(view):
     def wrapped(token: str, **kwargs):
         row = _find(token)
         if row is None:
+            replaced = replaced_request(db.session, token=token)
+            if replaced is not None and replaced.purged_at is None:
+                g.locale = replaced.batch.language
+                return render_page(None, token, state=PageState.REPLACED)
             return render_page(None, token, state=PageState.UNKNOWN)
         if row.purged_at is not None:  # its files and personal data are gone: only the record of it is left
             return _recipient_error(

@@ -12,6 +12,7 @@ from flask_babel import gettext as _
 from flask_login import current_user
 
 from bulksign.batches import address_approval, approval, row_preview
+from bulksign.batches import correction_panel as correction_panels
 from bulksign.batches.address_changes import needs_approval
 from bulksign.core.extensions import db
 from bulksign.models import utcnow
@@ -174,6 +175,11 @@ def init_app(app) -> None:
         """The batch's (or one request's) address changes waiting for approval
         (``batches/_address_changes.html``)."""
         return address_approval.waiting_changes(db.session, batch=batch, user=current_user, request_id=request_id)
+
+    @app.template_global()
+    def correction_panel(row):
+        """What a request's panel shows of corrections (``reminders/_correction.html``)."""
+        return correction_panels.correction_panel(db.session, request=row, user=current_user)
 
     @app.template_filter("language_name")
     def language_name(code: str) -> str:

@@ -10,6 +10,14 @@ from flask_login import current_user
 
 from bulksign.batches.address_changes import change_email
 from bulksign.batches.bulk_actions import run_staff_action
+from bulksign.batches.corrections import (
+    CORRECTION_ANSWERS,
+    CorrectionAsked,
+    CorrectionOutcome,
+    correct_request,
+    decide_correction,
+    queue_follow_up,
+)
 from bulksign.batches.countersign_digests import send_digests_now
 from bulksign.batches.manual_reminders import SELECTORS
 from bulksign.batches.progress import BatchActionError
@@ -208,3 +216,47 @@ def update_email(request_id: int):
         ),
         "success",
     )
+
+
+def _asked() -> CorrectionAsked:
+    """The correction form: ``value-<column>``, ``name-<role>`` and ``email-<role>`` inputs, and the note."""
+    form = request.form
+
+    def given(prefix: str) -> dict[str, str]:
+        return {k.removeprefix(prefix): v for k, v in form.items() if k.startswith(prefix)}
+
+    return CorrectionAsked(
+        note=form.get("note", ""), values=given("value-"), names=given("name-"), emails=given("email-")
+    )
+
+
+@bp.post("/requests/<int:request_id>/correction")
+def correct(request_id: int):
+    batch_id = _request_or_404(request_id).batch_id
+    try:
+        result = correct_request(db.session, request_id=request_id, asked=_asked(), user=current_user, now=utcnow())
+    except BatchActionError as exc:
+        return _refused(batch_id, exc)
+    db.session.commit()
+    queue_follow_up(result)
+    applied = result.outcome == CorrectionOutcome.APPLIED
+    return _answer(batch_id, str(CORRECTION_ANSWERS[result.outcome]), "success" if applied else "info")
+
+
+@bp.post("/batches/<int:batch_id>/corrections/<int:correction_id>")
+def decide(batch_id: int, correction_id: int):
+    try:
+        result = decide_correction(
+            db.session,
+            batch_id=batch_id,
+            correction_id=correction_id,
+            user=current_user,
+            now=utcnow(),
+            approve=request.form.get("decision") == "approve",
+            reason=request.form.get("reason", ""),
+        )
+    except BatchActionError as exc:
+        return _refused(batch_id, exc)
+    db.session.commit()
+    queue_follow_up(result)
+    return _answer(batch_id, str(CORRECTION_ANSWERS[result.outcome]), "success")
