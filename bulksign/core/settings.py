@@ -334,7 +334,7 @@ SECTIONS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
             _S(
                 "UPLOAD_KEEP_HOURS",
                 "24",
-                "A recipients file never made into a batch is deleted this long after its upload.",
+                "A recipients file never made into a batch, and a Word check, is deleted this long after its upload.",
                 _N,
             ),
             _S("ATTACHMENT_MAX_MB", "10", "Largest file a signer attaches to an attachment field.", _N),

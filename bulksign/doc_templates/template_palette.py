@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bulksign.doc_templates.columns import needed_columns
-from bulksign.doc_templates.fields import template_fields
+from bulksign.doc_templates.fields import SIGNED_TYPES, template_fields
 from bulksign.doc_templates.template_parties import PALETTE, party_label, template_parties
 from bulksign.doc_templates.variables import sample_row
 from bulksign.documents.field_boxes import field_name
@@ -38,6 +38,12 @@ class Palette:
     columns: tuple[PaletteColumn, ...]
     #: Placeholder name → the colour of the party it belongs to (signatures and fields).
     colours: dict[str, str]
+
+    def own_fields(self) -> list[tuple[str, str]]:
+        """The marks of the fields the template has and their colours, but a date signed and a signer's name (the
+        Word palette offers those for every party)."""
+        signed = tuple(f"field_{t}_" for t in SIGNED_TYPES)
+        return [(n, c) for n, c in self.colours.items() if n.startswith("field_") and not n.startswith(signed)]
 
 
 def palette(version: TemplateVersion | None, *, language: str) -> Palette:

@@ -8,10 +8,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from bulksign.core.messages import N_
@@ -22,7 +23,7 @@ from bulksign.doc_templates.fields import template_fields
 from bulksign.doc_templates.template_parties import template_parties
 from bulksign.doc_templates.variables import sample_row
 from bulksign.doc_templates.word_tags import Tag, TagKind, TagReader, classify, colours, parties_of, shown
-from bulksign.documents import poppler
+from bulksign.documents import pdf_pages, poppler
 from bulksign.documents.field_boxes import field_name, find_field_boxes
 from bulksign.documents.pdf import RenderError
 from bulksign.documents.signature_box import SignatureBox, UnreadablePdf, find_signature_boxes, mark_indexes
@@ -42,6 +43,14 @@ class CheckStatus(StrEnum):
 
 
 UNFINISHED = (CheckStatus.PENDING, CheckStatus.RUNNING)
+#: A check unfinished this long after it started is given up (its job's time limit is 5 minutes).
+STALE_AFTER = timedelta(minutes=10)
+#: Checks one person may have under way at once: they go ahead of batches' renders on the ``pdf`` queue.
+MAX_UNFINISHED = 3
+#: Checks deleted per retention run at most; the next run goes on.
+MAX_EXPIRED = 1000
+#: Where a check's own files are kept: the .docx uploaded, the sample pages.
+_FOLDER = "word-checks/"
 
 
 @dataclass(frozen=True)
@@ -125,9 +134,10 @@ def start_check(
                     limit=docx_package.MAX_DOCX_BYTES // 1024 // 1024,
                 )
             )
-        key = f"word-checks/{hashlib.sha256(data).hexdigest()}.docx"
+        key = f"{_FOLDER}{hashlib.sha256(data).hexdigest()}.docx"
         if not storage.exists(key):
             storage.put(key, data, content_type=kinds.KINDS["docx"].content_type)
+    _refuse_too_many(session, user=user, now=now)
     check = WordCheck(
         template_id=template.id if template is not None else None,
         source_key=key,
@@ -145,6 +155,7 @@ def check_again(
     session: Session, *, check: WordCheck, sample: Mapping[str, object], user: User, now: datetime
 ) -> WordCheck:
     """The same file checked again with the sample row as edited on the page."""
+    _refuse_too_many(session, user=user, now=now)
     again = WordCheck(
         template_id=check.template_id,
         source_key=check.source_key,
@@ -156,6 +167,51 @@ def check_again(
     session.add(again)
     session.flush()
     return again
+
+
+def _refuse_too_many(session: Session, *, user: User, now: datetime) -> None:
+    """TemplateError once ``user`` has ``MAX_UNFINISHED`` checks under way: they go ahead of batches' renders."""
+    under_way = session.scalar(
+        select(func.count())
+        .select_from(WordCheck)
+        .where(
+            WordCheck.created_by_id == user.id,
+            WordCheck.status.in_(UNFINISHED),
+            WordCheck.created_at > now - STALE_AFTER,
+        )
+    )
+    if (under_way or 0) >= MAX_UNFINISHED:
+        raise TemplateError(
+            N_("%(n)s of your checks are still being printed: wait for them before starting another.", n=under_way)
+        )
+
+
+def expire_checks(session: Session, storage: Storage, *, now: datetime, hours: int) -> int:
+    """Delete the checks started ``hours`` before ``now`` or earlier, with the files no later check shares (the
+    uploaded .docx, the sample pages and their images: a sample row may hold someone's data); how many. A saved
+    template's own file stays."""
+    old = session.scalars(
+        select(WordCheck).where(WordCheck.created_at <= now - timedelta(hours=hours)).limit(MAX_EXPIRED)
+    ).all()
+    if not old:
+        return 0
+    ids = [c.id for c in old]
+    others = select(WordCheck).where(WordCheck.id.not_in(ids))
+    kept = {
+        *session.scalars(others.with_only_columns(WordCheck.source_key)),
+        *session.scalars(others.with_only_columns(WordCheck.pdf_key)),
+    }
+    for check in old:
+        pages = len((check.result or {}).get("pages") or ())
+        for key in {check.source_key, check.pdf_key} - kept:
+            if not key or not key.startswith(_FOLDER):
+                continue
+            storage.delete(key)
+            for page in range(pages):
+                for width in pdf_pages.WIDTHS:
+                    storage.delete(pdf_pages.page_key(key, page=page, width=width))
+    session.execute(delete(WordCheck).where(WordCheck.id.in_(ids)))
+    return len(ids)
 
 
 def get_check(session: Session, *, check_id: int, user: User) -> WordCheck | None:
@@ -174,71 +230,88 @@ def run_check(session: Session, *, check_id: int, storage: Storage, now: Callabl
     session.commit()
     version = _latest(session, session.get(DocumentTemplate, check.template_id) if check.template_id else None)
     try:
-        examined, pdf = examine(storage.get(check.source_key), version=version, sample=check.sample, timeout=timeout)
+        read = read_file(storage.get(check.source_key), version=version)
+        # Kept before printing: a sample a test in the file cannot take is corrected on the page and tried again.
+        check.sample = dict(check.sample) or read.default_sample()
+        examined, pdf = examine(read, row=check.sample, timeout=timeout)
     except (TemplateError, RenderError, StorageError, UnreadablePdf, poppler.PopplerError) as exc:
         message = exc.message if isinstance(exc, (TemplateError, RenderError)) else N_("The pages could not be read.")
         check.status = CheckStatus.FAILED
         check.error = _stored(message)
     else:
-        check.pdf_key = f"word-checks/{hashlib.sha256(pdf).hexdigest()}.pdf"
+        check.pdf_key = f"{_FOLDER}{hashlib.sha256(pdf).hexdigest()}.pdf"
         if not storage.exists(check.pdf_key):
             storage.put(check.pdf_key, pdf)
         check.result = examined.to_json()
-        check.sample = examined.sample
         check.status = CheckStatus.READY
     check.finished_at = now()
     session.commit()
     return check.status
 
 
-def check_error(check: WordCheck) -> N_ | None:
-    """Why ``check`` failed, to translate when shown."""
+def check_error(check: WordCheck, *, now: datetime) -> N_ | None:
+    """Why ``check`` failed, to translate when shown; a check unfinished past ``STALE_AFTER`` failed too (its worker
+    was lost, or none takes the queue)."""
+    if check.status in UNFINISHED and now - check.created_at > STALE_AFTER:
+        return N_("The check did not finish: the server did not print the file in time. Try again in a moment.")
     return N_(check.error["msgid"], **(check.error.get("values") or {})) if check.error else None
 
 
-def examine(
-    data: bytes, *, version: TemplateVersion | None, sample: Mapping[str, str], timeout: float
-) -> tuple[Examined, bytes]:
-    """The tags of ``data`` and where they print with the sample row (``sample``, or one made up when empty), and
-    the sample pages; ``version``: the saved template whose parties and fields the file belongs to."""
+@dataclass(frozen=True)
+class ReadFile:
+    """A file read for the check, before it is printed: its tags, how to fill it with a row and its fields' marks,
+    its parties (a saved template's, then each new signature mark's) with their colours, and the saved fields."""
+
+    reader: TagReader
+    fill: Callable[[dict[str, Any], Mapping[str, str]], bytes]
+    parties: list[str]
+    colours: dict[str, str]
+    fields: dict[str, tuple[str, str]]
+
+    def default_sample(self) -> dict[str, str]:
+        """A made-up value for each column the file uses (those understood as columns: not a mark, not a name
+        written another way)."""
+        everything = {n: "x" for n in self.reader.names if n not in self.reader.unread}
+        tags = classify(self.reader, parties=self.parties, fields=self.fields, sample=everything)
+        return sample_row([t.name for t in tags if t.kind == TagKind.VALUE])
+
+
+def read_file(data: bytes, *, version: TemplateVersion | None) -> ReadFile:
+    """``data`` read for the check (TemplateError for a file that cannot be a template); ``version``: the saved
+    template whose parties and fields the file belongs to."""
     reader = TagReader()
     fill = docx_templates.patched_filler(data, patch=reader)
-    known_parties = [p.key for p in template_parties(version)] if version is not None else []
-    parties = parties_of(reader.names, known=known_parties)
-    saved_fields = {f.column: (f.type, f.role) for f in template_fields(version)} if version is not None else {}
-    row = dict(sample) or default_sample(reader, parties=parties, fields=saved_fields)
-    tags = classify(reader, parties=parties, fields=saved_fields, sample=row)
+    parties = parties_of(reader.names, known=[p.key for p in template_parties(version)] if version else [])
+    known_colours = {p.key: p.colour for p in template_parties(version)} if version is not None else {}
+    return ReadFile(
+        reader=reader,
+        fill=fill,
+        parties=parties,
+        colours=colours(parties, known=known_colours),
+        fields={f.column: (f.type, f.role) for f in template_fields(version)} if version is not None else {},
+    )
+
+
+def examine(read: ReadFile, *, row: Mapping[str, str], timeout: float) -> tuple[Examined, bytes]:
+    """The tags of a file read and where they print with ``row``, and the sample pages."""
+    tags = classify(read.reader, parties=read.parties, fields=read.fields, sample=dict(row))
     fields = {t.name: t.field_type for t in tags if t.kind == TagKind.FIELD}
     printed = {t.name: shown(t.written) if t.kind == TagKind.UNKNOWN else row.get(t.name, "") for t in tags}
     values = {**row, **{t.name: "" for t in tags if t.kind == TagKind.SIGNATURE}, **printed}
     values |= sample_row([t.name for t in tags if t.kind == TagKind.VALUE and not row.get(t.name)])
-    pdf = docx_templates.convert(fill(values, fields), timeout=timeout)
+    pdf = docx_templates.convert(read.fill(values, fields), timeout=timeout)
     pages = poppler.page_words(pdf)
     sizes = tuple((p.width, p.height) for p in pages)
     places = _frame_places(pdf, tags, sizes=sizes)
     unplaced = False
     try:
-        places |= _value_places(fill, values, tags, fields=fields, timeout=timeout)
+        places |= _value_places(read.fill, values, tags, fields=fields, timeout=timeout)
     except TemplateError:
         unplaced = True  # a value a filter or test needs as it is (a number, a date): shown without boxes
-    version_colours = {p.key: p.colour for p in template_parties(version)} if version is not None else {}
     examined = Examined(
-        tags=tags,
-        places=places,
-        pages=sizes,
-        parties=colours(parties, known=version_colours),
-        sample={k: str(v) for k, v in row.items()},
-        values_unplaced=unplaced,
+        tags=tags, places=places, pages=sizes, parties=read.colours, sample=dict(row), values_unplaced=unplaced
     )
     return examined, pdf
-
-
-def default_sample(reader: TagReader, *, parties: list[str], fields: dict[str, tuple[str, str]]) -> dict[str, str]:
-    """A made-up value for each column the file uses (those understood as columns: not a mark, not a name
-    written another way)."""
-    everything = {n: "x" for n in reader.names if n not in reader.unread}
-    tags = classify(reader, parties=parties, fields=fields, sample=everything)
-    return sample_row([t.name for t in tags if t.kind == TagKind.VALUE])
 
 
 def _frame_places(
@@ -282,16 +355,22 @@ def _value_places(
     for number, page in enumerate(poppler.page_words(pdf), start=1):
         for word in page.words:
             for name, marker in markers.items():
-                if marker[:6] in word.text:
-                    found.setdefault(name, []).append(
-                        Place(
-                            number,
-                            word.x0 / page.width,
-                            word.top / page.height,
-                            (word.x1 - word.x0) / page.width,
-                            (word.bottom - word.top) / page.height,
-                        )
+                start = word.text.find(marker[:6])
+                if start < 0:
+                    continue
+                # Only the marker's share of the word: not the comma or the letters written against it.
+                whole = word.text.startswith(marker, start)
+                end = start + len(marker) if whole else len(word.text)
+                share = (word.x1 - word.x0) / max(len(word.text), 1)
+                found.setdefault(name, []).append(
+                    Place(
+                        number,
+                        (word.x0 + share * start) / page.width,
+                        word.top / page.height,
+                        share * (end - start) / page.width,
+                        (word.bottom - word.top) / page.height,
                     )
+                )
     return {name: tuple(places) for name, places in found.items()}
 
 

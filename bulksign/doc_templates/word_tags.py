@@ -75,7 +75,7 @@ class TagReader:
         except TemplateSyntaxError:
             return patched  # the render says what is wrong with its {% %}
         free = meta.find_undeclared_variables(tree)
-        self.names += [n.name for n in tree.find_all(nodes.Name) if n.name in free and n.name not in self.names]
+        self.names = list(dict.fromkeys([*self.names, *(n.name for n in tree.find_all(nodes.Name) if n.name in free)]))
         return patched
 
     def _tag(self, match: re.Match[str]) -> str:

@@ -136,6 +136,8 @@ def test_a_templates_own_parties_colour_its_tags_and_another_user_sees_none_of_i
     auth.login()
     detail = client.get(f"/templates/{template_id}").get_data(as_text=True)
     assert f'href="/templates/{template_id}/word-check"' in detail
+    tags = detail[detail.index('id="word-tags"') :]
+    assert 'data-copy="{{ field_signed_date_employer }}"' in tags and "Signature: Employer" in tags
     form = client.get(f"/templates/{template_id}/word-check")
     start = form.get_data(as_text=True)
     assert "{{ signature_employer }}" in start and "{{ field_signed_date_employer }}" in start
@@ -194,3 +196,84 @@ def test_the_word_template_form_offers_the_tags_to_copy(client, auth):
     tags = text[text.index('id="word-tags"') :]
     assert 'data-copy="{{ signature }}"' in tags and 'data-copy="{{ name }}"' in tags
     assert 'href="/templates/word-check"' in tags
+
+
+def test_a_sample_a_test_in_the_file_cannot_take_fails_in_words_and_stays_editable(client, auth, run_jobs):
+    auth.login()
+    check, text = _check(client, run_jobs, _docx("{% if children > 0 %}Allowance for {{ children }}.{% endif %}"))
+    assert check.status == "failed" and "calculates with text as if it were a number" in text
+    assert 'id="word-check-sample"' in text and 'value="children"' in text
+
+
+def test_a_check_no_worker_finished_is_given_up_in_words(client, auth, users):
+    from datetime import timedelta
+
+    from bulksign.models import utcnow
+
+    auth.login()
+    check = WordCheck(
+        source_key="word-checks/none.docx",
+        sample={},
+        status="running",
+        created_by_id=users["staff"].id,
+        created_at=utcnow() - timedelta(minutes=11),
+    )
+    db.session.add(check)
+    db.session.commit()
+    text = client.get(f"/templates/word-checks/{check.id}/status").get_data(as_text=True)
+    assert "The check did not finish" in text and "hx-trigger" not in text
+
+
+def test_one_person_has_at_most_three_checks_under_way(client, auth):
+    auth.login()
+    page = client.get("/templates/word-check")
+    for n in range(4):
+        started = client.post(
+            "/templates/word-check",
+            data={"csrf_token": csrf_from(page), "file": (io.BytesIO(_docx(f"Version {n} {{{{ name }}}}")), "a.docx")},
+        )
+        assert started.status_code == (302 if n < 3 else 422)
+    assert "3 of your checks are still being printed" in started.get_data(as_text=True)
+
+
+def test_checks_go_with_their_files_as_a_recipients_file_no_batch_was_made_of(app, users):
+    from datetime import timedelta
+
+    from bulksign.doc_templates.word_check import expire_checks
+    from bulksign.documents.pdf_pages import page_key
+    from bulksign.documents.storage import get_storage
+
+    storage = get_storage()
+    for key in (
+        "word-checks/a.docx",
+        "word-checks/b.docx",
+        "word-checks/a.pdf",
+        page_key("word-checks/a.pdf", page=0, width=800),
+    ):
+        storage.put(key, b"x")
+    storage.put("templates/1/t.docx", b"x")
+
+    def check(source: str, pdf: str | None, age_hours: int) -> None:
+        db.session.add(
+            WordCheck(
+                source_key=source,
+                pdf_key=pdf,
+                sample={},
+                status="ready",
+                result={"pages": [[612, 792]]} if pdf else None,
+                created_by_id=users["staff"].id,
+                created_at=NOW - timedelta(hours=age_hours),
+            )
+        )
+
+    check("word-checks/a.docx", "word-checks/a.pdf", 30)
+    check("templates/1/t.docx", None, 30)  # a saved template's own file
+    check("word-checks/b.docx", None, 30)
+    check("word-checks/b.docx", None, 1)  # the same file checked again since
+    db.session.commit()
+    assert expire_checks(db.session, storage, now=NOW, hours=24) == 3
+    db.session.commit()
+    assert [c.created_at for c in db.session.scalars(db.select(WordCheck))] == [NOW - timedelta(hours=1)]
+    assert not storage.exists("word-checks/a.docx") and not storage.exists("word-checks/a.pdf")
+    assert not storage.exists(page_key("word-checks/a.pdf", page=0, width=800))
+    assert storage.exists("word-checks/b.docx") and storage.exists("templates/1/t.docx")

@@ -3,7 +3,7 @@ with each tag's place, polled while its job runs."""
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, abort, redirect, render_template, request, url_for
+from flask import Blueprint, Response, abort, flash, redirect, render_template, request, url_for
 from flask_babel import get_locale
 from flask_babel import lazy_gettext as _l
 from flask_login import current_user
@@ -14,13 +14,13 @@ from bulksign.doc_templates import versions as dt
 from bulksign.doc_templates import word_check as wc
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.fields import SIGNED_TYPES
-from bulksign.doc_templates.template_palette import palette
+from bulksign.doc_templates.template_palette import Palette, palette
 from bulksign.doc_templates.template_parties import party_label
 from bulksign.doc_templates.word_tags import TagKind
 from bulksign.documents import pdf_pages
 from bulksign.documents.pdf import MAX_PAGES
 from bulksign.documents.storage import get_storage
-from bulksign.models import DocumentTemplate, WordCheck, utcnow
+from bulksign.models import DocumentTemplate, TemplateVersion, WordCheck, utcnow
 from bulksign.people import access
 from bulksign.views.staff.doc_templates import FIELD_TYPE_LABELS
 from bulksign.work.queues import WORD_CHECK
@@ -96,7 +96,12 @@ def again(check_id: int):
     columns = request.form.getlist("sample-column")
     values = request.form.getlist("sample-value")
     sample = {c.strip(): v for c, v in zip(columns, values, strict=False) if c.strip()}
-    fresh = wc.check_again(db.session, check=check, sample=sample, user=current_user, now=utcnow())
+    try:
+        fresh = wc.check_again(db.session, check=check, sample=sample, user=current_user, now=utcnow())
+    except TemplateError as exc:
+        db.session.rollback()
+        flash(str(exc.message), "error")
+        return redirect(url_for(".show", check_id=check.id))
     db.session.commit()
     WORD_CHECK.enqueue(fresh.id, job_id=WORD_CHECK.job_id(id=fresh.id))
     return redirect(url_for(".show", check_id=fresh.id))
@@ -120,7 +125,8 @@ def page_image(check_id: int, page: int):
 def _outcome(check: WordCheck) -> dict:
     """What the outcome partial shows: the tags found, those not understood, each page with its boxes."""
     if check.status != wc.CheckStatus.READY or not check.result:
-        return {"examined": None, "error": wc.check_error(check), "finished": check.status not in wc.UNFINISHED}
+        error = wc.check_error(check, now=utcnow())
+        return {"examined": None, "error": error, "finished": error is not None or check.status not in wc.UNFINISHED}
     examined = wc.Examined.from_json(check.result)
     template = db.session.get(DocumentTemplate, check.template_id) if check.template_id else None
     version = dt.get_version(db.session, template_id=template.id) if template is not None else None
@@ -142,3 +148,10 @@ def _outcome(check: WordCheck) -> dict:
         "template": template,
         "field_types": FIELD_TYPE_LABELS,
     }
+
+
+def init_app(app) -> None:
+    @app.template_global()
+    def word_palette(version: TemplateVersion) -> Palette:
+        """The tags to copy into a Word template's file: its parties', columns' and fields' (the template page)."""
+        return palette(version, language=str(get_locale()))
