@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
-from bulksign.models import CountersignLink, CountersignRun, Party
+from bulksign.models import RECIPIENT_ROLE, CountersignLink, CountersignRun, Party
 from bulksign.models.parties import PartyStatus
 from bulksign.signing import link_proofs
 from bulksign.signing.acts import Act
@@ -146,6 +146,19 @@ def adopted(session: Session, *, link: CountersignLink, run_id: int | None) -> A
     if run is None or run.link_id != link.id or run.signature_image is None:
         return None
     return Adopted(signer_name=run.signer_name, signature_png=run.signature_image)
+
+
+def adopted_by_party(session: Session, *, party: Party, runs: dict[str, int]) -> Adopted | None:
+    """``adopted`` for a countersigner's party opened on its document's own page (a document with fields):
+    ``runs`` maps the browser's countersign links to their last run; None for anyone else."""
+    if not runs or not party.email or party.role == RECIPIENT_ROLE:
+        return None
+    link = session.scalar(
+        select(CountersignLink).where(
+            CountersignLink.batch_id == party.batch_id, CountersignLink.email == func.lower(party.email)
+        )
+    )
+    return adopted(session, link=link, run_id=runs.get(str(link.id))) if link is not None else None
 
 
 def _chunks(ids: list[int]) -> list[list[int]]:

@@ -11,7 +11,8 @@ from urllib.parse import unquote
 from sqlalchemy import select, update
 
 from bulksign.core.extensions import db
-from bulksign.models import CountersignRun, SigningRequest
+from bulksign.models import CountersignLink, CountersignRun, SigningRequest, utcnow
+from bulksign.signing.countersign import own_link
 from tests.signing.test_countersign import _digests, _party, _ready, shown_form
 from tests.support.signatures import data_url, png
 from tests.support.web import csrf_from
@@ -96,7 +97,13 @@ def test_the_drawing_is_adopted_for_the_session_and_offered_on_the_next_document
         html = client.get(url).get_data(as_text=True)
         assert offered in html and 'value="Anna B. Boss"' in html, url
         assert "the signature you drew before is filled in; clear it to draw another" in html
+    # A document opened on its own signing page (one with fields to fill) offers it too.
+    link = db.session.scalars(select(CountersignLink)).one()
+    own = own_link(db.session, link=link, party_id=second, secret=app.config["SECRET_KEY"], now=utcnow())
+    html = client.get(f"/sign/{own}").get_data(as_text=True)
+    assert offered in html and 'value="Anna B. Boss"' in html and "drew before" in html
     # Another browser with the same link is offered nothing: it draws its own.
+    assert "drew before" not in app.test_client().get(f"/sign/{own}").get_data(as_text=True)
     html = app.test_client().get(f"/countersign/{token}").get_data(as_text=True)
     assert 'id="signature" value=""' in html and 'value="Anna Boss"' in html and "drew before" not in html
 

@@ -4,7 +4,6 @@ one, signed all at once (a job, with live progress) or declined one by one. No a
 
 from __future__ import annotations
 
-import base64
 import logging
 import tempfile
 import zipfile
@@ -36,7 +35,13 @@ from bulksign.signing.page_states import PageState, contact_of
 from bulksign.views._forms import client_ip
 from bulksign.views._live import live_tag, tagged, unchanged
 from bulksign.views.recipient.recipient_headers import polling_csp
-from bulksign.views.recipient.signing import SIGNATURE_PREFIX, page_image_limit, recipient_limit, signature_bytes
+from bulksign.views.recipient.signing import (
+    ADOPTED_RUNS,
+    adopted_form,
+    page_image_limit,
+    recipient_limit,
+    signature_bytes,
+)
 from bulksign.views.recipient.signing_codes import code_error, not_sent_error
 
 logger = logging.getLogger(__name__)
@@ -45,9 +50,6 @@ bp = Blueprint("countersign", __name__, url_prefix="/countersign")
 #: Session key: countersign link id → the one-time code of the link this browser verified (the signed cookie keeps
 #: it, for ``one_time_codes.VERIFIED_FOR``).
 VERIFIED_LINK_CODES = "countersign_codes"
-#: Session key: countersign link id → the last run this browser started on it, whose drawing the next documents
-#: offer (``countersign_runs.adopted``).
-ADOPTED_RUNS = "countersign_runs"
 
 
 def _by_link(view):
@@ -91,11 +93,9 @@ def _code_page(token: str, link: CountersignLink, *, error: str | None = None, s
 
 def _adopted_form(link: CountersignLink) -> dict[str, Any]:
     """The sign form as this browser last signed on the link (its name and drawing, said to be kept), or empty."""
-    found = countersign_runs.adopted(db.session, link=link, run_id=session.get(ADOPTED_RUNS, {}).get(str(link.id)))
-    if found is None:
-        return {}
-    drawing = SIGNATURE_PREFIX + base64.b64encode(found.signature_png).decode("ascii")
-    return {"name": found.signer_name, "signature": drawing, "adopted": True}
+    return adopted_form(
+        countersign_runs.adopted(db.session, link=link, run_id=session.get(ADOPTED_RUNS, {}).get(str(link.id)))
+    )
 
 
 def _unlocked(view):

@@ -27,7 +27,7 @@ from bulksign.documents.storage import StorageError, get_storage
 from bulksign.models import RECIPIENT_ROLE, Batch, Document, Party, SigningRequest, utcnow
 from bulksign.models.parties import PartyStatus
 from bulksign.people.auth import public
-from bulksign.signing import code_owners, one_time_codes, routing, steps
+from bulksign.signing import code_owners, countersign_runs, one_time_codes, routing, steps
 from bulksign.signing.acts import Act
 from bulksign.signing.attachments import Upload
 from bulksign.signing.field_entry import FilledForm, earlier_values, form_fields
@@ -53,6 +53,9 @@ page_image_limit = limiter.shared_limit(
 )
 
 SIGNATURE_PREFIX = "data:image/png;base64,"
+#: Session key: countersign link id → the last run this browser started on it, whose drawing the next documents
+#: offer (``countersign_runs.adopted``), on the countersigner's pages and on a document's own page.
+ADOPTED_RUNS = "countersign_runs"
 STATUS_CODES = {
     PageState.UNKNOWN: 404,
     PageState.EXPIRED: 410,
@@ -157,6 +160,10 @@ def render_page(
         if row is not None and state == PageState.WAITING and shown
         else ()
     )
+    if not form and party is not None and state == PageState.WAITING and shown:
+        # A countersigner who signed others in this browser: the drawing is offered again (``ADOPTED_RUNS``).
+        runs = session.get(ADOPTED_RUNS) or {}
+        form = adopted_form(countersign_runs.adopted_by_party(db.session, party=party, runs=runs))
     declined_by = None
     if row is not None and party is not None and state == PageState.DECLINED:
         declined_by = next(
@@ -190,6 +197,14 @@ def render_page(
         else None,
     )
     return html, status or (422 if error else STATUS_CODES.get(state, 200))
+
+
+def adopted_form(found: countersign_runs.Adopted | None) -> dict:
+    """The sign form prefilled with what the countersigner last signed with in this browser (said to be kept)."""
+    if found is None:
+        return {}
+    drawing = SIGNATURE_PREFIX + base64.b64encode(found.signature_png).decode("ascii")
+    return {"name": found.signer_name, "signature": drawing, "adopted": True}
 
 
 def _label(batch: Batch, role: str) -> str:
