@@ -63,6 +63,7 @@ EXPECTED_CSRF_EXEMPT = {
     "api",
     "api_approval",
     "api_batch_actions",
+    "api_corrections",
     "api_dashboard",
     "api_docs",
     "api_evidence",

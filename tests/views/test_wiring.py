@@ -16,6 +16,7 @@ EXPECTED_API = {
     "api",
     "api_approval",
     "api_batch_actions",
+    "api_corrections",
     "api_dashboard",
     "api_docs",
     "api_evidence",

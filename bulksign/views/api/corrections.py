@@ -105,6 +105,7 @@ def _refused(exc: BatchActionError) -> ApiError:
     body=CorrectionBody,
     responses={200: CorrectionOut, 202: CorrectionOut},
     errors=(400, 403, 404, 409, 422),
+    idempotent=True,
 )
 def correct(request_id: int):
     """Before the request is complete (`sent`, `opened`, `declined`, `expired` or `bounced`): its values, names or
@@ -129,6 +130,7 @@ def correct(request_id: int):
     tag="Batch actions",
     responses={202: CorrectionOut},
     errors=(403, 404, 409),
+    idempotent=True,
 )
 def approve(batch_id: int, correction_id: int):
     """A manager of the batch's team or an admin, never whoever asked: the correction is made now (the request's
@@ -149,6 +151,7 @@ def approve(batch_id: int, correction_id: int):
     body=RejectBody,
     responses={202: CorrectionOut},
     errors=(400, 403, 404, 409, 422),
+    idempotent=True,
 )
 def reject(batch_id: int, correction_id: int):
     """The same people: the request stays as it was, and whoever asked reads the reason."""
