@@ -52,6 +52,8 @@ class AuditRecord:
     parties: tuple[PartyFacts, ...] = ()
     #: What the signers filled in, in the document's order (``FilledField``).
     fields: tuple[FilledField, ...] = ()
+    #: The boxes of fields the signers gave no value for (``signing.steps.struck_boxes``): struck through.
+    struck: tuple[SignatureBox, ...] = ()
     #: Each party's role → the party as the record's reader calls it (its label in ``language``).
     role_labels: Mapping[str, str] = field(default_factory=dict)
 

@@ -148,10 +148,23 @@ def _draw_value(c, field: FilledField) -> None:
         pdf_text.draw(c, box.x + pad, top - (i + 1) * leading + (leading - size) / 2 + 0.18 * size, line, REGULAR, size)
 
 
-def _field_drawings(fields: Sequence[FilledField], *, pages: int) -> dict[int, list[Callable]]:
-    """What draws each filled field's value in its box, by page; a field without a box (or left empty) is only listed
-    on the certificate."""
+def _strike(c, box: SignatureBox) -> None:
+    """A line through an empty box, as on paper: nothing can be written in it after the seal."""
+    pad = min(2.0, box.w * 0.05)
+    c.setStrokeColorRGB(*INK)
+    c.setLineWidth(0.6)
+    c.line(box.x + pad, box.y + box.h / 2, box.x + box.w - pad, box.y + box.h / 2)
+
+
+def _field_drawings(
+    fields: Sequence[FilledField], *, pages: int, struck: Sequence[SignatureBox] = ()
+) -> dict[int, list[Callable]]:
+    """What draws each filled field's value in its box, and a line through each ``struck`` box, by page; a field
+    without a box (or left empty) is only listed on the certificate."""
     drawings: dict[int, list[Callable]] = {}
+    for box in struck:
+        if 0 <= box.page < pages:
+            drawings.setdefault(box.page, []).append(functools.partial(_strike, box=box))
     for filled in fields:
         if filled.box is None or not 0 <= filled.box.page < pages:
             continue
@@ -250,7 +263,7 @@ def build_signed_pdf(
 
     writer = PdfWriter(clone_from=PdfReader(BytesIO(original)))
     with _in_language(record.language):
-        drawings = _field_drawings(record.fields, pages=len(writer.pages))
+        drawings = _field_drawings(record.fields, pages=len(writer.pages), struck=record.struck)
         if box is not None and 0 <= box.page < len(writer.pages):
             block = _block_drawing(
                 box,
@@ -288,15 +301,17 @@ def stamp_parties(
     language: str,
     zone: str,
     fields: Sequence[FilledField] = (),
+    struck: Sequence[SignatureBox] = (),
 ) -> bytes:
-    """The original's pages with the values the parties filled (``fields``) and each party's block at its mark, and
+    """The original's pages with the values the parties filled (``fields``), a line through each ``struck`` box,
+    each party's block at its mark, and
     one signature page holding the blocks of the parties whose role marks no place (never covering the document's
     text). Unsealed: a step's version, or what ``build_parties_pdf`` certifies."""
 
     writer = PdfWriter(clone_from=PdfReader(BytesIO(original)))
     loose = []
     with _in_language(language):
-        drawings = _field_drawings(fields, pages=len(writer.pages))
+        drawings = _field_drawings(fields, pages=len(writer.pages), struck=struck)
         for block in blocks:
             if block.box is None or not 0 <= block.box.page < len(writer.pages):
                 loose.append(block)
@@ -385,6 +400,7 @@ def build_parties_pdf(original: bytes, record: AuditRecord, *, blocks: Sequence[
         language=record.language,
         zone=record.timezone,
         fields=record.fields,
+        struck=record.struck,
     )
     writer = PdfWriter(clone_from=PdfReader(BytesIO(stamped)))
     with _in_language(record.language):

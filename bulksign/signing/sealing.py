@@ -144,7 +144,8 @@ def _signed_record(session: Session, request: SigningRequest, original: Document
     parties = routing.parties_in_order(session, request.id)
     fields = steps.filled_fields(session, request=request, original=original, parties=parties)
     labels = steps.batch_party_labels(request.batch)
-    record = replace(audit_record(session, request, original, role_labels=labels), fields=fields)
+    struck = steps.struck_boxes(session, request=request, original=original, parties=parties)
+    record = replace(audit_record(session, request, original, role_labels=labels), fields=fields, struck=struck)
     if len(parties) > 1:
         # Signed by several: every party's block at its mark (or on the one signature page), every party listed.
         boxes = steps.party_boxes(request=request, original=original, pdf=data)

@@ -155,6 +155,30 @@ def filled_fields(
     return tuple(filled)
 
 
+def struck_boxes(
+    session: Session, *, request: SigningRequest, original: Document, parties: Sequence[Party]
+) -> tuple[SignatureBox, ...]:
+    """The boxes the document shows for fields of parties who signed that hold no value (left empty, or under a
+    condition that did not hold): struck through, so nothing can be written in them once signed. A checkbox left
+    unticked is an answer (its empty square) and is not struck; a later party's fields wait for them."""
+    signed = {p.role for p in parties if p.signed_at is not None}
+    if request.signed_at is not None and not parties:
+        signed.add(RECIPIENT_ROLE)
+    settings = {f.name: f for f in template_fields(request.batch.template_version)}
+    rows = session.execute(
+        select(FieldValue.name, FieldValue.value, FieldValue.sha256).where(FieldValue.request_id == request.id)
+    )
+    given = {name for name, value, sha256 in rows if value or sha256}
+    struck = []
+    for name, stored in sorted((original.field_boxes or {}).items()):
+        field = settings.get(name) or FieldSettings(name=name)
+        if name in given or field.type == "checkbox" or field.role not in signed:
+            continue
+        if (box := SignatureBox.from_json(stored)) is not None:
+            struck.append(box)
+    return tuple(struck)
+
+
 def store_step_version(
     session: Session, *, request: SigningRequest, parties: Sequence[Party], step: int, storage: Storage, now: datetime
 ) -> Document | None:
@@ -225,6 +249,7 @@ def stamped_so_far(
         zone=zone_of(batch).key,
         # What the parties who signed filled in: only they have given values yet.
         fields=filled_fields(session, request=request, original=original, parties=parties),
+        struck=struck_boxes(session, request=request, original=original, parties=signers),
     )
 
 

@@ -286,6 +286,11 @@ def test_an_html_contracts_values_are_stamped_in_their_boxes_in_that_recipients_
     ticked, empty = (_ink(pdf, tmp_path, boxes["agree"], inset=4) for pdf in (signed, _signed(boris)))
     assert ticked > 40 and empty == 0, (ticked, empty)
     assert _ink(_signed(boris), tmp_path, boxes["agree"]) > 40
+    # The passport Boris left empty is struck through, so nothing can be written in it after the seal; Eva's is not.
+    struck, filled = (_ink(pdf, tmp_path, boxes["passport"], inset=4) for pdf in (_signed(boris), signed))
+    box_px = boxes["passport"].w * 2 - 8
+    assert struck > box_px * 0.8, (struck, box_px)
+    assert not _words_in(_signed(boris), tmp_path, boxes["passport"])
 
     # The certificate lists every value, the box-less one too, with who gave it and when; the attachment's hash is
     # the stored file's.
