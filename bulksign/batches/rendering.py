@@ -30,7 +30,7 @@ from bulksign.doc_templates.together import remember_alone, render_chunk_togethe
 from bulksign.doc_templates.value_filters import LANGUAGE_VARIABLE
 from bulksign.documents.field_boxes import field_values, stored_marks
 from bulksign.documents.pdf import RenderError
-from bulksign.documents.rendering import Converter, Converting, original_key, store_original
+from bulksign.documents.rendering import Converter, Converting, original_key, record_times, store_original
 from bulksign.documents.signature_box import SignatureBox, UnreadablePdf, mark_values
 from bulksign.documents.storage import StorageError, backend_of
 from bulksign.documents.together import Part
@@ -91,6 +91,8 @@ class Rendered:
     signature_box: SignatureBox | None = None
     #: Where it shows each field the signer fills, by field name.
     field_boxes: dict[str, SignatureBox] | None = None
+    #: How long it took to render, for the render figures.
+    seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -184,6 +186,7 @@ def render_chunk(request_ids: list[int], *, app: Flask) -> str:
         if previous is not None:
             rendered.append(attempt(previous.request, partial(_store, previous)))
     faults.report(stage="render")
+    record_times([r.seconds for r in rendered if r is not None])
     return _settle(
         rendered=[r for r in rendered if r is not None], failed=failed, retry=retry, untried=untried, app=app
     )
@@ -257,7 +260,7 @@ def _store(document: InFlight) -> Rendered:
         ) from None
     key = original_key(batch_id=request.batch_id, request_id=request.id, version=request.document_version)
     store_original(key, made.pdf)
-    return Rendered(request.id, request.batch_id, key, made.pdf, box, fields)
+    return Rendered(request.id, request.batch_id, key, made.pdf, box, fields, made.seconds)
 
 
 def _settle(

@@ -28,7 +28,7 @@ from bulksign.batches.progress import cancel_if_batch_stopped, close_if_done
 from bulksign.batches.settling import SETTLES, record_outcome
 from bulksign.batches.states import transition
 from bulksign.core.error_tracking import OperatorFaults
-from bulksign.core.extensions import db, get_redis
+from bulksign.core.extensions import db
 from bulksign.core.logs import log
 from bulksign.mail.delivery import Sender
 from bulksign.mail.mailer import FOR_CANCELLED
@@ -92,6 +92,16 @@ def send_chunk(mail_ids: list[int], *, app: Flask, link: SmtpLink) -> str:
         raise TransientFailure(f"{len(claim.held)} held: their requests' own invitations are not out yet")
     if not to_send and not exhausted:
         return "skipped: nothing to send"
+    sender = Sender(app=app, link=link)
+    try:
+        return _send_claimed(session, claim, sender=sender, limit=limit)
+    finally:
+        sender.figures.write()
+
+
+def _send_claimed(session: Session, claim: _Claim, *, sender: Sender, limit: int) -> str:
+    """``send_chunk`` once its mails are claimed."""
+    to_send, exhausted = claim.to_send, claim.exhausted
     requests: dict[int | None, SigningRequest] = {
         r.id: r for r in load_requests(session, [m.request_id for m in to_send + exhausted if m.request_id])
     }
@@ -103,8 +113,7 @@ def send_chunk(mail_ids: list[int], *, app: Flask, link: SmtpLink) -> str:
     for mail in exhausted:
         said = mail.error or "the worker stopped while sending"
         failed = Delivery(Outcome.FAILED, f"The mail could not be delivered after {mail.attempts} attempts: {said}")
-        outcomes[_settle(session, mail, requests.get(mail.request_id), failed)] += 1
-    sender = Sender(app=app, link=link)
+        outcomes[_settle(session, mail, requests.get(mail.request_id), failed, figures=sender.figures)] += 1
     retry_reason = ""
     handed_back: list[OutgoingMail] = []
     #: Texts queued in place of mails refused at sending (``texting.text_after_refusal``), and those left for later.
@@ -133,7 +142,9 @@ def send_chunk(mail_ids: list[int], *, app: Flask, link: SmtpLink) -> str:
         delivery = _last_attempt(_send(session, sender, mail), mail=mail, limit=limit)
         if delivery.fault is not None:
             faults.add(delivery.fault)
-        outcomes[_settle(session, mail, requests.get(mail.request_id), delivery, fallbacks=fallbacks)] += 1
+        outcomes[
+            _settle(session, mail, requests.get(mail.request_id), delivery, fallbacks=fallbacks, figures=sender.figures)
+        ] += 1
         if delivery.kind in AGAIN:
             retry_reason = delivery.reason
         if delivery.kind in SERVER_GONE:
@@ -154,7 +165,9 @@ def send_chunk(mail_ids: list[int], *, app: Flask, link: SmtpLink) -> str:
         text.attempts += 1
         session.commit()
         delivery = _last_attempt(_send(session, sender, text), mail=text, limit=limit)
-        outcomes[_settle(session, text, requests.get(text.request_id), delivery, fallbacks=fallbacks)] += 1
+        outcomes[
+            _settle(session, text, requests.get(text.request_id), delivery, fallbacks=fallbacks, figures=sender.figures)
+        ] += 1
     if handed_back:
         # The worker is stopping: the unsent rest goes back untried, to the queue, for another worker.
         _give_back(session, handed_back, untried=True)
@@ -330,12 +343,12 @@ def _settle(
     delivery: Delivery,
     *,
     fallbacks: list[OutgoingMail] | None = None,
+    figures: telemetry.Figures,
 ) -> Outcome:
     """Record one mail's outcome on the mail and what it moves, committed at once; a text queued in place of a
     refused mail joins ``fallbacks``. Returns the outcome."""
     now = utcnow()
-    with telemetry.record(get_redis()) as figures:
-        figures.count(telemetry.MAILS, (mail.kind, "deferred" if delivery.kind in AGAIN else delivery.kind))
+    figures.count(telemetry.MAILS, (mail.kind, "deferred" if delivery.kind in AGAIN else delivery.kind))
     if delivery.kind in AGAIN:
         mail.error = delivery.reason
         _give_back(session, [mail], untried=delivery.kind is Outcome.DOWN)

@@ -15,12 +15,13 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from bulksign.cli.common import fail, require_services
+from bulksign.core.config import LANGUAGES
 from bulksign.core.error_tracking import capture, flush
 from bulksign.core.extensions import db, get_redis
 from bulksign.core.parent_death import end_with_parent
 from bulksign.jobs import schedule
 from bulksign.jobs.periodic import run_periodic
-from bulksign.jobs.worker import AppWorker
+from bulksign.jobs.worker import AppWorker, warm_up
 from bulksign.work.queues import QUEUE_NAMES, get_queue
 
 jobs_cli = AppGroup("jobs", help="RQ workers, the scheduler and periodic jobs.")
@@ -59,6 +60,8 @@ def _run_worker(names, *, burst: bool) -> None:
         max_rss_mb=config["WORKER_MAX_RSS_MB"],
         freeze_after_first_job=True,
     )
+    # Before RQ registers the worker: a registered worker is one that takes jobs at full speed.
+    warm_up(LANGUAGES)
     # with_scheduler: RQ's retry backoff parks jobs in its scheduled registry; some worker must move them back.
     # max_jobs / max_rss_mb: the worker ends cleanly and its supervisor (or the parent below) starts a fresh one.
     worker.work(burst=burst, logging_level="INFO", with_scheduler=True, max_jobs=config["WORKER_MAX_JOBS"] or None)

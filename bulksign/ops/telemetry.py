@@ -140,12 +140,18 @@ class Figures:
         return self
 
     def __exit__(self, exc_type, *_) -> Literal[False]:
-        if exc_type is None and not _paused(self.redis):
+        if exc_type is None:
+            self.write()
+        return False
+
+    def write(self) -> None:
+        """Write what was gathered so far (dropped if Redis fails), and gather anew."""
+        if len(self.pipe) and not _paused(self.redis):
             try:
                 self.pipe.execute()
             except RedisError as exc:
                 _failed(self.redis, exc)
-        return False
+        self.pipe.reset()
 
 
 def record(redis: Redis) -> Figures:
