@@ -7,6 +7,7 @@ fields, and the sealed PDF's certificate names both parties by label. Screenshot
 from __future__ import annotations
 
 import io
+import json
 import re
 
 import pytest
@@ -181,7 +182,8 @@ def _build_pdf(page, live_server) -> None:
     _box(page, figure, ((0.10, 0.40), (0.50, 0.43)), "field_position")
     _box(page, figure, ((0.10, 0.70), (0.45, 0.82)), "signature")
     _box(page, figure, ((0.55, 0.70), (0.90, 0.82)), "signature_employer")
-    expect(page.locator(".pdf-box.is-signature")).to_have_count(1)
+    # Both parties' signature places are marked as signatures.
+    expect(page.locator(".pdf-box.is-signature")).to_have_count(2)
     _looks_right(page, live_server, "pdf-boxes")
     page.click("text=Save as a new version")
     _saved(page, 2)
@@ -441,3 +443,46 @@ def test_the_keyboard_alone_builds_the_contract(users, live_server, page):
     assert template_routing(version) == [["recipient"], ["employer"]]
     assert not check_template(version, language="en")
     assert problems == []
+
+
+@pytest.mark.slow(seconds=20)
+def test_the_keyboard_alone_places_and_moves_a_box_on_a_pdf(users, live_server, page):
+    from bulksign.core.extensions import db
+    from bulksign.doc_templates.versions import get_version
+    from bulksign.models import DocumentTemplate
+
+    log_in(page, live_server, *STAFF)
+    _desktop(page)
+    page.goto(f"{live_server}/templates/new")
+    page.fill("input[name=name]", "Employment contract")
+    pdf = {"name": "contract.pdf", "mimeType": "application/pdf", "buffer": plain_pdf(text="Employment contract")}
+    page.set_input_files("input[name=file]", files=[pdf])
+    page.click("main button[type=submit]")
+    _saved(page, 1)
+    _press(page, "#place-fields")
+    page.wait_for_url("**/place")
+    page.wait_for_function("() => document.querySelector('.pdf-page img').naturalWidth > 0")
+
+    _press(page, "#add-box")
+    page.keyboard.type("signature_employer")  # the new box's column has the focus
+    before = json.loads(page.input_value("#boxes-json"))[0]
+    _tab_to(page, ".box-row [data-role=move]")
+    for key, times in (("ArrowDown", 20), ("ArrowRight", 10), ("Shift+ArrowDown", 6)):
+        for _ in range(times):
+            page.keyboard.press(key)
+    after = json.loads(page.input_value("#boxes-json"))[0]
+    # A step is half a percent of the A4 page: 10 right, 20 down, and 6 taller (PDF points count y upwards).
+    assert after["x"] - before["x"] == pytest.approx(10 * 0.005 * 595.28, abs=0.05)
+    assert after["h"] - before["h"] == pytest.approx(6 * 0.005 * 841.89, abs=0.05)
+    assert before["y"] - after["y"] == pytest.approx(26 * 0.005 * 841.89, abs=0.05)
+    expect(page.locator(".pdf-box.is-signature")).to_have_count(1)
+    _looks_right(page, live_server, "keyboard-pdf-box")
+    _press(page, "#place-form button[type=submit]")
+    _saved(page, 2)
+
+    db.session.expire_all()
+    version = get_version(db.session, template_id=db.session.scalar(db.select(DocumentTemplate.id)))
+    (saved,) = version.pdf_boxes
+    assert {k: saved[k] for k in ("name", "x", "y", "w", "h")} == pytest.approx(
+        {k: after[k] for k in ("name", "x", "y", "w", "h")}
+    )
