@@ -1,5 +1,6 @@
 // The placement editor of PDF templates (templates/doc_templates/place.html): drag on a page image to draw a
-// box, drag a box to move it, its corner to resize it; each box names a column and a font size. Boxes are kept
+// box, drag a box to move it, its corner to resize it (or, without a mouse, the arrow keys on the box's "Move"
+// button, with Shift to resize); each box names a column and a font size. Boxes are kept
 // as fractions of the page, so the images may be any size, and sent as PDF points (y upwards) in #boxes-json.
 (function () {
   "use strict";
@@ -13,6 +14,11 @@
   var pageLabel = form.getAttribute("data-page-label");
   var boxes = [];
   var MIN_PX = 8;
+  // How far one arrow key moves or resizes a box, as a fraction of its page.
+  var STEP = 0.005;
+  var ARROWS = {ArrowLeft: [-1, 0], ArrowRight: [1, 0], ArrowUp: [0, -1], ArrowDown: [0, 1]};
+  // A party's signature: "signature" (the row's person) or "signature_<party>".
+  var SIGNATURE = /^signature(_[a-z0-9_]+)?$/;
 
   function geometry(page) {
     var d = pages[page].dataset;
@@ -39,7 +45,7 @@
   function show(b) {
     frame(b.el, b);
     b.label.textContent = b.name || "?";
-    b.el.classList.toggle("is-signature", b.name.trim() === "signature");
+    b.el.classList.toggle("is-signature", SIGNATURE.test(b.name.trim()));
   }
   function store() {
     hidden.value = JSON.stringify(boxes.map(toPoints));
@@ -75,6 +81,10 @@
     name.addEventListener("input", function () { b.name = name.value; show(b); store(); });
     size.addEventListener("input", function () { b.size = size.value; store(); });
     name.addEventListener("focus", function () { select(b); });
+    var mover = row.querySelector("[data-role=move]");
+    mover.addEventListener("focus", function () { select(b); });
+    mover.addEventListener("click", function () { select(b); b.el.scrollIntoView({block: "center"}); });
+    mover.addEventListener("keydown", function (e) { nudge(e, b); });
     row.querySelector("[data-role=remove]").addEventListener("click", function () {
       b.el.remove();
       row.remove();
@@ -122,6 +132,22 @@
     b.el.addEventListener("pointermove", move);
     b.el.addEventListener("pointerup", up, {once: true});
     b.el.addEventListener("pointercancel", up, {once: true});
+  }
+  // The keyboard's way to drag: an arrow key moves the box a step, with Shift it moves its far corner.
+  function nudge(e, b) {
+    var d = ARROWS[e.key];
+    if (!d || e.altKey || e.ctrlKey || e.metaKey) return;
+    e.preventDefault();
+    var rect = pages[b.page].getBoundingClientRect();
+    if (e.shiftKey) {
+      b.fw = Math.max(MIN_PX / rect.width, Math.min(1 - b.fx, b.fw + d[0] * STEP));
+      b.fh = Math.max(MIN_PX / rect.height, Math.min(1 - b.fy, b.fh + d[1] * STEP));
+    } else {
+      b.fx = Math.min(1 - b.fw, clamp(b.fx + d[0] * STEP));
+      b.fy = Math.min(1 - b.fh, clamp(b.fy + d[1] * STEP));
+    }
+    show(b);
+    store();
   }
   // Draw a new box: press on the page, drag to the opposite corner, release.
   pages.forEach(function (page, index) {

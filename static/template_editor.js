@@ -40,7 +40,12 @@
       tokens.push(token);
       editor.content.focus();
       restore();
-      document.execCommand("insertHTML", false, chip(tokens.length - 1).outerHTML + "\u00a0");
+      // Inserted editable, then made read-only: Chromium puts a read-only span typed at the end of a paragraph on
+      // a line of its own, outside the paragraph.
+      var made = chip(tokens.length - 1);
+      made.removeAttribute("contenteditable");
+      document.execCommand("insertHTML", false, made.outerHTML + "\u00a0");
+      editor.content.querySelectorAll("span.ph:not([contenteditable])").forEach(function (s) { s.contentEditable = "false"; });
       source.value = serialise();
     }
     // The cursor's place in the text, kept while a palette button has the focus.
