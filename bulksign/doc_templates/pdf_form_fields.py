@@ -7,6 +7,7 @@ it treats placed boxes. More in docs/architecture/doc_templates.md."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,9 +18,10 @@ from pypdf import PdfReader
 
 from bulksign.core.messages import N_
 from bulksign.doc_templates.errors import TemplateError
-from bulksign.doc_templates.pdf_forms import BOX_NAME, FieldBox, PdfForm, placed_boxes
+from bulksign.doc_templates.pdf_forms import BOX_NAME, FieldBox, PdfForm, placed_boxes, read_form
 from bulksign.documents.field_boxes import DEFAULT_TYPE, FIELD_PREFIX, field_name, is_mark
 from bulksign.documents.signature_box import RECIPIENT_ROLE, SIGNATURE_VARIABLE
+from bulksign.documents.storage import StorageError, get_storage
 from bulksign.models import TemplateVersion
 
 #: What a form field may be made: a field a party fills, a party's signature, a column of the file.
@@ -91,6 +93,28 @@ def renamed(fields: Iterable[FieldBox], names: Iterable[tuple[str, str]]) -> tup
 def version_boxes(version: TemplateVersion, fields: Iterable[FieldBox]) -> tuple[FieldBox, ...]:
     """Every place a PDF template version prints something: its form's ``fields`` as assigned, then its boxes."""
     return (*renamed(fields, renames(version.pdf_form_fields)), *placed_boxes(version))
+
+
+def own_fields(version: TemplateVersion) -> list[tuple[FieldBox, FormFieldUse | None]]:
+    """A PDF template version's own form fields, each once (its first widget), with what staff made of it (None:
+    left as it is); none for other kinds, nor for a file that can no longer be read (the template page says so)."""
+    if version.kind != "pdf" or version.source_key is None:
+        return []
+    try:
+        fields = _form_fields(version.source_key)
+    except (TemplateError, StorageError):
+        return []
+    uses = {u.name: u for u in form_field_uses(version)}
+    first: dict[str, FieldBox] = {}
+    for field in fields:
+        first.setdefault(field.name, field)
+    return [(field, uses.get(name)) for name, field in first.items()]
+
+
+@functools.lru_cache(maxsize=32)
+def _form_fields(source_key: str) -> tuple[FieldBox, ...]:
+    # Keys name immutable content: a PDF's fields are read once per process, not per page or API answer.
+    return read_form(get_storage().get(source_key)).fields
 
 
 def assigned_fields(version: TemplateVersion) -> dict[str, dict[str, Any]]:
