@@ -68,7 +68,14 @@ def _template(users, uses=USES):
     saved = create_template(
         db.session, name="Agreement", html=None, user=users["staff"], now=NOW, kind="pdf", file=form_pdf()
     )
-    assert saved.version.variables == ["Contract No", "Employee name", "Employer signature", "Office", "Position", "Salary"]
+    assert saved.version.variables == [
+        "Contract No",
+        "Employee name",
+        "Employer signature",
+        "Office",
+        "Position",
+        "Salary",
+    ]
     assert saved.version.pdf_form_fields is None  # nothing assigned: every field is a column, as before
     return place_boxes(db.session, template=saved.template, boxes=None, form_fields=uses, user=users["staff"], now=NOW)
 
