@@ -97,7 +97,8 @@ def _cancelled(session: Session, mail: OutgoingMail) -> SigningRequest:
     return request
 
 
-def _message(mail: OutgoingMail, app: Flask, *, batch: Batch, template: str, **context: Any) -> Message:
+def notice_message(mail: OutgoingMail, app: Flask, *, batch: Batch, template: str, **context: Any) -> Message:
+    """A notice about a request to the mail's address: ``template`` in the batch's language, replies to its sender."""
     with force_locale(batch.language):
         body = render_template(template, document_name=document_title(batch), **context)
     message = Message(
@@ -115,7 +116,7 @@ def _message(mail: OutgoingMail, app: Flask, *, batch: Batch, template: str, **c
 def build_cancelled(session: Session, mail: OutgoingMail, app: Flask) -> Message:
     """To a party already invited: the sender cancelled the document, and why."""
     request = _cancelled(session, mail)
-    return _message(
+    return notice_message(
         mail, app, batch=request.batch, template="emails/request_cancelled.txt", reason=request.cancel_reason or ""
     )
 
@@ -140,7 +141,7 @@ def build_countersign_cancelled(session: Session, mail: OutgoingMail, app: Flask
             SigningRequest.status_changed_at == first.status_changed_at,
         )
     )
-    return _message(
+    return notice_message(
         mail,
         app,
         batch=first.batch,

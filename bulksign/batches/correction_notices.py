@@ -7,13 +7,14 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from flask import Flask, render_template
+from flask import Flask
 from flask_babel import force_locale
 from flask_babel import gettext as _
 from flask_mail import Message
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from bulksign.batches.cancel_notices import notice_message
 from bulksign.doc_templates.template_parties import party_label
 from bulksign.documents.audit_record import document_title
 from bulksign.mail.mailer import MailNotNeeded, builder, queue_mail
@@ -98,20 +99,11 @@ def build_corrected(session: Session, mail: OutgoingMail, app: Flask) -> Message
     )
     if correction is None:
         raise MailNotNeeded(f"request {request.id} has no applied correction to version {version}")
-    batch = request.batch
-    with force_locale(batch.language):
-        body = render_template(
-            "emails/request_corrected.txt",
-            document_name=document_title(batch),
-            note=correction.note,
-            changed=changed_lines(batch, correction.changes),
-        )
-    message = Message(
-        subject=mail.subject,
-        recipients=[mail.to_email],
-        body=body,
-        sender=app.config["MAIL_DEFAULT_SENDER"],
-        reply_to=batch.reply_to or (batch.created_by.email if batch.created_by else None),
+    return notice_message(
+        mail,
+        app,
+        batch=request.batch,
+        template="emails/request_corrected.txt",
+        note=correction.note,
+        changed=changed_lines(request.batch, correction.changes),
     )
-    message.msgId = mail.message_id
-    return message

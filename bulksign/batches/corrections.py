@@ -64,6 +64,21 @@ OLD_VERSION_MAILS = [
 ]
 
 
+#: What a signer's pass over the earlier version left, on the request and on each party: cleared by a correction.
+SIGNER_CLEARED: Mapping[str, Any] = {
+    "token_hash": None,
+    "token_nonce": None,
+    "opened_at": None,
+    "declined_at": None,
+    "decline_reason": None,
+    "signer_name": None,
+    "signer_ip": None,
+    "signature_image": None,
+    "reminder_count": 0,
+    "last_reminder_at": None,
+}
+
+
 @dataclass(frozen=True)
 class CorrectionAsked:
     """What staff asked to change: columns → new value, role → new name / new address, and why."""
@@ -306,20 +321,11 @@ def _apply(session: Session, correction: Correction, *, user: User, now: datetim
         name=recipient_name,
         email=recipient_email,
         document_version=version,
-        token_hash=None,
-        token_nonce=None,
         attempts=0,
         error_message=None,
-        opened_at=None,
         email_opened_at=None,
-        declined_at=None,
-        decline_reason=None,
-        signer_name=None,
-        signer_ip=None,
-        signature_image=None,
-        reminder_count=0,
-        last_reminder_at=None,
         expires_at=None,
+        **SIGNER_CLEARED,
     )
     if not moved:
         raise BatchActionError(N_("The request changed meanwhile (signed or cancelled): nothing was corrected."), 409)
@@ -358,20 +364,7 @@ def _void_parties(
 ) -> list[str]:
     """Every party back to waiting for the new version, its link, signature and what it gave cleared; the new names
     and addresses set. The roles whose signature was voided."""
-    cleared: dict[str, Any] = dict(
-        token_hash=None,
-        token_nonce=None,
-        invited_at=None,
-        opened_at=None,
-        signed_at=None,
-        declined_at=None,
-        decline_reason=None,
-        signer_name=None,
-        signer_ip=None,
-        signature_image=None,
-        reminder_count=0,
-        last_reminder_at=None,
-    )
+    cleared: dict[str, Any] = dict(invited_at=None, signed_at=None, **SIGNER_CLEARED)
     actor = f"user:{user.id}"
     signed = [p.id for p in parties if p.status == PartyStatus.SIGNED]
     # A voided signature moves on its own: the move checks the request is back to pending (``PARTY_LEAVE_NEEDS``).

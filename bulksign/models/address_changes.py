@@ -4,15 +4,14 @@ More in docs/architecture/models.md."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from enum import StrEnum
 
 from sqlalchemy import Index, text
-from sqlalchemy.orm import Mapped, mapped_column, relationship
+from sqlalchemy.orm import Mapped, mapped_column
 
 from bulksign.core.extensions import db
-from bulksign.models.base import BigId, Model, UTCDateTime
-from bulksign.models.people import User
+from bulksign.models.base import BigId, Model
+from bulksign.models.people import HeldForApproval
 
 
 class AddressChangeStatus(StrEnum):
@@ -36,7 +35,7 @@ ADDRESS_CHANGE_TRANSITIONS: dict[AddressChangeStatus, frozenset[AddressChangeSta
 }
 
 
-class AddressChange(Model):
+class AddressChange(HeldForApproval, Model):
     __tablename__ = "address_changes"
     __table_args__ = (
         # The batch page's and the API's changes waiting for a decision; a request's panel.
@@ -65,12 +64,3 @@ class AddressChange(Model):
     note: Mapped[str | None] = mapped_column(db.Text)
     #: An ``AddressChangeStatus``; moved only by ``batches.address_changes.move_change``.
     status: Mapped[str] = mapped_column(db.String(10), default=A.PENDING.value)
-    requested_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))
-    requested_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    decided_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))
-    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    #: Why it was rejected (the asker reads it).
-    reason: Mapped[str | None] = mapped_column(db.Text)
-
-    requested_by: Mapped[User | None] = relationship(foreign_keys=[requested_by_id])
-    decided_by: Mapped[User | None] = relationship(foreign_keys=[decided_by_id])

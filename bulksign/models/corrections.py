@@ -8,11 +8,11 @@ from datetime import datetime
 from enum import StrEnum
 
 from sqlalchemy import JSON, Index, text
-from sqlalchemy.orm import Mapped, mapped_column, relationship
+from sqlalchemy.orm import Mapped, mapped_column
 
 from bulksign.core.extensions import db
 from bulksign.models.base import BigId, Model, UTCDateTime
-from bulksign.models.people import User
+from bulksign.models.people import HeldForApproval
 
 
 class CorrectionStatus(StrEnum):
@@ -38,7 +38,7 @@ CORRECTION_TRANSITIONS: dict[CorrectionStatus, frozenset[CorrectionStatus]] = {
 }
 
 
-class Correction(Model):
+class Correction(HeldForApproval, Model):
     __tablename__ = "corrections"
     __table_args__ = (
         Index("ix_corrections_request_status", "request_id", "status"),
@@ -65,15 +65,6 @@ class Correction(Model):
     status: Mapped[str] = mapped_column(db.String(10), default=C.PENDING.value)
     #: The document version it made (set when applied).
     version: Mapped[int | None] = mapped_column()
-    requested_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))
-    requested_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    decided_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))
-    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    #: Why it was rejected (the asker reads it).
-    reason: Mapped[str | None] = mapped_column(db.Text)
-
-    requested_by: Mapped[User | None] = relationship(foreign_keys=[requested_by_id])
-    decided_by: Mapped[User | None] = relationship(foreign_keys=[decided_by_id])
 
 
 class ReplacedLink(Model):

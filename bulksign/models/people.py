@@ -7,7 +7,7 @@ from datetime import datetime
 
 from flask_login import UserMixin
 from sqlalchemy import Index, false
-from sqlalchemy.orm import Mapped, mapped_column, relationship
+from sqlalchemy.orm import Mapped, declared_attr, mapped_column, relationship
 
 from bulksign.core.extensions import db
 from bulksign.models.base import Model, UTCDateTime, utcnow
@@ -54,6 +54,25 @@ class User(UserMixin, Model):
         # before it. (No suffix before the first logout: logins made before this column existed stay valid.)
         stamp = self.password_hash + (f":{self.logouts}" if self.logouts else "")
         return f"{self.id}:{hashlib.sha256(stamp.encode()).hexdigest()[:16]}"
+
+
+class HeldForApproval:
+    """A change a team that requires approval holds until a manager of the team or an admin who did not ask decides:
+    who asked and when, who decided and when, and why it was rejected (the asker reads it)."""
+
+    requested_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))
+    requested_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    decided_by_id: Mapped[int | None] = mapped_column(db.ForeignKey("users.id", ondelete="SET NULL"))
+    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    reason: Mapped[str | None] = mapped_column(db.Text)
+
+    @declared_attr
+    def requested_by(cls: type[HeldForApproval]) -> Mapped[User | None]:
+        return relationship(User, foreign_keys=lambda: [cls.requested_by_id])
+
+    @declared_attr
+    def decided_by(cls: type[HeldForApproval]) -> Mapped[User | None]:
+        return relationship(User, foreign_keys=lambda: [cls.decided_by_id])
 
 
 class PasswordReset(Model):

@@ -45,6 +45,7 @@ from tests.support.field_values import fill, scan_png
 from tests.support.looks import ARTIFACTS, WIDTHS
 from tests.support.pdf_files import plain_pdf
 from tests.support.sealed import signed_request
+from tests.views.api.corrections_tour import tour_corrections
 
 CSV = b"email,name,salary\nanna@example.com,Anna,1000\njohn@example.com,John,2000\n"
 ST = str(Path(sys.executable).with_name("st"))
@@ -473,6 +474,7 @@ def _tour_approval(call, world, *, admin: dict, viewer: dict, upload) -> int:
     too_long = {"Idempotency-Key": "k" * (idempotency.MAX_KEY_LENGTH + 1)}
     call(approve, "POST", f"/batches/{third}/approve", 400, headers={**admin, **too_long})
     _tour_address_changes(call, first, creator=creator, admin=admin, viewer=viewer)
+    tour_corrections(call, first, creator=creator, admin=admin, viewer=viewer)
     return third
 
 
