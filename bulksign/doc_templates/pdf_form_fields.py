@@ -2,7 +2,8 @@
 signature, a column of the file, or (not listed) the column of its own name, as before. Each one assigned is renamed
 to the variable a placed box of the same use takes (``field_<name>``, ``signature_<key>``, the column), so
 everything downstream of ``pdf_forms`` — filling, the parties' places, the signers' fields, sealing — treats it as
-it treats placed boxes. More in docs/architecture/doc_templates.md."""
+it treats placed boxes. Where the recipient's signature goes, found among them, for the template page.
+More in docs/architecture/doc_templates.md."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from pypdf import PdfReader
 
 from bulksign.core.messages import N_
 from bulksign.doc_templates.errors import TemplateError
-from bulksign.doc_templates.pdf_forms import BOX_NAME, FieldBox, PdfForm, placed_boxes, read_form
+from bulksign.doc_templates.pdf_forms import BOX_NAME, FieldBox, Page, PdfForm, placed_boxes, read_form
 from bulksign.documents.field_boxes import DEFAULT_TYPE, FIELD_PREFIX, field_name, is_mark
 from bulksign.documents.signature_box import RECIPIENT_ROLE, SIGNATURE_VARIABLE
 from bulksign.documents.storage import StorageError, get_storage
@@ -101,7 +102,7 @@ def own_fields(version: TemplateVersion) -> list[tuple[FieldBox, FormFieldUse | 
     if version.kind != "pdf" or version.source_key is None:
         return []
     try:
-        fields = _form_fields(version.source_key)
+        fields = _form_of(version.source_key).fields
     except (TemplateError, StorageError):
         return []
     uses = {u.name: u for u in form_field_uses(version)}
@@ -111,10 +112,43 @@ def own_fields(version: TemplateVersion) -> list[tuple[FieldBox, FormFieldUse | 
     return [(field, uses.get(name)) for name, field in first.items()]
 
 
+@dataclass(frozen=True)
+class SignaturePlace:
+    """Where a PDF template's signature goes, for the template page to draw on its page."""
+
+    #: From 0, and the page as a viewer shows it (crop box, rotation).
+    page: int
+    page_box: Page
+    #: The field or placed box named ``signature``, in the page's points (y upwards).
+    box: FieldBox
+
+    def percent(self) -> dict[str, float]:
+        """The box as CSS percentages of the page picture (top-left origin), for an overlay on the page image."""
+        page, box = self.page_box, self.box
+        return {
+            "left": round((box.x - page.left) / page.width * 100, 2),
+            "top": round((page.bottom + page.height - box.y - box.h) / page.height * 100, 2),
+            "width": round(box.w / page.width * 100, 2),
+            "height": round(box.h / page.height * 100, 2),
+        }
+
+
+def signature_place(version: TemplateVersion) -> SignaturePlace | None:
+    """The field or box a PDF template version names ``signature``; None for other kinds and for a PDF without one
+    (its signature goes on a page added at the end)."""
+    if version.kind != "pdf":
+        return None
+    assert version.source_key is not None  # a file kind's version keeps its file
+    form = _form_of(version.source_key)
+    boxes = version_boxes(version, form.fields)
+    box = next((b for b in boxes if b.name == SIGNATURE_VARIABLE), None)
+    return SignaturePlace(page=box.page, page_box=form.pages[box.page], box=box) if box else None
+
+
 @functools.lru_cache(maxsize=32)
-def _form_fields(source_key: str) -> tuple[FieldBox, ...]:
-    # Keys name immutable content: a PDF's fields are read once per process, not per page or API answer.
-    return read_form(get_storage().get(source_key)).fields
+def _form_of(source_key: str) -> PdfForm:
+    # Keys name immutable content: the template page reads a PDF's pages and fields once per process, not per view.
+    return read_form(get_storage().get(source_key))
 
 
 def assigned_fields(version: TemplateVersion) -> dict[str, dict[str, Any]]:

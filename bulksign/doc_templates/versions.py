@@ -3,7 +3,6 @@ upload (``kinds``), the boxes placed on a PDF template, and the settings of the 
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -343,44 +342,6 @@ def pdf_layout(session: Session, *, template: DocumentTemplate) -> PdfLayout:
     )
 
 
-@dataclass(frozen=True)
-class SignaturePlace:
-    """Where a PDF template's signature goes, for the template page to draw on its page."""
-
-    #: From 0, and the page as a viewer shows it (crop box, rotation).
-    page: int
-    page_box: pdf_forms.Page
-    #: The field or placed box named ``signature``, in the page's points (y upwards).
-    box: pdf_forms.FieldBox
-
-    def percent(self) -> dict[str, float]:
-        """The box as CSS percentages of the page picture (top-left origin), for an overlay on the page image."""
-        page, box = self.page_box, self.box
-        return {
-            "left": round((box.x - page.left) / page.width * 100, 2),
-            "top": round((page.bottom + page.height - box.y - box.h) / page.height * 100, 2),
-            "width": round(box.w / page.width * 100, 2),
-            "height": round(box.h / page.height * 100, 2),
-        }
-
-
-def signature_place(version: TemplateVersion) -> SignaturePlace | None:
-    """The field or box a PDF template version names ``signature``; None for other kinds and for a PDF without one
-    (its signature goes on a page added at the end)."""
-    if version.kind != "pdf":
-        return None
-    form = _form_of(version.source_key)
-    boxes = pdf_form_fields.version_boxes(version, form.fields)
-    box = next((b for b in boxes if b.name == SIGNATURE_VARIABLE), None)
-    return SignaturePlace(page=box.page, page_box=form.pages[box.page], box=box) if box else None
-
-
-@functools.lru_cache(maxsize=32)
-def _form_of(source_key: str) -> pdf_forms.PdfForm:
-    # Keys name immutable content: the template page reads a PDF's pages and fields once per process, not per view.
-    return pdf_forms.read_form(template_kinds.source(source_key))
-
-
 def _html_variables(html: str) -> list[str]:
     if not html.strip():
         raise TemplateError(N_("The template is empty."))
@@ -418,7 +379,8 @@ def _file_variables(
                 N_("Upload the template file (%(extension)s).", extension=template_kinds.file_kind(kind).extensions[0])
             )
         variables, key, placed = list(previous.variables), previous.source_key, previous.pdf_boxes
-        own, removed = previous.pdf_form_fields, ()
+        own = previous.pdf_form_fields
+        removed: tuple[N_, ...] = ()
     else:
         checked = template_kinds.check_file(kind=kind, data=file)
         file, variables, removed = checked.data, checked.variables, checked.removed

@@ -35,7 +35,8 @@ from bulksign.views.api.common import NextCursor, RecordId
 
 # Literals of computed values: mypy sees the plain type, pydantic (and the API's description) the values.
 if TYPE_CHECKING:
-    FormFieldUseName = FormFieldType = str
+    FormFieldUseName = str
+    FormFieldType = str
 else:
     FormFieldUseName = Literal[("", *USES)]
     FormFieldType = Literal[FORM_FIELD_TYPES]

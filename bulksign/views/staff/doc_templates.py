@@ -28,7 +28,7 @@ from bulksign.doc_templates.mail_texts import (
     current_text,
     mail_text,
 )
-from bulksign.doc_templates.pdf_form_fields import FORM_FIELD_TYPES, own_fields
+from bulksign.doc_templates.pdf_form_fields import FORM_FIELD_TYPES, own_fields, signature_place
 from bulksign.doc_templates.render_path import render_path
 from bulksign.doc_templates.roles import template_roles
 from bulksign.doc_templates.template_check import check_template
@@ -324,7 +324,7 @@ def _detail_page(
     parties_error: TemplateError | None = None,
 ):
     try:
-        signature = dt.signature_place(version)  # a PDF's field or box named "signature", drawn on its page
+        signature = signature_place(version)  # a PDF's field or box named "signature", drawn on its page
     except (TemplateError, StorageError):
         signature = None  # the page still shows the version; its preview says what is wrong
     try:
