@@ -1,7 +1,8 @@
 // The placement editor of PDF templates (templates/doc_templates/place.html): drag on a page image to draw a
 // box, drag a box to move it, its corner to resize it (or, without a mouse, the arrow keys on the box's "Move"
 // button, with Shift to resize); each box names a column and a font size. Boxes are kept
-// as fractions of the page, so the images may be any size, and sent as PDF points (y upwards) in #boxes-json.
+// as fractions of the page, so the images may be any size, and sent as PDF points (y upwards) in #boxes-json. The
+// form's own fields are outlined, each in the colour of the party its select gives it to.
 (function () {
   "use strict";
   var form = document.getElementById("place-form");
@@ -181,7 +182,9 @@
   document.getElementById("add-box").addEventListener("click", function () {
     add({page: 0, fx: 0.1, fy: 0.1, fw: 0.35, fh: 0.03, name: "", size: 11}, true);
   });
-  // Read-only outlines of the PDF's own form fields.
+  // Outlines of the PDF's own form fields, in the colour of the party each is given to (#form-field-list): a
+  // field's type shows while it is a party's field, its column while it is a column's.
+  var outlines = {};
   JSON.parse(form.getAttribute("data-fields") || "[]").forEach(function (f) {
     var b = fromPoints(f), el = document.createElement("div");
     el.className = "pdf-field";
@@ -189,6 +192,27 @@
     el.title = f.name;
     frame(el, b);
     pages[f.page].appendChild(el);
+    (outlines[f.name] = outlines[f.name] || []).push(el);
+  });
+  Array.prototype.forEach.call(document.querySelectorAll(".form-field-row"), function (row) {
+    var use = row.querySelector("[data-role=use]");
+    var name = row.getAttribute("data-name");
+    function shown() {
+      var option = use.options[use.selectedIndex], kind = use.value.split(":")[0];
+      row.querySelector("[data-for=field]").hidden = kind !== "field";
+      row.querySelector("[data-for=column]").hidden = kind !== "column";
+      (outlines[name] || []).forEach(function (el) {
+        var colour = option.getAttribute("data-colour");
+        el.classList.toggle("is-assigned", !!colour);
+        el.style.setProperty("--party", colour || "");
+        el.textContent = colour ? name + " · " + option.getAttribute("data-label") : name;
+      });
+    }
+    use.addEventListener("change", shown);
+    use.addEventListener("focus", function () {
+      (outlines[name] || []).forEach(function (el) { el.scrollIntoView({block: "nearest"}); });
+    });
+    shown();
   });
   JSON.parse(form.getAttribute("data-boxes") || "[]").forEach(function (saved) { add(fromPoints(saved), false); });
   select(null);

@@ -164,18 +164,24 @@ def settled_fields(
     given: Sequence[Mapping[str, Any]] | None,
     previous: TemplateVersion | None,
     hints: Mapping[str, Mapping[str, str]] | None = None,
+    assigned: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """The ``fields`` a version being saved keeps: ``given`` checked (``check_settings``), else each marked field's
     settings from ``previous`` (a role no longer marked falls back to the recipient), else the type and party the
     palette inserted it with (``hints``: name → ``{"type", "role"}``, checked), else the type and party its name says
-    (``named_field``), else the defaults. Either way each
+    (``named_field``), else the defaults. A field a PDF's own form field became takes the type and party it was
+    assigned (``assigned``: name → ``{"type", "role", "options", "label"}``, ``pdf_form_fields.assigned_fields``),
+    its party only while the template has it. Either way each
     condition is checked against the fields kept and the signing order (``routing``): one whose field went, or
     that now looks at a later party's field, is refused rather than dropped."""
     names = marked_fields(version)
     if len(names) > MAX_FIELDS:  # each is framed in a shade of its own
         raise TemplateError(N_("A template may mark at most %(n)s fields.", n=MAX_FIELDS))
     if given is not None:
-        fields = check_settings(given, names=names, roles=roles)
+        fields = tuple(
+            _assigned(f, (assigned or {}).get(f.name), roles=roles)
+            for f in check_settings(given, names=names, roles=roles)
+        )
         _check_conditions(fields, routing=routing)
         return [f.to_json() for f in fields]
     kept = {f.name: f for f in template_fields(previous)} if previous is not None else {}
@@ -185,12 +191,30 @@ def settled_fields(
         new = FieldSettings(name=name)
         if hint is not None and hint.get("type") in FIELD_TYPES and hint.get("type") != "choice":
             new = dataclasses.replace(new, type=str(hint["type"]), role=str(hint.get("role") or RECIPIENT_ROLE))
-        field = kept.get(name, new)
+        field = _assigned(kept.get(name, new), (assigned or {}).get(name), roles=roles)
         if field.role not in roles:
             field = dataclasses.replace(field, role=RECIPIENT_ROLE)
         settled.append(field)
     _check_conditions(settled, routing=routing)
     return [f.to_json() for f in settled]
+
+
+def _assigned(field: FieldSettings, given: Mapping[str, Any] | None, *, roles: Iterable[str]) -> FieldSettings:
+    """``field`` of the type and party its form field was assigned (``given``; None: as it is): a new type starts
+    from that type's defaults (a choice with the form's options), the label and whether it is required kept."""
+    if given is None:
+        return field
+    if field.type != given["type"]:
+        field = FieldSettings(
+            name=field.name,
+            type=given["type"],
+            label=field.label,
+            required=field.required,
+            options=tuple(given.get("options") or ()),
+            condition=field.condition,
+        )
+    role = given["role"] if given["role"] in roles else field.role
+    return dataclasses.replace(field, role=role, label=field.label or str(given.get("label") or ""))
 
 
 def named_field(name: str, *, roles: Iterable[str]) -> dict[str, str] | None:

@@ -12,7 +12,7 @@ from typing import Any
 from flask_babel import lazy_gettext as _l
 
 from bulksign.core.messages import N_
-from bulksign.doc_templates import docx_templates, pdf_cleaning, pdf_fill, pdf_forms
+from bulksign.doc_templates import docx_templates, pdf_cleaning, pdf_fill, pdf_form_fields, pdf_forms
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.jinja_sandbox import render_html
 from bulksign.documents import together
@@ -160,7 +160,11 @@ def signature_box(version: TemplateVersion, pdf: bytes) -> SignatureBox | None:
     ``signature``, else the mark ``{{ signature }}`` printed (looked for only when the template uses it); None:
     sealing appends a signature page. Raises ``signature_box.UnreadablePdf``."""
     if version.kind == "pdf":
-        return pdf_fill.signature_box(source(version.source_key), placed=pdf_forms.placed_boxes(version))
+        return pdf_fill.signature_box(
+            source(version.source_key),
+            placed=pdf_forms.placed_boxes(version),
+            own=pdf_form_fields.renames(version.pdf_form_fields),
+        )
     if SIGNATURE_VARIABLE in (version.variables or ()):
         return find_signature_box(pdf)
     return None
@@ -172,7 +176,7 @@ def field_boxes(version: TemplateVersion, pdf: bytes) -> dict[str, SignatureBox]
     marks ``{{ field_<name> }}`` printed (looked for only when the version has fields). Raises
     ``signature_box.UnreadablePdf``."""
     if version.kind == "pdf":
-        boxes = (*pdf_forms.read_form(source(version.source_key)).fields, *pdf_forms.placed_boxes(version))
+        boxes = pdf_form_fields.version_boxes(version, pdf_forms.read_form(source(version.source_key)).fields)
         found: dict[str, SignatureBox] = {}
         for box in boxes:
             name = field_name(box.name)

@@ -19,6 +19,7 @@ from pypdf.generic._font import Font
 from bulksign.core.messages import N_
 from bulksign.doc_templates import pdf_cleaning
 from bulksign.doc_templates.errors import TemplateError
+from bulksign.doc_templates.pdf_form_fields import renamed, renames
 from bulksign.doc_templates.pdf_forms import (
     MIN_FONT_SIZE,
     FieldBox,
@@ -95,13 +96,14 @@ class _Prepared:
 # A few versions at a time: a render worker fills one batch's version thousands of times; each entry holds the
 # template (up to MAX_PDF_BYTES) and its prepared copy.
 @functools.lru_cache(maxsize=4)
-def _prepare(data: bytes, placed: tuple[FieldBox, ...]) -> _Prepared:
-    """Flatten the empty form once per process: its fields out, the font in (~0.3 s for the font, then ms)."""
+def _prepare(data: bytes, placed: tuple[FieldBox, ...], own: tuple[tuple[str, str], ...]) -> _Prepared:
+    """Flatten the empty form once per process: its fields out, the font in (~0.3 s for the font, then ms). ``own``:
+    the form's fields staff assigned, each renamed to what it became (``pdf_form_fields.renames``)."""
 
-    form = read_form(data)
+    fields = renamed(read_form(data).fields, own)
     # A party's place and a signer's field are left empty: sealing stamps the one, a later step the other.
-    boxes = tuple(b for b in (*form.fields, *placed) if not is_mark(b.name))
-    signature = signature_place((*form.fields, *placed))
+    boxes = tuple(b for b in (*fields, *placed) if not is_mark(b.name))
+    signature = signature_place((*fields, *placed))
     reader = PdfReader(BytesIO(data))
     # Saved templates have none left (``clean``); versions saved before that was done still carry it.
     pdf_cleaning.strip_active_content(reader)
@@ -276,12 +278,15 @@ def _painted(box: FieldBox, content: bytes, bbox: list[float], matrix: list[floa
     )
 
 
-def fill(data: bytes, row: Mapping[str, Any], *, placed: tuple[FieldBox, ...] = ()) -> bytes:
-    """One recipient's PDF: ``data``'s fields and the ``placed`` boxes filled from ``row``, nothing editable."""
+def fill(
+    data: bytes, row: Mapping[str, Any], *, placed: tuple[FieldBox, ...] = (), own: tuple[tuple[str, str], ...] = ()
+) -> bytes:
+    """One recipient's PDF: ``data``'s fields (``own``: those assigned, renamed) and the ``placed`` boxes filled from
+    ``row``, nothing editable."""
     from pyhanko.pdf_utils import generic
     from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
 
-    prepared = _prepare(data, tuple(placed))
+    prepared = _prepare(data, tuple(placed), own)
     texts = [(box, _text(box, row)) for box in prepared.boxes]
     for box, text in texts:
         _check_glyphs(box.name, text)
@@ -301,14 +306,18 @@ def fill(data: bytes, row: Mapping[str, Any], *, placed: tuple[FieldBox, ...] = 
 # --- the template kind (``template_kinds.KINDS["pdf"]``) ------------------------------------------------------
 
 
-def place(data: bytes, boxes: Iterable[Mapping[str, Any]]) -> tuple[list[str], list[dict[str, Any]] | None]:
-    """Check boxes staff placed on ``data``'s pages and fill it once with sample values: the version's variables
-    (form fields and boxes) and its boxes as stored; TemplateError naming a wrong box."""
+def place(
+    data: bytes, boxes: Iterable[Mapping[str, Any]], *, own: tuple[tuple[str, str], ...] = ()
+) -> tuple[list[str], list[dict[str, Any]] | None]:
+    """Check boxes staff placed on ``data``'s pages (``own``: the form's fields assigned, renamed) and fill it once
+    with sample values: the version's variables (form fields and boxes) and its boxes as stored; TemplateError naming
+    a wrong box."""
     form = read_form(data)
+    form = dataclasses.replace(form, fields=renamed(form.fields, own))
     placed = check_boxes(form, boxes)
     check_signature_place(data, (*form.fields, *placed))
     names = sorted({f.name for f in (*form.fields, *placed) if not is_mark(f.name)})
-    fill(data, {name: f"[{name}]" for name in names}, placed=placed)
+    fill(data, {name: f"[{name}]" for name in names}, placed=placed, own=own)
     return names, [b.to_json() for b in placed] or None
 
 
@@ -324,10 +333,12 @@ def variables(data: bytes) -> list[str]:
 def prepare(version: TemplateVersion, source: bytes, row: Mapping[str, Any], *, timeout: float) -> Callable[[], bytes]:
     """One recipient's PDF from a PDF template version, filled now (milliseconds: ``timeout`` unused); the
     returned call only hands it over, as ``template_kinds`` expects of every kind."""
-    filled = fill(source, row, placed=placed_boxes(version))
+    filled = fill(source, row, placed=placed_boxes(version), own=renames(version.pdf_form_fields))
     return lambda: filled
 
 
-def signature_box(source: bytes, *, placed: tuple[FieldBox, ...] = ()) -> SignatureBox | None:
+def signature_box(
+    source: bytes, *, placed: tuple[FieldBox, ...] = (), own: tuple[tuple[str, str], ...] = ()
+) -> SignatureBox | None:
     """Where the signature goes in every document of a PDF template (its field or box named ``signature``)."""
-    return _prepare(source, placed).signature
+    return _prepare(source, placed, own).signature

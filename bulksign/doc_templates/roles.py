@@ -11,6 +11,7 @@ from jinja2 import nodes
 
 from bulksign.doc_templates import kinds, pdf_forms
 from bulksign.doc_templates.errors import TemplateError
+from bulksign.doc_templates.pdf_form_fields import version_boxes
 from bulksign.doc_templates.variables import parse
 from bulksign.documents.signature_box import RECIPIENT_ROLE, SignatureBox, mark_role, marks_among
 from bulksign.models import TemplateVersion
@@ -45,7 +46,7 @@ def names_in_order(version: TemplateVersion) -> tuple[str, ...]:
     if version.kind == "docx":
         return _docx_in_order(version.source_key)
     if version.kind == "pdf":
-        boxes = (*_pdf_fields(version.source_key), *pdf_forms.placed_boxes(version))
+        boxes = version_boxes(version, _pdf_fields(version.source_key))
         return tuple(b.name for b in sorted(boxes, key=lambda b: (b.page, -(b.y + b.h), b.x)))
     return ()
 
@@ -53,7 +54,7 @@ def names_in_order(version: TemplateVersion) -> tuple[str, ...]:
 def pdf_role_places(version: TemplateVersion) -> dict[str, SignatureBox]:
     """A PDF template's place of each role: its form field or placed box named ``signature_<role>`` (``signature``:
     the recipient's), the same in every document of the version."""
-    boxes = (*_pdf_fields(version.source_key), *pdf_forms.placed_boxes(version))
+    boxes = version_boxes(version, _pdf_fields(version.source_key))
     return {role: SignatureBox(page=b.page, x=b.x, y=b.y, w=b.w, h=b.h) for b in boxes if (role := mark_role(b.name))}
 
 

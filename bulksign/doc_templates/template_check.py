@@ -13,6 +13,7 @@ from bulksign.core.messages import N_
 from bulksign.doc_templates import pdf_forms
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.fields import template_fields
+from bulksign.doc_templates.pdf_form_fields import form_field_uses
 from bulksign.doc_templates.roles import pdf_role_places
 from bulksign.doc_templates.template_parties import party_label, template_parties
 from bulksign.documents.field_boxes import field_name
@@ -72,6 +73,17 @@ def check_template(version: TemplateVersion, *, language: str) -> TemplateCheck:
                 )
             )
     warnings += _misspelt_marks(version, keys=keys)
+    warnings += [
+        N_(
+            "The form field “%(name)s” is given to “%(party)s”, who is not one of the template's parties: %(instead)s "
+            "fills it instead.",
+            name=use.name,
+            party=use.party,
+            instead=party_label(version, role=RECIPIENT_ROLE, language=language),
+        )
+        for use in form_field_uses(version)
+        if use.use == "field" and use.party not in keys
+    ]
     return TemplateCheck(errors=tuple(dict.fromkeys(errors)), warnings=tuple(warnings))
 
 

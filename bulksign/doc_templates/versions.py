@@ -3,7 +3,6 @@ upload (``kinds``), the boxes placed on a PDF template, and the settings of the 
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from sqlalchemy.orm import Session
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
 from bulksign.doc_templates import kinds as template_kinds
-from bulksign.doc_templates import pdf_fill, pdf_forms
+from bulksign.doc_templates import pdf_fill, pdf_form_fields, pdf_forms
 from bulksign.doc_templates.errors import TemplateBroken, TemplateError
 from bulksign.doc_templates.fields import settled_fields
 from bulksign.doc_templates.html_safety import check_html_safety
@@ -123,6 +122,7 @@ def save_version(
     kind: str = "html",
     file: bytes | None = None,
     pdf_boxes: list[dict[str, Any]] | None = None,
+    form_fields: list[dict[str, Any]] | None = None,
     fields: list[dict[str, Any]] | None = None,
     parties: list[dict[str, Any]] | None = None,
     routing: list[list[str]] | None = None,
@@ -132,7 +132,8 @@ def save_version(
 
     For a file kind (``docx``, ``pdf``) the document is ``file``, checked and kept in storage; without a
     new file, the version keeps the previous version's file of the same kind (a change of the mail texts)
-    and, for a PDF, the boxes placed on it. ``pdf_boxes``: a new placement of boxes on the PDF's pages.
+    and, for a PDF, the boxes placed on it. ``pdf_boxes``: a new placement of boxes on the PDF's pages;
+    ``form_fields``: a new assignment of its form's own fields (``pdf_form_fields.check_uses``).
     ``fields``: settings of the fields the signer fills (``fields.check_settings``); None keeps the previous
     version's settings of the fields still marked. ``parties`` (``template_parties.check_parties``) and ``routing``
     (a list of steps of party keys): None keeps the previous version's. ``field_hints``: the type and party of
@@ -161,14 +162,14 @@ def save_version(
             raise TemplateError(
                 N_("The %(label)s may not contain line breaks or other control characters.", label=label)
             )
-    source_key = placed = None
+    source_key = placed = own = None
     removed: tuple[N_, ...] = ()
     if kind == "html":
         variables = _html_variables(html)
     else:
         html = ""
-        variables, source_key, placed, removed = _file_variables(
-            session, template=template, kind=kind, file=file, pdf_boxes=pdf_boxes
+        variables, source_key, placed, own, removed = _file_variables(
+            session, template=template, kind=kind, file=file, pdf_boxes=pdf_boxes, form_fields=form_fields
         )
     if sum(1 for v in variables if mark_role(v)) > MAX_MARKS:  # each mark is framed in a shade of its own
         raise TemplateError(N_("A template may mark at most %(n)s signatures.", n=MAX_MARKS))
@@ -191,6 +192,7 @@ def save_version(
         html=html,
         source_key=source_key,
         pdf_boxes=placed,
+        pdf_form_fields=own,
         variables=variables,
         email_subject=email_subject,
         email_body=email_body,
@@ -207,6 +209,7 @@ def save_version(
         given=fields,
         previous=previous,
         hints=field_hints,
+        assigned=pdf_form_fields.assigned_fields(version),
     )
     session.add(version)
     session.flush()
@@ -263,12 +266,22 @@ def _newest_pdf_version(session: Session, *, template: DocumentTemplate) -> Temp
 
 
 def place_boxes(
-    session: Session, *, template: DocumentTemplate, boxes: list[dict[str, Any]], user: User | None, now: datetime
+    session: Session,
+    *,
+    template: DocumentTemplate,
+    boxes: list[dict[str, Any]] | None,
+    user: User | None,
+    now: datetime,
+    form_fields: list[dict[str, Any]] | None = None,
 ) -> SavedVersion:
-    """The next version of a PDF template with ``boxes`` (``pdf_forms.check_boxes``) in place of its placed boxes;
-    its file and mail texts are kept. NotPdfTemplate when the newest version is of another kind."""
+    """The next version of a PDF template with ``boxes`` (``pdf_forms.check_boxes``; None: the placed ones kept) and
+    ``form_fields``, what its form's own fields are made (``pdf_form_fields.check_uses``; None: kept); its file and
+    mail texts are kept. NotPdfTemplate when the newest version is of another kind."""
     version = _newest_pdf_version(session, template=template)
-    return save_version(session, template=template, pdf_boxes=boxes, user=user, now=now, **_kept(version))
+    kept = _kept(version)
+    return save_version(
+        session, template=template, pdf_boxes=boxes, form_fields=form_fields, user=user, now=now, **kept
+    )
 
 
 def _kept(version: TemplateVersion) -> dict[str, Any]:
@@ -329,44 +342,6 @@ def pdf_layout(session: Session, *, template: DocumentTemplate) -> PdfLayout:
     )
 
 
-@dataclass(frozen=True)
-class SignaturePlace:
-    """Where a PDF template's signature goes, for the template page to draw on its page."""
-
-    #: From 0, and the page as a viewer shows it (crop box, rotation).
-    page: int
-    page_box: pdf_forms.Page
-    #: The field or placed box named ``signature``, in the page's points (y upwards).
-    box: pdf_forms.FieldBox
-
-    def percent(self) -> dict[str, float]:
-        """The box as CSS percentages of the page picture (top-left origin), for an overlay on the page image."""
-        page, box = self.page_box, self.box
-        return {
-            "left": round((box.x - page.left) / page.width * 100, 2),
-            "top": round((page.bottom + page.height - box.y - box.h) / page.height * 100, 2),
-            "width": round(box.w / page.width * 100, 2),
-            "height": round(box.h / page.height * 100, 2),
-        }
-
-
-def signature_place(version: TemplateVersion) -> SignaturePlace | None:
-    """The field or box a PDF template version names ``signature``; None for other kinds and for a PDF without one
-    (its signature goes on a page added at the end)."""
-    if version.kind != "pdf":
-        return None
-    form = _form_of(version.source_key)
-    boxes = (*form.fields, *pdf_forms.placed_boxes(version))
-    box = next((b for b in boxes if b.name == SIGNATURE_VARIABLE), None)
-    return SignaturePlace(page=box.page, page_box=form.pages[box.page], box=box) if box else None
-
-
-@functools.lru_cache(maxsize=32)
-def _form_of(source_key: str) -> pdf_forms.PdfForm:
-    # Keys name immutable content: the template page reads a PDF's pages and fields once per process, not per view.
-    return pdf_forms.read_form(template_kinds.source(source_key))
-
-
 def _html_variables(html: str) -> list[str]:
     if not html.strip():
         raise TemplateError(N_("The template is empty."))
@@ -392,9 +367,11 @@ def _file_variables(
     kind: str,
     file: bytes | None,
     pdf_boxes: list[dict[str, Any]] | None,
-) -> tuple[list[str], str, list[dict[str, Any]] | None, tuple[N_, ...]]:
-    """The variables, storage key and placed boxes of a file kind's version, and what was taken out of its file: the
-    new file, cleaned (no boxes yet), or the previous version's file and boxes; ``pdf_boxes`` replaces the boxes."""
+    form_fields: list[dict[str, Any]] | None,
+) -> tuple[list[str], str, list[dict[str, Any]] | None, list[dict[str, Any]] | None, tuple[N_, ...]]:
+    """The variables, storage key, placed boxes and form fields' assignment of a file kind's version, and what was
+    taken out of its file: the new file, cleaned (no boxes or assignment yet), or the previous version's file, boxes
+    and assignment; ``pdf_boxes`` replaces the boxes, ``form_fields`` the assignment."""
     if file is None:
         previous = get_version(session, template_id=template.id)
         if previous is None or previous.kind != kind or previous.source_key is None:
@@ -402,18 +379,23 @@ def _file_variables(
                 N_("Upload the template file (%(extension)s).", extension=template_kinds.file_kind(kind).extensions[0])
             )
         variables, key, placed = list(previous.variables), previous.source_key, previous.pdf_boxes
+        own = previous.pdf_form_fields
         removed: tuple[N_, ...] = ()
     else:
         checked = template_kinds.check_file(kind=kind, data=file)
         file, variables, removed = checked.data, checked.variables, checked.removed
         key = template_kinds.source_key(template_id=template.id, kind=kind, data=file)
         get_storage().put(key, file, content_type=template_kinds.file_kind(kind).content_type)
-        placed = None
-    if pdf_boxes is not None:
+        placed = own = None
+    if pdf_boxes is not None or form_fields is not None:
         if kind != "pdf":
             raise TemplateError(N_("Boxes can only be placed on a PDF template."))
-        variables, placed = pdf_fill.place(file if file is not None else get_storage().get(key), pdf_boxes)
-    return variables, key, placed, removed
+        data = file if file is not None else get_storage().get(key)
+        if form_fields is not None:
+            own = pdf_form_fields.check_uses(pdf_forms.read_form(data), data, form_fields, previous=own)
+        boxes = pdf_boxes if pdf_boxes is not None else list(placed or ())
+        variables, placed = pdf_fill.place(data, boxes, own=pdf_form_fields.renames(own))
+    return variables, key, placed, own, removed
 
 
 def list_templates(

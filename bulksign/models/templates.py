@@ -53,6 +53,10 @@ class TemplateVersion(Model):
     #: PDF templates: boxes staff placed on the pages (``pdf_forms.FieldBox.to_json()`` each: column, page, place in
     #: points, font size), filled like form fields; None for other kinds and for PDFs filled by their own fields.
     pdf_boxes: Mapped[list | None] = mapped_column(JSON)
+    #: PDF templates: what staff made of the form's own fields (``pdf_form_fields.FormFieldUse.to_json()`` each: the
+    #: field's name, and a field a party fills, a party's signature or a column of the file); a field not listed is
+    #: filled by its own name, as before. None for other kinds and for PDFs whose fields were never assigned.
+    pdf_form_fields: Mapped[list | None] = mapped_column(JSON)
     #: The roles that sign its documents, in the order of their marks (``roles.marked_roles``), written at save:
     #: ``["recipient"]`` for a single-signer version, and for every version saved before roles were read (one that
     #: used ``{{ signature_date }}`` as a column keeps it a column).

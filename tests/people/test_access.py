@@ -113,6 +113,7 @@ TEMPLATE_EDITS = {
     "doc_templates.place",
     "doc_templates.set_fields",
     "api_templates.place_boxes",
+    "api_templates.set_form_fields",
     "api_templates.set_fields",
     "doc_templates.set_parties",
     "api_templates.set_parties",
@@ -421,18 +422,24 @@ def test_editing_a_template_is_for_its_owner_its_teams_managers_and_admins(app, 
     page = client.get(url)
     saved = client.post(url, data={"csrf_token": token, "html": "<p>{{ name }} changed</p>"})
     detail = client.get(f"/templates/{world['template_id']}").get_data(as_text=True)
-    # Placing boxes over the API: the same right (the world's template is HTML, so one who may gets a 409).
+    # Placing boxes and assigning form fields over the API: the same right (the world's template is HTML, so one who may gets a 409).
     boxes = _OwnUserClient(app, app.response_class).put(
         f"/api/v1/templates/{world['template_id']}/boxes",
         json={"boxes": []},
         headers=_api_headers(world["people"][role]),
     )
+    form_fields = _OwnUserClient(app, app.response_class).put(
+        f"/api/v1/templates/{world['template_id']}/form-fields",
+        json={"form_fields": []},
+        headers=_api_headers(world["people"][role]),
+    )
     if allowed:
         assert page.status_code == 200 and saved.status_code == 302
         assert f'href="{url}"' in detail
-        assert boxes.status_code == 409
+        assert boxes.status_code == 409 and form_fields.status_code == 409
     else:
         assert page.status_code == 403 and saved.status_code == 403 and boxes.status_code == 403
+        assert form_fields.status_code == 403
         assert "you may use it for a batch" in page.get_data(as_text=True)
         assert f'href="{url}"' not in detail  # no Edit button for who may only use it
         assert db.session.get(Batch, world["batch_id"]).template_version.template.latest_version == 1

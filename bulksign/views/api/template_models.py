@@ -4,7 +4,7 @@ API's description of them)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from flask import current_app
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,15 +22,60 @@ from bulksign.doc_templates.fields import (
     MAX_PATTERN_CHARS,
     template_fields,
 )
+from bulksign.doc_templates.pdf_form_fields import FORM_FIELD_TYPES, USES, own_fields
 from bulksign.doc_templates.render_path import render_path
 from bulksign.doc_templates.roles import template_roles
 from bulksign.doc_templates.template_check import check_template
 from bulksign.doc_templates.template_parties import MAX_LABEL_CHARS as MAX_PARTY_LABEL_CHARS
 from bulksign.doc_templates.template_parties import template_parties, template_routing
 from bulksign.documents.field_boxes import MAX_FIELDS
-from bulksign.documents.signature_box import MAX_MARKS
+from bulksign.documents.signature_box import MAX_MARKS, RECIPIENT_ROLE
 from bulksign.models import DocumentTemplate, TemplateVersion
 from bulksign.views.api.common import NextCursor, RecordId
+
+# Literals of computed values: mypy sees the plain type, pydantic (and the API's description) the values.
+if TYPE_CHECKING:
+    FormFieldUseName = str
+    FormFieldType = str
+else:
+    FormFieldUseName = Literal[("", *USES)]
+    FormFieldType = Literal[FORM_FIELD_TYPES]
+
+
+class FormFieldIn(BaseModel):
+    """What one of a PDF form's own fields is made."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: Text = Field(min_length=1, max_length=1000, description="The form field's name (`form_fields[].name`).")
+    use: FormFieldUseName = Field(
+        "",
+        description="`field`: a field `party` fills in on their signing page (of `type`); `signature`: `party`'s "
+        "signature goes there; `column`: the file's `column` fills it; empty: as it is, the column of its own name.",
+    )
+    party: Text = Field(RECIPIENT_ROLE, max_length=40, description="`field` and `signature`: the party's key.")
+    type: FormFieldType = Field(
+        "text", description="`field`: what the party gives; `choice` offers the form field's own options."
+    )
+    column: Text = Field("", max_length=100, description="`column`: the column's name.")
+
+
+class FormFieldOut(FormFieldIn):
+    page: int = Field(description="1 for the first.")
+    x: float = Field(description="Points from the page's left edge, as `GET .../boxes` gives them.")
+    y: float = Field(description="Points up from the page's bottom edge.")
+    width: float
+    height: float
+    field: str = Field(
+        description="`field`: the name of the field it became, as `GET .../fields` lists it with its settings."
+    )
+
+
+class FormFieldsBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    form_fields: list[FormFieldIn] = Field(
+        max_length=pdf_forms.MAX_FIELDS,
+        description="What the form's own fields are made: the whole assignment (a field left out stays as it is).",
+    )
 
 
 class TemplateOut(BaseModel):
@@ -61,6 +106,10 @@ class TemplateOut(BaseModel):
         "says why and what to change."
     )
     render_alone_reason: str | None = Field(description="Why the documents are rendered one by one, in words.")
+    form_fields: list[FormFieldOut] = Field(
+        description="A PDF form's own fields, each once, with what each is made (`PUT .../form-fields`); empty for "
+        "HTML and Word."
+    )
     created_at: datetime
 
 
@@ -220,6 +269,25 @@ class BoxesOut(BaseModel):
     boxes: list[BoxIn] = Field(description="The placed boxes, as `PUT` takes them: send them back changed.")
 
 
+def form_fields_out(version: TemplateVersion) -> list[FormFieldOut]:
+    return [
+        FormFieldOut(
+            name=f.name,
+            use=use.use if use else "",
+            party=use.party if use else RECIPIENT_ROLE,
+            type=use.type if use else "text",
+            column=use.column if use else "",
+            field=use.field if use else "",
+            page=f.page + 1,
+            x=round(f.x, 2),
+            y=round(f.y, 2),
+            width=round(f.w, 2),
+            height=round(f.h, 2),
+        )
+        for f, use in own_fields(version)
+    ]
+
+
 def template_out(template: DocumentTemplate, version: TemplateVersion | None) -> TemplateOut:
     columns = needed_columns(version) if version else {}
     path = render_path(version, enabled=current_app.config["RENDER_TOGETHER"]) if version else None
@@ -235,6 +303,7 @@ def template_out(template: DocumentTemplate, version: TemplateVersion | None) ->
         optional=[v for v, where in columns.items() if where == OPTIONAL],
         render_together=path.together if path else None,
         render_alone_reason=str(path.reason) if path and path.reason else None,
+        form_fields=form_fields_out(version) if version else [],
         created_at=template.created_at,
     )
 

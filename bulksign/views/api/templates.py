@@ -1,6 +1,6 @@
 """API for document templates: create (a first version, from JSON or an uploaded file), list, place boxes on a PDF,
-read and set the fields the signer fills, the parties and their order; the shapes read and answered are in
-``template_models``."""
+assign its form's own fields, read and set the fields the signer fills, the parties and their order; the shapes read
+and answered are in ``template_models``."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ from bulksign.views.api.template_models import (
     FieldOut,
     FieldsBody,
     FieldsOut,
+    FormFieldsBody,
     PageOut,
     PartiesBody,
     PartiesOut,
@@ -157,6 +158,40 @@ def place_boxes(template_id: int):
         raise ApiError(str(exc.message), 409, code="not_a_pdf_template") from None
     except TemplateError as exc:
         raise ApiError(str(exc.message), 422, code="boxes_invalid") from None
+    return answer(template_out(saved.template, saved.version))
+
+
+@bp.put("/templates/<int:template_id>/form-fields")
+@operation(
+    "Assign a PDF form's own fields",
+    tag="Templates",
+    body=FormFieldsBody,
+    responses={200: TemplateOut},
+    errors=(400, 403, 404, 409, 422),
+)
+def set_form_fields(template_id: int):
+    """What each of a fillable PDF's own fields is made: a field a party fills in on their signing page, a party's
+    signature, a column of the file, or (left out) the column of its own name. Saved as a new version, the file,
+    boxes and mail texts kept; a field made a party's keeps its settings in `GET .../fields`, its party and type
+    set here. 409 `not_a_pdf_template` when the newest version is HTML or Word; 422 `form_fields_invalid` for a
+    field the form does not have, given twice, a choice without options in the form, a column that is no column's
+    name or a second signature place of one party."""
+    body = parse_body(FormFieldsBody)
+    template = access.template_for_edit(db.session, template_id=template_id, user=g.api_user)
+    try:
+        saved = dt.place_boxes(
+            db.session,
+            template=template,
+            boxes=None,
+            form_fields=[f.model_dump() for f in body.form_fields],
+            user=g.api_user,
+            now=utcnow(),
+        )
+        db.session.commit()
+    except dt.NotPdfTemplate as exc:
+        raise ApiError(str(exc.message), 409, code="not_a_pdf_template") from None
+    except TemplateError as exc:
+        raise ApiError(str(exc.message), 422, code="form_fields_invalid") from None
     return answer(template_out(saved.template, saved.version))
 
 

@@ -28,6 +28,7 @@ from bulksign.doc_templates.mail_texts import (
     current_text,
     mail_text,
 )
+from bulksign.doc_templates.pdf_form_fields import FORM_FIELD_TYPES, own_fields, signature_place
 from bulksign.doc_templates.render_path import render_path
 from bulksign.doc_templates.roles import template_roles
 from bulksign.doc_templates.template_check import check_template
@@ -323,7 +324,7 @@ def _detail_page(
     parties_error: TemplateError | None = None,
 ):
     try:
-        signature = dt.signature_place(version)  # a PDF's field or box named "signature", drawn on its page
+        signature = signature_place(version)  # a PDF's field or box named "signature", drawn on its page
     except (TemplateError, StorageError):
         signature = None  # the page still shows the version; its preview says what is wrong
     try:
@@ -438,9 +439,12 @@ def place(template_id: int):
                 raise ValueError
         except ValueError:
             boxes, error = [], TemplateError(_("The boxes could not be read; place them again."))
+        uses = _form_field_uses() if form.fields else None
         if error is None:
             saved, error = _commit_version(
-                lambda: dt.place_boxes(db.session, template=template, boxes=boxes, user=current_user, now=utcnow())
+                lambda: dt.place_boxes(
+                    db.session, template=template, boxes=boxes, form_fields=uses, user=current_user, now=utcnow()
+                )
             )
             if saved is not None:
                 return redirect(url_for(".detail", template_id=template.id))
@@ -453,6 +457,7 @@ def place(template_id: int):
     suggestions = {
         name: marks.get(name, "") for name in sorted({*version.variables, *BUILTIN_VARIABLES, *marks, *fields_now})
     }
+    shown = palette(version, language=str(get_locale()))
     return render_template(
         "doc_templates/place.html",
         template=template,
@@ -463,4 +468,29 @@ def place(template_id: int):
         suggestions=suggestions,
         error=error,
         widths=pdf_pages.WIDTHS,
+        own_fields=own_fields(version),
+        parties=shown.parties,
+        columns=[c.name for c in shown.columns],
+        own_types={t: FIELD_TYPE_LABELS[t] for t in FORM_FIELD_TYPES},
     ), 422 if error else 200
+
+
+def _form_field_uses() -> list[dict[str, str]]:
+    """What the placement page's form says each of the PDF's own fields becomes (``ff-<n>-use``: empty, ``column``,
+    ``field:<party>`` or ``signature:<party>``), as ``pdf_form_fields.check_uses`` takes it."""
+    uses = []
+    for index in range(pdf_forms.MAX_FIELDS):
+        name = request.form.get(f"ff-{index}-name")
+        if name is None:
+            break
+        use, _colon, party = request.form.get(f"ff-{index}-use", "").partition(":")
+        uses.append(
+            {
+                "name": name,
+                "use": use,
+                "party": party,
+                "type": request.form.get(f"ff-{index}-type", ""),
+                "column": request.form.get(f"ff-{index}-column", ""),
+            }
+        )
+    return uses

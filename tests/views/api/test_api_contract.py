@@ -358,6 +358,14 @@ def _tour(app, world, spec) -> set[tuple[str, str]]:
     call(boxes, "PUT", f"/templates/{plain}/boxes", 403, headers=viewer, json={"boxes": [box]})
     call(boxes, "PUT", f"/templates/{world['template_id']}/boxes", 409, headers=admin, json={"boxes": []})
     call(boxes, "PUT", "/templates/999999/boxes", 404, headers=admin, json={"boxes": []})
+    own = "PUT /templates/{template_id}/form-fields"
+    column = {"name": "Nope", "use": "column", "column": "x"}
+    call(own, "PUT", f"/templates/{plain}/form-fields", 200, headers=admin, json={"form_fields": []})
+    call(own, "PUT", f"/templates/{plain}/form-fields", 422, headers=admin, json={"form_fields": [column]})
+    call(own, "PUT", f"/templates/{plain}/form-fields", 400, headers=admin, json={"form_fields": [{"name": ""}]})
+    call(own, "PUT", f"/templates/{plain}/form-fields", 403, headers=viewer, json={"form_fields": []})
+    call(own, "PUT", f"/templates/{world['template_id']}/form-fields", 409, headers=admin, json={"form_fields": []})
+    call(own, "PUT", "/templates/999999/form-fields", 404, headers=admin, json={"form_fields": []})
     read = "GET /templates/{template_id}/boxes"
     call(read, "GET", f"/templates/{plain}/boxes", 200, headers=viewer)
     call(read, "GET", f"/templates/{world['template_id']}/boxes", 409, headers=admin)
