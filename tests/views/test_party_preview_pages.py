@@ -107,7 +107,9 @@ def test_the_sample_form_goes_back_to_the_preview_without_scripts(app, client, a
         f"/templates/{template.id}/sample",
         data={"csrf_token": csrf_from(page), "party": "employer", "sample-city": "Riga"},
     )
-    assert answer.status_code == 302 and answer.headers["Location"].endswith(f"/templates/{template.id}/preview/employer")
+    assert answer.status_code == 302 and answer.headers["Location"].endswith(
+        f"/templates/{template.id}/preview/employer"
+    )
 
 
 def test_another_teams_template_is_out_of_reach(app, client, auth, users):

@@ -19,7 +19,7 @@ from bulksign.models import DocumentTemplate, TemplateVersion
 from bulksign.people import access
 from bulksign.views.staff.uploads import preview_language
 
-bp = Blueprint("template_preview", __name__, url_prefix="/templates")
+bp = Blueprint("party_preview", __name__, url_prefix="/templates")
 #: The form's name of a sample column's input: ``sample-<column>``.
 SAMPLE_INPUT = "sample-"
 
