@@ -92,7 +92,8 @@ def test_a_hostile_sample_is_saved_and_shown_as_text(app, client, auth, users):
     }
     preview = client.get(f"/templates/{template.id}/preview/recipient").get_data(as_text=True)
     # The document's text (the large-print reading) holds the values as typed: not run, not made markup.
-    assert "{{ 7*7 }}" in preview and "49" not in preview.split('id="party-preview"')[1].split("</ol>")[0]
+    read = preview.split('class="doc-text"')[1].split("</details>")[0]
+    assert "{{ 7*7 }}" in read and "49" not in read and "&lt;script&gt;alert(1)&lt;/script&gt;" in read
     assert "<script>alert" not in preview
     # The city was left out: the check warns, in plain words.
     detail = client.get(f"/templates/{template.id}").get_data(as_text=True)
