@@ -33,9 +33,9 @@ def sample_columns(version: TemplateVersion) -> list[str]:
     """The columns a sample row gives a value: every column the version's document and mails use, or a field's
     condition looks at; not a field's prefill column (the field is the signer's to fill)."""
     try:
-        columns = needed_columns(version)
+        columns = list(needed_columns(version))
     except (TemplateError, StorageError):  # a file that cannot be read now: its saved variables
-        columns = dict.fromkeys(version.variables or ())
+        columns = list(version.variables or ())
     prefills = {f.column for f in template_fields(version)}
     return [c for c in columns if c not in prefills]
 
