@@ -7,6 +7,7 @@ from bulksign.core.extensions import db
 from bulksign.doc_templates.versions import create_template, save_fields, save_parties
 from bulksign.models import DocumentTemplate
 from bulksign.people.teams import create_team
+from tests.support import docx_files, pdf_files
 from tests.support.clock import NOW
 from tests.support.web import csrf_from
 
@@ -125,3 +126,33 @@ def test_another_teams_template_is_out_of_reach(app, client, auth, users):
     assert answer.status_code == 404
     db.session.expire_all()
     assert db.session.get(DocumentTemplate, template.id).sample is None
+
+
+def test_a_pdf_and_a_word_template_are_previewed_from_their_rendered_pages(app, client, auth, users):
+    form = create_template(
+        db.session,
+        name="Form",
+        html="",
+        kind="pdf",
+        file=pdf_files.contract_form(fields=("name", "city"), signature=True),
+        user=users["staff"],
+        now=NOW,
+    ).template
+    word = create_template(
+        db.session,
+        name="Letter",
+        html="",
+        kind="docx",
+        file=docx_files.simple("Hello {{ name }} from {{ city }}. {{ signature }}"),
+        user=users["staff"],
+        now=NOW,
+    ).template
+    form.sample = {"name": "Olga", "city": "Riga <b>"}
+    word.sample = {"name": "Olga", "city": "Tallinn"}
+    db.session.commit()
+    auth.login()
+    pdf = client.get(f"/templates/{form.id}/preview/recipient").get_data(as_text=True)
+    assert 'id="sign-here"' in pdf and "Riga &lt;b&gt;" in pdf
+    assert client.get(f"/templates/{form.id}/preview/recipient/pages/1.png").mimetype == "image/png"
+    letter = client.get(f"/templates/{word.id}/preview/recipient").get_data(as_text=True)
+    assert "Hello Olga from Tallinn." in letter and 'id="sign-here"' in letter
