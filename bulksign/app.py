@@ -51,6 +51,7 @@ from bulksign.views.staff import (
     doc_templates,
     evidence,
     main,
+    party_preview,
     reminders,
     row_preview,
     uploads,
@@ -108,6 +109,7 @@ STAFF_VIEWS = (
     reminders,
     row_preview,
     uploads,
+    party_preview,
     word_check,
 )
 #: ``signing_codes`` and ``signing_documents`` add their routes to ``signing``'s blueprint.

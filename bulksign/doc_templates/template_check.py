@@ -16,6 +16,7 @@ from bulksign.doc_templates.fields import template_fields
 from bulksign.doc_templates.pdf_form_fields import form_field_uses
 from bulksign.doc_templates.roles import pdf_role_places
 from bulksign.doc_templates.template_parties import party_label, template_parties
+from bulksign.doc_templates.template_sample import sample_gaps, template_sample
 from bulksign.documents.field_boxes import field_name
 from bulksign.documents.signature_box import RECIPIENT_ROLE, SIGNATURE_VARIABLE, mark_role
 from bulksign.documents.storage import StorageError
@@ -40,8 +41,8 @@ class TemplateNotReady(TemplateError):
 
 
 def check_template(version: TemplateVersion, *, language: str) -> TemplateCheck:
-    """The version's problems with its parties, fields and order (``TemplateCheck``), parties named in
-    ``language``."""
+    """The version's problems with its parties, fields, order and its template's sample row (``TemplateCheck``),
+    parties named in ``language``."""
     parties = template_parties(version)
     keys = [p.key for p in parties]
     errors: list[N_] = []
@@ -84,6 +85,8 @@ def check_template(version: TemplateVersion, *, language: str) -> TemplateCheck:
         for use in form_field_uses(version)
         if use.use == "field" and use.party not in keys
     ]
+    if version.template is not None:
+        warnings += sample_gaps(version, template_sample(version.template, version))
     return TemplateCheck(errors=tuple(dict.fromkeys(errors)), warnings=tuple(warnings))
 
 

@@ -21,6 +21,7 @@ from bulksign.doc_templates import versions as dt
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.fields import template_fields
 from bulksign.doc_templates.template_parties import template_parties
+from bulksign.doc_templates.template_sample import clean_sample
 from bulksign.doc_templates.variables import sample_row
 from bulksign.doc_templates.word_tags import Tag, TagKind, TagReader, classify, colours, parties_of, shown
 from bulksign.documents import pdf_pages, poppler
@@ -29,10 +30,6 @@ from bulksign.documents.pdf import RenderError
 from bulksign.documents.signature_box import SignatureBox, UnreadablePdf, find_signature_boxes, mark_indexes
 from bulksign.documents.storage import Storage, StorageError
 from bulksign.models import DocumentTemplate, TemplateVersion, User, WordCheck
-
-#: Columns and characters a sample row may hold: what a page's form sends, bounded.
-MAX_SAMPLE_COLUMNS = 200
-MAX_SAMPLE_CHARS = 500
 
 
 class CheckStatus(StrEnum):
@@ -97,13 +94,6 @@ class Examined:
             sample=dict(data["sample"]),
             values_unplaced=bool(data.get("values_unplaced")),
         )
-
-
-def clean_sample(given: Mapping[str, object]) -> dict[str, str]:
-    """A sample row as a page sends it, bounded: text values, the first ``MAX_SAMPLE_COLUMNS`` columns."""
-    return {
-        str(k)[:80]: str(v)[:MAX_SAMPLE_CHARS] for k, v in list(given.items())[:MAX_SAMPLE_COLUMNS] if str(k).strip()
-    }
 
 
 def start_check(

@@ -77,17 +77,7 @@ def document_pages(*, storage: Storage, document: Document) -> DocumentPages:
                     for p in data["pages"]
                 ),
             )
-    pages = tuple(
-        PageView(
-            number=i,
-            width_px=PAGE_WIDTH_PX,
-            height_px=round(PAGE_WIDTH_PX * page.height / page.width),
-            paragraphs=page.paragraphs,
-            width_pt=page.width,
-            height_pt=page.height,
-        )
-        for i, page in enumerate(page_words(storage.get(document.storage_key)), start=1)
-    )
+    pages = page_views(storage.get(document.storage_key))
     storage.put(
         key,
         json.dumps(
@@ -110,6 +100,22 @@ def document_pages(*, storage: Storage, document: Document) -> DocumentPages:
         content_type="application/json",
     )
     return DocumentPages(document_id=document.id, pages=pages)
+
+
+def page_views(pdf: bytes) -> tuple[PageView, ...]:
+    """The pages of ``pdf`` with their image sizes and text, read with pdftotext (a document's, or a preview's that
+    is never stored)."""
+    return tuple(
+        PageView(
+            number=i,
+            width_px=PAGE_WIDTH_PX,
+            height_px=round(PAGE_WIDTH_PX * page.height / page.width),
+            paragraphs=page.paragraphs,
+            width_pt=page.width,
+            height_pt=page.height,
+        )
+        for i, page in enumerate(page_words(pdf), start=1)
+    )
 
 
 def page_image(*, storage: Storage, redis: Redis, document: Document, number: int) -> bytes | None:

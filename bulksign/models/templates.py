@@ -25,6 +25,9 @@ class DocumentTemplate(Model):
     #: The newest version, denormalised for the list page.
     latest_version: Mapped[int] = mapped_column(default=0)
     archived: Mapped[bool] = mapped_column(default=False)
+    #: A sample row staff edit on the template page (column → value), which the parties' previews are rendered
+    #: with; None: one made from the newest version's columns (``template_sample.template_sample``).
+    sample: Mapped[dict | None] = mapped_column(JSON)
 
     versions: Mapped[list[TemplateVersion]] = relationship(
         back_populates="template", order_by="TemplateVersion.version"

@@ -222,7 +222,7 @@ def form_fields(
                 settings=settings,
                 value=value,
                 locked=locked,
-                place=_place(boxes.get(settings.name), pages),
+                place=page_place(boxes.get(settings.name), pages),
                 hint=_hint(settings, language),
                 error=(errors or {}).get(settings.name),
                 chosen_file=(chosen or {}).get(settings.name),
@@ -233,7 +233,8 @@ def form_fields(
     return tuple(shown)
 
 
-def _place(box: dict[str, Any] | None, pages: DocumentPages | None) -> FieldPlace | None:
+def page_place(box: dict[str, Any] | None, pages: DocumentPages | None) -> FieldPlace | None:
+    """Where a box stored as ``SignatureBox.to_json`` sits on its page image; None when it is on no page shown."""
     found = SignatureBox.from_json(box)
     if found is None or pages is None or found.page >= len(pages.pages):
         return None

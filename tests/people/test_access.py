@@ -105,6 +105,8 @@ TEMPLATE_READS = {
     "api_templates.boxes",
     "api_templates.fields",
     "api_templates.parties",
+    "party_preview.preview",
+    "party_preview.page_image",
 }
 #: Reads only a PDF template answers (the world's template is HTML); tested on a PDF in test_pdf_templates.
 PDF_TEMPLATE_READS = {"doc_templates.page_image", "api_templates.boxes"}
@@ -118,6 +120,8 @@ TEMPLATE_EDITS = {
     "doc_templates.set_parties",
     "api_templates.set_parties",
     "word_check.start_for_template",
+    "party_preview.set_sample",
+    "api_templates.set_sample",
 }
 #: Lists and searches: filtered to what the user sees.
 LISTS = {"batches.index", "doc_templates.index", "api_dashboard.list_batches", "api_templates.index"}
@@ -273,6 +277,8 @@ def _url(rule: Rule, world) -> str:
         "name": ATTACHMENT,
         "change_id": 1,
         "correction_id": 1,
+        "role": "recipient",
+        "number": 1,
     }
     return rule.build({arg: values[arg] for arg in rule.arguments}, append_unknown=False)[1]
 
@@ -422,6 +428,7 @@ def test_editing_a_template_is_for_its_owner_its_teams_managers_and_admins(app, 
     page = client.get(url)
     saved = client.post(url, data={"csrf_token": token, "html": "<p>{{ name }} changed</p>"})
     detail = client.get(f"/templates/{world['template_id']}").get_data(as_text=True)
+    sample = client.post(f"/templates/{world['template_id']}/sample", data={"csrf_token": token, "sample-name": "x"})
     # Placing boxes and assigning form fields over the API: the same right (the world's template is HTML, so one who may gets a 409).
     boxes = _OwnUserClient(app, app.response_class).put(
         f"/api/v1/templates/{world['template_id']}/boxes",
@@ -434,12 +441,13 @@ def test_editing_a_template_is_for_its_owner_its_teams_managers_and_admins(app, 
         headers=_api_headers(world["people"][role]),
     )
     if allowed:
-        assert page.status_code == 200 and saved.status_code == 302
+        assert page.status_code == 200 and saved.status_code == 302 and sample.status_code == 302
         assert f'href="{url}"' in detail
         assert boxes.status_code == 409 and form_fields.status_code == 409
     else:
         assert page.status_code == 403 and saved.status_code == 403 and boxes.status_code == 403
         assert form_fields.status_code == 403
+        assert sample.status_code == 403
         assert "you may use it for a batch" in page.get_data(as_text=True)
         assert f'href="{url}"' not in detail  # no Edit button for who may only use it
         assert db.session.get(Batch, world["batch_id"]).template_version.template.latest_version == 1

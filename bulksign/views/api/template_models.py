@@ -4,7 +4,7 @@ API's description of them)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
 
 from flask import current_app
 from pydantic import BaseModel, ConfigDict, Field
@@ -28,6 +28,7 @@ from bulksign.doc_templates.roles import template_roles
 from bulksign.doc_templates.template_check import check_template
 from bulksign.doc_templates.template_parties import MAX_LABEL_CHARS as MAX_PARTY_LABEL_CHARS
 from bulksign.doc_templates.template_parties import template_parties, template_routing
+from bulksign.doc_templates.template_sample import MAX_SAMPLE_CHARS, MAX_SAMPLE_COLUMNS, template_sample
 from bulksign.documents.field_boxes import MAX_FIELDS
 from bulksign.documents.signature_box import MAX_MARKS, RECIPIENT_ROLE
 from bulksign.models import DocumentTemplate, TemplateVersion
@@ -110,6 +111,10 @@ class TemplateOut(BaseModel):
         description="A PDF form's own fields, each once, with what each is made (`PUT .../form-fields`); empty for "
         "HTML and Word."
     )
+    sample: dict[str, str] = Field(
+        description="The sample row the parties' previews are rendered with (column → value), as `PUT .../sample` "
+        "takes it; until one is saved, values made up from the columns' names."
+    )
     created_at: datetime
 
 
@@ -138,6 +143,17 @@ class PartyIn(BaseModel):
     )
     name: Text = Field("", max_length=300, description="`fixed`: the person's name.")
     email: Text = Field("", max_length=254, description="`fixed`: the person's address.")
+
+
+class SampleBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sample: dict[
+        Annotated[Text, Field(min_length=1, max_length=80)], Annotated[Text, Field(max_length=MAX_SAMPLE_CHARS)]
+    ] = Field(
+        max_length=MAX_SAMPLE_COLUMNS,
+        description="Column → value: the row the parties' previews show. It replaces the saved one; no batch uses "
+        "it. A column the template uses left out or empty is a warning of the template check.",
+    )
 
 
 class PartiesBody(BaseModel):
@@ -304,6 +320,7 @@ def template_out(template: DocumentTemplate, version: TemplateVersion | None) ->
         render_together=path.together if path else None,
         render_alone_reason=str(path.reason) if path and path.reason else None,
         form_fields=form_fields_out(version) if version else [],
+        sample=template_sample(template, version) if version else {},
         created_at=template.created_at,
     )
 

@@ -15,6 +15,7 @@ from bulksign.doc_templates import versions as dt
 from bulksign.doc_templates.errors import FieldSettingsError, TemplateError
 from bulksign.doc_templates.mail_texts import MAIL_FIELDS
 from bulksign.doc_templates.template_parties import PartiesError
+from bulksign.doc_templates.template_sample import save_sample
 from bulksign.models import utcnow
 from bulksign.people import access
 from bulksign.views.api.common import (
@@ -37,6 +38,7 @@ from bulksign.views.api.template_models import (
     PageOut,
     PartiesBody,
     PartiesOut,
+    SampleBody,
     TemplateBody,
     TemplateForm,
     TemplateOut,
@@ -331,3 +333,22 @@ def set_parties(template_id: int):
         named="party",
     )
     return answer(parties_out(saved.version, language=API_LANGUAGE))
+
+
+@bp.put("/templates/<int:template_id>/sample")
+@operation(
+    "Set a template's sample row",
+    tag="Templates",
+    body=SampleBody,
+    responses={200: TemplateOut},
+    errors=(400, 403, 404),
+)
+def set_sample(template_id: int):
+    """The sample row the parties' previews are rendered with (column → value), kept with the template: not a new
+    version, and no batch uses it. The template check (`GET .../parties`) warns of each column the template uses
+    that it leaves out or empty."""
+    body = parse_body(SampleBody)
+    template = access.template_for_edit(db.session, template_id=template_id, user=g.api_user)
+    save_sample(db.session, template=template, sample=body.sample)
+    db.session.commit()
+    return answer(template_out(template, dt.get_version(db.session, template_id=template.id)))

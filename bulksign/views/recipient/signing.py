@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import logging
 from collections.abc import Mapping
 from datetime import datetime
@@ -184,6 +185,7 @@ def render_page(
         code=code,
         pages=pages,
         fields=fields,
+        page_src=functools.partial(url_for, "signing.page_image", token=token),
         field_errors=field_errors or {},
         # Who this link is for, and what they did: the party of a document several sign, else the request.
         me=party if party is not None else row,

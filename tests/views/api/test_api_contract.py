@@ -391,6 +391,12 @@ def _tour(app, world, spec) -> set[tuple[str, str]]:
     call(parties, "PUT", "/templates/999999/parties", 404, headers=admin, json=employer)
     call("GET /templates/{template_id}/parties", "GET", f"/templates/{marked}/parties", 200, headers=viewer)
     call("GET /templates/{template_id}/parties", "GET", "/templates/999999/parties", 404, headers=admin)
+    sample = "PUT /templates/{template_id}/sample"
+    row = {"sample": {"name": "<script>", "salary": "{{ 7*7 }}"}}
+    call(sample, "PUT", f"/templates/{marked}/sample", 200, headers=admin, json=row)
+    call(sample, "PUT", f"/templates/{marked}/sample", 400, headers=admin, json={"sample": {"": "x"}})
+    call(sample, "PUT", f"/templates/{marked}/sample", 403, headers=viewer, json=row)
+    call(sample, "PUT", "/templates/999999/sample", 404, headers=admin, json=row)
     _tour_documents(call, world, admin=admin, viewer=viewer, unrendered=request_id)
     suppress(db.session, email="tour@example.com", source="bounce", reason="550 5.1.1", now=NOW)  # the fuzzer may
     db.session.commit()  # have lifted the other
