@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, request, url_for
 from flask_babel import get_locale
 from flask_babel import gettext as _
-from flask_babel import lazy_gettext as _l
 from flask_login import current_user
 
 from bulksign.core.extensions import db
@@ -33,7 +31,7 @@ from bulksign.doc_templates.render_path import render_path
 from bulksign.doc_templates.roles import template_roles
 from bulksign.doc_templates.template_check import check_template
 from bulksign.doc_templates.template_palette import palette
-from bulksign.doc_templates.template_parties import PartySource, party_labels, template_parties, template_routing
+from bulksign.doc_templates.template_parties import party_labels, template_parties, template_routing
 from bulksign.doc_templates.variables import BUILTIN_VARIABLES, sample_row
 from bulksign.documents import pdf_pages
 from bulksign.documents.field_boxes import stored_marks
@@ -42,11 +40,18 @@ from bulksign.documents.signature_box import SIGNATURE_VARIABLE
 from bulksign.documents.storage import StorageError, get_storage
 from bulksign.models import RECIPIENT_ROLE, DocumentTemplate, TemplateVersion, utcnow
 from bulksign.people import access
+from bulksign.views.staff.template_forms import (
+    FIELD_TYPE_LABELS,
+    PARTY_SOURCE_LABELS,
+    Submitted,
+    condition_of,
+    field_hints,
+    form_field_uses,
+    submitted_document,
+)
 
 bp = Blueprint("doc_templates", __name__, url_prefix="/templates")
 
-#: An uploaded .html template larger than this is surely not a document template.
-MAX_TEMPLATE_BYTES = 2 * 1024 * 1024
 DEFAULTS = {
     "email_subject": DEFAULT_EMAIL_SUBJECT,
     "email_body": DEFAULT_EMAIL_BODY,
@@ -59,50 +64,8 @@ def _template_or_404(template_id: int) -> DocumentTemplate:
     return db.session.get(DocumentTemplate, template_id) or abort(404)
 
 
-@dataclass(frozen=True)
-class Submitted:
-    kind: str
-    html: str
-    file: bytes | None
-
-
-def _submitted_document() -> Submitted:
-    """The document of the form: an uploaded file (its name says the kind), else the chosen kind's fields."""
-    upload = request.files.get("file")
-    if not (upload and upload.filename):
-        kind = request.form.get("kind", template_kinds.HTML)
-        return Submitted(kind, request.form.get("html", "") if kind == template_kinds.HTML else "", None)
-    kind = template_kinds.kind_for_filename(upload.filename)
-    if kind != template_kinds.HTML:
-        raw = upload.read(template_kinds.MAX_SOURCE_BYTES + 1)
-        return Submitted(kind, "", raw)
-    raw = upload.read(MAX_TEMPLATE_BYTES + 1)
-    if len(raw) > MAX_TEMPLATE_BYTES:
-        raise TemplateError(_("The template file is larger than 2 MB."))
-    try:
-        return Submitted(kind, raw.decode("utf-8-sig"), None)
-    except UnicodeDecodeError:
-        raise TemplateError(_("Save the .html file as UTF-8 and upload it again.")) from None
-
-
 def _mail_fields() -> dict[str, str]:
     return {f: request.form.get(f) or DEFAULTS[f] for f in MAIL_FIELDS}
-
-
-def _field_hints() -> dict[str, dict]:
-    """The type and party of each field the palette inserted (name → ``{"type", "role"}``); what cannot be read is
-    left out (those fields get the defaults, set on the template page)."""
-    try:
-        given = current_app.json.loads(request.form.get("palette_fields") or "[]")
-    except ValueError:
-        return {}
-    if not isinstance(given, list):
-        return {}
-    return {
-        str(f["name"]): {"type": str(f.get("type") or ""), "role": str(f.get("role") or "")}
-        for f in given[:100]
-        if isinstance(f, dict) and isinstance(f.get("name"), str)
-    }
 
 
 @bp.get("/")
@@ -144,7 +107,7 @@ def _form_page(form: dict, template: DocumentTemplate | None, save: Callable[[Su
         )
 
         def submitted() -> dt.SavedVersion:
-            document = _submitted_document()
+            document = submitted_document()
             form.update(kind=document.kind, html=document.html)
             return save(document, _mail_fields())
 
@@ -184,7 +147,7 @@ def new():
             user=current_user,
             now=utcnow(),
             team_id=request.form.get("team_id", type=int),
-            field_hints=_field_hints(),
+            field_hints=field_hints(),
             **mail,
         ),
     )
@@ -211,7 +174,7 @@ def edit(template_id: int):
             file=document.file,
             user=current_user,
             now=utcnow(),
-            field_hints=_field_hints(),
+            field_hints=field_hints(),
             **mail,
         ),
     )
@@ -226,32 +189,6 @@ def detail(template_id: int):
 
 
 #: What the template page calls each type of field (``fields.FIELD_TYPES``).
-FIELD_TYPE_LABELS = {
-    "text": _l("Text"),
-    "number": _l("Number"),
-    "date": _l("Date"),
-    "checkbox": _l("Checkbox"),
-    "choice": _l("Choice"),
-    "attachment": _l("Attachment (PDF, JPEG or PNG)"),
-    "signed_date": _l("Date signed"),
-    "signer_name": _l("Signer’s name"),
-}
-
-
-def _condition_of(name: str) -> dict[str, str] | None:
-    """A field's condition as the page's three lists give it: ``field:<name>`` or ``column:<name>``, a test, a
-    value; None when it is shown always."""
-    kind, _, source = request.form.get(f"{name}-when-source", "").partition(":")
-    if not source:
-        return None
-    return {
-        "kind": kind,
-        "source": source,
-        "operator": request.form.get(f"{name}-when-operator", ""),
-        "value": request.form.get(f"{name}-when-value", ""),
-    }
-
-
 @bp.post("/<int:template_id>/fields")
 def set_fields(template_id: int):
     """The settings of the fields the signer fills, from the template page's list: saved as a new version."""
@@ -265,7 +202,7 @@ def set_fields(template_id: int):
             "options": request.form.get(f"{field.name}-options", "").splitlines(),
             "required": f"{field.name}-required" in request.form,
             "read_only": f"{field.name}-read_only" in request.form,
-            "condition": _condition_of(field.name),
+            "condition": condition_of(field.name),
         }
         for field in template_fields(version)
     ]
@@ -277,13 +214,6 @@ def set_fields(template_id: int):
     # The refused settings stay as typed, at the field the error names.
     shown = [FieldSettings.from_json(g) for g in given]
     return _detail_page(template, version, fields=shown, fields_error=error), 422
-
-
-#: What the template page calls each way a party is chosen (``template_parties.PartySource``).
-PARTY_SOURCE_LABELS = {
-    PartySource.COLUMNS: _l("A person per row, from the file's columns"),
-    PartySource.FIXED: _l("One person for every batch"),
-}
 
 
 @bp.post("/<int:template_id>/parties")
@@ -439,7 +369,7 @@ def place(template_id: int):
                 raise ValueError
         except ValueError:
             boxes, error = [], TemplateError(_("The boxes could not be read; place them again."))
-        uses = _form_field_uses() if form.fields else None
+        uses = form_field_uses() if form.fields else None
         if error is None:
             saved, error = _commit_version(
                 lambda: dt.place_boxes(
@@ -473,24 +403,3 @@ def place(template_id: int):
         columns=[c.name for c in shown.columns],
         own_types={t: FIELD_TYPE_LABELS[t] for t in FORM_FIELD_TYPES},
     ), 422 if error else 200
-
-
-def _form_field_uses() -> list[dict[str, str]]:
-    """What the placement page's form says each of the PDF's own fields becomes (``ff-<n>-use``: empty, ``column``,
-    ``field:<party>`` or ``signature:<party>``), as ``pdf_form_fields.check_uses`` takes it."""
-    uses = []
-    for index in range(pdf_forms.MAX_FIELDS):
-        name = request.form.get(f"ff-{index}-name")
-        if name is None:
-            break
-        use, _colon, party = request.form.get(f"ff-{index}-use", "").partition(":")
-        uses.append(
-            {
-                "name": name,
-                "use": use,
-                "party": party,
-                "type": request.form.get(f"ff-{index}-type", ""),
-                "column": request.form.get(f"ff-{index}-column", ""),
-            }
-        )
-    return uses

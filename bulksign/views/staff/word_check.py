@@ -22,7 +22,7 @@ from bulksign.documents.pdf import MAX_PAGES
 from bulksign.documents.storage import get_storage
 from bulksign.models import DocumentTemplate, TemplateVersion, WordCheck, utcnow
 from bulksign.people import access
-from bulksign.views.staff.doc_templates import FIELD_TYPE_LABELS
+from bulksign.views.staff.template_forms import FIELD_TYPE_LABELS
 from bulksign.work.queues import WORD_CHECK
 
 bp = Blueprint("word_check", __name__, url_prefix="/templates")
