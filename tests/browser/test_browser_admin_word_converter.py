@@ -31,6 +31,9 @@ def _word_template(page, base: str) -> str:
     )
     page.click("main button[type=submit]")
     page.wait_for_selector("#kind")
+    # Its scripts run too (htmx binds the Preview button once the page has loaded): on a busy machine a click before
+    # that does nothing.
+    page.wait_for_load_state("load")
     return page.url
 
 
