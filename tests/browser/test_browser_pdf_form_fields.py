@@ -26,31 +26,14 @@ EMPLOYER = {"key": "employer", "source": "fixed", "name": "Anna Boss", "email": 
 
 def _batch(users, template_id: int) -> int:
     """One request on the template's newest version for Eva, the employer the template's fixed party."""
-    from bulksign.batches.batch_settings import BatchSettings, party_settings_from_form
-    from bulksign.batches.creation import create_batch
-    from bulksign.doc_templates.columns import needed_columns
     from bulksign.doc_templates.versions import get_version
     from bulksign.models import utcnow
-    from bulksign.recipients.validation import validate_recipients
-    from tests.support.batches import request_ids
+    from tests.support.batches import batch_from_file, request_ids
 
     version = get_version(db.session, template_id=template_id)
-    signers = party_settings_from_form({}, version=version)
     rows = "email,name,Employee name,Contract No,Office\neva@example.com,Eva Employee,Eva Employee,C-17,Riga\n"
-    report = validate_recipients(
-        rows.encode(), filename="r.csv", variables=needed_columns(version), keep_rows=True, **signers.file_check
-    )
-    assert not report.errors, report.errors
-    created = create_batch(
-        db.session,
-        user=users["staff"],
-        template_version=version,
-        rows=report.recipients,
-        settings=BatchSettings(name="Agreements"),
-        now=utcnow(),
-        party_settings=signers,
-    )
-    (request_id,) = request_ids(created.batch.id)
+    batch = batch_from_file(user=users["staff"], version=version, rows=rows, now=utcnow())
+    (request_id,) = request_ids(batch.id)
     return request_id
 
 

@@ -13,11 +13,8 @@ from reportlab.lib.pagesizes import A4
 from reportlab.pdfgen import canvas
 from sqlalchemy import select
 
-from bulksign.batches.batch_settings import BatchSettings, party_settings_from_form
-from bulksign.batches.creation import create_batch
 from bulksign.core.extensions import db
 from bulksign.doc_templates import kinds
-from bulksign.doc_templates.columns import needed_columns
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.fields import template_fields
 from bulksign.doc_templates.roles import pdf_role_places
@@ -28,11 +25,10 @@ from bulksign.documents.sealing import check_seal
 from bulksign.documents.signature_box import SignatureBox
 from bulksign.documents.storage import get_storage
 from bulksign.models import Document, Party, SigningRequest, utcnow
-from bulksign.recipients.validation import validate_recipients
 from bulksign.signing.field_entry import FilledForm
 from bulksign.signing.recipient_actions import sign
 from bulksign.work.pipeline import enqueue_renders
-from tests.support.batches import request_ids
+from tests.support.batches import batch_from_file, request_ids
 from tests.support.clock import NOW
 from tests.support.signatures import png
 
@@ -190,24 +186,12 @@ def _sign(request_id: int, party: Party, name: str, typed: dict[str, str]) -> No
 def test_each_party_fills_its_own_form_fields_and_the_sealed_pdf_prints_them_there(app, users, smtp, run_jobs):
     version = _template(users).version
     db.session.commit()
-    signers = party_settings_from_form(
-        {"parties": '{"employer": {"email": "hr@acme.example", "name": "Anna Boss"}}'}, version=version
-    )
     rows = "email,name,Employee name,contract_number\neva@example.com,Eva,Eva Employee,C-17\n"
-    report = validate_recipients(
-        rows.encode(), filename="r.csv", variables=needed_columns(version), keep_rows=True, **signers.file_check
+    parties = {"parties": '{"employer": {"email": "hr@acme.example", "name": "Anna Boss"}}'}
+    batch = batch_from_file(
+        user=users["staff"], version=version, rows=rows, form=parties, now=utcnow() - timedelta(minutes=5)
     )
-    assert not report.errors, report.errors
-    created = create_batch(
-        db.session,
-        user=users["staff"],
-        template_version=version,
-        rows=report.recipients,
-        settings=BatchSettings(name="Agreements"),
-        now=utcnow() - timedelta(minutes=5),
-        party_settings=signers,
-    )
-    (request_id,) = request_ids(created.batch.id)
+    (request_id,) = request_ids(batch.id)
     enqueue_renders([request_id])
     run_jobs("pdf", "mail")
     _sign(request_id, _party(request_id, "recipient"), "Eva Employee", {"salary": "4200"})

@@ -18,10 +18,7 @@ from flask import current_app
 from PIL import Image
 from sqlalchemy import select
 
-from bulksign.batches.batch_settings import BatchSettings, party_settings_from_form
-from bulksign.batches.creation import create_batch
 from bulksign.core.extensions import db
-from bulksign.doc_templates.columns import needed_columns
 from bulksign.doc_templates.fields import FieldSettings, shown_value
 from bulksign.doc_templates.versions import create_template, place_boxes, save_fields
 from bulksign.documents.audit_record import FilledField
@@ -31,7 +28,6 @@ from bulksign.documents.signature_box import SignatureBox
 from bulksign.documents.signed_pdf import stamp_parties
 from bulksign.documents.storage import get_storage
 from bulksign.models import Document, FieldValue, Party, SigningRequest, utcnow
-from bulksign.recipients.validation import validate_recipients
 from bulksign.signing.field_checks import TICKED
 from bulksign.signing.field_entry import FilledForm, Upload
 from bulksign.signing.page_states import signer_party
@@ -39,7 +35,7 @@ from bulksign.signing.recipient_actions import sign
 from bulksign.work.pipeline import enqueue_renders
 from tests.doc_templates.test_fields import _form
 from tests.support import docx_files
-from tests.support.batches import request_ids
+from tests.support.batches import batch_from_file, request_ids
 from tests.support.looks import ARTIFACTS
 from tests.support.pdf_files import plain_pdf
 from tests.support.sealed import make_pdf, signed_request
@@ -97,21 +93,15 @@ def _version(
 
 def _sent(users, run_jobs, version, *, rows: str, form: dict | None = None, **batch) -> list[int]:
     """A batch of ``rows`` on ``version``, through the file check and batch creation, rendered and sent."""
-    signers = party_settings_from_form(form or {}, version=version)
-    report = validate_recipients(
-        rows.encode(), filename="r.csv", variables=needed_columns(version), keep_rows=True, **signers.file_check
-    )
-    assert not report.errors, report.errors
-    created = create_batch(
-        db.session,
+    batch = batch_from_file(
         user=users["staff"],
-        template_version=version,
-        rows=report.recipients,
-        settings=BatchSettings(name="Contracts", **batch),
+        version=version,
+        rows=rows,
+        form=form,
         now=utcnow() - timedelta(minutes=5),
-        party_settings=signers,
+        **{"name": "Contracts", **batch},
     )
-    ids = request_ids(created.batch.id)
+    ids = request_ids(batch.id)
     enqueue_renders(ids)
     run_jobs("pdf", "mail")
     return ids

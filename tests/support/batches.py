@@ -1,12 +1,17 @@
-"""Make a batch with its requests directly, for pipeline tests (no upload involved)."""
+"""Make a batch with its requests directly, for pipeline tests (no upload involved), or from a recipients file's text
+through the file check and batch creation as the new-batch page does."""
 
 from __future__ import annotations
 
 from bulksign.batches import counts as batch_counts
+from bulksign.batches.batch_settings import BatchSettings, party_settings_from_form
+from bulksign.batches.creation import create_batch
 from bulksign.core.extensions import db
+from bulksign.doc_templates.columns import needed_columns
 from bulksign.doc_templates.versions import create_template
 from bulksign.models import Batch, SigningRequest, TemplateVersion
 from bulksign.people.users import create_user
+from bulksign.recipients.validation import validate_recipients
 
 CONTRACT = (
     '<meta charset="utf-8"><h1 style="font-family:\'DejaVu Serif\'">Contract for {{ name }}</h1>'
@@ -119,3 +124,22 @@ def worker_env(app) -> dict:
         "APP_URL": c["APP_URL"],
         "BULKSIGN_VAR_DIR": c["VAR_DIR"],
     }
+
+
+def batch_from_file(*, user, version: TemplateVersion, rows: str, now, form: dict | None = None, **settings) -> Batch:
+    """A batch of the CSV ``rows`` on ``version``, checked as the new-batch page checks a file (``form``: that page's
+    parties), named "Agreements" unless ``settings`` say otherwise. Not committed, nothing rendered."""
+    signers = party_settings_from_form(form or {}, version=version)
+    report = validate_recipients(
+        rows.encode(), filename="r.csv", variables=needed_columns(version), keep_rows=True, **signers.file_check
+    )
+    assert not report.errors, report.errors
+    return create_batch(
+        db.session,
+        user=user,
+        template_version=version,
+        rows=report.recipients,
+        settings=BatchSettings(**{"name": "Agreements", **settings}),
+        now=now,
+        party_settings=signers,
+    ).batch
