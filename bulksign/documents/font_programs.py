@@ -4,12 +4,15 @@ written again for a part with only the glyphs and codes it shows (``pdf_fonts`` 
 from __future__ import annotations
 
 import logging
+from collections.abc import Set as AbstractSet
 from io import BytesIO
 
 from fontTools.ttLib import TTFont
 from fontTools.ttLib.tables._g_l_y_f import Glyph
 from pypdf.filters import FlateDecode
 from pypdf.generic import StreamObject
+
+from bulksign.documents.pdf_objects import Replacement
 
 # What fontTools warns of in every font Qt writes (a creation date of 0, an italic font's flags), on every part.
 logging.getLogger("fontTools.ttLib.tables._h_e_a_d").setLevel(logging.ERROR)
@@ -24,6 +27,9 @@ class RunFonts:
     def __init__(self) -> None:
         self._programs: dict[tuple[str, bytes], FontProgram] = {}
         self._maps: dict[bytes, dict[int, str]] = {}
+        #: A font cut down for a part (``pdf_fonts``), by the font's number and the codes kept: parts that show
+        #: the same letters share it.
+        self.cuts: dict[tuple[int, frozenset[int]], dict[int, Replacement]] = {}
 
     def program(self, stream: StreamObject) -> FontProgram:
         # Known by its bytes as stored (compressed, the same in every part's clone): decoding each part's clone
@@ -67,7 +73,7 @@ class FontProgram:
         """The glyph ids a simple font's one-byte ``codes`` show."""
         return {self._by_code[code] for code in codes if code in self._by_code}
 
-    def emptied(self, codes: set[int]) -> tuple[bytes, bytes]:
+    def emptied(self, codes: AbstractSet[int]) -> tuple[bytes, bytes]:
         """The program with the outline and width of every glyph but ``codes`` (and the parts of theirs that are
         composites) emptied, and the same compressed (``/FlateDecode``); the others' bytes are kept as they are,
         not decoded and encoded again (fontTools' subsetter did that for every kept glyph: most of a part's cost)."""

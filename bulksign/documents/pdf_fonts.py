@@ -6,20 +6,27 @@ from __future__ import annotations
 import re
 import struct
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from io import BytesIO
 from typing import cast
 
-from pypdf import PdfReader, PdfWriter
-from pypdf.generic import ArrayObject, DictionaryObject, EncodedStreamObject, NameObject, NumberObject, StreamObject
+from pypdf import PageObject, PdfReader
+from pypdf.generic import (
+    ArrayObject,
+    DecodedStreamObject,
+    DictionaryObject,
+    EncodedStreamObject,
+    IndirectObject,
+    NameObject,
+    NumberObject,
+    StreamObject,
+)
 
 from bulksign.core.errors import BulksignError
 from bulksign.documents import font_programs
 from bulksign.documents.font_programs import RunFonts
-
-#: What a part's pages are cloned without (``PdfWriter.add_page``'s ``excluded_keys``, at every depth): a font's
-#: ``/CIDSet`` lists every glyph of the run, and deleted from a clone it stayed in the part, unused but written.
-NOT_CLONED = ("/CIDSet",)
+from bulksign.documents.pdf_objects import Replacement
 
 
 class FontError(BulksignError):
@@ -28,8 +35,10 @@ class FontError(BulksignError):
 
 @dataclass(frozen=True)
 class Kept:
-    """What cutting a part's fonts read of its pages on the way."""
+    """A part's fonts cut down, and what cutting them read of its pages on the way."""
 
+    #: The run's font objects the part writes in their place (``pdf_objects``), by number.
+    objects: dict[int, Replacement]
     #: Each page's content without its text objects (``_read``), None for a page whose text objects are not all
     #: Qt's plain ones: read here anyway, it spares the search for marks (``signature_box``) PDFium's reading of
     #: every glyph.
@@ -38,20 +47,23 @@ class Kept:
     text: Counter
 
 
-def keep_own_glyphs(writer: PdfWriter, *, run: RunFonts) -> Kept:
-    """Cut every font of ``writer``'s pages (added without ``NOT_CLONED``) down to the glyphs those pages show
-    (``run``: the parsed fonts of the run ``writer``'s pages come from); FontError for a font, or a page, of another
-    make than Qt's (then nothing is promised about it)."""
-    used: dict[int, tuple[object, set[int]]] = {}  # font object's id → (font, codes shown)
+def keep_own_glyphs(pages: Sequence[PageObject], *, run: RunFonts) -> Kept:
+    """Every font of the run's ``pages`` cut down to the glyphs those pages show (``run``: the parsed fonts of their
+    run); FontError for a font, or a page, of another make than Qt's (then nothing is promised about it)."""
+    used: dict[int, set[int]] = {}  # font object's number → codes shown
+    fonts_by_number: dict[int, IndirectObject] = {}
     without_text: list[bytes | None] = []
     text: Counter = Counter()
-    for page in writer.pages:
+    for page in pages:
         resources = page.get("/Resources", {})
         if any(x.get_object().get("/Subtype") == "/Form" for x in resources.get("/XObject", {}).values()):
             raise FontError("a page draws a form XObject, whose text is not read here")
-        fonts = {str(name)[1:]: font.get_object() for name, font in resources.get("/Font", {}).items()}
+        fonts = {str(name)[1:]: font for name, font in resources.get("/Font", {}).items()}
+        if not all(isinstance(font, IndirectObject) for font in fonts.values()):
+            raise FontError("a page's font is not an object of its own")
         for font in fonts.values():  # a font the page lists but shows nothing in keeps nothing
-            used.setdefault(id(font), (font, set()))
+            used.setdefault(font.idnum, set())
+            fonts_by_number[font.idnum] = font
         contents = page.get_contents()
         assert contents is not None  # a page the renderer printed has its content stream
         read = _read(contents.get_data())
@@ -59,11 +71,12 @@ def keep_own_glyphs(writer: PdfWriter, *, run: RunFonts) -> Kept:
         for name, codes in read.shown.items():
             if name not in fonts:
                 raise FontError(f"a page uses the font {name} that its resources do not list")
-            used[id(fonts[name])][1].update(codes)
-            _add_text(text, fonts[name], codes, run=run)
-    for font, font_codes in used.values():
-        _cut(font, font_codes | {0}, run=run)
-    return Kept(without_text, text)
+            used[fonts[name].idnum].update(codes)
+            _add_text(text, fonts[name].get_object(), codes, run=run)
+    objects: dict[int, Replacement] = {}
+    for number, font_codes in used.items():
+        objects.update(_cut(fonts_by_number[number], frozenset(font_codes | {0}), run=run))
+    return Kept(objects, without_text, text)
 
 
 def placed_text(pdf: bytes) -> tuple[Counter, Counter]:
@@ -236,26 +249,78 @@ def _inline_image(content: bytes) -> bool:
     return b"BI" in content and _INLINE_IMAGE.search(content) is not None
 
 
-def _cut(font, codes: set[int], *, run: RunFonts) -> None:
-    if font.get("/Subtype") != "/Type0" or font.get("/Encoding") != "/Identity-H":
-        raise FontError(f"font {font.get('/BaseFont')} is not an Identity-H Type0 font")
-    cid_font = font["/DescendantFonts"][0].get_object()
-    if cid_font.get("/CIDToGIDMap", "/Identity") != "/Identity" or "/FontFile2" not in cid_font["/FontDescriptor"]:
-        raise FontError(f"font {font.get('/BaseFont')} is not an embedded TrueType font with identical glyph ids")
-    descriptor = cid_font["/FontDescriptor"].get_object()
-    program = descriptor["/FontFile2"].get_object()
-    _set_program(program, *run.program(program).emptied(codes))
+def _cut(font: IndirectObject, codes: frozenset[int], *, run: RunFonts) -> dict[int, Replacement]:
+    """A Type0 font of Qt's cut down to ``codes``: its CID font's widths, its descriptor (without the run's
+    ``/CIDSet``), its program and its ``ToUnicode`` map written again for the part, once for each set of codes."""
+    key = (font.idnum, codes)
+    if key in run.cuts:
+        return run.cuts[key]
+    type0 = cast(DictionaryObject, font.get_object())
+    name = type0.get("/BaseFont")
+    if type0.get("/Subtype") != "/Type0" or type0.get("/Encoding") != "/Identity-H":
+        raise FontError(f"font {name} is not an Identity-H Type0 font")
+    descendants = cast(ArrayObject, type0.get("/DescendantFonts", ArrayObject()))
+    cid_ref = descendants[0] if len(descendants) == 1 else None
+    cid_font = _object(cid_ref, name)
+    descriptor_ref = cid_font.raw_get("/FontDescriptor")
+    descriptor = _object(descriptor_ref, name)
+    program_ref, unicode_ref = descriptor.raw_get("/FontFile2"), type0.raw_get("/ToUnicode")
+    program, unicode_stream = _object(program_ref, name), _object(unicode_ref, name)
+    if cid_font.get("/CIDToGIDMap", "/Identity") != "/Identity":
+        raise FontError(f"font {name} does not show glyphs by their own ids")
+    if program.get("/Filter") not in (None, "/FlateDecode") or "/DecodeParms" in program:
+        raise FontError(f"font {name}'s program is not stored as Qt stores it")
+    data, compressed = run.program(cast(StreamObject, program)).emptied(codes)
     widths = _widths(cid_font.get("/W", ArrayObject()))
-    cid_font[NameObject("/W")] = ArrayObject(
-        item
-        for code in sorted(codes)
-        if code in widths
-        for item in (NumberObject(code), ArrayObject([NumberObject(widths[code])]))
-    )
-    if "/ToUnicode" in font:
-        stream = font["/ToUnicode"].get_object()
-        unicode = run.unicode_map(stream.get_data())
-        stream.set_data(font_programs.cmap({code: unicode[code] for code in sorted(codes) if code in unicode}))
+    unicode = run.unicode_map(cast(StreamObject, unicode_stream).get_data())
+    cut = {
+        cast(IndirectObject, program_ref).idnum: _stream(
+            program, compressed if "/Filter" in program else data, {NameObject("/Length1"): NumberObject(len(data))}
+        ),
+        cast(IndirectObject, cid_ref).idnum: _with(
+            cid_font,
+            {
+                NameObject("/W"): ArrayObject(
+                    item
+                    for code in sorted(codes)
+                    if code in widths
+                    for item in (NumberObject(code), ArrayObject([NumberObject(widths[code])]))
+                )
+            },
+        ),
+        cast(IndirectObject, descriptor_ref).idnum: _with(descriptor, {}, without="/CIDSet"),
+        cast(IndirectObject, unicode_ref).idnum: _stream(
+            DictionaryObject(),
+            font_programs.cmap({code: unicode[code] for code in sorted(codes) if code in unicode}),
+            {},
+        ),
+    }
+    run.cuts[key] = {number: Replacement.of(obj) for number, obj in cut.items()}
+    return run.cuts[key]
+
+
+def _object(reference: object, font: object) -> DictionaryObject:
+    """The dictionary (or stream) ``reference`` names, where it is an object of its own as Qt writes it."""
+    target = reference.get_object() if isinstance(reference, IndirectObject) else None
+    if not isinstance(target, DictionaryObject):
+        raise FontError(f"font {font} is not an embedded TrueType font as Qt writes it")
+    return target
+
+
+def _with(original: DictionaryObject, entries: dict, *, without: str = "") -> DictionaryObject:
+    """A copy of ``original`` with ``entries`` set and ``without`` left out."""
+    copy = DictionaryObject({key: value for key, value in original.items() if key != without})
+    copy.update(entries)
+    return copy
+
+
+def _stream(original: DictionaryObject, data: bytes, entries: dict) -> DecodedStreamObject:
+    """A stream of ``data`` as stored (its length set on writing) with ``original``'s entries and ``entries``."""
+    stream = DecodedStreamObject()
+    stream.update({key: value for key, value in original.items() if key != "/Length"})
+    stream.update(entries)
+    stream.set_data(data)
+    return stream
 
 
 def _set_program(program: StreamObject, data: bytes, compressed: bytes) -> None:

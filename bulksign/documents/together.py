@@ -15,7 +15,7 @@ from pypdf.generic import ArrayObject, IndirectObject, NameObject
 from bulksign.core.errors import BulksignError
 from bulksign.core.logs import log
 from bulksign.core.messages import N_
-from bulksign.documents import font_programs, html_frame, html_text, part_check, pdf_fonts
+from bulksign.documents import font_programs, html_frame, html_text, part_check, pdf_fonts, pdf_objects
 from bulksign.documents.html_frame import FIRST_PAGE_URI
 from bulksign.documents.pdf import MAX_PAGES, RenderError, render_pdf, too_long
 
@@ -194,39 +194,36 @@ def split(pdf: bytes, count: int, *, max_pages: int = MAX_PAGES) -> list[tuple[P
     if any(end - start > max_pages for start, end in bounds):
         raise PartTooLong(f"a document runs past {max_pages} pages")
     starts = {index: _start(reader.pages[index], links[index][0]) for index in firsts}
-    # Out of the run's pages before any part is cloned from them: taken out of a part's clone, the link (and its
-    # array) stayed in the part as objects no page refers to, written all the same.
-    uris = []
-    for page, ours in zip(reader.pages, links):
-        uris.append(_take_out(page, set(ours)))
+    try:
+        objects = pdf_objects.RunObjects(pdf, reader)
+    except pdf_objects.ObjectsError as exc:
+        raise SplitError(str(exc)) from None
+    uris = [_take_out(page, set(ours)) for page, ours in zip(reader.pages, links)]
     parts = []
     fonts = font_programs.RunFonts()
     for start, end in bounds:
-        writer = PdfWriter()
-        for index in range(start, end):
-            writer.add_page(reader.pages[index], excluded_keys=pdf_fonts.NOT_CLONED)
+        pages = reader.pages[start:end]
         try:
-            kept = pdf_fonts.keep_own_glyphs(writer, run=fonts)
+            kept = pdf_fonts.keep_own_glyphs(pages, run=fonts)
+            written = objects.part(pages, kept.objects)
         except pdf_fonts.FontError as exc:
             raise SplitError(str(exc)) from None
-        if reader.metadata:
-            writer.add_metadata(dict(reader.metadata))
-        out = BytesIO()
-        writer.write(out)
+        except pdf_objects.ObjectsError as exc:
+            raise SplitError(str(exc)) from None
         contents = {
             page.raw_get("/Contents"): content
-            for page, content in zip(writer.pages, kept.without_text)
+            for page, content in zip(pages, kept.without_text)
             if content is not None and isinstance(page.raw_get("/Contents"), IndirectObject)
         }
         shown = part_check.Shown(
-            pdf=out.getvalue(),
+            pdf=written,
             start=starts[start],
-            pages=tuple(_size(reader.pages[index]) for index in range(start, end)),
+            pages=tuple(_size(page) for page in pages),
             characters=part_check.glyph_letters(kept.text),
             uris=frozenset(uri for index in range(start, end) for uri in uris[index]),
-            images=len({id(image) for index in range(start, end) for image in _images(reader.pages[index])}),
+            images=len({id(image) for page in pages for image in _images(page)}),
         )
-        parts.append((Part(out.getvalue(), _with_contents(out.getvalue(), contents)), shown))
+        parts.append((Part(written, _with_contents(written, contents)), shown))
     return parts
 
 
