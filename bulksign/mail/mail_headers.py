@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -99,7 +100,13 @@ def header(*, name: str, value: str | AddressValue | Sequence[AddressValue]) -> 
         raise HeaderError(f"{name!r} is not a header field name")
     if name.lower() not in ADDRESS_FIELDS:
         return _POLICY.header_factory(name, one_line(text=str(value)))
-    items = [value] if isinstance(value, (str, tuple)) else list(value)
+    return _address_field(name, (value,) if isinstance(value, (str, tuple)) else tuple(value))
+
+
+@functools.lru_cache(maxsize=256)
+def _address_field(name: str, items: tuple[AddressValue, ...]) -> BaseHeader:
+    """An address field, made once per value: the sender and a batch's reply-to come back mail after mail, and
+    parsing them costs more than the rest of the mail's fields. The field is never changed once made."""
     return _POLICY.header_factory(name, [_address(field=name, value=item) for item in items])
 
 

@@ -102,6 +102,17 @@ def test_a_domain_in_its_own_script_goes_in_its_ascii_form():
     assert str(header(name="To", value="anna@münchen.de")) == "anna@xn--mnchen-3ya.de"
 
 
+def test_an_address_field_made_again_is_made_alike_under_its_own_name_and_a_refused_one_is_refused_again():
+    sender = ("Bulksign", "no-reply@example.com")
+    first = header(name="From", value=sender)
+    assert header(name="From", value=[sender]) is first  # made once: the sender comes back mail after mail
+    assert header(name="from", value=sender).fold(policy=email.policy.SMTP).startswith("from: ")
+    assert first.fold(policy=email.policy.SMTP) == "From: Bulksign <no-reply@example.com>\r\n"
+    for _ in range(2):
+        with pytest.raises(HeaderError, match="control character"):
+            header(name="From", value=("Bulksign", "no-reply@example.com\n"))
+
+
 def test_a_field_name_that_is_not_one_is_refused():
     with pytest.raises(HeaderError):
         header(name="X-Ok\r\nX-Injected", value="yes")
