@@ -200,7 +200,11 @@ def _move_and_log(
         **{f"event_{k}": v for k, v in event.items()},
         **(also_params or {}),
     }
-    return [_Moved(r.request_id, r.batch_id, source) for r in session.execute(logged, params)]
+    # On the connection: ``Session.execute`` would first annotate the statement, a new copy whose cache key (of a
+    # statement this size) is worked out again at each call. Flushed first, as ``Session.execute`` autoflushes.
+    if session.autoflush:
+        session.flush()
+    return [_Moved(r.request_id, r.batch_id, source) for r in session.connection().execute(logged, params)]
 
 
 def _logged_move(
@@ -248,8 +252,6 @@ def _logged_move(
         )
         .add_cte(*ctes)
         .returning(Event.request_id, Event.batch_id)
-        # One statement with its parameters, not the ORM's bulk INSERT of rows the parameters would otherwise ask.
-        .execution_options(dml_strategy="raw")
     )
 
 

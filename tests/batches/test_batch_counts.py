@@ -39,17 +39,6 @@ def assert_counters_match(batch_ids: list[int]) -> None:
     assert batch_counts.counters(db.session, batch_ids) == batch_counts.recount(db.session, batch_ids)
 
 
-@pytest.fixture(params=["postgresql", pytest.param("sqlite", marks=pytest.mark.sqlite)])
-def any_db(request, make_app, tmp_path):
-    """An app on the test PostgreSQL, or on a fresh SQLite file (the embedded default)."""
-    sqlite = request.param == "sqlite"
-    app = make_app(**({"DATABASE_URL": f"sqlite:///{tmp_path}/counts.db"} if sqlite else {}))
-    with app.app_context():
-        if sqlite:
-            db.create_all()
-        yield request.param
-
-
 def random_move(rng: random.Random, ids: list[int]) -> None:
     """One allowed transition, single or bulk; some are compare-and-set losers (a wrong ``frm``)."""
     if rng.random() < 0.5:

@@ -48,6 +48,20 @@ def test_each_state_writer_bumps_the_version_once_per_commit_and_a_rollback_none
     assert versions.version_of(db.session, batch_id=batch_id) == 2
 
 
+def test_a_commit_versions_the_batches_it_touched_still_there_from_one_then_by_one(any_db):
+    first = batch_in_states(db.session, statuses=["sent"] * 2, now=NOW, name="First").id
+    second = batch_in_states(db.session, statuses=["sent"], now=NOW, name="Second").id
+    assert versions.versions(db.session, batch_ids=[first, second]) == {first: 0, second: 0}
+    gone = second + 1000  # a batch deleted in the transaction that touched it: nothing to version
+    versions.touch(db.session, [second, gone, first])
+    db.session.commit()
+    assert versions.versions(db.session, batch_ids=[first, second, gone]) == {first: 1, second: 1, gone: 0}
+    versions.touch(db.session, [first])
+    versions.touch(db.session, [first])
+    db.session.commit()
+    assert versions.versions(db.session, batch_ids=[first, second, gone]) == {first: 2, second: 1, gone: 0}
+
+
 def test_a_party_signing_bumps_its_batch(app, users):
     batch_id = make_two_party_batch(db.session, now=NOW, user_id=users["staff"].id)
     before = versions.version_of(db.session, batch_id=batch_id)

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import email
 import email.policy
+import random
+import sys
+from email.generator import BytesGenerator
 
 import pytest
 from flask_mail import Message
@@ -16,6 +19,7 @@ from bulksign.batches.states import transition
 from bulksign.core.extensions import db
 from bulksign.doc_templates.errors import TemplateError
 from bulksign.doc_templates.versions import create_template
+from bulksign.mail import mail_headers
 from bulksign.mail.mail_headers import HeaderError, header, outgoing
 from bulksign.models import Batch, OutgoingMail, Team, TemplateVersion, utcnow
 from bulksign.people.teams import TeamError, create_team
@@ -102,6 +106,17 @@ def test_a_domain_in_its_own_script_goes_in_its_ascii_form():
     assert str(header(name="To", value="anna@münchen.de")) == "anna@xn--mnchen-3ya.de"
 
 
+def test_an_address_field_made_again_is_made_alike_under_its_own_name_and_a_refused_one_is_refused_again():
+    sender = ("Bulksign", "no-reply@example.com")
+    first = header(name="From", value=sender)
+    assert header(name="From", value=[sender]) is first  # made once: the sender comes back mail after mail
+    assert header(name="from", value=sender).fold(policy=email.policy.SMTP).startswith("from: ")
+    assert first.fold(policy=email.policy.SMTP) == "From: Bulksign <no-reply@example.com>\r\n"
+    for _ in range(2):
+        with pytest.raises(HeaderError, match="control character"):
+            header(name="From", value=("Bulksign", "no-reply@example.com\n"))
+
+
 def test_a_field_name_that_is_not_one_is_refused():
     with pytest.raises(HeaderError):
         header(name="X-Ok\r\nX-Injected", value="yes")
@@ -169,6 +184,25 @@ def test_writing_a_mail_out_parses_each_content_type_field_once_at_most(app, mon
         "text/plain",
         "text/html",
     ]
+
+
+@pytest.mark.parametrize("ending", ["", "\n", "\r\n", "--", ".0", ".0--"])
+def test_a_mail_is_written_byte_for_byte_as_the_email_package_writes_it_its_part_boundaries_too(
+    app, monkeypatch, ending
+):
+    """Part boundaries included, when a part's text has the boundary drawn (here always the same) as a line."""
+    monkeypatch.setattr(random, "randrange", lambda _: 7)
+    drawn = "=" * 15 + "7".zfill(len(repr(sys.maxsize - 1))) + "=="
+
+    def written() -> bytes:
+        text = f"--{drawn}\n--{drawn}--\r\n--{drawn}{ending}"
+        message = Message(subject="Please sign", recipients=["anna@example.com"], body=text, html=text, date=1.7e9)
+        message.sender, message.msgId, message.charset = "Bulksign <no-reply@example.com>", "<b-1@example>", "ascii"
+        return outgoing(message=message).data
+
+    ours = written()
+    monkeypatch.setattr(mail_headers, "_Generator", BytesGenerator)
+    assert ours == written()
 
 
 # --- stored values with line breaks, through the real mail job to the SMTP server -----------------------
