@@ -7,10 +7,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from email import policy
-from email.generator import BytesGenerator
 from email.header import Header
 from email.headerregistry import Address, AddressHeader, BaseHeader, HeaderRegistry, UnstructuredHeader
-from io import BytesIO
 from typing import TYPE_CHECKING, cast
 
 from flask_mail import Message
@@ -71,24 +69,6 @@ class _Registry(HeaderRegistry):
         if key not in self._made:
             self._made[key] = super().__getitem__(name)
         return self._made[key]
-
-
-class _Generator(BytesGenerator):
-    """The email package's writer, but for how it checks that a new part boundary is in none of the parts: it
-    compiles a regular expression for each boundary (random, so never one it has compiled before), ~0.1 ms, twice a
-    mail; looking at the lines does the same."""
-
-    @classmethod
-    def _make_boundary(cls, text: bytes | None = None) -> str:
-        boundary: str = super()._make_boundary()  # type: ignore[misc]  # the same random token, drawn once
-        if text is None:
-            return boundary
-        # The package's pattern, "^--<boundary>(--)?$" over lines, matches a line (up to a "\n") that is just that.
-        lines = set(text.split(b"\n")) if b"--" + boundary.encode() in text else set()
-        candidate, counter = boundary, 0
-        while f"--{candidate}".encode() in lines or f"--{candidate}--".encode() in lines:
-            candidate, counter = f"{boundary}.{counter}", counter + 1
-        return candidate
 
 
 _REGISTRY = _Registry()
@@ -191,10 +171,8 @@ def outgoing(*, message: Message) -> Outgoing:
     recipients = [
         address.addr_spec for field in (to, *copies, hidden) for address in cast(AddressHeader, field).addresses
     ]
-    data = BytesIO()  # ``mime.as_bytes()``, by the writer above
-    _Generator(data, mangle_from_=False, policy=_POLICY).flatten(mime)
     return Outgoing(
-        data=data.getvalue(),
+        data=mime.as_bytes(),
         envelope_from=cast(AddressHeader, sender).addresses[0].addr_spec,
         envelope_to=tuple(dict.fromkeys(recipients)),
     )
