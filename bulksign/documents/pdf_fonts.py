@@ -12,6 +12,7 @@ from io import BytesIO
 from typing import cast
 
 from pypdf import PageObject, PdfReader
+from pypdf.filters import decode_stream_data
 from pypdf.generic import (
     ArrayObject,
     DecodedStreamObject,
@@ -64,9 +65,11 @@ def keep_own_glyphs(pages: Sequence[PageObject], *, run: RunFonts) -> Kept:
         for font in fonts.values():  # a font the page lists but shows nothing in keeps nothing
             used.setdefault(font.idnum, set())
             fonts_by_number[font.idnum] = font
-        contents = page.get_contents()
-        assert contents is not None  # a page the renderer printed has its content stream
-        read = _read(contents.get_data())
+        contents = page["/Contents"] if "/Contents" in page else None
+        if not isinstance(contents, StreamObject):
+            raise FontError("a page's content is not one stream")
+        # Decoded here, not through the stream (which would keep the decoded bytes as long as the run's reader).
+        read = _read(decode_stream_data(contents))
         without_text.append(read.without_text)
         for name, codes in read.shown.items():
             if name not in fonts:

@@ -58,13 +58,15 @@ class RunObjects:
             raise ObjectsError("the run's PDF has object streams, later generations or no cross-reference table")
         by_offset = sorted((offset, number) for number, offset in numbers.items())
         ends = [offset for offset, _ in by_offset[1:]] + [int(ended[1])]
-        self._raw: dict[int, bytes] = {}
+        # Where each object's body lies (between ``n 0 obj`` and ``endobj``), sliced only for the objects a part copies.
+        self._bodies: dict[int, tuple[int, int]] = {}
         for (offset, number), end in zip(by_offset, ends):
-            chunk = pdf[offset:end].rstrip()
-            if not chunk.startswith(b"%d 0 obj" % number) or not chunk.endswith(b"endobj"):
+            opening = b"%d 0 obj" % number
+            closing = pdf.rfind(b"endobj", offset, end)
+            if not pdf.startswith(opening, offset) or closing < 0 or pdf[closing + 6 : end].strip():
                 raise ObjectsError(f"object {number} is not where the cross-reference table says")
-            self._raw[number] = chunk
-        self._reader = reader
+            self._bodies[number] = (offset + len(opening), closing)
+        self._pdf, self._reader = pdf, reader
         self._copies: dict[int, Replacement] = {}
         root, info = (
             reader.trailer.raw_get("/Root"),
@@ -114,10 +116,8 @@ class RunObjects:
             if isinstance(obj, StreamObject):
                 self._copies[number] = Replacement.of(obj)
             else:
-                raw = self._raw[number]
-                self._copies[number] = Replacement(
-                    raw[raw.index(b"obj") + 3 : -len(b"endobj")].strip(), tuple(_names(obj))
-                )
+                start, end = self._bodies[number]
+                self._copies[number] = Replacement(self._pdf[start:end].strip(), tuple(_names(obj)))
         return self._copies[number]
 
     def _write(self, numbers: list[int], replaced: Mapping[int, Replacement]) -> bytes:
@@ -125,8 +125,9 @@ class RunObjects:
         offsets = []
         for number in numbers:
             offsets.append(len(out))
-            body = replaced[number].body if number in replaced else self._copies[number].body
-            out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+            out += b"%d 0 obj\n" % number
+            out += replaced[number].body if number in replaced else self._copies[number].body
+            out += b"\nendobj\n"
         table = len(out)
         out += b"xref\n0 1\n0000000000 65535 f \n"
         start = 0
