@@ -25,12 +25,10 @@ from bulksign.documents.sealing import check_seal
 from bulksign.documents.signature_box import SignatureBox
 from bulksign.documents.storage import get_storage
 from bulksign.models import Document, Party, SigningRequest, utcnow
-from bulksign.signing.field_entry import FilledForm
-from bulksign.signing.recipient_actions import sign
 from bulksign.work.pipeline import enqueue_renders
 from tests.support.batches import batch_from_file, request_ids
 from tests.support.clock import NOW
-from tests.support.signatures import png
+from tests.support.form_signing import sign_filled
 
 
 def form_pdf() -> bytes:
@@ -166,23 +164,6 @@ def _party(request_id: int, role: str) -> Party:
     return db.session.scalars(select(Party).where(Party.request_id == request_id, Party.role == role)).one()
 
 
-def _sign(request_id: int, party: Party, name: str, typed: dict[str, str]) -> None:
-    filled = FilledForm(typed=typed, files={}, attachment_max_bytes=1_000_000, storage=get_storage())
-    outcome = sign(
-        db.session,
-        request_id=request_id,
-        now=utcnow(),
-        signer_name=name,
-        signature_png=png(),
-        consent=True,
-        ip="203.0.113.5",
-        user_agent="Mozilla/5.0",
-        party=party,
-        filled=filled,
-    )
-    assert outcome.status == "signed", outcome
-
-
 def test_each_party_fills_its_own_form_fields_and_the_sealed_pdf_prints_them_there(app, users, smtp, run_jobs):
     version = _template(users).version
     db.session.commit()
@@ -194,9 +175,11 @@ def test_each_party_fills_its_own_form_fields_and_the_sealed_pdf_prints_them_the
     (request_id,) = request_ids(batch.id)
     enqueue_renders([request_id])
     run_jobs("pdf", "mail")
-    _sign(request_id, _party(request_id, "recipient"), "Eva Employee", {"salary": "4200"})
+    sign_filled(request_id, "Eva Employee", _party(request_id, "recipient"), typed={"salary": "4200"})
     run_jobs("pdf", "mail")
-    _sign(request_id, _party(request_id, "employer"), "Anna Boss", {"position": "Welder", "office": "Tallinn"})
+    sign_filled(
+        request_id, "Anna Boss", _party(request_id, "employer"), typed={"position": "Welder", "office": "Tallinn"}
+    )
     run_jobs("pdf", "mail")
     assert db.session.get(SigningRequest, request_id).status == "signed"
 

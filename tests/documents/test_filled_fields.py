@@ -14,7 +14,6 @@ from datetime import timedelta
 from pathlib import Path
 
 from docx import Document as WordDocument
-from flask import current_app
 from PIL import Image
 from sqlalchemy import select
 
@@ -29,17 +28,16 @@ from bulksign.documents.signed_pdf import stamp_parties
 from bulksign.documents.storage import get_storage
 from bulksign.models import Document, FieldValue, Party, SigningRequest, utcnow
 from bulksign.signing.field_checks import TICKED
-from bulksign.signing.field_entry import FilledForm, Upload
+from bulksign.signing.field_entry import Upload
 from bulksign.signing.page_states import signer_party
-from bulksign.signing.recipient_actions import sign
 from bulksign.work.pipeline import enqueue_renders
 from tests.doc_templates.test_fields import _form
 from tests.support import docx_files
 from tests.support.batches import batch_from_file, request_ids
+from tests.support.form_signing import filled_form, sign_filled
 from tests.support.looks import ARTIFACTS
 from tests.support.pdf_files import plain_pdf
 from tests.support.sealed import make_pdf, signed_request
-from tests.support.signatures import png
 from tests.support.signing_requests import HTML
 
 PAGE = '<meta charset="utf-8"><body style="font-family:\'DejaVu Serif\'">{body}</body>'
@@ -105,42 +103,6 @@ def _sent(users, run_jobs, version, *, rows: str, form: dict | None = None, **ba
     enqueue_renders(ids)
     run_jobs("pdf", "mail")
     return ids
-
-
-def _filled(typed: dict[str, str], files: dict[str, Upload] | None = None) -> FilledForm:
-    """The signing page's form as a signer sends it: ``typed`` as they type it in the batch's language (a date as
-    ISO, as ``<input type=date>`` sends it; a ticked checkbox ``TICKED``, an unticked one nothing), ``files`` the
-    attachments they choose; within the app's size limit, stored where its documents are."""
-    return FilledForm(
-        typed=typed,
-        files=files or {},
-        attachment_max_bytes=current_app.config["ATTACHMENT_MAX_MB"] * 1024 * 1024,
-        storage=get_storage(),
-    )
-
-
-def _sign(
-    request_id: int,
-    name: str,
-    party: Party | None = None,
-    *,
-    typed: dict[str, str] | None = None,
-    files: dict[str, Upload] | None = None,
-) -> None:
-    """Sign with the form's values (``_filled``): sign() checks them and saves one row per field of the party's."""
-    outcome = sign(
-        db.session,
-        request_id=request_id,
-        now=utcnow(),
-        signer_name=name,
-        signature_png=png(),
-        consent=True,
-        ip="203.0.113.5",
-        user_agent="Mozilla/5.0",
-        party=party,
-        filled=_filled(typed or {}, files),
-    )
-    assert outcome.status == "signed", outcome
 
 
 def _value(request_id: int, name: str) -> FieldValue:
@@ -232,7 +194,7 @@ def test_an_html_contracts_values_are_stamped_in_their_boxes_in_that_recipients_
 ):
     version = _version(users, fields=SETTINGS, html=CONTRACT)
     eva, boris = _sent(users, run_jobs, version, rows=TWO, language="ru", timezone="Europe/Moscow")
-    _sign(
+    sign_filled(
         eva,
         "Eva Employee",
         typed={
@@ -248,7 +210,7 @@ def test_an_html_contracts_values_are_stamped_in_their_boxes_in_that_recipients_
         files={"passport": Upload(filename="паспорт-скан.pdf", data=SCAN)},
     )
     # Boris leaves the checkbox unticked (the form sends nothing for it), the passport and the bonus empty.
-    _sign(
+    sign_filled(
         boris,
         "Boris Brown",
         typed={"iban": "GB33BUKB20201555555555", "city": "Казань", "start": "2027-02-01", "salary": "900"},
@@ -318,7 +280,7 @@ def _each_signs_their_own(users, run_jobs, version, *, eva: dict, boris: dict) -
         users, run_jobs, version, rows="email,name\neva@example.com,Eva Employee\nboris@example.com,Boris Brown\n"
     )
     for request_id, name, typed in zip(ids, ("Eva Employee", "Boris Brown"), (eva, boris), strict=True):
-        _sign(request_id, name, typed=typed)
+        sign_filled(request_id, name, typed=typed)
     run_jobs("pdf", "mail")
     return ids[0], ids[1]
 
@@ -397,7 +359,7 @@ def test_the_second_party_reads_the_first_partys_values_and_the_seal_carries_bot
         form={"parties": '{"employer": {"email": "hr@acme.example", "name": "Anna Boss"}}'},
     )
     request = db.session.get(SigningRequest, request_id)
-    _sign(request_id, "Eva Employee", party=signer_party(db.session, request, None), typed={"iban": IBAN})
+    sign_filled(request_id, "Eva Employee", party=signer_party(db.session, request, None), typed={"iban": IBAN})
     run_jobs("pdf", "mail")  # the employee's step kept as a version with her signature and her values
 
     original, step = _document(request_id, "original"), _document(request_id, "step")
@@ -408,7 +370,7 @@ def test_the_second_party_reads_the_first_partys_values_and_the_seal_carries_bot
     assert _words_in(read, tmp_path, boxes["reference"]) == []  # the employer's own field, still empty
 
     employer = db.session.scalars(select(Party).where(Party.request_id == request_id, Party.role == "employer")).one()
-    _sign(request_id, "Anna Boss", party=employer, typed={"reference": "HR-2027/17"})
+    sign_filled(request_id, "Anna Boss", party=employer, typed={"reference": "HR-2027/17"})
     run_jobs("pdf", "mail")
     signed = _signed(request_id)
     assert " ".join(_words_in(signed, tmp_path, boxes["iban"])) == IBAN
@@ -463,7 +425,7 @@ def test_a_value_of_a_request_with_no_party_rows_is_listed_as_its_recipients(app
         owner=users["staff"],
         html=HTML.replace("</body>", '{% if number == "0" %}<p>{{ field_note }}</p>{% endif %}</body>'),
         fields=[{"name": "note"}],
-        filled=_filled({"note": "Позвоните после 18:00"}),
+        filled=filled_form({"note": "Позвоните после 18:00"}),
     )
     run_jobs("pdf")
     text = _text(_signed(request.id), tmp_path)
