@@ -126,6 +126,10 @@ class SoakConfig:
     #: Share of recipients with a second invitation that the full-size report holds the run to (None: none).
     #: What the design promises is checked always: a second copy only where a crash landed inside its send.
     duplicate_share_target: float | None = 0.001
+    #: The share is held to its target from this size on. Kills follow the work (``kill_every_dispatched``), so the
+    #: expected share is the same at every size; below it, the few kills that land inside a send (2 or 3 at 3,000
+    #: recipients) make the share a matter of where they land, not of the design.
+    duplicate_share_from: int = 10_000
     #: The template's kind: ``html``, ``docx`` (LibreOffice in every render worker) or ``pdf`` (a form filled).
     kind: str = "html"
     #: Two parties per document (``--parties``): every recipient acts (``signers`` is ignored), the countersigner too.
@@ -916,6 +920,7 @@ def _report(cfg, engine, batch_id, folder, chaos, outcomes, create_seconds, elap
     stuck = sum(counts.get(s, 0) for s in ("pending", "generating", "generated", "sending"))
     total = sum(counts.values())
     peak = max_in_window([m["t"] for m in mails])
+    held = cfg.recipients >= cfg.duplicate_share_from
     rows = [
         ("recipients in the batch", f"{total:,}", f"= {cfg.recipients:,}", total == cfg.recipients),
         ("left in a working state", f"{stuck:,}", "0", stuck == 0),
@@ -945,8 +950,8 @@ def _report(cfg, engine, batch_id, folder, chaos, outcomes, create_seconds, elap
                 (
                     "recipients who got 2+ invitations (full-size target)",
                     f"{twice / max(total, 1):.2%}",
-                    f"≤ {cfg.duplicate_share_target:.1%}",
-                    twice / max(total, 1) <= cfg.duplicate_share_target,
+                    f"≤ {cfg.duplicate_share_target:.1%}" + ("" if held else f" from {cfg.duplicate_share_from:,}"),
+                    twice / max(total, 1) <= cfg.duplicate_share_target if held else None,
                 )
             ]
             if cfg.duplicate_share_target is not None

@@ -16,8 +16,9 @@ from bulksign.documents.signature_box import SignatureBox
 from bulksign.models import Party, SigningRequest, utcnow
 from bulksign.signing.field_entry import form_fields, signed_entries
 from bulksign.signing.page_states import signer_party
-from tests.documents.test_filled_fields import PAGE, _document, _sent, _sign, _signed, _text, _version, _words_in
+from tests.documents.test_filled_fields import PAGE, _document, _sent, _signed, _text, _version, _words_in
 from tests.support.clock import NOW
+from tests.support.form_signing import sign_filled
 
 SIGNED = PAGE.format(
     body="<h1>Трудовой договор</h1><p>Работник {{ name }}. Паспорт: {{ field_passport }}</p>"
@@ -49,10 +50,12 @@ def test_each_partys_date_signed_and_name_are_printed_in_their_boxes_when_they_s
     # The employee is asked only for her passport number: the rest is filled in for her.
     shown = form_fields(request, role="recipient", document=None, pages=None)
     assert [f.settings.name for f in shown] == ["passport"]
-    _sign(request_id, "Ева Иванова", party=signer_party(db.session, request, None), typed={"passport": "4510 123456"})
+    sign_filled(
+        request_id, "Ева Иванова", party=signer_party(db.session, request, None), typed={"passport": "4510 123456"}
+    )
     run_jobs("pdf", "mail")
     employer = db.session.scalars(select(Party).where(Party.request_id == request_id, Party.role == "employer")).one()
-    _sign(request_id, "Анна Босс", party=employer)
+    sign_filled(request_id, "Анна Босс", party=employer)
     run_jobs("pdf", "mail")
 
     boxes = {n: SignatureBox.from_json(b) for n, b in _document(request_id, "original").field_boxes.items()}
