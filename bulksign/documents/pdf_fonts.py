@@ -169,8 +169,8 @@ def _shown(content: bytes) -> dict[str, Counter]:
 def _read(content: bytes, *, placed: bool = False) -> Read:
     """A page's content stream, read (``Read``); ``placed``: each line's place looked at too, to tell the lines
     outside the printable area (``Read.clipped``), else none is."""
-    strings: dict[bytes, Counter] = {}  # font → the hex strings shown in it, decoded once at the end
-    outside: dict[bytes, Counter] = {}  # the same, of lines outside the printable area
+    strings: dict[bytes, list[bytes]] = {}  # font → the hex strings shown in it, counted and decoded once at the end
+    outside: dict[bytes, list[bytes]] = {}  # the same, of lines outside the printable area
     clip = _PAGE_CLIP.search(content) if placed else None
     height = float(clip.group(1)) if clip else None
     before, *objects = content.split(_TEXT_BEGIN)
@@ -191,7 +191,7 @@ def _read(content: bytes, *, placed: bool = False) -> Read:
             glyphs = _PLAIN_GLYPH.findall(body, start.end())
             if len(glyphs) == body.count(b"\n"):  # every line after the first is one glyph's, and nothing else
                 into = outside if height is not None and _outside(previous, body, start.end(), height) else strings
-                into.setdefault(start.group(1), Counter()).update(glyphs)
+                into.setdefault(start.group(1), []).extend(glyphs)
                 if kept is not None:
                     kept.append(after)
                 previous = after
@@ -207,7 +207,7 @@ def _read(content: bytes, *, placed: bool = False) -> Read:
         if b"Tj" in pieces[0]:
             raise FontError("a glyph shown before its font")
         for name, run in zip(pieces[1::2], pieces[2::2]):
-            strings.setdefault(name, Counter()).update(_GLYPHS.findall(run))
+            strings.setdefault(name, []).extend(_GLYPHS.findall(run))
     return Read(_codes(strings), _codes(outside), None if kept is None else b"\n".join(kept))
 
 
@@ -231,10 +231,11 @@ def _outside(previous: bytes, body: bytes, first_line: int, height: float) -> bo
     return not 0 <= baseline <= height
 
 
-def _codes(strings: dict[bytes, Counter]) -> dict[str, Counter]:
+def _codes(strings: dict[bytes, list[bytes]]) -> dict[str, Counter]:
     """Hex strings by font → 2-byte codes by font name, with their counts."""
     shown: dict[str, Counter] = {}
-    for name, found in strings.items():
+    for name, listed in strings.items():
+        found = Counter(listed)
         if any(len(glyphs) % 4 for glyphs in found):
             raise FontError("a glyph code not of 2 bytes")
         codes = shown.setdefault(name.decode("latin-1"), Counter())

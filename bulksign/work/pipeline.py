@@ -201,8 +201,12 @@ def _fill(step: Step, *, session: Session, batch_id: int, size: int, window: int
         queue=step.job.queue,
     )
     in_line = sum(1 for state in states.values() if state == WAITING)
-    room = max(0, window - in_line) * size
-    fresh = [i for i in ids if owned.get(i) not in states][:room]
+    unowned = [i for i in ids if owned.get(i) not in states]
+    if len(ids) < size * window * 3 and len(unowned) < size * window:
+        # The batch's last ids go in smaller chunks (down to a quarter), so that its workers finish about together
+        # rather than one working through a whole chunk while the others wait.
+        size = max(-(-len(unowned) // window), -(-size // 4))
+    fresh = unowned[: max(0, window - in_line) * size]
     _queue_chunks(step, fresh, size=size)
     return fresh
 
