@@ -26,7 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bench import Figure, Settled, bench_app, docs_per_second, stop_processes, wait_for_requests
-from bench.bench_pipeline import _backend_pids, _children_named, _stat, _tree, start_workers
+from bench.bench_pipeline import start_workers
+from bench.process_cpu import backend_pids, children_named, process_stat, tree
 
 
 def _create_batch(user, version_id: int, n: int, *, offset: int = 0) -> int:
@@ -79,12 +80,12 @@ def _cpu_snapshot(workers: list[int], database: str) -> dict[tuple[str, int], fl
     snapshot = {}
     for root in workers:
         session = _session(root)
-        for pid in _tree(root):
-            stat = _stat(pid)
+        for pid in tree(root):
+            stat = process_stat(pid)
             if stat is not None:
                 snapshot[("render" if _session(pid) == session else "libreoffice", pid)] = stat[1]
-    for pid in [*_backend_pids(database), *_children_named("pgbouncer")]:
-        stat = _stat(pid)
+    for pid in [*backend_pids(database), *children_named("pgbouncer")]:
+        stat = process_stat(pid)
         if stat is not None:
             snapshot[("database", pid)] = stat[1]
     return snapshot
@@ -120,10 +121,10 @@ class _CpuWatch:
 def _converters_snapshot(converters: list) -> dict[tuple[str, int], float]:
     """The bare loop's LibreOffice trees: ("libreoffice", pid) → CPU seconds so far."""
     return {
-        ("libreoffice", pid): (_stat(pid) or ("", 0.0, 0.0))[1]
+        ("libreoffice", pid): (process_stat(pid) or ("", 0.0, 0.0))[1]
         for converter in converters
         if converter.pid
-        for pid in _tree(converter.pid)
+        for pid in tree(converter.pid)
     }
 
 

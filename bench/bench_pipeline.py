@@ -1,7 +1,7 @@
 """The whole dispatch pipeline (render → store → invitation → SMTP) against a bare wkhtmltopdf loop.
 
-A batch of N recipients (10,000 by default, ``BENCH_PIPELINE_RECIPIENTS`` to change it; small: 60) with the
-throttle off goes through real worker processes (``flask jobs worker``: PDF_CONCURRENCY on ``pdf``, MAIL_WORKERS
+A batch of N recipients (by default 600, three times, and 10,000: ``SIZES``; ``BENCH_PIPELINE_RECIPIENTS`` for
+one other size; small: 60) with the throttle off goes through real worker processes (``flask jobs worker``: PDF_CONCURRENCY on ``pdf``, MAIL_WORKERS
 on ``mail``, as the README deploys them) to a local aiosmtpd sink, with the database behind PgBouncer in transaction pooling as deployed
 (``BENCH_PIPELINE_POOLER=none``: straight to PostgreSQL, to compare). In the same run, the same documents are
 rendered by a bare loop of wkhtmltopdf with the same options and the same concurrency, half before the pipeline
@@ -12,20 +12,20 @@ CPU is counted per document and role (render workers, mail workers, PostgreSQL's
 PgBouncer, Redis, and wkhtmltopdf), each against what the bare loop spends per document: unlike docs/s, a busy
 machine barely moves it. wkhtmltopdf runs in bwrap's sandbox, whose outer process exits without reaping the
 namespace's init (which reaped wkhtmltopdf): the converter's CPU then reached no parent's account. This process
-is made their subreaper and reaps them (``_Orphans``), so ``os.times()`` counts them. Worker memory is sampled
+is made their subreaper and reaps them (``process_cpu.Orphans``), so ``os.times()`` counts them. Worker memory is sampled
 from /proc: growth from 10 % of the batch to its end.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
-from bench import Figure, bench_app, docs_per_second, stop_processes, wait_for_requests
+from bench import Figure, bench_app, docs_per_second, process_cpu, stop_processes, wait_for_requests
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Mail workers, as the README deploys them (``--processes 2 mail``): one sends a mail at a time, each its SMTP
@@ -52,97 +52,6 @@ def _pasted_contract() -> str:
 TEMPLATES = {"doctype": ("with a doctype", _contract), "pasted": ("without a doctype, <h1> first", _pasted_contract)}
 
 
-def _rss_mb(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
-
-
-def _stat(pid: int) -> tuple[str, float, float] | None:
-    """(command, own CPU seconds, CPU seconds of its reaped children) of a live process, from /proc."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = raw.rsplit(")", 1)[1].split()
-    tick = os.sysconf("SC_CLK_TCK")
-    return (
-        raw[raw.index("(") + 1 : raw.rindex(")")],
-        (int(fields[11]) + int(fields[12])) / tick,
-        (int(fields[13]) + int(fields[14])) / tick,
-    )
-
-
-def _tree(pid: int) -> list[int]:
-    """``pid`` and its live descendants (a worker is a supervising parent with the real worker below it)."""
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        for children in Path(f"/proc/{current}/task").glob("*/children"):
-            try:
-                todo.extend(int(c) for c in children.read_text().split())
-            except OSError:
-                pass
-    return found
-
-
-def _reaped_cpu() -> float:
-    """CPU seconds of this process's reaped children (the bare loop's wkhtmltopdf runs)."""
-    times = os.times()
-    return times.children_user + times.children_system
-
-
-#: prctl's option that makes a process the reaper of its orphaned descendants (linux/prctl.h).
-_PR_SET_CHILD_SUBREAPER = 36
-
-
-class _Orphans:
-    """This process as the subreaper of its descendants, reaping the sandboxes' orphaned inits (``bwrap``) that
-    ended, so their CPU (the converter's included) counts in ``os.times()``'s children.
-
-    Reap only where this process is not waiting on a ``bwrap`` of its own (between the bare loop's runs, not
-    during them): a reaped child is one ``subprocess`` would no longer find.
-    """
-
-    def __enter__(self) -> _Orphans:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.reap()
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
-
-    def reap(self) -> None:
-        for children in Path(f"/proc/{os.getpid()}/task").glob("*/children"):
-            try:
-                pids = [int(c) for c in children.read_text().split()]
-            except OSError:
-                continue
-            for pid in pids:
-                try:
-                    raw = Path(f"/proc/{pid}/stat").read_text()
-                except OSError:
-                    continue
-                command, state = raw[raw.index("(") + 1 : raw.rindex(")")], raw.rsplit(")", 1)[1].split()[0]
-                if command == "bwrap" and state == "Z":
-                    os.waitpid(pid, 0)
-
-
-def _backend_pids(database: str) -> list[int]:
-    """The PostgreSQL backends now serving ``database`` (the server's own background processes are not counted)."""
-    import psycopg
-
-    from tests.support.services import PG_ADMIN_URL
-
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-        return [row[0] for row in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", (database,))]
-
-
 def _worker_pids() -> list[int]:
     """The RQ workers' own processes (below their supervising parents): the ones whose memory grows."""
     from rq import Worker
@@ -150,33 +59,6 @@ def _worker_pids() -> list[int]:
     from bulksign.core.extensions import get_redis
 
     return [w.pid for w in Worker.all(connection=get_redis())]
-
-
-def _children_named(name: str) -> list[int]:
-    return [pid for pid in _tree(os.getpid())[1:] if (_stat(pid) or ("",))[0] == name]
-
-
-def _cpu_snapshot(roles: dict[str, list[int]]) -> dict[tuple[str, int], tuple[float, float]]:
-    """(role, pid) → (own CPU, reaped children's CPU) for every process of each role's trees, wkhtmltopdf left out
-    (a render worker's reaped children are the wkhtmltopdf runs: that is what ``reaped`` counts)."""
-    snapshot = {}
-    for role, roots in roles.items():
-        for root in roots:
-            for pid in _tree(root):
-                stat = _stat(pid)
-                if stat is not None and stat[0] != "wkhtmltopdf":
-                    snapshot[(role, pid)] = stat[1:]
-    return snapshot
-
-
-def _cpu_spent(before: dict, after: dict) -> dict[str, tuple[float, float]]:
-    """Role → (own CPU, reaped children's CPU) spent between two snapshots (processes started since count whole)."""
-    spent: dict[str, tuple[float, float]] = {}
-    for (role, pid), (own, reaped) in after.items():
-        own0, reaped0 = before.get((role, pid), (0.0, 0.0))
-        total = spent.get(role, (0.0, 0.0))
-        spent[role] = (total[0] + own - own0, total[1] + reaped - reaped0)
-    return spent
 
 
 class _Sink:
@@ -277,16 +159,46 @@ def _wait_for_workers(count: int, *, timeout: float) -> None:
         time.sleep(0.1)
 
 
+#: The sizes measured by default: the issue's two, the smaller one several times (its run lasts seconds, so a
+#: machine's drift moves one run's ratio by ±10 %: the median of its runs is reported, with each run's ratio).
+SIZES = {600: 3, 10_000: 1}
+
+
 def run(*, small: bool) -> list[Figure]:
     chosen = os.environ.get("BENCH_PIPELINE_TEMPLATES", ",".join(TEMPLATES)).split(",")
+    # BENCH_PIPELINE_RECIPIENTS: one size (run once) when the default ones do not fit the time at hand.
+    given = os.environ.get("BENCH_PIPELINE_RECIPIENTS")
+    sizes = {60: 1} if small else {int(given): 1} if given else SIZES
     figures = []
     for key in chosen:
         kind, template = TEMPLATES[key]
-        figures += _measure(small=small, template=template(), kind=kind, email=f"bench-{key}@example.com")
+        for n, rounds in sizes.items():
+            figures += _median_run(
+                [
+                    _measure(n=n, small=small, template=template(), kind=kind, email=f"bench-{key}@example.com")
+                    for _ in range(rounds)
+                ]
+            )
     return figures
 
 
-def _measure(*, small: bool, template: str, kind: str, email: str) -> list[Figure]:
+def _median_run(runs: list[list[Figure]]) -> list[Figure]:
+    """The figures of the run whose docs/s ratio is the median, its first figure naming every run's ratio; a
+    figure with a target fails if it failed in any run."""
+    if len(runs) == 1:
+        return runs[0]
+    ordered = sorted(runs, key=lambda run_figures: run_figures[0].ratio or 0.0)
+    middle = ordered[len(ordered) // 2]
+    failed = {index for run_figures in runs for index, figure in enumerate(run_figures) if figure.ok is False}
+    head, *rest = middle
+    ratios = ", ".join(f"{run_figures[0].ratio:.2f}" for run_figures in runs)
+    return [
+        replace(head, name=f"{head.name}, median of {len(runs)} runs", baseline=f"{head.baseline}; runs: {ratios}"),
+        *(replace(figure, ok=False) if index in failed else figure for index, figure in enumerate(rest, start=1)),
+    ]
+
+
+def _measure(*, n: int, small: bool, template: str, kind: str, email: str) -> list[Figure]:
     from aiosmtpd.controller import Controller
     from sqlalchemy import select
 
@@ -297,8 +209,6 @@ def _measure(*, small: bool, template: str, kind: str, email: str) -> list[Figur
     from bulksign.work.pipeline import enqueue_renders
     from tests.support.services import free_port
 
-    # BENCH_PIPELINE_RECIPIENTS: a mid-size run when 10,000 does not fit the time at hand.
-    n = 60 if small else int(os.environ.get("BENCH_PIPELINE_RECIPIENTS", "10000"))
     pooled = os.environ.get("BENCH_PIPELINE_POOLER", "pgbouncer") != "none"
     sink = _Sink()
     port = free_port()
@@ -318,11 +228,11 @@ def _measure(*, small: bool, template: str, kind: str, email: str) -> list[Figur
             # during the run (other tenants, thermal) weighs on both sides alike.
             bare_n = min(n, 40 if small else 2000) // 2
             # Adopted only while CPU is counted: the workers' own children, orphaned when they stop, go to init.
-            with _Orphans() as orphans:
-                bare_cpu = _reaped_cpu()
+            with process_cpu.Orphans() as orphans:
+                bare_cpu = process_cpu.reaped_cpu()
                 bare_before = _bare_loop(html, bare_n, concurrency)
                 orphans.reap()
-                bare_cpu = _reaped_cpu() - bare_cpu
+                bare_cpu = process_cpu.reaped_cpu() - bare_cpu
 
                 # Workers start (imports, connections) before the clock does: the figure is throughput.
                 # As deployed: PDF_CONCURRENCY render workers and MAIL_WORKERS mail workers.
@@ -333,12 +243,12 @@ def _measure(*, small: bool, template: str, kind: str, email: str) -> list[Figur
                 roles = {
                     "render": [w.pid for w in workers[:concurrency]],
                     "mail": [w.pid for w in workers[concurrency:]],
-                    "pgbouncer": _children_named("pgbouncer"),
-                    "redis": _children_named("redis-server"),
+                    "pgbouncer": process_cpu.children_named("pgbouncer"),
+                    "redis": process_cpu.children_named("redis-server"),
                 }
-                idle_cpu = _cpu_snapshot({**roles, "postgres": _backend_pids(database)})
+                idle_cpu = process_cpu.cpu_snapshot({**roles, "postgres": process_cpu.backend_pids(database)})
                 orphans.reap()
-                orphaned_cpu = _reaped_cpu()
+                orphaned_cpu = process_cpu.reaped_cpu()
                 worker_pids = _worker_pids()
                 started = time.monotonic()
                 enqueue_renders(ids)
@@ -348,7 +258,7 @@ def _measure(*, small: bool, template: str, kind: str, email: str) -> list[Figur
                 def sample_memory(sent: int) -> None:
                     orphans.reap()  # the render workers' sandboxes, as they end (this process runs none now)
                     for pid in worker_pids:
-                        rss = _rss_mb(pid)
+                        rss = process_cpu.rss_mb(pid)
                         if rss is not None:
                             last[pid] = rss
                             if sent >= n // 10:
@@ -363,10 +273,12 @@ def _measure(*, small: bool, template: str, kind: str, email: str) -> list[Figur
                 )
                 sent = settled.reached
                 elapsed = time.monotonic() - started
-                busy = _cpu_spent(idle_cpu, _cpu_snapshot({**roles, "postgres": _backend_pids(database)}))
+                busy = process_cpu.cpu_spent(
+                    idle_cpu, process_cpu.cpu_snapshot({**roles, "postgres": process_cpu.backend_pids(database)})
+                )
                 orphans.reap()
                 # wkhtmltopdf: the sandboxes' inits reaped here, and the outer bwraps the render workers reaped.
-                wkhtmltopdf_cpu = _reaped_cpu() - orphaned_cpu + busy["render"][1]
+                wkhtmltopdf_cpu = process_cpu.reaped_cpu() - orphaned_cpu + busy["render"][1]
             stop_processes(workers)
             pipeline_rate = sent / elapsed
             bare_after = _bare_loop(html, bare_n, concurrency)
