@@ -94,7 +94,7 @@ class FontProgram:
             name: self._metrics[name] if code in kept else (0, 0) for code, name in enumerate(self._order)
         }
         out = BytesIO()
-        self._font.save(out, reorderTables=False)
+        self._font.save(out, reorderTables=None)  # tables in the writer's own order: no second pass reorders them
         self._written[frozenset(kept)] = out.getvalue(), FlateDecode.encode(out.getvalue())
         return self._written[frozenset(kept)]
 
