@@ -21,7 +21,7 @@ from tests.signing.test_routing import _mails_to
 from tests.support import docx_files
 from tests.support.accounts import STAFF
 from tests.support.looks import BATCH_PAGE, log_in, look_at
-from tests.support.party_editor import name_party
+from tests.support.party_editor import name_party, open_editor
 from tests.support.pdf_files import plain_pdf
 from tests.support.signing_page import signed_bytes
 
@@ -84,7 +84,7 @@ def _build_html(page, live_server) -> None:
     page.click("main button[type=submit]")
     _saved(page, 1)
     _parties(page, version=2)
-    page.click("text=Edit")
+    open_editor(page)
     page.click("#tab-rich")
     _type(page, " Position: ")
     _palette_field(page, "Employer", "text", "position")

@@ -21,7 +21,7 @@ from tests.browser.test_browser_two_party_signing import LINK, _sign_as
 from tests.signing.test_routing import _mails_to
 from tests.support.accounts import STAFF
 from tests.support.looks import BATCH_PAGE, log_in, look_at
-from tests.support.party_editor import name_party
+from tests.support.party_editor import name_party, open_editor
 from tests.support.signing_page import signed_bytes
 
 pytestmark = pytest.mark.browser
@@ -85,7 +85,7 @@ def test_a_clerk_builds_a_two_party_contract_with_the_palette_and_sends_it(users
     page.click("#save-parties")
     page.wait_for_selector("text=Saved as version 2")
     expect(page.locator("#check-warnings")).to_contain_text("Employer has no signature place in the document")
-    page.click("text=Edit")
+    open_editor(page)
     page.click("#tab-rich")
     _type(page, " Starts on: ")
     _field(page, "Employer", "text", "start")

@@ -1,4 +1,4 @@
-"""Browser-test steps on the template page's party editor, as a clerk takes them."""
+"""Browser-test steps on the template page (its editor, its party editor), as a clerk takes them."""
 
 from __future__ import annotations
 
@@ -14,3 +14,10 @@ def name_party(party, *, labels: tuple[str, str], key: str | None = None, person
         party.locator("[name=party-source]").select_option("fixed")
         party.locator("[name=party-name]").fill(person[0])
         party.locator("[name=party-email]").fill(person[1])
+
+
+def open_editor(page) -> None:
+    """Go from a template's page to its editor ("Edit") and wait for the page's load: the editor's tabs work once
+    its deferred script has run, and a tab clicked before that does nothing."""
+    with page.expect_navigation():
+        page.click("text=Edit")
