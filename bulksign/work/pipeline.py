@@ -189,7 +189,8 @@ def top_up(step: Step, batch_ids: Iterable[int], *, session: Session | None = No
 
 def _fill(step: Step, *, session: Session, batch_id: int, size: int, window: int) -> list[int]:
     # Enough ids to see the chunks already waiting (retried ones, suspects queued one per job) and the room after them.
-    ids = step.waiting(session, batch_id=batch_id, limit=size * window * 3)
+    limit = size * window * 3
+    ids = step.waiting(session, batch_id=batch_id, limit=limit)
     if not ids:
         return []
     owned = owners(step, ids)
@@ -202,9 +203,10 @@ def _fill(step: Step, *, session: Session, batch_id: int, size: int, window: int
     )
     in_line = sum(1 for state in states.values() if state == WAITING)
     unowned = [i for i in ids if owned.get(i) not in states]
-    if len(ids) < size * window * 3 and len(unowned) < size * window:
-        # The batch's last ids go in smaller chunks (down to a quarter), so that its workers finish about together
-        # rather than one working through a whole chunk while the others wait.
+    if len(ids) < limit and len(unowned) < size * window:
+        # Every waiting id was listed, and less than a window is left: the batch's last ids go in smaller chunks
+        # (down to a quarter), so that its workers finish about together rather than one working through a whole
+        # chunk while the others wait.
         size = max(-(-len(unowned) // window), -(-size // 4))
     fresh = unowned[: max(0, window - in_line) * size]
     _queue_chunks(step, fresh, size=size)
