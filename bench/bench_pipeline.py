@@ -1,19 +1,20 @@
 """The whole dispatch pipeline (render → store → invitation → SMTP) against a bare wkhtmltopdf loop.
 
 A batch of N recipients (by default 600, three times, and 10,000: ``SIZES``; ``BENCH_PIPELINE_RECIPIENTS`` for
-one other size; small: 60) with the throttle off goes through real worker processes (``flask jobs worker``: PDF_CONCURRENCY on ``pdf``, MAIL_WORKERS
-on ``mail``, as the README deploys them) to a local aiosmtpd sink, with the database behind PgBouncer in transaction pooling as deployed
-(``BENCH_PIPELINE_POOLER=none``: straight to PostgreSQL, to compare). In the same run, the same documents are
-rendered by a bare loop of wkhtmltopdf with the same options and the same concurrency, half before the pipeline
-runs and half after. Target: ≥ 2.5 × the bare loop's docs/s, at 600 and at 10,000 recipients, on the contract
-with a doctype and on the same contract as staff paste it (no doctype, the body beginning with ``<h1>``).
+one other size; small: 60) with the throttle off goes through real worker processes (``flask jobs worker``:
+PDF_CONCURRENCY on ``pdf``, MAIL_WORKERS on ``mail``, as the README deploys them) to a local aiosmtpd sink, with
+the database behind PgBouncer in transaction pooling as deployed (``BENCH_PIPELINE_POOLER=none``: straight to
+PostgreSQL, to compare). In the same run, the same documents are rendered by a bare loop of wkhtmltopdf with the
+same options and the same concurrency, half before the pipeline runs and half after. Target: ≥ 2.5 × the bare
+loop's docs/s, at 600 and at 10,000 recipients, on the contract with a doctype and on the same contract as staff
+paste it (no doctype, the body beginning with ``<h1>``).
 
 CPU is counted per document and role (render workers, mail workers, PostgreSQL's backends of this database,
 PgBouncer, Redis, and wkhtmltopdf), each against what the bare loop spends per document: unlike docs/s, a busy
 machine barely moves it. wkhtmltopdf runs in bwrap's sandbox, whose outer process exits without reaping the
 namespace's init (which reaped wkhtmltopdf): the converter's CPU then reached no parent's account. This process
-is made their subreaper and reaps them (``process_cpu.Orphans``), so ``os.times()`` counts them. Worker memory is sampled
-from /proc: growth from 10 % of the batch to its end.
+is made their subreaper and reaps them (``process_cpu.Orphans``), so ``os.times()`` counts them. Worker memory is
+sampled from /proc: growth from 10 % of the batch to its end.
 """
 
 from __future__ import annotations
