@@ -200,11 +200,11 @@ def split(pdf: bytes, count: int, *, max_pages: int = MAX_PAGES) -> list[tuple[P
         raise SplitError(str(exc)) from None
     uris = [_take_out(page, set(ours)) for page, ours in zip(reader.pages, links)]
     parts = []
-    fonts = font_programs.RunFonts()
+    fonts, seen = font_programs.RunFonts(), pdf_fonts.TextObjects()
     for start, end in bounds:
         pages = reader.pages[start:end]
         try:
-            kept = pdf_fonts.keep_own_glyphs(pages, run=fonts)
+            kept = pdf_fonts.keep_own_glyphs(pages, run=fonts, seen=seen)
             written = objects.part(pages, kept.objects)
         except pdf_fonts.FontError as exc:
             raise SplitError(str(exc)) from None

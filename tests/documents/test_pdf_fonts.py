@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bulksign.documents.pdf_fonts import FontError, _read, _shown
+from bulksign.documents.pdf_fonts import FontError, TextObjects, _read, _shown
 
 FIRST = b"q\nBT\n/F7 24 Tf 1 0 0 -1 0 0 Tm\n255 -42 Td <0001> Tj\n18 0 Td <00020003> Tj\nET\nQ\n"
 QT = FIRST + b"BT\n/F8 16 Tf\n<0001> Tj\nET\n"
@@ -31,6 +31,35 @@ def test_lines_outside_the_printable_area_are_told_apart_when_asked():
     placed = _read(content, placed=True)
     assert placed.shown == {"F7": {1: 1}} and placed.clipped == {"F7": {2: 1, 3: 1}}
     assert _read(content).shown == {"F7": {1: 1, 2: 1, 3: 1}} and _read(content).clipped == {}
+
+
+def test_a_run_reads_each_distinct_text_object_once_and_as_it_would_alone():
+    """Pages of one run share most of their text objects byte for byte (with what follows each, up to the next):
+    each is read once, and the pages read the same. One glyph apart is another object."""
+    other = FIRST.replace(b"<0001>", b"<0004>")
+    pages = [QT, QT, QT + QT, QT + other]
+    seen: TextObjects = {}
+    assert [_read(page, seen=seen) for page in pages] == [_read(page) for page in pages]
+    # 11 text objects, 4 distinct: FIRST's, F8's at the end of a page, F8's before another (``q``), other's.
+    assert sum(page.count(b"\nBT\n") for page in pages) == 11 and len(seen) == 4
+    assert _read(other, seen=seen).shown == {"F7": {2: 1, 3: 1, 4: 1}}
+
+
+def test_a_text_object_read_before_is_placed_where_it_is_drawn_this_time():
+    """Its place comes from what is drawn before it (``cm``), which is not part of what is remembered of it."""
+    seen: TextObjects = {}
+    inside, outside = (_read(b"\n" + PAGE + _line(b"0002", f), placed=True, seen=seen) for f in (0, 60))
+    assert inside.shown == {"F7": {2: 1}} and inside.clipped == {}
+    assert outside.shown == {} and outside.clipped == {"F7": {2: 1}}
+
+
+def test_a_refused_text_object_is_refused_on_every_page_it_is_on():
+    seen: TextObjects = {}
+    refused = FIRST + b"BT\n/F8 16 Tf\n(A) Tj\nET\n"
+    _read(QT, seen=seen)
+    for _ in range(2):
+        with pytest.raises(FontError):
+            _read(refused, seen=seen)
 
 
 @pytest.mark.parametrize(
