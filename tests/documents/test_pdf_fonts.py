@@ -38,23 +38,31 @@ def test_a_run_reads_each_distinct_text_object_once_and_as_it_would_alone():
     each is read once, and the pages read the same. One glyph apart is another object."""
     other = FIRST.replace(b"<0001>", b"<0004>")
     pages = [QT, QT, QT + QT, QT + other]
-    seen: TextObjects = {}
+    seen = TextObjects()
     assert [_read(page, seen=seen) for page in pages] == [_read(page) for page in pages]
     # 11 text objects, 4 distinct: FIRST's, F8's at the end of a page, F8's before another (``q``), other's.
     assert sum(page.count(b"\nBT\n") for page in pages) == 11 and len(seen) == 4
     assert _read(other, seen=seen).shown == {"F7": {2: 1, 3: 1, 4: 1}}
 
 
+def test_past_its_size_a_run_reads_new_text_objects_without_keeping_them():
+    first = QT.split(b"\nBT\n")[1]
+    seen = TextObjects(max_bytes=len(first))
+    pages = [QT, QT + QT]
+    assert [_read(page, seen=seen) for page in pages] == [_read(page) for page in pages]
+    assert len(seen) == 1
+
+
 def test_a_text_object_read_before_is_placed_where_it_is_drawn_this_time():
     """Its place comes from what is drawn before it (``cm``), which is not part of what is remembered of it."""
-    seen: TextObjects = {}
+    seen = TextObjects()
     inside, outside = (_read(b"\n" + PAGE + _line(b"0002", f), placed=True, seen=seen) for f in (0, 60))
     assert inside.shown == {"F7": {2: 1}} and inside.clipped == {}
     assert outside.shown == {} and outside.clipped == {"F7": {2: 1}}
 
 
 def test_a_refused_text_object_is_refused_on_every_page_it_is_on():
-    seen: TextObjects = {}
+    seen = TextObjects()
     refused = FIRST + b"BT\n/F8 16 Tf\n(A) Tj\nET\n"
     _read(QT, seen=seen)
     for _ in range(2):
