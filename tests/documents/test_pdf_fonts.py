@@ -57,6 +57,7 @@ def test_a_text_object_read_before_is_placed_where_it_is_drawn_this_time():
     """Its place comes from what is drawn before it (``cm``), which is not part of what is remembered of it."""
     seen = TextObjects()
     inside, outside = (_read(b"\n" + PAGE + _line(b"0002", f), placed=True, seen=seen) for f in (0, 60))
+    assert len(seen) == 1  # the same text object on both pages, drawn after another cm
     assert inside.shown == {"F7": {2: 1}} and inside.clipped == {}
     assert outside.shown == {} and outside.clipped == {"F7": {2: 1}}
 
