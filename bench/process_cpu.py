@@ -19,16 +19,24 @@ def rss_mb(pid: int) -> float | None:
     return None
 
 
-def process_stat(pid: int) -> tuple[str, float, float] | None:
-    """(command, own CPU seconds, CPU seconds of its reaped children) of a live process, from /proc."""
+def _stat_fields(pid: int) -> tuple[str, list[str]] | None:
+    """(command, the fields after it, from the state on) of a live process's /proc stat line."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = raw.rsplit(")", 1)[1].split()
+    return raw[raw.index("(") + 1 : raw.rindex(")")], raw.rsplit(")", 1)[1].split()
+
+
+def process_stat(pid: int) -> tuple[str, float, float] | None:
+    """(command, own CPU seconds, CPU seconds of its reaped children) of a live process, from /proc."""
+    stat = _stat_fields(pid)
+    if stat is None:
+        return None
+    command, fields = stat
     tick = os.sysconf("SC_CLK_TCK")
     return (
-        raw[raw.index("(") + 1 : raw.rindex(")")],
+        command,
         (int(fields[11]) + int(fields[12])) / tick,
         (int(fields[13]) + int(fields[14])) / tick,
     )
@@ -81,12 +89,8 @@ class Orphans:
             except OSError:
                 continue
             for pid in pids:
-                try:
-                    raw = Path(f"/proc/{pid}/stat").read_text()
-                except OSError:
-                    continue
-                command, state = raw[raw.index("(") + 1 : raw.rindex(")")], raw.rsplit(")", 1)[1].split()[0]
-                if command == "bwrap" and state == "Z":
+                stat = _stat_fields(pid)
+                if stat is not None and stat[0] == "bwrap" and stat[1][0] == "Z":
                     os.waitpid(pid, 0)
 
 
